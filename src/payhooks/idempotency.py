@@ -1,0 +1,94 @@
+"""The claim: one conditional insert per delivery key, on the caller's connection.
+
+Insert first, never check-then-insert: a twin arriving in the same millisecond blocks on the
+first one's uncommitted key and sees the conflict once it commits (DESIGN.md section 1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from payhooks.db import Connection
+from payhooks.events import Event
+
+
+class ClaimState(StrEnum):
+    NEW = "new"
+    DUPLICATE = "duplicate"
+    PARKED = "parked"
+    """Seen before and parked: the caller holds its row lock and may apply it again."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    state: ClaimState
+    outcome: str | None = None
+    order_ref: str | None = None
+    mismatch: bool = False
+
+
+_INSERT = """
+INSERT INTO processed_webhooks
+    (provider, event_id, event_type, outcome, payment_id, payload_sha256, body, headers)
+VALUES (%s, %s, %s, 'processed', %s, %s, %s, %s)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING 1
+"""
+
+_EXISTING = """
+SELECT outcome, payload_sha256, order_ref FROM processed_webhooks
+WHERE provider = %s AND event_id = %s
+"""
+
+_LOCK_PARKED = """
+SELECT outcome FROM processed_webhooks
+WHERE provider = %s AND event_id = %s AND outcome = 'parked'
+FOR UPDATE
+"""
+
+_MARK_MISMATCH = """
+UPDATE processed_webhooks SET mismatches = mismatches + 1, last_mismatch_at = now()
+WHERE provider = %s AND event_id = %s
+"""
+
+_RECORD = """
+UPDATE processed_webhooks SET outcome = %s, order_ref = %s, processed_at = now()
+WHERE provider = %s AND event_id = %s
+"""
+
+
+def claim(
+    conn: Connection, event: Event, body: bytes, signed_headers: Mapping[str, str]
+) -> Claim:
+    """Claim ``event``'s delivery key inside the caller's open transaction."""
+    key = (event.provider.value, event.event_id)
+    inserted = conn.execute(
+        _INSERT,
+        (*key, event.event_type, event.payment_id, event.payload_sha256, body,
+         json.dumps(dict(signed_headers))),
+    ).fetchone()
+    if inserted:
+        return Claim(state=ClaimState.NEW)
+    row = conn.execute(_EXISTING, key).fetchone()
+    if row is None:  # purged between the two statements: treat as already handled
+        return Claim(state=ClaimState.DUPLICATE)
+    outcome, digest, order_ref = str(row[0]), str(row[1]), row[2]
+    if digest != event.payload_sha256:
+        conn.execute(_MARK_MISMATCH, key)
+        return Claim(state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref),
+                     mismatch=True)
+    if outcome == "parked" and conn.execute(_LOCK_PARKED, key).fetchone():
+        return Claim(state=ClaimState.PARKED, outcome=outcome)
+    return Claim(state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref))
+
+
+def record(conn: Connection, event: Event, outcome: str, order_ref: str | None) -> None:
+    """Write what applying the claimed event did, and the trail to its order."""
+    conn.execute(_RECORD, (outcome, order_ref, event.provider.value, event.event_id))
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)

@@ -1,0 +1,87 @@
+"""One delivery, start to finish: verify, parse, claim, apply, record, commit once.
+
+This is the library's entry point. ``handler`` is the merchant's code; it runs inside the
+same transaction as the claim, so its writes and the claim commit together or not at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+import psycopg
+
+from payhooks import idempotency
+from payhooks.db import Connection, translated
+from payhooks.events import Event
+from payhooks.idempotency import ClaimState
+from payhooks.providers import Adapter
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+class Outcome(StrEnum):
+    PROCESSED = "processed"
+    DUPLICATE = "duplicate"
+    IGNORED = "ignored"
+    PARKED = "parked"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Applied:
+    """What a handler did with an event: processed, ignored or parked, and the order involved."""
+
+    outcome: Outcome
+    order_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receipt:
+    """The answer to one delivery (the JSON body of the webhook response)."""
+
+    outcome: Outcome
+    event: Event
+    order_id: str | None = None
+    mismatch: bool = False
+
+
+Handler = Callable[[Connection, Event], Applied]
+
+
+def verified_event(adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Event:
+    """Signature first, over the exact bytes; only then parse."""
+    adapter.verify(body, headers)
+    return adapter.parse(body, headers)
+
+
+def ingest(
+    conn: Connection,
+    adapter: Adapter,
+    body: bytes,
+    headers: Mapping[str, str],
+    handler: Handler,
+) -> Receipt:
+    """Verify, then claim and apply in one transaction (DESIGN.md section 1)."""
+    event = verified_event(adapter, body, headers)
+    signed = {name: headers[name] for name in adapter.signed_headers if name in headers}
+    with translated(event.event_id):
+        return _claim_and_apply(conn, event, body, signed, handler)
+
+
+def _claim_and_apply(
+    conn: Connection, event: Event, body: bytes, signed: Mapping[str, str], handler: Handler
+) -> Receipt:
+    with conn.transaction() as tx:
+        claim = idempotency.claim(conn, event, body, signed)
+        if claim.state is ClaimState.DUPLICATE:
+            # Nothing was written but the mismatch mark, which is meant to stay.
+            return Receipt(
+                outcome=Outcome.DUPLICATE, event=event, order_id=claim.order_ref,
+                mismatch=claim.mismatch,
+            )
+        applied = handler(conn, event)
+        if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
+            raise psycopg.Rollback(tx)  # still nothing to apply it to: leave the row as it was
+        idempotency.record(conn, event, applied.outcome, applied.order_id)
+    return Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)

@@ -1,0 +1,26 @@
+"""Gateway adapters: verify the exact received bytes, then parse them into an Event. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from payhooks.events import Event, Provider
+
+
+class Adapter(Protocol):
+    """What the ingest path needs of a gateway.
+
+    ``headers`` is a mapping with lower-case names. ``verify`` raises ``SignatureMismatch``;
+    ``parse`` raises ``MalformedPayload`` and is only called on verified bytes.
+    """
+
+    provider: Provider
+    signed_headers: tuple[str, ...]
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> None: ...
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event: ...
+
+
+__all__ = ["Adapter"]

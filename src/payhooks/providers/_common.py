@@ -1,0 +1,93 @@
+"""Small exact helpers the adapters share: money, keys, constant-time comparison."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from decimal import Decimal, InvalidOperation
+
+from payhooks.errors import MalformedPayload, SignatureMismatch
+from payhooks.events import Provider
+
+_PAISE = Decimal("0.01")
+
+
+def sha256_hex(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def rupees_to_paise(value: object, *, provider: Provider, field: str) -> int:
+    """Decimal rupees (JSON number parsed as Decimal, int, or form string) to exact paise."""
+    if isinstance(value, bool) or not isinstance(value, (Decimal, int, str)):
+        raise MalformedPayload(provider, f"{field} is not an amount")
+    try:
+        amount = Decimal(value)
+    except InvalidOperation as exc:
+        raise MalformedPayload(provider, f"{field} is not an amount: {value!r}") from exc
+    if not amount.is_finite() or amount < 0 or not _whole_paise(amount):
+        raise MalformedPayload(provider, f"{field} is not a whole number of paise: {value!r}")
+    return int(amount * 100)
+
+
+def _whole_paise(amount: Decimal) -> bool:
+    """quantize() raises for amounts too large for the context (1e30); that is malformed too."""
+    try:
+        return amount.quantize(_PAISE) == amount
+    except InvalidOperation:
+        return False
+
+
+def delivery_key(*parts: object) -> str | None:
+    """Join key parts with ':'; None when any part is missing, so no key ever holds 'None'."""
+    texts = [str(p) for p in parts if p is not None and not isinstance(p, bool)]
+    if len(texts) != len(parts) or any(t == "" for t in texts):
+        return None
+    return ":".join(texts)
+
+
+def matches_any(expected: list[str], received: str | None, *, provider: Provider) -> None:
+    """Constant-time compare of one received signature against each candidate."""
+    if received is None or received == "":
+        raise SignatureMismatch(provider, "signature missing")
+    if not received.isascii():
+        raise SignatureMismatch(provider, "signature header is not ASCII")
+    given = received.encode("ascii")
+    found = False
+    for candidate in expected:
+        found |= hmac.compare_digest(candidate.encode("ascii"), given)
+    if not found:
+        raise SignatureMismatch(provider, "signature does not match")
+
+
+def body_key(event_type: str, body: bytes) -> str:
+    """Key of an event with no id: byte-identical retries collapse, distinct bodies never do."""
+    return f"{event_type}:{sha256_hex(body)}"
+
+
+def load_json_object(body: bytes, *, provider: Provider) -> dict[str, object]:
+    """Parse verified JSON with every fraction as Decimal, so amounts stay exact.
+
+    NaN and Infinity are not JSON and would turn into floats; absurd nesting raises
+    RecursionError. Both are malformed bodies, not crashes.
+    """
+    try:
+        doc = json.loads(body, parse_float=Decimal, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedPayload(provider, "body is not valid JSON") from exc
+    if not isinstance(doc, dict):
+        raise MalformedPayload(provider, "body is not a JSON object")
+    return doc
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def child(node: object, *path: str) -> object:
+    """Walk nested JSON objects; None where a step is missing or not an object."""
+    for name in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(name)
+    return node

@@ -1,0 +1,236 @@
+"""Cashfree PG webhooks: base64 HMAC-SHA256 over timestamp + raw body, amounts in rupees."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from payhooks.errors import MalformedPayload, SignatureMismatch
+from payhooks.events import Event, EventKind, Provider
+from payhooks.providers._common import (
+    body_key,
+    child,
+    delivery_key,
+    load_json_object,
+    matches_any,
+    rupees_to_paise,
+    sha256_hex,
+)
+
+SIGNATURE_HEADER = "x-webhook-signature"
+TIMESTAMP_HEADER = "x-webhook-timestamp"
+VERSION_HEADER = "x-webhook-version"
+IDEMPOTENCY_HEADER = "x-idempotency-key"
+_SIGNED_HEADERS: tuple[str, ...] = (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    VERSION_HEADER,
+    IDEMPOTENCY_HEADER,
+)
+_P = Provider.CASHFREE
+
+PAYMENT_SUCCESS = "PAYMENT_SUCCESS_WEBHOOK"
+PAYMENT_FAILED = "PAYMENT_FAILED_WEBHOOK"
+PAYMENT_USER_DROPPED = "PAYMENT_USER_DROPPED_WEBHOOK"
+REFUND_STATUS = "REFUND_STATUS_WEBHOOK"
+_SUCCESS = "SUCCESS"
+
+_SUCCESS_WEBHOOK_KINDS: Mapping[str, EventKind] = {
+    _SUCCESS: EventKind.PAYMENT_CAPTURED,
+    "PENDING": EventKind.PAYMENT_PENDING,
+}
+
+
+def sign(body: bytes, timestamp: str, secret: str) -> str:
+    """The ``x-webhook-signature`` Cashfree sends: no separator between timestamp and body."""
+    digest = hmac.new(secret.encode("utf-8"), timestamp.encode("utf-8") + body, hashlib.sha256)
+    return base64.b64encode(digest.digest()).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Facts:
+    """What one body says, plus the parts its derived delivery key is made of."""
+
+    kind: EventKind
+    key_id: str | None = None
+    key_status: str | None = None
+    payment_id: str | None = None
+    merchant_ref: str | None = None
+    amount_paise: int | None = None
+    payment_amount_paise: int | None = None
+    currency: str | None = None
+    refund_id: str | None = None
+    refund_amount_paise: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cashfree:
+    """Several client secrets are tried: events in flight keep the secret they were sent with."""
+
+    provider = _P
+    signed_headers = _SIGNED_HEADERS
+    secrets: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.secrets or any(s == "" for s in self.secrets):
+            raise ValueError("Cashfree needs at least one non-empty client secret")
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        timestamp = headers.get(TIMESTAMP_HEADER)
+        if not timestamp:
+            raise SignatureMismatch(_P, "timestamp header missing")
+        if not timestamp.isascii():
+            raise SignatureMismatch(_P, "timestamp header is not ASCII")
+        expected = [sign(body, timestamp, secret) for secret in self.secrets]
+        matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        doc = load_json_object(body, provider=_P)
+        event_type = doc.get("type")
+        if not isinstance(event_type, str) or event_type == "":
+            raise MalformedPayload(_P, "type is missing or not a string")
+        data = doc.get("data")
+        facts = (
+            _refund_facts(data) if event_type == REFUND_STATUS else _payment_facts(event_type, data)
+        )
+        return Event(
+            provider=_P,
+            kind=facts.kind,
+            event_type=event_type,
+            event_id=_event_id(headers, event_type, facts, body),
+            payment_id=facts.payment_id,
+            merchant_ref=facts.merchant_ref,
+            amount_paise=facts.amount_paise,
+            payment_amount_paise=facts.payment_amount_paise,
+            currency=facts.currency,
+            refund_id=facts.refund_id,
+            refund_amount_paise=facts.refund_amount_paise,
+            payload_sha256=sha256_hex(body),
+        )
+
+
+def _payment_kind(event_type: str, status: str | None) -> EventKind:
+    """The type alone is not enough: a SUCCESS webhook may say PENDING (late authorisation)."""
+    if event_type == PAYMENT_SUCCESS:
+        if status is None:
+            raise MalformedPayload(_P, "payment_status is missing")
+        return _SUCCESS_WEBHOOK_KINDS.get(status, EventKind.OTHER)
+    if event_type in (PAYMENT_FAILED, PAYMENT_USER_DROPPED):
+        return EventKind.PAYMENT_FAILED
+    return EventKind.OTHER
+
+
+def _payment_facts(event_type: str, data: object) -> _Facts:
+    status = _text(child(data, "payment", "payment_status"), "payment_status", strict=False)
+    kind = _payment_kind(event_type, status)
+    strict = kind is not EventKind.OTHER
+    payment_id = _id(child(data, "payment", "cf_payment_id"), "cf_payment_id", strict=strict)
+    facts = _Facts(
+        kind=kind,
+        key_id=payment_id,
+        key_status=status if event_type == PAYMENT_SUCCESS and status != _SUCCESS else None,
+        payment_id=payment_id,
+        merchant_ref=_text(child(data, "order", "order_id"), "order_id", strict=strict),
+        amount_paise=_amount(child(data, "order", "order_amount"), "order_amount", strict=strict),
+        payment_amount_paise=_amount(
+            child(data, "payment", "payment_amount"), "payment_amount", strict=strict
+        ),
+        currency=_text(child(data, "order", "order_currency"), "order_currency", strict=strict),
+    )
+    if strict:
+        _require(
+            cf_payment_id=facts.payment_id,
+            order_id=facts.merchant_ref,
+            order_amount=facts.amount_paise,
+        )
+    return facts
+
+
+def _refund_facts(data: object) -> _Facts:
+    refund = child(data, "refund")
+    status = _text(child(refund, "refund_status"), "refund_status", strict=False)
+    if status is None:
+        raise MalformedPayload(_P, "refund_status is missing")
+    kind = EventKind.REFUND_PROCESSED if status == _SUCCESS else EventKind.OTHER
+    strict = kind is not EventKind.OTHER
+    refund_id = _id(child(refund, "cf_refund_id"), "cf_refund_id", strict=strict)
+    facts = _Facts(
+        kind=kind,
+        key_id=refund_id,
+        key_status=None if status == _SUCCESS else status,
+        payment_id=_id(child(refund, "cf_payment_id"), "cf_payment_id", strict=strict),
+        merchant_ref=_text(child(refund, "order_id"), "order_id", strict=strict),
+        currency=_text(child(refund, "refund_currency"), "refund_currency", strict=strict),
+        refund_id=refund_id,
+        refund_amount_paise=_amount(child(refund, "refund_amount"), "refund_amount", strict=strict),
+    )
+    if strict:
+        _require(
+            cf_refund_id=facts.refund_id,
+            cf_payment_id=facts.payment_id,
+            refund_amount=facts.refund_amount_paise,
+        )
+    return facts
+
+
+def _text(value: object, field: str, *, strict: bool) -> str | None:
+    """Strict for events we act on; an ignored event with an odd field is still recorded."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return value
+    if strict:
+        raise MalformedPayload(_P, f"{field} is not a string")
+    return None
+
+
+def _id(value: object, field: str, *, strict: bool) -> str | None:
+    """cf_payment_id is an int up to 2022-09-01 and a string from 2023-08-01: always a str."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _text(value, field, strict=strict)
+
+
+def _amount(value: object, field: str, *, strict: bool) -> int | None:
+    if value is None:
+        return None
+    try:
+        return rupees_to_paise(value, provider=_P, field=field)
+    except MalformedPayload:
+        if strict:
+            raise
+        return None
+
+
+def _require(**fields: object) -> None:
+    for field, value in fields.items():
+        if value is None:
+            raise MalformedPayload(_P, f"{field} is missing")
+
+
+def _event_id(headers: Mapping[str, str], event_type: str, facts: _Facts, body: bytes) -> str:
+    """DESIGN.md section 2, plus the status when it is not the final one the type implies.
+
+    Without it a PENDING delivery of PAYMENT_SUCCESS_WEBHOOK would claim the key of the
+    SUCCESS that follows for the same attempt, and the capture would be dropped as a duplicate.
+    """
+    header = headers.get(IDEMPOTENCY_HEADER)
+    if header:
+        return header
+    parts: list[object] = [event_type, facts.key_id]
+    if facts.key_status is not None:
+        parts.append(facts.key_status)
+    return delivery_key(*parts) or body_key(event_type, body)
+
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+    "VERSION_HEADER",
+    "Cashfree",
+    "sign",
+]

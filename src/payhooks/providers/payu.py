@@ -1,0 +1,156 @@
+"""PayU India payment posts: a form whose ``hash`` field is a salted SHA-512 of some fields."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlencode
+
+from payhooks.errors import MalformedPayload, SignatureMismatch
+from payhooks.events import Event, EventKind, Provider
+from payhooks.providers._common import (
+    body_key,
+    delivery_key,
+    matches_any,
+    rupees_to_paise,
+    sha256_hex,
+)
+
+_SIGNED_HEADERS: tuple[str, ...] = ()
+_P = Provider.PAYU
+
+# Reverse order of the request hash; the udf10..udf6 slots are empty unless they were sent.
+_HASHED_FIELDS = (
+    "status",
+    *(f"udf{n}" for n in range(10, 0, -1)),
+    "email",
+    "firstname",
+    "productinfo",
+    "amount",
+    "txnid",
+    "key",
+)
+
+_KINDS: Mapping[str, EventKind] = {
+    "success": EventKind.PAYMENT_CAPTURED,
+    "failure": EventKind.PAYMENT_FAILED,
+    "pending": EventKind.PAYMENT_PENDING,
+}
+
+_RUPEES = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+def reverse_hash(fields: Mapping[str, str], salt: str) -> str:
+    """The ``hash`` PayU posts back: SALT|status|udf10..udf1|email|...|txnid|key, SHA-512.
+
+    Values are used exactly as posted (``10`` and ``10.00`` hash differently); PayU's own
+    Python SDK leaves ``status`` out, which its docs contradict, so it is not followed here.
+    """
+    parts = [salt, *(fields.get(name, "") for name in _HASHED_FIELDS)]
+    additional = fields.get("additionalCharges", "")
+    if additional:
+        parts.insert(0, additional)
+    return hashlib.sha512("|".join(parts).encode("utf-8")).hexdigest()
+
+
+def encode(fields: Mapping[str, str] | Sequence[tuple[str, str]]) -> bytes:
+    """A form body as PayU posts it, for tests and the demo gateway."""
+    return urlencode(fields).encode("ascii")
+
+
+def decode_form(body: bytes) -> dict[str, str]:
+    """The posted fields; anything ambiguous about what was hashed is a bad signature.
+
+    Nothing is proven before the hash matches, so undecodable bytes (including a
+    percent-escape that is not UTF-8, which would otherwise become U+FFFD) and a field
+    posted twice are rejected as unauthenticated rather than as malformed.
+    """
+    try:
+        text = body.decode("utf-8")
+        pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError as exc:
+        raise SignatureMismatch(_P, "form body is not UTF-8") from exc
+    fields: dict[str, str] = {}
+    for name, value in pairs:
+        if name in fields:
+            raise SignatureMismatch(_P, f"form field {name!r} is posted more than once")
+        fields[name] = value
+    return fields
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PayU:
+    """PayU signs inside the form, with a salt rather than an HMAC key; all salts are tried."""
+
+    provider = _P
+    signed_headers = _SIGNED_HEADERS
+    merchant_key: str
+    salts: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.merchant_key == "":
+            raise ValueError("PayU needs the merchant key")
+        if not self.salts or any(s == "" for s in self.salts):
+            raise ValueError("PayU needs at least one non-empty salt")
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """A post for another merchant key, or without a hash, is refused like a bad signature."""
+        fields = decode_form(body)
+        if fields.get("key") != self.merchant_key:
+            raise SignatureMismatch(_P, "key is not the configured merchant key")
+        received = fields.get("hash")
+        if not received:
+            raise SignatureMismatch(_P, "hash missing")
+        expected = [reverse_hash(fields, salt) for salt in self.salts]
+        matches_any(expected, received, provider=_P)
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        fields = decode_form(body)
+        status = fields.get("status", "")
+        if status == "":
+            raise MalformedPayload(_P, "status is missing")
+        kind = _KINDS.get(status, EventKind.OTHER)
+        event_type = f"payment.{status}"
+        payment_id = fields.get("mihpayid") or None
+        merchant_ref = fields.get("txnid") or None
+        amount = _amount(fields.get("amount"), strict=kind is not EventKind.OTHER)
+        if kind is not EventKind.OTHER:
+            _require(mihpayid=payment_id, txnid=merchant_ref, amount=amount)
+        return Event(
+            provider=_P,
+            kind=kind,
+            event_type=event_type,
+            event_id=delivery_key(payment_id, status) or body_key(event_type, body),
+            payment_id=payment_id,
+            merchant_ref=merchant_ref,
+            amount_paise=amount,
+            currency="INR",
+            payload_sha256=sha256_hex(body),
+        )
+
+
+def _amount(value: str | None, *, strict: bool) -> int | None:
+    """A plain rupee string: Decimal() alone would also take ' 1.5', '1e2' and '1_0'."""
+    if value is None or value == "":
+        return None
+    if _RUPEES.fullmatch(value) is None:
+        if strict:
+            raise MalformedPayload(_P, f"amount is not a rupee amount: {value!r}")
+        return None
+    try:
+        return rupees_to_paise(value, provider=_P, field="amount")
+    except MalformedPayload:
+        if strict:
+            raise
+        return None
+
+
+def _require(**fields: object) -> None:
+    for field, value in fields.items():
+        if value is None:
+            raise MalformedPayload(_P, f"{field} is missing")
+
+
+__all__ = ["PayU", "decode_form", "encode", "reverse_hash"]

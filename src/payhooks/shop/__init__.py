@@ -1,0 +1,1 @@
+"""The reference business built on payhooks: catalogue, carts, checkout, payments, orders."""

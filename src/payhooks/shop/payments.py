@@ -1,0 +1,179 @@
+"""Apply one normalised event to the shop, inside the caller's claim transaction.
+
+Every effect here is business-keyed (one payment row per attempt, one order per cart, one
+refund row per refund), so two *different* deliveries with the same meaning, such as
+Razorpay's ``payment.captured`` and ``order.paid``, take effect once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from payhooks import outbox
+from payhooks.db import Connection
+from payhooks.errors import NotFound
+from payhooks.events import Event, EventKind
+from payhooks.ingest import Applied, Outcome
+from payhooks.shop.orders import place_order
+from payhooks.shop.states import TARGET, PaymentStatus, advance
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Payment:
+    provider: str
+    payment_id: str
+    status: str
+    cart_id: str | None
+    amount_paise: int | None
+    needs_refund: bool
+    flags: tuple[str, ...]
+
+
+_CART_OF_CHECKOUT = "SELECT cart_id FROM checkouts WHERE provider = %s AND gateway_order_id = %s"
+_CART_OF_PAYMENT = "SELECT cart_id FROM payments WHERE provider = %s AND payment_id = %s"
+_NEW_PAYMENT = """
+INSERT INTO payments (provider, payment_id, cart_id, status, amount_paise, payment_amount_paise,
+                      currency)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (provider, payment_id) DO NOTHING
+RETURNING status
+"""
+_LOCK_PAYMENT = """
+SELECT status FROM payments WHERE provider = %s AND payment_id = %s FOR UPDATE
+"""
+_SET_STATUS = """
+UPDATE payments SET status = %s, updated_at = now(),
+    amount_paise = coalesce(%s, amount_paise),
+    payment_amount_paise = coalesce(%s, payment_amount_paise),
+    currency = coalesce(%s, currency)
+WHERE provider = %s AND payment_id = %s
+"""
+_FLAG = """
+UPDATE payments SET flags = array_append(flags, %s), needs_refund = needs_refund OR %s,
+    updated_at = now()
+WHERE provider = %s AND payment_id = %s AND NOT (%s = ANY(flags))
+"""
+_LOCK_CART = """
+SELECT c.status, c.amount_paise, c.currency, c.customer_email, o.id
+FROM carts c LEFT JOIN orders o ON o.cart_id = c.id
+WHERE c.id = %s FOR UPDATE OF c
+"""
+_ORDER_OF_CART = "SELECT id FROM orders WHERE cart_id = %s"
+_NEW_REFUND = """
+INSERT INTO refunds (provider, refund_id, payment_id, amount_paise) VALUES (%s, %s, %s, %s)
+ON CONFLICT DO NOTHING RETURNING 1
+"""
+_ADD_REFUNDED = """
+UPDATE payments SET refunded_paise = refunded_paise + %s, updated_at = now()
+WHERE provider = %s AND payment_id = %s
+"""
+_GET = """
+SELECT provider, payment_id, status, cart_id, amount_paise, needs_refund, flags
+FROM payments WHERE provider = %s AND payment_id = %s
+"""
+
+
+def apply_event(conn: Connection, event: Event) -> Applied:
+    """The reference shop's handler: payment state machine, order, stock, outbox."""
+    if event.kind is EventKind.OTHER:
+        return Applied(outcome=Outcome.IGNORED)
+    if event.kind is EventKind.REFUND_PROCESSED:
+        return _apply_refund(conn, event)
+    cart_id = _cart_of(conn, event)
+    if cart_id is None:
+        return _park(conn, event, "no checkout matches its reference")
+    status = _move_payment(conn, event, cart_id)
+    if status is PaymentStatus.CAPTURED:
+        return Applied(outcome=Outcome.PROCESSED, order_id=_capture(conn, event, cart_id))
+    return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
+
+
+def _cart_of(conn: Connection, event: Event) -> str | None:
+    provider = event.provider.value
+    if event.merchant_ref is not None:
+        row = conn.execute(_CART_OF_CHECKOUT, (provider, event.merchant_ref)).fetchone()
+        if row:
+            return str(row[0])
+    row = conn.execute(_CART_OF_PAYMENT, (provider, event.payment_id)).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def _move_payment(conn: Connection, event: Event, cart_id: str) -> PaymentStatus | None:
+    """Record the event on its payment row; returns the new status, or None if unchanged."""
+    target = TARGET[event.kind]
+    amounts = (event.amount_paise, event.payment_amount_paise, event.currency)
+    key = (event.provider.value, event.payment_id)
+    created = conn.execute(_NEW_PAYMENT, (*key, cart_id, target.value, *amounts)).fetchone()
+    if created:
+        return target
+    row = conn.execute(_LOCK_PAYMENT, key).fetchone()
+    new = advance(PaymentStatus(row[0]), target) if row else None
+    if new is not None:
+        conn.execute(_SET_STATUS, (new.value, *amounts, *key))
+    return new
+
+
+def _capture(conn: Connection, event: Event, cart_id: str) -> str | None:
+    """First capture of this payment: an order, unless the cart is paid or the amount is off."""
+    status, amount, currency, email, order_id = conn.execute(_LOCK_CART, (cart_id,)).fetchone()  # type: ignore[misc]
+    if status == "paid":
+        _flag(conn, event, "duplicate_payment", f"cart {cart_id} is already paid (order {order_id})")
+        return str(order_id) if order_id else None
+    if event.amount_paise != amount or (event.currency or "INR") != currency:
+        got = f"{event.amount_paise} {event.currency or 'INR'}"
+        _flag(conn, event, "amount_mismatch", f"captured {got}, cart {cart_id} is {amount} {currency}")
+        return None
+    return place_order(conn, event, cart_id, email)
+
+
+def _flag(conn: Connection, event: Event, flag: str, why: str) -> None:
+    """Mark a captured payment that must be refunded, and tell the merchant."""
+    key = (event.provider.value, event.payment_id)
+    conn.execute(_FLAG, (flag, True, *key, flag))
+    outbox.enqueue(conn, outbox.alert(
+        f"alert:{flag}:{key[0]}:{key[1]}",
+        f"Refund needed: {flag.replace('_', ' ')} for {key[0]} payment {key[1]}",
+        f"{key[0]} payment {key[1]} was captured but {why}. It needs a refund.",
+        provider=key[0], payment_id=key[1], flag=flag, event_id=event.event_id,
+    ))
+
+
+def _apply_refund(conn: Connection, event: Event) -> Applied:
+    key = (event.provider.value, event.payment_id)
+    row = conn.execute(_LOCK_PAYMENT, key).fetchone()
+    if row is None:
+        return _park(conn, event, "the refunded payment is unknown")
+    if conn.execute(_NEW_REFUND, (key[0], event.refund_id, key[1], event.refund_amount_paise)).fetchone():
+        conn.execute(_ADD_REFUNDED, (event.refund_amount_paise, *key))
+    new = advance(PaymentStatus(row[0]), PaymentStatus.REFUNDED)
+    if new is not None:
+        conn.execute(_SET_STATUS, (new.value, None, None, None, *key))
+    cart_id = _cart_of(conn, event)
+    return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id) if cart_id else None)
+
+
+def _park(conn: Connection, event: Event, why: str) -> Applied:
+    outbox.enqueue(conn, outbox.alert(
+        f"alert:parked:{event.provider.value}:{event.event_id}",
+        f"Webhook parked: {event.provider.value} {event.event_type}",
+        f"Delivery {event.event_id} was parked because {why}. It is applied when the "
+        "gateway delivers it again after the checkout exists.",
+        provider=event.provider.value, event_id=event.event_id, reference=event.merchant_ref,
+    ))
+    return Applied(outcome=Outcome.PARKED)
+
+
+def _order_of(conn: Connection, cart_id: str) -> str | None:
+    row = conn.execute(_ORDER_OF_CART, (cart_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def get_payment(conn: Connection, provider: str, payment_id: str) -> Payment:
+    row: tuple[Any, ...] | None = conn.execute(_GET, (provider, payment_id)).fetchone()
+    if row is None:
+        raise NotFound("payment", f"{provider}/{payment_id}")
+    return Payment(
+        provider=row[0], payment_id=row[1], status=row[2], cart_id=row[3], amount_paise=row[4],
+        needs_refund=row[5], flags=tuple(row[6]),
+    )

@@ -1,0 +1,48 @@
+"""The payment state machine (DESIGN.md section 3): forward only, with one exception."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from payhooks.events import EventKind
+
+
+class PaymentStatus(StrEnum):
+    CREATED = "created"
+    AUTHORIZED = "authorized"
+    CAPTURED = "captured"
+    REFUNDED = "refunded"
+    FAILED = "failed"
+
+
+_RANK = {
+    PaymentStatus.CREATED: 0,
+    PaymentStatus.AUTHORIZED: 1,
+    PaymentStatus.CAPTURED: 2,
+    PaymentStatus.REFUNDED: 3,
+}
+
+TARGET = {
+    EventKind.PAYMENT_PENDING: PaymentStatus.CREATED,
+    EventKind.PAYMENT_AUTHORIZED: PaymentStatus.AUTHORIZED,
+    EventKind.PAYMENT_CAPTURED: PaymentStatus.CAPTURED,
+    EventKind.PAYMENT_FAILED: PaymentStatus.FAILED,
+    EventKind.REFUND_PROCESSED: PaymentStatus.REFUNDED,
+}
+
+
+def advance(current: PaymentStatus | None, target: PaymentStatus) -> PaymentStatus | None:
+    """The status after ``target`` is reported, or None when the report changes nothing.
+
+    A late event never moves a payment backwards. ``failed`` may be followed by an
+    authorisation or capture (late authorisation, UPI retries), never by anything else.
+    """
+    if current is None:
+        return target
+    if current is target:
+        return None
+    if current is PaymentStatus.FAILED:
+        return target if target in (PaymentStatus.AUTHORIZED, PaymentStatus.CAPTURED) else None
+    if target is PaymentStatus.FAILED:
+        return target if _RANK[current] < _RANK[PaymentStatus.CAPTURED] else None
+    return target if _RANK[target] > _RANK[current] else None

@@ -1,0 +1,279 @@
+"""The ASGI app: thin handlers; every outcome and error maps to HTTP in one table."""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any
+
+import psycopg_pool
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+
+from payhooks import db
+from payhooks.config import Settings
+from payhooks.errors import (
+    Conflict,
+    DatabaseUnavailable,
+    InvalidRequest,
+    MalformedPayload,
+    NotFound,
+    PayhooksError,
+    PayloadTooLarge,
+    ProviderNotConfigured,
+    SignatureMismatch,
+)
+from payhooks.events import Provider
+from payhooks.ingest import MAX_BODY_BYTES, Outcome, Receipt, ingest
+from payhooks.metrics import Metrics
+from payhooks.providers import Adapter
+from payhooks.shop import carts, catalog, orders, payments
+
+log = logging.getLogger("payhooks")
+
+# DESIGN.md section 3: permanent conditions answer 200 so the gateway stops retrying.
+STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
+STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [
+    (PayloadTooLarge, 413, "payload_too_large"),
+    (SignatureMismatch, 401, "signature_mismatch"),
+    (MalformedPayload, 400, "malformed_payload"),
+    (ProviderNotConfigured, 404, "provider_not_configured"),
+    (DatabaseUnavailable, 503, "database_unavailable"),
+    (NotFound, 404, "not_found"),
+    (Conflict, 409, "conflict"),
+    (InvalidRequest, 422, "invalid_request"),
+]
+
+
+def error_status(exc: PayhooksError) -> tuple[int, str]:
+    for kind, status, code in STATUS_OF_ERROR:
+        if isinstance(exc, kind):
+            return status, code
+    return 500, "internal_error"
+
+
+class ProductIn(BaseModel):
+    sku: str = Field(min_length=1, max_length=64)
+    name: str = Field(min_length=1, max_length=200)
+    price_paise: int = Field(ge=0, le=10**12)
+    stock: int = Field(ge=0, le=2**31 - 1)
+
+
+class ItemIn(BaseModel):
+    sku: str = Field(min_length=1, max_length=64)
+    quantity: int = Field(gt=0, le=100_000)
+
+
+class CartIn(BaseModel):
+    customer_email: str = Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")
+    items: list[ItemIn] = Field(min_length=1, max_length=100)
+
+
+class CheckoutIn(BaseModel):
+    provider: Provider
+    gateway_order_id: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+def create_app(settings: Settings, *, api_token: str, url: str | None = None) -> FastAPI:
+    """The service. The pool is opened at startup against ``url`` (or the settings' database)."""
+    adapters = settings.adapters()
+    metrics = Metrics()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = db.open_pool(url or db.database_url(settings), settings)
+        app.state.pool = pool
+        try:
+            yield
+        finally:
+            pool.close()
+
+    app = FastAPI(title="payhooks", version="0.1.0", lifespan=lifespan)
+    app.state.metrics = metrics
+    _install_error_handlers(app)
+    _add_webhook_route(app, adapters, metrics)
+    _add_api_routes(app, api_token)
+    _add_probe_routes(app, metrics)
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(PayhooksError)
+    async def payhooks_error(request: Request, exc: PayhooksError) -> JSONResponse:
+        status, code = error_status(exc)
+        detail = getattr(exc, "reason", None) or str(exc)
+        return JSONResponse({"error": code, "detail": detail}, status_code=status)
+
+
+def _pool(request: Request) -> psycopg_pool.ConnectionPool:
+    pool: psycopg_pool.ConnectionPool = request.app.state.pool
+    return pool
+
+
+async def read_body(request: Request) -> bytes:
+    """The exact bytes, refused past 1 MiB without reading further."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise PayloadTooLarge("webhook", f"body of {declared} bytes exceeds {MAX_BODY_BYTES}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise PayloadTooLarge("webhook", f"body exceeds {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _add_webhook_route(app: FastAPI, adapters: dict[Provider, Adapter], metrics: Metrics) -> None:
+    served = {provider.value: adapter for provider, adapter in adapters.items()}
+
+    @app.post("/webhooks/{provider}")
+    async def webhook(provider: str, request: Request) -> JSONResponse:
+        adapter = served.get(provider)
+        if adapter is None:
+            raise ProviderNotConfigured(provider)
+        started = time.perf_counter()
+        try:
+            body = await read_body(request)
+            headers = {name.lower(): value for name, value in request.headers.items()}
+            receipt = await run_in_threadpool(_deliver, _pool(request), adapter, body, headers)
+        except PayhooksError as exc:
+            _count_rejection(metrics, provider, exc, started)
+            raise
+        _count_receipt(metrics, receipt, started)
+        return JSONResponse(
+            {"status": receipt.outcome.value, "event_id": receipt.event.event_id,
+             "order_id": receipt.order_id},
+            status_code=STATUS_OF_OUTCOME[receipt.outcome],
+        )
+
+
+def _deliver(
+    pool: psycopg_pool.ConnectionPool, adapter: Adapter, body: bytes, headers: dict[str, str]
+) -> Receipt:
+    with db.connection(pool) as conn:
+        return ingest(conn, adapter, body, headers, payments.apply_event)
+
+
+def _count_receipt(metrics: Metrics, receipt: Receipt, started: float) -> None:
+    provider = receipt.event.provider.value
+    metrics.deliveries.labels(provider, receipt.outcome.value).inc()
+    metrics.latency.labels(provider).observe(time.perf_counter() - started)
+    if receipt.mismatch:
+        metrics.mismatches.labels(provider).inc()
+        log.warning("webhook_payload_mismatch provider=%s event_id=%s", provider,
+                    receipt.event.event_id)
+    log.info("webhook_%s provider=%s event_id=%s order_id=%s", receipt.outcome.value, provider,
+             receipt.event.event_id, receipt.order_id)
+
+
+def _count_rejection(metrics: Metrics, provider: str, exc: PayhooksError, started: float) -> None:
+    status, code = error_status(exc)
+    metrics.deliveries.labels(provider, code).inc()
+    metrics.latency.labels(provider).observe(time.perf_counter() - started)
+    log.warning("webhook_rejected provider=%s status=%s reason=%s", provider, status, code)
+
+
+def _add_api_routes(app: FastAPI, api_token: str) -> None:
+    bearer = HTTPBearer(auto_error=False)
+
+    def authorised(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> None:
+        given = credentials.credentials.encode() if credentials else b""
+        if not hmac.compare_digest(given, api_token.encode()):
+            raise Unauthorised()
+
+    def connection(request: Request) -> Iterator[db.Connection]:
+        with db.connection(_pool(request)) as conn:
+            yield conn
+
+    Conn = Annotated[db.Connection, Depends(connection)]
+    guard = [Depends(authorised)]
+
+    @app.exception_handler(Unauthorised)
+    async def unauthorised(request: Request, exc: Unauthorised) -> JSONResponse:
+        return JSONResponse({"error": "unauthorised", "detail": "bearer token missing or wrong"},
+                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.post("/api/products", status_code=201, dependencies=guard)
+    def create_product(body: ProductIn, conn: Conn) -> dict[str, Any]:
+        product = catalog.create_product(conn, catalog.Product(**body.model_dump()))
+        return _fields(product)
+
+    @app.get("/api/products/{sku}", dependencies=guard)
+    def get_product(sku: str, conn: Conn) -> dict[str, Any]:
+        return _fields(catalog.get_product(conn, sku))
+
+    @app.post("/api/carts", status_code=201, dependencies=guard)
+    def create_cart(body: CartIn, conn: Conn) -> dict[str, Any]:
+        items = [carts.LineItem(sku=i.sku, quantity=i.quantity) for i in body.items]
+        return _cart(carts.create_cart(conn, body.customer_email, items))
+
+    @app.get("/api/carts/{cart_id}", dependencies=guard)
+    def get_cart(cart_id: str, conn: Conn) -> dict[str, Any]:
+        return _cart(carts.get_cart(conn, cart_id))
+
+    @app.post("/api/carts/{cart_id}/checkout", status_code=201, dependencies=guard)
+    def checkout(cart_id: str, body: CheckoutIn, conn: Conn) -> dict[str, Any]:
+        done = carts.checkout(conn, cart_id, body.provider, body.gateway_order_id)
+        return {"provider": done.provider.value, "gateway_order_id": done.gateway_order_id,
+                "cart_id": done.cart_id, "amount_paise": done.amount_paise,
+                "currency": done.currency}
+
+    @app.get("/api/orders/{order_id}", dependencies=guard)
+    def get_order(order_id: str, conn: Conn) -> dict[str, Any]:
+        return _fields(orders.get_order(conn, order_id))
+
+    @app.get("/api/orders", dependencies=guard)
+    def list_orders(cart_id: str, conn: Conn) -> dict[str, Any]:
+        return {"orders": [_fields(o) for o in orders.orders_of_cart(conn, cart_id)]}
+
+    @app.get("/api/payments/{provider}/{payment_id}", dependencies=guard)
+    def get_payment(provider: Provider, payment_id: str, conn: Conn) -> dict[str, Any]:
+        found = payments.get_payment(conn, provider.value, payment_id)
+        return {"provider": found.provider, "payment_id": found.payment_id,
+                "status": found.status, "cart_id": found.cart_id,
+                "amount_paise": found.amount_paise, "needs_refund": found.needs_refund,
+                "flags": list(found.flags)}
+
+
+class Unauthorised(Exception):
+    """No or wrong bearer token on /api/*."""
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in value.__dataclass_fields__}
+
+
+def _cart(cart: carts.Cart) -> dict[str, Any]:
+    fields = _fields(cart)
+    fields["items"] = [_fields(item) for item in cart.items]
+    return fields
+
+
+def _add_probe_routes(app: FastAPI, metrics: Metrics) -> None:
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    def readyz(request: Request) -> JSONResponse:
+        try:
+            with db.connection(_pool(request)) as conn:
+                conn.execute("SELECT 1")
+        except DatabaseUnavailable as exc:
+            return JSONResponse({"status": "unavailable", "detail": str(exc)}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    @app.get("/metrics")
+    def metrics_text() -> Response:
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

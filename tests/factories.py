@@ -1,0 +1,73 @@
+"""Factories with defaults: a product, a cart checked out with a provider, a signed delivery."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from decimal import Decimal
+
+from payhooks import db
+from payhooks.config import Settings
+from payhooks.events import Provider
+from payhooks.gateway import Delivery, Gateway, GatewaySecrets, new_payment_id
+from payhooks.ingest import Receipt, ingest
+from payhooks.shop import carts, catalog
+from payhooks.shop.payments import apply_event
+
+KEYS = GatewaySecrets()
+SETTINGS = Settings.from_env(KEYS.env())
+ADAPTERS = SETTINGS.adapters()
+GATEWAY = Gateway(KEYS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purchase:
+    """A checked-out cart and the facts a gateway would report about paying it."""
+
+    provider: Provider
+    cart_id: str
+    reference: str
+    amount_paise: int
+    sku: str
+    payment_id: str
+
+    def captured(self, **overrides: object) -> Delivery:
+        return self.delivery("captured", **overrides)
+
+    def delivery(self, what: str, *, payment_id: str | None = None,
+                 amount_paise: int | None = None, event: str | None = None) -> Delivery:
+        pid = payment_id or self.payment_id
+        amount = self.amount_paise if amount_paise is None else amount_paise
+        if self.provider is Provider.RAZORPAY:
+            name = event or {"captured": "payment.captured", "authorized": "payment.authorized",
+                             "failed": "payment.failed"}[what]
+            return GATEWAY.razorpay(name, payment_id=pid, order_id=self.reference, amount_paise=amount)
+        if self.provider is Provider.CASHFREE:
+            kind, status = {"captured": ("PAYMENT_SUCCESS_WEBHOOK", "SUCCESS"),
+                            "failed": ("PAYMENT_FAILED_WEBHOOK", "FAILED")}[what]
+            return GATEWAY.cashfree(kind, order_id=self.reference, cf_payment_id=pid,
+                                    order_amount=Decimal(amount) / 100, payment_status=status)
+        status = {"captured": "success", "failed": "failure"}[what]
+        return GATEWAY.payu(txnid=self.reference, mihpayid=pid, amount=f"{Decimal(amount) / 100:.2f}",
+                            status=status)
+
+
+def product(conn: db.Connection, *, stock: int = 10, price_paise: int = 49_900) -> catalog.Product:
+    sku = "SKU-" + secrets.token_hex(4)
+    return catalog.create_product(
+        conn, catalog.Product(sku=sku, name="Tea", price_paise=price_paise, stock=stock)
+    )
+
+
+def purchase(conn: db.Connection, provider: Provider = Provider.RAZORPAY, *, stock: int = 10,
+             quantity: int = 1, sku: str | None = None) -> Purchase:
+    if sku is None:
+        sku = product(conn, stock=stock).sku
+    cart = carts.create_cart(conn, "buyer@example.com", [carts.LineItem(sku=sku, quantity=quantity)])
+    done = carts.checkout(conn, cart.cart_id, provider)
+    return Purchase(provider=provider, cart_id=cart.cart_id, reference=done.gateway_order_id,
+                    amount_paise=cart.amount_paise, sku=sku, payment_id=new_payment_id(provider))
+
+
+def deliver(conn: db.Connection, delivery: Delivery) -> Receipt:
+    return ingest(conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, apply_event)
