@@ -46,7 +46,7 @@ WHERE provider = %s AND event_id = %s
 _LOCK_PARKED = """
 SELECT outcome FROM processed_webhooks
 WHERE provider = %s AND event_id = %s AND outcome = 'parked'
-FOR UPDATE
+FOR NO KEY UPDATE
 """
 
 _MARK_MISMATCH = """

@@ -195,9 +195,12 @@ def _id(value: object, field: str, *, strict: bool) -> str | None:
 
 
 def _amount(value: object, field: str, *, strict: bool) -> int | None:
+    """Cashfree amounts are JSON numbers; a string here is not what was documented."""
     if value is None:
         return None
     try:
+        if isinstance(value, str):
+            raise MalformedPayload(_P, f"{field} is a string, not a number")
         return rupees_to_paise(value, provider=_P, field=field)
     except MalformedPayload:
         if strict:

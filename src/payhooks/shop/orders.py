@@ -28,7 +28,7 @@ SELECT ci.sku, ci.quantity, p.stock
 FROM cart_items ci JOIN products p ON p.sku = ci.sku
 WHERE ci.cart_id = %s
 ORDER BY ci.sku
-FOR UPDATE OF p
+FOR NO KEY UPDATE OF p
 """
 _TAKE_STOCK = "UPDATE products SET stock = stock - %s WHERE sku = %s"
 _LEDGER = """

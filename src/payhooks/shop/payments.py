@@ -40,7 +40,7 @@ ON CONFLICT (provider, payment_id) DO NOTHING
 RETURNING status
 """
 _LOCK_PAYMENT = """
-SELECT status FROM payments WHERE provider = %s AND payment_id = %s FOR UPDATE
+SELECT status FROM payments WHERE provider = %s AND payment_id = %s FOR NO KEY UPDATE
 """
 _SET_STATUS = """
 UPDATE payments SET status = %s, updated_at = now(),
@@ -54,10 +54,12 @@ UPDATE payments SET flags = array_append(flags, %s), needs_refund = needs_refund
     updated_at = now()
 WHERE provider = %s AND payment_id = %s AND NOT (%s = ANY(flags))
 """
+# NO KEY UPDATE, not UPDATE: every payment row inserted for a cart holds KEY SHARE on it
+# (foreign key), and FOR UPDATE would deadlock two tabs paying the same cart at once.
 _LOCK_CART = """
 SELECT c.status, c.amount_paise, c.currency, c.customer_email, o.id
 FROM carts c LEFT JOIN orders o ON o.cart_id = c.id
-WHERE c.id = %s FOR UPDATE OF c
+WHERE c.id = %s FOR NO KEY UPDATE OF c
 """
 _ORDER_OF_CART = "SELECT id FROM orders WHERE cart_id = %s"
 _NEW_REFUND = """
