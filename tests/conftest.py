@@ -6,15 +6,24 @@ Each test gets its own database cloned from a migrated template (fast, isolated)
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
+import uvicorn
 from psycopg.conninfo import make_conninfo
 
 from payhooks import db
+from payhooks.config import Settings
+from payhooks.web import create_app
 
 
 @pytest.fixture(scope="session")
@@ -55,3 +64,49 @@ def _admin(url: str, sql: str) -> None:
 
 
 DATA = Path(__file__).parent / "data"
+
+
+@dataclass(frozen=True)
+class Service:
+    """A real payhooks app served by uvicorn on a loopback port, for HTTP-level tests."""
+
+    base_url: str
+    token: str
+    database_url: str
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=10,
+                            headers={"authorization": f"Bearer {self.token}"})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(settings: Settings, url: str) -> Iterator[Service]:
+    token = "test-token"
+    port = free_port()
+    app = create_app(settings, api_token=token, url=url)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "service did not start"
+    try:
+        yield Service(base_url=f"http://127.0.0.1:{port}", token=token, database_url=url)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def service(database_url: str) -> Iterator[Service]:
+    from tests.factories import SETTINGS
+
+    with serving(SETTINGS, database_url) as running:
+        yield running

