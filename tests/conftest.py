@@ -75,8 +75,9 @@ class Service:
     database_url: str
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=10,
-                            headers={"authorization": f"Bearer {self.token}"})
+        return httpx.Client(
+            base_url=self.base_url, timeout=10, headers={"authorization": f"Bearer {self.token}"}
+        )
 
 
 def free_port() -> int:

@@ -34,22 +34,44 @@ class Purchase:
     def captured(self, **overrides: object) -> Delivery:
         return self.delivery("captured", **overrides)
 
-    def delivery(self, what: str, *, payment_id: str | None = None,
-                 amount_paise: int | None = None, event: str | None = None) -> Delivery:
+    def delivery(
+        self,
+        what: str,
+        *,
+        payment_id: str | None = None,
+        amount_paise: int | None = None,
+        event: str | None = None,
+    ) -> Delivery:
         pid = payment_id or self.payment_id
         amount = self.amount_paise if amount_paise is None else amount_paise
         if self.provider is Provider.RAZORPAY:
-            name = event or {"captured": "payment.captured", "authorized": "payment.authorized",
-                             "failed": "payment.failed"}[what]
-            return GATEWAY.razorpay(name, payment_id=pid, order_id=self.reference, amount_paise=amount)
+            name = (
+                event
+                or {
+                    "captured": "payment.captured",
+                    "authorized": "payment.authorized",
+                    "failed": "payment.failed",
+                }[what]
+            )
+            return GATEWAY.razorpay(
+                name, payment_id=pid, order_id=self.reference, amount_paise=amount
+            )
         if self.provider is Provider.CASHFREE:
-            kind, status = {"captured": ("PAYMENT_SUCCESS_WEBHOOK", "SUCCESS"),
-                            "failed": ("PAYMENT_FAILED_WEBHOOK", "FAILED")}[what]
-            return GATEWAY.cashfree(kind, order_id=self.reference, cf_payment_id=pid,
-                                    order_amount=Decimal(amount) / 100, payment_status=status)
+            kind, status = {
+                "captured": ("PAYMENT_SUCCESS_WEBHOOK", "SUCCESS"),
+                "failed": ("PAYMENT_FAILED_WEBHOOK", "FAILED"),
+            }[what]
+            return GATEWAY.cashfree(
+                kind,
+                order_id=self.reference,
+                cf_payment_id=pid,
+                order_amount=Decimal(amount) / 100,
+                payment_status=status,
+            )
         status = {"captured": "success", "failed": "failure"}[what]
-        return GATEWAY.payu(txnid=self.reference, mihpayid=pid, amount=f"{Decimal(amount) / 100:.2f}",
-                            status=status)
+        return GATEWAY.payu(
+            txnid=self.reference, mihpayid=pid, amount=f"{Decimal(amount) / 100:.2f}", status=status
+        )
 
 
 def product(conn: db.Connection, *, stock: int = 10, price_paise: int = 49_900) -> catalog.Product:
@@ -59,14 +81,28 @@ def product(conn: db.Connection, *, stock: int = 10, price_paise: int = 49_900) 
     )
 
 
-def purchase(conn: db.Connection, provider: Provider = Provider.RAZORPAY, *, stock: int = 10,
-             quantity: int = 1, sku: str | None = None) -> Purchase:
+def purchase(
+    conn: db.Connection,
+    provider: Provider = Provider.RAZORPAY,
+    *,
+    stock: int = 10,
+    quantity: int = 1,
+    sku: str | None = None,
+) -> Purchase:
     if sku is None:
         sku = product(conn, stock=stock).sku
-    cart = carts.create_cart(conn, "buyer@example.com", [carts.LineItem(sku=sku, quantity=quantity)])
+    cart = carts.create_cart(
+        conn, "buyer@example.com", [carts.LineItem(sku=sku, quantity=quantity)]
+    )
     done = carts.checkout(conn, cart.cart_id, provider)
-    return Purchase(provider=provider, cart_id=cart.cart_id, reference=done.gateway_order_id,
-                    amount_paise=cart.amount_paise, sku=sku, payment_id=new_payment_id(provider))
+    return Purchase(
+        provider=provider,
+        cart_id=cart.cart_id,
+        reference=done.gateway_order_id,
+        amount_paise=cart.amount_paise,
+        sku=sku,
+        payment_id=new_payment_id(provider),
+    )
 
 
 def deliver(conn: db.Connection, delivery: Delivery) -> Receipt:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -61,10 +60,14 @@ def api_token(settings: Settings) -> tuple[str, bool]:
 @app.command()
 def migrate() -> None:
     """Apply the database migrations that are not applied yet."""
+
     def action() -> list[str]:
         import psycopg
 
-        with db.translated(), psycopg.connect(db.database_url(_settings()), autocommit=True) as conn:
+        with (
+            db.translated(),
+            psycopg.connect(db.database_url(_settings()), autocommit=True) as conn,
+        ):
             return db.migrate(conn)
 
     applied = _run(action)
@@ -95,19 +98,29 @@ def serve(
         typer.echo(f"API token (kept in {settings.home / 'api-token'}): {token}", err=True)
     served = ", ".join(sorted(p.value for p in settings.adapters())) or "none"
     typer.echo(f"payhooks serving on http://{host}:{port} (providers: {served})", err=True)
-    uvicorn.run(create_app(settings, api_token=token, url=url), host=host, port=port,
-                log_level="warning", timeout_graceful_shutdown=10)
+    uvicorn.run(
+        create_app(settings, api_token=token, url=url),
+        host=host,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=10,
+    )
 
 
 @app.command()
-def trace(ident: Annotated[str, typer.Argument(help="Order id, payment id or delivery key.")]) -> None:
+def trace(
+    ident: Annotated[str, typer.Argument(help="Order id, payment id or delivery key.")],
+) -> None:
     """Print every webhook event behind an order, payment or delivery key, as JSON."""
     import psycopg
 
     from payhooks.trace import trace as run_trace
 
     def action() -> dict[str, object]:
-        with db.translated(), psycopg.connect(db.database_url(_settings()), autocommit=True) as conn:
+        with (
+            db.translated(),
+            psycopg.connect(db.database_url(_settings()), autocommit=True) as conn,
+        ):
             return run_trace(conn, ident)
 
     typer.echo(json.dumps(_run(action), indent=2, default=str))
@@ -129,4 +142,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

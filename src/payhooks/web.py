@@ -150,8 +150,11 @@ def _add_webhook_route(app: FastAPI, adapters: dict[Provider, Adapter], metrics:
             raise
         _count_receipt(metrics, receipt, started)
         return JSONResponse(
-            {"status": receipt.outcome.value, "event_id": receipt.event.event_id,
-             "order_id": receipt.order_id},
+            {
+                "status": receipt.outcome.value,
+                "event_id": receipt.event.event_id,
+                "order_id": receipt.order_id,
+            },
             status_code=STATUS_OF_OUTCOME[receipt.outcome],
         )
 
@@ -169,10 +172,16 @@ def _count_receipt(metrics: Metrics, receipt: Receipt, started: float) -> None:
     metrics.latency.labels(provider).observe(time.perf_counter() - started)
     if receipt.mismatch:
         metrics.mismatches.labels(provider).inc()
-        log.warning("webhook_payload_mismatch provider=%s event_id=%s", provider,
-                    receipt.event.event_id)
-    log.info("webhook_%s provider=%s event_id=%s order_id=%s", receipt.outcome.value, provider,
-             receipt.event.event_id, receipt.order_id)
+        log.warning(
+            "webhook_payload_mismatch provider=%s event_id=%s", provider, receipt.event.event_id
+        )
+    log.info(
+        "webhook_%s provider=%s event_id=%s order_id=%s",
+        receipt.outcome.value,
+        provider,
+        receipt.event.event_id,
+        receipt.order_id,
+    )
 
 
 def _count_rejection(metrics: Metrics, provider: str, exc: PayhooksError, started: float) -> None:
@@ -212,8 +221,11 @@ def _add_api_routes(app: FastAPI, api_token: str) -> None:
 
     @app.exception_handler(Unauthorised)
     async def unauthorised(request: Request, exc: Unauthorised) -> JSONResponse:
-        return JSONResponse({"error": "unauthorised", "detail": "bearer token missing or wrong"},
-                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        return JSONResponse(
+            {"error": "unauthorised", "detail": "bearer token missing or wrong"},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
     @app.post("/api/products", status_code=201, dependencies=guard)
     def create_product(body: ProductIn, conn: Conn) -> dict[str, Any]:
@@ -236,9 +248,13 @@ def _add_api_routes(app: FastAPI, api_token: str) -> None:
     @app.post("/api/carts/{cart_id}/checkout", status_code=201, dependencies=guard)
     def checkout(cart_id: str, body: CheckoutIn, conn: Conn) -> dict[str, Any]:
         done = carts.checkout(conn, cart_id, body.provider, body.gateway_order_id)
-        return {"provider": done.provider.value, "gateway_order_id": done.gateway_order_id,
-                "cart_id": done.cart_id, "amount_paise": done.amount_paise,
-                "currency": done.currency}
+        return {
+            "provider": done.provider.value,
+            "gateway_order_id": done.gateway_order_id,
+            "cart_id": done.cart_id,
+            "amount_paise": done.amount_paise,
+            "currency": done.currency,
+        }
 
     @app.get("/api/orders/{order_id}", dependencies=guard)
     def get_order(order_id: str, conn: Conn) -> dict[str, Any]:
@@ -251,10 +267,15 @@ def _add_api_routes(app: FastAPI, api_token: str) -> None:
     @app.get("/api/payments/{provider}/{payment_id}", dependencies=guard)
     def get_payment(provider: Provider, payment_id: str, conn: Conn) -> dict[str, Any]:
         found = payments.get_payment(conn, provider.value, payment_id)
-        return {"provider": found.provider, "payment_id": found.payment_id,
-                "status": found.status, "cart_id": found.cart_id,
-                "amount_paise": found.amount_paise, "needs_refund": found.needs_refund,
-                "flags": list(found.flags)}
+        return {
+            "provider": found.provider,
+            "payment_id": found.payment_id,
+            "status": found.status,
+            "cart_id": found.cart_id,
+            "amount_paise": found.amount_paise,
+            "needs_refund": found.needs_refund,
+            "flags": list(found.flags),
+        }
 
 
 def _fields(value: Any) -> dict[str, Any]:

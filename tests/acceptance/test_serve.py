@@ -21,15 +21,24 @@ PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
 
 @pytest.fixture
 def env(database_url: str, tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, **KEYS.env(), "DATABASE_URL": database_url,
-            "PAYHOOKS_API_TOKEN": "acceptance", "PAYHOOKS_HOME": str(tmp_path)}
+    return {
+        **os.environ,
+        **KEYS.env(),
+        "DATABASE_URL": database_url,
+        "PAYHOOKS_API_TOKEN": "acceptance",
+        "PAYHOOKS_HOME": str(tmp_path),
+    }
 
 
 @pytest.fixture
 def server(env: dict[str, str]) -> Iterator[str]:
     port = free_port()
-    process = subprocess.Popen([PAYHOOKS, "serve", "--port", str(port)], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [PAYHOOKS, "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_ready(base, process)
@@ -53,21 +62,33 @@ def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> None:
 
 def test_serve_takes_a_paid_cart_to_one_traceable_order(server: str, env: dict[str, str]) -> None:
     with httpx.Client(base_url=server, headers={"authorization": "Bearer acceptance"}) as client:
-        client.post("/api/products", json={"sku": "MUG", "name": "Mug", "price_paise": 39900,
-                                           "stock": 3}).raise_for_status()
-        cart = client.post("/api/carts", json={"customer_email": "c@example.com",
-                                               "items": [{"sku": "MUG", "quantity": 1}]}).json()
-        ref = client.post(f"/api/carts/{cart['cart_id']}/checkout",
-                          json={"provider": "razorpay"}).json()["gateway_order_id"]
-        delivery = GATEWAY.razorpay("payment.captured", payment_id="pay_acc000000001",
-                                    order_id=ref, amount_paise=39900)
-        answers = [client.post(delivery.path, content=delivery.body, headers=delivery.headers).json()
-                   for _ in range(3)]
+        client.post(
+            "/api/products", json={"sku": "MUG", "name": "Mug", "price_paise": 39900, "stock": 3}
+        ).raise_for_status()
+        cart = client.post(
+            "/api/carts",
+            json={"customer_email": "c@example.com", "items": [{"sku": "MUG", "quantity": 1}]},
+        ).json()
+        ref = client.post(
+            f"/api/carts/{cart['cart_id']}/checkout", json={"provider": "razorpay"}
+        ).json()["gateway_order_id"]
+        delivery = GATEWAY.razorpay(
+            "payment.captured", payment_id="pay_acc000000001", order_id=ref, amount_paise=39900
+        )
+        answers = [
+            client.post(delivery.path, content=delivery.body, headers=delivery.headers).json()
+            for _ in range(3)
+        ]
         stock = client.get("/api/products/MUG").json()["stock"]
     assert [a["status"] for a in answers] == ["processed", "duplicate", "duplicate"]
     assert stock == 2
-    traced = subprocess.run([PAYHOOKS, "trace", answers[0]["order_id"]], env=env,
-                            capture_output=True, text=True, check=True)
+    traced = subprocess.run(
+        [PAYHOOKS, "trace", answers[0]["order_id"]],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     report = json.loads(traced.stdout)
     assert report["matched"] == ["order"]
     assert [e["event_id"] for e in report["events"]] == [answers[0]["event_id"]]
@@ -76,21 +97,29 @@ def test_serve_takes_a_paid_cart_to_one_traceable_order(server: str, env: dict[s
 
 def test_trace_of_unknown_id_prints_one_line_and_fails(env: dict[str, str]) -> None:
     subprocess.run([PAYHOOKS, "migrate"], env=env, check=True, capture_output=True)
-    result = subprocess.run([PAYHOOKS, "trace", "nothing-like-this"], env=env,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [PAYHOOKS, "trace", "nothing-like-this"], env=env, capture_output=True, text=True
+    )
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0
     assert "not found" in result.stderr
 
 
 def test_migrate_is_idempotent(env: dict[str, str]) -> None:
-    result = subprocess.run([PAYHOOKS, "migrate"], env=env, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [PAYHOOKS, "migrate"], env=env, capture_output=True, text=True, check=True
+    )
     assert "up to date" in result.stdout
 
 
 def test_serve_without_database_exits_with_one_line(env: dict[str, str]) -> None:
     env = {**env, "DATABASE_URL": "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1"}
-    result = subprocess.run([PAYHOOKS, "serve", "--port", str(free_port())], env=env,
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [PAYHOOKS, "serve", "--port", str(free_port())],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 1
     assert result.stderr.startswith("payhooks: database unavailable")

@@ -86,5 +86,3 @@ def test_flash_sale_never_sells_stock_that_does_not_exist(conn, database_url):
     assert statuses == {"confirmed": 10, "backordered": THREADS - 10}
     assert count(conn, "SELECT stock FROM products WHERE sku = %s", first.sku) == 0
     assert count(conn, "SELECT sum(delta) FROM inventory_movements WHERE sku = %s", first.sku) == 0
-
-

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from payhooks import idempotency
@@ -29,18 +28,37 @@ def test_first_capture_pays_cart_creates_order_takes_stock_and_queues_email(conn
     assert carts.get_cart(conn, buy.cart_id).status == "paid"
     assert scalar(conn, "SELECT status FROM orders WHERE id = %s", receipt.order_id) == "confirmed"
     assert stock_of(conn, buy.sku) == 3
-    assert scalar(conn, "SELECT sum(delta) FROM inventory_movements WHERE order_id = %s",
-                  receipt.order_id) == -2
-    assert scalar(conn, "SELECT count(*) FROM outbox WHERE dedupe_key = %s",
-                  f"order_confirmation:{receipt.order_id}") == 1
+    assert (
+        scalar(
+            conn, "SELECT sum(delta) FROM inventory_movements WHERE order_id = %s", receipt.order_id
+        )
+        == -2
+    )
+    assert (
+        scalar(
+            conn,
+            "SELECT count(*) FROM outbox WHERE dedupe_key = %s",
+            f"order_confirmation:{receipt.order_id}",
+        )
+        == 1
+    )
 
 
 def test_order_remembers_the_delivery_that_created_it(conn):
     buy = purchase(conn)
     receipt = deliver(conn, buy.captured())
-    assert scalar(conn, "SELECT event_id FROM orders WHERE id = %s", receipt.order_id) == receipt.event.event_id
-    assert scalar(conn, "SELECT order_ref FROM processed_webhooks WHERE event_id = %s",
-                  receipt.event.event_id) == receipt.order_id
+    assert (
+        scalar(conn, "SELECT event_id FROM orders WHERE id = %s", receipt.order_id)
+        == receipt.event.event_id
+    )
+    assert (
+        scalar(
+            conn,
+            "SELECT order_ref FROM processed_webhooks WHERE event_id = %s",
+            receipt.event.event_id,
+        )
+        == receipt.order_id
+    )
 
 
 def test_same_delivery_again_is_a_duplicate_with_no_effect(conn):
@@ -57,13 +75,24 @@ def test_same_delivery_again_is_a_duplicate_with_no_effect(conn):
 def test_same_key_different_body_is_duplicate_and_marked(conn):
     buy = purchase(conn)
     first = buy.captured()
-    twisted = GATEWAY.razorpay("payment.captured", payment_id=buy.payment_id, order_id=buy.reference,
-                               amount_paise=1, event_id=first.headers["x-razorpay-event-id"])
+    twisted = GATEWAY.razorpay(
+        "payment.captured",
+        payment_id=buy.payment_id,
+        order_id=buy.reference,
+        amount_paise=1,
+        event_id=first.headers["x-razorpay-event-id"],
+    )
     deliver(conn, first)
     receipt = deliver(conn, twisted)
     assert receipt.outcome is Outcome.DUPLICATE and receipt.mismatch
-    assert scalar(conn, "SELECT mismatches FROM processed_webhooks WHERE event_id = %s",
-                  receipt.event.event_id) == 1
+    assert (
+        scalar(
+            conn,
+            "SELECT mismatches FROM processed_webhooks WHERE event_id = %s",
+            receipt.event.event_id,
+        )
+        == 1
+    )
     assert get_payment(conn, "razorpay", buy.payment_id).flags == ()
 
 
@@ -101,8 +130,13 @@ def test_amount_mismatch_flags_payment_and_leaves_cart_open(conn):
 
 def test_currency_mismatch_flags_payment(conn):
     buy = purchase(conn)
-    delivery = GATEWAY.razorpay("payment.captured", payment_id=buy.payment_id,
-                                order_id=buy.reference, amount_paise=buy.amount_paise, currency="USD")
+    delivery = GATEWAY.razorpay(
+        "payment.captured",
+        payment_id=buy.payment_id,
+        order_id=buy.reference,
+        amount_paise=buy.amount_paise,
+        currency="USD",
+    )
     deliver(conn, delivery)
     assert get_payment(conn, "razorpay", buy.payment_id).flags == ("amount_mismatch",)
     assert scalar(conn, "SELECT count(*) FROM orders") == 0
@@ -112,26 +146,43 @@ def test_capture_after_stock_ran_out_backorders_and_never_goes_below_zero(conn):
     buy = purchase(conn, stock=1, quantity=2)
     receipt = deliver(conn, buy.captured())
     assert receipt.outcome is Outcome.PROCESSED
-    assert scalar(conn, "SELECT status FROM orders WHERE id = %s", receipt.order_id) == "backordered"
+    assert (
+        scalar(conn, "SELECT status FROM orders WHERE id = %s", receipt.order_id) == "backordered"
+    )
     assert carts.get_cart(conn, buy.cart_id).status == "paid"
     assert stock_of(conn, buy.sku) == 1
-    assert scalar(conn, "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:backorder:%%'") == 1
+    assert (
+        scalar(conn, "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:backorder:%%'") == 1
+    )
 
 
 def test_event_for_unknown_reference_is_parked_with_its_raw_body(conn):
-    delivery = GATEWAY.razorpay("payment.captured", payment_id="pay_lost000000", order_id="order_nobody",
-                                amount_paise=100)
+    delivery = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_lost000000", order_id="order_nobody", amount_paise=100
+    )
     receipt = deliver(conn, delivery)
     assert receipt.outcome is Outcome.PARKED
-    assert bytes(scalar(conn, "SELECT body FROM processed_webhooks WHERE event_id = %s",
-                        receipt.event.event_id)) == delivery.body
+    assert (
+        bytes(
+            scalar(
+                conn,
+                "SELECT body FROM processed_webhooks WHERE event_id = %s",
+                receipt.event.event_id,
+            )
+        )
+        == delivery.body
+    )
     assert scalar(conn, "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:parked:%%'") == 1
 
 
 def test_parked_event_is_applied_when_redelivered_after_its_checkout_exists(conn):
     buy = purchase(conn)
-    orphan = GATEWAY.razorpay("payment.captured", payment_id="pay_late000001", order_id="order_later",
-                              amount_paise=buy.amount_paise)
+    orphan = GATEWAY.razorpay(
+        "payment.captured",
+        payment_id="pay_late000001",
+        order_id="order_later",
+        amount_paise=buy.amount_paise,
+    )
     assert deliver(conn, orphan).outcome is Outcome.PARKED
     assert deliver(conn, orphan).outcome is Outcome.PARKED
     other = carts.create_cart(conn, "b@example.com", [carts.LineItem(sku=buy.sku, quantity=1)])
@@ -139,17 +190,33 @@ def test_parked_event_is_applied_when_redelivered_after_its_checkout_exists(conn
     receipt = deliver(conn, orphan)
     assert receipt.outcome is Outcome.PROCESSED and receipt.order_id
     assert deliver(conn, orphan).outcome is Outcome.DUPLICATE
-    assert scalar(conn, "SELECT outcome FROM processed_webhooks WHERE event_id = %s",
-                  receipt.event.event_id) == "processed"
+    assert (
+        scalar(
+            conn,
+            "SELECT outcome FROM processed_webhooks WHERE event_id = %s",
+            receipt.event.event_id,
+        )
+        == "processed"
+    )
 
 
 def test_event_type_not_acted_on_is_recorded_as_ignored(conn):
-    delivery = GATEWAY.razorpay("payment.dispute.created", payment_id="pay_x00000000001",
-                                order_id="order_x", amount_paise=100)
+    delivery = GATEWAY.razorpay(
+        "payment.dispute.created",
+        payment_id="pay_x00000000001",
+        order_id="order_x",
+        amount_paise=100,
+    )
     receipt = deliver(conn, delivery)
     assert receipt.outcome is Outcome.IGNORED
-    assert scalar(conn, "SELECT outcome FROM processed_webhooks WHERE event_id = %s",
-                  receipt.event.event_id) == "ignored"
+    assert (
+        scalar(
+            conn,
+            "SELECT outcome FROM processed_webhooks WHERE event_id = %s",
+            receipt.event.event_id,
+        )
+        == "ignored"
+    )
 
 
 def test_late_authorized_after_capture_never_moves_payment_backwards(conn):
@@ -180,10 +247,20 @@ def test_failed_then_captured_for_the_same_payment_is_a_late_authorisation(conn)
 def test_refund_processed_marks_payment_refunded_once(conn):
     buy = purchase(conn)
     deliver(conn, buy.captured())
-    refund = GATEWAY.razorpay("refund.processed", payment_id=buy.payment_id, order_id=buy.reference,
-                              amount_paise=buy.amount_paise, refund_id="rfnd_0000000001")
-    again = GATEWAY.razorpay("refund.processed", payment_id=buy.payment_id, order_id=buy.reference,
-                             amount_paise=buy.amount_paise, refund_id="rfnd_0000000001")
+    refund = GATEWAY.razorpay(
+        "refund.processed",
+        payment_id=buy.payment_id,
+        order_id=buy.reference,
+        amount_paise=buy.amount_paise,
+        refund_id="rfnd_0000000001",
+    )
+    again = GATEWAY.razorpay(
+        "refund.processed",
+        payment_id=buy.payment_id,
+        order_id=buy.reference,
+        amount_paise=buy.amount_paise,
+        refund_id="rfnd_0000000001",
+    )
     assert deliver(conn, refund).outcome is Outcome.PROCESSED
     deliver(conn, again)
     assert get_payment(conn, "razorpay", buy.payment_id).status == "refunded"
@@ -203,8 +280,11 @@ def test_cashfree_versions_with_and_without_idempotency_key_make_one_order(conn)
     from decimal import Decimal
 
     buy = purchase(conn, Provider.CASHFREE)
-    args = dict(order_id=buy.reference, cf_payment_id=buy.payment_id,
-                order_amount=Decimal(buy.amount_paise) / 100)
+    args = dict(
+        order_id=buy.reference,
+        cf_payment_id=buy.payment_id,
+        order_amount=Decimal(buy.amount_paise) / 100,
+    )
     new = GATEWAY.cashfree("PAYMENT_SUCCESS_WEBHOOK", version="2025-01-01", **args)
     old = GATEWAY.cashfree("PAYMENT_SUCCESS_WEBHOOK", version="2022-09-01", **args)
     assert deliver(conn, new).outcome is Outcome.PROCESSED
@@ -217,8 +297,9 @@ def test_handler_failure_rolls_back_the_claim(conn):
     delivery = buy.captured()
 
     def broken(connection, event):
-        connection.execute("INSERT INTO outbox (kind, dedupe_key, subject, body) "
-                           "VALUES ('email', 'x', 's', 'b')")
+        connection.execute(
+            "INSERT INTO outbox (kind, dedupe_key, subject, body) VALUES ('email', 'x', 's', 'b')"
+        )
         raise RuntimeError("bug in apply")
 
     with pytest.raises(RuntimeError):
@@ -255,5 +336,3 @@ def test_custom_handler_runs_in_the_claim_transaction(conn):
 
     receipt = ingest(conn, ADAPTERS[Provider.RAZORPAY], delivery.body, delivery.headers, handler)
     assert seen == ["INTRANS"] and receipt.order_id == "external-1"
-
-

@@ -22,7 +22,9 @@ def stored(url: str) -> int:
 def post(service, delivery, **overrides):
     headers = {**delivery.headers, **overrides.pop("headers", {})}
     with service.client() as client:
-        return client.post(delivery.path, content=overrides.pop("body", delivery.body), headers=headers)
+        return client.post(
+            delivery.path, content=overrides.pop("body", delivery.body), headers=headers
+        )
 
 
 def signed(body: bytes) -> dict[str, str]:
@@ -92,14 +94,16 @@ def test_chunked_body_over_the_limit_is_413(service):
 
 
 def test_unknown_event_type_answers_ignored(service):
-    delivery = GATEWAY.razorpay("settlement.processed", payment_id="pay_s00000000001",
-                                order_id="order_s", amount_paise=1)
+    delivery = GATEWAY.razorpay(
+        "settlement.processed", payment_id="pay_s00000000001", order_id="order_s", amount_paise=1
+    )
     assert post(service, delivery).json()["status"] == "ignored"
 
 
 def test_unmatched_event_answers_parked(service):
-    delivery = GATEWAY.razorpay("payment.captured", payment_id="pay_p00000000001",
-                                order_id="order_unknown", amount_paise=1)
+    delivery = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_p00000000001", order_id="order_unknown", amount_paise=1
+    )
     assert post(service, delivery).json()["status"] == "parked"
 
 
@@ -119,8 +123,9 @@ def test_unknown_provider_is_404(service):
 
 def test_database_unavailable_answers_503_and_readyz_says_so():
     dead = "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1"
-    delivery = GATEWAY.razorpay("payment.captured", payment_id="pay_d00000000001",
-                                order_id="order_d", amount_paise=1)
+    delivery = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_d00000000001", order_id="order_d", amount_paise=1
+    )
     with serving(SETTINGS, dead) as service:
         response = post(service, delivery)
         with service.client() as client:
@@ -164,18 +169,33 @@ def test_api_requires_the_bearer_token(service):
 
 def test_shop_api_from_product_to_paid_order(service):
     with service.client() as client:
-        assert client.post("/api/products", json={"sku": "TEA", "name": "Tea", "price_paise": 25000,
-                                                  "stock": 4}).status_code == 201
-        cart = client.post("/api/carts", json={"customer_email": "a@example.com",
-                                               "items": [{"sku": "TEA", "quantity": 2}]}).json()
+        assert (
+            client.post(
+                "/api/products",
+                json={"sku": "TEA", "name": "Tea", "price_paise": 25000, "stock": 4},
+            ).status_code
+            == 201
+        )
+        cart = client.post(
+            "/api/carts",
+            json={"customer_email": "a@example.com", "items": [{"sku": "TEA", "quantity": 2}]},
+        ).json()
         assert (cart["amount_paise"], cart["currency"], cart["status"]) == (50000, "INR", "open")
-        checkout = client.post(f"/api/carts/{cart['cart_id']}/checkout", json={"provider": "razorpay"})
+        checkout = client.post(
+            f"/api/carts/{cart['cart_id']}/checkout", json={"provider": "razorpay"}
+        )
         again = client.post(f"/api/carts/{cart['cart_id']}/checkout", json={"provider": "razorpay"})
         reference = checkout.json()["gateway_order_id"]
         assert checkout.status_code == 201 and again.json()["gateway_order_id"] == reference
-        delivery = GATEWAY.razorpay("payment.captured", payment_id="pay_api000000001",
-                                    order_id=reference, amount_paise=50000)
-        event_id = client.post(delivery.path, content=delivery.body, headers=delivery.headers).json()["event_id"]
+        delivery = GATEWAY.razorpay(
+            "payment.captured",
+            payment_id="pay_api000000001",
+            order_id=reference,
+            amount_paise=50000,
+        )
+        event_id = client.post(
+            delivery.path, content=delivery.body, headers=delivery.headers
+        ).json()["event_id"]
         paid = client.get(f"/api/carts/{cart['cart_id']}").json()
         order = client.get(f"/api/orders/{paid['order_id']}").json()
         listed = client.get("/api/orders", params={"cart_id": cart["cart_id"]}).json()
@@ -188,12 +208,19 @@ def test_shop_api_from_product_to_paid_order(service):
     assert product["stock"] == 2
 
 
-@pytest.mark.parametrize(("path", "payload", "status"), [
-    ("/api/carts", {"customer_email": "a@example.com", "items": [{"sku": "NOPE", "quantity": 1}]}, 422),
-    ("/api/carts", {"customer_email": "a@example.com", "items": []}, 422),
-    ("/api/products", {"sku": "", "name": "x", "price_paise": 1, "stock": 1}, 422),
-    ("/api/carts/cart_missing/checkout", {"provider": "razorpay"}, 404),
-])
+@pytest.mark.parametrize(
+    ("path", "payload", "status"),
+    [
+        (
+            "/api/carts",
+            {"customer_email": "a@example.com", "items": [{"sku": "NOPE", "quantity": 1}]},
+            422,
+        ),
+        ("/api/carts", {"customer_email": "a@example.com", "items": []}, 422),
+        ("/api/products", {"sku": "", "name": "x", "price_paise": 1, "stock": 1}, 422),
+        ("/api/carts/cart_missing/checkout", {"provider": "razorpay"}, 404),
+    ],
+)
 def test_bad_api_requests_get_clear_errors(service, path, payload, status):
     with service.client() as client:
         response = client.post(path, json=payload)
@@ -204,9 +231,13 @@ def test_bad_api_requests_get_clear_errors(service, path, payload, status):
 def test_registering_a_reference_owned_by_another_cart_is_409(service):
     with service.client() as client:
         client.post("/api/products", json={"sku": "A", "name": "A", "price_paise": 1, "stock": 1})
-        carts = [client.post("/api/carts", json={"customer_email": "a@example.com",
-                                                 "items": [{"sku": "A", "quantity": 1}]}).json()
-                 for _ in range(2)]
+        carts = [
+            client.post(
+                "/api/carts",
+                json={"customer_email": "a@example.com", "items": [{"sku": "A", "quantity": 1}]},
+            ).json()
+            for _ in range(2)
+        ]
         body = {"provider": Provider.CASHFREE.value, "gateway_order_id": "shared-ref"}
         first = client.post(f"/api/carts/{carts[0]['cart_id']}/checkout", json=body)
         second = client.post(f"/api/carts/{carts[1]['cart_id']}/checkout", json=body)
@@ -222,6 +253,8 @@ def test_product_sku_taken_twice_is_409(service):
 
 def test_json_error_bodies_never_carry_a_traceback(service):
     with service.client() as client:
-        response = client.post("/api/carts", content=b"{not json", headers={"content-type": "application/json"})
+        response = client.post(
+            "/api/carts", content=b"{not json", headers={"content-type": "application/json"}
+        )
     assert response.status_code == 422
     json.dumps(response.json())

@@ -62,7 +62,7 @@ def create_cart(conn: Connection, customer_email: str, items: Sequence[LineItem]
     """A cart priced from the catalogue at this moment; prices are kept per line."""
     merged = _merge(items)
     with conn.transaction():
-        prices = dict(conn.execute(_PRICES, (list(merged),)).fetchall())
+        prices: dict[str, int] = dict(conn.execute(_PRICES, (list(merged),)).fetchall())
         unknown = sorted(set(merged) - set(prices))
         if unknown:
             raise InvalidRequest(f"unknown sku: {', '.join(unknown)}")
@@ -91,8 +91,13 @@ def get_cart(conn: Connection, cart_id: str) -> Cart:
         raise NotFound("cart", cart_id)
     items = tuple(LineItem(sku=s, quantity=q) for s, q in conn.execute(_ITEMS, (cart_id,)))
     return Cart(
-        cart_id=row[0], customer_email=row[1], amount_paise=row[2], currency=row[3],
-        status=row[4], order_id=row[5], items=items,
+        cart_id=row[0],
+        customer_email=row[1],
+        amount_paise=row[2],
+        currency=row[3],
+        status=row[4],
+        order_id=row[5],
+        items=items,
     )
 
 
@@ -117,8 +122,11 @@ def checkout(
         if gateway_order_id and row[0] != gateway_order_id:
             raise Conflict(f"cart {cart_id!r} is checked out with {provider} as {row[0]!r}")
     return Checkout(
-        provider=provider, gateway_order_id=row[0], cart_id=cart_id,
-        amount_paise=cart.amount_paise, currency=cart.currency,
+        provider=provider,
+        gateway_order_id=row[0],
+        cart_id=cart_id,
+        amount_paise=cart.amount_paise,
+        currency=cart.currency,
     )
 
 

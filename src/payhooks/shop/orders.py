@@ -58,8 +58,15 @@ def place_order(conn: Connection, event: Event, cart_id: str, customer_email: st
     conn.execute(_MARK_PAID, (cart_id,))
     conn.execute(
         _INSERT_ORDER,
-        (order_id, cart_id, event.provider.value, event.payment_id, event.amount_paise, status,
-         event.event_id),
+        (
+            order_id,
+            cart_id,
+            event.provider.value,
+            event.payment_id,
+            event.amount_paise,
+            status,
+            event.event_id,
+        ),
     )
     if in_stock:
         for sku, qty, _ in lines:
@@ -67,11 +74,16 @@ def place_order(conn: Connection, event: Event, cart_id: str, customer_email: st
             conn.execute(_LEDGER, (sku, -qty, order_id))
     else:
         short = [sku for sku, qty, stock in lines if stock < qty]
-        outbox.enqueue(conn, outbox.alert(
-            f"alert:backorder:{order_id}", f"Order {order_id} is backordered",
-            f"Paid order {order_id} (cart {cart_id}) needs stock for: {', '.join(short)}.",
-            order_id=order_id, skus=short,
-        ))
+        outbox.enqueue(
+            conn,
+            outbox.alert(
+                f"alert:backorder:{order_id}",
+                f"Order {order_id} is backordered",
+                f"Paid order {order_id} (cart {cart_id}) needs stock for: {', '.join(short)}.",
+                order_id=order_id,
+                skus=short,
+            ),
+        )
     outbox.enqueue(conn, _confirmation(order_id, customer_email, event.amount_paise, status))
     return order_id
 
@@ -103,6 +115,11 @@ def orders_of_cart(conn: Connection, cart_id: str) -> list[Order]:
 def _order(row: tuple[Any, ...]) -> Order:
     order_id, cart_id, provider, payment_id, amount, status, event_id = row
     return Order(
-        order_id=order_id, cart_id=cart_id, provider=provider, payment_id=payment_id,
-        amount_paise=amount, status=status, event_id=event_id,
+        order_id=order_id,
+        cart_id=cart_id,
+        provider=provider,
+        payment_id=payment_id,
+        amount_paise=amount,
+        status=status,
+        event_id=event_id,
     )

@@ -120,11 +120,15 @@ def _capture(conn: Connection, event: Event, cart_id: str) -> str | None:
     """First capture of this payment: an order, unless the cart is paid or the amount is off."""
     status, amount, currency, email, order_id = conn.execute(_LOCK_CART, (cart_id,)).fetchone()  # type: ignore[misc]
     if status == "paid":
-        _flag(conn, event, "duplicate_payment", f"cart {cart_id} is already paid (order {order_id})")
+        _flag(
+            conn, event, "duplicate_payment", f"cart {cart_id} is already paid (order {order_id})"
+        )
         return str(order_id) if order_id else None
     if event.amount_paise != amount or (event.currency or "INR") != currency:
         got = f"{event.amount_paise} {event.currency or 'INR'}"
-        _flag(conn, event, "amount_mismatch", f"captured {got}, cart {cart_id} is {amount} {currency}")
+        _flag(
+            conn, event, "amount_mismatch", f"captured {got}, cart {cart_id} is {amount} {currency}"
+        )
         return None
     return place_order(conn, event, cart_id, email)
 
@@ -133,12 +137,18 @@ def _flag(conn: Connection, event: Event, flag: str, why: str) -> None:
     """Mark a captured payment that must be refunded, and tell the merchant."""
     key = (event.provider.value, event.payment_id)
     conn.execute(_FLAG, (flag, True, *key, flag))
-    outbox.enqueue(conn, outbox.alert(
-        f"alert:{flag}:{key[0]}:{key[1]}",
-        f"Refund needed: {flag.replace('_', ' ')} for {key[0]} payment {key[1]}",
-        f"{key[0]} payment {key[1]} was captured but {why}. It needs a refund.",
-        provider=key[0], payment_id=key[1], flag=flag, event_id=event.event_id,
-    ))
+    outbox.enqueue(
+        conn,
+        outbox.alert(
+            f"alert:{flag}:{key[0]}:{key[1]}",
+            f"Refund needed: {flag.replace('_', ' ')} for {key[0]} payment {key[1]}",
+            f"{key[0]} payment {key[1]} was captured but {why}. It needs a refund.",
+            provider=key[0],
+            payment_id=key[1],
+            flag=flag,
+            event_id=event.event_id,
+        ),
+    )
 
 
 def _apply_refund(conn: Connection, event: Event) -> Applied:
@@ -146,23 +156,32 @@ def _apply_refund(conn: Connection, event: Event) -> Applied:
     row = conn.execute(_LOCK_PAYMENT, key).fetchone()
     if row is None:
         return _park(conn, event, "the refunded payment is unknown")
-    if conn.execute(_NEW_REFUND, (key[0], event.refund_id, key[1], event.refund_amount_paise)).fetchone():
+    if conn.execute(
+        _NEW_REFUND, (key[0], event.refund_id, key[1], event.refund_amount_paise)
+    ).fetchone():
         conn.execute(_ADD_REFUNDED, (event.refund_amount_paise, *key))
     new = advance(PaymentStatus(row[0]), PaymentStatus.REFUNDED)
     if new is not None:
         conn.execute(_SET_STATUS, (new.value, None, None, None, *key))
     cart_id = _cart_of(conn, event)
-    return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id) if cart_id else None)
+    return Applied(
+        outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id) if cart_id else None
+    )
 
 
 def _park(conn: Connection, event: Event, why: str) -> Applied:
-    outbox.enqueue(conn, outbox.alert(
-        f"alert:parked:{event.provider.value}:{event.event_id}",
-        f"Webhook parked: {event.provider.value} {event.event_type}",
-        f"Delivery {event.event_id} was parked because {why}. It is applied when the "
-        "gateway delivers it again after the checkout exists.",
-        provider=event.provider.value, event_id=event.event_id, reference=event.merchant_ref,
-    ))
+    outbox.enqueue(
+        conn,
+        outbox.alert(
+            f"alert:parked:{event.provider.value}:{event.event_id}",
+            f"Webhook parked: {event.provider.value} {event.event_type}",
+            f"Delivery {event.event_id} was parked because {why}. It is applied when the "
+            "gateway delivers it again after the checkout exists.",
+            provider=event.provider.value,
+            event_id=event.event_id,
+            reference=event.merchant_ref,
+        ),
+    )
     return Applied(outcome=Outcome.PARKED)
 
 
@@ -176,6 +195,11 @@ def get_payment(conn: Connection, provider: str, payment_id: str) -> Payment:
     if row is None:
         raise NotFound("payment", f"{provider}/{payment_id}")
     return Payment(
-        provider=row[0], payment_id=row[1], status=row[2], cart_id=row[3], amount_paise=row[4],
-        needs_refund=row[5], flags=tuple(row[6]),
+        provider=row[0],
+        payment_id=row[1],
+        status=row[2],
+        cart_id=row[3],
+        amount_paise=row[4],
+        needs_refund=row[5],
+        flags=tuple(row[6]),
     )

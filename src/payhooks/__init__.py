@@ -1,0 +1,54 @@
+"""payhooks: every logical payment event takes effect exactly once.
+
+The public surface is what ``__all__`` names; every other module is an implementation detail
+that may change (``tests/unit/test_exports.py`` pins this list).
+"""
+
+from __future__ import annotations
+
+from payhooks.errors import (
+    Conflict,
+    DatabaseUnavailable,
+    InvalidRequest,
+    LockTimeout,
+    MalformedPayload,
+    NotFound,
+    PayhooksError,
+    PayloadTooLarge,
+    ProviderNotConfigured,
+    RejectedDelivery,
+    SignatureMismatch,
+)
+from payhooks.events import Event, EventKind, Provider
+from payhooks.ingest import MAX_BODY_BYTES, Applied, Handler, Outcome, Receipt, ingest
+from payhooks.providers import Adapter
+from payhooks.providers.cashfree import Cashfree
+from payhooks.providers.payu import PayU
+from payhooks.providers.razorpay import Razorpay
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "Adapter",
+    "Applied",
+    "Cashfree",
+    "Conflict",
+    "DatabaseUnavailable",
+    "Event",
+    "EventKind",
+    "Handler",
+    "InvalidRequest",
+    "LockTimeout",
+    "MalformedPayload",
+    "NotFound",
+    "Outcome",
+    "PayU",
+    "PayhooksError",
+    "PayloadTooLarge",
+    "Provider",
+    "ProviderNotConfigured",
+    "Razorpay",
+    "Receipt",
+    "RejectedDelivery",
+    "SignatureMismatch",
+    "ingest",
+]

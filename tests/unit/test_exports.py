@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import payhooks
+
+
+def test_public_names_are_exactly_the_documented_ones():
+    assert sorted(payhooks.__all__) == sorted(
+        [
+            "MAX_BODY_BYTES",
+            "Adapter",
+            "Applied",
+            "Cashfree",
+            "Conflict",
+            "DatabaseUnavailable",
+            "Event",
+            "EventKind",
+            "Handler",
+            "InvalidRequest",
+            "LockTimeout",
+            "MalformedPayload",
+            "NotFound",
+            "Outcome",
+            "PayU",
+            "PayhooksError",
+            "PayloadTooLarge",
+            "ProviderNotConfigured",
+            "Provider",
+            "Razorpay",
+            "Receipt",
+            "RejectedDelivery",
+            "SignatureMismatch",
+            "ingest",
+        ]
+    )
+
+
+def test_every_public_name_resolves():
+    for name in payhooks.__all__:
+        assert getattr(payhooks, name) is not None
