@@ -258,3 +258,21 @@ def test_json_error_bodies_never_carry_a_traceback(service):
         )
     assert response.status_code == 422
     json.dumps(response.json())
+
+
+def test_twin_behind_a_slow_first_attempt_answers_503_then_duplicate(database_url, conn):
+    from dataclasses import replace
+
+    from payhooks import idempotency
+    from tests.factories import ADAPTERS
+
+    delivery = purchase(conn).captured()
+    event = ADAPTERS[Provider.RAZORPAY].parse(delivery.body, delivery.headers)
+    quick = replace(SETTINGS, lock_timeout_ms=300)
+    with serving(quick, database_url) as service:
+        with psycopg.connect(database_url, autocommit=True) as slow, slow.transaction():
+            idempotency.claim(slow, event, delivery.body, {})
+            stuck = post(service, delivery)
+        retried = post(service, delivery)
+    assert stuck.status_code == 503
+    assert retried.json()["status"] == "duplicate"
