@@ -64,7 +64,18 @@ def ingest(
 ) -> Receipt:
     """Verify, then claim and apply in one transaction (DESIGN.md section 1)."""
     event = verified_event(adapter, body, headers)
-    signed = {name: headers[name] for name in adapter.signed_headers if name in headers}
+    return ingest_event(conn, event, body, signed_headers(adapter, headers), handler)
+
+
+def signed_headers(adapter: Adapter, headers: Mapping[str, str]) -> dict[str, str]:
+    """The headers worth keeping with the body: those the gateway signs or keys on."""
+    return {name: headers[name] for name in adapter.signed_headers if name in headers}
+
+
+def ingest_event(
+    conn: Connection, event: Event, body: bytes, signed: Mapping[str, str], handler: Handler
+) -> Receipt:
+    """Claim and apply an event already verified (a live delivery, or a stored one replayed)."""
     with translated(event.event_id):
         return _claim_and_apply(conn, event, body, signed, handler)
 

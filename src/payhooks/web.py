@@ -30,8 +30,15 @@ from payhooks.errors import (
     ProviderNotConfigured,
     SignatureMismatch,
 )
-from payhooks.events import Provider
-from payhooks.ingest import MAX_BODY_BYTES, Outcome, Receipt, ingest
+from payhooks.events import Event, Provider
+from payhooks.ingest import (
+    MAX_BODY_BYTES,
+    Outcome,
+    Receipt,
+    ingest_event,
+    signed_headers,
+    verified_event,
+)
 from payhooks.metrics import Metrics
 from payhooks.providers import Adapter
 from payhooks.shop import carts, catalog, orders, payments
@@ -90,6 +97,7 @@ def create_app(settings: Settings, *, api_token: str, url: str | None = None) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         pool = db.open_pool(url or db.database_url(settings), settings)
         app.state.pool = pool
+        metrics.watch(pool)
         try:
             yield
         finally:
@@ -144,15 +152,23 @@ def _add_webhook_route(app: FastAPI, adapters: dict[Provider, Adapter], metrics:
         try:
             body = await read_body(request)
             headers = {name.lower(): value for name, value in request.headers.items()}
-            receipt = await run_in_threadpool(_deliver, _pool(request), adapter, body, headers)
+            event = verified_event(adapter, body, headers)
         except PayhooksError as exc:
-            _count_rejection(metrics, provider, exc, started)
+            _rejected(metrics, provider, exc, started)
             raise
-        _count_receipt(metrics, receipt, started)
+        receipt = await run_in_threadpool(
+            _deliver,
+            _pool(request),
+            event,
+            body,
+            signed_headers(adapter, headers),
+            metrics,
+            started,
+        )
         return JSONResponse(
             {
                 "status": receipt.outcome.value,
-                "event_id": receipt.event.event_id,
+                "event_id": event.event_id,
                 "order_id": receipt.order_id,
             },
             status_code=STATUS_OF_OUTCOME[receipt.outcome],
@@ -160,35 +176,45 @@ def _add_webhook_route(app: FastAPI, adapters: dict[Provider, Adapter], metrics:
 
 
 def _deliver(
-    pool: psycopg_pool.ConnectionPool, adapter: Adapter, body: bytes, headers: dict[str, str]
+    pool: psycopg_pool.ConnectionPool,
+    event: Event,
+    body: bytes,
+    signed: dict[str, str],
+    metrics: Metrics,
+    started: float,
 ) -> Receipt:
-    with db.connection(pool) as conn:
-        return ingest(conn, adapter, body, headers, payments.apply_event)
-
-
-def _count_receipt(metrics: Metrics, receipt: Receipt, started: float) -> None:
-    provider = receipt.event.provider.value
-    metrics.deliveries.labels(provider, receipt.outcome.value).inc()
-    metrics.latency.labels(provider).observe(time.perf_counter() - started)
+    fields = {
+        "provider": event.provider.value,
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+    }
+    try:
+        with db.connection(pool, event.event_id) as conn:
+            receipt = ingest_event(conn, event, body, signed, payments.apply_event)
+    except PayhooksError as exc:
+        status, code = error_status(exc)
+        metrics.answered(event.provider.value, code, time.perf_counter() - started)
+        log.warning("webhook_unavailable", extra={**fields, "status": status, "reason": code})
+        raise
+    except Exception:
+        metrics.answered(event.provider.value, "internal_error", time.perf_counter() - started)
+        log.exception("webhook_failed", extra=fields)
+        raise
+    metrics.answered(event.provider.value, receipt.outcome.value, time.perf_counter() - started)
     if receipt.mismatch:
-        metrics.mismatches.labels(provider).inc()
-        log.warning(
-            "webhook_payload_mismatch provider=%s event_id=%s", provider, receipt.event.event_id
-        )
-    log.info(
-        "webhook_%s provider=%s event_id=%s order_id=%s",
-        receipt.outcome.value,
-        provider,
-        receipt.event.event_id,
-        receipt.order_id,
-    )
+        metrics.mismatches.labels(event.provider.value).inc()
+        log.warning("webhook_payload_mismatch", extra=fields)
+    log.info(f"webhook_{receipt.outcome.value}", extra={**fields, "order_id": receipt.order_id})
+    return receipt
 
 
-def _count_rejection(metrics: Metrics, provider: str, exc: PayhooksError, started: float) -> None:
+def _rejected(metrics: Metrics, provider: str, exc: PayhooksError, started: float) -> None:
     status, code = error_status(exc)
-    metrics.deliveries.labels(provider, code).inc()
-    metrics.latency.labels(provider).observe(time.perf_counter() - started)
-    log.warning("webhook_rejected provider=%s status=%s reason=%s", provider, status, code)
+    metrics.answered(provider, code, time.perf_counter() - started)
+    log.warning(
+        "webhook_rejected",
+        extra={"provider": provider, "status": status, "reason": code, "detail": str(exc)},
+    )
 
 
 _bearer = HTTPBearer(auto_error=False)

@@ -1,0 +1,138 @@
+"""Sending one email over SMTP; the one place smtplib's errors are sorted into ours."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import smtplib
+import ssl
+from dataclasses import dataclass
+from email.message import EmailMessage
+from types import TracebackType
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from payhooks.errors import PayhooksError
+
+
+class MailerUnavailable(PayhooksError):
+    """The SMTP server cannot be reached or is failing as a whole: try again later."""
+
+
+class MessageRejected(PayhooksError):
+    """The SMTP server refused this message; ``permanent`` when retrying cannot help."""
+
+    def __init__(self, reason: str, *, permanent: bool) -> None:
+        super().__init__(reason)
+        self.permanent = permanent
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmtpTarget:
+    host: str
+    port: int
+    implicit_tls: bool = False
+    starttls: bool = False
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def from_url(cls, url: str) -> SmtpTarget:
+        """``smtp://[user:pass@]host[:port][?starttls=true]`` or ``smtps://…`` (implicit TLS)."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
+            raise ValueError(f"PAYHOOKS_SMTP_URL must look like smtp://host:port, not {url!r}")
+        tls = parts.scheme == "smtps"
+        query = parse_qs(parts.query)
+        return cls(
+            host=parts.hostname,
+            port=parts.port or (465 if tls else 25),
+            implicit_tls=tls,
+            starttls=query.get("starttls", ["false"])[0].lower() in ("1", "true", "yes"),
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+        )
+
+
+def message_id(dedupe_key: str) -> str:
+    """Stable across retries, so a receiving system can drop the one possible repeat."""
+    digest = hashlib.sha256(dedupe_key.encode()).hexdigest()[:32]
+    return f"<{digest}@payhooks>"
+
+
+def compose(
+    *, sender: str, recipient: str, subject: str, body: str, dedupe_key: str
+) -> EmailMessage:
+    message = EmailMessage()
+    message["From"] = sender
+    message["To"] = recipient
+    message["Subject"] = subject
+    message["Message-ID"] = message_id(dedupe_key)
+    message.set_content(body)
+    return message
+
+
+class Mailer:
+    """One SMTP session, opened on first use and reused for a batch."""
+
+    def __init__(self, target: SmtpTarget, *, timeout: float = 10.0) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._session: smtplib.SMTP | None = None
+
+    def __enter__(self) -> Mailer:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def send(self, message: EmailMessage) -> None:
+        try:
+            self._connected().send_message(message)
+        except smtplib.SMTPRecipientsRefused as exc:
+            raise MessageRejected(f"recipient refused: {exc.recipients}", permanent=True) from exc
+        except smtplib.SMTPSenderRefused as exc:  # our configuration, not this message
+            self.close()
+            raise MailerUnavailable(f"sender {exc.sender!r} refused: {exc.smtp_code}") from exc
+        except smtplib.SMTPResponseException as exc:
+            if exc.smtp_code == 421:
+                self.close()
+                raise MailerUnavailable("SMTP 421: service not available") from exc
+            if exc.smtp_code >= 500:
+                raise MessageRejected(
+                    f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=True
+                ) from exc
+            self.close()
+            raise MessageRejected(
+                f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=False
+            ) from exc
+        except (OSError, smtplib.SMTPException) as exc:
+            self.close()
+            raise MailerUnavailable(f"SMTP unavailable: {type(exc).__name__}: {exc}") from exc
+
+    def _connected(self) -> smtplib.SMTP:
+        if self._session is None:
+            self._session = self._open()
+        return self._session
+
+    def _open(self) -> smtplib.SMTP:
+        t = self.target
+        session: smtplib.SMTP
+        if t.implicit_tls:
+            session = smtplib.SMTP_SSL(
+                t.host, t.port, timeout=self.timeout, context=ssl.create_default_context()
+            )
+        else:
+            session = smtplib.SMTP(t.host, t.port, timeout=self.timeout)
+            if t.starttls:
+                session.starttls(context=ssl.create_default_context())
+        if t.username:
+            session.login(t.username, t.password or "")
+        return session
+
+    def close(self) -> None:
+        if self._session is not None:
+            with contextlib.suppress(OSError, smtplib.SMTPException):
+                self._session.quit()
+            self._session = None

@@ -1,0 +1,94 @@
+"""Retention: delivery records are kept for a window, then deleted in small batches.
+
+Small batches, each its own short transaction, so ingest keeps flowing while a million old
+rows go. Parked rows are kept until they are applied: they are unfinished money business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from payhooks.db import Connection
+from payhooks.errors import PayhooksError
+
+# Razorpay retries for 24 hours and replays events up to 15 days old (its FAQ); a record
+# purged before that could let a replay act twice on anything not business-keyed.
+MIN_RETENTION_DAYS = 15
+BATCH_ROWS = 5000
+
+
+class RetentionTooShort(PayhooksError):
+    def __init__(self, days: int) -> None:
+        super().__init__(
+            f"a retention of {days} days is shorter than the gateways' replay window "
+            f"({MIN_RETENTION_DAYS} days); pass --force to purge anyway"
+        )
+        self.days = days
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeResult:
+    cutoff: datetime
+    expired: int
+    deleted: int
+
+
+_CUTOFF = "SELECT now() - make_interval(days => %s)"
+_EXPIRED = """
+SELECT count(*) FROM processed_webhooks WHERE processed_at < %s AND outcome <> 'parked'
+"""
+_DELETE_BATCH = """
+DELETE FROM processed_webhooks
+WHERE (provider, event_id) IN (
+    SELECT provider, event_id FROM processed_webhooks
+    WHERE processed_at < %s AND outcome <> 'parked'
+    ORDER BY processed_at
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED)
+"""
+_START = """
+INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)
+VALUES ('purge', now(), %s, 0)
+ON CONFLICT (task) DO UPDATE SET started_at = now(), finished_at = NULL,
+    rows_expected = excluded.rows_expected, rows_done = 0
+"""
+_PROGRESS = "UPDATE maintenance_runs SET rows_done = rows_done + %s WHERE task = 'purge'"
+_FINISH = "UPDATE maintenance_runs SET finished_at = now() WHERE task = 'purge'"
+
+
+def check_window(days: int, *, force: bool) -> None:
+    if days < MIN_RETENTION_DAYS and not force:
+        raise RetentionTooShort(days)
+
+
+def plan(conn: Connection, days: int) -> PurgeResult:
+    """What a purge would delete now, deleting nothing (``--dry-run``)."""
+    cutoff = conn.execute(_CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
+    expired = conn.execute(_EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
+    return PurgeResult(cutoff=cutoff, expired=expired, deleted=0)
+
+
+def purge(
+    conn: Connection,
+    days: int,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    on_batch: Callable[[int], None] | None = None,
+) -> PurgeResult:
+    """Delete records older than ``days`` (fixed at the start), batch by batch, autocommitted."""
+    planned = plan(conn, days)
+    conn.execute(_START, (planned.expired,))
+    deleted = 0
+    while True:
+        with conn.transaction():
+            done = conn.execute(_DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
+            conn.execute(_PROGRESS, (done,))
+        deleted += done
+        if on_batch is not None:
+            on_batch(done)
+        if done < batch_rows:
+            break
+    conn.execute(_FINISH)
+    return PurgeResult(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)

@@ -1,0 +1,155 @@
+"""The outbox worker: performs, after commit, the side effects ingest queued.
+
+Each message is taken under a row lock that other workers skip (``FOR UPDATE SKIP LOCKED``),
+sent, and marked sent in the same transaction. The one unavoidable at-least-once window: the
+SMTP server accepts the message and the worker dies before its commit; the row is then sent
+again, with the same Message-ID, so the receiving side can drop the repeat.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg_pool
+
+from payhooks import db, outbox, retention
+from payhooks.config import Settings
+from payhooks.mail import Mailer, MailerUnavailable, MessageRejected, SmtpTarget, compose
+
+log = logging.getLogger("payhooks.worker")
+
+_PURGE_LOCK = 0x70757267  # "purg": one purging worker at a time
+DAY_SECONDS = 24 * 3600.0
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkerOptions:
+    batch: int = 100
+    poll_seconds: float = 1.0
+    policy: outbox.RetryPolicy = field(default_factory=outbox.RetryPolicy)
+    purge_every_seconds: float | None = DAY_SECONDS
+    smtp_backoff_cap_seconds: float = 30.0
+
+
+class Worker:
+    def __init__(
+        self,
+        pool: psycopg_pool.ConnectionPool,
+        settings: Settings,
+        options: WorkerOptions | None = None,
+        *,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        if not settings.smtp_url:
+            raise MailerUnavailable("PAYHOOKS_SMTP_URL is not set: the worker has nowhere to send")
+        self.pool = pool
+        self.settings = settings
+        self.options = options or WorkerOptions()
+        self.target = SmtpTarget.from_url(settings.smtp_url)
+        self.jitter = jitter
+        self.stopping = threading.Event()
+        self._smtp_failures = 0
+        self._last_purge: float | None = None
+
+    def run(self) -> None:
+        """Until ``stop()``: drain what is due, purge once a day, sleep when idle."""
+        while not self.stopping.is_set():
+            self.maybe_purge()
+            handled = self.drain()
+            if handled == 0:
+                self.stopping.wait(self._idle_seconds())
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def drain(self) -> int:
+        """Perform up to one batch of due messages over one SMTP session; returns how many."""
+        handled = 0
+        with Mailer(self.target) as mailer:
+            while handled < self.options.batch and not self.stopping.is_set():
+                try:
+                    if not self.perform_one(mailer):
+                        break
+                except MailerUnavailable as exc:
+                    self._smtp_failures += 1
+                    log.warning("smtp_unavailable", extra={"error": str(exc)})
+                    break
+                self._smtp_failures = 0
+                handled += 1
+        return handled
+
+    def perform_one(self, mailer: Mailer) -> bool:
+        """Send the next due message; False when none is due. SMTP down: leaves it queued."""
+        with db.connection(self.pool) as conn, conn.transaction():
+            message = outbox.next_due(conn)
+            if message is None:
+                return False
+            self._perform(conn, mailer, message)
+        return True
+
+    def _perform(self, conn: db.Connection, mailer: Mailer, message: outbox.Pending) -> None:
+        fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
+        recipient = message.recipient or self.settings.alert_email
+        if recipient is None:
+            outbox.dead_letter(conn, message, "PAYHOOKS_ALERT_EMAIL is not set")
+            log.error("outbox_dead_letter", extra={**fields, "error": "no alert address"})
+            return
+        email = compose(
+            sender=self.settings.mail_from,
+            recipient=recipient,
+            subject=message.subject,
+            body=message.body,
+            dedupe_key=message.dedupe_key,
+        )
+        try:
+            mailer.send(email)
+        except MessageRejected as exc:
+            self._rejected(conn, message, exc, fields)
+            return
+        outbox.mark_sent(conn, message)
+        log.info("outbox_sent", extra=fields)
+
+    def _rejected(
+        self,
+        conn: db.Connection,
+        message: outbox.Pending,
+        exc: MessageRejected,
+        fields: dict[str, object],
+    ) -> None:
+        policy = self.options.policy
+        if exc.permanent or message.attempts + 1 >= policy.max_attempts:
+            outbox.dead_letter(conn, message, str(exc))
+            log.error("outbox_dead_letter", extra={**fields, "error": str(exc)})
+            return
+        delay = policy.delay(message.attempts + 1, self.jitter())
+        outbox.retry_later(conn, message, str(exc), delay)
+        log.warning("outbox_retry", extra={**fields, "error": str(exc), "delay_s": round(delay, 1)})
+
+    def _idle_seconds(self) -> float:
+        if self._smtp_failures == 0:
+            return self.options.poll_seconds
+        step = min(self.options.smtp_backoff_cap_seconds, 2.0 ** min(self._smtp_failures, 10))
+        return step * (0.5 + self.jitter() / 2)
+
+    def maybe_purge(self) -> None:
+        every = self.options.purge_every_seconds
+        now = time.monotonic()
+        if every is None or (self._last_purge is not None and now - self._last_purge < every):
+            return
+        self._last_purge = now
+        days = self.settings.retention_days
+        if days < retention.MIN_RETENTION_DAYS:
+            log.error("purge_refused", extra={"retention_days": days})
+            return
+        with db.connection(self.pool) as conn:
+            if conn.execute("SELECT pg_try_advisory_lock(%s)", (_PURGE_LOCK,)).fetchone()[0]:  # type: ignore[index]
+                try:
+                    result = retention.purge(conn, days)
+                    log.info("purge_done", extra={"deleted": result.deleted, "days": days})
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (_PURGE_LOCK,))
