@@ -5,6 +5,7 @@ Each test gets its own database cloned from a migrated template (fast, isolated)
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import threading
@@ -13,6 +14,9 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email import message_from_bytes
+from email.message import EmailMessage
+from email.policy import default
 from pathlib import Path
 
 import httpx
@@ -111,3 +115,55 @@ def service(database_url: str) -> Iterator[Service]:
 
     with serving(SETTINGS, database_url) as running:
         yield running
+
+
+class Inbox:
+    """A real SMTP server on loopback (aiosmtpd) that keeps what it receives.
+
+    Recipients containing ``reject`` get a permanent 550, ``later`` a temporary 451;
+    ``delay`` seconds are spent on each message, to catch a worker mid-batch.
+    """
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.messages: list[EmailMessage] = []
+        self.delay = delay
+        self._lock = threading.Lock()
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if "reject" in address:
+            return "550 no such mailbox"
+        if "later" in address:
+            return "451 try again later"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        with self._lock:
+            self.messages.append(message_from_bytes(envelope.content, policy=default))
+        return "250 OK"
+
+    def ids(self) -> list[str]:
+        with self._lock:
+            return [m["Message-ID"] for m in self.messages]
+
+
+@contextmanager
+def smtp_server(inbox: Inbox, port: int | None = None) -> Iterator[int]:
+    from aiosmtpd.controller import Controller
+
+    port = port or free_port()
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        yield port
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def inbox() -> Iterator[tuple[Inbox, int]]:
+    box = Inbox()
+    with smtp_server(box) as port:
+        yield box, port

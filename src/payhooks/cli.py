@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import os
 import secrets
-from collections.abc import Callable
+import signal
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from payhooks import db
+from payhooks import db, idempotency, logs, outbox, retention
 from payhooks.config import Settings
-from payhooks.errors import PayhooksError
+from payhooks.errors import NotFound, PayhooksError, ProviderNotConfigured
+from payhooks.events import Provider
 
 app = typer.Typer(help="Exactly-once effects for retried payment webhooks.", no_args_is_help=True)
 T = TypeVar("T")
@@ -29,11 +32,33 @@ def _run(action: Callable[[], T]) -> T:
     """One clear line and a non-zero exit on a known error; tracebacks only with -v."""
     try:
         return action()
-    except (PayhooksError, OSError) as exc:
+    except (PayhooksError, OSError, ValueError) as exc:
         if _verbose:
             raise
         typer.echo(f"payhooks: {exc}", err=True)
         raise typer.Exit(1) from None
+
+
+@contextlib.contextmanager
+def _connect(settings: Settings | None = None) -> Iterator[db.Connection]:
+    """One autocommit connection for a command, driver errors translated."""
+    import psycopg
+
+    url = db.database_url(settings or _settings())
+    with db.translated(), psycopg.connect(url, autocommit=True) as conn:
+        yield conn
+
+
+def _with_connection(action: Callable[[db.Connection], T]) -> T:
+    def run() -> T:
+        with _connect() as conn:
+            return action(conn)
+
+    return _run(run)
+
+
+def _print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, default=str))
 
 
 @app.callback()
@@ -61,17 +86,7 @@ def api_token(settings: Settings) -> tuple[str, bool]:
 @app.command()
 def migrate() -> None:
     """Apply the database migrations that are not applied yet."""
-
-    def action() -> list[str]:
-        import psycopg
-
-        with (
-            db.translated(),
-            psycopg.connect(db.database_url(_settings()), autocommit=True) as conn,
-        ):
-            return db.migrate(conn)
-
-    applied = _run(action)
+    applied = _with_connection(db.migrate)
     typer.echo("applied: " + ", ".join(applied) if applied else "database is up to date")
 
 
@@ -81,20 +96,14 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
 ) -> None:
     """Migrate the database, then serve webhooks and the shop API."""
-    import psycopg
     import uvicorn
 
     from payhooks.web import create_app
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logs.configure()
     settings = _settings()
     url = _run(lambda: db.database_url(settings))
-
-    def prepare() -> None:
-        with db.translated(), psycopg.connect(url, autocommit=True) as conn:
-            db.migrate(conn)
-
-    _run(prepare)
+    _with_connection(db.migrate)
     token, generated = _run(lambda: api_token(settings))
     if generated:
         typer.echo(f"API token (kept in {settings.home / 'api-token'}): {token}", err=True)
@@ -110,22 +119,159 @@ def serve(
 
 
 @app.command()
+def worker(
+    once: Annotated[bool, typer.Option(help="Send what is due, then exit.")] = False,
+    batch: Annotated[int, typer.Option(help="Messages per SMTP session.")] = 100,
+) -> None:
+    """Send the outbox's emails and alerts after commit; purge old records once a day."""
+    from payhooks.worker import Worker, WorkerOptions
+
+    logs.configure()
+    settings = _settings()
+    pool = _run(lambda: db.open_pool(db.database_url(settings), settings, max_size=2))
+    try:
+        options = WorkerOptions(batch=batch, purge_every_seconds=None if once else 86_400.0)
+        runner = _run(lambda: Worker(pool, settings, options))
+        if once:
+            sent = 0
+            while (done := _run(runner.drain)) > 0:
+                sent += done
+            typer.echo(f"handled {sent} outbox message(s)", err=True)
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: runner.stop())
+        _run(runner.run)
+    finally:
+        pool.close()
+
+
+@app.command()
+def purge(
+    older_than_days: Annotated[
+        int | None, typer.Option(help="Window to keep; default PAYHOOKS_RETENTION_DAYS (90).")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="Count what would go; delete nothing.")] = False,
+    force: Annotated[bool, typer.Option(help="Allow a window shorter than 15 days.")] = False,
+    batch_rows: Annotated[int, typer.Option(help="Rows per delete transaction.")] = 5000,
+) -> None:
+    """Delete delivery records older than the retention window, in small batches."""
+    days = older_than_days if older_than_days is not None else _settings().retention_days
+    _run(lambda: retention.check_window(days, force=force))
+
+    def action(conn: db.Connection) -> retention.PurgeResult:
+        if dry_run:
+            return retention.plan(conn, days)
+        with _progress(retention.plan(conn, days).expired) as advance:
+            return retention.purge(conn, days, batch_rows=batch_rows, on_batch=advance)
+
+    result = _with_connection(action)
+    verb = "would delete" if dry_run else "deleted"
+    count = result.expired if dry_run else result.deleted
+    typer.echo(
+        f"{verb} {count} record(s) older than {days} days (before {result.cutoff:%Y-%m-%d %H:%M})"
+    )
+
+
+@contextlib.contextmanager
+def _progress(total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal; silence elsewhere."""
+    if not sys.stderr.isatty():
+        yield lambda _: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("purging", total=total)
+        yield lambda done: bar.advance(task, done)
+
+
+@app.command()
+def parked(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List deliveries that matched no checkout and wait to be applied."""
+    rows = _with_connection(idempotency.parked)
+    listed = [
+        {
+            "provider": r.provider,
+            "event_id": r.event_id,
+            "event_type": r.event_type,
+            "received_at": r.processed_at.isoformat(),
+            "body_bytes": len(r.body),
+        }
+        for r in rows
+    ]
+    if as_json:
+        _print_json(listed)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("provider", "delivery key", "event", "received at", title=f"{len(rows)} parked")
+    for r in rows:
+        table.add_row(r.provider, r.event_id, r.event_type, r.processed_at.isoformat())
+    Console().print(table)
+
+
+@app.command()
+def replay(
+    event_id: Annotated[str, typer.Argument(help="The delivery key, as `payhooks parked` shows.")],
+    provider: Annotated[
+        Provider | None, typer.Option(help="When two gateways share a key.")
+    ] = None,
+) -> None:
+    """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
+    from payhooks.ingest import ingest_event
+    from payhooks.shop.payments import apply_event
+
+    settings = _settings()
+
+    def action(conn: db.Connection) -> dict[str, Any]:
+        found = idempotency.stored(conn, event_id, provider.value if provider else None)
+        if len(found) != 1:
+            raise NotFound(
+                "delivery" if not found else "unambiguous delivery (use --provider)", event_id
+            )
+        row = found[0]
+        adapter = settings.adapters().get(Provider(row.provider))
+        if adapter is None:
+            raise ProviderNotConfigured(row.provider)
+        event = adapter.parse(row.body, row.headers)
+        receipt = ingest_event(conn, event, row.body, row.headers, apply_event)
+        return {
+            "status": receipt.outcome.value,
+            "event_id": event.event_id,
+            "order_id": receipt.order_id,
+        }
+
+    _print_json(_with_connection(action))
+
+
+@app.command("outbox")
+def outbox_command(
+    failed: Annotated[bool, typer.Option("--failed", help="List dead-lettered messages.")] = False,
+    retry: Annotated[int | None, typer.Option(help="Queue this dead letter again.")] = None,
+    retry_all: Annotated[bool, typer.Option(help="Queue every dead letter again.")] = False,
+) -> None:
+    """Inspect the outbox: counts, dead letters; send dead letters again."""
+    if retry is not None or retry_all:
+        revived = _with_connection(lambda conn: outbox.revive(conn, retry))
+        typer.echo(f"queued {revived} message(s) again")
+        raise typer.Exit(0 if revived or retry_all else 1)
+    if failed:
+        _print_json(_with_connection(outbox.failed))
+        return
+    _print_json(_with_connection(outbox.counts))
+
+
+@app.command()
 def trace(
     ident: Annotated[str, typer.Argument(help="Order id, payment id or delivery key.")],
 ) -> None:
     """Print every webhook event behind an order, payment or delivery key, as JSON."""
-    import psycopg
-
     from payhooks.trace import trace as run_trace
 
-    def action() -> dict[str, object]:
-        with (
-            db.translated(),
-            psycopg.connect(db.database_url(_settings()), autocommit=True) as conn,
-        ):
-            return run_trace(conn, ident)
-
-    typer.echo(json.dumps(_run(action), indent=2, default=str))
+    _print_json(_with_connection(lambda conn: run_trace(conn, ident)))
 
 
 @app.command()

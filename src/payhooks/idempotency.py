@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
 from payhooks.db import Connection
 from payhooks.events import Event
@@ -97,3 +99,48 @@ def record(conn: Connection, event: Event, outcome: str, order_ref: str | None) 
 
 def _text(value: object) -> str | None:
     return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stored:
+    """A delivery as it was received: the verified bytes and the headers kept with them."""
+
+    provider: str
+    event_id: str
+    event_type: str
+    outcome: str
+    processed_at: datetime
+    body: bytes
+    headers: dict[str, str]
+
+
+_PARKED = """
+SELECT provider, event_id, event_type, outcome, processed_at, body, headers
+FROM processed_webhooks WHERE outcome = 'parked' ORDER BY processed_at, event_id
+"""
+_STORED = """
+SELECT provider, event_id, event_type, outcome, processed_at, body, headers
+FROM processed_webhooks WHERE event_id = %s AND (%s::text IS NULL OR provider = %s)
+"""
+
+
+def parked(conn: Connection) -> list[Stored]:
+    """Deliveries that matched nothing, oldest first."""
+    return [_stored(row) for row in conn.execute(_PARKED)]
+
+
+def stored(conn: Connection, event_id: str, provider: str | None = None) -> list[Stored]:
+    return [_stored(row) for row in conn.execute(_STORED, (event_id, provider, provider))]
+
+
+def _stored(row: tuple[Any, ...]) -> Stored:
+    provider, event_id, event_type, outcome, at, body, headers = row
+    return Stored(
+        provider=provider,
+        event_id=event_id,
+        event_type=event_type,
+        outcome=outcome,
+        processed_at=at,
+        body=bytes(body),
+        headers=dict(headers),
+    )

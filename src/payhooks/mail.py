@@ -91,7 +91,9 @@ class Mailer:
         try:
             self._connected().send_message(message)
         except smtplib.SMTPRecipientsRefused as exc:
-            raise MessageRejected(f"recipient refused: {exc.recipients}", permanent=True) from exc
+            codes = [code for code, _ in exc.recipients.values()]
+            permanent = all(code >= 500 for code in codes)
+            raise MessageRejected(f"recipient refused: {codes}", permanent=permanent) from exc
         except smtplib.SMTPSenderRefused as exc:  # our configuration, not this message
             self.close()
             raise MailerUnavailable(f"sender {exc.sender!r} refused: {exc.smtp_code}") from exc

@@ -153,3 +153,16 @@ def failed(conn: Connection) -> list[dict[str, object]]:
 def revive(conn: Connection, message_id: int | None = None) -> int:
     """Put dead-lettered rows (one, or all) back in the queue; returns how many."""
     return conn.execute(_REVIVE, (message_id, message_id)).rowcount
+
+
+_COUNTS = """
+SELECT count(*) FILTER (WHERE sent_at IS NULL AND failed_at IS NULL) AS pending,
+       count(*) FILTER (WHERE sent_at IS NOT NULL) AS sent,
+       count(*) FILTER (WHERE failed_at IS NOT NULL) AS failed
+FROM outbox
+"""
+
+
+def counts(conn: Connection) -> dict[str, int]:
+    pending, sent, dead = conn.execute(_COUNTS).fetchone() or (0, 0, 0)
+    return {"pending": pending, "sent": sent, "failed": dead}

@@ -1,0 +1,94 @@
+"""Retention purge on real PostgreSQL: batches, boundaries, parked rows, and live ingest."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from payhooks import retention
+from payhooks.ingest import Outcome
+from tests.factories import deliver, purchase
+
+SEED = """
+INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payload_sha256, body,
+                                processed_at)
+SELECT 'razorpay', %s || g, 'payment.captured', %s, 'x', '\\x00',
+       now() - make_interval(days => %s) - g * interval '1 second'
+FROM generate_series(1, %s) AS g
+"""
+
+
+def seed(conn, prefix: str, count: int, days_old: int, outcome: str = "processed") -> None:
+    conn.execute(SEED, (prefix, outcome, days_old, count))
+
+
+def count(conn, prefix: str) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM processed_webhooks WHERE event_id LIKE %s", (prefix + "%",)
+    ).fetchone()[0]
+
+
+def test_purge_deletes_only_what_is_older_than_the_window(conn):
+    seed(conn, "old-", 2000, 100)
+    seed(conn, "young-", 300, 89)
+    result = retention.purge(conn, 90, batch_rows=250)
+    assert (result.expired, result.deleted) == (2000, 2000)
+    assert (count(conn, "old-"), count(conn, "young-")) == (0, 300)
+
+
+def test_purge_keeps_parked_deliveries(conn):
+    seed(conn, "parked-", 5, 200, outcome="parked")
+    retention.purge(conn, 90)
+    assert count(conn, "parked-") == 5
+
+
+def test_plan_counts_without_deleting(conn):
+    seed(conn, "old-", 40, 100)
+    assert retention.plan(conn, 90).expired == 40
+    assert count(conn, "old-") == 40
+
+
+def test_purge_reports_progress_per_batch_and_in_the_database(conn):
+    seed(conn, "old-", 1000, 100)
+    batches: list[int] = []
+    retention.purge(conn, 90, batch_rows=400, on_batch=batches.append)
+    assert batches == [400, 400, 200]
+    expected, done, finished = conn.execute(
+        "SELECT rows_expected, rows_done, finished_at FROM maintenance_runs"
+    ).fetchone()
+    assert (expected, done) == (1000, 1000) and finished is not None
+
+
+def test_window_shorter_than_gateway_replays_is_refused_unless_forced():
+    with pytest.raises(retention.RetentionTooShort):
+        retention.check_window(7, force=False)
+    retention.check_window(7, force=True)
+    retention.check_window(retention.MIN_RETENTION_DAYS, force=False)
+
+
+def test_purge_while_deliveries_flow_keeps_every_young_record(conn, database_url):
+    seed(conn, "old-", 20_000, 120)
+    stop = threading.Event()
+    delivered: list[str] = []
+
+    def flow() -> None:
+        with psycopg.connect(database_url, autocommit=True) as own:
+            while not stop.is_set():
+                receipt = deliver(own, purchase(own).captured())
+                assert receipt.outcome is Outcome.PROCESSED
+                delivered.append(receipt.event.event_id)
+
+    thread = threading.Thread(target=flow)
+    thread.start()
+    try:
+        result = retention.purge(conn, 90, batch_rows=500)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert result.deleted == 20_000 and count(conn, "old-") == 0
+    kept = conn.execute(
+        "SELECT count(*) FROM processed_webhooks WHERE event_id = ANY(%s)", (delivered,)
+    ).fetchone()[0]
+    assert len(delivered) > 0 and kept == len(delivered)

@@ -1,0 +1,142 @@
+"""The outbox worker against a real SMTP server on loopback and real PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from payhooks import db, outbox
+from payhooks.mail import message_id
+from payhooks.worker import Worker, WorkerOptions
+from tests.conftest import Inbox, free_port, smtp_server
+from tests.factories import SETTINGS, deliver, purchase
+
+NO_PURGE = WorkerOptions(purge_every_seconds=None)
+
+
+@pytest.fixture
+def pool(database_url: str) -> Iterator[db.psycopg_pool.ConnectionPool]:
+    opened = db.open_pool(database_url, SETTINGS, max_size=4)
+    yield opened
+    opened.close()
+
+
+def worker_for(pool, port: int, **settings) -> Worker:
+    configured = replace(
+        SETTINGS,
+        smtp_url=f"smtp://127.0.0.1:{port}",
+        alert_email="ops@example.com",
+        mail_from="shop@example.com",
+    )
+    return Worker(pool, replace(configured, **settings), NO_PURGE, jitter=lambda: 0.0)
+
+
+def queue(conn, key: str, recipient: str | None = "buyer@example.com") -> None:
+    outbox.enqueue(
+        conn,
+        outbox.Message(
+            kind=outbox.MessageKind.EMAIL if recipient else outbox.MessageKind.ALERT,
+            dedupe_key=key,
+            recipient=recipient,
+            subject=f"subject {key}",
+            body="body",
+        ),
+    )
+
+
+def row(conn, key: str):
+    return conn.execute(
+        "SELECT attempts, sent_at, failed_at, last_error, available_at > now() "
+        "FROM outbox WHERE dedupe_key = %s",
+        (key,),
+    ).fetchone()
+
+
+def test_order_confirmation_is_sent_once_with_a_stable_message_id(conn, pool, inbox):
+    box, port = inbox
+    receipt = deliver(conn, purchase(conn).captured())
+    assert worker_for(pool, port).drain() == 1
+    assert worker_for(pool, port).drain() == 0
+    [mail] = box.messages
+    assert mail["To"] == "buyer@example.com" and mail["From"] == "shop@example.com"
+    assert mail["Message-ID"] == message_id(f"order_confirmation:{receipt.order_id}")
+    assert receipt.order_id in mail.get_content()
+
+
+def test_alerts_go_to_the_alert_address(conn, pool, inbox):
+    box, port = inbox
+    queue(conn, "alert:test", recipient=None)
+    worker_for(pool, port).drain()
+    assert [m["To"] for m in box.messages] == ["ops@example.com"]
+
+
+def test_alert_without_an_alert_address_is_dead_lettered_with_the_reason(conn, pool, inbox):
+    _, port = inbox
+    queue(conn, "alert:nowhere", recipient=None)
+    worker_for(pool, port, alert_email=None).drain()
+    _attempts, sent, failed, error, _ = row(conn, "alert:nowhere")
+    assert sent is None and failed is not None
+    assert error == "PAYHOOKS_ALERT_EMAIL is not set"
+    assert [f["dedupe_key"] for f in outbox.failed(conn)] == ["alert:nowhere"]
+
+
+def test_permanent_rejection_is_dead_lettered_at_once(conn, pool, inbox):
+    _, port = inbox
+    queue(conn, "mail:reject", recipient="reject@example.com")
+    worker_for(pool, port).drain()
+    attempts, sent, failed, error, _ = row(conn, "mail:reject")
+    assert (attempts, sent) == (1, None) and failed is not None and "550" in error
+
+
+def test_temporary_rejection_is_retried_later_with_backoff(conn, pool, inbox):
+    _, port = inbox
+    queue(conn, "mail:later", recipient="later@example.com")
+    worker_for(pool, port).drain()
+    attempts, sent, failed, error, later = row(conn, "mail:later")
+    assert (attempts, sent, failed, later) == (1, None, None, True) and "451" in error
+
+
+def test_temporary_rejections_are_dead_lettered_after_the_last_attempt(conn, pool, inbox):
+    _, port = inbox
+    queue(conn, "mail:later", recipient="later@example.com")
+    conn.execute("UPDATE outbox SET attempts = %s", (outbox.RetryPolicy().max_attempts - 1,))
+    worker_for(pool, port).drain()
+    assert row(conn, "mail:later")[2] is not None
+
+
+def test_smtp_down_leaves_messages_queued_untouched_then_sends_them(conn, pool):
+    port = free_port()
+    queue(conn, "mail:1")
+    queue(conn, "mail:2")
+    assert worker_for(pool, port).drain() == 0
+    assert row(conn, "mail:1")[:3] == (0, None, None)
+    box = Inbox()
+    with smtp_server(box, port):
+        assert worker_for(pool, port).drain() == 2
+    assert sorted(m["Subject"] for m in box.messages) == ["subject mail:1", "subject mail:2"]
+
+
+def test_dead_letters_can_be_queued_again(conn, pool, inbox):
+    box, port = inbox
+    queue(conn, "alert:nowhere", recipient=None)
+    worker_for(pool, port, alert_email=None).drain()
+    assert outbox.revive(conn) == 1
+    worker_for(pool, port).drain()
+    assert [m["To"] for m in box.messages] == ["ops@example.com"]
+    assert outbox.counts(conn) == {"pending": 0, "sent": 1, "failed": 0}
+
+
+def test_backoff_grows_exponentially_within_jitter_and_cap():
+    policy = outbox.RetryPolicy(base_seconds=10, cap_seconds=100)
+    assert [policy.delay(n, 0.999999) for n in (1, 2, 3)] == pytest.approx([10, 20, 40], rel=1e-5)
+    assert policy.delay(3, 0.0) == 20
+    assert policy.delay(30, 0.999999) == pytest.approx(100, rel=1e-5)
+
+
+def test_worker_refuses_to_start_without_smtp(pool):
+    from payhooks.mail import MailerUnavailable
+
+    with pytest.raises(MailerUnavailable, match="PAYHOOKS_SMTP_URL"):
+        Worker(pool, replace(SETTINGS, smtp_url=None))
