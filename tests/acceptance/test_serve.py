@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,51 +11,31 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.acceptance.conftest import PAYHOOKS, Process, running, wait_until
 from tests.conftest import free_port
 from tests.factories import GATEWAY, KEYS
 
-PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
+
+@pytest.fixture
+def server_log(tmp_path: Path) -> Path:
+    return tmp_path / "serve.log"
 
 
 @pytest.fixture
-def env(database_url: str, tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        **KEYS.env(),
-        "DATABASE_URL": database_url,
-        "PAYHOOKS_API_TOKEN": "acceptance",
-        "PAYHOOKS_HOME": str(tmp_path),
-    }
-
-
-@pytest.fixture
-def server(env: dict[str, str]) -> Iterator[str]:
+def server(env: dict[str, str], server_log: Path) -> Iterator[str]:
     port = free_port()
-    process = subprocess.Popen(
-        [PAYHOOKS, "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
     base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base, process)
+    with running(["serve", "--port", str(port)], env, server_log) as process:
+        wait_until(lambda: _ready(base, process), timeout=30, what="payhooks serve")
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
 
 
-def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
-        try:
-            if httpx.get(f"{base}/readyz").status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError("payhooks serve did not become ready")
+def _ready(base: str, process: Process) -> bool:
+    assert process.alive(), process.output()
+    try:
+        return httpx.get(f"{base}/readyz").status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_serve_takes_a_paid_cart_to_one_traceable_order(server: str, env: dict[str, str]) -> None:
@@ -93,6 +71,29 @@ def test_serve_takes_a_paid_cart_to_one_traceable_order(server: str, env: dict[s
     assert report["matched"] == ["order"]
     assert [e["event_id"] for e in report["events"]] == [answers[0]["event_id"]]
     assert report["orders"][0]["payment_id"] == "pay_acc000000001"
+
+
+def test_serve_logs_one_json_line_per_delivery_with_its_key_and_no_secrets(
+    server: str, server_log: Path
+) -> None:
+    delivery = GATEWAY.razorpay(
+        "payment.captured",
+        payment_id="pay_log000000001",
+        order_id="order_nowhere",
+        amount_paise=100,
+    )
+    answer = httpx.post(
+        server + delivery.path, content=delivery.body, headers=delivery.headers
+    ).json()
+    time.sleep(0.2)
+    lines = [
+        json.loads(line) for line in server_log.read_text().splitlines() if line.startswith("{")
+    ]
+    parked = [line for line in lines if line["event"] == "webhook_parked"]
+    assert parked and parked[0]["event_id"] == answer["event_id"]
+    text = server_log.read_text()
+    assert delivery.headers["x-razorpay-signature"] not in text
+    assert KEYS.razorpay not in text
 
 
 def test_trace_of_unknown_id_prints_one_line_and_fails(env: dict[str, str]) -> None:

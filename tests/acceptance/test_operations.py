@@ -1,0 +1,181 @@
+"""Operating payhooks: real worker processes against a real SMTP server, and the CLI's
+purge, parked, replay and outbox commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import httpx
+import psycopg
+
+from payhooks import outbox
+from payhooks.events import Provider
+from payhooks.mail import message_id
+from payhooks.shop import carts
+from tests.acceptance.conftest import PAYHOOKS, running, wait_until
+from tests.conftest import Inbox, free_port, serving, smtp_server
+from tests.factories import GATEWAY, SETTINGS, purchase
+
+
+def queue_emails(url: str, count: int) -> list[str]:
+    keys = [f"mail:{n}" for n in range(count)]
+    with psycopg.connect(url, autocommit=True) as conn:
+        for key in keys:
+            outbox.enqueue(
+                conn,
+                outbox.Message(
+                    kind=outbox.MessageKind.EMAIL,
+                    dedupe_key=key,
+                    recipient="b@example.com",
+                    subject=key,
+                    body="hi",
+                ),
+            )
+    return keys
+
+
+def pending(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        return outbox.counts(conn)["pending"]
+
+
+def smtp_env(env: dict[str, str], port: int) -> dict[str, str]:
+    return {**env, "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{port}"}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_two_workers_racing_send_every_email_exactly_once(env, database_url, inbox, tmp_path):
+    box, port = inbox
+    keys = queue_emails(database_url, 200)
+    with (
+        running(["worker"], smtp_env(env, port), tmp_path / "w1.log"),
+        running(["worker"], smtp_env(env, port), tmp_path / "w2.log"),
+    ):
+        wait_until(lambda: pending(database_url) == 0, timeout=60, what="the outbox to drain")
+    assert sorted(box.ids()) == sorted(message_id(k) for k in keys)
+
+
+def test_worker_killed_mid_batch_is_restarted_and_nothing_is_lost(env, database_url, tmp_path):
+    box = Inbox(delay=0.05)
+    keys = queue_emails(database_url, 60)
+    with smtp_server(box) as port:
+        with running(["worker"], smtp_env(env, port), tmp_path / "w1.log") as first:
+            wait_until(lambda: len(box.messages) >= 10, timeout=30, what="some sends")
+            first.kill()
+        assert pending(database_url) > 0
+        with running(["worker"], smtp_env(env, port), tmp_path / "w2.log"):
+            wait_until(lambda: pending(database_url) == 0, timeout=60, what="the outbox to drain")
+    ids = box.ids()
+    assert set(ids) == {message_id(k) for k in keys}
+    assert len(ids) - len(set(ids)) <= 1  # the one window: SMTP accepted, commit never came
+
+
+def test_smtp_down_webhooks_still_answer_and_emails_go_out_once_it_returns(
+    env, database_url, conn, tmp_path
+):
+    port = free_port()
+    box = Inbox()
+    with (
+        serving(SETTINGS, database_url) as service,
+        running(["worker"], smtp_env(env, port), tmp_path / "w.log"),
+    ):
+        answers = []
+        with service.client() as client:
+            for _ in range(20):
+                delivery = purchase(conn).captured()
+                answers.append(
+                    client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+                )
+        assert [a.json()["status"] for a in answers] == ["processed"] * 20
+        assert pending(database_url) == 20 and box.messages == []
+        with smtp_server(box, port):
+            wait_until(lambda: pending(database_url) == 0, timeout=60, what="emails after SMTP")
+    ids = box.ids()
+    assert len(ids) == 20 and len(set(ids)) == 20
+
+
+def test_worker_without_smtp_url_says_so_and_exits_1(env):
+    result = cli(env, "worker", "--once")
+    assert result.returncode == 1
+    assert "PAYHOOKS_SMTP_URL is not set" in result.stderr
+
+
+def test_worker_once_sends_what_is_due_and_exits(env, database_url, inbox):
+    box, port = inbox
+    queue_emails(database_url, 3)
+    result = cli(smtp_env(env, port), "worker", "--once")
+    assert result.returncode == 0 and len(box.messages) == 3
+
+
+def test_purge_dry_run_counts_and_deletes_nothing(env, conn):
+    conn.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, "
+        "payload_sha256, body, processed_at) VALUES ('payu', 'old', 't', 'processed', "
+        "'x', '\\x00', now() - interval '100 days')"
+    )
+    result = cli(env, "purge", "--dry-run")
+    assert result.returncode == 0 and "would delete 1 record" in result.stdout
+    assert cli(env, "purge").stdout.startswith("deleted 1 record")
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone()[0] == 0
+
+
+def test_purge_refuses_a_window_shorter_than_gateway_replays(env):
+    result = cli(env, "purge", "--older-than-days", "3")
+    assert result.returncode == 1
+    assert "shorter than the gateways' replay window" in result.stderr
+    assert cli(env, "purge", "--older-than-days", "3", "--force").returncode == 0
+
+
+def test_parked_event_is_listed_then_replayed_once_its_checkout_exists(env, conn, database_url):
+    buy = purchase(conn)
+    orphan = GATEWAY.razorpay(
+        "payment.captured",
+        payment_id="pay_replay000001",
+        order_id="order_replay",
+        amount_paise=buy.amount_paise,
+    )
+    with serving(SETTINGS, database_url) as service:
+        httpx.post(service.base_url + orphan.path, content=orphan.body, headers=orphan.headers)
+    listed = json.loads(cli(env, "parked", "--json").stdout)
+    assert [p["event_type"] for p in listed] == ["payment.captured"]
+    event_id = listed[0]["event_id"]
+    assert json.loads(cli(env, "replay", event_id).stdout)["status"] == "parked"
+    other = carts.create_cart(conn, "c@example.com", [carts.LineItem(sku=buy.sku, quantity=1)])
+    carts.checkout(conn, other.cart_id, Provider.RAZORPAY, "order_replay")
+    replayed = json.loads(cli(env, "replay", event_id).stdout)
+    assert replayed["status"] == "processed" and replayed["order_id"]
+    assert json.loads(cli(env, "replay", event_id).stdout)["status"] == "duplicate"
+    assert json.loads(cli(env, "parked", "--json").stdout) == []
+
+
+def test_replay_of_unknown_delivery_fails_with_one_line(env):
+    cli(env, "migrate")
+    result = cli(env, "replay", "no-such-key")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+
+
+def test_outbox_lists_dead_letters_and_queues_them_again(env, conn, inbox):
+    _, port = inbox
+    outbox.enqueue(conn, outbox.alert("alert:x", "subject", "body"))
+    no_alerts = {**smtp_env(env, port), "PAYHOOKS_ALERT_EMAIL": ""}
+    assert cli(no_alerts, "worker", "--once").returncode == 0
+    failed = json.loads(cli(env, "outbox", "--failed").stdout)
+    assert [(f["dedupe_key"], f["last_error"]) for f in failed] == [
+        ("alert:x", "PAYHOOKS_ALERT_EMAIL is not set")
+    ]
+    assert "queued 1 message" in cli(env, "outbox", "--retry", str(failed[0]["id"])).stdout
+    assert json.loads(cli(env, "outbox").stdout) == {"pending": 1, "sent": 0, "failed": 0}
+
+
+def test_metrics_show_outbox_backlog_dead_letters_and_purge_progress(database_url, conn):
+    outbox.enqueue(conn, outbox.alert("alert:y", "subject", "body"))
+    with serving(SETTINGS, database_url) as service, service.client() as client:
+        text = client.get("/metrics").text
+    assert "payhooks_outbox_backlog 1.0" in text
+    assert "payhooks_outbox_dead_letters 0.0" in text
+    assert "payhooks_purge_rows_done" in text
+    assert "payhooks_duplicate_ratio" in text
