@@ -70,16 +70,24 @@ def main_options(
 
 
 def api_token(settings: Settings) -> tuple[str, bool]:
-    """PAYHOOKS_API_TOKEN, else one generated once and kept under PAYHOOKS_HOME."""
+    """PAYHOOKS_API_TOKEN, else one generated once and kept under PAYHOOKS_HOME.
+
+    Written to a private temporary file and renamed into place, so a second process never
+    reads a half-written (empty) token; an empty stored token counts as none.
+    """
     if settings.api_token:
         return settings.api_token, False
     path = settings.home / "api-token"
-    if path.exists():
-        return path.read_text().strip(), False
+    stored = path.read_text().strip() if path.exists() else ""
+    if stored:
+        return stored, False
     settings.home.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(24)
-    path.touch(mode=0o600)
-    path.write_text(token + "\n")
+    scratch = path.with_name(f".api-token.{os.getpid()}")
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    os.replace(scratch, path)
     return token, True
 
 
@@ -128,7 +136,9 @@ def worker(
 
     logs.configure()
     settings = _settings()
-    pool = _run(lambda: db.open_pool(db.database_url(settings), settings, max_size=2))
+    pool = _run(
+        lambda: db.open_pool(db.database_url(settings), settings, max_size=2, deadline=False)
+    )
     try:
         options = WorkerOptions(batch=batch, purge_every_seconds=None if once else 86_400.0)
         runner = _run(lambda: Worker(pool, settings, options))

@@ -32,6 +32,8 @@ class Settings:
     retention_days: int = 90
     lock_timeout_ms: int = 2000
     statement_timeout_ms: int = 3000
+    transaction_timeout_ms: int = 3500
+    pool_timeout_ms: int = 1000
     pool_size: int = 10
 
     @classmethod
@@ -50,6 +52,8 @@ class Settings:
             retention_days=int(env.get("PAYHOOKS_RETENTION_DAYS") or 90),
             lock_timeout_ms=int(env.get("PAYHOOKS_LOCK_TIMEOUT_MS") or 2000),
             statement_timeout_ms=int(env.get("PAYHOOKS_STATEMENT_TIMEOUT_MS") or 3000),
+            transaction_timeout_ms=int(env.get("PAYHOOKS_TRANSACTION_TIMEOUT_MS") or 3500),
+            pool_timeout_ms=int(env.get("PAYHOOKS_POOL_TIMEOUT_MS") or 1000),
             pool_size=int(env.get("PAYHOOKS_POOL_SIZE") or 10),
         )
 

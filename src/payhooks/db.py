@@ -40,20 +40,32 @@ def database_url(settings: Settings) -> str:
 
 
 def open_pool(
-    url: str, settings: Settings, *, max_size: int | None = None
+    url: str, settings: Settings, *, max_size: int | None = None, deadline: bool = True
 ) -> psycopg_pool.ConnectionPool:
-    """A pool whose sessions carry the lock and statement timeouts of DESIGN.md section 1."""
+    """A pool whose sessions carry the timeouts of DESIGN.md section 1.
+
+    With ``deadline`` (the webhook path), waiting for a connection plus one whole transaction
+    stays under the gateways' 5 s: ``transaction_timeout`` on PostgreSQL 17 and newer; on older
+    servers each lock wait and statement is bounded, not their sum.
+    """
     options = (
         f"-c lock_timeout={settings.lock_timeout_ms} "
         f"-c statement_timeout={settings.statement_timeout_ms}"
     )
+    budget = settings.transaction_timeout_ms if deadline else None
+
+    def configure(conn: Connection) -> None:
+        if budget and conn.info.server_version >= 170000:
+            conn.execute("SELECT set_config('transaction_timeout', %s, false)", (str(budget),))
+
     size = max_size or settings.pool_size
     pool: psycopg_pool.ConnectionPool = psycopg_pool.ConnectionPool(
         url,
         min_size=min(2, size),
         max_size=size,
-        timeout=settings.lock_timeout_ms / 1000,
+        timeout=settings.pool_timeout_ms / 1000,
         kwargs={"autocommit": True, "options": options},
+        configure=configure,
         open=False,
     )
     with translated():
@@ -70,6 +82,7 @@ def translated(event_id: str | None = None) -> Iterator[None]:
         raise LockTimeout(event_id) from exc
     except (
         pg_errors.QueryCanceled,
+        pg_errors.TransactionTimeout,
         pg_errors.SerializationFailure,
         pg_errors.DeadlockDetected,
     ) as exc:

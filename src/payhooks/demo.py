@@ -422,9 +422,11 @@ def cashfree_duplicates(stage: Stage) -> Result:
 
 def payu_duplicates(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.PAYU, {"MUG-CLAY": 1, "HONEY-500": 1})
-    pay = stage.vouch(buy, new_payment_id(Provider.PAYU))
+    pay = stage.vouch(buy, buy.reference)  # PayU's payment identity is the hashed txnid
     post = stage.gateway.payu(
-        txnid=buy.reference, mihpayid=pay, amount=f"{Decimal(buy.amount_paise) / 100:.2f}"
+        txnid=buy.reference,
+        mihpayid=new_payment_id(Provider.PAYU),
+        amount=f"{Decimal(buy.amount_paise) / 100:.2f}",
     )
     runs = [stage.courier.deliver(post) for _ in range(2)]
     return _result(

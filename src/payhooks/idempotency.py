@@ -87,8 +87,11 @@ def claim(conn: Connection, event: Event, body: bytes, signed_headers: Mapping[s
         return Claim(
             state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref), mismatch=True
         )
-    if outcome == "parked" and conn.execute(_LOCK_PARKED, key).fetchone():
-        return Claim(state=ClaimState.PARKED, outcome=outcome)
+    if outcome == "parked":
+        if conn.execute(_LOCK_PARKED, key).fetchone():
+            return Claim(state=ClaimState.PARKED, outcome=outcome)
+        # A twin applied it while we waited: answer with what it recorded.
+        outcome, _, order_ref = conn.execute(_EXISTING, key).fetchone() or (outcome, None, None)
     return Claim(state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref))
 
 

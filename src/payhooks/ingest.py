@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from payhooks import idempotency
 from payhooks.db import Connection, translated
@@ -75,7 +76,13 @@ def signed_headers(adapter: Adapter, headers: Mapping[str, str]) -> dict[str, st
 def ingest_event(
     conn: Connection, event: Event, body: bytes, signed: Mapping[str, str], handler: Handler
 ) -> Receipt:
-    """Claim and apply an event already verified (a live delivery, or a stored one replayed)."""
+    """Claim and apply an event already verified (a live delivery, or a stored one replayed).
+
+    The connection must have no transaction open: inside one, the claim would only be a
+    savepoint, and a ``processed`` answer could be rolled back by the caller afterwards.
+    """
+    if conn.info.transaction_status is not TransactionStatus.IDLE:
+        raise ValueError("ingest needs a connection with no open transaction (use autocommit)")
     with translated(event.event_id):
         return _claim_and_apply(conn, event, body, signed, handler)
 

@@ -90,6 +90,8 @@ class CheckoutIn(BaseModel):
 
 def create_app(settings: Settings, *, api_token: str, url: str | None = None) -> FastAPI:
     """The service. The pool is opened at startup against ``url`` (or the settings' database)."""
+    if not api_token:
+        raise ValueError("the API token must not be empty")
     adapters = settings.adapters()
     metrics = Metrics()
 
@@ -145,11 +147,11 @@ def _add_webhook_route(app: FastAPI, adapters: dict[Provider, Adapter], metrics:
 
     @app.post("/webhooks/{provider}")
     async def webhook(provider: str, request: Request) -> JSONResponse:
-        adapter = served.get(provider)
-        if adapter is None:
-            raise ProviderNotConfigured(provider)
         started = time.perf_counter()
         try:
+            adapter = served.get(provider)
+            if adapter is None:
+                raise ProviderNotConfigured(provider)
             body = await read_body(request)
             headers = {name.lower(): value for name, value in request.headers.items()}
             event = verified_event(adapter, body, headers)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from dataclasses import replace
+
 import pytest
 
 from payhooks import idempotency
@@ -336,3 +339,103 @@ def test_custom_handler_runs_in_the_claim_transaction(conn):
 
     receipt = ingest(conn, ADAPTERS[Provider.RAZORPAY], delivery.body, delivery.headers, handler)
     assert seen == ["INTRANS"] and receipt.order_id == "external-1"
+
+
+def refund_of(buy, refund_id="rfnd_0000000009"):
+    return GATEWAY.razorpay(
+        "refund.processed",
+        payment_id=buy.payment_id,
+        order_id=buy.reference,
+        amount_paise=buy.amount_paise,
+        refund_id=refund_id,
+    )
+
+
+def test_refund_that_overtakes_its_capture_is_recorded_and_the_capture_places_no_order(conn):
+    buy = purchase(conn, stock=5)
+    assert deliver(conn, refund_of(buy)).outcome is Outcome.PROCESSED
+    receipt = deliver(conn, buy.captured())
+    assert receipt.outcome is Outcome.PROCESSED and receipt.order_id is None
+    assert get_payment(conn, "razorpay", buy.payment_id).status == "refunded"
+    assert scalar(conn, "SELECT count(*) FROM orders") == 0
+    assert stock_of(conn, buy.sku) == 5
+
+
+def test_refund_for_an_unknown_payment_and_reference_is_parked(conn):
+    orphan = GATEWAY.razorpay(
+        "refund.processed",
+        payment_id="pay_nobody000001",
+        order_id="order_nobody",
+        amount_paise=100,
+        refund_id="rfnd_x",
+    )
+    assert deliver(conn, orphan).outcome is Outcome.PARKED
+
+
+def test_refund_waits_for_a_capture_in_flight_instead_of_parking(conn, database_url):
+    import psycopg
+
+    buy = purchase(conn)
+    result = {}
+    refund = threading.Thread(
+        target=lambda: result.setdefault("refund", deliver_on(database_url, refund_of(buy)))
+    )
+    with psycopg.connect(database_url, autocommit=True) as other:
+        with other.transaction():
+            first = deliver_in(other, buy.captured())
+            refund.start()
+            refund.join(timeout=0.5)
+            assert refund.is_alive(), "the refund should wait on the uncommitted payment row"
+        refund.join(timeout=10)
+    assert first.order_id and result["refund"].outcome is Outcome.PROCESSED
+    payment = get_payment(conn, "razorpay", buy.payment_id)
+    assert payment.status == "refunded"
+    assert scalar(conn, "SELECT refunded_paise FROM payments") == buy.amount_paise
+
+
+def deliver_in(conn, delivery):
+    """Apply inside the caller's open transaction (to hold its locks)."""
+    from payhooks.shop.payments import apply_event
+
+    event = ADAPTERS[delivery.provider].parse(delivery.body, delivery.headers)
+    idempotency.claim(conn, event, delivery.body, {})
+    return apply_event(conn, event)
+
+
+def deliver_on(url, delivery):
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as own:
+        return deliver(own, delivery)
+
+
+def test_payu_post_replayed_with_a_forged_mihpayid_changes_nothing(conn):
+    from payhooks.providers import payu
+
+    buy = purchase(conn, Provider.PAYU, stock=5)
+    genuine = buy.captured()
+    forged_fields = dict(payu.decode_form(genuine.body), mihpayid="999999999")
+    forged = replace(genuine, body=payu.encode(forged_fields))
+    first = deliver(conn, forged)
+    second = deliver(conn, genuine)
+    assert first.order_id and second.order_id == first.order_id
+    assert get_payment(conn, "payu", buy.reference).flags == ()
+    assert scalar(conn, "SELECT count(*) FROM payments") == 1
+    assert stock_of(conn, buy.sku) == 4
+
+
+def test_ingest_refuses_a_connection_inside_an_open_transaction(database_url):
+    import psycopg
+
+    delivery = purchase_on(database_url).captured()
+    with psycopg.connect(database_url) as open_tx:
+        open_tx.execute("SELECT 1")
+        with pytest.raises(ValueError, match="no open transaction"):
+            deliver(open_tx, delivery)
+
+
+def purchase_on(url):
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as own:
+        return purchase(own)

@@ -18,7 +18,7 @@ NO_PURGE = WorkerOptions(purge_every_seconds=None)
 
 @pytest.fixture
 def pool(database_url: str) -> Iterator[db.psycopg_pool.ConnectionPool]:
-    opened = db.open_pool(database_url, SETTINGS, max_size=4)
+    opened = db.open_pool(database_url, SETTINGS, max_size=4, deadline=False)
     yield opened
     opened.close()
 

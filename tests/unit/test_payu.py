@@ -256,12 +256,13 @@ def test_event_type_is_payment_dot_status() -> None:
 
 def test_payment_fields_come_from_the_form() -> None:
     event = parse(post())
-    assert (event.provider, event.payment_id, event.merchant_ref) == (
-        Provider.PAYU,
-        "403993715521937565",
-        "txn_cart_42",
-    )
+    assert (event.provider, event.merchant_ref) == (Provider.PAYU, "txn_cart_42")
     assert (event.amount_paise, event.currency) == (4000, "INR")
+
+
+def test_payment_identity_is_the_hashed_txnid_not_the_unhashed_mihpayid() -> None:
+    assert parse(post()).payment_id == "txn_cart_42"
+    assert parse(post(mihpayid="999999999")).payment_id == "txn_cart_42"
 
 
 @pytest.mark.parametrize(("amount", "paise"), [("40.00", 4000), ("10", 1000), ("1.8", 180)])

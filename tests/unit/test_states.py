@@ -61,4 +61,6 @@ def test_status_only_moves_forward_except_out_of_failed(reports):
             assert ORDER.index(new) > ORDER.index(status)
         if new is S.FAILED:
             assert status in (None, S.CREATED, S.AUTHORIZED)
+        if status is S.FAILED and new is not None:
+            assert new in (S.AUTHORIZED, S.CAPTURED)
         status = new or status

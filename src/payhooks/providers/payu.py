@@ -113,17 +113,19 @@ class PayU:
             raise MalformedPayload(_P, "status is missing")
         kind = _KINDS.get(status, EventKind.OTHER)
         event_type = f"payment.{status}"
-        payment_id = fields.get("mihpayid") or None
+        mihpayid = fields.get("mihpayid") or None
         merchant_ref = fields.get("txnid") or None
         amount = _amount(fields.get("amount"), strict=kind is not EventKind.OTHER)
         if kind is not EventKind.OTHER:
-            _require(mihpayid=payment_id, txnid=merchant_ref, amount=amount)
+            _require(mihpayid=mihpayid, txnid=merchant_ref, amount=amount)
+        # The payment's identity is the txnid, which the hash covers; mihpayid is not hashed,
+        # so a replayed post with a forged mihpayid must not count as another payment.
         return Event(
             provider=_P,
             kind=kind,
             event_type=event_type,
-            event_id=delivery_key(payment_id, status) or body_key(event_type, body),
-            payment_id=payment_id,
+            event_id=delivery_key(mihpayid, status) or body_key(event_type, body),
+            payment_id=merchant_ref,
             merchant_ref=merchant_ref,
             amount_paise=amount,
             currency="INR",

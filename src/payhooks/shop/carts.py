@@ -48,6 +48,7 @@ _GET_CART = """
 SELECT c.id, c.customer_email, c.amount_paise, c.currency, c.status, o.id
 FROM carts c LEFT JOIN orders o ON o.cart_id = c.id WHERE c.id = %s
 """
+_LOCK_CART = "SELECT 1 FROM carts WHERE id = %s FOR NO KEY UPDATE"
 _ITEMS = "SELECT sku, quantity FROM cart_items WHERE cart_id = %s ORDER BY sku"
 _INSERT_CHECKOUT = """
 INSERT INTO checkouts (provider, gateway_order_id, cart_id) VALUES (%s, %s, %s)
@@ -111,6 +112,7 @@ def checkout(
     one, payhooks mints a unique reference in the gateway's format.
     """
     with conn.transaction():
+        conn.execute(_LOCK_CART, (cart_id,))
         cart = get_cart(conn, cart_id)
         if cart.status != "open":
             raise Conflict(f"cart {cart_id!r} is {cart.status}")

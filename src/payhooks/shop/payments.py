@@ -57,9 +57,8 @@ WHERE provider = %s AND payment_id = %s AND NOT (%s = ANY(flags))
 # NO KEY UPDATE, not UPDATE: every payment row inserted for a cart holds KEY SHARE on it
 # (foreign key), and FOR UPDATE would deadlock two tabs paying the same cart at once.
 _LOCK_CART = """
-SELECT c.status, c.amount_paise, c.currency, c.customer_email, o.id
-FROM carts c LEFT JOIN orders o ON o.cart_id = c.id
-WHERE c.id = %s FOR NO KEY UPDATE OF c
+SELECT status, amount_paise, currency, customer_email FROM carts WHERE id = %s
+FOR NO KEY UPDATE
 """
 _ORDER_OF_CART = "SELECT id FROM orders WHERE cart_id = %s"
 _NEW_REFUND = """
@@ -118,12 +117,15 @@ def _move_payment(conn: Connection, event: Event, cart_id: str) -> PaymentStatus
 
 def _capture(conn: Connection, event: Event, cart_id: str) -> str | None:
     """First capture of this payment: an order, unless the cart is paid or the amount is off."""
-    status, amount, currency, email, order_id = conn.execute(_LOCK_CART, (cart_id,)).fetchone()  # type: ignore[misc]
+    status, amount, currency, email = conn.execute(_LOCK_CART, (cart_id,)).fetchone()  # type: ignore[misc]
     if status == "paid":
+        # Read after the lock, in a statement of its own: a join in the locking statement
+        # would see the order table as it was before the wait.
+        order_id = _order_of(conn, cart_id)
         _flag(
             conn, event, "duplicate_payment", f"cart {cart_id} is already paid (order {order_id})"
         )
-        return str(order_id) if order_id else None
+        return order_id
     if event.amount_paise != amount or (event.currency or "INR") != currency:
         got = f"{event.amount_paise} {event.currency or 'INR'}"
         _flag(
@@ -152,21 +154,18 @@ def _flag(conn: Connection, event: Event, flag: str, why: str) -> None:
 
 
 def _apply_refund(conn: Connection, event: Event) -> Applied:
-    key = (event.provider.value, event.payment_id)
-    row = conn.execute(_LOCK_PAYMENT, key).fetchone()
-    if row is None:
-        return _park(conn, event, "the refunded payment is unknown")
-    if conn.execute(
-        _NEW_REFUND, (key[0], event.refund_id, key[1], event.refund_amount_paise)
-    ).fetchone():
-        conn.execute(_ADD_REFUNDED, (event.refund_amount_paise, *key))
-    new = advance(PaymentStatus(row[0]), PaymentStatus.REFUNDED)
-    if new is not None:
-        conn.execute(_SET_STATUS, (new.value, None, None, None, *key))
+    """Record a refund once per refund id. A refund that overtakes its capture (or races it)
+    waits on, or creates, the payment row, so the late capture finds it refunded and places
+    no order."""
     cart_id = _cart_of(conn, event)
-    return Applied(
-        outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id) if cart_id else None
-    )
+    if cart_id is None:
+        return _park(conn, event, "neither its payment nor its checkout is known")
+    _move_payment(conn, event, cart_id)
+    key = (event.provider.value, event.payment_id)
+    refund = (key[0], event.refund_id, key[1], event.refund_amount_paise)
+    if conn.execute(_NEW_REFUND, refund).fetchone():
+        conn.execute(_ADD_REFUNDED, (event.refund_amount_paise, *key))
+    return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
 
 
 def _park(conn: Connection, event: Event, why: str) -> Applied:
