@@ -73,78 +73,26 @@ class Gateway:
         with_event_id: bool = True,
     ) -> Delivery:
         """A Razorpay event; ``x-razorpay-event-id`` is new per event unless given."""
-        status = {"payment.authorized": "authorized", "payment.failed": "failed"}.get(
-            event, "captured"
-        )
-        payment = {
-            "id": payment_id,
-            "entity": "payment",
-            "amount": amount_paise,
-            "currency": currency,
-            "status": status,
-            "order_id": order_id,
-            "international": False,
-            "method": "upi",
-            "amount_refunded": 0,
-            "refund_status": None,
-            "captured": status == "captured",
-            "email": "buyer@example.com",
-            "contact": "+919999999999",
-            "notes": [],
-            "fee": 2,
-            "tax": 0,
-            "error_code": None,
-            "created_at": self.now,
+        money = {"amount": amount_paise, "currency": currency, "created_at": self.now}
+        payload: dict[str, object] = {
+            "payment": {"entity": _payment(event, payment_id, order_id, money)}
         }
-        payload: dict[str, object] = {"payment": {"entity": payment}}
         contains = ["payment"]
         if event == "order.paid":
-            payload["order"] = {
-                "entity": {
-                    "id": order_id,
-                    "entity": "order",
-                    "amount": amount_paise,
-                    "amount_paid": amount_paise,
-                    "amount_due": 0,
-                    "currency": currency,
-                    "receipt": None,
-                    "status": "paid",
-                    "attempts": 1,
-                    "notes": [],
-                    "created_at": self.now,
-                }
-            }
+            payload["order"] = {"entity": _order(order_id, money)}
             contains.append("order")
         if refund_id is not None:
-            payload["refund"] = {
-                "entity": {
-                    "id": refund_id,
-                    "entity": "refund",
-                    "amount": amount_paise,
-                    "currency": currency,
-                    "payment_id": payment_id,
-                    "notes": [],
-                    "receipt": None,
-                    "status": "processed",
-                    "speed_processed": "normal",
-                    "speed_requested": "normal",
-                    "created_at": self.now,
-                }
-            }
+            payload["refund"] = {"entity": _refund(refund_id, payment_id, money)}
             contains.insert(0, "refund")
-        body = (
-            json.dumps(
-                {
-                    "entity": "event",
-                    "account_id": "acc_demo",
-                    "event": event,
-                    "contains": contains,
-                    "payload": payload,
-                    "created_at": self.now,
-                }
-            ).encode()
-            + b"\n"
-        )
+        envelope = {
+            "entity": "event",
+            "account_id": "acc_demo",
+            "event": event,
+            "contains": contains,
+            "payload": payload,
+            "created_at": self.now,
+        }
+        body = json.dumps(envelope).encode() + b"\n"
         headers = {
             "content-type": "application/json",
             "x-razorpay-signature": razorpay.sign(body, self.keys.razorpay),
@@ -172,37 +120,7 @@ class Gateway:
         """A Cashfree payment webhook in the given version's shape, signed with ms timestamp."""
         paid = order_amount if payment_amount is None else payment_amount
         payment_id: object = int(cf_payment_id) if version <= "2022-09-01" else cf_payment_id
-        data = {
-            "order": {
-                "order_id": order_id,
-                "order_amount": "@ORDER@",
-                "order_currency": "INR",
-                "order_tags": None,
-            },
-            "payment": {
-                "cf_payment_id": payment_id,
-                "payment_status": payment_status,
-                "payment_amount": "@PAID@",
-                "payment_currency": "INR",
-                "payment_message": "00::Transaction success",
-                "payment_time": "2025-01-15T12:20:29+05:30",
-                "bank_reference": "234928698581",
-                "auth_id": None,
-                "payment_method": {"upi": {"channel": "collect", "upi_id": "buyer@ybl"}},
-                "payment_group": "upi",
-            },
-            "customer_details": {
-                "customer_name": None,
-                "customer_id": "c1",
-                "customer_email": "buyer@example.com",
-                "customer_phone": "9999999999",
-            },
-        }
-        text = json.dumps(
-            {"data": data, "event_time": "2025-01-15T11:16:10+05:30", "type": event_type}
-        )
-        text = text.replace('"@ORDER@"', f"{order_amount:.2f}").replace('"@PAID@"', f"{paid:.2f}")
-        body = text.encode()
+        body = _cashfree_body(event_type, order_id, payment_id, payment_status, order_amount, paid)
         timestamp = str(self.now * 1000)
         headers = {
             "content-type": "application/json",
@@ -247,3 +165,94 @@ class Gateway:
             headers={"content-type": "application/x-www-form-urlencoded"},
             label=f"payu {status} {mihpayid}",
         )
+
+
+def _payment(
+    event: str, payment_id: str, order_id: str, money: dict[str, object]
+) -> dict[str, object]:
+    status = {"payment.authorized": "authorized", "payment.failed": "failed"}.get(event, "captured")
+    return {
+        "id": payment_id,
+        "entity": "payment",
+        **money,
+        "status": status,
+        "order_id": order_id,
+        "international": False,
+        "method": "upi",
+        "amount_refunded": 0,
+        "refund_status": None,
+        "captured": status == "captured",
+        "email": "buyer@example.com",
+        "contact": "+919999999999",
+        "notes": [],
+        "fee": 2,
+        "tax": 0,
+        "error_code": None,
+    }
+
+
+def _order(order_id: str, money: dict[str, object]) -> dict[str, object]:
+    return {
+        "id": order_id,
+        "entity": "order",
+        **money,
+        "amount_paid": money["amount"],
+        "amount_due": 0,
+        "receipt": None,
+        "status": "paid",
+        "attempts": 1,
+        "notes": [],
+    }
+
+
+def _refund(refund_id: str, payment_id: str, money: dict[str, object]) -> dict[str, object]:
+    return {
+        "id": refund_id,
+        "entity": "refund",
+        **money,
+        "payment_id": payment_id,
+        "notes": [],
+        "receipt": None,
+        "status": "processed",
+        "speed_processed": "normal",
+        "speed_requested": "normal",
+    }
+
+
+def _cashfree_body(
+    event_type: str,
+    order_id: str,
+    payment_id: object,
+    status: str,
+    ordered: Decimal,
+    paid: Decimal,
+) -> bytes:
+    """Amounts as Cashfree writes them (``170.00``): placed as text, never through float."""
+    data = {
+        "order": {
+            "order_id": order_id,
+            "order_amount": "@ORDER@",
+            "order_currency": "INR",
+            "order_tags": None,
+        },
+        "payment": {
+            "cf_payment_id": payment_id,
+            "payment_status": status,
+            "payment_amount": "@PAID@",
+            "payment_currency": "INR",
+            "payment_message": "00::Transaction success",
+            "payment_time": "2025-01-15T12:20:29+05:30",
+            "bank_reference": "234928698581",
+            "auth_id": None,
+            "payment_method": {"upi": {"channel": "collect", "upi_id": "buyer@ybl"}},
+            "payment_group": "upi",
+        },
+        "customer_details": {
+            "customer_name": None,
+            "customer_id": "c1",
+            "customer_email": "buyer@example.com",
+            "customer_phone": "9999999999",
+        },
+    }
+    text = json.dumps({"data": data, "event_time": "2025-01-15T11:16:10+05:30", "type": event_type})
+    return text.replace('"@ORDER@"', f"{ordered:.2f}").replace('"@PAID@"', f"{paid:.2f}").encode()

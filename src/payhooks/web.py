@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import psycopg_pool
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -243,9 +243,54 @@ def _connection(request: Request) -> Iterator[db.Connection]:
 Conn = Annotated[db.Connection, Depends(_connection)]
 
 
+api = APIRouter(prefix="/api", dependencies=[Depends(authorised)])
+
+
+@api.post("/products", status_code=201)
+def create_product(body: ProductIn, conn: Conn) -> dict[str, Any]:
+    return _fields(catalog.create_product(conn, catalog.Product(**body.model_dump())))
+
+
+@api.get("/products/{sku}")
+def get_product(sku: str, conn: Conn) -> dict[str, Any]:
+    return _fields(catalog.get_product(conn, sku))
+
+
+@api.post("/carts", status_code=201)
+def create_cart(body: CartIn, conn: Conn) -> dict[str, Any]:
+    items = [carts.LineItem(sku=i.sku, quantity=i.quantity) for i in body.items]
+    return _cart(carts.create_cart(conn, body.customer_email, items))
+
+
+@api.get("/carts/{cart_id}")
+def get_cart(cart_id: str, conn: Conn) -> dict[str, Any]:
+    return _cart(carts.get_cart(conn, cart_id))
+
+
+@api.post("/carts/{cart_id}/checkout", status_code=201)
+def checkout(cart_id: str, body: CheckoutIn, conn: Conn) -> dict[str, Any]:
+    return _fields(carts.checkout(conn, cart_id, body.provider, body.gateway_order_id))
+
+
+@api.get("/orders/{order_id}")
+def get_order(order_id: str, conn: Conn) -> dict[str, Any]:
+    return _fields(orders.get_order(conn, order_id))
+
+
+@api.get("/orders")
+def list_orders(cart_id: str, conn: Conn) -> dict[str, Any]:
+    return {"orders": [_fields(o) for o in orders.orders_of_cart(conn, cart_id)]}
+
+
+@api.get("/payments/{provider}/{payment_id}")
+def get_payment(provider: Provider, payment_id: str, conn: Conn) -> dict[str, Any]:
+    found = _fields(payments.get_payment(conn, provider.value, payment_id))
+    return {**found, "flags": list(found["flags"])}
+
+
 def _add_api_routes(app: FastAPI, api_token: str) -> None:
     app.state.api_token = api_token
-    guard = [Depends(authorised)]
+    app.include_router(api)
 
     @app.exception_handler(Unauthorised)
     async def unauthorised(request: Request, exc: Unauthorised) -> JSONResponse:
@@ -254,56 +299,6 @@ def _add_api_routes(app: FastAPI, api_token: str) -> None:
             status_code=401,
             headers={"WWW-Authenticate": "Bearer"},
         )
-
-    @app.post("/api/products", status_code=201, dependencies=guard)
-    def create_product(body: ProductIn, conn: Conn) -> dict[str, Any]:
-        product = catalog.create_product(conn, catalog.Product(**body.model_dump()))
-        return _fields(product)
-
-    @app.get("/api/products/{sku}", dependencies=guard)
-    def get_product(sku: str, conn: Conn) -> dict[str, Any]:
-        return _fields(catalog.get_product(conn, sku))
-
-    @app.post("/api/carts", status_code=201, dependencies=guard)
-    def create_cart(body: CartIn, conn: Conn) -> dict[str, Any]:
-        items = [carts.LineItem(sku=i.sku, quantity=i.quantity) for i in body.items]
-        return _cart(carts.create_cart(conn, body.customer_email, items))
-
-    @app.get("/api/carts/{cart_id}", dependencies=guard)
-    def get_cart(cart_id: str, conn: Conn) -> dict[str, Any]:
-        return _cart(carts.get_cart(conn, cart_id))
-
-    @app.post("/api/carts/{cart_id}/checkout", status_code=201, dependencies=guard)
-    def checkout(cart_id: str, body: CheckoutIn, conn: Conn) -> dict[str, Any]:
-        done = carts.checkout(conn, cart_id, body.provider, body.gateway_order_id)
-        return {
-            "provider": done.provider.value,
-            "gateway_order_id": done.gateway_order_id,
-            "cart_id": done.cart_id,
-            "amount_paise": done.amount_paise,
-            "currency": done.currency,
-        }
-
-    @app.get("/api/orders/{order_id}", dependencies=guard)
-    def get_order(order_id: str, conn: Conn) -> dict[str, Any]:
-        return _fields(orders.get_order(conn, order_id))
-
-    @app.get("/api/orders", dependencies=guard)
-    def list_orders(cart_id: str, conn: Conn) -> dict[str, Any]:
-        return {"orders": [_fields(o) for o in orders.orders_of_cart(conn, cart_id)]}
-
-    @app.get("/api/payments/{provider}/{payment_id}", dependencies=guard)
-    def get_payment(provider: Provider, payment_id: str, conn: Conn) -> dict[str, Any]:
-        found = payments.get_payment(conn, provider.value, payment_id)
-        return {
-            "provider": found.provider,
-            "payment_id": found.payment_id,
-            "status": found.status,
-            "cart_id": found.cart_id,
-            "amount_paise": found.amount_paise,
-            "needs_refund": found.needs_refund,
-            "flags": list(found.flags),
-        }
 
 
 def _fields(value: Any) -> dict[str, Any]:
