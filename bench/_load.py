@@ -54,10 +54,19 @@ def free_port() -> int:
 @contextmanager
 def service(url: str, **env: str) -> Iterator[str]:
     port = free_port()
-    environment = {**os.environ, **KEYS.env(), "DATABASE_URL": url,
-                   "PAYHOOKS_API_TOKEN": "bench", **env}
-    process = subprocess.Popen([PAYHOOKS, "serve", "--port", str(port)], env=environment,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    environment = {
+        **os.environ,
+        **KEYS.env(),
+        "DATABASE_URL": url,
+        "PAYHOOKS_API_TOKEN": "bench",
+        **env,
+    }
+    process = subprocess.Popen(
+        [PAYHOOKS, "serve", "--port", str(port)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -84,14 +93,17 @@ class Run:
         return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
 
     def summary(self) -> str:
-        return (f"{len(self.latencies)} deliveries in {self.seconds:.1f} s "
-                f"({len(self.latencies) / self.seconds:.0f}/s), p50 {self.percentile(50):.1f} ms, "
-                f"p99 {self.percentile(99):.1f} ms, mean {statistics.fmean(self.latencies) * 1000:.1f} ms, "
-                f"statuses {dict(sorted(self.statuses.items()))}")
+        return (
+            f"{len(self.latencies)} deliveries in {self.seconds:.1f} s "
+            f"({len(self.latencies) / self.seconds:.0f}/s), p50 {self.percentile(50):.1f} ms, "
+            f"p99 {self.percentile(99):.1f} ms, mean {statistics.fmean(self.latencies) * 1000:.1f} ms, "
+            f"statuses {dict(sorted(self.statuses.items()))}"
+        )
 
 
-def load(base: str, deliveries: Iterator[Delivery], *, workers: int,
-         until: Callable[[], bool]) -> Run:
+def load(
+    base: str, deliveries: Iterator[Delivery], *, workers: int, until: Callable[[], bool]
+) -> Run:
     """``workers`` threads post deliveries back to back until ``until()`` or they run out."""
     lock = threading.Lock()
     latencies: list[float] = []
@@ -105,8 +117,9 @@ def load(base: str, deliveries: Iterator[Delivery], *, workers: int,
         with httpx.Client(base_url=base, timeout=30) as client:
             while not until() and (delivery := next_delivery()) is not None:
                 started = time.perf_counter()
-                status = client.post(delivery.path, content=delivery.body,
-                                     headers=delivery.headers).status_code
+                status = client.post(
+                    delivery.path, content=delivery.body, headers=delivery.headers
+                ).status_code
                 elapsed = time.perf_counter() - started
                 with lock:
                     latencies.append(elapsed)

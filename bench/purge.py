@@ -14,11 +14,10 @@ import time
 from collections.abc import Iterator
 
 import psycopg
+from _load import KEYS, database, load, service
 
 from payhooks import retention
 from payhooks.gateway import Delivery, Gateway
-
-from _load import KEYS, database, load, service
 
 SKUS = 1000
 
@@ -56,8 +55,9 @@ def seed(url: str, rows: int, carts: int) -> float:
 def captures(first: int, last: int) -> Iterator[Delivery]:
     gateway = Gateway(KEYS)
     for n in range(first, last):
-        yield gateway.razorpay("payment.captured", payment_id=f"pay_b{n}",
-                               order_id=f"order_b{n}", amount_paise=100)
+        yield gateway.razorpay(
+            "payment.captured", payment_id=f"pay_b{n}", order_id=f"order_b{n}", amount_paise=100
+        )
 
 
 def main() -> None:
@@ -68,13 +68,19 @@ def main() -> None:
     parser.add_argument("--carts", type=int, default=200_000)
     args = parser.parse_args()
     with database() as url:
-        print(f"seeded {args.rows:,} expired records and {args.carts:,} carts "
-              f"in {seed(url, args.rows, args.carts):.1f} s")
+        print(
+            f"seeded {args.rows:,} expired records and {args.carts:,} carts "
+            f"in {seed(url, args.rows, args.carts):.1f} s"
+        )
         with service(url) as base:
             half = args.carts // 2
             stop_at = time.monotonic() + args.baseline_seconds
-            baseline = load(base, captures(1, half), workers=args.workers,
-                            until=lambda: time.monotonic() > stop_at)
+            baseline = load(
+                base,
+                captures(1, half),
+                workers=args.workers,
+                until=lambda: time.monotonic() > stop_at,
+            )
             print(f"ingest alone:        {baseline.summary()}")
             done = threading.Event()
             result: dict[str, object] = {}
@@ -88,14 +94,15 @@ def main() -> None:
 
             purger = threading.Thread(target=purge)
             purger.start()
-            during = load(base, captures(half, args.carts), workers=args.workers,
-                          until=done.is_set)
+            during = load(base, captures(half, args.carts), workers=args.workers, until=done.is_set)
             purger.join()
             purged = result["purge"]
             assert isinstance(purged, retention.PurgeResult)
             print(f"ingest during purge: {during.summary()}")
-            print(f"purge: deleted {purged.deleted:,} of {purged.expired:,} expired records in "
-                  f"{result['seconds']:.1f} s ({purged.deleted / float(result['seconds']):,.0f} rows/s)")
+            print(
+                f"purge: deleted {purged.deleted:,} of {purged.expired:,} expired records in "
+                f"{result['seconds']:.1f} s ({purged.deleted / float(result['seconds']):,.0f} rows/s)"
+            )
             print(f"p99 ratio during/alone: {during.percentile(99) / baseline.percentile(99):.2f}")
 
 
