@@ -96,7 +96,8 @@ class Run:
         return (
             f"{len(self.latencies)} deliveries in {self.seconds:.1f} s "
             f"({len(self.latencies) / self.seconds:.0f}/s), p50 {self.percentile(50):.1f} ms, "
-            f"p99 {self.percentile(99):.1f} ms, mean {statistics.fmean(self.latencies) * 1000:.1f} ms, "
+            f"p99 {self.percentile(99):.1f} ms, "
+            f"mean {statistics.fmean(self.latencies) * 1000:.1f} ms, "
             f"statuses {dict(sorted(self.statuses.items()))}"
         )
 

@@ -99,9 +99,10 @@ def main() -> None:
             purged = result["purge"]
             assert isinstance(purged, retention.PurgeResult)
             print(f"ingest during purge: {during.summary()}")
+            seconds = float(str(result["seconds"]))
             print(
                 f"purge: deleted {purged.deleted:,} of {purged.expired:,} expired records in "
-                f"{result['seconds']:.1f} s ({purged.deleted / float(result['seconds']):,.0f} rows/s)"
+                f"{seconds:.1f} s ({purged.deleted / seconds:,.0f} rows/s)"
             )
             print(f"p99 ratio during/alone: {during.percentile(99) / baseline.percentile(99):.2f}")
 
