@@ -89,10 +89,14 @@ class Run:
     seconds: float
 
     def percentile(self, p: float) -> float:
+        if not self.latencies:
+            return float("nan")
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))] * 1000
 
     def summary(self) -> str:
+        if not self.latencies:
+            return "no deliveries (the run ended before the first answer)"
         return (
             f"{len(self.latencies)} deliveries in {self.seconds:.1f} s "
             f"({len(self.latencies) / self.seconds:.0f}/s), p50 {self.percentile(50):.1f} ms, "

@@ -140,3 +140,27 @@ def test_worker_refuses_to_start_without_smtp(pool):
 
     with pytest.raises(MailerUnavailable, match="PAYHOOKS_SMTP_URL"):
         Worker(pool, replace(SETTINGS, smtp_url=None))
+
+
+def test_worker_runs_the_purge_when_it_is_due(conn, pool, inbox):
+    _, port = inbox
+    conn.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payload_sha256,"
+        " body, processed_at) VALUES ('payu', 'old', 't', 'processed', 'x', '\\x00',"
+        " now() - interval '100 days')"
+    )
+    configured = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}")
+    Worker(pool, configured, WorkerOptions(purge_every_seconds=0.0)).maybe_purge()
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone()[0] == 0
+
+
+def test_worker_refuses_to_purge_a_window_shorter_than_replays(conn, pool, inbox):
+    _, port = inbox
+    conn.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payload_sha256,"
+        " body, processed_at) VALUES ('payu', 'old', 't', 'processed', 'x', '\\x00',"
+        " now() - interval '10 days')"
+    )
+    configured = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}", retention_days=3)
+    Worker(pool, configured, WorkerOptions(purge_every_seconds=0.0)).maybe_purge()
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone()[0] == 1
