@@ -8,6 +8,7 @@ import os
 import secrets
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -272,6 +273,87 @@ def outbox_command(
         _print_json(_with_connection(outbox.failed))
         return
     _print_json(_with_connection(outbox.counts))
+
+
+@app.command()
+def storm(
+    url: Annotated[str, typer.Argument(help="The payhooks deployment, e.g. https://staging:8000")],
+    token: Annotated[
+        str | None, typer.Option(help="API token; default PAYHOOKS_API_TOKEN.")
+    ] = None,
+    carts: Annotated[int, typer.Option(help="Carts to buy and pay for.")] = 200,
+    stock_per_sku: Annotated[
+        int, typer.Option(help="Opening stock of each of the 10 SKUs (low: backorders).")
+    ] = 1_000_000,
+    duplicate_rate: Annotated[float, typer.Option(help="Share of events sent twice.")] = 0.3,
+    reorder_rate: Annotated[float, typer.Option(help="Share of stories sent out of order.")] = 0.3,
+    failed_attempt_rate: Annotated[float, typer.Option(help="Stories with a failed try.")] = 0.2,
+    double_payment_rate: Annotated[float, typer.Option(help="Carts paid twice.")] = 0.05,
+    refund_rate: Annotated[float, typer.Option(help="Razorpay payments refunded.")] = 0.05,
+    concurrency: Annotated[int, typer.Option(help="Deliveries in flight at once.")] = 16,
+    time_scale: Annotated[
+        float, typer.Option(help="Simulated seconds per real second for retry schedules.")
+    ] = 3600.0,
+    seed: Annotated[int | None, typer.Option(help="Seed, to replay the same storm.")] = None,
+) -> None:
+    """Throw a retrying, duplicating, reordering gateway at a deployment; verify every
+    invariant through its API. Exits 1 if any is violated. Point it at staging, not live."""
+    from rich.console import Console
+
+    from payhooks.gateway import Gateway, GatewaySecrets
+    from payhooks.storm import StormOptions, report, run_storm
+
+    settings = _settings()
+    providers = tuple(settings.adapters())
+    if not providers:
+        _run(
+            lambda: _fail(
+                "set the deployment's gateway secrets (PAYHOOKS_RAZORPAY_WEBHOOK_"
+                "SECRETS, PAYHOOKS_CASHFREE_CLIENT_SECRETS, PAYHOOKS_PAYU_*)"
+            )
+        )
+    api_key = token or settings.api_token
+    if not api_key:
+        _run(lambda: _fail("pass --token or set PAYHOOKS_API_TOKEN"))
+    options = StormOptions(
+        carts=carts,
+        stock_per_sku=stock_per_sku,
+        providers=providers,
+        duplicate_rate=duplicate_rate,
+        reorder_rate=reorder_rate,
+        failed_attempt_rate=failed_attempt_rate,
+        double_payment_rate=double_payment_rate,
+        refund_rate=refund_rate,
+        concurrency=concurrency,
+        time_scale=time_scale,
+        seed=seed,
+    )
+    gateway = Gateway(GatewaySecrets.first_of(dict(os.environ)), now=int(time.time()))
+    console = Console(stderr=True)
+    with _storm_progress(console) as progress:
+        result = _run(lambda: run_storm(url.rstrip("/"), str(api_key), gateway, options, progress))
+    for table in report(result):
+        Console().print(table)
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def _fail(reason: str) -> None:
+    raise PayhooksError(reason)
+
+
+@contextlib.contextmanager
+def _storm_progress(console: Any) -> Iterator[Callable[[str, int, int | None], None]]:
+    from rich.progress import Progress
+
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(phase: str, advance: int, total: int | None) -> None:
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], advance=advance, total=total)
+
+        yield progress
 
 
 @app.command()

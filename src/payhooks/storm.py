@@ -1,0 +1,608 @@
+"""``payhooks storm``: a gateway simulator that proves the exactly-once promise on any deployment.
+
+It sets up its own products, carts and checkouts through the API, then plays every cart's
+payment story the way real gateways deliver it: correctly signed, in each gateway's format,
+duplicated, reordered, with failed attempts, double payments and refunds, retrying every
+answer that is not 2xx on the gateway's own schedule (time-compressed). At the end it checks
+every invariant through the API and exits non-zero if any does not hold.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import httpx
+from rich import box
+from rich.table import Table
+
+from payhooks.events import Provider
+from payhooks.gateway import Delivery, Gateway, new_payment_id
+
+# Retry delays in simulated seconds. Razorpay: exponential backoff for 24 hours; Cashfree's
+# default policy: 2, 10 and 30 minutes; PayU publishes none, so a Razorpay-like one is used.
+RETRY_SCHEDULES: dict[Provider, tuple[float, ...]] = {
+    Provider.RAZORPAY: tuple(300.0 * 2**n for n in range(8)),
+    Provider.CASHFREE: (120.0, 600.0, 1800.0),
+    Provider.PAYU: (60.0, 300.0, 900.0, 3600.0),
+}
+STORY_SPACING_S = 30.0  # simulated seconds between the events of one story
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StormOptions:
+    carts: int = 200
+    providers: tuple[Provider, ...] = tuple(Provider)
+    skus: int = 10
+    stock_per_sku: int = 1_000_000
+    duplicate_rate: float = 0.3
+    reorder_rate: float = 0.3
+    failed_attempt_rate: float = 0.2
+    double_payment_rate: float = 0.05
+    refund_rate: float = 0.05
+    concurrency: int = 16
+    time_scale: float = 3600.0
+    spread_s: float = 600.0
+    request_timeout_s: float = 10.0
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purchase:
+    provider: Provider
+    cart_id: str
+    reference: str
+    amount_paise: int
+    items: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Planned:
+    """One logical delivery of a story, with when (simulated) and how many copies go out."""
+
+    delivery: Delivery
+    purchase: Purchase
+    at_s: float
+    copies: int = 1
+
+
+@dataclass(slots=True, kw_only=True)
+class Story:
+    """What the gateway does for one cart, and what it knows happened (for verification)."""
+
+    purchase: Purchase
+    planned: list[Planned] = field(default_factory=list)
+    captured: list[str] = field(default_factory=list)
+    refunded: list[str] = field(default_factory=list)
+
+
+# --- planning: pure, seeded ----------------------------------------------------------------
+
+
+def plan_story(
+    purchase: Purchase, gateway: Gateway, options: StormOptions, rng: random.Random
+) -> Story:
+    story = Story(purchase=purchase)
+    builders = {
+        Provider.RAZORPAY: _razorpay_story,
+        Provider.CASHFREE: _cashfree_story,
+        Provider.PAYU: _payu_story,
+    }
+    deliveries = builders[purchase.provider](story, gateway, options, rng)
+    offsets = [n * STORY_SPACING_S for n in range(len(deliveries))]
+    if rng.random() < options.reorder_rate:
+        rng.shuffle(offsets)
+    start = rng.uniform(0, options.spread_s)
+    for delivery, offset in zip(deliveries, offsets, strict=True):
+        copies = (
+            1
+            + (rng.random() < options.duplicate_rate)
+            + (rng.random() < options.duplicate_rate / 3)
+        )
+        story.planned.append(
+            Planned(delivery=delivery, purchase=purchase, at_s=start + offset, copies=copies)
+        )
+    return story
+
+
+def _razorpay_story(
+    story: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+) -> list[Delivery]:
+    buy = story.purchase
+
+    def event(name: str, payment_id: str, refund_id: str | None = None) -> Delivery:
+        return gateway.razorpay(
+            name,
+            payment_id=payment_id,
+            order_id=buy.reference,
+            amount_paise=buy.amount_paise,
+            refund_id=refund_id,
+        )
+
+    out: list[Delivery] = []
+    if rng.random() < options.failed_attempt_rate:
+        out.append(event("payment.failed", new_payment_id(Provider.RAZORPAY)))
+    paid = new_payment_id(Provider.RAZORPAY)
+    out += [event("payment.authorized", paid), event("payment.captured", paid)]
+    if rng.random() < 0.5:
+        out.append(event("order.paid", paid))
+    story.captured.append(paid)
+    if rng.random() < options.double_payment_rate:
+        second = new_payment_id(Provider.RAZORPAY)
+        out.append(event("payment.captured", second))
+        story.captured.append(second)
+    if rng.random() < options.refund_rate:
+        out.append(event("refund.processed", paid, refund_id="rfnd_" + paid[4:]))
+        story.refunded.append(paid)
+    return out
+
+
+def _cashfree_story(
+    story: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+) -> list[Delivery]:
+    buy = story.purchase
+    version = rng.choice(["2022-09-01", "2023-08-01", "2025-01-01"])
+    amount = Decimal(buy.amount_paise) / 100
+
+    def event(kind: str, payment_id: str, status: str) -> Delivery:
+        return gateway.cashfree(
+            kind,
+            order_id=buy.reference,
+            cf_payment_id=payment_id,
+            order_amount=amount,
+            payment_status=status,
+            version=version,
+        )
+
+    out: list[Delivery] = []
+    if rng.random() < options.failed_attempt_rate:
+        out.append(event("PAYMENT_FAILED_WEBHOOK", new_payment_id(Provider.CASHFREE), "FAILED"))
+    paid = new_payment_id(Provider.CASHFREE)
+    out.append(event("PAYMENT_SUCCESS_WEBHOOK", paid, "SUCCESS"))
+    story.captured.append(paid)
+    if rng.random() < options.double_payment_rate:
+        second = new_payment_id(Provider.CASHFREE)
+        out.append(event("PAYMENT_SUCCESS_WEBHOOK", second, "SUCCESS"))
+        story.captured.append(second)
+    return out
+
+
+def _payu_story(
+    story: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+) -> list[Delivery]:
+    buy = story.purchase
+    amount = f"{Decimal(buy.amount_paise) / 100:.2f}"
+    out: list[Delivery] = []
+    if rng.random() < options.failed_attempt_rate:
+        out.append(
+            gateway.payu(
+                txnid=buy.reference,
+                mihpayid=new_payment_id(Provider.PAYU),
+                amount=amount,
+                status="failure",
+            )
+        )
+    out.append(
+        gateway.payu(txnid=buy.reference, mihpayid=new_payment_id(Provider.PAYU), amount=amount)
+    )
+    story.captured.append(buy.reference)  # PayU's payment identity is the hashed txnid
+    return out
+
+
+# --- sending: a time-compressed gateway with its retry schedules ---------------------------
+
+
+@dataclass(slots=True)
+class Tally:
+    """What the gateway saw: every HTTP attempt and its answer."""
+
+    attempts: int = 0
+    answers: Counter[str] = field(default_factory=Counter)
+    retries: int = 0
+    gave_up: list[str] = field(default_factory=list)
+    parked: list[str] = field(default_factory=list)
+    acknowledged: set[tuple[str, str]] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, answer: str, delivery: Delivery, event_id: str | None) -> None:
+        with self.lock:
+            self.attempts += 1
+            self.answers[answer] += 1
+            if answer == "parked":
+                self.parked.append(delivery.label)
+            if event_id and _acknowledged(answer):
+                self.acknowledged.add((delivery.provider.value, event_id))
+
+
+@dataclass(order=True, slots=True)
+class _Send:
+    due: float
+    seq: int
+    attempt: int = field(compare=False)
+    delivery: Delivery = field(compare=False)
+
+
+class Gatekeeper:
+    """Sends due deliveries from several threads; a failed attempt is re-queued on the
+    provider's schedule, scaled by ``time_scale`` (simulated seconds per real second)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        options: StormOptions,
+        on_attempt: Callable[[int], None] = lambda _: None,
+    ) -> None:
+        self.base_url = base_url
+        self.options = options
+        self.on_attempt = on_attempt
+        self.tally = Tally()
+        self._heap: list[_Send] = []
+        self._seq = itertools.count()
+        self._busy = 0
+        self._cond = threading.Condition()
+
+    def run(self, planned: list[Planned]) -> Tally:
+        start = time.monotonic()
+        for item in planned:
+            for _ in range(item.copies):
+                due = start + item.at_s / self.options.time_scale
+                heapq.heappush(self._heap, _Send(due, next(self._seq), 0, item.delivery))
+        threads = [threading.Thread(target=self._work) for _ in range(self.options.concurrency)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return self.tally
+
+    def _work(self) -> None:
+        with httpx.Client(base_url=self.base_url, timeout=self.options.request_timeout_s) as client:
+            while (send := self._next()) is not None:
+                answer, event_id = _post(client, send.delivery)
+                self.tally.record(answer, send.delivery, event_id)
+                self.on_attempt(1)
+                self._done(send, answer)
+
+    def _next(self) -> _Send | None:
+        with self._cond:
+            while True:
+                if not self._heap:
+                    if self._busy == 0:
+                        return None
+                    self._cond.wait()
+                    continue
+                wait = self._heap[0].due - time.monotonic()
+                if wait <= 0:
+                    self._busy += 1
+                    return heapq.heappop(self._heap)
+                self._cond.wait(timeout=wait)
+
+    def _done(self, send: _Send, answer: str) -> None:
+        schedule = RETRY_SCHEDULES[send.delivery.provider]
+        with self._cond:
+            self._busy -= 1
+            if not _acknowledged(answer):
+                if send.attempt < len(schedule):
+                    due = time.monotonic() + schedule[send.attempt] / self.options.time_scale
+                    heapq.heappush(
+                        self._heap, _Send(due, next(self._seq), send.attempt + 1, send.delivery)
+                    )
+                    self.tally.retries += 1
+                else:
+                    self.tally.gave_up.append(f"{send.delivery.label}: last answer {answer}")
+            self._cond.notify_all()
+
+
+def _post(client: httpx.Client, delivery: Delivery) -> tuple[str, str | None]:
+    """The answer as the gateway sees it, and the delivery key payhooks acknowledged."""
+    try:
+        response = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+    except httpx.TimeoutException:
+        return "timeout", None
+    except httpx.TransportError:
+        return "no connection", None
+    if response.status_code != 200:
+        return f"http {response.status_code}", None
+    body = response.json()
+    return str(body.get("status", "?")), body.get("event_id")
+
+
+def _acknowledged(answer: str) -> bool:
+    return answer in ("processed", "duplicate", "ignored", "parked")
+
+
+# --- the merchant's side: setup and verification through the API ---------------------------
+
+
+class Shop:
+    """The deployment's /api, with its bearer token; anything but success is a StormError."""
+
+    def __init__(self, client: httpx.Client) -> None:
+        self.client = client
+
+    def call(self, method: str, path: str, **kwargs: object) -> dict[str, object]:
+        response = self.client.request(method, path, **kwargs)  # type: ignore[arg-type]
+        if response.status_code >= 300:
+            raise StormError(
+                f"{method} {path} answered {response.status_code}: {response.text[:200]}"
+            )
+        body: dict[str, object] = response.json()
+        return body
+
+    def get(self, path: str, **params: str) -> dict[str, object]:
+        return self.call("GET", path, params=params)
+
+
+class StormError(Exception):
+    """The storm could not set up or read the deployment (wrong URL or token, API refusing)."""
+
+
+def stock_up(shop: Shop, run: str, options: StormOptions) -> list[str]:
+    skus = [f"STORM-{run}-{n}" for n in range(options.skus)]
+    for sku in skus:
+        shop.call(
+            "POST",
+            "/api/products",
+            json={
+                "sku": sku,
+                "name": f"storm {sku}",
+                "price_paise": 10_000 + 100 * len(sku),
+                "stock": options.stock_per_sku,
+            },
+        )
+    return skus
+
+
+def open_cart(shop: Shop, skus: list[str], provider: Provider, rng: random.Random) -> Purchase:
+    items = {
+        sku: rng.randint(1, 2) for sku in rng.sample(skus, k=min(len(skus), rng.randint(1, 2)))
+    }
+    cart = shop.call(
+        "POST",
+        "/api/carts",
+        json={
+            "customer_email": "storm@example.com",
+            "items": [{"sku": sku, "quantity": qty} for sku, qty in items.items()],
+        },
+    )
+    done = shop.call(
+        "POST", f"/api/carts/{cart['cart_id']}/checkout", json={"provider": provider.value}
+    )
+    return Purchase(
+        provider=provider,
+        cart_id=str(cart["cart_id"]),
+        reference=str(done["gateway_order_id"]),
+        amount_paise=int(str(done["amount_paise"])),
+        items=items,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    name: str
+    violations: list[str]
+    checked: int
+
+    @property
+    def held(self) -> bool:
+        return not self.violations
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CartState:
+    story: Story
+    status: str
+    orders: list[dict[str, object]]
+    payments: dict[str, dict[str, object] | None]
+
+
+def read_cart(shop: Shop, story: Story) -> CartState:
+    buy = story.purchase
+    cart = shop.get(f"/api/carts/{buy.cart_id}")
+    orders = shop.get("/api/orders", cart_id=buy.cart_id)["orders"]
+    payments: dict[str, dict[str, object] | None] = {}
+    for payment_id in story.captured:
+        response = shop.client.get(f"/api/payments/{buy.provider.value}/{payment_id}")
+        payments[payment_id] = response.json() if response.status_code == 200 else None
+    return CartState(
+        story=story,
+        status=str(cart["status"]),
+        orders=list(orders),  # type: ignore[call-overload]
+        payments=payments,
+    )
+
+
+def one_order_per_paid_cart(states: list[CartState]) -> Check:
+    bad = [
+        f"cart {s.story.purchase.cart_id}: {s.status} with {len(s.orders)} order(s)"
+        for s in states
+        if len(s.orders) != (1 if s.status == "paid" else 0)
+    ]
+    return Check(name="one order per paid cart", violations=bad, checked=len(states))
+
+
+def every_capture_accounted_for(states: list[CartState]) -> Check:
+    bad: list[str] = []
+    checked = 0
+    for state in states:
+        order_payment = state.orders[0]["payment_id"] if state.orders else None
+        for payment_id, payment in state.payments.items():
+            checked += 1
+            if payment is None:
+                bad.append(f"{state.story.purchase.provider} payment {payment_id} is unknown")
+            elif not (
+                payment_id == order_payment
+                or payment["needs_refund"]
+                or payment["status"] == "refunded"
+            ):
+                bad.append(f"payment {payment_id} has neither the order nor a refund flag")
+    return Check(
+        name="every captured payment: an order or a refund", violations=bad, checked=checked
+    )
+
+
+def refunds_recorded(states: list[CartState]) -> Check:
+    bad = [
+        f"payment {pid} refunded by the gateway is {(s.payments.get(pid) or {}).get('status')}"
+        for s in states
+        for pid in s.story.refunded
+        if (s.payments.get(pid) or {}).get("status") != "refunded"
+    ]
+    return Check(
+        name="every refund recorded",
+        violations=bad,
+        checked=sum(len(s.story.refunded) for s in states),
+    )
+
+
+def stock_moved_once_per_order(
+    shop: Shop, skus: list[str], states: list[CartState], options: StormOptions
+) -> Check:
+    sold: Counter[str] = Counter()
+    for state in states:
+        if state.orders and state.orders[0]["status"] == "confirmed":
+            sold.update(state.story.purchase.items)
+    bad = []
+    for sku in skus:
+        stock = shop.get(f"/api/products/{sku}")["stock"]
+        if stock != options.stock_per_sku - sold[sku]:
+            bad.append(f"{sku}: stock {stock}, expected {options.stock_per_sku - sold[sku]}")
+    return Check(name="stock moved once per order", violations=bad, checked=len(skus))
+
+
+def delivery_checks(tally: Tally) -> list[Check]:
+    return [
+        Check(
+            name="nothing parked that should not be",
+            violations=tally.parked,
+            checked=tally.attempts,
+        ),
+        Check(
+            name="every delivery acknowledged within the retry schedule",
+            violations=tally.gave_up,
+            checked=tally.attempts,
+        ),
+    ]
+
+
+def batched(items: list[Story], size: int) -> Iterator[list[Story]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+# --- the whole storm ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StormResult:
+    carts: int
+    planned_events: int
+    tally: Tally
+    checks: list[Check]
+    orders: Counter[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return all(check.held for check in self.checks)
+
+
+Progress = Callable[[str, int, int | None], None]
+"""``progress(phase, advance, total)``: how the storm reports while it runs."""
+
+
+def run_storm(
+    base_url: str,
+    token: str,
+    gateway: Gateway,
+    options: StormOptions,
+    progress: Progress = lambda *_: None,
+) -> StormResult:
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = random.Random(options.seed)
+    run = f"{rng.getrandbits(32):08x}"
+    started = time.monotonic()
+    headers = {"authorization": f"Bearer {token}"}
+    with (
+        httpx.Client(base_url=base_url, headers=headers, timeout=30) as client,
+        ThreadPoolExecutor(options.concurrency) as pool,
+    ):
+        shop = Shop(client)
+        skus = stock_up(shop, run, options)
+        seeds = [
+            (rng.choice(options.providers), random.Random(rng.getrandbits(64)))
+            for _ in range(options.carts)
+        ]
+        progress("setting up carts", 0, options.carts)
+        purchases = list(pool.map(lambda seed: _opened(shop, skus, seed, progress), seeds))
+        stories = [plan_story(p, gateway, options, rng) for p in purchases]
+        planned = [item for story in stories for item in story.planned]
+        progress("delivering", 0, sum(item.copies for item in planned))
+        tally = Gatekeeper(base_url, options, lambda n: progress("delivering", n, None)).run(
+            planned
+        )
+        progress("verifying", 0, len(stories))
+        states = list(pool.map(lambda story: _read(shop, story, progress), stories))
+        checks = [
+            one_order_per_paid_cart(states),
+            stock_moved_once_per_order(shop, skus, states, options),
+            every_capture_accounted_for(states),
+            refunds_recorded(states),
+            *delivery_checks(tally),
+        ]
+    orders = Counter(str(s.orders[0]["status"]) for s in states if s.orders)
+    return StormResult(
+        carts=len(stories),
+        planned_events=len(planned),
+        tally=tally,
+        checks=checks,
+        orders=orders,
+        seconds=time.monotonic() - started,
+    )
+
+
+def _opened(
+    shop: Shop, skus: list[str], seed: tuple[Provider, random.Random], progress: Progress
+) -> Purchase:
+    purchase = open_cart(shop, skus, seed[0], seed[1])
+    progress("setting up carts", 1, None)
+    return purchase
+
+
+def _read(shop: Shop, story: Story, progress: Progress) -> CartState:
+    state = read_cart(shop, story)
+    progress("verifying", 1, None)
+    return state
+
+
+def report(result: StormResult) -> list[Table]:
+    """Three tables: what was sent, what the deployment did, and each invariant."""
+    sent = Table("deliveries", "", box=box.SIMPLE, title="Gateway")
+    sent.add_row("carts", f"{result.carts:,}")
+    sent.add_row("logical events", f"{result.planned_events:,}")
+    sent.add_row("HTTP attempts", f"{result.tally.attempts:,}")
+    sent.add_row("retries on the gateway's schedule", f"{result.tally.retries:,}")
+    for answer, count in result.tally.answers.most_common():
+        sent.add_row(f"  answered {answer}", f"{count:,}")
+    sent.add_row("duplicates suppressed", f"{result.tally.answers['duplicate']:,}")
+    sent.add_row("orders", ", ".join(f"{n:,} {status}" for status, n in result.orders.items()))
+    sent.add_row("elapsed", f"{result.seconds:.1f} s")
+    checks = Table("invariant", "", "checked", "violations", box=box.SIMPLE, title="Invariants")
+    for check in result.checks:
+        mark = "[green]✓ held[/]" if check.held else "[red]✗ violated[/]"
+        checks.add_row(check.name, mark, f"{check.checked:,}", str(len(check.violations)))
+    tables = [sent, checks]
+    violations = [v for check in result.checks for v in check.violations]
+    if violations:
+        detail = Table("first violations", box=box.SIMPLE)
+        for violation in violations[:20]:
+            detail.add_row(violation)
+        tables.append(detail)
+    return tables
