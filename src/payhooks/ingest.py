@@ -15,6 +15,7 @@ from psycopg.pq import TransactionStatus
 
 from payhooks import idempotency
 from payhooks.db import Connection, translated
+from payhooks.errors import MalformedPayload
 from payhooks.events import Event
 from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
@@ -53,7 +54,29 @@ Handler = Callable[[Connection, Event], Applied]
 def verified_event(adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Event:
     """Signature first, over the exact bytes; only then parse."""
     adapter.verify(body, headers)
-    return adapter.parse(body, headers)
+    return storable(adapter.parse(body, headers))
+
+
+MAX_TEXT_CHARS = 255
+MAX_PAISE = 10**15  # ten trillion rupees: far above any payment, far below bigint
+_TEXTS = ("event_id", "event_type", "payment_id", "merchant_ref", "refund_id", "currency")
+_AMOUNTS = ("amount_paise", "payment_amount_paise", "refund_amount_paise")
+
+
+def storable(event: Event) -> Event:
+    """Refuse, as malformed, values PostgreSQL cannot store or index: a NUL in text, an id
+    longer than a key should be, an amount beyond ``bigint``. Authentic bytes can hold them."""
+    for name in _TEXTS:
+        value = getattr(event, name)
+        if value is not None and ("\x00" in value or len(value) > MAX_TEXT_CHARS):
+            raise MalformedPayload(
+                event.provider, f"{name} has a NUL or over {MAX_TEXT_CHARS} chars"
+            )
+    for name in _AMOUNTS:
+        value = getattr(event, name)
+        if value is not None and not 0 <= value <= MAX_PAISE:
+            raise MalformedPayload(event.provider, f"{name} is out of range: {value}")
+    return event
 
 
 def ingest(

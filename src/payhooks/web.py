@@ -10,7 +10,8 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import psycopg_pool
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -66,26 +67,35 @@ def error_status(exc: PayhooksError) -> tuple[int, str]:
     return 500, "internal_error"
 
 
+# Identifiers: printable, no control characters (PostgreSQL text cannot hold NUL).
+ID_PATTERN = r"^[^\x00-\x1f\x7f]+$"
+Id = Annotated[str, Field(min_length=1, max_length=64, pattern=ID_PATTERN)]
+PathId = Annotated[str, PathParam(min_length=1, max_length=64, pattern=ID_PATTERN)]
+QueryId = Annotated[str, Query(min_length=1, max_length=64, pattern=ID_PATTERN)]
+
+
 class ProductIn(BaseModel):
-    sku: str = Field(min_length=1, max_length=64)
-    name: str = Field(min_length=1, max_length=200)
-    price_paise: int = Field(ge=0, le=10**12)
+    sku: Id
+    name: str = Field(min_length=1, max_length=200, pattern=ID_PATTERN)
+    price_paise: int = Field(ge=0, le=10**10)  # times 100 lines of 100,000 stays in bigint
     stock: int = Field(ge=0, le=2**31 - 1)
 
 
 class ItemIn(BaseModel):
-    sku: str = Field(min_length=1, max_length=64)
+    sku: Id
     quantity: int = Field(gt=0, le=100_000)
 
 
 class CartIn(BaseModel):
-    customer_email: str = Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")
+    customer_email: str = Field(
+        min_length=3, max_length=254, pattern=r"^[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+$"
+    )
     items: list[ItemIn] = Field(min_length=1, max_length=100)
 
 
 class CheckoutIn(BaseModel):
     provider: Provider
-    gateway_order_id: str | None = Field(default=None, min_length=1, max_length=64)
+    gateway_order_id: Id | None = None
 
 
 def create_app(settings: Settings, *, api_token: str, url: str | None = None) -> FastAPI:
@@ -252,7 +262,7 @@ def create_product(body: ProductIn, conn: Conn) -> dict[str, Any]:
 
 
 @api.get("/products/{sku}")
-def get_product(sku: str, conn: Conn) -> dict[str, Any]:
+def get_product(sku: PathId, conn: Conn) -> dict[str, Any]:
     return _fields(catalog.get_product(conn, sku))
 
 
@@ -263,27 +273,27 @@ def create_cart(body: CartIn, conn: Conn) -> dict[str, Any]:
 
 
 @api.get("/carts/{cart_id}")
-def get_cart(cart_id: str, conn: Conn) -> dict[str, Any]:
+def get_cart(cart_id: PathId, conn: Conn) -> dict[str, Any]:
     return _cart(carts.get_cart(conn, cart_id))
 
 
 @api.post("/carts/{cart_id}/checkout", status_code=201)
-def checkout(cart_id: str, body: CheckoutIn, conn: Conn) -> dict[str, Any]:
+def checkout(cart_id: PathId, body: CheckoutIn, conn: Conn) -> dict[str, Any]:
     return _fields(carts.checkout(conn, cart_id, body.provider, body.gateway_order_id))
 
 
 @api.get("/orders/{order_id}")
-def get_order(order_id: str, conn: Conn) -> dict[str, Any]:
+def get_order(order_id: PathId, conn: Conn) -> dict[str, Any]:
     return _fields(orders.get_order(conn, order_id))
 
 
 @api.get("/orders")
-def list_orders(cart_id: str, conn: Conn) -> dict[str, Any]:
+def list_orders(cart_id: QueryId, conn: Conn) -> dict[str, Any]:
     return {"orders": [_fields(o) for o in orders.orders_of_cart(conn, cart_id)]}
 
 
 @api.get("/payments/{provider}/{payment_id}")
-def get_payment(provider: Provider, payment_id: str, conn: Conn) -> dict[str, Any]:
+def get_payment(provider: Provider, payment_id: PathId, conn: Conn) -> dict[str, Any]:
     found = _fields(payments.get_payment(conn, provider.value, payment_id))
     return {**found, "flags": list(found["flags"])}
 

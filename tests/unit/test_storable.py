@@ -1,0 +1,40 @@
+"""Authentic bytes can carry values PostgreSQL cannot store; they are refused as malformed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from payhooks.errors import MalformedPayload
+from payhooks.events import Event, EventKind, Provider
+from payhooks.ingest import MAX_PAISE, MAX_TEXT_CHARS, storable
+
+EVENT = Event(
+    provider=Provider.PAYU,
+    kind=EventKind.PAYMENT_CAPTURED,
+    event_type="payment.success",
+    event_id="1:success",
+    payment_id="t1",
+    amount_paise=100,
+    payload_sha256="x",
+)
+
+
+def test_ordinary_event_is_storable():
+    assert storable(EVENT) is EVENT
+
+
+def test_nul_in_an_id_is_malformed():
+    with pytest.raises(MalformedPayload, match="payment_id"):
+        storable(replace(EVENT, payment_id="t\x001"))
+
+
+def test_overlong_id_is_malformed():
+    with pytest.raises(MalformedPayload, match="event_id"):
+        storable(replace(EVENT, event_id="k" * (MAX_TEXT_CHARS + 1)))
+
+
+def test_amount_beyond_range_is_malformed():
+    with pytest.raises(MalformedPayload, match="amount_paise"):
+        storable(replace(EVENT, amount_paise=MAX_PAISE + 1))
