@@ -1,0 +1,61 @@
+"""`payhooks storm` as a merchant runs it against a deployment: exit 0 when every invariant
+holds, 1 when the deployment gets something wrong."""
+
+from __future__ import annotations
+
+import subprocess
+
+import httpx
+
+from tests.acceptance.conftest import PAYHOOKS, running, wait_until
+from tests.conftest import free_port
+
+STORM = ["--carts", "40", "--concurrency", "8", "--time-scale", "100000", "--seed", "1"]
+
+
+def serve(env, tmp_path):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    process = running(["serve", "--port", str(port)], env, tmp_path / "serve.log")
+    return base, process
+
+
+def ready(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/readyz").status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def storm(env, base: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PAYHOOKS, "storm", base, *STORM], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_storm_against_a_sound_deployment_reports_every_invariant_held(env, tmp_path):
+    base, server = serve(env, tmp_path)
+    with server:
+        wait_until(lambda: ready(base), timeout=30, what="payhooks serve")
+        result = storm(env, base)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("✓ held") == 6
+    assert "duplicates suppressed" in result.stdout
+
+
+def test_storm_exits_1_when_the_deployment_rejects_what_the_gateway_sends(env, tmp_path):
+    base, server = serve(env, tmp_path)
+    with server:
+        wait_until(lambda: ready(base), timeout=30, what="payhooks serve")
+        wrong = {**env, "PAYHOOKS_CASHFREE_CLIENT_SECRETS": "not-the-deployment's-secret"}
+        result = storm(wrong, base)
+    assert result.returncode == 1
+    assert "✗ violated" in result.stdout
+    assert "http 401" in result.stdout
+
+
+def test_storm_without_a_token_says_so(env):
+    result = subprocess.run([PAYHOOKS, "storm", "http://127.0.0.1:9", *STORM],
+                            env={**env, "PAYHOOKS_API_TOKEN": ""}, capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 1
+    assert "PAYHOOKS_API_TOKEN" in result.stderr
