@@ -30,8 +30,10 @@ SELECT 'razorpay', 'evt_old_' || g, 'payment.captured', 'processed', 'pay_old_' 
 FROM generate_series(1, %s) AS g
 """
 SEED_SHOP = [
-    """INSERT INTO products (sku, name, price_paise, stock)
-       SELECT 'SKU' || g, 'bench', 100, 1000000000 FROM generate_series(1, %(skus)s) g""",
+    """INSERT INTO product_info (sku, name, price_paise)
+       SELECT 'SKU' || g, 'bench', 100 FROM generate_series(1, %(skus)s) g""",
+    """INSERT INTO product_stock (sku, slot, stock)
+       SELECT 'SKU' || g, 0, 1000000000 FROM generate_series(1, %(skus)s) g""",
     """INSERT INTO carts (id, customer_email, amount_paise)
        SELECT 'cart_b' || g, 'b@example.com', 100 FROM generate_series(1, %(carts)s) g""",
     """INSERT INTO cart_items (cart_id, sku, quantity, price_paise)

@@ -23,14 +23,35 @@ class Order:
     event_id: str
 
 
-_LOCK_STOCK = """
-SELECT ci.sku, ci.quantity, p.stock
-FROM cart_items ci JOIN products p ON p.sku = ci.sku
-WHERE ci.cart_id = %s
-ORDER BY ci.sku
-FOR NO KEY UPDATE OF p
+_LINES = "SELECT sku, quantity FROM cart_items WHERE cart_id = %s ORDER BY sku"
+# A slot with enough that no other order holds: buyers of one SKU do not queue on each other.
+_TAKE_FREE_SLOT = """
+UPDATE product_stock SET stock = stock - %(qty)s
+WHERE (sku, slot) = (
+    SELECT sku, slot FROM product_stock WHERE sku = %(sku)s AND stock >= %(qty)s
+    ORDER BY slot LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED)
+RETURNING slot
 """
-_TAKE_STOCK = "UPDATE products SET stock = stock - %s WHERE sku = %s"
+# Every slot with enough is held by another order: wait for the first that still has enough
+# once its holder commits.
+_TAKE_BUSY_SLOT = """
+UPDATE product_stock SET stock = stock - %(qty)s
+WHERE (sku, slot) = (
+    SELECT sku, slot FROM product_stock WHERE sku = %(sku)s AND stock >= %(qty)s
+    ORDER BY slot LIMIT 1 FOR NO KEY UPDATE)
+RETURNING slot
+"""
+# No slot has enough on its own: hold them all (in slot order) and take across them.
+_LOCK_ALL_SLOTS = """
+SELECT slot, stock FROM product_stock WHERE sku = %s ORDER BY slot FOR NO KEY UPDATE
+"""
+# A slot locked, found short on recheck and skipped stays locked until commit; rolling back to
+# this savepoint releases such locks before the next, waiting attempt.
+_SAVEPOINT = "SAVEPOINT stock_take"
+_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT stock_take"
+_TAKE = "UPDATE product_stock SET stock = stock - %s WHERE sku = %s AND slot = %s"
+_GIVE_BACK = "UPDATE product_stock SET stock = stock + %s WHERE sku = %s AND slot = %s"
+_LEFT = "SELECT sku, stock FROM products WHERE sku = ANY(%s)"
 _LEDGER = """
 INSERT INTO inventory_movements (sku, delta, reason, order_id) VALUES (%s, %s, 'sale', %s)
 """
@@ -43,17 +64,21 @@ _COLUMNS = "id, cart_id, provider, payment_id, amount_paise, status, event_id"
 _GET = f"SELECT {_COLUMNS} FROM orders WHERE id = %s"
 _BY_CART = f"SELECT {_COLUMNS} FROM orders WHERE cart_id = %s"
 
+Taken = list[tuple[str, int, int]]
+"""(sku, slot, quantity) taken so far by one order: what to give back if a later line is short."""
+
 
 def place_order(conn: Connection, event: Event, cart_id: str, customer_email: str) -> str:
     """Pay the cart (locked by the caller), create its order, take stock, queue the email.
 
-    Stock rows are locked in SKU order, so two orders never deadlock. If any line cannot be
+    Stock slots are locked in (SKU, slot) order, and a transaction only ever waits for a slot
+    ordered after every slot it holds, so two orders never deadlock. If any line cannot be
     served the order is ``backordered``: no stock moves and the merchant is alerted.
     """
     order_id = new_id("ord")
-    lines = conn.execute(_LOCK_STOCK, (cart_id,)).fetchall()
-    in_stock = all(stock >= qty for _, qty, stock in lines)
-    status = "confirmed" if in_stock else "backordered"
+    lines: list[tuple[str, int]] = conn.execute(_LINES, (cart_id,)).fetchall()
+    taken = take_stock(conn, lines)
+    status = "confirmed" if taken is not None else "backordered"
     assert event.payment_id is not None and event.amount_paise is not None
     conn.execute(_MARK_PAID, (cart_id,))
     conn.execute(
@@ -68,24 +93,73 @@ def place_order(conn: Connection, event: Event, cart_id: str, customer_email: st
             event.event_id,
         ),
     )
-    if in_stock:
-        for sku, qty, _ in lines:
-            conn.execute(_TAKE_STOCK, (qty, sku))
+    if taken is not None:
+        for sku, qty in lines:
             conn.execute(_LEDGER, (sku, -qty, order_id))
     else:
-        short = [sku for sku, qty, stock in lines if stock < qty]
-        outbox.enqueue(
-            conn,
-            outbox.alert(
-                f"alert:backorder:{order_id}",
-                f"Order {order_id} is backordered",
-                f"Paid order {order_id} (cart {cart_id}) needs stock for: {', '.join(short)}.",
-                order_id=order_id,
-                skus=short,
-            ),
-        )
+        _alert_backorder(conn, order_id, cart_id, lines)
     outbox.enqueue(conn, _confirmation(order_id, customer_email, event.amount_paise, status))
     return order_id
+
+
+def take_stock(conn: Connection, lines: list[tuple[str, int]]) -> Taken | None:
+    """Take every line's quantity, or nothing at all (None) if any line cannot be served."""
+    taken: Taken = []
+    for sku, qty in lines:
+        slots = _take_line(conn, sku, qty)
+        if slots is None:
+            for done_sku, slot, done_qty in taken:
+                conn.execute(_GIVE_BACK, (done_qty, done_sku, slot))
+            return None
+        taken += [(sku, slot, part) for slot, part in slots]
+    return taken
+
+
+def _take_line(conn: Connection, sku: str, qty: int) -> list[tuple[int, int]] | None:
+    """Take ``qty`` of ``sku``: [(slot, quantity)], or None when not enough is left.
+
+    Deadlock freedom: the first attempt never waits; every waiting attempt starts holding no
+    slot of ``sku`` (the savepoint drops what a failed attempt locked) and waits in slot
+    order. So a transaction only ever waits for a slot ordered after all the slots it holds.
+    """
+    conn.execute(_SAVEPOINT)
+    for sql in (_TAKE_FREE_SLOT, _TAKE_BUSY_SLOT):
+        row = conn.execute(sql, {"sku": sku, "qty": qty}).fetchone()
+        if row is not None:
+            return [(int(row[0]), qty)]
+        conn.execute(_ROLLBACK_TO)
+    return _take_across_slots(conn, sku, qty)
+
+
+def _take_across_slots(conn: Connection, sku: str, qty: int) -> list[tuple[int, int]] | None:
+    """The last units, spread over several slots: take from each in turn, all locks held."""
+    slots: list[tuple[int, int]] = conn.execute(_LOCK_ALL_SLOTS, (sku,)).fetchall()
+    if sum(stock for _, stock in slots) < qty:
+        return None
+    parts: list[tuple[int, int]] = []
+    for slot, stock in slots:
+        part = min(stock, qty - sum(p for _, p in parts))
+        if part:
+            conn.execute(_TAKE, (part, sku, slot))
+            parts.append((slot, part))
+    return parts
+
+
+def _alert_backorder(
+    conn: Connection, order_id: str, cart_id: str, lines: list[tuple[str, int]]
+) -> None:
+    left: dict[str, int] = dict(conn.execute(_LEFT, ([sku for sku, _ in lines],)).fetchall())
+    short = [sku for sku, qty in lines if left.get(sku, 0) < qty]
+    outbox.enqueue(
+        conn,
+        outbox.alert(
+            f"alert:backorder:{order_id}",
+            f"Order {order_id} is backordered",
+            f"Paid order {order_id} (cart {cart_id}) needs stock for: {', '.join(short)}.",
+            order_id=order_id,
+            skus=short,
+        ),
+    )
 
 
 def _confirmation(order_id: str, email: str, amount_paise: int, status: str) -> outbox.Message:
