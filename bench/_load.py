@@ -53,7 +53,19 @@ def free_port() -> int:
 
 @contextmanager
 def service(url: str, **env: str) -> Iterator[str]:
-    port = free_port()
+    with servers(url, 1, **env) as started:
+        yield started[0].base
+
+
+@dataclass(frozen=True)
+class Server:
+    base: str
+    pid: int
+
+
+@contextmanager
+def servers(url: str, count: int, **env: str) -> Iterator[list[Server]]:
+    """``count`` `payhooks serve` processes on their own loopback ports, all ready."""
     environment = {
         **os.environ,
         **KEYS.env(),
@@ -61,25 +73,36 @@ def service(url: str, **env: str) -> Iterator[str]:
         "PAYHOOKS_API_TOKEN": "bench",
         **env,
     }
-    process = subprocess.Popen(
-        [PAYHOOKS, "serve", "--port", str(port)],
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
+    processes: list[tuple[subprocess.Popen[bytes], str]] = []
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        yield base
+        for _ in range(count):
+            port = free_port()
+            process = subprocess.Popen(
+                [PAYHOOKS, "serve", "--port", str(port)],
+                env=environment,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            processes.append((process, f"http://127.0.0.1:{port}"))
+        for _, base in processes:
+            _wait_ready(base)
+        yield [Server(base=base, pid=process.pid) for process, base in processes]
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        for process, _ in processes:
+            process.terminate()
+        for process, _ in processes:
+            process.wait(timeout=30)
+
+
+def _wait_ready(base: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
 
 
 @dataclass
@@ -137,3 +160,97 @@ def load(
     for thread in threads:
         thread.join()
     return Run(latencies=latencies, statuses=statuses, seconds=time.perf_counter() - started)
+
+
+class Http:
+    """One keep-alive HTTP/1.1 connection with the least client work per request.
+
+    httpx spends more CPU per request than the server's own webhook path; on a two-core machine
+    that CPU is taken from the system under test, so the throughput benchmark uses this instead.
+    """
+
+    def __init__(self, base: str) -> None:
+        host, port = base.removeprefix("http://").split(":")
+        self.sock = socket.create_connection((host, int(port)))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.host = f"{host}:{port}".encode()
+        self.buffer = b""
+
+    def request(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes]:
+        lines = [f"{method} {path} HTTP/1.1", f"content-length: {len(body)}"]
+        lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+        head = "\r\n".join(lines).encode() + b"\r\nhost: " + self.host + b"\r\n\r\n"
+        self.sock.sendall(head + body)
+        return self._response()
+
+    def _response(self) -> tuple[int, bytes]:
+        while (end := self.buffer.find(b"\r\n\r\n")) < 0:
+            self._fill()
+        head, self.buffer = self.buffer[:end], self.buffer[end + 4 :]
+        status = int(head[9:12])
+        length = 0
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        while len(self.buffer) < length:
+            self._fill()
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return status, body
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("server closed the connection")
+        self.buffer += chunk
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+Operation = Callable[[Http], int]
+
+
+def drive(
+    bases: list[str], operations: Iterator[Operation], *, workers: int, until: Callable[[], bool]
+) -> Run:
+    """Like ``load``, over ``Http``: worker ``i`` keeps one connection to ``bases[i % len]``.
+
+    An operation may be one request or several (a whole purchase); its latency is measured
+    from its first byte sent to its last byte received, and it reports one status.
+    """
+    lock = threading.Lock()
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+
+    def next_operation() -> Operation | None:
+        with lock:
+            return next(operations, None)
+
+    def run(base: str) -> None:
+        client = Http(base)
+        try:
+            while not until() and (operation := next_operation()) is not None:
+                started = time.perf_counter()
+                status = operation(client)
+                elapsed = time.perf_counter() - started
+                with lock:
+                    latencies.append(elapsed)
+                    statuses[status] = statuses.get(status, 0) + 1
+        finally:
+            client.close()
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=run, args=(bases[i % len(bases)],)) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return Run(latencies=latencies, statuses=statuses, seconds=time.perf_counter() - started)
+
+
+def post(delivery: Delivery) -> Operation:
+    """The operation that posts one webhook delivery."""
+    return lambda client: client.request("POST", delivery.path, delivery.body, delivery.headers)[0]
