@@ -62,6 +62,19 @@ WHERE provider = %s AND event_id = %s
 """
 
 
+def seen(conn: Connection, event: Event) -> Claim | None:
+    """A committed, settled record of this very delivery (same body), read without a claim.
+
+    Safe without a lock: such a record never changes or disappears (until retention purges
+    it, after which the claim path handles the delivery as it would anyway). None means "take
+    the claim path": unseen, still in flight, parked, or the same key with another body.
+    """
+    row = conn.execute(_EXISTING, (event.provider.value, event.event_id)).fetchone()
+    if row is None or row[0] == "parked" or row[1] != event.payload_sha256:
+        return None
+    return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[2]))
+
+
 def claim(conn: Connection, event: Event, body: bytes, signed_headers: Mapping[str, str]) -> Claim:
     """Claim ``event``'s delivery key inside the caller's open transaction."""
     key = (event.provider.value, event.event_id)

@@ -202,7 +202,7 @@ def _deliver(
     }
     try:
         with db.connection(pool, event.event_id) as conn:
-            receipt = ingest_event(conn, event, body, signed, payments.apply_event)
+            receipt = ingest_event(conn, event, body, signed, payments.apply_event, pipeline=True)
     except PayhooksError as exc:
         status, code = error_status(exc)
         metrics.answered(event.provider.value, code, time.perf_counter() - started)

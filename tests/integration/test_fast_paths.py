@@ -1,0 +1,115 @@
+"""The hot path's shortcuts answer exactly what the claim path answers."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from payhooks import idempotency
+from payhooks.ingest import Applied, Outcome, Receipt, ingest_event, signed_headers
+from payhooks.shop.payments import apply_event
+from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
+from tests.integration.test_concurrency import OPTIONS, THREADS, count, outcomes
+
+
+def pipelined(conn, delivery, handler=apply_event) -> Receipt:
+    adapter = ADAPTERS[delivery.provider]
+    event = adapter.parse(delivery.body, delivery.headers)
+    signed = signed_headers(adapter, delivery.headers)
+    return ingest_event(conn, event, delivery.body, signed, handler, pipeline=True)
+
+
+def event_of(delivery):
+    return ADAPTERS[delivery.provider].parse(delivery.body, delivery.headers)
+
+
+def test_a_settled_delivery_is_seen_with_its_order(conn):
+    buy = purchase(conn)
+    delivery = buy.captured()
+    order_id = deliver(conn, delivery).order_id
+    seen = idempotency.seen(conn, event_of(delivery))
+    assert seen is not None
+    assert (seen.state, seen.order_ref) == (idempotency.ClaimState.DUPLICATE, order_id)
+
+
+def test_an_unseen_delivery_is_not_seen(conn):
+    assert idempotency.seen(conn, event_of(purchase(conn).captured())) is None
+
+
+def test_a_parked_delivery_is_not_seen_so_its_redelivery_can_apply_it(conn):
+    orphan = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_orphan000001", order_id="order_nowhere", amount_paise=1
+    )
+    assert deliver(conn, orphan).outcome is Outcome.PARKED
+    assert idempotency.seen(conn, event_of(orphan)) is None
+
+
+def test_the_same_key_with_another_body_is_not_seen_so_it_is_marked(conn):
+    buy = purchase(conn)
+    first = buy.captured()
+    deliver(conn, first)
+    other = GATEWAY.razorpay(
+        "payment.captured",
+        payment_id=buy.payment_id,
+        order_id=buy.reference,
+        amount_paise=buy.amount_paise + 1,
+        event_id=first.headers["x-razorpay-event-id"],
+    )
+    assert idempotency.seen(conn, event_of(other)) is None
+    assert deliver(conn, other).mismatch
+
+
+def test_a_pipelined_capture_has_every_effect_of_a_plain_one(conn):
+    buy = purchase(conn, stock=5, quantity=2)
+    receipt = pipelined(conn, buy.captured())
+    assert receipt.outcome is Outcome.PROCESSED
+    assert count(conn, "SELECT status FROM orders WHERE id = %s", receipt.order_id) == "confirmed"
+    assert count(conn, "SELECT stock FROM products WHERE sku = %s", buy.sku) == 3
+    assert count(conn, "SELECT count(*) FROM outbox WHERE kind = 'email'") == 1
+    assert (
+        count(conn, "SELECT order_ref FROM processed_webhooks WHERE order_ref IS NOT NULL")
+        == receipt.order_id
+    )
+    assert pipelined(conn, buy.captured()).outcome is Outcome.PROCESSED  # another event id
+    assert pipelined(conn, (again := buy.captured())).outcome is Outcome.PROCESSED
+    assert pipelined(conn, again).outcome is Outcome.DUPLICATE
+
+
+def test_a_pipelined_handler_that_fails_leaves_nothing_behind(conn):
+    buy = purchase(conn)
+
+    def failing(connection, event) -> Applied:
+        apply_event(connection, event)
+        connection.execute("SELECT 1 / 0")
+        return Applied(outcome=Outcome.PROCESSED)
+
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        pipelined(conn, buy.captured(), failing)
+    assert count(conn, "SELECT count(*) FROM processed_webhooks") == 0
+    assert count(conn, "SELECT count(*) FROM orders") == 0
+    assert count(conn, "SELECT stock FROM products WHERE sku = %s", buy.sku) == 10
+
+
+def test_fifty_pipelined_copies_at_once_make_one_order(conn, database_url):
+    delivery = purchase(conn, stock=100).captured()
+    barrier = threading.Barrier(THREADS)
+    receipts: list[Receipt] = []
+    lock = threading.Lock()
+
+    def run() -> None:
+        with psycopg.connect(database_url, autocommit=True, options=OPTIONS) as connection:
+            barrier.wait()
+            receipt = pipelined(connection, delivery)
+        with lock:
+            receipts.append(receipt)
+
+    threads = [threading.Thread(target=run) for _ in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert outcomes(receipts) == {"processed": 1, "duplicate": THREADS - 1}
+    assert {r.order_id for r in receipts} == {count(conn, "SELECT id FROM orders")}
+    assert count(conn, "SELECT sum(delta) FROM inventory_movements") == 99
