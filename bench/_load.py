@@ -214,26 +214,43 @@ Operation = Callable[[Http], int]
 
 
 def drive(
-    bases: list[str], operations: Iterator[Operation], *, workers: int, until: Callable[[], bool]
+    bases: list[str],
+    operations: Iterator[Operation],
+    *,
+    workers: int,
+    until: Callable[[], bool],
+    pace: float | None = None,
 ) -> Run:
     """Like ``load``, over ``Http``: worker ``i`` keeps one connection to ``bases[i % len]``.
 
     An operation may be one request or several (a whole purchase); its latency is measured
-    from its first byte sent to its last byte received, and it reports one status.
+    from its first byte sent to its last byte received, and it reports one status. With
+    ``pace`` (operations per second) operations start on a fixed schedule instead, and their
+    latency counts from their scheduled start, so a stalled server is not hidden by a client
+    that waited for it.
     """
     lock = threading.Lock()
     latencies: list[float] = []
     statuses: dict[int, int] = {}
+    schedule = iter(range(1 << 62))
+    origin = time.perf_counter()
 
-    def next_operation() -> Operation | None:
+    def next_operation() -> tuple[Operation | None, float]:
         with lock:
-            return next(operations, None)
+            operation = next(operations, None)
+            if pace is None:
+                return operation, time.perf_counter()
+            due = origin + next(schedule) / pace
+        time.sleep(max(0.0, due - time.perf_counter()))
+        return operation, due
 
     def run(base: str) -> None:
         client = Http(base)
         try:
-            while not until() and (operation := next_operation()) is not None:
-                started = time.perf_counter()
+            while not until():
+                operation, started = next_operation()
+                if operation is None:
+                    break
                 status = operation(client)
                 elapsed = time.perf_counter() - started
                 with lock:

