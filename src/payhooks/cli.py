@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -26,18 +26,28 @@ _verbose = False
 
 
 def _settings() -> Settings:
-    return Settings.from_env(os.environ)
+    return _run(lambda: Settings.from_env(os.environ))
 
 
 def _run(action: Callable[[], T]) -> T:
     """One clear line and a non-zero exit on a known error; tracebacks only with -v."""
+    import httpx
+    import psycopg
+
     try:
         return action()
-    except (PayhooksError, OSError, ValueError) as exc:
-        if _verbose:
-            raise
-        typer.echo(f"payhooks: {exc}", err=True)
-        raise typer.Exit(1) from None
+    except (PayhooksError, OSError, ValueError, httpx.HTTPError) as exc:
+        _exit_with(exc, str(exc) or type(exc).__name__)
+    except psycopg.Error as exc:
+        hint = " (run `payhooks migrate`?)" if exc.sqlstate == "42P01" else ""
+        _exit_with(exc, f"database error {exc.sqlstate}: {str(exc).splitlines()[0]}{hint}")
+
+
+def _exit_with(exc: BaseException, reason: str) -> NoReturn:
+    if _verbose:
+        raise exc
+    typer.echo(f"payhooks: {reason}", err=True)
+    raise typer.Exit(1)
 
 
 @contextlib.contextmanager
@@ -170,10 +180,16 @@ def purge(
     _run(lambda: retention.check_window(days, force=force))
 
     def action(conn: db.Connection) -> retention.PurgeResult:
+        planned = retention.plan(conn, days)
         if dry_run:
-            return retention.plan(conn, days)
-        with _progress(retention.plan(conn, days).expired) as advance:
-            return retention.purge(conn, days, batch_rows=batch_rows, on_batch=advance)
+            return planned
+        with _progress(planned.expired) as advance:
+            done = retention.purge_exclusively(
+                conn, days, batch_rows=batch_rows, on_batch=advance, planned=planned
+            )
+        if done is None:
+            raise PayhooksError("another purge is running (the worker's daily one?); try later")
+        return done
 
     result = _with_connection(action)
     verb = "would delete" if dry_run else "deleted"
@@ -298,12 +314,26 @@ def storm(
 ) -> None:
     """Throw a retrying, duplicating, reordering gateway at a deployment; verify every
     invariant through its API. Exits 1 if any is violated. Point it at staging, not live."""
-    from rich.console import Console
-
-    from payhooks.gateway import Gateway, GatewaySecrets
-    from payhooks.storm import StormOptions, report, run_storm
+    from payhooks.storm import StormOptions
 
     settings = _settings()
+    api_key = _run(lambda: _storm_token(settings, token))
+    options = StormOptions(
+        carts=carts, stock_per_sku=stock_per_sku, providers=_storm_providers(settings),
+        duplicate_rate=duplicate_rate, reorder_rate=reorder_rate,
+        failed_attempt_rate=failed_attempt_rate, double_payment_rate=double_payment_rate,
+        refund_rate=refund_rate, concurrency=concurrency, time_scale=time_scale, seed=seed,
+    )  # fmt: skip
+    raise typer.Exit(0 if _storm(url.rstrip("/"), api_key, options) else 1)
+
+
+def _storm_token(settings: Settings, token: str | None) -> str:
+    if not (token or settings.api_token):
+        raise PayhooksError("pass --token or set PAYHOOKS_API_TOKEN")
+    return str(token or settings.api_token)
+
+
+def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
     providers = tuple(settings.adapters())
     if not providers:
         _run(
@@ -312,29 +342,21 @@ def storm(
                 "SECRETS, PAYHOOKS_CASHFREE_CLIENT_SECRETS, PAYHOOKS_PAYU_*)"
             )
         )
-    api_key = token or settings.api_token
-    if not api_key:
-        _run(lambda: _fail("pass --token or set PAYHOOKS_API_TOKEN"))
-    options = StormOptions(
-        carts=carts,
-        stock_per_sku=stock_per_sku,
-        providers=providers,
-        duplicate_rate=duplicate_rate,
-        reorder_rate=reorder_rate,
-        failed_attempt_rate=failed_attempt_rate,
-        double_payment_rate=double_payment_rate,
-        refund_rate=refund_rate,
-        concurrency=concurrency,
-        time_scale=time_scale,
-        seed=seed,
-    )
+    return providers
+
+
+def _storm(url: str, token: str, options: Any) -> bool:
+    from rich.console import Console
+
+    from payhooks.gateway import Gateway, GatewaySecrets
+    from payhooks.storm import report, run_storm
+
     gateway = Gateway(GatewaySecrets.first_of(dict(os.environ)), now=int(time.time()))
-    console = Console(stderr=True)
-    with _storm_progress(console) as progress:
-        result = _run(lambda: run_storm(url.rstrip("/"), str(api_key), gateway, options, progress))
+    with _storm_progress(Console(stderr=True)) as progress:
+        result = _run(lambda: run_storm(url, token, gateway, options, progress))
     for table in report(result):
         Console().print(table)
-    raise typer.Exit(0 if result.ok else 1)
+    return result.ok
 
 
 def _fail(reason: str) -> None:

@@ -40,7 +40,7 @@ class SmtpTarget:
         """``smtp://[user:pass@]host[:port][?starttls=true]`` or ``smtps://…`` (implicit TLS)."""
         parts = urlsplit(url)
         if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-            raise ValueError(f"PAYHOOKS_SMTP_URL must look like smtp://host:port, not {url!r}")
+            raise ValueError("PAYHOOKS_SMTP_URL must look like smtp://[user:pass@]host[:port]")
         tls = parts.scheme == "smtps"
         query = parse_qs(parts.query)
         return cls(
@@ -72,11 +72,18 @@ def compose(
 
 
 class Mailer:
-    """One SMTP session, opened on first use and reused for a batch."""
+    """One SMTP session, opened on first use and reused for a batch.
 
-    def __init__(self, target: SmtpTarget, *, timeout: float = 10.0) -> None:
+    Failures are sorted by where they happen. Opening the session (connect, greeting, TLS,
+    login) failing says nothing about any message: ``MailerUnavailable``, the queue waits.
+    Anything after the session is up is about the message being sent: ``MessageRejected``,
+    which counts against that message alone, so one bad message never blocks the queue and
+    a whole-server refusal never dead-letters the backlog.
+    """
+
+    def __init__(self, target: SmtpTarget, *, timeout: float = 60.0) -> None:
         self.target = target
-        self.timeout = timeout
+        self.timeout = timeout  # generous: the reply to DATA may come late (RFC 5321: 10 min)
         self._session: smtplib.SMTP | None = None
 
     def __enter__(self) -> Mailer:
@@ -88,34 +95,35 @@ class Mailer:
         self.close()
 
     def send(self, message: EmailMessage) -> None:
+        session = self._connected()
         try:
-            self._connected().send_message(message)
+            session.send_message(message)
         except smtplib.SMTPRecipientsRefused as exc:
             codes = [code for code, _ in exc.recipients.values()]
-            permanent = all(code >= 500 for code in codes)
-            raise MessageRejected(f"recipient refused: {codes}", permanent=permanent) from exc
-        except smtplib.SMTPSenderRefused as exc:  # our configuration, not this message
-            self.close()
-            raise MailerUnavailable(f"sender {exc.sender!r} refused: {exc.smtp_code}") from exc
+            raise MessageRejected(
+                f"recipient refused: {codes}", permanent=all(code >= 500 for code in codes)
+            ) from exc
         except smtplib.SMTPResponseException as exc:
-            if exc.smtp_code == 421:
-                self.close()
-                raise MailerUnavailable("SMTP 421: service not available") from exc
-            if exc.smtp_code >= 500:
-                raise MessageRejected(
-                    f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=True
-                ) from exc
             self.close()
             raise MessageRejected(
-                f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=False
+                f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=exc.smtp_code >= 500
             ) from exc
         except (OSError, smtplib.SMTPException) as exc:
+            # Lost mid-message: it may have been accepted. Counted, retried with the same
+            # Message-ID, so the receiving side can drop a repeat.
             self.close()
-            raise MailerUnavailable(f"SMTP unavailable: {type(exc).__name__}: {exc}") from exc
+            raise MessageRejected(
+                f"SMTP session lost: {type(exc).__name__}", permanent=False
+            ) from exc
 
     def _connected(self) -> smtplib.SMTP:
         if self._session is None:
-            self._session = self._open()
+            try:
+                self._session = self._open()
+            except (OSError, smtplib.SMTPException) as exc:
+                raise MailerUnavailable(
+                    f"SMTP {self.target.host}:{self.target.port} unavailable: {_reason(exc)}"
+                ) from exc
         return self._session
 
     def _open(self) -> smtplib.SMTP:
@@ -127,10 +135,14 @@ class Mailer:
             )
         else:
             session = smtplib.SMTP(t.host, t.port, timeout=self.timeout)
+        try:
             if t.starttls:
                 session.starttls(context=ssl.create_default_context())
-        if t.username:
-            session.login(t.username, t.password or "")
+            if t.username:
+                session.login(t.username, t.password or "")
+        except BaseException:
+            session.close()
+            raise
         return session
 
     def close(self) -> None:
@@ -138,3 +150,10 @@ class Mailer:
             with contextlib.suppress(OSError, smtplib.SMTPException):
                 self._session.quit()
             self._session = None
+
+
+def _reason(exc: BaseException) -> str:
+    """Why, without anything from the URL (it may hold a password)."""
+    if isinstance(exc, smtplib.SMTPResponseException):
+        return f"SMTP {exc.smtp_code}"
+    return type(exc).__name__

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from payhooks.db import Connection
 from payhooks.errors import PayhooksError
@@ -48,6 +49,11 @@ WHERE (provider, event_id) IN (
     LIMIT %s
     FOR UPDATE SKIP LOCKED)
 """
+_DELETE_SENT = """
+DELETE FROM outbox WHERE id IN (
+    SELECT id FROM outbox WHERE sent_at < %s ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)
+"""
+_PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
 _START = """
 INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)
 VALUES ('purge', now(), %s, 0)
@@ -76,12 +82,15 @@ def purge(
     *,
     batch_rows: int = BATCH_ROWS,
     on_batch: Callable[[int], None] | None = None,
+    planned: PurgeResult | None = None,
+    stop: Callable[[], bool] = lambda: False,
 ) -> PurgeResult:
-    """Delete records older than ``days`` (fixed at the start), batch by batch, autocommitted."""
-    planned = plan(conn, days)
+    """Delete records older than ``days`` (fixed at the start), batch by batch, autocommitted;
+    then sent outbox messages older than that (they hold customers' addresses)."""
+    planned = planned or plan(conn, days)
     conn.execute(_START, (planned.expired,))
     deleted = 0
-    while True:
+    while not stop():
         with conn.transaction():
             done = conn.execute(_DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
             conn.execute(_PROGRESS, (done,))
@@ -90,5 +99,20 @@ def purge(
             on_batch(done)
         if done < batch_rows:
             break
+    while not stop() and conn.execute(_DELETE_SENT, (planned.cutoff, batch_rows)).rowcount:
+        pass
     conn.execute(_FINISH)
     return PurgeResult(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
+
+
+def purge_exclusively(conn: Connection, days: int, **options: Any) -> PurgeResult | None:
+    """``purge`` unless another process is purging (None then): one purge at a time, with no
+    statement timeout (counting ten million rows may take longer than a webhook may)."""
+    if not conn.execute("SELECT pg_try_advisory_lock(%s)", (_PURGE_LOCK,)).fetchone()[0]:  # type: ignore[index]
+        return None
+    try:
+        conn.execute("SET statement_timeout = 0")
+        return purge(conn, days, **options)
+    finally:
+        conn.execute("RESET statement_timeout")
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_PURGE_LOCK,))

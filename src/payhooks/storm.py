@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
+import secrets
 import threading
 import time
 from collections import Counter
@@ -23,6 +24,7 @@ import httpx
 from rich import box
 from rich.table import Table
 
+from payhooks.errors import PayhooksError
 from payhooks.events import Provider
 from payhooks.gateway import Delivery, Gateway, new_payment_id
 
@@ -127,9 +129,11 @@ def _razorpay_story(
         )
 
     out: list[Delivery] = []
-    if rng.random() < options.failed_attempt_rate:
-        out.append(event("payment.failed", new_payment_id(Provider.RAZORPAY)))
     paid = new_payment_id(Provider.RAZORPAY)
+    if rng.random() < options.failed_attempt_rate:
+        # Half the time the failure is the same payment, authorised late (failed -> captured).
+        failed = paid if rng.random() < 0.5 else new_payment_id(Provider.RAZORPAY)
+        out.append(event("payment.failed", failed))
     out += [event("payment.authorized", paid), event("payment.captured", paid)]
     if rng.random() < 0.5:
         out.append(event("order.paid", paid))
@@ -237,7 +241,7 @@ class Gatekeeper:
         self,
         base_url: str,
         options: StormOptions,
-        on_attempt: Callable[[int], None] = lambda _: None,
+        on_attempt: Callable[[bool], None] = lambda _: None,
     ) -> None:
         self.base_url = base_url
         self.options = options
@@ -264,10 +268,13 @@ class Gatekeeper:
     def _work(self) -> None:
         with httpx.Client(base_url=self.base_url, timeout=self.options.request_timeout_s) as client:
             while (send := self._next()) is not None:
-                answer, event_id = _post(client, send.delivery)
-                self.tally.record(answer, send.delivery, event_id)
-                self.on_attempt(1)
-                self._done(send, answer)
+                answer = "error"
+                try:
+                    answer, event_id = _post(client, send.delivery)
+                    self.tally.record(answer, send.delivery, event_id)
+                    self.on_attempt(False)
+                finally:
+                    self._done(send, answer)
 
     def _next(self) -> _Send | None:
         with self._cond:
@@ -294,6 +301,7 @@ class Gatekeeper:
                         self._heap, _Send(due, next(self._seq), send.attempt + 1, send.delivery)
                     )
                     self.tally.retries += 1
+                    self.on_attempt(True)
                 else:
                     self.tally.gave_up.append(f"{send.delivery.label}: last answer {answer}")
             self._cond.notify_all()
@@ -309,8 +317,11 @@ def _post(client: httpx.Client, delivery: Delivery) -> tuple[str, str | None]:
         return "no connection", None
     if response.status_code != 200:
         return f"http {response.status_code}", None
-    body = response.json()
-    return str(body.get("status", "?")), body.get("event_id")
+    try:
+        body = response.json()
+        return str(body["status"]), str(body["event_id"])
+    except (ValueError, KeyError, TypeError):  # a 200 that is not payhooks' answer
+        return "http 200 unreadable", None
 
 
 def _acknowledged(answer: str) -> bool:
@@ -339,7 +350,7 @@ class Shop:
         return self.call("GET", path, params=params)
 
 
-class StormError(Exception):
+class StormError(PayhooksError):
     """The storm could not set up or read the deployment (wrong URL or token, API refusing)."""
 
 
@@ -409,6 +420,8 @@ def read_cart(shop: Shop, story: Story) -> CartState:
     payments: dict[str, dict[str, object] | None] = {}
     for payment_id in story.captured:
         response = shop.client.get(f"/api/payments/{buy.provider.value}/{payment_id}")
+        if response.status_code not in (200, 404):
+            raise StormError(f"cannot read payment {payment_id}: {response.status_code}")
         payments[payment_id] = response.json() if response.status_code == 200 else None
     return CartState(
         story=story,
@@ -428,23 +441,44 @@ def one_order_per_paid_cart(states: list[CartState]) -> Check:
 
 
 def every_capture_accounted_for(states: list[CartState]) -> Check:
+    """A captured payment pays the cart's order, is refunded, or is flagged for refund
+    because another payment of the same story paid the order. A flag with no order (an
+    amount mismatch on a correct cart, say) is a violation."""
     bad: list[str] = []
-    checked = 0
     for state in states:
-        order_payment = state.orders[0]["payment_id"] if state.orders else None
+        paid_by = state.orders[0]["payment_id"] if state.orders else None
         for payment_id, payment in state.payments.items():
-            checked += 1
             if payment is None:
                 bad.append(f"{state.story.purchase.provider} payment {payment_id} is unknown")
             elif not (
-                payment_id == order_payment
-                or payment["needs_refund"]
+                payment_id == paid_by
                 or payment["status"] == "refunded"
+                or (payment["needs_refund"] and paid_by in state.payments)
             ):
-                bad.append(f"payment {payment_id} has neither the order nor a refund flag")
+                bad.append(
+                    f"payment {payment_id} ({payment['status']}, flags "
+                    f"{payment['flags']}) neither paid the order nor was refunded"
+                )
     return Check(
-        name="every captured payment: an order or a refund", violations=bad, checked=checked
+        name="every captured payment: an order or a refund",
+        violations=bad,
+        checked=sum(len(s.payments) for s in states),
     )
+
+
+def every_paid_story_has_its_order(states: list[CartState]) -> Check:
+    """A cart the gateway captured a payment for, not refunded, ends paid with one order,
+    paid by one of the payments the gateway captured for it."""
+    bad: list[str] = []
+    owed = [s for s in states if set(s.story.captured) - set(s.story.refunded)]
+    for state in owed:
+        paid_by = state.orders[0]["payment_id"] if state.orders else None
+        if state.status != "paid" or paid_by not in state.story.captured:
+            bad.append(
+                f"cart {state.story.purchase.cart_id} was paid for but is {state.status} "
+                f"(order paid by {paid_by})"
+            )
+    return Check(name="every cart paid for has its order", violations=bad, checked=len(owed))
 
 
 def refunds_recorded(states: list[CartState]) -> Check:
@@ -527,7 +561,7 @@ def run_storm(
     from concurrent.futures import ThreadPoolExecutor
 
     rng = random.Random(options.seed)
-    run = f"{rng.getrandbits(32):08x}"
+    run = secrets.token_hex(4)  # never from the seed: a replayed storm must not collide
     started = time.monotonic()
     headers = {"authorization": f"Bearer {token}"}
     with (
@@ -536,36 +570,50 @@ def run_storm(
     ):
         shop = Shop(client)
         skus = stock_up(shop, run, options)
-        seeds = [
-            (rng.choice(options.providers), random.Random(rng.getrandbits(64)))
-            for _ in range(options.carts)
-        ]
+        seeds = [(rng.choice(options.providers), random.Random(rng.getrandbits(64)))
+                 for _ in range(options.carts)]  # fmt: skip
         progress("setting up carts", 0, options.carts)
         purchases = list(pool.map(lambda seed: _opened(shop, skus, seed, progress), seeds))
         stories = [plan_story(p, gateway, options, rng) for p in purchases]
-        planned = [item for story in stories for item in story.planned]
-        progress("delivering", 0, sum(item.copies for item in planned))
-        tally = Gatekeeper(base_url, options, lambda n: progress("delivering", n, None)).run(
-            planned
-        )
+        tally = _deliver(base_url, stories, options, progress)
         progress("verifying", 0, len(stories))
         states = list(pool.map(lambda story: _read(shop, story, progress), stories))
-        checks = [
-            one_order_per_paid_cart(states),
-            stock_moved_once_per_order(shop, skus, states, options),
-            every_capture_accounted_for(states),
-            refunds_recorded(states),
-            *delivery_checks(tally),
-        ]
-    orders = Counter(str(s.orders[0]["status"]) for s in states if s.orders)
+        checks = _checks(shop, skus, states, tally, options)
     return StormResult(
         carts=len(stories),
-        planned_events=len(planned),
+        planned_events=sum(len(story.planned) for story in stories),
         tally=tally,
         checks=checks,
-        orders=orders,
+        orders=Counter(str(s.orders[0]["status"]) for s in states if s.orders),
         seconds=time.monotonic() - started,
     )
+
+
+def _deliver(
+    base_url: str, stories: list[Story], options: StormOptions, progress: Progress
+) -> Tally:
+    planned = [item for story in stories for item in story.planned]
+    total = [sum(item.copies for item in planned)]
+    progress("delivering", 0, total[0])
+
+    def attempted(retry: bool) -> None:
+        total[0] += retry
+        progress("delivering", 0 if retry else 1, total[0] if retry else None)
+
+    return Gatekeeper(base_url, options, attempted).run(planned)
+
+
+def _checks(
+    shop: Shop, skus: list[str], states: list[CartState], tally: Tally, options: StormOptions
+) -> list[Check]:
+    return [
+        one_order_per_paid_cart(states),
+        every_paid_story_has_its_order(states),
+        stock_moved_once_per_order(shop, skus, states, options),
+        every_capture_accounted_for(states),
+        refunds_recorded(states),
+        *delivery_checks(tally),
+    ]
 
 
 def _opened(

@@ -19,11 +19,11 @@ import psycopg_pool
 
 from payhooks import db, outbox, retention
 from payhooks.config import Settings
+from payhooks.errors import DatabaseUnavailable
 from payhooks.mail import Mailer, MailerUnavailable, MessageRejected, SmtpTarget, compose
 
 log = logging.getLogger("payhooks.worker")
 
-_PURGE_LOCK = 0x70757267  # "purg": one purging worker at a time
 DAY_SECONDS = 24 * 3600.0
 
 
@@ -53,14 +53,20 @@ class Worker:
         self.target = SmtpTarget.from_url(settings.smtp_url)
         self.jitter = jitter
         self.stopping = threading.Event()
-        self._smtp_failures = 0
+        self._failures = 0
         self._last_purge: float | None = None
 
     def run(self) -> None:
-        """Until ``stop()``: drain what is due, purge once a day, sleep when idle."""
+        """Until ``stop()``: drain what is due, purge once a day, sleep when idle. The
+        database or SMTP being away is waited out with backoff, never a reason to exit."""
         while not self.stopping.is_set():
-            self.maybe_purge()
-            handled = self.drain()
+            try:
+                handled = self.drain()
+                self.maybe_purge()
+            except DatabaseUnavailable as exc:
+                self._failures += 1
+                log.warning("worker_database_unavailable", extra={"error": str(exc)})
+                handled = 0
             if handled == 0:
                 self.stopping.wait(self._idle_seconds())
 
@@ -76,10 +82,10 @@ class Worker:
                     if not self.perform_one(mailer):
                         break
                 except MailerUnavailable as exc:
-                    self._smtp_failures += 1
+                    self._failures += 1
                     log.warning("smtp_unavailable", extra={"error": str(exc)})
                     break
-                self._smtp_failures = 0
+                self._failures = 0
                 handled += 1
         return handled
 
@@ -131,9 +137,9 @@ class Worker:
         log.warning("outbox_retry", extra={**fields, "error": str(exc), "delay_s": round(delay, 1)})
 
     def _idle_seconds(self) -> float:
-        if self._smtp_failures == 0:
+        if self._failures == 0:
             return self.options.poll_seconds
-        step = min(self.options.smtp_backoff_cap_seconds, 2.0 ** min(self._smtp_failures, 10))
+        step = min(self.options.smtp_backoff_cap_seconds, 2.0 ** min(self._failures, 10))
         return step * (0.5 + self.jitter() / 2)
 
     def maybe_purge(self) -> None:
@@ -141,15 +147,13 @@ class Worker:
         now = time.monotonic()
         if every is None or (self._last_purge is not None and now - self._last_purge < every):
             return
-        self._last_purge = now
         days = self.settings.retention_days
         if days < retention.MIN_RETENTION_DAYS:
+            self._last_purge = now
             log.error("purge_refused", extra={"retention_days": days})
             return
         with db.connection(self.pool) as conn:
-            if conn.execute("SELECT pg_try_advisory_lock(%s)", (_PURGE_LOCK,)).fetchone()[0]:  # type: ignore[index]
-                try:
-                    result = retention.purge(conn, days)
-                    log.info("purge_done", extra={"deleted": result.deleted, "days": days})
-                finally:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", (_PURGE_LOCK,))
+            result = retention.purge_exclusively(conn, days, stop=self.stopping.is_set)
+        self._last_purge = now
+        if result is not None:
+            log.info("purge_done", extra={"deleted": result.deleted, "days": days})

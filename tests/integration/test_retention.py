@@ -72,21 +72,31 @@ def test_purge_while_deliveries_flow_keeps_every_young_record(conn, database_url
     seed(conn, "old-", 20_000, 120)
     stop = threading.Event()
     delivered: list[str] = []
+    during: list[int] = []
+
+    errors: list[BaseException] = []
 
     def flow() -> None:
-        with psycopg.connect(database_url, autocommit=True) as own:
-            while not stop.is_set():
-                receipt = deliver(own, purchase(own).captured())
-                assert receipt.outcome is Outcome.PROCESSED
-                delivered.append(receipt.event.event_id)
+        try:
+            with psycopg.connect(database_url, autocommit=True) as own:
+                while not stop.is_set():
+                    receipt = deliver(own, purchase(own).captured())
+                    assert receipt.outcome is Outcome.PROCESSED
+                    delivered.append(receipt.event.event_id)
+        except BaseException as exc:  # reported in the test's own thread below
+            errors.append(exc)
 
     thread = threading.Thread(target=flow)
     thread.start()
     try:
-        result = retention.purge(conn, 90, batch_rows=500)
+        result = retention.purge(
+            conn, 90, batch_rows=500, on_batch=lambda _: during.append(len(delivered))
+        )
     finally:
         stop.set()
         thread.join(timeout=30)
+    assert errors == []
+    assert during[-1] > during[0], "ingest did not move while the purge ran"
     assert result.deleted == 20_000 and count(conn, "old-") == 0
     kept = conn.execute(
         "SELECT count(*) FROM processed_webhooks WHERE event_id = ANY(%s)", (delivered,)

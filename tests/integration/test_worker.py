@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -164,3 +167,88 @@ def test_worker_refuses_to_purge_a_window_shorter_than_replays(conn, pool, inbox
     configured = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}", retention_days=3)
     Worker(pool, configured, WorkerOptions(purge_every_seconds=0.0)).maybe_purge()
     assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone()[0] == 1
+
+
+def raw_smtp_server(greeting: bytes) -> tuple[socket.socket, threading.Thread]:
+    """A server that answers every connection with ``greeting`` and hangs up."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            with client:
+                client.sendall(greeting)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+@pytest.mark.parametrize("greeting", [b"554 no service for you\r\n", b"421 busy\r\n"])
+def test_a_server_refusing_the_session_dead_letters_nothing(conn, pool, greeting):
+    listener, _ = raw_smtp_server(greeting)
+    queue(conn, "mail:1")
+    queue(conn, "mail:2")
+    try:
+        assert worker_for(pool, listener.getsockname()[1]).drain() == 0
+    finally:
+        listener.close()
+    assert outbox.counts(conn) == {"pending": 2, "sent": 0, "failed": 0}
+    assert row(conn, "mail:1")[0] == 0
+
+
+def test_one_oversized_message_is_dead_lettered_and_does_not_block_the_rest(conn, pool):
+    from aiosmtpd.controller import Controller
+
+    box = Inbox()
+    controller = Controller(box, hostname="127.0.0.1", port=free_port(), data_size_limit=2000)
+    controller.start()
+    try:
+        outbox.enqueue(
+            conn,
+            outbox.Message(
+                kind=outbox.MessageKind.EMAIL,
+                dedupe_key="big",
+                recipient="b@example.com",
+                subject="big",
+                body="x" * 5000,
+            ),
+        )
+        queue(conn, "small")
+        worker_for(pool, controller.port).drain()
+    finally:
+        controller.stop()
+    assert [m["Subject"] for m in box.messages] == ["subject small"]
+    _, _, failed, error, _ = row(conn, "big")
+    assert failed is not None and "552" in error
+
+
+def test_worker_waits_out_a_database_outage_instead_of_exiting(inbox):
+    _, port = inbox
+    dead = db.open_pool(
+        "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1",
+        replace(SETTINGS, pool_timeout_ms=200),
+        max_size=1,
+        deadline=False,
+    )
+    configured = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}")
+    runner = Worker(dead, configured, WorkerOptions(poll_seconds=0.05))
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            runner.run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(1.0)
+    runner.stop()
+    thread.join(timeout=30)
+    dead.close()
+    assert not thread.is_alive() and errors == []
+    assert runner._failures > 0

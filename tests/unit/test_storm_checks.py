@@ -1,0 +1,68 @@
+"""The storm's verdicts: each check fails on the state it exists to catch."""
+
+from __future__ import annotations
+
+from payhooks.events import Provider
+from payhooks.storm import (
+    CartState,
+    Purchase,
+    Story,
+    every_capture_accounted_for,
+    every_paid_story_has_its_order,
+    one_order_per_paid_cart,
+)
+
+BUY = Purchase(
+    provider=Provider.RAZORPAY,
+    cart_id="cart_1",
+    reference="order_1",
+    amount_paise=100,
+    items={"SKU": 1},
+)
+
+
+def state(status="paid", orders=("pay_1",), captured=("pay_1",), refunded=(), **payments):
+    story = Story(purchase=BUY, captured=list(captured), refunded=list(refunded))
+    found = {pid: {"status": "captured", "needs_refund": False, "flags": []} for pid in captured}
+    found.update(payments)
+    return CartState(
+        story=story,
+        status=status,
+        orders=[{"payment_id": p, "status": "confirmed"} for p in orders],
+        payments=found,
+    )
+
+
+def test_sound_cart_passes_every_check():
+    states = [state()]
+    assert every_capture_accounted_for(states).held
+    assert every_paid_story_has_its_order(states).held
+    assert one_order_per_paid_cart(states).held
+
+
+def test_capture_flagged_for_refund_without_any_order_is_a_violation():
+    flagged = {"status": "captured", "needs_refund": True, "flags": ["amount_mismatch"]}
+    states = [state(status="open", orders=(), pay_1=flagged)]
+    assert not every_capture_accounted_for(states).held
+    assert not every_paid_story_has_its_order(states).held
+
+
+def test_second_payment_flagged_while_the_first_paid_the_order_is_accounted_for():
+    flagged = {"status": "captured", "needs_refund": True, "flags": ["duplicate_payment"]}
+    states = [state(captured=("pay_1", "pay_2"), pay_2=flagged)]
+    assert every_capture_accounted_for(states).held
+
+
+def test_unknown_payment_is_a_violation():
+    assert not every_capture_accounted_for([state(pay_1=None)]).held
+
+
+def test_paid_cart_without_order_is_a_violation():
+    assert not one_order_per_paid_cart([state(orders=())]).held
+
+
+def test_cart_whose_only_payment_was_refunded_may_stay_open():
+    refunded = {"status": "refunded", "needs_refund": False, "flags": []}
+    states = [state(status="open", orders=(), refunded=("pay_1",), pay_1=refunded)]
+    assert every_paid_story_has_its_order(states).held
+    assert every_capture_accounted_for(states).held
