@@ -179,3 +179,31 @@ def test_metrics_show_outbox_backlog_dead_letters_and_purge_progress(database_ur
     assert "payhooks_outbox_dead_letters 0.0" in text
     assert "payhooks_purge_rows_done" in text
     assert "payhooks_duplicate_ratio" in text
+
+
+def test_commands_on_an_unmigrated_database_say_so_in_one_line(env, admin_url):
+    import uuid
+
+    from psycopg.conninfo import make_conninfo
+
+    name = f"payhooks_bare_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"'.encode())
+    try:
+        bare = {**env, "DATABASE_URL": make_conninfo(admin_url, dbname=name)}
+        result = cli(bare, "outbox")
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)'.encode())
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and "payhooks migrate" in result.stderr
+
+
+def test_bad_setting_is_one_line_not_a_traceback(env):
+    result = cli({**env, "PAYHOOKS_RETENTION_DAYS": "ninety"}, "purge", "--dry-run")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+
+
+def test_storm_against_nothing_is_one_line(env):
+    result = cli(env, "storm", "http://127.0.0.1:9", "--carts", "1")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
