@@ -35,7 +35,7 @@ from payhooks import db
 from payhooks.config import Settings
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
-from payhooks.gateway import Delivery, Gateway, GatewaySecrets, new_payment_id
+from payhooks.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
 
 __all__ = ["DemoFailed", "run_demo"]
 
@@ -116,16 +116,6 @@ def _answer(response: httpx.Response) -> Answer:
 # --- the merchant's side: the shop API ----------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Purchase:
-    """A checked-out cart: the reference the gateway echoes back, and what it costs."""
-
-    provider: Provider
-    cart_id: str
-    reference: str
-    amount_paise: int
-
-
 class Merchant:
     """The shop API over HTTP, with the bearer token; any refusal ends the demo."""
 
@@ -163,6 +153,7 @@ class Merchant:
             cart_id=cart["cart_id"],
             reference=done["gateway_order_id"],
             amount_paise=done["amount_paise"],
+            items=items,
         )
 
     def orders(self, cart_id: str) -> list[dict[str, Any]]:

@@ -31,6 +31,18 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Purchase:
+    """A checked-out cart as the gateway knows it: the reference it echoes back, and the
+    amount it charges (what the demo and storm pay for)."""
+
+    provider: Provider
+    cart_id: str
+    reference: str
+    amount_paise: int
+    items: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GatewaySecrets:
     razorpay: str = "rzp_webhook_demo_secret"
     cashfree: str = "cfsk_demo_client_secret"

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
-from payhooks.gateway import Delivery, Gateway, new_payment_id
+from payhooks.gateway import Delivery, Gateway, Purchase, new_payment_id
 
 # Retry delays in simulated seconds. Razorpay: exponential backoff for 24 hours; Cashfree's
 # default policy: 2, 10 and 30 minutes; PayU publishes none, so a Razorpay-like one is used.
@@ -54,15 +54,6 @@ class StormOptions:
     spread_s: float = 600.0
     request_timeout_s: float = 10.0
     seed: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Purchase:
-    provider: Provider
-    cart_id: str
-    reference: str
-    amount_paise: int
-    items: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,7 +6,8 @@ import http.server
 import threading
 
 from payhooks.events import Provider
-from payhooks.storm import Gatekeeper, Planned, Purchase, StormOptions
+from payhooks.gateway import Purchase
+from payhooks.storm import Gatekeeper, Planned, StormOptions
 from tests.factories import GATEWAY
 
 BUY = Purchase(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from payhooks.events import Provider
+from payhooks.gateway import Purchase
 from payhooks.storm import (
     CartState,
-    Purchase,
     Story,
     every_capture_accounted_for,
     every_paid_story_has_its_order,
