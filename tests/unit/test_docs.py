@@ -1,0 +1,24 @@
+"""The README documents every command and every setting payhooks reads."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from payhooks.cli import app
+
+README = (Path(__file__).parents[2] / "README.md").read_text()
+CONFIG = (Path(__file__).parents[2] / "src" / "payhooks" / "config.py").read_text()
+
+
+def test_every_cli_command_is_in_the_readme():
+    names = {command.name or command.callback.__name__ for command in app.registered_commands}
+    missing = [name for name in sorted(names) if f"`payhooks {name}" not in README]
+    assert missing == []
+
+
+def test_every_environment_variable_is_in_the_readme():
+    variables = set(re.findall(r'env\.get\("([A-Z_]+)"\)', CONFIG))
+    assert variables, "config.py reads no variables?"
+    missing = sorted(v for v in variables if f"`{v}`" not in README)
+    assert missing == []
