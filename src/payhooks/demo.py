@@ -247,7 +247,7 @@ def _stock_row_busy(database_url: str, sku: str, seconds: float) -> Iterator[Non
 
     def hold() -> None:
         with psycopg.connect(database_url) as conn, conn.transaction():
-            conn.execute("SELECT 1 FROM products WHERE sku = %s FOR UPDATE", (sku,))
+            conn.execute("SELECT 1 FROM product_stock WHERE sku = %s FOR UPDATE", (sku,))
             held.set()
             time.sleep(seconds)
 

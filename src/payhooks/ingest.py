@@ -119,8 +119,10 @@ def ingest_event(
     are not read (the order's writes, the record, COMMIT) go to the server together. The
     handler must then use only what pipeline mode allows (no COPY, one statement per call).
     """
-    if conn.info.transaction_status is not TransactionStatus.IDLE:
-        raise ValueError("ingest needs a connection with no open transaction (use autocommit)")
+    if not conn.autocommit or conn.info.transaction_status is not TransactionStatus.IDLE:
+        # Otherwise the claim's transaction would only be a savepoint in the caller's, and a
+        # `processed` answer could be lost when the caller never commits.
+        raise ValueError("ingest needs an autocommit connection with no open transaction")
     with translated(event.event_id):
         seen = idempotency.seen(conn, event)
         if seen is not None:

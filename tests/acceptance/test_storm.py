@@ -28,8 +28,9 @@ def ready(base: str) -> bool:
 
 
 def storm(env, base: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PAYHOOKS, "storm", base, *STORM], env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [PAYHOOKS, "storm", base, *STORM], env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_storm_against_a_sound_deployment_reports_every_invariant_held(env, tmp_path):
@@ -54,8 +55,12 @@ def test_storm_exits_1_when_the_deployment_rejects_what_the_gateway_sends(env, t
 
 
 def test_storm_without_a_token_says_so(env):
-    result = subprocess.run([PAYHOOKS, "storm", "http://127.0.0.1:9", *STORM],
-                            env={**env, "PAYHOOKS_API_TOKEN": ""}, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [PAYHOOKS, "storm", "http://127.0.0.1:9", *STORM],
+        env={**env, "PAYHOOKS_API_TOKEN": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 1
     assert "PAYHOOKS_API_TOKEN" in result.stderr

@@ -114,7 +114,7 @@ def test_sigterm_finishes_the_delivery_in_flight_and_refuses_new_ones(
 
     with psycopg.connect(database_url, autocommit=True) as blocker:
         with blocker.transaction():
-            blocker.execute("SELECT 1 FROM products WHERE sku = %s FOR UPDATE", (buy.sku,))
+            blocker.execute("SELECT 1 FROM product_stock WHERE sku = %s FOR UPDATE", (buy.sku,))
             sender = threading.Thread(target=in_flight)
             sender.start()
             eventually(lambda: waiting_on_lock(conn))

@@ -430,7 +430,7 @@ def test_ingest_refuses_a_connection_inside_an_open_transaction(database_url):
     delivery = purchase_on(database_url).captured()
     with psycopg.connect(database_url) as open_tx:
         open_tx.execute("SELECT 1")
-        with pytest.raises(ValueError, match="no open transaction"):
+        with pytest.raises(ValueError, match="autocommit connection with no open transaction"):
             deliver(open_tx, delivery)
 
 
@@ -439,3 +439,11 @@ def purchase_on(url):
 
     with psycopg.connect(url, autocommit=True) as own:
         return purchase(own)
+
+
+def test_ingest_refuses_a_connection_that_is_not_autocommit(database_url):
+    import psycopg
+
+    delivery = purchase_on(database_url).captured()
+    with psycopg.connect(database_url) as manual, pytest.raises(ValueError, match="autocommit"):
+        deliver(manual, delivery)

@@ -311,7 +311,7 @@ def test_whole_transaction_over_its_deadline_answers_503_and_leaves_nothing(data
 
     def hold_stock_row() -> None:
         with psycopg.connect(database_url, autocommit=True) as other, other.transaction():
-            other.execute("SELECT 1 FROM products WHERE sku = %s FOR UPDATE", (buy.sku,))
+            other.execute("SELECT 1 FROM product_stock WHERE sku = %s FOR UPDATE", (buy.sku,))
             locked.set()
             time.sleep(0.8)
 
