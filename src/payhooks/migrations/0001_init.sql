@@ -1,6 +1,6 @@
 -- payhooks schema, version 1.
 
--- One row per delivery key: the claim. The seed's columns and key, plus what tracing and
+-- One row per delivery key: the claim. The design's columns and key, plus what tracing and
 -- replay need.
 CREATE TABLE processed_webhooks (
     provider        text        NOT NULL,
