@@ -237,7 +237,7 @@ def _expect(got: list[str], expected: list[str]) -> tuple[bool, str]:
     return got == expected, f"answers {got}, expected {expected}"
 
 
-# --- the scenarios: a bad day at the gateway, and worse-----------------------------------------
+# --- the scenarios: a bad day at the gateway, and worse -------------------------------------
 
 
 @contextlib.contextmanager
