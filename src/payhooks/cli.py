@@ -151,9 +151,12 @@ def worker(
         lambda: db.open_pool(db.database_url(settings), settings, max_size=2, deadline=False)
     )
     try:
-        options = WorkerOptions(batch=batch, purge_every_seconds=None if once else 86_400.0)
+        options = WorkerOptions(
+            batch=batch, purge_every_seconds=None if once else 86_400.0, parked_every_seconds=0.0
+        )
         runner = _run(lambda: Worker(pool, settings, options))
         if once:
+            _run(runner.maybe_retry_parked)
             sent = 0
             while (done := _run(runner.drain)) > 0:
                 sent += done

@@ -133,6 +133,7 @@ class Stored:
 _PARKED = """
 SELECT provider, event_id, event_type, outcome, processed_at, body, headers
 FROM processed_webhooks WHERE outcome = 'parked' ORDER BY processed_at, event_id
+LIMIT %s
 """
 _STORED = """
 SELECT provider, event_id, event_type, outcome, processed_at, body, headers
@@ -140,9 +141,9 @@ FROM processed_webhooks WHERE event_id = %s AND (%s::text IS NULL OR provider = 
 """
 
 
-def parked(conn: Connection) -> list[Stored]:
+def parked(conn: Connection, limit: int = 10_000) -> list[Stored]:
     """Deliveries that matched nothing, oldest first."""
-    return [_stored(row) for row in conn.execute(_PARKED)]
+    return [_stored(row) for row in conn.execute(_PARKED, (limit,))]
 
 
 def stored(conn: Connection, event_id: str, provider: str | None = None) -> list[Stored]:

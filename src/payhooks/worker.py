@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 
 import psycopg_pool
 
-from payhooks import db, outbox, retention
+from payhooks import db, idempotency, outbox, retention
 from payhooks.config import Settings
-from payhooks.errors import DatabaseUnavailable
+from payhooks.errors import DatabaseUnavailable, PayhooksError
+from payhooks.events import Provider
+from payhooks.ingest import Outcome, ingest_event
 from payhooks.mail import Mailer, MailerUnavailable, MessageRejected, SmtpTarget, compose
+from payhooks.shop.payments import apply_event
 
 log = logging.getLogger("payhooks.worker")
 
@@ -33,6 +36,7 @@ class WorkerOptions:
     poll_seconds: float = 1.0
     policy: outbox.RetryPolicy = field(default_factory=outbox.RetryPolicy)
     purge_every_seconds: float | None = DAY_SECONDS
+    parked_every_seconds: float | None = 60.0
     smtp_backoff_cap_seconds: float = 30.0
 
 
@@ -55,6 +59,7 @@ class Worker:
         self.stopping = threading.Event()
         self._failures = 0
         self._last_purge: float | None = None
+        self._last_parked: float | None = None
 
     def run(self) -> None:
         """Until ``stop()``: drain what is due, purge once a day, sleep when idle. The
@@ -62,6 +67,7 @@ class Worker:
         while not self.stopping.is_set():
             try:
                 handled = self.drain()
+                self.maybe_retry_parked()
                 self.maybe_purge()
             except DatabaseUnavailable as exc:
                 self._failures += 1
@@ -157,3 +163,40 @@ class Worker:
         self._last_purge = now
         if result is not None:
             log.info("purge_done", extra={"deleted": result.deleted, "days": days})
+
+    def maybe_retry_parked(self) -> int:
+        """Apply parked deliveries whose checkout now exists, without waiting for the gateway
+        (which was answered 200 and will not send them again). Same ingest path, same keys."""
+        every = self.options.parked_every_seconds
+        now = time.monotonic()
+        if every is None or (self._last_parked is not None and now - self._last_parked < every):
+            return 0
+        self._last_parked = now
+        with db.connection(self.pool) as conn:
+            stored = idempotency.parked(conn, limit=self.options.batch)
+        return sum(self._retry(row) for row in stored)
+
+    def _retry(self, row: idempotency.Stored) -> bool:
+        adapter = self.settings.adapters().get(Provider(row.provider))
+        if adapter is None:
+            return False
+        try:
+            event = adapter.parse(row.body, row.headers)
+            with db.connection(self.pool, event.event_id) as conn:
+                receipt = ingest_event(conn, event, row.body, row.headers, apply_event)
+        except DatabaseUnavailable:
+            raise
+        except PayhooksError as exc:  # one odd row must not stop the others or the worker
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
+            return False
+        if receipt.outcome is not Outcome.PROCESSED:
+            return False
+        log.info(
+            "parked_applied",
+            extra={
+                "provider": row.provider,
+                "event_id": row.event_id,
+                "order_id": receipt.order_id,
+            },
+        )
+        return True

@@ -252,3 +252,36 @@ def test_worker_waits_out_a_database_outage_instead_of_exiting(inbox):
     dead.close()
     assert not thread.is_alive() and errors == []
     assert runner._failures > 0
+
+
+def test_parked_delivery_is_applied_by_the_worker_once_its_checkout_exists(conn, pool, inbox):
+    from payhooks.events import Provider
+    from payhooks.shop import carts
+    from tests.factories import GATEWAY
+
+    _, port = inbox
+    buy = purchase(conn)
+    orphan = GATEWAY.razorpay(
+        "payment.captured",
+        payment_id="pay_wk0000000001",
+        order_id="order_registered_late",
+        amount_paise=buy.amount_paise,
+    )
+    still = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_wk0000000002", order_id="order_never", amount_paise=1
+    )
+    assert deliver(conn, orphan).outcome == "parked" and deliver(conn, still).outcome == "parked"
+    runner = Worker(
+        pool,
+        replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}"),
+        WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None),
+    )
+    assert runner.maybe_retry_parked() == 0
+    cart = carts.create_cart(conn, "late@example.com", [carts.LineItem(sku=buy.sku, quantity=1)])
+    carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, "order_registered_late")
+    assert runner.maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart.cart_id).status == "paid"
+    outcomes = dict(conn.execute("SELECT payment_id, outcome FROM processed_webhooks").fetchall())
+    assert outcomes == {"pay_wk0000000001": "processed", "pay_wk0000000002": "parked"}
+    parked_alerts = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:parked:%%'"
+    assert conn.execute(parked_alerts).fetchone()[0] == 2
