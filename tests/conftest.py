@@ -11,13 +11,14 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from email import message_from_bytes
 from email.message import EmailMessage
 from email.policy import default
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 import psycopg
@@ -28,6 +29,9 @@ from psycopg.conninfo import make_conninfo
 from payhooks import db
 from payhooks.config import Settings
 from payhooks.web import create_app
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @pytest.fixture(scope="session")
@@ -167,3 +171,35 @@ def inbox() -> Iterator[tuple[Inbox, int]]:
     box = Inbox()
     with smtp_server(box) as port:
         yield box, port
+
+
+def released_together(
+    items: list[T], prepare: Callable[[T], Any], act: Callable[[Any, T], R]
+) -> list[R]:
+    """Each item on its own thread: ``prepare(item)`` (a context manager, e.g. a connection)
+    is entered first, then all threads are released at once by a barrier to ``act``. Results
+    come back in completion order; any thread's exception fails the calling test."""
+    barrier = threading.Barrier(len(items))
+    results: list[R] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def run(item: T) -> None:
+        try:
+            with prepare(item) as resource:
+                barrier.wait()
+                result = act(resource, item)
+            with lock:
+                results.append(result)
+        except BaseException as exc:  # reported below, in the test's own thread
+            with lock:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(item,)) for item in items]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+        assert not thread.is_alive()
+    assert errors == []
+    return results

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import psycopg
@@ -12,6 +11,7 @@ from payhooks.events import Provider
 from payhooks.gateway import Delivery
 from payhooks.ingest import Outcome, Receipt
 from payhooks.shop.payments import get_payment
+from tests.conftest import released_together
 from tests.factories import deliver, purchase
 
 THREADS = 50
@@ -19,32 +19,13 @@ OPTIONS = "-c lock_timeout=2000 -c statement_timeout=3000"
 
 
 def at_once(database_url: str, deliveries: list[Delivery]) -> list[Receipt]:
-    """Each delivery on its own thread and connection (with the service's lock and statement
-    timeouts), released together by a barrier. A thread's exception fails the test."""
-    barrier = threading.Barrier(len(deliveries))
-    receipts: list[Receipt] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
-
-    def run(delivery: Delivery) -> None:
-        try:
-            with psycopg.connect(database_url, autocommit=True, options=OPTIONS) as conn:
-                barrier.wait()
-                receipt = deliver(conn, delivery)
-            with lock:
-                receipts.append(receipt)
-        except BaseException as exc:  # reported below, in the test's own thread
-            with lock:
-                errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(d,)) for d in deliveries]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-        assert not thread.is_alive()
-    assert errors == []
-    return receipts
+    """Each delivery on its own connection (with the service's lock and statement timeouts),
+    released together."""
+    return released_together(
+        deliveries,
+        lambda _: psycopg.connect(database_url, autocommit=True, options=OPTIONS),
+        deliver,
+    )
 
 
 def outcomes(receipts: list[Receipt]) -> Counter[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from decimal import Decimal
 
 import httpx
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 from payhooks.events import Provider
 from payhooks.gateway import Delivery
 from payhooks.providers import cashfree, payu, razorpay
+from tests.conftest import released_together
 from tests.factories import GATEWAY, KEYS, Purchase, purchase
 
 SLOW = settings(
@@ -56,23 +56,11 @@ def story(buy: Purchase) -> list[Delivery]:
 
 def send_together(base: str, deliveries: list[Delivery]) -> list[httpx.Response]:
     """A group of deliveries at the same moment (twins, two URLs, racing event types)."""
-    answers: list[httpx.Response] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(len(deliveries))
-
-    def send(delivery: Delivery) -> None:
-        with httpx.Client(base_url=base, timeout=30) as client:
-            barrier.wait()
-            answer = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
-        with lock:
-            answers.append(answer)
-
-    threads = [threading.Thread(target=send, args=(d,)) for d in deliveries]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-    return answers
+    return released_together(
+        deliveries,
+        lambda _: httpx.Client(base_url=base, timeout=30),
+        lambda client, d: client.post(d.path, content=d.body, headers=d.headers),
+    )
 
 
 group = st.lists(st.integers(0, 8), min_size=1, max_size=4)

@@ -250,20 +250,7 @@ def test_failed_then_captured_for_the_same_payment_is_a_late_authorisation(conn)
 def test_refund_processed_marks_payment_refunded_once(conn):
     buy = purchase(conn)
     deliver(conn, buy.captured())
-    refund = GATEWAY.razorpay(
-        "refund.processed",
-        payment_id=buy.payment_id,
-        order_id=buy.reference,
-        amount_paise=buy.amount_paise,
-        refund_id="rfnd_0000000001",
-    )
-    again = GATEWAY.razorpay(
-        "refund.processed",
-        payment_id=buy.payment_id,
-        order_id=buy.reference,
-        amount_paise=buy.amount_paise,
-        refund_id="rfnd_0000000001",
-    )
+    refund, again = refund_of(buy, "rfnd_0000000001"), refund_of(buy, "rfnd_0000000001")
     assert deliver(conn, refund).outcome is Outcome.PROCESSED
     deliver(conn, again)
     assert get_payment(conn, "razorpay", buy.payment_id).status == "refunded"
