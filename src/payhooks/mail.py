@@ -1,4 +1,5 @@
-"""Sending one email over SMTP; the one place smtplib's errors are sorted into ours."""
+"""Sending one email over SMTP; the one place smtplib's and email-validator's errors are
+sorted into ours."""
 
 from __future__ import annotations
 
@@ -11,7 +12,19 @@ from email.message import EmailMessage
 from types import TracebackType
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from email_validator import EmailNotValidError, validate_email
+
 from payhooks.errors import PayhooksError
+
+
+class InvalidAddress(PayhooksError):
+    """Not one plain email address: a list, a name, a quoted or bracketed part, a control
+    character. Such a string splits recipients or breaks the message built around it."""
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"not a usable email address: {reason}")
+        self.address = address
+        self.reason = reason
 
 
 class MailerUnavailable(PayhooksError):
@@ -51,6 +64,20 @@ class SmtpTarget:
             username=unquote(parts.username) if parts.username else None,
             password=unquote(parts.password) if parts.password else None,
         )
+
+
+def checked_address(address: str, *, public: bool = True) -> str:
+    """``address`` normalised (domain lower-cased, Unicode NFC), or ``InvalidAddress``.
+
+    Syntax only, never a DNS lookup. ``public`` also requires a domain the public can mail
+    (a dot in it); operators' own addresses may name an internal host. Special-use names
+    (``localhost``, ``.local``, ``.test``, ``.invalid``) are refused either way.
+    """
+    try:
+        found = validate_email(address, check_deliverability=False, globally_deliverable=public)
+    except EmailNotValidError as exc:
+        raise InvalidAddress(address, str(exc)) from exc
+    return found.normalized
 
 
 def message_id(dedupe_key: str) -> str:

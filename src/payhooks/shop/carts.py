@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from payhooks.db import Connection
 from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import Provider
+from payhooks.mail import InvalidAddress, checked_address
 from payhooks.shop.ids import new_id
 
 
@@ -61,6 +62,7 @@ SELECT gateway_order_id FROM checkouts WHERE cart_id = %s AND provider = %s
 
 def create_cart(conn: Connection, customer_email: str, items: Sequence[LineItem]) -> Cart:
     """A cart priced from the catalogue at this moment; prices are kept per line."""
+    email = _customer_email(customer_email)
     merged = _merge(items)
     with conn.transaction():
         prices: dict[str, int] = dict(conn.execute(_PRICES, (list(merged),)).fetchall())
@@ -69,10 +71,19 @@ def create_cart(conn: Connection, customer_email: str, items: Sequence[LineItem]
             raise InvalidRequest(f"unknown sku: {', '.join(unknown)}")
         cart_id = new_id("cart")
         amount = sum(prices[sku] * qty for sku, qty in merged.items())
-        conn.execute(_INSERT_CART, (cart_id, customer_email, amount))
+        conn.execute(_INSERT_CART, (cart_id, email, amount))
         for sku, qty in merged.items():
             conn.execute(_INSERT_ITEM, (cart_id, sku, qty, prices[sku]))
     return get_cart(conn, cart_id)
+
+
+def _customer_email(address: str) -> str:
+    """The address the confirmation goes to, normalised; refused here rather than when the
+    worker builds the email, where a bad one could only be dead-lettered."""
+    try:
+        return checked_address(address)
+    except InvalidAddress as exc:
+        raise InvalidRequest(f"customer_email is not a usable email address: {exc.reason}") from exc
 
 
 def _merge(items: Sequence[LineItem]) -> dict[str, int]:
