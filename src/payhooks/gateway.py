@@ -96,10 +96,12 @@ class Gateway:
         amount_paise: int,
         currency: str = "INR",
         refund_id: str | None = None,
+        refund_amount_paise: int | None = None,
         event_id: str | None = None,
         with_event_id: bool = True,
     ) -> Delivery:
-        """A Razorpay event; ``x-razorpay-event-id`` is new per event unless given."""
+        """A Razorpay event; ``x-razorpay-event-id`` is new per event unless given. A refund
+        is of the whole payment unless ``refund_amount_paise`` says otherwise."""
         money = {"amount": amount_paise, "currency": currency, "created_at": self.now}
         payload: dict[str, object] = {
             "payment": {"entity": _payment(event, payment_id, order_id, money)}
@@ -109,7 +111,8 @@ class Gateway:
             payload["order"] = {"entity": _order(order_id, money)}
             contains.append("order")
         if refund_id is not None:
-            payload["refund"] = {"entity": _refund(refund_id, payment_id, money)}
+            refunded = {**money, "amount": refund_amount_paise or amount_paise}
+            payload["refund"] = {"entity": _refund(refund_id, payment_id, refunded)}
             contains.insert(0, "refund")
         envelope = {
             "entity": "event",

@@ -32,17 +32,25 @@ class Claim:
     mismatch: bool = False
 
 
+# No conflict target: a conflict on the delivery key, or on the body (the same authentic
+# bytes replayed under another key, since key headers are not signed), is a duplicate.
 _INSERT = """
 INSERT INTO processed_webhooks
-    (provider, event_id, event_type, outcome, payment_id, payload_sha256, body, headers)
-VALUES (%s, %s, %s, 'processed', %s, %s, %s, %s)
-ON CONFLICT (provider, event_id) DO NOTHING
+    (provider, event_id, event_type, outcome, payment_id, merchant_ref, payload_sha256, body,
+     headers)
+VALUES (%s, %s, %s, 'processed', %s, %s, %s, %s, %s)
+ON CONFLICT DO NOTHING
 RETURNING 1
 """
 
 _EXISTING = """
 SELECT outcome, payload_sha256, order_ref FROM processed_webhooks
 WHERE provider = %s AND event_id = %s
+"""
+
+_SAME_BODY = """
+SELECT outcome, order_ref FROM processed_webhooks
+WHERE provider = %s AND payload_sha256 = %s AND first_copy
 """
 
 _LOCK_PARKED = """
@@ -84,6 +92,7 @@ def claim(conn: Connection, event: Event, body: bytes, signed_headers: Mapping[s
             *key,
             event.event_type,
             event.payment_id,
+            event.merchant_ref,
             event.payload_sha256,
             body,
             json.dumps(dict(signed_headers)),
@@ -92,8 +101,8 @@ def claim(conn: Connection, event: Event, body: bytes, signed_headers: Mapping[s
     if inserted:
         return Claim(state=ClaimState.NEW)
     row = conn.execute(_EXISTING, key).fetchone()
-    if row is None:  # purged between the two statements: treat as already handled
-        return Claim(state=ClaimState.DUPLICATE)
+    if row is None:
+        return _same_body(conn, event)
     outcome, digest, order_ref = str(row[0]), str(row[1]), row[2]
     if digest != event.payload_sha256:
         conn.execute(_MARK_MISMATCH, key)
@@ -106,6 +115,15 @@ def claim(conn: Connection, event: Event, body: bytes, signed_headers: Mapping[s
         # A twin applied it while we waited: answer with what it recorded.
         outcome, _, order_ref = conn.execute(_EXISTING, key).fetchone() or (outcome, None, None)
     return Claim(state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref))
+
+
+def _same_body(conn: Connection, event: Event) -> Claim:
+    """These very bytes are recorded under another key (a replay with a new key header), or
+    the conflicting record was purged between the two statements: handled either way."""
+    row = conn.execute(_SAME_BODY, (event.provider.value, event.payload_sha256)).fetchone()
+    if row is None:
+        return Claim(state=ClaimState.DUPLICATE)
+    return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[1]))
 
 
 def record(conn: Connection, event: Event, outcome: str, order_ref: str | None) -> None:

@@ -14,14 +14,14 @@ from tests.factories import deliver, purchase
 SEED = """
 INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payload_sha256, body,
                                 processed_at)
-SELECT 'razorpay', %s || g, 'payment.captured', %s, 'x', '\\x00',
+SELECT 'razorpay', %s || g, 'payment.captured', %s, md5(%s || g), '\\x00',
        now() - make_interval(days => %s) - g * interval '1 second'
 FROM generate_series(1, %s) AS g
 """
 
 
 def seed(conn, prefix: str, count: int, days_old: int, outcome: str = "processed") -> None:
-    conn.execute(SEED, (prefix, outcome, days_old, count))
+    conn.execute(SEED, (prefix, outcome, prefix, days_old, count))
 
 
 def count(conn, prefix: str) -> int:

@@ -276,7 +276,7 @@ def test_amount_that_is_not_a_plain_rupee_string_is_malformed(amount: str) -> No
         parse(post(amount=amount))
 
 
-@pytest.mark.parametrize("field", ["mihpayid", "txnid", "amount"])
+@pytest.mark.parametrize("field", ["txnid", "amount"])
 def test_acted_on_post_without_its_ids_is_malformed(field: str) -> None:
     with pytest.raises(MalformedPayload, match=f"{field} is missing"):
         parse(post(**{field: None}))
@@ -287,15 +287,24 @@ def test_post_without_status_is_malformed() -> None:
         parse(post(status=None))
 
 
-def test_delivery_key_is_payment_id_and_status() -> None:
-    assert parse(post()).event_id == "403993715521937565:success"
+def test_delivery_key_is_the_hashed_txnid_and_status() -> None:
+    assert parse(post()).event_id == "txn_cart_42:success"
+
+
+def test_delivery_key_ignores_the_unhashed_mihpayid() -> None:
+    """mihpayid is not hashed: anyone holding a signed post can change it at will."""
+    assert parse(post(mihpayid="1")).event_id == parse(post(mihpayid="2")).event_id
+
+
+def test_success_without_a_mihpayid_is_still_applied() -> None:
+    assert parse(post(mihpayid=None)).payment_id == "txn_cart_42"
 
 
 def test_failure_and_success_of_one_payment_have_different_keys() -> None:
-    assert parse(post(status="failure")).event_id == "403993715521937565:failure"
+    assert parse(post(status="failure")).event_id == "txn_cart_42:failure"
 
 
-def test_other_status_without_payment_id_is_keyed_by_body_hash() -> None:
-    body = encode(post(status="userCancelled", mihpayid=None))
+def test_other_status_without_txnid_is_keyed_by_body_hash() -> None:
+    body = encode(post(status="userCancelled", txnid=None))
     event = adapter().parse(body, {})
     assert event.event_id == "payment.userCancelled:" + hashlib.sha256(body).hexdigest()

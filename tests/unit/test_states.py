@@ -27,8 +27,12 @@ def test_failed_payment_may_still_be_authorized():
     assert advance(S.FAILED, S.AUTHORIZED) is S.AUTHORIZED
 
 
-def test_failed_payment_is_not_refunded():
-    assert advance(S.FAILED, S.REFUNDED) is None
+def test_failed_payment_may_be_refunded_since_a_refund_proves_a_capture():
+    assert advance(S.FAILED, S.REFUNDED) is S.REFUNDED
+
+
+def test_failed_payment_never_goes_back_to_created():
+    assert advance(S.FAILED, S.CREATED) is None
 
 
 def test_first_report_sets_status():
@@ -62,5 +66,5 @@ def test_status_only_moves_forward_except_out_of_failed(reports):
         if new is S.FAILED:
             assert status in (None, S.CREATED, S.AUTHORIZED)
         if status is S.FAILED and new is not None:
-            assert new in (S.AUTHORIZED, S.CAPTURED)
+            assert new in (S.AUTHORIZED, S.CAPTURED, S.REFUNDED)
         status = new or status

@@ -13,10 +13,12 @@ class Adapter(Protocol):
 
     ``headers`` is a mapping with lower-case names. ``verify`` raises ``SignatureMismatch``;
     ``parse`` raises ``MalformedPayload`` and is only called on verified bytes.
+    ``max_body_bytes`` bounds what is read (and, for PayU, parsed) before authentication.
     """
 
     provider: Provider
     signed_headers: tuple[str, ...]
+    max_body_bytes: int
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None: ...
 

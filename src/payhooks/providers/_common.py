@@ -12,6 +12,9 @@ from payhooks.events import Provider
 
 _PAISE = Decimal("0.01")
 
+# JSON gateways are only hashed before authentication, so a generous bound costs little.
+MAX_JSON_BODY_BYTES = 1024 * 1024
+
 
 def sha256_hex(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
 from payhooks.providers._common import (
+    MAX_JSON_BODY_BYTES,
     body_key,
     child,
     delivery_key,
@@ -72,6 +73,7 @@ class Cashfree:
 
     provider = _P
     signed_headers = _SIGNED_HEADERS
+    max_body_bytes = MAX_JSON_BODY_BYTES
     secrets: tuple[str, ...]
 
     def __post_init__(self) -> None:

@@ -41,6 +41,12 @@ _KINDS: Mapping[str, EventKind] = {
 
 _RUPEES = re.compile(r"[0-9]+(\.[0-9]+)?")
 
+# A real PayU post is a few KB (about 60 fields; udf1..udf10 hold up to 255 characters each).
+# The form is parsed before its hash can be checked, so what an unauthenticated sender can
+# make us parse is bounded here, in bytes and in fields.
+MAX_BODY_BYTES = 64 * 1024
+MAX_FIELDS = 200
+
 
 def reverse_hash(fields: Mapping[str, str], salt: str) -> str:
     """The ``hash`` PayU posts back: SALT|status|udf10..udf1|email|...|txnid|key, SHA-512.
@@ -69,9 +75,11 @@ def decode_form(body: bytes) -> dict[str, str]:
     """
     try:
         text = body.decode("utf-8")
-        pairs = parse_qsl(text, keep_blank_values=True, errors="strict")
+        pairs = parse_qsl(text, keep_blank_values=True, errors="strict", max_num_fields=MAX_FIELDS)
     except UnicodeDecodeError as exc:
         raise SignatureMismatch(_P, "form body is not UTF-8") from exc
+    except ValueError as exc:  # parse_qsl's "Max number of fields exceeded"
+        raise SignatureMismatch(_P, f"form has more than {MAX_FIELDS} fields") from exc
     fields: dict[str, str] = {}
     for name, value in pairs:
         if name in fields:
@@ -86,6 +94,7 @@ class PayU:
 
     provider = _P
     signed_headers = _SIGNED_HEADERS
+    max_body_bytes = MAX_BODY_BYTES
     merchant_key: str
     salts: tuple[str, ...]
 
@@ -113,18 +122,17 @@ class PayU:
             raise MalformedPayload(_P, "status is missing")
         kind = _KINDS.get(status, EventKind.OTHER)
         event_type = f"payment.{status}"
-        mihpayid = fields.get("mihpayid") or None
         merchant_ref = fields.get("txnid") or None
         amount = _amount(fields.get("amount"), strict=kind is not EventKind.OTHER)
         if kind is not EventKind.OTHER:
-            _require(mihpayid=mihpayid, txnid=merchant_ref, amount=amount)
-        # The payment's identity is the txnid, which the hash covers; mihpayid is not hashed,
-        # so a replayed post with a forged mihpayid must not count as another payment.
+            _require(txnid=merchant_ref, amount=amount)
+        # Keys and identity come only from hashed fields: mihpayid is not hashed, so a customer
+        # could resend their own signed post under the mihpayid PayU gives the next payment.
         return Event(
             provider=_P,
             kind=kind,
             event_type=event_type,
-            event_id=delivery_key(mihpayid, status) or body_key(event_type, body),
+            event_id=delivery_key(merchant_ref, status) or body_key(event_type, body),
             payment_id=merchant_ref,
             merchant_ref=merchant_ref,
             amount_paise=amount,

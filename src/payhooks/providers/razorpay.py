@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from payhooks.errors import MalformedPayload
 from payhooks.events import Event, EventKind, Provider
 from payhooks.providers._common import (
+    MAX_JSON_BODY_BYTES,
     body_key,
     child,
     delivery_key,
@@ -60,6 +61,7 @@ class Razorpay:
 
     provider = _P
     signed_headers = _SIGNED_HEADERS
+    max_body_bytes = MAX_JSON_BODY_BYTES
     secrets: tuple[str, ...]
 
     def __post_init__(self) -> None:

@@ -39,6 +39,16 @@ VALUES (%s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (provider, payment_id) DO NOTHING
 RETURNING status
 """
+# The capture is a fact apart from the status: a refund can set the status before the capture
+# it refunds arrives, and that capture must still end in an order or a flag.
+_FIRST_CAPTURE = """
+UPDATE payments SET captured_at = now(), updated_at = now(),
+    amount_paise = coalesce(%s, amount_paise),
+    payment_amount_paise = coalesce(%s, payment_amount_paise),
+    currency = coalesce(%s, currency)
+WHERE provider = %s AND payment_id = %s AND captured_at IS NULL
+RETURNING refunded_paise, coalesce(payment_amount_paise, amount_paise)
+"""
 _LOCK_PAYMENT = """
 SELECT status FROM payments WHERE provider = %s AND payment_id = %s FOR NO KEY UPDATE
 """
@@ -68,6 +78,7 @@ ON CONFLICT DO NOTHING RETURNING 1
 _ADD_REFUNDED = """
 UPDATE payments SET refunded_paise = refunded_paise + %s, updated_at = now()
 WHERE provider = %s AND payment_id = %s
+RETURNING refunded_paise, coalesce(payment_amount_paise, amount_paise)
 """
 _GET = """
 SELECT provider, payment_id, status, cart_id, amount_paise, needs_refund, flags
@@ -84,9 +95,13 @@ def apply_event(conn: Connection, event: Event) -> Applied:
     cart_id = _cart_of(conn, event)
     if cart_id is None:
         return _park(conn, event, "no checkout matches its reference")
-    status = _move_payment(conn, event, cart_id)
-    if status is PaymentStatus.CAPTURED:
-        return Applied(outcome=Outcome.PROCESSED, order_id=_capture(conn, event, cart_id))
+    _move_payment(conn, event, cart_id)
+    if event.kind is EventKind.PAYMENT_CAPTURED:
+        captured = _first_capture(conn, event)
+        if captured is not None:
+            return Applied(
+                outcome=Outcome.PROCESSED, order_id=_capture(conn, event, cart_id, captured)
+            )
     return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
 
 
@@ -115,36 +130,84 @@ def _move_payment(conn: Connection, event: Event, cart_id: str) -> PaymentStatus
     return new
 
 
-def _capture(conn: Connection, event: Event, cart_id: str) -> str | None:
-    """First capture of this payment: an order, unless the cart is paid or the amount is off."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Money:
+    """What was refunded of a payment so far, and what it paid (None until a report says)."""
+
+    refunded: int
+    paid: int | None
+
+    @property
+    def fully_refunded(self) -> bool:
+        return self.refunded > 0 and self.paid is not None and self.refunded >= self.paid
+
+    @property
+    def over_refunded(self) -> bool:
+        return self.paid is not None and self.refunded > self.paid
+
+
+def _first_capture(conn: Connection, event: Event) -> _Money | None:
+    """Mark the payment captured; None when an earlier capture report already did."""
+    amounts = (event.amount_paise, event.payment_amount_paise, event.currency)
+    row = conn.execute(
+        _FIRST_CAPTURE, (*amounts, event.provider.value, event.payment_id)
+    ).fetchone()
+    return None if row is None else _Money(refunded=row[0], paid=row[1])
+
+
+def _capture(conn: Connection, event: Event, cart_id: str, money: _Money) -> str | None:
+    """First capture of this payment: an order, unless the money is already back with the
+    customer, the cart is paid, or the amount is off; each of those is flagged."""
+    if money.over_refunded:
+        _flag_over_refund(conn, event, money)
+    if money.fully_refunded:
+        _flag(
+            conn,
+            event,
+            "captured_after_full_refund",
+            f"was captured after its full amount was refunded, so no order was placed for "
+            f"cart {cart_id}",
+            needs_refund=False,
+        )
+        return _order_of(conn, cart_id)
     status, amount, currency, email = conn.execute(_LOCK_CART, (cart_id,)).fetchone()  # type: ignore[misc]
     if status == "paid":
         # Read after the lock, in a statement of its own: a join in the locking statement
         # would see the order table as it was before the wait.
         order_id = _order_of(conn, cart_id)
         _flag(
-            conn, event, "duplicate_payment", f"cart {cart_id} is already paid (order {order_id})"
+            conn,
+            event,
+            "duplicate_payment",
+            f"was captured but cart {cart_id} is already paid (order {order_id})",
         )
         return order_id
     if event.amount_paise != amount or (event.currency or "INR") != currency:
         got = f"{event.amount_paise} {event.currency or 'INR'}"
         _flag(
-            conn, event, "amount_mismatch", f"captured {got}, cart {cart_id} is {amount} {currency}"
+            conn,
+            event,
+            "amount_mismatch",
+            f"was captured for {got} but cart {cart_id} is {amount} {currency}",
         )
         return None
     return place_order(conn, event, cart_id, email)
 
 
-def _flag(conn: Connection, event: Event, flag: str, why: str) -> None:
-    """Mark a captured payment that must be refunded, and tell the merchant."""
+def _flag(
+    conn: Connection, event: Event, flag: str, why: str, *, needs_refund: bool = True
+) -> None:
+    """Mark a payment an operator must look at, and tell the merchant once per flag."""
     key = (event.provider.value, event.payment_id)
-    conn.execute(_FLAG, (flag, True, *key, flag))
+    conn.execute(_FLAG, (flag, needs_refund, *key, flag))
+    action = "It needs a refund." if needs_refund else "No refund is due; please check it."
+    subject = "Refund needed" if needs_refund else "Check payment"
     outbox.enqueue(
         conn,
         outbox.alert(
             f"alert:{flag}:{key[0]}:{key[1]}",
-            f"Refund needed: {flag.replace('_', ' ')} for {key[0]} payment {key[1]}",
-            f"{key[0]} payment {key[1]} was captured but {why}. It needs a refund.",
+            f"{subject}: {flag.replace('_', ' ')} for {key[0]} payment {key[1]}",
+            f"{key[0]} payment {key[1]} {why}. {action}",
             provider=key[0],
             payment_id=key[1],
             flag=flag,
@@ -153,10 +216,19 @@ def _flag(conn: Connection, event: Event, flag: str, why: str) -> None:
     )
 
 
+def _flag_over_refund(conn: Connection, event: Event, money: _Money) -> None:
+    _flag(
+        conn,
+        event,
+        "over_refund",
+        f"has refunds of {money.refunded} paise, more than the {money.paid} paise it paid",
+        needs_refund=False,
+    )
+
+
 def _apply_refund(conn: Connection, event: Event) -> Applied:
     """Record a refund once per refund id. A refund that overtakes its capture (or races it)
-    waits on, or creates, the payment row, so the late capture finds it refunded and places
-    no order."""
+    waits on, or creates, the payment row; the late capture then finds what was refunded."""
     cart_id = _cart_of(conn, event)
     if cart_id is None:
         return _park(conn, event, "neither its payment nor its checkout is known")
@@ -164,15 +236,20 @@ def _apply_refund(conn: Connection, event: Event) -> Applied:
     key = (event.provider.value, event.payment_id)
     refund = (key[0], event.refund_id, key[1], event.refund_amount_paise)
     if conn.execute(_NEW_REFUND, refund).fetchone():
-        conn.execute(_ADD_REFUNDED, (event.refund_amount_paise, *key))
+        row = conn.execute(_ADD_REFUNDED, (event.refund_amount_paise, *key)).fetchone()
+        money = _Money(refunded=row[0], paid=row[1]) if row else None
+        if money is not None and money.over_refunded:
+            _flag_over_refund(conn, event, money)
     return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
 
 
 def _park(conn: Connection, event: Event, why: str) -> Applied:
+    """One alert per unknown reference, however many deliveries (or replays) name it."""
+    reference = event.merchant_ref or event.payment_id or event.event_id
     outbox.enqueue(
         conn,
         outbox.alert(
-            f"alert:parked:{event.provider.value}:{event.event_id}",
+            f"alert:parked:{event.provider.value}:{reference}",
             f"Webhook parked: {event.provider.value} {event.event_type}",
             f"Delivery {event.event_id} was parked because {why}. It is applied when the "
             "gateway delivers it again after the checkout exists.",

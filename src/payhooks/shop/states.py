@@ -35,14 +35,15 @@ def advance(current: PaymentStatus | None, target: PaymentStatus) -> PaymentStat
     """The status after ``target`` is reported, or None when the report changes nothing.
 
     A late event never moves a payment backwards. ``failed`` may be followed by an
-    authorisation or capture (late authorisation, UPI retries), never by anything else.
+    authorisation, a capture (late authorisation, UPI retries) or a refund (which proves a
+    capture whose report is still on its way), never by ``created``.
     """
     if current is None:
         return target
     if current is target:
         return None
     if current is PaymentStatus.FAILED:
-        return target if target in (PaymentStatus.AUTHORIZED, PaymentStatus.CAPTURED) else None
+        return target if target is not PaymentStatus.CREATED else None
     if target is PaymentStatus.FAILED:
         return target if _RANK[current] < _RANK[PaymentStatus.CAPTURED] else None
     return target if _RANK[target] > _RANK[current] else None

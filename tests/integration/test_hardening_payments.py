@@ -1,0 +1,218 @@
+"""Hardening of keys and the payment state machine: what an attacker replays, and the orders
+in which refunds and captures can meet, through the real ingest path on real PostgreSQL."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from payhooks.events import Provider
+from payhooks.gateway import Delivery
+from payhooks.ingest import Outcome
+from payhooks.providers import payu
+from payhooks.shop.payments import get_payment
+from tests.factories import GATEWAY, Purchase, deliver, purchase
+
+
+def scalar(conn, sql, *params):
+    return conn.execute(sql, params).fetchone()[0]
+
+
+def alerts(conn, flag: str) -> int:
+    return scalar(conn, "SELECT count(*) FROM outbox WHERE payload->>'flag' = %s", flag)
+
+
+def with_fields(delivery: Delivery, **fields: str) -> Delivery:
+    """A PayU post with unhashed fields changed: what anyone holding a signed post can send."""
+    return replace(delivery, body=payu.encode({**payu.decode_form(delivery.body), **fields}))
+
+
+def razorpay_event(buy: Purchase, name: str, **extra: object) -> Delivery:
+    return GATEWAY.razorpay(
+        name,
+        payment_id=buy.payment_id,
+        order_id=buy.reference,
+        amount_paise=buy.amount_paise,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+# --- PayU keys come only from hashed fields -------------------------------------------------
+
+
+def test_payu_post_resent_under_the_next_mihpayid_does_not_swallow_that_payment(conn):
+    """A customer resends their own signed post with the mihpayid PayU gives someone else
+    next; that person's genuine post must still take effect."""
+    attacker, victim = purchase(conn, Provider.PAYU), purchase(conn, Provider.PAYU)
+    assert deliver(conn, attacker.captured()).outcome is Outcome.PROCESSED
+    next_mihpayid = "403993715599999999"
+    deliver(conn, with_fields(attacker.captured(), mihpayid=next_mihpayid))
+    genuine = deliver(conn, victim.captured(payment_id=next_mihpayid))
+    assert genuine.outcome is Outcome.PROCESSED and genuine.order_id is not None
+    assert get_payment(conn, "payu", victim.reference).status == "captured"
+    assert scalar(conn, "SELECT count(*) FROM orders") == 2
+
+
+def test_payu_failure_post_resent_under_new_padded_mihpayids_is_stored_once(conn):
+    buy = purchase(conn, Provider.PAYU)
+    failure = buy.delivery("failed")
+    deliver(conn, failure)
+    for n in range(20):
+        padded = with_fields(failure, mihpayid=f"40399{n}", field9="9" * 60_000)
+        assert deliver(conn, padded).outcome is Outcome.DUPLICATE
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 1
+    assert scalar(conn, "SELECT sum(octet_length(body)) FROM processed_webhooks") == len(
+        failure.body
+    )
+
+
+def test_two_payu_success_posts_for_one_txnid_make_one_payment_no_refund_flag_and_a_mismatch(
+    conn,
+):
+    """mihpayid is not hashed, so a second success post for a txnid cannot be told from a
+    replay: it changes nothing and is counted as a mismatch, never flagged for refund."""
+    buy = purchase(conn, Provider.PAYU)
+    first = deliver(conn, buy.captured())
+    second = deliver(conn, buy.captured(payment_id="403993715588888888"))
+    assert second.outcome is Outcome.DUPLICATE and second.mismatch
+    assert second.order_id == first.order_id
+    payment = get_payment(conn, "payu", buy.reference)
+    assert payment.flags == () and not payment.needs_refund
+    assert scalar(conn, "SELECT mismatches FROM processed_webhooks") == 1
+
+
+# --- unsigned key headers: the same authentic bytes under a new key -------------------------
+
+
+def test_razorpay_body_replayed_under_a_new_event_id_is_a_duplicate_and_stored_once(conn):
+    buy = purchase(conn, stock=5)
+    genuine = buy.captured()
+    first = deliver(conn, genuine)
+    replayed = replace(genuine, headers={**genuine.headers, "x-razorpay-event-id": "evt_new1"})
+    again = deliver(conn, replayed)
+    assert again.outcome is Outcome.DUPLICATE and again.order_id == first.order_id
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 1
+
+
+def test_cashfree_body_replayed_under_a_new_idempotency_key_is_a_duplicate(conn):
+    buy = purchase(conn, Provider.CASHFREE)
+    genuine = buy.captured()
+    deliver(conn, genuine)
+    replayed = replace(genuine, headers={**genuine.headers, "x-idempotency-key": "forged"})
+    assert deliver(conn, replayed).outcome is Outcome.DUPLICATE
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 1
+
+
+def test_parked_body_replayed_under_new_keys_raises_one_alert(conn):
+    orphan = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_orphan000001", order_id="order_orphan", amount_paise=100
+    )
+    assert deliver(conn, orphan).outcome is Outcome.PARKED
+    for n in range(3):
+        deliver(conn, replace(orphan, headers={**orphan.headers, "x-razorpay-event-id": f"e{n}"}))
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 1
+    assert scalar(conn, "SELECT count(*) FROM outbox WHERE kind = 'alert'") == 1
+
+
+def test_distinct_deliveries_for_one_unknown_reference_raise_one_parked_alert(conn):
+    authorized = GATEWAY.razorpay(
+        "payment.authorized", payment_id="pay_orphan2", order_id="order_gone", amount_paise=100
+    )
+    captured = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_orphan2", order_id="order_gone", amount_paise=100
+    )
+    assert deliver(conn, authorized).outcome is Outcome.PARKED
+    assert deliver(conn, captured).outcome is Outcome.PARKED
+    assert scalar(conn, "SELECT count(*) FROM outbox WHERE kind = 'alert'") == 1
+
+
+# --- refunds and captures in every order ------------------------------------------------------
+
+
+def test_partial_refund_that_overtakes_its_capture_still_gets_the_order(conn):
+    buy = purchase(conn, stock=5)
+    partial = razorpay_event(
+        buy, "refund.processed", refund_id="rfnd_part1", refund_amount_paise=buy.amount_paise // 4
+    )
+    deliver(conn, partial)
+    receipt = deliver(conn, buy.captured())
+    assert receipt.order_id is not None
+    assert scalar(conn, "SELECT stock FROM products WHERE sku = %s", buy.sku) == 4
+    payment = get_payment(conn, "razorpay", buy.payment_id)
+    assert payment.status == "refunded" and payment.flags == ()
+
+
+def test_failed_then_fully_refunded_then_captured_places_no_order_and_alerts(conn):
+    """The storm's ordering: failed, refund.processed, authorized, captured, order.paid."""
+    buy = purchase(conn, stock=5)
+    for delivery in (
+        buy.delivery("failed"),
+        razorpay_event(buy, "refund.processed", refund_id="rfnd_full1"),
+        buy.delivery("authorized"),
+        buy.captured(),
+        razorpay_event(buy, "order.paid"),
+    ):
+        assert deliver(conn, delivery).outcome is Outcome.PROCESSED
+    assert scalar(conn, "SELECT count(*) FROM orders") == 0
+    assert scalar(conn, "SELECT stock FROM products WHERE sku = %s", buy.sku) == 5
+    payment = get_payment(conn, "razorpay", buy.payment_id)
+    assert payment.status == "refunded" and payment.flags == ("captured_after_full_refund",)
+    assert not payment.needs_refund
+    assert alerts(conn, "captured_after_full_refund") == 1
+
+
+def test_full_refund_overtaking_its_capture_alerts_once_however_often_the_capture_comes(conn):
+    buy = purchase(conn, stock=5)
+    deliver(conn, razorpay_event(buy, "refund.processed", refund_id="rfnd_full2"))
+    deliver(conn, buy.captured())
+    deliver(conn, razorpay_event(buy, "order.paid"))
+    deliver(conn, buy.captured())
+    assert alerts(conn, "captured_after_full_refund") == 1
+    assert scalar(conn, "SELECT count(*) FROM orders") == 0
+
+
+def test_capture_after_partial_refunds_adding_up_to_the_whole_places_no_order(conn):
+    buy = purchase(conn, stock=5)
+    half = buy.amount_paise // 2
+    deliver(conn, razorpay_event(buy, "refund.processed", refund_id="r1", refund_amount_paise=half))
+    rest = buy.amount_paise - half
+    deliver(conn, razorpay_event(buy, "refund.processed", refund_id="r2", refund_amount_paise=rest))
+    deliver(conn, buy.captured())
+    assert scalar(conn, "SELECT count(*) FROM orders") == 0
+    assert alerts(conn, "captured_after_full_refund") == 1
+
+
+def test_refund_larger_than_the_payment_is_flagged_once(conn):
+    buy = purchase(conn, stock=5)
+    deliver(conn, buy.captured())
+    deliver(conn, razorpay_event(buy, "refund.processed", refund_id="r1"))
+    deliver(conn, razorpay_event(buy, "refund.processed", refund_id="r2", refund_amount_paise=100))
+    payment = get_payment(conn, "razorpay", buy.payment_id)
+    assert "over_refund" in payment.flags and not payment.needs_refund
+    assert alerts(conn, "over_refund") == 1
+
+
+def test_refund_replayed_under_a_new_event_id_adds_nothing(conn):
+    buy = purchase(conn, stock=5)
+    deliver(conn, buy.captured())
+    refund = razorpay_event(buy, "refund.processed", refund_id="r1", refund_amount_paise=100)
+    deliver(conn, refund)
+    deliver(conn, replace(refund, headers={**refund.headers, "x-razorpay-event-id": "evt_x"}))
+    assert scalar(conn, "SELECT refunded_paise FROM payments") == 100
+
+
+def test_every_captured_payment_ends_with_an_order_or_a_flag_whatever_the_order(conn):
+    """Every permutation of failed / partial refund / authorized / captured for one payment."""
+    from itertools import permutations
+
+    for n, order in enumerate(permutations(["failed", "refund", "authorized", "captured"])):
+        buy = purchase(conn, stock=5)
+        refund = razorpay_event(
+            buy, "refund.processed", refund_id=f"rp{n}", refund_amount_paise=100
+        )
+        steps = {"refund": refund} | {k: buy.delivery(k) for k in ("failed", "authorized")}
+        steps["captured"] = buy.captured()
+        for step in order:
+            deliver(conn, steps[step])
+        assert scalar(conn, "SELECT count(*) FROM orders WHERE cart_id = %s", buy.cart_id) == 1, (
+            order
+        )
