@@ -48,7 +48,7 @@ class StormOptions:
     reorder_rate: float = 0.3
     failed_attempt_rate: float = 0.2
     double_payment_rate: float = 0.05
-    refund_rate: float = 0.05
+    refund_rate: float = 0.1
     concurrency: int = 16
     time_scale: float = 3600.0
     spread_s: float = 600.0
@@ -74,6 +74,8 @@ class Story:
     planned: list[Planned] = field(default_factory=list)
     captured: list[str] = field(default_factory=list)
     refunded: list[str] = field(default_factory=list)
+    """Refunded in full: the cart is owed no order."""
+    partly_refunded: list[str] = field(default_factory=list)
 
 
 # --- planning: pure, seeded ----------------------------------------------------------------
@@ -110,13 +112,16 @@ def _razorpay_story(
 ) -> list[Delivery]:
     buy = story.purchase
 
-    def event(name: str, payment_id: str, refund_id: str | None = None) -> Delivery:
+    def event(
+        name: str, payment_id: str, refund_id: str | None = None, refund: int | None = None
+    ) -> Delivery:
         return gateway.razorpay(
             name,
             payment_id=payment_id,
             order_id=buy.reference,
             amount_paise=buy.amount_paise,
             refund_id=refund_id,
+            refund_amount_paise=refund,
         )
 
     out: list[Delivery] = []
@@ -134,9 +139,24 @@ def _razorpay_story(
         out.append(event("payment.captured", second))
         story.captured.append(second)
     if rng.random() < options.refund_rate:
-        out.append(event("refund.processed", paid, refund_id="rfnd_" + paid[4:]))
-        story.refunded.append(paid)
+        out = _with_refund(story, out, paid, event, rng)
     return out
+
+
+def _with_refund(
+    story: Story,
+    out: list[Delivery],
+    paid: str,
+    event: Callable[..., Delivery],
+    rng: random.Random,
+) -> list[Delivery]:
+    """A full or partial refund of ``paid``; half the time its webhook comes first, before
+    every capture report (the gateway was slow to send those), on top of any reordering."""
+    partial = rng.random() < 0.5
+    amount = max(1, story.purchase.amount_paise // 2) if partial else None
+    refund = event("refund.processed", paid, refund_id="rfnd_" + paid[4:], refund=amount)
+    (story.partly_refunded if partial else story.refunded).append(paid)
+    return [refund, *out] if rng.random() < 0.5 else [*out, refund]
 
 
 def _cashfree_story(
@@ -476,13 +496,13 @@ def refunds_recorded(states: list[CartState]) -> Check:
     bad = [
         f"payment {pid} refunded by the gateway is {(s.payments.get(pid) or {}).get('status')}"
         for s in states
-        for pid in s.story.refunded
+        for pid in s.story.refunded + s.story.partly_refunded
         if (s.payments.get(pid) or {}).get("status") != "refunded"
     ]
     return Check(
         name="every refund recorded",
         violations=bad,
-        checked=sum(len(s.story.refunded) for s in states),
+        checked=sum(len(s.story.refunded) + len(s.story.partly_refunded) for s in states),
     )
 
 

@@ -10,6 +10,7 @@ from payhooks.storm import (
     every_capture_accounted_for,
     every_paid_story_has_its_order,
     one_order_per_paid_cart,
+    refunds_recorded,
 )
 
 BUY = Purchase(
@@ -66,3 +67,16 @@ def test_cart_whose_only_payment_was_refunded_may_stay_open():
     states = [state(status="open", orders=(), refunded=("pay_1",), pay_1=refunded)]
     assert every_paid_story_has_its_order(states).held
     assert every_capture_accounted_for(states).held
+
+
+def test_cart_whose_payment_was_partly_refunded_is_still_owed_its_order():
+    refunded = {"status": "refunded", "needs_refund": False, "flags": []}
+    states = [state(status="open", orders=(), pay_1=refunded)]
+    states[0].story.partly_refunded.append("pay_1")
+    assert not every_paid_story_has_its_order(states).held
+
+
+def test_partial_refund_not_recorded_is_a_violation():
+    states = [state()]
+    states[0].story.partly_refunded.append("pay_1")
+    assert not refunds_recorded(states).held
