@@ -12,7 +12,7 @@ from email.message import EmailMessage
 from types import TracebackType
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from email_validator import EmailNotValidError, validate_email
+from email_validator import EmailNotValidError, ValidatedEmail, validate_email
 
 from payhooks.errors import PayhooksError
 
@@ -73,11 +73,21 @@ def checked_address(address: str, *, public: bool = True) -> str:
     (a dot in it); operators' own addresses may name an internal host. Special-use names
     (``localhost``, ``.local``, ``.test``, ``.invalid``) are refused either way.
     """
+    return _validated(address, public=public).normalized
+
+
+def _validated(address: str, *, public: bool) -> ValidatedEmail:
     try:
-        found = validate_email(address, check_deliverability=False, globally_deliverable=public)
+        return validate_email(address, check_deliverability=False, globally_deliverable=public)
     except EmailNotValidError as exc:
         raise InvalidAddress(address, str(exc)) from exc
-    return found.normalized
+
+
+def _wire_address(address: str) -> str:
+    """The ASCII form (IDNA domain) when there is one, so a server without SMTPUTF8 can
+    still take a mailbox under an internationalised domain."""
+    found = _validated(address, public=False)
+    return found.ascii_email or found.normalized
 
 
 def message_id(dedupe_key: str) -> str:
@@ -89,9 +99,11 @@ def message_id(dedupe_key: str) -> str:
 def compose(
     *, sender: str, recipient: str, subject: str, body: str, dedupe_key: str
 ) -> EmailMessage:
+    """One plain-text message. ``recipient`` must be one plain address: a list or a broken
+    one raises here (``InvalidAddress``), never becomes several recipients."""
     message = EmailMessage()
     message["From"] = sender
-    message["To"] = recipient
+    message["To"] = _wire_address(recipient)
     message["Subject"] = subject
     message["Message-ID"] = message_id(dedupe_key)
     message.set_content(body)
@@ -130,6 +142,9 @@ class Mailer:
             raise MessageRejected(
                 f"recipient refused: {codes}", permanent=all(code >= 500 for code in codes)
             ) from exc
+        except smtplib.SMTPNotSupportedError as exc:
+            # An internationalised mailbox name, and a server that cannot take one.
+            raise MessageRejected(f"SMTP server lacks SMTPUTF8: {exc}", permanent=True) from exc
         except smtplib.SMTPResponseException as exc:
             self.close()
             raise MessageRejected(
@@ -141,6 +156,13 @@ class Mailer:
             self.close()
             raise MessageRejected(
                 f"SMTP session lost: {type(exc).__name__}", permanent=False
+            ) from exc
+        except Exception as exc:
+            # The message itself cannot be sent as built (smtplib refuses its headers): the
+            # same would happen on every attempt. The session may be mid-command: reopen.
+            self.close()
+            raise MessageRejected(
+                f"cannot send this message: {type(exc).__name__}: {exc}", permanent=True
             ) from exc
 
     def _connected(self) -> smtplib.SMTP:

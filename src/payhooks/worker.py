@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from email.message import EmailMessage
 
 import psycopg_pool
 
@@ -62,19 +63,27 @@ class Worker:
         self._last_parked: float | None = None
 
     def run(self) -> None:
-        """Until ``stop()``: drain what is due, purge once a day, sleep when idle. The
-        database or SMTP being away is waited out with backoff, never a reason to exit."""
+        """Until ``stop()``: drain what is due, retry parked deliveries every minute, purge
+        once a day, sleep when idle. The database or SMTP being away, or any step failing,
+        is waited out with backoff, never a reason to exit."""
         while not self.stopping.is_set():
-            try:
-                handled = self.drain()
-                self.maybe_retry_parked()
-                self.maybe_purge()
-            except DatabaseUnavailable as exc:
-                self._failures += 1
-                log.warning("worker_database_unavailable", extra={"error": str(exc)})
-                handled = 0
+            handled = self._guarded(self.drain)
+            self._guarded(self.maybe_retry_parked)
+            self._guarded(self.maybe_purge)
             if handled == 0:
                 self.stopping.wait(self._idle_seconds())
+
+    def _guarded(self, step: Callable[[], int]) -> int:
+        """``step()``, or 0 when it failed: logged, counted toward the backoff, never raised."""
+        try:
+            return step()
+        except DatabaseUnavailable as exc:
+            self._failures += 1
+            log.warning("worker_database_unavailable", extra={"error": str(exc)})
+        except Exception:
+            self._failures += 1
+            log.exception("worker_step_failed", extra={"step": step.__name__})
+        return 0
 
     def stop(self) -> None:
         self.stopping.set()
@@ -111,13 +120,11 @@ class Worker:
             outbox.dead_letter(conn, message, "PAYHOOKS_ALERT_EMAIL is not set")
             log.error("outbox_dead_letter", extra={**fields, "error": "no alert address"})
             return
-        email = compose(
-            sender=self.settings.mail_from,
-            recipient=recipient,
-            subject=message.subject,
-            body=message.body,
-            dedupe_key=message.dedupe_key,
-        )
+        try:
+            email = self._compose(message, recipient)
+        except Exception as exc:  # whatever this one row holds, it is this row's problem
+            self._dead_letter(conn, message, f"cannot build the email: {_describe(exc)}", fields)
+            return
         try:
             mailer.send(email)
         except MessageRejected as exc:
@@ -125,6 +132,21 @@ class Worker:
             return
         outbox.mark_sent(conn, message)
         log.info("outbox_sent", extra=fields)
+
+    def _compose(self, message: outbox.Pending, recipient: str) -> EmailMessage:
+        return compose(
+            sender=self.settings.mail_from,
+            recipient=recipient,
+            subject=message.subject,
+            body=message.body,
+            dedupe_key=message.dedupe_key,
+        )
+
+    def _dead_letter(
+        self, conn: db.Connection, message: outbox.Pending, reason: str, fields: dict[str, object]
+    ) -> None:
+        outbox.dead_letter(conn, message, reason)
+        log.error("outbox_dead_letter", extra={**fields, "error": reason})
 
     def _rejected(
         self,
@@ -135,8 +157,7 @@ class Worker:
     ) -> None:
         policy = self.options.policy
         if exc.permanent or message.attempts + 1 >= policy.max_attempts:
-            outbox.dead_letter(conn, message, str(exc))
-            log.error("outbox_dead_letter", extra={**fields, "error": str(exc)})
+            self._dead_letter(conn, message, str(exc), fields)
             return
         delay = policy.delay(message.attempts + 1, self.jitter())
         outbox.retry_later(conn, message, str(exc), delay)
@@ -148,21 +169,24 @@ class Worker:
         step = min(self.options.smtp_backoff_cap_seconds, 2.0 ** min(self._failures, 10))
         return step * (0.5 + self.jitter() / 2)
 
-    def maybe_purge(self) -> None:
+    def maybe_purge(self) -> int:
+        """Purge once a day (a purge already running elsewhere is left to finish); returns
+        how many records went."""
         every = self.options.purge_every_seconds
         now = time.monotonic()
         if every is None or (self._last_purge is not None and now - self._last_purge < every):
-            return
+            return 0
+        self._last_purge = now  # one that fails is tried again when the next is due
         days = self.settings.retention_days
         if days < retention.MIN_RETENTION_DAYS:
-            self._last_purge = now
             log.error("purge_refused", extra={"retention_days": days})
-            return
+            return 0
         with db.connection(self.pool) as conn:
             result = retention.purge_exclusively(conn, days, stop=self.stopping.is_set)
-        self._last_purge = now
-        if result is not None:
-            log.info("purge_done", extra={"deleted": result.deleted, "days": days})
+        if result is None:
+            return 0
+        log.info("purge_done", extra={"deleted": result.deleted, "days": days})
+        return result.deleted
 
     def maybe_retry_parked(self) -> int:
         """Apply parked deliveries whose checkout now exists, without waiting for the gateway
@@ -200,3 +224,7 @@ class Worker:
             },
         )
         return True
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
