@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -19,6 +19,9 @@ from payhooks import db, idempotency, logs, outbox, retention
 from payhooks.config import Settings
 from payhooks.errors import NotFound, PayhooksError, ProviderNotConfigured
 from payhooks.events import Provider
+
+if TYPE_CHECKING:
+    from payhooks.gateway import GatewaySecrets
 
 app = typer.Typer(help="Exactly-once effects for retried payment webhooks.", no_args_is_help=True)
 T = TypeVar("T")
@@ -327,7 +330,7 @@ def storm(
         failed_attempt_rate=failed_attempt_rate, double_payment_rate=double_payment_rate,
         refund_rate=refund_rate, concurrency=concurrency, time_scale=time_scale, seed=seed,
     )  # fmt: skip
-    raise typer.Exit(0 if _storm(url.rstrip("/"), api_key, options) else 1)
+    raise typer.Exit(0 if _storm(url.rstrip("/"), api_key, options, settings) else 1)
 
 
 def _storm_token(settings: Settings, token: str | None) -> str:
@@ -348,18 +351,32 @@ def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
     return providers
 
 
-def _storm(url: str, token: str, options: Any) -> bool:
+def _storm(url: str, token: str, options: Any, settings: Settings) -> bool:
     from rich.console import Console
 
-    from payhooks.gateway import Gateway, GatewaySecrets
+    from payhooks.gateway import Gateway
     from payhooks.storm import report, run_storm
 
-    gateway = Gateway(GatewaySecrets.first_of(dict(os.environ)), now=int(time.time()))
+    gateway = Gateway(_current_secrets(settings), now=int(time.time()))
     with _storm_progress(Console(stderr=True)) as progress:
         result = _run(lambda: run_storm(url, token, gateway, options, progress))
     for table in report(result):
         Console().print(table)
     return result.ok
+
+
+def _current_secrets(settings: Settings) -> GatewaySecrets:
+    """Each configured gateway's first (current) secret, read as the server reads it: a
+    JSON-listed secret holding a comma signs the same here as there."""
+    from payhooks.gateway import GatewaySecrets
+
+    default = GatewaySecrets()
+    return GatewaySecrets(
+        razorpay=next(iter(settings.razorpay_secrets), default.razorpay),
+        cashfree=next(iter(settings.cashfree_secrets), default.cashfree),
+        payu_key=settings.payu_merchant_key or default.payu_key,
+        payu_salt=next(iter(settings.payu_salts), default.payu_salt),
+    )
 
 
 def _fail(reason: str) -> None:

@@ -2,19 +2,111 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
+from payhooks.errors import PayhooksError
 from payhooks.events import Provider
+from payhooks.mail import InvalidAddress, SmtpTarget, checked_address
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
 
 
-def _list(value: str | None) -> tuple[str, ...]:
-    return tuple(part.strip() for part in (value or "").split(",") if part.strip())
+class SettingError(PayhooksError):
+    """A setting that cannot be read unambiguously; says which variable and how to write it."""
+
+    def __init__(self, variable: str, reason: str) -> None:
+        super().__init__(f"{variable} {reason}")
+        self.variable = variable
+        self.reason = reason
+
+
+_SECRETS_SYNTAX = (
+    'write several secrets as new,old, or as a JSON array ["new", "old"] (JSON-escaped) '
+    "when a secret holds a comma or spaces"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Variable:
+    """One environment variable, read into a value or refused with its name."""
+
+    name: str
+    raw: str | None
+
+    def text(self) -> str | None:
+        return self.raw or None
+
+    def integer(self, default: int) -> int:
+        if not self.raw:
+            return default
+        if not self.raw.strip().isdecimal() or int(self.raw) < 1:
+            raise SettingError(self.name, f"must be a whole number of at least 1, not {self.raw!r}")
+        return int(self.raw)
+
+    def secrets(self) -> tuple[str, ...]:
+        """Comma-separated, or a JSON array when it starts with ``[``; never guessed at."""
+        if not self.raw:
+            return ()
+        if self.raw.startswith("["):
+            return self._json_secrets(self.raw)
+        parts = tuple(self.raw.split(","))
+        if any(part == "" for part in parts):
+            raise SettingError(self.name, f"has an empty part (a stray comma?): {_SECRETS_SYNTAX}")
+        if any(part != part.strip() for part in parts):
+            raise SettingError(self.name, f"has a part with spaces around it: {_SECRETS_SYNTAX}")
+        return parts
+
+    def _json_secrets(self, raw: str) -> tuple[str, ...]:
+        try:
+            parsed = json.loads(raw)
+        except (ValueError, RecursionError):
+            parsed = None
+        if not _is_secret_list(parsed):
+            raise SettingError(
+                self.name,
+                'starts with "[" but is not a JSON array of non-empty strings: write it as '
+                '["new", "old"], each secret JSON-escaped',
+            )
+        return tuple(parsed)
+
+    def address(self) -> str | None:
+        """One plain address, normalised; an internal mail host is fine for an operator."""
+        if not self.raw:
+            return None
+        try:
+            return checked_address(self.raw, public=False)
+        except InvalidAddress as exc:
+            raise SettingError(
+                self.name,
+                f"is not a usable email address ({exc.reason}): write one plain address, "
+                "such as ops@example.com",
+            ) from exc
+
+    def smtp_url(self) -> str | None:
+        if self.raw:
+            try:
+                SmtpTarget.from_url(self.raw)
+            except ValueError as exc:  # never repeat the URL: it may hold a password
+                raise SettingError(self.name, f"cannot be used: {exc}") from exc
+        return self.raw or None
+
+
+def _is_secret_list(value: object) -> TypeGuard[list[str]]:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Environment:
+    values: Mapping[str, str]
+
+    def get(self, name: str) -> _Variable:
+        return _Variable(name, self.values.get(name))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,24 +129,26 @@ class Settings:
     pool_size: int = 10
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Settings:
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Every variable read and checked once; ``SettingError`` names the first bad one."""
+        env = _Environment(environ)
         return cls(
-            database_url=env.get("DATABASE_URL") or None,
-            home=Path(env.get("PAYHOOKS_HOME") or ".payhooks"),
-            razorpay_secrets=_list(env.get("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS")),
-            cashfree_secrets=_list(env.get("PAYHOOKS_CASHFREE_CLIENT_SECRETS")),
-            payu_merchant_key=env.get("PAYHOOKS_PAYU_MERCHANT_KEY") or None,
-            payu_salts=_list(env.get("PAYHOOKS_PAYU_SALTS")),
-            api_token=env.get("PAYHOOKS_API_TOKEN") or None,
-            smtp_url=env.get("PAYHOOKS_SMTP_URL") or None,
-            mail_from=env.get("PAYHOOKS_MAIL_FROM") or "payhooks@localhost",
-            alert_email=env.get("PAYHOOKS_ALERT_EMAIL") or None,
-            retention_days=int(env.get("PAYHOOKS_RETENTION_DAYS") or 90),
-            lock_timeout_ms=int(env.get("PAYHOOKS_LOCK_TIMEOUT_MS") or 2000),
-            statement_timeout_ms=int(env.get("PAYHOOKS_STATEMENT_TIMEOUT_MS") or 3000),
-            transaction_timeout_ms=int(env.get("PAYHOOKS_TRANSACTION_TIMEOUT_MS") or 3500),
-            pool_timeout_ms=int(env.get("PAYHOOKS_POOL_TIMEOUT_MS") or 1000),
-            pool_size=int(env.get("PAYHOOKS_POOL_SIZE") or 10),
+            database_url=env.get("DATABASE_URL").text(),
+            home=Path(env.get("PAYHOOKS_HOME").text() or ".payhooks"),
+            razorpay_secrets=env.get("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS").secrets(),
+            cashfree_secrets=env.get("PAYHOOKS_CASHFREE_CLIENT_SECRETS").secrets(),
+            payu_merchant_key=env.get("PAYHOOKS_PAYU_MERCHANT_KEY").text(),
+            payu_salts=env.get("PAYHOOKS_PAYU_SALTS").secrets(),
+            api_token=env.get("PAYHOOKS_API_TOKEN").text(),
+            smtp_url=env.get("PAYHOOKS_SMTP_URL").smtp_url(),
+            mail_from=env.get("PAYHOOKS_MAIL_FROM").address() or "payhooks@localhost",
+            alert_email=env.get("PAYHOOKS_ALERT_EMAIL").address(),
+            retention_days=env.get("PAYHOOKS_RETENTION_DAYS").integer(90),
+            lock_timeout_ms=env.get("PAYHOOKS_LOCK_TIMEOUT_MS").integer(2000),
+            statement_timeout_ms=env.get("PAYHOOKS_STATEMENT_TIMEOUT_MS").integer(3000),
+            transaction_timeout_ms=env.get("PAYHOOKS_TRANSACTION_TIMEOUT_MS").integer(3500),
+            pool_timeout_ms=env.get("PAYHOOKS_POOL_TIMEOUT_MS").integer(1000),
+            pool_size=env.get("PAYHOOKS_POOL_SIZE").integer(10),
         )
 
     def adapters(self) -> dict[Provider, Adapter]:

@@ -39,6 +39,9 @@ class MessageRejected(PayhooksError):
         self.permanent = permanent
 
 
+SMTP_URL_SYNTAX = "smtp://[user:pass@]host[:port][?starttls=true], or smtps://… for implicit TLS"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SmtpTarget:
     host: str
@@ -53,7 +56,7 @@ class SmtpTarget:
         """``smtp://[user:pass@]host[:port][?starttls=true]`` or ``smtps://…`` (implicit TLS)."""
         parts = urlsplit(url)
         if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-            raise ValueError("PAYHOOKS_SMTP_URL must look like smtp://[user:pass@]host[:port]")
+            raise ValueError(f"not an smtp:// or smtps:// URL with a host: {SMTP_URL_SYNTAX}")
         tls = parts.scheme == "smtps"
         query = parse_qs(parts.query)
         return cls(
