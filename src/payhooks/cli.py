@@ -22,6 +22,7 @@ from payhooks.events import Provider
 
 if TYPE_CHECKING:
     from payhooks.gateway import GatewaySecrets
+    from payhooks.worker import WorkerOptions
 
 app = typer.Typer(help="Exactly-once effects for retried payment webhooks.", no_args_is_help=True)
 T = TypeVar("T")
@@ -140,13 +141,25 @@ def serve(
     )
 
 
+def worker_options(*, once: bool, batch: int) -> WorkerOptions:
+    """Parked deliveries every minute and the purge once a day; ``--once`` makes one pass
+    over the outbox and the parked deliveries, and no purge."""
+    from payhooks.worker import DAY_SECONDS, WorkerOptions
+
+    return WorkerOptions(
+        batch=batch, purge_every_seconds=None if once else DAY_SECONDS, parked_every_seconds=60.0
+    )
+
+
 @app.command()
 def worker(
     once: Annotated[bool, typer.Option(help="Send what is due, then exit.")] = False,
-    batch: Annotated[int, typer.Option(help="Messages per SMTP session.")] = 100,
+    batch: Annotated[
+        int, typer.Option(min=1, help="Messages per SMTP session; parked deliveries per page.")
+    ] = 100,
 ) -> None:
     """Send the outbox's emails and alerts after commit; purge old records once a day."""
-    from payhooks.worker import Worker, WorkerOptions
+    from payhooks.worker import Worker
 
     logs.configure()
     settings = _settings()
@@ -154,10 +167,7 @@ def worker(
         lambda: db.open_pool(db.database_url(settings), settings, max_size=2, deadline=False)
     )
     try:
-        options = WorkerOptions(
-            batch=batch, purge_every_seconds=None if once else 86_400.0, parked_every_seconds=0.0
-        )
-        runner = _run(lambda: Worker(pool, settings, options))
+        runner = _run(lambda: Worker(pool, settings, worker_options(once=once, batch=batch)))
         if once:
             _run(runner.maybe_retry_parked)
             sent = 0
@@ -256,6 +266,7 @@ def replay(
     """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
     from payhooks.ingest import ingest_event
     from payhooks.shop.payments import apply_event
+    from payhooks.worker import stored_event
 
     settings = _settings()
 
@@ -269,7 +280,7 @@ def replay(
         adapter = settings.adapters().get(Provider(row.provider))
         if adapter is None:
             raise ProviderNotConfigured(row.provider)
-        event = adapter.parse(row.body, row.headers)
+        event = stored_event(adapter, row.body, row.headers, row.event_id)
         receipt = ingest_event(conn, event, row.body, row.headers, apply_event)
         return {
             "status": receipt.outcome.value,

@@ -13,17 +13,20 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from email.message import EmailMessage
+from typing import Any
 
 import psycopg_pool
 
-from payhooks import db, idempotency, outbox, retention
+from payhooks import db, outbox, retention
 from payhooks.config import Settings
 from payhooks.errors import DatabaseUnavailable, PayhooksError
-from payhooks.events import Provider
-from payhooks.ingest import Outcome, ingest_event
+from payhooks.events import Event, Provider
+from payhooks.ingest import Outcome, ingest_event, storable
 from payhooks.mail import Mailer, MailerUnavailable, MessageRejected, SmtpTarget, compose
+from payhooks.providers import Adapter
 from payhooks.shop.payments import apply_event
 
 log = logging.getLogger("payhooks.worker")
@@ -61,6 +64,8 @@ class Worker:
         self._failures = 0
         self._last_purge: float | None = None
         self._last_parked: float | None = None
+        self._references_filled = False
+        self.adapters = settings.adapters()
 
     def run(self) -> None:
         """Until ``stop()``: drain what is due, retry parked deliveries every minute, purge
@@ -189,28 +194,68 @@ class Worker:
         return result.deleted
 
     def maybe_retry_parked(self) -> int:
-        """Apply parked deliveries whose checkout now exists, without waiting for the gateway
-        (which was answered 200 and will not send them again). Same ingest path, same keys."""
+        """Apply every parked delivery whose checkout (or, for a refund, whose payment) now
+        exists, without waiting for the gateway, which was answered 200 and will not send it
+        again. Same ingest path, same keys; returns how many were applied."""
         every = self.options.parked_every_seconds
         now = time.monotonic()
         if every is None or (self._last_parked is not None and now - self._last_parked < every):
             return 0
         self._last_parked = now
-        with db.connection(self.pool) as conn:
-            stored = idempotency.parked(conn, limit=self.options.batch)
-        return sum(self._retry(row) for row in stored)
+        if not self._references_filled:
+            self._references_filled = self._fill_references()
+        return self._retry_matching()
 
-    def _retry(self, row: idempotency.Stored) -> bool:
-        adapter = self.settings.adapters().get(Provider(row.provider))
-        if adapter is None:
+    def _retry_matching(self) -> int:
+        applied, after = 0, START
+        while not self.stopping.is_set():
+            with db.connection(self.pool) as conn:
+                page = matching_parked(conn, after, limit=self.options.batch)
+            applied += sum(self._retry(row) for row in page)
+            if len(page) < self.options.batch:
+                break
+            after = page[-1].position
+        return applied
+
+    def _fill_references(self) -> bool:
+        """Deliveries parked before schema version 5 have no ``merchant_ref``: parse each
+        once (per worker process) and fill it in, so the indexed match finds them. Those
+        whose event names no reference stay NULL; their payment id still matches."""
+        after = START
+        while not self.stopping.is_set():
+            with db.connection(self.pool) as conn:
+                page = parked_without_reference(conn, after, limit=self.options.batch)
+                for row in page:
+                    event = self._parsed(row)
+                    if event is not None and event.merchant_ref is not None:
+                        record_reference(conn, row, event.merchant_ref)
+            if len(page) < self.options.batch:
+                return True
+            after = page[-1].position
+        return False
+
+    def _parsed(self, row: ParkedDelivery) -> Event | None:
+        """The stored delivery as an event under the key it was stored with (a later version
+        of an adapter may derive keys differently); None when it cannot be read now."""
+        try:
+            adapter = self.adapters.get(Provider(row.provider))
+            if adapter is None:
+                return None
+            return stored_event(adapter, row.body, row.headers, row.event_id)
+        except (PayhooksError, ValueError) as exc:  # one odd row must not stop the others
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
+            return None
+
+    def _retry(self, row: ParkedDelivery) -> bool:
+        event = self._parsed(row)
+        if event is None:
             return False
         try:
-            event = adapter.parse(row.body, row.headers)
             with db.connection(self.pool, event.event_id) as conn:
                 receipt = ingest_event(conn, event, row.body, row.headers, apply_event)
         except DatabaseUnavailable:
             raise
-        except PayhooksError as exc:  # one odd row must not stop the others or the worker
+        except PayhooksError as exc:
             log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
             return False
         if receipt.outcome is not Outcome.PROCESSED:
@@ -224,6 +269,87 @@ class Worker:
             },
         )
         return True
+
+
+def stored_event(adapter: Adapter, body: bytes, headers: dict[str, str], event_id: str) -> Event:
+    """A stored delivery parsed again, under the delivery key it was stored with: its record
+    is the claim to take, whatever key the adapter would derive today."""
+    return replace(storable(adapter.parse(body, headers)), event_id=event_id)
+
+
+# Parked deliveries, a page at a time in arrival order (keyset, never OFFSET).
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParkedDelivery:
+    provider: str
+    event_id: str
+    processed_at: datetime
+    body: bytes
+    headers: dict[str, str]
+
+    @property
+    def position(self) -> Position:
+        return (self.processed_at, self.provider, self.event_id)
+
+
+Position = tuple[datetime, str, str]
+START: Position = (datetime.min.replace(tzinfo=UTC), "", "")
+
+# Only rows that can now be applied are read: a reference that now has a checkout (index
+# processed_webhooks_parked_ref, then the checkouts key), or a payment now recorded (index
+# processed_webhooks_payment, then the payments key). Parked rows that match nothing, however
+# many, are only probed in the indexes, never loaded.
+_MATCHING_PARKED = """
+SELECT p.provider, p.event_id, p.processed_at, p.body, p.headers
+FROM processed_webhooks p
+WHERE p.outcome = 'parked'
+  AND (p.processed_at, p.provider, p.event_id) > (%s, %s, %s)
+  AND (EXISTS (SELECT 1 FROM checkouts c
+               WHERE c.provider = p.provider AND c.gateway_order_id = p.merchant_ref)
+       OR EXISTS (SELECT 1 FROM payments y
+                  WHERE y.provider = p.provider AND y.payment_id = p.payment_id))
+ORDER BY p.processed_at, p.provider, p.event_id
+LIMIT %s
+"""
+_WITHOUT_REFERENCE = """
+SELECT provider, event_id, processed_at, body, headers
+FROM processed_webhooks
+WHERE outcome = 'parked' AND merchant_ref IS NULL
+  AND (processed_at, provider, event_id) > (%s, %s, %s)
+ORDER BY processed_at, provider, event_id
+LIMIT %s
+"""
+_RECORD_REFERENCE = """
+UPDATE processed_webhooks SET merchant_ref = %s
+WHERE provider = %s AND event_id = %s AND merchant_ref IS NULL
+"""
+
+
+def matching_parked(conn: db.Connection, after: Position, *, limit: int) -> list[ParkedDelivery]:
+    """Up to ``limit`` parked deliveries after ``after`` that would now apply."""
+    return [_parked(row) for row in conn.execute(_MATCHING_PARKED, (*after, limit))]
+
+
+def parked_without_reference(
+    conn: db.Connection, after: Position, *, limit: int
+) -> list[ParkedDelivery]:
+    return [_parked(row) for row in conn.execute(_WITHOUT_REFERENCE, (*after, limit))]
+
+
+def record_reference(conn: db.Connection, row: ParkedDelivery, reference: str) -> None:
+    conn.execute(_RECORD_REFERENCE, (reference, row.provider, row.event_id))
+
+
+def _parked(row: tuple[Any, ...]) -> ParkedDelivery:
+    provider, event_id, processed_at, body, headers = row
+    return ParkedDelivery(
+        provider=provider,
+        event_id=event_id,
+        processed_at=processed_at,
+        body=bytes(body),
+        headers=dict(headers),
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -9,7 +9,10 @@ import subprocess
 import psycopg
 import pytest
 
+from payhooks.events import Provider
+from payhooks.shop import carts
 from tests.acceptance.conftest import PAYHOOKS, running, wait_until
+from tests.factories import GATEWAY, deliver, product
 
 
 def insert_row(url: str, key: str, recipient: str) -> None:
@@ -95,3 +98,41 @@ def test_storm_signs_with_a_json_listed_secret_as_the_server_reads_it(env, tmp_p
         )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "http 401" not in result.stdout
+
+
+def park(conn, count: int, reference: str) -> str:
+    """``count`` payments that will never match, then one whose checkout comes later;
+    returns that one's SKU."""
+    for n in range(count):
+        other = GATEWAY.razorpay(
+            "payment.captured", payment_id=f"pay_oth{n:08d}", order_id=f"ord_oth{n}", amount_paise=1
+        )
+        assert deliver(conn, other).outcome == "parked"
+    sku = product(conn, price_paise=49_900).sku
+    late = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_late00000001", order_id=reference, amount_paise=49_900
+    )
+    assert deliver(conn, late).outcome == "parked"
+    return sku
+
+
+def check_out(conn, sku: str, reference: str) -> str:
+    cart = carts.create_cart(conn, "late@example.com", [carts.LineItem(sku=sku, quantity=1)])
+    carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, reference)
+    return cart.cart_id
+
+
+def test_worker_once_applies_a_parked_payment_behind_150_unmatched_ones(env, conn, inbox):
+    _, port = inbox
+    cart_id = check_out(conn, park(conn, 150, "order_late_once"), "order_late_once")
+    done = run_briefly({**env, "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{port}"}, "worker", "--once")
+    assert done.returncode == 0, done.stderr
+    assert carts.get_cart(conn, cart_id).status == "paid"
+
+
+def test_replay_applies_a_parked_delivery_stored_under_an_earlier_key(env, conn):
+    cart_id = check_out(conn, park(conn, 0, "order_late_replay"), "order_late_replay")
+    conn.execute("UPDATE processed_webhooks SET event_id = 'key-of-an-earlier-version'")
+    replayed = run_briefly(env, "replay", "key-of-an-earlier-version")
+    assert json.loads(replayed.stdout)["status"] == "processed", replayed.stderr
+    assert carts.get_cart(conn, cart_id).status == "paid"

@@ -12,11 +12,14 @@ from email.message import EmailMessage
 import pytest
 
 from payhooks import db
+from payhooks.events import Provider
+from payhooks.gateway import new_payment_id
 from payhooks.mail import Mailer, MessageRejected, SmtpTarget, compose
-from payhooks.worker import Worker, WorkerOptions
+from payhooks.shop import carts
+from payhooks.worker import START, Worker, WorkerOptions, matching_parked
 from tests.acceptance.conftest import wait_until
 from tests.conftest import Inbox, free_port
-from tests.factories import SETTINGS
+from tests.factories import GATEWAY, SETTINGS, deliver, product, purchase
 
 
 @pytest.fixture
@@ -216,3 +219,148 @@ def test_an_international_mailbox_name_is_dead_lettered_by_a_server_without_smtp
     worker_for(pool, port).drain()
     sent, failed, error = state(conn, "utf8")
     assert (sent, failed) == (False, True) and "SMTPUTF8" in error
+
+
+# Parked deliveries: every one whose checkout (or payment) now exists is applied, however
+# many others are parked for good.
+
+
+def parked_worker(pool, port: int, batch: int = 100) -> Worker:
+    options = WorkerOptions(batch=batch, parked_every_seconds=0.0, purge_every_seconds=None)
+    return worker_for(pool, port, options)
+
+
+def park_unmatched(conn, count: int) -> None:
+    """Payments of another integration on the same gateway account: never a checkout here."""
+    for n in range(count):
+        delivery = GATEWAY.razorpay(
+            "payment.captured",
+            payment_id=f"pay_other{n:07d}",
+            order_id=f"order_other{n:07d}",
+            amount_paise=100,
+        )
+        assert deliver(conn, delivery).outcome == "parked"
+
+
+def park_for_late_checkout(conn, reference: str) -> tuple[str, str]:
+    """A capture that beat its checkout; returns (sku, payment id)."""
+    sku = product(conn, price_paise=49_900).sku
+    payment_id = new_payment_id(Provider.RAZORPAY)
+    delivery = GATEWAY.razorpay(
+        "payment.captured", payment_id=payment_id, order_id=reference, amount_paise=49_900
+    )
+    assert deliver(conn, delivery).outcome == "parked"
+    return sku, payment_id
+
+
+def check_out_late(conn, sku: str, reference: str) -> str:
+    cart = carts.create_cart(conn, "late@example.com", [carts.LineItem(sku=sku, quantity=1)])
+    carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, reference)
+    return cart.cart_id
+
+
+def outcome_of(conn, payment_id: str) -> str:
+    return conn.execute(
+        "SELECT outcome FROM processed_webhooks WHERE payment_id = %s", (payment_id,)
+    ).fetchone()[0]
+
+
+def test_a_parked_payment_behind_150_unmatched_ones_is_applied_once_its_checkout_exists(
+    conn, pool, inbox
+):
+    _, port = inbox
+    park_unmatched(conn, 150)
+    sku, payment_id = park_for_late_checkout(conn, "order_late_one")
+    cart_id = check_out_late(conn, sku, "order_late_one")
+    assert parked_worker(pool, port).maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart_id).order_id is not None
+    assert outcome_of(conn, payment_id) == "processed"
+
+
+def test_every_matching_parked_delivery_is_applied_batch_after_batch(conn, pool, inbox):
+    _, port = inbox
+    park_unmatched(conn, 12)
+    late = [park_for_late_checkout(conn, f"order_late{n:03d}") for n in range(25)]
+    cart_ids = [check_out_late(conn, sku, f"order_late{n:03d}") for n, (sku, _) in enumerate(late)]
+    assert parked_worker(pool, port, batch=10).maybe_retry_parked() == 25
+    assert all(carts.get_cart(conn, cart_id).status == "paid" for cart_id in cart_ids)
+
+
+def test_the_parked_query_reads_only_deliveries_that_now_match(conn):
+    park_unmatched(conn, 30)
+    sku, payment_id = park_for_late_checkout(conn, "order_late_two")
+    check_out_late(conn, sku, "order_late_two")
+    found = matching_parked(conn, START, limit=100)
+    assert [row.event_id for row in found] == [
+        conn.execute(
+            "SELECT event_id FROM processed_webhooks WHERE payment_id = %s", (payment_id,)
+        ).fetchone()[0]
+    ]
+
+
+def test_a_parked_refund_is_applied_once_its_payment_is_recorded(conn, pool, inbox):
+    _, port = inbox
+    park_unmatched(conn, 150)
+    buy = purchase(conn)
+    refund = GATEWAY.razorpay(
+        "refund.processed",
+        payment_id=buy.payment_id,
+        order_id="",  # a refund that names no order: only its payment ties it to a cart
+        amount_paise=buy.amount_paise,
+        refund_id="rfnd_parked000001",
+    )
+    assert deliver(conn, refund).outcome == "parked"
+    assert deliver(conn, buy.captured()).outcome == "processed"
+    assert parked_worker(pool, port).maybe_retry_parked() == 1
+    refunds = conn.execute("SELECT refund_id FROM refunds").fetchall()
+    assert refunds == [("rfnd_parked000001",)]
+
+
+def forget_reference(conn, payment_id: str) -> None:
+    """As a row parked before the reference was kept with the delivery (schema version 5)."""
+    conn.execute(
+        "UPDATE processed_webhooks SET merchant_ref = NULL WHERE payment_id = %s", (payment_id,)
+    )
+
+
+def test_a_delivery_parked_before_references_were_kept_is_applied_once_its_checkout_exists(
+    conn, pool, inbox
+):
+    _, port = inbox
+    park_unmatched(conn, 150)
+    sku, payment_id = park_for_late_checkout(conn, "order_late_legacy")
+    forget_reference(conn, payment_id)
+    cart_id = check_out_late(conn, sku, "order_late_legacy")
+    assert parked_worker(pool, port).maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart_id).status == "paid"
+
+
+def test_a_delivery_parked_before_references_were_kept_gets_its_reference_filled_in(
+    conn, pool, inbox
+):
+    _, port = inbox
+    park_unmatched(conn, 1)
+    conn.execute("UPDATE processed_webhooks SET merchant_ref = NULL")
+    parked_worker(pool, port).maybe_retry_parked()
+    refs = conn.execute("SELECT merchant_ref FROM processed_webhooks").fetchall()
+    assert refs == [("order_other0000000",)]
+
+
+def test_a_parked_delivery_is_retried_under_the_key_it_was_stored_with(conn, pool, inbox):
+    _, port = inbox
+    sku, payment_id = park_for_late_checkout(conn, "order_late_rekeyed")
+    conn.execute(  # as keys derived by an earlier version of the adapter
+        "UPDATE processed_webhooks SET event_id = 'key-of-an-earlier-version' "
+        "WHERE payment_id = %s",
+        (payment_id,),
+    )
+    cart_id = check_out_late(conn, sku, "order_late_rekeyed")
+    assert parked_worker(pool, port).maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart_id).status == "paid"
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone()[0] == 1
+
+
+def test_the_worker_command_retries_parked_deliveries_every_minute():
+    from payhooks.cli import worker_options
+
+    assert worker_options(once=False, batch=100).parked_every_seconds == 60.0
