@@ -59,13 +59,17 @@ class SmtpTarget:
             raise ValueError(f"not an smtp:// or smtps:// URL with a host: {SMTP_URL_SYNTAX}")
         tls = parts.scheme == "smtps"
         query = parse_qs(parts.query)
+        username = unquote(parts.username) if parts.username else None
+        password = unquote(parts.password) if parts.password else None
+        if not (username or "").isascii() or not (password or "").isascii():
+            raise ValueError("the user name and password must be ASCII (smtplib cannot send more)")
         return cls(
             host=parts.hostname,
             port=parts.port or (465 if tls else 25),
             implicit_tls=tls,
             starttls=query.get("starttls", ["false"])[0].lower() in ("1", "true", "yes"),
-            username=unquote(parts.username) if parts.username else None,
-            password=unquote(parts.password) if parts.password else None,
+            username=username,
+            password=password,
         )
 
 
@@ -172,7 +176,7 @@ class Mailer:
         if self._session is None:
             try:
                 self._session = self._open()
-            except (OSError, smtplib.SMTPException) as exc:
+            except (OSError, smtplib.SMTPException, ValueError) as exc:  # ValueError: encoding
                 raise MailerUnavailable(
                     f"SMTP {self.target.host}:{self.target.port} unavailable: {_reason(exc)}"
                 ) from exc

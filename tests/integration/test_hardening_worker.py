@@ -364,3 +364,28 @@ def test_the_worker_command_retries_parked_deliveries_every_minute():
     from payhooks.cli import worker_options
 
     assert worker_options(once=False, batch=100).parked_every_seconds == 60.0
+
+
+def test_a_login_smtplib_cannot_encode_is_the_server_being_unavailable():
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult
+
+    from payhooks.mail import MailerUnavailable
+
+    controller = Controller(
+        Inbox(),
+        hostname="127.0.0.1",
+        port=free_port(),
+        auth_require_tls=False,
+        authenticator=lambda *_: AuthResult(success=True),
+    )
+    controller.start()
+    target = SmtpTarget(host="127.0.0.1", port=controller.port, username="shop", password="pä")
+    message = compose(
+        sender="shop@example.com", recipient="b@example.com", subject="s", body="b", dedupe_key="k"
+    )
+    try:
+        with Mailer(target) as mailer, pytest.raises(MailerUnavailable, match="UnicodeEncodeError"):
+            mailer.send(message)
+    finally:
+        controller.stop()

@@ -161,3 +161,9 @@ def test_every_refusal_is_one_line():
         refusal("PAYHOOKS_ALERT_EMAIL", "a@example.com\nBcc: b@example.com"),
     ]
     assert all("\n" not in str(error) for error in errors)
+
+
+def test_an_smtp_password_smtplib_cannot_send_is_refused_at_start():
+    error = refusal("PAYHOOKS_SMTP_URL", "smtp://shop:h%C3%BCnter2@mail.example.com:587")
+    assert error.variable == "PAYHOOKS_SMTP_URL" and "ASCII" in str(error)
+    assert "nter2" not in str(error)
