@@ -42,6 +42,12 @@ class _Variable:
     def text(self) -> str | None:
         return self.raw or None
 
+    def secret(self) -> str | None:
+        """One secret; spaces around it are refused, not silently kept or dropped."""
+        if self.raw and self.raw != self.raw.strip():
+            raise SettingError(self.name, "has spaces around it: remove them")
+        return self.raw or None
+
     def integer(self, default: int) -> int:
         if not self.raw:
             return default
@@ -137,9 +143,9 @@ class Settings:
             home=Path(env.get("PAYHOOKS_HOME").text() or ".payhooks"),
             razorpay_secrets=env.get("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS").secrets(),
             cashfree_secrets=env.get("PAYHOOKS_CASHFREE_CLIENT_SECRETS").secrets(),
-            payu_merchant_key=env.get("PAYHOOKS_PAYU_MERCHANT_KEY").text(),
+            payu_merchant_key=env.get("PAYHOOKS_PAYU_MERCHANT_KEY").secret(),
             payu_salts=env.get("PAYHOOKS_PAYU_SALTS").secrets(),
-            api_token=env.get("PAYHOOKS_API_TOKEN").text(),
+            api_token=env.get("PAYHOOKS_API_TOKEN").secret(),
             smtp_url=env.get("PAYHOOKS_SMTP_URL").smtp_url(),
             mail_from=env.get("PAYHOOKS_MAIL_FROM").address() or "payhooks@localhost",
             alert_email=env.get("PAYHOOKS_ALERT_EMAIL").address(),

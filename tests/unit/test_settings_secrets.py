@@ -167,3 +167,11 @@ def test_an_smtp_password_smtplib_cannot_send_is_refused_at_start():
     error = refusal("PAYHOOKS_SMTP_URL", "smtp://shop:h%C3%BCnter2@mail.example.com:587")
     assert error.variable == "PAYHOOKS_SMTP_URL" and "ASCII" in str(error)
     assert "nter2" not in str(error)
+
+
+@pytest.mark.parametrize("variable", ["PAYHOOKS_PAYU_MERCHANT_KEY", "PAYHOOKS_API_TOKEN"])
+@pytest.mark.parametrize("value", [" gtKFFx", "gtKFFx ", "gtKFFx\n"])
+def test_a_single_secret_with_spaces_around_it_is_refused(variable, value):
+    error = refusal(variable, value)
+    assert error.variable == variable and "spaces around it" in str(error)
+    assert "gtKFFx" not in str(error)
