@@ -389,3 +389,21 @@ def test_a_login_smtplib_cannot_encode_is_the_server_being_unavailable():
             mailer.send(message)
     finally:
         controller.stop()
+
+
+def test_a_parked_row_of_an_unknown_gateway_does_not_stop_the_rows_after_it(conn, pool, inbox):
+    _, port = inbox
+    conn.execute(
+        "INSERT INTO carts (id, customer_email, amount_paise) "
+        "VALUES ('cart_odd', 'o@example.com', 1)"
+    )
+    conn.execute("INSERT INTO checkouts VALUES ('stripe', 'order_odd', 'cart_odd')")
+    conn.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, merchant_ref,"
+        " payload_sha256, body, processed_at) VALUES ('stripe', 'evt_odd', 'charge.succeeded',"
+        " 'parked', 'order_odd', 'x', '{}', now() - interval '1 hour')"
+    )
+    sku, _ = park_for_late_checkout(conn, "order_after_odd")
+    cart_id = check_out_late(conn, sku, "order_after_odd")
+    assert parked_worker(pool, port).maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart_id).status == "paid"
