@@ -6,7 +6,7 @@ same transaction as the claim, so its writes and the claim commit together or no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -15,12 +15,12 @@ from psycopg.pq import TransactionStatus
 
 from payhooks import idempotency
 from payhooks.db import Connection, translated
-from payhooks.errors import MalformedPayload
+from payhooks.errors import MalformedPayload, PayloadTooLarge, SignatureMismatch
 from payhooks.events import Event
 from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
 
-MAX_BODY_BYTES = 1024 * 1024
+MAX_BODY_BYTES = 1024 * 1024  # the largest body any built-in adapter accepts
 
 
 class Outcome(StrEnum):
@@ -52,9 +52,37 @@ Handler = Callable[[Connection, Event], Applied]
 
 
 def verified_event(adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Event:
-    """Signature first, over the exact bytes; only then parse."""
+    """Signature first, over the exact bytes; only then parse.
+
+    A body over the adapter's bound is refused before either: some gateways (PayU) must be
+    parsed to be verified, and an unauthenticated sender chooses the size.
+    """
+    if len(body) > adapter.max_body_bytes:
+        raise PayloadTooLarge(
+            adapter.provider, f"body of {len(body)} bytes exceeds {adapter.max_body_bytes}"
+        )
     adapter.verify(body, headers)
     return storable(adapter.parse(body, headers))
+
+
+def header_map(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> dict[str, str]:
+    """A request's headers as the adapters read them: lower-case names, one value each.
+
+    HTTP lets a header repeat, and frameworks resolve repeats differently (first, last,
+    joined). A header the adapter reads (signature, timestamp, delivery key) sent twice with
+    different values is ambiguous about what the gateway meant, so it is refused like a bad
+    signature; identical copies pass. Of other repeated headers the first is kept.
+    """
+    found: dict[str, str] = {}
+    for name, value in pairs:
+        key = name.lower()
+        if key not in found:
+            found[key] = value
+        elif found[key] != value and key in adapter.signed_headers:
+            raise SignatureMismatch(
+                adapter.provider, f"header {key} is sent more than once with different values"
+            )
+    return found
 
 
 MAX_TEXT_CHARS = 255
@@ -151,3 +179,18 @@ def _claim_and_apply(
             raise psycopg.Rollback(tx)  # still nothing to apply it to: leave the row as it was
         idempotency.record(conn, event, applied.outcome, applied.order_id)
     return Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
+
+
+__all__ = [
+    "MAX_BODY_BYTES",
+    "Applied",
+    "Handler",
+    "Outcome",
+    "Receipt",
+    "header_map",
+    "ingest",
+    "ingest_event",
+    "signed_headers",
+    "storable",
+    "verified_event",
+]
