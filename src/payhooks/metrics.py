@@ -1,24 +1,69 @@
-"""Prometheus metrics, one registry per app (no module-level globals).
+"""Prometheus metrics and the probes' view of the database, one of each per app.
 
 Counters and the latency histogram are kept by the process that answers webhooks; the
-outbox backlog, dead letters and purge progress are read from the database at scrape time,
-so they are right whichever worker process did the work.
+outbox backlog, dead letters and purge progress are read from the database, so they are right
+whichever worker process did the work. Scrapes and readiness probes are unauthenticated, so
+what they cost is bounded: every label comes from a closed set, and the database is read
+through one connection of their own, once per period however many ask.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
-import psycopg_pool
+import anyio
+import anyio.to_thread
+import psycopg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from payhooks import db
 from payhooks.errors import DatabaseUnavailable
+from payhooks.events import Provider
+from payhooks.ingest import Outcome
 
 log = logging.getLogger("payhooks.metrics")
+
+T = TypeVar("T")
+
+UNKNOWN_PROVIDER = "unknown"
+OTHER_OUTCOME = "other"
+PROVIDER_LABELS = frozenset({*(p.value for p in Provider), UNKNOWN_PROVIDER})
+OUTCOME_LABELS = frozenset(
+    {
+        *(o.value for o in Outcome),
+        "signature_mismatch",
+        "malformed_payload",
+        "payload_too_large",
+        "provider_not_configured",
+        "database_unavailable",
+        "not_found",
+        "conflict",
+        "invalid_request",
+        "internal_error",
+        OTHER_OUTCOME,
+    }
+)
+
+GAUGES_TTL_SECONDS = 5.0  # a scrape interval is 15 s or more; staler than that is not useful
+READY_TTL_SECONDS = 1.0
+PROBE_CONNECT_TIMEOUT_SECONDS = 2
+PROBE_STATEMENT_TIMEOUT_MS = 1000
+
+
+def provider_label(name: str) -> str:
+    """The path segment a client chose, as a label: a known provider, else ``unknown``."""
+    return name if name in PROVIDER_LABELS else UNKNOWN_PROVIDER
+
+
+def outcome_label(name: str) -> str:
+    return name if name in OUTCOME_LABELS else OTHER_OUTCOME
 
 
 class Metrics:
@@ -43,69 +88,220 @@ class Metrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=self.registry,
         )
+        self.database = DatabaseGauges()
+        self.registry.register(self.database)
         self._answered = 0
         self._duplicates = 0
+        self._lock = threading.Lock()
         ratio = Gauge(
             "payhooks_duplicate_ratio",
             "Share of answered deliveries that were duplicates, since start",
             registry=self.registry,
         )
-        ratio.set_function(lambda: self._duplicates / self._answered if self._answered else 0.0)
+        ratio.set_function(self._duplicate_ratio)
 
     def answered(self, provider: str, outcome: str, seconds: float) -> None:
+        provider, outcome = provider_label(provider), outcome_label(outcome)
         self.deliveries.labels(provider, outcome).inc()
         self.latency.labels(provider).observe(seconds)
-        self._answered += 1
-        self._duplicates += outcome == "duplicate"
+        with self._lock:
+            self._answered += 1
+            self._duplicates += outcome == Outcome.DUPLICATE
 
-    def watch(self, pool: psycopg_pool.ConnectionPool) -> None:
-        self.registry.register(DatabaseGauges(pool))
+    def mismatch(self, provider: str) -> None:
+        self.mismatches.labels(provider_label(provider)).inc()
+
+    def _duplicate_ratio(self) -> float:
+        with self._lock:
+            return self._duplicates / self._answered if self._answered else 0.0
 
 
-_OUTBOX = """
-SELECT count(*) FILTER (WHERE sent_at IS NULL AND failed_at IS NULL),
-       coalesce(extract(epoch FROM now() - min(created_at)
-                FILTER (WHERE sent_at IS NULL AND failed_at IS NULL)), 0),
-       count(*) FILTER (WHERE failed_at IS NOT NULL)
-FROM outbox
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gauges:
+    """The database's share of /metrics, as of one read."""
+
+    outbox_backlog: int
+    outbox_oldest_seconds: float
+    outbox_dead_letters: int
+    purge_rows_expected: int
+    purge_rows_done: int
+    purge_finished_timestamp: float
+
+
+# Each count walks one partial index (outbox_pending, outbox_failed_at), never the sent rows,
+# which grow with history until the purge removes them.
+OUTBOX_GAUGES = """
+SELECT (SELECT count(*) FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL),
+       (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
+        FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL),
+       (SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL)
 """
-_PURGE = """
+PURGE_PROGRESS = """
 SELECT rows_expected, rows_done, extract(epoch FROM finished_at)
 FROM maintenance_runs WHERE task = 'purge'
 """
 
 
-class DatabaseGauges(Collector):
-    """Outbox backlog and age, dead letters, purge progress: read when scraped."""
+def read_gauges(conn: db.Connection) -> Gauges:
+    backlog, oldest, dead = conn.execute(OUTBOX_GAUGES).fetchone() or (0, 0, 0)
+    expected, done, finished = conn.execute(PURGE_PROGRESS).fetchone() or (0, 0, None)
+    return Gauges(
+        outbox_backlog=int(backlog),
+        outbox_oldest_seconds=float(oldest),
+        outbox_dead_letters=int(dead),
+        purge_rows_expected=int(expected or 0),
+        purge_rows_done=int(done or 0),
+        purge_finished_timestamp=float(finished or 0),
+    )
 
-    def __init__(self, pool: psycopg_pool.ConnectionPool) -> None:
-        self.pool = pool
+
+def ping(conn: db.Connection) -> None:
+    conn.execute("SELECT 1")
+
+
+_DESCRIPTIONS = (
+    ("payhooks_outbox_backlog", "Outbox messages waiting to be sent", "outbox_backlog"),
+    (
+        "payhooks_outbox_oldest_seconds",
+        "Age of the oldest waiting message",
+        "outbox_oldest_seconds",
+    ),
+    (
+        "payhooks_outbox_dead_letters",
+        "Messages given up on, listed by `payhooks outbox --failed`",
+        "outbox_dead_letters",
+    ),
+    (
+        "payhooks_purge_rows_expected",
+        "Rows the last purge set out to delete",
+        "purge_rows_expected",
+    ),
+    ("payhooks_purge_rows_done", "Rows the last purge has deleted so far", "purge_rows_done"),
+    (
+        "payhooks_purge_finished_timestamp_seconds",
+        "When the last purge finished (0 while one runs)",
+        "purge_finished_timestamp",
+    ),
+)
+
+
+class DatabaseGauges(Collector):
+    """Shows the latest read; nothing while the database could not be read."""
+
+    def __init__(self) -> None:
+        self.latest: Gauges | None = None
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        try:
-            with db.connection(self.pool) as conn:
-                backlog, oldest, dead = conn.execute(_OUTBOX).fetchone() or (0, 0, 0)
-                purge = conn.execute(_PURGE).fetchone() or (0, 0, None)
-        except DatabaseUnavailable:
-            log.warning("metrics_database_unavailable")
+        latest = self.latest
+        if latest is None:
             return
-        yield _gauge("payhooks_outbox_backlog", "Outbox messages waiting to be sent", backlog)
-        yield _gauge("payhooks_outbox_oldest_seconds", "Age of the oldest waiting message", oldest)
-        yield _gauge(
-            "payhooks_outbox_dead_letters",
-            "Messages given up on, listed by `payhooks outbox --failed`",
-            dead,
-        )
-        yield _gauge(
-            "payhooks_purge_rows_expected", "Rows the last purge set out to delete", purge[0]
-        )
-        yield _gauge("payhooks_purge_rows_done", "Rows the last purge has deleted so far", purge[1])
-        yield _gauge(
-            "payhooks_purge_finished_timestamp_seconds",
-            "When the last purge finished (0 while one runs)",
-            purge[2] or 0,
-        )
+        for name, documentation, field in _DESCRIPTIONS:
+            yield GaugeMetricFamily(name, documentation, value=float(getattr(latest, field)))
 
 
-def _gauge(name: str, documentation: str, value: object) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, documentation, value=float(value))  # type: ignore[arg-type]
+class SideConnection:
+    """One database connection of its own, opened on first use and again after a failure.
+
+    Scrapes and readiness probes need no authentication, so they must never wait for, or
+    take, a connection a webhook needs: however many arrive, they hold this one at most.
+    """
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._conn: db.Connection | None = None
+        self._lock = threading.Lock()
+
+    def run(self, work: Callable[[db.Connection], T]) -> T:
+        with self._lock, db.translated():
+            try:
+                return work(self._connected())
+            except psycopg.Error:
+                self._drop()
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _connected(self) -> db.Connection:
+        if self._conn is None:
+            self._conn = psycopg.connect(
+                self._url,
+                autocommit=True,
+                connect_timeout=PROBE_CONNECT_TIMEOUT_SECONDS,
+                application_name="payhooks-probes",
+                options=f"-c statement_timeout={PROBE_STATEMENT_TIMEOUT_MS}",
+            )
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+class Shared(Generic[T]):
+    """One read at a time, its answer (or failure) shared by everyone who asked meanwhile and
+    reused for ``ttl_seconds``: a flood of scrapes costs one read per period.
+
+    Askers wait on the event loop, not in threads, and the read runs in a thread of its own
+    (a limiter of one), so waiting scrapes never hold the thread pool webhooks run in.
+    """
+
+    def __init__(
+        self,
+        read: Callable[[], T],
+        *,
+        ttl_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read = read
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._lock = anyio.Lock()
+        self._limiter = anyio.CapacityLimiter(1)
+        self._read_at: float | None = None
+        self._value: T | None = None
+        self._failure: str | None = None
+
+    async def get(self) -> T:
+        async with self._lock:
+            if self._read_at is None or self._clock() - self._read_at >= self._ttl:
+                await self._refresh()
+            if self._failure is not None:
+                # A new exception each time: re-raising one object grows its traceback.
+                raise DatabaseUnavailable(self._failure)
+            return cast(T, self._value)
+
+    async def _refresh(self) -> None:
+        try:
+            self._value = await anyio.to_thread.run_sync(self._read, limiter=self._limiter)
+            self._failure = None
+        except DatabaseUnavailable as exc:
+            self._failure = str(exc)
+        self._read_at = self._clock()
+
+
+class Probes:
+    """What /metrics and /readyz read from the database, through their side connection."""
+
+    def __init__(self, url: str) -> None:
+        self._side = SideConnection(url)
+        self.gauges = Shared(self._read_gauges, ttl_seconds=GAUGES_TTL_SECONDS)
+        self.ready = Shared(lambda: self._side.run(ping), ttl_seconds=READY_TTL_SECONDS)
+
+    async def current_gauges(self) -> Gauges | None:
+        try:
+            return await self.gauges.get()
+        except DatabaseUnavailable:
+            return None
+
+    def close(self) -> None:
+        self._side.close()
+
+    def _read_gauges(self) -> Gauges:
+        try:
+            return self._side.run(read_gauges)
+        except DatabaseUnavailable:
+            log.warning("metrics_database_unavailable")  # once per period, not per scrape
+            raise

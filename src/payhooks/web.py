@@ -5,8 +5,9 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import psycopg_pool
@@ -17,6 +18,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from payhooks import db
 from payhooks.config import Settings
@@ -33,14 +36,14 @@ from payhooks.errors import (
 )
 from payhooks.events import Event, Provider
 from payhooks.ingest import (
-    MAX_BODY_BYTES,
     Outcome,
     Receipt,
+    header_map,
     ingest_event,
     signed_headers,
     verified_event,
 )
-from payhooks.metrics import Metrics
+from payhooks.metrics import Metrics, Probes, provider_label
 from payhooks.providers import Adapter
 from payhooks.shop import carts, catalog, orders, payments
 
@@ -65,6 +68,23 @@ def error_status(exc: PayhooksError) -> tuple[int, str]:
         if isinstance(exc, kind):
             return status, code
     return 500, "internal_error"
+
+
+# What an unauthenticated client can make the service read, echo or log (docs/security.md).
+MAX_API_BODY_BYTES = 64 * 1024  # a cart is at most 50 lines: a few KB
+MAX_DETAIL_CHARS = 200
+MAX_PROVIDER_CHARS = 64
+
+
+def clipped(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """At most ``limit`` characters: error details can quote what a client sent."""
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """``Authorization: Bearer <token>``, compared in constant time."""
+    scheme, _, given = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.encode(), token.encode())
 
 
 # Identifiers: printable, no control characters (PostgreSQL text cannot hold NUL).
@@ -100,38 +120,74 @@ class CheckoutIn(BaseModel):
     gateway_order_id: Id | None = None
 
 
-def create_app(settings: Settings, *, api_token: str, url: str | None = None) -> FastAPI:
-    """The service. The pool is opened at startup against ``url`` (or the settings' database)."""
+def create_app(
+    settings: Settings,
+    *,
+    api_token: str,
+    url: str | None = None,
+    metrics_token: str | None = None,
+    docs: bool = False,
+    adapters: Mapping[Provider, Adapter] | None = None,
+) -> FastAPI:
+    """The service. The pool is opened at startup against ``url`` (or the settings' database).
+
+    ``metrics_token``, when given, is required as a bearer token on /metrics. ``docs`` serves
+    /docs, /redoc and /openapi.json (``app.openapi()`` works either way). ``adapters``
+    replaces the gateways the settings configure.
+    """
     if not api_token:
         raise ValueError("the API token must not be empty")
-    adapters = settings.adapters()
+    if metrics_token is not None and not metrics_token:
+        raise ValueError("the metrics token must not be empty (leave it unset instead)")
     metrics = Metrics()
+    app = FastAPI(
+        title="payhooks",
+        version="0.1.0",
+        lifespan=_lifespan(settings, url),
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
+    )
+    app.state.metrics = metrics
+    _install_error_handlers(app)
+    _add_webhook_route(app, settings.adapters() if adapters is None else adapters, metrics)
+    _add_api_routes(app, api_token)
+    _add_probe_routes(app, metrics, metrics_token)
+    return app
 
+
+def _lifespan(
+    settings: Settings, url: str | None
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = db.open_pool(url or db.database_url(settings), settings)
+        target = url or db.database_url(settings)
+        pool = db.open_pool(target, settings)
         app.state.pool = pool
-        metrics.watch(pool)
+        app.state.probes = Probes(target)
         try:
             yield
         finally:
+            app.state.probes.close()
             pool.close()
 
-    app = FastAPI(title="payhooks", version="0.1.0", lifespan=lifespan)
-    app.state.metrics = metrics
-    _install_error_handlers(app)
-    _add_webhook_route(app, adapters, metrics)
-    _add_api_routes(app, api_token)
-    _add_probe_routes(app, metrics)
-    return app
+    return lifespan
 
 
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(PayhooksError)
     async def payhooks_error(request: Request, exc: PayhooksError) -> JSONResponse:
-        status, code = error_status(exc)
-        detail = getattr(exc, "reason", None) or str(exc)
-        return JSONResponse({"error": code, "detail": detail}, status_code=status)
+        return error_response(exc)
+
+
+def error_response(exc: PayhooksError) -> JSONResponse:
+    status, code = error_status(exc)
+    detail = getattr(exc, "reason", None) or str(exc)
+    # A body refused unread would otherwise still be received, to find the next request.
+    headers = {"connection": "close"} if isinstance(exc, PayloadTooLarge) else None
+    return JSONResponse(
+        {"error": code, "detail": clipped(detail)}, status_code=status, headers=headers
+    )
 
 
 def _pool(request: Request) -> psycopg_pool.ConnectionPool:
@@ -139,72 +195,105 @@ def _pool(request: Request) -> psycopg_pool.ConnectionPool:
     return pool
 
 
-async def read_body(request: Request) -> bytes:
-    """The exact bytes, refused past 1 MiB without reading further."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise PayloadTooLarge("webhook", f"body of {declared} bytes exceeds {MAX_BODY_BYTES}")
+async def read_body(request: Request, limit: int, source: str) -> bytes:
+    """The exact bytes, refused past ``limit`` without reading further."""
+    declared = request.headers.get("content-length", "")
+    if _declared_over(declared, limit):
+        raise PayloadTooLarge(source, f"declared body exceeds {limit} bytes")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise PayloadTooLarge("webhook", f"body exceeds {MAX_BODY_BYTES} bytes")
+        if size > limit:
+            raise PayloadTooLarge(source, f"body exceeds {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _add_webhook_route(app: FastAPI, adapters: dict[Provider, Adapter], metrics: Metrics) -> None:
+def _declared_over(content_length: str, limit: int) -> bool:
+    """Past 18 digits it is over any limit; int() refuses strings past 4,300 digits."""
+    if not (content_length.isascii() and content_length.isdigit()):
+        return False
+    return len(content_length) > 18 or int(content_length) > limit
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arrival:
+    """A webhook request as read on the event loop, before anything about it is proven."""
+
+    adapter: Adapter
+    body: bytes
+    headers: tuple[tuple[str, str], ...]
+    started: float
+
+
+def _add_webhook_route(
+    app: FastAPI, adapters: Mapping[Provider, Adapter], metrics: Metrics
+) -> None:
     served = {provider.value: adapter for provider, adapter in adapters.items()}
 
     @app.post("/webhooks/{provider}")
-    async def webhook(provider: str, request: Request) -> JSONResponse:
+    async def webhook(provider: str, request: Request) -> Response:
         started = time.perf_counter()
         try:
-            adapter = served.get(provider)
-            if adapter is None:
-                raise ProviderNotConfigured(provider)
-            body = await read_body(request)
-            headers = {name.lower(): value for name, value in request.headers.items()}
-            event = verified_event(adapter, body, headers)
+            adapter = _served(served, provider)
+            body = await read_body(request, adapter.max_body_bytes, adapter.provider.value)
         except PayhooksError as exc:
             _rejected(metrics, provider, exc, started)
             raise
-        receipt = await run_in_threadpool(
-            _deliver,
-            _pool(request),
-            event,
-            body,
-            signed_headers(adapter, headers),
-            metrics,
-            started,
+        except ClientDisconnect:
+            return Response(status_code=400)  # no one to answer, nothing worth a traceback
+        arrival = Arrival(
+            adapter=adapter, body=body, headers=tuple(request.headers.items()), started=started
         )
+        # One hop per delivery: verifying, parsing and the transaction all leave the loop.
+        receipt = await run_in_threadpool(_deliver, _pool(request), arrival, metrics)
         return JSONResponse(
             {
                 "status": receipt.outcome.value,
-                "event_id": event.event_id,
+                "event_id": receipt.event.event_id,
                 "order_id": receipt.order_id,
             },
             status_code=STATUS_OF_OUTCOME[receipt.outcome],
         )
 
 
-def _deliver(
+def _served(served: Mapping[str, Adapter], provider: str) -> Adapter:
+    adapter = served.get(provider)
+    if adapter is None:
+        raise ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
+    return adapter
+
+
+def _deliver(pool: psycopg_pool.ConnectionPool, arrival: Arrival, metrics: Metrics) -> Receipt:
+    try:
+        headers = header_map(arrival.headers, arrival.adapter)
+        event = verified_event(arrival.adapter, arrival.body, headers)
+    except PayhooksError as exc:
+        _rejected(metrics, arrival.adapter.provider.value, exc, arrival.started)
+        raise
+    signed = signed_headers(arrival.adapter, headers)
+    return _ingest(pool, event, arrival, signed, metrics)
+
+
+def _ingest(
     pool: psycopg_pool.ConnectionPool,
     event: Event,
-    body: bytes,
+    arrival: Arrival,
     signed: dict[str, str],
     metrics: Metrics,
-    started: float,
 ) -> Receipt:
     fields = {
         "provider": event.provider.value,
         "event_id": event.event_id,
         "event_type": event.event_type,
     }
+    started = arrival.started
     try:
         with db.connection(pool, event.event_id) as conn:
-            receipt = ingest_event(conn, event, body, signed, payments.apply_event, pipeline=True)
+            receipt = ingest_event(
+                conn, event, arrival.body, signed, payments.apply_event, pipeline=True
+            )
     except PayhooksError as exc:
         status, code = error_status(exc)
         metrics.answered(event.provider.value, code, time.perf_counter() - started)
@@ -216,7 +305,7 @@ def _deliver(
         raise
     metrics.answered(event.provider.value, receipt.outcome.value, time.perf_counter() - started)
     if receipt.mismatch:
-        metrics.mismatches.labels(event.provider.value).inc()
+        metrics.mismatch(event.provider.value)
         log.warning("webhook_payload_mismatch", extra=fields)
     log.info(f"webhook_{receipt.outcome.value}", extra={**fields, "order_id": receipt.order_id})
     return receipt
@@ -227,7 +316,12 @@ def _rejected(metrics: Metrics, provider: str, exc: PayhooksError, started: floa
     metrics.answered(provider, code, time.perf_counter() - started)
     log.warning(
         "webhook_rejected",
-        extra={"provider": provider, "status": status, "reason": code, "detail": str(exc)},
+        extra={
+            "provider": provider_label(provider),
+            "status": status,
+            "reason": code,
+            "detail": clipped(str(exc)),
+        },
     )
 
 
@@ -238,13 +332,67 @@ class Unauthorised(Exception):
     """No or wrong bearer token on /api/*."""
 
 
-def authorised(
+async def authorised(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
+    """Also checked by ``ApiGate`` before the body is read; kept here for the schema."""
     given = credentials.credentials.encode() if credentials else b""
     if not hmac.compare_digest(given, request.app.state.api_token.encode()):
         raise Unauthorised()
+
+
+def unauthorised_response() -> JSONResponse:
+    return JSONResponse(
+        {"error": "unauthorised", "detail": "bearer token missing or wrong"},
+        status_code=401,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+class ApiGate:
+    """/api/* is authenticated, and its body bounded, before FastAPI reads a byte of it.
+
+    FastAPI reads and parses a route's JSON body before it runs the route's dependencies,
+    so an unauthenticated client could otherwise make it parse a body of any size.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str, max_body_bytes: int) -> None:
+        self.app = app
+        self.token = token
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not (path == "/api" or path.startswith("/api/")):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        if not bearer_matches(request.headers.get("authorization"), self.token):
+            await unauthorised_response()(scope, receive, send)
+            return
+        try:
+            body = await read_body(request, self.max_body_bytes, "api")
+        except PayloadTooLarge as exc:
+            await error_response(exc)(scope, receive, send)
+            return
+        except ClientDisconnect:
+            return
+        await self.app(scope, _replaying(body, receive), send)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """The body already read, as one message; then the client's own messages (disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def _connection(request: Request) -> Iterator[db.Connection]:
@@ -303,14 +451,11 @@ def get_payment(provider: Provider, payment_id: PathId, conn: Conn) -> dict[str,
 def _add_api_routes(app: FastAPI, api_token: str) -> None:
     app.state.api_token = api_token
     app.include_router(api)
+    app.add_middleware(ApiGate, token=api_token, max_body_bytes=MAX_API_BODY_BYTES)
 
     @app.exception_handler(Unauthorised)
     async def unauthorised(request: Request, exc: Unauthorised) -> JSONResponse:
-        return JSONResponse(
-            {"error": "unauthorised", "detail": "bearer token missing or wrong"},
-            status_code=401,
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        return unauthorised_response()
 
 
 def _fields(value: Any) -> dict[str, Any]:
@@ -323,20 +468,31 @@ def _cart(cart: carts.Cart) -> dict[str, Any]:
     return fields
 
 
-def _add_probe_routes(app: FastAPI, metrics: Metrics) -> None:
+def _add_probe_routes(app: FastAPI, metrics: Metrics, metrics_token: str | None) -> None:
+    """Unauthenticated by default, so none takes a webhook connection or a pool thread:
+    the database is read through the probes' side connection, once per period."""
+
     @app.get("/healthz")
-    def healthz() -> dict[str, str]:
+    async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
     @app.get("/readyz")
-    def readyz(request: Request) -> JSONResponse:
+    async def readyz(request: Request) -> JSONResponse:
         try:
-            with db.connection(_pool(request)) as conn:
-                conn.execute("SELECT 1")
+            await _probes(request).ready.get()
         except DatabaseUnavailable as exc:
             return JSONResponse({"status": "unavailable", "detail": str(exc)}, status_code=503)
         return JSONResponse({"status": "ready"})
 
     @app.get("/metrics")
-    def metrics_text() -> Response:
+    async def metrics_text(request: Request) -> Response:
+        given = request.headers.get("authorization")
+        if metrics_token is not None and not bearer_matches(given, metrics_token):
+            return unauthorised_response()
+        metrics.database.latest = await _probes(request).current_gauges()
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _probes(request: Request) -> Probes:
+    probes: Probes = request.app.state.probes
+    return probes
