@@ -133,7 +133,7 @@ def serve(
     served = ", ".join(sorted(p.value for p in settings.adapters())) or "none"
     typer.echo(f"payhooks serving on http://{host}:{port} (providers: {served})", err=True)
     uvicorn.run(
-        create_app(settings, api_token=token, url=url),
+        create_app(settings, api_token=token, url=url, metrics_token=settings.metrics_token),
         host=host,
         port=port,
         log_level="warning",

@@ -124,6 +124,7 @@ class Settings:
     payu_merchant_key: str | None = None
     payu_salts: tuple[str, ...] = ()
     api_token: str | None = None
+    metrics_token: str | None = None
     smtp_url: str | None = None
     mail_from: str = "payhooks@localhost"
     alert_email: str | None = None
@@ -146,6 +147,7 @@ class Settings:
             payu_merchant_key=env.get("PAYHOOKS_PAYU_MERCHANT_KEY").secret(),
             payu_salts=env.get("PAYHOOKS_PAYU_SALTS").secrets(),
             api_token=env.get("PAYHOOKS_API_TOKEN").secret(),
+            metrics_token=env.get("PAYHOOKS_METRICS_TOKEN").secret(),
             smtp_url=env.get("PAYHOOKS_SMTP_URL").smtp_url(),
             mail_from=env.get("PAYHOOKS_MAIL_FROM").address() or "payhooks@localhost",
             alert_email=env.get("PAYHOOKS_ALERT_EMAIL").address(),

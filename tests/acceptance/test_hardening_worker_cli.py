@@ -136,3 +136,25 @@ def test_replay_applies_a_parked_delivery_stored_under_an_earlier_key(env, conn)
     replayed = run_briefly(env, "replay", "key-of-an-earlier-version")
     assert json.loads(replayed.stdout)["status"] == "processed", replayed.stderr
     assert carts.get_cart(conn, cart_id).status == "paid"
+
+
+def test_serve_asks_for_the_metrics_token_when_one_is_set(env, tmp_path):
+    import httpx
+
+    from tests.conftest import free_port
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"{base}/readyz").status_code == 200
+        except httpx.TransportError:
+            return False
+
+    served = {**env, "PAYHOOKS_METRICS_TOKEN": "scrape-me"}
+    with running(["serve", "--port", str(port)], served, tmp_path / "serve.log"):
+        wait_until(ready, timeout=30, what="payhooks serve")
+        anonymous = httpx.get(f"{base}/metrics")
+        scraper = httpx.get(f"{base}/metrics", headers={"authorization": "Bearer scrape-me"})
+    assert (anonymous.status_code, scraper.status_code) == (401, 200)

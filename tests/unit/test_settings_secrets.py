@@ -169,7 +169,9 @@ def test_an_smtp_password_smtplib_cannot_send_is_refused_at_start():
     assert "nter2" not in str(error)
 
 
-@pytest.mark.parametrize("variable", ["PAYHOOKS_PAYU_MERCHANT_KEY", "PAYHOOKS_API_TOKEN"])
+@pytest.mark.parametrize(
+    "variable", ["PAYHOOKS_PAYU_MERCHANT_KEY", "PAYHOOKS_API_TOKEN", "PAYHOOKS_METRICS_TOKEN"]
+)
 @pytest.mark.parametrize("value", [" gtKFFx", "gtKFFx ", "gtKFFx\n"])
 def test_a_single_secret_with_spaces_around_it_is_refused(variable, value):
     error = refusal(variable, value)
