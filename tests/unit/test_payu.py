@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
@@ -186,8 +188,40 @@ def test_body_that_is_not_utf8_is_rejected() -> None:
 
 
 def test_percent_escape_that_is_not_utf8_is_rejected() -> None:
+    """In an unhashed field it is only decoded, and refused, once the hash has matched."""
+    from payhooks.ingest import verified_event
+
     with pytest.raises(SignatureMismatch, match="UTF-8"):
-        adapter().verify(encode(post()) + b"&x=%FF", {})
+        verified_event(adapter(), encode(post()) + b"&x=%FF", {})
+
+
+def test_percent_escape_that_is_not_utf8_in_a_hashed_field_is_refused_by_verify() -> None:
+    with pytest.raises(SignatureMismatch, match="UTF-8"):
+        adapter().verify(encode(post()).replace(b"udf5=", b"udf5=%FF"), {})
+
+
+def test_overlong_field_name_is_refused_before_anything_is_decoded() -> None:
+    with pytest.raises(SignatureMismatch, match="name"):
+        adapter().verify(encode(post()) + b"&" + b"n" * 65 + b"=1", {})
+
+
+def test_a_field_posted_twice_under_an_escaped_name_is_refused() -> None:
+    with pytest.raises(SignatureMismatch, match="more than once"):
+        adapter().verify(encode(post()) + b"&%6Bey=other", {})
+
+
+@given(st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8)), max_size=12))
+def test_verify_reads_the_same_fields_as_parse(pairs: list[tuple[str, str]]) -> None:
+    """The lean pre-hash split and parse_qsl agree on every name and value."""
+    from payhooks.providers.payu import _decoded, _raw_fields
+
+    body = encode(pairs)
+    try:
+        parsed = decode_form(body)
+    except SignatureMismatch:
+        return
+    raw = _raw_fields(body)
+    assert {name: _decoded(value) for name, value in raw.items()} == parsed
 
 
 def test_fields_outside_the_hash_are_not_authenticated() -> None:

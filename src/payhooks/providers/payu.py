@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, unquote, urlencode
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
@@ -33,6 +33,8 @@ _HASHED_FIELDS = (
     "key",
 )
 
+_VERIFIED_FIELDS = (*_HASHED_FIELDS, "additionalCharges")
+
 _KINDS: Mapping[str, EventKind] = {
     "success": EventKind.PAYMENT_CAPTURED,
     "failure": EventKind.PAYMENT_FAILED,
@@ -44,8 +46,9 @@ _RUPEES = re.compile(r"[0-9]+(\.[0-9]+)?")
 # A real PayU post is a few KB (about 60 fields; udf1..udf10 hold up to 255 characters each).
 # The form is parsed before its hash can be checked, so what an unauthenticated sender can
 # make us parse is bounded here, in bytes and in fields.
-MAX_BODY_BYTES = 64 * 1024
+MAX_BODY_BYTES = 32 * 1024
 MAX_FIELDS = 200
+MAX_NAME_CHARS = 64
 
 
 def reverse_hash(fields: Mapping[str, str], salt: str) -> str:
@@ -88,6 +91,41 @@ def decode_form(body: bytes) -> dict[str, str]:
     return fields
 
 
+def _unquote(text: str) -> str:
+    """One name or value exactly as ``parse_qsl`` decodes it."""
+    return unquote(text.replace("+", " "), errors="strict")
+
+
+def _raw_fields(body: bytes) -> dict[str, str]:
+    """The form's names, decoded, each with its value still escaped: the same split as
+    ``parse_qsl``, with the same refusals as ``decode_form``, but the cost of decoding a value
+    is paid only for the few fields the hash covers (unquoting is the slow part of a form)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SignatureMismatch(_P, "form body is not UTF-8") from exc
+    if text.count("&") >= MAX_FIELDS:
+        raise SignatureMismatch(_P, f"form has more than {MAX_FIELDS} fields")
+    fields: dict[str, str] = {}
+    for pair in text.split("&"):
+        if pair:
+            raw_name, _, raw_value = pair.partition("=")
+            name = _decoded(raw_name[: MAX_NAME_CHARS * 3 + 1])
+            if len(name) > MAX_NAME_CHARS:
+                raise SignatureMismatch(_P, f"a form field name is over {MAX_NAME_CHARS} chars")
+            if name in fields:
+                raise SignatureMismatch(_P, f"form field {name!r} is posted more than once")
+            fields[name] = raw_value
+    return fields
+
+
+def _decoded(text: str) -> str:
+    try:
+        return _unquote(text)
+    except UnicodeDecodeError as exc:
+        raise SignatureMismatch(_P, "form field is not UTF-8") from exc
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PayU:
     """PayU signs inside the form, with a salt rather than an HMAC key; all salts are tried."""
@@ -105,14 +143,17 @@ class PayU:
             raise ValueError("PayU needs at least one non-empty salt")
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
-        """A post for another merchant key, or without a hash, is refused like a bad signature."""
-        fields = decode_form(body)
-        if fields.get("key") != self.merchant_key:
+        """A post for another merchant key, or without a hash, is refused like a bad signature.
+
+        Only the names and the hashed values are decoded before the hash matches."""
+        raw = _raw_fields(body)
+        if _decoded(raw.get("key", "")) != self.merchant_key:
             raise SignatureMismatch(_P, "key is not the configured merchant key")
-        received = fields.get("hash")
+        received = _decoded(raw.get("hash", ""))
         if not received:
             raise SignatureMismatch(_P, "hash missing")
-        expected = [reverse_hash(fields, salt) for salt in self.salts]
+        hashed = {name: _decoded(raw[name]) for name in _VERIFIED_FIELDS if name in raw}
+        expected = [reverse_hash(hashed, salt) for salt in self.salts]
         matches_any(expected, received, provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
