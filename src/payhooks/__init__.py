@@ -20,7 +20,15 @@ from payhooks.errors import (
     SignatureMismatch,
 )
 from payhooks.events import Event, EventKind, Provider
-from payhooks.ingest import MAX_BODY_BYTES, Applied, Handler, Outcome, Receipt, ingest
+from payhooks.ingest import (
+    MAX_BODY_BYTES,
+    Applied,
+    Handler,
+    Outcome,
+    Receipt,
+    header_map,
+    ingest,
+)
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
@@ -50,5 +58,6 @@ __all__ = [
     "Receipt",
     "RejectedDelivery",
     "SignatureMismatch",
+    "header_map",
     "ingest",
 ]

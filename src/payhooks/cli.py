@@ -322,7 +322,7 @@ def storm(
     reorder_rate: Annotated[float, typer.Option(help="Share of stories sent out of order.")] = 0.3,
     failed_attempt_rate: Annotated[float, typer.Option(help="Stories with a failed try.")] = 0.2,
     double_payment_rate: Annotated[float, typer.Option(help="Carts paid twice.")] = 0.05,
-    refund_rate: Annotated[float, typer.Option(help="Razorpay payments refunded.")] = 0.05,
+    refund_rate: Annotated[float, typer.Option(help="Razorpay payments refunded.")] = 0.1,
     concurrency: Annotated[int, typer.Option(help="Deliveries in flight at once.")] = 16,
     time_scale: Annotated[
         float, typer.Option(help="Simulated seconds per real second for retry schedules.")

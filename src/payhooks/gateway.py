@@ -49,21 +49,6 @@ class GatewaySecrets:
     payu_key: str = "gtKFFx"
     payu_salt: str = "eCwWELxi"
 
-    @classmethod
-    def first_of(cls, env: dict[str, str]) -> GatewaySecrets:
-        """The first secret of each gateway in a payhooks environment (PAYHOOKS_* variables)."""
-
-        def first(name: str, default: str) -> str:
-            return (env.get(name) or default).split(",")[0].strip()
-
-        defaults = cls()
-        return cls(
-            razorpay=first("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS", defaults.razorpay),
-            cashfree=first("PAYHOOKS_CASHFREE_CLIENT_SECRETS", defaults.cashfree),
-            payu_key=first("PAYHOOKS_PAYU_MERCHANT_KEY", defaults.payu_key),
-            payu_salt=first("PAYHOOKS_PAYU_SALTS", defaults.payu_salt),
-        )
-
     def env(self) -> dict[str, str]:
         """The environment a payhooks server needs to accept these deliveries."""
         return {

@@ -6,6 +6,7 @@ same transaction as the claim, so its writes and the claim commit together or no
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -89,16 +90,19 @@ MAX_TEXT_CHARS = 255
 MAX_PAISE = 10**15  # ten trillion rupees: far above any payment, far below bigint
 _TEXTS = ("event_id", "event_type", "payment_id", "merchant_ref", "refund_id", "currency")
 _AMOUNTS = ("amount_paise", "payment_amount_paise", "refund_amount_paise")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def storable(event: Event) -> Event:
-    """Refuse, as malformed, values PostgreSQL cannot store or index: a NUL in text, an id
-    longer than a key should be, an amount beyond ``bigint``. Authentic bytes can hold them."""
+    """Refuse, as malformed, values PostgreSQL cannot store or index (a NUL in text, an id
+    longer than a key should be, an amount beyond ``bigint``) and ids holding a control
+    character, which would break the log line, email subject or terminal they are shown in.
+    Authentic bytes can hold any of them; no gateway sends them."""
     for name in _TEXTS:
         value = getattr(event, name)
-        if value is not None and ("\x00" in value or len(value) > MAX_TEXT_CHARS):
+        if value is not None and (_CONTROL.search(value) or len(value) > MAX_TEXT_CHARS):
             raise MalformedPayload(
-                event.provider, f"{name} has a NUL or over {MAX_TEXT_CHARS} chars"
+                event.provider, f"{name} has a control character or over {MAX_TEXT_CHARS} chars"
             )
     for name in _AMOUNTS:
         value = getattr(event, name)

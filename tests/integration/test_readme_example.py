@@ -22,7 +22,7 @@ def test_readme_library_example_processes_once_then_answers_duplicate(conn, data
         scope = {
             "DATABASE_URL": database_url,
             "raw_body": delivery.body,
-            "headers": delivery.headers,
+            "header_pairs": list(delivery.headers.items()),
         }
         exec(compile(example, "README.md", "exec"), scope)
         outcomes.append(scope["receipt"].outcome.value)

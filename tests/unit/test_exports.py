@@ -29,6 +29,7 @@ def test_public_names_are_exactly_the_documented_ones():
             "Receipt",
             "RejectedDelivery",
             "SignatureMismatch",
+            "header_map",
             "ingest",
         ]
     )

@@ -38,3 +38,15 @@ def test_overlong_id_is_malformed():
 def test_amount_beyond_range_is_malformed():
     with pytest.raises(MalformedPayload, match="amount_paise"):
         storable(replace(EVENT, amount_paise=MAX_PAISE + 1))
+
+
+@pytest.mark.parametrize("field", ["event_type", "event_id", "payment_id", "merchant_ref"])
+@pytest.mark.parametrize("char", ["\n", "\r", "\x1b", "\x85", "\u2028"])
+def test_a_control_character_in_a_text_field_is_malformed(field, char):
+    """It would reach an email subject (a header), a log line or an operator's terminal."""
+    with pytest.raises(MalformedPayload, match=field):
+        storable(replace(EVENT, **{field: f"payment{char}Bcc: x@example.com"}))
+
+
+def test_a_printable_unicode_id_is_storable():
+    assert storable(replace(EVENT, merchant_ref="ordre-été-42"))

@@ -80,3 +80,18 @@ def test_partial_refund_not_recorded_is_a_violation():
     states = [state()]
     states[0].story.partly_refunded.append("pay_1")
     assert not refunds_recorded(states).held
+
+
+def test_the_storm_command_defaults_are_the_storm_defaults():
+    """One default per option: the command's and the library's never drift apart."""
+    import inspect
+    from dataclasses import fields
+
+    from payhooks.cli import storm
+    from payhooks.storm import StormOptions
+
+    defaults = StormOptions()
+    parameters = inspect.signature(storm).parameters
+    shared = [f.name for f in fields(StormOptions) if f.name in parameters]
+    assert len(shared) >= 8
+    assert {n: parameters[n].default for n in shared} == {n: getattr(defaults, n) for n in shared}
