@@ -57,7 +57,7 @@ def test_payu_failure_post_resent_under_new_padded_mihpayids_is_stored_once(conn
     failure = buy.delivery("failed")
     deliver(conn, failure)
     for n in range(20):
-        padded = with_fields(failure, mihpayid=f"40399{n}", field9="9" * 60_000)
+        padded = with_fields(failure, mihpayid=f"40399{n}", field9="9" * 30_000)
         assert deliver(conn, padded).outcome is Outcome.DUPLICATE
     assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 1
     assert scalar(conn, "SELECT sum(octet_length(body)) FROM processed_webhooks") == len(

@@ -449,7 +449,7 @@ def test_a_huge_unknown_provider_is_not_logged_in_full(service, caplog):
 
 
 def test_an_attacker_chosen_field_name_is_not_echoed_in_full(service):
-    name = "n" * 30_000
+    name = "n" * 10_000  # two of them stay under PayU's body limit
     with service.client() as client:
         response = client.post("/webhooks/payu", content=f"{name}=1&{name}=2".encode())
     assert response.status_code == 401
