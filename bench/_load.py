@@ -19,8 +19,8 @@ import httpx
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from payhooks import db
-from payhooks.gateway import Delivery, GatewaySecrets
+from payhooks.service import database as service_db
+from payhooks.sim.gateway import Delivery, GatewaySecrets
 
 KEYS = GatewaySecrets()
 PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
@@ -30,14 +30,14 @@ PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
 def database() -> Iterator[str]:
     """A fresh, migrated database: on DATABASE_URL's server when set, else embedded."""
     with tempfile.TemporaryDirectory(prefix="payhooks-bench-") as folder:
-        admin = os.environ.get("DATABASE_URL") or db.embedded_url(Path(folder))
+        admin = os.environ.get("DATABASE_URL") or service_db.embedded_url(Path(folder))
         name = f"payhooks_bench_{os.getpid()}"
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
             conn.execute(f'CREATE DATABASE "{name}"'.encode())
         url = make_conninfo(admin, dbname=name)
         with psycopg.connect(url, autocommit=True) as conn:
-            db.migrate(conn)
+            service_db.migrate(conn)
         try:
             yield url
         finally:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
 
-from payhooks import idempotency, outbox
-from payhooks.shop import carts, orders, payments
+from payhooks import idempotency
+from payhooks.service import outbox
+from payhooks.service.shop import carts, orders, payments
 
 EMBEDDED_PGBENCH = (
     Path(sys.executable).parent.parent

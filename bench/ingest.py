@@ -25,7 +25,7 @@ import psutil
 import psycopg
 from _load import KEYS, Http, Operation, Run, database, drive, post, servers
 
-from payhooks.gateway import Delivery, Gateway
+from payhooks.sim.gateway import Delivery, Gateway
 
 SKUS = 1000
 STOCK = 100_000_000

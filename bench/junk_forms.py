@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator
 
 from _load import KEYS, Http, Operation, Run, database, drive, post, service
 
-from payhooks.gateway import Gateway
 from payhooks.providers import payu
+from payhooks.sim.gateway import Gateway
 
 GATEWAY = Gateway(KEYS)
 

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 import psycopg
 from _load import KEYS, database, load, service
 
-from payhooks import retention
-from payhooks.gateway import Delivery, Gateway
+from payhooks.service import retention
+from payhooks.sim.gateway import Delivery, Gateway
 
 SKUS = 1000
 

@@ -21,8 +21,8 @@ from _load import KEYS, PAYHOOKS, database, free_port, load, service
 from aiosmtpd.controller import Controller
 from purge import SEED_SHOP, SKUS
 
-from payhooks import outbox
-from payhooks.gateway import Gateway
+from payhooks.service import outbox
+from payhooks.sim.gateway import Gateway
 
 
 class Inbox:

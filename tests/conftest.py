@@ -27,8 +27,9 @@ import uvicorn
 from psycopg.conninfo import make_conninfo
 
 from payhooks import db
-from payhooks.config import Settings
-from payhooks.web import create_app
+from payhooks.service import database
+from payhooks.service.config import Settings
+from payhooks.service.web import create_app
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,7 +40,7 @@ def admin_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = os.environ.get("DATABASE_URL")
     if url:
         return url
-    return db.embedded_url(tmp_path_factory.mktemp("embedded-pg"))
+    return database.embedded_url(tmp_path_factory.mktemp("embedded-pg"))
 
 
 @pytest.fixture(scope="session")
@@ -47,7 +48,7 @@ def template_db(admin_url: str) -> Iterator[str]:
     name = f"payhooks_tpl_{uuid.uuid4().hex[:10]}"
     _admin(admin_url, f'CREATE DATABASE "{name}"')
     with psycopg.connect(make_conninfo(admin_url, dbname=name), autocommit=True) as conn:
-        db.migrate(conn)
+        database.migrate(conn)
     yield name
     _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from payhooks import db
-from payhooks.config import Settings
 from payhooks.events import Provider
-from payhooks.gateway import Delivery, Gateway, GatewaySecrets, new_payment_id
 from payhooks.ingest import Receipt, ingest
-from payhooks.shop import carts, catalog
-from payhooks.shop.payments import apply_event
+from payhooks.service.config import Settings
+from payhooks.service.shop import carts, catalog
+from payhooks.service.shop.payments import apply_event
+from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, new_payment_id
 
 KEYS = GatewaySecrets()
 SETTINGS = Settings.from_env(KEYS.env())

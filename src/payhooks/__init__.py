@@ -20,6 +20,7 @@ from payhooks.errors import (
     SignatureMismatch,
 )
 from payhooks.events import Event, EventKind, Provider
+from payhooks.hooks import Hooks
 from payhooks.ingest import (
     MAX_BODY_BYTES,
     Applied,
@@ -33,6 +34,7 @@ from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
+from payhooks.schema import migrate
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -44,6 +46,7 @@ __all__ = [
     "Event",
     "EventKind",
     "Handler",
+    "Hooks",
     "InvalidRequest",
     "LockTimeout",
     "MalformedPayload",
@@ -60,4 +63,5 @@ __all__ = [
     "SignatureMismatch",
     "header_map",
     "ingest",
+    "migrate",
 ]

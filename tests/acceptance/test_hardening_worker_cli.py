@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from payhooks.events import Provider
-from payhooks.shop import carts
+from payhooks.service.shop import carts
 from tests.acceptance.conftest import PAYHOOKS, running, wait_until
 from tests.factories import GATEWAY, deliver, product
 

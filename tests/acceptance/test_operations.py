@@ -9,10 +9,10 @@ import subprocess
 import httpx
 import psycopg
 
-from payhooks import outbox
 from payhooks.events import Provider
-from payhooks.mail import message_id
-from payhooks.shop import carts
+from payhooks.service import outbox
+from payhooks.service.mail import message_id
+from payhooks.service.shop import carts
 from tests.acceptance.conftest import PAYHOOKS, running, wait_until
 from tests.conftest import Inbox, free_port, serving, smtp_server
 from tests.factories import GATEWAY, SETTINGS, purchase

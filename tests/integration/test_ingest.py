@@ -11,8 +11,8 @@ from payhooks import idempotency
 from payhooks.errors import LockTimeout
 from payhooks.events import Provider
 from payhooks.ingest import Applied, Outcome, ingest
-from payhooks.shop import carts
-from payhooks.shop.payments import get_payment
+from payhooks.service.shop import carts
+from payhooks.service.shop.payments import get_payment
 from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
 
 
@@ -382,7 +382,7 @@ def test_refund_waits_for_a_capture_in_flight_instead_of_parking(conn, database_
 
 def deliver_in(conn, delivery):
     """Apply inside the caller's open transaction (to hold its locks)."""
-    from payhooks.shop.payments import apply_event
+    from payhooks.service.shop.payments import apply_event
 
     event = ADAPTERS[delivery.provider].parse(delivery.body, delivery.headers)
     idempotency.claim(conn, event, delivery.body, {})

@@ -10,6 +10,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from payhooks import db
+from payhooks.service import database
+from tests.conftest import DATA
 
 
 @pytest.fixture
@@ -25,16 +27,18 @@ def empty_db(admin_url: str) -> Iterator[db.Connection]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
 
 
-def migrate_up_to(conn: db.Connection, last: str) -> None:
-    """What an earlier release left: its migrations applied and recorded, no later ones."""
+V4_SCHEMA = DATA / "schema_v4.sql"
+V4_VERSIONS = ("0001_init", "0002_maintenance", "0003_stock_slots", "0004_outbox_indexes")
+
+
+def migrate_to_v4(conn: db.Connection) -> None:
+    """What payhooks 0.1.0 left: one series of migrations, recorded in schema_migrations."""
+    conn.execute(V4_SCHEMA.read_bytes())
     conn.execute(
         "CREATE TABLE schema_migrations (version text PRIMARY KEY,"
         " applied_at timestamptz NOT NULL DEFAULT now())"
     )
-    for version, sql in db.migrations():
-        if version > last:
-            break
-        conn.execute(sql.encode())
+    for version in V4_VERSIONS:
         conn.execute("INSERT INTO schema_migrations (version) VALUES (%s)", (version,))
 
 
@@ -56,9 +60,9 @@ VALUES ('o1', 'c1', 'razorpay', 'pay_refunded_after_order', 100, 'confirmed', 'e
 
 
 def test_version_4_database_upgrades_with_its_records_intact(empty_db):
-    migrate_up_to(empty_db, "0004_outbox_indexes")
+    migrate_to_v4(empty_db)
     empty_db.execute(V4_DATA.encode())
-    assert "0005_hardening" in db.migrate(empty_db)
+    assert database.migrate(empty_db) == ["core/0002_references_and_copies", "shop/0005_captures"]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}
     captured = dict(
@@ -72,9 +76,9 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
 
 
 def test_upgraded_database_answers_a_new_copy_of_an_old_body_duplicate(empty_db):
-    migrate_up_to(empty_db, "0004_outbox_indexes")
+    migrate_to_v4(empty_db)
     empty_db.execute(V4_DATA.encode())
-    db.migrate(empty_db)
+    database.migrate(empty_db)
     inserted = empty_db.execute(
         "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome,"
         " payload_sha256, body) VALUES ('razorpay', 'evt_9', 'x', 'processed', 'same', '\\x01')"
@@ -84,5 +88,49 @@ def test_upgraded_database_answers_a_new_copy_of_an_old_body_duplicate(empty_db)
 
 
 def test_migrating_twice_applies_nothing_the_second_time(empty_db):
-    assert db.migrate(empty_db)
-    assert db.migrate(empty_db) == []
+    assert database.migrate(empty_db)
+    assert database.migrate(empty_db) == []
+
+
+SCHEMA = """
+SELECT table_name, column_name, data_type, is_nullable, column_default
+FROM information_schema.columns WHERE table_schema = 'public'
+UNION ALL
+SELECT tablename, indexname, indexdef, '', '' FROM pg_indexes WHERE schemaname = 'public'
+UNION ALL
+SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid), '', ''
+FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+ORDER BY 1, 2, 3
+"""
+
+
+def schema_of(conn: db.Connection) -> list[tuple[object, ...]]:
+    skip = {"schema_migrations", "payhooks_migrations"}
+    return [row for row in conn.execute(SCHEMA) if row[0] not in skip]
+
+
+def test_an_upgraded_database_has_the_schema_of_a_new_one(empty_db, conn):
+    migrate_to_v4(empty_db)
+    database.migrate(empty_db)
+    assert schema_of(empty_db) == schema_of(conn)
+
+
+def test_a_library_user_creates_only_the_cores_table(empty_db):
+    import payhooks
+
+    assert payhooks.migrate(empty_db) == [
+        "core/0001_processed_webhooks",
+        "core/0002_references_and_copies",
+    ]
+    tables = {
+        row[0]
+        for row in empty_db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    }
+    assert tables == {"processed_webhooks", "payhooks_migrations"}
+
+
+def test_the_service_adds_its_tables_to_a_library_users_database(empty_db):
+    import payhooks
+
+    payhooks.migrate(empty_db)
+    assert database.migrate(empty_db)[0] == "shop/0001_init"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from payhooks.gateway import Gateway, GatewaySecrets
+from payhooks.sim.gateway import Gateway, GatewaySecrets
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
 

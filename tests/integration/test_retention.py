@@ -7,8 +7,8 @@ import threading
 import psycopg
 import pytest
 
-from payhooks import retention
 from payhooks.ingest import Outcome
+from payhooks.service import retention
 from tests.factories import deliver, purchase
 
 SEED = """

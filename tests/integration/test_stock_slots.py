@@ -5,9 +5,9 @@ from __future__ import annotations
 import secrets
 
 from payhooks.events import Provider
-from payhooks.gateway import new_payment_id
 from payhooks.ingest import Outcome
-from payhooks.shop import carts, catalog
+from payhooks.service.shop import carts, catalog
+from payhooks.sim.gateway import new_payment_id
 from tests.factories import GATEWAY, deliver, product
 from tests.integration.test_concurrency import THREADS, at_once, count, outcomes
 

@@ -6,8 +6,8 @@ import http.server
 import threading
 
 from payhooks.events import Provider
-from payhooks.gateway import Purchase
-from payhooks.storm import Gatekeeper, Planned, StormOptions
+from payhooks.sim.gateway import Purchase
+from payhooks.sim.storm import Gatekeeper, Planned, StormOptions
 from tests.factories import GATEWAY
 
 BUY = Purchase(

@@ -9,10 +9,10 @@ import httpx
 import psycopg
 import pytest
 
-from payhooks.config import Settings
 from payhooks.events import Provider
 from payhooks.providers import razorpay
-from payhooks.web import create_app
+from payhooks.service.config import Settings
+from payhooks.service.web import create_app
 from tests.conftest import serving
 from tests.factories import GATEWAY, KEYS, SETTINGS, purchase
 

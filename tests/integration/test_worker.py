@@ -10,9 +10,9 @@ from dataclasses import replace
 
 import pytest
 
-from payhooks import db, outbox
-from payhooks.mail import message_id
-from payhooks.worker import Worker, WorkerOptions
+from payhooks.service import database, outbox
+from payhooks.service.mail import message_id
+from payhooks.service.worker import Worker, WorkerOptions
 from tests.conftest import Inbox, free_port, smtp_server
 from tests.factories import SETTINGS, deliver, purchase
 
@@ -20,8 +20,8 @@ NO_PURGE = WorkerOptions(purge_every_seconds=None)
 
 
 @pytest.fixture
-def pool(database_url: str) -> Iterator[db.psycopg_pool.ConnectionPool]:
-    opened = db.open_pool(database_url, SETTINGS, max_size=4, deadline=False)
+def pool(database_url: str) -> Iterator[database.psycopg_pool.ConnectionPool]:
+    opened = database.open_pool(database_url, SETTINGS, max_size=4, deadline=False)
     yield opened
     opened.close()
 
@@ -139,7 +139,7 @@ def test_backoff_grows_exponentially_within_jitter_and_cap():
 
 
 def test_worker_refuses_to_start_without_smtp(pool):
-    from payhooks.mail import MailerUnavailable
+    from payhooks.service.mail import MailerUnavailable
 
     with pytest.raises(MailerUnavailable, match="PAYHOOKS_SMTP_URL"):
         Worker(pool, replace(SETTINGS, smtp_url=None))
@@ -228,7 +228,7 @@ def test_one_oversized_message_is_dead_lettered_and_does_not_block_the_rest(conn
 
 def test_worker_waits_out_a_database_outage_instead_of_exiting(inbox):
     _, port = inbox
-    dead = db.open_pool(
+    dead = database.open_pool(
         "postgresql://nobody@127.0.0.1:9/none?connect_timeout=1",
         replace(SETTINGS, pool_timeout_ms=200),
         max_size=1,
@@ -256,7 +256,7 @@ def test_worker_waits_out_a_database_outage_instead_of_exiting(inbox):
 
 def test_parked_delivery_is_applied_by_the_worker_once_its_checkout_exists(conn, pool, inbox):
     from payhooks.events import Provider
-    from payhooks.shop import carts
+    from payhooks.service.shop import carts
     from tests.factories import GATEWAY
 
     _, port = inbox

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import stat
 
-from payhooks.cli import api_token
-from payhooks.config import Settings
+from payhooks.cli.commands import api_token
+from payhooks.service.config import Settings
 
 
 def test_token_is_generated_once_and_kept(tmp_path):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from payhooks.cli import app
+from payhooks.cli.commands import app
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
-CONFIG = (Path(__file__).parents[2] / "src" / "payhooks" / "config.py").read_text()
+CONFIG = (Path(__file__).parents[2] / "src" / "payhooks" / "service" / "config.py").read_text()
 
 
 def test_every_cli_command_is_in_the_readme():

@@ -15,6 +15,7 @@ def test_public_names_are_exactly_the_documented_ones():
             "Event",
             "EventKind",
             "Handler",
+            "Hooks",
             "InvalidRequest",
             "LockTimeout",
             "MalformedPayload",
@@ -31,6 +32,7 @@ def test_public_names_are_exactly_the_documented_ones():
             "SignatureMismatch",
             "header_map",
             "ingest",
+            "migrate",
         ]
     )
 

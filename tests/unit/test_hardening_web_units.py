@@ -9,8 +9,8 @@ import pytest
 
 from payhooks.errors import DatabaseUnavailable
 from payhooks.ingest import Outcome
-from payhooks.metrics import OUTCOME_LABELS, PROVIDER_LABELS, Metrics, Shared
-from payhooks.web import STATUS_OF_ERROR, bearer_matches, clipped
+from payhooks.service.metrics import OUTCOME_LABELS, PROVIDER_LABELS, Metrics, Shared
+from payhooks.service.web import STATUS_OF_ERROR, bearer_matches, clipped
 
 
 def label_values(metrics: Metrics, label: str) -> set[str]:

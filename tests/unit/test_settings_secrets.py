@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from payhooks.config import SettingError, Settings
 from payhooks.events import Provider
-from payhooks.gateway import Gateway, GatewaySecrets
+from payhooks.service.config import SettingError, Settings
+from payhooks.sim.gateway import Gateway, GatewaySecrets
 
 SECRET_LISTS = {
     "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS": "razorpay_secrets",

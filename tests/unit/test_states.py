@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from payhooks.shop.states import PaymentStatus as S
-from payhooks.shop.states import advance
+from payhooks.service.shop.states import PaymentStatus as S
+from payhooks.service.shop.states import advance
 
 ORDER = [S.CREATED, S.AUTHORIZED, S.CAPTURED, S.REFUNDED]
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from payhooks.events import Provider
-from payhooks.gateway import Purchase
-from payhooks.storm import (
+from payhooks.sim.gateway import Purchase
+from payhooks.sim.storm import (
     CartState,
     Story,
     every_capture_accounted_for,
@@ -87,8 +87,8 @@ def test_the_storm_command_defaults_are_the_storm_defaults():
     import inspect
     from dataclasses import fields
 
-    from payhooks.cli import storm
-    from payhooks.storm import StormOptions
+    from payhooks.cli.commands import storm
+    from payhooks.sim.storm import StormOptions
 
     defaults = StormOptions()
     parameters = inspect.signature(storm).parameters

@@ -1,4 +1,4 @@
--- payhooks schema, version 3: a product's stock is split across slots.
+-- payhooks reference shop, version 3: a product's stock is split across slots.
 --
 -- One stock row per SKU, locked by every order until it commits, queues every buyer of a
 -- popular SKU behind one row lock held through commit. Each order now takes its quantity from

@@ -1,4 +1,4 @@
--- payhooks schema, version 5: hardening.
+-- payhooks core, version 2: references and one record per body.
 
 -- The reference the gateway echoes back from checkout, kept with the delivery, so the worker
 -- finds every parked delivery whose checkout now exists however many others stay parked.
@@ -20,11 +20,3 @@ FROM (
 WHERE later.n > 1 AND p.provider = later.provider AND p.event_id = later.event_id;
 CREATE UNIQUE INDEX processed_webhooks_one_body ON processed_webhooks (provider, payload_sha256)
     WHERE first_copy;
-
--- A payment's capture is a fact of its own, apart from its status: a refund may arrive (and
--- set the status) before the capture it refunds, and that capture must still be accounted for.
-ALTER TABLE payments ADD COLUMN captured_at timestamptz;
-UPDATE payments p SET captured_at = p.updated_at
-WHERE p.status = 'captured'
-   OR p.flags <> '{}'
-   OR EXISTS (SELECT 1 FROM orders o WHERE o.provider = p.provider AND o.payment_id = p.payment_id);

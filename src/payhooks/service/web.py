@@ -22,7 +22,6 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from payhooks import db
-from payhooks.config import Settings
 from payhooks.errors import (
     Conflict,
     DatabaseUnavailable,
@@ -43,9 +42,11 @@ from payhooks.ingest import (
     signed_headers,
     verified_event,
 )
-from payhooks.metrics import Metrics, Probes, provider_label
 from payhooks.providers import Adapter
-from payhooks.shop import carts, catalog, orders, payments
+from payhooks.service import database
+from payhooks.service.config import Settings
+from payhooks.service.metrics import Metrics, Probes, provider_label
+from payhooks.service.shop import carts, catalog, orders, payments
 
 log = logging.getLogger("payhooks")
 
@@ -161,8 +162,8 @@ def _lifespan(
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        target = url or db.database_url(settings)
-        pool = db.open_pool(target, settings)
+        target = url or database.database_url(settings)
+        pool = database.open_pool(target, settings)
         app.state.pool = pool
         app.state.probes = Probes(target)
         try:
@@ -290,7 +291,7 @@ def _ingest(
     }
     started = arrival.started
     try:
-        with db.connection(pool, event.event_id) as conn:
+        with database.connection(pool, event.event_id) as conn:
             receipt = ingest_event(
                 conn, event, arrival.body, signed, payments.apply_event, pipeline=True
             )
@@ -396,7 +397,7 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
 
 
 def _connection(request: Request) -> Iterator[db.Connection]:
-    with db.connection(_pool(request)) as conn:
+    with database.connection(_pool(request)) as conn:
         yield conn
 
 

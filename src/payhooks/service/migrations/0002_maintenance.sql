@@ -1,4 +1,4 @@
--- payhooks schema, version 2: progress of maintenance runs (purge), read by /metrics.
+-- payhooks reference shop, version 2: progress of maintenance runs (purge), read by /metrics.
 CREATE TABLE maintenance_runs (
     task          text        PRIMARY KEY,
     started_at    timestamptz NOT NULL,

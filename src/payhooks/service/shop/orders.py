@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from payhooks import outbox
 from payhooks.db import Connection
 from payhooks.errors import NotFound
 from payhooks.events import Event
-from payhooks.shop.ids import new_id
+from payhooks.service import outbox
+from payhooks.service.shop.ids import new_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,16 +20,17 @@ from typing import Any
 
 import psycopg_pool
 
-from payhooks import db, outbox, retention
-from payhooks.config import Settings
+from payhooks import db
 from payhooks.errors import DatabaseUnavailable, PayhooksError
 from payhooks.events import Event, Provider
 from payhooks.ingest import Outcome, ingest_event, storable
-from payhooks.mail import Mailer, MailerUnavailable, MessageRejected, SmtpTarget, compose
 from payhooks.providers import Adapter
-from payhooks.shop.payments import apply_event
+from payhooks.service import database, outbox, retention
+from payhooks.service.config import Settings
+from payhooks.service.mail import Mailer, MailerUnavailable, MessageRejected, SmtpTarget, compose
+from payhooks.service.shop.payments import apply_event
 
-log = logging.getLogger("payhooks.worker")
+log = logging.getLogger("payhooks.service.worker")
 
 DAY_SECONDS = 24 * 3600.0
 
@@ -111,7 +112,7 @@ class Worker:
 
     def perform_one(self, mailer: Mailer) -> bool:
         """Send the next due message; False when none is due. SMTP down: leaves it queued."""
-        with db.connection(self.pool) as conn, conn.transaction():
+        with database.connection(self.pool) as conn, conn.transaction():
             message = outbox.next_due(conn)
             if message is None:
                 return False
@@ -186,7 +187,7 @@ class Worker:
         if days < retention.MIN_RETENTION_DAYS:
             log.error("purge_refused", extra={"retention_days": days})
             return 0
-        with db.connection(self.pool) as conn:
+        with database.connection(self.pool) as conn:
             result = retention.purge_exclusively(conn, days, stop=self.stopping.is_set)
         if result is None:
             return 0
@@ -209,7 +210,7 @@ class Worker:
     def _retry_matching(self) -> int:
         applied, after = 0, START
         while not self.stopping.is_set():
-            with db.connection(self.pool) as conn:
+            with database.connection(self.pool) as conn:
                 page = matching_parked(conn, after, limit=self.options.batch)
             applied += sum(self._retry(row) for row in page)
             if len(page) < self.options.batch:
@@ -223,7 +224,7 @@ class Worker:
         whose event names no reference stay NULL; their payment id still matches."""
         after = START
         while not self.stopping.is_set():
-            with db.connection(self.pool) as conn:
+            with database.connection(self.pool) as conn:
                 page = parked_without_reference(conn, after, limit=self.options.batch)
                 for row in page:
                     event = self._parsed(row)
@@ -251,7 +252,7 @@ class Worker:
         if event is None:
             return False
         try:
-            with db.connection(self.pool, event.event_id) as conn:
+            with database.connection(self.pool, event.event_id) as conn:
                 receipt = ingest_event(conn, event, row.body, row.headers, apply_event)
         except DatabaseUnavailable:
             raise

@@ -10,11 +10,11 @@ from typing import TypeGuard
 
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
-from payhooks.mail import InvalidAddress, SmtpTarget, checked_address
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
+from payhooks.service.mail import InvalidAddress, SmtpTarget, checked_address
 
 
 class SettingError(PayhooksError):

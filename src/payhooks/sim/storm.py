@@ -26,7 +26,7 @@ from rich.table import Table
 
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
-from payhooks.gateway import Delivery, Gateway, Purchase, new_payment_id
+from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
 
 # Retry delays in simulated seconds. Razorpay: exponential backoff for 24 hours; Cashfree's
 # default policy: 2, 10 and 30 minutes; PayU publishes none, so a Razorpay-like one is used.

@@ -32,10 +32,11 @@ from rich.console import Console
 from rich.table import Table
 
 from payhooks import db
-from payhooks.config import Settings
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
-from payhooks.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
+from payhooks.service import database
+from payhooks.service.config import Settings
+from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
 
 __all__ = ["DemoFailed", "run_demo"]
 
@@ -702,22 +703,22 @@ def data_folder(keep: Path | None) -> Iterator[Path]:
 @contextlib.contextmanager
 def embedded_database(folder: Path, *, stop: bool) -> Iterator[str]:
     """A migrated, empty embedded PostgreSQL under ``folder``; stopped on the way out if asked."""
-    url = db.embedded_url(folder)
+    url = database.embedded_url(folder)
     try:
         with db.translated(), psycopg.connect(url, autocommit=True) as conn:
-            db.migrate(conn)
+            database.migrate(conn)
             if _row(conn, "SELECT count(*) FROM products")[0]:
                 raise DemoFailed(f"{folder} holds an earlier demo's data; pick an empty folder")
         yield url
     finally:
         if stop:
-            db.stop_embedded(folder)
+            database.stop_embedded(folder)
 
 
 @contextlib.contextmanager
 def serving(settings: Settings, token: str, url: str) -> Iterator[str]:
     """The real service under uvicorn on a free loopback port, in a background thread."""
-    from payhooks.web import create_app
+    from payhooks.service.web import create_app
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from payhooks.db import Connection
 from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import Provider
-from payhooks.mail import InvalidAddress, checked_address
-from payhooks.shop.ids import new_id
+from payhooks.service.mail import InvalidAddress, checked_address
+from payhooks.service.shop.ids import new_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from payhooks import outbox
 from payhooks.db import Connection
 from payhooks.errors import NotFound
 from payhooks.events import Event, EventKind
 from payhooks.ingest import Applied, Outcome
-from payhooks.shop.orders import place_order
-from payhooks.shop.states import TARGET, PaymentStatus, advance
+from payhooks.service import outbox
+from payhooks.service.shop.orders import place_order
+from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,7 +28,7 @@ from payhooks.errors import DatabaseUnavailable
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
 
-log = logging.getLogger("payhooks.metrics")
+log = logging.getLogger("payhooks.service.metrics")
 
 T = TypeVar("T")
 

@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from payhooks import db, idempotency, logs, outbox, retention
-from payhooks.config import Settings
+from payhooks import db, idempotency
 from payhooks.errors import NotFound, PayhooksError, ProviderNotConfigured
 from payhooks.events import Provider
+from payhooks.service import database, logs, outbox, retention
+from payhooks.service.config import Settings
 
 if TYPE_CHECKING:
-    from payhooks.gateway import GatewaySecrets
-    from payhooks.worker import WorkerOptions
+    from payhooks.service.worker import WorkerOptions
+    from payhooks.sim.gateway import GatewaySecrets
 
 app = typer.Typer(help="Exactly-once effects for retried payment webhooks.", no_args_is_help=True)
 T = TypeVar("T")
@@ -59,7 +60,7 @@ def _connect(settings: Settings | None = None) -> Iterator[db.Connection]:
     """One autocommit connection for a command, driver errors translated."""
     import psycopg
 
-    url = db.database_url(settings or _settings())
+    url = database.database_url(settings or _settings())
     with db.translated(), psycopg.connect(url, autocommit=True) as conn:
         yield conn
 
@@ -109,7 +110,7 @@ def api_token(settings: Settings) -> tuple[str, bool]:
 @app.command()
 def migrate() -> None:
     """Apply the database migrations that are not applied yet."""
-    applied = _with_connection(db.migrate)
+    applied = _with_connection(database.migrate)
     typer.echo("applied: " + ", ".join(applied) if applied else "database is up to date")
 
 
@@ -121,12 +122,12 @@ def serve(
     """Migrate the database, then serve webhooks and the shop API."""
     import uvicorn
 
-    from payhooks.web import create_app
+    from payhooks.service.web import create_app
 
     logs.configure()
     settings = _settings()
-    url = _run(lambda: db.database_url(settings))
-    _with_connection(db.migrate)
+    url = _run(lambda: database.database_url(settings))
+    _with_connection(database.migrate)
     token, generated = _run(lambda: api_token(settings))
     if generated:
         typer.echo(f"API token (kept in {settings.home / 'api-token'}): {token}", err=True)
@@ -144,7 +145,7 @@ def serve(
 def worker_options(*, once: bool, batch: int) -> WorkerOptions:
     """Parked deliveries every minute and the purge once a day; ``--once`` makes one pass
     over the outbox and the parked deliveries, and no purge."""
-    from payhooks.worker import DAY_SECONDS, WorkerOptions
+    from payhooks.service.worker import DAY_SECONDS, WorkerOptions
 
     return WorkerOptions(
         batch=batch, purge_every_seconds=None if once else DAY_SECONDS, parked_every_seconds=60.0
@@ -159,12 +160,14 @@ def worker(
     ] = 100,
 ) -> None:
     """Send the outbox's emails and alerts after commit; purge old records once a day."""
-    from payhooks.worker import Worker
+    from payhooks.service.worker import Worker
 
     logs.configure()
     settings = _settings()
     pool = _run(
-        lambda: db.open_pool(db.database_url(settings), settings, max_size=2, deadline=False)
+        lambda: database.open_pool(
+            database.database_url(settings), settings, max_size=2, deadline=False
+        )
     )
     try:
         runner = _run(lambda: Worker(pool, settings, worker_options(once=once, batch=batch)))
@@ -265,8 +268,8 @@ def replay(
 ) -> None:
     """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
     from payhooks.ingest import ingest_event
-    from payhooks.shop.payments import apply_event
-    from payhooks.worker import stored_event
+    from payhooks.service.shop.payments import apply_event
+    from payhooks.service.worker import stored_event
 
     settings = _settings()
 
@@ -331,7 +334,7 @@ def storm(
 ) -> None:
     """Throw a retrying, duplicating, reordering gateway at a deployment; verify every
     invariant through its API. Exits 1 if any is violated. Point it at staging, not live."""
-    from payhooks.storm import StormOptions
+    from payhooks.sim.storm import StormOptions
 
     settings = _settings()
     api_key = _run(lambda: _storm_token(settings, token))
@@ -365,8 +368,8 @@ def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
 def _storm(url: str, token: str, options: Any, settings: Settings) -> bool:
     from rich.console import Console
 
-    from payhooks.gateway import Gateway
-    from payhooks.storm import report, run_storm
+    from payhooks.sim.gateway import Gateway
+    from payhooks.sim.storm import report, run_storm
 
     gateway = Gateway(_current_secrets(settings), now=int(time.time()))
     with _storm_progress(Console(stderr=True)) as progress:
@@ -379,7 +382,7 @@ def _storm(url: str, token: str, options: Any, settings: Settings) -> bool:
 def _current_secrets(settings: Settings) -> GatewaySecrets:
     """Each configured gateway's first (current) secret, read as the server reads it: a
     JSON-listed secret holding a comma signs the same here as there."""
-    from payhooks.gateway import GatewaySecrets
+    from payhooks.sim.gateway import GatewaySecrets
 
     default = GatewaySecrets()
     return GatewaySecrets(
@@ -414,7 +417,7 @@ def trace(
     ident: Annotated[str, typer.Argument(help="Order id, payment id or delivery key.")],
 ) -> None:
     """Print every webhook event behind an order, payment or delivery key, as JSON."""
-    from payhooks.trace import trace as run_trace
+    from payhooks.service.trace import trace as run_trace
 
     _print_json(_with_connection(lambda conn: run_trace(conn, ident)))
 
@@ -424,7 +427,7 @@ def demo(
     keep: Annotated[Path | None, typer.Option(help="Keep the demo's data in this folder.")] = None,
 ) -> None:
     """Run the service on an embedded database and throw a misbehaving gateway at it."""
-    from payhooks.demo import run_demo
+    from payhooks.sim.demo import run_demo
 
     ok = _run(lambda: run_demo(keep))
     raise typer.Exit(0 if ok else 1)
