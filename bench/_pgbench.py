@@ -58,7 +58,7 @@ NUMBER = [
 
 
 def capture(prefix: str, take: list[str]) -> list[str]:
-    """A first capture of cart ``prefix``n, exactly as ingest_event(pipeline=True) runs it.
+    """A first capture of cart ``prefix``n, exactly as ingest_received(pipeline=True) runs it.
 
     payhooks runs the transaction in pipeline mode: statements whose results it does not read
     travel with the next one it does. pgbench pipelines the same groups, except SAVEPOINT with

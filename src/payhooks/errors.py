@@ -48,6 +48,11 @@ class LockTimeout(DatabaseUnavailable):
         self.event_id = event_id
 
 
+class NotCommitted(PayhooksError):
+    """A claim made inside the caller's transaction was not committed (rolled back, or the
+    transaction is still open): nothing took effect, so the gateway must be answered 5xx."""
+
+
 class NotFound(PayhooksError):
     """A shop record that does not exist."""
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -45,3 +46,13 @@ class Event:
     refund_id: str | None = None
     refund_amount_paise: int | None = None
     payload_sha256: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Received:
+    """One authentic delivery as it travels through ingest: its event, the exact bytes, and
+    the headers kept with them (those the adapter reads: signature, timestamp, delivery key)."""
+
+    event: Event
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)

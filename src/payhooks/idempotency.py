@@ -7,14 +7,13 @@ first one's uncommitted key and sees the conflict once it commits (DESIGN.md sec
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from payhooks.db import Connection
-from payhooks.events import Event
+from payhooks.events import Event, Received
 
 
 class ClaimState(StrEnum):
@@ -83,8 +82,9 @@ def seen(conn: Connection, event: Event) -> Claim | None:
     return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[2]))
 
 
-def claim(conn: Connection, event: Event, body: bytes, signed_headers: Mapping[str, str]) -> Claim:
-    """Claim ``event``'s delivery key inside the caller's open transaction."""
+def claim(conn: Connection, received: Received) -> Claim:
+    """Claim the delivery's key inside the caller's open transaction."""
+    event = received.event
     key = (event.provider.value, event.event_id)
     inserted = conn.execute(
         _INSERT,
@@ -94,8 +94,8 @@ def claim(conn: Connection, event: Event, body: bytes, signed_headers: Mapping[s
             event.payment_id,
             event.merchant_ref,
             event.payload_sha256,
-            body,
-            json.dumps(dict(signed_headers)),
+            received.body,
+            json.dumps(dict(received.headers)),
         ),
     ).fetchone()
     if inserted:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import psycopg
@@ -16,8 +16,8 @@ from psycopg.pq import TransactionStatus
 
 from payhooks import idempotency
 from payhooks.db import Connection, translated
-from payhooks.errors import MalformedPayload, PayloadTooLarge, SignatureMismatch
-from payhooks.events import Event
+from payhooks.errors import MalformedPayload, NotCommitted, PayloadTooLarge, SignatureMismatch
+from payhooks.events import Event, Received
 from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
 
@@ -52,8 +52,8 @@ class Receipt:
 Handler = Callable[[Connection, Event], Applied]
 
 
-def verified_event(adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Event:
-    """Signature first, over the exact bytes; only then parse.
+def receive(adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Received:
+    """Verify the exact bytes first, then parse: the one way a delivery becomes ``Received``.
 
     A body over the adapter's bound is refused before either: some gateways (PayU) must be
     parsed to be verified, and an unauthenticated sender chooses the size.
@@ -63,7 +63,9 @@ def verified_event(adapter: Adapter, body: bytes, headers: Mapping[str, str]) ->
             adapter.provider, f"body of {len(body)} bytes exceeds {adapter.max_body_bytes}"
         )
     adapter.verify(body, headers)
-    return storable(adapter.parse(body, headers))
+    event = storable(adapter.parse(body, headers))
+    kept = {name: headers[name] for name in adapter.headers_read if name in headers}
+    return Received(event=event, body=body, headers=kept)
 
 
 def header_map(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> dict[str, str]:
@@ -79,7 +81,7 @@ def header_map(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> dict[str, 
         key = name.lower()
         if key not in found:
             found[key] = value
-        elif found[key] != value and key in adapter.signed_headers:
+        elif found[key] != value and key in adapter.headers_read:
             raise SignatureMismatch(
                 adapter.provider, f"header {key} is sent more than once with different values"
             )
@@ -118,26 +120,18 @@ def ingest(
     headers: Mapping[str, str],
     handler: Handler,
 ) -> Receipt:
-    """Verify, then claim and apply in one transaction (DESIGN.md section 1)."""
-    event = verified_event(adapter, body, headers)
-    return ingest_event(conn, event, body, signed_headers(adapter, headers), handler)
+    """Verify, then claim and apply in a transaction of its own (docs/design.md).
+
+    ``conn`` is an autocommit connection with no transaction open; the answer is final when
+    this returns. To run inside a transaction of your own, use ``ingest_in_transaction``.
+    """
+    return ingest_received(conn, receive(adapter, body, headers), handler)
 
 
-def signed_headers(adapter: Adapter, headers: Mapping[str, str]) -> dict[str, str]:
-    """The headers worth keeping with the body: those the gateway signs or keys on."""
-    return {name: headers[name] for name in adapter.signed_headers if name in headers}
-
-
-def ingest_event(
-    conn: Connection,
-    event: Event,
-    body: bytes,
-    signed: Mapping[str, str],
-    handler: Handler,
-    *,
-    pipeline: bool = False,
+def ingest_received(
+    conn: Connection, received: Received, handler: Handler, *, pipeline: bool = False
 ) -> Receipt:
-    """Claim and apply an event already verified (a live delivery, or a stored one replayed).
+    """Claim and apply a delivery already received (a live one, or a stored one replayed).
 
     The connection must have no transaction open: inside one, the claim would only be a
     savepoint, and a ``processed`` answer could be rolled back by the caller afterwards.
@@ -152,32 +146,27 @@ def ingest_event(
     handler must then use only what pipeline mode allows (no COPY, one statement per call).
     """
     if not conn.autocommit or conn.info.transaction_status is not TransactionStatus.IDLE:
-        # Otherwise the claim's transaction would only be a savepoint in the caller's, and a
-        # `processed` answer could be lost when the caller never commits.
-        raise ValueError("ingest needs an autocommit connection with no open transaction")
-    with translated(event.event_id):
-        seen = idempotency.seen(conn, event)
+        raise ValueError(
+            "ingest needs an autocommit connection with no open transaction "
+            "(inside your own transaction, use ingest_in_transaction)"
+        )
+    with translated(received.event.event_id):
+        seen = idempotency.seen(conn, received.event)
         if seen is not None:
-            return Receipt(outcome=Outcome.DUPLICATE, event=event, order_id=seen.order_ref)
+            return _duplicate(received, seen)
         if not pipeline:
-            return _claim_and_apply(conn, event, body, signed, handler)
+            return _claim_and_apply(conn, received, handler)
         with conn.pipeline():
-            return _claim_and_apply(conn, event, body, signed, handler)
+            return _claim_and_apply(conn, received, handler)
 
 
-def _claim_and_apply(
-    conn: Connection, event: Event, body: bytes, signed: Mapping[str, str], handler: Handler
-) -> Receipt:
+def _claim_and_apply(conn: Connection, received: Received, handler: Handler) -> Receipt:
+    """In a transaction of its own, or a savepoint of the caller's (same statements)."""
+    event = received.event
     with conn.transaction() as tx:
-        claim = idempotency.claim(conn, event, body, signed)
+        claim = idempotency.claim(conn, received)
         if claim.state is ClaimState.DUPLICATE:
-            # Nothing was written but the mismatch mark, which is meant to stay.
-            return Receipt(
-                outcome=Outcome.DUPLICATE,
-                event=event,
-                order_id=claim.order_ref,
-                mismatch=claim.mismatch,
-            )
+            return _duplicate(received, claim)  # nothing written but a mismatch mark, kept
         applied = handler(conn, event)
         if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
             raise psycopg.Rollback(tx)  # still nothing to apply it to: leave the row as it was
@@ -185,16 +174,111 @@ def _claim_and_apply(
     return Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
 
 
+def _duplicate(received: Received, claim: idempotency.Claim) -> Receipt:
+    return Receipt(
+        outcome=Outcome.DUPLICATE,
+        event=received.event,
+        order_id=claim.order_ref,
+        mismatch=claim.mismatch,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pending:
+    """The outcome of a delivery claimed inside the caller's transaction, which only counts
+    once that transaction has committed: ask ``receipt()`` after the commit."""
+
+    conn: Connection
+    outcome: Receipt
+    xid: int | None
+    """The caller's transaction id, when the claim wrote anything in it."""
+
+    def receipt(self) -> Receipt:
+        """The answer for the gateway; raises ``NotCommitted`` unless the work is committed."""
+        if self.conn.info.transaction_status is not TransactionStatus.IDLE:
+            raise NotCommitted("answer the gateway only after your transaction has committed")
+        if self.xid is None:
+            return self.outcome  # nothing was written: a duplicate stands on its own
+        with translated(self.outcome.event.event_id):
+            row = self.conn.execute(_XACT_STATUS, (str(self.xid),)).fetchone()
+        status = row[0] if row else None
+        if status != "committed":
+            raise NotCommitted(f"the claim's transaction is {status or 'unknown'}, not committed")
+        return self.outcome
+
+
+_XACT_STATUS = "SELECT pg_xact_status(%s::xid8)"
+_XID = "SELECT pg_current_xact_id_if_assigned()::text"
+
+
+def ingest_in_transaction(
+    conn: Connection,
+    adapter: Adapter,
+    body: bytes,
+    headers: Mapping[str, str],
+    handler: Handler,
+) -> Pending:
+    """Verify, claim and apply inside the transaction the caller has open (a Django
+    ``atomic()``, a SQLAlchemy session): the claim and the handler's writes commit with the
+    caller's, or not at all. Answer the gateway with ``.receipt()`` after the commit::
+
+        with transaction.atomic():
+            pending = ingest_in_transaction(conn, adapter, body, headers, hooks)
+        receipt = pending.receipt()   # raises NotCommitted if the commit did not happen
+    """
+    return ingest_received_in_transaction(conn, receive(adapter, body, headers), handler)
+
+
+def ingest_received_in_transaction(
+    conn: Connection, received: Received, handler: Handler
+) -> Pending:
+    if conn.info.transaction_status is not TransactionStatus.INTRANS:
+        raise ValueError(
+            "ingest_in_transaction needs a transaction open on the connection "
+            "(with none, use ingest)"
+        )
+    with translated(received.event.event_id):
+        outcome = _claim_and_apply(conn, received, handler)
+        row = conn.execute(_XID).fetchone()
+    xid = int(row[0]) if row and row[0] is not None else None
+    return Pending(conn=conn, outcome=outcome, xid=xid)
+
+
+def restored(
+    adapter: Adapter, *, event_id: str, body: bytes, headers: Mapping[str, str]
+) -> Received:
+    """A stored delivery received again, under the key it was stored with (a later version
+    may derive keys differently: PayU's ``txnid:status``): its record is the claim to take.
+    The bytes were verified when they arrived; they are parsed again, not re-verified, since
+    the secret they were signed with may have been rotated out since."""
+    event = replace(storable(adapter.parse(body, headers)), event_id=event_id)
+    return Received(event=event, body=body, headers=headers)
+
+
+def replay(
+    conn: Connection, adapter: Adapter, stored: idempotency.Stored, handler: Handler
+) -> Receipt:
+    """A stored delivery through the same path again: ``payhooks replay`` and the worker's
+    retry of parked deliveries."""
+    again = restored(adapter, event_id=stored.event_id, body=stored.body, headers=stored.headers)
+    return ingest_received(conn, again, handler)
+
+
 __all__ = [
     "MAX_BODY_BYTES",
     "Applied",
     "Handler",
+    "NotCommitted",
     "Outcome",
+    "Pending",
     "Receipt",
     "header_map",
     "ingest",
-    "ingest_event",
-    "signed_headers",
+    "ingest_in_transaction",
+    "ingest_received",
+    "ingest_received_in_transaction",
+    "receive",
+    "replay",
+    "restored",
     "storable",
-    "verified_event",
 ]

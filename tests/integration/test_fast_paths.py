@@ -8,17 +8,15 @@ import psycopg
 import pytest
 
 from payhooks import idempotency
-from payhooks.ingest import Applied, Outcome, Receipt, ingest_event, signed_headers
+from payhooks.ingest import Applied, Outcome, Receipt, ingest_received, receive
 from payhooks.service.shop.payments import apply_event
 from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
 from tests.integration.test_concurrency import OPTIONS, THREADS, count, outcomes
 
 
 def pipelined(conn, delivery, handler=apply_event) -> Receipt:
-    adapter = ADAPTERS[delivery.provider]
-    event = adapter.parse(delivery.body, delivery.headers)
-    signed = signed_headers(adapter, delivery.headers)
-    return ingest_event(conn, event, delivery.body, signed, handler, pipeline=True)
+    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+    return ingest_received(conn, received, handler, pipeline=True)
 
 
 def event_of(delivery):

@@ -48,8 +48,8 @@ class Watched:
         return self.inner.provider
 
     @property
-    def signed_headers(self) -> tuple[str, ...]:
-        return self.inner.signed_headers
+    def headers_read(self) -> tuple[str, ...]:
+        return self.inner.headers_read
 
     @property
     def max_body_bytes(self) -> int:

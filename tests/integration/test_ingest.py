@@ -9,7 +9,7 @@ import pytest
 
 from payhooks import idempotency
 from payhooks.errors import LockTimeout
-from payhooks.events import Provider
+from payhooks.events import Provider, Received
 from payhooks.ingest import Applied, Outcome, ingest
 from payhooks.service.shop import carts
 from payhooks.service.shop.payments import get_payment
@@ -307,7 +307,7 @@ def test_twin_stuck_behind_a_slow_first_attempt_times_out_instead_of_hanging(con
     adapter = ADAPTERS[Provider.RAZORPAY]
     event = adapter.parse(delivery.body, delivery.headers)
     with psycopg.connect(database_url, autocommit=True) as slow, slow.transaction():
-        idempotency.claim(slow, event, delivery.body, {})
+        idempotency.claim(slow, Received(event=event, body=delivery.body))
         conn.execute("SET lock_timeout = '200ms'")
         with pytest.raises(LockTimeout):
             deliver(conn, delivery)
@@ -385,7 +385,7 @@ def deliver_in(conn, delivery):
     from payhooks.service.shop.payments import apply_event
 
     event = ADAPTERS[delivery.provider].parse(delivery.body, delivery.headers)
-    idempotency.claim(conn, event, delivery.body, {})
+    idempotency.claim(conn, Received(event=event, body=delivery.body))
     return apply_event(conn, event)
 
 

@@ -9,7 +9,7 @@ import httpx
 import psycopg
 import pytest
 
-from payhooks.events import Provider
+from payhooks.events import Provider, Received
 from payhooks.providers import razorpay
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app
@@ -294,7 +294,7 @@ def test_twin_behind_a_slow_first_attempt_answers_503_then_duplicate(database_ur
     quick = replace(SETTINGS, lock_timeout_ms=300)
     with serving(quick, database_url) as service:
         with psycopg.connect(database_url, autocommit=True) as slow, slow.transaction():
-            idempotency.claim(slow, event, delivery.body, {})
+            idempotency.claim(slow, Received(event=event, body=delivery.body))
             stuck = post(service, delivery)
         retried = post(service, delivery)
     assert stuck.status_code == 503

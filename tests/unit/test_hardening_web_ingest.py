@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from payhooks.errors import PayloadTooLarge, SignatureMismatch
-from payhooks.ingest import verified_event
+from payhooks.ingest import receive
 from payhooks.providers.payu import PayU
 
 PAYU = PayU(merchant_key="k", salts=("s",))
@@ -14,11 +14,11 @@ PAYU = PayU(merchant_key="k", salts=("s",))
 def test_a_body_over_the_adapters_bound_is_refused_before_it_is_verified():
     body = b"a=" + b"x" * PAYU.max_body_bytes
     with pytest.raises(PayloadTooLarge) as caught:
-        verified_event(PAYU, body, {})
+        receive(PAYU, body, {})
     assert str(PAYU.max_body_bytes) in caught.value.reason
 
 
 def test_a_body_at_the_adapters_bound_is_verified():
     body = b"a=" + b"x" * (PAYU.max_body_bytes - 2)
     with pytest.raises(SignatureMismatch):
-        verified_event(PAYU, body, {})
+        receive(PAYU, body, {})

@@ -20,7 +20,7 @@ ADAPTERS: list[Adapter] = [
     Cashfree(secrets=("s",)),
     PayU(merchant_key="k", salts=("s",)),
 ]
-READ = [(adapter, name) for adapter in ADAPTERS for name in adapter.signed_headers]
+READ = [(adapter, name) for adapter in ADAPTERS for name in adapter.headers_read]
 
 
 def test_names_are_lower_cased():

@@ -267,9 +267,8 @@ def replay(
     ] = None,
 ) -> None:
     """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
-    from payhooks.ingest import ingest_event
+    from payhooks.ingest import replay as replay_stored
     from payhooks.service.shop.payments import apply_event
-    from payhooks.service.worker import stored_event
 
     settings = _settings()
 
@@ -283,11 +282,10 @@ def replay(
         adapter = settings.adapters().get(Provider(row.provider))
         if adapter is None:
             raise ProviderNotConfigured(row.provider)
-        event = stored_event(adapter, row.body, row.headers, row.event_id)
-        receipt = ingest_event(conn, event, row.body, row.headers, apply_event)
+        receipt = replay_stored(conn, adapter, row, apply_event)
         return {
             "status": receipt.outcome.value,
-            "event_id": event.event_id,
+            "event_id": receipt.event.event_id,
             "order_id": receipt.order_id,
         }
 

@@ -13,11 +13,13 @@ class Adapter(Protocol):
 
     ``headers`` is a mapping with lower-case names. ``verify`` raises ``SignatureMismatch``;
     ``parse`` raises ``MalformedPayload`` and is only called on verified bytes.
+    ``headers_read`` names every header the adapter reads (signed or not, such as a delivery
+    key header): they are kept with the body, and refused when repeated with two values.
     ``max_body_bytes`` bounds what is read (and, for PayU, parsed) before authentication.
     """
 
     provider: Provider
-    signed_headers: tuple[str, ...]
+    headers_read: tuple[str, ...]
     max_body_bytes: int
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None: ...

@@ -25,7 +25,7 @@ SIGNATURE_HEADER = "x-webhook-signature"
 TIMESTAMP_HEADER = "x-webhook-timestamp"
 VERSION_HEADER = "x-webhook-version"
 IDEMPOTENCY_HEADER = "x-idempotency-key"
-_SIGNED_HEADERS: tuple[str, ...] = (
+_HEADERS_READ: tuple[str, ...] = (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     VERSION_HEADER,
@@ -72,7 +72,7 @@ class Cashfree:
     """Several client secrets are tried: events in flight keep the secret they were sent with."""
 
     provider = _P
-    signed_headers = _SIGNED_HEADERS
+    headers_read = _HEADERS_READ
     max_body_bytes = MAX_JSON_BODY_BYTES
     secrets: tuple[str, ...]
 

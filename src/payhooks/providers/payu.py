@@ -18,7 +18,7 @@ from payhooks.providers._common import (
     sha256_hex,
 )
 
-_SIGNED_HEADERS: tuple[str, ...] = ()
+_HEADERS_READ: tuple[str, ...] = ()
 _P = Provider.PAYU
 
 # Reverse order of the request hash; the udf10..udf6 slots are empty unless they were sent.
@@ -131,7 +131,7 @@ class PayU:
     """PayU signs inside the form, with a salt rather than an HMAC key; all salts are tried."""
 
     provider = _P
-    signed_headers = _SIGNED_HEADERS
+    headers_read = _HEADERS_READ
     max_body_bytes = MAX_BODY_BYTES
     merchant_key: str
     salts: tuple[str, ...]

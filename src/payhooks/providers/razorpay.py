@@ -21,7 +21,7 @@ from payhooks.providers._common import (
 
 SIGNATURE_HEADER = "x-razorpay-signature"
 EVENT_ID_HEADER = "x-razorpay-event-id"
-_SIGNED_HEADERS: tuple[str, ...] = (SIGNATURE_HEADER, EVENT_ID_HEADER)
+_HEADERS_READ: tuple[str, ...] = (SIGNATURE_HEADER, EVENT_ID_HEADER)
 _P = Provider.RAZORPAY
 
 _KINDS: Mapping[str, EventKind] = {
@@ -60,7 +60,7 @@ class Razorpay:
     """Several secrets are tried because retries of old events keep the old secret."""
 
     provider = _P
-    signed_headers = _SIGNED_HEADERS
+    headers_read = _HEADERS_READ
     max_body_bytes = MAX_JSON_BODY_BYTES
     secrets: tuple[str, ...]
 

@@ -33,14 +33,13 @@ from payhooks.errors import (
     ProviderNotConfigured,
     SignatureMismatch,
 )
-from payhooks.events import Event, Provider
+from payhooks.events import Provider, Received
 from payhooks.ingest import (
     Outcome,
     Receipt,
     header_map,
-    ingest_event,
-    signed_headers,
-    verified_event,
+    ingest_received,
+    receive,
 )
 from payhooks.providers import Adapter
 from payhooks.service import database
@@ -269,32 +268,25 @@ def _served(served: Mapping[str, Adapter], provider: str) -> Adapter:
 def _deliver(pool: psycopg_pool.ConnectionPool, arrival: Arrival, metrics: Metrics) -> Receipt:
     try:
         headers = header_map(arrival.headers, arrival.adapter)
-        event = verified_event(arrival.adapter, arrival.body, headers)
+        received = receive(arrival.adapter, arrival.body, headers)
     except PayhooksError as exc:
         _rejected(metrics, arrival.adapter.provider.value, exc, arrival.started)
         raise
-    signed = signed_headers(arrival.adapter, headers)
-    return _ingest(pool, event, arrival, signed, metrics)
+    return _ingest(pool, received, arrival.started, metrics)
 
 
 def _ingest(
-    pool: psycopg_pool.ConnectionPool,
-    event: Event,
-    arrival: Arrival,
-    signed: dict[str, str],
-    metrics: Metrics,
+    pool: psycopg_pool.ConnectionPool, received: Received, started: float, metrics: Metrics
 ) -> Receipt:
+    event = received.event
     fields = {
         "provider": event.provider.value,
         "event_id": event.event_id,
         "event_type": event.event_type,
     }
-    started = arrival.started
     try:
         with database.connection(pool, event.event_id) as conn:
-            receipt = ingest_event(
-                conn, event, arrival.body, signed, payments.apply_event, pipeline=True
-            )
+            receipt = ingest_received(conn, received, payments.apply_event, pipeline=True)
     except PayhooksError as exc:
         status, code = error_status(exc)
         metrics.answered(event.provider.value, code, time.perf_counter() - started)

@@ -13,7 +13,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from typing import Any
@@ -22,9 +22,8 @@ import psycopg_pool
 
 from payhooks import db
 from payhooks.errors import DatabaseUnavailable, PayhooksError
-from payhooks.events import Event, Provider
-from payhooks.ingest import Outcome, ingest_event, storable
-from payhooks.providers import Adapter
+from payhooks.events import Provider, Received
+from payhooks.ingest import Outcome, ingest_received, restored
 from payhooks.service import database, outbox, retention
 from payhooks.service.config import Settings
 from payhooks.service.mail import Mailer, MailerUnavailable, MessageRejected, SmtpTarget, compose
@@ -227,33 +226,33 @@ class Worker:
             with database.connection(self.pool) as conn:
                 page = parked_without_reference(conn, after, limit=self.options.batch)
                 for row in page:
-                    event = self._parsed(row)
-                    if event is not None and event.merchant_ref is not None:
-                        record_reference(conn, row, event.merchant_ref)
+                    received = self._parsed(row)
+                    if received is not None and received.event.merchant_ref is not None:
+                        record_reference(conn, row, received.event.merchant_ref)
             if len(page) < self.options.batch:
                 return True
             after = page[-1].position
         return False
 
-    def _parsed(self, row: ParkedDelivery) -> Event | None:
+    def _parsed(self, row: ParkedDelivery) -> Received | None:
         """The stored delivery as an event under the key it was stored with (a later version
         of an adapter may derive keys differently); None when it cannot be read now."""
         try:
             adapter = self.adapters.get(Provider(row.provider))
             if adapter is None:
                 return None
-            return stored_event(adapter, row.body, row.headers, row.event_id)
+            return restored(adapter, event_id=row.event_id, body=row.body, headers=row.headers)
         except (PayhooksError, ValueError) as exc:  # one odd row must not stop the others
             log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
             return None
 
     def _retry(self, row: ParkedDelivery) -> bool:
-        event = self._parsed(row)
-        if event is None:
+        received = self._parsed(row)
+        if received is None:
             return False
         try:
-            with database.connection(self.pool, event.event_id) as conn:
-                receipt = ingest_event(conn, event, row.body, row.headers, apply_event)
+            with database.connection(self.pool, row.event_id) as conn:
+                receipt = ingest_received(conn, received, apply_event)
         except DatabaseUnavailable:
             raise
         except PayhooksError as exc:
@@ -270,12 +269,6 @@ class Worker:
             },
         )
         return True
-
-
-def stored_event(adapter: Adapter, body: bytes, headers: dict[str, str], event_id: str) -> Event:
-    """A stored delivery parsed again, under the delivery key it was stored with: its record
-    is the claim to take, whatever key the adapter would derive today."""
-    return replace(storable(adapter.parse(body, headers)), event_id=event_id)
 
 
 # Parked deliveries, a page at a time in arrival order (keyset, never OFFSET).
