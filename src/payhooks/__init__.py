@@ -12,6 +12,7 @@ from payhooks.errors import (
     InvalidRequest,
     LockTimeout,
     MalformedPayload,
+    NotCommitted,
     NotFound,
     PayhooksError,
     PayloadTooLarge,
@@ -26,9 +27,11 @@ from payhooks.ingest import (
     Applied,
     Handler,
     Outcome,
+    Pending,
     Receipt,
     header_map,
     ingest,
+    ingest_in_transaction,
 )
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
@@ -50,11 +53,13 @@ __all__ = [
     "InvalidRequest",
     "LockTimeout",
     "MalformedPayload",
+    "NotCommitted",
     "NotFound",
     "Outcome",
     "PayU",
     "PayhooksError",
     "PayloadTooLarge",
+    "Pending",
     "Provider",
     "ProviderNotConfigured",
     "Razorpay",
@@ -63,5 +68,6 @@ __all__ = [
     "SignatureMismatch",
     "header_map",
     "ingest",
+    "ingest_in_transaction",
     "migrate",
 ]

@@ -19,9 +19,11 @@ def test_public_names_are_exactly_the_documented_ones():
             "InvalidRequest",
             "LockTimeout",
             "MalformedPayload",
+            "NotCommitted",
             "NotFound",
             "Outcome",
             "PayU",
+            "Pending",
             "PayhooksError",
             "PayloadTooLarge",
             "ProviderNotConfigured",
@@ -32,6 +34,7 @@ def test_public_names_are_exactly_the_documented_ones():
             "SignatureMismatch",
             "header_map",
             "ingest",
+            "ingest_in_transaction",
             "migrate",
         ]
     )
