@@ -11,11 +11,13 @@ from email.message import EmailMessage
 
 import pytest
 
+from payhooks.errors import MessageRejected
 from payhooks.events import Provider
 from payhooks.service import database
-from payhooks.service.mail import Mailer, MessageRejected, SmtpTarget, compose
+from payhooks.service.mail import Mailer, SmtpTarget, compose
 from payhooks.service.shop import carts
-from payhooks.service.worker import START, Worker, WorkerOptions, matching_parked
+from payhooks.service.maintenance import START, matching_parked
+from payhooks.service.worker import Worker, WorkerOptions
 from payhooks.sim.gateway import new_payment_id
 from tests.acceptance.conftest import wait_until
 from tests.conftest import Inbox, free_port
@@ -86,7 +88,7 @@ def test_a_stored_subject_holding_a_line_feed_is_dead_lettered_and_the_next_is_s
 
 
 def test_compose_refuses_an_unusable_recipient_instead_of_splitting_it():
-    from payhooks.service.mail import InvalidAddress
+    from payhooks.errors import InvalidAddress
 
     with pytest.raises(InvalidAddress):
         compose(
@@ -370,7 +372,7 @@ def test_a_login_smtplib_cannot_encode_is_the_server_being_unavailable():
     from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult
 
-    from payhooks.service.mail import MailerUnavailable
+    from payhooks.errors import MailerUnavailable
 
     controller = Controller(
         Inbox(),

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
+from payhooks.errors import SettingError
 from payhooks.events import Provider
-from payhooks.service.config import SettingError, Settings
+from payhooks.service.config import Settings
 from payhooks.sim.gateway import Gateway, GatewaySecrets
 
 SECRET_LISTS = {

@@ -8,23 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
-from payhooks.errors import PayhooksError
+from payhooks.errors import InvalidAddress, SettingError
 from payhooks.events import Provider
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
-from payhooks.service.mail import InvalidAddress, SmtpTarget, checked_address
-
-
-class SettingError(PayhooksError):
-    """A setting that cannot be read unambiguously; says which variable and how to write it."""
-
-    def __init__(self, variable: str, reason: str) -> None:
-        super().__init__(f"{variable} {reason}")
-        self.variable = variable
-        self.reason = reason
-
+from payhooks.service.mail import SmtpTarget, checked_address
 
 _SECRETS_SYNTAX = (
     'write several secrets as new,old, or as a JSON array ["new", "old"] (JSON-escaped) '

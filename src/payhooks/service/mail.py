@@ -14,30 +14,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from email_validator import EmailNotValidError, ValidatedEmail, validate_email
 
-from payhooks.errors import PayhooksError
-
-
-class InvalidAddress(PayhooksError):
-    """Not one plain email address: a list, a name, a quoted or bracketed part, a control
-    character. Such a string splits recipients or breaks the message built around it."""
-
-    def __init__(self, address: str, reason: str) -> None:
-        super().__init__(f"not a usable email address: {reason}")
-        self.address = address
-        self.reason = reason
-
-
-class MailerUnavailable(PayhooksError):
-    """The SMTP server cannot be reached or is failing as a whole: try again later."""
-
-
-class MessageRejected(PayhooksError):
-    """The SMTP server refused this message; ``permanent`` when retrying cannot help."""
-
-    def __init__(self, reason: str, *, permanent: bool) -> None:
-        super().__init__(reason)
-        self.permanent = permanent
-
+from payhooks.errors import InvalidAddress, MailerUnavailable, MessageRejected
 
 SMTP_URL_SYNTAX = "smtp://[user:pass@]host[:port][?starttls=true], or smtps://… for implicit TLS"
 

@@ -12,21 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from payhooks.db import Connection
-from payhooks.errors import PayhooksError
+from payhooks.errors import RetentionTooShort
 
 # Razorpay retries for 24 hours and replays events up to 15 days old (its FAQ); a record
 # purged before that could let a replay act twice on anything not business-keyed.
 MIN_RETENTION_DAYS = 15
 BATCH_ROWS = 5000
-
-
-class RetentionTooShort(PayhooksError):
-    def __init__(self, days: int) -> None:
-        super().__init__(
-            f"a retention of {days} days is shorter than the gateways' replay window "
-            f"({MIN_RETENTION_DAYS} days); pass --force to purge anyway"
-        )
-        self.days = days
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,7 +57,7 @@ _FINISH = "UPDATE maintenance_runs SET finished_at = now() WHERE task = 'purge'"
 
 def check_window(days: int, *, force: bool) -> None:
     if days < MIN_RETENTION_DAYS and not force:
-        raise RetentionTooShort(days)
+        raise RetentionTooShort(days, MIN_RETENTION_DAYS)
 
 
 def plan(conn: Connection, days: int) -> PurgeResult:

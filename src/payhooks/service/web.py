@@ -32,6 +32,7 @@ from payhooks.errors import (
     PayloadTooLarge,
     ProviderNotConfigured,
     SignatureMismatch,
+    Unauthorised,
 )
 from payhooks.events import Provider, Received
 from payhooks.ingest import (
@@ -319,10 +320,6 @@ def _rejected(metrics: Metrics, provider: str, exc: PayhooksError, started: floa
 
 
 _bearer = HTTPBearer(auto_error=False)
-
-
-class Unauthorised(Exception):
-    """No or wrong bearer token on /api/*."""
 
 
 async def authorised(

@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from payhooks import db
-from payhooks.errors import PayhooksError
+from payhooks.errors import DemoFailed
 from payhooks.events import Provider
 from payhooks.service import database
 from payhooks.service.config import Settings
@@ -51,10 +51,6 @@ COPIES = 50
 GATEWAY_TIMEOUT_S = 5.0  # Razorpay's ack deadline
 SLOW_TIMEOUT_S = 0.5  # the gateway's patience in the slow-response scenario
 STOCK_HELD_S = 1.5  # how long the "slow" scenario keeps the stock row busy
-
-
-class DemoFailed(PayhooksError):
-    """The demo could not set its stage (the service did not start, the API refused a step)."""
 
 
 # --- the gateway's sending side ----------------------------------------------------------

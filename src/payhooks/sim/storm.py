@@ -24,7 +24,7 @@ import httpx
 from rich import box
 from rich.table import Table
 
-from payhooks.errors import PayhooksError
+from payhooks.errors import StormError
 from payhooks.events import Provider
 from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
 
@@ -359,10 +359,6 @@ class Shop:
 
     def get(self, path: str, **params: str) -> dict[str, object]:
         return self.call("GET", path, params=params)
-
-
-class StormError(PayhooksError):
-    """The storm could not set up or read the deployment (wrong URL or token, API refusing)."""
 
 
 def stock_up(shop: Shop, run: str, options: StormOptions) -> list[str]:

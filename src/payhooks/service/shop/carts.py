@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from payhooks.db import Connection
-from payhooks.errors import Conflict, InvalidRequest, NotFound
+from payhooks.errors import Conflict, InvalidAddress, InvalidRequest, NotFound
 from payhooks.events import Provider
-from payhooks.service.mail import InvalidAddress, checked_address
+from payhooks.service.mail import checked_address
 from payhooks.service.shop.ids import new_id
 
 

@@ -1,0 +1,219 @@
+"""The worker's maintenance: parked deliveries applied once their checkout exists, and the
+daily purge of delivery records past the retention window."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg_pool
+
+from payhooks import db
+from payhooks.errors import DatabaseUnavailable, PayhooksError
+from payhooks.events import Provider, Received
+from payhooks.ingest import Outcome, ingest_received, restored
+from payhooks.service import database, retention
+from payhooks.service.config import Settings
+from payhooks.service.shop.payments import apply_event
+
+log = logging.getLogger("payhooks.service.worker")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cadence:
+    batch: int
+    purge_every_seconds: float | None
+    parked_every_seconds: float | None
+
+
+class Maintenance:
+    def __init__(
+        self,
+        pool: psycopg_pool.ConnectionPool,
+        settings: Settings,
+        cadence: Cadence,
+        stopping: threading.Event,
+    ) -> None:
+        self.pool = pool
+        self.settings = settings
+        self.cadence = cadence
+        self.stopping = stopping
+        self.adapters = settings.adapters()
+        self._last_purge: float | None = None
+        self._last_parked: float | None = None
+        self._references_filled = False
+
+    def maybe_purge(self) -> int:
+        """Purge once a day (a purge already running elsewhere is left to finish); returns
+        how many records went."""
+        every = self.cadence.purge_every_seconds
+        now = time.monotonic()
+        if every is None or (self._last_purge is not None and now - self._last_purge < every):
+            return 0
+        self._last_purge = now  # one that fails is tried again when the next is due
+        days = self.settings.retention_days
+        if days < retention.MIN_RETENTION_DAYS:
+            log.error("purge_refused", extra={"retention_days": days})
+            return 0
+        with database.connection(self.pool) as conn:
+            result = retention.purge_exclusively(conn, days, stop=self.stopping.is_set)
+        if result is None:
+            return 0
+        log.info("purge_done", extra={"deleted": result.deleted, "days": days})
+        return result.deleted
+
+    def maybe_retry_parked(self) -> int:
+        """Apply every parked delivery whose checkout (or, for a refund, whose payment) now
+        exists, without waiting for the gateway, which was answered 200 and will not send it
+        again. Same ingest path, same keys; returns how many were applied."""
+        every = self.cadence.parked_every_seconds
+        now = time.monotonic()
+        if every is None or (self._last_parked is not None and now - self._last_parked < every):
+            return 0
+        self._last_parked = now
+        if not self._references_filled:
+            self._references_filled = self._fill_references()
+        return self._retry_matching()
+
+    def _retry_matching(self) -> int:
+        applied, after = 0, START
+        while not self.stopping.is_set():
+            with database.connection(self.pool) as conn:
+                page = matching_parked(conn, after, limit=self.cadence.batch)
+            applied += sum(self._retry(row) for row in page)
+            if len(page) < self.cadence.batch:
+                break
+            after = page[-1].position
+        return applied
+
+    def _fill_references(self) -> bool:
+        """Deliveries parked before schema version 5 have no ``merchant_ref``: parse each
+        once (per worker process) and fill it in, so the indexed match finds them. Those
+        whose event names no reference stay NULL; their payment id still matches."""
+        after = START
+        while not self.stopping.is_set():
+            with database.connection(self.pool) as conn:
+                page = parked_without_reference(conn, after, limit=self.cadence.batch)
+                for row in page:
+                    received = self._parsed(row)
+                    if received is not None and received.event.merchant_ref is not None:
+                        record_reference(conn, row, received.event.merchant_ref)
+            if len(page) < self.cadence.batch:
+                return True
+            after = page[-1].position
+        return False
+
+    def _parsed(self, row: ParkedDelivery) -> Received | None:
+        """The stored delivery as an event under the key it was stored with (a later version
+        of an adapter may derive keys differently); None when it cannot be read now."""
+        try:
+            adapter = self.adapters.get(Provider(row.provider))
+            if adapter is None:
+                return None
+            return restored(adapter, event_id=row.event_id, body=row.body, headers=row.headers)
+        except (PayhooksError, ValueError) as exc:  # one odd row must not stop the others
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
+            return None
+
+    def _retry(self, row: ParkedDelivery) -> bool:
+        received = self._parsed(row)
+        if received is None:
+            return False
+        try:
+            with database.connection(self.pool, row.event_id) as conn:
+                receipt = ingest_received(conn, received, apply_event)
+        except DatabaseUnavailable:
+            raise
+        except PayhooksError as exc:
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
+            return False
+        if receipt.outcome is not Outcome.PROCESSED:
+            return False
+        log.info(
+            "parked_applied",
+            extra={
+                "provider": row.provider,
+                "event_id": row.event_id,
+                "order_id": receipt.order_id,
+            },
+        )
+        return True
+
+
+# Parked deliveries, a page at a time in arrival order (keyset, never OFFSET).
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParkedDelivery:
+    provider: str
+    event_id: str
+    processed_at: datetime
+    body: bytes
+    headers: dict[str, str]
+
+    @property
+    def position(self) -> Position:
+        return (self.processed_at, self.provider, self.event_id)
+
+
+Position = tuple[datetime, str, str]
+START: Position = (datetime.min.replace(tzinfo=UTC), "", "")
+
+# Only rows that can now be applied are read: a reference that now has a checkout (index
+# processed_webhooks_parked_ref, then the checkouts key), or a payment now recorded (index
+# processed_webhooks_payment, then the payments key). Parked rows that match nothing, however
+# many, are only probed in the indexes, never loaded.
+_MATCHING_PARKED = """
+SELECT p.provider, p.event_id, p.processed_at, p.body, p.headers
+FROM processed_webhooks p
+WHERE p.outcome = 'parked'
+  AND (p.processed_at, p.provider, p.event_id) > (%s, %s, %s)
+  AND (EXISTS (SELECT 1 FROM checkouts c
+               WHERE c.provider = p.provider AND c.gateway_order_id = p.merchant_ref)
+       OR EXISTS (SELECT 1 FROM payments y
+                  WHERE y.provider = p.provider AND y.payment_id = p.payment_id))
+ORDER BY p.processed_at, p.provider, p.event_id
+LIMIT %s
+"""
+_WITHOUT_REFERENCE = """
+SELECT provider, event_id, processed_at, body, headers
+FROM processed_webhooks
+WHERE outcome = 'parked' AND merchant_ref IS NULL
+  AND (processed_at, provider, event_id) > (%s, %s, %s)
+ORDER BY processed_at, provider, event_id
+LIMIT %s
+"""
+_RECORD_REFERENCE = """
+UPDATE processed_webhooks SET merchant_ref = %s
+WHERE provider = %s AND event_id = %s AND merchant_ref IS NULL
+"""
+
+
+def matching_parked(conn: db.Connection, after: Position, *, limit: int) -> list[ParkedDelivery]:
+    """Up to ``limit`` parked deliveries after ``after`` that would now apply."""
+    return [_parked(row) for row in conn.execute(_MATCHING_PARKED, (*after, limit))]
+
+
+def parked_without_reference(
+    conn: db.Connection, after: Position, *, limit: int
+) -> list[ParkedDelivery]:
+    return [_parked(row) for row in conn.execute(_WITHOUT_REFERENCE, (*after, limit))]
+
+
+def record_reference(conn: db.Connection, row: ParkedDelivery, reference: str) -> None:
+    conn.execute(_RECORD_REFERENCE, (reference, row.provider, row.event_id))
+
+
+def _parked(row: tuple[Any, ...]) -> ParkedDelivery:
+    provider, event_id, processed_at, body, headers = row
+    return ParkedDelivery(
+        provider=provider,
+        event_id=event_id,
+        processed_at=processed_at,
+        body=bytes(body),
+        headers=dict(headers),
+    )

@@ -1,0 +1,127 @@
+"""Sending the outbox: each due message performed after commit, under a row lock.
+
+Each message is taken under a row lock that other workers skip (``FOR UPDATE SKIP LOCKED``),
+sent, and marked sent in the same transaction. The one unavoidable at-least-once window: the
+SMTP server accepts the message and the worker dies before its commit; the row is then sent
+again, with the same Message-ID, so the receiving side can drop the repeat. Whatever fails
+while building or sending one message counts against that message alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from email.message import EmailMessage
+
+import psycopg_pool
+
+from payhooks import db
+from payhooks.errors import MailerUnavailable, MessageRejected
+from payhooks.service import database, outbox
+from payhooks.service.config import Settings
+from payhooks.service.mail import Mailer, SmtpTarget, compose
+
+log = logging.getLogger("payhooks.service.worker")
+
+
+class Sender:
+    def __init__(
+        self,
+        pool: psycopg_pool.ConnectionPool,
+        settings: Settings,
+        *,
+        batch: int,
+        policy: outbox.RetryPolicy,
+        jitter: Callable[[], float],
+        stopping: threading.Event,
+    ) -> None:
+        if not settings.smtp_url:
+            raise MailerUnavailable("PAYHOOKS_SMTP_URL is not set: the worker has nowhere to send")
+        self.pool = pool
+        self.settings = settings
+        self.batch = batch
+        self.policy = policy
+        self.jitter = jitter
+        self.stopping = stopping
+        self.target = SmtpTarget.from_url(settings.smtp_url)
+        self.unavailable = False
+        """Whether the last ``drain`` found the SMTP server unavailable."""
+
+    def drain(self) -> int:
+        """Perform up to one batch of due messages over one SMTP session; returns how many."""
+        handled, self.unavailable = 0, False
+        with Mailer(self.target) as mailer:
+            while handled < self.batch and not self.stopping.is_set():
+                try:
+                    if not self.perform_one(mailer):
+                        break
+                except MailerUnavailable as exc:
+                    self.unavailable = True
+                    log.warning("smtp_unavailable", extra={"error": str(exc)})
+                    break
+                handled += 1
+        return handled
+
+    def perform_one(self, mailer: Mailer) -> bool:
+        """Send the next due message; False when none is due. SMTP down: leaves it queued."""
+        with database.connection(self.pool) as conn, conn.transaction():
+            message = outbox.next_due(conn)
+            if message is None:
+                return False
+            self._perform(conn, mailer, message)
+        return True
+
+    def _perform(self, conn: db.Connection, mailer: Mailer, message: outbox.Pending) -> None:
+        fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
+        recipient = message.recipient or self.settings.alert_email
+        if recipient is None:
+            outbox.dead_letter(conn, message, "PAYHOOKS_ALERT_EMAIL is not set")
+            log.error("outbox_dead_letter", extra={**fields, "error": "no alert address"})
+            return
+        try:
+            email = self._compose(message, recipient)
+        except Exception as exc:  # whatever this one row holds, it is this row's problem
+            self._dead_letter(conn, message, f"cannot build the email: {_describe(exc)}", fields)
+            return
+        try:
+            mailer.send(email)
+        except MessageRejected as exc:
+            self._rejected(conn, message, exc, fields)
+            return
+        outbox.mark_sent(conn, message)
+        log.info("outbox_sent", extra=fields)
+
+    def _compose(self, message: outbox.Pending, recipient: str) -> EmailMessage:
+        return compose(
+            sender=self.settings.mail_from,
+            recipient=recipient,
+            subject=message.subject,
+            body=message.body,
+            dedupe_key=message.dedupe_key,
+        )
+
+    def _dead_letter(
+        self, conn: db.Connection, message: outbox.Pending, reason: str, fields: dict[str, object]
+    ) -> None:
+        outbox.dead_letter(conn, message, reason)
+        log.error("outbox_dead_letter", extra={**fields, "error": reason})
+
+    def _rejected(
+        self,
+        conn: db.Connection,
+        message: outbox.Pending,
+        exc: MessageRejected,
+        fields: dict[str, object],
+    ) -> None:
+        policy = self.policy
+        if exc.permanent or message.attempts + 1 >= policy.max_attempts:
+            self._dead_letter(conn, message, str(exc), fields)
+            return
+        delay = policy.delay(message.attempts + 1, self.jitter())
+        outbox.retry_later(conn, message, str(exc), delay)
+        log.warning("outbox_retry", extra={**fields, "error": str(exc), "delay_s": round(delay, 1)})
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
