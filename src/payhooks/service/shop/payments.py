@@ -71,6 +71,7 @@ SELECT status, amount_paise, currency, customer_email FROM carts WHERE id = %s
 FOR NO KEY UPDATE
 """
 _ORDER_OF_CART = "SELECT id FROM orders WHERE cart_id = %s"
+_PAID_BY = "SELECT id, provider, payment_id FROM orders WHERE cart_id = %s"
 _NEW_REFUND = """
 INSERT INTO refunds (provider, refund_id, payment_id, amount_paise) VALUES (%s, %s, %s, %s)
 ON CONFLICT DO NOTHING RETURNING 1
@@ -174,14 +175,16 @@ def _capture(conn: Connection, event: Event, cart_id: str, money: _Money) -> str
     if status == "paid":
         # Read after the lock, in a statement of its own: a join in the locking statement
         # would see the order table as it was before the wait.
-        order_id = _order_of(conn, cart_id)
+        order_id, provider, payment_id = conn.execute(_PAID_BY, (cart_id,)).fetchone()  # type: ignore[misc]
+        if (provider, payment_id) == (event.provider.value, event.payment_id):
+            return str(order_id)  # this payment's own order (placed before captured_at existed)
         _flag(
             conn,
             event,
             "duplicate_payment",
             f"was captured but cart {cart_id} is already paid (order {order_id})",
         )
-        return order_id
+        return str(order_id)
     if event.amount_paise != amount or (event.currency or "INR") != currency:
         got = f"{event.amount_paise} {event.currency or 'INR'}"
         _flag(
@@ -238,9 +241,27 @@ def _apply_refund(conn: Connection, event: Event) -> Applied:
     if conn.execute(_NEW_REFUND, refund).fetchone():
         row = conn.execute(_ADD_REFUNDED, (event.refund_amount_paise, *key)).fetchone()
         money = _Money(refunded=row[0], paid=row[1]) if row else None
-        if money is not None and money.over_refunded:
-            _flag_over_refund(conn, event, money)
+        if money is not None:
+            _check_refunds(conn, event, cart_id, money)
     return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
+
+
+def _check_refunds(conn: Connection, event: Event, cart_id: str, money: _Money) -> None:
+    """Refunds beyond what was paid, or the whole of a payment that paid an order: the
+    order stands (it is the merchant's to cancel), so an operator must hear of it."""
+    if money.over_refunded:
+        _flag_over_refund(conn, event, money)
+    if not money.fully_refunded:
+        return
+    paid = conn.execute(_PAID_BY, (cart_id,)).fetchone()
+    if paid and (paid[1], paid[2]) == (event.provider.value, event.payment_id):
+        _flag(
+            conn,
+            event,
+            "refunded_after_order",
+            f"paid order {paid[0]} and was then refunded in full; the order still stands",
+            needs_refund=False,
+        )
 
 
 def _park(conn: Connection, event: Event, why: str) -> Applied:
