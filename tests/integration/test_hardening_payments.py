@@ -4,6 +4,7 @@ in which refunds and captures can meet, through the real ingest path on real Pos
 from __future__ import annotations
 
 from dataclasses import replace
+from decimal import Decimal
 
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
@@ -216,3 +217,61 @@ def test_every_captured_payment_ends_with_an_order_or_a_flag_whatever_the_order(
         assert scalar(conn, "SELECT count(*) FROM orders WHERE cart_id = %s", buy.cart_id) == 1, (
             order
         )
+
+
+def test_a_later_capture_report_of_the_payment_that_paid_the_order_is_not_a_duplicate(conn):
+    """A capture applied before captures were recorded apart (an instance of the previous
+    version, mid-deploy) leaves captured_at empty; its order.paid must not flag a refund."""
+    buy = purchase(conn, stock=5)
+    first = deliver(conn, buy.captured())
+    conn.execute("UPDATE payments SET captured_at = NULL")  # what the previous version left
+    again = deliver(conn, razorpay_event(buy, "order.paid"))
+    assert again.order_id == first.order_id
+    payment = get_payment(conn, "razorpay", buy.payment_id)
+    assert payment.flags == () and not payment.needs_refund
+    assert scalar(conn, "SELECT count(*) FROM outbox WHERE kind = 'alert'") == 0
+
+
+def test_a_full_refund_of_the_payment_that_paid_an_order_alerts_once(conn):
+    buy = purchase(conn, stock=5)
+    deliver(conn, buy.captured())
+    half = buy.amount_paise // 2
+    deliver(conn, razorpay_event(buy, "refund.processed", refund_id="r1", refund_amount_paise=half))
+    assert alerts(conn, "refunded_after_order") == 0
+    rest = buy.amount_paise - half
+    deliver(conn, razorpay_event(buy, "refund.processed", refund_id="r2", refund_amount_paise=rest))
+    payment = get_payment(conn, "razorpay", buy.payment_id)
+    assert payment.flags == ("refunded_after_order",) and not payment.needs_refund
+    assert alerts(conn, "refunded_after_order") == 1
+
+
+def test_a_key_header_shaped_like_a_derived_key_cannot_claim_a_later_capture(conn):
+    """Key headers are not signed: an authentic body sent under the key a later delivery
+    without the header will derive must not turn that capture into a duplicate."""
+    buy = purchase(conn, Provider.CASHFREE)
+    dropped = GATEWAY.cashfree(
+        "PAYMENT_USER_DROPPED_WEBHOOK",
+        order_id=buy.reference,
+        cf_payment_id="5550001",
+        order_amount=Decimal(buy.amount_paise) / 100,
+        payment_status="USER_DROPPED",
+    )
+    forged_key = "PAYMENT_SUCCESS_WEBHOOK:5550002"
+    deliver(conn, replace(dropped, headers={**dropped.headers, "x-idempotency-key": forged_key}))
+    genuine = GATEWAY.cashfree(
+        "PAYMENT_SUCCESS_WEBHOOK",
+        order_id=buy.reference,
+        cf_payment_id="5550002",
+        order_amount=Decimal(buy.amount_paise) / 100,
+        version="2023-08-01",
+    )
+    receipt = deliver(conn, genuine)
+    assert receipt.outcome is Outcome.PROCESSED and receipt.order_id is not None
+    assert receipt.event.event_id == forged_key  # the derived key, now its own
+
+
+def test_a_razorpay_event_id_header_with_a_colon_is_not_used_as_the_key(conn):
+    buy = purchase(conn)
+    captured = buy.captured()
+    forged = replace(captured, headers={**captured.headers, "x-razorpay-event-id": "a:b"})
+    assert deliver(conn, forged).event.event_id == f"payment.captured:{buy.payment_id}"

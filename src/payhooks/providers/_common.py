@@ -42,7 +42,10 @@ def _whole_paise(amount: Decimal) -> bool:
 
 
 def delivery_key(*parts: object) -> str | None:
-    """Join key parts with ':'; None when any part is missing, so no key ever holds 'None'."""
+    """Join key parts with ':'; None when any part is missing, so no key ever holds 'None'.
+
+    Every key derived from a body holds a ':'; a key header is not signed, so one holding a
+    ':' is ignored (the key is derived instead) and can never claim a derived key."""
     texts = [str(p) for p in parts if p is not None and not isinstance(p, bool)]
     if len(texts) != len(parts) or any(t == "" for t in texts):
         return None

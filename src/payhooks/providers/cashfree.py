@@ -223,7 +223,7 @@ def _event_id(headers: Mapping[str, str], event_type: str, facts: _Facts, body: 
     SUCCESS that follows for the same attempt, and the capture would be dropped as a duplicate.
     """
     header = headers.get(IDEMPOTENCY_HEADER)
-    if header:
+    if header and ":" not in header:
         return header
     parts: list[object] = [event_type, facts.key_id]
     if facts.key_status is not None:

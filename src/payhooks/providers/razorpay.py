@@ -175,7 +175,7 @@ def _event_id(
     would share it, and the second would be swallowed as a duplicate.
     """
     header = headers.get(EVENT_ID_HEADER)
-    if header:
+    if header and ":" not in header:
         return header
     entity_id = refund.id if event_type.startswith("refund.") else payment.id
     return delivery_key(event_type, entity_id) or body_key(event_type, body)
