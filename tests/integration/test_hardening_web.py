@@ -29,7 +29,7 @@ from payhooks.providers import Adapter, payu, razorpay
 from payhooks.service import metrics as metrics_module
 from payhooks.service.web import create_app
 from tests.conftest import free_port
-from tests.factories import ADAPTERS, KEYS, SETTINGS, purchase
+from tests.factories import ADAPTERS, GATEWAY, KEYS, SETTINGS, purchase
 
 TOKEN = "test-token"
 PAYU_LIMIT = payu.MAX_BODY_BYTES
@@ -476,3 +476,32 @@ def test_a_client_that_leaves_mid_body_leaves_no_traceback(database_url, caplog)
 def answered_after(served: Running) -> None:
     with served.client() as client:
         assert client.get("/healthz").status_code == 200
+
+
+def test_the_shop_api_never_takes_a_webhook_connection(service):
+    """A busy storefront must not make deliveries wait for a connection: the API has a pool
+    of its own."""
+    before = requests_made(service.pool)
+    with service.api() as client:
+        for _ in range(5):
+            assert client.get("/api/products/nothing-here").status_code == 404
+    assert requests_made(service.pool) == before
+    assert requests_made(service.app.state.api_pool) >= 5
+
+
+def test_webhooks_answer_while_every_api_connection_is_held(service):
+    """Even with the API's pool exhausted, a delivery gets a connection and is answered."""
+    api_pool = service.app.state.api_pool
+    held = [api_pool.getconn() for _ in range(api_pool.max_size)]
+    try:
+        delivery = GATEWAY.razorpay(
+            "payment.captured", payment_id="pay_held1", order_id="order_held", amount_paise=1
+        )
+        with service.client() as client:
+            answer = client.post(
+                "/webhooks/razorpay", content=delivery.body, headers=delivery.headers
+            )
+        assert answer.status_code == 200 and answer.json()["status"] == "parked"
+    finally:
+        for conn in held:
+            api_pool.putconn(conn)

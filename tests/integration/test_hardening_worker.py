@@ -15,8 +15,8 @@ from payhooks.errors import MessageRejected
 from payhooks.events import Provider
 from payhooks.service import database
 from payhooks.service.mail import Mailer, SmtpTarget, compose
-from payhooks.service.shop import carts
 from payhooks.service.maintenance import START, matching_parked
+from payhooks.service.shop import carts
 from payhooks.service.worker import Worker, WorkerOptions
 from payhooks.sim.gateway import new_payment_id
 from tests.acceptance.conftest import wait_until

@@ -10,6 +10,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import anyio
+import anyio.to_thread
 import psycopg_pool
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
@@ -17,7 +19,6 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -164,12 +165,19 @@ def _lifespan(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         target = url or database.database_url(settings)
         pool = database.open_pool(target, settings)
-        app.state.pool = pool
+        # The shop API has connections and threads of its own: a busy storefront never
+        # makes a gateway's delivery wait for either (nor the other way round).
+        api_pool = database.open_pool(
+            target, settings, max_size=max(2, settings.pool_size // 2), deadline=False
+        )
+        app.state.pool, app.state.api_pool = pool, api_pool
+        app.state.webhook_threads = anyio.CapacityLimiter(2 * settings.pool_size)
         app.state.probes = Probes(target)
         try:
             yield
         finally:
             app.state.probes.close()
+            api_pool.close()
             pool.close()
 
     return lifespan
@@ -248,7 +256,9 @@ def _add_webhook_route(
             adapter=adapter, body=body, headers=tuple(request.headers.items()), started=started
         )
         # One hop per delivery: verifying, parsing and the transaction all leave the loop.
-        receipt = await run_in_threadpool(_deliver, _pool(request), arrival, metrics)
+        receipt = await anyio.to_thread.run_sync(
+            _deliver, _pool(request), arrival, metrics, limiter=request.app.state.webhook_threads
+        )
         return JSONResponse(
             {
                 "status": receipt.outcome.value,
@@ -386,7 +396,7 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
 
 
 def _connection(request: Request) -> Iterator[db.Connection]:
-    with database.connection(_pool(request)) as conn:
+    with database.connection(request.app.state.api_pool) as conn:
         yield conn
 
 
