@@ -28,7 +28,7 @@ class EventKind(StrEnum):
 class Event:
     """One authentic delivery, normalised.
 
-    ``event_id`` is the delivery key (DESIGN.md section 2). ``merchant_ref`` is the reference
+    ``event_id`` is the delivery key (docs/providers.md). ``merchant_ref`` is the reference
     the gateway echoes back from checkout (Razorpay order id, Cashfree order id, PayU txnid).
     ``amount_paise`` is the amount compared with the cart; ``payment_amount_paise`` is what
     the gateway says was paid when that differs (Cashfree offers and surcharges).

@@ -1,7 +1,7 @@
 """The claim: one conditional insert per delivery key, on the caller's connection.
 
 Insert first, never check-then-insert: a twin arriving in the same millisecond blocks on the
-first one's uncommitted key and sees the conflict once it commits (DESIGN.md section 1).
+first one's uncommitted key and sees the conflict once it commits (docs/design.md, "Insert first").
 """
 
 from __future__ import annotations

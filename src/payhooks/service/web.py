@@ -51,7 +51,7 @@ from payhooks.service.shop import carts, catalog, orders, payments
 
 log = logging.getLogger("payhooks")
 
-# DESIGN.md section 3: permanent conditions answer 200 so the gateway stops retrying.
+# docs/api.md, the webhook table: permanent conditions answer 200 so the gateway stops retrying.
 STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
 STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [
     (PayloadTooLarge, 413, "payload_too_large"),

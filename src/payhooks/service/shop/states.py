@@ -1,4 +1,4 @@
-"""The payment state machine (DESIGN.md section 3): forward only, with one exception."""
+"""The payment state machine (docs/design.md, "Payment state machine"): forward only, with one exception."""
 
 from __future__ import annotations
 
