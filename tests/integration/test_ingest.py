@@ -1,4 +1,5 @@
-"""Every row of the webhook table in docs/api.md, through the real ingest path on real PostgreSQL."""
+"""Every row of the webhook table in docs/api.md, through the real ingest path on real
+PostgreSQL."""
 
 from __future__ import annotations
 

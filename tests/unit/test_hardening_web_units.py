@@ -7,10 +7,11 @@ import threading
 
 import pytest
 
+from payhooks.answers import STATUS_OF_ERROR, clipped
 from payhooks.errors import DatabaseUnavailable
 from payhooks.ingest import Outcome
 from payhooks.service.metrics import OUTCOME_LABELS, PROVIDER_LABELS, Metrics, Shared
-from payhooks.service.web import STATUS_OF_ERROR, bearer_matches, clipped
+from payhooks.service.web import bearer_matches
 
 
 def label_values(metrics: Metrics, label: str) -> set[str]:

@@ -189,7 +189,8 @@ def test_payu_accepts_any_configured_salt(
 
 
 def assert_whole_key(event: Event) -> None:
-    """docs/providers.md, delivery keys: a missing part is never written as 'None' or an empty string."""
+    """docs/providers.md, delivery keys: a missing part is never written as 'None' or an
+    empty string."""
     parts = event.event_id.split(":")
     assert all(part not in ("", "None") for part in parts), event.event_id
 

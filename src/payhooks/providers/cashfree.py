@@ -217,7 +217,8 @@ def _require(**fields: object) -> None:
 
 
 def _event_id(headers: Mapping[str, str], event_type: str, facts: _Facts, body: bytes) -> str:
-    """The delivery key of docs/providers.md, plus the status when it is not the final one the type implies.
+    """The delivery key of docs/providers.md, plus the status when it is not the final one
+    the type implies.
 
     Without it a PENDING delivery of PAYMENT_SUCCESS_WEBHOOK would claim the key of the
     SUCCESS that follows for the same attempt, and the capture would be dropped as a duplicate.

@@ -169,7 +169,8 @@ def _event_id(
     refund: _Refund,
     body: bytes,
 ) -> str:
-    """The delivery key of docs/providers.md: the header as received, else event + entity id, else body hash.
+    """The delivery key of docs/providers.md: the header as received, else event + entity
+    id, else the body's hash.
 
     A refund event never falls back to the payment id: two partial refunds of one payment
     would share it, and the second would be swallowed as a duplicate.

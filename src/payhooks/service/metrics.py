@@ -24,6 +24,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from payhooks import db
+from payhooks.answers import STATUS_OF_ERROR
 from payhooks.errors import DatabaseUnavailable
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
@@ -38,14 +39,7 @@ PROVIDER_LABELS = frozenset({*(p.value for p in Provider), UNKNOWN_PROVIDER})
 OUTCOME_LABELS = frozenset(
     {
         *(o.value for o in Outcome),
-        "signature_mismatch",
-        "malformed_payload",
-        "payload_too_large",
-        "provider_not_configured",
-        "database_unavailable",
-        "not_found",
-        "conflict",
-        "invalid_request",
+        *(code for _, _, code in STATUS_OF_ERROR),
         "internal_error",
         OTHER_OUTCOME,
     }

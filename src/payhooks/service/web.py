@@ -23,21 +23,16 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from payhooks import db
+from payhooks.answers import STATUS_OF_OUTCOME, clipped, error_status
 from payhooks.errors import (
-    Conflict,
     DatabaseUnavailable,
-    InvalidRequest,
-    MalformedPayload,
-    NotFound,
     PayhooksError,
     PayloadTooLarge,
     ProviderNotConfigured,
-    SignatureMismatch,
     Unauthorised,
 )
 from payhooks.events import Provider, Received
 from payhooks.ingest import (
-    Outcome,
     Receipt,
     header_map,
     ingest_received,
@@ -51,36 +46,9 @@ from payhooks.service.shop import carts, catalog, orders, payments
 
 log = logging.getLogger("payhooks")
 
-# docs/api.md, the webhook table: permanent conditions answer 200 so the gateway stops retrying.
-STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
-STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [
-    (PayloadTooLarge, 413, "payload_too_large"),
-    (SignatureMismatch, 401, "signature_mismatch"),
-    (MalformedPayload, 400, "malformed_payload"),
-    (ProviderNotConfigured, 404, "provider_not_configured"),
-    (DatabaseUnavailable, 503, "database_unavailable"),
-    (NotFound, 404, "not_found"),
-    (Conflict, 409, "conflict"),
-    (InvalidRequest, 422, "invalid_request"),
-]
-
-
-def error_status(exc: PayhooksError) -> tuple[int, str]:
-    for kind, status, code in STATUS_OF_ERROR:
-        if isinstance(exc, kind):
-            return status, code
-    return 500, "internal_error"
-
-
 # What an unauthenticated client can make the service read, echo or log (docs/security.md).
 MAX_API_BODY_BYTES = 64 * 1024  # a cart is at most 50 lines: a few KB
-MAX_DETAIL_CHARS = 200
 MAX_PROVIDER_CHARS = 64
-
-
-def clipped(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
-    """At most ``limit`` characters: error details can quote what a client sent."""
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
 def bearer_matches(header: str | None, token: str) -> bool:

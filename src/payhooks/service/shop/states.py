@@ -1,4 +1,5 @@
-"""The payment state machine (docs/design.md, "Payment state machine"): forward only, with one exception."""
+"""The payment state machine (docs/design.md, "Payment state machine"): forward only, but
+out of ``failed``."""
 
 from __future__ import annotations
 
