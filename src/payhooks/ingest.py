@@ -193,15 +193,21 @@ class Pending:
     xid: int | None
     """The caller's transaction id, when the claim wrote anything in it."""
 
-    def receipt(self) -> Receipt:
-        """The answer for the gateway; raises ``NotCommitted`` unless the work is committed."""
-        if self.conn.info.transaction_status is not TransactionStatus.IDLE:
+    def receipt(self, conn: Connection | None = None) -> Receipt:
+        """The answer for the gateway; raises ``NotCommitted`` unless the work is committed.
+
+        Asked on the claim's own connection by default; pass another (any session of the same
+        database) when that one has gone back to a pool and may be serving someone else."""
+        check = conn or self.conn
+        if check is self.conn and check.info.transaction_status is not TransactionStatus.IDLE:
             raise NotCommitted("answer the gateway only after your transaction has committed")
         if self.xid is None:
             return self.outcome  # nothing was written: a duplicate stands on its own
         with translated(self.outcome.event.event_id):
-            row = self.conn.execute(_XACT_STATUS, (str(self.xid),)).fetchone()
+            row = check.execute(_XACT_STATUS, (str(self.xid),)).fetchone()
         status = row[0] if row else None
+        if status == "in progress":
+            raise NotCommitted("answer the gateway only after your transaction has committed")
         if status != "committed":
             raise NotCommitted(f"the claim's transaction is {status or 'unknown'}, not committed")
         return self.outcome
@@ -232,12 +238,16 @@ def ingest_in_transaction(
 def ingest_received_in_transaction(
     conn: Connection, received: Received, handler: Handler
 ) -> Pending:
-    if conn.info.transaction_status is not TransactionStatus.INTRANS:
+    # A connection that is not in autocommit opens its transaction with the first statement
+    # (Django inside atomic(), SQLAlchemy): the caller commits it, as with an explicit one.
+    if conn.autocommit and conn.info.transaction_status is not TransactionStatus.INTRANS:
         raise ValueError(
             "ingest_in_transaction needs a transaction open on the connection "
             "(with none, use ingest)"
         )
     with translated(received.event.event_id):
+        if conn.info.transaction_status is TransactionStatus.IDLE:
+            conn.execute("SELECT 1")  # opens the caller's transaction: the claim nests in it
         outcome = _claim_and_apply(conn, received, handler)
         row = conn.execute(_XID).fetchone()
     xid = int(row[0]) if row and row[0] is not None else None

@@ -221,3 +221,29 @@ def test_the_library_migrates_only_its_table_into_a_merchants_database(admin_url
     finally:
         with psycopg.connect(admin_url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+def test_a_connection_out_of_autocommit_is_a_transaction_the_caller_commits(shop, database_url):
+    """Django inside atomic() and SQLAlchemy sessions hand over such a connection, with no
+    statement run yet: the claim opens the transaction and the caller's commit ends it."""
+    delivery = capture()
+    with psycopg.connect(database_url) as conn:  # autocommit off, nothing run yet
+        pending = ingest_in_transaction(
+            conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, merchant_hooks()
+        )
+        assert claimed(shop) == 0  # not visible before the commit
+        conn.commit()
+        assert pending.receipt().outcome is Outcome.PROCESSED
+    assert claimed(shop) == 1
+
+
+def test_the_answer_can_be_asked_on_another_connection_once_committed(shop, database_url):
+    delivery = capture()
+    with psycopg.connect(database_url) as conn:
+        pending = ingest_in_transaction(
+            conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, merchant_hooks()
+        )
+        with pytest.raises(NotCommitted, match="after your transaction has committed"):
+            pending.receipt(shop)  # another session sees it in progress
+        conn.commit()
+    assert pending.receipt(shop).outcome is Outcome.PROCESSED
