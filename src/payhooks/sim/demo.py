@@ -457,15 +457,24 @@ def forged_signature(stage: Stage) -> Result:
     )
     stored = stage.merchant.payment(Provider.RAZORPAY, pay) is not None
     orders = len(stage.merchant.orders(buy.cart_id))
+    records = _records_of(stage.database_url, pay)
     return _result(
         "forged signature",
         [run],
         [
             _expect(_finals(run), ["http 401"]),
             (not stored and orders == 0, f"payment stored: {stored}, orders: {orders}"),
-            (True, "nothing stored"),
+            (records == 0, "nothing stored" if records == 0 else f"{records} records stored"),
         ],
     )
+
+
+def _records_of(database_url: str, payment_id: str) -> int:
+    """Delivery records naming ``payment_id``: a refused delivery must leave none."""
+    sql = "SELECT count(*) FROM processed_webhooks WHERE payment_id = %s"
+    with db.translated(), psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(sql, (payment_id,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 SCENARIOS: tuple[Callable[[Stage], Result], ...] = (
