@@ -18,7 +18,7 @@ def paid(conn):
     deliver(conn, second.captured())
     deliver(conn, first.captured(payment_id="pay_second0000001"))
     sent = [(Provider.RAZORPAY, first.payment_id), (Provider.CASHFREE, second.payment_id)]
-    return conn, sent + [(Provider.RAZORPAY, "pay_second0000001")]
+    return conn, [*sent, (Provider.RAZORPAY, "pay_second0000001")]
 
 
 def checks(conn, sent) -> dict[str, bool]:
