@@ -36,6 +36,7 @@ from payhooks.errors import DemoFailed
 from payhooks.events import Provider
 from payhooks.service import database
 from payhooks.service.config import Settings
+from payhooks.sim.client import Answer, Shop, post
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
 
 __all__ = ["DemoFailed", "run_demo"]
@@ -54,19 +55,6 @@ STOCK_HELD_S = 1.5  # how long the "slow" scenario keeps the stock row busy
 
 
 # --- the gateway's sending side ----------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Answer:
-    """What one HTTP attempt got back, as the gateway saw it."""
-
-    outcome: str  # processed | duplicate | ignored | parked | http NNN | timeout | no connection
-    order_id: str | None = None
-
-    @property
-    def retryable(self) -> bool:
-        """Gateways retry what they did not get an answer to, and every 5xx."""
-        return self.outcome in ("timeout", "no connection") or self.outcome.startswith("http 5")
 
 
 class Courier:
@@ -89,83 +77,13 @@ class Courier:
         return answers
 
     def _post(self, delivery: Delivery, timeout: float) -> Answer:
-        try:
-            response = self.client.post(
-                delivery.path, content=delivery.body, headers=delivery.headers, timeout=timeout
-            )
-            answer = _answer(response)
-        except httpx.TimeoutException:
-            answer = Answer(outcome="timeout")
-        except httpx.TransportError:
-            answer = Answer(outcome="no connection")
+        answer = post(self.client, delivery, timeout=timeout)
         with self._lock:
             self.sent.append(answer)
         return answer
 
 
-def _answer(response: httpx.Response) -> Answer:
-    if response.status_code != 200:
-        return Answer(outcome=f"http {response.status_code}")
-    doc = response.json()
-    return Answer(outcome=str(doc.get("status")), order_id=doc.get("order_id"))
-
-
 # --- the merchant's side: the shop API ----------------------------------------------------
-
-
-class Merchant:
-    """The shop API over HTTP, with the bearer token; any refusal ends the demo."""
-
-    def __init__(self, client: httpx.Client) -> None:
-        self.client = client
-
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        response = self._send(method, path, body)
-        if response.status_code >= 300:
-            raise DemoFailed(f"{method} {path}: HTTP {response.status_code} {response.text}")
-        return response.json()
-
-    def _send(self, method: str, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
-        try:
-            return self.client.request(method, path, json=body)
-        except httpx.HTTPError as exc:
-            raise DemoFailed(f"{method} {path}: {type(exc).__name__}") from exc
-
-    def add_product(self, sku: str, name: str, price_paise: int, stock: int) -> None:
-        self.call(
-            "POST",
-            "/api/products",
-            {"sku": sku, "name": name, "price_paise": price_paise, "stock": stock},
-        )
-
-    def stock(self, sku: str) -> int:
-        return int(self.call("GET", f"/api/products/{sku}")["stock"])
-
-    def buy(self, provider: Provider, items: dict[str, int]) -> Purchase:
-        lines = [{"sku": sku, "quantity": qty} for sku, qty in items.items()]
-        cart = self.call("POST", "/api/carts", {"customer_email": CUSTOMER, "items": lines})
-        done = self.call("POST", f"/api/carts/{cart['cart_id']}/checkout", {"provider": provider})
-        return Purchase(
-            provider=provider,
-            cart_id=cart["cart_id"],
-            reference=done["gateway_order_id"],
-            amount_paise=done["amount_paise"],
-            items=items,
-        )
-
-    def orders(self, cart_id: str) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self.call("GET", f"/api/orders?cart_id={cart_id}")["orders"]
-        return found
-
-    def payment(self, provider: Provider, payment_id: str) -> dict[str, Any] | None:
-        path = f"/api/payments/{provider}/{payment_id}"
-        response = self._send("GET", path)
-        if response.status_code == 404:
-            return None
-        if response.status_code != 200:
-            raise DemoFailed(f"GET {path}: HTTP {response.status_code} {response.text}")
-        found: dict[str, Any] = response.json()
-        return found
 
 
 # --- the stage every scenario plays on ----------------------------------------------------
@@ -173,7 +91,7 @@ class Merchant:
 
 @dataclass(slots=True, kw_only=True)
 class Stage:
-    merchant: Merchant
+    merchant: Shop
     courier: Courier
     gateway: Gateway
     database_url: str
@@ -258,7 +176,7 @@ def _stock_row_busy(database_url: str, sku: str, seconds: float) -> Iterator[Non
 
 
 def slow_first_response(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 2})
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 2}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
     with _stock_row_busy(stage.database_url, "TEA-ASSAM", STOCK_HELD_S):
         run = stage.courier.deliver(stage.capture(buy, pay), timeout=SLOW_TIMEOUT_S)
@@ -278,7 +196,7 @@ def slow_first_response(stage: Stage) -> Result:
 
 
 def fifty_copies(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 1, "TEA-ASSAM": 1})
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 1, "TEA-ASSAM": 1}, CUSTOMER)
     delivery = stage.capture(buy, new_payment_id(Provider.RAZORPAY))
     barrier = threading.Barrier(COPIES)
 
@@ -301,7 +219,7 @@ def fifty_copies(stage: Stage) -> Result:
 
 
 def authorized_then_captured(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 1})
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 1}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
     second = stage.courier.deliver(stage.capture(buy, pay))
@@ -318,7 +236,7 @@ def authorized_then_captured(stage: Stage) -> Result:
 
 
 def captured_and_order_paid(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1})
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.capture(buy, pay))
     second = stage.courier.deliver(stage.capture(buy, pay, event="order.paid"))
@@ -335,7 +253,7 @@ def captured_and_order_paid(stage: Stage) -> Result:
 
 
 def failed_upi_then_success(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 2})
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 2}, CUSTOMER)
     failed, paid = new_payment_id(Provider.RAZORPAY), new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.razorpay(buy, "payment.failed", failed))
     second = stage.courier.deliver(stage.capture(buy, paid))
@@ -352,7 +270,7 @@ def failed_upi_then_success(stage: Stage) -> Result:
 
 def double_payment(stage: Stage) -> Result:
     """Two tabs, two captured payments for one cart, at the same moment."""
-    buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 2})
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 2}, CUSTOMER)
     pays = [new_payment_id(Provider.RAZORPAY) for _ in range(2)]
     deliveries = [stage.capture(buy, pay) for pay in pays]
     barrier = threading.Barrier(2)
@@ -384,7 +302,7 @@ def _refund_flagged(stage: Stage, buy: Purchase, pays: list[str]) -> tuple[bool,
 
 
 def cashfree_duplicates(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.CASHFREE, {"TEA-ASSAM": 3})
+    buy = stage.merchant.buy(Provider.CASHFREE, {"TEA-ASSAM": 3}, CUSTOMER)
     pay = stage.vouch(buy, new_payment_id(Provider.CASHFREE))
     rupees = Decimal(buy.amount_paise) / 100
     notify = stage.gateway.cashfree(
@@ -409,7 +327,7 @@ def cashfree_duplicates(stage: Stage) -> Result:
 
 
 def payu_duplicates(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.PAYU, {"MUG-CLAY": 1, "HONEY-500": 1})
+    buy = stage.merchant.buy(Provider.PAYU, {"MUG-CLAY": 1, "HONEY-500": 1}, CUSTOMER)
     pay = stage.vouch(buy, buy.reference)  # PayU's payment identity is the hashed txnid
     post = stage.gateway.payu(
         txnid=buy.reference,
@@ -428,7 +346,7 @@ def payu_duplicates(stage: Stage) -> Result:
 
 
 def captured_before_authorized(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1})
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.capture(buy, pay))
     second = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
@@ -444,7 +362,7 @@ def captured_before_authorized(stage: Stage) -> Result:
 
 
 def forged_signature(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 1})
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 1}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
     forger = Gateway(GatewaySecrets(razorpay="not-the-webhook-secret"))
     run = stage.courier.deliver(
@@ -775,7 +693,7 @@ def _quiet_service_logs() -> Iterator[None]:
 # --- the play ---------------------------------------------------------------------------------
 
 
-def set_up_shop(merchant: Merchant) -> dict[str, int]:
+def set_up_shop(merchant: Shop) -> dict[str, int]:
     for sku, name, price, stock in CATALOGUE:
         merchant.add_product(sku, name, price, stock)
     return {sku: merchant.stock(sku) for sku, *_ in CATALOGUE}
@@ -791,7 +709,7 @@ def play(
         httpx.Client(base_url=base_url, headers=auth, timeout=10) as api,
         httpx.Client(base_url=base_url, limits=limits, timeout=GATEWAY_TIMEOUT_S) as hooks,
     ):
-        merchant = Merchant(api)
+        merchant = Shop(api, DemoFailed)
         before = set_up_shop(merchant)
         stage = Stage(
             merchant=merchant,

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from payhooks.errors import StormError
 from payhooks.events import Provider
+from payhooks.sim.client import Answer, Shop, post
 from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
 
 # Retry delays in simulated seconds. Razorpay: exponential backoff for 24 hours; Cashfree's
@@ -226,14 +227,14 @@ class Tally:
     acknowledged: set[tuple[str, str]] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, answer: str, delivery: Delivery, event_id: str | None) -> None:
+    def record(self, answer: Answer, delivery: Delivery) -> None:
         with self.lock:
             self.attempts += 1
-            self.answers[answer] += 1
-            if answer == "parked":
+            self.answers[answer.outcome] += 1
+            if answer.outcome == "parked":
                 self.parked.append(delivery.label)
-            if event_id and _acknowledged(answer):
-                self.acknowledged.add((delivery.provider.value, event_id))
+            if answer.event_id and answer.acknowledged:
+                self.acknowledged.add((delivery.provider.value, answer.event_id))
 
 
 @dataclass(order=True, slots=True)
@@ -279,10 +280,10 @@ class Gatekeeper:
     def _work(self) -> None:
         with httpx.Client(base_url=self.base_url, timeout=self.options.request_timeout_s) as client:
             while (send := self._next()) is not None:
-                answer = "error"
+                answer = Answer(outcome="error")
                 try:
-                    answer, event_id = _post(client, send.delivery)
-                    self.tally.record(answer, send.delivery, event_id)
+                    answer = post(client, send.delivery)
+                    self.tally.record(answer, send.delivery)
                     self.on_attempt(False)
                 finally:
                     self._done(send, answer)
@@ -301,11 +302,11 @@ class Gatekeeper:
                     return heapq.heappop(self._heap)
                 self._cond.wait(timeout=wait)
 
-    def _done(self, send: _Send, answer: str) -> None:
+    def _done(self, send: _Send, answer: Answer) -> None:
         schedule = RETRY_SCHEDULES[send.delivery.provider]
         with self._cond:
             self._busy -= 1
-            if not _acknowledged(answer):
+            if not answer.acknowledged:
                 if send.attempt < len(schedule):
                     due = time.monotonic() + schedule[send.attempt] / self.options.time_scale
                     heapq.heappush(
@@ -318,62 +319,13 @@ class Gatekeeper:
             self._cond.notify_all()
 
 
-def _post(client: httpx.Client, delivery: Delivery) -> tuple[str, str | None]:
-    """The answer as the gateway sees it, and the delivery key payhooks acknowledged."""
-    try:
-        response = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
-    except httpx.TimeoutException:
-        return "timeout", None
-    except httpx.TransportError:
-        return "no connection", None
-    if response.status_code != 200:
-        return f"http {response.status_code}", None
-    try:
-        body = response.json()
-        return str(body["status"]), str(body["event_id"])
-    except (ValueError, KeyError, TypeError):  # a 200 that is not payhooks' answer
-        return "http 200 unreadable", None
-
-
-def _acknowledged(answer: str) -> bool:
-    return answer in ("processed", "duplicate", "ignored", "parked")
-
-
 # --- the merchant's side: setup and verification through the API ---------------------------
-
-
-class Shop:
-    """The deployment's /api, with its bearer token; anything but success is a StormError."""
-
-    def __init__(self, client: httpx.Client) -> None:
-        self.client = client
-
-    def call(self, method: str, path: str, **kwargs: object) -> dict[str, object]:
-        response = self.client.request(method, path, **kwargs)  # type: ignore[arg-type]
-        if response.status_code >= 300:
-            raise StormError(
-                f"{method} {path} answered {response.status_code}: {response.text[:200]}"
-            )
-        body: dict[str, object] = response.json()
-        return body
-
-    def get(self, path: str, **params: str) -> dict[str, object]:
-        return self.call("GET", path, params=params)
 
 
 def stock_up(shop: Shop, run: str, options: StormOptions) -> list[str]:
     skus = [f"STORM-{run}-{n}" for n in range(options.skus)]
     for sku in skus:
-        shop.call(
-            "POST",
-            "/api/products",
-            json={
-                "sku": sku,
-                "name": f"storm {sku}",
-                "price_paise": 10_000 + 100 * len(sku),
-                "stock": options.stock_per_sku,
-            },
-        )
+        shop.add_product(sku, f"storm {sku}", 10_000 + 100 * len(sku), options.stock_per_sku)
     return skus
 
 
@@ -381,24 +333,7 @@ def open_cart(shop: Shop, skus: list[str], provider: Provider, rng: random.Rando
     items = {
         sku: rng.randint(1, 2) for sku in rng.sample(skus, k=min(len(skus), rng.randint(1, 2)))
     }
-    cart = shop.call(
-        "POST",
-        "/api/carts",
-        json={
-            "customer_email": "storm@example.com",
-            "items": [{"sku": sku, "quantity": qty} for sku, qty in items.items()],
-        },
-    )
-    done = shop.call(
-        "POST", f"/api/carts/{cart['cart_id']}/checkout", json={"provider": provider.value}
-    )
-    return Purchase(
-        provider=provider,
-        cart_id=str(cart["cart_id"]),
-        reference=str(done["gateway_order_id"]),
-        amount_paise=int(str(done["amount_paise"])),
-        items=items,
-    )
+    return shop.buy(provider, items, "storm@example.com")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -426,14 +361,11 @@ def read_cart(shop: Shop, story: Story) -> CartState:
     orders = shop.get("/api/orders", cart_id=buy.cart_id)["orders"]
     payments: dict[str, dict[str, object] | None] = {}
     for payment_id in story.captured:
-        response = shop.client.get(f"/api/payments/{buy.provider.value}/{payment_id}")
-        if response.status_code not in (200, 404):
-            raise StormError(f"cannot read payment {payment_id}: {response.status_code}")
-        payments[payment_id] = response.json() if response.status_code == 200 else None
+        payments[payment_id] = shop.payment(buy.provider, payment_id)
     return CartState(
         story=story,
         status=str(cart["status"]),
-        orders=list(orders),  # type: ignore[call-overload]
+        orders=list(orders),
         payments=payments,
     )
 
@@ -575,7 +507,7 @@ def run_storm(
         httpx.Client(base_url=base_url, headers=headers, timeout=30) as client,
         ThreadPoolExecutor(options.concurrency) as pool,
     ):
-        shop = Shop(client)
+        shop = Shop(client, StormError)
         skus = stock_up(shop, run, options)
         seeds = [(rng.choice(options.providers), random.Random(rng.getrandbits(64)))
                  for _ in range(options.carts)]  # fmt: skip
