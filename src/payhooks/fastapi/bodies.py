@@ -1,0 +1,33 @@
+"""A webhook's exact bytes, read only up to the adapter's bound: an unauthenticated sender
+chooses the size, and some gateways (PayU) must be parsed to be verified."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+
+from payhooks.errors import PayloadTooLarge
+from payhooks.providers import Adapter
+
+MAX_DIGITS = 18  # a Content-Length this long is over any bound; int() refuses 4,300 digits
+
+
+async def read_body(request: Request, adapter: Adapter) -> bytes:
+    """Refused on the declared length before a byte is read, else as soon as the streamed
+    bytes pass the bound."""
+    limit, source = adapter.max_body_bytes, adapter.provider.value
+    if _declared_over(request.headers.get("content-length", ""), limit):
+        raise PayloadTooLarge(source, f"declared body exceeds {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(source, f"body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _declared_over(content_length: str, limit: int) -> bool:
+    if not (content_length.isascii() and content_length.isdigit()):
+        return False
+    return len(content_length) > MAX_DIGITS or int(content_length) > limit
