@@ -1,0 +1,131 @@
+"""A merchant's app around ``payhooks.fastapi.router``: its own tables and hooks, on a sync or
+an async pool (the same SQL both ways, so both paths answer alike)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import psycopg
+from fastapi import FastAPI
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from payhooks import Adapter, Applied, EventKind, Hooks, Outcome
+from payhooks.fastapi import AsyncHooks, router
+from payhooks.sim.gateway import Delivery
+from tests.factories import ADAPTERS, GATEWAY
+
+KINDS = ["sync", "async"]
+SCHEMA = (
+    "CREATE TABLE merchant_checkouts (ref text PRIMARY KEY)",
+    "CREATE TABLE merchant_orders (ref text PRIMARY KEY, paid_by text NOT NULL,"
+    " paid_count int NOT NULL)",
+)
+CHECKED_OUT = "SELECT 1 FROM merchant_checkouts WHERE ref = %s"
+PAID = (
+    "INSERT INTO merchant_orders VALUES (%s, %s, 1) ON CONFLICT (ref) DO UPDATE"
+    " SET paid_count = merchant_orders.paid_count + 1"
+)
+REF = "order_fa000001"
+
+
+def prepare(conn: psycopg.Connection[Any], *checked_out: str) -> None:
+    for statement in SCHEMA:
+        conn.execute(statement)
+    for ref in checked_out:
+        conn.execute("INSERT INTO merchant_checkouts VALUES (%s)", (ref,))
+
+
+def capture(ref: str = REF, payment_id: str = "pay_fa00000001", **kwargs: Any) -> Delivery:
+    return GATEWAY.razorpay(
+        "payment.captured", payment_id=payment_id, order_id=ref, amount_paise=100, **kwargs
+    )
+
+
+def failed(ref: str = REF) -> Delivery:
+    return GATEWAY.razorpay(
+        "payment.failed", payment_id="pay_fa00000003", order_id=ref, amount_paise=100
+    )
+
+
+def sync_hooks() -> Hooks:
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def mark_paid(conn, event):
+        if conn.execute(CHECKED_OUT, (event.merchant_ref,)).fetchone() is None:
+            return Applied(outcome=Outcome.PARKED)
+        conn.execute(PAID, (event.merchant_ref, event.payment_id))
+        return Applied(outcome=Outcome.PROCESSED, order_id=event.merchant_ref)
+
+    return hooks
+
+
+def async_hooks() -> AsyncHooks:
+    hooks = AsyncHooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    async def mark_paid(conn, event):
+        found = await (await conn.execute(CHECKED_OUT, (event.merchant_ref,))).fetchone()
+        if found is None:
+            return Applied(outcome=Outcome.PARKED)
+        await conn.execute(PAID, (event.merchant_ref, event.payment_id))
+        return Applied(outcome=Outcome.PROCESSED, order_id=event.merchant_ref)
+
+    return hooks
+
+
+class Merchant:
+    """The app, and a way to reach its pool from the test's thread while it is served."""
+
+    def __init__(
+        self,
+        database_url: str,
+        kind: str,
+        *,
+        adapters: list[Adapter] | None = None,
+        **pool_args: Any,
+    ) -> None:
+        pool_args = {"min_size": 1, "max_size": 4, **pool_args}
+        self.pool: ConnectionPool[Any] | AsyncConnectionPool[Any]
+        hooks: Any
+        if kind == "sync":
+            self.pool, hooks = ConnectionPool(database_url, open=False, **pool_args), sync_hooks()
+        else:
+            self.pool = AsyncConnectionPool(database_url, open=False, **pool_args)
+            hooks = async_hooks()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.app = FastAPI(lifespan=self._lifespan)
+        served = list(ADAPTERS.values()) if adapters is None else adapters
+        self.app.include_router(router(adapters=served, hooks=hooks, pool=self.pool))
+
+    @asynccontextmanager
+    async def _lifespan(self, app: FastAPI) -> AsyncIterator[None]:
+        self.loop = asyncio.get_running_loop()
+        await self._call("open", wait=True)
+        try:
+            yield
+        finally:
+            await self._call("close")
+
+    async def _call(self, name: str, **kwargs: Any) -> Any:
+        result = getattr(self.pool, name)(**kwargs)
+        return await result if isinstance(self.pool, AsyncConnectionPool) else result
+
+    def run(self, name: str, *args: Any) -> Any:
+        """A pool method, called from the test's thread (on the server's loop if async)."""
+        if isinstance(self.pool, ConnectionPool):
+            return getattr(self.pool, name)(*args)
+        assert self.loop is not None, "the app is not served"
+        return asyncio.run_coroutine_threadsafe(getattr(self.pool, name)(*args), self.loop).result()
+
+    @contextmanager
+    def every_connection_taken(self) -> Iterator[list[Any]]:
+        taken = [self.run("getconn") for _ in range(self.pool.max_size)]
+        try:
+            yield taken
+        finally:
+            for conn in taken:
+                self.run("putconn", conn)
