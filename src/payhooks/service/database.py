@@ -53,13 +53,21 @@ def database_url(settings: Settings) -> str:
 
 
 def open_pool(
-    url: str, settings: Settings, *, max_size: int | None = None, deadline: bool = True
+    url: str,
+    settings: Settings,
+    *,
+    max_size: int | None = None,
+    deadline: bool = True,
+    checked: bool = False,
+    wait_s: float | None = None,
 ) -> psycopg_pool.ConnectionPool:
     """A pool whose sessions carry the timeouts of docs/design.md ("Insert first").
 
     With ``deadline`` (the webhook path), waiting for a connection plus one whole transaction
     stays under the gateways' 5 s: ``transaction_timeout`` on PostgreSQL 17 and newer; on older
-    servers each lock wait and statement is bounded, not their sum.
+    servers each lock wait and statement is bounded, not their sum. With ``checked``, each
+    connection is tried before it is handed out (one round trip), so a pool used now and then
+    never hands out one the server closed meanwhile; the webhook pool, busy, does without.
     """
     options = (
         f"-c lock_timeout={settings.lock_timeout_ms} "
@@ -76,9 +84,10 @@ def open_pool(
         url,
         min_size=min(2, size),
         max_size=size,
-        timeout=settings.pool_timeout_ms / 1000,
+        timeout=settings.pool_timeout_ms / 1000 if wait_s is None else wait_s,
         kwargs={"autocommit": True, "options": options},
         configure=configure,
+        check=psycopg_pool.ConnectionPool.check_connection if checked else None,
         open=False,
     )
     with pooled():

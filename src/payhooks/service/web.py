@@ -47,6 +47,7 @@ from payhooks.service.shop import carts, catalog, orders, payments
 log = logging.getLogger("payhooks")
 
 # What an unauthenticated client can make the service read, echo or log (docs/security.md).
+API_POOL_WAIT_S = 5.0
 MAX_API_BODY_BYTES = 64 * 1024  # a cart is at most 50 lines: a few KB
 MAX_PROVIDER_CHARS = 64
 
@@ -135,8 +136,8 @@ def _lifespan(
         pool = database.open_pool(target, settings)
         # The shop API has connections and threads of its own: a busy storefront never
         # makes a gateway's delivery wait for either (nor the other way round).
-        api_pool = database.open_pool(
-            target, settings, max_size=max(2, settings.pool_size // 2), deadline=False
+        api_pool = database.open_pool(  # a shop's caller waits longer than a gateway would
+            target, settings, deadline=False, checked=True, wait_s=API_POOL_WAIT_S
         )
         app.state.pool, app.state.api_pool = pool, api_pool
         app.state.webhook_threads = anyio.CapacityLimiter(2 * settings.pool_size)
