@@ -1,0 +1,296 @@
+"""Payment webhooks in a Flask app, over the merchant's SQLAlchemy engine (docs/flask.md)::
+
+    webhooks = payhooks.flask.blueprint(adapters=[razorpay], hooks=hooks, engine=engine)
+    app.register_blueprint(webhooks)   # POST /webhooks/razorpay
+
+A delivery is verified before it may take a connection. Then the claim, every hook and the
+merchant's SQLAlchemy session (``session_for(conn)``) share one connection of the engine's
+pool and one transaction, and the gateway is answered, from ``payhooks.answers``, only once
+PostgreSQL confirms the commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import psycopg
+import sqlalchemy
+import sqlalchemy.exc
+from flask import Blueprint, Flask, Response, g, jsonify, request, request_started
+from flask.sansio.blueprints import BlueprintSetupState
+from sqlalchemy.orm import Session, sessionmaker
+from werkzeug.exceptions import RequestEntityTooLarge
+
+from payhooks.answers import Answer, answer, clipped, error_answer, error_status
+from payhooks.db import Connection
+from payhooks.errors import (
+    DatabaseUnavailable,
+    PayhooksError,
+    PayloadTooLarge,
+    ProviderNotConfigured,
+)
+from payhooks.events import Event, Received
+from payhooks.ingest import (
+    Applied,
+    Handler,
+    Pending,
+    Receipt,
+    header_map,
+    ingest_received_in_transaction,
+    receive,
+)
+from payhooks.providers import Adapter
+
+log = logging.getLogger("payhooks.flask")
+
+ENDPOINT = "webhook"
+MAX_PROVIDER_CHARS = 40  # an unknown gateway name is echoed in the answer: clipped
+_EARLY = "_payhooks_body"  # on flask.g: the body as read when the request started
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Store:
+    """Where deliveries are claimed: the merchant's engine, and how they make sessions."""
+
+    engine: sqlalchemy.Engine
+    sessions: sessionmaker[Session]
+
+
+def blueprint(
+    *,
+    adapters: Iterable[Adapter],
+    hooks: Handler,
+    engine: sqlalchemy.Engine | None = None,
+    session_factory: sessionmaker[Session] | None = None,
+    name: str = "payhooks",
+    url_prefix: str = "/webhooks",
+) -> Blueprint:
+    """``POST {url_prefix}/<gateway>`` for each adapter (``/webhooks/razorpay``, ...).
+
+    Pass the engine, or a ``sessionmaker`` bound to one; it must use psycopg (3):
+    ``postgresql+psycopg://``. ``hooks`` is a ``payhooks.Hooks`` (or any handler)."""
+    served = {adapter.provider.value: adapter for adapter in adapters}
+    store = store_of(engine, session_factory)
+    bp = Blueprint(name, __name__, url_prefix=url_prefix)
+    bp.add_url_rule("/<provider>", ENDPOINT, _view(served, store, hooks), methods=["POST"])
+    bp.record(_reading_first(served))
+    return bp
+
+
+def store_of(
+    engine: sqlalchemy.Engine | None, session_factory: sessionmaker[Session] | None
+) -> Store:
+    if (engine is None) == (session_factory is None):
+        raise ValueError("pass engine= or session_factory=, one of them")
+    sessions = session_factory or sessionmaker()
+    bound = engine or sessions.kw.get("bind")
+    if not isinstance(bound, sqlalchemy.Engine):
+        raise ValueError("session_factory must be bound to an Engine: sessionmaker(bind=engine)")
+    if bound.dialect.driver != "psycopg":
+        raise ValueError(
+            f"payhooks runs on psycopg (3): postgresql+psycopg://, not {bound.dialect.driver}"
+        )
+    return Store(engine=bound, sessions=sessions)
+
+
+# --- the request ----------------------------------------------------------------------------
+
+
+def _view(served: Mapping[str, Adapter], store: Store, handler: Handler) -> Callable[..., Response]:
+    def webhook(provider: str) -> Response:
+        try:
+            adapter = _adapter(served, provider)
+            headers = header_map(unfolded(request.headers.items(), adapter), adapter)
+            receipt = deliver(store, receive(adapter, _body(adapter), headers), handler)
+        except PayhooksError as exc:
+            _log_refused(provider, exc)
+            return _response(error_answer(exc))
+        log.info(
+            f"webhook_{receipt.outcome.value}",
+            extra={"provider": provider, "event_id": receipt.event.event_id},
+        )
+        return _response(answer(receipt))
+
+    return webhook
+
+
+def _adapter(served: Mapping[str, Adapter], provider: str) -> Adapter:
+    adapter = served.get(provider)
+    if adapter is None:
+        raise ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
+    return adapter
+
+
+def _response(reply: Answer) -> Response:
+    response = jsonify(reply.body)
+    response.status_code = reply.status
+    return response
+
+
+def _log_refused(provider: str, exc: PayhooksError) -> None:
+    status, code = error_status(exc)
+    provider = clipped(provider, MAX_PROVIDER_CHARS)
+    log.warning("webhook_rejected", extra={"provider": provider, "status": status, "reason": code})
+
+
+def _reading_first(served: Mapping[str, Adapter]) -> Callable[[BlueprintSetupState], None]:
+    """Read the body when Flask starts the request, before any ``before_request`` function.
+
+    Werkzeug parses ``request.form`` from the input stream and leaves ``get_data()`` empty
+    afterwards, unless the bytes were cached first; PayU posts forms, and an app-wide hook
+    reading ``request.form`` (a CSRF or spam check) would otherwise leave nothing to verify.
+    ``request_started`` is sent before every ``before_request`` function, app or blueprint.
+    """
+
+    def on_register(state: BlueprintSetupState) -> None:
+        endpoint = f"{state.name_prefix}.{state.name}.{ENDPOINT}".lstrip(".")
+
+        def read_first(app: Flask, **_: object) -> None:
+            if request.endpoint == endpoint:
+                _read_early(served)
+
+        request_started.connect(read_first, sender=state.app, weak=False)
+
+    return on_register
+
+
+def _read_early(served: Mapping[str, Adapter]) -> None:
+    adapter = served.get((request.view_args or {}).get("provider", ""))
+    if adapter is None:
+        return
+    try:
+        setattr(g, _EARLY, read_body(adapter))
+    except PayloadTooLarge as exc:
+        setattr(g, _EARLY, exc)
+
+
+def _body(adapter: Adapter) -> bytes:
+    early: bytes | PayloadTooLarge | None = g.pop(_EARLY, None)
+    if isinstance(early, PayloadTooLarge):
+        raise early
+    return read_body(adapter) if early is None else early
+
+
+def read_body(adapter: Adapter) -> bytes:
+    """The exact bytes, kept for whoever parses ``request.form`` next; refused past the
+    adapter's bound (declared or streamed) without reading further."""
+    request.max_content_length = adapter.max_body_bytes
+    try:
+        body = request.get_data(cache=True)
+    except RequestEntityTooLarge as exc:
+        raise PayloadTooLarge(
+            adapter.provider.value, f"body exceeds {adapter.max_body_bytes} bytes"
+        ) from exc
+    if not body and (request.content_length or 0) > 0:
+        raise RuntimeError(
+            "the request body was consumed before payhooks could read it "
+            "(a WSGI middleware or request_started receiver reading request.form?)"
+        )
+    return body
+
+
+def unfolded(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> list[tuple[str, str]]:
+    """Header pairs with the repeats WSGI folded restored, where that can be done.
+
+    WSGI gives one value per name: servers join repeats with commas (Werkzeug's and
+    gunicorn's ``,``, others ``, ``). No value of a header an adapter reads holds a comma
+    (hex and base64 signatures, digits, ids, dates), so those are split back into the copies
+    sent, for ``header_map`` to accept when identical and refuse when not. Other headers stay
+    whole. A server that keeps one copy only leaves nothing to restore.
+    """
+    restored: list[tuple[str, str]] = []
+    for name, value in pairs:
+        if name.lower() in adapter.headers_read and "," in value:
+            restored.extend((name, part.strip()) for part in value.split(","))
+        else:
+            restored.append((name, value))
+    return restored
+
+
+# --- the transaction ------------------------------------------------------------------------
+
+_CURRENT: ContextVar[tuple[Connection, Session] | None] = ContextVar(
+    "payhooks_flask_session", default=None
+)
+
+
+def session_for(conn: Connection) -> Session:
+    """The merchant's SQLAlchemy session on ``conn``, the connection a hook was given: one
+    transaction, so ORM writes commit with the claim or not at all. Flushed after the hooks,
+    inside the claim's savepoint; a hook must not commit or roll it back."""
+    current = _CURRENT.get()
+    if current is None or current[0] is not conn:
+        raise RuntimeError("session_for() takes the connection a payhooks hook was given")
+    return current[1]
+
+
+def deliver(store: Store, received: Received, handler: Handler) -> Receipt:
+    """Claim and apply in one transaction of the engine's, commit, then answer: on the same
+    connection, still checked out, so no one else's work can be mistaken for ours."""
+    with _checked_out(store.engine) as sa_conn:
+        transaction = sa_conn.begin()
+        try:
+            pending = _claim(store, sa_conn, received, handler)
+        except BaseException:
+            transaction.rollback()
+            raise
+        with _database_edge():
+            transaction.commit()
+        return pending.receipt()
+
+
+def _claim(
+    store: Store, sa_conn: sqlalchemy.Connection, received: Received, handler: Handler
+) -> Pending:
+    conn = driver_connection(sa_conn)
+    # rollback_only: a hook's session.commit() cannot end the claim's transaction early.
+    with store.sessions(bind=sa_conn, join_transaction_mode="rollback_only") as session:
+        token = _CURRENT.set((conn, session))
+        try:
+            return ingest_received_in_transaction(conn, received, _flushing(handler, session))
+        finally:
+            _CURRENT.reset(token)
+
+
+def _flushing(handler: Handler, session: Session) -> Handler:
+    """The ORM's pending writes go out inside the claim's savepoint, so they are undone with
+    it (a handler that raises, a parked delivery still parked), never flushed after it."""
+
+    def run(conn: Connection, event: Event) -> Applied:
+        applied = handler(conn, event)
+        session.flush()
+        return applied
+
+    return run
+
+
+def driver_connection(sa_conn: sqlalchemy.Connection) -> Connection:
+    conn = sa_conn.connection.driver_connection
+    if not isinstance(conn, psycopg.Connection):
+        raise TypeError(f"payhooks needs a psycopg connection, not {type(conn).__name__}")
+    return conn
+
+
+@contextmanager
+def _checked_out(engine: sqlalchemy.Engine) -> Iterator[sqlalchemy.Connection]:
+    with _database_edge():
+        sa_conn = engine.connect()
+    with sa_conn:
+        yield sa_conn
+
+
+@contextmanager
+def _database_edge() -> Iterator[None]:
+    """Taking a connection and committing are where an absent or busy database shows:
+    answered 503 like the core's own, so the gateway retries, rather than as a bug."""
+    try:
+        yield
+    except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.TimeoutError) as exc:
+        raise DatabaseUnavailable(f"database unavailable: {type(exc).__name__}") from exc
+
+
+__all__ = ["blueprint", "session_for"]
