@@ -67,7 +67,8 @@ def router(
     prefix: str = "/webhooks",
     threads: int | None = None,
 ) -> APIRouter:
-    """``POST {prefix}/{provider}`` for each adapter's gateway, to ``include_router`` in an app.
+    """``POST {prefix}/{provider}`` for each adapter's gateway: ``app.include_router(...)`` in a
+    FastAPI app, or ``Starlette(routes=router(...).routes)``.
 
     ``pool`` is the merchant's: a ``ConnectionPool`` runs sync ``hooks`` (``payhooks.Hooks``)
     in a worker thread; an ``AsyncConnectionPool`` awaits async ones (``AsyncHooks``). Its
@@ -77,10 +78,9 @@ def router(
     """
     served = _served(adapters)
     deliver = _delivery(hooks, pool, threads)
-    webhooks = APIRouter(prefix=prefix)
 
-    @webhooks.post("/{provider}", name="payhooks_webhook", summary="A gateway's webhook")
-    async def webhook(provider: str, request: Request) -> Response:
+    async def webhook(request: Request) -> Response:
+        provider = str(request.path_params["provider"])
         adapter = served.get(provider)
         if adapter is None:
             refused = ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
@@ -93,6 +93,10 @@ def router(
             return _refused(adapter.provider.value, exc)
         return _answered(receipt)
 
+    # A plain Starlette route: FastAPI's include_router takes it as it is, a Starlette app
+    # takes router(...).routes, and FastAPI reads nothing of the request before we do.
+    webhooks = APIRouter()
+    webhooks.add_route(f"{prefix}/{{provider}}", webhook, methods=["POST"], name="payhooks_webhook")
     return webhooks
 
 
