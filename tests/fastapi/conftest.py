@@ -4,15 +4,34 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
+import psycopg
+import pytest
 import uvicorn
-from fastapi import FastAPI
+from psycopg.conninfo import make_conninfo
+from starlette.applications import Starlette
 
 from tests.conftest import free_port
+
+
+@pytest.fixture
+def merchant_url(admin_url: str) -> Iterator[str]:
+    """A new, empty database, as a merchant's is before they add payhooks: no reference-shop
+    tables (the shared template has its own ``orders``)."""
+    name = f"payhooks_m_{uuid.uuid4().hex[:12]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    yield make_conninfo(admin_url, dbname=name)
+    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _admin(url: str, sql: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.encode())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,7 +43,7 @@ class Served:
 
 
 @contextmanager
-def served(app: FastAPI) -> Iterator[Served]:
+def served(app: Starlette) -> Iterator[Served]:
     """Serve until the block ends; the app's lifespan opens and closes its pool."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))

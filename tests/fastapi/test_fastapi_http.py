@@ -11,12 +11,15 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pytest
+from psycopg_pool import ConnectionPool
+from starlette.applications import Starlette
 
 from payhooks import Event, Provider
+from payhooks.fastapi import router
 from payhooks.providers import Adapter, payu, razorpay
 from tests.factories import ADAPTERS, KEYS
 from tests.fastapi.conftest import served
-from tests.fastapi.merchant import KINDS, REF, Merchant, capture, prepare
+from tests.fastapi.merchant import KINDS, REF, Merchant, capture, prepare, sync_hooks
 
 PAYU_LIMIT = payu.MAX_BODY_BYTES
 
@@ -196,3 +199,17 @@ def test_outcomes_are_logged_by_stable_names_without_the_body(app, caplog):
     logged = [(r.getMessage(), getattr(r, "event_id", None)) for r in caplog.records]
     assert logged == [("webhook_processed", "evt_fa_logged"), ("webhook_rejected", None)]
     assert not any(delivery.body.decode() in repr(vars(r)) for r in caplog.records)
+
+
+def test_a_plain_starlette_app_serves_the_route(conn, database_url):
+    prepare(conn, REF)
+    pool = ConnectionPool(database_url, min_size=1, max_size=2, open=False)
+    routes = router(adapters=ADAPTERS.values(), hooks=sync_hooks(), pool=pool).routes
+    delivery = capture()
+    pool.open(wait=True)
+    try:
+        with served(Starlette(routes=routes)) as running, running.client() as client:
+            response = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+    finally:
+        pool.close()
+    assert response.json()["status"] == "processed"
