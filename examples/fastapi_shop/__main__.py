@@ -1,0 +1,3 @@
+from examples.fastapi_shop.app import main
+
+main()
