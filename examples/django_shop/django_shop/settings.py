@@ -1,0 +1,90 @@
+"""A small shop taking Razorpay, Cashfree and PayU payments through payhooks.
+
+Everything comes from the environment: ``DATABASE_URL`` (PostgreSQL) and the gateways'
+secrets, named as for the payhooks service (``PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS=new,old``).
+"""
+
+import os
+
+from psycopg.conninfo import conninfo_to_dict
+
+DEBUG = os.environ.get("DJANGO_DEBUG") == "1"
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "django-shop-example-not-for-production")
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "payhooks.django",
+    "orders",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "django_shop.urls"
+WSGI_APPLICATION = "django_shop.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+
+def database(url: str) -> dict[str, object]:
+    """A ``DATABASES`` entry from a PostgreSQL URL."""
+    parts = conninfo_to_dict(url)
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": parts.get("dbname", ""),
+        "USER": parts.get("user", ""),
+        "PASSWORD": parts.get("password", ""),
+        "HOST": parts.get("host", ""),
+        "PORT": parts.get("port", ""),
+        # The usual Django setting; payhooks' webhook view steps out of it on its own.
+        "ATOMIC_REQUESTS": True,
+    }
+
+
+DATABASES = {
+    "default": database(os.environ.get("DATABASE_URL", "postgresql://localhost/django_shop"))
+}
+
+
+def listed(name: str) -> list[str]:
+    """A comma-separated variable as a list; unset is an empty list (gateway not served)."""
+    value = os.environ.get(name, "")
+    return value.split(",") if value else []
+
+
+PAYHOOKS = {
+    "RAZORPAY_WEBHOOK_SECRETS": listed("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS"),
+    "CASHFREE_CLIENT_SECRETS": listed("PAYHOOKS_CASHFREE_CLIENT_SECRETS"),
+    "PAYU_MERCHANT_KEY": os.environ.get("PAYHOOKS_PAYU_MERCHANT_KEY", ""),
+    "PAYU_SALTS": listed("PAYHOOKS_PAYU_SALTS"),
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+TIME_ZONE = "Asia/Kolkata"
+STATIC_URL = "static/"

@@ -1,0 +1,26 @@
+"""payhooks inside a Django project: an app with the webhook view, the delivery records as a
+model, an admin that replays parked deliveries, and management commands (docs/django.md).
+
+Handlers are registered on ``hooks`` from an app's ``webhooks.py``, which the app imports at
+start-up as the admin imports ``admin.py``::
+
+    from payhooks import EventKind
+    from payhooks.django import hooks
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def mark_paid(conn, event):
+        Order.objects.filter(reference=event.merchant_ref).update(status="paid")
+
+They run inside the claim's transaction, on Django's own connection, so ORM writes commit with
+the claim or not at all. This module imports no Django model: Django imports it while loading
+its apps.
+"""
+
+from __future__ import annotations
+
+from payhooks.hooks import Hooks
+
+hooks = Hooks()
+"""The handler the webhook view runs unless ``PAYHOOKS["HANDLER"]`` names another."""
+
+__all__ = ["hooks"]

@@ -1,0 +1,22 @@
+# mypy: disable-error-code="import-untyped"
+# mypy: allow-subclassing-any
+"""The Django app: ``INSTALLED_APPS += ["payhooks.django"]``."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.core import checks
+from django.utils.module_loading import autodiscover_modules
+
+from payhooks.django.conf import check_settings
+
+
+class PayhooksConfig(AppConfig):
+    name = "payhooks.django"
+    label = "payhooks"  # the last part of the name, "django", would read as Django's own
+    verbose_name = "Payment webhooks"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        checks.register(check_settings)
+        autodiscover_modules("webhooks")

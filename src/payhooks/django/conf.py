@@ -1,0 +1,157 @@
+# mypy: disable-error-code="import-untyped"
+"""The ``PAYHOOKS`` setting, read into one value, and checked when Django starts.
+
+::
+
+    PAYHOOKS = {
+        "RAZORPAY_WEBHOOK_SECRETS": ["whsec_current", "whsec_previous"],  # all are tried
+        "CASHFREE_CLIENT_SECRETS": ["cfsk_..."],
+        "PAYU_MERCHANT_KEY": "gtKFFx",
+        "PAYU_SALTS": ["eCwWELxi"],
+        "HANDLER": "payhooks.django.hooks",   # the default: handlers from apps' webhooks.py
+        "DATABASE": "default",                 # the alias holding processed_webhooks
+        "LOCK_TIMEOUT_MS": 2000,               # a twin in flight waits this long, then 503
+    }
+
+A gateway with no secret is not served (404). The setting is read on each request, so
+``override_settings`` works in a merchant's tests; a mistake in it is reported by
+``manage.py check`` (and so by ``runserver`` and ``migrate``) rather than on the first delivery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+from django.utils.module_loading import import_string
+
+from payhooks.answers import clipped
+from payhooks.errors import ProviderNotConfigured
+from payhooks.events import Provider
+from payhooks.ingest import Handler
+from payhooks.providers import Adapter
+from payhooks.providers.cashfree import Cashfree
+from payhooks.providers.payu import PayU
+from payhooks.providers.razorpay import Razorpay
+
+DEFAULT_HANDLER = "payhooks.django.hooks"
+DEFAULT_LOCK_TIMEOUT_MS = 2000
+MAX_PROVIDER_CHARS = 40  # an unknown provider is quoted back in the 404's detail
+_SECRETS = ("RAZORPAY_WEBHOOK_SECRETS", "CASHFREE_CLIENT_SECRETS", "PAYU_SALTS")
+_KNOWN = {*_SECRETS, "PAYU_MERCHANT_KEY", "HANDLER", "DATABASE", "LOCK_TIMEOUT_MS"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    adapters: Mapping[str, Adapter] = field(default_factory=dict)
+    handler: str = DEFAULT_HANDLER
+    database: str = "default"
+    lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS
+
+    def adapter(self, provider: str) -> Adapter:
+        found = self.adapters.get(provider)
+        if found is None:
+            raise ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
+        return found
+
+    def handler_function(self) -> Handler:
+        return cast(Handler, import_string(self.handler))
+
+
+def current() -> Config:
+    """The configuration in force now (``settings.PAYHOOKS``)."""
+    return read(getattr(settings, "PAYHOOKS", {}))
+
+
+def read(values: Mapping[str, Any]) -> Config:
+    """Refuses what would fail quietly later: an unknown key (a misspelt gateway would be
+    answered 404 in production), a secret given as a bare string (it would be read letter by
+    letter), an empty secret, or spaces around one."""
+    unknown = sorted(set(values) - _KNOWN)
+    if unknown:
+        raise ImproperlyConfigured(f"PAYHOOKS has unknown keys: {', '.join(unknown)}")
+    return Config(
+        adapters=_adapters(values),
+        handler=_name(values, "HANDLER", DEFAULT_HANDLER),
+        database=_name(values, "DATABASE", "default"),
+        lock_timeout_ms=_millis(values, "LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS),
+    )
+
+
+def _adapters(values: Mapping[str, Any]) -> dict[str, Adapter]:
+    adapters: dict[str, Adapter] = {}
+    if razorpay := _secrets(values, "RAZORPAY_WEBHOOK_SECRETS"):
+        adapters[Provider.RAZORPAY.value] = Razorpay(secrets=razorpay)
+    if cashfree := _secrets(values, "CASHFREE_CLIENT_SECRETS"):
+        adapters[Provider.CASHFREE.value] = Cashfree(secrets=cashfree)
+    key, salts = values.get("PAYU_MERCHANT_KEY") or "", _secrets(values, "PAYU_SALTS")
+    if bool(key) != bool(salts):
+        raise ImproperlyConfigured("PAYHOOKS needs PAYU_MERCHANT_KEY and PAYU_SALTS together")
+    if key:
+        if not isinstance(key, str) or key != key.strip():
+            raise ImproperlyConfigured('PAYHOOKS["PAYU_MERCHANT_KEY"] must be a string, unpadded')
+        adapters[Provider.PAYU.value] = PayU(merchant_key=key, salts=salts)
+    return adapters
+
+
+def _secrets(values: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    given = values.get(name) or ()
+    if isinstance(given, list | tuple) and all(_secret(s) for s in given):
+        return tuple(given)
+    raise ImproperlyConfigured(
+        f'PAYHOOKS["{name}"] must be a list of non-empty strings with no spaces around them'
+    )
+
+
+def _secret(value: object) -> bool:
+    return isinstance(value, str) and value != "" and value == value.strip()
+
+
+def _name(values: Mapping[str, Any], name: str, default: str) -> str:
+    given = values.get(name, default)
+    if not isinstance(given, str) or given == "":
+        raise ImproperlyConfigured(f'PAYHOOKS["{name}"] must be a non-empty string')
+    return given
+
+
+def _millis(values: Mapping[str, Any], name: str, default: int) -> int:
+    given = values.get(name, default)
+    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        raise ImproperlyConfigured(f'PAYHOOKS["{name}"] must be milliseconds, 0 or more')
+    return given
+
+
+def check_settings(app_configs: object = None, **kwargs: object) -> list[checks.CheckMessage]:
+    """``manage.py check``: the setting reads, names a database and a handler that exist."""
+    try:
+        config = current()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="payhooks.E001")]
+    found = _database_problems(config.database)
+    try:
+        import_string(config.handler)
+    except ImportError as exc:
+        found.append(checks.Error(f'PAYHOOKS["HANDLER"]: {exc}', id="payhooks.E004"))
+    if not config.adapters:
+        found.append(
+            checks.Warning(
+                "PAYHOOKS names no gateway's secret: every delivery is answered 404",
+                id="payhooks.W001",
+            )
+        )
+    return found
+
+
+def _database_problems(alias: str) -> list[checks.CheckMessage]:
+    if alias not in settings.DATABASES:
+        return [
+            checks.Error(f'PAYHOOKS["DATABASE"] {alias!r} is not in DATABASES', id="payhooks.E002")
+        ]
+    if connections[alias].vendor != "postgresql":
+        return [checks.Error(f"database {alias!r} is not PostgreSQL", id="payhooks.E003")]
+    return []

@@ -1,0 +1,97 @@
+# mypy: disable-error-code="import-untyped"
+"""A delivery claimed in a transaction Django owns, and answered only after its commit.
+
+The claim and the handlers run inside ``transaction.atomic()`` on the raw psycopg connection
+under Django's own, so ORM writes in a handler share the claim's transaction; the answer is
+asked of ``Pending.receipt()`` after the block, which refuses unless the commit happened
+(docs/design.md, "Joining the caller's transaction"). Nothing here opens a connection of its
+own: one delivery holds exactly the one connection Django gives the thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
+
+import psycopg
+from django import db
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections, transaction
+
+from payhooks.db import Connection
+from payhooks.django.conf import Config
+from payhooks.errors import DatabaseUnavailable
+from payhooks.ingest import (
+    Pending,
+    Receipt,
+    ingest_in_transaction,
+    ingest_received_in_transaction,
+    restored,
+)
+from payhooks.providers import Adapter
+
+# Transaction-local: it ends with the claim's transaction and never outlives it on a
+# connection Django keeps for the next request.
+_LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %s, true)"
+
+V = TypeVar("V")
+
+
+def receive(config: Config, adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Receipt:
+    """Verify, claim and apply one live delivery; the receipt exists only once committed."""
+    handler = config.handler_function()
+    return settle(config, lambda conn: ingest_in_transaction(conn, adapter, body, headers, handler))
+
+
+def replay(
+    config: Config, *, provider: str, event_id: str, body: bytes, headers: Mapping[str, str]
+) -> Receipt:
+    """A stored delivery through the same path again, under the key it was stored with."""
+    adapter = config.adapter(provider)
+    again = restored(adapter, event_id=event_id, body=body, headers=dict(headers))
+    handler = config.handler_function()
+    return settle(config, lambda conn: ingest_received_in_transaction(conn, again, handler))
+
+
+def settle(config: Config, claim: Callable[[Connection], Pending]) -> Receipt:
+    """``claim`` inside an atomic block of Django's, then the answer after the block."""
+    with unavailable_translated(), transaction.atomic(using=config.database):
+        conn = raw_connection(config.database)
+        conn.execute(_LOCK_TIMEOUT, (f"{config.lock_timeout_ms}ms",))
+        pending = claim(conn)
+    return pending.receipt()
+
+
+def raw_connection(alias: str) -> Connection:
+    """The psycopg connection under Django's, opened if need be."""
+    wrapper = connections[alias]
+    wrapper.ensure_connection()
+    raw = wrapper.connection
+    if not isinstance(raw, psycopg.Connection):
+        raise ImproperlyConfigured(
+            f"payhooks needs Django's PostgreSQL backend on psycopg 3 for database {alias!r}"
+        )
+    return raw
+
+
+@contextlib.contextmanager
+def unavailable_translated() -> Iterator[None]:
+    """Django's ``OperationalError`` (connection lost, lock or statement timeout, deadlock,
+    in a handler's ORM call or at the commit) becomes ``DatabaseUnavailable``: 503, so the
+    gateway tries again. Anything else a handler raises is a bug, and stays a 500."""
+    try:
+        yield
+    except db.OperationalError as exc:
+        cause = type(exc.__cause__ or exc).__name__
+        raise DatabaseUnavailable(f"database unavailable: {cause}") from exc
+
+
+def non_atomic(view: V) -> V:
+    """Exempt ``view`` from ``ATOMIC_REQUESTS`` on every database: the delivery must own its
+    transaction, or its answer would precede the commit that makes it true."""
+    from django.conf import settings
+
+    for alias in settings.DATABASES:
+        view = transaction.non_atomic_requests(using=alias)(view)
+    return view

@@ -1,0 +1,57 @@
+# mypy: disable-error-code="import-untyped"
+# mypy: allow-subclassing-any
+"""``manage.py payhooks_parked [--json]``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db.models.functions import Length
+
+from payhooks.django import conf
+from payhooks.django.models import ProcessedWebhook
+from payhooks.ingest import Outcome
+
+
+class Command(BaseCommand):
+    help = "List deliveries that matched no checkout and wait to be applied, oldest first."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--json", action="store_true", help="Print JSON instead of lines.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        listed = [_listed(row) for row in _parked(conf.current().database)]
+        if options["json"]:
+            self.stdout.write(json.dumps(listed, indent=2))
+            return
+        for row in listed:
+            self.stdout.write(
+                "  ".join(
+                    str(row[k])
+                    for k in ("received_at", "provider", "event_id", "event_type", "merchant_ref")
+                )
+            )
+        self.stdout.write(f"{len(listed)} parked")
+
+
+def _parked(alias: str) -> Any:
+    return (
+        ProcessedWebhook.objects.using(alias)
+        .filter(outcome=Outcome.PARKED.value)
+        .order_by("processed_at", "event_id")
+        .annotate(body_bytes=Length("body"))
+        .defer("body", "headers")
+    )
+
+
+def _listed(row: Any) -> dict[str, Any]:
+    return {
+        "provider": row.provider,
+        "event_id": row.event_id,
+        "event_type": row.event_type,
+        "merchant_ref": row.merchant_ref,
+        "received_at": row.processed_at.isoformat(),
+        "body_bytes": row.body_bytes,
+    }

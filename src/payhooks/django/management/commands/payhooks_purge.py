@@ -1,0 +1,45 @@
+# mypy: disable-error-code="import-untyped"
+# mypy: allow-subclassing-any
+"""``manage.py payhooks_purge [--older-than-days N] [--dry-run] [--force]``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from payhooks.django import conf, retention
+
+
+class Command(BaseCommand):
+    help = "Delete delivery records past the retention window (parked ones are kept), in batches."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--older-than-days", type=int, default=retention.DEFAULT_RETENTION_DAYS, metavar="N"
+        )
+        parser.add_argument("--dry-run", action="store_true", help="Count, delete nothing.")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help=f"Allow a window under {retention.MIN_RETENTION_DAYS} days.",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        days = options["older_than_days"]
+        if days < 0:
+            raise CommandError("--older-than-days must be 0 or more")
+        if days < retention.MIN_RETENTION_DAYS and not options["force"]:
+            raise CommandError(
+                f"a retention of {days} days is shorter than the gateways' replay window "
+                f"({retention.MIN_RETENTION_DAYS} days); pass --force to purge anyway"
+            )
+        alias = conf.current().database
+        if options["dry_run"]:
+            planned = retention.plan(alias, days)
+            before = planned.cutoff.isoformat(timespec="seconds")
+            self.stdout.write(f"would delete {planned.expired} record(s) from before {before}")
+            return
+        done = retention.purge(alias, days)
+        before = done.cutoff.isoformat(timespec="seconds")
+        self.stdout.write(f"deleted {done.deleted} record(s) from before {before}")

@@ -1,0 +1,65 @@
+# mypy: disable-error-code="import-untyped"
+# mypy: allow-subclassing-any
+"""The core's delivery records (``processed_webhooks``) as a Django model, to read.
+
+The table's key is ``(provider, event_id)``. Django before 5.2 cannot declare a composite
+key, and 5.2's admin refuses a model that has one, so the model names ``event_id`` as its
+primary key and declares the real key as a unique constraint. That is only true while no two
+gateways share a delivery key, so the model is read-only: rows are written by the claim alone,
+and the admin and the commands look rows up by provider and key together (docs/django.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+from django.db import models
+
+from payhooks.errors import PayhooksError
+from payhooks.events import Provider
+from payhooks.ingest import Outcome
+
+PROVIDERS = [(p.value, p.value) for p in Provider]
+OUTCOMES = [(o.value, o.value) for o in Outcome if o is not Outcome.DUPLICATE]
+
+
+class ReadOnlyRecord(PayhooksError):
+    """A delivery record written through the ORM: only the claim writes them."""
+
+
+class ProcessedWebhook(models.Model):
+    provider = models.TextField(choices=PROVIDERS)
+    event_id = models.TextField(primary_key=True, verbose_name="delivery key")
+    event_type = models.TextField()
+    outcome = models.TextField(choices=OUTCOMES)
+    payment_id = models.TextField(null=True, blank=True)
+    merchant_ref = models.TextField(null=True, blank=True, verbose_name="gateway order id")
+    order_ref = models.TextField(null=True, blank=True, verbose_name="order")
+    processed_at = models.DateTimeField(verbose_name="received or applied at")
+    payload_sha256 = models.TextField()
+    body = models.BinaryField()
+    headers = models.JSONField(default=dict)
+    mismatches = models.IntegerField(default=0)
+    last_mismatch_at = models.DateTimeField(null=True, blank=True)
+    first_copy = models.BooleanField(default=True)
+
+    class Meta:
+        db_table = "processed_webhooks"
+        verbose_name = "webhook delivery"
+        verbose_name_plural = "webhook deliveries"
+        constraints = (
+            models.UniqueConstraint(
+                fields=("provider", "event_id"), name="processed_webhooks_pkey"
+            ),
+        )
+        default_permissions = ("view",)
+        permissions = (("replay_processedwebhook", "Can replay a stored delivery"),)
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.event_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ReadOnlyRecord("delivery records are written by payhooks' claim, never by the ORM")
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ReadOnlyRecord("delivery records leave by `manage.py payhooks_purge`, not the ORM")
