@@ -1,0 +1,3 @@
+from examples.flask_shop.app import main
+
+main()

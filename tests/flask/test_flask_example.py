@@ -1,0 +1,140 @@
+"""The example shop (examples/flask_shop) on Werkzeug's threaded server over a real socket,
+driven as a gateway drives it: signed deliveries over HTTP, copies, two events of one payment,
+a failure, a forgery, a PayU form behind the shop's own form-reading hook. The shop's
+``orders`` table must end with one row per paid reference."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import psycopg
+import pytest
+import sqlalchemy
+
+from examples.flask_shop.app import adapters_from, create_app, migrate, place_order
+from payhooks import EventKind, Hooks
+from payhooks.sim.gateway import Delivery
+from tests.conftest import released_together
+from tests.factories import GATEWAY, KEYS
+from tests.flask.conftest import engine_for, serving
+
+REF = "order_flaskshop01"
+SECRETS = {
+    "RAZORPAY_WEBHOOK_SECRETS": f"{KEYS.razorpay},whsec_retired",
+    "CASHFREE_CLIENT_SECRETS": KEYS.cashfree,
+    "PAYU_MERCHANT_KEY": KEYS.payu_key,
+    "PAYU_SALTS": KEYS.payu_salt,
+}
+# The fixture's database holds the reference service's tables, its own `orders` among them;
+# the shop gets a schema of its own, so it sees what a merchant's database holds: its table
+# and payhooks'.
+SCHEMA = "flask_shop"
+SEARCH_PATH = f"-c search_path={SCHEMA}"
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[sqlalchemy.Engine]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {SCHEMA}")
+    made = engine_for(database_url, options=SEARCH_PATH)
+    migrate(made)
+    yield made
+    made.dispose()
+
+
+@pytest.fixture
+def db(database_url: str, engine: sqlalchemy.Engine) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(database_url, autocommit=True, options=SEARCH_PATH) as conn:
+        yield conn
+
+
+@pytest.fixture
+def shop(engine: sqlalchemy.Engine) -> Iterator[str]:
+    with serving(create_app(engine, adapters_from(SECRETS))) as base:
+        yield base
+
+
+def razorpay(event: str = "payment.captured", payment_id: str = "pay_flaskshop001") -> Delivery:
+    return GATEWAY.razorpay(event, payment_id=payment_id, order_id=REF, amount_paise=49_900)
+
+
+def post(base: str, delivery: Delivery, client: httpx.Client | None = None) -> httpx.Response:
+    send = client.post if client else httpx.post
+    return send(base + delivery.path, content=delivery.body, headers=delivery.headers)
+
+
+def status(response: httpx.Response) -> str | None:
+    return response.json().get("status") if response.status_code == 200 else None
+
+
+def orders(db) -> list[tuple[object, ...]]:
+    return db.execute("SELECT merchant_ref, payment_id, amount_paise FROM orders").fetchall()
+
+
+def claimed(db) -> int:
+    return db.execute("SELECT count(*) FROM processed_webhooks").fetchone()[0]
+
+
+def test_a_capture_places_the_order_the_shop_then_shows(shop):
+    assert status(post(shop, razorpay())) == "processed"
+    shown = httpx.get(f"{shop}/orders/{REF}").json()
+    assert (shown["payment_id"], shown["amount_paise"]) == ("pay_flaskshop001", 49_900)
+
+
+def test_fifty_concurrent_copies_of_one_delivery_place_one_order(shop, db):
+    delivery = razorpay()
+    answers = released_together(
+        list(range(50)),
+        lambda _: httpx.Client(timeout=30),
+        lambda client, _: status(post(shop, delivery, client)),
+    )
+    assert answers.count("processed") == 1 and answers.count("duplicate") == 49
+    assert orders(db) == [(REF, "pay_flaskshop001", 49_900)]
+
+
+def test_payment_captured_and_order_paid_place_one_order(shop, db):
+    answers = [status(post(shop, razorpay(event))) for event in ("payment.captured", "order.paid")]
+    assert answers == ["processed", "processed"]  # two deliveries, one payment
+    assert orders(db) == [(REF, "pay_flaskshop001", 49_900)] and claimed(db) == 2
+
+
+def test_a_handler_that_raises_answers_5xx_records_nothing_and_the_retry_succeeds(engine, db):
+    failures = [RuntimeError("the shop's mailer is down")]
+    hooks = Hooks()
+    hooks.on(EventKind.PAYMENT_CAPTURED)(place_order)
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def then_fails_once(conn, event):
+        if failures:
+            raise failures.pop()
+
+    delivery = razorpay()
+    with serving(create_app(engine, adapters_from(SECRETS), hooks)) as shop:
+        first = post(shop, delivery)
+        assert first.status_code >= 500 and (orders(db), claimed(db)) == ([], 0)
+        assert status(post(shop, delivery)) == "processed"
+    assert len(orders(db)) == 1
+
+
+def test_a_forged_signature_answers_401_and_places_nothing(shop, db):
+    delivery = razorpay()
+    forged = {**delivery.headers, "x-razorpay-signature": "f" * 64}
+    response = httpx.post(shop + delivery.path, content=delivery.body, headers=forged)
+    assert response.status_code == 401 and (orders(db), claimed(db)) == ([], 0)
+
+
+def test_a_payu_post_passes_the_shops_form_reading_hook_and_places_one_order(shop, db):
+    delivery = GATEWAY.payu(txnid=REF, mihpayid="403993715500000002", amount="499.00")
+    assert [status(post(shop, delivery)) for _ in range(2)] == ["processed", "duplicate"]
+    assert orders(db) == [(REF, REF, 49_900)]
+
+
+def test_the_shops_hook_does_read_the_form_of_a_webhook_post(shop, db):
+    """What makes the test above a trap: the shop's spam check parses every POST's form."""
+    response = httpx.post(
+        f"{shop}/webhooks/payu",
+        content=b"website=spam.example",
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 400 and claimed(db) == 0
