@@ -1,0 +1,176 @@
+"""The delivery records in Django's admin, driven as an operator drives it: a logged-in user
+over HTTP (Django's test client), replaying parked deliveries, searching and filtering."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import Client, override_settings
+from django.urls import reverse
+from orders.models import Order
+
+from payhooks.django.models import ProcessedWebhook, ReadOnlyRecord
+from payhooks.sim.gateway import Delivery
+from tests.django.conftest import PAYHOOKS, records
+from tests.factories import GATEWAY
+
+CHANGELIST = "admin:payhooks_processedwebhook_changelist"
+
+
+def capture(ref: str, key: str, payment_id: str = "pay_adm00000001") -> Delivery:
+    return GATEWAY.razorpay(
+        "payment.captured", payment_id=payment_id, order_id=ref, amount_paise=100, event_id=key
+    )
+
+
+def deliver(delivery: Delivery) -> str:
+    response = Client().post(
+        delivery.path, delivery.body, content_type="application/json", headers=delivery.headers
+    )
+    return response.json()["status"]
+
+
+def replay(client: Client, *keys: str):
+    return client.post(
+        reverse(CHANGELIST),
+        {"action": "replay_parked", "_selected_action": list(keys), "index": 0},
+        follow=True,
+    )
+
+
+def listed(client: Client, **query: str) -> list[str]:
+    response = client.get(reverse(CHANGELIST), query)
+    return sorted(record.event_id for record in response.context["cl"].result_list)
+
+
+def shown(response) -> list[str]:
+    return [str(message) for message in response.context["messages"]]
+
+
+@pytest.fixture
+def operator(django_db) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "unused"))
+    return client
+
+
+@pytest.fixture
+def viewer(django_db) -> Client:
+    """Staff who may read the records, not replay them."""
+    user = User.objects.create_user("viewer", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_processedwebhook"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+# --- replay -----------------------------------------------------------------------------------
+
+
+def test_replaying_a_parked_delivery_whose_order_now_exists_applies_it(
+    atomic_requests, operator, django_db
+):
+    assert deliver(capture("order_late", "evt_late")) == "parked"
+    Order.objects.create(reference="order_late", amount_paise=100)
+    response = replay(operator, "evt_late")
+    assert shown(response) == ["Applied (1): evt_late"]
+    assert records(django_db) == [("razorpay", "evt_late", "processed")]
+    assert Order.objects.get(reference="order_late").status == "paid"
+
+
+def test_replaying_a_delivery_that_still_matches_nothing_keeps_it_parked(operator, django_db):
+    deliver(capture("order_never", "evt_never"))
+    response = replay(operator, "evt_never")
+    assert shown(response) == ["Still matching nothing, kept parked (1): evt_never"]
+    assert records(django_db) == [("razorpay", "evt_never", "parked")]
+
+
+def test_replay_leaves_deliveries_that_are_not_parked_alone(operator, django_db):
+    Order.objects.create(reference="order_paid", amount_paise=100)
+    deliver(capture("order_paid", "evt_paid"))
+    response = replay(operator, "evt_paid")
+    assert shown(response) == ["Not parked, left alone (1): evt_paid"]
+
+
+def test_replay_reports_each_delivery_whose_handler_failed_and_goes_on(operator, django_db):
+    deliver(capture("order_a", "evt_a", payment_id="pay_a"))
+    deliver(capture("order_b", "evt_b", payment_id="pay_b"))
+    with override_settings(PAYHOOKS={**PAYHOOKS, "HANDLER": "tests.django.handlers.failing"}):
+        response = replay(operator, "evt_a", "evt_b")
+    assert shown(response) == ["Not replayed (2): evt_a (RuntimeError), evt_b (RuntimeError)"]
+    assert [outcome for *_, outcome in records(django_db)] == ["parked", "parked"]
+
+
+def test_staff_without_the_replay_permission_are_not_offered_the_action(viewer, django_db):
+    deliver(capture("order_late", "evt_late"))
+    page = viewer.get(reverse(CHANGELIST))
+    assert page.status_code == 200 and b"replay_parked" not in page.content
+    Order.objects.create(reference="order_late", amount_paise=100)
+    replay(viewer, "evt_late")
+    assert records(django_db) == [("razorpay", "evt_late", "parked")]
+
+
+# --- search and filters -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def two_deliveries(django_db) -> None:
+    Order.objects.create(reference="order_one", amount_paise=100)
+    deliver(capture("order_one", "evt_one", payment_id="pay_one"))
+    deliver(capture("order_two", "evt_two", payment_id="pay_two"))
+
+
+@pytest.mark.parametrize("term", ["evt_one", "pay_one", "order_one"])
+def test_search_finds_a_delivery_by_key_payment_or_gateway_order(operator, two_deliveries, term):
+    assert listed(operator, q=term) == ["evt_one"]
+
+
+def test_search_matches_whole_ids_only(operator, two_deliveries):
+    assert listed(operator, q="evt_") == []
+
+
+def test_the_outcome_filter_lists_parked_deliveries(operator, two_deliveries):
+    assert listed(operator, outcome__exact="parked") == ["evt_two"]
+
+
+def test_the_provider_filter_lists_one_gateways_deliveries(operator, two_deliveries):
+    assert listed(operator, provider__exact="cashfree") == []
+    assert listed(operator, provider__exact="razorpay") == ["evt_one", "evt_two"]
+
+
+# --- records stay as the claim wrote them -----------------------------------------------------
+
+
+def test_records_cannot_be_added_or_deleted_in_the_admin(operator, two_deliveries):
+    change = reverse("admin:payhooks_processedwebhook_change", args=["evt_one"])
+    assert operator.get(reverse("admin:payhooks_processedwebhook_add")).status_code == 403
+    assert operator.get(change + "delete/").status_code == 403
+
+
+def test_a_records_page_is_read_only(operator, two_deliveries):
+    page = operator.get(reverse("admin:payhooks_processedwebhook_change", args=["evt_one"]))
+    assert page.status_code == 200 and page.context["has_change_permission"] is False
+
+
+def test_the_orm_cannot_write_a_record(two_deliveries):
+    record = ProcessedWebhook.objects.get(event_id="evt_one")
+    record.outcome = "ignored"
+    with pytest.raises(ReadOnlyRecord):
+        record.save()
+
+
+def test_a_key_shared_by_two_gateways_opens_each_gateways_record(operator, django_db):
+    with psycopg.connect(django_db) as conn:
+        for provider in ("razorpay", "cashfree"):
+            conn.execute(
+                "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome,"
+                " payload_sha256, body) VALUES (%s, 'shared', 'x', 'ignored', %s, '')",
+                (provider, provider),
+            )
+    links = operator.get(reverse(CHANGELIST)).content.decode()
+    assert "shared/change/?provider=cashfree" in links
+    page = operator.get(
+        reverse("admin:payhooks_processedwebhook_change", args=["shared"]), {"provider": "cashfree"}
+    )
+    assert page.context["original"].provider == "cashfree"

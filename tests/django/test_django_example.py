@@ -1,0 +1,159 @@
+"""The example shop (examples/django_shop) served over a real socket and driven over HTTP as a
+gateway drives it: concurrent copies, two events for one payment, a failure then its retry, a
+forgery; and run from its own manage.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+import psycopg
+import pytest
+import uvicorn
+from django.test import override_settings
+from orders.models import Order
+
+from payhooks.sim.gateway import Delivery
+from tests.conftest import free_port, released_together
+from tests.django.conftest import EXAMPLE, PAYHOOKS, post, records
+from tests.factories import GATEWAY, KEYS
+
+REF = "order_shop1"
+PAYMENT = "pay_shop00000001"
+
+
+def razorpay(event: str = "payment.captured") -> Delivery:
+    return GATEWAY.razorpay(event, payment_id=PAYMENT, order_id=REF, amount_paise=129_900)
+
+
+def orders() -> list[tuple[str, str, str]]:
+    return list(Order.objects.values_list("reference", "status", "payment_id"))
+
+
+@pytest.fixture
+def checkout(django_db) -> Order:
+    """The shop's checkout made the order, under the gateway's order id, before payment."""
+    return Order.objects.create(reference=REF, amount_paise=129_900)
+
+
+def test_fifty_concurrent_copies_of_one_delivery_pay_the_order_once(site, checkout, django_db):
+    delivery = razorpay()
+    answers = released_together(
+        list(range(50)),
+        lambda _: httpx.Client(timeout=60),
+        lambda client, _: post_with(client, site, delivery).json()["status"],
+    )
+    assert sorted(set(answers)) == ["duplicate", "processed"] and answers.count("processed") == 1
+    assert len(records(django_db)) == 1
+    assert orders() == [(REF, "paid", PAYMENT)]
+
+
+def post_with(client: httpx.Client, site: str, delivery: Delivery) -> httpx.Response:
+    return client.post(site + delivery.path, content=delivery.body, headers=delivery.headers)
+
+
+def test_payment_captured_and_order_paid_are_two_deliveries_and_one_paid_order(
+    site, checkout, django_db
+):
+    captured, paid = post(site, razorpay()), post(site, razorpay("order.paid"))
+    assert [captured.json()["order_id"], paid.json()["order_id"]] == [REF, REF]
+    assert [outcome for *_, outcome in records(django_db)] == ["processed", "processed"]
+    assert orders() == [(REF, "paid", PAYMENT)]
+
+
+def test_a_handler_failure_is_answered_5xx_leaves_nothing_and_the_retry_is_applied(
+    site, checkout, django_db
+):
+    """The order row is held by another transaction (staff editing it): the handler cannot
+    lock it in time, the delivery is answered 503, and the gateway's retry applies it."""
+    delivery = razorpay()
+    with psycopg.connect(django_db) as staff:
+        staff.execute("SELECT 1 FROM orders_order WHERE reference = %s FOR UPDATE", (REF,))
+        with override_settings(PAYHOOKS={**PAYHOOKS, "LOCK_TIMEOUT_MS": 50}):
+            refused = post(site, delivery)
+        assert refused.status_code == 503
+        assert records(django_db) == [] and orders() == [(REF, "pending", "")]
+    assert post(site, delivery).json()["status"] == "processed"
+    assert orders() == [(REF, "paid", PAYMENT)]
+
+
+def test_a_forged_delivery_is_answered_401_and_changes_nothing(site, checkout, django_db):
+    forged = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_forged", order_id=REF, amount_paise=1
+    )
+    response = post(site, forged, **{"x-razorpay-signature": "f" * 64})
+    assert response.status_code == 401
+    assert records(django_db) == [] and orders() == [(REF, "pending", "")]
+
+
+# --- the same project under ASGI -----------------------------------------------------------
+
+
+@contextmanager
+def asgi_served() -> Iterator[str]:
+    from django.core.handlers.asgi import ASGIHandler
+
+    port = free_port()
+    config = uvicorn.Config(
+        ASGIHandler(), host="127.0.0.1", port=port, lifespan="off", log_level="error"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_under_asgi_a_capture_pays_the_order(checkout):
+    with asgi_served() as site:
+        assert post(site, razorpay()).json()["status"] == "processed"
+    assert orders() == [(REF, "paid", PAYMENT)]
+
+
+def test_under_asgi_a_signature_sent_twice_with_different_values_is_refused(checkout, django_db):
+    delivery = razorpay()
+    headers = [*delivery.headers.items(), ("x-razorpay-signature", "0" * 64)]
+    with asgi_served() as site:
+        response = httpx.post(site + delivery.path, content=delivery.body, headers=headers)
+    assert response.status_code == 401 and records(django_db) == []
+
+
+# --- its own manage.py ----------------------------------------------------------------------
+
+
+def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **KEYS.env(), "DATABASE_URL": url}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=EXAMPLE,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_the_shop_passes_djangos_checks_from_its_own_settings(django_db):
+    done = manage(django_db, "check")
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_shops_manage_py_lists_parked_deliveries(site, django_db):
+    post(site, razorpay())  # no checkout: parked
+    done = manage(django_db, "payhooks_parked")
+    assert done.returncode == 0 and REF in done.stdout and "1 parked" in done.stdout

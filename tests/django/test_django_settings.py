@@ -1,0 +1,84 @@
+"""The ``PAYHOOKS`` setting: what it serves, and the mistakes ``manage.py check`` reports at
+start-up instead of a gateway meeting them in production."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+from payhooks.django import conf
+from payhooks.django.views import header_pairs
+from payhooks.providers.razorpay import Razorpay
+from tests.django.conftest import PAYHOOKS
+
+
+def test_each_gateway_with_secrets_is_served():
+    assert sorted(conf.read(PAYHOOKS).adapters) == ["cashfree", "payu", "razorpay"]
+
+
+def test_a_gateway_with_an_empty_list_is_not_served():
+    assert list(conf.read({"RAZORPAY_WEBHOOK_SECRETS": []}).adapters) == []
+
+
+def test_a_secret_given_as_a_bare_string_is_refused():
+    with pytest.raises(ImproperlyConfigured, match="must be a list"):
+        conf.read({"RAZORPAY_WEBHOOK_SECRETS": "whsec_current"})
+
+
+@pytest.mark.parametrize("secret", ["", " whsec", "whsec\n"])
+def test_an_empty_or_padded_secret_is_refused(secret):
+    with pytest.raises(ImproperlyConfigured, match="no spaces around"):
+        conf.read({"CASHFREE_CLIENT_SECRETS": ["cfsk_ok", secret]})
+
+
+def test_a_misspelt_key_is_refused():
+    with pytest.raises(ImproperlyConfigured, match="unknown keys: RAZORPAY_SECRETS"):
+        conf.read({"RAZORPAY_SECRETS": ["whsec"]})
+
+
+def test_payu_needs_its_key_and_salts_together():
+    with pytest.raises(ImproperlyConfigured, match="together"):
+        conf.read({"PAYU_MERCHANT_KEY": "gtKFFx"})
+
+
+def test_a_negative_lock_timeout_is_refused():
+    with pytest.raises(ImproperlyConfigured, match="milliseconds"):
+        conf.read({"LOCK_TIMEOUT_MS": -1})
+
+
+def test_manage_py_check_reports_a_bad_setting():
+    with (
+        override_settings(PAYHOOKS={"RAZORPAY_WEBHOOK_SECRETS": "whsec"}),
+        pytest.raises(SystemCheckError, match=r"payhooks\.E001"),
+    ):
+        call_command("check")
+
+
+def test_manage_py_check_reports_a_handler_that_cannot_be_imported():
+    with (
+        override_settings(PAYHOOKS={**PAYHOOKS, "HANDLER": "orders.nowhere.hooks"}),
+        pytest.raises(SystemCheckError, match=r"payhooks\.E004"),
+    ):
+        call_command("check")
+
+
+def test_manage_py_check_passes_the_example_shops_setting():
+    call_command("check")
+
+
+# --- headers as Django keeps them ---------------------------------------------------------------
+
+RAZORPAY = Razorpay(secrets=("whsec",))
+
+
+def test_a_read_header_the_server_joined_is_split_back_into_its_copies():
+    pairs = list(header_pairs({"X-Razorpay-Signature": "ab12,cd34"}, RAZORPAY))
+    assert pairs == [("X-Razorpay-Signature", "ab12"), ("X-Razorpay-Signature", "cd34")]
+
+
+def test_other_headers_keep_their_commas():
+    pairs = list(header_pairs({"Accept": "a/b, c/d"}, RAZORPAY))
+    assert pairs == [("Accept", "a/b, c/d")]
