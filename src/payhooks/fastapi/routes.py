@@ -138,7 +138,7 @@ def _delivery(
 def _is_async(hooks: object) -> bool:
     if isinstance(hooks, Hooks):
         return False
-    call = getattr(hooks, "__call__", None)  # noqa: B004  (an instance's async __call__)
+    call = getattr(hooks, "__call__", None)  # noqa: B004  (an instance with an async __call__)
     return inspect.iscoroutinefunction(hooks) or inspect.iscoroutinefunction(call)
 
 
