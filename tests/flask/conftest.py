@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 import pytest
 import sqlalchemy
 from flask import Flask
@@ -16,19 +17,32 @@ from werkzeug.serving import make_server
 from payhooks import db
 
 
-def engine_for(conninfo: str, **connect_args: str) -> sqlalchemy.Engine:
-    """The engine a merchant makes from their URL: ``postgresql+psycopg://``."""
+def sqlalchemy_url(conninfo: str, **query: str) -> sqlalchemy.URL:
+    """The URL a merchant writes, ``postgresql+psycopg://``, for a psycopg conninfo."""
     params = {key: str(value) for key, value in conninfo_to_dict(conninfo).items()}
-    url = sqlalchemy.URL.create(
+    return sqlalchemy.URL.create(
         "postgresql+psycopg",
         username=params.pop("user", None),
         password=params.pop("password", None),
         host=params.pop("host", None),
         port=int(params.pop("port")) if "port" in params else None,
         database=params.pop("dbname", None),
-        query=params,
+        query={**params, **query},
     )
-    return sqlalchemy.create_engine(url, connect_args=connect_args)
+
+
+def engine_for(conninfo: str, **query: str) -> sqlalchemy.Engine:
+    return sqlalchemy.create_engine(sqlalchemy_url(conninfo, **query))
+
+
+def own_schema(conninfo: str, name: str) -> dict[str, str]:
+    """The fixture's database holds the reference service's tables, its own ``orders`` among
+    them. A schema of its own, first and only on the search path, shows a merchant's app what
+    a merchant's database holds: its tables and, once migrated, payhooks'. Returns the
+    connection option that selects it."""
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{name}"'.encode())
+    return {"options": f"-c search_path={name}"}
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from payhooks import EventKind, Hooks
 from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together
 from tests.factories import GATEWAY, KEYS
-from tests.flask.conftest import engine_for, serving
+from tests.flask.conftest import engine_for, own_schema, serving
 
 REF = "order_flaskshop01"
 SECRETS = {
@@ -26,26 +26,24 @@ SECRETS = {
     "PAYU_MERCHANT_KEY": KEYS.payu_key,
     "PAYU_SALTS": KEYS.payu_salt,
 }
-# The fixture's database holds the reference service's tables, its own `orders` among them;
-# the shop gets a schema of its own, so it sees what a merchant's database holds: its table
-# and payhooks'.
-SCHEMA = "flask_shop"
-SEARCH_PATH = f"-c search_path={SCHEMA}"
 
 
 @pytest.fixture
-def engine(database_url: str) -> Iterator[sqlalchemy.Engine]:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {SCHEMA}")
-    made = engine_for(database_url, options=SEARCH_PATH)
+def search_path(database_url: str) -> dict[str, str]:
+    return own_schema(database_url, "flask_shop")
+
+
+@pytest.fixture
+def engine(database_url: str, search_path: dict[str, str]) -> Iterator[sqlalchemy.Engine]:
+    made = engine_for(database_url, **search_path)
     migrate(made)
     yield made
     made.dispose()
 
 
 @pytest.fixture
-def db(database_url: str, engine: sqlalchemy.Engine) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(database_url, autocommit=True, options=SEARCH_PATH) as conn:
+def db(database_url: str, search_path, engine) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
         yield conn
 
 

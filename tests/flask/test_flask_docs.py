@@ -1,0 +1,60 @@
+"""docs/flask.md as a merchant follows it: its app, its migration step and its signed test
+delivery, run as written against real PostgreSQL and a real socket."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.flask.conftest import own_schema, serving, sqlalchemy_url
+
+DOC = (Path(__file__).parents[2] / "docs" / "flask.md").read_text()
+DOCUMENTED_URL = "http://127.0.0.1:5000"
+
+
+def block(first_line: str) -> str:
+    """The ```python block of the page that starts with ``first_line``."""
+    found = [b for b in re.findall(r"```python\n(.*?)```", DOC, re.S) if b.startswith(first_line)]
+    assert len(found) == 1, first_line
+    return found[0]
+
+
+def run(source: str, namespace: dict[str, object]) -> None:
+    """As a merchant's file runs: without this module's ``from __future__`` imports."""
+    exec(compile(source, "docs/flask.md", "exec", dont_inherit=True), namespace)
+
+
+@pytest.fixture
+def search_path(database_url: str) -> dict[str, str]:
+    return own_schema(database_url, "flask_docs")
+
+
+@pytest.fixture
+def documented(database_url, search_path, monkeypatch) -> Iterator[dict[str, object]]:
+    """The page's app and its migration step, run as written, in a database of its own."""
+    url = sqlalchemy_url(database_url, **search_path).render_as_string(hide_password=False)
+    monkeypatch.setenv("DATABASE_URL", url)
+    monkeypatch.setenv("RAZORPAY_WEBHOOK_SECRET", "whsec_test")
+    namespace: dict[str, object] = {"__name__": "app"}
+    run(block("# app.py"), namespace)
+    run(block("# once, before serving"), namespace)
+    yield namespace
+    namespace["engine"].dispose()
+
+
+def test_the_pages_delivery_pays_the_order_once_through_the_pages_app(
+    documented, database_url, search_path, capsys
+):
+    with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
+        conn.execute("INSERT INTO orders VALUES ('order_test_1', false)")
+        with serving(documented["app"]) as base:
+            for _ in range(2):
+                run(block("# try_it.py").replace(DOCUMENTED_URL, base), {})
+        paid = conn.execute("SELECT paid FROM orders").fetchall()
+    printed = capsys.readouterr().out
+    assert '"status":"processed"' in printed and '"status":"duplicate"' in printed
+    assert paid == [(True,)]
