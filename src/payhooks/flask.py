@@ -107,7 +107,7 @@ def _view(served: Mapping[str, Adapter], store: Store, handler: Handler) -> Call
             headers = header_map(unfolded(request.headers.items(), adapter), adapter)
             receipt = deliver(store, receive(adapter, _body(adapter), headers), handler)
         except PayhooksError as exc:
-            _log_refused(provider, exc)
+            _log_refusal(provider, exc)
             return _response(error_answer(exc))
         log.info(
             f"webhook_{receipt.outcome.value}",
@@ -131,10 +131,10 @@ def _response(reply: Answer) -> Response:
     return response
 
 
-def _log_refused(provider: str, exc: PayhooksError) -> None:
+def _log_refusal(provider: str, exc: PayhooksError) -> None:
     status, code = error_status(exc)
-    provider = clipped(provider, MAX_PROVIDER_CHARS)
-    log.warning("webhook_rejected", extra={"provider": provider, "status": status, "reason": code})
+    name = "webhook_unavailable" if status >= 500 else "webhook_rejected"
+    log.warning(name, extra={"provider": clipped(provider, MAX_PROVIDER_CHARS), "reason": code})
 
 
 def _reading_first(served: Mapping[str, Adapter]) -> Callable[[BlueprintSetupState], None]:
