@@ -20,7 +20,7 @@ from payhooks.errors import (
     RejectedDelivery,
     SignatureMismatch,
 )
-from payhooks.events import Event, EventKind, Provider
+from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.hooks import Hooks
 from payhooks.ingest import (
     MAX_BODY_BYTES,
@@ -32,6 +32,8 @@ from payhooks.ingest import (
     header_map,
     ingest,
     ingest_in_transaction,
+    ingest_received,
+    receive,
 )
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
@@ -64,10 +66,13 @@ __all__ = [
     "ProviderNotConfigured",
     "Razorpay",
     "Receipt",
+    "Received",
     "RejectedDelivery",
     "SignatureMismatch",
     "header_map",
     "ingest",
     "ingest_in_transaction",
+    "ingest_received",
     "migrate",
+    "receive",
 ]

@@ -16,6 +16,7 @@ no function is registered for is answered ``ignored``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 
 from payhooks.db import Connection
@@ -35,6 +36,11 @@ class Hooks:
             raise ValueError("name at least one EventKind")
 
         def register(hook: Hook) -> Hook:
+            if inspect.iscoroutinefunction(hook):
+                raise TypeError(
+                    f"{hook.__name__} is async: these hooks run on a sync connection "
+                    "(for an async pool, use payhooks.fastapi.AsyncHooks)"
+                )
             for kind in kinds:
                 self._by_kind.setdefault(kind, []).append(hook)
             return hook

@@ -247,3 +247,13 @@ def test_the_answer_can_be_asked_on_another_connection_once_committed(shop, data
             pending.receipt(shop)  # another session sees it in progress
         conn.commit()
     assert pending.receipt(shop).outcome is Outcome.PROCESSED
+
+
+def test_an_async_hook_is_refused_when_registered():
+    """Its coroutine would never be awaited: every delivery would fail, silently at first."""
+    hooks = Hooks()
+    with pytest.raises(TypeError, match="async"):
+
+        @hooks.on(EventKind.PAYMENT_CAPTURED)
+        async def paid(conn, event):
+            return None

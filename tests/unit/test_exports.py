@@ -30,12 +30,15 @@ def test_public_names_are_exactly_the_documented_ones():
             "Provider",
             "Razorpay",
             "Receipt",
+            "Received",
             "RejectedDelivery",
             "SignatureMismatch",
             "header_map",
             "ingest",
             "ingest_in_transaction",
+            "ingest_received",
             "migrate",
+            "receive",
         ]
     )
 
