@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from django.db import transaction
 from orders.models import Order
 
 from payhooks import EventKind, Hooks
 
 creating = Hooks()
 failing = Hooks()
+notifying = Hooks()
+notifying_then_failing = Hooks()
+notified: list[str] = []
+"""Delivery keys whose ``on_commit`` work ran (the server's threads append to it)."""
 
 
 @creating.on(EventKind.PAYMENT_CAPTURED)
@@ -21,6 +26,13 @@ def create_order(conn, event):
     )
 
 
+@notifying.on(EventKind.PAYMENT_CAPTURED)
+@notifying_then_failing.on(EventKind.PAYMENT_CAPTURED)
+def notify_after_commit(conn, event):
+    transaction.on_commit(lambda: notified.append(event.event_id))
+
+
 @failing.on(EventKind.PAYMENT_CAPTURED)
+@notifying_then_failing.on(EventKind.PAYMENT_CAPTURED)
 def fail(conn, event):
     raise RuntimeError("the merchant's code failed after writing")

@@ -14,6 +14,7 @@ from orders.models import Order
 from payhooks.providers import razorpay
 from payhooks.sim.gateway import Delivery
 from tests.django.conftest import PAYHOOKS, post, records
+from tests.django.handlers import notified
 from tests.factories import GATEWAY, KEYS
 
 KEY = "evt_dj0000000001"
@@ -44,6 +45,11 @@ def signed(body: bytes) -> dict[str, str]:
 
 def orders() -> list[tuple[str, str]]:
     return list(Order.objects.order_by("reference").values_list("reference", "status"))
+
+
+@pytest.fixture(autouse=True)
+def nothing_notified() -> None:
+    notified.clear()
 
 
 @pytest.fixture
@@ -159,6 +165,19 @@ def test_the_retry_after_a_handler_failed_is_applied(site, order, django_db):
         assert post(site, capture()).status_code == 500
     response = post(site, capture())
     assert response.json()["status"] == "processed" and orders() == [("order_dj1", "paid")]
+
+
+def test_work_a_handler_leaves_to_on_commit_runs_once_the_claim_commits(site, django_db):
+    with handled_by("notifying"):
+        post(site, capture())
+        post(site, capture())
+    assert notified == [KEY]
+
+
+def test_work_a_failed_handler_left_to_on_commit_never_runs(site, django_db):
+    with handled_by("notifying_then_failing"):
+        assert post(site, capture()).status_code == 500
+    assert notified == []
 
 
 def test_a_twin_held_past_the_lock_timeout_is_answered_503(site, order, django_db):
