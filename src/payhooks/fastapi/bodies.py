@@ -12,9 +12,12 @@ MAX_DIGITS = 18  # a Content-Length this long is over any bound; int() refuses 4
 
 
 async def read_body(request: Request, adapter: Adapter) -> bytes:
+    return await read_bounded(request, adapter.max_body_bytes, adapter.provider.value)
+
+
+async def read_bounded(request: Request, limit: int, source: str) -> bytes:
     """Refused on the declared length before a byte is read, else as soon as the streamed
-    bytes pass the bound."""
-    limit, source = adapter.max_body_bytes, adapter.provider.value
+    bytes pass the bound (also the reference service's, for webhooks and its API)."""
     if _declared_over(request.headers.get("content-length", ""), limit):
         raise PayloadTooLarge(source, f"declared body exceeds {limit} bytes")
     chunks: list[bytes] = []

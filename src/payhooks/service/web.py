@@ -32,6 +32,7 @@ from payhooks.errors import (
     Unauthorised,
 )
 from payhooks.events import Provider, Received
+from payhooks.fastapi.bodies import read_bounded
 from payhooks.ingest import (
     Receipt,
     header_map,
@@ -173,28 +174,6 @@ def _pool(request: Request) -> psycopg_pool.ConnectionPool:
     return pool
 
 
-async def read_body(request: Request, limit: int, source: str) -> bytes:
-    """The exact bytes, refused past ``limit`` without reading further."""
-    declared = request.headers.get("content-length", "")
-    if _declared_over(declared, limit):
-        raise PayloadTooLarge(source, f"declared body exceeds {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(source, f"body exceeds {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _declared_over(content_length: str, limit: int) -> bool:
-    """Past 18 digits it is over any limit; int() refuses strings past 4,300 digits."""
-    if not (content_length.isascii() and content_length.isdigit()):
-        return False
-    return len(content_length) > 18 or int(content_length) > limit
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Arrival:
     """A webhook request as read on the event loop, before anything about it is proven."""
@@ -215,7 +194,7 @@ def _add_webhook_route(
         started = time.perf_counter()
         try:
             adapter = _served(served, provider)
-            body = await read_body(request, adapter.max_body_bytes, adapter.provider.value)
+            body = await read_bounded(request, adapter.max_body_bytes, adapter.provider.value)
         except PayhooksError as exc:
             _rejected(metrics, provider, exc, started)
             raise
@@ -341,7 +320,7 @@ class ApiGate:
             await unauthorised_response()(scope, receive, send)
             return
         try:
-            body = await read_body(request, self.max_body_bytes, "api")
+            body = await read_bounded(request, self.max_body_bytes, "api")
         except PayloadTooLarge as exc:
             await error_response(exc)(scope, receive, send)
             return
