@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import smtplib
 import ssl
 from dataclasses import dataclass
@@ -97,11 +98,13 @@ def compose(
 class Mailer:
     """One SMTP session, opened on first use and reused for a batch.
 
-    Failures are sorted by where they happen. Opening the session (connect, greeting, TLS,
+    Failures are sorted by what they say. Opening the session (connect, greeting, TLS,
     login) failing says nothing about any message: ``MailerUnavailable``, the queue waits.
-    Anything after the session is up is about the message being sent: ``MessageRejected``,
-    which counts against that message alone, so one bad message never blocks the queue and
-    a whole-server refusal never dead-letters the backlog.
+    So does a refusal every message would meet: of the sender (MAIL FROM), for want of TLS
+    or a login (530), of relaying, or the server closing (421). Anything else is about the
+    message being sent: ``MessageRejected``, which counts against that message alone, so one
+    bad message never blocks the queue and a whole-server refusal never dead-letters the
+    backlog.
     """
 
     def __init__(self, target: SmtpTarget, *, timeout: float = 60.0) -> None:
@@ -121,8 +124,15 @@ class Mailer:
         session = self._connected()
         try:
             session.send_message(message)
+        except smtplib.SMTPSenderRefused as exc:
+            if exc.smtp_code in _ABOUT_THE_MESSAGE:  # its SIZE or parameters, not the sender
+                raise MessageRejected(_said(exc), permanent=exc.smtp_code >= 500) from exc
+            raise self._unavailable(f"sender refused: {_said(exc)}") from exc
         except smtplib.SMTPRecipientsRefused as exc:
-            codes = [code for code, _ in exc.recipients.values()]
+            replies = list(exc.recipients.values())
+            if all(_whole_server(code, text) for code, text in replies):
+                raise self._unavailable(f"recipient refused: {_said(exc)}") from exc
+            codes = [code for code, _ in replies]
             raise MessageRejected(
                 f"recipient refused: {codes}", permanent=all(code >= 500 for code in codes)
             ) from exc
@@ -130,10 +140,10 @@ class Mailer:
             # An internationalised mailbox name, and a server that cannot take one.
             raise MessageRejected(f"SMTP server lacks SMTPUTF8: {exc}", permanent=True) from exc
         except smtplib.SMTPResponseException as exc:
+            if _whole_server(exc.smtp_code, exc.smtp_error):
+                raise self._unavailable(_said(exc)) from exc
             self.close()
-            raise MessageRejected(
-                f"SMTP {exc.smtp_code}: {exc.smtp_error!r}", permanent=exc.smtp_code >= 500
-            ) from exc
+            raise MessageRejected(_said(exc), permanent=exc.smtp_code >= 500) from exc
         except (OSError, smtplib.SMTPException) as exc:
             # Lost mid-message: it may have been accepted. Counted, retried with the same
             # Message-ID, so the receiving side can drop a repeat.
@@ -148,6 +158,11 @@ class Mailer:
             raise MessageRejected(
                 f"cannot send this message: {type(exc).__name__}: {exc}", permanent=True
             ) from exc
+
+    def _unavailable(self, reason: str) -> MailerUnavailable:
+        """The session is closed (reopened on the next batch) and the queue left waiting."""
+        self.close()
+        return MailerUnavailable(f"SMTP {self.target.host}:{self.target.port} {reason}")
 
     def _connected(self) -> smtplib.SMTP:
         if self._session is None:
@@ -190,3 +205,34 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, smtplib.SMTPResponseException):
         return f"SMTP {exc.smtp_code}"
     return type(exc).__name__
+
+
+# Refusals of MAIL FROM that are about this message: its size (RFC 1870) or the parameters
+# given for it (SMTPUTF8, BODY). Every other one is about the sender, so about every message.
+_ABOUT_THE_MESSAGE = frozenset({552, 555})
+# Replies no recipient or message of ours can cure: the server closing (421), TLS or a login
+# required first (530, RFC 3207 and 4954), relaying refused (Postfix, Sendmail, Exim, Exchange).
+_WHOLE_SERVER_CODES = frozenset({421, 530})
+_WHOLE_SERVER_TEXT = re.compile(
+    rb"relay(ing)?( access)? (denied|not permitted|not allowed|prohibited)|unable to relay"
+    rb"|authentication required|not authenticated",
+    re.IGNORECASE,
+)
+
+
+def _whole_server(code: int, text: bytes | str) -> bool:
+    said = text.encode(errors="replace") if isinstance(text, str) else text
+    return code in _WHOLE_SERVER_CODES or _WHOLE_SERVER_TEXT.search(said) is not None
+
+
+def _said(exc: smtplib.SMTPException) -> str:
+    """The server's reply, code and text, clipped to one short line."""
+    text: bytes | str
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        code, text = next(iter(exc.recipients.values()), (0, b""))
+    elif isinstance(exc, smtplib.SMTPResponseException):
+        code, text = exc.smtp_code, exc.smtp_error
+    else:
+        return type(exc).__name__
+    words = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
+    return f"SMTP {code}: {' '.join(words.split())[:200]!r}"

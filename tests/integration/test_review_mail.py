@@ -1,0 +1,162 @@
+"""A refusal that would meet every message (of the sender, for want of TLS or a login, of
+relaying) leaves the queue waiting, dead-letters nothing; a refused recipient or an oversized
+message still counts against that message alone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import pytest
+
+from payhooks.service import database, outbox
+from payhooks.service.worker import Worker, WorkerOptions
+from tests.conftest import Inbox, free_port
+from tests.factories import SETTINGS
+
+
+@pytest.fixture
+def pool(database_url: str) -> Iterator[database.psycopg_pool.ConnectionPool]:
+    opened = database.open_pool(database_url, SETTINGS, max_size=4, deadline=False)
+    yield opened
+    opened.close()
+
+
+class RefusingInbox(Inbox):
+    """An Inbox that answers MAIL FROM, or RCPT TO, with ``refusal`` while one is set."""
+
+    def __init__(self, *, at: str, refusal: str) -> None:
+        super().__init__()
+        self.at = at
+        self.refusal: str | None = refusal
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):
+        if self.at == "MAIL" and self.refusal:
+            return self.refusal
+        envelope.mail_from = address
+        return "250 OK"
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if self.at == "RCPT" and self.refusal:
+            return self.refusal
+        return await super().handle_RCPT(server, session, envelope, address, rcpt_options)
+
+
+@contextmanager
+def serving(handler: Inbox, **smtp_options: object) -> Iterator[int]:
+    from aiosmtpd.controller import Controller
+
+    controller = Controller(handler, hostname="127.0.0.1", port=free_port(), **smtp_options)
+    controller.start()
+    try:
+        yield controller.port
+    finally:
+        controller.stop()
+
+
+def worker_for(pool, port: int, options: WorkerOptions | None = None, **settings) -> Worker:
+    configured = replace(
+        SETTINGS,
+        **{
+            "smtp_url": f"smtp://127.0.0.1:{port}",
+            "alert_email": "ops@example.com",
+            "mail_from": "shop@example.com",
+            **settings,
+        },
+    )
+    chosen = options or WorkerOptions(purge_every_seconds=None, parked_every_seconds=None)
+    return Worker(pool, configured, chosen, jitter=lambda: 0.0)
+
+
+def queue(conn, key: str, recipient: str = "buyer@example.com") -> None:
+    outbox.enqueue(
+        conn,
+        outbox.Message(
+            kind=outbox.MessageKind.EMAIL,
+            dedupe_key=key,
+            recipient=recipient,
+            subject=key,
+            body="body",
+        ),
+    )
+
+
+def rows(conn) -> list[tuple[str, int, bool, bool]]:
+    """(key, attempts, sent, dead-lettered) of every message, in key order; sending counts
+    as an attempt."""
+    return conn.execute(
+        "SELECT dedupe_key, attempts, sent_at IS NOT NULL, failed_at IS NOT NULL FROM outbox "
+        "ORDER BY dedupe_key"
+    ).fetchall()
+
+
+WHOLE_SERVER_REFUSALS = {
+    "STARTTLS required at MAIL": ("MAIL", "530 Must issue a STARTTLS command first"),
+    "sender refused at MAIL": ("MAIL", "553 5.7.1 <shop@example.com>: Sender address rejected"),
+    "relay denied at MAIL": ("MAIL", "554 5.7.1 Relay access denied"),
+    "login required at RCPT": ("RCPT", "530 5.7.0 Authentication required"),
+    "relay denied at RCPT": ("RCPT", "554 5.7.1 <buyer@example.com>: Relay access denied"),
+    "relay denied, Exchange": ("RCPT", "550 5.7.54 SMTP; Unable to relay recipient in domain"),
+    "closing at RCPT": ("RCPT", "421 4.3.2 Service shutting down"),
+}
+
+
+@pytest.mark.parametrize(
+    ("at", "refusal"), WHOLE_SERVER_REFUSALS.values(), ids=WHOLE_SERVER_REFUSALS
+)
+def test_a_refusal_meeting_every_message_dead_letters_nothing_and_the_queue_waits(
+    conn, pool, at, refusal
+):
+    queue(conn, "mail:1")
+    queue(conn, "mail:2")
+    handler = RefusingInbox(at=at, refusal=refusal)
+    with serving(handler) as port:
+        runner = worker_for(pool, port)
+        assert runner.drain() == 0
+        assert runner.sender.unavailable
+        assert rows(conn) == [("mail:1", 0, False, False), ("mail:2", 0, False, False)]
+        handler.refusal = None
+        assert worker_for(pool, port).drain() == 2
+    assert sorted(m["Subject"] for m in handler.messages) == ["mail:1", "mail:2"]
+    assert rows(conn) == [("mail:1", 1, True, False), ("mail:2", 1, True, False)]
+
+
+def test_a_server_demanding_a_login_leaves_the_backlog_waiting(conn, pool):
+    """aiosmtpd's own policy: 530 5.7.0 to MAIL FROM until the client has logged in."""
+    queue(conn, "mail:1")
+    queue(conn, "mail:2")
+    options = {"auth_required": True, "auth_require_tls": False}
+    with serving(Inbox(), **options) as port:
+        runner = worker_for(pool, port)
+        assert runner.drain() == 0 and runner.sender.unavailable
+    assert rows(conn) == [("mail:1", 0, False, False), ("mail:2", 0, False, False)]
+
+
+def test_a_refused_recipient_still_counts_against_that_message_alone(conn, pool):
+    box = Inbox()
+    queue(conn, "mail:1", recipient="reject@example.com")
+    queue(conn, "mail:2")
+    with serving(box) as port:
+        assert worker_for(pool, port).drain() == 2
+    assert rows(conn) == [("mail:1", 1, False, True), ("mail:2", 1, True, False)]
+
+
+def test_a_message_over_the_server_size_limit_is_dead_lettered_and_the_next_is_sent(conn, pool):
+    """The server refuses the SIZE given with MAIL FROM (552): about this message only."""
+    box = Inbox()
+    outbox.enqueue(
+        conn,
+        outbox.Message(
+            kind=outbox.MessageKind.EMAIL,
+            dedupe_key="mail:1",
+            recipient="buyer@example.com",
+            subject="large",
+            body="x" * 5000,
+        ),
+    )
+    queue(conn, "mail:2")
+    with serving(box, data_size_limit=2000) as port:
+        assert worker_for(pool, port).drain() == 2
+    assert rows(conn) == [("mail:1", 1, False, True), ("mail:2", 1, True, False)]
+    assert [m["Subject"] for m in box.messages] == ["mail:2"]
