@@ -1,4 +1,5 @@
-"""Settings read once from the environment (DESIGN.md section 5) into a plain value."""
+"""Settings read once from the environment (README, Configuration; docs/operations.md) into
+a plain value."""
 
 from __future__ import annotations
 
@@ -8,17 +9,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
 from payhooks.errors import InvalidAddress, SettingError
 from payhooks.events import Provider
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
-from payhooks.service.mail import SmtpTarget, checked_address
+from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 
 _SECRETS_SYNTAX = (
     'write several secrets as new,old, or as a JSON array ["new", "old"] (JSON-escaped) '
     "when a secret holds a comma or spaces"
+)
+_DATABASE_URL_SYNTAX = (
+    "is not a connection string libpq can read: write postgresql://user:password@host:port/"
+    "dbname with the password percent-encoded (%40 for @), or key=value pairs with a value "
+    "holding spaces quoted (password='a b')"
 )
 
 
@@ -85,12 +94,22 @@ class _Variable:
             ) from exc
 
     def smtp_url(self) -> str | None:
-        if self.raw:
-            try:
-                SmtpTarget.from_url(self.raw)
-            except ValueError as exc:  # never repeat the URL: it may hold a password
-                raise SettingError(self.name, f"cannot be used: {exc}") from exc
+        """Refused in fixed words, never the parser's: they may quote the password."""
+        problem = smtp_url_problem(self.raw) if self.raw else None
+        if problem:
+            raise SettingError(self.name, f"cannot be used: {problem}; write {SMTP_URL_SYNTAX}")
         return self.raw or None
+
+    def database_url(self) -> str | None:
+        """Read as libpq reads it, without connecting; refused in fixed words, never libpq's
+        (``missing "=" after …`` quotes the value, password and all)."""
+        if not self.raw:
+            return None
+        try:
+            conninfo_to_dict(self.raw)
+        except (psycopg.Error, ValueError):
+            raise SettingError(self.name, _DATABASE_URL_SYNTAX) from None
+        return self.raw
 
 
 def _is_secret_list(value: object) -> TypeGuard[list[str]]:
@@ -130,7 +149,7 @@ class Settings:
         """Every variable read and checked once; ``SettingError`` names the first bad one."""
         env = _Environment(environ)
         return cls(
-            database_url=env.get("DATABASE_URL").text(),
+            database_url=env.get("DATABASE_URL").database_url(),
             home=Path(env.get("PAYHOOKS_HOME").text() or ".payhooks"),
             razorpay_secrets=env.get("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS").secrets(),
             cashfree_secrets=env.get("PAYHOOKS_CASHFREE_CLIENT_SECRETS").secrets(),

@@ -11,13 +11,18 @@ import ssl
 from dataclasses import dataclass
 from email.message import EmailMessage
 from types import TracebackType
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from email_validator import EmailNotValidError, ValidatedEmail, validate_email
 
 from payhooks.errors import InvalidAddress, MailerUnavailable, MessageRejected
 
 SMTP_URL_SYNTAX = "smtp://[user:pass@]host[:port][?starttls=true], or smtps://… for implicit TLS"
+
+_STARTTLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+_UNREADABLE = (
+    "the host or port cannot be read (percent-encode / ? # @ : in the user name and password)"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,24 +36,66 @@ class SmtpTarget:
 
     @classmethod
     def from_url(cls, url: str) -> SmtpTarget:
-        """``smtp://[user:pass@]host[:port][?starttls=true]`` or ``smtps://…`` (implicit TLS)."""
+        """``smtp://[user:pass@]host[:port][?starttls=true]`` or ``smtps://…`` (implicit TLS);
+        ``ValueError`` saying what is wrong in fixed words (``smtp_url_problem``)."""
+        found = _target(url)
+        if isinstance(found, str):
+            raise ValueError(found)
+        return found
+
+
+def smtp_url_problem(url: str) -> str | None:
+    """What makes ``url`` unusable, in fixed words that repeat none of it (it may hold a
+    password), or None. A value is never guessed at: ``starttls=on`` is refused, not false."""
+    found = _target(url)
+    return found if isinstance(found, str) else None
+
+
+def _target(url: str) -> SmtpTarget | str:
+    try:
         parts = urlsplit(url)
-        if parts.scheme not in ("smtp", "smtps") or not parts.hostname:
-            raise ValueError(f"not an smtp:// or smtps:// URL with a host: {SMTP_URL_SYNTAX}")
-        tls = parts.scheme == "smtps"
-        query = parse_qs(parts.query)
-        username = unquote(parts.username) if parts.username else None
-        password = unquote(parts.password) if parts.password else None
-        if not (username or "").isascii() or not (password or "").isascii():
-            raise ValueError("the user name and password must be ASCII (smtplib cannot send more)")
-        return cls(
-            host=parts.hostname,
-            port=parts.port or (465 if tls else 25),
-            implicit_tls=tls,
-            starttls=query.get("starttls", ["false"])[0].lower() in ("1", "true", "yes"),
-            username=username,
-            password=password,
-        )
+        host, port = parts.hostname, parts.port
+    except ValueError:  # its text may quote the URL
+        return _UNREADABLE
+    if parts.scheme not in ("smtp", "smtps") or not host:
+        return "not an smtp:// or smtps:// URL with a host"
+    if parts.path not in ("", "/") or parts.fragment or port == 0:
+        return _UNREADABLE
+    starttls = _starttls(parts.query)
+    if isinstance(starttls, str):
+        return starttls
+    if starttls and parts.scheme == "smtps":
+        return "starttls asked for on smtps://, which is TLS from the start"
+    username, password = (unquote(v) if v else None for v in (parts.username, parts.password))
+    if not (username or "").isascii() or not (password or "").isascii():
+        return "a user name or password that is not ASCII (smtplib cannot send more)"
+    implicit = parts.scheme == "smtps"
+    return SmtpTarget(
+        host=host,
+        port=port or (465 if implicit else 25),
+        implicit_tls=implicit,
+        starttls=starttls,
+        username=username,
+        password=password,
+    )
+
+
+def _starttls(query: str) -> bool | str:
+    """The one query parameter read, strictly; or why the query cannot be read."""
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        return "a query that is not name=value pairs"
+    if any(name != "starttls" for name, _ in pairs):
+        return "a query parameter other than starttls (the only one read)"
+    if len(pairs) > 1:
+        return "starttls given more than once"
+    if not pairs:
+        return False
+    value = _STARTTLS.get(pairs[0][1].lower())
+    if value is None:
+        return "a starttls value that is not true or false (nor 1/0, yes/no)"
+    return value
 
 
 def checked_address(address: str, *, public: bool = True) -> str:

@@ -1,0 +1,55 @@
+"""The commands as an operator runs them: a URL-like setting is refused without a word of its
+value."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.acceptance.conftest import PAYHOOKS
+
+
+def run_briefly(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """A command expected to end at once; one that keeps running times out the test."""
+    return subprocess.run([PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=60)
+
+
+def refused_with_one_line(result: subprocess.CompletedProcess[str], variable: str) -> str:
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(f"payhooks: {variable} ")
+    return result.stdout + result.stderr
+
+
+BAD_DATABASE_URLS = {
+    "a bad percent escape": "postgresql://root:p%ZZw0rdSecret@127.0.0.1:5432/test",
+    "key=value with a spaced password": "host=127.0.0.1 user=root password correct horseSecret",
+}
+
+
+@pytest.mark.parametrize("url", BAD_DATABASE_URLS.values(), ids=BAD_DATABASE_URLS)
+@pytest.mark.parametrize("command", [["migrate"], ["worker", "--once"], ["parked"]])
+def test_a_database_url_libpq_cannot_read_is_refused_without_a_word_of_it(env, url, command):
+    output = refused_with_one_line(
+        run_briefly({**env, "DATABASE_URL": url}, *command), "DATABASE_URL"
+    )
+    assert "Secret" not in output and "horse" not in output and "ZZ" not in output
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "smtp://mailer:Sup3rS3cret/x@mail.example.com:587",
+        "smtp://mailer:4242/Sup3rS3cret@mail.example.com",
+        "smtp://mailer@mail.example.com?starttls=Sup3rS3cret",
+    ],
+)
+def test_an_smtp_url_that_cannot_be_used_is_refused_without_a_word_of_it(env, url):
+    result = run_briefly({**env, "PAYHOOKS_SMTP_URL": url}, "worker", "--once")
+    output = refused_with_one_line(result, "PAYHOOKS_SMTP_URL")
+    assert "Sup3rS3cret" not in output and "4242" not in output
+
+
+def test_an_unknown_starttls_value_stops_the_worker(env):
+    result = run_briefly({**env, "PAYHOOKS_SMTP_URL": "smtp://h:587?starttls=on"}, "worker")
+    assert "starttls" in refused_with_one_line(result, "PAYHOOKS_SMTP_URL")

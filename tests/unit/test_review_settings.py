@@ -1,0 +1,110 @@
+"""Settings that used to be read silently wrong, or refused in words that repeated a password:
+the SMTP URL's query, and URL-like settings refused in fixed words."""
+
+from __future__ import annotations
+
+import pytest
+
+from payhooks.errors import SettingError
+from payhooks.service.config import Settings
+from payhooks.service.mail import SmtpTarget
+
+HOST = "mail.example.com:587"
+
+
+def refusal(environ: dict[str, str]) -> SettingError:
+    with pytest.raises(SettingError) as refused:
+        Settings.from_env(environ)
+    return refused.value
+
+
+def chains_nothing(error: SettingError) -> bool:
+    """No parser's exception rides along: with -v, its text would reach the traceback."""
+    return error.__cause__ is None and (error.__context__ is None or error.__suppress_context__)
+
+
+def smtp_refusal(url: str) -> SettingError:
+    error = refusal({"PAYHOOKS_SMTP_URL": url})
+    assert error.variable == "PAYHOOKS_SMTP_URL"
+    return error
+
+
+# The SMTP URL's query: starttls is read strictly, nothing else is read.
+
+
+STARTTLS_VALUES = {"true": True, "TRUE": True, "1": True, "Yes": True}
+STARTTLS_VALUES |= {"false": False, "False": False, "0": False, "no": False}
+
+
+@pytest.mark.parametrize(("value", "expected"), STARTTLS_VALUES.items())
+def test_starttls_takes_true_false_1_0_yes_no_in_any_case(value, expected):
+    assert SmtpTarget.from_url(f"smtp://{HOST}?starttls={value}").starttls is expected
+
+
+@pytest.mark.parametrize("value", ["on", "required", "ture", "", "2", "true,false"])
+def test_an_unknown_starttls_value_is_refused_rather_than_read_as_false(value):
+    error = smtp_refusal(f"smtp://{HOST}?starttls={value}")
+    assert "starttls" in str(error) and "true or false" in str(error)
+
+
+def test_starttls_given_twice_is_refused():
+    assert "starttls" in str(smtp_refusal(f"smtp://{HOST}?starttls=true&starttls=false"))
+
+
+@pytest.mark.parametrize("query", ["tls=true", "starttls=true&ssl=1", "STARTTLS=true", "x"])
+def test_an_unknown_query_parameter_is_refused(query):
+    assert "query" in str(smtp_refusal(f"smtp://{HOST}?{query}"))
+
+
+def test_starttls_with_implicit_tls_is_refused():
+    assert "smtps://" in str(smtp_refusal("smtps://mail.example.com?starttls=true"))
+
+
+# URL-like settings are refused in fixed words: never the exception's text, never a part of
+# the value.
+
+SMTP_URLS_HIDING_A_SECRET = {
+    "a slash in the password": "smtp://mailer:Sup3rS3cret/x@mail.example.com:587",
+    "a question mark in the password": "smtp://mailer:Sup3rS3cret?x@mail.example.com:587",
+    "a hash in the password": "smtp://mailer:Sup3rS3cret#x@mail.example.com:587",
+    "a digit password and a slash": "smtp://mailer:4242/Sup3rS3cret@mail.example.com",
+    "a port out of range": "smtp://Sup3rS3cret@mail.example.com:99999999",
+    "an unclosed bracket": "smtp://mailer:Sup3rS3cret@[mail.example.com",
+    "a password in the query": "smtp://mailer@mail.example.com?password=Sup3rS3cret",
+    "a password as starttls": "smtp://mailer@mail.example.com?starttls=Sup3rS3cret",
+    "a non-ASCII password": "smtp://mailer:Sup3rS3cret%C3%BC@mail.example.com",
+}
+
+
+@pytest.mark.parametrize("url", SMTP_URLS_HIDING_A_SECRET.values(), ids=SMTP_URLS_HIDING_A_SECRET)
+def test_an_smtp_url_refusal_repeats_no_part_of_the_value(url):
+    error = smtp_refusal(url)
+    assert "Sup3rS3cret" not in str(error) and "4242" not in str(error)
+    assert "smtp://[user:pass@]host[:port]" in str(error)
+    assert chains_nothing(error)
+
+
+DATABASE_URLS_HIDING_A_SECRET = {
+    "a bad percent escape": "postgresql://root:p%ZZw0rdSecret@127.0.0.1:5432/test",
+    "key=value with a spaced password": "host=127.0.0.1 user=root password correct horseSecret",
+    "an unknown option": "host=127.0.0.1 passwrd=horseSecret",
+    "another scheme": "mysql://root:horseSecret@127.0.0.1/test",
+}
+
+
+@pytest.mark.parametrize(
+    "url", DATABASE_URLS_HIDING_A_SECRET.values(), ids=DATABASE_URLS_HIDING_A_SECRET
+)
+def test_a_database_url_libpq_cannot_read_is_refused_at_start_in_fixed_words(url):
+    error = refusal({"DATABASE_URL": url})
+    assert error.variable == "DATABASE_URL"
+    assert "Secret" not in str(error) and "horse" not in str(error) and "ZZ" not in str(error)
+    assert "postgresql://user:password@host:port/dbname" in str(error)
+    assert chains_nothing(error)
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://root:p%40ss@127.0.0.1:5432/test", "host=127.0.0.1 password='a b'"]
+)
+def test_a_database_url_libpq_can_read_is_kept_as_given(url):
+    assert Settings.from_env({"DATABASE_URL": url}).database_url == url
