@@ -1,5 +1,5 @@
 """The commands as an operator runs them: a URL-like setting is refused without a word of its
-value."""
+value, and a timeout PostgreSQL cannot take stops the command at once."""
 
 from __future__ import annotations
 
@@ -53,3 +53,16 @@ def test_an_smtp_url_that_cannot_be_used_is_refused_without_a_word_of_it(env, ur
 def test_an_unknown_starttls_value_stops_the_worker(env):
     result = run_briefly({**env, "PAYHOOKS_SMTP_URL": "smtp://h:587?starttls=on"}, "worker")
     assert "starttls" in refused_with_one_line(result, "PAYHOOKS_SMTP_URL")
+
+
+@pytest.mark.parametrize("command", [["worker"], ["serve", "--port", "9"]])
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("PAYHOOKS_STATEMENT_TIMEOUT_MS", "3000000000"),
+        ("PAYHOOKS_TRANSACTION_TIMEOUT_MS", "2147483648"),
+        ("PAYHOOKS_LOCK_TIMEOUT_MS", "3000"),
+    ],
+)
+def test_a_timeout_postgresql_cannot_use_stops_the_command_at_once(env, command, variable, value):
+    refused_with_one_line(run_briefly({**env, variable: value}, *command), variable)

@@ -1,5 +1,6 @@
 """Settings that used to be read silently wrong, or refused in words that repeated a password:
-the SMTP URL's query, and URL-like settings refused in fixed words."""
+the SMTP URL's query, URL-like settings refused in fixed words, and timeouts PostgreSQL can
+take."""
 
 from __future__ import annotations
 
@@ -108,3 +109,48 @@ def test_a_database_url_libpq_cannot_read_is_refused_at_start_in_fixed_words(url
 )
 def test_a_database_url_libpq_can_read_is_kept_as_given(url):
     assert Settings.from_env({"DATABASE_URL": url}).database_url == url
+
+
+# Timeouts: within PostgreSQL's integer range, and a lock timeout that can fire.
+
+MILLISECONDS = [
+    "PAYHOOKS_LOCK_TIMEOUT_MS",
+    "PAYHOOKS_STATEMENT_TIMEOUT_MS",
+    "PAYHOOKS_TRANSACTION_TIMEOUT_MS",
+    "PAYHOOKS_POOL_TIMEOUT_MS",
+]
+RAISED_LIMITS = {  # so the lock timeout stays below the statement timeout
+    "PAYHOOKS_STATEMENT_TIMEOUT_MS": "2147483647",
+    "PAYHOOKS_LOCK_TIMEOUT_MS": "2000",
+}
+
+
+@pytest.mark.parametrize("variable", MILLISECONDS)
+@pytest.mark.parametrize("value", ["2147483648", "3000000000", "9" * 5000])
+def test_a_millisecond_setting_beyond_postgresql_integers_is_refused(variable, value):
+    error = refusal({**RAISED_LIMITS, variable: value})
+    assert error.variable == variable and "2147483647" in str(error)
+
+
+@pytest.mark.parametrize("variable", MILLISECONDS)
+def test_a_millisecond_setting_at_postgresql_largest_integer_is_read(variable):
+    environ = {**RAISED_LIMITS, variable: "2147483647"}
+    if variable == "PAYHOOKS_LOCK_TIMEOUT_MS":
+        environ["PAYHOOKS_LOCK_TIMEOUT_MS"] = "2147483646"
+    settings = Settings.from_env(environ)
+    field = variable.removeprefix("PAYHOOKS_").lower()
+    assert getattr(settings, field) == int(environ[variable])
+
+
+@pytest.mark.parametrize(
+    ("lock", "statement"), [("3000", "3000"), ("5000", "3000"), ("2000", "1000")]
+)
+def test_a_lock_timeout_not_below_the_statement_timeout_is_refused(lock, statement):
+    error = refusal({"PAYHOOKS_LOCK_TIMEOUT_MS": lock, "PAYHOOKS_STATEMENT_TIMEOUT_MS": statement})
+    assert error.variable == "PAYHOOKS_LOCK_TIMEOUT_MS"
+    assert "PAYHOOKS_STATEMENT_TIMEOUT_MS" in str(error) and "\n" not in str(error)
+
+
+def test_the_default_timeouts_are_accepted():
+    settings = Settings.from_env({})
+    assert settings.lock_timeout_ms < settings.statement_timeout_ms

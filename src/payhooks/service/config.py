@@ -20,6 +20,9 @@ from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 
+PG_INT_MAX = 2_147_483_647
+"""The largest value PostgreSQL takes for ``lock_timeout``, ``statement_timeout`` and the like."""
+
 _SECRETS_SYNTAX = (
     'write several secrets as new,old, or as a JSON array ["new", "old"] (JSON-escaped) '
     "when a secret holds a comma or spaces"
@@ -47,12 +50,18 @@ class _Variable:
             raise SettingError(self.name, "has spaces around it: remove them")
         return self.raw or None
 
-    def integer(self, default: int) -> int:
+    def integer(self, default: int, *, maximum: int = PG_INT_MAX) -> int:
+        """A whole number from 1 to ``maximum``; PostgreSQL's integers end at 2147483647."""
         if not self.raw:
             return default
-        if not self.raw.strip().isdecimal() or int(self.raw) < 1:
-            raise SettingError(self.name, f"must be a whole number of at least 1, not {self.raw!r}")
-        return int(self.raw)
+        digits, shown = self.raw.strip(), _clipped(self.raw)
+        if not (digits.isascii() and digits.isdecimal()) or not digits.strip("0"):
+            raise SettingError(self.name, f"must be a whole number of at least 1, not {shown}")
+        if len(digits.lstrip("0")) > len(str(maximum)) or int(digits) > maximum:
+            raise SettingError(
+                self.name, f"must be a whole number from 1 to {maximum}, not {shown}"
+            )
+        return int(digits)
 
     def secrets(self) -> tuple[str, ...]:
         """Comma-separated, or a JSON array when it starts with ``[``; never guessed at."""
@@ -112,6 +121,11 @@ class _Variable:
         return self.raw
 
 
+def _clipped(raw: str) -> str:
+    """Quoted, and short enough for one line (a number setting holds no secret)."""
+    return repr(raw) if len(raw) <= 24 else repr(raw[:24]) + "…"
+
+
 def _is_secret_list(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
 
@@ -148,7 +162,7 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         """Every variable read and checked once; ``SettingError`` names the first bad one."""
         env = _Environment(environ)
-        return cls(
+        settings = cls(
             database_url=env.get("DATABASE_URL").database_url(),
             home=Path(env.get("PAYHOOKS_HOME").text() or ".payhooks"),
             razorpay_secrets=env.get("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS").secrets(),
@@ -167,6 +181,18 @@ class Settings:
             pool_timeout_ms=env.get("PAYHOOKS_POOL_TIMEOUT_MS").integer(1000),
             pool_size=env.get("PAYHOOKS_POOL_SIZE").integer(10),
         )
+        settings.check_timeouts()
+        return settings
+
+    def check_timeouts(self) -> None:
+        """A lock timeout at or above the statement timeout never fires (PostgreSQL's docs
+        call it pointless): a twin in flight would be cut off as a slow statement instead."""
+        if self.lock_timeout_ms >= self.statement_timeout_ms:
+            raise SettingError(
+                "PAYHOOKS_LOCK_TIMEOUT_MS",
+                f"({self.lock_timeout_ms}) must be below PAYHOOKS_STATEMENT_TIMEOUT_MS "
+                f"({self.statement_timeout_ms}), or the statement timeout always fires first",
+            )
 
     def adapters(self) -> dict[Provider, Adapter]:
         """The providers that have a secret; the others are not served."""
