@@ -1,13 +1,18 @@
 """The commands as an operator runs them: a URL-like setting is refused without a word of its
-value, and a timeout PostgreSQL cannot take stops the command at once."""
+value, a timeout PostgreSQL cannot take stops the command at once, and `payhooks worker` says
+at start what it will not be able to do."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
 
+from payhooks.events import Provider
+from payhooks.service.shop import carts
 from tests.acceptance.conftest import PAYHOOKS
+from tests.factories import GATEWAY, KEYS, deliver, product
 
 
 def run_briefly(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -66,3 +71,59 @@ def test_an_unknown_starttls_value_stops_the_worker(env):
 )
 def test_a_timeout_postgresql_cannot_use_stops_the_command_at_once(env, command, variable, value):
     refused_with_one_line(run_briefly({**env, variable: value}, *command), variable)
+
+
+# What the worker says at start.
+
+
+def without(env: dict[str, str], *names: str) -> dict[str, str]:
+    return {name: value for name, value in env.items() if name not in names}
+
+
+def warnings_in(result: subprocess.CompletedProcess[str]) -> list[str]:
+    assert result.returncode == 0, result.stderr
+    return [line for line in result.stderr.splitlines() if line.startswith("payhooks: warning: ")]
+
+
+def test_the_worker_warns_at_start_that_alerts_have_nowhere_to_go(env, inbox):
+    _, port = inbox
+    worker_env = {
+        **without(env, "PAYHOOKS_ALERT_EMAIL"),
+        "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{port}",
+    }
+    [warning] = warnings_in(run_briefly(worker_env, "worker", "--once"))
+    assert "PAYHOOKS_ALERT_EMAIL" in warning and "alert" in warning
+
+
+def test_the_worker_warns_at_start_that_it_has_no_gateway_secret(env, inbox):
+    _, port = inbox
+    worker_env = {**without(env, *KEYS.env()), "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{port}"}
+    [warning] = warnings_in(run_briefly(worker_env, "worker", "--once"))
+    assert "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS" in warning and "parked" in warning
+
+
+def test_a_fully_configured_worker_prints_no_warning(env, inbox):
+    _, port = inbox
+    worker_env = {**env, "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{port}"}
+    assert warnings_in(run_briefly(worker_env, "worker", "--once")) == []
+
+
+def test_the_worker_logs_each_gateway_whose_parked_deliveries_it_cannot_apply(env, conn, inbox):
+    _, port = inbox
+    sku = product(conn, price_paise=49_900).sku
+    late = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_nosecret00001", order_id="order_ns", amount_paise=49_900
+    )
+    assert deliver(conn, late).outcome == "parked"
+    cart = carts.create_cart(conn, "late@example.com", [carts.LineItem(sku=sku, quantity=1)])
+    carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, "order_ns")
+    worker_env = {
+        **without(env, "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS"),
+        "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{port}",
+    }
+    result = run_briefly(worker_env, "worker", "--once")
+    assert result.returncode == 0, result.stderr
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    warned = [entry for entry in logged if entry["event"] == "parked_provider_not_configured"]
+    assert [entry["provider"] for entry in warned] == ["razorpay"]
+    assert carts.get_cart(conn, cart.cart_id).status != "paid"

@@ -1,19 +1,23 @@
 """A refusal that would meet every message (of the sender, for want of TLS or a login, of
 relaying) leaves the queue waiting, dead-letters nothing; a refused recipient or an oversized
-message still counts against that message alone."""
+message still counts against that message alone. And a worker says when it cannot apply
+parked deliveries or send alerts."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
 import pytest
 
+from payhooks.events import Provider
 from payhooks.service import database, outbox
+from payhooks.service.shop import carts
 from payhooks.service.worker import Worker, WorkerOptions
 from tests.conftest import Inbox, free_port
-from tests.factories import SETTINGS
+from tests.factories import GATEWAY, SETTINGS, deliver, product
 
 
 @pytest.fixture
@@ -160,3 +164,55 @@ def test_a_message_over_the_server_size_limit_is_dead_lettered_and_the_next_is_s
         assert worker_for(pool, port).drain() == 2
     assert rows(conn) == [("mail:1", 1, False, True), ("mail:2", 1, True, False)]
     assert [m["Subject"] for m in box.messages] == ["mail:2"]
+
+
+# A worker says what it cannot do.
+
+
+def park_applicable(conn, reference: str) -> None:
+    """A capture that beat its checkout, and the checkout that came later: it now applies."""
+    sku = product(conn, price_paise=49_900).sku
+    delivery = GATEWAY.razorpay(
+        "payment.captured",
+        payment_id=f"pay_{reference[-14:]}",
+        order_id=reference,
+        amount_paise=49_900,
+    )
+    assert deliver(conn, delivery).outcome == "parked"
+    cart = carts.create_cart(conn, "late@example.com", [carts.LineItem(sku=sku, quantity=1)])
+    carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, reference)
+
+
+def warnings_named(caplog, name: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.getMessage() == name and r.levelno == logging.WARNING]
+
+
+def test_parked_deliveries_of_a_gateway_without_its_secret_are_warned_about_once_a_pass(
+    conn, pool, inbox, caplog
+):
+    _, port = inbox
+    for n in range(3):
+        park_applicable(conn, f"order_nosecret{n:05d}")
+    caplog.set_level(logging.WARNING, logger="payhooks.service.worker")
+    every_pass = WorkerOptions(purge_every_seconds=None, parked_every_seconds=0.0)
+    runner = worker_for(pool, port, every_pass, razorpay_secrets=())
+    assert runner.maybe_retry_parked() == 0
+    assert runner.maybe_retry_parked() == 0
+    warned = warnings_named(caplog, "parked_provider_not_configured")
+    assert [r.provider for r in warned] == ["razorpay", "razorpay"]
+
+
+def test_no_parked_warning_when_the_gateway_has_its_secret(conn, pool, inbox, caplog):
+    _, port = inbox
+    park_applicable(conn, "order_withsecret0")
+    caplog.set_level(logging.WARNING, logger="payhooks.service.worker")
+    every_pass = WorkerOptions(purge_every_seconds=None, parked_every_seconds=0.0)
+    assert worker_for(pool, port, every_pass).maybe_retry_parked() == 1
+    assert warnings_named(caplog, "parked_provider_not_configured") == []
+
+
+def test_a_worker_without_an_alert_address_warns_when_it_starts(pool, inbox, caplog):
+    _, port = inbox
+    caplog.set_level(logging.WARNING, logger="payhooks.service.worker")
+    worker_for(pool, port, alert_email=None)
+    assert len(warnings_named(caplog, "alert_email_not_set")) == 1

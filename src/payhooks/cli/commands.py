@@ -152,6 +152,20 @@ def worker_options(*, once: bool, batch: int) -> WorkerOptions:
     )
 
 
+def worker_warnings(settings: Settings) -> list[str]:
+    """What a worker so configured silently cannot do, one line each."""
+    found = []
+    if not settings.adapters():
+        found.append(
+            "no gateway secret is set (PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS, PAYHOOKS_CASHFREE_"
+            "CLIENT_SECRETS, PAYHOOKS_PAYU_MERCHANT_KEY with PAYHOOKS_PAYU_SALTS): this worker "
+            "cannot apply parked deliveries"
+        )
+    if settings.alert_email is None:
+        found.append("PAYHOOKS_ALERT_EMAIL is not set: every alert will be dead-lettered")
+    return found
+
+
 @app.command()
 def worker(
     once: Annotated[bool, typer.Option(help="Send what is due, then exit.")] = False,
@@ -171,6 +185,8 @@ def worker(
     )
     try:
         runner = _run(lambda: Worker(pool, settings, worker_options(once=once, batch=batch)))
+        for warning in worker_warnings(settings):
+            typer.echo(f"payhooks: warning: {warning}", err=True)
         if once:
             _run(runner.maybe_retry_parked)
             sent = 0

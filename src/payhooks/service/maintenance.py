@@ -46,6 +46,8 @@ class Maintenance:
         self._last_purge: float | None = None
         self._last_parked: float | None = None
         self._references_filled = False
+        self._unconfigured_warned: set[str] = set()
+        """Gateways without a secret already warned about in this pass."""
 
     def maybe_purge(self) -> int:
         """Purge once a day (a purge already running elsewhere is left to finish); returns
@@ -75,6 +77,7 @@ class Maintenance:
         if every is None or (self._last_parked is not None and now - self._last_parked < every):
             return 0
         self._last_parked = now
+        self._unconfigured_warned = set()
         if not self._references_filled:
             self._references_filled = self._fill_references()
         return self._retry_matching()
@@ -113,11 +116,18 @@ class Maintenance:
         try:
             adapter = self.adapters.get(Provider(row.provider))
             if adapter is None:
+                self._warn_unconfigured(row.provider)
                 return None
             return restored(adapter, event_id=row.event_id, body=row.body, headers=row.headers)
         except (PayhooksError, ValueError) as exc:  # one odd row must not stop the others
             log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
             return None
+
+    def _warn_unconfigured(self, provider: str) -> None:
+        """Once a pass per gateway: its parked deliveries wait for its secret to be set."""
+        if provider not in self._unconfigured_warned:
+            self._unconfigured_warned.add(provider)
+            log.warning("parked_provider_not_configured", extra={"provider": provider})
 
     def _retry(self, row: ParkedDelivery) -> bool:
         received = self._parsed(row)

@@ -47,6 +47,8 @@ class Sender:
         self.target = SmtpTarget.from_url(settings.smtp_url)
         self.unavailable = False
         """Whether the last ``drain`` found the SMTP server unavailable."""
+        if settings.alert_email is None:
+            log.warning("alert_email_not_set", extra={"effect": "every alert is dead-lettered"})
 
     def drain(self) -> int:
         """Perform up to one batch of due messages over one SMTP session; returns how many."""
