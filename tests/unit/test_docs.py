@@ -22,3 +22,21 @@ def test_every_environment_variable_is_in_the_readme():
     assert variables, "config.py reads no variables?"
     missing = sorted(v for v in variables if f"`{v}`" not in README)
     assert missing == []
+
+
+def test_docs_and_code_cite_only_files_in_the_repository():
+    """A citation of a file outside the repository is a dead end for every reader."""
+    root = Path(__file__).parents[2]
+    texts = [*root.glob("src/**/*.py"), *root.glob("docs/*.md"), root / "README.md"]
+    citing = [str(p.relative_to(root)) for p in texts if "DESIGN.md" in p.read_text()]
+    assert citing == []
+
+
+def test_every_relative_link_in_the_docs_resolves():
+    root = Path(__file__).parents[2]
+    broken = []
+    for page in [root / "README.md", *root.glob("docs/*.md")]:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
+            if not (page.parent / target).exists():
+                broken.append(f"{page.name}: {target}")
+    assert broken == []
