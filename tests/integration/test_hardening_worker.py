@@ -7,6 +7,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from email.message import EmailMessage
 
 import pytest
@@ -15,7 +16,13 @@ from payhooks.errors import MessageRejected
 from payhooks.events import Provider
 from payhooks.service import database
 from payhooks.service.mail import Mailer, SmtpTarget, compose
-from payhooks.service.maintenance import START, matching_parked
+from payhooks.service.maintenance import (
+    _MATCHING_PARKED,
+    MARGIN,
+    START,
+    last_pass,
+    matching_parked,
+)
 from payhooks.service.shop import carts
 from payhooks.service.worker import Worker, WorkerOptions
 from payhooks.sim.gateway import new_payment_id
@@ -136,7 +143,10 @@ def broken_purge_worker(conn, pool, port: int) -> Worker:
     """A worker whose daily purge fails on every pass: its progress table is gone."""
     conn.execute("DROP TABLE maintenance_runs")
     options = WorkerOptions(
-        poll_seconds=0.05, purge_every_seconds=0.0, smtp_backoff_cap_seconds=0.1
+        poll_seconds=0.05,
+        purge_every_seconds=0.0,
+        parked_every_seconds=None,  # its pass is recorded in the same table
+        smtp_backoff_cap_seconds=0.1,
     )
     return worker_for(pool, port, options)
 
@@ -409,3 +419,58 @@ def test_a_parked_row_of_an_unknown_gateway_does_not_stop_the_rows_after_it(conn
     cart_id = check_out_late(conn, sku, "order_after_odd")
     assert parked_worker(pool, port).maybe_retry_parked() == 1
     assert carts.get_cart(conn, cart_id).status == "paid"
+
+
+def test_a_pass_is_recorded_and_the_next_looks_only_at_what_came_since(conn, pool, inbox):
+    _, port = inbox
+    worker = parked_worker(pool, port)
+    sku, _ = park_for_late_checkout(conn, "order_late_three")
+    check_out_late(conn, sku, "order_late_three")
+    assert worker.maybe_retry_parked() == 1
+    passed = last_pass(conn)
+    assert passed is not None
+    # A checkout from before the last pass's margin is not looked at again...
+    sku, _ = park_for_late_checkout(conn, "order_late_four")
+    check_out_late(conn, sku, "order_late_four")
+    conn.execute(
+        "UPDATE checkouts SET created_at = %s WHERE gateway_order_id = 'order_late_four'",
+        (passed - MARGIN - timedelta(seconds=1),),
+    )
+    assert matching_parked(conn, START, limit=10, since=passed - MARGIN) == []
+    # ...while one within it is found.
+    conn.execute(
+        "UPDATE checkouts SET created_at = %s WHERE gateway_order_id = 'order_late_four'",
+        (passed - MARGIN + timedelta(seconds=1),),
+    )
+    assert len(matching_parked(conn, START, limit=10, since=passed - MARGIN)) == 1
+
+
+def test_the_pass_starts_from_recent_checkouts_never_from_every_parked_delivery(conn):
+    """With many parked that match nothing and many old checkouts, a pass reads neither: the
+    plan starts from the checkouts (and payments) made since the last pass, by created_at."""
+    conn.execute(PARKED_JUNK, (20_000,))
+    conn.execute(OLD_CARTS, (20_000,))
+    conn.execute(OLD_CHECKOUTS)
+    conn.execute("ANALYZE")
+    params = {"since": datetime.now(UTC), "at": START[0], "provider": "", "id": "", "limit": 100}
+    plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + _MATCHING_PARKED, params))
+    assert "checkouts_created_at" in plan, plan
+    assert "processed_webhooks_parked " not in plan + " "  # never a walk of every parked row
+
+
+PARKED_JUNK = """
+INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payload_sha256, body,
+                                merchant_ref)
+SELECT 'razorpay', 'junk' || g, 'payment.captured', 'parked', md5('junk' || g), '\\x00',
+       'order_foreign' || g
+FROM generate_series(1, %s) AS g
+"""
+OLD_CARTS = """
+INSERT INTO carts (id, customer_email, amount_paise)
+SELECT 'cart_old' || g, 'old@example.com', 100 FROM generate_series(1, %s) AS g
+"""
+OLD_CHECKOUTS = """
+INSERT INTO checkouts (provider, gateway_order_id, cart_id, created_at)
+SELECT 'cashfree', 'old' || substr(id, 9), id, now() - interval '400 days'
+FROM carts WHERE id LIKE 'cart_old%'
+"""

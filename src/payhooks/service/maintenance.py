@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg_pool
@@ -83,12 +83,20 @@ class Maintenance:
         return self._retry_matching()
 
     def _retry_matching(self) -> int:
+        """One pass over what the checkouts and payments made since the last pass match; the
+        pass is recorded only once complete, so an interrupted one is taken up again."""
+        with database.connection(self.pool) as conn:
+            started = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
+            previous = last_pass(conn)
+        since = None if previous is None else previous - MARGIN
         applied, after = 0, START
         while not self.stopping.is_set():
             with database.connection(self.pool) as conn:
-                page = matching_parked(conn, after, limit=self.cadence.batch)
+                page = matching_parked(conn, after, limit=self.cadence.batch, since=since)
             applied += sum(self._retry(row) for row in page)
             if len(page) < self.cadence.batch:
+                with database.connection(self.pool) as conn:
+                    record_pass(conn, started)
                 break
             after = page[-1].position
         return applied
@@ -173,22 +181,37 @@ class ParkedDelivery:
 Position = tuple[datetime, str, str]
 START: Position = (datetime.min.replace(tzinfo=UTC), "", "")
 
-# Only rows that can now be applied are read: a reference that now has a checkout (index
-# processed_webhooks_parked_ref, then the checkouts key), or a payment now recorded (index
-# processed_webhooks_payment, then the payments key). Parked rows that match nothing, however
-# many, are only probed in the indexes, never loaded.
+# Only rows that can now be applied are read, found from the other side: the checkouts (and,
+# for refunds, the payments) made since the last pass, each probed in the parked deliveries'
+# indexes (processed_webhooks_parked_ref, processed_webhooks_payment). Parked rows that match
+# nothing, however many, are never scanned. The window reaches back a margin before the last
+# pass began, for a checkout whose transaction committed after that pass looked.
+MARGIN = timedelta(minutes=5)
 _MATCHING_PARKED = """
+WITH matched AS MATERIALIZED (
+    SELECT w.provider, w.event_id FROM checkouts c
+    JOIN processed_webhooks w ON w.outcome = 'parked' AND w.provider = c.provider
+                             AND w.merchant_ref = c.gateway_order_id
+    WHERE c.created_at >= %(since)s
+    UNION
+    SELECT w.provider, w.event_id FROM payments y
+    JOIN processed_webhooks w ON w.outcome = 'parked' AND w.provider = y.provider
+                             AND w.payment_id = y.payment_id
+    WHERE y.created_at >= %(since)s
+)
 SELECT p.provider, p.event_id, p.processed_at, p.body, p.headers
-FROM processed_webhooks p
+FROM matched m JOIN processed_webhooks p USING (provider, event_id)
 WHERE p.outcome = 'parked'
-  AND (p.processed_at, p.provider, p.event_id) > (%s, %s, %s)
-  AND (EXISTS (SELECT 1 FROM checkouts c
-               WHERE c.provider = p.provider AND c.gateway_order_id = p.merchant_ref)
-       OR EXISTS (SELECT 1 FROM payments y
-                  WHERE y.provider = p.provider AND y.payment_id = p.payment_id))
+  AND (p.processed_at, p.provider, p.event_id) > (%(at)s, %(provider)s, %(id)s)
 ORDER BY p.processed_at, p.provider, p.event_id
-LIMIT %s
+LIMIT %(limit)s
 """
+_WATERMARK = "SELECT started_at FROM maintenance_runs WHERE task = 'parked'"
+_PASSED = """
+INSERT INTO maintenance_runs (task, started_at, finished_at) VALUES ('parked', %s, now())
+ON CONFLICT (task) DO UPDATE SET started_at = excluded.started_at, finished_at = now()
+"""
+SLOW_QUERY_MS = 60_000  # the first pass of a worker reads every checkout once
 _WITHOUT_REFERENCE = """
 SELECT provider, event_id, processed_at, body, headers
 FROM processed_webhooks
@@ -203,9 +226,32 @@ WHERE provider = %s AND event_id = %s AND merchant_ref IS NULL
 """
 
 
-def matching_parked(conn: db.Connection, after: Position, *, limit: int) -> list[ParkedDelivery]:
-    """Up to ``limit`` parked deliveries after ``after`` that would now apply."""
-    return [_parked(row) for row in conn.execute(_MATCHING_PARKED, (*after, limit))]
+def matching_parked(
+    conn: db.Connection, after: Position, *, limit: int, since: datetime | None = None
+) -> list[ParkedDelivery]:
+    """Up to ``limit`` parked deliveries after ``after`` that would now apply, among those
+    whose checkout or payment was made since ``since`` (all, when None)."""
+    at, provider, event_id = after
+    params = {
+        "since": since or datetime.min.replace(tzinfo=UTC),
+        "at": at,
+        "provider": provider,
+        "id": event_id,
+        "limit": limit,
+    }
+    with conn.transaction():
+        conn.execute(f"SET LOCAL statement_timeout = {SLOW_QUERY_MS}")
+        return [_parked(row) for row in conn.execute(_MATCHING_PARKED, params)]
+
+
+def last_pass(conn: db.Connection) -> datetime | None:
+    """When the last complete pass over parked deliveries began, by the database's clock."""
+    row = conn.execute(_WATERMARK).fetchone()
+    return None if row is None else row[0]
+
+
+def record_pass(conn: db.Connection, started: datetime) -> None:
+    conn.execute(_PASSED, (started,))
 
 
 def parked_without_reference(

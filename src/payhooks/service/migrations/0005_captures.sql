@@ -7,3 +7,8 @@ UPDATE payments p SET captured_at = p.updated_at
 WHERE p.status = 'captured'
    OR p.flags <> '{}'
    OR EXISTS (SELECT 1 FROM orders o WHERE o.provider = p.provider AND o.payment_id = p.payment_id);
+
+-- The worker looks for parked deliveries from the checkouts and payments made since its last
+-- pass, never by reading every parked delivery: those that match nothing can be millions.
+CREATE INDEX checkouts_created_at ON checkouts (created_at);
+CREATE INDEX payments_created_at ON payments (created_at);
