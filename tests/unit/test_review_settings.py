@@ -154,3 +154,16 @@ def test_a_lock_timeout_not_below_the_statement_timeout_is_refused(lock, stateme
 def test_the_default_timeouts_are_accepted():
     settings = Settings.from_env({})
     assert settings.lock_timeout_ms < settings.statement_timeout_ms
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [
+        ({"PAYHOOKS_PAYU_MERCHANT_KEY": "gtKFFx"}, "PAYHOOKS_PAYU_SALTS"),
+        ({"PAYHOOKS_PAYU_SALTS": "eCwWELxi"}, "PAYHOOKS_PAYU_MERCHANT_KEY"),
+    ],
+)
+def test_payu_half_configured_is_refused_naming_what_is_missing(given, missing):
+    with pytest.raises(SettingError) as refused:
+        Settings.from_env(given)
+    assert refused.value.variable == missing and "needs both" in str(refused.value)

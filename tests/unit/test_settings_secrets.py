@@ -22,7 +22,11 @@ VARIABLES = sorted(SECRET_LISTS)
 
 
 def secrets_of(variable: str, value: str) -> tuple[str, ...]:
-    settings = Settings.from_env({variable: value})
+    """The secrets read from ``value`` (PayU's salts beside a merchant key: it needs both)."""
+    env = {variable: value}
+    if variable == "PAYHOOKS_PAYU_SALTS" and value:
+        env["PAYHOOKS_PAYU_MERCHANT_KEY"] = "gtKFFx"
+    settings = Settings.from_env(env)
     found: tuple[str, ...] = getattr(settings, SECRET_LISTS[variable])
     return found
 

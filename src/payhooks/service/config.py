@@ -182,7 +182,18 @@ class Settings:
             pool_size=env.get("PAYHOOKS_POOL_SIZE").integer(10),
         )
         settings.check_timeouts()
+        settings.check_payu()
         return settings
+
+    def check_payu(self) -> None:
+        """PayU needs both: one without the other would leave it silently unserved."""
+        if bool(self.payu_merchant_key) != bool(self.payu_salts):
+            given, missing = (
+                ("PAYHOOKS_PAYU_MERCHANT_KEY", "PAYHOOKS_PAYU_SALTS")
+                if self.payu_merchant_key
+                else ("PAYHOOKS_PAYU_SALTS", "PAYHOOKS_PAYU_MERCHANT_KEY")
+            )
+            raise SettingError(missing, f"is not set while {given} is: PayU needs both")
 
     def check_timeouts(self) -> None:
         """A lock timeout at or above the statement timeout never fires (PostgreSQL's docs
