@@ -20,11 +20,14 @@ from payhooks import db
 def sqlalchemy_url(conninfo: str, **query: str) -> sqlalchemy.URL:
     """The URL a merchant writes, ``postgresql+psycopg://``, for a psycopg conninfo."""
     params = {key: str(value) for key, value in conninfo_to_dict(conninfo).items()}
+    host = params.get("host", "")
+    if not host.startswith("/"):  # a socket folder (the embedded server) stays in the query
+        params.pop("host", None)
     return sqlalchemy.URL.create(
         "postgresql+psycopg",
         username=params.pop("user", None),
         password=params.pop("password", None),
-        host=params.pop("host", None),
+        host=None if host.startswith("/") else (host or None),
         port=int(params.pop("port")) if "port" in params else None,
         database=params.pop("dbname", None),
         query={**params, **query},
