@@ -44,7 +44,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
     search_fields = ("event_id", "payment_id", "merchant_ref", "order_ref")
     search_help_text = "An exact payment id, gateway order id, order or delivery key."
     ordering = ("-processed_at",)
-    show_full_result_count = False  # a count of millions of records on every page is slow
+    show_full_result_count = False  # one count per page over millions of records, not two
     actions = ("replay_parked",)
     fields = (
         "provider",
@@ -124,6 +124,6 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         self._tell(request, messages.INFO, "Not parked, left alone", report.not_parked)
         self._tell(request, messages.ERROR, "Not replayed", report.failed)
 
-    def _tell(self, request: HttpRequest, level: int, what: str, keys: list[str]) -> None:
+    def _tell(self, request: HttpRequest, level: int, what: str, keys: tuple[str, ...]) -> None:
         if keys:
             self.message_user(request, f"{what} ({len(keys)}): {', '.join(keys)}", level)

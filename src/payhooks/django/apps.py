@@ -15,7 +15,6 @@ class PayhooksConfig(AppConfig):
     name = "payhooks.django"
     label = "payhooks"  # the last part of the name, "django", would read as Django's own
     verbose_name = "Payment webhooks"
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         checks.register(check_settings)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from payhooks.answers import clipped
 from payhooks.django import conf, deliveries
@@ -35,30 +35,37 @@ def replay(record: ProcessedWebhook, config: conf.Config | None = None) -> Recei
 class Report:
     """What replaying a set of parked deliveries did, by delivery key."""
 
-    applied: list[str] = field(default_factory=list)
-    still_parked: list[str] = field(default_factory=list)
-    not_parked: list[str] = field(default_factory=list)
-    failed: list[str] = field(default_factory=list)
+    applied: tuple[str, ...] = ()
+    """Applied now, or found already applied by a copy the gateway sent meanwhile."""
+    still_parked: tuple[str, ...] = ()
+    not_parked: tuple[str, ...] = ()
+    failed: tuple[str, ...] = ()
+    """Each with its cause: a handler's exception class, or a payhooks error's words."""
 
 
 def replay_parked(records: Iterable[ProcessedWebhook]) -> Report:
     """Each parked record in ``records`` replayed in a transaction of its own; the others are
     left alone. One record's failure (a handler's bug, the database busy) is reported with
     its key and does not stop the rest."""
-    config, report = conf.current(), Report()
+    config = conf.current()
+    found: dict[str, list[str]] = {name: [] for name in Report.__dataclass_fields__}
     for record in records:
-        if record.outcome != Outcome.PARKED:
-            report.not_parked.append(record.event_id)
-            continue
-        try:
-            receipt = replay(record, config)
-        except Exception as exc:  # reported to the operator; logged with its traceback
-            log.exception("parked_replay_failed", extra={"event_id": record.event_id})
-            report.failed.append(f"{record.event_id} ({_cause(exc)})")
-            continue
-        parked = receipt.outcome is Outcome.PARKED
-        (report.still_parked if parked else report.applied).append(record.event_id)
-    return report
+        bucket, label = _replayed(record, config)
+        found[bucket].append(label)
+    return Report(**{name: tuple(keys) for name, keys in found.items()})
+
+
+def _replayed(record: ProcessedWebhook, config: conf.Config) -> tuple[str, str]:
+    """Which part of the report ``record`` goes to, and under what label."""
+    if record.outcome != Outcome.PARKED:
+        return "not_parked", record.event_id
+    try:
+        receipt = replay(record, config)
+    except Exception as exc:  # reported to the operator; logged with its traceback
+        log.exception("parked_replay_failed", extra={"event_id": record.event_id})
+        return "failed", f"{record.event_id} ({_cause(exc)})"
+    parked = receipt.outcome is Outcome.PARKED
+    return ("still_parked" if parked else "applied"), record.event_id
 
 
 def _cause(exc: Exception) -> str:
