@@ -9,12 +9,12 @@ from io import StringIO
 import psycopg
 import pytest
 from django.core.management import CommandError, call_command
-from django.test import Client
+from django.test import Client, override_settings
 from orders.models import Order
 
 from payhooks.django import retention
 from payhooks.sim.gateway import Delivery
-from tests.django.conftest import records
+from tests.django.conftest import PAYHOOKS, records
 from tests.factories import GATEWAY
 
 
@@ -87,6 +87,15 @@ def test_replaying_an_applied_delivery_is_a_duplicate(parked_and_paid):
 def test_replaying_an_unknown_key_fails_with_one_line(django_db):
     with pytest.raises(CommandError, match="no delivery 'evt_nope'"):
         run("payhooks_replay", "evt_nope")
+
+
+def test_a_replay_whose_handler_fails_is_one_line_and_leaves_it_parked(parked_and_paid, django_db):
+    with (
+        override_settings(PAYHOOKS={**PAYHOOKS, "HANDLER": "tests.django.handlers.failing"}),
+        pytest.raises(CommandError, match="the handler raised RuntimeError"),
+    ):
+        run("payhooks_replay", "evt_late")
+    assert ("razorpay", "evt_late", "parked") in records(django_db)
 
 
 def test_a_key_two_gateways_hold_needs_the_provider_named(parked_and_paid, django_db):

@@ -32,6 +32,8 @@ class Command(BaseCommand):
             receipt = replays.replay(record, config)
         except PayhooksError as exc:
             raise CommandError(str(exc)) from exc
+        except Exception as exc:  # a handler's bug: one line here, the rest with --traceback
+            raise CommandError(f"the handler raised {type(exc).__name__}: {exc}") from exc
         answer = {
             "status": receipt.outcome.value,
             "event_id": receipt.event.event_id,
