@@ -126,3 +126,7 @@ class RetentionTooShort(PayhooksError):
 
 class Unauthorised(PayhooksError):
     """No or wrong bearer token on a request that needs one."""
+
+
+class ReadOnlyRecord(PayhooksError):
+    """A delivery record written through the ORM: only the claim writes them."""

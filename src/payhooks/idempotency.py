@@ -177,5 +177,12 @@ def _stored(row: tuple[Any, ...]) -> Stored:
         outcome=outcome,
         processed_at=at,
         body=bytes(body),
-        headers=dict(headers),
+        headers=_headers(headers),
     )
+
+
+def _headers(stored: object) -> dict[str, str]:
+    """jsonb arrives decoded from psycopg's own loaders, as text from a connection that does
+    not register them (Django's)."""
+    found: Any = json.loads(stored) if isinstance(stored, (str, bytes)) else stored
+    return {str(name): str(value) for name, value in dict(found).items()}

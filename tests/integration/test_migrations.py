@@ -134,3 +134,19 @@ def test_the_service_adds_its_tables_to_a_library_users_database(empty_db):
 
     payhooks.migrate(empty_db)
     assert database.migrate(empty_db)[0] == "shop/0001_init"
+
+
+def test_stored_deliveries_read_on_a_connection_that_loads_jsonb_as_text(conn):
+    """Django's connection does not register psycopg's jsonb loader: headers arrive as text."""
+    from psycopg.types.string import TextLoader
+
+    from payhooks import idempotency
+    from tests.factories import GATEWAY, deliver
+
+    orphan = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_text1", order_id="order_text", amount_paise=100
+    )
+    deliver(conn, orphan)
+    conn.adapters.register_loader("jsonb", TextLoader)
+    [parked] = idempotency.parked(conn)
+    assert parked.headers["x-razorpay-signature"] == orphan.headers["x-razorpay-signature"]

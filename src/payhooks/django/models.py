@@ -15,16 +15,12 @@ from typing import Any, NoReturn
 
 from django.db import models
 
-from payhooks.errors import PayhooksError
+from payhooks.errors import ReadOnlyRecord
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
 
 PROVIDERS = [(p.value, p.value) for p in Provider]
 OUTCOMES = [(o.value, o.value) for o in Outcome if o is not Outcome.DUPLICATE]
-
-
-class ReadOnlyRecord(PayhooksError):
-    """A delivery record written through the ORM: only the claim writes them."""
 
 
 class ProcessedWebhook(models.Model):
