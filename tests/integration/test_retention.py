@@ -7,6 +7,8 @@ import threading
 import psycopg
 import pytest
 
+from payhooks import retention as policy
+from payhooks.errors import RetentionTooShort
 from payhooks.ingest import Outcome
 from payhooks.service import retention
 from tests.factories import deliver, purchase
@@ -62,10 +64,10 @@ def test_purge_reports_progress_per_batch_and_in_the_database(conn):
 
 
 def test_window_shorter_than_gateway_replays_is_refused_unless_forced():
-    with pytest.raises(retention.RetentionTooShort):
-        retention.check_window(7, force=False)
-    retention.check_window(7, force=True)
-    retention.check_window(retention.MIN_RETENTION_DAYS, force=False)
+    with pytest.raises(RetentionTooShort):
+        policy.check_window(7, force=False)
+    policy.check_window(7, force=True)
+    policy.check_window(policy.MIN_RETENTION_DAYS, force=False)
 
 
 def test_purge_while_deliveries_flow_keeps_every_young_record(conn, database_url):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 
 from payhooks import db, idempotency
+from payhooks import retention as policy
 from payhooks.errors import NotFound, PayhooksError, ProviderNotConfigured
 from payhooks.events import Provider
 from payhooks.service import database, logs, outbox, retention
@@ -212,7 +213,7 @@ def purge(
 ) -> None:
     """Delete delivery records older than the retention window, in small batches."""
     days = older_than_days if older_than_days is not None else _settings().retention_days
-    _run(lambda: retention.check_window(days, force=force))
+    _run(lambda: policy.check_window(days, force=force))
 
     def action(conn: db.Connection) -> retention.PurgeResult:
         planned = retention.plan(conn, days)

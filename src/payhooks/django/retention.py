@@ -15,25 +15,12 @@ from typing import Any
 
 from django.db import connections
 
-# Razorpay retries for 24 hours and replays events up to 15 days old: a record purged before
-# that could let a replay act twice on anything the merchant did not key by business id.
-MIN_RETENTION_DAYS = 15
-DEFAULT_RETENTION_DAYS = 90
-BATCH_ROWS = 5000
-
-_CUTOFF = "SELECT now() - make_interval(days => %s)"
-_EXPIRED = """
-SELECT count(*) FROM processed_webhooks WHERE processed_at < %s AND outcome <> 'parked'
-"""
-_DELETE_BATCH = """
-DELETE FROM processed_webhooks
-WHERE (provider, event_id) IN (
-    SELECT provider, event_id FROM processed_webhooks
-    WHERE processed_at < %s AND outcome <> 'parked'
-    ORDER BY processed_at
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED)
-"""
+from payhooks.retention import (
+    BATCH_ROWS,
+    CUTOFF,
+    DELETE_BATCH,
+    EXPIRED,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,8 +34,8 @@ class Purge:
 def plan(alias: str, days: int) -> Purge:
     """What a purge would delete now, deleting nothing (``--dry-run``)."""
     with connections[alias].cursor() as cursor:
-        cutoff = _one(cursor, _CUTOFF, (days,))
-        return Purge(cutoff=cutoff, expired=_one(cursor, _EXPIRED, (cutoff,)), deleted=0)
+        cutoff = _one(cursor, CUTOFF, (days,))
+        return Purge(cutoff=cutoff, expired=_one(cursor, EXPIRED, (cutoff,)), deleted=0)
 
 
 def purge(alias: str, days: int, *, batch_rows: int = BATCH_ROWS) -> Purge:
@@ -57,7 +44,7 @@ def purge(alias: str, days: int, *, batch_rows: int = BATCH_ROWS) -> Purge:
     deleted = 0
     with connections[alias].cursor() as cursor:
         while True:
-            cursor.execute(_DELETE_BATCH, (planned.cutoff, batch_rows))
+            cursor.execute(DELETE_BATCH, (planned.cutoff, batch_rows))
             deleted += cursor.rowcount
             if cursor.rowcount < batch_rows:
                 break

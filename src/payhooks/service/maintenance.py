@@ -13,6 +13,7 @@ from typing import Any
 import psycopg_pool
 
 from payhooks import db
+from payhooks import retention as policy
 from payhooks.errors import DatabaseUnavailable, PayhooksError
 from payhooks.events import Provider, Received
 from payhooks.ingest import Outcome, ingest_received, restored
@@ -58,7 +59,7 @@ class Maintenance:
             return 0
         self._last_purge = now  # one that fails is tried again when the next is due
         days = self.settings.retention_days
-        if days < retention.MIN_RETENTION_DAYS:
+        if days < policy.MIN_RETENTION_DAYS:
             log.error("purge_refused", extra={"retention_days": days})
             return 0
         with database.connection(self.pool) as conn:

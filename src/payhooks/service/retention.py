@@ -12,12 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from payhooks.db import Connection
-from payhooks.errors import RetentionTooShort
-
-# Razorpay retries for 24 hours and replays events up to 15 days old (its FAQ); a record
-# purged before that could let a replay act twice on anything not business-keyed.
-MIN_RETENTION_DAYS = 15
-BATCH_ROWS = 5000
+from payhooks.retention import (
+    BATCH_ROWS,
+    CUTOFF,
+    DELETE_BATCH,
+    EXPIRED,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,19 +27,6 @@ class PurgeResult:
     deleted: int
 
 
-_CUTOFF = "SELECT now() - make_interval(days => %s)"
-_EXPIRED = """
-SELECT count(*) FROM processed_webhooks WHERE processed_at < %s AND outcome <> 'parked'
-"""
-_DELETE_BATCH = """
-DELETE FROM processed_webhooks
-WHERE (provider, event_id) IN (
-    SELECT provider, event_id FROM processed_webhooks
-    WHERE processed_at < %s AND outcome <> 'parked'
-    ORDER BY processed_at
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED)
-"""
 _DELETE_SENT = """
 DELETE FROM outbox WHERE id IN (
     SELECT id FROM outbox WHERE sent_at < %s ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)
@@ -55,15 +42,10 @@ _PROGRESS = "UPDATE maintenance_runs SET rows_done = rows_done + %s WHERE task =
 _FINISH = "UPDATE maintenance_runs SET finished_at = now() WHERE task = 'purge'"
 
 
-def check_window(days: int, *, force: bool) -> None:
-    if days < MIN_RETENTION_DAYS and not force:
-        raise RetentionTooShort(days, MIN_RETENTION_DAYS)
-
-
 def plan(conn: Connection, days: int) -> PurgeResult:
     """What a purge would delete now, deleting nothing (``--dry-run``)."""
-    cutoff = conn.execute(_CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
-    expired = conn.execute(_EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
+    cutoff = conn.execute(CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
+    expired = conn.execute(EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
     return PurgeResult(cutoff=cutoff, expired=expired, deleted=0)
 
 
@@ -83,7 +65,7 @@ def purge(
     deleted = 0
     while not stop():
         with conn.transaction():
-            done = conn.execute(_DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
+            done = conn.execute(DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
             conn.execute(_PROGRESS, (done,))
         deleted += done
         if on_batch is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from payhooks import retention as policy
 from payhooks.django import conf, retention
 
 
@@ -16,23 +17,23 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--older-than-days", type=int, default=retention.DEFAULT_RETENTION_DAYS, metavar="N"
+            "--older-than-days", type=int, default=policy.DEFAULT_RETENTION_DAYS, metavar="N"
         )
         parser.add_argument("--dry-run", action="store_true", help="Count, delete nothing.")
         parser.add_argument(
             "--force",
             action="store_true",
-            help=f"Allow a window under {retention.MIN_RETENTION_DAYS} days.",
+            help=f"Allow a window under {policy.MIN_RETENTION_DAYS} days.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         days = options["older_than_days"]
         if days < 0:
             raise CommandError("--older-than-days must be 0 or more")
-        if days < retention.MIN_RETENTION_DAYS and not options["force"]:
+        if days < policy.MIN_RETENTION_DAYS and not options["force"]:
             raise CommandError(
                 f"a retention of {days} days is shorter than the gateways' replay window "
-                f"({retention.MIN_RETENTION_DAYS} days); pass --force to purge anyway"
+                f"({policy.MIN_RETENTION_DAYS} days); pass --force to purge anyway"
             )
         alias = conf.current().database
         if options["dry_run"]:
