@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import uuid
@@ -36,11 +38,20 @@ R = TypeVar("R")
 
 
 @pytest.fixture(scope="session")
-def admin_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+def admin_url() -> Iterator[str]:
+    """The embedded server's folder is not under pytest's own temporary root: another pytest
+    session starting meanwhile resets that root to 0700, and the server, which runs as a user
+    of its own, would lose its data directory mid-run."""
     url = os.environ.get("DATABASE_URL")
     if url:
-        return url
-    return database.embedded_url(tmp_path_factory.mktemp("embedded-pg"))
+        yield url
+        return
+    home = Path(tempfile.mkdtemp(prefix="payhooks-test-pg-"))
+    try:
+        yield database.embedded_url(home)
+    finally:
+        database.stop_embedded(home)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
