@@ -1,5 +1,3 @@
-# mypy: disable-error-code="import-untyped"
-# mypy: allow-subclassing-any, allow-untyped-decorators
 """The delivery records in Django's admin: read-only, searchable by payment id, gateway order
 id, order or delivery key, filtered by gateway and outcome, with an action that replays parked
 deliveries (each in a transaction of its own, answered only once committed)."""

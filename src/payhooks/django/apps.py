@@ -1,5 +1,3 @@
-# mypy: disable-error-code="import-untyped"
-# mypy: allow-subclassing-any
 """The Django app: ``INSTALLED_APPS += ["payhooks.django"]``."""
 
 from __future__ import annotations

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """The ``PAYHOOKS`` setting, read into one value, and checked when Django starts.
 
 ::

@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """A delivery claimed in a transaction Django owns, and answered only after its commit.
 
 The claim and the handlers run inside ``transaction.atomic()`` on the raw psycopg connection

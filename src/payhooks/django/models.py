@@ -1,5 +1,3 @@
-# mypy: disable-error-code="import-untyped"
-# mypy: allow-subclassing-any
 """The core's delivery records (``processed_webhooks``) as a Django model, to read.
 
 The table's key is ``(provider, event_id)``. Django before 5.2 cannot declare a composite

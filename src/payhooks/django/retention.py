@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """Delivery records are kept for a window, then deleted in small batches.
 
 Each batch is its own short transaction (Django's autocommit), so deliveries keep flowing

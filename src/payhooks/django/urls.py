@@ -1,4 +1,3 @@
-# mypy: disable-error-code="import-untyped"
 """``path("webhooks/", include("payhooks.django.urls"))`` serves ``webhooks/<provider>``."""
 
 from __future__ import annotations

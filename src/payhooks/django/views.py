@@ -1,5 +1,3 @@
-# mypy: disable-error-code="import-untyped"
-# mypy: allow-untyped-decorators
 """The webhook view: ``POST webhooks/<provider>`` with the gateway's exact bytes.
 
 CSRF-exempt (a gateway has no token; the signature authenticates it) and excluded from

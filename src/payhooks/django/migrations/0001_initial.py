@@ -1,5 +1,3 @@
-# mypy: disable-error-code="import-untyped"
-# mypy: allow-subclassing-any
 """The core's table (its SQL files 0001 and 0002), and the model Django reads it through.
 
 The database side is ``payhooks.migrate`` (``schema.apply_core``): it applies only what

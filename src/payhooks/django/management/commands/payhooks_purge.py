@@ -1,5 +1,3 @@
-# mypy: disable-error-code="import-untyped"
-# mypy: allow-subclassing-any
 """``manage.py payhooks_purge [--older-than-days N] [--dry-run] [--force]``."""
 
 from __future__ import annotations

@@ -1,5 +1,3 @@
-# mypy: disable-error-code="import-untyped"
-# mypy: allow-subclassing-any
 """``manage.py payhooks_replay KEY [--provider P]``."""
 
 from __future__ import annotations
