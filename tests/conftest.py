@@ -107,22 +107,29 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(settings: Settings, url: str) -> Iterator[Service]:
-    token = "test-token"
+def serving_app(app: Any) -> Iterator[str]:
+    """Any ASGI app under real uvicorn on a loopback port, until the block ends; yields its
+    base URL. The app's lifespan opens and closes what it holds."""
     port = free_port()
-    app = create_app(settings, api_token=token, url=url)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
+    while not server.started and thread.is_alive() and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert server.started, "service did not start"
+    assert server.started, "the app did not start"
     try:
-        yield Service(base_url=f"http://127.0.0.1:{port}", token=token, database_url=url)
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def serving(settings: Settings, url: str) -> Iterator[Service]:
+    token = "test-token"
+    with serving_app(create_app(settings, api_token=token, url=url)) as base_url:
+        yield Service(base_url=base_url, token=token, database_url=url)
 
 
 @pytest.fixture

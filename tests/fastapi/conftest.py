@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +10,10 @@ from dataclasses import dataclass
 import httpx
 import psycopg
 import pytest
-import uvicorn
 from psycopg.conninfo import make_conninfo
 from starlette.applications import Starlette
 
-from tests.conftest import free_port
+from tests.conftest import serving_app
 
 
 @pytest.fixture
@@ -45,16 +42,5 @@ class Served:
 @contextmanager
 def served(app: Starlette) -> Iterator[Served]:
     """Serve until the block ends; the app's lifespan opens and closes its pool."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "the app did not start"
-    try:
-        yield Served(base_url=f"http://127.0.0.1:{port}")
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serving_app(app) as base_url:
+        yield Served(base_url=base_url)

@@ -10,8 +10,6 @@ import asyncio
 import json
 import logging
 import socket
-import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,14 +19,13 @@ from urllib.parse import urlsplit
 import httpx
 import psycopg_pool
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from payhooks.events import Event, Provider
 from payhooks.providers import Adapter, payu, razorpay
 from payhooks.service import metrics as metrics_module
 from payhooks.service.web import create_app
-from tests.conftest import free_port
+from tests.conftest import serving_app
 from tests.factories import ADAPTERS, GATEWAY, KEYS, SETTINGS, purchase
 
 TOKEN = "test-token"
@@ -91,19 +88,8 @@ class Running:
 
 @contextmanager
 def running(app: FastAPI) -> Iterator[Running]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "service did not start"
-    try:
-        yield Running(app=app, base_url=f"http://127.0.0.1:{port}")
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serving_app(app) as base_url:
+        yield Running(app=app, base_url=base_url)
 
 
 @pytest.fixture
