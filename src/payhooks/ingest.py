@@ -205,15 +205,23 @@ class Pending:
             return self.outcome  # nothing was written: a duplicate stands on its own
         with translated(self.outcome.event.event_id):
             row = check.execute(_XACT_STATUS, (str(self.xid),)).fetchone()
-        status = row[0] if row else None
-        if status == "in progress":
-            raise NotCommitted("answer the gateway only after your transaction has committed")
-        if status != "committed":
-            raise NotCommitted(f"the claim's transaction is {status or 'unknown'}, not committed")
+            status = row[0] if row else None
+            if status == "in progress":
+                raise NotCommitted("answer the gateway only after your transaction has committed")
+            if status != "committed":
+                raise NotCommitted(
+                    f"the claim's transaction is {status or 'unknown'}, not committed"
+                )
+            # The transaction committed, but a savepoint of the caller's around the claim may
+            # have been rolled back: the record must be there for the answer to stand.
+            event = self.outcome.event
+            if check.execute(_RECORDED, (event.provider.value, event.event_id)).fetchone() is None:
+                raise NotCommitted("the claim was rolled back inside your transaction")
         return self.outcome
 
 
 _XACT_STATUS = "SELECT pg_xact_status(%s::xid8)"
+_RECORDED = "SELECT 1 FROM processed_webhooks WHERE provider = %s AND event_id = %s"
 _XID = "SELECT pg_current_xact_id_if_assigned()::text"
 
 

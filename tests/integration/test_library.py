@@ -257,3 +257,19 @@ def test_an_async_hook_is_refused_when_registered():
         @hooks.on(EventKind.PAYMENT_CAPTURED)
         async def paid(conn, event):
             return None
+
+
+def test_a_claim_in_a_savepoint_the_caller_rolls_back_is_not_answered(shop, database_url):
+    """Django's nested atomic(): the inner block fails and is rolled back, the outer one
+    commits. The transaction committed, the claim did not: no 200 for it."""
+    delivery = capture()
+    with psycopg.connect(database_url) as conn:
+        with conn.transaction():
+            conn.execute("INSERT INTO merchant_orders VALUES ('other-work', null, 1)")
+            with conn.transaction(force_rollback=True):
+                pending = ingest_in_transaction(
+                    conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, Hooks()
+                )
+        with pytest.raises(NotCommitted, match="rolled back inside your transaction"):
+            pending.receipt()
+    assert claimed(shop) == 0 and rows(shop) == [("other-work", None, 1)]
