@@ -198,26 +198,32 @@ class Pending:
 
         Asked on the claim's own connection by default; pass another (any session of the same
         database) when that one has gone back to a pool and may be serving someone else."""
+        if self.xid is None:
+            return self.outcome  # nothing was written: a duplicate stands on its own
         check = conn or self.conn
         if check is self.conn and check.info.transaction_status is not TransactionStatus.IDLE:
             raise NotCommitted("answer the gateway only after your transaction has committed")
-        if self.xid is None:
-            return self.outcome  # nothing was written: a duplicate stands on its own
-        with translated(self.outcome.event.event_id):
-            row = check.execute(_XACT_STATUS, (str(self.xid),)).fetchone()
-            status = row[0] if row else None
-            if status == "in progress":
-                raise NotCommitted("answer the gateway only after your transaction has committed")
-            if status != "committed":
-                raise NotCommitted(
-                    f"the claim's transaction is {status or 'unknown'}, not committed"
-                )
-            # The transaction committed, but a savepoint of the caller's around the claim may
-            # have been rolled back: the record must be there for the answer to stand.
-            event = self.outcome.event
-            if check.execute(_RECORDED, (event.provider.value, event.event_id)).fetchone() is None:
-                raise NotCommitted("the claim was rolled back inside your transaction")
+        opened = not check.autocommit and check.info.transaction_status is TransactionStatus.IDLE
+        try:
+            with translated(self.outcome.event.event_id):
+                self._check_committed(check)
+        finally:
+            if opened:  # our reads opened a transaction on a connection out of autocommit
+                check.rollback()
         return self.outcome
+
+    def _check_committed(self, check: Connection) -> None:
+        row = check.execute(_XACT_STATUS, (str(self.xid),)).fetchone()
+        status = row[0] if row else None
+        if status == "in progress":
+            raise NotCommitted("answer the gateway only after your transaction has committed")
+        if status != "committed":
+            raise NotCommitted(f"the claim's transaction is {status or 'unknown'}, not committed")
+        # The transaction committed, but a savepoint of the caller's around the claim may have
+        # been rolled back: the record must be there for the answer to stand.
+        event = self.outcome.event
+        if check.execute(_RECORDED, (event.provider.value, event.event_id)).fetchone() is None:
+            raise NotCommitted("the claim was rolled back inside your transaction")
 
 
 _XACT_STATUS = "SELECT pg_xact_status(%s::xid8)"

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 
+from psycopg import sql
+
 from payhooks.db import Connection, translated
 
 _LOCK = 0x70617968  # "payh": one migrator at a time across processes
@@ -43,19 +45,30 @@ CREATE TABLE IF NOT EXISTS payhooks_migrations (
 )
 """
 # Releases before the tracks kept one series in schema_migrations, which created the core's
-# table in 0001_init and extended it in 0005_hardening: those count as the core's own.
+# table in 0001_init and extended it in 0005_hardening: those count as the tracks' versions
+# they equal. A version is adopted only where what it made is there, in this schema: a table
+# of that name may belong to another migration tool (Rails, golang-migrate) and say nothing.
 _ADOPT = """
 INSERT INTO payhooks_migrations (track, version)
-SELECT t.track, t.version FROM schema_migrations s
-JOIN (VALUES ('0001_init', 'core', '0001_processed_webhooks'),
-             ('0001_init', 'shop', '0001_init'),
-             ('0002_maintenance', 'shop', '0002_maintenance'),
-             ('0003_stock_slots', 'shop', '0003_stock_slots'),
-             ('0004_outbox_indexes', 'shop', '0004_outbox_indexes'),
-             ('0005_hardening', 'core', '0002_references_and_copies'),
-             ('0005_hardening', 'shop', '0005_captures'))
-     AS t (legacy, track, version) ON t.legacy = s.version
+SELECT t.track, t.version FROM {legacy} s
+JOIN (VALUES ('0001_init', 'core', '0001_processed_webhooks', 'processed_webhooks', 'body'),
+             ('0001_init', 'shop', '0001_init', 'carts', 'customer_email'),
+             ('0002_maintenance', 'shop', '0002_maintenance', 'maintenance_runs', 'rows_done'),
+             ('0003_stock_slots', 'shop', '0003_stock_slots', 'product_stock', 'slot'),
+             ('0004_outbox_indexes', 'shop', '0004_outbox_indexes', 'outbox', 'dedupe_key'),
+             ('0005_hardening', 'core', '0002_references_and_copies', 'processed_webhooks',
+              'first_copy'),
+             ('0005_hardening', 'shop', '0005_captures', 'payments', 'captured_at'))
+     AS t (legacy, track, version, made, made_column) ON t.legacy = s.version::text
+WHERE EXISTS (SELECT 1 FROM information_schema.columns c
+              WHERE c.table_schema = current_schema()
+                AND c.table_name = t.made AND c.column_name = t.made_column)
 ON CONFLICT DO NOTHING
+"""
+_LEGACY = """
+SELECT 1 FROM information_schema.columns
+WHERE table_schema = current_schema() AND table_name = 'schema_migrations'
+  AND column_name = 'version'
 """
 
 
@@ -66,11 +79,18 @@ def migrate(conn: Connection, *tracks: Track) -> list[str]:
     with translated(), conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
         conn.execute(_TABLE)
-        if conn.execute("SELECT to_regclass('schema_migrations')").fetchone() != (None,):
-            conn.execute(_ADOPT)
+        _adopt_legacy(conn)
         for track in tracks or (CORE,):
             applied += _apply(conn, track)
     return applied
+
+
+def _adopt_legacy(conn: Connection) -> None:
+    if conn.execute(_LEGACY).fetchone() is None:
+        return
+    schema = conn.execute("SELECT current_schema()").fetchone()
+    legacy = sql.Identifier(str(schema[0]) if schema else "public", "schema_migrations")
+    conn.execute(sql.SQL(_ADOPT).format(legacy=legacy))
 
 
 def _apply(conn: Connection, track: Track) -> list[str]:
@@ -81,9 +101,9 @@ def _apply(conn: Connection, track: Track) -> list[str]:
         )
     }
     applied = []
-    for version, sql in track.files():
+    for version, script in track.files():
         if version not in done:
-            conn.execute(sql.encode("utf-8"))
+            conn.execute(script.encode("utf-8"))
             conn.execute(
                 "INSERT INTO payhooks_migrations (track, version) VALUES (%s, %s)",
                 (track.name, version),

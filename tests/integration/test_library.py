@@ -273,3 +273,17 @@ def test_a_claim_in_a_savepoint_the_caller_rolls_back_is_not_answered(shop, data
         with pytest.raises(NotCommitted, match="rolled back inside your transaction"):
             pending.receipt()
     assert claimed(shop) == 0 and rows(shop) == [("other-work", None, 1)]
+
+
+def test_asking_twice_on_a_connection_out_of_autocommit_leaves_no_transaction_open(
+    shop, database_url
+):
+    delivery = capture()
+    with psycopg.connect(database_url) as conn:
+        pending = ingest_in_transaction(
+            conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, Hooks()
+        )
+        conn.commit()
+        first, second = pending.receipt(), pending.receipt()
+        assert first == second and first.outcome is Outcome.IGNORED
+        assert conn.info.transaction_status is psycopg.pq.TransactionStatus.IDLE

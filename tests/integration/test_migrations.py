@@ -150,3 +150,42 @@ def test_stored_deliveries_read_on_a_connection_that_loads_jsonb_as_text(conn):
     conn.adapters.register_loader("jsonb", TextLoader)
     [parked] = idempotency.parked(conn)
     assert parked.headers["x-razorpay-signature"] == orphan.headers["x-razorpay-signature"]
+
+
+@pytest.mark.parametrize(
+    "legacy",
+    [
+        "CREATE TABLE schema_migrations (version text PRIMARY KEY)",  # a tool of the same name
+        "CREATE TABLE schema_migrations (version bigint PRIMARY KEY, dirty boolean)",  # golang
+    ],
+)
+def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legacy):
+    import payhooks
+
+    empty_db.execute(legacy.encode())
+    if "bigint" in legacy:
+        empty_db.execute("INSERT INTO schema_migrations VALUES (20240101000000, false)")
+    else:
+        empty_db.execute("INSERT INTO schema_migrations VALUES ('0001_init'), ('0005_hardening')")
+    assert payhooks.migrate(empty_db) == [
+        "core/0001_processed_webhooks",
+        "core/0002_references_and_copies",
+    ]
+
+
+def test_a_schema_migrations_on_the_search_path_elsewhere_is_not_adopted(empty_db):
+    import payhooks
+
+    empty_db.execute("CREATE SCHEMA legacy")
+    empty_db.execute("CREATE TABLE legacy.schema_migrations (version text)")
+    empty_db.execute("INSERT INTO legacy.schema_migrations VALUES ('0005_hardening')")
+    empty_db.execute("SET search_path = public, legacy")
+    assert len(payhooks.migrate(empty_db)) == 2
+    columns = {
+        r[0]
+        for r in empty_db.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_name = 'processed_webhooks'"
+        )
+    }
+    assert {"merchant_ref", "first_copy"} <= columns
