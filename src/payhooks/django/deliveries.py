@@ -54,7 +54,16 @@ def replay(
 
 
 def settle(config: Config, claim: Callable[[Connection], Pending]) -> Receipt:
-    """``claim`` inside an atomic block of Django's, then the answer after the block."""
+    """``claim`` inside an atomic block of Django's, then the answer after the block.
+
+    The view must be outermost: inside an atomic block of the merchant's (a middleware, a
+    decorator) the claim could not be answered until that block commits, after the view
+    returned, so every delivery, and every retry, would be answered 503."""
+    if transaction.get_connection(config.database).in_atomic_block:
+        raise ImproperlyConfigured(
+            "the payhooks webhook view runs inside an atomic block: exclude it from your "
+            "atomic middleware or decorator (it opens and commits its own)"
+        )
     with unavailable_translated(), transaction.atomic(using=config.database):
         conn = raw_connection(config.database)
         conn.execute(_LOCK_TIMEOUT, (f"{config.lock_timeout_ms}ms",))
