@@ -3,23 +3,22 @@ app. Each test checks sizes, answers, rows or which thread ran; never how long a
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pytest
 from psycopg_pool import ConnectionPool
 from starlette.applications import Starlette
 
-from payhooks import Event, Provider
+from payhooks import Provider
 from payhooks.fastapi import router
-from payhooks.providers import Adapter, payu, razorpay
+from payhooks.providers import payu, razorpay
 from tests.factories import ADAPTERS, KEYS
 from tests.fastapi.conftest import served
 from tests.fastapi.merchant import KINDS, REF, Merchant, capture, prepare, sync_hooks
+from tests.watched import Watched
 
 PAYU_LIMIT = payu.MAX_BODY_BYTES
 
@@ -130,43 +129,6 @@ def test_a_declared_length_over_the_bound_is_refused_before_the_body_is_sent(app
         sock.sendall(head.encode())
         answer = sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 413 ")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Watched:
-    """A real adapter that notes each call reaching it, and whether an event loop ran in the
-    thread that made it."""
-
-    inner: Adapter
-    calls: list[tuple[str, bool]] = field(default_factory=list)
-
-    @property
-    def provider(self) -> Provider:
-        return self.inner.provider
-
-    @property
-    def headers_read(self) -> tuple[str, ...]:
-        return self.inner.headers_read
-
-    @property
-    def max_body_bytes(self) -> int:
-        return self.inner.max_body_bytes
-
-    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
-        self.calls.append(("verify", on_event_loop()))
-        self.inner.verify(body, headers)
-
-    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        self.calls.append(("parse", on_event_loop()))
-        return self.inner.parse(body, headers)
-
-
-def on_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def test_a_streamed_body_over_the_bound_is_413_unverified(conn, database_url):

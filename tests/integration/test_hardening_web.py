@@ -6,13 +6,12 @@ which thread ran, whether a call happened at all. Never how long anything took.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import socket
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,52 +20,16 @@ import psycopg_pool
 import pytest
 from fastapi import FastAPI
 
-from payhooks.events import Event, Provider
-from payhooks.providers import Adapter, payu, razorpay
+from payhooks.events import Provider
+from payhooks.providers import payu, razorpay
 from payhooks.service import metrics as metrics_module
 from payhooks.service.web import create_app
 from tests.conftest import serving_app
 from tests.factories import ADAPTERS, GATEWAY, KEYS, SETTINGS, purchase
+from tests.watched import Watched
 
 TOKEN = "test-token"
 PAYU_LIMIT = payu.MAX_BODY_BYTES
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Watched:
-    """A real adapter that notes each call that reaches it, and whether an event loop ran
-    in the thread that made it."""
-
-    inner: Adapter
-    calls: list[tuple[str, bool]] = field(default_factory=list)
-
-    @property
-    def provider(self) -> Provider:
-        return self.inner.provider
-
-    @property
-    def headers_read(self) -> tuple[str, ...]:
-        return self.inner.headers_read
-
-    @property
-    def max_body_bytes(self) -> int:
-        return self.inner.max_body_bytes
-
-    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
-        self.calls.append(("verify", on_event_loop()))
-        self.inner.verify(body, headers)
-
-    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        self.calls.append(("parse", on_event_loop()))
-        return self.inner.parse(body, headers)
-
-
-def on_event_loop() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
