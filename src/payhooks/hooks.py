@@ -18,37 +18,53 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from payhooks.db import Connection
 from payhooks.events import Event, EventKind
 from payhooks.ingest import Applied, Outcome
 
 Hook = Callable[[Connection, Event], Applied | None]
+H = TypeVar("H", bound=Callable[..., Any])
 
 
-class Hooks:
+class Registry(Generic[H]):
+    """Functions by event kind, in registration order: what ``Hooks`` and its async twin in
+    ``payhooks.fastapi`` share. ``is_async`` is what a registered function must be: called
+    the wrong way, it would never run, and the delivery be recorded all the same."""
+
+    is_async = False
+
     def __init__(self) -> None:
-        self._by_kind: dict[EventKind, list[Hook]] = {}
+        self._by_kind: dict[EventKind, list[H]] = {}
 
-    def on(self, *kinds: EventKind) -> Callable[[Hook], Hook]:
+    def on(self, *kinds: EventKind) -> Callable[[H], H]:
         """Register the decorated function for each of ``kinds``."""
         if not kinds:
             raise ValueError("name at least one EventKind")
 
-        def register(hook: Hook) -> Hook:
-            if inspect.iscoroutinefunction(hook):
-                raise TypeError(
-                    f"{hook.__name__} is async: these hooks run on a sync connection "
-                    "(for an async pool, use payhooks.fastapi.AsyncHooks)"
-                )
+        def register(hook: H) -> H:
+            if inspect.iscoroutinefunction(hook) is not self.is_async:
+                raise TypeError(self._mismatch(getattr(hook, "__name__", repr(hook))))
             for kind in kinds:
                 self._by_kind.setdefault(kind, []).append(hook)
             return hook
 
         return register
 
+    def registered(self, kind: EventKind) -> list[H]:
+        return self._by_kind.get(kind, [])
+
+    def _mismatch(self, name: str) -> str:
+        return (
+            f"{name} is async: these hooks run on a sync connection "
+            "(for an async pool, use payhooks.fastapi.AsyncHooks)"
+        )
+
+
+class Hooks(Registry[Hook]):
     def __call__(self, conn: Connection, event: Event) -> Applied:
-        hooks = self._by_kind.get(event.kind, [])
+        hooks = self.registered(event.kind)
         if not hooks:
             return Applied(outcome=Outcome.IGNORED)
         result = Applied(outcome=Outcome.PROCESSED)

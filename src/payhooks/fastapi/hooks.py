@@ -16,13 +16,13 @@ no function is registered for is answered ``ignored`` (the same rules as ``payho
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import psycopg
 
-from payhooks.events import Event, EventKind
+from payhooks.events import Event
+from payhooks.hooks import Registry
 from payhooks.ingest import Applied, Outcome
 
 AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -30,31 +30,17 @@ AsyncHook = Callable[[AsyncConnection, Event], Awaitable[Applied | None]]
 AsyncHandler = Callable[[AsyncConnection, Event], Awaitable[Applied]]
 
 
-class AsyncHooks:
-    def __init__(self) -> None:
-        self._by_kind: dict[EventKind, list[AsyncHook]] = {}
+class AsyncHooks(Registry[AsyncHook]):
+    is_async = True
 
-    def on(self, *kinds: EventKind) -> Callable[[AsyncHook], AsyncHook]:
-        """Register the decorated ``async def`` for each of ``kinds``."""
-        if not kinds:
-            raise ValueError("name at least one EventKind")
-
-        def register(hook: AsyncHook) -> AsyncHook:
-            if not inspect.iscoroutinefunction(hook):
-                # Called without await, it would never run, and the delivery would be
-                # recorded as processed all the same.
-                raise TypeError(
-                    f"{getattr(hook, '__name__', hook)!s} is not an async def: AsyncHooks "
-                    "runs on an async pool (a plain def belongs on payhooks.Hooks)"
-                )
-            for kind in kinds:
-                self._by_kind.setdefault(kind, []).append(hook)
-            return hook
-
-        return register
+    def _mismatch(self, name: str) -> str:
+        return (
+            f"{name} is not an async def: AsyncHooks runs on an async pool "
+            "(a plain def belongs on payhooks.Hooks)"
+        )
 
     async def __call__(self, conn: AsyncConnection, event: Event) -> Applied:
-        hooks = self._by_kind.get(event.kind, [])
+        hooks = self.registered(event.kind)
         if not hooks:
             return Applied(outcome=Outcome.IGNORED)
         result = Applied(outcome=Outcome.PROCESSED)
