@@ -145,24 +145,6 @@ def test_a_refused_recipient_still_counts_against_that_message_alone(conn, pool)
         assert worker_for(pool, port).drain() == 2
     assert rows(conn) == [("mail:1", 1, False, True), ("mail:2", 1, True, False)]
 
-
-def test_a_message_over_the_server_size_limit_is_dead_lettered_and_the_next_is_sent(conn, pool):
-    """The server refuses the SIZE given with MAIL FROM (552): about this message only."""
-    box = Inbox()
-    outbox.enqueue(
-        conn,
-        outbox.Message(
-            kind=outbox.MessageKind.EMAIL,
-            dedupe_key="mail:1",
-            recipient="buyer@example.com",
-            subject="large",
-            body="x" * 5000,
-        ),
-    )
-    queue(conn, "mail:2")
-    with serving(box, data_size_limit=2000) as port:
-        assert worker_for(pool, port).drain() == 2
-    assert rows(conn) == [("mail:1", 1, False, True), ("mail:2", 1, True, False)]
     assert [m["Subject"] for m in box.messages] == ["mail:2"]
 
 

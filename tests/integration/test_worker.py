@@ -201,6 +201,8 @@ def test_a_server_refusing_the_session_dead_letters_nothing(conn, pool, greeting
 
 
 def test_one_oversized_message_is_dead_lettered_and_does_not_block_the_rest(conn, pool):
+    """The server refuses the SIZE given with MAIL FROM (552): about this message only,
+    unlike other refusals of MAIL FROM, which say the server is unavailable."""
     from aiosmtpd.controller import Controller
 
     box = Inbox()
