@@ -59,6 +59,14 @@ def clipped(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
+def declared_over(content_length: str, limit: int) -> bool:
+    """Whether a declared ``Content-Length`` is over ``limit``: refused before a byte is read.
+    Past 18 digits it is over any bound (and ``int()`` refuses strings past 4,300 digits)."""
+    if not (content_length.isascii() and content_length.isdigit()):
+        return False
+    return len(content_length) > 18 or int(content_length) > limit
+
+
 def answer(receipt: Receipt) -> Answer:
     """The answer to a delivery that was claimed (or found to be a duplicate)."""
     return Answer(
@@ -84,6 +92,7 @@ __all__ = [
     "Answer",
     "answer",
     "clipped",
+    "declared_over",
     "error_answer",
     "error_status",
 ]

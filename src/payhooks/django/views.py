@@ -15,7 +15,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from payhooks.answers import Answer, answer, clipped, error_answer, error_status
+from payhooks.answers import (
+    Answer,
+    answer,
+    clipped,
+    declared_over,
+    error_answer,
+    error_status,
+)
 from payhooks.django import conf, deliveries
 from payhooks.errors import PayhooksError, PayloadTooLarge
 from payhooks.ingest import Receipt, header_map
@@ -67,13 +74,7 @@ def header_pairs(headers: Mapping[str, str], adapter: Adapter) -> Iterator[tuple
 
 def _refuse_declared_over(request: HttpRequest, adapter: Adapter) -> None:
     """A body declared over the gateway's bound is refused before a byte of it is read."""
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    # Past 18 digits it is over any bound (and int() refuses 4,300 digits).
-    if (
-        declared.isascii()
-        and declared.isdigit()
-        and (len(declared) > 18 or int(declared) > adapter.max_body_bytes)
-    ):
+    if declared_over(request.META.get("CONTENT_LENGTH") or "", adapter.max_body_bytes):
         raise PayloadTooLarge(
             adapter.provider, f"declared body over {adapter.max_body_bytes} bytes"
         )

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
+from payhooks.answers import declared_over
 from payhooks.errors import PayloadTooLarge
 from payhooks.providers import Adapter
-
-MAX_DIGITS = 18  # a Content-Length this long is over any bound; int() refuses 4,300 digits
 
 
 async def read_body(request: Request, adapter: Adapter) -> bytes:
@@ -18,7 +17,7 @@ async def read_body(request: Request, adapter: Adapter) -> bytes:
 async def read_bounded(request: Request, limit: int, source: str) -> bytes:
     """Refused on the declared length before a byte is read, else as soon as the streamed
     bytes pass the bound (also the reference service's, for webhooks and its API)."""
-    if _declared_over(request.headers.get("content-length", ""), limit):
+    if declared_over(request.headers.get("content-length", ""), limit):
         raise PayloadTooLarge(source, f"declared body exceeds {limit} bytes")
     chunks: list[bytes] = []
     size = 0
@@ -28,9 +27,3 @@ async def read_bounded(request: Request, limit: int, source: str) -> bytes:
             raise PayloadTooLarge(source, f"body exceeds {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _declared_over(content_length: str, limit: int) -> bool:
-    if not (content_length.isascii() and content_length.isdigit()):
-        return False
-    return len(content_length) > MAX_DIGITS or int(content_length) > limit
