@@ -52,6 +52,13 @@ def delivery_key(*parts: object) -> str | None:
     return ":".join(texts)
 
 
+def key_header(value: str | None) -> str | None:
+    """A delivery key taken from a header, which the gateway does not sign: one holding a ':'
+    is not used (derived keys always hold one, and an unsigned header must never claim the
+    key a later delivery derives)."""
+    return value if value and ":" not in value else None
+
+
 def matches_any(expected: list[str], received: str | None, *, provider: Provider) -> None:
     """Constant-time compare of one received signature against each candidate."""
     if received is None or received == "":

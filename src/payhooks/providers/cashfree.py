@@ -15,6 +15,7 @@ from payhooks.providers._common import (
     body_key,
     child,
     delivery_key,
+    key_header,
     load_json_object,
     matches_any,
     rupees_to_paise,
@@ -223,8 +224,8 @@ def _event_id(headers: Mapping[str, str], event_type: str, facts: _Facts, body: 
     Without it a PENDING delivery of PAYMENT_SUCCESS_WEBHOOK would claim the key of the
     SUCCESS that follows for the same attempt, and the capture would be dropped as a duplicate.
     """
-    header = headers.get(IDEMPOTENCY_HEADER)
-    if header and ":" not in header:
+    header = key_header(headers.get(IDEMPOTENCY_HEADER))
+    if header:
         return header
     parts: list[object] = [event_type, facts.key_id]
     if facts.key_status is not None:

@@ -14,6 +14,7 @@ from payhooks.providers._common import (
     body_key,
     child,
     delivery_key,
+    key_header,
     load_json_object,
     matches_any,
     sha256_hex,
@@ -175,8 +176,8 @@ def _event_id(
     A refund event never falls back to the payment id: two partial refunds of one payment
     would share it, and the second would be swallowed as a duplicate.
     """
-    header = headers.get(EVENT_ID_HEADER)
-    if header and ":" not in header:
+    header = key_header(headers.get(EVENT_ID_HEADER))
+    if header:
         return header
     entity_id = refund.id if event_type.startswith("refund.") else payment.id
     return delivery_key(event_type, entity_id) or body_key(event_type, body)
