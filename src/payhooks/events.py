@@ -32,6 +32,8 @@ class Event:
     the gateway echoes back from checkout (Razorpay order id, Cashfree order id, PayU txnid).
     ``amount_paise`` is the amount compared with the cart; ``payment_amount_paise`` is what
     the gateway says was paid when that differs (Cashfree offers and surcharges).
+    ``bank_ref`` is the reference a customer reads off their bank statement (UTR, RRN, bank
+    transaction id; a refund's ARN): for search only, never for identity or keys.
     """
 
     provider: Provider
@@ -45,6 +47,7 @@ class Event:
     currency: str | None = None
     refund_id: str | None = None
     refund_amount_paise: int | None = None
+    bank_ref: str | None = None
     payload_sha256: str
 
 

@@ -35,9 +35,9 @@ class Claim:
 # bytes replayed under another key, since key headers are not signed), is a duplicate.
 _INSERT = """
 INSERT INTO processed_webhooks
-    (provider, event_id, event_type, outcome, payment_id, merchant_ref, payload_sha256, body,
-     headers)
-VALUES (%s, %s, %s, 'processed', %s, %s, %s, %s, %s)
+    (provider, event_id, event_type, outcome, payment_id, merchant_ref, bank_ref, payload_sha256,
+     body, headers)
+VALUES (%s, %s, %s, 'processed', %s, %s, %s, %s, %s, %s)
 ON CONFLICT DO NOTHING
 RETURNING 1
 """
@@ -93,6 +93,7 @@ def claim(conn: Connection, received: Received) -> Claim:
             event.event_type,
             event.payment_id,
             event.merchant_ref,
+            event.bank_ref,
             event.payload_sha256,
             received.body,
             json.dumps(dict(received.headers)),

@@ -89,6 +89,7 @@ def header_map(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> dict[str, 
 
 
 MAX_TEXT_CHARS = 255
+MAX_REFERENCE_CHARS = 64  # UTRs are 12-22 characters, RRNs 12, ARNs 23
 MAX_PAISE = 10**15  # ten trillion rupees: far above any payment, far below bigint
 _TEXTS = ("event_id", "event_type", "payment_id", "merchant_ref", "refund_id", "currency")
 _AMOUNTS = ("amount_paise", "payment_amount_paise", "refund_amount_paise")
@@ -110,7 +111,13 @@ def storable(event: Event) -> Event:
         value = getattr(event, name)
         if value is not None and not 0 <= value <= MAX_PAISE:
             raise MalformedPayload(event.provider, f"{name} is out of range: {value}")
+    if event.bank_ref is not None and not _searchable(event.bank_ref):
+        return replace(event, bank_ref=None)  # for search only: left out, never refused
     return event
+
+
+def _searchable(reference: str) -> bool:
+    return len(reference) <= MAX_REFERENCE_CHARS and not _CONTROL.search(reference)
 
 
 def ingest(

@@ -39,7 +39,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         "mismatches",
     )
     list_filter = ("provider", "outcome")
-    search_fields = ("event_id", "payment_id", "merchant_ref", "order_ref")
+    search_fields = ("event_id", "payment_id", "merchant_ref", "order_ref", "bank_ref")
     search_help_text = "An exact payment id, gateway order id, order or delivery key."
     ordering = ("-processed_at",)
     show_full_result_count = False  # one count per page over millions of records, not two

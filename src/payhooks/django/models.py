@@ -28,6 +28,7 @@ class ProcessedWebhook(models.Model):
     outcome = models.TextField(choices=OUTCOMES)
     payment_id = models.TextField(null=True, blank=True)
     merchant_ref = models.TextField(null=True, blank=True, verbose_name="gateway order id")
+    bank_ref = models.TextField(null=True, blank=True, verbose_name="bank reference (UTR/RRN)")
     order_ref = models.TextField(null=True, blank=True, verbose_name="order")
     processed_at = models.DateTimeField(verbose_name="received or applied at")
     payload_sha256 = models.TextField()

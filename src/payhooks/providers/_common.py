@@ -104,3 +104,15 @@ def child(node: object, *path: str) -> object:
             return None
         node = node.get(name)
     return node
+
+
+def reference(*values: object) -> str | None:
+    """The first usable bank reference among ``values``: a non-empty string, or a whole
+    number some gateways send unquoted. Anything else is left out, never refused: the
+    reference is for finding a payment, and an odd one must not cost the payment."""
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None

@@ -18,6 +18,7 @@ from payhooks.providers._common import (
     key_header,
     load_json_object,
     matches_any,
+    reference,
     rupees_to_paise,
     sha256_hex,
 )
@@ -66,6 +67,7 @@ class _Facts:
     currency: str | None = None
     refund_id: str | None = None
     refund_amount_paise: int | None = None
+    bank_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +113,7 @@ class Cashfree:
             currency=facts.currency,
             refund_id=facts.refund_id,
             refund_amount_paise=facts.refund_amount_paise,
+            bank_ref=facts.bank_ref,
             payload_sha256=sha256_hex(body),
         )
 
@@ -142,6 +145,7 @@ def _payment_facts(event_type: str, data: object) -> _Facts:
             child(data, "payment", "payment_amount"), "payment_amount", strict=strict
         ),
         currency=_text(child(data, "order", "order_currency"), "order_currency", strict=strict),
+        bank_ref=reference(child(data, "payment", "bank_reference")),
     )
     if strict:
         _require(
@@ -169,6 +173,7 @@ def _refund_facts(data: object) -> _Facts:
         currency=_text(child(refund, "refund_currency"), "refund_currency", strict=strict),
         refund_id=refund_id,
         refund_amount_paise=_amount(child(refund, "refund_amount"), "refund_amount", strict=strict),
+        bank_ref=reference(child(refund, "refund_arn")),
     )
     if strict:
         _require(

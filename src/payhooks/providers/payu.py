@@ -14,6 +14,7 @@ from payhooks.providers._common import (
     body_key,
     delivery_key,
     matches_any,
+    reference,
     rupees_to_paise,
     sha256_hex,
 )
@@ -178,6 +179,8 @@ class PayU:
             merchant_ref=merchant_ref,
             amount_paise=amount,
             currency="INR",
+            # Not hashed: shown to help find the payment, never used to identify it.
+            bank_ref=reference(fields.get("bank_ref_num"), fields.get("bank_ref_no")),
             payload_sha256=sha256_hex(body),
         )
 

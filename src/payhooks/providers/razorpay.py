@@ -17,6 +17,7 @@ from payhooks.providers._common import (
     key_header,
     load_json_object,
     matches_any,
+    reference,
     sha256_hex,
 )
 
@@ -47,6 +48,7 @@ class _Payment:
     order_id: str | None = None
     amount: int | None = None
     currency: str | None = None
+    bank_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +56,7 @@ class _Refund:
     id: str | None = None
     payment_id: str | None = None
     amount: int | None = None
+    bank_ref: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +97,7 @@ class Razorpay:
             currency=payment.currency,
             refund_id=refund.id,
             refund_amount_paise=refund.amount,
+            bank_ref=refund.bank_ref if kind is EventKind.REFUND_PROCESSED else payment.bank_ref,
             payload_sha256=sha256_hex(body),
         )
 
@@ -111,6 +115,11 @@ def _read_payment(entity: object, *, strict: bool) -> _Payment:
         order_id=_text(entity.get("order_id"), "payment order_id", strict=strict),
         amount=_paise(entity.get("amount"), "payment amount", strict=strict),
         currency=_text(entity.get("currency"), "payment currency", strict=strict),
+        # UPI and cards carry the RRN, netbanking the bank's transaction id.
+        bank_ref=reference(
+            child(entity, "acquirer_data", "rrn"),
+            child(entity, "acquirer_data", "bank_transaction_id"),
+        ),
     )
 
 
@@ -121,6 +130,7 @@ def _read_refund(entity: object, *, strict: bool) -> _Refund:
         id=_text(entity.get("id"), "refund id", strict=strict),
         payment_id=_text(entity.get("payment_id"), "refund payment_id", strict=strict),
         amount=_paise(entity.get("amount"), "refund amount", strict=strict),
+        bank_ref=reference(child(entity, "acquirer_data", "arn")),  # on the statement
     )
 
 

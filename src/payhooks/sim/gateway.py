@@ -171,7 +171,7 @@ class Gateway:
             **{f"udf{n}": "" for n in range(1, 11)},
             "error": "E000",
             "error_Message": "No Error",
-            "bank_ref_num": "2349" + mihpayid[-6:],
+            "bank_ref_num": bank_reference(mihpayid),
         }
         fields["hash"] = payu.reverse_hash(fields, self.keys.payu_salt)
         return Delivery(
@@ -180,6 +180,11 @@ class Gateway:
             headers={"content-type": "application/x-www-form-urlencoded"},
             label=f"payu {status} {mihpayid}",
         )
+
+
+def bank_reference(payment_id: str) -> str:
+    """The 12-digit reference (UPI RRN / UTR) the customer's bank shows for this payment."""
+    return str(int(hashlib.sha256(payment_id.encode()).hexdigest(), 16))[-12:]
 
 
 def _payment(
@@ -197,6 +202,7 @@ def _payment(
         "amount_refunded": 0,
         "refund_status": None,
         "captured": status == "captured",
+        "acquirer_data": {"rrn": bank_reference(payment_id)},
         "email": "buyer@example.com",
         "contact": "+919999999999",
         "notes": [],
@@ -231,6 +237,7 @@ def _refund(refund_id: str, payment_id: str, money: dict[str, object]) -> dict[s
         "status": "processed",
         "speed_processed": "normal",
         "speed_requested": "normal",
+        "acquirer_data": {"arn": "7" + bank_reference(refund_id) + "0" * 10},
     }
 
 
@@ -257,7 +264,7 @@ def _cashfree_body(
             "payment_currency": "INR",
             "payment_message": "00::Transaction success",
             "payment_time": "2025-01-15T12:20:29+05:30",
-            "bank_reference": "234928698581",
+            "bank_reference": bank_reference(str(payment_id)),
             "auth_id": None,
             "payment_method": {"upi": {"channel": "collect", "upi_id": "buyer@ybl"}},
             "payment_group": "upi",
