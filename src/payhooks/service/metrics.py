@@ -75,6 +75,11 @@ class Metrics:
             ["provider"],
             registry=self.registry,
         )
+        self.log_dropped = Counter(
+            "payhooks_delivery_log_dropped",
+            "Delivery log lines dropped while the database was away (the console misses them)",
+            registry=self.registry,
+        ).inc
         self.latency = Histogram(
             "payhooks_ingest_seconds",
             "Time to answer a webhook delivery",

@@ -31,6 +31,16 @@ _DELETE_SENT = """
 DELETE FROM outbox WHERE id IN (
     SELECT id FROM outbox WHERE sent_at < %s ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)
 """
+# The console's records: the delivery log ages out with the deliveries; ended sessions and
+# old login failures (the rate limit looks back an hour at most) are not kept at all.
+_DELETE_LOGGED = """
+DELETE FROM deliveries WHERE id IN (
+    SELECT id FROM deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
+"""
+_DELETE_ENDED_SESSIONS = "DELETE FROM console_sessions WHERE expires_at < now()"
+_DELETE_OLD_FAILURES = (
+    "DELETE FROM console_login_failures WHERE failed_at < now() - interval '1 day'"
+)
 _PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
 _START = """
 INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)
@@ -59,7 +69,8 @@ def purge(
     stop: Callable[[], bool] = lambda: False,
 ) -> PurgeResult:
     """Delete records older than ``days`` (fixed at the start), batch by batch, autocommitted;
-    then sent outbox messages older than that (they hold customers' addresses)."""
+    then sent outbox messages and delivery log lines older than that (they hold customers'
+    addresses and references), ended console sessions and day-old failed logins."""
     planned = planned or plan(conn, days)
     conn.execute(_START, (planned.expired,))
     deleted = 0
@@ -72,8 +83,11 @@ def purge(
             on_batch(done)
         if done < batch_rows:
             break
-    while not stop() and conn.execute(_DELETE_SENT, (planned.cutoff, batch_rows)).rowcount:
-        pass
+    for statement in (_DELETE_SENT, _DELETE_LOGGED):
+        while not stop() and conn.execute(statement, (planned.cutoff, batch_rows)).rowcount:
+            pass
+    conn.execute(_DELETE_ENDED_SESSIONS)
+    conn.execute(_DELETE_OLD_FAILURES)
     conn.execute(_FINISH)
     return PurgeResult(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
 

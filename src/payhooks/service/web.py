@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import anyio
@@ -40,7 +41,7 @@ from payhooks.ingest import (
     receive,
 )
 from payhooks.providers import Adapter
-from payhooks.service import database
+from payhooks.service import database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes, provider_label
 from payhooks.service.shop import carts, catalog, orders, payments
@@ -122,7 +123,9 @@ def create_app(
     )
     app.state.metrics = metrics
     _install_error_handlers(app)
-    _add_webhook_route(app, settings.adapters() if adapters is None else adapters, metrics)
+    witness = Witness(metrics)
+    app.state.witness = witness
+    _add_webhook_route(app, settings.adapters() if adapters is None else adapters, witness)
     _add_api_routes(app, api_token)
     _add_probe_routes(app, metrics, metrics_token)
     return app
@@ -143,9 +146,13 @@ def _lifespan(
         app.state.pool, app.state.api_pool = pool, api_pool
         app.state.webhook_threads = anyio.CapacityLimiter(2 * settings.pool_size)
         app.state.probes = Probes(target)
+        witness: Witness = app.state.witness
+        witness.log = deliveries.DeliveryLog(target, on_drop=witness.metrics.log_dropped)
+        witness.log.start()
         try:
             yield
         finally:
+            witness.log.close()
             app.state.probes.close()
             api_pool.close()
             pool.close()
@@ -182,30 +189,100 @@ class Arrival:
     body: bytes
     headers: tuple[tuple[str, str], ...]
     started: float
+    received_at: datetime
+
+
+class Witness:
+    """Every answer to a gateway, counted (metrics) and written down (the delivery log the
+    console reads). The log is attached when the app starts; until then only counted."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self.log: deliveries.DeliveryLog | None = None
+
+    def refused(
+        self,
+        provider: str,
+        exc: PayhooksError,
+        *,
+        started: float,
+        received_at: datetime,
+        body: bytes | None = None,
+    ) -> None:
+        status, code = error_status(exc)
+        seconds = time.perf_counter() - started
+        self.metrics.answered(provider, code, seconds)
+        detail = clipped(str(exc))
+        log.warning(
+            "webhook_rejected",
+            extra={
+                "provider": provider_label(provider),
+                "status": status,
+                "reason": code,
+                "detail": detail,
+            },
+        )
+        self._write(
+            deliveries.refused(
+                provider_label(provider),
+                received_at=received_at,
+                status=status,
+                outcome=code,
+                detail=detail,
+                body=body,
+                duration_ms=seconds * 1000,
+            )
+        )
+
+    def answered(
+        self, arrival: Arrival, received: Received, status: int, outcome: str, *, mismatch: bool
+    ) -> None:
+        seconds = time.perf_counter() - arrival.started
+        self.metrics.answered(received.event.provider.value, outcome, seconds)
+        if mismatch:
+            self.metrics.mismatch(received.event.provider.value)
+        self._write(
+            deliveries.answered(
+                received,
+                received_at=arrival.received_at,
+                status=status,
+                outcome=outcome,
+                mismatch=mismatch,
+                duration_ms=seconds * 1000,
+            )
+        )
+
+    def _write(self, delivery: deliveries.Delivery) -> None:
+        if self.log is not None:
+            self.log.add(delivery)
 
 
 def _add_webhook_route(
-    app: FastAPI, adapters: Mapping[Provider, Adapter], metrics: Metrics
+    app: FastAPI, adapters: Mapping[Provider, Adapter], witness: Witness
 ) -> None:
     served = {provider.value: adapter for provider, adapter in adapters.items()}
 
     @app.post("/webhooks/{provider}")
     async def webhook(provider: str, request: Request) -> Response:
-        started = time.perf_counter()
+        started, received_at = time.perf_counter(), datetime.now(UTC)
         try:
             adapter = _served(served, provider)
             body = await read_bounded(request, adapter.max_body_bytes, adapter.provider.value)
         except PayhooksError as exc:
-            _rejected(metrics, provider, exc, started)
+            witness.refused(provider, exc, started=started, received_at=received_at)
             raise
         except ClientDisconnect:
             return Response(status_code=400)  # no one to answer, nothing worth a traceback
         arrival = Arrival(
-            adapter=adapter, body=body, headers=tuple(request.headers.items()), started=started
+            adapter=adapter,
+            body=body,
+            headers=tuple(request.headers.items()),
+            started=started,
+            received_at=received_at,
         )
         # One hop per delivery: verifying, parsing and the transaction all leave the loop.
         receipt = await anyio.to_thread.run_sync(
-            _deliver, _pool(request), arrival, metrics, limiter=request.app.state.webhook_threads
+            _deliver, _pool(request), arrival, witness, limiter=request.app.state.webhook_threads
         )
         return JSONResponse(
             {
@@ -224,18 +301,24 @@ def _served(served: Mapping[str, Adapter], provider: str) -> Adapter:
     return adapter
 
 
-def _deliver(pool: psycopg_pool.ConnectionPool, arrival: Arrival, metrics: Metrics) -> Receipt:
+def _deliver(pool: psycopg_pool.ConnectionPool, arrival: Arrival, witness: Witness) -> Receipt:
     try:
         headers = header_map(arrival.headers, arrival.adapter)
         received = receive(arrival.adapter, arrival.body, headers)
     except PayhooksError as exc:
-        _rejected(metrics, arrival.adapter.provider.value, exc, arrival.started)
+        witness.refused(
+            arrival.adapter.provider.value,
+            exc,
+            started=arrival.started,
+            received_at=arrival.received_at,
+            body=arrival.body,
+        )
         raise
-    return _ingest(pool, received, arrival.started, metrics)
+    return _ingest(pool, arrival, received, witness)
 
 
 def _ingest(
-    pool: psycopg_pool.ConnectionPool, received: Received, started: float, metrics: Metrics
+    pool: psycopg_pool.ConnectionPool, arrival: Arrival, received: Received, witness: Witness
 ) -> Receipt:
     event = received.event
     fields = {
@@ -248,33 +331,19 @@ def _ingest(
             receipt = ingest_received(conn, received, payments.apply_event, pipeline=True)
     except PayhooksError as exc:
         status, code = error_status(exc)
-        metrics.answered(event.provider.value, code, time.perf_counter() - started)
+        witness.answered(arrival, received, status, code, mismatch=False)
         log.warning("webhook_unavailable", extra={**fields, "status": status, "reason": code})
         raise
     except Exception:
-        metrics.answered(event.provider.value, "internal_error", time.perf_counter() - started)
+        witness.answered(arrival, received, 500, "internal_error", mismatch=False)
         log.exception("webhook_failed", extra=fields)
         raise
-    metrics.answered(event.provider.value, receipt.outcome.value, time.perf_counter() - started)
+    status = STATUS_OF_OUTCOME[receipt.outcome]
+    witness.answered(arrival, received, status, receipt.outcome.value, mismatch=receipt.mismatch)
     if receipt.mismatch:
-        metrics.mismatch(event.provider.value)
         log.warning("webhook_payload_mismatch", extra=fields)
     log.info(f"webhook_{receipt.outcome.value}", extra={**fields, "order_id": receipt.order_id})
     return receipt
-
-
-def _rejected(metrics: Metrics, provider: str, exc: PayhooksError, started: float) -> None:
-    status, code = error_status(exc)
-    metrics.answered(provider, code, time.perf_counter() - started)
-    log.warning(
-        "webhook_rejected",
-        extra={
-            "provider": provider_label(provider),
-            "status": status,
-            "reason": code,
-            "detail": clipped(str(exc)),
-        },
-    )
 
 
 _bearer = HTTPBearer(auto_error=False)

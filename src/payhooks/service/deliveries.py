@@ -1,0 +1,176 @@
+"""Every webhook request as it was answered, for the console: kept in memory, then written in
+batches by a thread of its own, after the answer.
+
+The log is what an operator reads (timelines, health); what took effect is in
+``processed_webhooks``. So a delivery never waits for its log line, a failed write is retried
+with the next batch, and when the database stays away the oldest lines go first once
+``max_pending`` are waiting (counted by ``payhooks_delivery_log_dropped_total``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import astuple, dataclass
+from datetime import datetime
+
+import psycopg
+
+from payhooks.events import Received
+from payhooks.service.metrics import SideConnection
+
+log = logging.getLogger("payhooks.service.deliveries")
+
+MAX_DETAIL_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    """One request and its answer. Fields a refused request claimed about itself are left out:
+    they were not proven authentic."""
+
+    received_at: datetime
+    provider: str
+    status: int
+    outcome: str
+    verified: bool
+    event_id: str | None = None
+    event_type: str | None = None
+    payment_id: str | None = None
+    merchant_ref: str | None = None
+    mismatch: bool = False
+    body_bytes: int = 0
+    body_sha256: str | None = None
+    detail: str | None = None
+    duration_ms: float = 0.0
+
+
+def answered(
+    received: Received,
+    *,
+    received_at: datetime,
+    status: int,
+    outcome: str,
+    mismatch: bool = False,
+    duration_ms: float = 0.0,
+) -> Delivery:
+    """The log line of an authentic delivery."""
+    event = received.event
+    return Delivery(
+        received_at=received_at,
+        provider=event.provider.value,
+        status=status,
+        outcome=outcome,
+        verified=True,
+        event_id=event.event_id,
+        event_type=event.event_type,
+        payment_id=event.payment_id,
+        merchant_ref=event.merchant_ref,
+        mismatch=mismatch,
+        body_bytes=len(received.body),
+        body_sha256=event.payload_sha256,
+        duration_ms=duration_ms,
+    )
+
+
+def refused(
+    provider: str,
+    *,
+    received_at: datetime,
+    status: int,
+    outcome: str,
+    detail: str,
+    body: bytes | None,
+    duration_ms: float = 0.0,
+) -> Delivery:
+    """The log line of a request refused before it was proven authentic: its size and hash,
+    never its bytes or what it claimed to be."""
+    return Delivery(
+        received_at=received_at,
+        provider=provider,
+        status=status,
+        outcome=outcome,
+        verified=False,
+        body_bytes=0 if body is None else len(body),
+        body_sha256=None if body is None else hashlib.sha256(body).hexdigest(),
+        detail=detail[:MAX_DETAIL_CHARS],
+        duration_ms=duration_ms,
+    )
+
+
+_COPY = f"COPY deliveries ({', '.join(Delivery.__dataclass_fields__)}) FROM STDIN"
+
+
+class DeliveryLog:
+    """``add`` from any thread; ``run`` (its own thread) writes what has piled up."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_pending: int = 50_000,
+        every_seconds: float = 0.5,
+        on_drop: Callable[[int], None] = lambda n: None,
+    ) -> None:
+        self._side = SideConnection(url)
+        self._pending: deque[Delivery] = deque()
+        self._max_pending = max_pending
+        self._every = every_seconds
+        self._on_drop = on_drop
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, delivery: Delivery) -> None:
+        with self._lock:
+            self._pending.append(delivery)
+            over = len(self._pending) - self._max_pending
+            for _ in range(max(over, 0)):
+                self._pending.popleft()
+        if over > 0:
+            self._on_drop(over)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="payhooks-delivery-log")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread, then write what is left (once; a database away loses it)."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.flush()
+        self._side.close()
+
+    def flush(self) -> int:
+        """Write every waiting line in one COPY; they wait for the next try when it fails."""
+        with self._lock:
+            batch = list(self._pending)
+            self._pending.clear()
+        if not batch:
+            return 0
+        try:
+            self._side.run(lambda conn: _copy(conn, batch))
+        except Exception as exc:
+            log.warning("delivery_log_write_failed", extra={"error": str(exc)[:200]})
+            with self._lock:
+                self._pending.extendleft(reversed(batch))
+            return 0
+        return len(batch)
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self._every):
+            self.flush()
+
+
+def _copy(conn: psycopg.Connection[tuple[object, ...]], batch: list[Delivery]) -> None:
+    with conn.cursor() as cur, cur.copy(_COPY) as copy:
+        for delivery in batch:
+            copy.write_row(astuple(delivery))
+
+
+__all__ = ["Delivery", "DeliveryLog", "answered", "refused"]

@@ -1,0 +1,92 @@
+"""Every webhook request is written to the delivery log as it was answered: duplicates and
+refusals too, and a refused request without the bytes or claims it was not proven to own."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from datetime import UTC, datetime
+
+import psycopg
+
+from payhooks.service import deliveries
+from tests.factories import purchase
+from tests.integration.test_web import post
+
+
+def logged(url: str, count: int) -> list[dict]:
+    """The log is written a moment after the answer: wait (a bounded while) for the lines."""
+    deadline = time.monotonic() + 10
+    while True:
+        with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
+            rows = conn.execute("SELECT * FROM deliveries ORDER BY id").fetchall()
+        if len(rows) >= count or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.05)
+
+
+def test_processed_duplicate_and_forged_are_each_a_line(service, conn):
+    buy = purchase(conn)
+    delivery = buy.captured()
+    post(service, delivery)
+    post(service, delivery)
+    forged = post(service, delivery, headers={"x-razorpay-signature": "0" * 64})
+    assert forged.status_code == 401
+    rows = logged(service.database_url, 3)
+    assert [(r["status"], r["outcome"], r["verified"]) for r in rows] == [
+        (200, "processed", True),
+        (200, "duplicate", True),
+        (401, "signature_mismatch", False),
+    ]
+    first, _, refused = rows
+    assert first["merchant_ref"] == buy.reference and first["event_id"]
+    assert refused["event_id"] is None and refused["merchant_ref"] is None
+    assert refused["body_sha256"] == hashlib.sha256(delivery.body).hexdigest()
+    assert refused["body_bytes"] == len(delivery.body)
+
+
+def test_a_request_for_an_unknown_gateway_is_logged_under_unknown(service):
+    with service.client() as client:
+        assert client.post("/webhooks/<script>", content=b"{}").status_code == 404
+    [row] = logged(service.database_url, 1)
+    assert (row["provider"], row["status"], row["outcome"]) == (
+        "unknown",
+        404,
+        "provider_not_configured",
+    )
+
+
+def test_lines_wait_while_the_database_is_away_and_are_written_after(database_url):
+    log = deliveries.DeliveryLog("postgresql://127.0.0.1:1/none", every_seconds=60)
+    line = deliveries.Delivery(
+        received_at=datetime.now(UTC),
+        provider="razorpay",
+        status=200,
+        outcome="processed",
+        verified=True,
+    )
+    log.add(line)
+    assert log.flush() == 0  # the database is away: kept, not lost
+    log._side = deliveries.SideConnection(database_url)  # the database is back
+    assert log.flush() == 1
+    with psycopg.connect(database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] == 1
+
+
+def test_the_oldest_lines_go_first_past_the_cap():
+    dropped: list[int] = []
+    log = deliveries.DeliveryLog(
+        "postgresql://127.0.0.1:1/none", max_pending=2, on_drop=dropped.append
+    )
+    for status in (200, 401, 503):
+        log.add(
+            deliveries.Delivery(
+                received_at=datetime.now(UTC),
+                provider="payu",
+                status=status,
+                outcome="x",
+                verified=False,
+            )
+        )
+    assert [d.status for d in log._pending] == [401, 503]
+    assert dropped == [1]
