@@ -128,5 +128,13 @@ class Unauthorised(PayhooksError):
     """No or wrong bearer token on a request that needs one."""
 
 
+class OperatorRefused(PayhooksError):
+    """An operator name or password the console does not take, and why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 class ReadOnlyRecord(PayhooksError):
     """A delivery record written through the ORM: only the claim writes them."""

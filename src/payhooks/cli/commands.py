@@ -427,6 +427,49 @@ def _storm_progress(console: Any) -> Iterator[Callable[[str, int, int | None], N
         yield progress
 
 
+operator_app = typer.Typer(
+    help="Console operators: who may log in to /console.", no_args_is_help=True
+)
+app.add_typer(operator_app, name="operator")
+
+
+@operator_app.command("add")
+def operator_add(
+    name: Annotated[str, typer.Argument(help="Lower-case letters, digits, '.', '_' or '-'.")],
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read the password from standard input.")
+    ] = False,
+) -> None:
+    """Add an operator, or give one a new password (which ends their sessions)."""
+    from payhooks.service.console import auth
+
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    added = _with_connection(lambda conn: auth.add_operator(conn, name, password))
+    typer.echo(f"operator {name} {'added' if added else 'has a new password'}")
+
+
+@operator_app.command("remove")
+def operator_remove(name: Annotated[str, typer.Argument(help="The operator to remove.")]) -> None:
+    """Remove an operator; their sessions end at once."""
+    from payhooks.service.console import auth
+
+    if not _with_connection(lambda conn: auth.remove_operator(conn, name)):
+        _exit_with(NotFound("operator", name), f"operator {name!r} not found")
+    typer.echo(f"operator {name} removed")
+
+
+@operator_app.command("list")
+def operator_list() -> None:
+    """The operators who may log in to the console."""
+    from payhooks.service.console import auth
+
+    for name, created in _with_connection(auth.operators):
+        typer.echo(f"{name}\tadded {created:%Y-%m-%d %H:%M} UTC")
+
+
 @app.command()
 def trace(
     ident: Annotated[str, typer.Argument(help="Order id, payment id or delivery key.")],

@@ -41,7 +41,7 @@ from payhooks.ingest import (
     receive,
 )
 from payhooks.providers import Adapter
-from payhooks.service import database, deliveries
+from payhooks.service import console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes, provider_label
 from payhooks.service.shop import carts, catalog, orders, payments
@@ -125,7 +125,9 @@ def create_app(
     _install_error_handlers(app)
     witness = Witness(metrics)
     app.state.witness = witness
-    _add_webhook_route(app, settings.adapters() if adapters is None else adapters, witness)
+    served = settings.adapters() if adapters is None else adapters
+    _add_webhook_route(app, served, witness)
+    console.install(app, served)
     _add_api_routes(app, api_token)
     _add_probe_routes(app, metrics, metrics_token)
     return app

@@ -29,7 +29,7 @@ CREATE INDEX deliveries_payment ON deliveries (provider, payment_id)
 CREATE INDEX deliveries_key ON deliveries (provider, event_id) WHERE event_id IS NOT NULL;
 
 -- What the console searches by, besides primary keys.
-CREATE INDEX carts_customer_email ON carts (customer_email);
+CREATE INDEX carts_customer_email ON carts (lower(customer_email));
 CREATE INDEX outbox_order ON outbox ((payload ->> 'order_id')) WHERE payload ? 'order_id';
 CREATE INDEX outbox_payment ON outbox ((payload ->> 'payment_id')) WHERE payload ? 'payment_id';
 CREATE INDEX outbox_event ON outbox ((payload ->> 'event_id')) WHERE payload ? 'event_id';

@@ -1,0 +1,6 @@
+"""The operator console: one search box, one timeline per payment, parked deliveries and dead
+letters to act on, webhook health per gateway (docs/console.md)."""
+
+from payhooks.service.console.pages import install
+
+__all__ = ["install"]

@@ -1,0 +1,228 @@
+"""Operators, their sessions and the login rate limit: the console's own door, apart from the
+API token (docs/console.md, "Who gets in").
+
+Passwords are kept as scrypt hashes. A session is a random token: the cookie carries it signed
+(so a forged or stale cookie is refused before the database is asked), the database its
+sha256, its operator, expiry and CSRF token. Logging out deletes the row; removing an operator
+ends every session of theirs.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+from payhooks.db import Connection
+from payhooks.errors import OperatorRefused
+
+SESSION_LIFETIME = timedelta(hours=12)
+MIN_PASSWORD_CHARS = 12
+MAX_PASSWORD_CHARS = 1024  # scrypt takes any length; a megabyte password is an attack
+NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
+
+# Failed logins allowed in the window, per operator name and per client address.
+FAILURES_PER_NAME = 5
+FAILURES_PER_CLIENT = 20
+FAILURE_WINDOW = timedelta(minutes=15)
+
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+_COOKIE_SALT = "payhooks-console-session"
+
+
+def hash_password(password: str) -> str:
+    salt = secrets.token_bytes(16)
+    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
+    return "$".join(("scrypt", _b64(salt), _b64(digest)))
+
+
+def password_matches(password: str, stored: str) -> bool:
+    scheme, _, rest = stored.partition("$")
+    salt, _, digest = rest.partition("$")
+    if scheme != "scrypt":
+        return False
+    given = hashlib.scrypt(password.encode(), salt=_unb64(salt), **_SCRYPT)
+    return hmac.compare_digest(given, _unb64(digest))
+
+
+@functools.cache
+def _decoy() -> str:
+    """A hash to check unknown names against, so they take as long as known ones."""
+    return hash_password(secrets.token_urlsafe(16))
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text.encode())
+
+
+# --- operators -------------------------------------------------------------------------------
+
+_ADD = """
+INSERT INTO operators (name, password_hash) VALUES (%s, %s)
+ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash
+RETURNING (xmax = 0)
+"""
+_REMOVE = "DELETE FROM operators WHERE name = %s"
+_NAMES = "SELECT name, created_at FROM operators ORDER BY name"
+_HASH_OF = "SELECT password_hash FROM operators WHERE name = %s"
+
+
+def checked_name(name: str) -> str:
+    if not NAME_PATTERN.fullmatch(name):
+        raise OperatorRefused(
+            "an operator name is 1 to 63 lower-case letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def checked_password(password: str) -> str:
+    if not MIN_PASSWORD_CHARS <= len(password) <= MAX_PASSWORD_CHARS:
+        raise OperatorRefused(
+            f"a password is {MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters"
+        )
+    return password
+
+
+def add_operator(conn: Connection, name: str, password: str) -> bool:
+    """Add an operator, or set a new password (ending their sessions); True when added."""
+    row = (
+        conn.execute(_ADD, (checked_name(name), hash_password(checked_password(password))))
+    ).fetchone()
+    conn.execute(_END_SESSIONS_OF, (name,))
+    return bool(row and row[0])
+
+
+def remove_operator(conn: Connection, name: str) -> bool:
+    """Remove an operator; their sessions end with them (ON DELETE CASCADE)."""
+    return conn.execute(_REMOVE, (name,)).rowcount == 1
+
+
+def operators(conn: Connection) -> list[tuple[str, object]]:
+    return [(str(name), created) for name, created in conn.execute(_NAMES)]
+
+
+# --- logging in ------------------------------------------------------------------------------
+
+_FAILURES = """
+SELECT count(*) FILTER (WHERE name = %s), count(*) FILTER (WHERE client = %s)
+FROM console_login_failures
+WHERE (name = %s OR client = %s) AND failed_at > now() - %s
+"""
+_FAILED = "INSERT INTO console_login_failures (name, client) VALUES (%s, %s)"
+_FORGET_FAILURES = "DELETE FROM console_login_failures WHERE name = %s"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Login:
+    """What a login attempt came to: the operator, or why not."""
+
+    operator: str | None = None
+    throttled: bool = False
+
+
+def log_in(conn: Connection, name: str, password: str, client: str) -> Login:
+    """Check a login, rate-limited per name and per client before any password is hashed."""
+    name = name[:64]
+    by_name, by_client = conn.execute(
+        _FAILURES, (name, client, name, client, FAILURE_WINDOW)
+    ).fetchone() or (0, 0)
+    if by_name >= FAILURES_PER_NAME or by_client >= FAILURES_PER_CLIENT:
+        return Login(throttled=True)
+    row = conn.execute(_HASH_OF, (name,)).fetchone()
+    acceptable = 0 < len(password) <= MAX_PASSWORD_CHARS
+    matched = password_matches(password if acceptable else "", str(row[0]) if row else _decoy())
+    if row is None or not matched or not acceptable:
+        conn.execute(_FAILED, (name, client))
+        return Login()
+    conn.execute(_FORGET_FAILURES, (name,))
+    return Login(operator=name)
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+_KEY = """
+WITH made AS (
+    INSERT INTO console_keys (id, secret) VALUES (1, %s) ON CONFLICT (id) DO NOTHING
+    RETURNING secret)
+SELECT secret FROM made UNION ALL SELECT secret FROM console_keys WHERE id = 1
+"""
+_OPEN = """
+INSERT INTO console_sessions (token_sha256, operator, csrf_token, expires_at)
+VALUES (%s, %s, %s, now() + %s)
+"""
+_SESSION = """
+SELECT operator, csrf_token FROM console_sessions WHERE token_sha256 = %s AND expires_at > now()
+"""
+_CLOSE = "DELETE FROM console_sessions WHERE token_sha256 = %s"
+_END_SESSIONS_OF = "DELETE FROM console_sessions WHERE operator = %s"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    operator: str
+    csrf_token: str
+
+
+class Cookies:
+    """Signs and reads the session cookie with the key every `payhooks serve` shares."""
+
+    def __init__(self, secret: str) -> None:
+        self._signer = URLSafeTimedSerializer(secret, salt=_COOKIE_SALT)
+
+    @classmethod
+    def of(cls, conn: Connection) -> Cookies:
+        row = conn.execute(_KEY, (secrets.token_urlsafe(32),)).fetchone()
+        assert row is not None  # one of the two branches always returns the key
+        return cls(str(row[0]))
+
+    def sign(self, token: str) -> str:
+        return self._signer.dumps(token)
+
+    def token(self, cookie: str | None) -> str | None:
+        """The session token a cookie carries, or None when it is forged or too old."""
+        if not cookie:
+            return None
+        try:
+            token = self._signer.loads(cookie, max_age=int(SESSION_LIFETIME.total_seconds()))
+        except BadSignature:
+            return None
+        return token if isinstance(token, str) else None
+
+
+def open_session(conn: Connection, operator: str) -> tuple[str, Session]:
+    """A new session for ``operator``: its token (for the cookie) and the session."""
+    token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+    conn.execute(_OPEN, (_digest(token), operator, csrf, SESSION_LIFETIME))
+    return token, Session(operator=operator, csrf_token=csrf)
+
+
+def session_of(conn: Connection, token: str | None) -> Session | None:
+    if token is None:
+        return None
+    row = conn.execute(_SESSION, (_digest(token),)).fetchone()
+    return None if row is None else Session(operator=str(row[0]), csrf_token=str(row[1]))
+
+
+def close_session(conn: Connection, token: str | None) -> None:
+    if token is not None:
+        conn.execute(_CLOSE, (_digest(token),))
+
+
+def csrf_matches(session: Session, given: str | None) -> bool:
+    return hmac.compare_digest((given or "").encode(), session.csrf_token.encode())
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()

@@ -1,0 +1,366 @@
+"""One timeline per cart (or per gateway reference that matches no checkout): the checkout,
+every delivery as it was answered, the payment's states, the order and its stock, the emails
+and alerts, and what operators did, in the order it happened."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from payhooks.db import Connection
+from payhooks.errors import NotFound, PayhooksError
+from payhooks.events import Provider
+from payhooks.ingest import restored
+from payhooks.providers import Adapter
+from payhooks.service.shop.states import TARGET, PaymentStatus, advance
+
+
+class Tone(StrEnum):
+    """How an entry reads at a glance (its colour)."""
+
+    GOOD = "good"
+    PLAIN = "plain"
+    WARN = "warn"
+    BAD = "bad"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    at: datetime
+    kind: str
+    title: str
+    facts: tuple[tuple[str, str], ...] = ()
+    tone: Tone = Tone.PLAIN
+    delivery: tuple[str, str] | None = None  # (provider, delivery key) of its stored record
+    dead_letter: int | None = None  # an outbox id an operator may queue again
+    parked: tuple[str, str] | None = None  # a parked record an operator may replay
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Story:
+    title: str
+    cart: dict[str, Any] | None
+    items: list[dict[str, Any]]
+    payments: list[dict[str, Any]]
+    order: dict[str, Any] | None
+    entries: list[Entry] = field(default_factory=list)
+
+
+_CART = "SELECT * FROM carts WHERE id = %s"
+_ITEMS = "SELECT sku, quantity, price_paise FROM cart_items WHERE cart_id = %s ORDER BY sku"
+_CHECKOUTS = "SELECT * FROM checkouts WHERE cart_id = %s ORDER BY created_at"
+_PAYMENTS = """
+SELECT * FROM payments
+WHERE cart_id = %s OR (provider, payment_id) IN (
+    SELECT provider, payment_id FROM processed_webhooks
+    WHERE (provider, merchant_ref) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+      AND payment_id IS NOT NULL)
+ORDER BY created_at
+"""
+_ORDER = "SELECT * FROM orders WHERE cart_id = %s"
+_MOVEMENTS = "SELECT * FROM inventory_movements WHERE order_id = %s ORDER BY id"
+# Deliveries and records naming one of the references or payments.
+_PAIRS = "SELECT * FROM unnest(%(providers)s::text[], %(refs)s::text[])"
+_PAID = "SELECT * FROM unnest(%(pay_providers)s::text[], %(payment_ids)s::text[])"
+_LOGGED = f"""
+SELECT * FROM deliveries
+WHERE (provider, merchant_ref) IN ({_PAIRS}) OR (provider, payment_id) IN ({_PAID})
+ORDER BY received_at, id
+"""
+_RECORDS = f"""
+SELECT provider, event_id, event_type, outcome, payment_id, merchant_ref, bank_ref, order_ref,
+       processed_at, mismatches, body, headers
+FROM processed_webhooks
+WHERE (provider, merchant_ref) IN ({_PAIRS}) OR (provider, payment_id) IN ({_PAID})
+ORDER BY processed_at, event_id
+"""
+_MESSAGES = """
+SELECT id, kind, dedupe_key, recipient, subject, created_at, attempts, sent_at, failed_at,
+       last_error
+FROM outbox
+WHERE (payload ? 'order_id' AND payload ->> 'order_id' = ANY(%(orders)s))
+   OR (payload ? 'payment_id' AND payload ->> 'payment_id' = ANY(%(payment_ids)s))
+   OR (payload ? 'event_id' AND payload ->> 'event_id' = ANY(%(event_ids)s))
+ORDER BY created_at, id
+"""
+_ACTIONS = "SELECT * FROM console_actions WHERE target = ANY(%s) ORDER BY at, id"
+
+
+def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]) -> Story:
+    reads = _Reads(conn)
+    cart = reads.one(_CART, (cart_id,))
+    if cart is None:
+        raise NotFound("cart", cart_id)
+    checkouts = reads.all(_CHECKOUTS, (cart_id,))
+    refs = [(c["provider"], c["gateway_order_id"]) for c in checkouts]
+    payments = reads.all(_PAYMENTS, (cart_id, *_columns(refs)))
+    order = reads.one(_ORDER, (cart_id,))
+    entries = [_checkout_entry(c) for c in checkouts]
+    if order is not None:
+        entries += [_order_entry(order)]
+        entries += [_movement_entry(m) for m in reads.all(_MOVEMENTS, (order["id"],))]
+    story = Story(
+        title=f"Cart {cart_id}",
+        cart=cart,
+        items=reads.all(_ITEMS, (cart_id,)),
+        payments=payments,
+        order=order,
+    )
+    pays = [(p["provider"], p["payment_id"]) for p in payments]
+    return _with_deliveries(reads, story, entries, refs, pays, adapters)
+
+
+def of_reference(
+    conn: Connection, provider: str, reference: str, adapters: Mapping[Provider, Adapter]
+) -> Story:
+    """Deliveries naming a gateway reference that matches no checkout (parked, mostly)."""
+    reads = _Reads(conn)
+    story = Story(
+        title=f"{provider} reference {reference}", cart=None, items=[], payments=[], order=None
+    )
+    return _with_deliveries(reads, story, [], [(provider, reference)], [], adapters)
+
+
+def _with_deliveries(
+    reads: _Reads,
+    story: Story,
+    entries: list[Entry],
+    refs: Sequence[tuple[str, str]],
+    pays: Sequence[tuple[str, str]],
+    adapters: Mapping[Provider, Adapter],
+) -> Story:
+    params = _pair_params(refs, pays)
+    records = reads.all(_RECORDS, params)
+    logged = reads.all(_LOGGED, params)
+    if not records and not logged and story.cart is None:
+        raise NotFound("reference", refs[0][1] if refs else "")
+    entries += _delivery_entries(logged, records)
+    entries += _state_entries(records, adapters)
+    event_ids = [r["event_id"] for r in records]
+    messages = reads.all(
+        _MESSAGES,
+        {
+            "orders": [story.order["id"]] if story.order else [],
+            "payment_ids": [p for _, p in pays] + [r["payment_id"] or "" for r in records],
+            "event_ids": event_ids,
+        },
+    )
+    entries += [_message_entry(m) for m in messages]
+    targets = event_ids + [str(m["id"]) for m in messages]
+    entries += [_action_entry(a) for a in reads.all(_ACTIONS, (targets,))]
+    entries.sort(key=lambda e: (e.at, _RANK.get(e.kind, len(_RANK))))
+    return Story(
+        title=story.title,
+        cart=story.cart,
+        items=story.items,
+        payments=story.payments,
+        order=story.order,
+        entries=entries,
+    )
+
+
+# What happened first when several things share one instant (one transaction's now()).
+_KINDS_IN_ORDER = ("checkout", "delivery", "payment", "order", "stock", "email", "alert")
+_RANK = {kind: n for n, kind in enumerate(_KINDS_IN_ORDER)}
+
+
+class _Reads:
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def all(self, sql: str, params: Any) -> list[dict[str, Any]]:
+        with self.conn.cursor(row_factory=dict_row) as cur:
+            return cur.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: Any) -> dict[str, Any] | None:
+        rows = self.all(sql, params)
+        return rows[0] if rows else None
+
+
+def _columns(pairs: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    listed = list(pairs)
+    return [a for a, _ in listed], [b for _, b in listed]
+
+
+def _pair_params(
+    refs: Sequence[tuple[str, str]], pays: Sequence[tuple[str, str]]
+) -> dict[str, list[str]]:
+    providers, references = _columns(refs)
+    pay_providers, payment_ids = _columns(pays)
+    return {
+        "providers": providers,
+        "refs": references,
+        "pay_providers": pay_providers,
+        "payment_ids": payment_ids,
+    }
+
+
+# --- entries ---------------------------------------------------------------------------------
+
+_TONE_OF_OUTCOME = {
+    "processed": Tone.GOOD,
+    "duplicate": Tone.PLAIN,
+    "ignored": Tone.PLAIN,
+    "parked": Tone.WARN,
+}
+
+
+def _checkout_entry(row: dict[str, Any]) -> Entry:
+    return Entry(
+        at=row["created_at"],
+        kind="checkout",
+        title=f"Checkout with {row['provider']}",
+        facts=(("gateway order id", row["gateway_order_id"]),),
+    )
+
+
+def _delivery_entries(logged: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[Entry]:
+    stored = {(r["provider"], r["event_id"]): r for r in records}
+    entries = [_logged_entry(row, stored) for row in logged]
+    seen = {(row["provider"], row["event_id"]) for row in logged}
+    # Records kept from before the delivery log, or whose log line was lost with the database.
+    entries += [_record_entry(r) for key, r in stored.items() if key not in seen]
+    return entries
+
+
+def _logged_entry(row: dict[str, Any], stored: Mapping[tuple[str, str], Any]) -> Entry:
+    key = (row["provider"], row["event_id"])
+    record = stored.get(key)
+    outcome = row["outcome"]
+    tone = _TONE_OF_OUTCOME.get(outcome, Tone.BAD if row["status"] >= 500 else Tone.WARN)
+    facts = [
+        ("answer", f"HTTP {row['status']} {outcome}"),
+        ("signature", "verified" if row["verified"] else "refused"),
+        ("delivery key", row["event_id"] or "—"),
+    ]
+    if row["mismatch"]:
+        facts.append(("body", "differs from the first delivery of this key (mismatch)"))
+        tone = Tone.WARN
+    if record is not None and record["bank_ref"]:
+        facts.append(("bank reference", record["bank_ref"]))
+    parked = record is not None and record["outcome"] == "parked"
+    return Entry(
+        at=row["received_at"],
+        kind="delivery",
+        title=f"{row['provider']} {row['event_type'] or 'delivery'}",
+        facts=tuple(facts),
+        tone=tone,
+        delivery=key if record is not None else None,
+        parked=key if parked else None,
+    )
+
+
+def _record_entry(record: dict[str, Any]) -> Entry:
+    key = (record["provider"], record["event_id"])
+    parked = record["outcome"] == "parked"
+    return Entry(
+        at=record["processed_at"],
+        kind="delivery",
+        title=f"{record['provider']} {record['event_type']} (recorded)",
+        facts=(("outcome", record["outcome"]), ("delivery key", record["event_id"])),
+        tone=_TONE_OF_OUTCOME.get(record["outcome"], Tone.PLAIN),
+        delivery=key,
+        parked=key if parked else None,
+    )
+
+
+def _state_entries(
+    records: list[dict[str, Any]], adapters: Mapping[Provider, Adapter]
+) -> list[Entry]:
+    """The payment states the recorded deliveries moved each payment through, replayed with
+    the state machine itself (``states.advance``) on the stored bodies."""
+    current: dict[tuple[str, str], PaymentStatus | None] = {}
+    entries: list[Entry] = []
+    for record in records:
+        if record["outcome"] != "processed":
+            continue
+        kind = _kind_of(record, adapters)
+        target = TARGET.get(kind) if kind is not None else None
+        key = (record["provider"], record["payment_id"] or "")
+        if target is None or not key[1]:
+            continue
+        before = current.get(key)
+        after = advance(before, target)
+        if after is None:
+            continue
+        current[key] = after
+        entries.append(
+            Entry(
+                at=record["processed_at"],
+                kind="payment",
+                title=f"Payment {key[1]}: {before or 'new'} → {after}",
+                facts=(("by", record["event_type"]),),
+                tone=Tone.GOOD if after is PaymentStatus.CAPTURED else Tone.PLAIN,
+            )
+        )
+    return entries
+
+
+def _kind_of(record: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> Any:
+    adapter = adapters.get(Provider(record["provider"]))
+    if adapter is None:
+        return None
+    try:
+        return restored(
+            adapter, event_id=record["event_id"], body=record["body"], headers=record["headers"]
+        ).event.kind
+    except PayhooksError:
+        return None
+
+
+def _order_entry(order: dict[str, Any]) -> Entry:
+    return Entry(
+        at=order["created_at"],
+        kind="order",
+        title=f"Order {order['id']} {order['status']}",
+        facts=(
+            ("paid by", f"{order['provider']} {order['payment_id']}"),
+            ("amount", rupees(order["amount_paise"])),
+            ("from delivery", order["event_id"]),
+        ),
+        tone=Tone.GOOD if order["status"] == "confirmed" else Tone.WARN,
+    )
+
+
+def _movement_entry(move: dict[str, Any]) -> Entry:
+    return Entry(
+        at=move["created_at"],
+        kind="stock",
+        title=f"Stock {move['sku']} {move['delta']:+d} ({move['reason']})",
+    )
+
+
+def _message_entry(message: dict[str, Any]) -> Entry:
+    if message["sent_at"] is not None:
+        state, tone = f"sent {message['sent_at']:%Y-%m-%d %H:%M:%S}", Tone.GOOD
+    elif message["failed_at"] is not None:
+        state, tone = f"dead letter: {message['last_error'] or 'failed'}", Tone.BAD
+    else:
+        state, tone = f"waiting (attempts {message['attempts']})", Tone.PLAIN
+    facts = [("to", message["recipient"] or "operators"), ("state", state)]
+    return Entry(
+        at=message["created_at"],
+        kind=str(message["kind"]),
+        title=message["subject"],
+        facts=tuple(facts),
+        tone=tone if message["kind"] == "email" else (Tone.WARN if tone is Tone.GOOD else tone),
+        dead_letter=message["id"] if message["failed_at"] is not None else None,
+    )
+
+
+def _action_entry(action: dict[str, Any]) -> Entry:
+    return Entry(
+        at=action["at"],
+        kind="operator",
+        title=f"{action['operator']}: {action['action']} {action['target']}",
+        facts=(("result", action["result"]),),
+    )
+
+
+def rupees(paise: int | None) -> str:
+    return "—" if paise is None else f"₹{paise // 100:,}.{paise % 100:02d}"

@@ -1,0 +1,466 @@
+"""The console over real HTTP: who gets in, what every search key finds, what a timeline says,
+and that every action is deliberate (CSRF, same site) and idempotent."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from urllib.parse import quote
+
+import httpx
+import psycopg
+import pytest
+
+from payhooks.events import Provider
+from payhooks.providers import razorpay
+from payhooks.service.console import auth
+from payhooks.service.shop import carts
+from payhooks.sim.gateway import Delivery, bank_reference
+from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
+from tests.factories import GATEWAY, KEYS, purchase
+
+PRIVATE_GETS = [
+    "/console",
+    "/console/",
+    "/console/search?q=anything",
+    "/console/carts/cart_1",
+    "/console/references/razorpay/order_1",
+    "/console/deliveries/razorpay/evt_1",
+    "/console/parked",
+    "/console/dead",
+]
+PRIVATE_POSTS = ["/console/logout", "/console/parked/replay", "/console/dead/retry"]
+
+
+def send(console: Console, delivery: Delivery) -> httpx.Response:
+    with httpx.Client(base_url=console.base_url, timeout=10) as client:
+        return client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+
+
+def logged(console: Console, count: int) -> None:
+    """The delivery log is written a moment after each answer: wait for ``count`` lines."""
+    deadline = time.monotonic() + 10
+    with psycopg.connect(console.database_url) as conn:
+        while conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] < count:
+            assert time.monotonic() < deadline, "the delivery log was not written"
+            time.sleep(0.05)
+
+
+def rows(console: Console, sql: str) -> list[tuple]:
+    with psycopg.connect(console.database_url) as conn:
+        return conn.execute(sql).fetchall()
+
+
+# --- who gets in -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", PRIVATE_GETS)
+def test_every_page_sends_a_stranger_to_the_login_form(console, path):
+    with console.client() as client:
+        answer = client.get(path)
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith("/console/login?next=")
+
+
+@pytest.mark.parametrize("path", PRIVATE_POSTS)
+def test_every_action_refuses_a_stranger_and_does_nothing(console, path):
+    with console.client() as client:
+        answer = client.post(path, data={"provider": "razorpay", "event_id": "e", "message_id": 1})
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith("/console/login")
+    assert rows(console, "SELECT * FROM console_actions") == []
+
+
+def test_the_lists_above_cover_every_console_route(database_url):
+    from payhooks.service.web import create_app
+    from tests.factories import SETTINGS
+
+    app = create_app(SETTINGS, api_token="t", url=database_url)
+    routes = {
+        (method, route.path)
+        for route in app.routes
+        if getattr(route, "path", "").startswith("/console")
+        for method in getattr(route, "methods", ())
+    }
+    covered = {("GET", "/console/login"), ("POST", "/console/login")}
+    covered |= {("GET", p.split("?")[0]) for p in PRIVATE_GETS}
+    covered |= {("POST", p) for p in PRIVATE_POSTS}
+    templates = {
+        "/console/carts/cart_1": "/console/carts/{cart_id}",
+        "/console/references/razorpay/order_1": "/console/references/{provider}/{reference}",
+        "/console/deliveries/razorpay/evt_1": "/console/deliveries/{provider}/{event_id}",
+    }
+    covered = {(m, templates.get(p, p)) for m, p in covered}
+    assert routes - covered == set()
+
+
+def test_a_wrong_password_and_an_unknown_name_read_the_same(console):
+    with console.client() as client:
+        wrong = client.post("/console/login", data={"name": OPERATOR, "password": "x" * 20})
+        unknown = client.post("/console/login", data={"name": "nobody", "password": "x" * 20})
+    assert wrong.status_code == unknown.status_code == 401
+    assert "do not match an operator" in wrong.text and "do not match an operator" in unknown.text
+    assert "set-cookie" not in wrong.headers
+
+
+def test_logins_are_rate_limited_per_name_even_with_the_right_password(console):
+    with console.client() as client:
+        for _ in range(auth.FAILURES_PER_NAME):
+            assert (
+                client.post("/console/login", data={"name": OPERATOR, "password": "no"}).status_code
+                == 401
+            )
+        answer = client.post("/console/login", data={"name": OPERATOR, "password": PASSWORD})
+    assert answer.status_code == 429
+    assert "Too many failed logins" in answer.text
+
+
+def test_logins_are_rate_limited_per_client_across_names(console):
+    with console.client() as client:
+        for n in range(auth.FAILURES_PER_CLIENT):
+            client.post("/console/login", data={"name": f"guess{n}", "password": "no"})
+        answer = client.post("/console/login", data={"name": OPERATOR, "password": PASSWORD})
+    assert answer.status_code == 429
+
+
+def test_the_session_cookie_is_signed_http_only_and_strict(console):
+    with console.client() as client:
+        answer = client.post("/console/login", data={"name": OPERATOR, "password": PASSWORD})
+    cookie = answer.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and "path=/console" in cookie
+
+
+def test_a_forged_cookie_is_refused(console):
+    with console.client() as client:
+        client.cookies.set("payhooks_console", "a-token.that-nobody-signed", path="/console")
+        assert client.get("/console").status_code == 303
+
+
+def test_logging_out_ends_the_session_for_a_copied_cookie_too(console):
+    client = console.logged_in()
+    copied = dict(client.cookies)
+    page = client.get("/console").text
+    assert client.post("/console/logout", data={"csrf": csrf_of(page)}).status_code == 303
+    with console.client() as other:
+        for name, value in copied.items():
+            other.cookies.set(name, value, path="/console")
+        assert other.get("/console").status_code == 303
+
+
+def test_removing_an_operator_ends_their_sessions(console):
+    client = console.logged_in()
+    assert client.get("/console").status_code == 200
+    with psycopg.connect(console.database_url, autocommit=True) as conn:
+        auth.remove_operator(conn, OPERATOR)
+    assert client.get("/console").status_code == 303
+
+
+@pytest.mark.parametrize(
+    ("target", "landing"),
+    [
+        ("/console/parked", "/console/parked"),
+        ("//evil.example/console", "/console"),
+        ("https://evil.example/console", "/console"),
+        ("/console//evil.example", "/console"),
+        ("/elsewhere", "/console"),
+    ],
+)
+def test_after_login_only_a_console_address_is_followed(console, target, landing):
+    with console.client() as client:
+        answer = client.post(
+            "/console/login", data={"name": OPERATOR, "password": PASSWORD, "next": target}
+        )
+    assert answer.headers["location"] == landing
+
+
+def test_pages_forbid_framing_and_script(console):
+    answer = console.logged_in().get("/console")
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "script-src" not in answer.headers["content-security-policy"]
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    assert answer.headers["cache-control"] == "no-store"
+
+
+# --- actions are deliberate ------------------------------------------------------------------
+
+
+def parked_delivery(console: Console) -> tuple[Delivery, str]:
+    """A capture for a gateway order no checkout names yet: answered parked."""
+    reference = "order_" + "P" * 14
+    delivery = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_parked0001", order_id=reference, amount_paise=49_900
+    )
+    assert send(console, delivery).json()["status"] == "parked"
+    return delivery, reference
+
+
+def test_an_action_without_the_sessions_csrf_token_is_refused(console, conn):
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    for data in ({}, {"csrf": "guess"}):
+        answer = client.post(
+            "/console/parked/replay", data={"provider": "razorpay", "event_id": event_id, **data}
+        )
+        assert answer.status_code == 403
+    assert rows(console, "SELECT * FROM console_actions") == []
+
+
+def test_an_action_sent_from_another_site_is_refused(console):
+    client = console.logged_in()
+    csrf = csrf_of(client.get("/console/parked").text)
+    answer = client.post(
+        "/console/dead/retry",
+        data={"csrf": csrf, "message_id": 1},
+        headers={"origin": "https://evil.example"},
+    )
+    assert answer.status_code == 403
+
+
+def test_replaying_a_parked_delivery_twice_applies_it_once(console, conn):
+    delivery, reference = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    buy = purchase(conn)
+    conn.execute("DELETE FROM checkouts WHERE cart_id = %s", (buy.cart_id,))
+    carts.checkout(conn, buy.cart_id, Provider.RAZORPAY, reference)
+    client = console.logged_in()
+    csrf = csrf_of(client.get("/console/parked").text)
+    form = {"csrf": csrf, "provider": "razorpay", "event_id": event_id}
+    first = client.post("/console/parked/replay", data=form)
+    second = client.post("/console/parked/replay", data=form)
+    assert first.headers["location"] == "/console/parked?notice=applied"
+    assert second.headers["location"] == "/console/parked?notice=already_applied"
+    assert "the delivery was applied" in client.get(first.headers["location"]).text
+    assert rows(console, "SELECT cart_id FROM orders") == [(buy.cart_id,)]
+    assert rows(console, "SELECT operator, action, result FROM console_actions ORDER BY id") == [
+        (OPERATOR, "replay", "applied"),
+        (OPERATOR, "replay", "already_applied"),
+    ]
+
+
+def test_two_replays_released_together_make_one_order(console, conn):
+    delivery, reference = parked_delivery(console)
+    buy = purchase(conn)
+    conn.execute("DELETE FROM checkouts WHERE cart_id = %s", (buy.cart_id,))
+    carts.checkout(conn, buy.cart_id, Provider.RAZORPAY, reference)
+    client = console.logged_in()
+    csrf = csrf_of(client.get("/console/parked").text)
+    form = {
+        "csrf": csrf,
+        "provider": "razorpay",
+        "event_id": delivery.headers["x-razorpay-event-id"],
+    }
+    barrier, answers = threading.Barrier(2), []
+
+    def click() -> None:
+        with httpx.Client(base_url=console.base_url, cookies=client.cookies) as double:
+            barrier.wait()
+            answers.append(double.post("/console/parked/replay", data=form).headers["location"])
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(answers) == [
+        "/console/parked?notice=already_applied",
+        "/console/parked?notice=applied",
+    ]
+    assert rows(console, "SELECT count(*) FROM orders") == [(1,)]
+
+
+def test_retrying_a_dead_letter_twice_queues_it_once(console, conn):
+    conn.execute(
+        "INSERT INTO outbox (kind, dedupe_key, recipient, subject, body, failed_at, attempts,"
+        " last_error) VALUES ('email', 'k1', 'a@example.com', 's', 'b', now(), 8, '550 no')"
+    )
+    [(message_id,)] = rows(console, "SELECT id FROM outbox")
+    client = console.logged_in()
+    page = client.get("/console/dead").text
+    assert "550 no" in page
+    form = {"csrf": csrf_of(page), "message_id": message_id}
+    assert client.post("/console/dead/retry", data=form).headers["location"].endswith("=queued")
+    again = client.post("/console/dead/retry", data=form)
+    assert again.headers["location"].endswith("=already_queued")
+    assert rows(console, "SELECT failed_at, attempts FROM outbox") == [(None, 0)]
+
+
+# --- search keys -----------------------------------------------------------------------------
+
+
+def paid(console: Console, conn, provider: Provider):
+    buy = purchase(conn, provider)
+    assert send(console, buy.captured()).json()["status"] == "processed"
+    return buy
+
+
+def found(console: Console, query: str) -> str:
+    answer = console.logged_in().get("/console/search", params={"q": query})
+    assert answer.status_code == 303, f"{query!r} found {answer.status_code}"
+    return answer.headers["location"]
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_every_search_key_finds_the_cart(console, conn, provider):
+    buy = paid(console, conn, provider)
+    [(order_id, email)] = rows(
+        console,
+        "SELECT o.id, c.customer_email FROM orders o JOIN carts c ON c.id = o.cart_id",
+    )
+    [(event_id, bank_ref)] = rows(console, "SELECT event_id, bank_ref FROM processed_webhooks")
+    assert bank_ref == bank_reference(buy.payment_id)  # PayU: its mihpayid's reference
+    page = f"/console/carts/{buy.cart_id}"
+    for query in (
+        order_id,
+        buy.cart_id,
+        buy.reference,
+        buy.payment_id if provider is not Provider.PAYU else buy.reference,
+        event_id,
+        email.upper(),
+        bank_ref,
+    ):
+        assert found(console, query) == page
+
+
+def test_a_delivery_that_matches_no_checkout_is_found_by_its_key_and_reference(console):
+    delivery, reference = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    assert found(console, event_id) == f"/console/references/razorpay/{reference}"
+    assert (
+        found(console, bank_reference("pay_parked0001"))
+        == f"/console/references/razorpay/{reference}"
+    )
+
+
+def test_an_unknown_query_says_nothing_matches(console):
+    answer = console.logged_in().get("/console/search", params={"q": "no-such-thing"})
+    assert answer.status_code == 200
+    assert "0 results" in answer.text and "Nothing matches" in answer.text
+
+
+def test_one_email_with_two_carts_lists_both(console, conn):
+    first, second = purchase(conn), purchase(conn)
+    answer = console.logged_in().get("/console/search", params={"q": "buyer@example.com"})
+    assert answer.status_code == 200
+    assert first.cart_id in answer.text and second.cart_id in answer.text
+
+
+# --- the timeline ----------------------------------------------------------------------------
+
+
+def test_a_duplicated_reordered_refunded_payment_reads_in_arrival_order(console, conn):
+    buy = purchase(conn)
+    pid, ref, amount = buy.payment_id, buy.reference, buy.amount_paise
+    sequence = [
+        GATEWAY.razorpay("payment.captured", payment_id=pid, order_id=ref, amount_paise=amount),
+        GATEWAY.razorpay("payment.authorized", payment_id=pid, order_id=ref, amount_paise=amount),
+        GATEWAY.razorpay(
+            "refund.processed",
+            payment_id=pid,
+            order_id=ref,
+            amount_paise=amount,
+            refund_id="rfnd_timeline01",
+            refund_amount_paise=10_000,
+        ),
+    ]
+    sequence.insert(1, sequence[0])  # the capture again: a duplicate
+    answers = [send(console, d).json()["status"] for d in sequence]
+    assert answers == ["processed", "duplicate", "processed", "processed"]
+    logged(console, 4)
+    page = console.logged_in().get(f"/console/carts/{buy.cart_id}").text
+    order = [
+        "Checkout with razorpay",
+        "HTTP 200 processed",
+        f"Payment {pid}: new → captured",
+        "Order ord_",
+        "(sale)",
+        "Your order",
+        "HTTP 200 duplicate",
+        "razorpay payment.authorized",
+        "razorpay refund.processed",
+        f"Payment {pid}: captured → refunded",
+    ]
+    positions = [page.index(text) for text in order]
+    assert positions == sorted(positions)
+    assert "HTTP 200 processed" in page[page.index("razorpay payment.authorized") :]
+
+
+def test_the_raw_body_and_kept_headers_are_one_click_away_and_secrets_never(console, conn):
+    buy = paid(console, conn, Provider.RAZORPAY)
+    [(event_id,)] = rows(console, "SELECT event_id FROM processed_webhooks")
+    client = console.logged_in()
+    story = client.get(f"/console/carts/{buy.cart_id}").text
+    link = f"/console/deliveries/razorpay/{quote(event_id, safe='')}"
+    assert link in story
+    page = client.get(link).text
+    assert "x-razorpay-signature" in page and buy.payment_id in page
+    for secret in (KEYS.razorpay, KEYS.cashfree, KEYS.payu_salt, "api-token"):
+        assert secret not in page and secret not in story
+
+
+def test_customer_typed_markup_is_shown_as_text(console, conn):
+    buy = purchase(conn)
+    entity = {
+        "id": buy.payment_id,
+        "entity": "payment",
+        "amount": buy.amount_paise,
+        "currency": "INR",
+        "status": "captured",
+        "order_id": buy.reference,
+        "notes": {"address": "<script>document.title='owned'</script>"},
+    }
+    body = json.dumps({"event": "payment.captured", "payload": {"payment": {"entity": entity}}})
+    delivery = Delivery(
+        provider=Provider.RAZORPAY,
+        body=body.encode(),
+        headers={"x-razorpay-signature": razorpay.sign(body.encode(), KEYS.razorpay)},
+        label="markup",
+    )
+    assert send(console, delivery).json()["status"] == "processed"
+    [(event_id,)] = rows(console, "SELECT event_id FROM processed_webhooks")
+    client = console.logged_in()
+    page = client.get(f"/console/deliveries/razorpay/{quote(event_id, safe='')}").text
+    assert "<script>document" not in page
+    assert "&lt;script&gt;document.title=&#39;owned&#39;&lt;/script&gt;" in page
+    echoed = client.get("/console/search", params={"q": "<script>x</script>"}).text
+    assert "<script>x" not in echoed and "&lt;script&gt;x&lt;/script&gt;" in echoed
+
+
+# --- health ----------------------------------------------------------------------------------
+
+
+def log_lines(conn, provider: str, status: int, outcome: str, count: int) -> None:
+    for _ in range(count):
+        conn.execute(
+            "INSERT INTO deliveries (received_at, provider, status, outcome, verified, body_bytes,"
+            " duration_ms) VALUES (now(), %s, %s, %s, false, 10, 1)",
+            (provider, status, outcome),
+        )
+
+
+def test_repeated_5xx_and_a_signature_spike_raise_banners(console, conn):
+    log_lines(conn, "razorpay", 503, "database_unavailable", 3)
+    log_lines(conn, "cashfree", 401, "signature_mismatch", 5)
+    log_lines(conn, "cashfree", 200, "processed", 10)
+    page = console.logged_in().get("/console").text
+    assert "razorpay: 3 of 3 deliveries in the last hour were answered 5xx" in page
+    assert "cashfree: 5 of 15 deliveries in the last hour failed the signature check" in page
+
+
+def test_a_few_stray_failures_raise_no_banner(console, conn):
+    log_lines(conn, "razorpay", 503, "database_unavailable", 2)
+    log_lines(conn, "payu", 401, "signature_mismatch", 5)
+    log_lines(conn, "payu", 200, "processed", 30)  # 5 of 35 is under a fifth
+    page = console.logged_in().get("/console").text
+    assert 'role="alert"' not in page
+
+
+def test_the_chart_counts_each_class_of_answer(console, conn):
+    log_lines(conn, "payu", 200, "processed", 4)
+    log_lines(conn, "payu", 200, "duplicate", 2)
+    log_lines(conn, "payu", 401, "signature_mismatch", 1)
+    page = console.logged_in().get("/console").text
+    card = page[page.index('data-provider="payu"') :]
+    assert "applied 4 · duplicate 2 · parked 0 · signature refused 1" in card
+    assert card.count('<rect class="applied"') == 1
