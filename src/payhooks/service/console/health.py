@@ -51,7 +51,7 @@ _LAST_HOUR = """
 SELECT provider, count(*), count(*) FILTER (WHERE status >= 500),
        count(*) FILTER (WHERE status = 401)
 FROM deliveries WHERE received_at > %(now)s - interval '1 hour'
-GROUP BY 1
+GROUP BY 1 ORDER BY 1
 """
 
 
@@ -111,10 +111,12 @@ def health(conn: Connection, now: datetime, *, hours: int = HOURS) -> Health:
 
 
 def alarms(conn: Connection, now: datetime) -> list[Alarm]:
+    """5xx answers first (payments are waiting), then signature failures; by gateway."""
+    failing: list[Alarm] = []
     found: list[Alarm] = []
     for provider, total, failed, forged in conn.execute(_LAST_HOUR, {"now": now}):
         if failed >= FAILURES_TO_WARN:
-            found.append(
+            failing.append(
                 Alarm(
                     provider=provider,
                     text=(
@@ -135,7 +137,7 @@ def alarms(conn: Connection, now: datetime) -> list[Alarm]:
                     ),
                 )
             )
-    return found
+    return failing + found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

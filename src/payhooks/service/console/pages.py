@@ -37,7 +37,11 @@ _templates = Jinja2Templates(
         undefined=jinja2.StrictUndefined,
     )
 )
-_templates.env.filters["when"] = lambda at: "—" if at is None else f"{at:%Y-%m-%d %H:%M:%S} UTC"
+_templates.env.filters["when"] = lambda at: (
+    "—"
+    if at is None
+    else f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}.{at.microsecond // 1000:03d} UTC"
+)
 _templates.env.filters["rupees"] = stories.rupees
 _templates.env.globals["chart"] = health.chart
 _templates.env.globals["chart_size"] = (health.CHART_WIDTH, health.CHART_HEIGHT)
@@ -50,7 +54,7 @@ _HEADERS = {
     ),
     "x-frame-options": "DENY",
     "x-content-type-options": "nosniff",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",  # with no-referrer, browsers send `Origin: null`
     "cache-control": "no-store",
 }
 

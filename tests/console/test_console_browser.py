@@ -1,0 +1,206 @@
+"""The console as an operator uses it, in headless Chromium (Playwright driving the system's
+browser): log in, search by UTR and by order id, read a troubled payment's timeline, replay a
+parked delivery, be refused without a login, see markup a customer typed as text.
+
+The screenshots in docs/console.md are the ones these tests take.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from payhooks.events import Provider
+from payhooks.providers import razorpay
+from payhooks.service.shop import carts
+from payhooks.sim.gateway import Delivery, bank_reference
+from tests.console.conftest import OPERATOR, PASSWORD, Console
+from tests.console.test_console_http import log_lines, logged, parked_delivery, send
+from tests.factories import GATEWAY, KEYS, purchase
+
+SCREENSHOTS = Path(__file__).parents[2] / "docs" / "console"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def chromium_path() -> str:
+    """The system's Chromium; failing (never skipping) when there is none, since the README's
+    test command installs it (scripts/system-packages)."""
+    found = os.environ.get("PAYHOOKS_CHROMIUM") or next(
+        (path for name in BROWSERS if (path := shutil.which(name))), None
+    )
+    if not found:
+        pytest.fail(
+            "no Chromium found: install the system package (Debian: apt-get install chromium) "
+            "or set PAYHOOKS_CHROMIUM to a Chromium or Chrome executable"
+        )
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium_path(), args=["--no-sandbox"], headless=True
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    yield opened
+    context.close()
+
+
+def log_in(page: Page, console: Console) -> None:
+    page.goto(f"{console.base_url}/console/login")
+    page.get_by_label("Operator").fill(OPERATOR)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("search")).to_be_visible()
+
+
+def search(page: Page, query: str) -> None:
+    page.get_by_label("Search").fill(query)
+    page.get_by_role("button", name="Search").click()
+
+
+def shot(page: Page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_a_stranger_is_refused_and_sent_to_the_login_form(console, page):
+    page.goto(f"{console.base_url}/console/carts/cart_anything")
+    expect(page).to_have_url(f"{console.base_url}/console/login?next=/console/carts/cart_anything")
+    expect(page.get_by_role("button", name="Log in")).to_be_visible()
+    assert "cart_anything" not in page.locator("main").inner_text()
+    page.get_by_label("Operator").fill(OPERATOR)
+    page.get_by_label("Password").fill("not the password")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("alert")).to_contain_text("do not match an operator")
+    shot(page, "login")
+
+
+def test_search_by_utr_shows_a_duplicated_reordered_refunded_payment(console, page, conn):
+    buy = purchase(conn)
+    pid, ref, amount = buy.payment_id, buy.reference, buy.amount_paise
+    captured = GATEWAY.razorpay(
+        "payment.captured", payment_id=pid, order_id=ref, amount_paise=amount
+    )
+    for delivery in (
+        captured,
+        captured,
+        GATEWAY.razorpay("payment.authorized", payment_id=pid, order_id=ref, amount_paise=amount),
+        GATEWAY.razorpay(
+            "refund.processed",
+            payment_id=pid,
+            order_id=ref,
+            amount_paise=amount,
+            refund_id="rfnd_browser0001",
+            refund_amount_paise=amount,
+        ),
+    ):
+        send(console, delivery)
+    logged(console, 4)
+    log_in(page, console)
+    search(page, bank_reference(pid))
+    expect(page).to_have_url(f"{console.base_url}/console/carts/{buy.cart_id}")
+    timeline = page.locator("ol.timeline")
+    expect(timeline).to_contain_text("HTTP 200 duplicate")
+    expect(timeline).to_contain_text(f"Payment {pid}: new → captured")
+    expect(timeline).to_contain_text(f"Payment {pid}: captured → refunded")
+    expect(timeline).to_contain_text("refunded after order")
+    expect(page.locator("td.flags")).to_contain_text("refunded_after_order")
+    kinds = timeline.locator("li").evaluate_all("items => items.map(i => i.dataset.kind)")
+    assert kinds.index("checkout") < kinds.index("delivery") < kinds.index("order")
+    shot(page, "timeline")
+    page.get_by_role("link", name="raw body and headers").first.click()
+    expect(page.locator("#body")).to_contain_text(pid)
+    shot(page, "delivery")
+
+
+def test_search_by_order_id_finds_its_cart(console, page, conn):
+    buy = purchase(conn)
+    send(console, buy.captured())
+    with psycopg.connect(console.database_url) as db:
+        [(order_id,)] = db.execute("SELECT id FROM orders").fetchall()
+    log_in(page, console)
+    search(page, order_id)
+    expect(page.get_by_role("heading", name=f"Cart {buy.cart_id}")).to_be_visible()
+    expect(page.locator("ol.timeline")).to_contain_text(f"Order {order_id} confirmed")
+
+
+def test_replaying_a_parked_delivery_gives_its_cart_an_order(console, page, conn):
+    _, reference = parked_delivery(console)
+    buy = purchase(conn)
+    conn.execute("DELETE FROM checkouts WHERE cart_id = %s", (buy.cart_id,))
+    carts.checkout(conn, buy.cart_id, Provider.RAZORPAY, reference)
+    log_in(page, console)
+    page.get_by_role("link", name="Parked", exact=True).click()
+    row = page.locator("tr", has_text=reference)
+    expect(row).to_be_visible()
+    shot(page, "parked")
+    row.get_by_role("button", name="Replay").click()
+    expect(page.get_by_role("status")).to_have_text("Replayed: the delivery was applied.")
+    expect(page.locator("tr", has_text=reference)).to_have_count(0)
+    search(page, buy.cart_id)
+    expect(page.locator("ol.timeline")).to_contain_text("Order ord_")
+    expect(page.locator("ol.timeline")).to_contain_text(f"{OPERATOR}: replay")
+
+
+def test_markup_a_customer_typed_is_rendered_as_text(console, page, conn):
+    buy = purchase(conn)
+    typed = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
+    entity = {
+        "id": buy.payment_id,
+        "entity": "payment",
+        "amount": buy.amount_paise,
+        "currency": "INR",
+        "status": "captured",
+        "order_id": buy.reference,
+        "notes": {"address": typed},
+    }
+    body = json.dumps({"event": "payment.captured", "payload": {"payment": {"entity": entity}}})
+    signed = {"x-razorpay-signature": razorpay.sign(body.encode(), KEYS.razorpay)}
+    delivery = Delivery(provider=Provider.RAZORPAY, body=body.encode(), headers=signed, label="x")
+    assert send(console, delivery).json()["status"] == "processed"
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page, console)
+    search(page, buy.cart_id)
+    page.get_by_role("link", name="raw body and headers").first.click()
+    expect(page.locator("#body")).to_contain_text(typed.replace("'", "'"))
+    assert page.locator("#body script, #body img").count() == 0
+    assert "owned" not in page.title() and dialogs == []
+    search(page, typed)
+    expect(page.get_by_role("heading")).to_contain_text(typed)
+    assert page.locator("main script, main img").count() == 0 and dialogs == []
+
+
+def test_health_shows_each_gateway_and_warns_of_5xx_and_signature_failures(console, page, conn):
+    for provider in Provider:
+        buy = purchase(conn, provider)
+        send(console, buy.captured())
+        send(console, buy.captured())
+    log_lines(conn, "razorpay", 503, "database_unavailable", 4)
+    log_lines(conn, "cashfree", 401, "signature_mismatch", 6)
+    log_in(page, console)
+    alerts = page.get_by_role("alert")
+    expect(alerts).to_have_count(2)
+    expect(alerts.nth(0)).to_contain_text("answered 5xx")
+    expect(alerts.nth(1)).to_contain_text("failed the signature check")
+    for provider in Provider:
+        card = page.locator(f'div.health[data-provider="{provider.value}"]')
+        expect(card.locator("rect.applied")).to_have_count(1)
+        expect(card.locator("rect.duplicate")).to_have_count(1)
+    shot(page, "health")
