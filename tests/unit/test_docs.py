@@ -14,7 +14,8 @@ CONFIG = (Path(__file__).parents[2] / "src" / "payhooks" / "service" / "config.p
 def test_every_cli_command_is_in_the_readme():
     names = {command.name or command.callback.__name__ for command in app.registered_commands}
     for group in app.registered_groups:
-        names |= {f"{group.name} {command.name}" for command in group.typer_instance.registered_commands}
+        commands = group.typer_instance.registered_commands
+        names |= {f"{group.name} {command.name}" for command in commands}
     missing = [name for name in sorted(names) if f"`payhooks {name}" not in README]
     assert missing == []
 
