@@ -59,10 +59,9 @@ def _exit_with(exc: BaseException, reason: str) -> NoReturn:
 @contextlib.contextmanager
 def _connect(settings: Settings | None = None) -> Iterator[db.Connection]:
     """One autocommit connection for a command, driver errors translated."""
-    import psycopg
-
-    url = database.database_url(settings or _settings())
-    with db.translated(), psycopg.connect(url, autocommit=True) as conn:
+    settings = settings or _settings()
+    url = database.database_url(settings)
+    with db.translated(), database.connect(url, settings) as conn:
         yield conn
 
 
@@ -219,9 +218,9 @@ def purge(
         planned = retention.plan(conn, days)
         if dry_run:
             return planned
-        with _progress(planned.expired) as advance:
+        with _connect() as holder, _progress(planned.expired) as advance:
             done = retention.purge_exclusively(
-                conn, days, batch_rows=batch_rows, on_batch=advance, planned=planned
+                conn, days, holder=holder, batch_rows=batch_rows, on_batch=advance, planned=planned
             )
         if done is None:
             raise PayhooksError("another purge is running (the worker's daily one?); try later")

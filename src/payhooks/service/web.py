@@ -142,7 +142,7 @@ def _lifespan(
         )
         app.state.pool, app.state.api_pool = pool, api_pool
         app.state.webhook_threads = anyio.CapacityLimiter(2 * settings.pool_size)
-        app.state.probes = Probes(target)
+        app.state.probes = Probes(target, settings)
         try:
             yield
         finally:
