@@ -371,4 +371,3 @@ def hosts(tmp_path: Path) -> Iterator[Hosts]:
         yield started
     finally:
         started.stop_all()
-

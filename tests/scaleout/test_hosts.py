@@ -12,6 +12,7 @@ import os
 import threading
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pytest
@@ -106,14 +107,17 @@ def read_database(url: str, result: StormResult) -> Database:
         return Database(
             paid_without_one_order=conn.execute(PAID_WITHOUT_ONE_ORDER).fetchone()[0],  # type: ignore[index]
             orders=conn.execute("SELECT count(*) FROM orders").fetchone()[0],  # type: ignore[index]
-            ledger_mismatches=[
-                str(row) for row in ledger
-                if not (row[1] == row[2] - row[3] and row[3] == row[4] and row[5] == row[6])
-            ],  # fmt: skip
+            ledger_mismatches=[str(row) for row in ledger if not balanced(row)],
             unsent=int(conn.execute(UNSENT).fetchone()[0]),  # type: ignore[index]
             expected_message_ids={message_id(k) for (k,) in conn.execute(DEDUPE_KEYS)},
             acknowledged_missing=int(missing[0]) if missing else -1,
         )
+
+
+def balanced(row: tuple[Any, ...]) -> bool:
+    """Stock = opening - sold; sold = what confirmed orders ordered; one entry per line."""
+    _sku, stock, opening, sold, ordered, sales, lines = row
+    return stock == opening - sold and sold == ordered and sales == lines
 
 
 def felt(result: StormResult, *answers: str) -> int:
