@@ -78,7 +78,7 @@ class Session(psycopg.Connection[tuple[Any, ...]]):
         self, savepoint_name: str | None = None, force_rollback: bool = False
     ) -> Iterator[psycopg.Transaction]:
         with super().transaction(savepoint_name, force_rollback) as tx:
-            if self.per_transaction and tx.savepoint_name is None:
+            if self.per_transaction and not tx.savepoint_name:  # the outermost: BEGIN
                 self.execute(_SET_FOR_TRANSACTION, _columns(self.per_transaction))
             yield tx
 
