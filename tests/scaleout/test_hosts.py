@@ -94,6 +94,12 @@ WHERE NOT EXISTS (SELECT 1 FROM processed_webhooks p
 """
 
 
+def wal_bytes(url: str) -> int:
+    """Where the server's WAL ends, in bytes (for the figures: WAL written per order)."""
+    with psycopg.connect(url) as conn:
+        return int(conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()[0])  # type: ignore[index]
+
+
 def unsent(url: str) -> int:
     with psycopg.connect(url) as conn:
         return int(conn.execute(UNSENT).fetchone()[0])  # type: ignore[index]
@@ -138,6 +144,7 @@ def test_hosts_killed_mid_storm_lose_and_double_nothing(site: Site, hosts: Hosts
     for server in servers:
         wait_until(server.ready, timeout=60, what=f"payhooks serve in {server.namespace.name}")
 
+    wal_before = wal_bytes(direct)
     storm = StormThread([server.base for server in servers])
     storm.start()
     wait_until(lambda: storm.sent >= CARTS, timeout=300, what="the storm to be under way")
@@ -146,10 +153,14 @@ def test_hosts_killed_mid_storm_lose_and_double_nothing(site: Site, hosts: Hosts
     result = storm.finish()
     wait_until(lambda: unsent(direct) == 0, timeout=300, what="the remaining worker to drain")
 
+    wal = wal_bytes(direct) - wal_before
     found = read_database(direct, result)
     received = Counter(site.inbox.ids())
     mine = {mid: n for mid, n in received.items() if mid in found.expected_message_ids}
-    print(figures(through, result, found, mine))
+    print(
+        figures(through, result, found, mine),
+        f"{wal / max(found.orders, 1) / 1024:.1f} KiB WAL per order",
+    )
     assert [v for check in result.checks for v in check.violations] == []
     assert felt(result, "no connection", "http 5") > 0, "the kill was never felt"
     assert found.acknowledged_missing == 0  # every delivery answered 2xx is committed
