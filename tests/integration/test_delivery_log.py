@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import psycopg
 
 from payhooks.service import deliveries
-from tests.factories import purchase
+from tests.factories import SETTINGS, purchase
 from tests.integration.test_web import post
 
 
@@ -57,7 +57,7 @@ def test_a_request_for_an_unknown_gateway_is_logged_under_unknown(service):
 
 
 def test_lines_wait_while_the_database_is_away_and_are_written_after(database_url):
-    log = deliveries.DeliveryLog("postgresql://127.0.0.1:1/none", every_seconds=60)
+    log = deliveries.DeliveryLog("postgresql://127.0.0.1:1/none", SETTINGS, every_seconds=60)
     line = deliveries.Delivery(
         received_at=datetime.now(UTC),
         provider="razorpay",
@@ -67,7 +67,7 @@ def test_lines_wait_while_the_database_is_away_and_are_written_after(database_ur
     )
     log.add(line)
     assert log.flush() == 0  # the database is away: kept, not lost
-    log._side = deliveries.SideConnection(database_url)  # the database is back
+    log._side = deliveries.SideConnection(database_url, SETTINGS)  # the database is back
     assert log.flush() == 1
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] == 1
@@ -76,7 +76,7 @@ def test_lines_wait_while_the_database_is_away_and_are_written_after(database_ur
 def test_the_oldest_lines_go_first_past_the_cap():
     dropped: list[int] = []
     log = deliveries.DeliveryLog(
-        "postgresql://127.0.0.1:1/none", max_pending=2, on_drop=dropped.append
+        "postgresql://127.0.0.1:1/none", SETTINGS, max_pending=2, on_drop=dropped.append
     )
     for status in (200, 401, 503):
         log.add(

@@ -59,10 +59,9 @@ def _exit_with(exc: BaseException, reason: str) -> NoReturn:
 @contextlib.contextmanager
 def _connect(settings: Settings | None = None) -> Iterator[db.Connection]:
     """One autocommit connection for a command, driver errors translated."""
-    import psycopg
-
-    url = database.database_url(settings or _settings())
-    with db.translated(), psycopg.connect(url, autocommit=True) as conn:
+    settings = settings or _settings()
+    url = database.database_url(settings)
+    with db.translated(), database.connect(url, settings) as conn:
         yield conn
 
 
@@ -219,9 +218,9 @@ def purge(
         planned = retention.plan(conn, days)
         if dry_run:
             return planned
-        with _progress(planned.expired) as advance:
+        with _connect() as holder, _progress(planned.expired) as advance:
             done = retention.purge_exclusively(
-                conn, days, batch_rows=batch_rows, on_batch=advance, planned=planned
+                conn, days, holder=holder, batch_rows=batch_rows, on_batch=advance, planned=planned
             )
         if done is None:
             raise PayhooksError("another purge is running (the worker's daily one?); try later")
@@ -328,7 +327,14 @@ def outbox_command(
 
 @app.command()
 def storm(
-    url: Annotated[str, typer.Argument(help="The payhooks deployment, e.g. https://staging:8000")],
+    urls: Annotated[
+        list[str],
+        typer.Argument(
+            help="The payhooks deployment, e.g. https://staging:8000; several hosts of it: "
+            "deliveries round-robin over them, setup and checks through the first.",
+            metavar="URL",
+        ),
+    ],
     token: Annotated[
         str | None, typer.Option(help="API token; default PAYHOOKS_API_TOKEN.")
     ] = None,
@@ -359,7 +365,8 @@ def storm(
         failed_attempt_rate=failed_attempt_rate, double_payment_rate=double_payment_rate,
         refund_rate=refund_rate, concurrency=concurrency, time_scale=time_scale, seed=seed,
     )  # fmt: skip
-    raise typer.Exit(0 if _storm(url.rstrip("/"), api_key, options, settings) else 1)
+    targets = [url.rstrip("/") for url in urls]
+    raise typer.Exit(0 if _storm(targets, api_key, options, settings) else 1)
 
 
 def _storm_token(settings: Settings, token: str | None) -> str:
@@ -380,7 +387,7 @@ def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
     return providers
 
 
-def _storm(url: str, token: str, options: Any, settings: Settings) -> bool:
+def _storm(url: list[str], token: str, options: Any, settings: Settings) -> bool:
     from rich.console import Console
 
     from payhooks.sim.gateway import Gateway

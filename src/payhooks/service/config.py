@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TypeGuard
 
@@ -32,6 +33,16 @@ _DATABASE_URL_SYNTAX = (
     "dbname with the password percent-encoded (%40 for @), or key=value pairs with a value "
     "holding spaces quoted (password='a b')"
 )
+
+
+class PoolMode(StrEnum):
+    """What holds a server session between payhooks and PostgreSQL (docs/scaling.md)."""
+
+    SESSION = "session"
+    """PostgreSQL itself, or a pooler in session mode: a connection keeps its server session."""
+    TRANSACTION = "transaction"
+    """A pooler in transaction mode (PgBouncer ``pool_mode = transaction``): the server
+    session is another client's after each transaction."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +120,16 @@ class _Variable:
             raise SettingError(self.name, f"cannot be used: {problem}; write {SMTP_URL_SYNTAX}")
         return self.raw or None
 
+    def pool_mode(self) -> PoolMode:
+        if not self.raw:
+            return PoolMode.SESSION
+        try:
+            return PoolMode(self.raw.strip())
+        except ValueError:
+            raise SettingError(
+                self.name, f"must be session or transaction, not {_clipped(self.raw)}"
+            ) from None
+
     def database_url(self) -> str | None:
         """Read as libpq reads it, without connecting; refused in fixed words, never libpq's
         (``missing "=" after …`` quotes the value, password and all)."""
@@ -157,6 +178,7 @@ class Settings:
     transaction_timeout_ms: int = 3500
     pool_timeout_ms: int = 1000
     pool_size: int = 10
+    database_pool_mode: PoolMode = PoolMode.SESSION
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -180,6 +202,7 @@ class Settings:
             transaction_timeout_ms=env.get("PAYHOOKS_TRANSACTION_TIMEOUT_MS").integer(3500),
             pool_timeout_ms=env.get("PAYHOOKS_POOL_TIMEOUT_MS").integer(1000),
             pool_size=env.get("PAYHOOKS_POOL_SIZE").integer(10),
+            database_pool_mode=env.get("PAYHOOKS_DATABASE_POOL_MODE").pool_mode(),
         )
         settings.check_timeouts()
         settings.check_payu()

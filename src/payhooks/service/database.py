@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import psycopg_pool
 
 from payhooks import schema
 from payhooks.db import Connection, translated
 from payhooks.errors import DatabaseUnavailable
-from payhooks.service.config import Settings
+from payhooks.service.config import PoolMode, Settings
 
 SHOP = schema.Track(name="shop", package="payhooks.service")
 
@@ -52,6 +53,84 @@ def database_url(settings: Settings) -> str:
     return settings.database_url or embedded_url(settings.home)
 
 
+_SET_FOR_SESSION = (
+    "SELECT set_config(name, value, false) FROM unnest(%s::text[], %s::text[]) AS p(name, value)"
+)
+_SET_FOR_TRANSACTION = (
+    "SELECT set_config(name, value, true) FROM unnest(%s::text[], %s::text[]) AS p(name, value)"
+)
+TRANSACTION_TIMEOUT_SINCE = 170000
+"""``transaction_timeout`` exists from PostgreSQL 17."""
+
+
+class Session(psycopg.Connection[tuple[Any, ...]]):
+    """A connection whose parameters may be set in each transaction it begins instead of once
+    for its session (``per_transaction``, set as ``SET LOCAL`` sets, right after ``BEGIN``).
+
+    Behind a transaction-mode pooler a server session is another client's after each commit:
+    a session-level ``SET`` would reach that client and miss the next server session of ours.
+    """
+
+    per_transaction: tuple[tuple[str, str], ...] = ()
+
+    @contextlib.contextmanager
+    def transaction(
+        self, savepoint_name: str | None = None, force_rollback: bool = False
+    ) -> Iterator[psycopg.Transaction]:
+        with super().transaction(savepoint_name, force_rollback) as tx:
+            if self.per_transaction and not tx.savepoint_name:  # the outermost: BEGIN
+                self.execute(_SET_FOR_TRANSACTION, _columns(self.per_transaction))
+            yield tx
+
+
+def _columns(parameters: tuple[tuple[str, str], ...]) -> tuple[list[str], list[str]]:
+    return [name for name, _ in parameters], [value for _, value in parameters]
+
+
+def connect_options(mode: PoolMode, parameters: Mapping[str, str]) -> dict[str, Any]:
+    """How to connect: ``parameters`` as startup options when the session is ours; behind a
+    transaction pooler no startup option (PgBouncer refuses ``options``) and no server-side
+    prepared statement (it would live in one server session, and the next transaction may
+    run in another)."""
+    if mode is PoolMode.TRANSACTION:
+        return {"prepare_threshold": None}
+    if not parameters:
+        return {}
+    return {"options": " ".join(f"-c {k}={v}" for k, v in parameters.items())}
+
+
+def set_parameters(conn: Connection, mode: PoolMode, parameters: Mapping[str, str]) -> None:
+    """Once connected: ``parameters`` for every transaction behind a transaction pooler, else
+    for the session (those not already given as startup options)."""
+    pairs = tuple(parameters.items())
+    if mode is PoolMode.TRANSACTION:
+        if not isinstance(conn, Session):
+            raise TypeError("behind a transaction pooler payhooks needs its own Session class")
+        conn.per_transaction = pairs
+    elif pairs:
+        conn.execute(_SET_FOR_SESSION, _columns(pairs))
+
+
+def timeouts(settings: Settings) -> dict[str, str]:
+    """The bounds every session of the service carries (docs/design.md, "Insert first")."""
+    return {
+        "lock_timeout": str(settings.lock_timeout_ms),
+        "statement_timeout": str(settings.statement_timeout_ms),
+    }
+
+
+def connect(
+    url: str, settings: Settings, parameters: Mapping[str, str] | None = None, **kwargs: Any
+) -> Session:
+    """One autocommit connection fit for what stands in front of PostgreSQL."""
+    mode = settings.database_pool_mode
+    wanted = dict(parameters or {})
+    conn = Session.connect(url, autocommit=True, **connect_options(mode, wanted), **kwargs)
+    if mode is PoolMode.TRANSACTION:
+        set_parameters(conn, mode, wanted)
+    return conn
+
+
 def open_pool(
     url: str,
     settings: Settings,
@@ -68,24 +147,26 @@ def open_pool(
     servers each lock wait and statement is bounded, not their sum. With ``checked``, each
     connection is tried before it is handed out (one round trip), so a pool used now and then
     never hands out one the server closed meanwhile; the webhook pool, busy, does without.
+    Behind a transaction pooler (``PAYHOOKS_DATABASE_POOL_MODE=transaction``) every bound is
+    set in each transaction instead (``Session``).
     """
-    options = (
-        f"-c lock_timeout={settings.lock_timeout_ms} "
-        f"-c statement_timeout={settings.statement_timeout_ms}"
-    )
+    mode, bounds = settings.database_pool_mode, timeouts(settings)
     budget = settings.transaction_timeout_ms if deadline else None
 
     def configure(conn: Connection) -> None:
-        if budget and conn.info.server_version >= 170000:
-            conn.execute("SELECT set_config('transaction_timeout', %s, false)", (str(budget),))
+        late = {}
+        if budget and conn.info.server_version >= TRANSACTION_TIMEOUT_SINCE:
+            late["transaction_timeout"] = str(budget)
+        set_parameters(conn, mode, {**bounds, **late} if mode is PoolMode.TRANSACTION else late)
 
     size = max_size or settings.pool_size
     pool: psycopg_pool.ConnectionPool = psycopg_pool.ConnectionPool(
         url,
+        connection_class=Session,
         min_size=min(2, size),
         max_size=size,
         timeout=settings.pool_timeout_ms / 1000 if wait_s is None else wait_s,
-        kwargs={"autocommit": True, "options": options},
+        kwargs={"autocommit": True, **connect_options(mode, bounds)},
         configure=configure,
         check=psycopg_pool.ConnectionPool.check_connection if checked else None,
         open=False,

@@ -20,6 +20,7 @@ from datetime import datetime
 import psycopg
 
 from payhooks.events import Received
+from payhooks.service.config import Settings
 from payhooks.service.metrics import SideConnection
 
 log = logging.getLogger("payhooks.service.deliveries")
@@ -110,12 +111,13 @@ class DeliveryLog:
     def __init__(
         self,
         url: str,
+        settings: Settings,
         *,
         max_pending: int = 50_000,
         every_seconds: float = 0.5,
         on_drop: Callable[[int], None] = lambda n: None,
     ) -> None:
-        self._side = SideConnection(url)
+        self._side = SideConnection(url, settings)
         self._pending: deque[Delivery] = deque()
         self._max_pending = max_pending
         self._every = every_seconds

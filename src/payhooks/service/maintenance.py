@@ -62,8 +62,10 @@ class Maintenance:
         if days < policy.MIN_RETENTION_DAYS:
             log.error("purge_refused", extra={"retention_days": days})
             return 0
-        with database.connection(self.pool) as conn:
-            result = retention.purge_exclusively(conn, days, stop=self.stopping.is_set)
+        with database.connection(self.pool) as holder, database.connection(self.pool) as conn:
+            result = retention.purge_exclusively(
+                conn, days, holder=holder, stop=self.stopping.is_set
+            )
         if result is None:
             return 0
         log.info("purge_done", extra={"deleted": result.deleted, "days": days})

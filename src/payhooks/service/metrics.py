@@ -28,6 +28,8 @@ from payhooks.answers import STATUS_OF_ERROR
 from payhooks.errors import DatabaseUnavailable
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
+from payhooks.service import database
+from payhooks.service.config import Settings
 
 log = logging.getLogger("payhooks.service.metrics")
 
@@ -205,15 +207,19 @@ class SideConnection:
     take, a connection a webhook needs: however many arrive, they hold this one at most.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, settings: Settings) -> None:
         self._url = url
+        self._settings = settings
         self._conn: db.Connection | None = None
         self._lock = threading.Lock()
 
     def run(self, work: Callable[[db.Connection], T]) -> T:
+        """In a transaction: behind a transaction pooler that is where the timeout is set."""
         with self._lock, db.translated():
             try:
-                return work(self._connected())
+                conn = self._connected()
+                with conn.transaction():
+                    return work(conn)
             except psycopg.Error:
                 self._drop()
                 raise
@@ -224,12 +230,12 @@ class SideConnection:
 
     def _connected(self) -> db.Connection:
         if self._conn is None:
-            self._conn = psycopg.connect(
+            self._conn = database.connect(
                 self._url,
-                autocommit=True,
+                self._settings,
+                {"statement_timeout": str(PROBE_STATEMENT_TIMEOUT_MS)},
                 connect_timeout=PROBE_CONNECT_TIMEOUT_SECONDS,
                 application_name="payhooks-probes",
-                options=f"-c statement_timeout={PROBE_STATEMENT_TIMEOUT_MS}",
             )
         return self._conn
 
@@ -284,8 +290,8 @@ class Shared(Generic[T]):
 class Probes:
     """What /metrics and /readyz read from the database, through their side connection."""
 
-    def __init__(self, url: str) -> None:
-        self._side = SideConnection(url)
+    def __init__(self, url: str, settings: Settings) -> None:
+        self._side = SideConnection(url, settings)
         self.gauges = Shared(self._read_gauges, ttl_seconds=GAUGES_TTL_SECONDS)
         self.ready = Shared(lambda: self._side.run(ping), ttl_seconds=READY_TTL_SECONDS)
 

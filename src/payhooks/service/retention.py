@@ -6,7 +6,8 @@ rows go. Parked rows are kept until they are applied: they are unfinished money 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -52,11 +53,25 @@ _PROGRESS = "UPDATE maintenance_runs SET rows_done = rows_done + %s WHERE task =
 _FINISH = "UPDATE maintenance_runs SET finished_at = now() WHERE task = 'purge'"
 
 
+_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
+_UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
+
+
 def plan(conn: Connection, days: int) -> PurgeResult:
     """What a purge would delete now, deleting nothing (``--dry-run``)."""
     cutoff = conn.execute(CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
     expired = conn.execute(EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
     return PurgeResult(cutoff=cutoff, expired=expired, deleted=0)
+
+
+@contextlib.contextmanager
+def _unbounded(conn: Connection) -> Iterator[None]:
+    """A transaction with no statement timeout (counting ten million rows may take longer
+    than a webhook may), set for it alone: no session state, which a transaction pooler
+    would hand to another client."""
+    with conn.transaction():
+        conn.execute(_UNBOUNDED)
+        yield
 
 
 def purge(
@@ -68,14 +83,15 @@ def purge(
     planned: PurgeResult | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> PurgeResult:
-    """Delete records older than ``days`` (fixed at the start), batch by batch, autocommitted;
-    then sent outbox messages and delivery log lines older than that (they hold customers'
-    addresses and references), ended console sessions and day-old failed logins."""
-    planned = planned or plan(conn, days)
-    conn.execute(_START, (planned.expired,))
+    """Delete records older than ``days`` (fixed at the start), batch by batch, each its own
+    transaction; then sent outbox messages and delivery log lines older than that (they hold
+    customers' addresses and references), ended console sessions and day-old failed logins."""
+    with _unbounded(conn):
+        planned = planned or plan(conn, days)
+        conn.execute(_START, (planned.expired,))
     deleted = 0
     while not stop():
-        with conn.transaction():
+        with _unbounded(conn):
             done = conn.execute(DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
             conn.execute(_PROGRESS, (done,))
         deleted += done
@@ -84,7 +100,7 @@ def purge(
         if done < batch_rows:
             break
     for statement in (_DELETE_SENT, _DELETE_LOGGED):
-        while not stop() and conn.execute(statement, (planned.cutoff, batch_rows)).rowcount:
+        while not stop() and _delete_old(conn, statement, planned.cutoff, batch_rows):
             pass
     conn.execute(_DELETE_ENDED_SESSIONS)
     conn.execute(_DELETE_OLD_FAILURES)
@@ -92,14 +108,21 @@ def purge(
     return PurgeResult(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
 
 
-def purge_exclusively(conn: Connection, days: int, **options: Any) -> PurgeResult | None:
-    """``purge`` unless another process is purging (None then): one purge at a time, with no
-    statement timeout (counting ten million rows may take longer than a webhook may)."""
-    if not conn.execute("SELECT pg_try_advisory_lock(%s)", (_PURGE_LOCK,)).fetchone()[0]:  # type: ignore[index]
-        return None
-    try:
-        conn.execute("SET statement_timeout = 0")
+def _delete_old(conn: Connection, statement: str, cutoff: datetime, batch_rows: int) -> int:
+    with _unbounded(conn):
+        return conn.execute(statement, (cutoff, batch_rows)).rowcount
+
+
+def purge_exclusively(
+    conn: Connection, days: int, *, holder: Connection, **options: Any
+) -> PurgeResult | None:
+    """``purge`` unless another process is purging (None then): one purge at a time.
+
+    The lock is held by a transaction left open on ``holder`` for the whole purge, not by a
+    session: behind a transaction pooler a session-level lock would stay with a server
+    session that other clients go on using, and its unlock could reach another session. An
+    open transaction keeps its server session, and ends with its client."""
+    with holder.transaction():
+        if not holder.execute(_TRY_LOCK, (_PURGE_LOCK,)).fetchone()[0]:  # type: ignore[index]
+            return None
         return purge(conn, days, **options)
-    finally:
-        conn.execute("RESET statement_timeout")
-        conn.execute("SELECT pg_advisory_unlock(%s)", (_PURGE_LOCK,))

@@ -147,9 +147,9 @@ def _lifespan(
         )
         app.state.pool, app.state.api_pool = pool, api_pool
         app.state.webhook_threads = anyio.CapacityLimiter(2 * settings.pool_size)
-        app.state.probes = Probes(target)
+        app.state.probes = Probes(target, settings)
         witness: Witness = app.state.witness
-        witness.log = deliveries.DeliveryLog(target, on_drop=witness.metrics.log_dropped)
+        witness.log = deliveries.DeliveryLog(target, settings, on_drop=witness.metrics.log_dropped)
         witness.log.start()
         try:
             yield

@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -225,12 +225,15 @@ class Tally:
     gave_up: list[str] = field(default_factory=list)
     parked: list[str] = field(default_factory=list)
     acknowledged: set[tuple[str, str]] = field(default_factory=set)
+    by_url: Counter[str] = field(default_factory=Counter)
+    """HTTP attempts per deployment URL."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, answer: Answer, delivery: Delivery) -> None:
+    def record(self, answer: Answer, delivery: Delivery, url: str = "") -> None:
         with self.lock:
             self.attempts += 1
             self.answers[answer.outcome] += 1
+            self.by_url[url] += 1
             if answer.outcome == "parked":
                 self.parked.append(delivery.label)
             if answer.event_id and answer.acknowledged:
@@ -243,19 +246,33 @@ class _Send:
     seq: int
     attempt: int = field(compare=False)
     delivery: Delivery = field(compare=False)
+    lane: int = field(default=0, compare=False)
+    """Where the first attempt goes among the URLs; each retry goes to the next one."""
+
+
+def base_urls(url: str | Sequence[str]) -> tuple[str, ...]:
+    """One deployment URL, or several (hosts behind no balancer): at least one."""
+    urls = (url,) if isinstance(url, str) else tuple(url)
+    if not urls:
+        raise ValueError("the storm needs at least one URL")
+    return urls
 
 
 class Gatekeeper:
     """Sends due deliveries from several threads; a failed attempt is re-queued on the
-    provider's schedule, scaled by ``time_scale`` (simulated seconds per real second)."""
+    provider's schedule, scaled by ``time_scale`` (simulated seconds per real second).
+
+    Given several URLs, first attempts go round-robin and each retry goes to the next URL,
+    as a balancer without health checks would: a host that is down is never tried twice in
+    a row for one delivery."""
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | Sequence[str],
         options: StormOptions,
         on_attempt: Callable[[bool], None] = lambda _: None,
     ) -> None:
-        self.base_url = base_url
+        self.urls = base_urls(base_url)
         self.options = options
         self.on_attempt = on_attempt
         self.tally = Tally()
@@ -269,7 +286,8 @@ class Gatekeeper:
         for item in planned:
             for _ in range(item.copies):
                 due = start + item.at_s / self.options.time_scale
-                heapq.heappush(self._heap, _Send(due, next(self._seq), 0, item.delivery))
+                seq = next(self._seq)
+                heapq.heappush(self._heap, _Send(due, seq, 0, item.delivery, seq % len(self.urls)))
         threads = [threading.Thread(target=self._work) for _ in range(self.options.concurrency)]
         for thread in threads:
             thread.start()
@@ -278,15 +296,21 @@ class Gatekeeper:
         return self.tally
 
     def _work(self) -> None:
-        with httpx.Client(base_url=self.base_url, timeout=self.options.request_timeout_s) as client:
+        timeout = self.options.request_timeout_s
+        clients = [httpx.Client(base_url=url, timeout=timeout) for url in self.urls]
+        try:
             while (send := self._next()) is not None:
                 answer = Answer(outcome="error")
+                lane = (send.lane + send.attempt) % len(self.urls)
                 try:
-                    answer = post(client, send.delivery)
-                    self.tally.record(answer, send.delivery)
+                    answer = post(clients[lane], send.delivery)
+                    self.tally.record(answer, send.delivery, self.urls[lane])
                     self.on_attempt(False)
                 finally:
                     self._done(send, answer)
+        finally:
+            for client in clients:
+                client.close()
 
     def _next(self) -> _Send | None:
         with self._cond:
@@ -309,9 +333,8 @@ class Gatekeeper:
             if not answer.acknowledged:
                 if send.attempt < len(schedule):
                     due = time.monotonic() + schedule[send.attempt] / self.options.time_scale
-                    heapq.heappush(
-                        self._heap, _Send(due, next(self._seq), send.attempt + 1, send.delivery)
-                    )
+                    retry = _Send(due, next(self._seq), send.attempt + 1, send.delivery, send.lane)
+                    heapq.heappush(self._heap, retry)
                     self.tally.retries += 1
                     self.on_attempt(True)
                 else:
@@ -491,12 +514,14 @@ Progress = Callable[[str, int, int | None], None]
 
 
 def run_storm(
-    base_url: str,
+    base_url: str | Sequence[str],
     token: str,
     gateway: Gateway,
     options: StormOptions,
     progress: Progress = lambda *_: None,
 ) -> StormResult:
+    """The storm against one deployment URL, or several hosts of one deployment: deliveries
+    spread over them (``Gatekeeper``); setup and verification through the first."""
     from concurrent.futures import ThreadPoolExecutor
 
     rng = random.Random(options.seed)
@@ -504,7 +529,7 @@ def run_storm(
     started = time.monotonic()
     headers = {"authorization": f"Bearer {token}"}
     with (
-        httpx.Client(base_url=base_url, headers=headers, timeout=30) as client,
+        httpx.Client(base_url=base_urls(base_url)[0], headers=headers, timeout=30) as client,
         ThreadPoolExecutor(options.concurrency) as pool,
     ):
         shop = Shop(client, StormError)
@@ -529,7 +554,7 @@ def run_storm(
 
 
 def _deliver(
-    base_url: str, stories: list[Story], options: StormOptions, progress: Progress
+    base_url: str | Sequence[str], stories: list[Story], options: StormOptions, progress: Progress
 ) -> Tally:
     planned = [item for story in stories for item in story.planned]
     total = [sum(item.copies for item in planned)]
@@ -579,6 +604,9 @@ def report(result: StormResult) -> list[Table]:
     for answer, count in result.tally.answers.most_common():
         sent.add_row(f"  answered {answer}", f"{count:,}")
     sent.add_row("duplicates suppressed", f"{result.tally.answers['duplicate']:,}")
+    if len(result.tally.by_url) > 1:
+        for url, count in sorted(result.tally.by_url.items()):
+            sent.add_row(f"  attempts to {url}", f"{count:,}")
     sent.add_row("orders", ", ".join(f"{n:,} {status}" for status, n in result.orders.items()))
     sent.add_row("elapsed", f"{result.seconds:.1f} s")
     checks = Table("invariant", "", "checked", "violations", box=box.SIMPLE, title="Invariants")
