@@ -82,23 +82,27 @@ def seen(conn: Connection, event: Event) -> Claim | None:
     return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[2]))
 
 
+def claim_values(received: Received) -> tuple[object, ...]:
+    """The claim's row, in ``_INSERT``'s order: one builder for the sync and async claims."""
+    event = received.event
+    return (
+        event.provider.value,
+        event.event_id,
+        event.event_type,
+        event.payment_id,
+        event.merchant_ref,
+        event.bank_ref,
+        event.payload_sha256,
+        received.body,
+        json.dumps(dict(received.headers)),
+    )
+
+
 def claim(conn: Connection, received: Received) -> Claim:
     """Claim the delivery's key inside the caller's open transaction."""
     event = received.event
     key = (event.provider.value, event.event_id)
-    inserted = conn.execute(
-        _INSERT,
-        (
-            *key,
-            event.event_type,
-            event.payment_id,
-            event.merchant_ref,
-            event.bank_ref,
-            event.payload_sha256,
-            received.body,
-            json.dumps(dict(received.headers)),
-        ),
-    ).fetchone()
+    inserted = conn.execute(_INSERT, claim_values(received)).fetchone()
     if inserted:
         return Claim(state=ClaimState.NEW)
     row = conn.execute(_EXISTING, key).fetchone()

@@ -7,8 +7,6 @@ Keep the two in step; the tests play the same deliveries through both.
 
 from __future__ import annotations
 
-import json
-
 import psycopg
 from psycopg.pq import TransactionStatus
 
@@ -24,6 +22,7 @@ from payhooks.idempotency import (
     _SAME_BODY,
     Claim,
     ClaimState,
+    claim_values,
 )
 from payhooks.ingest import Outcome, Receipt
 
@@ -71,7 +70,7 @@ async def _claim(conn: AsyncConnection, received: Received) -> Claim:
     """``idempotency.claim``: insert first; on a conflict, find out what it conflicted with."""
     event = received.event
     key = _key(event)
-    inserted = await (await conn.execute(_INSERT, _claim_values(received))).fetchone()
+    inserted = await (await conn.execute(_INSERT, claim_values(received))).fetchone()
     if inserted:
         return Claim(state=ClaimState.NEW)
     row = await (await conn.execute(_EXISTING, key)).fetchone()
@@ -99,19 +98,6 @@ async def _same_body(conn: AsyncConnection, event: Event) -> Claim:
     if row is None:
         return Claim(state=ClaimState.DUPLICATE)
     return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[1]))
-
-
-def _claim_values(received: Received) -> tuple[object, ...]:
-    event = received.event
-    return (
-        *_key(event),
-        event.event_type,
-        event.payment_id,
-        event.merchant_ref,
-        event.payload_sha256,
-        received.body,
-        json.dumps(dict(received.headers)),
-    )
 
 
 def _key(event: Event) -> tuple[str, str]:
