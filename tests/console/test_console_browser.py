@@ -7,7 +7,6 @@ The screenshots in docs/console.md are the ones these tests take.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -18,12 +17,17 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from payhooks.events import Provider
-from payhooks.providers import razorpay
 from payhooks.service.shop import carts
-from payhooks.sim.gateway import Delivery, bank_reference
+from payhooks.sim.gateway import bank_reference
 from tests.console.conftest import OPERATOR, PASSWORD, Console
-from tests.console.test_console_http import log_lines, logged, parked_delivery, send
-from tests.factories import GATEWAY, KEYS, purchase
+from tests.console.test_console_http import (
+    captured_with_notes,
+    log_lines,
+    logged,
+    parked_delivery,
+    send,
+)
+from tests.factories import GATEWAY, purchase
 
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "console"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -161,18 +165,7 @@ def test_replaying_a_parked_delivery_gives_its_cart_an_order(console, page, conn
 def test_markup_a_customer_typed_is_rendered_as_text(console, page, conn):
     buy = purchase(conn)
     typed = "<script>document.title='owned'</script><img src=x onerror=alert(1)>"
-    entity = {
-        "id": buy.payment_id,
-        "entity": "payment",
-        "amount": buy.amount_paise,
-        "currency": "INR",
-        "status": "captured",
-        "order_id": buy.reference,
-        "notes": {"address": typed},
-    }
-    body = json.dumps({"event": "payment.captured", "payload": {"payment": {"entity": entity}}})
-    signed = {"x-razorpay-signature": razorpay.sign(body.encode(), KEYS.razorpay)}
-    delivery = Delivery(provider=Provider.RAZORPAY, body=body.encode(), headers=signed, label="x")
+    delivery = captured_with_notes(buy, typed)
     assert send(console, delivery).json()["status"] == "processed"
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))

@@ -399,8 +399,8 @@ def test_the_raw_body_and_kept_headers_are_one_click_away_and_secrets_never(cons
         assert secret not in page and secret not in story
 
 
-def test_customer_typed_markup_is_shown_as_text(console, conn):
-    buy = purchase(conn)
+def captured_with_notes(buy, notes: str) -> Delivery:
+    """A signed capture whose payment carries ``notes`` as a customer typed them."""
     entity = {
         "id": buy.payment_id,
         "entity": "payment",
@@ -408,15 +408,16 @@ def test_customer_typed_markup_is_shown_as_text(console, conn):
         "currency": "INR",
         "status": "captured",
         "order_id": buy.reference,
-        "notes": {"address": "<script>document.title='owned'</script>"},
+        "notes": {"address": notes},
     }
     body = json.dumps({"event": "payment.captured", "payload": {"payment": {"entity": entity}}})
-    delivery = Delivery(
-        provider=Provider.RAZORPAY,
-        body=body.encode(),
-        headers={"x-razorpay-signature": razorpay.sign(body.encode(), KEYS.razorpay)},
-        label="markup",
-    )
+    signed = {"x-razorpay-signature": razorpay.sign(body.encode(), KEYS.razorpay)}
+    return Delivery(provider=Provider.RAZORPAY, body=body.encode(), headers=signed, label=notes)
+
+
+def test_customer_typed_markup_is_shown_as_text(console, conn):
+    buy = purchase(conn)
+    delivery = captured_with_notes(buy, "<script>document.title='owned'</script>")
     assert send(console, delivery).json()["status"] == "processed"
     [(event_id,)] = rows(console, "SELECT event_id FROM processed_webhooks")
     client = console.logged_in()
