@@ -1,0 +1,66 @@
+"""`payhooks operator` as an operator runs it: add (prompted or from stdin), list, a new
+password, remove; a name or password the console does not take is refused in one line."""
+
+from __future__ import annotations
+
+import subprocess
+
+import psycopg
+
+from payhooks.service.console import auth
+from tests.acceptance.conftest import PAYHOOKS
+
+
+def operator(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PAYHOOKS, "operator", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def stored_hash(url: str, name: str) -> str | None:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT password_hash FROM operators WHERE name = %s", (name,)
+        ).fetchone()
+    return None if row is None else row[0]
+
+
+def test_add_list_change_and_remove_an_operator(env):
+    url = env["DATABASE_URL"]
+    added = operator(env, "add", "asha", "--password-stdin", stdin="first password 1\n")
+    assert (added.returncode, added.stdout) == (0, "operator asha added\n"), added.stderr
+    first = stored_hash(url, "asha")
+    assert first and auth.password_matches("first password 1", first)
+    assert "first password" not in first
+    assert operator(env, "list").stdout.startswith("asha\tadded ")
+    changed = operator(env, "add", "asha", "--password-stdin", stdin="second password 2\n")
+    assert changed.stdout == "operator asha has a new password\n"
+    assert auth.password_matches("second password 2", stored_hash(url, "asha") or "")
+    assert operator(env, "remove", "asha").stdout == "operator asha removed\n"
+    assert stored_hash(url, "asha") is None
+
+
+def test_the_password_is_asked_twice_when_not_piped(env):
+    answer = operator(env, "add", "ravi", stdin="a long password\na long password\n")
+    assert answer.returncode == 0, answer.stderr
+    assert auth.password_matches("a long password", stored_hash(env["DATABASE_URL"], "ravi") or "")
+
+
+def test_a_short_password_or_an_odd_name_is_refused_in_one_line(env):
+    short = operator(env, "add", "asha", "--password-stdin", stdin="short\n")
+    odd = operator(env, "add", "Asha <admin>", "--password-stdin", stdin="a long password\n")
+    for refused in (short, odd):
+        assert refused.returncode == 1
+        assert refused.stderr.count("\n") == 1 and refused.stderr.startswith("payhooks: ")
+    assert "12 to 1024 characters" in short.stderr
+    assert "lower-case letters" in odd.stderr
+
+
+def test_removing_an_unknown_operator_says_so(env):
+    answer = operator(env, "remove", "nobody")
+    assert (answer.returncode, answer.stderr) == (1, "payhooks: operator 'nobody' not found\n")
