@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
+from urllib.parse import parse_qsl
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -200,8 +201,8 @@ class GatewayApi:
         return order, None
 
     async def _payu(self, request: Request) -> Response:
-        form = await request.form()
-        fields = {name: str(form.get(name, "")) for name in ("key", "command", "var1", "hash")}
+        form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+        fields = {name: form.get(name, "") for name in ("key", "command", "var1", "hash")}
         if request.query_params.get("form") != "2" or fields["command"] != "verify_payment":
             return JSONResponse({"status": 0, "msg": "Invalid command"})
         expected = hashlib.sha512(
