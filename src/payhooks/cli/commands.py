@@ -164,6 +164,12 @@ def worker_warnings(settings: Settings) -> list[str]:
         )
     if settings.alert_email is None:
         found.append("PAYHOOKS_ALERT_EMAIL is not set: every alert will be dead-lettered")
+    off = settings.reconciliation_off()
+    if off:
+        found.append(
+            f"reconciliation is off for {', '.join(p.value for p in off)} (no API credentials): "
+            "a payment whose webhook never comes is not recovered there"
+        )
     return found
 
 
@@ -184,12 +190,14 @@ def worker(
             database.database_url(settings), settings, max_size=2, deadline=False
         )
     )
+    runner: Worker | None = None
     try:
         runner = _run(lambda: Worker(pool, settings, worker_options(once=once, batch=batch)))
         for warning in worker_warnings(settings):
             typer.echo(f"payhooks: warning: {warning}", err=True)
         if once:
             _run(runner.maybe_retry_parked)
+            _run(runner.maybe_reconcile)
             sent = 0
             while (done := _run(runner.drain)) > 0:
                 sent += done
@@ -199,7 +207,53 @@ def worker(
             signal.signal(signum, lambda *_: runner.stop())
         _run(runner.run)
     finally:
+        if runner is not None:
+            runner.close()
         pool.close()
+
+
+@app.command()
+def reconcile(
+    older_than_s: Annotated[
+        int | None,
+        typer.Option(
+            help="Ask about checkouts older than this; default PAYHOOKS_RECONCILE_AFTER_S."
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Checkouts asked about, at most.")] = 100,
+) -> None:
+    """Ask the gateways about checkouts with no payment, and apply what they report (one pass)."""
+    from payhooks.service import reconcile as reconciliation
+
+    logs.configure()
+    settings = _settings()
+    if not settings.reconciled():
+        _run(lambda: _fail(
+            "no gateway API credentials are set (PAYHOOKS_RAZORPAY_KEY_ID, PAYHOOKS_CASHFREE_"
+            "CLIENT_ID, PAYHOOKS_PAYU_API_KEY and their secrets): reconciliation is off"
+        ))  # fmt: skip
+    pool = _run(
+        lambda: database.open_pool(
+            database.database_url(settings), settings, max_size=2, deadline=False
+        )
+    )
+    try:
+        with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
+            runner = reconciliation.reconciler(
+                pool, settings, http, limit=limit, after_s=older_than_s
+            )
+            tally = _run(runner.run)
+    finally:
+        pool.close()
+    off = ", ".join(p.value for p in settings.reconciliation_off())
+    typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
+    errors = sum(tally.api_errors.values())
+    if errors:
+        typer.echo(
+            f"payhooks: {errors} gateway API error(s); those checkouts are asked again later",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @app.command()
