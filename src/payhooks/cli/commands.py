@@ -400,6 +400,13 @@ def storm(
         float, typer.Option(help="Simulated seconds per real second for retry schedules.")
     ] = 3600.0,
     seed: Annotated[int | None, typer.Option(help="Seed, to replay the same storm.")] = None,
+    silent_rate: Annotated[
+        float, typer.Option(help="Carts whose webhooks are never sent (needs --gateway-api-port).")
+    ] = 0.0,
+    gateway_api_port: Annotated[
+        int | None,
+        typer.Option(help="Serve the gateways' status APIs on 127.0.0.1:PORT for reconciliation."),
+    ] = None,
 ) -> None:
     """Throw a retrying, duplicating, reordering gateway at a deployment; verify every
     invariant through its API. Exits 1 if any is violated. Point it at staging, not live."""
@@ -412,8 +419,12 @@ def storm(
         duplicate_rate=duplicate_rate, reorder_rate=reorder_rate,
         failed_attempt_rate=failed_attempt_rate, double_payment_rate=double_payment_rate,
         refund_rate=refund_rate, concurrency=concurrency, time_scale=time_scale, seed=seed,
+        silent_rate=silent_rate,
     )  # fmt: skip
-    raise typer.Exit(0 if _storm(url.rstrip("/"), api_key, options, settings) else 1)
+    if silent_rate and gateway_api_port is None:
+        _run(lambda: _fail("--silent-rate needs --gateway-api-port (the deployment reconciles)"))
+    ok = _storm(url.rstrip("/"), api_key, options, settings, gateway_api_port)
+    raise typer.Exit(0 if ok else 1)
 
 
 def _storm_token(settings: Settings, token: str | None) -> str:
@@ -434,15 +445,22 @@ def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
     return providers
 
 
-def _storm(url: str, token: str, options: Any, settings: Settings) -> bool:
+def _storm(url: str, token: str, options: Any, settings: Settings, api_port: int | None) -> bool:
     from rich.console import Console
 
     from payhooks.sim.gateway import Gateway
+    from payhooks.sim.gateway_api import GatewayApi, serving
     from payhooks.sim.storm import report, run_storm
 
     gateway = Gateway(_current_secrets(settings), now=int(time.time()))
-    with _storm_progress(Console(stderr=True)) as progress:
-        result = _run(lambda: run_storm(url, token, gateway, options, progress))
+    books = GatewayApi(_api_keys(settings))
+    with (
+        serving(books, port=api_port or 0) as api_url,
+        _storm_progress(Console(stderr=True)) as progress,
+    ):
+        if api_port is not None:
+            typer.echo(f"gateway status APIs on {api_url}", err=True)
+        result = _run(lambda: run_storm(url, token, gateway, options, progress, books=books))
     for table in report(result):
         Console().print(table)
     return result.ok
@@ -460,6 +478,26 @@ def _current_secrets(settings: Settings) -> GatewaySecrets:
         payu_key=settings.payu_merchant_key or default.payu_key,
         payu_salt=next(iter(settings.payu_salts), default.payu_salt),
     )
+
+
+def _api_keys(settings: Settings) -> Any:
+    """The API credentials the deployment reconciles with (the defaults where unset)."""
+    from payhooks.sim.gateway_api import ApiKeys
+
+    default = ApiKeys()
+    found = settings.reconciled()
+
+    def pair(provider: Provider, ident: str, secret: str) -> tuple[str, str]:
+        given = found.get(provider)
+        return (given.id, given.secret) if given else (ident, secret)
+
+    rzp = pair(Provider.RAZORPAY, default.razorpay_key_id, default.razorpay_key_secret)
+    cf = pair(Provider.CASHFREE, default.cashfree_client_id, default.cashfree_api_secret)
+    payu = pair(Provider.PAYU, default.payu_key, default.payu_salt)
+    return ApiKeys(
+        razorpay_key_id=rzp[0], razorpay_key_secret=rzp[1],
+        cashfree_client_id=cf[0], cashfree_api_secret=cf[1], payu_key=payu[0], payu_salt=payu[1],
+    )  # fmt: skip
 
 
 def _fail(reason: str) -> None:

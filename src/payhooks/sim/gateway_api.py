@@ -374,14 +374,16 @@ def _raw_json(text: str, status: int = 200) -> Response:
 
 
 @contextlib.contextmanager
-def serving(api: GatewayApi) -> Iterator[str]:
-    """The double under uvicorn on a free loopback port, until the block ends."""
+def serving(api: GatewayApi, *, port: int = 0) -> Iterator[str]:
+    """The double under uvicorn on a loopback port (a free one by default), until the block
+    ends. Loopback only: it holds test credentials and answers anyone who asks."""
     import socket
 
     import uvicorn
 
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     port = int(sock.getsockname()[1])
     server = uvicorn.Server(
         uvicorn.Config(api.app(), log_config=None, log_level="error", access_log=False)
