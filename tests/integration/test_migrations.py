@@ -62,7 +62,11 @@ VALUES ('o1', 'c1', 'razorpay', 'pay_refunded_after_order', 100, 'confirmed', 'e
 def test_version_4_database_upgrades_with_its_records_intact(empty_db):
     migrate_to_v4(empty_db)
     empty_db.execute(V4_DATA.encode())
-    assert database.migrate(empty_db) == ["core/0002_references_and_copies", "shop/0005_captures"]
+    assert database.migrate(empty_db) == [
+        "core/0002_references_and_copies",
+        "shop/0005_captures",
+        "shop/0007_reconcile",
+    ]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}
     captured = dict(
