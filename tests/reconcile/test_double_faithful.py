@@ -146,7 +146,9 @@ def test_payu_sdk_verify_payment_is_answered_with_its_transaction(gateway_api):
     assert answer["msg"] == "1 out of 1 Transactions Fetched Successfully"
     details = answer["transaction_details"]["ph_T3stTxn"]
     assert (details["status"], details["amt"], details["mihpayid"]) == (
-        "success", "848.00", "403993715521889530"
+        "success",
+        "848.00",
+        "403993715521889530",
     )
 
 

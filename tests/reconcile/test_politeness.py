@@ -26,9 +26,9 @@ def test_a_429_storm_loses_nothing_and_the_next_pass_finishes(conn, rig):
     first = rig.run()
     assert first.api_errors[Provider.RAZORPAY] == 1
     assert first.deferred[Provider.RAZORPAY] == 3  # stopped asking after the 429
-    waits = conn.execute(
-        "SELECT min(next_attempt_at - now()) FROM reconcile_checkouts"
-    ).fetchone()[0]
+    waits = conn.execute("SELECT min(next_attempt_at - now()) FROM reconcile_checkouts").fetchone()[
+        0
+    ]
     assert waits.total_seconds() >= 29  # the wait the gateway asked for
     conn.execute(DUE_AGAIN)
     rig.run()
@@ -58,7 +58,8 @@ def test_a_slow_answer_is_a_timeout_asked_again_later(conn, rig):
         tally = rig.run()
     rig.http = patient
     assert tally.api_errors[Provider.PAYU] == 1
-    assert count(conn, "SELECT count(*) FROM reconcile_checkouts WHERE last_error = 'timed out'") == 1
+    timed_out = "SELECT count(*) FROM reconcile_checkouts WHERE last_error = 'timed out'"
+    assert count(conn, timed_out) == 1
     conn.execute(DUE_AGAIN)
     rig.run()
     assert len(orders_of(conn, buy.cart_id)) == 1
@@ -110,9 +111,7 @@ def test_checkouts_younger_than_the_age_are_left_to_their_webhook(conn, rig):
     from payhooks.service.reconcile import Options, Reconciler
 
     patient = rig.reconciler()
-    tally = Reconciler(
-        rig.pool, patient.clients, Options(after_s=900, window_s=3600)
-    ).run()
+    tally = Reconciler(rig.pool, patient.clients, Options(after_s=900, window_s=3600)).run()
     assert sum(tally.examined.values()) == 0
     assert orders_of(conn, buy.cart_id) == []
 

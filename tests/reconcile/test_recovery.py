@@ -53,9 +53,7 @@ def test_reconciliation_after_the_webhook_changes_nothing_and_alerts_no_one(conn
     assert (count(conn, EMAILS), count(conn, SALES), count(conn, ALERTS)) == (1, 1, 0)
 
 
-def test_a_webhook_and_reconciliation_at_the_same_moment_give_one_order(
-    conn, rig, database_url
-):
+def test_a_webhook_and_reconciliation_at_the_same_moment_give_one_order(conn, rig, database_url):
     buy = purchase(conn, Provider.RAZORPAY)
     paid_at_gateway(rig.api, buy)
     report = rig.reconciler().clients[Provider.RAZORPAY].report(buy.reference)
@@ -102,4 +100,5 @@ def test_a_failed_payment_is_recorded_and_the_checkout_asked_again_later(conn, r
     assert status == ("failed",)
     assert orders_of(conn, buy.cart_id) == []
     assert count(conn, ALERTS) == 0
-    assert count(conn, "SELECT count(*) FROM reconcile_checkouts WHERE next_attempt_at > now()") == 1
+    later = "SELECT count(*) FROM reconcile_checkouts WHERE next_attempt_at > now()"
+    assert count(conn, later) == 1

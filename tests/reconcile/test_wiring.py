@@ -130,6 +130,4 @@ def test_payhooks_reconcile_exits_1_on_api_errors_with_a_one_line_cause(conn, ri
 
 
 def _cli(env, *args):
-    return subprocess.run(
-        [PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=120
-    )
+    return subprocess.run([PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=120)
