@@ -138,3 +138,27 @@ class OperatorRefused(PayhooksError):
 
 class ReadOnlyRecord(PayhooksError):
     """A delivery record written through the ORM: only the claim writes them."""
+
+
+class GatewayApiError(PayhooksError):
+    """A gateway's status API did not answer usefully (rate limit, 5xx, timeout, refusal): the
+    checkout is asked about again on a later reconciliation pass. ``retry_after_s`` is the wait
+    the gateway asked for, when it said; ``status`` the HTTP status, None without an answer."""
+
+    def __init__(
+        self,
+        provider: str,
+        reason: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(f"{provider} API: {reason}")
+        self.provider = provider
+        self.reason = reason
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+    @property
+    def rate_limited(self) -> bool:
+        return self.status == 429

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from payhooks.sim.gateway_api import ApiKeys
 from tests.factories import KEYS
 
 PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
@@ -62,6 +63,9 @@ def env(database_url: str, tmp_path: Path) -> dict[str, str]:
     return {
         **os.environ,
         **KEYS.env(),
+        # Reconciliation configured, against a port nothing listens on: a fresh database has
+        # no checkout old enough to be asked about, so nothing is ever sent there.
+        **ApiKeys().env("http://127.0.0.1:9"),
         "DATABASE_URL": database_url,
         "PAYHOOKS_API_TOKEN": "acceptance",
         "PAYHOOKS_HOME": str(tmp_path),

@@ -127,3 +127,11 @@ def test_the_worker_logs_each_gateway_whose_parked_deliveries_it_cannot_apply(en
     warned = [entry for entry in logged if entry["event"] == "parked_provider_not_configured"]
     assert [entry["provider"] for entry in warned] == ["razorpay"]
     assert carts.get_cart(conn, cart.cart_id).status != "paid"
+
+
+def test_the_worker_warns_at_start_for_each_gateway_with_reconciliation_off(env, inbox):
+    _, port = inbox
+    off = without(env, "PAYHOOKS_PAYU_API_KEY", "PAYHOOKS_PAYU_API_SALT")
+    worker_env = {**off, "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{port}"}
+    [warning] = warnings_in(run_briefly(worker_env, "worker", "--once"))
+    assert "reconciliation is off for payu" in warning

@@ -22,6 +22,7 @@ def test_every_cli_command_is_in_the_readme():
 
 def test_every_environment_variable_is_in_the_readme():
     variables = set(re.findall(r'env\.get\("([A-Z_]+)"\)', CONFIG))
+    variables |= set(re.findall(r'"(PAYHOOKS_[A-Z_]+)"', CONFIG))  # read through a table
     assert variables, "config.py reads no variables?"
     missing = sorted(v for v in variables if f"`{v}`" not in README)
     assert missing == []

@@ -163,6 +163,12 @@ def worker_warnings(settings: Settings) -> list[str]:
         )
     if settings.alert_email is None:
         found.append("PAYHOOKS_ALERT_EMAIL is not set: every alert will be dead-lettered")
+    off = settings.reconciliation_off()
+    if off:
+        found.append(
+            f"reconciliation is off for {', '.join(p.value for p in off)} (no API credentials): "
+            "a payment whose webhook never comes is not recovered there"
+        )
     return found
 
 
@@ -183,12 +189,14 @@ def worker(
             database.database_url(settings), settings, max_size=2, deadline=False
         )
     )
+    runner: Worker | None = None
     try:
         runner = _run(lambda: Worker(pool, settings, worker_options(once=once, batch=batch)))
         for warning in worker_warnings(settings):
             typer.echo(f"payhooks: warning: {warning}", err=True)
         if once:
             _run(runner.maybe_retry_parked)
+            _run(runner.maybe_reconcile)
             sent = 0
             while (done := _run(runner.drain)) > 0:
                 sent += done
@@ -198,7 +206,53 @@ def worker(
             signal.signal(signum, lambda *_: runner.stop())
         _run(runner.run)
     finally:
+        if runner is not None:
+            runner.close()
         pool.close()
+
+
+@app.command()
+def reconcile(
+    older_than_s: Annotated[
+        int | None,
+        typer.Option(
+            help="Ask about checkouts older than this; default PAYHOOKS_RECONCILE_AFTER_S."
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Checkouts asked about, at most.")] = 100,
+) -> None:
+    """Ask the gateways about checkouts with no payment, and apply what they report (one pass)."""
+    from payhooks.service import reconcile as reconciliation
+
+    logs.configure()
+    settings = _settings()
+    if not settings.reconciled():
+        _run(lambda: _fail(
+            "no gateway API credentials are set (PAYHOOKS_RAZORPAY_KEY_ID, PAYHOOKS_CASHFREE_"
+            "CLIENT_ID, PAYHOOKS_PAYU_API_KEY and their secrets): reconciliation is off"
+        ))  # fmt: skip
+    pool = _run(
+        lambda: database.open_pool(
+            database.database_url(settings), settings, max_size=2, deadline=False
+        )
+    )
+    try:
+        with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
+            runner = reconciliation.reconciler(
+                pool, settings, http, limit=limit, after_s=older_than_s
+            )
+            tally = _run(runner.run)
+    finally:
+        pool.close()
+    off = ", ".join(p.value for p in settings.reconciliation_off())
+    typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
+    errors = sum(tally.api_errors.values())
+    if errors:
+        typer.echo(
+            f"payhooks: {errors} gateway API error(s); those checkouts are asked again later",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -352,6 +406,13 @@ def storm(
         float, typer.Option(help="Simulated seconds per real second for retry schedules.")
     ] = 3600.0,
     seed: Annotated[int | None, typer.Option(help="Seed, to replay the same storm.")] = None,
+    silent_rate: Annotated[
+        float, typer.Option(help="Carts whose webhooks are never sent (needs --gateway-api-port).")
+    ] = 0.0,
+    gateway_api_port: Annotated[
+        int | None,
+        typer.Option(help="Serve the gateways' status APIs on 127.0.0.1:PORT for reconciliation."),
+    ] = None,
 ) -> None:
     """Throw a retrying, duplicating, reordering gateway at a deployment; verify every
     invariant through its API. Exits 1 if any is violated. Point it at staging, not live."""
@@ -364,9 +425,13 @@ def storm(
         duplicate_rate=duplicate_rate, reorder_rate=reorder_rate,
         failed_attempt_rate=failed_attempt_rate, double_payment_rate=double_payment_rate,
         refund_rate=refund_rate, concurrency=concurrency, time_scale=time_scale, seed=seed,
+        silent_rate=silent_rate,
     )  # fmt: skip
+    if silent_rate and gateway_api_port is None:
+        _run(lambda: _fail("--silent-rate needs --gateway-api-port (the deployment reconciles)"))
     targets = [url.rstrip("/") for url in urls]
-    raise typer.Exit(0 if _storm(targets, api_key, options, settings) else 1)
+    ok = _storm(targets, api_key, options, settings, gateway_api_port)
+    raise typer.Exit(0 if ok else 1)
 
 
 def _storm_token(settings: Settings, token: str | None) -> str:
@@ -387,15 +452,24 @@ def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
     return providers
 
 
-def _storm(url: list[str], token: str, options: Any, settings: Settings) -> bool:
+def _storm(
+    url: list[str], token: str, options: Any, settings: Settings, api_port: int | None
+) -> bool:
     from rich.console import Console
 
     from payhooks.sim.gateway import Gateway
+    from payhooks.sim.gateway_api import GatewayApi, serving
     from payhooks.sim.storm import report, run_storm
 
     gateway = Gateway(_current_secrets(settings), now=int(time.time()))
-    with _storm_progress(Console(stderr=True)) as progress:
-        result = _run(lambda: run_storm(url, token, gateway, options, progress))
+    books = GatewayApi(_api_keys(settings))
+    with (
+        serving(books, port=api_port or 0) as api_url,
+        _storm_progress(Console(stderr=True)) as progress,
+    ):
+        if api_port is not None:
+            typer.echo(f"gateway status APIs on {api_url}", err=True)
+        result = _run(lambda: run_storm(url, token, gateway, options, progress, books=books))
     for table in report(result):
         Console().print(table)
     return result.ok
@@ -413,6 +487,26 @@ def _current_secrets(settings: Settings) -> GatewaySecrets:
         payu_key=settings.payu_merchant_key or default.payu_key,
         payu_salt=next(iter(settings.payu_salts), default.payu_salt),
     )
+
+
+def _api_keys(settings: Settings) -> Any:
+    """The API credentials the deployment reconciles with (the defaults where unset)."""
+    from payhooks.sim.gateway_api import ApiKeys
+
+    default = ApiKeys()
+    found = settings.reconciled()
+
+    def pair(provider: Provider, ident: str, secret: str) -> tuple[str, str]:
+        given = found.get(provider)
+        return (given.id, given.secret) if given else (ident, secret)
+
+    rzp = pair(Provider.RAZORPAY, default.razorpay_key_id, default.razorpay_key_secret)
+    cf = pair(Provider.CASHFREE, default.cashfree_client_id, default.cashfree_api_secret)
+    payu = pair(Provider.PAYU, default.payu_key, default.payu_salt)
+    return ApiKeys(
+        razorpay_key_id=rzp[0], razorpay_key_secret=rzp[1],
+        cashfree_client_id=cf[0], cashfree_api_secret=cf[1], payu_key=payu[0], payu_salt=payu[1],
+    )  # fmt: skip
 
 
 def _fail(reason: str) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TypeGuard
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -130,6 +131,18 @@ class _Variable:
                 self.name, f"must be session or transaction, not {_clipped(self.raw)}"
             ) from None
 
+    def base_url(self, default: str) -> str:
+        """An http(s) URL with a host and nothing after the path (no query, no fragment)."""
+        if not self.raw:
+            return default
+        parts = urlsplit(self.raw)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+            raise SettingError(
+                self.name,
+                f"must be an http:// or https:// URL such as {default}, not {_clipped(self.raw)}",
+            )
+        return self.raw.rstrip("/")
+
     def database_url(self) -> str | None:
         """Read as libpq reads it, without connecting; refused in fixed words, never libpq's
         (``missing "=" after …`` quotes the value, password and all)."""
@@ -149,6 +162,39 @@ def _clipped(raw: str) -> str:
 
 def _is_secret_list(value: object) -> TypeGuard[list[str]]:
     return isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiCredentials:
+    """What reconciliation needs to ask one gateway's status API: an id (Razorpay key id,
+    Cashfree client id, PayU merchant key), its secret (key secret, API secret, salt) and the
+    base URL (production by default; a sandbox or a local double when overridden)."""
+
+    provider: Provider
+    id: str
+    secret: str = field(repr=False)
+    base_url: str
+
+
+# Production status APIs (docs/providers.md, "Status APIs used by reconciliation").
+API_URLS: Mapping[Provider, str] = {
+    Provider.RAZORPAY: "https://api.razorpay.com",
+    Provider.CASHFREE: "https://api.cashfree.com",
+    Provider.PAYU: "https://info.payu.in",
+}
+_API_VARIABLES: Mapping[Provider, tuple[str, str, str]] = {
+    Provider.RAZORPAY: (
+        "PAYHOOKS_RAZORPAY_KEY_ID",
+        "PAYHOOKS_RAZORPAY_KEY_SECRET",
+        "PAYHOOKS_RAZORPAY_API_URL",
+    ),
+    Provider.CASHFREE: (
+        "PAYHOOKS_CASHFREE_CLIENT_ID",
+        "PAYHOOKS_CASHFREE_API_SECRET",
+        "PAYHOOKS_CASHFREE_API_URL",
+    ),
+    Provider.PAYU: ("PAYHOOKS_PAYU_API_KEY", "PAYHOOKS_PAYU_API_SALT", "PAYHOOKS_PAYU_API_URL"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +226,11 @@ class Settings:
     pool_size: int = 10
     database_pool_mode: PoolMode = PoolMode.SESSION
 
+    api_credentials: tuple[ApiCredentials, ...] = ()
+    reconcile_after_s: int = 900
+    reconcile_window_s: int = 7 * 24 * 3600
+    reconcile_timeout_ms: int = 10_000
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
         """Every variable read and checked once; ``SettingError`` names the first bad one."""
@@ -203,6 +254,11 @@ class Settings:
             pool_timeout_ms=env.get("PAYHOOKS_POOL_TIMEOUT_MS").integer(1000),
             pool_size=env.get("PAYHOOKS_POOL_SIZE").integer(10),
             database_pool_mode=env.get("PAYHOOKS_DATABASE_POOL_MODE").pool_mode(),
+
+            api_credentials=_api_credentials(env),
+            reconcile_after_s=env.get("PAYHOOKS_RECONCILE_AFTER_S").integer(900),
+            reconcile_window_s=env.get("PAYHOOKS_RECONCILE_WINDOW_S").integer(7 * 24 * 3600),
+            reconcile_timeout_ms=env.get("PAYHOOKS_RECONCILE_TIMEOUT_MS").integer(10_000),
         )
         settings.check_timeouts()
         settings.check_payu()
@@ -217,6 +273,14 @@ class Settings:
                 else ("PAYHOOKS_PAYU_SALTS", "PAYHOOKS_PAYU_MERCHANT_KEY")
             )
             raise SettingError(missing, f"is not set while {given} is: PayU needs both")
+
+    def reconciled(self) -> dict[Provider, ApiCredentials]:
+        """The gateways whose status API reconciliation can ask; the others it leaves alone."""
+        return {credentials.provider: credentials for credentials in self.api_credentials}
+
+    def reconciliation_off(self) -> list[Provider]:
+        """Gateways without API credentials: a webhook that never comes is never recovered."""
+        return [provider for provider in Provider if provider not in self.reconciled()]
 
     def check_timeouts(self) -> None:
         """A lock timeout at or above the statement timeout never fires (PostgreSQL's docs
@@ -238,3 +302,20 @@ class Settings:
         if self.payu_merchant_key and self.payu_salts:
             found[Provider.PAYU] = PayU(merchant_key=self.payu_merchant_key, salts=self.payu_salts)
         return found
+
+
+def _api_credentials(env: _Environment) -> tuple[ApiCredentials, ...]:
+    """Each gateway's API id and secret, both or neither (one alone is refused, never
+    silently ignored), apart from its webhook secrets."""
+    found: list[ApiCredentials] = []
+    for provider, (id_name, secret_name, url_name) in _API_VARIABLES.items():
+        ident, secret = env.get(id_name).secret(), env.get(secret_name).secret()
+        base_url = env.get(url_name).base_url(API_URLS[provider])
+        if bool(ident) != bool(secret):
+            given, missing = (id_name, secret_name) if ident else (secret_name, id_name)
+            raise SettingError(missing, f"is not set while {given} is: both are needed")
+        if ident and secret:
+            found.append(
+                ApiCredentials(provider=provider, id=ident, secret=secret, base_url=base_url)
+            )
+    return tuple(found)

@@ -20,7 +20,7 @@ import anyio
 import anyio.to_thread
 import psycopg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from payhooks import db
@@ -127,6 +127,8 @@ class Gauges:
     purge_rows_expected: int
     purge_rows_done: int
     purge_finished_timestamp: float
+    reconcile: tuple[tuple[str, int, int, int, int], ...] = ()
+    """Per gateway: checkouts examined, payments recovered, API errors, expiries reported."""
 
 
 # Each count walks one partial index (outbox_pending, outbox_failed_at), never the sent rows,
@@ -143,8 +145,17 @@ FROM maintenance_runs WHERE task = 'purge'
 """
 
 
+RECONCILE_TOTALS = """
+SELECT provider, examined, recovered, api_errors, expired FROM reconcile_totals ORDER BY provider
+"""
+
+
 def read_gauges(conn: db.Connection) -> Gauges:
     backlog, oldest, dead = conn.execute(OUTBOX_GAUGES).fetchone() or (0, 0, 0)
+    totals = tuple(
+        (provider_label(str(p)), int(a), int(b), int(c), int(d))
+        for p, a, b, c, d in conn.execute(RECONCILE_TOTALS)
+    )
     expected, done, finished = conn.execute(PURGE_PROGRESS).fetchone() or (0, 0, None)
     return Gauges(
         outbox_backlog=int(backlog),
@@ -153,6 +164,7 @@ def read_gauges(conn: db.Connection) -> Gauges:
         purge_rows_expected=int(expected or 0),
         purge_rows_done=int(done or 0),
         purge_finished_timestamp=float(finished or 0),
+        reconcile=totals,
     )
 
 
@@ -192,12 +204,38 @@ class DatabaseGauges(Collector):
     def __init__(self) -> None:
         self.latest: Gauges | None = None
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         latest = self.latest
         if latest is None:
             return
         for name, documentation, field in _DESCRIPTIONS:
             yield GaugeMetricFamily(name, documentation, value=float(getattr(latest, field)))
+        yield from reconcile_counters(latest.reconcile)
+
+
+_RECONCILE_COUNTERS = (
+    ("payhooks_reconcile_checkouts_examined", "Checkouts reconciliation asked a gateway about"),
+    (
+        "payhooks_reconcile_payments_recovered",
+        "Payments found only by reconciliation: no webhook for them ever arrived",
+    ),
+    ("payhooks_reconcile_api_errors", "Gateway status API calls that failed (429, 5xx, timeout)"),
+    ("payhooks_reconcile_expired", "Checkouts the gateway reported expired (reported only)"),
+)
+
+
+def reconcile_counters(
+    totals: tuple[tuple[str, int, int, int, int], ...],
+) -> Iterator[CounterMetricFamily]:
+    """Every known gateway, zero until it has a row: a closed label set, present from the start."""
+    found = {row[0]: row[1:] for row in totals}
+    for index, (name, documentation) in enumerate(_RECONCILE_COUNTERS):
+        family = CounterMetricFamily(name, documentation, labels=["gateway"])
+        for provider in Provider:
+            family.add_metric(
+                [provider.value], float(found.get(provider.value, (0, 0, 0, 0))[index])
+            )
+        yield family
 
 
 class SideConnection:

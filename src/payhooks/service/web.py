@@ -129,7 +129,7 @@ def create_app(
     _add_webhook_route(app, served, witness)
     console.install(app, served)
     _add_api_routes(app, api_token)
-    _add_probe_routes(app, metrics, metrics_token)
+    _add_probe_routes(app, metrics, metrics_token, settings)
     return app
 
 
@@ -487,7 +487,9 @@ def _cart(cart: carts.Cart) -> dict[str, Any]:
     return fields
 
 
-def _add_probe_routes(app: FastAPI, metrics: Metrics, metrics_token: str | None) -> None:
+def _add_probe_routes(
+    app: FastAPI, metrics: Metrics, metrics_token: str | None, settings: Settings
+) -> None:
     """Unauthenticated by default, so none takes a webhook connection or a pool thread:
     the database is read through the probes' side connection, once per period."""
 
@@ -497,11 +499,13 @@ def _add_probe_routes(app: FastAPI, metrics: Metrics, metrics_token: str | None)
 
     @app.get("/readyz")
     async def readyz(request: Request) -> JSONResponse:
+        off = [p.value for p in settings.reconciliation_off()]
         try:
             await _probes(request).ready.get()
         except DatabaseUnavailable as exc:
-            return JSONResponse({"status": "unavailable", "detail": str(exc)}, status_code=503)
-        return JSONResponse({"status": "ready"})
+            body = {"status": "unavailable", "detail": str(exc), "reconciliation_off": off}
+            return JSONResponse(body, status_code=503)
+        return JSONResponse({"status": "ready", "reconciliation_off": off})
 
     @app.get("/metrics")
     async def metrics_text(request: Request) -> Response:

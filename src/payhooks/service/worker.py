@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psycopg_pool
 
 from payhooks.errors import DatabaseUnavailable
-from payhooks.service import outbox
+from payhooks.service import outbox, reconcile
 from payhooks.service.config import Settings
 from payhooks.service.maintenance import Cadence, Maintenance
 from payhooks.service.sender import Sender
@@ -29,6 +30,7 @@ class WorkerOptions:
     policy: outbox.RetryPolicy = field(default_factory=outbox.RetryPolicy)
     purge_every_seconds: float | None = DAY_SECONDS
     parked_every_seconds: float | None = 60.0
+    reconcile_every_seconds: float | None = 60.0
     smtp_backoff_cap_seconds: float = 30.0
 
 
@@ -58,6 +60,11 @@ class Worker:
             parked_every_seconds=self.options.parked_every_seconds,
         )
         self.maintenance = Maintenance(pool, settings, cadence, self.stopping)
+        self._http = reconcile.http_client(settings.reconcile_timeout_ms / 1000)
+        self.reconciler = reconcile.reconciler(
+            pool, settings, self._http, limit=self.options.batch, stop=self.stopping.is_set
+        )
+        self._last_reconcile: float | None = None
         self._failures = 0
 
     def run(self) -> None:
@@ -67,6 +74,7 @@ class Worker:
         while not self.stopping.is_set():
             handled = self._guarded(self.drain)
             self._guarded(self.maybe_retry_parked)
+            self._guarded(self.maybe_reconcile)
             self._guarded(self.maybe_purge)
             if handled == 0:
                 self.stopping.wait(self._idle_seconds())
@@ -86,6 +94,9 @@ class Worker:
     def stop(self) -> None:
         self.stopping.set()
 
+    def close(self) -> None:
+        self._http.close()
+
     def drain(self) -> int:
         """Up to one batch of due messages over one SMTP session; returns how many."""
         handled = self.sender.drain()
@@ -100,6 +111,21 @@ class Worker:
 
     def maybe_purge(self) -> int:
         return self.maintenance.maybe_purge()
+
+    def maybe_reconcile(self) -> int:
+        """Ask the gateways about checkouts whose webhook never came, once a minute; returns
+        how many payment events were applied. Off for gateways without API credentials."""
+        every = self.options.reconcile_every_seconds
+        now = time.monotonic()
+        if not self.reconciler.clients or every is None:
+            return 0
+        if self._last_reconcile is not None and now - self._last_reconcile < every:
+            return 0
+        self._last_reconcile = now
+        tally = self.reconciler.run()
+        if sum(tally.examined.values()):
+            log.info("reconcile_pass", extra={"summary": tally.summary()})
+        return sum(tally.applied.values())
 
     def _idle_seconds(self) -> float:
         if self._failures == 0:

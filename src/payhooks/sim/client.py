@@ -11,6 +11,7 @@ import httpx
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
 from payhooks.sim.gateway import Delivery, Purchase
+from payhooks.sim.gateway_api import GatewayApi
 
 ACKNOWLEDGED = ("processed", "duplicate", "ignored", "parked")
 
@@ -120,3 +121,17 @@ class Shop:
             raise self.error(f"GET {path} answered {response.status_code}")
         found: dict[str, Any] = response.json()
         return found
+
+
+class ShopAtGateway(Shop):
+    """The shop, with every checkout also opened at the gateway, as the merchant's
+    create-order call does: the status API double knows every order a merchant asks about."""
+
+    def __init__(self, client: httpx.Client, error: type[PayhooksError], books: GatewayApi) -> None:
+        super().__init__(client, error)
+        self.books = books
+
+    def buy(self, provider: Provider, items: dict[str, int], email: str) -> Purchase:
+        purchase = super().buy(provider, items, email)
+        self.books.open_order(purchase)
+        return purchase

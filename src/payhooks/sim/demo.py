@@ -34,10 +34,12 @@ from rich.table import Table
 from payhooks import db
 from payhooks.errors import DemoFailed
 from payhooks.events import Provider
-from payhooks.service import database
+from payhooks.service import database, reconcile
 from payhooks.service.config import Settings
-from payhooks.sim.client import Answer, Shop, post
+from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
+from payhooks.sim.gateway_api import ApiKeys, GatewayApi
+from payhooks.sim.gateway_api import serving as serving_api
 
 __all__ = ["DemoFailed", "run_demo"]
 
@@ -95,6 +97,8 @@ class Stage:
     courier: Courier
     gateway: Gateway
     database_url: str
+    books: GatewayApi = field(default_factory=GatewayApi)
+    reconcile: Callable[[], reconcile.Tally] = reconcile.Tally
     captured: list[tuple[Provider, str]] = field(default_factory=list)
 
     def vouch(self, buy: Purchase, payment_id: str) -> str:
@@ -387,6 +391,28 @@ def forged_signature(stage: Stage) -> Result:
     )
 
 
+def webhook_never_arrives(stage: Stage) -> Result:
+    """The customer paid, the gateway knows, no webhook comes (a rotated secret, a firewall):
+    one reconciliation pass asks the gateway and places the order; the webhook that finally
+    arrives changes nothing."""
+    buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 1}, CUSTOMER)
+    pay = stage.vouch(buy, new_payment_id(Provider.RAZORPAY))
+    stage.books.pay(buy, pay)
+    tally = stage.reconcile()
+    found = stage.merchant.orders(buy.cart_id)
+    late = stage.courier.deliver(stage.razorpay(buy, "payment.captured", pay))
+    same = bool(found) and late[-1].order_id == found[0]["order_id"]
+    return _result(
+        "webhook never arrives: reconciled",
+        [late],
+        [
+            (tally.recovered[Provider.RAZORPAY] == 1, f"reconciliation: {tally.summary()}"),
+            (same, "the late webhook named another order"),
+            _one_order(stage, buy, pay),
+        ],
+    )
+
+
 def _records_of(database_url: str, payment_id: str) -> int:
     """Delivery records naming ``payment_id``: a refused delivery must leave none."""
     sql = "SELECT count(*) FROM processed_webhooks WHERE payment_id = %s"
@@ -406,6 +432,7 @@ SCENARIOS: tuple[Callable[[Stage], Result], ...] = (
     payu_duplicates,
     captured_before_authorized,
     forged_signature,
+    webhook_never_arrives,
 )
 
 
@@ -699,23 +726,39 @@ def set_up_shop(merchant: Shop) -> dict[str, int]:
     return {sku: merchant.stock(sku) for sku, *_ in CATALOGUE}
 
 
+@contextlib.contextmanager
+def reconciling(settings: Settings, database_url: str) -> Iterator[Callable[[], reconcile.Tally]]:
+    """One reconciliation pass on demand, as the worker runs it, over every open checkout."""
+    pool = database.open_pool(database_url, settings, max_size=2, deadline=False)
+    try:
+        with reconcile.http_client(GATEWAY_TIMEOUT_S) as http:
+            yield reconcile.reconciler(pool, settings, http, after_s=0).run
+    finally:
+        pool.close()
+
+
 def play(
     base_url: str, token: str, keys: GatewaySecrets, database_url: str, console: Console
 ) -> bool:
     """Set up the shop, play every scenario, then check and report."""
     auth = {"authorization": f"Bearer {token}"}
     limits = httpx.Limits(max_connections=COPIES + 10)
+    books = GatewayApi(ApiKeys())
     with (
         httpx.Client(base_url=base_url, headers=auth, timeout=10) as api,
         httpx.Client(base_url=base_url, limits=limits, timeout=GATEWAY_TIMEOUT_S) as hooks,
+        serving_api(books) as api_url,
+        reconciling(_settings(keys, api_url), database_url) as reconcile_pass,
     ):
-        merchant = Shop(api, DemoFailed)
+        merchant = ShopAtGateway(api, DemoFailed, books)
         before = set_up_shop(merchant)
         stage = Stage(
             merchant=merchant,
             courier=Courier(hooks),
             gateway=Gateway(keys),
             database_url=database_url,
+            books=books,
+            reconcile=reconcile_pass,
         )
         results = [scenario(stage) for scenario in SCENARIOS]
         after = {sku: merchant.stock(sku) for sku in before}
@@ -725,6 +768,10 @@ def play(
     console.print(totals_table(stage.courier.sent, _totals(database_url), stock))
     console.print(invariant_table(checks))
     return all(r.ok for r in results) and all(c.ok for c in checks)
+
+
+def _settings(keys: GatewaySecrets, api_url: str) -> Settings:
+    return Settings.from_env({**keys.env(), **ApiKeys().env(api_url)})
 
 
 def run_demo(keep: Path | None, console: Console | None = None) -> bool:

@@ -26,8 +26,9 @@ from rich.table import Table
 
 from payhooks.errors import StormError
 from payhooks.events import Provider
-from payhooks.sim.client import Answer, Shop, post
+from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
 from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
+from payhooks.sim.gateway_api import GatewayApi
 
 # Retry delays in simulated seconds. Razorpay: exponential backoff for 24 hours; Cashfree's
 # default policy: 2, 10 and 30 minutes; PayU publishes none, so a Razorpay-like one is used.
@@ -55,6 +56,10 @@ class StormOptions:
     spread_s: float = 600.0
     request_timeout_s: float = 10.0
     seed: int | None = None
+    silent_rate: float = 0.0
+    """Share of carts paid at the gateway whose webhooks are never sent: only reconciliation,
+    asking the gateway's status API (``books``), can give them their order."""
+    reconcile_wait_s: float = 120.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,9 +82,18 @@ class Story:
     refunded: list[str] = field(default_factory=list)
     """Refunded in full: the cart is owed no order."""
     partly_refunded: list[str] = field(default_factory=list)
+    silent: bool = False
 
 
 # --- planning: pure, seeded ----------------------------------------------------------------
+
+
+def silent_story(purchase: Purchase, books: GatewayApi) -> Story:
+    """Paid at the gateway, never a webhook: the gateway's books are all there is."""
+    paid = new_payment_id(purchase.provider)
+    books.pay(purchase, paid)
+    captured = purchase.reference if purchase.provider is Provider.PAYU else paid
+    return Story(purchase=purchase, captured=[captured], silent=True)
 
 
 def plan_story(
@@ -503,6 +517,7 @@ class StormResult:
     checks: list[Check]
     orders: Counter[str]
     seconds: float
+    silent: int = 0
 
     @property
     def ok(self) -> bool:
@@ -519,9 +534,16 @@ def run_storm(
     gateway: Gateway,
     options: StormOptions,
     progress: Progress = lambda *_: None,
+    *,
+    books: GatewayApi | None = None,
+    reconcile: Callable[[], object] = lambda: None,
 ) -> StormResult:
     """The storm against one deployment URL, or several hosts of one deployment: deliveries
-    spread over them (``Gatekeeper``); setup and verification through the first."""
+    spread over them (``Gatekeeper``); setup and verification through the first.
+
+    ``books``: the gateways' status API double the deployment reconciles against (needed for
+    ``silent_rate``); ``reconcile``: asks for a pass (the deployment's worker runs its own
+    anyway), called while waiting for the silent carts."""
     from concurrent.futures import ThreadPoolExecutor
 
     rng = random.Random(options.seed)
@@ -532,14 +554,21 @@ def run_storm(
         httpx.Client(base_url=base_urls(base_url)[0], headers=headers, timeout=30) as client,
         ThreadPoolExecutor(options.concurrency) as pool,
     ):
-        shop = Shop(client, StormError)
+        books = books or GatewayApi()
+        shop = ShopAtGateway(client, StormError, books)
         skus = stock_up(shop, run, options)
         seeds = [(rng.choice(options.providers), random.Random(rng.getrandbits(64)))
                  for _ in range(options.carts)]  # fmt: skip
         progress("setting up carts", 0, options.carts)
         purchases = list(pool.map(lambda seed: _opened(shop, skus, seed, progress), seeds))
-        stories = [plan_story(p, gateway, options, rng) for p in purchases]
+        stories = [
+            silent_story(p, books)
+            if rng.random() < options.silent_rate
+            else plan_story(p, gateway, options, rng)
+            for p in purchases
+        ]
         tally = _deliver(base_url, stories, options, progress)
+        _await_reconciliation(shop, stories, options, reconcile, progress)
         progress("verifying", 0, len(stories))
         states = list(pool.map(lambda story: _read(shop, story, progress), stories))
         checks = _checks(shop, skus, states, tally, options)
@@ -550,6 +579,7 @@ def run_storm(
         checks=checks,
         orders=Counter(str(s.orders[0]["status"]) for s in states if s.orders),
         seconds=time.monotonic() - started,
+        silent=sum(story.silent for story in stories),
     )
 
 
@@ -565,6 +595,32 @@ def _deliver(
         progress("delivering", 0 if retry else 1, total[0] if retry else None)
 
     return Gatekeeper(base_url, options, attempted).run(planned)
+
+
+def _await_reconciliation(
+    shop: Shop,
+    stories: list[Story],
+    options: StormOptions,
+    reconcile: Callable[[], object],
+    progress: Progress,
+) -> None:
+    """Until every silent cart is paid, or the wait is over (the checks then say which not)."""
+    waiting = [s for s in stories if s.silent]
+    deadline = time.monotonic() + options.reconcile_wait_s
+    progress("awaiting reconciliation", 0, len(waiting))
+    while waiting and time.monotonic() < deadline:
+        reconcile()
+        paid = [
+            s for s in waiting if shop.get(f"/api/carts/{s.purchase.cart_id}")["status"] == "paid"
+        ]
+        progress("awaiting reconciliation", len(paid), None)
+        waiting = [s for s in waiting if s not in paid]
+        if waiting:
+            time.sleep(0.5)
+
+
+def _cart_status(shop: Shop, story: Story) -> str:
+    return str(shop.get(f"/api/carts/{story.purchase.cart_id}")["status"])
 
 
 def _checks(
@@ -607,6 +663,7 @@ def report(result: StormResult) -> list[Table]:
     if len(result.tally.by_url) > 1:
         for url, count in sorted(result.tally.by_url.items()):
             sent.add_row(f"  attempts to {url}", f"{count:,}")
+    sent.add_row("carts whose webhooks were never sent", f"{result.silent:,}")
     sent.add_row("orders", ", ".join(f"{n:,} {status}" for status, n in result.orders.items()))
     sent.add_row("elapsed", f"{result.seconds:.1f} s")
     checks = Table("invariant", "", "checked", "violations", box=box.SIMPLE, title="Invariants")

@@ -1,0 +1,151 @@
+"""Which checkouts reconciliation asks about, and what it remembers between passes.
+
+A checkout is due when its cart is still open, no payment of it was captured, it is older than
+the configured age and younger than the window, and its next attempt time has come. A pass
+claims due checkouts by pushing their next attempt time forward by a lease, in one statement:
+a second worker's claim waits on the first's row and then finds it no longer due, so two
+workers never ask about the same checkout at once, and a worker that dies mid-pass only
+delays its checkouts by the lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from payhooks.db import Connection
+from payhooks.events import Provider
+
+LEASE = timedelta(minutes=5)
+FIRST_RETRY = timedelta(minutes=1)
+LONGEST_RETRY = timedelta(hours=6)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Due:
+    provider: Provider
+    reference: str
+    cart_id: str
+    attempts: int
+
+
+_CLAIM = """
+WITH due AS (
+    SELECT c.provider, c.gateway_order_id
+    FROM checkouts c
+    JOIN carts k ON k.id = c.cart_id AND k.status = 'open'
+    LEFT JOIN reconcile_checkouts r
+        ON r.provider = c.provider AND r.gateway_order_id = c.gateway_order_id
+    WHERE c.provider = ANY(%(providers)s)
+      AND c.created_at <= now() - make_interval(secs => %(after_s)s)
+      AND c.created_at >= now() - make_interval(secs => %(window_s)s)
+      AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= now())
+      AND NOT EXISTS (
+          SELECT 1 FROM payments p
+          WHERE p.cart_id = c.cart_id AND p.captured_at IS NOT NULL)
+    ORDER BY coalesce(r.next_attempt_at, c.created_at), c.provider, c.gateway_order_id
+    LIMIT %(limit)s
+)
+INSERT INTO reconcile_checkouts AS r (provider, gateway_order_id, next_attempt_at)
+SELECT provider, gateway_order_id, now() + %(lease)s FROM due
+ON CONFLICT (provider, gateway_order_id) DO UPDATE
+    SET next_attempt_at = excluded.next_attempt_at
+    WHERE r.next_attempt_at <= now()
+RETURNING r.provider, r.gateway_order_id, r.attempts,
+    (SELECT cart_id FROM checkouts c
+     WHERE c.provider = r.provider AND c.gateway_order_id = r.gateway_order_id)
+"""
+_ATTEMPTED = """
+UPDATE reconcile_checkouts
+SET attempts = attempts + 1, last_attempt_at = now(), last_error = %(error)s,
+    next_attempt_at = now() + %(wait)s
+WHERE provider = %(provider)s AND gateway_order_id = %(reference)s
+"""
+_RELEASE = """
+UPDATE reconcile_checkouts SET next_attempt_at = now() + %(wait)s
+WHERE provider = %(provider)s AND gateway_order_id = %(reference)s
+"""
+_EXPIRED = """
+UPDATE reconcile_checkouts SET expired_reported_at = now()
+WHERE provider = %s AND gateway_order_id = %s AND expired_reported_at IS NULL
+RETURNING 1
+"""
+_COUNT = """
+INSERT INTO reconcile_totals AS t (provider, examined, recovered, api_errors, expired)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (provider) DO UPDATE SET
+    examined = t.examined + excluded.examined,
+    recovered = t.recovered + excluded.recovered,
+    api_errors = t.api_errors + excluded.api_errors,
+    expired = t.expired + excluded.expired
+"""
+TOTALS = "SELECT provider, examined, recovered, api_errors, expired FROM reconcile_totals"
+
+
+def claim(
+    conn: Connection,
+    providers: Sequence[Provider],
+    *,
+    after_s: int,
+    window_s: int,
+    limit: int,
+) -> list[Due]:
+    params = {
+        "providers": [p.value for p in providers],
+        "after_s": after_s,
+        "window_s": window_s,
+        "limit": limit,
+        "lease": LEASE,
+    }
+    rows = conn.execute(_CLAIM, params).fetchall()
+    due = [
+        Due(provider=Provider(p), reference=ref, attempts=n, cart_id=cart)
+        for p, ref, n, cart in rows
+    ]
+    return sorted(due, key=lambda d: (d.provider.value, d.reference))
+
+
+def backoff(attempts: int) -> timedelta:
+    """One minute after the first look, doubling up to six hours: an abandoned checkout costs
+    a few calls a day, a paid one is found within minutes."""
+    wait: timedelta = FIRST_RETRY * 2 ** min(attempts, 16)
+    return min(LONGEST_RETRY, wait)
+
+
+def attempted(
+    conn: Connection, due: Due, *, error: str | None, wait: timedelta | None = None
+) -> None:
+    conn.execute(
+        _ATTEMPTED,
+        {
+            "provider": due.provider.value,
+            "reference": due.reference,
+            "error": error,
+            "wait": wait if wait is not None else backoff(due.attempts),
+        },
+    )
+
+
+def release(conn: Connection, due: Due, wait: timedelta) -> None:
+    """Not asked this pass (its gateway is rate limiting or failing): due again after ``wait``."""
+    conn.execute(
+        _RELEASE, {"provider": due.provider.value, "reference": due.reference, "wait": wait}
+    )
+
+
+def mark_expired(conn: Connection, due: Due) -> bool:
+    """True the first time only: an expiry is reported once, and never acted on."""
+    return conn.execute(_EXPIRED, (due.provider.value, due.reference)).fetchone() is not None
+
+
+def count(
+    conn: Connection,
+    provider: Provider,
+    *,
+    examined: int = 0,
+    recovered: int = 0,
+    api_errors: int = 0,
+    expired: int = 0,
+) -> None:
+    conn.execute(_COUNT, (provider.value, examined, recovered, api_errors, expired))

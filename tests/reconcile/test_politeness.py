@@ -1,0 +1,122 @@
+"""Rate limits, 5xx, slow answers and a stuck gateway: nothing is lost, the next pass
+finishes the job, the other gateways go on, and two passes never ask about one checkout."""
+
+from __future__ import annotations
+
+from payhooks.events import Provider
+from payhooks.service.reconcile.clients import http_client
+from payhooks.sim.gateway_api import Fault
+from tests.conftest import released_together
+from tests.factories import purchase
+from tests.reconcile.conftest import count, orders_of, paid_at_gateway, sim
+
+DUE_AGAIN = "UPDATE reconcile_checkouts SET next_attempt_at = now()"
+
+
+def _paid(conn, rig, provider, n):
+    buys = [purchase(conn, provider) for _ in range(n)]
+    for buy in buys:
+        paid_at_gateway(rig.api, buy)
+    return buys
+
+
+def test_a_429_storm_loses_nothing_and_the_next_pass_finishes(conn, rig):
+    buys = _paid(conn, rig, Provider.RAZORPAY, 4)
+    rig.api.fail_next(Provider.RAZORPAY, Fault(status=429, retry_after_s=30))
+    first = rig.run()
+    assert first.api_errors[Provider.RAZORPAY] == 1
+    assert first.deferred[Provider.RAZORPAY] == 3  # stopped asking after the 429
+    waits = conn.execute("SELECT min(next_attempt_at - now()) FROM reconcile_checkouts").fetchone()[
+        0
+    ]
+    assert waits.total_seconds() >= 29  # the wait the gateway asked for
+    conn.execute(DUE_AGAIN)
+    rig.run()
+    assert all(len(orders_of(conn, b.cart_id)) == 1 for b in buys)
+
+
+def test_a_5xx_storm_loses_nothing(conn, rig):
+    buys = _paid(conn, rig, Provider.CASHFREE, 3)
+    rig.api.fail_next(Provider.CASHFREE, *[Fault(status=503)] * 5)
+    tally = rig.run()
+    assert tally.api_errors[Provider.CASHFREE] == 3  # a few failures in a row pause it
+    assert sum(len(orders_of(conn, b.cart_id)) for b in buys) == 0
+    errors = count(conn, "SELECT count(*) FROM reconcile_checkouts WHERE last_error LIKE '%%503%%'")
+    assert errors == 3
+    while sum(len(orders_of(conn, b.cart_id)) for b in buys) < 3:
+        conn.execute(DUE_AGAIN)
+        rig.run()
+    assert all(len(orders_of(conn, b.cart_id)) == 1 for b in buys)
+
+
+def test_a_slow_answer_is_a_timeout_asked_again_later(conn, rig):
+    (buy,) = _paid(conn, rig, Provider.PAYU, 1)
+    rig.api.fail_next(Provider.PAYU, Fault(delay_s=1.0))
+    patient = rig.http
+    with http_client(0.2) as impatient:
+        rig.http = impatient
+        tally = rig.run()
+    rig.http = patient
+    assert tally.api_errors[Provider.PAYU] == 1
+    timed_out = "SELECT count(*) FROM reconcile_checkouts WHERE last_error = 'timed out'"
+    assert count(conn, timed_out) == 1
+    conn.execute(DUE_AGAIN)
+    rig.run()
+    assert len(orders_of(conn, buy.cart_id)) == 1
+
+
+def test_one_stuck_gateway_does_not_stop_the_others(conn, rig):
+    stuck = _paid(conn, rig, Provider.RAZORPAY, 3)
+    fine = _paid(conn, rig, Provider.CASHFREE, 2) + _paid(conn, rig, Provider.PAYU, 1)
+    rig.api.fail_next(Provider.RAZORPAY, *[Fault(status=500)] * 10)
+    tally = rig.run()
+    assert all(len(orders_of(conn, b.cart_id)) == 1 for b in fine)
+    assert all(orders_of(conn, b.cart_id) == [] for b in stuck)
+    assert tally.api_errors[Provider.RAZORPAY] == 3
+
+
+def test_two_concurrent_passes_never_ask_about_one_checkout_twice(conn, rig):
+    buys = _paid(conn, rig, Provider.RAZORPAY, 6) + _paid(conn, rig, Provider.CASHFREE, 6)
+    tallies = released_together([1, 2], lambda _: _nothing(), lambda _, __: rig.run())
+    asked = [rig.api.asked[(b.provider, b.reference)] for b in buys]
+    assert asked == [1] * len(buys)
+    assert sum(sum(t.examined.values()) for t in tallies) == len(buys)
+    assert all(len(orders_of(conn, b.cart_id)) == 1 for b in buys)
+
+
+def test_silence_never_expires_a_checkout(conn, rig):
+    buy = purchase(conn, Provider.CASHFREE)
+    rig.api.open_order(sim(buy))
+    for _ in range(3):
+        conn.execute(DUE_AGAIN)
+        rig.run()
+    reported = "SELECT count(*) FROM reconcile_checkouts WHERE expired_reported_at IS NOT NULL"
+    assert count(conn, reported) == 0
+    assert count(conn, "SELECT count(*) FROM carts WHERE status = 'open'") == 1
+
+
+def test_an_expiry_the_gateway_reports_is_reported_once_and_not_acted_on(conn, rig):
+    buy = purchase(conn, Provider.CASHFREE)
+    rig.api.expire(sim(buy))
+    first = rig.run()
+    conn.execute(DUE_AGAIN)
+    second = rig.run()
+    assert (first.expired[Provider.CASHFREE], second.expired[Provider.CASHFREE]) == (1, 0)
+    assert count(conn, "SELECT count(*) FROM carts WHERE status = 'open'") == 1
+    assert count(conn, "SELECT expired FROM reconcile_totals WHERE provider = 'cashfree'") == 1
+
+
+def test_checkouts_younger_than_the_age_are_left_to_their_webhook(conn, rig):
+    (buy,) = _paid(conn, rig, Provider.RAZORPAY, 1)
+    from payhooks.service.reconcile import Options, Reconciler
+
+    patient = rig.reconciler()
+    tally = Reconciler(rig.pool, patient.clients, Options(after_s=900, window_s=3600)).run()
+    assert sum(tally.examined.values()) == 0
+    assert orders_of(conn, buy.cart_id) == []
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()

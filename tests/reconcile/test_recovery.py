@@ -1,0 +1,104 @@
+"""A payment whose webhook never came gets its order from reconciliation, once, whichever of
+the two arrives first or if both arrive at once."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from payhooks.events import Provider
+from payhooks.ingest import Outcome
+from tests.conftest import released_together
+from tests.factories import deliver, purchase
+from tests.reconcile.conftest import count, orders_of, paid_at_gateway
+
+ALERTS = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:reconciled:%%'"
+EMAILS = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'order_confirmation:%%'"
+SALES = "SELECT coalesce(sum(-delta), 0) FROM inventory_movements WHERE reason = 'sale'"
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_a_payment_with_no_webhook_gets_its_order_from_reconciliation(conn, rig, provider):
+    buy = purchase(conn, provider)
+    payment_id = paid_at_gateway(rig.api, buy)
+    tally = rig.run()
+    assert orders_of(conn, buy.cart_id) == [(orders_of(conn, buy.cart_id)[0][0], payment_id)]
+    assert tally.recovered[provider] == 1
+    assert count(conn, ALERTS) == 1
+    assert count(conn, EMAILS) == 1
+    assert count(conn, SALES) == 1
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_the_webhook_arriving_after_reconciliation_changes_nothing(conn, rig, provider):
+    buy = purchase(conn, provider)
+    paid_at_gateway(rig.api, buy)
+    rig.run()
+    before = orders_of(conn, buy.cart_id)
+    receipt = deliver(conn, buy.captured())
+    assert receipt.outcome is Outcome.PROCESSED  # a delivery of its own, with no new effect
+    assert receipt.order_id == before[0][0]
+    assert orders_of(conn, buy.cart_id) == before
+    assert (count(conn, EMAILS), count(conn, SALES), count(conn, ALERTS)) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_reconciliation_after_the_webhook_changes_nothing_and_alerts_no_one(conn, rig, provider):
+    buy = purchase(conn, provider)
+    deliver(conn, buy.captured())
+    paid_at_gateway(rig.api, buy)
+    tally = rig.run()
+    assert sum(tally.examined.values()) == 0  # the cart is paid: nothing is due
+    assert len(orders_of(conn, buy.cart_id)) == 1
+    assert (count(conn, EMAILS), count(conn, SALES), count(conn, ALERTS)) == (1, 1, 0)
+
+
+def test_a_webhook_and_reconciliation_at_the_same_moment_give_one_order(conn, rig, database_url):
+    buy = purchase(conn, Provider.RAZORPAY)
+    paid_at_gateway(rig.api, buy)
+    report = rig.reconciler().clients[Provider.RAZORPAY].report(buy.reference)
+    (reconciled,) = report.received
+    webhook = buy.captured()
+
+    def act(connection, which):
+        if which == "webhook":
+            return deliver(connection, webhook)
+        from payhooks.ingest import ingest_received
+        from payhooks.service.reconcile.reconciler import _handler
+
+        return ingest_received(connection, reconciled, _handler([]))
+
+    receipts = released_together(
+        ["webhook", "reconcile"],
+        lambda _: psycopg.connect(database_url, autocommit=True),
+        act,
+    )
+    assert {r.outcome for r in receipts} == {Outcome.PROCESSED}
+    assert len({r.order_id for r in receipts}) == 1
+    assert len(orders_of(conn, buy.cart_id)) == 1
+    assert (count(conn, EMAILS), count(conn, SALES)) == (1, 1)
+
+
+def test_one_payment_alerts_once_however_many_passes_report_it(conn, rig):
+    buy = purchase(conn, Provider.RAZORPAY)
+    paid_at_gateway(rig.api, buy, "authorized")
+    rig.run()
+    conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+    paid_at_gateway(rig.api, buy, "captured")
+    rig.run()
+    assert len(orders_of(conn, buy.cart_id)) == 1
+    assert count(conn, ALERTS) == 1
+
+
+def test_a_failed_payment_is_recorded_and_the_checkout_asked_again_later(conn, rig):
+    buy = purchase(conn, Provider.CASHFREE)
+    paid_at_gateway(rig.api, buy, "FAILED")
+    rig.run()
+    status = conn.execute(
+        "SELECT status FROM payments WHERE payment_id = %s", (buy.payment_id,)
+    ).fetchone()
+    assert status == ("failed",)
+    assert orders_of(conn, buy.cart_id) == []
+    assert count(conn, ALERTS) == 0
+    later = "SELECT count(*) FROM reconcile_checkouts WHERE next_attempt_at > now()"
+    assert count(conn, later) == 1

@@ -1,0 +1,133 @@
+"""Reconciliation's settings, its place in the worker, the CLI, /readyz and /metrics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import replace
+
+import httpx
+import pytest
+
+from payhooks.errors import SettingError
+from payhooks.events import Provider
+from payhooks.service.config import Settings
+from payhooks.service.worker import Worker, WorkerOptions
+from tests.acceptance.conftest import PAYHOOKS
+from tests.conftest import serving
+from tests.factories import KEYS, purchase
+from tests.reconcile.conftest import API_KEYS, count, orders_of, paid_at_gateway, settings_for
+
+
+def test_api_credentials_are_read_per_gateway_apart_from_webhook_secrets():
+    settings = settings_for("http://127.0.0.1:9")
+    assert set(settings.reconciled()) == set(Provider)
+    assert settings.reconciled()[Provider.CASHFREE].secret == API_KEYS.cashfree_api_secret
+    assert settings.cashfree_secrets == (KEYS.cashfree,)
+    assert Settings.from_env(KEYS.env()).reconciliation_off() == list(Provider)
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [
+        ({"PAYHOOKS_RAZORPAY_KEY_ID": "rzp_x"}, "PAYHOOKS_RAZORPAY_KEY_SECRET"),
+        ({"PAYHOOKS_CASHFREE_API_SECRET": "s3cr3t-value"}, "PAYHOOKS_CASHFREE_CLIENT_ID"),
+        ({"PAYHOOKS_PAYU_API_URL": "ftp://payu.example"}, "PAYHOOKS_PAYU_API_URL"),
+        ({"PAYHOOKS_RECONCILE_AFTER_S": "soon"}, "PAYHOOKS_RECONCILE_AFTER_S"),
+        ({"PAYHOOKS_PAYU_API_SALT": " salt ", "PAYHOOKS_PAYU_API_KEY": "k"},
+         "PAYHOOKS_PAYU_API_SALT"),
+    ],
+)  # fmt: skip
+def test_a_bad_reconciliation_setting_names_its_variable_and_never_echoes_a_secret(given, named):
+    with pytest.raises(SettingError) as refused:
+        Settings.from_env(given)
+    assert refused.value.variable == named
+    assert "s3cr3t-value" not in str(refused.value) and " salt " not in str(refused.value)
+
+
+def test_the_credentials_never_appear_in_the_settings_repr():
+    assert API_KEYS.razorpay_key_secret not in repr(settings_for("http://127.0.0.1:9"))
+
+
+def test_readyz_says_which_gateways_have_reconciliation_off(database_url):
+    partial = {k: v for k, v in API_KEYS.env("http://127.0.0.1:9").items() if "PAYU" not in k}
+    settings = Settings.from_env({**KEYS.env(), **partial})
+    with serving(settings, database_url) as service:
+        answer = httpx.get(f"{service.base_url}/readyz")
+    assert answer.status_code == 200
+    assert answer.json() == {"status": "ready", "reconciliation_off": ["payu"]}
+
+
+def test_metrics_count_what_reconciliation_did_by_gateway(conn, rig, database_url):
+    paid_at_gateway(rig.api, purchase(conn, Provider.RAZORPAY))
+    rig.run()
+    with serving(rig.settings, database_url) as service:
+        text = httpx.get(f"{service.base_url}/metrics").text
+    assert 'payhooks_reconcile_payments_recovered_total{gateway="razorpay"} 1.0' in text
+    assert 'payhooks_reconcile_checkouts_examined_total{gateway="razorpay"} 1.0' in text
+    assert 'payhooks_reconcile_api_errors_total{gateway="payu"} 0.0' in text
+
+
+def test_the_worker_reconciles_and_a_failing_pass_never_stops_it(conn, rig):
+    buy = purchase(conn, Provider.PAYU)
+    paid_at_gateway(rig.api, buy)
+    configured = replace(rig.settings, smtp_url="smtp://127.0.0.1:9")
+    worker = Worker(rig.pool, configured, WorkerOptions(reconcile_every_seconds=0.0))
+    worker.reconciler = rig.reconciler()
+    broken = rig.reconciler()
+    broken.pool = None  # type: ignore[assignment]
+    try:
+        assert worker._guarded(_swap(worker, broken)) == 0  # logged, counted, not raised
+        assert worker.maybe_reconcile() == 1
+    finally:
+        worker.close()
+    assert len(orders_of(conn, buy.cart_id)) == 1
+
+
+def _swap(worker, broken):
+    good = worker.reconciler
+
+    def step():
+        worker.reconciler = broken
+        try:
+            return worker.maybe_reconcile()
+        finally:
+            worker.reconciler = good
+            worker._last_reconcile = None
+
+    return step
+
+
+def test_payhooks_reconcile_prints_one_line_and_recovers_the_payment(conn, rig, database_url):
+    buy = purchase(conn, Provider.CASHFREE)
+    paid_at_gateway(rig.api, buy)
+    env = {**os.environ, **KEYS.env(), **API_KEYS.env(rig.url), "DATABASE_URL": database_url}
+    done = _cli(env, "reconcile", "--older-than-s", "0")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("examined 1 checkout(s)")
+    assert "recovered 1 payment(s)" in done.stdout
+    assert len(orders_of(conn, buy.cart_id)) == 1
+    assert count(conn, "SELECT count(*) FROM reconcile_checkouts") == 1
+
+
+def test_payhooks_reconcile_without_credentials_says_so(database_url):
+    env = {**os.environ, **KEYS.env(), "DATABASE_URL": database_url}
+    done = _cli(env, "reconcile")
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("payhooks: no gateway API credentials")
+
+
+def test_payhooks_reconcile_exits_1_on_api_errors_with_a_one_line_cause(conn, rig, database_url):
+    from payhooks.sim.gateway_api import Fault
+
+    paid_at_gateway(rig.api, purchase(conn, Provider.RAZORPAY))
+    rig.api.fail_next(Provider.RAZORPAY, Fault(status=503))
+    env = {**os.environ, **KEYS.env(), **API_KEYS.env(rig.url), "DATABASE_URL": database_url}
+    done = _cli(env, "reconcile", "--older-than-s", "0")
+    assert done.returncode == 1
+    assert "1 API error(s)" in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith("payhooks: 1 gateway API error")
+
+
+def _cli(env, *args):
+    return subprocess.run([PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=120)
