@@ -185,6 +185,7 @@ def test_health_shows_each_gateway_and_warns_of_5xx_and_signature_failures(conso
         buy = purchase(conn, provider)
         send(console, buy.captured())
         send(console, buy.captured())
+    logged(console, 2 * len(Provider))
     log_lines(conn, "razorpay", 503, "database_unavailable", 4)
     log_lines(conn, "cashfree", 401, "signature_mismatch", 6)
     log_in(page, console)
