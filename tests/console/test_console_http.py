@@ -465,3 +465,10 @@ def test_the_chart_counts_each_class_of_answer(console, conn):
     card = page[page.index('data-provider="payu"') :]
     assert "applied 4 · duplicate 2 · parked 0 · signature refused 1" in card
     assert card.count('<rect class="applied"') == 1
+
+
+def test_the_home_page_says_which_gateways_reconciliation_is_off_for(console):
+    """The console's settings carry no status API credentials: reconciliation is off for all."""
+    page = console.logged_in().get("/console").text
+    assert "reconciliation off (no API credentials) for:" in page
+    assert "razorpay, cashfree, payu" in page

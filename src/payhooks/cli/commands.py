@@ -17,7 +17,7 @@ import typer
 
 from payhooks import db, idempotency
 from payhooks import retention as policy
-from payhooks.errors import NotFound, PayhooksError, ProviderNotConfigured
+from payhooks.errors import NotFound, PayhooksError
 from payhooks.events import Provider
 from payhooks.service import database, logs, outbox, retention
 from payhooks.service.config import Settings
@@ -337,8 +337,9 @@ def replay(
     ] = None,
 ) -> None:
     """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
-    from payhooks.ingest import replay as replay_stored
+    from payhooks.ingest import ingest_received
     from payhooks.service.shop.payments import apply_event
+    from payhooks.service.stored import received_again
 
     settings = _settings()
 
@@ -349,10 +350,14 @@ def replay(
                 "delivery" if not found else "unambiguous delivery (use --provider)", event_id
             )
         row = found[0]
-        adapter = settings.adapters().get(Provider(row.provider))
-        if adapter is None:
-            raise ProviderNotConfigured(row.provider)
-        receipt = replay_stored(conn, adapter, row, apply_event)
+        again = received_again(
+            settings.adapters(),
+            provider=row.provider,
+            event_id=row.event_id,
+            body=row.body,
+            headers=row.headers,
+        )
+        receipt = ingest_received(conn, again, apply_event)
         return {
             "status": receipt.outcome.value,
             "event_id": receipt.event.event_id,

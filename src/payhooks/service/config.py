@@ -254,7 +254,6 @@ class Settings:
             pool_timeout_ms=env.get("PAYHOOKS_POOL_TIMEOUT_MS").integer(1000),
             pool_size=env.get("PAYHOOKS_POOL_SIZE").integer(10),
             database_pool_mode=env.get("PAYHOOKS_DATABASE_POOL_MODE").pool_mode(),
-
             api_credentials=_api_credentials(env),
             reconcile_after_s=env.get("PAYHOOKS_RECONCILE_AFTER_S").integer(900),
             reconcile_window_s=env.get("PAYHOOKS_RECONCILE_WINDOW_S").integer(7 * 24 * 3600),

@@ -127,7 +127,7 @@ def create_app(
     app.state.witness = witness
     served = settings.adapters() if adapters is None else adapters
     _add_webhook_route(app, served, witness)
-    console.install(app, served)
+    console.install(app, served, settings.reconciliation_off())
     _add_api_routes(app, api_token)
     _add_probe_routes(app, metrics, metrics_token, settings)
     return app

@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.sim.gateway import Purchase
+from payhooks.sim.gateway import Purchase, bank_reference
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,7 +304,8 @@ def _razorpay_entity(
         "bank": None, "wallet": None, "vpa": "buyer@okbank", "email": "buyer@example.com",
         "contact": "+919999999999", "notes": [], "fee": 2, "tax": 0, "error_code": None,
         "error_description": None, "error_source": None, "error_step": None,
-        "error_reason": None, "acquirer_data": {"rrn": "234928698581"}, "created_at": api.now,
+        "error_reason": None, "acquirer_data": {"rrn": bank_reference(payment_id)},
+        "created_at": api.now,
     }  # fmt: skip
 
 
@@ -319,7 +320,8 @@ def _cashfree_entity(
         "payment_group": "upi", "payment_currency": "INR", "payment_amount": rupees,
         "payment_time": "2025-01-15T12:20:29+05:30",
         "payment_completion_time": "2025-01-15T12:20:41+05:30", "payment_status": state,
-        "payment_message": "00::Transaction success", "bank_reference": "234928698581",
+        "payment_message": "00::Transaction success",
+        "bank_reference": bank_reference(payment_id),
         "auth_id": None, "authorization": None,
         "payment_method": {"upi": {"channel": "collect", "upi_id": "buyer@ybl"}},
     }  # fmt: skip
@@ -331,7 +333,8 @@ def _payu_entity(
     state = status or "success"
     amount = f"{Decimal(order.amount_paise) / 100:.2f}"
     return {
-        "mihpayid": payment_id, "request_id": "", "bank_ref_num": "721522", "amt": amount,
+        "mihpayid": payment_id, "request_id": "", "bank_ref_num": bank_reference(payment_id),
+        "amt": amount,
         "transaction_amount": amount, "txnid": order.reference, "additional_charges": "0.00",
         "productinfo": "payhooks demo", "firstname": "Asha", "bankcode": "UPI",
         "udf1": "", "udf2": "", "udf3": "", "udf4": "", "udf5": "", "field2": "",

@@ -14,12 +14,13 @@ from psycopg.rows import class_row
 
 from payhooks import idempotency
 from payhooks.db import Connection
-from payhooks.errors import DatabaseUnavailable, PayhooksError
+from payhooks.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
 from payhooks.events import Provider
-from payhooks.ingest import Outcome, replay
+from payhooks.ingest import Outcome, ingest_received
 from payhooks.providers import Adapter
 from payhooks.service import outbox
 from payhooks.service.shop.payments import apply_event
+from payhooks.service.stored import received_again
 
 log = logging.getLogger("payhooks.service.console")
 
@@ -107,12 +108,14 @@ def _replayed(
     found = idempotency.stored(conn, event_id, provider)
     if not found:
         return Result(done=Done.NOT_FOUND)
-    known = {p.value: p for p in Provider}
-    adapter = adapters.get(known[provider]) if provider in known else None
-    if adapter is None:
-        return Result(done=Done.NOT_CONFIGURED)
+    row = found[0]
     try:
-        receipt = replay(conn, adapter, found[0], apply_event)
+        again = received_again(
+            adapters, provider=provider, event_id=event_id, body=row.body, headers=row.headers
+        )
+        receipt = ingest_received(conn, again, apply_event)
+    except ProviderNotConfigured:
+        return Result(done=Done.NOT_CONFIGURED)
     except DatabaseUnavailable:
         raise  # try again later; nothing about this record
     except PayhooksError as exc:

@@ -8,7 +8,7 @@ never repeats an action, and each action is idempotent anyway).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote, urlsplit
@@ -81,8 +81,11 @@ class Forbidden(Exception):
 class Console:
     """What the pages need: the shop API's pool, the gateways (to replay), the cookie key."""
 
-    def __init__(self, adapters: Mapping[Provider, Adapter]) -> None:
+    def __init__(
+        self, adapters: Mapping[Provider, Adapter], reconciliation_off: Sequence[Provider] = ()
+    ) -> None:
         self.adapters = adapters
+        self.reconciliation_off = [p.value for p in reconciliation_off]
         self._cookies: auth.Cookies | None = None
         self._lock = threading.Lock()
 
@@ -93,8 +96,10 @@ class Console:
             return self._cookies
 
 
-def install(app: FastAPI, adapters: Mapping[Provider, Adapter]) -> None:
-    app.state.console = Console(adapters)
+def install(
+    app: FastAPI, adapters: Mapping[Provider, Adapter], reconciliation_off: Sequence[Provider] = ()
+) -> None:
+    app.state.console = Console(adapters, reconciliation_off)
     app.include_router(_public)
     app.include_router(_private)
 
@@ -244,6 +249,7 @@ def home(request: Request, conn: Conn) -> HTMLResponse:
             "parked": len(actions.parked(conn, 1000)),
             "dead": len(actions.dead_letters(conn, 1000)),
             "gateways": [p.value for p in _console(request).adapters],
+            "reconciliation_off": _console(request).reconciliation_off,
         },
     )
 

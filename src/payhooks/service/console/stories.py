@@ -14,10 +14,11 @@ from psycopg.rows import dict_row
 
 from payhooks.db import Connection
 from payhooks.errors import NotFound, PayhooksError
-from payhooks.events import Provider
-from payhooks.ingest import restored
+from payhooks.events import EventKind, Provider
 from payhooks.providers import Adapter
+from payhooks.service.reconcile import payments as reconciled
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
+from payhooks.service.stored import received_again
 
 
 class Tone(StrEnum):
@@ -256,12 +257,18 @@ def _logged_entry(row: dict[str, Any], stored: Mapping[tuple[str, str], Any]) ->
 
 
 def _record_entry(record: dict[str, Any]) -> Entry:
+    """A record without a line in the delivery log: found through a gateway's status API
+    (reconciliation), or kept from before the log existed."""
     key = (record["provider"], record["event_id"])
     parked = record["outcome"] == "parked"
+    if reconciled.is_reconciled(record["event_id"]):
+        title = f"{record['provider']} status API: {record['event_type']}"
+    else:
+        title = f"{record['provider']} {record['event_type']} (recorded)"
     return Entry(
         at=record["processed_at"],
         kind="delivery",
-        title=f"{record['provider']} {record['event_type']} (recorded)",
+        title=title,
         facts=(("outcome", record["outcome"]), ("delivery key", record["event_id"])),
         tone=_TONE_OF_OUTCOME.get(record["outcome"], Tone.PLAIN),
         delivery=key,
@@ -301,16 +308,17 @@ def _state_entries(
     return entries
 
 
-def _kind_of(record: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> Any:
-    adapter = adapters.get(Provider(record["provider"]))
-    if adapter is None:
-        return None
+def _kind_of(record: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> EventKind | None:
     try:
-        return restored(
-            adapter, event_id=record["event_id"], body=record["body"], headers=record["headers"]
+        return received_again(
+            adapters,
+            provider=record["provider"],
+            event_id=record["event_id"],
+            body=record["body"],
+            headers=record["headers"],
         ).event.kind
     except PayhooksError:
-        return None
+        return None  # a gateway served no more, or a record that no longer reads
 
 
 def _order_entry(order: dict[str, Any]) -> Entry:

@@ -20,7 +20,7 @@ from typing import Any
 from payhooks.errors import MalformedPayload
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.ingest import storable
-from payhooks.providers._common import rupees_to_paise, sha256_hex
+from payhooks.providers._common import child, reference, rupees_to_paise, sha256_hex
 
 KEY_PREFIX = "reconcile"
 
@@ -59,7 +59,7 @@ def key(payment_id: str, status: str) -> str:
     return f"{KEY_PREFIX}:{payment_id}:{status}"
 
 
-def canonical(entity: Mapping[str, Any]) -> bytes:
+def canonical(entity: object) -> bytes:
     """The payment as the API returned it, serialised canonically (sorted keys, no spaces)."""
     return json.dumps(entity, sort_keys=True, separators=(",", ":"), default=str).encode()
 
@@ -87,6 +87,10 @@ def razorpay(order_id: str, body: bytes) -> Report:
         event = _event(
             Provider.RAZORPAY, entity, kind=kind, status=status, payment_id=payment_id,
             merchant_ref=order_id, amount_paise=amount, currency=entity.get("currency"),
+            bank_ref=reference(
+                child(entity, "acquirer_data", "rrn"),
+                child(entity, "acquirer_data", "bank_transaction_id"),
+            ),
         )  # fmt: skip
         received.append(event)
     return Report(received=tuple(received), skipped=tuple(skipped))
@@ -122,6 +126,7 @@ def cashfree(order_id: str, body: bytes) -> Report:
                 Provider.CASHFREE, paid, "payment_amount"
             ),
             currency=entity.get("order_currency") or entity.get("payment_currency"),
+            bank_ref=reference(entity.get("bank_reference")),
         )  # fmt: skip
         received.append(event)
     return Report(received=tuple(received), skipped=tuple(skipped))
@@ -154,6 +159,7 @@ def payu(txnid: str, body: bytes) -> Report:
     event = _event(
         Provider.PAYU, entity, kind=kind, status=status, payment_id=txnid, merchant_ref=txnid,
         amount_paise=_rupees(Provider.PAYU, entity.get("amt"), "amt"), currency="INR",
+        bank_ref=reference(entity.get("bank_ref_num"), entity.get("bank_ref_no")),
     )  # fmt: skip
     return Report(received=(event,))
 
@@ -169,6 +175,7 @@ def _event(
     amount_paise: int,
     currency: object,
     payment_amount_paise: int | None = None,
+    bank_ref: str | None = None,
 ) -> Received:
     body = canonical(entity)
     event = Event(
@@ -181,9 +188,33 @@ def _event(
         amount_paise=amount_paise,
         payment_amount_paise=payment_amount_paise,
         currency=currency if isinstance(currency, str) and currency else None,
+        bank_ref=bank_ref,
         payload_sha256=sha256_hex(body),
     )
     return Received(event=storable(event), body=body, headers={})
+
+
+def restored(provider: Provider, event_id: str, body: bytes) -> Received:
+    """A reconciled payment as it was stored (its canonical body), read again under its key:
+    for a replay or the console, like ``ingest.restored`` for a webhook."""
+    entity = _json(provider, body)
+    if not isinstance(entity, dict):
+        raise MalformedPayload(provider, "stored payment is not an object")
+    if provider is Provider.RAZORPAY:
+        report = razorpay(str(entity.get("order_id")), canonical({"items": [entity]}))
+    elif provider is Provider.CASHFREE:
+        report = cashfree(str(entity.get("order_id")), canonical([entity]))
+    else:
+        txnid = event_id.removeprefix(KEY_PREFIX + ":").rsplit(":", 1)[0]  # PayU's payment id
+        report = payu(txnid, canonical({"transaction_details": {txnid: entity}}))
+    found = [r for r in report.received if r.event.event_id == event_id]
+    if not found:
+        raise MalformedPayload(provider, f"stored payment does not read as {event_id}")
+    return found[0]
+
+
+def is_reconciled(event_id: str) -> bool:
+    return event_id.startswith(KEY_PREFIX + ":")
 
 
 def _json(provider: Provider, body: bytes) -> Any:
@@ -212,7 +243,9 @@ __all__ = [
     "canonical",
     "cashfree",
     "cashfree_order_expired",
+    "is_reconciled",
     "key",
     "payu",
     "razorpay",
+    "restored",
 ]

@@ -1,0 +1,62 @@
+"""A payment found through a status API is a record like a webhook's: it carries the bank
+reference the console searches by, reads again under its own key (a replay answers duplicate,
+never fails), and tells its states on the console's timeline."""
+
+from __future__ import annotations
+
+import pytest
+
+from payhooks import idempotency
+from payhooks.events import EventKind, Provider
+from payhooks.ingest import Outcome, ingest_received
+from payhooks.service.console import stories
+from payhooks.service.shop.payments import apply_event
+from payhooks.service.stored import received_again
+from payhooks.sim.gateway import bank_reference
+from tests.factories import ADAPTERS, purchase
+from tests.reconcile.conftest import paid_at_gateway
+
+
+def reconciled_record(conn, rig, provider: Provider):
+    buy = purchase(conn, provider)
+    paid_at_gateway(rig.api, buy)
+    rig.run()
+    [(event_id,)] = conn.execute("SELECT event_id FROM processed_webhooks").fetchall()
+    [record] = idempotency.stored(conn, event_id)
+    return buy, record
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_a_reconciled_payment_carries_the_bank_reference_of_its_payment(conn, rig, provider):
+    buy, record = reconciled_record(conn, rig, provider)
+    [(bank_ref,)] = conn.execute("SELECT bank_ref FROM processed_webhooks").fetchall()
+    assert record.event_id.startswith("reconcile:")
+    assert bank_ref == bank_reference(buy.payment_id)
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_a_reconciled_record_reads_again_as_the_same_event_and_replays_as_a_duplicate(
+    conn, rig, provider
+):
+    _, record = reconciled_record(conn, rig, provider)
+    again = received_again(
+        ADAPTERS,
+        provider=record.provider,
+        event_id=record.event_id,
+        body=record.body,
+        headers=record.headers,
+    )
+    assert again.event.event_id == record.event_id
+    assert again.event.kind is EventKind.PAYMENT_CAPTURED
+    assert again.body == record.body
+    receipt = ingest_received(conn, again, apply_event)
+    assert receipt.outcome is Outcome.DUPLICATE and receipt.order_id
+
+
+def test_the_timeline_shows_the_payment_found_by_reconciliation(conn, rig):
+    buy, record = reconciled_record(conn, rig, Provider.RAZORPAY)
+    story = stories.of_cart(conn, buy.cart_id, ADAPTERS)
+    titles = [entry.title for entry in story.entries]
+    assert f"razorpay status API: {record.event_type}" in titles
+    assert f"Payment {buy.payment_id}: new → captured" in titles
+    assert any(title.startswith("Order ") for title in titles)
