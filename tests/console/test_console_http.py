@@ -3,7 +3,9 @@ and that every action is deliberate (CSRF, same site) and idempotent."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import threading
 import time
 from urllib.parse import quote
@@ -88,8 +90,8 @@ def test_the_lists_above_cover_every_console_route(database_url):
     covered |= {("POST", p) for p in PRIVATE_POSTS}
     templates = {
         "/console/carts/cart_1": "/console/carts/{cart_id}",
-        "/console/references/razorpay/order_1": "/console/references/{provider}/{reference}",
-        "/console/deliveries/razorpay/evt_1": "/console/deliveries/{provider}/{event_id}",
+        "/console/references/razorpay/order_1": "/console/references/{provider}/{reference:path}",
+        "/console/deliveries/razorpay/evt_1": "/console/deliveries/{provider}/{event_id:path}",
     }
     covered = {(m, templates.get(p, p)) for m, p in covered}
     assert routes - covered == set()
@@ -472,3 +474,58 @@ def test_the_home_page_says_which_gateways_reconciliation_is_off_for(console):
     page = console.logged_in().get("/console").text
     assert "reconciliation off (no API credentials) for:" in page
     assert "razorpay, cashfree, payu" in page
+
+
+# --- found in review -------------------------------------------------------------------------
+
+
+def test_hours_are_utc_hours_in_a_database_on_india_time(conn):
+    """date_trunc in the session's zone would start IST hours at :30 UTC: no bar would match."""
+    from datetime import UTC, datetime
+
+    from payhooks.service.console import health
+
+    log_lines(conn, "razorpay", 200, "processed", 1)
+    conn.execute("SET TimeZone = 'Asia/Kolkata'")
+    report = health.health(conn, datetime.now(UTC))
+    [razorpay] = [g for g in report.gateways if g.provider == "razorpay"]
+    assert razorpay.totals[health.Answer.APPLIED] == 1
+
+
+def test_a_parked_delivery_is_found_by_its_payment_id_and_gateway_order_id(console):
+    _, reference = parked_delivery(console)
+    page = f"/console/references/razorpay/{reference}"
+    assert found(console, "pay_parked0001") == page
+    assert found(console, reference) == page
+
+
+def test_a_delivery_key_holding_a_slash_opens_from_the_timeline(console, conn):
+    buy = purchase(conn, Provider.CASHFREE)
+    delivery = buy.captured()
+    key = "6AEXLJyl/6HWQ+key/with/slashes="
+    headers = {**delivery.headers, "x-idempotency-key": key}
+    keyed = Delivery(provider=delivery.provider, body=delivery.body, headers=headers, label="k")
+    assert send(console, keyed).json()["event_id"] == key
+    client = console.logged_in()
+    story = client.get(f"/console/carts/{buy.cart_id}").text
+    link = re.search(r'href="(/console/deliveries/cashfree/[^"]+)"', story).group(1)
+    page = client.get(html.unescape(link))
+    assert page.status_code == 200 and key in html.unescape(page.text)
+
+
+def test_parallel_guesses_get_no_more_tries_than_a_sequence(console):
+    barrier, answers = threading.Barrier(12), []
+
+    def guess(n: int) -> None:
+        with console.client() as client:
+            barrier.wait()
+            form = {"name": OPERATOR, "password": f"wrong guess {n}"}
+            answers.append(client.post("/console/login", data=form).status_code)
+
+    threads = [threading.Thread(target=guess, args=(n,)) for n in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert answers.count(401) == auth.FAILURES_PER_NAME
+    assert answers.count(429) == 12 - auth.FAILURES_PER_NAME

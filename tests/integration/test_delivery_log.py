@@ -90,3 +90,22 @@ def test_the_oldest_lines_go_first_past_the_cap():
         )
     assert [d.status for d in log._pending] == [401, 503]
     assert dropped == [1]
+
+
+def test_lines_that_cannot_be_written_at_close_are_counted_as_dropped():
+    dropped: list[int] = []
+    log = deliveries.DeliveryLog(
+        "postgresql://127.0.0.1:1/none", SETTINGS, every_seconds=60, on_drop=dropped.append
+    )
+    line = deliveries.Delivery(
+        received_at=datetime.now(UTC),
+        provider="cashfree",
+        status=200,
+        outcome="processed",
+        verified=True,
+    )
+    log.add(line)
+    log.add(line)
+    log.close()  # the database is away: two lines lost, and said so
+    log.add(line)  # after closing: lost too, and counted
+    assert dropped == [2, 1]

@@ -125,15 +125,20 @@ class DeliveryLog:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
+        self._closed = False
 
     def add(self, delivery: Delivery) -> None:
+        """Keep a line to write; past ``max_pending`` the oldest goes, after ``close`` this one."""
         with self._lock:
-            self._pending.append(delivery)
-            over = len(self._pending) - self._max_pending
-            for _ in range(max(over, 0)):
-                self._pending.popleft()
-        if over > 0:
-            self._on_drop(over)
+            if self._closed:
+                dropped = 1
+            else:
+                self._pending.append(delivery)
+                dropped = max(len(self._pending) - self._max_pending, 0)
+                for _ in range(dropped):
+                    self._pending.popleft()
+        if dropped:
+            self._on_drop(dropped)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="payhooks-delivery-log")
@@ -141,11 +146,19 @@ class DeliveryLog:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop the thread, then write what is left (once; a database away loses it)."""
+        """Stop the thread, then write what is left: once, and what a database away makes
+        impossible is counted as dropped (so is a line added after closing)."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.flush()
+        with self._lock:
+            self._closed = True
+            lost = len(self._pending)
+            self._pending.clear()
+        if lost:
+            self._on_drop(lost)
+            log.warning("delivery_log_lines_lost", extra={"lines": lost})
         self._side.close()
 
     def flush(self) -> int:

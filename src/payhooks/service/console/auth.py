@@ -122,6 +122,10 @@ WHERE (name = %s OR client = %s) AND failed_at > now() - %s
 """
 _FAILED = "INSERT INTO console_login_failures (name, client) VALUES (%s, %s)"
 _FORGET_FAILURES = "DELETE FROM console_login_failures WHERE name = %s"
+_ONE_AT_A_TIME = """
+SELECT pg_advisory_xact_lock(hashtext('payhooks-login-name:' || %s)),
+       pg_advisory_xact_lock(hashtext('payhooks-login-client:' || %s))
+"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,20 +137,27 @@ class Login:
 
 
 def log_in(conn: Connection, name: str, password: str, client: str) -> Login:
-    """Check a login, rate-limited per name and per client before any password is hashed."""
+    """Check a login, rate-limited per name and per client before any password is hashed.
+
+    Attempts for one name, or from one client, are taken one at a time (a transaction-level
+    advisory lock each, name first), so a burst of parallel guesses is counted as it goes and
+    gets no more tries than a sequence would."""
     name = name[:64]
-    by_name, by_client = conn.execute(
-        _FAILURES, (name, client, name, client, FAILURE_WINDOW)
-    ).fetchone() or (0, 0)
-    if by_name >= FAILURES_PER_NAME or by_client >= FAILURES_PER_CLIENT:
-        return Login(throttled=True)
-    row = conn.execute(_HASH_OF, (name,)).fetchone()
-    acceptable = 0 < len(password) <= MAX_PASSWORD_CHARS
-    matched = password_matches(password if acceptable else "", str(row[0]) if row else _decoy())
-    if row is None or not matched or not acceptable:
-        conn.execute(_FAILED, (name, client))
-        return Login()
-    conn.execute(_FORGET_FAILURES, (name,))
+    with conn.transaction():
+        conn.execute(_ONE_AT_A_TIME, (name, client))
+        by_name, by_client = conn.execute(
+            _FAILURES, (name, client, name, client, FAILURE_WINDOW)
+        ).fetchone() or (0, 0)
+        if by_name >= FAILURES_PER_NAME or by_client >= FAILURES_PER_CLIENT:
+            return Login(throttled=True)
+        row = conn.execute(_HASH_OF, (name,)).fetchone()
+        acceptable = 0 < len(password) <= MAX_PASSWORD_CHARS
+        stored = str(row[0]) if row else _decoy()
+        matched = password_matches(password if acceptable else "", stored)
+        if row is None or not matched or not acceptable:
+            conn.execute(_FAILED, (name, client))
+            return Login()
+        conn.execute(_FORGET_FAILURES, (name,))
     return Login(operator=name)
 
 

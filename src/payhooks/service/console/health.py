@@ -10,7 +10,7 @@ hour by hour, and the two warnings an operator must not miss.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from payhooks.db import Connection
@@ -36,7 +36,7 @@ class Answer(StrEnum):
 
 
 _BY_HOUR = """
-SELECT provider, date_trunc('hour', received_at) AS hour,
+SELECT provider, date_trunc('hour', received_at, 'UTC') AS hour,
        count(*) FILTER (WHERE status < 300 AND outcome IN ('processed', 'ignored')),
        count(*) FILTER (WHERE outcome = 'duplicate'),
        count(*) FILTER (WHERE outcome = 'parked'),
@@ -44,7 +44,7 @@ SELECT provider, date_trunc('hour', received_at) AS hour,
        count(*) FILTER (WHERE status >= 400 AND status < 500 AND status <> 401),
        count(*) FILTER (WHERE status >= 500)
 FROM deliveries
-WHERE received_at >= date_trunc('hour', %(now)s) - make_interval(hours => %(hours)s - 1)
+WHERE received_at >= date_trunc('hour', %(now)s, 'UTC') - make_interval(hours => %(hours)s - 1)
 GROUP BY 1, 2
 """
 _LAST_HOUR = """
@@ -92,6 +92,8 @@ class Health:
 
 
 def health(conn: Connection, now: datetime, *, hours: int = HOURS) -> Health:
+    """Hours are UTC hours, whatever the database's time zone (India's is half an hour off)."""
+    now = now.astimezone(UTC)
     start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=hours - 1)
     starts = [start + timedelta(hours=n) for n in range(hours)]
     counted: dict[tuple[str, datetime], dict[Answer, int]] = {}

@@ -281,7 +281,7 @@ def cart(request: Request, conn: Conn, cart_id: str) -> HTMLResponse:
     return _story_page(request, story)
 
 
-@_private.get("/references/{provider}/{reference}")
+@_private.get("/references/{provider}/{reference:path}")
 def reference(request: Request, conn: Conn, provider: str, reference: str) -> HTMLResponse:
     try:
         story = stories.of_reference(conn, provider, reference, _console(request).adapters)
@@ -294,7 +294,7 @@ def _story_page(request: Request, story: stories.Story) -> HTMLResponse:
     return _page(request, "story.html", {"story": story, **_notice(request)})
 
 
-@_private.get("/deliveries/{provider}/{event_id}")
+@_private.get("/deliveries/{provider}/{event_id:path}")
 def delivery(request: Request, conn: Conn, provider: str, event_id: str) -> HTMLResponse:
     found = idempotency.stored(conn, event_id, provider)
     if not found:

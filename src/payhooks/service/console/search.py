@@ -61,8 +61,16 @@ _CARTS = {
         ORDER BY created_at DESC LIMIT %(limit)s""",
 }
 
-# Deliveries name a reference and a payment; either may lead to a cart.
+# Deliveries name a reference and a payment; either may lead to a cart. A parked delivery has
+# neither a checkout nor a payment row: it is found by what it names (its partial indexes).
 _DELIVERIES = {
+    Matched.GATEWAY_ORDER: """
+        SELECT provider, merchant_ref, payment_id, event_id FROM processed_webhooks
+        WHERE provider = ANY(%(providers)s) AND merchant_ref = %(q)s AND outcome = 'parked'
+        LIMIT %(limit)s""",
+    Matched.PAYMENT: """
+        SELECT provider, merchant_ref, payment_id, event_id FROM processed_webhooks
+        WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s LIMIT %(limit)s""",
     Matched.DELIVERY_KEY: """
         SELECT provider, merchant_ref, payment_id, event_id FROM processed_webhooks
         WHERE provider = ANY(%(providers)s) AND event_id = %(q)s""",
