@@ -162,3 +162,9 @@ class GatewayApiError(PayhooksError):
     @property
     def rate_limited(self) -> bool:
         return self.status == 429
+
+    @property
+    def outage(self) -> bool:
+        """The gateway itself is in trouble (429, 5xx, no answer), not this one checkout: a
+        few in a row pause the gateway for the pass. A 4xx about one order does not."""
+        return self.status is None or self.status == 429 or self.status >= 500

@@ -120,3 +120,52 @@ def _nothing():
     import contextlib
 
     return contextlib.nullcontext()
+
+
+def test_checkouts_a_gateway_always_refuses_never_hold_back_the_others(conn, rig):
+    """A 4xx about one order (the gateway does not know it) backs off that checkout alone;
+    however often those were asked before, the paid checkouts are asked in the same pass."""
+    refused = [purchase(conn, Provider.RAZORPAY) for _ in range(3)]  # unknown to the gateway
+    for n, buy in enumerate(refused):  # and first in any order by reference
+        conn.execute(
+            "UPDATE checkouts SET gateway_order_id = %s WHERE cart_id = %s",
+            (f"order_000000000000{n}", buy.cart_id),
+        )
+    conn.execute(
+        "INSERT INTO reconcile_checkouts (provider, gateway_order_id, attempts, next_attempt_at)"
+        " SELECT provider, gateway_order_id, 9, now() FROM checkouts"
+    )
+    paid = _paid(conn, rig, Provider.RAZORPAY, 3)
+    tally = rig.run()
+    assert tally.api_errors[Provider.RAZORPAY] == 3
+    assert tally.deferred[Provider.RAZORPAY] == 0
+    assert all(len(orders_of(conn, b.cart_id)) == 1 for b in paid)
+    assert all(orders_of(conn, b.cart_id) == [] for b in refused)
+
+
+def test_a_paused_gateway_asks_again_in_a_minute_not_after_one_checkouts_backoff(conn, rig):
+    buys = _paid(conn, rig, Provider.CASHFREE, 5)
+    conn.execute(
+        "INSERT INTO reconcile_checkouts (provider, gateway_order_id, attempts, next_attempt_at)"
+        " SELECT provider, gateway_order_id, 9, now() FROM checkouts"
+    )
+    rig.api.fail_next(Provider.CASHFREE, *[Fault(status=503)] * 3)
+    tally = rig.run()
+    assert tally.deferred[Provider.CASHFREE] == 2
+    waits = conn.execute(
+        "SELECT max(next_attempt_at - now()) FROM reconcile_checkouts WHERE attempts = 9"
+    ).fetchone()[0]
+    assert waits.total_seconds() <= 61  # the deferred ones: a minute, not the 6 h of attempt 9
+    assert all(orders_of(conn, b.cart_id) == [] for b in buys)
+
+
+def test_a_gateway_failing_in_an_unexpected_way_leaves_the_others_their_turn(conn, rig):
+    _paid(conn, rig, Provider.RAZORPAY, 1)
+    fine = _paid(conn, rig, Provider.PAYU, 1)
+    conn.execute("ALTER TABLE reconcile_checkouts RENAME TO reconcile_checkouts_away")
+    conn.execute(
+        "CREATE TABLE reconcile_checkouts (LIKE reconcile_checkouts_away INCLUDING ALL,"
+        " CHECK (provider <> 'razorpay'))"
+    )
+    rig.run()  # razorpay's claim fails (a check constraint): logged, and payu goes on
+    assert len(orders_of(conn, fine[0].cart_id)) == 1

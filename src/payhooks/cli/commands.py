@@ -184,9 +184,9 @@ def worker(
 
     logs.configure()
     settings = _settings()
-    pool = _run(
+    pool = _run(  # the sender, a purge (two), and reconciliation on its own thread
         lambda: database.open_pool(
-            database.database_url(settings), settings, max_size=2, deadline=False
+            database.database_url(settings), settings, max_size=4, deadline=False
         )
     )
     runner: Worker | None = None

@@ -21,6 +21,7 @@ from payhooks.service.sender import Sender
 log = logging.getLogger("payhooks.service.worker")
 
 DAY_SECONDS = 24 * 3600.0
+RECONCILE_TICK_SECONDS = 1.0  # how often the reconciling thread looks whether a pass is due
 
 
 @dataclass(slots=True, kw_only=True)
@@ -71,13 +72,29 @@ class Worker:
         """Until ``stop()``: drain what is due, retry parked deliveries every minute, purge
         once a day, sleep when idle. The database or SMTP being away, or any step failing,
         is waited out with backoff, never a reason to exit."""
+        companion = threading.Thread(target=self._reconciling, name="payhooks-reconcile")
+        companion.daemon = True
+        companion.start()
+        try:
+            while not self.stopping.is_set():
+                handled = self._guarded(self.drain)
+                self._guarded(self.maybe_retry_parked)
+                self._guarded(self.maybe_purge)
+                if handled == 0:
+                    self.stopping.wait(self._idle_seconds())
+        finally:
+            self.stopping.set()
+            companion.join(timeout=30)
+
+    def _reconciling(self) -> None:
+        """Reconciliation on a thread of its own: a gateway slow to answer never holds back
+        the emails and alerts."""
         while not self.stopping.is_set():
-            handled = self._guarded(self.drain)
-            self._guarded(self.maybe_retry_parked)
-            self._guarded(self.maybe_reconcile)
-            self._guarded(self.maybe_purge)
-            if handled == 0:
-                self.stopping.wait(self._idle_seconds())
+            try:
+                self.maybe_reconcile()
+            except Exception:  # logged; the sender's backoff is its own business
+                log.exception("worker_step_failed", extra={"step": "maybe_reconcile"})
+            self.stopping.wait(RECONCILE_TICK_SECONDS)
 
     def _guarded(self, step: Callable[[], int]) -> int:
         """``step()``, or 0 when it failed: logged, counted toward the backoff, never raised."""

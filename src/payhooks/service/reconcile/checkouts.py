@@ -17,7 +17,10 @@ from datetime import timedelta
 from payhooks.db import Connection
 from payhooks.events import Provider
 
-LEASE = timedelta(minutes=5)
+LEASE = timedelta(minutes=10)
+# A pass starts no checkout after this long, so every one it asks about is still its own: the
+# lease outlives the last call by a full call's timeout at least.
+PASS_BUDGET = timedelta(minutes=4)
 FIRST_RETRY = timedelta(minutes=1)
 LONGEST_RETRY = timedelta(hours=6)
 
@@ -103,7 +106,9 @@ def claim(
         Due(provider=Provider(p), reference=ref, attempts=n, cart_id=cart)
         for p, ref, n, cart in rows
     ]
-    return sorted(due, key=lambda d: (d.provider.value, d.reference))
+    # The least asked first: a few checkouts a gateway always refuses must not come first in
+    # every pass, ahead of the new ones.
+    return sorted(due, key=lambda d: (d.provider.value, d.attempts, d.reference))
 
 
 def backoff(attempts: int) -> timedelta:

@@ -12,6 +12,7 @@ own word that it expired is reported once, not acted on.
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -92,38 +93,48 @@ class Reconciler:
         self.stop = stop
 
     def run(self) -> Tally:
-        """One pass over what is due now; returns what it did."""
+        """One pass over what is due now, up to ``limit`` checkouts per gateway; returns what
+        it did. A gateway whose turn fails for any reason leaves the others theirs."""
         tally = Tally()
-        if not self.clients:
-            return tally
+        deadline = time.monotonic() + checkouts.PASS_BUDGET.total_seconds()
+        for provider in self.clients:
+            try:
+                self._gateway(provider, self._claim(provider), tally, deadline)
+                self._count(provider, tally)
+            except Exception:  # its checkouts' leases run out; a later pass asks again
+                log.exception("reconcile_gateway_failed", extra={"provider": provider.value})
+        return tally
+
+    def _claim(self, provider: Provider) -> list[Due]:
         with database.connection(self.pool) as conn:
-            due = checkouts.claim(
+            return checkouts.claim(
                 conn,
-                list(self.clients),
+                [provider],
                 after_s=self.options.after_s,
                 window_s=self.options.window_s,
                 limit=self.options.limit,
             )
-        for provider in self.clients:
-            self._gateway(provider, [d for d in due if d.provider is provider], tally)
-        return tally
 
-    def _gateway(self, provider: Provider, due: list[Due], tally: Tally) -> None:
-        failures = 0
+    def _gateway(self, provider: Provider, due: list[Due], tally: Tally, deadline: float) -> None:
+        """Ask about each checkout in turn. A 429, or a few outages in a row (5xx, no answer),
+        pause the gateway: the rest wait what it asked for, or a minute; so do those the pass
+        has no time left for. A refusal about one order backs off that checkout alone."""
+        outages = 0
         paused: timedelta | None = None
         for index, item in enumerate(due):
-            if paused is not None or self.stop():
-                self._defer(due[index:], paused or checkouts.FIRST_RETRY, tally)
+            if paused is None and (self.stop() or time.monotonic() > deadline):
+                paused = checkouts.FIRST_RETRY
+            if paused is not None:
+                self._defer(due[index:], paused, tally)
                 break
             try:
                 self._checkout(item, tally)
-                failures = 0
+                outages = 0
             except GatewayApiError as exc:
-                failures += 1
-                wait = self._failed(item, exc, tally)
-                if exc.rate_limited or failures >= FAILURES_BEFORE_PAUSE:
-                    paused = wait
-        self._count(provider, tally)
+                self._failed(item, exc, tally)
+                outages = outages + 1 if exc.outage else 0
+                if exc.rate_limited or outages >= FAILURES_BEFORE_PAUSE:
+                    paused = _pause(exc)
 
     def _checkout(self, item: Due, tally: Tally) -> None:
         client = self.clients[item.provider]
@@ -187,6 +198,14 @@ class Reconciler:
                 api_errors=tally.api_errors[provider],
                 expired=tally.expired[provider],
             )
+
+
+def _pause(exc: GatewayApiError) -> timedelta:
+    """How long the rest of a paused gateway's checkouts wait: what the gateway asked for, else
+    a minute; never one checkout's own (possibly hours-long) backoff."""
+    if exc.retry_after_s is not None:
+        return max(timedelta(seconds=exc.retry_after_s), checkouts.FIRST_RETRY)
+    return RATE_LIMIT_WAIT
 
 
 def _handler(alerted: list[str]) -> Callable[[Connection, Event], Applied]:
