@@ -77,6 +77,8 @@ def capture(prefix: str, take: list[str]) -> list[str]:
             event,
             "'payment.captured'",
             payment,
+            f"'order_{prefix}' || {N}",
+            f"'rrn' || {N}",
             f"md5({N})",
             BODY,
             HEADERS,
