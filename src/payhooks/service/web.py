@@ -44,7 +44,7 @@ from payhooks.providers import Adapter
 from payhooks.service import console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes, provider_label
-from payhooks.service.shop import carts, catalog, orders, payments
+from payhooks.service.shop import captures, carts, catalog, orders, payments
 
 log = logging.getLogger("payhooks")
 
@@ -330,7 +330,9 @@ def _ingest(
     }
     try:
         with database.connection(pool, event.event_id) as conn:
-            receipt = ingest_received(conn, received, payments.apply_event, pipeline=True)
+            receipt = captures.first_capture(conn, received) or ingest_received(
+                conn, received, payments.apply_event, pipeline=True
+            )
     except PayhooksError as exc:
         status, code = error_status(exc)
         witness.answered(arrival, received, status, code, mismatch=False)
