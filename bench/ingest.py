@@ -504,20 +504,24 @@ CHECKS = {
     "orders not confirmed": "SELECT count(*) FROM orders WHERE status <> 'confirmed'",
     "payments flagged": "SELECT count(*) FROM payments WHERE cardinality(flags) > 0",
     "captures recorded processed without their order": """
-        SELECT count(*) FROM processed_webhooks w
+        SELECT count(*) FROM processed_webhooks w LEFT JOIN orders o ON o.id = w.order_ref
         WHERE w.outcome = 'processed' AND w.event_type = 'payment.captured'
           AND w.payment_id NOT LIKE 'pay_fill%' AND w.payment_id NOT LIKE 'pay_d%'
-          AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = w.order_ref)""",
+          AND o.id IS NULL""",
     "orders without one ledger row": """
         SELECT count(*) FROM orders o
-        WHERE (SELECT count(*) FROM inventory_movements m WHERE m.order_id = o.id) <> 1""",
+        LEFT JOIN (SELECT order_id, count(*) AS n FROM inventory_movements GROUP BY order_id) m
+               ON m.order_id = o.id
+        WHERE m.n IS DISTINCT FROM 1""",
     "orders without their email": """
-        SELECT count(*) FROM orders o WHERE NOT EXISTS (
-            SELECT 1 FROM outbox WHERE dedupe_key = 'order_confirmation:' || o.id)""",
+        SELECT count(*) FROM orders o
+        LEFT JOIN outbox x ON x.dedupe_key = 'order_confirmation:' || o.id
+        WHERE x.id IS NULL""",
     "SKUs whose stock and ledger disagree": f"""
         SELECT count(*) FROM products p
-        WHERE p.stock - (SELECT coalesce(sum(delta), 0) FROM inventory_movements m
-                         WHERE m.sku = p.sku) <> {STOCK}""",
+        LEFT JOIN (SELECT sku, sum(delta) AS moved FROM inventory_movements GROUP BY sku) m
+               ON m.sku = p.sku
+        WHERE p.stock - coalesce(m.moved, 0) <> {STOCK}""",
 }
 
 
