@@ -103,11 +103,14 @@ class Cpu:
     """CPU seconds used by PostgreSQL, the payhooks servers and this load generator.
 
     PostgreSQL backends come and go with their connections (pgbench's exit with it), so a
-    thread samples every process a few times a second and keeps each one's last reading.
+    thread samples every process a few times a second and keeps each one's last reading. Only
+    the bench's own server counts (its postmaster and that one's children): another cluster on
+    the machine is someone else's load.
     """
 
-    def __init__(self, server_pids: list[int]) -> None:
+    def __init__(self, server_pids: list[int], postmaster: int) -> None:
         self.pids = server_pids
+        self.postmaster = postmaster
         self.seen: dict[int, float] = {}
         self.first: dict[int, float] = {}
         self.stop = threading.Event()
@@ -138,8 +141,8 @@ class Cpu:
             self._sample()
 
     def _sample(self) -> None:
-        for process in psutil.process_iter(["name"]):
-            if _is_postgres(process):
+        for process in psutil.process_iter(["name", "ppid"]):
+            if self.postmaster in (process.pid, process.info.get("ppid")):
                 self._read(process.pid, process)
         for pid in self.pids:
             self._read(-pid, psutil.Process(pid))
@@ -157,8 +160,13 @@ class Cpu:
         return mine.user + mine.system + mine.children_user + mine.children_system
 
 
-def _is_postgres(process: psutil.Process) -> bool:
-    return str(process.info.get("name") or "").startswith("postgres")
+def postmaster(url: str) -> int:
+    """The pid of the server ``url`` reaches: the parent of a backend of it."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    parent = psutil.Process(int(row[0])).ppid()
+    return parent
 
 
 class Bench:
@@ -171,6 +179,7 @@ class Bench:
         self.rows: list[Row] = []
         self.bases: list[str] = []
         self.server_pids: list[int] = []
+        self.postmaster = postmaster(url)
 
     # --- load ------------------------------------------------------------------------------
 
@@ -242,7 +251,7 @@ class Bench:
         self, scenario: str, operations: Iterator[Operation], *, pace: float | None = None
     ) -> Run:
         stop_at = time.monotonic() + self.args.seconds
-        with Cpu(self.server_pids) as cpu:
+        with Cpu(self.server_pids, self.postmaster) as cpu:
             run = drive(
                 self.bases,
                 operations,
@@ -270,7 +279,7 @@ class Bench:
 
     def pgbench(self, scenario: str, script: list[str], base: int = 0) -> Row:
         """Run ``script``; its n-th transaction uses cart (or creates cart) ``base + n``."""
-        with Cpu(self.server_pids) as cpu:
+        with Cpu(self.server_pids, self.postmaster) as cpu:
             result = _pgbench.run(
                 self.url, script, clients=self.args.clients, seconds=self.args.seconds, base=base
             )

@@ -11,6 +11,7 @@ nothing, and takes the general path, which is where the state machine lives.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import psycopg
 
@@ -29,6 +30,7 @@ SELECT state, outcome, payload_sha256, order_ref FROM shop_first_capture(
 """
 
 Answer = tuple[str, str | None, str | None, str | None]
+AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
 
 
 def eligible(event: Event) -> bool:
@@ -81,13 +83,38 @@ def first_capture(conn: Connection, received: Received) -> Receipt | None:
     return receipt(received, row)
 
 
+async def first_capture_async(conn: AsyncConnection, received: Received) -> Receipt | None:
+    """``first_capture`` on an async connection: the service answers it on the event loop."""
+    if not eligible(received.event):
+        return None
+    try:
+        row = await _run_async(conn, arguments(received))
+    except psycopg.Error as exc:
+        if exc.sqlstate == DECLINED:
+            return None
+        raise
+    return receipt(received, row)
+
+
 def _run(conn: Connection, args: tuple[object, ...]) -> Answer:
     if not getattr(conn, "per_transaction", ()):
-        row = conn.execute(_FIRST_CAPTURE, args).fetchone()
-    else:  # behind a transaction pooler the bounds are set in a transaction: one round trip
-        with conn.pipeline(), conn.transaction():
-            row = conn.execute(_FIRST_CAPTURE, args).fetchone()
-    assert row is not None
+        return _answer(conn.execute(_FIRST_CAPTURE, args).fetchone())
+    # Behind a transaction pooler the bounds are set in a transaction: one round trip.
+    with conn.pipeline(), conn.transaction():
+        cursor = conn.execute(_FIRST_CAPTURE, args)
+    return _answer(cursor.fetchone())
+
+
+async def _run_async(conn: AsyncConnection, args: tuple[object, ...]) -> Answer:
+    if not getattr(conn, "per_transaction", ()):
+        return _answer(await (await conn.execute(_FIRST_CAPTURE, args)).fetchone())
+    async with conn.pipeline(), conn.transaction():
+        cursor = await conn.execute(_FIRST_CAPTURE, args)
+    return _answer(await cursor.fetchone())
+
+
+def _answer(row: tuple[Any, ...] | None) -> Answer:
+    assert row is not None  # the function returns one row
     return (str(row[0]), row[1], row[2], row[3])
 
 
