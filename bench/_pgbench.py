@@ -18,7 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from payhooks import idempotency
 from payhooks.service import outbox
-from payhooks.service.shop import carts, orders, payments
+from payhooks.service.shop import captures, carts, orders, payments
 
 EMBEDDED_PGBENCH = (
     Path(sys.executable).parent.parent
@@ -123,6 +123,34 @@ def capture(prefix: str, take: list[str]) -> list[str]:
         statement(idempotency._RECORD, "'processed'", order, "'razorpay'", event),
         "COMMIT;",
         "\\endpipeline",
+    ]
+
+
+def first_capture(prefix: str) -> list[str]:
+    """The same first capture as the service now runs it: one call of shop_first_capture."""
+    event = f"'evt_{prefix}' || {N}"
+    order = f"'ord_{prefix}' || {N}"
+    return [
+        statement(
+            captures._FIRST_CAPTURE,
+            "'razorpay'",
+            event,
+            "'payment.captured'",
+            f"'pay_{prefix}' || {N}",
+            f"'order_{prefix}' || {N}",
+            f"'rrn' || {N}",
+            f"md5({N})",
+            BODY,
+            HEADERS,
+            "100",
+            "NULL",
+            "'INR'",
+            order,
+            f"'order_confirmation:' || {order}",
+            "'Your order is confirmed'",
+            "'Thank you. We received INR 1.00.'",
+            '\'{"order_id": "x"}\'',
+        )
     ]
 
 

@@ -108,6 +108,7 @@ def _claim_values(received: Received) -> tuple[object, ...]:
         event.event_type,
         event.payment_id,
         event.merchant_ref,
+        event.bank_ref,
         event.payload_sha256,
         received.body,
         json.dumps(dict(received.headers)),
