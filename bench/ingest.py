@@ -1,7 +1,7 @@
 """Ingest throughput and latency, side by side with PostgreSQL's own limit on the same SQL.
 
     .venv/bin/python bench/ingest.py [--clients 16] [--servers 2] [--seconds 10]
-                                     [--max-rows 10000000] [--slots 8]
+                                     [--max-rows 10000000] [--slots 8] [--quick]
 
 Scenarios: new captures, duplicates, the web stack alone, whole flash-sale purchases, captures
 of carts checked out before the run (one SKU against a hundred: webhook only), the same
@@ -563,15 +563,42 @@ def options() -> argparse.Namespace:
     parser.add_argument(
         "--duplicates", type=int, default=100_000, help="keys for pgbench duplicates"
     )
+    parser.add_argument(
+        "--quick", action="store_true", help="only the web stack, new captures, duplicates"
+    )
     args = parser.parse_args()
     args.carts = args.carts or int(3000 * args.seconds * 6)
     return args
+
+
+def quick(url: str, args: argparse.Namespace) -> None:
+    """Two rounds of the web stack, new captures and duplicates: CPU per operation, the
+    figure that tells one build from another on a shared machine (``--quick``)."""
+    bench = Bench(url, args)
+    with servers(url, args.servers, PAYHOOKS_POOL_SIZE=str(args.clients)) as running:
+        bench.attach(running)
+        for _ in range(2):
+            bench.measure("GET /healthz: web stack, no database", bench.probes())
+            bench.measure("new captures", map(post, bench.captures()))
+            bench.measure("duplicates only", map(post, bench.resent()))
+    print(f"\n{'scenario':<40} {'ops/s':>7} {'p99 ms':>7}   CPU µs/op: postgres payhooks loadgen")
+    for row in bench.rows:
+        cpu = row.cpu
+        print(
+            f"{row.scenario:<40} {row.ops:>7.0f} {row.p99:>7.1f}   "
+            f"{cpu['postgres']:>8.0f} {cpu['payhooks']:>8.0f} {cpu['loadgen']:>7.0f}"
+        )
 
 
 def main() -> None:
     args = options()
     started = time.perf_counter()
     size = {"PAYHOOKS_POOL_SIZE": str(args.clients)}
+    if args.quick:
+        with database() as url:
+            seed(url, args)
+            quick(url, args)
+        return
     with database() as url:
         seed(url, args)
         print(f"seeded carts in {time.perf_counter() - started:.0f} s", flush=True)
