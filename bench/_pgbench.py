@@ -60,6 +60,9 @@ NUMBER = [
 def capture(prefix: str, take: list[str]) -> list[str]:
     """A first capture of cart ``prefix``n, exactly as ingest_received(pipeline=True) runs it.
 
+    Its body hash is its own (``md5(prefix || n)``): a hash already stored (the duplicates the
+    run seeds) would make the claim conflict, and the transaction write no claim row at all.
+
     payhooks runs the transaction in pipeline mode: statements whose results it does not read
     travel with the next one it does. pgbench pipelines the same groups, except SAVEPOINT with
     the slot take (pgbench cannot \\gset inside a pipeline): one round trip more for it.
@@ -79,7 +82,7 @@ def capture(prefix: str, take: list[str]) -> list[str]:
             payment,
             f"'order_{prefix}' || {N}",
             f"'rrn' || {N}",
-            f"md5({N})",
+            f"md5('{prefix}' || {N})",
             BODY,
             HEADERS,
         ),
@@ -141,7 +144,7 @@ def first_capture(prefix: str) -> list[str]:
             f"'pay_{prefix}' || {N}",
             f"'order_{prefix}' || {N}",
             f"'rrn' || {N}",
-            f"md5({N})",
+            f"md5('{prefix}' || {N})",
             BODY,
             HEADERS,
             "100",

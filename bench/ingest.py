@@ -524,6 +524,10 @@ CHECKS = {
         WHERE w.outcome = 'processed' AND w.event_type = 'payment.captured'
           AND w.payment_id NOT LIKE 'pay_fill%' AND w.payment_id NOT LIKE 'pay_d%'
           AND o.id IS NULL""",
+    "orders without the record of the delivery that placed them": """
+        SELECT count(*) FROM orders o
+        LEFT JOIN processed_webhooks w ON w.provider = o.provider AND w.event_id = o.event_id
+        WHERE w.event_id IS NULL""",
     "orders without one ledger row": """
         SELECT count(*) FROM orders o
         LEFT JOIN (SELECT order_id, count(*) AS n FROM inventory_movements GROUP BY order_id) m
