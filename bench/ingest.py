@@ -73,12 +73,12 @@ SELECT 'razorpay', 'evt_d' || g, 'payment.captured', 'processed', 'pay_d' || g, 
        convert_to(repeat('x', 700), 'UTF8'), '{}'
 FROM generate_series(1, %s) g
 """
-# Rows like a live delivery's: the same key shapes and a body of the same size.
+# Rows like a live delivery's: the same key shapes, a body of the same size, a hash of its own.
 PREFILL = """
 INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payment_id,
                                 payload_sha256, body, headers, order_ref)
 SELECT 'razorpay', 'evt_' || md5('fill' || g), 'payment.captured', 'processed',
-       'pay_fill' || g, md5(g::text), convert_to(repeat('x', 700), 'UTF8'), '{}',
+       'pay_fill' || g, md5('fill' || g), convert_to(repeat('x', 700), 'UTF8'), '{}',
        'ord_fill' || g
 FROM generate_series(%s, %s) g
 """
