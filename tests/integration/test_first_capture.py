@@ -4,6 +4,7 @@ databases set up alike, and the answers and every row of the shop are compared."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Callable, Iterator
@@ -80,6 +81,20 @@ def first(conn: db.Connection, delivery: Delivery) -> tuple[Receipt, bool]:
     return general(conn, delivery)[0], False
 
 
+def first_async(conn: db.Connection, delivery: Delivery) -> tuple[Receipt, bool]:
+    """The service's order on an async connection, as its event loop runs it."""
+    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+
+    async def answer() -> Receipt | None:
+        async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as on:
+            return await captures.first_capture_async(on, received)
+
+    answered = asyncio.run(answer())
+    if answered is not None:
+        return answered, True
+    return general(conn, delivery)[0], False
+
+
 @contextmanager
 def fresh_database(admin_url: str, template_db: str) -> Iterator[str]:
     name = f"payhooks_t_{uuid.uuid4().hex[:12]}"
@@ -122,8 +137,12 @@ def _plain(value: object) -> object:
     return bytes(value).hex() if isinstance(value, bytes | memoryview) else value
 
 
-@pytest.fixture
-def both(admin_url: str, template_db: str) -> Callable[..., tuple[Played, Played]]:
+@pytest.fixture(params=[first, first_async], ids=["sync", "async"])
+def both(
+    request: pytest.FixtureRequest, admin_url: str, template_db: str
+) -> Callable[..., tuple[Played, Played]]:
+    path: Path = request.param
+
     def run(
         deliveries: list[Delivery], *, stock: int = 10, slots: int = 1, quantity: int = 1
     ) -> tuple[Played, Played]:
@@ -131,7 +150,7 @@ def both(admin_url: str, template_db: str) -> Callable[..., tuple[Played, Played
         with fresh_database(admin_url, template_db) as url:
             slow = play(url, deliveries, general, **shape)
         with fresh_database(admin_url, template_db) as url:
-            fast = play(url, deliveries, first, **shape)
+            fast = play(url, deliveries, path, **shape)
         assert fast.answers == slow.answers
         assert fast.state == slow.state
         return slow, fast

@@ -185,11 +185,6 @@ def error_response(exc: PayhooksError) -> JSONResponse:
     )
 
 
-def _pool(request: Request) -> psycopg_pool.ConnectionPool:
-    pool: psycopg_pool.ConnectionPool = request.app.state.pool
-    return pool
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Arrival:
     """A webhook request as read on the event loop, before anything about it is proven."""
