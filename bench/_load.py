@@ -64,8 +64,13 @@ class Server:
 
 
 @contextmanager
-def servers(url: str, count: int, **env: str) -> Iterator[list[Server]]:
-    """``count`` `payhooks serve` processes on their own loopback ports, all ready."""
+def servers(
+    url: str, count: int, command: list[str] | None = None, **env: str
+) -> Iterator[list[Server]]:
+    """``count`` processes of ``command`` (`payhooks serve`) on loopback ports, all ready.
+
+    ``command`` is given ``--port N``; it must answer ``GET /readyz`` once it is ready.
+    """
     environment = {
         **os.environ,
         **KEYS.env(),
@@ -78,7 +83,7 @@ def servers(url: str, count: int, **env: str) -> Iterator[list[Server]]:
         for _ in range(count):
             port = free_port()
             process = subprocess.Popen(
-                [PAYHOOKS, "serve", "--port", str(port)],
+                [*(command or [PAYHOOKS, "serve"]), "--port", str(port)],
                 env=environment,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -60,6 +60,9 @@ NUMBER = [
 def capture(prefix: str, take: list[str]) -> list[str]:
     """A first capture of cart ``prefix``n, exactly as ingest_received(pipeline=True) runs it.
 
+    Its body hash is its own (``md5(prefix || n)``): a hash already stored (the duplicates the
+    run seeds) would make the claim conflict, and the transaction write no claim row at all.
+
     payhooks runs the transaction in pipeline mode: statements whose results it does not read
     travel with the next one it does. pgbench pipelines the same groups, except SAVEPOINT with
     the slot take (pgbench cannot \\gset inside a pipeline): one round trip more for it.
@@ -77,7 +80,9 @@ def capture(prefix: str, take: list[str]) -> list[str]:
             event,
             "'payment.captured'",
             payment,
-            f"md5({N})",
+            f"'order_{prefix}' || {N}",
+            f"'rrn' || {N}",
+            f"md5('{prefix}' || {N})",
             BODY,
             HEADERS,
         ),
@@ -121,6 +126,36 @@ def capture(prefix: str, take: list[str]) -> list[str]:
         statement(idempotency._RECORD, "'processed'", order, "'razorpay'", event),
         "COMMIT;",
         "\\endpipeline",
+    ]
+
+
+def first_capture(prefix: str) -> list[str]:
+    """The same first capture as the service now runs it: one call of shop_first_capture."""
+    from payhooks.service.shop import captures  # absent from builds before it: --quick on them
+
+    event = f"'evt_{prefix}' || {N}"
+    order = f"'ord_{prefix}' || {N}"
+    return [
+        statement(
+            captures._FIRST_CAPTURE,
+            "'razorpay'",
+            event,
+            "'payment.captured'",
+            f"'pay_{prefix}' || {N}",
+            f"'order_{prefix}' || {N}",
+            f"'rrn' || {N}",
+            f"md5('{prefix}' || {N})",
+            BODY,
+            HEADERS,
+            "100",
+            "NULL",
+            "'INR'",
+            order,
+            f"'order_confirmation:' || {order}",
+            "'Your order is confirmed'",
+            "'Thank you. We received INR 1.00.'",
+            '\'{"order_id": "x"}\'',
+        )
     ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,21 @@ class Session(psycopg.Connection[tuple[Any, ...]]):
         with super().transaction(savepoint_name, force_rollback) as tx:
             if self.per_transaction and not tx.savepoint_name:  # the outermost: BEGIN
                 self.execute(_SET_FOR_TRANSACTION, _columns(self.per_transaction))
+            yield tx
+
+
+class AsyncSession(psycopg.AsyncConnection[tuple[Any, ...]]):
+    """``Session`` for the async pool: the same bounds, set the same way."""
+
+    per_transaction: tuple[tuple[str, str], ...] = ()
+
+    @contextlib.asynccontextmanager
+    async def transaction(
+        self, savepoint_name: str | None = None, force_rollback: bool = False
+    ) -> AsyncIterator[psycopg.AsyncTransaction]:
+        async with super().transaction(savepoint_name, force_rollback) as tx:
+            if self.per_transaction and not tx.savepoint_name:  # the outermost: BEGIN
+                await self.execute(_SET_FOR_TRANSACTION, _columns(self.per_transaction))
             yield tx
 
 
@@ -174,6 +189,34 @@ def open_pool(
     with pooled():
         pool.open(wait=False)
     return pool
+
+
+def open_async_pool(url: str, settings: Settings) -> psycopg_pool.AsyncConnectionPool[AsyncSession]:
+    """The webhook pool's twin for the deliveries answered on the event loop (the first
+    capture): the same size, the same bounds and deadline (``open_pool``). Opened by
+    ``await pool.open()`` on the loop that uses it."""
+    mode, bounds = settings.database_pool_mode, timeouts(settings)
+
+    async def configure(conn: AsyncSession) -> None:
+        late = {}
+        budget = settings.transaction_timeout_ms
+        if budget and conn.info.server_version >= TRANSACTION_TIMEOUT_SINCE:
+            late["transaction_timeout"] = str(budget)
+        if mode is PoolMode.TRANSACTION:
+            conn.per_transaction = tuple({**bounds, **late}.items())
+        elif late:
+            await conn.execute(_SET_FOR_SESSION, _columns(tuple(late.items())))
+
+    return psycopg_pool.AsyncConnectionPool(
+        url,
+        connection_class=AsyncSession,
+        min_size=min(2, settings.pool_size),
+        max_size=settings.pool_size,
+        timeout=settings.pool_timeout_ms / 1000,
+        kwargs={"autocommit": True, **connect_options(mode, bounds)},
+        configure=configure,
+        open=False,
+    )
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
 import psycopg
@@ -102,7 +102,8 @@ def refused(
     )
 
 
-_COPY = f"COPY deliveries ({', '.join(Delivery.__dataclass_fields__)}) FROM STDIN"
+_FIELDS = tuple(Delivery.__dataclass_fields__)
+_COPY = f"COPY deliveries ({', '.join(_FIELDS)}) FROM STDIN"
 
 
 class DeliveryLog:
@@ -185,7 +186,7 @@ class DeliveryLog:
 def _copy(conn: psycopg.Connection[tuple[object, ...]], batch: list[Delivery]) -> None:
     with conn.cursor() as cur, cur.copy(_COPY) as copy:
         for delivery in batch:
-            copy.write_row(astuple(delivery))
+            copy.write_row([getattr(delivery, name) for name in _FIELDS])
 
 
 __all__ = ["Delivery", "DeliveryLog", "answered", "refused"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
+from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -44,9 +45,10 @@ from payhooks.providers import Adapter
 from payhooks.service import console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes, provider_label
-from payhooks.service.shop import carts, catalog, orders, payments
+from payhooks.service.shop import captures, carts, catalog, orders, payments
 
 log = logging.getLogger("payhooks")
+AsyncPool = psycopg_pool.AsyncConnectionPool[database.AsyncSession]
 
 # What an unauthenticated client can make the service read, echo or log (docs/security.md).
 API_POOL_WAIT_S = 5.0
@@ -126,10 +128,11 @@ def create_app(
     witness = Witness(metrics)
     app.state.witness = witness
     served = settings.adapters() if adapters is None else adapters
-    _add_webhook_route(app, served, witness)
+    endpoint = _add_webhook_route(app, served, witness)
     console.install(app, served, settings.reconciliation_off())
     _add_api_routes(app, api_token)
     _add_probe_routes(app, metrics, metrics_token, settings)
+    app.add_middleware(WebhookGate, endpoint=endpoint)  # the outermost: first to see a request
     return app
 
 
@@ -145,7 +148,10 @@ def _lifespan(
         api_pool = database.open_pool(  # a shop's caller waits longer than a gateway would
             target, settings, deadline=False, checked=True, wait_s=API_POOL_WAIT_S
         )
-        app.state.pool, app.state.api_pool = pool, api_pool
+        async_pool = database.open_async_pool(target, settings)
+        with database.pooled():
+            await async_pool.open(wait=False)
+        app.state.pool, app.state.api_pool, app.state.async_pool = pool, api_pool, async_pool
         app.state.webhook_threads = anyio.CapacityLimiter(2 * settings.pool_size)
         app.state.probes = Probes(target, settings)
         witness: Witness = app.state.witness
@@ -157,6 +163,7 @@ def _lifespan(
             witness.log.close()
             app.state.probes.close()
             api_pool.close()
+            await async_pool.close()
             pool.close()
 
     return lifespan
@@ -176,11 +183,6 @@ def error_response(exc: PayhooksError) -> JSONResponse:
     return JSONResponse(
         {"error": code, "detail": clipped(detail)}, status_code=status, headers=headers
     )
-
-
-def _pool(request: Request) -> psycopg_pool.ConnectionPool:
-    pool: psycopg_pool.ConnectionPool = request.app.state.pool
-    return pool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,12 +261,57 @@ class Witness:
             self.log.add(delivery)
 
 
+Endpoint = Callable[[str, Request], Awaitable[Response]]
+WEBHOOKS = "/webhooks/"
+ON_LOOP_BYTES = 64 * 1024
+"""Bodies up to this size are verified and parsed on the event loop (tens of microseconds for
+a gateway's few hundred bytes); larger ones, which only a sender probing the bounds sends,
+in a worker thread, so they never hold the loop."""
+
+
 def _add_webhook_route(
     app: FastAPI, adapters: Mapping[Provider, Adapter], witness: Witness
-) -> None:
+) -> Endpoint:
+    """The route FastAPI declares (for the schema) and ``WebhookGate`` serve the same
+    endpoint; the gate answers before routing, so a delivery skips FastAPI's request
+    handling."""
     served = {provider.value: adapter for provider, adapter in adapters.items()}
+    endpoint = _webhook_endpoint(served, witness)
 
     @app.post("/webhooks/{provider}")
+    async def webhook(provider: str, request: Request) -> Response:
+        return await endpoint(provider, request)
+
+    return endpoint
+
+
+class WebhookGate:
+    """``POST /webhooks/{provider}`` answered in front of routing and FastAPI: the path every
+    gateway's delivery takes, with nothing of the framework it does not use."""
+
+    def __init__(self, app: ASGIApp, *, endpoint: Endpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        provider = _webhook_provider(scope)
+        if provider is None:
+            await self.app(scope, receive, send)
+            return
+        response = await self.endpoint(provider, Request(scope, receive))
+        await response(scope, receive, send)
+
+
+def _webhook_provider(scope: Scope) -> str | None:
+    """The ``{provider}`` of a ``POST /webhooks/{provider}``, matched as the router would."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return None
+    path: str = scope["path"]
+    provider = path[len(WEBHOOKS) :] if path.startswith(WEBHOOKS) else ""
+    return provider if provider and "/" not in provider else None
+
+
+def _webhook_endpoint(served: Mapping[str, Adapter], witness: Witness) -> Endpoint:
     async def webhook(provider: str, request: Request) -> Response:
         started, received_at = time.perf_counter(), datetime.now(UTC)
         try:
@@ -272,7 +319,7 @@ def _add_webhook_route(
             body = await read_bounded(request, adapter.max_body_bytes, adapter.provider.value)
         except PayhooksError as exc:
             witness.refused(provider, exc, started=started, received_at=received_at)
-            raise
+            return error_response(exc)
         except ClientDisconnect:
             return Response(status_code=400)  # no one to answer, nothing worth a traceback
         arrival = Arrival(
@@ -282,10 +329,10 @@ def _add_webhook_route(
             started=started,
             received_at=received_at,
         )
-        # One hop per delivery: verifying, parsing and the transaction all leave the loop.
-        receipt = await anyio.to_thread.run_sync(
-            _deliver, _pool(request), arrival, witness, limiter=request.app.state.webhook_threads
-        )
+        try:
+            receipt = await _deliver(request.app.state, arrival, witness)
+        except PayhooksError as exc:
+            return error_response(exc)
         return JSONResponse(
             {
                 "status": receipt.outcome.value,
@@ -295,6 +342,8 @@ def _add_webhook_route(
             status_code=STATUS_OF_OUTCOME[receipt.outcome],
         )
 
+    return webhook
+
 
 def _served(served: Mapping[str, Adapter], provider: str) -> Adapter:
     adapter = served.get(provider)
@@ -303,10 +352,26 @@ def _served(served: Mapping[str, Adapter], provider: str) -> Adapter:
     return adapter
 
 
-def _deliver(pool: psycopg_pool.ConnectionPool, arrival: Arrival, witness: Witness) -> Receipt:
+async def _deliver(state: State, arrival: Arrival, witness: Witness) -> Receipt:
+    """A first capture is answered on the event loop by one statement (``captures``); any
+    other delivery takes the general path in one thread hop, on the sync pool."""
+    limiter = state.webhook_threads
+    if len(arrival.body) <= ON_LOOP_BYTES:
+        received = _received(arrival, witness)
+    else:
+        received = await anyio.to_thread.run_sync(_received, arrival, witness, limiter=limiter)
+    receipt = await _first_capture(state.async_pool, arrival, received, witness)
+    if receipt is not None:
+        return receipt
+    return await anyio.to_thread.run_sync(
+        _ingest, state.pool, arrival, received, witness, limiter=limiter
+    )
+
+
+def _received(arrival: Arrival, witness: Witness) -> Received:
     try:
         headers = header_map(arrival.headers, arrival.adapter)
-        received = receive(arrival.adapter, arrival.body, headers)
+        return receive(arrival.adapter, arrival.body, headers)
     except PayhooksError as exc:
         witness.refused(
             arrival.adapter.provider.value,
@@ -316,36 +381,64 @@ def _deliver(pool: psycopg_pool.ConnectionPool, arrival: Arrival, witness: Witne
             body=arrival.body,
         )
         raise
-    return _ingest(pool, arrival, received, witness)
+
+
+async def _first_capture(
+    pool: AsyncPool, arrival: Arrival, received: Received, witness: Witness
+) -> Receipt | None:
+    if not captures.eligible(received.event):
+        return None
+    try:
+        with database.pooled(received.event.event_id):
+            async with pool.connection() as conn:
+                receipt = await captures.first_capture_async(conn, received)
+    except Exception as exc:
+        _failed(arrival, received, witness, exc)
+        raise
+    return None if receipt is None else _witnessed(arrival, received, witness, receipt)
 
 
 def _ingest(
     pool: psycopg_pool.ConnectionPool, arrival: Arrival, received: Received, witness: Witness
 ) -> Receipt:
-    event = received.event
-    fields = {
-        "provider": event.provider.value,
-        "event_id": event.event_id,
-        "event_type": event.event_type,
-    }
     try:
-        with database.connection(pool, event.event_id) as conn:
+        with database.connection(pool, received.event.event_id) as conn:
             receipt = ingest_received(conn, received, payments.apply_event, pipeline=True)
-    except PayhooksError as exc:
-        status, code = error_status(exc)
-        witness.answered(arrival, received, status, code, mismatch=False)
-        log.warning("webhook_unavailable", extra={**fields, "status": status, "reason": code})
+    except Exception as exc:
+        _failed(arrival, received, witness, exc)
         raise
-    except Exception:
-        witness.answered(arrival, received, 500, "internal_error", mismatch=False)
-        log.exception("webhook_failed", extra=fields)
-        raise
+    return _witnessed(arrival, received, witness, receipt)
+
+
+def _witnessed(arrival: Arrival, received: Received, witness: Witness, receipt: Receipt) -> Receipt:
     status = STATUS_OF_OUTCOME[receipt.outcome]
     witness.answered(arrival, received, status, receipt.outcome.value, mismatch=receipt.mismatch)
+    fields = _event_fields(received)
     if receipt.mismatch:
         log.warning("webhook_payload_mismatch", extra=fields)
     log.info(f"webhook_{receipt.outcome.value}", extra={**fields, "order_id": receipt.order_id})
     return receipt
+
+
+def _failed(arrival: Arrival, received: Received, witness: Witness, exc: Exception) -> None:
+    """Counted, logged and written down; called while ``exc`` is being handled."""
+    fields = _event_fields(received)
+    if isinstance(exc, PayhooksError):
+        status, code = error_status(exc)
+        witness.answered(arrival, received, status, code, mismatch=False)
+        log.warning("webhook_unavailable", extra={**fields, "status": status, "reason": code})
+    else:
+        witness.answered(arrival, received, 500, "internal_error", mismatch=False)
+        log.exception("webhook_failed", extra=fields)
+
+
+def _event_fields(received: Received) -> dict[str, str]:
+    event = received.event
+    return {
+        "provider": event.provider.value,
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+    }
 
 
 _bearer = HTTPBearer(auto_error=False)

@@ -98,7 +98,7 @@ def place_order(conn: Connection, event: Event, cart_id: str, customer_email: st
             conn.execute(_LEDGER, (sku, -qty, order_id))
     else:
         _alert_backorder(conn, order_id, cart_id, lines)
-    outbox.enqueue(conn, _confirmation(order_id, customer_email, event.amount_paise, status))
+    outbox.enqueue(conn, confirmation(order_id, customer_email, event.amount_paise, status))
     return order_id
 
 
@@ -162,7 +162,7 @@ def _alert_backorder(
     )
 
 
-def _confirmation(order_id: str, email: str, amount_paise: int, status: str) -> outbox.Message:
+def confirmation(order_id: str, email: str, amount_paise: int, status: str) -> outbox.Message:
     rupees = f"{amount_paise // 100}.{amount_paise % 100:02d}"
     note = "" if status == "confirmed" else " Some items are backordered; we will ship them soon."
     return outbox.Message(

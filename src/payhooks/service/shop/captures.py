@@ -1,0 +1,139 @@
+"""A first capture in one statement: the reference shop's fixed path, run in PostgreSQL.
+
+Most deliveries a shop receives are the first capture of a checked-out cart, at its price,
+with stock to take. ``shop_first_capture`` (migration 0008) runs exactly what the general
+path (``ingest_received`` with ``payments.apply_event``) runs for it, in one round trip, and
+declines everything else: a refund, a parked or unknown reference, a cart already paid, an
+amount off, the last units spread over slots, a backorder. A declined delivery has written
+nothing, and takes the general path, which is where the state machine lives.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+
+from payhooks.db import Connection
+from payhooks.events import Event, EventKind, Received
+from payhooks.idempotency import _EXISTING
+from payhooks.ingest import Outcome, Receipt
+from payhooks.service.shop.ids import new_id
+from payhooks.service.shop.orders import confirmation
+
+DECLINED = "PH001"
+"""Raised by the function to roll back what it wrote before it found the path was not its."""
+
+_FIRST_CAPTURE = """
+SELECT state, outcome, payload_sha256, order_ref FROM shop_first_capture(
+    %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+Answer = tuple[str, str | None, str | None, str | None]
+AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+def eligible(event: Event) -> bool:
+    """Only a capture naming its checkout and amount can be a first capture of one."""
+    return (
+        event.kind is EventKind.PAYMENT_CAPTURED
+        and event.merchant_ref is not None
+        and event.payment_id is not None
+        and event.amount_paise is not None
+    )
+
+
+def arguments(received: Received) -> tuple[object, ...]:
+    """The delivery, its claim row, and the order and email the path would create."""
+    event = received.event
+    assert event.amount_paise is not None
+    order_id = new_id("ord")
+    email = confirmation(order_id, "", event.amount_paise, "confirmed")
+    return (
+        event.provider.value,
+        event.event_id,
+        event.event_type,
+        event.payment_id,
+        event.merchant_ref,
+        event.bank_ref,
+        event.payload_sha256,
+        received.body,
+        json.dumps(dict(received.headers)),
+        event.amount_paise,
+        event.payment_amount_paise,
+        event.currency,
+        order_id,
+        email.dedupe_key,
+        email.subject,
+        email.body,
+        json.dumps(email.payload),
+    )
+
+
+def first_capture(conn: Connection, received: Received) -> Receipt | None:
+    """The answer, when the fixed path gave it; None: take the general path."""
+    if not eligible(received.event):
+        return None
+    try:
+        row = _run(conn, arguments(received))
+    except psycopg.Error as exc:
+        if exc.sqlstate == DECLINED:
+            return None
+        raise
+    return receipt(received, row)
+
+
+async def first_capture_async(conn: AsyncConnection, received: Received) -> Receipt | None:
+    """``first_capture`` on an async connection: the service answers it on the event loop.
+
+    A copy is answered by the record's plain read first (``idempotency.seen``'s statement):
+    a retry storm's deliveries then cost two parameters, not the function's seventeen, at
+    one round trip more for a new capture (docs/performance.md measures both)."""
+    if not eligible(received.event):
+        return None
+    event = received.event
+    cursor = await conn.execute(_EXISTING, (event.provider.value, event.event_id))
+    if (record := await cursor.fetchone()) is not None:
+        return receipt(received, ("seen", record[0], record[1], record[2]))
+    try:
+        row = await _run_async(conn, arguments(received))
+    except psycopg.Error as exc:
+        if exc.sqlstate == DECLINED:
+            return None
+        raise
+    return receipt(received, row)
+
+
+def _run(conn: Connection, args: tuple[object, ...]) -> Answer:
+    if not getattr(conn, "per_transaction", ()):
+        return _answer(conn.execute(_FIRST_CAPTURE, args).fetchone())
+    # Behind a transaction pooler the bounds are set in a transaction: one round trip.
+    with conn.pipeline(), conn.transaction():
+        cursor = conn.execute(_FIRST_CAPTURE, args)
+    return _answer(cursor.fetchone())
+
+
+async def _run_async(conn: AsyncConnection, args: tuple[object, ...]) -> Answer:
+    if not getattr(conn, "per_transaction", ()):
+        return _answer(await (await conn.execute(_FIRST_CAPTURE, args)).fetchone())
+    async with conn.pipeline(), conn.transaction():
+        cursor = await conn.execute(_FIRST_CAPTURE, args)
+    return _answer(await cursor.fetchone())
+
+
+def _answer(row: tuple[Any, ...] | None) -> Answer:
+    assert row is not None  # the function returns one row
+    return (str(row[0]), row[1], row[2], row[3])
+
+
+def receipt(received: Received, row: Answer) -> Receipt | None:
+    """``processed`` with its order; a settled record of this very body is a duplicate (the
+    answer ``idempotency.seen`` gives); anything else is for the general path."""
+    state, outcome, digest, order_ref = row
+    event = received.event
+    if state == "processed":
+        return Receipt(outcome=Outcome.PROCESSED, event=event, order_id=order_ref)
+    if state == "seen" and outcome != "parked" and digest == event.payload_sha256:
+        return Receipt(outcome=Outcome.DUPLICATE, event=event, order_id=order_ref)
+    return None

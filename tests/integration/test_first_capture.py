@@ -1,0 +1,292 @@
+"""The one-statement first capture (``shop_first_capture``) leaves exactly what the general
+path leaves, for every outcome: the same deliveries are played through each path on two
+databases set up alike, and the answers and every row of the shop are compared."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+from payhooks import db
+from payhooks.ingest import Outcome, Receipt, ingest_received, receive
+from payhooks.service import database
+from payhooks.service.config import PoolMode, Settings
+from payhooks.service.shop import captures
+from payhooks.service.shop.payments import apply_event
+from payhooks.sim.gateway import Delivery
+from tests.conftest import _admin
+from tests.factories import ADAPTERS, GATEWAY
+
+PRICE = 49_900
+SETUP = [
+    "INSERT INTO product_info (sku, name, price_paise) VALUES ('TEA', 'Tea', 49900)",
+    """INSERT INTO product_stock (sku, slot, stock)
+       SELECT 'TEA', s, %(per_slot)s FROM generate_series(0, %(slots)s - 1) s""",
+    """INSERT INTO carts (id, customer_email, amount_paise)
+       SELECT 'cart_' || g, 'buyer' || g || '@example.com', 49900 * %(quantity)s
+       FROM generate_series(1, 3) g""",
+    """INSERT INTO cart_items (cart_id, sku, quantity, price_paise)
+       SELECT 'cart_' || g, 'TEA', %(quantity)s, 49900 FROM generate_series(1, 3) g""",
+    """INSERT INTO checkouts (provider, gateway_order_id, cart_id)
+       SELECT 'razorpay', 'order_' || g, 'cart_' || g FROM generate_series(1, 3) g""",
+]
+# Every row the shop and the claim keep, without the clock's columns and generated ids.
+STATE = {
+    "processed_webhooks": """SELECT provider, event_id, event_type, outcome, payment_id,
+        merchant_ref, bank_ref, payload_sha256, body, headers, order_ref, mismatches,
+        first_copy FROM processed_webhooks""",
+    "payments": """SELECT provider, payment_id, cart_id, status, amount_paise,
+        payment_amount_paise, currency, refunded_paise, needs_refund, flags,
+        captured_at IS NOT NULL FROM payments""",
+    "refunds": "SELECT provider, refund_id, payment_id, amount_paise FROM refunds",
+    "carts": "SELECT id, status, paid_at IS NOT NULL FROM carts",
+    "orders": "SELECT id, cart_id, provider, payment_id, amount_paise, status, event_id"
+    " FROM orders",
+    "stock": "SELECT sku, slot, stock FROM product_stock",
+    "ledger": "SELECT sku, delta, reason, order_id FROM inventory_movements",
+    "outbox": "SELECT kind, dedupe_key, recipient, subject, body, payload FROM outbox",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Played:
+    answers: list[tuple[str, str, str | None, bool]]
+    state: dict[str, list[str]]
+    fast: int
+    """How many deliveries the one statement answered."""
+
+
+Path = Callable[[db.Connection, Delivery], tuple[Receipt, bool]]
+
+
+def general(conn: db.Connection, delivery: Delivery) -> tuple[Receipt, bool]:
+    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+    return ingest_received(conn, received, apply_event, pipeline=True), False
+
+
+def first(conn: db.Connection, delivery: Delivery) -> tuple[Receipt, bool]:
+    """The service's order: the one statement, else the general path."""
+    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+    answered = captures.first_capture(conn, received)
+    if answered is not None:
+        return answered, True
+    return general(conn, delivery)[0], False
+
+
+def first_async(conn: db.Connection, delivery: Delivery) -> tuple[Receipt, bool]:
+    """The service's order on an async connection, as its event loop runs it."""
+    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+
+    async def answer() -> Receipt | None:
+        async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as on:
+            return await captures.first_capture_async(on, received)
+
+    answered = asyncio.run(answer())
+    if answered is not None:
+        return answered, True
+    return general(conn, delivery)[0], False
+
+
+@contextmanager
+def fresh_database(admin_url: str, template_db: str) -> Iterator[str]:
+    name = f"payhooks_t_{uuid.uuid4().hex[:12]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    try:
+        yield make_conninfo(admin_url, dbname=name)
+    finally:
+        _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def play(
+    url: str, deliveries: list[Delivery], path: Path, *, stock: int, slots: int, quantity: int
+) -> Played:
+    with psycopg.connect(url, autocommit=True) as conn:
+        values = {"per_slot": stock // slots, "slots": slots, "quantity": quantity}
+        for sql in SETUP:
+            conn.execute(sql.encode(), values)
+        played = [path(conn, delivery) for delivery in deliveries]
+        orders = dict(conn.execute("SELECT id, 'order of ' || cart_id FROM orders").fetchall())
+        state = {name: _rows(conn, sql, orders) for name, sql in STATE.items()}
+    answers = [
+        (r.outcome.value, r.event.event_id, orders.get(r.order_id or "", r.order_id), r.mismatch)
+        for r, _ in played
+    ]
+    return Played(answers=answers, state=state, fast=sum(fast for _, fast in played))
+
+
+def _rows(conn: db.Connection, sql: str, orders: dict[str, str]) -> list[str]:
+    """Rows as text, the generated order ids named by their carts, in a stable order."""
+    rows = []
+    for row in conn.execute(sql.encode()).fetchall():
+        text = json.dumps([_plain(value) for value in row], sort_keys=True)
+        for order_id, name in orders.items():
+            text = text.replace(order_id, name)
+        rows.append(text)
+    return sorted(rows)
+
+
+def _plain(value: object) -> object:
+    return bytes(value).hex() if isinstance(value, bytes | memoryview) else value
+
+
+@pytest.fixture(params=[first, first_async], ids=["sync", "async"])
+def both(
+    request: pytest.FixtureRequest, admin_url: str, template_db: str
+) -> Callable[..., tuple[Played, Played]]:
+    path: Path = request.param
+
+    def run(
+        deliveries: list[Delivery], *, stock: int = 10, slots: int = 1, quantity: int = 1
+    ) -> tuple[Played, Played]:
+        shape = {"stock": stock, "slots": slots, "quantity": quantity}
+        with fresh_database(admin_url, template_db) as url:
+            slow = play(url, deliveries, general, **shape)
+        with fresh_database(admin_url, template_db) as url:
+            fast = play(url, deliveries, path, **shape)
+        assert fast.answers == slow.answers
+        assert fast.state == slow.state
+        return slow, fast
+
+    return run
+
+
+def capture(n: int = 1, *, payment: str = "", amount: int = PRICE, **more: object) -> Delivery:
+    return GATEWAY.razorpay(
+        "payment.captured",
+        payment_id=payment or f"pay_first{n:08d}",
+        order_id=f"order_{n}",
+        amount_paise=amount,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+def outcomes(played: Played) -> list[str]:
+    return [outcome for outcome, *_ in played.answers]
+
+
+def test_a_first_capture_is_processed_in_one_statement_with_the_same_rows(both):
+    slow, fast = both([capture(1), capture(2)])
+    assert outcomes(slow) == ["processed", "processed"] and fast.fast == 2
+    assert len(fast.state["orders"]) == 2 and len(fast.state["outbox"]) == 2
+
+
+def test_a_copy_is_a_duplicate_with_the_order(both):
+    delivery = capture(1)
+    slow, fast = both([delivery, delivery])
+    assert outcomes(slow) == ["processed", "duplicate"] and fast.fast == 2
+    assert slow.answers[1][2] == "order of cart_1"
+
+
+def test_a_capture_of_an_unknown_checkout_is_parked_by_the_general_path(both):
+    slow, fast = both([capture(9)])
+    assert outcomes(slow) == ["parked"] and fast.fast == 0
+
+
+def test_a_parked_copy_is_applied_by_the_general_path(both):
+    orphan = capture(9)
+    slow, fast = both([orphan, orphan])
+    assert outcomes(slow) == ["parked", "parked"] and fast.fast == 0
+
+
+def test_an_event_no_one_handles_is_ignored(both):
+    other = GATEWAY.razorpay(
+        "payment.dispute.created",
+        payment_id="pay_first00000001",
+        order_id="order_1",
+        amount_paise=PRICE,
+    )
+    slow, fast = both([other])
+    assert outcomes(slow) == ["ignored"] and fast.fast == 0
+
+
+def test_the_same_key_with_another_body_is_a_duplicate_marked_as_a_mismatch(both):
+    original = capture(1)
+    altered = capture(1, amount=PRICE + 1, event_id=original.headers["x-razorpay-event-id"])
+    slow, fast = both([original, altered])
+    assert outcomes(slow) == ["processed", "duplicate"] and slow.answers[1][3]
+    assert fast.fast == 1
+
+
+def test_the_same_bytes_under_another_key_are_a_duplicate(both):
+    original = capture(1)
+    rekeyed = Delivery(
+        provider=original.provider,
+        body=original.body,
+        headers={**original.headers, "x-razorpay-event-id": "evt_rekeyed0001"},
+        label="rekeyed",
+    )
+    slow, fast = both([original, rekeyed])
+    assert outcomes(slow) == ["processed", "duplicate"] and fast.fast == 1
+
+
+def test_a_refund_before_its_capture_leaves_the_capture_to_the_general_path(both):
+    refund = GATEWAY.razorpay(
+        "refund.processed",
+        payment_id="pay_first00000001",
+        order_id="order_1",
+        amount_paise=PRICE,
+        refund_id="rfnd_first0001",
+    )
+    slow, fast = both([refund, capture(1)])
+    assert outcomes(slow) == ["processed", "processed"] and fast.fast == 0
+    assert "captured_after_full_refund" in slow.state["payments"][0]
+
+
+def test_a_capture_with_no_stock_left_is_backordered(both):
+    slow, fast = both([capture(1), capture(2)], stock=1)
+    assert outcomes(slow) == ["processed", "processed"] and fast.fast == 1
+    assert any('"backordered"' in row for row in slow.state["orders"])
+
+
+def test_the_last_units_spread_over_slots_are_taken_by_the_general_path(both):
+    slow, fast = both([capture(1)], stock=4, slots=4, quantity=3)
+    assert outcomes(slow) == ["processed"] and fast.fast == 0
+    assert all('"confirmed"' in row for row in slow.state["orders"])
+
+
+def test_a_capture_for_another_amount_is_flagged(both):
+    slow, fast = both([capture(1, amount=PRICE - 100)])
+    assert outcomes(slow) == ["processed"] and fast.fast == 0
+    assert "amount_mismatch" in slow.state["payments"][0]
+
+
+def test_a_second_payment_for_a_paid_cart_is_flagged(both):
+    slow, fast = both([capture(1), capture(1, payment="pay_second0000001")])
+    assert outcomes(slow) == ["processed", "processed"] and fast.fast == 1
+    assert any("duplicate_payment" in row for row in slow.state["payments"])
+
+
+def test_an_authorised_payment_captured_later_takes_the_general_path(both):
+    authorised = GATEWAY.razorpay(
+        "payment.authorized",
+        payment_id="pay_first00000001",
+        order_id="order_1",
+        amount_paise=PRICE,
+    )
+    slow, fast = both([authorised, capture(1)])
+    assert outcomes(slow) == ["processed", "processed"] and fast.fast == 0
+    assert len(slow.state["orders"]) == 1
+
+
+def test_behind_a_transaction_pooler_the_statement_runs_in_a_transaction_of_its_own(
+    database_url,
+):
+    settings = Settings(database_pool_mode=PoolMode.TRANSACTION)
+    with database.connect(database_url, settings, {"lock_timeout": "1234"}) as conn:
+        values = {"per_slot": 10, "slots": 1, "quantity": 1}
+        for sql in SETUP:
+            conn.execute(sql.encode(), values)
+        answered, fast = first(conn, capture(1))
+        declined, slow = first(conn, capture(1, payment="pay_second0000001"))
+        assert (answered.outcome, fast) == (Outcome.PROCESSED, True)
+        assert (declined.outcome, slow) == (Outcome.PROCESSED, False)
+        flags = conn.execute("SELECT flags FROM payments ORDER BY created_at").fetchall()
+        assert flags == [([],), (["duplicate_payment"],)]
