@@ -17,7 +17,7 @@ import psycopg
 
 from payhooks.db import Connection
 from payhooks.events import Event, EventKind, Received
-from payhooks.idempotency import _EXISTING
+from payhooks.idempotency import _EXISTING, claim_values
 from payhooks.ingest import Outcome, Receipt
 from payhooks.service.shop.ids import new_id
 from payhooks.service.shop.orders import confirmation
@@ -51,15 +51,7 @@ def arguments(received: Received) -> tuple[object, ...]:
     order_id = new_id("ord")
     email = confirmation(order_id, "", event.amount_paise, "confirmed")
     return (
-        event.provider.value,
-        event.event_id,
-        event.event_type,
-        event.payment_id,
-        event.merchant_ref,
-        event.bank_ref,
-        event.payload_sha256,
-        received.body,
-        json.dumps(dict(received.headers)),
+        *claim_values(received),  # the claim row, in the order the function takes it
         event.amount_paise,
         event.payment_amount_paise,
         event.currency,
