@@ -278,6 +278,18 @@ class Bench:
 
     # --- pgbench ---------------------------------------------------------------------------
 
+    def warm_up(self) -> None:
+        """Captures for a moment, measured by no one: servers just started prepare their
+        statements (psycopg: on the fifth use per connection) and PL/pgSQL its plans (on the
+        first call per session) while their first figure would be taken."""
+        stop_at = time.monotonic() + WARM_UP_SECONDS
+        drive(
+            self.bases,
+            map(post, self.captures("w")),
+            workers=self.args.clients,
+            until=lambda: time.monotonic() > stop_at,
+        )
+
     def pgbench(self, scenario: str, script: list[str], base: int = 0) -> Row:
         """Run ``script``; its n-th transaction uses cart (or creates cart) ``base + n``."""
         with Cpu(self.server_pids, self.postmaster) as cpu:
@@ -336,7 +348,9 @@ CARTS = {
     "o": Carts(share=0.4, sku=FLASH[1]),  # flash sale, one SKU, one stock row, webhook only
     "e": Carts(share=0.4, sku=FLASH[8]),  # flash sale, one SKU, 8 slots, webhook only
     "l": Carts(share=0.6),  # the library path (new captures, then at half that rate)
+    "w": Carts(share=0.3),  # warm-ups: freshly started servers, before their first figure
 }
+WARM_UP_SECONDS = 2.0
 
 
 def seed(url: str, args: argparse.Namespace) -> None:
@@ -384,6 +398,7 @@ def run_all(bench: Bench, args: argparse.Namespace) -> Row:
         "pgbench: capture transaction", _pgbench.capture("p", _pgbench.slot_take())
     )
     bench.pgbench("pgbench: capture function", _pgbench.first_capture("q"))
+    bench.warm_up()
     new = bench.measure("new captures", map(post, bench.captures()))
     bench.compare("new captures", capture)
     bench.measure("30% duplicates", map(post, bench.mixed(0.3)))
@@ -412,6 +427,7 @@ def webhook_only(bench: Bench, args: argparse.Namespace) -> None:
 
 def library(bench: Bench, capture: Row) -> None:
     """The same deliveries through ``payhooks.fastapi.router`` in a minimal app."""
+    bench.warm_up()
     new = bench.measure("library: new captures", map(post, bench.captures("l")))
     bench.compare("library: new captures", capture)
     bench.measure("library: duplicates only", map(post, bench.resent("l")))
@@ -446,6 +462,7 @@ def prefilled(bench: Bench, args: argparse.Namespace, capture: Row) -> None:
         print(f"  processed_webhooks pre-filled to {level:,} rows in {seconds:.0f} s", flush=True)
         have = level
         scenario = f"new captures, {level:,} rows"
+        bench.warm_up()
         bench.measure(scenario, map(post, bench.captures()))
         bench.compare(scenario, capture)
 
