@@ -14,12 +14,13 @@ import psycopg_pool
 
 from payhooks import db
 from payhooks import retention as policy
-from payhooks.errors import DatabaseUnavailable, PayhooksError
-from payhooks.events import Provider, Received
-from payhooks.ingest import Outcome, ingest_received, restored
+from payhooks.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
+from payhooks.events import Received
+from payhooks.ingest import Outcome, ingest_received
 from payhooks.service import database, retention
 from payhooks.service.config import Settings
 from payhooks.service.shop.payments import apply_event
+from payhooks.service.stored import received_again
 
 log = logging.getLogger("payhooks.service.worker")
 
@@ -125,11 +126,16 @@ class Maintenance:
         """The stored delivery as an event under the key it was stored with (a later version
         of an adapter may derive keys differently); None when it cannot be read now."""
         try:
-            adapter = self.adapters.get(Provider(row.provider))
-            if adapter is None:
-                self._warn_unconfigured(row.provider)
-                return None
-            return restored(adapter, event_id=row.event_id, body=row.body, headers=row.headers)
+            return received_again(
+                self.adapters,
+                provider=row.provider,
+                event_id=row.event_id,
+                body=row.body,
+                headers=row.headers,
+            )
+        except ProviderNotConfigured:
+            self._warn_unconfigured(row.provider)
+            return None
         except (PayhooksError, ValueError) as exc:  # one odd row must not stop the others
             log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
             return None
