@@ -11,7 +11,7 @@ from django.urls import reverse
 from orders.models import Order
 
 from payhooks.django.models import ProcessedWebhook, ReadOnlyRecord
-from payhooks.sim.gateway import Delivery
+from payhooks.sim.gateway import Delivery, bank_reference
 from tests.django.conftest import PAYHOOKS, records
 from tests.factories import GATEWAY
 
@@ -124,6 +124,10 @@ def two_deliveries(django_db) -> None:
 @pytest.mark.parametrize("term", ["evt_one", "pay_one", "order_one"])
 def test_search_finds_a_delivery_by_key_payment_or_gateway_order(operator, two_deliveries, term):
     assert listed(operator, q=term) == ["evt_one"]
+
+
+def test_search_finds_a_delivery_by_the_bank_reference_on_the_statement(operator, two_deliveries):
+    assert listed(operator, q=bank_reference("pay_one")) == ["evt_one"]
 
 
 def test_search_matches_whole_ids_only(operator, two_deliveries):

@@ -40,7 +40,9 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
     )
     list_filter = ("provider", "outcome")
     search_fields = ("event_id", "payment_id", "merchant_ref", "order_ref", "bank_ref")
-    search_help_text = "An exact payment id, gateway order id, order or delivery key."
+    search_help_text = (
+        "An exact payment id, gateway order id, order, delivery key or bank reference (UTR/RRN)."
+    )
     ordering = ("-processed_at",)
     show_full_result_count = False  # one count per page over millions of records, not two
     actions = ("replay_parked",)
@@ -51,6 +53,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         "outcome",
         "payment_id",
         "merchant_ref",
+        "bank_ref",
         "order_ref",
         "processed_at",
         "payload_sha256",
@@ -81,6 +84,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
             | (every & Q(payment_id=term))
             | Q(merchant_ref=term)
             | Q(order_ref=term)
+            | Q(bank_ref=term)
         )
         return queryset.filter(found), False
 
