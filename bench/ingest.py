@@ -134,9 +134,6 @@ class Cpu:
             "loadgen": self._mine() - self.started,
         }
 
-    def per_op(self, ops: int) -> dict[str, float]:
-        return {k: v / max(ops, 1) * 1e6 for k, v in self.used.items()}
-
     def _watch(self) -> None:
         while not self.stop.wait(0.2):
             self._sample()
@@ -167,6 +164,20 @@ def postmaster(url: str) -> int:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
         assert row is not None
         return psutil.Process(int(row[0])).ppid()
+
+
+def _merged(runs: list[tuple[Run, dict[str, float]]]) -> tuple[Run, dict[str, float]]:
+    """Turns of one scenario as one run: their answers, their time and their CPU, summed."""
+    whole = Run(latencies=[], statuses={}, seconds=0.0)
+    used: dict[str, float] = {}
+    for run, cpu in runs:
+        whole.latencies += run.latencies
+        whole.seconds += run.seconds
+        for status, count in run.statuses.items():
+            whole.statuses[status] = whole.statuses.get(status, 0) + count
+        for process, spent in cpu.items():
+            used[process] = used.get(process, 0.0) + spent
+    return whole, used
 
 
 class Bench:
@@ -250,27 +261,62 @@ class Bench:
     def measure(
         self, scenario: str, operations: Iterator[Operation], *, pace: float | None = None
     ) -> Run:
+        self.settle()
         return self._record(scenario, *self._drive(operations, self.args.seconds, pace))
 
     def alternate(self, scenarios: dict[str, Iterator[Operation]]) -> None:
         """Scenarios compared with one another, measured in turns (A B C A B C …) for
         ``seconds`` each in all: what drifts during a run (a checkpoint's full-page writes,
         autovacuum, tables growing) then falls on each alike, not on whichever came later."""
+        self.settle()
         parts: dict[str, list[tuple[Run, dict[str, float]]]] = {name: [] for name in scenarios}
         for _ in range(TURNS):
             for name, operations in scenarios.items():
                 parts[name].append(self._drive(operations, self.args.seconds / TURNS))
         for name, runs in parts.items():
-            whole = Run(latencies=[], statuses={}, seconds=0.0)
-            used: dict[str, float] = {}
-            for run, cpu in runs:
-                whole.latencies += run.latencies
-                whole.seconds += run.seconds
-                for status, count in run.statuses.items():
-                    whole.statuses[status] = whole.statuses.get(status, 0) + count
-                for process, seconds in cpu.items():
-                    used[process] = used.get(process, 0.0) + seconds
-            self._record(name, whole, used)
+            self._record(name, *_merged(runs))
+
+    def paired(
+        self, baseline: str, script: list[str], scenario: str, operations: Iterator[Operation]
+    ) -> tuple[Row, Run]:
+        """A payhooks scenario and its pgbench baseline in turns, A B B A A B B A: a drift
+        that runs one way through the run (tables growing, the seed's pages written out, the
+        full-page writes after a checkpoint thinning out) then falls on both alike. Turn ``t``
+        of the script numbers its carts from the ``t``-th of TURNS equal ranges of prefix p."""
+        self.settle()
+        seconds = self.args.seconds / TURNS
+        spacing = CARTS["p"].count(self.args) // TURNS
+        ours: list[tuple[Run, dict[str, float]]] = []
+        theirs: list[tuple[_pgbench.Result, dict[str, float]]] = []
+        for turn in range(TURNS):
+            for side in ("pgbench", "payhooks") if turn % 2 == 0 else ("payhooks", "pgbench"):
+                if side == "payhooks":
+                    ours.append(self._drive(operations, seconds))
+                    continue
+                with Cpu(self.server_pids, self.postmaster) as cpu:
+                    result = _pgbench.run(
+                        self.url,
+                        script,
+                        clients=self.args.clients,
+                        seconds=seconds,
+                        base=turn * spacing,
+                    )
+                theirs.append((result, cpu.used))
+        transactions = sum(result.transactions for result, _ in theirs)
+        elapsed = sum(result.transactions / result.tps for result, _ in theirs)
+        used: dict[str, float] = {}
+        for _, cpu in theirs:
+            for process, spent in cpu.items():
+                used[process] = used.get(process, 0.0) + spent
+        row = self._pgbench_row(
+            baseline,
+            transactions,
+            elapsed,
+            latency_ms=sum(r.latency_ms * r.transactions for r, _ in theirs) / transactions,
+            failed=sum(result.failed for result, _ in theirs),
+            used=used,
+        )
+        return row, self._record(scenario, *_merged(ours))
 
     def _drive(
         self, operations: Iterator[Operation], seconds: float, pace: float | None = None
@@ -307,16 +353,9 @@ class Bench:
     # --- pgbench ---------------------------------------------------------------------------
 
     def warm_up(self) -> None:
-        """Captures for a moment, measured by no one, then ANALYZE.
-
-        Servers just started prepare their statements (psycopg: on the fifth use per
-        connection) and PL/pgSQL its plans (on the first call per session) while their first
-        figure would be taken. And the seed analysed payments, orders and the rest while they
-        were empty: a session planning its statements then keeps a sequential scan of payments
-        in its cached plan, paid on every capture and growing with the table, until
-        autovacuum's next analyze (up to a minute away) invalidates it. A running deployment's
-        autovacuum caught up long ago, so the figures are taken with statistics current too.
-        """
+        """Captures for a moment, measured by no one: servers just started prepare their
+        statements (psycopg: on the fifth use per connection) and PL/pgSQL its plans (on the
+        first call per session) while their first figure would be taken."""
         stop_at = time.monotonic() + WARM_UP_SECONDS
         drive(
             self.bases,
@@ -324,30 +363,65 @@ class Bench:
             workers=self.args.clients,
             until=lambda: time.monotonic() > stop_at,
         )
+
+    def settle(self) -> None:
+        """VACUUM ANALYZE before each figure, payhooks' and pgbench's alike (as pgbench
+        vacuums before a run of its own): each starts without the dead rows of the one before
+        it, which autovacuum would otherwise visit during it.
+
+        The ANALYZE also keeps cached plans honest: the seed analysed payments, orders and the
+        rest while they were empty, and a session that plans its statements on those
+        statistics keeps a sequential scan of payments in its cached plan, paid on every capture
+        and growing with the table, until an analyze invalidates it (docs/performance.md).
+
+        No CHECKPOINT here: after one, the first change to each page writes the whole page to
+        the WAL, a cost that falls hardest on the slower of two runs (fewer operations share
+        the same pages), and so on payhooks against pgbench.
+        """
         with psycopg.connect(self.url, autocommit=True) as conn:
-            conn.execute("ANALYZE")
+            conn.execute("VACUUM ANALYZE")
 
     def pgbench(self, scenario: str, script: list[str], base: int = 0) -> Row:
         """Run ``script``; its n-th transaction uses cart (or creates cart) ``base + n``."""
+        self.settle()
         with Cpu(self.server_pids, self.postmaster) as cpu:
             result = _pgbench.run(
                 self.url, script, clients=self.args.clients, seconds=self.args.seconds, base=base
             )
-        per_op = cpu.per_op(result.transactions)
+        return self._pgbench_row(
+            scenario,
+            result.transactions,
+            result.transactions / result.tps,
+            latency_ms=result.latency_ms,
+            failed=result.failed,
+            used=cpu.used,
+        )
+
+    def _pgbench_row(
+        self,
+        scenario: str,
+        transactions: int,
+        seconds: float,
+        *,
+        latency_ms: float,
+        failed: int,
+        used: dict[str, float],
+    ) -> Row:
+        tps = transactions / seconds
         row = Row(
             scenario=scenario,
-            ops=result.tps,
+            ops=tps,
             p50=float("nan"),
             p99=float("nan"),
             baseline="",
             baseline_tps=0.0,
-            cpu=per_op,
+            cpu={process: spent / max(transactions, 1) * 1e6 for process, spent in used.items()},
         )
         self.rows.append(row)
-        failed = f", {result.failed} failed" if result.failed else ""
+        failures = f", {failed} failed" if failed else ""
         print(
-            f"  {scenario}: {result.transactions} transactions, {result.tps:.0f}/s, "
-            f"mean latency {result.latency_ms:.1f} ms{failed}",
+            f"  {scenario}: {transactions} transactions, {tps:.0f}/s, "
+            f"mean latency {latency_ms:.1f} ms{failures}",
             flush=True,
         )
         return row
@@ -413,7 +487,7 @@ def seed(url: str, args: argparse.Namespace) -> None:
         conn.execute(SEED_DUPLICATES, (args.duplicates,))
         conn.execute("VACUUM ANALYZE")
         with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-            conn.execute("CHECKPOINT")  # else the first baseline pays for writing the seed out
+            conn.execute("CHECKPOINT")  # else the first figures pay for writing the seed out
 
 
 def prefill(url: str, have: int, want: int) -> float:
@@ -431,13 +505,15 @@ def fill_levels(args: argparse.Namespace) -> list[int]:
 
 
 def run_all(bench: Bench, args: argparse.Namespace) -> Row:
-    print("pgbench baselines and payhooks, one after the other:", flush=True)
-    capture = bench.pgbench(
-        "pgbench: capture transaction", _pgbench.capture("p", _pgbench.slot_take())
-    )
+    print("pgbench baselines and payhooks (new captures and their baseline in turns):", flush=True)
     bench.pgbench("pgbench: capture function", _pgbench.first_capture("q"))
     bench.warm_up()
-    new = bench.measure("new captures", map(post, bench.captures()))
+    capture, new = bench.paired(
+        "pgbench: capture transaction",
+        _pgbench.capture("p", _pgbench.slot_take()),
+        "new captures",
+        map(post, bench.captures()),
+    )
     bench.compare("new captures", capture)
     bench.measure("30% duplicates", map(post, bench.mixed(0.3)))
     bench.compare("30% duplicates", capture)
