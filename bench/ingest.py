@@ -264,59 +264,57 @@ class Bench:
         self.settle()
         return self._record(scenario, *self._drive(operations, self.args.seconds, pace))
 
-    def alternate(self, scenarios: dict[str, Iterator[Operation]]) -> None:
-        """Scenarios compared with one another, measured in turns (A B C A B C …) for
-        ``seconds`` each in all: what drifts during a run (a checkpoint's full-page writes,
-        autovacuum, tables growing) then falls on each alike, not on whichever came later."""
-        self.settle()
-        parts: dict[str, list[tuple[Run, dict[str, float]]]] = {name: [] for name in scenarios}
-        for _ in range(TURNS):
-            for name, operations in scenarios.items():
-                parts[name].append(self._drive(operations, self.args.seconds / TURNS))
-        for name, runs in parts.items():
-            self._record(name, *_merged(runs))
-
-    def paired(
-        self, baseline: str, script: list[str], scenario: str, operations: Iterator[Operation]
-    ) -> tuple[Row, Run]:
-        """A payhooks scenario and its pgbench baseline in turns, A B B A A B B A: a drift
-        that runs one way through the run (tables growing, the seed's pages written out, the
-        full-page writes after a checkpoint thinning out) then falls on both alike. Turn ``t``
-        of the script numbers its carts from the ``t``-th of TURNS equal ranges of prefix p."""
+    def in_turns(
+        self,
+        scenarios: dict[str, Iterator[Operation]],
+        baseline: tuple[str, list[str]] | None = None,
+    ) -> Row | None:
+        """Scenarios to be compared with one another (and with a pgbench ``baseline``, given as
+        its name and script), measured in TURNS turns of ``seconds / TURNS`` each, in an order
+        reversed every other turn (A B C, C B A, A B C, C B A): a drift that runs one way
+        through the run (tables growing, the seed's pages written out, the full-page writes
+        after a checkpoint thinning out) then falls on each alike, not on whichever came later.
+        The script's turn ``t`` numbers its carts from the ``t``-th of TURNS ranges of prefix p.
+        """
         self.settle()
         seconds = self.args.seconds / TURNS
         spacing = CARTS["p"].count(self.args) // TURNS
-        ours: list[tuple[Run, dict[str, float]]] = []
+        sides = [*scenarios, *([] if baseline is None else [PGBENCH])]
+        ours: dict[str, list[tuple[Run, dict[str, float]]]] = {name: [] for name in scenarios}
         theirs: list[tuple[_pgbench.Result, dict[str, float]]] = []
         for turn in range(TURNS):
-            for side in ("pgbench", "payhooks") if turn % 2 == 0 else ("payhooks", "pgbench"):
-                if side == "payhooks":
-                    ours.append(self._drive(operations, seconds))
+            for side in sides if turn % 2 == 0 else reversed(sides):
+                if side != PGBENCH:
+                    ours[side].append(self._drive(scenarios[side], seconds))
                     continue
+                assert baseline is not None
                 with Cpu(self.server_pids, self.postmaster) as cpu:
                     result = _pgbench.run(
                         self.url,
-                        script,
+                        baseline[1],
                         clients=self.args.clients,
                         seconds=seconds,
                         base=turn * spacing,
                     )
                 theirs.append((result, cpu.used))
-        transactions = sum(result.transactions for result, _ in theirs)
-        elapsed = sum(result.transactions / result.tps for result, _ in theirs)
-        used: dict[str, float] = {}
-        for _, cpu in theirs:
-            for process, spent in cpu.items():
-                used[process] = used.get(process, 0.0) + spent
-        row = self._pgbench_row(
-            baseline,
-            transactions,
-            elapsed,
-            latency_ms=sum(r.latency_ms * r.transactions for r, _ in theirs) / transactions,
-            failed=sum(result.failed for result, _ in theirs),
-            used=used,
-        )
-        return row, self._record(scenario, *_merged(ours))
+        row = None
+        if baseline is not None:
+            transactions = sum(result.transactions for result, _ in theirs)
+            used: dict[str, float] = {}
+            for _, cpu in theirs:
+                for process, spent in cpu.items():
+                    used[process] = used.get(process, 0.0) + spent
+            row = self._pgbench_row(
+                baseline[0],
+                transactions,
+                sum(result.transactions / result.tps for result, _ in theirs),
+                latency_ms=sum(r.latency_ms * r.transactions for r, _ in theirs) / transactions,
+                failed=sum(result.failed for result, _ in theirs),
+                used=used,
+            )
+        for name, runs in ours.items():
+            self._record(name, *_merged(runs))
+        return row
 
     def _drive(
         self, operations: Iterator[Operation], seconds: float, pace: float | None = None
@@ -462,7 +460,8 @@ CARTS = {
     "w": Carts(share=0.3),  # warm-ups: freshly started servers, before their first figure
 }
 WARM_UP_SECONDS = 2.0
-TURNS = 4  # Bench.alternate: turns per scenario
+TURNS = 4  # Bench.in_turns: turns per scenario
+PGBENCH = "pgbench"
 
 
 def seed(url: str, args: argparse.Namespace) -> None:
@@ -505,23 +504,25 @@ def fill_levels(args: argparse.Namespace) -> list[int]:
 
 
 def run_all(bench: Bench, args: argparse.Namespace) -> Row:
-    print("pgbench baselines and payhooks (new captures and their baseline in turns):", flush=True)
+    print("pgbench baselines and payhooks:", flush=True)
     bench.pgbench("pgbench: capture function", _pgbench.first_capture("q"))
     bench.warm_up()
-    capture, new = bench.paired(
-        "pgbench: capture transaction",
-        _pgbench.capture("p", _pgbench.slot_take()),
-        "new captures",
-        map(post, bench.captures()),
+    capture = bench.in_turns(
+        {
+            "new captures": map(post, bench.captures()),
+            "duplicates only": map(post, bench.resent()),
+        },
+        baseline=("pgbench: capture transaction", _pgbench.capture("p", _pgbench.slot_take())),
     )
+    assert capture is not None
+    new = bench.row("new captures")
     bench.compare("new captures", capture)
+    bench.compare("duplicates only", capture)
     bench.measure("30% duplicates", map(post, bench.mixed(0.3)))
     bench.compare("30% duplicates", capture)
-    bench.measure("duplicates only", map(post, bench.resent()))
-    bench.compare("duplicates only", capture)
     bench.pgbench("pgbench: duplicate transaction", _pgbench.duplicate("d", args.duplicates))
     bench.measure("GET /healthz: web stack, no database", bench.probes())
-    half = len(new.latencies) / new.seconds / 2
+    half = new.ops / 2
     bench.measure("new captures at half that rate", map(post, bench.captures()), pace=half)
     bench.compare("new captures at half that rate", capture)
     flash_sale(bench, args)
@@ -536,7 +537,7 @@ def webhook_only(bench: Bench, args: argparse.Namespace) -> None:
         prefix: f"flash sale, one SKU, {slots} slot{'s' * (slots > 1)}, webhook only"
         for prefix, slots in (("o", 1), ("e", args.slots))
     }
-    bench.alternate(
+    bench.in_turns(
         {spread: map(post, bench.captures("s"))}
         | {name: map(post, bench.captures(prefix)) for prefix, name in hot.items()}
     )
