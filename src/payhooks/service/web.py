@@ -138,9 +138,9 @@ def create_app(
 
 class Service(FastAPI):
     """FastAPI with ``WebhookGate`` in front of everything, the middleware FastAPI adds of its
-    own included: its error, telemetry and body-limit layers cost a delivery about ten
+    own included: its error, telemetry and body-limit layers cost a delivery a few
     microseconds and do nothing for it. The gate bounds bodies itself and answers every error
-    it knows; an unexpected one still gets a 500 from the server, as it did from FastAPI."""
+    it knows; an unexpected one still gets a 500 without a traceback, now from the server."""
 
     webhook_endpoint: Endpoint | None = None
 
