@@ -22,7 +22,6 @@ import json
 import os
 import random
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -100,57 +99,55 @@ class Row:
         return self.ops / self.baseline_tps if self.baseline_tps else float("nan")
 
 
+def _seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
 class Cpu:
     """CPU seconds used by PostgreSQL, the payhooks servers and this load generator.
 
-    PostgreSQL backends come and go with their connections (pgbench's exit with it), so a
-    thread samples every process a few times a second and keeps each one's last reading. Only
-    the bench's own server counts (its postmaster and that one's children): another cluster on
-    the machine is someone else's load.
+    Only the bench's own server counts (its postmaster and that one's children): another
+    cluster on the machine is someone else's load. Backends come and go with their connections
+    (pgbench's exit with it), and a backend's CPU moves to its postmaster's children's times
+    when the postmaster reaps it. So PostgreSQL's share is read twice, at the start and the end:
+    the postmaster's own and its reaped children's times, plus each live child's; a child that
+    was alive at the start and reaped since counts from its reading at the start.
     """
 
     def __init__(self, server_pids: list[int], postmaster: int) -> None:
         self.pids = server_pids
         self.postmaster = postmaster
-        self.seen: dict[int, float] = {}
-        self.first: dict[int, float] = {}
-        self.stop = threading.Event()
 
     def __enter__(self) -> Cpu:
         self.started = self._mine()
-        self._sample()
-        self.first = dict(self.seen)
-        self.thread = threading.Thread(target=self._watch, daemon=True)
-        self.thread.start()
+        self.first_postmaster, self.first_children = self._postgres()
+        self.first_servers = {pid: _seconds(psutil.Process(pid)) for pid in self.pids}
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        self.thread.join()
-        self._sample()
+        postmaster, children = self._postgres()
+        gone = sum(t for pid, t in self.first_children.items() if pid not in children)
         self.used = {
-            "postgres": sum(t - self.first.get(p, 0.0) for p, t in self.seen.items() if p > 0),
-            "payhooks": sum(self.seen[-p] - self.first.get(-p, 0.0) for p in self.pids),
+            "postgres": postmaster
+            - self.first_postmaster
+            + sum(t - self.first_children.get(pid, 0.0) for pid, t in children.items())
+            - gone,
+            "payhooks": sum(
+                _seconds(psutil.Process(pid)) - self.first_servers[pid] for pid in self.pids
+            ),
             "loadgen": self._mine() - self.started,
         }
 
-    def _watch(self) -> None:
-        while not self.stop.wait(0.2):
-            self._sample()
-
-    def _sample(self) -> None:
-        for process in psutil.process_iter(["name", "ppid"]):
-            if self.postmaster in (process.pid, process.info.get("ppid")):
-                self._read(process.pid, process)
-        for pid in self.pids:
-            self._read(-pid, psutil.Process(pid))
-
-    def _read(self, key: int, process: psutil.Process) -> None:
-        try:
-            times = process.cpu_times()
-        except psutil.Error:
-            return
-        self.seen[key] = times.user + times.system
+    def _postgres(self) -> tuple[float, dict[int, float]]:
+        """The postmaster's CPU with its reaped children's, and each live child's."""
+        times = psutil.Process(self.postmaster).cpu_times()
+        own = times.user + times.system + times.children_user + times.children_system
+        children: dict[int, float] = {}
+        for process in psutil.Process(self.postmaster).children():
+            with contextlib.suppress(psutil.Error):
+                children[process.pid] = _seconds(process)
+        return own, children
 
     @staticmethod
     def _mine() -> float:
@@ -221,10 +218,13 @@ class Bench:
                 return
 
     def resent(self, prefix: str = "b") -> Iterator[Delivery]:
+        """Copies of the captures of ``prefix`` sent so far, chosen at random."""
         chooser = random.Random(7)
-        known = list(self.sent[prefix])
         while True:
-            yield chooser.choice(known)
+            sent = self.sent.get(prefix)
+            if not sent:
+                raise RuntimeError(f"no capture of carts {prefix} sent yet: nothing to resend")
+            yield chooser.choice(sent)
 
     def probes(self) -> Iterator[Operation]:
         """The web stack alone: what one request costs before any database work."""
@@ -267,18 +267,19 @@ class Bench:
     def in_turns(
         self,
         scenarios: dict[str, Iterator[Operation]],
-        baseline: tuple[str, list[str]] | None = None,
+        baseline: tuple[str, list[str], str] | None = None,
     ) -> Row | None:
         """Scenarios to be compared with one another (and with a pgbench ``baseline``, given as
-        its name and script), measured in TURNS turns of ``seconds / TURNS`` each, in an order
-        reversed every other turn (A B C, C B A, A B C, C B A): a drift that runs one way
-        through the run (tables growing, the seed's pages written out, the full-page writes
-        after a checkpoint thinning out) then falls on each alike, not on whichever came later.
-        The script's turn ``t`` numbers its carts from the ``t``-th of TURNS ranges of prefix p.
+        its name, script and cart prefix), measured in TURNS turns of ``seconds / TURNS``
+        each, in whole seconds (pgbench's ``-T`` takes no fraction), in an order reversed every
+        other turn (A B C, C B A, A B C, C B A): a drift that runs one way through the run
+        (tables growing, the seed's pages written out, the full-page writes after a checkpoint
+        thinning out) then falls on each alike, not on whichever came later. The script's turn
+        ``t`` numbers its carts from the ``t``-th of TURNS ranges of its prefix.
         """
         self.settle()
-        seconds = self.args.seconds / TURNS
-        spacing = CARTS["p"].count(self.args) // TURNS
+        seconds = float(max(1, int(self.args.seconds / TURNS)))
+        spacing = 0 if baseline is None else CARTS[baseline[2]].count(self.args) // TURNS
         sides = [*scenarios, *([] if baseline is None else [PGBENCH])]
         ours: dict[str, list[tuple[Run, dict[str, float]]]] = {name: [] for name in scenarios}
         theirs: list[tuple[_pgbench.Result, dict[str, float]]] = []
@@ -300,6 +301,8 @@ class Bench:
         row = None
         if baseline is not None:
             transactions = sum(result.transactions for result, _ in theirs)
+            if not transactions:
+                raise RuntimeError(f"{baseline[0]}: pgbench ran no transaction")
             used: dict[str, float] = {}
             for _, cpu in theirs:
                 for process, spent in cpu.items():
@@ -363,9 +366,9 @@ class Bench:
         )
 
     def settle(self) -> None:
-        """VACUUM ANALYZE before each figure, payhooks' and pgbench's alike (as pgbench
-        vacuums before a run of its own): each starts without the dead rows of the one before
-        it, which autovacuum would otherwise visit during it.
+        """VACUUM ANALYZE before each figure (before each set of turns), payhooks' and
+        pgbench's alike: each starts without the dead rows left before it, which autovacuum
+        would otherwise visit during it.
 
         The ANALYZE also keeps cached plans honest: the seed analysed payments, orders and the
         rest while they were empty, and a session that plans its statements on those
@@ -405,7 +408,7 @@ class Bench:
         failed: int,
         used: dict[str, float],
     ) -> Row:
-        tps = transactions / seconds
+        tps = transactions / seconds if seconds else 0.0
         row = Row(
             scenario=scenario,
             ops=tps,
@@ -513,7 +516,11 @@ def run_all(bench: Bench, args: argparse.Namespace) -> Row:
             "new captures": map(post, bench.captures()),
             "duplicates only": map(post, bench.resent()),
         },
-        baseline=("pgbench: capture transaction", _pgbench.capture("p", _pgbench.slot_take())),
+        baseline=(
+            "pgbench: capture transaction",
+            _pgbench.capture("p", _pgbench.slot_take()),
+            "p",
+        ),
     )
     assert capture is not None
     new = bench.row("new captures")
@@ -580,6 +587,8 @@ def prefilled(bench: Bench, args: argparse.Namespace, capture: Row) -> None:
     """New captures over a pre-filled table, against new captures on the same servers just
     before the pre-fill: a run's first figures, taken minutes earlier on smaller tables, would
     charge the pre-fill with everything else that grew since."""
+    if not fill_levels(args):
+        return
     bench.warm_up()
     bench.measure(BEFORE_FILL, map(post, bench.captures()))
     bench.compare(BEFORE_FILL, capture)
