@@ -23,7 +23,8 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -165,16 +166,23 @@ def postmaster(url: str) -> int:
 
 def _merged(runs: list[tuple[Run, dict[str, float]]]) -> tuple[Run, dict[str, float]]:
     """Turns of one scenario as one run: their answers, their time and their CPU, summed."""
-    whole = Run(latencies=[], statuses={}, seconds=0.0)
-    used: dict[str, float] = {}
-    for run, cpu in runs:
-        whole.latencies += run.latencies
-        whole.seconds += run.seconds
-        for status, count in run.statuses.items():
-            whole.statuses[status] = whole.statuses.get(status, 0) + count
-        for process, spent in cpu.items():
-            used[process] = used.get(process, 0.0) + spent
-    return whole, used
+    statuses: Counter[int] = Counter()
+    for run, _ in runs:
+        statuses.update(run.statuses)
+    whole = Run(
+        latencies=[latency for run, _ in runs for latency in run.latencies],
+        statuses=dict(statuses),
+        seconds=sum(run.seconds for run, _ in runs),
+    )
+    return whole, _summed(cpu for _, cpu in runs)
+
+
+def _summed(parts: Iterable[dict[str, float]]) -> dict[str, float]:
+    """CPU seconds per side, added over turns."""
+    total: Counter[str] = Counter()
+    for part in parts:
+        total.update(part)
+    return dict(total)
 
 
 class Bench:
@@ -303,17 +311,13 @@ class Bench:
             transactions = sum(result.transactions for result, _ in theirs)
             if not transactions:
                 raise RuntimeError(f"{baseline[0]}: pgbench ran no transaction")
-            used: dict[str, float] = {}
-            for _, cpu in theirs:
-                for process, spent in cpu.items():
-                    used[process] = used.get(process, 0.0) + spent
             row = self._pgbench_row(
                 baseline[0],
                 transactions,
                 sum(result.transactions / result.tps for result, _ in theirs),
                 latency_ms=sum(r.latency_ms * r.transactions for r, _ in theirs) / transactions,
                 failed=sum(result.failed for result, _ in theirs),
-                used=used,
+                used=_summed(cpu for _, cpu in theirs),
             )
         for name, runs in ours.items():
             self._record(name, *_merged(runs))

@@ -14,6 +14,19 @@ from tests.factories import SETTINGS, purchase
 from tests.integration.test_web import post
 
 
+def line(
+    provider: str, status: int = 200, outcome: str = "processed", *, verified: bool = True
+) -> deliveries.Delivery:
+    """A log line as the service writes one for an answered delivery."""
+    return deliveries.Delivery(
+        received_at=datetime.now(UTC),
+        provider=provider,
+        status=status,
+        outcome=outcome,
+        verified=verified,
+    )
+
+
 def logged(url: str, count: int) -> list[dict]:
     """The log is written a moment after the answer: wait (a bounded while) for the lines."""
     deadline = time.monotonic() + 10
@@ -58,14 +71,8 @@ def test_a_request_for_an_unknown_gateway_is_logged_under_unknown(service):
 
 def test_lines_wait_while_the_database_is_away_and_are_written_after(database_url):
     log = deliveries.DeliveryLog("postgresql://127.0.0.1:1/none", SETTINGS, every_seconds=60)
-    line = deliveries.Delivery(
-        received_at=datetime.now(UTC),
-        provider="razorpay",
-        status=200,
-        outcome="processed",
-        verified=True,
-    )
-    log.add(line)
+    delivered = line("razorpay")
+    log.add(delivered)
     assert log.flush() == 0  # the database is away: kept, not lost
     log._side = deliveries.SideConnection(database_url, SETTINGS)  # the database is back
     assert log.flush() == 1
@@ -79,15 +86,7 @@ def test_the_oldest_lines_go_first_past_the_cap():
         "postgresql://127.0.0.1:1/none", SETTINGS, max_pending=2, on_drop=dropped.append
     )
     for status in (200, 401, 503):
-        log.add(
-            deliveries.Delivery(
-                received_at=datetime.now(UTC),
-                provider="payu",
-                status=status,
-                outcome="x",
-                verified=False,
-            )
-        )
+        log.add(line("payu", status, outcome="x", verified=False))
     assert [d.status for d in log._pending] == [401, 503]
     assert dropped == [1]
 
@@ -97,15 +96,9 @@ def test_lines_that_cannot_be_written_at_close_are_counted_as_dropped():
     log = deliveries.DeliveryLog(
         "postgresql://127.0.0.1:1/none", SETTINGS, every_seconds=60, on_drop=dropped.append
     )
-    line = deliveries.Delivery(
-        received_at=datetime.now(UTC),
-        provider="cashfree",
-        status=200,
-        outcome="processed",
-        verified=True,
-    )
-    log.add(line)
-    log.add(line)
+    delivered = line("cashfree")
+    log.add(delivered)
+    log.add(delivered)
     log.close()  # the database is away: two lines lost, and said so
-    log.add(line)  # after closing: lost too, and counted
+    log.add(delivered)  # after closing: lost too, and counted
     assert dropped == [2, 1]
