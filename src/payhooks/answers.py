@@ -14,6 +14,7 @@ from payhooks.errors import (
     Conflict,
     DatabaseUnavailable,
     InvalidRequest,
+    LengthRequired,
     MalformedPayload,
     NotCommitted,
     NotFound,
@@ -28,6 +29,7 @@ from payhooks.ingest import Outcome, Receipt
 STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
 STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [
     (PayloadTooLarge, 413, "payload_too_large"),
+    (LengthRequired, 411, "length_required"),
     (SignatureMismatch, 401, "signature_mismatch"),
     (MalformedPayload, 400, "malformed_payload"),
     (ProviderNotConfigured, 404, "provider_not_configured"),

@@ -28,6 +28,11 @@ class PayloadTooLarge(RejectedDelivery):
     """The body exceeds the size payhooks accepts."""
 
 
+class LengthRequired(RejectedDelivery):
+    """A body with no declared length that the server cannot say where it ends (a chunked
+    request under a WSGI server that does not set ``wsgi.input_terminated``)."""
+
+
 class ProviderNotConfigured(PayhooksError):
     """No secret is configured for this provider, so it is not served."""
 

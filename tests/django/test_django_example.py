@@ -19,10 +19,12 @@ import uvicorn
 from django.test import override_settings
 from orders.models import Order
 
+from payhooks.providers._common import MAX_JSON_BODY_BYTES
 from payhooks.sim.gateway import Delivery
 from tests.conftest import free_port, released_together
 from tests.django.conftest import EXAMPLE, PAYHOOKS, post, records
 from tests.factories import GATEWAY, KEYS
+from tests.wsgi_server import gunicorn_serving
 
 REF = "order_shop1"
 PAYMENT = "pay_shop00000001"
@@ -129,6 +131,45 @@ def test_under_asgi_a_signature_sent_twice_with_different_values_is_refused(chec
     with asgi_served() as site:
         response = httpx.post(site + delivery.path, content=delivery.body, headers=headers)
     assert response.status_code == 401 and records(django_db) == []
+
+
+# --- the same project under gunicorn ---------------------------------------------------------
+
+
+@contextmanager
+def gunicorn_served(url: str) -> Iterator[str]:
+    env = {**os.environ, **KEYS.env(), "DATABASE_URL": url}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    with gunicorn_serving("django_shop.wsgi:application", cwd=EXAMPLE, env=env) as site:
+        yield site
+
+
+def chunked(body: bytes, size: int = 100) -> Iterator[bytes]:
+    """The body in pieces: httpx sends it ``Transfer-Encoding: chunked``, no Content-Length."""
+    return (body[at : at + size] for at in range(0, len(body), size))
+
+
+def test_under_gunicorn_a_chunked_capture_pays_the_order(checkout, django_db):
+    delivery = razorpay()
+    with gunicorn_served(django_db) as site:
+        response = httpx.post(
+            site + delivery.path, content=chunked(delivery.body), headers=delivery.headers
+        )
+    assert response.status_code == 200 and response.json()["status"] == "processed"
+    assert orders() == [(REF, "paid", PAYMENT)]
+
+
+def test_under_gunicorn_a_chunked_body_over_the_bound_is_413(checkout, django_db):
+    delivery = razorpay()
+    padding = b" " * MAX_JSON_BODY_BYTES  # JSON allows trailing blanks: the bound, not the JSON
+    with gunicorn_served(django_db) as site:
+        response = httpx.post(
+            site + delivery.path,
+            content=chunked(delivery.body + padding, 64 * 1024),
+            headers=delivery.headers,
+        )
+    assert response.status_code == 413 and response.json()["error"] == "payload_too_large"
+    assert records(django_db) == [] and orders() == [(REF, "pending", "")]
 
 
 # --- its own manage.py ----------------------------------------------------------------------

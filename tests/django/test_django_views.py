@@ -4,6 +4,9 @@ one table, and only after the claim's transaction has committed."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import psycopg
@@ -125,6 +128,47 @@ def test_a_body_declared_over_the_gateways_bound_is_answered_413(site):
     body = json.dumps({"event": "x" * razorpay.MAX_JSON_BODY_BYTES}).encode()
     response = httpx.post(f"{site}/webhooks/razorpay", content=body, headers=signed(body))
     assert (response.status_code, response.json()["error"]) == (413, "payload_too_large")
+
+
+def test_a_chunked_body_is_read_whole_where_the_server_ends_the_input(site, order, django_db):
+    """Werkzeug's server, like gunicorn, sets ``wsgi.input_terminated`` for a chunked body."""
+    delivery = capture()
+    pieces = (delivery.body[at : at + 50] for at in range(0, len(delivery.body), 50))
+    response = httpx.post(site + delivery.path, content=pieces, headers=delivery.headers)
+    assert (response.status_code, response.json()["status"]) == (200, "processed")
+    assert orders() == [("order_dj1", "paid")]
+
+
+@contextmanager
+def runserver() -> Iterator[str]:
+    """Django's own development server (``manage.py runserver``): a WSGI server that does not
+    end chunked input."""
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer
+
+    server = WSGIServer(("127.0.0.1", 0), WSGIRequestHandler)
+    server.set_app(WSGIHandler())
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_a_chunked_body_the_server_cannot_end_is_411_not_a_signature_mismatch(order, django_db):
+    delivery = capture()
+    with runserver() as site:
+        response = httpx.post(
+            site + delivery.path,
+            content=iter([delivery.body]),
+            headers={**delivery.headers, "connection": "close"},
+        )
+    assert (response.status_code, response.json()["error"]) == (411, "length_required")
+    assert "wsgi.input_terminated" in response.json()["detail"]
+    assert records(django_db) == [] and orders() == [("order_dj1", "pending")]
 
 
 def test_a_gateway_with_no_secret_configured_is_answered_404(site):

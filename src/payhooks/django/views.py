@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping
+from typing import BinaryIO
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -24,7 +25,7 @@ from payhooks.answers import (
     error_status,
 )
 from payhooks.django import conf, deliveries
-from payhooks.errors import PayhooksError, PayloadTooLarge
+from payhooks.errors import LengthRequired, PayhooksError, PayloadTooLarge
 from payhooks.ingest import Receipt, header_map
 from payhooks.providers import Adapter
 
@@ -54,8 +55,46 @@ def _received(request: HttpRequest, provider: str) -> Receipt:
     config = conf.current()
     adapter = config.adapter(provider)
     _refuse_declared_over(request, adapter)
+    body = _body(request, adapter)
     headers = header_map(header_pairs(request.headers, adapter), adapter)
-    return deliveries.receive(config, adapter, request.body, headers)
+    return deliveries.receive(config, adapter, body, headers)
+
+
+def _body(request: HttpRequest, adapter: Adapter) -> bytes:
+    """The exact bytes sent, also when no ``Content-Length`` declared them (chunked).
+
+    Under WSGI, Django reads ``request.body`` only up to ``CONTENT_LENGTH``: a chunked body
+    would arrive empty and be refused as forged. A server that ends the input itself (it sets
+    ``wsgi.input_terminated``: gunicorn, Werkzeug) is read up to the gateway's bound; under
+    one that does not, the end cannot be found safely, so the delivery is refused 411 rather
+    than verified against nothing. Under ASGI, Django has read the whole body already."""
+    meta = request.META
+    if meta.get("CONTENT_LENGTH") or "wsgi.input" not in meta:
+        body: bytes = request.body
+        return body
+    if not meta.get("wsgi.input_terminated"):
+        raise LengthRequired(
+            adapter.provider,
+            "no Content-Length, and the WSGI server does not end chunked input "
+            "(wsgi.input_terminated)",
+        )
+    return read_bounded(meta["wsgi.input"], adapter)
+
+
+_READ_BYTES = 64 * 1024
+
+
+def read_bounded(stream: BinaryIO, adapter: Adapter) -> bytes:
+    """All of ``stream``, refused as soon as it passes the adapter's bound."""
+    limit = adapter.max_body_bytes
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := stream.read(min(_READ_BYTES, limit + 1 - size)):
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(adapter.provider, f"body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def header_pairs(headers: Mapping[str, str], adapter: Adapter) -> Iterator[tuple[str, str]]:
