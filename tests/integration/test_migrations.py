@@ -65,6 +65,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
     assert database.migrate(empty_db) == [
         "core/0002_references_and_copies",
         "core/0003_bank_references",
+        "core/0004_merchant_ref_lookup",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -129,6 +130,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0001_processed_webhooks",
         "core/0002_references_and_copies",
         "core/0003_bank_references",
+        "core/0004_merchant_ref_lookup",
     ]
     tables = {
         row[0]
@@ -179,6 +181,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0001_processed_webhooks",
         "core/0002_references_and_copies",
         "core/0003_bank_references",
+        "core/0004_merchant_ref_lookup",
     ]
 
 

@@ -55,29 +55,45 @@ class Story:
 _CART = "SELECT * FROM carts WHERE id = %s"
 _ITEMS = "SELECT sku, quantity, price_paise FROM cart_items WHERE cart_id = %s ORDER BY sku"
 _CHECKOUTS = "SELECT * FROM checkouts WHERE cart_id = %s ORDER BY created_at"
-_PAYMENTS = """
+# Each lookup starts from the few (provider, reference) and (provider, payment id) pairs a
+# story names and joins through an index; an OR of two IN lists would read the table whole.
+_NAMED_REF = """
+unnest(%(providers)s::text[], %(refs)s::text[]) AS named (provider, ref)
+JOIN {table} t ON t.provider = named.provider AND t.merchant_ref = named.ref
+              AND t.merchant_ref IS NOT NULL
+"""
+_NAMED_PAY = """
+unnest(%(pay_providers)s::text[], %(payment_ids)s::text[]) AS named (provider, payment_id)
+JOIN {table} t ON t.provider = named.provider AND t.payment_id = named.payment_id
+              AND t.payment_id IS NOT NULL
+"""
+_PAYMENTS = f"""
 SELECT * FROM payments
-WHERE cart_id = %s OR (provider, payment_id) IN (
-    SELECT provider, payment_id FROM processed_webhooks
-    WHERE (provider, merchant_ref) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
-      AND payment_id IS NOT NULL)
+WHERE (provider, payment_id) IN (
+    SELECT provider, payment_id FROM payments WHERE cart_id = %(cart_id)s
+    UNION
+    SELECT t.provider, t.payment_id FROM {_NAMED_REF.format(table="processed_webhooks")})
 ORDER BY created_at
 """
 _ORDER = "SELECT * FROM orders WHERE cart_id = %s"
 _MOVEMENTS = "SELECT * FROM inventory_movements WHERE order_id = %s ORDER BY id"
 # Deliveries and records naming one of the references or payments.
-_PAIRS = "SELECT * FROM unnest(%(providers)s::text[], %(refs)s::text[])"
-_PAID = "SELECT * FROM unnest(%(pay_providers)s::text[], %(payment_ids)s::text[])"
 _LOGGED = f"""
 SELECT * FROM deliveries
-WHERE (provider, merchant_ref) IN ({_PAIRS}) OR (provider, payment_id) IN ({_PAID})
+WHERE id IN (
+    SELECT t.id FROM {_NAMED_REF.format(table="deliveries")}
+    UNION
+    SELECT t.id FROM {_NAMED_PAY.format(table="deliveries")})
 ORDER BY received_at, id
 """
 _RECORDS = f"""
 SELECT provider, event_id, event_type, outcome, payment_id, merchant_ref, bank_ref, order_ref,
        processed_at, mismatches, body, headers
 FROM processed_webhooks
-WHERE (provider, merchant_ref) IN ({_PAIRS}) OR (provider, payment_id) IN ({_PAID})
+WHERE (provider, event_id) IN (
+    SELECT t.provider, t.event_id FROM {_NAMED_REF.format(table="processed_webhooks")}
+    UNION
+    SELECT t.provider, t.event_id FROM {_NAMED_PAY.format(table="processed_webhooks")})
 ORDER BY processed_at, event_id
 """
 _MESSAGES = """
@@ -99,7 +115,7 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
         raise NotFound("cart", cart_id)
     checkouts = reads.all(_CHECKOUTS, (cart_id,))
     refs = [(c["provider"], c["gateway_order_id"]) for c in checkouts]
-    payments = reads.all(_PAYMENTS, (cart_id, *_columns(refs)))
+    payments = reads.all(_PAYMENTS, {"cart_id": cart_id, **_pair_params(refs, [])})
     order = reads.one(_ORDER, (cart_id,))
     entries = [_checkout_entry(c) for c in checkouts]
     if order is not None:
