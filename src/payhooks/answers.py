@@ -3,6 +3,7 @@ shared by the reference service and every framework integration (docs/api.md).
 
 Permanent conditions answer 200 so the gateway stops retrying; only what may succeed later
 (the database busy or away, a handler's bug) answers 5xx, so the gateway tries again.
+``log_name`` is the one stable log name for each refusal, in every integration.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from payhooks.errors import (
     Conflict,
     DatabaseUnavailable,
+    HandlerCommitted,
     InvalidRequest,
     LengthRequired,
     MalformedPayload,
@@ -39,6 +41,7 @@ STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [
     (NotFound, 404, "not_found"),
     (Conflict, 409, "conflict"),
     (InvalidRequest, 422, "invalid_request"),
+    (HandlerCommitted, 500, "handler_committed"),
 ]
 MAX_DETAIL_CHARS = 200
 
@@ -54,6 +57,14 @@ def error_status(exc: PayhooksError) -> tuple[int, str]:
         if isinstance(exc, kind):
             return status, code
     return 500, "internal_error"
+
+
+def log_name(status: int) -> str:
+    """``webhook_failed`` for a handler's bug (500), ``webhook_unavailable`` for what the
+    database refused (503), ``webhook_rejected`` for the rest."""
+    if status >= 500:
+        return "webhook_unavailable" if status == 503 else "webhook_failed"
+    return "webhook_rejected"
 
 
 def clipped(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
@@ -97,4 +108,5 @@ __all__ = [
     "declared_over",
     "error_answer",
     "error_status",
+    "log_name",
 ]

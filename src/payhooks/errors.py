@@ -58,6 +58,19 @@ class NotCommitted(PayhooksError):
     transaction is still open): nothing took effect, so the gateway must be answered 5xx."""
 
 
+class HandlerCommitted(PayhooksError):
+    """A handler committed or rolled back the claim's transaction. payhooks commits once, after
+    every handler, with the claim: the delivery is answered 500 (the gateway retries) and
+    nothing the handler did is kept. ``call`` names what the handler did."""
+
+    def __init__(self, call: str) -> None:
+        super().__init__(
+            f"a handler called {call} inside the claim's transaction; payhooks commits once, "
+            "after every handler: remove the call"
+        )
+        self.call = call
+
+
 class NotFound(PayhooksError):
     """A shop record that does not exist."""
 

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def is_text(value: str) -> bool:
+    """Whether ``value`` is Unicode text. JSON's escapes can also spell a lone surrogate
+    (``"\\ud800"``), which no encoding holds: PostgreSQL, a log line or a JSON answer would
+    fail on it, so a field holding one is malformed (or left out where it is optional)."""
+    return _SURROGATE.search(value) is None
 
 
 class Provider(StrEnum):

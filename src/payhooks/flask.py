@@ -19,21 +19,24 @@ from dataclasses import dataclass
 
 import psycopg
 import sqlalchemy
+import sqlalchemy.event
 import sqlalchemy.exc
 from flask import Blueprint, Flask, Response, g, jsonify, request, request_started
 from flask.sansio.blueprints import BlueprintSetupState
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from payhooks.answers import Answer, answer, clipped, error_answer, error_status
+from payhooks.answers import Answer, answer, clipped, error_answer, error_status, log_name
 from payhooks.db import Connection
 from payhooks.errors import (
     DatabaseUnavailable,
+    HandlerCommitted,
     PayhooksError,
     PayloadTooLarge,
     ProviderNotConfigured,
 )
 from payhooks.events import Event, Received
+from payhooks.hooks import guarded
 from payhooks.ingest import (
     Applied,
     Handler,
@@ -133,8 +136,8 @@ def _response(reply: Answer) -> Response:
 
 def _log_refusal(provider: str, exc: PayhooksError) -> None:
     status, code = error_status(exc)
-    name = "webhook_unavailable" if status >= 500 else "webhook_rejected"
-    log.warning(name, extra={"provider": clipped(provider, MAX_PROVIDER_CHARS), "reason": code})
+    extra = {"provider": clipped(provider, MAX_PROVIDER_CHARS), "reason": code}
+    log.warning(log_name(status), extra={**extra, "detail": clipped(str(exc))})
 
 
 def _reading_first(served: Mapping[str, Adapter]) -> Callable[[BlueprintSetupState], None]:
@@ -251,17 +254,42 @@ def _claim(
     with store.sessions(bind=sa_conn, join_transaction_mode="rollback_only") as session:
         token = _CURRENT.set((conn, session))
         try:
-            return ingest_received_in_transaction(conn, received, _flushing(handler, session))
+            checked = guarded(_flushing(handler, session))
+            return ingest_received_in_transaction(conn, received, checked)
         finally:
             _CURRENT.reset(token)
 
 
 def _flushing(handler: Handler, session: Session) -> Handler:
     """The ORM's pending writes go out inside the claim's savepoint, so they are undone with
-    it (a handler that raises, a parked delivery still parked), never flushed after it."""
+    it (a handler that raises, a parked delivery still parked), never flushed after it.
+
+    The session only joins the claim's transaction: a hook's ``session.commit()`` would
+    commit nothing (the hook believing its work durable before it is) and its
+    ``session.rollback()`` would drop its pending writes while the claim is recorded. Both
+    are refused, like a commit on the connection, even when the hook catches the error and
+    carries on. Savepoints (``session.begin_nested()``) are the hook's own, and allowed."""
+    ended: list[str] = []
+
+    def on_commit(committing: Session) -> None:
+        if not committing.in_nested_transaction():
+            ended.append("session.commit()")
+            raise HandlerCommitted("session.commit()")
+
+    def on_rollback(_: Session, previous: SessionTransaction) -> None:
+        if previous.parent is None and not previous.nested:
+            ended.append("session.rollback()")
 
     def run(conn: Connection, event: Event) -> Applied:
-        applied = handler(conn, event)
+        sqlalchemy.event.listen(session, "before_commit", on_commit)
+        sqlalchemy.event.listen(session, "after_soft_rollback", on_rollback)
+        try:
+            applied = handler(conn, event)
+        finally:
+            sqlalchemy.event.remove(session, "before_commit", on_commit)
+            sqlalchemy.event.remove(session, "after_soft_rollback", on_rollback)
+        if ended:
+            raise HandlerCommitted(ended[0])
         session.flush()
         return applied
 

@@ -16,13 +16,18 @@ no function is registered for is answered ``ignored``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+import psycopg
+from psycopg.pq import TransactionStatus
+
 from payhooks.db import Connection
+from payhooks.errors import HandlerCommitted
 from payhooks.events import Event, EventKind
-from payhooks.ingest import Applied, Outcome
+from payhooks.ingest import Applied, Handler, Outcome
 
 Hook = Callable[[Connection, Event], Applied | None]
 H = TypeVar("H", bound=Callable[..., Any])
@@ -71,3 +76,35 @@ class Hooks(Registry[Hook]):
         for hook in hooks:
             result = hook(conn, event) or result
         return result
+
+
+def guarded(handler: Handler) -> Handler:
+    """``handler``, refused with ``HandlerCommitted`` when it commits or rolls back the claim's
+    transaction: what every integration runs, so all answer alike (500, nothing kept)."""
+
+    def run(conn: Connection, event: Event) -> Applied:
+        with commit_refused():
+            applied = handler(conn, event)
+        still_open(conn.info.transaction_status)
+        return applied
+
+    return run
+
+
+@contextlib.contextmanager
+def commit_refused() -> Iterator[None]:
+    """psycopg refuses ``commit()`` and ``rollback()`` inside the claim's ``transaction()``
+    block with a bare ``ProgrammingError`` (its subclasses are SQL errors): named here."""
+    try:
+        yield
+    except psycopg.ProgrammingError as exc:
+        if type(exc) is psycopg.ProgrammingError and "forbidden within a Transaction" in str(exc):
+            raise HandlerCommitted(str(exc).split(" ", 2)[1]) from exc
+        raise
+
+
+def still_open(status: TransactionStatus) -> None:
+    """A ``COMMIT`` or ``ROLLBACK`` sent as SQL gets past psycopg: seen here, after the fact
+    (what it committed stays committed), and answered as loudly as the calls above."""
+    if status is TransactionStatus.IDLE:
+        raise HandlerCommitted("COMMIT or ROLLBACK as SQL")

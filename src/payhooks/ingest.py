@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 from payhooks import idempotency
 from payhooks.db import Connection, translated
 from payhooks.errors import MalformedPayload, NotCommitted, PayloadTooLarge, SignatureMismatch
-from payhooks.events import Event, Received
+from payhooks.events import Event, Received, is_text
 from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
 
@@ -65,7 +65,17 @@ def receive(adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Receiv
     adapter.verify(body, headers)
     event = storable(adapter.parse(body, headers))
     kept = {name: headers[name] for name in adapter.headers_read if name in headers}
-    return Received(event=event, body=body, headers=kept)
+    return Received(event=event, body=body, headers=_storable_headers(adapter, kept))
+
+
+def _storable_headers(adapter: Adapter, kept: dict[str, str]) -> dict[str, str]:
+    """The headers kept with the body are stored as JSON (``jsonb``), which holds neither a
+    NUL nor a lone surrogate. HTTP servers refuse the first and cannot decode the second, but
+    a framework may pass on what it likes: such a header is refused, not a failed insert."""
+    for name, value in kept.items():
+        if "\x00" in value or not is_text(value):
+            raise MalformedPayload(adapter.provider, f"header {name} is not valid text")
+    return kept
 
 
 def header_map(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> dict[str, str]:
@@ -97,12 +107,14 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def storable(event: Event) -> Event:
-    """Refuse, as malformed, values PostgreSQL cannot store or index (a NUL in text, an id
-    longer than a key should be, an amount beyond ``bigint``) and ids holding a control
-    character, which would break the log line, email subject or terminal they are shown in.
-    Authentic bytes can hold any of them; no gateway sends them."""
+    """Refuse, as malformed, values PostgreSQL cannot store or index (a NUL in text, a lone
+    surrogate, an id longer than a key should be, an amount beyond ``bigint``) and ids holding
+    a control character, which would break the log line, email subject or terminal they are
+    shown in. Authentic bytes can hold any of them; no gateway sends them."""
     for name in _TEXTS:
         value = getattr(event, name)
+        if value is not None and not is_text(value):
+            raise MalformedPayload(event.provider, f"{name} is not valid text")
         if value is not None and (_CONTROL.search(value) or len(value) > MAX_TEXT_CHARS):
             raise MalformedPayload(
                 event.provider, f"{name} has a control character or over {MAX_TEXT_CHARS} chars"
@@ -117,7 +129,11 @@ def storable(event: Event) -> Event:
 
 
 def _searchable(reference: str) -> bool:
-    return len(reference) <= MAX_REFERENCE_CHARS and not _CONTROL.search(reference)
+    return (
+        len(reference) <= MAX_REFERENCE_CHARS
+        and not _CONTROL.search(reference)
+        and is_text(reference)
+    )
 
 
 def ingest(

@@ -11,12 +11,16 @@ creating = Hooks()
 failing = Hooks()
 notifying = Hooks()
 notifying_then_failing = Hooks()
+committing = Hooks()
+committing_on_the_connection = Hooks()
 notified: list[str] = []
 """Delivery keys whose ``on_commit`` work ran (the server's threads append to it)."""
 
 
 @creating.on(EventKind.PAYMENT_CAPTURED)
 @failing.on(EventKind.PAYMENT_CAPTURED)
+@committing.on(EventKind.PAYMENT_CAPTURED)
+@committing_on_the_connection.on(EventKind.PAYMENT_CAPTURED)
 def create_order(conn, event):
     Order.objects.create(
         reference=event.merchant_ref,
@@ -36,3 +40,13 @@ def notify_after_commit(conn, event):
 @notifying_then_failing.on(EventKind.PAYMENT_CAPTURED)
 def fail(conn, event):
     raise RuntimeError("the merchant's code failed after writing")
+
+
+@committing.on(EventKind.PAYMENT_CAPTURED)
+def commit(conn, event):
+    transaction.commit()
+
+
+@committing_on_the_connection.on(EventKind.PAYMENT_CAPTURED)
+def commit_the_connection(conn, event):
+    conn.commit()

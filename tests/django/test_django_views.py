@@ -204,6 +204,17 @@ def test_a_handler_that_raises_after_an_orm_write_leaves_nothing(atomic_requests
     assert orders() == [] and records(django_db) == []
 
 
+@pytest.mark.parametrize("handler", ["committing", "committing_on_the_connection"])
+def test_a_handler_that_commits_is_refused_500_naming_the_cause_and_leaves_nothing(
+    atomic_requests, site, django_db, handler
+):
+    with handled_by(handler):
+        response = post(site, capture())
+    assert (response.status_code, response.json()["error"]) == (500, "handler_committed")
+    assert "commit()" in response.json()["detail"]
+    assert orders() == [] and records(django_db) == []
+
+
 def test_the_retry_after_a_handler_failed_is_applied(site, order, django_db):
     with handled_by("failing"):
         assert post(site, capture()).status_code == 500

@@ -77,6 +77,28 @@ def async_hooks() -> AsyncHooks:
     return hooks
 
 
+def ending_hooks(kind: str, call: str) -> Hooks | AsyncHooks:
+    """Hooks that write, then end the claim's transaction themselves (``commit``,
+    ``rollback``, or a ``COMMIT`` sent as SQL), as a merchant used to owning it might."""
+    if kind == "sync":
+        hooks = Hooks()
+
+        @hooks.on(EventKind.PAYMENT_CAPTURED)
+        def mark_paid(conn, event):
+            conn.execute(PAID, (event.merchant_ref, event.payment_id))
+            getattr(conn, call)()
+
+        return hooks
+    async_hooks = AsyncHooks()
+
+    @async_hooks.on(EventKind.PAYMENT_CAPTURED)
+    async def mark_paid_async(conn, event):
+        await conn.execute(PAID, (event.merchant_ref, event.payment_id))
+        await getattr(conn, call)()
+
+    return async_hooks
+
+
 class Merchant:
     """The app, and a way to reach its pool from the test's thread while it is served."""
 
@@ -86,16 +108,17 @@ class Merchant:
         kind: str,
         *,
         adapters: list[Adapter] | None = None,
+        hooks: Any = None,
         **pool_args: Any,
     ) -> None:
         pool_args = {"min_size": 1, "max_size": 4, **pool_args}
         self.pool: ConnectionPool[Any] | AsyncConnectionPool[Any]
-        hooks: Any
         if kind == "sync":
-            self.pool, hooks = ConnectionPool(database_url, open=False, **pool_args), sync_hooks()
+            self.pool = ConnectionPool(database_url, open=False, **pool_args)
+            hooks = hooks or sync_hooks()
         else:
             self.pool = AsyncConnectionPool(database_url, open=False, **pool_args)
-            hooks = async_hooks()
+            hooks = hooks or async_hooks()
         self.loop: asyncio.AbstractEventLoop | None = None
         self.app = FastAPI(lifespan=self._lifespan)
         served = list(ADAPTERS.values()) if adapters is None else adapters

@@ -9,7 +9,15 @@ import pytest
 from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together
 from tests.fastapi.conftest import served
-from tests.fastapi.merchant import KINDS, REF, Merchant, capture, failed, prepare
+from tests.fastapi.merchant import (
+    KINDS,
+    REF,
+    Merchant,
+    capture,
+    ending_hooks,
+    failed,
+    prepare,
+)
 
 
 @pytest.fixture(params=KINDS)
@@ -92,6 +100,21 @@ def test_after_a_hook_raised_the_gateways_retry_is_processed(shop, database_url,
         shop.execute("ALTER TABLE merchant_orders DROP CONSTRAINT closed")
         retry = post(app, delivery)
     assert retry.json()["status"] == "processed" and len(orders(shop)) == 1
+
+
+@pytest.mark.parametrize("call", ["commit", "rollback"])
+def test_a_hook_that_ends_the_claims_transaction_is_refused_500_and_leaves_nothing(
+    shop, database_url, kind, call, caplog
+):
+    merchant = Merchant(database_url, kind, hooks=ending_hooks(kind, call))
+    with served(merchant.app) as app:
+        response = post(app, capture())
+    assert (response.status_code, response.json()["error"]) == (500, "handler_committed")
+    assert f"{call}()" in response.json()["detail"]
+    assert orders(shop) == [] and records(shop) == []
+    assert [r.getMessage() for r in caplog.records if r.name == "payhooks.fastapi"] == [
+        "webhook_failed"
+    ]
 
 
 def test_an_event_no_hook_is_registered_for_is_ignored_and_recorded(shop, database_url, kind):

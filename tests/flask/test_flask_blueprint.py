@@ -3,6 +3,7 @@ SQLAlchemy engine and real PostgreSQL."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from collections.abc import Callable, Iterator
 
@@ -189,6 +190,60 @@ def test_a_hook_that_raises_answers_500_and_leaves_nothing(shop, served):
 
     assert post(served(hooks), capture()).status_code == 500
     assert (order_rows(shop), note_refs(shop), claimed(shop)) == ([], [], 0)
+
+
+def ending(end: Callable[[object], None]) -> Hooks:
+    """A hook that writes through its session, then ends the transaction as told."""
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def note_then_end(conn, event):
+        payhooks.flask.session_for(conn).add(Note(ref=event.merchant_ref))
+        end(conn)
+
+    return hooks
+
+
+def swallowed(end: Callable[[object], None]) -> Callable[[object], None]:
+    def run(conn: object) -> None:
+        with contextlib.suppress(Exception):  # a hook that carries on whatever it was told
+            end(conn)
+
+    return run
+
+
+ENDINGS = {
+    "session.commit()": lambda conn: payhooks.flask.session_for(conn).commit(),
+    "session.rollback()": lambda conn: payhooks.flask.session_for(conn).rollback(),
+    "conn.commit()": lambda conn: conn.commit(),
+}
+
+
+@pytest.mark.parametrize("call", [*ENDINGS, "session.commit() caught"])
+def test_a_hook_that_ends_the_claims_transaction_is_refused_500_and_leaves_nothing(
+    shop, served, call
+):
+    end = swallowed(ENDINGS["session.commit()"]) if call.endswith("caught") else ENDINGS[call]
+    response = post(served(ending(end)), capture())
+    assert (response.status_code, response.json()["error"]) == (500, "handler_committed")
+    assert "commit()" in response.json()["detail"] or "rollback()" in response.json()["detail"]
+    assert (note_refs(shop), claimed(shop)) == ([], 0)
+
+
+def test_a_savepoint_of_the_hooks_own_may_commit_and_roll_back(shop, served):
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def kept_and_undone(conn, event):
+        session = payhooks.flask.session_for(conn)
+        with session.begin_nested():
+            session.add(Note(ref="kept"))
+        undone = session.begin_nested()
+        session.add(Note(ref="undone"))
+        undone.rollback()
+
+    assert post(served(hooks), capture()).json()["status"] == "processed"
+    assert note_refs(shop) == ["kept"]
 
 
 def test_orm_writes_of_a_redelivery_that_parks_again_are_undone_with_it(shop, served):

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import psycopg
+import pytest
 
 from payhooks.service import deliveries
+from payhooks.service.metrics import Metrics
 from tests.factories import SETTINGS, purchase
 from tests.integration.test_web import post
 
@@ -102,3 +105,45 @@ def test_lines_that_cannot_be_written_at_close_are_counted_as_dropped():
     log.close()  # the database is away: two lines lost, and said so
     log.add(delivered)  # after closing: lost too, and counted
     assert dropped == [2, 1]
+
+
+def written(url: str) -> list[tuple[str, int]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT provider, status FROM deliveries ORDER BY id").fetchall()
+
+
+UNWRITABLE = {
+    "a lone surrogate": {"event_id": "evt_\ud800"},
+    "a NUL": {"detail": "refused \x00"},
+}
+
+
+@pytest.mark.parametrize("bad", UNWRITABLE.values(), ids=UNWRITABLE)
+def test_a_line_the_database_refuses_is_dropped_alone_and_the_others_are_written(database_url, bad):
+    metrics = Metrics()
+    log = deliveries.DeliveryLog(
+        database_url, SETTINGS, every_seconds=60, on_unwritable=metrics.log_unwritable
+    )
+    for status in (200, 201, 202):
+        log.add(line("razorpay", status))
+    log.add(replace(line("cashfree", 400), **bad))
+    for status in (203, 204):
+        log.add(line("payu", status))
+    assert log.flush() == 5
+    assert not log._pending  # nothing left to fail the next batch
+    assert metrics.registry.get_sample_value("payhooks_delivery_log_unwritable_total") == 1
+    log.add(line("razorpay", 205))
+    assert log.flush() == 1
+    assert [status for _, status in written(database_url)] == [200, 201, 202, 203, 204, 205]
+    assert metrics.registry.get_sample_value("payhooks_delivery_log_dropped_total") == 0
+
+
+def test_lines_not_yet_written_wait_in_order_when_the_database_goes_away(database_url):
+    log = deliveries.DeliveryLog(database_url, SETTINGS, every_seconds=60)
+    lines = [line("razorpay", status) for status in (200, 201)]
+    lines.insert(1, replace(line("payu", 400), event_id="evt_\ud800"))
+    for each in lines:
+        log.add(each)
+    log._side = deliveries.SideConnection("postgresql://127.0.0.1:1/none", SETTINGS)  # away
+    assert log.flush() == 0
+    assert [d.status for d in log._pending] == [200, 400, 201]

@@ -92,7 +92,15 @@ def test_payu_reference_is_bank_ref_num_or_bank_ref_no(name):
 
 
 @pytest.mark.parametrize(
-    "odd", [{"rrn": 12}, {"rrn": ["x"]}, {"rrn": "  "}, {"rrn": "a\nb"}, {"rrn": "9" * 65}]
+    "odd",
+    [
+        {"rrn": 12},
+        {"rrn": ["x"]},
+        {"rrn": "  "},
+        {"rrn": "a\nb"},
+        {"rrn": "9" * 65},
+        {"rrn": "4187\ud800"},
+    ],
 )
 def test_an_odd_reference_is_left_out_and_the_payment_still_counts(odd):
     """A number is taken as its digits; anything else unusable is dropped, not refused."""

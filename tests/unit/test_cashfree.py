@@ -279,6 +279,30 @@ def test_refund_fields_come_from_the_refund_entity() -> None:
     assert event.refund_amount_paise == 150
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (payment_body(cf_payment_id="1453\ud800"), "cf_payment_id"),
+        (payment_body(order_id="order_\ud800"), "order_id"),
+        (payment_body(type_="PAYMENT_SUCCESS_WEBHOOK\ud800"), "type"),
+        (payment_body(status="SUCCESS\ud800"), "payment_status"),
+        (payment_body(type_="PAYMENT_FAILED_WEBHOOK", status="FAILED\udfff"), "payment_status"),
+        (payment_body().replace(b'"INR"', b'"IN\\ud800"', 1), "order_currency"),
+        (refund_body(refund_status="SUCCESS\ud800"), "refund_status"),
+    ],
+)
+def test_a_lone_surrogate_in_a_field_read_is_malformed(body: bytes, field: str) -> None:
+    with pytest.raises(MalformedPayload, match=f"{field} is not valid text"):
+        parse(body)
+
+
+def test_a_lone_surrogate_in_the_bank_reference_leaves_it_out() -> None:
+    body = json.loads(VECTOR["body"])
+    body["data"]["payment"]["bank_reference"] = "2349\ud800"
+    event = parse(json.dumps(body).encode())
+    assert (event.kind, event.bank_ref) == (EventKind.PAYMENT_CAPTURED, None)
+
+
 def test_unknown_event_type_is_other() -> None:
     body = json.dumps({"data": {"dispute": {"dispute_id": "d1"}}, "type": "DISPUTE_CREATED"})
     assert parse(body.encode()).kind is EventKind.OTHER

@@ -1,4 +1,5 @@
-"""header_map: the raw (name, value) pairs of a request, as one unambiguous mapping."""
+"""header_map: the raw (name, value) pairs of a request, as one unambiguous mapping; and the
+headers kept with a delivery, which must be storable."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import importlib
 
 import pytest
 
-from payhooks.errors import SignatureMismatch
+from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Provider
-from payhooks.ingest import header_map
-from payhooks.providers import Adapter
+from payhooks.ingest import header_map, receive
+from payhooks.providers import Adapter, cashfree, razorpay
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
+from tests.unit.test_bank_references import razorpay_event
+from tests.unit.test_cashfree import payment_body
 
 RAZORPAY = Razorpay(secrets=("s",))
 ADAPTERS: list[Adapter] = [
@@ -64,3 +67,32 @@ def test_the_order_of_conflicting_copies_does_not_matter(values):
 def test_header_map_is_exported_for_framework_integrations():
     module = importlib.import_module("payhooks.ingest")  # payhooks.ingest is the function
     assert "header_map" in module.__all__
+
+
+def cashfree_headers(body: bytes, **extra: str) -> dict[str, str]:
+    timestamp = "1746427759733"
+    return {
+        "x-webhook-timestamp": timestamp,
+        "x-webhook-signature": cashfree.sign(body, timestamp, "s"),
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("value", ["2025-01-01\x00", "2025\ud800"])
+def test_a_kept_header_that_cannot_be_stored_is_malformed(value):
+    """A framework may pass on what an HTTP server would refuse (a NUL) or cannot decode (a
+    lone surrogate); the version header is not signed, so a genuine body may come with it."""
+    body = payment_body()
+    headers = cashfree_headers(body, **{"x-webhook-version": value})
+    with pytest.raises(MalformedPayload, match="x-webhook-version is not valid text"):
+        receive(Cashfree(secrets=("s",)), body, headers)
+
+
+def test_a_key_header_holding_a_lone_surrogate_is_malformed():
+    body = razorpay_event({})
+    headers = {
+        "x-razorpay-signature": razorpay.sign(body, "s"),
+        "x-razorpay-event-id": "evt_\ud800",
+    }
+    with pytest.raises(MalformedPayload, match="event_id is not valid text"):
+        receive(RAZORPAY, body, headers)

@@ -324,6 +324,32 @@ def test_payment_id_that_is_not_a_string_is_malformed() -> None:
         parse(body_of("payment.failed", payment=payment(id=12)))
 
 
+@pytest.mark.parametrize(
+    ("entities", "field"),
+    [
+        ({"payment": payment(id="pay_\ud800")}, "payment id"),
+        ({"payment": payment(order_id="order_\ud800")}, "payment order_id"),
+        ({"payment": payment(currency="IN\udc00")}, "payment currency"),
+        ({"refund": refund(id="rfnd_\ud800")}, "refund id"),
+    ],
+)
+def test_a_lone_surrogate_in_a_field_acted_on_is_malformed(entities: dict, field: str) -> None:
+    event = "refund.processed" if "refund" in entities else "payment.captured"
+    with pytest.raises(MalformedPayload, match=f"{field} is not valid text"):
+        parse(body_of(event, **entities))
+
+
+def test_a_lone_surrogate_in_the_event_name_is_malformed() -> None:
+    with pytest.raises(MalformedPayload, match="event is not valid text"):
+        parse(body_of("payment.captured\ud800"))
+
+
+def test_other_event_with_a_lone_surrogate_leaves_the_field_out() -> None:
+    """Ignored and answered 200, like any odd field of an event payhooks does not act on."""
+    event = parse(body_of("payment.dispute.created", payment=payment(id="pay_\ud800")))
+    assert (event.kind, event.payment_id) == (EventKind.OTHER, None)
+
+
 def test_refund_processed_without_refund_amount_is_malformed() -> None:
     entity = refund()
     del entity["amount"]

@@ -50,3 +50,23 @@ def test_a_control_character_in_a_text_field_is_malformed(field, char):
 
 def test_a_printable_unicode_id_is_storable():
     assert storable(replace(EVENT, merchant_ref="ordre-été-42"))
+
+
+@pytest.mark.parametrize(
+    "field", ["event_type", "event_id", "payment_id", "merchant_ref", "refund_id", "currency"]
+)
+@pytest.mark.parametrize("char", ["\ud800", "\udfff"])
+def test_a_lone_surrogate_in_a_text_field_is_malformed(field, char):
+    """JSON can spell it ("\\ud800"); PostgreSQL, a log line or an answer cannot hold it."""
+    with pytest.raises(MalformedPayload, match=f"{field} is not valid text"):
+        storable(replace(EVENT, **{field: f"pay_{char}1"}))
+
+
+def test_a_lone_surrogate_in_the_bank_reference_leaves_it_out():
+    assert storable(replace(EVENT, bank_ref="4187\ud80034")).bank_ref is None
+
+
+def test_a_character_beyond_the_basic_plane_is_text():
+    assert (
+        storable(replace(EVENT, merchant_ref="order-\U0001f600")).merchant_ref == "order-\U0001f600"
+    )

@@ -20,8 +20,12 @@ from django.db import connections, transaction
 
 from payhooks.db import Connection
 from payhooks.django.conf import Config
-from payhooks.errors import DatabaseUnavailable
+from payhooks.errors import DatabaseUnavailable, HandlerCommitted
+from payhooks.events import Event
+from payhooks.hooks import guarded as core_guarded
 from payhooks.ingest import (
+    Applied,
+    Handler,
     Pending,
     Receipt,
     ingest_in_transaction,
@@ -39,7 +43,7 @@ V = TypeVar("V")
 
 def receive(config: Config, adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Receipt:
     """Verify, claim and apply one live delivery; the receipt exists only once committed."""
-    handler = config.handler_function()
+    handler = guarded(config.handler_function())
     return settle(config, lambda conn: ingest_in_transaction(conn, adapter, body, headers, handler))
 
 
@@ -49,8 +53,28 @@ def replay(
     """A stored delivery through the same path again, under the key it was stored with."""
     adapter = config.adapter(provider)
     again = restored(adapter, event_id=event_id, body=body, headers=dict(headers))
-    handler = config.handler_function()
+    handler = guarded(config.handler_function())
     return settle(config, lambda conn: ingest_received_in_transaction(conn, again, handler))
+
+
+def guarded(handler: Handler) -> Handler:
+    """The core's guard, plus Django's own refusal of ``transaction.commit()``,
+    ``rollback()`` or ``set_autocommit()`` inside the view's atomic block: a handler that
+    ends the claim's transaction is refused with ``HandlerCommitted`` (500, nothing kept)."""
+    checked = core_guarded(handler)
+
+    def run(conn: Connection, event: Event) -> Applied:
+        try:
+            return checked(conn, event)
+        except transaction.TransactionManagementError as exc:
+            if _FORBIDDEN_IN_ATOMIC in str(exc):
+                raise HandlerCommitted("Django's transaction.commit() or rollback()") from exc
+            raise
+
+    return run
+
+
+_FORBIDDEN_IN_ATOMIC = "forbidden when an 'atomic' block is active"
 
 
 def settle(config: Config, claim: Callable[[Connection], Pending]) -> Receipt:

@@ -23,6 +23,7 @@ from payhooks.answers import (
     declared_over,
     error_answer,
     error_status,
+    log_name,
 )
 from payhooks.django import conf, deliveries
 from payhooks.errors import LengthRequired, PayhooksError, PayloadTooLarge
@@ -125,7 +126,7 @@ def _response(given: Answer) -> JsonResponse:
 
 def _log_refusal(provider: str, exc: PayhooksError) -> None:
     status, code = error_status(exc)
-    name = "webhook_unavailable" if status >= 500 else "webhook_rejected"
+    name = log_name(status)
     detail = clipped(str(exc))
     extra = {"provider": clipped(provider, conf.MAX_PROVIDER_CHARS), "status": status}
     log.warning(name, extra={**extra, "reason": code, "detail": detail})

@@ -18,6 +18,8 @@ from payhooks.db import Connection, translated
 from payhooks.events import Received
 from payhooks.fastapi import claims
 from payhooks.fastapi.hooks import AsyncConnection, AsyncHandler
+from payhooks.fastapi.hooks import guarded as guarded_async
+from payhooks.hooks import guarded
 from payhooks.ingest import Handler, Receipt, header_map, ingest_received, receive
 from payhooks.providers import Adapter
 
@@ -33,6 +35,8 @@ def received(adapter: Adapter, body: bytes, pairs: HeaderPairs) -> Received:
 
 
 def threaded(pool: SyncPool, handler: Handler, limiter: anyio.CapacityLimiter) -> Deliver:
+    handler = guarded(handler)
+
     async def deliver(adapter: Adapter, body: bytes, pairs: HeaderPairs) -> Receipt:
         return await anyio.to_thread.run_sync(
             _deliver, pool, handler, adapter, body, pairs, limiter=limiter
@@ -50,6 +54,8 @@ def _deliver(
 
 
 def awaited(pool: AsyncPool, handler: AsyncHandler, limiter: anyio.CapacityLimiter) -> Deliver:
+    handler = guarded_async(handler)
+
     async def deliver(adapter: Adapter, body: bytes, pairs: HeaderPairs) -> Receipt:
         verified = await anyio.to_thread.run_sync(received, adapter, body, pairs, limiter=limiter)
         with translated(verified.event.event_id):

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from payhooks.events import Event
-from payhooks.hooks import Registry
+from payhooks.hooks import Registry, commit_refused, still_open
 from payhooks.ingest import Applied, Outcome
 
 AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -47,3 +47,16 @@ class AsyncHooks(Registry[AsyncHook]):
         for hook in hooks:
             result = await hook(conn, event) or result
         return result
+
+
+def guarded(handler: AsyncHandler) -> AsyncHandler:
+    """``payhooks.hooks.guarded`` for async handlers: a commit or rollback of the claim's
+    transaction is refused with ``HandlerCommitted``."""
+
+    async def run(conn: AsyncConnection, event: Event) -> Applied:
+        with commit_refused():
+            applied = await handler(conn, event)
+        still_open(conn.info.transaction_status)
+        return applied
+
+    return run

@@ -18,9 +18,8 @@ from fastapi import APIRouter
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from payhooks.answers import answer, clipped, error_answer
+from payhooks.answers import answer, clipped, error_answer, log_name
 from payhooks.errors import (
-    DatabaseUnavailable,
     PayhooksError,
     PayloadTooLarge,
     ProviderNotConfigured,
@@ -172,7 +171,7 @@ def _answered(receipt: Receipt) -> Response:
 
 def _refused(provider: str, exc: PayhooksError) -> Response:
     given = error_answer(exc)
-    name = "webhook_unavailable" if isinstance(exc, DatabaseUnavailable) else "webhook_rejected"
+    name = log_name(given.status)
     log.warning(name, extra={"provider": provider, "status": given.status, **given.body})
     # A body refused unread would otherwise still be received, to find the next request.
     headers = {"connection": "close"} if isinstance(exc, PayloadTooLarge) else None

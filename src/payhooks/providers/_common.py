@@ -8,7 +8,7 @@ import json
 from decimal import Decimal, InvalidOperation
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
-from payhooks.events import Provider
+from payhooks.events import Provider, is_text
 
 _PAISE = Decimal("0.01")
 
@@ -108,11 +108,35 @@ def child(node: object, *path: str) -> object:
 
 def reference(*values: object) -> str | None:
     """The first usable bank reference among ``values``: a non-empty string, or a whole
-    number some gateways send unquoted. Anything else is left out, never refused: the
-    reference is for finding a payment, and an odd one must not cost the payment."""
+    number some gateways send unquoted. Anything else (a string that is not text included) is
+    left out, never refused: the reference is for finding a payment, and an odd one must not
+    cost the payment."""
     for value in values:
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
-        if isinstance(value, str) and value.strip():
+        if isinstance(value, str) and value.strip() and is_text(value):
             return value.strip()
     return None
+
+
+def text_field(value: object, field: str, *, strict: bool, provider: Provider) -> str | None:
+    """A string field of a JSON body: missing or empty is None. Strict for events payhooks
+    acts on (a number, or a string that is not text, is malformed); for the rest an odd
+    field is left out, so an authentic event that is ignored is still answered 200."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and is_text(value):
+        return value
+    if strict:
+        problem = "is not valid text" if isinstance(value, str) else "is not a string"
+        raise MalformedPayload(provider, f"{field} {problem}")
+    return None
+
+
+def event_name(value: object, field: str, *, provider: Provider) -> str:
+    """The event's name, which every delivery needs, whatever it is about."""
+    if not isinstance(value, str) or value == "":
+        raise MalformedPayload(provider, f"{field} is missing or not a string")
+    if not is_text(value):
+        raise MalformedPayload(provider, f"{field} is not valid text")
+    return value

@@ -9,18 +9,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
-from payhooks.events import Event, EventKind, Provider
+from payhooks.events import Event, EventKind, Provider, is_text
 from payhooks.providers._common import (
     MAX_JSON_BODY_BYTES,
     body_key,
     child,
     delivery_key,
+    event_name,
     key_header,
     load_json_object,
     matches_any,
     reference,
     rupees_to_paise,
     sha256_hex,
+    text_field,
 )
 
 SIGNATURE_HEADER = "x-webhook-signature"
@@ -94,9 +96,7 @@ class Cashfree:
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
         doc = load_json_object(body, provider=_P)
-        event_type = doc.get("type")
-        if not isinstance(event_type, str) or event_type == "":
-            raise MalformedPayload(_P, "type is missing or not a string")
+        event_type = event_name(doc.get("type"), "type", provider=_P)
         data = doc.get("data")
         facts = (
             _refund_facts(data) if event_type == REFUND_STATUS else _payment_facts(event_type, data)
@@ -130,7 +130,7 @@ def _payment_kind(event_type: str, status: str | None) -> EventKind:
 
 
 def _payment_facts(event_type: str, data: object) -> _Facts:
-    status = _text(child(data, "payment", "payment_status"), "payment_status", strict=False)
+    status = _status(child(data, "payment", "payment_status"), "payment_status")
     kind = _payment_kind(event_type, status)
     strict = kind is not EventKind.OTHER
     payment_id = _id(child(data, "payment", "cf_payment_id"), "cf_payment_id", strict=strict)
@@ -158,7 +158,7 @@ def _payment_facts(event_type: str, data: object) -> _Facts:
 
 def _refund_facts(data: object) -> _Facts:
     refund = child(data, "refund")
-    status = _text(child(refund, "refund_status"), "refund_status", strict=False)
+    status = _status(child(refund, "refund_status"), "refund_status")
     if status is None:
         raise MalformedPayload(_P, "refund_status is missing")
     kind = EventKind.REFUND_PROCESSED if status == _SUCCESS else EventKind.OTHER
@@ -186,13 +186,15 @@ def _refund_facts(data: object) -> _Facts:
 
 def _text(value: object, field: str, *, strict: bool) -> str | None:
     """Strict for events we act on; an ignored event with an odd field is still recorded."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        return value
-    if strict:
-        raise MalformedPayload(_P, f"{field} is not a string")
-    return None
+    return text_field(value, field, strict=strict, provider=_P)
+
+
+def _status(value: object, field: str) -> str | None:
+    """A status decides the event's kind and can be part of its key: one that is not text
+    is malformed whatever the event; one of another type is read as missing."""
+    if isinstance(value, str) and not is_text(value):
+        raise MalformedPayload(_P, f"{field} is not valid text")
+    return _text(value, field, strict=False)
 
 
 def _id(value: object, field: str, *, strict: bool) -> str | None:

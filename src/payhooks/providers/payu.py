@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode
 
@@ -158,7 +159,7 @@ class PayU:
         matches_any(expected, received, provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        fields = decode_form(body)
+        fields = _read_fields(body)
         status = fields.get("status", "")
         if status == "":
             raise MalformedPayload(_P, "status is missing")
@@ -180,9 +181,27 @@ class PayU:
             amount_paise=amount,
             currency="INR",
             # Not hashed: shown to help find the payment, never used to identify it.
-            bank_ref=reference(fields.get("bank_ref_num"), fields.get("bank_ref_no")),
+            bank_ref=reference(*(fields.get(name) for name in _REFERENCES)),
             payload_sha256=sha256_hex(body),
         )
+
+
+_READ_HASHED = ("status", "txnid", "amount")
+_REFERENCES = ("bank_ref_num", "bank_ref_no")
+
+
+def _read_fields(body: bytes) -> dict[str, str]:
+    """The fields ``parse`` reads, and no others: the hashed ones as ``verify`` decoded them,
+    the bank reference only when it is UTF-8. A field outside the hash holding any bytes
+    (PayU posts about sixty) is not payhooks' concern; a reference that is not text is left
+    out, like any odd reference, never a reason to refuse the payment."""
+    raw = _raw_fields(body)
+    fields = {name: _decoded(raw[name]) for name in _READ_HASHED if name in raw}
+    for name in _REFERENCES:
+        if name in raw:
+            with suppress(UnicodeDecodeError):
+                fields[name] = _unquote(raw[name])
+    return fields
 
 
 def _amount(value: str | None, *, strict: bool) -> int | None:

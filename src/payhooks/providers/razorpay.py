@@ -14,11 +14,13 @@ from payhooks.providers._common import (
     body_key,
     child,
     delivery_key,
+    event_name,
     key_header,
     load_json_object,
     matches_any,
     reference,
     sha256_hex,
+    text_field,
 )
 
 SIGNATURE_HEADER = "x-razorpay-signature"
@@ -78,9 +80,7 @@ class Razorpay:
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
         doc = load_json_object(body, provider=_P)
-        event_type = doc.get("event")
-        if not isinstance(event_type, str) or event_type == "":
-            raise MalformedPayload(_P, "event is missing or not a string")
+        event_type = event_name(doc.get("event"), "event", provider=_P)
         kind = _KINDS.get(event_type, EventKind.OTHER)
         strict = kind is not EventKind.OTHER
         payment = _read_payment(child(doc, "payload", "payment", "entity"), strict=strict)
@@ -135,13 +135,7 @@ def _read_refund(entity: object, *, strict: bool) -> _Refund:
 
 
 def _text(value: object, field: str, *, strict: bool) -> str | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        return value
-    if strict:
-        raise MalformedPayload(_P, f"{field} is not a string")
-    return None
+    return text_field(value, field, strict=strict, provider=_P)
 
 
 def _paise(value: object, field: str, *, strict: bool) -> int | None:

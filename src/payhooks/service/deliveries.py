@@ -4,7 +4,10 @@ batches by a thread of its own, after the answer.
 The log is what an operator reads (timelines, health); what took effect is in
 ``processed_webhooks``. So a delivery never waits for its log line, a failed write is retried
 with the next batch, and when the database stays away the oldest lines go first once
-``max_pending`` are waiting (counted by ``payhooks_delivery_log_dropped_total``).
+``max_pending`` are waiting (counted by ``payhooks_delivery_log_dropped_total``). A line the
+database refuses whatever its state (text it cannot hold) would fail every batch it is in:
+the batch is split until that line is alone, and it is dropped alone (counted by
+``payhooks_delivery_log_unwritable_total``) while the lines around it are written.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 
 import psycopg
 
@@ -117,12 +121,14 @@ class DeliveryLog:
         max_pending: int = 50_000,
         every_seconds: float = 0.5,
         on_drop: Callable[[int], None] = lambda n: None,
+        on_unwritable: Callable[[int], None] = lambda n: None,
     ) -> None:
         self._side = SideConnection(url, settings)
         self._pending: deque[Delivery] = deque()
         self._max_pending = max_pending
         self._every = every_seconds
         self._on_drop = on_drop
+        self._on_unwritable = on_unwritable
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -163,24 +169,55 @@ class DeliveryLog:
         self._side.close()
 
     def flush(self) -> int:
-        """Write every waiting line in one COPY; they wait for the next try when it fails."""
+        """Write every waiting line in one COPY, and say how many were written. When the
+        database refuses the data, the batch is halved until the line it refuses is alone,
+        and that line is dropped; any other failure (the database away) leaves the lines not
+        yet written waiting for the next try, in their order."""
         with self._lock:
             batch = list(self._pending)
             self._pending.clear()
-        if not batch:
-            return 0
-        try:
-            self._side.run(lambda conn: _copy(conn, batch))
-        except Exception as exc:
-            log.warning("delivery_log_write_failed", extra={"error": str(exc)[:200]})
-            with self._lock:
-                self._pending.extendleft(reversed(batch))
-            return 0
-        return len(batch)
+        written, chunks = 0, [batch] if batch else []
+        while chunks:
+            chunk = chunks.pop()
+            try:
+                self._side.run(partial(_copy, batch=chunk))
+            except _UNWRITABLE as exc:
+                if len(chunk) > 1:
+                    chunks.extend(_halves(chunk))
+                else:
+                    self._unwritable(exc)
+                continue
+            except Exception as exc:
+                log.warning("delivery_log_write_failed", extra={"error": str(exc)[:200]})
+                waiting = [line for part in (*chunks, chunk) for line in reversed(part)]
+                with self._lock:
+                    self._pending.extendleft(waiting)
+                return written
+            written += len(chunk)
+        return written
+
+    def _unwritable(self, exc: Exception) -> None:
+        """Only the kind of error: its text can quote the value the database refused."""
+        self._on_unwritable(1)
+        log.warning(
+            "delivery_log_line_unwritable",
+            extra={"error": getattr(exc, "sqlstate", None) or type(exc).__name__},
+        )
 
     def _run(self) -> None:
         while not self._stopping.wait(self._every):
             self.flush()
+
+
+# What a line's own data causes, whatever the database's state: text no encoding holds
+# (a lone surrogate, caught as the row is encoded), or one PostgreSQL refuses (a NUL, class 22).
+_UNWRITABLE = (UnicodeError, psycopg.DataError)
+
+
+def _halves(chunk: list[Delivery]) -> tuple[list[Delivery], list[Delivery]]:
+    """Both halves, to be popped first half first."""
+    middle = len(chunk) // 2
+    return chunk[middle:], chunk[:middle]
 
 
 def _copy(conn: psycopg.Connection[tuple[object, ...]], batch: list[Delivery]) -> None:

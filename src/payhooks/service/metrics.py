@@ -79,7 +79,14 @@ class Metrics:
         )
         self.log_dropped = Counter(
             "payhooks_delivery_log_dropped",
-            "Delivery log lines dropped while the database was away (the console misses them)",
+            "Delivery log lines dropped while the database was away, or once the service was "
+            "stopping (the console misses them)",
+            registry=self.registry,
+        ).inc
+        self.log_unwritable = Counter(
+            "payhooks_delivery_log_unwritable",
+            "Delivery log lines the database refused to store (text it cannot hold), each "
+            "dropped alone while the lines around it were written (the console misses them)",
             registry=self.registry,
         ).inc
         self.latency = Histogram(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -16,6 +17,8 @@ import anyio.to_thread
 import psycopg_pool
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -172,7 +175,12 @@ def _lifespan(
         app.state.webhook_threads = anyio.CapacityLimiter(2 * settings.pool_size)
         app.state.probes = Probes(target, settings)
         witness: Witness = app.state.witness
-        witness.log = deliveries.DeliveryLog(target, settings, on_drop=witness.metrics.log_dropped)
+        witness.log = deliveries.DeliveryLog(
+            target,
+            settings,
+            on_drop=witness.metrics.log_dropped,
+            on_unwritable=witness.metrics.log_unwritable,
+        )
         witness.log.start()
         try:
             yield
@@ -200,6 +208,28 @@ def error_response(exc: PayhooksError) -> JSONResponse:
     return JSONResponse(
         {"error": code, "detail": clipped(detail)}, status_code=status, headers=headers
     )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = jsonable_encoder(exc.errors())
+        return JSONResponse({"detail": [_echoable(e) for e in errors]}, status_code=422)
+
+
+def _echoable(error: dict[str, Any]) -> dict[str, Any]:
+    """FastAPI's 422 error, without the input it echoes when that is not text (JSON can spell
+    a lone surrogate, ``"\\ud800"``, which no answer can be encoded with)."""
+    if _encodable(error):
+        return error
+    shown = {name: value for name, value in error.items() if name != "input"}
+    return shown if _encodable(shown) else {"type": error.get("type"), "msg": error.get("msg")}
+
+
+def _encodable(value: object) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeError, TypeError, ValueError):
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
