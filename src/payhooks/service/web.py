@@ -199,16 +199,6 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def payhooks_error(request: Request, exc: PayhooksError) -> JSONResponse:
         return error_response(exc)
 
-
-def error_response(exc: PayhooksError) -> JSONResponse:
-    status, code = error_status(exc)
-    detail = getattr(exc, "reason", None) or str(exc)
-    # A body refused unread would otherwise still be received, to find the next request.
-    headers = {"connection": "close"} if isinstance(exc, PayloadTooLarge) else None
-    return JSONResponse(
-        {"error": code, "detail": clipped(detail)}, status_code=status, headers=headers
-    )
-
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = jsonable_encoder(exc.errors())
@@ -230,6 +220,16 @@ def _encodable(value: object) -> bool:
     except (UnicodeError, TypeError, ValueError):
         return False
     return True
+
+
+def error_response(exc: PayhooksError) -> JSONResponse:
+    status, code = error_status(exc)
+    detail = getattr(exc, "reason", None) or str(exc)
+    # A body refused unread would otherwise still be received, to find the next request.
+    headers = {"connection": "close"} if isinstance(exc, PayloadTooLarge) else None
+    return JSONResponse(
+        {"error": code, "detail": clipped(detail)}, status_code=status, headers=headers
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
