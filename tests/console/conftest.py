@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import psycopg
@@ -22,6 +23,7 @@ OPERATOR, PASSWORD = "asha", "correct horse battery staple"
 class Console:
     base_url: str
     database_url: str
+    app: Any  # the served app, to read its pools' counters
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.base_url, timeout=10, follow_redirects=False)
@@ -39,10 +41,55 @@ def console(database_url: str) -> Iterator[Console]:
         auth.add_operator(conn, OPERATOR, PASSWORD)
     app = create_app(SETTINGS, api_token="api-token", url=database_url)
     with serving_app(app) as base_url:
-        yield Console(base_url=base_url, database_url=database_url)
+        yield Console(base_url=base_url, database_url=database_url, app=app)
 
 
 def csrf_of(page: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', page)
     assert found, "no CSRF token on the page"
     return found.group(1)
+
+
+# Tables the plan tests fill like a busy shop's: none may be read whole by a console page.
+FILLED = {"processed_webhooks", "deliveries", "payments", "outbox"}
+
+
+class Recording(psycopg.Cursor[Any]):
+    """Notes every statement it runs, with its parameters, to read their plans afterwards."""
+
+    ran: list[tuple[str, Any]]
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        self.connection.ran.append((query, params))  # type: ignore[attr-defined]
+        return super().execute(query, params, **kwargs)
+
+
+@pytest.fixture
+def recording(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(database_url, autocommit=True, cursor_factory=Recording) as conn:
+        conn.ran = []  # type: ignore[attr-defined]
+        yield conn
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def read_whole(conn, ran: list[tuple[str, Any]]) -> list[tuple[str, str, int]]:
+    """Each statement run as PostgreSQL plans it for those very parameters: the filled tables
+    it scans whole, or of which it reads (returns or filters out) more than a story's worth."""
+    found = []
+    for query, params in ran:
+        explain = f"EXPLAIN (ANALYZE, FORMAT JSON) {query}".encode()
+        [(plan,)] = conn.execute(explain, params).fetchall()
+        for node in nodes(plan[0]["Plan"]):
+            if node.get("Relation Name") not in FILLED:
+                continue
+            read = node["Actual Rows"] * node["Actual Loops"]
+            read += node.get("Rows Removed by Filter", 0)
+            read += node.get("Rows Removed by Index Recheck", 0)
+            if node["Node Type"] == "Seq Scan" or read > 100:
+                found.append((" ".join(query.split()[:8]), node["Relation Name"], read))
+    return found

@@ -8,6 +8,7 @@ import json
 import re
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
 import httpx
@@ -166,6 +167,23 @@ def test_removing_an_operator_ends_their_sessions(console):
         ("https://evil.example/console", "/console"),
         ("/console//evil.example", "/console"),
         ("/elsewhere", "/console"),
+        ("/console/../../x", "/console"),
+        ("/console/..", "/console"),
+        ("/console/parked/../../../x", "/console"),
+        ("/console/%2e%2e/x", "/console"),
+        ("/console/%2E%2E/%2e%2E/x", "/console"),
+        ("/console/.%2e/x", "/console"),
+        ("/console/%2e./x", "/console"),
+        ("/console/..%2fx", "/console"),
+        ("/console/%252e%252e/x", "/console"),
+        ("/console\\..\\x", "/console"),
+        ("/console/..\\..\\x", "/console"),
+        ("/console/%5c%5cevil.example", "/console"),
+        ("/console/.//evil.example", "/console"),
+        ("/console/\t/evil.example", "/console"),
+        ("/console/parked/../dead", "/console/dead"),
+        ("/console/./parked", "/console/parked"),
+        ("/console/search?q=a%2Fb", "/console/search?q=a%2Fb"),
     ],
 )
 def test_after_login_only_a_console_address_is_followed(console, target, landing):
@@ -174,6 +192,13 @@ def test_after_login_only_a_console_address_is_followed(console, target, landing
             "/console/login", data={"name": OPERATOR, "password": PASSWORD, "next": target}
         )
     assert answer.headers["location"] == landing
+
+
+@pytest.mark.parametrize("target", ["/console/../../x", "/console/%2e%2e/x", "/console\\..\\x"])
+def test_the_login_form_keeps_only_a_console_address_as_next(console, target):
+    with console.client() as client:
+        page = client.get("/console/login", params={"next": target}).text
+    assert 'name="next" value="/console"' in page
 
 
 def test_pages_forbid_framing_and_script(console):
@@ -459,6 +484,55 @@ def test_a_few_stray_failures_raise_no_banner(console, conn):
     assert 'role="alert"' not in page
 
 
+def log_lines_ago(conn, provider: str, status: int, count: int, ago: timedelta) -> None:
+    outcome = "processed" if status < 300 else "database_unavailable"
+    for _ in range(count):
+        conn.execute(
+            "INSERT INTO deliveries (received_at, provider, status, outcome, verified, body_bytes,"
+            " duration_ms) VALUES (now() - %s, %s, %s, %s, true, 10, 1)",
+            (ago, provider, status, outcome),
+        )
+
+
+def test_a_slow_failure_over_the_gateways_retry_window_raises_a_banner(console, conn):
+    """One 5xx every other hour for a day, none in the last hour: the failure that gets a
+    Razorpay endpoint disabled."""
+    for hour in range(1, 24, 2):
+        log_lines_ago(conn, "razorpay", 503, 1, timedelta(hours=hour, minutes=30))
+        log_lines_ago(conn, "razorpay", 200, 20, timedelta(hours=hour, minutes=30))
+    page = console.logged_in().get("/console").text
+    assert 'role="alert"' in page
+    assert (
+        "razorpay: 12 of 252 deliveries in the last 24 hours were answered 5xx, in 12 different "
+        "hours" in page
+    )
+
+
+def test_a_burst_of_5xx_long_past_raises_no_banner(console, conn):
+    """A restart's few failures, all in one hour: the hourly rule saw them then."""
+    log_lines_ago(conn, "razorpay", 503, 8, timedelta(hours=5))
+    log_lines_ago(conn, "razorpay", 200, 100, timedelta(hours=4))
+    page = console.logged_in().get("/console").text
+    assert 'role="alert"' not in page
+
+
+def when(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}.{at.microsecond // 1000:03d} UTC"
+
+
+def test_each_gateway_shows_when_it_last_answered_2xx(console, conn):
+    log_lines_ago(conn, "payu", 200, 2, timedelta(hours=30))
+    log_lines_ago(conn, "payu", 503, 4, timedelta(hours=2))
+    [(last,)] = rows(
+        console, "SELECT max(received_at) FROM deliveries WHERE provider = 'payu' AND status = 200"
+    )
+    page = console.logged_in().get("/console").text
+    payu = page[page.index('data-provider="payu"') :]
+    assert f"last 2xx at {when(last)}" in payu.split("</div>")[0]
+    cashfree = page[page.index('data-provider="cashfree"') :]
+    assert "last 2xx: none recorded" in cashfree.split("</div>")[0]
+
+
 def test_the_chart_counts_each_class_of_answer(console, conn):
     log_lines(conn, "payu", 200, "processed", 4)
     log_lines(conn, "payu", 200, "duplicate", 2)
@@ -529,3 +603,131 @@ def test_parallel_guesses_get_no_more_tries_than_a_sequence(console):
         t.join()
     assert answers.count(401) == auth.FAILURES_PER_NAME
     assert answers.count(429) == 12 - auth.FAILURES_PER_NAME
+
+
+# --- answers are console pages -----------------------------------------------------------
+
+
+def test_a_search_too_long_answers_a_console_page_without_echoing_it(console):
+    query = "needle-" * 200
+    answer = console.logged_in().get("/console/search", params={"q": query})
+    assert answer.status_code == 400
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+    assert "The search is too long" in answer.text
+    assert "needle-needle-" not in answer.text
+
+
+@pytest.mark.parametrize(
+    ("path", "form"),
+    [
+        ("/console/dead/retry", {"message_id": "not-a-number"}),
+        ("/console/dead/retry", {"message_id": str(2**64)}),
+        ("/console/dead/retry", {}),
+        ("/console/parked/replay", {"provider": "razorpay", "event_id": "needle-" * 200}),
+        ("/console/parked/replay", {"provider": "razorpay"}),
+        ("/console/parked/replay", {"provider": "razorpay", "event_id": "e", "back": "n" * 2000}),
+    ],
+)
+def test_an_action_with_a_field_it_cannot_take_answers_a_console_page(console, path, form):
+    client = console.logged_in()
+    csrf = csrf_of(client.get("/console/parked").text)
+    answer = client.post(path, data={"csrf": csrf, **form})
+    assert answer.status_code == 400
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "needle-needle-" not in answer.text and "nnnnnnnn" not in answer.text
+    assert rows(console, "SELECT * FROM console_actions") == []
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"name": OPERATOR, "password": "needle-" * 200},
+        {"name": "needle-" * 200, "password": "x" * 20},
+        {"password": "x" * 20},
+        {"name": OPERATOR, "password": "x" * 20, "next": "/console/" + "needle-" * 200},
+    ],
+)
+def test_a_login_with_a_field_it_cannot_take_answers_a_console_page(console, form):
+    with console.client() as client:
+        answer = client.post("/console/login", data=form)
+    assert answer.status_code in (400, 401)
+    assert answer.headers["content-type"].startswith("text/html")
+    assert "needle-needle-" not in answer.text
+
+
+# --- strangers cannot starve the shop API ----------------------------------------------------
+
+
+def connections_taken(console: Console) -> dict[str, int]:
+    """How many connections each of the server's pools has handed out so far."""
+    state = console.app.state
+    pools = {"api": state.api_pool, "console": getattr(state, "console_pool", None)}
+    return {
+        name: pool.get_stats().get("requests_num", 0) if pool is not None else 0
+        for name, pool in pools.items()
+    }
+
+
+def worker_threads() -> int:
+    return sum(t.name == "AnyIO worker thread" for t in threading.enumerate())
+
+
+def flooded(
+    console: Console, request, clients: int, per_client: int
+) -> tuple[list[int], list[int]]:
+    """``clients`` keep-alive connections sending ``request(client, n)`` ``per_client`` times
+    each, all at once, while the shop API is asked the whole time: every answer of each."""
+    barrier = threading.Barrier(clients + 1)
+    answers: list[int] = []
+
+    def stranger(n: int) -> None:
+        with console.client() as client:
+            barrier.wait()
+            for k in range(per_client):
+                answers.append(request(client, n * per_client + k))
+
+    threads = [threading.Thread(target=stranger, args=(n,)) for n in range(clients)]
+    for t in threads:
+        t.start()
+    api_answers = []
+    headers = {"authorization": "Bearer api-token"}
+    with httpx.Client(base_url=console.base_url, timeout=30, headers=headers) as api:
+        barrier.wait()
+        while any(t.is_alive() for t in threads):
+            api_answers.append(api.get("/api/products/none").status_code)
+    for t in threads:
+        t.join()
+    return answers, api_answers
+
+
+def test_strangers_flooding_the_console_take_no_connection_and_no_thread(console):
+    console.logged_in()  # the cookie key is read once per process, by the first login
+    taken, threads = connections_taken(console), worker_threads()
+    forged = "InRva2VuIg.aW1.forged"
+
+    def stranger(client: httpx.Client, n: int) -> int:
+        if n % 2:
+            client.cookies.set("payhooks_console", forged, path="/console")
+        return client.get("/console/parked").status_code
+
+    answers, api_answers = flooded(console, stranger, clients=60, per_client=10)
+    assert answers == [303] * 600
+    assert set(api_answers) == {404}
+    now = connections_taken(console)
+    assert now["console"] == taken["console"]
+    assert now["api"] - taken["api"] == len(api_answers)
+    assert worker_threads() <= threads + 1  # the API's own requests, one at a time
+
+
+def test_a_flood_of_logins_never_takes_the_apis_connections(console):
+    taken = connections_taken(console)
+
+    def guess(client: httpx.Client, n: int) -> int:
+        form = {"name": f"guess{n}", "password": "wrong password"}
+        return client.post("/console/login", data=form).status_code
+
+    answers, api_answers = flooded(console, guess, clients=30, per_client=2)
+    assert set(answers) <= {401, 429} and len(answers) == 60
+    assert set(api_answers) == {404}
+    assert connections_taken(console)["api"] - taken["api"] == len(api_answers)

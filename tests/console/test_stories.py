@@ -4,18 +4,14 @@ tables filled and analysed like a busy shop's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-import psycopg
 import pytest
 
 from payhooks.events import Provider
 from payhooks.service.console import actions, search, stories
+from tests.console.conftest import read_whole
 from tests.factories import SETTINGS, deliver, purchase
 
 ROWS = 20_000
-FILLED = {"processed_webhooks", "deliveries", "payments", "outbox"}
 
 FILL = f"""
 INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payment_id,
@@ -40,23 +36,6 @@ ANALYZE processed_webhooks, deliveries, payments, outbox;
 """
 
 
-class Recording(psycopg.Cursor[Any]):
-    """Notes every statement it runs, with its parameters, to read their plans afterwards."""
-
-    ran: list[tuple[str, Any]]
-
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        self.connection.ran.append((query, params))  # type: ignore[attr-defined]
-        return super().execute(query, params, **kwargs)
-
-
-@pytest.fixture
-def recording(database_url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.connect(database_url, autocommit=True, cursor_factory=Recording) as conn:
-        conn.ran = []  # type: ignore[attr-defined]
-        yield conn
-
-
 @pytest.fixture
 def busy(conn):
     """A paid cart among 20,000 other deliveries, payments and emails."""
@@ -70,30 +49,6 @@ def busy(conn):
     )
     conn.execute(FILL.encode())
     return buy
-
-
-def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
-
-
-def read_whole(conn, ran: list[tuple[str, Any]]) -> list[tuple[str, str, int]]:
-    """Each statement run as PostgreSQL plans it for those very parameters: the filled tables
-    it scans whole, or of which it reads (returns or filters out) more than a story's worth."""
-    found = []
-    for query, params in ran:
-        explain = f"EXPLAIN (ANALYZE, FORMAT JSON) {query}".encode()
-        [(plan,)] = conn.execute(explain, params).fetchall()
-        for node in nodes(plan[0]["Plan"]):
-            if node.get("Relation Name") not in FILLED:
-                continue
-            read = node["Actual Rows"] * node["Actual Loops"]
-            read += node.get("Rows Removed by Filter", 0)
-            read += node.get("Rows Removed by Index Recheck", 0)
-            if node["Node Type"] == "Seq Scan" or read > 100:
-                found.append((" ".join(query.split()[:8]), node["Relation Name"], read))
-    return found
 
 
 def test_a_carts_timeline_reads_no_table_whole(busy, conn, recording):

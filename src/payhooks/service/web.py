@@ -169,6 +169,11 @@ def _lifespan(
             target, settings, deadline=False, checked=True, wait_s=API_POOL_WAIT_S
         )
         async_pool = database.open_async_pool(target, settings)
+        # The console's own few: an operator's page, or a stranger's login, never waits for
+        # (nor holds) a connection the shop API or a gateway needs.
+        app.state.console_pool = database.open_pool(
+            target, settings, max_size=console.CONNECTIONS, deadline=False, checked=True
+        )
         with database.pooled():
             await async_pool.open(wait=False)
         app.state.pool, app.state.api_pool, app.state.async_pool = pool, api_pool, async_pool
@@ -188,6 +193,7 @@ def _lifespan(
             witness.log.close()
             app.state.probes.close()
             api_pool.close()
+            app.state.console_pool.close()
             await async_pool.close()
             pool.close()
 

@@ -3,32 +3,49 @@
 Every route but the login form sits behind a session; every POST carries the session's CSRF
 token and, when the browser sends one, an Origin of this very site, then redirects (a reload
 never repeats an action, and each action is idempotent anyway).
+
+The console has threads and connections of its own (``CONNECTIONS`` of each), apart from the
+shop API's and the webhooks'. Its routes run on the event loop and hand only their database
+work to those threads; a request without a validly signed session cookie is sent to the login
+form by ``Gate`` on the loop, before its body is read, with neither.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any
-from urllib.parse import quote, urlsplit
+from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
+from urllib.parse import quote, unquote, urlsplit
 
+import anyio
+import anyio.to_thread
 import jinja2
 import psycopg_pool
-from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+from starlette.requests import ClientDisconnect
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from payhooks import db, idempotency
-from payhooks.errors import NotFound
+from payhooks.errors import DatabaseUnavailable, NotFound, PayloadTooLarge
 from payhooks.events import Provider
+from payhooks.fastapi.bodies import read_bounded
 from payhooks.providers import Adapter
 from payhooks.service import database
 from payhooks.service.console import actions, auth, health, search, stories
 
 COOKIE = "payhooks_console"
 PREFIX = "/console"
+LOGIN = f"{PREFIX}/login"
 MAX_FIELD_CHARS = 1024
+MAX_FORM_BYTES = 16 * 1024  # the largest form holds three fields of MAX_FIELD_CHARS
+CONNECTIONS = 2  # the console's own database connections, and threads to use them
+
+T = TypeVar("T")
+P = ParamSpec("P")
 
 _templates = Jinja2Templates(
     env=jinja2.Environment(
@@ -79,7 +96,7 @@ class Forbidden(Exception):
 
 
 class Console:
-    """What the pages need: the shop API's pool, the gateways (to replay), the cookie key."""
+    """What the pages need: the gateways (to replay), the cookie key, the console's threads."""
 
     def __init__(
         self, adapters: Mapping[Provider, Adapter], reconciliation_off: Sequence[Provider] = ()
@@ -87,39 +104,60 @@ class Console:
         self.adapters = adapters
         self.reconciliation_off = [p.value for p in reconciliation_off]
         self._cookies: auth.Cookies | None = None
-        self._lock = threading.Lock()
+        self._threads: anyio.CapacityLimiter | None = None
+        self._reading_key: anyio.Lock | None = None
 
-    def cookies(self, conn: db.Connection) -> auth.Cookies:
-        with self._lock:
-            if self._cookies is None:
-                self._cookies = auth.Cookies.of(conn)
-            return self._cookies
+    async def run(
+        self,
+        pool: psycopg_pool.ConnectionPool,
+        work: Callable[Concatenate[db.Connection, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``work(conn, ...)`` in one of the console's threads, on one of its connections."""
+
+        def pooled() -> T:
+            with database.connection(pool) as conn:
+                return work(conn, *args, **kwargs)
+
+        if self._threads is None:  # made on the loop that uses it
+            self._threads = anyio.CapacityLimiter(CONNECTIONS)
+        return await anyio.to_thread.run_sync(pooled, limiter=self._threads)
+
+    async def cookies(self, pool: psycopg_pool.ConnectionPool) -> auth.Cookies:
+        """The cookie key, read from the database once per process."""
+        if self._cookies is None:
+            self._reading_key = self._reading_key or anyio.Lock()
+            async with self._reading_key:
+                if self._cookies is None:
+                    self._cookies = await self.run(pool, auth.Cookies.of)
+        return self._cookies
 
 
 def install(
     app: FastAPI, adapters: Mapping[Provider, Adapter], reconciliation_off: Sequence[Provider] = ()
 ) -> None:
+    """The console's routes, and its gate in front of them. ``app.state.console_pool`` (at most
+    ``CONNECTIONS`` connections) is opened by the app's lifespan."""
     app.state.console = Console(adapters, reconciliation_off)
     app.include_router(_public)
     app.include_router(_private)
+    app.add_middleware(Gate)
 
     @app.exception_handler(LoginNeeded)
     async def login_needed(request: Request, exc: LoginNeeded) -> Response:
-        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        return _redirect(f"{PREFIX}/login?next={quote(target)}")
+        return _to_login(request)
 
     @app.exception_handler(Forbidden)
     async def forbidden(request: Request, exc: Forbidden) -> Response:
         return _page(request, "error.html", {"message": str(exc)}, status=403)
 
 
-def _conn(request: Request) -> Iterator[db.Connection]:
-    pool: psycopg_pool.ConnectionPool = request.app.state.api_pool
-    with database.connection(pool) as conn:
-        yield conn
-
-
-Conn = Annotated[db.Connection, Depends(_conn)]
+def _to_login(request: Request) -> Response:
+    raw = request.scope.get("raw_path")  # as sent: a cart id may hold an encoded slash
+    target = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+    target += f"?{request.url.query}" if request.url.query else ""
+    return _redirect(f"{LOGIN}?next={quote(target)}")
 
 
 def _console(request: Request) -> Console:
@@ -127,15 +165,143 @@ def _console(request: Request) -> Console:
     return console
 
 
-def _token(request: Request, conn: db.Connection) -> str | None:
-    return _console(request).cookies(conn).token(request.cookies.get(COOKIE))
+def _pool(request: Request) -> psycopg_pool.ConnectionPool:
+    pool: psycopg_pool.ConnectionPool = request.app.state.console_pool
+    return pool
 
 
-def _session(request: Request, conn: Conn) -> auth.Session:
-    session = auth.session_of(conn, _token(request, conn))
+async def _db(
+    request: Request,
+    work: Callable[Concatenate[db.Connection, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    return await _console(request).run(_pool(request), work, *args, **kwargs)
+
+
+async def signed_token(request: Request) -> str | None:
+    """The session token the request's cookie carries, when its signature holds: checked on
+    the event loop, with no thread and no connection (but the key's one read per process)."""
+    cookie = request.cookies.get(COOKIE)
+    if not cookie:
+        return None
+    cookies = await _console(request).cookies(_pool(request))
+    return cookies.token(cookie)
+
+
+class Gate:
+    """Console requests, in front of routing and before their body is read: without a
+    session cookie whose signature holds (the login form excepted) they are sent to the login
+    form, and a form is read only up to ``MAX_FORM_BYTES``. So a stranger's request, whatever
+    it carries, takes no thread and no database connection."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "") if scope["type"] == "http" else ""
+        if path != PREFIX and not path.startswith(PREFIX + "/"):
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        try:
+            if path != LOGIN and await signed_token(request) is None:
+                await _to_login(request)(scope, receive, send)
+                return
+            if scope["method"] != "POST":
+                await self.app(scope, receive, send)
+                return
+            body = await read_bounded(request, MAX_FORM_BYTES, "console")
+        except DatabaseUnavailable:
+            await _unavailable(request)(scope, receive, send)
+            return
+        except PayloadTooLarge:
+            await _too_large(request)(scope, receive, send)
+            return
+        except ClientDisconnect:
+            return
+        await self.app(scope, _replaying(body, receive), send)
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """The body already read, as one message; then the client's own messages (disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def _unavailable(request: Request) -> HTMLResponse:
+    message = "The database is not answering: try again in a moment."
+    return _page(request, "error.html", {"message": message}, status=503)
+
+
+def _too_large(request: Request) -> HTMLResponse:
+    message = f"This form is larger than any console form ({MAX_FORM_BYTES} bytes at most)."
+    response = _page(request, "error.html", {"message": message}, status=413)
+    response.headers["connection"] = "close"  # the rest of the body is never read
+    return response
+
+
+# What each field is called when a request cannot be taken.
+_FIELDS = {
+    "name": "The operator name",
+    "password": "The password",
+    "next": "The page to open after logging in",
+    "provider": "The gateway",
+    "event_id": "The delivery key",
+    "message_id": "The message number",
+    "back": "The page to go back to",
+}
+
+
+def _unreadable(exc: RequestValidationError) -> str:
+    """What was wrong, by field, never echoing what was sent."""
+    said: list[str] = []
+    for error in exc.errors():
+        field = _FIELDS.get(str(error.get("loc", ("",))[-1]), "A field")
+        if error.get("type") == "string_too_long":
+            limit = (error.get("ctx") or {}).get("max_length", MAX_FIELD_CHARS)
+            text = f"{field} is too long: at most {limit} characters."
+        elif error.get("type") == "missing":
+            text = f"{field} is missing."
+        else:
+            text = f"{field} is not valid."
+        if text not in said:
+            said.append(text)
+    return " ".join(said) or "This request cannot be read."
+
+
+class Page(APIRoute):
+    """A console route: a request it cannot take is answered with a console page saying which
+    field and why, never FastAPI's JSON (which echoes the input); the database away, too."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def page(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return _page(request, "error.html", {"message": _unreadable(exc)}, status=400)
+            except DatabaseUnavailable:
+                return _unavailable(request)
+
+        return page
+
+
+async def _session(request: Request) -> auth.Session:
+    token = await signed_token(request)
+    session = None if token is None else await _db(request, auth.session_of, token)
     if session is None:
         raise LoginNeeded()
-    request.state.session = session
+    request.state.session, request.state.token = session, token
     return session
 
 
@@ -156,8 +322,10 @@ async def _csrf(request: Request, session: Session) -> None:
         raise Forbidden("This form has expired: go back, reload the page and try again.")
 
 
-_public = APIRouter(prefix=PREFIX, include_in_schema=False)
-_private = APIRouter(prefix=PREFIX, include_in_schema=False, dependencies=[Depends(_session)])
+_public = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=Page)
+_private = APIRouter(
+    prefix=PREFIX, include_in_schema=False, route_class=Page, dependencies=[Depends(_session)]
+)
 Field = Annotated[str, Form(max_length=MAX_FIELD_CHARS)]
 
 
@@ -182,41 +350,92 @@ def _redirect(url: str) -> RedirectResponse:
 
 
 def _local(target: str | None) -> str:
-    """Only a console address of this site: ``next`` must not send an operator elsewhere."""
-    if not target or (target != PREFIX and not target.startswith(PREFIX + "/")):
+    """Only a console address of this site: ``next`` must not send an operator elsewhere.
+
+    Dot segments are resolved as a browser resolves them (``%2e`` is a dot to it) before the
+    prefix is checked, and the resolved address is the one followed. A backslash (a slash to
+    a browser), a control character (dropped by it), a doubled slash, or a dot segment hidden
+    under more encoding (``%252e``, ``..%2f``), is not an address the console makes: refused."""
+    if not target:
         return PREFIX
     parts = urlsplit(target)
-    if parts.scheme or parts.netloc or "\\" in target or "//" in parts.path:
+    seen = target + _fully_unquoted(parts.path)
+    if (
+        parts.scheme
+        or parts.netloc
+        or not parts.path.startswith("/")
+        or "//" in parts.path
+        or any(c == "\\" or c < " " or c == "\x7f" for c in seen)
+    ):
         return PREFIX
-    return target
+    path = _without_dot_segments(parts.path)
+    if path != PREFIX and not path.startswith(PREFIX + "/"):
+        return PREFIX
+    if {".", ".."} & set(_fully_unquoted(path).split("/")):
+        return PREFIX
+    return path + (f"?{parts.query}" if parts.query else "")
+
+
+def _fully_unquoted(text: str) -> str:
+    for _ in range(4):
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    return text
+
+
+def _without_dot_segments(path: str) -> str:
+    """RFC 3986's remove_dot_segments, with a segment that decodes to a dot taken as one."""
+    kept: list[str] = []
+    segments = path.split("/")[1:]
+    for n, segment in enumerate(segments):
+        dots = unquote(segment)
+        if dots == "..":
+            del kept[-1:]
+        elif dots != ".":
+            kept.append(segment)
+            continue
+        if n == len(segments) - 1:
+            kept.append("")  # "/a/.." is "/", "/a/b/." is "/a/b/"
+    return "/" + "/".join(kept)
 
 
 # --- logging in and out ----------------------------------------------------------------------
 
 
 @_public.get("/login")
-def login_form(request: Request, next: str | None = None) -> HTMLResponse:
+async def login_form(request: Request, next: str | None = None) -> HTMLResponse:
     return _page(request, "login.html", {"next": _local(next), "error": None})
 
 
+def _checked(
+    conn: db.Connection, name: str, password: str, client: str
+) -> tuple[auth.Login, str | None]:
+    """A login attempt and, when it succeeds, the new session's token: one thread hop."""
+    login = auth.log_in(conn, name, password, client)
+    if login.operator is None:
+        return login, None
+    token, _ = auth.open_session(conn, login.operator)
+    return login, token
+
+
 @_public.post("/login")
-def log_in(
-    request: Request, conn: Conn, name: Field, password: Field, next: Field = PREFIX
-) -> Response:
+async def log_in(request: Request, name: Field, password: Field, next: Field = PREFIX) -> Response:
     _same_site(request)
     client = request.client.host if request.client else "unknown"
-    login = auth.log_in(conn, name.strip().lower(), password, client)
+    login, token = await _db(request, _checked, name.strip().lower(), password, client)
     if login.throttled:
         error = "Too many failed logins: wait a quarter of an hour, then try again."
         return _page(request, "login.html", {"next": _local(next), "error": error}, status=429)
-    if login.operator is None:
+    if token is None:
         error = "That name and password do not match an operator."
         return _page(request, "login.html", {"next": _local(next), "error": error}, status=401)
-    token, _ = auth.open_session(conn, login.operator)
+    cookies = await _console(request).cookies(_pool(request))
     response = _redirect(_local(next))
     response.set_cookie(
         COOKIE,
-        _console(request).cookies(conn).sign(token),
+        cookies.sign(token),
         max_age=int(auth.SESSION_LIFETIME.total_seconds()),
         path=PREFIX,
         httponly=True,
@@ -227,8 +446,8 @@ def log_in(
 
 
 @_private.post("/logout", dependencies=[Depends(_csrf)])
-def log_out(request: Request, conn: Conn) -> Response:
-    auth.close_session(conn, _token(request, conn))
+async def log_out(request: Request) -> Response:
+    await _db(request, auth.close_session, request.state.token)
     response = _redirect(f"{PREFIX}/login")
     response.delete_cookie(COOKIE, path=PREFIX)
     return response
@@ -237,17 +456,22 @@ def log_out(request: Request, conn: Conn) -> Response:
 # --- finding and reading ---------------------------------------------------------------------
 
 
+def _overview(conn: db.Connection) -> dict[str, Any]:
+    return {
+        "health": health.health(conn, datetime.now(UTC)),
+        "parked": len(actions.parked(conn, 1000)),
+        "dead": len(actions.dead_letters(conn, 1000)),
+    }
+
+
 @_private.get("")
 @_private.get("/")
-def home(request: Request, conn: Conn) -> HTMLResponse:
-    now = datetime.now(UTC)
+async def home(request: Request) -> HTMLResponse:
     return _page(
         request,
         "home.html",
         {
-            "health": health.health(conn, now),
-            "parked": len(actions.parked(conn, 1000)),
-            "dead": len(actions.dead_letters(conn, 1000)),
+            **await _db(request, _overview),
             "gateways": [p.value for p in _console(request).adapters],
             "reconciliation_off": _console(request).reconciliation_off,
         },
@@ -255,10 +479,14 @@ def home(request: Request, conn: Conn) -> HTMLResponse:
 
 
 @_private.get("/search")
-def find(
-    request: Request, conn: Conn, q: Annotated[str, Query(max_length=MAX_FIELD_CHARS)] = ""
-) -> Response:
-    results = search.search(conn, q)
+async def find(request: Request, q: str = "") -> Response:
+    if len(q) > MAX_FIELD_CHARS or len(q.strip()) > search.MAX_QUERY_CHARS:
+        message = (
+            f"The search is too long: no identifier the console knows is longer than "
+            f"{search.MAX_QUERY_CHARS} characters (an email address)."
+        )
+        return _page(request, "error.html", {"message": message}, status=400)
+    results = await _db(request, search.search, q)
     if len(results) == 1:
         return _redirect(_address(results[0]))
     return _page(request, "results.html", {"query": q, "results": results, "address": _address})
@@ -273,18 +501,19 @@ def _address(result: search.Result) -> str:
 
 
 @_private.get("/carts/{cart_id}")
-def cart(request: Request, conn: Conn, cart_id: str) -> HTMLResponse:
+async def cart(request: Request, cart_id: str) -> HTMLResponse:
     try:
-        story = stories.of_cart(conn, cart_id, _console(request).adapters)
+        story = await _db(request, stories.of_cart, cart_id, _console(request).adapters)
     except NotFound as exc:
         return _page(request, "error.html", {"message": str(exc)}, status=404)
     return _story_page(request, story)
 
 
 @_private.get("/references/{provider}/{reference:path}")
-def reference(request: Request, conn: Conn, provider: str, reference: str) -> HTMLResponse:
+async def reference(request: Request, provider: str, reference: str) -> HTMLResponse:
+    adapters = _console(request).adapters
     try:
-        story = stories.of_reference(conn, provider, reference, _console(request).adapters)
+        story = await _db(request, stories.of_reference, provider, reference, adapters)
     except NotFound as exc:
         return _page(request, "error.html", {"message": str(exc)}, status=404)
     return _story_page(request, story)
@@ -295,8 +524,8 @@ def _story_page(request: Request, story: stories.Story) -> HTMLResponse:
 
 
 @_private.get("/deliveries/{provider}/{event_id:path}")
-def delivery(request: Request, conn: Conn, provider: str, event_id: str) -> HTMLResponse:
-    found = idempotency.stored(conn, event_id, provider)
+async def delivery(request: Request, provider: str, event_id: str) -> HTMLResponse:
+    found = await _db(request, idempotency.stored, event_id, provider)
     if not found:
         return _page(
             request, "error.html", {"message": "No such delivery is recorded."}, status=404
@@ -313,21 +542,22 @@ def delivery(request: Request, conn: Conn, provider: str, event_id: str) -> HTML
 
 
 @_private.get("/parked")
-def parked(request: Request, conn: Conn) -> HTMLResponse:
-    return _page(request, "parked.html", {"rows": actions.parked(conn), **_notice(request)})
+async def parked(request: Request) -> HTMLResponse:
+    rows = await _db(request, actions.parked)
+    return _page(request, "parked.html", {"rows": rows, **_notice(request)})
 
 
 @_private.post("/parked/replay", dependencies=[Depends(_csrf)])
-def replay(
+async def replay(
     request: Request,
-    conn: Conn,
     session: Session,
     provider: Field,
     event_id: Field,
     back: Field = f"{PREFIX}/parked",
 ) -> Response:
-    result = actions.replay_parked(
-        conn,
+    result = await _db(
+        request,
+        actions.replay_parked,
         _console(request).adapters,
         provider=provider,
         event_id=event_id,
@@ -337,19 +567,19 @@ def replay(
 
 
 @_private.get("/dead")
-def dead(request: Request, conn: Conn) -> HTMLResponse:
-    return _page(request, "dead.html", {"rows": actions.dead_letters(conn), **_notice(request)})
+async def dead(request: Request) -> HTMLResponse:
+    rows = await _db(request, actions.dead_letters)
+    return _page(request, "dead.html", {"rows": rows, **_notice(request)})
 
 
 @_private.post("/dead/retry", dependencies=[Depends(_csrf)])
-def retry(
+async def retry(
     request: Request,
-    conn: Conn,
     session: Session,
     message_id: Annotated[int, Form(ge=1, le=2**63 - 1)],
     back: Field = f"{PREFIX}/dead",
 ) -> Response:
-    result = actions.retry_dead_letter(conn, message_id, operator=session.operator)
+    result = await _db(request, actions.retry_dead_letter, message_id, operator=session.operator)
     return _redirect(_with_notice(_local(back), result.done))
 
 
