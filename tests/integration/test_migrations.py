@@ -70,6 +70,8 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "shop/0006_console",
         "shop/0007_reconcile",
         "shop/0008_first_capture",
+        "shop/0009_reconcile_refusals",
+        "shop/0010_delivery_health",
     ]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}

@@ -1,8 +1,11 @@
 """Webhook health per gateway over the last 24 hours, from the delivery log: answers by class,
-hour by hour, and the two warnings an operator must not miss.
+hour by hour, when each gateway was last answered 2xx, and the warnings an operator must not
+miss.
 
 - Repeated 5xx answers: Razorpay disables a webhook endpoint that keeps failing for 24 hours,
-  and every gateway stops retrying at some point; each 5xx is a payment waiting.
+  and every gateway stops retrying at some point; each 5xx is a payment waiting. A burst in
+  the last hour warns at once; a slow failure (a few an hour) warns once it has lasted a few
+  hours of the gateway's retry window.
 - A spike of signature failures: usually a secret rotated in the gateway's dashboard and not
   yet added to payhooks' configuration; every genuine delivery is being refused.
 """
@@ -22,6 +25,19 @@ FAILURES_TO_WARN = 3
 # ... or had at least this many signature failures, making up at least this share.
 SIGNATURE_FAILURES_TO_WARN = 5
 SIGNATURE_FAILURE_SHARE = 0.2
+# A banner too when, over its retry window, a gateway was answered 5xx at least this often,
+# in at least this many different hours: a slow failure, not one restart's burst.
+SLOW_FAILURES_TO_WARN = 6
+SLOW_FAILURE_HOURS = 3
+# How long each gateway keeps retrying a delivery answered 5xx (docs/providers.md): Razorpay
+# for 24 hours, then it disables the endpoint. Cashfree's default retries end after about 42
+# minutes and PayU documents none, so each 5xx of theirs may be a payment given up on: the
+# same day is watched for them.
+RETRY_WINDOWS = {
+    Provider.RAZORPAY: timedelta(hours=24),
+    Provider.CASHFREE: timedelta(hours=24),
+    Provider.PAYU: timedelta(hours=24),
+}
 
 
 class Answer(StrEnum):
@@ -53,6 +69,20 @@ SELECT provider, count(*), count(*) FILTER (WHERE status >= 500),
 FROM deliveries WHERE received_at > %(now)s - interval '1 hour'
 GROUP BY 1 ORDER BY 1
 """
+_OVER_WINDOW = """
+SELECT d.provider, count(*), count(*) FILTER (WHERE d.status >= 500),
+       count(DISTINCT date_trunc('hour', d.received_at, 'UTC')) FILTER (WHERE d.status >= 500)
+FROM unnest(%(providers)s::text[], %(windows)s::interval[]) AS w (provider, span)
+JOIN deliveries d ON d.provider = w.provider AND d.received_at > %(now)s - w.span
+GROUP BY 1 ORDER BY 1
+"""
+# One read of the index deliveries_answered per gateway, however long ago.
+_LAST_ANSWERED = """
+SELECT g.provider,
+       (SELECT max(d.received_at) FROM deliveries d
+        WHERE d.provider = g.provider AND d.status < 300)
+FROM unnest(%(providers)s::text[]) AS g (provider)
+"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +99,7 @@ class Hour:
 class Gateway:
     provider: str
     hours: list[Hour]
+    last_2xx: datetime | None = None  # the last answer 2xx, however long ago
 
     @property
     def totals(self) -> dict[Answer, int]:
@@ -103,9 +134,14 @@ def health(conn: Connection, now: datetime, *, hours: int = HOURS) -> Health:
         {p for p, _ in counted} - {p.value for p in Provider}
     )
     empty = dict.fromkeys(Answer, 0)
+    last: dict[str, datetime | None] = dict(
+        conn.execute(_LAST_ANSWERED, {"providers": providers}).fetchall()
+    )
     gateways = [
         Gateway(
-            provider=p, hours=[Hour(start=s, counts=counted.get((p, s), empty)) for s in starts]
+            provider=p,
+            hours=[Hour(start=s, counts=counted.get((p, s), empty)) for s in starts],
+            last_2xx=last.get(p),
         )
         for p in providers
     ]
@@ -114,6 +150,35 @@ def health(conn: Connection, now: datetime, *, hours: int = HOURS) -> Health:
 
 def alarms(conn: Connection, now: datetime) -> list[Alarm]:
     """5xx answers first (payments are waiting), then signature failures; by gateway."""
+    failing, found = _last_hour(conn, now)
+    hourly = {alarm.provider for alarm in failing}
+    slow = [a for a in _slow_failures(conn, now) if a.provider not in hourly]
+    return failing + slow + found
+
+
+def _slow_failures(conn: Connection, now: datetime) -> list[Alarm]:
+    """5xx answers spread over a gateway's retry window, too few in any one hour to warn."""
+    windows = {"providers": [p.value for p in RETRY_WINDOWS], "windows": [*RETRY_WINDOWS.values()]}
+    found: list[Alarm] = []
+    for provider, total, failed, hours in conn.execute(_OVER_WINDOW, {"now": now, **windows}):
+        if failed < SLOW_FAILURES_TO_WARN or hours < SLOW_FAILURE_HOURS:
+            continue
+        span = RETRY_WINDOWS[Provider(provider)]
+        found.append(
+            Alarm(
+                provider=provider,
+                text=(
+                    f"{provider}: {failed} of {total} deliveries in the last "
+                    f"{span.total_seconds() / 3600:.0f} hours were answered 5xx, in {hours} "
+                    "different hours. A slow failure: each is a payment waiting for a retry, "
+                    "and Razorpay disables an endpoint that keeps failing for 24 hours."
+                ),
+            )
+        )
+    return found
+
+
+def _last_hour(conn: Connection, now: datetime) -> tuple[list[Alarm], list[Alarm]]:
     failing: list[Alarm] = []
     found: list[Alarm] = []
     for provider, total, failed, forged in conn.execute(_LAST_HOUR, {"now": now}):
@@ -139,7 +204,7 @@ def alarms(conn: Connection, now: datetime) -> list[Alarm]:
                     ),
                 )
             )
-    return failing + found
+    return failing, found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
