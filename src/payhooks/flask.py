@@ -31,6 +31,7 @@ from payhooks.db import Connection
 from payhooks.errors import (
     DatabaseUnavailable,
     HandlerCommitted,
+    LengthRequired,
     PayhooksError,
     PayloadTooLarge,
     ProviderNotConfigured,
@@ -167,27 +168,39 @@ def _read_early(served: Mapping[str, Adapter]) -> None:
         return
     try:
         setattr(g, _EARLY, read_body(adapter))
-    except PayloadTooLarge as exc:
+    except (PayloadTooLarge, LengthRequired) as exc:
         setattr(g, _EARLY, exc)
 
 
 def _body(adapter: Adapter) -> bytes:
-    early: bytes | PayloadTooLarge | None = g.pop(_EARLY, None)
-    if isinstance(early, PayloadTooLarge):
+    early: bytes | PayloadTooLarge | LengthRequired | None = g.pop(_EARLY, None)
+    if isinstance(early, PayloadTooLarge | LengthRequired):
         raise early
     return read_body(adapter) if early is None else early
 
 
 def read_body(adapter: Adapter) -> bytes:
     """The exact bytes, kept for whoever parses ``request.form`` next; refused past the
-    adapter's bound (declared or streamed) without reading further."""
-    request.max_content_length = adapter.max_body_bytes
+    adapter's bound (declared or streamed) without reading further.
+
+    Werkzeug stops a body with no declared length (chunked) at ``max_content_length``
+    without a word: the limit is one byte past the bound, so a body cut there is told from
+    one that ends there. Under a server that does not end chunked input
+    (``wsgi.input_terminated``), Werkzeug reads nothing: refused 411, not verified."""
+    limit = adapter.max_body_bytes
+    if request.content_length is None and not request.environ.get("wsgi.input_terminated"):
+        raise LengthRequired(
+            adapter.provider.value,
+            "no Content-Length, and the WSGI server does not end chunked input "
+            "(wsgi.input_terminated)",
+        )
+    request.max_content_length = limit + 1
     try:
         body = request.get_data(cache=True)
     except RequestEntityTooLarge as exc:
-        raise PayloadTooLarge(
-            adapter.provider.value, f"body exceeds {adapter.max_body_bytes} bytes"
-        ) from exc
+        raise PayloadTooLarge(adapter.provider.value, f"body exceeds {limit} bytes") from exc
+    if len(body) > limit:
+        raise PayloadTooLarge(adapter.provider.value, f"body exceeds {limit} bytes")
     if not body and (request.content_length or 0) > 0:
         raise RuntimeError(
             "the request body was consumed before payhooks could read it "

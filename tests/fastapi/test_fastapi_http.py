@@ -140,6 +140,14 @@ def test_a_streamed_body_over_the_bound_is_413_unverified(conn, database_url):
     assert response.status_code == 413 and watched.calls == []
 
 
+def test_a_chunked_delivery_under_uvicorn_is_read_whole_and_processed(app):
+    delivery = capture()
+    pieces = (delivery.body[at : at + 50] for at in range(0, len(delivery.body), 50))
+    with app.client() as client:
+        response = client.post(delivery.path, content=pieces, headers=delivery.headers)
+    assert (response.status_code, response.json()["status"]) == (200, "processed")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_verification_and_parsing_run_off_the_event_loop(conn, database_url, kind):
     prepare(conn, REF)

@@ -5,7 +5,11 @@ a failure, a forgery, a PayU form behind the shop's own form-reading hook. The s
 
 from __future__ import annotations
 
+import os
+import threading
+import wsgiref.simple_server
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import psycopg
@@ -14,11 +18,14 @@ import sqlalchemy
 
 from examples.flask_shop.app import adapters_from, create_app, migrate, place_order
 from payhooks import EventKind, Hooks
+from payhooks.providers._common import MAX_JSON_BODY_BYTES
 from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together
 from tests.factories import GATEWAY, KEYS
-from tests.flask.conftest import engine_for, own_schema, serving
+from tests.flask.conftest import engine_for, own_schema, serving, sqlalchemy_url
+from tests.wsgi_server import gunicorn_serving
 
+ROOT = Path(__file__).parents[2]
 REF = "order_flaskshop01"
 SECRETS = {
     "RAZORPAY_WEBHOOK_SECRETS": f"{KEYS.razorpay},whsec_retired",
@@ -136,3 +143,55 @@ def test_the_shops_hook_does_read_the_form_of_a_webhook_post(shop, db):
         headers={"content-type": "application/x-www-form-urlencoded"},
     )
     assert response.status_code == 400 and claimed(db) == 0
+
+
+# --- under gunicorn, and under a server that does not end chunked input ----------------------
+
+
+def chunked(body: bytes, size: int = 100) -> Iterator[bytes]:
+    return (body[at : at + size] for at in range(0, len(body), size))
+
+
+@pytest.fixture
+def gunicorn_shop(database_url, search_path, engine) -> Iterator[str]:
+    url = sqlalchemy_url(database_url, **search_path).render_as_string(hide_password=False)
+    env = {**os.environ, **SECRETS, "DATABASE_URL": url}
+    with gunicorn_serving("tests.flask.gunicorn_app:app", cwd=ROOT, env=env) as base:
+        yield base
+
+
+def test_under_gunicorn_a_chunked_capture_places_the_order(gunicorn_shop, db):
+    delivery = razorpay()
+    response = httpx.post(
+        gunicorn_shop + delivery.path, content=chunked(delivery.body), headers=delivery.headers
+    )
+    assert status(response) == "processed" and len(orders(db)) == 1
+
+
+def test_under_gunicorn_a_chunked_body_over_the_bound_is_413(gunicorn_shop, db):
+    delivery = razorpay()
+    padded = delivery.body + b" " * MAX_JSON_BODY_BYTES
+    response = httpx.post(
+        gunicorn_shop + delivery.path, content=chunked(padded, 64 * 1024), headers=delivery.headers
+    )
+    assert response.status_code == 413 and (orders(db), claimed(db)) == ([], 0)
+
+
+def test_a_chunked_body_the_server_cannot_end_is_411_not_a_signature_mismatch(engine, db):
+    """wsgiref sets no ``wsgi.input_terminated``: Werkzeug then gives an empty body."""
+    app = create_app(engine, adapters_from(SECRETS))
+    server = wsgiref.simple_server.make_server("127.0.0.1", 0, app)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    delivery = razorpay()
+    try:
+        response = httpx.post(
+            f"http://127.0.0.1:{server.server_port}{delivery.path}",
+            content=iter([delivery.body]),
+            headers=delivery.headers,
+        )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (response.status_code, response.json()["error"]) == (411, "length_required")
+    assert (orders(db), claimed(db)) == ([], 0)
