@@ -3,14 +3,17 @@ the two arrives first or if both arrive at once."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import psycopg
 import pytest
 
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
+from payhooks.service.shop import carts
 from tests.conftest import released_together
 from tests.factories import deliver, purchase
-from tests.reconcile.conftest import count, orders_of, paid_at_gateway
+from tests.reconcile.conftest import count, orders_of, paid_at_gateway, sim
 
 ALERTS = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:reconciled:%%'"
 EMAILS = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'order_confirmation:%%'"
@@ -102,3 +105,60 @@ def test_a_failed_payment_is_recorded_and_the_checkout_asked_again_later(conn, r
     assert count(conn, ALERTS) == 0
     later = "SELECT count(*) FROM reconcile_checkouts WHERE next_attempt_at > now()"
     assert count(conn, later) == 1
+
+
+FLAGS = "SELECT flags, needs_refund FROM payments WHERE provider = %s AND payment_id = %s"
+
+
+def test_a_second_payment_for_a_paid_cart_is_found_and_flagged_like_a_webhooks(conn, rig):
+    """Paid on Razorpay (its webhook came) and on PayU (no webhook): reconciliation still
+    asks the PayU checkout, records the capture and flags it for refund."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    other = carts.checkout(conn, buy.cart_id, Provider.PAYU)
+    deliver(conn, buy.captured())
+    second = replace(buy, provider=Provider.PAYU, reference=other.gateway_order_id)
+    paid_at_gateway(rig.api, second)
+    tally = rig.run()
+    assert tally.applied[Provider.PAYU] == 1
+    assert len(orders_of(conn, buy.cart_id)) == 1
+    flags = conn.execute(FLAGS, ("payu", second.reference)).fetchone()
+    assert flags == (["duplicate_payment"], True)
+    duplicate = "SELECT count(*) FROM outbox WHERE dedupe_key = 'alert:duplicate_payment:payu:%s'"
+    assert count(conn, duplicate % second.reference) == 1
+
+
+def test_every_checkout_of_a_cart_is_asked_until_its_own_payment_is_captured(conn, rig):
+    buy = purchase(conn, Provider.CASHFREE)
+    other = carts.checkout(conn, buy.cart_id, Provider.RAZORPAY)
+    second = replace(buy, provider=Provider.RAZORPAY, reference=other.gateway_order_id)
+    paid_at_gateway(rig.api, buy)
+    rig.run()  # the Cashfree payment pays the cart; Razorpay knows the order, no payment yet
+    rig.api.open_order(sim(second))
+    assert len(orders_of(conn, buy.cart_id)) == 1
+    conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+    asked = rig.run()
+    assert (asked.examined[Provider.CASHFREE], asked.examined[Provider.RAZORPAY]) == (0, 1)
+    paid_at_gateway(rig.api, second)
+    conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+    rig.run()
+    conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+    final = rig.run()
+    assert sum(final.examined.values()) == 0  # both captured: neither is asked again
+    flags = conn.execute(FLAGS, ("razorpay", second.payment_id)).fetchone()
+    assert flags == (["duplicate_payment"], True)
+
+
+def test_a_cashfree_payment_short_of_its_order_amount_is_flagged_not_ordered(conn, rig):
+    buy = purchase(conn, Provider.CASHFREE)
+    rig.api.pay(sim(buy), buy.payment_id, payment_amount_paise=buy.amount_paise - 100)
+    rig.run()
+    assert orders_of(conn, buy.cart_id) == []
+    flags = conn.execute(FLAGS, ("cashfree", buy.payment_id)).fetchone()
+    assert flags == (["amount_mismatch"], True)
+
+
+def test_a_cashfree_payment_above_its_order_amount_a_service_fee_is_ordered(conn, rig):
+    buy = purchase(conn, Provider.CASHFREE)
+    rig.api.pay(sim(buy), buy.payment_id, payment_amount_paise=buy.amount_paise + 236)
+    rig.run()
+    assert len(orders_of(conn, buy.cart_id)) == 1

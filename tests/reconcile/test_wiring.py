@@ -131,3 +131,53 @@ def test_payhooks_reconcile_exits_1_on_api_errors_with_a_one_line_cause(conn, ri
 
 def _cli(env, *args):
     return subprocess.run([PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+REFUSED_ALERTS = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:reconcile_refused:%%'"
+
+
+def _wrong_salt(rig):
+    wrong = tuple(
+        replace(c, secret="wrong") if c.provider is Provider.PAYU else c
+        for c in rig.settings.api_credentials
+    )
+    rig.settings = replace(rig.settings, api_credentials=wrong)
+
+
+def test_a_wrong_payu_salt_is_counted_and_kept_as_the_checkouts_last_error(conn, rig):
+    buy = purchase(conn, Provider.PAYU)
+    paid_at_gateway(rig.api, buy)
+    _wrong_salt(rig)
+    tally = rig.run(providers=(Provider.PAYU,))
+    assert tally.api_errors[Provider.PAYU] == 1
+    errors = conn.execute("SELECT last_error, next_attempt_at - now() FROM reconcile_checkouts")
+    [(last_error, wait)] = errors.fetchall()
+    assert last_error == "refused: Invalid Hash."
+    assert wait.total_seconds() <= 61  # asked again soon, not backed off as if abandoned
+    assert orders_of(conn, buy.cart_id) == []
+
+
+def test_refused_credentials_reach_an_operator_once_and_clear_when_fixed(conn, rig, database_url):
+    for _ in range(3):
+        paid_at_gateway(rig.api, purchase(conn, Provider.PAYU))
+    good = rig.settings
+    _wrong_salt(rig)
+    for _ in range(3):
+        conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+        tally = rig.run(providers=(Provider.PAYU,))
+        assert tally.api_errors[Provider.PAYU] == 1  # the gateway is paused at the first
+    assert count(conn, REFUSED_ALERTS) == 1
+    with serving(good, database_url) as service:
+        ready = httpx.get(f"{service.base_url}/readyz")
+        text = httpx.get(f"{service.base_url}/metrics").text
+    assert ready.status_code == 200  # webhooks are still served
+    assert ready.json()["reconciliation_refused"] == {"payu": "refused: Invalid Hash."}
+    assert 'payhooks_reconcile_credentials_refused{gateway="payu"} 1.0' in text
+    assert 'payhooks_reconcile_credentials_refused{gateway="razorpay"} 0.0' in text
+    rig.settings = good
+    conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+    rig.run(providers=(Provider.PAYU,))
+    with serving(good, database_url) as service:
+        ready = httpx.get(f"{service.base_url}/readyz")
+    assert "reconciliation_refused" not in ready.json()
+    assert count(conn, "SELECT count(*) FROM orders") == 3

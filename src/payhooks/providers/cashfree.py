@@ -140,7 +140,11 @@ def _payment_facts(event_type: str, data: object) -> _Facts:
         key_status=status if event_type == PAYMENT_SUCCESS and status != _SUCCESS else None,
         payment_id=payment_id,
         merchant_ref=_text(child(data, "order", "order_id"), "order_id", strict=strict),
-        amount_paise=_amount(child(data, "order", "order_amount"), "order_amount", strict=strict),
+        amount_paise=compared_paise(
+            _amount(child(data, "order", "order_amount"), "order_amount", strict=strict),
+            _amount(child(data, "payment", "payment_amount"), "payment_amount", strict=strict),
+            child(data, "payment_offers"),
+        ),
         payment_amount_paise=_amount(
             child(data, "payment", "payment_amount"), "payment_amount", strict=strict
         ),
@@ -154,6 +158,33 @@ def _payment_facts(event_type: str, data: object) -> _Facts:
             order_amount=facts.amount_paise,
         )
     return facts
+
+
+def compared_paise(ordered: int | None, paid: int | None, offers: object) -> int | None:
+    """The amount compared with the cart. ``payment_amount`` is below ``order_amount`` under
+    an offer Cashfree reports redeemed (``payment_offers[].offer_redemption.discount_amount``)
+    and above it with a service fee the customer paid (``payment_surcharge``). What the
+    payment covers is ``payment_amount`` plus the discounts redeemed: at least the order
+    amount, the order amount is compared; short of it, what it covers is, so the shortfall is
+    flagged ``amount_mismatch`` like any amount off (docs/providers.md). Reconciliation reads
+    the status API's payment entity with the same rule."""
+    if ordered is None or paid is None:
+        return ordered
+    covered = paid + redeemed_discounts(offers)
+    return ordered if covered >= ordered else covered
+
+
+def redeemed_discounts(offers: object) -> int:
+    """Paise the offers Cashfree reports redeemed took off; an offer not reported redeemed,
+    or whose discount is not a readable amount, explains nothing."""
+    total = 0
+    for offer in offers if isinstance(offers, list) else ():
+        redemption = child(offer, "offer_redemption")
+        if child(redemption, "redemption_status") != _SUCCESS:
+            continue
+        discount = _amount(child(redemption, "discount_amount"), "discount_amount", strict=False)
+        total += discount or 0
+    return total
 
 
 def _refund_facts(data: object) -> _Facts:

@@ -134,8 +134,9 @@ class Gauges:
     purge_rows_expected: int
     purge_rows_done: int
     purge_finished_timestamp: float
-    reconcile: tuple[tuple[str, int, int, int, int], ...] = ()
-    """Per gateway: checkouts examined, payments recovered, API errors, expiries reported."""
+    reconcile: tuple[tuple[str, int, int, int, int, int], ...] = ()
+    """Per gateway: checkouts examined, payments recovered, API errors, expiries reported,
+    and 1 while it refuses the API credentials."""
 
 
 # Each count walks one partial index (outbox_pending, outbox_failed_at), never the sent rows,
@@ -153,15 +154,16 @@ FROM maintenance_runs WHERE task = 'purge'
 
 
 RECONCILE_TOTALS = """
-SELECT provider, examined, recovered, api_errors, expired FROM reconcile_totals ORDER BY provider
+SELECT provider, examined, recovered, api_errors, expired, (refused_since IS NOT NULL)::int
+FROM reconcile_totals ORDER BY provider
 """
 
 
 def read_gauges(conn: db.Connection) -> Gauges:
     backlog, oldest, dead = conn.execute(OUTBOX_GAUGES).fetchone() or (0, 0, 0)
     totals = tuple(
-        (provider_label(str(p)), int(a), int(b), int(c), int(d))
-        for p, a, b, c, d in conn.execute(RECONCILE_TOTALS)
+        (provider_label(str(p)), int(a), int(b), int(c), int(d), int(e))
+        for p, a, b, c, d, e in conn.execute(RECONCILE_TOTALS)
     )
     expected, done, finished = conn.execute(PURGE_PROGRESS).fetchone() or (0, 0, None)
     return Gauges(
@@ -175,8 +177,16 @@ def read_gauges(conn: db.Connection) -> Gauges:
     )
 
 
-def ping(conn: db.Connection) -> None:
-    conn.execute("SELECT 1")
+RECONCILE_REFUSED = """
+SELECT provider, refused_reason FROM reconcile_totals
+WHERE refused_since IS NOT NULL ORDER BY provider
+"""
+
+
+def ping(conn: db.Connection) -> dict[str, str]:
+    """The database answers; and the gateways refusing reconciliation's credentials, with
+    their words (for /readyz: at most three rows)."""
+    return {str(p): str(reason) for p, reason in conn.execute(RECONCILE_REFUSED)}
 
 
 _DESCRIPTIONS = (
@@ -232,17 +242,26 @@ _RECONCILE_COUNTERS = (
 
 
 def reconcile_counters(
-    totals: tuple[tuple[str, int, int, int, int], ...],
-) -> Iterator[CounterMetricFamily]:
+    totals: tuple[tuple[str, int, int, int, int, int], ...],
+) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
     """Every known gateway, zero until it has a row: a closed label set, present from the start."""
     found = {row[0]: row[1:] for row in totals}
     for index, (name, documentation) in enumerate(_RECONCILE_COUNTERS):
         family = CounterMetricFamily(name, documentation, labels=["gateway"])
         for provider in Provider:
             family.add_metric(
-                [provider.value], float(found.get(provider.value, (0, 0, 0, 0))[index])
+                [provider.value], float(found.get(provider.value, (0, 0, 0, 0, 0))[index])
             )
         yield family
+    refused = GaugeMetricFamily(
+        "payhooks_reconcile_credentials_refused",
+        "1 while the gateway refuses reconciliation's API credentials (401, 403, PayU's "
+        "Invalid Hash)",
+        labels=["gateway"],
+    )
+    for provider in Provider:
+        refused.add_metric([provider.value], float(found.get(provider.value, (0,) * 5)[4]))
+    yield refused
 
 
 class SideConnection:
@@ -338,7 +357,9 @@ class Probes:
     def __init__(self, url: str, settings: Settings) -> None:
         self._side = SideConnection(url, settings)
         self.gauges = Shared(self._read_gauges, ttl_seconds=GAUGES_TTL_SECONDS)
-        self.ready = Shared(lambda: self._side.run(ping), ttl_seconds=READY_TTL_SECONDS)
+        self.ready: Shared[dict[str, str]] = Shared(
+            lambda: self._side.run(ping), ttl_seconds=READY_TTL_SECONDS
+        )
 
     async def current_gauges(self) -> Gauges | None:
         try:

@@ -647,11 +647,14 @@ def _add_probe_routes(
     async def readyz(request: Request) -> JSONResponse:
         off = [p.value for p in settings.reconciliation_off()]
         try:
-            await _probes(request).ready.get()
+            refused = await _probes(request).ready.get()
         except DatabaseUnavailable as exc:
             body = {"status": "unavailable", "detail": str(exc), "reconciliation_off": off}
             return JSONResponse(body, status_code=503)
-        return JSONResponse({"status": "ready", "reconciliation_off": off})
+        ready: dict[str, object] = {"status": "ready", "reconciliation_off": off}
+        if refused:  # the API credentials a gateway refuses: an operator must fix them
+            ready["reconciliation_refused"] = refused
+        return JSONResponse(ready)
 
     @app.get("/metrics")
     async def metrics_text(request: Request) -> Response:

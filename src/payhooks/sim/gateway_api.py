@@ -99,11 +99,21 @@ class GatewayApi:
                 )
             return self._orders[key]
 
-    def pay(self, purchase: Purchase, payment_id: str, status: str | None = None) -> None:
+    def pay(
+        self,
+        purchase: Purchase,
+        payment_id: str,
+        status: str | None = None,
+        *,
+        payment_amount_paise: int | None = None,
+    ) -> None:
         """A payment the gateway records for the order, in the gateway's own status words
-        (default: the captured or successful one)."""
+        (default: the captured or successful one). ``payment_amount_paise``: what Cashfree
+        reports paid, when it is not the order amount (an offer, a service fee)."""
         order = self.open_order(purchase)
         entity = _ENTITIES[purchase.provider](self, order, payment_id, status)
+        if payment_amount_paise is not None and purchase.provider is Provider.CASHFREE:
+            entity["payment_amount"] = _Rupees.amount(payment_amount_paise)
         with self._lock:
             order.payments = [p for p in order.payments if _id_of(p) != payment_id] + [entity]
 

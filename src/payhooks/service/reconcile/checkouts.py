@@ -1,7 +1,11 @@
 """Which checkouts reconciliation asks about, and what it remembers between passes.
 
-A checkout is due when its cart is still open, no payment of it was captured, it is older than
-the configured age and younger than the window, and its next attempt time has come. A pass
+A checkout is due when no payment of its own was captured, it is older than the configured age
+and younger than the window, and its next attempt time has come; whether its cart is paid does
+not matter: a second payment for a paid cart, on another gateway, must be found and flagged
+like a webhook's. A cart has one checkout per gateway, so a checkout's payments are its cart's
+payments at its gateway; once one is captured, the checkout has its final state and is not
+asked again, so nothing is asked about forever (and never past the window). A pass
 claims due checkouts by pushing their next attempt time forward by a lease, in one statement:
 a second worker's claim waits on the first's row and then finds it no longer due, so two
 workers never ask about the same checkout at once, and a worker that dies mid-pass only
@@ -12,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from payhooks.db import Connection
 from payhooks.events import Provider
@@ -37,7 +41,6 @@ _CLAIM = """
 WITH due AS (
     SELECT c.provider, c.gateway_order_id
     FROM checkouts c
-    JOIN carts k ON k.id = c.cart_id AND k.status = 'open'
     LEFT JOIN reconcile_checkouts r
         ON r.provider = c.provider AND r.gateway_order_id = c.gateway_order_id
     WHERE c.provider = ANY(%(providers)s)
@@ -46,7 +49,8 @@ WITH due AS (
       AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= now())
       AND NOT EXISTS (
           SELECT 1 FROM payments p
-          WHERE p.cart_id = c.cart_id AND p.captured_at IS NOT NULL)
+          WHERE p.cart_id = c.cart_id AND p.provider = c.provider
+            AND p.captured_at IS NOT NULL)
     ORDER BY coalesce(r.next_attempt_at, c.created_at), c.provider, c.gateway_order_id
     LIMIT %(limit)s
 )
@@ -84,6 +88,21 @@ ON CONFLICT (provider) DO UPDATE SET
     expired = t.expired + excluded.expired
 """
 TOTALS = "SELECT provider, examined, recovered, api_errors, expired FROM reconcile_totals"
+# A refusal of the credentials opens an episode (refused_since) unless one is open; the row
+# says whether this statement opened it, so the operator is alerted once per episode.
+_REFUSED = """
+INSERT INTO reconcile_totals AS t (provider, refused_since, refused_reason)
+VALUES (%(provider)s, now(), %(reason)s)
+ON CONFLICT (provider) DO UPDATE SET
+    refused_since = coalesce(t.refused_since, excluded.refused_since),
+    refused_reason = excluded.refused_reason
+RETURNING refused_since, refused_since = now()
+"""
+_ACCEPTED = """
+UPDATE reconcile_totals SET refused_since = NULL, refused_reason = NULL
+WHERE provider = %s AND refused_since IS NOT NULL
+RETURNING 1
+"""
 
 
 def claim(
@@ -154,3 +173,15 @@ def count(
     expired: int = 0,
 ) -> None:
     conn.execute(_COUNT, (provider.value, examined, recovered, api_errors, expired))
+
+
+def refused(conn: Connection, provider: Provider, reason: str) -> datetime | None:
+    """Record that ``provider`` refused the credentials; returns the episode's start when this
+    call opened it (the first refusal since they last worked), else None."""
+    row = conn.execute(_REFUSED, {"provider": provider.value, "reason": reason}).fetchone()
+    return row[0] if row is not None and row[1] else None
+
+
+def accepted(conn: Connection, provider: Provider) -> bool:
+    """``provider`` answered with the credentials: an open refusal episode ends (True)."""
+    return conn.execute(_ACCEPTED, (provider.value,)).fetchone() is not None

@@ -4,10 +4,15 @@ else; secrets go in headers or a hash, never in a log line or an error."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import socket
+import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -16,11 +21,16 @@ from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider
 from payhooks.service.config import ApiCredentials
 from payhooks.service.reconcile import payments
+from payhooks.service.reconcile.errors import CredentialsRefused
 from payhooks.service.reconcile.payments import Report
 
 CASHFREE_API_VERSION = "2025-01-01"
 PAYU_COMMAND = "verify_payment"
 MAX_RETRY_AFTER_S = 3600.0
+MAX_ANSWER_BYTES = 1 << 20
+"""A status answer is a few KB; a body past 1 MiB is refused as it streams, never parsed."""
+DEFAULT_DEADLINE_S = 10.0
+CREDENTIALS_REFUSED = frozenset({401, 403})
 T = TypeVar("T")
 
 
@@ -43,7 +53,7 @@ class RazorpayClient:
     def report(self, reference: str) -> Report:
         url = f"{self.credentials.base_url}/v1/orders/{quote(reference, safe='')}/payments"
         auth = (self.credentials.id, self.credentials.secret)
-        body = _answer(self.provider, lambda: self.http.get(url, auth=auth))
+        body = _answer(self.provider, self.http, "GET", url, auth=auth)
         return _parsed(self.provider, lambda: payments.razorpay(reference, body))
 
 
@@ -58,11 +68,11 @@ class CashfreeClient:
 
     def report(self, reference: str) -> Report:
         order = f"{self.credentials.base_url}/pg/orders/{quote(reference, safe='')}"
-        body = _answer(self.provider, lambda: self.http.get(f"{order}/payments", headers=self._h))
+        body = _answer(self.provider, self.http, "GET", f"{order}/payments", headers=self._h)
         found = _parsed(self.provider, lambda: payments.cashfree(reference, body))
         if any(r.event.kind is EventKind.PAYMENT_CAPTURED for r in found.received):
             return found
-        order_body = _answer(self.provider, lambda: self.http.get(order, headers=self._h))
+        order_body = _answer(self.provider, self.http, "GET", order, headers=self._h)
         expired = _parsed(self.provider, lambda: payments.cashfree_order_expired(order_body))
         return Report(received=found.received, skipped=found.skipped, expired=expired)
 
@@ -99,7 +109,7 @@ class PayUClient:
             "var1": reference,
             "hash": payu_hash(key, PAYU_COMMAND, reference, salt),
         }
-        body = _answer(self.provider, lambda: self.http.post(url, params={"form": "2"}, data=form))
+        body = _answer(self.provider, self.http, "POST", url, params={"form": "2"}, data=form)
         return _parsed(self.provider, lambda: payments.payu(reference, body))
 
 
@@ -118,26 +128,119 @@ def clients(
 
 
 def http_client(timeout_s: float) -> httpx.Client:
-    """One client for every gateway: bounded connect and read, no redirects followed."""
-    return httpx.Client(timeout=httpx.Timeout(timeout_s), follow_redirects=False)
+    """One client for every gateway: ``timeout_s`` is each call's whole deadline (connect,
+    request and every read together, see ``_answer``), no redirects followed, no compression
+    asked for (a status answer is a few KB), and no connection kept between calls, so each
+    call has a socket of its own for its deadline to cut."""
+    return httpx.Client(
+        timeout=httpx.Timeout(timeout_s),
+        follow_redirects=False,
+        headers={"accept-encoding": "identity"},
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
 
 
-def _answer(provider: Provider, send: Callable[[], httpx.Response]) -> bytes:
-    """The body of a 2xx answer; anything else is a ``GatewayApiError`` saying why."""
+def _answer(provider: Provider, http: httpx.Client, method: str, url: str, **kw: Any) -> bytes:
+    """The body of a 2xx answer; anything else is a ``GatewayApiError`` saying why. The call
+    as a whole has the client's timeout: a server sending one byte per read within the read
+    timeout is cut off at the deadline, and a body past ``MAX_ANSWER_BYTES`` is refused as
+    it streams; both are failures like a 5xx (an outage: a few in a row pause the gateway)."""
+    deadline = _Deadline(http.timeout.read or DEFAULT_DEADLINE_S)
     try:
-        response = send()
+        with (
+            deadline,
+            http.stream(
+                method, url, timeout=deadline.seconds, extensions={"trace": deadline.trace}, **kw
+            ) as response,
+        ):
+            deadline.watch(response)
+            body = _body(provider, response, deadline)
     except httpx.TimeoutException as exc:
         raise GatewayApiError(provider.value, "timed out") from exc
     except httpx.HTTPError as exc:
+        if deadline.passed:
+            raise GatewayApiError(provider.value, "timed out") from exc
         raise GatewayApiError(provider.value, f"no answer ({type(exc).__name__})") from exc
-    if 200 <= response.status_code < 300:
-        return response.content
-    raise GatewayApiError(
+    status = response.status_code
+    if 200 <= status < 300:
+        return body
+    error = CredentialsRefused if status in CREDENTIALS_REFUSED else GatewayApiError
+    raise error(
         provider.value,
-        f"answered {response.status_code}{_detail(response)}",
-        status=response.status_code,
+        f"answered {status}{_detail(body)}",
+        status=status,
         retry_after_s=retry_after(response.headers),
     )
+
+
+def _body(provider: Provider, response: httpx.Response, deadline: _Deadline) -> bytes:
+    too_large = GatewayApiError(provider.value, f"answer larger than {MAX_ANSWER_BYTES} bytes")
+    declared = response.headers.get("content-length", "")
+    if declared.isdecimal() and int(declared) > MAX_ANSWER_BYTES:
+        raise too_large
+    body = bytearray()
+    for chunk in response.iter_bytes():
+        body += chunk
+        if len(body) > MAX_ANSWER_BYTES:
+            raise too_large
+        if deadline.passed:
+            raise GatewayApiError(provider.value, "timed out")
+    return bytes(body)
+
+
+class _Deadline:
+    """A wall-clock deadline for one call. httpx bounds each read, not the call; at the
+    deadline a timer shuts the call's socket down, which wakes a read blocked on it, and
+    whatever the call was doing fails (reported as "timed out")."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._at = time.monotonic() + seconds
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._lock = threading.Lock()
+        self._stream: Any = None
+        self._expired = False
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    @property
+    def passed(self) -> bool:
+        return self._expired or time.monotonic() >= self._at
+
+    def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        """httpcore's trace hook: the connection's stream, as soon as it is connected."""
+        if name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self._hold(info.get("return_value"))
+
+    def watch(self, response: httpx.Response) -> None:
+        self._hold(response.extensions.get("network_stream"))
+
+    def _hold(self, stream: Any) -> None:
+        with self._lock:
+            if stream is not None:
+                self._stream = stream
+            expired = self._expired
+        if expired:  # the deadline passed while connecting
+            self._shut()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._expired = True
+        self._shut()
+
+    def _shut(self) -> None:
+        with self._lock:
+            stream = self._stream
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):  # the plain socket's, under TLS too
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
@@ -150,18 +253,23 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return None
 
 
-def _detail(response: httpx.Response) -> str:
-    """The gateway's own error code, when its error shape has one (never the whole body)."""
+def _detail(body: bytes) -> str:
+    """The gateway's own error code and description, when its error shape has them
+    (Razorpay's ``error.code`` and ``error.description``, Cashfree's ``code`` and
+    ``message``): bounded and printable, never the whole body."""
     try:
-        doc = response.json()
-    except ValueError:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
         return ""
-    if isinstance(doc, dict):
-        error = doc.get("error")
-        code = error.get("code") if isinstance(error, dict) else doc.get("code")
-        if isinstance(code, str) and code.isprintable() and len(code) <= 64:
-            return f" ({code})"
-    return ""
+    if not isinstance(doc, dict):
+        return ""
+    error = doc.get("error")
+    source = error if isinstance(error, dict) else doc
+    code = source.get("code")
+    code = code if isinstance(code, str) and code.isprintable() and len(code) <= 64 else None
+    said = payments.printable(source.get("description") or source.get("message"))
+    found = ": ".join(part for part in (code, said) if part)
+    return f" ({found})" if found else ""
 
 
 def _parsed(provider: Provider, read: Callable[[], T]) -> T:

@@ -12,17 +12,23 @@ effect once, whichever comes first.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from payhooks.errors import MalformedPayload
+from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.ingest import storable
+from payhooks.providers import cashfree as cashfree_amounts
 from payhooks.providers._common import child, reference, rupees_to_paise, sha256_hex
+from payhooks.service.reconcile.errors import CredentialsRefused
 
 KEY_PREFIX = "reconcile"
+PAYU_NOT_FOUND = "Not Found"
+MAX_SAID_CHARS = 200
+_PAYU_CREDENTIALS = re.compile(r"\b(hash|key)\b", re.IGNORECASE)
 
 _RAZORPAY_KINDS: Mapping[str, EventKind] = {
     "authorized": EventKind.PAYMENT_AUTHORIZED,
@@ -118,13 +124,16 @@ def cashfree(order_id: str, body: bytes) -> Report:
             continue
         ordered = entity.get("order_amount", entity.get("payment_amount"))
         paid = entity.get("payment_amount")
+        paid_paise = None if paid is None else _rupees(Provider.CASHFREE, paid, "payment_amount")
+        compared = cashfree_amounts.compared_paise(
+            _rupees(Provider.CASHFREE, ordered, "order_amount"),
+            paid_paise,
+            entity.get("payment_offers"),
+        )
+        assert compared is not None  # the order amount was read
         event = _event(
             Provider.CASHFREE, entity, kind=kind, status=status, payment_id=payment_id,
-            merchant_ref=order_id,
-            amount_paise=_rupees(Provider.CASHFREE, ordered, "order_amount"),
-            payment_amount_paise=None if paid is None else _rupees(
-                Provider.CASHFREE, paid, "payment_amount"
-            ),
+            merchant_ref=order_id, amount_paise=compared, payment_amount_paise=paid_paise,
             currency=entity.get("order_currency") or entity.get("payment_currency"),
             bank_ref=reference(entity.get("bank_reference")),
         )  # fmt: skip
@@ -144,15 +153,19 @@ def cashfree_order_expired(body: bytes) -> bool:
 
 def payu(txnid: str, body: bytes) -> Report:
     """``verify_payment``: ``transaction_details`` keyed by txnid, ``amt`` a rupee string.
-    A txnid PayU does not know comes back with ``status: Not Found``: nothing to report."""
+    A txnid PayU does not know comes back with its entry's ``status: Not Found``: nothing to
+    report. Only that: an answer with no entry (``{"status":0,"msg":"Invalid Hash."}`` for a
+    wrong salt) is PayU refusing the call, never "no payment yet"."""
     doc = _json(Provider.PAYU, body)
     details = doc.get("transaction_details") if isinstance(doc, dict) else None
     entity = details.get(txnid) if isinstance(details, dict) else None
     if not isinstance(entity, dict):
         if isinstance(doc, dict) and doc.get("status") == 0:
-            return Report()
+            raise _payu_refusal(doc)
         raise MalformedPayload(Provider.PAYU, "verify_payment answer has no transaction_details")
     status = _text(Provider.PAYU, entity, "status")
+    if status == PAYU_NOT_FOUND:
+        return Report()
     kind = _PAYU_KINDS.get(status)
     if kind is None or entity.get("txnid", txnid) != txnid:
         return Report(skipped=(f"{txnid}:{status}",))
@@ -162,6 +175,23 @@ def payu(txnid: str, body: bytes) -> Report:
         bank_ref=reference(entity.get("bank_ref_num"), entity.get("bank_ref_no")),
     )  # fmt: skip
     return Report(received=(event,))
+
+
+def _payu_refusal(doc: Mapping[str, Any]) -> GatewayApiError:
+    """``status: 0`` with no entry for the txnid, in an HTTP 200: PayU's ``msg`` says why. A
+    hash or key it refuses is the credentials (the salt), not this checkout."""
+    said = printable(doc.get("msg")) or "no msg"
+    error = CredentialsRefused if _PAYU_CREDENTIALS.search(said) else GatewayApiError
+    return error(Provider.PAYU.value, f"refused: {said}", status=200)
+
+
+def printable(value: object, limit: int = MAX_SAID_CHARS) -> str | None:
+    """A gateway's own words for an operator's eyes and a text column: at most ``limit``
+    characters, each control character, lone surrogate or other unprintable one a space."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = "".join(c if c.isprintable() else " " for c in value[: limit + 1])
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def _event(
@@ -246,6 +276,7 @@ __all__ = [
     "is_reconciled",
     "key",
     "payu",
+    "printable",
     "razorpay",
     "restored",
 ]

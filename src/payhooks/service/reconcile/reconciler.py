@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psycopg_pool
 
@@ -28,6 +28,7 @@ from payhooks.service import database, outbox
 from payhooks.service.reconcile import checkouts
 from payhooks.service.reconcile.checkouts import Due
 from payhooks.service.reconcile.clients import StatusClient
+from payhooks.service.reconcile.errors import CredentialsRefused
 from payhooks.service.reconcile.payments import KEY_PREFIX
 from payhooks.service.shop.payments import apply_event
 
@@ -55,6 +56,9 @@ class Tally:
     api_errors: Counter[Provider] = field(default_factory=Counter)
     expired: Counter[Provider] = field(default_factory=Counter)
     deferred: Counter[Provider] = field(default_factory=Counter)
+    answered: Counter[Provider] = field(default_factory=Counter)
+    refused: dict[Provider, str] = field(default_factory=dict)
+    """Gateways that refused the credentials this pass, with their words."""
 
     def summary(self) -> str:
         parts = [
@@ -66,6 +70,8 @@ class Tally:
         ]
         if self.deferred:
             parts.append(f"{sum(self.deferred.values())} deferred to a later pass")
+        if self.refused:
+            parts.append(f"credentials refused by {', '.join(sorted(self.refused))}")
         return ", ".join(parts)
 
 
@@ -116,9 +122,10 @@ class Reconciler:
             )
 
     def _gateway(self, provider: Provider, due: list[Due], tally: Tally, deadline: float) -> None:
-        """Ask about each checkout in turn. A 429, or a few outages in a row (5xx, no answer),
-        pause the gateway: the rest wait what it asked for, or a minute; so do those the pass
-        has no time left for. A refusal about one order backs off that checkout alone."""
+        """Ask about each checkout in turn. A 429, refused credentials, or a few outages in a
+        row (5xx, no answer, too slow, too large) pause the gateway: the rest wait what it
+        asked for, or a minute; so do those the pass has no time left for. A refusal about one
+        order backs off that checkout alone."""
         outages = 0
         paused: timedelta | None = None
         for index, item in enumerate(due):
@@ -133,13 +140,16 @@ class Reconciler:
             except GatewayApiError as exc:
                 self._failed(item, exc, tally)
                 outages = outages + 1 if exc.outage else 0
-                if exc.rate_limited or outages >= FAILURES_BEFORE_PAUSE:
+                refused = isinstance(exc, CredentialsRefused)
+                if exc.rate_limited or refused or outages >= FAILURES_BEFORE_PAUSE:
                     paused = _pause(exc)
 
     def _checkout(self, item: Due, tally: Tally) -> None:
         client = self.clients[item.provider]
         tally.examined[item.provider] += 1
         report = client.report(item.reference)  # GatewayApiError: handled by the caller
+        tally.answered[item.provider] += 1
+        tally.refused.pop(item.provider, None)
         for received in report.received:
             self._apply(item, received, tally)
         with database.connection(self.pool) as conn:
@@ -169,7 +179,10 @@ class Reconciler:
     def _failed(self, item: Due, exc: GatewayApiError, tally: Tally) -> timedelta:
         tally.api_errors[item.provider] += 1
         wait = checkouts.backoff(item.attempts)
-        if exc.retry_after_s is not None:
+        if isinstance(exc, CredentialsRefused):  # not this checkout's fault: asked again soon
+            tally.refused[item.provider] = exc.reason
+            wait = RATE_LIMIT_WAIT
+        elif exc.retry_after_s is not None:
             wait = max(wait, timedelta(seconds=exc.retry_after_s))
         elif exc.rate_limited:
             wait = max(wait, RATE_LIMIT_WAIT)
@@ -198,6 +211,13 @@ class Reconciler:
                 api_errors=tally.api_errors[provider],
                 expired=tally.expired[provider],
             )
+            reason = tally.refused.get(provider)
+            if reason is not None:
+                since = checkouts.refused(conn, provider, reason)
+                if since is not None:
+                    alert_credentials_refused(conn, provider, since, reason)
+            elif tally.answered[provider] and checkouts.accepted(conn, provider):
+                log.info("reconcile_credentials_accepted", extra={"provider": provider.value})
 
 
 def _pause(exc: GatewayApiError) -> timedelta:
@@ -225,6 +245,37 @@ def _handler(alerted: list[str]) -> Callable[[Connection, Event], Applied]:
     return handle
 
 
+def alert_credentials_refused(
+    conn: Connection, provider: Provider, since: datetime, reason: str
+) -> None:
+    """Every call to this gateway fails until the API credentials are fixed, and every
+    payment whose webhook is missed stays unrecovered meanwhile: one alert per episode
+    (from the first refusal until a call succeeds again), however many passes see it."""
+    outbox.enqueue(
+        conn,
+        outbox.alert(
+            f"alert:reconcile_refused:{provider.value}:{since.isoformat()}",
+            f"Reconciliation refused: {provider.value} does not accept the API credentials",
+            f"{provider.value}'s status API refused payhooks' API credentials ({reason}). "
+            "Reconciliation cannot recover payments whose webhook was missed until they are "
+            f"fixed: check {_CREDENTIALS[provider]}. /readyz lists the gateway under "
+            "reconciliation_refused until a call succeeds again.",
+            provider=provider.value,
+            reason=reason,
+        ),
+    )
+    log.warning(
+        "reconcile_credentials_refused", extra={"provider": provider.value, "error": reason}
+    )
+
+
+_CREDENTIALS: Mapping[Provider, str] = {
+    Provider.RAZORPAY: "PAYHOOKS_RAZORPAY_KEY_ID and PAYHOOKS_RAZORPAY_KEY_SECRET",
+    Provider.CASHFREE: "PAYHOOKS_CASHFREE_CLIENT_ID and PAYHOOKS_CASHFREE_API_SECRET",
+    Provider.PAYU: "PAYHOOKS_PAYU_API_KEY and PAYHOOKS_PAYU_API_SALT",
+}
+
+
 def alert_missing_webhook(conn: Connection, event: Event) -> None:
     """A payment no webhook ever brought is a broken integration an operator must hear
     about: one alert per payment, however many passes or statuses report it."""
@@ -250,4 +301,11 @@ def alert_missing_webhook(conn: Connection, event: Event) -> None:
     )
 
 
-__all__ = ["KEY_PREFIX", "Options", "Reconciler", "Tally", "alert_missing_webhook"]
+__all__ = [
+    "KEY_PREFIX",
+    "Options",
+    "Reconciler",
+    "Tally",
+    "alert_credentials_refused",
+    "alert_missing_webhook",
+]

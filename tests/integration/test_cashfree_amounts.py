@@ -1,0 +1,101 @@
+"""Cashfree reports what the order asked (``order_amount``) and what the customer paid
+(``payment_amount``). They differ legitimately under an offer Cashfree reports redeemed
+(lower) and with a service fee the customer paid (higher); a shortfall nothing explains is
+flagged ``amount_mismatch`` for an operator, never an order (docs/providers.md)."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from payhooks.events import Provider
+from payhooks.providers import cashfree
+from payhooks.sim.gateway import Delivery
+from tests.factories import ADAPTERS, KEYS, deliver, purchase
+
+FLAGS = "SELECT flags, needs_refund FROM payments WHERE provider = 'cashfree' AND payment_id = %s"
+ORDERS = "SELECT count(*) FROM orders WHERE cart_id = %s"
+
+
+def _offer(status: str = "SUCCESS") -> dict[str, object]:
+    return {
+        "offer_id": "0f05e1d0-fbf8-4c9c-a1f0-814c7b2abdba",
+        "offer_type": "DISCOUNT",
+        "offer_meta": {"offer_title": "50% off on UPI", "offer_code": "UPI50"},
+        "offer_redemption": {
+            "redemption_status": status, "discount_amount": "@D@", "cashback_amount": 0,
+        },
+    }  # fmt: skip
+
+
+def success(buy, *, paid_paise: int, offers: list[dict[str, object]] | None = None,
+            discount: str = "0") -> Delivery:  # fmt: skip
+    """A signed PAYMENT_SUCCESS_WEBHOOK (2025-01-01) with the amounts written as Cashfree
+    writes them (``170.00``)."""
+    data: dict[str, object] = {
+        "order": {"order_id": buy.reference, "order_amount": "@O@", "order_currency": "INR"},
+        "payment": {
+            "cf_payment_id": buy.payment_id, "payment_status": "SUCCESS",
+            "payment_amount": "@P@", "payment_currency": "INR", "payment_surcharge": None,
+        },
+    }  # fmt: skip
+    if offers is not None:
+        data["payment_offers"] = offers
+    text = json.dumps({"data": data, "type": "PAYMENT_SUCCESS_WEBHOOK"})
+    text = text.replace('"@O@"', f"{Decimal(buy.amount_paise) / 100:.2f}")
+    text = text.replace('"@P@"', f"{Decimal(paid_paise) / 100:.2f}").replace('"@D@"', discount)
+    body = text.encode()
+    headers = {
+        "x-webhook-timestamp": "1746427759733",
+        "x-webhook-signature": cashfree.sign(body, "1746427759733", KEYS.cashfree),
+        "x-webhook-version": "2025-01-01",
+    }
+    return Delivery(provider=Provider.CASHFREE, body=body, headers=headers, label="cf")
+
+
+def test_a_success_webhook_paying_less_than_the_order_with_no_offer_is_flagged(conn):
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, success(buy, paid_paise=buy.amount_paise - 1))
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (0,)
+    assert conn.execute(FLAGS, (buy.payment_id,)).fetchone() == (["amount_mismatch"], True)
+
+
+def test_a_shortfall_an_offer_redeemed_explains_places_the_order(conn):
+    buy = purchase(conn, Provider.CASHFREE)
+    delivery = success(buy, paid_paise=buy.amount_paise - 1000, offers=[_offer()], discount="10")
+    deliver(conn, delivery)
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (1,)
+    assert conn.execute(FLAGS, (buy.payment_id,)).fetchone() == ([], False)
+
+
+@pytest.mark.parametrize(
+    ("offers", "discount"),
+    [([], "0"), (None, "0"), ([_offer()], "5"), ([_offer("FAILED")], "10"),
+     ([_offer()], '"10"'), ([_offer()], "null")],
+)  # fmt: skip
+def test_a_shortfall_the_offers_do_not_explain_is_flagged(conn, offers, discount):
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, success(buy, paid_paise=buy.amount_paise - 1000, offers=offers,
+                          discount=discount))  # fmt: skip
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (0,)
+    assert conn.execute(FLAGS, (buy.payment_id,)).fetchone() == (["amount_mismatch"], True)
+
+
+def test_a_payment_above_the_order_amount_a_service_fee_places_the_order(conn):
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, success(buy, paid_paise=buy.amount_paise + 236))
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (1,)
+
+
+def test_the_shortfall_is_what_the_event_compares_on_every_path():
+    """The amount compared is computed by the adapter, so the general path and the
+    one-statement first capture (which compares ``amount_paise`` with the cart) agree."""
+    from tests.factories import Purchase
+
+    buy = Purchase(provider=Provider.CASHFREE, cart_id="c", reference="ph_x", amount_paise=
+                   20_000, sku="s", payment_id="123")  # fmt: skip
+    delivery = success(buy, paid_paise=15_000)
+    event = ADAPTERS[Provider.CASHFREE].parse(delivery.body, delivery.headers)
+    assert (event.amount_paise, event.payment_amount_paise) == (15_000, 15_000)

@@ -1,0 +1,220 @@
+"""The status API clients over real loopback sockets: a wall-clock deadline per call, however
+the server trickles; a bound on the answer's size, read as it streams; and the gateway's own
+words when it refuses (its error code and description, PayU's ``msg``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from payhooks.errors import GatewayApiError
+from payhooks.events import Provider
+from payhooks.service.config import ApiCredentials
+from payhooks.service.reconcile import payments
+from payhooks.service.reconcile.clients import (
+    MAX_ANSWER_BYTES,
+    CashfreeClient,
+    PayUClient,
+    RazorpayClient,
+    http_client,
+)
+from payhooks.service.reconcile.errors import CredentialsRefused
+
+DEADLINE_S = 0.5
+TRICKLE_PAUSE_S = 0.05
+
+
+@dataclass
+class Server:
+    """A raw HTTP server on a loopback port; ``sent`` counts the bytes it got out."""
+
+    url: str = ""
+    sent: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+@contextlib.contextmanager
+def raw_server(answer: Callable[[socket.socket, Server], None]) -> Iterator[Server]:
+    server = Server()
+    listener = socket.create_server(("127.0.0.1", 0))
+    server.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+    def serve() -> None:
+        with contextlib.suppress(OSError):
+            conn, _ = listener.accept()
+            with conn:
+                _read_request(conn)
+                with contextlib.suppress(OSError):
+                    answer(conn, server)
+        server.done.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        listener.close()
+
+
+def _read_request(conn: socket.socket) -> None:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return
+        data += chunk
+
+
+def _trickle(response: bytes) -> Callable[[socket.socket, Server], None]:
+    def answer(conn: socket.socket, server: Server) -> None:
+        for byte in response:
+            conn.sendall(bytes([byte]))
+            server.sent += 1
+            time.sleep(TRICKLE_PAUSE_S)
+
+    return answer
+
+
+def _flood(head: bytes, chunked: bool, total: int) -> Callable[[socket.socket, Server], None]:
+    piece = b" " * 65536
+
+    def answer(conn: socket.socket, server: Server) -> None:
+        conn.sendall(head)
+        while server.sent < total:
+            conn.sendall(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            server.sent += len(piece)
+
+    return answer
+
+
+def _razorpay(url: str, timeout_s: float = DEADLINE_S) -> RazorpayClient:
+    credentials = ApiCredentials(provider=Provider.RAZORPAY, id="rzp", secret="s", base_url=url)
+    return RazorpayClient(credentials=credentials, http=http_client(timeout_s))
+
+
+ANSWER = b'{"entity":"collection","count":0,"items":[]}' + b" " * 200
+SLOW_HEADERS = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+    % (len(ANSWER), ANSWER)
+)
+
+
+@pytest.mark.parametrize("where", ["headers", "body"])
+def test_a_trickling_status_api_is_cut_off_at_the_calls_deadline(where):
+    head, body = SLOW_HEADERS.split(b"\r\n\r\n", 1)
+    if where == "headers":
+        answer = _trickle(SLOW_HEADERS)
+    else:
+
+        def answer(conn: socket.socket, server: Server) -> None:
+            conn.sendall(head + b"\r\n\r\n")
+            _trickle(body)(conn, server)
+
+    with raw_server(answer) as server:
+        with pytest.raises(GatewayApiError) as raised:
+            _razorpay(server.url).report("order_T3st")
+        sent_when_cut = server.sent
+    assert raised.value.reason == "timed out"
+    assert raised.value.outage  # like a 5xx: a few in a row pause the gateway
+    # Each byte alone came well within the per-read timeout; the call as a whole did not.
+    assert sent_when_cut < len(SLOW_HEADERS if where == "headers" else body)
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_an_answer_past_the_size_bound_is_refused_while_it_streams(chunked):
+    total = 64 * MAX_ANSWER_BYTES
+    framing = b"Transfer-Encoding: chunked" if chunked else b"Connection: close"
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n%s\r\n\r\n" % framing
+    with raw_server(_flood(head, chunked, total)) as server:
+        with pytest.raises(GatewayApiError) as raised:
+            _razorpay(server.url, timeout_s=30).report("order_T3st")
+        assert server.done.wait(30)
+    assert raised.value.reason == f"answer larger than {MAX_ANSWER_BYTES} bytes"
+    assert raised.value.outage
+    assert server.sent < total // 4  # the client hung up long before the end
+
+
+def test_an_answer_declaring_a_length_past_the_bound_is_refused_unread():
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (
+        200 * MAX_ANSWER_BYTES
+    )
+    with raw_server(_flood(head, False, 200 * MAX_ANSWER_BYTES)) as server:
+        with pytest.raises(GatewayApiError, match="larger than"):
+            _razorpay(server.url, timeout_s=30).report("order_T3st")
+        assert server.done.wait(30)
+    assert server.sent < 20 * MAX_ANSWER_BYTES
+
+
+def _json_answer(status: int, doc: object) -> Callable[[socket.socket, Server], None]:
+    body = json.dumps(doc).encode()
+
+    def answer(conn: socket.socket, server: Server) -> None:
+        conn.sendall(
+            b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+            b"Connection: close\r\n\r\n%s" % (status, len(body), body)
+        )
+
+    return answer
+
+
+def test_a_razorpay_refusal_shows_the_gateways_description_beside_its_code(rig):
+    wrong = _razorpay(rig.url)
+    with pytest.raises(CredentialsRefused) as raised:
+        wrong.report("order_T3st")
+    assert raised.value.reason == (
+        "answered 401 (BAD_REQUEST_ERROR: The API key provided is invalid)"
+    )
+
+
+def test_a_cashfree_refusal_shows_the_gateways_message_beside_its_code(rig):
+    credentials = ApiCredentials(
+        provider=Provider.CASHFREE, id="cf", secret="wrong", base_url=rig.url
+    )
+    with pytest.raises(CredentialsRefused) as raised:
+        CashfreeClient(credentials=credentials, http=rig.http).report("ph_T3st")
+    assert raised.value.reason == "answered 401 (request_failed: authentication Failed)"
+
+
+def test_a_gateways_description_is_bounded_and_printable_only():
+    said = "bad\x00key\u2028\ud800" + "x" * 5000
+    doc = {"error": {"code": "BAD_REQUEST_ERROR", "description": said}}
+    with raw_server(_json_answer(400, doc)) as server, pytest.raises(GatewayApiError) as raised:
+        _razorpay(server.url).report("order_T3st")
+    reason = raised.value.reason
+    assert reason.startswith("answered 400 (BAD_REQUEST_ERROR: bad key  ")
+    assert reason.isprintable() and len(reason) < 300
+    reason.encode("utf-8")  # storable as last_error
+
+
+def _payu(url: str, salt: str) -> PayUClient:
+    credentials = ApiCredentials(provider=Provider.PAYU, id="gtKFFx", secret=salt, base_url=url)
+    return PayUClient(credentials=credentials, http=http_client(5.0))
+
+
+def test_a_wrong_payu_salt_is_a_refusal_carrying_payus_msg_not_no_payment(rig):
+    with pytest.raises(CredentialsRefused) as raised:
+        _payu(rig.url, "wrong").report("ph_T3stTxn")
+    assert raised.value.reason == "refused: Invalid Hash."
+
+
+def test_a_txnid_payu_does_not_know_is_no_payment(rig):
+    assert _payu(rig.url, rig.api.keys.payu_salt).report("ph_unknown") == payments.Report()
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [{"status": 0, "msg": "Something else"}, {"status": 0}, {"status": 0, "msg": 7},
+     {"status": 0, "msg": "x", "transaction_details": {}}],
+)  # fmt: skip
+def test_any_other_payu_status_0_is_an_api_error_not_no_payment(doc):
+    with pytest.raises(GatewayApiError) as raised:
+        payments.payu("ph_T3stTxn", json.dumps(doc).encode())
+    assert not isinstance(raised.value, CredentialsRefused)
+    assert raised.value.reason.startswith("refused: ")
