@@ -85,6 +85,15 @@ def test_a_handler_failure_is_answered_5xx_leaves_nothing_and_the_retry_is_appli
     assert orders() == [(REF, "paid", PAYMENT)]
 
 
+def test_an_underpaid_capture_does_not_pay_the_order(site, checkout, django_db):
+    underpaid = GATEWAY.razorpay(
+        "payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=100
+    )
+    answer = post(site, underpaid).json()
+    assert (answer["status"], answer["order_id"]) == ("ignored", REF)
+    assert orders() == [(REF, "pending", "")]
+
+
 def test_a_forged_delivery_is_answered_401_and_changes_nothing(site, checkout, django_db):
     forged = GATEWAY.razorpay(
         "payment.captured", payment_id="pay_forged", order_id=REF, amount_paise=1

@@ -10,12 +10,16 @@ from payhooks.sim.gateway import Gateway, GatewaySecrets
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
 
-def test_readme_library_example_processes_once_then_answers_duplicate(conn, database_url):
-    example = re.search(r"## Use it as a library.*?```python\n(.*?)```", README, re.S).group(1)
-    conn.execute("CREATE TABLE my_orders (gateway_ref text PRIMARY KEY, paid boolean)")
-    conn.execute("INSERT INTO my_orders VALUES ('order_readme', false)")
+EXAMPLE = re.search(r"## Use it as a library.*?```python\n(.*?)```", README, re.S).group(1)
+
+
+def run_example(database_url: str, amount_paise: int) -> list[str]:
+    """The example, run twice with one capture of ``amount_paise``; the outcomes."""
     delivery = Gateway(GatewaySecrets(razorpay="whsec_previous")).razorpay(
-        "payment.captured", payment_id="pay_readme000001", order_id="order_readme", amount_paise=100
+        "payment.captured",
+        payment_id="pay_readme000001",
+        order_id="order_readme",
+        amount_paise=amount_paise,
     )
     outcomes = []
     for _ in range(2):
@@ -24,7 +28,26 @@ def test_readme_library_example_processes_once_then_answers_duplicate(conn, data
             "raw_body": delivery.body,
             "header_pairs": list(delivery.headers.items()),
         }
-        exec(compile(example, "README.md", "exec"), scope)
+        exec(compile(EXAMPLE, "README.md", "exec"), scope)
         outcomes.append(scope["receipt"].outcome.value)
-    assert outcomes == ["processed", "duplicate"]
+    return outcomes
+
+
+def order_of(conn, amount_paise: int) -> None:
+    conn.execute(
+        "CREATE TABLE my_orders (gateway_ref text PRIMARY KEY, amount_paise bigint,"
+        " currency text, paid boolean)"
+    )
+    conn.execute("INSERT INTO my_orders VALUES ('order_readme', %s, 'INR', false)", (amount_paise,))
+
+
+def test_readme_library_example_processes_once_then_answers_duplicate(conn, database_url):
+    order_of(conn, 100)
+    assert run_example(database_url, 100) == ["processed", "duplicate"]
     assert conn.execute("SELECT paid FROM my_orders").fetchone()[0] is True
+
+
+def test_readme_library_example_leaves_an_underpaid_order_unpaid(conn, database_url):
+    order_of(conn, 49_900)
+    run_example(database_url, 100)
+    assert conn.execute("SELECT paid FROM my_orders").fetchone()[0] is False

@@ -2,12 +2,17 @@
 admin imports admin.py); each handler runs at most once per delivery, inside the claim's
 transaction, so its ORM writes commit with the claim or not at all."""
 
+import logging
+
 from django.utils import timezone
 
 from payhooks import Applied, EventKind, Outcome
 from payhooks.django import hooks
 
 from .models import Order
+
+log = logging.getLogger("orders")
+CURRENCY = "INR"  # the shop charges every order in rupees
 
 
 @hooks.on(EventKind.PAYMENT_CAPTURED)
@@ -19,6 +24,18 @@ def mark_paid(conn, event):
         # No checkout with this reference (yet): payhooks keeps the delivery, parked, and the
         # admin's "replay" action applies it once the order exists.
         return Applied(outcome=Outcome.PARKED)
+    if (event.amount_paise, event.currency) != (order.amount_paise, CURRENCY):
+        # Captured, but not what the order costs: never mark it paid. The order stays pending
+        # and a person decides: refund the payment, or collect the difference.
+        log.warning(
+            "payment_amount_mismatch",
+            extra={
+                "order": order.reference,
+                "paid": event.amount_paise,
+                "currency": event.currency,
+            },
+        )
+        return Applied(outcome=Outcome.IGNORED, order_id=order.reference)
     if order.status == Order.Status.PENDING:
         order.status = Order.Status.PAID
         order.payment_id = event.payment_id or ""
