@@ -50,7 +50,7 @@ def test_the_pages_delivery_pays_the_order_once_through_the_pages_app(
     documented, database_url, search_path, capsys
 ):
     with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
-        conn.execute("INSERT INTO orders VALUES ('order_test_1', false)")
+        conn.execute(DOC.split("add an order\n(`", 1)[1].split("`", 1)[0])
         with serving(documented["app"]) as base:
             for _ in range(2):
                 run(block("# try_it.py").replace(DOCUMENTED_URL, base), {})
@@ -58,3 +58,14 @@ def test_the_pages_delivery_pays_the_order_once_through_the_pages_app(
     printed = capsys.readouterr().out
     assert '"status":"processed"' in printed and '"status":"duplicate"' in printed
     assert paid == [(True,)]
+
+
+def test_the_pages_handler_leaves_an_underpaid_order_unpaid(
+    documented, database_url, search_path, capsys
+):
+    with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
+        conn.execute("INSERT INTO orders VALUES ('order_test_1', 99900, 'INR', false)")
+        with serving(documented["app"]) as base:
+            run(block("# try_it.py").replace(DOCUMENTED_URL, base), {})
+        paid = conn.execute("SELECT paid FROM orders").fetchall()
+    assert '"status":"ignored"' in capsys.readouterr().out and paid == [(False,)]
