@@ -39,6 +39,10 @@ def environment(merchant_url, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", merchant_url)
     monkeypatch.setenv("RAZORPAY_WEBHOOK_SECRET", KEYS.razorpay)
     run(block("setup.py"), "setup")
+    checkout = re.search(r'psql "\$DATABASE_URL" -c "(.*?)"', PAGE)
+    assert checkout
+    with psycopg.connect(merchant_url, autocommit=True) as conn:
+        conn.execute(checkout.group(1).encode())
     return merchant_url
 
 
@@ -65,3 +69,11 @@ def test_the_pages_app_answers_its_test_delivery_as_shown(environment, capsys, m
 def test_the_pages_handler_writes_one_row(environment, capsys, main):
     sent_twice(run(block(main), "main")["app"], capsys)
     assert paid_orders(environment) == [("order_test0001", "pay_test000000001", 49_900)]
+
+
+@pytest.mark.parametrize("main", ["main.py", "main_sync.py"])
+def test_the_pages_handler_pays_nothing_for_an_underpaid_capture(environment, capsys, main):
+    with psycopg.connect(environment, autocommit=True) as conn:
+        conn.execute("UPDATE orders SET amount_paise = 99900")
+    answers = sent_twice(run(block(main), "main")["app"], capsys)
+    assert answers[0].startswith('200 {"status":"ignored"') and paid_orders(environment) == []
