@@ -19,6 +19,7 @@ from psycopg_pool import AsyncConnectionPool
 import payhooks
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Outcome, PayU, Razorpay
 from payhooks.fastapi import AsyncConnection, AsyncHooks, router
+from payhooks.providers import read_secrets
 
 ORDERS = """
 CREATE TABLE IF NOT EXISTS orders (
@@ -93,8 +94,8 @@ def create_app(database_url: str, adapters: list[Adapter]) -> FastAPI:
 
 
 def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
-    """The gateways whose secrets are set; each secret variable may list several, comma
-    separated, while one is rotated out."""
+    """The gateways whose secrets are set. A variable holds one secret exactly as written,
+    or several (while one is rotated out) as a JSON array: '["whsec_new", "whsec_old"]'."""
     found: list[Adapter] = []
     if env.get("RAZORPAY_WEBHOOK_SECRETS"):
         found.append(Razorpay(secrets=_listed(env["RAZORPAY_WEBHOOK_SECRETS"])))
@@ -106,7 +107,7 @@ def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
 
 
 def _listed(value: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in value.split(","))
+    return read_secrets(value)  # never split on commas: a secret may hold one
 
 
 def main() -> None:

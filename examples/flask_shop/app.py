@@ -28,6 +28,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 import payhooks
 import payhooks.flask
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Handler, Outcome, PayU, Razorpay
+from payhooks.providers import read_secrets
 
 
 class Base(DeclarativeBase):
@@ -112,8 +113,8 @@ def migrate(engine: sqlalchemy.Engine) -> None:
 
 
 def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
-    """The gateways whose secrets are set; each variable may list several, comma separated,
-    while one is rotated out."""
+    """The gateways whose secrets are set. A variable holds one secret exactly as written,
+    or several (while one is rotated out) as a JSON array: '["whsec_new", "whsec_old"]'."""
     found: list[Adapter] = []
     if env.get("RAZORPAY_WEBHOOK_SECRETS"):
         found.append(Razorpay(secrets=_listed(env["RAZORPAY_WEBHOOK_SECRETS"])))
@@ -125,7 +126,7 @@ def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
 
 
 def _listed(value: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in value.split(","))
+    return read_secrets(value)  # never split on commas: a secret may hold one
 
 
 def engine_from(url: str) -> sqlalchemy.Engine:

@@ -57,10 +57,10 @@ def run_briefly(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
 @pytest.mark.parametrize(
     ("command", "variable", "value"),
     [
-        (["serve", "--port", "9"], "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS", "whsec_a,,whsec_b"),
+        (["serve", "--port", "9"], "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS", '["whsec_a", ""]'),
         (["serve", "--port", "9"], "PAYHOOKS_PAYU_SALTS", '["salt", '),
         (["serve", "--port", "9"], "PAYHOOKS_POOL_SIZE", "abc"),
-        (["worker"], "PAYHOOKS_CASHFREE_CLIENT_SECRETS", "cfsk_a, cfsk_b"),
+        (["worker"], "PAYHOOKS_CASHFREE_CLIENT_SECRETS", "cfsk_a "),
         (["worker"], "PAYHOOKS_ALERT_EMAIL", "x@[y"),
         (["worker"], "PAYHOOKS_LOCK_TIMEOUT_MS", "2s"),
     ],

@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from payhooks.sim.gateway import Gateway, GatewaySecrets
 from tests.acceptance.conftest import PAYHOOKS, Process, running, wait_until
 from tests.conftest import free_port
 from tests.factories import GATEWAY, KEYS
@@ -124,3 +125,26 @@ def test_serve_without_database_exits_with_one_line(env: dict[str, str]) -> None
     )
     assert result.returncode == 1
     assert result.stderr.startswith("payhooks: database unavailable")
+
+
+def test_serve_takes_a_secret_holding_a_comma_as_one_secret(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Gateways let merchants choose any characters; a value written the old way, as a
+    comma-separated list, is said to be one secret at start."""
+    secret = "Xk9,pQ2#mZ"
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    secret_env = {**env, "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS": secret}
+    delivery = Gateway(GatewaySecrets(razorpay=secret)).razorpay(
+        "payment.captured", payment_id="pay_comma0000001", order_id="order_x", amount_paise=100
+    )
+    with running(["serve", "--port", str(port)], secret_env, tmp_path / "serve.log") as process:
+        wait_until(lambda: _ready(base, process), timeout=30, what="payhooks serve")
+        answer = httpx.post(
+            f"{base}{delivery.path}", content=delivery.body, headers=delivery.headers
+        )
+        output = process.output()
+    assert (answer.status_code, answer.json()["status"]) == (200, "parked")
+    assert "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS is read as one secret holding a comma" in output
+    assert secret not in output

@@ -23,9 +23,23 @@ def test_a_gateway_with_an_empty_list_is_not_served():
     assert list(conf.read({"RAZORPAY_WEBHOOK_SECRETS": []}).adapters) == []
 
 
-def test_a_secret_given_as_a_bare_string_is_refused():
-    with pytest.raises(ImproperlyConfigured, match="must be a list"):
-        conf.read({"RAZORPAY_WEBHOOK_SECRETS": "whsec_current"})
+@pytest.mark.parametrize("secret", ["Xk9,pQ2#mZ", "whsec_current"])
+def test_a_secret_given_as_a_string_is_one_secret_exactly_as_written(secret):
+    """As in the service's environment: a comma is part of the secret, never a separator."""
+    adapter = conf.read({"RAZORPAY_WEBHOOK_SECRETS": secret}).adapters["razorpay"]
+    assert isinstance(adapter, Razorpay) and adapter.secrets == (secret,)
+
+
+def test_a_string_holding_a_json_array_lists_several_secrets():
+    """So the service's environment variable can be passed on as it is."""
+    adapter = conf.read({"RAZORPAY_WEBHOOK_SECRETS": '["new,1", "old"]'}).adapters["razorpay"]
+    assert isinstance(adapter, Razorpay) and adapter.secrets == ("new,1", "old")
+
+
+@pytest.mark.parametrize("value", ['["whsec_a", ', "[]", "[1]", " whsec", 42])
+def test_a_string_that_is_not_one_secret_or_a_json_array_of_them_is_refused(value):
+    with pytest.raises(ImproperlyConfigured, match="RAZORPAY_WEBHOOK_SECRETS"):
+        conf.read({"RAZORPAY_WEBHOOK_SECRETS": value})
 
 
 @pytest.mark.parametrize("secret", ["", " whsec", "whsec\n"])
@@ -51,7 +65,7 @@ def test_a_negative_lock_timeout_is_refused():
 
 def test_manage_py_check_reports_a_bad_setting():
     with (
-        override_settings(PAYHOOKS={"RAZORPAY_WEBHOOK_SECRETS": "whsec"}),
+        override_settings(PAYHOOKS={"RAZORPAY_WEBHOOK_SECRETS": '["whsec",'}),
         pytest.raises(SystemCheckError, match=r"payhooks\.E001"),
     ):
         call_command("check")

@@ -4,6 +4,7 @@ forgery. The shop's own ``orders`` table must end with one row per paid referenc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from tests.fastapi.conftest import Served, served
 
 REF = "order_shop000001"
 SECRETS = {
-    "RAZORPAY_WEBHOOK_SECRETS": f"{KEYS.razorpay},whsec_retired",
+    "RAZORPAY_WEBHOOK_SECRETS": json.dumps([KEYS.razorpay, "whsec_retired"]),
     "CASHFREE_CLIENT_SECRETS": KEYS.cashfree,
     "PAYU_MERCHANT_KEY": KEYS.payu_key,
     "PAYU_SALTS": KEYS.payu_salt,

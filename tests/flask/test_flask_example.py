@@ -5,6 +5,7 @@ a failure, a forgery, a PayU form behind the shop's own form-reading hook. The s
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import wsgiref.simple_server
@@ -28,7 +29,7 @@ from tests.wsgi_server import gunicorn_serving
 ROOT = Path(__file__).parents[2]
 REF = "order_flaskshop01"
 SECRETS = {
-    "RAZORPAY_WEBHOOK_SECRETS": f"{KEYS.razorpay},whsec_retired",
+    "RAZORPAY_WEBHOOK_SECRETS": json.dumps([KEYS.razorpay, "whsec_retired"]),
     "CASHFREE_CLIENT_SECRETS": KEYS.cashfree,
     "PAYU_MERCHANT_KEY": KEYS.payu_key,
     "PAYU_SALTS": KEYS.payu_salt,

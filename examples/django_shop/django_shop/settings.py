@@ -1,7 +1,8 @@
 """A small shop taking Razorpay, Cashfree and PayU payments through payhooks.
 
 Everything comes from the environment: ``DATABASE_URL`` (PostgreSQL) and the gateways'
-secrets, named as for the payhooks service (``PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS=new,old``).
+secrets, named and written as for the payhooks service: one secret exactly as written, or
+several as a JSON array (``PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS='["new", "old"]'``).
 """
 
 import os
@@ -71,17 +72,13 @@ DATABASES = {
 }
 
 
-def listed(name: str) -> list[str]:
-    """A comma-separated variable as a list; unset is an empty list (gateway not served)."""
-    value = os.environ.get(name, "")
-    return value.split(",") if value else []
-
-
+# A string is read as the service reads the variable (one secret, or a JSON array of them);
+# unset or empty: the gateway is not served.
 PAYHOOKS = {
-    "RAZORPAY_WEBHOOK_SECRETS": listed("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS"),
-    "CASHFREE_CLIENT_SECRETS": listed("PAYHOOKS_CASHFREE_CLIENT_SECRETS"),
+    "RAZORPAY_WEBHOOK_SECRETS": os.environ.get("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS", ""),
+    "CASHFREE_CLIENT_SECRETS": os.environ.get("PAYHOOKS_CASHFREE_CLIENT_SECRETS", ""),
     "PAYU_MERCHANT_KEY": os.environ.get("PAYHOOKS_PAYU_MERCHANT_KEY", ""),
-    "PAYU_SALTS": listed("PAYHOOKS_PAYU_SALTS"),
+    "PAYU_SALTS": os.environ.get("PAYHOOKS_PAYU_SALTS", ""),
 }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

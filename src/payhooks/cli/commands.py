@@ -131,6 +131,8 @@ def serve(
     token, generated = _run(lambda: api_token(settings))
     if generated:
         typer.echo(f"API token (kept in {settings.home / 'api-token'}): {token}", err=True)
+    for note in settings.secret_notes:
+        typer.echo(f"payhooks: warning: {note}", err=True)
     served = ", ".join(sorted(p.value for p in settings.adapters())) or "none"
     typer.echo(f"payhooks serving on http://{host}:{port} (providers: {served})", err=True)
     uvicorn.run(
@@ -154,7 +156,7 @@ def worker_options(*, once: bool, batch: int) -> WorkerOptions:
 
 def worker_warnings(settings: Settings) -> list[str]:
     """What a worker so configured silently cannot do, one line each."""
-    found = []
+    found = list(settings.secret_notes)
     if not settings.adapters():
         found.append(
             "no gateway secret is set (PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS, PAYHOOKS_CASHFREE_"

@@ -4,6 +4,7 @@
 
     PAYHOOKS = {
         "RAZORPAY_WEBHOOK_SECRETS": ["whsec_current", "whsec_previous"],  # all are tried
+        # or a string: one secret as written, several as a JSON array '["new", "old"]'
         "CASHFREE_CLIENT_SECRETS": ["cfsk_..."],
         "PAYU_MERCHANT_KEY": "gtKFFx",
         "PAYU_SALTS": ["eCwWELxi"],
@@ -33,7 +34,7 @@ from payhooks.answers import clipped
 from payhooks.errors import ProviderNotConfigured
 from payhooks.events import Provider
 from payhooks.ingest import Handler
-from payhooks.providers import Adapter
+from payhooks.providers import Adapter, read_secrets
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
@@ -69,8 +70,8 @@ def current() -> Config:
 
 def read(values: Mapping[str, Any]) -> Config:
     """Refuses what would fail quietly later: an unknown key (a misspelt gateway would be
-    answered 404 in production), a secret given as a bare string (it would be read letter by
-    letter), an empty secret, or spaces around one."""
+    answered 404 in production), an empty secret, or spaces around one. A string is one
+    secret, never read letter by letter, nor split on commas."""
     unknown = sorted(set(values) - _KNOWN)
     if unknown:
         raise ImproperlyConfigured(f"PAYHOOKS has unknown keys: {', '.join(unknown)}")
@@ -99,11 +100,19 @@ def _adapters(values: Mapping[str, Any]) -> dict[str, Adapter]:
 
 
 def _secrets(values: Mapping[str, Any], name: str) -> tuple[str, ...]:
+    """A list of secrets; or a string read as the service reads its environment: one secret
+    exactly as written, several as a JSON array (so a variable can be passed on as it is)."""
     given = values.get(name) or ()
+    if isinstance(given, str):
+        try:
+            return read_secrets(given)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f'PAYHOOKS["{name}"] {exc}') from None
     if isinstance(given, list | tuple) and all(_secret(s) for s in given):
         return tuple(given)
     raise ImproperlyConfigured(
-        f'PAYHOOKS["{name}"] must be a list of non-empty strings with no spaces around them'
+        f'PAYHOOKS["{name}"] must be a list of non-empty strings with no spaces around them, '
+        'or a string: one secret, or several as a JSON array ["new", "old"]'
     )
 
 

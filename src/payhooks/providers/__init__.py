@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -27,4 +28,50 @@ class Adapter(Protocol):
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event: ...
 
 
-__all__ = ["Adapter"]
+_NOT_A_LIST = (
+    'starts with "[" but is not a JSON array of non-empty strings: write several secrets as '
+    '["new", "old"], each JSON-escaped (so is a single secret that starts with "[")'
+)
+_PADDED = (
+    "has spaces around it: remove them, or, if they are part of the secret, write it in a "
+    'JSON array: [" secret "]'
+)
+
+
+def read_secrets(value: str) -> tuple[str, ...]:
+    """A gateway's secrets as configured in one string: a plain value is one secret exactly
+    as written (commas and all: gateways let merchants choose any characters); several are
+    a JSON array, ``["new", "old"]``. Empty is none. ``ValueError`` says what is wrong,
+    never quoting the value: a value starting with ``[`` that is not such an array, or
+    spaces around a plain value (part of the secret, or a stray from a ``.env`` file?)."""
+    if not value:
+        return ()
+    if value.startswith("["):
+        try:
+            found = json.loads(value)
+        except (ValueError, RecursionError):
+            found = None
+        if not isinstance(found, list) or not found:
+            raise ValueError(_NOT_A_LIST)
+        if not all(isinstance(each, str) and each for each in found):
+            raise ValueError(_NOT_A_LIST)
+        return tuple(found)
+    if value != value.strip():
+        raise ValueError(_PADDED)
+    return (value,)
+
+
+def secrets_value(*secrets: str) -> str:
+    """The string ``read_secrets`` reads back as exactly ``secrets``: one secret as it is when
+    it can be, else a JSON array."""
+    if len(secrets) == 1 and _plain(secrets[0]):
+        return secrets[0]
+    return json.dumps(list(secrets))
+
+
+def _plain(secret: str) -> bool:
+    """Whether ``secret`` written as it is reads back as that one secret."""
+    return bool(secret) and not secret.startswith("[") and secret == secret.strip()
+
+
+__all__ = ["Adapter", "read_secrets", "secrets_value"]

@@ -3,12 +3,10 @@ a plain value."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TypeGuard
 from urllib.parse import urlsplit
 
 import psycopg
@@ -16,7 +14,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from payhooks.errors import InvalidAddress, SettingError
 from payhooks.events import Provider
-from payhooks.providers import Adapter
+from payhooks.providers import Adapter, read_secrets
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
@@ -25,10 +23,6 @@ from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_pro
 PG_INT_MAX = 2_147_483_647
 """The largest value PostgreSQL takes for ``lock_timeout``, ``statement_timeout`` and the like."""
 
-_SECRETS_SYNTAX = (
-    'write several secrets as new,old, or as a JSON array ["new", "old"] (JSON-escaped) '
-    "when a secret holds a comma or spaces"
-)
 _DATABASE_URL_SYNTAX = (
     "is not a connection string libpq can read: write postgresql://user:password@host:port/"
     "dbname with the password percent-encoded (%40 for @), or key=value pairs with a value "
@@ -76,30 +70,12 @@ class _Variable:
         return int(digits)
 
     def secrets(self) -> tuple[str, ...]:
-        """Comma-separated, or a JSON array when it starts with ``[``; never guessed at."""
-        if not self.raw:
-            return ()
-        if self.raw.startswith("["):
-            return self._json_secrets(self.raw)
-        parts = tuple(self.raw.split(","))
-        if any(part == "" for part in parts):
-            raise SettingError(self.name, f"has an empty part (a stray comma?): {_SECRETS_SYNTAX}")
-        if any(part != part.strip() for part in parts):
-            raise SettingError(self.name, f"has a part with spaces around it: {_SECRETS_SYNTAX}")
-        return parts
-
-    def _json_secrets(self, raw: str) -> tuple[str, ...]:
+        """One secret exactly as written, or several as a JSON array (``read_secrets``);
+        never split on a character a secret may hold."""
         try:
-            parsed = json.loads(raw)
-        except (ValueError, RecursionError):
-            parsed = None
-        if not _is_secret_list(parsed):
-            raise SettingError(
-                self.name,
-                'starts with "[" but is not a JSON array of non-empty strings: write it as '
-                '["new", "old"], each secret JSON-escaped',
-            )
-        return tuple(parsed)
+            return read_secrets(self.raw or "")
+        except ValueError as exc:
+            raise SettingError(self.name, str(exc)) from None
 
     def address(self) -> str | None:
         """One plain address, normalised; an internal mail host is fine for an operator."""
@@ -158,10 +134,6 @@ class _Variable:
 def _clipped(raw: str) -> str:
     """Quoted, and short enough for one line (a number setting holds no secret)."""
     return repr(raw) if len(raw) <= 24 else repr(raw[:24]) + "…"
-
-
-def _is_secret_list(value: object) -> TypeGuard[list[str]]:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, str) and v for v in value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -230,6 +202,8 @@ class Settings:
     reconcile_after_s: int = 900
     reconcile_window_s: int = 7 * 24 * 3600
     reconcile_timeout_ms: int = 10_000
+    secret_notes: tuple[str, ...] = ()
+    """What start-up should say about the secrets as written (``payhooks serve``, ``worker``)."""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:
@@ -258,6 +232,7 @@ class Settings:
             reconcile_after_s=env.get("PAYHOOKS_RECONCILE_AFTER_S").integer(900),
             reconcile_window_s=env.get("PAYHOOKS_RECONCILE_WINDOW_S").integer(7 * 24 * 3600),
             reconcile_timeout_ms=env.get("PAYHOOKS_RECONCILE_TIMEOUT_MS").integer(10_000),
+            secret_notes=_secret_notes(env),
         )
         settings.check_timeouts()
         settings.check_payu()
@@ -301,6 +276,25 @@ class Settings:
         if self.payu_merchant_key and self.payu_salts:
             found[Provider.PAYU] = PayU(merchant_key=self.payu_merchant_key, salts=self.payu_salts)
         return found
+
+
+_SECRET_LISTS = (
+    "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS",
+    "PAYHOOKS_CASHFREE_CLIENT_SECRETS",
+    "PAYHOOKS_PAYU_SALTS",
+)
+
+
+def _secret_notes(env: _Environment) -> tuple[str, ...]:
+    """A plain value holding a comma is one secret. Earlier versions split it on commas
+    (several are now a JSON array): a gateway signing with one of the parts would never
+    match, so start-up says how it was read, naming the variable, never the value."""
+    return tuple(
+        f"{name} is read as one secret holding a comma; to list several, write a JSON array: "
+        '["new", "old"]'
+        for name in _SECRET_LISTS
+        if "," in (raw := env.get(name).raw or "") and not raw.startswith("[")
+    )
 
 
 def _api_credentials(env: _Environment) -> tuple[ApiCredentials, ...]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from payhooks.events import Provider
-from payhooks.providers import cashfree, payu, razorpay
+from payhooks.providers import cashfree, payu, razorpay, secrets_value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,10 +52,10 @@ class GatewaySecrets:
     def env(self) -> dict[str, str]:
         """The environment a payhooks server needs to accept these deliveries."""
         return {
-            "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS": self.razorpay,
-            "PAYHOOKS_CASHFREE_CLIENT_SECRETS": self.cashfree,
+            "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS": secrets_value(self.razorpay),
+            "PAYHOOKS_CASHFREE_CLIENT_SECRETS": secrets_value(self.cashfree),
             "PAYHOOKS_PAYU_MERCHANT_KEY": self.payu_key,
-            "PAYHOOKS_PAYU_SALTS": self.payu_salt,
+            "PAYHOOKS_PAYU_SALTS": secrets_value(self.payu_salt),
         }
 
 
