@@ -1,62 +1,114 @@
-"""A shop on FastAPI whose orders come from payment webhooks, made exactly-once by payhooks.
+"""A shop on FastAPI whose orders are paid by payment webhooks, made exactly-once by payhooks.
 
-Its one table is its own: ``orders``, one row per merchant reference (the order id it gave
-the gateway at checkout). payhooks stops a re-sent delivery; the unique reference stops two
-*different* deliveries of one payment (Razorpay's ``payment.captured`` and ``order.paid``).
+Its one table is its own: ``orders``, written at checkout (``POST /orders``) with what the
+order costs, under the reference the shop gives the gateway (Razorpay order id, Cashfree
+order id, PayU txnid). A capture pays the order only for exactly that amount and currency,
+and only once: payhooks stops a re-sent delivery; the order's status stops two *different*
+deliveries of one payment (Razorpay's ``payment.captured`` and ``order.paid``) and a second
+payment from replacing the first.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import psycopg
 from fastapi import FastAPI, HTTPException
+from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel, ConfigDict, Field
 
 import payhooks
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Outcome, PayU, Razorpay
 from payhooks.fastapi import AsyncConnection, AsyncHooks, router
 from payhooks.providers import read_secrets
 
+log = logging.getLogger("fastapi_shop")
+
 ORDERS = """
 CREATE TABLE IF NOT EXISTS orders (
     merchant_ref text PRIMARY KEY,
-    provider text NOT NULL,
-    payment_id text NOT NULL,
-    amount_paise bigint NOT NULL,
+    amount_paise bigint NOT NULL CHECK (amount_paise > 0),
     currency text NOT NULL,
-    paid_at timestamptz NOT NULL DEFAULT now()
+    status text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'paid')),
+    provider text,
+    payment_id text,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    paid_at timestamptz
 )
 """
-PLACE_ORDER = """
-INSERT INTO orders (merchant_ref, provider, payment_id, amount_paise, currency)
-VALUES (%s, %s, %s, %s, %s)
+CHECKOUT = """
+INSERT INTO orders (merchant_ref, amount_paise, currency) VALUES (%s, %s, %s)
 ON CONFLICT (merchant_ref) DO NOTHING
+RETURNING merchant_ref
 """
-ORDER = "SELECT merchant_ref, provider, payment_id, amount_paise, currency FROM orders"
+ORDER = """
+SELECT merchant_ref, amount_paise, currency, status, provider, payment_id, created_at, paid_at
+FROM orders WHERE merchant_ref = %s
+"""
+LOCK_ORDER = """
+SELECT amount_paise, currency, status, payment_id FROM orders WHERE merchant_ref = %s FOR UPDATE
+"""
+MARK_PAID = """
+UPDATE orders SET status = 'paid', provider = %s, payment_id = %s, paid_at = now()
+WHERE merchant_ref = %s AND status = 'pending'
+"""
 
 hooks = AsyncHooks()
 
 
 @hooks.on(EventKind.PAYMENT_CAPTURED)
-async def place_order(conn: AsyncConnection, event: Event) -> Applied | None:
-    """Runs inside the claim's transaction: the row and the claim commit together."""
+async def mark_paid(conn: AsyncConnection, event: Event) -> Applied | None:
+    """Runs inside the claim's transaction: the order's change and the claim commit together.
+
+    The row lock makes ``payment.captured`` and ``order.paid`` of one payment, or two
+    payments, arriving together take turns; the second then finds the order paid."""
     if event.merchant_ref is None:
         return Applied(outcome=Outcome.IGNORED)  # a payment not made through our checkout
-    await conn.execute(
-        PLACE_ORDER,
-        (
-            event.merchant_ref,
-            event.provider.value,
-            event.payment_id,
-            event.amount_paise,
-            event.currency or "INR",
-        ),
-    )
+    cursor = await conn.execute(LOCK_ORDER, (event.merchant_ref,))
+    order = await cursor.fetchone()
+    if order is None:
+        return Applied(outcome=Outcome.PARKED)  # no checkout (yet): kept, to be replayed
+    amount_paise, currency, status, payment_id = order
+    if (event.amount_paise, event.currency) != (amount_paise, currency):
+        # Captured, but not what the order costs: never mark it paid. The order stays pending
+        # and a person decides: refund the payment, or collect the difference.
+        _flag("payment_amount_mismatch", event)
+        return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
+    if status == "paid" and payment_id != event.payment_id:
+        # Paid already, by another payment: this one is the customer's money twice. The order
+        # keeps its first payment; a person refunds the second.
+        _flag("payment_for_paid_order", event)
+        return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
+    await conn.execute(MARK_PAID, (event.provider.value, event.payment_id, event.merchant_ref))
     return Applied(outcome=Outcome.PROCESSED, order_id=event.merchant_ref)
+
+
+def _flag(name: str, event: Event) -> None:
+    log.warning(
+        name,
+        extra={
+            "order": event.merchant_ref,
+            "payment_id": event.payment_id,
+            "paid": event.amount_paise,
+            "currency": event.currency,
+        },
+    )
+
+
+class Checkout(BaseModel):
+    """What the checkout page posts. References are what every gateway accepts as an order
+    id (letters, digits, ``_`` and ``-``), and the amount is whole paise: never a float."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    merchant_ref: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+    amount_paise: Annotated[int, Field(gt=0, le=2**63 - 1)]
+    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
 
 
 def migrate(database_url: str) -> None:
@@ -80,17 +132,32 @@ def create_app(database_url: str, adapters: list[Adapter]) -> FastAPI:
     app = FastAPI(title="fastapi_shop", lifespan=lifespan)
     app.include_router(router(adapters=adapters, hooks=hooks, pool=pool))
 
-    @app.get("/orders/{merchant_ref}")
-    async def get_order(merchant_ref: str) -> dict[str, Any]:
+    @app.post("/orders", status_code=201)
+    async def checkout(order: Checkout) -> dict[str, Any]:
+        """Checkout: the order, pending, with what it costs, before the customer pays."""
         async with pool.connection() as conn:
-            cursor = await conn.execute(ORDER + " WHERE merchant_ref = %s", (merchant_ref,))
-            row = await cursor.fetchone()
-        if row is None:
-            raise HTTPException(status_code=404, detail="no such order")
-        names = ("merchant_ref", "provider", "payment_id", "amount_paise", "currency")
-        return dict(zip(names, row, strict=True))
+            placed = (order.merchant_ref, order.amount_paise, order.currency)
+            cursor = await conn.execute(CHECKOUT, placed)
+            if await cursor.fetchone() is None:
+                raise HTTPException(
+                    status_code=409, detail="an order with this merchant_ref exists"
+                )
+            return await _shown(conn, order.merchant_ref)
+
+    @app.get("/orders/{merchant_ref}")
+    async def show_order(merchant_ref: str) -> dict[str, Any]:
+        async with pool.connection() as conn:
+            return await _shown(conn, merchant_ref)
 
     return app
+
+
+async def _shown(conn: psycopg.AsyncConnection[Any], merchant_ref: str) -> dict[str, Any]:
+    cursor = conn.cursor(row_factory=dict_row)
+    row = await (await cursor.execute(ORDER, (merchant_ref,))).fetchone()
+    if row is None:
+        raise HTTPException(status_code=404, detail="no such order")
+    return row
 
 
 def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
