@@ -1,10 +1,19 @@
-"""A shop on Flask and SQLAlchemy whose orders come from payment webhooks, made exactly-once by
-payhooks.
+"""A shop on Flask and SQLAlchemy whose orders are paid by payment webhooks, made exactly-once
+by payhooks.
 
-Its one table is its own: ``orders``, one row per merchant reference (the order id it gave the
-gateway at checkout), written through its SQLAlchemy session in the claim's transaction.
-payhooks stops a re-sent delivery; the unique reference stops two *different* deliveries of one
-payment (Razorpay's ``payment.captured`` and ``order.paid``).
+Its one table is its own: ``orders``, written at checkout (``POST /orders``) with what the order
+costs, under the reference the shop gives the gateway (Razorpay order id, Cashfree order id,
+PayU txnid). A capture pays the order through the shop's SQLAlchemy session, in the claim's
+transaction, only for exactly that amount and currency, and only once: payhooks stops a re-sent
+delivery; the order's status stops two *different* deliveries of one payment (Razorpay's
+``payment.captured`` and ``order.paid``) and a second payment from replacing the first.
+
+``POST /orders`` takes ``{merchant_ref, amount_paise, currency}`` and answers 201 with the order,
+pending; 400 for a body that is not that, 409 for a reference already used.
+``GET /orders/<merchant_ref>`` shows the order: ``status`` (``pending``, ``paid``),
+``payment_id``, ``paid_at``. A capture for another amount or currency, or a second payment for
+a paid order, is answered ``ignored`` and logged for a person to refund or collect; a capture
+for a reference no checkout wrote is ``parked``.
 
 Run it from the repository's root::
 
@@ -14,14 +23,16 @@ Run it from the repository's root::
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy
 from flask import Flask, abort, request
-from sqlalchemy import BigInteger, func
+from sqlalchemy import BigInteger, CheckConstraint, func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -30,6 +41,13 @@ import payhooks.flask
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Handler, Outcome, PayU, Razorpay
 from payhooks.providers import read_secrets
 
+log = logging.getLogger("flask_shop")
+
+# What every gateway accepts as an order id: letters, digits, "_" and "-".
+REFERENCE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+CURRENCY = re.compile(r"[A-Z]{3}")
+MAX_PAISE = 2**63 - 1  # the column's bigint
+
 
 class Base(DeclarativeBase):
     pass
@@ -37,36 +55,70 @@ class Base(DeclarativeBase):
 
 class Order(Base):
     __tablename__ = "orders"
+    __table_args__ = (
+        CheckConstraint("amount_paise > 0", name="orders_amount_positive"),
+        CheckConstraint("status IN ('pending', 'paid')", name="orders_status_known"),
+    )
 
     merchant_ref: Mapped[str] = mapped_column(primary_key=True)
-    provider: Mapped[str]
-    payment_id: Mapped[str]
     amount_paise: Mapped[int] = mapped_column(BigInteger)
     currency: Mapped[str]
-    paid_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    status: Mapped[str] = mapped_column(server_default="pending")
+    provider: Mapped[str | None]
+    payment_id: Mapped[str | None]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    paid_at: Mapped[datetime | None]
 
 
 hooks = payhooks.Hooks()
 
 
 @hooks.on(EventKind.PAYMENT_CAPTURED)
-def place_order(conn: Any, event: Event) -> Applied | None:
-    """Runs inside the claim's transaction: the order and the claim commit together.
+def mark_paid(conn: Any, event: Event) -> Applied | None:
+    """Runs inside the claim's transaction: the order's change and the claim commit together.
 
-    ``ON CONFLICT DO NOTHING`` rather than ``session.add``: ``order.paid`` after
-    ``payment.captured`` is another delivery of the same payment, and must find the order
-    placed, not fail on it."""
+    The row lock makes ``payment.captured`` and ``order.paid`` of one payment, or two payments,
+    arriving together take turns; the second then finds the order paid."""
     if event.merchant_ref is None:
         return Applied(outcome=Outcome.IGNORED)  # a payment not made through our checkout
-    placed = insert(Order).values(
-        merchant_ref=event.merchant_ref,
-        provider=event.provider.value,
-        payment_id=event.payment_id,
-        amount_paise=event.amount_paise,
-        currency=event.currency or "INR",
+    session = payhooks.flask.session_for(conn)
+    locked = select(Order).where(Order.merchant_ref == event.merchant_ref).with_for_update()
+    order = session.scalars(locked).one_or_none()
+    if order is None:
+        return Applied(outcome=Outcome.PARKED)  # no checkout (yet): kept, to be replayed
+    if (event.amount_paise, event.currency) != (order.amount_paise, order.currency):
+        # Captured, but not what the order costs: never mark it paid. The order stays pending
+        # and a person decides: refund the payment, or collect the difference.
+        _flag("payment_amount_mismatch", event)
+        return Applied(outcome=Outcome.IGNORED, order_id=order.merchant_ref)
+    if order.status == "paid" and order.payment_id != event.payment_id:
+        # Paid already, by another payment: this one is the customer's money twice. The order
+        # keeps its first payment; a person refunds the second.
+        _flag("payment_for_paid_order", event)
+        return Applied(outcome=Outcome.IGNORED, order_id=order.merchant_ref)
+    session.execute(
+        update(Order)
+        .where(Order.merchant_ref == order.merchant_ref, Order.status == "pending")
+        .values(
+            status="paid",
+            provider=event.provider.value,
+            payment_id=event.payment_id,
+            paid_at=func.now(),
+        )
     )
-    payhooks.flask.session_for(conn).execute(placed.on_conflict_do_nothing())
-    return Applied(outcome=Outcome.PROCESSED, order_id=event.merchant_ref)
+    return Applied(outcome=Outcome.PROCESSED, order_id=order.merchant_ref)
+
+
+def _flag(name: str, event: Event) -> None:
+    log.warning(
+        name,
+        extra={
+            "order": event.merchant_ref,
+            "payment_id": event.payment_id,
+            "paid": event.amount_paise,
+            "currency": event.currency,
+        },
+    )
 
 
 def refuse_bots() -> None:
@@ -76,6 +128,35 @@ def refuse_bots() -> None:
     view: payhooks.flask has read the exact bytes by then."""
     if request.method == "POST" and request.form.get("website"):
         abort(400)
+
+
+def checkout_from(body: object) -> tuple[str, int, str] | None:
+    """The checkout page's JSON, or None when it is not exactly ``{merchant_ref, amount_paise,
+    currency}`` with a gateway-safe reference, whole positive paise (never a float) and an ISO
+    currency code."""
+    if not isinstance(body, dict) or body.keys() != {"merchant_ref", "amount_paise", "currency"}:
+        return None
+    ref, amount, currency = body["merchant_ref"], body["amount_paise"], body["currency"]
+    if not (isinstance(ref, str) and REFERENCE.fullmatch(ref)):
+        return None
+    if type(amount) is not int or not 0 < amount <= MAX_PAISE:
+        return None
+    if not (isinstance(currency, str) and CURRENCY.fullmatch(currency)):
+        return None
+    return ref, amount, currency
+
+
+def shown(order: Order) -> dict[str, Any]:
+    return {
+        "merchant_ref": order.merchant_ref,
+        "amount_paise": order.amount_paise,
+        "currency": order.currency,
+        "status": order.status,
+        "provider": order.provider,
+        "payment_id": order.payment_id,
+        "created_at": order.created_at.isoformat(),
+        "paid_at": order.paid_at.isoformat() if order.paid_at else None,
+    }
 
 
 def create_app(
@@ -88,21 +169,45 @@ def create_app(
     )
     sessions = sessionmaker(bind=engine)
 
+    @app.post("/orders")
+    def checkout() -> tuple[dict[str, Any], int]:
+        """Checkout: the order, pending, with what it costs, before the customer pays."""
+        placed = checkout_from(request.get_json(silent=True))
+        if placed is None:
+            return {"error": "bad_order", "detail": CHECKOUT_HELP}, 400
+        ref, amount, currency = placed
+        with sessions.begin() as session:
+            created = session.scalar(
+                insert(Order)
+                .values(merchant_ref=ref, amount_paise=amount, currency=currency)
+                .on_conflict_do_nothing()
+                .returning(Order.merchant_ref)
+            )
+        if created is None:
+            return {
+                "error": "order_exists",
+                "detail": "an order with this merchant_ref exists",
+            }, 409
+        return show(ref), 201
+
     @app.get("/orders/<merchant_ref>")
     def show_order(merchant_ref: str) -> dict[str, Any]:
+        return show(merchant_ref)
+
+    def show(merchant_ref: str) -> dict[str, Any]:
         with sessions() as session:
             order = session.get(Order, merchant_ref)
             if order is None:
                 abort(404)
-            return {
-                "merchant_ref": order.merchant_ref,
-                "provider": order.provider,
-                "payment_id": order.payment_id,
-                "amount_paise": order.amount_paise,
-                "currency": order.currency,
-            }
+            return shown(order)
 
     return app
+
+
+CHECKOUT_HELP = (
+    "a JSON object {merchant_ref, amount_paise, currency}: merchant_ref 1 to 64 letters, digits,"
+    " '_' or '-'; amount_paise a positive integer; currency three capital letters (INR)"
+)
 
 
 def migrate(engine: sqlalchemy.Engine) -> None:

@@ -1,7 +1,8 @@
 """The example shop (examples/flask_shop) on Werkzeug's threaded server over a real socket,
-driven as a gateway drives it: signed deliveries over HTTP, copies, two events of one payment,
-a failure, a forgery, a PayU form behind the shop's own form-reading hook. The shop's
-``orders`` table must end with one row per paid reference."""
+driven as a customer and a gateway drive it: a checkout over HTTP, then signed deliveries
+(copies, two events of one payment, a failure, a forgery, a short or foreign-currency payment,
+a second payment, a PayU form behind the shop's own form-reading hook). An order is paid once,
+by one payment of exactly what it costs, or not at all."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import psycopg
 import pytest
 import sqlalchemy
 
-from examples.flask_shop.app import adapters_from, create_app, migrate, place_order
+from examples.flask_shop.app import adapters_from, create_app, mark_paid, migrate
 from payhooks import EventKind, Hooks
 from payhooks.providers._common import MAX_JSON_BODY_BYTES
 from payhooks.sim.gateway import Delivery
@@ -61,8 +62,22 @@ def shop(engine: sqlalchemy.Engine) -> Iterator[str]:
         yield base
 
 
-def razorpay(event: str = "payment.captured", payment_id: str = "pay_flaskshop001") -> Delivery:
-    return GATEWAY.razorpay(event, payment_id=payment_id, order_id=REF, amount_paise=49_900)
+def checkout(base: str, ref: str = REF, amount_paise: int = 49_900, currency: str = "INR"):
+    body = {"merchant_ref": ref, "amount_paise": amount_paise, "currency": currency}
+    response = httpx.post(f"{base}/orders", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def razorpay(
+    event: str = "payment.captured",
+    payment_id: str = "pay_flaskshop001",
+    amount_paise: int = 49_900,
+    currency: str = "INR",
+) -> Delivery:
+    return GATEWAY.razorpay(
+        event, payment_id=payment_id, order_id=REF, amount_paise=amount_paise, currency=currency
+    )
 
 
 def post(base: str, delivery: Delivery, client: httpx.Client | None = None) -> httpx.Response:
@@ -75,20 +90,38 @@ def status(response: httpx.Response) -> str | None:
 
 
 def orders(db) -> list[tuple[object, ...]]:
-    return db.execute("SELECT merchant_ref, payment_id, amount_paise FROM orders").fetchall()
+    """Each order's reference, status and the payment that paid it."""
+    return db.execute(
+        "SELECT merchant_ref, status, payment_id FROM orders ORDER BY merchant_ref"
+    ).fetchall()
+
+
+PAID = [(REF, "paid", "pay_flaskshop001")]
+PENDING = [(REF, "pending", None)]
 
 
 def claimed(db) -> int:
     return db.execute("SELECT count(*) FROM processed_webhooks").fetchone()[0]
 
 
-def test_a_capture_places_the_order_the_shop_then_shows(shop):
+def test_a_capture_pays_the_order_the_shop_then_shows(shop):
+    placed = checkout(shop)
+    assert (placed["status"], placed["payment_id"], placed["paid_at"]) == ("pending", None, None)
     assert status(post(shop, razorpay())) == "processed"
     shown = httpx.get(f"{shop}/orders/{REF}").json()
-    assert (shown["payment_id"], shown["amount_paise"]) == ("pay_flaskshop001", 49_900)
+    assert shown.pop("created_at") == placed["created_at"] and shown.pop("paid_at")
+    assert shown == {
+        "merchant_ref": REF,
+        "amount_paise": 49_900,
+        "currency": "INR",
+        "status": "paid",
+        "provider": "razorpay",
+        "payment_id": "pay_flaskshop001",
+    }
 
 
-def test_fifty_concurrent_copies_of_one_delivery_place_one_order(shop, db):
+def test_fifty_concurrent_copies_of_one_delivery_pay_the_order_once(shop, db):
+    checkout(shop)
     delivery = razorpay()
     answers = released_together(
         list(range(50)),
@@ -96,19 +129,80 @@ def test_fifty_concurrent_copies_of_one_delivery_place_one_order(shop, db):
         lambda client, _: status(post(shop, delivery, client)),
     )
     assert answers.count("processed") == 1 and answers.count("duplicate") == 49
-    assert orders(db) == [(REF, "pay_flaskshop001", 49_900)]
+    assert orders(db) == PAID
 
 
-def test_payment_captured_and_order_paid_place_one_order(shop, db):
-    answers = [status(post(shop, razorpay(event))) for event in ("payment.captured", "order.paid")]
-    assert answers == ["processed", "processed"]  # two deliveries, one payment
-    assert orders(db) == [(REF, "pay_flaskshop001", 49_900)] and claimed(db) == 2
+def test_payment_captured_and_order_paid_pay_the_order_once(shop, db):
+    checkout(shop)
+    assert status(post(shop, razorpay("payment.captured"))) == "processed"
+    paid_at = db.execute("SELECT paid_at FROM orders").fetchone()[0]
+    assert status(post(shop, razorpay("order.paid"))) == "processed"  # the same payment again
+    assert orders(db) == PAID and claimed(db) == 2
+    assert db.execute("SELECT paid_at FROM orders").fetchone()[0] == paid_at
+
+
+def test_an_underpaid_capture_leaves_the_order_unpaid(shop, db):
+    checkout(shop)
+    assert status(post(shop, razorpay(amount_paise=100))) == "ignored"
+    assert orders(db) == PENDING
+
+
+def test_an_overpaid_capture_leaves_the_order_unpaid(shop, db):
+    checkout(shop)
+    assert status(post(shop, razorpay(amount_paise=49_901))) == "ignored"
+    assert orders(db) == PENDING
+
+
+def test_a_capture_in_another_currency_leaves_the_order_unpaid(shop, db):
+    checkout(shop)
+    assert status(post(shop, razorpay(currency="USD"))) == "ignored"
+    assert orders(db) == PENDING
+
+
+def test_a_capture_of_the_right_amount_after_a_short_one_pays_the_order(shop, db):
+    checkout(shop)
+    post(shop, razorpay(payment_id="pay_flaskshort01", amount_paise=100))
+    assert status(post(shop, razorpay())) == "processed"
+    assert orders(db) == PAID
+
+
+def test_a_capture_for_an_order_never_checked_out_is_parked(shop, db):
+    assert status(post(shop, razorpay())) == "parked"
+    outcome = db.execute("SELECT outcome FROM processed_webhooks").fetchone()[0]
+    assert (outcome, orders(db)) == ("parked", [])
+
+
+def test_a_second_payment_for_a_paid_order_does_not_replace_the_first(shop, db):
+    checkout(shop)
+    post(shop, razorpay())
+    assert status(post(shop, razorpay(payment_id="pay_flaskshop002"))) == "ignored"
+    assert orders(db) == PAID
+
+
+def test_ten_payments_at_once_for_one_order_pay_it_once(shop, db):
+    checkout(shop)
+    payments = {
+        f"pay_flaskshop{n:03}": razorpay(payment_id=f"pay_flaskshop{n:03}") for n in range(10)
+    }
+    answers = dict(
+        released_together(
+            list(payments),
+            lambda _: httpx.Client(timeout=30),
+            lambda client, payment_id: (
+                payment_id,
+                status(post(shop, payments[payment_id], client)),
+            ),
+        )
+    )
+    paid_by = [payment_id for payment_id, said in answers.items() if said == "processed"]
+    assert len(paid_by) == 1 and list(answers.values()).count("ignored") == 9
+    assert orders(db) == [(REF, "paid", paid_by[0])]
 
 
 def test_a_handler_that_raises_answers_5xx_records_nothing_and_the_retry_succeeds(engine, db):
     failures = [RuntimeError("the shop's mailer is down")]
     hooks = Hooks()
-    hooks.on(EventKind.PAYMENT_CAPTURED)(place_order)
+    hooks.on(EventKind.PAYMENT_CAPTURED)(mark_paid)
 
     @hooks.on(EventKind.PAYMENT_CAPTURED)
     def then_fails_once(conn, event):
@@ -117,23 +211,78 @@ def test_a_handler_that_raises_answers_5xx_records_nothing_and_the_retry_succeed
 
     delivery = razorpay()
     with serving(create_app(engine, adapters_from(SECRETS), hooks)) as shop:
+        checkout(shop)
         first = post(shop, delivery)
-        assert first.status_code >= 500 and (orders(db), claimed(db)) == ([], 0)
+        assert first.status_code >= 500 and (orders(db), claimed(db)) == (PENDING, 0)
         assert status(post(shop, delivery)) == "processed"
-    assert len(orders(db)) == 1
+    assert orders(db) == PAID
 
 
-def test_a_forged_signature_answers_401_and_places_nothing(shop, db):
+def test_a_forged_signature_answers_401_and_pays_nothing(shop, db):
+    checkout(shop)
     delivery = razorpay()
     forged = {**delivery.headers, "x-razorpay-signature": "f" * 64}
     response = httpx.post(shop + delivery.path, content=delivery.body, headers=forged)
-    assert response.status_code == 401 and (orders(db), claimed(db)) == ([], 0)
+    assert response.status_code == 401 and (orders(db), claimed(db)) == (PENDING, 0)
 
 
-def test_a_payu_post_passes_the_shops_form_reading_hook_and_places_one_order(shop, db):
+def test_a_payu_post_passes_the_shops_form_reading_hook_and_pays_the_order_once(shop, db):
+    checkout(shop)
     delivery = GATEWAY.payu(txnid=REF, mihpayid="403993715500000002", amount="499.00")
     assert [status(post(shop, delivery)) for _ in range(2)] == ["processed", "duplicate"]
-    assert orders(db) == [(REF, REF, 49_900)]
+    assert orders(db) == [(REF, "paid", REF)]  # PayU's payment id is the txnid
+
+
+def test_cashfree_is_served_too(shop, db):
+    checkout(shop, amount_paise=100)
+    delivery = GATEWAY.cashfree(
+        "PAYMENT_SUCCESS_WEBHOOK", order_id=REF, cf_payment_id="5114910", order_amount=1
+    )
+    assert status(post(shop, delivery)) == "processed"
+    assert orders(db) == [(REF, "paid", "5114910")]
+
+
+def test_an_order_not_checked_out_is_404(shop):
+    assert httpx.get(f"{shop}/orders/order_nosuch").status_code == 404
+
+
+def test_a_second_checkout_under_one_reference_is_409_and_keeps_the_first(shop, db):
+    checkout(shop)
+    again = {"merchant_ref": REF, "amount_paise": 100, "currency": "INR"}
+    assert httpx.post(f"{shop}/orders", json=again).status_code == 409
+    assert db.execute("SELECT amount_paise FROM orders").fetchall() == [(49_900,)]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"amount_paise": 0},
+        {"amount_paise": -100},
+        {"amount_paise": 499.0},
+        {"amount_paise": "49900"},
+        {"amount_paise": True},
+        {"amount_paise": 2**63},
+        {"currency": "inr"},
+        {"currency": "RUPEE"},
+        {"currency": None},
+        {"merchant_ref": ""},
+        {"merchant_ref": "x" * 65},
+        {"merchant_ref": "order/1"},
+        {"merchant_ref": 12345},
+        {"extra": "field"},
+    ],
+)
+def test_checkout_refuses_bad_input_with_400(shop, db, change):
+    body = {"merchant_ref": REF, "amount_paise": 49_900, "currency": "INR", **change}
+    response = httpx.post(f"{shop}/orders", json=body)
+    assert response.status_code == 400 and orders(db) == []
+
+
+def test_checkout_refuses_a_body_that_is_not_json_with_400(shop, db):
+    response = httpx.post(
+        f"{shop}/orders", content=b"[1, 2", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400 and orders(db) == []
 
 
 def test_the_shops_hook_does_read_the_form_of_a_webhook_post(shop, db):
@@ -161,12 +310,13 @@ def gunicorn_shop(database_url, search_path, engine) -> Iterator[str]:
         yield base
 
 
-def test_under_gunicorn_a_chunked_capture_places_the_order(gunicorn_shop, db):
+def test_under_gunicorn_a_chunked_capture_pays_the_order(gunicorn_shop, db):
+    checkout(gunicorn_shop)
     delivery = razorpay()
     response = httpx.post(
         gunicorn_shop + delivery.path, content=chunked(delivery.body), headers=delivery.headers
     )
-    assert status(response) == "processed" and len(orders(db)) == 1
+    assert status(response) == "processed" and orders(db) == PAID
 
 
 def test_under_gunicorn_a_chunked_body_over_the_bound_is_413(gunicorn_shop, db):
