@@ -4,6 +4,7 @@ chooses the size, and some gateways (PayU) must be parsed to be verified."""
 from __future__ import annotations
 
 from starlette.requests import Request
+from starlette.types import Message, Receive
 
 from payhooks.answers import declared_over
 from payhooks.errors import PayloadTooLarge
@@ -27,3 +28,18 @@ async def read_bounded(request: Request, limit: int, source: str) -> bytes:
             raise PayloadTooLarge(source, f"body exceeds {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """The body already read, as one message; then the client's own messages (disconnect).
+    For a layer that reads a bounded body before the app behind it does."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

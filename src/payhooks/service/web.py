@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from payhooks import db
 from payhooks.answers import STATUS_OF_OUTCOME, clipped, error_status
@@ -37,7 +37,7 @@ from payhooks.errors import (
     Unauthorised,
 )
 from payhooks.events import Provider, Received
-from payhooks.fastapi.bodies import read_bounded
+from payhooks.fastapi.bodies import read_bounded, replaying
 from payhooks.ingest import (
     Receipt,
     header_map,
@@ -543,21 +543,7 @@ class ApiGate:
             return
         except ClientDisconnect:
             return
-        await self.app(scope, _replaying(body, receive), send)
-
-
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """The body already read, as one message; then the client's own messages (disconnect)."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
+        await self.app(scope, replaying(body, receive), send)
 
 
 def _connection(request: Request) -> Iterator[db.Connection]:

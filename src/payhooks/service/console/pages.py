@@ -27,12 +27,12 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.requests import ClientDisconnect
 from starlette.templating import Jinja2Templates
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from payhooks import db, idempotency
 from payhooks.errors import DatabaseUnavailable, NotFound, PayloadTooLarge
 from payhooks.events import Provider
-from payhooks.fastapi.bodies import read_bounded
+from payhooks.fastapi.bodies import read_bounded, replaying
 from payhooks.providers import Adapter
 from payhooks.service import database
 from payhooks.service.console import actions, auth, health, search, stories
@@ -220,21 +220,7 @@ class Gate:
             return
         except ClientDisconnect:
             return
-        await self.app(scope, _replaying(body, receive), send)
-
-
-def _replaying(body: bytes, receive: Receive) -> Receive:
-    """The body already read, as one message; then the client's own messages (disconnect)."""
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
+        await self.app(scope, replaying(body, receive), send)
 
 
 def _unavailable(request: Request) -> HTMLResponse:
