@@ -48,6 +48,13 @@ def test_an_empty_or_padded_secret_is_refused(secret):
         conf.read({"CASHFREE_CLIENT_SECRETS": ["cfsk_ok", secret]})
 
 
+@pytest.mark.parametrize("secrets", [["whsec\x00a"], ["ok", "\ud800"], "whsec\x1bx"])
+def test_a_secret_that_is_not_plain_text_is_refused(secrets):
+    """It could never verify a signature: every delivery would fail instead of the check."""
+    with pytest.raises(ImproperlyConfigured, match="control character or a lone surrogate"):
+        conf.read({"CASHFREE_CLIENT_SECRETS": secrets})
+
+
 def test_a_misspelt_key_is_refused():
     with pytest.raises(ImproperlyConfigured, match="unknown keys: RAZORPAY_SECRETS"):
         conf.read({"RAZORPAY_SECRETS": ["whsec"]})

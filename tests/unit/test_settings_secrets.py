@@ -91,6 +91,24 @@ def test_a_bracketed_value_must_be_a_json_array_of_non_empty_strings(variable, v
     assert "JSON array of non-empty strings" in str(error)
 
 
+@pytest.mark.parametrize("variable", VARIABLES)
+@pytest.mark.parametrize(
+    "value", ['["\\ud800"]', '["a\\u0000b"]', "whsec\x07bell", "whsec\udcffbytes", '["ok", "\\n"]']
+)
+def test_a_secret_that_is_not_plain_text_is_refused_at_start(variable, value):
+    """A control character or a lone surrogate (how Python reads an environment value that is
+    not UTF-8) could never verify a signature: every delivery would fail instead."""
+    error = refusal(variable, value)
+    assert error.variable == variable
+    assert "control character or a lone surrogate" in str(error)
+
+
+@pytest.mark.parametrize("variable", VARIABLES)
+@pytest.mark.parametrize("value", [' ["a", "b"]', '["a", "b"] ', '\n["a", "b"]\n'])
+def test_spaces_around_a_json_array_are_not_part_of_it(variable, value):
+    assert secrets_of(variable, value) == ("a", "b")
+
+
 @pytest.mark.parametrize(
     "value", ["whsec_topsecret, whsec_other ", '["whsec_topsecret", whsec_other]']
 )

@@ -34,7 +34,7 @@ from payhooks.answers import clipped
 from payhooks.errors import ProviderNotConfigured
 from payhooks.events import Provider
 from payhooks.ingest import Handler
-from payhooks.providers import Adapter, read_secrets
+from payhooks.providers import Adapter, checked_secrets, read_secrets
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
@@ -109,7 +109,10 @@ def _secrets(values: Mapping[str, Any], name: str) -> tuple[str, ...]:
         except ValueError as exc:
             raise ImproperlyConfigured(f'PAYHOOKS["{name}"] {exc}') from None
     if isinstance(given, list | tuple) and all(_secret(s) for s in given):
-        return tuple(given)
+        try:
+            return checked_secrets(list(given))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f'PAYHOOKS["{name}"] {exc}') from None
     raise ImproperlyConfigured(
         f'PAYHOOKS["{name}"] must be a list of non-empty strings with no spaces around them, '
         'or a string: one secret, or several as a JSON array ["new", "old"]'

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from typing import Protocol
 
-from payhooks.events import Event, Provider
+from payhooks.events import Event, Provider, is_text
 
 
 class Adapter(Protocol):
@@ -36,17 +37,19 @@ _PADDED = (
     "has spaces around it: remove them, or, if they are part of the secret, write it in a "
     'JSON array: [" secret "]'
 )
+_NOT_TEXT = "holds a control character or a lone surrogate: no gateway signs with such a secret"
 
 
 def read_secrets(value: str) -> tuple[str, ...]:
     """A gateway's secrets as configured in one string: a plain value is one secret exactly
     as written (commas and all: gateways let merchants choose any characters); several are
-    a JSON array, ``["new", "old"]``. Empty is none. ``ValueError`` says what is wrong,
-    never quoting the value: a value starting with ``[`` that is not such an array, or
-    spaces around a plain value (part of the secret, or a stray from a ``.env`` file?)."""
+    a JSON array, ``["new", "old"]`` (spaces around the array are allowed). Empty is none.
+    ``ValueError`` says what is wrong, never quoting the value: a value starting with ``[``
+    that is not such an array, spaces around a plain value (part of the secret, or a stray
+    from a ``.env`` file?), or a secret that is not plain text."""
     if not value:
         return ()
-    if value.startswith("["):
+    if value.lstrip().startswith("["):
         try:
             found = json.loads(value)
         except (ValueError, RecursionError):
@@ -55,10 +58,23 @@ def read_secrets(value: str) -> tuple[str, ...]:
             raise ValueError(_NOT_A_LIST)
         if not all(isinstance(each, str) and each for each in found):
             raise ValueError(_NOT_A_LIST)
-        return tuple(found)
+        return checked_secrets(found)
     if value != value.strip():
         raise ValueError(_PADDED)
-    return (value,)
+    return checked_secrets([value])
+
+
+def checked_secrets(secrets: list[str]) -> tuple[str, ...]:
+    """``secrets`` as a tuple, or ``ValueError`` when one could never verify a signature: a
+    control character or a lone surrogate (an environment value that is not UTF-8 reaches
+    Python as one) would fail every delivery instead of the setting at start."""
+    if not all(_text(secret) for secret in secrets):
+        raise ValueError(_NOT_TEXT)
+    return tuple(secrets)
+
+
+def _text(secret: str) -> bool:
+    return is_text(secret) and not any(unicodedata.category(c) == "Cc" for c in secret)
 
 
 def secrets_value(*secrets: str) -> str:
@@ -74,4 +90,4 @@ def _plain(secret: str) -> bool:
     return bool(secret) and not secret.startswith("[") and secret == secret.strip()
 
 
-__all__ = ["Adapter", "read_secrets", "secrets_value"]
+__all__ = ["Adapter", "checked_secrets", "read_secrets", "secrets_value"]
