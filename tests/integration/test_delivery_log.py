@@ -147,3 +147,38 @@ def test_lines_not_yet_written_wait_in_order_when_the_database_goes_away(databas
     log._side = deliveries.SideConnection("postgresql://127.0.0.1:1/none", SETTINGS)  # away
     assert log.flush() == 0
     assert [d.status for d in log._pending] == [200, 400, 201]
+
+
+def slow_past(conn: psycopg.Connection, lines: int) -> None:
+    """A COPY of more than ``lines`` lines takes longer than the log's statement timeout (a
+    busy database writing a long backlog), one of at most ``lines`` goes through at once."""
+    conn.execute(
+        f"""
+        CREATE FUNCTION slow_past() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF (SELECT count(*) FROM written) > {lines:d} THEN PERFORM pg_sleep(5); END IF;
+            RETURN NULL;
+        END $$;
+        CREATE TRIGGER slow_past AFTER INSERT ON deliveries
+            REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION slow_past();
+        """
+    )
+
+
+def test_a_long_backlog_is_written_batch_by_batch_after_an_outage(database_url, conn):
+    slow_past(conn, 5_000)  # a bounded COPY is a few thousand lines at most
+    log = deliveries.DeliveryLog(database_url, SETTINGS, every_seconds=60)
+    for status in range(50_000):
+        log.add(line("razorpay", 200 + status % 300))
+    assert log.flush() == 50_000
+    assert not log._pending
+    assert conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] == 50_000
+
+
+def test_a_batch_too_slow_to_write_is_split_not_taken_for_the_database_away(database_url, conn):
+    slow_past(conn, 400)
+    log = deliveries.DeliveryLog(database_url, SETTINGS, every_seconds=60)
+    for status in range(1_000):
+        log.add(line("payu", status))
+    assert log.flush() == 1_000
+    assert [status for _, status in written(database_url)] == list(range(1_000))

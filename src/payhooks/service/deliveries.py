@@ -8,6 +8,10 @@ with the next batch, and when the database stays away the oldest lines go first 
 database refuses whatever its state (text it cannot hold) would fail every batch it is in:
 the batch is split until that line is alone, and it is dropped alone (counted by
 ``payhooks_delivery_log_unwritable_total``) while the lines around it are written.
+
+A COPY holds at most ``MAX_LINES_PER_COPY`` lines, each its own transaction, so the backlog
+an outage leaves is written batch by batch within the side connection's statement timeout; a
+batch that still runs past it is split too (a slow database is not an absent one).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from payhooks.service.metrics import SideConnection
 log = logging.getLogger("payhooks.service.deliveries")
 
 MAX_DETAIL_CHARS = 200
+MAX_LINES_PER_COPY = 2_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,14 +174,15 @@ class DeliveryLog:
         self._side.close()
 
     def flush(self) -> int:
-        """Write every waiting line in one COPY, and say how many were written. When the
-        database refuses the data, the batch is halved until the line it refuses is alone,
-        and that line is dropped; any other failure (the database away) leaves the lines not
-        yet written waiting for the next try, in their order."""
+        """Write every waiting line, ``MAX_LINES_PER_COPY`` at most per COPY, and say how many
+        were written. When the database refuses the data, or a batch runs past the statement
+        timeout, the batch is halved: a refused line alone is dropped, a slow line alone is
+        kept. Any other failure (the database away) leaves the lines not yet written waiting
+        for the next try, in their order."""
         with self._lock:
             batch = list(self._pending)
             self._pending.clear()
-        written, chunks = 0, [batch] if batch else []
+        written, chunks = 0, _bounded(batch)
         while chunks:
             chunk = chunks.pop()
             try:
@@ -187,14 +193,23 @@ class DeliveryLog:
                 else:
                     self._unwritable(exc)
                 continue
+            except _TooSlow:
+                if len(chunk) > 1:
+                    chunks.extend(_halves(chunk))
+                    continue
+                self._put_back(chunks, chunk, "statement timeout on one line")
+                return written
             except Exception as exc:
-                log.warning("delivery_log_write_failed", extra={"error": str(exc)[:200]})
-                waiting = [line for part in (*chunks, chunk) for line in reversed(part)]
-                with self._lock:
-                    self._pending.extendleft(waiting)
+                self._put_back(chunks, chunk, str(exc)[:200])
                 return written
             written += len(chunk)
         return written
+
+    def _put_back(self, chunks: list[list[Delivery]], chunk: list[Delivery], error: str) -> None:
+        log.warning("delivery_log_write_failed", extra={"error": error})
+        waiting = [line for part in (*chunks, chunk) for line in reversed(part)]
+        with self._lock:
+            self._pending.extendleft(waiting)
 
     def _unwritable(self, exc: Exception) -> None:
         """Only the kind of error: its text can quote the value the database refused."""
@@ -214,6 +229,16 @@ class DeliveryLog:
 _UNWRITABLE = (UnicodeError, psycopg.DataError)
 
 
+class _TooSlow(Exception):
+    """A COPY cancelled by the statement timeout: the batch, not the database, is the matter."""
+
+
+def _bounded(batch: list[Delivery]) -> list[list[Delivery]]:
+    """Batches of at most ``MAX_LINES_PER_COPY``, to be popped first batch first."""
+    step = MAX_LINES_PER_COPY
+    return [batch[at : at + step] for at in range(0, len(batch), step)][::-1]
+
+
 def _halves(chunk: list[Delivery]) -> tuple[list[Delivery], list[Delivery]]:
     """Both halves, to be popped first half first."""
     middle = len(chunk) // 2
@@ -221,9 +246,12 @@ def _halves(chunk: list[Delivery]) -> tuple[list[Delivery], list[Delivery]]:
 
 
 def _copy(conn: psycopg.Connection[tuple[object, ...]], batch: list[Delivery]) -> None:
-    with conn.cursor() as cur, cur.copy(_COPY) as copy:
-        for delivery in batch:
-            copy.write_row([getattr(delivery, name) for name in _FIELDS])
+    try:
+        with conn.cursor() as cur, cur.copy(_COPY) as copy:
+            for delivery in batch:
+                copy.write_row([getattr(delivery, name) for name in _FIELDS])
+    except psycopg.errors.QueryCanceled as exc:
+        raise _TooSlow from exc
 
 
 __all__ = ["Delivery", "DeliveryLog", "answered", "refused"]
