@@ -5,10 +5,13 @@ words when it refuses (its error code and description, PayU's ``msg``)."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import socket
 import threading
 import time
+import tracemalloc
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -218,3 +221,58 @@ def test_any_other_payu_status_0_is_an_api_error_not_no_payment(doc):
         payments.payu("ph_T3stTxn", json.dumps(doc).encode())
     assert not isinstance(raised.value, CredentialsRefused)
     assert raised.value.reason.startswith("refused: ")
+
+
+def _zeros_gzipped(megabytes: int) -> bytes:
+    squeeze = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    block = b"\0" * (1 << 20)
+    return b"".join([*(squeeze.compress(block) for _ in range(megabytes)), squeeze.flush()])
+
+
+BOMB = _zeros_gzipped(256)  # 256 MiB of zeros in about 256 KB
+
+
+def _encoded(encoding: bytes, body: bytes) -> Callable[[socket.socket, Server], None]:
+    def answer(conn: socket.socket, server: Server) -> None:
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: %s\r\n"
+            b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (encoding, len(body), body)
+        )
+        server.sent += len(body)
+
+    return answer
+
+
+def _peak_while(call: Callable[[], object]) -> tuple[BaseException | None, int]:
+    tracemalloc.start()
+    try:
+        call()
+    except GatewayApiError as exc:
+        return exc, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return None, 0
+
+
+@pytest.mark.parametrize(
+    ("encoding", "body", "reason"),
+    [
+        (b"gzip", BOMB, f"answer larger than {MAX_ANSWER_BYTES} bytes"),
+        (b"gzip, gzip", gzip.compress(BOMB, 9), "answer in an unsupported encoding ('gzip, gzip')"),
+        (b"br", b"x" * 100, "answer in an unsupported encoding ('br')"),
+    ],
+)
+def test_a_compressed_answer_is_decoded_no_further_than_the_size_bound(encoding, body, reason):
+    with raw_server(_encoded(encoding, body)) as server:
+        raised, peak = _peak_while(lambda: _razorpay(server.url, timeout_s=30).report("order_T3st"))
+    assert isinstance(raised, GatewayApiError)
+    assert raised.reason == reason
+    assert raised.outage
+    # Whatever the answer inflates to, no more than the bound was ever decoded and held.
+    assert peak < 4 * MAX_ANSWER_BYTES
+
+
+def test_a_gzipped_answer_within_the_bound_is_read():
+    doc = {"entity": "collection", "count": 0, "items": []}
+    with raw_server(_encoded(b"gzip", gzip.compress(json.dumps(doc).encode()))) as server:
+        assert _razorpay(server.url).report("order_T3st") == payments.Report()

@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -130,8 +131,9 @@ def clients(
 def http_client(timeout_s: float) -> httpx.Client:
     """One client for every gateway: ``timeout_s`` is each call's whole deadline (connect,
     request and every read together, see ``_answer``), no redirects followed, no compression
-    asked for (a status answer is a few KB), and no connection kept between calls, so each
-    call has a socket of its own for its deadline to cut."""
+    asked for (a status answer is a few KB; one sent compressed anyway is decoded here, not
+    by httpx, see ``_body``), and no connection kept between calls, so each call has a
+    socket of its own for its deadline to cut."""
     return httpx.Client(
         timeout=httpx.Timeout(timeout_s),
         follow_redirects=False,
@@ -174,18 +176,45 @@ def _answer(provider: Provider, http: httpx.Client, method: str, url: str, **kw:
 
 
 def _body(provider: Provider, response: httpx.Response, deadline: _Deadline) -> bytes:
+    """The answer's bytes, read raw and decoded here: httpx would decode any encoding the
+    server names, stacked ones too, a whole chunk at a time before a bound could look, so a
+    few KB of gzip would become gigabytes. One gzip or deflate layer is decoded at most
+    ``MAX_ANSWER_BYTES`` at a time; anything else is refused like a 5xx."""
     too_large = GatewayApiError(provider.value, f"answer larger than {MAX_ANSWER_BYTES} bytes")
     declared = response.headers.get("content-length", "")
     if declared.isdecimal() and int(declared) > MAX_ANSWER_BYTES:
         raise too_large
+    decoder = _decoder(provider, response.headers.get("content-encoding", ""))
     body = bytearray()
-    for chunk in response.iter_bytes():
-        body += chunk
+    for chunk in response.iter_raw():
+        body += decoder(chunk, MAX_ANSWER_BYTES + 1 - len(body))
         if len(body) > MAX_ANSWER_BYTES:
             raise too_large
         if deadline.passed:
             raise GatewayApiError(provider.value, "timed out")
     return bytes(body)
+
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def _decoder(provider: Provider, encoding: str) -> Callable[[bytes, int], bytes]:
+    """``decode(chunk, room)``: at most ``room`` bytes out of ``chunk`` (the rest of a
+    compressed chunk past the room is never inflated: the answer is refused anyway)."""
+    name = encoding.strip().lower()
+    if name in ("", "identity"):
+        return lambda chunk, room: chunk
+    if name not in _WBITS:
+        raise GatewayApiError(provider.value, f"answer in an unsupported encoding ({name[:40]!r})")
+    inflate = zlib.decompressobj(_WBITS[name])
+
+    def decode(chunk: bytes, room: int) -> bytes:
+        try:
+            return inflate.decompress(chunk, max(room, 1))
+        except zlib.error as exc:
+            raise GatewayApiError(provider.value, f"unreadable {name} answer") from exc
+
+    return decode
 
 
 class _Deadline:
