@@ -1,11 +1,13 @@
 """Which checkouts reconciliation asks about, and what it remembers between passes.
 
-A checkout is due when no payment of its own was captured, it is older than the configured age
-and younger than the window, and its next attempt time has come; whether its cart is paid does
-not matter: a second payment for a paid cart, on another gateway, must be found and flagged
-like a webhook's. A cart has one checkout per gateway, so a checkout's payments are its cart's
-payments at its gateway; once one is captured, the checkout has its final state and is not
-asked again, so nothing is asked about forever (and never past the window). A pass
+A checkout is due when it is older than the configured age and younger than the window, and
+its next attempt time has come; whether its cart is paid does not matter: a second payment for
+a paid cart, on another gateway, must be found and flagged like a webhook's. Nor does a capture
+of its own end it at Razorpay or Cashfree: their order can carry several payments (a retry, a
+second tab, a late UPI), so a captured checkout is still asked, at intervals from an hour
+growing to a day (``settled_backoff``), until the window ends; never before the ones with no
+capture, which a pass asks first. A PayU txnid is one payment, so a captured PayU checkout is
+final. Nothing is asked about past the window. A pass
 claims due checkouts by pushing their next attempt time forward by a lease, in one statement:
 a second worker's claim waits on the first's row and then finds it no longer due, so two
 workers never ask about the same checkout at once, and a worker that dies mid-pass only
@@ -27,6 +29,8 @@ LEASE = timedelta(minutes=10)
 PASS_BUDGET = timedelta(minutes=4)
 FIRST_RETRY = timedelta(minutes=1)
 LONGEST_RETRY = timedelta(hours=6)
+SETTLED_FIRST_RETRY = timedelta(hours=1)
+SETTLED_LONGEST_RETRY = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,15 +47,19 @@ WITH due AS (
     FROM checkouts c
     LEFT JOIN reconcile_checkouts r
         ON r.provider = c.provider AND r.gateway_order_id = c.gateway_order_id
+    CROSS JOIN LATERAL (
+        SELECT EXISTS (
+            SELECT 1 FROM payments p
+            WHERE p.cart_id = c.cart_id AND p.provider = c.provider
+              AND p.captured_at IS NOT NULL) AS yes
+    ) captured
     WHERE c.provider = ANY(%(providers)s)
       AND c.created_at <= now() - make_interval(secs => %(after_s)s)
       AND c.created_at >= now() - make_interval(secs => %(window_s)s)
       AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= now())
-      AND NOT EXISTS (
-          SELECT 1 FROM payments p
-          WHERE p.cart_id = c.cart_id AND p.provider = c.provider
-            AND p.captured_at IS NOT NULL)
-    ORDER BY coalesce(r.next_attempt_at, c.created_at), c.provider, c.gateway_order_id
+      AND NOT (c.provider = 'payu' AND captured.yes)
+    ORDER BY captured.yes, coalesce(r.next_attempt_at, c.created_at), c.provider,
+        c.gateway_order_id
     LIMIT %(limit)s
 )
 INSERT INTO reconcile_checkouts AS r (provider, gateway_order_id, next_attempt_at)
@@ -135,6 +143,13 @@ def backoff(attempts: int) -> timedelta:
     a few calls a day, a paid one is found within minutes."""
     wait: timedelta = FIRST_RETRY * 2 ** min(attempts, 16)
     return min(LONGEST_RETRY, wait)
+
+
+def settled_backoff(attempts: int) -> timedelta:
+    """After the gateway reported a capture for the order: an hour, doubling up to a day, so a
+    second payment on it is found within hours at a few calls a week per paid checkout."""
+    wait: timedelta = SETTLED_FIRST_RETRY * 2 ** min(attempts, 16)
+    return min(SETTLED_LONGEST_RETRY, wait)
 
 
 def attempted(

@@ -160,7 +160,9 @@ class Reconciler:
                     extra={"provider": item.provider.value, "reference": item.reference,
                            "cart_id": item.cart_id},
                 )  # fmt: skip
-            checkouts.attempted(conn, item, error=None)
+            captured = any(r.event.kind is EventKind.PAYMENT_CAPTURED for r in report.received)
+            wait = (checkouts.settled_backoff if captured else checkouts.backoff)(item.attempts)
+            checkouts.attempted(conn, item, error=None, wait=wait)
 
     def _apply(self, item: Due, received: Received, tally: Tally) -> None:
         event = received.event
