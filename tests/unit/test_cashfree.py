@@ -286,7 +286,6 @@ def test_refund_fields_come_from_the_refund_entity() -> None:
         (payment_body(order_id="order_\ud800"), "order_id"),
         (payment_body(type_="PAYMENT_SUCCESS_WEBHOOK\ud800"), "type"),
         (payment_body(status="SUCCESS\ud800"), "payment_status"),
-        (payment_body(type_="PAYMENT_FAILED_WEBHOOK", status="FAILED\udfff"), "payment_status"),
         (payment_body().replace(b'"INR"', b'"IN\\ud800"', 1), "order_currency"),
         (refund_body(refund_status="SUCCESS\ud800"), "refund_status"),
     ],
@@ -294,6 +293,22 @@ def test_refund_fields_come_from_the_refund_entity() -> None:
 def test_a_lone_surrogate_in_a_field_read_is_malformed(body: bytes, field: str) -> None:
     with pytest.raises(MalformedPayload, match=f"{field} is not valid text"):
         parse(body)
+
+
+@pytest.mark.parametrize(
+    ("type_", "kind"),
+    [
+        ("PAYMENT_FAILED_WEBHOOK", EventKind.PAYMENT_FAILED),
+        ("PAYMENT_USER_DROPPED_WEBHOOK", EventKind.PAYMENT_FAILED),
+        ("SETTLEMENT_WEBHOOK", EventKind.OTHER),
+        ("PAYMENT_CHARGES_WEBHOOK", EventKind.OTHER),
+    ],
+)
+def test_a_lone_surrogate_in_a_status_that_decides_nothing_is_left_out(
+    type_: str, kind: EventKind
+) -> None:
+    event = parse(payment_body(type_=type_, status="FAILED\udfff"))
+    assert event.kind is kind and "\udfff" not in event.event_id
 
 
 def test_a_lone_surrogate_in_the_bank_reference_leaves_it_out() -> None:

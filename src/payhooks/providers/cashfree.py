@@ -130,7 +130,11 @@ def _payment_kind(event_type: str, status: str | None) -> EventKind:
 
 
 def _payment_facts(event_type: str, data: object) -> _Facts:
-    status = _status(child(data, "payment", "payment_status"), "payment_status")
+    status = _status(
+        child(data, "payment", "payment_status"),
+        "payment_status",
+        decides=event_type == PAYMENT_SUCCESS,
+    )
     kind = _payment_kind(event_type, status)
     strict = kind is not EventKind.OTHER
     payment_id = _id(child(data, "payment", "cf_payment_id"), "cf_payment_id", strict=strict)
@@ -189,7 +193,7 @@ def redeemed_discounts(offers: object) -> int:
 
 def _refund_facts(data: object) -> _Facts:
     refund = child(data, "refund")
-    status = _status(child(refund, "refund_status"), "refund_status")
+    status = _status(child(refund, "refund_status"), "refund_status", decides=True)
     if status is None:
         raise MalformedPayload(_P, "refund_status is missing")
     kind = EventKind.REFUND_PROCESSED if status == _SUCCESS else EventKind.OTHER
@@ -220,11 +224,14 @@ def _text(value: object, field: str, *, strict: bool) -> str | None:
     return text_field(value, field, strict=strict, provider=_P)
 
 
-def _status(value: object, field: str) -> str | None:
-    """A status decides the event's kind and can be part of its key: one that is not text
-    is malformed whatever the event; one of another type is read as missing."""
+def _status(value: object, field: str, *, decides: bool) -> str | None:
+    """Where a status ``decides`` the event's kind and its key (a SUCCESS webhook, a refund),
+    one that is not text is malformed; elsewhere it is left out, like any odd field of an
+    event nothing reads it for. One of another type is read as missing."""
     if isinstance(value, str) and not is_text(value):
-        raise MalformedPayload(_P, f"{field} is not valid text")
+        if decides:
+            raise MalformedPayload(_P, f"{field} is not valid text")
+        return None
     return _text(value, field, strict=False)
 
 
