@@ -61,14 +61,24 @@ class NotCommitted(PayhooksError):
 class HandlerCommitted(PayhooksError):
     """A handler committed or rolled back the claim's transaction. payhooks commits once, after
     every handler, with the claim: the delivery is answered 500 (the gateway retries) and
-    nothing the handler did is kept. ``call`` names what the handler did."""
+    nothing the handler did is kept. ``call`` names what the handler did.
 
-    def __init__(self, call: str) -> None:
+    ``ended``: the transaction did end (a ``COMMIT`` or ``ROLLBACK`` sent as SQL, which no
+    driver refuses): what it committed stays committed, and the claim is undone so that the
+    gateway's retry applies the delivery."""
+
+    def __init__(self, call: str, *, ended: bool = False) -> None:
+        self.call = call
+        self.ended = ended
         super().__init__(
             f"a handler called {call} inside the claim's transaction; payhooks commits once, "
             "after every handler: remove the call"
         )
-        self.call = call
+
+    @classmethod
+    def as_sql(cls) -> HandlerCommitted:
+        """A ``COMMIT`` or ``ROLLBACK`` sent as SQL: seen after the fact, the transaction ended."""
+        return cls("COMMIT or ROLLBACK as SQL", ended=True)
 
 
 class NotFound(PayhooksError):

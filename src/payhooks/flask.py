@@ -252,11 +252,20 @@ def deliver(store: Store, received: Received, handler: Handler) -> Receipt:
         try:
             pending = _claim(store, sa_conn, received, handler)
         except BaseException:
-            transaction.rollback()
+            _rolled_back(sa_conn, transaction)
             raise
         with _database_edge():
             transaction.commit()
         return pending.receipt()
+
+
+def _rolled_back(sa_conn: sqlalchemy.Connection, transaction: sqlalchemy.RootTransaction) -> None:
+    """A hook's refused ``session.connection().rollback()`` leaves SQLAlchemy's transaction
+    deassociated while the driver's is still open: that one is rolled back directly."""
+    if transaction.is_active:
+        transaction.rollback()
+    else:
+        driver_connection(sa_conn).rollback()
 
 
 def _claim(

@@ -94,17 +94,32 @@ def guarded(handler: Handler) -> Handler:
 @contextlib.contextmanager
 def commit_refused() -> Iterator[None]:
     """psycopg refuses ``commit()`` and ``rollback()`` inside the claim's ``transaction()``
-    block with a bare ``ProgrammingError`` (its subclasses are SQL errors): named here."""
+    block with a bare ``ProgrammingError`` (its subclasses are SQL errors): named here, also
+    when a layer above wraps it (SQLAlchemy's ``session.connection().commit()`` raises its own
+    error, the driver's as ``orig``)."""
     try:
         yield
-    except psycopg.ProgrammingError as exc:
-        if type(exc) is psycopg.ProgrammingError and "forbidden within a Transaction" in str(exc):
-            raise HandlerCommitted(str(exc).split(" ", 2)[1]) from exc
-        raise
+    except Exception as exc:
+        call = refused_call(exc)
+        if call is None:
+            raise
+        raise HandlerCommitted(call) from exc
+
+
+def refused_call(exc: BaseException) -> str | None:
+    """``commit()`` or ``rollback()`` when ``exc`` is psycopg refusing one, else None."""
+    for error in (exc, getattr(exc, "orig", None)):
+        if type(error) is psycopg.ProgrammingError and "forbidden within a Transaction" in str(
+            error
+        ):
+            return str(error).split(" ", 2)[1]
+    return None
 
 
 def still_open(status: TransactionStatus) -> None:
     """A ``COMMIT`` or ``ROLLBACK`` sent as SQL gets past psycopg: seen here, after the fact
-    (what it committed stays committed), and answered as loudly as the calls above."""
+    (what it committed stays committed), and answered as loudly as the calls above. When the
+    handler wrote after it, a new transaction is open and the claim's savepoint is gone: the
+    claim sees that when it releases the savepoint (``payhooks.ingest``)."""
     if status is TransactionStatus.IDLE:
-        raise HandlerCommitted("COMMIT or ROLLBACK as SQL")
+        raise HandlerCommitted.as_sql()

@@ -29,6 +29,8 @@ class Claim:
     outcome: str | None = None
     order_ref: str | None = None
     mismatch: bool = False
+    xmin: str | None = None
+    """The transaction that inserted the record, when this claim did (``NEW``)."""
 
 
 # No conflict target: a conflict on the delivery key, or on the body (the same authentic
@@ -39,7 +41,7 @@ INSERT INTO processed_webhooks
      body, headers)
 VALUES (%s, %s, %s, 'processed', %s, %s, %s, %s, %s, %s)
 ON CONFLICT DO NOTHING
-RETURNING 1
+RETURNING xmin::text
 """
 
 _EXISTING = """
@@ -61,6 +63,11 @@ FOR NO KEY UPDATE
 _MARK_MISMATCH = """
 UPDATE processed_webhooks SET mismatches = mismatches + 1, last_mismatch_at = now()
 WHERE provider = %s AND event_id = %s
+"""
+
+# Only the record this claim inserted: after a ROLLBACK a twin may have claimed the key anew.
+_UNCLAIM = """
+DELETE FROM processed_webhooks WHERE provider = %s AND event_id = %s AND xmin = %s::xid
 """
 
 _RECORD = """
@@ -104,7 +111,7 @@ def claim(conn: Connection, received: Received) -> Claim:
     key = (event.provider.value, event.event_id)
     inserted = conn.execute(_INSERT, claim_values(received)).fetchone()
     if inserted:
-        return Claim(state=ClaimState.NEW)
+        return Claim(state=ClaimState.NEW, xmin=str(inserted[0]))
     row = conn.execute(_EXISTING, key).fetchone()
     if row is None:
         return _same_body(conn, event)
@@ -129,6 +136,14 @@ def _same_body(conn: Connection, event: Event) -> Claim:
     if row is None:
         return Claim(state=ClaimState.DUPLICATE)
     return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[1]))
+
+
+def unclaim_values(event: Event, claim: Claim | None) -> tuple[str, str, str] | None:
+    """``_UNCLAIM``'s parameters, when ``claim`` inserted a record a handler's ``COMMIT`` may
+    have made final: one builder for the sync and async paths."""
+    if claim is None or claim.xmin is None:
+        return None
+    return (event.provider.value, event.event_id, claim.xmin)
 
 
 def record(conn: Connection, event: Event, outcome: str, order_ref: str | None) -> None:

@@ -12,11 +12,18 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import psycopg
+from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
 from payhooks import idempotency
 from payhooks.db import Connection, translated
-from payhooks.errors import MalformedPayload, NotCommitted, PayloadTooLarge, SignatureMismatch
+from payhooks.errors import (
+    HandlerCommitted,
+    MalformedPayload,
+    NotCommitted,
+    PayloadTooLarge,
+    SignatureMismatch,
+)
 from payhooks.events import Event, Received, is_text
 from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
@@ -186,15 +193,49 @@ def ingest_received(
 def _claim_and_apply(conn: Connection, received: Received, handler: Handler) -> Receipt:
     """In a transaction of its own, or a savepoint of the caller's (same statements)."""
     event = received.event
-    with conn.transaction() as tx:
-        claim = idempotency.claim(conn, received)
-        if claim.state is ClaimState.DUPLICATE:
-            return _duplicate(received, claim)  # nothing written but a mismatch mark, kept
-        applied = handler(conn, event)
-        if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
-            raise psycopg.Rollback(tx)  # still nothing to apply it to: leave the row as it was
-        idempotency.record(conn, event, applied.outcome, applied.order_id)
+    claimed: list[idempotency.Claim] = []
+    try:
+        with conn.transaction() as tx:
+            claim = idempotency.claim(conn, received)
+            claimed.append(claim)
+            if claim.state is ClaimState.DUPLICATE:
+                return _duplicate(received, claim)  # nothing written but a mismatch mark, kept
+            applied = handler(conn, event)
+            if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
+                raise psycopg.Rollback(tx)  # still nothing to apply it to: leave the row as it was
+            idempotency.record(conn, event, applied.outcome, applied.order_id)
+    except (HandlerCommitted, InvalidSavepointSpecification) as exc:
+        ended = ended_by_handler(exc)
+        if ended is None:
+            raise
+        _unclaim(conn, idempotency.unclaim_values(event, claimed[0] if claimed else None))
+        raise ended from exc
     return Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
+
+
+def ended_by_handler(exc: Exception) -> HandlerCommitted | None:
+    """The claim's transaction ended inside a handler (a ``COMMIT`` or ``ROLLBACK`` sent as
+    SQL): seen as the connection idle after it, or, when it wrote afterwards, as the claim's
+    savepoint gone from the new transaction. None for a commit the driver refused (nothing
+    ended, the claim rolls back as for any error)."""
+    if isinstance(exc, InvalidSavepointSpecification):
+        return HandlerCommitted.as_sql()
+    if isinstance(exc, HandlerCommitted) and exc.ended:
+        return exc
+    return None
+
+
+def _unclaim(conn: Connection, values: tuple[str, str, str] | None) -> None:
+    """The handler's ``COMMIT`` made the claim's record final as ``processed`` before anything
+    was applied: delete it, in a transaction of its own, so the gateway's retry applies the
+    delivery. What the handler committed stays; the retry runs the handlers again."""
+    if values is None:
+        return
+    if conn.info.transaction_status is not TransactionStatus.IDLE:
+        conn.execute("ROLLBACK")  # what the handler wrote after its COMMIT, never committed
+    conn.execute(idempotency._UNCLAIM, values)
+    if not conn.autocommit:
+        conn.execute("COMMIT")
 
 
 def _duplicate(received: Received, claim: idempotency.Claim) -> Receipt:

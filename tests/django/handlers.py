@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.db import transaction
+from django.db import connection, transaction
 from orders.models import Order
 
 from payhooks import EventKind, Hooks
@@ -50,3 +50,21 @@ def commit(conn, event):
 @committing_on_the_connection.on(EventKind.PAYMENT_CAPTURED)
 def commit_the_connection(conn, event):
     conn.commit()
+
+
+committing_as_sql = Hooks()
+committing_as_sql_then_writing = Hooks()
+
+
+@committing_as_sql.on(EventKind.PAYMENT_CAPTURED)
+def commit_as_sql(conn, event):
+    Order.objects.filter(reference=event.merchant_ref).update(status=Order.Status.PAID)
+    with connection.cursor() as cursor:
+        cursor.execute("COMMIT")  # past Django's guard: only seen after the fact
+
+
+@committing_as_sql_then_writing.on(EventKind.PAYMENT_CAPTURED)
+def commit_as_sql_then_write(conn, event):
+    with connection.cursor() as cursor:
+        cursor.execute("COMMIT")
+    Order.objects.filter(reference=event.merchant_ref).update(status=Order.Status.PAID)

@@ -215,6 +215,19 @@ def test_a_handler_that_commits_is_refused_500_naming_the_cause_and_leaves_nothi
     assert orders() == [] and records(django_db) == []
 
 
+@pytest.mark.parametrize("handler", ["committing_as_sql", "committing_as_sql_then_writing"])
+def test_a_handler_that_commits_as_sql_is_refused_500_and_the_retry_is_applied(
+    site, order, django_db, handler
+):
+    with handled_by(handler):
+        response = post(site, capture())
+    assert (response.status_code, response.json()["error"]) == (500, "handler_committed")
+    assert records(django_db) == []  # the claim it committed is undone: not final
+    retry = post(site, capture())
+    assert (retry.status_code, retry.json()["status"]) == (200, "processed")
+    assert orders() == [("order_dj1", "paid")] and len(records(django_db)) == 1
+
+
 def test_the_retry_after_a_handler_failed_is_applied(site, order, django_db):
     with handled_by("failing"):
         assert post(site, capture()).status_code == 500

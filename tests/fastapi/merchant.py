@@ -79,24 +79,44 @@ def async_hooks() -> AsyncHooks:
 
 def ending_hooks(kind: str, call: str) -> Hooks | AsyncHooks:
     """Hooks that write, then end the claim's transaction themselves (``commit``,
-    ``rollback``, or a ``COMMIT`` sent as SQL), as a merchant used to owning it might."""
+    ``rollback``, or a ``COMMIT`` sent as SQL: ``sql_commit`` after the write,
+    ``sql_commit_then_write`` before it), as a merchant used to owning it might."""
     if kind == "sync":
         hooks = Hooks()
 
         @hooks.on(EventKind.PAYMENT_CAPTURED)
         def mark_paid(conn, event):
-            conn.execute(PAID, (event.merchant_ref, event.payment_id))
-            getattr(conn, call)()
+            for statement in _ending(call):
+                if statement is None:
+                    conn.execute(PAID, (event.merchant_ref, event.payment_id))
+                elif statement == "COMMIT":
+                    conn.execute(statement)
+                else:
+                    getattr(conn, statement)()
 
         return hooks
     async_hooks = AsyncHooks()
 
     @async_hooks.on(EventKind.PAYMENT_CAPTURED)
     async def mark_paid_async(conn, event):
-        await conn.execute(PAID, (event.merchant_ref, event.payment_id))
-        await getattr(conn, call)()
+        for statement in _ending(call):
+            if statement is None:
+                await conn.execute(PAID, (event.merchant_ref, event.payment_id))
+            elif statement == "COMMIT":
+                await conn.execute(statement)
+            else:
+                await getattr(conn, statement)()
 
     return async_hooks
+
+
+def _ending(call: str) -> list[str | None]:
+    """The steps of an ending hook: ``None`` is its write."""
+    if call == "sql_commit":
+        return [None, "COMMIT"]
+    if call == "sql_commit_then_write":
+        return ["COMMIT", None]
+    return [None, call]
 
 
 class Merchant:

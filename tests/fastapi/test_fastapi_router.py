@@ -117,6 +117,21 @@ def test_a_hook_that_ends_the_claims_transaction_is_refused_500_and_leaves_nothi
     ]
 
 
+@pytest.mark.parametrize("call", ["sql_commit", "sql_commit_then_write"])
+def test_a_hook_that_commits_as_sql_is_refused_500_and_the_retry_is_applied(
+    shop, database_url, kind, call
+):
+    delivery = capture()
+    with served(Merchant(database_url, kind, hooks=ending_hooks(kind, call)).app) as app:
+        response = post(app, delivery)
+    assert (response.status_code, response.json()["error"]) == (500, "handler_committed")
+    assert records(shop) == []  # the claim it committed is undone: not final
+    with served(Merchant(database_url, kind).app) as app:
+        retry = post(app, delivery)
+    assert (retry.status_code, retry.json()["status"]) == (200, "processed")
+    assert [outcome for _, outcome, _, _ in records(shop)] == ["processed"]
+
+
 def test_an_event_no_hook_is_registered_for_is_ignored_and_recorded(shop, database_url, kind):
     with served(Merchant(database_url, kind).app) as app:
         response = post(app, failed())

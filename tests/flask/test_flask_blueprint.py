@@ -216,6 +216,12 @@ ENDINGS = {
     "session.commit()": lambda conn: payhooks.flask.session_for(conn).commit(),
     "session.rollback()": lambda conn: payhooks.flask.session_for(conn).rollback(),
     "conn.commit()": lambda conn: conn.commit(),
+    "session.connection().commit()": lambda conn: (
+        payhooks.flask.session_for(conn).connection().commit()
+    ),
+    "session.connection().rollback()": lambda conn: (
+        payhooks.flask.session_for(conn).connection().rollback()
+    ),
 }
 
 
@@ -228,6 +234,37 @@ def test_a_hook_that_ends_the_claims_transaction_is_refused_500_and_leaves_nothi
     assert (response.status_code, response.json()["error"]) == (500, "handler_committed")
     assert "commit()" in response.json()["detail"] or "rollback()" in response.json()["detail"]
     assert (note_refs(shop), claimed(shop)) == ([], 0)
+
+
+def committing_as_sql(how: str) -> Hooks:
+    """A hook that sends ``COMMIT`` as SQL (past every commit() guard), then writes, or not."""
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def commit_then_write(conn, event):
+        session = payhooks.flask.session_for(conn)
+        if how.startswith("session"):
+            session.execute(text("COMMIT"))
+        else:
+            conn.execute("COMMIT")
+        if how.endswith("then write"):
+            session.add(Note(ref=event.merchant_ref))
+            session.flush()
+
+    return hooks
+
+
+@pytest.mark.parametrize(
+    "how", ["session COMMIT then write", "conn COMMIT then write", "session COMMIT", "conn COMMIT"]
+)
+def test_a_hook_that_commits_as_sql_is_refused_500_and_the_retry_is_applied(shop, served, how):
+    delivery = capture()
+    response = post(served(committing_as_sql(how)), delivery)
+    assert (response.status_code, response.json()["error"]) == (500, "handler_committed")
+    assert claimed(shop) == 0  # the claim it committed is undone: not final
+    retry = post(served(orm_hooks()), delivery)
+    assert (retry.status_code, retry.json()["status"]) == (200, "processed")
+    assert claimed(shop) == 1
 
 
 def test_a_savepoint_of_the_hooks_own_may_commit_and_roll_back(shop, served):

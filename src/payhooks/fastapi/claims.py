@@ -8,9 +8,11 @@ Keep the two in step; the tests play the same deliveries through both.
 from __future__ import annotations
 
 import psycopg
+from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
 from payhooks.db import translated
+from payhooks.errors import HandlerCommitted
 from payhooks.events import Event, Received
 from payhooks.fastapi.hooks import AsyncConnection, AsyncHandler
 from payhooks.idempotency import (
@@ -20,11 +22,13 @@ from payhooks.idempotency import (
     _MARK_MISMATCH,
     _RECORD,
     _SAME_BODY,
+    _UNCLAIM,
     Claim,
     ClaimState,
     claim_values,
+    unclaim_values,
 )
-from payhooks.ingest import Outcome, Receipt
+from payhooks.ingest import Outcome, Receipt, ended_by_handler
 
 
 async def ingest_received(
@@ -45,17 +49,37 @@ async def _claim_and_apply(
     conn: AsyncConnection, received: Received, handler: AsyncHandler
 ) -> Receipt:
     event = received.event
-    async with conn.transaction() as tx:
-        claim = await _claim(conn, received)
-        if claim.state is ClaimState.DUPLICATE:
-            return _duplicate(received, claim)
-        applied = await handler(conn, event)
-        if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
-            raise psycopg.Rollback(tx)  # still nothing to apply it to: leave the row as it was
-        await conn.execute(
-            _RECORD, (applied.outcome, applied.order_id, event.provider.value, event.event_id)
-        )
+    claimed: list[Claim] = []
+    try:
+        async with conn.transaction() as tx:
+            claim = await _claim(conn, received)
+            claimed.append(claim)
+            if claim.state is ClaimState.DUPLICATE:
+                return _duplicate(received, claim)
+            applied = await handler(conn, event)
+            if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
+                raise psycopg.Rollback(tx)  # still nothing to apply it to: leave the row as it was
+            await conn.execute(
+                _RECORD, (applied.outcome, applied.order_id, event.provider.value, event.event_id)
+            )
+    except (HandlerCommitted, InvalidSavepointSpecification) as exc:
+        ended = ended_by_handler(exc)
+        if ended is None:
+            raise
+        await _unclaim(conn, unclaim_values(event, claimed[0] if claimed else None))
+        raise ended from exc
     return Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
+
+
+async def _unclaim(conn: AsyncConnection, values: tuple[str, str, str] | None) -> None:
+    """``payhooks.ingest._unclaim``: the record a handler's ``COMMIT`` made final, deleted."""
+    if values is None:
+        return
+    if conn.info.transaction_status is not TransactionStatus.IDLE:
+        await conn.execute("ROLLBACK")
+    await conn.execute(_UNCLAIM, values)
+    if not conn.autocommit:
+        await conn.execute("COMMIT")
 
 
 async def _seen(conn: AsyncConnection, event: Event) -> Claim | None:
@@ -72,7 +96,7 @@ async def _claim(conn: AsyncConnection, received: Received) -> Claim:
     key = _key(event)
     inserted = await (await conn.execute(_INSERT, claim_values(received))).fetchone()
     if inserted:
-        return Claim(state=ClaimState.NEW)
+        return Claim(state=ClaimState.NEW, xmin=str(inserted[0]))
     row = await (await conn.execute(_EXISTING, key)).fetchone()
     if row is None:
         return await _same_body(conn, event)
