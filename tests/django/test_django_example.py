@@ -142,6 +142,31 @@ def test_under_asgi_a_signature_sent_twice_with_different_values_is_refused(chec
     assert response.status_code == 401 and records(django_db) == []
 
 
+def test_under_asgi_a_chunked_capture_pays_the_order(checkout, django_db):
+    delivery = razorpay()
+    with asgi_served() as site:
+        response = httpx.post(
+            site + delivery.path, content=chunked(delivery.body), headers=delivery.headers
+        )
+    assert response.status_code == 200 and response.json()["status"] == "processed"
+    assert orders() == [(REF, "paid", PAYMENT)]
+
+
+def test_under_asgi_a_chunked_body_over_the_bound_is_413_past_djangos_own_limit(
+    checkout, django_db
+):
+    delivery = razorpay()
+    padding = b" " * (4 * 1024 * 1024)  # past the bound and DATA_UPLOAD_MAX_MEMORY_SIZE
+    with asgi_served() as site:
+        response = httpx.post(
+            site + delivery.path,
+            content=chunked(delivery.body + padding, 64 * 1024),
+            headers=delivery.headers,
+        )
+    assert response.status_code == 413 and response.json()["error"] == "payload_too_large"
+    assert records(django_db) == [] and orders() == [(REF, "pending", "")]
+
+
 # --- the same project under gunicorn ---------------------------------------------------------
 
 

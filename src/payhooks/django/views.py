@@ -68,11 +68,16 @@ def _body(request: HttpRequest, adapter: Adapter) -> bytes:
     would arrive empty and be refused as forged. A server that ends the input itself (it sets
     ``wsgi.input_terminated``: gunicorn, Werkzeug) is read up to the gateway's bound; under
     one that does not, the end cannot be found safely, so the delivery is refused 411 rather
-    than verified against nothing. Under ASGI, Django has read the whole body already."""
+    than verified against nothing. Under ASGI, Django has spooled the body before the view
+    (to disk past ``FILE_UPLOAD_MAX_MEMORY_SIZE``): the request is read as a stream, up to
+    the gateway's bound, never whole into memory, and never met by Django's own
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` refusal (an HTML 400)."""
     meta = request.META
-    if meta.get("CONTENT_LENGTH") or "wsgi.input" not in meta:
+    if meta.get("CONTENT_LENGTH"):
         body: bytes = request.body
         return body
+    if "wsgi.input" not in meta:
+        return read_bounded(request, adapter)
     if not meta.get("wsgi.input_terminated"):
         raise LengthRequired(
             adapter.provider,
@@ -85,7 +90,7 @@ def _body(request: HttpRequest, adapter: Adapter) -> bytes:
 _READ_BYTES = 64 * 1024
 
 
-def read_bounded(stream: BinaryIO, adapter: Adapter) -> bytes:
+def read_bounded(stream: BinaryIO | HttpRequest, adapter: Adapter) -> bytes:
     """All of ``stream``, refused as soon as it passes the adapter's bound."""
     limit = adapter.max_body_bytes
     chunks: list[bytes] = []
