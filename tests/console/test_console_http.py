@@ -656,6 +656,96 @@ def test_a_login_with_a_field_it_cannot_take_answers_a_console_page(console, for
     assert "needle-needle-" not in answer.text
 
 
+def is_console_page(answer: httpx.Response, status: int) -> bool:
+    return answer.status_code == status and answer.headers["content-type"].startswith("text/html")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/search?q=%00",
+        "/console/search?q=a%01b",
+        "/console/search?q=%7F",
+        "/console/carts/%00",
+        "/console/carts/a%1Bb",
+        "/console/references/razorpay/%00",
+        "/console/references/%00/x",
+        "/console/deliveries/razorpay/%00",
+        "/console/deliveries/%00/x",
+    ],
+)
+def test_a_control_character_in_an_address_answers_a_console_page(console, path):
+    answer = console.logged_in().get(path)
+    assert is_console_page(answer, 400), answer.text[:200]
+    assert "control character" in answer.text
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"provider": "razorpay", "event_id": "a\x00b"},
+        {"provider": "\x00", "event_id": "x"},
+    ],
+)
+def test_a_control_character_in_an_action_answers_a_console_page(console, form):
+    client = console.logged_in()
+    csrf = csrf_of(client.get("/console/parked").text)
+    answer = client.post("/console/parked/replay", data={"csrf": csrf, **form})
+    assert is_console_page(answer, 400), answer.text[:200]
+    assert rows(console, "SELECT * FROM console_actions") == []
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        {"name": "asha\x00", "password": "x" * 20},
+        {"name": OPERATOR, "password": "pass\x00word-long"},
+    ],
+)
+def test_a_control_character_in_a_login_answers_a_console_page(console, form):
+    with console.client() as client:
+        answer = client.post("/console/login", data=form)
+    assert is_console_page(answer, 400), answer.text[:200]
+    assert "payhooks_console" not in answer.headers.get("set-cookie", "")
+
+
+def test_a_control_character_in_the_page_to_go_next_lands_on_the_console(console):
+    with console.client() as client:
+        form = {"name": OPERATOR, "password": PASSWORD, "next": "/console/a\x00b"}
+        answer = client.post("/console/login", data=form)
+        assert (answer.status_code, answer.headers["location"]) == (303, "/console")
+        csrf = csrf_of(client.get("/console/parked").text)
+        form = {"csrf": csrf, "provider": "razorpay", "event_id": "x", "back": "/console/\x00"}
+        answer = client.post("/console/parked/replay", data=form)
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith("/console?notice=")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [
+        ("GET", "/console/nonexistent", 404),
+        ("GET", "/console/carts", 404),
+        ("POST", "/console/parked", 405),
+        ("GET", "/console/dead/retry", 405),
+        ("PUT", "/console/login", 405),
+    ],
+)
+def test_an_unknown_console_address_or_method_answers_a_console_page(console, method, path, status):
+    client = console.logged_in()
+    data = {"csrf": csrf_of(client.get("/console/parked").text)} if method == "POST" else None
+    answer = client.request(method, path, data=data)
+    assert is_console_page(answer, status), answer.text[:200]
+    assert "default-src 'none'" in answer.headers["content-security-policy"]
+
+
+def test_the_shop_apis_unknown_addresses_still_answer_json(console):
+    headers = {"authorization": "Bearer api-token"}
+    answer = console.client().get("/api/nothing-here", headers=headers)
+    assert answer.status_code == 404
+    assert answer.headers["content-type"].startswith("application/json")
+
+
 # --- strangers cannot starve the shop API ----------------------------------------------------
 
 

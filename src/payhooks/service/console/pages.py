@@ -12,6 +12,7 @@ form by ``Gate`` on the loop, before its body is read, with neither.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
@@ -20,11 +21,14 @@ from urllib.parse import quote, unquote, urlsplit
 import anyio
 import anyio.to_thread
 import jinja2
+import psycopg
 import psycopg_pool
 from fastapi import APIRouter, Depends, FastAPI, Form, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -95,6 +99,17 @@ class Forbidden(Exception):
     """A POST without this session's CSRF token, or from another site."""
 
 
+class Unreadable(Exception):
+    """A value the console cannot take: a control character (NUL the database refuses),
+    or anything else the database refuses to compare."""
+
+
+# C0 and C1 controls and lone surrogates: no identifier, name or password holds one.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_HAS_CONTROL = "A field or the address holds a control character, which no console value has."
+_CANNOT_LOOK_UP = "A field or the address holds a value the database cannot look up."
+
+
 class Console:
     """What the pages need: the gateways (to replay), the cookie key, the console's threads."""
 
@@ -118,7 +133,10 @@ class Console:
 
         def pooled() -> T:
             with database.connection(pool) as conn:
-                return work(conn, *args, **kwargs)
+                try:
+                    return work(conn, *args, **kwargs)
+                except psycopg.DataError as exc:  # a value the database cannot compare
+                    raise Unreadable(_CANNOT_LOOK_UP) from exc
 
         if self._threads is None:  # made on the loop that uses it
             self._threads = anyio.CapacityLimiter(CONNECTIONS)
@@ -151,6 +169,23 @@ def install(
     @app.exception_handler(Forbidden)
     async def forbidden(request: Request, exc: Forbidden) -> Response:
         return _page(request, "error.html", {"message": str(exc)}, status=403)
+
+    @app.exception_handler(HTTPException)
+    async def no_such_page(request: Request, exc: HTTPException) -> Response:
+        """An unknown console address or method is a console page; the API's stay JSON."""
+        path = request.url.path
+        if path != PREFIX and not path.startswith(PREFIX + "/"):
+            return await http_exception_handler(request, exc)
+        message = _NO_SUCH.get(exc.status_code, "This request cannot be answered.")
+        response = _page(request, "error.html", {"message": message}, status=exc.status_code)
+        response.headers.update(exc.headers or {})
+        return response
+
+
+_NO_SUCH = {
+    404: "There is no such console page.",
+    405: "This console page cannot be used that way (the wrong method).",
+}
 
 
 def _to_login(request: Request) -> Response:
@@ -273,13 +308,33 @@ class Page(APIRoute):
 
         async def page(request: Request) -> Response:
             try:
+                if await _holds_control(request):
+                    raise Unreadable(_HAS_CONTROL)
                 return await handler(request)
             except RequestValidationError as exc:
                 return _page(request, "error.html", {"message": _unreadable(exc)}, status=400)
+            except Unreadable as exc:
+                return _page(request, "error.html", {"message": str(exc)}, status=400)
             except DatabaseUnavailable:
                 return _unavailable(request)
 
         return page
+
+
+async def _holds_control(request: Request) -> bool:
+    """Whether an address value, a query value or a form field holds a control character:
+    refused before any of it reaches a page's work or the database (which refuses NUL). The
+    page to go to next is not: it only ever goes through ``_local``, which drops such an
+    address for the console's own."""
+    values = [*request.path_params.values()]
+    values += [v for k, v in request.query_params.multi_items() if k not in _WHERE_NEXT]
+    if request.method == "POST":
+        form = (await request.form()).multi_items()
+        values += [v for k, v in form if k not in _WHERE_NEXT and isinstance(v, str)]
+    return any(isinstance(v, str) and _CONTROL.search(v) for v in values)
+
+
+_WHERE_NEXT = frozenset({"next", "back"})
 
 
 async def _session(request: Request) -> auth.Session:
