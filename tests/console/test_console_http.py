@@ -516,6 +516,18 @@ def test_a_burst_of_5xx_long_past_raises_no_banner(console, conn):
     assert 'role="alert"' not in page
 
 
+def test_rare_5xx_on_a_busy_gateway_raise_no_banner(console, conn):
+    """One answer in 500 a 503 (a pod restarting now and then) over a busy day: healthy."""
+    conn.execute(
+        "INSERT INTO deliveries (received_at, provider, status, outcome, verified, body_bytes,"
+        " duration_ms) SELECT now() - interval '10 minutes' - n * interval '16 seconds',"
+        " 'razorpay', CASE WHEN n % 500 = 0 THEN 503 ELSE 200 END, 'processed', true, 10, 1"
+        " FROM generate_series(1, 5000) n"
+    )
+    page = console.logged_in().get("/console").text
+    assert 'role="alert"' not in page
+
+
 def when(at: datetime) -> str:
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}.{at.microsecond // 1000:03d} UTC"
 

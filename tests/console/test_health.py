@@ -23,6 +23,13 @@ ANALYZE deliveries;
 """
 
 
+def test_every_health_query_reads_only_its_window_however_long_the_log(conn, recording):
+    conn.execute(FILL.encode())
+    health.health(recording, datetime.now(UTC))
+    assert len(recording.ran) == 4
+    assert read_whole(conn, recording.ran) == []
+
+
 def test_the_last_2xx_of_each_gateway_is_read_through_an_index(conn, recording):
     conn.execute(FILL.encode())
     report = health.health(recording, datetime.now(UTC))

@@ -5,7 +5,8 @@ miss.
 - Repeated 5xx answers: Razorpay disables a webhook endpoint that keeps failing for 24 hours,
   and every gateway stops retrying at some point; each 5xx is a payment waiting. A burst in
   the last hour warns at once; a slow failure (a few an hour) warns once it has lasted a few
-  hours of the gateway's retry window.
+  hours of the gateway's retry window and is a share of its answers there, not the odd 503
+  of a busy, healthy shop.
 - A spike of signature failures: usually a secret rotated in the gateway's dashboard and not
   yet added to payhooks' configuration; every genuine delivery is being refused.
 """
@@ -26,9 +27,12 @@ FAILURES_TO_WARN = 3
 SIGNATURE_FAILURES_TO_WARN = 5
 SIGNATURE_FAILURE_SHARE = 0.2
 # A banner too when, over its retry window, a gateway was answered 5xx at least this often,
-# in at least this many different hours: a slow failure, not one restart's burst.
+# in at least this many different hours (a slow failure, not one restart's burst), making up
+# at least this share of its answers there (a busy shop's one 503 in 500 is no failure; a
+# quiet one's one or two an hour is). Not cleared by a later 2xx: a slow failure has them.
 SLOW_FAILURES_TO_WARN = 6
 SLOW_FAILURE_HOURS = 3
+SLOW_FAILURE_SHARE = 0.02
 # How long each gateway keeps retrying a delivery answered 5xx (docs/providers.md): Razorpay
 # for 24 hours, then it disables the endpoint. Cashfree's default retries end after about 42
 # minutes and PayU documents none, so each 5xx of theirs may be a payment given up on: the
@@ -74,6 +78,7 @@ SELECT d.provider, count(*), count(*) FILTER (WHERE d.status >= 500),
        count(DISTINCT date_trunc('hour', d.received_at, 'UTC')) FILTER (WHERE d.status >= 500)
 FROM unnest(%(providers)s::text[], %(windows)s::interval[]) AS w (provider, span)
 JOIN deliveries d ON d.provider = w.provider AND d.received_at > %(now)s - w.span
+WHERE d.received_at > %(now)s - %(longest)s
 GROUP BY 1 ORDER BY 1
 """
 # One read of the index deliveries_answered per gateway, however long ago.
@@ -158,10 +163,16 @@ def alarms(conn: Connection, now: datetime) -> list[Alarm]:
 
 def _slow_failures(conn: Connection, now: datetime) -> list[Alarm]:
     """5xx answers spread over a gateway's retry window, too few in any one hour to warn."""
-    windows = {"providers": [p.value for p in RETRY_WINDOWS], "windows": [*RETRY_WINDOWS.values()]}
+    windows = {
+        "providers": [p.value for p in RETRY_WINDOWS],
+        "windows": [*RETRY_WINDOWS.values()],
+        "longest": max(RETRY_WINDOWS.values()),  # a bound the planner can use on its own
+    }
     found: list[Alarm] = []
     for provider, total, failed, hours in conn.execute(_OVER_WINDOW, {"now": now, **windows}):
         if failed < SLOW_FAILURES_TO_WARN or hours < SLOW_FAILURE_HOURS:
+            continue
+        if failed < SLOW_FAILURE_SHARE * total:
             continue
         span = RETRY_WINDOWS[Provider(provider)]
         found.append(
