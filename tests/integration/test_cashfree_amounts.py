@@ -12,6 +12,7 @@ import pytest
 
 from payhooks.events import Provider
 from payhooks.providers import cashfree
+from payhooks.service.reconcile import payments
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, KEYS, deliver, purchase
 
@@ -31,14 +32,14 @@ def _offer(status: str = "SUCCESS") -> dict[str, object]:
 
 
 def success(buy, *, paid_paise: int, offers: list[dict[str, object]] | None = None,
-            discount: str = "0") -> Delivery:  # fmt: skip
+            discount: str = "0", surcharge: object = None) -> Delivery:  # fmt: skip
     """A signed PAYMENT_SUCCESS_WEBHOOK (2025-01-01) with the amounts written as Cashfree
     writes them (``170.00``)."""
     data: dict[str, object] = {
         "order": {"order_id": buy.reference, "order_amount": "@O@", "order_currency": "INR"},
         "payment": {
             "cf_payment_id": buy.payment_id, "payment_status": "SUCCESS",
-            "payment_amount": "@P@", "payment_currency": "INR", "payment_surcharge": None,
+            "payment_amount": "@P@", "payment_currency": "INR", "payment_surcharge": surcharge,
         },
     }  # fmt: skip
     if offers is not None:
@@ -99,3 +100,43 @@ def test_the_shortfall_is_what_the_event_compares_on_every_path():
     delivery = success(buy, paid_paise=15_000)
     event = ADAPTERS[Provider.CASHFREE].parse(delivery.body, delivery.headers)
     assert (event.amount_paise, event.payment_amount_paise) == (15_000, 15_000)
+
+
+FEE = {"payment_surcharge_service_charge": 0.36, "payment_surcharge_service_tax": 0.06}
+
+
+def test_a_payment_of_the_order_amount_that_includes_a_service_fee_is_flagged(conn):
+    """Cashfree took its 42 paise fee out of what the customer paid: the order got less."""
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, success(buy, paid_paise=buy.amount_paise, surcharge=FEE))
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (0,)
+    assert conn.execute(FLAGS, (buy.payment_id,)).fetchone() == (["amount_mismatch"], True)
+
+
+def test_a_payment_of_the_order_amount_plus_its_reported_fee_places_the_order(conn):
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, success(buy, paid_paise=buy.amount_paise + 42, surcharge=FEE))
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (1,)
+    assert conn.execute(FLAGS, (buy.payment_id,)).fetchone() == ([], False)
+
+
+@pytest.mark.parametrize(
+    "surcharge",
+    [None, {}, {"payment_surcharge_service_charge": 0, "payment_surcharge_service_tax": 0},
+     {"payment_surcharge_service_charge": "0.36"}, "0.42"],
+)  # fmt: skip
+def test_no_readable_fee_takes_nothing_off_a_full_payment(conn, surcharge):
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, success(buy, paid_paise=buy.amount_paise, surcharge=surcharge))
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (1,)
+
+
+def test_reconciliation_reads_the_fee_off_the_payment_entity_too():
+    entity = {
+        "cf_payment_id": "1453002795", "order_id": "ph_x", "payment_status": "SUCCESS",
+        "order_amount": 200.00, "payment_amount": 200.00, "payment_currency": "INR",
+        "payment_surcharge": FEE,
+    }  # fmt: skip
+    report = payments.cashfree("ph_x", json.dumps([entity]).encode())
+    event = report.received[0].event
+    assert (event.amount_paise, event.payment_amount_paise) == (20_000 - 42, 20_000)

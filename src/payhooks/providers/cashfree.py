@@ -148,6 +148,7 @@ def _payment_facts(event_type: str, data: object) -> _Facts:
             _amount(child(data, "order", "order_amount"), "order_amount", strict=strict),
             _amount(child(data, "payment", "payment_amount"), "payment_amount", strict=strict),
             child(data, "payment_offers"),
+            child(data, "payment", "payment_surcharge"),
         ),
         payment_amount_paise=_amount(
             child(data, "payment", "payment_amount"), "payment_amount", strict=strict
@@ -164,18 +165,28 @@ def _payment_facts(event_type: str, data: object) -> _Facts:
     return facts
 
 
-def compared_paise(ordered: int | None, paid: int | None, offers: object) -> int | None:
+def compared_paise(
+    ordered: int | None, paid: int | None, offers: object, surcharge: object = None
+) -> int | None:
     """The amount compared with the cart. ``payment_amount`` is below ``order_amount`` under
     an offer Cashfree reports redeemed (``payment_offers[].offer_redemption.discount_amount``)
-    and above it with a service fee the customer paid (``payment_surcharge``). What the
-    payment covers is ``payment_amount`` plus the discounts redeemed: at least the order
-    amount, the order amount is compared; short of it, what it covers is, so the shortfall is
-    flagged ``amount_mismatch`` like any amount off (docs/providers.md). Reconciliation reads
-    the status API's payment entity with the same rule."""
+    and above it with a service fee the customer paid (``payment_surcharge``'s service charge
+    and tax). What the payment covers is ``payment_amount`` less the fee reported plus the
+    discounts redeemed: at least the order amount, the order amount is compared; short of
+    it, what it covers is, so the shortfall is flagged ``amount_mismatch`` like any amount
+    off (docs/providers.md). Reconciliation reads the status API's payment entity with the
+    same rule."""
     if ordered is None or paid is None:
         return ordered
-    covered = paid + redeemed_discounts(offers)
+    covered = paid - service_fee(surcharge) + redeemed_discounts(offers)
     return ordered if covered >= ordered else covered
+
+
+def service_fee(surcharge: object) -> int:
+    """Paise of ``payment_surcharge`` (service charge and its tax) the customer paid on top;
+    a part that is not a readable amount, or below zero, counts as none."""
+    fields = ("payment_surcharge_service_charge", "payment_surcharge_service_tax")
+    return sum(max(_amount(child(surcharge, f), f, strict=False) or 0, 0) for f in fields)
 
 
 def redeemed_discounts(offers: object) -> int:

@@ -129,6 +129,7 @@ def cashfree(order_id: str, body: bytes) -> Report:
             _rupees(Provider.CASHFREE, ordered, "order_amount"),
             paid_paise,
             entity.get("payment_offers"),
+            entity.get("payment_surcharge"),
         )
         assert compared is not None  # the order amount was read
         event = _event(
