@@ -2,7 +2,9 @@
 
 The baseline must be *the same SQL transaction*, so the scripts are not written by hand: each
 statement is the constant the code executes, its ``%s`` placeholders replaced by pgbench
-expressions. A change to the hot path's SQL changes the baseline with it.
+expressions. A change to the hot path's SQL changes the baseline with it. They import the
+code's modules when built, so the runner and the smallest transaction (written here) work on
+any build, also one whose statements live elsewhere.
 """
 
 from __future__ import annotations
@@ -13,12 +15,9 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from psycopg.conninfo import conninfo_to_dict
-
-from payhooks import idempotency
-from payhooks.service import outbox
-from payhooks.service.shop import carts, orders, payments
 
 EMBEDDED_PGBENCH = (
     Path(sys.executable).parent.parent
@@ -27,6 +26,13 @@ EMBEDDED_PGBENCH = (
 PGBENCH = str(EMBEDDED_PGBENCH) if EMBEDDED_PGBENCH.exists() else "pgbench"
 
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s|%s|%%")
+
+
+def query(module: ModuleType, name: str) -> str:
+    """Statement ``name`` of ``module``: public, or private (``_NAME``) on builds before the
+    statements were shared, so the same bench measures both sides of that change."""
+    found = getattr(module, name, None)
+    return str(found) if found is not None else str(getattr(module, f"_{name}"))
 
 
 def statement(sql: str, *args: str, gset: bool = False, **named: str) -> str:
@@ -49,15 +55,31 @@ def returning(sql: str, column: str) -> str:
 
 
 N = ":n::text"
-BODY = "convert_to(repeat('x', 700), 'UTF8')"
-HEADERS = '\'{"x-razorpay-signature": "0000", "x-razorpay-event-id": "evt_0000"}\''
+BODY_BYTES = 700
+BODY = f"convert_to(repeat('x', {BODY_BYTES}), 'UTF8')"
+HEADERS_JSON = '{"x-razorpay-signature": "0000", "x-razorpay-event-id": "evt_0000"}'
+HEADERS = f"'{HEADERS_JSON}'"
+HEADERS_BYTES = len(HEADERS_JSON)
 NUMBER = [
     "\\set i :i + 1",
     "\\set n :base + :i * :clients + :client_id",
 ]
 
 
-def capture(prefix: str, take: list[str]) -> list[str]:
+OPTIONAL = frozenset({"record read", "payment row", "cart lock", "ledger row"})
+"""The statements of ``capture`` a variant may leave out."""
+NO_BODY = "''::bytea"
+NO_HEADERS = "'{}'"
+
+
+def capture(
+    prefix: str,
+    take: list[str],
+    *,
+    body: str = BODY,
+    headers: str = HEADERS,
+    without: frozenset[str] = frozenset(),
+) -> list[str]:
     """A first capture of cart ``prefix``n, exactly as ingest_received(pipeline=True) runs it.
 
     Its body hash is its own (``md5(prefix || n)``): a hash already stored (the duplicates the
@@ -66,16 +88,28 @@ def capture(prefix: str, take: list[str]) -> list[str]:
     payhooks runs the transaction in pipeline mode: statements whose results it does not read
     travel with the next one it does. pgbench pipelines the same groups, except SAVEPOINT with
     the slot take (pgbench cannot \\gset inside a pipeline): one round trip more for it.
+
+    ``body``, ``headers`` and ``without`` (names in ``OPTIONAL``) make the variants that
+    ``bench/ingest.py --costs`` prices one piece at a time; the defaults are the capture.
     """
+    from payhooks import idempotency
+    from payhooks.service import outbox
+    from payhooks.service.shop import orders, payments
+
+    assert without <= OPTIONAL, without - OPTIONAL
     event = f"'evt_{prefix}' || {N}"
     payment = f"'pay_{prefix}' || {N}"
     order = f"'ord_{prefix}' || {N}"
+
+    def unless(name: str, *lines: str) -> list[str]:
+        return [] if name in without else list(lines)
+
     return [
-        statement(idempotency._EXISTING, "'razorpay'", event),
+        *unless("record read", statement(query(idempotency, "EXISTING"), "'razorpay'", event)),
         "\\startpipeline",
         "BEGIN;",
         statement(
-            idempotency._INSERT,
+            query(idempotency, "INSERT"),
             "'razorpay'",
             event,
             "'payment.captured'",
@@ -83,28 +117,33 @@ def capture(prefix: str, take: list[str]) -> list[str]:
             f"'order_{prefix}' || {N}",
             f"'rrn' || {N}",
             f"md5('{prefix}' || {N})",
-            BODY,
-            HEADERS,
+            body,
+            headers,
         ),
         "\\endpipeline",
-        statement(payments._CART_OF_CHECKOUT, "'razorpay'", f"'order_{prefix}' || {N}", gset=True),
         statement(
-            payments._NEW_PAYMENT,
-            "'razorpay'",
-            payment,
-            ":cart_id",
-            "'captured'",
-            "100",
-            "100",
-            "'INR'",
+            query(payments, "CART_OF_CHECKOUT"), "'razorpay'", f"'order_{prefix}' || {N}", gset=True
         ),
-        statement(payments._LOCK_CART, ":cart_id", gset=True),
-        statement(orders._LINES, ":cart_id", gset=True),
+        *unless(
+            "payment row",
+            statement(
+                query(payments, "NEW_PAYMENT"),
+                "'razorpay'",
+                payment,
+                ":cart_id",
+                "'captured'",
+                "100",
+                "100",
+                "'INR'",
+            ),
+        ),
+        *unless("cart lock", statement(query(payments, "LOCK_CART"), ":cart_id", gset=True)),
+        statement(query(orders, "LINES"), ":cart_id", gset=True),
         *take,
         "\\startpipeline",
-        statement(orders._MARK_PAID, ":cart_id"),
+        statement(query(orders, "MARK_PAID"), ":cart_id"),
         statement(
-            orders._INSERT_ORDER,
+            query(orders, "INSERT_ORDER"),
             order,
             ":cart_id",
             "'razorpay'",
@@ -113,9 +152,12 @@ def capture(prefix: str, take: list[str]) -> list[str]:
             "'confirmed'",
             event,
         ),
-        statement(orders._LEDGER, ":sku", "0 - :quantity::integer", order),
+        *unless(
+            "ledger row",
+            statement(query(orders, "LEDGER"), ":sku", "0 - :quantity::integer", order),
+        ),
         statement(
-            outbox._ENQUEUE,
+            query(outbox, "ENQUEUE"),
             "'email'",
             f"'order_confirmation:' || {order}",
             "'b@example.com'",
@@ -123,7 +165,7 @@ def capture(prefix: str, take: list[str]) -> list[str]:
             "'Thank you. We received INR 1.00.'",
             '\'{"order_id": "x"}\'',
         ),
-        statement(idempotency._RECORD, "'processed'", order, "'razorpay'", event),
+        statement(query(idempotency, "RECORD"), "'processed'", order, "'razorpay'", event),
         "COMMIT;",
         "\\endpipeline",
     ]
@@ -137,7 +179,7 @@ def first_capture(prefix: str) -> list[str]:
     order = f"'ord_{prefix}' || {N}"
     return [
         statement(
-            captures._FIRST_CAPTURE,
+            query(captures, "FIRST_CAPTURE"),
             "'razorpay'",
             event,
             "'payment.captured'",
@@ -159,15 +201,79 @@ def first_capture(prefix: str) -> list[str]:
     ]
 
 
+# The smallest transaction that does a first capture's job, the yardstick beside the general
+# path's: the claim (its record final at once, no stored body or headers), the order, the stock
+# decrement, the email in the outbox. Written here, not taken from the code: it is what the
+# code is measured against, and stays the same from one build to the next.
+SMALLEST_CLAIM = """
+INSERT INTO processed_webhooks
+    (provider, event_id, event_type, outcome, payment_id, merchant_ref, bank_ref, payload_sha256,
+     body, order_ref)
+VALUES (%s, %s, 'payment.captured', 'processed', %s, %s, %s, %s, ''::bytea, %s)
+ON CONFLICT DO NOTHING
+"""
+SMALLEST_ORDER = """
+INSERT INTO orders (id, cart_id, provider, payment_id, amount_paise, status, event_id)
+VALUES (%s, %s, %s, %s, %s, 'confirmed', %s)
+"""
+SMALLEST_TAKE = "UPDATE product_stock SET stock = stock - 1 WHERE sku = %s AND slot = 0"
+SMALLEST_EMAIL = """
+INSERT INTO outbox (kind, dedupe_key, recipient, subject, body, payload)
+VALUES ('email', %s, %s, %s, %s, %s)
+ON CONFLICT (dedupe_key) DO NOTHING
+"""
+SMALLEST_SKU = "LEAN"
+"""The SKUs the smallest transaction sells (``LEAN1``…): it writes no ledger row, so their
+stock is theirs alone, left out of the run's stock and ledger check."""
+
+
+def smallest(prefix: str, skus: int) -> list[str]:
+    """Four statements in one round trip: the first capture of cart ``prefix``n, of one unit of
+    SKU ``LEAN``(n mod ``skus`` + 1), known without reading the cart."""
+    event = f"'evt_{prefix}' || {N}"
+    payment = f"'pay_{prefix}' || {N}"
+    order = f"'ord_{prefix}' || {N}"
+    return [
+        "\\startpipeline",
+        "BEGIN;",
+        statement(
+            SMALLEST_CLAIM,
+            "'razorpay'",
+            event,
+            payment,
+            f"'order_{prefix}' || {N}",
+            f"'rrn' || {N}",
+            f"md5('{prefix}' || {N})",
+            order,
+        ),
+        statement(
+            SMALLEST_ORDER, order, f"'cart_{prefix}' || {N}", "'razorpay'", payment, "100", event
+        ),
+        statement(SMALLEST_TAKE, f"'{SMALLEST_SKU}' || (:n::bigint % {skus} + 1)::text"),
+        statement(
+            SMALLEST_EMAIL,
+            f"'order_confirmation:' || {order}",
+            "'b@example.com'",
+            "'Your order is confirmed'",
+            "'Thank you. We received INR 1.00.'",
+            '\'{"order_id": "x"}\'',
+        ),
+        "COMMIT;",
+        "\\endpipeline",
+    ]
+
+
 def slot_take() -> list[str]:
     """orders.take_stock for one line with plenty of stock: a free slot, else wait for one."""
+    from payhooks.service.shop import orders
+
     args = {"sku": ":sku", "qty": ":quantity::integer"}
     return [
-        statement(orders._SAVEPOINT),
-        statement(returning(orders._TAKE_FREE_SLOT, "slot"), gset=True, **args),
+        statement(query(orders, "SAVEPOINT")),
+        statement(returning(query(orders, "TAKE_FREE_SLOT"), "slot"), gset=True, **args),
         "\\if :slot < 0",
-        statement(orders._ROLLBACK_TO),
-        statement(returning(orders._TAKE_BUSY_SLOT, "slot"), gset=True, **args),
+        statement(query(orders, "ROLLBACK_TO")),
+        statement(returning(query(orders, "TAKE_BUSY_SLOT"), "slot"), gset=True, **args),
         "\\endif",
     ]
 
@@ -192,22 +298,24 @@ def one_row_take() -> list[str]:
 
 def purchase(sku: str, take: list[str]) -> list[str]:
     """A whole purchase as the API runs it: create the cart, check it out, then the capture."""
+    from payhooks.service.shop import carts
+
     cart = f"'cart_f' || {N}"
     reference = f"'order_f' || {N}"
     return [
         "BEGIN;",
-        statement(carts._PRICES, f"ARRAY['{sku}']"),
-        statement(carts._INSERT_CART, cart, "'b@example.com'", "100"),
-        statement(carts._INSERT_ITEM, cart, f"'{sku}'", "1", "100"),
+        statement(query(carts, "PRICES"), f"ARRAY['{sku}']"),
+        statement(query(carts, "INSERT_CART"), cart, "'b@example.com'", "100"),
+        statement(query(carts, "INSERT_ITEM"), cart, f"'{sku}'", "1", "100"),
         "COMMIT;",
-        statement(carts._GET_CART, cart),
-        statement(carts._ITEMS, cart),
+        statement(query(carts, "GET_CART"), cart),
+        statement(query(carts, "ITEMS"), cart),
         "BEGIN;",
-        statement(carts._LOCK_CART, cart),
-        statement(carts._GET_CART, cart),
-        statement(carts._ITEMS, cart),
-        statement(carts._INSERT_CHECKOUT, "'razorpay'", reference, cart),
-        statement(carts._CHECKOUT_OF_CART, cart, "'razorpay'"),
+        statement(query(carts, "LOCK_CART"), cart),
+        statement(query(carts, "GET_CART"), cart),
+        statement(query(carts, "ITEMS"), cart),
+        statement(query(carts, "INSERT_CHECKOUT"), "'razorpay'", reference, cart),
+        statement(query(carts, "CHECKOUT_OF_CART"), cart, "'razorpay'"),
         "COMMIT;",
         *capture("f", take),
     ]
@@ -215,9 +323,11 @@ def purchase(sku: str, take: list[str]) -> list[str]:
 
 def duplicate(prefix: str, count: int) -> list[str]:
     """A re-sent delivery of an event already processed: one read of its record."""
+    from payhooks import idempotency
+
     return [
         f"\\set d random(1, {count})",
-        statement(idempotency._EXISTING, "'razorpay'", f"'evt_{prefix}' || :d::text"),
+        statement(query(idempotency, "EXISTING"), "'razorpay'", f"'evt_{prefix}' || :d::text"),
     ]
 
 

@@ -24,11 +24,13 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import _pgbench
+import _statements
 import psutil
 import psycopg
 from _load import KEYS, Http, Operation, Run, Server, database, drive, post, servers
@@ -47,6 +49,11 @@ SEED = [
     """INSERT INTO product_stock (sku, slot, stock)
        SELECT 'SKU' || g, s, %(stock)s FROM generate_series(1, %(skus)s) g,
               generate_series(0, %(slots)s - 1) s""",
+    # What the smallest transaction sells (_pgbench.SMALLEST_SKU): one stock row each.
+    """INSERT INTO product_info (sku, name, price_paise)
+       SELECT %(lean)s || g, 'bench', 100 FROM generate_series(1, %(skus)s) g""",
+    """INSERT INTO product_stock (sku, slot, stock)
+       SELECT %(lean)s || g, 0, %(stock)s FROM generate_series(1, %(skus)s) g""",
 ]
 # Carts ``cart_<prefix>n`` of one unit each, checked out as ``order_<prefix>n``: of SKU ``sku``
 # when given, else of one of the first ``spread`` SKUs in turn.
@@ -94,10 +101,18 @@ class Row:
     baseline: str
     baseline_tps: float
     cpu: dict[str, float] = field(default_factory=dict)
+    wal: float = float("nan")
+    """WAL bytes written per operation (the whole server's, as the CPU)."""
+    smallest_tps: float = 0.0
 
     @property
     def ratio(self) -> float:
         return self.ops / self.baseline_tps if self.baseline_tps else float("nan")
+
+    @property
+    def smallest_ratio(self) -> float:
+        """To the smallest transaction that does the job (``_pgbench.smallest``)."""
+        return self.ops / self.smallest_tps if self.smallest_tps else float("nan")
 
 
 def _seconds(process: psutil.Process) -> float:
@@ -116,11 +131,15 @@ class Cpu:
     was alive at the start and reaped since counts from its reading at the start.
     """
 
-    def __init__(self, server_pids: list[int], postmaster: int) -> None:
+    def __init__(
+        self, server_pids: list[int], postmaster: int, lsn: Callable[[], int] | None = None
+    ) -> None:
         self.pids = server_pids
         self.postmaster = postmaster
+        self.lsn = lsn
 
     def __enter__(self) -> Cpu:
+        self.first_lsn = self.lsn() if self.lsn else 0
         self.started = self._mine()
         self.first_postmaster, self.first_children = self._postgres()
         self.first_servers = {pid: _seconds(psutil.Process(pid)) for pid in self.pids}
@@ -139,6 +158,8 @@ class Cpu:
             ),
             "loadgen": self._mine() - self.started,
         }
+        if self.lsn:
+            self.used[WAL] = self.lsn() - self.first_lsn
 
     def _postgres(self) -> tuple[float, dict[int, float]]:
         """The postmaster's CPU with its reaped children's, and each live child's."""
@@ -154,6 +175,10 @@ class Cpu:
     def _mine() -> float:
         mine = os.times()  # pgbench is a child: its CPU shows once it has been waited for
         return mine.user + mine.system + mine.children_user + mine.children_system
+
+
+WAL = "wal bytes"
+"""The key of ``Cpu.used`` that counts bytes of WAL, not seconds."""
 
 
 def postmaster(url: str) -> int:
@@ -177,6 +202,11 @@ def _merged(runs: list[tuple[Run, dict[str, float]]]) -> tuple[Run, dict[str, fl
     return whole, _summed(cpu for _, cpu in runs)
 
 
+def _per_op(used: dict[str, float], ops: int) -> dict[str, float]:
+    """CPU µs per operation, by side."""
+    return {side: seconds / ops * 1e6 for side, seconds in used.items() if side != WAL}
+
+
 def _summed(parts: Iterable[dict[str, float]]) -> dict[str, float]:
     """CPU seconds per side, added over turns."""
     total: Counter[str] = Counter()
@@ -196,6 +226,17 @@ class Bench:
         self.bases: list[str] = []
         self.server_pids: list[int] = []
         self.postmaster = postmaster(url)
+        self.meter = psycopg.connect(url, autocommit=True)
+
+    def cpu(self) -> Cpu:
+        """CPU and WAL of one figure, from its start to its end."""
+        return Cpu(self.server_pids, self.postmaster, self.lsn)
+
+    def lsn(self) -> int:
+        """Bytes of WAL written so far by the whole server."""
+        row = self.meter.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
+        assert row is not None
+        return int(row[0])
 
     # --- load ------------------------------------------------------------------------------
 
@@ -273,62 +314,68 @@ class Bench:
         return self._record(scenario, *self._drive(operations, self.args.seconds, pace))
 
     def in_turns(
-        self,
-        scenarios: dict[str, Iterator[Operation]],
-        baseline: tuple[str, list[str], str] | None = None,
-    ) -> Row | None:
-        """Scenarios to be compared with one another (and with a pgbench ``baseline``, given as
-        its name, script and cart prefix), measured in TURNS turns of ``seconds / TURNS``
-        each, in whole seconds (pgbench's ``-T`` takes no fraction), in an order reversed every
-        other turn (A B C, C B A, A B C, C B A): a drift that runs one way through the run
-        (tables growing, the seed's pages written out, the full-page writes after a checkpoint
-        thinning out) then falls on each alike, not on whichever came later. The script's turn
-        ``t`` numbers its carts from the ``t``-th of TURNS ranges of its prefix.
+        self, scenarios: dict[str, Iterator[Operation]], baselines: Sequence[Baseline] = ()
+    ) -> dict[str, Row]:
+        """Scenarios to be compared with one another and with pgbench ``baselines``, measured
+        in TURNS turns of ``seconds / TURNS`` each, in whole seconds (pgbench's ``-T`` takes no
+        fraction), in an order reversed every other turn (A B C, C B A, A B C, C B A): a drift
+        that runs one way through the run (tables growing, the seed's pages written out, the
+        full-page writes after a checkpoint thinning out) then falls on each alike, not on
+        whichever came later. The baselines' rows, by name.
         """
         self.settle()
         seconds = float(max(1, int(self.args.seconds / TURNS)))
-        spacing = 0 if baseline is None else CARTS[baseline[2]].count(self.args) // TURNS
-        sides = [*scenarios, *([] if baseline is None else [PGBENCH])]
+        sides: list[str | Baseline] = [*scenarios, *baselines]
         ours: dict[str, list[tuple[Run, dict[str, float]]]] = {name: [] for name in scenarios}
-        theirs: list[tuple[_pgbench.Result, dict[str, float]]] = []
+        theirs: dict[str, list[tuple[_pgbench.Result, dict[str, float]]]] = {
+            baseline.name: [] for baseline in baselines
+        }
         for turn in range(TURNS):
             for side in sides if turn % 2 == 0 else reversed(sides):
-                if side != PGBENCH:
+                if isinstance(side, Baseline):
+                    theirs[side.name].append(self._pgbench_turn(side, turn, seconds))
+                else:
                     ours[side].append(self._drive(scenarios[side], seconds))
-                    continue
-                assert baseline is not None
-                with Cpu(self.server_pids, self.postmaster) as cpu:
-                    result = _pgbench.run(
-                        self.url,
-                        baseline[1],
-                        clients=self.args.clients,
-                        seconds=seconds,
-                        base=turn * spacing,
-                    )
-                theirs.append((result, cpu.used))
-        row = None
-        if baseline is not None:
-            transactions = sum(result.transactions for result, _ in theirs)
-            if not transactions:
-                raise RuntimeError(f"{baseline[0]}: pgbench ran no transaction")
-            row = self._pgbench_row(
-                baseline[0],
-                transactions,
-                sum(result.transactions / result.tps for result, _ in theirs),
-                latency_ms=sum(r.latency_ms * r.transactions for r, _ in theirs) / transactions,
-                failed=sum(result.failed for result, _ in theirs),
-                used=_summed(cpu for _, cpu in theirs),
-            )
+        rows = {name: self._turns_row(name, turns) for name, turns in theirs.items()}
         for name, runs in ours.items():
             self._record(name, *_merged(runs))
-        return row
+        return rows
+
+    def _pgbench_turn(
+        self, baseline: Baseline, turn: int, seconds: float
+    ) -> tuple[_pgbench.Result, dict[str, float]]:
+        """Turn ``turn`` of ``baseline``: its carts from the turn's range of its part."""
+        parts = TURNS * baseline.parts
+        spacing = CARTS[baseline.prefix].count(self.args) // parts
+        with self.cpu() as cpu:
+            result = _pgbench.run(
+                self.url,
+                baseline.script,
+                clients=self.args.clients,
+                seconds=seconds,
+                base=(baseline.part * TURNS + turn) * spacing,
+            )
+        return result, cpu.used
+
+    def _turns_row(self, name: str, turns: list[tuple[_pgbench.Result, dict[str, float]]]) -> Row:
+        transactions = sum(result.transactions for result, _ in turns)
+        if not transactions:
+            raise RuntimeError(f"{name}: pgbench ran no transaction")
+        return self._pgbench_row(
+            name,
+            transactions,
+            sum(result.transactions / result.tps for result, _ in turns),
+            latency_ms=sum(r.latency_ms * r.transactions for r, _ in turns) / transactions,
+            failed=sum(result.failed for result, _ in turns),
+            used=_summed(cpu for _, cpu in turns),
+        )
 
     def _drive(
         self, operations: Iterator[Operation], seconds: float, pace: float | None = None
     ) -> tuple[Run, dict[str, float]]:
         """``operations`` for ``seconds``: the run, and the CPU seconds each side used."""
         stop_at = time.monotonic() + seconds
-        with Cpu(self.server_pids, self.postmaster) as cpu:
+        with self.cpu() as cpu:
             run = drive(
                 self.bases,
                 operations,
@@ -348,7 +395,8 @@ class Bench:
                 p99=run.percentile(99),
                 baseline="",
                 baseline_tps=0.0,
-                cpu={process: seconds / ops * 1e6 for process, seconds in used.items()},
+                cpu=_per_op(used, ops),
+                wal=used.get(WAL, float("nan")) / ops,
             )
         )
         bad = {s: n for s, n in run.statuses.items() if s >= 300}
@@ -389,7 +437,7 @@ class Bench:
     def pgbench(self, scenario: str, script: list[str], base: int = 0) -> Row:
         """Run ``script``; its n-th transaction uses cart (or creates cart) ``base + n``."""
         self.settle()
-        with Cpu(self.server_pids, self.postmaster) as cpu:
+        with self.cpu() as cpu:
             result = _pgbench.run(
                 self.url, script, clients=self.args.clients, seconds=self.args.seconds, base=base
             )
@@ -420,7 +468,8 @@ class Bench:
             p99=float("nan"),
             baseline="",
             baseline_tps=0.0,
-            cpu={process: spent / max(transactions, 1) * 1e6 for process, spent in used.items()},
+            cpu=_per_op(used, max(transactions, 1)),
+            wal=used.get(WAL, float("nan")) / max(transactions, 1),
         )
         self.rows.append(row)
         failures = f", {failed} failed" if failed else ""
@@ -431,10 +480,13 @@ class Bench:
         )
         return row
 
-    def compare(self, scenario: str, baseline: Row) -> None:
-        for row in self.rows:
-            if row.scenario == scenario:
-                row.baseline, row.baseline_tps = baseline.scenario, baseline.ops
+    def compare(self, scenario: str, baseline: Row | None, smallest: Row | None = None) -> None:
+        """The latest figure of ``scenario``, with ``baseline`` and ``smallest`` when given."""
+        row = next(row for row in reversed(self.rows) if row.scenario == scenario)
+        if baseline is not None:
+            row.baseline, row.baseline_tps = baseline.scenario, baseline.ops
+        if smallest is not None:
+            row.smallest_tps = smallest.ops
 
     def row(self, scenario: str) -> Row:
         return next(row for row in self.rows if row.scenario == scenario)
@@ -442,6 +494,23 @@ class Bench:
     def attach(self, running: list[Server]) -> None:
         self.bases = [server.base for server in running]
         self.server_pids = [server.pid for server in running]
+
+
+COST_PREFIXES = ("xa", "xb", "xc", "xd", "xe", "xf", "xg", "xh", "xi")
+"""The carts of the transactions ``--costs`` prices, one prefix each (``costs_of``)."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A pgbench script measured in turns beside payhooks (``Bench.in_turns``), on the carts
+    of ``prefix``: the ``part``-th of ``parts`` equal shares of them, when measured more than
+    once in a run."""
+
+    name: str
+    script: list[str]
+    prefix: str
+    part: int = 0
+    parts: int = 1
 
 
 @dataclass(frozen=True)
@@ -460,27 +529,38 @@ CARTS = {
     "b": Carts(share=1.0),  # new captures (several runs), also the 30% and the prefilled
     "p": Carts(share=1.0),  # pgbench's capture transaction
     "q": Carts(share=1.0),  # pgbench's capture function
+    "m": Carts(share=1.0),  # pgbench's smallest transaction (it reads no cart: any SKU)
     "s": Carts(share=0.4, spread=100),  # new captures over 100 SKUs, webhook only
     "o": Carts(share=0.4, sku=FLASH[1]),  # flash sale, one SKU, one stock row, webhook only
     "e": Carts(share=0.4, sku=FLASH[8]),  # flash sale, one SKU, 8 slots, webhook only
     "l": Carts(share=0.6),  # the library path (new captures, then at half that rate)
     "w": Carts(share=0.3),  # warm-ups: freshly started servers, before their first figure
-}
+} | {prefix: Carts(share=0.4) for prefix in COST_PREFIXES}
 WARM_UP_SECONDS = 2.0
 TURNS = 4  # Bench.in_turns: turns per scenario
 BEFORE_FILL = "new captures, before the pre-fill"
-PGBENCH = "pgbench"
+
+
+def seeded(args: argparse.Namespace) -> dict[str, Carts]:
+    """The carts a run uses: ``--quick`` and ``--costs`` seed only theirs."""
+    if args.quick:
+        wanted = {"b", "w", "p", "m"}
+    elif args.costs:
+        wanted = {"b", "w", *COST_PREFIXES}
+    else:
+        wanted = set(CARTS) - set(COST_PREFIXES)
+    return {prefix: carts for prefix, carts in CARTS.items() if prefix in wanted}
 
 
 def seed(url: str, args: argparse.Namespace) -> None:
-    values = {"skus": SKUS, "stock": STOCK, "slots": 1}
+    values = {"skus": SKUS, "stock": STOCK, "slots": 1, "lean": _pgbench.SMALLEST_SKU}
     with psycopg.connect(url, autocommit=True) as conn:
         for sql in SEED:
             conn.execute(sql, values)
         for slots, sku in FLASH.items():
             for sql in SEED_FLASH:
                 conn.execute(sql, {"sku": sku, "stock": STOCK // slots, "slots": slots})
-        for prefix, carts in CARTS.items():
+        for prefix, carts in seeded(args).items():
             for sql in SEED_CARTS:
                 conn.execute(
                     sql,
@@ -511,35 +591,44 @@ def fill_levels(args: argparse.Namespace) -> list[int]:
     return sorted({min(level, args.max_rows) for level in (1_000_000, 10_000_000)} - {0})
 
 
-def run_all(bench: Bench, args: argparse.Namespace) -> Row:
+CAPTURE = "pgbench: capture transaction"
+SMALLEST = "pgbench: smallest transaction"
+FUNCTION = "pgbench: capture function"
+
+
+def yardsticks(part: int = 0, parts: int = 1) -> list[Baseline]:
+    """The general path's transaction and the smallest one that does the job."""
+    return [
+        Baseline(CAPTURE, _pgbench.capture("p", _pgbench.slot_take()), "p", part, parts),
+        Baseline(SMALLEST, _pgbench.smallest("m", SKUS), "m", part, parts),
+    ]
+
+
+def run_all(bench: Bench, args: argparse.Namespace) -> tuple[Row, Row]:
     print("pgbench baselines and payhooks:", flush=True)
-    bench.pgbench("pgbench: capture function", _pgbench.first_capture("q"))
+    bench.pgbench(FUNCTION, _pgbench.first_capture("q"))
     bench.warm_up()
-    capture = bench.in_turns(
+    rows = bench.in_turns(
         {
             "new captures": map(post, bench.captures()),
             "duplicates only": map(post, bench.resent()),
         },
-        baseline=(
-            "pgbench: capture transaction",
-            _pgbench.capture("p", _pgbench.slot_take()),
-            "p",
-        ),
+        yardsticks(),
     )
-    assert capture is not None
+    capture, smallest = rows[CAPTURE], rows[SMALLEST]
     new = bench.row("new captures")
-    bench.compare("new captures", capture)
-    bench.compare("duplicates only", capture)
+    bench.compare("new captures", capture, smallest)
+    bench.compare("duplicates only", capture, smallest)
     bench.measure("30% duplicates", map(post, bench.mixed(0.3)))
-    bench.compare("30% duplicates", capture)
+    bench.compare("30% duplicates", capture, smallest)
     bench.pgbench("pgbench: duplicate transaction", _pgbench.duplicate("d", args.duplicates))
     bench.measure("GET /healthz: web stack, no database", bench.probes())
     half = new.ops / 2
     bench.measure("new captures at half that rate", map(post, bench.captures()), pace=half)
-    bench.compare("new captures at half that rate", capture)
+    bench.compare("new captures at half that rate", capture, smallest)
     flash_sale(bench, args)
     webhook_only(bench, args)
-    return capture
+    return capture, smallest
 
 
 def webhook_only(bench: Bench, args: argparse.Namespace) -> None:
@@ -557,17 +646,17 @@ def webhook_only(bench: Bench, args: argparse.Namespace) -> None:
         bench.compare(name, bench.row(spread))
 
 
-def library(bench: Bench, capture: Row) -> None:
+def library(bench: Bench, capture: Row, smallest: Row) -> None:
     """The same deliveries through ``payhooks.fastapi.router`` in a minimal app."""
     bench.warm_up()
     new = bench.measure("library: new captures", map(post, bench.captures("l")))
-    bench.compare("library: new captures", capture)
+    bench.compare("library: new captures", capture, smallest)
     bench.measure("library: duplicates only", map(post, bench.resent("l")))
-    bench.compare("library: duplicates only", capture)
+    bench.compare("library: duplicates only", capture, smallest)
     half = len(new.latencies) / new.seconds / 2
     scenario = "library: new captures at half that rate"
     bench.measure(scenario, map(post, bench.captures("l")), pace=half)
-    bench.compare(scenario, capture)
+    bench.compare(scenario, capture, smallest)
 
 
 def flash_sale(bench: Bench, args: argparse.Namespace) -> None:
@@ -587,7 +676,7 @@ def flash_sale(bench: Bench, args: argparse.Namespace) -> None:
         bench.compare(scenario, one_row)
 
 
-def prefilled(bench: Bench, args: argparse.Namespace, capture: Row) -> None:
+def prefilled(bench: Bench, args: argparse.Namespace, capture: Row, smallest: Row) -> None:
     """New captures over a pre-filled table, against new captures on the same servers just
     before the pre-fill: a run's first figures, taken minutes earlier on smaller tables, would
     charge the pre-fill with everything else that grew since."""
@@ -595,7 +684,7 @@ def prefilled(bench: Bench, args: argparse.Namespace, capture: Row) -> None:
         return
     bench.warm_up()
     bench.measure(BEFORE_FILL, map(post, bench.captures()))
-    bench.compare(BEFORE_FILL, capture)
+    bench.compare(BEFORE_FILL, capture, smallest)
     have = 0
     for level in fill_levels(args):
         seconds = prefill(bench.url, have, level)
@@ -604,21 +693,23 @@ def prefilled(bench: Bench, args: argparse.Namespace, capture: Row) -> None:
         scenario = f"new captures, {level:,} rows"
         bench.warm_up()
         bench.measure(scenario, map(post, bench.captures()))
-        bench.compare(scenario, capture)
+        bench.compare(scenario, capture, smallest)
 
 
 def report(bench: Bench, args: argparse.Namespace) -> None:
     print()
     print(
         f"{'scenario':<40} {'ops/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'baseline/s':>10} "
-        f"{'ratio':>6}   CPU µs/op: postgres payhooks loadgen"
+        f"{'ratio':>6} {'smallest':>8}   CPU µs/op: postgres payhooks loadgen   WAL B/op"
     )
     for row in bench.rows:
         cpu = row.cpu
         print(
             f"{row.scenario:<40} {row.ops:>7.0f} {row.p50:>7.1f} {row.p99:>7.1f} "
-            f"{row.baseline_tps or float('nan'):>10.0f} {row.ratio:>6.2f}   "
+            f"{row.baseline_tps or float('nan'):>10.0f} {row.ratio:>6.2f} "
+            f"{row.smallest_ratio:>8.2f}   "
             f"{cpu['postgres']:>8.0f} {cpu['payhooks']:>8.0f} {cpu['loadgen']:>7.0f}"
+            f"   {row.wal:>8.0f}"
         )
     targets(bench, args)
 
@@ -655,10 +746,14 @@ def targets(bench: Bench, args: argparse.Namespace) -> None:
     for name, value, target, ok in checks:
         verdict = "met" if ok(value, target) else "NOT met"
         print(f"{name:<42} {value:>8.2f}  target {target:<5}  {verdict}")
-    function = by["pgbench: capture function"]
+    function = by[FUNCTION]
     print(
         f"\nnew captures / pgbench capture function (the SQL they now run): "
         f"{new.ops / function.ops:.2f}"
+    )
+    print(
+        f"new captures / pgbench smallest transaction (four statements, no stored body): "
+        f"{new.smallest_ratio:.2f}"
     )
     print(
         f"ceiling of new captures / pgbench capture (a handler costing nothing): "
@@ -671,7 +766,7 @@ def ceiling(bench: Bench) -> float:
     pgbench capture (PostgreSQL and client) over PostgreSQL's share of it plus the web stack's
     (GET /healthz, server and client). A ratio of CPU per operation, so it holds whatever share
     of the cores the run gets (docs/performance.md)."""
-    capture = bench.row("pgbench: capture transaction")
+    capture = bench.row(CAPTURE)
     stack = bench.row("GET /healthz: web stack, no database")
     pgbench = capture.cpu["postgres"] + capture.cpu["loadgen"]
     return pgbench / (capture.cpu["postgres"] + stack.cpu["payhooks"] + stack.cpu["loadgen"])
@@ -694,7 +789,8 @@ CHECKS = {
         SELECT count(*) FROM orders o
         LEFT JOIN (SELECT order_id, count(*) AS n FROM inventory_movements GROUP BY order_id) m
                ON m.order_id = o.id
-        WHERE m.n IS DISTINCT FROM 1""",
+        WHERE m.n IS DISTINCT FROM 1
+          AND o.cart_id NOT LIKE 'cart_m%'  -- the smallest transaction's: no ledger""",
     "orders without their email": """
         SELECT count(*) FROM orders o
         LEFT JOIN outbox x ON x.dedupe_key = 'order_confirmation:' || o.id
@@ -703,7 +799,8 @@ CHECKS = {
         SELECT count(*) FROM products p
         LEFT JOIN (SELECT sku, sum(delta) AS moved FROM inventory_movements GROUP BY sku) m
                ON m.sku = p.sku
-        WHERE p.stock - coalesce(m.moved, 0) <> {STOCK}""",
+        WHERE p.stock - coalesce(m.moved, 0) <> {STOCK}
+          AND p.sku NOT LIKE '{_pgbench.SMALLEST_SKU}%'""",
 }
 
 
@@ -730,7 +827,14 @@ def options() -> argparse.Namespace:
         "--duplicates", type=int, default=100_000, help="keys for pgbench duplicates"
     )
     parser.add_argument(
-        "--quick", action="store_true", help="only the web stack, new captures, duplicates"
+        "--quick",
+        action="store_true",
+        help="only the web stack, new captures, duplicates, and the two pgbench yardsticks",
+    )
+    parser.add_argument(
+        "--costs",
+        action="store_true",
+        help="what a capture costs per statement and per stored byte (about 3 minutes)",
     )
     args = parser.parse_args()
     args.carts = args.carts or int(3000 * args.seconds * 6)
@@ -738,22 +842,143 @@ def options() -> argparse.Namespace:
 
 
 def quick(url: str, args: argparse.Namespace) -> None:
-    """Two rounds of the web stack, new captures and duplicates: CPU per operation, the
-    figure that tells one build from another on a shared machine (``--quick``)."""
+    """Two rounds of the web stack, then new captures and duplicates in turns with the two
+    pgbench yardsticks: CPU per operation, the figure that tells one build from another on a
+    shared machine, and the ratios (``--quick``)."""
     bench = Bench(url, args)
     with servers(url, args.servers, PAYHOOKS_POOL_SIZE=str(args.clients)) as running:
         bench.attach(running)
         bench.warm_up()
-        for _ in range(2):
+        for part in range(2):
             bench.measure("GET /healthz: web stack, no database", bench.probes())
-            bench.measure("new captures", map(post, bench.captures()))
-            bench.measure("duplicates only", map(post, bench.resent()))
-    print(f"\n{'scenario':<40} {'ops/s':>7} {'p99 ms':>7}   CPU µs/op: postgres payhooks loadgen")
+            rows = bench.in_turns(
+                {
+                    "new captures": map(post, bench.captures()),
+                    "duplicates only": map(post, bench.resent()),
+                },
+                buildable_yardsticks(part, 2),
+            )
+            for scenario in ("new captures", "duplicates only"):
+                bench.compare(scenario, rows.get(CAPTURE), rows[SMALLEST])
+    print(
+        f"\n{'scenario':<40} {'ops/s':>7} {'p99 ms':>7} {'ratio':>6} {'smallest':>8}"
+        f"   CPU µs/op: postgres payhooks loadgen   WAL B/op"
+    )
     for row in bench.rows:
         cpu = row.cpu
         print(
-            f"{row.scenario:<40} {row.ops:>7.0f} {row.p99:>7.1f}   "
+            f"{row.scenario:<40} {row.ops:>7.0f} {row.p99:>7.1f} {row.ratio:>6.2f} "
+            f"{row.smallest_ratio:>8.2f}   "
             f"{cpu['postgres']:>8.0f} {cpu['payhooks']:>8.0f} {cpu['loadgen']:>7.0f}"
+            f"   {row.wal:>8.0f}"
+        )
+
+
+def buildable_yardsticks(part: int, parts: int) -> list[Baseline]:
+    """``yardsticks``, or the smallest transaction alone on a build whose statements the
+    capture transaction cannot be built from (it imports them; the smallest is written here)."""
+    try:
+        return yardsticks(part, parts)
+    except (ImportError, AttributeError) as exc:
+        print(f"  {CAPTURE}: not built on this build ({exc}); ratio column empty", flush=True)
+        return [Baseline(SMALLEST, _pgbench.smallest("m", SKUS), "m", part, parts)]
+
+
+def costs(url: str, args: argparse.Namespace) -> None:
+    """What a capture costs, piece by piece (``--costs``): the general path's transaction, it
+    without one piece at a time, the smallest transaction and the capture function, in turns;
+    then the time of each statement of new captures, where pg_stat_statements can be had."""
+    ours = not os.environ.get("DATABASE_URL")
+    why_not = _statements.enable(url, ours=ours)
+    if why_not is None and ours:
+        _statements.track(url, "none")  # off while pgbench runs: its cost on no figure
+    bench = Bench(url, args)
+    with servers(url, args.servers, PAYHOOKS_POOL_SIZE=str(args.clients)) as running:
+        bench.attach(running)
+        bench.warm_up()
+        print("pgbench, in turns:", flush=True)
+        rows = bench.in_turns({}, costs_of())
+        timed = None if why_not else statement_times(bench, ours)
+    costs_report(rows)
+    if timed is None:
+        print(f"\nper statement: not measured ({why_not})")
+    else:
+        statements_report(*timed)
+
+
+def costs_of() -> list[Baseline]:
+    """The general path's transaction, it without one piece at a time, the smallest one and
+    the capture function, each on carts of its own."""
+    take = _pgbench.slot_take()
+    changes: dict[str, dict[str, Any]] = {
+        "stored body": {"body": _pgbench.NO_BODY},
+        "stored headers": {"headers": _pgbench.NO_HEADERS},
+        **{name: {"without": frozenset({name})} for name in sorted(_pgbench.OPTIONAL)},
+    }
+    general, *prefixes, smallest, function = COST_PREFIXES
+    return [
+        Baseline(CAPTURE, _pgbench.capture(general, take), general),
+        *(
+            Baseline(f"  without the {name}", _pgbench.capture(prefix, take, **change), prefix)
+            for (name, change), prefix in zip(changes.items(), prefixes, strict=True)
+        ),
+        Baseline(SMALLEST, _pgbench.smallest(smallest, SKUS), smallest),
+        Baseline(FUNCTION, _pgbench.first_capture(function), function),
+    ]
+
+
+def costs_report(rows: dict[str, Row]) -> None:
+    """Each transaction's rate and what it costs, and the difference from the general one."""
+    general = rows[CAPTURE]
+    print(
+        f"\n{'transaction':<40} {'tx/s':>6} {'µs/tx':>6} {'Δ':>5}   "
+        f"{'PG CPU µs/tx':>12} {'Δ':>5}   {'WAL B/tx':>8} {'Δ':>6}"
+    )
+    for name, row in rows.items():
+        machine, postgres = 1e6 / row.ops, row.cpu["postgres"]
+        print(
+            f"{name:<40} {row.ops:>6.0f} {machine:>6.0f} {machine - 1e6 / general.ops:>+5.0f}   "
+            f"{postgres:>12.0f} {postgres - general.cpu['postgres']:>+5.0f}   "
+            f"{row.wal:>8.0f} {row.wal - general.wal:>+6.0f}"
+        )
+    print("(µs/tx: the machine's time per transaction, 1/rate; Δ: to the capture transaction)")
+    for piece, stored in (("body", _pgbench.BODY_BYTES), ("headers", _pgbench.HEADERS_BYTES)):
+        without = rows[f"  without the stored {piece}"]
+        cpu = general.cpu["postgres"] - without.cpu["postgres"]
+        wal = general.wal - without.wal
+        print(
+            f"stored {piece} ({stored} bytes): {cpu:.0f} µs of PostgreSQL CPU "
+            f"({cpu / stored * 1000:.0f} ns a byte), {wal:.0f} bytes of WAL "
+            f"({wal / stored:.2f} a byte) per capture"
+        )
+
+
+Timed = tuple[int, list[_statements.Statement]]
+
+
+def statement_times(bench: Bench, ours: bool) -> Timed:
+    """New captures through the service with every statement timed, functions' inner ones
+    too (on the bench's own server; else as the server tracks them)."""
+    if ours:
+        _statements.track(bench.url, "all")
+    bench.settle()
+    _statements.reset(bench.url)
+    run = bench.measure("new captures, statements timed", map(post, bench.captures()))
+    return len(run.latencies), _statements.top(bench.url)
+
+
+def statements_report(captures: int, statements: list[_statements.Statement]) -> None:
+    print(
+        f"\nper statement, {captures} new captures through the service "
+        "(a function's time includes the statements it runs, marked 'in'):"
+    )
+    print(f"{'µs/capture':>10} {'calls/capture':>13} {'mean µs':>8}  statement")
+    for each in statements:
+        mark = "  " if each.toplevel else "in"
+        print(
+            f"{each.total_ms * 1000 / max(captures, 1):>10.0f} "
+            f"{each.calls / max(captures, 1):>13.2f} {each.total_ms * 1000 / each.calls:>8.1f}"
+            f"  {mark} {each.query[:100]}"
         )
 
 
@@ -761,10 +986,11 @@ def main() -> None:
     args = options()
     started = time.perf_counter()
     size = {"PAYHOOKS_POOL_SIZE": str(args.clients)}
-    if args.quick:
+    if args.quick or args.costs:
         with database() as url:
             seed(url, args)
-            quick(url, args)
+            (quick if args.quick else costs)(url, args)
+        print(f"\nwhole run: {time.perf_counter() - started:.0f} s on {os.cpu_count()} cores")
         return
     with database() as url:
         seed(url, args)
@@ -772,13 +998,13 @@ def main() -> None:
         bench = Bench(url, args)
         with servers(url, args.servers, **size) as running:
             bench.attach(running)
-            capture = run_all(bench, args)
+            capture, smallest = run_all(bench, args)
         with servers(url, args.servers, LIBRARY, **size) as running:
             bench.attach(running)
-            library(bench, capture)
+            library(bench, capture, smallest)
         with servers(url, args.servers, **size) as running:
             bench.attach(running)
-            prefilled(bench, args, capture)
+            prefilled(bench, args, capture, smallest)
         problems = check(url)
         report(bench, args)
         print("\ncorrectness: " + ("; ".join(problems) if problems else "every check holds"))
