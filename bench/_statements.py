@@ -23,7 +23,7 @@ LIBRARY = "pg_stat_statements"
 _TOP = """
 SELECT toplevel, calls, total_exec_time, rows, query FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-  AND calls > 0
+  AND calls > 0 AND query NOT LIKE '%%pg_stat_statements_reset%%'
 ORDER BY total_exec_time DESC
 LIMIT %s
 """

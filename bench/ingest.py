@@ -962,8 +962,11 @@ def statement_times(bench: Bench, ours: bool) -> Timed:
     if ours:
         _statements.track(bench.url, "all")
     bench.settle()
-    _statements.reset(bench.url)
-    run = bench.measure("new captures, statements timed", map(post, bench.captures()))
+    _statements.reset(bench.url)  # after the VACUUM: not measure(), which would run one timed
+    run = bench._record(
+        "new captures, statements timed",
+        *bench._drive(map(post, bench.captures()), bench.args.seconds),
+    )
     return len(run.latencies), _statements.top(bench.url)
 
 
