@@ -11,8 +11,8 @@ from decimal import Decimal
 import pytest
 
 from payhooks.events import Provider
+from payhooks.gateways.cashfree import status
 from payhooks.providers import cashfree
-from payhooks.service.reconcile import payments
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, KEYS, deliver, purchase
 
@@ -137,6 +137,6 @@ def test_reconciliation_reads_the_fee_off_the_payment_entity_too():
         "order_amount": 200.00, "payment_amount": 200.00, "payment_currency": "INR",
         "payment_surcharge": FEE,
     }  # fmt: skip
-    report = payments.cashfree("ph_x", json.dumps([entity]).encode())
+    report = status.payments("ph_x", json.dumps([entity]).encode())
     event = report.received[0].event
     assert (event.amount_paise, event.payment_amount_paise) == (20_000 - 42, 20_000)

@@ -165,6 +165,12 @@ def park_applicable(conn, reference: str) -> None:
     carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, reference)
 
 
+def _without_razorpay() -> dict[str, tuple[str, ...]]:
+    secrets = dict(SETTINGS.webhook_secrets)
+    del secrets["PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS"]
+    return secrets
+
+
 def warnings_named(caplog, name: str) -> list[logging.LogRecord]:
     return [r for r in caplog.records if r.getMessage() == name and r.levelno == logging.WARNING]
 
@@ -177,7 +183,7 @@ def test_parked_deliveries_of_a_gateway_without_its_secret_are_warned_about_once
         park_applicable(conn, f"order_nosecret{n:05d}")
     caplog.set_level(logging.WARNING, logger="payhooks.service.worker")
     every_pass = WorkerOptions(purge_every_seconds=None, parked_every_seconds=0.0)
-    runner = worker_for(pool, port, every_pass, razorpay_secrets=())
+    runner = worker_for(pool, port, every_pass, webhook_secrets=_without_razorpay())
     assert runner.maybe_retry_parked() == 0
     assert runner.maybe_retry_parked() == 0
     warned = warnings_named(caplog, "parked_provider_not_configured")

@@ -111,7 +111,9 @@ def test_unmatched_event_answers_parked(service):
 
 
 def test_provider_without_secret_is_not_served(database_url):
-    only_razorpay = Settings(razorpay_secrets=(KEYS.razorpay,))
+    only_razorpay = Settings(
+        webhook_secrets={"PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS": (KEYS.razorpay,)}
+    )
     delivery = GATEWAY.payu(txnid="t1", mihpayid="1", amount="1.00")
     with serving(only_razorpay, database_url) as service:
         response = post(service, delivery)
@@ -175,7 +177,9 @@ def test_an_empty_api_token_is_refused_at_startup():
 
 
 def test_unconfigured_provider_is_counted_and_logged(database_url, caplog):
-    only_razorpay = Settings(razorpay_secrets=(KEYS.razorpay,))
+    only_razorpay = Settings(
+        webhook_secrets={"PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS": (KEYS.razorpay,)}
+    )
     with serving(only_razorpay, database_url) as service, service.client() as client:
         client.post("/webhooks/payu", content=b"x=1")
         text = client.get("/metrics").text

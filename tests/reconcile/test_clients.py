@@ -19,16 +19,13 @@ import pytest
 
 from payhooks.errors import GatewayApiError
 from payhooks.events import Provider
-from payhooks.service.config import ApiCredentials
-from payhooks.service.reconcile import payments
-from payhooks.service.reconcile.clients import (
-    MAX_ANSWER_BYTES,
-    CashfreeClient,
-    PayUClient,
-    RazorpayClient,
-    http_client,
-)
-from payhooks.service.reconcile.errors import CredentialsRefused
+from payhooks.gateways import ApiCredentials
+from payhooks.gateways._reports import Report
+from payhooks.gateways._status import MAX_ANSWER_BYTES, CredentialsRefused, http_client
+from payhooks.gateways.cashfree.status import CashfreeClient
+from payhooks.gateways.payu import status as payu_status
+from payhooks.gateways.payu.status import PayUClient
+from payhooks.gateways.razorpay.status import RazorpayClient
 
 DEADLINE_S = 0.5
 TRICKLE_PAUSE_S = 0.05
@@ -208,7 +205,7 @@ def test_a_wrong_payu_salt_is_a_refusal_carrying_payus_msg_not_no_payment(rig):
 
 
 def test_a_txnid_payu_does_not_know_is_no_payment(rig):
-    assert _payu(rig.url, rig.api.keys.payu_salt).report("ph_unknown") == payments.Report()
+    assert _payu(rig.url, rig.api.keys.payu_salt).report("ph_unknown") == Report()
 
 
 @pytest.mark.parametrize(
@@ -218,7 +215,7 @@ def test_a_txnid_payu_does_not_know_is_no_payment(rig):
 )  # fmt: skip
 def test_any_other_payu_status_0_is_an_api_error_not_no_payment(doc):
     with pytest.raises(GatewayApiError) as raised:
-        payments.payu("ph_T3stTxn", json.dumps(doc).encode())
+        payu_status.payments("ph_T3stTxn", json.dumps(doc).encode())
     assert not isinstance(raised.value, CredentialsRefused)
     assert raised.value.reason.startswith("refused: ")
 
@@ -275,4 +272,4 @@ def test_a_compressed_answer_is_decoded_no_further_than_the_size_bound(encoding,
 def test_a_gzipped_answer_within_the_bound_is_read():
     doc = {"entity": "collection", "count": 0, "items": []}
     with raw_server(_encoded(b"gzip", gzip.compress(json.dumps(doc).encode()))) as server:
-        assert _razorpay(server.url).report("order_T3st") == payments.Report()
+        assert _razorpay(server.url).report("order_T3st") == Report()

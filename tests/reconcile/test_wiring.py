@@ -23,7 +23,7 @@ def test_api_credentials_are_read_per_gateway_apart_from_webhook_secrets():
     settings = settings_for("http://127.0.0.1:9")
     assert set(settings.reconciled()) == set(Provider)
     assert settings.reconciled()[Provider.CASHFREE].secret == API_KEYS.cashfree_api_secret
-    assert settings.cashfree_secrets == (KEYS.cashfree,)
+    assert settings.webhook_secrets["PAYHOOKS_CASHFREE_CLIENT_SECRETS"] == (KEYS.cashfree,)
     assert Settings.from_env(KEYS.env()).reconciliation_off() == list(Provider)
 
 

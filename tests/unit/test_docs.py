@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from payhooks.cli.commands import app
+from payhooks.gateways import GATEWAYS
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
 CONFIG = (Path(__file__).parents[2] / "src" / "payhooks" / "service" / "config.py").read_text()
@@ -24,6 +25,10 @@ def test_every_environment_variable_is_in_the_readme():
     variables = set(re.findall(r'env\.get\("([A-Z_]+)"\)', CONFIG))
     variables |= set(re.findall(r'"(PAYHOOKS_[A-Z_]+)"', CONFIG))  # read through a table
     assert variables, "config.py reads no variables?"
+    for gateway in GATEWAYS.values():  # each gateway's settings, which config.py loops over
+        api = gateway.status_api
+        variables |= {secret.variable for secret in gateway.secrets}
+        variables |= {api.id_variable, api.secret_variable, api.url_variable}
     missing = sorted(v for v in variables if f"`{v}`" not in README)
     assert missing == []
 

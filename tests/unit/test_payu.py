@@ -222,7 +222,7 @@ def test_a_field_posted_twice_under_an_escaped_name_is_refused() -> None:
 @given(st.lists(st.tuples(st.text(max_size=8), st.text(max_size=8)), max_size=12))
 def test_verify_reads_the_same_fields_as_parse(pairs: list[tuple[str, str]]) -> None:
     """The lean pre-hash split and parse_qsl agree on every name and value."""
-    from payhooks.providers.payu import _decoded, _raw_fields
+    from payhooks.gateways.payu.adapter import _decoded, _raw_fields
 
     body = encode(pairs)
     try:

@@ -19,6 +19,10 @@ from payhooks import db, idempotency
 from payhooks import retention as policy
 from payhooks.errors import NotFound, PayhooksError
 from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS
+from payhooks.gateways.cashfree import CASHFREE
+from payhooks.gateways.payu import PAYU
+from payhooks.gateways.razorpay import RAZORPAY
 from payhooks.service import database, logs, outbox, retention
 from payhooks.service.config import Settings
 
@@ -159,8 +163,7 @@ def worker_warnings(settings: Settings) -> list[str]:
     found = list(settings.secret_notes)
     if not settings.adapters():
         found.append(
-            "no gateway secret is set (PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS, PAYHOOKS_CASHFREE_"
-            "CLIENT_SECRETS, PAYHOOKS_PAYU_MERCHANT_KEY with PAYHOOKS_PAYU_SALTS): this worker "
+            f"no gateway secret is set ({_webhook_variables()}): this worker "
             "cannot apply parked deliveries"
         )
     if settings.alert_email is None:
@@ -229,9 +232,9 @@ def reconcile(
     logs.configure()
     settings = _settings()
     if not settings.reconciled():
+        ids = ", ".join(found.status_api.id_variable for found in GATEWAYS.values())
         _run(lambda: _fail(
-            "no gateway API credentials are set (PAYHOOKS_RAZORPAY_KEY_ID, PAYHOOKS_CASHFREE_"
-            "CLIENT_ID, PAYHOOKS_PAYU_API_KEY and their secrets): reconciliation is off"
+            f"no gateway API credentials are set ({ids} and their secrets): reconciliation is off"
         ))  # fmt: skip
     pool = _run(
         lambda: database.open_pool(
@@ -441,6 +444,13 @@ def storm(
     raise typer.Exit(0 if ok else 1)
 
 
+def _webhook_variables() -> str:
+    """Each gateway's webhook settings: "PAYHOOKS_PAYU_MERCHANT_KEY with PAYHOOKS_PAYU_SALTS"."""
+    return ", ".join(
+        " with ".join(secret.variable for secret in found.secrets) for found in GATEWAYS.values()
+    )
+
+
 def _storm_token(settings: Settings, token: str | None) -> str:
     if not (token or settings.api_token):
         raise PayhooksError("pass --token or set PAYHOOKS_API_TOKEN")
@@ -450,12 +460,7 @@ def _storm_token(settings: Settings, token: str | None) -> str:
 def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
     providers = tuple(settings.adapters())
     if not providers:
-        _run(
-            lambda: _fail(
-                "set the deployment's gateway secrets (PAYHOOKS_RAZORPAY_WEBHOOK_"
-                "SECRETS, PAYHOOKS_CASHFREE_CLIENT_SECRETS, PAYHOOKS_PAYU_*)"
-            )
-        )
+        _run(lambda: _fail(f"set the deployment's gateway secrets ({_webhook_variables()})"))
     return providers
 
 
@@ -489,10 +494,10 @@ def _current_secrets(settings: Settings) -> GatewaySecrets:
 
     default = GatewaySecrets()
     return GatewaySecrets(
-        razorpay=next(iter(settings.razorpay_secrets), default.razorpay),
-        cashfree=next(iter(settings.cashfree_secrets), default.cashfree),
-        payu_key=settings.payu_merchant_key or default.payu_key,
-        payu_salt=next(iter(settings.payu_salts), default.payu_salt),
+        razorpay=settings.first_secret(RAZORPAY.secrets[0].variable) or default.razorpay,
+        cashfree=settings.first_secret(CASHFREE.secrets[0].variable) or default.cashfree,
+        payu_key=settings.first_secret(PAYU.secrets[0].variable) or default.payu_key,
+        payu_salt=settings.first_secret(PAYU.secrets[1].variable) or default.payu_salt,
     )
 
 

@@ -32,18 +32,15 @@ from django.utils.module_loading import import_string
 
 from payhooks.answers import clipped
 from payhooks.errors import ProviderNotConfigured
-from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS, Gateway, Secret
 from payhooks.ingest import Handler
 from payhooks.providers import Adapter, checked_secrets, read_secrets
-from payhooks.providers.cashfree import Cashfree
-from payhooks.providers.payu import PayU
-from payhooks.providers.razorpay import Razorpay
 
 DEFAULT_HANDLER = "payhooks.django.hooks"
 DEFAULT_LOCK_TIMEOUT_MS = 2000
 MAX_PROVIDER_CHARS = 40  # an unknown provider is quoted back in the 404's detail
-_SECRETS = ("RAZORPAY_WEBHOOK_SECRETS", "CASHFREE_CLIENT_SECRETS", "PAYU_SALTS")
-_KNOWN = {*_SECRETS, "PAYU_MERCHANT_KEY", "HANDLER", "DATABASE", "LOCK_TIMEOUT_MS"}
+_SECRETS = tuple(secret.django_key for found in GATEWAYS.values() for secret in found.secrets)
+_KNOWN = {*_SECRETS, "HANDLER", "DATABASE", "LOCK_TIMEOUT_MS"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,18 +82,37 @@ def read(values: Mapping[str, Any]) -> Config:
 
 def _adapters(values: Mapping[str, Any]) -> dict[str, Adapter]:
     adapters: dict[str, Adapter] = {}
-    if razorpay := _secrets(values, "RAZORPAY_WEBHOOK_SECRETS"):
-        adapters[Provider.RAZORPAY.value] = Razorpay(secrets=razorpay)
-    if cashfree := _secrets(values, "CASHFREE_CLIENT_SECRETS"):
-        adapters[Provider.CASHFREE.value] = Cashfree(secrets=cashfree)
-    key, salts = values.get("PAYU_MERCHANT_KEY") or "", _secrets(values, "PAYU_SALTS")
-    if bool(key) != bool(salts):
-        raise ImproperlyConfigured("PAYHOOKS needs PAYU_MERCHANT_KEY and PAYU_SALTS together")
-    if key:
-        if not isinstance(key, str) or key != key.strip():
-            raise ImproperlyConfigured('PAYHOOKS["PAYU_MERCHANT_KEY"] must be a string, unpadded')
-        adapters[Provider.PAYU.value] = PayU(merchant_key=key, salts=salts)
+    for provider, gateway in GATEWAYS.items():
+        adapter = _adapter(values, gateway)
+        if adapter is not None:
+            adapters[provider.value] = adapter
     return adapters
+
+
+def _adapter(values: Mapping[str, Any], gateway: Gateway) -> Adapter | None:
+    """Lists of secrets are checked as they are read; a gateway with only some of its keys is
+    refused before a single value (PayU's merchant key) is."""
+    given = [_given(values, secret) for secret in gateway.secrets]
+    if gateway.incomplete(given) is not None:
+        keys = " and ".join(secret.django_key for secret in gateway.secrets)
+        raise ImproperlyConfigured(f"PAYHOOKS needs {keys} together")
+    return gateway.adapter([_value(s, g) for s, g in zip(gateway.secrets, given, strict=True)])
+
+
+def _given(values: Mapping[str, Any], secret: Secret) -> Any:
+    """Several secrets, checked as they are read; a single value as given (only whether it
+    is there counts, until all of the gateway's keys are)."""
+    if secret.several:
+        return _secrets(values, secret.django_key)
+    return values.get(secret.django_key) or ""
+
+
+def _value(secret: Secret, given: Any) -> tuple[str, ...]:
+    if isinstance(given, tuple) or not given:
+        return given or ()
+    if not isinstance(given, str) or given != given.strip():
+        raise ImproperlyConfigured(f'PAYHOOKS["{secret.django_key}"] must be a string, unpadded')
+    return (given,)
 
 
 def _secrets(values: Mapping[str, Any], name: str) -> tuple[str, ...]:

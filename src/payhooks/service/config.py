@@ -14,10 +14,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from payhooks.errors import InvalidAddress, SettingError
 from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway
 from payhooks.providers import Adapter, read_secrets
-from payhooks.providers.cashfree import Cashfree
-from payhooks.providers.payu import PayU
-from payhooks.providers.razorpay import Razorpay
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 
 PG_INT_MAX = 2_147_483_647
@@ -136,39 +134,6 @@ def _clipped(raw: str) -> str:
     return repr(raw) if len(raw) <= 24 else repr(raw[:24]) + "…"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApiCredentials:
-    """What reconciliation needs to ask one gateway's status API: an id (Razorpay key id,
-    Cashfree client id, PayU merchant key), its secret (key secret, API secret, salt) and the
-    base URL (production by default; a sandbox or a local double when overridden)."""
-
-    provider: Provider
-    id: str
-    secret: str = field(repr=False)
-    base_url: str
-
-
-# Production status APIs (docs/providers.md, "Status APIs used by reconciliation").
-API_URLS: Mapping[Provider, str] = {
-    Provider.RAZORPAY: "https://api.razorpay.com",
-    Provider.CASHFREE: "https://api.cashfree.com",
-    Provider.PAYU: "https://info.payu.in",
-}
-_API_VARIABLES: Mapping[Provider, tuple[str, str, str]] = {
-    Provider.RAZORPAY: (
-        "PAYHOOKS_RAZORPAY_KEY_ID",
-        "PAYHOOKS_RAZORPAY_KEY_SECRET",
-        "PAYHOOKS_RAZORPAY_API_URL",
-    ),
-    Provider.CASHFREE: (
-        "PAYHOOKS_CASHFREE_CLIENT_ID",
-        "PAYHOOKS_CASHFREE_API_SECRET",
-        "PAYHOOKS_CASHFREE_API_URL",
-    ),
-    Provider.PAYU: ("PAYHOOKS_PAYU_API_KEY", "PAYHOOKS_PAYU_API_SALT", "PAYHOOKS_PAYU_API_URL"),
-}
-
-
 @dataclass(frozen=True, slots=True)
 class _Environment:
     values: Mapping[str, str]
@@ -181,10 +146,8 @@ class _Environment:
 class Settings:
     database_url: str | None = None
     home: Path = Path(".payhooks")
-    razorpay_secrets: tuple[str, ...] = ()
-    cashfree_secrets: tuple[str, ...] = ()
-    payu_merchant_key: str | None = None
-    payu_salts: tuple[str, ...] = ()
+    webhook_secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """What each gateway's webhook settings hold, by environment variable (``GATEWAYS``)."""
     api_token: str | None = None
     metrics_token: str | None = None
     smtp_url: str | None = None
@@ -212,10 +175,7 @@ class Settings:
         settings = cls(
             database_url=env.get("DATABASE_URL").database_url(),
             home=Path(env.get("PAYHOOKS_HOME").text() or ".payhooks"),
-            razorpay_secrets=env.get("PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS").secrets(),
-            cashfree_secrets=env.get("PAYHOOKS_CASHFREE_CLIENT_SECRETS").secrets(),
-            payu_merchant_key=env.get("PAYHOOKS_PAYU_MERCHANT_KEY").secret(),
-            payu_salts=env.get("PAYHOOKS_PAYU_SALTS").secrets(),
+            webhook_secrets=_webhook_secrets(env),
             api_token=env.get("PAYHOOKS_API_TOKEN").secret(),
             metrics_token=env.get("PAYHOOKS_METRICS_TOKEN").secret(),
             smtp_url=env.get("PAYHOOKS_SMTP_URL").smtp_url(),
@@ -235,18 +195,22 @@ class Settings:
             secret_notes=_secret_notes(env),
         )
         settings.check_timeouts()
-        settings.check_payu()
+        settings.check_gateways()
         return settings
 
-    def check_payu(self) -> None:
-        """PayU needs both: one without the other would leave it silently unserved."""
-        if bool(self.payu_merchant_key) != bool(self.payu_salts):
-            given, missing = (
-                ("PAYHOOKS_PAYU_MERCHANT_KEY", "PAYHOOKS_PAYU_SALTS")
-                if self.payu_merchant_key
-                else ("PAYHOOKS_PAYU_SALTS", "PAYHOOKS_PAYU_MERCHANT_KEY")
-            )
-            raise SettingError(missing, f"is not set while {given} is: PayU needs both")
+    def check_gateways(self) -> None:
+        """A gateway with some of its webhook settings and not all (PayU's merchant key
+        without its salts) is refused: it would be left silently unserved."""
+        for gateway in GATEWAYS.values():
+            incomplete = gateway.incomplete(self._found(gateway))
+            if incomplete is not None:
+                given, missing = incomplete
+                raise SettingError(
+                    missing.variable, f"is not set while {given.variable} is: {gateway.needs}"
+                )
+
+    def _found(self, gateway: Gateway) -> list[tuple[str, ...]]:
+        return [self.webhook_secrets.get(s.variable, ()) for s in gateway.secrets]
 
     def reconciled(self) -> dict[Provider, ApiCredentials]:
         """The gateways whose status API reconciliation can ask; the others it leaves alone."""
@@ -269,19 +233,32 @@ class Settings:
     def adapters(self) -> dict[Provider, Adapter]:
         """The providers that have a secret; the others are not served."""
         found: dict[Provider, Adapter] = {}
-        if self.razorpay_secrets:
-            found[Provider.RAZORPAY] = Razorpay(secrets=self.razorpay_secrets)
-        if self.cashfree_secrets:
-            found[Provider.CASHFREE] = Cashfree(secrets=self.cashfree_secrets)
-        if self.payu_merchant_key and self.payu_salts:
-            found[Provider.PAYU] = PayU(merchant_key=self.payu_merchant_key, salts=self.payu_salts)
+        for provider, gateway in GATEWAYS.items():
+            adapter = gateway.adapter(self._found(gateway))
+            if adapter is not None:
+                found[provider] = adapter
         return found
 
+    def first_secret(self, variable: str) -> str | None:
+        """The current (first) secret a webhook setting holds, as the server reads it."""
+        return next(iter(self.webhook_secrets.get(variable, ())), None)
 
-_SECRET_LISTS = (
-    "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS",
-    "PAYHOOKS_CASHFREE_CLIENT_SECRETS",
-    "PAYHOOKS_PAYU_SALTS",
+
+def _webhook_secrets(env: _Environment) -> dict[str, tuple[str, ...]]:
+    """Every gateway's webhook settings: several secrets (``read_secrets``), or one value."""
+    found: dict[str, tuple[str, ...]] = {}
+    for gateway in GATEWAYS.values():
+        for secret in gateway.secrets:
+            variable = env.get(secret.variable)
+            if secret.several:
+                found[secret.variable] = variable.secrets()
+            else:
+                found[secret.variable] = tuple(filter(None, [variable.secret()]))
+    return found
+
+
+_SECRET_LISTS = tuple(
+    secret.variable for gateway in GATEWAYS.values() for secret in gateway.secrets if secret.several
 )
 
 
@@ -301,9 +278,11 @@ def _api_credentials(env: _Environment) -> tuple[ApiCredentials, ...]:
     """Each gateway's API id and secret, both or neither (one alone is refused, never
     silently ignored), apart from its webhook secrets."""
     found: list[ApiCredentials] = []
-    for provider, (id_name, secret_name, url_name) in _API_VARIABLES.items():
+    for provider, gateway in GATEWAYS.items():
+        api = gateway.status_api
+        id_name, secret_name = api.id_variable, api.secret_variable
         ident, secret = env.get(id_name).secret(), env.get(secret_name).secret()
-        base_url = env.get(url_name).base_url(API_URLS[provider])
+        base_url = env.get(api.url_variable).base_url(api.url)
         if bool(ident) != bool(secret):
             given, missing = (id_name, secret_name) if ident else (secret_name, id_name)
             raise SettingError(missing, f"is not set while {given} is: both are needed")

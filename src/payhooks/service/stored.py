@@ -8,9 +8,13 @@ from collections.abc import Mapping
 
 from payhooks.errors import ProviderNotConfigured
 from payhooks.events import Provider, Received
+from payhooks.gateways import GATEWAYS
+from payhooks.gateways._reports import is_reconciled
+from payhooks.gateways._status import restored as reconciled
 from payhooks.ingest import restored
 from payhooks.providers import Adapter
-from payhooks.service.reconcile import payments as reconciled
+
+_GATEWAYS_BY_NAME = {provider.value: provider for provider in GATEWAYS}
 
 
 def received_again(
@@ -23,11 +27,11 @@ def received_again(
 ) -> Received:
     """Raises ``ProviderNotConfigured`` for a webhook of a gateway served no more, and
     ``MalformedPayload`` for a record that no longer reads."""
-    known = {p.value: p for p in Provider}.get(provider)
+    known = _GATEWAYS_BY_NAME.get(provider)
     if known is None:
         raise ProviderNotConfigured(provider)
-    if reconciled.is_reconciled(event_id):
-        return reconciled.restored(known, event_id, body)
+    if is_reconciled(event_id):
+        return reconciled(known, event_id, body)
     adapter = adapters.get(known)
     if adapter is None:
         raise ProviderNotConfigured(provider)

@@ -19,6 +19,7 @@ from enum import StrEnum
 
 from payhooks.db import Connection
 from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS
 
 HOURS = 24
 # A banner when, in the last hour, a gateway was answered 5xx at least this often ...
@@ -33,15 +34,8 @@ SIGNATURE_FAILURE_SHARE = 0.2
 SLOW_FAILURES_TO_WARN = 6
 SLOW_FAILURE_HOURS = 3
 SLOW_FAILURE_SHARE = 0.02
-# How long each gateway keeps retrying a delivery answered 5xx (docs/providers.md): Razorpay
-# for 24 hours, then it disables the endpoint. Cashfree's default retries end after about 42
-# minutes and PayU documents none, so each 5xx of theirs may be a payment given up on: the
-# same day is watched for them.
-RETRY_WINDOWS = {
-    Provider.RAZORPAY: timedelta(hours=24),
-    Provider.CASHFREE: timedelta(hours=24),
-    Provider.PAYU: timedelta(hours=24),
-}
+# How long each gateway keeps retrying a delivery answered 5xx (its ``retry_window``).
+RETRY_WINDOWS = {provider: found.retry_window for provider, found in GATEWAYS.items()}
 
 
 class Answer(StrEnum):
@@ -135,9 +129,8 @@ def health(conn: Connection, now: datetime, *, hours: int = HOURS) -> Health:
     counted: dict[tuple[str, datetime], dict[Answer, int]] = {}
     for provider, hour, *counts in conn.execute(_BY_HOUR, {"now": now, "hours": hours}):
         counted[(provider, hour)] = dict(zip(Answer, counts, strict=True))
-    providers = [p.value for p in Provider] + sorted(
-        {p for p, _ in counted} - {p.value for p in Provider}
-    )
+    served = [p.value for p in GATEWAYS]
+    providers = served + sorted({p for p, _ in counted} - set(served))
     empty = dict.fromkeys(Answer, 0)
     last: dict[str, datetime | None] = dict(
         conn.execute(_LAST_ANSWERED, {"providers": providers}).fetchall()

@@ -15,8 +15,8 @@ from psycopg.rows import dict_row
 from payhooks.db import Connection
 from payhooks.errors import NotFound, PayhooksError
 from payhooks.events import EventKind, Provider
+from payhooks.gateways._reports import is_reconciled
 from payhooks.providers import Adapter
-from payhooks.service.reconcile import payments as reconciled
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 from payhooks.service.stored import received_again
 
@@ -277,7 +277,7 @@ def _record_entry(record: dict[str, Any]) -> Entry:
     (reconciliation), or kept from before the log existed."""
     key = (record["provider"], record["event_id"])
     parked = record["outcome"] == "parked"
-    if reconciled.is_reconciled(record["event_id"]):
+    if is_reconciled(record["event_id"]):
         title = f"{record['provider']} status API: {record['event_type']}"
     else:
         title = f"{record['provider']} {record['event_type']} (recorded)"

@@ -1,14 +1,8 @@
-"""Reconciliation's own errors, beside the layer that raises them."""
+"""Reconciliation's own errors. ``CredentialsRefused`` is raised by the gateways' status
+clients, so it lives beside them (``payhooks.gateways._status``)."""
 
 from __future__ import annotations
 
-from payhooks.errors import GatewayApiError
-
-
-class CredentialsRefused(GatewayApiError):
-    """The gateway refused the API credentials themselves (a 401 or 403, PayU's "Invalid
-    Hash."), not one checkout: every call fails the same way until an operator fixes them,
-    so the gateway is paused for the pass and the refusal is shown (docs/operations.md)."""
-
+from payhooks.gateways._status import CredentialsRefused
 
 __all__ = ["CredentialsRefused"]

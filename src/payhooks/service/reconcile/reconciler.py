@@ -23,13 +23,14 @@ import psycopg_pool
 from payhooks.db import Connection
 from payhooks.errors import GatewayApiError
 from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.gateways import gateway
+from payhooks.gateways._reports import KEY_PREFIX
 from payhooks.ingest import Applied, Outcome, ingest_received
 from payhooks.service import database, outbox
 from payhooks.service.reconcile import checkouts
 from payhooks.service.reconcile.checkouts import Due
 from payhooks.service.reconcile.clients import StatusClient
 from payhooks.service.reconcile.errors import CredentialsRefused
-from payhooks.service.reconcile.payments import KEY_PREFIX
 from payhooks.service.shop.payments import apply_event
 
 log = logging.getLogger("payhooks.service.reconcile")
@@ -260,7 +261,7 @@ def alert_credentials_refused(
             f"Reconciliation refused: {provider.value} does not accept the API credentials",
             f"{provider.value}'s status API refused payhooks' API credentials ({reason}). "
             "Reconciliation cannot recover payments whose webhook was missed until they are "
-            f"fixed: check {_CREDENTIALS[provider]}. /readyz lists the gateway under "
+            f"fixed: check {_credentials(provider)}. /readyz lists the gateway under "
             "reconciliation_refused until a call succeeds again.",
             provider=provider.value,
             reason=reason,
@@ -271,11 +272,9 @@ def alert_credentials_refused(
     )
 
 
-_CREDENTIALS: Mapping[Provider, str] = {
-    Provider.RAZORPAY: "PAYHOOKS_RAZORPAY_KEY_ID and PAYHOOKS_RAZORPAY_KEY_SECRET",
-    Provider.CASHFREE: "PAYHOOKS_CASHFREE_CLIENT_ID and PAYHOOKS_CASHFREE_API_SECRET",
-    Provider.PAYU: "PAYHOOKS_PAYU_API_KEY and PAYHOOKS_PAYU_API_SALT",
-}
+def _credentials(provider: Provider) -> str:
+    api = gateway(provider).status_api
+    return f"{api.id_variable} and {api.secret_variable}"
 
 
 def alert_missing_webhook(conn: Connection, event: Event) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from payhooks.db import Connection
 from payhooks.errors import Conflict, InvalidAddress, InvalidRequest, NotFound
 from payhooks.events import Provider
+from payhooks.gateways import gateway
 from payhooks.service.mail import checked_address
 from payhooks.service.shop.ids import new_id
 
@@ -144,4 +145,4 @@ def checkout(
 
 
 def _mint_reference(provider: Provider) -> str:
-    return new_id("order") if provider is Provider.RAZORPAY else new_id("ph")
+    return new_id(gateway(provider).reference_prefix)

@@ -1,0 +1,88 @@
+"""What payhooks knows of one gateway besides its adapter: the settings that serve it, where
+its status API is, how its references look. Pure: names and functions, no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from payhooks.events import Provider
+from payhooks.providers import Adapter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Secret:
+    """One webhook setting: its environment variable (the service), its key in Django's
+    ``PAYHOOKS`` setting, and whether it holds several secrets, all tried while one is rotated
+    out (``read_secrets``), or one plain value (PayU's merchant key)."""
+
+    variable: str
+    django_key: str
+    several: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusApi:
+    """Where reconciliation asks the gateway about a checkout: the variables holding the API
+    id, its secret and a base URL override, the production URL, and the module of its client.
+    That module (``status.py``) needs httpx, an extra: the core names it and never imports it."""
+
+    id_variable: str
+    secret_variable: str
+    url_variable: str
+    url: str
+    module: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiCredentials:
+    """What reconciliation needs to ask one gateway's status API: an id (Razorpay key id,
+    Cashfree client id, PayU merchant key), its secret (key secret, API secret, salt) and the
+    base URL (production by default; a sandbox or a local double when overridden)."""
+
+    provider: Provider
+    id: str
+    secret: str = field(repr=False)
+    base_url: str
+
+
+Found = Sequence[tuple[str, ...]]
+"""What each of a gateway's ``secrets`` holds, in their order; one value is a 1-tuple."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gateway:
+    """One gateway, as the settings, reconciliation, the shop and the CLI see it."""
+
+    provider: Provider
+    title: str
+    secrets: tuple[Secret, ...]
+    build: Callable[[Found], Adapter]
+    """The adapter from what every one of ``secrets`` holds (none empty)."""
+    status_api: StatusApi
+    reference_prefix: str
+    """What a reference payhooks mints for a checkout starts with (``new_id``)."""
+    retry_window: timedelta
+    """How long the gateway retries a delivery answered 5xx (docs/providers.md)."""
+
+    def adapter(self, found: Found) -> Adapter | None:
+        """The adapter when every setting holds something; None when none does (the gateway
+        is not served). Call ``incomplete`` first: some set and some not is a mistake."""
+        return self.build(found) if all(found) else None
+
+    def incomplete(self, found: Sequence[object]) -> tuple[Secret, Secret] | None:
+        """A setting given and one missing, when only some are set (``found`` holds what each
+        holds, read for its truth): one without the other would leave the gateway silently
+        unserved."""
+        given = [s for s, values in zip(self.secrets, found, strict=True) if values]
+        missing = [s for s, values in zip(self.secrets, found, strict=True) if not values]
+        return (given[0], missing[0]) if given and missing else None
+
+    @property
+    def needs(self) -> str:
+        """The words for ``incomplete``'s refusal: "PayU needs both"."""
+        return f"{self.title} needs {'both' if len(self.secrets) == 2 else 'all of them'}"
+
+
+__all__ = ["ApiCredentials", "Found", "Gateway", "Secret", "StatusApi"]

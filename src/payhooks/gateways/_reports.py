@@ -1,0 +1,134 @@
+"""What a gateway's status API says about an order's payments, as events: pure, no I/O.
+
+Each payment the API reports becomes a ``Received`` whose ``Event`` carries what a webhook for
+that payment would carry (provider, payment id, merchant reference, amounts, kind), under a
+delivery key of its own, ``reconcile:<payment id>:<status>``. No webhook key can take it: key
+headers holding a ':' are refused (``providers._common.key_header``) and no gateway derives a
+key starting with ``reconcile:``. So the reconciled event and a late webhook are two deliveries
+with one meaning, and the business keys (one payment row, one order per cart) make them take
+effect once, whichever comes first. Each gateway's ``status.py`` reads its own answers with
+these helpers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from payhooks.errors import MalformedPayload
+from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.ingest import storable
+from payhooks.providers._common import rupees_to_paise, sha256_hex
+
+KEY_PREFIX = "reconcile"
+MAX_SAID_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Report:
+    """One answer of a status API about one checkout: its payments as deliveries to ingest,
+    what was left aside (refunded payments, states that carry nothing), and whether the
+    gateway says the checkout expired."""
+
+    received: tuple[Received, ...] = ()
+    skipped: tuple[str, ...] = ()
+    expired: bool = False
+
+
+def key(payment_id: str, status: str) -> str:
+    return f"{KEY_PREFIX}:{payment_id}:{status}"
+
+
+def is_reconciled(event_id: str) -> bool:
+    return event_id.startswith(KEY_PREFIX + ":")
+
+
+def canonical(entity: object) -> bytes:
+    """The payment as the API returned it, serialised canonically (sorted keys, no spaces)."""
+    return json.dumps(entity, sort_keys=True, separators=(",", ":"), default=str).encode()
+
+
+def printable(value: object, limit: int = MAX_SAID_CHARS) -> str | None:
+    """A gateway's own words for an operator's eyes and a text column: at most ``limit``
+    characters, each control character, lone surrogate or other unprintable one a space."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = "".join(c if c.isprintable() else " " for c in value[: limit + 1])
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def received(
+    provider: Provider,
+    entity: Mapping[str, Any],
+    *,
+    kind: EventKind,
+    status: str,
+    payment_id: str,
+    merchant_ref: str,
+    amount_paise: int,
+    currency: object,
+    payment_amount_paise: int | None = None,
+    bank_ref: str | None = None,
+) -> Received:
+    """The delivery a reported payment stands for, its canonical body as the stored body."""
+    body = canonical(entity)
+    event = Event(
+        provider=provider,
+        kind=kind,
+        event_type=f"{KEY_PREFIX}.payment.{status}",
+        event_id=key(payment_id, status),
+        payment_id=payment_id,
+        merchant_ref=merchant_ref,
+        amount_paise=amount_paise,
+        payment_amount_paise=payment_amount_paise,
+        currency=currency if isinstance(currency, str) and currency else None,
+        bank_ref=bank_ref,
+        payload_sha256=sha256_hex(body),
+    )
+    return Received(event=storable(event), body=body, headers={})
+
+
+def read_json(provider: Provider, body: bytes) -> Any:
+    try:
+        return json.loads(body, parse_float=Decimal)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedPayload(provider, "status API answer is not JSON") from exc
+
+
+def text(provider: Provider, entity: object, name: str) -> str:
+    value = entity.get(name) if isinstance(entity, dict) else None
+    if not isinstance(value, str) or value == "":
+        raise MalformedPayload(provider, f"payment {name} is missing or not a string")
+    return value
+
+
+def rupees(provider: Provider, value: object, name: str) -> int:
+    if isinstance(value, float):  # never: parsed as Decimal; refused rather than rounded
+        raise MalformedPayload(provider, f"{name} is not exact")
+    return rupees_to_paise(value, provider=provider, field=name)
+
+
+def one_of(report: Report, provider: Provider, event_id: str) -> Received:
+    """The delivery stored under ``event_id``, read again from its stored payment."""
+    found = [r for r in report.received if r.event.event_id == event_id]
+    if not found:
+        raise MalformedPayload(provider, f"stored payment does not read as {event_id}")
+    return found[0]
+
+
+__all__ = [
+    "KEY_PREFIX",
+    "Report",
+    "canonical",
+    "is_reconciled",
+    "key",
+    "one_of",
+    "printable",
+    "read_json",
+    "received",
+    "rupees",
+    "text",
+]

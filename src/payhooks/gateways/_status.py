@@ -1,0 +1,270 @@
+"""What every gateway's status client shares (docs/providers.md, "Status APIs used by
+reconciliation"): one bounded call (a deadline for the whole call, a size bound on the
+answer, one compression layer decoded here), and the lookup of a gateway's client through
+``GATEWAYS``. Every failure becomes a ``GatewayApiError``, translated here and nowhere else;
+secrets go in headers or a hash, never in a log line or an error. Needs httpx (an extra)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar, cast
+
+import httpx
+
+from payhooks.errors import GatewayApiError, MalformedPayload
+from payhooks.events import Provider, Received
+from payhooks.gateways import ApiCredentials, gateway
+from payhooks.gateways._reports import Report, one_of, printable, read_json
+
+MAX_RETRY_AFTER_S = 3600.0
+MAX_ANSWER_BYTES = 1 << 20
+"""A status answer is a few KB; a body past 1 MiB is refused as it streams, never parsed."""
+DEFAULT_DEADLINE_S = 10.0
+CREDENTIALS_REFUSED = frozenset({401, 403})
+T = TypeVar("T")
+
+
+class CredentialsRefused(GatewayApiError):
+    """The gateway refused the API credentials themselves (a 401 or 403, PayU's "Invalid
+    Hash."), not one checkout: every call fails the same way until an operator fixes them,
+    so the gateway is paused for the pass and the refusal is shown (docs/operations.md)."""
+
+
+class StatusClient(Protocol):
+    """Asks one gateway what became of one checkout."""
+
+    provider: Provider
+
+    def report(self, reference: str) -> Report: ...
+
+
+class StatusModule(Protocol):
+    """What each gateway's ``status.py`` offers (its ``StatusApi.module``)."""
+
+    def client(self, credentials: ApiCredentials, http: httpx.Client) -> StatusClient: ...
+
+    def stored(self, event_id: str, entity: dict[str, Any]) -> Report:
+        """The report a stored payment (its canonical body) reads as, for ``restored``."""
+        ...
+
+
+def status_module(provider: Provider) -> StatusModule:
+    """The status client's module of ``provider``'s gateway; an unknown gateway raises."""
+    return cast(StatusModule, importlib.import_module(gateway(provider).status_api.module))
+
+
+def client(credentials: ApiCredentials, http: httpx.Client) -> StatusClient:
+    """The client of the gateway the credentials are for, never another gateway's."""
+    return status_module(credentials.provider).client(credentials, http)
+
+
+def restored(provider: Provider, event_id: str, body: bytes) -> Received:
+    """A reconciled payment as it was stored (its canonical body), read again under its key:
+    for a replay or the console, like ``ingest.restored`` for a webhook."""
+    entity = read_json(provider, body)
+    if not isinstance(entity, dict):
+        raise MalformedPayload(provider, "stored payment is not an object")
+    return one_of(status_module(provider).stored(event_id, entity), provider, event_id)
+
+
+def http_client(timeout_s: float) -> httpx.Client:
+    """One client for every gateway: ``timeout_s`` is each call's whole deadline (connect,
+    request and every read together, see ``answer``), no redirects followed, no compression
+    asked for (a status answer is a few KB; one sent compressed anyway is decoded here, not
+    by httpx, see ``_body``), and no connection kept between calls, so each call has a
+    socket of its own for its deadline to cut."""
+    return httpx.Client(
+        timeout=httpx.Timeout(timeout_s),
+        follow_redirects=False,
+        headers={"accept-encoding": "identity"},
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
+
+
+def answer(provider: Provider, http: httpx.Client, method: str, url: str, **kw: Any) -> bytes:
+    """The body of a 2xx answer; anything else is a ``GatewayApiError`` saying why. The call
+    as a whole has the client's timeout: a server sending one byte per read within the read
+    timeout is cut off at the deadline, and a body past ``MAX_ANSWER_BYTES`` is refused as
+    it streams; both are failures like a 5xx (an outage: a few in a row pause the gateway)."""
+    deadline = _Deadline(http.timeout.read or DEFAULT_DEADLINE_S)
+    try:
+        with (
+            deadline,
+            http.stream(
+                method, url, timeout=deadline.seconds, extensions={"trace": deadline.trace}, **kw
+            ) as response,
+        ):
+            deadline.watch(response)
+            body = _body(provider, response, deadline)
+    except httpx.TimeoutException as exc:
+        raise GatewayApiError(provider.value, "timed out") from exc
+    except httpx.HTTPError as exc:
+        if deadline.passed:
+            raise GatewayApiError(provider.value, "timed out") from exc
+        raise GatewayApiError(provider.value, f"no answer ({type(exc).__name__})") from exc
+    status = response.status_code
+    if 200 <= status < 300:
+        return body
+    error = CredentialsRefused if status in CREDENTIALS_REFUSED else GatewayApiError
+    raise error(
+        provider.value,
+        f"answered {status}{_detail(body)}",
+        status=status,
+        retry_after_s=retry_after(response.headers),
+    )
+
+
+def _body(provider: Provider, response: httpx.Response, deadline: _Deadline) -> bytes:
+    """The answer's bytes, read raw and decoded here: httpx would decode any encoding the
+    server names, stacked ones too, a whole chunk at a time before a bound could look, so a
+    few KB of gzip would become gigabytes. One gzip or deflate layer is decoded at most
+    ``MAX_ANSWER_BYTES`` at a time; anything else is refused like a 5xx."""
+    too_large = GatewayApiError(provider.value, f"answer larger than {MAX_ANSWER_BYTES} bytes")
+    declared = response.headers.get("content-length", "")
+    if declared.isdecimal() and int(declared) > MAX_ANSWER_BYTES:
+        raise too_large
+    decoder = _decoder(provider, response.headers.get("content-encoding", ""))
+    body = bytearray()
+    for chunk in response.iter_raw():
+        body += decoder(chunk, MAX_ANSWER_BYTES + 1 - len(body))
+        if len(body) > MAX_ANSWER_BYTES:
+            raise too_large
+        if deadline.passed:
+            raise GatewayApiError(provider.value, "timed out")
+    return bytes(body)
+
+
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+
+
+def _decoder(provider: Provider, encoding: str) -> Callable[[bytes, int], bytes]:
+    """``decode(chunk, room)``: at most ``room`` bytes out of ``chunk`` (the rest of a
+    compressed chunk past the room is never inflated: the answer is refused anyway)."""
+    name = encoding.strip().lower()
+    if name in ("", "identity"):
+        return lambda chunk, room: chunk
+    if name not in _WBITS:
+        raise GatewayApiError(provider.value, f"answer in an unsupported encoding ({name[:40]!r})")
+    inflate = zlib.decompressobj(_WBITS[name])
+
+    def decode(chunk: bytes, room: int) -> bytes:
+        try:
+            return inflate.decompress(chunk, max(room, 1))
+        except zlib.error as exc:
+            raise GatewayApiError(provider.value, f"unreadable {name} answer") from exc
+
+    return decode
+
+
+class _Deadline:
+    """A wall-clock deadline for one call. httpx bounds each read, not the call; at the
+    deadline a timer shuts the call's socket down, which wakes a read blocked on it, and
+    whatever the call was doing fails (reported as "timed out")."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._at = time.monotonic() + seconds
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._lock = threading.Lock()
+        self._stream: Any = None
+        self._expired = False
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+    @property
+    def passed(self) -> bool:
+        return self._expired or time.monotonic() >= self._at
+
+    def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        """httpcore's trace hook: the connection's stream, as soon as it is connected."""
+        if name in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self._hold(info.get("return_value"))
+
+    def watch(self, response: httpx.Response) -> None:
+        self._hold(response.extensions.get("network_stream"))
+
+    def _hold(self, stream: Any) -> None:
+        with self._lock:
+            if stream is not None:
+                self._stream = stream
+            expired = self._expired
+        if expired:  # the deadline passed while connecting
+            self._shut()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._expired = True
+        self._shut()
+
+    def _shut(self) -> None:
+        with self._lock:
+            stream = self._stream
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if isinstance(sock, socket.socket):
+            with contextlib.suppress(OSError):  # the plain socket's, under TLS too
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """``Retry-After`` in seconds, or Cashfree's ``x-ratelimit-retry``; None when neither
+    is a plain number (an HTTP date is not worth parsing here: the backoff applies)."""
+    for name in ("retry-after", "x-ratelimit-retry"):
+        value = headers.get(name, "").strip()
+        if value.isdecimal():
+            return min(float(value), MAX_RETRY_AFTER_S)
+    return None
+
+
+def _detail(body: bytes) -> str:
+    """The gateway's own error code and description, when its error shape has them
+    (Razorpay's ``error.code`` and ``error.description``, Cashfree's ``code`` and
+    ``message``): bounded and printable, never the whole body."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return ""
+    if not isinstance(doc, dict):
+        return ""
+    error = doc.get("error")
+    source = error if isinstance(error, dict) else doc
+    code = source.get("code")
+    code = code if isinstance(code, str) and code.isprintable() and len(code) <= 64 else None
+    said = printable(source.get("description") or source.get("message"))
+    found = ": ".join(part for part in (code, said) if part)
+    return f" ({found})" if found else ""
+
+
+def parsed(provider: Provider, read: Callable[[], T]) -> T:
+    """An answer that is not the documented shape is an API failure too: asked again later."""
+    try:
+        return read()
+    except MalformedPayload as exc:
+        raise GatewayApiError(provider.value, f"unreadable answer: {exc.reason}") from exc
+
+
+__all__ = [
+    "MAX_ANSWER_BYTES",
+    "CredentialsRefused",
+    "StatusClient",
+    "StatusModule",
+    "answer",
+    "client",
+    "http_client",
+    "parsed",
+    "restored",
+    "retry_after",
+    "status_module",
+]

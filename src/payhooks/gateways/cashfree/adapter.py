@@ -1,0 +1,299 @@
+"""Cashfree PG webhooks: base64 HMAC-SHA256 over timestamp + raw body, amounts in rupees."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from payhooks.errors import MalformedPayload, SignatureMismatch
+from payhooks.events import Event, EventKind, Provider, is_text
+from payhooks.providers._common import (
+    MAX_JSON_BODY_BYTES,
+    body_key,
+    child,
+    delivery_key,
+    event_name,
+    key_header,
+    load_json_object,
+    matches_any,
+    reference,
+    rupees_to_paise,
+    sha256_hex,
+    text_field,
+)
+
+SIGNATURE_HEADER = "x-webhook-signature"
+TIMESTAMP_HEADER = "x-webhook-timestamp"
+VERSION_HEADER = "x-webhook-version"
+IDEMPOTENCY_HEADER = "x-idempotency-key"
+_HEADERS_READ: tuple[str, ...] = (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    VERSION_HEADER,
+    IDEMPOTENCY_HEADER,
+)
+_P = Provider.CASHFREE
+
+PAYMENT_SUCCESS = "PAYMENT_SUCCESS_WEBHOOK"
+PAYMENT_FAILED = "PAYMENT_FAILED_WEBHOOK"
+PAYMENT_USER_DROPPED = "PAYMENT_USER_DROPPED_WEBHOOK"
+REFUND_STATUS = "REFUND_STATUS_WEBHOOK"
+_SUCCESS = "SUCCESS"
+
+_SUCCESS_WEBHOOK_KINDS: Mapping[str, EventKind] = {
+    _SUCCESS: EventKind.PAYMENT_CAPTURED,
+    "PENDING": EventKind.PAYMENT_PENDING,
+}
+
+
+def sign(body: bytes, timestamp: str, secret: str) -> str:
+    """The ``x-webhook-signature`` Cashfree sends: no separator between timestamp and body."""
+    digest = hmac.new(secret.encode("utf-8"), timestamp.encode("utf-8") + body, hashlib.sha256)
+    return base64.b64encode(digest.digest()).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Facts:
+    """What one body says, plus the parts its derived delivery key is made of."""
+
+    kind: EventKind
+    key_id: str | None = None
+    key_status: str | None = None
+    payment_id: str | None = None
+    merchant_ref: str | None = None
+    amount_paise: int | None = None
+    payment_amount_paise: int | None = None
+    currency: str | None = None
+    refund_id: str | None = None
+    refund_amount_paise: int | None = None
+    bank_ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cashfree:
+    """Several client secrets are tried: events in flight keep the secret they were sent with."""
+
+    provider = _P
+    headers_read = _HEADERS_READ
+    max_body_bytes = MAX_JSON_BODY_BYTES
+    secrets: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.secrets or any(s == "" for s in self.secrets):
+            raise ValueError("Cashfree needs at least one non-empty client secret")
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        timestamp = headers.get(TIMESTAMP_HEADER)
+        if not timestamp:
+            raise SignatureMismatch(_P, "timestamp header missing")
+        if not timestamp.isascii():
+            raise SignatureMismatch(_P, "timestamp header is not ASCII")
+        expected = [sign(body, timestamp, secret) for secret in self.secrets]
+        matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        doc = load_json_object(body, provider=_P)
+        event_type = event_name(doc.get("type"), "type", provider=_P)
+        data = doc.get("data")
+        facts = (
+            _refund_facts(data) if event_type == REFUND_STATUS else _payment_facts(event_type, data)
+        )
+        return Event(
+            provider=_P,
+            kind=facts.kind,
+            event_type=event_type,
+            event_id=_event_id(headers, event_type, facts, body),
+            payment_id=facts.payment_id,
+            merchant_ref=facts.merchant_ref,
+            amount_paise=facts.amount_paise,
+            payment_amount_paise=facts.payment_amount_paise,
+            currency=facts.currency,
+            refund_id=facts.refund_id,
+            refund_amount_paise=facts.refund_amount_paise,
+            bank_ref=facts.bank_ref,
+            payload_sha256=sha256_hex(body),
+        )
+
+
+def _payment_kind(event_type: str, status: str | None) -> EventKind:
+    """The type alone is not enough: a SUCCESS webhook may say PENDING (late authorisation)."""
+    if event_type == PAYMENT_SUCCESS:
+        if status is None:
+            raise MalformedPayload(_P, "payment_status is missing")
+        return _SUCCESS_WEBHOOK_KINDS.get(status, EventKind.OTHER)
+    if event_type in (PAYMENT_FAILED, PAYMENT_USER_DROPPED):
+        return EventKind.PAYMENT_FAILED
+    return EventKind.OTHER
+
+
+def _payment_facts(event_type: str, data: object) -> _Facts:
+    status = _status(
+        child(data, "payment", "payment_status"),
+        "payment_status",
+        decides=event_type == PAYMENT_SUCCESS,
+    )
+    kind = _payment_kind(event_type, status)
+    strict = kind is not EventKind.OTHER
+    payment_id = _id(child(data, "payment", "cf_payment_id"), "cf_payment_id", strict=strict)
+    facts = _Facts(
+        kind=kind,
+        key_id=payment_id,
+        key_status=status if event_type == PAYMENT_SUCCESS and status != _SUCCESS else None,
+        payment_id=payment_id,
+        merchant_ref=_text(child(data, "order", "order_id"), "order_id", strict=strict),
+        amount_paise=compared_paise(
+            _amount(child(data, "order", "order_amount"), "order_amount", strict=strict),
+            _amount(child(data, "payment", "payment_amount"), "payment_amount", strict=strict),
+            child(data, "payment_offers"),
+            child(data, "payment", "payment_surcharge"),
+        ),
+        payment_amount_paise=_amount(
+            child(data, "payment", "payment_amount"), "payment_amount", strict=strict
+        ),
+        currency=_text(child(data, "order", "order_currency"), "order_currency", strict=strict),
+        bank_ref=reference(child(data, "payment", "bank_reference")),
+    )
+    if strict:
+        _require(
+            cf_payment_id=facts.payment_id,
+            order_id=facts.merchant_ref,
+            order_amount=facts.amount_paise,
+        )
+    return facts
+
+
+def compared_paise(
+    ordered: int | None, paid: int | None, offers: object, surcharge: object = None
+) -> int | None:
+    """The amount compared with the cart. ``payment_amount`` is below ``order_amount`` under
+    an offer Cashfree reports redeemed (``payment_offers[].offer_redemption.discount_amount``)
+    and above it with a service fee the customer paid (``payment_surcharge``'s service charge
+    and tax). What the payment covers is ``payment_amount`` less the fee reported plus the
+    discounts redeemed: at least the order amount, the order amount is compared; short of
+    it, what it covers is, so the shortfall is flagged ``amount_mismatch`` like any amount
+    off (docs/providers.md). Reconciliation reads the status API's payment entity with the
+    same rule."""
+    if ordered is None or paid is None:
+        return ordered
+    covered = paid - service_fee(surcharge) + redeemed_discounts(offers)
+    return ordered if covered >= ordered else covered
+
+
+def service_fee(surcharge: object) -> int:
+    """Paise of ``payment_surcharge`` (service charge and its tax) the customer paid on top;
+    a part that is not a readable amount, or below zero, counts as none."""
+    fields = ("payment_surcharge_service_charge", "payment_surcharge_service_tax")
+    return sum(max(_amount(child(surcharge, f), f, strict=False) or 0, 0) for f in fields)
+
+
+def redeemed_discounts(offers: object) -> int:
+    """Paise the offers Cashfree reports redeemed took off; an offer not reported redeemed,
+    or whose discount is not a readable amount, explains nothing."""
+    total = 0
+    for offer in offers if isinstance(offers, list) else ():
+        redemption = child(offer, "offer_redemption")
+        if child(redemption, "redemption_status") != _SUCCESS:
+            continue
+        discount = _amount(child(redemption, "discount_amount"), "discount_amount", strict=False)
+        total += discount or 0
+    return total
+
+
+def _refund_facts(data: object) -> _Facts:
+    refund = child(data, "refund")
+    status = _status(child(refund, "refund_status"), "refund_status", decides=True)
+    if status is None:
+        raise MalformedPayload(_P, "refund_status is missing")
+    kind = EventKind.REFUND_PROCESSED if status == _SUCCESS else EventKind.OTHER
+    strict = kind is not EventKind.OTHER
+    refund_id = _id(child(refund, "cf_refund_id"), "cf_refund_id", strict=strict)
+    facts = _Facts(
+        kind=kind,
+        key_id=refund_id,
+        key_status=None if status == _SUCCESS else status,
+        payment_id=_id(child(refund, "cf_payment_id"), "cf_payment_id", strict=strict),
+        merchant_ref=_text(child(refund, "order_id"), "order_id", strict=strict),
+        currency=_text(child(refund, "refund_currency"), "refund_currency", strict=strict),
+        refund_id=refund_id,
+        refund_amount_paise=_amount(child(refund, "refund_amount"), "refund_amount", strict=strict),
+        bank_ref=reference(child(refund, "refund_arn")),
+    )
+    if strict:
+        _require(
+            cf_refund_id=facts.refund_id,
+            cf_payment_id=facts.payment_id,
+            refund_amount=facts.refund_amount_paise,
+        )
+    return facts
+
+
+def _text(value: object, field: str, *, strict: bool) -> str | None:
+    """Strict for events we act on; an ignored event with an odd field is still recorded."""
+    return text_field(value, field, strict=strict, provider=_P)
+
+
+def _status(value: object, field: str, *, decides: bool) -> str | None:
+    """Where a status ``decides`` the event's kind and its key (a SUCCESS webhook, a refund),
+    one that is not text is malformed; elsewhere it is left out, like any odd field of an
+    event nothing reads it for. One of another type is read as missing."""
+    if isinstance(value, str) and not is_text(value):
+        if decides:
+            raise MalformedPayload(_P, f"{field} is not valid text")
+        return None
+    return _text(value, field, strict=False)
+
+
+def _id(value: object, field: str, *, strict: bool) -> str | None:
+    """cf_payment_id is an int up to 2022-09-01 and a string from 2023-08-01: always a str."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _text(value, field, strict=strict)
+
+
+def _amount(value: object, field: str, *, strict: bool) -> int | None:
+    """Cashfree amounts are JSON numbers; a string here is not what was documented."""
+    if value is None:
+        return None
+    try:
+        if isinstance(value, str):
+            raise MalformedPayload(_P, f"{field} is a string, not a number")
+        return rupees_to_paise(value, provider=_P, field=field)
+    except MalformedPayload:
+        if strict:
+            raise
+        return None
+
+
+def _require(**fields: object) -> None:
+    for field, value in fields.items():
+        if value is None:
+            raise MalformedPayload(_P, f"{field} is missing")
+
+
+def _event_id(headers: Mapping[str, str], event_type: str, facts: _Facts, body: bytes) -> str:
+    """The delivery key of docs/providers.md, plus the status when it is not the final one
+    the type implies.
+
+    Without it a PENDING delivery of PAYMENT_SUCCESS_WEBHOOK would claim the key of the
+    SUCCESS that follows for the same attempt, and the capture would be dropped as a duplicate.
+    """
+    header = key_header(headers.get(IDEMPOTENCY_HEADER))
+    if header:
+        return header
+    parts: list[object] = [event_type, facts.key_id]
+    if facts.key_status is not None:
+        parts.append(facts.key_status)
+    return delivery_key(*parts) or body_key(event_type, body)
+
+
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+    "VERSION_HEADER",
+    "Cashfree",
+    "sign",
+]

@@ -1,0 +1,120 @@
+"""Cashfree's status API, for reconciliation: an order's payments, and the order itself for
+its expiry, read as events. Needs httpx (an extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from payhooks.errors import MalformedPayload
+from payhooks.events import EventKind, Provider, Received
+from payhooks.gateways._gateway import ApiCredentials
+from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
+from payhooks.gateways._status import answer, parsed
+from payhooks.gateways.cashfree.adapter import compared_paise
+from payhooks.providers._common import reference
+
+API_VERSION = "2025-01-01"
+EXPIRED = frozenset({"EXPIRED", "TERMINATED"})
+_P = Provider.CASHFREE
+# The webhook acts on SUCCESS (capture), PENDING (late authorisation) and the failed and
+# user-dropped webhooks; the API's other states (NOT_ATTEMPTED, VOID, CANCELLED) carry nothing.
+_KINDS: Mapping[str, EventKind] = {
+    "SUCCESS": EventKind.PAYMENT_CAPTURED,
+    "PENDING": EventKind.PAYMENT_PENDING,
+    "FAILED": EventKind.PAYMENT_FAILED,
+    "USER_DROPPED": EventKind.PAYMENT_FAILED,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CashfreeClient:
+    """``GET /pg/orders/{order_id}/payments`` with ``x-client-id``, ``x-client-secret`` and
+    ``x-api-version``; when no payment succeeded, ``GET /pg/orders/{order_id}`` for expiry."""
+
+    credentials: ApiCredentials
+    http: httpx.Client
+    provider = _P
+
+    def report(self, reference: str) -> Report:
+        order = f"{self.credentials.base_url}/pg/orders/{quote(reference, safe='')}"
+        body = answer(self.provider, self.http, "GET", f"{order}/payments", headers=self._h)
+        found = parsed(self.provider, lambda: payments(reference, body))
+        if any(r.event.kind is EventKind.PAYMENT_CAPTURED for r in found.received):
+            return found
+        order_body = answer(self.provider, self.http, "GET", order, headers=self._h)
+        expired = parsed(self.provider, lambda: order_expired(order_body))
+        return Report(received=found.received, skipped=found.skipped, expired=expired)
+
+    @property
+    def _h(self) -> dict[str, str]:
+        return {
+            "x-client-id": self.credentials.id,
+            "x-client-secret": self.credentials.secret,
+            "x-api-version": API_VERSION,
+            "accept": "application/json",
+        }
+
+
+def client(credentials: ApiCredentials, http: httpx.Client) -> CashfreeClient:
+    return CashfreeClient(credentials=credentials, http=http)
+
+
+def payments(order_id: str, body: bytes) -> Report:
+    """``GET /pg/orders/{id}/payments``: a JSON array of payment entities, amounts in rupees
+    (JSON numbers, read exactly); ``cf_payment_id`` a string (an integer in older versions)."""
+    doc = read_json(_P, body)
+    if not isinstance(doc, list):
+        raise MalformedPayload(_P, "payments answer is not a list")
+    found: list[Received] = []
+    skipped: list[str] = []
+    for entity in doc:
+        status = text(_P, entity, "payment_status")
+        raw_id = entity.get("cf_payment_id")
+        payment_id = str(raw_id) if isinstance(raw_id, int) else text(_P, entity, "cf_payment_id")
+        kind = _KINDS.get(status)
+        if kind is None or entity.get("order_id", order_id) != order_id:
+            skipped.append(f"{payment_id}:{status}")
+            continue
+        found.append(_received(entity, order_id, kind=kind, status=status, payment_id=payment_id))
+    return Report(received=tuple(found), skipped=tuple(skipped))
+
+
+def _received(
+    entity: Mapping[str, Any], order_id: str, *, kind: EventKind, status: str, payment_id: str
+) -> Received:
+    ordered = entity.get("order_amount", entity.get("payment_amount"))
+    paid = entity.get("payment_amount")
+    paid_paise = None if paid is None else rupees(_P, paid, "payment_amount")
+    compared = compared_paise(
+        rupees(_P, ordered, "order_amount"),
+        paid_paise,
+        entity.get("payment_offers"),
+        entity.get("payment_surcharge"),
+    )
+    assert compared is not None  # the order amount was read
+    return received(
+        _P, entity, kind=kind, status=status, payment_id=payment_id,
+        merchant_ref=order_id, amount_paise=compared, payment_amount_paise=paid_paise,
+        currency=entity.get("order_currency") or entity.get("payment_currency"),
+        bank_ref=reference(entity.get("bank_reference")),
+    )  # fmt: skip
+
+
+def order_expired(body: bytes) -> bool:
+    """``GET /pg/orders/{id}``: the order's ``order_status``; EXPIRED or TERMINATED means no
+    payment can come for it any more."""
+    doc = read_json(_P, body)
+    return isinstance(doc, dict) and doc.get("order_status") in EXPIRED
+
+
+def stored(event_id: str, entity: dict[str, Any]) -> Report:
+    """A stored payment entity, read as the answer it came in."""
+    return payments(str(entity.get("order_id")), canonical([entity]))
+
+
+__all__ = ["API_VERSION", "CashfreeClient", "client", "order_expired", "payments", "stored"]

@@ -1,0 +1,229 @@
+"""PayU India payment posts: a form whose ``hash`` field is a salted SHA-512 of some fields."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote, urlencode
+
+from payhooks.errors import MalformedPayload, SignatureMismatch
+from payhooks.events import Event, EventKind, Provider
+from payhooks.providers._common import (
+    body_key,
+    delivery_key,
+    matches_any,
+    reference,
+    rupees_to_paise,
+    sha256_hex,
+)
+
+_HEADERS_READ: tuple[str, ...] = ()
+_P = Provider.PAYU
+
+# Reverse order of the request hash; the udf10..udf6 slots are empty unless they were sent.
+_HASHED_FIELDS = (
+    "status",
+    *(f"udf{n}" for n in range(10, 0, -1)),
+    "email",
+    "firstname",
+    "productinfo",
+    "amount",
+    "txnid",
+    "key",
+)
+
+_VERIFIED_FIELDS = (*_HASHED_FIELDS, "additionalCharges")
+
+_KINDS: Mapping[str, EventKind] = {
+    "success": EventKind.PAYMENT_CAPTURED,
+    "failure": EventKind.PAYMENT_FAILED,
+    "pending": EventKind.PAYMENT_PENDING,
+}
+
+_RUPEES = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+# A real PayU post is a few KB (about 60 fields; udf1..udf10 hold up to 255 characters each).
+# The form is parsed before its hash can be checked, so what an unauthenticated sender can
+# make us parse is bounded here, in bytes and in fields.
+MAX_BODY_BYTES = 32 * 1024
+MAX_FIELDS = 200
+MAX_NAME_CHARS = 64
+
+
+def reverse_hash(fields: Mapping[str, str], salt: str) -> str:
+    """The ``hash`` PayU posts back: SALT|status|udf10..udf1|email|...|txnid|key, SHA-512.
+
+    Values are used exactly as posted (``10`` and ``10.00`` hash differently); PayU's own
+    Python SDK leaves ``status`` out, which its docs contradict, so it is not followed here.
+    """
+    parts = [salt, *(fields.get(name, "") for name in _HASHED_FIELDS)]
+    additional = fields.get("additionalCharges", "")
+    if additional:
+        parts.insert(0, additional)
+    return hashlib.sha512("|".join(parts).encode("utf-8")).hexdigest()
+
+
+def encode(fields: Mapping[str, str] | Sequence[tuple[str, str]]) -> bytes:
+    """A form body as PayU posts it, for tests and the demo gateway."""
+    return urlencode(fields).encode("ascii")
+
+
+def decode_form(body: bytes) -> dict[str, str]:
+    """The posted fields; anything ambiguous about what was hashed is a bad signature.
+
+    Nothing is proven before the hash matches, so undecodable bytes (including a
+    percent-escape that is not UTF-8, which would otherwise become U+FFFD) and a field
+    posted twice are rejected as unauthenticated rather than as malformed.
+    """
+    try:
+        text = body.decode("utf-8")
+        pairs = parse_qsl(text, keep_blank_values=True, errors="strict", max_num_fields=MAX_FIELDS)
+    except UnicodeDecodeError as exc:
+        raise SignatureMismatch(_P, "form body is not UTF-8") from exc
+    except ValueError as exc:  # parse_qsl's "Max number of fields exceeded"
+        raise SignatureMismatch(_P, f"form has more than {MAX_FIELDS} fields") from exc
+    fields: dict[str, str] = {}
+    for name, value in pairs:
+        if name in fields:
+            raise SignatureMismatch(_P, f"form field {name!r} is posted more than once")
+        fields[name] = value
+    return fields
+
+
+def _unquote(text: str) -> str:
+    """One name or value exactly as ``parse_qsl`` decodes it."""
+    return unquote(text.replace("+", " "), errors="strict")
+
+
+def _raw_fields(body: bytes) -> dict[str, str]:
+    """The form's names, decoded, each with its value still escaped: the same split as
+    ``parse_qsl``, with the same refusals as ``decode_form``, but the cost of decoding a value
+    is paid only for the few fields the hash covers (unquoting is the slow part of a form)."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SignatureMismatch(_P, "form body is not UTF-8") from exc
+    if text.count("&") >= MAX_FIELDS:
+        raise SignatureMismatch(_P, f"form has more than {MAX_FIELDS} fields")
+    fields: dict[str, str] = {}
+    for pair in text.split("&"):
+        if pair:
+            raw_name, _, raw_value = pair.partition("=")
+            name = _decoded(raw_name[: MAX_NAME_CHARS * 3 + 1])
+            if len(name) > MAX_NAME_CHARS:
+                raise SignatureMismatch(_P, f"a form field name is over {MAX_NAME_CHARS} chars")
+            if name in fields:
+                raise SignatureMismatch(_P, f"form field {name!r} is posted more than once")
+            fields[name] = raw_value
+    return fields
+
+
+def _decoded(text: str) -> str:
+    try:
+        return _unquote(text)
+    except UnicodeDecodeError as exc:
+        raise SignatureMismatch(_P, "form field is not UTF-8") from exc
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PayU:
+    """PayU signs inside the form, with a salt rather than an HMAC key; all salts are tried."""
+
+    provider = _P
+    headers_read = _HEADERS_READ
+    max_body_bytes = MAX_BODY_BYTES
+    merchant_key: str
+    salts: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.merchant_key == "":
+            raise ValueError("PayU needs the merchant key")
+        if not self.salts or any(s == "" for s in self.salts):
+            raise ValueError("PayU needs at least one non-empty salt")
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """A post for another merchant key, or without a hash, is refused like a bad signature.
+
+        Only the names and the hashed values are decoded before the hash matches."""
+        raw = _raw_fields(body)
+        if _decoded(raw.get("key", "")) != self.merchant_key:
+            raise SignatureMismatch(_P, "key is not the configured merchant key")
+        received = _decoded(raw.get("hash", ""))
+        if not received:
+            raise SignatureMismatch(_P, "hash missing")
+        hashed = {name: _decoded(raw[name]) for name in _VERIFIED_FIELDS if name in raw}
+        expected = [reverse_hash(hashed, salt) for salt in self.salts]
+        matches_any(expected, received, provider=_P)
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        fields = _read_fields(body)
+        status = fields.get("status", "")
+        if status == "":
+            raise MalformedPayload(_P, "status is missing")
+        kind = _KINDS.get(status, EventKind.OTHER)
+        event_type = f"payment.{status}"
+        merchant_ref = fields.get("txnid") or None
+        amount = _amount(fields.get("amount"), strict=kind is not EventKind.OTHER)
+        if kind is not EventKind.OTHER:
+            _require(txnid=merchant_ref, amount=amount)
+        # Keys and identity come only from hashed fields: mihpayid is not hashed, so a customer
+        # could resend their own signed post under the mihpayid PayU gives the next payment.
+        return Event(
+            provider=_P,
+            kind=kind,
+            event_type=event_type,
+            event_id=delivery_key(merchant_ref, status) or body_key(event_type, body),
+            payment_id=merchant_ref,
+            merchant_ref=merchant_ref,
+            amount_paise=amount,
+            currency="INR",
+            # Not hashed: shown to help find the payment, never used to identify it.
+            bank_ref=reference(*(fields.get(name) for name in _REFERENCES)),
+            payload_sha256=sha256_hex(body),
+        )
+
+
+_READ_HASHED = ("status", "txnid", "amount")
+_REFERENCES = ("bank_ref_num", "bank_ref_no")
+
+
+def _read_fields(body: bytes) -> dict[str, str]:
+    """The fields ``parse`` reads, and no others: the hashed ones as ``verify`` decoded them,
+    the bank reference only when it is UTF-8. A field outside the hash holding any bytes
+    (PayU posts about sixty) is not payhooks' concern; a reference that is not text is left
+    out, like any odd reference, never a reason to refuse the payment."""
+    raw = _raw_fields(body)
+    fields = {name: _decoded(raw[name]) for name in _READ_HASHED if name in raw}
+    for name in _REFERENCES:
+        if name in raw:
+            with suppress(UnicodeDecodeError):
+                fields[name] = _unquote(raw[name])
+    return fields
+
+
+def _amount(value: str | None, *, strict: bool) -> int | None:
+    """A plain rupee string: Decimal() alone would also take ' 1.5', '1e2' and '1_0'."""
+    if value is None or value == "":
+        return None
+    if _RUPEES.fullmatch(value) is None:
+        if strict:
+            raise MalformedPayload(_P, f"amount is not a rupee amount: {value!r}")
+        return None
+    try:
+        return rupees_to_paise(value, provider=_P, field="amount")
+    except MalformedPayload:
+        if strict:
+            raise
+        return None
+
+
+def _require(**fields: object) -> None:
+    for field, value in fields.items():
+        if value is None:
+            raise MalformedPayload(_P, f"{field} is missing")
+
+
+__all__ = ["PayU", "decode_form", "encode", "reverse_hash"]

@@ -1,0 +1,35 @@
+"""Razorpay: the adapter (``adapter.py``), the status API's client (``status.py``, an extra),
+and the settings that serve it (here)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from payhooks.events import Provider
+from payhooks.gateways._gateway import Found, Gateway, Secret, StatusApi
+from payhooks.gateways.razorpay.adapter import Razorpay
+
+
+def _adapter(found: Found) -> Razorpay:
+    return Razorpay(secrets=found[0])
+
+
+RAZORPAY = Gateway(
+    provider=Provider.RAZORPAY,
+    title="Razorpay",
+    secrets=(
+        Secret(variable="PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS", django_key="RAZORPAY_WEBHOOK_SECRETS"),
+    ),
+    build=_adapter,
+    status_api=StatusApi(
+        id_variable="PAYHOOKS_RAZORPAY_KEY_ID",
+        secret_variable="PAYHOOKS_RAZORPAY_KEY_SECRET",
+        url_variable="PAYHOOKS_RAZORPAY_API_URL",
+        url="https://api.razorpay.com",
+        module="payhooks.gateways.razorpay.status",
+    ),
+    reference_prefix="order",  # the shape of the ids Razorpay's create-order call returns
+    retry_window=timedelta(hours=24),  # then it disables the endpoint
+)
+
+__all__ = ["RAZORPAY"]

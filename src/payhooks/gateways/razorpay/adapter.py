@@ -1,0 +1,190 @@
+"""Razorpay webhooks: hex HMAC-SHA256 over the raw body, JSON payload, amounts in paise."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from payhooks.errors import MalformedPayload
+from payhooks.events import Event, EventKind, Provider
+from payhooks.providers._common import (
+    MAX_JSON_BODY_BYTES,
+    body_key,
+    child,
+    delivery_key,
+    event_name,
+    key_header,
+    load_json_object,
+    matches_any,
+    reference,
+    sha256_hex,
+    text_field,
+)
+
+SIGNATURE_HEADER = "x-razorpay-signature"
+EVENT_ID_HEADER = "x-razorpay-event-id"
+_HEADERS_READ: tuple[str, ...] = (SIGNATURE_HEADER, EVENT_ID_HEADER)
+_P = Provider.RAZORPAY
+
+_KINDS: Mapping[str, EventKind] = {
+    "payment.authorized": EventKind.PAYMENT_AUTHORIZED,
+    "payment.captured": EventKind.PAYMENT_CAPTURED,
+    "order.paid": EventKind.PAYMENT_CAPTURED,
+    "payment.failed": EventKind.PAYMENT_FAILED,
+    "refund.processed": EventKind.REFUND_PROCESSED,
+}
+
+
+def sign(body: bytes, secret: str) -> str:
+    """The signature Razorpay sends for ``body``: what tests and the demo gateway need."""
+    return hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Payment:
+    """What the payment entity says; every field optional until the event kind requires it."""
+
+    id: str | None = None
+    order_id: str | None = None
+    amount: int | None = None
+    currency: str | None = None
+    bank_ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Refund:
+    id: str | None = None
+    payment_id: str | None = None
+    amount: int | None = None
+    bank_ref: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Razorpay:
+    """Several secrets are tried because retries of old events keep the old secret."""
+
+    provider = _P
+    headers_read = _HEADERS_READ
+    max_body_bytes = MAX_JSON_BODY_BYTES
+    secrets: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.secrets or any(s == "" for s in self.secrets):
+            raise ValueError("Razorpay needs at least one non-empty webhook secret")
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        expected = [sign(body, secret) for secret in self.secrets]
+        matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        doc = load_json_object(body, provider=_P)
+        event_type = event_name(doc.get("event"), "event", provider=_P)
+        kind = _KINDS.get(event_type, EventKind.OTHER)
+        strict = kind is not EventKind.OTHER
+        payment = _read_payment(child(doc, "payload", "payment", "entity"), strict=strict)
+        refund = _read_refund(child(doc, "payload", "refund", "entity"), strict=strict)
+        _require(kind, payment, refund)
+        return Event(
+            provider=_P,
+            kind=kind,
+            event_type=event_type,
+            event_id=_event_id(headers, event_type, payment, refund, body),
+            payment_id=refund.payment_id if kind is EventKind.REFUND_PROCESSED else payment.id,
+            merchant_ref=payment.order_id,
+            amount_paise=payment.amount,
+            currency=payment.currency,
+            refund_id=refund.id,
+            refund_amount_paise=refund.amount,
+            bank_ref=refund.bank_ref if kind is EventKind.REFUND_PROCESSED else payment.bank_ref,
+            payload_sha256=sha256_hex(body),
+        )
+
+
+def _read_payment(entity: object, *, strict: bool) -> _Payment:
+    """Strict for events we act on; for the rest a badly typed field is just left out.
+
+    An authentic event we ignore should still be answered 200 and recorded, not bounced with
+    a 400 that Razorpay would retry for 24 hours before disabling the endpoint.
+    """
+    if not isinstance(entity, dict):
+        return _Payment()
+    return _Payment(
+        id=_text(entity.get("id"), "payment id", strict=strict),
+        order_id=_text(entity.get("order_id"), "payment order_id", strict=strict),
+        amount=_paise(entity.get("amount"), "payment amount", strict=strict),
+        currency=_text(entity.get("currency"), "payment currency", strict=strict),
+        # UPI and cards carry the RRN, netbanking the bank's transaction id.
+        bank_ref=reference(
+            child(entity, "acquirer_data", "rrn"),
+            child(entity, "acquirer_data", "bank_transaction_id"),
+        ),
+    )
+
+
+def _read_refund(entity: object, *, strict: bool) -> _Refund:
+    if not isinstance(entity, dict):
+        return _Refund()
+    return _Refund(
+        id=_text(entity.get("id"), "refund id", strict=strict),
+        payment_id=_text(entity.get("payment_id"), "refund payment_id", strict=strict),
+        amount=_paise(entity.get("amount"), "refund amount", strict=strict),
+        bank_ref=reference(child(entity, "acquirer_data", "arn")),  # on the statement
+    )
+
+
+def _text(value: object, field: str, *, strict: bool) -> str | None:
+    return text_field(value, field, strict=strict, provider=_P)
+
+
+def _paise(value: object, field: str, *, strict: bool) -> int | None:
+    """Razorpay amounts are integer paise; bool is an int to Python but never an amount."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if strict:
+        raise MalformedPayload(_P, f"{field} is not a non-negative integer: {value!r}")
+    return None
+
+
+def _require(kind: EventKind, payment: _Payment, refund: _Refund) -> None:
+    """An event we act on without the ids it acts on cannot be applied."""
+    if kind is EventKind.OTHER:
+        return
+    needed: tuple[tuple[str, object], ...]
+    if kind is EventKind.REFUND_PROCESSED:
+        needed = (
+            ("refund id", refund.id),
+            ("refund amount", refund.amount),
+            ("refund payment_id", refund.payment_id),
+        )
+    else:
+        needed = (("payment id", payment.id), ("payment amount", payment.amount))
+    for field, value in needed:
+        if value is None:
+            raise MalformedPayload(_P, f"{field} is missing")
+
+
+def _event_id(
+    headers: Mapping[str, str],
+    event_type: str,
+    payment: _Payment,
+    refund: _Refund,
+    body: bytes,
+) -> str:
+    """The delivery key of docs/providers.md: the header as received, else event + entity
+    id, else the body's hash.
+
+    A refund event never falls back to the payment id: two partial refunds of one payment
+    would share it, and the second would be swallowed as a duplicate.
+    """
+    header = key_header(headers.get(EVENT_ID_HEADER))
+    if header:
+        return header
+    entity_id = refund.id if event_type.startswith("refund.") else payment.id
+    return delivery_key(event_type, entity_id) or body_key(event_type, body)
+
+
+__all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Razorpay", "sign"]

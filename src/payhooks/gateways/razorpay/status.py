@@ -1,0 +1,84 @@
+"""Razorpay's status API, for reconciliation: ``GET /v1/orders/{order_id}/payments`` with
+HTTP Basic (key id, key secret), and its answer read as events. Needs httpx (an extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from payhooks.errors import MalformedPayload
+from payhooks.events import EventKind, Provider, Received
+from payhooks.gateways._gateway import ApiCredentials
+from payhooks.gateways._reports import Report, canonical, read_json, received, text
+from payhooks.gateways._status import answer, parsed
+from payhooks.providers._common import child, reference
+
+_P = Provider.RAZORPAY
+_KINDS: Mapping[str, EventKind] = {
+    "authorized": EventKind.PAYMENT_AUTHORIZED,
+    "captured": EventKind.PAYMENT_CAPTURED,
+    "failed": EventKind.PAYMENT_FAILED,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RazorpayClient:
+    """``GET /v1/orders/{order_id}/payments`` with HTTP Basic (key id, key secret)."""
+
+    credentials: ApiCredentials
+    http: httpx.Client
+    provider = _P
+
+    def report(self, reference: str) -> Report:
+        url = f"{self.credentials.base_url}/v1/orders/{quote(reference, safe='')}/payments"
+        auth = (self.credentials.id, self.credentials.secret)
+        body = answer(self.provider, self.http, "GET", url, auth=auth)
+        return parsed(self.provider, lambda: payments(reference, body))
+
+
+def client(credentials: ApiCredentials, http: httpx.Client) -> RazorpayClient:
+    return RazorpayClient(credentials=credentials, http=http)
+
+
+def payments(order_id: str, body: bytes) -> Report:
+    """``GET /v1/orders/{id}/payments``: a collection whose ``items`` are payment entities,
+    amounts in integer paise. A ``refunded`` payment is left aside: its refund comes with the
+    refund webhook, and a capture alone would place an order for money given back."""
+    doc = read_json(_P, body)
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise MalformedPayload(_P, "payments answer has no items list")
+    found: list[Received] = []
+    skipped: list[str] = []
+    for entity in items:
+        status = text(_P, entity, "status")
+        kind = _KINDS.get(status)
+        payment_id = text(_P, entity, "id")
+        if kind is None or entity.get("order_id") != order_id:
+            skipped.append(f"{payment_id}:{status}")
+            continue
+        amount = entity.get("amount")
+        if isinstance(amount, bool) or not isinstance(amount, int):
+            raise MalformedPayload(_P, f"payment {payment_id} amount is not paise")
+        event = received(
+            _P, entity, kind=kind, status=status, payment_id=payment_id,
+            merchant_ref=order_id, amount_paise=amount, currency=entity.get("currency"),
+            bank_ref=reference(
+                child(entity, "acquirer_data", "rrn"),
+                child(entity, "acquirer_data", "bank_transaction_id"),
+            ),
+        )  # fmt: skip
+        found.append(event)
+    return Report(received=tuple(found), skipped=tuple(skipped))
+
+
+def stored(event_id: str, entity: dict[str, Any]) -> Report:
+    """A stored payment entity, read as the answer it came in."""
+    return payments(str(entity.get("order_id")), canonical({"items": [entity]}))
+
+
+__all__ = ["RazorpayClient", "client", "payments", "stored"]

@@ -1,0 +1,49 @@
+"""The gateway registry: every gateway payhooks names is found through it, its settings name no
+other gateway's, and a gateway it lacks is refused, never read as another one."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS, UnknownGateway, gateway
+
+
+def test_every_provider_has_a_registry_line():
+    assert set(GATEWAYS) == set(Provider)
+    assert all(GATEWAYS[provider].provider is provider for provider in Provider)
+
+
+def test_no_two_gateways_share_a_setting_name():
+    names = [
+        name
+        for found in GATEWAYS.values()
+        for name in (
+            *(secret.variable for secret in found.secrets),
+            *(secret.django_key for secret in found.secrets),
+            found.status_api.id_variable,
+            found.status_api.secret_variable,
+            found.status_api.url_variable,
+        )
+    ]
+    assert len(names) == len(set(names))
+
+
+def test_every_gateway_names_a_status_module_with_a_client_and_a_stored_reader():
+    for found in GATEWAYS.values():
+        module = importlib.import_module(found.status_api.module)
+        assert callable(module.client) and callable(module.stored)
+
+
+def test_an_unknown_gateway_is_refused():
+    with pytest.raises(UnknownGateway):
+        gateway("phonepe")  # type: ignore[arg-type]
+
+
+def test_a_gateway_with_only_some_of_its_settings_is_incomplete():
+    payu = gateway(Provider.PAYU)
+    assert payu.incomplete([("key",), ()]) == payu.secrets
+    assert payu.incomplete([("key",), ("salt",)]) is None
+    assert payu.adapter([(), ()]) is None
