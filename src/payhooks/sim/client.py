@@ -4,14 +4,16 @@ as a gateway would, and the shop's API over HTTP with its bearer token."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
-from payhooks.sim.gateway import Delivery, Purchase
-from payhooks.sim.gateway_api import GatewayApi
+from payhooks.sim.deliveries import Delivery, Purchase
+
+if TYPE_CHECKING:
+    from payhooks.sim.gateway_api import GatewayApi
 
 ACKNOWLEDGED = ("processed", "duplicate", "ignored", "parked")
 

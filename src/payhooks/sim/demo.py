@@ -19,8 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from decimal import Decimal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +35,23 @@ from payhooks.errors import DemoFailed
 from payhooks.events import Provider
 from payhooks.service import database, reconcile
 from payhooks.service.config import Settings
-from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
+from payhooks.sim.client import Answer, Shop, ShopAtGateway
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
 from payhooks.sim.gateway_api import ApiKeys, GatewayApi
 from payhooks.sim.gateway_api import serving as serving_api
+from payhooks.sim.gateways import SIMULATORS
+from payhooks.sim.stage import (
+    CUSTOMER,
+    GATEWAY_TIMEOUT_S,
+    Courier,
+    Result,
+    Stage,
+    expect,
+    finals,
+    one_order,
+    result,
+    status,
+)
 
 __all__ = ["DemoFailed", "run_demo"]
 
@@ -49,111 +61,9 @@ CATALOGUE: tuple[tuple[str, str, int, int], ...] = (
     ("MUG-CLAY", "Clay mug", 29_900, 25),
     ("HONEY-500", "Forest honey, 500 g", 54_900, 15),
 )
-CUSTOMER = "asha@example.com"
 COPIES = 50
-GATEWAY_TIMEOUT_S = 5.0  # Razorpay's ack deadline
 SLOW_TIMEOUT_S = 0.5  # the gateway's patience in the slow-response scenario
 STOCK_HELD_S = 1.5  # how long the "slow" scenario keeps the stock row busy
-
-
-# --- the gateway's sending side ----------------------------------------------------------
-
-
-class Courier:
-    """Posts a delivery's exact bytes and headers; retries with a short exponential backoff."""
-
-    def __init__(self, client: httpx.Client) -> None:
-        self.client = client
-        self.sent: list[Answer] = []
-        self._lock = threading.Lock()
-
-    def deliver(
-        self, delivery: Delivery, *, timeout: float = GATEWAY_TIMEOUT_S, attempts: int = 6
-    ) -> list[Answer]:
-        answers: list[Answer] = []
-        for attempt in range(attempts):
-            answers.append(self._post(delivery, timeout))
-            if not answers[-1].retryable:
-                break
-            time.sleep(0.1 * 2**attempt)
-        return answers
-
-    def _post(self, delivery: Delivery, timeout: float) -> Answer:
-        answer = post(self.client, delivery, timeout=timeout)
-        with self._lock:
-            self.sent.append(answer)
-        return answer
-
-
-# --- the merchant's side: the shop API ----------------------------------------------------
-
-
-# --- the stage every scenario plays on ----------------------------------------------------
-
-
-@dataclass(slots=True, kw_only=True)
-class Stage:
-    merchant: Shop
-    courier: Courier
-    gateway: Gateway
-    database_url: str
-    books: GatewayApi = field(default_factory=GatewayApi)
-    reconcile: Callable[[], reconcile.Tally] = reconcile.Tally
-    captured: list[tuple[Provider, str]] = field(default_factory=list)
-
-    def vouch(self, buy: Purchase, payment_id: str) -> str:
-        """The gateway took this customer's money: the shop must never lose the payment."""
-        self.captured.append((buy.provider, payment_id))
-        return payment_id
-
-    def capture(self, buy: Purchase, payment_id: str, event: str = "payment.captured") -> Delivery:
-        """A Razorpay capture-type event (``payment.captured`` or ``order.paid``)."""
-        return self.razorpay(buy, event, self.vouch(buy, payment_id))
-
-    def razorpay(self, buy: Purchase, event: str, payment_id: str) -> Delivery:
-        return self.gateway.razorpay(
-            event, payment_id=payment_id, order_id=buy.reference, amount_paise=buy.amount_paise
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Result:
-    name: str
-    answers: tuple[Answer, ...]
-    ok: bool
-    detail: str
-
-
-def _result(
-    name: str, runs: Sequence[Sequence[Answer]], checks: Sequence[tuple[bool, str]]
-) -> Result:
-    answers = tuple(a for run in runs for a in run)
-    failed = [text for ok, text in checks if not ok]
-    detail = "; ".join(failed) if failed else checks[-1][1]
-    return Result(name=name, answers=answers, ok=not failed, detail=detail)
-
-
-def _finals(*runs: Sequence[Answer]) -> list[str]:
-    return [run[-1].outcome for run in runs]
-
-
-def _one_order(stage: Stage, buy: Purchase, payment_id: str | None = None) -> tuple[bool, str]:
-    found = stage.merchant.orders(buy.cart_id)
-    if len(found) != 1:
-        return False, f"{len(found)} orders for cart {buy.cart_id}"
-    if payment_id is not None and found[0]["payment_id"] != payment_id:
-        return False, f"order paid by {found[0]['payment_id']}, expected {payment_id}"
-    return True, "1 order"
-
-
-def _status(stage: Stage, provider: Provider, payment_id: str, expected: str) -> tuple[bool, str]:
-    found = stage.merchant.payment(provider, payment_id)
-    status = found["status"] if found else "missing"
-    return status == expected, f"{payment_id} is {status}, expected {expected}"
-
-
-def _expect(got: list[str], expected: list[str]) -> tuple[bool, str]:
-    return got == expected, f"answers {got}, expected {expected}"
 
 
 # --- the scenarios: a bad day at the gateway, and worse -------------------------------------
@@ -185,7 +95,7 @@ def slow_first_response(stage: Stage) -> Result:
     with _stock_row_busy(stage.database_url, "TEA-ASSAM", STOCK_HELD_S):
         run = stage.courier.deliver(stage.capture(buy, pay), timeout=SLOW_TIMEOUT_S)
     settled = run[-1].outcome in ("processed", "duplicate")
-    return _result(
+    return result(
         "slow first response, retried",
         [run],
         [
@@ -194,7 +104,7 @@ def slow_first_response(stage: Stage) -> Result:
                 f"first attempt answered {run[0].outcome}, expected timeout",
             ),
             (settled, f"retry answered {run[-1].outcome}"),
-            _one_order(stage, buy, pay),
+            one_order(stage, buy, pay),
         ],
     )
 
@@ -210,14 +120,14 @@ def fifty_copies(stage: Stage) -> Result:
 
     with ThreadPoolExecutor(max_workers=COPIES) as pool:
         runs = list(pool.map(send, range(COPIES)))
-    finals = Counter(_finals(*runs))
+    got = Counter(finals(*runs))
     want = Counter({"processed": 1, "duplicate": COPIES - 1})
-    return _result(
+    return result(
         f"{COPIES} copies of one capture at once",
         runs,
         [
-            (finals == want, f"answers {dict(finals)}, expected {dict(want)}"),
-            _one_order(stage, buy),
+            (got == want, f"answers {dict(got)}, expected {dict(want)}"),
+            one_order(stage, buy),
         ],
     )
 
@@ -227,14 +137,14 @@ def authorized_then_captured(stage: Stage) -> Result:
     pay = new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
     second = stage.courier.deliver(stage.capture(buy, pay))
-    return _result(
+    return result(
         "authorized, then captured",
         [first, second],
         [
-            _expect(_finals(first, second), ["processed", "processed"]),
+            expect(finals(first, second), ["processed", "processed"]),
             (first[-1].order_id is None, "the authorisation alone created an order"),
-            _status(stage, Provider.RAZORPAY, pay, "captured"),
-            _one_order(stage, buy, pay),
+            status(stage, Provider.RAZORPAY, pay, "captured"),
+            one_order(stage, buy, pay),
         ],
     )
 
@@ -245,13 +155,13 @@ def captured_and_order_paid(stage: Stage) -> Result:
     first = stage.courier.deliver(stage.capture(buy, pay))
     second = stage.courier.deliver(stage.capture(buy, pay, event="order.paid"))
     same = first[-1].order_id is not None and first[-1].order_id == second[-1].order_id
-    return _result(
+    return result(
         "payment.captured + order.paid",
         [first, second],
         [
-            _expect(_finals(first, second), ["processed", "processed"]),
+            expect(finals(first, second), ["processed", "processed"]),
             (same, "the two events name different orders"),
-            _one_order(stage, buy, pay),
+            one_order(stage, buy, pay),
         ],
     )
 
@@ -261,13 +171,13 @@ def failed_upi_then_success(stage: Stage) -> Result:
     failed, paid = new_payment_id(Provider.RAZORPAY), new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.razorpay(buy, "payment.failed", failed))
     second = stage.courier.deliver(stage.capture(buy, paid))
-    return _result(
+    return result(
         "failed UPI attempt, then success",
         [first, second],
         [
-            _expect(_finals(first, second), ["processed", "processed"]),
-            _status(stage, Provider.RAZORPAY, failed, "failed"),
-            _one_order(stage, buy, paid),
+            expect(finals(first, second), ["processed", "processed"]),
+            status(stage, Provider.RAZORPAY, failed, "failed"),
+            one_order(stage, buy, paid),
         ],
     )
 
@@ -285,12 +195,12 @@ def double_payment(stage: Stage) -> Result:
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = list(pool.map(send, deliveries))
-    return _result(
+    return result(
         "double payment (two tabs)",
         runs,
         [
-            _expect(_finals(*runs), ["processed", "processed"]),
-            _one_order(stage, buy),
+            expect(finals(*runs), ["processed", "processed"]),
+            one_order(stage, buy),
             _refund_flagged(stage, buy, pays),
         ],
     )
@@ -305,62 +215,18 @@ def _refund_flagged(stage: Stage, buy: Purchase, pays: list[str]) -> tuple[bool,
     return ok, "1 order, 1 refund"
 
 
-def cashfree_duplicates(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.CASHFREE, {"TEA-ASSAM": 3}, CUSTOMER)
-    pay = stage.vouch(buy, new_payment_id(Provider.CASHFREE))
-    rupees = Decimal(buy.amount_paise) / 100
-    notify = stage.gateway.cashfree(
-        "PAYMENT_SUCCESS_WEBHOOK", order_id=buy.reference, cf_payment_id=pay, order_amount=rupees
-    )
-    legacy = stage.gateway.cashfree(
-        "PAYMENT_SUCCESS_WEBHOOK",
-        order_id=buy.reference,
-        cf_payment_id=pay,
-        order_amount=rupees,
-        version="2022-09-01",
-    )
-    runs = [stage.courier.deliver(d) for d in (notify, notify, legacy)]
-    return _result(
-        "Cashfree: notify_url, dashboard, v2022",
-        runs,
-        [
-            _expect(_finals(*runs), ["processed", "duplicate", "processed"]),
-            _one_order(stage, buy, pay),
-        ],
-    )
-
-
-def payu_duplicates(stage: Stage) -> Result:
-    buy = stage.merchant.buy(Provider.PAYU, {"MUG-CLAY": 1, "HONEY-500": 1}, CUSTOMER)
-    pay = stage.vouch(buy, buy.reference)  # PayU's payment identity is the hashed txnid
-    post = stage.gateway.payu(
-        txnid=buy.reference,
-        mihpayid=new_payment_id(Provider.PAYU),
-        amount=f"{Decimal(buy.amount_paise) / 100:.2f}",
-    )
-    runs = [stage.courier.deliver(post) for _ in range(2)]
-    return _result(
-        "PayU success posted twice",
-        runs,
-        [
-            _expect(_finals(*runs), ["processed", "duplicate"]),
-            _one_order(stage, buy, pay),
-        ],
-    )
-
-
 def captured_before_authorized(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.capture(buy, pay))
     second = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
-    return _result(
+    return result(
         "captured before authorized",
         [first, second],
         [
-            _expect(_finals(first, second), ["processed", "processed"]),
-            _status(stage, Provider.RAZORPAY, pay, "captured"),
-            _one_order(stage, buy, pay),
+            expect(finals(first, second), ["processed", "processed"]),
+            status(stage, Provider.RAZORPAY, pay, "captured"),
+            one_order(stage, buy, pay),
         ],
     )
 
@@ -380,11 +246,11 @@ def forged_signature(stage: Stage) -> Result:
     stored = stage.merchant.payment(Provider.RAZORPAY, pay) is not None
     orders = len(stage.merchant.orders(buy.cart_id))
     records = _records_of(stage.database_url, pay)
-    return _result(
+    return result(
         "forged signature",
         [run],
         [
-            _expect(_finals(run), ["http 401"]),
+            expect(finals(run), ["http 401"]),
             (not stored and orders == 0, f"payment stored: {stored}, orders: {orders}"),
             (records == 0, "nothing stored" if records == 0 else f"{records} records stored"),
         ],
@@ -402,13 +268,13 @@ def webhook_never_arrives(stage: Stage) -> Result:
     found = stage.merchant.orders(buy.cart_id)
     late = stage.courier.deliver(stage.razorpay(buy, "payment.captured", pay))
     same = bool(found) and late[-1].order_id == found[0]["order_id"]
-    return _result(
+    return result(
         "webhook never arrives: reconciled",
         [late],
         [
             (tally.recovered[Provider.RAZORPAY] == 1, f"reconciliation: {tally.summary()}"),
             (same, "the late webhook named another order"),
-            _one_order(stage, buy, pay),
+            one_order(stage, buy, pay),
         ],
     )
 
@@ -428,12 +294,12 @@ SCENARIOS: tuple[Callable[[Stage], Result], ...] = (
     captured_and_order_paid,
     failed_upi_then_success,
     double_payment,
-    cashfree_duplicates,
-    payu_duplicates,
+    *(scenario for sim in SIMULATORS.values() for scenario in sim.scenarios),
     captured_before_authorized,
     forged_signature,
     webhook_never_arrives,
 )
+"""The general scenarios are played on Razorpay; each gateway's own come from its module."""
 
 
 # --- the invariants, checked against the database ------------------------------------------

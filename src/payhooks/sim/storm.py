@@ -18,7 +18,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 import httpx
 from rich import box
@@ -29,14 +28,8 @@ from payhooks.events import Provider
 from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
 from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
 from payhooks.sim.gateway_api import GatewayApi
+from payhooks.sim.gateways import simulator
 
-# Retry delays in simulated seconds. Razorpay: exponential backoff for 24 hours; Cashfree's
-# default policy: 2, 10 and 30 minutes; PayU publishes none, so a Razorpay-like one is used.
-RETRY_SCHEDULES: dict[Provider, tuple[float, ...]] = {
-    Provider.RAZORPAY: tuple(300.0 * 2**n for n in range(8)),
-    Provider.CASHFREE: (120.0, 600.0, 1800.0),
-    Provider.PAYU: (60.0, 300.0, 900.0, 3600.0),
-}
 STORY_SPACING_S = 30.0  # simulated seconds between the events of one story
 
 
@@ -92,7 +85,7 @@ def silent_story(purchase: Purchase, books: GatewayApi) -> Story:
     """Paid at the gateway, never a webhook: the gateway's books are all there is."""
     paid = new_payment_id(purchase.provider)
     books.pay(purchase, paid)
-    captured = purchase.reference if purchase.provider is Provider.PAYU else paid
+    captured = simulator(purchase.provider).recorded_id(purchase, paid)
     return Story(purchase=purchase, captured=[captured], silent=True)
 
 
@@ -100,12 +93,7 @@ def plan_story(
     purchase: Purchase, gateway: Gateway, options: StormOptions, rng: random.Random
 ) -> Story:
     story = Story(purchase=purchase)
-    builders = {
-        Provider.RAZORPAY: _razorpay_story,
-        Provider.CASHFREE: _cashfree_story,
-        Provider.PAYU: _payu_story,
-    }
-    deliveries = builders[purchase.provider](story, gateway, options, rng)
+    deliveries = simulator(purchase.provider).story(story, gateway, options, rng)
     offsets = [n * STORY_SPACING_S for n in range(len(deliveries))]
     if rng.random() < options.reorder_rate:
         rng.shuffle(offsets)
@@ -120,110 +108,6 @@ def plan_story(
             Planned(delivery=delivery, purchase=purchase, at_s=start + offset, copies=copies)
         )
     return story
-
-
-def _razorpay_story(
-    story: Story, gateway: Gateway, options: StormOptions, rng: random.Random
-) -> list[Delivery]:
-    buy = story.purchase
-
-    def event(
-        name: str, payment_id: str, refund_id: str | None = None, refund: int | None = None
-    ) -> Delivery:
-        return gateway.razorpay(
-            name,
-            payment_id=payment_id,
-            order_id=buy.reference,
-            amount_paise=buy.amount_paise,
-            refund_id=refund_id,
-            refund_amount_paise=refund,
-        )
-
-    out: list[Delivery] = []
-    paid = new_payment_id(Provider.RAZORPAY)
-    if rng.random() < options.failed_attempt_rate:
-        # Half the time the failure is the same payment, authorised late (failed -> captured).
-        failed = paid if rng.random() < 0.5 else new_payment_id(Provider.RAZORPAY)
-        out.append(event("payment.failed", failed))
-    out += [event("payment.authorized", paid), event("payment.captured", paid)]
-    if rng.random() < 0.5:
-        out.append(event("order.paid", paid))
-    story.captured.append(paid)
-    if rng.random() < options.double_payment_rate:
-        second = new_payment_id(Provider.RAZORPAY)
-        out.append(event("payment.captured", second))
-        story.captured.append(second)
-    if rng.random() < options.refund_rate:
-        out = _with_refund(story, out, paid, event, rng)
-    return out
-
-
-def _with_refund(
-    story: Story,
-    out: list[Delivery],
-    paid: str,
-    event: Callable[..., Delivery],
-    rng: random.Random,
-) -> list[Delivery]:
-    """A full or partial refund of ``paid``; half the time its webhook comes first, before
-    every capture report (the gateway was slow to send those), on top of any reordering."""
-    partial = rng.random() < 0.5
-    amount = max(1, story.purchase.amount_paise // 2) if partial else None
-    refund = event("refund.processed", paid, refund_id="rfnd_" + paid[4:], refund=amount)
-    (story.partly_refunded if partial else story.refunded).append(paid)
-    return [refund, *out] if rng.random() < 0.5 else [*out, refund]
-
-
-def _cashfree_story(
-    story: Story, gateway: Gateway, options: StormOptions, rng: random.Random
-) -> list[Delivery]:
-    buy = story.purchase
-    version = rng.choice(["2022-09-01", "2023-08-01", "2025-01-01"])
-    amount = Decimal(buy.amount_paise) / 100
-
-    def event(kind: str, payment_id: str, status: str) -> Delivery:
-        return gateway.cashfree(
-            kind,
-            order_id=buy.reference,
-            cf_payment_id=payment_id,
-            order_amount=amount,
-            payment_status=status,
-            version=version,
-        )
-
-    out: list[Delivery] = []
-    if rng.random() < options.failed_attempt_rate:
-        out.append(event("PAYMENT_FAILED_WEBHOOK", new_payment_id(Provider.CASHFREE), "FAILED"))
-    paid = new_payment_id(Provider.CASHFREE)
-    out.append(event("PAYMENT_SUCCESS_WEBHOOK", paid, "SUCCESS"))
-    story.captured.append(paid)
-    if rng.random() < options.double_payment_rate:
-        second = new_payment_id(Provider.CASHFREE)
-        out.append(event("PAYMENT_SUCCESS_WEBHOOK", second, "SUCCESS"))
-        story.captured.append(second)
-    return out
-
-
-def _payu_story(
-    story: Story, gateway: Gateway, options: StormOptions, rng: random.Random
-) -> list[Delivery]:
-    buy = story.purchase
-    amount = f"{Decimal(buy.amount_paise) / 100:.2f}"
-    out: list[Delivery] = []
-    if rng.random() < options.failed_attempt_rate:
-        out.append(
-            gateway.payu(
-                txnid=buy.reference,
-                mihpayid=new_payment_id(Provider.PAYU),
-                amount=amount,
-                status="failure",
-            )
-        )
-    out.append(
-        gateway.payu(txnid=buy.reference, mihpayid=new_payment_id(Provider.PAYU), amount=amount)
-    )
-    story.captured.append(buy.reference)  # PayU's payment identity is the hashed txnid
-    return out
 
 
 # --- sending: a time-compressed gateway with its retry schedules ---------------------------
@@ -274,7 +158,8 @@ def base_urls(url: str | Sequence[str]) -> tuple[str, ...]:
 
 class Gatekeeper:
     """Sends due deliveries from several threads; a failed attempt is re-queued on the
-    provider's schedule, scaled by ``time_scale`` (simulated seconds per real second).
+    provider's schedule (its simulator's ``retry_schedule``), scaled by ``time_scale``
+    (simulated seconds per real second).
 
     Given several URLs, first attempts go round-robin and each retry goes to the next URL,
     as a balancer without health checks would: a host that is down is never tried twice in
@@ -341,7 +226,7 @@ class Gatekeeper:
                 self._cond.wait(timeout=wait)
 
     def _done(self, send: _Send, answer: Answer) -> None:
-        schedule = RETRY_SCHEDULES[send.delivery.provider]
+        schedule = simulator(send.delivery.provider).retry_schedule
         with self._cond:
             self._busy -= 1
             if not answer.acknowledged:

@@ -1,0 +1,38 @@
+"""What a simulated gateway sends and knows: a delivery's exact bytes and headers, a checked-out
+cart, and the bank reference a payment carries. Every gateway's simulator builds on these."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from payhooks.events import Provider
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    provider: Provider
+    body: bytes
+    headers: dict[str, str]
+    label: str
+
+    @property
+    def path(self) -> str:
+        return f"/webhooks/{self.provider.value}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purchase:
+    """A checked-out cart as the gateway knows it: the reference it echoes back, and the
+    amount it charges (what the demo and storm pay for)."""
+
+    provider: Provider
+    cart_id: str
+    reference: str
+    amount_paise: int
+    items: dict[str, int]
+
+
+def bank_reference(payment_id: str) -> str:
+    """The 12-digit reference (UPI RRN / UTR) the customer's bank shows for this payment."""
+    return str(int(hashlib.sha256(payment_id.encode()).hexdigest(), 16))[-12:]

@@ -1,0 +1,65 @@
+"""What the simulators need of one gateway, as one value: its deliveries' story in the storm,
+its status-API double's routes and answers, its test credentials' environment, and the demo
+scenarios of its own. Each module beside this one builds one ``Simulator``."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from payhooks.errors import PayhooksError
+from payhooks.events import Provider
+
+if TYPE_CHECKING:
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from payhooks.sim.deliveries import Delivery, Purchase
+    from payhooks.sim.gateway import Gateway
+    from payhooks.sim.gateway_api import Fault, GatewayApi, Order
+    from payhooks.sim.keys import ApiKeys, GatewaySecrets
+    from payhooks.sim.stage import Result, Stage
+    from payhooks.sim.storm import StormOptions, Story
+
+
+class NoSimulator(PayhooksError):
+    """A gateway the simulators have no entry for: never played as another one."""
+
+    def __init__(self, provider: str) -> None:
+        super().__init__(f"no simulator for the gateway {provider!r}")
+        self.provider = provider
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Booked:
+    """A payment the gateway's books record, as its status API is asked about it.
+    ``paid_paise``: what the gateway reports paid when it is not the order's amount (an
+    offer, a service fee); a gateway that reports no such thing leaves it out."""
+
+    order: Order
+    payment_id: str
+    status: str | None
+    paid_paise: int | None
+    now: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Simulator:
+    """One gateway's simulated side. ``payment_key`` names the payment's id in its status
+    API's entity; ``recorded_id`` is the payment id payhooks records for a payment the
+    gateway made (PayU's is the cart's txnid); ``retry_schedule`` is in simulated seconds."""
+
+    provider: Provider
+    new_payment_id: Callable[[], str]
+    recorded_id: Callable[[Purchase, str], str]
+    webhook_env: Callable[[GatewaySecrets], dict[str, str]]
+    api_env: Callable[[ApiKeys, str], dict[str, str]]
+    routes: Callable[[GatewayApi], list[Route]]
+    entity: Callable[[Booked], dict[str, Any]]
+    payment_key: str
+    fault: Callable[[Fault], Response]
+    retry_schedule: tuple[float, ...]
+    story: Callable[[Story, Gateway, StormOptions, random.Random], list[Delivery]]
+    scenarios: tuple[Callable[[Stage], Result], ...] = ()

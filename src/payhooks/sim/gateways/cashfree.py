@@ -1,0 +1,316 @@
+"""Cashfree, simulated: payment webhooks in versions 2022-09-01 to 2025-01-01 signed with a
+millisecond timestamp, its order and order-payments status API (amounts as two-decimal JSON
+numbers), its story in the storm, and the demo's scenario of its duplicates."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import random
+import re
+import secrets
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from payhooks.events import Provider
+from payhooks.providers import cashfree, secrets_value
+from payhooks.sim import stage as judged
+from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
+from payhooks.sim.gateways.base import Booked, Simulator
+
+if TYPE_CHECKING:
+    from payhooks.sim.gateway import Gateway
+    from payhooks.sim.gateway_api import Fault, GatewayApi, Order
+    from payhooks.sim.keys import ApiKeys, GatewaySecrets
+    from payhooks.sim.stage import Result, Stage
+    from payhooks.sim.storm import StormOptions, Story
+
+
+def new_payment_id() -> str:
+    return str(10**17 + secrets.randbelow(9 * 10**17))
+
+
+# --- deliveries ------------------------------------------------------------------------------
+
+
+def delivery(
+    gateway: Gateway,
+    event_type: str,
+    *,
+    order_id: str,
+    cf_payment_id: str,
+    order_amount: Decimal,
+    payment_status: str = "SUCCESS",
+    version: str = "2025-01-01",
+    payment_amount: Decimal | None = None,
+) -> Delivery:
+    """A Cashfree payment webhook in the given version's shape, signed with ms timestamp."""
+    paid = order_amount if payment_amount is None else payment_amount
+    payment_id: object = int(cf_payment_id) if version <= "2022-09-01" else cf_payment_id
+    body = _body(event_type, order_id, payment_id, payment_status, order_amount, paid)
+    timestamp = str(gateway.now * 1000)
+    headers = {
+        "content-type": "application/json",
+        "x-webhook-timestamp": timestamp,
+        "x-webhook-signature": cashfree.sign(body, timestamp, gateway.keys.cashfree),
+        "x-webhook-version": version,
+        "x-webhook-attempt": "1",
+    }
+    if version >= "2025-01-01":
+        headers["x-idempotency-key"] = base64.b64encode(hashlib.sha256(body).digest()).decode()
+    return Delivery(
+        provider=Provider.CASHFREE,
+        body=body,
+        headers=headers,
+        label=f"cashfree {event_type} {cf_payment_id}",
+    )
+
+
+def _body(
+    event_type: str,
+    order_id: str,
+    payment_id: object,
+    status: str,
+    ordered: Decimal,
+    paid: Decimal,
+) -> bytes:
+    """Amounts as Cashfree writes them (``170.00``): placed as text, never through float."""
+    data = {
+        "order": {
+            "order_id": order_id,
+            "order_amount": "@ORDER@",
+            "order_currency": "INR",
+            "order_tags": None,
+        },
+        "payment": {
+            "cf_payment_id": payment_id,
+            "payment_status": status,
+            "payment_amount": "@PAID@",
+            "payment_currency": "INR",
+            "payment_message": "00::Transaction success",
+            "payment_time": "2025-01-15T12:20:29+05:30",
+            "bank_reference": bank_reference(str(payment_id)),
+            "auth_id": None,
+            "payment_method": {"upi": {"channel": "collect", "upi_id": "buyer@ybl"}},
+            "payment_group": "upi",
+        },
+        "customer_details": {
+            "customer_name": None,
+            "customer_id": "c1",
+            "customer_email": "buyer@example.com",
+            "customer_phone": "9999999999",
+        },
+    }
+    text = json.dumps({"data": data, "event_time": "2025-01-15T11:16:10+05:30", "type": event_type})
+    return text.replace('"@ORDER@"', f"{ordered:.2f}").replace('"@PAID@"', f"{paid:.2f}").encode()
+
+
+def webhook_env(keys: GatewaySecrets) -> dict[str, str]:
+    return {"PAYHOOKS_CASHFREE_CLIENT_SECRETS": secrets_value(keys.cashfree)}
+
+
+# --- the status API double: GET /pg/orders/{id} and /pg/orders/{id}/payments --------------------
+
+
+def api_env(keys: ApiKeys, base_url: str) -> dict[str, str]:
+    return {
+        "PAYHOOKS_CASHFREE_CLIENT_ID": keys.cashfree_client_id,
+        "PAYHOOKS_CASHFREE_API_SECRET": keys.cashfree_api_secret,
+        "PAYHOOKS_CASHFREE_API_URL": base_url,
+    }
+
+
+def routes(api: GatewayApi) -> list[Route]:
+    async def payments(request: Request) -> Response:
+        order, refused = await _asked(api, request)
+        if refused is not None:
+            return refused
+        assert order is not None
+        return _raw_json(json.dumps(order.payments, cls=_Rupees))
+
+    async def order(request: Request) -> Response:
+        found, refused = await _asked(api, request)
+        if refused is not None:
+            return refused
+        assert found is not None
+        return _raw_json(json.dumps(_order_body(found), cls=_Rupees))
+
+    return [
+        Route("/pg/orders/{order_id}/payments", payments, methods=["GET"]),
+        Route("/pg/orders/{order_id}", order, methods=["GET"]),
+    ]
+
+
+def _order_body(order: Order) -> dict[str, object]:
+    paid = any(p["payment_status"] == "SUCCESS" for p in order.payments)
+    status = "PAID" if paid else "EXPIRED" if order.expired else "ACTIVE"
+    return {
+        "cf_order_id": str(abs(hash(order.reference)) % 10**10),
+        "order_id": order.reference,
+        "entity": "order",
+        "order_currency": "INR",
+        "order_amount": _Rupees.amount(order.amount_paise),
+        "order_status": status,
+    }
+
+
+async def _asked(api: GatewayApi, request: Request) -> tuple[Order | None, Response | None]:
+    headers = request.headers
+    if not headers.get("x-api-version"):
+        return None, _error(400, "x-api-version missing", "request_invalid",
+                            "invalid_request_error")  # fmt: skip
+    given = (headers.get("x-client-id", ""), headers.get("x-client-secret", ""))
+    wanted = (api.keys.cashfree_client_id, api.keys.cashfree_api_secret)
+    if not all(hmac.compare_digest(a, b) for a, b in zip(given, wanted, strict=True)):
+        return None, _error(401, "authentication Failed", "request_failed",
+                            "authentication_error")  # fmt: skip
+    fault = await api.fault(Provider.CASHFREE)
+    if fault is not None:
+        return None, fault
+    order = api.order(Provider.CASHFREE, request.path_params["order_id"])
+    if order is None:
+        return None, _error(404, "order not found", "order_not_found",
+                            "invalid_request_error")  # fmt: skip
+    return order, None
+
+
+def _error(status: int, message: str, code: str, kind: str) -> Response:
+    """Cashfree's error shape: ``{message, code, type}`` (``type`` one of
+    invalid_request_error, authentication_error, rate_limit_error, api_error)."""
+    return JSONResponse({"message": message, "code": code, "type": kind}, status_code=status)
+
+
+def fault(scripted: Fault) -> Response:
+    status = scripted.status or 500
+    if status == 429:
+        response = _error(429, "Too many requests", "request_failed", "rate_limit_error")
+        response.headers["x-ratelimit-retry"] = str(scripted.retry_after_s or 0)
+        return response
+    return _error(status, "internal server error", "internal_error", "api_error")
+
+
+def entity(booked: Booked) -> dict[str, Any]:
+    state = booked.status or "SUCCESS"
+    order, payment_id = booked.order, booked.payment_id
+    rupees = _Rupees.amount(order.amount_paise)
+    found = {
+        "cf_payment_id": payment_id, "order_id": order.reference, "entity": "payment",
+        "is_captured": state == "SUCCESS", "order_amount": rupees, "order_currency": "INR",
+        "payment_group": "upi", "payment_currency": "INR", "payment_amount": rupees,
+        "payment_time": "2025-01-15T12:20:29+05:30",
+        "payment_completion_time": "2025-01-15T12:20:41+05:30", "payment_status": state,
+        "payment_message": "00::Transaction success",
+        "bank_reference": bank_reference(payment_id),
+        "auth_id": None, "authorization": None,
+        "payment_method": {"upi": {"channel": "collect", "upi_id": "buyer@ybl"}},
+    }  # fmt: skip
+    if booked.paid_paise is not None:
+        found["payment_amount"] = _Rupees.amount(booked.paid_paise)
+    return found
+
+
+class _Rupees(json.JSONEncoder):
+    """Cashfree writes rupee amounts as JSON numbers with two decimals (``170.00``)."""
+
+    @staticmethod
+    def amount(paise: int) -> str:
+        return f"@@{paise}@@"
+
+    def encode(self, o: Any) -> str:
+        text = super().encode(o)
+        return re.sub(r'"@@(\d+)@@"', lambda m: f"{Decimal(int(m[1])) / 100:.2f}", text)
+
+
+def _raw_json(text: str, status: int = 200) -> Response:
+    return Response(text, status_code=status, media_type="application/json")
+
+
+# --- the storm's story and the demo's scenario ---------------------------------------------------
+
+
+def story(
+    told: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+) -> list[Delivery]:
+    buy = told.purchase
+    version = rng.choice(["2022-09-01", "2023-08-01", "2025-01-01"])
+    amount = Decimal(buy.amount_paise) / 100
+
+    def event(kind: str, payment_id: str, status: str) -> Delivery:
+        return delivery(
+            gateway,
+            kind,
+            order_id=buy.reference,
+            cf_payment_id=payment_id,
+            order_amount=amount,
+            payment_status=status,
+            version=version,
+        )
+
+    out: list[Delivery] = []
+    if rng.random() < options.failed_attempt_rate:
+        out.append(event("PAYMENT_FAILED_WEBHOOK", new_payment_id(), "FAILED"))
+    paid = new_payment_id()
+    out.append(event("PAYMENT_SUCCESS_WEBHOOK", paid, "SUCCESS"))
+    told.captured.append(paid)
+    if rng.random() < options.double_payment_rate:
+        second = new_payment_id()
+        out.append(event("PAYMENT_SUCCESS_WEBHOOK", second, "SUCCESS"))
+        told.captured.append(second)
+    return out
+
+
+def duplicates(stage: Stage) -> Result:
+    """The same success from notify_url and the dashboard, then in the 2022 version."""
+    buy = stage.merchant.buy(Provider.CASHFREE, {"TEA-ASSAM": 3}, judged.CUSTOMER)
+    pay = stage.vouch(buy, new_payment_id())
+    rupees = Decimal(buy.amount_paise) / 100
+    notify = delivery(
+        stage.gateway,
+        "PAYMENT_SUCCESS_WEBHOOK",
+        order_id=buy.reference,
+        cf_payment_id=pay,
+        order_amount=rupees,
+    )
+    legacy = delivery(
+        stage.gateway,
+        "PAYMENT_SUCCESS_WEBHOOK",
+        order_id=buy.reference,
+        cf_payment_id=pay,
+        order_amount=rupees,
+        version="2022-09-01",
+    )
+    runs = [stage.courier.deliver(d) for d in (notify, notify, legacy)]
+    return judged.result(
+        "Cashfree: notify_url, dashboard, v2022",
+        runs,
+        [
+            judged.expect(judged.finals(*runs), ["processed", "duplicate", "processed"]),
+            judged.one_order(stage, buy, pay),
+        ],
+    )
+
+
+def _recorded_id(purchase: Purchase, payment_id: str) -> str:
+    return payment_id
+
+
+SIMULATOR = Simulator(
+    provider=Provider.CASHFREE,
+    new_payment_id=new_payment_id,
+    recorded_id=_recorded_id,
+    webhook_env=webhook_env,
+    api_env=api_env,
+    routes=routes,
+    entity=entity,
+    payment_key="cf_payment_id",
+    fault=fault,
+    retry_schedule=(120.0, 600.0, 1800.0),  # the default policy: 2, 10 and 30 minutes
+    story=story,
+    scenarios=(duplicates,),
+)

@@ -1,0 +1,218 @@
+"""PayU, simulated: payment posts (form-encoded) with their reverse hash, its
+``verify_payment`` status API, its story in the storm, and the demo's scenario of a success
+posted twice. A PayU payment's identity in payhooks is the cart's txnid."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import random
+import secrets
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from payhooks.events import Provider
+from payhooks.providers import payu, secrets_value
+from payhooks.sim import stage as judged
+from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
+from payhooks.sim.gateways.base import Booked, Simulator
+
+if TYPE_CHECKING:
+    from payhooks.sim.gateway import Gateway
+    from payhooks.sim.gateway_api import Fault, GatewayApi
+    from payhooks.sim.keys import ApiKeys, GatewaySecrets
+    from payhooks.sim.stage import Result, Stage
+    from payhooks.sim.storm import StormOptions, Story
+
+
+def new_payment_id() -> str:
+    return str(10**17 + secrets.randbelow(9 * 10**17))
+
+
+# --- deliveries ------------------------------------------------------------------------------
+
+
+def delivery(
+    gateway: Gateway, *, txnid: str, mihpayid: str, amount: str, status: str = "success"
+) -> Delivery:
+    """A PayU payment post (form-encoded) with its reverse hash."""
+    fields = {
+        "mihpayid": mihpayid,
+        "mode": "UPI",
+        "status": status,
+        "unmappedstatus": "captured" if status == "success" else status,
+        "key": gateway.keys.payu_key,
+        "txnid": txnid,
+        "amount": amount,
+        "addedon": "2026-03-04 14:46:14",
+        "productinfo": "payhooks demo",
+        "firstname": "Asha",
+        "email": "buyer@example.com",
+        "phone": "9999999999",
+        **{f"udf{n}": "" for n in range(1, 11)},
+        "error": "E000",
+        "error_Message": "No Error",
+        "bank_ref_num": bank_reference(mihpayid),
+    }
+    fields["hash"] = payu.reverse_hash(fields, gateway.keys.payu_salt)
+    return Delivery(
+        provider=Provider.PAYU,
+        body=payu.encode(fields),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+        label=f"payu {status} {mihpayid}",
+    )
+
+
+def webhook_env(keys: GatewaySecrets) -> dict[str, str]:
+    return {
+        "PAYHOOKS_PAYU_MERCHANT_KEY": keys.payu_key,
+        "PAYHOOKS_PAYU_SALTS": secrets_value(keys.payu_salt),
+    }
+
+
+# --- the status API double: POST /merchant/postservice.php?form=2, verify_payment ---------------
+
+
+def api_env(keys: ApiKeys, base_url: str) -> dict[str, str]:
+    return {
+        "PAYHOOKS_PAYU_API_KEY": keys.payu_key,
+        "PAYHOOKS_PAYU_API_SALT": keys.payu_salt,
+        "PAYHOOKS_PAYU_API_URL": base_url,
+    }
+
+
+def routes(api: GatewayApi) -> list[Route]:
+    async def post_service(request: Request) -> Response:
+        form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
+        fields = {name: form.get(name, "") for name in ("key", "command", "var1", "hash")}
+        if request.query_params.get("form") != "2" or fields["command"] != "verify_payment":
+            return JSONResponse({"status": 0, "msg": "Invalid command"})
+        if not _signed(api, fields):
+            return JSONResponse({"status": 0, "msg": "Invalid Hash."})
+        fault = await api.fault(Provider.PAYU)
+        if fault is not None:
+            return fault
+        return JSONResponse(_verified(api, fields["var1"].split("|")))
+
+    return [Route("/merchant/postservice.php", post_service, methods=["POST"])]
+
+
+def _signed(api: GatewayApi, fields: dict[str, str]) -> bool:
+    keys = api.keys
+    expected = hashlib.sha512(
+        f"{keys.payu_key}|verify_payment|{fields['var1']}|{keys.payu_salt}".encode()
+    ).hexdigest()
+    return fields["key"] == keys.payu_key and hmac.compare_digest(expected, fields["hash"])
+
+
+def _verified(api: GatewayApi, txnids: list[str]) -> dict[str, Any]:
+    details = {t: _details(api, t) for t in txnids}
+    found = sum(1 for d in details.values() if d.get("status") != "Not Found")
+    return {
+        "status": 1 if found else 0,
+        "msg": f"{found} out of {len(txnids)} Transactions Fetched Successfully",
+        "transaction_details": details,
+    }
+
+
+def _details(api: GatewayApi, txnid: str) -> dict[str, Any]:
+    order = api.order(Provider.PAYU, txnid)
+    if order is None or not order.payments:
+        return {"mihpayid": "Not Found", "status": "Not Found"}
+    return dict(order.payments[-1])
+
+
+def fault(scripted: Fault) -> Response:
+    """PayU documents no error body for its post service; a bare status and text."""
+    response = Response("Service Unavailable", status_code=scripted.status or 503)
+    if scripted.retry_after_s is not None:
+        response.headers["retry-after"] = str(scripted.retry_after_s)
+    return response
+
+
+def entity(booked: Booked) -> dict[str, Any]:
+    state = booked.status or "success"
+    order, payment_id = booked.order, booked.payment_id
+    amount = f"{Decimal(order.amount_paise) / 100:.2f}"
+    return {
+        "mihpayid": payment_id, "request_id": "", "bank_ref_num": bank_reference(payment_id),
+        "amt": amount,
+        "transaction_amount": amount, "txnid": order.reference, "additional_charges": "0.00",
+        "productinfo": "payhooks demo", "firstname": "Asha", "bankcode": "UPI",
+        "udf1": "", "udf2": "", "udf3": "", "udf4": "", "udf5": "", "field2": "",
+        "field9": "No Error", "error_code": "E000", "addedon": "2026-03-04 14:46:14",
+        "payment_source": "payu", "card_type": "", "error_Message": "NO ERROR",
+        "net_amount_debit": amount, "disc": "0.00", "mode": "UPI", "PG_TYPE": "UPI-PG",
+        "card_no": "", "name_on_card": "", "status": state,
+        "unmappedstatus": {"success": "captured", "failure": "failed"}.get(state, state),
+        "Merchant_UTR": None, "Settled_At": "0000-00-00 00:00:00",
+    }  # fmt: skip
+
+
+# --- the storm's story and the demo's scenario ---------------------------------------------------
+
+
+def story(
+    told: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+) -> list[Delivery]:
+    buy = told.purchase
+    amount = f"{Decimal(buy.amount_paise) / 100:.2f}"
+    out: list[Delivery] = []
+    if rng.random() < options.failed_attempt_rate:
+        out.append(
+            delivery(
+                gateway,
+                txnid=buy.reference,
+                mihpayid=new_payment_id(),
+                amount=amount,
+                status="failure",
+            )
+        )
+    out.append(delivery(gateway, txnid=buy.reference, mihpayid=new_payment_id(), amount=amount))
+    told.captured.append(buy.reference)  # PayU's payment identity is the hashed txnid
+    return out
+
+
+def duplicates(stage: Stage) -> Result:
+    buy = stage.merchant.buy(Provider.PAYU, {"MUG-CLAY": 1, "HONEY-500": 1}, judged.CUSTOMER)
+    pay = stage.vouch(buy, buy.reference)  # PayU's payment identity is the hashed txnid
+    post = delivery(
+        stage.gateway,
+        txnid=buy.reference,
+        mihpayid=new_payment_id(),
+        amount=f"{Decimal(buy.amount_paise) / 100:.2f}",
+    )
+    runs = [stage.courier.deliver(post) for _ in range(2)]
+    return judged.result(
+        "PayU success posted twice",
+        runs,
+        [
+            judged.expect(judged.finals(*runs), ["processed", "duplicate"]),
+            judged.one_order(stage, buy, pay),
+        ],
+    )
+
+
+def _recorded_id(purchase: Purchase, payment_id: str) -> str:
+    return purchase.reference
+
+
+SIMULATOR = Simulator(
+    provider=Provider.PAYU,
+    new_payment_id=new_payment_id,
+    recorded_id=_recorded_id,
+    webhook_env=webhook_env,
+    api_env=api_env,
+    routes=routes,
+    entity=entity,
+    payment_key="mihpayid",
+    fault=fault,
+    retry_schedule=(60.0, 300.0, 900.0, 3600.0),  # none published: a Razorpay-like one
+    story=story,
+    scenarios=(duplicates,),
+)

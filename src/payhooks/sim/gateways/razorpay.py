@@ -1,0 +1,293 @@
+"""Razorpay, simulated: ``payment.*``, ``order.paid`` and ``refund.processed`` deliveries
+signed with the webhook secret, its order-payments status API, and its story in the storm.
+The demo's general scenarios are played on Razorpay (``sim/demo.py``)."""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import random
+import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from payhooks.events import Provider
+from payhooks.providers import razorpay, secrets_value
+from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
+from payhooks.sim.gateways.base import Booked, Simulator
+
+if TYPE_CHECKING:
+    from payhooks.sim.gateway import Gateway
+    from payhooks.sim.gateway_api import Fault, GatewayApi
+    from payhooks.sim.keys import ApiKeys, GatewaySecrets
+    from payhooks.sim.storm import StormOptions, Story
+
+
+def new_payment_id() -> str:
+    return "pay_" + secrets.token_hex(7)
+
+
+# --- deliveries ------------------------------------------------------------------------------
+
+
+def delivery(
+    gateway: Gateway,
+    event: str,
+    *,
+    payment_id: str,
+    order_id: str,
+    amount_paise: int,
+    currency: str = "INR",
+    refund_id: str | None = None,
+    refund_amount_paise: int | None = None,
+    event_id: str | None = None,
+    with_event_id: bool = True,
+) -> Delivery:
+    """A Razorpay event; ``x-razorpay-event-id`` is new per event unless given. A refund
+    is of the whole payment unless ``refund_amount_paise`` says otherwise."""
+    money = {"amount": amount_paise, "currency": currency, "created_at": gateway.now}
+    payload: dict[str, object] = {
+        "payment": {"entity": _payment(event, payment_id, order_id, money)}
+    }
+    contains = ["payment"]
+    if event == "order.paid":
+        payload["order"] = {"entity": _order(order_id, money)}
+        contains.append("order")
+    if refund_id is not None:
+        refunded = {**money, "amount": refund_amount_paise or amount_paise}
+        payload["refund"] = {"entity": _refund(refund_id, payment_id, refunded)}
+        contains.insert(0, "refund")
+    envelope = {
+        "entity": "event",
+        "account_id": "acc_demo",
+        "event": event,
+        "contains": contains,
+        "payload": payload,
+        "created_at": gateway.now,
+    }
+    body = json.dumps(envelope).encode() + b"\n"
+    headers = {
+        "content-type": "application/json",
+        "x-razorpay-signature": razorpay.sign(body, gateway.keys.razorpay),
+    }
+    if with_event_id:
+        headers["x-razorpay-event-id"] = event_id or "evt_" + secrets.token_hex(7)
+    return Delivery(
+        provider=Provider.RAZORPAY,
+        body=body,
+        headers=headers,
+        label=f"razorpay {event} {payment_id}",
+    )
+
+
+def _payment(
+    event: str, payment_id: str, order_id: str, money: dict[str, object]
+) -> dict[str, object]:
+    status = {"payment.authorized": "authorized", "payment.failed": "failed"}.get(event, "captured")
+    return {
+        "id": payment_id,
+        "entity": "payment",
+        **money,
+        "status": status,
+        "order_id": order_id,
+        "international": False,
+        "method": "upi",
+        "amount_refunded": 0,
+        "refund_status": None,
+        "captured": status == "captured",
+        "acquirer_data": {"rrn": bank_reference(payment_id)},
+        "email": "buyer@example.com",
+        "contact": "+919999999999",
+        "notes": [],
+        "fee": 2,
+        "tax": 0,
+        "error_code": None,
+    }
+
+
+def _order(order_id: str, money: dict[str, object]) -> dict[str, object]:
+    return {
+        "id": order_id,
+        "entity": "order",
+        **money,
+        "amount_paid": money["amount"],
+        "amount_due": 0,
+        "receipt": None,
+        "status": "paid",
+        "attempts": 1,
+        "notes": [],
+    }
+
+
+def _refund(refund_id: str, payment_id: str, money: dict[str, object]) -> dict[str, object]:
+    return {
+        "id": refund_id,
+        "entity": "refund",
+        **money,
+        "payment_id": payment_id,
+        "notes": [],
+        "receipt": None,
+        "status": "processed",
+        "speed_processed": "normal",
+        "speed_requested": "normal",
+        "acquirer_data": {"arn": "7" + bank_reference(refund_id) + "0" * 10},
+    }
+
+
+def webhook_env(keys: GatewaySecrets) -> dict[str, str]:
+    return {"PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS": secrets_value(keys.razorpay)}
+
+
+# --- the status API double: GET /v1/orders/{id}/payments, HTTP basic auth ----------------------
+
+
+def api_env(keys: ApiKeys, base_url: str) -> dict[str, str]:
+    return {
+        "PAYHOOKS_RAZORPAY_KEY_ID": keys.razorpay_key_id,
+        "PAYHOOKS_RAZORPAY_KEY_SECRET": keys.razorpay_key_secret,
+        "PAYHOOKS_RAZORPAY_API_URL": base_url,
+    }
+
+
+def routes(api: GatewayApi) -> list[Route]:
+    async def payments(request: Request) -> Response:
+        if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
+            return _error(401, "The API key provided is invalid")
+        fault = await api.fault(Provider.RAZORPAY)
+        if fault is not None:
+            return fault
+        order = api.order(Provider.RAZORPAY, request.path_params["order_id"])
+        if order is None:
+            return _error(400, "The id provided does not exist")
+        items = list(order.payments)
+        return JSONResponse({"entity": "collection", "count": len(items), "items": items})
+
+    return [Route("/v1/orders/{order_id}/payments", payments, methods=["GET"])]
+
+
+def _basic_auth_ok(request: Request, user: str, password: str) -> bool:
+    header = request.headers.get("authorization", "")
+    if not header.startswith("Basic "):
+        return False
+    try:
+        given = base64.b64decode(header[6:]).decode()
+    except ValueError:
+        return False
+    return hmac.compare_digest(given, f"{user}:{password}")
+
+
+def _error(status: int, description: str) -> Response:
+    """Razorpay's error envelope: ``{"error": {code, description, source, step, reason,
+    metadata, field}}``; ``code`` is BAD_REQUEST_ERROR for 4xx, SERVER_ERROR for 5xx."""
+    code = "SERVER_ERROR" if status >= 500 else "BAD_REQUEST_ERROR"
+    error: dict[str, object] = {
+        "code": code, "description": description, "source": "NA", "step": "NA",
+        "reason": "NA", "metadata": {}, "field": None,
+    }  # fmt: skip
+    return JSONResponse({"error": error}, status_code=status)
+
+
+def fault(scripted: Fault) -> Response:
+    status = scripted.status or 500
+    text = "Too many requests" if status == 429 else "The server encountered an error"
+    response = _error(status, text)
+    if scripted.retry_after_s is not None:
+        response.headers["retry-after"] = str(scripted.retry_after_s)
+    return response
+
+
+def entity(booked: Booked) -> dict[str, Any]:
+    state = booked.status or "captured"
+    order, payment_id = booked.order, booked.payment_id
+    return {
+        "id": payment_id, "entity": "payment", "amount": order.amount_paise, "currency": "INR",
+        "status": state, "order_id": order.reference, "invoice_id": None,
+        "international": False, "method": "upi", "amount_refunded": 0, "refund_status": None,
+        "captured": state in ("captured", "refunded"), "description": None, "card_id": None,
+        "bank": None, "wallet": None, "vpa": "buyer@okbank", "email": "buyer@example.com",
+        "contact": "+919999999999", "notes": [], "fee": 2, "tax": 0, "error_code": None,
+        "error_description": None, "error_source": None, "error_step": None,
+        "error_reason": None, "acquirer_data": {"rrn": bank_reference(payment_id)},
+        "created_at": booked.now,
+    }  # fmt: skip
+
+
+# --- the storm's story -------------------------------------------------------------------------
+
+
+def story(
+    told: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+) -> list[Delivery]:
+    buy = told.purchase
+
+    def event(
+        name: str, payment_id: str, refund_id: str | None = None, refund: int | None = None
+    ) -> Delivery:
+        return delivery(
+            gateway,
+            name,
+            payment_id=payment_id,
+            order_id=buy.reference,
+            amount_paise=buy.amount_paise,
+            refund_id=refund_id,
+            refund_amount_paise=refund,
+        )
+
+    out: list[Delivery] = []
+    paid = new_payment_id()
+    if rng.random() < options.failed_attempt_rate:
+        # Half the time the failure is the same payment, authorised late (failed -> captured).
+        failed = paid if rng.random() < 0.5 else new_payment_id()
+        out.append(event("payment.failed", failed))
+    out += [event("payment.authorized", paid), event("payment.captured", paid)]
+    if rng.random() < 0.5:
+        out.append(event("order.paid", paid))
+    told.captured.append(paid)
+    if rng.random() < options.double_payment_rate:
+        second = new_payment_id()
+        out.append(event("payment.captured", second))
+        told.captured.append(second)
+    if rng.random() < options.refund_rate:
+        out = _with_refund(told, out, paid, event, rng)
+    return out
+
+
+def _with_refund(
+    told: Story,
+    out: list[Delivery],
+    paid: str,
+    event: Callable[..., Delivery],
+    rng: random.Random,
+) -> list[Delivery]:
+    """A full or partial refund of ``paid``; half the time its webhook comes first, before
+    every capture report (the gateway was slow to send those), on top of any reordering."""
+    partial = rng.random() < 0.5
+    amount = max(1, told.purchase.amount_paise // 2) if partial else None
+    refund = event("refund.processed", paid, refund_id="rfnd_" + paid[4:], refund=amount)
+    (told.partly_refunded if partial else told.refunded).append(paid)
+    return [refund, *out] if rng.random() < 0.5 else [*out, refund]
+
+
+def _recorded_id(purchase: Purchase, payment_id: str) -> str:
+    return payment_id
+
+
+SIMULATOR = Simulator(
+    provider=Provider.RAZORPAY,
+    new_payment_id=new_payment_id,
+    recorded_id=_recorded_id,
+    webhook_env=webhook_env,
+    api_env=api_env,
+    routes=routes,
+    entity=entity,
+    payment_key="id",
+    fault=fault,
+    # Exponential backoff for 24 hours.
+    retry_schedule=tuple(300.0 * 2**n for n in range(8)),
+    story=story,
+)

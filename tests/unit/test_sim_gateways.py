@@ -1,0 +1,30 @@
+"""The simulators' registry: every gateway has its simulated side, and an unknown one is
+refused rather than played as another gateway."""
+
+import pytest
+
+from payhooks.events import Provider
+from payhooks.sim.gateways import SIMULATORS, NoSimulator, simulator
+
+
+def test_every_gateway_has_a_simulator():
+    assert set(SIMULATORS) == set(Provider)
+
+
+def test_each_simulator_is_filed_under_its_own_gateway():
+    assert all(sim.provider is provider for provider, sim in SIMULATORS.items())
+
+
+def test_a_gateway_without_a_simulator_is_refused():
+    with pytest.raises(NoSimulator) as refused:
+        simulator("phonepe")  # type: ignore[arg-type]
+    assert refused.value.provider == "phonepe"
+
+
+def test_the_status_api_double_serves_no_path_twice():
+    from payhooks.sim.gateway_api import GatewayApi
+
+    paths = [
+        (route.path, tuple(sorted(route.methods or ()))) for route in GatewayApi().app().routes
+    ]
+    assert len(paths) == len(set(paths))
