@@ -11,9 +11,11 @@ from payhooks.gateways.cashfree.adapter import (
     Cashfree,
     sign,
 )
+from payhooks.providers._common import MAX_JSON_BODY_BYTES
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
+    "MAX_JSON_BODY_BYTES",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
     "VERSION_HEADER",

@@ -9,5 +9,6 @@ from payhooks.gateways.razorpay.adapter import (
     Razorpay,
     sign,
 )
+from payhooks.providers._common import MAX_JSON_BODY_BYTES
 
-__all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Razorpay", "sign"]
+__all__ = ["EVENT_ID_HEADER", "MAX_JSON_BODY_BYTES", "SIGNATURE_HEADER", "Razorpay", "sign"]
