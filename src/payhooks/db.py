@@ -1,10 +1,17 @@
-"""The connection type the core works on, and the one place driver errors are translated."""
+"""The connection types the core works on, the two drivers that run its statements, and the
+one place driver errors are translated.
+
+The claim's steps are written once, with no driver (``payhooks.idempotency``): a step yields a
+``Statement`` and receives its row. ``run`` drives one on a connection, ``run_async`` on an
+async one, as httpx keeps one client logic under ``Client`` and ``AsyncClient``.
+"""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -12,6 +19,55 @@ from psycopg import errors as pg_errors
 from payhooks.errors import DatabaseUnavailable, LockTimeout
 
 Connection = psycopg.Connection[tuple[Any, ...]]
+AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
+Row = tuple[Any, ...] | None
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Statement:
+    """One statement of a step, and whether the step reads its row. One it does not read
+    costs no round trip of its own in pipeline mode: it travels with the next."""
+
+    sql: str
+    params: tuple[object, ...] = ()
+    reads: bool = True
+
+
+Steps = Generator[Statement, Row, T]
+"""A step: yields statements, receives each one's row (None when not read), returns its value."""
+
+
+def run(conn: Connection, steps: Steps[T]) -> T:
+    """Drive ``steps`` on ``conn``: each statement executed, its row sent back."""
+    row: Row = None
+    while True:
+        try:
+            statement = steps.send(row)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        row = execute(conn, statement)
+
+
+async def run_async(conn: AsyncConnection, steps: Steps[T]) -> T:
+    """``run`` on an async connection: the same steps, the driver's calls awaited."""
+    row: Row = None
+    while True:
+        try:
+            statement = steps.send(row)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        row = await execute_async(conn, statement)
+
+
+def execute(conn: Connection, statement: Statement) -> Row:
+    cursor = conn.execute(statement.sql, statement.params)
+    return cursor.fetchone() if statement.reads else None
+
+
+async def execute_async(conn: AsyncConnection, statement: Statement) -> Row:
+    cursor = await conn.execute(statement.sql, statement.params)
+    return await cursor.fetchone() if statement.reads else None
 
 
 @contextlib.contextmanager

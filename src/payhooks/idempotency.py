@@ -2,6 +2,11 @@
 
 Insert first, never check-then-insert: a twin arriving in the same millisecond blocks on the
 first one's uncommitted key and sees the conflict once it commits (docs/design.md, "Insert first").
+
+Its statements and steps are written once, with no driver: each step (``seeing``,
+``claiming``, ``recording``, ``unclaiming``) yields a ``payhooks.db.Statement`` and receives
+its row, so the sync path (``payhooks.ingest``) and the async one (``payhooks.fastapi.claims``)
+run the very same statements in the same order, through ``payhooks.db.run`` and ``run_async``.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from payhooks.db import Connection
+from payhooks.db import Connection, Row, Statement, Steps, run
 from payhooks.events import Event, Received
 
 
@@ -33,9 +38,13 @@ class Claim:
     """The transaction that inserted the record, when this claim did (``NEW``)."""
 
 
+# The claim's statements, named once: the sync and async drivers run them through the steps
+# below, the service's first capture reads ``EXISTING`` and writes ``claim_values`` too, and
+# the benchmarks' pgbench scripts are built from them.
+
 # No conflict target: a conflict on the delivery key, or on the body (the same authentic
 # bytes replayed under another key, since key headers are not signed), is a duplicate.
-_INSERT = """
+INSERT = """
 INSERT INTO processed_webhooks
     (provider, event_id, event_type, outcome, payment_id, merchant_ref, bank_ref, payload_sha256,
      body, headers)
@@ -44,53 +53,67 @@ ON CONFLICT DO NOTHING
 RETURNING xmin::text
 """
 
-_EXISTING = """
+EXISTING = """
 SELECT outcome, payload_sha256, order_ref FROM processed_webhooks
 WHERE provider = %s AND event_id = %s
 """
 
-_SAME_BODY = """
+SAME_BODY = """
 SELECT outcome, order_ref FROM processed_webhooks
 WHERE provider = %s AND payload_sha256 = %s AND first_copy
 """
 
-_LOCK_PARKED = """
+LOCK_PARKED = """
 SELECT outcome FROM processed_webhooks
 WHERE provider = %s AND event_id = %s AND outcome = 'parked'
 FOR NO KEY UPDATE
 """
 
-_MARK_MISMATCH = """
+MARK_MISMATCH = """
 UPDATE processed_webhooks SET mismatches = mismatches + 1, last_mismatch_at = now()
 WHERE provider = %s AND event_id = %s
 """
 
 # Only the record this claim inserted: after a ROLLBACK a twin may have claimed the key anew.
-_UNCLAIM = """
+UNCLAIM = """
 DELETE FROM processed_webhooks WHERE provider = %s AND event_id = %s AND xmin = %s::xid
 """
 
-_RECORD = """
+RECORD = """
 UPDATE processed_webhooks SET outcome = %s, order_ref = %s, processed_at = now()
 WHERE provider = %s AND event_id = %s
 """
 
 
-def seen(conn: Connection, event: Event) -> Claim | None:
+def key(event: Event) -> tuple[str, str]:
+    return (event.provider.value, event.event_id)
+
+
+def existing(event: Event) -> Statement:
+    """The record of this delivery key: its outcome, body hash and order."""
+    return Statement(sql=EXISTING, params=key(event))
+
+
+def settled_copy(event: Event, row: Row) -> Claim | None:
+    """What ``EXISTING``'s row says without a claim: a settled record of this very body is a
+    duplicate with its order; None is anything else (unseen, parked, another body)."""
+    if row is None or row[0] == "parked" or row[1] != event.payload_sha256:
+        return None
+    return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[2]))
+
+
+def seeing(event: Event) -> Steps[Claim | None]:
     """A committed, settled record of this very delivery (same body), read without a claim.
 
     Safe without a lock: such a record never changes or disappears (until retention purges
     it, after which the claim path handles the delivery as it would anyway). None means "take
     the claim path": unseen, still in flight, parked, or the same key with another body.
     """
-    row = conn.execute(_EXISTING, (event.provider.value, event.event_id)).fetchone()
-    if row is None or row[0] == "parked" or row[1] != event.payload_sha256:
-        return None
-    return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[2]))
+    return settled_copy(event, (yield existing(event)))
 
 
 def claim_values(received: Received) -> tuple[object, ...]:
-    """The claim's row, in ``_INSERT``'s order: one builder for the sync and async claims."""
+    """The claim's row, in ``INSERT``'s order (and ``shop_first_capture``'s first nine)."""
     event = received.event
     return (
         event.provider.value,
@@ -105,50 +128,73 @@ def claim_values(received: Received) -> tuple[object, ...]:
     )
 
 
-def claim(conn: Connection, received: Received) -> Claim:
-    """Claim the delivery's key inside the caller's open transaction."""
+def claiming(received: Received) -> Steps[Claim]:
+    """Claim the delivery's key inside the caller's open transaction: insert first; on a
+    conflict, find out what it conflicted with."""
     event = received.event
-    key = (event.provider.value, event.event_id)
-    inserted = conn.execute(_INSERT, claim_values(received)).fetchone()
+    inserted = yield Statement(sql=INSERT, params=claim_values(received))
     if inserted:
         return Claim(state=ClaimState.NEW, xmin=str(inserted[0]))
-    row = conn.execute(_EXISTING, key).fetchone()
+    row = yield existing(event)
     if row is None:
-        return _same_body(conn, event)
+        return (yield from _same_body(event))
     outcome, digest, order_ref = str(row[0]), str(row[1]), row[2]
     if digest != event.payload_sha256:
-        conn.execute(_MARK_MISMATCH, key)
+        yield Statement(sql=MARK_MISMATCH, params=key(event), reads=False)
         return Claim(
             state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref), mismatch=True
         )
     if outcome == "parked":
-        if conn.execute(_LOCK_PARKED, key).fetchone():
+        if (yield Statement(sql=LOCK_PARKED, params=key(event))):
             return Claim(state=ClaimState.PARKED, outcome=outcome)
         # A twin applied it while we waited: answer with what it recorded.
-        outcome, _, order_ref = conn.execute(_EXISTING, key).fetchone() or (outcome, None, None)
+        outcome, _, order_ref = (yield existing(event)) or (outcome, None, None)
     return Claim(state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref))
 
 
-def _same_body(conn: Connection, event: Event) -> Claim:
+def _same_body(event: Event) -> Steps[Claim]:
     """These very bytes are recorded under another key (a replay with a new key header), or
     the conflicting record was purged between the two statements: handled either way."""
-    row = conn.execute(_SAME_BODY, (event.provider.value, event.payload_sha256)).fetchone()
+    same = (event.provider.value, event.payload_sha256)
+    row = yield Statement(sql=SAME_BODY, params=same)
     if row is None:
         return Claim(state=ClaimState.DUPLICATE)
     return Claim(state=ClaimState.DUPLICATE, outcome=str(row[0]), order_ref=_text(row[1]))
 
 
-def unclaim_values(event: Event, claim: Claim | None) -> tuple[str, str, str] | None:
-    """``_UNCLAIM``'s parameters, when ``claim`` inserted a record a handler's ``COMMIT`` may
-    have made final: one builder for the sync and async paths."""
+def recording(event: Event, outcome: str, order_ref: str | None) -> Steps[None]:
+    """Write what applying the claimed event did, and the trail to its order."""
+    yield Statement(sql=RECORD, params=(outcome, order_ref, *key(event)), reads=False)
+
+
+def unclaiming(event: Event, claim: Claim | None, *, idle: bool, autocommit: bool) -> Steps[None]:
+    """The record ``claim`` inserted, which a handler's ``COMMIT`` made final as ``processed``
+    before anything was applied, deleted in a transaction of its own, so the gateway's retry
+    applies the delivery. What the handler wrote after its ``COMMIT`` (the connection not
+    ``idle``) was never committed and is rolled back first. Nothing for a claim that inserted
+    nothing."""
     if claim is None or claim.xmin is None:
-        return None
-    return (event.provider.value, event.event_id, claim.xmin)
+        return
+    if not idle:
+        yield Statement(sql="ROLLBACK", reads=False)
+    yield Statement(sql=UNCLAIM, params=(*key(event), claim.xmin), reads=False)
+    if not autocommit:
+        yield Statement(sql="COMMIT", reads=False)
+
+
+def seen(conn: Connection, event: Event) -> Claim | None:
+    """``seeing`` on a connection."""
+    return run(conn, seeing(event))
+
+
+def claim(conn: Connection, received: Received) -> Claim:
+    """``claiming`` on a connection, inside its open transaction."""
+    return run(conn, claiming(received))
 
 
 def record(conn: Connection, event: Event, outcome: str, order_ref: str | None) -> None:
-    """Write what applying the claimed event did, and the trail to its order."""
-    conn.execute(_RECORD, (outcome, order_ref, event.provider.value, event.event_id))
+    """``recording`` on a connection."""
+    run(conn, recording(event, outcome, order_ref))
 
 
 def _text(value: object) -> str | None:

@@ -7,16 +7,17 @@ same transaction as the claim, so its writes and the claim commit together or no
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 import psycopg
 from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
 from payhooks import idempotency
-from payhooks.db import Connection, translated
+from payhooks.db import Connection, Statement, Steps, execute, run, translated
 from payhooks.errors import (
     HandlerCommitted,
     MalformedPayload,
@@ -181,36 +182,96 @@ def ingest_received(
             "(inside your own transaction, use ingest_in_transaction)"
         )
     with translated(received.event.event_id):
-        seen = idempotency.seen(conn, received.event)
+        seen = run(conn, idempotency.seeing(received.event))
         if seen is not None:
-            return _duplicate(received, seen)
+            return duplicate(received, seen)
         if not pipeline:
             return _claim_and_apply(conn, received, handler)
         with conn.pipeline():
             return _claim_and_apply(conn, received, handler)
 
 
+class Apply:
+    """The command to run the handler, on the claim's connection, inside its transaction."""
+
+
+APPLY = Apply()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settled:
+    """How a delivery's steps ended: the answer, and whether the transaction is kept (a parked
+    delivery that still matches nothing is rolled back, its row left as it was)."""
+
+    receipt: Receipt
+    keep: bool = True
+
+
+DeliverySteps = Generator[Statement | Apply, Any, Settled]
+
+
+class Delivery:
+    """One delivery's claim, apply and record, written once with no driver.
+
+    ``steps()`` yields each ``Statement`` (and ``APPLY``) and receives its row (and the
+    handler's ``Applied``); the sync driver below and ``payhooks.fastapi.claims`` run it inside
+    a transaction of their own. ``unclaiming()`` is what to run when a handler's ``COMMIT``
+    ended that transaction.
+    """
+
+    def __init__(self, received: Received) -> None:
+        self.received = received
+        self.claim: idempotency.Claim | None = None
+
+    def steps(self) -> DeliverySteps:
+        event = self.received.event
+        self.claim = claim = yield from idempotency.claiming(self.received)
+        if claim.state is ClaimState.DUPLICATE:
+            return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
+        applied: Applied = yield APPLY
+        receipt = Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
+        if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
+            return Settled(receipt=receipt, keep=False)  # still nothing to apply it to
+        yield from idempotency.recording(event, applied.outcome, applied.order_id)
+        return Settled(receipt=receipt)
+
+    def unclaiming(self, *, idle: bool, autocommit: bool) -> Steps[None]:
+        return idempotency.unclaiming(
+            self.received.event, self.claim, idle=idle, autocommit=autocommit
+        )
+
+
 def _claim_and_apply(conn: Connection, received: Received, handler: Handler) -> Receipt:
     """In a transaction of its own, or a savepoint of the caller's (same statements)."""
-    event = received.event
-    claimed: list[idempotency.Claim] = []
+    delivery = Delivery(received)
     try:
         with conn.transaction() as tx:
-            claim = idempotency.claim(conn, received)
-            claimed.append(claim)
-            if claim.state is ClaimState.DUPLICATE:
-                return _duplicate(received, claim)  # nothing written but a mismatch mark, kept
-            applied = handler(conn, event)
-            if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
-                raise psycopg.Rollback(tx)  # still nothing to apply it to: leave the row as it was
-            idempotency.record(conn, event, applied.outcome, applied.order_id)
+            settled = _settle(conn, delivery.steps(), handler, received.event)
+            if not settled.keep:
+                raise psycopg.Rollback(tx)
     except (HandlerCommitted, InvalidSavepointSpecification) as exc:
         ended = ended_by_handler(exc)
         if ended is None:
             raise
-        _unclaim(conn, idempotency.unclaim_values(event, claimed[0] if claimed else None))
+        idle = conn.info.transaction_status is TransactionStatus.IDLE
+        run(conn, delivery.unclaiming(idle=idle, autocommit=conn.autocommit))
         raise ended from exc
-    return Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
+    return settled.receipt
+
+
+def _settle(
+    conn: Connection,
+    steps: DeliverySteps,
+    handler: Handler,
+    event: Event,
+) -> Settled:
+    answer: object = None
+    while True:
+        try:
+            command = steps.send(answer)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        answer = handler(conn, event) if isinstance(command, Apply) else execute(conn, command)
 
 
 def ended_by_handler(exc: Exception) -> HandlerCommitted | None:
@@ -225,20 +286,8 @@ def ended_by_handler(exc: Exception) -> HandlerCommitted | None:
     return None
 
 
-def _unclaim(conn: Connection, values: tuple[str, str, str] | None) -> None:
-    """The handler's ``COMMIT`` made the claim's record final as ``processed`` before anything
-    was applied: delete it, in a transaction of its own, so the gateway's retry applies the
-    delivery. What the handler committed stays; the retry runs the handlers again."""
-    if values is None:
-        return
-    if conn.info.transaction_status is not TransactionStatus.IDLE:
-        conn.execute("ROLLBACK")  # what the handler wrote after its COMMIT, never committed
-    conn.execute(idempotency._UNCLAIM, values)
-    if not conn.autocommit:
-        conn.execute("COMMIT")
-
-
-def _duplicate(received: Received, claim: idempotency.Claim) -> Receipt:
+def duplicate(received: Received, claim: idempotency.Claim) -> Receipt:
+    """The answer to a copy: the first delivery's order, and whether the body differed."""
     return Receipt(
         outcome=Outcome.DUPLICATE,
         event=received.event,

@@ -3,15 +3,16 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from dataclasses import replace
 
 import pytest
 
-from payhooks import idempotency
-from payhooks.errors import LockTimeout
+from payhooks import db, idempotency
+from payhooks.errors import HandlerCommitted, LockTimeout
 from payhooks.events import Provider, Received
-from payhooks.ingest import Applied, Outcome, ingest
+from payhooks.ingest import Applied, Outcome, ingest, ingest_received
 from payhooks.service.shop import carts
 from payhooks.service.shop.payments import get_payment
 from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
@@ -435,3 +436,130 @@ def test_ingest_refuses_a_connection_that_is_not_autocommit(database_url):
     delivery = purchase_on(database_url).captured()
     with psycopg.connect(database_url) as manual, pytest.raises(ValueError, match="autocommit"):
         deliver(manual, delivery)
+
+
+# The claim's steps are written once (idempotency) and driven twice (db.run, db.run_async):
+# every outcome of the claim, on both drivers.
+
+
+@pytest.fixture(params=["sync", "async"])
+def driven(request, conn):
+    """Runs a step in a transaction of its own, on ``conn`` or on an async connection."""
+
+    def run(steps):
+        if request.param == "sync":
+            with conn.transaction():
+                return db.run(conn, steps)
+        return asyncio.run(_run_async(conn.info.dsn, steps))
+
+    return run
+
+
+async def _run_async(dsn, steps):
+    import psycopg
+
+    connecting = psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    async with await connecting as on, on.transaction():
+        return await db.run_async(on, steps)
+
+
+def received_of(delivery, **changes):
+    event = ADAPTERS[delivery.provider].parse(delivery.body, delivery.headers)
+    return Received(event=replace(event, **changes), body=delivery.body)
+
+
+def test_a_new_key_is_claimed_with_the_transaction_that_wrote_it(conn, driven):
+    claim = driven(idempotency.claiming(received_of(purchase(conn).captured())))
+    assert claim.state is idempotency.ClaimState.NEW and claim.xmin
+    assert scalar(conn, "SELECT outcome FROM processed_webhooks") == "processed"
+
+
+def test_a_settled_copy_is_seen_and_claimed_as_a_duplicate_with_its_order(conn, driven):
+    delivery = purchase(conn).captured()
+    order_id = deliver(conn, delivery).order_id
+    seen = driven(idempotency.seeing(received_of(delivery).event))
+    claimed = driven(idempotency.claiming(received_of(delivery)))
+    for claim in (seen, claimed):
+        assert (claim.state, claim.order_ref, claim.mismatch) == (
+            idempotency.ClaimState.DUPLICATE,
+            order_id,
+            False,
+        )
+
+
+def test_another_body_under_a_claimed_key_is_a_duplicate_marked_once(conn, driven):
+    buy = purchase(conn)
+    first = buy.captured()
+    deliver(conn, first)
+    other = received_of(first, payload_sha256="0" * 64)
+    assert driven(idempotency.seeing(other.event)) is None
+    claim = driven(idempotency.claiming(other))
+    assert claim.state is idempotency.ClaimState.DUPLICATE and claim.mismatch
+    assert scalar(conn, "SELECT mismatches FROM processed_webhooks") == 1
+
+
+def test_the_same_bytes_under_another_key_are_the_first_ones_duplicate(conn, driven):
+    delivery = purchase(conn).captured()
+    order_id = deliver(conn, delivery).order_id
+    claim = driven(idempotency.claiming(received_of(delivery, event_id="evt_rekeyed0001")))
+    assert (claim.state, claim.order_ref, claim.mismatch) == (
+        idempotency.ClaimState.DUPLICATE,
+        order_id,
+        False,
+    )
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 1
+
+
+def test_a_parked_record_is_taken_under_its_lock_and_not_seen(conn, driven):
+    orphan = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_orphan000002", order_id="order_nowhere", amount_paise=1
+    )
+    assert deliver(conn, orphan).outcome is Outcome.PARKED
+    assert driven(idempotency.seeing(received_of(orphan).event)) is None
+    assert driven(idempotency.claiming(received_of(orphan))).state is idempotency.ClaimState.PARKED
+
+
+def test_unclaiming_deletes_only_the_record_its_claim_inserted(conn, driven):
+    received = received_of(purchase(conn).captured())
+    claim = driven(idempotency.claiming(received))
+    other = replace(claim, xmin=str(int(claim.xmin) + 1))
+    driven(idempotency.unclaiming(received.event, other, idle=True, autocommit=True))
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 1
+    driven(idempotency.unclaiming(received.event, claim, idle=True, autocommit=True))
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 0
+
+
+async def _ingest_async(dsn, received, handler):
+    import psycopg
+
+    from payhooks.fastapi import claims
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as on:
+        return await claims.ingest_received(on, received, handler)
+
+
+def commits(connection, event):
+    connection.execute("COMMIT")
+    return Applied(outcome=Outcome.PROCESSED)
+
+
+async def commits_async(connection, event):
+    await connection.execute("COMMIT")
+    return Applied(outcome=Outcome.PROCESSED)
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_handler_that_commits_as_sql_is_refused_and_its_claim_deleted(conn, driver):
+    from payhooks.fastapi.hooks import guarded as guarded_async
+    from payhooks.hooks import guarded
+
+    delivery = purchase(conn).captured()
+    with pytest.raises(HandlerCommitted):
+        if driver == "sync":
+            ingest_received(conn, received_of(delivery), guarded(commits))
+        else:
+            asyncio.run(
+                _ingest_async(conn.info.dsn, received_of(delivery), guarded_async(commits_async))
+            )
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 0
+    assert deliver(conn, delivery).outcome is Outcome.PROCESSED

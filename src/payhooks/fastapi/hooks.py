@@ -17,15 +17,13 @@ no function is registered for is answered ``ignored`` (the same rules as ``payho
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-import psycopg
-
+from payhooks import db
 from payhooks.events import Event
 from payhooks.hooks import Registry, commit_refused, still_open
 from payhooks.ingest import Applied, Outcome
 
-AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
+AsyncConnection = db.AsyncConnection
 AsyncHook = Callable[[AsyncConnection, Event], Awaitable[Applied | None]]
 AsyncHandler = Callable[[AsyncConnection, Event], Awaitable[Applied]]
 

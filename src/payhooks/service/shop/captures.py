@@ -15,10 +15,10 @@ from typing import Any
 
 import psycopg
 
-from payhooks.db import Connection
+from payhooks import idempotency
+from payhooks.db import AsyncConnection, Connection, execute_async
 from payhooks.events import Event, EventKind, Received
-from payhooks.idempotency import _EXISTING, claim_values
-from payhooks.ingest import Outcome, Receipt
+from payhooks.ingest import Outcome, Receipt, duplicate
 from payhooks.service.shop.ids import new_id
 from payhooks.service.shop.orders import confirmation
 
@@ -31,7 +31,6 @@ SELECT state, outcome, payload_sha256, order_ref FROM shop_first_capture(
 """
 
 Answer = tuple[str, str | None, str | None, str | None]
-AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
 
 
 def eligible(event: Event) -> bool:
@@ -51,7 +50,7 @@ def arguments(received: Received) -> tuple[object, ...]:
     order_id = new_id("ord")
     email = confirmation(order_id, "", event.amount_paise, "confirmed")
     return (
-        *claim_values(received),  # the claim row, in the order the function takes it
+        *idempotency.claim_values(received),  # the claim row, in the order the function takes it
         event.amount_paise,
         event.payment_amount_paise,
         event.currency,
@@ -79,14 +78,14 @@ def first_capture(conn: Connection, received: Received) -> Receipt | None:
 async def first_capture_async(conn: AsyncConnection, received: Received) -> Receipt | None:
     """``first_capture`` on an async connection: the service answers it on the event loop.
 
-    A copy is answered by the record's plain read first (``idempotency.seen``'s statement):
-    a retry storm's deliveries then cost two parameters, not the function's seventeen, at
-    one round trip more for a new capture (docs/performance.md measures both)."""
+    A copy is answered by the record's plain read first (``idempotency.existing``, the
+    statement ``seeing`` runs): a retry storm's deliveries then cost two parameters, not the
+    function's seventeen, at one round trip more for a new capture (docs/performance.md
+    measures both)."""
     if not eligible(received.event):
         return None
-    event = received.event
-    cursor = await conn.execute(_EXISTING, (event.provider.value, event.event_id))
-    if (record := await cursor.fetchone()) is not None:
+    record = await execute_async(conn, idempotency.existing(received.event))
+    if record is not None:
         return receipt(received, ("seen", record[0], record[1], record[2]))
     try:
         row = await _run_async(conn, arguments(received))
@@ -120,12 +119,12 @@ def _answer(row: tuple[Any, ...] | None) -> Answer:
 
 
 def receipt(received: Received, row: Answer) -> Receipt | None:
-    """``processed`` with its order; a settled record of this very body is a duplicate (the
-    answer ``idempotency.seen`` gives); anything else is for the general path."""
+    """``processed`` with its order; a record of this key is read as ``seeing`` reads it (a
+    settled record of this very body is a duplicate); anything else is for the general path."""
     state, outcome, digest, order_ref = row
-    event = received.event
     if state == "processed":
-        return Receipt(outcome=Outcome.PROCESSED, event=event, order_id=order_ref)
-    if state == "seen" and outcome != "parked" and digest == event.payload_sha256:
-        return Receipt(outcome=Outcome.DUPLICATE, event=event, order_id=order_ref)
-    return None
+        return Receipt(outcome=Outcome.PROCESSED, event=received.event, order_id=order_ref)
+    if state != "seen":
+        return None
+    copy = idempotency.settled_copy(received.event, (outcome, digest, order_ref))
+    return None if copy is None else duplicate(received, copy)
