@@ -11,7 +11,7 @@ import pytest
 
 from payhooks import db
 from payhooks.events import Provider
-from payhooks.service import database
+from payhooks.service import application, database
 from payhooks.service.config import Settings
 from payhooks.service.reconcile import Options, Reconciler
 from payhooks.service.reconcile.clients import clients, http_client
@@ -47,7 +47,8 @@ class Rig:
         found = clients(
             {p: c for p, c in self.settings.reconciled().items() if p in providers}, self.http
         )
-        return Reconciler(self.pool, found, Options(after_s=0, window_s=3600, limit=limit))
+        options = Options(after_s=0, window_s=3600, limit=limit)
+        return Reconciler(self.pool, found, options, deliver=application.deliver)
 
     def run(self, **kwargs):
         return self.reconciler(**kwargs).run()

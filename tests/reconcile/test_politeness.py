@@ -111,7 +111,8 @@ def test_checkouts_younger_than_the_age_are_left_to_their_webhook(conn, rig):
     from payhooks.service.reconcile import Options, Reconciler
 
     patient = rig.reconciler()
-    tally = Reconciler(rig.pool, patient.clients, Options(after_s=900, window_s=3600)).run()
+    options = Options(after_s=900, window_s=3600)
+    tally = Reconciler(rig.pool, patient.clients, options, deliver=patient.deliver).run()
     assert sum(tally.examined.values()) == 0
     assert orders_of(conn, buy.cart_id) == []
 

@@ -67,10 +67,10 @@ def test_a_webhook_and_reconciliation_at_the_same_moment_give_one_order(conn, ri
     def act(connection, which):
         if which == "webhook":
             return deliver(connection, webhook)
-        from payhooks.ingest import ingest_received
-        from payhooks.service.reconcile.reconciler import _handler
+        from payhooks.service import application
+        from payhooks.service.reconcile.reconciler import _alert_unseen
 
-        return ingest_received(connection, reconciled, _handler([]))
+        return application.deliver(connection, reconciled, then=_alert_unseen([]))
 
     receipts = released_together(
         ["webhook", "reconcile"],

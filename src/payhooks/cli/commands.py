@@ -227,6 +227,7 @@ def reconcile(
     limit: Annotated[int, typer.Option(min=1, help="Checkouts asked about, at most.")] = 100,
 ) -> None:
     """Ask the gateways about checkouts with no payment, and apply what they report (one pass)."""
+    from payhooks.service import application
     from payhooks.service import reconcile as reconciliation
 
     logs.configure()
@@ -243,9 +244,7 @@ def reconcile(
     )
     try:
         with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
-            runner = reconciliation.reconciler(
-                pool, settings, http, limit=limit, after_s=older_than_s
-            )
+            runner = application.reconciler(pool, settings, http, limit=limit, after_s=older_than_s)
             tally = _run(runner.run)
     finally:
         pool.close()
@@ -270,6 +269,8 @@ def purge(
     batch_rows: Annotated[int, typer.Option(help="Rows per delete transaction.")] = 5000,
 ) -> None:
     """Delete delivery records older than the retention window, in small batches."""
+    from payhooks.service import application
+
     days = older_than_days if older_than_days is not None else _settings().retention_days
     _run(lambda: policy.check_window(days, force=force))
 
@@ -278,8 +279,14 @@ def purge(
         if dry_run:
             return planned
         with _connect() as holder, _progress(planned.expired) as advance:
-            done = retention.purge_exclusively(
-                conn, days, holder=holder, batch_rows=batch_rows, on_batch=advance, planned=planned
+            done = application.purge(
+                conn,
+                days,
+                holder=holder,
+                force=force,
+                batch_rows=batch_rows,
+                on_batch=advance,
+                planned=planned,
             )
         if done is None:
             raise PayhooksError("another purge is running (the worker's daily one?); try later")
@@ -342,27 +349,17 @@ def replay(
     ] = None,
 ) -> None:
     """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
-    from payhooks.ingest import ingest_received
-    from payhooks.service.shop.payments import apply_event
-    from payhooks.service.stored import received_again
+    from payhooks.service import application
 
     settings = _settings()
 
     def action(conn: db.Connection) -> dict[str, Any]:
-        found = idempotency.stored(conn, event_id, provider.value if provider else None)
-        if len(found) != 1:
-            raise NotFound(
-                "delivery" if not found else "unambiguous delivery (use --provider)", event_id
-            )
-        row = found[0]
-        again = received_again(
+        receipt = application.replay(
+            conn,
             settings.adapters(),
-            provider=row.provider,
-            event_id=row.event_id,
-            body=row.body,
-            headers=row.headers,
+            event_id=event_id,
+            provider=provider.value if provider else None,
         )
-        receipt = ingest_received(conn, again, apply_event)
         return {
             "status": receipt.outcome.value,
             "event_id": receipt.event.event_id,

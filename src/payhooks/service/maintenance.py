@@ -16,11 +16,9 @@ from payhooks import db
 from payhooks import retention as policy
 from payhooks.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
 from payhooks.events import Received
-from payhooks.ingest import Outcome, ingest_received
-from payhooks.service import database, retention
+from payhooks.ingest import Outcome
+from payhooks.service import application, database
 from payhooks.service.config import Settings
-from payhooks.service.shop.payments import apply_event
-from payhooks.service.stored import received_again
 
 log = logging.getLogger("payhooks.service.worker")
 
@@ -64,9 +62,7 @@ class Maintenance:
             log.error("purge_refused", extra={"retention_days": days})
             return 0
         with database.connection(self.pool) as holder, database.connection(self.pool) as conn:
-            result = retention.purge_exclusively(
-                conn, days, holder=holder, stop=self.stopping.is_set
-            )
+            result = application.purge(conn, days, holder=holder, stop=self.stopping.is_set)
         if result is None:
             return 0
         log.info("purge_done", extra={"deleted": result.deleted, "days": days})
@@ -126,13 +122,7 @@ class Maintenance:
         """The stored delivery as an event under the key it was stored with (a later version
         of an adapter may derive keys differently); None when it cannot be read now."""
         try:
-            return received_again(
-                self.adapters,
-                provider=row.provider,
-                event_id=row.event_id,
-                body=row.body,
-                headers=row.headers,
-            )
+            return application.read_stored(self.adapters, row)
         except ProviderNotConfigured:
             self._warn_unconfigured(row.provider)
             return None
@@ -151,8 +141,7 @@ class Maintenance:
         if received is None:
             return False
         try:
-            with database.connection(self.pool, row.event_id) as conn:
-                receipt = ingest_received(conn, received, apply_event)
+            receipt = application.deliver_pooled(self.pool, received)
         except DatabaseUnavailable:
             raise
         except PayhooksError as exc:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import psycopg_pool
 
 from payhooks.errors import DatabaseUnavailable
-from payhooks.service import outbox, reconcile
+from payhooks.service import application, outbox, reconcile
 from payhooks.service.config import Settings
 from payhooks.service.maintenance import Cadence, Maintenance
 from payhooks.service.sender import Sender
@@ -62,7 +62,7 @@ class Worker:
         )
         self.maintenance = Maintenance(pool, settings, cadence, self.stopping)
         self._http = reconcile.http_client(settings.reconcile_timeout_ms / 1000)
-        self.reconciler = reconcile.reconciler(
+        self.reconciler = application.reconciler(
             pool, settings, self._http, limit=self.options.batch, stop=self.stopping.is_set
         )
         self._last_reconcile: float | None = None

@@ -33,7 +33,7 @@ from rich.table import Table
 from payhooks import db
 from payhooks.errors import DemoFailed
 from payhooks.events import Provider
-from payhooks.service import database, reconcile
+from payhooks.service import application, database, reconcile
 from payhooks.service.config import Settings
 from payhooks.sim.client import Answer, Shop, ShopAtGateway
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
@@ -598,7 +598,7 @@ def reconciling(settings: Settings, database_url: str) -> Iterator[Callable[[], 
     pool = database.open_pool(database_url, settings, max_size=2, deadline=False)
     try:
         with reconcile.http_client(GATEWAY_TIMEOUT_S) as http:
-            yield reconcile.reconciler(pool, settings, http, after_s=0).run
+            yield application.reconciler(pool, settings, http, after_s=0).run
     finally:
         pool.close()
 

@@ -12,15 +12,12 @@ from enum import StrEnum
 
 from psycopg.rows import class_row
 
-from payhooks import idempotency
 from payhooks.db import Connection
-from payhooks.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
+from payhooks.errors import DatabaseUnavailable, NotFound, PayhooksError, ProviderNotConfigured
 from payhooks.events import Provider
-from payhooks.ingest import Outcome, ingest_received
+from payhooks.ingest import Outcome
 from payhooks.providers import Adapter
-from payhooks.service import outbox
-from payhooks.service.shop.payments import apply_event
-from payhooks.service.stored import received_again
+from payhooks.service import application, outbox
 
 log = logging.getLogger("payhooks.service.console")
 
@@ -105,15 +102,10 @@ def replay_parked(
 def _replayed(
     conn: Connection, adapters: Mapping[Provider, Adapter], provider: str, event_id: str
 ) -> Result:
-    found = idempotency.stored(conn, event_id, provider)
-    if not found:
-        return Result(done=Done.NOT_FOUND)
-    row = found[0]
     try:
-        again = received_again(
-            adapters, provider=provider, event_id=event_id, body=row.body, headers=row.headers
-        )
-        receipt = ingest_received(conn, again, apply_event)
+        receipt = application.replay(conn, adapters, event_id=event_id, provider=provider)
+    except NotFound:
+        return Result(done=Done.NOT_FOUND)
     except ProviderNotConfigured:
         return Result(done=Done.NOT_CONFIGURED)
     except DatabaseUnavailable:

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import psycopg_pool
 
@@ -25,13 +26,12 @@ from payhooks.errors import GatewayApiError
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import gateway
 from payhooks.gateways._reports import KEY_PREFIX
-from payhooks.ingest import Applied, Outcome, ingest_received
+from payhooks.ingest import Applied, Outcome, Receipt
 from payhooks.service import database, outbox
 from payhooks.service.reconcile import checkouts
 from payhooks.service.reconcile.checkouts import Due
 from payhooks.service.reconcile.clients import StatusClient
 from payhooks.service.reconcile.errors import CredentialsRefused
-from payhooks.service.shop.payments import apply_event
 
 log = logging.getLogger("payhooks.service.reconcile")
 
@@ -45,6 +45,16 @@ SELECT 1 FROM processed_webhooks
 WHERE provider = %s AND payment_id = %s AND event_id NOT LIKE 'reconcile:%%'
 LIMIT 1
 """
+
+
+Followup = Callable[[Connection, Event, Applied], None]
+"""A step run after the state machine, in the delivery's transaction."""
+
+
+class Deliver(Protocol):
+    """How a reported payment is applied: ``payhooks.service.application.deliver``."""
+
+    def __call__(self, conn: Connection, received: Received, *, then: Followup) -> Receipt: ...
 
 
 @dataclass(slots=True)
@@ -92,11 +102,13 @@ class Reconciler:
         clients: Mapping[Provider, StatusClient],
         options: Options,
         *,
+        deliver: Deliver,
         stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.pool = pool
         self.clients = dict(clients)
         self.options = options
+        self.deliver = deliver
         self.stop = stop
 
     def run(self) -> Tally:
@@ -169,7 +181,7 @@ class Reconciler:
         event = received.event
         alerted: list[str] = []
         with database.connection(self.pool, event.event_id) as conn:
-            receipt = ingest_received(conn, received, _handler(alerted))
+            receipt = self.deliver(conn, received, then=_alert_unseen(alerted))
         if receipt.outcome is Outcome.PROCESSED:
             tally.applied[item.provider] += 1
             tally.recovered[item.provider] += bool(alerted)
@@ -231,21 +243,19 @@ def _pause(exc: GatewayApiError) -> timedelta:
     return RATE_LIMIT_WAIT
 
 
-def _handler(alerted: list[str]) -> Callable[[Connection, Event], Applied]:
-    """``apply_event``, then, in the same transaction, the alert when no webhook for the
+def _alert_unseen(alerted: list[str]) -> Followup:
+    """After the state machine, in the same transaction, the alert when no webhook for the
     payment was ever recorded. Checked after the payment row is written: a webhook committing
     at the same moment holds that row, is waited for, and is then seen."""
 
-    def handle(conn: Connection, event: Event) -> Applied:
-        applied = apply_event(conn, event)
+    def alert(conn: Connection, event: Event, applied: Applied) -> None:
         if applied.outcome is Outcome.PROCESSED and event.kind in _MONEY:
             seen = conn.execute(_WEBHOOK_SEEN, (event.provider.value, event.payment_id))
             if seen.fetchone() is None:
                 alert_missing_webhook(conn, event)
                 alerted.append(event.event_id)
-        return applied
 
-    return handle
+    return alert
 
 
 def alert_credentials_refused(

@@ -1,0 +1,125 @@
+"""The service's use cases, wired once: a delivery applied through the shop's state machine
+(``payments.apply_event``), a stored delivery read again and replayed, a reconciliation pass,
+a purge. The HTTP app, the console, the worker and the CLI call these; none of them names
+``apply_event`` or the stored-delivery reader itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import httpx
+import psycopg_pool
+
+from payhooks import idempotency
+from payhooks import retention as policy
+from payhooks.db import Connection
+from payhooks.errors import NotFound
+from payhooks.events import Event, Provider, Received
+from payhooks.ingest import Applied, Receipt, ingest_received
+from payhooks.providers import Adapter
+from payhooks.service import database, retention
+from payhooks.service.config import Settings
+from payhooks.service.reconcile.clients import clients
+from payhooks.service.reconcile.reconciler import Followup, Options, Reconciler
+from payhooks.service.shop.payments import apply_event
+from payhooks.service.stored import received_again
+
+
+class Stored(Protocol):
+    """A delivery as it was kept: ``idempotency.Stored``, a parked row, a console record."""
+
+    @property
+    def provider(self) -> str: ...
+    @property
+    def event_id(self) -> str: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+
+def deliver(
+    conn: Connection, received: Received, *, pipeline: bool = False, then: Followup | None = None
+) -> Receipt:
+    """A received delivery (live, replayed or reconciled) claimed and applied in one
+    transaction; ``then`` runs in that transaction after the state machine."""
+    handler = apply_event if then is None else _followed_by(then)
+    return ingest_received(conn, received, handler, pipeline=pipeline)
+
+
+def deliver_pooled(
+    pool: psycopg_pool.ConnectionPool, received: Received, *, pipeline: bool = False
+) -> Receipt:
+    """``deliver`` on a connection of ``pool``, named for the delivery in the pool's logs."""
+    with database.connection(pool, received.event.event_id) as conn:
+        return deliver(conn, received, pipeline=pipeline)
+
+
+def _followed_by(then: Followup) -> Callable[[Connection, Event], Applied]:
+    def handle(conn: Connection, event: Event) -> Applied:
+        applied = apply_event(conn, event)
+        then(conn, event, applied)
+        return applied
+
+    return handle
+
+
+def read_stored(adapters: Mapping[Provider, Adapter], stored: Stored) -> Received:
+    """The stored delivery as an event under the key it was stored with. Raises
+    ``ProviderNotConfigured`` for a gateway served no more, ``MalformedPayload`` for a record
+    that no longer reads."""
+    return received_again(
+        adapters,
+        provider=stored.provider,
+        event_id=stored.event_id,
+        body=stored.body,
+        headers=stored.headers,
+    )
+
+
+def replay(
+    conn: Connection,
+    adapters: Mapping[Provider, Adapter],
+    *,
+    event_id: str,
+    provider: str | None = None,
+) -> Receipt:
+    """A stored delivery through the same claim and path as the gateway's own retry. Raises
+    ``NotFound`` when no delivery has the key, or several do and no gateway is named."""
+    found = idempotency.stored(conn, event_id, provider)
+    if len(found) != 1:
+        raise NotFound(
+            "delivery" if not found else "unambiguous delivery (use --provider)", event_id
+        )
+    return deliver(conn, read_stored(adapters, found[0]))
+
+
+def reconciler(
+    pool: psycopg_pool.ConnectionPool,
+    settings: Settings,
+    http: httpx.Client,
+    *,
+    limit: int = 100,
+    after_s: int | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> Reconciler:
+    """A reconciler for every gateway with API credentials in ``settings``, applying what the
+    gateways report through ``deliver``."""
+    options = Options(
+        after_s=settings.reconcile_after_s if after_s is None else after_s,
+        window_s=settings.reconcile_window_s,
+        limit=limit,
+    )
+    found = clients(settings.reconciled(), http)
+    return Reconciler(pool, found, options, deliver=deliver, stop=stop)
+
+
+def purge(
+    conn: Connection, days: int, *, holder: Connection, force: bool = False, **options: Any
+) -> retention.PurgeResult | None:
+    """Delivery records older than ``days`` deleted, unless another purge is running (None
+    then). Raises ``RetentionTooShort`` for a window shorter than the gateways' replays,
+    unless ``force``."""
+    policy.check_window(days, force=force)
+    return retention.purge_exclusively(conn, days, holder=holder, **options)
