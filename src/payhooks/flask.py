@@ -5,14 +5,14 @@
 
 A delivery is verified before it may take a connection. Then the claim, every hook and the
 merchant's SQLAlchemy session (``session_for(conn)``) share one connection of the engine's
-pool and one transaction, and the gateway is answered, from ``payhooks.answers``, only once
-PostgreSQL confirms the commit.
+pool and one transaction, and the gateway is answered, by the shared step
+(``payhooks.endpoint``), only once PostgreSQL confirms the commit.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -26,33 +26,23 @@ from flask.sansio.blueprints import BlueprintSetupState
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from payhooks.answers import Answer, answer, clipped, error_answer, error_status, log_name
 from payhooks.db import Connection
+from payhooks.endpoint import Endpoint, Reply, unfolded
 from payhooks.errors import (
     DatabaseUnavailable,
     HandlerCommitted,
     LengthRequired,
     PayhooksError,
     PayloadTooLarge,
-    ProviderNotConfigured,
 )
 from payhooks.events import Event, Received
 from payhooks.hooks import guarded
-from payhooks.ingest import (
-    Applied,
-    Handler,
-    Pending,
-    Receipt,
-    header_map,
-    ingest_received_in_transaction,
-    receive,
-)
+from payhooks.ingest import Applied, Handler, Pending, Receipt, ingest_received_in_transaction
 from payhooks.providers import Adapter
 
 log = logging.getLogger("payhooks.flask")
 
 ENDPOINT = "webhook"
-MAX_PROVIDER_CHARS = 40  # an unknown gateway name is echoed in the answer: clipped
 _EARLY = "_payhooks_body"  # on flask.g: the body as read when the request started
 
 
@@ -77,11 +67,11 @@ def blueprint(
 
     Pass the engine, or a ``sessionmaker`` bound to one; it must use psycopg (3):
     ``postgresql+psycopg://``. ``hooks`` is a ``payhooks.Hooks`` (or any handler)."""
-    served = {adapter.provider.value: adapter for adapter in adapters}
+    endpoint = Endpoint({adapter.provider.value: adapter for adapter in adapters}, log)
     store = store_of(engine, session_factory)
     bp = Blueprint(name, __name__, url_prefix=url_prefix)
-    bp.add_url_rule("/<provider>", ENDPOINT, _view(served, store, hooks), methods=["POST"])
-    bp.record(_reading_first(served))
+    bp.add_url_rule("/<provider>", ENDPOINT, _view(endpoint, store, hooks), methods=["POST"])
+    bp.record(_reading_first(endpoint))
     return bp
 
 
@@ -104,44 +94,28 @@ def store_of(
 # --- the request ----------------------------------------------------------------------------
 
 
-def _view(served: Mapping[str, Adapter], store: Store, handler: Handler) -> Callable[..., Response]:
+def _view(endpoint: Endpoint, store: Store, handler: Handler) -> Callable[..., Response]:
+    def claim(received: Received) -> Receipt:
+        return deliver(store, received, handler)
+
     def webhook(provider: str) -> Response:
         try:
-            adapter = _adapter(served, provider)
-            headers = header_map(unfolded(request.headers.items(), adapter), adapter)
-            receipt = deliver(store, receive(adapter, _body(adapter), headers), handler)
+            body = _body(endpoint, provider)
         except PayhooksError as exc:
-            _log_refusal(provider, exc)
-            return _response(error_answer(exc))
-        log.info(
-            f"webhook_{receipt.outcome.value}",
-            extra={"provider": provider, "event_id": receipt.event.event_id},
-        )
-        return _response(answer(receipt))
+            return _response(endpoint.refused(provider, exc))
+        pairs = unfolded(request.headers.items(), endpoint.adapter(provider))
+        return _response(endpoint.deliver(provider, body, pairs, claim))
 
     return webhook
 
 
-def _adapter(served: Mapping[str, Adapter], provider: str) -> Adapter:
-    adapter = served.get(provider)
-    if adapter is None:
-        raise ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
-    return adapter
-
-
-def _response(reply: Answer) -> Response:
+def _response(reply: Reply) -> Response:
     response = jsonify(reply.body)
     response.status_code = reply.status
     return response
 
 
-def _log_refusal(provider: str, exc: PayhooksError) -> None:
-    status, code = error_status(exc)
-    extra = {"provider": clipped(provider, MAX_PROVIDER_CHARS), "reason": code}
-    log.warning(log_name(status), extra={**extra, "detail": clipped(str(exc))})
-
-
-def _reading_first(served: Mapping[str, Adapter]) -> Callable[[BlueprintSetupState], None]:
+def _reading_first(endpoint: Endpoint) -> Callable[[BlueprintSetupState], None]:
     """Read the body when Flask starts the request, before any ``before_request`` function.
 
     Werkzeug parses ``request.form`` from the input stream and leaves ``get_data()`` empty
@@ -151,46 +125,45 @@ def _reading_first(served: Mapping[str, Adapter]) -> Callable[[BlueprintSetupSta
     """
 
     def on_register(state: BlueprintSetupState) -> None:
-        endpoint = f"{state.name_prefix}.{state.name}.{ENDPOINT}".lstrip(".")
+        view = f"{state.name_prefix}.{state.name}.{ENDPOINT}".lstrip(".")
 
         def read_first(app: Flask, **_: object) -> None:
-            if request.endpoint == endpoint:
-                _read_early(served)
+            if request.endpoint == view:
+                _read_early(endpoint)
 
         request_started.connect(read_first, sender=state.app, weak=False)
 
     return on_register
 
 
-def _read_early(served: Mapping[str, Adapter]) -> None:
-    adapter = served.get((request.view_args or {}).get("provider", ""))
-    if adapter is None:
+def _read_early(endpoint: Endpoint) -> None:
+    provider = (request.view_args or {}).get("provider", "")
+    if provider not in endpoint.adapters:
         return
     try:
-        setattr(g, _EARLY, read_body(adapter))
+        setattr(g, _EARLY, read_body(endpoint.bound(provider), provider))
     except (PayloadTooLarge, LengthRequired) as exc:
         setattr(g, _EARLY, exc)
 
 
-def _body(adapter: Adapter) -> bytes:
+def _body(endpoint: Endpoint, provider: str) -> bytes:
     early: bytes | PayloadTooLarge | LengthRequired | None = g.pop(_EARLY, None)
     if isinstance(early, PayloadTooLarge | LengthRequired):
         raise early
-    return read_body(adapter) if early is None else early
+    return read_body(endpoint.bound(provider), provider) if early is None else early
 
 
-def read_body(adapter: Adapter) -> bytes:
+def read_body(limit: int, gateway: str) -> bytes:
     """The exact bytes, kept for whoever parses ``request.form`` next; refused past the
-    adapter's bound (declared or streamed) without reading further.
+    gateway's bound (declared or streamed) without reading further.
 
     Werkzeug stops a body with no declared length (chunked) at ``max_content_length``
     without a word: the limit is one byte past the bound, so a body cut there is told from
     one that ends there. Under a server that does not end chunked input
     (``wsgi.input_terminated``), Werkzeug reads nothing: refused 411, not verified."""
-    limit = adapter.max_body_bytes
     if request.content_length is None and not request.environ.get("wsgi.input_terminated"):
         raise LengthRequired(
-            adapter.provider.value,
+            gateway,
             "no Content-Length, and the WSGI server does not end chunked input "
             "(wsgi.input_terminated)",
         )
@@ -198,33 +171,15 @@ def read_body(adapter: Adapter) -> bytes:
     try:
         body = request.get_data(cache=True)
     except RequestEntityTooLarge as exc:
-        raise PayloadTooLarge(adapter.provider.value, f"body exceeds {limit} bytes") from exc
+        raise PayloadTooLarge(gateway, f"body exceeds {limit} bytes") from exc
     if len(body) > limit:
-        raise PayloadTooLarge(adapter.provider.value, f"body exceeds {limit} bytes")
+        raise PayloadTooLarge(gateway, f"body exceeds {limit} bytes")
     if not body and (request.content_length or 0) > 0:
         raise RuntimeError(
             "the request body was consumed before payhooks could read it "
             "(a WSGI middleware or request_started receiver reading request.form?)"
         )
     return body
-
-
-def unfolded(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> list[tuple[str, str]]:
-    """Header pairs with the repeats WSGI folded restored, where that can be done.
-
-    WSGI gives one value per name: servers join repeats with commas (Werkzeug's and
-    gunicorn's ``,``, others ``, ``). No value of a header an adapter reads holds a comma
-    (hex and base64 signatures, digits, ids, dates), so those are split back into the copies
-    sent, for ``header_map`` to accept when identical and refuse when not. Other headers stay
-    whole. A server that keeps one copy only leaves nothing to restore.
-    """
-    restored: list[tuple[str, str]] = []
-    for name, value in pairs:
-        if name.lower() in adapter.headers_read and "," in value:
-            restored.extend((name, part.strip()) for part in value.split(","))
-        else:
-            restored.append((name, value))
-    return restored
 
 
 # --- the transaction ------------------------------------------------------------------------

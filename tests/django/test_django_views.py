@@ -14,6 +14,7 @@ import pytest
 from django.test import override_settings
 from orders.models import Order
 
+from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.providers import razorpay
 from payhooks.sim.gateway import Delivery
 from tests.django.conftest import PAYHOOKS, post, records
@@ -22,6 +23,7 @@ from tests.factories import GATEWAY, KEYS
 
 KEY = "evt_dj0000000001"
 SIGNATURE = "x-razorpay-signature"
+CLIPPED = "a" * (MAX_GATEWAY_CHARS - 1) + "\u2026"  # an unknown gateway's name, quoted
 
 
 def capture(ref: str = "order_dj1", event_id: str = KEY) -> Delivery:
@@ -176,6 +178,11 @@ def test_a_gateway_with_no_secret_configured_is_answered_404(site):
     with payhooks_with(PAYU_MERCHANT_KEY="", PAYU_SALTS=[]):
         response = post(site, delivery)
     assert (response.status_code, response.json()["error"]) == (404, "provider_not_configured")
+
+
+def test_an_unknown_gateways_name_is_quoted_to_the_shared_limit(site):
+    response = httpx.post(f"{site}/webhooks/" + "a" * 100, content=b"{}")
+    assert response.json()["detail"] == f"provider {CLIPPED!r} is not configured"
 
 
 def test_an_unknown_gateway_is_answered_404(site):

@@ -13,6 +13,7 @@ from psycopg_pool import ConnectionPool
 from starlette.applications import Starlette
 
 from payhooks import Provider
+from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.fastapi import router
 from payhooks.providers import payu, razorpay
 from tests.factories import ADAPTERS, KEYS
@@ -21,6 +22,7 @@ from tests.fastapi.merchant import KINDS, REF, Merchant, capture, prepare, sync_
 from tests.watched import Watched
 
 PAYU_LIMIT = payu.MAX_BODY_BYTES
+CLIPPED = "a" * (MAX_GATEWAY_CHARS - 1) + "\u2026"  # an unknown gateway's name, quoted
 
 
 @pytest.fixture
@@ -50,6 +52,12 @@ def test_a_gateway_without_an_adapter_is_404(conn, database_url):
     with served(merchant.app) as running, running.client() as client:
         response = client.post("/webhooks/payu", content=b"a=1")
     assert response.status_code == 404
+
+
+def test_an_unknown_gateways_name_is_quoted_to_the_shared_limit(app):
+    with app.client() as client:
+        response = client.post("/webhooks/" + "a" * 100, content=b"{}")
+    assert response.json()["detail"] == f"provider {CLIPPED!r} is not configured"
 
 
 def test_a_huge_unknown_provider_is_not_echoed_in_full(app):

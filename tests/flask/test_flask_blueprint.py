@@ -16,6 +16,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 import payhooks.flask
 from payhooks import Applied, EventKind, Hooks, Outcome
+from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.events import Provider
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, GATEWAY
@@ -34,6 +35,7 @@ class Note(Base):
     ref: Mapped[str]
 
 
+CLIPPED = "a" * (MAX_GATEWAY_CHARS - 1) + "\u2026"  # an unknown gateway's name, quoted
 ORDERS = "CREATE TABLE merchant_orders (ref text PRIMARY KEY, paid_by text)"
 
 
@@ -359,6 +361,11 @@ def test_an_unknown_gateway_answers_404(shop, served):
     response = httpx.post(served(raw_hooks()) + "/webhooks/stripe", content=b"{}")
     assert response.status_code == 404
     assert response.json()["error"] == "provider_not_configured"
+
+
+def test_an_unknown_gateways_name_is_quoted_to_the_shared_limit(shop, served):
+    response = httpx.post(served(raw_hooks()) + "/webhooks/" + "a" * 100, content=b"{}")
+    assert response.json()["detail"] == f"provider {CLIPPED!r} is not configured"
 
 
 def test_a_body_over_the_gateways_bound_answers_413(shop, served):

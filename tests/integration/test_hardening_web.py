@@ -20,6 +20,7 @@ import psycopg_pool
 import pytest
 from fastapi import FastAPI
 
+from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.events import Provider
 from payhooks.providers import payu, razorpay
 from payhooks.service import metrics as metrics_module
@@ -30,6 +31,7 @@ from tests.watched import Watched
 
 TOKEN = "test-token"
 PAYU_LIMIT = payu.MAX_BODY_BYTES
+CLIPPED = "a" * (MAX_GATEWAY_CHARS - 1) + "\u2026"  # an unknown gateway's name, quoted
 
 
 @dataclass(frozen=True)
@@ -410,6 +412,12 @@ def test_a_huge_unknown_provider_is_not_echoed_in_full(service):
         response = client.post("/webhooks/" + "a" * 50_000, content=b"{}")
     assert response.status_code == 404
     assert len(response.content) < 500
+
+
+def test_an_unknown_gateways_name_is_quoted_to_the_shared_limit(service):
+    with service.client() as client:
+        response = client.post("/webhooks/" + "a" * 100, content=b"{}")
+    assert response.json()["detail"] == f"provider {CLIPPED!r} is not configured"
 
 
 def test_a_huge_unknown_provider_is_not_logged_in_full(service, caplog):

@@ -21,18 +21,16 @@ from django.db import connections, transaction
 from payhooks.db import Connection
 from payhooks.django.conf import Config
 from payhooks.errors import DatabaseUnavailable, HandlerCommitted
-from payhooks.events import Event
+from payhooks.events import Event, Received
 from payhooks.hooks import guarded as core_guarded
 from payhooks.ingest import (
     Applied,
     Handler,
     Pending,
     Receipt,
-    ingest_in_transaction,
     ingest_received_in_transaction,
     restored,
 )
-from payhooks.providers import Adapter
 
 # Transaction-local: it ends with the claim's transaction and never outlives it on a
 # connection Django keeps for the next request.
@@ -41,10 +39,10 @@ _LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %s, true)"
 V = TypeVar("V")
 
 
-def receive(config: Config, adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Receipt:
-    """Verify, claim and apply one live delivery; the receipt exists only once committed."""
+def receive(config: Config, received: Received) -> Receipt:
+    """Claim and apply one live delivery, verified; the receipt exists only once committed."""
     handler = guarded(config.handler_function())
-    return settle(config, lambda conn: ingest_in_transaction(conn, adapter, body, headers, handler))
+    return settle(config, lambda conn: ingest_received_in_transaction(conn, received, handler))
 
 
 def replay(

@@ -1,4 +1,4 @@
-"""payhooks inside a merchant's FastAPI (or Starlette) app: ``pip install 'payhooks[fastapi]'``.
+"""payhooks inside a merchant's FastAPI app: ``pip install 'payhooks[fastapi]'``.
 
 ::
 
@@ -10,12 +10,27 @@
     app.include_router(router(adapters=[Razorpay(secrets=(...,))], hooks=hooks, pool=pool))
 
 ``pool`` is the app's psycopg pool: an ``AsyncConnectionPool`` with ``AsyncHooks``, or a
-``ConnectionPool`` with ``payhooks.Hooks`` (docs/fastapi.md).
+``ConnectionPool`` with ``payhooks.Hooks`` (docs/fastapi.md). A plain Starlette app takes
+``payhooks.starlette.route`` instead: only ``router`` needs FastAPI, so it is imported when
+first named.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from payhooks.fastapi.hooks import AsyncConnection, AsyncHandler, AsyncHook, AsyncHooks
-from payhooks.fastapi.routes import router
+
+if TYPE_CHECKING:
+    from payhooks.fastapi.routes import router
+
+
+def __getattr__(name: str) -> object:
+    if name == "router":
+        from payhooks.fastapi.routes import router
+
+        return router
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["AsyncConnection", "AsyncHandler", "AsyncHook", "AsyncHooks", "router"]

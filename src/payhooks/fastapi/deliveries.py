@@ -1,5 +1,6 @@
-"""One delivery on the merchant's pool: verified off the event loop, then claimed and applied
-with the handlers in the claim's transaction.
+"""One delivery on the merchant's pool, through the shared ``payhooks.endpoint`` step:
+verified off the event loop, then claimed and applied with the handlers in the claim's
+transaction.
 
 A sync pool makes one thread hop for all of it (verify, parse, claim, handlers, commit); an
 async pool makes one hop to verify and parse, then awaits the claim on the loop.
@@ -15,52 +16,51 @@ import anyio.to_thread
 import psycopg_pool
 
 from payhooks.db import Connection, translated
+from payhooks.endpoint import Claim, Endpoint, HeaderPairs, Reply
 from payhooks.events import Received
 from payhooks.fastapi import claims
 from payhooks.fastapi.hooks import AsyncConnection, AsyncHandler
 from payhooks.fastapi.hooks import guarded as guarded_async
 from payhooks.hooks import guarded
-from payhooks.ingest import Handler, Receipt, header_map, ingest_received, receive
-from payhooks.providers import Adapter
+from payhooks.ingest import Handler, Receipt, ingest_received
 
 SyncPool = psycopg_pool.ConnectionPool[Connection]
 AsyncPool = psycopg_pool.AsyncConnectionPool[AsyncConnection]
-HeaderPairs = tuple[tuple[str, str], ...]
-Deliver = Callable[[Adapter, bytes, HeaderPairs], Awaitable[Receipt]]
-
-
-def received(adapter: Adapter, body: bytes, pairs: HeaderPairs) -> Received:
-    """Verified, then parsed; a signature header repeated with two values is refused."""
-    return receive(adapter, body, header_map(pairs, adapter))
+Deliver = Callable[[Endpoint, str, bytes, HeaderPairs], Awaitable[Reply]]
 
 
 def threaded(pool: SyncPool, handler: Handler, limiter: anyio.CapacityLimiter) -> Deliver:
-    handler = guarded(handler)
+    claim = claimed(pool, guarded(handler))
 
-    async def deliver(adapter: Adapter, body: bytes, pairs: HeaderPairs) -> Receipt:
+    async def deliver(endpoint: Endpoint, gateway: str, body: bytes, pairs: HeaderPairs) -> Reply:
         return await anyio.to_thread.run_sync(
-            _deliver, pool, handler, adapter, body, pairs, limiter=limiter
+            endpoint.deliver, gateway, body, pairs, claim, limiter=limiter
         )
 
     return deliver
 
 
-def _deliver(
-    pool: SyncPool, handler: Handler, adapter: Adapter, body: bytes, pairs: HeaderPairs
-) -> Receipt:
-    verified = received(adapter, body, pairs)
-    with translated(verified.event.event_id), autocommitted(pool) as conn:
-        return ingest_received(conn, verified, handler)
+def claimed(pool: SyncPool, handler: Handler) -> Claim:
+    def claim(received: Received) -> Receipt:
+        with translated(received.event.event_id), autocommitted(pool) as conn:
+            return ingest_received(conn, received, handler)
+
+    return claim
 
 
 def awaited(pool: AsyncPool, handler: AsyncHandler, limiter: anyio.CapacityLimiter) -> Deliver:
     handler = guarded_async(handler)
 
-    async def deliver(adapter: Adapter, body: bytes, pairs: HeaderPairs) -> Receipt:
-        verified = await anyio.to_thread.run_sync(received, adapter, body, pairs, limiter=limiter)
-        with translated(verified.event.event_id):
+    async def claim(received: Received) -> Receipt:
+        with translated(received.event.event_id):
             async with autocommitted_async(pool) as conn:
-                return await claims.ingest_received(conn, verified, handler)
+                return await claims.ingest_received(conn, received, handler)
+
+    async def offload(verify: Callable[[], Received]) -> Received:
+        return await anyio.to_thread.run_sync(verify, limiter=limiter)
+
+    async def deliver(endpoint: Endpoint, gateway: str, body: bytes, pairs: HeaderPairs) -> Reply:
+        return await endpoint.deliver_async(gateway, body, pairs, claim, offload=offload)
 
     return deliver
 

@@ -8,8 +8,9 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any
 
 import anyio
@@ -28,27 +29,17 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from payhooks import db
-from payhooks.answers import STATUS_OF_OUTCOME, clipped, error_status
-from payhooks.errors import (
-    DatabaseUnavailable,
-    PayhooksError,
-    PayloadTooLarge,
-    ProviderNotConfigured,
-    Unauthorised,
-)
+from payhooks.answers import error_answer
+from payhooks.endpoint import AsyncClaim, Endpoint, Offload, Reply
+from payhooks.errors import DatabaseUnavailable, PayhooksError, PayloadTooLarge, Unauthorised
 from payhooks.events import Provider, Received
-from payhooks.fastapi.bodies import read_bounded, replaying
-from payhooks.ingest import (
-    Receipt,
-    header_map,
-    ingest_received,
-    receive,
-)
+from payhooks.ingest import Receipt, ingest_received
 from payhooks.providers import Adapter
 from payhooks.service import console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes, provider_label
 from payhooks.service.shop import captures, carts, catalog, orders, payments
+from payhooks.starlette import read_bounded, replaying
 
 log = logging.getLogger("payhooks")
 AsyncPool = psycopg_pool.AsyncConnectionPool[database.AsyncSession]
@@ -56,7 +47,6 @@ AsyncPool = psycopg_pool.AsyncConnectionPool[database.AsyncSession]
 # What an unauthenticated client can make the service read, echo or log (docs/security.md).
 API_POOL_WAIT_S = 5.0
 MAX_API_BODY_BYTES = 64 * 1024  # a cart is at most 50 lines: a few KB
-MAX_PROVIDER_CHARS = 64
 
 
 def bearer_matches(header: str | None, token: str) -> bool:
@@ -147,7 +137,7 @@ class Service(FastAPI):
     telemetry: the server answers 500 without a traceback and closes the connection, as uvicorn
     did after FastAPI's error middleware had answered."""
 
-    webhook_endpoint: Endpoint | None = None
+    webhook_endpoint: WebhookEndpoint | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
@@ -229,82 +219,70 @@ def _encodable(value: object) -> bool:
 
 
 def error_response(exc: PayhooksError) -> JSONResponse:
-    status, code = error_status(exc)
-    detail = getattr(exc, "reason", None) or str(exc)
+    given = error_answer(exc)
     # A body refused unread would otherwise still be received, to find the next request.
     headers = {"connection": "close"} if isinstance(exc, PayloadTooLarge) else None
-    return JSONResponse(
-        {"error": code, "detail": clipped(detail)}, status_code=status, headers=headers
-    )
+    return JSONResponse(given.body, status_code=given.status, headers=headers)
+
+
+def reply_response(reply: Reply) -> JSONResponse:
+    headers = {"connection": "close"} if reply.close else None
+    return JSONResponse(reply.body, status_code=reply.status, headers=headers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Arrival:
     """A webhook request as read on the event loop, before anything about it is proven."""
 
-    adapter: Adapter
-    body: bytes
-    headers: tuple[tuple[str, str], ...]
+    gateway: str
     started: float
     received_at: datetime
+    body: bytes | None = None
 
 
 class Witness:
     """Every answer to a gateway, counted (metrics) and written down (the delivery log the
-    console reads). The log is attached when the app starts; until then only counted."""
+    console reads); the log line is the shared step's. The log is attached when the app
+    starts; until then only counted."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self.log: deliveries.DeliveryLog | None = None
 
-    def refused(
-        self,
-        provider: str,
-        exc: PayhooksError,
-        *,
-        started: float,
-        received_at: datetime,
-        body: bytes | None = None,
-    ) -> None:
-        status, code = error_status(exc)
-        seconds = time.perf_counter() - started
-        self.metrics.answered(provider, code, seconds)
-        detail = clipped(str(exc))
-        log.warning(
-            "webhook_rejected",
-            extra={
-                "provider": provider_label(provider),
-                "status": status,
-                "reason": code,
-                "detail": detail,
-            },
-        )
+    def saw(self, arrival: Arrival, reply: Reply) -> None:
+        if reply.received is None:
+            self.refused(arrival, reply)
+        else:
+            self.answered(arrival, reply, reply.received)
+
+    def refused(self, arrival: Arrival, reply: Reply) -> None:
+        seconds = time.perf_counter() - arrival.started
+        self.metrics.answered(arrival.gateway, reply.outcome, seconds)
         self._write(
             deliveries.refused(
-                provider_label(provider),
-                received_at=received_at,
-                status=status,
-                outcome=code,
-                detail=detail,
-                body=body,
+                provider_label(arrival.gateway),
+                received_at=arrival.received_at,
+                status=reply.status,
+                outcome=reply.outcome,
+                detail=reply.log_fields["detail"],
+                body=arrival.body,
                 duration_ms=seconds * 1000,
             )
         )
 
-    def answered(
-        self, arrival: Arrival, received: Received, status: int, outcome: str, *, mismatch: bool
-    ) -> None:
+    def answered(self, arrival: Arrival, reply: Reply, received: Received) -> None:
         seconds = time.perf_counter() - arrival.started
-        self.metrics.answered(received.event.provider.value, outcome, seconds)
-        if mismatch:
-            self.metrics.mismatch(received.event.provider.value)
+        provider = received.event.provider.value
+        self.metrics.answered(provider, reply.outcome, seconds)
+        if reply.mismatch:
+            self.metrics.mismatch(provider)
         self._write(
             deliveries.answered(
                 received,
                 received_at=arrival.received_at,
-                status=status,
-                outcome=outcome,
-                mismatch=mismatch,
+                status=reply.status,
+                outcome=reply.outcome,
+                mismatch=reply.mismatch,
                 duration_ms=seconds * 1000,
             )
         )
@@ -314,7 +292,7 @@ class Witness:
             self.log.add(delivery)
 
 
-Endpoint = Callable[[str, Request], Awaitable[Response]]
+WebhookEndpoint = Callable[[str, Request], Awaitable[Response]]
 WEBHOOKS = "/webhooks/"
 ON_LOOP_BYTES = 64 * 1024
 """Bodies up to this size are verified and parsed on the event loop (tens of microseconds for
@@ -324,12 +302,12 @@ in a worker thread, so they never hold the loop."""
 
 def _add_webhook_route(
     app: FastAPI, adapters: Mapping[Provider, Adapter], witness: Witness
-) -> Endpoint:
+) -> WebhookEndpoint:
     """The route FastAPI declares (for the schema) and ``WebhookGate`` serve the same
     endpoint; the gate answers before routing, so a delivery skips FastAPI's request
     handling."""
     served = {provider.value: adapter for provider, adapter in adapters.items()}
-    endpoint = _webhook_endpoint(served, witness)
+    endpoint = _webhook_endpoint(Endpoint(served, log), witness)
 
     @app.post("/webhooks/{provider}")
     async def webhook(provider: str, request: Request) -> Response:
@@ -342,7 +320,7 @@ class WebhookGate:
     """``POST /webhooks/{provider}`` answered in front of routing and FastAPI: the path every
     gateway's delivery takes, with nothing of the framework it does not use."""
 
-    def __init__(self, app: ASGIApp, *, endpoint: Endpoint) -> None:
+    def __init__(self, app: ASGIApp, *, endpoint: WebhookEndpoint) -> None:
         self.app = app
         self.endpoint = endpoint
 
@@ -364,134 +342,71 @@ def _webhook_provider(scope: Scope) -> str | None:
     return provider if provider and "/" not in provider else None
 
 
-def _webhook_endpoint(served: Mapping[str, Adapter], witness: Witness) -> Endpoint:
-    async def webhook(provider: str, request: Request) -> Response:
-        started, received_at = time.perf_counter(), datetime.now(UTC)
+def _webhook_endpoint(step: Endpoint, witness: Witness) -> WebhookEndpoint:
+    """The service's door on the shared step: the body read here, bounded; verified on the
+    loop when small; applied by the service's own claim (``_claimed``)."""
+
+    async def webhook(gateway: str, request: Request) -> Response:
+        arrival = Arrival(gateway=gateway, started=time.perf_counter(), received_at=_now())
         try:
-            adapter = _served(served, provider)
-            body = await read_bounded(request, adapter.max_body_bytes, adapter.provider.value)
+            body = await read_bounded(request, step.bound(gateway), gateway)
         except PayhooksError as exc:
-            witness.refused(provider, exc, started=started, received_at=received_at)
-            return error_response(exc)
+            reply = step.refused(gateway, exc)
+            witness.refused(arrival, reply)
+            return reply_response(reply)
         except ClientDisconnect:
             return Response(status_code=400)  # no one to answer, nothing worth a traceback
-        arrival = Arrival(
-            adapter=adapter,
-            body=body,
-            headers=tuple(request.headers.items()),
-            started=started,
-            received_at=received_at,
+        state = request.app.state
+        reply = await step.deliver_async(
+            gateway,
+            body,
+            tuple(request.headers.items()),
+            _claimed(state),
+            offload=None if len(body) <= ON_LOOP_BYTES else _offload(state.webhook_threads),
+            seen=partial(witness.saw, replace(arrival, body=body)),
         )
-        try:
-            receipt = await _deliver(request.app.state, arrival, witness)
-        except PayhooksError as exc:
-            return error_response(exc)
-        return JSONResponse(
-            {
-                "status": receipt.outcome.value,
-                "event_id": receipt.event.event_id,
-                "order_id": receipt.order_id,
-            },
-            status_code=STATUS_OF_OUTCOME[receipt.outcome],
-        )
+        return reply_response(reply)
 
     return webhook
 
 
-def _served(served: Mapping[str, Adapter], provider: str) -> Adapter:
-    adapter = served.get(provider)
-    if adapter is None:
-        raise ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
-    return adapter
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
-async def _deliver(state: State, arrival: Arrival, witness: Witness) -> Receipt:
+def _offload(limiter: anyio.CapacityLimiter) -> Offload:
+    async def offload(verify: Callable[[], Received]) -> Received:
+        return await anyio.to_thread.run_sync(verify, limiter=limiter)
+
+    return offload
+
+
+def _claimed(state: State) -> AsyncClaim:
     """A first capture is answered on the event loop by one statement (``captures``); any
     other delivery takes the general path in one thread hop, on the sync pool."""
-    limiter = state.webhook_threads
-    if len(arrival.body) <= ON_LOOP_BYTES:
-        received = _received(arrival, witness)
-    else:
-        received = await anyio.to_thread.run_sync(_received, arrival, witness, limiter=limiter)
-    receipt = await _first_capture(state.async_pool, arrival, received, witness)
-    if receipt is not None:
-        return receipt
-    return await anyio.to_thread.run_sync(
-        _ingest, state.pool, arrival, received, witness, limiter=limiter
-    )
 
-
-def _received(arrival: Arrival, witness: Witness) -> Received:
-    try:
-        headers = header_map(arrival.headers, arrival.adapter)
-        return receive(arrival.adapter, arrival.body, headers)
-    except PayhooksError as exc:
-        witness.refused(
-            arrival.adapter.provider.value,
-            exc,
-            started=arrival.started,
-            received_at=arrival.received_at,
-            body=arrival.body,
+    async def claim(received: Received) -> Receipt:
+        receipt = await _first_capture(state.async_pool, received)
+        if receipt is not None:
+            return receipt
+        return await anyio.to_thread.run_sync(
+            _ingest, state.pool, received, limiter=state.webhook_threads
         )
-        raise
+
+    return claim
 
 
-async def _first_capture(
-    pool: AsyncPool, arrival: Arrival, received: Received, witness: Witness
-) -> Receipt | None:
+async def _first_capture(pool: AsyncPool, received: Received) -> Receipt | None:
     if not captures.eligible(received.event):
         return None
-    try:
-        with database.pooled(received.event.event_id):
-            async with pool.connection() as conn:
-                receipt = await captures.first_capture_async(conn, received)
-    except Exception as exc:
-        _failed(arrival, received, witness, exc)
-        raise
-    return None if receipt is None else _witnessed(arrival, received, witness, receipt)
+    with database.pooled(received.event.event_id):
+        async with pool.connection() as conn:
+            return await captures.first_capture_async(conn, received)
 
 
-def _ingest(
-    pool: psycopg_pool.ConnectionPool, arrival: Arrival, received: Received, witness: Witness
-) -> Receipt:
-    try:
-        with database.connection(pool, received.event.event_id) as conn:
-            receipt = ingest_received(conn, received, payments.apply_event, pipeline=True)
-    except Exception as exc:
-        _failed(arrival, received, witness, exc)
-        raise
-    return _witnessed(arrival, received, witness, receipt)
-
-
-def _witnessed(arrival: Arrival, received: Received, witness: Witness, receipt: Receipt) -> Receipt:
-    status = STATUS_OF_OUTCOME[receipt.outcome]
-    witness.answered(arrival, received, status, receipt.outcome.value, mismatch=receipt.mismatch)
-    fields = _event_fields(received)
-    if receipt.mismatch:
-        log.warning("webhook_payload_mismatch", extra=fields)
-    log.info(f"webhook_{receipt.outcome.value}", extra={**fields, "order_id": receipt.order_id})
-    return receipt
-
-
-def _failed(arrival: Arrival, received: Received, witness: Witness, exc: Exception) -> None:
-    """Counted, logged and written down; called while ``exc`` is being handled."""
-    fields = _event_fields(received)
-    if isinstance(exc, PayhooksError):
-        status, code = error_status(exc)
-        witness.answered(arrival, received, status, code, mismatch=False)
-        log.warning("webhook_unavailable", extra={**fields, "status": status, "reason": code})
-    else:
-        witness.answered(arrival, received, 500, "internal_error", mismatch=False)
-        log.exception("webhook_failed", extra=fields)
-
-
-def _event_fields(received: Received) -> dict[str, str]:
-    event = received.event
-    return {
-        "provider": event.provider.value,
-        "event_id": event.event_id,
-        "event_type": event.event_type,
-    }
+def _ingest(pool: psycopg_pool.ConnectionPool, received: Received) -> Receipt:
+    with database.connection(pool, received.event.event_id) as conn:
+        return ingest_received(conn, received, payments.apply_event, pipeline=True)
 
 
 _bearer = HTTPBearer(auto_error=False)

@@ -1,0 +1,246 @@
+"""The webhook endpoint every front door shares: a gateway's name, the body the door read and
+the request's header pairs in; a ``Reply`` out (status, JSON body, log name and fields).
+
+A door (the reference service, FastAPI or Starlette, Flask, Django) only maps its framework's
+request to those three and the reply back to its response. The body is read by the door,
+bounded by ``Endpoint.bound(gateway)``; the claim (how and where a verified delivery is
+applied) is the door's too, passed in as a function. Everything else is here once: which
+gateway, one limit on its name, verify and parse, the answer from ``payhooks.answers``'s
+table, and the log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from payhooks.answers import answer, clipped, error_answer, error_status, log_name
+from payhooks.errors import PayhooksError, PayloadTooLarge, ProviderNotConfigured
+from payhooks.events import Received
+from payhooks.ingest import Receipt, header_map, receive
+from payhooks.providers import Adapter
+
+MAX_GATEWAY_CHARS = 64
+"""An unknown gateway's name is echoed in the 404 and logged: never at the size sent."""
+
+HeaderPairs = Sequence[tuple[str, str]]
+Claim = Callable[[Received], Receipt]
+AsyncClaim = Callable[[Received], Awaitable[Receipt]]
+Offload = Callable[[Callable[[], Received]], Awaitable[Received]]
+Seen = Callable[["Reply"], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """What to answer one delivery, and what was logged about it."""
+
+    status: int
+    body: dict[str, Any]
+    log_name: str
+    log_fields: dict[str, Any]
+    outcome: str
+    """The receipt's outcome (``processed``, ...) or the error's code (``signature_mismatch``)."""
+    received: Received | None = None
+    """The delivery as verified, once it was."""
+    mismatch: bool = False
+    close: bool = False
+    """The body was refused unread: a door that can should close the connection after it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """The gateways served (by name) and the logger the door's lines go to."""
+
+    adapters: Mapping[str, Adapter]
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("payhooks"))
+
+    @classmethod
+    def serving(cls, adapters: Iterable[Adapter], log: logging.Logger) -> Endpoint:
+        return cls(served(adapters), log)
+
+    def adapter(self, gateway: str) -> Adapter:
+        found = self.adapters.get(gateway)
+        if found is None:
+            raise ProviderNotConfigured(clipped(gateway, MAX_GATEWAY_CHARS))
+        return found
+
+    def bound(self, gateway: str) -> int:
+        """How many bytes of body the door may read for ``gateway``; an unknown one is
+        refused (``ProviderNotConfigured``) before any."""
+        return self.adapter(gateway).max_body_bytes
+
+    def received(self, gateway: str, body: bytes, pairs: HeaderPairs) -> Received:
+        """Verified, then parsed; a signature header repeated with two values is refused."""
+        adapter = self.adapter(gateway)
+        return receive(adapter, body, header_map(pairs, adapter))
+
+    def deliver(
+        self, gateway: str, body: bytes, pairs: HeaderPairs, claim: Claim, seen: Seen | None = None
+    ) -> Reply:
+        """Verify and claim on this thread; anything but a payhooks error is logged
+        (``webhook_failed``) and raised, for the framework to answer 500."""
+        try:
+            received = self.received(gateway, body, pairs)
+        except PayhooksError as exc:
+            return _shown(self.refused(gateway, exc), seen)
+        try:
+            receipt = claim(received)
+        except PayhooksError as exc:
+            return _shown(self.failed(received, exc), seen)
+        except Exception as exc:
+            _shown(self.failed(received, exc), seen)
+            raise
+        return _shown(self.answered(received, receipt), seen)
+
+    async def deliver_async(
+        self,
+        gateway: str,
+        body: bytes,
+        pairs: HeaderPairs,
+        claim: AsyncClaim,
+        *,
+        offload: Offload | None = None,
+        seen: Seen | None = None,
+    ) -> Reply:
+        """``deliver``, awaiting the claim; verification runs where ``offload`` puts it
+        (a worker thread), else here."""
+        try:
+            if offload is None:
+                received = self.received(gateway, body, pairs)
+            else:
+                received = await offload(partial(self.received, gateway, body, pairs))
+        except PayhooksError as exc:
+            return _shown(self.refused(gateway, exc), seen)
+        try:
+            receipt = await claim(received)
+        except PayhooksError as exc:
+            return _shown(self.failed(received, exc), seen)
+        except Exception as exc:
+            _shown(self.failed(received, exc), seen)
+            raise
+        return _shown(self.answered(received, receipt), seen)
+
+    def refused(self, gateway: str, exc: PayhooksError) -> Reply:
+        """A delivery refused before it was verified: unknown gateway, body, signature."""
+        fields = {"provider": clipped(gateway, MAX_GATEWAY_CHARS), **_error_fields(exc)}
+        return self._logged(_error_reply(exc, fields))
+
+    def failed(self, received: Received, exc: Exception) -> Reply:
+        """A verified delivery not taken: the database refused it, or a handler raised."""
+        if isinstance(exc, PayhooksError):
+            fields = {**_event_fields(received), **_error_fields(exc)}
+            return self._logged(_error_reply(exc, fields, received))
+        fields = {**_event_fields(received), "status": 500, "reason": "internal_error"}
+        reply = Reply(
+            status=500,
+            body={"error": "internal_error"},
+            log_name="webhook_failed",
+            log_fields=fields,
+            outcome="internal_error",
+            received=received,
+        )
+        return self._logged(reply)
+
+    def answered(self, received: Received, receipt: Receipt) -> Reply:
+        given = answer(receipt)
+        fields = {**_event_fields(received), "order_id": receipt.order_id}
+        if receipt.mismatch:
+            self.log.warning("webhook_payload_mismatch", extra=_event_fields(received))
+        reply = Reply(
+            status=given.status,
+            body=given.body,
+            log_name=f"webhook_{receipt.outcome.value}",
+            log_fields=fields,
+            outcome=receipt.outcome.value,
+            received=received,
+            mismatch=receipt.mismatch,
+        )
+        return self._logged(reply)
+
+    def _logged(self, reply: Reply) -> Reply:
+        level = logging.INFO if reply.status < 400 else logging.WARNING
+        self.log.log(level, reply.log_name, extra=reply.log_fields)
+        return reply
+
+
+def served(adapters: Iterable[Adapter]) -> dict[str, Adapter]:
+    """The adapters by gateway name; two for one gateway, or none at all, are refused."""
+    found: dict[str, Adapter] = {}
+    for adapter in adapters:
+        name = adapter.provider.value
+        if name in found:
+            raise ValueError(f"two adapters for {name}: give one, with all its secrets")
+        found[name] = adapter
+    if not found:
+        raise ValueError("name at least one adapter (Razorpay, Cashfree, PayU)")
+    return found
+
+
+def unfolded(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> list[tuple[str, str]]:
+    """Header pairs with the repeats a server folded restored, where that can be done.
+
+    WSGI (and Django, under WSGI or ASGI) gives one value per name: servers join repeats with
+    commas (Werkzeug's and gunicorn's ``,``, others ``, ``). No value of a header an adapter
+    reads holds a comma (hex and base64 signatures, digits, ids, dates), so those are split
+    back into the copies sent, for ``header_map`` to accept when identical and refuse when
+    not (401). Other headers stay whole. A server that keeps one copy only leaves nothing to
+    restore.
+    """
+    restored: list[tuple[str, str]] = []
+    for name, value in pairs:
+        if "," in value and name.lower() in adapter.headers_read:
+            restored.extend((name, part.strip()) for part in value.split(","))
+        else:
+            restored.append((name, value))
+    return restored
+
+
+def _shown(reply: Reply, seen: Seen | None) -> Reply:
+    if seen is not None:
+        seen(reply)
+    return reply
+
+
+def _error_fields(exc: PayhooksError) -> dict[str, Any]:
+    status, code = error_status(exc)
+    return {"status": status, "reason": code, "detail": clipped(str(exc))}
+
+
+def _error_reply(
+    exc: PayhooksError, fields: dict[str, Any], received: Received | None = None
+) -> Reply:
+    given = error_answer(exc)
+    return Reply(
+        status=given.status,
+        body=given.body,
+        log_name=log_name(given.status),
+        log_fields=fields,
+        outcome=fields["reason"],
+        received=received,
+        close=isinstance(exc, PayloadTooLarge),
+    )
+
+
+def _event_fields(received: Received) -> dict[str, Any]:
+    event = received.event
+    return {
+        "provider": event.provider.value,
+        "event_id": event.event_id,
+        "event_type": event.event_type,
+    }
+
+
+__all__ = [
+    "MAX_GATEWAY_CHARS",
+    "AsyncClaim",
+    "Claim",
+    "Endpoint",
+    "HeaderPairs",
+    "Offload",
+    "Reply",
+    "served",
+    "unfolded",
+]

@@ -1,0 +1,165 @@
+"""payhooks in a plain Starlette app (or any ASGI app built on Starlette), no FastAPI needed::
+
+    app = Starlette(routes=[route(adapters=[Razorpay(secrets=(...,))], hooks=hooks, pool=pool)])
+
+``route()`` is the webhook route ``payhooks.fastapi.router`` mounts too: it reads the body
+bounded by the gateway's adapter, and hands the gateway's name, the body and the header pairs
+to the shared step (``payhooks.endpoint``), which verifies, claims on the merchant's pool and
+answers from the core's one table. The bounded reader is also the reference service's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Iterable
+from typing import cast, overload
+
+import anyio
+import psycopg_pool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Message, Receive
+
+from payhooks.answers import declared_over
+from payhooks.endpoint import Endpoint, Reply
+from payhooks.errors import PayhooksError, PayloadTooLarge
+from payhooks.fastapi import deliveries
+from payhooks.fastapi.deliveries import AsyncPool, Deliver, SyncPool
+from payhooks.fastapi.hooks import AsyncHandler
+from payhooks.hooks import Hooks
+from payhooks.ingest import Handler
+from payhooks.providers import Adapter
+
+PATH = "/webhooks/{provider}"
+
+
+@overload
+def route(
+    *,
+    adapters: Iterable[Adapter],
+    hooks: Handler,
+    pool: SyncPool,
+    path: str = ...,
+    threads: int | None = ...,
+) -> Route: ...
+
+
+@overload
+def route(
+    *,
+    adapters: Iterable[Adapter],
+    hooks: AsyncHandler,
+    pool: AsyncPool,
+    path: str = ...,
+    threads: int | None = ...,
+) -> Route: ...
+
+
+def route(
+    *,
+    adapters: Iterable[Adapter],
+    hooks: Handler | AsyncHandler,
+    pool: SyncPool | AsyncPool,
+    path: str = PATH,
+    threads: int | None = None,
+) -> Route:
+    """``POST {path}`` (``/webhooks/{provider}``) for each adapter's gateway.
+
+    ``pool`` is the merchant's: a ``ConnectionPool`` runs sync ``hooks`` (``payhooks.Hooks``)
+    in a worker thread; an ``AsyncConnectionPool`` awaits async ones
+    (``payhooks.fastapi.AsyncHooks``). ``threads`` bounds the deliveries verified or applied
+    at once in threads of their own (default: the pool's ``max_size``)."""
+    return webhook_route(
+        path,
+        Endpoint.serving(adapters, logging.getLogger("payhooks.starlette")),
+        delivery(hooks, pool, threads),
+    )
+
+
+def webhook_route(path: str, endpoint: Endpoint, deliver: Deliver) -> Route:
+    """The route, for the step ``endpoint`` and the claim ``deliver``: Starlette's own, so
+    FastAPI (which takes it as it is) reads nothing of the request before payhooks does."""
+
+    async def webhook(request: Request) -> Response:
+        gateway = str(request.path_params["provider"])
+        try:
+            body = await read_bounded(request, endpoint.bound(gateway), gateway)
+        except PayhooksError as exc:
+            return response(endpoint.refused(gateway, exc))
+        except ClientDisconnect:
+            return Response(status_code=400)  # no one to answer, nothing worth a traceback
+        return response(await deliver(endpoint, gateway, body, tuple(request.headers.items())))
+
+    return Route(path, webhook, methods=["POST"], name="payhooks_webhook")
+
+
+def delivery(
+    hooks: Handler | AsyncHandler, pool: SyncPool | AsyncPool, threads: int | None
+) -> Deliver:
+    """The sync or async path, from the pool; hooks of the other kind are refused here, at
+    startup, rather than on the first delivery."""
+    if not isinstance(pool, psycopg_pool.ConnectionPool | psycopg_pool.AsyncConnectionPool):
+        raise TypeError("pool must be a psycopg_pool.ConnectionPool or AsyncConnectionPool")
+    limiter = anyio.CapacityLimiter(threads or pool.max_size)
+    if isinstance(pool, psycopg_pool.AsyncConnectionPool):
+        if not _is_async(hooks):
+            raise TypeError(
+                "an AsyncConnectionPool runs async hooks: register them on "
+                "payhooks.fastapi.AsyncHooks (or pass a ConnectionPool for payhooks.Hooks)"
+            )
+        return deliveries.awaited(pool, cast(AsyncHandler, hooks), limiter)
+    if _is_async(hooks):
+        raise TypeError(
+            "a ConnectionPool runs sync hooks (payhooks.Hooks): for async def hooks, "
+            "pass an AsyncConnectionPool"
+        )
+    return deliveries.threaded(pool, cast(Handler, hooks), limiter)
+
+
+def _is_async(hooks: object) -> bool:
+    if isinstance(hooks, Hooks):
+        return False
+    call = getattr(hooks, "__call__", None)  # noqa: B004  (an instance with an async __call__)
+    return inspect.iscoroutinefunction(hooks) or inspect.iscoroutinefunction(call)
+
+
+def response(reply: Reply) -> Response:
+    # A body refused unread would otherwise still be received, to find the next request.
+    headers = {"connection": "close"} if reply.close else None
+    return JSONResponse(reply.body, status_code=reply.status, headers=headers)
+
+
+async def read_bounded(request: Request, limit: int, source: str) -> bytes:
+    """A body's exact bytes, refused on the declared length before a byte is read, else as
+    soon as the streamed bytes pass the bound: an unauthenticated sender chooses the size,
+    and some gateways (PayU) must be parsed to be verified."""
+    if declared_over(request.headers.get("content-length", ""), limit):
+        raise PayloadTooLarge(source, f"declared body exceeds {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(source, f"body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """The body already read, as one message; then the client's own messages (disconnect).
+    For a layer that reads a bounded body before the app behind it does."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+__all__ = ["read_bounded", "replaying", "route"]

@@ -1,0 +1,78 @@
+"""The webhook step every front door shares (``payhooks.endpoint``): which gateway, one limit
+on its name, and what is answered and logged. The doors' own tests drive it over HTTP."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from payhooks import Provider
+from payhooks.endpoint import MAX_GATEWAY_CHARS, Endpoint, served, unfolded
+from payhooks.errors import PayloadTooLarge, ProviderNotConfigured
+from tests.factories import ADAPTERS
+
+RAZORPAY = ADAPTERS[Provider.RAZORPAY]
+log = logging.getLogger("payhooks.test_endpoint")
+
+
+def endpoint() -> Endpoint:
+    return Endpoint(served(ADAPTERS.values()), log)
+
+
+def test_the_bound_is_the_gateways_adapters():
+    assert endpoint().bound("razorpay") == RAZORPAY.max_body_bytes
+
+
+def test_a_name_at_the_limit_is_quoted_whole():
+    name = "a" * MAX_GATEWAY_CHARS
+    with pytest.raises(ProviderNotConfigured) as refused:
+        endpoint().bound(name)
+    assert refused.value.provider == name
+
+
+def test_a_name_past_the_limit_is_clipped_to_it():
+    with pytest.raises(ProviderNotConfigured) as refused:
+        endpoint().bound("a" * (MAX_GATEWAY_CHARS + 1))
+    assert refused.value.provider == "a" * (MAX_GATEWAY_CHARS - 1) + "\u2026"
+
+
+def test_a_refusal_is_answered_from_the_table_and_logged_once(caplog):
+    caplog.set_level(logging.INFO, logger=log.name)
+    reply = endpoint().refused("b" * 10_000, ProviderNotConfigured("b" * 10_000))
+    assert (reply.status, reply.body["error"], reply.log_name) == (
+        404,
+        "provider_not_configured",
+        "webhook_rejected",
+    )
+    [record] = caplog.records
+    assert record.getMessage() == "webhook_rejected"
+    assert record.provider == "b" * (MAX_GATEWAY_CHARS - 1) + "\u2026"
+
+
+def test_a_body_refused_unread_asks_the_door_to_close_the_connection():
+    reply = endpoint().refused("razorpay", PayloadTooLarge("razorpay", "too big"))
+    assert (reply.status, reply.close) == (413, True)
+
+
+def test_a_forged_delivery_is_refused_before_the_claim_runs():
+    def claim(received):  # type: ignore[no-untyped-def]
+        raise AssertionError("claimed a forged delivery")
+
+    pairs = [("x-razorpay-signature", "0" * 64)]
+    reply = endpoint().deliver("razorpay", b"{}", pairs, claim)
+    assert (reply.status, reply.outcome, reply.received) == (401, "signature_mismatch", None)
+
+
+def test_two_adapters_for_one_gateway_are_refused():
+    with pytest.raises(ValueError, match="two adapters for razorpay"):
+        served([RAZORPAY, RAZORPAY])
+
+
+def test_a_folded_signature_header_is_split_back_into_its_copies():
+    pairs = unfolded([("X-Razorpay-Signature", "ab, cd"), ("Accept", "a, b")], RAZORPAY)
+    assert pairs == [
+        ("X-Razorpay-Signature", "ab"),
+        ("X-Razorpay-Signature", "cd"),
+        ("Accept", "a, b"),
+    ]
