@@ -98,46 +98,9 @@ class InvalidRequest(PayhooksError):
     """A shop request whose content cannot be accepted (unknown SKU, bad quantity)."""
 
 
-# The reference service and simulators' own conditions.
-
-
-class DemoFailed(PayhooksError):
-    """The demo could not set its stage (the service did not start, the API refused a step)."""
-
-
-class StormError(PayhooksError):
-    """The storm could not set up or read the deployment (wrong URL or token, API refusing)."""
-
-
-class SettingError(PayhooksError):
-    """A setting that cannot be read unambiguously; says which variable and how to write it."""
-
-    def __init__(self, variable: str, reason: str) -> None:
-        super().__init__(f"{variable} {reason}")
-        self.variable = variable
-        self.reason = reason
-
-
-class InvalidAddress(PayhooksError):
-    """Not one plain email address: a list, a name, a quoted or bracketed part, a control
-    character. Such a string splits recipients or breaks the message built around it."""
-
-    def __init__(self, address: str, reason: str) -> None:
-        super().__init__(f"not a usable email address: {reason}")
-        self.address = address
-        self.reason = reason
-
-
-class MailerUnavailable(PayhooksError):
-    """The SMTP server cannot be reached or is failing as a whole: try again later."""
-
-
-class MessageRejected(PayhooksError):
-    """The SMTP server refused this message; ``permanent`` when retrying cannot help."""
-
-    def __init__(self, reason: str, *, permanent: bool) -> None:
-        super().__init__(reason)
-        self.permanent = permanent
+# Conditions of the layers above that the core raises or answers itself: the purge policy
+# (payhooks.retention), the bearer token (payhooks.answers), the Django records, the gateways'
+# status APIs (payhooks.gateways).
 
 
 class RetentionTooShort(PayhooksError):
@@ -154,14 +117,6 @@ class RetentionTooShort(PayhooksError):
 
 class Unauthorised(PayhooksError):
     """No or wrong bearer token on a request that needs one."""
-
-
-class OperatorRefused(PayhooksError):
-    """An operator name or password the console does not take, and why."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 class ReadOnlyRecord(PayhooksError):

@@ -12,9 +12,9 @@ from email.message import EmailMessage
 
 import pytest
 
-from payhooks.errors import MessageRejected
 from payhooks.events import Provider
 from payhooks.service import database
+from payhooks.service.errors import MessageRejected
 from payhooks.service.mail import Mailer, SmtpTarget, compose
 from payhooks.service.maintenance import (
     _MATCHING_PARKED,
@@ -95,7 +95,7 @@ def test_a_stored_subject_holding_a_line_feed_is_dead_lettered_and_the_next_is_s
 
 
 def test_compose_refuses_an_unusable_recipient_instead_of_splitting_it():
-    from payhooks.errors import InvalidAddress
+    from payhooks.service.errors import InvalidAddress
 
     with pytest.raises(InvalidAddress):
         compose(
@@ -382,7 +382,7 @@ def test_a_login_smtplib_cannot_encode_is_the_server_being_unavailable():
     from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult
 
-    from payhooks.errors import MailerUnavailable
+    from payhooks.service.errors import MailerUnavailable
 
     controller = Controller(
         Inbox(),

@@ -139,7 +139,7 @@ def test_backoff_grows_exponentially_within_jitter_and_cap():
 
 
 def test_worker_refuses_to_start_without_smtp(pool):
-    from payhooks.errors import MailerUnavailable
+    from payhooks.service.errors import MailerUnavailable
 
     with pytest.raises(MailerUnavailable, match="PAYHOOKS_SMTP_URL"):
         Worker(pool, replace(SETTINGS, smtp_url=None))

@@ -9,9 +9,9 @@ from dataclasses import replace
 import httpx
 import pytest
 
-from payhooks.errors import SettingError
 from payhooks.events import Provider
 from payhooks.service.config import Settings
+from payhooks.service.errors import SettingError
 from payhooks.service.worker import Worker, WorkerOptions
 from tests.acceptance.conftest import PAYHOOKS
 from tests.conftest import serving

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from payhooks.errors import SettingError
 from payhooks.service.config import Settings
+from payhooks.service.errors import SettingError
 from payhooks.service.mail import SmtpTarget
 
 HOST = "mail.example.com:587"

@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from payhooks.errors import SettingError
 from payhooks.events import Provider
 from payhooks.providers import secrets_value
 from payhooks.service.config import Settings
+from payhooks.service.errors import SettingError
 from payhooks.sim.gateway import Gateway, GatewaySecrets
 
 VARIABLES = [

@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from payhooks.errors import InvalidAddress, SettingError
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway
 from payhooks.providers import Adapter, read_secrets
+from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 
 PG_INT_MAX = 2_147_483_647

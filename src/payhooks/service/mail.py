@@ -15,7 +15,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from email_validator import EmailNotValidError, ValidatedEmail, validate_email
 
-from payhooks.errors import InvalidAddress, MailerUnavailable, MessageRejected
+from payhooks.service.errors import InvalidAddress, MailerUnavailable, MessageRejected
 
 SMTP_URL_SYNTAX = "smtp://[user:pass@]host[:port][?starttls=true], or smtps://… for implicit TLS"
 

@@ -17,9 +17,9 @@ from email.message import EmailMessage
 import psycopg_pool
 
 from payhooks import db
-from payhooks.errors import MailerUnavailable, MessageRejected
 from payhooks.service import database, outbox
 from payhooks.service.config import Settings
+from payhooks.service.errors import MailerUnavailable, MessageRejected
 from payhooks.service.mail import Mailer, SmtpTarget, compose
 
 log = logging.getLogger("payhooks.service.worker")

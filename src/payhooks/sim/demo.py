@@ -31,11 +31,11 @@ from rich.console import Console
 from rich.table import Table
 
 from payhooks import db
-from payhooks.errors import DemoFailed
 from payhooks.events import Provider
 from payhooks.service import application, database, reconcile
 from payhooks.service.config import Settings
 from payhooks.sim.client import Answer, Shop, ShopAtGateway
+from payhooks.sim.errors import DemoFailed
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
 from payhooks.sim.gateway_api import ApiKeys, GatewayApi
 from payhooks.sim.gateway_api import serving as serving_api

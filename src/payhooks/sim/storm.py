@@ -23,9 +23,9 @@ import httpx
 from rich import box
 from rich.table import Table
 
-from payhooks.errors import StormError
 from payhooks.events import Provider
 from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
+from payhooks.sim.errors import StormError
 from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
 from payhooks.sim.gateway_api import GatewayApi
 from payhooks.sim.gateways import simulator

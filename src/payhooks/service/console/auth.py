@@ -21,7 +21,7 @@ from datetime import timedelta
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from payhooks.db import Connection
-from payhooks.errors import OperatorRefused
+from payhooks.service.errors import OperatorRefused
 
 SESSION_LIFETIME = timedelta(hours=12)
 MIN_PASSWORD_CHARS = 12

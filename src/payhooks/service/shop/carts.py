@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from payhooks.db import Connection
-from payhooks.errors import Conflict, InvalidAddress, InvalidRequest, NotFound
+from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import Provider
 from payhooks.gateways import gateway
+from payhooks.service.errors import InvalidAddress
 from payhooks.service.mail import checked_address
 from payhooks.service.shop.ids import new_id
 
