@@ -36,10 +36,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from payhooks import db, idempotency
 from payhooks.errors import DatabaseUnavailable, NotFound, PayloadTooLarge
 from payhooks.events import Provider
-from payhooks.fastapi.bodies import read_bounded, replaying
 from payhooks.providers import Adapter
 from payhooks.service import database
 from payhooks.service.console import actions, auth, health, search, stories
+from payhooks.starlette import read_bounded, replaying
 
 COOKIE = "payhooks_console"
 PREFIX = "/console"
