@@ -33,9 +33,9 @@ from payhooks.answers import error_answer
 from payhooks.endpoint import AsyncClaim, Endpoint, Offload, Reply
 from payhooks.errors import DatabaseUnavailable, PayhooksError, PayloadTooLarge, Unauthorised
 from payhooks.events import Provider, Received
-from payhooks.ingest import Receipt, ingest_received
+from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
-from payhooks.service import console, database, deliveries
+from payhooks.service import application, console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes, provider_label
 from payhooks.service.shop import captures, carts, catalog, orders, payments
@@ -390,7 +390,8 @@ def _claimed(state: State) -> AsyncClaim:
         if receipt is not None:
             return receipt
         return await anyio.to_thread.run_sync(
-            _ingest, state.pool, received, limiter=state.webhook_threads
+            partial(application.deliver_pooled, state.pool, received, pipeline=True),
+            limiter=state.webhook_threads,
         )
 
     return claim
@@ -402,11 +403,6 @@ async def _first_capture(pool: AsyncPool, received: Received) -> Receipt | None:
     with database.pooled(received.event.event_id):
         async with pool.connection() as conn:
             return await captures.first_capture_async(conn, received)
-
-
-def _ingest(pool: psycopg_pool.ConnectionPool, received: Received) -> Receipt:
-    with database.connection(pool, received.event.event_id) as conn:
-        return ingest_received(conn, received, payments.apply_event, pipeline=True)
 
 
 _bearer = HTTPBearer(auto_error=False)
