@@ -5,6 +5,7 @@ scenarios of its own. Each module beside this one builds one ``Simulator``."""
 from __future__ import annotations
 
 import random
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,18 @@ if TYPE_CHECKING:
     from payhooks.sim.keys import ApiKeys, GatewaySecrets
     from payhooks.sim.stage import Result, Stage
     from payhooks.sim.storm import StormOptions, Story
+
+
+def numeric_payment_id() -> str:
+    """An 18-digit payment id, as Cashfree's ``cf_payment_id`` and PayU's ``mihpayid`` are."""
+    return str(10**17 + secrets.randbelow(9 * 10**17))
+
+
+def retry_after(response: Response, scripted: Fault) -> Response:
+    """The scripted fault's wait, in the standard ``retry-after`` header when it has one."""
+    if scripted.retry_after_s is not None:
+        response.headers["retry-after"] = str(scripted.retry_after_s)
+    return response
 
 
 class NoSimulator(PayhooksError):

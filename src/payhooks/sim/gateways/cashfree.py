@@ -10,7 +10,6 @@ import hmac
 import json
 import random
 import re
-import secrets
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,7 @@ from payhooks.events import Provider
 from payhooks.providers import cashfree, secrets_value
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator
+from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id
 
 if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
@@ -30,10 +29,6 @@ if TYPE_CHECKING:
     from payhooks.sim.keys import ApiKeys, GatewaySecrets
     from payhooks.sim.stage import Result, Stage
     from payhooks.sim.storm import StormOptions, Story
-
-
-def new_payment_id() -> str:
-    return str(10**17 + secrets.randbelow(9 * 10**17))
 
 
 # --- deliveries ------------------------------------------------------------------------------
@@ -254,12 +249,12 @@ def story(
 
     out: list[Delivery] = []
     if rng.random() < options.failed_attempt_rate:
-        out.append(event("PAYMENT_FAILED_WEBHOOK", new_payment_id(), "FAILED"))
-    paid = new_payment_id()
+        out.append(event("PAYMENT_FAILED_WEBHOOK", numeric_payment_id(), "FAILED"))
+    paid = numeric_payment_id()
     out.append(event("PAYMENT_SUCCESS_WEBHOOK", paid, "SUCCESS"))
     told.captured.append(paid)
     if rng.random() < options.double_payment_rate:
-        second = new_payment_id()
+        second = numeric_payment_id()
         out.append(event("PAYMENT_SUCCESS_WEBHOOK", second, "SUCCESS"))
         told.captured.append(second)
     return out
@@ -268,23 +263,13 @@ def story(
 def duplicates(stage: Stage) -> Result:
     """The same success from notify_url and the dashboard, then in the 2022 version."""
     buy = stage.merchant.buy(Provider.CASHFREE, {"TEA-ASSAM": 3}, judged.CUSTOMER)
-    pay = stage.vouch(buy, new_payment_id())
+    pay = stage.vouch(buy, numeric_payment_id())
     rupees = Decimal(buy.amount_paise) / 100
-    notify = delivery(
-        stage.gateway,
-        "PAYMENT_SUCCESS_WEBHOOK",
-        order_id=buy.reference,
-        cf_payment_id=pay,
-        order_amount=rupees,
-    )
-    legacy = delivery(
-        stage.gateway,
-        "PAYMENT_SUCCESS_WEBHOOK",
-        order_id=buy.reference,
-        cf_payment_id=pay,
-        order_amount=rupees,
-        version="2022-09-01",
-    )
+    notify, legacy = (
+        delivery(stage.gateway, "PAYMENT_SUCCESS_WEBHOOK", order_id=buy.reference,
+                 cf_payment_id=pay, order_amount=rupees, version=version)
+        for version in ("2025-01-01", "2022-09-01")
+    )  # fmt: skip
     runs = [stage.courier.deliver(d) for d in (notify, notify, legacy)]
     return judged.result(
         "Cashfree: notify_url, dashboard, v2022",
@@ -302,7 +287,7 @@ def _recorded_id(purchase: Purchase, payment_id: str) -> str:
 
 SIMULATOR = Simulator(
     provider=Provider.CASHFREE,
-    new_payment_id=new_payment_id,
+    new_payment_id=numeric_payment_id,
     recorded_id=_recorded_id,
     webhook_env=webhook_env,
     api_env=api_env,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import random
-import secrets
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
@@ -20,7 +19,7 @@ from payhooks.events import Provider
 from payhooks.providers import payu, secrets_value
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator
+from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
 
 if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
@@ -28,10 +27,6 @@ if TYPE_CHECKING:
     from payhooks.sim.keys import ApiKeys, GatewaySecrets
     from payhooks.sim.stage import Result, Stage
     from payhooks.sim.storm import StormOptions, Story
-
-
-def new_payment_id() -> str:
-    return str(10**17 + secrets.randbelow(9 * 10**17))
 
 
 # --- deliveries ------------------------------------------------------------------------------
@@ -129,10 +124,9 @@ def _details(api: GatewayApi, txnid: str) -> dict[str, Any]:
 
 def fault(scripted: Fault) -> Response:
     """PayU documents no error body for its post service; a bare status and text."""
-    response = Response("Service Unavailable", status_code=scripted.status or 503)
-    if scripted.retry_after_s is not None:
-        response.headers["retry-after"] = str(scripted.retry_after_s)
-    return response
+    return retry_after(
+        Response("Service Unavailable", status_code=scripted.status or 503), scripted
+    )
 
 
 def entity(booked: Booked) -> dict[str, Any]:
@@ -168,12 +162,12 @@ def story(
             delivery(
                 gateway,
                 txnid=buy.reference,
-                mihpayid=new_payment_id(),
+                mihpayid=numeric_payment_id(),
                 amount=amount,
                 status="failure",
             )
         )
-    out.append(delivery(gateway, txnid=buy.reference, mihpayid=new_payment_id(), amount=amount))
+    out.append(delivery(gateway, txnid=buy.reference, mihpayid=numeric_payment_id(), amount=amount))
     told.captured.append(buy.reference)  # PayU's payment identity is the hashed txnid
     return out
 
@@ -184,7 +178,7 @@ def duplicates(stage: Stage) -> Result:
     post = delivery(
         stage.gateway,
         txnid=buy.reference,
-        mihpayid=new_payment_id(),
+        mihpayid=numeric_payment_id(),
         amount=f"{Decimal(buy.amount_paise) / 100:.2f}",
     )
     runs = [stage.courier.deliver(post) for _ in range(2)]
@@ -204,7 +198,7 @@ def _recorded_id(purchase: Purchase, payment_id: str) -> str:
 
 SIMULATOR = Simulator(
     provider=Provider.PAYU,
-    new_payment_id=new_payment_id,
+    new_payment_id=numeric_payment_id,
     recorded_id=_recorded_id,
     webhook_env=webhook_env,
     api_env=api_env,

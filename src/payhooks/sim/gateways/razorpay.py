@@ -19,7 +19,7 @@ from starlette.routing import Route
 from payhooks.events import Provider
 from payhooks.providers import razorpay, secrets_value
 from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator
+from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 
 if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
@@ -195,10 +195,7 @@ def _error(status: int, description: str) -> Response:
 def fault(scripted: Fault) -> Response:
     status = scripted.status or 500
     text = "Too many requests" if status == 429 else "The server encountered an error"
-    response = _error(status, text)
-    if scripted.retry_after_s is not None:
-        response.headers["retry-after"] = str(scripted.retry_after_s)
-    return response
+    return retry_after(_error(status, text), scripted)
 
 
 def entity(booked: Booked) -> dict[str, Any]:
