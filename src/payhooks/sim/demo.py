@@ -155,14 +155,9 @@ def captured_and_order_paid(stage: Stage) -> Result:
     first = stage.courier.deliver(stage.capture(buy, pay))
     second = stage.courier.deliver(stage.capture(buy, pay, event="order.paid"))
     same = first[-1].order_id is not None and first[-1].order_id == second[-1].order_id
-    return result(
-        "payment.captured + order.paid",
-        [first, second],
-        [
-            expect(finals(first, second), ["processed", "processed"]),
-            (same, "the two events name different orders"),
-            one_order(stage, buy, pay),
-        ],
+    checked = (same, "the two events name different orders")
+    return _both_processed(
+        stage, "payment.captured + order.paid", (first, second), checked, buy, pay
     )
 
 
@@ -171,15 +166,9 @@ def failed_upi_then_success(stage: Stage) -> Result:
     failed, paid = new_payment_id(Provider.RAZORPAY), new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.razorpay(buy, "payment.failed", failed))
     second = stage.courier.deliver(stage.capture(buy, paid))
-    return result(
-        "failed UPI attempt, then success",
-        [first, second],
-        [
-            expect(finals(first, second), ["processed", "processed"]),
-            status(stage, Provider.RAZORPAY, failed, "failed"),
-            one_order(stage, buy, paid),
-        ],
-    )
+    checked = status(stage, Provider.RAZORPAY, failed, "failed")
+    name = "failed UPI attempt, then success"
+    return _both_processed(stage, name, (first, second), checked, buy, paid)
 
 
 def double_payment(stage: Stage) -> Result:
@@ -220,15 +209,23 @@ def captured_before_authorized(stage: Stage) -> Result:
     pay = new_payment_id(Provider.RAZORPAY)
     first = stage.courier.deliver(stage.capture(buy, pay))
     second = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
-    return result(
-        "captured before authorized",
-        [first, second],
-        [
-            expect(finals(first, second), ["processed", "processed"]),
-            status(stage, Provider.RAZORPAY, pay, "captured"),
-            one_order(stage, buy, pay),
-        ],
-    )
+    checked = status(stage, Provider.RAZORPAY, pay, "captured")
+    name = "captured before authorized"
+    return _both_processed(stage, name, (first, second), checked, buy, pay)
+
+
+def _both_processed(
+    stage: Stage,
+    name: str,
+    runs: tuple[list[Answer], list[Answer]],
+    checked: tuple[bool, str],
+    buy: Purchase,
+    pay: str,
+) -> Result:
+    """Two different events of one payment: both processed, one order, and the scenario's
+    own check."""
+    expected = expect(finals(*runs), ["processed", "processed"])
+    return result(name, list(runs), [expected, checked, one_order(stage, buy, pay)])
 
 
 def forged_signature(stage: Stage) -> Result:
