@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -22,6 +22,7 @@ Connection = psycopg.Connection[tuple[Any, ...]]
 AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
 Row = tuple[Any, ...] | None
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,26 +39,37 @@ Steps = Generator[Statement, Row, T]
 """A step: yields statements, receives each one's row (None when not read), returns its value."""
 
 
+@dataclass(frozen=True, slots=True)
+class Done(Generic[T]):
+    """What a step returned once it has no statement left."""
+
+    value: T
+
+
+def advance(steps: Generator[S, Any, T], answer: object) -> S | Done[T]:
+    """Send ``steps`` the answer to its last statement: its next one, or ``Done``. The
+    drivers below, and the claim's drivers with a handler, loop on this and differ only in
+    how they answer (called or awaited)."""
+    try:
+        return steps.send(answer)
+    except StopIteration as done:
+        return Done(done.value)
+
+
 def run(conn: Connection, steps: Steps[T]) -> T:
     """Drive ``steps`` on ``conn``: each statement executed, its row sent back."""
     row: Row = None
-    while True:
-        try:
-            statement = steps.send(row)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    while not isinstance(statement := advance(steps, row), Done):
         row = execute(conn, statement)
+    return statement.value
 
 
 async def run_async(conn: AsyncConnection, steps: Steps[T]) -> T:
     """``run`` on an async connection: the same steps, the driver's calls awaited."""
     row: Row = None
-    while True:
-        try:
-            statement = steps.send(row)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    while not isinstance(statement := advance(steps, row), Done):
         row = await execute_async(conn, statement)
+    return statement.value
 
 
 def execute(conn: Connection, statement: Statement) -> Row:

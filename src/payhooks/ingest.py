@@ -17,7 +17,17 @@ from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
 from payhooks import idempotency
-from payhooks.db import Connection, Statement, Steps, execute, run, translated
+from payhooks.db import (
+    AsyncConnection,
+    Connection,
+    Done,
+    Statement,
+    Steps,
+    advance,
+    execute,
+    run,
+    translated,
+)
 from payhooks.errors import (
     HandlerCommitted,
     MalformedPayload,
@@ -235,9 +245,11 @@ class Delivery:
         yield from idempotency.recording(event, applied.outcome, applied.order_id)
         return Settled(receipt=receipt)
 
-    def unclaiming(self, *, idle: bool, autocommit: bool) -> Steps[None]:
+    def unclaiming(self, conn: Connection | AsyncConnection) -> Steps[None]:
+        """Read how the handler left ``conn`` (its transaction ended, autocommit) first."""
+        idle = conn.info.transaction_status is TransactionStatus.IDLE
         return idempotency.unclaiming(
-            self.received.event, self.claim, idle=idle, autocommit=autocommit
+            self.received.event, self.claim, idle=idle, autocommit=conn.autocommit
         )
 
 
@@ -250,11 +262,9 @@ def _claim_and_apply(conn: Connection, received: Received, handler: Handler) -> 
             if not settled.keep:
                 raise psycopg.Rollback(tx)
     except (HandlerCommitted, InvalidSavepointSpecification) as exc:
-        ended = ended_by_handler(exc)
-        if ended is None:
+        if (ended := ended_by_handler(exc)) is None:
             raise
-        idle = conn.info.transaction_status is TransactionStatus.IDLE
-        run(conn, delivery.unclaiming(idle=idle, autocommit=conn.autocommit))
+        run(conn, delivery.unclaiming(conn))
         raise ended from exc
     return settled.receipt
 
@@ -266,12 +276,9 @@ def _settle(
     event: Event,
 ) -> Settled:
     answer: object = None
-    while True:
-        try:
-            command = steps.send(answer)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    while not isinstance(command := advance(steps, answer), Done):
         answer = handler(conn, event) if isinstance(command, Apply) else execute(conn, command)
+    return command.value
 
 
 def ended_by_handler(exc: Exception) -> HandlerCommitted | None:

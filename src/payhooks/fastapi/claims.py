@@ -12,7 +12,7 @@ from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
 from payhooks import idempotency
-from payhooks.db import execute_async, run_async, translated
+from payhooks.db import Done, advance, execute_async, run_async, translated
 from payhooks.errors import HandlerCommitted
 from payhooks.events import Event, Received
 from payhooks.fastapi.hooks import AsyncConnection, AsyncHandler
@@ -52,11 +52,9 @@ async def _claim_and_apply(
             if not settled.keep:
                 raise psycopg.Rollback(tx)
     except (HandlerCommitted, InvalidSavepointSpecification) as exc:
-        ended = ended_by_handler(exc)
-        if ended is None:
+        if (ended := ended_by_handler(exc)) is None:
             raise
-        idle = conn.info.transaction_status is TransactionStatus.IDLE
-        await run_async(conn, delivery.unclaiming(idle=idle, autocommit=conn.autocommit))
+        await run_async(conn, delivery.unclaiming(conn))
         raise ended from exc
     return settled.receipt
 
@@ -65,12 +63,9 @@ async def _settle(
     conn: AsyncConnection, steps: DeliverySteps, handler: AsyncHandler, event: Event
 ) -> Settled:
     answer: object = None
-    while True:
-        try:
-            command = steps.send(answer)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    while not isinstance(command := advance(steps, answer), Done):
         if isinstance(command, Apply):
             answer = await handler(conn, event)
         else:
             answer = await execute_async(conn, command)
+    return command.value
