@@ -47,6 +47,26 @@ class ApiCredentials:
     base_url: str
 
 
+def secret(provider: Provider, name: str, *, several: bool = True) -> Secret:
+    """A webhook setting named as every gateway's are: ``PAYHOOKS_<GATEWAY>_<NAME>`` in the
+    environment, ``<GATEWAY>_<NAME>`` in Django's ``PAYHOOKS``."""
+    key = f"{provider.value.upper()}_{name}"
+    return Secret(variable=f"PAYHOOKS_{key}", django_key=key, several=several)
+
+
+def status_api(provider: Provider, *, id_name: str, secret_name: str, url: str) -> StatusApi:
+    """A status API named as every gateway's is: ``PAYHOOKS_<GATEWAY>_<ID_NAME>``,
+    ``..._<SECRET_NAME>``, ``..._API_URL``, its client in ``payhooks.gateways.<gateway>.status``."""
+    prefix = f"PAYHOOKS_{provider.value.upper()}_"
+    return StatusApi(
+        id_variable=prefix + id_name,
+        secret_variable=prefix + secret_name,
+        url_variable=prefix + "API_URL",
+        url=url,
+        module=f"payhooks.gateways.{provider.value}.status",
+    )
+
+
 Found = Sequence[tuple[str, ...]]
 """What each of a gateway's ``secrets`` holds, in their order; one value is a 1-tuple."""
 
@@ -85,4 +105,4 @@ class Gateway:
         return f"{self.title} needs {'both' if len(self.secrets) == 2 else 'all of them'}"
 
 
-__all__ = ["ApiCredentials", "Found", "Gateway", "Secret", "StatusApi"]
+__all__ = ["ApiCredentials", "Found", "Gateway", "Secret", "StatusApi", "secret", "status_api"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
-from payhooks.gateways._gateway import Found, Gateway, Secret, StatusApi
+from payhooks.gateways._gateway import Found, Gateway, secret, status_api
 from payhooks.gateways.cashfree.adapter import Cashfree
 
 
@@ -17,16 +17,13 @@ def _adapter(found: Found) -> Cashfree:
 CASHFREE = Gateway(
     provider=Provider.CASHFREE,
     title="Cashfree",
-    secrets=(
-        Secret(variable="PAYHOOKS_CASHFREE_CLIENT_SECRETS", django_key="CASHFREE_CLIENT_SECRETS"),
-    ),
+    secrets=(secret(Provider.CASHFREE, "CLIENT_SECRETS"),),
     build=_adapter,
-    status_api=StatusApi(
-        id_variable="PAYHOOKS_CASHFREE_CLIENT_ID",
-        secret_variable="PAYHOOKS_CASHFREE_API_SECRET",
-        url_variable="PAYHOOKS_CASHFREE_API_URL",
+    status_api=status_api(
+        Provider.CASHFREE,
+        id_name="CLIENT_ID",
+        secret_name="API_SECRET",
         url="https://api.cashfree.com",
-        module="payhooks.gateways.cashfree.status",
     ),
     reference_prefix="ph",  # the merchant's own order_id
     # Its default retries end after about 42 minutes, so each 5xx may be a payment given up

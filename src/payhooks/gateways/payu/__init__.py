@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
-from payhooks.gateways._gateway import Found, Gateway, Secret, StatusApi
+from payhooks.gateways._gateway import Found, Gateway, secret, status_api
 from payhooks.gateways.payu.adapter import PayU
 
 
@@ -18,18 +18,12 @@ PAYU = Gateway(
     provider=Provider.PAYU,
     title="PayU",
     secrets=(
-        Secret(
-            variable="PAYHOOKS_PAYU_MERCHANT_KEY", django_key="PAYU_MERCHANT_KEY", several=False
-        ),
-        Secret(variable="PAYHOOKS_PAYU_SALTS", django_key="PAYU_SALTS"),
+        secret(Provider.PAYU, "MERCHANT_KEY", several=False),
+        secret(Provider.PAYU, "SALTS"),
     ),
     build=_adapter,
-    status_api=StatusApi(
-        id_variable="PAYHOOKS_PAYU_API_KEY",
-        secret_variable="PAYHOOKS_PAYU_API_SALT",
-        url_variable="PAYHOOKS_PAYU_API_URL",
-        url="https://info.payu.in",
-        module="payhooks.gateways.payu.status",
+    status_api=status_api(
+        Provider.PAYU, id_name="API_KEY", secret_name="API_SALT", url="https://info.payu.in"
     ),
     reference_prefix="ph",  # the merchant's own txnid
     retry_window=timedelta(hours=24),  # it documents none: the same day is watched

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
-from payhooks.gateways._gateway import Found, Gateway, Secret, StatusApi
+from payhooks.gateways._gateway import Found, Gateway, secret, status_api
 from payhooks.gateways.razorpay.adapter import Razorpay
 
 
@@ -17,16 +17,13 @@ def _adapter(found: Found) -> Razorpay:
 RAZORPAY = Gateway(
     provider=Provider.RAZORPAY,
     title="Razorpay",
-    secrets=(
-        Secret(variable="PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS", django_key="RAZORPAY_WEBHOOK_SECRETS"),
-    ),
+    secrets=(secret(Provider.RAZORPAY, "WEBHOOK_SECRETS"),),
     build=_adapter,
-    status_api=StatusApi(
-        id_variable="PAYHOOKS_RAZORPAY_KEY_ID",
-        secret_variable="PAYHOOKS_RAZORPAY_KEY_SECRET",
-        url_variable="PAYHOOKS_RAZORPAY_API_URL",
+    status_api=status_api(
+        Provider.RAZORPAY,
+        id_name="KEY_ID",
+        secret_name="KEY_SECRET",
         url="https://api.razorpay.com",
-        module="payhooks.gateways.razorpay.status",
     ),
     reference_prefix="order",  # the shape of the ids Razorpay's create-order call returns
     retry_window=timedelta(hours=24),  # then it disables the endpoint
