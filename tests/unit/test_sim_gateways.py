@@ -28,3 +28,19 @@ def test_the_status_api_double_serves_no_path_twice():
         (route.path, tuple(sorted(route.methods or ()))) for route in GatewayApi().app().routes
     ]
     assert len(paths) == len(set(paths))
+
+
+def test_the_api_keys_environment_reads_back_as_each_gateways_credentials():
+    from payhooks.service.config import Settings
+    from payhooks.sim.keys import ApiKeys
+
+    keys = ApiKeys(
+        razorpay_key_id="a", razorpay_key_secret="b", cashfree_client_id="c",
+        cashfree_api_secret="d", payu_key="e", payu_salt="f",
+    )  # fmt: skip
+    found = Settings.from_env(keys.env("http://books"))
+    assert {(c.provider, c.id, c.secret, c.base_url) for c in found.api_credentials} == {
+        (Provider.RAZORPAY, "a", "b", "http://books"),
+        (Provider.CASHFREE, "c", "d", "http://books"),
+        (Provider.PAYU, "e", "f", "http://books"),
+    }

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
+from payhooks.gateways import gateway
+from payhooks.providers import secrets_value
 
 if TYPE_CHECKING:
     from starlette.responses import Response
@@ -28,6 +30,11 @@ if TYPE_CHECKING:
 def numeric_payment_id() -> str:
     """An 18-digit payment id, as Cashfree's ``cf_payment_id`` and PayU's ``mihpayid`` are."""
     return str(10**17 + secrets.randbelow(9 * 10**17))
+
+
+def same_payment_id(purchase: Purchase, payment_id: str) -> str:
+    """The payment id payhooks records is the gateway's own (Razorpay's, Cashfree's)."""
+    return payment_id
 
 
 def retry_after(response: Response, scripted: Fault) -> Response:
@@ -62,13 +69,17 @@ class Booked:
 class Simulator:
     """One gateway's simulated side. ``payment_key`` names the payment's id in its status
     API's entity; ``recorded_id`` is the payment id payhooks records for a payment the
-    gateway made (PayU's is the cart's txnid); ``retry_schedule`` is in simulated seconds."""
+    gateway made (PayU's is the cart's txnid); ``retry_schedule`` is in simulated seconds.
+    ``webhook_secrets`` and ``api_keys`` pick the test credentials; which variables a
+    deployment reads them from is the core gateway's to say (``payhooks.gateways``)."""
 
     provider: Provider
     new_payment_id: Callable[[], str]
-    recorded_id: Callable[[Purchase, str], str]
-    webhook_env: Callable[[GatewaySecrets], dict[str, str]]
-    api_env: Callable[[ApiKeys, str], dict[str, str]]
+    recorded_id: Callable[[Purchase, str], str] = same_payment_id
+    webhook_secrets: Callable[[GatewaySecrets], tuple[str, ...]]
+    """One test value for each of the gateway's webhook settings, in their order."""
+    api_keys: Callable[[ApiKeys], tuple[str, str]]
+    """The API id and its secret the status-API double accepts."""
     routes: Callable[[GatewayApi], list[Route]]
     entity: Callable[[Booked], dict[str, Any]]
     payment_key: str
@@ -76,3 +87,17 @@ class Simulator:
     retry_schedule: tuple[float, ...]
     story: Callable[[Story, Gateway, StormOptions, random.Random], list[Delivery]]
     scenarios: tuple[Callable[[Stage], Result], ...] = ()
+
+    def webhook_env(self, keys: GatewaySecrets) -> dict[str, str]:
+        """The environment a payhooks server reads these webhook secrets from."""
+        settings = gateway(self.provider).secrets
+        return {
+            setting.variable: secrets_value(value) if setting.several else value
+            for setting, value in zip(settings, self.webhook_secrets(keys), strict=True)
+        }
+
+    def api_env(self, keys: ApiKeys, base_url: str) -> dict[str, str]:
+        """The environment a payhooks worker reads to ask the double at ``base_url``."""
+        api = gateway(self.provider).status_api
+        ident, secret = self.api_keys(keys)
+        return {api.id_variable: ident, api.secret_variable: secret, api.url_variable: base_url}

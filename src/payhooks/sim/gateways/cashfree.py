@@ -18,15 +18,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.providers import cashfree, secrets_value
+from payhooks.providers import cashfree
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
+from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id
 
 if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
     from payhooks.sim.gateway_api import Fault, GatewayApi, Order
-    from payhooks.sim.keys import ApiKeys, GatewaySecrets
     from payhooks.sim.stage import Result, Stage
     from payhooks.sim.storm import StormOptions, Story
 
@@ -106,19 +105,7 @@ def _body(
     return text.replace('"@ORDER@"', f"{ordered:.2f}").replace('"@PAID@"', f"{paid:.2f}").encode()
 
 
-def webhook_env(keys: GatewaySecrets) -> dict[str, str]:
-    return {"PAYHOOKS_CASHFREE_CLIENT_SECRETS": secrets_value(keys.cashfree)}
-
-
 # --- the status API double: GET /pg/orders/{id} and /pg/orders/{id}/payments --------------------
-
-
-def api_env(keys: ApiKeys, base_url: str) -> dict[str, str]:
-    return {
-        "PAYHOOKS_CASHFREE_CLIENT_ID": keys.cashfree_client_id,
-        "PAYHOOKS_CASHFREE_API_SECRET": keys.cashfree_api_secret,
-        "PAYHOOKS_CASHFREE_API_URL": base_url,
-    }
 
 
 def routes(api: GatewayApi) -> list[Route]:
@@ -281,16 +268,11 @@ def duplicates(stage: Stage) -> Result:
     )
 
 
-def _recorded_id(purchase: Purchase, payment_id: str) -> str:
-    return payment_id
-
-
 SIMULATOR = Simulator(
     provider=Provider.CASHFREE,
     new_payment_id=numeric_payment_id,
-    recorded_id=_recorded_id,
-    webhook_env=webhook_env,
-    api_env=api_env,
+    webhook_secrets=lambda keys: (keys.cashfree,),
+    api_keys=lambda keys: (keys.cashfree_client_id, keys.cashfree_api_secret),
     routes=routes,
     entity=entity,
     payment_key="cf_payment_id",

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.providers import payu, secrets_value
+from payhooks.providers import payu
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
@@ -24,7 +24,6 @@ from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, re
 if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
     from payhooks.sim.gateway_api import Fault, GatewayApi
-    from payhooks.sim.keys import ApiKeys, GatewaySecrets
     from payhooks.sim.stage import Result, Stage
     from payhooks.sim.storm import StormOptions, Story
 
@@ -63,22 +62,7 @@ def delivery(
     )
 
 
-def webhook_env(keys: GatewaySecrets) -> dict[str, str]:
-    return {
-        "PAYHOOKS_PAYU_MERCHANT_KEY": keys.payu_key,
-        "PAYHOOKS_PAYU_SALTS": secrets_value(keys.payu_salt),
-    }
-
-
 # --- the status API double: POST /merchant/postservice.php?form=2, verify_payment ---------------
-
-
-def api_env(keys: ApiKeys, base_url: str) -> dict[str, str]:
-    return {
-        "PAYHOOKS_PAYU_API_KEY": keys.payu_key,
-        "PAYHOOKS_PAYU_API_SALT": keys.payu_salt,
-        "PAYHOOKS_PAYU_API_URL": base_url,
-    }
 
 
 def routes(api: GatewayApi) -> list[Route]:
@@ -200,8 +184,8 @@ SIMULATOR = Simulator(
     provider=Provider.PAYU,
     new_payment_id=numeric_payment_id,
     recorded_id=_recorded_id,
-    webhook_env=webhook_env,
-    api_env=api_env,
+    webhook_secrets=lambda keys: (keys.payu_key, keys.payu_salt),
+    api_keys=lambda keys: (keys.payu_key, keys.payu_salt),
     routes=routes,
     entity=entity,
     payment_key="mihpayid",

@@ -17,14 +17,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.providers import razorpay, secrets_value
-from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
+from payhooks.providers import razorpay
+from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 
 if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
     from payhooks.sim.gateway_api import Fault, GatewayApi
-    from payhooks.sim.keys import ApiKeys, GatewaySecrets
     from payhooks.sim.storm import StormOptions, Story
 
 
@@ -139,19 +138,7 @@ def _refund(refund_id: str, payment_id: str, money: dict[str, object]) -> dict[s
     }
 
 
-def webhook_env(keys: GatewaySecrets) -> dict[str, str]:
-    return {"PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS": secrets_value(keys.razorpay)}
-
-
 # --- the status API double: GET /v1/orders/{id}/payments, HTTP basic auth ----------------------
-
-
-def api_env(keys: ApiKeys, base_url: str) -> dict[str, str]:
-    return {
-        "PAYHOOKS_RAZORPAY_KEY_ID": keys.razorpay_key_id,
-        "PAYHOOKS_RAZORPAY_KEY_SECRET": keys.razorpay_key_secret,
-        "PAYHOOKS_RAZORPAY_API_URL": base_url,
-    }
 
 
 def routes(api: GatewayApi) -> list[Route]:
@@ -270,16 +257,11 @@ def _with_refund(
     return [refund, *out] if rng.random() < 0.5 else [*out, refund]
 
 
-def _recorded_id(purchase: Purchase, payment_id: str) -> str:
-    return payment_id
-
-
 SIMULATOR = Simulator(
     provider=Provider.RAZORPAY,
     new_payment_id=new_payment_id,
-    recorded_id=_recorded_id,
-    webhook_env=webhook_env,
-    api_env=api_env,
+    webhook_secrets=lambda keys: (keys.razorpay,),
+    api_keys=lambda keys: (keys.razorpay_key_id, keys.razorpay_key_secret),
     routes=routes,
     entity=entity,
     payment_key="id",
