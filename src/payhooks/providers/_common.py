@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
@@ -127,10 +128,43 @@ def text_field(value: object, field: str, *, strict: bool, provider: Provider) -
         return None
     if isinstance(value, str) and is_text(value):
         return value
-    if strict:
-        problem = "is not valid text" if isinstance(value, str) else "is not a string"
-        raise MalformedPayload(provider, f"{field} {problem}")
+    problem = "is not valid text" if isinstance(value, str) else "is not a string"
+    refuse(f"{field} {problem}", strict=strict, provider=provider)
     return None
+
+
+def refuse(problem: str, *, strict: bool, provider: Provider) -> None:
+    """An odd field: malformed in an event payhooks acts on (``strict``); for the rest the
+    caller leaves it out, so an authentic event that is ignored is still answered 200."""
+    if strict:
+        raise MalformedPayload(provider, problem)
+
+
+def optional_paise(value: object, field: str, *, strict: bool, provider: Provider) -> int | None:
+    """``rupees_to_paise`` of a field that may be missing (None); an amount that is not one is
+    malformed when ``strict``, else left out."""
+    if value is None:
+        return None
+    try:
+        return rupees_to_paise(value, provider=provider, field=field)
+    except MalformedPayload:
+        if strict:
+            raise
+        return None
+
+
+def require(fields: Mapping[str, object], *, provider: Provider) -> None:
+    """An event payhooks acts on without what it acts on cannot be applied: the first of
+    ``fields`` (name to value read) that is missing is malformed."""
+    for field, value in fields.items():
+        if value is None:
+            raise MalformedPayload(provider, f"{field} is missing")
+
+
+def require_secrets(secrets: tuple[str, ...], refusal: str) -> None:
+    """An adapter needs at least one secret and no empty one: ``ValueError(refusal)``."""
+    if not secrets or any(s == "" for s in secrets):
+        raise ValueError(refusal)
 
 
 def event_name(value: object, field: str, *, provider: Provider) -> str:

@@ -19,8 +19,11 @@ from payhooks.providers._common import (
     key_header,
     load_json_object,
     matches_any,
+    optional_paise,
     reference,
-    rupees_to_paise,
+    refuse,
+    require,
+    require_secrets,
     sha256_hex,
     text_field,
 )
@@ -56,23 +59,6 @@ def sign(body: bytes, timestamp: str, secret: str) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _Facts:
-    """What one body says, plus the parts its derived delivery key is made of."""
-
-    kind: EventKind
-    key_id: str | None = None
-    key_status: str | None = None
-    payment_id: str | None = None
-    merchant_ref: str | None = None
-    amount_paise: int | None = None
-    payment_amount_paise: int | None = None
-    currency: str | None = None
-    refund_id: str | None = None
-    refund_amount_paise: int | None = None
-    bank_ref: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Cashfree:
     """Several client secrets are tried: events in flight keep the secret they were sent with."""
 
@@ -82,8 +68,7 @@ class Cashfree:
     secrets: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        if not self.secrets or any(s == "" for s in self.secrets):
-            raise ValueError("Cashfree needs at least one non-empty client secret")
+        require_secrets(self.secrets, "Cashfree needs at least one non-empty client secret")
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         timestamp = headers.get(TIMESTAMP_HEADER)
@@ -97,25 +82,8 @@ class Cashfree:
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
         doc = load_json_object(body, provider=_P)
         event_type = event_name(doc.get("type"), "type", provider=_P)
-        data = doc.get("data")
-        facts = (
-            _refund_facts(data) if event_type == REFUND_STATUS else _payment_facts(event_type, data)
-        )
-        return Event(
-            provider=_P,
-            kind=facts.kind,
-            event_type=event_type,
-            event_id=_event_id(headers, event_type, facts, body),
-            payment_id=facts.payment_id,
-            merchant_ref=facts.merchant_ref,
-            amount_paise=facts.amount_paise,
-            payment_amount_paise=facts.payment_amount_paise,
-            currency=facts.currency,
-            refund_id=facts.refund_id,
-            refund_amount_paise=facts.refund_amount_paise,
-            bank_ref=facts.bank_ref,
-            payload_sha256=sha256_hex(body),
-        )
+        read = _refund_event if event_type == REFUND_STATUS else _payment_event
+        return read(event_type, doc.get("data"), headers, body)
 
 
 def _payment_kind(event_type: str, status: str | None) -> EventKind:
@@ -129,7 +97,7 @@ def _payment_kind(event_type: str, status: str | None) -> EventKind:
     return EventKind.OTHER
 
 
-def _payment_facts(event_type: str, data: object) -> _Facts:
+def _payment_event(event_type: str, data: object, headers: Mapping[str, str], body: bytes) -> Event:
     status = _status(
         child(data, "payment", "payment_status"),
         "payment_status",
@@ -138,10 +106,12 @@ def _payment_facts(event_type: str, data: object) -> _Facts:
     kind = _payment_kind(event_type, status)
     strict = kind is not EventKind.OTHER
     payment_id = _id(child(data, "payment", "cf_payment_id"), "cf_payment_id", strict=strict)
-    facts = _Facts(
+    key_status = status if event_type == PAYMENT_SUCCESS and status != _SUCCESS else None
+    event = Event(
+        provider=_P,
         kind=kind,
-        key_id=payment_id,
-        key_status=status if event_type == PAYMENT_SUCCESS and status != _SUCCESS else None,
+        event_type=event_type,
+        event_id=_event_id(headers, event_type, body, payment_id, key_status),
         payment_id=payment_id,
         merchant_ref=_text(child(data, "order", "order_id"), "order_id", strict=strict),
         amount_paise=compared_paise(
@@ -155,14 +125,18 @@ def _payment_facts(event_type: str, data: object) -> _Facts:
         ),
         currency=_text(child(data, "order", "order_currency"), "order_currency", strict=strict),
         bank_ref=reference(child(data, "payment", "bank_reference")),
+        payload_sha256=sha256_hex(body),
     )
     if strict:
-        _require(
-            cf_payment_id=facts.payment_id,
-            order_id=facts.merchant_ref,
-            order_amount=facts.amount_paise,
+        require(
+            {
+                "cf_payment_id": payment_id,
+                "order_id": event.merchant_ref,
+                "order_amount": event.amount_paise,
+            },
+            provider=_P,
         )
-    return facts
+    return event
 
 
 def compared_paise(
@@ -202,7 +176,7 @@ def redeemed_discounts(offers: object) -> int:
     return total
 
 
-def _refund_facts(data: object) -> _Facts:
+def _refund_event(event_type: str, data: object, headers: Mapping[str, str], body: bytes) -> Event:
     refund = child(data, "refund")
     status = _status(child(refund, "refund_status"), "refund_status", decides=True)
     if status is None:
@@ -210,24 +184,30 @@ def _refund_facts(data: object) -> _Facts:
     kind = EventKind.REFUND_PROCESSED if status == _SUCCESS else EventKind.OTHER
     strict = kind is not EventKind.OTHER
     refund_id = _id(child(refund, "cf_refund_id"), "cf_refund_id", strict=strict)
-    facts = _Facts(
+    key_status = None if status == _SUCCESS else status
+    event = Event(
+        provider=_P,
         kind=kind,
-        key_id=refund_id,
-        key_status=None if status == _SUCCESS else status,
+        event_type=event_type,
+        event_id=_event_id(headers, event_type, body, refund_id, key_status),
         payment_id=_id(child(refund, "cf_payment_id"), "cf_payment_id", strict=strict),
         merchant_ref=_text(child(refund, "order_id"), "order_id", strict=strict),
         currency=_text(child(refund, "refund_currency"), "refund_currency", strict=strict),
         refund_id=refund_id,
         refund_amount_paise=_amount(child(refund, "refund_amount"), "refund_amount", strict=strict),
         bank_ref=reference(child(refund, "refund_arn")),
+        payload_sha256=sha256_hex(body),
     )
     if strict:
-        _require(
-            cf_refund_id=facts.refund_id,
-            cf_payment_id=facts.payment_id,
-            refund_amount=facts.refund_amount_paise,
+        require(
+            {
+                "cf_refund_id": refund_id,
+                "cf_payment_id": event.payment_id,
+                "refund_amount": event.refund_amount_paise,
+            },
+            provider=_P,
         )
-    return facts
+    return event
 
 
 def _text(value: object, field: str, *, strict: bool) -> str | None:
@@ -240,8 +220,7 @@ def _status(value: object, field: str, *, decides: bool) -> str | None:
     one that is not text is malformed; elsewhere it is left out, like any odd field of an
     event nothing reads it for. One of another type is read as missing."""
     if isinstance(value, str) and not is_text(value):
-        if decides:
-            raise MalformedPayload(_P, f"{field} is not valid text")
+        refuse(f"{field} is not valid text", strict=decides, provider=_P)
         return None
     return _text(value, field, strict=False)
 
@@ -255,25 +234,19 @@ def _id(value: object, field: str, *, strict: bool) -> str | None:
 
 def _amount(value: object, field: str, *, strict: bool) -> int | None:
     """Cashfree amounts are JSON numbers; a string here is not what was documented."""
-    if value is None:
+    if isinstance(value, str):
+        refuse(f"{field} is a string, not a number", strict=strict, provider=_P)
         return None
-    try:
-        if isinstance(value, str):
-            raise MalformedPayload(_P, f"{field} is a string, not a number")
-        return rupees_to_paise(value, provider=_P, field=field)
-    except MalformedPayload:
-        if strict:
-            raise
-        return None
+    return optional_paise(value, field, strict=strict, provider=_P)
 
 
-def _require(**fields: object) -> None:
-    for field, value in fields.items():
-        if value is None:
-            raise MalformedPayload(_P, f"{field} is missing")
-
-
-def _event_id(headers: Mapping[str, str], event_type: str, facts: _Facts, body: bytes) -> str:
+def _event_id(
+    headers: Mapping[str, str],
+    event_type: str,
+    body: bytes,
+    key_id: str | None,
+    key_status: str | None,
+) -> str:
     """The delivery key of docs/providers.md, plus the status when it is not the final one
     the type implies.
 
@@ -283,9 +256,9 @@ def _event_id(headers: Mapping[str, str], event_type: str, facts: _Facts, body: 
     header = key_header(headers.get(IDEMPOTENCY_HEADER))
     if header:
         return header
-    parts: list[object] = [event_type, facts.key_id]
-    if facts.key_status is not None:
-        parts.append(facts.key_status)
+    parts: list[object] = [event_type, key_id]
+    if key_status is not None:
+        parts.append(key_status)
     return delivery_key(*parts) or body_key(event_type, body)
 
 

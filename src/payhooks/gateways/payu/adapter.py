@@ -15,8 +15,11 @@ from payhooks.providers._common import (
     body_key,
     delivery_key,
     matches_any,
+    optional_paise,
     reference,
-    rupees_to_paise,
+    refuse,
+    require,
+    require_secrets,
     sha256_hex,
 )
 
@@ -141,8 +144,7 @@ class PayU:
     def __post_init__(self) -> None:
         if self.merchant_key == "":
             raise ValueError("PayU needs the merchant key")
-        if not self.salts or any(s == "" for s in self.salts):
-            raise ValueError("PayU needs at least one non-empty salt")
+        require_secrets(self.salts, "PayU needs at least one non-empty salt")
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """A post for another merchant key, or without a hash, is refused like a bad signature.
@@ -168,7 +170,7 @@ class PayU:
         merchant_ref = fields.get("txnid") or None
         amount = _amount(fields.get("amount"), strict=kind is not EventKind.OTHER)
         if kind is not EventKind.OTHER:
-            _require(txnid=merchant_ref, amount=amount)
+            require({"txnid": merchant_ref, "amount": amount}, provider=_P)
         # Keys and identity come only from hashed fields: mihpayid is not hashed, so a customer
         # could resend their own signed post under the mihpayid PayU gives the next payment.
         return Event(
@@ -209,21 +211,9 @@ def _amount(value: str | None, *, strict: bool) -> int | None:
     if value is None or value == "":
         return None
     if _RUPEES.fullmatch(value) is None:
-        if strict:
-            raise MalformedPayload(_P, f"amount is not a rupee amount: {value!r}")
+        refuse(f"amount is not a rupee amount: {value!r}", strict=strict, provider=_P)
         return None
-    try:
-        return rupees_to_paise(value, provider=_P, field="amount")
-    except MalformedPayload:
-        if strict:
-            raise
-        return None
-
-
-def _require(**fields: object) -> None:
-    for field, value in fields.items():
-        if value is None:
-            raise MalformedPayload(_P, f"{field} is missing")
+    return optional_paise(value, "amount", strict=strict, provider=_P)
 
 
 __all__ = ["PayU", "decode_form", "encode", "reverse_hash"]

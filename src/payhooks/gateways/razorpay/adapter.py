@@ -7,7 +7,6 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from payhooks.errors import MalformedPayload
 from payhooks.events import Event, EventKind, Provider
 from payhooks.providers._common import (
     MAX_JSON_BODY_BYTES,
@@ -19,6 +18,9 @@ from payhooks.providers._common import (
     load_json_object,
     matches_any,
     reference,
+    refuse,
+    require,
+    require_secrets,
     sha256_hex,
     text_field,
 )
@@ -71,8 +73,7 @@ class Razorpay:
     secrets: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        if not self.secrets or any(s == "" for s in self.secrets):
-            raise ValueError("Razorpay needs at least one non-empty webhook secret")
+        require_secrets(self.secrets, "Razorpay needs at least one non-empty webhook secret")
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         expected = [sign(body, secret) for secret in self.secrets]
@@ -144,8 +145,7 @@ def _paise(value: object, field: str, *, strict: bool) -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    if strict:
-        raise MalformedPayload(_P, f"{field} is not a non-negative integer: {value!r}")
+    refuse(f"{field} is not a non-negative integer: {value!r}", strict=strict, provider=_P)
     return None
 
 
@@ -153,18 +153,16 @@ def _require(kind: EventKind, payment: _Payment, refund: _Refund) -> None:
     """An event we act on without the ids it acts on cannot be applied."""
     if kind is EventKind.OTHER:
         return
-    needed: tuple[tuple[str, object], ...]
+    needed: Mapping[str, object]
     if kind is EventKind.REFUND_PROCESSED:
-        needed = (
-            ("refund id", refund.id),
-            ("refund amount", refund.amount),
-            ("refund payment_id", refund.payment_id),
-        )
+        needed = {
+            "refund id": refund.id,
+            "refund amount": refund.amount,
+            "refund payment_id": refund.payment_id,
+        }
     else:
-        needed = (("payment id", payment.id), ("payment amount", payment.amount))
-    for field, value in needed:
-        if value is None:
-            raise MalformedPayload(_P, f"{field} is missing")
+        needed = {"payment id": payment.id, "payment amount": payment.amount}
+    require(needed, provider=_P)
 
 
 def _event_id(
