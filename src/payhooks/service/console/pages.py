@@ -584,8 +584,7 @@ async def delivery(request: Request, provider: str, event_id: str) -> HTMLRespon
 
 @_private.get("/parked")
 async def parked(request: Request) -> HTMLResponse:
-    rows = await _db(request, actions.parked)
-    return _page(request, "parked.html", {"rows": rows, **_notice(request)})
+    return await _queue(request, "parked.html", actions.parked)
 
 
 @_private.post("/parked/replay", dependencies=[Depends(_csrf)])
@@ -604,13 +603,12 @@ async def replay(
         event_id=event_id,
         operator=session.operator,
     )
-    return _redirect(_with_notice(_local(back), result.done))
+    return _back(back, result.done)
 
 
 @_private.get("/dead")
 async def dead(request: Request) -> HTMLResponse:
-    rows = await _db(request, actions.dead_letters)
-    return _page(request, "dead.html", {"rows": rows, **_notice(request)})
+    return await _queue(request, "dead.html", actions.dead_letters)
 
 
 @_private.post("/dead/retry", dependencies=[Depends(_csrf)])
@@ -621,11 +619,19 @@ async def retry(
     back: Field = f"{PREFIX}/dead",
 ) -> Response:
     result = await _db(request, actions.retry_dead_letter, message_id, operator=session.operator)
-    return _redirect(_with_notice(_local(back), result.done))
+    return _back(back, result.done)
 
 
-def _with_notice(target: str, done: actions.Done) -> str:
-    return f"{target.split('?')[0]}?notice={done.value}"
+async def _queue(
+    request: Request, template: str, rows: Callable[[db.Connection], Sequence[object]]
+) -> HTMLResponse:
+    """A queue an operator works through, with the notice of what was just done to it."""
+    return _page(request, template, {"rows": await _db(request, rows), **_notice(request)})
+
+
+def _back(back: str, done: actions.Done) -> RedirectResponse:
+    """After an action, back to the console page it was taken on, saying how it went."""
+    return _redirect(f"{_local(back).split('?')[0]}?notice={done.value}")
 
 
 def _notice(request: Request) -> dict[str, str | None]:
