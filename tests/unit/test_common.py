@@ -1,0 +1,50 @@
+"""The adapters' shared field readers (payhooks.providers._common): a field an event payhooks
+acts on is refused when odd or missing, the same field of an ignored event is left out."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from payhooks.errors import MalformedPayload
+from payhooks.events import Provider
+from payhooks.providers._common import optional_paise, refuse, require, require_secrets
+
+P = Provider.CASHFREE
+
+
+def test_refuse_raises_for_a_strict_field_with_the_problem_as_said():
+    with pytest.raises(MalformedPayload, match="amount is odd"):
+        refuse("amount is odd", strict=True, provider=P)
+
+
+def test_refuse_lets_a_lenient_field_be_left_out():
+    refuse("amount is odd", strict=False, provider=P)
+
+
+def test_optional_paise_reads_rupees_and_leaves_a_missing_amount_out():
+    assert optional_paise(Decimal("12.34"), "amount", strict=True, provider=P) == 1234
+    assert optional_paise(None, "amount", strict=True, provider=P) is None
+
+
+def test_optional_paise_refuses_a_strict_odd_amount_and_leaves_a_lenient_one_out():
+    with pytest.raises(MalformedPayload, match="amount is not a whole number of paise"):
+        optional_paise(Decimal("1.234"), "amount", strict=True, provider=P)
+    assert optional_paise(Decimal("1.234"), "amount", strict=False, provider=P) is None
+
+
+def test_require_names_the_first_missing_field():
+    with pytest.raises(MalformedPayload, match="order_id is missing"):
+        require({"id": "x", "order_id": None, "amount": None}, provider=P)
+    require({"id": "x", "amount": 0}, provider=P)
+
+
+@pytest.mark.parametrize("secrets", [(), ("",), ("a", "")])
+def test_require_secrets_refuses_none_or_an_empty_one(secrets):
+    with pytest.raises(ValueError, match=r"^needs one$"):
+        require_secrets(secrets, "needs one")
+
+
+def test_require_secrets_takes_several():
+    require_secrets(("new", "old"), "needs one")
