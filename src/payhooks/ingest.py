@@ -16,7 +16,7 @@ import psycopg
 from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
-from payhooks import idempotency
+from payhooks import expectations, idempotency
 from payhooks.db import (
     AsyncConnection,
     Connection,
@@ -238,6 +238,9 @@ class Delivery:
         self.claim = claim = yield from idempotency.claiming(self.received)
         if claim.state is ClaimState.DUPLICATE:
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
+        mismatch = yield from expectations.checking(event)
+        if mismatch is not None:  # never handed to the handler as a payment
+            return (yield from _held(event, claim, mismatch))
         applied: Applied = yield APPLY
         receipt = Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
         if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
@@ -251,6 +254,17 @@ class Delivery:
         return idempotency.unclaiming(
             self.received.event, self.claim, idle=idle, autocommit=conn.autocommit
         )
+
+
+def _held(
+    event: Event, claim: idempotency.Claim, mismatch: expectations.Mismatch
+) -> Generator[Statement, Any, Settled]:
+    """A payment of another amount or currency than expected: parked, with the mismatch
+    recorded for a person (once: a parked delivery retried stays parked as it was)."""
+    yield from expectations.holding(event, mismatch)
+    if claim.state is ClaimState.NEW:
+        yield from idempotency.recording(event, Outcome.PARKED, None)
+    return Settled(receipt=Receipt(outcome=Outcome.PARKED, event=event))
 
 
 def _claim_and_apply(conn: Connection, received: Received, handler: Handler) -> Receipt:

@@ -66,6 +66,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0002_references_and_copies",
         "core/0003_bank_references",
         "core/0004_merchant_ref_lookup",
+        "core/0005_expectations",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -133,12 +134,20 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0002_references_and_copies",
         "core/0003_bank_references",
         "core/0004_merchant_ref_lookup",
+        "core/0005_expectations",
     ]
     tables = {
         row[0]
         for row in empty_db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
     }
-    assert tables == {"processed_webhooks", "payhooks_migrations"}
+    assert tables == {
+        "processed_webhooks",
+        "payhooks_migrations",
+        "payhooks_expectations",
+        "payhooks_amount_mismatches",
+        "payhooks_reconcile",
+        "payhooks_reconcile_totals",
+    }
 
 
 def test_the_service_adds_its_tables_to_a_library_users_database(empty_db):
@@ -184,6 +193,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0002_references_and_copies",
         "core/0003_bank_references",
         "core/0004_merchant_ref_lookup",
+        "core/0005_expectations",
     ]
 
 

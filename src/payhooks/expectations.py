@@ -1,0 +1,220 @@
+"""What the merchant expects a gateway order to be paid, and the check every payment meets.
+
+The merchant calls ``expect()`` when it creates the order at the gateway, in its own
+transaction::
+
+    with conn.transaction():
+        conn.execute("INSERT INTO orders ...")
+        payhooks.expect(conn, "razorpay", rzp_order["id"], amount_paise=49_900,
+                        currency="INR", reference=order_id)
+
+From then on every payment authorised or captured for that gateway order is checked before
+the merchant's handler runs: a payment of another amount or currency is parked, recorded in
+``payhooks_amount_mismatches`` with both amounts for a person, and never handed to a handler
+as a payment. A gateway order nobody expected is applied as before. Reconciliation
+(``payhooks.reconcile``) asks the gateways about expected orders whose payment never came.
+
+Like the claim, the statements and steps are written once, with no driver
+(``payhooks.idempotency``): ``expect`` and ``expect_async`` drive the same one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from payhooks.db import AsyncConnection, Connection, Statement, Steps, run, run_async
+from payhooks.events import Event, EventKind, Provider, is_text
+
+MONEY = frozenset({EventKind.PAYMENT_AUTHORIZED, EventKind.PAYMENT_CAPTURED})
+"""The kinds whose amount is checked: a payment authorised or captured for the order."""
+
+MAX_ID_CHARS = 255
+MAX_PAISE = 10**15
+_CURRENCY = re.compile(r"[A-Z]{3}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+EXPECT = """
+INSERT INTO payhooks_expectations (provider, gateway_order_id, amount_paise, currency, reference)
+VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (provider, gateway_order_id) DO UPDATE
+    SET amount_paise = excluded.amount_paise, currency = excluded.currency,
+        reference = excluded.reference
+"""
+
+EXPECTED = """
+SELECT amount_paise, currency, reference FROM payhooks_expectations
+WHERE provider = %s AND gateway_order_id = %s
+"""
+
+HOLD = """
+INSERT INTO payhooks_amount_mismatches (provider, event_id, gateway_order_id, payment_id,
+    expected_paise, expected_currency, paid_paise, paid_currency)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (provider, event_id) DO NOTHING
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expectation:
+    """A gateway order the merchant created: what it must be paid, and the merchant's own
+    reference for it (its order id)."""
+
+    provider: Provider
+    gateway_order_id: str
+    amount_paise: int
+    currency: str
+    reference: str
+
+
+def expectation(
+    gateway: Provider | str,
+    gateway_order_id: str,
+    amount_paise: int,
+    currency: str = "INR",
+    reference: str | None = None,
+) -> Expectation:
+    """The expectation, checked: a clear ``ValueError`` or ``TypeError`` for what no gateway
+    order can be (an unknown gateway, an amount that is not whole paise, a currency that is
+    not three capital letters)."""
+    try:
+        provider = Provider(gateway)
+    except ValueError:
+        known = ", ".join(p.value for p in Provider)
+        raise ValueError(f"unknown gateway {gateway!r} (one of {known})") from None
+    if isinstance(amount_paise, bool) or not isinstance(amount_paise, int):
+        raise TypeError(f"amount_paise must be an int of paise, not {type(amount_paise).__name__}")
+    if not 0 <= amount_paise <= MAX_PAISE:
+        raise ValueError(f"amount_paise is out of range: {amount_paise}")
+    if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency):
+        raise ValueError(f"currency must be three capital letters (ISO 4217), not {currency!r}")
+    return Expectation(
+        provider=provider,
+        gateway_order_id=_identifier("gateway_order_id", gateway_order_id),
+        amount_paise=amount_paise,
+        currency=currency,
+        reference=_identifier("reference", gateway_order_id if reference is None else reference),
+    )
+
+
+def _identifier(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value or len(value) > MAX_ID_CHARS or _CONTROL.search(value) or not is_text(value):
+        raise ValueError(
+            f"{name} must be 1 to {MAX_ID_CHARS} characters of valid text, none a control one"
+        )
+    return value
+
+
+def expecting(expected: Expectation) -> Steps[None]:
+    """Record (or correct) what a gateway order must be paid."""
+    yield Statement(
+        sql=EXPECT,
+        params=(
+            expected.provider.value,
+            expected.gateway_order_id,
+            expected.amount_paise,
+            expected.currency,
+            expected.reference,
+        ),
+        reads=False,
+    )
+
+
+def expect(
+    conn: Connection,
+    gateway: Provider | str,
+    gateway_order_id: str,
+    amount_paise: int,
+    currency: str = "INR",
+    reference: str | None = None,
+) -> Expectation:
+    """Tell payhooks what ``gateway_order_id`` must be paid, in the caller's transaction (it
+    counts once that commits). Calling it again for the same order corrects it: a delivery
+    parked for its amount is applied when it is replayed after the correction."""
+    expected = expectation(gateway, gateway_order_id, amount_paise, currency, reference)
+    run(conn, expecting(expected))
+    return expected
+
+
+async def expect_async(
+    conn: AsyncConnection,
+    gateway: Provider | str,
+    gateway_order_id: str,
+    amount_paise: int,
+    currency: str = "INR",
+    reference: str | None = None,
+) -> Expectation:
+    """``expect`` on an async connection."""
+    expected = expectation(gateway, gateway_order_id, amount_paise, currency, reference)
+    await run_async(conn, expecting(expected))
+    return expected
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mismatch:
+    """A payment whose amount or currency is not the expected one."""
+
+    expected_paise: int
+    expected_currency: str
+    reference: str
+    paid_paise: int | None
+    paid_currency: str
+
+
+def paid_currency(event: Event) -> str:
+    """Razorpay and Cashfree name the currency; PayU's posts are rupees."""
+    return event.currency or "INR"
+
+
+def checking(event: Event) -> Steps[Mismatch | None]:
+    """For a payment authorised or captured for an expected gateway order: None when it is
+    the expected amount and currency, else what differs. None, with no statement, for any
+    other event."""
+    if event.kind not in MONEY or event.merchant_ref is None:
+        return None
+    row = yield Statement(sql=EXPECTED, params=(event.provider.value, event.merchant_ref))
+    if row is None:
+        return None  # not expected: applied as it always was
+    amount, currency, reference = int(row[0]), str(row[1]), str(row[2])
+    if event.amount_paise == amount and paid_currency(event) == currency:
+        return None
+    return Mismatch(
+        expected_paise=amount,
+        expected_currency=currency,
+        reference=reference,
+        paid_paise=event.amount_paise,
+        paid_currency=paid_currency(event),
+    )
+
+
+def holding(event: Event, mismatch: Mismatch) -> Steps[None]:
+    """Record the mismatch beside the delivery's record (once, however often it is retried)."""
+    assert event.merchant_ref is not None
+    yield Statement(
+        sql=HOLD,
+        params=(
+            event.provider.value,
+            event.event_id,
+            event.merchant_ref,
+            event.payment_id,
+            mismatch.expected_paise,
+            mismatch.expected_currency,
+            mismatch.paid_paise,
+            mismatch.paid_currency,
+        ),
+        reads=False,
+    )
+
+
+__all__ = [
+    "MONEY",
+    "Expectation",
+    "Mismatch",
+    "checking",
+    "expect",
+    "expect_async",
+    "expectation",
+    "holding",
+]

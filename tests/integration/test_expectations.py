@@ -1,0 +1,256 @@
+"""``payhooks.expect``: a payment of another amount or currency than the merchant expected is
+parked and recorded for a person, never handed to the handler as a payment; on every driver
+(sync, inside the caller's transaction, async), on real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from decimal import Decimal
+
+import psycopg
+import pytest
+
+from payhooks import EventKind, Hooks, ingest, ingest_in_transaction
+from payhooks.expectations import expect, expect_async, expectation
+from payhooks.fastapi import AsyncHooks
+from payhooks.fastapi.claims import ingest_received as ingest_received_async
+from payhooks.idempotency import parked
+from payhooks.ingest import Outcome, Receipt, receive, replay
+from payhooks.sim.gateway import Delivery
+from tests.factories import ADAPTERS, GATEWAY
+
+ORDERS = "CREATE TABLE merchant_paid (ref text, payment_id text, amount bigint)"
+
+
+def razorpay(event: str = "payment.captured", *, amount: int = 49_900, currency: str = "INR",
+             ref: str = "order_exp1", payment_id: str = "pay_exp0000001") -> Delivery:  # fmt: skip
+    return GATEWAY.razorpay(
+        event, payment_id=payment_id, order_id=ref, amount_paise=amount, currency=currency
+    )
+
+
+def hooks() -> Hooks:
+    found = Hooks()
+
+    @found.on(EventKind.PAYMENT_CAPTURED, EventKind.PAYMENT_AUTHORIZED)
+    def paid(conn, event):
+        conn.execute(
+            "INSERT INTO merchant_paid VALUES (%s, %s, %s)",
+            (event.merchant_ref, event.payment_id, event.amount_paise),
+        )
+
+    return found
+
+
+def async_hooks() -> AsyncHooks:
+    found = AsyncHooks()
+
+    @found.on(EventKind.PAYMENT_CAPTURED, EventKind.PAYMENT_AUTHORIZED)
+    async def paid(conn, event):
+        await conn.execute(
+            "INSERT INTO merchant_paid VALUES (%s, %s, %s)",
+            (event.merchant_ref, event.payment_id, event.amount_paise),
+        )
+
+    return found
+
+
+def sync_driver(conn: psycopg.Connection, delivery: Delivery) -> Receipt:
+    return ingest(conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, hooks())
+
+
+def in_transaction_driver(conn: psycopg.Connection, delivery: Delivery) -> Receipt:
+    with psycopg.connect(conn.info.dsn) as own, own.transaction():
+        pending = ingest_in_transaction(
+            own, ADAPTERS[delivery.provider], delivery.body, delivery.headers, hooks()
+        )
+    return pending.receipt(conn)
+
+
+def async_driver(conn: psycopg.Connection, delivery: Delivery) -> Receipt:
+    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+
+    async def go() -> Receipt:
+        async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as on:
+            return await ingest_received_async(on, received, async_hooks())
+
+    return asyncio.run(go())
+
+
+DRIVERS = {"sync": sync_driver, "in_transaction": in_transaction_driver, "async": async_driver}
+Driver = Callable[[psycopg.Connection, Delivery], Receipt]
+
+
+@pytest.fixture
+def shop(conn):
+    conn.execute(ORDERS)
+    return conn
+
+
+@pytest.fixture(params=list(DRIVERS))
+def deliver(request) -> Driver:
+    return DRIVERS[request.param]
+
+
+def paid(conn) -> list[tuple[object, ...]]:
+    return conn.execute("SELECT ref, payment_id, amount FROM merchant_paid").fetchall()
+
+
+def mismatches(conn) -> list[tuple[object, ...]]:
+    return conn.execute(
+        "SELECT event_id, gateway_order_id, payment_id, expected_paise, expected_currency,"
+        " paid_paise, paid_currency FROM payhooks_amount_mismatches ORDER BY found_at"
+    ).fetchall()
+
+
+def outcome_of(conn, delivery: Delivery) -> str:
+    event = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers).event
+    return conn.execute(
+        "SELECT outcome FROM processed_webhooks WHERE provider = %s AND event_id = %s",
+        (event.provider.value, event.event_id),
+    ).fetchone()[0]
+
+
+def test_a_capture_of_the_expected_amount_reaches_the_handler(shop, deliver):
+    expect(shop, "razorpay", "order_exp1", 49_900, "INR", "A-1")
+    receipt = deliver(shop, razorpay())
+    assert receipt.outcome is Outcome.PROCESSED
+    assert paid(shop) == [("order_exp1", "pay_exp0000001", 49_900)]
+    assert mismatches(shop) == []
+
+
+@pytest.mark.parametrize(
+    ("amount", "currency"), [(100, "INR"), (50_000, "INR"), (49_900, "USD")],
+    ids=["underpaid", "overpaid", "another_currency"],
+)  # fmt: skip
+def test_a_capture_of_another_amount_is_parked_for_a_person_never_handed_to_the_handler(
+    shop, deliver, amount, currency
+):
+    expect(shop, "razorpay", "order_exp1", 49_900, "INR", "A-1")
+    delivery = razorpay(amount=amount, currency=currency)
+    receipt = deliver(shop, delivery)
+    assert receipt.outcome is Outcome.PARKED
+    assert paid(shop) == []
+    assert outcome_of(shop, delivery) == "parked"
+    assert mismatches(shop) == [
+        (receipt.event.event_id, "order_exp1", "pay_exp0000001", 49_900, "INR", amount, currency)
+    ]
+    # The gateway's retry is checked again, stays parked, and records nothing twice.
+    again = deliver(shop, delivery)
+    assert again.outcome is Outcome.PARKED
+    assert paid(shop) == [] and len(mismatches(shop)) == 1
+
+
+def test_an_authorisation_of_another_amount_is_parked_too(shop, deliver):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    receipt = deliver(shop, razorpay("payment.authorized", amount=49_800))
+    assert receipt.outcome is Outcome.PARKED
+    assert paid(shop) == []
+    assert [row[5] for row in mismatches(shop)] == [49_800]
+
+
+def test_without_an_expectation_every_amount_reaches_the_handler_as_before(shop, deliver):
+    expect(shop, "razorpay", "another_order", 49_900)
+    receipt = deliver(shop, razorpay(amount=1))
+    assert receipt.outcome is Outcome.PROCESSED
+    assert paid(shop) == [("order_exp1", "pay_exp0000001", 1)]
+
+
+def test_the_check_is_per_gateway(shop, deliver):
+    expect(shop, "cashfree", "order_exp1", 49_900)
+    assert deliver(shop, razorpay(amount=1)).outcome is Outcome.PROCESSED
+
+
+def test_cashfree_and_payu_captures_are_checked_alike(shop, deliver):
+    expect(shop, "cashfree", "cf_exp1", 49_900)
+    expect(shop, "payu", "txn_exp1", 49_900)
+    cashfree = GATEWAY.cashfree(
+        "PAYMENT_SUCCESS_WEBHOOK", order_id="cf_exp1", cf_payment_id="cfp_exp1",
+        order_amount=Decimal("499.00"), payment_status="SUCCESS",
+    )  # fmt: skip
+    payu = GATEWAY.payu(txnid="txn_exp1", mihpayid="payu_exp1", amount="4.99", status="success")
+    assert deliver(shop, cashfree).outcome is Outcome.PROCESSED
+    assert deliver(shop, payu).outcome is Outcome.PARKED
+    assert paid(shop) == [("cf_exp1", "cfp_exp1", 49_900)]
+    assert [(row[1], row[5], row[6]) for row in mismatches(shop)] == [("txn_exp1", 499, "INR")]
+
+
+def test_a_refund_or_a_failure_is_not_checked(shop, deliver):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    assert deliver(shop, razorpay("payment.failed", amount=1)).outcome is Outcome.IGNORED
+    assert mismatches(shop) == []
+
+
+def test_a_corrected_expectation_lets_the_parked_payment_through_on_replay(shop):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    delivery = razorpay(amount=44_900)  # an offer the merchant had not told payhooks about
+    assert sync_driver(shop, delivery).outcome is Outcome.PARKED
+    # Replayed while still off: stays parked, recorded once.
+    [stored] = parked(shop)
+    assert replay(shop, ADAPTERS[delivery.provider], stored, hooks()).outcome is Outcome.PARKED
+    assert len(mismatches(shop)) == 1 and paid(shop) == []
+    expect(shop, "razorpay", "order_exp1", 44_900)
+    assert replay(shop, ADAPTERS[delivery.provider], stored, hooks()).outcome is Outcome.PROCESSED
+    assert paid(shop) == [("order_exp1", "pay_exp0000001", 44_900)]
+    assert outcome_of(shop, delivery) == "processed"
+
+
+def test_a_delivery_parked_before_the_expectation_is_checked_when_replayed(shop):
+    parking = Hooks()
+    parking.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: _parked())
+    delivery = razorpay(amount=100)
+    ingest(shop, ADAPTERS[delivery.provider], delivery.body, delivery.headers, parking)
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    [stored] = parked(shop)
+    assert replay(shop, ADAPTERS[delivery.provider], stored, hooks()).outcome is Outcome.PARKED
+    assert paid(shop) == [] and [row[5] for row in mismatches(shop)] == [100]
+
+
+def _parked():
+    from payhooks.ingest import Applied
+
+    return Applied(outcome=Outcome.PARKED)
+
+
+def test_an_expectation_counts_only_once_the_callers_transaction_commits(shop):
+    with shop.transaction(force_rollback=True):
+        expect(shop, "razorpay", "order_exp1", 49_900)
+    assert sync_driver(shop, razorpay(amount=1)).outcome is Outcome.PROCESSED
+
+
+def test_expect_async_records_the_same_row(shop):
+    async def go() -> None:
+        async with await psycopg.AsyncConnection.connect(shop.info.dsn, autocommit=True) as on:
+            await expect_async(on, "razorpay", "order_exp1", 49_900, "INR", "A-9")
+
+    asyncio.run(go())
+    row = shop.execute(
+        "SELECT provider, gateway_order_id, amount_paise, currency, reference"
+        " FROM payhooks_expectations"
+    ).fetchone()
+    assert row == ("razorpay", "order_exp1", 49_900, "INR", "A-9")
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "words"),
+    [
+        (("stripe", "o1", 100), ValueError, "unknown gateway 'stripe'"),
+        (("razorpay", "o1", 1.5), TypeError, "amount_paise must be an int"),
+        (("razorpay", "o1", True), TypeError, "amount_paise must be an int"),
+        (("razorpay", "o1", -1), ValueError, "amount_paise is out of range"),
+        (("razorpay", "o1", 100, "inr"), ValueError, "three capital letters"),
+        (("razorpay", "", 100), ValueError, "gateway_order_id must be 1 to 255"),
+        (("razorpay", "o\n1", 100), ValueError, "gateway_order_id must be 1 to 255"),
+        (("razorpay", "o\ud8001", 100), ValueError, "gateway_order_id must be 1 to 255"),
+        (("razorpay", 7, 100), TypeError, "gateway_order_id must be a str"),
+        (("razorpay", "o1", 100, "INR", "x" * 256), ValueError, "reference must be 1 to 255"),
+    ],
+)
+def test_what_no_gateway_order_can_be_is_refused_saying_why(args, error, words):
+    with pytest.raises(error, match=words):
+        expectation(*args)
+
+
+def test_the_reference_defaults_to_the_gateway_order_id():
+    assert expectation("payu", "txn_9", 100).reference == "txn_9"
