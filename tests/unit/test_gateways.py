@@ -7,8 +7,9 @@ import importlib
 
 import pytest
 
-from payhooks.events import Provider
+from payhooks.events import EventKind, Provider
 from payhooks.gateways import GATEWAYS, UnknownGateway, gateway
+from payhooks.gateways._status import listed
 
 
 def test_every_provider_has_a_registry_line():
@@ -47,3 +48,25 @@ def test_a_gateway_with_only_some_of_its_settings_is_incomplete():
     assert payu.incomplete([("key",), ()]) == payu.secrets
     assert payu.incomplete([("key",), ("salt",)]) is None
     assert payu.adapter([(), ()]) is None
+
+
+def _listed(entities, order_id="o1"):
+    def identify(entity, asked):
+        return entity["status"], entity["id"], entity.get("order", asked)
+
+    def deliver(entity, asked, kind, status, payment_id):
+        return (asked, kind, status, payment_id)
+
+    return listed(entities, order_id, {"paid": EventKind.PAYMENT_CAPTURED}, identify, deliver)
+
+
+def test_listed_delivers_a_payment_the_webhook_acts_on_and_skips_the_rest():
+    report = _listed(
+        [
+            {"status": "paid", "id": "p1"},
+            {"status": "refunded", "id": "p2"},
+            {"status": "paid", "id": "p3", "order": "o2"},
+        ]
+    )
+    assert report.received == (("o1", "payment_captured", "paid", "p1"),)
+    assert report.skipped == ("p2:refunded", "p3:paid")

@@ -13,13 +13,13 @@ import socket
 import threading
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar, cast
 
 import httpx
 
 from payhooks.errors import GatewayApiError, MalformedPayload
-from payhooks.events import Provider, Received
+from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import ApiCredentials, gateway
 from payhooks.gateways._reports import Report, one_of, printable, read_json
 
@@ -255,14 +255,45 @@ def parsed(provider: Provider, read: Callable[[], T]) -> T:
         raise GatewayApiError(provider.value, f"unreadable answer: {exc.reason}") from exc
 
 
+Identify = Callable[[Any, str], tuple[str, str, object]]
+"""A listed payment's status, its id and the order it names, given the order asked about."""
+
+Deliver = Callable[[Any, str, EventKind, str, str], Received]
+"""The delivery a listed payment stands for: (entity, order id, kind, status, payment id)."""
+
+
+def listed(
+    entities: Iterable[Any],
+    order_id: str,
+    kinds: Mapping[str, EventKind],
+    identify: Identify,
+    deliver: Deliver,
+) -> Report:
+    """An order's payments as a status API lists them: one in a state the webhook acts on
+    (``kinds``) and of this order is delivered; any other is skipped as ``payment_id:status``."""
+    found: list[Received] = []
+    skipped: list[str] = []
+    for entity in entities:
+        status, payment_id, its_order = identify(entity, order_id)
+        kind = kinds.get(status)
+        if kind is None or its_order != order_id:
+            skipped.append(f"{payment_id}:{status}")
+            continue
+        found.append(deliver(entity, order_id, kind, status, payment_id))
+    return Report(received=tuple(found), skipped=tuple(skipped))
+
+
 __all__ = [
     "MAX_ANSWER_BYTES",
     "CredentialsRefused",
+    "Deliver",
+    "Identify",
     "StatusClient",
     "StatusModule",
     "answer",
     "client",
     "http_client",
+    "listed",
     "parsed",
     "restored",
     "retry_after",

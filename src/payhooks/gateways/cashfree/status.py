@@ -14,7 +14,7 @@ from payhooks.errors import MalformedPayload
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
-from payhooks.gateways._status import answer, parsed
+from payhooks.gateways._status import answer, listed, parsed
 from payhooks.gateways.cashfree.adapter import compared_paise
 from payhooks.providers._common import reference
 
@@ -70,22 +70,19 @@ def payments(order_id: str, body: bytes) -> Report:
     doc = read_json(_P, body)
     if not isinstance(doc, list):
         raise MalformedPayload(_P, "payments answer is not a list")
-    found: list[Received] = []
-    skipped: list[str] = []
-    for entity in doc:
-        status = text(_P, entity, "payment_status")
-        raw_id = entity.get("cf_payment_id")
-        payment_id = str(raw_id) if isinstance(raw_id, int) else text(_P, entity, "cf_payment_id")
-        kind = _KINDS.get(status)
-        if kind is None or entity.get("order_id", order_id) != order_id:
-            skipped.append(f"{payment_id}:{status}")
-            continue
-        found.append(_received(entity, order_id, kind=kind, status=status, payment_id=payment_id))
-    return Report(received=tuple(found), skipped=tuple(skipped))
+    return listed(doc, order_id, _KINDS, _identify, _received)
+
+
+def _identify(entity: Any, order_id: str) -> tuple[str, str, object]:
+    """A payment that names no order is the order's asked about."""
+    status = text(_P, entity, "payment_status")
+    raw_id = entity.get("cf_payment_id")
+    payment_id = str(raw_id) if isinstance(raw_id, int) else text(_P, entity, "cf_payment_id")
+    return status, payment_id, entity.get("order_id", order_id)
 
 
 def _received(
-    entity: Mapping[str, Any], order_id: str, *, kind: EventKind, status: str, payment_id: str
+    entity: Mapping[str, Any], order_id: str, kind: EventKind, status: str, payment_id: str
 ) -> Received:
     ordered = entity.get("order_amount", entity.get("payment_amount"))
     paid = entity.get("payment_amount")

@@ -14,7 +14,7 @@ from payhooks.errors import MalformedPayload
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
-from payhooks.gateways._status import answer, parsed
+from payhooks.gateways._status import answer, listed, parsed
 from payhooks.providers._common import child, reference
 
 _P = Provider.RAZORPAY
@@ -52,28 +52,27 @@ def payments(order_id: str, body: bytes) -> Report:
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise MalformedPayload(_P, "payments answer has no items list")
-    found: list[Received] = []
-    skipped: list[str] = []
-    for entity in items:
-        status = text(_P, entity, "status")
-        kind = _KINDS.get(status)
-        payment_id = text(_P, entity, "id")
-        if kind is None or entity.get("order_id") != order_id:
-            skipped.append(f"{payment_id}:{status}")
-            continue
-        amount = entity.get("amount")
-        if isinstance(amount, bool) or not isinstance(amount, int):
-            raise MalformedPayload(_P, f"payment {payment_id} amount is not paise")
-        event = received(
-            _P, entity, kind=kind, status=status, payment_id=payment_id,
-            merchant_ref=order_id, amount_paise=amount, currency=entity.get("currency"),
-            bank_ref=reference(
-                child(entity, "acquirer_data", "rrn"),
-                child(entity, "acquirer_data", "bank_transaction_id"),
-            ),
-        )  # fmt: skip
-        found.append(event)
-    return Report(received=tuple(found), skipped=tuple(skipped))
+    return listed(items, order_id, _KINDS, _identify, _received)
+
+
+def _identify(entity: Any, order_id: str) -> tuple[str, str, object]:
+    return text(_P, entity, "status"), text(_P, entity, "id"), entity.get("order_id")
+
+
+def _received(
+    entity: Mapping[str, Any], order_id: str, kind: EventKind, status: str, payment_id: str
+) -> Received:
+    amount = entity.get("amount")
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        raise MalformedPayload(_P, f"payment {payment_id} amount is not paise")
+    return received(
+        _P, entity, kind=kind, status=status, payment_id=payment_id,
+        merchant_ref=order_id, amount_paise=amount, currency=entity.get("currency"),
+        bank_ref=reference(
+            child(entity, "acquirer_data", "rrn"),
+            child(entity, "acquirer_data", "bank_transaction_id"),
+        ),
+    )  # fmt: skip
 
 
 def stored(event_id: str, entity: dict[str, Any]) -> Report:
