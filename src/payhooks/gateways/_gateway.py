@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Protocol
 
 from payhooks.events import Provider
 from payhooks.providers import Adapter
@@ -71,6 +72,20 @@ Found = Sequence[tuple[str, ...]]
 """What each of a gateway's ``secrets`` holds, in their order; one value is a 1-tuple."""
 
 
+class _SecretsAdapter(Protocol):
+    def __call__(self, *, secrets: tuple[str, ...]) -> Adapter: ...
+
+
+def from_secrets(adapter: _SecretsAdapter) -> Callable[[Found], Adapter]:
+    """The ``build`` of a gateway whose one setting holds all its secrets: ``adapter`` given
+    them (Razorpay's webhook secrets, Cashfree's client secrets)."""
+
+    def build(found: Found) -> Adapter:
+        return adapter(secrets=found[0])
+
+    return build
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gateway:
     """One gateway, as the settings, reconciliation, the shop and the CLI see it."""
@@ -105,4 +120,13 @@ class Gateway:
         return f"{self.title} needs {'both' if len(self.secrets) == 2 else 'all of them'}"
 
 
-__all__ = ["ApiCredentials", "Found", "Gateway", "Secret", "StatusApi", "secret", "status_api"]
+__all__ = [
+    "ApiCredentials",
+    "Found",
+    "Gateway",
+    "Secret",
+    "StatusApi",
+    "from_secrets",
+    "secret",
+    "status_api",
+]

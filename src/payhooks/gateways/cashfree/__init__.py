@@ -6,19 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
-from payhooks.gateways._gateway import Found, Gateway, secret, status_api
+from payhooks.gateways._gateway import Gateway, from_secrets, secret, status_api
 from payhooks.gateways.cashfree.adapter import Cashfree
-
-
-def _adapter(found: Found) -> Cashfree:
-    return Cashfree(secrets=found[0])
-
 
 CASHFREE = Gateway(
     provider=Provider.CASHFREE,
     title="Cashfree",
     secrets=(secret(Provider.CASHFREE, "CLIENT_SECRETS"),),
-    build=_adapter,
+    build=from_secrets(Cashfree),
     status_api=status_api(
         Provider.CASHFREE,
         id_name="CLIENT_ID",

@@ -6,19 +6,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
-from payhooks.gateways._gateway import Found, Gateway, secret, status_api
+from payhooks.gateways._gateway import Gateway, from_secrets, secret, status_api
 from payhooks.gateways.razorpay.adapter import Razorpay
-
-
-def _adapter(found: Found) -> Razorpay:
-    return Razorpay(secrets=found[0])
-
 
 RAZORPAY = Gateway(
     provider=Provider.RAZORPAY,
     title="Razorpay",
     secrets=(secret(Provider.RAZORPAY, "WEBHOOK_SECRETS"),),
-    build=_adapter,
+    build=from_secrets(Razorpay),
     status_api=status_api(
         Provider.RAZORPAY,
         id_name="KEY_ID",
