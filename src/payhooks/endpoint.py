@@ -12,10 +12,10 @@ table, and the log line.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from payhooks.answers import answer, clipped, error_answer, error_status, log_name
 from payhooks.errors import PayhooksError, PayloadTooLarge, ProviderNotConfigured
@@ -81,19 +81,11 @@ class Endpoint:
         self, gateway: str, body: bytes, pairs: HeaderPairs, claim: Claim, seen: Seen | None = None
     ) -> Reply:
         """Verify and claim on this thread; anything but a payhooks error is logged
-        (``webhook_failed``) and raised, for the framework to answer 500."""
-        try:
-            received = self.received(gateway, body, pairs)
-        except PayhooksError as exc:
-            return _shown(self.refused(gateway, exc), seen)
-        try:
-            receipt = claim(received)
-        except PayhooksError as exc:
-            return _shown(self.failed(received, exc), seen)
-        except Exception as exc:
-            _shown(self.failed(received, exc), seen)
-            raise
-        return _shown(self.answered(received, receipt), seen)
+        (``webhook_failed``) and raised, for the framework to answer 500.
+
+        The steps are ``deliver_async``'s, with the claim called rather than awaited: nothing
+        in them waits then, so they run to their end here, with no event loop."""
+        return _at_once(self.deliver_async(gateway, body, pairs, _awaitable(claim), seen=seen))
 
     async def deliver_async(
         self,
@@ -196,6 +188,23 @@ def unfolded(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> list[tuple[s
         else:
             restored.append((name, value))
     return restored
+
+
+def _awaitable(claim: Claim) -> AsyncClaim:
+    async def called(received: Received) -> Receipt:
+        return claim(received)
+
+    return called
+
+
+def _at_once(steps: Coroutine[Any, Any, Reply]) -> Reply:
+    """The value of ``steps``, which never wait: they end on their first step."""
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        return cast(Reply, done.value)
+    steps.close()
+    raise RuntimeError("the sync steps of a delivery waited on something")
 
 
 def _shown(reply: Reply, seen: Seen | None) -> Reply:

@@ -10,7 +10,8 @@ import pytest
 from payhooks import Provider
 from payhooks.endpoint import MAX_GATEWAY_CHARS, Endpoint, served, unfolded
 from payhooks.errors import PayloadTooLarge, ProviderNotConfigured
-from tests.factories import ADAPTERS
+from payhooks.ingest import Outcome, Receipt
+from tests.factories import ADAPTERS, GATEWAY
 
 RAZORPAY = ADAPTERS[Provider.RAZORPAY]
 log = logging.getLogger("payhooks.test_endpoint")
@@ -62,6 +63,39 @@ def test_a_forged_delivery_is_refused_before_the_claim_runs():
     pairs = [("x-razorpay-signature", "0" * 64)]
     reply = endpoint().deliver("razorpay", b"{}", pairs, claim)
     assert (reply.status, reply.outcome, reply.received) == (401, "signature_mismatch", None)
+
+
+def capture() -> tuple[list[tuple[str, str]], bytes]:
+    delivery = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_endpoint0001", order_id="order_ep1", amount_paise=100
+    )
+    return list(delivery.headers.items()), delivery.body
+
+
+def test_the_sync_door_answers_the_claims_receipt_without_an_event_loop():
+    pairs, body = capture()
+
+    def claim(received):  # type: ignore[no-untyped-def]
+        return Receipt(outcome=Outcome.PROCESSED, event=received.event, order_id="ord_1")
+
+    reply = endpoint().deliver("razorpay", body, pairs, claim)
+    assert (reply.status, reply.body["order_id"], reply.log_name) == (
+        200,
+        "ord_1",
+        "webhook_processed",
+    )
+
+
+def test_a_claims_bug_is_shown_as_a_500_and_raised_by_the_sync_door():
+    pairs, body = capture()
+    seen = []
+
+    def claim(received):  # type: ignore[no-untyped-def]
+        raise RuntimeError("a handler's bug")
+
+    with pytest.raises(RuntimeError, match="a handler's bug"):
+        endpoint().deliver("razorpay", body, pairs, claim, seen.append)
+    assert [(reply.status, reply.outcome) for reply in seen] == [(500, "internal_error")]
 
 
 def test_two_adapters_for_one_gateway_are_refused():
