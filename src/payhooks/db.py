@@ -9,7 +9,7 @@ async one, as httpx keeps one client logic under ``Client`` and ``AsyncClient``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -31,7 +31,7 @@ class Statement:
     costs no round trip of its own in pipeline mode: it travels with the next."""
 
     sql: str
-    params: tuple[object, ...] = ()
+    params: tuple[object, ...] | Mapping[str, object] = ()
     reads: bool = True
 
 

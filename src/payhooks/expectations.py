@@ -29,6 +29,10 @@ from payhooks.events import Event, EventKind, Provider, is_text
 MONEY = frozenset({EventKind.PAYMENT_AUTHORIZED, EventKind.PAYMENT_CAPTURED})
 """The kinds whose amount is checked: a payment authorised or captured for the order."""
 
+RECONCILED = "reconcile"
+"""What the key of every delivery reconciliation makes starts with (``reconcile:``): a prefix
+no gateway's delivery key can take."""
+
 MAX_ID_CHARS = 255
 MAX_PAISE = 10**15
 _CURRENCY = re.compile(r"[A-Z]{3}")
@@ -163,30 +167,106 @@ class Mismatch:
     paid_currency: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """What a payment authorised or captured meets before any handler runs.
+
+    ``mismatch``: its amount or currency is not what the merchant expected. ``applied_by``:
+    the same payment (and kind) already reached a handler under another delivery key, and one
+    of the two is reconciliation's: the key of that delivery, whose answer stands.
+    ``claimed``: this delivery holds the payment's row, to let go of if it is not applied.
+    """
+
+    mismatch: Mismatch | None = None
+    applied_by: str | None = None
+    order_ref: str | None = None
+    claimed: bool = False
+
+
+UNCHECKED = Check()
+
+# The payment's row claimed (insert first, as the delivery's own claim) and the expectation
+# read, in one round trip. On a conflict the row is left as it is and read back.
+CLAIM_PAYMENT = """
+WITH mine AS (
+    INSERT INTO payhooks_payments AS p
+        (provider, payment_id, kind, gateway_order_id, event_id, reconciled)
+    VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(order)s, %(event_id)s, %(reconciled)s)
+    ON CONFLICT (provider, payment_id, kind) DO UPDATE SET applied_at = p.applied_at
+    RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id
+)
+SELECT mine.inserted, mine.reconciled, mine.event_id,
+    (SELECT w.order_ref FROM processed_webhooks w
+     WHERE w.provider = %(provider)s AND w.event_id = mine.event_id),
+    e.amount_paise, e.currency, e.reference
+FROM mine LEFT JOIN payhooks_expectations e
+    ON e.provider = %(provider)s AND e.gateway_order_id = %(order)s
+"""
+
+RELEASE_PAYMENT = """
+DELETE FROM payhooks_payments WHERE provider = %s AND payment_id = %s AND kind = %s
+    AND event_id = %s
+"""
+
+
+def is_reconciled(event_id: str) -> bool:
+    return event_id.startswith(RECONCILED + ":")
+
+
 def paid_currency(event: Event) -> str:
     """Razorpay and Cashfree name the currency; PayU's posts are rupees."""
     return event.currency or "INR"
 
 
-def checking(event: Event) -> Steps[Mismatch | None]:
-    """For a payment authorised or captured for an expected gateway order: None when it is
-    the expected amount and currency, else what differs. None, with no statement, for any
-    other event."""
-    if event.kind not in MONEY or event.merchant_ref is None:
-        return None
-    row = yield Statement(sql=EXPECTED, params=(event.provider.value, event.merchant_ref))
-    if row is None:
-        return None  # not expected: applied as it always was
-    amount, currency, reference = int(row[0]), str(row[1]), str(row[2])
+def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
+    """For a payment authorised or captured: claim the payment's own row and compare it with
+    what the merchant expected. Any other event passes with no statement. ``reconciled``:
+    the delivery is one reconciliation made (its key no webhook can take)."""
+    if event.kind not in MONEY:
+        return UNCHECKED
+    if event.payment_id is None:
+        if event.merchant_ref is None:
+            return UNCHECKED
+        row = yield Statement(sql=EXPECTED, params=(event.provider.value, event.merchant_ref))
+        return Check(mismatch=None if row is None else _mismatch(event, *row))
+    row = yield Statement(
+        sql=CLAIM_PAYMENT,
+        params={
+            "provider": event.provider.value,
+            "payment_id": event.payment_id,
+            "kind": event.kind.value,
+            "order": event.merchant_ref,
+            "event_id": event.event_id,
+            "reconciled": reconciled,
+        },
+    )
+    assert row is not None
+    inserted, first_reconciled, first_key, order_ref, *expected = row
+    if not inserted and (reconciled or first_reconciled):
+        return Check(applied_by=str(first_key), order_ref=order_ref)
+    mismatch = None if expected[0] is None else _mismatch(event, *expected)
+    return Check(mismatch=mismatch, claimed=bool(inserted))
+
+
+def _mismatch(event: Event, amount: int, currency: str, reference: str) -> Mismatch | None:
     if event.amount_paise == amount and paid_currency(event) == currency:
         return None
     return Mismatch(
-        expected_paise=amount,
-        expected_currency=currency,
-        reference=reference,
+        expected_paise=int(amount),
+        expected_currency=str(currency),
+        reference=str(reference),
         paid_paise=event.amount_paise,
         paid_currency=paid_currency(event),
     )
+
+
+def releasing(event: Event, check: Check) -> Steps[None]:
+    """The payment's row let go when this delivery was not applied after all (parked,
+    ignored): a later delivery of the payment may then apply it."""
+    if check.claimed:
+        assert event.payment_id is not None
+        params = (event.provider.value, event.payment_id, event.kind.value, event.event_id)
+        yield Statement(sql=RELEASE_PAYMENT, params=params, reads=False)
 
 
 def holding(event: Event, mismatch: Mismatch) -> Steps[None]:
@@ -210,6 +290,7 @@ def holding(event: Event, mismatch: Mismatch) -> Steps[None]:
 
 __all__ = [
     "MONEY",
+    "Check",
     "Expectation",
     "Mismatch",
     "checking",
@@ -217,4 +298,5 @@ __all__ = [
     "expect_async",
     "expectation",
     "holding",
+    "releasing",
 ]

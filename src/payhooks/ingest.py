@@ -238,13 +238,23 @@ class Delivery:
         self.claim = claim = yield from idempotency.claiming(self.received)
         if claim.state is ClaimState.DUPLICATE:
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
-        mismatch = yield from expectations.checking(event)
-        if mismatch is not None:  # never handed to the handler as a payment
-            return (yield from _held(event, claim, mismatch))
+        check = yield from expectations.checking(
+            event, reconciled=expectations.is_reconciled(event.event_id)
+        )
+        if check.applied_by is not None:  # the payment reached a handler under another key
+            yield from idempotency.recording(event, Outcome.IGNORED, check.order_ref)
+            return Settled(
+                receipt=duplicate(self.received, replace(claim, order_ref=check.order_ref))
+            )
+        if check.mismatch is not None:  # never handed to the handler as a payment
+            yield from expectations.releasing(event, check)
+            return (yield from _held(event, claim, check.mismatch))
         applied: Applied = yield APPLY
         receipt = Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
         if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
             return Settled(receipt=receipt, keep=False)  # still nothing to apply it to
+        if applied.outcome is not Outcome.PROCESSED:
+            yield from expectations.releasing(event, check)
         yield from idempotency.recording(event, applied.outcome, applied.order_id)
         return Settled(receipt=receipt)
 

@@ -11,12 +11,12 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from payhooks import EventKind, Hooks, ingest, ingest_in_transaction
+from payhooks import EventKind, Hooks, Provider, ingest, ingest_in_transaction
 from payhooks.expectations import expect, expect_async, expectation
 from payhooks.fastapi import AsyncHooks
 from payhooks.fastapi.claims import ingest_received as ingest_received_async
 from payhooks.idempotency import parked
-from payhooks.ingest import Outcome, Receipt, receive, replay
+from payhooks.ingest import Outcome, Receipt, ingest_received, receive, replay
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, GATEWAY
 
@@ -254,3 +254,76 @@ def test_what_no_gateway_order_can_be_is_refused_saying_why(args, error, words):
 
 def test_the_reference_defaults_to_the_gateway_order_id():
     assert expectation("payu", "txn_9", 100).reference == "txn_9"
+
+
+# --- one payment, one handler call, whichever of a webhook and reconciliation brings it ----
+
+
+def reconciled(amount: int = 49_900, ref: str = "order_exp1", payment_id: str = "pay_exp0000001"):
+    from payhooks.gateways._reports import received
+
+    return received(
+        Provider.RAZORPAY, {"id": payment_id, "status": "captured", "amount": amount},
+        kind=EventKind.PAYMENT_CAPTURED, status="captured", payment_id=payment_id,
+        merchant_ref=ref, amount_paise=amount, currency="INR",
+    )  # fmt: skip
+
+
+def apply_found(conn, found) -> Receipt:
+    return ingest_received(conn, found, hooks())
+
+
+def test_a_payment_reconciliation_finds_after_its_webhook_does_not_reach_the_handler_again(shop):
+    first = sync_driver(shop, razorpay())
+    again = apply_found(shop, reconciled())
+    assert first.outcome is Outcome.PROCESSED
+    assert again.outcome is Outcome.DUPLICATE
+    assert paid(shop) == [("order_exp1", "pay_exp0000001", 49_900)]
+    assert outcome_of_key(shop, again.event.event_id) == "ignored"
+
+
+def test_a_webhook_after_reconciliation_applied_its_payment_changes_nothing(shop, deliver):
+    found = apply_found(shop, reconciled())
+    late = deliver(shop, razorpay())
+    assert found.outcome is Outcome.PROCESSED
+    assert late.outcome is Outcome.DUPLICATE
+    assert paid(shop) == [("order_exp1", "pay_exp0000001", 49_900)]
+    # The gateway's retry of the late webhook: answered as before, still no effect.
+    assert deliver(shop, razorpay()).outcome is Outcome.DUPLICATE
+    assert len(paid(shop)) == 1
+
+
+def test_two_webhooks_for_one_payment_reach_the_handler_as_they_always_did(shop):
+    sync_driver(shop, razorpay())
+    second = sync_driver(shop, razorpay("order.paid"))
+    assert second.outcome is Outcome.PROCESSED
+    assert len(paid(shop)) == 2  # the handler's own key (a payment id) is what dedupes these
+
+
+def test_a_payment_the_handler_did_not_apply_is_left_for_the_next_delivery_of_it(shop):
+    parking = Hooks()
+    parking.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: _parked())
+    delivery = razorpay()
+    ingest(shop, ADAPTERS[delivery.provider], delivery.body, delivery.headers, parking)
+    assert shop.execute("SELECT count(*) FROM payhooks_payments").fetchone()[0] == 0
+    assert apply_found(shop, reconciled()).outcome is Outcome.PROCESSED
+    assert paid(shop) == [("order_exp1", "pay_exp0000001", 49_900)]
+
+
+def test_a_webhook_and_reconciliation_at_once_reach_the_handler_once(shop, database_url):
+    from tests.conftest import released_together
+
+    webhook = receive(ADAPTERS[Provider.RAZORPAY], razorpay().body, razorpay().headers)
+    answers = released_together(
+        [webhook, reconciled()] * 4,
+        lambda _: psycopg.connect(database_url, autocommit=True),
+        lambda conn, found: apply_found(conn, found).outcome,
+    )
+    assert len(paid(shop)) == 1
+    assert answers.count(Outcome.PROCESSED) == 1
+
+
+def outcome_of_key(conn, event_id: str) -> str:
+    return conn.execute(
+        "SELECT outcome FROM processed_webhooks WHERE event_id = %s", (event_id,)
+    ).fetchone()[0]

@@ -201,7 +201,7 @@ def test_fifty_concurrent_copies_in_callers_transactions_take_effect_once(shop, 
     assert rows(shop) == [("order_lib1", "pay_lib000000001", 1)]
 
 
-def test_the_library_migrates_only_its_table_into_a_merchants_database(admin_url):
+def test_the_library_migrates_only_its_tables_into_a_merchants_database(admin_url):
     import uuid
 
     from psycopg.conninfo import make_conninfo
@@ -216,7 +216,15 @@ def test_the_library_migrates_only_its_table_into_a_merchants_database(admin_url
                 r[0]
                 for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
             }
-            assert tables == {"processed_webhooks", "payhooks_migrations"}
+            assert tables == {
+                "processed_webhooks",
+                "payhooks_migrations",
+                "payhooks_expectations",
+                "payhooks_payments",
+                "payhooks_amount_mismatches",
+                "payhooks_reconcile",
+                "payhooks_reconcile_totals",
+            }  # every one of its own but the first named payhooks_
             assert database.migrate(conn)  # the service can still be added later
     finally:
         with psycopg.connect(admin_url, autocommit=True) as admin:

@@ -144,6 +144,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "processed_webhooks",
         "payhooks_migrations",
         "payhooks_expectations",
+        "payhooks_payments",
         "payhooks_amount_mismatches",
         "payhooks_reconcile",
         "payhooks_reconcile_totals",

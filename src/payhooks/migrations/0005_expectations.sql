@@ -36,6 +36,24 @@ CREATE TABLE payhooks_amount_mismatches (
 CREATE INDEX payhooks_amount_mismatches_unalerted ON payhooks_amount_mismatches (found_at)
     WHERE alerted_at IS NULL;
 
+-- One row per payment authorised or captured that reached a handler: the payment's own key, so
+-- a payment reconciliation found and a webhook that brings it later (or the other way round)
+-- reach the merchant's handler once. Inserted before the handler runs, removed again in the
+-- same transaction when the handler does not apply it: a twin waits on the row, then finds it.
+CREATE TABLE payhooks_payments (
+    provider         text        NOT NULL,
+    payment_id       text        NOT NULL,
+    kind             text        NOT NULL,
+    gateway_order_id text,
+    event_id         text        NOT NULL,
+    reconciled       boolean     NOT NULL,
+    applied_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (provider, payment_id, kind)
+);
+CREATE INDEX payhooks_payments_order ON payhooks_payments (provider, gateway_order_id)
+    WHERE gateway_order_id IS NOT NULL;
+CREATE INDEX payhooks_payments_applied_at ON payhooks_payments (applied_at);
+
 -- One row per expected checkout reconciliation has looked at: when to ask again, how often it
 -- asked, the last error, and when the gateway said the checkout expired (reported, never acted
 -- on). A pass claims a due row by pushing next_attempt_at forward (a lease), so two workers
