@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Iterable
-from typing import cast, overload
+from typing import NotRequired, TypedDict, Unpack, cast, overload
 
 import anyio
 import psycopg_pool
@@ -35,26 +35,30 @@ from payhooks.providers import Adapter
 PATH = "/webhooks/{provider}"
 
 
-@overload
-def route(
-    *,
-    adapters: Iterable[Adapter],
-    hooks: Handler,
-    pool: SyncPool,
-    path: str = ...,
-    threads: int | None = ...,
-) -> Route: ...
+class _Wiring(TypedDict):
+    adapters: Iterable[Adapter]
+    threads: NotRequired[int | None]
+
+
+class SyncWiring(_Wiring):
+    """The keywords ``route()`` and ``payhooks.fastapi.router()`` take for sync hooks: the
+    hooks with the pool that runs them (checked again at startup, for untyped callers)."""
+
+    hooks: Handler
+    pool: SyncPool
+
+
+class AsyncWiring(_Wiring):
+    """The keywords for async hooks: the hooks with the pool that awaits them."""
+
+    hooks: AsyncHandler
+    pool: AsyncPool
 
 
 @overload
-def route(
-    *,
-    adapters: Iterable[Adapter],
-    hooks: AsyncHandler,
-    pool: AsyncPool,
-    path: str = ...,
-    threads: int | None = ...,
-) -> Route: ...
+def route(*, path: str = ..., **wiring: Unpack[SyncWiring]) -> Route: ...
+@overload
+def route(*, path: str = ..., **wiring: Unpack[AsyncWiring]) -> Route: ...
 
 
 def route(

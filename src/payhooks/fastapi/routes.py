@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import overload
+from typing import Unpack, overload
 
 from fastapi import APIRouter
 
@@ -20,30 +20,15 @@ from payhooks.fastapi.deliveries import AsyncPool, SyncPool
 from payhooks.fastapi.hooks import AsyncHandler
 from payhooks.ingest import Handler
 from payhooks.providers import Adapter
+from payhooks.starlette import AsyncWiring, SyncWiring
 
 log = logging.getLogger("payhooks.fastapi")
 
 
 @overload
-def router(
-    *,
-    adapters: Iterable[Adapter],
-    hooks: Handler,
-    pool: SyncPool,
-    prefix: str = ...,
-    threads: int | None = ...,
-) -> APIRouter: ...
-
-
+def router(*, prefix: str = ..., **wiring: Unpack[SyncWiring]) -> APIRouter: ...
 @overload
-def router(
-    *,
-    adapters: Iterable[Adapter],
-    hooks: AsyncHandler,
-    pool: AsyncPool,
-    prefix: str = ...,
-    threads: int | None = ...,
-) -> APIRouter: ...
+def router(*, prefix: str = ..., **wiring: Unpack[AsyncWiring]) -> APIRouter: ...
 
 
 def router(
