@@ -7,13 +7,21 @@ class PayhooksError(Exception):
     """Root of every error payhooks raises on purpose."""
 
 
-class RejectedDelivery(PayhooksError):
+class Explained(PayhooksError):
+    """An error that says why in a ``reason`` of its own: the detail an answer shows
+    (``payhooks.answers``), inside a ``message`` that may name more (a gateway, a variable)."""
+
+    def __init__(self, reason: str, message: str | None = None) -> None:
+        super().__init__(reason if message is None else message)
+        self.reason = reason
+
+
+class RejectedDelivery(Explained):
     """A delivery refused before anything was stored."""
 
     def __init__(self, provider: str, reason: str) -> None:
-        super().__init__(f"{provider}: {reason}")
+        super().__init__(reason, f"{provider}: {reason}")
         self.provider = provider
-        self.reason = reason
 
 
 class SignatureMismatch(RejectedDelivery):
@@ -123,7 +131,7 @@ class ReadOnlyRecord(PayhooksError):
     """A delivery record written through the ORM: only the claim writes them."""
 
 
-class GatewayApiError(PayhooksError):
+class GatewayApiError(Explained):
     """A gateway's status API did not answer usefully (rate limit, 5xx, timeout, refusal): the
     checkout is asked about again on a later reconciliation pass. ``retry_after_s`` is the wait
     the gateway asked for, when it said; ``status`` the HTTP status, None without an answer."""
@@ -136,9 +144,8 @@ class GatewayApiError(PayhooksError):
         status: int | None = None,
         retry_after_s: float | None = None,
     ) -> None:
-        super().__init__(f"{provider} API: {reason}")
+        super().__init__(reason, f"{provider} API: {reason}")
         self.provider = provider
-        self.reason = reason
         self.status = status
         self.retry_after_s = retry_after_s
 
