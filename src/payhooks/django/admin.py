@@ -17,6 +17,8 @@ from payhooks.django import deliveries, replays
 from payhooks.django.models import PROVIDERS, ProcessedWebhook
 
 _ALL_PROVIDERS = [value for value, _ in PROVIDERS]
+_DELIVERY = ("provider", "event_id", "event_type", "outcome", "payment_id", "merchant_ref")
+"""What a delivery is, first in the list and on its page alike."""
 
 
 class _Deliveries(ChangeList):
@@ -27,17 +29,7 @@ class _Deliveries(ChangeList):
 
 @admin.register(ProcessedWebhook)
 class ProcessedWebhookAdmin(admin.ModelAdmin):
-    list_display = (
-        "processed_at",
-        "provider",
-        "event_id",
-        "event_type",
-        "outcome",
-        "payment_id",
-        "merchant_ref",
-        "order_ref",
-        "mismatches",
-    )
+    list_display = ("processed_at", *_DELIVERY, "order_ref", "mismatches")
     list_filter = ("provider", "outcome")
     search_fields = ("event_id", "payment_id", "merchant_ref", "order_ref", "bank_ref")
     search_help_text = (
@@ -47,12 +39,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
     show_full_result_count = False  # one count per page over millions of records, not two
     actions = ("replay_parked",)
     fields = (
-        "provider",
-        "event_id",
-        "event_type",
-        "outcome",
-        "payment_id",
-        "merchant_ref",
+        *_DELIVERY,
         "bank_ref",
         "order_ref",
         "processed_at",
