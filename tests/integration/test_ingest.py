@@ -123,17 +123,21 @@ def test_second_payment_for_paid_cart_needs_refund_and_makes_no_order(conn):
     assert scalar(conn, "SELECT count(*) FROM outbox WHERE kind = 'alert'") == 1
 
 
-def test_amount_mismatch_flags_payment_and_leaves_cart_open(conn):
+def test_amount_mismatch_is_parked_before_the_shop_and_alerted_once_with_both_amounts(conn):
+    from payhooks.service import mismatches
+
     buy = purchase(conn)
     receipt = deliver(conn, buy.captured(amount_paise=buy.amount_paise - 100))
-    assert receipt.outcome is Outcome.PROCESSED and receipt.order_id is None
-    payment = get_payment(conn, "razorpay", buy.payment_id)
-    assert payment.flags == ("amount_mismatch",) and payment.needs_refund
+    assert receipt.outcome is Outcome.PARKED and receipt.order_id is None
+    assert scalar(conn, "SELECT count(*) FROM payments") == 0  # never the shop's payment
     assert carts.get_cart(conn, buy.cart_id).status == "open"
-    assert scalar(conn, "SELECT count(*) FROM outbox WHERE kind = 'alert'") == 1
+    assert (mismatches.alert_new(conn), mismatches.alert_new(conn)) == (1, 0)
+    body = scalar(conn, "SELECT body FROM outbox WHERE kind = 'alert'")
+    assert f"paid {buy.amount_paise - 100} INR" in body and f"is {buy.amount_paise} INR" in body
+    assert buy.cart_id in body
 
 
-def test_currency_mismatch_flags_payment(conn):
+def test_currency_mismatch_is_parked_before_the_shop(conn):
     buy = purchase(conn)
     delivery = GATEWAY.razorpay(
         "payment.captured",
@@ -142,8 +146,8 @@ def test_currency_mismatch_flags_payment(conn):
         amount_paise=buy.amount_paise,
         currency="USD",
     )
-    deliver(conn, delivery)
-    assert get_payment(conn, "razorpay", buy.payment_id).flags == ("amount_mismatch",)
+    assert deliver(conn, delivery).outcome is Outcome.PARKED
+    assert scalar(conn, "SELECT paid_currency FROM payhooks_amount_mismatches") == "USD"
     assert scalar(conn, "SELECT count(*) FROM orders") == 0
 
 

@@ -73,6 +73,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "shop/0008_first_capture",
         "shop/0009_reconcile_refusals",
         "shop/0010_delivery_health",
+        "shop/0011_expectations",
     ]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}

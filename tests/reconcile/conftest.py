@@ -13,7 +13,7 @@ from payhooks import db
 from payhooks.events import Provider
 from payhooks.service import application, database
 from payhooks.service.config import Settings
-from payhooks.service.reconcile import Options, Reconciler
+from payhooks.service.reconcile import Options
 from payhooks.service.reconcile.clients import clients, http_client
 from payhooks.sim.gateway import Purchase as SimPurchase
 from payhooks.sim.gateway_api import ApiKeys, GatewayApi, serving
@@ -48,7 +48,7 @@ class Rig:
             {p: c for p, c in self.settings.reconciled().items() if p in providers}, self.http
         )
         options = Options(after_s=0, window_s=3600, limit=limit)
-        return Reconciler(self.pool, found, options, deliver=application.deliver)
+        return application.shop_reconciler(self.pool, found, options)
 
     def run(self, **kwargs):
         return self.reconciler(**kwargs).run()

@@ -10,7 +10,7 @@ from tests.conftest import released_together
 from tests.factories import purchase
 from tests.reconcile.conftest import count, orders_of, paid_at_gateway, sim
 
-DUE_AGAIN = "UPDATE reconcile_checkouts SET next_attempt_at = now()"
+DUE_AGAIN = "UPDATE payhooks_reconcile SET next_attempt_at = now()"
 
 
 def _paid(conn, rig, provider, n):
@@ -26,7 +26,7 @@ def test_a_429_storm_loses_nothing_and_the_next_pass_finishes(conn, rig):
     first = rig.run()
     assert first.api_errors[Provider.RAZORPAY] == 1
     assert first.deferred[Provider.RAZORPAY] == 3  # stopped asking after the 429
-    waits = conn.execute("SELECT min(next_attempt_at - now()) FROM reconcile_checkouts").fetchone()[
+    waits = conn.execute("SELECT min(next_attempt_at - now()) FROM payhooks_reconcile").fetchone()[
         0
     ]
     assert waits.total_seconds() >= 29  # the wait the gateway asked for
@@ -41,7 +41,7 @@ def test_a_5xx_storm_loses_nothing(conn, rig):
     tally = rig.run()
     assert tally.api_errors[Provider.CASHFREE] == 3  # a few failures in a row pause it
     assert sum(len(orders_of(conn, b.cart_id)) for b in buys) == 0
-    errors = count(conn, "SELECT count(*) FROM reconcile_checkouts WHERE last_error LIKE '%%503%%'")
+    errors = count(conn, "SELECT count(*) FROM payhooks_reconcile WHERE last_error LIKE '%%503%%'")
     assert errors == 3
     while sum(len(orders_of(conn, b.cart_id)) for b in buys) < 3:
         conn.execute(DUE_AGAIN)
@@ -58,7 +58,7 @@ def test_a_slow_answer_is_a_timeout_asked_again_later(conn, rig):
         tally = rig.run()
     rig.http = patient
     assert tally.api_errors[Provider.PAYU] == 1
-    timed_out = "SELECT count(*) FROM reconcile_checkouts WHERE last_error = 'timed out'"
+    timed_out = "SELECT count(*) FROM payhooks_reconcile WHERE last_error = 'timed out'"
     assert count(conn, timed_out) == 1
     conn.execute(DUE_AGAIN)
     rig.run()
@@ -90,7 +90,7 @@ def test_silence_never_expires_a_checkout(conn, rig):
     for _ in range(3):
         conn.execute(DUE_AGAIN)
         rig.run()
-    reported = "SELECT count(*) FROM reconcile_checkouts WHERE expired_reported_at IS NOT NULL"
+    reported = "SELECT count(*) FROM payhooks_reconcile WHERE expired_reported_at IS NOT NULL"
     assert count(conn, reported) == 0
     assert count(conn, "SELECT count(*) FROM carts WHERE status = 'open'") == 1
 
@@ -103,16 +103,20 @@ def test_an_expiry_the_gateway_reports_is_reported_once_and_not_acted_on(conn, r
     second = rig.run()
     assert (first.expired[Provider.CASHFREE], second.expired[Provider.CASHFREE]) == (1, 0)
     assert count(conn, "SELECT count(*) FROM carts WHERE status = 'open'") == 1
-    assert count(conn, "SELECT expired FROM reconcile_totals WHERE provider = 'cashfree'") == 1
+    assert (
+        count(conn, "SELECT expired FROM payhooks_reconcile_totals WHERE provider = 'cashfree'")
+        == 1
+    )
 
 
 def test_checkouts_younger_than_the_age_are_left_to_their_webhook(conn, rig):
     (buy,) = _paid(conn, rig, Provider.RAZORPAY, 1)
-    from payhooks.service.reconcile import Options, Reconciler
+    from payhooks.service import application
+    from payhooks.service.reconcile import Options
 
     patient = rig.reconciler()
     options = Options(after_s=900, window_s=3600)
-    tally = Reconciler(rig.pool, patient.clients, options, deliver=patient.deliver).run()
+    tally = application.shop_reconciler(rig.pool, patient.clients, options).run()
     assert sum(tally.examined.values()) == 0
     assert orders_of(conn, buy.cart_id) == []
 
@@ -128,13 +132,14 @@ def test_checkouts_a_gateway_always_refuses_never_hold_back_the_others(conn, rig
     however often those were asked before, the paid checkouts are asked in the same pass."""
     refused = [purchase(conn, Provider.RAZORPAY) for _ in range(3)]  # unknown to the gateway
     for n, buy in enumerate(refused):  # and first in any order by reference
-        conn.execute(
-            "UPDATE checkouts SET gateway_order_id = %s WHERE cart_id = %s",
-            (f"order_000000000000{n}", buy.cart_id),
-        )
+        for table, column in (("checkouts", "cart_id"), ("payhooks_expectations", "reference")):
+            conn.execute(
+                f"UPDATE {table} SET gateway_order_id = %s WHERE {column} = %s",
+                (f"order_000000000000{n}", buy.cart_id),
+            )
     conn.execute(
-        "INSERT INTO reconcile_checkouts (provider, gateway_order_id, attempts, next_attempt_at)"
-        " SELECT provider, gateway_order_id, 9, now() FROM checkouts"
+        "INSERT INTO payhooks_reconcile (provider, gateway_order_id, attempts, next_attempt_at)"
+        " SELECT provider, gateway_order_id, 9, now() FROM payhooks_expectations"
     )
     paid = _paid(conn, rig, Provider.RAZORPAY, 3)
     tally = rig.run()
@@ -147,14 +152,14 @@ def test_checkouts_a_gateway_always_refuses_never_hold_back_the_others(conn, rig
 def test_a_paused_gateway_asks_again_in_a_minute_not_after_one_checkouts_backoff(conn, rig):
     buys = _paid(conn, rig, Provider.CASHFREE, 5)
     conn.execute(
-        "INSERT INTO reconcile_checkouts (provider, gateway_order_id, attempts, next_attempt_at)"
-        " SELECT provider, gateway_order_id, 9, now() FROM checkouts"
+        "INSERT INTO payhooks_reconcile (provider, gateway_order_id, attempts, next_attempt_at)"
+        " SELECT provider, gateway_order_id, 9, now() FROM payhooks_expectations"
     )
     rig.api.fail_next(Provider.CASHFREE, *[Fault(status=503)] * 3)
     tally = rig.run()
     assert tally.deferred[Provider.CASHFREE] == 2
     waits = conn.execute(
-        "SELECT max(next_attempt_at - now()) FROM reconcile_checkouts WHERE attempts = 9"
+        "SELECT max(next_attempt_at - now()) FROM payhooks_reconcile WHERE attempts = 9"
     ).fetchone()[0]
     assert waits.total_seconds() <= 61  # the deferred ones: a minute, not the 6 h of attempt 9
     assert all(orders_of(conn, b.cart_id) == [] for b in buys)
@@ -163,9 +168,9 @@ def test_a_paused_gateway_asks_again_in_a_minute_not_after_one_checkouts_backoff
 def test_a_gateway_failing_in_an_unexpected_way_leaves_the_others_their_turn(conn, rig):
     _paid(conn, rig, Provider.RAZORPAY, 1)
     fine = _paid(conn, rig, Provider.PAYU, 1)
-    conn.execute("ALTER TABLE reconcile_checkouts RENAME TO reconcile_checkouts_away")
+    conn.execute("ALTER TABLE payhooks_reconcile RENAME TO reconcile_checkouts_away")
     conn.execute(
-        "CREATE TABLE reconcile_checkouts (LIKE reconcile_checkouts_away INCLUDING ALL,"
+        "CREATE TABLE payhooks_reconcile (LIKE reconcile_checkouts_away INCLUDING ALL,"
         " CHECK (provider <> 'razorpay'))"
     )
     rig.run()  # razorpay's claim fails (a check constraint): logged, and payu goes on

@@ -39,7 +39,7 @@ def test_the_webhook_arriving_after_reconciliation_changes_nothing(conn, rig, pr
     rig.run()
     before = orders_of(conn, buy.cart_id)
     receipt = deliver(conn, buy.captured())
-    assert receipt.outcome is Outcome.PROCESSED  # a delivery of its own, with no new effect
+    assert receipt.outcome is Outcome.DUPLICATE  # the payment reached the shop once already
     assert receipt.order_id == before[0][0]
     assert orders_of(conn, buy.cart_id) == before
     assert (count(conn, EMAILS), count(conn, SALES), count(conn, ALERTS)) == (1, 1, 1)
@@ -67,17 +67,21 @@ def test_a_webhook_and_reconciliation_at_the_same_moment_give_one_order(conn, ri
     def act(connection, which):
         if which == "webhook":
             return deliver(connection, webhook)
+        from payhooks.reconcile.passes import _alert_unseen
         from payhooks.service import application
-        from payhooks.service.reconcile.reconciler import _alert_unseen
+        from payhooks.service.reconcile.alerts import ALERTS
 
-        return application.deliver(connection, reconciled, then=_alert_unseen([]))
+        return application.deliver(connection, reconciled, then=_alert_unseen([], ALERTS))
 
     receipts = released_together(
         ["webhook", "reconcile"],
         lambda _: psycopg.connect(database_url, autocommit=True),
         act,
     )
-    assert {r.outcome for r in receipts} == {Outcome.PROCESSED}
+    # The second to commit finds the payment applied: a duplicate of it, or the shop's
+    # state machine finding its payment row, both answered with the one order.
+    outcomes = [r.outcome for r in receipts]
+    assert Outcome.PROCESSED in outcomes and set(outcomes) <= {Outcome.PROCESSED, Outcome.DUPLICATE}
     assert len({r.order_id for r in receipts}) == 1
     assert len(orders_of(conn, buy.cart_id)) == 1
     assert (count(conn, EMAILS), count(conn, SALES)) == (1, 1)
@@ -87,7 +91,7 @@ def test_one_payment_alerts_once_however_many_passes_report_it(conn, rig):
     buy = purchase(conn, Provider.RAZORPAY)
     paid_at_gateway(rig.api, buy, "authorized")
     rig.run()
-    conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+    conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
     paid_at_gateway(rig.api, buy, "captured")
     rig.run()
     assert len(orders_of(conn, buy.cart_id)) == 1
@@ -104,7 +108,7 @@ def test_a_failed_payment_is_recorded_and_the_checkout_asked_again_later(conn, r
     assert status == ("failed",)
     assert orders_of(conn, buy.cart_id) == []
     assert count(conn, ALERTS) == 0
-    later = "SELECT count(*) FROM reconcile_checkouts WHERE next_attempt_at > now()"
+    later = "SELECT count(*) FROM payhooks_reconcile WHERE next_attempt_at > now()"
     assert count(conn, later) == 1
 
 
@@ -140,7 +144,7 @@ def test_every_checkout_of_a_cart_is_asked_whatever_the_carts_other_checkouts_di
     asked = rig.run()
     assert (asked.examined[Provider.CASHFREE], asked.examined[Provider.RAZORPAY]) == (0, 1)
     paid_at_gateway(rig.api, second)
-    conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+    conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
     rig.run()
     final = rig.run()
     assert sum(final.examined.values()) == 0  # both captured: asked again only much later
@@ -149,7 +153,7 @@ def test_every_checkout_of_a_cart_is_asked_whatever_the_carts_other_checkouts_di
 
 
 SECOND = {Provider.RAZORPAY: "pay_S3condPaymnt1", Provider.CASHFREE: "9999999999"}
-DUE_NOW = "UPDATE reconcile_checkouts SET next_attempt_at = now()"
+DUE_NOW = "UPDATE payhooks_reconcile SET next_attempt_at = now()"
 
 
 @pytest.mark.parametrize("provider", [Provider.RAZORPAY, Provider.CASHFREE])
@@ -184,7 +188,7 @@ def test_a_captured_checkout_is_asked_again_at_growing_intervals(conn, rig, prov
         waits.append(
             count(
                 conn,
-                "SELECT extract(epoch FROM next_attempt_at - now())::int FROM reconcile_checkouts",
+                "SELECT extract(epoch FROM next_attempt_at - now())::int FROM payhooks_reconcile",
             )
         )
         assert rig.run().examined[provider] == 0  # not due again yet
@@ -205,8 +209,11 @@ def test_a_cashfree_payment_short_of_its_order_amount_is_flagged_not_ordered(con
     rig.api.pay(sim(buy), buy.payment_id, payment_amount_paise=buy.amount_paise - 100)
     rig.run()
     assert orders_of(conn, buy.cart_id) == []
-    flags = conn.execute(FLAGS, ("cashfree", buy.payment_id)).fetchone()
-    assert flags == (["amount_mismatch"], True)
+    held = conn.execute(
+        "SELECT expected_paise, paid_paise FROM payhooks_amount_mismatches WHERE payment_id = %s",
+        (buy.payment_id,),
+    ).fetchone()
+    assert held == (buy.amount_paise, buy.amount_paise - 100)  # parked for a person
 
 
 def test_a_cashfree_payment_above_its_order_amount_a_service_fee_is_ordered(conn, rig):

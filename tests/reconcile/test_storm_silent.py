@@ -22,7 +22,7 @@ def test_storm_with_silent_carts_recovers_them_all_and_every_invariant_holds(rig
 
         def reconcile() -> None:
             with rig.pool.connection() as conn:
-                conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+                conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
             rig.run()
 
         result = run_storm(
@@ -32,7 +32,9 @@ def test_storm_with_silent_carts_recovers_them_all_and_every_invariant_holds(rig
     assert result.silent > 0
     assert result.ok, [v for check in result.checks for v in check.violations]
     with rig.pool.connection() as conn:
-        recovered = conn.execute("SELECT sum(recovered) FROM reconcile_totals").fetchone()[0]
-        errors = conn.execute("SELECT sum(api_errors) FROM reconcile_totals").fetchone()[0]
+        recovered = conn.execute("SELECT sum(recovered) FROM payhooks_reconcile_totals").fetchone()[
+            0
+        ]
+        errors = conn.execute("SELECT sum(api_errors) FROM payhooks_reconcile_totals").fetchone()[0]
     assert recovered == result.silent
     assert errors >= 2 * len(Provider)

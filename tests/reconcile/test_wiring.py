@@ -75,7 +75,7 @@ def test_the_worker_reconciles_and_a_failing_pass_never_stops_it(conn, rig):
     worker = Worker(rig.pool, configured, WorkerOptions(reconcile_every_seconds=0.0))
     worker.reconciler = rig.reconciler()
     broken = rig.reconciler()
-    broken.pool = None  # type: ignore[assignment]
+    broken.connect = None  # type: ignore[assignment]
     try:
         assert worker._guarded(_swap(worker, broken)) == 0  # logged, counted, not raised
         assert worker.maybe_reconcile() == 1
@@ -107,7 +107,7 @@ def test_payhooks_reconcile_prints_one_line_and_recovers_the_payment(conn, rig, 
     assert done.stdout.startswith("examined 1 checkout(s)")
     assert "recovered 1 payment(s)" in done.stdout
     assert len(orders_of(conn, buy.cart_id)) == 1
-    assert count(conn, "SELECT count(*) FROM reconcile_checkouts") == 1
+    assert count(conn, "SELECT count(*) FROM payhooks_reconcile") == 1
 
 
 def test_payhooks_reconcile_without_credentials_says_so(database_url):
@@ -150,7 +150,7 @@ def test_a_wrong_payu_salt_is_counted_and_kept_as_the_checkouts_last_error(conn,
     _wrong_salt(rig)
     tally = rig.run(providers=(Provider.PAYU,))
     assert tally.api_errors[Provider.PAYU] == 1
-    errors = conn.execute("SELECT last_error, next_attempt_at - now() FROM reconcile_checkouts")
+    errors = conn.execute("SELECT last_error, next_attempt_at - now() FROM payhooks_reconcile")
     [(last_error, wait)] = errors.fetchall()
     assert last_error == "refused: Invalid Hash."
     assert wait.total_seconds() <= 61  # asked again soon, not backed off as if abandoned
@@ -163,7 +163,7 @@ def test_refused_credentials_reach_an_operator_once_and_clear_when_fixed(conn, r
     good = rig.settings
     _wrong_salt(rig)
     for _ in range(3):
-        conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+        conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
         tally = rig.run(providers=(Provider.PAYU,))
         assert tally.api_errors[Provider.PAYU] == 1  # the gateway is paused at the first
     assert count(conn, REFUSED_ALERTS) == 1
@@ -175,7 +175,7 @@ def test_refused_credentials_reach_an_operator_once_and_clear_when_fixed(conn, r
     assert 'payhooks_reconcile_credentials_refused{gateway="payu"} 1.0' in text
     assert 'payhooks_reconcile_credentials_refused{gateway="razorpay"} 0.0' in text
     rig.settings = good
-    conn.execute("UPDATE reconcile_checkouts SET next_attempt_at = now()")
+    conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
     rig.run(providers=(Provider.PAYU,))
     with serving(good, database_url) as service:
         ready = httpx.get(f"{service.base_url}/readyz")

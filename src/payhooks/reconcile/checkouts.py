@@ -1,13 +1,15 @@
-"""Which checkouts reconciliation asks about, and what it remembers between passes.
+"""Which expected checkouts reconciliation asks about, and what it remembers between passes.
 
-A checkout is due when it is older than the configured age and younger than the window, and
-its next attempt time has come; whether its cart is paid does not matter: a second payment for
-a paid cart, on another gateway, must be found and flagged like a webhook's. Nor does a capture
+A checkout is a gateway order the merchant told payhooks it expects (``payhooks.expect``). It
+is due when it is older than the configured age and younger than the window, and its next
+attempt time has come; whether the merchant's order is paid does not matter: a second
+payment, on another gateway, must be found and flagged like a webhook's. Nor does a capture
 of its own end it at Razorpay or Cashfree: their order can carry several payments (a retry, a
-second tab, a late UPI), so a captured checkout is still asked, at intervals from an hour
-growing to a day (``settled_backoff``), until the window ends; never before the ones with no
-capture, which a pass asks first. A PayU txnid is one payment, so a captured PayU checkout is
-final. Nothing is asked about past the window. A pass
+second tab, a late UPI), so a captured checkout (one with a capture in ``payhooks_payments``)
+is still asked, at intervals from an hour growing to a day (``settled_backoff``), until the
+window ends; never before the ones with no capture, which a pass asks first. A PayU txnid is
+one payment, so a captured PayU checkout is final. Nothing is asked about past the window. A
+pass
 claims due checkouts by pushing their next attempt time forward by a lease, in one statement:
 a second worker's claim waits on the first's row and then finds it no longer due, so two
 workers never ask about the same checkout at once, and a worker that dies mid-pass only
@@ -37,57 +39,59 @@ SETTLED_LONGEST_RETRY = timedelta(days=1)
 class Due:
     provider: Provider
     reference: str
-    cart_id: str
+    """The gateway's order id."""
+    order_reference: str
+    """The merchant's own reference for it (``expect``'s ``reference``)."""
     attempts: int
 
 
 _CLAIM = """
 WITH due AS (
-    SELECT c.provider, c.gateway_order_id
-    FROM checkouts c
-    LEFT JOIN reconcile_checkouts r
-        ON r.provider = c.provider AND r.gateway_order_id = c.gateway_order_id
+    SELECT e.provider, e.gateway_order_id
+    FROM payhooks_expectations e
+    LEFT JOIN payhooks_reconcile r
+        ON r.provider = e.provider AND r.gateway_order_id = e.gateway_order_id
     CROSS JOIN LATERAL (
         SELECT EXISTS (
-            SELECT 1 FROM payments p
-            WHERE p.cart_id = c.cart_id AND p.provider = c.provider
-              AND p.captured_at IS NOT NULL) AS yes
+            SELECT 1 FROM payhooks_payments p
+            WHERE p.provider = e.provider AND p.gateway_order_id = e.gateway_order_id
+              AND p.kind = 'payment_captured') AS yes
     ) captured
-    WHERE c.provider = ANY(%(providers)s)
-      AND c.created_at <= now() - make_interval(secs => %(after_s)s)
-      AND c.created_at >= now() - make_interval(secs => %(window_s)s)
+    WHERE e.provider = ANY(%(providers)s)
+      AND e.created_at <= now() - make_interval(secs => %(after_s)s)
+      AND e.created_at >= now() - make_interval(secs => %(window_s)s)
       AND (r.next_attempt_at IS NULL OR r.next_attempt_at <= now())
-      AND NOT (c.provider = 'payu' AND captured.yes)
-    ORDER BY captured.yes, coalesce(r.next_attempt_at, c.created_at), c.provider,
-        c.gateway_order_id
+      AND NOT (e.provider = 'payu' AND captured.yes)
+    ORDER BY captured.yes, coalesce(r.next_attempt_at, e.created_at), e.provider,
+        e.gateway_order_id
     LIMIT %(limit)s
 )
-INSERT INTO reconcile_checkouts AS r (provider, gateway_order_id, next_attempt_at)
+INSERT INTO payhooks_reconcile AS r (provider, gateway_order_id, next_attempt_at)
 SELECT provider, gateway_order_id, now() + %(lease)s FROM due
 ON CONFLICT (provider, gateway_order_id) DO UPDATE
     SET next_attempt_at = excluded.next_attempt_at
     WHERE r.next_attempt_at <= now()
 RETURNING r.provider, r.gateway_order_id, r.attempts,
-    (SELECT cart_id FROM checkouts c
-     WHERE c.provider = r.provider AND c.gateway_order_id = r.gateway_order_id)
+    (SELECT reference FROM payhooks_expectations e
+     WHERE e.provider = r.provider AND e.gateway_order_id = r.gateway_order_id)
 """
 _ATTEMPTED = """
-UPDATE reconcile_checkouts
+UPDATE payhooks_reconcile
 SET attempts = attempts + 1, last_attempt_at = now(), last_error = %(error)s,
     next_attempt_at = now() + %(wait)s
 WHERE provider = %(provider)s AND gateway_order_id = %(reference)s
 """
 _RELEASE = """
-UPDATE reconcile_checkouts SET next_attempt_at = now() + %(wait)s
+UPDATE payhooks_reconcile SET next_attempt_at = now() + %(wait)s
 WHERE provider = %(provider)s AND gateway_order_id = %(reference)s
 """
 _EXPIRED = """
-UPDATE reconcile_checkouts SET expired_reported_at = now()
+UPDATE payhooks_reconcile SET expired_reported_at = now()
 WHERE provider = %s AND gateway_order_id = %s AND expired_reported_at IS NULL
 RETURNING 1
 """
 _COUNT = """
-INSERT INTO reconcile_totals AS t (provider, examined, recovered, api_errors, expired)
+INSERT INTO payhooks_reconcile_totals AS t (provider, examined, recovered, api_errors, expired)
 VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (provider) DO UPDATE SET
     examined = t.examined + excluded.examined,
@@ -95,11 +99,11 @@ ON CONFLICT (provider) DO UPDATE SET
     api_errors = t.api_errors + excluded.api_errors,
     expired = t.expired + excluded.expired
 """
-TOTALS = "SELECT provider, examined, recovered, api_errors, expired FROM reconcile_totals"
+TOTALS = "SELECT provider, examined, recovered, api_errors, expired FROM payhooks_reconcile_totals"
 # A refusal of the credentials opens an episode (refused_since) unless one is open; the row
 # says whether this statement opened it, so the operator is alerted once per episode.
 _REFUSED = """
-INSERT INTO reconcile_totals AS t (provider, refused_since, refused_reason)
+INSERT INTO payhooks_reconcile_totals AS t (provider, refused_since, refused_reason)
 VALUES (%(provider)s, now(), %(reason)s)
 ON CONFLICT (provider) DO UPDATE SET
     refused_since = coalesce(t.refused_since, excluded.refused_since),
@@ -107,7 +111,7 @@ ON CONFLICT (provider) DO UPDATE SET
 RETURNING refused_since, refused_since = now()
 """
 _ACCEPTED = """
-UPDATE reconcile_totals SET refused_since = NULL, refused_reason = NULL
+UPDATE payhooks_reconcile_totals SET refused_since = NULL, refused_reason = NULL
 WHERE provider = %s AND refused_since IS NOT NULL
 RETURNING 1
 """
@@ -130,8 +134,8 @@ def claim(
     }
     rows = conn.execute(_CLAIM, params).fetchall()
     due = [
-        Due(provider=Provider(p), reference=ref, attempts=n, cart_id=cart)
-        for p, ref, n, cart in rows
+        Due(provider=Provider(p), reference=ref, attempts=n, order_reference=mine)
+        for p, ref, n, mine in rows
     ]
     # The least asked first: a few checkouts a gateway always refuses must not come first in
     # every pass, ahead of the new ones.

@@ -1,6 +1,6 @@
-"""One reconciliation pass: ask each gateway about the checkouts whose webhook never came,
-and take every payment it reports through the same claim, state machine and order path as a
-webhook (docs/design.md, "Reconciliation").
+"""One reconciliation pass: ask each gateway about the expected checkouts whose webhook never
+came, and take every payment it reports through the same claim and handler as a webhook
+(docs/design.md, "Reconciliation").
 
 Bounded and polite: each gateway is asked about at most ``limit`` checkouts a pass; a 429
 stops asking that gateway for the rest of the pass (its checkouts wait the time it asked for),
@@ -15,25 +15,21 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
-
-import psycopg_pool
 
 from payhooks.db import Connection
 from payhooks.errors import GatewayApiError
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import gateway
-from payhooks.gateways._reports import KEY_PREFIX
+from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.ingest import Applied, Outcome, Receipt
-from payhooks.service import database, outbox
-from payhooks.service.reconcile import checkouts
-from payhooks.service.reconcile.checkouts import Due
-from payhooks.service.reconcile.clients import StatusClient
-from payhooks.service.reconcile.errors import CredentialsRefused
+from payhooks.reconcile import checkouts
+from payhooks.reconcile.checkouts import Due
 
-log = logging.getLogger("payhooks.service.reconcile")
+log = logging.getLogger("payhooks.reconcile")
 
 FAILURES_BEFORE_PAUSE = 3
 RATE_LIMIT_WAIT = timedelta(minutes=1)
@@ -48,13 +44,51 @@ LIMIT 1
 
 
 Followup = Callable[[Connection, Event, Applied], None]
-"""A step run after the state machine, in the delivery's transaction."""
+"""A step run after the handler, in the delivery's transaction."""
+
+Connect = Callable[[], AbstractContextManager[Connection]]
+"""An autocommit connection with no transaction open, for the pass's own bookkeeping."""
 
 
 class Deliver(Protocol):
-    """How a reported payment is applied: ``payhooks.service.application.deliver``."""
+    """How a reported payment is applied: claimed and handed to the merchant's handler (or
+    the shop's), ``then`` run after it in the same transaction. It opens what it needs."""
 
-    def __call__(self, conn: Connection, received: Received, *, then: Followup) -> Receipt: ...
+    def __call__(self, received: Received, *, then: Followup) -> Receipt: ...
+
+
+class Notifier(Protocol):
+    """Who hears of what a pass finds that a person must act on. Each is called inside a
+    transaction (the delivery's, the totals'), so an alert written to a table is written once."""
+
+    def missing_webhook(self, conn: Connection, event: Event) -> None:
+        """A payment no webhook ever brought: a broken integration."""
+
+    def credentials_refused(
+        self, conn: Connection, provider: Provider, since: datetime, reason: str
+    ) -> None:
+        """The gateway refuses the API credentials (once per episode)."""
+
+
+class Logged:
+    """The notifier of a merchant's app: a warning in the log, read by whatever watches it
+    (the health view and the metrics read the same facts from the tables)."""
+
+    def missing_webhook(self, conn: Connection, event: Event) -> None:
+        log.warning(
+            "reconcile_payment_without_webhook",
+            extra={"provider": event.provider.value, "payment_id": event.payment_id,
+                   "event_id": event.event_id, "reference": event.merchant_ref},
+        )  # fmt: skip
+
+    def credentials_refused(
+        self, conn: Connection, provider: Provider, since: datetime, reason: str
+    ) -> None:
+        log.warning(
+            "reconcile_credentials_refused",
+            extra={"provider": provider.value, "error": reason, "since": since.isoformat(),
+                   "check": credentials_of(provider)},
+        )  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -98,17 +132,19 @@ class Reconciler:
 
     def __init__(
         self,
-        pool: psycopg_pool.ConnectionPool,
+        connect: Connect,
         clients: Mapping[Provider, StatusClient],
         options: Options,
         *,
         deliver: Deliver,
+        notify: Notifier | None = None,
         stop: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.pool = pool
+        self.connect = connect
         self.clients = dict(clients)
         self.options = options
         self.deliver = deliver
+        self.notify: Notifier = notify or Logged()
         self.stop = stop
 
     def run(self) -> Tally:
@@ -125,7 +161,7 @@ class Reconciler:
         return tally
 
     def _claim(self, provider: Provider) -> list[Due]:
-        with database.connection(self.pool) as conn:
+        with self.connect() as conn:
             return checkouts.claim(
                 conn,
                 [provider],
@@ -165,13 +201,13 @@ class Reconciler:
         tally.refused.pop(item.provider, None)
         for received in report.received:
             self._apply(item, received, tally)
-        with database.connection(self.pool) as conn:
+        with self.connect() as conn:
             if report.expired and checkouts.mark_expired(conn, item):
                 tally.expired[item.provider] += 1
                 log.warning(
                     "reconcile_checkout_expired",
                     extra={"provider": item.provider.value, "reference": item.reference,
-                           "cart_id": item.cart_id},
+                           "order_reference": item.order_reference},
                 )  # fmt: skip
             captured = any(r.event.kind is EventKind.PAYMENT_CAPTURED for r in report.received)
             wait = (checkouts.settled_backoff if captured else checkouts.backoff)(item.attempts)
@@ -180,8 +216,7 @@ class Reconciler:
     def _apply(self, item: Due, received: Received, tally: Tally) -> None:
         event = received.event
         alerted: list[str] = []
-        with database.connection(self.pool, event.event_id) as conn:
-            receipt = self.deliver(conn, received, then=_alert_unseen(alerted))
+        receipt = self.deliver(received, then=_alert_unseen(alerted, self.notify))
         if receipt.outcome is Outcome.PROCESSED:
             tally.applied[item.provider] += 1
             tally.recovered[item.provider] += bool(alerted)
@@ -201,7 +236,7 @@ class Reconciler:
             wait = max(wait, timedelta(seconds=exc.retry_after_s))
         elif exc.rate_limited:
             wait = max(wait, RATE_LIMIT_WAIT)
-        with database.connection(self.pool) as conn:
+        with self.connect() as conn:
             checkouts.attempted(conn, item, error=exc.reason, wait=wait)
         log.warning(
             "reconcile_api_error",
@@ -211,13 +246,13 @@ class Reconciler:
         return wait
 
     def _defer(self, rest: list[Due], wait: timedelta, tally: Tally) -> None:
-        with database.connection(self.pool) as conn:
+        with self.connect() as conn:
             for item in rest:
                 checkouts.release(conn, item, wait)
                 tally.deferred[item.provider] += 1
 
     def _count(self, provider: Provider, tally: Tally) -> None:
-        with database.connection(self.pool) as conn:
+        with self.connect() as conn:
             checkouts.count(
                 conn,
                 provider,
@@ -230,7 +265,7 @@ class Reconciler:
             if reason is not None:
                 since = checkouts.refused(conn, provider, reason)
                 if since is not None:
-                    alert_credentials_refused(conn, provider, since, reason)
+                    self.notify.credentials_refused(conn, provider, since, reason)
             elif tally.answered[provider] and checkouts.accepted(conn, provider):
                 log.info("reconcile_credentials_accepted", extra={"provider": provider.value})
 
@@ -243,80 +278,35 @@ def _pause(exc: GatewayApiError) -> timedelta:
     return RATE_LIMIT_WAIT
 
 
-def _alert_unseen(alerted: list[str]) -> Followup:
-    """After the state machine, in the same transaction, the alert when no webhook for the
-    payment was ever recorded. Checked after the payment row is written: a webhook committing
-    at the same moment holds that row, is waited for, and is then seen."""
+def _alert_unseen(alerted: list[str], notify: Notifier) -> Followup:
+    """After the handler, in the same transaction, the alert when no webhook for the payment
+    was ever recorded. Checked after the payment's row is written: a webhook committing at the
+    same moment holds that row, is waited for, and is then seen."""
 
     def alert(conn: Connection, event: Event, applied: Applied) -> None:
         if applied.outcome is Outcome.PROCESSED and event.kind in _MONEY:
             seen = conn.execute(_WEBHOOK_SEEN, (event.provider.value, event.payment_id))
             if seen.fetchone() is None:
-                alert_missing_webhook(conn, event)
+                notify.missing_webhook(conn, event)
                 alerted.append(event.event_id)
 
     return alert
 
 
-def alert_credentials_refused(
-    conn: Connection, provider: Provider, since: datetime, reason: str
-) -> None:
-    """Every call to this gateway fails until the API credentials are fixed, and every
-    payment whose webhook is missed stays unrecovered meanwhile: one alert per episode
-    (from the first refusal until a call succeeds again), however many passes see it."""
-    outbox.enqueue(
-        conn,
-        outbox.alert(
-            f"alert:reconcile_refused:{provider.value}:{since.isoformat()}",
-            f"Reconciliation refused: {provider.value} does not accept the API credentials",
-            f"{provider.value}'s status API refused payhooks' API credentials ({reason}). "
-            "Reconciliation cannot recover payments whose webhook was missed until they are "
-            f"fixed: check {_credentials(provider)}. /readyz lists the gateway under "
-            "reconciliation_refused until a call succeeds again.",
-            provider=provider.value,
-            reason=reason,
-        ),
-    )
-    log.warning(
-        "reconcile_credentials_refused", extra={"provider": provider.value, "error": reason}
-    )
-
-
-def _credentials(provider: Provider) -> str:
+def credentials_of(provider: Provider) -> str:
+    """The variables to check when ``provider`` refuses the API credentials."""
     api = gateway(provider).status_api
     return f"{api.id_variable} and {api.secret_variable}"
 
 
-def alert_missing_webhook(conn: Connection, event: Event) -> None:
-    """A payment no webhook ever brought is a broken integration an operator must hear
-    about: one alert per payment, however many passes or statuses report it."""
-    provider, payment_id = event.provider.value, event.payment_id
-    outbox.enqueue(
-        conn,
-        outbox.alert(
-            f"alert:reconciled:{provider}:{payment_id}",
-            f"Webhook missing: {provider} payment {payment_id} found by reconciliation",
-            f"{provider} reported payment {payment_id} ({event.event_type}) for checkout "
-            f"{event.merchant_ref}, and no webhook for it ever arrived. It was applied "
-            "(order, stock, email as usual); check the webhook endpoint, its secret and "
-            "the gateway's delivery log.",
-            provider=provider,
-            payment_id=payment_id,
-            event_id=event.event_id,
-            reference=event.merchant_ref,
-        ),
-    )
-    log.warning(
-        "reconcile_payment_without_webhook",
-        extra={"provider": provider, "payment_id": payment_id, "event_id": event.event_id},
-    )
-
-
 __all__ = [
-    "KEY_PREFIX",
+    "Connect",
+    "Deliver",
+    "Followup",
+    "Logged",
+    "Notifier",
     "Options",
     "Reconciler",
     "Tally",
-    "alert_credentials_refused",
-    "alert_missing_webhook",
+    "credentials_of",
 ]

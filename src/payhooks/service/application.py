@@ -18,10 +18,11 @@ from payhooks.errors import NotFound
 from payhooks.events import Event, Provider, Received
 from payhooks.ingest import Applied, Receipt, ingest_received
 from payhooks.providers import Adapter
+from payhooks.reconcile.passes import Followup, Options, Reconciler
 from payhooks.service import database, retention
 from payhooks.service.config import Settings
-from payhooks.service.reconcile.clients import clients
-from payhooks.service.reconcile.reconciler import Followup, Options, Reconciler
+from payhooks.service.reconcile.alerts import ALERTS
+from payhooks.service.reconcile.clients import StatusClient, clients
 from payhooks.service.shop.payments import apply_event
 from payhooks.service.stored import received_again
 
@@ -111,8 +112,31 @@ def reconciler(
         window_s=settings.reconcile_window_s,
         limit=limit,
     )
-    found = clients(settings.reconciled(), http)
-    return Reconciler(pool, found, options, deliver=deliver, stop=stop)
+    return shop_reconciler(pool, clients(settings.reconciled(), http), options, stop=stop)
+
+
+def shop_reconciler(
+    pool: psycopg_pool.ConnectionPool,
+    found: Mapping[Provider, StatusClient],
+    options: Options,
+    *,
+    stop: Callable[[], bool] = lambda: False,
+) -> Reconciler:
+    """The core's reconciler asking ``found``, applying what they report through ``deliver``
+    on connections of ``pool``, its alerts sent as emails."""
+
+    def deliver_found(received: Received, *, then: Followup) -> Receipt:
+        with database.connection(pool, received.event.event_id) as conn:
+            return deliver(conn, received, then=then)
+
+    return Reconciler(
+        lambda: database.connection(pool),
+        found,
+        options,
+        deliver=deliver_found,
+        notify=ALERTS,
+        stop=stop,
+    )
 
 
 def purge(

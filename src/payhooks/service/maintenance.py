@@ -1,5 +1,6 @@
-"""The worker's maintenance: parked deliveries applied once their checkout exists, and the
-daily purge of delivery records past the retention window."""
+"""The worker's maintenance: parked deliveries applied once their checkout exists, payments
+parked for their amount told to the merchant, and the daily purge of delivery records past
+the retention window."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from payhooks import retention as policy
 from payhooks.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
 from payhooks.events import Received
 from payhooks.ingest import Outcome
-from payhooks.service import application, database
+from payhooks.service import application, database, mismatches
 from payhooks.service.config import Settings
 
 log = logging.getLogger("payhooks.service.worker")
@@ -80,6 +81,8 @@ class Maintenance:
         self._unconfigured_warned = set()
         if not self._references_filled:
             self._references_filled = self._fill_references()
+        with database.connection(self.pool) as conn:
+            mismatches.alert_new(conn, self.cadence.batch)
         return self._retry_matching()
 
     def _retry_matching(self) -> int:

@@ -155,7 +155,7 @@ FROM maintenance_runs WHERE task = 'purge'
 
 RECONCILE_TOTALS = """
 SELECT provider, examined, recovered, api_errors, expired, (refused_since IS NOT NULL)::int
-FROM reconcile_totals ORDER BY provider
+FROM payhooks_reconcile_totals ORDER BY provider
 """
 
 
@@ -178,7 +178,7 @@ def read_gauges(conn: db.Connection) -> Gauges:
 
 
 RECONCILE_REFUSED = """
-SELECT provider, refused_reason FROM reconcile_totals
+SELECT provider, refused_reason FROM payhooks_reconcile_totals
 WHERE refused_since IS NOT NULL ORDER BY provider
 """
 

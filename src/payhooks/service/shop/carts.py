@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from payhooks.db import Connection
 from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import Provider
+from payhooks.expectations import expect
 from payhooks.gateways import gateway
 from payhooks.service.errors import InvalidAddress
 from payhooks.service.mail import checked_address
@@ -136,6 +137,8 @@ def checkout(
             raise Conflict(f"reference {reference!r} belongs to another cart")
         if gateway_order_id and row[0] != gateway_order_id:
             raise Conflict(f"cart {cart_id!r} is checked out with {provider} as {row[0]!r}")
+        # What the checkout must be paid, told to the core as any merchant's app tells it.
+        expect(conn, provider, row[0], cart.amount_paise, cart.currency, reference=cart_id)
     return Checkout(
         provider=provider,
         gateway_order_id=row[0],

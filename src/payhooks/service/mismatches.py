@@ -1,0 +1,58 @@
+"""Payments of another amount or currency than the checkout's, parked by the core before the
+shop's state machine (``payhooks.expectations``), told to the merchant by email: one alert per
+payment, queued in the transaction that marks the mismatch alerted, so none is sent twice and
+none is lost if the worker stops between the two."""
+
+from __future__ import annotations
+
+from payhooks.db import Connection
+from payhooks.service import outbox
+
+_UNALERTED = """
+UPDATE payhooks_amount_mismatches m SET alerted_at = now()
+WHERE (m.provider, m.event_id) IN (
+    SELECT provider, event_id FROM payhooks_amount_mismatches
+    WHERE alerted_at IS NULL ORDER BY found_at LIMIT %s FOR UPDATE SKIP LOCKED)
+RETURNING m.provider, m.event_id, m.gateway_order_id, m.payment_id, m.expected_paise,
+    m.expected_currency, m.paid_paise, m.paid_currency,
+    (SELECT e.reference FROM payhooks_expectations e
+     WHERE e.provider = m.provider AND e.gateway_order_id = m.gateway_order_id)
+"""
+
+
+def alert_new(conn: Connection, limit: int = 100) -> int:
+    """Queue an alert for each mismatch not yet told; returns how many were."""
+    with conn.transaction():
+        rows = conn.execute(_UNALERTED, (limit,)).fetchall()
+        for row in rows:
+            outbox.enqueue(conn, _alert(*row))
+    return len(rows)
+
+
+def _alert(
+    provider: str,
+    event_id: str,
+    order_id: str,
+    payment_id: str | None,
+    expected: int,
+    expected_currency: str,
+    paid: int | None,
+    paid_currency: str,
+    cart_id: str | None,
+) -> outbox.Message:
+    payment = payment_id or event_id
+    got = "an unknown amount" if paid is None else f"{paid} {paid_currency}"
+    return outbox.alert(
+        f"alert:amount_mismatch:{provider}:{payment}",
+        f"Refund needed: amount mismatch for {provider} payment {payment}",
+        f"{provider} payment {payment} was paid {got} for checkout {order_id} "
+        f"(cart {cart_id}), which is {expected} {expected_currency}. No order was placed; the "
+        "delivery is parked. It needs a refund, or the customer must pay the difference.",
+        provider=provider,
+        payment_id=payment,
+        flag="amount_mismatch",
+        event_id=event_id,
+    )
+
+
+__all__ = ["alert_new"]
