@@ -21,6 +21,7 @@ from payhooks.errors import (
     SignatureMismatch,
 )
 from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.expectations import Expectation, expect
 from payhooks.hooks import Hooks
 from payhooks.ingest import (
     MAX_BODY_BYTES,
@@ -50,6 +51,7 @@ __all__ = [
     "DatabaseUnavailable",
     "Event",
     "EventKind",
+    "Expectation",
     "Handler",
     "Hooks",
     "InvalidRequest",
@@ -69,6 +71,7 @@ __all__ = [
     "Received",
     "RejectedDelivery",
     "SignatureMismatch",
+    "expect",
     "header_map",
     "ingest",
     "ingest_in_transaction",

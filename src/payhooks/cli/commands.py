@@ -27,6 +27,7 @@ from payhooks.service import database, logs, outbox, retention
 from payhooks.service.config import Settings
 
 if TYPE_CHECKING:
+    from payhooks.reconcile import Tally
     from payhooks.service.worker import WorkerOptions
     from payhooks.sim.gateway import GatewaySecrets
 
@@ -225,11 +226,20 @@ def reconcile(
         ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Checkouts asked about, at most.")] = 100,
+    hooks: Annotated[
+        str | None,
+        typer.Option(
+            help="Your app's handler, as module:attribute (payhooks.Hooks or "
+            "payhooks.fastapi.AsyncHooks): reconcile your app's database through it, not "
+            "the reference shop's."
+        ),
+    ] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(help="With --hooks: your app's database; default DATABASE_URL."),
+    ] = None,
 ) -> None:
     """Ask the gateways about checkouts with no payment, and apply what they report (one pass)."""
-    from payhooks.service import application
-    from payhooks.service import reconcile as reconciliation
-
     logs.configure()
     settings = _settings()
     if not settings.reconciled():
@@ -237,17 +247,13 @@ def reconcile(
         _run(lambda: _fail(
             f"no gateway API credentials are set ({ids} and their secrets): reconciliation is off"
         ))  # fmt: skip
-    pool = _run(
-        lambda: database.open_pool(
-            database.database_url(settings), settings, max_size=2, deadline=False
-        )
-    )
-    try:
-        with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
-            runner = application.reconciler(pool, settings, http, limit=limit, after_s=older_than_s)
-            tally = _run(runner.run)
-    finally:
-        pool.close()
+    if hooks is None:
+        tally = _reconcile_shop(settings, limit, older_than_s)
+    else:
+        url = database_url or settings.database_url or ""
+        if not url:
+            _run(lambda: _fail("--hooks needs your app's database: --database-url or DATABASE_URL"))
+        tally = _run(lambda: _reconcile_app(settings, url, hooks, limit, older_than_s))
     off = ", ".join(p.value for p in settings.reconciliation_off())
     typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
     errors = sum(tally.api_errors.values())
@@ -257,6 +263,65 @@ def reconcile(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _reconcile_shop(settings: Settings, limit: int, after_s: int | None) -> Tally:
+    """A pass over the reference shop's checkouts, through its state machine."""
+    from payhooks.service import application
+    from payhooks.service import reconcile as reconciliation
+
+    pool = _run(
+        lambda: database.open_pool(
+            database.database_url(settings), settings, max_size=2, deadline=False
+        )
+    )
+    try:
+        with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
+            runner = application.reconciler(pool, settings, http, limit=limit, after_s=after_s)
+            return _run(runner.run)
+    finally:
+        pool.close()
+
+
+def _reconcile_app(
+    settings: Settings, url: str, target: str, limit: int, after_s: int | None
+) -> Tally:
+    """A pass over a merchant app's expected checkouts, through the app's own handler."""
+    from payhooks.reconcile import running
+
+    handler = _import(target)
+    connect = running.connecting(url)
+    if getattr(handler, "is_async", False):
+        from payhooks.fastapi import reconcile as async_reconcile
+
+        deliver = async_reconcile.delivering(url, handler)
+    else:
+        deliver = running.delivering(connect, handler)
+    return running.reconcile_once(
+        connect,
+        deliver,
+        settings.reconciled(),
+        after_s=settings.reconcile_after_s if after_s is None else after_s,
+        window_s=settings.reconcile_window_s,
+        limit=limit,
+        timeout_s=settings.reconcile_timeout_ms / 1000,
+    )
+
+
+def _import(target: str) -> Any:
+    """``module:attribute``, imported from the current directory too, as uvicorn does."""
+    import importlib
+
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--hooks takes module:attribute (myshop.webhooks:hooks), not {target!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    module = importlib.import_module(module_name)
+    found = getattr(module, attribute, None)
+    if found is None or not callable(found):
+        raise ValueError(f"{module_name} has no handler named {attribute!r}")
+    return found
 
 
 @app.command()

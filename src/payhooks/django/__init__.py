@@ -18,9 +18,32 @@ its apps.
 
 from __future__ import annotations
 
+from payhooks.events import Provider
+from payhooks.expectations import Expectation
+from payhooks.expectations import expect as _expect
 from payhooks.hooks import Hooks
 
 hooks = Hooks()
 """The handler the webhook view runs unless ``PAYHOOKS["HANDLER"]`` names another."""
 
-__all__ = ["hooks"]
+
+def expect(
+    gateway: Provider | str,
+    gateway_order_id: str,
+    amount_paise: int,
+    currency: str = "INR",
+    reference: str | None = None,
+    *,
+    using: str | None = None,
+) -> Expectation:
+    """``payhooks.expect`` on Django's connection (``PAYHOOKS["DATABASE"]`` unless ``using``),
+    in the ``transaction.atomic()`` block open around it, if any: call it where the order is
+    created, so both commit together."""
+    from payhooks.django import conf
+    from payhooks.django.deliveries import raw_connection
+
+    conn = raw_connection(using or conf.current().database)
+    return _expect(conn, gateway, gateway_order_id, amount_paise, currency, reference)
+
+
+__all__ = ["expect", "hooks"]

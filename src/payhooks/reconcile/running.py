@@ -1,0 +1,173 @@
+"""A reconciliation pass in a merchant's own app: its database, its handler, its scheduler.
+
+::
+
+    from payhooks.reconcile import run
+    tally = run("postgresql://shop@db/shop", hooks)        # cron, a timer, a task queue
+    print(tally.summary())
+
+The credentials are read from the environment, under the names the reference service uses
+(``PAYHOOKS_RAZORPAY_KEY_ID`` and ``PAYHOOKS_RAZORPAY_KEY_SECRET``, ...: docs/operations.md);
+a gateway with neither is not asked, one with only one of them is refused. What the pass finds
+is claimed and handed to ``handler`` exactly as a webhook would be (``ingest_received``), under
+a key no webhook can take, so it reaches the handler once whichever comes first. The rules are
+the reference service's: only checkouts older than ``after_s`` and younger than ``window_s``,
+at most ``limit`` per gateway, 429s and outages pause that gateway, nothing is ever cancelled
+on silence (``payhooks.reconcile.passes``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Mapping
+
+import psycopg
+
+from payhooks.db import Connection
+from payhooks.events import Event, Provider, Received
+from payhooks.gateways import GATEWAYS, ApiCredentials
+from payhooks.gateways._status import StatusClient, client, http_client
+from payhooks.hooks import guarded
+from payhooks.ingest import Applied, Handler, Receipt, ingest_received
+from payhooks.reconcile.passes import (
+    Connect,
+    Deliver,
+    Followup,
+    Notifier,
+    Options,
+    Reconciler,
+    Tally,
+)
+
+AFTER_S = 900
+WINDOW_S = 7 * 24 * 3600
+TIMEOUT_S = 10.0
+
+
+def credentials(
+    values: Mapping[str, object], *, prefix: str = "PAYHOOKS_"
+) -> dict[Provider, ApiCredentials]:
+    """Each gateway's status-API credentials found in ``values``: the environment, or with
+    ``prefix=""`` Django's ``PAYHOOKS`` setting (``RAZORPAY_KEY_ID``, ...). Both the id and
+    the secret, or neither; one alone is a ``ValueError`` naming the other, never ignored."""
+    found: dict[Provider, ApiCredentials] = {}
+    for provider, gateway in GATEWAYS.items():
+        api = gateway.status_api
+        names = [name.removeprefix("PAYHOOKS_") for name in (api.id_variable, api.secret_variable)]
+        id_name, secret_name = (prefix + name for name in names)
+        ident, secret = _text(values, id_name), _text(values, secret_name)
+        if bool(ident) != bool(secret):
+            given, missing = (id_name, secret_name) if ident else (secret_name, id_name)
+            raise ValueError(f"{missing} is not set while {given} is: both are needed")
+        if ident and secret:
+            url_name = prefix + api.url_variable.removeprefix("PAYHOOKS_")
+            base_url = _text(values, url_name) or api.url
+            found[provider] = ApiCredentials(
+                provider=provider, id=ident, secret=secret, base_url=base_url.rstrip("/")
+            )
+    return found
+
+
+def _text(values: Mapping[str, object], name: str) -> str:
+    value = values.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, not {type(value).__name__}")
+    return value.strip()
+
+
+def followed(handler: Handler, then: Followup) -> Handler:
+    """``handler``, then ``then`` in the same transaction."""
+
+    def handle(conn: Connection, event: Event) -> Applied:
+        applied = handler(conn, event)
+        then(conn, event, applied)
+        return applied
+
+    return handle
+
+
+def delivering(connect: Connect, handler: Handler) -> Deliver:
+    """What a pass finds, claimed and applied through ``handler`` on a connection of its own
+    (guarded as every integration's is: a handler that commits is refused)."""
+    safe = guarded(handler)
+
+    def deliver(received: Received, *, then: Followup) -> Receipt:
+        with connect() as conn:
+            return ingest_received(conn, received, followed(safe, then))
+
+    return deliver
+
+
+def connecting(database_url: str) -> Connect:
+    """A fresh autocommit connection each time: a pass makes a few dozen at most, and holds
+    none while it waits on a gateway."""
+
+    @contextlib.contextmanager
+    def connect() -> Iterator[Connection]:
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            yield conn
+
+    return connect
+
+
+def reconcile_once(
+    connect: Connect,
+    deliver: Deliver,
+    found: Mapping[Provider, ApiCredentials],
+    *,
+    after_s: int = AFTER_S,
+    window_s: int = WINDOW_S,
+    limit: int = 100,
+    timeout_s: float = TIMEOUT_S,
+    notify: Notifier | None = None,
+    stop: Callable[[], bool] = lambda: False,
+) -> Tally:
+    """One pass asking each gateway in ``found`` (``credentials``) about the due checkouts."""
+    options = Options(after_s=after_s, window_s=window_s, limit=limit)
+    with http_client(timeout_s) as http:
+        clients: dict[Provider, StatusClient] = {p: client(c, http) for p, c in found.items()}
+        reconciler = Reconciler(
+            connect, clients, options, deliver=deliver, notify=notify, stop=stop
+        )
+        return reconciler.run()
+
+
+def run(
+    database_url: str,
+    handler: Handler,
+    *,
+    environ: Mapping[str, str] | None = None,
+    after_s: int = AFTER_S,
+    window_s: int = WINDOW_S,
+    limit: int = 100,
+    timeout_s: float = TIMEOUT_S,
+) -> Tally:
+    """One pass on ``database_url``, through ``handler``, with the credentials in
+    ``environ`` (the process's environment by default); the rest as ``reconcile_once``."""
+    found = credentials(os.environ if environ is None else environ)
+    connect = connecting(database_url)
+    return reconcile_once(
+        connect,
+        delivering(connect, handler),
+        found,
+        after_s=after_s,
+        window_s=window_s,
+        limit=limit,
+        timeout_s=timeout_s,
+    )
+
+
+__all__ = [
+    "AFTER_S",
+    "TIMEOUT_S",
+    "WINDOW_S",
+    "connecting",
+    "credentials",
+    "delivering",
+    "followed",
+    "reconcile_once",
+    "run",
+]
