@@ -21,7 +21,7 @@ Like the claim, the statements and steps are written once, with no driver
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from payhooks.db import AsyncConnection, Connection, Statement, Steps, run, run_async
 from payhooks.events import Event, EventKind, Provider, is_text
@@ -40,21 +40,22 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 EXPECT = """
 INSERT INTO payhooks_expectations (provider, gateway_order_id, amount_paise, currency, reference)
-VALUES (%s, %s, %s, %s, %s)
+VALUES (%(provider)s, %(gateway_order_id)s, %(amount_paise)s, %(currency)s, %(reference)s)
 ON CONFLICT (provider, gateway_order_id) DO UPDATE
     SET amount_paise = excluded.amount_paise, currency = excluded.currency,
         reference = excluded.reference
 """
 
 EXPECTED = """
-SELECT amount_paise, currency, reference FROM payhooks_expectations
+SELECT amount_paise, currency FROM payhooks_expectations
 WHERE provider = %s AND gateway_order_id = %s
 """
 
 HOLD = """
 INSERT INTO payhooks_amount_mismatches (provider, event_id, gateway_order_id, payment_id,
     expected_paise, expected_currency, paid_paise, paid_currency)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+VALUES (%(provider)s, %(event_id)s, %(merchant_ref)s, %(payment_id)s, %(expected_paise)s,
+    %(expected_currency)s, %(paid_paise)s, %(paid_currency)s)
 ON CONFLICT (provider, event_id) DO NOTHING
 """
 
@@ -113,17 +114,7 @@ def _identifier(name: str, value: object) -> str:
 
 def expecting(expected: Expectation) -> Steps[None]:
     """Record (or correct) what a gateway order must be paid."""
-    yield Statement(
-        sql=EXPECT,
-        params=(
-            expected.provider.value,
-            expected.gateway_order_id,
-            expected.amount_paise,
-            expected.currency,
-            expected.reference,
-        ),
-        reads=False,
-    )
+    yield Statement(sql=EXPECT, params=asdict(expected), reads=False)
 
 
 def expect(
@@ -162,7 +153,6 @@ class Mismatch:
 
     expected_paise: int
     expected_currency: str
-    reference: str
     paid_paise: int | None
     paid_currency: str
 
@@ -195,7 +185,7 @@ WITH mine AS (
     ON CONFLICT (provider, payment_id, kind) DO UPDATE SET applied_at = p.applied_at
     RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id
 )
-SELECT mine.inserted, mine.reconciled, mine.event_id, e.amount_paise, e.currency, e.reference
+SELECT mine.inserted, mine.reconciled, mine.event_id, e.amount_paise, e.currency
 FROM mine LEFT JOIN payhooks_expectations e
     ON e.provider = %(provider)s AND e.gateway_order_id = %(order)s
 """
@@ -231,7 +221,7 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
         if event.merchant_ref is None:
             return UNCHECKED
         row = yield Statement(sql=EXPECTED, params=(event.provider.value, event.merchant_ref))
-        return Check(mismatch=None if row is None else _mismatch(event, *row))
+        return Check(mismatch=None if row is None else _mismatch(event, row[0], row[1]))
     row = yield Statement(
         sql=CLAIM_PAYMENT,
         params={
@@ -249,17 +239,16 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
         first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
         order_ref = None if first is None or first[0] is None else str(first[0])
         return Check(applied_by=str(first_key), order_ref=order_ref)
-    mismatch = None if expected[0] is None else _mismatch(event, *expected)
+    mismatch = None if expected[0] is None else _mismatch(event, expected[0], expected[1])
     return Check(mismatch=mismatch, claimed=bool(inserted))
 
 
-def _mismatch(event: Event, amount: int, currency: str, reference: str) -> Mismatch | None:
+def _mismatch(event: Event, amount: int, currency: str) -> Mismatch | None:
     if event.amount_paise == amount and paid_currency(event) == currency:
         return None
     return Mismatch(
         expected_paise=int(amount),
         expected_currency=str(currency),
-        reference=str(reference),
         paid_paise=event.amount_paise,
         paid_currency=paid_currency(event),
     )
@@ -277,20 +266,7 @@ def releasing(event: Event, check: Check) -> Steps[None]:
 def holding(event: Event, mismatch: Mismatch) -> Steps[None]:
     """Record the mismatch beside the delivery's record (once, however often it is retried)."""
     assert event.merchant_ref is not None
-    yield Statement(
-        sql=HOLD,
-        params=(
-            event.provider.value,
-            event.event_id,
-            event.merchant_ref,
-            event.payment_id,
-            mismatch.expected_paise,
-            mismatch.expected_currency,
-            mismatch.paid_paise,
-            mismatch.paid_currency,
-        ),
-        reads=False,
-    )
+    yield Statement(sql=HOLD, params={**asdict(event), **asdict(mismatch)}, reads=False)
 
 
 __all__ = [

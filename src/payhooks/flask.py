@@ -26,7 +26,6 @@ from flask.sansio.blueprints import BlueprintSetupState
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from payhooks import expectations
 from payhooks.db import Connection
 from payhooks.endpoint import Endpoint, Reply, unfolded
 from payhooks.errors import (
@@ -36,8 +35,7 @@ from payhooks.errors import (
     PayhooksError,
     PayloadTooLarge,
 )
-from payhooks.events import Event, Provider, Received
-from payhooks.expectations import Expectation
+from payhooks.events import Event, Received
 from payhooks.hooks import guarded
 from payhooks.ingest import Applied, Handler, Pending, Receipt, ingest_received_in_transaction
 from payhooks.providers import Adapter
@@ -300,18 +298,10 @@ def _database_edge() -> Iterator[None]:
         raise DatabaseUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
 
-def expect(
-    session: Session,
-    gateway: Provider | str,
-    gateway_order_id: str,
-    amount_paise: int,
-    currency: str = "INR",
-    reference: str | None = None,
-) -> Expectation:
-    """``payhooks.expect`` in ``session``'s transaction: it counts once the session commits,
-    with the order created beside it."""
-    conn = driver_connection(session.connection())
-    return expectations.expect(conn, gateway, gateway_order_id, amount_paise, currency, reference)
+def connection_of(session: Session) -> Connection:
+    """The psycopg connection under ``session``'s transaction, for core calls that must commit
+    with it: ``payhooks.expect(connection_of(db.session), "razorpay", order_id, ...)``."""
+    return driver_connection(session.connection())
 
 
-__all__ = ["blueprint", "expect", "session_for"]
+__all__ = ["blueprint", "connection_of", "session_for"]

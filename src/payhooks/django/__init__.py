@@ -18,32 +18,21 @@ its apps.
 
 from __future__ import annotations
 
-from payhooks.events import Provider
-from payhooks.expectations import Expectation
-from payhooks.expectations import expect as _expect
+from payhooks.db import Connection
 from payhooks.hooks import Hooks
 
 hooks = Hooks()
 """The handler the webhook view runs unless ``PAYHOOKS["HANDLER"]`` names another."""
 
 
-def expect(
-    gateway: Provider | str,
-    gateway_order_id: str,
-    amount_paise: int,
-    currency: str = "INR",
-    reference: str | None = None,
-    *,
-    using: str | None = None,
-) -> Expectation:
-    """``payhooks.expect`` on Django's connection (``PAYHOOKS["DATABASE"]`` unless ``using``),
-    in the ``transaction.atomic()`` block open around it, if any: call it where the order is
-    created, so both commit together."""
+def connection(using: str | None = None) -> Connection:
+    """The psycopg connection under Django's (``PAYHOOKS["DATABASE"]`` unless ``using``), in
+    the ``transaction.atomic()`` block open around the call, if any, for core calls that must
+    commit with the ORM's writes: ``payhooks.expect(connection(), "razorpay", order_id, ...)``."""
     from payhooks.django import conf
     from payhooks.django.deliveries import raw_connection
 
-    conn = raw_connection(using or conf.current().database)
-    return _expect(conn, gateway, gateway_order_id, amount_paise, currency, reference)
+    return raw_connection(using or conf.current().database)
 
 
-__all__ = ["expect", "hooks"]
+__all__ = ["connection", "hooks"]

@@ -5,24 +5,16 @@ merchant's own handler, under keys no webhook can take, exactly once with any we
 
 from __future__ import annotations
 
-from payhooks.reconcile.passes import (
-    Connect,
-    Deliver,
-    Followup,
-    Logged,
-    Notifier,
-    Options,
-    Reconciler,
-    Tally,
-)
+from payhooks.reconcile.passes import Logged, Notifier, Options, Reconciler, Tally
+from payhooks.reconcile.running import credentials, reconcile_once, run
 
 __all__ = [
-    "Connect",
-    "Deliver",
-    "Followup",
     "Logged",
     "Notifier",
     "Options",
     "Reconciler",
     "Tally",
+    "credentials",
+    "reconcile_once",
+    "run",
 ]

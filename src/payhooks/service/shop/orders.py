@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from psycopg.rows import class_row
 
 from payhooks.db import Connection
 from payhooks.errors import NotFound
@@ -60,7 +61,8 @@ INSERT INTO orders (id, cart_id, provider, payment_id, amount_paise, status, eve
 VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
 _MARK_PAID = "UPDATE carts SET status = 'paid', paid_at = now() WHERE id = %s"
-_COLUMNS = "id, cart_id, provider, payment_id, amount_paise, status, event_id"
+# Named as Order's fields: psycopg's class_row builds the Order from them.
+_COLUMNS = "id AS order_id, cart_id, provider, payment_id, amount_paise, status, event_id"
 _GET = f"SELECT {_COLUMNS} FROM orders WHERE id = %s"
 _BY_CART = f"SELECT {_COLUMNS} FROM orders WHERE cart_id = %s"
 
@@ -176,24 +178,13 @@ def confirmation(order_id: str, email: str, amount_paise: int, status: str) -> o
 
 
 def get_order(conn: Connection, order_id: str) -> Order:
-    row = conn.execute(_GET, (order_id,)).fetchone()
-    if row is None:
+    with conn.cursor(row_factory=class_row(Order)) as cur:
+        found = cur.execute(_GET, (order_id,)).fetchone()
+    if found is None:
         raise NotFound("order", order_id)
-    return _order(row)
+    return found
 
 
 def orders_of_cart(conn: Connection, cart_id: str) -> list[Order]:
-    return [_order(row) for row in conn.execute(_BY_CART, (cart_id,))]
-
-
-def _order(row: tuple[Any, ...]) -> Order:
-    order_id, cart_id, provider, payment_id, amount, status, event_id = row
-    return Order(
-        order_id=order_id,
-        cart_id=cart_id,
-        provider=provider,
-        payment_id=payment_id,
-        amount_paise=amount,
-        status=status,
-        event_id=event_id,
-    )
+    with conn.cursor(row_factory=class_row(Order)) as cur:
+        return cur.execute(_BY_CART, (cart_id,)).fetchall()
