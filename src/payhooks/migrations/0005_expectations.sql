@@ -50,9 +50,6 @@ CREATE TABLE payhooks_payments (
     applied_at       timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (provider, payment_id, kind)
 );
-CREATE INDEX payhooks_payments_order ON payhooks_payments (provider, gateway_order_id)
-    WHERE gateway_order_id IS NOT NULL;
-CREATE INDEX payhooks_payments_applied_at ON payhooks_payments (applied_at);
 
 -- One row per expected checkout reconciliation has looked at: when to ask again, how often it
 -- asked, the last error, and when the gateway said the checkout expired (reported, never acted

@@ -53,8 +53,9 @@ WITH due AS (
         ON r.provider = e.provider AND r.gateway_order_id = e.gateway_order_id
     CROSS JOIN LATERAL (
         SELECT EXISTS (
-            SELECT 1 FROM payhooks_payments p
-            WHERE p.provider = e.provider AND p.gateway_order_id = e.gateway_order_id
+            SELECT 1 FROM processed_webhooks w
+            JOIN payhooks_payments p ON p.provider = w.provider AND p.payment_id = w.payment_id
+            WHERE w.provider = e.provider AND w.merchant_ref = e.gateway_order_id
               AND p.kind = 'payment_captured') AS yes
     ) captured
     WHERE e.provider = ANY(%(providers)s)

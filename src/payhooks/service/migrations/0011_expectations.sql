@@ -37,34 +37,3 @@ ON CONFLICT DO NOTHING;
 
 DROP TABLE reconcile_checkouts;
 DROP TABLE reconcile_totals;
-
--- The first capture in one statement records the payment's capture as the general path does
--- (payhooks_payments), so reconciliation sees it and asks a paid checkout less often.
-ALTER FUNCTION shop_first_capture(
-    text, text, text, text, text, text, text, bytea, jsonb, bigint, bigint, text, text, text,
-    text, text, jsonb) RENAME TO shop_first_capture_0008;
-
-CREATE FUNCTION shop_first_capture(
-    p_provider text, p_event_id text, p_event_type text, p_payment_id text,
-    p_merchant_ref text, p_bank_ref text, p_payload_sha256 text, p_body bytea, p_headers jsonb,
-    p_amount bigint, p_payment_amount bigint, p_currency text,
-    p_order_id text, p_dedupe_key text, p_subject text, p_message text, p_payload jsonb,
-    OUT state text, OUT outcome text, OUT payload_sha256 text, OUT order_ref text
-)
-LANGUAGE plpgsql AS $$
-BEGIN
-    SELECT f.state, f.outcome, f.payload_sha256, f.order_ref
-    INTO state, outcome, payload_sha256, order_ref
-    FROM shop_first_capture_0008(
-        p_provider, p_event_id, p_event_type, p_payment_id, p_merchant_ref, p_bank_ref,
-        p_payload_sha256, p_body, p_headers, p_amount, p_payment_amount, p_currency,
-        p_order_id, p_dedupe_key, p_subject, p_message, p_payload) f;
-    IF state = 'processed' THEN
-        INSERT INTO payhooks_payments
-            (provider, payment_id, kind, gateway_order_id, event_id, reconciled)
-        VALUES (p_provider, p_payment_id, 'payment_captured', p_merchant_ref, p_event_id,
-                p_event_id LIKE 'reconcile:%')
-        ON CONFLICT DO NOTHING;
-    END IF;
-END;
-$$;
