@@ -4,6 +4,7 @@ forgery; and run from its own manage.py."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -232,3 +233,45 @@ def test_the_shops_manage_py_lists_parked_deliveries(site, django_db):
     post(site, razorpay())  # no checkout: parked
     done = manage(django_db, "payhooks_parked")
     assert done.returncode == 0 and REF in done.stdout and "1 parked" in done.stdout
+
+
+# --- operating it: expect, reconciliation --------------------------------------------------
+
+
+def test_an_underpaid_capture_never_reaches_the_shops_handler(site, django_db):
+    from orders.checkout import create_order
+
+    create_order("razorpay", REF, 129_900)
+    short = GATEWAY.razorpay("payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=100)
+    assert post(site, short).json()["status"] == "parked"
+    assert orders() == [(REF, "pending", "")]
+    with psycopg.connect(django_db) as conn:
+        held = conn.execute(
+            "SELECT expected_paise, paid_paise FROM payhooks_amount_mismatches"
+        ).fetchall()
+    assert held == [(129_900, 100)]
+
+
+def test_reconciliation_pays_an_order_whose_webhook_never_came_once(site, django_db):
+    from django.core.management import call_command
+    from orders.checkout import create_order
+
+    from payhooks.events import Provider
+    from payhooks.sim.gateway import Purchase
+    from payhooks.sim.gateway_api import GatewayApi, serving
+    from tests.reconcile.conftest import API_KEYS
+
+    create_order("razorpay", REF, 129_900)
+    api = GatewayApi(API_KEYS)
+    api.pay(Purchase(provider=Provider.RAZORPAY, cart_id=REF, reference=REF,
+                     amount_paise=129_900, items={"TEA": 1}), PAYMENT)  # fmt: skip
+    with serving(api) as url:
+        keys = {k.removeprefix("PAYHOOKS_"): v for k, v in API_KEYS.env(url).items()}
+        with override_settings(PAYHOOKS={**PAYHOOKS, **keys, "RECONCILE_AFTER_S": 0}):
+            out = io.StringIO()
+            call_command("payhooks_reconcile", stdout=out)
+    assert "recovered 1 payment(s) no webhook brought" in out.getvalue()
+    assert orders() == [(REF, "paid", PAYMENT)]
+    # The gateway's webhook, late: answered, and nothing happens twice.
+    assert post(site, razorpay()).json()["status"] == "duplicate"
+    assert orders() == [(REF, "paid", PAYMENT)]

@@ -79,6 +79,13 @@ PAYHOOKS = {
     "CASHFREE_CLIENT_SECRETS": os.environ.get("PAYHOOKS_CASHFREE_CLIENT_SECRETS", ""),
     "PAYU_MERCHANT_KEY": os.environ.get("PAYHOOKS_PAYU_MERCHANT_KEY", ""),
     "PAYU_SALTS": os.environ.get("PAYHOOKS_PAYU_SALTS", ""),
+    # Reconciliation (manage.py payhooks_reconcile): each gateway's status-API credentials.
+    "RAZORPAY_KEY_ID": os.environ.get("PAYHOOKS_RAZORPAY_KEY_ID", ""),
+    "RAZORPAY_KEY_SECRET": os.environ.get("PAYHOOKS_RAZORPAY_KEY_SECRET", ""),
+    "CASHFREE_CLIENT_ID": os.environ.get("PAYHOOKS_CASHFREE_CLIENT_ID", ""),
+    "CASHFREE_API_SECRET": os.environ.get("PAYHOOKS_CASHFREE_API_SECRET", ""),
+    "PAYU_API_KEY": os.environ.get("PAYHOOKS_PAYU_API_KEY", ""),
+    "PAYU_API_SALT": os.environ.get("PAYHOOKS_PAYU_API_SALT", ""),
 }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

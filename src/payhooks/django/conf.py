@@ -11,6 +11,8 @@
         "HANDLER": "payhooks.django.hooks",   # the default: handlers from apps' webhooks.py
         "DATABASE": "default",                 # the alias holding processed_webhooks
         "LOCK_TIMEOUT_MS": 2000,               # a twin in flight waits this long, then 503
+        "RAZORPAY_KEY_ID": "rzp_live_...",     # reconciliation (manage.py payhooks_reconcile):
+        "RAZORPAY_KEY_SECRET": "...",          # each gateway's status-API id and secret
     }
 
 A gateway with no secret is not served (404). The setting is read on each request, so
@@ -32,7 +34,8 @@ from django.utils.module_loading import import_string
 
 from payhooks.answers import clipped
 from payhooks.errors import ProviderNotConfigured
-from payhooks.gateways import GATEWAYS, Gateway, Secret
+from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway, Secret, credentials
 from payhooks.ingest import Handler
 from payhooks.providers import Adapter, checked_secrets, read_secrets
 
@@ -40,7 +43,15 @@ DEFAULT_HANDLER = "payhooks.django.hooks"
 DEFAULT_LOCK_TIMEOUT_MS = 2000
 MAX_PROVIDER_CHARS = 40  # an unknown provider is quoted back in the 404's detail
 _SECRETS = tuple(secret.django_key for found in GATEWAYS.values() for secret in found.secrets)
-_KNOWN = {*_SECRETS, "HANDLER", "DATABASE", "LOCK_TIMEOUT_MS"}
+# Reconciliation's keys: each gateway's status-API variables without the PAYHOOKS_ prefix.
+_API = tuple(
+    name.removeprefix("PAYHOOKS_")
+    for found in GATEWAYS.values()
+    for name in (found.status_api.id_variable, found.status_api.secret_variable,
+                 found.status_api.url_variable)
+)  # fmt: skip
+_RECONCILE = ("RECONCILE_AFTER_S", "RECONCILE_WINDOW_S", "RECONCILE_TIMEOUT_MS")
+_KNOWN = {*_SECRETS, *_API, *_RECONCILE, "HANDLER", "DATABASE", "LOCK_TIMEOUT_MS"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +60,12 @@ class Config:
     handler: str = DEFAULT_HANDLER
     database: str = "default"
     lock_timeout_ms: int = DEFAULT_LOCK_TIMEOUT_MS
+    api: Mapping[Provider, ApiCredentials] = field(default_factory=dict)
+    """Reconciliation's status-API credentials (``RAZORPAY_KEY_ID`` and ``RAZORPAY_KEY_SECRET``,
+    ...): a gateway without them is not asked."""
+    reconcile_after_s: int = 900
+    reconcile_window_s: int = 7 * 24 * 3600
+    reconcile_timeout_ms: int = 10_000
 
     def adapter(self, provider: str) -> Adapter:
         found = self.adapters.get(provider)
@@ -77,7 +94,18 @@ def read(values: Mapping[str, Any]) -> Config:
         handler=_name(values, "HANDLER", DEFAULT_HANDLER),
         database=_name(values, "DATABASE", "default"),
         lock_timeout_ms=_millis(values, "LOCK_TIMEOUT_MS", DEFAULT_LOCK_TIMEOUT_MS),
+        api=_api(values),
+        reconcile_after_s=_millis(values, "RECONCILE_AFTER_S", 900),
+        reconcile_window_s=_millis(values, "RECONCILE_WINDOW_S", 7 * 24 * 3600),
+        reconcile_timeout_ms=_millis(values, "RECONCILE_TIMEOUT_MS", 10_000),
     )
+
+
+def _api(values: Mapping[str, Any]) -> dict[Provider, ApiCredentials]:
+    try:
+        return credentials(values, prefix="")
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"PAYHOOKS: {exc}") from None
 
 
 def _adapters(values: Mapping[str, Any]) -> dict[str, Adapter]:
@@ -147,9 +175,11 @@ def _name(values: Mapping[str, Any], name: str, default: str) -> str:
 
 
 def _millis(values: Mapping[str, Any], name: str, default: int) -> int:
+    """A whole number of milliseconds (or, for the RECONCILE_*_S keys, seconds), 0 or more."""
     given = values.get(name, default)
     if isinstance(given, bool) or not isinstance(given, int) or given < 0:
-        raise ImproperlyConfigured(f'PAYHOOKS["{name}"] must be milliseconds, 0 or more')
+        unit = "seconds" if name.endswith("_S") else "milliseconds"
+        raise ImproperlyConfigured(f'PAYHOOKS["{name}"] must be {unit}, 0 or more')
     return given
 
 

@@ -34,6 +34,39 @@ def gateway(provider: Provider) -> Gateway:
     return found
 
 
+def credentials(
+    values: Mapping[str, object], *, prefix: str = "PAYHOOKS_"
+) -> dict[Provider, ApiCredentials]:
+    """Each gateway's status-API credentials found in ``values``: the environment, or with
+    ``prefix=""`` Django's ``PAYHOOKS`` setting (``RAZORPAY_KEY_ID``, ...). Both the id and
+    the secret, or neither; one alone is a ``ValueError`` naming the other, never ignored."""
+    found: dict[Provider, ApiCredentials] = {}
+    for provider, gateway in GATEWAYS.items():
+        api = gateway.status_api
+        names = [name.removeprefix("PAYHOOKS_") for name in (api.id_variable, api.secret_variable)]
+        id_name, secret_name = (prefix + name for name in names)
+        ident, secret = _text(values, id_name), _text(values, secret_name)
+        if bool(ident) != bool(secret):
+            given, missing = (id_name, secret_name) if ident else (secret_name, id_name)
+            raise ValueError(f"{missing} is not set while {given} is: both are needed")
+        if ident and secret:
+            url_name = prefix + api.url_variable.removeprefix("PAYHOOKS_")
+            base_url = _text(values, url_name) or api.url
+            found[provider] = ApiCredentials(
+                provider=provider, id=ident, secret=secret, base_url=base_url.rstrip("/")
+            )
+    return found
+
+
+def _text(values: Mapping[str, object], name: str) -> str:
+    value = values.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, not {type(value).__name__}")
+    return value.strip()
+
+
 __all__ = [
     "GATEWAYS",
     "ApiCredentials",
@@ -42,5 +75,6 @@ __all__ = [
     "Secret",
     "StatusApi",
     "UnknownGateway",
+    "credentials",
     "gateway",
 ]

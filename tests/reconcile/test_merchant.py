@@ -1,0 +1,132 @@
+"""Reconciliation in a merchant's own app: its database (the core's tables and its own), its
+handlers, its scheduler; against the status-API double over a loopback socket. A checkout paid
+at the gateway whose webhook never came is recovered through the merchant's handler once; the
+late webhook changes nothing; an underpaid payment never reaches the handler."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import payhooks
+from payhooks import Outcome, ingest
+from payhooks.events import Provider
+from payhooks.reconcile import run
+from payhooks.sim.gateway import Purchase
+from tests.factories import ADAPTERS, GATEWAY
+from tests.reconcile.conftest import API_KEYS
+from tests.reconcile.merchant_hooks import ORDERS, hooks
+
+ROOT = Path(__file__).parents[2]
+REF = "order_mer0000000001"
+PAYMENT = "pay_mer00000000001"
+
+
+@pytest.fixture
+def shop(database_url, gateway_api):
+    """The merchant's database with an order checked out at Razorpay for 499.00."""
+    api, url = gateway_api
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(ORDERS)
+        with conn.transaction():
+            conn.execute("INSERT INTO merchant_orders (ref, amount) VALUES (%s, 49900)", (REF,))
+            payhooks.expect(conn, "razorpay", REF, 49_900, "INR", "A-1")
+        yield conn, api, API_KEYS.env(url)
+
+
+def paid_at_gateway(api, amount: int = 49_900) -> None:
+    order = Purchase(provider=Provider.RAZORPAY, cart_id="A-1", reference=REF,
+                     amount_paise=amount, items={"TEA": 1})  # fmt: skip
+    api.pay(order, PAYMENT)
+
+
+def paid(conn) -> tuple[str | None, int]:
+    return conn.execute(
+        "SELECT paid_by, paid_count FROM merchant_orders WHERE ref = %s", (REF,)
+    ).fetchone()
+
+
+def webhook():
+    return GATEWAY.razorpay(
+        "payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=49_900
+    )
+
+
+def test_a_payment_whose_webhook_never_came_reaches_the_handler_once(shop, database_url):
+    conn, api, env = shop
+    paid_at_gateway(api)
+    tally = run(database_url, hooks, environ=env, after_s=0)
+    assert sum(tally.recovered.values()) == 1
+    assert paid(conn) == (PAYMENT, 1)
+    # Later passes and the late webhook change nothing.
+    conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
+    run(database_url, hooks, environ=env, after_s=0)
+    delivery = webhook()
+    late = ingest(conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, hooks)
+    assert late.outcome is Outcome.DUPLICATE
+    assert paid(conn) == (PAYMENT, 1)
+
+
+def test_a_payment_its_webhook_brought_is_not_applied_again(shop, database_url):
+    conn, api, env = shop
+    paid_at_gateway(api)
+    delivery = webhook()
+    ingest(conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, hooks)
+    tally = run(database_url, hooks, environ=env, after_s=0)
+    assert sum(tally.examined.values()) == 1 and sum(tally.recovered.values()) == 0
+    assert paid(conn) == (PAYMENT, 1)
+
+
+def test_an_underpaid_payment_found_by_reconciliation_never_reaches_the_handler(shop, database_url):
+    conn, api, env = shop
+    with conn.transaction():
+        payhooks.expect(conn, "razorpay", REF, 59_900, "INR", "A-1")  # the price went up
+    paid_at_gateway(api, amount=49_900)
+    run(database_url, hooks, environ=env, after_s=0)
+    assert paid(conn) == (None, 0)
+    held = conn.execute(
+        "SELECT expected_paise, paid_paise FROM payhooks_amount_mismatches"
+    ).fetchall()
+    assert held == [(59_900, 49_900)]
+
+
+def test_checkouts_younger_than_the_age_are_left_to_their_webhook(shop, database_url):
+    conn, api, env = shop
+    paid_at_gateway(api)
+    tally = run(database_url, hooks, environ=env)  # after_s: 15 minutes by default
+    assert sum(tally.examined.values()) == 0 and paid(conn) == (None, 0)
+
+
+def test_one_credential_without_the_other_is_refused_naming_the_missing_one(database_url):
+    with pytest.raises(ValueError, match="PAYHOOKS_RAZORPAY_KEY_SECRET is not set"):
+        run(database_url, hooks, environ={"PAYHOOKS_RAZORPAY_KEY_ID": "rzp_test_1"})
+
+
+@pytest.mark.parametrize("target", ["hooks", "async_hooks"])
+def test_the_command_runs_a_pass_through_the_apps_own_hooks(shop, database_url, target):
+    conn, api, env = shop
+    paid_at_gateway(api)
+    done = subprocess.run(
+        [Path(sys.executable).parent / "payhooks", "reconcile", "--older-than-s", "0",
+         "--hooks", f"tests.reconcile.merchant_hooks:{target}", "--database-url", database_url],
+        env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "recovered 1 payment(s) no webhook brought" in done.stdout
+    assert paid(conn) == (PAYMENT, 1)
+
+
+def test_the_command_says_what_is_wrong_with_the_hooks_it_is_given(shop, database_url):
+    _, _, env = shop
+    done = subprocess.run(
+        [Path(sys.executable).parent / "payhooks", "reconcile",
+         "--hooks", "tests.reconcile.merchant_hooks", "--database-url", database_url],
+        env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "--hooks takes module:attribute" in done.stderr and "Traceback" not in done.stderr
