@@ -1,9 +1,21 @@
-"""How long delivery records are kept, and the statements that delete them, shared by every
-host of the core's table (the reference service, the Django app). Parked records are kept
-until applied: they are unfinished money business."""
+"""How long delivery records are kept, and the purge that deletes them, for every host of the
+core's tables: a merchant's app (``payhooks.retention.purge``, ``payhooks purge
+--database-url``), the Django app and the reference service, which purge on top of it.
+
+Small batches, each its own short transaction, so deliveries keep flowing while a million old
+rows go. Parked records are kept until applied: they are unfinished money business; so are
+the expectation and the payment claim a parked delivery will meet when it is replayed."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+
+from payhooks.db import Connection
 from payhooks.errors import RetentionTooShort
 
 # Razorpay retries for 24 hours and replays events up to 15 days old (its FAQ); a record
@@ -26,9 +38,175 @@ WHERE (provider, event_id) IN (
     LIMIT %s
     FOR UPDATE SKIP LOCKED)
 """
+# A payment claim stays while a parked delivery of that payment may yet be replayed, or the
+# replay would reach the handler a second time. No index on applied_at (the claim's insert
+# stays cheap): no ORDER BY, so a batch reads only as far as its rows.
+_DELETE_PAYMENTS = """
+DELETE FROM payhooks_payments
+WHERE (provider, payment_id, kind) IN (
+    SELECT p.provider, p.payment_id, p.kind FROM payhooks_payments p
+    WHERE p.applied_at < %s
+      AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+                      AND w.provider = p.provider AND w.payment_id = p.payment_id)
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED)
+"""
+# An expectation stays while a parked delivery for its order may yet be replayed, or the
+# replay would skip the amount check; its reconciliation row goes with it (ON DELETE CASCADE).
+_DELETE_EXPECTATIONS = """
+DELETE FROM payhooks_expectations
+WHERE (provider, gateway_order_id) IN (
+    SELECT e.provider, e.gateway_order_id FROM payhooks_expectations e
+    WHERE e.created_at < %s
+      AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+                      AND w.provider = e.provider AND w.merchant_ref = e.gateway_order_id)
+    ORDER BY e.created_at
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED)
+"""
+_PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
+_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
+_UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purge:
+    cutoff: datetime
+    expired: int
+    """Delivery records past the window when the purge began (parked ones not counted)."""
+    deleted: int
 
 
 def check_window(days: int, *, force: bool) -> None:
     """A window shorter than the gateways' replays is refused unless forced."""
     if days < MIN_RETENTION_DAYS and not force:
         raise RetentionTooShort(days, MIN_RETENTION_DAYS)
+
+
+@contextlib.contextmanager
+def unbounded(conn: Connection) -> Iterator[None]:
+    """A transaction with no statement timeout (counting ten million rows may take longer
+    than a webhook may), set for it alone: no session state, which a transaction pooler
+    would hand to another client."""
+    with conn.transaction():
+        conn.execute(_UNBOUNDED)
+        yield
+
+
+def plan(conn: Connection, days: int) -> Purge:
+    """What a purge would delete now, deleting nothing (``--dry-run``)."""
+    with unbounded(conn):
+        cutoff = conn.execute(CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
+        expired = conn.execute(EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
+    return Purge(cutoff=cutoff, expired=expired, deleted=0)
+
+
+def _never() -> bool:
+    return False
+
+
+def delete_expired(
+    conn: Connection,
+    planned: Purge,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    on_batch: Callable[[int], None] | None = None,
+    within_batch: Callable[[int], object] | None = None,
+    stop: Callable[[], bool] = _never,
+) -> Purge:
+    """Delete the delivery records before ``planned.cutoff``, batch by batch, each its own
+    transaction (``within_batch`` runs in it with the batch's count, ``on_batch`` after its
+    commit); then the payment claims and the expectations older than that."""
+    deleted = 0
+    while not stop():
+        with unbounded(conn):
+            done = conn.execute(DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
+            if within_batch is not None:
+                within_batch(done)
+        deleted += done
+        if on_batch is not None:
+            on_batch(done)
+        if done < batch_rows:
+            break
+    for statement in (_DELETE_PAYMENTS, _DELETE_EXPECTATIONS):
+        delete_old(conn, statement, planned.cutoff, batch_rows, stop=stop)
+    return Purge(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
+
+
+def delete_old(
+    conn: Connection,
+    statement: str,
+    cutoff: datetime,
+    batch_rows: int,
+    *,
+    stop: Callable[[], bool] = _never,
+) -> None:
+    """``statement`` (cutoff, batch rows) run in short transactions until a batch falls short."""
+    while not stop():
+        with unbounded(conn):
+            if conn.execute(statement, (cutoff, batch_rows)).rowcount < batch_rows:
+                return
+
+
+@contextlib.contextmanager
+def exclusively(holder: Connection) -> Iterator[bool]:
+    """Whether this process may purge: False while another purge runs, whichever process.
+
+    The lock is held by a transaction left open on ``holder`` for the whole purge, not by a
+    session: behind a transaction pooler a session-level lock would stay with a server
+    session that other clients go on using, and its unlock could reach another session. An
+    open transaction keeps its server session, and ends with its client."""
+    with holder.transaction():
+        yield bool(holder.execute(_TRY_LOCK, (_PURGE_LOCK,)).fetchone()[0])  # type: ignore[index]
+
+
+@contextlib.contextmanager
+def alongside(conn: Connection) -> Iterator[Connection]:
+    """A second connection to ``conn``'s database, opened as it was, to hold the lock."""
+    with psycopg.connect(
+        conn.info.dsn, password=conn.info.password or None, autocommit=True
+    ) as other:
+        yield other
+
+
+def purge(
+    conn: Connection,
+    days: int = DEFAULT_RETENTION_DAYS,
+    *,
+    force: bool = False,
+    batch_rows: int = BATCH_ROWS,
+    holder: Connection | None = None,
+    on_batch: Callable[[int], None] | None = None,
+    planned: Purge | None = None,
+    stop: Callable[[], bool] = _never,
+) -> Purge | None:
+    """Delete the core's records older than ``days`` (the cutoff fixed at the start): delivery
+    records, except parked ones, in batches of ``batch_rows``, each its own short transaction;
+    then payment claims and expectations (with their reconciliation rows) as old, except
+    those a parked delivery will need. None, deleting nothing, while another purge runs.
+
+    ``conn`` is autocommit, or out of autocommit with no transaction open. The lock is held on
+    ``holder`` (by default a second connection opened like ``conn``) for the whole purge.
+    Raises ``RetentionTooShort`` for a window shorter than the gateways' replays, unless
+    ``force``."""
+    check_window(days, force=force)
+    with _locked(conn, holder) as mine:
+        if not mine:
+            return None
+        return delete_expired(
+            conn,
+            planned or plan(conn, days),
+            batch_rows=batch_rows,
+            on_batch=on_batch,
+            stop=stop,
+        )
+
+
+@contextlib.contextmanager
+def _locked(conn: Connection, holder: Connection | None) -> Iterator[bool]:
+    if holder is not None:
+        with exclusively(holder) as mine:
+            yield mine
+        return
+    with alongside(conn) as other, exclusively(other) as mine:
+        yield mine

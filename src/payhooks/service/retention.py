@@ -1,32 +1,27 @@
-"""Retention: delivery records are kept for a window, then deleted in small batches.
+"""Retention: the core's purge (``payhooks.retention``), and the service's own records.
 
-Small batches, each its own short transaction, so ingest keeps flowing while a million old
-rows go. Parked rows are kept until they are applied: they are unfinished money business.
+The delivery records, payment claims and expectations go as in a merchant's app; then sent
+outbox messages and the console's delivery log as old, ended console sessions and day-old
+failed logins. The purge's progress is kept in ``maintenance_runs`` for the metrics.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 from payhooks.db import Connection
 from payhooks.retention import (
     BATCH_ROWS,
-    CUTOFF,
-    DELETE_BATCH,
-    EXPIRED,
+    Purge,
+    delete_expired,
+    delete_old,
+    exclusively,
+    plan,
+    unbounded,
 )
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PurgeResult:
-    cutoff: datetime
-    expired: int
-    deleted: int
-
+PurgeResult = Purge
 
 _DELETE_SENT = """
 DELETE FROM outbox WHERE id IN (
@@ -42,7 +37,6 @@ _DELETE_ENDED_SESSIONS = "DELETE FROM console_sessions WHERE expires_at < now()"
 _DELETE_OLD_FAILURES = (
     "DELETE FROM console_login_failures WHERE failed_at < now() - interval '1 day'"
 )
-_PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
 _START = """
 INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)
 VALUES ('purge', now(), %s, 0)
@@ -51,27 +45,6 @@ ON CONFLICT (task) DO UPDATE SET started_at = now(), finished_at = NULL,
 """
 _PROGRESS = "UPDATE maintenance_runs SET rows_done = rows_done + %s WHERE task = 'purge'"
 _FINISH = "UPDATE maintenance_runs SET finished_at = now() WHERE task = 'purge'"
-
-
-_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
-_UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
-
-
-def plan(conn: Connection, days: int) -> PurgeResult:
-    """What a purge would delete now, deleting nothing (``--dry-run``)."""
-    cutoff = conn.execute(CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
-    expired = conn.execute(EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
-    return PurgeResult(cutoff=cutoff, expired=expired, deleted=0)
-
-
-@contextlib.contextmanager
-def _unbounded(conn: Connection) -> Iterator[None]:
-    """A transaction with no statement timeout (counting ten million rows may take longer
-    than a webhook may), set for it alone: no session state, which a transaction pooler
-    would hand to another client."""
-    with conn.transaction():
-        conn.execute(_UNBOUNDED)
-        yield
 
 
 def purge(
@@ -83,46 +56,33 @@ def purge(
     planned: PurgeResult | None = None,
     stop: Callable[[], bool] = lambda: False,
 ) -> PurgeResult:
-    """Delete records older than ``days`` (fixed at the start), batch by batch, each its own
-    transaction; then sent outbox messages and delivery log lines older than that (they hold
-    customers' addresses and references), ended console sessions and day-old failed logins."""
-    with _unbounded(conn):
+    """The core's purge of records older than ``days`` (fixed at the start), its progress
+    recorded batch by batch; then sent outbox messages and delivery log lines older than that
+    (they hold customers' addresses and references), ended console sessions and day-old
+    failed logins."""
+    with unbounded(conn):
         planned = planned or plan(conn, days)
         conn.execute(_START, (planned.expired,))
-    deleted = 0
-    while not stop():
-        with _unbounded(conn):
-            done = conn.execute(DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
-            conn.execute(_PROGRESS, (done,))
-        deleted += done
-        if on_batch is not None:
-            on_batch(done)
-        if done < batch_rows:
-            break
+    done = delete_expired(
+        conn,
+        planned,
+        batch_rows=batch_rows,
+        on_batch=on_batch,
+        within_batch=lambda rows: conn.execute(_PROGRESS, (rows,)),
+        stop=stop,
+    )
     for statement in (_DELETE_SENT, _DELETE_LOGGED):
-        while not stop() and _delete_old(conn, statement, planned.cutoff, batch_rows):
-            pass
+        delete_old(conn, statement, planned.cutoff, batch_rows, stop=stop)
     conn.execute(_DELETE_ENDED_SESSIONS)
     conn.execute(_DELETE_OLD_FAILURES)
     conn.execute(_FINISH)
-    return PurgeResult(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
-
-
-def _delete_old(conn: Connection, statement: str, cutoff: datetime, batch_rows: int) -> int:
-    with _unbounded(conn):
-        return conn.execute(statement, (cutoff, batch_rows)).rowcount
+    return done
 
 
 def purge_exclusively(
     conn: Connection, days: int, *, holder: Connection, **options: Any
 ) -> PurgeResult | None:
-    """``purge`` unless another process is purging (None then): one purge at a time.
-
-    The lock is held by a transaction left open on ``holder`` for the whole purge, not by a
-    session: behind a transaction pooler a session-level lock would stay with a server
-    session that other clients go on using, and its unlock could reach another session. An
-    open transaction keeps its server session, and ends with its client."""
-    with holder.transaction():
-        if not holder.execute(_TRY_LOCK, (_PURGE_LOCK,)).fetchone()[0]:  # type: ignore[index]
-            return None
-        return purge(conn, days, **options)
+    """``purge`` unless another process is purging (None then): one purge at a time, the
+    same lock as the core's purge (``payhooks.retention.exclusively``)."""
+    with exclusively(holder) as mine:
+        return purge(conn, days, **options) if mine else None
