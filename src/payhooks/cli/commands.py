@@ -23,7 +23,7 @@ from payhooks.gateways import GATEWAYS
 from payhooks.gateways.cashfree import CASHFREE
 from payhooks.gateways.payu import PAYU
 from payhooks.gateways.razorpay import RAZORPAY
-from payhooks.service import database, logs, outbox, retention
+from payhooks.service import database, logs, outbox
 from payhooks.service.config import Settings
 
 if TYPE_CHECKING:
@@ -332,37 +332,61 @@ def purge(
     dry_run: Annotated[bool, typer.Option(help="Count what would go; delete nothing.")] = False,
     force: Annotated[bool, typer.Option(help="Allow a window shorter than 15 days.")] = False,
     batch_rows: Annotated[int, typer.Option(help="Rows per delete transaction.")] = 5000,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Your app's database: purge the core's tables there, not the reference service's."
+        ),
+    ] = None,
 ) -> None:
     """Delete delivery records older than the retention window, in small batches."""
-    from payhooks.service import application
-
     days = older_than_days if older_than_days is not None else _settings().retention_days
     _run(lambda: policy.check_window(days, force=force))
-
-    def action(conn: db.Connection) -> retention.PurgeResult:
-        planned = retention.plan(conn, days)
-        if dry_run:
-            return planned
-        with _connect() as holder, _progress(planned.expired) as advance:
-            done = application.purge(
-                conn,
-                days,
-                holder=holder,
-                force=force,
-                batch_rows=batch_rows,
-                on_batch=advance,
-                planned=planned,
-            )
-        if done is None:
-            raise PayhooksError("another purge is running (the worker's daily one?); try later")
-        return done
-
-    result = _with_connection(action)
+    options = {"force": force, "batch_rows": batch_rows}
+    if database_url is None:
+        result = _with_connection(lambda conn: _purge_shop(conn, days, dry_run, options))
+    else:
+        result = _run(lambda: _purge_app(database_url, days, dry_run, options))
     verb = "would delete" if dry_run else "deleted"
     count = result.expired if dry_run else result.deleted
     typer.echo(
         f"{verb} {count} record(s) older than {days} days (before {result.cutoff:%Y-%m-%d %H:%M})"
     )
+
+
+def _purge_shop(
+    conn: db.Connection, days: int, dry_run: bool, options: dict[str, Any]
+) -> policy.Purge:
+    """The reference service's purge: the core's records and its own."""
+    from payhooks.service import application
+
+    planned = policy.plan(conn, days)
+    if dry_run:
+        return planned
+    with _connect() as holder, _progress(planned.expired) as advance:
+        done = application.purge(
+            conn, days, holder=holder, on_batch=advance, planned=planned, **options
+        )
+    return _purged(done, "the worker's daily one?")
+
+
+def _purge_app(url: str, days: int, dry_run: bool, options: dict[str, Any]) -> policy.Purge:
+    """A merchant app's purge: the core's tables alone."""
+    import psycopg
+
+    with db.translated(), psycopg.connect(url, autocommit=True) as conn:
+        planned = policy.plan(conn, days)
+        if dry_run:
+            return planned
+        with _progress(planned.expired) as advance:
+            done = policy.purge(conn, days, on_batch=advance, planned=planned, **options)
+    return _purged(done, "on that database")
+
+
+def _purged(done: policy.Purge | None, where: str) -> policy.Purge:
+    if done is None:
+        raise PayhooksError(f"another purge is running ({where}); try later")
+    return done
 
 
 @contextlib.contextmanager

@@ -1,55 +1,24 @@
-"""Delivery records are kept for a window, then deleted in small batches.
-
-Each batch is its own short transaction (Django's autocommit), so deliveries keep flowing
-while a million old records go. Parked records are kept until applied: they are unfinished
-money business. Plain SQL on the real key (provider, event_id): the model's one-column key
-would let a batch reach a recent record of another gateway sharing a delivery key.
-"""
+"""The core's purge (``payhooks.retention``) on Django's database: delivery records, payment
+claims and expectations past the window, in batches, each its own short transaction; parked
+records, and what their replay will need, kept; one purge at a time, whichever process."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from payhooks import retention as core
+from payhooks.django.deliveries import raw_connection
+from payhooks.retention import BATCH_ROWS
 
-from django.db import connections
-
-from payhooks.retention import (
-    BATCH_ROWS,
-    CUTOFF,
-    DELETE_BATCH,
-    EXPIRED,
-)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Purge:
-    cutoff: datetime
-    expired: int
-    """Records past the window when the purge began."""
-    deleted: int
+Purge = core.Purge
 
 
 def plan(alias: str, days: int) -> Purge:
     """What a purge would delete now, deleting nothing (``--dry-run``)."""
-    with connections[alias].cursor() as cursor:
-        cutoff = _one(cursor, CUTOFF, (days,))
-        return Purge(cutoff=cutoff, expired=_one(cursor, EXPIRED, (cutoff,)), deleted=0)
+    return core.plan(raw_connection(alias), days)
 
 
-def purge(alias: str, days: int, *, batch_rows: int = BATCH_ROWS) -> Purge:
-    """Delete records older than ``days`` (the cutoff fixed at the start), batch by batch."""
-    planned = plan(alias, days)
-    deleted = 0
-    with connections[alias].cursor() as cursor:
-        while True:
-            cursor.execute(DELETE_BATCH, (planned.cutoff, batch_rows))
-            deleted += cursor.rowcount
-            if cursor.rowcount < batch_rows:
-                break
-    return Purge(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
-
-
-def _one(cursor: Any, sql: str, params: tuple[object, ...]) -> Any:
-    cursor.execute(sql, params)
-    return cursor.fetchone()[0]
+def purge(
+    alias: str, days: int, *, batch_rows: int = BATCH_ROWS, force: bool = False
+) -> Purge | None:
+    """Delete records older than ``days`` (the cutoff fixed at the start), batch by batch;
+    None while another purge runs."""
+    return core.purge(raw_connection(alias), days, force=force, batch_rows=batch_rows)

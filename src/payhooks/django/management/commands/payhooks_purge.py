@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from payhooks import retention as policy
 from payhooks.django import conf, retention
+from payhooks.errors import RetentionTooShort
 
 
 class Command(BaseCommand):
@@ -28,17 +29,18 @@ class Command(BaseCommand):
         days = options["older_than_days"]
         if days < 0:
             raise CommandError("--older-than-days must be 0 or more")
-        if days < policy.MIN_RETENTION_DAYS and not options["force"]:
-            raise CommandError(
-                f"a retention of {days} days is shorter than the gateways' replay window "
-                f"({policy.MIN_RETENTION_DAYS} days); pass --force to purge anyway"
-            )
+        try:
+            policy.check_window(days, force=options["force"])
+        except RetentionTooShort as exc:
+            raise CommandError(str(exc)) from exc
         alias = conf.current().database
         if options["dry_run"]:
             planned = retention.plan(alias, days)
             before = planned.cutoff.isoformat(timespec="seconds")
             self.stdout.write(f"would delete {planned.expired} record(s) from before {before}")
             return
-        done = retention.purge(alias, days)
+        done = retention.purge(alias, days, force=options["force"])
+        if done is None:
+            raise CommandError("another purge is running; try later")
         before = done.cutoff.isoformat(timespec="seconds")
         self.stdout.write(f"deleted {done.deleted} record(s) from before {before}")
