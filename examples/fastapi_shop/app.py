@@ -2,10 +2,13 @@
 
 Its one table is its own: ``orders``, written at checkout (``POST /orders``) with what the
 order costs, under the reference the shop gives the gateway (Razorpay order id, Cashfree
-order id, PayU txnid). A capture pays the order only for exactly that amount and currency,
-and only once: payhooks stops a re-sent delivery; the order's status stops two *different*
-deliveries of one payment (Razorpay's ``payment.captured`` and ``order.paid``) and a second
-payment from replacing the first.
+order id, PayU txnid). The checkout tells payhooks the same (``payhooks.fastapi.expect``, in
+the order's transaction), so a capture of another amount or currency is parked by payhooks and
+never reaches ``mark_paid``, and ``payhooks reconcile --hooks examples.fastapi_shop.app:hooks``
+can ask the gateway about an order whose webhook never came. A capture pays the order only
+once: payhooks stops a re-sent delivery; the order's status stops two *different* deliveries of
+one payment (Razorpay's ``payment.captured`` and ``order.paid``) and a second payment from
+replacing the first.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import psycopg
 from fastapi import FastAPI, HTTPException
@@ -24,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import payhooks
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Outcome, PayU, Razorpay
-from payhooks.fastapi import AsyncConnection, AsyncHooks, router
+from payhooks.fastapi import AsyncConnection, AsyncHooks, expect, router
 from payhooks.providers import read_secrets
 
 log = logging.getLogger("fastapi_shop")
@@ -75,8 +78,9 @@ async def mark_paid(conn: AsyncConnection, event: Event) -> Applied | None:
         return Applied(outcome=Outcome.PARKED)  # no checkout (yet): kept, to be replayed
     amount_paise, currency, status, payment_id = order
     if (event.amount_paise, event.currency) != (amount_paise, currency):
-        # Captured, but not what the order costs: never mark it paid. The order stays pending
-        # and a person decides: refund the payment, or collect the difference.
+        # Captured, but not what the order costs (payhooks parks these for the orders it was
+        # told of at checkout; this catches the rest): never mark it paid. The order stays
+        # pending and a person decides: refund the payment, or collect the difference.
         _flag("payment_amount_mismatch", event)
         return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
     if status == "paid" and payment_id != event.payment_id:
@@ -102,13 +106,15 @@ def _flag(name: str, event: Event) -> None:
 
 class Checkout(BaseModel):
     """What the checkout page posts. References are what every gateway accepts as an order
-    id (letters, digits, ``_`` and ``-``), and the amount is whole paise: never a float."""
+    id (letters, digits, ``_`` and ``-``), and the amount is whole paise: never a float.
+    ``gateway`` is where the customer pays (Razorpay unless said)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
     merchant_ref: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
     amount_paise: Annotated[int, Field(gt=0, le=2**63 - 1)]
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
+    gateway: Literal["razorpay", "cashfree", "payu"] = "razorpay"
 
 
 def migrate(database_url: str) -> None:
@@ -134,13 +140,18 @@ def create_app(database_url: str, adapters: list[Adapter]) -> FastAPI:
 
     @app.post("/orders", status_code=201)
     async def checkout(order: Checkout) -> dict[str, Any]:
-        """Checkout: the order, pending, with what it costs, before the customer pays."""
+        """Checkout: the order, pending, with what it costs, before the customer pays; and,
+        in the same transaction, what payhooks must see it paid."""
         async with pool.connection() as conn:
-            placed = (order.merchant_ref, order.amount_paise, order.currency)
-            cursor = await conn.execute(CHECKOUT, placed)
-            if await cursor.fetchone() is None:
-                raise HTTPException(
-                    status_code=409, detail="an order with this merchant_ref exists"
+            async with conn.transaction():
+                placed = (order.merchant_ref, order.amount_paise, order.currency)
+                cursor = await conn.execute(CHECKOUT, placed)
+                if await cursor.fetchone() is None:
+                    raise HTTPException(
+                        status_code=409, detail="an order with this merchant_ref exists"
+                    )
+                await expect(
+                    conn, order.gateway, order.merchant_ref, order.amount_paise, order.currency
                 )
             return await _shown(conn, order.merchant_ref)
 

@@ -1,0 +1,100 @@
+"""Operating the example shop (examples/fastapi_shop) as docs/fastapi.md, "Operating it", says:
+its checkout tells payhooks what each order must be paid, so an underpaid capture is parked
+for a person; a checkout whose webhook never came is recovered by ``payhooks reconcile`` through
+the shop's own async hooks, once; a parked delivery is found and replayed after the order
+exists. Served by real uvicorn, asked by the status-API double over a loopback socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+from examples.fastapi_shop.app import hooks
+from payhooks import idempotency
+from payhooks.events import Provider
+from payhooks.fastapi.claims import ingest_received
+from payhooks.ingest import restored
+from payhooks.sim.gateway import Purchase
+from tests.factories import ADAPTERS
+from tests.fastapi import test_fastapi_example as example
+from tests.fastapi.test_fastapi_example import PAID, PENDING, REF, checkout, orders, post, razorpay
+from tests.reconcile import conftest as reconciling
+from tests.reconcile.conftest import API_KEYS
+
+ROOT = Path(__file__).parents[2]
+shop, conn, gateway_api = example.shop, example.conn, reconciling.gateway_api  # their fixtures
+PAYMENT = "pay_shop0000001"
+
+
+def test_an_underpaid_capture_is_parked_for_a_person_with_both_amounts(shop, conn):
+    checkout(shop)
+    assert post(shop, razorpay(amount_paise=100)) == (200, "parked")
+    assert orders(conn) == PENDING
+    held = conn.execute("SELECT expected_paise, paid_paise FROM payhooks_amount_mismatches")
+    assert held.fetchall() == [(49_900, 100)]
+
+
+def reconcile(database_url: str, api_url: str) -> subprocess.CompletedProcess[str]:
+    """``payhooks reconcile`` as cron runs it, with the double's API credentials."""
+    return subprocess.run(
+        [Path(sys.executable).parent / "payhooks", "reconcile", "--older-than-s", "0",
+         "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url],
+        env={**os.environ, **API_KEYS.env(api_url)}, cwd=ROOT, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+def test_a_checkout_whose_webhook_never_came_is_paid_once_by_reconciliation(
+    shop, conn, merchant_url, gateway_api
+):
+    api, api_url = gateway_api
+    checkout(shop)
+    api.pay(Purchase(provider=Provider.RAZORPAY, cart_id=REF, reference=REF,
+                     amount_paise=49_900, items={"TEA": 1}), PAYMENT)  # fmt: skip
+    done = reconcile(merchant_url, api_url)
+    assert done.returncode == 0, done.stderr
+    assert "recovered 1 payment(s) no webhook brought" in done.stdout
+    assert orders(conn) == PAID
+    paid_at = conn.execute("SELECT paid_at FROM orders").fetchone()[0]
+    # The gateway's webhook, late: answered, and nothing happens twice.
+    assert post(shop, razorpay()) == (200, "duplicate")
+    assert orders(conn) == PAID
+    assert conn.execute("SELECT paid_at FROM orders").fetchone()[0] == paid_at
+
+
+async def replayed(database_url: str, stored: idempotency.Stored) -> str:
+    """A stored delivery through the shop's async hooks again, as the route claims it."""
+    adapter = ADAPTERS[Provider(stored.provider)]
+    again = restored(adapter, event_id=stored.event_id, body=stored.body, headers=stored.headers)
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as aconn:
+        receipt = await ingest_received(aconn, again, hooks)
+    return receipt.outcome.value
+
+
+def test_a_parked_capture_is_listed_and_pays_the_order_when_replayed_after_checkout(
+    shop, conn, merchant_url
+):
+    assert post(shop, razorpay()) == (200, "parked")  # the webhook before the checkout
+    parked = idempotency.parked(conn)
+    assert [(p.provider, p.event_type) for p in parked] == [("razorpay", "payment.captured")]
+    checkout(shop)
+    assert asyncio.run(replayed(merchant_url, parked[0])) == "processed"
+    assert orders(conn) == PAID and idempotency.parked(conn) == []
+
+
+def test_the_payhooks_parked_command_lists_the_shops_parked_deliveries(shop, conn, merchant_url):
+    post(shop, razorpay())
+    done = subprocess.run(
+        [Path(sys.executable).parent / "payhooks", "parked", "--json"],
+        env={**os.environ, "DATABASE_URL": merchant_url}, cwd=ROOT, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert [(p["provider"], p["event_type"]) for p in listed] == [("razorpay", "payment.captured")]
