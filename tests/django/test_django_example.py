@@ -275,3 +275,14 @@ def test_reconciliation_pays_an_order_whose_webhook_never_came_once(site, django
     # The gateway's webhook, late: answered, and nothing happens twice.
     assert post(site, razorpay()).json()["status"] == "duplicate"
     assert orders() == [(REF, "paid", PAYMENT)]
+
+
+def test_the_shops_metrics_count_what_waits_for_a_person(site, django_db):
+    from orders.checkout import create_order
+
+    create_order("razorpay", REF, 129_900)
+    short = GATEWAY.razorpay("payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=100)
+    post(site, short)
+    text = httpx.get(f"{site}/metrics", timeout=10).text
+    assert "payhooks_amount_mismatches 1.0" in text
+    assert "payhooks_parked_deliveries 1.0" in text

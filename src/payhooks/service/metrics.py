@@ -28,6 +28,7 @@ from payhooks.answers import STATUS_OF_ERROR
 from payhooks.errors import DatabaseUnavailable
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
+from payhooks.metrics import read_totals, reconcile_counters
 from payhooks.service import database
 from payhooks.service.config import Settings
 
@@ -153,18 +154,9 @@ FROM maintenance_runs WHERE task = 'purge'
 """
 
 
-RECONCILE_TOTALS = """
-SELECT provider, examined, recovered, api_errors, expired, (refused_since IS NOT NULL)::int
-FROM payhooks_reconcile_totals ORDER BY provider
-"""
-
-
 def read_gauges(conn: db.Connection) -> Gauges:
     backlog, oldest, dead = conn.execute(OUTBOX_GAUGES).fetchone() or (0, 0, 0)
-    totals = tuple(
-        (provider_label(str(p)), int(a), int(b), int(c), int(d), int(e))
-        for p, a, b, c, d, e in conn.execute(RECONCILE_TOTALS)
-    )
+    totals = read_totals(conn)
     expected, done, finished = conn.execute(PURGE_PROGRESS).fetchone() or (0, 0, None)
     return Gauges(
         outbox_backlog=int(backlog),
@@ -228,40 +220,6 @@ class DatabaseGauges(Collector):
         for name, documentation, field in _DESCRIPTIONS:
             yield GaugeMetricFamily(name, documentation, value=float(getattr(latest, field)))
         yield from reconcile_counters(latest.reconcile)
-
-
-_RECONCILE_COUNTERS = (
-    ("payhooks_reconcile_checkouts_examined", "Checkouts reconciliation asked a gateway about"),
-    (
-        "payhooks_reconcile_payments_recovered",
-        "Payments found only by reconciliation: no webhook for them ever arrived",
-    ),
-    ("payhooks_reconcile_api_errors", "Gateway status API calls that failed (429, 5xx, timeout)"),
-    ("payhooks_reconcile_expired", "Checkouts the gateway reported expired (reported only)"),
-)
-
-
-def reconcile_counters(
-    totals: tuple[tuple[str, int, int, int, int, int], ...],
-) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
-    """Every known gateway, zero until it has a row: a closed label set, present from the start."""
-    found = {row[0]: row[1:] for row in totals}
-    for index, (name, documentation) in enumerate(_RECONCILE_COUNTERS):
-        family = CounterMetricFamily(name, documentation, labels=["gateway"])
-        for provider in Provider:
-            family.add_metric(
-                [provider.value], float(found.get(provider.value, (0, 0, 0, 0, 0))[index])
-            )
-        yield family
-    refused = GaugeMetricFamily(
-        "payhooks_reconcile_credentials_refused",
-        "1 while the gateway refuses reconciliation's API credentials (401, 403, PayU's "
-        "Invalid Hash)",
-        labels=["gateway"],
-    )
-    for provider in Provider:
-        refused.add_metric([provider.value], float(found.get(provider.value, (0,) * 5)[4]))
-    yield refused
 
 
 class SideConnection:
