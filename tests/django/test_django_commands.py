@@ -12,6 +12,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 from orders.models import Order
 
+import payhooks
+from payhooks import retention as core
 from payhooks.django import retention
 from payhooks.sim.gateway import Delivery
 from tests.django.conftest import PAYHOOKS, records
@@ -148,3 +150,20 @@ def test_purge_refuses_a_window_shorter_than_the_gateways_replays(django_db):
 def test_purge_with_force_takes_a_short_window(parked_and_paid, django_db):
     age(django_db, "evt_paid", 8)
     assert run("payhooks_purge", "--older-than-days", "7", "--force").startswith("deleted 1")
+
+
+def test_purge_refuses_while_another_purge_runs(parked_and_paid, django_db):
+    age(django_db, "evt_paid", 91)
+    with psycopg.connect(django_db, autocommit=True) as holder, core.exclusively(holder) as mine:
+        assert mine
+        with pytest.raises(CommandError, match="another purge is running"):
+            run("payhooks_purge")
+    assert len(records(django_db)) == 2
+
+
+def test_purge_takes_old_expectations_with_the_records(django_db):
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        payhooks.expect(conn, "razorpay", "order_old", 100, "INR", "old")
+        conn.execute("UPDATE payhooks_expectations SET created_at = now() - interval '100 days'")
+        run("payhooks_purge")
+        assert conn.execute("SELECT count(*) FROM payhooks_expectations").fetchone()[0] == 0

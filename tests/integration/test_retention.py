@@ -7,6 +7,7 @@ import threading
 import psycopg
 import pytest
 
+import payhooks
 from payhooks import retention as policy
 from payhooks.errors import RetentionTooShort
 from payhooks.ingest import Outcome
@@ -104,3 +105,25 @@ def test_purge_while_deliveries_flow_keeps_every_young_record(conn, database_url
         "SELECT count(*) FROM processed_webhooks WHERE event_id = ANY(%s)", (delivered,)
     ).fetchone()[0]
     assert len(delivered) > 0 and kept == len(delivered)
+
+
+def test_purge_takes_the_cores_old_expectations_too(conn):
+    payhooks.expect(conn, "razorpay", "order_old", 100, "INR", "cart-old")
+    conn.execute(
+        "UPDATE payhooks_expectations SET created_at = now() - interval '100 days'"
+        " WHERE gateway_order_id = 'order_old'"
+    )
+    payhooks.expect(conn, "razorpay", "order_new", 100, "INR", "cart-new")
+    retention.purge(conn, 90)
+    orders = conn.execute("SELECT gateway_order_id FROM payhooks_expectations").fetchall()
+    assert orders == [("order_new",)]
+
+
+def test_a_purge_is_refused_while_the_cores_purge_holds_the_lock(conn, database_url):
+    with (
+        psycopg.connect(database_url, autocommit=True) as first,
+        policy.exclusively(first) as mine,
+        psycopg.connect(database_url, autocommit=True) as holder,
+    ):
+        assert mine
+        assert retention.purge_exclusively(conn, 90, holder=holder) is None

@@ -1,0 +1,200 @@
+"""The core's purge on a merchant's database (only ``payhooks.migrate``'s tables): through
+``payhooks.retention.purge`` and ``payhooks purge --database-url`` in a subprocess. Old
+records go; recent and parked ones stay, with the expectation and payment claim a parked
+delivery's replay will meet; one purge at a time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+import payhooks
+from payhooks import retention
+from payhooks.errors import RetentionTooShort
+
+PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
+
+DELIVERY = """
+INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payload_sha256, body,
+                                merchant_ref, payment_id, processed_at)
+VALUES ('razorpay', %s, 'payment.captured', %s, md5(%s), '\\x00', %s, %s,
+        now() - make_interval(days => %s))
+"""
+PAYMENT = """
+INSERT INTO payhooks_payments (provider, payment_id, kind, gateway_order_id, event_id,
+                               reconciled, applied_at)
+VALUES ('razorpay', %s, 'payment_captured', %s, %s, false, now() - make_interval(days => %s))
+"""
+MISMATCH = """
+INSERT INTO payhooks_amount_mismatches (provider, event_id, gateway_order_id, payment_id,
+    expected_paise, expected_currency, paid_paise, paid_currency)
+VALUES ('razorpay', %s, %s, %s, 49900, 'INR', 100, 'INR')
+"""
+RECONCILE = "INSERT INTO payhooks_reconcile (provider, gateway_order_id) VALUES ('razorpay', %s)"
+
+
+@pytest.fixture
+def merchant_url(admin_url):
+    """A merchant's own database: the core's tables and nothing of the reference service."""
+    name = f"payhooks_m_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"'.encode())
+    url = make_conninfo(admin_url, dbname=name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        payhooks.migrate(conn)
+    yield url
+    with psycopg.connect(admin_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+
+
+@pytest.fixture
+def merchant(merchant_url):
+    with psycopg.connect(merchant_url, autocommit=True) as conn:
+        yield conn
+
+
+def delivered(conn, key: str, days_old: int, *, outcome: str = "processed", order: str = "",
+              payment: str | None = None) -> None:  # fmt: skip
+    conn.execute(DELIVERY, (key, outcome, key, order or None, payment, days_old))
+
+
+def expected(conn, order: str, days_old: int) -> None:
+    payhooks.expect(conn, "razorpay", order, 49_900, "INR", "ref-" + order)
+    conn.execute(RECONCILE, (order,))
+    conn.execute(
+        "UPDATE payhooks_expectations SET created_at = now() - make_interval(days => %s)"
+        " WHERE gateway_order_id = %s",
+        (days_old, order),
+    )
+
+
+def keys(conn, table: str, column: str) -> list[str]:
+    rows = conn.execute(f"SELECT {column} FROM {table} ORDER BY 1".encode()).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_old_delivery_records_go_and_recent_and_parked_ones_stay(merchant):
+    for n in range(7):
+        delivered(merchant, f"old-{n}", 100)
+    delivered(merchant, "recent", 89)
+    delivered(merchant, "parked", 200, outcome="parked")
+    done = retention.purge(merchant, 90, batch_rows=3)
+    assert done is not None and (done.expired, done.deleted) == (7, 7)
+    assert keys(merchant, "processed_webhooks", "event_id") == ["parked", "recent"]
+
+
+def test_old_expectations_go_with_their_reconciliation_rows(merchant):
+    expected(merchant, "order_old", 100)
+    expected(merchant, "order_recent", 10)
+    retention.purge(merchant, 90)
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == ["order_recent"]
+    assert keys(merchant, "payhooks_reconcile", "gateway_order_id") == ["order_recent"]
+
+
+def test_an_old_amount_mismatch_stays_parked_with_its_expectation(merchant):
+    """Replayed after its expectation was gone, the underpaid capture would skip the check."""
+    expected(merchant, "order_short", 100)
+    delivered(merchant, "evt_short", 100, outcome="parked", order="order_short", payment="pay_s")
+    merchant.execute(MISMATCH, ("evt_short", "order_short", "pay_s"))
+    retention.purge(merchant, 90)
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == ["order_short"]
+    assert keys(merchant, "payhooks_amount_mismatches", "event_id") == ["evt_short"]
+
+
+def test_a_purged_delivery_takes_its_amount_mismatch_with_it(merchant):
+    delivered(merchant, "evt_once", 100, order="order_once")
+    merchant.execute(MISMATCH, ("evt_once", "order_once", "pay_o"))
+    retention.purge(merchant, 90)
+    assert keys(merchant, "payhooks_amount_mismatches", "event_id") == []
+
+
+def test_old_payment_claims_go_unless_a_parked_delivery_of_the_payment_waits(merchant):
+    merchant.execute(PAYMENT, ("pay_old", "order_a", "evt_a", 100))
+    merchant.execute(PAYMENT, ("pay_recent", "order_b", "evt_b", 5))
+    merchant.execute(PAYMENT, ("pay_twin", "order_c", "evt_c", 100))
+    delivered(merchant, "evt_c_copy", 100, outcome="parked", order="order_c", payment="pay_twin")
+    retention.purge(merchant, 90, batch_rows=1)
+    assert keys(merchant, "payhooks_payments", "payment_id") == ["pay_recent", "pay_twin"]
+
+
+def test_a_window_shorter_than_the_gateways_replays_is_refused_unless_forced(merchant):
+    delivered(merchant, "eight-days", 8)
+    with pytest.raises(RetentionTooShort):
+        retention.purge(merchant, 7)
+    done = retention.purge(merchant, 7, force=True)
+    assert done is not None and done.deleted == 1
+
+
+def test_a_second_purge_while_one_runs_is_refused(merchant, merchant_url):
+    for n in range(4):
+        delivered(merchant, f"old-{n}", 100)
+    meanwhile: list[retention.Purge | None] = []
+
+    def second(_: int) -> None:
+        with psycopg.connect(merchant_url, autocommit=True) as other:
+            meanwhile.append(retention.purge(other, 90))
+
+    first = retention.purge(merchant, 90, batch_rows=2, on_batch=second)
+    assert first is not None and first.deleted == 4
+    assert meanwhile == [None, None, None]
+    again = retention.purge(merchant, 90)  # the lock went with the first purge
+    assert again is not None and again.deleted == 0
+
+
+def test_a_connection_out_of_autocommit_is_purged_in_short_transactions(merchant, merchant_url):
+    delivered(merchant, "old", 100)
+    with psycopg.connect(merchant_url) as conn:
+        done = retention.purge(conn, 90)
+        assert conn.info.transaction_status is psycopg.pq.TransactionStatus.IDLE
+    assert done is not None and done.deleted == 1
+    assert keys(merchant, "processed_webhooks", "event_id") == []
+
+
+# --- payhooks purge --database-url -------------------------------------------------------------
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
+    environ.pop("DATABASE_URL", None)
+    return subprocess.run(
+        [PAYHOOKS, "purge", *args], env=environ, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_command_purges_a_merchant_database(merchant, merchant_url):
+    delivered(merchant, "old", 100)
+    delivered(merchant, "parked", 100, outcome="parked")
+    expected(merchant, "order_old", 100)
+    dry = cli("--database-url", merchant_url, "--dry-run")
+    assert dry.returncode == 0 and dry.stdout.startswith("would delete 1 record(s) older than 90")
+    result = cli("--database-url", merchant_url)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("deleted 1 record(s) older than 90 days (before ")
+    assert keys(merchant, "processed_webhooks", "event_id") == ["parked"]
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
+
+
+def test_the_command_refuses_while_another_purge_runs(merchant, merchant_url):
+    delivered(merchant, "old", 100)
+    with (
+        psycopg.connect(merchant_url, autocommit=True) as holder,
+        retention.exclusively(holder) as mine,
+    ):
+        assert mine
+        result = cli("--database-url", merchant_url)
+    assert result.returncode == 1
+    assert result.stderr == "payhooks: another purge is running (on that database); try later\n"
+    assert keys(merchant, "processed_webhooks", "event_id") == ["old"]
+
+
+def test_the_command_refuses_a_short_window_unless_forced(merchant, merchant_url):
+    result = cli("--database-url", merchant_url, "--older-than-days", "3")
+    assert result.returncode == 1 and "pass --force" in result.stderr
+    assert cli("--database-url", merchant_url, "--older-than-days", "3", "--force").returncode == 0
