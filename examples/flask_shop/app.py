@@ -1,19 +1,24 @@
 """A shop on Flask and SQLAlchemy whose orders are paid by payment webhooks, made exactly-once
 by payhooks.
 
-Its one table is its own: ``orders``, written at checkout (``POST /orders``) with what the order
-costs, under the reference the shop gives the gateway (Razorpay order id, Cashfree order id,
-PayU txnid). A capture pays the order through the shop's SQLAlchemy session, in the claim's
-transaction, only for exactly that amount and currency, and only once: payhooks stops a re-sent
-delivery; the order's status stops two *different* deliveries of one payment (Razorpay's
-``payment.captured`` and ``order.paid``) and a second payment from replacing the first.
+Its one table is its own: ``orders``, written at checkout (``POST /orders``) through the shop's
+SQLAlchemy session with what the order costs, under the reference the shop gives the gateway
+(Razorpay order id, Cashfree order id, PayU txnid). In the same transaction the checkout tells
+payhooks what the order must be paid (``payhooks.expect`` on ``payhooks.flask.connection_of``),
+so a capture of another amount or currency is parked by payhooks and never reaches
+``mark_paid``, and ``payhooks reconcile --hooks examples.flask_shop.app:hooks`` can ask the
+gateway about an order whose webhook never came. A capture pays the order in the claim's
+transaction, only once: payhooks stops a re-sent delivery; the order's status stops two
+*different* deliveries of one payment (Razorpay's ``payment.captured`` and ``order.paid``) and a
+second payment from replacing the first.
 
-``POST /orders`` takes ``{merchant_ref, amount_paise, currency}`` and answers 201 with the order,
-pending; 400 for a body that is not that, 409 for a reference already used.
-``GET /orders/<merchant_ref>`` shows the order: ``status`` (``pending``, ``paid``),
-``payment_id``, ``paid_at``. A capture for another amount or currency, or a second payment for
-a paid order, is answered ``ignored`` and logged for a person to refund or collect; a capture
-for a reference no checkout wrote is ``parked``.
+``POST /orders`` takes ``{merchant_ref, amount_paise, currency}`` (and ``gateway``: ``razorpay``,
+the default, ``cashfree`` or ``payu``) and answers 201 with the order, pending; 400 for a body
+that is not that, 409 for a reference already used. ``GET /orders/<merchant_ref>`` shows the
+order: ``status`` (``pending``, ``paid``), ``payment_id``, ``paid_at``. A capture for another
+amount or currency is answered ``parked`` and kept in ``payhooks_amount_mismatches`` with both
+amounts; a second payment for a paid order is answered ``ignored`` and logged for a person to
+refund; a capture for a reference no checkout wrote is ``parked`` until it is replayed.
 
 Run it from the repository's root::
 
@@ -30,9 +35,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import psycopg
 import sqlalchemy
 from flask import Flask, abort, request
-from sqlalchemy import BigInteger, CheckConstraint, func, select, update
+from sqlalchemy import BigInteger, CheckConstraint, func
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
@@ -47,6 +53,8 @@ log = logging.getLogger("flask_shop")
 REFERENCE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CURRENCY = re.compile(r"[A-Z]{3}")
 MAX_PAISE = 2**63 - 1  # the column's bigint
+FIELDS = {"merchant_ref", "amount_paise", "currency"}
+GATEWAYS = ("razorpay", "cashfree", "payu")
 
 
 class Base(DeclarativeBase):
@@ -70,43 +78,45 @@ class Order(Base):
     paid_at: Mapped[datetime | None]
 
 
+LOCK_ORDER = """
+SELECT amount_paise, currency, status, payment_id FROM orders WHERE merchant_ref = %s FOR UPDATE
+"""
+MARK_PAID = """
+UPDATE orders SET status = 'paid', provider = %s, payment_id = %s, paid_at = now()
+WHERE merchant_ref = %s AND status = 'pending'
+"""
+
 hooks = payhooks.Hooks()
 
 
 @hooks.on(EventKind.PAYMENT_CAPTURED)
-def mark_paid(conn: Any, event: Event) -> Applied | None:
+def mark_paid(conn: psycopg.Connection[Any], event: Event) -> Applied | None:
     """Runs inside the claim's transaction: the order's change and the claim commit together.
 
-    The row lock makes ``payment.captured`` and ``order.paid`` of one payment, or two payments,
-    arriving together take turns; the second then finds the order paid."""
+    Written on ``conn``, the claim's psycopg connection, rather than through
+    ``payhooks.flask.session_for(conn)``: ``payhooks reconcile`` and ``payhooks.ingest.replay``
+    run these hooks outside a request, where only ``conn`` exists. The row lock makes
+    ``payment.captured`` and ``order.paid`` of one payment, or two payments, arriving together
+    take turns; the second then finds the order paid."""
     if event.merchant_ref is None:
         return Applied(outcome=Outcome.IGNORED)  # a payment not made through our checkout
-    session = payhooks.flask.session_for(conn)
-    locked = select(Order).where(Order.merchant_ref == event.merchant_ref).with_for_update()
-    order = session.scalars(locked).one_or_none()
+    order = conn.execute(LOCK_ORDER, (event.merchant_ref,)).fetchone()
     if order is None:
         return Applied(outcome=Outcome.PARKED)  # no checkout (yet): kept, to be replayed
-    if (event.amount_paise, event.currency) != (order.amount_paise, order.currency):
-        # Captured, but not what the order costs: never mark it paid. The order stays pending
-        # and a person decides: refund the payment, or collect the difference.
+    amount_paise, currency, status, payment_id = order
+    if (event.amount_paise, event.currency) != (amount_paise, currency):
+        # Captured, but not what the order costs (payhooks parks these for the orders it was
+        # told of at checkout; this catches the rest): never mark it paid. The order stays
+        # pending and a person decides: refund the payment, or collect the difference.
         _flag("payment_amount_mismatch", event)
-        return Applied(outcome=Outcome.IGNORED, order_id=order.merchant_ref)
-    if order.status == "paid" and order.payment_id != event.payment_id:
+        return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
+    if status == "paid" and payment_id != event.payment_id:
         # Paid already, by another payment: this one is the customer's money twice. The order
         # keeps its first payment; a person refunds the second.
         _flag("payment_for_paid_order", event)
-        return Applied(outcome=Outcome.IGNORED, order_id=order.merchant_ref)
-    session.execute(
-        update(Order)
-        .where(Order.merchant_ref == order.merchant_ref, Order.status == "pending")
-        .values(
-            status="paid",
-            provider=event.provider.value,
-            payment_id=event.payment_id,
-            paid_at=func.now(),
-        )
-    )
-    return Applied(outcome=Outcome.PROCESSED, order_id=order.merchant_ref)
+        return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
+    conn.execute(MARK_PAID, (event.provider.value, event.payment_id, event.merchant_ref))
+    return Applied(outcome=Outcome.PROCESSED, order_id=event.merchant_ref)
 
 
 def _flag(name: str, event: Event) -> None:
@@ -130,20 +140,23 @@ def refuse_bots() -> None:
         abort(400)
 
 
-def checkout_from(body: object) -> tuple[str, int, str] | None:
+def checkout_from(body: object) -> tuple[str, int, str, str] | None:
     """The checkout page's JSON, or None when it is not exactly ``{merchant_ref, amount_paise,
-    currency}`` with a gateway-safe reference, whole positive paise (never a float) and an ISO
-    currency code."""
-    if not isinstance(body, dict) or body.keys() != {"merchant_ref", "amount_paise", "currency"}:
+    currency}`` (and ``gateway``, Razorpay unless said) with a gateway-safe reference, whole
+    positive paise (never a float) and an ISO currency code."""
+    if not isinstance(body, dict) or not FIELDS <= body.keys() <= {*FIELDS, "gateway"}:
         return None
     ref, amount, currency = body["merchant_ref"], body["amount_paise"], body["currency"]
+    gateway = body.get("gateway", "razorpay")
+    if gateway not in GATEWAYS:
+        return None
     if not (isinstance(ref, str) and REFERENCE.fullmatch(ref)):
         return None
     if type(amount) is not int or not 0 < amount <= MAX_PAISE:
         return None
     if not (isinstance(currency, str) and CURRENCY.fullmatch(currency)):
         return None
-    return ref, amount, currency
+    return ref, amount, currency, gateway
 
 
 def shown(order: Order) -> dict[str, Any]:
@@ -175,7 +188,7 @@ def create_app(
         placed = checkout_from(request.get_json(silent=True))
         if placed is None:
             return {"error": "bad_order", "detail": CHECKOUT_HELP}, 400
-        ref, amount, currency = placed
+        ref, amount, currency, gateway = placed
         with sessions.begin() as session:
             created = session.scalar(
                 insert(Order)
@@ -183,6 +196,9 @@ def create_app(
                 .on_conflict_do_nothing()
                 .returning(Order.merchant_ref)
             )
+            if created is not None:
+                conn = payhooks.flask.connection_of(session)
+                payhooks.expect(conn, gateway, ref, amount, currency)
         if created is None:
             return {
                 "error": "order_exists",
@@ -206,7 +222,8 @@ def create_app(
 
 CHECKOUT_HELP = (
     "a JSON object {merchant_ref, amount_paise, currency}: merchant_ref 1 to 64 letters, digits,"
-    " '_' or '-'; amount_paise a positive integer; currency three capital letters (INR)"
+    " '_' or '-'; amount_paise a positive integer; currency three capital letters (INR);"
+    " optionally gateway: razorpay (the default), cashfree or payu"
 )
 
 
