@@ -19,7 +19,10 @@ from examples.fastapi_shop.app import hooks
 from payhooks import idempotency
 from payhooks.events import Provider
 from payhooks.fastapi.claims import ingest_received
+from payhooks.fastapi.reconcile import delivering
 from payhooks.ingest import restored
+from payhooks.reconcile import credentials, reconcile_once
+from payhooks.reconcile.running import connecting
 from payhooks.sim.gateway import Purchase
 from tests.factories import ADAPTERS
 from tests.fastapi import test_fastapi_example as example
@@ -98,3 +101,24 @@ def test_the_payhooks_parked_command_lists_the_shops_parked_deliveries(shop, con
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
     assert [(p["provider"], p["event_type"]) for p in listed] == [("razorpay", "payment.captured")]
+
+
+def test_a_pass_from_the_apps_own_scheduler_pays_the_order_once(
+    shop, conn, merchant_url, gateway_api
+):
+    """docs/fastapi.md's scheduler pass: the command's pieces, off the event loop."""
+    api, api_url = gateway_api
+    checkout(shop)
+    api.pay(Purchase(provider=Provider.RAZORPAY, cart_id=REF, reference=REF,
+                     amount_paise=49_900, items={"TEA": 1}), PAYMENT)  # fmt: skip
+
+    def reconcile_pass():
+        found = credentials(API_KEYS.env(api_url))
+        deliver = delivering(merchant_url, hooks)
+        return reconcile_once(connecting(merchant_url), deliver, found, after_s=0)
+
+    async def scheduled():
+        return await asyncio.to_thread(reconcile_pass)
+
+    assert sum(asyncio.run(scheduled()).recovered.values()) == 1
+    assert orders(conn) == PAID
