@@ -12,8 +12,10 @@ table, and the log line.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, cast
 
@@ -31,6 +33,7 @@ Claim = Callable[[Received], Receipt]
 AsyncClaim = Callable[[Received], Awaitable[Receipt]]
 Offload = Callable[[Callable[[], Received]], Awaitable[Received]]
 Seen = Callable[["Reply"], None]
+Note = Callable[["Arrival", "Reply"], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,16 +53,36 @@ class Reply:
     """The body was refused unread: a door that can should close the connection after it."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Arrival:
+    """A webhook request as read, before anything about it is proven."""
+
+    gateway: str
+    started: float
+    received_at: datetime
+    body: bytes | None = None
+
+    @classmethod
+    def now(cls, gateway: str, body: bytes | None = None) -> Arrival:
+        return cls(
+            gateway=gateway, started=time.perf_counter(), received_at=datetime.now(UTC), body=body
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """The gateways served (by name) and the logger the door's lines go to."""
+    """The gateways served (by name), the logger the door's lines go to, and where each
+    request is noted with its answer (``payhooks.deliverylog.DeliveryLog.note``), if anywhere."""
 
     adapters: Mapping[str, Adapter]
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("payhooks"))
+    note: Note | None = None
 
     @classmethod
-    def serving(cls, adapters: Iterable[Adapter], log: logging.Logger) -> Endpoint:
-        return cls(served(adapters), log)
+    def serving(
+        cls, adapters: Iterable[Adapter], log: logging.Logger, note: Note | None = None
+    ) -> Endpoint:
+        return cls(served(adapters), log, note)
 
     def adapter(self, gateway: str) -> Adapter:
         found = self.adapters.get(gateway)
@@ -99,6 +122,8 @@ class Endpoint:
     ) -> Reply:
         """``deliver``, awaiting the claim; verification runs where ``offload`` puts it
         (a worker thread), else here."""
+        if self.note is not None:
+            seen = _both(seen, partial(self.note, Arrival.now(gateway, body)))
         try:
             if offload is None:
                 received = self.received(gateway, body, pairs)
@@ -114,6 +139,14 @@ class Endpoint:
             _shown(self.failed(received, exc), seen)
             raise
         return _shown(self.answered(received, receipt), seen)
+
+    def unread(self, gateway: str, exc: PayhooksError) -> Reply:
+        """``refused`` for a body the door refused to read (too large, no length): noted with
+        no size or hash."""
+        reply = self.refused(gateway, exc)
+        if self.note is not None:
+            self.note(Arrival.now(gateway), reply)
+        return reply
 
     def refused(self, gateway: str, exc: PayhooksError) -> Reply:
         """A delivery refused before it was verified: unknown gateway, body, signature."""
@@ -213,6 +246,17 @@ def _shown(reply: Reply, seen: Seen | None) -> Reply:
     return reply
 
 
+def _both(seen: Seen | None, noted: Seen) -> Seen:
+    if seen is None:
+        return noted
+
+    def both(reply: Reply) -> None:
+        noted(reply)
+        seen(reply)
+
+    return both
+
+
 def _error_fields(exc: PayhooksError) -> dict[str, Any]:
     status, code = error_status(exc)
     return {"status": status, "reason": code, "detail": clipped(str(exc))}
@@ -244,10 +288,12 @@ def _event_fields(received: Received) -> dict[str, Any]:
 
 __all__ = [
     "MAX_GATEWAY_CHARS",
+    "Arrival",
     "AsyncClaim",
     "Claim",
     "Endpoint",
     "HeaderPairs",
+    "Note",
     "Offload",
     "Reply",
     "served",

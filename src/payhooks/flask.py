@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import psycopg
 import sqlalchemy
@@ -26,8 +27,10 @@ from flask.sansio.blueprints import BlueprintSetupState
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
+from payhooks import health
 from payhooks.db import Connection
-from payhooks.endpoint import Endpoint, Reply, unfolded
+from payhooks.deliverylog import DeliveryLog, OwnConnection, own_connection
+from payhooks.endpoint import Endpoint, Note, Reply, unfolded
 from payhooks.errors import (
     DatabaseUnavailable,
     HandlerCommitted,
@@ -62,17 +65,66 @@ def blueprint(
     session_factory: sessionmaker[Session] | None = None,
     name: str = "payhooks",
     url_prefix: str = "/webhooks",
+    delivery_log: bool | str = True,
 ) -> Blueprint:
     """``POST {url_prefix}/<gateway>`` for each adapter (``/webhooks/razorpay``, ...).
 
     Pass the engine, or a ``sessionmaker`` bound to one; it must use psycopg (3):
-    ``postgresql+psycopg://``. ``hooks`` is a ``payhooks.Hooks`` (or any handler)."""
-    endpoint = Endpoint({adapter.provider.value: adapter for adapter in adapters}, log)
+    ``postgresql+psycopg://``. ``hooks`` is a ``payhooks.Hooks`` (or any handler). Each
+    request is noted in ``payhooks_deliveries`` (``delivery_log``: on a connection of its own
+    made as the engine makes them, or to the conninfo given; ``False``: not at all)."""
     store = store_of(engine, session_factory)
+    served = {adapter.provider.value: adapter for adapter in adapters}
+    endpoint = Endpoint(served, log, _noted(store.engine, delivery_log))
     bp = Blueprint(name, __name__, url_prefix=url_prefix)
     bp.add_url_rule("/<provider>", ENDPOINT, _view(endpoint, store, hooks), methods=["POST"])
     bp.record(_reading_first(endpoint))
     return bp
+
+
+def health_blueprint(
+    *,
+    engine: sqlalchemy.Engine,
+    name: str = "payhooks_health",
+    url_prefix: str = "/payhooks",
+) -> Blueprint:
+    """``GET {url_prefix}/health``: ``payhooks.health.summary`` as JSON (last 2xx, answers by
+    status in the last hour, signature failures, the forged-signature banner). Register it
+    where only operators reach it."""
+    side = connection_of_engine(engine)
+    bp = Blueprint(name, __name__, url_prefix=url_prefix)
+
+    def summary() -> Response:
+        found = side.run(lambda conn: health.summary(conn, datetime.now(UTC)))
+        return jsonify(found.as_json())
+
+    bp.add_url_rule("/health", "health", summary, methods=["GET"])
+    return bp
+
+
+def _noted(engine: sqlalchemy.Engine, delivery_log: bool | str) -> Note | None:
+    if delivery_log is False:
+        return None
+    if isinstance(delivery_log, str):
+        return DeliveryLog(own_connection(delivery_log)).note
+    return DeliveryLog(connection_of_engine(engine)).note
+
+
+def connection_of_engine(engine: sqlalchemy.Engine) -> OwnConnection:
+    """A connection of its own, made as ``engine`` makes them (its URL, ``connect_args``,
+    hooks) and detached from its pool: the merchant's pool keeps every connection it had."""
+
+    def connect() -> Connection:
+        with _database_edge():
+            pooled = engine.raw_connection()
+        conn = pooled.driver_connection
+        pooled.detach()
+        if not isinstance(conn, psycopg.Connection):
+            raise TypeError(f"payhooks needs a psycopg connection, not {type(conn).__name__}")
+        conn.autocommit = True
+        return conn
+
+    return OwnConnection(connect)
 
 
 def store_of(
@@ -102,7 +154,7 @@ def _view(endpoint: Endpoint, store: Store, handler: Handler) -> Callable[..., R
         try:
             body = _body(endpoint, provider)
         except PayhooksError as exc:
-            return _response(endpoint.refused(provider, exc))
+            return _response(endpoint.unread(provider, exc))
         pairs = unfolded(request.headers.items(), endpoint.adapter(provider))
         return _response(endpoint.deliver(provider, body, pairs, claim))
 
@@ -304,4 +356,4 @@ def connection_of(session: Session) -> Connection:
     return driver_connection(session.connection())
 
 
-__all__ = ["blueprint", "connection_of", "session_for"]
+__all__ = ["blueprint", "connection_of", "health_blueprint", "session_for"]

@@ -13,17 +13,23 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Iterable
+from datetime import UTC, datetime
+from functools import partial
 from typing import NotRequired, TypedDict, Unpack, cast, overload
 
 import anyio
+import anyio.to_thread
+import psycopg
 import psycopg_pool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive
 
+from payhooks import health
 from payhooks.answers import declared_over
-from payhooks.endpoint import Endpoint, Reply
+from payhooks.deliverylog import DeliveryLog, OwnConnection, own_connection
+from payhooks.endpoint import Endpoint, Note, Reply
 from payhooks.errors import PayhooksError, PayloadTooLarge
 from payhooks.fastapi import deliveries
 from payhooks.fastapi.deliveries import AsyncPool, Deliver, SyncPool
@@ -33,11 +39,15 @@ from payhooks.ingest import Handler
 from payhooks.providers import Adapter
 
 PATH = "/webhooks/{provider}"
+HEALTH_PATH = "/payhooks/health"
+DeliveryLogOption = bool | str
+"""Where each request is noted: ``True`` (the pool's database), a conninfo, or ``False``."""
 
 
 class _Wiring(TypedDict):
     adapters: Iterable[Adapter]
     threads: NotRequired[int | None]
+    delivery_log: NotRequired[DeliveryLogOption]
 
 
 class SyncWiring(_Wiring):
@@ -68,18 +78,60 @@ def route(
     pool: SyncPool | AsyncPool,
     path: str = PATH,
     threads: int | None = None,
+    delivery_log: DeliveryLogOption = True,
 ) -> Route:
     """``POST {path}`` (``/webhooks/{provider}``) for each adapter's gateway.
 
     ``pool`` is the merchant's: a ``ConnectionPool`` runs sync ``hooks`` (``payhooks.Hooks``)
     in a worker thread; an ``AsyncConnectionPool`` awaits async ones
     (``payhooks.fastapi.AsyncHooks``). ``threads`` bounds the deliveries verified or applied
-    at once in threads of their own (default: the pool's ``max_size``)."""
+    at once in threads of their own (default: the pool's ``max_size``). Each request is noted
+    in ``payhooks_deliveries`` (``delivery_log``: on a connection of its own to the pool's
+    database, or to the conninfo given; ``False``: not at all)."""
+    log = logging.getLogger("payhooks.starlette")
     return webhook_route(
         path,
-        Endpoint.serving(adapters, logging.getLogger("payhooks.starlette")),
+        Endpoint.serving(adapters, log, noted(pool, delivery_log)),
         delivery(hooks, pool, threads),
     )
+
+
+def noted(pool: SyncPool | AsyncPool, delivery_log: DeliveryLogOption) -> Note | None:
+    """The log a door's requests are noted in, on a connection of its own: never one of the
+    pool's, which webhooks need."""
+    if delivery_log is False:
+        return None
+    return DeliveryLog(connection_to(pool, delivery_log)).note
+
+
+def connection_to(pool: SyncPool | AsyncPool, conninfo: DeliveryLogOption = True) -> OwnConnection:
+    if isinstance(conninfo, str):
+        return own_connection(conninfo)
+    given, kwargs = pool.conninfo, pool.kwargs
+    if not isinstance(given, str) or not isinstance(kwargs, dict | None):
+        raise TypeError("the pool's conninfo is computed: pass the database's conninfo too")
+    return own_connection(given, **(kwargs or {}))
+
+
+def health_route(
+    *, pool: SyncPool | AsyncPool, path: str = HEALTH_PATH, conninfo: str | None = None
+) -> Route:
+    """``GET {path}``: ``payhooks.health.summary`` as JSON (last 2xx, answers by status in the
+    last hour, signature failures, the forged-signature banner), read on a connection of its
+    own (to the pool's database, or ``conninfo``), one read at a time. Mount it where only
+    operators reach it."""
+    side = connection_to(pool, conninfo or True)
+
+    async def summary(request: Request) -> Response:
+        read = partial(side.run, partial(_summary, now=datetime.now(UTC)))
+        found = await anyio.to_thread.run_sync(read)
+        return JSONResponse(found.as_json())
+
+    return Route(path, summary, methods=["GET"], name="payhooks_health")
+
+
+def _summary(conn: psycopg.Connection[tuple[object, ...]], now: datetime) -> health.Summary:
+    return health.summary(conn, now)
 
 
 def webhook_route(path: str, endpoint: Endpoint, deliver: Deliver) -> Route:
@@ -91,7 +143,7 @@ def webhook_route(path: str, endpoint: Endpoint, deliver: Deliver) -> Route:
         try:
             body = await read_bounded(request, endpoint.bound(gateway), gateway)
         except PayhooksError as exc:
-            return response(endpoint.refused(gateway, exc))
+            return response(endpoint.unread(gateway, exc))
         except ClientDisconnect:
             return Response(status_code=400)  # no one to answer, nothing worth a traceback
         return response(await deliver(endpoint, gateway, body, tuple(request.headers.items())))
@@ -166,4 +218,4 @@ def replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-__all__ = ["read_bounded", "replaying", "route"]
+__all__ = ["health_route", "read_bounded", "replaying", "route"]

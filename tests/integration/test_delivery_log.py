@@ -159,7 +159,7 @@ def slow_past(conn: psycopg.Connection, lines: int) -> None:
             IF (SELECT count(*) FROM written) > {lines:d} THEN PERFORM pg_sleep(5); END IF;
             RETURN NULL;
         END $$;
-        CREATE TRIGGER slow_past AFTER INSERT ON deliveries
+        CREATE TRIGGER slow_past AFTER INSERT ON payhooks_deliveries
             REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION slow_past();
         """
     )

@@ -19,12 +19,13 @@ BUILT_FIRST = [
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS processed_webhooks_merchant_ref"
         " ON processed_webhooks (provider, merchant_ref) WHERE merchant_ref IS NOT NULL",
     ),
+    # The shop's 0010 built deliveries_answered, which its 0012 hands to the core's log.
     (
-        "shop",
-        "0010_delivery_health",
-        "deliveries_answered",
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS deliveries_answered"
-        " ON deliveries (provider, received_at) WHERE status < 300",
+        "core",
+        "0006_deliveries",
+        "payhooks_deliveries_answered",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS payhooks_deliveries_answered"
+        " ON payhooks_deliveries (provider, received_at) WHERE status < 300",
     ),
 ]
 

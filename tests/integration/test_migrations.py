@@ -67,6 +67,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0003_bank_references",
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
+        "core/0006_deliveries",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -74,6 +75,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "shop/0009_reconcile_refusals",
         "shop/0010_delivery_health",
         "shop/0011_expectations",
+        "shop/0012_core_deliveries",
     ]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}
@@ -136,6 +138,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0003_bank_references",
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
+        "core/0006_deliveries",
     ]
     tables = {
         row[0]
@@ -149,6 +152,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "payhooks_amount_mismatches",
         "payhooks_reconcile",
         "payhooks_reconcile_totals",
+        "payhooks_deliveries",
     }
 
 
@@ -196,6 +200,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0003_bank_references",
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
+        "core/0006_deliveries",
     ]
 
 

@@ -38,6 +38,7 @@ def router(
     pool: SyncPool | AsyncPool,
     prefix: str = "/webhooks",
     threads: int | None = None,
+    delivery_log: starlette.DeliveryLogOption = True,
 ) -> APIRouter:
     """``POST {prefix}/{provider}`` for each adapter's gateway: ``app.include_router(...)`` in a
     FastAPI app, or ``Starlette(routes=router(...).routes)`` (or ``payhooks.starlette.route``).
@@ -46,9 +47,11 @@ def router(
     in a worker thread; an ``AsyncConnectionPool`` awaits async ones (``AsyncHooks``). Its
     connections are lent to a delivery in autocommit and given back as they were. ``threads``
     bounds the deliveries verified or applied at once in threads of their own (default: the
-    pool's ``max_size``), so webhooks never wait behind the app's other sync work.
+    pool's ``max_size``), so webhooks never wait behind the app's other sync work. Each
+    request is noted in ``payhooks_deliveries`` (``delivery_log``, as for
+    ``payhooks.starlette.route``); ``payhooks.starlette.health_route`` shows what it holds.
     """
-    endpoint = Endpoint.serving(adapters, log)
+    endpoint = Endpoint.serving(adapters, log, starlette.noted(pool, delivery_log))
     deliver = starlette.delivery(hooks, pool, threads)
     webhooks = APIRouter()
     webhooks.routes.append(starlette.webhook_route(f"{prefix}/{{provider}}", endpoint, deliver))

@@ -1,122 +1,21 @@
-"""Every webhook request as it was answered, for the console: kept in memory, then written in
-batches by a thread of its own, after the answer.
-
-The log is what an operator reads (timelines, health); what took effect is in
-``processed_webhooks``. So a delivery never waits for its log line, a failed write is retried
-with the next batch, and when the database stays away the oldest lines go first once
-``max_pending`` are waiting (counted by ``payhooks_delivery_log_dropped_total``). A line the
-database refuses whatever its state (text it cannot hold) would fail every batch it is in:
-the batch is split until that line is alone, and it is dropped alone (counted by
-``payhooks_delivery_log_unwritable_total``) while the lines around it are written.
-
-A COPY holds at most ``MAX_LINES_PER_COPY`` lines, each its own transaction, so the backlog
-an outage leaves is written batch by batch within the side connection's statement timeout; a
-batch that still runs past it is split too (a slow database is not an absent one).
-"""
+"""The service's delivery log: the core's (``payhooks.deliverylog``), written on the side
+connection the service's probes use too, under the service's logger."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import threading
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
-from functools import partial
 
-import psycopg
-
-from payhooks.events import Received
+from payhooks import deliverylog
+from payhooks.deliverylog import MAX_DETAIL_CHARS, MAX_LINES_PER_COPY, Delivery, answered, refused
 from payhooks.service.config import Settings
 from payhooks.service.metrics import SideConnection
 
 log = logging.getLogger("payhooks.service.deliveries")
 
-MAX_DETAIL_CHARS = 200
-MAX_LINES_PER_COPY = 2_000
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Delivery:
-    """One request and its answer. Fields a refused request claimed about itself are left out:
-    they were not proven authentic."""
-
-    received_at: datetime
-    provider: str
-    status: int
-    outcome: str
-    verified: bool
-    event_id: str | None = None
-    event_type: str | None = None
-    payment_id: str | None = None
-    merchant_ref: str | None = None
-    mismatch: bool = False
-    body_bytes: int = 0
-    body_sha256: str | None = None
-    detail: str | None = None
-    duration_ms: float = 0.0
-
-
-def answered(
-    received: Received,
-    *,
-    received_at: datetime,
-    status: int,
-    outcome: str,
-    mismatch: bool = False,
-    duration_ms: float = 0.0,
-) -> Delivery:
-    """The log line of an authentic delivery."""
-    event = received.event
-    return Delivery(
-        received_at=received_at,
-        provider=event.provider.value,
-        status=status,
-        outcome=outcome,
-        verified=True,
-        event_id=event.event_id,
-        event_type=event.event_type,
-        payment_id=event.payment_id,
-        merchant_ref=event.merchant_ref,
-        mismatch=mismatch,
-        body_bytes=len(received.body),
-        body_sha256=event.payload_sha256,
-        duration_ms=duration_ms,
-    )
-
-
-def refused(
-    provider: str,
-    *,
-    received_at: datetime,
-    status: int,
-    outcome: str,
-    detail: str,
-    body: bytes | None,
-    duration_ms: float = 0.0,
-) -> Delivery:
-    """The log line of a request refused before it was proven authentic: its size and hash,
-    never its bytes or what it claimed to be."""
-    return Delivery(
-        received_at=received_at,
-        provider=provider,
-        status=status,
-        outcome=outcome,
-        verified=False,
-        body_bytes=0 if body is None else len(body),
-        body_sha256=None if body is None else hashlib.sha256(body).hexdigest(),
-        detail=detail[:MAX_DETAIL_CHARS],
-        duration_ms=duration_ms,
-    )
-
-
-_FIELDS = tuple(Delivery.__dataclass_fields__)
-_COPY = f"COPY deliveries ({', '.join(_FIELDS)}) FROM STDIN"
-
-
-class DeliveryLog:
-    """``add`` from any thread; ``run`` (its own thread) writes what has piled up."""
+class DeliveryLog(deliverylog.DeliveryLog):
+    """The core's log on the service's side connection to ``url``."""
 
     def __init__(
         self,
@@ -128,130 +27,22 @@ class DeliveryLog:
         on_drop: Callable[[int], None] = lambda n: None,
         on_unwritable: Callable[[int], None] = lambda n: None,
     ) -> None:
-        self._side = SideConnection(url, settings)
-        self._pending: deque[Delivery] = deque()
-        self._max_pending = max_pending
-        self._every = every_seconds
-        self._on_drop = on_drop
-        self._on_unwritable = on_unwritable
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def add(self, delivery: Delivery) -> None:
-        """Keep a line to write; past ``max_pending`` the oldest goes, after ``close`` this one."""
-        with self._lock:
-            if self._closed:
-                dropped = 1
-            else:
-                self._pending.append(delivery)
-                dropped = max(len(self._pending) - self._max_pending, 0)
-                for _ in range(dropped):
-                    self._pending.popleft()
-        if dropped:
-            self._on_drop(dropped)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="payhooks-delivery-log")
-        self._thread.daemon = True
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop the thread, then write what is left: once, and what a database away makes
-        impossible is counted as dropped (so is a line added after closing)."""
-        self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        self.flush()
-        with self._lock:
-            self._closed = True
-            lost = len(self._pending)
-            self._pending.clear()
-        if lost:
-            self._on_drop(lost)
-            log.warning("delivery_log_lines_lost", extra={"lines": lost})
-        self._side.close()
-
-    def flush(self) -> int:
-        """Write every waiting line, ``MAX_LINES_PER_COPY`` at most per COPY, and say how many
-        were written. When the database refuses the data, or a batch runs past the statement
-        timeout, the batch is halved: a refused line alone is dropped, a slow line alone is
-        kept. Any other failure (the database away) leaves the lines not yet written waiting
-        for the next try, in their order."""
-        with self._lock:
-            batch = list(self._pending)
-            self._pending.clear()
-        written, chunks = 0, _bounded(batch)
-        while chunks:
-            chunk = chunks.pop()
-            try:
-                self._side.run(partial(_copy, batch=chunk))
-            except _UNWRITABLE as exc:
-                if len(chunk) > 1:
-                    chunks.extend(_halves(chunk))
-                else:
-                    self._unwritable(exc)
-                continue
-            except _TooSlow:
-                if len(chunk) > 1:
-                    chunks.extend(_halves(chunk))
-                    continue
-                self._put_back(chunks, chunk, "statement timeout on one line")
-                return written
-            except Exception as exc:
-                self._put_back(chunks, chunk, str(exc)[:200])
-                return written
-            written += len(chunk)
-        return written
-
-    def _put_back(self, chunks: list[list[Delivery]], chunk: list[Delivery], error: str) -> None:
-        log.warning("delivery_log_write_failed", extra={"error": error})
-        waiting = [line for part in (*chunks, chunk) for line in reversed(part)]
-        with self._lock:
-            self._pending.extendleft(waiting)
-
-    def _unwritable(self, exc: Exception) -> None:
-        """Only the kind of error: its text can quote the value the database refused."""
-        self._on_unwritable(1)
-        log.warning(
-            "delivery_log_line_unwritable",
-            extra={"error": getattr(exc, "sqlstate", None) or type(exc).__name__},
+        super().__init__(
+            SideConnection(url, settings),
+            max_pending=max_pending,
+            every_seconds=every_seconds,
+            on_drop=on_drop,
+            on_unwritable=on_unwritable,
+            logger=log,
         )
 
-    def _run(self) -> None:
-        while not self._stopping.wait(self._every):
-            self.flush()
 
-
-# What a line's own data causes, whatever the database's state: text no encoding holds
-# (a lone surrogate, caught as the row is encoded), or one PostgreSQL refuses (a NUL, class 22).
-_UNWRITABLE = (UnicodeError, psycopg.DataError)
-
-
-class _TooSlow(Exception):
-    """A COPY cancelled by the statement timeout: the batch, not the database, is the matter."""
-
-
-def _bounded(batch: list[Delivery]) -> list[list[Delivery]]:
-    """Batches of at most ``MAX_LINES_PER_COPY``, to be popped first batch first."""
-    step = MAX_LINES_PER_COPY
-    return [batch[at : at + step] for at in range(0, len(batch), step)][::-1]
-
-
-def _halves(chunk: list[Delivery]) -> tuple[list[Delivery], list[Delivery]]:
-    """Both halves, to be popped first half first."""
-    middle = len(chunk) // 2
-    return chunk[middle:], chunk[:middle]
-
-
-def _copy(conn: psycopg.Connection[tuple[object, ...]], batch: list[Delivery]) -> None:
-    try:
-        with conn.cursor() as cur, cur.copy(_COPY) as copy:
-            for delivery in batch:
-                copy.write_row([getattr(delivery, name) for name in _FIELDS])
-    except psycopg.errors.QueryCanceled as exc:
-        raise _TooSlow from exc
-
-
-__all__ = ["Delivery", "DeliveryLog", "answered", "refused"]
+__all__ = [
+    "MAX_DETAIL_CHARS",
+    "MAX_LINES_PER_COPY",
+    "Delivery",
+    "DeliveryLog",
+    "SideConnection",
+    "answered",
+    "refused",
+]

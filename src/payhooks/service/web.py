@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Annotated, Any
@@ -30,14 +30,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from payhooks import db
 from payhooks.answers import error_answer
-from payhooks.endpoint import AsyncClaim, Endpoint, Offload, Reply
+from payhooks.endpoint import Arrival, AsyncClaim, Endpoint, Offload, Reply
 from payhooks.errors import DatabaseUnavailable, PayhooksError, PayloadTooLarge, Unauthorised
 from payhooks.events import Provider, Received
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
 from payhooks.service import application, console, database, deliveries
 from payhooks.service.config import Settings
-from payhooks.service.metrics import Metrics, Probes, provider_label
+from payhooks.service.metrics import Metrics, Probes
 from payhooks.service.shop import captures, carts, catalog, orders, payments
 from payhooks.starlette import read_bounded, replaying
 
@@ -230,66 +230,26 @@ def reply_response(reply: Reply) -> JSONResponse:
     return JSONResponse(reply.body, status_code=reply.status, headers=headers)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Arrival:
-    """A webhook request as read on the event loop, before anything about it is proven."""
-
-    gateway: str
-    started: float
-    received_at: datetime
-    body: bytes | None = None
-
-
 class Witness:
-    """Every answer to a gateway, counted (metrics) and written down (the delivery log the
-    console reads); the log line is the shared step's. The log is attached when the app
-    starts; until then only counted."""
+    """Every answer to a gateway, counted (metrics) and written down (the core's delivery log,
+    which the console reads); the log line is the shared step's. The log is attached when the
+    app starts; until then only counted."""
 
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
         self.log: deliveries.DeliveryLog | None = None
 
     def saw(self, arrival: Arrival, reply: Reply) -> None:
+        seconds = time.perf_counter() - arrival.started
         if reply.received is None:
-            self.refused(arrival, reply)
+            self.metrics.answered(arrival.gateway, reply.outcome, seconds)
         else:
-            self.answered(arrival, reply, reply.received)
-
-    def refused(self, arrival: Arrival, reply: Reply) -> None:
-        seconds = time.perf_counter() - arrival.started
-        self.metrics.answered(arrival.gateway, reply.outcome, seconds)
-        self._write(
-            deliveries.refused(
-                provider_label(arrival.gateway),
-                received_at=arrival.received_at,
-                status=reply.status,
-                outcome=reply.outcome,
-                detail=reply.log_fields["detail"],
-                body=arrival.body,
-                duration_ms=seconds * 1000,
-            )
-        )
-
-    def answered(self, arrival: Arrival, reply: Reply, received: Received) -> None:
-        seconds = time.perf_counter() - arrival.started
-        provider = received.event.provider.value
-        self.metrics.answered(provider, reply.outcome, seconds)
-        if reply.mismatch:
-            self.metrics.mismatch(provider)
-        self._write(
-            deliveries.answered(
-                received,
-                received_at=arrival.received_at,
-                status=reply.status,
-                outcome=reply.outcome,
-                mismatch=reply.mismatch,
-                duration_ms=seconds * 1000,
-            )
-        )
-
-    def _write(self, delivery: deliveries.Delivery) -> None:
+            provider = reply.received.event.provider.value
+            self.metrics.answered(provider, reply.outcome, seconds)
+            if reply.mismatch:
+                self.metrics.mismatch(provider)
         if self.log is not None:
-            self.log.add(delivery)
+            self.log.note(arrival, reply)
 
 
 WebhookEndpoint = Callable[[str, Request], Awaitable[Response]]
@@ -352,7 +312,7 @@ def _webhook_endpoint(step: Endpoint, witness: Witness) -> WebhookEndpoint:
             body = await read_bounded(request, step.bound(gateway), gateway)
         except PayhooksError as exc:
             reply = step.refused(gateway, exc)
-            witness.refused(arrival, reply)
+            witness.saw(arrival, reply)
             return reply_response(reply)
         except ClientDisconnect:
             return Response(status_code=400)  # no one to answer, nothing worth a traceback

@@ -20,13 +20,13 @@ from enum import StrEnum
 from payhooks.db import Connection
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.health import LAST_ANSWERED as _LAST_ANSWERED  # noqa: F401  (tests read it)
+from payhooks.health import LAST_HOUR, forged, last_answered
 
 HOURS = 24
 # A banner when, in the last hour, a gateway was answered 5xx at least this often ...
 FAILURES_TO_WARN = 3
-# ... or had at least this many signature failures, making up at least this share.
-SIGNATURE_FAILURES_TO_WARN = 5
-SIGNATURE_FAILURE_SHARE = 0.2
+# ... or had enough signature failures (``payhooks.health.forged``).
 # A banner too when, over its retry window, a gateway was answered 5xx at least this often,
 # in at least this many different hours (a slow failure, not one restart's burst), making up
 # at least this share of its answers there (a busy shop's one 503 in 500 is no failure; a
@@ -57,30 +57,17 @@ SELECT provider, date_trunc('hour', received_at, 'UTC') AS hour,
        count(*) FILTER (WHERE status = 401),
        count(*) FILTER (WHERE status >= 400 AND status < 500 AND status <> 401),
        count(*) FILTER (WHERE status >= 500)
-FROM deliveries
+FROM payhooks_deliveries
 WHERE received_at >= date_trunc('hour', %(now)s, 'UTC') - make_interval(hours => %(hours)s - 1)
 GROUP BY 1, 2
-"""
-_LAST_HOUR = """
-SELECT provider, count(*), count(*) FILTER (WHERE status >= 500),
-       count(*) FILTER (WHERE status = 401)
-FROM deliveries WHERE received_at > %(now)s - interval '1 hour'
-GROUP BY 1 ORDER BY 1
 """
 _OVER_WINDOW = """
 SELECT d.provider, count(*), count(*) FILTER (WHERE d.status >= 500),
        count(DISTINCT date_trunc('hour', d.received_at, 'UTC')) FILTER (WHERE d.status >= 500)
 FROM unnest(%(providers)s::text[], %(windows)s::interval[]) AS w (provider, span)
-JOIN deliveries d ON d.provider = w.provider AND d.received_at > %(now)s - w.span
+JOIN payhooks_deliveries d ON d.provider = w.provider AND d.received_at > %(now)s - w.span
 WHERE d.received_at > %(now)s - %(longest)s
 GROUP BY 1 ORDER BY 1
-"""
-# One read of the index deliveries_answered per gateway, however long ago.
-_LAST_ANSWERED = """
-SELECT g.provider,
-       (SELECT max(d.received_at) FROM deliveries d
-        WHERE d.provider = g.provider AND d.status < 300)
-FROM unnest(%(providers)s::text[]) AS g (provider)
 """
 
 
@@ -132,9 +119,7 @@ def health(conn: Connection, now: datetime, *, hours: int = HOURS) -> Health:
     served = [p.value for p in GATEWAYS]
     providers = served + sorted({p for p, _ in counted} - set(served))
     empty = dict.fromkeys(Answer, 0)
-    last: dict[str, datetime | None] = dict(
-        conn.execute(_LAST_ANSWERED, {"providers": providers}).fetchall()
-    )
+    last = last_answered(conn, providers)
     gateways = [
         Gateway(
             provider=p,
@@ -185,7 +170,7 @@ def _slow_failures(conn: Connection, now: datetime) -> list[Alarm]:
 def _last_hour(conn: Connection, now: datetime) -> tuple[list[Alarm], list[Alarm]]:
     failing: list[Alarm] = []
     found: list[Alarm] = []
-    for provider, total, failed, forged in conn.execute(_LAST_HOUR, {"now": now}):
+    for provider, total, failed, refused in conn.execute(LAST_HOUR, {"now": now}):
         if failed >= FAILURES_TO_WARN:
             failing.append(
                 Alarm(
@@ -197,12 +182,12 @@ def _last_hour(conn: Connection, now: datetime) -> tuple[list[Alarm], list[Alarm
                     ),
                 )
             )
-        if forged >= SIGNATURE_FAILURES_TO_WARN and forged >= SIGNATURE_FAILURE_SHARE * total:
+        if forged(total, refused):
             found.append(
                 Alarm(
                     provider=provider,
                     text=(
-                        f"{provider}: {forged} of {total} deliveries in the last hour failed "
+                        f"{provider}: {refused} of {total} deliveries in the last hour failed "
                         "the signature check. Was a webhook secret rotated in the gateway's "
                         "dashboard and not yet added to payhooks' configuration?"
                     ),

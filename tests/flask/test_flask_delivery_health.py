@@ -1,0 +1,61 @@
+"""Every request to the Flask blueprint is noted in the core's delivery log, a forged one as its
+size, hash and 401, and shown by ``payhooks.flask.health_blueprint``; the answer never waits
+for, nor depends on, the log's database."""
+
+from __future__ import annotations
+
+import hashlib
+
+import httpx
+import sqlalchemy
+from flask import Flask
+
+import payhooks.flask
+from payhooks import Hooks
+from tests.factories import ADAPTERS
+from tests.fastapi.test_delivery_health import AWAY, noted
+from tests.flask.conftest import serving
+from tests.flask.test_flask_blueprint import capture
+
+
+def app_for(engine: sqlalchemy.Engine, **options: object) -> Flask:
+    app = Flask(__name__)
+    webhooks = payhooks.flask.blueprint(
+        adapters=ADAPTERS.values(),
+        hooks=Hooks(),
+        engine=engine,
+        **options,  # type: ignore[arg-type]
+    )
+    app.register_blueprint(webhooks)
+    app.register_blueprint(payhooks.flask.health_blueprint(engine=engine))
+    return app
+
+
+def test_a_forged_and_a_good_delivery_are_noted_and_the_forged_one_shown(engine, database_url):
+    delivery = capture()
+    forged = {**delivery.headers, "x-razorpay-signature": "0" * 64}
+    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+        good = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+        for _ in range(5):
+            refused = client.post(delivery.path, content=delivery.body, headers=forged)
+        rows = noted(database_url, 6)
+        shown = client.get("/payhooks/health").json()
+    assert (good.status_code, refused.status_code) == (200, 401)
+    sha = hashlib.sha256(delivery.body).hexdigest()
+    assert rows[0][:4] == ("razorpay", 200, good.json()["status"], True) and rows[0][4]
+    assert (
+        rows[1:]
+        == [("razorpay", 401, "signature_mismatch", False, None, len(delivery.body), sha)] * 5
+    )
+    razorpay = next(g for g in shown["gateways"] if g["provider"] == "razorpay")
+    assert razorpay["last_hour"] == {"200": 1, "401": 5}
+    assert shown["forged_signatures"] == ["razorpay"]
+
+
+def test_the_answer_is_the_same_with_the_logs_database_away(engine):
+    delivery = capture()
+    with serving(app_for(engine, delivery_log=AWAY)) as base, httpx.Client(base_url=base) as client:
+        first = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+        again = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert again.json()["status"] == "duplicate"
