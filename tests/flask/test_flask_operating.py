@@ -19,6 +19,7 @@ from examples.flask_shop.app import hooks
 from payhooks import idempotency
 from payhooks.events import Provider
 from payhooks.ingest import replay
+from payhooks.reconcile import run
 from payhooks.sim.gateway import Purchase
 from tests.factories import ADAPTERS
 from tests.flask import test_flask_example as example
@@ -100,3 +101,17 @@ def test_the_payhooks_parked_command_lists_the_shops_parked_deliveries(
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
     assert [(p["provider"], p["event_type"]) for p in listed] == [("razorpay", "payment.captured")]
+
+
+def test_a_pass_from_the_apps_own_scheduler_pays_the_order_once(
+    shop, db, database_url, search_path, gateway_api
+):
+    """docs/flask.md's scheduler pass: payhooks.reconcile.run on the shop's database."""
+    api, api_url = gateway_api
+    checkout(shop)
+    api.pay(Purchase(provider=Provider.RAZORPAY, cart_id=REF, reference=REF,
+                     amount_paise=49_900, items={"TEA": 1}), PAYMENT)  # fmt: skip
+    url = make_conninfo(database_url, **search_path)
+    tally = run(url, hooks, environ=API_KEYS.env(api_url), after_s=0)
+    assert sum(tally.recovered.values()) == 1
+    assert orders(db) == PAID
