@@ -235,7 +235,7 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     )
     assert row is not None
     inserted, first_reconciled, first_key, *expected = row
-    if not inserted and (reconciled or first_reconciled):
+    if not inserted and first_key != event.event_id and (reconciled or first_reconciled):
         first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
         order_ref = None if first is None or first[0] is None else str(first[0])
         return Check(applied_by=str(first_key), order_ref=order_ref)

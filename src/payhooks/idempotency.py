@@ -79,6 +79,11 @@ UNCLAIM = """
 DELETE FROM processed_webhooks WHERE provider = %s AND event_id = %s AND xmin = %s::xid
 """
 
+# The payment's row (``payhooks.expectations``) this claim inserted beside its record.
+UNCLAIM_PAYMENT = """
+DELETE FROM payhooks_payments WHERE provider = %s AND event_id = %s AND xmin = %s::xid
+"""
+
 RECORD = """
 UPDATE processed_webhooks SET outcome = %s, order_ref = %s, processed_at = now()
 WHERE provider = %s AND event_id = %s
@@ -169,8 +174,8 @@ def recording(event: Event, outcome: str, order_ref: str | None) -> Steps[None]:
 
 def unclaiming(event: Event, claim: Claim | None, *, idle: bool, autocommit: bool) -> Steps[None]:
     """The record ``claim`` inserted, which a handler's ``COMMIT`` made final as ``processed``
-    before anything was applied, deleted in a transaction of its own, so the gateway's retry
-    applies the delivery. What the handler wrote after its ``COMMIT`` (the connection not
+    before anything was applied, deleted in a transaction of its own (with the payment's row
+    inserted beside it), so the gateway's retry applies the delivery. What the handler wrote after its ``COMMIT`` (the connection not
     ``idle``) was never committed and is rolled back first. Nothing for a claim that inserted
     nothing."""
     if claim is None or claim.xmin is None:
@@ -178,6 +183,7 @@ def unclaiming(event: Event, claim: Claim | None, *, idle: bool, autocommit: boo
     if not idle:
         yield Statement(sql="ROLLBACK", reads=False)
     yield Statement(sql=UNCLAIM, params=(*key(event), claim.xmin), reads=False)
+    yield Statement(sql=UNCLAIM_PAYMENT, params=(*key(event), claim.xmin), reads=False)
     if not autocommit:
         yield Statement(sql="COMMIT", reads=False)
 

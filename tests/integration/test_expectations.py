@@ -327,3 +327,20 @@ def outcome_of_key(conn, event_id: str) -> str:
     return conn.execute(
         "SELECT outcome FROM processed_webhooks WHERE event_id = %s", (event_id,)
     ).fetchone()[0]
+
+
+def test_a_reconciled_payment_whose_handler_committed_is_applied_when_asked_again(shop):
+    """The handler's COMMIT made the claim and the payment's row final; both are taken back,
+    so the next pass (or the webhook) applies the payment instead of finding it applied."""
+    from payhooks.errors import HandlerCommitted
+    from payhooks.hooks import guarded
+
+    def commits(conn, event):
+        conn.execute("COMMIT")
+
+    found = reconciled()
+    with pytest.raises(HandlerCommitted):
+        ingest_received(shop, found, guarded(commits))
+    assert shop.execute("SELECT count(*) FROM payhooks_payments").fetchone()[0] == 0
+    assert apply_found(shop, found).outcome is Outcome.PROCESSED
+    assert paid(shop) == [("order_exp1", "pay_exp0000001", 49_900)]
