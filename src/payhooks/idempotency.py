@@ -175,9 +175,9 @@ def recording(event: Event, outcome: str, order_ref: str | None) -> Steps[None]:
 def unclaiming(event: Event, claim: Claim | None, *, idle: bool, autocommit: bool) -> Steps[None]:
     """The record ``claim`` inserted, which a handler's ``COMMIT`` made final as ``processed``
     before anything was applied, deleted in a transaction of its own (with the payment's row
-    inserted beside it), so the gateway's retry applies the delivery. What the handler wrote after its ``COMMIT`` (the connection not
-    ``idle``) was never committed and is rolled back first. Nothing for a claim that inserted
-    nothing."""
+    inserted beside it), so the gateway's retry applies the delivery. What the handler wrote
+    after its ``COMMIT`` (the connection not ``idle``) was never committed and is rolled back
+    first. Nothing for a claim that inserted nothing."""
     if claim is None or claim.xmin is None:
         return
     if not idle:
