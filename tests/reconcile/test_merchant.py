@@ -130,3 +130,37 @@ def test_the_command_says_what_is_wrong_with_the_hooks_it_is_given(shop, databas
     )  # fmt: skip
     assert done.returncode == 1
     assert "--hooks takes module:attribute" in done.stderr and "Traceback" not in done.stderr
+
+
+def _payhooks(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [Path(sys.executable).parent / "payhooks", *args],
+        env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("target", ["hooks", "async_hooks"])
+def test_a_parked_delivery_is_listed_and_replayed_through_the_apps_hooks(
+    shop, database_url, target
+):
+    import json
+
+    from tests.factories import KEYS
+
+    conn, _, _ = shop
+    short = GATEWAY.razorpay(
+        "payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=44_900
+    )
+    parked = ingest(conn, ADAPTERS[short.provider], short.body, short.headers, hooks)
+    assert parked.outcome is Outcome.PARKED and paid(conn) == (None, 0)
+    listed = _payhooks("parked", "--json", "--database-url", database_url, env={})
+    assert [row["event_id"] for row in json.loads(listed.stdout)] == [parked.event.event_id]
+    with conn.transaction():  # an offer the shop had not told payhooks about
+        payhooks.expect(conn, "razorpay", REF, 44_900, "INR", "A-1")
+    done = _payhooks(
+        "replay", parked.event.event_id, "--hooks", f"tests.reconcile.merchant_hooks:{target}",
+        "--database-url", database_url, env=KEYS.env(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "processed"
+    assert paid(conn) == (PAYMENT, 1)

@@ -62,20 +62,27 @@ def _exit_with(exc: BaseException, reason: str) -> NoReturn:
 
 
 @contextlib.contextmanager
-def _connect(settings: Settings | None = None) -> Iterator[db.Connection]:
-    """One autocommit connection for a command, driver errors translated."""
+def _connect(settings: Settings | None = None, url: str | None = None) -> Iterator[db.Connection]:
+    """One autocommit connection for a command (to ``url``, else the service's database),
+    driver errors translated."""
     settings = settings or _settings()
-    url = database.database_url(settings)
+    url = url or database.database_url(settings)
     with db.translated(), database.connect(url, settings) as conn:
         yield conn
 
 
-def _with_connection(action: Callable[[db.Connection], T]) -> T:
+def _with_connection(action: Callable[[db.Connection], T], url: str | None = None) -> T:
     def run() -> T:
-        with _connect() as conn:
+        with _connect(url=url) as conn:
             return action(conn)
 
     return _run(run)
+
+
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(help="Your app's database (default DATABASE_URL, else the service's)."),
+]
 
 
 def _print_json(value: Any) -> None:
@@ -405,9 +412,10 @@ def _progress(total: int) -> Iterator[Callable[[int], None]]:
 @app.command()
 def parked(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """List deliveries that matched no checkout and wait to be applied."""
-    rows = _with_connection(idempotency.parked)
+    rows = _with_connection(idempotency.parked, database_url)
     listed = [
         {
             "provider": r.provider,
@@ -436,26 +444,59 @@ def replay(
     provider: Annotated[
         Provider | None, typer.Option(help="When two gateways share a key.")
     ] = None,
+    hooks: Annotated[
+        str | None,
+        typer.Option(
+            help="Your app's handler, as module:attribute: replay into your app's database "
+            "through it (the webhook secrets are read from the PAYHOOKS_ variables)."
+        ),
+    ] = None,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
     from payhooks.service import application
 
     settings = _settings()
+    handler = None if hooks is None else _run(lambda: _import(hooks))
+    url = database_url or settings.database_url
+    if handler is not None and not url:
+        _run(lambda: _fail("--hooks needs your app's database: --database-url or DATABASE_URL"))
 
     def action(conn: db.Connection) -> dict[str, Any]:
-        receipt = application.replay(
-            conn,
-            settings.adapters(),
-            event_id=event_id,
-            provider=provider.value if provider else None,
-        )
+        key = provider.value if provider else None
+        if handler is None:
+            receipt = application.replay(conn, settings.adapters(), event_id=event_id, provider=key)
+        else:
+            received = application.received_stored(conn, settings.adapters(), event_id, key)
+            receipt = _apply_with(handler, conn, received, str(url))
         return {
             "status": receipt.outcome.value,
             "event_id": receipt.event.event_id,
             "order_id": receipt.order_id,
         }
 
-    _print_json(_with_connection(action))
+    _print_json(_with_connection(action, database_url))
+
+
+def _apply_with(handler: Any, conn: db.Connection, received: Any, url: str) -> Any:
+    """``received`` claimed and applied through an app's handler, sync or async."""
+    if getattr(handler, "is_async", False):
+        import asyncio
+
+        import psycopg
+
+        from payhooks.fastapi.claims import ingest_received as ingest_async
+        from payhooks.fastapi.hooks import guarded as guarded_async
+
+        async def apply() -> Any:
+            async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as on:
+                return await ingest_async(on, received, guarded_async(handler))
+
+        return asyncio.run(apply())
+    from payhooks.hooks import guarded
+    from payhooks.ingest import ingest_received
+
+    return ingest_received(conn, received, guarded(handler))
 
 
 @app.command("outbox")

@@ -88,12 +88,23 @@ def replay(
 ) -> Receipt:
     """A stored delivery through the same claim and path as the gateway's own retry. Raises
     ``NotFound`` when no delivery has the key, or several do and no gateway is named."""
+    return deliver(conn, received_stored(conn, adapters, event_id, provider))
+
+
+def received_stored(
+    conn: Connection,
+    adapters: Mapping[Provider, Adapter],
+    event_id: str,
+    provider: str | None = None,
+) -> Received:
+    """The one stored delivery under ``event_id``, read again. Raises ``NotFound`` when no
+    delivery has the key, or several do and no gateway is named."""
     found = idempotency.stored(conn, event_id, provider)
     if len(found) != 1:
         raise NotFound(
             "delivery" if not found else "unambiguous delivery (use --provider)", event_id
         )
-    return deliver(conn, read_stored(adapters, found[0]))
+    return read_stored(adapters, found[0])
 
 
 def reconciler(
