@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from payhooks.expectations import expect_async as expect
+from payhooks.fastapi.claims import replay
 from payhooks.fastapi.hooks import AsyncConnection, AsyncHandler, AsyncHook, AsyncHooks
 
 if TYPE_CHECKING:
@@ -34,4 +35,12 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["AsyncConnection", "AsyncHandler", "AsyncHook", "AsyncHooks", "expect", "router"]
+__all__ = [
+    "AsyncConnection",
+    "AsyncHandler",
+    "AsyncHook",
+    "AsyncHooks",
+    "expect",
+    "replay",
+    "router",
+]

@@ -24,7 +24,9 @@ from payhooks.ingest import (
     Settled,
     duplicate,
     ended_by_handler,
+    restored,
 )
+from payhooks.providers import Adapter
 
 
 async def ingest_received(
@@ -69,3 +71,12 @@ async def _settle(
         else:
             answer = await execute_async(conn, command)
     return command.value
+
+
+async def replay(
+    conn: AsyncConnection, adapter: Adapter, stored: idempotency.Stored, handler: AsyncHandler
+) -> Receipt:
+    """``payhooks.ingest.replay`` on an async connection: a stored delivery (``parked(conn)``)
+    through the same claim again, under the key it was stored with."""
+    again = restored(adapter, event_id=stored.event_id, body=stored.body, headers=stored.headers)
+    return await ingest_received(conn, again, handler)
