@@ -164,3 +164,27 @@ def test_a_parked_delivery_is_listed_and_replayed_through_the_apps_hooks(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "processed"
     assert paid(conn) == (PAYMENT, 1)
+
+
+def test_payhooks_fastapi_replay_applies_a_parked_delivery_through_async_hooks(shop):
+    import asyncio
+
+    from payhooks.fastapi import replay
+    from payhooks.idempotency import parked
+    from tests.reconcile.merchant_hooks import async_hooks
+
+    conn, _, _ = shop
+    short = GATEWAY.razorpay(
+        "payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=44_900
+    )
+    ingest(conn, ADAPTERS[short.provider], short.body, short.headers, hooks)
+    with conn.transaction():
+        payhooks.expect(conn, "razorpay", REF, 44_900, "INR", "A-1")
+    [stored] = parked(conn)
+
+    async def go():
+        async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as on:
+            return await replay(on, ADAPTERS[Provider.RAZORPAY], stored, async_hooks)
+
+    assert asyncio.run(go()).outcome is Outcome.PROCESSED
+    assert paid(conn) == (PAYMENT, 1)
