@@ -88,12 +88,9 @@ def route(
     at once in threads of their own (default: the pool's ``max_size``). Each request is noted
     in ``payhooks_deliveries`` (``delivery_log``: on a connection of its own to the pool's
     database, or to the conninfo given; ``False``: not at all)."""
+    deliver = delivery(hooks, pool, threads)  # the pool checked first
     log = logging.getLogger("payhooks.starlette")
-    return webhook_route(
-        path,
-        Endpoint.serving(adapters, log, noted(pool, delivery_log)),
-        delivery(hooks, pool, threads),
-    )
+    return webhook_route(path, Endpoint.serving(adapters, log, noted(pool, delivery_log)), deliver)
 
 
 def noted(pool: SyncPool | AsyncPool, delivery_log: DeliveryLogOption) -> Note | None:

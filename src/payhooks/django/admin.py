@@ -1,24 +1,58 @@
 """The delivery records in Django's admin: read-only, searchable by payment id, gateway order
 id, order or delivery key, filtered by gateway and outcome, with an action that replays parked
-deliveries (each in a transaction of its own, answered only once committed)."""
+deliveries (each in a transaction of its own, answered only once committed). Beside them,
+"Webhook health" (``payhooks.health.summary``), and the forged-signature banner on the list."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template import engines
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path
 
-from payhooks.django import deliveries, replays
+from payhooks import health
+from payhooks.django import conf, connection, deliveries, replays
 from payhooks.django.models import PROVIDERS, ProcessedWebhook
 
 _ALL_PROVIDERS = [value for value, _ in PROVIDERS]
 _DELIVERY = ("provider", "event_id", "event_type", "outcome", "payment_id", "merchant_ref")
 """What a delivery is, first in the list and on its page alike."""
+
+
+_HEALTH = """{% extends "admin/base_site.html" %}
+{% block content %}
+{% for provider in summary.forged %}<ul class="messagelist"><li class="warning">{{ provider }}:
+{{ forged_text }}</li></ul>{% endfor %}
+<table>
+<thead><tr><th>Gateway</th><th>Last 2xx</th><th>Last hour, by status</th>
+<th>Signature refused (last hour)</th><th>Parked</th></tr></thead>
+<tbody>{% for g in summary.gateways %}<tr>
+<td>{{ g.provider }}</td><td>{{ g.last_2xx|default:"never" }}</td>
+<td>{% for status, n in g.by_status.items %}{{ status }}: {{ n }}{% if not forloop.last %},
+{% endif %}{% empty %}none{% endfor %}</td>
+<td>{{ g.signature_refused }}</td><td>{{ g.parked }}</td>
+</tr>{% endfor %}</tbody>
+</table>
+{% endblock %}
+"""
+_FORGED = (
+    "many deliveries in the last hour failed the signature check. Was a webhook secret "
+    "rotated in the gateway's dashboard and not yet added to PAYHOOKS, or is someone forging "
+    "deliveries?"
+)
+
+
+def summary() -> health.Summary:
+    return health.summary(connection(conf.current().database), datetime.now(UTC))
 
 
 class _Deliveries(ChangeList):
@@ -89,7 +123,28 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
+        if request.method == "GET":
+            for provider in summary().forged:
+                self.message_user(request, f"{provider}: {_FORGED}", messages.WARNING)
         return super().changelist_view(request, extra_context)
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.health_view)
+        return [path("health/", view, name="payhooks_health"), *super().get_urls()]
+
+    def health_view(self, request: HttpRequest) -> HttpResponse:
+        """Webhook health: when each gateway was last answered 2xx, its answers by status in
+        the last hour, the signature failures among them, its parked deliveries."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Webhook health",
+            "summary": summary(),
+            "forged_text": _FORGED,
+        }
+        template = engines["django"].from_string(_HEALTH)
+        return TemplateResponse(request, template, context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

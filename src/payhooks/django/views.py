@@ -10,15 +10,20 @@ handler raises is left to Django (500, logged, nothing recorded).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from functools import partial
 from typing import BinaryIO
 
+import psycopg
+from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from payhooks.answers import declared_over
+from payhooks.db import Connection
+from payhooks.deliverylog import DeliveryLog, OwnConnection
 from payhooks.django import conf, deliveries
 from payhooks.endpoint import Endpoint, Reply, unfolded
 from payhooks.errors import LengthRequired, PayhooksError, PayloadTooLarge
@@ -31,16 +36,39 @@ log = logging.getLogger("payhooks.django")
 @require_POST
 def receive(request: HttpRequest, provider: str) -> HttpResponse:
     config = conf.current()
-    endpoint = Endpoint(config.adapters, log)
+    endpoint = Endpoint(config.adapters, log, delivery_log(config.database).note)
     try:
         body = _bounded_body(request, endpoint.bound(provider), provider)
     except PayhooksError as exc:
-        return _response(endpoint.refused(provider, exc))
+        return _response(endpoint.unread(provider, exc))
     pairs = header_pairs(request.headers, endpoint.adapter(provider))
     return _response(endpoint.deliver(provider, body, pairs, partial(deliveries.receive, config)))
 
 
 receive = deliveries.non_atomic(receive)
+
+_LOGS: dict[str, DeliveryLog] = {}
+_LOGS_LOCK = threading.Lock()
+
+
+def delivery_log(alias: str) -> DeliveryLog:
+    """The log of the requests to the view, in ``payhooks_deliveries`` of the database
+    ``alias``: one per alias in the process, on a connection of its own made as Django makes
+    the alias's, never one a request holds."""
+    with _LOGS_LOCK:
+        found = _LOGS.get(alias)
+        if found is None:
+            found = _LOGS[alias] = DeliveryLog(OwnConnection(partial(_new_connection, alias)))
+        return found
+
+
+def _new_connection(alias: str) -> Connection:
+    wrapper = connections[alias]
+    conn = wrapper.get_new_connection(wrapper.get_connection_params())
+    if not isinstance(conn, psycopg.Connection):
+        raise TypeError(f"payhooks needs a psycopg connection, not {type(conn).__name__}")
+    conn.autocommit = True
+    return conn
 
 
 def _bounded_body(request: HttpRequest, limit: int, gateway: str) -> bytes:

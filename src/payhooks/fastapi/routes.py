@@ -51,8 +51,8 @@ def router(
     request is noted in ``payhooks_deliveries`` (``delivery_log``, as for
     ``payhooks.starlette.route``); ``payhooks.starlette.health_route`` shows what it holds.
     """
+    deliver = starlette.delivery(hooks, pool, threads)  # the pool checked first
     endpoint = Endpoint.serving(adapters, log, starlette.noted(pool, delivery_log))
-    deliver = starlette.delivery(hooks, pool, threads)
     webhooks = APIRouter()
     webhooks.routes.append(starlette.webhook_route(f"{prefix}/{{provider}}", endpoint, deliver))
     return webhooks
