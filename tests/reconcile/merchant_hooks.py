@@ -29,3 +29,14 @@ async_hooks = AsyncHooks()
 @async_hooks.on(EventKind.PAYMENT_CAPTURED)
 async def mark_paid_async(conn, event):
     await conn.execute(_PAY, (event.payment_id, event.merchant_ref))
+
+
+fussy = Hooks()
+
+
+@fussy.on(EventKind.PAYMENT_CAPTURED)
+def refuses_one(conn, event):
+    """A handler with a bug for one order only."""
+    if event.merchant_ref.endswith("bad"):
+        raise RuntimeError("the handler's bug")
+    conn.execute(_PAY, (event.payment_id, event.merchant_ref))

@@ -188,3 +188,33 @@ def test_payhooks_fastapi_replay_applies_a_parked_delivery_through_async_hooks(s
 
     assert asyncio.run(go()).outcome is Outcome.PROCESSED
     assert paid(conn) == (PAYMENT, 1)
+
+
+def test_a_handler_failing_on_one_payment_never_holds_back_the_others(shop, database_url):
+    """The one checkout backs off with the handler's error; every other is applied, and the
+    command says a payment was not applied (exit 1)."""
+    conn, api, env = shop
+    refs = ["order_mer_bad", "order_mer_ok1", "order_mer_ok2"]
+    with conn.transaction():
+        for ref in refs:
+            conn.execute("INSERT INTO merchant_orders (ref, amount) VALUES (%s, 100)", (ref,))
+            payhooks.expect(conn, "razorpay", ref, 100)
+    for n, ref in enumerate(refs):
+        order = Purchase(provider=Provider.RAZORPAY, cart_id=ref, reference=ref,
+                         amount_paise=100, items={"TEA": 1})  # fmt: skip
+        api.pay(order, f"pay_mer_fussy{n}")
+    done = _payhooks(
+        "reconcile", "--older-than-s", "0", "--hooks", "tests.reconcile.merchant_hooks:fussy",
+        "--database-url", database_url, env=env,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "1 payment(s) the handler failed on" in done.stderr
+    paid_refs = conn.execute(
+        "SELECT ref FROM merchant_orders WHERE paid_count = 1 ORDER BY ref"
+    ).fetchall()
+    assert paid_refs == [("order_mer_ok1",), ("order_mer_ok2",)]
+    row = conn.execute(
+        "SELECT attempts, last_error FROM payhooks_reconcile WHERE gateway_order_id = %s",
+        ("order_mer_bad",),
+    ).fetchone()
+    assert row[0] == 1 and "the handler's bug" in row[1]

@@ -263,13 +263,17 @@ def reconcile(
         tally = _run(lambda: _reconcile_app(settings, url, hooks, limit, older_than_s))
     off = ", ".join(p.value for p in settings.reconciliation_off())
     typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
-    errors = sum(tally.api_errors.values())
-    if errors:
-        typer.echo(
-            f"payhooks: {errors} gateway API error(s); those checkouts are asked again later",
-            err=True,
-        )
+    if tally.failures:
+        typer.echo(f"payhooks: {_failed(tally)}; those checkouts are asked again later", err=True)
         raise typer.Exit(1)
+
+
+def _failed(tally: Tally) -> str:
+    errors, unapplied = sum(tally.api_errors.values()), sum(tally.unapplied.values())
+    said = [f"{errors} gateway API error(s)"] if errors else []
+    return ", ".join(
+        [*said, *([f"{unapplied} payment(s) the handler failed on"] if unapplied else [])]
+    )
 
 
 def _reconcile_shop(settings: Settings, limit: int, after_s: int | None) -> Tally:

@@ -102,8 +102,15 @@ class Tally:
     expired: Counter[Provider] = field(default_factory=Counter)
     deferred: Counter[Provider] = field(default_factory=Counter)
     answered: Counter[Provider] = field(default_factory=Counter)
+    unapplied: Counter[Provider] = field(default_factory=Counter)
+    """Checkouts whose reported payment could not be applied (the handler raised)."""
     refused: dict[Provider, str] = field(default_factory=dict)
     """Gateways that refused the credentials this pass, with their words."""
+
+    @property
+    def failures(self) -> int:
+        """API errors and payments not applied: a pass with any exits 1 from the commands."""
+        return sum(self.api_errors.values()) + sum(self.unapplied.values())
 
     def summary(self) -> str:
         parts = [
@@ -115,6 +122,8 @@ class Tally:
         ]
         if self.deferred:
             parts.append(f"{sum(self.deferred.values())} deferred to a later pass")
+        if self.unapplied:
+            parts.append(f"{sum(self.unapplied.values())} not applied: the handler failed")
         if self.refused:
             parts.append(f"credentials refused by {', '.join(sorted(self.refused))}")
         return ", ".join(parts)
@@ -192,6 +201,8 @@ class Reconciler:
                 refused = isinstance(exc, CredentialsRefused)
                 if exc.rate_limited or refused or outages >= FAILURES_BEFORE_PAUSE:
                     paused = _pause(exc)
+            except Exception as exc:  # the handler's (or the database's): this checkout only
+                self._unapplied(item, exc, tally)
 
     def _checkout(self, item: Due, tally: Tally) -> None:
         client = self.clients[item.provider]
@@ -244,6 +255,22 @@ class Reconciler:
                    "status": exc.status, "error": exc.reason},
         )  # fmt: skip
         return wait
+
+    def _unapplied(self, item: Due, exc: Exception, tally: Tally) -> None:
+        """A payment the gateway reported could not be applied (the handler raised, the
+        database refused): that checkout backs off and says why; the others go on."""
+        tally.unapplied[item.provider] += 1
+        reason = f"{type(exc).__name__}: {exc}"[:200]
+        log.exception(
+            "reconcile_apply_failed",
+            extra={"provider": item.provider.value, "reference": item.reference,
+                   "error": reason},
+        )  # fmt: skip
+        try:
+            with self.connect() as conn:
+                checkouts.attempted(conn, item, error=reason)
+        except Exception:  # the database away: the lease brings it back in ten minutes
+            log.exception("reconcile_attempt_unrecorded", extra={"reference": item.reference})
 
     def _defer(self, rest: list[Due], wait: timedelta, tally: Tally) -> None:
         with self.connect() as conn:

@@ -62,10 +62,11 @@ class Command(BaseCommand):
             timeout_s=config.reconcile_timeout_ms / 1000,
         )
         self.stdout.write(tally.summary())
-        errors = sum(tally.api_errors.values())
-        if errors:
+        if tally.failures:
             raise CommandError(
-                f"{errors} gateway API error(s); those checkouts are asked again later"
+                f"{sum(tally.api_errors.values())} gateway API error(s), "
+                f"{sum(tally.unapplied.values())} payment(s) the handler failed on; those "
+                "checkouts are asked again later"
             )
 
 
