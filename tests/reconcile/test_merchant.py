@@ -218,3 +218,20 @@ def test_a_handler_failing_on_one_payment_never_holds_back_the_others(shop, data
         ("order_mer_bad",),
     ).fetchone()
     assert row[0] == 1 and "the handler's bug" in row[1]
+
+
+def test_a_payment_reconciliation_parked_is_replayed_through_the_library(shop, database_url):
+    """Its stored body is the status API's payment, not a webhook: replay reads it with the
+    gateway's status reader."""
+    from payhooks.idempotency import parked
+    from payhooks.ingest import replay
+
+    conn, api, env = shop
+    paid_at_gateway(api, amount=44_900)
+    run(database_url, hooks, environ=env, after_s=0)
+    [stored] = parked(conn)
+    assert stored.event_id.startswith("reconcile:") and paid(conn) == (None, 0)
+    with conn.transaction():
+        payhooks.expect(conn, "razorpay", REF, 44_900, "INR", "A-1")
+    again = replay(conn, ADAPTERS[Provider.RAZORPAY], stored, hooks)
+    assert again.outcome is Outcome.PROCESSED and paid(conn) == (PAYMENT, 1)

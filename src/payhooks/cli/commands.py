@@ -493,7 +493,7 @@ def _apply_with(handler: Any, conn: db.Connection, received: Any, url: str) -> A
         from payhooks.fastapi.hooks import guarded as guarded_async
 
         async def apply() -> Any:
-            async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as on:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as on:
                 return await ingest_async(on, received, guarded_async(handler))
 
         return asyncio.run(apply())

@@ -12,6 +12,7 @@ these helpers.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any
 
 from payhooks.errors import MalformedPayload
 from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.gateways import gateway
 from payhooks.ingest import storable
 from payhooks.providers._common import rupees_to_paise, sha256_hex
 
@@ -111,6 +113,18 @@ def rupees(provider: Provider, value: object, name: str) -> int:
     return rupees_to_paise(value, provider=provider, field=name)
 
 
+def reread(provider: Provider, event_id: str, body: bytes) -> Received:
+    """A reconciled payment as it was stored (its canonical body), read again under its key by
+    the gateway's own status reader (``stored``): for a replay, the console, the worker. That
+    reader's module needs the ``reconcile`` extra, as did the pass that stored the payment; the
+    registry names it, and it is imported only here, when such a record is read."""
+    entity = read_json(provider, body)
+    if not isinstance(entity, dict):
+        raise MalformedPayload(provider, "stored payment is not an object")
+    reader = importlib.import_module(gateway(provider).status_api.module)
+    return one_of(reader.stored(event_id, entity), provider, event_id)
+
+
 def one_of(report: Report, provider: Provider, event_id: str) -> Received:
     """The delivery stored under ``event_id``, read again from its stored payment."""
     found = [r for r in report.received if r.event.event_id == event_id]
@@ -129,6 +143,7 @@ __all__ = [
     "printable",
     "read_json",
     "received",
+    "reread",
     "rupees",
     "text",
 ]

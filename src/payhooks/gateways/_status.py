@@ -21,7 +21,7 @@ import httpx
 from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import ApiCredentials, gateway
-from payhooks.gateways._reports import Report, one_of, printable, read_json
+from payhooks.gateways._reports import Report, printable, reread
 
 MAX_RETRY_AFTER_S = 3600.0
 MAX_ANSWER_BYTES = 1 << 20
@@ -66,12 +66,8 @@ def client(credentials: ApiCredentials, http: httpx.Client) -> StatusClient:
 
 
 def restored(provider: Provider, event_id: str, body: bytes) -> Received:
-    """A reconciled payment as it was stored (its canonical body), read again under its key:
-    for a replay or the console, like ``ingest.restored`` for a webhook."""
-    entity = read_json(provider, body)
-    if not isinstance(entity, dict):
-        raise MalformedPayload(provider, "stored payment is not an object")
-    return one_of(status_module(provider).stored(event_id, entity), provider, event_id)
+    """A reconciled payment as it was stored, read again (``_reports.reread``)."""
+    return reread(provider, event_id, body)
 
 
 def http_client(timeout_s: float) -> httpx.Client:
