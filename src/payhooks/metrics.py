@@ -18,14 +18,16 @@ Put it behind your proxy's access rules as you would any metrics endpoint.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
-from prometheus_client import CollectorRegistry, make_asgi_app, make_wsgi_app
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -190,9 +192,40 @@ def registry(
     return found
 
 
-def asgi_app(database_url: str) -> Callable[..., object]:
-    """An ASGI app answering Prometheus' scrape, to mount at ``/metrics``."""
-    return make_asgi_app(registry(reading(database_url)))
+def asgi_app(database_url: str) -> Callable[..., Awaitable[None]]:
+    """An ASGI app answering Prometheus' scrape, to mount at ``/metrics``. The database is read
+    on a thread, one scrape at a time, while the others wait on the event loop: a slow or
+    absent database never stalls the app's loop (webhooks answered on it go on)."""
+    found = registry(reading(database_url))
+    one_at_a_time: list[asyncio.Lock] = []
+
+    async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if not one_at_a_time:
+            one_at_a_time.append(asyncio.Lock())
+        async with one_at_a_time[0]:
+            body = await asyncio.get_running_loop().run_in_executor(None, generate_latest, found)
+        headers = [(b"content-type", CONTENT_TYPE_LATEST.encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 def wsgi_app(database_url: str) -> Callable[..., object]:

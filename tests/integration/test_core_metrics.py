@@ -100,3 +100,39 @@ def test_an_unknown_gateway_in_the_totals_is_left_out(conn, gateway):
         (gateway,),
     )
     assert [row[0] for row in read_totals(conn)] == [gateway]
+
+
+def test_a_scrape_waiting_on_a_hung_database_never_stalls_the_apps_event_loop():
+    """A socket that accepts and never answers: the scrape waits out its connect timeout on a
+    thread, and the app answers another request on its loop meanwhile."""
+    import socket
+    import time
+
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    hung = socket.socket()
+    hung.bind(("127.0.0.1", 0))
+    hung.listen(8)
+    url = f"postgresql://nobody@127.0.0.1:{hung.getsockname()[1]}/none"
+    app = Starlette(
+        routes=[
+            Route("/ping", lambda request: PlainTextResponse("pong")),
+            Mount("/metrics", asgi_app(url)),
+        ]
+    )
+    finished: dict[str, float] = {}
+    with serving_app(app) as base:
+
+        def scrape() -> None:
+            httpx.get(f"{base}/metrics/", timeout=30)
+            finished["scrape"] = time.monotonic()
+
+        scraping = threading.Thread(target=scrape)
+        scraping.start()
+        time.sleep(0.3)  # the scrape is waiting on the database by now
+        assert httpx.get(f"{base}/ping", timeout=30).text == "pong"
+        finished["ping"] = time.monotonic()
+        scraping.join()
+    hung.close()
+    assert finished["ping"] < finished["scrape"]

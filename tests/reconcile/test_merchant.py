@@ -235,3 +235,18 @@ def test_a_payment_reconciliation_parked_is_replayed_through_the_library(shop, d
         payhooks.expect(conn, "razorpay", REF, 44_900, "INR", "A-1")
     again = replay(conn, ADAPTERS[Provider.RAZORPAY], stored, hooks)
     assert again.outcome is Outcome.PROCESSED and paid(conn) == (PAYMENT, 1)
+
+
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ("tests.reconcile.no_such_module:hooks", "cannot import tests.reconcile.no_such_module"),
+        ("tests.reconcile.merchant_hooks:nothing", "has no handler named 'nothing'"),
+        ("tests.reconcile.merchant_hooks:mark_paid_async", "is an async function"),
+    ],
+)
+def test_the_command_refuses_hooks_it_cannot_use_saying_why(shop, database_url, target, words):
+    _, _, env = shop
+    done = _payhooks("reconcile", "--hooks", target, "--database-url", database_url, env=env)
+    assert done.returncode == 1
+    assert words in done.stderr and "Traceback" not in done.stderr

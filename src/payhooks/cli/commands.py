@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import secrets
@@ -328,10 +329,18 @@ def _import(target: str) -> Any:
         raise ValueError(f"--hooks takes module:attribute (myshop.webhooks:hooks), not {target!r}")
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"--hooks {target}: cannot import {module_name} ({exc})") from None
     found = getattr(module, attribute, None)
     if found is None or not callable(found):
         raise ValueError(f"{module_name} has no handler named {attribute!r}")
+    if inspect.iscoroutinefunction(found):
+        raise ValueError(
+            f"--hooks {target} is an async function: register it on a "
+            "payhooks.fastapi.AsyncHooks and name that"
+        )
     return found
 
 
