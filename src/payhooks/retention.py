@@ -64,6 +64,12 @@ WHERE (provider, gateway_order_id) IN (
     LIMIT %s
     FOR UPDATE SKIP LOCKED)
 """
+# The delivery log (every request a webhook door answered, refused ones too) ages out with the
+# deliveries: a forged-request flood must not stay forever.
+_DELETE_LOGGED = """
+DELETE FROM payhooks_deliveries WHERE id IN (
+    SELECT id FROM payhooks_deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
+"""
 _PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
 _TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
 _UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
@@ -116,7 +122,8 @@ def delete_expired(
 ) -> Purge:
     """Delete the delivery records before ``planned.cutoff``, batch by batch, each its own
     transaction (``within_batch`` runs in it with the batch's count, ``on_batch`` after its
-    commit); then the payment claims and the expectations older than that."""
+    commit); then the payment claims, the expectations and the delivery log's lines older
+    than that."""
     deleted = 0
     while not stop():
         with unbounded(conn):
@@ -128,7 +135,7 @@ def delete_expired(
             on_batch(done)
         if done < batch_rows:
             break
-    for statement in (_DELETE_PAYMENTS, _DELETE_EXPECTATIONS):
+    for statement in (_DELETE_PAYMENTS, _DELETE_EXPECTATIONS, _DELETE_LOGGED):
         delete_old(conn, statement, planned.cutoff, batch_rows, stop=stop)
     return Purge(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
 

@@ -45,7 +45,7 @@ def logged(console: Console, count: int) -> None:
     """The delivery log is written a moment after each answer: wait for ``count`` lines."""
     deadline = time.monotonic() + 10
     with psycopg.connect(console.database_url) as conn:
-        while conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] < count:
+        while conn.execute("SELECT count(*) FROM payhooks_deliveries").fetchone()[0] < count:
             assert time.monotonic() < deadline, "the delivery log was not written"
             time.sleep(0.05)
 
@@ -461,7 +461,8 @@ def test_customer_typed_markup_is_shown_as_text(console, conn):
 def log_lines(conn, provider: str, status: int, outcome: str, count: int) -> None:
     for _ in range(count):
         conn.execute(
-            "INSERT INTO deliveries (received_at, provider, status, outcome, verified, body_bytes,"
+            "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"
+            " body_bytes,"
             " duration_ms) VALUES (now(), %s, %s, %s, false, 10, 1)",
             (provider, status, outcome),
         )
@@ -488,7 +489,8 @@ def log_lines_ago(conn, provider: str, status: int, count: int, ago: timedelta) 
     outcome = "processed" if status < 300 else "database_unavailable"
     for _ in range(count):
         conn.execute(
-            "INSERT INTO deliveries (received_at, provider, status, outcome, verified, body_bytes,"
+            "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"
+            " body_bytes,"
             " duration_ms) VALUES (now() - %s, %s, %s, %s, true, 10, 1)",
             (ago, provider, status, outcome),
         )
@@ -519,7 +521,8 @@ def test_a_burst_of_5xx_long_past_raises_no_banner(console, conn):
 def test_rare_5xx_on_a_busy_gateway_raise_no_banner(console, conn):
     """One answer in 500 a 503 (a pod restarting now and then) over a busy day: healthy."""
     conn.execute(
-        "INSERT INTO deliveries (received_at, provider, status, outcome, verified, body_bytes,"
+        "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"
+        " body_bytes,"
         " duration_ms) SELECT now() - interval '10 minutes' - n * interval '16 seconds',"
         " 'razorpay', CASE WHEN n % 500 = 0 THEN 503 ELSE 200 END, 'processed', true, 10, 1"
         " FROM generate_series(1, 5000) n"
@@ -536,7 +539,8 @@ def test_each_gateway_shows_when_it_last_answered_2xx(console, conn):
     log_lines_ago(conn, "payu", 200, 2, timedelta(hours=30))
     log_lines_ago(conn, "payu", 503, 4, timedelta(hours=2))
     [(last,)] = rows(
-        console, "SELECT max(received_at) FROM deliveries WHERE provider = 'payu' AND status = 200"
+        console,
+        "SELECT max(received_at) FROM payhooks_deliveries WHERE provider = 'payu' AND status = 200",
     )
     page = console.logged_in().get("/console").text
     payu = page[page.index('data-provider="payu"') :]

@@ -9,17 +9,17 @@ from payhooks.service.console import health
 from tests.console.conftest import read_whole
 
 FILL = """
-INSERT INTO deliveries (received_at, provider, status, outcome, verified, body_bytes,
+INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, body_bytes,
                         duration_ms)
 SELECT now() - interval '2 days' - n * interval '1 second', 'razorpay', 200, 'processed', true,
        300, 1
 FROM generate_series(1, 20000) n;
-INSERT INTO deliveries (received_at, provider, status, outcome, verified, body_bytes,
+INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, body_bytes,
                         duration_ms)
 SELECT now() - interval '3 days' - n * interval '1 second', 'payu', 503,
        'database_unavailable', true, 300, 1
 FROM generate_series(1, 20000) n;
-ANALYZE deliveries;
+ANALYZE payhooks_deliveries;
 """
 
 

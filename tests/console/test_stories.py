@@ -20,8 +20,8 @@ SELECT (ARRAY['razorpay', 'cashfree', 'payu'])[1 + n % 3], 'evt_fill_' || n, 'pa
        CASE WHEN n % 50 = 0 THEN 'parked' ELSE 'processed' END, 'pay_fill_' || n,
        'order_fill_' || n, md5(n::text), '\\x00'::bytea
 FROM generate_series(1, {ROWS}) n;
-INSERT INTO deliveries (received_at, provider, status, outcome, verified, event_id, event_type,
-                        payment_id, merchant_ref, body_bytes, duration_ms)
+INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, event_id,
+                                 event_type, payment_id, merchant_ref, body_bytes, duration_ms)
 SELECT now() - n * interval '1 second', (ARRAY['razorpay', 'cashfree', 'payu'])[1 + n % 3],
        200, 'processed', true, 'evt_fill_' || n, 'payment.captured', 'pay_fill_' || n,
        'order_fill_' || n, 300, 1
@@ -32,7 +32,7 @@ FROM generate_series(1, {ROWS}) n;
 INSERT INTO outbox (kind, dedupe_key, subject, body, payload)
 SELECT 'email', 'fill_' || n, 's', 'b', jsonb_build_object('order_id', 'ord_fill_' || n)
 FROM generate_series(1, {ROWS}) n;
-ANALYZE processed_webhooks, deliveries, payments, outbox;
+ANALYZE processed_webhooks, payhooks_deliveries, payments, outbox;
 """
 
 
@@ -42,7 +42,8 @@ def busy(conn):
     buy = purchase(conn, Provider.RAZORPAY)
     deliver(conn, buy.captured())
     conn.execute(
-        "INSERT INTO deliveries (received_at, provider, status, outcome, verified, event_id,"
+        "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"
+        " event_id,"
         " payment_id, merchant_ref, body_bytes, duration_ms)"
         " VALUES (now(), 'razorpay', 200, 'processed', true, 'evt_mine', %s, %s, 10, 1)",
         (buy.payment_id, buy.reference),

@@ -198,3 +198,19 @@ def test_the_command_refuses_a_short_window_unless_forced(merchant, merchant_url
     result = cli("--database-url", merchant_url, "--older-than-days", "3")
     assert result.returncode == 1 and "pass --force" in result.stderr
     assert cli("--database-url", merchant_url, "--older-than-days", "3", "--force").returncode == 0
+
+
+def test_old_delivery_log_lines_go_too_refused_ones_included(merchant):
+    """The log holds every request a door answered, a forged-request flood too: it must not
+    outlive the window."""
+    merchant.execute(
+        "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"
+        " body_bytes, duration_ms)"
+        " SELECT now() - make_interval(days => d), 'razorpay', 401, 'signature_mismatch',"
+        " false, 100, 1 FROM unnest(ARRAY[400, 400, 91, 10]) d"
+    )
+    retention.purge(merchant, 90, batch_rows=1)
+    left = merchant.execute(
+        "SELECT extract(day FROM now() - received_at)::int FROM payhooks_deliveries ORDER BY 1"
+    ).fetchall()
+    assert left == [(10,)]

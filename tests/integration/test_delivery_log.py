@@ -35,7 +35,7 @@ def logged(url: str, count: int) -> list[dict]:
     deadline = time.monotonic() + 10
     while True:
         with psycopg.connect(url, row_factory=psycopg.rows.dict_row) as conn:
-            rows = conn.execute("SELECT * FROM deliveries ORDER BY id").fetchall()
+            rows = conn.execute("SELECT * FROM payhooks_deliveries ORDER BY id").fetchall()
         if len(rows) >= count or time.monotonic() > deadline:
             return rows
         time.sleep(0.05)
@@ -80,7 +80,7 @@ def test_lines_wait_while_the_database_is_away_and_are_written_after(database_ur
     log._side = deliveries.SideConnection(database_url, SETTINGS)  # the database is back
     assert log.flush() == 1
     with psycopg.connect(database_url) as conn:
-        assert conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM payhooks_deliveries").fetchone()[0] == 1
 
 
 def test_the_oldest_lines_go_first_past_the_cap():
@@ -109,7 +109,9 @@ def test_lines_that_cannot_be_written_at_close_are_counted_as_dropped():
 
 def written(url: str) -> list[tuple[str, int]]:
     with psycopg.connect(url) as conn:
-        return conn.execute("SELECT provider, status FROM deliveries ORDER BY id").fetchall()
+        return conn.execute(
+            "SELECT provider, status FROM payhooks_deliveries ORDER BY id"
+        ).fetchall()
 
 
 UNWRITABLE = {
@@ -172,7 +174,7 @@ def test_a_long_backlog_is_written_batch_by_batch_after_an_outage(database_url, 
         log.add(line("razorpay", 200 + status % 300))
     assert log.flush() == 50_000
     assert not log._pending
-    assert conn.execute("SELECT count(*) FROM deliveries").fetchone()[0] == 50_000
+    assert conn.execute("SELECT count(*) FROM payhooks_deliveries").fetchone()[0] == 50_000
 
 
 def test_a_batch_too_slow_to_write_is_split_not_taken_for_the_database_away(database_url, conn):

@@ -27,12 +27,8 @@ _DELETE_SENT = """
 DELETE FROM outbox WHERE id IN (
     SELECT id FROM outbox WHERE sent_at < %s ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)
 """
-# The console's records: the delivery log ages out with the deliveries; ended sessions and
-# old login failures (the rate limit looks back an hour at most) are not kept at all.
-_DELETE_LOGGED = """
-DELETE FROM deliveries WHERE id IN (
-    SELECT id FROM deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
-"""
+# The console's records: ended sessions and old login failures (the rate limit looks back an
+# hour at most) are not kept at all. The delivery log ages out in the core's purge.
 _DELETE_ENDED_SESSIONS = "DELETE FROM console_sessions WHERE expires_at < now()"
 _DELETE_OLD_FAILURES = (
     "DELETE FROM console_login_failures WHERE failed_at < now() - interval '1 day'"
@@ -71,7 +67,7 @@ def purge(
         within_batch=lambda rows: conn.execute(_PROGRESS, (rows,)),
         stop=stop,
     )
-    for statement in (_DELETE_SENT, _DELETE_LOGGED):
+    for statement in (_DELETE_SENT,):
         delete_old(conn, statement, planned.cutoff, batch_rows, stop=stop)
     conn.execute(_DELETE_ENDED_SESSIONS)
     conn.execute(_DELETE_OLD_FAILURES)

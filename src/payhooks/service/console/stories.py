@@ -79,11 +79,11 @@ _ORDER = "SELECT * FROM orders WHERE cart_id = %s"
 _MOVEMENTS = "SELECT * FROM inventory_movements WHERE order_id = %s ORDER BY id"
 # Deliveries and records naming one of the references or payments.
 _LOGGED = f"""
-SELECT * FROM deliveries
+SELECT * FROM payhooks_deliveries
 WHERE id IN (
-    SELECT t.id FROM {_NAMED_REF.format(table="deliveries")}
+    SELECT t.id FROM {_NAMED_REF.format(table="payhooks_deliveries")}
     UNION
-    SELECT t.id FROM {_NAMED_PAY.format(table="deliveries")})
+    SELECT t.id FROM {_NAMED_PAY.format(table="payhooks_deliveries")})
 ORDER BY received_at, id
 """
 _RECORDS = f"""

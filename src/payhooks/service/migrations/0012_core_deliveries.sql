@@ -2,7 +2,7 @@
 
 -- The core's version 6 made payhooks_deliveries in this same migration, empty unless a door
 -- wrote to it first: what it holds joins the shop's log, and the shop's log, renamed, becomes
--- the core's (no copy of 90 days of lines). The name deliveries stays, as a view over it.
+-- the core's (no copy of 90 days of lines).
 INSERT INTO deliveries (received_at, provider, status, outcome, verified, event_id, event_type,
                         payment_id, merchant_ref, mismatch, body_bytes, body_sha256, detail,
                         duration_ms)
@@ -18,4 +18,3 @@ ALTER INDEX deliveries_reference RENAME TO payhooks_deliveries_reference;
 ALTER INDEX deliveries_payment RENAME TO payhooks_deliveries_payment;
 ALTER INDEX deliveries_key RENAME TO payhooks_deliveries_key;
 ALTER INDEX deliveries_answered RENAME TO payhooks_deliveries_answered;
-CREATE VIEW deliveries AS SELECT * FROM payhooks_deliveries;
