@@ -269,15 +269,48 @@ def holding(event: Event, mismatch: Mismatch) -> Steps[None]:
     yield Statement(sql=HOLD, params={**asdict(event), **asdict(mismatch)}, reads=False)
 
 
+RESOLVE = """
+WITH settled AS (
+    UPDATE processed_webhooks SET outcome = 'ignored', processed_at = now()
+    WHERE provider = %(provider)s AND event_id = %(event_id)s AND outcome = 'parked'
+      AND EXISTS (SELECT 1 FROM payhooks_amount_mismatches m
+                  WHERE m.provider = %(provider)s AND m.event_id = %(event_id)s)
+    RETURNING 1
+)
+UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %(resolution)s
+WHERE provider = %(provider)s AND event_id = %(event_id)s AND EXISTS (SELECT 1 FROM settled)
+RETURNING 1
+"""
+
+
+class NotAMismatch(LookupError):
+    """The delivery named is not parked for its amount (unknown, applied, or resolved)."""
+
+
+def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution: str) -> None:
+    """A payment parked for its amount, settled by a person outside payhooks (refunded in the
+    gateway's dashboard, written off): its delivery is recorded ``ignored`` and the mismatch
+    keeps ``resolution`` (their words) and when. To apply it as paid instead, correct the
+    expectation with ``expect`` and replay the delivery. Raises ``NotAMismatch`` for a delivery
+    not parked for its amount."""
+    if not resolution.strip():
+        raise ValueError("say how it was resolved (refunded, written off, ...)")
+    params = {"provider": Provider(gateway).value, "event_id": event_id, "resolution": resolution}
+    if conn.execute(RESOLVE, params).fetchone() is None:
+        raise NotAMismatch(f"{gateway} delivery {event_id!r} is not parked for its amount")
+
+
 __all__ = [
     "MONEY",
     "Check",
     "Expectation",
     "Mismatch",
+    "NotAMismatch",
     "checking",
     "expect",
     "expect_async",
     "expectation",
     "holding",
     "releasing",
+    "resolve",
 ]

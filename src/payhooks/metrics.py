@@ -57,7 +57,8 @@ class Snapshot:
 _CORE = """
 SELECT (SELECT count(*) FROM processed_webhooks WHERE outcome = 'parked'),
        (SELECT count(*) FROM payhooks_amount_mismatches m JOIN processed_webhooks w
-            ON w.provider = m.provider AND w.event_id = m.event_id AND w.outcome = 'parked'),
+            ON w.provider = m.provider AND w.event_id = m.event_id AND w.outcome = 'parked'
+        WHERE m.resolved_at IS NULL),
        (SELECT coalesce(extract(epoch FROM max(processed_at)), 0) FROM processed_webhooks)
 """
 RECONCILE_TOTALS = """

@@ -286,3 +286,18 @@ def test_the_shops_metrics_count_what_waits_for_a_person(site, django_db):
     text = httpx.get(f"{site}/metrics", timeout=10).text
     assert "payhooks_amount_mismatches 1.0" in text
     assert "payhooks_parked_deliveries 1.0" in text
+
+
+def test_a_mismatch_is_resolved_from_manage_py(site, django_db):
+    from django.core.management import CommandError, call_command
+    from orders.checkout import create_order
+
+    create_order("razorpay", REF, 129_900)
+    short = GATEWAY.razorpay("payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=100)
+    key = post(site, short).json()["event_id"]
+    out = io.StringIO()
+    call_command("payhooks_resolve", key, provider="razorpay", note="refunded", stdout=out)
+    assert "resolved razorpay" in out.getvalue()
+    assert ("razorpay", key, "ignored") in records(django_db)
+    with pytest.raises(CommandError, match="not parked for its amount"):
+        call_command("payhooks_resolve", key, provider="razorpay", note="again")

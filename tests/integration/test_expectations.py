@@ -344,3 +344,37 @@ def test_a_reconciled_payment_whose_handler_committed_is_applied_when_asked_agai
     assert shop.execute("SELECT count(*) FROM payhooks_payments").fetchone()[0] == 0
     assert apply_found(shop, found).outcome is Outcome.PROCESSED
     assert paid(shop) == [("order_exp1", "pay_exp0000001", 49_900)]
+
+
+def test_a_mismatch_refunded_outside_payhooks_is_resolved_ignored_with_the_persons_words(shop):
+    from payhooks.expectations import NotAMismatch, resolve
+
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    delivery = razorpay(amount=100)
+    parked_receipt = sync_driver(shop, delivery)
+    key = parked_receipt.event.event_id
+    resolve(shop, "razorpay", key, "refunded in the dashboard")
+    assert outcome_of(shop, delivery) == "ignored"
+    row = shop.execute(
+        "SELECT resolution, resolved_at IS NOT NULL FROM payhooks_amount_mismatches"
+    ).fetchone()
+    assert row == ("refunded in the dashboard", True)
+    assert parked(shop) == [] and paid(shop) == []
+    # The gateway's retry of it changes nothing now.
+    assert sync_driver(shop, delivery).outcome is Outcome.DUPLICATE
+    with pytest.raises(NotAMismatch):
+        resolve(shop, "razorpay", key, "again")
+    with pytest.raises(ValueError, match="say how"):
+        resolve(shop, "razorpay", key, " ")
+
+
+def test_only_a_delivery_parked_for_its_amount_can_be_resolved(shop):
+    from payhooks.expectations import NotAMismatch, resolve
+
+    parking = Hooks()
+    parking.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: _parked())
+    delivery = razorpay()
+    receipt = ingest(shop, ADAPTERS[delivery.provider], delivery.body, delivery.headers, parking)
+    with pytest.raises(NotAMismatch):
+        resolve(shop, "razorpay", receipt.event.event_id, "no")
+    assert outcome_of(shop, delivery) == "parked"

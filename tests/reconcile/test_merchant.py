@@ -250,3 +250,15 @@ def test_the_command_refuses_hooks_it_cannot_use_saying_why(shop, database_url, 
     done = _payhooks("reconcile", "--hooks", target, "--database-url", database_url, env=env)
     assert done.returncode == 1
     assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_command_resolves_a_mismatch_and_refuses_anything_else(shop, database_url):
+    conn, _, _ = shop
+    short = GATEWAY.razorpay("payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=1)
+    key = ingest(conn, ADAPTERS[short.provider], short.body, short.headers, hooks).event.event_id
+    args = ("--provider", "razorpay", "--note", "refunded", "--database-url", database_url)
+    done = _payhooks("resolve", key, *args, env={})
+    assert done.returncode == 0, done.stderr
+    assert "resolved razorpay" in done.stdout
+    again = _payhooks("resolve", key, *args, env={})
+    assert again.returncode == 1 and "is not parked for its amount" in again.stderr

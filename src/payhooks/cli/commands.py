@@ -512,6 +512,29 @@ def _apply_with(handler: Any, conn: db.Connection, received: Any, url: str) -> A
     return ingest_received(conn, received, guarded(handler))
 
 
+@app.command()
+def resolve(
+    event_id: Annotated[str, typer.Argument(help="The delivery key parked for its amount.")],
+    provider: Annotated[Provider, typer.Option(help="Its gateway.")],
+    note: Annotated[str, typer.Option(help="How it was settled: refunded, written off, ...")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Settle a payment parked for its amount outside payhooks (refunded in the gateway's
+    dashboard): its delivery is recorded ignored, the mismatch keeps your note. To apply it as
+    paid instead, correct the expectation and replay it."""
+    from payhooks.expectations import NotAMismatch
+    from payhooks.expectations import resolve as settle
+
+    def action(conn: db.Connection) -> None:
+        try:
+            settle(conn, provider, event_id, note)
+        except NotAMismatch as exc:
+            raise ValueError(str(exc)) from None
+
+    _with_connection(action, database_url)
+    typer.echo(f"resolved {provider.value} {event_id}: {note}")
+
+
 @app.command("outbox")
 def outbox_command(
     failed: Annotated[bool, typer.Option("--failed", help="List dead-lettered messages.")] = False,

@@ -17,7 +17,9 @@ CREATE INDEX payhooks_expectations_created_at ON payhooks_expectations (created_
 CREATE INDEX payhooks_expectations_reference ON payhooks_expectations (reference);
 
 -- A payment whose amount or currency is not what was expected: its delivery is parked, never
--- handed to a handler as a payment, and waits here, with both amounts, for a person.
+-- handed to a handler as a payment, and waits here, with both amounts, for a person, who
+-- refunds it and resolves it (the delivery then recorded ignored, with their words), or
+-- corrects the expectation and replays it.
 CREATE TABLE payhooks_amount_mismatches (
     provider          text        NOT NULL,
     event_id          text        NOT NULL,
@@ -29,6 +31,8 @@ CREATE TABLE payhooks_amount_mismatches (
     paid_currency     text,
     found_at          timestamptz NOT NULL DEFAULT now(),
     alerted_at        timestamptz,
+    resolved_at       timestamptz,
+    resolution        text,
     PRIMARY KEY (provider, event_id),
     FOREIGN KEY (provider, event_id) REFERENCES processed_webhooks (provider, event_id)
         ON DELETE CASCADE

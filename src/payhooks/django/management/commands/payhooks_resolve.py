@@ -1,0 +1,32 @@
+"""``manage.py payhooks_resolve KEY --provider P --note TEXT``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from payhooks.django import conf
+from payhooks.django.deliveries import raw_connection
+from payhooks.django.models import PROVIDERS
+from payhooks.expectations import NotAMismatch, resolve
+
+
+class Command(BaseCommand):
+    help = (
+        "Settle a payment parked for its amount outside payhooks (refunded in the gateway's "
+        "dashboard): its delivery is recorded ignored, the mismatch keeps your note."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("key", help="The delivery key parked for its amount.")
+        parser.add_argument("--provider", required=True, choices=[v for v, _ in PROVIDERS])
+        parser.add_argument("--note", required=True, help="How it was settled.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        conn = raw_connection(conf.current().database)
+        try:
+            resolve(conn, options["provider"], options["key"], options["note"])
+        except (NotAMismatch, ValueError) as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"resolved {options['provider']} {options['key']}: {options['note']}")
