@@ -77,7 +77,7 @@ def test_lines_wait_while_the_database_is_away_and_are_written_after(database_ur
     delivered = line("razorpay")
     log.add(delivered)
     assert log.flush() == 0  # the database is away: kept, not lost
-    log._side = deliveries.SideConnection(database_url, SETTINGS)  # the database is back
+    log._side = deliveries.side_connection(database_url, SETTINGS)  # the database is back
     assert log.flush() == 1
     with psycopg.connect(database_url) as conn:
         assert conn.execute("SELECT count(*) FROM payhooks_deliveries").fetchone()[0] == 1
@@ -146,7 +146,7 @@ def test_lines_not_yet_written_wait_in_order_when_the_database_goes_away(databas
     lines.insert(1, replace(line("payu", 400), event_id="evt_\ud800"))
     for each in lines:
         log.add(each)
-    log._side = deliveries.SideConnection("postgresql://127.0.0.1:1/none", SETTINGS)  # away
+    log._side = deliveries.side_connection("postgresql://127.0.0.1:1/none", SETTINGS)  # away
     assert log.flush() == 0
     assert [d.status for d in log._pending] == [200, 400, 201]
 

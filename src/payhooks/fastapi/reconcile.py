@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Mapping
+from typing import Unpack
 
 import psycopg
 
@@ -18,7 +19,7 @@ from payhooks.fastapi.hooks import AsyncHandler, guarded
 from payhooks.gateways import credentials
 from payhooks.ingest import Applied, Outcome, Receipt
 from payhooks.reconcile.passes import Deliver, Followup, Tally
-from payhooks.reconcile.running import AFTER_S, TIMEOUT_S, WINDOW_S, connecting, reconcile_once
+from payhooks.reconcile.running import PassOptions, connecting, reconcile_once
 
 
 def delivering(database_url: str, hooks: AsyncHandler) -> Deliver:
@@ -46,25 +47,15 @@ def run(
     hooks: AsyncHandler,
     *,
     environ: Mapping[str, str] | None = None,
-    after_s: int = AFTER_S,
-    window_s: int = WINDOW_S,
-    limit: int = 100,
-    timeout_s: float = TIMEOUT_S,
+    **reach: Unpack[PassOptions],
 ) -> Tally:
     """``payhooks.reconcile.run`` through ``AsyncHooks``: one pass on ``database_url``, the
     credentials from ``environ`` (the process's environment by default). It runs an event loop
     of its own for each payment it applies: call it from a thread
     (``await asyncio.to_thread(run, url, hooks)``), not on the app's loop."""
     found = credentials(os.environ if environ is None else environ)
-    return reconcile_once(
-        connecting(database_url),
-        delivering(database_url, hooks),
-        found,
-        after_s=after_s,
-        window_s=window_s,
-        limit=limit,
-        timeout_s=timeout_s,
-    )
+    deliver = delivering(database_url, hooks)
+    return reconcile_once(connecting(database_url), deliver, found, **reach)
 
 
 __all__ = ["delivering", "run"]

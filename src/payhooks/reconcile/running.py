@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
+from typing import TypedDict, Unpack
 
 import psycopg
 
@@ -80,21 +81,33 @@ def connecting(database_url: str) -> Connect:
     return connect
 
 
+class PassOptions(TypedDict, total=False):
+    """How far a pass reaches: checkouts older than ``after_s`` (default 900) and younger than
+    ``window_s`` (7 days), at most ``limit`` per gateway (100), each call's whole deadline
+    ``timeout_s`` (10 s)."""
+
+    after_s: int
+    window_s: int
+    limit: int
+    timeout_s: float
+
+
 def reconcile_once(
     connect: Connect,
     deliver: Deliver,
     found: Mapping[Provider, ApiCredentials],
     *,
-    after_s: int = AFTER_S,
-    window_s: int = WINDOW_S,
-    limit: int = 100,
-    timeout_s: float = TIMEOUT_S,
     notify: Notifier | None = None,
     stop: Callable[[], bool] = lambda: False,
+    **reach: Unpack[PassOptions],
 ) -> Tally:
     """One pass asking each gateway in ``found`` (``credentials``) about the due checkouts."""
-    options = Options(after_s=after_s, window_s=window_s, limit=limit)
-    with http_client(timeout_s) as http:
+    options = Options(
+        after_s=reach.get("after_s", AFTER_S),
+        window_s=reach.get("window_s", WINDOW_S),
+        limit=reach.get("limit", 100),
+    )
+    with http_client(reach.get("timeout_s", TIMEOUT_S)) as http:
         clients: dict[Provider, StatusClient] = {p: client(c, http) for p, c in found.items()}
         reconciler = Reconciler(
             connect, clients, options, deliver=deliver, notify=notify, stop=stop
@@ -107,30 +120,20 @@ def run(
     handler: Handler,
     *,
     environ: Mapping[str, str] | None = None,
-    after_s: int = AFTER_S,
-    window_s: int = WINDOW_S,
-    limit: int = 100,
-    timeout_s: float = TIMEOUT_S,
+    **reach: Unpack[PassOptions],
 ) -> Tally:
     """One pass on ``database_url``, through ``handler``, with the credentials in
-    ``environ`` (the process's environment by default); the rest as ``reconcile_once``."""
+    ``environ`` (the process's environment by default); ``reach`` as ``PassOptions``."""
     found = credentials(os.environ if environ is None else environ)
     connect = connecting(database_url)
-    return reconcile_once(
-        connect,
-        delivering(connect, handler),
-        found,
-        after_s=after_s,
-        window_s=window_s,
-        limit=limit,
-        timeout_s=timeout_s,
-    )
+    return reconcile_once(connect, delivering(connect, handler), found, **reach)
 
 
 __all__ = [
     "AFTER_S",
     "TIMEOUT_S",
     "WINDOW_S",
+    "PassOptions",
     "connecting",
     "credentials",
     "delivering",

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from payhooks import deliverylog
 from payhooks.deliverylog import MAX_DETAIL_CHARS, MAX_LINES_PER_COPY, Delivery, answered, refused
 from payhooks.service.config import Settings
-from payhooks.service.metrics import SideConnection
+from payhooks.service.metrics import side_connection
 
 log = logging.getLogger("payhooks.service.deliveries")
 
@@ -28,7 +28,7 @@ class DeliveryLog(deliverylog.DeliveryLog):
         on_unwritable: Callable[[int], None] = lambda n: None,
     ) -> None:
         super().__init__(
-            SideConnection(url, settings),
+            side_connection(url, settings),
             max_pending=max_pending,
             every_seconds=every_seconds,
             on_drop=on_drop,
@@ -42,7 +42,7 @@ __all__ = [
     "MAX_LINES_PER_COPY",
     "Delivery",
     "DeliveryLog",
-    "SideConnection",
     "answered",
     "refused",
+    "side_connection",
 ]

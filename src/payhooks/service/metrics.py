@@ -18,13 +18,13 @@ from typing import Generic, TypeVar, cast
 
 import anyio
 import anyio.to_thread
-import psycopg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from payhooks import db
 from payhooks.answers import STATUS_OF_ERROR
+from payhooks.deliverylog import OwnConnection
 from payhooks.errors import DatabaseUnavailable
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
@@ -222,49 +222,21 @@ class DatabaseGauges(Collector):
         yield from reconcile_counters(latest.reconcile)
 
 
-class SideConnection:
+def side_connection(url: str, settings: Settings) -> OwnConnection:
     """One database connection of its own, opened on first use and again after a failure.
 
     Scrapes and readiness probes need no authentication, so they must never wait for, or
     take, a connection a webhook needs: however many arrive, they hold this one at most.
     """
-
-    def __init__(self, url: str, settings: Settings) -> None:
-        self._url = url
-        self._settings = settings
-        self._conn: db.Connection | None = None
-        self._lock = threading.Lock()
-
-    def run(self, work: Callable[[db.Connection], T]) -> T:
-        """In a transaction: behind a transaction pooler that is where the timeout is set."""
-        with self._lock, db.translated():
-            try:
-                conn = self._connected()
-                with conn.transaction():
-                    return work(conn)
-            except psycopg.Error:
-                self._drop()
-                raise
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop()
-
-    def _connected(self) -> db.Connection:
-        if self._conn is None:
-            self._conn = database.connect(
-                self._url,
-                self._settings,
-                {"statement_timeout": str(PROBE_STATEMENT_TIMEOUT_MS)},
-                connect_timeout=PROBE_CONNECT_TIMEOUT_SECONDS,
-                application_name="payhooks-probes",
-            )
-        return self._conn
-
-    def _drop(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+    return OwnConnection(
+        lambda: database.connect(
+            url,
+            settings,
+            {"statement_timeout": str(PROBE_STATEMENT_TIMEOUT_MS)},
+            connect_timeout=PROBE_CONNECT_TIMEOUT_SECONDS,
+            application_name="payhooks-probes",
+        )
+    )
 
 
 class Shared(Generic[T]):
@@ -313,7 +285,7 @@ class Probes:
     """What /metrics and /readyz read from the database, through their side connection."""
 
     def __init__(self, url: str, settings: Settings) -> None:
-        self._side = SideConnection(url, settings)
+        self._side = side_connection(url, settings)
         self.gauges = Shared(self._read_gauges, ttl_seconds=GAUGES_TTL_SECONDS)
         self.ready: Shared[dict[str, str]] = Shared(
             lambda: self._side.run(ping), ttl_seconds=READY_TTL_SECONDS
