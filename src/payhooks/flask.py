@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
+from typing import Any
 
 import psycopg
 import sqlalchemy
@@ -27,7 +29,7 @@ from flask.sansio.blueprints import BlueprintSetupState
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from payhooks import health
+from payhooks import health, timeline
 from payhooks.db import Connection
 from payhooks.deliverylog import DeliveryLog, OwnConnection, own_connection
 from payhooks.endpoint import Endpoint, Note, Reply, unfolded
@@ -91,14 +93,46 @@ def health_blueprint(
     """``GET {url_prefix}/health``: ``payhooks.health.summary`` as JSON (last 2xx, answers by
     status in the last hour, signature failures, the forged-signature banner). Register it
     where only operators reach it."""
+
+    def summary() -> Callable[[Connection], dict[str, Any]]:
+        now = datetime.now(UTC)
+        return lambda conn: health.summary(conn, now).as_json()
+
+    return _reading_blueprint(engine, name, url_prefix, "health", summary)
+
+
+def timeline_blueprint(
+    *,
+    engine: sqlalchemy.Engine,
+    name: str = "payhooks_timeline",
+    url_prefix: str = "/payhooks",
+) -> Blueprint:
+    """``GET {url_prefix}/timeline?q=...``: ``payhooks.timeline.answer`` as JSON, each gateway
+    order what an operator typed names (a gateway order id, the reference given to
+    ``expect``, a payment id, a delivery key, a UTR/RRN) with its story. Register it behind
+    your operators' auth: it shows payments."""
+
+    def told() -> Callable[[Connection], dict[str, Any]]:
+        return partial(timeline.answer, text=request.args.get("q", ""))
+
+    return _reading_blueprint(engine, name, url_prefix, "timeline", told)
+
+
+def _reading_blueprint(
+    engine: sqlalchemy.Engine,
+    name: str,
+    url_prefix: str,
+    rule: str,
+    reading: Callable[[], Callable[[Connection], dict[str, Any]]],
+) -> Blueprint:
+    """A JSON ``GET /{rule}`` answered by a read on a connection of its own."""
     side = connection_of_engine(engine)
     bp = Blueprint(name, __name__, url_prefix=url_prefix)
 
-    def summary() -> Response:
-        found = side.run(lambda conn: health.summary(conn, datetime.now(UTC)))
-        return jsonify(found.as_json())
+    def answer() -> Response:
+        return jsonify(side.run(reading()))
 
-    bp.add_url_rule("/health", "health", summary, methods=["GET"])
+    bp.add_url_rule(f"/{rule}", rule, answer, methods=["GET"])
     return bp
 
 
@@ -356,4 +390,4 @@ def connection_of(session: Session) -> Connection:
     return driver_connection(session.connection())
 
 
-__all__ = ["blueprint", "connection_of", "health_blueprint", "session_for"]
+__all__ = ["blueprint", "connection_of", "health_blueprint", "session_for", "timeline_blueprint"]

@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
-from typing import NotRequired, TypedDict, Unpack, cast, overload
+from typing import Any, NotRequired, TypedDict, Unpack, cast, overload
 
 import anyio
 import anyio.to_thread
-import psycopg
 import psycopg_pool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Message, Receive
 
-from payhooks import health
+from payhooks import health, timeline
 from payhooks.answers import declared_over
+from payhooks.db import Connection
 from payhooks.deliverylog import DeliveryLog, OwnConnection, own_connection
 from payhooks.endpoint import Endpoint, Note, Reply
 from payhooks.errors import PayhooksError, PayloadTooLarge
@@ -40,8 +40,11 @@ from payhooks.providers import Adapter
 
 PATH = "/webhooks/{provider}"
 HEALTH_PATH = "/payhooks/health"
+TIMELINE_PATH = "/payhooks/timeline"
 DeliveryLogOption = bool | str
 """Where each request is noted: ``True`` (the pool's database), a conninfo, or ``False``."""
+Read = Callable[[Connection], dict[str, Any]]
+"""What an operator's ``GET`` reads, on the route's own connection, to answer as JSON."""
 
 
 class _Wiring(TypedDict):
@@ -117,18 +120,43 @@ def health_route(
     last hour, signature failures, the forged-signature banner), read on a connection of its
     own (to the pool's database, or ``conninfo``), one read at a time. Mount it where only
     operators reach it."""
+
+    def summary(request: Request) -> Read:
+        now = datetime.now(UTC)
+        return lambda conn: health.summary(conn, now).as_json()
+
+    return _reading_route(pool, path, conninfo, "payhooks_health", summary)
+
+
+def timeline_route(
+    *, pool: SyncPool | AsyncPool, path: str = TIMELINE_PATH, conninfo: str | None = None
+) -> Route:
+    """``GET {path}?q=...``: ``payhooks.timeline.answer`` as JSON, each gateway order what an
+    operator typed names (a gateway order id, the reference given to ``expect``, a payment id,
+    a delivery key, a UTR/RRN) with its story; read as ``health_route`` reads. Mount it behind
+    your operators' auth: it shows payments."""
+
+    def told(request: Request) -> Read:
+        return partial(timeline.answer, text=request.query_params.get("q", ""))
+
+    return _reading_route(pool, path, conninfo, "payhooks_timeline", told)
+
+
+def _reading_route(
+    pool: SyncPool | AsyncPool,
+    path: str,
+    conninfo: str | None,
+    name: str,
+    reading: Callable[[Request], Read],
+) -> Route:
+    """A JSON ``GET`` answered by a read on a connection of its own, in a thread."""
     side = connection_to(pool, conninfo or True)
 
-    async def summary(request: Request) -> Response:
-        read = partial(side.run, partial(_summary, now=datetime.now(UTC)))
-        found = await anyio.to_thread.run_sync(read)
-        return JSONResponse(found.as_json())
+    async def answer(request: Request) -> Response:
+        found = await anyio.to_thread.run_sync(partial(side.run, reading(request)))
+        return JSONResponse(found)
 
-    return Route(path, summary, methods=["GET"], name="payhooks_health")
-
-
-def _summary(conn: psycopg.Connection[tuple[object, ...]], now: datetime) -> health.Summary:
-    return health.summary(conn, now)
+    return Route(path, answer, methods=["GET"], name=name)
 
 
 def webhook_route(path: str, endpoint: Endpoint, deliver: Deliver) -> Route:
@@ -215,4 +243,4 @@ def replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-__all__ = ["health_route", "read_bounded", "replaying", "route"]
+__all__ = ["health_route", "read_bounded", "replaying", "route", "timeline_route"]

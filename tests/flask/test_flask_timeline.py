@@ -1,0 +1,58 @@
+"""``payhooks.flask.timeline_blueprint`` in a merchant's Flask app, served on a real socket and
+asked over HTTP: a payment id answers its gateway order's story, the expectation and what each
+delivery did, from the core's tables."""
+
+from __future__ import annotations
+
+import httpx
+import sqlalchemy
+from flask import Flask
+
+import payhooks
+import payhooks.flask
+from payhooks import EventKind, Hooks
+from tests.factories import ADAPTERS
+from tests.flask.conftest import serving
+from tests.flask.test_flask_blueprint import capture
+
+PAYMENT, REF = "pay_flask0000001", "order_flask1"
+
+
+def paying() -> Hooks:
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def mark_paid(conn, event):
+        return None  # applied: the merchant's order paid
+
+    return hooks
+
+
+def app_for(engine: sqlalchemy.Engine) -> Flask:
+    app = Flask(__name__)
+    app.register_blueprint(
+        payhooks.flask.blueprint(adapters=ADAPTERS.values(), hooks=paying(), engine=engine)
+    )
+    app.register_blueprint(payhooks.flask.timeline_blueprint(engine=engine))
+    return app
+
+
+def test_a_payment_id_answers_its_orders_expectation_and_deliveries(conn, engine):
+    payhooks.expect(conn, "razorpay", REF, 100, "INR", "F-1")
+    delivery = capture()
+    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+        answered = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+        found = client.get("/payhooks/timeline", params={"q": PAYMENT})
+    assert answered.status_code == 200 and found.status_code == 200
+    [order] = found.json()["orders"]
+    assert (order["matched"], order["gateway_order_id"]) == ("payment id", REF)
+    assert (order["expected"]["amount_paise"], order["expected"]["reference"]) == (100, "F-1")
+    [record] = order["records"]
+    assert (record["payment_id"], record["outcome"]) == (PAYMENT, "processed")
+    assert [p["by"] for p in order["payments"]] == ["webhook"]
+
+
+def test_text_that_names_nothing_answers_no_orders(engine):
+    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+        found = client.get("/payhooks/timeline", params={"q": "nothing_here"})
+    assert found.json() == {"query": "nothing_here", "orders": []}
