@@ -1,7 +1,9 @@
 """The delivery records in Django's admin: read-only, searchable by payment id, gateway order
 id, order or delivery key, filtered by gateway and outcome, with an action that replays parked
 deliveries (each in a transaction of its own, answered only once committed). Beside them,
-"Webhook health" (``payhooks.health.summary``), and the forged-signature banner on the list."""
+"Webhook health" (``payhooks.health.summary``), the forged-signature banner on the list, and
+"Payment timeline" (``payhooks.timeline``): one gateway order's expectation, deliveries,
+payments, requests and reconciliation, its parked deliveries replayed by the list's action."""
 
 from __future__ import annotations
 
@@ -10,26 +12,30 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin, messages
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template import engines
 from django.template.response import TemplateResponse
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
 
-from payhooks import health
+from payhooks import health, timeline
 from payhooks.django import conf, connection, deliveries, replays
 from payhooks.django.models import PROVIDERS, ProcessedWebhook
 
 _ALL_PROVIDERS = [value for value, _ in PROVIDERS]
+CHANGELIST = "admin:payhooks_processedwebhook_changelist"
+CHANGE = "admin:payhooks_processedwebhook_change"
 _DELIVERY = ("provider", "event_id", "event_type", "outcome", "payment_id", "merchant_ref")
 """What a delivery is, first in the list and on its page alike."""
 
 
 _HEALTH = """{% extends "admin/base_site.html" %}
 {% block content %}
+<p><a href="{% url 'admin:payhooks_timeline' %}">Payment timeline</a></p>
 {% for provider in summary.forged %}<ul class="messagelist"><li class="warning">{{ provider }}:
 {{ forged_text }}</li></ul>{% endfor %}
 <table>
@@ -55,6 +61,37 @@ def summary() -> health.Summary:
     return health.summary(connection(conf.current().database), datetime.now(UTC))
 
 
+def told(text: str) -> list[tuple[timeline.Found, timeline.Story]]:
+    """Each gateway order ``text`` names, with its story."""
+    conn = connection(conf.current().database)
+    found = (
+        (f, timeline.story(conn, f.provider, f.gateway_order_id)) for f in timeline.find(conn, text)
+    )
+    return [(f, story) for f, story in found if story is not None]
+
+
+def _changelist(**query: str) -> str:
+    return f"{reverse(CHANGELIST)}?{urlencode(query)}"
+
+
+def _shown(found: timeline.Found, story: timeline.Story) -> dict[str, Any]:
+    """A story with the admin's links: each record's page, the replay action's address (the
+    list filtered by gateway, so a key two gateways share names one record), the parked list."""
+    records = [
+        {
+            "record": record,
+            "url": f"{reverse(CHANGE, args=(quote(record.event_id),))}?"
+            + urlencode({"provider": story.provider}),
+            "replay_url": _changelist(provider__exact=story.provider),
+        }
+        for record in story.records
+    ]
+    parked = _changelist(
+        provider__exact=story.provider, outcome__exact="parked", q=story.gateway_order_id
+    )
+    return {"found": found, "story": story, "records": records, "parked_url": parked}
+
+
 class _Deliveries(ChangeList):
     def url_for_result(self, result: ProcessedWebhook) -> str:
         """A record's page names its gateway too: two gateways may share a delivery key."""
@@ -63,7 +100,7 @@ class _Deliveries(ChangeList):
 
 @admin.register(ProcessedWebhook)
 class ProcessedWebhookAdmin(admin.ModelAdmin):
-    list_display = ("processed_at", *_DELIVERY, "order_ref", "mismatches")
+    list_display = ("processed_at", *_DELIVERY, "order_ref", "mismatches", "timeline_link")
     list_filter = ("provider", "outcome")
     search_fields = ("event_id", "payment_id", "merchant_ref", "order_ref", "bank_ref")
     search_help_text = (
@@ -83,6 +120,16 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         "last_mismatch_at",
     )
     readonly_fields = fields  # the body and headers (customer details, signature) stay out
+
+    change_list_template = "admin/payhooks/processedwebhook/change_list.html"
+
+    @admin.display(description="timeline")
+    def timeline_link(self, record: ProcessedWebhook) -> Any:
+        """Its gateway order's timeline."""
+        if not record.merchant_ref:
+            return "—"
+        url = f"{reverse('admin:payhooks_timeline')}?{urlencode({'q': record.merchant_ref})}"
+        return format_html('<a href="{}">timeline</a>', url)
 
     @admin.display(description="body (bytes)")
     def body_bytes(self, record: ProcessedWebhook) -> int:
@@ -129,8 +176,13 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         return super().changelist_view(request, extra_context)
 
     def get_urls(self) -> list[URLPattern]:
-        view = self.admin_site.admin_view(self.health_view)
-        return [path("health/", view, name="payhooks_health"), *super().get_urls()]
+        health_view = self.admin_site.admin_view(self.health_view)
+        timeline_view = self.admin_site.admin_view(self.timeline_view)
+        return [
+            path("health/", health_view, name="payhooks_health"),
+            path("timeline/", timeline_view, name="payhooks_timeline"),
+            *super().get_urls(),
+        ]
 
     def health_view(self, request: HttpRequest) -> HttpResponse:
         """Webhook health: when each gateway was last answered 2xx, its answers by status in
@@ -145,6 +197,21 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         }
         template = engines["django"].from_string(_HEALTH)
         return TemplateResponse(request, template, context)
+
+    def timeline_view(self, request: HttpRequest) -> HttpResponse:
+        """Payment timeline: what the operator typed, to each gateway order it names and its
+        story; parked deliveries offer the list's replay action to those allowed it."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        q = request.GET.get("q", "").strip()
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Payment timeline",
+            "q": q,
+            "told": [_shown(found, story) for found, story in told(q)] if q else [],
+            "can_replay": self.has_replay_permission(request),
+        }
+        return TemplateResponse(request, "admin/payhooks/timeline.html", context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

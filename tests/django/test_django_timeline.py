@@ -1,0 +1,91 @@
+"""The admin's "Payment timeline", driven as an operator drives it (a logged-in user, Django's
+test client): what they type to the order's story, escaped; its parked deliveries replayed by
+the list's action; linked from the records' list and "Webhook health"; guarded like them."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from orders.models import Order
+
+import payhooks
+from payhooks.django import connection
+from tests.django.conftest import post, records
+from tests.django.test_django_admin import CHANGELIST, capture, deliver, shown, viewer  # noqa: F401
+
+TIMELINE = "admin:payhooks_timeline"
+
+
+@pytest.fixture
+def operator(django_db) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_superuser("ops", "ops@example.com", "unused"))
+    return client
+
+
+def timeline(client: Client, q: str):
+    return client.get(reverse(TIMELINE), {"q": q})
+
+
+def test_a_parked_delivery_is_told_with_its_expectation_and_replayed_from_the_page(
+    operator, django_db
+):
+    payhooks.expect(connection(), "razorpay", "order_tl", 100, "INR", "shop-42")
+    assert deliver(capture("order_tl", "evt_tl")) == "parked"  # no such order yet
+    page = timeline(operator, "shop-42")
+    assert page.status_code == 200
+    [item] = page.context["told"]
+    story = item["story"]
+    assert (story.gateway_order_id, story.expected.amount_paise) == ("order_tl", 100)
+    assert [r.event_id for r in story.parked] == ["evt_tl"]
+    assert b'value="replay_parked"' in page.content and b"csrfmiddlewaretoken" in page.content
+    Order.objects.create(reference="order_tl", amount_paise=100)
+    [row] = item["records"]
+    replayed = operator.post(
+        row["replay_url"],
+        {"action": "replay_parked", "_selected_action": "evt_tl", "index": 0},
+        follow=True,
+    )
+    assert shown(replayed) == ["Applied (1): evt_tl"]
+    assert records(django_db) == [("razorpay", "evt_tl", "processed")]
+    [item] = timeline(operator, "evt_tl").context["told"]
+    assert [r.outcome for r in item["story"].records] == ["processed"]
+    assert [p.by for p in item["story"].payments] == ["webhook"]
+
+
+def test_the_page_is_reached_from_the_list_and_from_health(operator, django_db):
+    deliver(capture("order_ln", "evt_ln"))
+    listed = operator.get(reverse(CHANGELIST)).content.decode()
+    assert reverse(TIMELINE) in listed and f"{reverse(TIMELINE)}?q=order_ln" in listed
+    assert reverse(TIMELINE) in operator.get(reverse("admin:payhooks_health")).content.decode()
+
+
+def test_what_the_operator_typed_and_the_stories_text_are_escaped(operator, site):
+    typed = "<script>alert(1)</script>"
+    page = timeline(operator, typed)
+    assert b"<script>alert(1)" not in page.content and b"&lt;script&gt;" in page.content
+    assert page.context["told"] == []
+
+
+def test_viewers_see_the_timeline_without_the_replay_button(viewer, django_db):  # noqa: F811
+    deliver(capture("order_vw", "evt_vw"))
+    page = timeline(viewer, "order_vw")
+    assert page.status_code == 200 and b"evt_vw" in page.content
+    assert b'value="replay_parked"' not in page.content
+
+
+def test_staff_without_the_view_permission_are_refused(django_db):
+    user = User.objects.create_user("nobody", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    assert timeline(client, "anything").status_code == 403
+    assert Client().get(reverse(TIMELINE)).status_code == 302  # to the login page
+
+
+def test_a_delivery_over_http_is_found_by_its_payment_id(operator, site, django_db):
+    post(site, capture("order_http", "evt_http", payment_id="pay_http0001"))
+    [item] = timeline(operator, "pay_http0001").context["told"]
+    assert item["found"].matched.value == "payment id"
+    assert item["story"].gateway_order_id == "order_http"
