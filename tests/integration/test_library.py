@@ -224,6 +224,7 @@ def test_the_library_migrates_only_its_tables_into_a_merchants_database(admin_ur
                 "payhooks_amount_mismatches",
                 "payhooks_reconcile",
                 "payhooks_reconcile_totals",
+                "payhooks_deliveries",
             }  # every one of its own but the first named payhooks_
             assert database.migrate(conn)  # the service can still be added later
     finally:
