@@ -241,8 +241,15 @@ def _at_once(steps: Coroutine[Any, Any, Reply]) -> Reply:
 
 
 def _shown(reply: Reply, seen: Seen | None) -> Reply:
+    """The reply told to whoever watches (the log line, the delivery log, metrics): a failure
+    there never changes the answer, whose work may already be committed."""
     if seen is not None:
-        seen(reply)
+        try:
+            seen(reply)
+        except Exception:
+            logging.getLogger("payhooks").exception(
+                "webhook_reply_unrecorded", extra={"status": reply.status}
+            )
     return reply
 
 

@@ -269,6 +269,22 @@ def holding(event: Event, mismatch: Mismatch) -> Steps[None]:
     yield Statement(sql=HOLD, params={**asdict(event), **asdict(mismatch)}, reads=False)
 
 
+# A payment parked for its amount and applied after all (the expectation corrected, then the
+# delivery replayed): its mismatch is settled by that.
+APPLIED_AFTER_ALL = """
+UPDATE payhooks_amount_mismatches SET resolved_at = now(),
+    resolution = 'applied: the expectation was corrected and the delivery replayed'
+WHERE provider = %s AND event_id = %s AND resolved_at IS NULL
+"""
+
+
+def settling(event: Event) -> Steps[None]:
+    """The mismatch of a parked delivery now applied, marked resolved (none: no change)."""
+    yield Statement(
+        sql=APPLIED_AFTER_ALL, params=(event.provider.value, event.event_id), reads=False
+    )
+
+
 RESOLVE = """
 WITH settled AS (
     UPDATE processed_webhooks SET outcome = 'ignored', processed_at = now()
@@ -313,4 +329,5 @@ __all__ = [
     "holding",
     "releasing",
     "resolve",
+    "settling",
 ]

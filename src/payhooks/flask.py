@@ -87,39 +87,42 @@ def blueprint(
 def health_blueprint(
     *,
     engine: sqlalchemy.Engine,
+    allow: Callable[[], bool],
     name: str = "payhooks_health",
     url_prefix: str = "/payhooks",
 ) -> Blueprint:
     """``GET {url_prefix}/health``: ``payhooks.health.summary`` as JSON (last 2xx, answers by
-    status in the last hour, signature failures, the forged-signature banner). Register it
-    where only operators reach it."""
+    status in the last hour, signature failures, the forged-signature banner); 403 unless
+    ``allow()`` (your operators' auth, reading ``flask.request`` or ``flask_login``)."""
 
     def summary() -> Callable[[Connection], dict[str, Any]]:
         now = datetime.now(UTC)
         return lambda conn: health.summary(conn, now).as_json()
 
-    return _reading_blueprint(engine, name, url_prefix, "health", summary)
+    return _reading_blueprint(engine, allow, name, url_prefix, "health", summary)
 
 
 def timeline_blueprint(
     *,
     engine: sqlalchemy.Engine,
+    allow: Callable[[], bool],
     name: str = "payhooks_timeline",
     url_prefix: str = "/payhooks",
 ) -> Blueprint:
     """``GET {url_prefix}/timeline?q=...``: ``payhooks.timeline.answer`` as JSON, each gateway
     order what an operator typed names (a gateway order id, the reference given to
-    ``expect``, a payment id, a delivery key, a UTR/RRN) with its story. Register it behind
-    your operators' auth: it shows payments."""
+    ``expect``, a payment id, a delivery key, a UTR/RRN) with its story; 403 unless
+    ``allow()``: it shows payments."""
 
     def told() -> Callable[[Connection], dict[str, Any]]:
         return partial(timeline.answer, text=request.args.get("q", ""))
 
-    return _reading_blueprint(engine, name, url_prefix, "timeline", told)
+    return _reading_blueprint(engine, allow, name, url_prefix, "timeline", told)
 
 
 def _reading_blueprint(
     engine: sqlalchemy.Engine,
+    allow: Callable[[], bool],
     name: str,
     url_prefix: str,
     rule: str,
@@ -129,7 +132,9 @@ def _reading_blueprint(
     side = connection_of_engine(engine)
     bp = Blueprint(name, __name__, url_prefix=url_prefix)
 
-    def answer() -> Response:
+    def answer() -> Response | tuple[Response, int]:
+        if not allow():
+            return jsonify({"error": "forbidden"}), 403
         return jsonify(side.run(reading()))
 
     bp.add_url_rule(f"/{rule}", rule, answer, methods=["GET"])

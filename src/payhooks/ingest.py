@@ -255,6 +255,8 @@ class Delivery:
             return Settled(receipt=receipt, keep=False)  # still nothing to apply it to
         if applied.outcome is not Outcome.PROCESSED:
             yield from expectations.releasing(event, check)
+        elif claim.state is ClaimState.PARKED and event.kind in expectations.MONEY:
+            yield from expectations.settling(event)  # parked for its amount, perhaps
         yield from idempotency.recording(event, applied.outcome, applied.order_id)
         return Settled(receipt=receipt)
 

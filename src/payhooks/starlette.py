@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, NotRequired, TypedDict, Unpack, cast, overload
@@ -113,37 +113,51 @@ def connection_to(pool: SyncPool | AsyncPool, conninfo: DeliveryLogOption = True
     return own_connection(given, **(kwargs or {}))
 
 
+Allow = Callable[[Request], bool | Awaitable[bool]]
+"""Whether a request may read an operator's view: your operators' auth (a session, a token,
+a network check). Required: the views show payments and refusals, never to everyone."""
+
+
 def health_route(
-    *, pool: SyncPool | AsyncPool, path: str = HEALTH_PATH, conninfo: str | None = None
+    *,
+    pool: SyncPool | AsyncPool,
+    allow: Allow,
+    path: str = HEALTH_PATH,
+    conninfo: str | None = None,
 ) -> Route:
     """``GET {path}``: ``payhooks.health.summary`` as JSON (last 2xx, answers by status in the
     last hour, signature failures, the forged-signature banner), read on a connection of its
-    own (to the pool's database, or ``conninfo``), one read at a time. Mount it where only
-    operators reach it."""
+    own (to the pool's database, or ``conninfo``), one read at a time; 403 unless
+    ``allow(request)``."""
 
     def summary(request: Request) -> Read:
         now = datetime.now(UTC)
         return lambda conn: health.summary(conn, now).as_json()
 
-    return _reading_route(pool, path, conninfo, "payhooks_health", summary)
+    return _reading_route(pool, allow, path, conninfo, "payhooks_health", summary)
 
 
 def timeline_route(
-    *, pool: SyncPool | AsyncPool, path: str = TIMELINE_PATH, conninfo: str | None = None
+    *,
+    pool: SyncPool | AsyncPool,
+    allow: Allow,
+    path: str = TIMELINE_PATH,
+    conninfo: str | None = None,
 ) -> Route:
     """``GET {path}?q=...``: ``payhooks.timeline.answer`` as JSON, each gateway order what an
     operator typed names (a gateway order id, the reference given to ``expect``, a payment id,
-    a delivery key, a UTR/RRN) with its story; read as ``health_route`` reads. Mount it behind
-    your operators' auth: it shows payments."""
+    a delivery key, a UTR/RRN) with its story; read as ``health_route`` reads; 403 unless
+    ``allow(request)``."""
 
     def told(request: Request) -> Read:
         return partial(timeline.answer, text=request.query_params.get("q", ""))
 
-    return _reading_route(pool, path, conninfo, "payhooks_timeline", told)
+    return _reading_route(pool, allow, path, conninfo, "payhooks_timeline", told)
 
 
 def _reading_route(
     pool: SyncPool | AsyncPool,
+    allow: Allow,
     path: str,
     conninfo: str | None,
     name: str,
@@ -153,6 +167,9 @@ def _reading_route(
     side = connection_to(pool, conninfo or True)
 
     async def answer(request: Request) -> Response:
+        allowed = allow(request)
+        if not (await allowed if inspect.isawaitable(allowed) else allowed):
+            return JSONResponse({"error": "forbidden"}, status_code=403)
         found = await anyio.to_thread.run_sync(partial(side.run, reading(request)))
         return JSONResponse(found)
 

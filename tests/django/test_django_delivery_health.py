@@ -69,7 +69,8 @@ def test_a_forged_and_a_good_delivery_are_noted_and_shown_in_the_admin(site, dja
 
 
 def test_the_answer_is_the_same_with_the_logs_database_away(site, django_db, monkeypatch):
-    monkeypatch.setitem(views._LOGS, "default", DeliveryLog(own_connection(AWAY)))
+    away = DeliveryLog(own_connection(AWAY))
+    monkeypatch.setattr(views, "delivery_log", lambda alias: away)
     delivery = capture("order_dh2", "evt_dh2")
     first, again = post(site, delivery), post(site, delivery)
     assert (first.status_code, again.status_code) == (200, 200)

@@ -18,6 +18,13 @@ from tests.factories import ADAPTERS
 from tests.fastapi.conftest import served
 from tests.fastapi.merchant import REF, async_hooks, capture, prepare, sync_hooks
 
+OPERATOR = {"x-operator-token": "t0ken"}
+
+
+def operator(request) -> bool:
+    """The app's operators' auth, as a merchant passes it: here a token header."""
+    return request.headers.get("x-operator-token") == "t0ken"
+
 
 def app_for(database_url: str, kind: str) -> FastAPI:
     pools = {"sync": ConnectionPool, "async": AsyncConnectionPool}
@@ -38,7 +45,7 @@ def app_for(database_url: str, kind: str) -> FastAPI:
 
     app = FastAPI(lifespan=lifespan)
     app.include_router(router(adapters=ADAPTERS.values(), hooks=hooks, pool=pool))
-    app.router.routes.append(timeline_route(pool=pool))
+    app.router.routes.append(timeline_route(pool=pool, allow=operator))
     return app
 
 
@@ -49,7 +56,7 @@ def test_an_underpaid_capture_is_told_with_both_amounts(conn, database_url, kind
     delivery = capture()  # 100 paise
     with served(app_for(database_url, kind)) as running, running.client() as client:
         answered = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
-        found = client.get("/payhooks/timeline", params={"q": "A-7"})
+        found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": "A-7"})
     assert answered.json()["status"] == "parked"
     assert found.status_code == 200
     [order] = found.json()["orders"]
@@ -72,7 +79,22 @@ def test_an_underpaid_capture_is_told_with_both_amounts(conn, database_url, kind
 
 def test_text_that_names_nothing_answers_no_orders(database_url):
     with served(app_for(database_url, "async")) as running, running.client() as client:
-        found = client.get("/payhooks/timeline", params={"q": "<script>"})
-        empty = client.get("/payhooks/timeline")
+        found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": "<script>"})
+        empty = client.get("/payhooks/timeline", headers=OPERATOR)
     assert found.json() == {"query": "<script>", "orders": []}
     assert empty.json() == {"query": "", "orders": []}
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_caller_the_apps_auth_does_not_allow_is_refused_403_and_reads_nothing(
+    conn, database_url, kind
+):
+    prepare(conn, REF)
+    payhooks.expect(conn, "razorpay", REF, 49_900, "INR", "A-7")
+    with served(app_for(database_url, kind)) as running, running.client() as client:
+        stranger = client.get("/payhooks/timeline", params={"q": "A-7"})
+        wrong = client.get(
+            "/payhooks/timeline", params={"q": "A-7"}, headers={"x-operator-token": "guess"}
+        )
+    assert (stranger.status_code, wrong.status_code) == (403, 403)
+    assert stranger.json() == {"error": "forbidden"} and "A-7" not in stranger.text

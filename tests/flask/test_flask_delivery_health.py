@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
+import flask
 import httpx
 import sqlalchemy
 from flask import Flask
@@ -17,6 +18,13 @@ from tests.fastapi.test_delivery_health import AWAY, noted
 from tests.flask.conftest import serving
 from tests.flask.test_flask_blueprint import capture
 
+OPERATOR = {"x-operator-token": "t0ken"}
+
+
+def operator() -> bool:
+    """The app's operators' auth, as a merchant passes it: here a token header."""
+    return flask.request.headers.get("x-operator-token") == "t0ken"
+
 
 def app_for(engine: sqlalchemy.Engine, **options: object) -> Flask:
     app = Flask(__name__)
@@ -27,7 +35,7 @@ def app_for(engine: sqlalchemy.Engine, **options: object) -> Flask:
         **options,  # type: ignore[arg-type]
     )
     app.register_blueprint(webhooks)
-    app.register_blueprint(payhooks.flask.health_blueprint(engine=engine))
+    app.register_blueprint(payhooks.flask.health_blueprint(engine=engine, allow=operator))
     return app
 
 
@@ -39,7 +47,7 @@ def test_a_forged_and_a_good_delivery_are_noted_and_the_forged_one_shown(engine,
         for _ in range(5):
             refused = client.post(delivery.path, content=delivery.body, headers=forged)
         rows = noted(database_url, 6)
-        shown = client.get("/payhooks/health").json()
+        shown = client.get("/payhooks/health", headers=OPERATOR).json()
     assert (good.status_code, refused.status_code) == (200, 401)
     sha = hashlib.sha256(delivery.body).hexdigest()
     assert rows[0][:4] == ("razorpay", 200, good.json()["status"], True) and rows[0][4]

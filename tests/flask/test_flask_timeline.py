@@ -4,6 +4,7 @@ delivery did, from the core's tables."""
 
 from __future__ import annotations
 
+import flask
 import httpx
 import sqlalchemy
 from flask import Flask
@@ -14,6 +15,14 @@ from payhooks import EventKind, Hooks
 from tests.factories import ADAPTERS
 from tests.flask.conftest import serving
 from tests.flask.test_flask_blueprint import capture
+
+OPERATOR = {"x-operator-token": "t0ken"}
+
+
+def operator() -> bool:
+    """The app's operators' auth, as a merchant passes it: here a token header."""
+    return flask.request.headers.get("x-operator-token") == "t0ken"
+
 
 PAYMENT, REF = "pay_flask0000001", "order_flask1"
 
@@ -33,7 +42,7 @@ def app_for(engine: sqlalchemy.Engine) -> Flask:
     app.register_blueprint(
         payhooks.flask.blueprint(adapters=ADAPTERS.values(), hooks=paying(), engine=engine)
     )
-    app.register_blueprint(payhooks.flask.timeline_blueprint(engine=engine))
+    app.register_blueprint(payhooks.flask.timeline_blueprint(engine=engine, allow=operator))
     return app
 
 
@@ -42,7 +51,7 @@ def test_a_payment_id_answers_its_orders_expectation_and_deliveries(conn, engine
     delivery = capture()
     with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
         answered = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
-        found = client.get("/payhooks/timeline", params={"q": PAYMENT})
+        found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": PAYMENT})
     assert answered.status_code == 200 and found.status_code == 200
     [order] = found.json()["orders"]
     assert (order["matched"], order["gateway_order_id"]) == ("payment id", REF)
@@ -54,5 +63,12 @@ def test_a_payment_id_answers_its_orders_expectation_and_deliveries(conn, engine
 
 def test_text_that_names_nothing_answers_no_orders(engine):
     with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
-        found = client.get("/payhooks/timeline", params={"q": "nothing_here"})
+        found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": "nothing_here"})
     assert found.json() == {"query": "nothing_here", "orders": []}
+
+
+def test_a_caller_the_apps_auth_does_not_allow_is_refused_403_and_reads_nothing(conn, engine):
+    payhooks.expect(conn, "razorpay", REF, 100, "INR", "F-1")
+    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+        stranger = client.get("/payhooks/timeline", params={"q": "F-1"})
+    assert stranger.status_code == 403 and stranger.json() == {"error": "forbidden"}

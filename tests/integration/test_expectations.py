@@ -378,3 +378,16 @@ def test_only_a_delivery_parked_for_its_amount_can_be_resolved(shop):
     with pytest.raises(NotAMismatch):
         resolve(shop, "razorpay", receipt.event.event_id, "no")
     assert outcome_of(shop, delivery) == "parked"
+
+
+def test_a_mismatch_applied_after_the_expectation_was_corrected_is_marked_resolved(shop):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    delivery = razorpay(amount=44_900)
+    sync_driver(shop, delivery)
+    expect(shop, "razorpay", "order_exp1", 44_900)
+    [stored] = parked(shop)
+    assert replay(shop, ADAPTERS[delivery.provider], stored, hooks()).outcome is Outcome.PROCESSED
+    row = shop.execute(
+        "SELECT resolved_at IS NOT NULL, resolution FROM payhooks_amount_mismatches"
+    ).fetchone()
+    assert row[0] and "corrected" in row[1]

@@ -110,3 +110,21 @@ def test_a_folded_signature_header_is_split_back_into_its_copies():
         ("X-Razorpay-Signature", "cd"),
         ("Accept", "a, b"),
     ]
+
+
+def test_a_failure_to_record_the_reply_never_changes_the_answer(caplog):
+    """The claim may have committed: a log or metrics hook that raises is logged, and the
+    gateway still gets the claim's answer (else it would retry work already done)."""
+    pairs, body = capture()
+
+    def claim(received):  # type: ignore[no-untyped-def]
+        return Receipt(outcome=Outcome.PROCESSED, event=received.event, order_id="ord_1")
+
+    def broken(reply):  # type: ignore[no-untyped-def]
+        raise RuntimeError("can't start new thread")
+
+    noted = Endpoint(served(ADAPTERS.values()), log, broken)
+    with caplog.at_level(logging.ERROR, logger="payhooks"):
+        reply = noted.deliver("razorpay", body, pairs, claim)
+    assert reply.status == 200 and reply.body["status"] == "processed"
+    assert "webhook_reply_unrecorded" in caplog.text

@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Mapping
 from functools import partial
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import psycopg
 from django.db import connections
@@ -47,24 +47,30 @@ def receive(request: HttpRequest, provider: str) -> HttpResponse:
 
 receive = deliveries.non_atomic(receive)
 
-_LOGS: dict[str, DeliveryLog] = {}
+_LOGS: dict[tuple[str, str], DeliveryLog] = {}
 _LOGS_LOCK = threading.Lock()
 
 
 def delivery_log(alias: str) -> DeliveryLog:
     """The log of the requests to the view, in ``payhooks_deliveries`` of the database
-    ``alias``: one per alias in the process, on a connection of its own made as Django makes
-    the alias's, never one a request holds."""
+    ``alias`` names now: one per alias and database in the process, on a connection of its
+    own made from Django's parameters for it, never one a request holds nor one of Django's
+    pool (a connection taken from the pool and closed would never go back to it). The
+    parameters are read here, on the request's thread, so a line is written where the request
+    was answered, even once the settings point elsewhere (a test database torn down)."""
+    wrapper = connections[alias]
+    params = wrapper.get_connection_params()
+    key = (alias, repr(sorted((name, repr(value)) for name, value in params.items())))
     with _LOGS_LOCK:
-        found = _LOGS.get(alias)
+        found = _LOGS.get(key)
         if found is None:
-            found = _LOGS[alias] = DeliveryLog(OwnConnection(partial(_new_connection, alias)))
+            connect = partial(_new_connection, wrapper.Database, params)
+            found = _LOGS[key] = DeliveryLog(OwnConnection(connect))
         return found
 
 
-def _new_connection(alias: str) -> Connection:
-    wrapper = connections[alias]
-    conn = wrapper.get_new_connection(wrapper.get_connection_params())
+def _new_connection(database: Any, params: dict[str, Any]) -> Connection:
+    conn = database.connect(**params)
     if not isinstance(conn, psycopg.Connection):
         raise TypeError(f"payhooks needs a psycopg connection, not {type(conn).__name__}")
     conn.autocommit = True

@@ -3,6 +3,9 @@
 -- The core's version 6 made payhooks_deliveries in this same migration, empty unless a door
 -- wrote to it first: what it holds joins the shop's log, and the shop's log, renamed, becomes
 -- the core's (no copy of 90 days of lines).
+-- Both logs locked first: a door's line committing while this runs must not be dropped with
+-- the table it went to.
+LOCK TABLE payhooks_deliveries, deliveries IN ACCESS EXCLUSIVE MODE;
 INSERT INTO deliveries (received_at, provider, status, outcome, verified, event_id, event_type,
                         payment_id, merchant_ref, mismatch, body_bytes, body_sha256, detail,
                         duration_ms)
