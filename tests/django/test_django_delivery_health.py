@@ -26,12 +26,12 @@ def operator(django_db) -> Client:
     return client
 
 
-def forged_rows(url: str, sha: str) -> list[tuple[object, ...]]:
+def forged_rows(url: str, sha: str, count: int = 5) -> list[tuple[object, ...]]:
     """Only this test's lines: a line of an earlier test in this process may come late."""
     deadline = time.monotonic() + 10
     while True:
         found = [row for row in noted(url, 0) if row[6] == sha and row[1] == 401]
-        if len(found) >= 5 or time.monotonic() > deadline:
+        if len(found) >= count or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
 
@@ -75,3 +75,19 @@ def test_the_answer_is_the_same_with_the_logs_database_away(site, django_db, mon
     first, again = post(site, delivery), post(site, delivery)
     assert (first.status_code, again.status_code) == (200, 200)
     assert first.json()["status"] == again.json()["status"] == "parked"  # no such order
+
+
+def test_the_log_never_takes_a_connection_from_djangos_pool(site, django_db, monkeypatch):
+    """With Django's pool (OPTIONS["pool"]), get_new_connection hands out a pooled connection
+    that the log, closing it, would never give back: the log connects on its own instead."""
+    from django.db import connections
+
+    def pooled(*args, **kwargs):
+        raise AssertionError("the delivery log took a connection from Django's pool")
+
+    monkeypatch.setattr(connections["default"], "get_new_connection", pooled)
+    delivery = capture("order_dh3", "evt_dh3")
+    refused = post(site, delivery, **{"x-razorpay-signature": "0" * 64})
+    assert refused.status_code == 401
+    sha = hashlib.sha256(delivery.body).hexdigest()
+    assert len(forged_rows(django_db, sha, 1)) == 1
