@@ -8,6 +8,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+"""A character that would break the log line, email subject or terminal an id is shown in."""
+MAX_PAISE = 10**15  # ten trillion rupees: far above any payment, far below bigint
 
 
 def is_text(value: str) -> bool:

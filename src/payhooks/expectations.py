@@ -24,7 +24,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from payhooks.db import AsyncConnection, Connection, Statement, Steps, run, run_async
-from payhooks.events import Event, EventKind, Provider, is_text
+from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 
 MONEY = frozenset({EventKind.PAYMENT_AUTHORIZED, EventKind.PAYMENT_CAPTURED})
 """The kinds whose amount is checked: a payment authorised or captured for the order."""
@@ -34,9 +34,7 @@ RECONCILED = "reconcile"
 no gateway's delivery key can take."""
 
 MAX_ID_CHARS = 255
-MAX_PAISE = 10**15
 _CURRENCY = re.compile(r"[A-Z]{3}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 EXPECT = """
 INSERT INTO payhooks_expectations (provider, gateway_order_id, amount_paise, currency, reference)
@@ -105,7 +103,7 @@ def expectation(
 def _identifier(name: str, value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a str, not {type(value).__name__}")
-    if not value or len(value) > MAX_ID_CHARS or _CONTROL.search(value) or not is_text(value):
+    if not value or len(value) > MAX_ID_CHARS or CONTROL.search(value) or not is_text(value):
         raise ValueError(
             f"{name} must be 1 to {MAX_ID_CHARS} characters of valid text, none a control one"
         )

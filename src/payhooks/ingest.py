@@ -6,7 +6,6 @@ same transaction as the claim, so its writes and the claim commit together or no
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -35,7 +34,7 @@ from payhooks.errors import (
     PayloadTooLarge,
     SignatureMismatch,
 )
-from payhooks.events import Event, Received, is_text
+from payhooks.events import CONTROL, MAX_PAISE, Event, Received, is_text
 from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
 
@@ -118,10 +117,8 @@ def header_map(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> dict[str, 
 
 MAX_TEXT_CHARS = 255
 MAX_REFERENCE_CHARS = 64  # UTRs are 12-22 characters, RRNs 12, ARNs 23
-MAX_PAISE = 10**15  # ten trillion rupees: far above any payment, far below bigint
 _TEXTS = ("event_id", "event_type", "payment_id", "merchant_ref", "refund_id", "currency")
 _AMOUNTS = ("amount_paise", "payment_amount_paise", "refund_amount_paise")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def storable(event: Event) -> Event:
@@ -133,7 +130,7 @@ def storable(event: Event) -> Event:
         value = getattr(event, name)
         if value is not None and not is_text(value):
             raise MalformedPayload(event.provider, f"{name} is not valid text")
-        if value is not None and (_CONTROL.search(value) or len(value) > MAX_TEXT_CHARS):
+        if value is not None and (CONTROL.search(value) or len(value) > MAX_TEXT_CHARS):
             raise MalformedPayload(
                 event.provider, f"{name} has a control character or over {MAX_TEXT_CHARS} chars"
             )
@@ -149,7 +146,7 @@ def storable(event: Event) -> Event:
 def _searchable(reference: str) -> bool:
     return (
         len(reference) <= MAX_REFERENCE_CHARS
-        and not _CONTROL.search(reference)
+        and not CONTROL.search(reference)
         and is_text(reference)
     )
 

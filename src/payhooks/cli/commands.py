@@ -494,18 +494,9 @@ def replay(
 def _apply_with(handler: Any, conn: db.Connection, received: Any, url: str) -> Any:
     """``received`` claimed and applied through an app's handler, sync or async."""
     if getattr(handler, "is_async", False):
-        import asyncio
+        from payhooks.fastapi.reconcile import applying
 
-        import psycopg
-
-        from payhooks.fastapi.claims import ingest_received as ingest_async
-        from payhooks.fastapi.hooks import guarded as guarded_async
-
-        async def apply() -> Any:
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as on:
-                return await ingest_async(on, received, guarded_async(handler))
-
-        return asyncio.run(apply())
+        return applying(url, handler)(received)
     from payhooks.hooks import guarded
     from payhooks.ingest import ingest_received
 

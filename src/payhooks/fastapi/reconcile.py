@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Unpack
 
 import psycopg
@@ -22,18 +22,26 @@ from payhooks.reconcile.passes import Deliver, Followup, Tally
 from payhooks.reconcile.running import PassOptions, connecting, reconcile_once
 
 
-def delivering(database_url: str, hooks: AsyncHandler) -> Deliver:
-    """Each payment a pass finds applied through ``hooks`` on an async connection of its own.
-    ``then`` (the missing-webhook check) runs after the commit, on a connection of its own:
-    it only reads, and what it reads is committed by then."""
+def applying(database_url: str, hooks: AsyncHandler) -> Callable[[Received], Receipt]:
+    """A delivery claimed and applied through ``hooks`` on an async connection of its own, on
+    an event loop of its own (``payhooks replay --hooks`` and the pass below)."""
     safe = guarded(hooks)
 
     async def apply(received: Received) -> Receipt:
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
             return await ingest_received(conn, received, safe)
 
+    return lambda received: asyncio.run(apply(received))
+
+
+def delivering(database_url: str, hooks: AsyncHandler) -> Deliver:
+    """Each payment a pass finds applied through ``hooks`` on an async connection of its own.
+    ``then`` (the missing-webhook check) runs after the commit, on a connection of its own:
+    it only reads, and what it reads is committed by then."""
+    apply = applying(database_url, hooks)
+
     def deliver(received: Received, *, then: Followup) -> Receipt:
-        receipt = asyncio.run(apply(received))
+        receipt = apply(received)
         if receipt.outcome is Outcome.PROCESSED:
             with psycopg.connect(database_url, autocommit=True) as conn:
                 then(conn, received.event, Applied(outcome=receipt.outcome))
@@ -58,4 +66,4 @@ def run(
     return reconcile_once(connecting(database_url), deliver, found, **reach)
 
 
-__all__ = ["delivering", "run"]
+__all__ = ["applying", "delivering", "run"]

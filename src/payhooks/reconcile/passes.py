@@ -25,7 +25,7 @@ from payhooks.errors import GatewayApiError
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import gateway
 from payhooks.gateways._status import CredentialsRefused, StatusClient
-from payhooks.ingest import Applied, Outcome, Receipt
+from payhooks.ingest import Applied, Handler, Outcome, Receipt
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 
@@ -45,6 +45,18 @@ LIMIT 1
 
 Followup = Callable[[Connection, Event, Applied], None]
 """A step run after the handler, in the delivery's transaction."""
+
+
+def followed(handler: Handler, then: Followup) -> Handler:
+    """``handler``, then ``then`` in the same transaction."""
+
+    def handle(conn: Connection, event: Event) -> Applied:
+        applied = handler(conn, event)
+        then(conn, event, applied)
+        return applied
+
+    return handle
+
 
 Connect = Callable[[], AbstractContextManager[Connection]]
 """An autocommit connection with no transaction open, for the pass's own bookkeeping."""
@@ -336,4 +348,5 @@ __all__ = [
     "Reconciler",
     "Tally",
     "credentials_of",
+    "followed",
 ]

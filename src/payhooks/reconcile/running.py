@@ -26,11 +26,11 @@ from typing import TypedDict, Unpack
 import psycopg
 
 from payhooks.db import Connection
-from payhooks.events import Event, Provider, Received
+from payhooks.events import Provider, Received
 from payhooks.gateways import ApiCredentials, credentials
 from payhooks.gateways._status import StatusClient, client, http_client
 from payhooks.hooks import guarded
-from payhooks.ingest import Applied, Handler, Receipt, ingest_received
+from payhooks.ingest import Handler, Receipt, ingest_received
 from payhooks.reconcile.passes import (
     Connect,
     Deliver,
@@ -39,22 +39,12 @@ from payhooks.reconcile.passes import (
     Options,
     Reconciler,
     Tally,
+    followed,
 )
 
 AFTER_S = 900
 WINDOW_S = 7 * 24 * 3600
 TIMEOUT_S = 10.0
-
-
-def followed(handler: Handler, then: Followup) -> Handler:
-    """``handler``, then ``then`` in the same transaction."""
-
-    def handle(conn: Connection, event: Event) -> Applied:
-        applied = handler(conn, event)
-        then(conn, event, applied)
-        return applied
-
-    return handle
 
 
 def delivering(connect: Connect, handler: Handler) -> Deliver:

@@ -15,10 +15,10 @@ from payhooks import idempotency
 from payhooks import retention as policy
 from payhooks.db import Connection
 from payhooks.errors import NotFound
-from payhooks.events import Event, Provider, Received
-from payhooks.ingest import Applied, Receipt, ingest_received
+from payhooks.events import Provider, Received
+from payhooks.ingest import Receipt, ingest_received
 from payhooks.providers import Adapter
-from payhooks.reconcile.passes import Followup, Options, Reconciler
+from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
 from payhooks.service import database, retention
 from payhooks.service.config import Settings
 from payhooks.service.reconcile.alerts import ALERTS
@@ -45,7 +45,7 @@ def deliver(
 ) -> Receipt:
     """A received delivery (live, replayed or reconciled) claimed and applied in one
     transaction; ``then`` runs in that transaction after the state machine."""
-    handler = apply_event if then is None else _followed_by(then)
+    handler = apply_event if then is None else followed(apply_event, then)
     return ingest_received(conn, received, handler, pipeline=pipeline)
 
 
@@ -55,15 +55,6 @@ def deliver_pooled(
     """``deliver`` on a connection of ``pool``, named for the delivery in the pool's logs."""
     with database.connection(pool, received.event.event_id) as conn:
         return deliver(conn, received, pipeline=pipeline)
-
-
-def _followed_by(then: Followup) -> Callable[[Connection, Event], Applied]:
-    def handle(conn: Connection, event: Event) -> Applied:
-        applied = apply_event(conn, event)
-        then(conn, event, applied)
-        return applied
-
-    return handle
 
 
 def read_stored(adapters: Mapping[Provider, Adapter], stored: Stored) -> Received:
