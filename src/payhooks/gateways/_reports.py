@@ -21,11 +21,12 @@ from typing import Any
 
 from payhooks.errors import MalformedPayload
 from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.expectations import RECONCILED, is_reconciled
 from payhooks.gateways import gateway
 from payhooks.ingest import storable
 from payhooks.providers._common import rupees_to_paise, sha256_hex
 
-KEY_PREFIX = "reconcile"
+KEY_PREFIX = RECONCILED
 MAX_SAID_CHARS = 200
 
 
@@ -42,10 +43,6 @@ class Report:
 
 def key(payment_id: str, status: str) -> str:
     return f"{KEY_PREFIX}:{payment_id}:{status}"
-
-
-def is_reconciled(event_id: str) -> bool:
-    return event_id.startswith(KEY_PREFIX + ":")
 
 
 def canonical(entity: object) -> bytes:
