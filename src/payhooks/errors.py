@@ -158,3 +158,7 @@ class GatewayApiError(Explained):
         """The gateway itself is in trouble (429, 5xx, no answer), not this one checkout: a
         few in a row pause the gateway for the pass. A 4xx about one order does not."""
         return self.status is None or self.status == 429 or self.status >= 500
+
+
+class OperatorRefused(Explained):
+    """An operator name or password the console does not take, and why."""

@@ -7,7 +7,7 @@ import subprocess
 
 import psycopg
 
-from payhooks.service.console import auth
+from payhooks.console import auth
 from tests.acceptance.conftest import PAYHOOKS
 
 
@@ -25,7 +25,7 @@ def operator(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.Com
 def stored_hash(url: str, name: str) -> str | None:
     with psycopg.connect(url) as conn:
         row = conn.execute(
-            "SELECT password_hash FROM operators WHERE name = %s", (name,)
+            "SELECT password_hash FROM payhooks_operators WHERE name = %s", (name,)
         ).fetchone()
     return None if row is None else row[0]
 

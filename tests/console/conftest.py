@@ -11,7 +11,7 @@ import httpx
 import psycopg
 import pytest
 
-from payhooks.service.console import auth
+from payhooks.console import auth
 from payhooks.service.web import create_app
 from tests.conftest import serving_app
 from tests.factories import SETTINGS

@@ -15,9 +15,9 @@ import httpx
 import psycopg
 import pytest
 
+from payhooks.console import auth
 from payhooks.events import Provider
 from payhooks.providers import razorpay
-from payhooks.service.console import auth
 from payhooks.service.shop import carts
 from payhooks.sim.gateway import Delivery, bank_reference
 from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
@@ -72,7 +72,7 @@ def test_every_action_refuses_a_stranger_and_does_nothing(console, path):
         answer = client.post(path, data={"provider": "razorpay", "event_id": "e", "message_id": 1})
     assert answer.status_code == 303
     assert answer.headers["location"].startswith("/console/login")
-    assert rows(console, "SELECT * FROM console_actions") == []
+    assert rows(console, "SELECT * FROM payhooks_console_actions") == []
 
 
 def test_the_lists_above_cover_every_console_route(database_url):
@@ -231,7 +231,7 @@ def test_an_action_without_the_sessions_csrf_token_is_refused(console, conn):
             "/console/parked/replay", data={"provider": "razorpay", "event_id": event_id, **data}
         )
         assert answer.status_code == 403
-    assert rows(console, "SELECT * FROM console_actions") == []
+    assert rows(console, "SELECT * FROM payhooks_console_actions") == []
 
 
 def test_an_action_sent_from_another_site_is_refused(console):
@@ -260,7 +260,8 @@ def test_replaying_a_parked_delivery_twice_applies_it_once(console, conn):
     assert second.headers["location"] == "/console/parked?notice=already_applied"
     assert "the delivery was applied" in client.get(first.headers["location"]).text
     assert rows(console, "SELECT cart_id FROM orders") == [(buy.cart_id,)]
-    assert rows(console, "SELECT operator, action, result FROM console_actions ORDER BY id") == [
+    done = "SELECT operator, action, result FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, done) == [
         (OPERATOR, "replay", "applied"),
         (OPERATOR, "replay", "already_applied"),
     ]
@@ -573,7 +574,7 @@ def test_hours_are_utc_hours_in_a_database_on_india_time(conn):
     """date_trunc in the session's zone would start IST hours at :30 UTC: no bar would match."""
     from datetime import UTC, datetime
 
-    from payhooks.service.console import health
+    from payhooks.console import health
 
     log_lines(conn, "razorpay", 200, "processed", 1)
     conn.execute("SET TimeZone = 'Asia/Kolkata'")
@@ -652,7 +653,7 @@ def test_an_action_with_a_field_it_cannot_take_answers_a_console_page(console, p
     assert answer.status_code == 400
     assert answer.headers["content-type"].startswith("text/html")
     assert "needle-needle-" not in answer.text and "nnnnnnnn" not in answer.text
-    assert rows(console, "SELECT * FROM console_actions") == []
+    assert rows(console, "SELECT * FROM payhooks_console_actions") == []
 
 
 @pytest.mark.parametrize(
@@ -708,7 +709,7 @@ def test_a_control_character_in_an_action_answers_a_console_page(console, form):
     csrf = csrf_of(client.get("/console/parked").text)
     answer = client.post("/console/parked/replay", data={"csrf": csrf, **form})
     assert is_console_page(answer, 400), answer.text[:200]
-    assert rows(console, "SELECT * FROM console_actions") == []
+    assert rows(console, "SELECT * FROM payhooks_console_actions") == []
 
 
 @pytest.mark.parametrize(

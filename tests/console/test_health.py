@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from payhooks.service.console import health
+from payhooks.console import health
 from tests.console.conftest import read_whole
 
 FILL = """

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from payhooks.console import actions
 from payhooks.events import Provider
-from payhooks.service.console import actions, search, stories
+from payhooks.service.console import search, stories
 from tests.console.conftest import read_whole
 from tests.factories import SETTINGS, deliver, purchase
 

@@ -11,8 +11,8 @@ from payhooks.events import EventKind, Provider
 from payhooks.ingest import Outcome, ingest_received
 from payhooks.service.console import stories
 from payhooks.service.shop.payments import apply_event
-from payhooks.service.stored import received_again
 from payhooks.sim.gateway import bank_reference
+from payhooks.stored import received_again
 from tests.factories import ADAPTERS, purchase
 from tests.reconcile.conftest import paid_at_gateway
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from payhooks.errors import Explained, GatewayApiError, PayhooksError, SignatureMismatch
-from payhooks.service.errors import (
-    InvalidAddress,
-    MessageRejected,
+from payhooks.errors import (
+    Explained,
+    GatewayApiError,
     OperatorRefused,
-    SettingError,
+    PayhooksError,
+    SignatureMismatch,
 )
+from payhooks.service.errors import InvalidAddress, MessageRejected, SettingError
 
 
 @pytest.mark.parametrize(

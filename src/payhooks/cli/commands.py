@@ -480,8 +480,10 @@ def replay(
         if handler is None:
             receipt = application.replay(conn, settings.adapters(), event_id=event_id, provider=key)
         else:
+            from payhooks.applying import through
+
             received = application.received_stored(conn, settings.adapters(), event_id, key)
-            receipt = _apply_with(handler, conn, received, str(url))
+            receipt = through(handler, str(url))(conn, received)
         return {
             "status": receipt.outcome.value,
             "event_id": receipt.event.event_id,
@@ -489,18 +491,6 @@ def replay(
         }
 
     _print_json(_with_connection(action, database_url))
-
-
-def _apply_with(handler: Any, conn: db.Connection, received: Any, url: str) -> Any:
-    """``received`` claimed and applied through an app's handler, sync or async."""
-    if getattr(handler, "is_async", False):
-        from payhooks.fastapi.reconcile import applying
-
-        return applying(url, handler)(received)
-    from payhooks.hooks import guarded
-    from payhooks.ingest import ingest_received
-
-    return ingest_received(conn, received, guarded(handler))
 
 
 @app.command()
@@ -706,35 +696,84 @@ def operator_add(
     password_stdin: Annotated[
         bool, typer.Option("--password-stdin", help="Read the password from standard input.")
     ] = False,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Add an operator, or give one a new password (which ends their sessions)."""
-    from payhooks.service.console import auth
+    from payhooks.console import auth
 
     if password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
     else:
         password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
-    added = _with_connection(lambda conn: auth.add_operator(conn, name, password))
+    added = _with_connection(lambda conn: auth.add_operator(conn, name, password), database_url)
     typer.echo(f"operator {name} {'added' if added else 'has a new password'}")
 
 
 @operator_app.command("remove")
-def operator_remove(name: Annotated[str, typer.Argument(help="The operator to remove.")]) -> None:
+def operator_remove(
+    name: Annotated[str, typer.Argument(help="The operator to remove.")],
+    database_url: DatabaseUrl = None,
+) -> None:
     """Remove an operator; their sessions end at once."""
-    from payhooks.service.console import auth
+    from payhooks.console import auth
 
-    if not _with_connection(lambda conn: auth.remove_operator(conn, name)):
+    if not _with_connection(lambda conn: auth.remove_operator(conn, name), database_url):
         _exit_with(NotFound("operator", name), f"operator {name!r} not found")
     typer.echo(f"operator {name} removed")
 
 
 @operator_app.command("list")
-def operator_list() -> None:
+def operator_list(database_url: DatabaseUrl = None) -> None:
     """The operators who may log in to the console."""
-    from payhooks.service.console import auth
+    from payhooks.console import auth
 
-    for name, created in _with_connection(auth.operators):
+    for name, created in _with_connection(auth.operators, database_url):
         typer.echo(f"{name}\tadded {created:%Y-%m-%d %H:%M} UTC")
+
+
+@app.command("console")
+def console_command(
+    hooks: Annotated[
+        str,
+        typer.Option(
+            help="Your app's handler, as module:attribute (payhooks.Hooks or "
+            "payhooks.fastapi.AsyncHooks): parked deliveries replay through it. The webhook "
+            "secrets are read from the PAYHOOKS_ variables, as `payhooks replay` reads them."
+        ),
+    ],
+    database_url: DatabaseUrl = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8100,
+) -> None:
+    """Serve the operator console for your app (Flask, or any app that cannot mount it) at
+    /console, on your app's database: payhooks' own tables are migrated first."""
+    import uvicorn
+
+    from payhooks.console import console_app
+    from payhooks.schema import migrate as migrate_core
+
+    logs.configure()
+    settings = _settings()
+    url = database_url or settings.database_url or ""
+    if not url:
+        _run(lambda: _fail("the console needs your app's database: --database-url or DATABASE_URL"))
+    handler = _run(lambda: _import(hooks))
+    applied = _with_connection(migrate_core, url)
+    if applied:
+        typer.echo(f"payhooks: applied {', '.join(applied)}", err=True)
+    served = settings.adapters()
+    names = ", ".join(sorted(p.value for p in served)) or "none"
+    typer.echo(
+        f"payhooks console on http://{host}:{port}/console (gateways: {names}); "
+        "add operators with `payhooks operator add NAME --database-url ...`",
+        err=True,
+    )
+    uvicorn.run(
+        console_app(url, adapters=served.values(), hooks=handler),
+        host=host,
+        port=port,
+        log_level="warning",
+    )
 
 
 @app.command()

@@ -6,15 +6,13 @@ a purge. The HTTP app, the console, the worker and the CLI call these; none of t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import psycopg_pool
 
-from payhooks import idempotency
 from payhooks import retention as policy
 from payhooks.db import Connection
-from payhooks.errors import NotFound
 from payhooks.events import Provider, Received
 from payhooks.ingest import Receipt, ingest_received
 from payhooks.providers import Adapter
@@ -24,20 +22,18 @@ from payhooks.service.config import Settings
 from payhooks.service.reconcile.alerts import ALERTS
 from payhooks.service.reconcile.clients import StatusClient, clients
 from payhooks.service.shop.payments import apply_event
-from payhooks.service.stored import received_again
+from payhooks.stored import read_stored, received_stored
 
-
-class Stored(Protocol):
-    """A delivery as it was kept: ``idempotency.Stored``, a parked row, a console record."""
-
-    @property
-    def provider(self) -> str: ...
-    @property
-    def event_id(self) -> str: ...
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def headers(self) -> Mapping[str, str]: ...
+__all__ = [
+    "deliver",
+    "deliver_pooled",
+    "purge",
+    "read_stored",
+    "received_stored",
+    "reconciler",
+    "replay",
+    "shop_reconciler",
+]
 
 
 def deliver(
@@ -57,19 +53,6 @@ def deliver_pooled(
         return deliver(conn, received, pipeline=pipeline)
 
 
-def read_stored(adapters: Mapping[Provider, Adapter], stored: Stored) -> Received:
-    """The stored delivery as an event under the key it was stored with. Raises
-    ``ProviderNotConfigured`` for a gateway served no more, ``MalformedPayload`` for a record
-    that no longer reads."""
-    return received_again(
-        adapters,
-        provider=stored.provider,
-        event_id=stored.event_id,
-        body=stored.body,
-        headers=stored.headers,
-    )
-
-
 def replay(
     conn: Connection,
     adapters: Mapping[Provider, Adapter],
@@ -80,22 +63,6 @@ def replay(
     """A stored delivery through the same claim and path as the gateway's own retry. Raises
     ``NotFound`` when no delivery has the key, or several do and no gateway is named."""
     return deliver(conn, received_stored(conn, adapters, event_id, provider))
-
-
-def received_stored(
-    conn: Connection,
-    adapters: Mapping[Provider, Adapter],
-    event_id: str,
-    provider: str | None = None,
-) -> Received:
-    """The one stored delivery under ``event_id``, read again. Raises ``NotFound`` when no
-    delivery has the key, or several do and no gateway is named."""
-    found = idempotency.stored(conn, event_id, provider)
-    if len(found) != 1:
-        raise NotFound(
-            "delivery" if not found else "unambiguous delivery (use --provider)", event_id
-        )
-    return read_stored(adapters, found[0])
 
 
 def reconciler(

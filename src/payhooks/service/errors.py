@@ -33,7 +33,3 @@ class MessageRejected(Explained):
     def __init__(self, reason: str, *, permanent: bool) -> None:
         super().__init__(reason)
         self.permanent = permanent
-
-
-class OperatorRefused(Explained):
-    """An operator name or password the console does not take, and why."""

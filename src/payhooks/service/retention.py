@@ -29,9 +29,9 @@ DELETE FROM outbox WHERE id IN (
 """
 # The console's records: ended sessions and old login failures (the rate limit looks back an
 # hour at most) are not kept at all. The delivery log ages out in the core's purge.
-_DELETE_ENDED_SESSIONS = "DELETE FROM console_sessions WHERE expires_at < now()"
+_DELETE_ENDED_SESSIONS = "DELETE FROM payhooks_console_sessions WHERE expires_at < now()"
 _DELETE_OLD_FAILURES = (
-    "DELETE FROM console_login_failures WHERE failed_at < now() - interval '1 day'"
+    "DELETE FROM payhooks_console_login_failures WHERE failed_at < now() - interval '1 day'"
 )
 _START = """
 INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)

@@ -1,6 +1,8 @@
-"""The operator console: one search box, one timeline per payment, parked deliveries and dead
-letters to act on, webhook health per gateway (docs/console.md)."""
+"""The reference shop's console: the core console (``payhooks.console``) with the shop's own
+views, one timeline per cart (its checkout, stock, order and emails), the search by order id,
+cart id or customer email, and the dead letters (docs/console.md)."""
 
-from payhooks.service.console.pages import CONNECTIONS, install
+from payhooks.console import CONNECTIONS
+from payhooks.service.console.shop import install
 
 __all__ = ["CONNECTIONS", "install"]

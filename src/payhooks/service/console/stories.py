@@ -12,13 +12,14 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
+from payhooks.console.pages import rupees
 from payhooks.db import Connection
 from payhooks.errors import NotFound, PayhooksError
 from payhooks.events import EventKind, Provider
 from payhooks.gateways._reports import is_reconciled
 from payhooks.providers import Adapter
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
-from payhooks.service.stored import received_again
+from payhooks.stored import received_again
 
 
 class Tone(StrEnum):
@@ -105,7 +106,7 @@ WHERE (payload ? 'order_id' AND payload ->> 'order_id' = ANY(%(orders)s))
    OR (payload ? 'event_id' AND payload ->> 'event_id' = ANY(%(event_ids)s))
 ORDER BY created_at, id
 """
-_ACTIONS = "SELECT * FROM console_actions WHERE target = ANY(%s) ORDER BY at, id"
+_ACTIONS = "SELECT * FROM payhooks_console_actions WHERE target = ANY(%s) ORDER BY at, id"
 
 
 def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]) -> Story:
@@ -384,7 +385,3 @@ def _action_entry(action: dict[str, Any]) -> Entry:
         title=f"{action['operator']}: {action['action']} {action['target']}",
         facts=(("result", action["result"]),),
     )
-
-
-def rupees(paise: int | None) -> str:
-    return "—" if paise is None else f"₹{paise // 100:,}.{paise % 100:02d}"

@@ -1,19 +1,28 @@
 """The console's pages: server-rendered, auto-escaped, no script (docs/console.md).
 
+One console for every app: ``make(views, ...)`` is an ASGI app to mount where the operators
+should find it (``app.mount("/payhooks", ...)``), and every address it makes is under that
+mount. The core's pages (search, a gateway order's timeline, a stored delivery, parked
+deliveries and their replay, settling a payment parked for its amount, webhook health) read
+the core's tables; ``Views`` names what is the app's own: how a replay reaches its handler,
+and, for the reference shop, its carts, emails and dead letters.
+
 Every route but the login form sits behind a session; every POST carries the session's CSRF
 token and, when the browser sends one, an Origin of this very site, then redirects (a reload
 never repeats an action, and each action is idempotent anyway).
 
 The console has threads and connections of its own (``CONNECTIONS`` of each), apart from the
-shop API's and the webhooks'. Its routes run on the event loop and hand only their database
-work to those threads; a request without a validly signed session cookie is sent to the login
-form by ``Gate`` on the loop, before its body is read, with neither.
+app's and the webhooks'. Its routes run on the event loop and hand only their database work
+to those threads; a request without a validly signed session cookie is sent to the login form
+by ``Gate`` on the loop, before its body is read, with neither.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+import threading
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote, unquote, urlsplit
@@ -24,26 +33,20 @@ import jinja2
 import psycopg
 import psycopg_pool
 from fastapi import APIRouter, Depends, FastAPI, Form, Request
-from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
-from starlette.templating import Jinja2Templates
+from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from payhooks import db, idempotency
-from payhooks.errors import DatabaseUnavailable, NotFound, PayloadTooLarge
-from payhooks.events import Provider
-from payhooks.providers import Adapter
-from payhooks.service import database
-from payhooks.service.console import actions, auth, health, search, stories
+from payhooks import db, idempotency, timeline
+from payhooks.console import actions, auth, health
+from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.starlette import read_bounded, replaying
 
 COOKIE = "payhooks_console"
-PREFIX = "/console"
-LOGIN = f"{PREFIX}/login"
 MAX_FIELD_CHARS = 1024
 MAX_FORM_BYTES = 16 * 1024  # the largest form holds three fields of MAX_FIELD_CHARS
 CONNECTIONS = 2  # the console's own database connections, and threads to use them
@@ -51,21 +54,16 @@ CONNECTIONS = 2  # the console's own database connections, and threads to use th
 T = TypeVar("T")
 P = ParamSpec("P")
 
-_templates = Jinja2Templates(
-    env=jinja2.Environment(
-        loader=jinja2.PackageLoader("payhooks.service.console", "templates"),
-        autoescape=True,  # every page shows customer-typed and gateway-sent strings
-        undefined=jinja2.StrictUndefined,
-    )
-)
-_templates.env.filters["when"] = lambda at: (
-    "—"
-    if at is None
-    else f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}.{at.microsecond // 1000:03d} UTC"
-)
-_templates.env.filters["rupees"] = stories.rupees
-_templates.env.globals["chart"] = health.chart
-_templates.env.globals["chart_size"] = (health.CHART_WIDTH, health.CHART_HEIGHT)
+
+def when(at: datetime | None) -> str:
+    if at is None:
+        return "—"
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}.{at.microsecond // 1000:03d} UTC"
+
+
+def rupees(paise: int | None) -> str:
+    return "—" if paise is None else f"₹{paise // 100:,}.{paise % 100:02d}"
+
 
 # No script runs on these pages at all; styles are the page's own.
 _HEADERS = {
@@ -81,14 +79,94 @@ _HEADERS = {
 
 NOTICES = {
     actions.Done.APPLIED: "Replayed: the delivery was applied.",
-    actions.Done.STILL_PARKED: "Replayed: it still matches no checkout, so it stays parked.",
+    actions.Done.STILL_PARKED: (
+        "Replayed: it is still parked (no checkout matches it yet, or its amount is still not "
+        "the one expected)."
+    ),
     actions.Done.ALREADY_APPLIED: "Nothing to do: this delivery was already applied.",
     actions.Done.NOT_FOUND: "Nothing to do: no such delivery is recorded.",
     actions.Done.NOT_CONFIGURED: "Cannot replay: this gateway has no secret configured here.",
     actions.Done.UNREADABLE: "Cannot replay: the stored delivery cannot be read any more.",
+    actions.Done.SETTLED: "Settled: the payment is recorded as handled outside payhooks.",
+    actions.Done.NOT_A_MISMATCH: "Nothing to do: this delivery is not parked for its amount.",
     actions.Done.QUEUED: "Queued again: the worker sends it on its next round.",
     actions.Done.ALREADY_QUEUED: "Nothing to do: this message was already queued again.",
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """A search result: what the text matched, what it found, and its page below the root."""
+
+    matched: str
+    label: str
+    address: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Count:
+    """A number on the home page, linking to its queue below the root."""
+
+    key: str
+    number: int
+    one: str
+    many: str
+    address: str
+
+    @property
+    def label(self) -> str:
+        return self.one if self.number == 1 else self.many
+
+
+def order_address(provider: str, gateway_order_id: str) -> str:
+    """A gateway order's timeline, below the console's root."""
+    return f"/orders/{quote(provider, safe='')}/{quote(gateway_order_id, safe='')}"
+
+
+def find_orders(conn: db.Connection, text: str) -> list[Link]:
+    """The gateway orders the text names (``payhooks.timeline.find``)."""
+    return [
+        Link(
+            matched=found.matched.value,
+            label=f"{found.provider} order {found.gateway_order_id}",
+            address=order_address(found.provider, found.gateway_order_id),
+        )
+        for found in timeline.find(conn, text)
+    ]
+
+
+def _no_counts(conn: db.Connection) -> list[Count]:
+    return []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Views:
+    """What a console shows and does that is the app's own."""
+
+    replay: actions.Replay
+    """How a parked delivery reaches the app's handler again."""
+    gateways: Sequence[str] = ()
+    """The gateways the app serves, named on the home page."""
+    find: Callable[[db.Connection, str], list[Link]] = find_orders
+    search_hint: str = (
+        "Gateway order id, your reference, payment id, delivery key, or bank reference (UTR/RRN)"
+    )
+    max_query_chars: int = timeline.MAX_QUERY_CHARS
+    reference_address: Callable[[str, str], str] = order_address
+    """Where a parked delivery's gateway reference leads."""
+    counts: Callable[[db.Connection], list[Count]] = _no_counts
+    """Queues of the app's own, counted on the home page."""
+    nav: Sequence[tuple[str, str]] = ()
+    """Pages of the app's own in the header: (label, address below the root)."""
+    router: APIRouter | None = None
+    """Those pages' routes (``Page`` routes, using ``page``, ``run``, ``Session``, ``csrf``)."""
+    templates: jinja2.BaseLoader | None = None
+    """Their templates, found before the core's (which they may extend)."""
+    reconciliation_off: Sequence[str] = ()
+    """Gateways the app has no status-API credentials for, said on the home page."""
+    parked_note: str = (
+        "The worker retries them every minute."  # replaced where no worker retries them
+    )
 
 
 class LoginNeeded(Exception):
@@ -110,21 +188,32 @@ _HAS_CONTROL = "A field or the address holds a control character, which no conso
 _CANNOT_LOOK_UP = "A field or the address holds a value the database cannot look up."
 
 
-class Console:
-    """What the pages need: the gateways (to replay), the cookie key, the console's threads."""
+Pool = Callable[[], psycopg_pool.ConnectionPool]
 
-    def __init__(
-        self, adapters: Mapping[Provider, Adapter], reconciliation_off: Sequence[Provider] = ()
-    ) -> None:
-        self.adapters = adapters
-        self.reconciliation_off = [p.value for p in reconciliation_off]
+
+class Console:
+    """What the pages need: the app's views, the cookie key, the console's threads and pool."""
+
+    def __init__(self, views: Views, pool: Pool) -> None:
+        self.views = views
+        self._pool = pool
         self._cookies: auth.Cookies | None = None
         self._threads: anyio.CapacityLimiter | None = None
         self._reading_key: anyio.Lock | None = None
+        loaders: list[jinja2.BaseLoader] = [jinja2.PackageLoader("payhooks.console", "templates")]
+        self.templates = jinja2.Environment(
+            loader=jinja2.ChoiceLoader([*([views.templates] if views.templates else []), *loaders]),
+            autoescape=True,  # every page shows customer-typed and gateway-sent strings
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates.filters["when"] = when
+        self.templates.filters["rupees"] = rupees
+        self.templates.globals["chart"] = health.chart
+        self.templates.globals["chart_size"] = (health.CHART_WIDTH, health.CHART_HEIGHT)
+        self.templates.globals["views"] = views
 
     async def run(
         self,
-        pool: psycopg_pool.ConnectionPool,
         work: Callable[Concatenate[db.Connection, P], T],
         *args: P.args,
         **kwargs: P.kwargs,
@@ -132,34 +221,68 @@ class Console:
         """``work(conn, ...)`` in one of the console's threads, on one of its connections."""
 
         def pooled() -> T:
-            with database.connection(pool) as conn:
-                try:
-                    return work(conn, *args, **kwargs)
-                except psycopg.DataError as exc:  # a value the database cannot compare
-                    raise Unreadable(_CANNOT_LOOK_UP) from exc
+            try:
+                with db.translated(), self._pool().connection() as conn:
+                    try:
+                        return work(conn, *args, **kwargs)
+                    except psycopg.DataError as exc:  # a value the database cannot compare
+                        raise Unreadable(_CANNOT_LOOK_UP) from exc
+            except psycopg_pool.PoolTimeout as exc:
+                raise DatabaseUnavailable("the console's connections are all busy") from exc
 
         if self._threads is None:  # made on the loop that uses it
             self._threads = anyio.CapacityLimiter(CONNECTIONS)
         return await anyio.to_thread.run_sync(pooled, limiter=self._threads)
 
-    async def cookies(self, pool: psycopg_pool.ConnectionPool) -> auth.Cookies:
+    async def cookies(self) -> auth.Cookies:
         """The cookie key, read from the database once per process."""
         if self._cookies is None:
             self._reading_key = self._reading_key or anyio.Lock()
             async with self._reading_key:
                 if self._cookies is None:
-                    self._cookies = await self.run(pool, auth.Cookies.of)
+                    self._cookies = await self.run(auth.Cookies.of)
         return self._cookies
 
 
-def install(
-    app: FastAPI, adapters: Mapping[Provider, Adapter], reconciliation_off: Sequence[Provider] = ()
-) -> None:
-    """The console's routes, and its gate in front of them. ``app.state.console_pool`` (at most
-    ``CONNECTIONS`` connections) is opened by the app's lifespan."""
-    app.state.console = Console(adapters, reconciliation_off)
+class OwnPool:
+    """The console's pool on a database address, opened on its first use (a mounted app's
+    lifespan never runs) and closed by ``close()``."""
+
+    def __init__(self, conninfo: str) -> None:
+        self._conninfo = conninfo
+        self._pool: psycopg_pool.ConnectionPool | None = None
+        self._opening = threading.Lock()
+
+    def __call__(self) -> psycopg_pool.ConnectionPool:
+        with self._opening:
+            if self._pool is None:
+                self._pool = psycopg_pool.ConnectionPool(
+                    self._conninfo,
+                    min_size=0,
+                    max_size=CONNECTIONS,
+                    kwargs={"autocommit": True},
+                    timeout=5,
+                    open=True,
+                    name="payhooks-console",
+                )
+            return self._pool
+
+    def close(self) -> None:
+        with self._opening:
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None
+
+
+def make(views: Views, pool: Pool) -> FastAPI:
+    """The console as an app of its own, to mount under any prefix. ``pool`` gives the
+    console's connection pool (at most ``CONNECTIONS`` connections) when it is first needed."""
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.console = Console(views, pool)
     app.include_router(_public)
     app.include_router(_private)
+    if views.router is not None:
+        app.include_router(views.router)
     app.add_middleware(Gate)
 
     @app.exception_handler(LoginNeeded)
@@ -168,18 +291,30 @@ def install(
 
     @app.exception_handler(Forbidden)
     async def forbidden(request: Request, exc: Forbidden) -> Response:
-        return _page(request, "error.html", {"message": str(exc)}, status=403)
+        return page(request, "error.html", {"message": str(exc)}, status=403)
 
     @app.exception_handler(HTTPException)
     async def no_such_page(request: Request, exc: HTTPException) -> Response:
-        """An unknown console address or method is a console page; the API's stay JSON."""
-        path = request.url.path
-        if path != PREFIX and not path.startswith(PREFIX + "/"):
-            return await http_exception_handler(request, exc)
         message = _NO_SUCH.get(exc.status_code, "This request cannot be answered.")
-        response = _page(request, "error.html", {"message": message}, status=exc.status_code)
+        response = page(request, "error.html", {"message": message}, status=exc.status_code)
         response.headers.update(exc.headers or {})
         return response
+
+    return app
+
+
+class Mounted(Mount):
+    """A mount that answers its bare prefix too: ``/console`` is the console's home, as
+    ``/console/`` is, not a redirect to it."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] == "http" and _route_path(scope) == self.path:
+            bare = {**scope, "path": scope["path"] + "/"}
+            if isinstance(scope.get("raw_path"), bytes):
+                bare["raw_path"] = scope["raw_path"] + b"/"
+            match, child = super().matches(bare)
+            return match, {**child, "path": bare["path"], "raw_path": bare.get("raw_path")}
+        return super().matches(scope)
 
 
 _NO_SUCH = {
@@ -188,11 +323,22 @@ _NO_SUCH = {
 }
 
 
+def prefix_of(scope: Scope) -> str:
+    """Where the console is mounted, as the browser sees it: every address it makes starts so."""
+    return str(scope.get("root_path", "")).rstrip("/")
+
+
+def _route_path(scope: Scope) -> str:
+    path = str(scope.get("path", ""))
+    root = prefix_of(scope)
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
 def _to_login(request: Request) -> Response:
-    raw = request.scope.get("raw_path")  # as sent: a cart id may hold an encoded slash
+    raw = request.scope.get("raw_path")  # as sent: a reference may hold an encoded slash
     target = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
     target += f"?{request.url.query}" if request.url.query else ""
-    return _redirect(f"{LOGIN}?next={quote(target)}")
+    return _redirect(f"{prefix_of(request.scope)}/login?next={quote(target)}")
 
 
 def _console(request: Request) -> Console:
@@ -200,18 +346,14 @@ def _console(request: Request) -> Console:
     return console
 
 
-def _pool(request: Request) -> psycopg_pool.ConnectionPool:
-    pool: psycopg_pool.ConnectionPool = request.app.state.console_pool
-    return pool
-
-
-async def _db(
+async def run(
     request: Request,
     work: Callable[Concatenate[db.Connection, P], T],
     *args: P.args,
     **kwargs: P.kwargs,
 ) -> T:
-    return await _console(request).run(_pool(request), work, *args, **kwargs)
+    """``work(conn, ...)`` on one of the console's connections, in one of its threads."""
+    return await _console(request).run(work, *args, **kwargs)
 
 
 async def signed_token(request: Request) -> str | None:
@@ -220,7 +362,7 @@ async def signed_token(request: Request) -> str | None:
     cookie = request.cookies.get(COOKIE)
     if not cookie:
         return None
-    cookies = await _console(request).cookies(_pool(request))
+    cookies = await _console(request).cookies()
     return cookies.token(cookie)
 
 
@@ -234,13 +376,12 @@ class Gate:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path: str = scope.get("path", "") if scope["type"] == "http" else ""
-        if path != PREFIX and not path.startswith(PREFIX + "/"):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         request = Request(scope, receive)
         try:
-            if path != LOGIN and await signed_token(request) is None:
+            if _route_path(scope) != "/login" and await signed_token(request) is None:
                 await _to_login(request)(scope, receive, send)
                 return
             if scope["method"] != "POST":
@@ -260,12 +401,12 @@ class Gate:
 
 def _unavailable(request: Request) -> HTMLResponse:
     message = "The database is not answering: try again in a moment."
-    return _page(request, "error.html", {"message": message}, status=503)
+    return page(request, "error.html", {"message": message}, status=503)
 
 
 def _too_large(request: Request) -> HTMLResponse:
     message = f"This form is larger than any console form ({MAX_FORM_BYTES} bytes at most)."
-    response = _page(request, "error.html", {"message": message}, status=413)
+    response = page(request, "error.html", {"message": message}, status=413)
     response.headers["connection"] = "close"  # the rest of the body is never read
     return response
 
@@ -278,6 +419,7 @@ _FIELDS = {
     "provider": "The gateway",
     "event_id": "The delivery key",
     "message_id": "The message number",
+    "note": "How it was settled",
     "back": "The page to go back to",
 }
 
@@ -306,25 +448,25 @@ class Page(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
-        async def page(request: Request) -> Response:
+        async def answered(request: Request) -> Response:
             try:
                 if await _holds_control(request):
                     raise Unreadable(_HAS_CONTROL)
                 return await handler(request)
             except RequestValidationError as exc:
-                return _page(request, "error.html", {"message": _unreadable(exc)}, status=400)
+                return page(request, "error.html", {"message": _unreadable(exc)}, status=400)
             except Unreadable as exc:
-                return _page(request, "error.html", {"message": str(exc)}, status=400)
+                return page(request, "error.html", {"message": str(exc)}, status=400)
             except DatabaseUnavailable:
                 return _unavailable(request)
 
-        return page
+        return answered
 
 
 async def _holds_control(request: Request) -> bool:
     """Whether an address value, a query value or a form field holds a control character:
     refused before any of it reaches a page's work or the database (which refuses NUL). The
-    page to go to next is not: it only ever goes through ``_local``, which drops such an
+    page to go to next is not: it only ever goes through ``local``, which drops such an
     address for the console's own."""
     values = [*request.path_params.values()]
     values += [v for k, v in request.query_params.multi_items() if k not in _WHERE_NEXT]
@@ -339,7 +481,7 @@ _WHERE_NEXT = frozenset({"next", "back"})
 
 async def _session(request: Request) -> auth.Session:
     token = await signed_token(request)
-    session = None if token is None else await _db(request, auth.session_of, token)
+    session = None if token is None else await run(request, auth.session_of, token)
     if session is None:
         raise LoginNeeded()
     request.state.session, request.state.token = session, token
@@ -355,7 +497,8 @@ def _same_site(request: Request) -> None:
         raise Forbidden("This form was sent from another site.")
 
 
-async def _csrf(request: Request, session: Session) -> None:
+async def csrf(request: Request, session: Session) -> None:
+    """A POST's guard: this session's CSRF token, from this very site."""
     _same_site(request)
     form = await request.form()
     given = form.get("csrf")
@@ -363,23 +506,34 @@ async def _csrf(request: Request, session: Session) -> None:
         raise Forbidden("This form has expired: go back, reload the page and try again.")
 
 
-_public = APIRouter(prefix=PREFIX, include_in_schema=False, route_class=Page)
-_private = APIRouter(
-    prefix=PREFIX, include_in_schema=False, route_class=Page, dependencies=[Depends(_session)]
-)
+def private() -> APIRouter:
+    """A router for an app's own console pages: each behind a session, answered as ``Page``."""
+    return APIRouter(include_in_schema=False, route_class=Page, dependencies=[Depends(_session)])
+
+
+_public = APIRouter(include_in_schema=False, route_class=Page)
+_private = private()
 Field = Annotated[str, Form(max_length=MAX_FIELD_CHARS)]
 
 
-def _page(
+def page(
     request: Request, template: str, context: dict[str, Any], *, status: int = 200
 ) -> HTMLResponse:
+    """``template`` rendered with the session, the console's prefix and ``context``."""
     session = getattr(request.state, "session", None)
-    response = _templates.TemplateResponse(
-        request,
-        template,
-        {"session": session, "prefix": PREFIX, **context},
-        status_code=status,
+    rendered = (
+        _console(request)
+        .templates.get_template(template)
+        .render(
+            {
+                "request": request,
+                "session": session,
+                "prefix": prefix_of(request.scope),
+                **context,
+            }
+        )
     )
+    response = HTMLResponse(rendered, status_code=status)
     response.headers.update(_HEADERS)
     return response
 
@@ -390,15 +544,16 @@ def _redirect(url: str) -> RedirectResponse:
     return response
 
 
-def _local(target: str | None) -> str:
+def local(target: str | None, prefix: str) -> str:
     """Only a console address of this site: ``next`` must not send an operator elsewhere.
 
     Dot segments are resolved as a browser resolves them (``%2e`` is a dot to it) before the
     prefix is checked, and the resolved address is the one followed. A backslash (a slash to
     a browser), a control character (dropped by it), a doubled slash, or a dot segment hidden
     under more encoding (``%252e``, ``..%2f``), is not an address the console makes: refused."""
+    home = prefix or "/"
     if not target:
-        return PREFIX
+        return home
     parts = urlsplit(target)
     seen = target + _fully_unquoted(parts.path)
     if (
@@ -408,12 +563,12 @@ def _local(target: str | None) -> str:
         or "//" in parts.path
         or any(c == "\\" or c < " " or c == "\x7f" for c in seen)
     ):
-        return PREFIX
+        return home
     path = _without_dot_segments(parts.path)
-    if path != PREFIX and not path.startswith(PREFIX + "/"):
-        return PREFIX
+    if prefix and path != prefix and not path.startswith(prefix + "/"):
+        return home
     if {".", ".."} & set(_fully_unquoted(path).split("/")):
-        return PREFIX
+        return home
     return path + (f"?{parts.query}" if parts.query else "")
 
 
@@ -447,7 +602,8 @@ def _without_dot_segments(path: str) -> str:
 
 @_public.get("/login")
 async def login_form(request: Request, next: str | None = None) -> HTMLResponse:
-    return _page(request, "login.html", {"next": _local(next), "error": None})
+    target = local(next, prefix_of(request.scope))
+    return page(request, "login.html", {"next": target, "error": None})
 
 
 def _checked(
@@ -462,23 +618,26 @@ def _checked(
 
 
 @_public.post("/login")
-async def log_in(request: Request, name: Field, password: Field, next: Field = PREFIX) -> Response:
+async def log_in(request: Request, name: Field, password: Field, next: Field = "") -> Response:
     _same_site(request)
+    prefix = prefix_of(request.scope)
     client = request.client.host if request.client else "unknown"
-    login, token = await _db(request, _checked, name.strip().lower(), password, client)
+    login, token = await run(request, _checked, name.strip().lower(), password, client)
     if login.throttled:
         error = "Too many failed logins: wait a quarter of an hour, then try again."
-        return _page(request, "login.html", {"next": _local(next), "error": error}, status=429)
+        context = {"next": local(next, prefix), "error": error}
+        return page(request, "login.html", context, status=429)
     if token is None:
         error = "That name and password do not match an operator."
-        return _page(request, "login.html", {"next": _local(next), "error": error}, status=401)
-    cookies = await _console(request).cookies(_pool(request))
-    response = _redirect(_local(next))
+        context = {"next": local(next, prefix), "error": error}
+        return page(request, "login.html", context, status=401)
+    cookies = await _console(request).cookies()
+    response = _redirect(local(next, prefix))
     response.set_cookie(
         COOKIE,
         cookies.sign(token),
         max_age=int(auth.SESSION_LIFETIME.total_seconds()),
-        path=PREFIX,
+        path=prefix or "/",
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
@@ -486,93 +645,79 @@ async def log_in(request: Request, name: Field, password: Field, next: Field = P
     return response
 
 
-@_private.post("/logout", dependencies=[Depends(_csrf)])
+@_private.post("/logout", dependencies=[Depends(csrf)])
 async def log_out(request: Request) -> Response:
-    await _db(request, auth.close_session, request.state.token)
-    response = _redirect(f"{PREFIX}/login")
-    response.delete_cookie(COOKIE, path=PREFIX)
+    await run(request, auth.close_session, request.state.token)
+    prefix = prefix_of(request.scope)
+    response = _redirect(f"{prefix}/login")
+    response.delete_cookie(COOKIE, path=prefix or "/")
     return response
 
 
 # --- finding and reading ---------------------------------------------------------------------
 
 
-def _overview(conn: db.Connection) -> dict[str, Any]:
+def _overview(conn: db.Connection, views: Views) -> dict[str, Any]:
     return {
         "health": health.health(conn, datetime.now(UTC)),
-        "parked": len(actions.parked(conn, 1000)),
-        "dead": len(actions.dead_letters(conn, 1000)),
+        "counts": [
+            Count(
+                key="parked",
+                number=actions.parked_count(conn),
+                one="parked delivery",
+                many="parked deliveries",
+                address="/parked",
+            ),
+            *views.counts(conn),
+        ],
     }
 
 
-@_private.get("")
 @_private.get("/")
 async def home(request: Request) -> HTMLResponse:
-    return _page(
-        request,
-        "home.html",
-        {
-            **await _db(request, _overview),
-            "gateways": [p.value for p in _console(request).adapters],
-            "reconciliation_off": _console(request).reconciliation_off,
-        },
-    )
+    views = _console(request).views
+    return page(request, "home.html", await run(request, _overview, views))
 
 
 @_private.get("/search")
 async def find(request: Request, q: str = "") -> Response:
-    if len(q) > MAX_FIELD_CHARS or len(q.strip()) > search.MAX_QUERY_CHARS:
+    views = _console(request).views
+    if len(q) > MAX_FIELD_CHARS or len(q.strip()) > views.max_query_chars:
         message = (
             f"The search is too long: no identifier the console knows is longer than "
-            f"{search.MAX_QUERY_CHARS} characters (an email address)."
+            f"{views.max_query_chars} characters."
         )
-        return _page(request, "error.html", {"message": message}, status=400)
-    results = await _db(request, search.search, q)
+        return page(request, "error.html", {"message": message}, status=400)
+    results = await run(request, views.find, q.strip()) if q.strip() else []
     if len(results) == 1:
-        return _redirect(_address(results[0]))
-    return _page(request, "results.html", {"query": q, "results": results, "address": _address})
+        return _redirect(prefix_of(request.scope) + results[0].address)
+    return page(request, "results.html", {"query": q, "results": results})
 
 
-def _address(result: search.Result) -> str:
-    if result.cart_id:
-        return f"{PREFIX}/carts/{quote(result.cart_id, safe='')}"
-    if result.reference:
-        return f"{PREFIX}/references/{result.provider}/{quote(result.reference, safe='')}"
-    return f"{PREFIX}/deliveries/{result.provider}/{quote(result.event_id or '', safe='')}"
+def _order(conn: db.Connection, provider: str, gateway_order_id: str) -> dict[str, Any] | None:
+    story = timeline.story(conn, provider, gateway_order_id)
+    if story is None:
+        return None
+    done = actions.done_to(conn, provider, [r.event_id for r in story.records])
+    return {"story": story, "done": done}
 
 
-@_private.get("/carts/{cart_id}")
-async def cart(request: Request, cart_id: str) -> HTMLResponse:
-    try:
-        story = await _db(request, stories.of_cart, cart_id, _console(request).adapters)
-    except NotFound as exc:
-        return _page(request, "error.html", {"message": str(exc)}, status=404)
-    return _story_page(request, story)
-
-
-@_private.get("/references/{provider}/{reference:path}")
-async def reference(request: Request, provider: str, reference: str) -> HTMLResponse:
-    adapters = _console(request).adapters
-    try:
-        story = await _db(request, stories.of_reference, provider, reference, adapters)
-    except NotFound as exc:
-        return _page(request, "error.html", {"message": str(exc)}, status=404)
-    return _story_page(request, story)
-
-
-def _story_page(request: Request, story: stories.Story) -> HTMLResponse:
-    return _page(request, "story.html", {"story": story, **_notice(request)})
+@_private.get("/orders/{provider}/{gateway_order_id:path}")
+async def order(request: Request, provider: str, gateway_order_id: str) -> HTMLResponse:
+    found = await run(request, _order, provider, gateway_order_id)
+    if found is None:
+        message = "No such gateway order is recorded: no expectation, delivery or payment."
+        return page(request, "error.html", {"message": message}, status=404)
+    return page(request, "order.html", {**found, **notice_of(request)})
 
 
 @_private.get("/deliveries/{provider}/{event_id:path}")
 async def delivery(request: Request, provider: str, event_id: str) -> HTMLResponse:
-    found = await _db(request, idempotency.stored, event_id, provider)
+    found = await run(request, idempotency.stored, event_id, provider)
     if not found:
-        return _page(
-            request, "error.html", {"message": "No such delivery is recorded."}, status=404
-        )
+        return page(request, "error.html", {"message": "No such delivery is recorded."}, status=404)
     record = found[0]
-    return _page(
+    return page(
         request,
         "delivery.html",
         {"record": record, "body": record.body.decode("utf-8", errors="replace")},
@@ -584,57 +729,64 @@ async def delivery(request: Request, provider: str, event_id: str) -> HTMLRespon
 
 @_private.get("/parked")
 async def parked(request: Request) -> HTMLResponse:
-    return await _queue(request, "parked.html", actions.parked)
+    return await queue(request, "parked.html", actions.parked)
 
 
-@_private.post("/parked/replay", dependencies=[Depends(_csrf)])
+@_private.post("/parked/replay", dependencies=[Depends(csrf)])
 async def replay(
-    request: Request,
-    session: Session,
-    provider: Field,
-    event_id: Field,
-    back: Field = f"{PREFIX}/parked",
+    request: Request, session: Session, provider: Field, event_id: Field, back: Field = ""
 ) -> Response:
-    result = await _db(
+    result = await run(
         request,
         actions.replay_parked,
-        _console(request).adapters,
+        _console(request).views.replay,
         provider=provider,
         event_id=event_id,
         operator=session.operator,
     )
-    return _back(back, result.done)
+    return go_back(request, back or "/parked", result.done)
 
 
-@_private.get("/dead")
-async def dead(request: Request) -> HTMLResponse:
-    return await _queue(request, "dead.html", actions.dead_letters)
-
-
-@_private.post("/dead/retry", dependencies=[Depends(_csrf)])
-async def retry(
+@_private.post("/parked/settle", dependencies=[Depends(csrf)])
+async def settle(
     request: Request,
     session: Session,
-    message_id: Annotated[int, Form(ge=1, le=2**63 - 1)],
-    back: Field = f"{PREFIX}/dead",
+    provider: Field,
+    event_id: Field,
+    note: Field,
+    back: Field = "",
 ) -> Response:
-    result = await _db(request, actions.retry_dead_letter, message_id, operator=session.operator)
-    return _back(back, result.done)
+    if not note.strip():
+        message = "Say how it was settled (refunded in the gateway's dashboard, collected, ...)."
+        return page(request, "error.html", {"message": message}, status=400)
+    result = await run(
+        request,
+        actions.settle,
+        provider=provider,
+        event_id=event_id,
+        note=note.strip(),
+        operator=session.operator,
+    )
+    return go_back(request, back or "/parked", result.done)
 
 
-async def _queue(
+async def queue(
     request: Request, template: str, rows: Callable[[db.Connection], Sequence[object]]
 ) -> HTMLResponse:
     """A queue an operator works through, with the notice of what was just done to it."""
-    return _page(request, template, {"rows": await _db(request, rows), **_notice(request)})
+    return page(request, template, {"rows": await run(request, rows), **notice_of(request)})
 
 
-def _back(back: str, done: actions.Done) -> RedirectResponse:
-    """After an action, back to the console page it was taken on, saying how it went."""
-    return _redirect(f"{_local(back).split('?')[0]}?notice={done.value}")
+def go_back(request: Request, back: str, done: actions.Done) -> RedirectResponse:
+    """After an action, back to the console page it was taken on, saying how it went. ``back``
+    is a console address as the browser sent it, or one below the root (``/parked``)."""
+    prefix = prefix_of(request.scope)
+    if back.startswith("/") and not (prefix and back.startswith(prefix + "/")):
+        back = prefix + back
+    return _redirect(f"{local(back, prefix).split('?')[0]}?notice={done.value}")
 
 
-def _notice(request: Request) -> dict[str, str | None]:
+def notice_of(request: Request) -> dict[str, str | None]:
     code = request.query_params.get("notice")
     known = {d.value: text for d, text in NOTICES.items()}
     return {"notice": known.get(code or "")}

@@ -21,7 +21,7 @@ from datetime import timedelta
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from payhooks.db import Connection
-from payhooks.service.errors import OperatorRefused
+from payhooks.errors import OperatorRefused
 
 SESSION_LIFETIME = timedelta(hours=12)
 MIN_PASSWORD_CHARS = 12
@@ -69,13 +69,13 @@ def _unb64(text: str) -> bytes:
 # --- operators -------------------------------------------------------------------------------
 
 _ADD = """
-INSERT INTO operators (name, password_hash) VALUES (%s, %s)
+INSERT INTO payhooks_operators (name, password_hash) VALUES (%s, %s)
 ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash
 RETURNING (xmax = 0)
 """
-_REMOVE = "DELETE FROM operators WHERE name = %s"
-_NAMES = "SELECT name, created_at FROM operators ORDER BY name"
-_HASH_OF = "SELECT password_hash FROM operators WHERE name = %s"
+_REMOVE = "DELETE FROM payhooks_operators WHERE name = %s"
+_NAMES = "SELECT name, created_at FROM payhooks_operators ORDER BY name"
+_HASH_OF = "SELECT password_hash FROM payhooks_operators WHERE name = %s"
 
 
 def checked_name(name: str) -> str:
@@ -117,11 +117,11 @@ def operators(conn: Connection) -> list[tuple[str, object]]:
 
 _FAILURES = """
 SELECT count(*) FILTER (WHERE name = %s), count(*) FILTER (WHERE client = %s)
-FROM console_login_failures
+FROM payhooks_console_login_failures
 WHERE (name = %s OR client = %s) AND failed_at > now() - %s
 """
-_FAILED = "INSERT INTO console_login_failures (name, client) VALUES (%s, %s)"
-_FORGET_FAILURES = "DELETE FROM console_login_failures WHERE name = %s"
+_FAILED = "INSERT INTO payhooks_console_login_failures (name, client) VALUES (%s, %s)"
+_FORGET_FAILURES = "DELETE FROM payhooks_console_login_failures WHERE name = %s"
 _ONE_AT_A_TIME = """
 SELECT pg_advisory_xact_lock(hashtext('payhooks-login-name:' || %s)),
        pg_advisory_xact_lock(hashtext('payhooks-login-client:' || %s))
@@ -165,19 +165,20 @@ def log_in(conn: Connection, name: str, password: str, client: str) -> Login:
 
 _KEY = """
 WITH made AS (
-    INSERT INTO console_keys (id, secret) VALUES (1, %s) ON CONFLICT (id) DO NOTHING
+    INSERT INTO payhooks_console_keys (id, secret) VALUES (1, %s) ON CONFLICT (id) DO NOTHING
     RETURNING secret)
-SELECT secret FROM made UNION ALL SELECT secret FROM console_keys WHERE id = 1
+SELECT secret FROM made UNION ALL SELECT secret FROM payhooks_console_keys WHERE id = 1
 """
 _OPEN = """
-INSERT INTO console_sessions (token_sha256, operator, csrf_token, expires_at)
+INSERT INTO payhooks_console_sessions (token_sha256, operator, csrf_token, expires_at)
 VALUES (%s, %s, %s, now() + %s)
 """
 _SESSION = """
-SELECT operator, csrf_token FROM console_sessions WHERE token_sha256 = %s AND expires_at > now()
+SELECT operator, csrf_token FROM payhooks_console_sessions
+WHERE token_sha256 = %s AND expires_at > now()
 """
-_CLOSE = "DELETE FROM console_sessions WHERE token_sha256 = %s"
-_END_SESSIONS_OF = "DELETE FROM console_sessions WHERE operator = %s"
+_CLOSE = "DELETE FROM payhooks_console_sessions WHERE token_sha256 = %s"
+_END_SESSIONS_OF = "DELETE FROM payhooks_console_sessions WHERE operator = %s"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

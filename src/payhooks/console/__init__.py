@@ -1,0 +1,100 @@
+"""The operator console, for any app on payhooks: one search box, a timeline per gateway order,
+parked deliveries to replay or settle, webhook health per gateway (docs/console.md).
+
+A FastAPI or Starlette app mounts it::
+
+    from payhooks.console import console
+
+    app.mount("/payhooks", console(DATABASE_URL, adapters=adapters, hooks=hooks))
+
+and any other app (Flask) runs it beside itself: ``payhooks console --hooks myshop:hooks``.
+Operators are added with ``payhooks operator add NAME``; they log in with their own password.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import RedirectResponse
+from starlette.routing import Mount, Route
+
+from payhooks.applying import through
+from payhooks.console.pages import (
+    CONNECTIONS,
+    Console,
+    Count,
+    Link,
+    OwnPool,
+    Views,
+    make,
+    order_address,
+)
+from payhooks.db import Connection
+from payhooks.ingest import Receipt
+from payhooks.providers import Adapter
+from payhooks.stored import received_stored
+
+NO_RETRY = "Nothing replays them on its own."
+
+
+def console(database_url: str, *, adapters: Iterable[Adapter], hooks: Any) -> FastAPI:
+    """The console on the app's database: parked deliveries replay through ``hooks`` (the
+    app's ``payhooks.Hooks`` or ``payhooks.fastapi.AsyncHooks``), read with ``adapters`` (the
+    app's gateways, as its webhook route has them). It opens at most ``CONNECTIONS``
+    connections of its own, on its first request; ``close(app)`` closes them."""
+    served = {adapter.provider: adapter for adapter in adapters}
+    apply = through(hooks, database_url)
+
+    def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
+        return apply(conn, received_stored(conn, served, event_id, provider))
+
+    views = Views(replay=replay, gateways=[p.value for p in served], parked_note=NO_RETRY)
+    own = OwnPool(database_url)
+    app = make(views, own)
+    app.state.own_pool = own
+    return app
+
+
+def close(app: FastAPI) -> None:
+    """Close the connections of a console made by ``console`` (from the app's lifespan)."""
+    own: OwnPool | None = getattr(app.state, "own_pool", None)
+    if own is not None:
+        own.close()
+
+
+def console_app(database_url: str, *, adapters: Iterable[Adapter], hooks: Any) -> Starlette:
+    """An app of the console alone, at ``/console`` (``payhooks console`` serves it), its
+    connections closed when it stops."""
+    inner = console(database_url, adapters=adapters, hooks=hooks)
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await anyio.to_thread.run_sync(close, inner)
+
+    async def home(request: Request) -> RedirectResponse:
+        return RedirectResponse("/console/", status_code=303)
+
+    return Starlette(routes=[Route("/", home), Mount("/console", inner)], lifespan=lifespan)
+
+
+__all__ = [
+    "CONNECTIONS",
+    "Console",
+    "Count",
+    "Link",
+    "Views",
+    "close",
+    "console",
+    "console_app",
+    "make",
+    "order_address",
+]

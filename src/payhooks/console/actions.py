@@ -1,0 +1,159 @@
+"""What an operator does from the console: replay a parked delivery, settle a payment parked
+for its amount outside payhooks. Each is idempotent (a second click finds nothing left to do
+and says so) and recorded with the operator's name, shown on the timelines."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from psycopg.rows import class_row
+
+from payhooks import expectations
+from payhooks.db import Connection
+from payhooks.errors import DatabaseUnavailable, NotFound, PayhooksError, ProviderNotConfigured
+from payhooks.events import Provider
+from payhooks.ingest import Outcome, Receipt
+
+log = logging.getLogger("payhooks.console")
+
+Replay = Callable[[Connection, str, str], Receipt]
+"""A stored delivery ``(conn, provider, delivery key)`` through the app's own claim and
+handler again: raises ``NotFound``, ``ProviderNotConfigured`` or another payhooks error."""
+
+
+class Done(StrEnum):
+    """What an action came to; each has its sentence in the pages."""
+
+    APPLIED = "applied"
+    STILL_PARKED = "still_parked"
+    ALREADY_APPLIED = "already_applied"
+    NOT_FOUND = "not_found"
+    NOT_CONFIGURED = "not_configured"
+    UNREADABLE = "unreadable"
+    SETTLED = "settled"
+    NOT_A_MISMATCH = "not_a_mismatch"
+    QUEUED = "queued"
+    ALREADY_QUEUED = "already_queued"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Result:
+    done: Done
+    order_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parked:
+    provider: str
+    event_id: str
+    event_type: str
+    merchant_ref: str | None
+    processed_at: datetime
+    expected_paise: int | None
+    paid_paise: int | None
+
+    @property
+    def for_amount(self) -> bool:
+        """Parked because the capture was not the amount expected, not for want of a checkout."""
+        return self.expected_paise is not None
+
+
+_RECORD = """
+INSERT INTO payhooks_console_actions (operator, action, provider, target, result)
+VALUES (%s, %s, %s, %s, %s)
+"""
+_PARKED = """
+SELECT w.provider, w.event_id, w.event_type, w.merchant_ref, w.processed_at,
+       m.expected_paise, m.paid_paise
+FROM processed_webhooks w
+LEFT JOIN payhooks_amount_mismatches m
+       ON m.provider = w.provider AND m.event_id = w.event_id AND m.resolved_at IS NULL
+WHERE w.outcome = 'parked' ORDER BY w.processed_at DESC LIMIT %s
+"""
+_DONE = """
+SELECT at, operator, action, target, result FROM payhooks_console_actions
+WHERE target = ANY(%s) AND provider = %s ORDER BY at, id
+"""
+_PARKED_COUNT = "SELECT count(*) FROM processed_webhooks WHERE outcome = 'parked'"
+
+
+def parked(conn: Connection, limit: int = 200) -> list[Parked]:
+    with conn.cursor(row_factory=class_row(Parked)) as cur:
+        return cur.execute(_PARKED, (limit,)).fetchall()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Action:
+    """What an operator did, and when."""
+
+    at: datetime
+    operator: str
+    action: str
+    target: str
+    result: str
+
+
+def done_to(conn: Connection, provider: str, event_ids: list[str]) -> list[Action]:
+    """What operators did to these deliveries of one gateway, oldest first."""
+    with conn.cursor(row_factory=class_row(Action)) as cur:
+        return cur.execute(_DONE, (event_ids, provider)).fetchall()
+
+
+def parked_count(conn: Connection) -> int:
+    row = conn.execute(_PARKED_COUNT).fetchone()
+    return int(row[0]) if row else 0
+
+
+def replay_parked(
+    conn: Connection, replay: Replay, *, provider: str, event_id: str, operator: str
+) -> Result:
+    """The stored delivery through the same claim and path as the gateway's own retry."""
+    result = _replayed(conn, replay, provider, event_id)
+    record(conn, operator, "replay", provider, event_id, result)
+    return result
+
+
+def _replayed(conn: Connection, replay: Replay, provider: str, event_id: str) -> Result:
+    try:
+        receipt = replay(conn, provider, event_id)
+    except NotFound:
+        return Result(done=Done.NOT_FOUND)
+    except ProviderNotConfigured:
+        return Result(done=Done.NOT_CONFIGURED)
+    except DatabaseUnavailable:
+        raise  # try again later; nothing about this record
+    except PayhooksError as exc:
+        log.warning("console_replay_failed", extra={"event_id": event_id, "error": str(exc)})
+        return Result(done=Done.UNREADABLE)
+    if receipt.outcome is Outcome.PROCESSED:
+        return Result(done=Done.APPLIED, order_id=receipt.order_id)
+    if receipt.outcome is Outcome.PARKED:
+        return Result(done=Done.STILL_PARKED)
+    return Result(done=Done.ALREADY_APPLIED, order_id=receipt.order_id)
+
+
+def settle(conn: Connection, *, provider: str, event_id: str, note: str, operator: str) -> Result:
+    """A payment parked for its amount, settled outside payhooks (refunded in the gateway's
+    dashboard, the difference collected): ``payhooks resolve`` from the console."""
+    try:
+        with conn.transaction():
+            expectations.resolve(conn, Provider(provider), event_id, note)
+        result = Result(done=Done.SETTLED)
+    except (ValueError, expectations.NotAMismatch):
+        result = Result(done=Done.NOT_A_MISMATCH)
+    record(conn, operator, "settle", provider, event_id, result)
+    return result
+
+
+def record(
+    conn: Connection, operator: str, action: str, provider: str | None, target: str, result: Result
+) -> None:
+    conn.execute(_RECORD, (operator, action, provider, target, result.done.value))
+    log.info(
+        f"console_{action}",
+        extra={"operator": operator, "target": target, "result": result.done.value},
+    )

@@ -1,0 +1,146 @@
+"""The shop's views in the core console: its search, its carts' timelines, its dead letters,
+and a replay through the shop's state machine (``payhooks.service.application``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Annotated
+from urllib.parse import quote
+
+import jinja2
+from fastapi import Depends, FastAPI, Form, Request
+from fastapi.responses import HTMLResponse, Response
+
+from payhooks.console import Count, Link, Views, make
+from payhooks.console.pages import (
+    Field,
+    Mounted,
+    Session,
+    csrf,
+    go_back,
+    notice_of,
+    page,
+    private,
+    queue,
+    run,
+)
+from payhooks.db import Connection
+from payhooks.errors import NotFound
+from payhooks.events import Provider
+from payhooks.ingest import Receipt
+from payhooks.providers import Adapter
+from payhooks.service import application
+from payhooks.service.console import actions, search, stories
+
+PREFIX = "/console"
+SEARCH_HINT = (
+    "Order id, cart id, gateway order id, payment id, delivery key, customer email, "
+    "or bank reference (UTR/RRN)"
+)
+
+_shop = private()
+
+
+def install(
+    app: FastAPI, adapters: Mapping[Provider, Adapter], reconciliation_off: Sequence[Provider] = ()
+) -> None:
+    """The console at ``/console``; its pool is ``app.state.console_pool`` (at most
+    ``CONNECTIONS`` connections), opened by the app's lifespan."""
+
+    def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
+        return application.replay(conn, adapters, event_id=event_id, provider=provider)
+
+    views = Views(
+        replay=replay,
+        gateways=[p.value for p in adapters],
+        find=_find,
+        search_hint=SEARCH_HINT,
+        max_query_chars=search.MAX_QUERY_CHARS,
+        reference_address=_reference_address,
+        counts=_counts,
+        nav=[("Dead letters", "/dead")],
+        router=_shop,
+        templates=jinja2.PackageLoader("payhooks.service.console", "templates"),
+        reconciliation_off=[p.value for p in reconciliation_off],
+    )
+    console = make(views, lambda: app.state.console_pool)
+    console.state.adapters = adapters
+    app.router.routes.append(Mounted(PREFIX, console))
+
+
+def _find(conn: Connection, text: str) -> list[Link]:
+    return [
+        Link(matched=found.matched.value, label=_label(found), address=_address(found))
+        for found in search.search(conn, text)
+    ]
+
+
+def _label(found: search.Result) -> str:
+    if found.cart_id:
+        return f"cart {found.cart_id}"
+    if found.reference:
+        return f"{found.provider} reference {found.reference} (no checkout)"
+    return f"{found.provider} delivery {found.event_id}"
+
+
+def _address(found: search.Result) -> str:
+    if found.cart_id:
+        return f"/carts/{quote(found.cart_id, safe='')}"
+    if found.reference:
+        return _reference_address(found.provider or "", found.reference)
+    return f"/deliveries/{found.provider}/{quote(found.event_id or '', safe='')}"
+
+
+def _reference_address(provider: str, reference: str) -> str:
+    return f"/references/{provider}/{quote(reference, safe='')}"
+
+
+def _counts(conn: Connection) -> list[Count]:
+    number = actions.dead_count(conn)
+    return [
+        Count(key="dead", number=number, one="dead letter", many="dead letters", address="/dead")
+    ]
+
+
+def _adapters(request: Request) -> Mapping[Provider, Adapter]:
+    adapters: Mapping[Provider, Adapter] = request.app.state.adapters
+    return adapters
+
+
+@_shop.get("/carts/{cart_id}")
+async def cart(request: Request, cart_id: str) -> HTMLResponse:
+    try:
+        story = await run(request, stories.of_cart, cart_id, _adapters(request))
+    except NotFound as exc:
+        return page(request, "error.html", {"message": str(exc)}, status=404)
+    return _story_page(request, story)
+
+
+@_shop.get("/references/{provider}/{reference:path}")
+async def reference(request: Request, provider: str, reference: str) -> HTMLResponse:
+    adapters = _adapters(request)
+    try:
+        story = await run(request, stories.of_reference, provider, reference, adapters)
+    except NotFound as exc:
+        return page(request, "error.html", {"message": str(exc)}, status=404)
+    return _story_page(request, story)
+
+
+def _story_page(request: Request, story: stories.Story) -> HTMLResponse:
+    return page(request, "story.html", {"story": story, **notice_of(request)})
+
+
+@_shop.get("/dead")
+async def dead(request: Request) -> HTMLResponse:
+    return await queue(request, "dead.html", actions.dead_letters)
+
+
+@_shop.post("/dead/retry", dependencies=[Depends(csrf)])
+async def retry(
+    request: Request,
+    session: Session,
+    message_id: Annotated[int, Form(ge=1, le=2**63 - 1)],
+    back: Field = "",
+) -> Response:
+    result = await run(request, actions.retry_dead_letter, message_id, operator=session.operator)
+    return go_back(request, back or "/dead", result.done)
