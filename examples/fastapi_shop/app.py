@@ -5,7 +5,10 @@ order costs, under the reference the shop gives the gateway (Razorpay order id, 
 order id, PayU txnid). The checkout tells payhooks the same (``payhooks.fastapi.expect``, in
 the order's transaction), so a capture of another amount or currency is parked by payhooks and
 never reaches ``mark_paid``, and ``payhooks reconcile --hooks examples.fastapi_shop.app:hooks``
-can ask the gateway about an order whose webhook never came. A capture pays the order only
+can ask the gateway about an order whose webhook never came. The operator console is mounted at
+``/payhooks/console`` (operators added with ``payhooks operator add NAME --database-url ...``):
+parked deliveries to replay or settle, each order's timeline, webhook health. A capture pays
+the order only
 once: payhooks stops a re-sent delivery; the order's status stops two *different* deliveries of
 one payment (Razorpay's ``payment.captured`` and ``order.paid``) and a second payment from
 replacing the first.
@@ -13,6 +16,7 @@ replacing the first.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
@@ -27,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import payhooks
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Outcome, PayU, Razorpay
+from payhooks.console import close, console
 from payhooks.fastapi import AsyncConnection, AsyncHooks, expect, router
 from payhooks.providers import read_secrets
 
@@ -126,6 +131,8 @@ def migrate(database_url: str) -> None:
 
 def create_app(database_url: str, adapters: list[Adapter]) -> FastAPI:
     pool = AsyncConnectionPool(database_url, open=False, kwargs={"autocommit": True})
+    # The operators' console: its own two connections, its own login (payhooks_operators).
+    operators = console(database_url, adapters=adapters, hooks=hooks)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -134,9 +141,11 @@ def create_app(database_url: str, adapters: list[Adapter]) -> FastAPI:
             yield
         finally:
             await pool.close()
+            await asyncio.to_thread(close, operators)
 
     app = FastAPI(title="fastapi_shop", lifespan=lifespan)
     app.include_router(router(adapters=adapters, hooks=hooks, pool=pool))
+    app.mount("/payhooks/console", operators)
 
     @app.post("/orders", status_code=201)
     async def checkout(order: Checkout) -> dict[str, Any]:

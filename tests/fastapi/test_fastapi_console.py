@@ -1,0 +1,153 @@
+"""The operator console of the example shop (examples/fastapi_shop), mounted at
+/payhooks/console as docs/fastapi.md says, driven over real HTTP as an operator drives it:
+an operator added by ``payhooks operator add --database-url`` logs in; a capture parked for
+its amount shows both amounts and is settled from the console; a capture that came before its
+checkout is replayed from the console through the shop's own async hooks and pays the order
+once; an order's timeline shows what the shop expected and what each delivery did; forged
+deliveries raise the health banner."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from tests.console.conftest import csrf_of
+from tests.fastapi import test_fastapi_example as example
+from tests.fastapi.test_fastapi_example import PAID, PENDING, REF, checkout, orders, post, razorpay
+
+ROOT = Path(__file__).parents[2]
+shop, conn = example.shop, example.conn  # their fixtures
+CONSOLE = "/payhooks/console"
+OPERATOR, PASSWORD = "ravi", "a long enough passphrase"
+
+
+def add_operator(database_url: str) -> None:
+    done = subprocess.run(
+        [Path(sys.executable).parent / "payhooks", "operator", "add", OPERATOR,
+         "--password-stdin", "--database-url", database_url],
+        input=PASSWORD + "\n", env={**os.environ}, cwd=ROOT, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"operator {OPERATOR} added" in done.stdout
+
+
+@contextlib.contextmanager
+def logged_in(shop, merchant_url: str) -> Iterator[httpx.Client]:
+    add_operator(merchant_url)
+    with httpx.Client(base_url=shop.base_url, timeout=30, follow_redirects=False) as client:
+        yield _logged_in(client)
+
+
+def _logged_in(client: httpx.Client) -> httpx.Client:
+    assert client.get(CONSOLE).headers["location"].endswith(f"{CONSOLE}/")  # app.mount redirects
+    stranger = client.get(f"{CONSOLE}/")
+    assert stranger.status_code == 303
+    assert stranger.headers["location"].startswith(f"{CONSOLE}/login?next=")
+    answer = client.post(
+        f"{CONSOLE}/login", data={"name": OPERATOR, "password": PASSWORD, "next": f"{CONSOLE}/"}
+    )
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == f"{CONSOLE}/"
+    return client
+
+
+def act(client: httpx.Client, page: str, action: str, **fields: str) -> str:
+    """A form of ``page`` sent as the browser sends it; the page it leads back to."""
+    form = {"csrf": csrf_of(client.get(page).text), **fields}
+    answer = client.post(f"{CONSOLE}{action}", data=form)
+    assert answer.status_code == 303, answer.text
+    return client.get(answer.headers["location"]).text
+
+
+def test_a_stranger_is_sent_to_the_login_form_and_a_wrong_password_refused(shop, merchant_url):
+    add_operator(merchant_url)
+    with httpx.Client(base_url=shop.base_url, timeout=30) as client:
+        assert client.get(f"{CONSOLE}/parked", follow_redirects=False).status_code == 303
+        wrong = client.post(f"{CONSOLE}/login", data={"name": OPERATOR, "password": "x" * 12})
+        assert wrong.status_code == 401
+        assert "do not match an operator" in wrong.text
+
+
+def test_an_underpaid_capture_shows_both_amounts_and_is_settled_from_the_console(
+    shop, conn, merchant_url
+):
+    checkout(shop)
+    assert post(shop, razorpay(amount_paise=100)) == (200, "parked")
+    with logged_in(shop, merchant_url) as client:
+        home = client.get(f"{CONSOLE}/").text
+        assert re.search(r'id="count-parked">1 parked delivery<', home)
+        parked = client.get(f"{CONSOLE}/parked").text
+        assert "amount: paid ₹1.00, expected ₹499.00" in parked
+        [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
+        after = act(
+            client, f"{CONSOLE}/parked", "/parked/settle",
+            provider="razorpay", event_id=event_id, note="refunded in the dashboard",
+            back=f"{CONSOLE}/parked",
+        )  # fmt: skip
+        assert "Settled: the payment is recorded as handled outside payhooks." in after
+        assert "Nothing is parked." in after
+        again = act(
+            client, f"{CONSOLE}/parked", "/parked/settle",
+            provider="razorpay", event_id=event_id, note="twice", back=f"{CONSOLE}/parked",
+        )  # fmt: skip
+        assert "Nothing to do: this delivery is not parked for its amount." in again
+        story = client.get(f"{CONSOLE}/orders/razorpay/{REF}").text
+    assert "(settled: refunded in the dashboard)" in story
+    assert orders(conn) == PENDING
+    settled = conn.execute("SELECT resolution FROM payhooks_amount_mismatches").fetchall()
+    assert settled == [("refunded in the dashboard",)]
+    done = conn.execute("SELECT operator, action, result FROM payhooks_console_actions")
+    assert done.fetchall() == [
+        (OPERATOR, "settle", "settled"),
+        (OPERATOR, "settle", "not_a_mismatch"),
+    ]
+
+
+def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_once(
+    shop, conn, merchant_url
+):
+    assert post(shop, razorpay()) == (200, "parked")
+    with logged_in(shop, merchant_url) as client:
+        parked = client.get(f"{CONSOLE}/parked").text
+        assert "no checkout" in parked
+        [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
+        fields = {"provider": "razorpay", "event_id": event_id, "back": f"{CONSOLE}/parked"}
+        still = act(client, f"{CONSOLE}/parked", "/parked/replay", **fields)
+        assert "Replayed: it is still parked" in still
+        checkout(shop)
+        applied = act(client, f"{CONSOLE}/parked", "/parked/replay", **fields)
+        assert "Replayed: the delivery was applied." in applied
+        twice = act(client, f"{CONSOLE}/parked", "/parked/replay", **fields)
+        assert "Nothing to do: this delivery was already applied." in twice
+        found = client.get(f"{CONSOLE}/search", params={"q": "pay_shop0000001"})
+        assert found.status_code == 303
+        assert found.headers["location"] == f"{CONSOLE}/orders/razorpay/{REF}"
+        story = client.get(found.headers["location"]).text
+    assert orders(conn) == PAID
+    assert "₹499.00 INR" in story  # what the checkout told payhooks
+    assert "pay_shop0000001" in story and "processed" in story
+    assert f"<td>{OPERATOR}</td><td>replay</td>" in story
+
+
+def test_forged_deliveries_raise_the_health_banner(shop, merchant_url):
+    forged = razorpay()
+    headers = {**forged.headers, "x-razorpay-signature": "0" * 64}
+    with httpx.Client(base_url=shop.base_url, timeout=30) as sender:
+        for _ in range(5):
+            assert sender.post(forged.path, content=forged.body, headers=headers).status_code == 401
+    with logged_in(shop, merchant_url) as client:
+        for _ in range(50):  # the log writes its lines after the answers, in batches
+            home = client.get(f"{CONSOLE}/").text
+            if 'role="alert"' in home:
+                break
+        else:
+            raise AssertionError("no banner: " + home)
+    assert "razorpay" in home[home.index('role="alert"') :].split("</div>")[0]
