@@ -78,3 +78,17 @@ def test_the_cli_extra_reconciles_a_merchants_database_through_its_hooks(
         assert "recovered 1 payment(s) no webhook brought" in done.stdout
         paid = conn.execute("SELECT paid_by FROM my_orders").fetchone()
     assert paid == ("pay_cli00000001",)
+
+
+def test_the_console_command_without_its_extra_says_which_extra_to_install(
+    with_cli: Path, database_url: str, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [with_cli.parent / "payhooks", "console", "--hooks", "myshop_hooks:hooks",
+         "--database-url", database_url],
+        env={**os.environ, "PATH": str(with_cli.parent)}, cwd=tmp_path, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "the console needs the console extra" in done.stderr
+    assert "pip install 'payhooks[cli,console]'" in done.stderr

@@ -747,9 +747,16 @@ def console_command(
 ) -> None:
     """Serve the operator console for your app (Flask, or any app that cannot mount it) at
     /console, on your app's database: payhooks' own tables are migrated first."""
-    import uvicorn
+    try:
+        import uvicorn
 
-    from payhooks.console import console_app
+        from payhooks.console import console_app
+    except ImportError as exc:
+        missing = exc.name or "a module"
+        _run(lambda: _fail(
+            f"the console needs the console extra ({missing} is not installed): "
+            "pip install 'payhooks[cli,console]'"
+        ))  # fmt: skip
     from payhooks.schema import migrate as migrate_core
 
     logs.configure()
