@@ -148,9 +148,7 @@ class Views:
     gateways: Sequence[str] = ()
     """The gateways the app serves, named on the home page."""
     find: Callable[[db.Connection, str], list[Link]] = find_orders
-    search_hint: str = (
-        "Gateway order id, your reference, payment id, delivery key, or bank reference (UTR/RRN)"
-    )
+    search_hint: str = "Order id, your reference, payment id, delivery key or UTR/RRN"
     max_query_chars: int = timeline.MAX_QUERY_CHARS
     reference_address: Callable[[str, str], str] = order_address
     """Where a parked delivery's gateway reference leads."""
