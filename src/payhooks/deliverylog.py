@@ -41,6 +41,9 @@ T = TypeVar("T")
 CONNECT_TIMEOUT_S = 2
 STATEMENT_TIMEOUT_MS = 1000
 UNKNOWN_GATEWAY = "unknown"
+UNKNOWN_GATEWAY_DETAIL = "no gateway of that name is served"
+"""A refused line's detail for a gateway payhooks does not know: the name is the client's
+choice (a forger's text in the operator's views), so the line never quotes it."""
 _KNOWN = frozenset(p.value for p in Provider)
 MAX_DETAIL_CHARS = 200
 MAX_LINES_PER_COPY = 2_000
@@ -122,15 +125,17 @@ def refused(
 
 def line(arrival: Arrival, reply: Reply) -> Delivery:
     """The log line of a request and its answer: an authentic delivery's, or a refused one's
-    (filed under ``unknown`` when its gateway is not one payhooks knows)."""
+    (filed under ``unknown``, with ``UNKNOWN_GATEWAY_DETAIL``, when its gateway is not one
+    payhooks knows)."""
     duration_ms = (time.perf_counter() - arrival.started) * 1000
     if reply.received is None:
+        provider = shown_gateway(arrival.gateway)
         return refused(
-            shown_gateway(arrival.gateway),
+            provider,
             received_at=arrival.received_at,
             status=reply.status,
             outcome=reply.outcome,
-            detail=reply.log_fields["detail"],
+            detail=_refusal(provider, reply),
             body=arrival.body,
             duration_ms=duration_ms,
         )
@@ -142,6 +147,12 @@ def line(arrival: Arrival, reply: Reply) -> Delivery:
         mismatch=reply.mismatch,
         duration_ms=duration_ms,
     )
+
+
+def _refusal(provider: str, reply: Reply) -> str:
+    """The step's words for a refusal, but for a gateway payhooks does not know: those quote
+    the name the client chose."""
+    return UNKNOWN_GATEWAY_DETAIL if provider == UNKNOWN_GATEWAY else reply.log_fields["detail"]
 
 
 def shown_gateway(name: str) -> str:

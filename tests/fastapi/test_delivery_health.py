@@ -88,3 +88,16 @@ def test_the_answer_is_the_same_with_the_logs_database_away(conn, database_url):
     assert (first.status_code, first.json()["status"]) == (200, "processed")
     assert (again.status_code, again.json()["status"]) == (200, "duplicate")
     assert conn.execute("SELECT paid_count FROM merchant_orders").fetchall() == [(1,)]
+
+
+def test_a_request_for_an_unknown_gateway_is_noted_without_the_name_it_came_under(database_url):
+    with served(app_for(database_url)) as running, running.client() as client:
+        answered = client.post("/webhooks/forged-name-x1", content=b"{}")
+        noted(database_url, 1)
+    assert answered.status_code == 404 and "forged-name-x1" in answered.json()["detail"]
+    with psycopg.connect(database_url) as conn:
+        [(provider, outcome, detail)] = conn.execute(
+            "SELECT provider, outcome, detail FROM payhooks_deliveries"
+        ).fetchall()
+    assert (provider, outcome) == ("unknown", "provider_not_configured")
+    assert detail and "forged-name-x1" not in detail

@@ -8,6 +8,7 @@ import hashlib
 
 import flask
 import httpx
+import psycopg
 import sqlalchemy
 from flask import Flask
 
@@ -67,3 +68,18 @@ def test_the_answer_is_the_same_with_the_logs_database_away(engine):
         again = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
     assert (first.status_code, again.status_code) == (200, 200)
     assert again.json()["status"] == "duplicate"
+
+
+def test_a_request_for_an_unknown_gateway_is_noted_without_the_name_it_came_under(
+    engine, database_url
+):
+    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+        answered = client.post("/webhooks/forged-name-x1", content=b"{}")
+        noted(database_url, 1)
+    assert answered.status_code == 404 and "forged-name-x1" in answered.json()["detail"]
+    with psycopg.connect(database_url) as conn:
+        [(provider, outcome, detail)] = conn.execute(
+            "SELECT provider, outcome, detail FROM payhooks_deliveries"
+        ).fetchall()
+    assert (provider, outcome) == ("unknown", "provider_not_configured")
+    assert detail and "forged-name-x1" not in detail
