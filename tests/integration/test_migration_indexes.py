@@ -27,6 +27,20 @@ BUILT_FIRST = [
         "CREATE INDEX CONCURRENTLY IF NOT EXISTS payhooks_deliveries_answered"
         " ON payhooks_deliveries (provider, received_at) WHERE status < 300",
     ),
+    (
+        "core",
+        "0008_due_checkouts",
+        "payhooks_expectations_unenrolled",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS payhooks_expectations_unenrolled"
+        " ON payhooks_expectations (provider, created_at, gateway_order_id) WHERE NOT enrolled",
+    ),
+    (
+        "core",
+        "0008_due_checkouts",
+        "payhooks_reconcile_due",
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS payhooks_reconcile_due"
+        " ON payhooks_reconcile (provider, captured, next_attempt_at, gateway_order_id)",
+    ),
 ]
 
 

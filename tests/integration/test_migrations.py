@@ -80,6 +80,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
         "core/0006_deliveries",
+        "core/0008_due_checkouts",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -151,6 +152,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
         "core/0006_deliveries",
+        "core/0008_due_checkouts",
     ]
     tables = {
         row[0]
@@ -204,6 +206,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
         "core/0006_deliveries",
+        "core/0008_due_checkouts",
     ]
 
 

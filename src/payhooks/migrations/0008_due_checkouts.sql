@@ -1,0 +1,16 @@
+-- payhooks core, version 8: a reconciliation pass reads what it asks about, not the window.
+
+-- An expectation is enrolled once it is old enough to be asked about: its reconciliation row is
+-- written then (payhooks.reconcile.checkouts), with its next attempt at its creation. The ones
+-- not yet enrolled are found through this index alone, whatever the window holds.
+ALTER TABLE payhooks_expectations ADD COLUMN IF NOT EXISTS enrolled boolean NOT NULL DEFAULT false;
+CREATE INDEX IF NOT EXISTS payhooks_expectations_unenrolled
+    ON payhooks_expectations (provider, created_at, gateway_order_id) WHERE NOT enrolled;
+
+-- Whether a capture of the gateway order is known: set when a pass finds one in
+-- payhooks_payments, never unset (a capture applied is never taken back). A pass reads the
+-- due rows of each gateway in this index's order, those with no capture first, so it reads
+-- about as many rows as it claims.
+ALTER TABLE payhooks_reconcile ADD COLUMN IF NOT EXISTS captured boolean NOT NULL DEFAULT false;
+CREATE INDEX IF NOT EXISTS payhooks_reconcile_due
+    ON payhooks_reconcile (provider, captured, next_attempt_at, gateway_order_id);
