@@ -17,10 +17,12 @@ runs past it is split too (a slow database is not an absent one).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -215,7 +217,9 @@ _COPY = f"COPY payhooks_deliveries ({', '.join(_FIELDS)}) FROM STDIN"
 class DeliveryLog:
     """``add`` from any thread; a thread of its own writes what has piled up: ``start`` runs
     it until ``close``, else the first line added starts it and it ends, letting its
-    connection go, once nothing is left to write (a door with no start-up of its own)."""
+    connection go, once nothing is left to write (a door with no start-up of its own). What
+    is still waiting when the app stops is written by ``close`` or ``stop``, which the door's
+    shutdown calls (else ``closed_at_exit``'s, at the process's end)."""
 
     def __init__(
         self,
@@ -272,8 +276,9 @@ class DeliveryLog:
         """Stop the thread, then write what is left: once, and what a database away makes
         impossible is counted as dropped (so is a line added after closing)."""
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout=10)
         self.flush()
         with self._lock:
             self._closed = True
@@ -283,6 +288,15 @@ class DeliveryLog:
             self._on_drop(lost)
             self._log.warning("delivery_log_lines_lost", extra={"lines": lost})
         self._side.close()
+
+    def stop(self) -> None:
+        """``close``, then take lines again, each first one starting a thread anew: for an app
+        that stops and may start again in the same process (a test client's second block)."""
+        self.close()
+        with self._lock:
+            self._closed = self._started = False
+            self._thread = None
+            self._stopping.clear()
 
     def flush(self) -> int:
         """Write every waiting line, ``MAX_LINES_PER_COPY`` at most per COPY, and say how many
@@ -348,6 +362,20 @@ class DeliveryLog:
             return
 
 
+def closed_at_exit(log: DeliveryLog) -> DeliveryLog:
+    """``log``, closed when the interpreter exits: its thread is a daemon, stopped there with
+    the lines of its last half second unwritten (a server's worker ending, no lifespan said
+    so). Held weakly: a log nobody keeps any more is not kept for this."""
+    atexit.register(_close_if_kept, weakref.ref(log))
+    return log
+
+
+def _close_if_kept(kept: weakref.ref[DeliveryLog]) -> None:
+    log = kept()
+    if log is not None:
+        log.close()
+
+
 def _daemon(run: Callable[[], None]) -> threading.Thread:
     thread = threading.Thread(target=run, name="payhooks-delivery-log", daemon=True)
     thread.start()
@@ -390,6 +418,7 @@ __all__ = [
     "OwnConnection",
     "Side",
     "answered",
+    "closed_at_exit",
     "line",
     "own_connection",
     "refused",

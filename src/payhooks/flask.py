@@ -31,7 +31,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from payhooks import health, timeline
 from payhooks.db import Connection
-from payhooks.deliverylog import DeliveryLog, OwnConnection, own_connection
+from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
 from payhooks.endpoint import Endpoint, Note, Reply, unfolded
 from payhooks.errors import (
     DatabaseUnavailable,
@@ -142,11 +142,15 @@ def _reading_blueprint(
 
 
 def _noted(engine: sqlalchemy.Engine, delivery_log: bool | str) -> Note | None:
+    """A WSGI app is told nothing when it stops: the log is closed, its last lines written,
+    when the worker's interpreter exits."""
     if delivery_log is False:
         return None
     if isinstance(delivery_log, str):
-        return DeliveryLog(own_connection(delivery_log)).note
-    return DeliveryLog(connection_of_engine(engine)).note
+        side = own_connection(delivery_log)
+    else:
+        side = connection_of_engine(engine)
+    return closed_at_exit(DeliveryLog(side)).note
 
 
 def connection_of_engine(engine: sqlalchemy.Engine) -> OwnConnection:

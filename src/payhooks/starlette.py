@@ -1,18 +1,25 @@
 """payhooks in a plain Starlette app (or any ASGI app built on Starlette), no FastAPI needed::
 
-    app = Starlette(routes=[route(adapters=[Razorpay(secrets=(...,))], hooks=hooks, pool=pool)])
+    routes = [route(adapters=[Razorpay(secrets=(...,))], hooks=hooks, pool=pool)]
+    app = Starlette(routes=routes, lifespan=lifespan(routes, around=opens_the_pool))
 
 ``route()`` is the webhook route ``payhooks.fastapi.router`` mounts too: it reads the body
 bounded by the gateway's adapter, and hands the gateway's name, the body and the header pairs
 to the shared step (``payhooks.endpoint``), which verifies, claims on the merchant's pool and
 answers from the core's one table. The bounded reader is also the reference service's.
+
+Each route holds something of its own beside the merchant's pool (the delivery log's thread
+and connection, a reading route's connection). Starlette gives a route no part in the app's
+lifespan, so ``lifespan()`` is the app's, with each route's own inside it: the log's last
+lines are written, and what the routes hold let go, when the app stops.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, NotRequired, TypedDict, Unpack, cast, overload
@@ -22,14 +29,14 @@ import anyio.to_thread
 import psycopg_pool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Message, Receive
 
 from payhooks import health, timeline
 from payhooks.answers import declared_over
 from payhooks.db import Connection
-from payhooks.deliverylog import DeliveryLog, OwnConnection, own_connection
-from payhooks.endpoint import Endpoint, Note, Reply
+from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
+from payhooks.endpoint import Endpoint, Reply
 from payhooks.errors import PayhooksError, PayloadTooLarge
 from payhooks.fastapi import deliveries
 from payhooks.fastapi.deliveries import AsyncPool, Deliver, SyncPool
@@ -45,6 +52,63 @@ DeliveryLogOption = bool | str
 """Where each request is noted: ``True`` (the pool's database), a conninfo, or ``False``."""
 Read = Callable[[Connection], dict[str, Any]]
 """What an operator's ``GET`` reads, on the route's own connection, to answer as JSON."""
+Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
+"""An app's lifespan, as Starlette and FastAPI take it: the app in, a context around its life."""
+
+
+class HoldingRoute(Route):
+    """A payhooks route, and what it holds of its own beside the merchant's pool: the delivery
+    log (its thread, its connection, the lines not written yet) or a reading route's
+    connection. ``lifespan`` lets go of it when the app stops, the log's lines written first;
+    the route takes requests again if the app starts again."""
+
+    def __init__(
+        self,
+        path: str,
+        endpoint: Callable[[Request], Awaitable[Response]],
+        *,
+        name: str,
+        methods: list[str],
+        release: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(path, endpoint, methods=methods, name=name)
+        self.release = release
+
+    @asynccontextmanager
+    async def lifespan(self, app: object) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if self.release is not None:
+                await anyio.to_thread.run_sync(self.release)
+
+
+def lifespan(routes: Iterable[BaseRoute], around: Lifespan | None = None) -> Lifespan:
+    """The app's lifespan: ``around`` (the app's own, which opens and closes its pool), and
+    inside it that of each payhooks route among ``routes`` (inside a ``Mount`` too), so the
+    delivery log is written to its last line, and the routes' connections closed, before the
+    pool closes: ``Starlette(routes=routes, lifespan=lifespan(routes, around=yours))``.
+    ``around``'s state, if it yields one, is the app's. A FastAPI app needs none of this:
+    ``include_router`` takes ``payhooks.fastapi.router``'s lifespan into the app's."""
+    holding = list(_holding(routes))
+
+    @asynccontextmanager
+    async def run(app: Any) -> AsyncIterator[Any]:
+        async with AsyncExitStack() as stack:
+            state = None if around is None else await stack.enter_async_context(around(app))
+            for route in holding:
+                await stack.enter_async_context(route.lifespan(app))
+            yield state
+
+    return run
+
+
+def _holding(routes: Iterable[BaseRoute]) -> Iterator[HoldingRoute]:
+    for found in routes:
+        if isinstance(found, HoldingRoute):
+            yield found
+        elif isinstance(found, Mount):
+            yield from _holding(found.routes)
 
 
 class _Wiring(TypedDict):
@@ -69,9 +133,9 @@ class AsyncWiring(_Wiring):
 
 
 @overload
-def route(*, path: str = ..., **wiring: Unpack[SyncWiring]) -> Route: ...
+def route(*, path: str = ..., **wiring: Unpack[SyncWiring]) -> HoldingRoute: ...
 @overload
-def route(*, path: str = ..., **wiring: Unpack[AsyncWiring]) -> Route: ...
+def route(*, path: str = ..., **wiring: Unpack[AsyncWiring]) -> HoldingRoute: ...
 
 
 def route(
@@ -82,7 +146,7 @@ def route(
     path: str = PATH,
     threads: int | None = None,
     delivery_log: DeliveryLogOption = True,
-) -> Route:
+) -> HoldingRoute:
     """``POST {path}`` (``/webhooks/{provider}``) for each adapter's gateway.
 
     ``pool`` is the merchant's: a ``ConnectionPool`` runs sync ``hooks`` (``payhooks.Hooks``)
@@ -90,18 +154,19 @@ def route(
     (``payhooks.fastapi.AsyncHooks``). ``threads`` bounds the deliveries verified or applied
     at once in threads of their own (default: the pool's ``max_size``). Each request is noted
     in ``payhooks_deliveries`` (``delivery_log``: on a connection of its own to the pool's
-    database, or to the conninfo given; ``False``: not at all)."""
+    database, or to the conninfo given; ``False``: not at all), written to its last line when
+    the app stops by the route's ``lifespan`` (see ``lifespan()``), else at the process's end."""
     deliver = delivery(hooks, pool, threads)  # the pool checked first
     log = logging.getLogger("payhooks.starlette")
-    return webhook_route(path, Endpoint.serving(adapters, log, noted(pool, delivery_log)), deliver)
+    return webhook_route(path, adapters, log, deliver, noting(pool, delivery_log))
 
 
-def noted(pool: SyncPool | AsyncPool, delivery_log: DeliveryLogOption) -> Note | None:
+def noting(pool: SyncPool | AsyncPool, delivery_log: DeliveryLogOption) -> DeliveryLog | None:
     """The log a door's requests are noted in, on a connection of its own: never one of the
     pool's, which webhooks need."""
     if delivery_log is False:
         return None
-    return DeliveryLog(connection_to(pool, delivery_log)).note
+    return closed_at_exit(DeliveryLog(connection_to(pool, delivery_log)))
 
 
 def connection_to(pool: SyncPool | AsyncPool, conninfo: DeliveryLogOption = True) -> OwnConnection:
@@ -124,7 +189,7 @@ def health_route(
     allow: Allow,
     path: str = HEALTH_PATH,
     conninfo: str | None = None,
-) -> Route:
+) -> HoldingRoute:
     """``GET {path}``: ``payhooks.health.summary`` as JSON (last 2xx, answers by status in the
     last hour, signature failures, the forged-signature banner), read on a connection of its
     own (to the pool's database, or ``conninfo``), one read at a time; 403 unless
@@ -143,7 +208,7 @@ def timeline_route(
     allow: Allow,
     path: str = TIMELINE_PATH,
     conninfo: str | None = None,
-) -> Route:
+) -> HoldingRoute:
     """``GET {path}?q=...``: ``payhooks.timeline.answer`` as JSON, each gateway order what an
     operator typed names (a gateway order id, the reference given to ``expect``, a payment id,
     a delivery key, a UTR/RRN) with its story; read as ``health_route`` reads; 403 unless
@@ -162,8 +227,9 @@ def _reading_route(
     conninfo: str | None,
     name: str,
     reading: Callable[[Request], Read],
-) -> Route:
-    """A JSON ``GET`` answered by a read on a connection of its own, in a thread."""
+) -> HoldingRoute:
+    """A JSON ``GET`` answered by a read on a connection of its own, in a thread: opened at
+    the first read, held until the app stops."""
     side = connection_to(pool, conninfo or True)
 
     async def answer(request: Request) -> Response:
@@ -173,12 +239,20 @@ def _reading_route(
         found = await anyio.to_thread.run_sync(partial(side.run, reading(request)))
         return JSONResponse(found)
 
-    return Route(path, answer, methods=["GET"], name=name)
+    return HoldingRoute(path, answer, methods=["GET"], name=name, release=side.close)
 
 
-def webhook_route(path: str, endpoint: Endpoint, deliver: Deliver) -> Route:
-    """The route, for the step ``endpoint`` and the claim ``deliver``: Starlette's own, so
-    FastAPI (which takes it as it is) reads nothing of the request before payhooks does."""
+def webhook_route(
+    path: str,
+    adapters: Iterable[Adapter],
+    log: logging.Logger,
+    deliver: Deliver,
+    noted: DeliveryLog | None,
+) -> HoldingRoute:
+    """The route, for the step serving ``adapters`` and the claim ``deliver``, each request
+    noted in ``noted``: Starlette's own, so FastAPI (which takes it as it is) reads nothing of
+    the request before payhooks does."""
+    endpoint = Endpoint.serving(adapters, log, None if noted is None else noted.note)
 
     async def webhook(request: Request) -> Response:
         gateway = str(request.path_params["provider"])
@@ -190,7 +264,8 @@ def webhook_route(path: str, endpoint: Endpoint, deliver: Deliver) -> Route:
             return Response(status_code=400)  # no one to answer, nothing worth a traceback
         return response(await deliver(endpoint, gateway, body, tuple(request.headers.items())))
 
-    return Route(path, webhook, methods=["POST"], name="payhooks_webhook")
+    release = None if noted is None else noted.stop
+    return HoldingRoute(path, webhook, methods=["POST"], name="payhooks_webhook", release=release)
 
 
 def delivery(
@@ -260,4 +335,12 @@ def replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-__all__ = ["health_route", "read_bounded", "replaying", "route", "timeline_route"]
+__all__ = [
+    "HoldingRoute",
+    "health_route",
+    "lifespan",
+    "read_bounded",
+    "replaying",
+    "route",
+    "timeline_route",
+]

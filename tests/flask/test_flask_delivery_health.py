@@ -5,6 +5,8 @@ for, nor depends on, the log's database."""
 from __future__ import annotations
 
 import hashlib
+import os
+from pathlib import Path
 
 import flask
 import httpx
@@ -15,9 +17,12 @@ from flask import Flask
 import payhooks.flask
 from payhooks import Hooks
 from tests.factories import ADAPTERS
-from tests.fastapi.test_delivery_health import AWAY, noted
-from tests.flask.conftest import serving
+from tests.fastapi.test_delivery_health import AWAY, lines_now, noted
+from tests.flask.conftest import serving, sqlalchemy_url
 from tests.flask.test_flask_blueprint import capture
+from tests.wsgi_server import gunicorn_serving
+
+ROOT = Path(__file__).resolve().parents[2]
 
 OPERATOR = {"x-operator-token": "t0ken"}
 
@@ -68,6 +73,21 @@ def test_the_answer_is_the_same_with_the_logs_database_away(engine):
         again = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
     assert (first.status_code, again.status_code) == (200, 200)
     assert again.json()["status"] == "duplicate"
+
+
+def test_a_gunicorn_workers_exit_writes_every_line_it_answered(database_url):
+    """The log's thread is a daemon: without a close at exit, the lines of its last half second
+    would go with the process."""
+    url = sqlalchemy_url(database_url).render_as_string(hide_password=False)
+    env = {**os.environ, "DATABASE_URL": url}
+    delivery = capture()
+    forged = {**delivery.headers, "x-razorpay-signature": "0" * 64}
+    served = gunicorn_serving("tests.flask.logged_app:app", cwd=ROOT, env=env)
+    with served as base, httpx.Client(base_url=base) as client:
+        for _ in range(5):
+            response = client.post(delivery.path, content=delivery.body, headers=forged)
+            assert response.status_code == 401
+    assert lines_now(database_url) == 5
 
 
 def test_a_request_for_an_unknown_gateway_is_noted_without_the_name_it_came_under(

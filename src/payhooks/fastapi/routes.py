@@ -3,7 +3,9 @@
 The route is ``payhooks.starlette``'s: it reads the body bounded by the gateway's adapter and
 hands it to the shared step (``payhooks.endpoint``), which verifies and parses off the event
 loop, claims it and runs the merchant's handlers in the claim's transaction on the merchant's
-pool, and answers from the core's one table (``payhooks.answers``).
+pool, and answers from the core's one table (``payhooks.answers``). The router's lifespan is
+the route's (the delivery log written to its last line when the app stops), and FastAPI's
+``include_router`` makes it part of the app's.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from typing import Unpack, overload
 from fastapi import APIRouter
 
 from payhooks import starlette
-from payhooks.endpoint import Endpoint
 from payhooks.fastapi.deliveries import AsyncPool, SyncPool
 from payhooks.fastapi.hooks import AsyncHandler
 from payhooks.ingest import Handler
@@ -50,9 +51,12 @@ def router(
     pool's ``max_size``), so webhooks never wait behind the app's other sync work. Each
     request is noted in ``payhooks_deliveries`` (``delivery_log``, as for
     ``payhooks.starlette.route``); ``payhooks.starlette.health_route`` shows what it holds.
+    ``app.include_router`` runs the router's lifespan inside the app's: when the app stops,
+    the log's last lines are written and its thread and connection let go. Taken as routes
+    alone (``Starlette(routes=router(...).routes)``), pass them to
+    ``payhooks.starlette.lifespan`` as a Starlette app's are.
     """
     deliver = starlette.delivery(hooks, pool, threads)  # the pool checked first
-    endpoint = Endpoint.serving(adapters, log, starlette.noted(pool, delivery_log))
-    webhooks = APIRouter()
-    webhooks.routes.append(starlette.webhook_route(f"{prefix}/{{provider}}", endpoint, deliver))
-    return webhooks
+    noted = starlette.noting(pool, delivery_log)
+    webhook = starlette.webhook_route(f"{prefix}/{{provider}}", adapters, log, deliver, noted)
+    return APIRouter(routes=[webhook], lifespan=webhook.lifespan)
