@@ -9,10 +9,13 @@ import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Mount
 
-from payhooks.starlette import route
+from payhooks.starlette import HoldingRoute, lifespan, route
 from tests.factories import ADAPTERS
 from tests.fastapi.conftest import served
 from tests.fastapi.merchant import REF, async_hooks, capture, prepare
@@ -23,15 +26,13 @@ def test_a_plain_starlette_app_takes_the_route_and_processes_a_capture_once(conn
     pool = AsyncConnectionPool(database_url, min_size=1, max_size=2, open=False)
 
     @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    async def opens_the_pool(app: Starlette) -> AsyncIterator[None]:
         await pool.open(wait=True)
         yield
         await pool.close()
 
-    app = Starlette(
-        routes=[route(adapters=ADAPTERS.values(), hooks=async_hooks(), pool=pool)],
-        lifespan=lifespan,
-    )
+    routes = [route(adapters=ADAPTERS.values(), hooks=async_hooks(), pool=pool)]
+    app = Starlette(routes=routes, lifespan=lifespan(routes, around=opens_the_pool))
     delivery = capture()
     with served(app) as running, running.client() as client:
         first = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
@@ -58,3 +59,27 @@ def test_the_starlette_route_is_built_without_fastapi_importable():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
+
+
+def test_the_apps_lifespan_lets_go_of_a_mounted_routes_hold_before_its_own_ends():
+    said: list[str] = []
+
+    async def answer(request: object) -> Response:
+        return Response()
+
+    held = HoldingRoute(
+        "/x", answer, name="x", methods=["GET"], release=lambda: said.append("let go")
+    )
+
+    @asynccontextmanager
+    async def own(app: object) -> AsyncIterator[dict[str, int]]:
+        said.append("opened")
+        yield {"pool": 1}
+        said.append("closed")
+
+    async def run() -> None:
+        async with lifespan([Mount("/pay", routes=[held])], around=own)(None) as state:
+            said.append(f"serving with {state}")
+
+    anyio.run(run)
+    assert said == ["opened", "serving with {'pool': 1}", "let go", "closed"]
