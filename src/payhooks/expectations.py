@@ -44,9 +44,15 @@ ON CONFLICT (provider, gateway_order_id) DO UPDATE
         reference = excluded.reference
 """
 
-EXPECTED = """
+# The expectation of the order when this payment does not meet it, locked (FOR KEY SHARE) so
+# that a purge, which deletes only the expectations it can lock (FOR UPDATE), cannot take it
+# while the payment is being parked for it; a payment that meets it takes no lock. One a purge
+# is deleting is waited for, and then found gone: the payment is applied as unexpected.
+UNMET = """
 SELECT amount_paise, currency FROM payhooks_expectations
-WHERE provider = %s AND gateway_order_id = %s
+WHERE provider = %(provider)s AND gateway_order_id = %(order)s
+  AND (amount_paise IS DISTINCT FROM %(amount)s OR currency <> %(currency)s)
+FOR KEY SHARE
 """
 
 HOLD = """
@@ -174,19 +180,23 @@ class Check:
 UNCHECKED = Check()
 
 # The payment's row claimed (insert first, as the delivery's own claim) and the expectation
-# read, in one round trip. On a conflict the row is left as it is and read back.
-CLAIM_PAYMENT = """
+# it does not meet read (``UNMET``), in one round trip. On a conflict the row is left as it is
+# and read back.
+CLAIM_PAYMENT = (
+    """
 WITH mine AS (
     INSERT INTO payhooks_payments AS p
         (provider, payment_id, kind, gateway_order_id, event_id, reconciled)
     VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(order)s, %(event_id)s, %(reconciled)s)
     ON CONFLICT (provider, payment_id, kind) DO UPDATE SET applied_at = p.applied_at
     RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id
-)
-SELECT mine.inserted, mine.reconciled, mine.event_id, e.amount_paise, e.currency
-FROM mine LEFT JOIN payhooks_expectations e
-    ON e.provider = %(provider)s AND e.gateway_order_id = %(order)s
+), unmet AS ("""
+    + UNMET
+    + """)
+SELECT mine.inserted, mine.reconciled, mine.event_id, unmet.amount_paise, unmet.currency
+FROM mine LEFT JOIN unmet ON true
 """
+)
 
 # Read in a statement of its own: after waiting on a twin's row, the claim's statement still
 # sees the database as it was before the wait.
@@ -215,35 +225,34 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     the delivery is one reconciliation made (its key no webhook can take)."""
     if event.kind not in MONEY:
         return UNCHECKED
+    paid = {"provider": event.provider.value, "order": event.merchant_ref,
+            "amount": event.amount_paise, "currency": paid_currency(event)}  # fmt: skip
     if event.payment_id is None:
         if event.merchant_ref is None:
             return UNCHECKED
-        row = yield Statement(sql=EXPECTED, params=(event.provider.value, event.merchant_ref))
+        row = yield Statement(sql=UNMET, params=paid)
         return Check(mismatch=None if row is None else _mismatch(event, row[0], row[1]))
     row = yield Statement(
         sql=CLAIM_PAYMENT,
         params={
-            "provider": event.provider.value,
+            **paid,
             "payment_id": event.payment_id,
             "kind": event.kind.value,
-            "order": event.merchant_ref,
             "event_id": event.event_id,
             "reconciled": reconciled,
         },
     )
     assert row is not None
-    inserted, first_reconciled, first_key, *expected = row
+    inserted, first_reconciled, first_key, *unmet = row
     if not inserted and first_key != event.event_id and (reconciled or first_reconciled):
         first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
         order_ref = None if first is None or first[0] is None else str(first[0])
         return Check(applied_by=str(first_key), order_ref=order_ref)
-    mismatch = None if expected[0] is None else _mismatch(event, expected[0], expected[1])
+    mismatch = None if unmet[1] is None else _mismatch(event, unmet[0], unmet[1])
     return Check(mismatch=mismatch, claimed=bool(inserted))
 
 
-def _mismatch(event: Event, amount: int, currency: str) -> Mismatch | None:
-    if event.amount_paise == amount and paid_currency(event) == currency:
-        return None
+def _mismatch(event: Event, amount: int, currency: str) -> Mismatch:
     return Mismatch(
         expected_paise=int(amount),
         expected_currency=str(currency),

@@ -4,7 +4,10 @@ core's tables: a merchant's app (``payhooks.retention.purge``, ``payhooks purge
 
 Small batches, each its own short transaction, so deliveries keep flowing while a million old
 rows go. Parked records are kept until applied: they are unfinished money business; so are
-the expectation and the payment claim a parked delivery will meet when it is replayed."""
+the expectation and the payment claim a parked delivery will meet when it is replayed, and the
+expectation of an amount mismatch not yet resolved. A capture being parked for its amount
+locks its expectation, and the purge deletes only what it could lock, checking again once it
+holds the locks, so the two running at once never leave a parked delivery without it."""
 
 from __future__ import annotations
 
@@ -51,19 +54,36 @@ WHERE (provider, payment_id, kind) IN (
     LIMIT %s
     FOR UPDATE SKIP LOCKED)
 """
-# An expectation stays while a parked delivery for its order may yet be replayed, or the
-# replay would skip the amount check; its reconciliation row goes with it (ON DELETE CASCADE).
-_DELETE_EXPECTATIONS = """
-DELETE FROM payhooks_expectations
-WHERE (provider, gateway_order_id) IN (
-    SELECT e.provider, e.gateway_order_id FROM payhooks_expectations e
-    WHERE e.created_at < %s
-      AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
-                      AND w.provider = e.provider AND w.merchant_ref = e.gateway_order_id)
-    ORDER BY e.created_at
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED)
+# An expectation stays while a delivery parked for its order may yet be replayed, or a
+# payment's amount mismatch with it is not resolved: a replay without it would skip the amount
+# check. Its reconciliation row goes with it (ON DELETE CASCADE).
+_HELD = """
+EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+        AND w.provider = e.provider AND w.merchant_ref = e.gateway_order_id)
+OR EXISTS (SELECT 1 FROM payhooks_amount_mismatches m WHERE m.resolved_at IS NULL
+           AND m.provider = e.provider AND m.gateway_order_id = e.gateway_order_id)
 """
+# A batch of old expectations locked first, skipping any a capture holds (it locks the
+# expectation it does not meet, FOR KEY SHARE, while it parks); then deleted by their ctid in
+# a statement of its own, whose snapshot, taken once the locks are held, sees every parking
+# committed before them.
+_LOCK_EXPECTATIONS = (
+    """
+SELECT e.ctid::text FROM payhooks_expectations e
+WHERE e.created_at < %s AND NOT ("""
+    + _HELD
+    + """)
+ORDER BY e.created_at
+LIMIT %s
+FOR UPDATE SKIP LOCKED
+"""
+)
+_DELETE_EXPECTATIONS = (
+    """
+DELETE FROM payhooks_expectations e WHERE e.ctid = ANY (%s::tid[]) AND NOT ("""
+    + _HELD
+    + ")"
+)
 # The delivery log (every request a webhook door answered, refused ones too) ages out with the
 # deliveries: a forged-request flood must not stay forever.
 _DELETE_LOGGED = """
@@ -135,9 +155,29 @@ def delete_expired(
             on_batch(done)
         if done < batch_rows:
             break
-    for statement in (_DELETE_PAYMENTS, _DELETE_EXPECTATIONS, _DELETE_LOGGED):
-        delete_old(conn, statement, planned.cutoff, batch_rows, stop=stop)
+    delete_old(conn, _DELETE_PAYMENTS, planned.cutoff, batch_rows, stop=stop)
+    delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
+    delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
     return Purge(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
+
+
+def delete_expectations(
+    conn: Connection,
+    cutoff: datetime,
+    batch_rows: int,
+    *,
+    stop: Callable[[], bool] = _never,
+) -> None:
+    """The expectations created before ``cutoff`` that nothing unresolved needs, in short
+    transactions until a batch falls short: each batch locked, then checked again and deleted.
+    """
+    while not stop():
+        with unbounded(conn):
+            locked = [row[0] for row in conn.execute(_LOCK_EXPECTATIONS, (cutoff, batch_rows))]
+            if locked:
+                conn.execute(_DELETE_EXPECTATIONS, (locked,))
+        if len(locked) < batch_rows:
+            return
 
 
 def delete_old(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from pathlib import Path
 
@@ -16,8 +17,11 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import payhooks
-from payhooks import retention
+from payhooks import EventKind, Hooks, Outcome, ingest, ingest_in_transaction, retention
 from payhooks.errors import RetentionTooShort
+from payhooks.ingest import Receipt
+from payhooks.sim.gateway import Delivery
+from tests.factories import ADAPTERS, GATEWAY
 
 PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
 
@@ -214,3 +218,108 @@ def test_old_delivery_log_lines_go_too_refused_ones_included(merchant):
         "SELECT extract(day FROM now() - received_at)::int FROM payhooks_deliveries ORDER BY 1"
     ).fetchall()
     assert left == [(10,)]
+
+
+# --- a purge racing a capture parked for its amount --------------------------------------------
+
+
+def underpaid(order: str = "order_race") -> Delivery:
+    return GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_race0000001", order_id=order, amount_paise=100
+    )
+
+
+def expected_days_ago(conn, order: str, days_old: int) -> None:
+    payhooks.expect(conn, "razorpay", order, 49_900, "INR", "ref-" + order)
+    conn.execute(
+        "UPDATE payhooks_expectations SET created_at = now() - make_interval(days => %s)"
+        " WHERE gateway_order_id = %s",
+        (days_old, order),
+    )
+
+
+def parked_without_their_expectation(conn) -> list[str]:
+    rows = conn.execute(
+        "SELECT w.event_id FROM processed_webhooks w WHERE w.outcome = 'parked'"
+        " AND NOT EXISTS (SELECT 1 FROM payhooks_expectations e"
+        "                 WHERE e.provider = w.provider AND e.gateway_order_id = w.merchant_ref)"
+    ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_an_expectation_whose_capture_is_being_parked_survives_a_purge_meanwhile(
+    merchant, merchant_url
+):
+    """The parking transaction is open (not committed) on one connection while the purge runs
+    on another: the purge cannot see the parked delivery yet, and must not take its
+    expectation from under it."""
+    expected_days_ago(merchant, "order_race", 20)
+    delivery = underpaid()
+    with psycopg.connect(merchant_url) as parking, parking.transaction():
+        pending = ingest_in_transaction(
+            parking, ADAPTERS[delivery.provider], delivery.body, delivery.headers, paying()
+        )
+        assert pending.outcome.outcome is Outcome.PARKED
+        retention.purge(merchant, 15)
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == ["order_race"]
+    assert parked_without_their_expectation(merchant) == []
+    retention.purge(merchant, 15)  # and once the parked delivery is committed, it keeps it
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == ["order_race"]
+
+
+def test_a_capture_meeting_an_expectation_being_purged_is_never_parked_against_it(
+    merchant, merchant_url
+):
+    """The purge has deleted the expectation, not yet committed, when an underpaid capture of
+    it arrives on another connection: the capture waits for the purge, then finds no
+    expectation, and is applied as an order nobody expected; it is never left parked for an
+    amount that a replay could no longer check."""
+    expected_days_ago(merchant, "order_race", 20)
+    delivery = underpaid()
+    answers: list[Outcome] = []
+
+    def capture() -> None:
+        with psycopg.connect(merchant_url, autocommit=True) as conn:
+            answers.append(deliver_to(conn, delivery).outcome)
+
+    with psycopg.connect(merchant_url) as purging, purging.transaction():
+        retention.delete_expired(purging, retention.plan(purging, 15))
+        thread = threading.Thread(target=capture)
+        thread.start()
+        waiting_or_done(merchant, thread)
+    thread.join(timeout=30)
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
+    assert parked_without_their_expectation(merchant) == []
+    assert answers == [Outcome.PROCESSED]
+
+
+def test_an_expectation_with_an_unresolved_amount_mismatch_stays(merchant):
+    expected(merchant, "order_held", 100)
+    delivered(merchant, "evt_held", 10, order="order_held", payment="pay_h")
+    merchant.execute(MISMATCH, ("evt_held", "order_held", "pay_h"))
+    retention.purge(merchant, 90)
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == ["order_held"]
+    merchant.execute("UPDATE payhooks_amount_mismatches SET resolved_at = now()")
+    retention.purge(merchant, 90)
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
+
+
+def paying() -> Hooks:
+    """A merchant's hooks that take every capture they are handed."""
+    found = Hooks()
+    found.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: None)
+    return found
+
+
+def deliver_to(conn, delivery: Delivery) -> Receipt:
+    return ingest(conn, ADAPTERS[delivery.provider], delivery.body, delivery.headers, paying())
+
+
+def waiting_or_done(conn, thread: threading.Thread) -> None:
+    """Until ``thread``'s connection waits on a row lock, or the thread has finished."""
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    while thread.is_alive() and conn.execute(waiting).fetchone()[0] == 0:
+        thread.join(timeout=0.05)

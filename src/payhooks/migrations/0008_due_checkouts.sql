@@ -14,3 +14,8 @@ CREATE INDEX IF NOT EXISTS payhooks_expectations_unenrolled
 ALTER TABLE payhooks_reconcile ADD COLUMN IF NOT EXISTS captured boolean NOT NULL DEFAULT false;
 CREATE INDEX IF NOT EXISTS payhooks_reconcile_due
     ON payhooks_reconcile (provider, captured, next_attempt_at, gateway_order_id);
+
+-- The amount mismatches not yet resolved, by the order they name: the purge keeps the
+-- expectation of each (payhooks.retention).
+CREATE INDEX IF NOT EXISTS payhooks_amount_mismatches_unresolved_order
+    ON payhooks_amount_mismatches (provider, gateway_order_id) WHERE resolved_at IS NULL;
