@@ -169,12 +169,14 @@ class Check:
     the same payment (and kind) already reached a handler under another delivery key, and one
     of the two is reconciliation's: the key of that delivery, whose answer stands.
     ``claimed``: this delivery holds the payment's row, to let go of if it is not applied.
+    ``refunds_held``: a refund of a payment parked for its amount and not yet resolved.
     """
 
     mismatch: Mismatch | None = None
     applied_by: str | None = None
     order_ref: str | None = None
     claimed: bool = False
+    refunds_held: bool = False
 
 
 UNCHECKED = Check()
@@ -219,10 +221,23 @@ def paid_currency(event: Event) -> str:
     return event.currency or "INR"
 
 
+# A payment parked for its amount, not yet resolved: its refund waits beside it.
+HELD = """
+SELECT 1 FROM payhooks_amount_mismatches
+WHERE provider = %s AND payment_id = %s AND resolved_at IS NULL
+LIMIT 1
+"""
+
+
 def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     """For a payment authorised or captured: claim the payment's own row and compare it with
-    what the merchant expected. Any other event passes with no statement. ``reconciled``:
-    the delivery is one reconciliation made (its key no webhook can take)."""
+    what the merchant expected. For a refund: whether its payment is parked for its amount (a
+    handler must not see a refund of a payment it never saw). Any other event passes with no
+    statement. ``reconciled``: the delivery is one reconciliation made (its key no webhook can
+    take)."""
+    if event.kind is EventKind.REFUND_PROCESSED and event.payment_id is not None:
+        held = yield Statement(sql=HELD, params=(event.provider.value, event.payment_id))
+        return Check(refunds_held=held is not None)
     if event.kind not in MONEY:
         return UNCHECKED
     paid = {"provider": event.provider.value, "order": event.merchant_ref,

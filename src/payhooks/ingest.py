@@ -246,6 +246,8 @@ class Delivery:
         if check.mismatch is not None:  # never handed to the handler as a payment
             yield from expectations.releasing(event, check)
             return (yield from _held(event, claim, check.mismatch))
+        if check.refunds_held:  # its payment is parked for its amount: parked beside it
+            return (yield from _parked_beside(event, claim))
         applied: Applied = yield APPLY
         receipt = Receipt(outcome=applied.outcome, event=event, order_id=applied.order_id)
         if claim.state is ClaimState.PARKED and applied.outcome is Outcome.PARKED:
@@ -274,6 +276,16 @@ def _held(
     if claim.state is ClaimState.NEW:
         yield from idempotency.recording(event, Outcome.PARKED, None)
     return Settled(receipt=Receipt(outcome=Outcome.PARKED, event=event))
+
+
+def _parked_beside(event: Event, claim: idempotency.Claim) -> Generator[Statement, Any, Settled]:
+    """A refund of a payment parked for its amount: parked too, for the person who settles the
+    payment; replayed once it is settled, it applies. Retried before then, nothing changes."""
+    receipt = Receipt(outcome=Outcome.PARKED, event=event)
+    if claim.state is not ClaimState.NEW:
+        return Settled(receipt=receipt, keep=False)
+    yield from idempotency.recording(event, Outcome.PARKED, None)
+    return Settled(receipt=receipt)
 
 
 def _claim_and_apply(conn: Connection, received: Received, handler: Handler) -> Receipt:

@@ -20,7 +20,11 @@ from payhooks.ingest import Outcome, Receipt, ingest_received, receive, replay
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, GATEWAY
 
-ORDERS = "CREATE TABLE merchant_paid (ref text, payment_id text, amount bigint)"
+ORDERS = """
+CREATE TABLE merchant_paid (ref text, payment_id text, amount bigint);
+CREATE TABLE merchant_refunded (payment_id text, refund_id text, amount bigint)
+"""
+REFUNDED = "INSERT INTO merchant_refunded VALUES (%s, %s, %s)"
 
 
 def razorpay(event: str = "payment.captured", *, amount: int = 49_900, currency: str = "INR",
@@ -40,6 +44,10 @@ def hooks() -> Hooks:
             (event.merchant_ref, event.payment_id, event.amount_paise),
         )
 
+    @found.on(EventKind.REFUND_PROCESSED)
+    def refunded(conn, event):
+        conn.execute(REFUNDED, (event.payment_id, event.refund_id, event.refund_amount_paise))
+
     return found
 
 
@@ -52,6 +60,10 @@ def async_hooks() -> AsyncHooks:
             "INSERT INTO merchant_paid VALUES (%s, %s, %s)",
             (event.merchant_ref, event.payment_id, event.amount_paise),
         )
+
+    @found.on(EventKind.REFUND_PROCESSED)
+    async def refunded(conn, event):
+        await conn.execute(REFUNDED, (event.payment_id, event.refund_id, event.refund_amount_paise))
 
     return found
 
@@ -391,3 +403,99 @@ def test_a_mismatch_applied_after_the_expectation_was_corrected_is_marked_resolv
         "SELECT resolved_at IS NOT NULL, resolution FROM payhooks_amount_mismatches"
     ).fetchone()
     assert row[0] and "corrected" in row[1]
+
+
+# --- a refund of a payment parked for its amount -------------------------------------------
+
+
+def razorpay_refund(amount: int = 100, refund_id: str = "rfnd_exp0000001") -> Delivery:
+    return GATEWAY.razorpay(
+        "refund.processed", payment_id="pay_exp0000001", order_id="order_exp1",
+        amount_paise=amount, refund_id=refund_id,
+    )  # fmt: skip
+
+
+def cashfree_refund(cf_payment_id: str, order_id: str, rupees: str) -> Delivery:
+    """A Cashfree ``REFUND_STATUS_WEBHOOK`` in its documented shape, signed as Cashfree signs."""
+    import json
+
+    from payhooks.events import Provider
+    from payhooks.providers.cashfree import sign
+    from tests.factories import KEYS
+
+    refund = {
+        "cf_refund_id": 1919201, "cf_payment_id": int(cf_payment_id),
+        "refund_id": "refund_merchant_1", "order_id": order_id,
+        "refund_amount": float(rupees), "refund_currency": "INR", "entity": "Refund",
+        "refund_status": "SUCCESS", "refund_arn": "ARN0000001",
+    }  # fmt: skip
+    body = json.dumps({"data": {"refund": refund}, "type": "REFUND_STATUS_WEBHOOK"}).encode()
+    stamp = str(GATEWAY.now * 1000)
+    headers = {"content-type": "application/json", "x-webhook-timestamp": stamp,
+               "x-webhook-signature": sign(body, stamp, KEYS.cashfree),
+               "x-webhook-version": "2025-01-01"}  # fmt: skip
+    return Delivery(provider=Provider.CASHFREE, body=body, headers=headers, label="refund")
+
+
+def refunded(conn) -> list[tuple[object, ...]]:
+    return conn.execute("SELECT payment_id, refund_id, amount FROM merchant_refunded").fetchall()
+
+
+def test_a_refund_of_a_payment_parked_for_its_amount_is_parked_beside_it(shop, deliver):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    assert deliver(shop, razorpay(amount=100)).outcome is Outcome.PARKED
+    refund = razorpay_refund()
+    assert deliver(shop, refund).outcome is Outcome.PARKED
+    assert refunded(shop) == []  # the handler never saw a refund of a payment it never saw
+    assert outcome_of(shop, refund) == "parked"
+    # The gateway's retry: parked as it was, nothing recorded twice.
+    assert deliver(shop, refund).outcome is Outcome.PARKED
+    assert refunded(shop) == [] and len(parked(shop)) == 2
+
+
+def test_a_cashfree_refund_of_a_payment_parked_for_its_amount_is_parked_too(shop, deliver):
+    expect(shop, "cashfree", "cf_exp1", 49_900)
+    capture = GATEWAY.cashfree(
+        "PAYMENT_SUCCESS_WEBHOOK", order_id="cf_exp1", cf_payment_id="1453002795",
+        order_amount=Decimal("1.00"), payment_status="SUCCESS",
+    )  # fmt: skip
+    assert deliver(shop, capture).outcome is Outcome.PARKED
+    assert deliver(shop, cashfree_refund("1453002795", "cf_exp1", "1.00")).outcome is (
+        Outcome.PARKED
+    )
+    assert refunded(shop) == []
+
+
+def test_a_refund_of_a_payment_that_met_its_expectation_reaches_the_handler(shop, deliver):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    assert deliver(shop, razorpay()).outcome is Outcome.PROCESSED
+    assert deliver(shop, razorpay_refund(49_900)).outcome is Outcome.PROCESSED
+    assert refunded(shop) == [("pay_exp0000001", "rfnd_exp0000001", 49_900)]
+
+
+def _corrected(conn, capture: Delivery) -> None:
+    expect(conn, "razorpay", "order_exp1", 100)
+    stored = next(p for p in parked(conn) if p.event_type == "payment.captured")
+    assert replay(conn, ADAPTERS[capture.provider], stored, hooks()).outcome is Outcome.PROCESSED
+
+
+def _resolved(conn, capture: Delivery) -> None:
+    from payhooks.expectations import resolve
+
+    key = receive(ADAPTERS[capture.provider], capture.body, capture.headers).event.event_id
+    resolve(conn, "razorpay", key, "refunded in the dashboard")
+
+
+@pytest.mark.parametrize("settle", [_corrected, _resolved], ids=["corrected", "resolved"])
+def test_a_parked_refund_applies_when_replayed_once_its_payments_mismatch_is_settled(shop, settle):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    capture = razorpay(amount=100)
+    sync_driver(shop, capture)
+    refund = razorpay_refund()
+    sync_driver(shop, refund)
+    [waiting] = [p for p in parked(shop) if p.event_type == "refund.processed"]
+    assert replay(shop, ADAPTERS[refund.provider], waiting, hooks()).outcome is Outcome.PARKED
+    settle(shop, capture)
+    assert replay(shop, ADAPTERS[refund.provider], waiting, hooks()).outcome is Outcome.PROCESSED
+    assert refunded(shop) == [("pay_exp0000001", "rfnd_exp0000001", 100)]
+    assert outcome_of(shop, refund) == "processed"

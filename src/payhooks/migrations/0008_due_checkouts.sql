@@ -1,4 +1,5 @@
--- payhooks core, version 8: a reconciliation pass reads what it asks about, not the window.
+-- payhooks core, version 8: a reconciliation pass reads what it asks about, not the window;
+-- the amount mismatches not yet resolved are found by the order and the payment they name.
 
 -- An expectation is enrolled once it is old enough to be asked about: its reconciliation row is
 -- written then (payhooks.reconcile.checkouts), with its next attempt at its creation. The ones
@@ -19,3 +20,8 @@ CREATE INDEX IF NOT EXISTS payhooks_reconcile_due
 -- expectation of each (payhooks.retention).
 CREATE INDEX IF NOT EXISTS payhooks_amount_mismatches_unresolved_order
     ON payhooks_amount_mismatches (provider, gateway_order_id) WHERE resolved_at IS NULL;
+
+-- The amount mismatches not yet resolved, by the payment they name: a refund of such a payment
+-- is parked beside it (payhooks.expectations.checking), one lookup per refund.
+CREATE INDEX IF NOT EXISTS payhooks_amount_mismatches_unresolved_payment
+    ON payhooks_amount_mismatches (provider, payment_id) WHERE resolved_at IS NULL;
