@@ -132,7 +132,7 @@ def migrate(database_url: str) -> None:
 def create_app(database_url: str, adapters: list[Adapter]) -> FastAPI:
     pool = AsyncConnectionPool(database_url, open=False, kwargs={"autocommit": True})
     # The operators' console: its own two connections, its own login (payhooks_operators).
-    operators = console(database_url, adapters=adapters, hooks=hooks)
+    operators = console(database_url, adapters=adapters, hooks=hooks, pool=pool)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

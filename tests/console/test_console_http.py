@@ -163,24 +163,24 @@ def test_removing_an_operator_ends_their_sessions(console):
     ("target", "landing"),
     [
         ("/console/parked", "/console/parked"),
-        ("//evil.example/console", "/console"),
-        ("https://evil.example/console", "/console"),
-        ("/console//evil.example", "/console"),
-        ("/elsewhere", "/console"),
-        ("/console/../../x", "/console"),
-        ("/console/..", "/console"),
-        ("/console/parked/../../../x", "/console"),
-        ("/console/%2e%2e/x", "/console"),
-        ("/console/%2E%2E/%2e%2E/x", "/console"),
-        ("/console/.%2e/x", "/console"),
-        ("/console/%2e./x", "/console"),
-        ("/console/..%2fx", "/console"),
-        ("/console/%252e%252e/x", "/console"),
-        ("/console\\..\\x", "/console"),
-        ("/console/..\\..\\x", "/console"),
-        ("/console/%5c%5cevil.example", "/console"),
-        ("/console/.//evil.example", "/console"),
-        ("/console/\t/evil.example", "/console"),
+        ("//evil.example/console", "/console/"),
+        ("https://evil.example/console", "/console/"),
+        ("/console//evil.example", "/console/"),
+        ("/elsewhere", "/console/"),
+        ("/console/../../x", "/console/"),
+        ("/console/..", "/console/"),
+        ("/console/parked/../../../x", "/console/"),
+        ("/console/%2e%2e/x", "/console/"),
+        ("/console/%2E%2E/%2e%2E/x", "/console/"),
+        ("/console/.%2e/x", "/console/"),
+        ("/console/%2e./x", "/console/"),
+        ("/console/..%2fx", "/console/"),
+        ("/console/%252e%252e/x", "/console/"),
+        ("/console\\..\\x", "/console/"),
+        ("/console/..\\..\\x", "/console/"),
+        ("/console/%5c%5cevil.example", "/console/"),
+        ("/console/.//evil.example", "/console/"),
+        ("/console/\t/evil.example", "/console/"),
         ("/console/parked/../dead", "/console/dead"),
         ("/console/./parked", "/console/parked"),
         ("/console/search?q=a%2Fb", "/console/search?q=a%2Fb"),
@@ -198,7 +198,7 @@ def test_after_login_only_a_console_address_is_followed(console, target, landing
 def test_the_login_form_keeps_only_a_console_address_as_next(console, target):
     with console.client() as client:
         page = client.get("/console/login", params={"next": target}).text
-    assert 'name="next" value="/console"' in page
+    assert 'name="next" value="/console/"' in page
 
 
 def test_pages_forbid_framing_and_script(console):
@@ -730,12 +730,12 @@ def test_a_control_character_in_the_page_to_go_next_lands_on_the_console(console
     with console.client() as client:
         form = {"name": OPERATOR, "password": PASSWORD, "next": "/console/a\x00b"}
         answer = client.post("/console/login", data=form)
-        assert (answer.status_code, answer.headers["location"]) == (303, "/console")
+        assert (answer.status_code, answer.headers["location"]) == (303, "/console/")
         csrf = csrf_of(client.get("/console/parked").text)
         form = {"csrf": csrf, "provider": "razorpay", "event_id": "x", "back": "/console/\x00"}
         answer = client.post("/console/parked/replay", data=form)
     assert answer.status_code == 303
-    assert answer.headers["location"].startswith("/console?notice=")
+    assert answer.headers["location"].startswith("/console/?notice=")
 
 
 @pytest.mark.parametrize(

@@ -51,7 +51,12 @@ def _run(action: Callable[[], T]) -> T:
     except (PayhooksError, OSError, ValueError, httpx.HTTPError) as exc:
         _exit_with(exc, str(exc) or type(exc).__name__)
     except psycopg.Error as exc:
-        hint = " (run `payhooks migrate`?)" if exc.sqlstate == "42P01" else ""
+        hint = (
+            " (payhooks' tables are not all there: the reference service runs `payhooks "
+            "migrate`; your own app runs `payhooks.migrate(conn)`, as `payhooks console` does)"
+            if exc.sqlstate == "42P01"
+            else ""
+        )
         _exit_with(exc, f"database error {exc.sqlstate}: {str(exc).splitlines()[0]}{hint}")
 
 
@@ -744,6 +749,16 @@ def console_command(
     database_url: DatabaseUrl = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8100,
+    root_path: Annotated[
+        str, typer.Option(help="The path a reverse proxy serves it under (/ops: /ops/console).")
+    ] = "",
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="The proxy addresses whose X-Forwarded-For and -Proto are believed (the "
+            "client address the login limit counts, https for the Origin check and the cookie)."
+        ),
+    ] = None,
 ) -> None:
     """Serve the operator console for your app (Flask, or any app that cannot mount it) at
     /console, on your app's database: payhooks' own tables are migrated first."""
@@ -771,7 +786,8 @@ def console_command(
     served = settings.adapters()
     names = ", ".join(sorted(p.value for p in served)) or "none"
     typer.echo(
-        f"payhooks console on http://{host}:{port}/console (gateways: {names}); "
+        f"payhooks console on http://{host}:{port}{root_path.rstrip('/')}/console "
+        f"(gateways: {names}); "
         "add operators with `payhooks operator add NAME --database-url ...`",
         err=True,
     )
@@ -780,6 +796,9 @@ def console_command(
         host=host,
         port=port,
         log_level="warning",
+        root_path=root_path,
+        proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
 
 

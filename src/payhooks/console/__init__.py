@@ -19,12 +19,15 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import Mount, Route
 
 from payhooks.applying import through
+from payhooks.console.actions import Run
 from payhooks.console.pages import (
     CONNECTIONS,
     Console,
@@ -34,27 +37,52 @@ from payhooks.console.pages import (
     Views,
     make,
     order_address,
+    prefix_of,
 )
 from payhooks.db import Connection
+from payhooks.events import Received
+from payhooks.fastapi.claims import ingest_received as ingest_async
+from payhooks.fastapi.hooks import guarded as guarded_async
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
 from payhooks.stored import received_stored
 
-NO_RETRY = "Nothing replays them on its own."
 
-
-def console(database_url: str, *, adapters: Iterable[Adapter], hooks: Any) -> FastAPI:
+def console(
+    database_url: str,
+    *,
+    adapters: Iterable[Adapter],
+    hooks: Any,
+    pool: AsyncConnectionPool[Any] | None = None,
+) -> FastAPI:
     """The console on the app's database: parked deliveries replay through ``hooks`` (the
     app's ``payhooks.Hooks`` or ``payhooks.fastapi.AsyncHooks``), read with ``adapters`` (the
-    app's gateways, as its webhook route has them). It opens at most ``CONNECTIONS``
-    connections of its own, on its first request; ``close(app)`` closes them."""
+    app's gateways, as its webhook route has them). Async hooks run on the app's event loop,
+    on a connection of ``pool`` (the app's ``AsyncConnectionPool``, as the webhook route
+    lends them) or, without one, on a short connection of their own. The console reads and
+    writes on at most ``CONNECTIONS`` connections of its own, opened on its first request;
+    ``close(app)`` closes them."""
     served = {adapter.provider: adapter for adapter in adapters}
-    apply = through(hooks, database_url)
+    if getattr(hooks, "is_async", False):
+        safe = guarded_async(hooks)
 
-    def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
-        return apply(conn, received_stored(conn, served, event_id, provider))
+        async def replay_async(run: Run, provider: str, event_id: str) -> Receipt:
+            received = await run(received_stored, served, event_id, provider)
+            assert isinstance(received, Received)
+            if pool is not None:
+                async with pool.connection() as conn:
+                    return await ingest_async(conn, received, safe)
+            async with await AsyncConnection.connect(database_url, autocommit=True) as conn:
+                return await ingest_async(conn, received, safe)
 
-    views = Views(replay=replay, gateways=[p.value for p in served], parked_note=NO_RETRY)
+        views = Views(replay=None, replay_async=replay_async, gateways=[p.value for p in served])
+    else:
+        apply = through(hooks, database_url)
+
+        def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
+            return apply(conn, received_stored(conn, served, event_id, provider))
+
+        views = Views(replay=replay, gateways=[p.value for p in served])
     own = OwnPool(database_url)
     app = make(views, own)
     app.state.own_pool = own
@@ -81,7 +109,7 @@ def console_app(database_url: str, *, adapters: Iterable[Adapter], hooks: Any) -
             await anyio.to_thread.run_sync(close, inner)
 
     async def home(request: Request) -> RedirectResponse:
-        return RedirectResponse("/console/", status_code=303)
+        return RedirectResponse(prefix_of(request.scope) + "/console/", status_code=303)
 
     return Starlette(routes=[Route("/", home), Mount("/console", inner)], lifespan=lifespan)
 

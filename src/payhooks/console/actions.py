@@ -5,7 +5,7 @@ and says so) and recorded with the operator's name, shown on the timelines."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -14,7 +14,13 @@ from psycopg.rows import class_row
 
 from payhooks import expectations
 from payhooks.db import Connection
-from payhooks.errors import DatabaseUnavailable, NotFound, PayhooksError, ProviderNotConfigured
+from payhooks.errors import (
+    DatabaseUnavailable,
+    HandlerCommitted,
+    NotFound,
+    PayhooksError,
+    ProviderNotConfigured,
+)
 from payhooks.events import Provider
 from payhooks.ingest import Outcome, Receipt
 
@@ -22,7 +28,13 @@ log = logging.getLogger("payhooks.console")
 
 Replay = Callable[[Connection, str, str], Receipt]
 """A stored delivery ``(conn, provider, delivery key)`` through the app's own claim and
-handler again: raises ``NotFound``, ``ProviderNotConfigured`` or another payhooks error."""
+handler again, in one of the console's threads: raises ``NotFound``, ``ProviderNotConfigured``
+or another payhooks error, or whatever the app's handler raised."""
+Run = Callable[..., Awaitable[object]]
+AsyncReplay = Callable[[Run, str, str], Awaitable[Receipt]]
+"""The same on the app's event loop, for async hooks: ``run(work, *args)`` does a piece of sync
+database work (reading the stored delivery) in one of the console's threads."""
+PROVIDERS = frozenset(p.value for p in Provider)
 
 
 class Done(StrEnum):
@@ -34,6 +46,8 @@ class Done(StrEnum):
     NOT_FOUND = "not_found"
     NOT_CONFIGURED = "not_configured"
     UNREADABLE = "unreadable"
+    HANDLER_FAILED = "handler_failed"
+    HANDLER_COMMITTED = "handler_committed"
     SETTLED = "settled"
     NOT_A_MISMATCH = "not_a_mismatch"
     QUEUED = "queued"
@@ -112,23 +126,32 @@ def replay_parked(
     conn: Connection, replay: Replay, *, provider: str, event_id: str, operator: str
 ) -> Result:
     """The stored delivery through the same claim and path as the gateway's own retry."""
-    result = _replayed(conn, replay, provider, event_id)
+    if provider not in PROVIDERS:
+        return Result(done=Done.NOT_FOUND)  # nothing recorded for a gateway no one serves
+    try:
+        result = outcome(replay(conn, provider, event_id))
+    except Exception as exc:
+        result = failure(exc, event_id)
     record(conn, operator, "replay", provider, event_id, result)
     return result
 
 
-def _replayed(conn: Connection, replay: Replay, provider: str, event_id: str) -> Result:
-    try:
-        receipt = replay(conn, provider, event_id)
-    except NotFound:
+async def replay_parked_async(
+    run: Run, replay: AsyncReplay, *, provider: str, event_id: str, operator: str
+) -> Result:
+    """``replay_parked`` for async hooks: applied on the app's loop, recorded in a thread."""
+    if provider not in PROVIDERS:
         return Result(done=Done.NOT_FOUND)
-    except ProviderNotConfigured:
-        return Result(done=Done.NOT_CONFIGURED)
-    except DatabaseUnavailable:
-        raise  # try again later; nothing about this record
-    except PayhooksError as exc:
-        log.warning("console_replay_failed", extra={"event_id": event_id, "error": str(exc)})
-        return Result(done=Done.UNREADABLE)
+    try:
+        result = outcome(await replay(run, provider, event_id))
+    except Exception as exc:
+        result = failure(exc, event_id)
+    await run(record, operator, "replay", provider, event_id, result)
+    return result
+
+
+def outcome(receipt: Receipt) -> Result:
+    """What a replay that ran came to."""
     if receipt.outcome is Outcome.PROCESSED:
         return Result(done=Done.APPLIED, order_id=receipt.order_id)
     if receipt.outcome is Outcome.PARKED:
@@ -136,14 +159,35 @@ def _replayed(conn: Connection, replay: Replay, provider: str, event_id: str) ->
     return Result(done=Done.ALREADY_APPLIED, order_id=receipt.order_id)
 
 
+def failure(exc: Exception, event_id: str) -> Result:
+    """What a replay that raised came to; the database away is raised on (try again later),
+    nothing being known about the record."""
+    if isinstance(exc, DatabaseUnavailable):
+        raise exc
+    if isinstance(exc, NotFound):
+        return Result(done=Done.NOT_FOUND)
+    if isinstance(exc, ProviderNotConfigured):
+        return Result(done=Done.NOT_CONFIGURED)
+    if isinstance(exc, HandlerCommitted):
+        log.warning("console_replay_handler_committed", extra={"event_id": event_id})
+        return Result(done=Done.HANDLER_COMMITTED)
+    if isinstance(exc, PayhooksError):
+        log.warning("console_replay_failed", extra={"event_id": event_id, "error": str(exc)})
+        return Result(done=Done.UNREADABLE)
+    log.exception("console_replay_handler_failed", extra={"event_id": event_id})
+    return Result(done=Done.HANDLER_FAILED)
+
+
 def settle(conn: Connection, *, provider: str, event_id: str, note: str, operator: str) -> Result:
     """A payment parked for its amount, settled outside payhooks (refunded in the gateway's
     dashboard, the difference collected): ``payhooks resolve`` from the console."""
+    if provider not in PROVIDERS:
+        return Result(done=Done.NOT_A_MISMATCH)  # nothing recorded for a gateway no one serves
     try:
         with conn.transaction():
             expectations.resolve(conn, Provider(provider), event_id, note)
         result = Result(done=Done.SETTLED)
-    except (ValueError, expectations.NotAMismatch):
+    except expectations.NotAMismatch:
         result = Result(done=Done.NOT_A_MISMATCH)
     record(conn, operator, "settle", provider, event_id, result)
     return result

@@ -36,6 +36,7 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
+from psycopg import errors as pg_errors
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
@@ -87,6 +88,14 @@ NOTICES = {
     actions.Done.NOT_FOUND: "Nothing to do: no such delivery is recorded.",
     actions.Done.NOT_CONFIGURED: "Cannot replay: this gateway has no secret configured here.",
     actions.Done.UNREADABLE: "Cannot replay: the stored delivery cannot be read any more.",
+    actions.Done.HANDLER_FAILED: (
+        "Replay failed: the app's handler raised (its logs say why); nothing it did was kept, "
+        "and the delivery stays parked."
+    ),
+    actions.Done.HANDLER_COMMITTED: (
+        "Replay failed: the app's handler committed or rolled back the transaction itself, "
+        "which payhooks refuses; nothing was kept, and the delivery stays parked."
+    ),
     actions.Done.SETTLED: "Settled: the payment is recorded as handled outside payhooks.",
     actions.Done.NOT_A_MISMATCH: "Nothing to do: this delivery is not parked for its amount.",
     actions.Done.QUEUED: "Queued again: the worker sends it on its next round.",
@@ -143,8 +152,11 @@ def _no_counts(conn: db.Connection) -> list[Count]:
 class Views:
     """What a console shows and does that is the app's own."""
 
-    replay: actions.Replay
-    """How a parked delivery reaches the app's handler again."""
+    replay: actions.Replay | None
+    """How a parked delivery reaches the app's handler again, in one of the console's threads
+    (sync hooks) ..."""
+    replay_async: actions.AsyncReplay | None = None
+    """... or on the app's event loop (async hooks, which may share the app's async clients)."""
     gateways: Sequence[str] = ()
     """The gateways the app serves, named on the home page."""
     find: Callable[[db.Connection, str], list[Link]] = find_orders
@@ -162,9 +174,8 @@ class Views:
     """Their templates, found before the core's (which they may extend)."""
     reconciliation_off: Sequence[str] = ()
     """Gateways the app has no status-API credentials for, said on the home page."""
-    parked_note: str = (
-        "The worker retries them every minute."  # replaced where no worker retries them
-    )
+    parked_note: str = "Nothing replays them on its own."
+    """What replays parked deliveries besides an operator (the reference shop's worker)."""
 
 
 class LoginNeeded(Exception):
@@ -173,6 +184,11 @@ class LoginNeeded(Exception):
 
 class Forbidden(Exception):
     """A POST without this session's CSRF token, or from another site."""
+
+
+class NotMigrated(Exception):
+    """A table of payhooks' is missing: the app has not run ``payhooks.migrate`` since
+    upgrading."""
 
 
 class Unreadable(Exception):
@@ -225,6 +241,8 @@ class Console:
                         return work(conn, *args, **kwargs)
                     except psycopg.DataError as exc:  # a value the database cannot compare
                         raise Unreadable(_CANNOT_LOOK_UP) from exc
+                    except pg_errors.UndefinedTable as exc:
+                        raise NotMigrated() from exc
             except psycopg_pool.PoolTimeout as exc:
                 raise DatabaseUnavailable("the console's connections are all busy") from exc
 
@@ -244,15 +262,18 @@ class Console:
 
 class OwnPool:
     """The console's pool on a database address, opened on its first use (a mounted app's
-    lifespan never runs) and closed by ``close()``."""
+    lifespan never runs) and closed for good by ``close()``."""
 
     def __init__(self, conninfo: str) -> None:
         self._conninfo = conninfo
         self._pool: psycopg_pool.ConnectionPool | None = None
         self._opening = threading.Lock()
+        self._closed = False
 
     def __call__(self) -> psycopg_pool.ConnectionPool:
         with self._opening:
+            if self._closed:
+                raise DatabaseUnavailable("the console is closed: its app is stopping")
             if self._pool is None:
                 self._pool = psycopg_pool.ConnectionPool(
                     self._conninfo,
@@ -267,6 +288,7 @@ class OwnPool:
 
     def close(self) -> None:
         with self._opening:
+            self._closed = True
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
@@ -322,13 +344,16 @@ _NO_SUCH = {
 
 
 def prefix_of(scope: Scope) -> str:
-    """Where the console is mounted, as the browser sees it: every address it makes starts so."""
-    return str(scope.get("root_path", "")).rstrip("/")
+    """Where the console is mounted, as the browser sees it and percent-encoded: every address
+    it makes starts so. Doubled slashes (a server's ``root_path="/"`` joined to a mount) are
+    one, so no address the console makes can name another host (``//host/...``)."""
+    segments = [s for s in str(scope.get("root_path", "")).split("/") if s]
+    return "".join("/" + quote(s, safe="") for s in segments)
 
 
 def _route_path(scope: Scope) -> str:
     path = str(scope.get("path", ""))
-    root = prefix_of(scope)
+    root = str(scope.get("root_path", "")).rstrip("/")
     return path[len(root) :] if root and path.startswith(root) else path
 
 
@@ -389,6 +414,9 @@ class Gate:
         except DatabaseUnavailable:
             await _unavailable(request)(scope, receive, send)
             return
+        except NotMigrated:
+            await _not_migrated(request)(scope, receive, send)
+            return
         except PayloadTooLarge:
             await _too_large(request)(scope, receive, send)
             return
@@ -399,6 +427,14 @@ class Gate:
 
 def _unavailable(request: Request) -> HTMLResponse:
     message = "The database is not answering: try again in a moment."
+    return page(request, "error.html", {"message": message}, status=503)
+
+
+def _not_migrated(request: Request) -> HTMLResponse:
+    message = (
+        "payhooks' tables are not all in this database yet: the app must run "
+        "payhooks.migrate(conn) (payhooks console runs it when it starts)."
+    )
     return page(request, "error.html", {"message": message}, status=503)
 
 
@@ -457,6 +493,8 @@ class Page(APIRoute):
                 return page(request, "error.html", {"message": str(exc)}, status=400)
             except DatabaseUnavailable:
                 return _unavailable(request)
+            except NotMigrated:
+                return _not_migrated(request)
 
         return answered
 
@@ -549,8 +587,8 @@ def local(target: str | None, prefix: str) -> str:
     prefix is checked, and the resolved address is the one followed. A backslash (a slash to
     a browser), a control character (dropped by it), a doubled slash, or a dot segment hidden
     under more encoding (``%252e``, ``..%2f``), is not an address the console makes: refused."""
-    home = prefix or "/"
-    if not target:
+    home = prefix + "/"
+    if not target or target == prefix:
         return home
     parts = urlsplit(target)
     seen = target + _fully_unquoted(parts.path)
@@ -734,14 +772,30 @@ async def parked(request: Request) -> HTMLResponse:
 async def replay(
     request: Request, session: Session, provider: Field, event_id: Field, back: Field = ""
 ) -> Response:
-    result = await run(
-        request,
-        actions.replay_parked,
-        _console(request).views.replay,
-        provider=provider,
-        event_id=event_id,
-        operator=session.operator,
-    )
+    views = _console(request).views
+    if views.replay_async is not None:
+
+        async def in_thread(work: Callable[..., object], *args: object) -> object:
+            return await run(request, work, *args)
+
+        result = await actions.replay_parked_async(
+            in_thread,
+            views.replay_async,
+            provider=provider,
+            event_id=event_id,
+            operator=session.operator,
+        )
+    elif views.replay is not None:
+        result = await run(
+            request,
+            actions.replay_parked,
+            views.replay,
+            provider=provider,
+            event_id=event_id,
+            operator=session.operator,
+        )
+    else:
+        raise ValueError("a console's views need replay or replay_async")
     return go_back(request, back or "/parked", result.done)
 
 
@@ -779,7 +833,9 @@ def go_back(request: Request, back: str, done: actions.Done) -> RedirectResponse
     """After an action, back to the console page it was taken on, saying how it went. ``back``
     is a console address as the browser sent it, or one below the root (``/parked``)."""
     prefix = prefix_of(request.scope)
-    if back.startswith("/") and not (prefix and back.startswith(prefix + "/")):
+    if back == prefix:
+        back = prefix + "/"
+    elif back.startswith("/") and not (prefix and back.startswith(prefix + "/")):
         back = prefix + back
     return _redirect(f"{local(back, prefix).split('?')[0]}?notice={done.value}")
 

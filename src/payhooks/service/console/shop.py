@@ -62,6 +62,7 @@ def install(
         router=_shop,
         templates=jinja2.PackageLoader("payhooks.service.console", "templates"),
         reconciliation_off=[p.value for p in reconciliation_off],
+        parked_note="The worker retries them every minute.",
     )
     console = make(views, lambda: app.state.console_pool)
     console.state.adapters = adapters
