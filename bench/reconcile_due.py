@@ -18,6 +18,7 @@ every expectation once (those past the window too), a later pass reads about wha
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,8 +185,7 @@ def main() -> None:
         print(later.line("after: a later pass"))
         print(after(conn, args.limit).line("after: the pass after that"))
         if args.plans:
-            for plan in later.plans:
-                print(psycopg.types.json.Jsonb(plan).obj)
+            print(json.dumps(later.plans, indent=1))
 
 
 if __name__ == "__main__":
