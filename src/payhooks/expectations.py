@@ -312,7 +312,8 @@ WITH settled AS (
     UPDATE processed_webhooks SET outcome = 'ignored', processed_at = now()
     WHERE provider = %(provider)s AND event_id = %(event_id)s AND outcome = 'parked'
       AND EXISTS (SELECT 1 FROM payhooks_amount_mismatches m
-                  WHERE m.provider = %(provider)s AND m.event_id = %(event_id)s)
+                  WHERE m.provider = %(provider)s AND m.event_id = %(event_id)s
+                    AND m.resolved_at IS NULL)
     RETURNING 1
 )
 UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %(resolution)s

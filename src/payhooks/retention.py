@@ -90,6 +90,15 @@ _DELETE_LOGGED = """
 DELETE FROM payhooks_deliveries WHERE id IN (
     SELECT id FROM payhooks_deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
 """
+# The console's door: ended sessions and failed logins past the rate limit's look-back are not
+# kept at all (a stranger's failed login writes a row: the table must not grow with them).
+_DELETE_CONSOLE = (
+    """DELETE FROM payhooks_console_sessions WHERE token_sha256 IN (
+        SELECT token_sha256 FROM payhooks_console_sessions WHERE expires_at < now() LIMIT %s)""",
+    """DELETE FROM payhooks_console_login_failures WHERE id IN (
+        SELECT id FROM payhooks_console_login_failures
+        WHERE failed_at < now() - interval '1 day' LIMIT %s)""",
+)
 _PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
 _TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
 _UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
@@ -143,7 +152,7 @@ def delete_expired(
     """Delete the delivery records before ``planned.cutoff``, batch by batch, each its own
     transaction (``within_batch`` runs in it with the batch's count, ``on_batch`` after its
     commit); then the payment claims, the expectations and the delivery log's lines older
-    than that."""
+    than that, and the console's ended sessions and day-old failed logins."""
     deleted = 0
     while not stop():
         with unbounded(conn):
@@ -158,6 +167,11 @@ def delete_expired(
     delete_old(conn, _DELETE_PAYMENTS, planned.cutoff, batch_rows, stop=stop)
     delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
     delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
+    for statement in _DELETE_CONSOLE:
+        while not stop():
+            with unbounded(conn):
+                if conn.execute(statement, (batch_rows,)).rowcount < batch_rows:
+                    break
     return Purge(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 
 from tests.console.conftest import csrf_of
+from tests.factories import GATEWAY
 from tests.fastapi import test_fastapi_example as example
 from tests.fastapi.test_fastapi_example import PAID, PENDING, REF, checkout, orders, post, razorpay
 
@@ -81,19 +82,28 @@ def test_an_underpaid_capture_shows_both_amounts_and_is_settled_from_the_console
 ):
     checkout(shop)
     assert post(shop, razorpay(amount_paise=100)) == (200, "parked")
+    refund = GATEWAY.razorpay(
+        "refund.processed", payment_id="pay_shop0000001", order_id=REF, amount_paise=100,
+        refund_id="rfnd_shop000001",
+    )  # fmt: skip
+    assert post(shop, refund) == (200, "parked")  # parked beside the payment it refunds
     with logged_in(shop, merchant_url) as client:
         home = client.get(f"{CONSOLE}/").text
-        assert re.search(r'id="count-parked">1 parked delivery<', home)
+        assert re.search(r'id="count-parked">2 parked deliveries<', home)
         parked = client.get(f"{CONSOLE}/parked").text
         assert "amount: paid ₹1.00, expected ₹499.00" in parked
-        [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
+        assert "of a payment parked for its amount" in parked
+        captured = conn.execute(
+            "SELECT event_id FROM processed_webhooks WHERE event_type = 'payment.captured'"
+        )
+        [(event_id,)] = captured.fetchall()
         after = act(
             client, f"{CONSOLE}/parked", "/parked/settle",
             provider="razorpay", event_id=event_id, note="refunded in the dashboard",
             back=f"{CONSOLE}/parked",
         )  # fmt: skip
         assert "Settled: the payment is recorded as handled outside payhooks." in after
-        assert "Nothing is parked." in after
+        assert "amount: paid" not in after  # the refund waits for a replay, now applicable
         again = act(
             client, f"{CONSOLE}/parked", "/parked/settle",
             provider="razorpay", event_id=event_id, note="twice", back=f"{CONSOLE}/parked",

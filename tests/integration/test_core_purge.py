@@ -220,6 +220,33 @@ def test_old_delivery_log_lines_go_too_refused_ones_included(merchant):
     assert left == [(10,)]
 
 
+def test_ended_console_sessions_and_day_old_failed_logins_go(merchant):
+    """A stranger's failed login writes a row: in a merchant's database, where no reference
+    service purges, the core's purge must not let them grow."""
+    from payhooks.console import auth
+
+    auth.add_operator(merchant, "asha", "correct horse battery")
+    auth.open_session(merchant, "asha")
+    auth.open_session(merchant, "asha")
+    merchant.execute(
+        "UPDATE payhooks_console_sessions SET expires_at = now() - interval '1 minute'"
+        " WHERE ctid = (SELECT min(ctid) FROM payhooks_console_sessions)"
+    )
+    merchant.execute(
+        "INSERT INTO payhooks_console_login_failures (name, client, failed_at)"
+        " SELECT 'asha', 'client-' || n, now() - make_interval(hours => h)"
+        " FROM unnest(ARRAY[1, 2, 3], ARRAY[48, 25, 1]) AS t (n, h)"
+    )
+    retention.purge(merchant, 90, batch_rows=1)
+    sessions = merchant.execute(
+        "SELECT count(*) FROM payhooks_console_sessions WHERE expires_at > now()"
+    ).fetchone()
+    assert sessions == (1,)
+    assert merchant.execute("SELECT count(*) FROM payhooks_console_sessions").fetchone() == (1,)
+    failures = merchant.execute("SELECT client FROM payhooks_console_login_failures").fetchall()
+    assert failures == [("client-3",)]
+
+
 # --- a purge racing a capture parked for its amount --------------------------------------------
 
 

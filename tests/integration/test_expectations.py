@@ -392,6 +392,23 @@ def test_only_a_delivery_parked_for_its_amount_can_be_resolved(shop):
     assert outcome_of(shop, delivery) == "parked"
 
 
+def test_a_settled_mismatch_is_not_settled_again_over_its_resolution(shop):
+    """A delivery still parked (for want of a handler's checkout, say) after its mismatch was
+    settled keeps the settlement's words: resolving it again is refused."""
+    from payhooks.expectations import NotAMismatch, resolve
+
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    key = sync_driver(shop, razorpay(amount=100)).event.event_id
+    shop.execute(
+        "UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = 'first words'"
+    )
+    with pytest.raises(NotAMismatch):
+        resolve(shop, "razorpay", key, "second words")
+    assert shop.execute("SELECT resolution FROM payhooks_amount_mismatches").fetchone() == (
+        "first words",
+    )
+
+
 def test_a_mismatch_applied_after_the_expectation_was_corrected_is_marked_resolved(shop):
     expect(shop, "razorpay", "order_exp1", 49_900)
     delivery = razorpay(amount=44_900)

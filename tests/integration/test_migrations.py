@@ -22,6 +22,11 @@ CORE_TABLES = {
     "payhooks_reconcile",
     "payhooks_reconcile_totals",
     "payhooks_deliveries",
+    "payhooks_operators",
+    "payhooks_console_sessions",
+    "payhooks_console_login_failures",
+    "payhooks_console_keys",
+    "payhooks_console_actions",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -80,6 +85,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
         "core/0006_deliveries",
+        "core/0007_console",
         "core/0008_due_checkouts",
         "shop/0005_captures",
         "shop/0006_console",
@@ -89,6 +95,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "shop/0010_delivery_health",
         "shop/0011_expectations",
         "shop/0012_core_deliveries",
+        "shop/0013_core_console",
     ]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}
@@ -152,6 +159,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
         "core/0006_deliveries",
+        "core/0007_console",
         "core/0008_due_checkouts",
     ]
     tables = {
@@ -206,6 +214,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0004_merchant_ref_lookup",
         "core/0005_expectations",
         "core/0006_deliveries",
+        "core/0007_console",
         "core/0008_due_checkouts",
     ]
 

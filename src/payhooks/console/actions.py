@@ -69,6 +69,8 @@ class Parked:
     processed_at: datetime
     expected_paise: int | None
     paid_paise: int | None
+    beside_mismatch: bool
+    """Of a payment parked for its amount (a refund of it, say): parked beside it."""
 
     @property
     def for_amount(self) -> bool:
@@ -82,7 +84,11 @@ VALUES (%s, %s, %s, %s, %s)
 """
 _PARKED = """
 SELECT w.provider, w.event_id, w.event_type, w.merchant_ref, w.processed_at,
-       m.expected_paise, m.paid_paise
+       m.expected_paise, m.paid_paise,
+       m.event_id IS NULL AND w.payment_id IS NOT NULL AND EXISTS (
+           SELECT 1 FROM payhooks_amount_mismatches o
+           WHERE o.provider = w.provider AND o.payment_id = w.payment_id
+             AND o.resolved_at IS NULL) AS beside_mismatch
 FROM processed_webhooks w
 LEFT JOIN payhooks_amount_mismatches m
        ON m.provider = w.provider AND m.event_id = w.event_id AND m.resolved_at IS NULL

@@ -27,12 +27,6 @@ _DELETE_SENT = """
 DELETE FROM outbox WHERE id IN (
     SELECT id FROM outbox WHERE sent_at < %s ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)
 """
-# The console's records: ended sessions and old login failures (the rate limit looks back an
-# hour at most) are not kept at all. The delivery log ages out in the core's purge.
-_DELETE_ENDED_SESSIONS = "DELETE FROM payhooks_console_sessions WHERE expires_at < now()"
-_DELETE_OLD_FAILURES = (
-    "DELETE FROM payhooks_console_login_failures WHERE failed_at < now() - interval '1 day'"
-)
 _START = """
 INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)
 VALUES ('purge', now(), %s, 0)
@@ -54,8 +48,8 @@ def purge(
 ) -> PurgeResult:
     """The core's purge of records older than ``days`` (fixed at the start), its progress
     recorded batch by batch; then sent outbox messages and delivery log lines older than that
-    (they hold customers' addresses and references), ended console sessions and day-old
-    failed logins."""
+    (they hold customers' addresses and references); the console's ended sessions and
+    day-old failed logins go in the core's."""
     with unbounded(conn):
         planned = planned or plan(conn, days)
         conn.execute(_START, (planned.expired,))
@@ -69,8 +63,6 @@ def purge(
     )
     for statement in (_DELETE_SENT,):
         delete_old(conn, statement, planned.cutoff, batch_rows, stop=stop)
-    conn.execute(_DELETE_ENDED_SESSIONS)
-    conn.execute(_DELETE_OLD_FAILURES)
     conn.execute(_FINISH)
     return done
 
