@@ -13,6 +13,13 @@ dropped alone (``on_unwritable``) while the lines around it are written.
 A COPY holds at most ``MAX_LINES_PER_COPY`` lines, each its own transaction, so the backlog
 an outage leaves is written batch by batch within the statement timeout; a batch that still
 runs past it is split too (a slow database is not an absent one).
+
+A refused request costs whoever sends it little, so a forged-request flood must not cost a row
+each for the retention window: of each kind of refusal (gateway, status, answer), the first
+``REFUSALS_WRITTEN_PER_MINUTE`` of a minute are lines of their own, and the rest of that minute
+are counted, then written as one line whose ``repeats`` says how many it stands for, once the
+minute ends (or at ``close``). Readers count ``sum(repeats)``. Authentic deliveries are never
+folded: each is a line.
 """
 
 from __future__ import annotations
@@ -25,8 +32,8 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
@@ -49,6 +56,8 @@ choice (a forger's text in the operator's views), so the line never quotes it.""
 _KNOWN = frozenset(p.value for p in Provider)
 MAX_DETAIL_CHARS = 200
 MAX_LINES_PER_COPY = 2_000
+REFUSALS_WRITTEN_PER_MINUTE = 20
+"""Refusals of one kind in one minute written each as a line; the rest of that minute are one."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +79,9 @@ class Delivery:
     body_sha256: str | None = None
     detail: str | None = None
     duration_ms: float = 0.0
+    repeats: int = 1
+    """How many requests the line stands for: past the first refusals of a kind in a minute,
+    the rest of that minute are one line."""
 
 
 def answered(
@@ -214,12 +226,62 @@ _FIELDS = tuple(Delivery.__dataclass_fields__)
 _COPY = f"COPY payhooks_deliveries ({', '.join(_FIELDS)}) FROM STDIN"
 
 
+_Kind = tuple[str, int, str, datetime]
+"""A refusal's gateway, status and answer, and the minute it arrived in."""
+
+
+@dataclass(slots=True)
+class _Fold:
+    """The refusals of one kind in one minute: how many were seen, and those past the ones
+    written as lines, to be one line when the minute ends."""
+
+    seen: int = 0
+    repeats: int = 0
+    latest: Delivery | None = None
+    largest: int = 0
+    duration_ms: float = 0.0
+
+    def absorb(self, delivery: Delivery) -> None:
+        self.repeats += delivery.repeats
+        self.largest = max(self.largest, delivery.body_bytes)
+        self.duration_ms += delivery.duration_ms * delivery.repeats
+        if self.latest is None or delivery.received_at >= self.latest.received_at:
+            self.latest = delivery
+
+    def line(self) -> Delivery | None:
+        """The line standing for them, received when the last of them was, with the largest
+        body's size; no hash (their bodies may differ), and the mean time to answer."""
+        if self.latest is None:
+            return None
+        return replace(
+            self.latest,
+            body_bytes=self.largest,
+            body_sha256=None,
+            detail=f"and {self.repeats:,} more refused like it this minute",
+            duration_ms=self.duration_ms / self.repeats,
+            repeats=self.repeats,
+        )
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _minute(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
+
+
 class DeliveryLog:
     """``add`` from any thread; a thread of its own writes what has piled up: ``start`` runs
     it until ``close``, else the first line added starts it and it ends, letting its
     connection go, once nothing is left to write (a door with no start-up of its own). What
     is still waiting when the app stops is written by ``close`` or ``stop``, which the door's
-    shutdown calls (else ``closed_at_exit``'s, at the process's end)."""
+    shutdown calls (else ``closed_at_exit``'s, at the process's end).
+
+    A refusal past the first ``refusals_per_minute`` of its kind in its minute is counted, not
+    queued: ``max_pending`` bounds the lines waiting, the minutes' summaries among them, and
+    ``on_drop`` counts the requests the lines it drops stood for. ``clock`` says when a
+    minute has ended."""
 
     def __init__(
         self,
@@ -230,14 +292,19 @@ class DeliveryLog:
         on_drop: Callable[[int], None] = lambda n: None,
         on_unwritable: Callable[[int], None] = lambda n: None,
         logger: logging.Logger = log,
+        refusals_per_minute: int = REFUSALS_WRITTEN_PER_MINUTE,
+        clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         self._side = side
         self._log = logger
         self._pending: deque[Delivery] = deque()
+        self._folds: dict[_Kind, _Fold] = {}
         self._max_pending = max_pending
         self._every = every_seconds
         self._on_drop = on_drop
         self._on_unwritable = on_unwritable
+        self._refusals_per_minute = refusals_per_minute
+        self._clock = clock
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -246,19 +313,55 @@ class DeliveryLog:
         self._failing = False
 
     def add(self, delivery: Delivery) -> None:
-        """Keep a line to write; past ``max_pending`` the oldest goes, after ``close`` this one."""
+        """Keep a line to write, or count a refusal into its minute's summary; past
+        ``max_pending`` the oldest line goes, after ``close`` this one."""
         with self._lock:
             if self._closed:
-                dropped = 1
+                dropped = delivery.repeats
             else:
-                self._pending.append(delivery)
-                dropped = max(len(self._pending) - self._max_pending, 0)
-                for _ in range(dropped):
-                    self._pending.popleft()
+                dropped = 0 if self._folded(delivery) else self._queued(delivery)
                 if not self._started and self._thread is None:
                     self._thread = _daemon(self._run_while_pending)
         if dropped:
             self._on_drop(dropped)
+
+    def _folded(self, delivery: Delivery) -> bool:
+        """Whether ``delivery`` was counted into its minute's summary (under the lock)."""
+        if delivery.verified:
+            return False
+        kind = (delivery.provider, delivery.status, delivery.outcome, _minute(delivery.received_at))
+        fold = self._folds.get(kind)
+        if fold is None:
+            fold = self._folds[kind] = _Fold()
+        fold.seen += 1
+        if fold.seen <= self._refusals_per_minute:
+            return False
+        fold.absorb(delivery)
+        return True
+
+    def _queued(self, delivery: Delivery) -> int:
+        """Queue ``delivery``, then the requests dropped to stay within ``max_pending``."""
+        self._pending.append(delivery)
+        return self._trimmed()
+
+    def _trimmed(self) -> int:
+        dropped = 0
+        while len(self._pending) > self._max_pending:
+            dropped += self._pending.popleft().repeats
+        return dropped
+
+    def _settled(self, before: datetime | None) -> int:
+        """Queue the summary of each minute before ``before`` (of every one when ``None``), and
+        forget those minutes; the requests dropped to stay within ``max_pending``."""
+        ended = [kind for kind in self._folds if before is None or kind[3] < before]
+        for kind in ended:
+            summary = self._folds.pop(kind).line()
+            if summary is not None:
+                self._pending.append(summary)
+        return self._trimmed()
+
+    def _summaries_due(self) -> bool:
+        return any(fold.repeats for fold in self._folds.values())
 
     def note(self, arrival: Arrival, reply: Reply) -> None:
         """The line of ``reply`` to the request ``arrival``: ``Endpoint``'s ``note``."""
@@ -273,20 +376,22 @@ class DeliveryLog:
         self._thread = _daemon(self._run)
 
     def close(self) -> None:
-        """Stop the thread, then write what is left: once, and what a database away makes
-        impossible is counted as dropped (so is a line added after closing)."""
+        """Stop the thread, then write what is left, the summary of the minute going on too:
+        once, and what a database away makes impossible is counted as dropped (so is a line
+        added after closing)."""
         self._stopping.set()
         thread = self._thread
         if thread is not None:
             thread.join(timeout=10)
-        self.flush()
+        self._write(self._taken(None))
         with self._lock:
             self._closed = True
-            lost = len(self._pending)
+            lines = len(self._pending)
+            lost = sum(line.repeats for line in self._pending)
             self._pending.clear()
         if lost:
             self._on_drop(lost)
-            self._log.warning("delivery_log_lines_lost", extra={"lines": lost})
+            self._log.warning("delivery_log_lines_lost", extra={"lines": lines, "requests": lost})
         self._side.close()
 
     def stop(self) -> None:
@@ -303,10 +408,21 @@ class DeliveryLog:
         were written. When the database refuses the data, or a batch runs past the statement
         timeout, the batch is halved: a refused line alone is dropped, a slow line alone is
         kept. Any other failure (the database away) leaves the lines not yet written waiting
-        for the next try, in their order."""
+        for the next try, in their order. The minutes that have ended are written with their
+        summaries."""
+        return self._write(self._taken(_minute(self._clock())))
+
+    def _taken(self, ended_before: datetime | None) -> list[Delivery]:
+        """The lines waiting, the summaries of the minutes before ``ended_before`` with them."""
         with self._lock:
+            dropped = self._settled(ended_before)
             batch = list(self._pending)
             self._pending.clear()
+        if dropped:
+            self._on_drop(dropped)
+        return batch
+
+    def _write(self, batch: list[Delivery]) -> int:
         written, chunks = 0, _bounded(batch)
         while chunks:
             chunk = chunks.pop()
@@ -355,7 +471,7 @@ class DeliveryLog:
         while not self._stopping.wait(self._every):
             self.flush()
             with self._lock:
-                if self._pending or self._started:
+                if self._pending or self._started or self._summaries_due():
                     continue
                 self._thread = None
             self._side.close()

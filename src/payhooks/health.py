@@ -22,15 +22,17 @@ SIGNATURE_FAILURES_TO_WARN = 5
 SIGNATURE_FAILURE_SHARE = 0.2
 SIGNATURE_STATUS = 401
 
-# By gateway, over the last hour: every answer, the 5xx, the 401 (signature failures).
+# By gateway, over the last hour: every answer, the 5xx, the 401 (signature failures). A line
+# stands for ``repeats`` requests (a minute's refusals of one kind past the first few are one
+# line, ``payhooks.deliverylog``): requests are counted by their sum, never by rows.
 LAST_HOUR = """
-SELECT provider, count(*), count(*) FILTER (WHERE status >= 500),
-       count(*) FILTER (WHERE status = 401)
+SELECT provider, sum(repeats), coalesce(sum(repeats) FILTER (WHERE status >= 500), 0),
+       coalesce(sum(repeats) FILTER (WHERE status = 401), 0)
 FROM payhooks_deliveries WHERE received_at > %(now)s - interval '1 hour'
 GROUP BY 1 ORDER BY 1
 """
 _BY_STATUS = """
-SELECT provider, status, count(*)
+SELECT provider, status, sum(repeats)
 FROM payhooks_deliveries WHERE received_at > %(now)s - interval '1 hour'
 GROUP BY 1, 2 ORDER BY 1, 2
 """

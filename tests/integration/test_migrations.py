@@ -87,6 +87,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0006_deliveries",
         "core/0007_console",
         "core/0008_due_checkouts",
+        "core/0009_delivery_repeats",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -96,6 +97,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "shop/0011_expectations",
         "shop/0012_core_deliveries",
         "shop/0013_core_console",
+        "shop/0014_delivery_repeats",
     ]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}
@@ -161,12 +163,49 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0006_deliveries",
         "core/0007_console",
         "core/0008_due_checkouts",
+        "core/0009_delivery_repeats",
     ]
     tables = {
         row[0]
         for row in empty_db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
     }
     assert tables == CORE_TABLES
+
+
+def library_then_service(conn: db.Connection) -> None:
+    import payhooks
+
+    payhooks.migrate(conn)
+    database.migrate(conn)
+
+
+def v4_then_service(conn: db.Connection) -> None:
+    migrate_to_v4(conn)
+    database.migrate(conn)
+
+
+@pytest.mark.parametrize(
+    "made",
+    [database.migrate, library_then_service, v4_then_service],
+    ids=["service", "library-then-service", "v4-upgraded"],
+)
+def test_every_delivery_log_says_how_many_requests_each_line_stands_for(empty_db, made):
+    """The shop's 0012 hands its own log to the core: the column must be there whichever
+    migration ran first."""
+    made(empty_db)
+    line = (
+        "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"
+        " body_bytes, duration_ms, repeats) VALUES (now(), 'payu', 401, 'signature_mismatch',"
+        " false, 0, 1, %s)"
+    )
+    empty_db.execute(line, (1_234,))
+    with pytest.raises(psycopg.errors.CheckViolation):
+        empty_db.execute(line, (0,))
+    [(default,)] = empty_db.execute(
+        "SELECT column_default FROM information_schema.columns"
+        " WHERE table_name = 'payhooks_deliveries' AND column_name = 'repeats'"
+    ).fetchall()
+    assert default == "1"
 
 
 def test_the_service_adds_its_tables_to_a_library_users_database(empty_db):
@@ -216,6 +255,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0006_deliveries",
         "core/0007_console",
         "core/0008_due_checkouts",
+        "core/0009_delivery_repeats",
     ]
 
 

@@ -49,20 +49,23 @@ class Answer(StrEnum):
     FAILED = "failed"  # 5xx
 
 
+# Requests, not lines: a line stands for ``repeats`` of them (a minute's refusals of one kind
+# past the first few, ``payhooks.deliverylog``). The hours a gateway failed in stay a count.
 _BY_HOUR = """
 SELECT provider, date_trunc('hour', received_at, 'UTC') AS hour,
-       count(*) FILTER (WHERE status < 300 AND outcome IN ('processed', 'ignored')),
-       count(*) FILTER (WHERE outcome = 'duplicate'),
-       count(*) FILTER (WHERE outcome = 'parked'),
-       count(*) FILTER (WHERE status = 401),
-       count(*) FILTER (WHERE status >= 400 AND status < 500 AND status <> 401),
-       count(*) FILTER (WHERE status >= 500)
+       coalesce(sum(repeats) FILTER (WHERE status < 300 AND outcome IN ('processed', 'ignored')),
+                0),
+       coalesce(sum(repeats) FILTER (WHERE outcome = 'duplicate'), 0),
+       coalesce(sum(repeats) FILTER (WHERE outcome = 'parked'), 0),
+       coalesce(sum(repeats) FILTER (WHERE status = 401), 0),
+       coalesce(sum(repeats) FILTER (WHERE status >= 400 AND status < 500 AND status <> 401), 0),
+       coalesce(sum(repeats) FILTER (WHERE status >= 500), 0)
 FROM payhooks_deliveries
 WHERE received_at >= date_trunc('hour', %(now)s, 'UTC') - make_interval(hours => %(hours)s - 1)
 GROUP BY 1, 2
 """
 _OVER_WINDOW = """
-SELECT d.provider, count(*), count(*) FILTER (WHERE d.status >= 500),
+SELECT d.provider, sum(d.repeats), coalesce(sum(d.repeats) FILTER (WHERE d.status >= 500), 0),
        count(DISTINCT date_trunc('hour', d.received_at, 'UTC')) FILTER (WHERE d.status >= 500)
 FROM unnest(%(providers)s::text[], %(windows)s::interval[]) AS w (provider, span)
 JOIN payhooks_deliveries d ON d.provider = w.provider AND d.received_at > %(now)s - w.span
