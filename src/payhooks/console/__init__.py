@@ -42,6 +42,7 @@ from payhooks.console.pages import (
 from payhooks.db import Connection
 from payhooks.events import Received
 from payhooks.fastapi.claims import ingest_received as ingest_async
+from payhooks.fastapi.deliveries import autocommitted_async
 from payhooks.fastapi.hooks import guarded as guarded_async
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
@@ -69,8 +70,8 @@ def console(
         async def replay_async(run: Run, provider: str, event_id: str) -> Receipt:
             received = await run(received_stored, served, event_id, provider)
             assert isinstance(received, Received)
-            if pool is not None:
-                async with pool.connection() as conn:
+            if pool is not None:  # lent in autocommit, given back as it was, as the route does
+                async with autocommitted_async(pool) as conn:
                     return await ingest_async(conn, received, safe)
             async with await AsyncConnection.connect(database_url, autocommit=True) as conn:
                 return await ingest_async(conn, received, safe)

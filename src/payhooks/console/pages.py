@@ -89,8 +89,8 @@ NOTICES = {
     actions.Done.NOT_CONFIGURED: "Cannot replay: this gateway has no secret configured here.",
     actions.Done.UNREADABLE: "Cannot replay: the stored delivery cannot be read any more.",
     actions.Done.HANDLER_FAILED: (
-        "Replay failed: the app's handler raised (its logs say why); nothing it did was kept, "
-        "and the delivery stays parked."
+        "Replay failed with an error (the app's logs say which, under "
+        "console_replay_handler_failed); nothing was kept, and the delivery stays parked."
     ),
     actions.Done.HANDLER_COMMITTED: (
         "Replay failed: the app's handler committed or rolled back the transaction itself, "
