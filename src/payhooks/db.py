@@ -46,6 +46,16 @@ class Done(Generic[T]):
     value: T
 
 
+def libpq_url(url: str) -> str:
+    """A database URL as libpq reads it: SQLAlchemy names its driver in the scheme
+    (``postgresql+psycopg://``, a Flask app's ``DATABASE_URL``), which is ``postgresql://``
+    to libpq; anything else is returned as it is."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower().startswith(("postgresql+", "postgres+")):
+        return scheme.partition("+")[0] + "://" + rest
+    return url
+
+
 def advance(steps: Generator[S, Any, T], answer: object) -> S | Done[T]:
     """Send ``steps`` the answer to its last statement: its next one, or ``Done``. The
     drivers below, and the claim's drivers with a handler, loop on this and differ only in

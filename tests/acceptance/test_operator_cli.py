@@ -64,3 +64,21 @@ def test_a_short_password_or_an_odd_name_is_refused_in_one_line(env):
 def test_removing_an_unknown_operator_says_so(env):
     answer = operator(env, "remove", "nobody")
     assert (answer.returncode, answer.stderr) == (1, "payhooks: operator 'nobody' not found\n")
+
+
+def test_a_flask_apps_sqlalchemy_url_names_the_database_too(env):
+    """A Flask app's DATABASE_URL is SQLAlchemy's ``postgresql+psycopg://``: the command
+    reads it, in the environment and in ``--database-url``, as libpq reads ``postgresql://``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(env["DATABASE_URL"])
+    url = (
+        f"postgresql+psycopg://{parts.get('user', 'root')}@{parts.get('host', '127.0.0.1')}:"
+        f"{parts.get('port', '5432')}/{parts['dbname']}"
+    )
+    sqlalchemy_env = {**env, "DATABASE_URL": url}
+    added = operator(sqlalchemy_env, "add", "ravi", "--password-stdin", stdin="a password 123\n")
+    assert added.returncode == 0, added.stderr
+    listed = operator(sqlalchemy_env, "list", "--database-url", url)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("ravi\tadded ")

@@ -85,9 +85,17 @@ def _with_connection(action: Callable[[db.Connection], T], url: str | None = Non
     return _run(run)
 
 
+def _libpq(url: str | None) -> str | None:
+    return None if url is None else db.libpq_url(url)
+
+
 DatabaseUrl = Annotated[
     str | None,
-    typer.Option(help="Your app's database (default DATABASE_URL, else the service's)."),
+    typer.Option(
+        help="Your app's database (default DATABASE_URL, else the service's); "
+        "SQLAlchemy's postgresql+psycopg:// is taken too.",
+        callback=_libpq,
+    ),
 ]
 
 
@@ -249,7 +257,9 @@ def reconcile(
     ] = None,
     database_url: Annotated[
         str | None,
-        typer.Option(help="With --hooks: your app's database; default DATABASE_URL."),
+        typer.Option(
+            help="With --hooks: your app's database; default DATABASE_URL.", callback=_libpq
+        ),
     ] = None,
 ) -> None:
     """Ask the gateways about checkouts with no payment, and apply what they report (one pass)."""

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from payhooks.db import libpq_url
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway
 from payhooks.providers import Adapter, read_secrets
@@ -122,11 +123,12 @@ class _Variable:
         (``missing "=" after …`` quotes the value, password and all)."""
         if not self.raw:
             return None
+        url = libpq_url(self.raw)  # a Flask app's postgresql+psycopg:// is libpq's too
         try:
-            conninfo_to_dict(self.raw)
+            conninfo_to_dict(url)
         except (psycopg.Error, ValueError):
             raise SettingError(self.name, _DATABASE_URL_SYNTAX) from None
-        return self.raw
+        return url
 
 
 def _clipped(raw: str) -> str:
