@@ -24,6 +24,8 @@ class Provider(StrEnum):
     RAZORPAY = "razorpay"
     CASHFREE = "cashfree"
     PAYU = "payu"
+    PHONEPE = "phonepe"
+    JUSPAY = "juspay"
 
 
 class EventKind(StrEnum):
@@ -62,6 +64,10 @@ class Event:
     refund_amount_paise: int | None = None
     bank_ref: str | None = None
     payload_sha256: str
+    unconfirmed: bool = False
+    """What the callback says rests on a static credential, not on a signature over these
+    fields (PhonePe, Juspay, PayU's refund callbacks): it takes effect only as the gateway's
+    status API confirms it (``payhooks.confirmations``), never as the callback said."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
