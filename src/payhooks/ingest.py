@@ -15,7 +15,7 @@ import psycopg
 from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
-from payhooks import expectations, idempotency
+from payhooks import confirmations, expectations, idempotency
 from payhooks.db import (
     AsyncConnection,
     Connection,
@@ -46,6 +46,9 @@ class Outcome(StrEnum):
     DUPLICATE = "duplicate"
     IGNORED = "ignored"
     PARKED = "parked"
+    CONFIRMING = "confirming"
+    """Recorded; what it claims takes effect as the gateway's API confirms it
+    (``payhooks.confirmations``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +238,8 @@ class Delivery:
         self.claim = claim = yield from idempotency.claiming(self.received)
         if claim.state is ClaimState.DUPLICATE:
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
+        if event.unconfirmed:  # what it says is only a claim: the gateway's API decides
+            return (yield from _to_confirm(event))
         check = yield from expectations.checking(
             event, reconciled=expectations.is_reconciled(event.event_id)
         )
@@ -276,6 +281,18 @@ def _held(
     if claim.state is ClaimState.NEW:
         yield from idempotency.recording(event, Outcome.PARKED, None)
     return Settled(receipt=Receipt(outcome=Outcome.PARKED, event=event))
+
+
+def _to_confirm(event: Event) -> Generator[Statement, Any, Settled]:
+    """A callback resting on a static credential: recorded, its confirmation asked for, and
+    answered at once; its handler never sees what it claims. One the API cannot be asked
+    about (no order named, nothing a handler acts on) is recorded ignored."""
+    if not confirmations.confirmable(event):
+        yield from idempotency.recording(event, Outcome.IGNORED, None)
+        return Settled(receipt=Receipt(outcome=Outcome.IGNORED, event=event))
+    yield from idempotency.recording(event, Outcome.CONFIRMING, None)
+    yield from confirmations.requesting(event)
+    return Settled(receipt=Receipt(outcome=Outcome.CONFIRMING, event=event))
 
 
 def _parked_beside(event: Event, claim: idempotency.Claim) -> Generator[Statement, Any, Settled]:

@@ -15,10 +15,9 @@ from django.db import models
 
 from payhooks.errors import ReadOnlyRecord
 from payhooks.events import Provider
-from payhooks.ingest import Outcome
 
 PROVIDERS = [(p.value, p.value) for p in Provider]
-OUTCOMES = [(o.value, o.value) for o in Outcome if o is not Outcome.DUPLICATE]
+
 
 
 class ProcessedWebhook(models.Model):
@@ -27,7 +26,7 @@ class ProcessedWebhook(models.Model):
     provider = models.TextField()
     event_id = models.TextField(primary_key=True, verbose_name="delivery key")
     event_type = models.TextField()
-    outcome = models.TextField(choices=OUTCOMES)
+    outcome = models.TextField()  # no choices: an outcome the core adds needs no migration
     payment_id = models.TextField(null=True, blank=True)
     merchant_ref = models.TextField(null=True, blank=True, verbose_name="gateway order id")
     bank_ref = models.TextField(null=True, blank=True, verbose_name="bank reference (UTR/RRN)")

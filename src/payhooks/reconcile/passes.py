@@ -118,6 +118,10 @@ class Tally:
     """Checkouts whose reported payment could not be applied (the handler raised)."""
     refused: dict[Provider, str] = field(default_factory=dict)
     """Gateways that refused the credentials this pass, with their words."""
+    confirmed: Counter[Provider] = field(default_factory=Counter)
+    """Callbacks resting on a static credential the API confirmed (``payhooks.confirmations``)."""
+    refuted: Counter[Provider] = field(default_factory=Counter)
+    """... and those it refuted: forged or stale, changing nothing."""
 
     @property
     def failures(self) -> int:
@@ -138,6 +142,11 @@ class Tally:
             parts.append(f"{sum(self.unapplied.values())} not applied: the handler failed")
         if self.refused:
             parts.append(f"credentials refused by {', '.join(sorted(self.refused))}")
+        if self.confirmed or self.refuted:
+            parts.append(
+                f"{sum(self.confirmed.values())} callback(s) confirmed by the API, "
+                f"{sum(self.refuted.values())} refuted"
+            )
         return ", ".join(parts)
 
 

@@ -31,6 +31,7 @@ from payhooks.gateways import ApiCredentials, credentials
 from payhooks.gateways._status import StatusClient, client, http_client
 from payhooks.hooks import guarded
 from payhooks.ingest import Handler, Receipt, ingest_received
+from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.passes import (
     Connect,
     Deliver,
@@ -102,7 +103,8 @@ def reconcile_once(
         reconciler = Reconciler(
             connect, clients, options, deliver=deliver, notify=notify, stop=stop
         )
-        return reconciler.run()
+        tally = reconciler.run()
+        return confirm(connect, clients, deliver, tally, limit=options.limit, stop=stop)
 
 
 def run(

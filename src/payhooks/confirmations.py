@@ -1,0 +1,210 @@
+"""Callbacks that prove only who sent them, not what they say: PhonePe's static
+``Authorization`` digest, Juspay's Basic credentials, PayU's unsigned refund callbacks. Anyone
+who learns the credential can write any body under it, so such a callback never reaches a
+handler as it came. Its adapter marks its event ``unconfirmed``; ingest claims its key (a copy
+is a duplicate as any other), records it ``confirming``, asks here for a confirmation, and
+answers 200 at once (``requesting``).
+
+A confirmation pass (``payhooks.reconcile.confirming``, run by reconciliation's runners) then
+asks the gateway's status API about the order within seconds, applies what the API reports
+through the same exactly-once path as reconciliation (``reconcile:<payment>:<status>`` keys:
+once with any webhook or pass), and compares it with what the callback claimed (``verdict``):
+``confirmed`` when the API reports that very state, ``refuted`` when it reports another final
+state or, past ``PATIENCE``, never reports it. A refuted callback is a forgery or a stale
+copy: it changed nothing, and is flagged (logged ``callback_refuted``, and its record says so).
+What the API said always wins over what the callback said.
+
+Pure steps and statements: no HTTP here (the status clients are an extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from payhooks.db import Connection, Statement, Steps
+from payhooks.events import Event, EventKind
+
+PATIENCE = timedelta(minutes=30)
+"""How long the API may keep saying nothing (a payment still pending) before the callback is
+refuted: a real payment's status API answers within minutes of its callback."""
+LEASE = timedelta(minutes=2)
+"""How long a pass holds a confirmation it is asking about (another pass skips it)."""
+
+
+class Verdict(StrEnum):
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+
+
+REQUEST = """
+INSERT INTO payhooks_confirmations (provider, event_id, gateway_order_id, kind, payment_id,
+                                    refund_id, amount_paise)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (provider, event_id) DO NOTHING
+"""
+
+
+def confirmable(event: Event) -> bool:
+    """Whether the API can be asked about what ``event`` claims: an order it names, and a
+    state that would change something (a capture, a failure, a refund)."""
+    return event.merchant_ref is not None and event.kind is not EventKind.OTHER
+
+
+def requesting(event: Event) -> Steps[None]:
+    """Ask for ``event``'s confirmation, in the transaction that claims its key."""
+    assert event.merchant_ref is not None
+    yield Statement(
+        sql=REQUEST,
+        params=(
+            event.provider.value,
+            event.event_id,
+            event.merchant_ref,
+            event.kind.value,
+            event.payment_id,
+            event.refund_id,
+            event.refund_amount_paise
+            if event.kind is EventKind.REFUND_PROCESSED
+            else event.amount_paise,
+        ),
+        reads=False,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pending:
+    """A callback waiting for the API's word, as a pass leased it."""
+
+    provider: str
+    event_id: str
+    gateway_order_id: str
+    kind: EventKind
+    payment_id: str | None
+    refund_id: str | None
+    amount_paise: int | None
+    attempts: int
+    requested_at: datetime
+
+
+LEASED = """
+WITH due AS (
+    SELECT provider, event_id FROM payhooks_confirmations
+    WHERE verdict IS NULL AND provider = %(provider)s AND next_attempt_at <= now()
+    ORDER BY next_attempt_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payhooks_confirmations c
+SET next_attempt_at = now() + %(lease)s, attempts = c.attempts + 1
+FROM due WHERE c.provider = due.provider AND c.event_id = due.event_id
+RETURNING c.provider, c.event_id, c.gateway_order_id, c.kind, c.payment_id, c.refund_id,
+          c.amount_paise, c.attempts, c.requested_at
+"""
+
+
+def leased(conn: Connection, provider: str, limit: int) -> list[Pending]:
+    """The due confirmations of ``provider``, each held for ``LEASE`` (a second pass running
+    meanwhile skips them)."""
+    rows = conn.execute(LEASED, {"provider": provider, "limit": limit, "lease": LEASE})
+    return [
+        Pending(
+            provider=str(r[0]),
+            event_id=str(r[1]),
+            gateway_order_id=str(r[2]),
+            kind=EventKind(r[3]),
+            payment_id=r[4],
+            refund_id=r[5],
+            amount_paise=r[6],
+            attempts=int(r[7]),
+            requested_at=r[8],
+        )
+        for r in rows.fetchall()
+    ]
+
+
+def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdict | None:
+    """What the API's events for the order say of what the callback claimed: None while it
+    says nothing yet (ask again), within ``PATIENCE``."""
+    said = list(reported)
+    if pending.kind is EventKind.REFUND_PROCESSED:
+        refunds = [e for e in said if e.kind is EventKind.REFUND_PROCESSED]
+        if any(_same_refund(pending, e) for e in refunds):
+            return Verdict.CONFIRMED
+    else:
+        payments = [e for e in said if e.kind is not EventKind.REFUND_PROCESSED]
+        if any(e.kind is pending.kind and _same_payment(pending, e) for e in payments):
+            return Verdict.CONFIRMED
+        final = [e for e in payments if e.kind in _FINAL and _same_payment(pending, e)]
+        if final:  # the API knows that payment in another final state
+            return Verdict.REFUTED
+    return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
+
+
+_FINAL = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.PAYMENT_FAILED})
+
+
+def _same_payment(pending: Pending, event: Event) -> bool:
+    return pending.payment_id is None or event.payment_id == pending.payment_id
+
+
+def _same_refund(pending: Pending, event: Event) -> bool:
+    if pending.refund_id is not None and event.refund_id is not None:
+        return event.refund_id == pending.refund_id
+    return pending.amount_paise is not None and event.refund_amount_paise == pending.amount_paise
+
+
+SETTLE = """
+WITH settled AS (
+    UPDATE payhooks_confirmations
+    SET verdict = %(verdict)s, detail = %(detail)s, settled_at = now(), last_error = NULL
+    WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
+    RETURNING provider, event_id
+)
+UPDATE processed_webhooks w SET outcome = %(verdict)s
+FROM settled s WHERE w.provider = s.provider AND w.event_id = s.event_id
+"""
+AGAIN = """
+UPDATE payhooks_confirmations SET next_attempt_at = now() + %(wait)s, last_error = %(error)s
+WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
+"""
+
+
+def settle(conn: Connection, pending: Pending, found: Verdict, detail: str) -> None:
+    conn.execute(
+        SETTLE,
+        {
+            "verdict": found.value,
+            "detail": detail,
+            "provider": pending.provider,
+            "event_id": pending.event_id,
+        },
+    )
+
+
+def again(conn: Connection, pending: Pending, wait: timedelta, error: str | None) -> None:
+    """Not settled this time: due again after ``wait`` (growing with its attempts)."""
+    conn.execute(
+        AGAIN,
+        {"wait": wait, "error": error, "provider": pending.provider, "event_id": pending.event_id},
+    )
+
+
+def wait_after(attempts: int) -> timedelta:
+    """2 s, 4 s, 8 s, ... up to 5 minutes: a real payment confirms within seconds."""
+    return timedelta(seconds=min(2**attempts, 300))
+
+
+__all__ = [
+    "LEASE",
+    "PATIENCE",
+    "Pending",
+    "Verdict",
+    "again",
+    "confirmable",
+    "leased",
+    "requesting",
+    "settle",
+    "verdict",
+    "wait_after",
+]

@@ -1,0 +1,106 @@
+"""The confirmation pass: each callback waiting for its gateway's word
+(``payhooks.confirmations``) asked about through the status API, what the API reports applied
+exactly as reconciliation applies it, and the callback confirmed or refuted.
+
+Run by every reconciliation runner after its pass (``reconcile_once``: the CLI, the functions
+for a merchant's scheduler, the reference service's worker); a gateway whose callbacks need
+confirmation needs its API credentials, and a pass every few seconds to answer "within
+seconds" (``payhooks reconcile`` from a timer, or ``run`` in a loop).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+
+from payhooks import confirmations
+from payhooks.confirmations import Pending, Verdict
+from payhooks.errors import GatewayApiError
+from payhooks.events import Event, Provider
+from payhooks.gateways._status import CredentialsRefused, StatusClient
+from payhooks.ingest import Applied, Outcome
+from payhooks.reconcile.passes import Connect, Deliver, Tally
+
+log = logging.getLogger("payhooks.reconcile")
+
+
+def _nothing_more(conn: object, event: Event, applied: Applied) -> None:
+    """A confirmed payment is no "missing webhook": its callback came."""
+
+
+def confirm(
+    connect: Connect,
+    clients: Mapping[Provider, StatusClient],
+    deliver: Deliver,
+    tally: Tally,
+    *,
+    limit: int = 100,
+    stop: Callable[[], bool] = lambda: False,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Tally:
+    """Every due confirmation of each gateway in ``clients``, at most ``limit`` each."""
+    for provider, client in clients.items():
+        with connect() as conn:
+            due = confirmations.leased(conn, provider.value, limit)
+        for pending in due:
+            if stop():
+                return tally
+            _one(connect, client, deliver, pending, tally, now())
+    return tally
+
+
+def _one(
+    connect: Connect,
+    client: StatusClient,
+    deliver: Deliver,
+    pending: Pending,
+    tally: Tally,
+    at: datetime,
+) -> None:
+    provider = Provider(pending.provider)
+    try:
+        report = client.report(pending.gateway_order_id)
+    except GatewayApiError as exc:
+        tally.api_errors[provider] += 1
+        if isinstance(exc, CredentialsRefused):
+            tally.refused[provider] = exc.reason
+        with connect() as conn:
+            confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), str(exc))
+        return
+    tally.answered[provider] += 1
+    for received in report.received:  # what the API says wins: applied whatever was claimed
+        receipt = deliver(received, then=_nothing_more)
+        tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
+    found = confirmations.verdict(pending, (r.event for r in report.received), at)
+    with connect() as conn:
+        if found is None:
+            confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), None)
+            return
+        detail = _detail(pending, found, len(report.received))
+        confirmations.settle(conn, pending, found, detail)
+    if found is Verdict.CONFIRMED:
+        tally.confirmed[provider] += 1
+        return
+    tally.refuted[provider] += 1
+    log.warning(
+        "callback_refuted",
+        extra={"provider": pending.provider, "event_id": pending.event_id,
+               "order": pending.gateway_order_id, "claimed": pending.kind.value,
+               "payment_id": pending.payment_id, "detail": detail},
+    )  # fmt: skip
+
+
+def _detail(pending: Pending, found: Verdict, reported: int) -> str:
+    claimed = f"{pending.kind.value} of {pending.payment_id or 'the order'}"
+    if found is Verdict.CONFIRMED:
+        return f"the status API reports the {claimed} the callback claimed"
+    if reported:
+        return f"the status API reports another state than the {claimed} the callback claimed"
+    return (
+        f"the status API never reported the {claimed} the callback claimed, "
+        f"in {confirmations.PATIENCE.total_seconds() / 60:.0f} minutes: forged, or stale"
+    )
+
+
+__all__ = ["confirm"]

@@ -1,0 +1,145 @@
+"""A callback that proves only who sent it (a static credential, no signature over its fields)
+never reaches a handler as it came: it is recorded ``confirming`` and answered at once; the
+confirmation pass asks the gateway's status API and applies what the API reports, exactly
+once, confirming or refuting the callback. A forged callback under the right credential
+changes nothing and is flagged. On real PostgreSQL, through the claim; the status API is the
+``StatusClient`` seam (each gateway's client is tested against its HTTP double)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+import payhooks
+from payhooks import EventKind, Hooks
+from payhooks.events import Event, Provider, Received
+from payhooks.gateways._reports import Report, received
+from payhooks.ingest import Outcome, ingest_received
+from payhooks.reconcile.confirming import confirm
+from payhooks.reconcile.passes import Tally
+from payhooks.reconcile.running import connecting, delivering
+
+ORDER = "M-ORDER-1"
+PAYMENT = "OM12345"
+
+
+def callback(kind: EventKind = EventKind.PAYMENT_CAPTURED, *, key: str = "cb-1") -> Received:
+    """What a PhonePe adapter makes of a callback: its content marked unconfirmed."""
+    body = f'{{"event": "checkout.order.completed", "key": "{key}"}}'.encode()
+    event = Event(
+        provider=Provider.PHONEPE, kind=kind, event_type="checkout.order.completed",
+        event_id=key, payment_id=PAYMENT, merchant_ref=ORDER, amount_paise=49_900,
+        currency="INR", payload_sha256=key, unconfirmed=True,
+    )  # fmt: skip
+    return Received(event=event, body=body, headers={})
+
+
+def reported(kind: EventKind = EventKind.PAYMENT_CAPTURED, status: str = "COMPLETED") -> Report:
+    entity = {"orderId": PAYMENT, "merchantOrderId": ORDER, "state": status, "amount": 49_900}
+    said = received(
+        Provider.PHONEPE, entity, kind=kind, status=status.lower(), payment_id=PAYMENT,
+        merchant_ref=ORDER, amount_paise=49_900, currency="INR",
+    )  # fmt: skip
+    return Report(received=(said,))
+
+
+@dataclass
+class Api:
+    """The gateway's status API as the pass sees it: what it says of each order, and who asked."""
+
+    says: Report = field(default_factory=Report)
+    asked: list[str] = field(default_factory=list)
+
+    def report(self, reference: str) -> Report:
+        self.asked.append(reference)
+        return self.says
+
+
+@pytest.fixture
+def shop(database_url: str) -> Iterator[tuple[psycopg.Connection, list[Event]]]:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        payhooks.migrate(conn)
+        paid: list[Event] = []
+        yield conn, paid
+
+
+def hooks_noting(paid: list[Event]) -> Hooks:
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def mark_paid(conn, event):
+        paid.append(event)
+
+    return hooks
+
+
+def outcome(conn, key: str) -> str:
+    row = conn.execute("SELECT outcome FROM processed_webhooks WHERE event_id = %s", (key,))
+    return row.fetchone()[0]
+
+
+def run_pass(database_url: str, paid: list[Event], api: Api, at: datetime | None = None) -> Tally:
+    connect = connecting(database_url)
+    deliver = delivering(connect, hooks_noting(paid))
+    moment = at or datetime.now(UTC)
+    return confirm(connect, {Provider.PHONEPE: api}, deliver, Tally(), now=lambda: moment)
+
+
+def test_a_callback_is_recorded_and_answered_but_never_handed_to_the_handler(shop):
+    conn, paid = shop
+    receipt = ingest_received(conn, callback(), hooks_noting(paid))
+    assert receipt.outcome is Outcome.CONFIRMING and paid == []
+    assert outcome(conn, "cb-1") == "confirming"
+    again = ingest_received(conn, callback(), hooks_noting(paid))
+    assert again.outcome is Outcome.DUPLICATE  # a copy of it, as any other
+    waiting = conn.execute("SELECT gateway_order_id, kind FROM payhooks_confirmations")
+    assert waiting.fetchall() == [(ORDER, "payment_captured")]
+
+
+def test_the_api_confirms_it_and_the_payment_is_applied_once(shop, database_url):
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    api = Api(says=reported())
+    tally = run_pass(database_url, paid, api)
+    assert api.asked == [ORDER]
+    assert [e.payment_id for e in paid] == [PAYMENT]  # what the API said, applied
+    assert paid[0].event_id.startswith("reconcile:")
+    assert tally.confirmed[Provider.PHONEPE] == 1 and outcome(conn, "cb-1") == "confirmed"
+    # A second callback for the same payment (another key): confirmed, nothing applied twice.
+    ingest_received(conn, callback(key="cb-2"), hooks_noting(paid))
+    run_pass(database_url, paid, api)
+    assert len(paid) == 1 and outcome(conn, "cb-2") == "confirmed"
+
+
+def test_a_forged_callback_the_api_contradicts_changes_nothing_and_is_refuted(shop, database_url):
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    tally = run_pass(database_url, paid, Api(says=reported(EventKind.PAYMENT_FAILED, "FAILED")))
+    assert paid == []
+    assert tally.refuted[Provider.PHONEPE] == 1 and outcome(conn, "cb-1") == "refuted"
+    detail = conn.execute("SELECT verdict, detail FROM payhooks_confirmations").fetchone()
+    assert detail[0] == "refuted" and "another state" in detail[1]
+
+
+def test_a_callback_the_api_never_confirms_waits_then_is_refuted(shop, database_url):
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    silent = Api()
+    run_pass(database_url, paid, silent)
+    assert outcome(conn, "cb-1") == "confirming"  # asked again later
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    later = datetime.now(UTC) + timedelta(hours=1)
+    tally = run_pass(database_url, paid, silent, at=later)
+    assert len(silent.asked) == 2 and paid == []
+    assert tally.refuted[Provider.PHONEPE] == 1 and outcome(conn, "cb-1") == "refuted"
+
+
+def test_a_callback_that_names_no_order_is_recorded_ignored(shop):
+    conn, paid = shop
+    lone = callback(EventKind.OTHER, key="cb-other")
+    assert ingest_received(conn, lone, hooks_noting(paid)).outcome is Outcome.IGNORED
+    assert conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone() == (0,)
