@@ -27,6 +27,7 @@ CORE_TABLES = {
     "payhooks_console_login_failures",
     "payhooks_console_keys",
     "payhooks_console_actions",
+    "payhooks_confirmations",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -88,6 +89,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0007_console",
         "core/0008_due_checkouts",
         "core/0009_delivery_repeats",
+        "core/0010_confirmations",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -164,6 +166,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0007_console",
         "core/0008_due_checkouts",
         "core/0009_delivery_repeats",
+        "core/0010_confirmations",
     ]
     tables = {
         row[0]
@@ -256,6 +259,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0007_console",
         "core/0008_due_checkouts",
         "core/0009_delivery_repeats",
+        "core/0010_confirmations",
     ]
 
 
