@@ -1,0 +1,37 @@
+"""PhonePe (PG v2): the adapter (``adapter.py``), the status API's client (``status.py``, an
+extra), and the settings that serve it (here).
+
+The webhook setting holds each webhook's ``username:password`` as set in PhonePe's dashboard
+(several while one is rotated out). The status API's id is the OAuth ``client_id``, written
+``client_id:client_version`` when PhonePe's credentials email gives a version other than 1
+(``client_id`` alone is version 1, the sandbox's); its secret is the ``client_secret``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from payhooks.events import Provider
+from payhooks.gateways._gateway import Found, Gateway, secret, status_api
+from payhooks.gateways.phonepe.adapter import PhonePe
+
+
+def _adapter(found: Found) -> PhonePe:
+    return PhonePe(credentials=found[0])
+
+
+PHONEPE = Gateway(
+    provider=Provider.PHONEPE,
+    title="PhonePe",
+    secrets=(secret(Provider.PHONEPE, "WEBHOOK_CREDENTIALS"),),
+    build=_adapter,
+    status_api=status_api(
+        Provider.PHONEPE,
+        id_name="CLIENT_ID",
+        secret_name="CLIENT_SECRET",
+        url="https://api.phonepe.com/apis",  # OAuth under /identity-manager, orders under /pg
+    ),
+    reference_prefix="ph",  # the merchant's own merchantOrderId ([A-Za-z0-9_-], up to 63)
+    retry_window=timedelta(hours=24),  # undocumented ("retries callbacks without a 200")
+)
+
+__all__ = ["PHONEPE"]
