@@ -1,0 +1,381 @@
+"""Juspay webhooks (Express Checkout, HyperCheckout, HDFC SmartGateway): HTTP Basic with the
+username and password the merchant set in Juspay's dashboard, a JSON body nothing signs, and
+amounts in rupees. The credential proves who sent a body, never what it says, so every event
+is ``unconfirmed``: it takes effect as Juspay's Order Status API confirms it
+(``payhooks.confirmations``)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from payhooks.errors import MalformedPayload, SignatureMismatch
+from payhooks.events import Event, EventKind, Provider, is_text
+from payhooks.providers._common import (
+    MAX_JSON_BODY_BYTES,
+    child,
+    event_name,
+    load_json_object,
+    optional_paise,
+    reference,
+    refuse,
+    require,
+    require_secrets,
+    sha256_hex,
+    text_field,
+)
+
+AUTHORIZATION_HEADER = "authorization"
+# The Authorization header is read, never kept: it holds the webhook password itself, which
+# would otherwise be stored beside every body (``Adapter.headers_read`` is what ingest keeps).
+_HEADERS_READ: tuple[str, ...] = ()
+_P = Provider.JUSPAY
+
+CHARGED = "CHARGED"
+SUCCESS = "SUCCESS"
+ORDER_REFUNDED = "ORDER_REFUNDED"
+STATUS_KINDS: Mapping[str, EventKind] = {
+    CHARGED: EventKind.PAYMENT_CAPTURED,
+    "AUTHORIZED": EventKind.PAYMENT_AUTHORIZED,
+    "AUTHORIZATION_FAILED": EventKind.PAYMENT_FAILED,
+    "AUTHENTICATION_FAILED": EventKind.PAYMENT_FAILED,
+    "JUSPAY_DECLINED": EventKind.PAYMENT_FAILED,
+    "PENDING_VBV": EventKind.PAYMENT_PENDING,
+    "AUTHORIZING": EventKind.PAYMENT_PENDING,
+}
+"""An order's (or a transaction's) ``status`` and what it means; any other is ``OTHER``."""
+
+# Events whose content's status decides the kind: the order's, or the transaction's.
+_ORDER_EVENTS = frozenset({"ORDER_SUCCEEDED", "ORDER_FAILED", "ORDER_AUTHORIZED", "TXN_CREATED"})
+_TXN_EVENTS = frozenset({"TXN_CHARGED", "TXN_FAILED"})
+
+_EVENT_ID = re.compile(r"[!-9;-~]{1,128}")  # printable ASCII, no space, no ':'
+_RUPEES = re.compile(r"[0-9]+(\.[0-9]+)?")
+_NOT_A_REFERENCE = "NA"  # what Juspay writes in an empty rrn or epg_txn_id
+
+
+def authorization(credential: str) -> str:
+    """The ``Authorization`` value Juspay sends for ``username:password`` (tests, the
+    simulated gateway): Basic, base64 of its UTF-8 bytes."""
+    return "Basic " + base64.b64encode(credential.encode("utf-8")).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Juspay:
+    """Several credentials are accepted while one is rotated out of Juspay's dashboard; each
+    is ``username:password`` (split at the first ':': a password may hold more)."""
+
+    provider = _P
+    headers_read = _HEADERS_READ
+    max_body_bytes = MAX_JSON_BODY_BYTES
+    credentials: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        require_secrets(self.credentials, "Juspay needs at least one webhook credential")
+        for credential in self.credentials:
+            username, colon, password = credential.partition(":")
+            if not (username and colon and password):
+                raise ValueError(
+                    "each Juspay webhook credential is username:password as set in Juspay's "
+                    "dashboard (Settings, Webhooks), both non-empty"
+                )
+
+    def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        username, password = basic_credentials(_header(headers, AUTHORIZATION_HEADER))
+        found = False
+        for credential in self.credentials:
+            user, _, secret = credential.encode("utf-8").partition(b":")
+            same_user = hmac.compare_digest(user, username)
+            found |= same_user & hmac.compare_digest(secret, password)
+        if not found:
+            raise SignatureMismatch(_P, "Basic credentials match no configured credential")
+
+    def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        doc = load_json_object(body, provider=_P)
+        event_type = event_name(doc.get("event_name"), "event_name", provider=_P)
+        event_id = _event_id(doc.get("id"))
+        said = _read(event_type, doc.get("content"))
+        return Event(
+            provider=_P,
+            kind=said.kind,
+            event_type=event_type,
+            event_id=event_id,
+            payment_id=said.payment_id,
+            merchant_ref=said.order_id,
+            amount_paise=said.amount,
+            payment_amount_paise=said.paid,
+            currency=said.currency,
+            refund_id=said.refund_id,
+            refund_amount_paise=said.refund_amount,
+            bank_ref=said.bank_ref,
+            payload_sha256=sha256_hex(body),
+            unconfirmed=True,
+        )
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """``name``'s value; ingest passes lower-case names, a merchant calling ``verify`` may not."""
+    value = headers.get(name)
+    if value is None:
+        value = next((v for k, v in headers.items() if k.lower() == name), None)
+    return value
+
+
+def basic_credentials(value: str | None) -> tuple[bytes, bytes]:
+    """The username and password of a ``Basic`` header, as UTF-8 bytes: the scheme in any
+    case, canonical base64 only, split at the first ':'. Anything else is unauthenticated."""
+    if not value or not value.strip():
+        raise SignatureMismatch(_P, "Authorization header missing")
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != "basic":
+        raise SignatureMismatch(_P, "Authorization is not Basic")
+    token = token.strip()
+    if not token:
+        raise SignatureMismatch(_P, "Basic credentials missing")
+    decoded = _base64(token)
+    try:
+        decoded.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SignatureMismatch(_P, "Basic credentials are not UTF-8") from exc
+    username, colon, password = decoded.partition(b":")
+    if not colon:
+        raise SignatureMismatch(_P, "Basic credentials hold no ':' between username and password")
+    return username, password
+
+
+def _base64(token: str) -> bytes:
+    """Standard base64 exactly as an encoder writes it: no other character, padding as due,
+    and nothing that decodes the same but encodes otherwise."""
+    if not token.isascii():
+        raise SignatureMismatch(_P, "Basic credentials are not base64")
+    try:
+        decoded = base64.b64decode(token, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise SignatureMismatch(_P, "Basic credentials are not base64") from exc
+    if base64.b64encode(decoded).decode("ascii") != token:
+        raise SignatureMismatch(_P, "Basic credentials are not canonical base64")
+    return decoded
+
+
+def _event_id(value: object) -> str:
+    """The envelope's ``id`` is the delivery key (``evt_V2_`` and 32 hex digits): a short id of
+    printable ASCII. It never holds a ':', so it never takes a key payhooks derives."""
+    if value is None or value == "":
+        raise MalformedPayload(_P, "id is missing")
+    if not isinstance(value, str):
+        raise MalformedPayload(_P, "id is not a string")
+    if _EVENT_ID.fullmatch(value) is None:
+        raise MalformedPayload(
+            _P, "id is not a short id (up to 128 printable ASCII characters, no space or ':')"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Said:
+    """What one order (or transaction, or refund) says, every field optional until the event
+    kind requires it."""
+
+    kind: EventKind = EventKind.OTHER
+    status: str | None = None
+    order_id: str | None = None
+    payment_id: str | None = None
+    amount: int | None = None
+    paid: int | None = None
+    currency: str | None = None
+    refund_id: str | None = None
+    refund_amount: int | None = None
+    bank_ref: str | None = None
+
+
+def _read(event_type: str, content: object) -> Said:
+    """The event's content read by what its name promises: an order or transaction whose
+    status decides the kind, an order's newest successful refund, or, for any other event
+    (mandates, notifications, names Juspay adds), whatever order it carries, as ``OTHER``."""
+    if event_type in _ORDER_EVENTS:
+        return order(child(content, "order"), "content.order")
+    if event_type in _TXN_EVENTS:
+        return transaction(child(content, "txn"))
+    if event_type == ORDER_REFUNDED:
+        return refunded(child(content, "order"))
+    if isinstance(child(content, "order"), dict):
+        return order(child(content, "order"), "content.order", acts=False)
+    if isinstance(child(content, "txn"), dict):
+        return transaction(child(content, "txn"), acts=False)
+    return Said()
+
+
+def order(entity: object, where: str, *, acts: bool = True) -> Said:
+    """An order as the Order Status API returns it (the webhook's ``content.order`` is that
+    object). ``amount`` is the order's, compared with the cart; ``effective_amount`` what the
+    customer paid when a surcharge or an offer changed it. ``acts``: its status decides the
+    kind (else ``OTHER``, every field lenient)."""
+    status = _status(child(entity, "status"), f"{where}.status", decides=acts)
+    kind = STATUS_KINDS.get(status or "", EventKind.OTHER) if acts else EventKind.OTHER
+    strict = kind is not EventKind.OTHER
+    said = Said(
+        kind=kind,
+        status=status,
+        order_id=_id(child(entity, "order_id"), "order_id", strict=strict),
+        payment_id=_payment_id(entity, strict=strict),
+        amount=paise(child(entity, "amount"), "amount", strict=strict),
+        paid=paise(child(entity, "effective_amount"), "effective_amount", strict=False),
+        currency=text_field(child(entity, "currency"), "currency", strict=strict, provider=_P),
+        bank_ref=bank_reference(child(entity, "payment_gateway_response")),
+    )
+    if strict:
+        require({"order_id": said.order_id, "txn_id": said.payment_id, "amount": said.amount},
+                provider=_P)  # fmt: skip
+    return said
+
+
+def transaction(entity: object, *, acts: bool = True) -> Said:
+    """``content.txn`` (TXN_CHARGED, TXN_FAILED): one attempt. Its ``net_amount`` is the
+    order's amount, ``txn_amount`` what was charged (a surcharge and its tax on top)."""
+    status = _status(child(entity, "status"), "content.txn.status", decides=acts)
+    kind = STATUS_KINDS.get(status or "", EventKind.OTHER) if acts else EventKind.OTHER
+    strict = kind is not EventKind.OTHER
+    charged = paise(child(entity, "txn_amount"), "txn_amount", strict=strict)
+    net = paise(child(entity, "net_amount"), "net_amount", strict=False)
+    said = Said(
+        kind=kind,
+        status=status,
+        order_id=_id(child(entity, "order_id"), "order_id", strict=strict),
+        payment_id=_payment_id(entity, strict=strict),
+        amount=net if net is not None else charged,
+        paid=charged,
+        currency=text_field(child(entity, "currency"), "currency", strict=strict, provider=_P),
+        bank_ref=bank_reference(child(entity, "payment_gateway_response")),
+    )
+    if strict:
+        require({"order_id": said.order_id, "txn_id": said.payment_id, "txn_amount": charged},
+                provider=_P)  # fmt: skip
+    return said
+
+
+def refunded(entity: object) -> Said:
+    """ORDER_REFUNDED: the order with its ``refunds[]``; the event is about the newest refund
+    whose status is SUCCESS (none: ``OTHER``). The order's status stays CHARGED after a
+    merchant's refund, and ``refunded`` means refunded in full only, so neither is read."""
+    refund = newest_success(child(entity, "refunds"))
+    if refund is None:
+        return order(entity, "content.order", acts=False)
+    payment = order(entity, "content.order", acts=False)
+    said = refund_of(payment, refund, strict=True)
+    require(
+        {
+            "order_id": said.order_id,
+            "txn_id": said.payment_id,
+            "refund unique_request_id": said.refund_id,
+            "refund amount": said.refund_amount,
+        },
+        provider=_P,
+    )
+    return said
+
+
+def refund_of(payment: Said, refund: Mapping[str, object], *, strict: bool) -> Said:
+    """One entry of an order's ``refunds[]``, of the order's payment: its id is the merchant's
+    ``unique_request_id`` (``id`` is null while a refund is pending), else Juspay's ``id``."""
+    return Said(
+        kind=EventKind.REFUND_PROCESSED,
+        status=SUCCESS,
+        order_id=payment.order_id,
+        payment_id=payment.payment_id,
+        amount=payment.amount,
+        paid=payment.paid,
+        currency=payment.currency,
+        refund_id=_id(
+            refund.get("unique_request_id") or refund.get("id"), "refund id", strict=strict
+        ),
+        refund_amount=paise(refund.get("amount"), "refund amount", strict=strict),
+        bank_ref=reference(_meaningful(refund.get("arn"))),  # on the customer's statement
+    )
+
+
+def newest_success(refunds: object) -> Mapping[str, object] | None:
+    """The SUCCESS refund created last (``created`` is ISO-8601 UTC; on a tie, or without it,
+    the later in the list)."""
+    found: list[tuple[str, int, dict[str, object]]] = []
+    for index, refund in enumerate(refunds if isinstance(refunds, list) else ()):
+        if isinstance(refund, dict) and refund.get("status") == SUCCESS:
+            created = refund.get("created")
+            found.append((created if isinstance(created, str) else "", index, refund))
+    return max(found, key=lambda entry: entry[:2])[2] if found else None
+
+
+def successes(refunds: object) -> list[dict[str, object]]:
+    """Every refund of ``refunds[]`` whose status is SUCCESS, in the list's order."""
+    listed = refunds if isinstance(refunds, list) else []
+    return [r for r in listed if isinstance(r, dict) and r.get("status") == SUCCESS]
+
+
+def paise(value: object, field: str, *, strict: bool) -> int | None:
+    """Rupees to exact paise: a JSON number (parsed as Decimal, never a float) or, as some of
+    Juspay's samples write it, a plain numeric string (``"1551"``, ``"665.34"``). Missing,
+    null or empty is None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and _RUPEES.fullmatch(value) is None:
+        refuse(f"{field} is not a rupee amount: {value[:40]!r}", strict=strict, provider=_P)
+        return None
+    if isinstance(value, float):  # never from load_json_object; refused rather than rounded
+        refuse(f"{field} is not exact", strict=strict, provider=_P)
+        return None
+    return optional_paise(value, field, strict=strict, provider=_P)
+
+
+def bank_reference(response: object) -> str | None:
+    """The reference on the customer's statement, from ``payment_gateway_response``: the RRN,
+    else the gateway's own transaction id, else the authorisation code. For search only."""
+    names = ("rrn", "epg_txn_id", "auth_id_code")
+    return reference(*(_meaningful(child(response, name)) for name in names))
+
+
+def _meaningful(value: object) -> object:
+    return None if value == _NOT_A_REFERENCE else value
+
+
+def _payment_id(entity: object, *, strict: bool) -> str | None:
+    """The attempt's id: ``txn_id`` (``<merchant>-<order>-<n>``), else ``txn_uuid``. The
+    webhooks and the Order Status API name it alike, so both find one payment."""
+    return _id(child(entity, "txn_id"), "txn_id", strict=strict) or _id(
+        child(entity, "txn_uuid"), "txn_uuid", strict=strict
+    )
+
+
+def _id(value: object, field: str, *, strict: bool) -> str | None:
+    """An id Juspay writes as a string; a whole number (type drift, as its samples show for
+    amounts) is read as the same string."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return text_field(value, field, strict=strict, provider=_P)
+
+
+def _status(value: object, field: str, *, decides: bool) -> str | None:
+    """Where the status decides the kind, one missing or not text is malformed; elsewhere it
+    is left out, like any odd field of an event nothing acts on."""
+    if isinstance(value, str) and value and is_text(value):
+        return value
+    refuse(f"{field} is missing or not a string", strict=decides, provider=_P)
+    return None
+
+
+__all__ = [
+    "AUTHORIZATION_HEADER",
+    "STATUS_KINDS",
+    "Juspay",
+    "Said",
+    "authorization",
+    "bank_reference",
+    "basic_credentials",
+    "newest_success",
+    "order",
+    "paise",
+    "refund_of",
+    "successes",
+]
