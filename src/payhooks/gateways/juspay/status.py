@@ -1,0 +1,166 @@
+"""Juspay's Order Status API, for reconciliation and for confirming its webhooks:
+``GET /orders/{order_id}`` with HTTP Basic (the API key, an empty password), and its answer
+read as events. Needs httpx (an extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from payhooks.errors import GatewayApiError, MalformedPayload
+from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.gateways._gateway import ApiCredentials
+from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, key, read_json, received
+from payhooks.gateways._status import answer, parsed
+from payhooks.gateways.juspay.adapter import (
+    CHARGED,
+    Said,
+    order,
+    refund_of,
+    successes,
+)
+from payhooks.ingest import storable
+from payhooks.providers._common import require, sha256_hex
+
+API_VERSION = "2023-06-30"
+"""The ``version`` header: the date of the response shape asked for (HDFC SmartGateway's
+sample request sends this one; Juspay's docs ask for a YYYY-MM-DD date)."""
+NOT_FOUND = "NOT_FOUND"
+UNKNOWN_ORDER = 404
+REFUND_STATUS = "refund.SUCCESS"
+_P = Provider.JUSPAY
+# What changes on an order as it is refunded: left out of a payment's stored entity, so asking
+# again after a refund reads the same payment, not one with another body under its key.
+_REFUND_FIELDS = frozenset(
+    {"refunds", "amount_refunded", "refunded", "maximum_eligible_refund_amount"}
+)
+# What a refund's stored entity keeps of its order: enough to read it again as that refund.
+_REFUND_CONTEXT = ("id", "order_id", "merchant_id", "status", "amount", "effective_amount",
+                   "currency", "txn_id", "txn_uuid")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JuspayClient:
+    """``GET /orders/{order_id}`` with HTTP Basic (API key, empty password: ``key:`` encoded,
+    as documented), ``x-merchantid`` and ``version``. No ``x-routing-id``: Juspay asks for the
+    one the merchant sent at order creation (its customer id), which payhooks does not know."""
+
+    credentials: ApiCredentials
+    http: httpx.Client
+    provider = _P
+
+    def report(self, reference: str) -> Report:
+        url = f"{self.credentials.base_url}/orders/{quote(reference, safe='')}"
+        auth = (self.credentials.secret, "")
+        try:
+            body = answer(self.provider, self.http, "GET", url, auth=auth, headers=self._h)
+        except GatewayApiError as exc:
+            if exc.status == UNKNOWN_ORDER:  # "No payment found": no order by that id
+                return Report()
+            raise
+        return parsed(self.provider, lambda: order_report(reference, body))
+
+    @property
+    def _h(self) -> dict[str, str]:
+        return {
+            "x-merchantid": self.credentials.id,
+            "version": API_VERSION,
+            "content-type": "application/x-www-form-urlencoded",  # as Juspay's samples send
+            "accept": "application/json",
+        }
+
+
+def client(credentials: ApiCredentials, http: httpx.Client) -> JuspayClient:
+    return JuspayClient(credentials=credentials, http=http)
+
+
+def order_report(order_id: str, body: bytes) -> Report:
+    """The order object (the webhook's ``content.order`` is the same): its latest attempt as a
+    payment when its status is one the webhook acts on, and, when it is CHARGED, each refund
+    whose status is SUCCESS. ``status: NOT_FOUND`` is no order; an order of another id, or a
+    state that carries nothing (NEW, STARTED, AUTO_REFUNDED...), is skipped."""
+    doc = read_json(_P, body)
+    if not isinstance(doc, dict):
+        raise MalformedPayload(_P, "order status answer is not an object")
+    status = doc.get("status")
+    if status == NOT_FOUND:
+        return Report()
+    if not isinstance(doc.get("order_id"), str) or not isinstance(status, str):
+        raise MalformedPayload(_P, "order status answer has no order_id or status")
+    if doc["order_id"] != order_id:
+        return Report(skipped=(f"{doc['order_id']}:{status}",))
+    said = order(doc, "order")
+    found: list[Received] = []
+    skipped: list[str] = []
+    if said.kind is EventKind.OTHER:
+        skipped.append(f"{said.payment_id or order_id}:{status}")
+    else:
+        found.append(_payment(doc, said))
+    for refund in successes(doc.get("refunds")) if status == CHARGED else ():
+        found.append(_refund(doc, said, refund))
+    skipped += _refunds_left(doc, status)
+    return Report(received=tuple(found), skipped=tuple(skipped))
+
+
+def _payment(doc: Mapping[str, Any], said: Said) -> Received:
+    assert said.status and said.order_id and said.payment_id and said.amount is not None
+    entity = {name: value for name, value in doc.items() if name not in _REFUND_FIELDS}
+    return received(
+        _P, entity, kind=said.kind, status=said.status, payment_id=said.payment_id,
+        merchant_ref=said.order_id, amount_paise=said.amount, currency=said.currency,
+        payment_amount_paise=said.paid, bank_ref=said.bank_ref,
+    )  # fmt: skip
+
+
+def _refund(doc: Mapping[str, Any], payment: Said, refund: dict[str, object]) -> Received:
+    """A successful refund of the order's payment, under ``reconcile:<refund id>:refund.SUCCESS``;
+    its stored body is the refund with what it needs of its order, never the whole order
+    (whose body is the payment's)."""
+    said = refund_of(payment, refund, strict=True)
+    require({"refund id": said.refund_id, "refund amount": said.refund_amount}, provider=_P)
+    assert said.refund_id is not None
+    entity = {name: doc[name] for name in _REFUND_CONTEXT if name in doc}
+    body = canonical({**entity, "refunds": [refund]})
+    event = Event(
+        provider=_P,
+        kind=EventKind.REFUND_PROCESSED,
+        event_type=f"{KEY_PREFIX}.{REFUND_STATUS}",
+        event_id=key(said.refund_id, REFUND_STATUS),
+        payment_id=said.payment_id,
+        merchant_ref=said.order_id,
+        amount_paise=said.amount,
+        payment_amount_paise=said.paid,
+        currency=said.currency,
+        refund_id=said.refund_id,
+        refund_amount_paise=said.refund_amount,
+        bank_ref=said.bank_ref,
+        payload_sha256=sha256_hex(body),
+    )
+    return Received(event=storable(event), body=body, headers={})
+
+
+def _refunds_left(doc: Mapping[str, Any], status: str) -> list[str]:
+    """Refunds not reported, as ``refund id:refund <status>``: not (yet) successful, or of an
+    order that is not CHARGED (an auto-refunded one is Juspay's own doing)."""
+    refunds = doc.get("refunds")
+    left: list[str] = []
+    for refund in refunds if isinstance(refunds, list) else ():
+        if not isinstance(refund, dict):
+            continue
+        state = refund.get("status")
+        if status != CHARGED or state != "SUCCESS":
+            ident = refund.get("unique_request_id") or refund.get("id")
+            left.append(f"{ident}:refund {state}")
+    return left
+
+
+def stored(event_id: str, entity: dict[str, Any]) -> Report:
+    """A stored payment or refund entity, read as the answer it came in."""
+    return order_report(str(entity.get("order_id")), canonical(entity))
+
+
+__all__ = ["API_VERSION", "JuspayClient", "client", "order_report", "stored"]

@@ -1,0 +1,332 @@
+"""Juspay's Order Status API client: the call it makes (HTTP Basic with the API key and an
+empty password, ``x-merchantid``, ``version``), Juspay's own sample orders read as payments
+and refunds under reconcile keys, an unknown order, refused credentials, rate limits, and the
+simulated double answering the client over a loopback socket."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from payhooks.errors import GatewayApiError
+from payhooks.events import EventKind, Provider
+from payhooks.gateways import ApiCredentials
+from payhooks.gateways._reports import Report, one_of
+from payhooks.gateways._status import CredentialsRefused, http_client
+from payhooks.gateways.juspay import status
+from payhooks.sim.deliveries import Purchase
+from payhooks.sim.gateway_api import GatewayApi, serving
+from payhooks.sim.gateways import juspay as juspay_sim
+from payhooks.sim.gateways.base import Booked
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "juspay"
+BASE = "https://api.juspay.test"
+CREDENTIALS = ApiCredentials(
+    provider=Provider.JUSPAY, id="shop_merchant", secret="JP_API_KEY_123", base_url=BASE
+)
+Handler = Callable[[httpx.Request], httpx.Response]
+
+
+def sample_order(name: str) -> dict[str, Any]:
+    """A sample webhook's ``content.order``: "complete order data as obtained from
+    /order/:order_id API", in Juspay's words."""
+    doc = json.loads((DATA / "webhooks" / name).read_bytes(), parse_float=Decimal)
+    return dict(doc["content"]["order"])
+
+
+def card_order() -> bytes:
+    """Juspay's sample Order Status answer for a card payment, its ``//`` comments removed."""
+    text = (DATA / "order-status" / "card.json").read_text()
+    return re.sub(r"\s//\s[^\n]*", "", text).encode()
+
+
+def encoded(doc: object) -> bytes:
+    return json.dumps(doc, default=str).encode()
+
+
+class Gateway:
+    """A Juspay stand-in answering every call with ``respond`` and keeping what was asked."""
+
+    def __init__(self, respond: Handler) -> None:
+        self.respond = respond
+        self.asked: list[httpx.Request] = []
+
+    def report(self, reference: str) -> Report:
+        def handler(request: httpx.Request) -> httpx.Response:
+            self.asked.append(request)
+            return self.respond(request)
+
+        with httpx.Client(transport=httpx.MockTransport(handler), timeout=5.0) as http:
+            return status.client(CREDENTIALS, http).report(reference)
+
+
+def answering(body: bytes, code: int = 200, **headers: str) -> Gateway:
+    return Gateway(
+        lambda request: httpx.Response(code, stream=httpx.ByteStream(body), headers=headers)
+    )
+
+
+def kinds(report: Report) -> list[tuple[EventKind, str]]:
+    return [(r.event.kind, r.event.event_id) for r in report.received]
+
+
+# --- the call ----------------------------------------------------------------------------------
+
+
+def test_the_call_is_a_get_of_the_order_with_basic_auth_merchant_id_and_version():
+    gateway = answering(encoded(sample_order("order_succeeded.json")))
+    gateway.report("sample_ord_200")
+    (request,) = gateway.asked
+    assert (request.method, str(request.url)) == ("GET", f"{BASE}/orders/sample_ord_200")
+    expected = "Basic " + base64.b64encode(b"JP_API_KEY_123:").decode()  # key, empty password
+    assert request.headers["authorization"] == expected
+    assert request.headers["x-merchantid"] == "shop_merchant"
+    assert request.headers["version"] == "2023-06-30"
+    assert "x-routing-id" not in request.headers
+    assert request.content == b""
+
+
+def test_the_order_id_is_one_path_segment_whatever_it_holds():
+    gateway = answering(b"", 404)
+    gateway.report("ord/1 2?x")
+    assert gateway.asked[0].url.raw_path == b"/orders/ord%2F1%202%3Fx"
+
+
+# --- what an answer says -----------------------------------------------------------------------
+
+
+def test_a_charged_order_is_its_attempt_captured_under_a_reconcile_key():
+    report = answering(encoded(sample_order("order_succeeded.json"))).report("sample_ord_200")
+    (found,) = report.received
+    event = found.event
+    assert (event.kind, event.event_id, event.event_type) == (
+        EventKind.PAYMENT_CAPTURED,
+        "reconcile:ms-sample_ord_200-1:CHARGED",
+        "reconcile.payment.CHARGED",
+    )
+    assert (event.payment_id, event.merchant_ref) == ("ms-sample_ord_200-1", "sample_ord_200")
+    assert (event.amount_paise, event.payment_amount_paise, event.currency) == (100, 100, "INR")
+    assert event.unconfirmed is False  # the API's word is the confirmation
+    assert report.skipped == ()
+
+
+def test_a_failed_order_is_its_attempt_failed():
+    report = answering(encoded(sample_order("order_failed.json"))).report("sample_ord_502")
+    assert kinds(report) == [
+        (EventKind.PAYMENT_FAILED, "reconcile:ms-sample_ord_502-1:AUTHORIZATION_FAILED")
+    ]
+
+
+def test_juspays_card_sample_is_a_capture_and_its_successful_refund():
+    report = answering(card_order()).report("JP1636474794")
+    payment, refund = (r.event for r in report.received)
+    assert (payment.kind, payment.payment_id, payment.amount_paise) == (
+        EventKind.PAYMENT_CAPTURED,
+        "merchant_success-JP1636474794-1",
+        900000,
+    )
+    assert payment.payment_amount_paise == 920000  # effective_amount: what was paid
+    assert (refund.kind, refund.event_id) == (
+        EventKind.REFUND_PROCESSED,
+        "reconcile:TEST1637681731:refund.SUCCESS",
+    )
+    assert (refund.payment_id, refund.merchant_ref) == (payment.payment_id, "JP1636474794")
+    assert (refund.refund_id, refund.refund_amount_paise) == ("TEST1637681731", 920000)
+
+
+def test_a_pending_refund_known_by_its_request_id_is_reported_once_it_succeeds():
+    report = answering(encoded(sample_order("order_refunded.json"))).report("sample_ord_403")
+    refunds = [r.event for r in report.received if r.event.kind is EventKind.REFUND_PROCESSED]
+    assert [(e.refund_id, e.refund_amount_paise) for e in refunds] == [
+        ("erf_b0c764a743c4221b", 500)
+    ]
+
+
+def test_only_successful_refunds_are_reported_the_others_are_skipped_with_their_status():
+    answer = encoded(sample_order("refund_manual_review.json"))  # amounts as strings
+    report = answering(answer).report("ctkt174582939")
+    assert kinds(report) == [
+        (EventKind.PAYMENT_CAPTURED, "reconcile:confirm-ctkt174582939-1:CHARGED"),
+        (EventKind.REFUND_PROCESSED, "reconcile:w8ctkt174582939:refund.SUCCESS"),
+    ]
+    assert report.received[0].event.amount_paise == 155100
+    assert report.received[1].event.refund_amount_paise == 7500
+    assert report.skipped == ("recan17458293944531:refund MANUAL_REVIEW",)
+
+
+def test_an_order_juspay_refunded_by_itself_is_left_aside_with_its_refund():
+    report = answering(encoded(sample_order("auto_refund_succeeded.json"))).report("sample_ord_408")
+    assert report.received == ()
+    assert report.skipped == (
+        "ms-sample_ord_408-1:AUTO_REFUNDED",
+        "ARumRQpjqqLcXTm6:refund SUCCESS",
+    )
+
+
+def test_a_state_that_carries_nothing_is_skipped():
+    cod = (DATA / "order-status" / "cod.json").read_bytes()
+    report = answering(cod).report("1690960292")
+    assert report == Report(skipped=("ms-1690960292-1:COD_INITIATED",))
+
+
+def test_an_answer_about_another_order_is_skipped_never_applied():
+    report = answering(encoded(sample_order("order_succeeded.json"))).report("another_order")
+    assert report == Report(skipped=("sample_ord_200:CHARGED",))
+
+
+def test_a_whole_rupee_decimal_and_a_string_amount_are_exact():
+    order = {**sample_order("order_succeeded.json"), "amount": "665.34"}
+    order["effective_amount"] = Decimal("680.01")
+    (found,) = answering(encoded(order)).report("sample_ord_200").received
+    assert (found.event.amount_paise, found.event.payment_amount_paise) == (66534, 68001)
+
+
+def test_asking_again_after_a_refund_reads_the_payment_with_the_same_body():
+    before = sample_order("order_succeeded.json")
+    after = {
+        **before,
+        "refunded": True,
+        "amount_refunded": 1,
+        "maximum_eligible_refund_amount": 0,
+        "refunds": [{"unique_request_id": "rf_1", "status": "SUCCESS", "amount": 1}],
+    }
+    first = answering(encoded(before)).report("sample_ord_200").received[0]
+    again = answering(encoded(after)).report("sample_ord_200").received[0]
+    assert (again.event.event_id, again.body) == (first.event.event_id, first.body)
+
+
+@pytest.mark.parametrize(
+    "answer", [card_order(), encoded(sample_order("refund_manual_review.json"))]
+)
+def test_every_reported_delivery_reads_again_from_its_stored_body(answer):
+    reference = json.loads(re.sub(rb"\s//\s[^\n]*", b"", answer))["order_id"]
+    for received in answering(answer).report(reference).received:
+        stored = json.loads(received.body, parse_float=Decimal)
+        again = one_of(status.stored(received.event.event_id, stored), Provider.JUSPAY,
+                       received.event.event_id)  # fmt: skip
+        assert again == received
+
+
+def test_payment_and_refund_bodies_differ_so_neither_is_taken_for_the_other():
+    bodies = [
+        r.event.payload_sha256 for r in answering(card_order()).report("JP1636474794").received
+    ]
+    assert len(set(bodies)) == 2
+
+
+# --- an unknown order, and the API's refusals --------------------------------------------------
+
+
+def test_an_order_juspay_does_not_know_is_no_payment():
+    error = {"status": "error", "error_code": "not_found", "error_message": "No payment found"}
+    assert answering(encoded(error), 404).report("ph_unknown") == Report()
+
+
+def test_an_order_answered_not_found_is_no_payment():
+    doc = {"status": "NOT_FOUND", "status_id": 40, "order_id": "ph_unknown"}
+    assert answering(encoded(doc)).report("ph_unknown") == Report()
+
+
+@pytest.mark.parametrize("code", [401, 403])
+def test_refused_credentials_pause_the_gateway_not_one_checkout(code):
+    body = (DATA / "order-status" / "error-401-access_denied.json").read_bytes()
+    with pytest.raises(CredentialsRefused) as refused:
+        answering(body, code).report("sample_ord_200")
+    assert (refused.value.status, refused.value.provider) == (code, "juspay")
+    assert "JP_API_KEY_123" not in str(refused.value)
+
+
+def test_a_rate_limit_carries_the_wait_juspay_asks_for():
+    with pytest.raises(GatewayApiError) as limited:
+        answering(b'{"status":"error"}', 429, **{"retry-after": "30"}).report("sample_ord_200")
+    assert limited.value.rate_limited and limited.value.retry_after_s == 30.0
+
+
+def test_a_server_error_is_an_outage():
+    with pytest.raises(GatewayApiError) as failed:
+        answering(b"oops", 503).report("sample_ord_200")
+    assert failed.value.outage and not isinstance(failed.value, CredentialsRefused)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"not json",
+        b"[]",
+        encoded({"status": "error", "error_code": "access_denied"}),  # an error in a 200
+        encoded({**sample_order("order_succeeded.json"), "amount": "12abc"}),
+    ],
+)
+def test_an_answer_that_is_not_an_order_is_an_api_error_asked_again_later(answer):
+    with pytest.raises(GatewayApiError, match="unreadable answer"):
+        answering(answer).report("sample_ord_200")
+
+
+# --- the simulated Order Status API, over a loopback socket ------------------------------------
+
+
+class JuspayBooks(GatewayApi):
+    """The double's books with Juspay's routes alone (the shared double serves them once the
+    simulator registry names Juspay)."""
+
+    def app(self) -> Starlette:
+        return Starlette(routes=juspay_sim.routes(self))
+
+    def paid(self, purchase: Purchase, txn: str, state: str = "CHARGED") -> None:
+        order = self.open_order(purchase)
+        booked = Booked(order=order, payment_id=txn, status=state, paid_paise=None, now=self.now)
+        order.payments = [juspay_sim.entity(booked)]
+
+
+@pytest.fixture
+def books() -> Iterator[tuple[JuspayBooks, ApiCredentials]]:
+    api = JuspayBooks()
+    merchant, key = juspay_sim.api_keys(api.keys)
+    with serving(api) as url:
+        yield api, ApiCredentials(provider=Provider.JUSPAY, id=merchant, secret=key, base_url=url)
+
+
+def ask(credentials: ApiCredentials, reference: str) -> Report:
+    with http_client(5.0) as http:
+        return status.client(credentials, http).report(reference)
+
+
+def purchase(reference: str = "ph_0123456789abcdef", paise: int = 49950) -> Purchase:
+    return Purchase(provider=Provider.JUSPAY, cart_id="cart-1", reference=reference,
+                    amount_paise=paise, items={"MUG-CLAY": 1})  # fmt: skip
+
+
+def test_the_double_answers_a_new_order_with_nothing_to_apply(books):
+    api, credentials = books
+    api.open_order(purchase())
+    assert ask(credentials, "ph_0123456789abcdef") == Report(skipped=("ph_0123456789abcdef:NEW",))
+
+
+def test_the_double_answers_a_charged_order_as_the_client_reads_it(books):
+    api, credentials = books
+    txn = juspay_sim.txn_id("ph_0123456789abcdef")
+    api.paid(purchase(), txn)
+    (found,) = ask(credentials, "ph_0123456789abcdef").received
+    assert (found.event.kind, found.event.payment_id, found.event.amount_paise) == (
+        EventKind.PAYMENT_CAPTURED,
+        txn,
+        49950,
+    )
+    assert api.asked[(Provider.JUSPAY, "ph_0123456789abcdef")] == 1
+
+
+def test_the_double_refuses_another_api_key_and_knows_no_other_order(books):
+    _, credentials = books
+    with pytest.raises(CredentialsRefused):
+        ask(ApiCredentials(provider=Provider.JUSPAY, id=credentials.id, secret="wrong",
+                           base_url=credentials.base_url), "ph_x")  # fmt: skip
+    assert ask(credentials, "ph_never_opened") == Report()
