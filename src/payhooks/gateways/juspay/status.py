@@ -79,10 +79,11 @@ def client(credentials: ApiCredentials, http: httpx.Client) -> JuspayClient:
 
 
 def order_report(order_id: str, body: bytes) -> Report:
-    """The order object (the webhook's ``content.order`` is the same): its latest attempt as a
-    payment when its status is one the webhook acts on, and, when it is CHARGED, each refund
-    whose status is SUCCESS. ``status: NOT_FOUND`` is no order; an order of another id, or a
-    state that carries nothing (NEW, STARTED, AUTO_REFUNDED...), is skipped."""
+    """The order object (the webhook's ``content.order`` is the same): the one attempt it names
+    (the one deciding its status) as a payment when that status is one the webhook acts on,
+    and, when it is CHARGED, each refund whose status is SUCCESS. ``status: NOT_FOUND`` is no
+    order; an order of another id, or a state that carries nothing (NEW, STARTED,
+    AUTO_REFUNDED...), is skipped."""
     doc = read_json(_P, body)
     if not isinstance(doc, dict):
         raise MalformedPayload(_P, "order status answer is not an object")

@@ -238,7 +238,7 @@ def _authorised(request: Request, merchant_id: str, api_key: str) -> bool:
 
 
 def _answer(order: Order, now: int) -> dict[str, Any]:
-    """The order as it stands: its latest attempt (Juspay reports one), or NEW before any."""
+    """The order as it stands: the attempt booked last (Juspay reports one), or NEW before any."""
     if order.payments:
         return dict(order.payments[-1])
     found = _order(order_id=order.reference, txn="", amount_paise=order.amount_paise,
