@@ -125,19 +125,27 @@ def leased(conn: Connection, provider: str, limit: int) -> list[Pending]:
 
 def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdict | None:
     """What the API's events for the order say of what the callback claimed: None while it
-    says nothing yet (ask again), within ``PATIENCE``."""
+    says nothing yet (ask again), within ``PATIENCE``.
+
+    Only a claim that money moved can be refuted: a capture the API does not report (or
+    reports in another final state), a refund it does not report. A passing or failed state
+    (a payment pending, authorised, an attempt failed before another succeeded) claims
+    nothing a handler acts on: once the API has answered, what it said is applied and the
+    callback is settled, confirmed in the sense that it was heard, never refuted."""
     said = list(reported)
     if pending.kind is EventKind.REFUND_PROCESSED:
         refunds = [e for e in said if e.kind is EventKind.REFUND_PROCESSED]
         if any(_same_refund(pending, e) for e in refunds):
             return Verdict.CONFIRMED
-    else:
+    elif pending.kind is EventKind.PAYMENT_CAPTURED:
         payments = [e for e in said if e.kind is not EventKind.REFUND_PROCESSED]
         if any(e.kind is pending.kind and _same_payment(pending, e) for e in payments):
             return Verdict.CONFIRMED
         final = [e for e in payments if e.kind in _FINAL and _same_payment(pending, e)]
         if final:  # the API knows that payment in another final state
             return Verdict.REFUTED
+    else:
+        return Verdict.CONFIRMED
     return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
 
 

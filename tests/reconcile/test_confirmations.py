@@ -143,3 +143,13 @@ def test_a_callback_that_names_no_order_is_recorded_ignored(shop):
     lone = callback(EventKind.OTHER, key="cb-other")
     assert ingest_received(conn, lone, hooks_noting(paid)).outcome is Outcome.IGNORED
     assert conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone() == (0,)
+
+
+def test_a_passing_state_is_heard_never_refuted(shop, database_url):
+    """A card payment's "pending" callback comes before its capture: once the API answers,
+    what it says is applied and the callback settled, though the API says captured."""
+    conn, paid = shop
+    ingest_received(conn, callback(EventKind.PAYMENT_PENDING, key="cb-pending"), hooks_noting(paid))
+    tally = run_pass(database_url, paid, Api(says=reported()))
+    assert [e.payment_id for e in paid] == [PAYMENT]
+    assert tally.refuted[Provider.PHONEPE] == 0 and outcome(conn, "cb-pending") == "confirmed"

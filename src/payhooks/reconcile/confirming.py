@@ -17,12 +17,13 @@ from datetime import UTC, datetime
 from payhooks import confirmations
 from payhooks.confirmations import Pending, Verdict
 from payhooks.errors import GatewayApiError
-from payhooks.events import Event, Provider
+from payhooks.events import Event, EventKind, Provider
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.ingest import Applied, Outcome
 from payhooks.reconcile.passes import Connect, Deliver, Tally
 
 log = logging.getLogger("payhooks.reconcile")
+_MONEY = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.REFUND_PROCESSED})
 
 
 def _nothing_more(conn: object, event: Event, applied: Applied) -> None:
@@ -93,6 +94,8 @@ def _one(
 
 def _detail(pending: Pending, found: Verdict, reported: int) -> str:
     claimed = f"{pending.kind.value} of {pending.payment_id or 'the order'}"
+    if found is Verdict.CONFIRMED and pending.kind not in _MONEY:
+        return f"heard: a {pending.kind.value} claims no money moved; the API's word applied"
     if found is Verdict.CONFIRMED:
         return f"the status API reports the {claimed} the callback claimed"
     if reported:
