@@ -68,6 +68,20 @@ class Purchase:
                 order_amount=Decimal(amount) / 100,
                 payment_status=status,
             )
+        if self.provider is Provider.PHONEPE:
+            name = event or {
+                "captured": "checkout.order.completed",
+                "failed": "checkout.order.failed",
+            }[what]
+            return GATEWAY.phonepe(
+                name, merchant_order_id=self.reference, amount_paise=amount, transaction_id=pid
+            )
+        if self.provider is Provider.JUSPAY:
+            status = {"captured": "CHARGED", "failed": "AUTHORIZATION_FAILED"}[what]
+            name = event or {"captured": "ORDER_SUCCEEDED", "failed": "ORDER_FAILED"}[what]
+            return GATEWAY.juspay(
+                name, order_id=self.reference, txn=pid, amount_paise=amount, status=status
+            )
         status = {"captured": "success", "failed": "failure"}[what]
         return GATEWAY.payu(
             txnid=self.reference, mihpayid=pid, amount=f"{Decimal(amount) / 100:.2f}", status=status

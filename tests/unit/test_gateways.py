@@ -40,7 +40,7 @@ def test_every_gateway_names_a_status_module_with_a_client_and_a_stored_reader()
 
 def test_an_unknown_gateway_is_refused():
     with pytest.raises(UnknownGateway):
-        gateway("phonepe")  # type: ignore[arg-type]
+        gateway("stripe")  # type: ignore[arg-type]
 
 
 def test_a_gateway_with_only_some_of_its_settings_is_incomplete():

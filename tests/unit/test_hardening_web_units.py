@@ -41,7 +41,8 @@ def test_every_answer_the_web_layer_gives_has_its_own_outcome_label():
 
 
 def test_the_provider_labels_are_the_known_providers_and_unknown():
-    assert sorted(PROVIDER_LABELS) == ["cashfree", "payu", "razorpay", "unknown"]
+    known = ["cashfree", "juspay", "payu", "phonepe", "razorpay", "unknown"]
+    assert sorted(PROVIDER_LABELS) == known
 
 
 class StoppedClock:

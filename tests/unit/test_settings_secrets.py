@@ -142,6 +142,8 @@ def test_the_simulated_gateway_environment_reads_back_as_its_secrets():
         "PAYHOOKS_CASHFREE_CLIENT_SECRETS": ("a,b",),
         "PAYHOOKS_PAYU_MERCHANT_KEY": (keys.payu_key,),
         "PAYHOOKS_PAYU_SALTS": (" s ",),
+        "PAYHOOKS_PHONEPE_WEBHOOK_CREDENTIALS": (keys.phonepe,),
+        "PAYHOOKS_JUSPAY_WEBHOOK_CREDENTIALS": (keys.juspay,),
     }
 
 

@@ -17,8 +17,8 @@ def test_each_simulator_is_filed_under_its_own_gateway():
 
 def test_a_gateway_without_a_simulator_is_refused():
     with pytest.raises(NoSimulator) as refused:
-        simulator("phonepe")  # type: ignore[arg-type]
-    assert refused.value.provider == "phonepe"
+        simulator("stripe")  # type: ignore[arg-type]
+    assert refused.value.provider == "stripe"
 
 
 def test_the_status_api_double_serves_no_path_twice():
@@ -36,11 +36,14 @@ def test_the_api_keys_environment_reads_back_as_each_gateways_credentials():
 
     keys = ApiKeys(
         razorpay_key_id="a", razorpay_key_secret="b", cashfree_client_id="c",
-        cashfree_api_secret="d", payu_key="e", payu_salt="f",
+        cashfree_api_secret="d", payu_key="e", payu_salt="f", phonepe_client_id="g",
+        phonepe_client_secret="h", juspay_merchant_id="i", juspay_api_key="j",
     )  # fmt: skip
     found = Settings.from_env(keys.env("http://books"))
     assert {(c.provider, c.id, c.secret, c.base_url) for c in found.api_credentials} == {
         (Provider.RAZORPAY, "a", "b", "http://books"),
         (Provider.CASHFREE, "c", "d", "http://books"),
         (Provider.PAYU, "e", "f", "http://books"),
+        (Provider.PHONEPE, "g", "h", "http://books"),
+        (Provider.JUSPAY, "i", "j", "http://books"),
     }

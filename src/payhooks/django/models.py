@@ -19,7 +19,6 @@ from payhooks.events import Provider
 PROVIDERS = [(p.value, p.value) for p in Provider]
 
 
-
 class ProcessedWebhook(models.Model):
     # No choices: the gateways are payhooks.gateways.GATEWAYS, and a gateway added there must
     # not need a migration here (the admin and the commands list PROVIDERS themselves).

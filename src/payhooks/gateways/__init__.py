@@ -10,11 +10,13 @@ from types import MappingProxyType
 from payhooks.events import Provider
 from payhooks.gateways._gateway import ApiCredentials, Found, Gateway, Secret, StatusApi
 from payhooks.gateways.cashfree import CASHFREE
+from payhooks.gateways.juspay import JUSPAY
 from payhooks.gateways.payu import PAYU
+from payhooks.gateways.phonepe import PHONEPE
 from payhooks.gateways.razorpay import RAZORPAY
 
 GATEWAYS: Mapping[Provider, Gateway] = MappingProxyType(
-    {found.provider: found for found in (RAZORPAY, CASHFREE, PAYU)}
+    {found.provider: found for found in (RAZORPAY, CASHFREE, PAYU, PHONEPE, JUSPAY)}
 )
 
 

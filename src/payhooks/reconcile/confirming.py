@@ -2,17 +2,19 @@
 (``payhooks.confirmations``) asked about through the status API, what the API reports applied
 exactly as reconciliation applies it, and the callback confirmed or refuted.
 
-Run by every reconciliation runner after its pass (``reconcile_once``: the CLI, the functions
-for a merchant's scheduler, the reference service's worker); a gateway whose callbacks need
-confirmation needs its API credentials, and a pass every few seconds to answer "within
-seconds" (``payhooks reconcile`` from a timer, or ``run`` in a loop).
+Run by every reconciliation pass after its checkouts (``Reconciler.run``: the CLI, the
+functions for a merchant's scheduler, the reference service's worker). A gateway whose
+callbacks need confirmation needs its API credentials, and a pass every few seconds to answer
+"within seconds" (``payhooks reconcile`` from a timer, or ``run`` in a loop).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from payhooks import confirmations
 from payhooks.confirmations import Pending, Verdict
@@ -20,7 +22,9 @@ from payhooks.errors import GatewayApiError
 from payhooks.events import Event, EventKind, Provider
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.ingest import Applied, Outcome
-from payhooks.reconcile.passes import Connect, Deliver, Tally
+
+if TYPE_CHECKING:  # the pass runs this after its own (passes imports this module)
+    from payhooks.reconcile.passes import Connect, Deliver, Tally
 
 log = logging.getLogger("payhooks.reconcile")
 _MONEY = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.REFUND_PROCESSED})
@@ -62,6 +66,10 @@ def _one(
     provider = Provider(pending.provider)
     try:
         report = client.report(pending.gateway_order_id)
+        refund = getattr(client, "refund", None)  # a gateway whose order status lists no refunds
+        if pending.kind is EventKind.REFUND_PROCESSED and pending.refund_id and refund:
+            extra = refund(pending.refund_id)
+            report = replace(report, received=(*report.received, *extra.received))
     except GatewayApiError as exc:
         tally.api_errors[provider] += 1
         if isinstance(exc, CredentialsRefused):

@@ -28,6 +28,7 @@ from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.ingest import Applied, Handler, Outcome, Receipt
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
+from payhooks.reconcile.confirming import confirm
 
 log = logging.getLogger("payhooks.reconcile")
 
@@ -182,11 +183,21 @@ class Reconciler:
         it did. A gateway whose turn fails for any reason leaves the others theirs."""
         tally = Tally()
         deadline = time.monotonic() + checkouts.PASS_BUDGET.total_seconds()
+        asked: list[Provider] = []
         for provider in self.clients:
             try:
                 self._gateway(provider, self._claim(provider), tally, deadline)
-                self._count(provider, tally)
+                asked.append(provider)
             except Exception:  # its checkouts' leases run out; a later pass asks again
+                log.exception("reconcile_gateway_failed", extra={"provider": provider.value})
+        try:  # then the callbacks waiting for their gateway's word
+            confirm(self.connect, self.clients, self.deliver, tally, stop=self.stop)
+        except Exception:  # their leases run out; a later pass asks again
+            log.exception("confirm_pass_failed")
+        for provider in asked:  # the totals count what both asked
+            try:
+                self._count(provider, tally)
+            except Exception:
                 log.exception("reconcile_gateway_failed", extra={"provider": provider.value})
         return tally
 

@@ -31,7 +31,6 @@ from payhooks.gateways import ApiCredentials, credentials
 from payhooks.gateways._status import StatusClient, client, http_client
 from payhooks.hooks import guarded
 from payhooks.ingest import Handler, Receipt, ingest_received
-from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.passes import (
     Connect,
     Deliver,
@@ -103,8 +102,7 @@ def reconcile_once(
         reconciler = Reconciler(
             connect, clients, options, deliver=deliver, notify=notify, stop=stop
         )
-        tally = reconciler.run()
-        return confirm(connect, clients, deliver, tally, limit=options.limit, stop=stop)
+        return reconciler.run()
 
 
 def run(

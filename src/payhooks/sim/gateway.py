@@ -11,7 +11,9 @@ from __future__ import annotations
 from payhooks.events import Provider
 from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
 from payhooks.sim.gateways import cashfree as cashfree_sim
+from payhooks.sim.gateways import juspay as juspay_sim
 from payhooks.sim.gateways import payu as payu_sim
+from payhooks.sim.gateways import phonepe as phonepe_sim
 from payhooks.sim.gateways import razorpay as razorpay_sim
 from payhooks.sim.gateways import simulator
 from payhooks.sim.keys import GatewaySecrets
@@ -33,6 +35,8 @@ class Gateway:
     razorpay = razorpay_sim.delivery
     cashfree = cashfree_sim.delivery
     payu = payu_sim.delivery
+    phonepe = phonepe_sim.delivery
+    juspay = juspay_sim.delivery
 
 
 __all__ = [

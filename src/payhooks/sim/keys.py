@@ -15,6 +15,8 @@ class GatewaySecrets:
     cashfree: str = "cfsk_demo_client_secret"
     payu_key: str = "gtKFFx"
     payu_salt: str = "eCwWELxi"
+    phonepe: str = "payhooks_demo:demo1234pass"
+    juspay: str = "payhooks_demo:juspay-demo-webhook-password"
 
     def env(self) -> dict[str, str]:
         """The environment a payhooks server needs to accept these deliveries."""
@@ -31,6 +33,10 @@ class ApiKeys:
     cashfree_api_secret: str = "cfsk_demo_api_secret"
     payu_key: str = "gtKFFx"
     payu_salt: str = "eCwWELxi"
+    phonepe_client_id: str = "PAYHOOKS_DEMO_CLIENT"
+    phonepe_client_secret: str = "phonepe_demo_client_secret"
+    juspay_merchant_id: str = "payhooks_demo"
+    juspay_api_key: str = "juspay_demo_api_key"
 
     def env(self, base_url: str) -> dict[str, str]:
         """The environment a payhooks worker needs to ask this double."""

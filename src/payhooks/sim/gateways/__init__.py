@@ -8,11 +8,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from payhooks.events import Provider
-from payhooks.sim.gateways import cashfree, payu, razorpay
+from payhooks.sim.gateways import cashfree, juspay, payu, phonepe, razorpay
 from payhooks.sim.gateways.base import Booked, NoSimulator, Simulator
 
 SIMULATORS: Mapping[Provider, Simulator] = MappingProxyType({
-    sim.provider: sim for sim in (razorpay.SIMULATOR, cashfree.SIMULATOR, payu.SIMULATOR)
+    sim.provider: sim
+    for sim in (
+        razorpay.SIMULATOR, cashfree.SIMULATOR, payu.SIMULATOR, phonepe.SIMULATOR,
+        juspay.SIMULATOR,
+    )
 })  # fmt: skip
 
 
