@@ -34,6 +34,8 @@ from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Outcome, PayU
 from payhooks.console import close, console
 from payhooks.fastapi import AsyncConnection, AsyncHooks, expect, router
 from payhooks.providers import read_secrets
+from payhooks.providers.juspay import Juspay
+from payhooks.providers.phonepe import PhonePe
 
 log = logging.getLogger("fastapi_shop")
 
@@ -119,7 +121,7 @@ class Checkout(BaseModel):
     merchant_ref: Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
     amount_paise: Annotated[int, Field(gt=0, le=2**63 - 1)]
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")]
-    gateway: Literal["razorpay", "cashfree", "payu"] = "razorpay"
+    gateway: Literal["razorpay", "cashfree", "payu", "phonepe", "juspay"] = "razorpay"
 
 
 def migrate(database_url: str) -> None:
@@ -190,6 +192,12 @@ def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
         found.append(Cashfree(secrets=_listed(env["CASHFREE_CLIENT_SECRETS"])))
     if env.get("PAYU_MERCHANT_KEY") and env.get("PAYU_SALTS"):
         found.append(PayU(merchant_key=env["PAYU_MERCHANT_KEY"], salts=_listed(env["PAYU_SALTS"])))
+    # PhonePe and Juspay callbacks carry only the username:password set in their dashboards:
+    # each takes effect when the gateway's status API confirms it (`payhooks reconcile`).
+    if env.get("PHONEPE_WEBHOOK_CREDENTIALS"):
+        found.append(PhonePe(credentials=_listed(env["PHONEPE_WEBHOOK_CREDENTIALS"])))
+    if env.get("JUSPAY_WEBHOOK_CREDENTIALS"):
+        found.append(Juspay(credentials=_listed(env["JUSPAY_WEBHOOK_CREDENTIALS"])))
     return found
 
 

@@ -1,0 +1,110 @@
+"""PhonePe and Juspay in the example shop (examples/fastapi_shop), over real HTTP: their
+callbacks prove only who sent them, so each is answered ``confirming`` and pays nothing by
+itself; ``payhooks reconcile --hooks`` (the confirmation pass inside it) asks the gateway's
+status API, an HTTP double on a loopback socket, and the order is paid once, by what the API
+reports. A forged callback under the right credential pays nothing, and is refuted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from examples.fastapi_shop.app import adapters_from, create_app, migrate
+from payhooks.events import Provider
+from payhooks.sim.gateway import Purchase
+from tests.factories import GATEWAY, KEYS
+from tests.fastapi.conftest import served
+from tests.fastapi.test_fastapi_example import PENDING, REF, checkout, orders, post
+from tests.reconcile import conftest as reconciling
+from tests.reconcile.conftest import API_KEYS
+
+ROOT = Path(__file__).parents[2]
+SECRETS = {
+    "PHONEPE_WEBHOOK_CREDENTIALS": KEYS.phonepe,
+    "JUSPAY_WEBHOOK_CREDENTIALS": KEYS.juspay,
+}
+gateway_api = reconciling.gateway_api  # its fixture
+PAYMENT = {Provider.PHONEPE: "OM2601010000001", Provider.JUSPAY: "payhooks_demo-shop-1"}
+
+
+@pytest.fixture
+def shop(merchant_url: str):
+    migrate(merchant_url)
+    with served(create_app(merchant_url, adapters_from(SECRETS))) as up:
+        yield up
+
+
+@pytest.fixture
+def conn(merchant_url: str, shop):
+    with psycopg.connect(merchant_url, autocommit=True) as connection:
+        yield connection
+
+
+def callback(provider: Provider, payment_id: str):
+    if provider is Provider.PHONEPE:
+        return GATEWAY.phonepe(
+            "checkout.order.completed", merchant_order_id=REF, amount_paise=49_900,
+            transaction_id=payment_id,
+        )  # fmt: skip
+    return GATEWAY.juspay("ORDER_SUCCEEDED", order_id=REF, txn=payment_id, amount_paise=49_900)
+
+
+def reconcile(database_url: str, api_url: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [Path(sys.executable).parent / "payhooks", "reconcile",
+         "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url],
+        env={**os.environ, **API_KEYS.env(api_url)}, cwd=ROOT, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+def outcome_of(conn, provider: Provider) -> list[tuple[str, str]]:
+    rows = conn.execute(
+        "SELECT event_type, outcome FROM processed_webhooks WHERE provider = %s"
+        " AND event_id NOT LIKE 'reconcile:%%' ORDER BY processed_at",
+        (provider.value,),
+    )
+    return rows.fetchall()
+
+
+@pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
+def test_a_callback_pays_the_order_once_the_api_confirms_it(
+    shop, conn, merchant_url, gateway_api, provider
+):
+    api, api_url = gateway_api
+    checkout(shop, gateway=provider.value)
+    api.pay(Purchase(provider=provider, cart_id=REF, reference=REF, amount_paise=49_900,
+                     items={"TEA": 1}), PAYMENT[provider])  # fmt: skip
+    sent = callback(provider, PAYMENT[provider])
+    assert post(shop, sent) == (200, "confirming")
+    assert post(shop, sent) == (200, "duplicate")  # the gateway's retry of it
+    assert orders(conn) == PENDING  # a claim pays nothing by itself
+    done = reconcile(merchant_url, api_url)
+    assert done.returncode == 0, done.stderr
+    assert "1 callback(s) confirmed by the API, 0 refuted" in done.stdout
+    paid = conn.execute("SELECT status, provider, payment_id FROM orders").fetchall()
+    assert paid == [("paid", provider.value, PAYMENT[provider])]  # what the API reported
+    assert [o for _, o in outcome_of(conn, provider)] == ["confirmed"]
+
+
+@pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
+def test_a_forged_callback_under_the_right_credential_pays_nothing_and_is_refuted(
+    shop, conn, merchant_url, gateway_api, provider
+):
+    api, api_url = gateway_api
+    checkout(shop, gateway=provider.value)
+    api.pay(Purchase(provider=provider, cart_id=REF, reference=REF, amount_paise=49_900,
+                     items={"TEA": 1}), PAYMENT[provider], "FAILED" if provider is
+            Provider.PHONEPE else "AUTHORIZATION_FAILED")  # fmt: skip
+    assert post(shop, callback(provider, PAYMENT[provider])) == (200, "confirming")
+    done = reconcile(merchant_url, api_url)
+    assert done.returncode == 0, done.stderr
+    assert "0 callback(s) confirmed by the API, 1 refuted" in done.stdout
+    assert orders(conn) == PENDING
+    assert [o for _, o in outcome_of(conn, provider)] == ["refuted"]
+    assert "callback_refuted" in done.stderr
