@@ -69,10 +69,13 @@ class Purchase:
                 payment_status=status,
             )
         if self.provider is Provider.PHONEPE:
-            name = event or {
-                "captured": "checkout.order.completed",
-                "failed": "checkout.order.failed",
-            }[what]
+            name = (
+                event
+                or {
+                    "captured": "checkout.order.completed",
+                    "failed": "checkout.order.failed",
+                }[what]
+            )
             return GATEWAY.phonepe(
                 name, merchant_order_id=self.reference, amount_paise=amount, transaction_id=pid
             )

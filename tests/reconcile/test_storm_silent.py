@@ -38,4 +38,3 @@ def test_storm_with_silent_carts_recovers_them_all_and_every_invariant_holds(rig
         errors = conn.execute("SELECT sum(api_errors) FROM payhooks_reconcile_totals").fetchone()[0]
     assert recovered == result.silent
     assert errors >= 2 * len(Provider)
-
