@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Outcome, Receipt
 from payhooks.service.shop.payments import get_payment
 from payhooks.sim.gateway import Delivery
@@ -42,6 +43,11 @@ def test_fifty_copies_of_one_delivery_make_one_order_and_one_stock_movement(
 ):
     buy = purchase(conn, provider, stock=100)
     answers = outcomes(at_once(database_url, [buy.captured()] * THREADS))
+    if GATEWAYS[provider].confirmed_by_api:  # one claim kept for the API, nothing applied yet
+        assert answers == {Outcome.CONFIRMING: 1, Outcome.DUPLICATE: THREADS - 1}
+        assert count(conn, "SELECT count(*) FROM payhooks_confirmations") == 1
+        assert count(conn, "SELECT count(*) FROM orders WHERE cart_id = %s", buy.cart_id) == 0
+        return
     assert answers == {Outcome.PROCESSED: 1, Outcome.DUPLICATE: THREADS - 1}
     assert count(conn, "SELECT count(*) FROM orders WHERE cart_id = %s", buy.cart_id) == 1
     assert count(conn, "SELECT count(*) FROM inventory_movements WHERE reason = 'sale'") == 1

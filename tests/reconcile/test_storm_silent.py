@@ -11,7 +11,13 @@ from tests.conftest import serving
 from tests.factories import KEYS
 
 OPTIONS = StormOptions(
-    carts=24, concurrency=4, time_scale=100_000, seed=7, silent_rate=0.4, reconcile_wait_s=60
+    carts=24,
+    concurrency=4,
+    time_scale=100_000,
+    seed=7,
+    silent_rate=0.4,
+    reconcile_wait_s=60,
+    providers=tuple(Provider),  # PhonePe and Juspay too: their callbacks confirmed by the passes
 )
 
 

@@ -617,7 +617,17 @@ def _storm_token(settings: Settings, token: str | None) -> str:
 
 
 def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
-    providers = tuple(settings.adapters())
+    """The served gateways whose webhooks take effect as they come: one whose callbacks its
+    status API must confirm (PhonePe, Juspay) is left out, saying so."""
+    served = tuple(settings.adapters())
+    providers = tuple(p for p in served if not GATEWAYS[p].confirmed_by_api)
+    left = ", ".join(GATEWAYS[p].title for p in served if p not in providers)
+    if left:
+        typer.echo(
+            f"payhooks storm: {left} left out: their callbacks take effect as their status "
+            "API confirms them, which a storm against a deployment cannot stand in for",
+            err=True,
+        )
     if not providers:
         _run(lambda: _fail(f"set the deployment's gateway secrets ({_webhook_variables()})"))
     return providers

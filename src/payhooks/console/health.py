@@ -41,7 +41,7 @@ RETRY_WINDOWS = {provider: found.retry_window for provider, found in GATEWAYS.it
 class Answer(StrEnum):
     """Classes of answer, in the order they are stacked."""
 
-    APPLIED = "applied"  # processed, ignored
+    APPLIED = "applied"  # processed, ignored, or kept for its gateway's API to confirm
     DUPLICATE = "duplicate"
     PARKED = "parked"
     SIGNATURE = "signature refused"  # 401
@@ -53,8 +53,8 @@ class Answer(StrEnum):
 # past the first few, ``payhooks.deliverylog``). The hours a gateway failed in stay a count.
 _BY_HOUR = """
 SELECT provider, date_trunc('hour', received_at, 'UTC') AS hour,
-       coalesce(sum(repeats) FILTER (WHERE status < 300 AND outcome IN ('processed', 'ignored')),
-                0),
+       coalesce(sum(repeats) FILTER (
+           WHERE status < 300 AND outcome IN ('processed', 'ignored', 'confirming')), 0),
        coalesce(sum(repeats) FILTER (WHERE outcome = 'duplicate'), 0),
        coalesce(sum(repeats) FILTER (WHERE outcome = 'parked'), 0),
        coalesce(sum(repeats) FILTER (WHERE status = 401), 0),

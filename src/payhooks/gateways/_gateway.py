@@ -100,6 +100,9 @@ class Gateway:
     """What a reference payhooks mints for a checkout starts with (``new_id``)."""
     retry_window: timedelta
     """How long the gateway retries a delivery answered 5xx (docs/providers.md)."""
+    confirmed_by_api: bool = False
+    """Its callbacks prove only who sent them: each takes effect as its status API confirms it
+    (``payhooks.confirmations``), so it needs its API credentials and frequent passes."""
 
     def adapter(self, found: Found) -> Adapter | None:
         """The adapter when every setting holds something; None when none does (the gateway

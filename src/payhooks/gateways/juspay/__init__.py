@@ -31,6 +31,7 @@ JUSPAY = Gateway(
     # Undocumented for Express Checkout ("re-sent until a 200", no schedule); the one schedule
     # Juspay publishes (UPI In-App) ends 24 hours after the first attempt.
     retry_window=timedelta(hours=24),
+    confirmed_by_api=True,  # a static credential signs nothing the callback says
 )
 
 __all__ = ["JUSPAY"]

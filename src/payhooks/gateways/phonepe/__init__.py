@@ -32,6 +32,7 @@ PHONEPE = Gateway(
     ),
     reference_prefix="ph",  # the merchant's own merchantOrderId ([A-Za-z0-9_-], up to 63)
     retry_window=timedelta(hours=24),  # undocumented ("retries callbacks without a 200")
+    confirmed_by_api=True,  # a static credential signs nothing the callback says
 )
 
 __all__ = ["PHONEPE"]
