@@ -600,6 +600,12 @@ def storm(
         _run(lambda: _fail("--silent-rate needs --gateway-api-port (the deployment reconciles)"))
     targets = [url.rstrip("/") for url in urls]
     ok = _storm(targets, api_key, options, settings, gateway_api_port)
+    left = [GATEWAYS[p].title for p in settings.adapters() if p not in options.providers]
+    if left:
+        typer.echo(
+            f"{', '.join(left)} not stormed: their callbacks take effect as their status API "
+            "confirms them, which a storm against a deployment cannot stand in for"
+        )
     raise typer.Exit(0 if ok else 1)
 
 
@@ -618,16 +624,8 @@ def _storm_token(settings: Settings, token: str | None) -> str:
 
 def _storm_providers(settings: Settings) -> tuple[Provider, ...]:
     """The served gateways whose webhooks take effect as they come: one whose callbacks its
-    status API must confirm (PhonePe, Juspay) is left out, saying so."""
-    served = tuple(settings.adapters())
-    providers = tuple(p for p in served if not GATEWAYS[p].confirmed_by_api)
-    left = ", ".join(GATEWAYS[p].title for p in served if p not in providers)
-    if left:
-        typer.echo(
-            f"payhooks storm: {left} left out: their callbacks take effect as their status "
-            "API confirms them, which a storm against a deployment cannot stand in for",
-            err=True,
-        )
+    status API must confirm (PhonePe, Juspay) is left out (``_left_out`` says so at the end)."""
+    providers = tuple(p for p in settings.adapters() if not GATEWAYS[p].confirmed_by_api)
     if not providers:
         _run(lambda: _fail(f"set the deployment's gateway secrets ({_webhook_variables()})"))
     return providers
