@@ -181,3 +181,27 @@ def test_refused_credentials_reach_an_operator_once_and_clear_when_fixed(conn, r
         ready = httpx.get(f"{service.base_url}/readyz")
     assert "reconciliation_refused" not in ready.json()
     assert count(conn, "SELECT count(*) FROM orders") == 3
+
+
+def test_the_worker_confirms_a_callback_on_its_next_tick_not_its_next_pass(conn, rig):
+    """The reference worker asks about a PhonePe callback every tick (a second), not once a
+    minute with the checkouts: the order is placed by what the API reports, once."""
+    from payhooks.ingest import Outcome
+    from tests.factories import deliver
+
+    buy = purchase(conn, Provider.PHONEPE)
+    paid_at_gateway(rig.api, buy)
+    assert deliver(conn, buy.captured()).outcome is Outcome.CONFIRMING
+    assert orders_of(conn, buy.cart_id) == []
+    configured = replace(rig.settings, smtp_url="smtp://127.0.0.1:9")
+    worker = Worker(rig.pool, configured, WorkerOptions(reconcile_every_seconds=None))
+    worker.reconciler = rig.reconciler()
+    try:
+        assert worker.maybe_reconcile() == 0  # the checkout pass is off here
+        assert worker.confirm_callbacks() == 1
+        assert worker.confirm_callbacks() == 0  # nothing waits any more
+    finally:
+        worker.close()
+    assert len(orders_of(conn, buy.cart_id)) == 1
+    said = conn.execute("SELECT verdict FROM payhooks_confirmations").fetchall()
+    assert said == [("confirmed",)]

@@ -9,6 +9,7 @@ import os
 import secrets
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -311,7 +312,13 @@ def _reconcile_shop(settings: Settings, limit: int, after_s: int | None) -> Tall
 
 
 def _reconcile_app(
-    settings: Settings, url: str, target: str, limit: int, after_s: int | None
+    settings: Settings,
+    url: str,
+    target: str,
+    limit: int,
+    after_s: int | None,
+    *,
+    confirm_only: bool = False,
 ) -> Tally:
     """A pass over a merchant app's expected checkouts, through the app's own handler."""
     from payhooks.reconcile import running
@@ -332,7 +339,48 @@ def _reconcile_app(
         window_s=settings.reconcile_window_s,
         limit=limit,
         timeout_s=settings.reconcile_timeout_ms / 1000,
+        confirm_only=confirm_only,
     )
+
+
+@app.command()
+def confirm(
+    hooks: Annotated[
+        str,
+        typer.Option(
+            help="Your app's handler, as module:attribute (payhooks.Hooks or "
+            "payhooks.fastapi.AsyncHooks): what the gateways' APIs confirm reaches it."
+        ),
+    ],
+    database_url: DatabaseUrl = None,
+    every: Annotated[
+        float, typer.Option(min=0.2, help="Seconds between passes while it runs.")
+    ] = 2.0,
+    once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
+) -> None:
+    """Confirm the callbacks PhonePe and Juspay sent (only a static credential proves them)
+    at their status APIs, every few seconds until stopped (SIGTERM, Ctrl-C): what the APIs
+    report reaches your handler, once; a forged callback is refuted."""
+    logs.configure()
+    settings = _settings()
+    url = database_url or settings.database_url or ""
+    if not url:
+        _run(lambda: _fail("confirm needs your app's database: --database-url or DATABASE_URL"))
+    if not settings.reconciled():
+        _run(lambda: _fail("no gateway API credentials are set: nothing can be confirmed"))
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    while True:
+        tally = _run(lambda: _reconcile_app(settings, url, hooks, 100, None, confirm_only=True))
+        if sum(tally.confirmed.values()) or sum(tally.refuted.values()) or once:
+            typer.echo(
+                f"{sum(tally.confirmed.values())} callback(s) confirmed by the API, "
+                f"{sum(tally.refuted.values())} refuted, "
+                f"{sum(tally.applied.values())} payment event(s) applied"
+            )
+        if once or stopping.wait(every):
+            return
 
 
 def _import(target: str) -> Any:

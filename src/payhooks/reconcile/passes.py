@@ -201,6 +201,12 @@ class Reconciler:
                 log.exception("reconcile_gateway_failed", extra={"provider": provider.value})
         return tally
 
+    def confirm_due(self) -> Tally:
+        """Only the callbacks waiting for their gateway's word (``payhooks.confirmations``):
+        cheap when none waits (one indexed read per gateway), so run every few seconds to have
+        them take effect within seconds."""
+        return confirm(self.connect, self.clients, self.deliver, Tally(), stop=self.stop)
+
     def _claim(self, provider: Provider) -> list[Due]:
         with self.connect() as conn:
             return checkouts.claim(

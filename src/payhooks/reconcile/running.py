@@ -89,9 +89,11 @@ def reconcile_once(
     *,
     notify: Notifier | None = None,
     stop: Callable[[], bool] = lambda: False,
+    confirm_only: bool = False,
     **reach: Unpack[PassOptions],
 ) -> Tally:
-    """One pass asking each gateway in ``found`` (``credentials``) about the due checkouts."""
+    """One pass asking each gateway in ``found`` (``credentials``) about the due checkouts,
+    then about the callbacks waiting for its word; with ``confirm_only``, about those alone."""
     options = Options(
         after_s=reach.get("after_s", AFTER_S),
         window_s=reach.get("window_s", WINDOW_S),
@@ -102,7 +104,7 @@ def reconcile_once(
         reconciler = Reconciler(
             connect, clients, options, deliver=deliver, notify=notify, stop=stop
         )
-        return reconciler.run()
+        return reconciler.confirm_due() if confirm_only else reconciler.run()
 
 
 def run(

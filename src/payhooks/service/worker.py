@@ -90,10 +90,11 @@ class Worker:
         """Reconciliation on a thread of its own: a gateway slow to answer never holds back
         the emails and alerts."""
         while not self.stopping.is_set():
-            try:
-                self.maybe_reconcile()
-            except Exception:  # logged; the sender's backoff is its own business
-                log.exception("worker_step_failed", extra={"step": "maybe_reconcile"})
+            for step in (self.maybe_reconcile, self.confirm_callbacks):
+                try:
+                    step()
+                except Exception:  # logged; the sender's backoff is its own business
+                    log.exception("worker_step_failed", extra={"step": step.__name__})
             self.stopping.wait(RECONCILE_TICK_SECONDS)
 
     def _guarded(self, step: Callable[[], int]) -> int:
@@ -142,6 +143,17 @@ class Worker:
         tally = self.reconciler.run()
         if sum(tally.examined.values()):
             log.info("reconcile_pass", extra={"summary": tally.summary()})
+        return sum(tally.applied.values())
+
+    def confirm_callbacks(self) -> int:
+        """Every tick: the callbacks PhonePe and Juspay sent (only their credential proves
+        them) asked about at their status API, and what it reports applied, so they take
+        effect within a second or two; returns how many payment events were applied."""
+        if not self.reconciler.clients:
+            return 0
+        tally = self.reconciler.confirm_due()
+        if sum(tally.confirmed.values()) or sum(tally.refuted.values()):
+            log.info("confirm_pass", extra={"summary": tally.summary()})
         return sum(tally.applied.values())
 
     def _idle_seconds(self) -> float:
