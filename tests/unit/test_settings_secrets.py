@@ -244,3 +244,24 @@ def test_a_single_secret_with_spaces_around_it_is_refused(variable, value):
     error = refusal(variable, value)
     assert error.variable == variable and "spaces around it" in str(error)
     assert "gtKFFx" not in str(error)
+
+
+def test_a_gateway_whose_callbacks_need_its_api_is_warned_of_without_its_credentials():
+    """PhonePe served with no API credentials: its callbacks would wait, applied never. The
+    worker and ``payhooks serve`` say so at start, naming the variables to set."""
+    from payhooks.cli.commands import confirmation_warnings, worker_warnings
+    from payhooks.sim.keys import GatewaySecrets
+
+    settings = Settings.from_env({"PAYHOOKS_PHONEPE_WEBHOOK_CREDENTIALS": GatewaySecrets().phonepe})
+    [said] = confirmation_warnings(settings)
+    assert "PhonePe's callbacks take effect only as its status API confirms them" in said
+    assert "PAYHOOKS_PHONEPE_CLIENT_ID" in said and "PAYHOOKS_PHONEPE_CLIENT_SECRET" in said
+    assert said in worker_warnings(settings)
+    both = Settings.from_env(
+        {
+            "PAYHOOKS_PHONEPE_WEBHOOK_CREDENTIALS": GatewaySecrets().phonepe,
+            "PAYHOOKS_PHONEPE_CLIENT_ID": "client",
+            "PAYHOOKS_PHONEPE_CLIENT_SECRET": "secret",
+        }
+    )
+    assert confirmation_warnings(both) == []

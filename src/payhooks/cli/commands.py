@@ -158,7 +158,7 @@ def serve(
     token, generated = _run(lambda: api_token(settings))
     if generated:
         typer.echo(f"API token (kept in {settings.home / 'api-token'}): {token}", err=True)
-    for note in settings.secret_notes:
+    for note in [*settings.secret_notes, *confirmation_warnings(settings)]:
         typer.echo(f"payhooks: warning: {note}", err=True)
     served = ", ".join(sorted(p.value for p in settings.adapters())) or "none"
     typer.echo(f"payhooks serving on http://{host}:{port} (providers: {served})", err=True)
@@ -181,9 +181,19 @@ def worker_options(*, once: bool, batch: int) -> WorkerOptions:
     )
 
 
+def confirmation_warnings(settings: Settings) -> list[str]:
+    """Gateways whose callbacks would wait forever: served, but no API to confirm them."""
+    return [
+        f"{GATEWAYS[p].title}'s callbacks take effect only as its status API confirms them, "
+        f"and its API credentials are not set ({GATEWAYS[p].status_api.id_variable}, "
+        f"{GATEWAYS[p].status_api.secret_variable}): its callbacks will wait, applied never"
+        for p in settings.unconfirmable()
+    ]
+
+
 def worker_warnings(settings: Settings) -> list[str]:
     """What a worker so configured silently cannot do, one line each."""
-    found = list(settings.secret_notes)
+    found = [*settings.secret_notes, *confirmation_warnings(settings)]
     if not settings.adapters():
         found.append(
             f"no gateway secret is set ({_webhook_variables()}): this worker "

@@ -218,6 +218,15 @@ class Settings:
         """The gateways whose status API reconciliation can ask; the others it leaves alone."""
         return {credentials.provider: credentials for credentials in self.api_credentials}
 
+    def unconfirmable(self) -> list[Provider]:
+        """Gateways served whose callbacks the status API must confirm (PhonePe, Juspay) but
+        whose API credentials are not set: their callbacks would wait, applied never."""
+        return [
+            provider
+            for provider in self.adapters()
+            if GATEWAYS[provider].confirmed_by_api and provider not in self.reconciled()
+        ]
+
     def reconciliation_off(self) -> list[Provider]:
         """Gateways without API credentials: a webhook that never comes is never recovered."""
         return [provider for provider in Provider if provider not in self.reconciled()]
