@@ -88,11 +88,13 @@ class Pending:
     requested_at: datetime
 
 
+# The least asked first: a flood of forged callbacks, asked again and again until refuted,
+# never stands ahead of a callback that has not been asked about once.
 LEASED = """
 WITH due AS (
     SELECT provider, event_id FROM payhooks_confirmations
     WHERE verdict IS NULL AND provider = %(provider)s AND next_attempt_at <= now()
-    ORDER BY next_attempt_at LIMIT %(limit)s
+    ORDER BY attempts, next_attempt_at LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
 UPDATE payhooks_confirmations c
@@ -141,6 +143,8 @@ def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdi
         payments = [e for e in said if e.kind is not EventKind.REFUND_PROCESSED]
         if any(e.kind is pending.kind and _same_payment(pending, e) for e in payments):
             return Verdict.CONFIRMED
+        if any(e.kind is pending.kind and _same_amount(pending, e) for e in payments):
+            return Verdict.CONFIRMED  # the order captured, under another attempt's id
         final = [e for e in payments if e.kind in _FINAL and _same_payment(pending, e)]
         if final:  # the API knows that payment in another final state
             return Verdict.REFUTED
@@ -154,6 +158,10 @@ _FINAL = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.PAYMENT_FAILED})
 
 def _same_payment(pending: Pending, event: Event) -> bool:
     return pending.payment_id is None or event.payment_id == pending.payment_id
+
+
+def _same_amount(pending: Pending, event: Event) -> bool:
+    return pending.amount_paise is not None and event.amount_paise == pending.amount_paise
 
 
 def _same_refund(pending: Pending, event: Event) -> bool:

@@ -29,14 +29,15 @@ BATCH_ROWS = 5000
 
 CUTOFF = "SELECT now() - make_interval(days => %s)"
 EXPIRED = """
-SELECT count(*) FROM processed_webhooks WHERE processed_at < %s AND outcome <> 'parked'
+SELECT count(*) FROM processed_webhooks
+WHERE processed_at < %s AND outcome NOT IN ('parked', 'confirming')
 """
 # Each batch is a short transaction of its own, on the real key (provider, event_id).
 DELETE_BATCH = """
 DELETE FROM processed_webhooks
 WHERE (provider, event_id) IN (
     SELECT provider, event_id FROM processed_webhooks
-    WHERE processed_at < %s AND outcome <> 'parked'
+    WHERE processed_at < %s AND outcome NOT IN ('parked', 'confirming')
     ORDER BY processed_at
     LIMIT %s
     FOR UPDATE SKIP LOCKED)

@@ -247,6 +247,19 @@ def test_ended_console_sessions_and_day_old_failed_logins_go(merchant):
     assert failures == [("client-3",)]
 
 
+def test_a_callback_still_waiting_for_its_gateways_word_is_never_purged(merchant):
+    """Its record is the only trace of a callback not yet applied: kept, as a parked one."""
+    merchant.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, body,"
+        " headers, payload_sha256, processed_at)"
+        " VALUES ('phonepe', 'cb-waiting', 'checkout.order.completed', 'confirming', '{}',"
+        " '{}', 'x', now() - interval '400 days')"
+    )
+    retention.purge(merchant, 90, batch_rows=1)
+    kept = merchant.execute("SELECT outcome FROM processed_webhooks WHERE event_id = 'cb-waiting'")
+    assert kept.fetchall() == [("confirming",)]
+
+
 # --- a purge racing a capture parked for its amount --------------------------------------------
 
 

@@ -8,7 +8,7 @@ changes nothing and is flagged. On real PostgreSQL, through the claim; the statu
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -153,3 +153,30 @@ def test_a_passing_state_is_heard_never_refuted(shop, database_url):
     tally = run_pass(database_url, paid, Api(says=reported()))
     assert [e.payment_id for e in paid] == [PAYMENT]
     assert tally.refuted[Provider.PHONEPE] == 0 and outcome(conn, "cb-pending") == "confirmed"
+
+
+def test_a_capture_the_api_reports_under_another_attempts_id_is_confirmed(shop, database_url):
+    """The callback named one attempt, the API the order's capture under another (a retried
+    attempt): the same order and amount captured is the capture the callback claimed."""
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    other = reported()
+    moved = replace(other.received[0].event, payment_id="OM99999")
+    api = Api(says=Report(received=(replace(other.received[0], event=moved),)))
+    tally = run_pass(database_url, paid, api)
+    assert tally.confirmed[Provider.PHONEPE] == 1 and outcome(conn, "cb-1") == "confirmed"
+
+
+def test_callbacks_never_asked_about_are_leased_before_those_asked_again(shop):
+    """A flood of forged callbacks, each asked about again and again, never stands ahead of a
+    new one."""
+    from payhooks.confirmations import leased
+
+    conn, paid = shop
+    ingest_received(conn, callback(key="cb-old"), hooks_noting(paid))
+    conn.execute(
+        "UPDATE payhooks_confirmations SET attempts = 5,"
+        " next_attempt_at = now() - interval '1 hour'"
+    )
+    ingest_received(conn, callback(key="cb-new"), hooks_noting(paid))
+    assert [p.event_id for p in leased(conn, "phonepe", 1)] == ["cb-new"]
