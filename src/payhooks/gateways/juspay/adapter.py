@@ -99,22 +99,7 @@ class Juspay:
         event_type = event_name(doc.get("event_name"), "event_name", provider=_P)
         event_id = _event_id(doc.get("id"))
         said = _read(event_type, doc.get("content"))
-        return Event(
-            provider=_P,
-            kind=said.kind,
-            event_type=event_type,
-            event_id=event_id,
-            payment_id=said.payment_id,
-            merchant_ref=said.order_id,
-            amount_paise=said.amount,
-            payment_amount_paise=said.paid,
-            currency=said.currency,
-            refund_id=said.refund_id,
-            refund_amount_paise=said.refund_amount,
-            bank_ref=said.bank_ref,
-            payload_sha256=sha256_hex(body),
-            unconfirmed=True,
-        )
+        return said.event(event_type=event_type, event_id=event_id, body=body, unconfirmed=True)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -190,6 +175,25 @@ class Said:
     refund_id: str | None = None
     refund_amount: int | None = None
     bank_ref: str | None = None
+
+    def event(self, *, event_type: str, event_id: str, body: bytes, unconfirmed: bool) -> Event:
+        """The event it makes, a webhook's (``unconfirmed``) or the status API's."""
+        return Event(
+            provider=_P,
+            kind=self.kind,
+            event_type=event_type,
+            event_id=event_id,
+            payment_id=self.payment_id,
+            merchant_ref=self.order_id,
+            amount_paise=self.amount,
+            payment_amount_paise=self.paid,
+            currency=self.currency,
+            refund_id=self.refund_id,
+            refund_amount_paise=self.refund_amount,
+            bank_ref=self.bank_ref,
+            payload_sha256=sha256_hex(body),
+            unconfirmed=unconfirmed,
+        )
 
 
 def _read(event_type: str, content: object) -> Said:

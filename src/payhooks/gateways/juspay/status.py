@@ -5,14 +5,14 @@ read as events. Needs httpx (an extra)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
 from payhooks.errors import GatewayApiError, MalformedPayload
-from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, key, read_json, received
 from payhooks.gateways._status import answer, parsed
@@ -24,7 +24,7 @@ from payhooks.gateways.juspay.adapter import (
     successes,
 )
 from payhooks.ingest import storable
-from payhooks.providers._common import require, sha256_hex
+from payhooks.providers._common import require
 
 API_VERSION = "2023-06-30"
 """The ``version`` header: the date of the response shape asked for (HDFC SmartGateway's
@@ -126,20 +126,11 @@ def _refund(doc: Mapping[str, Any], payment: Said, refund: dict[str, object]) ->
     assert said.refund_id is not None
     entity = {name: doc[name] for name in _REFUND_CONTEXT if name in doc}
     body = canonical({**entity, "refunds": [refund]})
-    event = Event(
-        provider=_P,
-        kind=EventKind.REFUND_PROCESSED,
+    event = replace(said, kind=EventKind.REFUND_PROCESSED).event(
         event_type=f"{KEY_PREFIX}.{REFUND_STATUS}",
         event_id=key(said.refund_id, REFUND_STATUS),
-        payment_id=said.payment_id,
-        merchant_ref=said.order_id,
-        amount_paise=said.amount,
-        payment_amount_paise=said.paid,
-        currency=said.currency,
-        refund_id=said.refund_id,
-        refund_amount_paise=said.refund_amount,
-        bank_ref=said.bank_ref,
-        payload_sha256=sha256_hex(body),
+        body=body,
+        unconfirmed=False,
     )
     return Received(event=storable(event), body=body, headers={})
 
