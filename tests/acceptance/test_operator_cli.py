@@ -69,13 +69,15 @@ def test_removing_an_unknown_operator_says_so(env):
 def test_a_flask_apps_sqlalchemy_url_names_the_database_too(env):
     """A Flask app's DATABASE_URL is SQLAlchemy's ``postgresql+psycopg://``: the command
     reads it, in the environment and in ``--database-url``, as libpq reads ``postgresql://``."""
+    from urllib.parse import quote, urlencode
+
     from psycopg.conninfo import conninfo_to_dict
 
-    parts = conninfo_to_dict(env["DATABASE_URL"])
-    url = (
-        f"postgresql+psycopg://{parts.get('user', 'root')}@{parts.get('host', '127.0.0.1')}:"
-        f"{parts.get('port', '5432')}/{parts['dbname']}"
-    )
+    # Every parameter in the query string, so a socket directory (the embedded server's)
+    # or a password reaches libpq as it does from the key=value form.
+    parts = {k: str(v) for k, v in conninfo_to_dict(env["DATABASE_URL"]).items()}
+    dbname = parts.pop("dbname")
+    url = f"postgresql+psycopg:///{quote(dbname)}?{urlencode(parts)}"
     sqlalchemy_env = {**env, "DATABASE_URL": url}
     added = operator(sqlalchemy_env, "add", "ravi", "--password-stdin", stdin="a password 123\n")
     assert added.returncode == 0, added.stderr
