@@ -329,7 +329,7 @@ REFUND_PATH = "/apis/pg/payments/v2/refund/rf_1/status"
 
 
 def test_a_completed_refund_is_reported_processed():
-    (found,) = _refund_client({REFUND_PATH: (200, REFUND)}).refund("rf_1").received
+    (found,) = _refund_client({REFUND_PATH: (200, REFUND)}).refund("rf_1", REFERENCE).received
     event = found.event
     assert (event.kind, event.refund_id, event.refund_amount_paise, event.merchant_ref) == (
         EventKind.REFUND_PROCESSED, "rf_1", 5000, REFERENCE,
@@ -341,12 +341,14 @@ def test_a_completed_refund_is_reported_processed():
 
 @pytest.mark.parametrize("state", ["PENDING", "CONFIRMED", "FAILED"])
 def test_a_refund_not_completed_reports_nothing(state):
-    report = _refund_client({REFUND_PATH: (200, {**REFUND, "state": state})}).refund("rf_1")
+    report = _refund_client({REFUND_PATH: (200, {**REFUND, "state": state})}).refund(
+        "rf_1", REFERENCE
+    )
     assert (report.received, report.skipped) == ((), (f"rf_1:{state}",))
 
 
 def test_a_reconciled_refund_reads_again_as_it_was_stored():
-    (found,) = _refund_client({REFUND_PATH: (200, REFUND)}).refund("rf_1").received
+    (found,) = _refund_client({REFUND_PATH: (200, REFUND)}).refund("rf_1", REFERENCE).received
     again = one_of(status.stored(found.event.event_id, json.loads(found.body)), Provider.PHONEPE,
                    found.event.event_id)  # fmt: skip
     assert again.event == found.event
@@ -354,4 +356,11 @@ def test_a_reconciled_refund_reads_again_as_it_was_stored():
 
 def test_a_refund_answer_about_another_refund_is_unreadable():
     with pytest.raises(GatewayApiError, match="another merchantRefundId"):
-        _refund_client({REFUND_PATH: (200, {**REFUND, "merchantRefundId": "rf_9"})}).refund("rf_1")
+        _refund_client({REFUND_PATH: (200, {**REFUND, "merchantRefundId": "rf_9"})}).refund(
+            "rf_1", REFERENCE
+        )
+
+
+def test_a_refund_of_another_order_than_the_callback_named_confirms_nothing():
+    report = _refund_client({REFUND_PATH: (200, REFUND)}).refund("rf_1", "ph_another_order")
+    assert (report.received, report.skipped) == ((), ("rf_1: a refund of another order",))

@@ -68,7 +68,7 @@ def _one(
         report = client.report(pending.gateway_order_id)
         refund = getattr(client, "refund", None)  # a gateway whose order status lists no refunds
         if pending.kind is EventKind.REFUND_PROCESSED and pending.refund_id and refund:
-            extra = refund(pending.refund_id)
+            extra = refund(pending.refund_id, pending.gateway_order_id)
             report = replace(report, received=(*report.received, *extra.received))
     except GatewayApiError as exc:
         tally.api_errors[provider] += 1

@@ -34,6 +34,9 @@ class Order:
     amount_paise: int
     expired: bool = False
     payments: list[dict[str, Any]] = field(default_factory=list)
+    refunds: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Refunds by the gateway's own refund id, for a status API that answers by it (PayU's
+    ``check_action_status``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +93,21 @@ class GatewayApi:
         with self._lock:
             kept = [p for p in order.payments if str(p.get(sim.payment_key)) != payment_id]
             order.payments = [*kept, entity]
+
+    def refund(self, purchase: Purchase, refund_id: str, entity: dict[str, Any]) -> None:
+        """A refund the gateway records for the order, as its status API answers about it."""
+        order = self.open_order(purchase)
+        with self._lock:
+            order.refunds[refund_id] = entity
+
+    def refund_of(self, provider: Provider, refund_id: str) -> dict[str, Any] | None:
+        """The refund a status call asks about by its id (counted in ``asked``), or None."""
+        with self._lock:
+            self.asked[(provider, refund_id)] += 1
+            for (kept, _), order in self._orders.items():
+                if kept is provider and refund_id in order.refunds:
+                    return order.refunds[refund_id]
+        return None
 
     def expire(self, purchase: Purchase) -> None:
         self.open_order(purchase).expired = True

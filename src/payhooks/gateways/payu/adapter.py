@@ -1,8 +1,10 @@
-"""PayU India payment posts: a form whose ``hash`` field is a salted SHA-512 of some fields."""
+"""PayU India payment posts, a form whose ``hash`` field is a salted SHA-512 of some fields,
+and its refund callbacks, JSON that nothing signs (docs/providers.md, "PayU")."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -14,6 +16,7 @@ from payhooks.events import Event, EventKind, Provider
 from payhooks.providers._common import (
     body_key,
     delivery_key,
+    load_json_object,
     matches_any,
     optional_paise,
     reference,
@@ -21,6 +24,7 @@ from payhooks.providers._common import (
     require,
     require_secrets,
     sha256_hex,
+    text_field,
 )
 
 _HEADERS_READ: tuple[str, ...] = ()
@@ -54,6 +58,12 @@ _RUPEES = re.compile(r"[0-9]+(\.[0-9]+)?")
 MAX_BODY_BYTES = 32 * 1024
 MAX_FIELDS = 200
 MAX_NAME_CHARS = 64
+
+REFUND_ACTION = "refund"
+REFUND_SUCCESS = "success"
+REFUND_KEY_SUFFIX = "refund."
+"""A refund callback's key is ``<request_id>:refund.<status>``: no payment post's key
+(``<txnid>:<status>``, its status hashed, ``success``, ``failure`` or ``pending``) ends so."""
 
 
 def reverse_hash(fields: Mapping[str, str], salt: str) -> str:
@@ -149,7 +159,22 @@ class PayU:
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """A post for another merchant key, or without a hash, is refused like a bad signature.
 
-        Only the names and the hashed values are decoded before the hash matches."""
+        Only the names and the hashed values are decoded before the hash matches. A JSON body
+        is PayU's only as a refund callback for the configured key: nothing signs it, so what
+        it says takes effect only as PayU's ``check_action_status`` confirms it (``parse``
+        marks it unconfirmed)."""
+        if is_refund_callback(body):
+            doc = _refund_doc(body)
+            given = doc.get("key")
+            if not isinstance(given, str) or not hmac.compare_digest(
+                given.encode("utf-8", "surrogatepass"), self.merchant_key.encode()
+            ):
+                raise SignatureMismatch(_P, "refund callback: key is not the configured key")
+            if doc.get("action") != REFUND_ACTION:
+                raise SignatureMismatch(
+                    _P, "a JSON post is PayU's only as a refund callback (action: refund)"
+                )
+            return
         raw = _raw_fields(body)
         if _decoded(raw.get("key", "")) != self.merchant_key:
             raise SignatureMismatch(_P, "key is not the configured merchant key")
@@ -161,6 +186,8 @@ class PayU:
         matches_any(expected, received, provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        if is_refund_callback(body):
+            return _refund(body)
         fields = _read_fields(body)
         status = fields.get("status", "")
         if status == "":
@@ -186,6 +213,68 @@ class PayU:
             bank_ref=reference(*(fields.get(name) for name in _REFERENCES)),
             payload_sha256=sha256_hex(body),
         )
+
+
+def is_refund_callback(body: bytes) -> bool:
+    """A JSON object: a form PayU posts never starts with ``{`` (it would be escaped)."""
+    return body.lstrip(b" \t\r\n")[:1] == b"{"
+
+
+def _refund_doc(body: bytes) -> dict[str, object]:
+    """The callback's JSON before anything proved it PayU's: unreadable is unauthenticated."""
+    try:
+        return load_json_object(body, provider=_P)
+    except MalformedPayload as exc:
+        raise SignatureMismatch(_P, f"refund callback: {exc.reason}") from exc
+
+
+def _refund(body: bytes) -> Event:
+    """``{action: refund, status: success|failure, request_id (PayU's refund id), token (the
+    merchant's), mihpayid, merchantTxnId, amt, bank_arn, ...}`` [docs: refund status callback].
+    Keyed on PayU's ``request_id`` and the status; the payment is the txnid, as for its posts.
+    A success is a refund to confirm; a failure moved no money and is kept as OTHER."""
+    doc = _refund_doc(body)
+    status = text_field(doc.get("status"), "status", strict=True, provider=_P)
+    if status is None:
+        raise MalformedPayload(_P, "refund callback: status is missing")
+    kind = EventKind.REFUND_PROCESSED if status == REFUND_SUCCESS else EventKind.OTHER
+    strict = kind is not EventKind.OTHER
+    request_id = _identifier(doc.get("request_id"), "request_id", strict=strict)
+    txnid = text_field(doc.get("merchantTxnId"), "merchantTxnId", strict=strict, provider=_P)
+    amount = _amount(_rupee_text(doc.get("amt")), strict=strict)
+    if strict:
+        require({"request_id": request_id, "merchantTxnId": txnid, "amt": amount}, provider=_P)
+    event_type = f"refund.{status}"
+    return Event(
+        provider=_P,
+        kind=kind,
+        event_type=event_type,
+        event_id=delivery_key(request_id, REFUND_KEY_SUFFIX + status) or body_key(event_type, body),
+        payment_id=txnid,
+        merchant_ref=txnid,
+        currency="INR",
+        refund_id=request_id,
+        refund_amount_paise=amount,
+        bank_ref=reference(doc.get("bank_arn"), doc.get("bank_ref_num")),
+        payload_sha256=sha256_hex(body),
+        unconfirmed=True,
+    )
+
+
+def _identifier(value: object, field: str, *, strict: bool) -> str | None:
+    """An id PayU writes as a string (``"11865427756"``) or, in some answers, a bare number;
+    spaces around it (its samples have them) are not part of it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    found = text_field(value, field, strict=strict, provider=_P)
+    return None if found is None else found.strip() or None
+
+
+def _rupee_text(value: object) -> str | None:
+    """``amt`` as the rupee string PayU writes, or a JSON number written back as one."""
+    if isinstance(value, bool) or value is None:
+        return None if value is None else str(value)
+    return value if isinstance(value, str) else str(value)
 
 
 _READ_HASHED = ("status", "txnid", "amount")
@@ -216,4 +305,4 @@ def _amount(value: str | None, *, strict: bool) -> int | None:
     return optional_paise(value, "amount", strict=strict, provider=_P)
 
 
-__all__ = ["PayU", "decode_form", "encode", "reverse_hash"]
+__all__ = ["PayU", "decode_form", "encode", "is_refund_callback", "reverse_hash"]

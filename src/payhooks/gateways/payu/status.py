@@ -1,8 +1,10 @@
-"""PayU's status API, for reconciliation: ``verify_payment`` on its post service, and its
-answer read as events. Needs httpx (an extra)."""
+"""PayU's status API, for reconciliation and confirmation: ``verify_payment`` (a txnid's
+payment) and ``check_action_status`` (a refund by PayU's request id) on its post service, and
+their answers read as events. Needs httpx (an extra)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
@@ -25,10 +27,18 @@ from payhooks.gateways._reports import (
     text,
 )
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
+from payhooks.ingest import storable
 from payhooks.providers._common import reference
 
 COMMAND = "verify_payment"
+REFUND_COMMAND = "check_action_status"
 NOT_FOUND = "Not Found"
+REFUNDED = "success"
+"""A refund's action status once its money went back (PayU's docs write it ``success`` in the
+sample answer, ``SUCCESS`` in the list of states: compared in any case)."""
+REFUND_STATUS = "refund"
+"""The status part of a reported refund's key, ``reconcile:<request_id>:refund``: never a
+payment's status, so never a payment's key."""
 _P = Provider.PAYU
 _CREDENTIALS = re.compile(r"\b(hash|key)\b", re.IGNORECASE)
 _KINDS: Mapping[str, EventKind] = {
@@ -53,16 +63,22 @@ class PayUClient:
     provider = _P
 
     def report(self, reference: str) -> Report:
+        body = self._command(COMMAND, reference)
+        return parsed(self.provider, lambda: payments(reference, body))
+
+    def refund(self, request_id: str, txnid: str) -> Report:
+        """A refund's action status, by PayU's ``request_id``: ``verify_payment`` lists no
+        refunds, so a refund callback is confirmed here. ``txnid``: the payment the callback
+        named, which the answer does not repeat."""
+        body = self._command(REFUND_COMMAND, request_id)
+        return parsed(self.provider, lambda: refund_status(request_id, txnid, body))
+
+    def _command(self, command: str, var1: str) -> bytes:
         url = f"{self.credentials.base_url}/merchant/postservice.php"
         key, salt = self.credentials.id, self.credentials.secret
-        form = {
-            "key": key,
-            "command": COMMAND,
-            "var1": reference,
-            "hash": command_hash(key, COMMAND, reference, salt),
-        }
-        body = answer(self.provider, self.http, "POST", url, params={"form": "2"}, data=form)
-        return parsed(self.provider, lambda: payments(reference, body))
+        form = {"key": key, "command": command, "var1": var1,
+                "hash": command_hash(key, command, var1, salt)}  # fmt: skip
+        return answer(self.provider, self.http, "POST", url, params={"form": "2"}, data=form)
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> PayUClient:
@@ -95,6 +111,43 @@ def payments(txnid: str, body: bytes) -> Report:
     return Report(received=(event,))
 
 
+def refund_status(request_id: str, txnid: str, body: bytes) -> Report:
+    """``check_action_status``: ``transaction_details`` keyed twice by the request id, the
+    refund's ``amt`` a rupee string, its ``status`` success once refunded; any other state
+    (queued, in progress, requested, failure) reports nothing yet. A request id PayU does not
+    know is ``status: 0`` with the text "No action status found" under it: nothing to report."""
+    doc = read_json(_P, body)
+    details = doc.get("transaction_details") if isinstance(doc, dict) else None
+    if isinstance(details, dict) and details and all(isinstance(v, str) for v in details.values()):
+        return Report()  # "No action status found" (PayU's docs key it by another id, a typo)
+    outer = details.get(request_id) if isinstance(details, dict) else None
+    entity = outer.get(request_id) if isinstance(outer, dict) else None
+    if not isinstance(entity, dict):
+        if isinstance(doc, dict) and doc.get("status") == 0:
+            raise _refusal(doc)
+        raise MalformedPayload(_P, "check_action_status answer has no transaction_details")
+    if entity.get("action", REFUND_STATUS) != REFUND_STATUS:
+        return Report(skipped=(f"{request_id}:{entity.get('action')}",))
+    status = text(_P, entity, "status")
+    if status.lower() != REFUNDED:
+        return Report(skipped=(f"{request_id}:{status}",))
+    kept = {**entity, "request_id": request_id, "merchantTxnId": txnid}
+    found = received(
+        _P, kept, kind=EventKind.REFUND_PROCESSED, status=REFUND_STATUS, payment_id=request_id,
+        merchant_ref=txnid, amount_paise=rupees(_P, entity.get("amt"), "amt"), currency="INR",
+        bank_ref=reference(entity.get("bank_arn"), entity.get("bank_ref_num")),
+    )  # fmt: skip
+    event = dataclasses.replace(
+        found.event,
+        event_type=f"{KEY_PREFIX}.refund.{REFUNDED}",
+        payment_id=txnid,  # a PayU payment is its txnid in payhooks, for refunds too
+        amount_paise=None,
+        refund_id=request_id,
+        refund_amount_paise=found.event.amount_paise,
+    )
+    return Report(received=(dataclasses.replace(found, event=storable(event)),))
+
+
 def _refusal(doc: Mapping[str, Any]) -> GatewayApiError:
     """``status: 0`` with no entry for the txnid, in an HTTP 200: PayU's ``msg`` says why. A
     hash or key it refuses is the credentials (the salt), not this checkout."""
@@ -104,10 +157,22 @@ def _refusal(doc: Mapping[str, Any]) -> GatewayApiError:
 
 
 def stored(event_id: str, entity: dict[str, Any]) -> Report:
-    """A stored payment entity, read as the answer it came in; the txnid is PayU's payment
-    id, the middle of the key."""
-    txnid = event_id.removeprefix(KEY_PREFIX + ":").rsplit(":", 1)[0]
-    return payments(txnid, canonical({"transaction_details": {txnid: entity}}))
+    """A stored payment or refund entity, read as the answer it came in; the middle of the
+    key is the txnid (a payment's) or PayU's request id (a refund's, which kept its txnid)."""
+    middle, _, status = event_id.removeprefix(KEY_PREFIX + ":").rpartition(":")
+    if status == REFUND_STATUS:
+        answer = {"transaction_details": {middle: {middle: entity}}}
+        return refund_status(middle, str(entity.get("merchantTxnId", "")), canonical(answer))
+    return payments(middle, canonical({"transaction_details": {middle: entity}}))
 
 
-__all__ = ["COMMAND", "PayUClient", "client", "command_hash", "payments", "stored"]
+__all__ = [
+    "COMMAND",
+    "REFUND_COMMAND",
+    "PayUClient",
+    "client",
+    "command_hash",
+    "payments",
+    "refund_status",
+    "stored",
+]

@@ -97,12 +97,16 @@ class PhonePeClient:
             raise
         return parsed(self.provider, lambda: order_status(reference, body))
 
-    def refund(self, merchant_refund_id: str) -> Report:
+    def refund(self, merchant_refund_id: str, order_id: str) -> Report:
         """A refund's status, by the merchant's ``merchantRefundId``: the order status lists
-        no refunds, so a refund callback is confirmed here."""
+        no refunds, so a refund callback is confirmed here. A refund of another order than
+        ``order_id``, the one the callback named, confirms nothing."""
         url = self._pg + REFUND_PATH.format(quote(merchant_refund_id, safe=""))
         body = self._get(url, {})
-        return parsed(self.provider, lambda: refund_status(merchant_refund_id, body))
+        found = parsed(self.provider, lambda: refund_status(merchant_refund_id, body))
+        if any(r.event.merchant_ref != order_id for r in found.received):
+            return Report(skipped=(f"{merchant_refund_id}: a refund of another order",))
+        return found
 
     def _get(self, url: str, params: Mapping[str, str]) -> bytes:
         token, fresh = self._token()

@@ -1,11 +1,13 @@
-"""PayU, simulated: payment posts (form-encoded) with their reverse hash, its
-``verify_payment`` status API, its story in the storm, and the demo's scenario of a success
-posted twice. A PayU payment's identity in payhooks is the cart's txnid."""
+"""PayU, simulated: payment posts (form-encoded) with their reverse hash, refund callbacks
+(JSON, unsigned), its ``verify_payment`` and ``check_action_status`` status API, its story in
+the storm, and the demo's scenario of a success posted twice. A PayU payment's identity in
+payhooks is the cart's txnid."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import random
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -62,20 +64,55 @@ def delivery(
     )
 
 
-# --- the status API double: POST /merchant/postservice.php?form=2, verify_payment ---------------
+def refund_callback(
+    gateway: Gateway, *, txnid: str, mihpayid: str, request_id: str, amount: str,
+    status: str = "success", token: str | None = None,
+) -> Delivery:  # fmt: skip
+    """A PayU refund status callback: JSON, no hash (the shape of PayU's docs' samples)."""
+    doc = {
+        "additionalValue1": None, "bank_arn": None if status != "success" else 308239782136,
+        "refund_mode": "Back to Source", "bank_ref_num": bank_reference(mihpayid),
+        "key": gateway.keys.payu_key, "amt": amount, "remark": None, "status": status,
+        "token": token or f"rf{request_id}", "mihpayid": mihpayid, "request_id": request_id,
+        "merchantTxnId": txnid, "additionalValue2": None, "action": "refund",
+    }  # fmt: skip
+    return Delivery(
+        provider=Provider.PAYU,
+        body=json.dumps(doc).encode(),
+        headers={"content-type": "application/json"},
+        label=f"payu refund {status} {request_id}",
+    )
+
+
+def refund_entity(*, mihpayid: str, request_id: str, amount: str, status: str) -> dict[str, Any]:
+    """A refund as ``check_action_status`` answers about it (PayU's docs' sample)."""
+    return {
+        "mihpayid": mihpayid, "bank_ref_num": bank_reference(mihpayid), "request_id": request_id,
+        "amt": amount, "mode": "UPI", "action": "refund", "token": f"rf{request_id}",
+        "status": status, "bank_arn": None, "settlement_id": None, "amount_settled": None,
+        "UTR_no": None, "value_date": None, "refund_mode": "Back to Source",
+    }  # fmt: skip
+
+
+# --- the status API double: POST /merchant/postservice.php?form=2 ------------------------------
+# verify_payment (var1: txnids joined by |) and check_action_status (var1: a refund's request id)
+
+_COMMANDS = ("verify_payment", "check_action_status")
 
 
 def routes(api: GatewayApi) -> list[Route]:
     async def post_service(request: Request) -> Response:
         form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
         fields = {name: form.get(name, "") for name in ("key", "command", "var1", "hash")}
-        if request.query_params.get("form") != "2" or fields["command"] != "verify_payment":
+        if request.query_params.get("form") != "2" or fields["command"] not in _COMMANDS:
             return JSONResponse({"status": 0, "msg": "Invalid command"})
         if not _signed(api, fields):
             return JSONResponse({"status": 0, "msg": "Invalid Hash."})
         fault = await api.fault(Provider.PAYU)
         if fault is not None:
             return fault
+        if fields["command"] == "check_action_status":
+            return JSONResponse(_action_status(api, fields["var1"]))
         return JSONResponse(_verified(api, fields["var1"].split("|")))
 
     return [Route("/merchant/postservice.php", post_service, methods=["POST"])]
@@ -84,9 +121,18 @@ def routes(api: GatewayApi) -> list[Route]:
 def _signed(api: GatewayApi, fields: dict[str, str]) -> bool:
     keys = api.keys
     expected = hashlib.sha512(
-        f"{keys.payu_key}|verify_payment|{fields['var1']}|{keys.payu_salt}".encode()
+        f"{keys.payu_key}|{fields['command']}|{fields['var1']}|{keys.payu_salt}".encode()
     ).hexdigest()
     return fields["key"] == keys.payu_key and hmac.compare_digest(expected, fields["hash"])
+
+
+def _action_status(api: GatewayApi, request_id: str) -> dict[str, Any]:
+    found = api.refund_of(Provider.PAYU, request_id)
+    if found is None:
+        return {"status": 0, "msg": "0 out of 1 Transactions Fetched Successfully",
+                "transaction_details": {request_id: "No action status found"}}  # fmt: skip
+    return {"status": 1, "msg": "1 out of 1 Transactions Fetched Successfully",
+            "transaction_details": {request_id: {request_id: found}}}  # fmt: skip
 
 
 def _verified(api: GatewayApi, txnids: list[str]) -> dict[str, Any]:

@@ -1,0 +1,108 @@
+"""PayU's refund callbacks: JSON that nothing signs (docs.payu.in, "Refund Status Callback"). A
+callback for the configured key is accepted and read into a refund to confirm, never applied
+as it came; anything else in JSON is refused, saying why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from payhooks.errors import MalformedPayload, SignatureMismatch
+from payhooks.events import EventKind, Provider
+from payhooks.providers.payu import PayU
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "payu"
+SUCCESS = (DATA / "refund_callback_success.json").read_bytes()
+FAILURE = (DATA / "refund_callback_failure.json").read_bytes()
+
+
+def adapter(key: str = "lF76TH") -> PayU:
+    return PayU(merchant_key=key, salts=("salt",))
+
+
+def edited(body: bytes, **changes: object) -> bytes:
+    doc = json.loads(body)
+    doc.update(changes)
+    return json.dumps({k: v for k, v in doc.items() if v is not ...}).encode()
+
+
+def test_the_docs_success_sample_is_a_refund_to_confirm():
+    payu = adapter()
+    payu.verify(SUCCESS, {})
+    event = payu.parse(SUCCESS, {})
+    assert (event.provider, event.kind, event.event_type) == (
+        Provider.PAYU, EventKind.REFUND_PROCESSED, "refund.success",
+    )  # fmt: skip
+    assert event.unconfirmed  # nothing signs it: PayU's check_action_status decides
+    assert event.event_id == "11865427756:refund.success"
+    assert (event.refund_id, event.refund_amount_paise) == ("11865427756", 14_900)
+    # a PayU payment is its txnid in payhooks, as for the payment posts
+    assert event.payment_id == event.merchant_ref == "ORDER_33172661_1679394745"
+    assert (event.amount_paise, event.currency, event.bank_ref) == (None, "INR", "308239782136")
+
+
+def test_the_docs_failure_sample_moved_no_money_and_is_kept_as_other():
+    payu = adapter("IahMJL")
+    payu.verify(FAILURE, {})
+    event = payu.parse(FAILURE, {})
+    assert (event.kind, event.event_id) == (EventKind.OTHER, "17265314530:refund.failure")
+    assert event.unconfirmed and event.refund_amount_paise == 7_200
+
+
+def test_a_refund_key_never_takes_a_payment_posts_key():
+    """A payment post's key is ``<txnid>:<status>``, its status hashed (success, failure,
+    pending): a refund's ends ``:refund.<status>``."""
+    event = adapter().parse(SUCCESS, {})
+    assert event.event_id.rsplit(":", 1)[1] == "refund.success"
+
+
+def test_a_callback_for_another_merchant_key_is_refused():
+    with pytest.raises(SignatureMismatch, match="key is not the configured key"):
+        adapter("gtKFFx").verify(SUCCESS, {})
+
+
+@pytest.mark.parametrize("key", [..., None, 7, ""])
+def test_a_callback_without_a_usable_key_is_refused(key):
+    with pytest.raises(SignatureMismatch, match="key is not the configured key"):
+        adapter().verify(edited(SUCCESS, key=key), {})
+
+
+@pytest.mark.parametrize("action", ["capture", "cancel", None, ...])
+def test_a_json_post_other_than_a_refund_callback_is_refused(action):
+    with pytest.raises(SignatureMismatch, match=r"only as a refund callback \(action: refund\)"):
+        adapter().verify(edited(SUCCESS, action=action), {})
+
+
+@pytest.mark.parametrize("body", [b"{not json", b"{}" + b"]", b' {"a": NaN}'])
+def test_json_that_does_not_read_is_refused_as_unauthenticated(body):
+    with pytest.raises(SignatureMismatch, match="refund callback: body is not valid JSON"):
+        adapter().verify(body, {})
+
+
+def test_a_request_id_written_as_a_number_or_with_spaces_is_the_same_id():
+    for written in (11865427756, " 11865427756 "):
+        event = adapter().parse(edited(SUCCESS, request_id=written), {})
+        assert event.event_id == "11865427756:refund.success"
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [({"request_id": ...}, "request_id"), ({"merchantTxnId": ""}, "merchantTxnId"),
+     ({"amt": ...}, "amt"), ({"amt": "1,49.00"}, "amount is not a rupee amount"),
+     ({"status": ...}, "status is missing"), ({"request_id": [1]}, "request_id is not a string")],
+)  # fmt: skip
+def test_a_success_missing_what_it_is_about_is_malformed(changes, problem):
+    with pytest.raises(MalformedPayload, match=problem):
+        adapter().parse(edited(SUCCESS, **changes), {})
+
+
+def test_an_amount_written_as_a_json_number_is_read_exactly():
+    event = adapter().parse(SUCCESS.replace(b'"amt": "149.00"', b'"amt": 149.50'), {})
+    assert event.refund_amount_paise == 14_950
+
+
+def test_a_payment_post_is_still_read_as_a_form():
+    with pytest.raises(SignatureMismatch, match="hash missing"):
+        adapter().verify(b"key=lF76TH&status=success&txnid=t1&amount=1.00", {})
