@@ -14,13 +14,19 @@ state or, past ``PATIENCE``, never reports it. A refuted callback is a forgery o
 copy: it changed nothing, and is flagged (logged ``callback_refuted``, and its record says so).
 What the API said always wins over what the callback said.
 
+Another attempt: a second post under one delivery key whose body names another payment
+attempt than the first (``Event.attempt_id``: PayU's ``mihpayid``, outside its hash) is a real
+second payment or an edited copy of the first. It is recorded under a key of its own,
+``<first key>:<attempt>``, ``confirming``, and asked about here beside the first post's record
+(``first_event_id``); the gateway's status client tells which (``another_attempt``).
+
 Pure steps and statements: no HTTP here (the status clients are an extra).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -41,10 +47,19 @@ class Verdict(StrEnum):
 
 REQUEST = """
 INSERT INTO payhooks_confirmations (provider, event_id, gateway_order_id, kind, payment_id,
-                                    refund_id, amount_paise)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+                                    refund_id, amount_paise, first_event_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (provider, event_id) DO NOTHING
 """
+
+
+def another_attempt(event: Event) -> Event | None:
+    """``event``, a copy under its key with another body, as the second post it may be: keyed
+    ``<key>:<attempt>`` and unconfirmed; None where the body names no attempt of its own (a
+    copy is a copy, as for every gateway whose signature covers the payment's id)."""
+    if event.attempt_id is None or event.kind is not EventKind.PAYMENT_CAPTURED:
+        return None
+    return replace(event, event_id=f"{event.event_id}:{event.attempt_id}", unconfirmed=True)
 
 
 def confirmable(event: Event) -> bool:
@@ -53,8 +68,10 @@ def confirmable(event: Event) -> bool:
     return event.merchant_ref is not None and event.kind is not EventKind.OTHER
 
 
-def requesting(event: Event) -> Steps[None]:
-    """Ask for ``event``'s confirmation, in the transaction that claims its key."""
+def requesting(event: Event, first_event_id: str | None = None) -> Steps[None]:
+    """Ask for ``event``'s confirmation, in the transaction that claims its key; beside the
+    record ``first_event_id`` when it is another attempt than that one's (its ``payment_id``
+    then the attempt it names)."""
     assert event.merchant_ref is not None
     yield Statement(
         sql=REQUEST,
@@ -63,11 +80,12 @@ def requesting(event: Event) -> Steps[None]:
             event.event_id,
             event.merchant_ref,
             event.kind.value,
-            event.payment_id,
+            event.attempt_id if first_event_id is not None else event.payment_id,
             event.refund_id,
             event.refund_amount_paise
             if event.kind is EventKind.REFUND_PROCESSED
             else event.amount_paise,
+            first_event_id,
         ),
         reads=False,
     )
@@ -86,6 +104,9 @@ class Pending:
     amount_paise: int | None
     attempts: int
     requested_at: datetime
+    first_event_id: str | None = None
+    """Another attempt's: the record of the first post under its key (``payment_id`` is then
+    the attempt this post named)."""
 
 
 # The least asked first: a flood of forged callbacks, asked again and again until refuted,
@@ -101,7 +122,7 @@ UPDATE payhooks_confirmations c
 SET next_attempt_at = now() + %(lease)s, attempts = c.attempts + 1
 FROM due WHERE c.provider = due.provider AND c.event_id = due.event_id
 RETURNING c.provider, c.event_id, c.gateway_order_id, c.kind, c.payment_id, c.refund_id,
-          c.amount_paise, c.attempts, c.requested_at
+          c.amount_paise, c.attempts, c.requested_at, c.first_event_id
 """
 
 
@@ -120,6 +141,7 @@ def leased(conn: Connection, provider: str, limit: int) -> list[Pending]:
             amount_paise=r[6],
             attempts=int(r[7]),
             requested_at=r[8],
+            first_event_id=r[9],
         )
         for r in rows.fetchall()
     ]
@@ -151,6 +173,32 @@ def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdi
     else:
         return Verdict.CONFIRMED
     return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
+
+
+def attempt_verdict(
+    pending: Pending, found: Verdict | None, reported: Iterable[Event], now: datetime
+) -> Verdict | None:
+    """Another attempt, as its gateway's client judged it (``found``): refuted when the API
+    says the attempt is not a payment of this order; confirmed when it reports the attempt a
+    second payment (then applied) or the same one as the first post's; None while it knows no
+    such attempt yet, and refuted past ``PATIENCE``."""
+    if found is not None:
+        return found
+    if any(e.payment_id == pending.payment_id for e in reported):
+        return Verdict.CONFIRMED
+    return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
+
+
+FIRST_BODY = """
+SELECT body FROM processed_webhooks WHERE provider = %s AND event_id = %s
+"""
+
+
+def first_body(conn: Connection, pending: Pending) -> bytes | None:
+    """The first post's stored body, that another attempt is compared with (None: purged)."""
+    assert pending.first_event_id is not None
+    row = conn.execute(FIRST_BODY, (pending.provider, pending.first_event_id)).fetchone()
+    return None if row is None else bytes(row[0])
 
 
 _FINAL = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.PAYMENT_FAILED})
@@ -217,7 +265,10 @@ __all__ = [
     "Pending",
     "Verdict",
     "again",
+    "another_attempt",
+    "attempt_verdict",
     "confirmable",
+    "first_body",
     "leased",
     "requesting",
     "settle",

@@ -64,6 +64,11 @@ class Event:
     refund_amount_paise: int | None = None
     bank_ref: str | None = None
     payload_sha256: str
+    attempt_id: str | None = None
+    """The gateway's own id of the payment attempt where its signature does not cover it
+    (PayU's ``mihpayid``): never part of a key. A second post under one key that names another
+    attempt may be a second payment or an edited copy; the gateway's API decides
+    (``payhooks.confirmations``, "another attempt")."""
     unconfirmed: bool = False
     """What the callback says rests on a static credential, not on a signature over these
     fields (PhonePe, Juspay, PayU's refund callbacks): it takes effect only as the gateway's

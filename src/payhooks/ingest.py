@@ -237,6 +237,8 @@ class Delivery:
         event = self.received.event
         self.claim = claim = yield from idempotency.claiming(self.received)
         if claim.state is ClaimState.DUPLICATE:
+            if claim.mismatch and (second := confirmations.another_attempt(event)) is not None:
+                return (yield from _another_attempt(self.received, second))
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
         if event.unconfirmed:  # what it says is only a claim: the gateway's API decides
             return (yield from _to_confirm(event))
@@ -293,6 +295,20 @@ def _to_confirm(event: Event) -> Generator[Statement, Any, Settled]:
     yield from idempotency.recording(event, Outcome.CONFIRMING, None)
     yield from confirmations.requesting(event)
     return Settled(receipt=Receipt(outcome=Outcome.CONFIRMING, event=event))
+
+
+def _another_attempt(received: Received, second: Event) -> Generator[Statement, Any, Settled]:
+    """A copy under a recorded key whose body names another payment attempt (PayU's
+    ``mihpayid``, outside its hash): a real second payment, or the first post edited. Recorded
+    under its own key ``confirming`` and answered at once; the gateway's API decides, and only
+    what it reports reaches a handler (``payhooks.confirmations``, "another attempt")."""
+    again = replace(received, event=second)
+    claim = yield from idempotency.claiming(again)
+    if claim.state is not ClaimState.NEW:
+        return Settled(receipt=duplicate(again, claim))
+    yield from idempotency.recording(second, Outcome.CONFIRMING, None)
+    yield from confirmations.requesting(second, first_event_id=received.event.event_id)
+    return Settled(receipt=Receipt(outcome=Outcome.CONFIRMING, event=second))
 
 
 def _parked_beside(event: Event, claim: idempotency.Claim) -> Generator[Statement, Any, Settled]:

@@ -152,6 +152,18 @@ def test_payu_sdk_verify_payment_is_answered_with_its_transaction(gateway_api):
     )
 
 
+def test_payu_sdk_check_payment_is_answered_with_the_payment_of_that_mihpayid(gateway_api):
+    api, url = gateway_api
+    api.pay(PAYU_ORDER, "403993715521889530")
+    answer = json.loads(_payu(url).checkPayment("403993715521889530"))
+    assert (answer["status"], answer["msg"]) == (1, "Transaction Fetched Successfully")
+    details = answer["transaction_details"]
+    assert (details["txnid"], details["status"], details["amt"]) == ("ph_T3stTxn", "success",
+                                                                     "848.00")  # fmt: skip
+    unknown = json.loads(_payu(url).checkPayment("403993715521000000"))
+    assert unknown["status"] == 0
+
+
 def test_payu_sdk_hash_with_a_wrong_salt_is_refused(gateway_api):
     api, url = gateway_api
     api.pay(PAYU_ORDER, "403993715521889530")

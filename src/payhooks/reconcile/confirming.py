@@ -64,6 +64,9 @@ def _one(
     at: datetime,
 ) -> None:
     provider = Provider(pending.provider)
+    if pending.first_event_id is not None:
+        _attempt(connect, client, deliver, pending, tally, at)
+        return
     try:
         report = client.report(pending.gateway_order_id)
         refund = getattr(client, "refund", None)  # a gateway whose order status lists no refunds
@@ -71,11 +74,7 @@ def _one(
             extra = refund(pending.refund_id, pending.gateway_order_id)
             report = replace(report, received=(*report.received, *extra.received))
     except GatewayApiError as exc:
-        tally.api_errors[provider] += 1
-        if isinstance(exc, CredentialsRefused):
-            tally.refused[provider] = exc.reason
-        with connect() as conn:
-            confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), str(exc))
+        _failed(connect, pending, tally, exc)
         return
     tally.answered[provider] += 1
     for received in report.received:  # what the API says wins: applied whatever was claimed
@@ -88,6 +87,11 @@ def _one(
             return
         detail = _detail(pending, found, len(report.received))
         confirmations.settle(conn, pending, found, detail)
+    _settled(pending, found, detail, tally)
+
+
+def _settled(pending: Pending, found: Verdict, detail: str, tally: Tally) -> None:
+    provider = Provider(pending.provider)
     if found is Verdict.CONFIRMED:
         tally.confirmed[provider] += 1
         return
@@ -98,6 +102,51 @@ def _one(
                "order": pending.gateway_order_id, "claimed": pending.kind.value,
                "payment_id": pending.payment_id, "detail": detail},
     )  # fmt: skip
+
+
+def _attempt(
+    connect: Connect,
+    client: StatusClient,
+    deliver: Deliver,
+    pending: Pending,
+    tally: Tally,
+    at: datetime,
+) -> None:
+    """Another attempt than the first post's (``confirmations``): the gateway's client judges
+    it against the first post's stored body; a second payment it reports is applied."""
+    provider = Provider(pending.provider)
+    judge = getattr(client, "another_attempt", None)
+    with connect() as conn:
+        first = confirmations.first_body(conn, pending)
+    try:
+        if judge is None:  # a gateway whose signature covers the payment's id never gets here
+            raise GatewayApiError(provider.value, "this gateway's client judges no attempts")
+        said = judge(pending.gateway_order_id, pending.payment_id, first)
+    except GatewayApiError as exc:
+        _failed(connect, pending, tally, exc)
+        return
+    tally.answered[provider] += 1
+    for received in said.report.received:
+        receipt = deliver(received, then=_nothing_more)
+        tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
+    events = [r.event for r in said.report.received]
+    found = confirmations.attempt_verdict(pending, said.verdict, events, at)
+    with connect() as conn:
+        if found is None:
+            confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), None)
+            return
+        detail = said.detail if said.verdict is not None else _detail(pending, found, len(events))
+        confirmations.settle(conn, pending, found, detail)
+    _settled(pending, found, detail, tally)
+
+
+def _failed(connect: Connect, pending: Pending, tally: Tally, exc: GatewayApiError) -> None:
+    provider = Provider(pending.provider)
+    tally.api_errors[provider] += 1
+    if isinstance(exc, CredentialsRefused):
+        tally.refused[provider] = exc.reason
+    with connect() as conn:
+        confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), str(exc))
 
 
 def _detail(pending: Pending, found: Verdict, reported: int) -> str:

@@ -109,6 +109,18 @@ class GatewayApi:
                     return order.refunds[refund_id]
         return None
 
+    def payment_of(self, provider: Provider, payment_id: str) -> dict[str, Any] | None:
+        """The payment a status call asks about by the gateway's own id (PayU's
+        ``check_payment`` by ``mihpayid``; counted in ``asked``), or None."""
+        key = simulator(provider).payment_key
+        with self._lock:
+            self.asked[(provider, payment_id)] += 1
+            for (kept, _), order in self._orders.items():
+                found = [p for p in order.payments if str(p.get(key)) == payment_id]
+                if kept is provider and found:
+                    return found[-1]
+        return None
+
     def expire(self, purchase: Purchase) -> None:
         self.open_order(purchase).expired = True
 

@@ -212,6 +212,7 @@ class PayU:
             # Not hashed: shown to help find the payment, never used to identify it.
             bank_ref=reference(*(fields.get(name) for name in _REFERENCES)),
             payload_sha256=sha256_hex(body),
+            attempt_id=_attempt(fields.get(ATTEMPT_FIELD)) if kind is not EventKind.OTHER else None,
         )
 
 
@@ -279,16 +280,30 @@ def _rupee_text(value: object) -> str | None:
 
 _READ_HASHED = ("status", "txnid", "amount")
 _REFERENCES = ("bank_ref_num", "bank_ref_no")
+ATTEMPT_FIELD = "mihpayid"
+_ATTEMPT = re.compile(r"[0-9A-Za-z]{1,64}")
+
+
+def _attempt(value: str | None) -> str | None:
+    """PayU's id of the payment (``mihpayid``, 11 to 18 digits in its samples), outside the
+    hash: an odd one is left out, and the post is a copy like any other."""
+    return value.strip() if value and _ATTEMPT.fullmatch(value.strip()) else None
+
+
+def attempt_of(body: bytes) -> str | None:
+    """The ``mihpayid`` a stored payment post names, read as ``parse`` reads it."""
+    return _attempt(_read_fields(body).get(ATTEMPT_FIELD))
 
 
 def _read_fields(body: bytes) -> dict[str, str]:
     """The fields ``parse`` reads, and no others: the hashed ones as ``verify`` decoded them,
-    the bank reference only when it is UTF-8. A field outside the hash holding any bytes
-    (PayU posts about sixty) is not payhooks' concern; a reference that is not text is left
-    out, like any odd reference, never a reason to refuse the payment."""
+    the bank reference and the ``mihpayid`` only when they are UTF-8. A field outside the hash
+    holding any bytes (PayU posts about sixty) is not payhooks' concern; a reference or id
+    that is not text is left out, like any odd reference, never a reason to refuse the
+    payment."""
     raw = _raw_fields(body)
     fields = {name: _decoded(raw[name]) for name in _READ_HASHED if name in raw}
-    for name in _REFERENCES:
+    for name in (*_REFERENCES, ATTEMPT_FIELD):
         if name in raw:
             with suppress(UnicodeDecodeError):
                 fields[name] = _unquote(raw[name])
@@ -305,4 +320,11 @@ def _amount(value: str | None, *, strict: bool) -> int | None:
     return optional_paise(value, "amount", strict=strict, provider=_P)
 
 
-__all__ = ["PayU", "decode_form", "encode", "is_refund_callback", "reverse_hash"]
+__all__ = [
+    "PayU",
+    "attempt_of",
+    "decode_form",
+    "encode",
+    "is_refund_callback",
+    "reverse_hash",
+]

@@ -8,11 +8,12 @@ import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from payhooks.confirmations import Verdict
 from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider
 from payhooks.gateways._gateway import ApiCredentials
@@ -27,11 +28,14 @@ from payhooks.gateways._reports import (
     text,
 )
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
+from payhooks.gateways.payu.adapter import attempt_of
 from payhooks.ingest import storable
 from payhooks.providers._common import reference
 
 COMMAND = "verify_payment"
 REFUND_COMMAND = "check_action_status"
+PAYMENT_COMMAND = "check_payment"
+_UNKNOWN = re.compile(r"not found|no transaction", re.IGNORECASE)
 NOT_FOUND = "Not Found"
 REFUNDED = "success"
 """A refund's action status once its money went back (PayU's docs write it ``success`` in the
@@ -72,6 +76,42 @@ class PayUClient:
         named, which the answer does not repeat."""
         body = self._command(REFUND_COMMAND, request_id)
         return parsed(self.provider, lambda: refund_status(request_id, txnid, body))
+
+    def another_attempt(self, txnid: str, attempt: str, first: bytes | None) -> Attempt:
+        """A second success post for ``txnid`` naming ``attempt`` as its ``mihpayid``, after
+        the post ``first`` (its stored body) applied the payment: PayU's ``check_payment``
+        says whether each names a successful payment of this txnid. Both do: a real second
+        payment, reported to apply. Only the second: the first post's ``mihpayid`` was edited,
+        and the payment applied is this one. The second not PayU's for this txnid: refuted."""
+        earlier = None if first is None else attempt_of(first)
+        if earlier == attempt:
+            return Attempt(Verdict.CONFIRMED, f"mihpayid {attempt} is the first post's: a copy")
+        claimed = self._checked(attempt)
+        if claimed is None:
+            return Attempt(None, f"PayU knows no payment {attempt} yet")
+        if not _succeeded(claimed, txnid):
+            return Attempt(
+                Verdict.REFUTED,
+                f"PayU's payment {attempt} is {claimed.get('status')!s:.40} for txnid "
+                f"{claimed.get('txnid')!s:.64}, not a success of {txnid}",
+            )
+        if earlier is None or not _succeeded(self._checked(earlier), txnid):
+            return Attempt(
+                Verdict.CONFIRMED,
+                f"payment {attempt} is the one applied: the first post's mihpayid "
+                f"({earlier or 'none'}) is not a payment of {txnid} at PayU",
+            )
+        second = checked(attempt, canonical({"status": 1, "transaction_details": claimed}))
+        return Attempt(
+            Verdict.CONFIRMED,
+            f"a second payment of {txnid}: PayU reports {earlier} and {attempt} both successful",
+            second,
+        )
+
+    def _checked(self, mihpayid: str) -> dict[str, Any] | None:
+        """``check_payment``'s entity for a PayU payment id, or None where PayU knows none."""
+        body = self._command(PAYMENT_COMMAND, mihpayid)
+        return parsed(self.provider, lambda: _payment_entity(body))
 
     def _command(self, command: str, var1: str) -> bytes:
         url = f"{self.credentials.base_url}/merchant/postservice.php"
@@ -148,6 +188,55 @@ def refund_status(request_id: str, txnid: str, body: bytes) -> Report:
     return Report(received=(dataclasses.replace(found, event=storable(event)),))
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What PayU says of another attempt: a verdict (None: ask again), why, and the second
+    payment to apply when it is one."""
+
+    verdict: Verdict | None
+    detail: str
+    report: Report = field(default_factory=Report)
+
+
+def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
+    return entity is not None and entity.get("txnid") == txnid and entity.get("status") == "success"
+
+
+def _payment_entity(body: bytes) -> dict[str, Any] | None:
+    """``check_payment``: one ``transaction_details`` object, not keyed, its ``mihpayid`` a
+    JSON number in PayU's sample. ``status: 0`` saying not found is no such payment; any
+    other ``status: 0`` is PayU refusing the call."""
+    doc = read_json(_P, body)
+    entity = doc.get("transaction_details") if isinstance(doc, dict) else None
+    if isinstance(entity, dict) and doc.get("status") == 1:
+        return entity
+    if isinstance(doc, dict) and doc.get("status") == 0:
+        if _UNKNOWN.search(str(doc.get("msg", ""))):
+            return None
+        raise _refusal(doc)
+    raise MalformedPayload(_P, "check_payment answer has no transaction_details")
+
+
+def checked(mihpayid: str, body: bytes) -> Report:
+    """A ``check_payment`` answer as a payment of its own: keyed and identified by PayU's
+    ``mihpayid`` (a second payment of one txnid is not the txnid's first), its order the
+    txnid it names."""
+    entity = _payment_entity(body)
+    if entity is None or str(entity.get("mihpayid")) != mihpayid:
+        return Report()
+    txnid = text(_P, entity, "txnid")
+    status = text(_P, entity, "status")
+    kind = _KINDS.get(status)
+    if kind is None:
+        return Report(skipped=(f"{mihpayid}:{status}",))
+    event = received(
+        _P, {**entity, "mihpayid": mihpayid}, kind=kind, status=status, payment_id=mihpayid,
+        merchant_ref=txnid, amount_paise=rupees(_P, entity.get("amt"), "amt"), currency="INR",
+        bank_ref=reference(entity.get("bank_ref_num"), entity.get("bank_ref_no")),
+    )  # fmt: skip
+    return Report(received=(event,))
+
+
 def _refusal(doc: Mapping[str, Any]) -> GatewayApiError:
     """``status: 0`` with no entry for the txnid, in an HTTP 200: PayU's ``msg`` says why. A
     hash or key it refuses is the credentials (the salt), not this checkout."""
@@ -163,13 +252,18 @@ def stored(event_id: str, entity: dict[str, Any]) -> Report:
     if status == REFUND_STATUS:
         answer = {"transaction_details": {middle: {middle: entity}}}
         return refund_status(middle, str(entity.get("merchantTxnId", "")), canonical(answer))
+    if entity.get("txnid") != middle and str(entity.get("mihpayid")) == middle:  # a 2nd payment
+        return checked(middle, canonical({"status": 1, "transaction_details": entity}))
     return payments(middle, canonical({"transaction_details": {middle: entity}}))
 
 
 __all__ = [
     "COMMAND",
+    "PAYMENT_COMMAND",
     "REFUND_COMMAND",
+    "Attempt",
     "PayUClient",
+    "checked",
     "client",
     "command_hash",
     "payments",

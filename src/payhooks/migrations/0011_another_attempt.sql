@@ -1,0 +1,6 @@
+-- payhooks core, version 11: a second post under one delivery key that names another payment
+-- attempt than the first (PayU's mihpayid, which its hash does not cover) waits for the
+-- gateway's API like a callback resting on a static credential: a real second payment, or an
+-- edited copy. Its own record is keyed <first key>:<attempt>; first_event_id names the record
+-- it came after, whose attempt the API is asked about too.
+ALTER TABLE payhooks_confirmations ADD COLUMN IF NOT EXISTS first_event_id text;

@@ -1,0 +1,214 @@
+"""PayU's hash does not cover ``mihpayid``: a signed success post resent under another
+``mihpayid`` is a second payment of one txnid, or a copy edited by whoever holds it (the
+customer's browser shows it). It never reaches a handler as it came: it is recorded under a key
+of its own and answered at once, and the confirmation pass asks PayU's ``check_payment`` about
+both posts' ``mihpayid``. A real second payment reaches the handler once (the merchant's
+double-payment path); an edited copy changes nothing and is refuted. Real PostgreSQL, the
+status double over a loopback socket."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import psycopg
+import pytest
+
+import payhooks
+from payhooks import EventKind, Hooks, Outcome, ingest
+from payhooks.events import Event, Provider
+from payhooks.gateways._gateway import ApiCredentials
+from payhooks.gateways._reports import KEY_PREFIX, one_of
+from payhooks.gateways.payu import status
+from payhooks.gateways.payu.status import PayUClient
+from payhooks.reconcile.confirming import confirm
+from payhooks.reconcile.passes import Tally
+from payhooks.reconcile.running import connecting, delivering
+from payhooks.service.reconcile.clients import http_client
+from payhooks.sim.gateway import Purchase
+from payhooks.sim.gateways.payu import delivery
+from tests.factories import ADAPTERS, GATEWAY
+from tests.reconcile.conftest import API_KEYS
+
+TXNID = "ph_second0000001"
+FIRST = "403993715521000001"
+SECOND = "403993715521000002"
+ORDER = Purchase(provider=Provider.PAYU, cart_id="S-1", reference=TXNID, amount_paise=49_900,
+                 items={"TEA": 1})  # fmt: skip
+AMOUNT = f"{Decimal(ORDER.amount_paise) / 100:.2f}"
+
+
+@pytest.fixture
+def shop(database_url, gateway_api):
+    api, url = gateway_api
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        payhooks.migrate(conn)
+        captured: list[Event] = []
+        hooks = Hooks()
+
+        @hooks.on(EventKind.PAYMENT_CAPTURED)
+        def paid(conn, event):
+            captured.append(event)
+
+        yield conn, api, url, hooks, captured
+
+
+def post(mihpayid: str, txnid: str = TXNID, **extra: str):
+    """A signed success post naming ``mihpayid`` (outside the hash)."""
+    signed = delivery(GATEWAY, txnid=txnid, mihpayid=mihpayid, amount=AMOUNT)
+    if extra:
+        from urllib.parse import parse_qsl, urlencode
+
+        fields = dict(parse_qsl(signed.body.decode()))
+        body = urlencode({**fields, **extra}).encode()
+        return body, signed.headers
+    return signed.body, signed.headers
+
+
+def sent(conn, hooks, mihpayid: str, **extra: str) -> Outcome:
+    body, headers = post(mihpayid, **extra)
+    return ingest(conn, ADAPTERS[Provider.PAYU], body, headers, hooks).outcome
+
+
+def a_pass(database_url, url, hooks, *, at: datetime | None = None) -> Tally:
+    credentials = ApiCredentials(provider=Provider.PAYU, id=API_KEYS.payu_key,
+                                 secret=API_KEYS.payu_salt, base_url=url)  # fmt: skip
+    client = PayUClient(credentials=credentials, http=http_client(5.0))
+    connect = connecting(database_url)
+    moment = at or datetime.now(UTC)
+    return confirm(connect, {Provider.PAYU: client}, delivering(connect, hooks), Tally(),
+                   now=lambda: moment)  # fmt: skip
+
+
+def settled(conn, key: str) -> tuple[str, str]:
+    return conn.execute(
+        "SELECT w.outcome, c.detail FROM processed_webhooks w"
+        " JOIN payhooks_confirmations c USING (provider, event_id)"
+        " WHERE w.provider = 'payu' AND w.event_id = %s",
+        (key,),
+    ).fetchone()
+
+
+def test_a_real_second_payment_reaches_the_handler_once_under_its_own_id(shop, database_url):
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)  # PayU took the txnid twice
+    assert sent(conn, hooks, FIRST) is Outcome.PROCESSED
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING  # not `duplicate`, not applied yet
+    assert [e.payment_id for e in captured] == [TXNID]
+    tally = a_pass(database_url, url, hooks)
+    assert tally.confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]  # a second payment: its own id
+    second = captured[1]
+    assert (second.merchant_ref, second.amount_paise) == (TXNID, 49_900)
+    assert second.event_id == f"{KEY_PREFIX}:{SECOND}:success"
+    outcome, detail = settled(conn, f"{TXNID}:success:{SECOND}")
+    assert outcome == "confirmed" and "a second payment" in detail
+    # PayU's retry of the second post, and a later pass: nothing more.
+    assert sent(conn, hooks, SECOND) is Outcome.DUPLICATE
+    a_pass(database_url, url, hooks)
+    assert len(captured) == 2
+
+
+def test_a_post_resent_under_an_invented_mihpayid_is_refuted_and_changes_nothing(
+    shop, database_url
+):
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    sent(conn, hooks, FIRST)
+    invented = "403993715521999999"
+    assert sent(conn, hooks, invented) is Outcome.CONFIRMING
+    a_pass(database_url, url, hooks)
+    assert settled(conn, f"{TXNID}:success:{invented}")[0] == "confirming"  # PayU knows none yet
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    tally = a_pass(database_url, url, hooks, at=datetime.now(UTC) + timedelta(hours=1))
+    assert tally.refuted[Provider.PAYU] == 1
+    assert settled(conn, f"{TXNID}:success:{invented}")[0] == "refuted"
+    assert [e.payment_id for e in captured] == [TXNID]
+
+
+def test_a_post_resent_under_another_orders_mihpayid_is_refuted_at_once(shop, database_url):
+    conn, api, url, hooks, captured = shop
+    other = Purchase(provider=Provider.PAYU, cart_id="S-2", reference="ph_someone_else",
+                     amount_paise=49_900, items={"TEA": 1})  # fmt: skip
+    api.pay(ORDER, FIRST)
+    api.pay(other, SECOND)
+    sent(conn, hooks, FIRST)
+    sent(conn, hooks, SECOND)
+    tally = a_pass(database_url, url, hooks)
+    assert tally.refuted[Provider.PAYU] == 1
+    outcome, detail = settled(conn, f"{TXNID}:success:{SECOND}")
+    assert outcome == "refuted" and "for txnid ph_someone_else" in detail
+    assert [e.payment_id for e in captured] == [TXNID]
+
+
+def test_a_first_post_carrying_an_edited_mihpayid_leaves_one_payment(shop, database_url):
+    """The customer's edited copy came first and applied the (real, signed) payment; PayU's own
+    post, with the true mihpayid, is that payment, not a second one."""
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    sent(conn, hooks, "403993715521777777")
+    assert sent(conn, hooks, FIRST) is Outcome.CONFIRMING
+    tally = a_pass(database_url, url, hooks)
+    assert tally.confirmed[Provider.PAYU] == 1
+    outcome, detail = settled(conn, f"{TXNID}:success:{FIRST}")
+    assert outcome == "confirmed" and "is the one applied" in detail
+    assert [e.payment_id for e in captured] == [TXNID]
+
+
+def test_a_copy_with_other_bytes_but_the_same_mihpayid_is_a_copy_asked_about_never(
+    shop, database_url
+):
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, FIRST, field9="Transaction is Successful") is Outcome.CONFIRMING
+    a_pass(database_url, url, hooks)
+    outcome, detail = settled(conn, f"{TXNID}:success:{FIRST}")
+    assert outcome == "confirmed" and "a copy" in detail
+    assert api.asked[(Provider.PAYU, FIRST)] == 0 and len(captured) == 1
+
+
+def test_a_post_with_no_usable_mihpayid_is_a_copy_as_before(shop):
+    conn, _, _, hooks, _ = shop
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, "not-an-id!") is Outcome.DUPLICATE
+    assert conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone() == (0,)
+
+
+def test_a_second_payment_applied_reads_again_as_it_was_stored(shop, database_url):
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    sent(conn, hooks, SECOND)
+    a_pass(database_url, url, hooks)
+    key = f"{KEY_PREFIX}:{SECOND}:success"
+    body = conn.execute(
+        "SELECT body FROM processed_webhooks WHERE event_id = %s", (key,)
+    ).fetchone()[0]
+    import json
+
+    again = one_of(status.stored(key, json.loads(bytes(body))), Provider.PAYU, key)
+    assert again.event == captured[1]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [{"status": 0, "msg": "Transaction Not Found"},
+     {"status": 0, "msg": "no transaction found for this id"}],
+)  # fmt: skip
+def test_a_mihpayid_payu_does_not_know_is_no_payment(answer):
+    import json
+
+    assert status.checked("1", json.dumps(answer).encode()).received == ()
+
+
+def test_any_other_check_payment_refusal_is_an_api_error_not_no_payment():
+    from payhooks.errors import GatewayApiError
+    from payhooks.gateways._status import CredentialsRefused
+
+    with pytest.raises(CredentialsRefused, match="Invalid Hash"):
+        status.checked("1", b'{"status": 0, "msg": "Invalid Hash."}')
+    with pytest.raises(GatewayApiError, match="refused: Something else"):
+        status.checked("1", b'{"status": 0, "msg": "Something else"}')
