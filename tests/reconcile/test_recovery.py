@@ -229,3 +229,21 @@ def test_a_cashfree_payment_above_its_order_amount_a_service_fee_is_ordered(conn
     rig.api.pay(sim(buy), buy.payment_id, payment_amount_paise=buy.amount_paise + 236)
     rig.run()
     assert len(orders_of(conn, buy.cart_id)) == 1
+
+
+def test_a_real_payu_second_payment_under_one_txnid_is_flagged_once_an_edited_copy_never(conn, rig):
+    """PayU's hash does not cover ``mihpayid``: the shop hears of a second post under one
+    txnid, and PayU's ``check_payment`` decides. Both real: the second is its own payment,
+    flagged for refund like any double payment; an invented one changes nothing."""
+    buy = purchase(conn, Provider.PAYU)
+    second, invented = "403993715521000222", "403993715521000999"
+    paid_at_gateway(rig.api, buy)
+    rig.api.pay(sim(buy), second)
+    assert deliver(conn, buy.captured()).outcome is Outcome.PROCESSED
+    for mihpayid in (second, invented):
+        assert deliver(conn, buy.captured(payment_id=mihpayid)).outcome is Outcome.CONFIRMING
+    rig.run()
+    assert [p for _, p in orders_of(conn, buy.cart_id)] == [buy.reference]
+    assert conn.execute(FLAGS, ("payu", second)).fetchone() == (["duplicate_payment"], True)
+    assert conn.execute(FLAGS, ("payu", invented)).fetchone() is None
+    assert conn.execute(FLAGS, ("payu", buy.reference)).fetchone() == ([], False)
