@@ -3,22 +3,30 @@ by payhooks.
 
 Its one table is its own: ``orders``, written at checkout (``POST /orders``) through the shop's
 SQLAlchemy session with what the order costs, under the reference the shop gives the gateway
-(Razorpay order id, Cashfree order id, PayU txnid). In the same transaction the checkout tells
-payhooks what the order must be paid (``payhooks.expect`` on ``payhooks.flask.connection_of``),
-so a capture of another amount or currency is parked by payhooks and never reaches
-``mark_paid``, and ``payhooks reconcile --hooks examples.flask_shop.app:hooks`` can ask the
-gateway about an order whose webhook never came. A capture pays the order in the claim's
-transaction, only once: payhooks stops a re-sent delivery; the order's status stops two
-*different* deliveries of one payment (Razorpay's ``payment.captured`` and ``order.paid``) and a
-second payment from replacing the first.
+(Razorpay order id, Cashfree order id, PayU txnid, PhonePe merchantOrderId, Juspay order_id).
+In the same transaction the checkout tells payhooks what the order must be paid
+(``payhooks.expect`` on ``payhooks.flask.connection_of``), so a capture of another amount or
+currency is parked by payhooks and never reaches ``mark_paid``, and
+``payhooks reconcile --hooks examples.flask_shop.app:hooks`` can ask the gateway about an order
+whose webhook never came. A capture pays the order in the claim's transaction, only once:
+payhooks stops a re-sent delivery; the order's status stops two *different* deliveries of one
+payment (Razorpay's ``payment.captured`` and ``order.paid``) and a second payment from
+replacing the first.
 
 ``POST /orders`` takes ``{merchant_ref, amount_paise, currency}`` (and ``gateway``: ``razorpay``,
-the default, ``cashfree`` or ``payu``) and answers 201 with the order, pending; 400 for a body
-that is not that, 409 for a reference already used. ``GET /orders/<merchant_ref>`` shows the
-order: ``status`` (``pending``, ``paid``), ``payment_id``, ``paid_at``. A capture for another
-amount or currency is answered ``parked`` and kept in ``payhooks_amount_mismatches`` with both
-amounts; a second payment for a paid order is answered ``ignored`` and logged for a person to
-refund; a capture for a reference no checkout wrote is ``parked`` until it is replayed.
+the default, ``cashfree``, ``payu``, ``phonepe`` or ``juspay``) and answers 201 with the order,
+pending; 400 for a body that is not that, 409 for a reference already used.
+``GET /orders/<merchant_ref>`` shows the order: ``status`` (``pending``, ``paid``),
+``payment_id``, ``paid_at``. A capture for another amount or currency is answered ``parked``
+and kept in ``payhooks_amount_mismatches`` with both amounts; a second payment for a paid order
+is answered ``ignored`` and logged for a person to refund; a capture for a reference no
+checkout wrote is ``parked`` until it is replayed.
+
+PhonePe's and Juspay's callbacks carry only the ``username:password`` set in their dashboards,
+no signature over what they say: each is answered ``confirming`` and pays nothing by itself.
+``payhooks confirm --hooks examples.flask_shop.app:hooks``, run beside the app, asks the
+gateway's status API every 2 s and hands ``mark_paid`` what the API reports, once; a forged
+callback under the right credential is refuted and changes nothing.
 
 Run it from the repository's root::
 
@@ -46,6 +54,8 @@ import payhooks
 import payhooks.flask
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Handler, Outcome, PayU, Razorpay
 from payhooks.providers import read_secrets
+from payhooks.providers.juspay import Juspay
+from payhooks.providers.phonepe import PhonePe
 
 log = logging.getLogger("flask_shop")
 
@@ -54,7 +64,7 @@ REFERENCE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 CURRENCY = re.compile(r"[A-Z]{3}")
 MAX_PAISE = 2**63 - 1  # the column's bigint
 FIELDS = {"merchant_ref", "amount_paise", "currency"}
-GATEWAYS = ("razorpay", "cashfree", "payu")
+GATEWAYS = ("razorpay", "cashfree", "payu", "phonepe", "juspay")
 
 
 class Base(DeclarativeBase):
@@ -223,7 +233,7 @@ def create_app(
 CHECKOUT_HELP = (
     "a JSON object {merchant_ref, amount_paise, currency}: merchant_ref 1 to 64 letters, digits,"
     " '_' or '-'; amount_paise a positive integer; currency three capital letters (INR);"
-    " optionally gateway: razorpay (the default), cashfree or payu"
+    " optionally gateway: razorpay (the default), cashfree, payu, phonepe or juspay"
 )
 
 
@@ -244,6 +254,12 @@ def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
         found.append(Cashfree(secrets=_listed(env["CASHFREE_CLIENT_SECRETS"])))
     if env.get("PAYU_MERCHANT_KEY") and env.get("PAYU_SALTS"):
         found.append(PayU(merchant_key=env["PAYU_MERCHANT_KEY"], salts=_listed(env["PAYU_SALTS"])))
+    # PhonePe and Juspay callbacks carry only the username:password set in their dashboards:
+    # each takes effect when the gateway's status API confirms it (`payhooks confirm`).
+    if env.get("PHONEPE_WEBHOOK_CREDENTIALS"):
+        found.append(PhonePe(credentials=_listed(env["PHONEPE_WEBHOOK_CREDENTIALS"])))
+    if env.get("JUSPAY_WEBHOOK_CREDENTIALS"):
+        found.append(Juspay(credentials=_listed(env["JUSPAY_WEBHOOK_CREDENTIALS"])))
     return found
 
 
