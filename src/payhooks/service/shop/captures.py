@@ -34,9 +34,12 @@ Answer = tuple[str, str | None, str | None, str | None]
 
 
 def eligible(event: Event) -> bool:
-    """Only a capture naming its checkout and amount can be a first capture of one."""
+    """Only a capture naming its checkout and amount can be a first capture of one; never a
+    callback resting on a static credential, which only the gateway's API can make a capture
+    (``payhooks.confirmations``: the general path records it ``confirming``)."""
     return (
         event.kind is EventKind.PAYMENT_CAPTURED
+        and not event.unconfirmed
         and event.merchant_ref is not None
         and event.payment_id is not None
         and event.amount_paise is not None
