@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from payhooks.events import Provider
 from payhooks.gateways.juspay.adapter import authorization
+from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
     from payhooks.sim.gateway_api import Fault, GatewayApi, Order
     from payhooks.sim.keys import ApiKeys, GatewaySecrets
+    from payhooks.sim.stage import Result, Stage
     from payhooks.sim.storm import StormOptions, Story
 
 MERCHANT_ID = "payhooks_demo"
@@ -311,6 +313,38 @@ def story(
     return out
 
 
+# --- the demo's scenario ------------------------------------------------------------------------
+
+
+def confirmed(stage: Stage) -> Result:
+    """ORDER_SUCCEEDED and TXN_CHARGED for one attempt, under Basic credentials only: answered
+    at once, applied once Juspay's Order Status API reports the order charged: one order. A
+    forged ORDER_SUCCEEDED under the same credentials for an unpaid order orders nothing."""
+    buy = stage.merchant.buy(Provider.JUSPAY, {"MUG-CLAY": 1}, judged.CUSTOMER)
+    paid = stage.vouch(buy, txn_id(buy.reference))
+    stage.books.pay(buy, paid)
+    unpaid = stage.merchant.buy(Provider.JUSPAY, {"TEA-ASSAM": 1}, judged.CUSTOMER)
+
+    def event(name: str, order: str) -> Delivery:
+        return delivery(stage.gateway, name, order_id=order, txn=txn_id(order),
+                        amount_paise=buy.amount_paise)  # fmt: skip
+
+    runs = [stage.courier.deliver(event(name, buy.reference))
+            for name in ("ORDER_SUCCEEDED", "TXN_CHARGED")]  # fmt: skip
+    forged = stage.courier.deliver(event("ORDER_SUCCEEDED", unpaid.reference))
+    stage.reconcile()
+    orders = len(stage.merchant.orders(unpaid.cart_id))
+    return judged.result(
+        "Juspay webhooks confirmed by its API; one forged",
+        [*runs, forged],
+        [
+            judged.expect(judged.finals(*runs, forged), ["confirming"] * 3),
+            (orders == 0, f"the forged webhook made {orders} orders"),
+            judged.one_order(stage, buy, paid),
+        ],
+    )
+
+
 SIMULATOR = Simulator(
     provider=Provider.JUSPAY,
     new_payment_id=new_payment_id,
@@ -323,4 +357,5 @@ SIMULATOR = Simulator(
     # Juspay publishes no schedule for Express Checkout; its UPI In-App one: 16 tries in 24 h.
     retry_schedule=(60.0, 300.0, 300.0, *(600.0,) * 5, *(3600.0,) * 5, *(21600.0,) * 3),
     story=story,
+    scenarios=(confirmed,),
 )

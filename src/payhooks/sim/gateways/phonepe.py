@@ -22,12 +22,14 @@ from starlette.routing import Route
 from payhooks.events import Provider
 from payhooks.gateways.phonepe.adapter import authorization
 from payhooks.gateways.phonepe.status import client_identity
+from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 
 if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
     from payhooks.sim.gateway_api import Fault, GatewayApi, Order
+    from payhooks.sim.stage import Result, Stage
     from payhooks.sim.storm import StormOptions, Story
 
 # The test credentials, until ``sim/keys.py`` names its own (``phonepe``,
@@ -280,6 +282,51 @@ def story(
     return out
 
 
+# --- the demo's scenarios -----------------------------------------------------------------------
+
+
+def confirmed(stage: Stage) -> Result:
+    """PhonePe's callback twice: answered at once, applied only once its order status API
+    reports the payment (the next reconciliation pass): one order."""
+    buy = stage.merchant.buy(Provider.PHONEPE, {"TEA-ASSAM": 1}, judged.CUSTOMER)
+    paid = stage.vouch(buy, new_payment_id())
+    stage.books.pay(buy, paid)
+    callback = delivery(stage.gateway, "checkout.order.completed", merchant_order_id=buy.reference,
+                        amount_paise=buy.amount_paise, transaction_id=paid)  # fmt: skip
+    runs = [stage.courier.deliver(callback) for _ in range(2)]
+    before = len(stage.merchant.orders(buy.cart_id))
+    tally = stage.reconcile()
+    return judged.result(
+        "PhonePe callback twice, confirmed by its API",
+        runs,
+        [
+            judged.expect(judged.finals(*runs), ["confirming", "duplicate"]),
+            (before == 0, f"{before} orders before the API confirmed the callback"),
+            (tally.confirmed[Provider.PHONEPE] >= 1, f"confirmation: {tally.summary()}"),
+            judged.one_order(stage, buy, paid),
+        ],
+    )
+
+
+def forged(stage: Stage) -> Result:
+    """A callback with PhonePe's very header for an order nobody paid (the header is the same
+    on every callback: whoever saw one can write any body under it): nothing is ordered."""
+    buy = stage.merchant.buy(Provider.PHONEPE, {"HONEY-500": 1}, judged.CUSTOMER)
+    callback = delivery(stage.gateway, "checkout.order.completed", merchant_order_id=buy.reference,
+                        amount_paise=buy.amount_paise)  # fmt: skip
+    run = stage.courier.deliver(callback)
+    stage.reconcile()
+    orders = len(stage.merchant.orders(buy.cart_id))
+    return judged.result(
+        "PhonePe callback forged under its header",
+        [run],
+        [
+            judged.expect(judged.finals(run), ["confirming"]),
+            (orders == 0, "no order" if orders == 0 else f"{orders} orders"),
+        ],
+    )
+
+
 SIMULATOR = Simulator(
     provider=Provider.PHONEPE,
     new_payment_id=new_payment_id,
@@ -294,6 +341,7 @@ SIMULATOR = Simulator(
     fault=fault,
     retry_schedule=(60.0, 300.0, 900.0, 3600.0),  # none published: PayU's guess
     story=story,
+    scenarios=(confirmed, forged),
 )
 
 __all__ = [
