@@ -1,4 +1,4 @@
-"""A small shop taking Razorpay, Cashfree and PayU payments through payhooks.
+"""A small shop taking Razorpay, Cashfree, PayU, PhonePe and Juspay payments through payhooks.
 
 Everything comes from the environment: ``DATABASE_URL`` (PostgreSQL) and the gateways'
 secrets, named and written as for the payhooks service: one secret exactly as written, or
@@ -79,6 +79,11 @@ PAYHOOKS = {
     "CASHFREE_CLIENT_SECRETS": os.environ.get("PAYHOOKS_CASHFREE_CLIENT_SECRETS", ""),
     "PAYU_MERCHANT_KEY": os.environ.get("PAYHOOKS_PAYU_MERCHANT_KEY", ""),
     "PAYU_SALTS": os.environ.get("PAYHOOKS_PAYU_SALTS", ""),
+    # PhonePe's and Juspay's callbacks carry only the username:password set in their
+    # dashboards: each takes effect when the gateway's status API confirms it, so their API
+    # credentials below are needed too, and manage.py payhooks_reconcile every few seconds.
+    "PHONEPE_WEBHOOK_CREDENTIALS": os.environ.get("PAYHOOKS_PHONEPE_WEBHOOK_CREDENTIALS", ""),
+    "JUSPAY_WEBHOOK_CREDENTIALS": os.environ.get("PAYHOOKS_JUSPAY_WEBHOOK_CREDENTIALS", ""),
     # Reconciliation (manage.py payhooks_reconcile): each gateway's status-API credentials.
     "RAZORPAY_KEY_ID": os.environ.get("PAYHOOKS_RAZORPAY_KEY_ID", ""),
     "RAZORPAY_KEY_SECRET": os.environ.get("PAYHOOKS_RAZORPAY_KEY_SECRET", ""),
@@ -86,6 +91,16 @@ PAYHOOKS = {
     "CASHFREE_API_SECRET": os.environ.get("PAYHOOKS_CASHFREE_API_SECRET", ""),
     "PAYU_API_KEY": os.environ.get("PAYHOOKS_PAYU_API_KEY", ""),
     "PAYU_API_SALT": os.environ.get("PAYHOOKS_PAYU_API_SALT", ""),
+    "PHONEPE_CLIENT_ID": os.environ.get("PAYHOOKS_PHONEPE_CLIENT_ID", ""),
+    "PHONEPE_CLIENT_SECRET": os.environ.get("PAYHOOKS_PHONEPE_CLIENT_SECRET", ""),
+    "JUSPAY_MERCHANT_ID": os.environ.get("PAYHOOKS_JUSPAY_MERCHANT_ID", ""),
+    "JUSPAY_API_KEY": os.environ.get("PAYHOOKS_JUSPAY_API_KEY", ""),
+    # Each status API's base URL; unset or empty: production. A sandbox's (PhonePe's
+    # https://api-preprod.phonepe.com/apis/pg-sandbox), HDFC SmartGateway's host for Juspay.
+    **{
+        f"{gateway}_API_URL": os.environ.get(f"PAYHOOKS_{gateway}_API_URL", "")
+        for gateway in ("RAZORPAY", "CASHFREE", "PAYU", "PHONEPE", "JUSPAY")
+    },
 }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

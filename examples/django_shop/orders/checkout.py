@@ -1,10 +1,10 @@
 """The shop's checkout: the order and what payhooks must see it paid, in one transaction.
 
 Call it with the gateway's order id once the gateway has created it (Razorpay's create-order
-call; Cashfree's order id and PayU's txnid are the shop's own): from then on a capture of any
-other amount or currency is parked by payhooks for a person and never reaches
-``orders/webhooks.py``, and ``manage.py payhooks_reconcile`` asks the gateway about the order if
-its webhook never comes.
+call; Cashfree's order id, PayU's txnid, PhonePe's merchantOrderId and Juspay's order_id are the
+shop's own): from then on a capture of any other amount or currency is parked by payhooks for a
+person and never reaches ``orders/webhooks.py``, and ``manage.py payhooks_reconcile`` asks the
+gateway about the order if its webhook never comes.
 """
 
 from django.db import transaction

@@ -1,0 +1,136 @@
+"""PhonePe and Juspay in the example shop (examples/django_shop), served over a real socket:
+their callbacks prove only who sent them, so each is answered ``confirming`` and pays nothing
+by itself. The shop's own ``manage.py payhooks_reconcile``, run as docs/django.md has a merchant
+run it every few seconds and configured from the environment by the shop's settings, asks the
+gateway's status API (an HTTP double on a loopback socket), and the order is paid once, by what
+the API reports, through the shop's ORM handler. A forged callback under the right credential
+pays nothing, and is refuted."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from django.test import override_settings
+from orders.models import Order
+
+from payhooks.events import Provider
+from payhooks.sim.gateway import Delivery, Purchase
+from tests.django.conftest import EXAMPLE, PAYHOOKS, post, serving
+from tests.factories import GATEWAY, KEYS
+from tests.reconcile import conftest as reconciling
+from tests.reconcile.conftest import API_KEYS
+
+REF = "order_shop1"
+PAYMENT = {Provider.PHONEPE: "OM2601010000001", Provider.JUSPAY: "payhooks_demo-shop-1"}
+FAILED = {Provider.PHONEPE: "FAILED", Provider.JUSPAY: "AUTHORIZATION_FAILED"}
+gateway_api = reconciling.gateway_api  # its fixture
+
+
+@pytest.fixture
+def site(django_db: str) -> Iterator[str]:
+    """The shop, its PAYHOOKS naming PhonePe's and Juspay's dashboard credentials too."""
+    served = {
+        **PAYHOOKS,
+        "PHONEPE_WEBHOOK_CREDENTIALS": [KEYS.phonepe],
+        "JUSPAY_WEBHOOK_CREDENTIALS": [KEYS.juspay],
+    }
+    with override_settings(PAYHOOKS=served), serving() as base_url:
+        yield base_url
+
+
+def callback(provider: Provider) -> Delivery:
+    """What the gateway posts for a successful payment, under the dashboard's credential."""
+    if provider is Provider.PHONEPE:
+        return GATEWAY.phonepe(
+            "checkout.order.completed", merchant_order_id=REF, amount_paise=129_900,
+            transaction_id=PAYMENT[provider],
+        )  # fmt: skip
+    return GATEWAY.juspay(
+        "ORDER_SUCCEEDED", order_id=REF, txn=PAYMENT[provider], amount_paise=129_900
+    )
+
+
+def answer(site: str, delivery: Delivery) -> tuple[int, str | None]:
+    response = post(site, delivery)
+    return response.status_code, response.json().get("status")
+
+
+def checked_out_and_paid(api, provider: Provider, status: str | None = None) -> None:
+    """The shop's checkout (orders/checkout.py), then the customer's payment as the gateway's
+    status API will report it."""
+    from orders.checkout import create_order
+
+    create_order(provider.value, REF, 129_900)
+    purchase = Purchase(
+        provider=provider, cart_id=REF, reference=REF, amount_paise=129_900, items={"TEA": 1}
+    )
+    api.pay(purchase, PAYMENT[provider], status)
+
+
+def reconcile(database_url: str, api_url: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py payhooks_reconcile`` from the shop's folder, its settings read from the
+    environment as in production: the webhook credentials and the status APIs' keys and URL."""
+    env = {**os.environ, **KEYS.env(), **API_KEYS.env(api_url), "DATABASE_URL": database_url}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(
+        [sys.executable, "manage.py", "payhooks_reconcile"],
+        cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def orders() -> list[tuple[str, str, str]]:
+    return list(Order.objects.values_list("reference", "status", "payment_id"))
+
+
+def outcomes(database_url: str, provider: Provider) -> list[str]:
+    """What became of the gateway's callbacks (not reconciliation's own claims)."""
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "SELECT outcome FROM processed_webhooks WHERE provider = %s"
+            " AND event_id NOT LIKE 'reconcile:%%' ORDER BY processed_at",
+            (provider.value,),
+        )
+        return [outcome for (outcome,) in rows]
+
+
+@pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
+def test_a_callback_pays_the_order_once_payhooks_reconcile_has_the_apis_word(
+    site, django_db, gateway_api, provider
+):
+    api, api_url = gateway_api
+    checked_out_and_paid(api, provider)
+    sent = callback(provider)
+    assert answer(site, sent) == (200, "confirming")  # at once: no API is asked in the request
+    assert answer(site, sent) == (200, "duplicate")  # the gateway's retry of it
+    assert orders() == [(REF, "pending", "")]  # a claim pays nothing by itself
+    done = reconcile(django_db, api_url)
+    assert done.returncode == 0, done.stderr
+    assert "1 callback(s) confirmed by the API, 0 refuted" in done.stdout
+    assert orders() == [(REF, "paid", PAYMENT[provider])]  # what the API reported
+    assert outcomes(django_db, provider) == ["confirmed"]
+    paid_at = Order.objects.get().paid_at
+    assert answer(site, sent) == (200, "duplicate")  # a late retry changes nothing
+    again = reconcile(django_db, api_url)  # nor does the next pass
+    assert again.returncode == 0, again.stderr
+    assert "callback(s) confirmed" not in again.stdout
+    assert Order.objects.get().paid_at == paid_at
+
+
+@pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
+def test_a_forged_callback_under_the_right_credential_pays_nothing_and_is_refuted(
+    site, django_db, gateway_api, provider
+):
+    api, api_url = gateway_api
+    checked_out_and_paid(api, provider, FAILED[provider])  # the API knows the payment failed
+    assert answer(site, callback(provider)) == (200, "confirming")
+    done = reconcile(django_db, api_url)
+    assert done.returncode == 0, done.stderr
+    assert "0 callback(s) confirmed by the API, 1 refuted" in done.stdout
+    assert "callback_refuted" in done.stderr
+    assert orders() == [(REF, "pending", "")]
+    assert outcomes(django_db, provider) == ["refuted"]
