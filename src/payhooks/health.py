@@ -1,6 +1,7 @@
 """Webhook health per gateway, from the delivery log (``payhooks_deliveries``) and the claim's
 records: when each gateway was last answered 2xx, its answers by status in the last hour, the
-signature failures among them (the forged-signature banner), and its parked deliveries.
+signature failures among them (the forged-signature banner), its parked deliveries, and the
+callbacks its status API refuted in the last day (a credential someone else holds).
 
 A spike of signature failures is usually a secret rotated in the gateway's dashboard and not
 yet added to payhooks' configuration (every genuine delivery refused), or someone forging
@@ -46,6 +47,13 @@ FROM unnest(%(providers)s::text[]) AS g (provider)
 _PARKED = """
 SELECT provider, count(*) FROM processed_webhooks WHERE outcome = 'parked' GROUP BY 1
 """
+# Callbacks resting on a static credential that the gateway's API refuted in the last day
+# (``payhooks.confirmations``): through the partial index payhooks_confirmations_refuted.
+REFUTED = """
+SELECT provider, count(*) FROM payhooks_confirmations
+WHERE verdict = 'refuted' AND settled_at > %(now)s - interval '24 hours'
+GROUP BY 1 ORDER BY 1
+"""
 
 
 def forged(total: int, refused: int) -> bool:
@@ -61,6 +69,9 @@ class GatewayHealth:
     by_status: dict[int, int]
     """Answers in the last hour, by HTTP status."""
     parked: int = 0
+    refuted: int = 0
+    """Callbacks its status API refuted in the last day: forged under the right credential
+    (PhonePe's header, Juspay's Basic, PayU's refund callbacks), or stale."""
 
     @property
     def answered(self) -> int:
@@ -86,10 +97,16 @@ class Summary:
         """The gateways under the forged-signature banner."""
         return [gateway.provider for gateway in self.gateways if gateway.forged]
 
+    @property
+    def refuted(self) -> list[str]:
+        """The gateways with callbacks their API refuted in the last day."""
+        return [gateway.provider for gateway in self.gateways if gateway.refuted]
+
     def as_json(self) -> dict[str, Any]:
         return {
             "at": self.at.isoformat(),
             "forged_signatures": self.forged,
+            "refuted_callbacks": self.refuted,
             "gateways": [
                 {
                     "provider": g.provider,
@@ -98,6 +115,7 @@ class Summary:
                     "signature_refused_last_hour": g.signature_refused,
                     "parked": g.parked,
                     "forged_signatures": g.forged,
+                    "refuted_last_day": g.refuted,
                 }
                 for g in self.gateways
             ],
@@ -109,12 +127,18 @@ def last_answered(conn: Connection, providers: list[str]) -> dict[str, datetime 
     return dict(conn.execute(LAST_ANSWERED, {"providers": providers}).fetchall())
 
 
+def refuted_last_day(conn: Connection, now: datetime) -> dict[str, int]:
+    """Callbacks each gateway's API refuted in the day before ``now``."""
+    return {str(p): int(n) for p, n in conn.execute(REFUTED, {"now": now}).fetchall()}
+
+
 def summary(conn: Connection, now: datetime) -> Summary:
     """Every gateway payhooks knows, then any other the log names (a path a client chose)."""
     counted: dict[str, dict[int, int]] = {}
     for provider, status, count in conn.execute(_BY_STATUS, {"now": now}):
         counted.setdefault(provider, {})[status] = count
     parked: dict[str, int] = dict(conn.execute(_PARKED).fetchall())
+    refuted = refuted_last_day(conn, now)
     known = [p.value for p in GATEWAYS]
     providers = known + sorted(counted.keys() - set(known))
     last = last_answered(conn, providers)
@@ -124,10 +148,18 @@ def summary(conn: Connection, now: datetime) -> Summary:
             last_2xx=last.get(p),
             by_status=counted.get(p, {}),
             parked=parked.get(p, 0),
+            refuted=refuted.get(p, 0),
         )
         for p in providers
     ]
     return Summary(at=now, gateways=gateways)
 
 
-__all__ = ["GatewayHealth", "Summary", "forged", "last_answered", "summary"]
+__all__ = [
+    "GatewayHealth",
+    "Summary",
+    "forged",
+    "last_answered",
+    "refuted_last_day",
+    "summary",
+]

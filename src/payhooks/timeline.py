@@ -136,6 +136,17 @@ class AmountMismatch:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Confirmation:
+    """A callback resting on a static credential, and what its gateway's API said of it
+    (``payhooks.confirmations``): no verdict yet while it waits."""
+
+    verdict: str | None
+    detail: str | None
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Record:
     """A delivery as it took effect (``processed_webhooks``), a webhook's or reconciliation's."""
 
@@ -150,6 +161,7 @@ class Record:
     body_mismatches: int
     """Copies of its key that came with another body (refused)."""
     amount_mismatch: AmountMismatch | None
+    confirmation: Confirmation | None = None
 
     @property
     def reconciled(self) -> bool:
@@ -232,9 +244,11 @@ _RECORD_COLUMNS = """
 SELECT w.event_id, w.event_type, w.outcome, w.payment_id, w.order_ref, w.bank_ref,
        w.processed_at AS at, w.mismatches AS body_mismatches,
        m.expected_paise, m.expected_currency, m.paid_paise, m.paid_currency, m.found_at,
-       m.resolved_at, m.resolution
+       m.resolved_at, m.resolution,
+       c.verdict, c.detail, c.attempts, c.last_error, c.event_id AS confirmation_of
 FROM processed_webhooks w
 LEFT JOIN payhooks_amount_mismatches m ON m.provider = w.provider AND m.event_id = w.event_id
+LEFT JOIN payhooks_confirmations c ON c.provider = w.provider AND c.event_id = w.event_id
 """
 _RECORDS = (
     _RECORD_COLUMNS
@@ -324,7 +338,16 @@ _MISMATCH_FIELDS = tuple(AmountMismatch.__dataclass_fields__)
 def _record(row: dict[str, Any]) -> Record:
     mismatch = {name: row.pop(name) for name in _MISMATCH_FIELDS}
     found = mismatch["found_at"] is not None
-    return Record(**row, amount_mismatch=AmountMismatch(**mismatch) if found else None)
+    asked = row.pop("confirmation_of") is not None
+    confirmation = {name: row.pop(name) for name in _CONFIRMATION_FIELDS}
+    return Record(
+        **row,
+        amount_mismatch=AmountMismatch(**mismatch) if found else None,
+        confirmation=Confirmation(**confirmation) if asked else None,
+    )
+
+
+_CONFIRMATION_FIELDS = ("verdict", "detail", "attempts", "last_error")
 
 
 def _line(row: dict[str, Any]) -> Line:
@@ -357,6 +380,7 @@ def _jsonable(value: Any) -> Any:
 
 __all__ = [
     "AmountMismatch",
+    "Confirmation",
     "Expected",
     "Found",
     "Line",

@@ -20,6 +20,7 @@ from payhooks.events import Provider
 from payhooks.providers import razorpay
 from payhooks.service.shop import carts
 from payhooks.sim.gateway import Delivery, bank_reference
+from payhooks.sim.storm import SIGNED
 from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
 from tests.factories import GATEWAY, KEYS, purchase
 
@@ -329,7 +330,7 @@ def found(console: Console, query: str) -> str:
     return answer.headers["location"]
 
 
-@pytest.mark.parametrize("provider", list(Provider))
+@pytest.mark.parametrize("provider", SIGNED)
 def test_every_search_key_finds_the_cart(console, conn, provider):
     buy = paid(console, conn, provider)
     [(order_id, email)] = rows(
@@ -349,6 +350,20 @@ def test_every_search_key_finds_the_cart(console, conn, provider):
         bank_ref,
     ):
         assert found(console, query) == page
+
+
+@pytest.mark.parametrize("provider", [p for p in Provider if p not in SIGNED])
+def test_a_callback_waiting_for_its_api_is_found_and_says_it_waits(console, conn, provider):
+    """PhonePe's and Juspay's callbacks order nothing by themselves: the cart's page shows the
+    callback, found by its key, reference and cart, and that the API has not confirmed it."""
+    buy = purchase(conn, provider)
+    assert send(console, buy.captured()).json()["status"] == "confirming"
+    assert rows(console, "SELECT count(*) FROM orders") == [(0,)]
+    [(event_id,)] = rows(console, "SELECT event_id FROM processed_webhooks")
+    page = f"/console/carts/{buy.cart_id}"
+    for query in (buy.cart_id, buy.reference, event_id):
+        assert found(console, query) == page
+    assert "not confirmed yet (asked 0 times)" in console.logged_in().get(page).text
 
 
 def test_a_delivery_that_matches_no_checkout_is_found_by_its_key_and_reference(console):

@@ -89,3 +89,24 @@ def test_a_delivery_over_http_is_found_by_its_payment_id(operator, site, django_
     [item] = timeline(operator, "pay_http0001").context["told"]
     assert item["found"].matched.value == "payment id"
     assert item["story"].gateway_order_id == "order_http"
+
+
+def test_a_callback_the_status_api_refuted_says_so_and_why(operator, django_db):
+    """A PhonePe callback confirmed by no API: the record and its confirmation as the pass left
+    them (``payhooks.confirmations``), told on the page."""
+    cursor = connection()
+    cursor.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, merchant_ref,"
+        " payload_sha256, body) VALUES ('phonepe', 'cb_forged', 'checkout.order.completed',"
+        " 'refuted', 'ph_order_rf', 'x', '\\x00'::bytea)"
+    )
+    cursor.execute(
+        "INSERT INTO payhooks_confirmations (provider, event_id, gateway_order_id, kind, verdict,"
+        " detail, attempts) VALUES ('phonepe', 'cb_forged', 'ph_order_rf', 'payment_captured',"
+        " 'refuted', 'the status API reports another state', 1)"
+    )
+    page = timeline(operator, "ph_order_rf")
+    assert page.status_code == 200
+    text = page.content.decode()
+    said = "<strong>refuted\nby the status API</strong>: the status API reports another state"
+    assert said in text

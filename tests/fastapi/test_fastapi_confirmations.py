@@ -117,3 +117,27 @@ def test_a_forged_callback_under_the_right_credential_pays_nothing_and_is_refute
     assert orders(conn) == PENDING
     assert [o for _, o in outcome_of(conn, provider)] == ["refuted"]
     assert "callback_refuted" in done.stderr
+
+
+def test_a_refuted_callback_is_on_the_consoles_timeline_and_raises_its_banner(
+    shop, conn, merchant_url, gateway_api
+):
+    """The operator sees what the API said of each callback, and a banner: a refuted callback
+    carried the right credential, so someone else may hold it."""
+    from tests.fastapi.test_fastapi_console import CONSOLE, logged_in
+
+    api, api_url = gateway_api
+    checkout(shop, gateway="phonepe")
+    post(shop, callback(Provider.PHONEPE, PAYMENT[Provider.PHONEPE]))
+    with logged_in(shop, merchant_url) as client:
+        page = client.get(f"{CONSOLE}/orders/phonepe/{REF}").text
+        assert "waiting for the status API (asked 0 times)" in page
+        api.pay(Purchase(provider=Provider.PHONEPE, cart_id=REF, reference=REF,
+                         amount_paise=49_900, items={"TEA": 1}), PAYMENT[Provider.PHONEPE],
+                "FAILED")  # fmt: skip
+        assert confirm(merchant_url, api_url).returncode == 0
+        page = client.get(f"{CONSOLE}/orders/phonepe/{REF}").text
+        assert "refuted by the status API" in page
+        assert "the status API reports another state" in page
+        home = client.get(f"{CONSOLE}/").text
+        assert "carried the right webhook credential but the gateway&#39;s API refuted" in home

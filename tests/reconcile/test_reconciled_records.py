@@ -4,16 +4,20 @@ never fails), and tells its states on the console's timeline."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from payhooks import idempotency
+from payhooks.console.health import alarms
 from payhooks.events import EventKind, Provider
 from payhooks.ingest import Outcome, ingest_received
 from payhooks.service.console import stories
+from payhooks.service.console.stories import Tone
 from payhooks.service.shop.payments import apply_event
 from payhooks.sim.gateway import bank_reference
 from payhooks.stored import received_again
-from tests.factories import ADAPTERS, purchase
+from tests.factories import ADAPTERS, deliver, purchase
 from tests.reconcile.conftest import paid_at_gateway
 
 
@@ -60,3 +64,22 @@ def test_the_timeline_shows_the_payment_found_by_reconciliation(conn, rig):
     assert f"razorpay status API: {record.event_type}" in titles
     assert f"Payment {buy.payment_id}: new → captured" in titles
     assert any(title.startswith("Order ") for title in titles)
+
+
+def test_the_shops_timeline_says_what_the_api_said_of_a_forged_callback(conn, rig):
+    """A PhonePe capture callback the API contradicts (the payment failed there): the story
+    shows it refuted, in the bad tone, with why."""
+    buy = purchase(conn, Provider.PHONEPE)
+    deliver(conn, buy.captured())
+    waiting = [e for e in stories.of_cart(conn, buy.cart_id, ADAPTERS).entries
+               if ("status API", "not confirmed yet (asked 0 times)") in e.facts]  # fmt: skip
+    assert len(waiting) == 1
+    paid_at_gateway(rig.api, buy, "FAILED")
+    rig.run()
+    entries = stories.of_cart(conn, buy.cart_id, ADAPTERS).entries
+    (refuted,) = [e for e in entries if any(f[0] == "status API" for f in e.facts)]
+    said = dict(refuted.facts)["status API"]
+    assert said.startswith("refuted: the status API reports another state")
+    assert refuted.tone is Tone.BAD
+    banners = [a.text for a in alarms(conn, datetime.now(UTC)) if a.provider == "phonepe"]
+    assert len(banners) == 1 and "1 callback in the last day" in banners[0]

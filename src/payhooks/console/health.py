@@ -21,7 +21,7 @@ from payhooks.db import Connection
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.health import LAST_ANSWERED as _LAST_ANSWERED  # noqa: F401  (tests read it)
-from payhooks.health import LAST_HOUR, forged, last_answered
+from payhooks.health import LAST_HOUR, forged, last_answered, refuted_last_day
 
 HOURS = 24
 # A banner when, in the last hour, a gateway was answered 5xx at least this often ...
@@ -139,7 +139,24 @@ def alarms(conn: Connection, now: datetime) -> list[Alarm]:
     failing, found = _last_hour(conn, now)
     hourly = {alarm.provider for alarm in failing}
     slow = [a for a in _slow_failures(conn, now) if a.provider not in hourly]
-    return failing + slow + found
+    return failing + slow + found + _refuted(conn, now)
+
+
+def _refuted(conn: Connection, now: datetime) -> list[Alarm]:
+    """Callbacks under the right credential that the gateway's API contradicted: whoever sent
+    them holds the webhook's credential (it changed nothing; the next one may try harder)."""
+    return [
+        Alarm(
+            provider=provider,
+            text=(
+                f"{provider}: {count} {'callback' if count == 1 else 'callbacks'} in the last "
+                "day carried the right webhook credential but the gateway's API refuted what "
+                "they said (nothing was applied). Unless they are old copies, someone else holds "
+                "the credential: set a new one in the gateway's dashboard and in payhooks."
+            ),
+        )
+        for provider, count in refuted_last_day(conn, now).items()
+    ]
 
 
 def _slow_failures(conn: Connection, now: datetime) -> list[Alarm]:

@@ -4,3 +4,9 @@
 -- edited copy. Its own record is keyed <first key>:<attempt>; first_event_id names the record
 -- it came after, whose attempt the API is asked about too.
 ALTER TABLE payhooks_confirmations ADD COLUMN IF NOT EXISTS first_event_id text;
+
+-- Health's banner for callbacks the API refuted in the last day (a forged callback under the
+-- right credential: the credential is known to someone else): a small partial index, so the
+-- read never scans the confirmations of every genuine callback.
+CREATE INDEX IF NOT EXISTS payhooks_confirmations_refuted
+    ON payhooks_confirmations (settled_at) WHERE verdict = 'refuted';

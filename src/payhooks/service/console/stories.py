@@ -88,14 +88,16 @@ WHERE id IN (
 ORDER BY received_at, id
 """
 _RECORDS = f"""
-SELECT provider, event_id, event_type, outcome, payment_id, merchant_ref, bank_ref, order_ref,
-       processed_at, mismatches, body, headers
-FROM processed_webhooks
-WHERE (provider, event_id) IN (
+SELECT w.provider, w.event_id, w.event_type, w.outcome, w.payment_id, w.merchant_ref,
+       w.bank_ref, w.order_ref, w.processed_at, w.mismatches, w.body, w.headers,
+       c.verdict, c.detail AS verdict_detail, c.attempts AS asked
+FROM processed_webhooks w
+LEFT JOIN payhooks_confirmations c ON c.provider = w.provider AND c.event_id = w.event_id
+WHERE (w.provider, w.event_id) IN (
     SELECT t.provider, t.event_id FROM {_NAMED_REF.format(table="processed_webhooks")}
     UNION
     SELECT t.provider, t.event_id FROM {_NAMED_PAY.format(table="processed_webhooks")})
-ORDER BY processed_at, event_id
+ORDER BY w.processed_at, w.event_id
 """
 _MESSAGES = """
 SELECT id, kind, dedupe_key, recipient, subject, created_at, attempts, sent_at, failed_at,
@@ -225,7 +227,19 @@ _TONE_OF_OUTCOME = {
     "duplicate": Tone.PLAIN,
     "ignored": Tone.PLAIN,
     "parked": Tone.WARN,
+    "confirming": Tone.PLAIN,
+    "confirmed": Tone.GOOD,
+    "refuted": Tone.BAD,
 }
+
+
+def _confirmation(record: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """What the gateway's API said of a callback resting on a static credential, as a fact."""
+    if record is None or record.get("asked") is None:
+        return None
+    if record["verdict"] is None:
+        return ("status API", f"not confirmed yet (asked {record['asked']} times)")
+    return ("status API", f"{record['verdict']}: {record['verdict_detail']}")
 
 
 def _checkout_entry(row: dict[str, Any]) -> Entry:
@@ -261,6 +275,9 @@ def _logged_entry(row: dict[str, Any], stored: Mapping[tuple[str, str], Any]) ->
         tone = Tone.WARN
     if record is not None and record["bank_ref"]:
         facts.append(("bank reference", record["bank_ref"]))
+    if (said := _confirmation(record)) is not None:
+        facts.append(said)
+        tone = _TONE_OF_OUTCOME.get(record["outcome"] if record else outcome, tone)
     parked = record is not None and record["outcome"] == "parked"
     return Entry(
         at=row["received_at"],
@@ -286,7 +303,11 @@ def _record_entry(record: dict[str, Any]) -> Entry:
         at=record["processed_at"],
         kind="delivery",
         title=title,
-        facts=(("outcome", record["outcome"]), ("delivery key", record["event_id"])),
+        facts=(
+            ("outcome", record["outcome"]),
+            ("delivery key", record["event_id"]),
+            *filter(None, [_confirmation(record)]),
+        ),
         tone=_TONE_OF_OUTCOME.get(record["outcome"], Tone.PLAIN),
         delivery=key,
         parked=key if parked else None,
