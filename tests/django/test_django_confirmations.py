@@ -72,13 +72,18 @@ def checked_out_and_paid(api, provider: Provider, status: str | None = None) -> 
     api.pay(purchase, PAYMENT[provider], status)
 
 
-def reconcile(database_url: str, api_url: str) -> subprocess.CompletedProcess[str]:
-    """``manage.py payhooks_reconcile`` from the shop's folder, its settings read from the
-    environment as in production: the webhook credentials and the status APIs' keys and URL."""
-    env = {**os.environ, **KEYS.env(), **API_KEYS.env(api_url), "DATABASE_URL": database_url}
+def reconcile(
+    database_url: str, api_url: str, *command: str, keys: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``manage.py payhooks_reconcile`` (or ``command``) from the shop's folder, its settings
+    read from the environment as in production: the webhook credentials and the status APIs'
+    keys and URL (``keys``)."""
+    env = {**os.environ, **KEYS.env(), "DATABASE_URL": database_url}
+    if keys:
+        env.update(API_KEYS.env(api_url))
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run(
-        [sys.executable, "manage.py", "payhooks_reconcile"],
+        [sys.executable, "manage.py", *(command or ("payhooks_reconcile",))],
         cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
 
@@ -134,3 +139,41 @@ def test_a_forged_callback_under_the_right_credential_pays_nothing_and_is_refute
     assert "callback_refuted" in done.stderr
     assert orders() == [(REF, "pending", "")]
     assert outcomes(django_db, provider) == ["refuted"]
+
+
+@pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
+def test_payhooks_confirm_asks_only_about_the_waiting_callbacks_and_pays_the_order(
+    site, django_db, gateway_api, provider
+):
+    """``manage.py payhooks_confirm``, the loop a merchant runs beside the web processes
+    (here ``--once``): the waiting callback confirmed, and no checkout asked about."""
+    api, api_url = gateway_api
+    checked_out_and_paid(api, provider)
+    assert answer(site, callback(provider)) == (200, "confirming")
+    done = reconcile(django_db, api_url, "payhooks_confirm", "--once")
+    assert done.returncode == 0, done.stderr
+    assert "1 callback(s) confirmed by the API, 0 refuted, 1 payment event(s) applied" in (
+        done.stdout
+    )
+    assert orders() == [(REF, "paid", PAYMENT[provider])]
+    assert api.asked[(provider, REF)] == 1  # the callback's order, once: no reconciliation
+
+
+def test_payhooks_confirm_without_api_credentials_says_why(django_db, gateway_api):
+    _, api_url = gateway_api
+    done = reconcile(django_db, api_url, "payhooks_confirm", "--once", keys=False)
+    assert done.returncode == 1
+    assert "names no gateway's API credentials" in done.stderr
+    assert "nothing can be confirmed" in done.stderr
+
+
+def test_manage_py_check_warns_of_a_gateway_its_api_cannot_confirm(django_db, gateway_api):
+    _, api_url = gateway_api
+    done = reconcile(django_db, api_url, "check", keys=False)
+    assert done.returncode == 0, done.stderr
+    for title, names in (("PhonePe", "PHONEPE_CLIENT_ID and PHONEPE_CLIENT_SECRET"),
+                         ("Juspay", "JUSPAY_MERCHANT_ID and JUSPAY_API_KEY")):  # fmt: skip
+        assert f"(payhooks.W002) {title}'s callbacks take effect only as its status API" in (
+            done.stderr
+        )
+        assert f"no {title} API credentials ({names})" in done.stderr

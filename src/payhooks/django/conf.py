@@ -201,7 +201,25 @@ def check_settings(app_configs: object = None, **kwargs: object) -> list[checks.
                 id="payhooks.W001",
             )
         )
+    found += [
+        checks.Warning(
+            f"{GATEWAYS[provider].title}'s callbacks take effect only as its status API confirms "
+            f"them, and PAYHOOKS names no {GATEWAYS[provider].title} API credentials "
+            f"({' and '.join(n.removeprefix('PAYHOOKS_') for n in _api_names(provider))}): "
+            "its callbacks would wait, applied never",
+            id="payhooks.W002",
+        )
+        for provider in Provider
+        if GATEWAYS[provider].confirmed_by_api
+        and provider.value in config.adapters
+        and provider not in config.api
+    ]
     return found
+
+
+def _api_names(provider: Provider) -> tuple[str, str]:
+    api = GATEWAYS[provider].status_api
+    return (api.id_variable, api.secret_variable)
 
 
 def _database_problems(alias: str) -> list[checks.CheckMessage]:

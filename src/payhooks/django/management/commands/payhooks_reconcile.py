@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from payhooks.db import Connection
 from payhooks.django import conf
-from payhooks.django.deliveries import guarded, raw_connection, settle
-from payhooks.events import Received
 from payhooks.gateways import GATEWAYS
-from payhooks.ingest import Receipt, ingest_received_in_transaction
-from payhooks.reconcile.passes import Followup
-from payhooks.reconcile.running import followed, reconcile_once
+
+if TYPE_CHECKING:
+    from payhooks.reconcile.passes import Tally
 
 
 class Command(BaseCommand):
@@ -37,30 +33,9 @@ class Command(BaseCommand):
         config = conf.current()
         if not config.api:
             raise CommandError(
-                f"PAYHOOKS names no gateway's API credentials ({_keys()}): reconciliation is off"
+                f"PAYHOOKS names no gateway's API credentials ({keys()}): reconciliation is off"
             )
-        handler = guarded(config.handler_function())
-
-        @contextlib.contextmanager
-        def connect() -> Iterator[Connection]:
-            yield raw_connection(config.database)
-
-        def deliver(received: Received, *, then: Followup) -> Receipt:
-            applied = followed(handler, then)
-            return settle(
-                config, lambda conn: ingest_received_in_transaction(conn, received, applied)
-            )
-
-        after = options["older_than_s"]
-        tally = reconcile_once(
-            connect,
-            deliver,
-            config.api,
-            after_s=config.reconcile_after_s if after is None else after,
-            window_s=config.reconcile_window_s,
-            limit=options["limit"],
-            timeout_s=config.reconcile_timeout_ms / 1000,
-        )
+        tally = passes()(config, after_s=options["older_than_s"], limit=options["limit"])
         self.stdout.write(tally.summary())
         if tally.failures:
             raise CommandError(
@@ -70,7 +45,19 @@ class Command(BaseCommand):
             )
 
 
-def _keys() -> str:
+def passes() -> Callable[..., Tally]:
+    """``payhooks.django.reconciling.one_pass``: it asks the gateways over httpx, which the
+    ``reconcile`` extra brings (``pip install 'payhooks[django,reconcile]'``)."""
+    try:
+        from payhooks.django.reconciling import one_pass
+    except ImportError as exc:
+        raise CommandError(
+            f"the status API clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
+        ) from None
+    return one_pass
+
+
+def keys() -> str:
     return ", ".join(
         " and ".join(
             name.removeprefix("PAYHOOKS_") for name in (api.id_variable, api.secret_variable)

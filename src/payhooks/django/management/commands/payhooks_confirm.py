@@ -1,0 +1,52 @@
+"""``manage.py payhooks_confirm [--every S] [--once]``: the callbacks PhonePe and Juspay sent
+(and PayU's unsigned ones) confirmed at their status APIs, a pass every few seconds until
+stopped, beside the project's web processes."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from payhooks.django import conf
+from payhooks.django.management.commands.payhooks_reconcile import keys, passes
+
+
+class Command(BaseCommand):
+    help = (
+        "Confirm the callbacks that only a static credential proves (PhonePe, Juspay, PayU's "
+        "refund callbacks) at the gateways' status APIs, every few seconds until stopped: what "
+        "the APIs report reaches your handler once; a forged callback is refuted."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--every", type=float, default=2.0, help="Seconds between passes (at least 0.2)."
+        )
+        parser.add_argument("--once", action="store_true", help="One pass, then exit.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        every = options["every"]
+        if every < 0.2:
+            raise CommandError("--every is at least 0.2 seconds")
+        config = conf.current()
+        if not config.api:
+            raise CommandError(
+                f"PAYHOOKS names no gateway's API credentials ({keys()}): nothing can be confirmed"
+            )
+        one_pass = passes()
+        stopping = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stopping.set())
+        while True:
+            tally = one_pass(config, confirm_only=True)
+            confirmed, refuted = sum(tally.confirmed.values()), sum(tally.refuted.values())
+            if confirmed or refuted or options["once"]:
+                self.stdout.write(
+                    f"{confirmed} callback(s) confirmed by the API, {refuted} refuted, "
+                    f"{sum(tally.applied.values())} payment event(s) applied"
+                )
+            if options["once"] or stopping.wait(every):
+                return
