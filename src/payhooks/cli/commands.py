@@ -368,9 +368,10 @@ def confirm(
     ] = 2.0,
     once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
 ) -> None:
-    """Confirm the callbacks PhonePe and Juspay sent (only a static credential proves them)
-    at their status APIs, every few seconds until stopped (SIGTERM, Ctrl-C): what the APIs
-    report reaches your handler, once; a forged callback is refuted."""
+    """Confirm the callbacks PhonePe and Juspay sent (only a static credential proves them),
+    and PayU's unsigned refund callbacks and resent posts, at their status APIs, every few
+    seconds until stopped (SIGTERM, Ctrl-C): what the APIs report reaches your handler, once;
+    a forged callback is refuted."""
     logs.configure()
     settings = _settings()
     url = database_url or settings.database_url or ""
