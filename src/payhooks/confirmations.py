@@ -53,6 +53,18 @@ ON CONFLICT (provider, event_id) DO NOTHING
 """
 
 
+MAX_OPEN_ATTEMPTS = 2
+"""Other attempts of one post waiting for the API at once; more are copies (``ingest``)."""
+OPEN_ATTEMPTS = """
+SELECT count(*) FROM payhooks_confirmations
+WHERE provider = %s AND first_event_id = %s AND verdict IS NULL
+"""
+GIVE_UP = timedelta(hours=24)
+"""How long a callback may wait while its API gives no usable answer (errors, refusals of
+this call) before it is refuted: the gateways' own retry window. Not while the credentials
+are refused: an operator's fix, not the callback's fault."""
+
+
 def another_attempt(event: Event) -> Event | None:
     """``event``, a copy under its key with another body, as the second post it may be: keyed
     ``<key>:<attempt>`` and unconfirmed; None where the body names no attempt of its own (a
@@ -147,7 +159,9 @@ def leased(conn: Connection, provider: str, limit: int) -> list[Pending]:
     ]
 
 
-def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdict | None:
+def verdict(
+    pending: Pending, reported: Iterable[Event], now: datetime, *, unknown: bool = False
+) -> Verdict | None:
     """What the API's events for the order say of what the callback claimed: None while it
     says nothing yet (ask again), within ``PATIENCE``.
 
@@ -155,7 +169,8 @@ def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdi
     reports in another final state), a refund it does not report. A passing or failed state
     (a payment pending, authorised, an attempt failed before another succeeded) claims
     nothing a handler acts on: once the API has answered, what it said is applied and the
-    callback is settled, confirmed in the sense that it was heard, never refuted."""
+    callback is settled, confirmed in the sense that it was heard, never refuted. A claim
+    the API says it knows nothing of (``unknown``) is refuted at once."""
     said = list(reported)
     if pending.kind is EventKind.REFUND_PROCESSED:
         refunds = [e for e in said if e.kind is EventKind.REFUND_PROCESSED]
@@ -172,6 +187,8 @@ def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdi
             return Verdict.REFUTED
     else:
         return Verdict.CONFIRMED
+    if unknown:
+        return Verdict.REFUTED
     return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
 
 
@@ -260,7 +277,9 @@ def wait_after(attempts: int) -> timedelta:
 
 
 __all__ = [
+    "GIVE_UP",
     "LEASE",
+    "MAX_OPEN_ATTEMPTS",
     "PATIENCE",
     "Pending",
     "Verdict",

@@ -238,7 +238,7 @@ class Delivery:
         self.claim = claim = yield from idempotency.claiming(self.received)
         if claim.state is ClaimState.DUPLICATE:
             if claim.mismatch and (second := confirmations.another_attempt(event)) is not None:
-                return (yield from _another_attempt(self.received, second))
+                return (yield from _another_attempt(self.received, second, claim))
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
         if event.unconfirmed:  # what it says is only a claim: the gateway's API decides
             return (yield from _to_confirm(event))
@@ -297,11 +297,19 @@ def _to_confirm(event: Event) -> Generator[Statement, Any, Settled]:
     return Settled(receipt=Receipt(outcome=Outcome.CONFIRMING, event=event))
 
 
-def _another_attempt(received: Received, second: Event) -> Generator[Statement, Any, Settled]:
+def _another_attempt(
+    received: Received, second: Event, first: idempotency.Claim
+) -> Generator[Statement, Any, Settled]:
     """A copy under a recorded key whose body names another payment attempt (PayU's
     ``mihpayid``, outside its hash): a real second payment, or the first post edited. Recorded
     under its own key ``confirming`` and answered at once; the gateway's API decides, and only
-    what it reports reaches a handler (``payhooks.confirmations``, "another attempt")."""
+    what it reports reaches a handler (``payhooks.confirmations``, "another attempt"). Past
+    ``confirmations.MAX_OPEN_ATTEMPTS`` waiting at once for one post, a copy as before: whoever
+    holds the signed post could otherwise make a record and an API call per invented id."""
+    key = (received.event.provider.value, received.event.event_id)
+    waiting = yield Statement(sql=confirmations.OPEN_ATTEMPTS, params=key)
+    if waiting is not None and int(waiting[0]) >= confirmations.MAX_OPEN_ATTEMPTS:
+        return Settled(receipt=duplicate(received, first))
     again = replace(received, event=second)
     claim = yield from idempotency.claiming(again)
     if claim.state is not ClaimState.NEW:

@@ -180,3 +180,32 @@ def test_callbacks_never_asked_about_are_leased_before_those_asked_again(shop):
     )
     ingest_received(conn, callback(key="cb-new"), hooks_noting(paid))
     assert [p.event_id for p in leased(conn, "phonepe", 1)] == ["cb-new"]
+
+
+@dataclass
+class Failing:
+    """A status API that never answers usefully: a 5xx, or the credentials refused."""
+
+    error: Exception
+
+    def report(self, reference: str) -> Report:
+        raise self.error
+
+
+@pytest.mark.parametrize(("refused", "after"), [(False, "refuted"), (True, "confirming")])
+def test_a_callback_its_api_never_answers_usefully_for_a_day_is_refuted(
+    shop, database_url, refused, after
+):
+    """Not polled forever; but refused credentials are an operator's fix, never the callback's
+    fault: it waits for them."""
+    from payhooks.errors import GatewayApiError
+    from payhooks.gateways._status import CredentialsRefused
+
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    error = (CredentialsRefused if refused else GatewayApiError)("phonepe", "answered 503")
+    connect = connecting(database_url)
+    deliver = delivering(connect, hooks_noting(paid))
+    later = datetime.now(UTC) + timedelta(hours=25)
+    confirm(connect, {Provider.PHONEPE: Failing(error)}, deliver, Tally(), now=lambda: later)
+    assert outcome(conn, "cb-1") == after and paid == []

@@ -7,7 +7,7 @@ nothing and is refuted. On real PostgreSQL, in a merchant's own database."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -44,10 +44,15 @@ def client(url: str, salt: str = API_KEYS.payu_salt) -> PayUClient:
     return PayUClient(credentials=credentials, http=http_client(5.0))
 
 
-def refunded_at_gateway(api, *, amount: str = "499.00", state: str = "success") -> None:
-    entity = payu_sim.refund_entity(mihpayid=MIHPAYID, request_id=REQUEST_ID, amount=amount,
+def refunded_at_gateway(
+    api, *, amount: str = "499.00", state: str = "success", mihpayid: str = MIHPAYID,
+    request_id: str = REQUEST_ID, order: Purchase = ORDER,
+) -> None:  # fmt: skip
+    """The payment PayU took for ``order``, and a refund of it."""
+    api.pay(order, mihpayid)
+    entity = payu_sim.refund_entity(mihpayid=mihpayid, request_id=request_id, amount=amount,
                                     status=state)  # fmt: skip
-    api.refund(ORDER, REQUEST_ID, entity)
+    api.refund(order, request_id, entity)
 
 
 # --- the client: check_action_status as PayU answers it ----------------------------------------
@@ -76,7 +81,19 @@ def test_a_refund_not_yet_refunded_reports_nothing(gateway_api, state):
 
 def test_a_request_id_payu_does_not_know_is_no_refund(gateway_api):
     _, url = gateway_api
-    assert client(url).refund("999", TXNID) == Report()
+    assert client(url).refund("999", TXNID) == Report(unknown=True)
+
+
+def test_a_real_refund_of_another_order_confirms_nothing_for_this_one(gateway_api):
+    """The callback's txnid is unsigned: PayU's answer names the refunded payment, which must
+    be a payment of that txnid."""
+    api, url = gateway_api
+    other = Purchase(provider=Provider.PAYU, cart_id="R-2", reference="ph_someone_else",
+                     amount_paise=49_900, items={"TEA": 1})  # fmt: skip
+    refunded_at_gateway(api, order=other, mihpayid="403993715521000777")
+    report = client(url).refund(REQUEST_ID, TXNID)
+    assert report.received == ()
+    assert report.skipped == (f"{REQUEST_ID}: a refund of another order than {TXNID}",)
 
 
 def test_a_wrong_salt_is_a_refusal_not_no_refund(gateway_api):
@@ -91,7 +108,7 @@ def test_the_docs_answers_read_as_documented():
     ).received
     assert (found.event.refund_amount_paise, found.event.bank_ref) == (1_000, "527013524405")
     unknown = (DATA / "check_action_status_not_found.json").read_bytes()
-    assert status.refund_status("131278422", TXNID, unknown) == Report()
+    assert status.refund_status("131278422", TXNID, unknown) == Report(unknown=True)
 
 
 def test_a_reported_refund_reads_again_as_it_was_stored(gateway_api):
@@ -154,7 +171,7 @@ def test_a_refund_callback_is_applied_once_payu_confirms_it(shop, database_url, 
     hooks = noting(refunds)
     assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
     assert refunds == []  # never handed over as it came
-    key = f"{REQUEST_ID}:refund.success"
+    key = f"{TXNID}:{REQUEST_ID}:refund.success"
     assert outcome(shop, key) == "confirming"
     refunded_at_gateway(api)
     tally = a_pass(database_url, url, hooks)
@@ -178,19 +195,40 @@ def test_the_amount_payu_reports_wins_over_the_callbacks(shop, database_url, gat
 
 
 def test_a_forged_refund_callback_changes_nothing_and_is_refuted(shop, database_url, gateway_api):
-    """The merchant key is in every checkout form: anyone can write a refund callback."""
+    """The merchant key is in every checkout form: anyone can write a refund callback. PayU
+    calls back once a refund exists, so one it does not know is refuted at once."""
     _, url = gateway_api
     refunds: list[Event] = []
     hooks = noting(refunds)
     forged = callback(request_id="777000111")
     assert received_by(shop, hooks, forged) is Outcome.CONFIRMING
-    a_pass(database_url, url, hooks)
-    assert outcome(shop, "777000111:refund.success") == "confirming"  # PayU knows none yet
-    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
-    tally = a_pass(database_url, url, hooks, at=datetime.now(UTC) + timedelta(hours=1))
+    tally = a_pass(database_url, url, hooks)
     assert refunds == []
     assert tally.refuted[Provider.PAYU] == 1
-    assert outcome(shop, "777000111:refund.success") == "refuted"
+    assert outcome(shop, f"{TXNID}:777000111:refund.success") == "refuted"
+    detail = shop.execute("SELECT detail FROM payhooks_confirmations").fetchone()[0]
+    assert detail == "the status API knows no such refund"
+
+
+def test_a_forged_callback_naming_another_order_leaves_the_real_refund_to_its_own(
+    shop, database_url, gateway_api
+):
+    """A real refund's request id under a forged callback that names another txnid: nothing
+    is booked to that order, and PayU's own callback then books it to the right one."""
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    refunded_at_gateway(api)
+    forged = payu_sim.refund_callback(GATEWAY, txnid="ph_OTHER_ORDER", mihpayid=MIHPAYID,
+                                      request_id=REQUEST_ID, amount="499.00")  # fmt: skip
+    assert received_by(shop, hooks, forged) is Outcome.CONFIRMING
+    shop.execute("UPDATE payhooks_confirmations SET requested_at = now() - interval '1 hour'")
+    a_pass(database_url, url, hooks)  # the API never reports that refund for that order
+    forged_key = f"ph_OTHER_ORDER:{REQUEST_ID}:refund.success"
+    assert refunds == [] and outcome(shop, forged_key) == "refuted"
+    assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING  # PayU's own: its own key
+    a_pass(database_url, url, hooks)
+    assert [(e.merchant_ref, e.payment_id) for e in refunds] == [(TXNID, TXNID)]
 
 
 def test_a_failed_refund_callback_is_recorded_and_asks_nothing(shop, gateway_api):

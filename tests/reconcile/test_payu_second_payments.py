@@ -8,7 +8,7 @@ status double over a loopback socket."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import psycopg
@@ -110,21 +110,59 @@ def test_a_real_second_payment_reaches_the_handler_once_under_its_own_id(shop, d
     assert len(captured) == 2
 
 
-def test_a_post_resent_under_an_invented_mihpayid_is_refuted_and_changes_nothing(
+def test_a_post_resent_under_an_invented_mihpayid_is_refuted_at_once_and_changes_nothing(
     shop, database_url
 ):
+    """PayU posts only payments it has: a mihpayid its ``check_payment`` does not know is
+    invented."""
     conn, api, url, hooks, captured = shop
     api.pay(ORDER, FIRST)
     sent(conn, hooks, FIRST)
     invented = "403993715521999999"
     assert sent(conn, hooks, invented) is Outcome.CONFIRMING
-    a_pass(database_url, url, hooks)
-    assert settled(conn, f"{TXNID}:success:{invented}")[0] == "confirming"  # PayU knows none yet
-    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
-    tally = a_pass(database_url, url, hooks, at=datetime.now(UTC) + timedelta(hours=1))
+    tally = a_pass(database_url, url, hooks)
     assert tally.refuted[Provider.PAYU] == 1
-    assert settled(conn, f"{TXNID}:success:{invented}")[0] == "refuted"
+    outcome, detail = settled(conn, f"{TXNID}:success:{invented}")
+    assert outcome == "refuted" and detail == f"PayU knows no payment {invented}"
     assert [e.payment_id for e in captured] == [TXNID]
+
+
+def test_a_refund_of_the_second_payment_is_booked_to_the_second_payment(shop, database_url):
+    """The merchant refunds the duplicate: PayU's refund callback names the txnid, its
+    ``check_action_status`` the mihpayid refunded, the second payment's."""
+    from payhooks.sim.gateways import payu as payu_sim
+
+    conn, api, url, hooks, _ = shop
+    refunded: list[Event] = []
+
+    @hooks.on(EventKind.REFUND_PROCESSED)
+    def noted(conn, event):
+        refunded.append(event)
+
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    sent(conn, hooks, SECOND)
+    a_pass(database_url, url, hooks)
+    api.refund(ORDER, "136409872", payu_sim.refund_entity(
+        mihpayid=SECOND, request_id="136409872", amount=AMOUNT, status="success"))  # fmt: skip
+    callback = payu_sim.refund_callback(GATEWAY, txnid=TXNID, mihpayid=SECOND,
+                                        request_id="136409872", amount=AMOUNT)  # fmt: skip
+    assert ingest(conn, ADAPTERS[Provider.PAYU], callback.body, callback.headers,
+                  hooks).outcome is Outcome.CONFIRMING  # fmt: skip
+    a_pass(database_url, url, hooks)
+    assert [(e.payment_id, e.refund_amount_paise) for e in refunded] == [(SECOND, 49_900)]
+
+
+def test_resent_posts_beyond_two_open_ones_are_copies_asking_nothing(shop, database_url):
+    """A customer holding their signed post can resend it under any mihpayid: two resent
+    posts of one payment may wait for PayU's word at once; more are copies, as before."""
+    conn, _, _, hooks, _ = shop
+    sent(conn, hooks, FIRST)
+    answers = [sent(conn, hooks, f"40399371552188{n:04d}") for n in range(5)]
+    assert answers == [Outcome.CONFIRMING] * 2 + [Outcome.DUPLICATE] * 3
+    waiting = conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone()
+    assert waiting == (2,)
 
 
 def test_a_post_resent_under_another_orders_mihpayid_is_refuted_at_once(shop, database_url):

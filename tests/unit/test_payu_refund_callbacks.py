@@ -36,7 +36,7 @@ def test_the_docs_success_sample_is_a_refund_to_confirm():
         Provider.PAYU, EventKind.REFUND_PROCESSED, "refund.success",
     )  # fmt: skip
     assert event.unconfirmed  # nothing signs it: PayU's check_action_status decides
-    assert event.event_id == "11865427756:refund.success"
+    assert event.event_id == "ORDER_33172661_1679394745:11865427756:refund.success"
     assert (event.refund_id, event.refund_amount_paise) == ("11865427756", 14_900)
     # a PayU payment is its txnid in payhooks, as for the payment posts
     assert event.payment_id == event.merchant_ref == "ORDER_33172661_1679394745"
@@ -47,13 +47,17 @@ def test_the_docs_failure_sample_moved_no_money_and_is_kept_as_other():
     payu = adapter("IahMJL")
     payu.verify(FAILURE, {})
     event = payu.parse(FAILURE, {})
-    assert (event.kind, event.event_id) == (EventKind.OTHER, "17265314530:refund.failure")
+    assert (event.kind, event.event_id) == (
+        EventKind.OTHER,
+        "PZT2506150013OR4AN02:17265314530:refund.failure",
+    )
     assert event.unconfirmed and event.refund_amount_paise == 7_200
 
 
 def test_a_refund_key_never_takes_a_payment_posts_key():
     """A payment post's key is ``<txnid>:<status>``, its status hashed (success, failure,
-    pending): a refund's ends ``:refund.<status>``."""
+    pending), a resent one's ``<txnid>:success:<mihpayid>``: a refund's ends
+    ``:refund.<status>``."""
     event = adapter().parse(SUCCESS, {})
     assert event.event_id.rsplit(":", 1)[1] == "refund.success"
 
@@ -84,7 +88,7 @@ def test_json_that_does_not_read_is_refused_as_unauthenticated(body):
 def test_a_request_id_written_as_a_number_or_with_spaces_is_the_same_id():
     for written in (11865427756, " 11865427756 "):
         event = adapter().parse(edited(SUCCESS, request_id=written), {})
-        assert event.event_id == "11865427756:refund.success"
+        assert event.event_id == "ORDER_33172661_1679394745:11865427756:refund.success"
 
 
 @pytest.mark.parametrize(

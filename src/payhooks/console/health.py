@@ -146,17 +146,25 @@ def _refuted(conn: Connection, now: datetime) -> list[Alarm]:
     """Callbacks under the right credential that the gateway's API contradicted: whoever sent
     them holds the webhook's credential (it changed nothing; the next one may try harder)."""
     return [
-        Alarm(
-            provider=provider,
-            text=(
-                f"{provider}: {count} {'callback' if count == 1 else 'callbacks'} in the last "
-                "day carried the right webhook credential but the gateway's API refuted what "
-                "they said (nothing was applied). Unless they are old copies, someone else holds "
-                "the credential: set a new one in the gateway's dashboard and in payhooks."
-            ),
-        )
+        Alarm(provider=provider, text=_refuted_text(provider, count))
         for provider, count in refuted_last_day(conn, now).items()
     ]
+
+
+def _refuted_text(provider: str, count: int) -> str:
+    said = f"{provider}: {count} {'callback' if count == 1 else 'callbacks'} in the last day"
+    if provider == Provider.PAYU.value:  # its refund callbacks rest on the public merchant key
+        return (
+            f"{said} said what PayU's API refuted (nothing was applied): refund callbacks "
+            "anyone can write (the merchant key is in every checkout form), or a customer's "
+            "own signed post resent under another mihpayid. No credential to rotate; look for "
+            "who sends them."
+        )
+    return (
+        f"{said} carried the right webhook credential but the gateway's API refuted what "
+        "they said (nothing was applied). Unless they are old copies, someone else holds the "
+        "credential: set a new one in the gateway's dashboard and in payhooks."
+    )
 
 
 def _slow_failures(conn: Connection, now: datetime) -> list[Alarm]:

@@ -39,6 +39,9 @@ class Report:
     received: tuple[Received, ...] = ()
     skipped: tuple[str, ...] = ()
     expired: bool = False
+    unknown: bool = False
+    """The API says it has no such thing as was asked about (PayU: a refund's request id):
+    a callback that claimed it is refuted at once, not after ``PATIENCE``."""
 
 
 def key(payment_id: str, status: str) -> str:

@@ -4,6 +4,10 @@
 -- edited copy. Its own record is keyed <first key>:<attempt>; first_event_id names the record
 -- it came after, whose attempt the API is asked about too.
 ALTER TABLE payhooks_confirmations ADD COLUMN IF NOT EXISTS first_event_id text;
+-- How many other attempts of one post wait at once (two at most: payhooks.confirmations).
+CREATE INDEX IF NOT EXISTS payhooks_confirmations_attempts
+    ON payhooks_confirmations (provider, first_event_id)
+    WHERE first_event_id IS NOT NULL AND verdict IS NULL;
 
 -- Health's banner for callbacks the API refuted in the last day (a forged callback under the
 -- right credential: the credential is known to someone else): a small partial index, so the

@@ -72,20 +72,27 @@ def _one(
         refund = getattr(client, "refund", None)  # a gateway whose order status lists no refunds
         if pending.kind is EventKind.REFUND_PROCESSED and pending.refund_id and refund:
             extra = refund(pending.refund_id, pending.gateway_order_id)
-            report = replace(report, received=(*report.received, *extra.received))
+            report = replace(
+                report, received=(*report.received, *extra.received), unknown=extra.unknown
+            )
     except GatewayApiError as exc:
-        _failed(connect, pending, tally, exc)
+        _failed(connect, pending, tally, exc, at)
         return
     tally.answered[provider] += 1
     for received in report.received:  # what the API says wins: applied whatever was claimed
         receipt = deliver(received, then=_nothing_more)
         tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
-    found = confirmations.verdict(pending, (r.event for r in report.received), at)
+    events = (r.event for r in report.received)
+    found = confirmations.verdict(pending, events, at, unknown=report.unknown)
     with connect() as conn:
         if found is None:
             confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), None)
             return
-        detail = _detail(pending, found, len(report.received))
+        detail = (
+            f"the status API knows no such {pending.kind.value.split('_')[0]}"
+            if report.unknown and found is Verdict.REFUTED
+            else _detail(pending, found, len(report.received))
+        )
         confirmations.settle(conn, pending, found, detail)
     _settled(pending, found, detail, tally)
 
@@ -123,7 +130,7 @@ def _attempt(
             raise GatewayApiError(provider.value, "this gateway's client judges no attempts")
         said = judge(pending.gateway_order_id, pending.payment_id, first)
     except GatewayApiError as exc:
-        _failed(connect, pending, tally, exc)
+        _failed(connect, pending, tally, exc, at)
         return
     tally.answered[provider] += 1
     for received in said.report.received:
@@ -140,12 +147,22 @@ def _attempt(
     _settled(pending, found, detail, tally)
 
 
-def _failed(connect: Connect, pending: Pending, tally: Tally, exc: GatewayApiError) -> None:
+def _failed(
+    connect: Connect, pending: Pending, tally: Tally, exc: GatewayApiError, at: datetime
+) -> None:
+    """Asked again later; past ``GIVE_UP`` of answers it cannot use, refuted (nothing was
+    applied: reconciliation still finds an expected checkout's payment)."""
     provider = Provider(pending.provider)
     tally.api_errors[provider] += 1
-    if isinstance(exc, CredentialsRefused):
+    refused = isinstance(exc, CredentialsRefused)
+    if refused:
         tally.refused[provider] = exc.reason
     with connect() as conn:
+        if not refused and at - pending.requested_at >= confirmations.GIVE_UP:
+            detail = f"no usable answer from the status API in 24 hours: {exc.reason}"
+            confirmations.settle(conn, pending, Verdict.REFUTED, detail[:500])
+            tally.refuted[provider] += 1
+            return
         confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), str(exc))
 
 

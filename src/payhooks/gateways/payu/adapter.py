@@ -62,8 +62,10 @@ MAX_NAME_CHARS = 64
 REFUND_ACTION = "refund"
 REFUND_SUCCESS = "success"
 REFUND_KEY_SUFFIX = "refund."
-"""A refund callback's key is ``<request_id>:refund.<status>``: no payment post's key
-(``<txnid>:<status>``, its status hashed, ``success``, ``failure`` or ``pending``) ends so."""
+"""A refund callback's key is ``<txnid>:<request_id>:refund.<status>``: no payment post's
+key (``<txnid>:<status>``, its status hashed) nor a resent post's (``<txnid>:success:<mihpayid>``)
+ends so. The txnid is in it, though unsigned: a forged callback naming another order under a
+real refund's request id takes a key of its own, never the one PayU's own callback will."""
 
 
 def reverse_hash(fields: Mapping[str, str], salt: str) -> str:
@@ -250,7 +252,8 @@ def _refund(body: bytes) -> Event:
         provider=_P,
         kind=kind,
         event_type=event_type,
-        event_id=delivery_key(request_id, REFUND_KEY_SUFFIX + status) or body_key(event_type, body),
+        event_id=delivery_key(txnid, request_id, REFUND_KEY_SUFFIX + status)
+        or body_key(event_type, body),
         payment_id=txnid,
         merchant_ref=txnid,
         currency="INR",

@@ -30,7 +30,7 @@ from payhooks.gateways._reports import (
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
 from payhooks.gateways.payu.adapter import attempt_of
 from payhooks.ingest import storable
-from payhooks.providers._common import reference
+from payhooks.providers._common import child, reference
 
 COMMAND = "verify_payment"
 REFUND_COMMAND = "check_action_status"
@@ -72,10 +72,29 @@ class PayUClient:
 
     def refund(self, request_id: str, txnid: str) -> Report:
         """A refund's action status, by PayU's ``request_id``: ``verify_payment`` lists no
-        refunds, so a refund callback is confirmed here. ``txnid``: the payment the callback
-        named, which the answer does not repeat."""
+        refunds, so a refund callback is confirmed here. ``txnid`` is what the callback named,
+        which nothing signs: the answer names the refunded payment's ``mihpayid``, and
+        ``check_payment`` must know it as a success of that txnid, or the refund confirms
+        nothing (a real refund of another order, under a forged callback). A payment of the
+        txnid other than the one ``verify_payment`` names for it is a second payment, which
+        payhooks records under its ``mihpayid``: the refund is of that payment."""
         body = self._command(REFUND_COMMAND, request_id)
-        return parsed(self.provider, lambda: refund_status(request_id, txnid, body))
+        found = parsed(self.provider, lambda: refund_status(request_id, txnid, body))
+        if not found.received:
+            return found
+        mihpayid = found.received[0].event.attempt_id
+        if mihpayid is None or not _succeeded(self._checked(mihpayid), txnid):
+            return Report(skipped=(f"{request_id}: a refund of another order than {txnid}",))
+        if self._named(txnid) == mihpayid:
+            return found
+        return parsed(self.provider, lambda: refund_status(request_id, txnid, body, mihpayid))
+
+    def _named(self, txnid: str) -> str | None:
+        """The ``mihpayid`` ``verify_payment`` names for ``txnid`` (its payment)."""
+        body = self._command(COMMAND, txnid)
+        doc = parsed(self.provider, lambda: read_json(_P, body))
+        entity = child(doc, "transaction_details", txnid)
+        return None if not isinstance(entity, dict) else _identifier(entity.get("mihpayid"))
 
     def another_attempt(self, txnid: str, attempt: str, first: bytes | None) -> Attempt:
         """A second success post for ``txnid`` naming ``attempt`` as its ``mihpayid``, after
@@ -87,8 +106,8 @@ class PayUClient:
         if earlier == attempt:
             return Attempt(Verdict.CONFIRMED, f"mihpayid {attempt} is the first post's: a copy")
         claimed = self._checked(attempt)
-        if claimed is None:
-            return Attempt(None, f"PayU knows no payment {attempt} yet")
+        if claimed is None:  # PayU posts a payment it has: one it does not know is invented
+            return Attempt(Verdict.REFUTED, f"PayU knows no payment {attempt}")
         if not _succeeded(claimed, txnid):
             return Attempt(
                 Verdict.REFUTED,
@@ -151,15 +170,20 @@ def payments(txnid: str, body: bytes) -> Report:
     return Report(received=(event,))
 
 
-def refund_status(request_id: str, txnid: str, body: bytes) -> Report:
+def refund_status(
+    request_id: str, txnid: str, body: bytes, second_payment: str | None = None
+) -> Report:
     """``check_action_status``: ``transaction_details`` keyed twice by the request id, the
-    refund's ``amt`` a rupee string, its ``status`` success once refunded; any other state
-    (queued, in progress, requested, failure) reports nothing yet. A request id PayU does not
-    know is ``status: 0`` with the text "No action status found" under it: nothing to report."""
+    refund's ``amt`` a rupee string, its ``status`` success once refunded, ``mihpayid`` the
+    payment refunded (the event's ``attempt_id``); any other state (queued, in progress,
+    requested, failure) reports nothing yet. A request id PayU does not know is ``status: 0``
+    with the text "No action status found" under it: no such refund (``unknown``). The refund
+    is of the txnid's payment, or of ``second_payment`` (its ``mihpayid``), kept in the
+    stored entity so that it reads again the same."""
     doc = read_json(_P, body)
     details = doc.get("transaction_details") if isinstance(doc, dict) else None
     if isinstance(details, dict) and details and all(isinstance(v, str) for v in details.values()):
-        return Report()  # "No action status found" (PayU's docs key it by another id, a typo)
+        return Report(unknown=True)  # "No action status found" (the docs key it by a typo)
     outer = details.get(request_id) if isinstance(details, dict) else None
     entity = outer.get(request_id) if isinstance(outer, dict) else None
     if not isinstance(entity, dict):
@@ -172,6 +196,8 @@ def refund_status(request_id: str, txnid: str, body: bytes) -> Report:
     if status.lower() != REFUNDED:
         return Report(skipped=(f"{request_id}:{status}",))
     kept = {**entity, "request_id": request_id, "merchantTxnId": txnid}
+    if second_payment is not None:
+        kept[SECOND_PAYMENT] = second_payment
     found = received(
         _P, kept, kind=EventKind.REFUND_PROCESSED, status=REFUND_STATUS, payment_id=request_id,
         merchant_ref=txnid, amount_paise=rupees(_P, entity.get("amt"), "amt"), currency="INR",
@@ -180,10 +206,11 @@ def refund_status(request_id: str, txnid: str, body: bytes) -> Report:
     event = dataclasses.replace(
         found.event,
         event_type=f"{KEY_PREFIX}.refund.{REFUNDED}",
-        payment_id=txnid,  # a PayU payment is its txnid in payhooks, for refunds too
+        payment_id=second_payment or txnid,  # a PayU payment is its txnid, unless a second
         amount_paise=None,
         refund_id=request_id,
         refund_amount_paise=found.event.amount_paise,
+        attempt_id=_identifier(entity.get("mihpayid")),
     )
     return Report(received=(dataclasses.replace(found, event=storable(event)),))
 
@@ -196,6 +223,17 @@ class Attempt:
     verdict: Verdict | None
     detail: str
     report: Report = field(default_factory=Report)
+
+
+SECOND_PAYMENT = "payhooks_second_payment"
+"""Where a stored refund of a second payment keeps that payment's ``mihpayid``."""
+
+
+def _identifier(value: object) -> str | None:
+    """A ``mihpayid`` PayU writes as a string (spaces around it in one sample) or a number."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
@@ -251,7 +289,8 @@ def stored(event_id: str, entity: dict[str, Any]) -> Report:
     middle, _, status = event_id.removeprefix(KEY_PREFIX + ":").rpartition(":")
     if status == REFUND_STATUS:
         answer = {"transaction_details": {middle: {middle: entity}}}
-        return refund_status(middle, str(entity.get("merchantTxnId", "")), canonical(answer))
+        txnid, second = str(entity.get("merchantTxnId", "")), entity.get(SECOND_PAYMENT)
+        return refund_status(middle, txnid, canonical(answer), second)
     if entity.get("txnid") != middle and str(entity.get("mihpayid")) == middle:  # a 2nd payment
         return checked(middle, canonical({"status": 1, "transaction_details": entity}))
     return payments(middle, canonical({"transaction_details": {middle: entity}}))

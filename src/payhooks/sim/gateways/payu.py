@@ -156,10 +156,13 @@ def _verified(api: GatewayApi, txnids: list[str]) -> dict[str, Any]:
 
 
 def _details(api: GatewayApi, txnid: str) -> dict[str, Any]:
+    """The txnid's first successful payment, else its latest attempt. PayU refuses a txnid
+    already paid, so two successes of one are rare; which one it names then is UNCONFIRMED."""
     order = api.order(Provider.PAYU, txnid)
     if order is None or not order.payments:
         return {"mihpayid": "Not Found", "status": "Not Found"}
-    return dict(order.payments[-1])
+    paid = [p for p in order.payments if p.get("status") == "success"]
+    return dict(paid[0] if paid else order.payments[-1])
 
 
 def fault(scripted: Fault) -> Response:
