@@ -15,7 +15,7 @@ import psycopg
 from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
-from payhooks import confirmations, expectations, idempotency
+from payhooks import confirmations, expectations, idempotency, refunds
 from payhooks.db import (
     AsyncConnection,
     Connection,
@@ -242,6 +242,7 @@ class Delivery:
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
         if event.unconfirmed:  # what it says is only a claim: the gateway's API decides
             return (yield from _to_confirm(event))
+        yield from refunds.closing(event)  # a refund payhooks sent, now processed
         check = yield from expectations.checking(
             event, reconciled=expectations.is_reconciled(event.event_id)
         )

@@ -28,6 +28,7 @@ CORE_TABLES = {
     "payhooks_console_keys",
     "payhooks_console_actions",
     "payhooks_confirmations",
+    "payhooks_refunds",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -91,6 +92,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0009_delivery_repeats",
         "core/0010_confirmations",
         "core/0011_another_attempt",
+        "core/0012_refunds",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -169,6 +171,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0009_delivery_repeats",
         "core/0010_confirmations",
         "core/0011_another_attempt",
+        "core/0012_refunds",
     ]
     tables = {
         row[0]
@@ -263,6 +266,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0009_delivery_repeats",
         "core/0010_confirmations",
         "core/0011_another_attempt",
+        "core/0012_refunds",
     ]
 
 

@@ -103,6 +103,9 @@ class Gateway:
     confirmed_by_api: bool = False
     """Its callbacks prove only who sent them: each takes effect as its status API confirms it
     (``payhooks.confirmations``), so it needs its API credentials and frequent passes."""
+    sends_refunds: bool = False
+    """payhooks sends its refunds (``payhooks.refunds``): its status client's
+    ``send_refund`` makes the call under the intent's idempotency key."""
 
     def adapter(self, found: Found) -> Adapter | None:
         """The adapter when every setting holds something; None when none does (the gateway

@@ -24,6 +24,7 @@ CASHFREE = Gateway(
     # Its default retries end after about 42 minutes, so each 5xx may be a payment given up
     # on: the same day is watched.
     retry_window=timedelta(hours=24),
+    sends_refunds=True,  # under its idempotency key (docs/providers.md, "Refunds")
 )
 
 __all__ = ["CASHFREE"]

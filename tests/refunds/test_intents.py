@@ -1,0 +1,117 @@
+"""A refund is an intent before it is a call: written in the caller's transaction under a key
+made from the caller's own, never more than the payment captured minus its live refunds,
+however many ask at once. On real PostgreSQL, with real concurrent transactions."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import psycopg
+import pytest
+
+import payhooks
+from payhooks import refunds
+from payhooks.errors import Conflict, InvalidRequest
+from payhooks.refunds import RefundState, RefundTooLarge
+from tests.factories import ADAPTERS, GATEWAY
+
+PAYMENT = "pay_rf000000000001"
+
+
+@pytest.fixture
+def core(database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        payhooks.migrate(conn)
+        yield conn
+
+
+def ask(conn, amount: int, key: str = "ticket-1", captured: int = 49_900, **more):
+    return refunds.request(conn, "razorpay", PAYMENT, amount, key=key, captured_paise=captured,
+                           reason="double payment", requested_by="asha", **more)  # fmt: skip
+
+
+def test_an_intent_is_written_under_a_key_every_gateway_takes(core):
+    made = ask(core, 49_900)
+    assert made.state is RefundState.REQUESTED and made.attempts == 0
+    assert re.fullmatch(r"ph[0-9a-f]{20}", made.idempotency_key)  # 22: PayU's token takes 23
+    assert refunds.of_payment(core, "razorpay", PAYMENT) == [made]
+
+
+def test_the_same_key_is_the_same_intent_and_never_another_refund(core):
+    first = ask(core, 20_000)
+    assert ask(core, 20_000) == first
+    with pytest.raises(Conflict, match="already names a refund of 20000 paise"):
+        ask(core, 30_000)
+    assert len(refunds.of_payment(core, "razorpay", PAYMENT)) == 1
+
+
+def test_another_key_is_another_refund_until_the_captured_amount_is_used_up(core):
+    ask(core, 20_000, key="a")
+    ask(core, 29_900, key="b")
+    with pytest.raises(RefundTooLarge, match="1 paise is more than the 0 paise still refundable"):
+        ask(core, 1, key="c")
+
+
+def test_a_refund_the_gateway_refused_frees_its_amount(core):
+    made = ask(core, 49_900, key="a")
+    refunds.refused(core, made, "not captured")
+    assert ask(core, 49_900, key="b").state is RefundState.REQUESTED
+
+
+def test_in_the_callers_transaction_a_rollback_leaves_no_intent(core):
+    with pytest.raises(RuntimeError), core.transaction():
+        ask(core, 100)
+        raise RuntimeError("the caller's own write failed")
+    assert refunds.of_payment(core, "razorpay", PAYMENT) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [({"amount": 0}, "amount_paise is a whole number"), ({"key": ""}, "key is 1 to 255"),
+     ({"key": "a\nb"}, "key is 1 to 255"), ({"captured": True}, "captured_paise"),
+     ({"currency": "inr"}, "three capital letters")],
+)  # fmt: skip
+def test_a_refund_asked_wrongly_is_refused_saying_why(core, changes, problem):
+    args = {"amount": 100, "key": "k-1", "captured": 49_900, **changes}
+    with pytest.raises(InvalidRequest, match=problem):
+        ask(core, args.pop("amount"), key=args.pop("key"), captured=args.pop("captured"), **args)
+
+
+def test_thirty_askers_at_once_never_take_more_than_was_captured(core, database_url):
+    """Thirty transactions each ask for a tenth of the payment under their own key, all at
+    once: ten are written, twenty refused, and the intents add up to the captured amount."""
+    start = threading.Barrier(30)
+    made: list[str] = []
+    too_large: list[str] = []
+
+    def asker(n: int) -> None:
+        with psycopg.connect(database_url) as conn:
+            start.wait(timeout=30)
+            try:
+                with conn.transaction():
+                    ask(conn, 4_990, key=f"k{n}")
+                made.append(f"k{n}")
+            except RefundTooLarge:
+                too_large.append(f"k{n}")
+
+    threads = [threading.Thread(target=asker, args=(n,)) for n in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert (len(made), len(too_large)) == (10, 20)
+    total = core.execute("SELECT sum(amount_paise) FROM payhooks_refunds").fetchone()[0]
+    assert total == 49_900
+
+
+def test_the_refund_webhook_closes_the_intent_it_was_sent_for(core):
+    made = ask(core, 49_900)
+    refunds.accepted(core, made, "rfnd_closes00001", processed=False)
+    delivery = GATEWAY.razorpay("refund.processed", payment_id=PAYMENT, order_id="order_rf1",
+                                amount_paise=49_900, refund_id="rfnd_closes00001")  # fmt: skip
+    payhooks.ingest(core, ADAPTERS[delivery.provider], delivery.body, delivery.headers,
+                    payhooks.Hooks())  # fmt: skip
+    (closed,) = refunds.of_payment(core, "razorpay", PAYMENT)
+    assert (closed.state, closed.gateway_refund_id) == (RefundState.PROCESSED, "rfnd_closes00001")
+    assert closed.settled_at is not None
