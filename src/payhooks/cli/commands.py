@@ -906,3 +906,70 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+refunds_app = typer.Typer(
+    help="Refunds sent to the gateways exactly once (payhooks.refunds).", no_args_is_help=True
+)
+app.add_typer(refunds_app, name="refunds")
+
+
+@refunds_app.command("send")
+def refunds_send(
+    database_url: DatabaseUrl = None,
+    every: Annotated[
+        float, typer.Option(min=0.2, help="Seconds between passes while it runs.")
+    ] = 2.0,
+    once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
+) -> None:
+    """Send the refund intents due to their gateways, each under its idempotency key, every
+    few seconds until stopped (SIGTERM, Ctrl-C): a call that timed out, an answer lost or a
+    sender killed mid-call is asked again with the same key, and refunds once."""
+    from payhooks.reconcile import refunding, running
+
+    logs.configure()
+    settings = _settings()
+    url = database_url or settings.database_url or ""
+    if not url:
+        _run(lambda: _fail("refunds send needs a database: --database-url or DATABASE_URL"))
+    found = settings.reconciled()
+    if not found:
+        _run(lambda: _fail("no gateway API credentials are set: no refund can be sent"))
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    connect = running.connecting(url)
+    timeout_s = settings.reconcile_timeout_ms / 1000
+    while True:
+        tally = _run(
+            lambda: refunding.send_once(connect, found, timeout_s=timeout_s, stop=stopping.is_set)
+        )
+        if once or any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "retried")):
+            typer.echo(tally.summary())
+        if once or stopping.wait(every):
+            return
+
+
+@refunds_app.command("list")
+def refunds_list(
+    payment_id: Annotated[str, typer.Argument(help="The gateway's payment id.")],
+    provider: Annotated[str, typer.Option(help="The gateway: razorpay, cashfree, ...")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """A payment's refund intents as JSON: amount, state, the gateway's refund id, attempts
+    and the last error."""
+    import dataclasses
+
+    import psycopg
+
+    from payhooks import refunds
+
+    url = database_url or _settings().database_url or ""
+    if not url:
+        _run(lambda: _fail("refunds list needs a database: --database-url or DATABASE_URL"))
+
+    def read() -> list[dict[str, Any]]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return [dataclasses.asdict(r) for r in refunds.of_payment(conn, provider, payment_id)]
+
+    _print_json(_run(read))

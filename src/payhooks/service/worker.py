@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 import psycopg_pool
 
+from payhooks import sending
 from payhooks.errors import DatabaseUnavailable
+from payhooks.gateways import GATEWAYS
 from payhooks.service import application, outbox, reconcile
 from payhooks.service.config import Settings
 from payhooks.service.maintenance import Cadence, Maintenance
@@ -90,7 +92,7 @@ class Worker:
         """Reconciliation on a thread of its own: a gateway slow to answer never holds back
         the emails and alerts."""
         while not self.stopping.is_set():
-            for step in (self.maybe_reconcile, self.confirm_callbacks):
+            for step in (self.maybe_reconcile, self.confirm_callbacks, self.send_refunds):
                 try:
                     step()
                 except Exception:  # logged; the sender's backoff is its own business
@@ -155,6 +157,22 @@ class Worker:
         if sum(tally.confirmed.values()) or sum(tally.refuted.values()):
             log.info("confirm_pass", extra={"summary": tally.summary()})
         return sum(tally.applied.values())
+
+    def send_refunds(self) -> int:
+        """Every tick: the refund intents due sent to their gateway, each under its
+        idempotency key (``payhooks.sending``); returns how many the gateways accepted."""
+        clients = {p: c for p, c in self.reconciler.clients.items() if GATEWAYS[p].sends_refunds}
+        if not clients:
+            return 0
+        tally = sending.send_due(
+            self.reconciler.connect,
+            clients,  # type: ignore[arg-type]  # the status clients that send refunds
+            limit=self.options.batch,
+            stop=self.stopping.is_set,
+        )
+        if sum(tally.sent.values()) or sum(tally.refused.values()):
+            log.info("refunds_pass", extra={"summary": tally.summary()})
+        return sum(tally.sent.values())
 
     def _idle_seconds(self) -> float:
         if self._failures == 0:

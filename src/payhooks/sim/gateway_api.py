@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +48,23 @@ class Fault:
     retry_after_s: int | None = None
 
 
+@dataclass(slots=True, kw_only=True)
+class Books:
+    """The money a gateway gave back, as its refund endpoints recorded it: each refund by the
+    idempotency key it was made under (with the body it was asked with), and the paise
+    refunded per payment. What the tests count: one refund per key, never past captured."""
+
+    by_key: dict[tuple[Provider, str], tuple[dict[str, Any], dict[str, Any]]] = field(
+        default_factory=dict
+    )
+    refunded: Counter[tuple[Provider, str]] = field(default_factory=Counter)
+    refunds: dict[tuple[Provider, str], list[dict[str, Any]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    made: Counter[tuple[Provider, str]] = field(default_factory=Counter)
+    """Refunds made per payment: more than one per key would be a double refund."""
+
+
 class GatewayApi:
     """The gateways' books: orders and their payments, and the faults to play next."""
 
@@ -58,6 +75,8 @@ class GatewayApi:
         self._faults: dict[Provider, deque[Fault]] = defaultdict(deque)
         self._lock = threading.Lock()
         self.asked: Counter[tuple[Provider, str]] = Counter()
+        self.money = Books()
+        self._after: dict[Provider, deque[Fault]] = defaultdict(deque)
 
     # --- the merchant's and the customer's side -------------------------------------------
 
@@ -129,6 +148,55 @@ class GatewayApi:
         with self._lock:
             self._faults[provider].extend(faults)
 
+    def fail_after_acting(self, provider: Provider, *faults: Fault) -> None:
+        """The next refunds of ``provider`` are made, then answered with these faults (a 5xx,
+        or a delay past the caller's timeout): the gateway acted, the caller never heard."""
+        with self._lock:
+            self._after[provider].extend(faults)
+
+    def refund_once(
+        self,
+        provider: Provider,
+        payment_id: str,
+        key: str,
+        asked: dict[str, Any],
+        make: Callable[[int], dict[str, Any] | str],
+        amount_paise: int,
+        captured_paise: int,
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """A refund under ``key``, as an idempotent gateway makes it: the same key and body,
+        the refund made before; the same key, another body, refused; else made once, within
+        what the payment captured. Returns the refund, or what the gateway refuses with."""
+        with self._lock:
+            known = self.money.by_key.get((provider, key))
+            if known is not None:
+                body, refund = known
+                return (refund, None) if body == asked else (None, "another body")
+            refundable = captured_paise - self.money.refunded[(provider, payment_id)]
+            if refundable <= 0:
+                return None, "fully refunded"
+            if amount_paise > refundable:
+                return None, "more than captured"
+            made = make(len(self.money.refunds[(provider, payment_id)]) + 1)
+            if isinstance(made, str):
+                return None, made
+            refund = made
+            self.money.by_key[(provider, key)] = (asked, refund)
+            self.money.refunded[(provider, payment_id)] += amount_paise
+            self.money.refunds[(provider, payment_id)].append(refund)
+            self.money.made[(provider, payment_id)] += 1
+            return refund, None
+
+    async def after_acting(self, provider: Provider) -> Response | None:
+        """The scripted fault a refund made is answered with, after its delay, or None."""
+        with self._lock:
+            fault = self._after[provider].popleft() if self._after[provider] else None
+        if fault is None:
+            return None
+        if fault.delay_s:
+            await anyio.sleep(fault.delay_s)
+        return None if fault.status is None else simulator(provider).fault(fault)
+
     # --- the API side, for the gateways' routes ---------------------------------------------
 
     def order(self, provider: Provider, reference: str) -> Order | None:
@@ -185,4 +253,4 @@ def serving(api: GatewayApi, *, port: int = 0) -> Iterator[str]:
         sock.close()
 
 
-__all__ = ["ApiKeys", "Fault", "GatewayApi", "Order", "serving"]
+__all__ = ["ApiKeys", "Books", "Fault", "GatewayApi", "Order", "serving"]

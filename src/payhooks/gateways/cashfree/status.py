@@ -10,13 +10,15 @@ from urllib.parse import quote
 
 import httpx
 
-from payhooks.errors import MalformedPayload
+from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._status import answer, listed, parsed
 from payhooks.gateways.cashfree.adapter import compared_paise
 from payhooks.providers._common import reference
+from payhooks.refunds import Refund
+from payhooks.sending import RefundRefused, Sent
 
 API_VERSION = "2025-01-01"
 EXPIRED = frozenset({"EXPIRED", "TERMINATED"})
@@ -50,6 +52,38 @@ class CashfreeClient:
         expired = parsed(self.provider, lambda: order_expired(order_body))
         return Report(received=found.received, skipped=found.skipped, expired=expired)
 
+    def send_refund(self, refund: Refund) -> Sent:
+        """``POST /pg/orders/{order_id}/refunds`` with the intent's key as ``refund_id``
+        (Cashfree's, unique per order: asked again, it never refunds twice). A retry first
+        reads ``GET /pg/orders/{order_id}/refunds/{refund_id}`` (404: not made yet), so an
+        answer lost after Cashfree acted never depends on how it answers a known id. A 400,
+        404 or 422 is Cashfree's refusal; a 409 (a request in progress) is asked again."""
+        if refund.gateway_order_id is None:
+            raise RefundRefused(_P.value, "Cashfree refunds under the order: the intent names none")
+        order = f"{self.credentials.base_url}/pg/orders/{quote(refund.gateway_order_id, safe='')}"
+        if refund.attempts > 1:
+            try:
+                body = answer(self.provider, self.http, "GET",
+                              f"{order}/refunds/{quote(refund.idempotency_key, safe='')}",
+                              headers=self._h)  # fmt: skip
+                return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
+            except GatewayApiError as exc:
+                if exc.status != 404:
+                    raise
+        asked = {
+            "refund_amount": refund.amount_paise / 100,  # rupees: two decimals are exact here
+            "refund_id": refund.idempotency_key,
+            "refund_note": (refund.reason + "   ")[:100],  # 3 to 100 characters
+        }
+        try:
+            body = answer(self.provider, self.http, "POST", f"{order}/refunds", headers=self._h,
+                          json=asked)  # fmt: skip
+        except GatewayApiError as exc:
+            if exc.status in REFUSING:
+                raise RefundRefused(_P.value, exc.reason, status=exc.status) from exc
+            raise
+        return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
+
     @property
     def _h(self) -> dict[str, str]:
         return {
@@ -58,6 +92,20 @@ class CashfreeClient:
             "x-api-version": API_VERSION,
             "accept": "application/json",
         }
+
+
+REFUSING = frozenset({400, 404, 422})
+
+
+def _refunded(entity: object) -> Sent:
+    """A refund entity: ``cf_refund_id``, ``refund_status`` SUCCESS once refunded, PENDING or
+    ONHOLD on its way, CANCELLED or FAILED never."""
+    status = text(_P, entity, "refund_status")
+    if status in {"CANCELLED", "FAILED"}:
+        raise RefundRefused(_P.value, f"Cashfree's refund is {status}", status=200)
+    raw = entity.get("cf_refund_id") if isinstance(entity, dict) else None
+    refund_id = str(raw) if isinstance(raw, int) else text(_P, entity, "cf_refund_id")
+    return Sent(gateway_refund_id=refund_id, processed=status == "SUCCESS")
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> CashfreeClient:

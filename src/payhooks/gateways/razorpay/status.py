@@ -10,12 +10,14 @@ from urllib.parse import quote
 
 import httpx
 
-from payhooks.errors import MalformedPayload
+from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
 from payhooks.gateways._status import answer, listed, parsed
 from payhooks.providers._common import child, reference
+from payhooks.refunds import Refund
+from payhooks.sending import RefundRefused, Sent
 
 _P = Provider.RAZORPAY
 _KINDS: Mapping[str, EventKind] = {
@@ -33,11 +35,63 @@ class RazorpayClient:
     http: httpx.Client
     provider = _P
 
+    def send_refund(self, refund: Refund) -> Sent:
+        return send_refund(self, refund)
+
     def report(self, reference: str) -> Report:
         url = f"{self.credentials.base_url}/v1/orders/{quote(reference, safe='')}/payments"
         auth = (self.credentials.id, self.credentials.secret)
         body = answer(self.provider, self.http, "GET", url, auth=auth)
         return parsed(self.provider, lambda: payments(reference, body))
+
+
+REFUND_HEADER = "X-Refund-Idempotency"
+KEY_NOTE = "payhooks_key"
+"""The note each refund carries with its intent's key: found again by it after a lost answer."""
+
+
+def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
+    """``POST /v1/payments/{id}/refund`` with the intent's key in ``X-Refund-Idempotency`` and
+    in the refund's notes, the same body every time (Razorpay refunds a key once; a different
+    body under it is refused). A retry first looks for the refund among the payment's
+    (``GET /v1/payments/{id}/refunds``, by the note), so an answer lost after Razorpay acted
+    never depends on how Razorpay answers a key it has seen. A 400 (more than captured, not
+    captured, refunded already) is Razorpay's refusal."""
+    payment = f"{client.credentials.base_url}/v1/payments/{quote(refund.payment_id, safe='')}"
+    auth = (client.credentials.id, client.credentials.secret)
+    if refund.attempts > 1:
+        body = answer(_P, client.http, "GET", f"{payment}/refunds", auth=auth)
+        found = parsed(_P, lambda: _named(body, refund.idempotency_key))
+        if found is not None:
+            return found
+    asked = {"amount": refund.amount_paise, "notes": {KEY_NOTE: refund.idempotency_key}}
+    try:
+        body = answer(_P, client.http, "POST", f"{payment}/refund", auth=auth, json=asked,
+                      headers={REFUND_HEADER: refund.idempotency_key})  # fmt: skip
+    except GatewayApiError as exc:
+        if exc.status == 400:
+            raise RefundRefused(_P.value, exc.reason, status=400) from exc
+        raise
+    return parsed(_P, lambda: _sent(read_json(_P, body)))
+
+
+def _named(body: bytes, key: str) -> Sent | None:
+    doc = read_json(_P, body)
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise MalformedPayload(_P, "refunds answer has no items list")
+    for entity in items:
+        if child(entity, "notes", KEY_NOTE) == key:
+            return _sent(entity)
+    return None
+
+
+def _sent(entity: object) -> Sent:
+    """A refund entity: ``id`` (``rfnd_…``), ``status`` pending, processed or failed."""
+    status = text(_P, entity, "status")
+    if status == "failed":
+        raise RefundRefused(_P.value, "Razorpay's refund failed", status=200)
+    return Sent(gateway_refund_id=text(_P, entity, "id"), processed=status == "processed")
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> RazorpayClient:
@@ -80,4 +134,4 @@ def stored(event_id: str, entity: dict[str, Any]) -> Report:
     return payments(str(entity.get("order_id")), canonical({"items": [entity]}))
 
 
-__all__ = ["RazorpayClient", "client", "payments", "stored"]
+__all__ = ["RazorpayClient", "client", "payments", "send_refund", "stored"]

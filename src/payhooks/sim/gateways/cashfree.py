@@ -123,10 +123,85 @@ def routes(api: GatewayApi) -> list[Route]:
         assert found is not None
         return _raw_json(json.dumps(_order_body(found), cls=_Rupees))
 
+    async def refund(request: Request) -> Response:
+        """``POST /pg/orders/{order_id}/refunds``: ``refund_id`` unique per order."""
+        found, refused = await _asked(api, request)
+        if refused is not None:
+            return refused
+        assert found is not None
+        paid = [p for p in found.payments if p["payment_status"] == "SUCCESS"]
+        if not paid:
+            return _error(400, "order is not paid", "order_not_paid", "invalid_request_error")
+        try:
+            asked = json.loads(await request.body(), parse_float=Decimal)
+        except ValueError:
+            return _error(
+                400, "request body is not JSON", "request_invalid", "invalid_request_error"
+            )
+        refund_id = asked.get("refund_id") if isinstance(asked, dict) else None
+        rupees = asked.get("refund_amount") if isinstance(asked, dict) else None
+        if not isinstance(refund_id, str) or not 3 <= len(refund_id) <= 40:
+            return _error(400, "refund_id : should be 3 to 40 characters", "refund_id_invalid",
+                          "invalid_request_error")  # fmt: skip
+        if isinstance(rupees, bool) or not isinstance(rupees, int | Decimal) or rupees <= 0:
+            return _error(400, "refund_amount : invalid", "refund_amount_invalid",
+                          "invalid_request_error")  # fmt: skip
+        paise = int(Decimal(rupees) * 100)
+        captured = _paise_of(paid[0])
+        payment_id = str(paid[0]["cf_payment_id"])
+
+        def make(n: int) -> dict[str, Any]:
+            return {
+                "cf_payment_id": payment_id, "cf_refund_id": f"{abs(hash(refund_id)) % 10**9}{n}",
+                "refund_id": refund_id, "order_id": found.reference, "entity": "refund",
+                "refund_amount": _Rupees.amount(paise), "refund_currency": "INR",
+                "refund_note": asked.get("refund_note"), "refund_status": "SUCCESS",
+                "refund_arn": f"RF{n:010d}", "refund_charge": 0,
+                "status_description": "Refund processed", "refund_type": "MERCHANT_INITIATED",
+                "refund_splits": [], "metadata": None,
+                "created_at": "2025-01-15T12:30:00+05:30",
+                "processed_at": "2025-01-15T12:30:05+05:30",
+                "refund_mode": "STANDARD",
+            }  # fmt: skip
+
+        key = f"{found.reference}:{refund_id}"
+        asked_as = {"refund_amount": str(rupees), "refund_id": refund_id}
+        made, refusal = api.refund_once(Provider.CASHFREE, payment_id, key, asked_as, make,
+                                        paise, captured)  # fmt: skip
+        if refusal == "another body":
+            return _error(400, "refund_id already exists", "refund_id_already_exists",
+                          "invalid_request_error")  # fmt: skip
+        if refusal is not None:
+            return _error(400, "refund amount is more than the refundable amount",
+                          "refund_amount_invalid", "invalid_request_error")  # fmt: skip
+        late = await api.after_acting(Provider.CASHFREE)
+        return late if late is not None else _raw_json(json.dumps(made, cls=_Rupees))
+
+    async def refund_of(request: Request) -> Response:
+        """``GET /pg/orders/{order_id}/refunds/{refund_id}``."""
+        found, refused = await _asked(api, request)
+        if refused is not None:
+            return refused
+        assert found is not None
+        key = (Provider.CASHFREE, f"{found.reference}:{request.path_params['refund_id']}")
+        known = api.money.by_key.get(key)
+        if known is None:
+            return _error(404, "refund does not exist", "refund_not_found",
+                          "invalid_request_error")  # fmt: skip
+        return _raw_json(json.dumps(known[1], cls=_Rupees))
+
     return [
         Route("/pg/orders/{order_id}/payments", payments, methods=["GET"]),
+        Route("/pg/orders/{order_id}/refunds", refund, methods=["POST"]),
+        Route("/pg/orders/{order_id}/refunds/{refund_id}", refund_of, methods=["GET"]),
         Route("/pg/orders/{order_id}", order, methods=["GET"]),
     ]
+
+
+def _paise_of(payment: dict[str, Any]) -> int:
+    amount = str(payment["payment_amount"])
+    matched = re.fullmatch(r"@@(\d+)@@", amount)
+    return int(matched[1]) if matched else int(Decimal(amount) * 100)
 
 
 def _order_body(order: Order) -> dict[str, object]:

@@ -154,7 +154,68 @@ def routes(api: GatewayApi) -> list[Route]:
         items = list(order.payments)
         return JSONResponse({"entity": "collection", "count": len(items), "items": items})
 
-    return [Route("/v1/orders/{order_id}/payments", payments, methods=["GET"])]
+    async def refund(request: Request) -> Response:
+        """``POST /v1/payments/{id}/refund``: idempotent under ``X-Refund-Idempotency``."""
+        if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
+            return _error(401, "The API key provided is invalid")
+        fault = await api.fault(Provider.RAZORPAY)
+        if fault is not None:
+            return fault
+        payment_id = request.path_params["payment_id"]
+        paid = api.payment_of(Provider.RAZORPAY, payment_id)
+        if paid is None:
+            return _error(400, "The id provided does not exist")
+        if paid.get("status") != "captured":
+            return _error(400, "The payment status should be captured for action to be taken")
+        try:
+            asked = json.loads(await request.body())
+        except ValueError:
+            return _error(400, "The request body is not valid JSON")
+        amount = asked.get("amount", paid["amount"]) if isinstance(asked, dict) else None
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+            return _error(400, "The amount must be a positive integer in paise")
+        key = request.headers.get("x-refund-idempotency") or f"none:{secrets.token_hex(8)}"
+        if len(key) < 10:
+            return _error(400, "The idempotency key must be at least 10 characters long.")
+
+        def make(n: int) -> dict[str, Any]:
+            money = {"amount": amount, "currency": paid.get("currency", "INR"),
+                     "created_at": api.now}  # fmt: skip
+            made = _refund(f"rfnd_{payment_id[-8:]}{n:06d}", payment_id, money)
+            return {**made, "notes": asked.get("notes") or []}
+
+        made, refused = api.refund_once(Provider.RAZORPAY, payment_id, key, asked, make, amount,
+                                        int(paid["amount"]))  # fmt: skip
+        if refused is not None:
+            return _error(400, _REFUSALS[refused])
+        late = await api.after_acting(Provider.RAZORPAY)
+        return late if late is not None else JSONResponse(made)
+
+    async def refunds_of(request: Request) -> Response:
+        """``GET /v1/payments/{id}/refunds``: the payment's refunds, a collection."""
+        if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
+            return _error(401, "The API key provided is invalid")
+        fault = await api.fault(Provider.RAZORPAY)
+        if fault is not None:
+            return fault
+        items = list(
+            api.money.refunds.get((Provider.RAZORPAY, request.path_params["payment_id"]), [])
+        )
+        return JSONResponse({"entity": "collection", "count": len(items), "items": items})
+
+    return [
+        Route("/v1/orders/{order_id}/payments", payments, methods=["GET"]),
+        Route("/v1/payments/{payment_id}/refund", refund, methods=["POST"]),
+        Route("/v1/payments/{payment_id}/refunds", refunds_of, methods=["GET"]),
+    ]
+
+
+_REFUSALS = {
+    "another body": "Different request with the same idempotency key has already been processed.",
+    "fully refunded": "The payment has been fully refunded already.",
+    "more than captured": "The refund amount provided is greater than amount captured.",
+}
+"""Razorpay's own words (razorpay.com/docs/api/refunds, docs/providers.md "Refunds")."""
 
 
 def _basic_auth_ok(request: Request, user: str, password: str) -> bool:

@@ -1,0 +1,51 @@
+"""A pass of the refund sender (``payhooks.sending``) with the gateways' own clients, over
+httpx: what ``payhooks refunds send``, the reference worker and a merchant's scheduler run.
+
+::
+
+    from payhooks.reconcile.refunding import send
+    tally = send("postgresql://shop@db/shop")   # every few seconds, beside the app
+    print(tally.summary())
+
+The gateways' API credentials are read from the environment under the reference service's
+names (``PAYHOOKS_RAZORPAY_KEY_ID``, ...), as reconciliation reads them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS, ApiCredentials, credentials
+from payhooks.gateways._status import client, http_client
+from payhooks.reconcile.passes import Connect
+from payhooks.reconcile.running import TIMEOUT_S, connecting
+from payhooks.sending import RefundClient, Tally, send_due
+
+
+def send_once(
+    connect: Connect,
+    found: Mapping[Provider, ApiCredentials],
+    *,
+    timeout_s: float = TIMEOUT_S,
+    limit: int = 50,
+    stop: Callable[[], bool] = lambda: False,
+) -> Tally:
+    """One pass over the due refund intents of each gateway in ``found`` payhooks refunds."""
+    with http_client(timeout_s) as http:
+        clients: dict[Provider, RefundClient] = {
+            p: client(c, http)  # type: ignore[misc]  # a status client that sends refunds
+            for p, c in found.items()
+            if GATEWAYS[p].sends_refunds
+        }
+        return send_due(connect, clients, limit=limit, stop=stop)
+
+
+def send(database_url: str, *, environ: Mapping[str, str] | None = None, limit: int = 50) -> Tally:
+    """One pass on ``database_url`` with the credentials in ``environ`` (default: the
+    process's environment)."""
+    found = credentials(os.environ if environ is None else environ)
+    return send_once(connecting(database_url), found, limit=limit)
+
+
+__all__ = ["send", "send_once"]

@@ -1,0 +1,138 @@
+"""The sender: each refund intent due (``payhooks.refunds``) sent to its gateway under its
+idempotency key, until the gateway has it.
+
+A pass leases a few due intents (a lease longer than any call, ``refunds.LEASE``, so a second
+sender meets an intent only after the first gave up or died) and calls each one's gateway
+with the intent's key and the same body every time. What the gateway says decides:
+
+- it has the refund (made now, or made by an earlier call whose answer was lost: the gateway
+  returns the refund it made for the key): recorded ``sent`` with its id, or ``processed``;
+- it refused it for good (more than refundable, a payment it will not refund): ``refused``,
+  with the gateway's words, the amount free again;
+- anything else (a timeout, no answer, 409 "in progress", 429, 5xx, credentials refused): due
+  again later (5 s doubling to 10 minutes), the same key, the same body.
+
+Run by the reference worker on every tick, by ``payhooks refunds send --database-url`` beside
+a merchant's app, or by ``send_due`` from a merchant's own scheduler. The gateway clients
+(``RefundClient``) live with each gateway's status client (``gateways/<name>/status.py``, the
+``reconcile`` extra: httpx); this module imports none of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from payhooks import refunds
+from payhooks.db import Connection
+from payhooks.errors import GatewayApiError
+from payhooks.events import Provider
+from payhooks.refunds import Refund
+
+log = logging.getLogger("payhooks.refunds")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """The gateway has the refund: its own id for it, and whether the money already went."""
+
+    gateway_refund_id: str
+    processed: bool = False
+
+
+class RefundRefused(GatewayApiError):
+    """The gateway refused the refund for good (its words in ``reason``): asking again with
+    the same key and body would be refused again."""
+
+
+class RefundClient(Protocol):
+    provider: Provider
+
+    def send_refund(self, refund: Refund) -> Sent: ...
+
+
+Connect = Callable[[], AbstractContextManager[Connection]]
+"""A connection in autocommit for each step (``payhooks.reconcile.running.connecting``)."""
+
+
+@dataclass(slots=True)
+class Tally:
+    """What one pass did, by gateway."""
+
+    sent: Counter[Provider] = field(default_factory=Counter)
+    processed: Counter[Provider] = field(default_factory=Counter)
+    refused: Counter[Provider] = field(default_factory=Counter)
+    retried: Counter[Provider] = field(default_factory=Counter)
+
+    def summary(self) -> str:
+        total = {name: sum(getattr(self, name).values()) for name in _COUNTS}
+        return (
+            f"{total['sent']} refund(s) sent, {total['processed']} of them processed at once, "
+            f"{total['refused']} refused by the gateway, {total['retried']} to try again"
+        )
+
+
+_COUNTS = ("sent", "processed", "refused", "retried")
+
+
+def send_due(
+    connect: Connect,
+    clients: Mapping[Provider, RefundClient],
+    *,
+    limit: int = 50,
+    stop: Callable[[], bool] = lambda: False,
+) -> Tally:
+    """Every due intent of each gateway in ``clients``, at most ``limit`` each."""
+    tally = Tally()
+    for provider, client in clients.items():
+        with connect() as conn:
+            due = refunds.leased(conn, provider, limit)
+        for refund in due:
+            if stop():
+                return tally
+            _send(connect, client, refund, tally)
+    return tally
+
+
+def _send(connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
+    provider = refund.provider
+    try:
+        sent = client.send_refund(refund)
+    except RefundRefused as exc:
+        with connect() as conn:
+            refunds.refused(conn, refund, exc.reason)
+        tally.refused[provider] += 1
+        log.warning(
+            "refund_refused",
+            extra={"provider": provider.value, "key": refund.idempotency_key,
+                   "payment_id": refund.payment_id, "amount_paise": refund.amount_paise,
+                   "detail": exc.reason},
+        )  # fmt: skip
+        return
+    except GatewayApiError as exc:
+        with connect() as conn:
+            refunds.again(conn, refund, refunds.wait_after(refund.attempts), exc.reason)
+        tally.retried[provider] += 1
+        log.info(
+            "refund_retry",
+            extra={"provider": provider.value, "key": refund.idempotency_key,
+                   "attempts": refund.attempts, "detail": exc.reason},
+        )  # fmt: skip
+        return
+    with connect() as conn:
+        refunds.accepted(conn, refund, sent.gateway_refund_id, processed=sent.processed)
+    tally.sent[provider] += 1
+    tally.processed[provider] += sent.processed
+    log.info(
+        "refund_sent",
+        extra={"provider": provider.value, "key": refund.idempotency_key,
+               "payment_id": refund.payment_id, "refund_id": sent.gateway_refund_id,
+               "amount_paise": refund.amount_paise, "processed": sent.processed},
+    )  # fmt: skip
+
+
+__all__ = ["RefundClient", "RefundRefused", "Sent", "Tally", "send_due"]

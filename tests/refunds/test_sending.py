@@ -1,0 +1,208 @@
+"""Refunds sent exactly once, whatever goes wrong between payhooks and the gateway: the sender
+against the gateways' refund doubles over a loopback socket, on real PostgreSQL. Under every
+fault the double's books show one refund per intent and never more than was captured."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+import payhooks
+from payhooks import refunds
+from payhooks.events import Provider
+from payhooks.gateways import credentials
+from payhooks.reconcile.refunding import send_once
+from payhooks.reconcile.running import connecting
+from payhooks.refunds import RefundState
+from payhooks.sim.gateway import Purchase
+from payhooks.sim.gateway_api import Fault
+from tests.reconcile import conftest as reconciling
+from tests.reconcile.conftest import API_KEYS
+
+PAYMENT = {Provider.RAZORPAY: "pay_rfsend0000001", Provider.CASHFREE: "5114917039291"}
+ORDER = {Provider.RAZORPAY: "order_rfsend00001", Provider.CASHFREE: "ph_rfsend0000001"}
+GATEWAYS = [Provider.RAZORPAY, Provider.CASHFREE]
+TIMEOUT_S = 1.0
+gateway_api = reconciling.gateway_api  # its fixture
+
+
+@pytest.fixture
+def core(database_url, gateway_api):
+    api, url = gateway_api
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        payhooks.migrate(conn)
+        yield conn, api, url
+
+
+def paid(api, provider: Provider, amount: int = 49_900) -> None:
+    order = Purchase(provider=provider, cart_id="RF-1", reference=ORDER[provider],
+                     amount_paise=amount, items={"TEA": 1})  # fmt: skip
+    api.pay(order, PAYMENT[provider])
+
+
+def ask(conn, provider: Provider, amount: int = 49_900, key: str = "double-payment"):
+    return refunds.request(conn, provider, PAYMENT[provider], amount, key=key,
+                           captured_paise=49_900, reason="double payment", requested_by="shop",
+                           gateway_order_id=ORDER[provider])  # fmt: skip
+
+
+def send(database_url: str, url: str):
+    return send_once(connecting(database_url), credentials(API_KEYS.env(url)), timeout_s=TIMEOUT_S)
+
+
+def due_now(conn) -> None:
+    """The wait before the next attempt (5 s and up), passed."""
+    conn.execute("UPDATE payhooks_refunds SET next_attempt_at = now()")
+
+
+def state(conn, provider: Provider) -> list[tuple[str, str | None, int]]:
+    found = refunds.of_payment(conn, provider, PAYMENT[provider])
+    return [(r.state.value, r.gateway_refund_id, r.attempts) for r in found]
+
+
+def books(api, provider: Provider) -> tuple[int, int]:
+    """Refunds the gateway made for the payment, and the paise it gave back."""
+    key = (provider, PAYMENT[provider])
+    return api.money.made[key], api.money.refunded[key]
+
+
+@pytest.mark.parametrize("provider", GATEWAYS)
+def test_an_intent_is_sent_once_and_recorded_with_the_gateways_refund_id(
+    core, database_url, provider
+):
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider)
+    tally = send(database_url, url)
+    assert tally.sent[provider] == 1 and tally.processed[provider] == 1
+    [(found, refund_id, attempts)] = state(conn, provider)
+    assert (found, attempts) == ("processed", 1) and refund_id
+    assert books(api, provider) == (1, 49_900)
+    assert send(database_url, url).sent[provider] == 0  # nothing more to send
+
+
+FAULTS = {
+    "timeout after the gateway acted": ("after", Fault(delay_s=TIMEOUT_S + 1.5)),
+    "answer lost after the gateway acted": ("after", Fault(status=503)),
+    "409 in progress, then 200": ("before", Fault(status=409)),
+    "5xx before acting": ("before", Fault(status=500)),
+    "429 before acting": ("before", Fault(status=429, retry_after_s=1)),
+}
+
+
+@pytest.mark.parametrize("provider", GATEWAYS)
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_under_each_fault_the_gateway_refunds_once(core, database_url, provider, fault):
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider)
+    when, scripted = FAULTS[fault]
+    (api.fail_after_acting if when == "after" else api.fail_next)(provider, scripted)
+    first = send(database_url, url)
+    assert first.retried[provider] == 1, first.summary()
+    [(found, _, _)] = state(conn, provider)
+    assert found == "requested"  # not known to be refunded: asked again, same key and body
+    due_now(conn)
+    again = send(database_url, url)
+    assert again.sent[provider] == 1, again.summary()
+    [(found, refund_id, attempts)] = state(conn, provider)
+    assert (found, attempts) == ("processed", 2) and refund_id
+    assert books(api, provider) == (1, 49_900)
+
+
+@pytest.mark.parametrize("provider", GATEWAYS)
+def test_two_senders_at_once_refund_once(core, database_url, provider):
+    """Two senders racing: each leases what the other has not; and one meeting an intent whose
+    lease ran out while the first was still mid-call sends the same key: one refund."""
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_after_acting(provider, Fault(delay_s=TIMEOUT_S + 1.5))  # the first never hears
+    start = threading.Barrier(2)
+    tallies = []
+
+    def sender() -> None:
+        start.wait(timeout=30)
+        tallies.append(send(database_url, url))
+
+    threads = [threading.Thread(target=sender) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sum(t.sent[provider] + t.retried[provider] for t in tallies) == 1  # one lease
+    due_now(conn)  # the lease ran out; a second sender meets it
+    send(database_url, url)
+    assert books(api, provider) == (1, 49_900)
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+
+
+@pytest.mark.parametrize("provider", GATEWAYS)
+def test_a_refund_the_gateway_refuses_is_recorded_refused_with_its_words(
+    core, database_url, provider
+):
+    """The gateway captured less than the shop said: it refuses, and payhooks says why."""
+    conn, api, url = core
+    paid(api, provider, amount=10_000)
+    ask(conn, provider, amount=20_000)
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 1
+    (refund,) = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REFUSED and refund.last_error
+    assert "greater than amount captured" in refund.last_error or "refundable" in refund.last_error
+    assert books(api, provider) == (0, 0)
+
+
+@pytest.mark.parametrize("provider", GATEWAYS)
+def test_partial_refunds_add_up_to_what_was_captured_and_no_more(core, database_url, provider):
+    conn, api, url = core
+    paid(api, provider)
+    for n, amount in enumerate((10_000, 20_000, 19_900)):
+        ask(conn, provider, amount=amount, key=f"partial-{n}")
+    with pytest.raises(refunds.RefundTooLarge):
+        ask(conn, provider, amount=1, key="one-paisa-more")
+    send(database_url, url)
+    assert books(api, provider) == (3, 49_900)
+    intents = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert sum(r.amount_paise for r in intents) == 49_900
+    assert {r.state for r in intents} == {RefundState.PROCESSED}
+
+
+@pytest.mark.parametrize("provider", GATEWAYS)
+def test_a_sender_killed_mid_call_leaves_a_refund_the_next_one_records_once(
+    core, database_url, provider
+):
+    """``payhooks refunds send`` SIGKILLed while the gateway, having refunded, is still
+    answering: the intent stays leased, then the next sender finds the refund and records
+    it, never refunding twice."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_after_acting(provider, Fault(delay_s=30))  # refunded; the answer takes 30 s
+    command = [str(Path(sys.executable).parent / "payhooks"), "refunds", "send",
+               "--database-url", database_url]  # fmt: skip
+    env = {**os.environ, **API_KEYS.env(url)}
+    sender = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while books(api, provider)[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the gateway has made the refund; the sender waits for its answer
+    sender.send_signal(signal.SIGKILL)
+    sender.wait(timeout=15)
+    assert books(api, provider) == (1, 49_900)
+    assert [s for s, _, _ in state(conn, provider)] == ["requested"]  # it never heard
+    due_now(conn)  # the lease, two minutes long, ran out
+    done = subprocess.run([*command, "--once"], env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "1 refund(s) sent" in done.stdout
+    assert books(api, provider) == (1, 49_900)
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
