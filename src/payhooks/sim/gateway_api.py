@@ -140,6 +140,17 @@ class GatewayApi:
                     return found[-1]
         return None
 
+    def book(self, purchase: Purchase, entity: dict[str, Any]) -> None:
+        """The payment the gateway records for the order, as its status API answers it,
+        written whole (Juspay's order with its refunds): in place of the one of its id."""
+        sim = simulator(purchase.provider)
+        order = self.open_order(purchase)
+        with self._lock:
+            kept = [
+                p for p in order.payments if p.get(sim.payment_key) != entity.get(sim.payment_key)
+            ]
+            order.payments = [*kept, entity]
+
     def expire(self, purchase: Purchase) -> None:
         self.open_order(purchase).expired = True
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import random
 import secrets
 import threading
@@ -96,10 +97,16 @@ def silent_story(purchase: Purchase, books: GatewayApi) -> Story:
 
 
 def plan_story(
-    purchase: Purchase, gateway: Gateway, options: StormOptions, rng: random.Random
+    purchase: Purchase,
+    gateway: Gateway,
+    options: StormOptions,
+    rng: random.Random,
+    books: GatewayApi | None = None,
 ) -> Story:
     story = Story(purchase=purchase)
     deliveries = simulator(purchase.provider).story(story, gateway, options, rng)
+    if books is not None and GATEWAYS[purchase.provider].confirmed_by_api:
+        _booked(books, purchase, story, deliveries)
     offsets = [n * STORY_SPACING_S for n in range(len(deliveries))]
     if rng.random() < options.reorder_rate:
         rng.shuffle(offsets)
@@ -114,6 +121,18 @@ def plan_story(
             Planned(delivery=delivery, purchase=purchase, at_s=start + offset, copies=copies)
         )
     return story
+
+
+def _booked(books: GatewayApi, purchase: Purchase, story: Story, told: list[Delivery]) -> None:
+    """What a gateway whose callbacks its API must confirm knows of the story, in its books:
+    each payment captured; and where a callback carries the order as its status API answers
+    it (Juspay's ``content.order``), the last such, refunds and all."""
+    for payment_id in story.captured:
+        books.pay(purchase, payment_id)
+    orders = [json.loads(d.body).get("content", {}).get("order") for d in told]
+    last = [o for o in orders if isinstance(o, dict) and o.get("status") == "CHARGED"]
+    if last:
+        books.book(purchase, max(last, key=lambda o: len(o.get("refunds") or [])))
 
 
 # --- sending: a time-compressed gateway with its retry schedules ---------------------------
@@ -455,7 +474,7 @@ def run_storm(
         stories = [
             silent_story(p, books)
             if rng.random() < options.silent_rate
-            else plan_story(p, gateway, options, rng)
+            else plan_story(p, gateway, options, rng, books)
             for p in purchases
         ]
         tally = _deliver(base_url, stories, options, progress)
@@ -495,8 +514,13 @@ def _await_reconciliation(
     reconcile: Callable[[], object],
     progress: Progress,
 ) -> None:
-    """Until every silent cart is paid, or the wait is over (the checks then say which not)."""
-    waiting = [s for s in stories if s.silent]
+    """Until every silent cart is paid, and every cart of a gateway whose callbacks its API
+    must confirm, or the wait is over (the checks then say which not)."""
+    confirmed = {p for p, found in GATEWAYS.items() if found.confirmed_by_api}
+    waiting = [
+        s for s in stories
+        if s.silent or (s.purchase.provider in confirmed and set(s.captured) - set(s.refunded))
+    ]  # fmt: skip
     deadline = time.monotonic() + options.reconcile_wait_s
     progress("awaiting reconciliation", 0, len(waiting))
     while waiting and time.monotonic() < deadline:
