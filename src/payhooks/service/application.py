@@ -12,8 +12,10 @@ import httpx
 import psycopg_pool
 
 from payhooks import retention as policy
+from payhooks import sending
 from payhooks.db import Connection
 from payhooks.events import Provider, Received
+from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Receipt, ingest_received
 from payhooks.providers import Adapter
 from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
@@ -21,6 +23,7 @@ from payhooks.service import database, retention
 from payhooks.service.config import Settings
 from payhooks.service.reconcile.alerts import ALERTS
 from payhooks.service.reconcile.clients import StatusClient, clients
+from payhooks.service.shop import double_refunds
 from payhooks.service.shop.payments import apply_event
 from payhooks.stored import read_stored, received_stored
 
@@ -32,6 +35,7 @@ __all__ = [
     "received_stored",
     "reconciler",
     "replay",
+    "send_refunds",
     "shop_reconciler",
 ]
 
@@ -116,3 +120,22 @@ def purge(
     unless ``force``."""
     policy.check_window(days, force=force)
     return retention.purge_exclusively(conn, days, holder=holder, **options)
+
+
+def send_refunds(
+    reconciler: Reconciler,
+    *,
+    double_payments: bool,
+    limit: int = 50,
+    stop: Callable[[], bool] = lambda: False,
+) -> sending.Tally:
+    """One pass of the refund sender over the gateways payhooks refunds, with the
+    double-payment policy first when it is on (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``): what the
+    worker runs on every tick, and the demo on demand."""
+    found = {p: c for p, c in reconciler.clients.items() if GATEWAYS[p].sends_refunds}
+    if not found:
+        return sending.Tally()
+    if double_payments:
+        with reconciler.connect() as conn:
+            double_refunds.request_due(conn, limit=limit)
+    return sending.send_due(reconciler.connect, found, limit=limit, stop=stop)  # type: ignore[arg-type]

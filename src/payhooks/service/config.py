@@ -55,6 +55,18 @@ class _Variable:
             raise SettingError(self.name, "has spaces around it: remove them")
         return self.raw or None
 
+    def switch(self) -> bool:
+        """On or off: ``true``, ``1``, ``yes``, ``on`` or ``false``, ``0``, ``no``, ``off``
+        (any case); unset is off."""
+        if not self.raw:
+            return False
+        said = self.raw.strip().lower()
+        if said in ("true", "1", "yes", "on"):
+            return True
+        if said in ("false", "0", "no", "off"):
+            return False
+        raise SettingError(self.name, f"is true or false, not {_clipped(self.raw)}")
+
     def integer(self, default: int, *, maximum: int = PG_INT_MAX) -> int:
         """A whole number from 1 to ``maximum``; PostgreSQL's integers end at 2147483647."""
         if not self.raw:
@@ -167,6 +179,8 @@ class Settings:
     reconcile_after_s: int = 900
     reconcile_window_s: int = 7 * 24 * 3600
     reconcile_timeout_ms: int = 10_000
+    refund_double_payments: bool = False
+    """The second payment of a paid cart refunded automatically, once (the worker)."""
     secret_notes: tuple[str, ...] = ()
     """What start-up should say about the secrets as written (``payhooks serve``, ``worker``)."""
 
@@ -194,6 +208,7 @@ class Settings:
             reconcile_after_s=env.get("PAYHOOKS_RECONCILE_AFTER_S").integer(900),
             reconcile_window_s=env.get("PAYHOOKS_RECONCILE_WINDOW_S").integer(7 * 24 * 3600),
             reconcile_timeout_ms=env.get("PAYHOOKS_RECONCILE_TIMEOUT_MS").integer(10_000),
+            refund_double_payments=env.get("PAYHOOKS_REFUND_DOUBLE_PAYMENTS").switch(),
             secret_notes=_secret_notes(env),
         )
         settings.check_timeouts()

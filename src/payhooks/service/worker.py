@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 
 import psycopg_pool
 
-from payhooks import sending
 from payhooks.errors import DatabaseUnavailable
-from payhooks.gateways import GATEWAYS
 from payhooks.service import application, outbox, reconcile
 from payhooks.service.config import Settings
 from payhooks.service.maintenance import Cadence, Maintenance
@@ -67,6 +65,7 @@ class Worker:
         self.reconciler = application.reconciler(
             pool, settings, self._http, limit=self.options.batch, stop=self.stopping.is_set
         )
+        self.refund_double_payments = settings.refund_double_payments
         self._last_reconcile: float | None = None
         self._failures = 0
 
@@ -160,13 +159,11 @@ class Worker:
 
     def send_refunds(self) -> int:
         """Every tick: the refund intents due sent to their gateway, each under its
-        idempotency key (``payhooks.sending``); returns how many the gateways accepted."""
-        clients = {p: c for p, c in self.reconciler.clients.items() if GATEWAYS[p].sends_refunds}
-        if not clients:
-            return 0
-        tally = sending.send_due(
-            self.reconciler.connect,
-            clients,  # type: ignore[arg-type]  # the status clients that send refunds
+        idempotency key (``payhooks.sending``), the double-payment policy's first when it is
+        on; returns how many the gateways accepted."""
+        tally = application.send_refunds(
+            self.reconciler,
+            double_payments=self.refund_double_payments,
             limit=self.options.batch,
             stop=self.stopping.is_set,
         )

@@ -30,7 +30,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from payhooks import db
+from payhooks import db, sending
 from payhooks.events import Provider
 from payhooks.service import application, database, reconcile
 from payhooks.service.config import Settings
@@ -184,13 +184,33 @@ def double_payment(stage: Stage) -> Result:
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         runs = list(pool.map(send, deliveries))
+    flagged = _refund_flagged(stage, buy, pays)
+    for pay in pays:
+        stage.books.pay(buy, pay)  # the gateway's books: both captured
+    stage.refund()  # the double-payment policy, then the sender, as the worker runs them
+    stage.refund()  # a second pass (another tick, another worker) refunds nothing more
+    order = stage.merchant.orders(buy.cart_id)[0]
+    loser = next((pay for pay in pays if pay != order["payment_id"]), "")
+    made = [stage.books.money.made[(buy.provider, pay)] for pay in (loser, order["payment_id"])]
+    refund = stage.books.money.refunds.get((buy.provider, loser), [{}])[0]
+    webhook = stage.gateway.razorpay("refund.processed", payment_id=loser, order_id=buy.reference,
+                                     amount_paise=buy.amount_paise,
+                                     refund_id=str(refund.get("id", "rfnd_none")))  # fmt: skip
+    back = stage.courier.deliver(webhook)  # the gateway says the refund is processed
+    after = stage.merchant.payment(buy.provider, loser) or {}
     return result(
-        "double payment (two tabs)",
-        runs,
+        "double payment (two tabs), refunded automatically",
+        [*runs, back],
         [
-            expect(finals(*runs), ["processed", "processed"]),
+            expect(finals(*runs, back), ["processed", "processed", "processed"]),
             one_order(stage, buy),
-            _refund_flagged(stage, buy, pays),
+            flagged,
+            (made == [1, 0], f"refunds at the gateway: {made} (the second payment, the first)"),
+            (
+                after.get("status") == "refunded" and not after.get("needs_refund"),
+                f"the second payment is {after.get('status')}",
+            ),
+            (True, "1 order, the second payment refunded once"),
         ],
     )
 
@@ -201,7 +221,7 @@ def _refund_flagged(stage: Stage, buy: Purchase, pays: list[str]) -> tuple[bool,
     loser = next((pay for pay in pays if pay != order["payment_id"]), "")
     found = stage.merchant.payment(buy.provider, loser) or {}
     ok = bool(found.get("needs_refund")) and "duplicate_payment" in found.get("flags", [])
-    return ok, "1 order, 1 refund"
+    return ok, "the second payment flagged for refund"
 
 
 def captured_before_authorized(stage: Stage) -> Result:
@@ -334,7 +354,7 @@ FROM orders o LEFT JOIN processed_webhooks w
    AND w.outcome = 'processed' AND w.order_ref = o.id
 """
 _CAPTURES = """
-SELECT p.provider, p.payment_id, p.needs_refund, o.id IS NOT NULL
+SELECT p.provider, p.payment_id, p.needs_refund OR p.status = 'refunded', o.id IS NOT NULL
 FROM payments p LEFT JOIN orders o
     ON o.cart_id = p.cart_id AND o.provider = p.provider AND o.payment_id = p.payment_id
 WHERE p.status IN ('captured', 'refunded')
@@ -392,7 +412,7 @@ def no_payment_lost(conn: db.Connection, sent: Sequence[tuple[Provider, str]]) -
     refunds = sum(1 for row in rows if row[2])
     detail = (
         f"{len(set(sent))} payments captured by the gateway: "
-        f"{len(rows) - refunds} on orders, {refunds} flagged for refund"
+        f"{len(rows) - refunds} on orders, {refunds} refunded or flagged for refund"
     )
     return Check(
         name="no payment lost",
@@ -590,12 +610,16 @@ def set_up_shop(merchant: Shop) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def reconciling(settings: Settings, database_url: str) -> Iterator[Callable[[], reconcile.Tally]]:
-    """One reconciliation pass on demand, as the worker runs it, over every open checkout."""
+def reconciling(
+    settings: Settings, database_url: str
+) -> Iterator[tuple[Callable[[], reconcile.Tally], Callable[[], sending.Tally]]]:
+    """One reconciliation pass on demand, as the worker runs it, over every open checkout;
+    and one pass of the refund sender, the double-payment policy on (the demo's setting)."""
     pool = database.open_pool(database_url, settings, max_size=2, deadline=False)
     try:
         with reconcile.http_client(GATEWAY_TIMEOUT_S) as http:
-            yield application.reconciler(pool, settings, http, after_s=0).run
+            reconciler = application.reconciler(pool, settings, http, after_s=0)
+            yield reconciler.run, lambda: application.send_refunds(reconciler, double_payments=True)
     finally:
         pool.close()
 
@@ -611,7 +635,7 @@ def play(
         httpx.Client(base_url=base_url, headers=auth, timeout=10) as api,
         httpx.Client(base_url=base_url, limits=limits, timeout=GATEWAY_TIMEOUT_S) as hooks,
         serving_api(books) as api_url,
-        reconciling(_settings(keys, api_url), database_url) as reconcile_pass,
+        reconciling(_settings(keys, api_url), database_url) as (reconcile_pass, refund_pass),
     ):
         merchant = ShopAtGateway(api, DemoFailed, books)
         before = set_up_shop(merchant)
@@ -622,6 +646,7 @@ def play(
             database_url=database_url,
             books=books,
             reconcile=reconcile_pass,
+            refund=refund_pass,
         )
         results = [scenario(stage) for scenario in SCENARIOS]
         after = {sku: merchant.stock(sku) for sku in before}

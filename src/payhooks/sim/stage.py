@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from payhooks import sending
 from payhooks.events import Provider
 from payhooks.service import reconcile
 from payhooks.sim.client import Answer, Shop, post
@@ -58,6 +59,8 @@ class Stage:
     database_url: str
     books: GatewayApi
     reconcile: Callable[[], reconcile.Tally] = reconcile.Tally
+    refund: Callable[[], sending.Tally] = sending.Tally
+    """One pass of the refund sender, the double-payment policy on (as the demo's worker)."""
     captured: list[tuple[Provider, str]] = field(default_factory=list)
 
     def vouch(self, buy: Purchase, payment_id: str) -> str:

@@ -246,6 +246,13 @@ def _apply_refund(conn: Connection, event: Event) -> Applied:
     return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
 
 
+# A payment refunded in full needs no refund any more (a double payment, refunded).
+_REFUNDED_IN_FULL = """
+UPDATE payments SET needs_refund = false
+WHERE provider = %s AND payment_id = %s AND needs_refund
+"""
+
+
 def _check_refunds(conn: Connection, event: Event, cart_id: str, money: _Money) -> None:
     """Refunds beyond what was paid, or the whole of a payment that paid an order: the
     order stands (it is the merchant's to cancel), so an operator must hear of it."""
@@ -253,6 +260,7 @@ def _check_refunds(conn: Connection, event: Event, cart_id: str, money: _Money) 
         _flag_over_refund(conn, event, money)
     if not money.fully_refunded:
         return
+    conn.execute(_REFUNDED_IN_FULL, (event.provider.value, event.payment_id))
     paid = conn.execute(_PAID_BY, (cart_id,)).fetchone()
     if paid and (paid[1], paid[2]) == (event.provider.value, event.payment_id):
         _flag(

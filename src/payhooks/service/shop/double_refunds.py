@@ -1,0 +1,51 @@
+"""The double-payment policy (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``, off by default): the
+second payment of a cart already paid (flagged ``duplicate_payment``, ``needs_refund``) is
+refunded automatically, once: an intent (``payhooks.refunds``) under the key
+``double:<payment id>``, sent by the worker's sender like any other. A payment of a gateway
+payhooks does not refund keeps its flag for a person."""
+
+from __future__ import annotations
+
+from payhooks import refunds
+from payhooks.db import Connection
+from payhooks.gateways import GATEWAYS
+
+DUE = """
+SELECT p.provider, p.payment_id, p.amount_paise, p.currency, p.cart_id,
+       (SELECT w.merchant_ref FROM processed_webhooks w
+        WHERE w.provider = p.provider AND w.payment_id = p.payment_id
+          AND w.merchant_ref IS NOT NULL LIMIT 1)
+FROM payments p
+WHERE p.needs_refund AND p.provider = ANY(%s) AND 'duplicate_payment' = ANY(p.flags)
+  AND p.refunded_paise = 0 AND p.amount_paise > 0
+  AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r
+                  WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
+ORDER BY p.created_at LIMIT %s
+"""
+REQUESTED_BY = "payhooks (double-payment policy)"
+
+
+def key_of(payment_id: str) -> str:
+    return f"double:{payment_id}"
+
+
+def request_due(conn: Connection, *, limit: int = 50) -> int:
+    """An intent for each double payment not yet refunded; how many were written. Each in a
+    transaction of its own, keyed on the payment: two workers at once write one."""
+    providers = [p.value for p, gateway in GATEWAYS.items() if gateway.sends_refunds]
+    written = 0
+    for provider, payment_id, amount, currency, cart_id, order_ref in conn.execute(
+        DUE, (providers, limit)
+    ).fetchall():
+        with conn.transaction():
+            refunds.request(
+                conn, provider, payment_id, int(amount), key=key_of(payment_id),
+                captured_paise=int(amount), reason=f"double payment of cart {cart_id}",
+                requested_by=REQUESTED_BY, currency=currency or "INR",
+                gateway_order_id=order_ref,
+            )  # fmt: skip
+        written += 1
+    return written
+
+
+__all__ = ["REQUESTED_BY", "key_of", "request_due"]

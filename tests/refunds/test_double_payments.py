@@ -1,0 +1,88 @@
+"""The double-payment policy (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``): the second payment of a
+paid cart is refunded automatically, once, by the reference worker's pass; the payment that
+made the order never is. Real PostgreSQL, the refund double over a loopback socket."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from payhooks import refunds
+from payhooks.events import Provider
+from payhooks.refunds import RefundState
+from payhooks.service import application
+from payhooks.service.shop import carts, double_refunds
+from payhooks.sim.gateway import new_payment_id
+from tests.factories import GATEWAY, deliver, purchase
+from tests.reconcile import conftest as reconciling
+from tests.reconcile.conftest import paid_at_gateway
+
+rig = reconciling.rig  # its fixture
+gateway_api = reconciling.gateway_api
+
+PAYMENT = "SELECT status, needs_refund, flags FROM payments WHERE provider = %s AND payment_id = %s"
+
+
+def paid_twice(conn, rig, provider: Provider):
+    """Two tabs paying one cart: two payments of its checkout (one gateway order)."""
+    buy = purchase(conn, provider)
+    other = carts.checkout(conn, buy.cart_id, provider)
+    again = replace(buy, reference=other.gateway_order_id, payment_id=new_payment_id(provider))
+    deliver(conn, buy.captured())
+    deliver(conn, again.captured())
+    paid_at_gateway(rig.api, buy)
+    paid_at_gateway(rig.api, again)
+    return buy, again.payment_id if provider is not Provider.PAYU else again.reference
+
+
+@pytest.mark.parametrize("provider", [Provider.RAZORPAY, Provider.CASHFREE])
+def test_the_second_payment_is_refunded_once_and_the_first_never(conn, rig, provider):
+    buy, second = paid_twice(conn, rig, provider)
+    assert conn.execute(PAYMENT, (provider.value, second)).fetchone()[1] is True  # flagged
+    reconciler = rig.reconciler()
+    tally = application.send_refunds(reconciler, double_payments=True)
+    assert tally.sent[provider] == 1
+    again = application.send_refunds(reconciler, double_payments=True)  # the next tick
+    assert sum(again.sent.values()) == 0
+    books = rig.api.money
+    made = [books.made[(provider, p)] for p in (second, buy.payment_id)]
+    if provider is Provider.RAZORPAY:  # refunds a payment
+        assert made == [1, 0]
+    else:  # Cashfree refunds an order: which of its payments it counts against is its own
+        assert sum(made) == 1
+    assert sum(books.refunded[(provider, p)] for p in (second, buy.payment_id)) == 49_900
+    (intent,) = refunds.of_payment(conn, provider, second)
+    assert (intent.state, intent.amount_paise) == (RefundState.PROCESSED, buy.amount_paise)
+    assert intent.requested_by == double_refunds.REQUESTED_BY
+
+
+def test_the_refund_webhook_then_marks_the_second_payment_refunded(conn, rig):
+    buy, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    application.send_refunds(rig.reconciler(), double_payments=True)
+    (intent,) = refunds.of_payment(conn, Provider.RAZORPAY, second)
+    webhook = GATEWAY.razorpay("refund.processed", payment_id=second, order_id=buy.reference,
+                               amount_paise=buy.amount_paise,
+                               refund_id=intent.gateway_refund_id)  # fmt: skip
+    deliver(conn, webhook)  # the gateway's refund webhook
+    status, needs_refund, flags = conn.execute(PAYMENT, ("razorpay", second)).fetchone()
+    assert (status, needs_refund, "duplicate_payment" in flags) == ("refunded", False, True)
+
+
+def test_off_by_default_the_second_payment_waits_for_a_person(conn, rig):
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    application.send_refunds(rig.reconciler(), double_payments=False)
+    assert refunds.of_payment(conn, Provider.RAZORPAY, second) == []
+    assert rig.api.money.made[(Provider.RAZORPAY, second)] == 0
+
+
+def test_a_double_payment_at_a_gateway_payhooks_does_not_refund_keeps_its_flag(conn):
+    """PayU: refunded by a person (payhooks sends no PayU refunds yet)."""
+    buy = purchase(conn, Provider.PAYU)
+    deliver(conn, buy.captured())
+    conn.execute(
+        "UPDATE payments SET needs_refund = true, flags = ARRAY['duplicate_payment']"
+        " WHERE provider = 'payu'"
+    )
+    assert double_refunds.request_due(conn) == 0
+    assert conn.execute("SELECT needs_refund FROM payments").fetchone() == (True,)
