@@ -115,3 +115,27 @@ def test_the_refund_webhook_closes_the_intent_it_was_sent_for(core):
     (closed,) = refunds.of_payment(core, "razorpay", PAYMENT)
     assert (closed.state, closed.gateway_refund_id) == (RefundState.PROCESSED, "rfnd_closes00001")
     assert closed.settled_at is not None
+
+
+def test_on_an_async_connection_the_same_intent(core, database_url):
+    import asyncio
+
+    async def asked() -> refunds.Refund:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as aconn:
+            async with aconn.transaction():
+                return await refunds.request_async(
+                    aconn, "razorpay", PAYMENT, 100, key="ticket-1", captured_paise=49_900,
+                    reason="double payment", requested_by="asha",
+                )  # fmt: skip
+
+    made = asyncio.run(asked())
+    assert ask(core, 100) == made  # the sync path finds the very intent
+
+
+def test_a_gateway_payhooks_does_not_refund_is_refused_at_the_request(core):
+    with pytest.raises(InvalidRequest, match="sends no refunds to payu yet"):
+        refunds.request(core, "payu", "403993715521000001", 100, key="k-1", captured_paise=100,
+                        reason="r", requested_by="asha")  # fmt: skip
+    with pytest.raises(InvalidRequest, match="a Cashfree refund names its order"):
+        refunds.request(core, "cashfree", "5114917039291", 100, key="k-1", captured_paise=100,
+                        reason="r", requested_by="asha")  # fmt: skip
