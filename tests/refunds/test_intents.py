@@ -121,12 +121,12 @@ def test_on_an_async_connection_the_same_intent(core, database_url):
     import asyncio
 
     async def asked() -> refunds.Refund:
-        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as aconn:
-            async with aconn.transaction():
-                return await refunds.request_async(
-                    aconn, "razorpay", PAYMENT, 100, key="ticket-1", captured_paise=49_900,
-                    reason="double payment", requested_by="asha",
-                )  # fmt: skip
+        aconn = await psycopg.AsyncConnection.connect(database_url, autocommit=True)
+        async with aconn, aconn.transaction():
+            return await refunds.request_async(
+                aconn, "razorpay", PAYMENT, 100, key="ticket-1", captured_paise=49_900,
+                reason="double payment", requested_by="asha",
+            )  # fmt: skip
 
     made = asyncio.run(asked())
     assert ask(core, 100) == made  # the sync path finds the very intent
