@@ -100,6 +100,10 @@ DatabaseUrl = Annotated[
 ]
 
 
+Every = Annotated[float, typer.Option(min=0.2, help="Seconds between passes while it runs.")]
+Once = Annotated[bool, typer.Option("--once", help="One pass, then exit.")]
+
+
 def _print_json(value: Any) -> None:
     typer.echo(json.dumps(value, indent=2, default=str))
 
@@ -363,10 +367,8 @@ def confirm(
         ),
     ],
     database_url: DatabaseUrl = None,
-    every: Annotated[
-        float, typer.Option(min=0.2, help="Seconds between passes while it runs.")
-    ] = 2.0,
-    once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
+    every: Every = 2.0,
+    once: Once = False,
 ) -> None:
     """Confirm the callbacks PhonePe and Juspay sent (only a static credential proves them),
     and PayU's unsigned refund callbacks and resent posts, at their status APIs, every few
@@ -917,10 +919,8 @@ app.add_typer(refunds_app, name="refunds")
 @refunds_app.command("send")
 def refunds_send(
     database_url: DatabaseUrl = None,
-    every: Annotated[
-        float, typer.Option(min=0.2, help="Seconds between passes while it runs.")
-    ] = 2.0,
-    once: Annotated[bool, typer.Option("--once", help="One pass, then exit.")] = False,
+    every: Every = 2.0,
+    once: Once = False,
 ) -> None:
     """Send the refund intents due to their gateways, each under its idempotency key, every
     few seconds until stopped (SIGTERM, Ctrl-C): a call that timed out, an answer lost or a

@@ -143,11 +143,8 @@ def _refund(refund_id: str, payment_id: str, money: dict[str, object]) -> dict[s
 
 def routes(api: GatewayApi) -> list[Route]:
     async def payments(request: Request) -> Response:
-        if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
-            return _error(401, "The API key provided is invalid")
-        fault = await api.fault(Provider.RAZORPAY)
-        if fault is not None:
-            return fault
+        if (refused := await _refused(api, request)) is not None:
+            return refused
         order = api.order(Provider.RAZORPAY, request.path_params["order_id"])
         if order is None:
             return _error(400, "The id provided does not exist")
@@ -156,11 +153,8 @@ def routes(api: GatewayApi) -> list[Route]:
 
     async def refund(request: Request) -> Response:
         """``POST /v1/payments/{id}/refund``: idempotent under ``X-Refund-Idempotency``."""
-        if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
-            return _error(401, "The API key provided is invalid")
-        fault = await api.fault(Provider.RAZORPAY)
-        if fault is not None:
-            return fault
+        if (refused := await _refused(api, request)) is not None:
+            return refused
         payment_id = request.path_params["payment_id"]
         paid = api.payment_of(Provider.RAZORPAY, payment_id)
         if paid is None:
@@ -184,20 +178,17 @@ def routes(api: GatewayApi) -> list[Route]:
             made = _refund(f"rfnd_{payment_id[-8:]}{n:06d}", payment_id, money)
             return {**made, "notes": asked.get("notes") or []}
 
-        made, refused = api.refund_once(Provider.RAZORPAY, payment_id, key, asked, make, amount,
+        made, refusal = api.refund_once(Provider.RAZORPAY, payment_id, key, asked, make, amount,
                                         int(paid["amount"]))  # fmt: skip
-        if refused is not None:
-            return _error(400, _REFUSALS[refused])
+        if refusal is not None:
+            return _error(400, _REFUSALS[refusal])
         late = await api.after_acting(Provider.RAZORPAY)
         return late if late is not None else JSONResponse(made)
 
     async def refunds_of(request: Request) -> Response:
         """``GET /v1/payments/{id}/refunds``: the payment's refunds, a collection."""
-        if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
-            return _error(401, "The API key provided is invalid")
-        fault = await api.fault(Provider.RAZORPAY)
-        if fault is not None:
-            return fault
+        if (refused := await _refused(api, request)) is not None:
+            return refused
         items = list(
             api.money.refunds.get((Provider.RAZORPAY, request.path_params["payment_id"]), [])
         )
@@ -216,6 +207,13 @@ _REFUSALS = {
     "more than captured": "The refund amount provided is greater than amount captured.",
 }
 """Razorpay's own words (razorpay.com/docs/api/refunds, docs/providers.md "Refunds")."""
+
+
+async def _refused(api: GatewayApi, request: Request) -> Response | None:
+    """What every route answers first: wrong credentials, or the next scripted fault."""
+    if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
+        return _error(401, "The API key provided is invalid")
+    return await api.fault(Provider.RAZORPAY)
 
 
 def _basic_auth_ok(request: Request, user: str, password: str) -> bool:
