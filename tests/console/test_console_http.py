@@ -853,3 +853,50 @@ def test_a_flood_of_logins_never_takes_the_apis_connections(console):
     assert set(answers) <= {401, 429} and len(answers) == 60
     assert set(api_answers) == {404}
     assert connections_taken(console)["api"] - taken["api"] == len(api_answers)
+
+
+# --- refunds ---------------------------------------------------------------------------------
+
+
+def test_a_double_payment_is_refunded_from_the_console_once_by_whoever_asks(console, conn):
+    """The Refund button of a payment flagged for a refund: the box ticked (CSRF too), an
+    intent under the policy's key recorded with the operator's name, asked once however often
+    it is pressed; the payment's refunds then show on its cart's page."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    second = "pay_consolerefund01"
+    send(console, buy.captured())
+    send(console, buy.captured(payment_id=second))
+    client = console.logged_in()
+    page = f"/console/carts/{buy.cart_id}"
+    shown = client.get(page).text
+    assert "Refund ₹499.00" in shown and 'name="confirm"' in shown
+    form = {"csrf": csrf_of(shown), "provider": "razorpay", "payment_id": second, "back": page}
+    unticked = client.post("/console/payments/refund", data=form)
+    assert unticked.headers["location"].endswith("?notice=not_confirmed")
+    assert rows(console, "SELECT count(*) FROM payhooks_refunds") == [(0,)]
+    asked = client.post("/console/payments/refund", data={**form, "confirm": "yes"})
+    assert asked.headers["location"] == f"{page}?notice=refund_requested"
+    again = client.post("/console/payments/refund", data={**form, "confirm": "yes"})
+    assert again.headers["location"].endswith("?notice=refund_already_requested")
+    intents = "SELECT payment_id, amount_paise, state, requested_by FROM payhooks_refunds"
+    assert rows(console, intents) == [(second, 49_900, "requested", OPERATOR)]
+    done = rows(console, "SELECT operator, action, target, result FROM payhooks_console_actions"
+                         " WHERE action = 'refund' ORDER BY at")  # fmt: skip
+    assert done == [(OPERATOR, "refund", second, "refund_requested"),
+                    (OPERATOR, "refund", second, "refund_already_requested")]  # fmt: skip
+    story = client.get(page).text
+    assert "Refunds sent to the gateway" in story and "requested" in story
+
+
+def test_the_console_refunds_only_a_payment_flagged_for_it(console, conn):
+    buy = purchase(conn, Provider.RAZORPAY)
+    send(console, buy.captured())  # it paid the order: no refund is due
+    client = console.logged_in()
+    page = f"/console/carts/{buy.cart_id}"
+    shown = client.get(page).text
+    assert "Refund ₹" not in shown
+    form = {"csrf": csrf_of(shown), "provider": "razorpay", "payment_id": buy.payment_id,
+            "back": page, "confirm": "yes"}  # fmt: skip
+    answer = client.post("/console/payments/refund", data=form)
+    assert answer.headers["location"].endswith("?notice=refund_not_possible")
+    assert rows(console, "SELECT count(*) FROM payhooks_refunds") == [(0,)]

@@ -52,6 +52,10 @@ class Done(StrEnum):
     NOT_A_MISMATCH = "not_a_mismatch"
     QUEUED = "queued"
     ALREADY_QUEUED = "already_queued"
+    REFUND_REQUESTED = "refund_requested"
+    REFUND_ALREADY_REQUESTED = "refund_already_requested"
+    REFUND_NOT_POSSIBLE = "refund_not_possible"
+    NOT_CONFIRMED = "not_confirmed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -100,6 +100,18 @@ NOTICES = {
     actions.Done.NOT_A_MISMATCH: "Nothing to do: this delivery is not parked for its amount.",
     actions.Done.QUEUED: "Queued again: the worker sends it on its next round.",
     actions.Done.ALREADY_QUEUED: "Nothing to do: this message was already queued again.",
+    actions.Done.REFUND_REQUESTED: (
+        "Refund asked for: the worker sends it to the gateway under its idempotency key, once; "
+        "its state is in the payment's refunds below."
+    ),
+    actions.Done.REFUND_ALREADY_REQUESTED: (
+        "Nothing to do: this payment's refund was already asked for."
+    ),
+    actions.Done.REFUND_NOT_POSSIBLE: (
+        "Cannot refund from here: nothing is left to refund, the payment needs no refund, or "
+        "payhooks sends no refunds to its gateway (refund it in the gateway's dashboard)."
+    ),
+    actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm the refund first.",
 }
 
 

@@ -9,9 +9,12 @@ from datetime import datetime
 
 from psycopg.rows import class_row
 
+from payhooks import refunds
 from payhooks.console.actions import Done, Result, record
 from payhooks.db import Connection
+from payhooks.errors import Conflict, InvalidRequest
 from payhooks.service import outbox
+from payhooks.service.shop import double_refunds
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,4 +49,40 @@ def retry_dead_letter(conn: Connection, message_id: int, *, operator: str) -> Re
     revived = outbox.revive(conn, message_id)
     result = Result(done=Done.QUEUED if revived else Done.ALREADY_QUEUED)
     record(conn, operator, "retry", None, str(message_id), result)
+    return result
+
+
+_FLAGGED = """
+SELECT p.amount_paise, p.refunded_paise, p.currency, p.cart_id,
+       (SELECT w.merchant_ref FROM processed_webhooks w
+        WHERE w.provider = p.provider AND w.payment_id = p.payment_id
+          AND w.merchant_ref IS NOT NULL LIMIT 1)
+FROM payments p WHERE p.provider = %s AND p.payment_id = %s AND p.needs_refund
+"""
+
+
+def request_refund(conn: Connection, provider: str, payment_id: str, *, operator: str) -> Result:
+    """A refund of what is left of a payment flagged ``needs_refund``, asked for under the
+    same key the double-payment policy uses (``double_refunds.key_of``): two operators, or an
+    operator and the policy, ask for one refund. The worker sends it."""
+    row = conn.execute(_FLAGGED, (provider, payment_id)).fetchone()
+    left = 0 if row is None else int(row[0]) - int(row[1])
+    if row is None or left <= 0:
+        result = Result(done=Done.REFUND_NOT_POSSIBLE)
+    else:
+        key = double_refunds.key_of(payment_id)
+        before = {r.idempotency_key for r in refunds.of_payment(conn, provider, payment_id)}
+        try:
+            with conn.transaction():
+                made = refunds.request(
+                    conn, provider, payment_id, left, key=key, captured_paise=int(row[0]),
+                    reason=f"asked for in the console for cart {row[3]}", requested_by=operator,
+                    currency=row[2] or "INR", gateway_order_id=row[4],
+                )  # fmt: skip
+        except (InvalidRequest, Conflict):
+            result = Result(done=Done.REFUND_NOT_POSSIBLE)
+        else:
+            fresh = made.idempotency_key not in before
+            result = Result(done=Done.REFUND_REQUESTED if fresh else Done.REFUND_ALREADY_REQUESTED)
+    record(conn, operator, "refund", provider, payment_id, result)
     return result

@@ -12,6 +12,7 @@ from fastapi import Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
 from payhooks.console import Count, Link, Views, make
+from payhooks.console.actions import Done
 from payhooks.console.pages import (
     Field,
     Mounted,
@@ -27,6 +28,7 @@ from payhooks.console.pages import (
 from payhooks.db import Connection
 from payhooks.errors import NotFound
 from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
 from payhooks.service import application
@@ -128,7 +130,10 @@ async def reference(request: Request, provider: str, reference: str) -> HTMLResp
 
 
 def _story_page(request: Request, story: stories.Story) -> HTMLResponse:
-    return page(request, "story.html", {"story": story, **notice_of(request)})
+    refundable = [p.value for p, gateway in GATEWAYS.items() if gateway.sends_refunds]
+    return page(
+        request, "story.html", {"story": story, "refundable": refundable, **notice_of(request)}
+    )
 
 
 @_shop.get("/dead")
@@ -145,3 +150,21 @@ async def retry(
 ) -> Response:
     result = await run(request, actions.retry_dead_letter, message_id, operator=session.operator)
     return go_back(request, back or "/dead", result.done)
+
+
+@_shop.post("/payments/refund", dependencies=[Depends(csrf)])
+async def refund(
+    request: Request,
+    session: Session,
+    provider: Field,
+    payment_id: Field,
+    confirm: Field = "",
+    back: Field = "",
+) -> Response:
+    """Refund a payment flagged for a refund: the box ticked, recorded with the operator."""
+    if confirm != "yes":
+        return go_back(request, back or "/", Done.NOT_CONFIRMED)
+    result = await run(
+        request, actions.request_refund, provider, payment_id, operator=session.operator
+    )
+    return go_back(request, back or "/", result.done)

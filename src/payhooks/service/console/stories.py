@@ -18,6 +18,7 @@ from payhooks.errors import NotFound, PayhooksError
 from payhooks.events import EventKind, Provider
 from payhooks.gateways._reports import is_reconciled
 from payhooks.providers import Adapter
+from payhooks.refunds import Refund, of_payment
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 from payhooks.stored import received_again
 
@@ -51,6 +52,8 @@ class Story:
     payments: list[dict[str, Any]]
     order: dict[str, Any] | None
     entries: list[Entry] = field(default_factory=list)
+    refunds: list[Refund] = field(default_factory=list)
+    """The refund intents of its payments (``payhooks.refunds``), oldest first."""
 
 
 _CART = "SELECT * FROM carts WHERE id = %s"
@@ -130,6 +133,7 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
         items=reads.all(_ITEMS, (cart_id,)),
         payments=payments,
         order=order,
+        refunds=[r for p in payments for r in of_payment(conn, p["provider"], p["payment_id"])],
     )
     pays = [(p["provider"], p["payment_id"]) for p in payments]
     return _with_deliveries(reads, story, entries, refs, pays, adapters)
@@ -171,7 +175,7 @@ def _with_deliveries(
         },
     )
     entries += [_message_entry(m) for m in messages]
-    targets = event_ids + [str(m["id"]) for m in messages]
+    targets = event_ids + [str(m["id"]) for m in messages] + [p for _, p in pays]
     entries += [_action_entry(a) for a in reads.all(_ACTIONS, (targets,))]
     entries.sort(key=lambda e: (e.at, _RANK.get(e.kind, len(_RANK))))
     return Story(
@@ -181,6 +185,7 @@ def _with_deliveries(
         payments=story.payments,
         order=story.order,
         entries=entries,
+        refunds=story.refunds,
     )
 
 
