@@ -35,6 +35,7 @@ from payhooks.errors import DatabaseUnavailable, PayhooksError, PayloadTooLarge,
 from payhooks.events import Provider, Received
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
+from payhooks.refunds import Refund
 from payhooks.service import application, console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes
@@ -86,6 +87,16 @@ class CartIn(BaseModel):
 class CheckoutIn(BaseModel):
     provider: Provider
     gateway_order_id: Id | None = None
+
+
+class RefundIn(BaseModel):
+    """A refund of an order's payment: ``idempotency_key`` is the caller's (asked again with
+    it, the same refund), ``amount_paise`` at most what is still refundable."""
+
+    amount_paise: int = Field(ge=1, le=10**15)
+    idempotency_key: Id
+    reason: str = Field(default="asked for through the API", min_length=1, max_length=255,
+                        pattern=ID_PATTERN)  # fmt: skip
 
 
 def create_app(
@@ -462,6 +473,25 @@ def get_order(order_id: PathId, conn: Conn) -> dict[str, Any]:
 @api.get("/orders")
 def list_orders(cart_id: QueryId, conn: Conn) -> dict[str, Any]:
     return {"orders": [_fields(o) for o in orders.orders_of_cart(conn, cart_id)]}
+
+
+@api.post("/orders/{order_id}/refunds", status_code=201)
+def refund_order(order_id: PathId, body: RefundIn, conn: Conn) -> dict[str, Any]:
+    """A refund of the payment that paid the order, sent to its gateway once (the worker):
+    201 with the refund; the same ``idempotency_key`` again answers the same refund."""
+    made = orders.refund(conn, order_id, body.amount_paise, key=body.idempotency_key,
+                         reason=body.reason)  # fmt: skip
+    return _refund(made)
+
+
+@api.get("/orders/{order_id}/refunds")
+def list_order_refunds(order_id: PathId, conn: Conn) -> dict[str, Any]:
+    return {"refunds": [_refund(r) for r in orders.refunds_of(conn, order_id)]}
+
+
+def _refund(refund: Refund) -> dict[str, Any]:
+    found = _fields(refund)
+    return {**found, "provider": refund.provider.value, "state": refund.state.value}
 
 
 @api.get("/payments/{provider}/{payment_id}")

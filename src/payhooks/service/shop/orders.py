@@ -6,9 +6,11 @@ from dataclasses import dataclass
 
 from psycopg.rows import class_row
 
+from payhooks import refunds
 from payhooks.db import Connection
 from payhooks.errors import NotFound
 from payhooks.events import Event
+from payhooks.refunds import Refund
 from payhooks.service import outbox
 from payhooks.service.shop.ids import new_id
 
@@ -188,3 +190,33 @@ def get_order(conn: Connection, order_id: str) -> Order:
 def orders_of_cart(conn: Connection, cart_id: str) -> list[Order]:
     with conn.cursor(row_factory=class_row(Order)) as cur:
         return cur.execute(_BY_CART, (cart_id,)).fetchall()
+
+
+_PAID = """
+SELECT p.amount_paise, p.currency,
+       (SELECT w.merchant_ref FROM processed_webhooks w
+        WHERE w.provider = o.provider AND w.event_id = o.event_id)
+FROM orders o JOIN payments p ON p.provider = o.provider AND p.payment_id = o.payment_id
+WHERE o.id = %s
+"""
+
+
+def refund(conn: Connection, order_id: str, amount_paise: int, *, key: str, reason: str) -> Refund:
+    """A refund of the payment that paid ``order_id``, under the caller's ``key``
+    (``payhooks.refunds``): written in a transaction of its own, sent by the worker."""
+    order = get_order(conn, order_id)
+    row = conn.execute(_PAID, (order_id,)).fetchone()
+    if row is None:
+        raise NotFound("payment of order", order_id)
+    with conn.transaction():
+        return refunds.request(
+            conn, order.provider, order.payment_id, amount_paise, key=key,
+            captured_paise=int(row[0]), reason=reason, requested_by="api",
+            currency=row[1] or "INR", gateway_order_id=row[2],
+        )  # fmt: skip
+
+
+def refunds_of(conn: Connection, order_id: str) -> list[Refund]:
+    """The refunds of the payment that paid ``order_id``, oldest first."""
+    order = get_order(conn, order_id)
+    return refunds.of_payment(conn, order.provider, order.payment_id)

@@ -1,0 +1,40 @@
+"""Refunds in the shop API, over a real socket: a refund of an order's payment under the
+caller's idempotency key (the same key, the same refund), never past what was captured, and a
+list per order."""
+
+from __future__ import annotations
+
+from tests.factories import purchase
+from tests.integration.test_web import post
+
+
+def test_a_refund_is_asked_for_once_per_key_and_listed_per_order(service, conn):
+    buy = purchase(conn)
+    order_id = post(service, buy.captured()).json()["order_id"]
+    asked = {"amount_paise": 20_000, "idempotency_key": "ticket-4711", "reason": "one broken cup"}
+    with service.client() as client:
+        first = client.post(f"/api/orders/{order_id}/refunds", json=asked)
+        again = client.post(f"/api/orders/{order_id}/refunds", json=asked)
+        other = client.post(f"/api/orders/{order_id}/refunds", json={**asked, "amount_paise": 1})
+        too_much = client.post(f"/api/orders/{order_id}/refunds",
+                               json={**asked, "idempotency_key": "ticket-4712",
+                                     "amount_paise": 30_000})  # fmt: skip
+        listed = client.get(f"/api/orders/{order_id}/refunds").json()["refunds"]
+    assert first.status_code == 201, first.text
+    made = first.json()
+    assert (made["state"], made["amount_paise"], made["payment_id"], made["requested_by"]) == (
+        "requested", 20_000, buy.payment_id, "api",
+    )  # fmt: skip
+    assert again.status_code == 201 and again.json()["idempotency_key"] == made["idempotency_key"]
+    assert other.status_code == 409 and other.json()["error"] == "conflict"
+    assert too_much.status_code == 422
+    assert "more than the 29900 paise still refundable" in too_much.json()["detail"]
+    assert [r["idempotency_key"] for r in listed] == [made["idempotency_key"]]
+
+
+def test_an_order_that_does_not_exist_has_no_refunds(service):
+    with service.client() as client:
+        asked = client.post("/api/orders/ord_none/refunds",
+                            json={"amount_paise": 1, "idempotency_key": "k-1"})  # fmt: skip
+        listed = client.get("/api/orders/ord_none/refunds")
+    assert (asked.status_code, listed.status_code) == (404, 404)
