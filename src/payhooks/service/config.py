@@ -181,6 +181,8 @@ class Settings:
     reconcile_timeout_ms: int = 10_000
     refund_double_payments: bool = False
     """The second payment of a paid cart refunded automatically, once (the worker)."""
+    capture_authorized: bool = False
+    """Razorpay payments authorised and not captured captured once (the worker)."""
     secret_notes: tuple[str, ...] = ()
     """What start-up should say about the secrets as written (``payhooks serve``, ``worker``)."""
 
@@ -209,6 +211,7 @@ class Settings:
             reconcile_window_s=env.get("PAYHOOKS_RECONCILE_WINDOW_S").integer(7 * 24 * 3600),
             reconcile_timeout_ms=env.get("PAYHOOKS_RECONCILE_TIMEOUT_MS").integer(10_000),
             refund_double_payments=env.get("PAYHOOKS_REFUND_DOUBLE_PAYMENTS").switch(),
+            capture_authorized=env.get("PAYHOOKS_CAPTURE_AUTHORIZED").switch(),
             secret_notes=_secret_notes(env),
         )
         settings.check_timeouts()

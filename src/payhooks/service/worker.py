@@ -66,6 +66,7 @@ class Worker:
             pool, settings, self._http, limit=self.options.batch, stop=self.stopping.is_set
         )
         self.refund_double_payments = settings.refund_double_payments
+        self.captures = settings.capture_authorized
         self._last_reconcile: float | None = None
         self._failures = 0
 
@@ -91,7 +92,12 @@ class Worker:
         """Reconciliation on a thread of its own: a gateway slow to answer never holds back
         the emails and alerts."""
         while not self.stopping.is_set():
-            for step in (self.maybe_reconcile, self.confirm_callbacks, self.send_refunds):
+            for step in (
+                self.maybe_reconcile,
+                self.confirm_callbacks,
+                self.send_refunds,
+                self.capture_authorized,
+            ):
                 try:
                     step()
                 except Exception:  # logged; the sender's backoff is its own business
@@ -170,6 +176,16 @@ class Worker:
         if sum(tally.sent.values()) or sum(tally.refused.values()):
             log.info("refunds_pass", extra={"summary": tally.summary()})
         return sum(tally.sent.values())
+
+    def capture_authorized(self) -> int:
+        """Every tick, when ``PAYHOOKS_CAPTURE_AUTHORIZED`` is on: Razorpay payments
+        authorised and not captured, their cart open, captured once (``shop.authorised``)."""
+        if not self.captures:
+            return 0
+        captured = application.capture_authorized(self.reconciler, limit=self.options.batch)
+        if captured:
+            log.info("captures_pass", extra={"captured": captured})
+        return captured
 
     def _idle_seconds(self) -> float:
         if self._failures == 0:

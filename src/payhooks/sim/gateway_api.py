@@ -63,6 +63,8 @@ class Books:
     )
     made: Counter[tuple[Provider, str]] = field(default_factory=Counter)
     """Refunds made per payment: more than one per key would be a double refund."""
+    captured: Counter[tuple[Provider, str]] = field(default_factory=Counter)
+    """Captures made per authorised payment: more than one would be a double capture."""
 
 
 class GatewayApi:
@@ -197,6 +199,29 @@ class GatewayApi:
             self.money.refunds[(provider, payment_id)].append(refund)
             self.money.made[(provider, payment_id)] += 1
             return refund, None
+
+    def capture_once(
+        self, provider: Provider, payment_id: str, amount: object
+    ) -> tuple[dict[str, Any] | None, str | None]:
+        """An authorised payment captured for its whole amount, once: the captured entity, or
+        why not (``captured`` already, another ``amount``, ``unknown``, ``not authorized``)."""
+        key = simulator(provider).payment_key
+        with self._lock:
+            for order in self._orders.values():
+                for n, entity in enumerate(order.payments):
+                    if str(entity.get(key)) != payment_id:
+                        continue
+                    if entity.get("status") == "captured":
+                        return None, "captured"
+                    if entity.get("status") != "authorized":
+                        return None, "not authorized"
+                    if amount != entity.get("amount"):
+                        return None, "amount"
+                    captured = {**entity, "status": "captured", "captured": True}
+                    order.payments[n] = captured
+                    self.money.captured[(provider, payment_id)] += 1
+                    return captured, None
+        return None, "unknown"
 
     async def after_acting(self, provider: Provider) -> Response | None:
         """The scripted fault a refund made is answered with, after its delay, or None."""

@@ -38,11 +38,44 @@ class RazorpayClient:
     def send_refund(self, refund: Refund) -> Sent:
         return send_refund(self, refund)
 
+    def capture(self, payment_id: str, amount_paise: int, currency: str) -> Report:
+        """``POST /v1/payments/{id}/capture`` with the amount and currency authorised: the
+        captured payment, as reconciliation reads one (under its key, so it takes effect once
+        with its webhook). Capturing is idempotent in effect: a payment already captured
+        (another worker, the dashboard) is read with ``GET /v1/payments/{id}`` instead. A 400
+        otherwise (another amount, a payment no longer authorised) is Razorpay's refusal."""
+        payment = f"{self.credentials.base_url}/v1/payments/{quote(payment_id, safe='')}"
+        auth = (self.credentials.id, self.credentials.secret)
+        asked = {"amount": amount_paise, "currency": currency}
+        try:
+            body = answer(_P, self.http, "POST", f"{payment}/capture", auth=auth, json=asked)
+        except GatewayApiError as exc:
+            if exc.status != 400 or ALREADY_CAPTURED not in exc.reason:
+                raise
+            body = answer(_P, self.http, "GET", payment, auth=auth)
+        return parsed(_P, lambda: captured(read_json(_P, body)))
+
     def report(self, reference: str) -> Report:
         url = f"{self.credentials.base_url}/v1/orders/{quote(reference, safe='')}/payments"
         auth = (self.credentials.id, self.credentials.secret)
         body = answer(self.provider, self.http, "GET", url, auth=auth)
         return parsed(self.provider, lambda: payments(reference, body))
+
+
+ALREADY_CAPTURED = "This payment has already been captured"
+"""Razorpay's words for a capture of a captured payment (razorpay/razorpay-mcp-server,
+``pkg/razorpay/payments_test.go``; docs/providers.md "Captures")."""
+
+
+def captured(entity: object) -> Report:
+    """A payment entity after its capture: delivered as reconciliation delivers a payment."""
+    if not isinstance(entity, dict):
+        raise MalformedPayload(_P, "payment answer is not an object")
+    status, payment_id, order_id = _identify(entity, "")
+    kind = _KINDS.get(status)
+    if kind is not EventKind.PAYMENT_CAPTURED or not isinstance(order_id, str):
+        return Report(skipped=(f"{payment_id}:{status}",))
+    return Report(received=(_received(entity, order_id, kind, status, payment_id),))
 
 
 REFUND_HEADER = "X-Refund-Idempotency"

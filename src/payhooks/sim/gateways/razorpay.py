@@ -185,6 +185,31 @@ def routes(api: GatewayApi) -> list[Route]:
         late = await api.after_acting(Provider.RAZORPAY)
         return late if late is not None else JSONResponse(made)
 
+    async def capture(request: Request) -> Response:
+        """``POST /v1/payments/{id}/capture``: an authorised payment, for its whole amount."""
+        if (refused := await _refused(api, request)) is not None:
+            return refused
+        payment_id = request.path_params["payment_id"]
+        try:
+            asked = json.loads(await request.body())
+        except ValueError:
+            return _error(400, "The request body is not valid JSON")
+        found, refusal = api.capture_once(
+            Provider.RAZORPAY, payment_id, asked.get("amount") if isinstance(asked, dict) else None
+        )
+        if refusal is not None:
+            return _error(400, _CAPTURE_REFUSALS.get(refusal, refusal))
+        return JSONResponse(found)
+
+    async def payment(request: Request) -> Response:
+        """``GET /v1/payments/{id}``: the payment entity."""
+        if (refused := await _refused(api, request)) is not None:
+            return refused
+        found = api.payment_of(Provider.RAZORPAY, request.path_params["payment_id"])
+        if found is None:
+            return _error(400, "The id provided does not exist")
+        return JSONResponse(found)
+
     async def refunds_of(request: Request) -> Response:
         """``GET /v1/payments/{id}/refunds``: the payment's refunds, a collection."""
         if (refused := await _refused(api, request)) is not None:
@@ -198,7 +223,17 @@ def routes(api: GatewayApi) -> list[Route]:
         Route("/v1/orders/{order_id}/payments", payments, methods=["GET"]),
         Route("/v1/payments/{payment_id}/refund", refund, methods=["POST"]),
         Route("/v1/payments/{payment_id}/refunds", refunds_of, methods=["GET"]),
+        Route("/v1/payments/{payment_id}/capture", capture, methods=["POST"]),
+        Route("/v1/payments/{payment_id}", payment, methods=["GET"]),
     ]
+
+
+_CAPTURE_REFUSALS = {
+    "captured": "This payment has already been captured",
+    "amount": "Capture amount must be equal to the amount authorized",
+    "unknown": "The id provided does not exist",
+    "not authorized": "The payment status should be authorized for action to be taken",
+}
 
 
 _REFUSALS = {
