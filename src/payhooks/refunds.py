@@ -327,17 +327,16 @@ def wait_after(attempts: int) -> timedelta:
 # --- what a refund webhook closes --------------------------------------------------------------
 
 CLOSE = """
-UPDATE payhooks_refunds SET state = 'processed', settled_at = now(),
-    gateway_refund_id = coalesce(gateway_refund_id, %(refund_id)s)
-WHERE provider = %(provider)s AND state IN ('requested', 'sent')
-  AND (gateway_refund_id = %(refund_id)s OR idempotency_key = %(refund_id)s)
+UPDATE payhooks_refunds SET state = 'processed', settled_at = now()
+WHERE provider = %(provider)s AND state = 'sent' AND gateway_refund_id = %(refund_id)s
 """
 
 
 def closing(event: Event) -> Steps[None]:
-    """A refund the gateway says processed closes the intent it was sent for: by the
-    gateway's refund id, or by the intent's own key where the gateway echoes it (Cashfree's
-    ``refund_id``, PayU's token)."""
+    """A refund the gateway says processed closes the intent it was sent for, by the
+    gateway's refund id (Razorpay's ``rfnd_…``, Cashfree's ``cf_refund_id``). One whose
+    webhook came before the sender heard the gateway's answer stays ``sent``: no money moves
+    on it again, and its refund is in the shop's books from the webhook."""
     if event.kind is EventKind.REFUND_PROCESSED and event.refund_id:
         params = {"provider": event.provider.value, "refund_id": event.refund_id}
         yield Statement(sql=CLOSE, params=params, reads=False)

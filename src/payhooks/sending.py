@@ -86,15 +86,19 @@ def send_due(
     limit: int = 50,
     stop: Callable[[], bool] = lambda: False,
 ) -> Tally:
-    """Every due intent of each gateway in ``clients``, at most ``limit`` each."""
+    """Every due intent of each gateway in ``clients``, at most ``limit`` each. Each is leased
+    just before its call, never a batch up front: a lease runs out only when its one call
+    (``refunds.LEASE`` is many times the longest) or its sender died."""
     tally = Tally()
     for provider, client in clients.items():
-        with connect() as conn:
-            due = refunds.leased(conn, provider, limit)
-        for refund in due:
+        for _ in range(limit):
             if stop():
                 return tally
-            _send(connect, client, refund, tally)
+            with connect() as conn:
+                due = refunds.leased(conn, provider, 1)
+            if not due:
+                break
+            _send(connect, client, due[0], tally)
     return tally
 
 

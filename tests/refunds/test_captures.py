@@ -6,6 +6,7 @@ webhook. Real PostgreSQL, the Razorpay double over a loopback socket."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
@@ -68,3 +69,14 @@ def test_a_payment_whose_cart_another_payment_paid_is_left_to_lapse(conn, rig):
     assert application.capture_authorized(rig.reconciler()) == 0
     assert captures(rig, buy) == 0
     assert count(conn, "SELECT count(*) FROM orders") == 1
+
+
+def test_a_cart_authorised_twice_is_captured_once(conn, rig):
+    """Two tabs, both authorised: the first is captured, the customer charged once."""
+    buy = authorised(conn, rig)
+    twin = replace(buy, payment_id=new_payment_id(Provider.RAZORPAY))
+    deliver(conn, twin.delivery("authorized"))
+    paid_at_gateway(rig.api, twin, "authorized")
+    application.capture_authorized(rig.reconciler())
+    assert captures(rig, buy) + captures(rig, twin) == 1
+    assert len(orders_of(conn, buy.cart_id)) == 1

@@ -86,3 +86,14 @@ def test_a_double_payment_at_a_gateway_payhooks_does_not_refund_keeps_its_flag(c
     )
     assert double_refunds.request_due(conn) == 0
     assert conn.execute("SELECT needs_refund FROM payments").fetchone() == (True,)
+
+
+def test_one_payment_the_policy_cannot_refund_holds_back_no_other(conn, rig):
+    """A key already taken by another refund (a Conflict) is skipped, logged; the next double
+    payment is still refunded."""
+    _, first = paid_twice(conn, rig, Provider.RAZORPAY)
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    refunds.request(conn, "razorpay", first, 1, key=double_refunds.key_of(first),
+                    captured_paise=49_900, reason="a person's", requested_by="asha")  # fmt: skip
+    application.send_refunds(rig.reconciler(), double_payments=True)
+    assert rig.api.money.made[(Provider.RAZORPAY, second)] == 1

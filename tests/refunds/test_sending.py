@@ -206,3 +206,49 @@ def test_a_sender_killed_mid_call_leaves_a_refund_the_next_one_records_once(
     assert "1 refund(s) sent" in done.stdout
     assert books(api, provider) == (1, 49_900)
     assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+
+
+def test_intents_are_leased_one_at_a_time_just_before_their_call(core, database_url):
+    """A lease starts when its call does: however slow the calls before it, no intent waits
+    leased behind them while its lease runs out (a second sender would send it meanwhile)."""
+    conn, api, _ = core
+    paid(api, Provider.RAZORPAY)
+    for n in range(3):
+        ask(conn, Provider.RAZORPAY, amount=10_000, key=f"lease-{n}")
+    leased_at_each_call: list[int] = []
+
+    class Watching:
+        provider = Provider.RAZORPAY
+
+        def send_refund(self, refund):
+            from payhooks.sending import Sent
+
+            with psycopg.connect(database_url) as watcher:
+                leased_at_each_call.append(watcher.execute(
+                    "SELECT count(*) FROM payhooks_refunds WHERE state = 'requested'"
+                    " AND next_attempt_at > now()").fetchone()[0])  # fmt: skip
+            return Sent(gateway_refund_id=f"rfnd_{refund.idempotency_key}")
+
+    from payhooks.sending import send_due
+
+    send_due(connecting(database_url), {Provider.RAZORPAY: Watching()}, limit=10)
+    assert leased_at_each_call == [1, 1, 1]
+
+
+def test_a_cashfree_refusal_of_a_refund_it_already_made_is_read_as_made(core, database_url):
+    """A stale sender posts a refund_id Cashfree has already refunded under (another sender's
+    call): whatever Cashfree answers, payhooks reads the refund before calling it refused."""
+    conn, api, url = core
+    paid(api, Provider.CASHFREE)
+    ask(conn, Provider.CASHFREE)
+    send(database_url, url)  # made
+    stale = (
+        "UPDATE payhooks_refunds SET state = 'requested', attempts = 0,"
+        " gateway_refund_id = NULL, next_attempt_at = now()"
+    )
+    conn.execute(stale)  # the intent as a second sender saw it, its lease run out
+    api.fail_next(Provider.CASHFREE, Fault(status=400))
+    tally = send(database_url, url)
+    assert tally.refused[Provider.CASHFREE] == 0 and tally.sent[Provider.CASHFREE] == 1
+    assert [s for s, _, _ in state(conn, Provider.CASHFREE)] == ["processed"]
+    assert books(api, Provider.CASHFREE) == (1, 49_900)

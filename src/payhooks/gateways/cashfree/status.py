@@ -61,26 +61,36 @@ class CashfreeClient:
         if refund.gateway_order_id is None:
             raise RefundRefused(_P.value, "Cashfree refunds under the order: the intent names none")
         order = f"{self.credentials.base_url}/pg/orders/{quote(refund.gateway_order_id, safe='')}"
-        if refund.attempts > 1:
-            try:
-                body = answer(self.provider, self.http, "GET",
-                              f"{order}/refunds/{quote(refund.idempotency_key, safe='')}",
-                              headers=self._h)  # fmt: skip
-                return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
-            except GatewayApiError as exc:
-                if exc.status != 404:
-                    raise
+        if refund.attempts > 1 and (made := self._refund_made(order, refund)) is not None:
+            return made
         asked = {
             "refund_amount": refund.amount_paise / 100,  # rupees: two decimals are exact here
             "refund_id": refund.idempotency_key,
             "refund_note": (refund.reason + "   ")[:100],  # 3 to 100 characters
         }
+        headers = {**self._h, "x-idempotency-key": refund.idempotency_key}
         try:
-            body = answer(self.provider, self.http, "POST", f"{order}/refunds", headers=self._h,
+            body = answer(self.provider, self.http, "POST", f"{order}/refunds", headers=headers,
                           json=asked)  # fmt: skip
         except GatewayApiError as exc:
-            if exc.status in REFUSING:
-                raise RefundRefused(_P.value, exc.reason, status=exc.status) from exc
+            if exc.status not in REFUSING:
+                raise
+            made = self._refund_made(order, refund)  # refused, or already made under the id?
+            if made is not None:
+                return made
+            raise RefundRefused(_P.value, exc.reason, status=exc.status) from exc
+        return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
+
+    def _refund_made(self, order: str, refund: Refund) -> Sent | None:
+        """``GET /pg/orders/{order_id}/refunds/{refund_id}``: the refund Cashfree made under
+        the intent's id, or None (404: none made)."""
+        try:
+            body = answer(self.provider, self.http, "GET",
+                          f"{order}/refunds/{quote(refund.idempotency_key, safe='')}",
+                          headers=self._h)  # fmt: skip
+        except GatewayApiError as exc:
+            if exc.status == 404:
+                return None
             raise
         return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
 

@@ -79,6 +79,9 @@ def captured(entity: object) -> Report:
 
 
 REFUND_HEADER = "X-Refund-Idempotency"
+MAX_LISTED = 100
+"""Refunds listed per call (Razorpay's ``count``, 10 by default, at most 100): more than a
+payment ever has (each is at least a paisa of it)."""
 KEY_NOTE = "payhooks_key"
 """The note each refund carries with its intent's key: found again by it after a lost answer."""
 
@@ -93,7 +96,8 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
     payment = f"{client.credentials.base_url}/v1/payments/{quote(refund.payment_id, safe='')}"
     auth = (client.credentials.id, client.credentials.secret)
     if refund.attempts > 1:
-        body = answer(_P, client.http, "GET", f"{payment}/refunds", auth=auth)
+        body = answer(_P, client.http, "GET", f"{payment}/refunds", auth=auth,
+                      params={"count": str(MAX_LISTED)})  # fmt: skip
         found = parsed(_P, lambda: _named(body, refund.idempotency_key))
         if found is not None:
             return found

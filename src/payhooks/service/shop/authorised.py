@@ -18,12 +18,25 @@ WINDOW = timedelta(days=3)
 before it releases an uncaptured payment."""
 
 DUE = """
-SELECT p.payment_id, p.amount_paise, coalesce(p.currency, 'INR')
-FROM payments p JOIN carts c ON c.id = p.cart_id
-WHERE p.provider = 'razorpay' AND p.status = 'authorized' AND p.created_at > now() - %(window)s
-  AND c.status = 'open' AND p.amount_paise = c.amount_paise
-  AND coalesce(p.currency, 'INR') = c.currency
-ORDER BY p.created_at LIMIT %(limit)s
+SELECT * FROM (
+    SELECT DISTINCT ON (p.cart_id) p.payment_id, p.amount_paise, coalesce(p.currency, 'INR'),
+           p.created_at
+    FROM payments p JOIN carts c ON c.id = p.cart_id
+    WHERE p.provider = 'razorpay' AND p.status = 'authorized'
+      AND p.created_at > now() - %(window)s
+      AND c.status = 'open' AND p.amount_paise = c.amount_paise
+      AND coalesce(p.currency, 'INR') = c.currency
+    ORDER BY p.cart_id, p.created_at, p.payment_id
+) first_of_each_cart
+ORDER BY created_at LIMIT %(limit)s
+"""
+# Just before the call: the cart still open, and no payment of it captured meanwhile.
+STILL_DUE = """
+SELECT 1 FROM payments p JOIN carts c ON c.id = p.cart_id
+WHERE p.provider = 'razorpay' AND p.payment_id = %s AND p.status = 'authorized'
+  AND c.status = 'open'
+  AND NOT EXISTS (SELECT 1 FROM payments o WHERE o.cart_id = p.cart_id
+                  AND o.status IN ('captured', 'refunded'))
 """
 
 
@@ -35,9 +48,15 @@ class Authorised:
 
 
 def due(conn: Connection, limit: int = 50) -> list[Authorised]:
-    """The authorised payments to capture now: their cart open, for its amount."""
+    """The authorised payments to capture now, one per cart (the first authorised: a
+    customer who paid twice is charged once): their cart open, for its amount."""
     rows = conn.execute(DUE, {"window": WINDOW, "limit": limit}).fetchall()
     return [Authorised(payment_id=r[0], amount_paise=int(r[1]), currency=r[2]) for r in rows]
 
 
-__all__ = ["WINDOW", "Authorised", "due"]
+def still_due(conn: Connection, payment_id: str) -> bool:
+    """Asked again just before the capture: its cart may have been paid meanwhile."""
+    return conn.execute(STILL_DUE, (payment_id,)).fetchone() is not None
+
+
+__all__ = ["WINDOW", "Authorised", "due", "still_due"]

@@ -6,8 +6,11 @@ payhooks does not refund keeps its flag for a person."""
 
 from __future__ import annotations
 
+import logging
+
 from payhooks import refunds
 from payhooks.db import Connection
+from payhooks.errors import Conflict, InvalidRequest
 from payhooks.gateways import GATEWAYS
 
 DUE = """
@@ -17,12 +20,13 @@ SELECT p.provider, p.payment_id, p.amount_paise, p.currency, p.cart_id,
           AND w.merchant_ref IS NOT NULL LIMIT 1)
 FROM payments p
 WHERE p.needs_refund AND p.provider = ANY(%s) AND 'duplicate_payment' = ANY(p.flags)
-  AND p.refunded_paise = 0 AND p.amount_paise > 0
+  AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{3}$'
   AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r
                   WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
 ORDER BY p.created_at LIMIT %s
 """
 REQUESTED_BY = "payhooks (double-payment policy)"
+log = logging.getLogger("payhooks.worker")
 
 
 def key_of(payment_id: str) -> str:
@@ -37,13 +41,19 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     for provider, payment_id, amount, currency, cart_id, order_ref in conn.execute(
         DUE, (providers, limit)
     ).fetchall():
-        with conn.transaction():
-            refunds.request(
-                conn, provider, payment_id, int(amount), key=key_of(payment_id),
-                captured_paise=int(amount), reason=f"double payment of cart {cart_id}",
-                requested_by=REQUESTED_BY, currency=currency or "INR",
-                gateway_order_id=order_ref,
-            )  # fmt: skip
+        try:
+            with conn.transaction():
+                refunds.request(
+                    conn, provider, payment_id, int(amount), key=key_of(payment_id),
+                    captured_paise=int(amount), reason=f"double payment of cart {cart_id}",
+                    requested_by=REQUESTED_BY, currency=currency or "INR",
+                    gateway_order_id=order_ref,
+                )  # fmt: skip
+        except (InvalidRequest, Conflict) as exc:  # one odd payment holds back no other
+            log.warning("double_payment_not_refunded",
+                        extra={"provider": provider, "payment_id": payment_id,
+                               "detail": str(exc)})  # fmt: skip
+            continue
         written += 1
     return written
 
