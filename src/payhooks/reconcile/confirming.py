@@ -20,6 +20,7 @@ from payhooks import confirmations
 from payhooks.confirmations import Pending, Verdict
 from payhooks.errors import GatewayApiError
 from payhooks.events import Event, EventKind, Provider
+from payhooks.gateways._reports import Report
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.ingest import Applied, Outcome
 
@@ -78,26 +79,33 @@ def _one(
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)
         return
+    events = _applied(deliver, report, provider, tally)  # what the API says wins
+    found = confirmations.verdict(pending, events, at, unknown=report.unknown)
+    if found is Verdict.REFUTED and report.unknown:
+        detail = f"the status API knows no such {pending.kind.value.split('_')[0]}"
+    else:
+        detail = _detail(pending, found, len(events))
+    _conclude(connect, pending, found, detail, tally)
+
+
+def _applied(deliver: Deliver, report: Report, provider: Provider, tally: Tally) -> list[Event]:
+    """What the API reported, applied whatever the callback claimed; its events."""
     tally.answered[provider] += 1
-    for received in report.received:  # what the API says wins: applied whatever was claimed
+    for received in report.received:
         receipt = deliver(received, then=_nothing_more)
         tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
-    events = (r.event for r in report.received)
-    found = confirmations.verdict(pending, events, at, unknown=report.unknown)
+    return [r.event for r in report.received]
+
+
+def _conclude(
+    connect: Connect, pending: Pending, found: Verdict | None, detail: str, tally: Tally
+) -> None:
+    """The callback settled with ``found``, or asked about again later (None)."""
     with connect() as conn:
         if found is None:
             confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), None)
             return
-        detail = (
-            f"the status API knows no such {pending.kind.value.split('_')[0]}"
-            if report.unknown and found is Verdict.REFUTED
-            else _detail(pending, found, len(report.received))
-        )
         confirmations.settle(conn, pending, found, detail)
-    _settled(pending, found, detail, tally)
-
-
-def _settled(pending: Pending, found: Verdict, detail: str, tally: Tally) -> None:
     provider = Provider(pending.provider)
     if found is Verdict.CONFIRMED:
         tally.confirmed[provider] += 1
@@ -132,19 +140,10 @@ def _attempt(
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)
         return
-    tally.answered[provider] += 1
-    for received in said.report.received:
-        receipt = deliver(received, then=_nothing_more)
-        tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
-    events = [r.event for r in said.report.received]
+    events = _applied(deliver, said.report, provider, tally)
     found = confirmations.attempt_verdict(pending, said.verdict, events, at)
-    with connect() as conn:
-        if found is None:
-            confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), None)
-            return
-        detail = said.detail if said.verdict is not None else _detail(pending, found, len(events))
-        confirmations.settle(conn, pending, found, detail)
-    _settled(pending, found, detail, tally)
+    detail = said.detail if said.verdict is not None else _detail(pending, found, len(events))
+    _conclude(connect, pending, found, detail, tally)
 
 
 def _failed(
@@ -157,16 +156,18 @@ def _failed(
     refused = isinstance(exc, CredentialsRefused)
     if refused:
         tally.refused[provider] = exc.reason
+    if not refused and at - pending.requested_at >= confirmations.GIVE_UP:
+        detail = f"no usable answer from the status API in 24 hours: {exc.reason}"
+        _conclude(connect, pending, Verdict.REFUTED, detail[:500], tally)
+        return
     with connect() as conn:
-        if not refused and at - pending.requested_at >= confirmations.GIVE_UP:
-            detail = f"no usable answer from the status API in 24 hours: {exc.reason}"
-            confirmations.settle(conn, pending, Verdict.REFUTED, detail[:500])
-            tally.refuted[provider] += 1
-            return
         confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), str(exc))
 
 
-def _detail(pending: Pending, found: Verdict, reported: int) -> str:
+def _detail(pending: Pending, found: Verdict | None, reported: int) -> str:
+    """Why the callback was settled so (nothing while it waits)."""
+    if found is None:
+        return ""
     claimed = f"{pending.kind.value} of {pending.payment_id or 'the order'}"
     if found is Verdict.CONFIRMED and pending.kind not in _MONEY:
         return f"heard: a {pending.kind.value} claims no money moved; the API's word applied"
