@@ -52,11 +52,8 @@ def retry_dead_letter(conn: Connection, message_id: int, *, operator: str) -> Re
     return result
 
 
-_FLAGGED = """
-SELECT p.amount_paise, p.refunded_paise, p.currency, p.cart_id,
-       (SELECT w.merchant_ref FROM processed_webhooks w
-        WHERE w.provider = p.provider AND w.payment_id = p.payment_id
-          AND w.merchant_ref IS NOT NULL LIMIT 1)
+_FLAGGED = f"""
+SELECT p.amount_paise, p.refunded_paise, p.currency, p.cart_id, {double_refunds.GATEWAY_ORDER}
 FROM payments p WHERE p.provider = %s AND p.payment_id = %s AND p.needs_refund
 """
 

@@ -13,14 +13,17 @@ from payhooks.db import Connection
 from payhooks.errors import Conflict, InvalidRequest
 from payhooks.gateways import GATEWAYS
 
-DUE = """
-SELECT p.provider, p.payment_id, p.amount_paise, p.currency, p.cart_id,
-       (SELECT w.merchant_ref FROM processed_webhooks w
+GATEWAY_ORDER = """(SELECT w.merchant_ref FROM processed_webhooks w
         WHERE w.provider = p.provider AND w.payment_id = p.payment_id
-          AND w.merchant_ref IS NOT NULL LIMIT 1)
+          AND w.merchant_ref IS NOT NULL LIMIT 1)"""
+"""The gateway order payment ``p`` was made under (Cashfree refunds name it), read through
+the records' payment index."""
+
+DUE = f"""
+SELECT p.provider, p.payment_id, p.amount_paise, p.currency, p.cart_id, {GATEWAY_ORDER}
 FROM payments p
 WHERE p.needs_refund AND p.provider = ANY(%s) AND 'duplicate_payment' = ANY(p.flags)
-  AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{3}$'
+  AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{{3}}$'
   AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r
                   WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
 ORDER BY p.created_at LIMIT %s
@@ -58,4 +61,4 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     return written
 
 
-__all__ = ["REQUESTED_BY", "key_of", "request_due"]
+__all__ = ["GATEWAY_ORDER", "REQUESTED_BY", "key_of", "request_due"]
