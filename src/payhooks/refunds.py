@@ -283,7 +283,8 @@ RETURNING {", ".join("r." + c.strip() for c in COLUMNS.split(","))}
 ACCEPTED = """
 UPDATE payhooks_refunds
 SET state = %(state)s, gateway_refund_id = %(refund_id)s, sent_at = coalesce(sent_at, now()),
-    settled_at = CASE WHEN %(state)s = 'processed' THEN now() END, last_error = NULL
+    settled_at = CASE WHEN %(state)s = 'processed' THEN now() END, last_error = NULL,
+    next_attempt_at = now() + %(check)s
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
 """
 REFUSED = """
@@ -296,16 +297,68 @@ WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'request
 """
 
 
+UNSETTLED = f"""
+WITH due AS (
+    SELECT provider, idempotency_key FROM payhooks_refunds
+    WHERE state = 'sent' AND provider = %(provider)s AND next_attempt_at <= now()
+    ORDER BY next_attempt_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payhooks_refunds r SET next_attempt_at = now() + %(lease)s
+FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
+RETURNING {", ".join("r." + c.strip() for c in COLUMNS.split(","))}
+"""
+"""The same lease over the intents the gateway accepted and has not said processed: each
+asked about in turn (``check_due``), never by two checkers at once."""
+SETTLED = """
+UPDATE payhooks_refunds SET state = %(state)s, settled_at = now(), last_error = %(error)s
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'sent'
+"""
+UNSETTLED_AGAIN = """
+UPDATE payhooks_refunds
+SET next_attempt_at = now() + least(greatest((now() - sent_at) / 4, %(first)s), %(most)s),
+    last_error = %(error)s
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'sent'
+"""
+FIRST_CHECK = timedelta(minutes=1)
+MOST_BETWEEN_CHECKS = timedelta(hours=6)
+"""A refund the gateway accepted is asked about a minute after, then at a quarter of its
+age, at most every six hours: Razorpay's normal refunds take 5 to 7 days, and a refund
+webhook closes most intents long before."""
+
+
 def leased(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
     """The due intents of ``provider``, each held for ``LEASE``."""
     found = conn.execute(LEASED, {"provider": provider.value, "limit": limit, "lease": LEASE})
     return [_refund(row) for row in found.fetchall()]
 
 
+def unsettled(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
+    """The sent intents of ``provider`` due to be asked about, each held for ``LEASE``."""
+    found = conn.execute(UNSETTLED, {"provider": provider.value, "limit": limit, "lease": LEASE})
+    return [_refund(row) for row in found.fetchall()]
+
+
 def accepted(conn: Connection, refund: Refund, gateway_refund_id: str, *, processed: bool) -> None:
     state = RefundState.PROCESSED if processed else RefundState.SENT
     params = {"provider": refund.provider.value, "key": refund.idempotency_key}
-    conn.execute(ACCEPTED, {**params, "state": state.value, "refund_id": gateway_refund_id})
+    conn.execute(ACCEPTED, {**params, "state": state.value, "refund_id": gateway_refund_id,
+                            "check": FIRST_CHECK})  # fmt: skip
+
+
+def settled(conn: Connection, refund: Refund, *, processed: bool, error: str | None = None) -> None:
+    """A sent intent closed by what the gateway says of it: processed (the money went back) or
+    failed (none went; its amount is free again)."""
+    state = RefundState.PROCESSED if processed else RefundState.FAILED
+    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
+    conn.execute(SETTLED, {**params, "state": state.value, "error": error})
+
+
+def unsettled_again(conn: Connection, refund: Refund, error: str | None = None) -> None:
+    """A sent intent the gateway has not settled yet, asked about again later."""
+    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
+    conn.execute(UNSETTLED_AGAIN, {**params, "error": error, "first": FIRST_CHECK,
+                                   "most": MOST_BETWEEN_CHECKS})  # fmt: skip
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:
@@ -334,9 +387,9 @@ WHERE provider = %(provider)s AND state = 'sent' AND gateway_refund_id = %(refun
 
 def closing(event: Event) -> Steps[None]:
     """A refund the gateway says processed closes the intent it was sent for, by the
-    gateway's refund id (Razorpay's ``rfnd_…``, Cashfree's ``cf_refund_id``). One whose
-    webhook came before the sender heard the gateway's answer stays ``sent``: no money moves
-    on it again, and its refund is in the shop's books from the webhook."""
+    gateway's refund id (Razorpay's ``rfnd_…``, Cashfree's ``cf_refund_id``, PayU's request
+    id). One whose webhook came before the sender recorded the gateway's answer, or whose
+    webhook never came, is closed by asking the gateway (``payhooks.sending.check_due``)."""
     if event.kind is EventKind.REFUND_PROCESSED and event.refund_id:
         params = {"provider": event.provider.value, "refund_id": event.refund_id}
         yield Statement(sql=CLOSE, params=params, reads=False)
@@ -370,5 +423,8 @@ __all__ = [
     "request",
     "request_async",
     "requesting",
+    "settled",
+    "unsettled",
+    "unsettled_again",
     "wait_after",
 ]

@@ -12,6 +12,9 @@ with the intent's key and the same body every time. What the gateway says decide
 - anything else (a timeout, no answer, 409 "in progress", 429, 5xx, credentials refused): due
   again later (5 s doubling to 10 minutes), the same key, the same body.
 
+A refund the gateway accepted and has not said processed is asked about later
+(``check_due``): processed, or failed (none went back, the amount free again), closes it.
+
 Run by the reference worker on every tick, by ``payhooks refunds send --database-url`` beside
 a merchant's app, or by ``send_due`` from a merchant's own scheduler. The gateway clients
 (``RefundClient``) live with each gateway's status client (``gateways/<name>/status.py``, the
@@ -54,6 +57,11 @@ class RefundClient(Protocol):
 
     def send_refund(self, refund: Refund) -> Sent: ...
 
+    def refund_status(self, refund: Refund) -> Sent:
+        """What the gateway now says of a refund it accepted (``refund.gateway_refund_id``):
+        ``processed`` or not yet; ``RefundRefused`` when it failed."""
+        ...
+
 
 Connect = Callable[[], AbstractContextManager[Connection]]
 """A connection in autocommit for each step (``payhooks.reconcile.running.connecting``)."""
@@ -67,16 +75,21 @@ class Tally:
     processed: Counter[Provider] = field(default_factory=Counter)
     refused: Counter[Provider] = field(default_factory=Counter)
     retried: Counter[Provider] = field(default_factory=Counter)
+    settled: Counter[Provider] = field(default_factory=Counter)
+    """Sent earlier, now processed by the gateway's word when asked."""
+    failed: Counter[Provider] = field(default_factory=Counter)
+    """Sent earlier, now failed by the gateway's word when asked: no money went back."""
 
     def summary(self) -> str:
         total = {name: sum(getattr(self, name).values()) for name in _COUNTS}
         return (
             f"{total['sent']} refund(s) sent, {total['processed']} of them processed at once, "
-            f"{total['refused']} refused by the gateway, {total['retried']} to try again"
+            f"{total['refused']} refused by the gateway, {total['retried']} to try again; "
+            f"of those sent earlier, {total['settled']} processed, {total['failed']} failed"
         )
 
 
-_COUNTS = ("sent", "processed", "refused", "retried")
+_COUNTS = ("sent", "processed", "refused", "retried", "settled", "failed")
 
 
 def send_due(
@@ -99,7 +112,59 @@ def send_due(
             if not due:
                 break
             _send(connect, client, due[0], tally)
+    return check_due(connect, clients, limit=limit, stop=stop, tally=tally)
+
+
+def check_due(
+    connect: Connect,
+    clients: Mapping[Provider, RefundClient],
+    *,
+    limit: int = 50,
+    stop: Callable[[], bool] = lambda: False,
+    tally: Tally | None = None,
+) -> Tally:
+    """The intents a gateway accepted and has not yet said processed, each asked about when
+    due (a minute after it was sent, then less often: ``refunds.FIRST_CHECK``): so one whose
+    refund webhook never came, or came before the sender recorded the gateway's answer,
+    closes all the same. Leased one at a time, as ``send_due`` leases."""
+    tally = tally or Tally()
+    for provider, client in clients.items():
+        for _ in range(limit):
+            if stop():
+                return tally
+            with connect() as conn:
+                due = refunds.unsettled(conn, provider, 1)
+            if not due:
+                break
+            _check(connect, client, due[0], tally)
     return tally
+
+
+def _check(connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
+    provider = refund.provider
+    try:
+        now = client.refund_status(refund)
+    except RefundRefused as exc:
+        with connect() as conn:
+            refunds.settled(conn, refund, processed=False, error=exc.reason)
+        tally.failed[provider] += 1
+        log.warning(
+            "refund_failed",
+            extra={"provider": provider.value, "key": refund.idempotency_key,
+                   "payment_id": refund.payment_id, "refund_id": refund.gateway_refund_id,
+                   "amount_paise": refund.amount_paise, "detail": exc.reason},
+        )  # fmt: skip
+        return
+    except GatewayApiError as exc:
+        with connect() as conn:
+            refunds.unsettled_again(conn, refund, exc.reason)
+        return
+    with connect() as conn:
+        if now.processed:
+            refunds.settled(conn, refund, processed=True)
+        else:
+            refunds.unsettled_again(conn, refund)
+    tally.settled[provider] += now.processed
 
 
 def _send(connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
@@ -139,4 +204,4 @@ def _send(connect: Connect, client: RefundClient, refund: Refund, tally: Tally) 
     )  # fmt: skip
 
 
-__all__ = ["RefundClient", "RefundRefused", "Sent", "Tally", "send_due"]
+__all__ = ["RefundClient", "RefundRefused", "Sent", "Tally", "check_due", "send_due"]

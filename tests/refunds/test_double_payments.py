@@ -77,12 +77,12 @@ def test_off_by_default_the_second_payment_waits_for_a_person(conn, rig):
 
 
 def test_a_double_payment_at_a_gateway_payhooks_does_not_refund_keeps_its_flag(conn):
-    """PayU: refunded by a person (payhooks sends no PayU refunds yet)."""
-    buy = purchase(conn, Provider.PAYU)
+    """PhonePe: refunded by a person (payhooks sends no PhonePe refunds yet)."""
+    buy = purchase(conn, Provider.RAZORPAY)
     deliver(conn, buy.captured())
-    conn.execute(
-        "UPDATE payments SET needs_refund = true, flags = ARRAY['duplicate_payment']"
-        " WHERE provider = 'payu'"
+    conn.execute(  # the payment as a PhonePe one, once its callback is confirmed, is kept
+        "UPDATE payments SET provider = 'phonepe', needs_refund = true,"
+        " flags = ARRAY['duplicate_payment']"
     )
     assert double_refunds.request_due(conn) == 0
     assert conn.execute("SELECT needs_refund FROM payments").fetchone() == (True,)

@@ -133,8 +133,8 @@ def test_on_an_async_connection_the_same_intent(core, database_url):
 
 
 def test_a_gateway_payhooks_does_not_refund_is_refused_at_the_request(core):
-    with pytest.raises(InvalidRequest, match="sends no refunds to payu yet"):
-        refunds.request(core, "payu", "403993715521000001", 100, key="k-1", captured_paise=100,
+    with pytest.raises(InvalidRequest, match="sends no refunds to phonepe yet"):
+        refunds.request(core, "phonepe", "OM2501011234567890", 100, key="k-1", captured_paise=100,
                         reason="r", requested_by="asha")  # fmt: skip
     with pytest.raises(InvalidRequest, match="a Cashfree refund names its order"):
         refunds.request(core, "cashfree", "5114917039291", 100, key="k-1", captured_paise=100,

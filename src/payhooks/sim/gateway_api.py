@@ -63,8 +63,26 @@ class Books:
     )
     made: Counter[tuple[Provider, str]] = field(default_factory=Counter)
     """Refunds made per payment: more than one per key would be a double refund."""
+    amounts: dict[tuple[Provider, str], list[int]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    """The paise of each of ``refunds``, in their order."""
     captured: Counter[tuple[Provider, str]] = field(default_factory=Counter)
     """Captures made per authorised payment: more than one would be a double capture."""
+    under: Counter[tuple[Provider, str]] = field(default_factory=Counter)
+    """Refunds made per merchant's key as sent (Razorpay's header, Cashfree's ``refund_id``,
+    PayU's token), whatever the gateway scopes it by: what a storm counts per intent."""
+    pending: bool = False
+    """Refunds are made pending (Razorpay's normal speed, PayU's queue) until ``settle``."""
+
+
+REFUND_WORDS: dict[Provider, tuple[str, str, str, str]] = {
+    Provider.RAZORPAY: ("status", "pending", "processed", "failed"),
+    Provider.CASHFREE: ("refund_status", "PENDING", "SUCCESS", "CANCELLED"),
+    Provider.PAYU: ("status", "queued", "success", "failure"),
+}
+"""Each refunding gateway's refund status: its field, and its words for pending, processed
+and failed (docs/providers.md, "Refunds")."""
 
 
 class GatewayApi:
@@ -121,6 +139,16 @@ class GatewayApi:
         with self._lock:
             order.refunds[refund_id] = entity
 
+    def refund_booked(
+        self, provider: Provider, reference: str, refund_id: str, entity: dict[str, Any]
+    ) -> None:
+        """A refund a refund call made, kept with its order too, for a status API that
+        answers by the gateway's refund id: the same entity, so ``settle`` changes both."""
+        with self._lock:
+            order = self._orders.get((provider, reference))
+            if order is not None:
+                order.refunds[refund_id] = entity
+
     def refund_of(self, provider: Provider, refund_id: str) -> dict[str, Any] | None:
         """The refund a status call asks about by its id (counted in ``asked``), or None."""
         with self._lock:
@@ -167,6 +195,28 @@ class GatewayApi:
         with self._lock:
             self._after[provider].extend(faults)
 
+    def refund_status(self, provider: Provider) -> str:
+        """The status a refund is made with: pending while ``money.pending``, else processed."""
+        _, pending, processed, _ = REFUND_WORDS[provider]
+        return pending if self.money.pending else processed
+
+    def settle(self, provider: Provider, *, failed: bool = False) -> int:
+        """Every pending refund of ``provider`` processed (or failed: its money back in the
+        payment, refundable again); how many."""
+        name, pending, processed, failure = REFUND_WORDS[provider]
+        settled = 0
+        with self._lock:
+            for (kept, payment_id), made in self.money.refunds.items():
+                amounts = self.money.amounts[(kept, payment_id)]
+                for refund, paise in zip(made, amounts, strict=True):
+                    if kept is not provider or refund.get(name) != pending:
+                        continue
+                    refund[name] = failure if failed else processed
+                    settled += 1
+                    if failed:
+                        self.money.refunded[(kept, payment_id)] -= paise
+        return settled
+
     def refund_once(
         self,
         provider: Provider,
@@ -176,6 +226,8 @@ class GatewayApi:
         make: Callable[[int], dict[str, Any] | str],
         amount_paise: int,
         captured_paise: int,
+        *,
+        token: str | None = None,
     ) -> tuple[dict[str, Any] | None, str | None]:
         """A refund under ``key``, as an idempotent gateway makes it: the same key and body,
         the refund made before; the same key, another body, refused; else made once, within
@@ -197,7 +249,9 @@ class GatewayApi:
             self.money.by_key[(provider, key)] = (asked, refund)
             self.money.refunded[(provider, payment_id)] += amount_paise
             self.money.refunds[(provider, payment_id)].append(refund)
+            self.money.amounts[(provider, payment_id)].append(amount_paise)
             self.money.made[(provider, payment_id)] += 1
+            self.money.under[(provider, token or key)] += 1
             return refund, None
 
     def capture_once(

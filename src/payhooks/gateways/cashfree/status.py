@@ -81,6 +81,14 @@ class CashfreeClient:
             raise RefundRefused(_P.value, exc.reason, status=exc.status) from exc
         return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
 
+    def refund_status(self, refund: Refund) -> Sent:
+        """``GET /pg/orders/{order_id}/refunds/{refund_id}``: the refund as it is now."""
+        named = quote(refund.gateway_order_id or "", safe="")
+        made = self._refund_made(f"{self.credentials.base_url}/pg/orders/{named}", refund)
+        if made is None:
+            raise GatewayApiError(_P.value, "Cashfree knows no refund under the intent's id")
+        return made
+
     def _refund_made(self, order: str, refund: Refund) -> Sent | None:
         """``GET /pg/orders/{order_id}/refunds/{refund_id}``: the refund Cashfree made under
         the intent's id, or None (404: none made)."""

@@ -27,6 +27,7 @@ PAYU = Gateway(
     ),
     reference_prefix="ph",  # the merchant's own txnid
     retry_window=timedelta(hours=24),  # it documents none: the same day is watched
+    sends_refunds=True,  # under its token id (docs/providers.md, "Refunds")
 )
 
 __all__ = ["PAYU"]

@@ -31,9 +31,18 @@ from payhooks.gateways._status import CredentialsRefused, answer, parsed
 from payhooks.gateways.payu.adapter import attempt_of
 from payhooks.ingest import storable
 from payhooks.providers._common import child, reference
+from payhooks.refunds import Refund
+from payhooks.sending import RefundRefused, Sent
 
 COMMAND = "verify_payment"
 REFUND_COMMAND = "check_action_status"
+SEND_REFUND_COMMAND = "cancel_refund_transaction"
+BY_PAYMENT = "payuid"
+"""``var2`` of ``check_action_status`` when ``var1`` is a ``mihpayid``: every action of that
+payment, keyed by request id, each with the token it was asked under."""
+RETRIED_CODES = frozenset({120, "120"})
+"""``error_code`` 120, "Transaction lock could not be obtained": PayU busy with the payment,
+asked again with the same token. Every other ``status: 0`` answer refuses the refund."""
 PAYMENT_COMMAND = "check_payment"
 _UNKNOWN = re.compile(r"not found|no transaction", re.IGNORECASE)
 NOT_FOUND = "Not Found"
@@ -132,10 +141,77 @@ class PayUClient:
         body = self._command(PAYMENT_COMMAND, mihpayid)
         return parsed(self.provider, lambda: _payment_entity(body))
 
-    def _command(self, command: str, var1: str) -> bytes:
+    def send_refund(self, refund: Refund) -> Sent:
+        """``cancel_refund_transaction``: ``var1`` the payment's ``mihpayid``, ``var2`` the
+        intent's key as PayU's token (unique per refund request, at most 23 characters),
+        ``var3`` the amount in rupees. A retry first lists the payment's actions
+        (``check_action_status`` with ``var2=payuid``) for a refund under the token, so an
+        answer lost after PayU acted is found, never asked again. ``status: 0`` is PayU's
+        refusal, unless the token is already PayU's (then the refund it names is looked up)
+        or PayU could not lock the payment (asked again later)."""
+        mihpayid = self._mihpayid(refund)
+        if refund.attempts > 1 and (made := self._refund_under(refund, mihpayid)) is not None:
+            return made
+        rupees = f"{refund.amount_paise / 100:.2f}"
+        body = self._command(SEND_REFUND_COMMAND, mihpayid, var2=refund.idempotency_key,
+                             var3=rupees)  # fmt: skip
+        doc = parsed(self.provider, lambda: read_json(_P, body))
+        if isinstance(doc, dict) and doc.get("status") == 1:
+            return parsed(self.provider, lambda: Sent(gateway_refund_id=_request_id(doc)))
+        said = printable(doc.get("msg") if isinstance(doc, dict) else None) or "no msg"
+        code = doc.get("error_code") if isinstance(doc, dict) else None
+        if (made := self._refund_under(refund, mihpayid)) is not None:
+            return made
+        if code in RETRIED_CODES or _CREDENTIALS.search(said):
+            raise GatewayApiError(_P.value, f"refund not taken: {said} ({code})", status=200)
+        raise RefundRefused(_P.value, f"{said} (error_code {code})", status=200)
+
+    def refund_status(self, refund: Refund) -> Sent:
+        """``check_action_status`` by PayU's request id: ``success`` processed, ``failure``
+        failed, any other state (queued, in progress, requested, pending) not yet."""
+        request_id = refund.gateway_refund_id or ""
+        body = self._command(REFUND_COMMAND, request_id)
+        doc = parsed(self.provider, lambda: read_json(_P, body))
+        entity = child(doc, "transaction_details", request_id, request_id)
+        if not isinstance(entity, dict):
+            raise GatewayApiError(_P.value, f"no action status for request {request_id:.40}")
+        return parsed(self.provider, lambda: _refund_state(entity, request_id))
+
+    def _mihpayid(self, refund: Refund) -> str:
+        """The ``mihpayid`` to refund: the intent's payment, unless that is its txnid (a
+        txnid's first payment, as payhooks records it), then the one ``verify_payment``
+        names for the txnid."""
+        if refund.payment_id != refund.gateway_order_id:
+            return refund.payment_id
+        named = self._named(refund.payment_id)
+        if named is None:
+            raise RefundRefused(_P.value, f"PayU names no payment for txnid {refund.payment_id}")
+        return named
+
+    def _refund_under(self, refund: Refund, mihpayid: str) -> Sent | None:
+        """The refund PayU made of the payment under the intent's token, or None: every
+        action of the payment (``check_action_status``, ``var1`` the ``mihpayid``, ``var2``
+        ``payuid``), each with its ``token``."""
+        body = self._command(REFUND_COMMAND, mihpayid, var2=BY_PAYMENT)
+        doc = parsed(self.provider, lambda: read_json(_P, body))
+        actions = child(doc, "transaction_details", mihpayid)
+        if not isinstance(actions, dict):
+            if isinstance(doc, dict) and doc.get("status") == 0:
+                return None  # "No action status found": nothing done to the payment yet
+            raise MalformedPayload(_P, "check_action_status answer has no transaction_details")
+        key = refund.idempotency_key
+        made = [(r, e) for r, e in actions.items() if isinstance(e, dict) and e.get("token") == key]
+        if not made:
+            return None
+        request_id, entity = made[0]
+        return parsed(self.provider, lambda: _refund_state(entity, str(request_id)))
+
+    def _command(self, command: str, var1: str, **more: str) -> bytes:
+        """A post-service call; ``var2``, ``var3`` are outside the hash (PayU hashes
+        ``key|command|var1|salt`` for every command)."""
         url = f"{self.credentials.base_url}/merchant/postservice.php"
         key, salt = self.credentials.id, self.credentials.secret
-        form = {"key": key, "command": command, "var1": var1,
+        form = {"key": key, "command": command, "var1": var1, **more,
                 "hash": command_hash(key, command, var1, salt)}  # fmt: skip
         return answer(self.provider, self.http, "POST", url, params={"form": "2"}, data=form)
 
@@ -229,6 +305,23 @@ SECOND_PAYMENT = "payhooks_second_payment"
 """Where a stored refund of a second payment keeps that payment's ``mihpayid``."""
 
 
+def _request_id(doc: Mapping[str, Any]) -> str:
+    """PayU's id for the refund it queued: ``request_id`` (a string, or a number)."""
+    found = _identifier(doc.get("request_id"))
+    if found is None:
+        raise MalformedPayload(_P, "cancel_refund_transaction answer has no request_id")
+    return found
+
+
+def _refund_state(entity: Mapping[str, Any], request_id: str) -> Sent:
+    """A refund action: ``success`` (any case) processed, ``failure`` failed (no money
+    went back), anything else on its way."""
+    status = text(_P, entity, "status").lower()
+    if status == "failure":
+        raise RefundRefused(_P.value, f"PayU's refund {request_id:.40} failed", status=200)
+    return Sent(gateway_refund_id=request_id, processed=status == REFUNDED)
+
+
 def _identifier(value: object) -> str | None:
     """A ``mihpayid`` PayU writes as a string (spaces around it in one sample) or a number."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -300,6 +393,7 @@ __all__ = [
     "COMMAND",
     "PAYMENT_COMMAND",
     "REFUND_COMMAND",
+    "SEND_REFUND_COMMAND",
     "Attempt",
     "PayUClient",
     "checked",

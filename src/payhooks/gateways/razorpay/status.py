@@ -38,6 +38,14 @@ class RazorpayClient:
     def send_refund(self, refund: Refund) -> Sent:
         return send_refund(self, refund)
 
+    def refund_status(self, refund: Refund) -> Sent:
+        """``GET /v1/payments/{id}/refunds/{refund_id}``: the refund entity as it is now."""
+        payment = f"{self.credentials.base_url}/v1/payments/{quote(refund.payment_id, safe='')}"
+        made = quote(refund.gateway_refund_id or "", safe="")
+        body = answer(_P, self.http, "GET", f"{payment}/refunds/{made}",
+                      auth=(self.credentials.id, self.credentials.secret))  # fmt: skip
+        return parsed(_P, lambda: _sent(read_json(_P, body)))
+
     def capture(self, payment_id: str, amount_paise: int, currency: str) -> Report:
         """``POST /v1/payments/{id}/capture`` with the amount and currency authorised: the
         captured payment, as reconciliation reads one (under its key, so it takes effect once

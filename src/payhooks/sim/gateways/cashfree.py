@@ -155,7 +155,8 @@ def routes(api: GatewayApi) -> list[Route]:
                 "cf_payment_id": payment_id, "cf_refund_id": f"{abs(hash(refund_id)) % 10**9}{n}",
                 "refund_id": refund_id, "order_id": found.reference, "entity": "refund",
                 "refund_amount": _Rupees.amount(paise), "refund_currency": "INR",
-                "refund_note": asked.get("refund_note"), "refund_status": "SUCCESS",
+                "refund_note": asked.get("refund_note"),
+                "refund_status": api.refund_status(Provider.CASHFREE),
                 "refund_arn": f"RF{n:010d}", "refund_charge": 0,
                 "status_description": "Refund processed", "refund_type": "MERCHANT_INITIATED",
                 "refund_splits": [], "metadata": None,
@@ -167,7 +168,7 @@ def routes(api: GatewayApi) -> list[Route]:
         key = f"{found.reference}:{refund_id}"
         asked_as = {"refund_amount": str(rupees), "refund_id": refund_id}
         made, refusal = api.refund_once(Provider.CASHFREE, payment_id, key, asked_as, make,
-                                        paise, captured)  # fmt: skip
+                                        paise, captured, token=refund_id)  # fmt: skip
         if refusal == "another body":
             return _error(400, "refund_id already exists", "refund_id_already_exists",
                           "invalid_request_error")  # fmt: skip

@@ -96,9 +96,10 @@ def refund_entity(*, mihpayid: str, request_id: str, amount: str, status: str) -
 
 # --- the status API double: POST /merchant/postservice.php?form=2 ------------------------------
 # verify_payment (var1: txnids joined by |), check_payment (var1: a mihpayid) and
-# check_action_status (var1: a refund's request id)
+# check_action_status (var1: a refund's request id; or a mihpayid with var2=payuid: all its
+# actions) and cancel_refund_transaction (var1 a mihpayid, var2 a token, var3 rupees)
 
-_COMMANDS = ("verify_payment", "check_payment", "check_action_status")
+_COMMANDS = ("verify_payment", "check_payment", "check_action_status", "cancel_refund_transaction")
 UNKNOWN_PAYMENT = {"status": 0, "msg": "Transaction Not Found"}
 """PayU documents no answer for a mihpayid it does not know; this double's guess, in the words
 its other answers use (payhooks reads any ``status: 0`` saying "not found" so)."""
@@ -107,7 +108,8 @@ its other answers use (payhooks reads any ``status: 0`` saying "not found" so)."
 def routes(api: GatewayApi) -> list[Route]:
     async def post_service(request: Request) -> Response:
         form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
-        fields = {name: form.get(name, "") for name in ("key", "command", "var1", "hash")}
+        fields = {name: form.get(name, "") for name in ("key", "command", "var1", "var2", "var3",
+                                                        "hash")}  # fmt: skip
         if request.query_params.get("form") != "2" or fields["command"] not in _COMMANDS:
             return JSONResponse({"status": 0, "msg": "Invalid command"})
         if not _signed(api, fields):
@@ -115,6 +117,12 @@ def routes(api: GatewayApi) -> list[Route]:
         fault = await api.fault(Provider.PAYU)
         if fault is not None:
             return fault
+        if fields["command"] == "cancel_refund_transaction":
+            made = _refund(api, fields["var1"], fields["var2"], fields["var3"])
+            late = await api.after_acting(Provider.PAYU) if made.get("status") == 1 else None
+            return late if late is not None else JSONResponse(made)
+        if fields["command"] == "check_action_status" and fields["var2"] == "payuid":
+            return JSONResponse(_actions_of(api, fields["var1"]))
         if fields["command"] == "check_action_status":
             return JSONResponse(_action_status(api, fields["var1"]))
         if fields["command"] == "check_payment":
@@ -134,6 +142,59 @@ def _signed(api: GatewayApi, fields: dict[str, str]) -> bool:
         f"{keys.payu_key}|{fields['command']}|{fields['var1']}|{keys.payu_salt}".encode()
     ).hexdigest()
     return fields["key"] == keys.payu_key and hmac.compare_digest(expected, fields["hash"])
+
+
+def _refund(api: GatewayApi, mihpayid: str, token: str, rupees: str) -> dict[str, Any]:
+    """``cancel_refund_transaction`` of a captured payment: queued under PayU's request id,
+    or refused with PayU's error code (its docs' "error codes for refund initiation")."""
+    paid = api.payment_of(Provider.PAYU, mihpayid)
+    if paid is None or paid.get("status") != "success":
+        return {"status": 0, "msg": "Refund FAILURE - Transaction not found", "error_code": 116,
+                "mihpayid": mihpayid}  # fmt: skip
+    if not 1 <= len(token) <= 23:
+        return {"status": 0, "msg": "Refund FAILURE - Input Data missing", "error_code": 124}
+    try:
+        paise = int(Decimal(rupees) * 100)
+    except ArithmeticError:
+        paise = 0
+    if paise <= 0:
+        return {"status": 0, "msg": "Refund FAILURE - Invalid amount", "error_code": 105,
+                "mihpayid": mihpayid}  # fmt: skip
+    if api.money.by_key.get((Provider.PAYU, token)) is not None:
+        return {"status": 0, "msg": "Refund FAILURE - Token already exists", "error_code": 106,
+                "mihpayid": mihpayid}  # fmt: skip
+    request_id = f"{abs(hash(token)) % 10**9:09d}"
+
+    def make(n: int) -> dict[str, Any]:
+        return {**refund_entity(mihpayid=mihpayid, request_id=request_id,
+                                amount=f"{paise / 100:.2f}",
+                                status=api.refund_status(Provider.PAYU)),
+                "token": token}  # fmt: skip
+
+    made, refusal = api.refund_once(Provider.PAYU, mihpayid, token, {"var3": str(paise)}, make,
+                                    paise, _paise(paid))  # fmt: skip
+    if refusal is not None or made is None:
+        return {"status": 0, "msg": "Refund FAILURE - Invalid amount", "error_code": 105,
+                "mihpayid": mihpayid}  # fmt: skip
+    api.refund_booked(Provider.PAYU, str(paid.get("txnid")), request_id, made)
+    return {"status": 1, "msg": "Refund Request Queued", "request_id": request_id,
+            "bank_ref_num": None, "mihpayid": int(mihpayid) if mihpayid.isdigit() else mihpayid,
+            "error_code": 102}  # fmt: skip
+
+
+def _paise(entity: dict[str, Any]) -> int:
+    return int(Decimal(str(entity.get("amt") or entity.get("transaction_amount") or 0)) * 100)
+
+
+def _actions_of(api: GatewayApi, mihpayid: str) -> dict[str, Any]:
+    """``check_action_status`` with ``var2=payuid``: every refund of the payment, keyed by
+    the mihpayid then by request id (PayU's docs' sample)."""
+    made = api.money.refunds.get((Provider.PAYU, mihpayid), [])
+    if not made:
+        return {"status": 0, "msg": "0 out of 1 Transactions Fetched Successfully",
+                "transaction_details": {mihpayid: "No action status found"}}  # fmt: skip
+    return {"status": 1, "msg": "1 out of 1 Transactions Fetched Successfully",
+            "transaction_details": {mihpayid: {r["request_id"]: r for r in made}}}  # fmt: skip
 
 
 def _action_status(api: GatewayApi, request_id: str) -> dict[str, Any]:

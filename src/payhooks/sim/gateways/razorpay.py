@@ -176,7 +176,8 @@ def routes(api: GatewayApi) -> list[Route]:
             money = {"amount": amount, "currency": paid.get("currency", "INR"),
                      "created_at": api.now}  # fmt: skip
             made = _refund(f"rfnd_{payment_id[-8:]}{n:06d}", payment_id, money)
-            return {**made, "notes": asked.get("notes") or []}
+            status = api.refund_status(Provider.RAZORPAY)
+            return {**made, "notes": asked.get("notes") or [], "status": status}
 
         made, refusal = api.refund_once(Provider.RAZORPAY, payment_id, key, asked, make, amount,
                                         int(paid["amount"]))  # fmt: skip
@@ -219,10 +220,19 @@ def routes(api: GatewayApi) -> list[Route]:
         )
         return JSONResponse({"entity": "collection", "count": len(items), "items": items})
 
+    async def refund_of(request: Request) -> Response:
+        """``GET /v1/payments/{id}/refunds/{refund_id}``: one refund of the payment."""
+        if (refused := await _refused(api, request)) is not None:
+            return refused
+        made = api.money.refunds.get((Provider.RAZORPAY, request.path_params["payment_id"]), [])
+        found = [r for r in made if r["id"] == request.path_params["refund_id"]]
+        return JSONResponse(found[0]) if found else _error(400, "The id provided does not exist")
+
     return [
         Route("/v1/orders/{order_id}/payments", payments, methods=["GET"]),
         Route("/v1/payments/{payment_id}/refund", refund, methods=["POST"]),
         Route("/v1/payments/{payment_id}/refunds", refunds_of, methods=["GET"]),
+        Route("/v1/payments/{payment_id}/refunds/{refund_id}", refund_of, methods=["GET"]),
         Route("/v1/payments/{payment_id}/capture", capture, methods=["POST"]),
         Route("/v1/payments/{payment_id}", payment, methods=["GET"]),
     ]
