@@ -9,6 +9,7 @@ import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 from urllib.parse import quote
 
 import httpx
@@ -548,7 +549,10 @@ def test_rare_5xx_on_a_busy_gateway_raise_no_banner(console, conn):
 
 
 def when(at: datetime) -> str:
-    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}.{at.microsecond // 1000:03d} UTC"
+    """As the console shows a time: in IST by default, never broken across lines."""
+    local = at.astimezone(ZoneInfo("Asia/Kolkata"))
+    shown = f"{local:%Y-%m-%d %H:%M:%S}.{local.microsecond // 1000:03d} IST"
+    return shown.replace(" ", "\u00a0")
 
 
 def test_each_gateway_shows_when_it_last_answered_2xx(console, conn):
