@@ -199,3 +199,37 @@ def test_health_shows_each_gateway_and_warns_of_5xx_and_signature_failures(conso
         expect(card.locator("rect.applied")).to_have_count(1)
         expect(card.locator("rect.duplicate")).to_have_count(1)
     shot(page, "health")
+
+
+def axe_source() -> str:
+    """axe-core as the axe-playwright-python package ships it (docs/dependencies.md)."""
+    import axe_playwright_python
+
+    return (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text()
+
+
+def serious_violations(page: Page) -> list[str]:
+    """axe-core run in the page (evaluated by the browser's devtools protocol, which the
+    page's no-script CSP does not govern): the serious and critical violations, by rule."""
+    page.evaluate(axe_source() + ";0")
+    found = page.evaluate("axe.run(document).then(r => r.violations)")
+    return [f"{v['id']}: {v['help']}" for v in found if v["impact"] in ("serious", "critical")]
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
+def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, width, height):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    try:
+        page.goto(f"{console.base_url}/console/login")
+        assert serious_violations(page) == []
+        log_in(page, console)
+        for address in ("/console/", "/console/parked", "/console/actions", "/console/dead",
+                        "/console/search?q=nothing-matches"):  # fmt: skip
+            page.goto(f"{console.base_url}{address}")
+            assert page.locator("h1").count() == 1, address
+            assert serious_violations(page) == [], address
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= width, (address, wide)
+    finally:
+        context.close()

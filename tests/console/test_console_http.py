@@ -10,6 +10,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
 import httpx
 import psycopg
@@ -548,7 +549,10 @@ def test_rare_5xx_on_a_busy_gateway_raise_no_banner(console, conn):
 
 
 def when(at: datetime) -> str:
-    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}.{at.microsecond // 1000:03d} UTC"
+    """As the console shows a time: in IST by default, never broken across lines."""
+    local = at.astimezone(ZoneInfo("Asia/Kolkata"))
+    shown = f"{local:%Y-%m-%d %H:%M:%S}.{local.microsecond // 1000:03d} IST"
+    return shown.replace(" ", "\u00a0")
 
 
 def test_each_gateway_shows_when_it_last_answered_2xx(console, conn):
@@ -587,7 +591,7 @@ def test_the_home_page_says_which_gateways_reconciliation_is_off_for(console):
 
 def test_hours_are_utc_hours_in_a_database_on_india_time(conn):
     """date_trunc in the session's zone would start IST hours at :30 UTC: no bar would match."""
-    from datetime import UTC, datetime
+    from datetime import datetime
 
     from payhooks.console import health
 
@@ -900,3 +904,42 @@ def test_the_console_refunds_only_a_payment_flagged_for_it(console, conn):
     answer = client.post("/console/payments/refund", data=form)
     assert answer.headers["location"].endswith("?notice=refund_not_possible")
     assert rows(console, "SELECT count(*) FROM payhooks_refunds") == [(0,)]
+
+
+def test_a_read_only_operator_sees_pages_but_every_action_is_refused(console):
+    from payhooks.console.pages import READ_ONLY
+
+    with psycopg.connect(console.database_url, autocommit=True) as db:
+        auth.add_operator(db, "ravi", PASSWORD, read_only=True)
+    client = console.logged_in("ravi")
+    home = client.get("/console/")
+    assert home.status_code == 200 and "(read-only)" in home.text
+    token = csrf_of(home.text)
+    from payhooks.console import pages
+    from payhooks.service.console import shop
+
+    posts = [
+        route.path
+        for route in [*pages._private.routes, *shop._shop.routes]
+        if "POST" in getattr(route, "methods", ()) and route.path not in ("/login", "/logout")
+    ]
+    assert len(posts) >= 4  # replay, settle, retry, refund at least
+    for path in posts:
+        answer = client.post(f"/console{path}", data={"csrf": token, "provider": "razorpay",
+                             "event_id": "evt_x", "message_id": "1", "note": "n",
+                             "payment_id": "pay_x", "confirm": "yes"})  # fmt: skip
+        assert answer.status_code == 403, path
+        assert READ_ONLY in answer.text.replace("&#39;", "'")
+    assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]
+    assert client.post("/console/logout", data={"csrf": token}).status_code == 303
+
+
+def test_the_action_log_shows_who_did_what(console):
+    client = console.logged_in()
+    page = client.get("/console/parked").text
+    form = {"csrf": csrf_of(page), "provider": "razorpay", "event_id": "evt_none"}
+    client.post("/console/parked/replay", data=form)
+    log = client.get("/console/actions").text
+    assert "<h1>Action log</h1>" in log and "evt_none" in log and OPERATOR in log
+    assert "not found" in log
+    assert "evt_none" not in client.get("/console/actions?operator=nobody").text

@@ -94,6 +94,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0011_another_attempt",
         "core/0012_refunds",
         "core/0013_refund_checks",
+        "core/0014_console_roles",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -175,6 +176,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0011_another_attempt",
         "core/0012_refunds",
         "core/0013_refund_checks",
+        "core/0014_console_roles",
     ]
     tables = {
         row[0]
@@ -271,6 +273,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0011_another_attempt",
         "core/0012_refunds",
         "core/0013_refund_checks",
+        "core/0014_console_roles",
     ]
 
 

@@ -780,6 +780,15 @@ def operator_add(
     password_stdin: Annotated[
         bool, typer.Option("--password-stdin", help="Read the password from standard input.")
     ] = False,
+    read_only: Annotated[
+        bool | None,
+        typer.Option(
+            "--read-only/--can-act",
+            help="Read-only: may look at every console page and act on none. Without either, "
+            "a new operator can act and an existing one keeps their role.",
+            show_default=False,
+        ),
+    ] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Add an operator, or give one a new password (which ends their sessions)."""
@@ -789,8 +798,12 @@ def operator_add(
         password = sys.stdin.readline().rstrip("\r\n")
     else:
         password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
-    added = _with_connection(lambda conn: auth.add_operator(conn, name, password), database_url)
-    typer.echo(f"operator {name} {'added' if added else 'has a new password'}")
+    added = _with_connection(
+        lambda conn: auth.add_operator(conn, name, password, read_only=read_only), database_url
+    )
+    said = "added" if added else "has a new password"
+    role = {True: " (read-only)", False: " (can act)", None: ""}[read_only]
+    typer.echo(f"operator {name} {said}{role}")
 
 
 @operator_app.command("remove")
@@ -811,8 +824,9 @@ def operator_list(database_url: DatabaseUrl = None) -> None:
     """The operators who may log in to the console."""
     from payhooks.console import auth
 
-    for name, created in _with_connection(auth.operators, database_url):
-        typer.echo(f"{name}\tadded {created:%Y-%m-%d %H:%M} UTC")
+    for operator in _with_connection(auth.operators, database_url):
+        role = "\tread-only" if operator.read_only else ""
+        typer.echo(f"{operator.name}\tadded {operator.created_at:%Y-%m-%d %H:%M} UTC{role}")
 
 
 @app.command("console")
@@ -871,7 +885,12 @@ def console_command(
         err=True,
     )
     uvicorn.run(
-        console_app(url, adapters=served.values(), hooks=handler),
+        console_app(
+            url,
+            adapters=served.values(),
+            hooks=handler,
+            timezone=settings.console_timezone,
+        ),
         host=host,
         port=port,
         log_level="warning",

@@ -28,6 +28,7 @@ from starlette.routing import Mount, Route
 
 from payhooks.applying import through
 from payhooks.console.actions import Run
+from payhooks.console.formats import DEFAULT_TIMEZONE, UnknownTimezone
 from payhooks.console.pages import (
     CONNECTIONS,
     Console,
@@ -55,6 +56,7 @@ def console(
     adapters: Iterable[Adapter],
     hooks: Any,
     pool: AsyncConnectionPool[Any] | None = None,
+    timezone: str = DEFAULT_TIMEZONE,
 ) -> FastAPI:
     """The console on the app's database: parked deliveries replay through ``hooks`` (the
     app's ``payhooks.Hooks`` or ``payhooks.fastapi.AsyncHooks``), read with ``adapters`` (the
@@ -62,7 +64,8 @@ def console(
     on a connection of ``pool`` (the app's ``AsyncConnectionPool``, as the webhook route
     lends them) or, without one, on a short connection of their own. The console reads and
     writes on at most ``CONNECTIONS`` connections of its own, opened on its first request;
-    ``close(app)`` closes them."""
+    ``close(app)`` closes them. Times are shown in ``timezone`` (an IANA name, IST by default;
+    ``UnknownTimezone`` for a name the zone database does not hold)."""
     served = {adapter.provider: adapter for adapter in adapters}
     if getattr(hooks, "is_async", False):
         safe = guarded_async(hooks)
@@ -76,14 +79,19 @@ def console(
             async with await AsyncConnection.connect(database_url, autocommit=True) as conn:
                 return await ingest_async(conn, received, safe)
 
-        views = Views(replay=None, replay_async=replay_async, gateways=[p.value for p in served])
+        views = Views(
+            replay=None,
+            replay_async=replay_async,
+            gateways=[p.value for p in served],
+            timezone=timezone,
+        )
     else:
         apply = through(hooks, database_url)
 
         def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
             return apply(conn, received_stored(conn, served, event_id, provider))
 
-        views = Views(replay=replay, gateways=[p.value for p in served])
+        views = Views(replay=replay, gateways=[p.value for p in served], timezone=timezone)
     own = OwnPool(database_url)
     app = make(views, own)
     app.state.own_pool = own
@@ -97,10 +105,16 @@ def close(app: FastAPI) -> None:
         own.close()
 
 
-def console_app(database_url: str, *, adapters: Iterable[Adapter], hooks: Any) -> Starlette:
+def console_app(
+    database_url: str,
+    *,
+    adapters: Iterable[Adapter],
+    hooks: Any,
+    timezone: str = DEFAULT_TIMEZONE,
+) -> Starlette:
     """An app of the console alone, at ``/console`` (``payhooks console`` serves it), its
     connections closed when it stops."""
-    inner = console(database_url, adapters=adapters, hooks=hooks)
+    inner = console(database_url, adapters=adapters, hooks=hooks, timezone=timezone)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -120,6 +134,7 @@ __all__ = [
     "Console",
     "Count",
     "Link",
+    "UnknownTimezone",
     "Views",
     "close",
     "console",

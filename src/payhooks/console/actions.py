@@ -127,6 +127,42 @@ def done_to(conn: Connection, provider: str, event_ids: list[str]) -> list[Actio
         return cur.execute(_DONE, (event_ids, provider)).fetchall()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Logged:
+    """One line of the action log: what an operator did, to what, and what it came to."""
+
+    id: int
+    at: datetime
+    operator: str
+    action: str
+    provider: str | None
+    target: str
+    result: str
+
+
+_LOG = """
+SELECT id, at, operator, action, provider, target, result FROM payhooks_console_actions
+WHERE (%(operator)s::text IS NULL OR operator = %(operator)s)
+  AND (%(before)s::bigint IS NULL OR (at, id) < (
+        SELECT at, id FROM payhooks_console_actions WHERE id = %(before)s))
+ORDER BY at DESC, id DESC LIMIT %(limit)s
+"""
+LOG_PAGE = 100
+
+
+def taken(
+    conn: Connection,
+    *,
+    operator: str | None = None,
+    before: int | None = None,
+    limit: int = LOG_PAGE,
+) -> list[Logged]:
+    """The newest actions first, all operators' or one's, older than action ``before``."""
+    params = {"operator": operator, "before": before, "limit": limit}
+    with conn.cursor(row_factory=class_row(Logged)) as cur:
+        return cur.execute(_LOG, params).fetchall()
+
+
 def parked_count(conn: Connection) -> int:
     row = conn.execute(_PARKED_COUNT).fetchone()
     return int(row[0]) if row else 0

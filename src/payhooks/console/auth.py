@@ -16,7 +16,7 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
@@ -68,13 +68,16 @@ def _unb64(text: str) -> bytes:
 
 # --- operators -------------------------------------------------------------------------------
 
+# A role given is set; none given keeps an existing operator's (a new one may act).
 _ADD = """
-INSERT INTO payhooks_operators (name, password_hash) VALUES (%s, %s)
-ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash
+INSERT INTO payhooks_operators (name, password_hash, read_only)
+VALUES (%(name)s, %(hash)s, coalesce(%(read_only)s, false))
+ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash,
+    read_only = coalesce(%(read_only)s, payhooks_operators.read_only)
 RETURNING (xmax = 0)
 """
 _REMOVE = "DELETE FROM payhooks_operators WHERE name = %s"
-_NAMES = "SELECT name, created_at FROM payhooks_operators ORDER BY name"
+_NAMES = "SELECT name, created_at, read_only FROM payhooks_operators ORDER BY name"
 _HASH_OF = "SELECT password_hash FROM payhooks_operators WHERE name = %s"
 
 
@@ -95,11 +98,18 @@ def checked_password(password: str) -> str:
     return password
 
 
-def add_operator(conn: Connection, name: str, password: str) -> bool:
-    """Add an operator, or set a new password (ending their sessions); True when added."""
-    row = (
-        conn.execute(_ADD, (checked_name(name), hash_password(checked_password(password))))
-    ).fetchone()
+def add_operator(
+    conn: Connection, name: str, password: str, *, read_only: bool | None = None
+) -> bool:
+    """Add an operator, or set a new password (ending their sessions); True when added.
+    ``read_only`` True: they may look and not act; False: they may act; None: a new operator
+    may act, an existing one keeps their role."""
+    params = {
+        "name": checked_name(name),
+        "hash": hash_password(checked_password(password)),
+        "read_only": read_only,
+    }
+    row = conn.execute(_ADD, params).fetchone()
     conn.execute(_END_SESSIONS_OF, (name,))
     return bool(row and row[0])
 
@@ -109,8 +119,18 @@ def remove_operator(conn: Connection, name: str) -> bool:
     return conn.execute(_REMOVE, (name,)).rowcount == 1
 
 
-def operators(conn: Connection) -> list[tuple[str, object]]:
-    return [(str(name), created) for name, created in conn.execute(_NAMES)]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Operator:
+    name: str
+    created_at: datetime
+    read_only: bool
+
+
+def operators(conn: Connection) -> list[Operator]:
+    return [
+        Operator(name=str(name), created_at=created, read_only=bool(read_only))
+        for name, created, read_only in conn.execute(_NAMES)
+    ]
 
 
 # --- logging in ------------------------------------------------------------------------------
@@ -174,8 +194,9 @@ INSERT INTO payhooks_console_sessions (token_sha256, operator, csrf_token, expir
 VALUES (%s, %s, %s, now() + %s)
 """
 _SESSION = """
-SELECT operator, csrf_token FROM payhooks_console_sessions
-WHERE token_sha256 = %s AND expires_at > now()
+SELECT s.operator, s.csrf_token, o.read_only
+FROM payhooks_console_sessions s JOIN payhooks_operators o ON o.name = s.operator
+WHERE s.token_sha256 = %s AND s.expires_at > now()
 """
 _CLOSE = "DELETE FROM payhooks_console_sessions WHERE token_sha256 = %s"
 _END_SESSIONS_OF = "DELETE FROM payhooks_console_sessions WHERE operator = %s"
@@ -185,6 +206,8 @@ _END_SESSIONS_OF = "DELETE FROM payhooks_console_sessions WHERE operator = %s"
 class Session:
     operator: str
     csrf_token: str
+    read_only: bool = False
+    """The operator may look and not act (read each request, so a change takes at once)."""
 
 
 class Cookies:
@@ -224,7 +247,9 @@ def session_of(conn: Connection, token: str | None) -> Session | None:
     if token is None:
         return None
     row = conn.execute(_SESSION, (_digest(token),)).fetchone()
-    return None if row is None else Session(operator=str(row[0]), csrf_token=str(row[1]))
+    if row is None:
+        return None
+    return Session(operator=str(row[0]), csrf_token=str(row[1]), read_only=bool(row[2]))
 
 
 def close_session(conn: Connection, token: str | None) -> None:

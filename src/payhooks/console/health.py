@@ -99,10 +99,35 @@ class Gateway:
         return max((h.total for h in self.hours), default=0)
 
 
+class Trouble(StrEnum):
+    """What a banner is about, and so which requests it leads to."""
+
+    FAILED = "failed"  # answered 5xx
+    SIGNATURE = "signature"  # refused for their signature
+    REFUTED = "refuted"  # contradicted by the gateway's API
+
+
+_LEADS_TO = {
+    Trouble.FAILED: ("answer=failed", "deliveries answered 5xx"),
+    Trouble.SIGNATURE: ("answer=signature", "deliveries refused for their signature"),
+    Trouble.REFUTED: ("answer=refuted", "refuted callbacks"),
+}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Alarm:
     provider: str
     text: str
+    trouble: Trouble = Trouble.FAILED
+
+    @property
+    def query(self) -> str:
+        """The deliveries list's filter for the requests the banner is about."""
+        return f"gateway={self.provider}&{_LEADS_TO[self.trouble][0]}"
+
+    @property
+    def what(self) -> str:
+        return _LEADS_TO[self.trouble][1]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +171,7 @@ def _refuted(conn: Connection, now: datetime) -> list[Alarm]:
     """Callbacks under the right credential that the gateway's API contradicted: whoever sent
     them holds the webhook's credential (it changed nothing; the next one may try harder)."""
     return [
-        Alarm(provider=provider, text=_refuted_text(provider, count))
+        Alarm(provider=provider, text=_refuted_text(provider, count), trouble=Trouble.REFUTED)
         for provider, count in refuted_last_day(conn, now).items()
     ]
 
@@ -219,6 +244,7 @@ def _last_hour(conn: Connection, now: datetime) -> tuple[list[Alarm], list[Alarm
                         "the signature check. Was a webhook secret rotated in the gateway's "
                         "dashboard and not yet added to payhooks' configuration?"
                     ),
+                    trouble=Trouble.SIGNATURE,
                 )
             )
     return failing, found
@@ -234,6 +260,8 @@ class Bar:
     height: float
     answer: str
     title: str
+    start: datetime
+    count: int
 
 
 CHART_WIDTH = 480
@@ -260,7 +288,9 @@ def chart(gateway: Gateway) -> list[Bar]:
                     width=slot - 2,
                     height=height,
                     answer=answer.name.lower(),
-                    title=f"{hour.start:%H:00} {answer.value}: {count}",
+                    title=f"{answer.value}: {count}",
+                    start=hour.start,
+                    count=count,
                 )
             )
     return bars

@@ -32,7 +32,7 @@ import anyio.to_thread
 import jinja2
 import psycopg
 import psycopg_pool
-from fastapi import APIRouter, Depends, FastAPI, Form, Request
+from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
@@ -43,7 +43,8 @@ from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from payhooks import db, idempotency, timeline
-from payhooks.console import actions, auth, health
+from payhooks.console import actions, auth, formats, health
+from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.starlette import read_bounded, replaying
 
@@ -54,16 +55,6 @@ CONNECTIONS = 2  # the console's own database connections, and threads to use th
 
 T = TypeVar("T")
 P = ParamSpec("P")
-
-
-def when(at: datetime | None) -> str:
-    if at is None:
-        return "—"
-    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}.{at.microsecond // 1000:03d} UTC"
-
-
-def rupees(paise: int | None) -> str:
-    return "—" if paise is None else f"₹{paise // 100:,}.{paise % 100:02d}"
 
 
 # No script runs on these pages at all; styles are the page's own.
@@ -77,6 +68,13 @@ _HEADERS = {
     "referrer-policy": "same-origin",  # with no-referrer, browsers send `Origin: null`
     "cache-control": "no-store",
 }
+
+# The core's pages in the header, before the app's own (``Views.nav``).
+CORE_NAV = (
+    ("Search & health", "/"),
+    ("Parked", "/parked"),
+    ("Action log", "/actions"),
+)
 
 NOTICES = {
     actions.Done.APPLIED: "Replayed: the delivery was applied.",
@@ -188,6 +186,8 @@ class Views:
     """Gateways the app has no status-API credentials for, said on the home page."""
     parked_note: str = "Nothing replays them on its own."
     """What replays parked deliveries besides an operator (the reference shop's worker)."""
+    timezone: str = DEFAULT_TIMEZONE
+    """The zone every time is shown in (an IANA name), named beside each time."""
 
 
 class LoginNeeded(Exception):
@@ -232,11 +232,18 @@ class Console:
             autoescape=True,  # every page shows customer-typed and gateway-sent strings
             undefined=jinja2.StrictUndefined,
         )
-        self.templates.filters["when"] = when
+        zone = formats.zone_of(views.timezone)
+        # Never broken across lines: a time reads as one thing, in a column or in a sentence.
+        self.templates.filters["when"] = lambda at: formats.when(at, zone).replace(" ", "\u00a0")
+        self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
+        self.templates.globals["zone_name"] = views.timezone
+        self.templates.globals["answers"] = list(health.Answer)
+        self.templates.tests["moment"] = lambda value: isinstance(value, datetime)
         self.templates.globals["chart"] = health.chart
         self.templates.globals["chart_size"] = (health.CHART_WIDTH, health.CHART_HEIGHT)
         self.templates.globals["views"] = views
+        self.templates.globals["core_nav"] = CORE_NAV
 
     async def run(
         self,
@@ -545,13 +552,25 @@ def _same_site(request: Request) -> None:
         raise Forbidden("This form was sent from another site.")
 
 
-async def csrf(request: Request, session: Session) -> None:
-    """A POST's guard: this session's CSRF token, from this very site."""
+async def _signed(request: Request, session: Session) -> None:
+    """This session's CSRF token, from this very site."""
     _same_site(request)
     form = await request.form()
     given = form.get("csrf")
     if not isinstance(given, str) or not auth.csrf_matches(session, given):
         raise Forbidden("This form has expired: go back, reload the page and try again.")
+
+
+async def csrf(request: Request, session: Session) -> None:
+    """An action's guard (every POST but logging out): this session's CSRF token, from this
+    very site, by an operator who may act. A read-only operator's is refused here, whatever
+    the page showed them."""
+    await _signed(request, session)
+    if session.read_only:
+        raise Forbidden(READ_ONLY)
+
+
+READ_ONLY = "You are a read-only operator: you can look at every page but not act."
 
 
 def private() -> APIRouter:
@@ -693,7 +712,7 @@ async def log_in(request: Request, name: Field, password: Field, next: Field = "
     return response
 
 
-@_private.post("/logout", dependencies=[Depends(csrf)])
+@_private.post("/logout", dependencies=[Depends(_signed)])
 async def log_out(request: Request) -> Response:
     await run(request, auth.close_session, request.state.token)
     prefix = prefix_of(request.scope)
@@ -706,8 +725,10 @@ async def log_out(request: Request) -> Response:
 
 
 def _overview(conn: db.Connection, views: Views) -> dict[str, Any]:
+    report = health.health(conn, datetime.now(UTC))
     return {
-        "health": health.health(conn, datetime.now(UTC)),
+        "health": report,
+        "last_2xx": {g.provider: g.last_2xx for g in report.gateways},
         "counts": [
             Count(
                 key="parked",
@@ -770,6 +791,19 @@ async def delivery(request: Request, provider: str, event_id: str) -> HTMLRespon
         "delivery.html",
         {"record": record, "body": record.body.decode("utf-8", errors="replace")},
     )
+
+
+@_private.get("/actions")
+async def action_log(
+    request: Request,
+    operator: str = "",
+    before: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+) -> HTMLResponse:
+    """Who did what from the console, and when: the newest first, a page at a time."""
+    name = operator.strip()[:64] or None
+    rows = await run(request, actions.taken, operator=name, before=before, limit=actions.LOG_PAGE)
+    more = rows[-1].id if len(rows) == actions.LOG_PAGE else None
+    return page(request, "actions.html", {"rows": rows, "operator": name or "", "more": more})
 
 
 # --- acting ----------------------------------------------------------------------------------

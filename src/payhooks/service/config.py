@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -19,6 +20,7 @@ from payhooks.providers import Adapter, read_secrets
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 
+CONSOLE_TIMEZONE = "Asia/Kolkata"  # as payhooks.console.formats.DEFAULT_TIMEZONE
 PG_INT_MAX = 2_147_483_647
 """The largest value PostgreSQL takes for ``lock_timeout``, ``statement_timeout`` and the like."""
 
@@ -130,6 +132,22 @@ class _Variable:
             )
         return self.raw.rstrip("/")
 
+    def timezone(self, default: str) -> str:
+        """An IANA zone name the time zone database holds (``Asia/Kolkata``)."""
+        if not self.raw:
+            return default
+        name = self.raw
+        try:
+            if name != name.strip() or name.startswith(("/", ".")) or ".." in name:
+                raise ValueError(name)
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise SettingError(
+                self.name,
+                f"must be a time zone name such as Asia/Kolkata or UTC, not {_clipped(name)}",
+            ) from None
+        return name
+
     def database_url(self) -> str | None:
         """Read as libpq reads it, without connecting; refused in fixed words, never libpq's
         (``missing "=" after …`` quotes the value, password and all)."""
@@ -183,6 +201,8 @@ class Settings:
     """The second payment of a paid cart refunded automatically, once (the worker)."""
     capture_authorized: bool = False
     """Razorpay payments authorised and not captured captured once (the worker)."""
+    console_timezone: str = CONSOLE_TIMEZONE
+    """The zone the console shows times in (an IANA name)."""
     secret_notes: tuple[str, ...] = ()
     """What start-up should say about the secrets as written (``payhooks serve``, ``worker``)."""
 
@@ -212,6 +232,7 @@ class Settings:
             reconcile_timeout_ms=env.get("PAYHOOKS_RECONCILE_TIMEOUT_MS").integer(10_000),
             refund_double_payments=env.get("PAYHOOKS_REFUND_DOUBLE_PAYMENTS").switch(),
             capture_authorized=env.get("PAYHOOKS_CAPTURE_AUTHORIZED").switch(),
+            console_timezone=env.get("PAYHOOKS_CONSOLE_TIMEZONE").timezone(CONSOLE_TIMEZONE),
             secret_notes=_secret_notes(env),
         )
         settings.check_timeouts()

@@ -133,7 +133,7 @@ def create_app(
     app.state.witness = witness
     served = settings.adapters() if adapters is None else adapters
     endpoint = _add_webhook_route(app, served, witness)
-    console.install(app, served, settings.reconciliation_off())
+    console.install(app, served, settings.reconciliation_off(), timezone=settings.console_timezone)
     _add_api_routes(app, api_token)
     _add_probe_routes(app, metrics, metrics_token, settings)
     app.webhook_endpoint = endpoint

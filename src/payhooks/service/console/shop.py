@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from payhooks.console import Count, Link, Views, make
 from payhooks.console.actions import Done
+from payhooks.console.formats import DEFAULT_TIMEZONE
 from payhooks.console.pages import (
     Field,
     Mounted,
@@ -44,10 +45,15 @@ _shop = private()
 
 
 def install(
-    app: FastAPI, adapters: Mapping[Provider, Adapter], reconciliation_off: Sequence[Provider] = ()
+    app: FastAPI,
+    adapters: Mapping[Provider, Adapter],
+    reconciliation_off: Sequence[Provider] = (),
+    *,
+    timezone: str = DEFAULT_TIMEZONE,
 ) -> None:
     """The console at ``/console``; its pool is ``app.state.console_pool`` (at most
-    ``CONNECTIONS`` connections), opened by the app's lifespan."""
+    ``CONNECTIONS`` connections), opened by the app's lifespan. Times are shown in
+    ``timezone``."""
 
     def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
         return application.replay(conn, adapters, event_id=event_id, provider=provider)
@@ -65,6 +71,7 @@ def install(
         templates=jinja2.PackageLoader("payhooks.service.console", "templates"),
         reconciliation_off=[p.value for p in reconciliation_off],
         parked_note="The worker retries them every minute.",
+        timezone=timezone,
     )
     console = make(views, lambda: app.state.console_pool)
     console.state.adapters = adapters

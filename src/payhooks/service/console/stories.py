@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from payhooks.console.pages import rupees
+from payhooks.console.formats import rupees
 from payhooks.db import Connection
 from payhooks.errors import NotFound, PayhooksError
 from payhooks.events import EventKind, Provider
@@ -37,7 +37,8 @@ class Entry:
     at: datetime
     kind: str
     title: str
-    facts: tuple[tuple[str, str], ...] = ()
+    facts: tuple[tuple[str, str | datetime], ...] = ()
+    """What it says, by name; a time is shown in the console's zone."""
     tone: Tone = Tone.PLAIN
     delivery: tuple[str, str] | None = None  # (provider, delivery key) of its stored record
     dead_letter: int | None = None  # an outbox id an operator may queue again
@@ -387,13 +388,15 @@ def _movement_entry(move: dict[str, Any]) -> Entry:
 
 
 def _message_entry(message: dict[str, Any]) -> Entry:
+    sent: list[tuple[str, str | datetime]] = []
     if message["sent_at"] is not None:
-        state, tone = f"sent {message['sent_at']:%Y-%m-%d %H:%M:%S}", Tone.GOOD
+        state, tone = "sent", Tone.GOOD
+        sent = [("sent at", message["sent_at"])]
     elif message["failed_at"] is not None:
         state, tone = f"dead letter: {message['last_error'] or 'failed'}", Tone.BAD
     else:
         state, tone = f"waiting (attempts {message['attempts']})", Tone.PLAIN
-    facts = [("to", message["recipient"] or "operators"), ("state", state)]
+    facts = [("to", message["recipient"] or "operators"), ("state", state), *sent]
     return Entry(
         at=message["created_at"],
         kind=str(message["kind"]),

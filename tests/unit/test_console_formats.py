@@ -1,0 +1,37 @@
+"""The console writes rupees grouped the Indian way and times in the operators' zone."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from payhooks.console.formats import UnknownTimezone, grouped, rupees, when, zone_of
+
+
+@pytest.mark.parametrize(
+    ("number", "shown"),
+    [(0, "0"), (999, "999"), (1000, "1,000"), (123456, "1,23,456"), (1234567, "12,34,567"),
+     (123456789, "12,34,56,789"), (-1234567, "-12,34,567")],
+)  # fmt: skip
+def test_digits_are_grouped_the_indian_way(number, shown):
+    assert grouped(number) == shown
+
+
+def test_rupees_are_grouped_the_indian_way_with_paise():
+    assert rupees(123456700) == "₹12,34,567.00"
+    assert rupees(5) == "₹0.05"
+    assert rupees(-500) == "-₹5.00"
+    assert rupees(None) == "—"
+
+
+def test_a_time_is_shown_in_ist_with_its_zone_named():
+    at = datetime(2026, 12, 3, 9, 5, 7, 123456, tzinfo=UTC)
+    assert when(at, zone_of("Asia/Kolkata")) == "2026-12-03 14:35:07.123 IST"
+    assert when(at, zone_of("UTC")) == "2026-12-03 09:05:07.123 UTC"
+
+
+@pytest.mark.parametrize("name", ["Asia/Nowhere", "", " UTC", "../etc/passwd", "/etc/localtime"])
+def test_a_zone_the_database_does_not_hold_is_refused(name):
+    with pytest.raises(UnknownTimezone):
+        zone_of(name)
