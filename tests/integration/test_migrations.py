@@ -14,6 +14,8 @@ from payhooks.service import database
 from tests.conftest import DATA
 
 CORE_TABLES = {
+    "payhooks_alerts",
+    "payhooks_alert_notices",
     "processed_webhooks",
     "payhooks_migrations",
     "payhooks_expectations",
@@ -93,6 +95,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0010_confirmations",
         "core/0011_another_attempt",
         "core/0012_refunds",
+        "core/0014_alerts",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -173,6 +176,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0010_confirmations",
         "core/0011_another_attempt",
         "core/0012_refunds",
+        "core/0014_alerts",
     ]
     tables = {
         row[0]
@@ -268,6 +272,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0010_confirmations",
         "core/0011_another_attempt",
         "core/0012_refunds",
+        "core/0014_alerts",
     ]
 
 
