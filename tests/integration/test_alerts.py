@@ -347,3 +347,35 @@ def test_a_merchant_apps_notifier_leaves_the_shops_alerts_alone(conn, chat):
     alerting.notifier(settings, shop=True).tick(conn, T0 + EVERY)
     assert alerting.notifier(settings, shop=False).tick(conn, T0 + EVERY * 2).resolved == 0
     assert Condition.DEAD_LETTERS.value == "dead_letters"
+
+
+def test_the_running_worker_posts_a_failing_gateway_to_chat_and_emails_it(
+    conn, database_url, chat, inbox
+):
+    from payhooks.service import database
+    from payhooks.service.worker import Worker, WorkerOptions
+    from tests.acceptance.conftest import wait_until
+
+    box, port = inbox
+    answered(conn, "razorpay", 503, datetime.now(UTC), count=FAILURES_TO_WARN)
+    settings = replace(
+        SETTINGS,
+        smtp_url=f"smtp://127.0.0.1:{port}",
+        alert_email="ops@example.com",
+        mail_from="shop@example.com",
+        alert_webhook_url=chat.url,
+    )
+    pool = database.open_pool(database_url, settings, max_size=4, deadline=False)
+    worker = Worker(pool, settings, WorkerOptions(purge_every_seconds=None), jitter=lambda: 0.0)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: bool(chat.texts()) and bool(box.messages), timeout=30, what="alerts")
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+        worker.close()
+        pool.close()
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
+    assert [m["Subject"] for m in box.messages] == [text.splitlines()[0]]
