@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from payhooks.alarms import AlarmKind, alarms
 from payhooks.db import Connection
+from payhooks.gateways import GATEWAYS
 
 
 class Condition(StrEnum):
@@ -135,18 +136,30 @@ SELECT provider, refused_since, refused_reason FROM payhooks_reconcile_totals
 WHERE refused_since IS NOT NULL ORDER BY provider
 """
 # Expectations never enrolled, and enrolled ones with no capture never leased again, that are
-# overdue by the grace: through payhooks_expectations_unenrolled and payhooks_reconcile_due.
+# overdue by the grace: one range of payhooks_expectations_unenrolled and one of
+# payhooks_reconcile_due per gateway, each counted up to a bound (a gateway off for a week has
+# every checkout of the week overdue; "10000 or more" says enough).
 _OVERDUE = """
-SELECT provider, sum(n)::bigint FROM (
-    SELECT provider, count(*) AS n FROM payhooks_expectations
-    WHERE NOT enrolled AND created_at <= %(unenrolled)s AND created_at > %(window)s
-    GROUP BY 1
-    UNION ALL
-    SELECT provider, count(*) FROM payhooks_reconcile
-    WHERE NOT captured AND next_attempt_at <= %(overdue)s AND next_attempt_at > %(window)s
-    GROUP BY 1
-) AS late GROUP BY 1 ORDER BY 1
+SELECT g.provider, unenrolled.n + late.n
+FROM unnest(%(providers)s::text[]) AS g (provider)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM payhooks_expectations e
+        WHERE NOT e.enrolled AND e.provider = g.provider
+          AND e.created_at <= %(unenrolled)s AND e.created_at > %(window)s
+        LIMIT %(bound)s) AS x
+) AS unenrolled
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM payhooks_reconcile r
+        WHERE r.provider = g.provider AND NOT r.captured
+          AND r.next_attempt_at <= %(overdue)s AND r.next_attempt_at > %(window)s
+        LIMIT %(bound)s) AS y
+) AS late
+WHERE unenrolled.n + late.n > 0
+ORDER BY 1
 """
+OVERDUE_BOUND = 10_000
 
 
 def reconciliation(
@@ -181,9 +194,11 @@ def _overdue(
     conn: Connection, now: datetime, *, after: timedelta, window: timedelta
 ) -> list[Alert]:
     params = {
+        "providers": [p.value for p in GATEWAYS],
         "unenrolled": now - after - RECONCILE_GRACE,
         "overdue": now - RECONCILE_GRACE,
         "window": now - window,
+        "bound": OVERDUE_BOUND,
     }
     return [
         Alert(
@@ -191,7 +206,8 @@ def _overdue(
             subject=provider,
             title=f"{provider}: reconciliation is not running",
             body=(
-                f"{count} {provider} {'checkout has' if count == 1 else 'checkouts have'} "
+                f"{_at_least(count)} {provider} "
+                f"{'checkout has' if count == 1 else 'checkouts have'} "
                 f"waited more than {_minutes(RECONCILE_GRACE)} past their time to be asked "
                 f"about at {provider}'s status API. Reconciliation is off for {provider}: its "
                 "API credentials are not set, or nothing runs it (the worker, `payhooks "
@@ -237,6 +253,10 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
             )
         )
     return found
+
+
+def _at_least(count: int) -> str:
+    return f"{count} or more" if count >= OVERDUE_BOUND else str(count)
 
 
 def _deliveries(count: int) -> str:

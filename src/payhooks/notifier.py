@@ -150,6 +150,15 @@ _RETRY = """
 UPDATE payhooks_alert_notices SET last_error = %(error)s, next_attempt_at = %(at)s
 WHERE id = %(id)s
 """
+# Notices sent or given up on are kept this long (what was said, and when), then deleted a
+# batch per pass: the alerts' own rows are one per condition and gateway, and stay.
+KEPT = timedelta(days=30)
+_PRUNE = """
+DELETE FROM payhooks_alert_notices WHERE id = ANY(ARRAY(
+    SELECT id FROM payhooks_alert_notices
+    WHERE coalesce(sent_at, failed_at) < %(before)s
+    LIMIT 1000))
+"""
 _GIVE_UP = """
 UPDATE payhooks_alert_notices SET last_error = %(error)s, failed_at = %(now)s WHERE id = %(id)s
 """
@@ -187,6 +196,7 @@ class Notifier:
             for alert in found:
                 self._raise_or_repeat(conn, alert, now, tally)
             self._resolve(conn, found, now, tally)
+            conn.execute(_PRUNE, {"before": now - KEPT})
         return tally
 
     def _raise_or_repeat(self, conn: Connection, alert: Alert, now: datetime, t: Tally) -> None:

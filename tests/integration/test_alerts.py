@@ -379,3 +379,18 @@ def test_the_running_worker_posts_a_failing_gateway_to_chat_and_emails_it(
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
     assert [m["Subject"] for m in box.messages] == [text.splitlines()[0]]
+
+
+def test_notices_said_a_month_ago_are_deleted_and_the_alert_kept(conn, chat):
+    answered(conn, "razorpay", 503, T0, count=FAILURES_TO_WARN)
+    notifier = webhook_notifier(chat.url)
+    notifier.tick(conn, T0 + EVERY)  # raised and sent
+    notifier.tick(conn, T0 + timedelta(days=2))  # resolved and sent
+    notifier.evaluate(conn, T0 + timedelta(days=31))
+    assert [kind for _, kind, _, _ in notices(conn)] == ["resolved"]
+    notifier.evaluate(conn, T0 + timedelta(days=33))
+    assert notices(conn) == []
+    [(key, resolved)] = conn.execute(
+        "SELECT key, resolved_at IS NOT NULL FROM payhooks_alerts"
+    ).fetchall()
+    assert (key, resolved) == ("failing:razorpay", True)
