@@ -187,12 +187,13 @@ class Notifier:
         return tally
 
     def evaluate(self, conn: Connection, now: datetime) -> Tally:
-        """In one transaction: each alert found raised or repeated, each one gone resolved,
-        and their notices queued, by whichever notifier's conditional write took."""
+        """What is wrong read, then in one short transaction: each alert found raised or
+        repeated, each one gone resolved, and their notices queued, by whichever notifier's
+        conditional write took."""
         tally = Tally()
+        found = observe(conn, now, self.sources)  # reads only: no transaction held over them
+        tally.open = [alert.key for alert in found]
         with conn.transaction():
-            found = observe(conn, now, self.sources)
-            tally.open = [alert.key for alert in found]
             for alert in found:
                 self._raise_or_repeat(conn, alert, now, tally)
             self._resolve(conn, found, now, tally)
