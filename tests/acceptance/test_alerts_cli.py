@@ -53,3 +53,37 @@ def test_alerts_refuses_a_webhook_url_it_cannot_post_to_without_quoting_it(env, 
     assert done.returncode == 1
     assert "PAYHOOKS_ALERT_WEBHOOK_URL must be an http:// or https:// URL" in done.stderr
     assert "s3cr3t" not in done.stderr
+
+
+def test_a_notifier_killed_mid_post_leaves_the_message_to_be_sent_again(
+    env, database_url, tmp_path
+):
+    import signal
+    from datetime import UTC, datetime
+
+    from payhooks.alerts import core_sources
+    from payhooks.notifier import Notifier, Policy, Webhook
+    from tests.acceptance.conftest import running, wait_until
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for _ in range(FAILURES_TO_WARN):
+            conn.execute(
+                "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome,"
+                " verified, body_bytes, duration_ms)"
+                " VALUES (now(), 'razorpay', 503, 'database_unavailable', true, 300, 1)"
+            )
+        with receiving(Receiver(hang=1, hang_s=30)) as chat:
+            told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
+            args = ["alerts", "--once", "--database-url", database_url]
+            with running(args, told, tmp_path / "alerts.log") as process:
+                wait_until(lambda: chat.requests == 1, timeout=30, what="the post")
+                process.popen.send_signal(signal.SIGKILL)
+                process.popen.wait(timeout=15)
+            assert chat.texts() == []  # held, then the notifier died: nothing was taken
+            policy = Policy()
+            notifier = Notifier([Webhook(url=chat.url, timeout_s=5)], core_sources(), policy)
+            now = datetime.now(UTC)
+            assert notifier.send_due(conn, now).sent == 0  # its lease still holds it
+            assert notifier.send_due(conn, now + policy.lease).sent == 1
+            [text] = chat.texts()
+            assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
