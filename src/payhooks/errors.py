@@ -162,3 +162,13 @@ class GatewayApiError(Explained):
 
 class OperatorRefused(Explained):
     """An operator name or password the console does not take, and why."""
+
+
+class NoticeFailed(Explained):
+    """An alert's notice a channel (email, a chat webhook) did not take; ``permanent`` when
+    sending it again cannot help (a chat endpoint answering 404: the URL is wrong)."""
+
+    def __init__(self, channel: str, reason: str, *, permanent: bool = False) -> None:
+        super().__init__(reason, f"{channel}: {reason}")
+        self.channel = channel
+        self.permanent = permanent

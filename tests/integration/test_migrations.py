@@ -14,6 +14,8 @@ from payhooks.service import database
 from tests.conftest import DATA
 
 CORE_TABLES = {
+    "payhooks_alerts",
+    "payhooks_alert_notices",
     "processed_webhooks",
     "payhooks_migrations",
     "payhooks_expectations",
@@ -95,6 +97,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0012_refunds",
         "core/0013_refund_checks",
         "core/0014_console_roles",
+        "core/0015_alerts",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -177,6 +180,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0012_refunds",
         "core/0013_refund_checks",
         "core/0014_console_roles",
+        "core/0015_alerts",
     ]
     tables = {
         row[0]
@@ -274,6 +278,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0012_refunds",
         "core/0013_refund_checks",
         "core/0014_console_roles",
+        "core/0015_alerts",
     ]
 
 

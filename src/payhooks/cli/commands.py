@@ -396,6 +396,42 @@ def confirm(
             return
 
 
+@app.command()
+def alerts(
+    database_url: DatabaseUrl = None,
+    every: Every = 60.0,
+    once: Once = False,
+) -> None:
+    """Tell people what is wrong, by email and chat webhook, every minute until stopped
+    (SIGTERM, Ctrl-C): a gateway answered 5xx, forged signatures, reconciliation refused or
+    not running, parked deliveries, refunds refused. Each alert is sent once however many
+    hosts run this, said again at most every PAYHOOKS_ALERT_REPEAT_MINUTES, and resolved."""
+    from datetime import UTC, datetime
+
+    from payhooks.service import alerting
+
+    logs.configure()
+    settings = _settings()
+    url = database_url or settings.database_url or ""
+    if not url:
+        _run(lambda: _fail("alerts needs your app's database: --database-url or DATABASE_URL"))
+    notifier = _run(lambda: alerting.notifier(settings, shop=False))
+    if not notifier.channels:
+        _run(lambda: _fail(
+            "no alert channel is set: PAYHOOKS_ALERT_WEBHOOK_URL, or PAYHOOKS_SMTP_URL and "
+            "PAYHOOKS_ALERT_EMAIL"
+        ))  # fmt: skip
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    while True:
+        tally = _with_connection(lambda conn: notifier.tick(conn, datetime.now(UTC)), url)
+        if once or tally.raised or tally.repeated or tally.resolved or tally.failed:
+            typer.echo(tally.summary())
+        if once or stopping.wait(every):
+            return
+
+
 def _import(target: str) -> Any:
     """``module:attribute``, imported from the current directory too, as uvicorn does."""
     import importlib

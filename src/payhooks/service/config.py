@@ -120,6 +120,22 @@ class _Variable:
                 self.name, f"must be session or transaction, not {_clipped(self.raw)}"
             ) from None
 
+    def webhook_url(self) -> str | None:
+        """A chat tool's incoming-webhook URL: http(s) with a host. It holds the chat's
+        secret, so it is refused in fixed words, never quoted."""
+        if not self.raw:
+            return None
+        parts = urlsplit(self.raw)
+        if self.raw != self.raw.strip() or any(c.isspace() for c in self.raw):
+            raise SettingError(self.name, "has spaces in it: write the URL alone")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SettingError(
+                self.name,
+                "must be an http:// or https:// URL with a host: the incoming-webhook URL "
+                "your chat tool gave (Slack, Google Chat, Discord's ending in /slack, ...)",
+            )
+        return self.raw
+
     def base_url(self, default: str) -> str:
         """An http(s) URL with a host and nothing after the path (no query, no fragment)."""
         if not self.raw:
@@ -185,6 +201,10 @@ class Settings:
     smtp_url: str | None = None
     mail_from: str = "payhooks@localhost"
     alert_email: str | None = None
+    alert_webhook_url: str | None = None
+    """Where alerts are posted as chat messages (``payhooks.notifier.Webhook``)."""
+    alert_repeat_minutes: int = 60
+    """An alert that lasts is said again at most this often."""
     retention_days: int = 90
     lock_timeout_ms: int = 2000
     statement_timeout_ms: int = 3000
@@ -219,6 +239,10 @@ class Settings:
             smtp_url=env.get("PAYHOOKS_SMTP_URL").smtp_url(),
             mail_from=env.get("PAYHOOKS_MAIL_FROM").address() or "payhooks@localhost",
             alert_email=env.get("PAYHOOKS_ALERT_EMAIL").address(),
+            alert_webhook_url=env.get("PAYHOOKS_ALERT_WEBHOOK_URL").webhook_url(),
+            alert_repeat_minutes=env.get("PAYHOOKS_ALERT_REPEAT_MINUTES").integer(
+                60, maximum=7 * 24 * 60
+            ),
             retention_days=env.get("PAYHOOKS_RETENTION_DAYS").integer(90),
             lock_timeout_ms=env.get("PAYHOOKS_LOCK_TIMEOUT_MS").integer(2000),
             statement_timeout_ms=env.get("PAYHOOKS_STATEMENT_TIMEOUT_MS").integer(3000),

@@ -9,11 +9,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import psycopg_pool
 
 from payhooks.errors import DatabaseUnavailable
-from payhooks.service import application, outbox, reconcile
+from payhooks.service import alerting, application, database, outbox, reconcile
 from payhooks.service.config import Settings
 from payhooks.service.maintenance import Cadence, Maintenance
 from payhooks.service.sender import Sender
@@ -22,6 +23,7 @@ log = logging.getLogger("payhooks.service.worker")
 
 DAY_SECONDS = 24 * 3600.0
 RECONCILE_TICK_SECONDS = 1.0  # how often the reconciling thread looks whether a pass is due
+ALERTS_TICK_SECONDS = 1.0  # how often the alerting thread sends the notices due
 
 
 @dataclass(slots=True, kw_only=True)
@@ -33,6 +35,8 @@ class WorkerOptions:
     parked_every_seconds: float | None = 60.0
     reconcile_every_seconds: float | None = 60.0
     smtp_backoff_cap_seconds: float = 30.0
+    alerts_every_seconds: float | None = 60.0
+    """How often what is wrong is looked at again (docs/operations.md, "Alerts")."""
 
 
 class Worker:
@@ -67,16 +71,22 @@ class Worker:
         )
         self.refund_double_payments = settings.refund_double_payments
         self.captures = settings.capture_authorized
+        self.notifier = alerting.notifier(settings, shop=True, stop=self.stopping.is_set)
+        self._pool = pool
         self._last_reconcile: float | None = None
+        self._last_alerts: float | None = None
         self._failures = 0
 
     def run(self) -> None:
         """Until ``stop()``: drain what is due, retry parked deliveries every minute, purge
         once a day, sleep when idle. The database or SMTP being away, or any step failing,
         is waited out with backoff, never a reason to exit."""
-        companion = threading.Thread(target=self._reconciling, name="payhooks-reconcile")
-        companion.daemon = True
-        companion.start()
+        companions = [
+            threading.Thread(target=self._reconciling, name="payhooks-reconcile", daemon=True),
+            threading.Thread(target=self._alerting, name="payhooks-alerts", daemon=True),
+        ]
+        for companion in companions:
+            companion.start()
         try:
             while not self.stopping.is_set():
                 handled = self._guarded(self.drain)
@@ -86,7 +96,18 @@ class Worker:
                     self.stopping.wait(self._idle_seconds())
         finally:
             self.stopping.set()
-            companion.join(timeout=30)
+            for companion in companions:
+                companion.join(timeout=30)
+
+    def _alerting(self) -> None:
+        """Alerts on a thread of their own: a chat endpoint or SMTP server slow to answer
+        holds back neither the outbox nor reconciliation."""
+        while not self.stopping.is_set():
+            try:
+                self.alert()
+            except Exception:  # logged; tried again next tick
+                log.exception("worker_step_failed", extra={"step": "alert"})
+            self.stopping.wait(ALERTS_TICK_SECONDS)
 
     def _reconciling(self) -> None:
         """Reconciliation on a thread of its own: a gateway slow to answer never holds back
@@ -186,6 +207,27 @@ class Worker:
         if captured:
             log.info("captures_pass", extra={"captured": captured})
         return captured
+
+    def alert(self, now: datetime | None = None) -> int:
+        """What is wrong looked at once a minute (raised, repeated, resolved), the notices
+        due sent every tick; returns how many were sent. Nothing when no channel is set."""
+        if not self.notifier.channels:
+            return 0
+        now = now or datetime.now(UTC)
+        every = self.options.alerts_every_seconds
+        tick = time.monotonic()
+        with database.connection(self._pool) as conn:
+            due = every is not None and (
+                self._last_alerts is None or tick - self._last_alerts >= every
+            )
+            if due:
+                self._last_alerts = tick
+                tally = self.notifier.tick(conn, now)
+            else:
+                tally = self.notifier.send_due(conn, now)
+        if tally.raised or tally.resolved or tally.retried or tally.failed:
+            log.info("alerts_pass", extra={"summary": tally.summary()})
+        return tally.sent
 
     def _idle_seconds(self) -> float:
         if self._failures == 0:

@@ -1,0 +1,89 @@
+"""``payhooks alerts`` as a merchant runs it beside their own app: a subprocess on their
+database, posting to a real HTTP receiver on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+
+import psycopg
+
+from payhooks.alarms import FAILURES_TO_WARN
+from tests.acceptance.conftest import PAYHOOKS
+from tests.integration.test_alerts import Receiver, receiving
+
+
+def alerts(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PAYHOOKS, "alerts", "--once", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_alerts_posts_a_failing_gateway_to_chat_once(env, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for _ in range(FAILURES_TO_WARN):
+            conn.execute(
+                "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome,"
+                " verified, body_bytes, duration_ms)"
+                " VALUES (now(), 'phonepe', 503, 'database_unavailable', true, 300, 1)"
+            )
+    with receiving(Receiver()) as chat:
+        told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
+        first = alerts(told, "--database-url", database_url)
+        again = alerts(told, "--database-url", database_url)
+        assert first.returncode == 0, first.stderr
+        assert "1 raised" in first.stdout and "1 notice(s) sent" in first.stdout
+        assert again.returncode == 0 and "0 raised" in again.stdout
+        [text] = chat.texts()
+        assert text.startswith("[payhooks] ALERT: phonepe: webhook deliveries answered 5xx")
+
+
+def test_alerts_without_a_channel_says_which_settings_to_set(env, database_url):
+    done = alerts({**env, "PAYHOOKS_SMTP_URL": ""}, "--database-url", database_url)
+    assert done.returncode == 1
+    assert "no alert channel is set: PAYHOOKS_ALERT_WEBHOOK_URL" in done.stderr
+
+
+def test_alerts_refuses_a_webhook_url_it_cannot_post_to_without_quoting_it(env, database_url):
+    bad = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": "hooks.slack.com/services/T0/B0/s3cr3t"}
+    done = alerts(bad, "--database-url", database_url)
+    assert done.returncode == 1
+    assert "PAYHOOKS_ALERT_WEBHOOK_URL must be an http:// or https:// URL" in done.stderr
+    assert "s3cr3t" not in done.stderr
+
+
+def test_a_notifier_killed_mid_post_leaves_the_message_to_be_sent_again(
+    env, database_url, tmp_path
+):
+    import signal
+    from datetime import UTC, datetime
+
+    from payhooks.alerts import core_sources
+    from payhooks.notifier import Notifier, Policy, Webhook
+    from tests.acceptance.conftest import running, wait_until
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for _ in range(FAILURES_TO_WARN):
+            conn.execute(
+                "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome,"
+                " verified, body_bytes, duration_ms)"
+                " VALUES (now(), 'razorpay', 503, 'database_unavailable', true, 300, 1)"
+            )
+        with receiving(Receiver(hang=1, hang_s=30)) as chat:
+            told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
+            args = ["alerts", "--once", "--database-url", database_url]
+            with running(args, told, tmp_path / "alerts.log") as process:
+                wait_until(lambda: chat.requests == 1, timeout=30, what="the post")
+                process.popen.send_signal(signal.SIGKILL)
+                process.popen.wait(timeout=15)
+            assert chat.texts() == []  # held, then the notifier died: nothing was taken
+            policy = Policy()
+            notifier = Notifier([Webhook(url=chat.url, timeout_s=5)], core_sources(), policy)
+            now = datetime.now(UTC)
+            assert notifier.send_due(conn, now).sent == 0  # its lease still holds it
+            assert notifier.send_due(conn, now + policy.lease).sent == 1
+            [text] = chat.texts()
+            assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")

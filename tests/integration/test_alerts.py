@@ -1,0 +1,396 @@
+"""The notifier on real PostgreSQL, posting to a real HTTP receiver over a loopback socket and
+emailing through a real SMTP server: each alert once however many notifiers look, repeated at
+most every interval, resolved once, and a failing channel retried without holding back the
+others or losing the alert. Time is the clock argument; nothing here sleeps for minutes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import psycopg
+import pytest
+
+from payhooks.alarms import FAILURES_TO_WARN
+from payhooks.alerts import PARKED_WAIT, RECONCILE_GRACE, Condition, core_sources
+from payhooks.notifier import Notifier, Policy, Webhook
+from payhooks.service import alerting
+from payhooks.service.mail import SmtpTarget
+from tests.conftest import released_together
+from tests.factories import SETTINGS
+
+T0 = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+EVERY = timedelta(seconds=60)  # the worker looks at what is wrong once a minute
+
+
+@dataclass
+class Receiver:
+    """A chat tool's incoming webhook on loopback: answers ``statuses`` in turn (then 200),
+    and holds the first ``hang`` requests for ``hang_s`` seconds before answering."""
+
+    statuses: list[int] = field(default_factory=list)
+    hang: int = 0
+    hang_s: float = 3.0
+    received: list[dict[str, object]] = field(default_factory=list)
+    requests: int = 0
+    url: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def texts(self) -> list[str]:
+        with self.lock:
+            return [str(body["text"]) for body in self.received]
+
+
+@contextmanager
+def receiving(receiver: Receiver) -> Iterator[Receiver]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            with receiver.lock:
+                receiver.requests += 1
+                hang = receiver.requests <= receiver.hang
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+            if hang:
+                receiver.released.wait(receiver.hang_s)
+                status = 200
+            if status == 200 and not hang:
+                with receiver.lock:
+                    receiver.received.append(json.loads(body))
+            try:
+                self.send_response(status)
+                self.send_header("content-length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+            except OSError:  # the notifier gave up waiting and closed
+                pass
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    receiver.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/T000/B000/secret"
+    try:
+        yield receiver
+    finally:
+        receiver.released.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def chat() -> Iterator[Receiver]:
+    with receiving(Receiver()) as receiver:
+        yield receiver
+
+
+def webhook_notifier(url: str, **policy: object) -> Notifier:
+    return Notifier([Webhook(url=url, timeout_s=1.0)], core_sources(), Policy(**policy))
+
+
+def answered(conn, provider: str, status: int, at: datetime, count: int = 1) -> None:
+    outcome = "processed" if status < 300 else "database_unavailable"
+    for n in range(count):
+        conn.execute(
+            "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"
+            " body_bytes, duration_ms) VALUES (%s, %s, %s, %s, true, 300, 1)",
+            (at + timedelta(seconds=n), provider, status, outcome),
+        )
+
+
+def notices(conn) -> list[tuple[str, str, str, bool]]:
+    return conn.execute(
+        "SELECT alert_key, kind, channel, sent_at IS NOT NULL FROM payhooks_alert_notices"
+        " ORDER BY id"
+    ).fetchall()
+
+
+def test_a_gateway_answering_5xx_is_posted_to_chat_at_the_first_look_after_its_third_failure(
+    conn, chat
+):
+    notifier = webhook_notifier(chat.url)
+    failures = [T0 + timedelta(seconds=s) for s in (5, 50, 95)]  # a gateway's quick retries
+    looks = [T0 + EVERY * n for n in range(1, 4)]
+    for at in failures[: FAILURES_TO_WARN - 1]:
+        answered(conn, "razorpay", 503, at)
+    assert notifier.tick(conn, looks[0]).sent == 0  # two failures: not yet an alert
+    answered(conn, "razorpay", 503, failures[-1])
+    first_after = next(look for look in looks if look >= failures[-1])
+    assert first_after - failures[-1] <= EVERY
+    tally = notifier.tick(conn, first_after)
+    assert (tally.raised, tally.sent) == (1, 1)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
+    assert "3 of 3 deliveries in the last hour were answered 5xx" in text
+
+
+def test_two_notifiers_looking_at_once_send_an_alert_once(conn, database_url, chat):
+    answered(conn, "cashfree", 500, T0, count=FAILURES_TO_WARN)
+    now = T0 + EVERY
+
+    @contextmanager
+    def connected(_: int) -> Iterator[psycopg.Connection]:
+        with psycopg.connect(database_url, autocommit=True) as own:
+            yield own
+
+    tallies = released_together(
+        list(range(4)), connected, lambda c, _: webhook_notifier(chat.url).evaluate(c, now)
+    )
+    assert sum(t.raised for t in tallies) == 1
+    assert notices(conn) == [("failing:cashfree", "raised", "webhook", False)]
+    assert webhook_notifier(chat.url).send_due(conn, now).sent == 1
+    assert len(chat.texts()) == 1
+
+
+def test_a_lasting_alert_is_said_again_only_once_the_repeat_interval_has_passed(conn, chat):
+    answered(conn, "payu", 502, T0, count=FAILURES_TO_WARN)
+    notifier = webhook_notifier(chat.url, repeat=timedelta(minutes=30))
+    assert notifier.tick(conn, T0 + timedelta(minutes=1)).raised == 1
+    for minutes in (2, 15, 30):  # still failing, not yet 30 minutes since it was said
+        answered(conn, "payu", 502, T0 + timedelta(minutes=minutes - 1), count=FAILURES_TO_WARN)
+        assert notifier.tick(conn, T0 + timedelta(minutes=minutes)).sent == 0
+    tally = notifier.tick(conn, T0 + timedelta(minutes=31))
+    assert (tally.repeated, tally.sent) == (1, 1)
+    assert notifier.tick(conn, T0 + timedelta(minutes=32)).sent == 0
+    raised, repeated = chat.texts()
+    assert raised.startswith("[payhooks] ALERT: payu")
+    assert repeated.startswith("[payhooks] STILL: payu")
+    assert "Open since 2026-12-03 09:01 UTC" in repeated
+
+
+def test_an_alert_that_clears_is_said_resolved_once(conn, chat):
+    answered(conn, "razorpay", 503, T0, count=FAILURES_TO_WARN)
+    notifier = webhook_notifier(chat.url)
+    notifier.tick(conn, T0 + timedelta(minutes=1))
+    answered(conn, "razorpay", 200, T0 + timedelta(minutes=2), count=200)  # healthy again
+    later = T0 + timedelta(hours=1, minutes=5)  # the failures have left the last hour
+    tally = notifier.tick(conn, later)
+    assert (tally.resolved, tally.sent) == (1, 1)
+    assert notifier.tick(conn, later + EVERY).sent == 0
+    resolved = chat.texts()[-1]
+    assert resolved.startswith("[payhooks] RESOLVED: razorpay: webhook deliveries answered 5xx")
+    assert "after 64 minute(s)" in resolved
+
+
+def test_an_alert_back_after_it_cleared_is_raised_again(conn, chat):
+    notifier = webhook_notifier(chat.url)
+    answered(conn, "razorpay", 503, T0, count=FAILURES_TO_WARN)
+    notifier.tick(conn, T0 + EVERY)
+    notifier.tick(conn, T0 + timedelta(hours=2))  # resolved
+    answered(conn, "razorpay", 503, T0 + timedelta(hours=2), count=FAILURES_TO_WARN)
+    assert notifier.tick(conn, T0 + timedelta(hours=2) + EVERY).raised == 1
+    assert [t.split(":")[0] for t in chat.texts()] == [
+        "[payhooks] ALERT",
+        "[payhooks] RESOLVED",
+        "[payhooks] ALERT",
+    ]
+
+
+def test_a_chat_endpoint_answering_5xx_is_asked_again_later_and_the_alert_arrives(conn):
+    with receiving(Receiver(statuses=[503, 500])) as chat:
+        answered(conn, "razorpay", 503, T0, count=FAILURES_TO_WARN)
+        notifier = webhook_notifier(chat.url)
+        now = T0 + EVERY
+        assert notifier.tick(conn, now).retried == 1
+        assert notifier.send_due(conn, now + timedelta(seconds=29)).sent == 0  # not yet due
+        assert notifier.send_due(conn, now + timedelta(seconds=30)).retried == 1
+        assert notifier.send_due(conn, now + timedelta(seconds=90)).sent == 1
+        [text] = chat.texts()
+        assert "razorpay" in text
+        [(attempts, error)] = conn.execute(
+            "SELECT attempts, last_error FROM payhooks_alert_notices"
+        ).fetchall()
+        assert (attempts, error) == (3, None)
+
+
+def test_a_chat_endpoint_that_hangs_costs_one_timeout_a_pass_and_email_still_goes(conn, inbox):
+    box, port = inbox
+    with receiving(Receiver(hang=1)) as chat:
+        for provider in ("razorpay", "cashfree"):
+            answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
+        email = alerting.Email(
+            target=SmtpTarget.from_url(f"smtp://127.0.0.1:{port}"),
+            sender="payhooks@example.com",
+            recipient="ops@example.com",
+        )
+        notifier = Notifier([email, Webhook(url=chat.url, timeout_s=0.3)], core_sources())
+        tally = notifier.tick(conn, T0 + EVERY)
+        assert (tally.raised, tally.sent, tally.retried) == (2, 2, 1)
+        assert chat.requests == 1  # the second chat notice waits for the next pass
+        subjects = sorted(m["Subject"] for m in box.messages)
+        assert subjects == [
+            "[payhooks] ALERT: cashfree: webhook deliveries answered 5xx",
+            "[payhooks] ALERT: razorpay: webhook deliveries answered 5xx",
+        ]
+        [error] = conn.execute(
+            "SELECT last_error FROM payhooks_alert_notices WHERE last_error IS NOT NULL"
+        ).fetchone() or [None]
+        assert error == "unreachable: TimeoutError"
+        chat.released.set()
+        assert notifier.send_due(conn, T0 + EVERY * 3).sent == 2
+        assert len(chat.texts()) == 2
+
+
+def test_a_chat_endpoint_refusing_the_address_is_given_up_at_once(conn):
+    with receiving(Receiver(statuses=[404])) as chat:
+        answered(conn, "razorpay", 503, T0, count=FAILURES_TO_WARN)
+        tally = webhook_notifier(chat.url).tick(conn, T0 + EVERY)
+        assert (tally.sent, tally.retried, tally.failed) == (0, 0, 1)
+        [(error, failed)] = conn.execute(
+            "SELECT last_error, failed_at IS NOT NULL FROM payhooks_alert_notices"
+        ).fetchall()
+        assert (error, failed) == ("answered 404", True)
+
+
+def test_a_notice_no_channel_took_for_a_day_is_given_up(conn):
+    with receiving(Receiver(statuses=[503] * 100)) as chat:
+        answered(conn, "razorpay", 503, T0, count=FAILURES_TO_WARN)
+        notifier = webhook_notifier(chat.url)
+        notifier.tick(conn, T0 + EVERY)
+        assert notifier.send_due(conn, T0 + timedelta(hours=12)).retried == 1
+        assert notifier.send_due(conn, T0 + timedelta(hours=25)).failed == 1
+
+
+def test_a_failing_chat_endpoint_is_recorded_and_logged_without_its_url(conn, caplog):
+    with receiving(Receiver(statuses=[503])) as chat:
+        answered(conn, "razorpay", 401, T0, count=10)
+        caplog.set_level("DEBUG", logger="payhooks.notifier")
+        assert webhook_notifier(chat.url).tick(conn, T0 + EVERY).retried == 1
+        [error] = conn.execute("SELECT last_error FROM payhooks_alert_notices").fetchone() or []
+        assert error == "answered 503"
+        logged = " ".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
+        assert "alert_notice_retry" in logged and "/hooks/" not in logged
+
+
+def test_deliveries_parked_for_a_while_are_alerted_by_gateway(conn, chat):
+    conn.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome,"
+        " payload_sha256, body, processed_at) VALUES"
+        " ('payu', 'e1', 'payment.captured', 'parked', 'x1', '', %s),"
+        " ('payu', 'e2', 'payment.captured', 'parked', 'x2', '', %s)",
+        (T0, T0 + PARKED_WAIT),
+    )
+    notifier = webhook_notifier(chat.url)
+    assert notifier.tick(conn, T0 + PARKED_WAIT - timedelta(seconds=1)).raised == 0
+    notifier.tick(conn, T0 + PARKED_WAIT + EVERY)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: payu: 1 parked delivery waiting")
+
+
+def test_checkouts_never_asked_about_say_reconciliation_is_not_running(conn, chat):
+    conn.execute(
+        "INSERT INTO payhooks_expectations (provider, gateway_order_id, amount_paise, currency,"
+        " reference, created_at) VALUES ('cashfree', 'order_1', 100, 'INR', 'cart_1', %s)",
+        (T0,),
+    )
+    notifier = webhook_notifier(chat.url)
+    due = T0 + timedelta(seconds=900)  # PAYHOOKS_RECONCILE_AFTER_S's default
+    assert notifier.tick(conn, due + RECONCILE_GRACE - timedelta(seconds=1)).raised == 0
+    notifier.tick(conn, due + RECONCILE_GRACE + EVERY)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: cashfree: reconciliation is not running")
+
+
+def test_credentials_refused_by_a_gateway_are_alerted(conn, chat):
+    conn.execute(
+        "INSERT INTO payhooks_reconcile_totals (provider, refused_since, refused_reason)"
+        " VALUES ('razorpay', %s, '401 Unauthorized')",
+        (T0,),
+    )
+    webhook_notifier(chat.url).tick(conn, T0 + EVERY)
+    [text] = chat.texts()
+    assert "razorpay: reconciliation's API credentials refused" in text
+    assert "401 Unauthorized" in text
+
+
+def test_refunds_refused_at_the_gateway_are_alerted(conn, chat):
+    conn.execute(
+        "INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, amount_paise,"
+        " currency, captured_paise, reason, requested_by, state, last_error, requested_at,"
+        " settled_at) VALUES ('razorpay', 'k1', 'pay_1', 100, 'INR', 100, 'double', 'ops',"
+        " 'refused', 'BAD_REQUEST_ERROR', %s, %s)",
+        (T0, T0),
+    )
+    webhook_notifier(chat.url).tick(conn, T0 + EVERY)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: razorpay: refunds not going through")
+    assert "1 refused or failed at razorpay in the last day" in text
+
+
+def test_the_shop_alerts_dead_letters_and_payments_to_refund(conn, chat):
+    conn.execute(
+        "INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at, last_error)"
+        " VALUES ('email', 'x', 's', 'b', %s, 'recipient refused')",
+        (T0,),
+    )
+    settings = replace(SETTINGS, alert_webhook_url=chat.url, smtp_url=None)
+    tally = alerting.notifier(settings, shop=True).tick(conn, T0 + EVERY)
+    assert tally.open == ["dead_letters:outbox"]
+    assert chat.texts()[0].startswith("[payhooks] ALERT: 1 email(s) dead-lettered")
+
+
+def test_a_merchant_apps_notifier_leaves_the_shops_alerts_alone(conn, chat):
+    conn.execute(
+        "INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at)"
+        " VALUES ('email', 'x', 's', 'b', %s)",
+        (T0,),
+    )
+    settings = replace(SETTINGS, alert_webhook_url=chat.url, smtp_url=None)
+    alerting.notifier(settings, shop=True).tick(conn, T0 + EVERY)
+    assert alerting.notifier(settings, shop=False).tick(conn, T0 + EVERY * 2).resolved == 0
+    assert Condition.DEAD_LETTERS.value == "dead_letters"
+
+
+def test_the_running_worker_posts_a_failing_gateway_to_chat_and_emails_it(
+    conn, database_url, chat, inbox
+):
+    from payhooks.service import database
+    from payhooks.service.worker import Worker, WorkerOptions
+    from tests.acceptance.conftest import wait_until
+
+    box, port = inbox
+    answered(conn, "razorpay", 503, datetime.now(UTC), count=FAILURES_TO_WARN)
+    settings = replace(
+        SETTINGS,
+        smtp_url=f"smtp://127.0.0.1:{port}",
+        alert_email="ops@example.com",
+        mail_from="shop@example.com",
+        alert_webhook_url=chat.url,
+    )
+    pool = database.open_pool(database_url, settings, max_size=4, deadline=False)
+    worker = Worker(pool, settings, WorkerOptions(purge_every_seconds=None), jitter=lambda: 0.0)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: bool(chat.texts()) and bool(box.messages), timeout=30, what="alerts")
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+        worker.close()
+        pool.close()
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
+    assert [m["Subject"] for m in box.messages] == [text.splitlines()[0]]
+
+
+def test_notices_said_a_month_ago_are_deleted_and_the_alert_kept(conn, chat):
+    answered(conn, "razorpay", 503, T0, count=FAILURES_TO_WARN)
+    notifier = webhook_notifier(chat.url)
+    notifier.tick(conn, T0 + EVERY)  # raised and sent
+    notifier.tick(conn, T0 + timedelta(days=2))  # resolved and sent
+    notifier.evaluate(conn, T0 + timedelta(days=31))
+    assert [kind for _, kind, _, _ in notices(conn)] == ["resolved"]
+    notifier.evaluate(conn, T0 + timedelta(days=33))
+    assert notices(conn) == []
+    [(key, resolved)] = conn.execute(
+        "SELECT key, resolved_at IS NOT NULL FROM payhooks_alerts"
+    ).fetchall()
+    assert (key, resolved) == ("failing:razorpay", True)
