@@ -103,15 +103,8 @@ def send_due(
     just before its call, never a batch up front: a lease runs out only when its one call
     (``refunds.LEASE`` is many times the longest) or its sender died."""
     tally = Tally()
-    for provider, client in clients.items():
-        for _ in range(limit):
-            if stop():
-                return tally
-            with connect() as conn:
-                due = refunds.leased(conn, provider, 1)
-            if not due:
-                break
-            _send(connect, client, due[0], tally)
+    if not _each_due(connect, clients, refunds.leased, _send, tally, limit=limit, stop=stop):
+        return tally
     return check_due(connect, clients, limit=limit, stop=stop, tally=tally)
 
 
@@ -128,16 +121,36 @@ def check_due(
     refund webhook never came, or came before the sender recorded the gateway's answer,
     closes all the same. Leased one at a time, as ``send_due`` leases."""
     tally = tally or Tally()
+    _each_due(connect, clients, refunds.unsettled, _check, tally, limit=limit, stop=stop)
+    return tally
+
+
+Lease = Callable[[Connection, Provider, int], list[Refund]]
+Act = Callable[[Connect, "RefundClient", Refund, Tally], None]
+
+
+def _each_due(
+    connect: Connect,
+    clients: Mapping[Provider, RefundClient],
+    lease: Lease,
+    act: Act,
+    tally: Tally,
+    *,
+    limit: int,
+    stop: Callable[[], bool],
+) -> bool:
+    """``act`` on each intent ``lease`` hands out, one at a time, at most ``limit`` per
+    gateway; False when ``stop`` said so before the end."""
     for provider, client in clients.items():
         for _ in range(limit):
             if stop():
-                return tally
+                return False
             with connect() as conn:
-                due = refunds.unsettled(conn, provider, 1)
+                due = lease(conn, provider, 1)
             if not due:
                 break
-            _check(connect, client, due[0], tally)
-    return tally
+            act(connect, client, due[0], tally)
+    return True
 
 
 def _check(connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
