@@ -8,12 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from payhooks import refunds
+from payhooks import refunds, sending
 from payhooks.events import Provider
 from payhooks.refunds import RefundState
 from payhooks.service import application
 from payhooks.service.shop import carts, double_refunds
 from payhooks.sim.gateway import new_payment_id
+from payhooks.stored import received_again
 from tests.factories import GATEWAY, deliver, purchase
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import paid_at_gateway
@@ -67,6 +68,55 @@ def test_the_refund_webhook_then_marks_the_second_payment_refunded(conn, rig):
     deliver(conn, webhook)  # the gateway's refund webhook
     status, needs_refund, flags = conn.execute(PAYMENT, ("razorpay", second)).fetchone()
     assert (status, needs_refund, "duplicate_payment" in flags) == ("refunded", False, True)
+
+
+SENT_REFUND = "SELECT event_id, body FROM processed_webhooks WHERE provider = %s AND event_id = %s"
+REFUNDED = "SELECT refunded_paise FROM payments WHERE provider = %s AND payment_id = %s"
+
+
+@pytest.mark.parametrize("provider", [Provider.RAZORPAY, Provider.CASHFREE])
+def test_the_refund_made_reads_refunded_with_no_webhook_and_its_webhook_changes_nothing(
+    conn, rig, provider
+):
+    buy, second = paid_twice(conn, rig, provider)
+    application.send_refunds(rig.reconciler(), double_payments=True)
+    (intent,) = refunds.of_payment(conn, provider, second)
+    status, needs_refund, _ = conn.execute(PAYMENT, (provider.value, second)).fetchone()
+    assert (intent.state, status, needs_refund) == (RefundState.PROCESSED, "refunded", False)
+    key = sending.processed_key(intent.gateway_refund_id)
+    event_id, body = conn.execute(SENT_REFUND, (provider.value, key)).fetchone()
+    again = received_again({}, provider=provider.value, event_id=event_id, body=bytes(body),
+                           headers={})  # fmt: skip  # the console's and a replay's reading
+    assert (again.event.refund_id, again.event.refund_amount_paise) == (
+        intent.gateway_refund_id, buy.amount_paise)  # fmt: skip
+    if provider is Provider.RAZORPAY:
+        webhook = GATEWAY.razorpay("refund.processed", payment_id=second, order_id=buy.reference,
+                                   amount_paise=buy.amount_paise,
+                                   refund_id=intent.gateway_refund_id)  # fmt: skip
+        deliver(conn, webhook)  # the gateway's own refund webhook, late: the same refund
+    assert conn.execute(REFUNDED, (provider.value, second)).fetchone()[0] == buy.amount_paise
+
+
+def test_a_refund_made_that_the_shop_could_not_take_is_settled_on_a_later_pass(conn, rig):
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    reconciler = rig.reconciler()
+    with reconciler.connect() as own:
+        double_refunds.request_due(own)
+    found = {Provider.RAZORPAY: reconciler.clients[Provider.RAZORPAY]}
+
+    def refused(refund) -> None:
+        raise RuntimeError("the shop's database went away")
+
+    tally = sending.send_due(reconciler.connect, found, settle=refused)
+    (intent,) = refunds.of_payment(conn, Provider.RAZORPAY, second)
+    assert (tally.sent[Provider.RAZORPAY], tally.processed[Provider.RAZORPAY]) == (1, 0)
+    assert intent.state is RefundState.SENT  # made at the gateway, not yet taken: asked again
+    conn.execute("UPDATE payhooks_refunds SET next_attempt_at = now()")
+    application.send_refunds(reconciler, double_payments=True)
+    (intent,) = refunds.of_payment(conn, Provider.RAZORPAY, second)
+    status = conn.execute(PAYMENT, ("razorpay", second)).fetchone()[0]
+    assert (intent.state, status) == (RefundState.PROCESSED, "refunded")
+    assert rig.api.money.made[(Provider.RAZORPAY, second)] == 1
 
 
 def test_off_by_default_the_second_payment_waits_for_a_person(conn, rig):

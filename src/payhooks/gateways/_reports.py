@@ -118,6 +118,10 @@ def reread(provider: Provider, event_id: str, body: bytes) -> Received:
     the gateway's own status reader (``stored``): for a replay, the console, the worker. That
     reader's module needs the ``reconcile`` extra, as did the pass that stored the payment; the
     registry names it, and it is imported only here, when such a record is read."""
+    from payhooks import sending  # it reads storable from the ingest module, as this one
+
+    if sending.is_processed_key(event_id):  # a refund the sender made, processed
+        return sending.reread(provider, event_id, body)
     entity = read_json(provider, body)
     if not isinstance(entity, dict):
         raise MalformedPayload(provider, "stored payment is not an object")

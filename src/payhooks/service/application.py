@@ -21,6 +21,7 @@ from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Applied, Outcome, Receipt, ingest_received
 from payhooks.providers import Adapter
 from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
+from payhooks.refunds import Refund
 from payhooks.service import database, retention
 from payhooks.service.config import Settings
 from payhooks.service.reconcile.alerts import ALERTS
@@ -143,7 +144,17 @@ def send_refunds(
     if double_payments:  # one payment it cannot ask for is logged and skipped, never raised
         with reconciler.connect() as conn:
             double_refunds.request_due(conn, limit=limit)
-    return sending.send_due(reconciler.connect, found, limit=limit, stop=stop)  # type: ignore[arg-type]
+    return sending.send_due(
+        reconciler.connect, found, limit=limit, stop=stop,  # type: ignore[arg-type]
+        settle=lambda refund: _refunded(reconciler, refund),
+    )  # fmt: skip
+
+
+def _refunded(reconciler: Reconciler, refund: Refund) -> None:
+    """A refund the sender made, processed: delivered to the shop through the exactly-once
+    path, as its refund webhook would be, so the payment reads refunded even if that webhook
+    never comes (``sending.processed_delivery``)."""
+    reconciler.deliver(sending.processed_delivery(refund), then=lambda *_: None)
 
 
 def capture_authorized(reconciler: Reconciler, *, limit: int = 50) -> int:

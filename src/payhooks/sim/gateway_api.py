@@ -139,6 +139,12 @@ class GatewayApi:
         with self._lock:
             order.refunds[refund_id] = entity
 
+    def refunded_elsewhere(self, provider: Provider, payment_id: str, paise: int) -> None:
+        """A refund made outside the refund endpoints (the merchant's dashboard): it counts
+        against what the payment can still refund, and not as a refund a caller made."""
+        with self._lock:
+            self.money.refunded[(provider, payment_id)] += paise
+
     def refund_booked(
         self, provider: Provider, reference: str, refund_id: str, entity: dict[str, Any]
     ) -> None:

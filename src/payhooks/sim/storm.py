@@ -60,6 +60,10 @@ class StormOptions:
     """Share of carts paid at the gateway whose webhooks are never sent: only reconciliation,
     asking the gateway's status API (``books``), can give them their order."""
     reconcile_wait_s: float = 120.0
+    refunds_doubles: bool = False
+    """The deployment refunds double payments itself (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``)
+    through ``books``: wait for those refunds too, and check that every double payment was
+    refunded once and no other payment at all (``double_payments_refunded_once``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +86,8 @@ class Story:
     refunded: list[str] = field(default_factory=list)
     """Refunded in full: the cart is owed no order."""
     partly_refunded: list[str] = field(default_factory=list)
+    refunded_paise: Counter[str] = field(default_factory=Counter)
+    """What the story's own refunds (made at the gateway's dashboard) gave back, per payment."""
     silent: bool = False
 
 
@@ -105,7 +111,7 @@ def plan_story(
 ) -> Story:
     story = Story(purchase=purchase)
     deliveries = simulator(purchase.provider).story(story, gateway, options, rng)
-    if books is not None and GATEWAYS[purchase.provider].confirmed_by_api:
+    if books is not None:
         _booked(books, purchase, story, deliveries)
     offsets = [n * STORY_SPACING_S for n in range(len(deliveries))]
     if rng.random() < options.reorder_rate:
@@ -124,11 +130,16 @@ def plan_story(
 
 
 def _booked(books: GatewayApi, purchase: Purchase, story: Story, told: list[Delivery]) -> None:
-    """What a gateway whose callbacks its API must confirm knows of the story, in its books:
-    each payment captured; and where a callback carries the order as its status API answers
-    it (Juspay's ``content.order``), the last such, refunds and all."""
+    """What the gateway knows of the story, in its books: each payment captured, less what
+    the story refunded (so a refund asked of the gateway later is held to what is left); and
+    where a callback carries the order as its status API answers it (Juspay's
+    ``content.order``), the last such, refunds and all."""
     for payment_id in story.captured:
         books.pay(purchase, payment_id)
+    for payment_id, paise in story.refunded_paise.items():
+        books.refunded_elsewhere(purchase.provider, payment_id, paise)
+    if not GATEWAYS[purchase.provider].confirmed_by_api:
+        return
     orders = [json.loads(d.body).get("content", {}).get("order") for d in told]
     last = [o for o in orders if isinstance(o, dict) and o.get("status") == "CHARGED"]
     if last:
@@ -478,10 +489,12 @@ def run_storm(
             for p in purchases
         ]
         tally = _deliver(base_url, stories, options, progress)
-        _await_reconciliation(shop, stories, options, reconcile, progress)
+        _await_reconciliation(shop, stories, options, reconcile, progress, books)
         progress("verifying", 0, len(stories))
         states = list(pool.map(lambda story: _read(shop, story, progress), stories))
         checks = _checks(shop, skus, states, tally, options)
+        if options.refunds_doubles:
+            checks.append(double_payments_refunded_once(states, books))
     return StormResult(
         carts=len(stories),
         planned_events=sum(len(story.planned) for story in stories),
@@ -513,25 +526,91 @@ def _await_reconciliation(
     options: StormOptions,
     reconcile: Callable[[], object],
     progress: Progress,
+    books: GatewayApi,
 ) -> None:
     """Until every silent cart is paid, and every cart of a gateway whose callbacks its API
-    must confirm, or the wait is over (the checks then say which not)."""
+    must confirm, and (``refunds_doubles``) every double payment is refunded; or the wait is
+    over (the checks then say which not)."""
     confirmed = {p for p, found in GATEWAYS.items() if found.confirmed_by_api}
-    waiting = [
+    owed = [
         s for s in stories
         if s.silent or (s.purchase.provider in confirmed and set(s.captured) - set(s.refunded))
     ]  # fmt: skip
+    paid_for = {id(s) for s in owed}
+    doubles = {id(s) for s in stories if options.refunds_doubles and len(s.captured) > 1}
+    waiting = [s for s in stories if id(s) in paid_for | doubles]
     deadline = time.monotonic() + options.reconcile_wait_s
     progress("awaiting reconciliation", 0, len(waiting))
     while waiting and time.monotonic() < deadline:
         reconcile()
-        paid = [
-            s for s in waiting if shop.get(f"/api/carts/{s.purchase.cart_id}")["status"] == "paid"
-        ]
-        progress("awaiting reconciliation", len(paid), None)
-        waiting = [s for s in waiting if s not in paid]
+        done = {
+            id(s) for s in waiting
+            if (id(s) not in paid_for or _cart_status(shop, s) == "paid")
+            and (id(s) not in doubles or _doubles_refunded(read_cart(shop, s), books))
+        }  # fmt: skip
+        progress("awaiting reconciliation", len(done), None)
+        waiting = [s for s in waiting if id(s) not in done]
         if waiting:
             time.sleep(0.5)
+
+
+def owed_refunds(state: CartState) -> set[str]:
+    """The payments of a cart the double-payment policy owes a refund: flagged a double
+    payment of the cart, and not refunded, in full or in part, by the story itself (a
+    person refunded it at the gateway's dashboard: what is left is theirs to decide)."""
+    story = state.story
+    own = set(story.refunded) | set(story.partly_refunded)
+    return {pid for pid, payment in state.payments.items()
+            if pid not in own and "duplicate_payment" in _flags(payment)}  # fmt: skip
+
+
+def _flags(payment: dict[str, object] | None) -> list[object]:
+    flags = (payment or {}).get("flags")
+    return flags if isinstance(flags, list) else []
+
+
+def refunds_made(state: CartState, books: GatewayApi) -> int:
+    """Refunds a caller made at the gateway for the cart's payments (the story's own are
+    not among them). Per cart, not per payment: Cashfree refunds an order, and its double
+    counts the refund against the order's first payment."""
+    provider = state.story.purchase.provider
+    return sum(books.money.made[(provider, pid)] for pid in state.story.captured)
+
+
+def _unrecorded(state: CartState) -> list[str]:
+    """The payments owed a refund the deployment does not yet record refunded."""
+    return sorted(
+        pid
+        for pid in owed_refunds(state)
+        if (state.payments[pid] or {}).get("status") != "refunded"
+    )
+
+
+def _doubles_refunded(state: CartState, books: GatewayApi) -> bool:
+    known = all(payment is not None for payment in state.payments.values())
+    made = refunds_made(state, books) >= len(owed_refunds(state))
+    return known and made and not _unrecorded(state)
+
+
+def double_payments_refunded_once(states: list[CartState], books: GatewayApi) -> Check:
+    """Every double payment refunded once by the deployment, and recorded refunded, and no
+    other payment at all: per cart, the refunds made equal the payments owed one, and no key
+    was used twice."""
+    bad = [
+        f"cart {s.story.purchase.cart_id}: {refunds_made(s, books)} refund(s) made for "
+        f"{sorted(owed_refunds(s))} owed"
+        for s in states
+        if refunds_made(s, books) != len(owed_refunds(s))
+    ]
+    bad += [f"payment {pid} refunded at the gateway is not recorded refunded"
+            for s in states for pid in _unrecorded(s)]  # fmt: skip
+    bad += [f"{provider} key {key} refunded {n} times"
+            for (provider, key), n in books.money.under.items() if n != 1]  # fmt: skip
+    return Check(
+        name="every double payment refunded once, no other",
+        violations=bad,
+        checked=sum(len(s.payments) for s in states),
+    )
 
 
 def _cart_status(shop: Shop, story: Story) -> str:

@@ -358,6 +358,7 @@ def _with_refund(
     amount = max(1, told.purchase.amount_paise // 2) if partial else None
     refund = event("refund.processed", paid, refund_id="rfnd_" + paid[4:], refund=amount)
     (told.partly_refunded if partial else told.refunded).append(paid)
+    told.refunded_paise[paid] += amount or told.purchase.amount_paise
     return [refund, *out] if rng.random() < 0.5 else [*out, refund]
 
 
