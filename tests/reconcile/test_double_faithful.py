@@ -176,3 +176,107 @@ def test_payu_unknown_txnid_is_not_found(gateway_api):
     answer = json.loads(_payu(url).verifyPayment("ph_unknown"))
     assert answer["status"] == 0
     assert answer["transaction_details"]["ph_unknown"]["status"] == "Not Found"
+
+
+# --- the refund and capture endpoints, through the same SDKs -----------------------------------
+
+
+def test_razorpay_sdk_refunds_once_under_its_idempotency_header(gateway_api):
+    api, url = gateway_api
+    api.pay(ORDER, "pay_T3stRf")
+    key = {"headers": {"X-Refund-Idempotency": "ph-sdk-refund-1"}}
+    first = _rzp(url).payment.refund("pay_T3stRf", {"amount": 10_000}, **key)
+    again = _rzp(url).payment.refund("pay_T3stRf", {"amount": 10_000}, **key)  # a retry
+    assert (first["entity"], first["payment_id"], first["amount"]) == ("refund", "pay_T3stRf",
+                                                                       10_000)  # fmt: skip
+    assert again["id"] == first["id"]
+    assert api.money.made[(Provider.RAZORPAY, "pay_T3stRf")] == 1
+    fetched = _rzp(url).payment.fetch_refund_id("pay_T3stRf", first["id"])
+    assert (fetched["id"], fetched["status"]) == (first["id"], "processed")
+    other = {"headers": {"X-Refund-Idempotency": "ph-sdk-refund-1"}}
+    with pytest.raises(razorpay.errors.BadRequestError):  # the same key, another body
+        _rzp(url).payment.refund("pay_T3stRf", {"amount": 20_000}, **other)
+    with pytest.raises(razorpay.errors.BadRequestError, match="greater than amount captured"):
+        _rzp(url).payment.refund("pay_T3stRf", {"amount": 30_000},
+                                 headers={"X-Refund-Idempotency": "ph-sdk-refund-2"})  # fmt: skip
+    assert api.money.refunded[(Provider.RAZORPAY, "pay_T3stRf")] == 10_000
+
+
+def test_razorpay_sdk_captures_an_authorised_payment_once(gateway_api):
+    api, url = gateway_api
+    api.pay(ORDER, "pay_T3stAu", "authorized")
+    captured = _rzp(url).payment.capture("pay_T3stAu", 34_900, {"currency": "INR"})
+    seen = (captured["id"], captured["status"], captured["captured"])
+    assert seen == ("pay_T3stAu", "captured", True)
+    with pytest.raises(razorpay.errors.BadRequestError, match="already been captured"):
+        _rzp(url).payment.capture("pay_T3stAu", 34_900, {"currency": "INR"})
+    assert api.money.captured[(Provider.RAZORPAY, "pay_T3stAu")] == 1
+
+
+def test_cashfree_sdk_refunds_an_order_once_per_refund_id(cashfree):
+    from cashfree_pg.models.order_create_refund_request import OrderCreateRefundRequest
+
+    api, client = cashfree
+    api.pay(CF_ORDER, "5114910972395")
+    asked = OrderCreateRefundRequest(refund_amount=50.0, refund_id="ph-sdk-cf-1")
+    first = client.PGOrderCreateRefund("ph_T3st", asked)
+    again = client.PGOrderCreateRefund("ph_T3st", asked)  # a retry: the same refund
+    assert (first.data.refund_id, first.data.refund_amount, first.data.refund_status) == (
+        "ph-sdk-cf-1", 50.0, "SUCCESS")  # fmt: skip
+    assert again.data.cf_refund_id == first.data.cf_refund_id
+    assert api.money.made[(Provider.CASHFREE, "5114910972395")] == 1
+    fetched = client.PGOrderFetchRefund("ph_T3st", "ph-sdk-cf-1")
+    assert fetched.data.cf_refund_id == first.data.cf_refund_id
+    with pytest.raises(ApiException) as raised:  # the same refund id, another amount
+        client.PGOrderCreateRefund(
+            "ph_T3st", OrderCreateRefundRequest(refund_amount=60.0, refund_id="ph-sdk-cf-1")
+        )
+    assert json.loads(raised.value.body)["code"] == "refund_id_already_exists"
+    with pytest.raises(ApiException) as raised:  # more than is left of 170.00
+        client.PGOrderCreateRefund(
+            "ph_T3st", OrderCreateRefundRequest(refund_amount=150.0, refund_id="ph-sdk-cf-2")
+        )
+    assert raised.value.status == 400
+    assert api.money.refunded[(Provider.CASHFREE, "5114910972395")] == 5_000
+
+
+def _payu_post(url: str, command: str, **fields: str) -> dict:
+    """A post-service call built as PayU's SDK builds its own (its ``APIHash``, its form
+    encoding), with the fields PayU's API reference names."""
+    import requests
+    from resources.hasher import APIHash
+
+    creds = {"key": API_KEYS.payu_key, "salt": API_KEYS.payu_salt}
+    payload = {"key": creds["key"], "command": command, **fields}
+    payload["hash"] = APIHash(creds, payload)
+    answer = requests.post(f"{url}/merchant/postservice.php?form=2", data=payload, timeout=5)
+    return json.loads(answer.text)
+
+
+def test_payu_cancel_refund_transaction_hashed_as_the_sdk_queues_one_refund_per_token(gateway_api):
+    api, url = gateway_api
+    api.pay(PAYU_ORDER, "403993715521889531")
+    refund = {"var1": "403993715521889531", "var2": "phsdktoken1", "var3": "100.00"}
+    first = _payu_post(url, "cancel_refund_transaction", **refund)
+    assert (first["status"], first["msg"], first["error_code"]) == (1, "Refund Request Queued", 102)
+    again = _payu_post(url, "cancel_refund_transaction", **refund)  # the same token again
+    assert (again["status"], again["error_code"]) == (0, 106)  # "Token already exists"
+    assert api.money.made[(Provider.PAYU, "403993715521889531")] == 1
+    listed = _payu_post(url, "check_action_status", var1="403993715521889531", var2="payuid")
+    tokens = [a.get("token") for a in listed["transaction_details"]["403993715521889531"].values()]
+    assert tokens == ["phsdktoken1"]  # how a sender finds the refund a lost answer made
+    over = {"var1": "403993715521889531", "var2": "phsdktoken2", "var3": "900.00"}
+    assert _payu_post(url, "cancel_refund_transaction", **over)["error_code"] == 105
+    assert api.money.refunded[(Provider.PAYU, "403993715521889531")] == 10_000
+
+
+def test_payu_sdks_own_refund_call_names_the_amount_amount_not_var3(gateway_api):
+    """PayU's SDK posts the amount as ``amount``; its API reference, which payhooks follows,
+    as ``var3`` (docs/providers.md, "Refunds"). The double reads ``var3`` alone, so the SDK's
+    own call is refused there as an invalid amount: what the real API does with ``amount``
+    is UNCONFIRMED."""
+    api, url = gateway_api
+    api.pay(PAYU_ORDER, "403993715521889532")
+    answer = json.loads(_payu(url).cancelRefundTransaction("403993715521889532", "phsdk3", "1.00"))
+    assert (answer["status"], answer["error_code"]) == (0, 105)
+    assert api.money.made[(Provider.PAYU, "403993715521889532")] == 0
