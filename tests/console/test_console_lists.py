@@ -369,7 +369,8 @@ def checked_out(conn, reference: str) -> str:
 
 
 def confirmed_form(page: str) -> dict[str, str]:
-    form = page.split('method="post" action="/console/parked/bulk"', 1)[1].split("</form>")[0]
+    form = re.split(r'method="post" action="[^"]*/parked/bulk"', page, maxsplit=1)[1]
+    form = form.split("</form>")[0]
     fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', form))
     return {k: html.unescape(v) for k, v in fields.items() if k != "csrf"}
 
