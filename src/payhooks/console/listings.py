@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from fastapi import Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
-from payhooks.console import actions, bulk, export, lists
+from payhooks.console import actions, bulk, export, formats, lists
 from payhooks.console.pages import (
     _HEADERS,
     MAX_FIELD_CHARS,
@@ -281,13 +281,12 @@ def _as_of(text: str, request: Request) -> datetime | None:
 
 
 def _described(chosen: bulk.Chosen, request: Request) -> str:
-    """The filter in words: ``parked razorpay deliveries received from … to …``."""
-    when = _console(request).templates.filters["when"]
+    """The filter in words: ``parked razorpay deliveries received from … before …``."""
+    zone = _zone(request)
     gateway = f"{chosen.gateway} " if chosen.gateway else ""
-    since = f" from {when(chosen.window.start)}" if chosen.window.start else ""
-    return f"parked {gateway}deliveries received{since} before {when(chosen.end)}".replace(
-        "\u00a0", " "
-    )
+    start = chosen.window.start
+    since = f" from {formats.when(start, zone)}" if start else ""
+    return f"parked {gateway}deliveries received{since} before {formats.when(chosen.end, zone)}"
 
 
 @router.get("/parked/bulk")

@@ -3,8 +3,9 @@
 One console for every app: ``make(views, ...)`` is an ASGI app to mount where the operators
 should find it (``app.mount("/payhooks", ...)``), and every address it makes is under that
 mount. The core's pages (search, a gateway order's timeline, a stored delivery, parked
-deliveries and their replay, settling a payment parked for its amount, webhook health) read
-the core's tables; ``Views`` names what is the app's own: how a replay reaches its handler,
+deliveries and their replay, settling a payment parked for its amount, webhook health, and in
+``listings`` the deliveries and payments lists, their exports and the bulk replay) read the
+core's tables; ``Views`` names what is the app's own: how a replay reaches its handler,
 and, for the reference shop, its carts, emails and dead letters.
 
 Every route but the login form sits behind a session; every POST carries the session's CSRF
