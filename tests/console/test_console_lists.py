@@ -9,10 +9,12 @@ import csv
 import html
 import io
 import re
+import threading
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
 
+import httpx
 import psycopg
 import pytest
 
@@ -496,3 +498,31 @@ def test_the_parked_deliveries_list_leads_to_their_bulk_replay(console, conn):
     assert parse_qs(urlsplit(link).query)["gateway"] == ["razorpay"]
     assert "<strong>1</strong> delivery to replay" in console.logged_in().get(link).text
     assert 'href="/console/parked/bulk"' in shown(console, "/console/parked")
+
+
+def test_two_bulk_replays_submitted_together_make_one_order_each(console, conn):
+    for c in "LMN":
+        parked_for(console, "order_" + c * 14, f"pay_bulktwin000{c}")
+        checked_out(conn, "order_" + c * 14)
+    client = console.logged_in()
+    page = client.get("/console/parked/bulk").text
+    form = {"csrf": csrf_of(page), **confirmed_form(page)}
+    barrier, answers = threading.Barrier(2), []
+
+    def submit() -> None:
+        with httpx.Client(base_url=console.base_url, cookies=client.cookies) as twin:
+            barrier.wait()
+            answers.append(twin.post("/console/parked/bulk", data=form).status_code)
+
+    threads = [threading.Thread(target=submit) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert answers == [303, 303]
+    assert rows(console, "SELECT count(*), count(DISTINCT cart_id) FROM orders") == [(3, 3)]
+    results = rows(console, "SELECT result FROM payhooks_console_actions WHERE action = 'replay'")
+    assert sorted(r for (r,) in results).count("applied") == 3  # each applied once, by one
+    assert rows(console, "SELECT count(*) FROM processed_webhooks WHERE outcome = 'parked'") == [
+        (0,)
+    ]
