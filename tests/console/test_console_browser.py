@@ -201,6 +201,31 @@ def test_health_shows_each_gateway_and_warns_of_5xx_and_signature_failures(conso
     shot(page, "health")
 
 
+def test_a_banner_leads_to_its_deliveries_and_the_parked_ones_are_replayed_in_bulk(
+    console, page, conn
+):
+    _, reference = parked_delivery(console)
+    logged(console, 1)
+    log_lines(conn, "razorpay", 503, "database_unavailable", 3)
+    log_in(page, console)
+    page.get_by_role("alert").get_by_role("link", name="See razorpay's 5xx answers").click()
+    rows = page.locator("#deliveries tr.failed")
+    expect(rows).to_have_count(3)
+    expect(page.get_by_label("Answer")).to_have_value("failed")
+    shot(page, "deliveries")
+    page.get_by_label("Answer").select_option("parked")
+    page.get_by_role("button", name="Show").click()
+    expect(page.locator("#deliveries")).to_contain_text(reference)
+    page.get_by_role("link", name="Replay the parked deliveries of this gateway and time").click()
+    expect(page.locator("#confirm")).to_contain_text("1 delivery to replay")
+    shot(page, "bulk")
+    page.get_by_role("button", name="Replay it").click()
+    expect(page.get_by_role("status")).to_contain_text("This submit replayed 1")
+    expect(page.locator("#confirm")).to_contain_text("0 deliveries to replay")
+    page.get_by_role("link", name="The action log").click()
+    expect(page.locator("#action-log")).to_contain_text("bulk_replay")
+
+
 def axe_source() -> str:
     """axe-core as the axe-playwright-python package ships it (docs/dependencies.md)."""
     import axe_playwright_python
@@ -217,7 +242,11 @@ def serious_violations(page: Page) -> list[str]:
 
 
 @pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
-def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, width, height):
+def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, width, height):
+    parked_delivery(console)  # rows in the lists, long keys and all
+    send(console, purchase(conn).captured())
+    logged(console, 2)
+    log_lines(conn, "razorpay", 503, "database_unavailable", 1)
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     try:
@@ -225,7 +254,8 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, width,
         assert serious_violations(page) == []
         log_in(page, console)
         for address in ("/console/", "/console/parked", "/console/actions", "/console/dead",
-                        "/console/search?q=nothing-matches"):  # fmt: skip
+                        "/console/search?q=nothing-matches", "/console/deliveries",
+                        "/console/payments", "/console/parked/bulk"):  # fmt: skip
             page.goto(f"{console.base_url}{address}")
             assert page.locator("h1").count() == 1, address
             assert serious_violations(page) == [], address

@@ -34,8 +34,18 @@ PRIVATE_GETS = [
     "/console/deliveries/razorpay/evt_1",
     "/console/parked",
     "/console/dead",
+    "/console/deliveries",
+    "/console/deliveries.csv",
+    "/console/payments",
+    "/console/payments.csv",
+    "/console/parked/bulk",
 ]
-PRIVATE_POSTS = ["/console/logout", "/console/parked/replay", "/console/dead/retry"]
+PRIVATE_POSTS = [
+    "/console/logout",
+    "/console/parked/replay",
+    "/console/dead/retry",
+    "/console/parked/bulk",
+]
 
 
 def send(console: Console, delivery: Delivery) -> httpx.Response:
@@ -915,19 +925,20 @@ def test_a_read_only_operator_sees_pages_but_every_action_is_refused(console):
     home = client.get("/console/")
     assert home.status_code == 200 and "(read-only)" in home.text
     token = csrf_of(home.text)
-    from payhooks.console import pages
+    from payhooks.console import listings, pages
     from payhooks.service.console import shop
 
     posts = [
         route.path
-        for route in [*pages._private.routes, *shop._shop.routes]
+        for route in [*pages._private.routes, *listings.router.routes, *shop._shop.routes]
         if "POST" in getattr(route, "methods", ()) and route.path not in ("/login", "/logout")
     ]
-    assert len(posts) >= 4  # replay, settle, retry, refund at least
+    assert len(posts) >= 5  # replay, settle, retry, refund, bulk replay at least
     for path in posts:
         answer = client.post(f"/console{path}", data={"csrf": token, "provider": "razorpay",
                              "event_id": "evt_x", "message_id": "1", "note": "n",
-                             "payment_id": "pay_x", "confirm": "yes"})  # fmt: skip
+                             "payment_id": "pay_x", "confirm": "yes",
+                             "as_of": "2026-12-03T10:00:00+00:00"})  # fmt: skip
         assert answer.status_code == 403, path
         assert READ_ONLY in answer.text.replace("&#39;", "'")
     assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]

@@ -9,6 +9,9 @@ deliveries raise the health banner."""
 from __future__ import annotations
 
 import contextlib
+import csv
+import html
+import io
 import os
 import re
 import subprocess
@@ -161,3 +164,35 @@ def test_forged_deliveries_raise_the_health_banner(shop, merchant_url):
         else:
             raise AssertionError("no banner: " + home)
     assert "razorpay" in home[home.index('role="alert"') :].split("</div>")[0]
+
+
+def test_a_merchants_console_lists_exports_and_replays_in_bulk_on_the_core_tables(
+    shop, conn, merchant_url
+):
+    from tests.console.test_console_lists import confirmed_form, listed
+
+    assert post(shop, razorpay()) == (200, "parked")  # before its checkout
+    checkout(shop)
+    with logged_in(shop, merchant_url) as client:
+        for _ in range(50):  # the log writes its lines after the answers, in batches
+            parked = client.get(f"{CONSOLE}/deliveries", params={"outcome": "parked"}).text
+            if REF in parked:
+                break
+        assert f'href="{CONSOLE}/orders/razorpay/{REF}"' in parked
+        bulk = html.unescape(re.search(r'href="([^"]+)" id="bulk"', parked).group(1))
+        page = client.get(bulk).text
+        assert "<strong>1</strong> delivery to replay" in page
+        form = {"csrf": csrf_of(page), **confirmed_form(page)}
+        done = client.post(f"{CONSOLE}/parked/bulk", data=form)
+        said = " ".join(client.get(done.headers["location"]).text.split())
+        assert "This submit replayed 1 (1 applied" in said
+        payments = listed(client.get(f"{CONSOLE}/payments").text, "payments")
+        assert len(payments) == 1 and "pay_shop0000001" in payments[0]
+        assert "captured" in payments[0] and "₹499.00" in payments[0]
+        exported = client.get(f"{CONSOLE}/payments.csv").text
+        [row] = list(csv.DictReader(io.StringIO(exported)))
+        assert (row["status"], row["expected_paise"], row["by"]) == ("captured", "49900", "webhook")
+        unknown = client.get(f"{CONSOLE}/payments", params={"refund": "needed"})
+        assert unknown.status_code == 400
+        assert "does not know which payments need a refund" in unknown.text
+    assert orders(conn) == PAID

@@ -1,5 +1,6 @@
 """The operator console, for any app on payhooks: one search box, a timeline per gateway order,
-parked deliveries to replay or settle, webhook health per gateway (docs/console.md).
+parked deliveries to replay or settle (one at a time or in bulk), webhook health per gateway,
+and the deliveries and payments lists with their CSV exports (docs/console.md).
 
 A FastAPI or Starlette app mounts it::
 

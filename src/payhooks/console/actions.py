@@ -56,6 +56,7 @@ class Done(StrEnum):
     REFUND_ALREADY_REQUESTED = "refund_already_requested"
     REFUND_NOT_POSSIBLE = "refund_not_possible"
     NOT_CONFIRMED = "not_confirmed"
+    BULK_REPLAYED = "bulk_replayed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -240,10 +241,16 @@ def settle(conn: Connection, *, provider: str, event_id: str, note: str, operato
 
 
 def record(
-    conn: Connection, operator: str, action: str, provider: str | None, target: str, result: Result
+    conn: Connection,
+    operator: str,
+    action: str,
+    provider: str | None,
+    target: str,
+    result: Result,
+    said: str | None = None,
 ) -> None:
-    conn.execute(_RECORD, (operator, action, provider, target, result.done.value))
-    log.info(
-        f"console_{action}",
-        extra={"operator": operator, "target": target, "result": result.done.value},
-    )
+    """One line of the action log; ``said`` in place of the result's name (a bulk action's
+    counts)."""
+    shown = said or result.done.value
+    conn.execute(_RECORD, (operator, action, provider, target, shown))
+    log.info(f"console_{action}", extra={"operator": operator, "target": target, "result": shown})

@@ -3,8 +3,9 @@
 One console for every app: ``make(views, ...)`` is an ASGI app to mount where the operators
 should find it (``app.mount("/payhooks", ...)``), and every address it makes is under that
 mount. The core's pages (search, a gateway order's timeline, a stored delivery, parked
-deliveries and their replay, settling a payment parked for its amount, webhook health) read
-the core's tables; ``Views`` names what is the app's own: how a replay reaches its handler,
+deliveries and their replay, settling a payment parked for its amount, webhook health, and in
+``listings`` the deliveries and payments lists, their exports and the bulk replay) read the
+core's tables; ``Views`` names what is the app's own: how a replay reaches its handler,
 and, for the reference shop, its carts, emails and dead letters.
 
 Every route but the login form sits behind a session; every POST carries the session's CSRF
@@ -43,7 +44,7 @@ from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from payhooks import db, idempotency, timeline
-from payhooks.console import actions, auth, formats, health
+from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.starlette import read_bounded, replaying
@@ -72,6 +73,8 @@ _HEADERS = {
 # The core's pages in the header, before the app's own (``Views.nav``).
 CORE_NAV = (
     ("Search & health", "/"),
+    ("Deliveries", "/deliveries"),
+    ("Payments", "/payments"),
     ("Parked", "/parked"),
     ("Action log", "/actions"),
 )
@@ -110,6 +113,7 @@ NOTICES = {
         "payhooks sends no refunds to its gateway (refund it in the gateway's dashboard)."
     ),
     actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm the refund first.",
+    actions.Done.BULK_REPLAYED: "Replayed in bulk: each delivery is a line of the action log.",
 }
 
 
@@ -188,6 +192,14 @@ class Views:
     """What replays parked deliveries besides an operator (the reference shop's worker)."""
     timezone: str = DEFAULT_TIMEZONE
     """The zone every time is shown in (an IANA name), named beside each time."""
+    payments: lists.Payments = lists.CORE_PAYMENTS
+    """What the payments list reads: the core's tables, or the app's own payments ..."""
+    payments_note: str = (
+        "Payments authorised or captured that reached the app's handler, and those parked "
+        "because they were not the amount expected. Amounts are what the app told payhooks "
+        "to expect (payhooks.expect), and what a mismatched payment paid."
+    )
+    """... and what the list's page says they are."""
 
 
 class LoginNeeded(Exception):
@@ -244,6 +256,10 @@ class Console:
         self.templates.globals["chart_size"] = (health.CHART_WIDTH, health.CHART_HEIGHT)
         self.templates.globals["views"] = views
         self.templates.globals["core_nav"] = CORE_NAV
+        self.zone = zone
+        self.templates.globals["alarm_link"] = lambda alarm: lists.of_alarm(
+            alarm, datetime.now(UTC)
+        )
 
     async def run(
         self,
@@ -320,6 +336,9 @@ def make(views: Views, pool: Pool) -> FastAPI:
     app.state.console = Console(views, pool)
     app.include_router(_public)
     app.include_router(_private)
+    from payhooks.console import listings  # its routes are built on this module's helpers
+
+    app.include_router(listings.router)
     if views.router is not None:
         app.include_router(views.router)
     app.add_middleware(Gate)
@@ -474,6 +493,14 @@ _FIELDS = {
     "message_id": "The message number",
     "note": "How it was settled",
     "back": "The page to go back to",
+    "gateway": "The gateway",
+    "outcome": "The answer",
+    "status": "The status",
+    "amount": "The amount filter",
+    "from": "The time 'from'",
+    "to": "The time 'to'",
+    "before": "The page to continue from",
+    "as_of": "The moment the replay was confirmed",
 }
 
 
@@ -818,31 +845,34 @@ async def parked(request: Request) -> HTMLResponse:
 async def replay(
     request: Request, session: Session, provider: Field, event_id: Field, back: Field = ""
 ) -> Response:
+    result = await replay_one(request, session.operator, provider, event_id)
+    return go_back(request, back or "/parked", result.done)
+
+
+async def replay_one(
+    request: Request, operator: str, provider: str, event_id: str
+) -> actions.Result:
+    """A parked delivery through the app's handler again, recorded with the operator: the
+    Replay button's path, which a bulk replay takes for each of its deliveries."""
     views = _console(request).views
     if views.replay_async is not None:
 
         async def in_thread(work: Callable[..., object], *args: object) -> object:
             return await run(request, work, *args)
 
-        result = await actions.replay_parked_async(
-            in_thread,
-            views.replay_async,
-            provider=provider,
-            event_id=event_id,
-            operator=session.operator,
+        return await actions.replay_parked_async(
+            in_thread, views.replay_async, provider=provider, event_id=event_id, operator=operator
         )
-    elif views.replay is not None:
-        result = await run(
+    if views.replay is not None:
+        return await run(
             request,
             actions.replay_parked,
             views.replay,
             provider=provider,
             event_id=event_id,
-            operator=session.operator,
+            operator=operator,
         )
-    else:
-        raise ValueError("a console's views need replay or replay_async")
-    return go_back(request, back or "/parked", result.done)
+    raise ValueError("a console's views need replay or replay_async")
 
 
 @_private.post("/parked/settle", dependencies=[Depends(csrf)])

@@ -33,7 +33,7 @@ from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
 from payhooks.service import application
-from payhooks.service.console import actions, search, stories
+from payhooks.service.console import actions, payments, search, stories
 
 PREFIX = "/console"
 SEARCH_HINT = (
@@ -72,6 +72,8 @@ def install(
         reconciliation_off=[p.value for p in reconciliation_off],
         parked_note="The worker retries them every minute.",
         timezone=timezone,
+        payments=payments.SHOP_PAYMENTS,
+        payments_note=payments.NOTE,
     )
     console = make(views, lambda: app.state.console_pool)
     console.state.adapters = adapters

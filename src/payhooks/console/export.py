@@ -1,0 +1,115 @@
+"""A filtered list as CSV (the csv module's quoting): times in ISO 8601 with the console zone's
+offset, amounts in two columns (rupees with two decimals, and paise), at most
+``MAX_ROWS`` rows, newest first, written as they are read.
+
+A cell a spreadsheet would take for a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab
+or a carriage return) gets a leading apostrophe: a delivery key, a reference, a refusal's
+detail are a client's text, and a file opened in a spreadsheet must not run it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, tzinfo
+
+from payhooks.console.lists import ANSWERS, STATUSES, Line, Payment
+
+MAX_ROWS = 10_000
+"""Rows in one export: narrow the time range for more."""
+READ_ROWS = 500
+"""Rows read from the database at a time while the export is written."""
+
+_FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+Cell = str | int | float | bool | None
+
+
+def guarded(value: Cell) -> str | int | float:
+    """What is written for a cell: a formula's first character made text (``'=1+1``); numbers
+    as they are, nothing as an empty cell, a flag as ``yes``/``no``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str) and value.startswith(_FORMULA):
+        return "'" + value
+    return value
+
+
+def rupees(paise: int | None) -> str:
+    """``499.00``; nothing for an amount not known."""
+    if paise is None:
+        return ""
+    sign, paise = ("-", -paise) if paise < 0 else ("", paise)
+    return f"{sign}{paise // 100}.{paise % 100:02d}"
+
+
+def when(at: datetime | None, zone: tzinfo) -> str:
+    return "" if at is None else at.astimezone(zone).isoformat(timespec="milliseconds")
+
+
+def text(rows: Iterable[Sequence[Cell]]) -> str:
+    """CSV lines for ``rows``, each cell guarded."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    for row in rows:
+        writer.writerow([guarded(cell) for cell in row])
+    return out.getvalue()
+
+
+DELIVERY_COLUMNS = (
+    "received_at", "gateway", "http_status", "outcome", "answer", "verified", "delivery_key",
+    "event_type", "payment_id", "gateway_reference", "requests", "body_bytes", "body_mismatch",
+    "expected_rupees", "expected_paise", "paid_rupees", "paid_paise", "detail", "duration_ms",
+)  # fmt: skip
+
+
+def delivery_row(line: Line, zone: tzinfo) -> list[Cell]:
+    return [
+        when(line.received_at, zone), line.provider, line.status, line.outcome,
+        ANSWERS.get(line.answer, line.answer), line.verified, line.event_id, line.event_type,
+        line.payment_id, line.merchant_ref, line.repeats, line.body_bytes, line.body_mismatch,
+        rupees(line.expected_paise), line.expected_paise, rupees(line.paid_paise),
+        line.paid_paise, line.detail, round(line.duration_ms, 1),
+    ]  # fmt: skip
+
+
+PAYMENT_COLUMNS = (
+    "at", "gateway", "payment_id", "status", "gateway_order_id", "delivery_key", "by",
+    "expected_rupees", "expected_paise", "expected_currency", "paid_rupees", "paid_paise",
+    "paid_currency", "needs_refund", "flags", "resolution",
+)  # fmt: skip
+
+
+def payment_row(
+    payment: Payment, zone: tzinfo, statuses: Mapping[str, str] = STATUSES
+) -> list[Cell]:
+    return [
+        when(payment.at, zone), payment.provider, payment.payment_id,
+        statuses.get(payment.status, payment.status), payment.gateway_order_id,
+        payment.event_id, payment.by, rupees(payment.expected_paise), payment.expected_paise,
+        payment.expected_currency, rupees(payment.paid_paise), payment.paid_paise,
+        payment.paid_currency, payment.needs_refund, " ".join(payment.flags),
+        payment.resolution,
+    ]  # fmt: skip
+
+
+def filename(kind: str, at: datetime, zone: tzinfo) -> str:
+    """``payhooks-deliveries-20261203-143512.csv``, in the console's zone."""
+    return f"payhooks-{kind}-{at.astimezone(zone):%Y%m%d-%H%M%S}.csv"
+
+
+__all__ = [
+    "DELIVERY_COLUMNS",
+    "MAX_ROWS",
+    "PAYMENT_COLUMNS",
+    "READ_ROWS",
+    "delivery_row",
+    "filename",
+    "guarded",
+    "payment_row",
+    "rupees",
+    "text",
+]

@@ -1,0 +1,361 @@
+"""The console's list pages: the deliveries and payments lists with their filters, their CSV
+exports, and the bulk replay of parked deliveries (docs/console.md, "Lists", "Exporting a
+list", "Replaying many at once"). The data is ``lists``, ``export`` and ``bulk``'s; these are
+the routes, built on ``pages``' helpers like the core's other pages."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, datetime, tzinfo
+from typing import Annotated, TypeVar
+from urllib.parse import urlencode
+
+from fastapi import Depends, Form, Query, Request
+from fastapi.responses import HTMLResponse, Response, StreamingResponse
+
+from payhooks.console import actions, bulk, export, formats, lists
+from payhooks.console.pages import (
+    _HEADERS,
+    MAX_FIELD_CHARS,
+    Console,
+    Field,
+    Session,
+    Unreadable,
+    _console,
+    _redirect,
+    csrf,
+    page,
+    prefix_of,
+    private,
+    replay_one,
+    run,
+)
+
+router = private()
+
+T = TypeVar("T")
+Text = Annotated[str, Query(max_length=MAX_FIELD_CHARS)]
+Moment = Annotated[str, Query(max_length=lists.MAX_TIME_CHARS)]
+From = Annotated[str, Query(alias="from", max_length=lists.MAX_TIME_CHARS)]
+FormFrom = Annotated[str, Form(alias="from", max_length=lists.MAX_TIME_CHARS)]
+FormMoment = Annotated[str, Form(max_length=lists.MAX_TIME_CHARS)]
+Count = Annotated[int | None, Query(ge=0, le=1_000_000)]
+
+
+def _zone(request: Request) -> tzinfo:
+    console: Console = _console(request)
+    return console.zone
+
+
+def _mismatch(text: str) -> bool:
+    if text.strip() not in ("", "mismatch"):
+        raise lists.BadFilter("The amount filter is either empty or 'mismatch'.")
+    return text.strip() == "mismatch"
+
+
+def _delivery_filter(
+    request: Request, gateway: str, outcome: str, amount: str, start: str, end: str
+) -> lists.DeliveryFilter:
+    try:
+        return lists.DeliveryFilter(
+            gateway=lists.gateway_of(gateway, lists.LOGGED_GATEWAYS),
+            answer=lists.choice_of(outcome, lists.ANSWERS, "answer"),
+            mismatch=_mismatch(amount),
+            window=lists.window(start, end, _zone(request), datetime.now(UTC)),
+        )
+    except lists.BadFilter as exc:
+        raise Unreadable(str(exc)) from exc
+
+
+def _needs_refund(text: str, source: lists.Payments) -> bool:
+    if text.strip() not in ("", "needed"):
+        raise lists.BadFilter("The refund filter is either empty or 'needed'.")
+    if text.strip() and source.needs_refund is None:
+        raise lists.BadFilter("This console does not know which payments need a refund.")
+    return text.strip() == "needed"
+
+
+def _payment_filter(
+    request: Request, gateway: str, status: str, amount: str, refund: str, start: str, end: str
+) -> lists.PaymentFilter:
+    source = _console(request).views.payments
+    try:
+        return lists.PaymentFilter(
+            gateway=lists.gateway_of(gateway, lists.PROVIDERS),
+            status=lists.choice_of(status, source.statuses, "status"),
+            mismatch=_mismatch(amount),
+            needs_refund=_needs_refund(refund, source),
+            window=lists.window(start, end, _zone(request), datetime.now(UTC)),
+        )
+    except lists.BadFilter as exc:
+        raise Unreadable(str(exc)) from exc
+
+
+def _form(chosen: lists.DeliveryFilter | lists.PaymentFilter, request: Request) -> dict[str, str]:
+    """The filter form's fields as the operator typed them (a start left empty stays empty)."""
+    zone = _zone(request)
+    given = request.query_params
+    return {
+        "from": lists.typed(chosen.window.start, zone) if given.get("from") else "",
+        "to": lists.typed(chosen.window.end, zone) if chosen.window.end_given else "",
+    }
+
+
+# --- deliveries ------------------------------------------------------------------------------
+
+
+@router.get("/deliveries")
+async def deliveries(
+    request: Request,
+    gateway: Text = "",
+    outcome: Text = "",
+    amount: Text = "",
+    start: From = "",
+    to: Moment = "",
+    before: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+) -> HTMLResponse:
+    """The delivery log, filtered, newest first, ``lists.PAGE`` lines a page."""
+    chosen = _delivery_filter(request, gateway, outcome, amount, start, to)
+    rows = await run(request, lists.deliveries, chosen, before=before)
+    more = rows[-1].id if len(rows) == lists.PAGE else None
+    context = {
+        "rows": rows,
+        "chosen": chosen,
+        "typed": _form(chosen, request),
+        "gateways": lists.LOGGED_GATEWAYS,
+        "answers": lists.ANSWERS,
+        "more": chosen.query(before=more) if more else None,
+        "export": chosen.query(),
+        "replay_query": urlencode({k: v for k, v in _bulk_query(chosen).items() if v}),
+        "max_rows": export.MAX_ROWS,
+    }
+    return page(request, "deliveries.html", context)
+
+
+def _bulk_query(chosen: lists.DeliveryFilter) -> dict[str, str]:
+    window = chosen.window
+    return {
+        "gateway": chosen.gateway if chosen.gateway in lists.PROVIDERS else "",
+        "from": lists.exact(window.start) if window.start else "",
+        "to": lists.exact(window.end) if window.end_given else "",
+    }
+
+
+@router.get("/deliveries.csv")
+async def deliveries_csv(
+    request: Request,
+    gateway: Text = "",
+    outcome: Text = "",
+    amount: Text = "",
+    start: From = "",
+    to: Moment = "",
+) -> Response:
+    """The filtered delivery log as CSV, ``export.MAX_ROWS`` lines at most."""
+    chosen = _delivery_filter(request, gateway, outcome, amount, start, to)
+
+    async def read(after: lists.Line | None, limit: int) -> list[lists.Line]:
+        before = None if after is None else after.id
+        return await run(request, lists.deliveries, chosen, before=before, limit=limit)
+
+    zone = _zone(request)
+    return _csv(
+        "deliveries", export.DELIVERY_COLUMNS, read, lambda r: export.delivery_row(r, zone), zone
+    )
+
+
+# --- payments --------------------------------------------------------------------------------
+
+
+@router.get("/payments")
+async def payments(
+    request: Request,
+    gateway: Text = "",
+    status: Text = "",
+    amount: Text = "",
+    refund: Text = "",
+    start: From = "",
+    to: Moment = "",
+    before: Text = "",
+) -> HTMLResponse:
+    """The payments the app's source knows, filtered, newest first, ``lists.PAGE`` a page."""
+    source = _console(request).views.payments
+    chosen = _payment_filter(request, gateway, status, amount, refund, start, to)
+    try:
+        cursor = lists.cursor_of(before)
+    except lists.BadFilter as exc:
+        raise Unreadable(str(exc)) from exc
+    rows = await run(request, source.read, chosen, cursor, lists.PAGE)
+    more = rows[-1].cursor if len(rows) == lists.PAGE else None
+    context = {
+        "rows": rows,
+        "chosen": chosen,
+        "typed": _form(chosen, request),
+        "gateways": lists.PROVIDERS,
+        "statuses": source.statuses,
+        "needs_refund": source.needs_refund,
+        "more": chosen.query(before=more) if more else None,
+        "export": chosen.query(),
+        "max_rows": export.MAX_ROWS,
+    }
+    return page(request, "payments.html", context)
+
+
+@router.get("/payments.csv")
+async def payments_csv(
+    request: Request,
+    gateway: Text = "",
+    status: Text = "",
+    amount: Text = "",
+    refund: Text = "",
+    start: From = "",
+    to: Moment = "",
+) -> Response:
+    """The filtered payments as CSV, ``export.MAX_ROWS`` at most."""
+    source = _console(request).views.payments
+    chosen = _payment_filter(request, gateway, status, amount, refund, start, to)
+
+    async def read(after: lists.Payment | None, limit: int) -> list[lists.Payment]:
+        before = None if after is None else (after.at, after.key)
+        return await run(request, source.read, chosen, before, limit)
+
+    zone = _zone(request)
+    statuses = source.statuses
+    return _csv(
+        "payments",
+        export.PAYMENT_COLUMNS,
+        read,
+        lambda r: export.payment_row(r, zone, statuses),
+        zone,
+    )
+
+
+def _csv(
+    kind: str,
+    columns: Sequence[str],
+    read: Callable[[T | None, int], Awaitable[list[T]]],
+    row_of: Callable[[T], list[export.Cell]],
+    zone: tzinfo,
+) -> StreamingResponse:
+    """The rows ``read`` gives, a batch at a time, written as they come: the response holds
+    one batch in memory, never the export."""
+
+    async def written() -> AsyncIterator[str]:
+        yield export.text([columns])
+        sent, last = 0, None
+        while sent < export.MAX_ROWS:
+            want = min(export.READ_ROWS, export.MAX_ROWS - sent)
+            rows = await read(last, want)
+            if rows:
+                yield export.text(row_of(row) for row in rows)
+            sent += len(rows)
+            if len(rows) < want:
+                return
+            last = rows[-1]
+
+    name = export.filename(kind, datetime.now(UTC), zone)
+    response = StreamingResponse(written(), media_type="text/csv; charset=utf-8")
+    response.headers.update(_HEADERS)
+    response.headers["content-disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+# --- replaying many at once ------------------------------------------------------------------
+
+
+def _chosen(request: Request, gateway: str, start: str, end: str, as_of: datetime) -> bulk.Chosen:
+    try:
+        return bulk.Chosen(
+            gateway=lists.gateway_of(gateway, lists.PROVIDERS),
+            window=lists.window(start, end, _zone(request), as_of, span=None),
+            as_of=as_of,
+        )
+    except lists.BadFilter as exc:
+        raise Unreadable(str(exc)) from exc
+
+
+def _as_of(text: str, request: Request) -> datetime | None:
+    try:
+        return lists.moment(text, _zone(request), "as_of")
+    except lists.BadFilter as exc:
+        raise Unreadable(str(exc)) from exc
+
+
+def _described(chosen: bulk.Chosen, request: Request) -> str:
+    """The filter in words: ``parked razorpay deliveries received from … before …``."""
+    zone = _zone(request)
+    gateway = f"{chosen.gateway} " if chosen.gateway else ""
+    start = chosen.window.start
+    since = f" from {formats.when(start, zone)}" if start else ""
+    return f"parked {gateway}deliveries received{since} before {formats.when(chosen.end, zone)}"
+
+
+@router.get("/parked/bulk")
+async def bulk_form(
+    request: Request,
+    gateway: Text = "",
+    start: From = "",
+    to: Moment = "",
+    as_of: Moment = "",
+    replayed: Count = None,
+    applied: Count = None,
+) -> HTMLResponse:
+    """How many parked deliveries a filter takes, and the form that replays them; after a
+    submit (``as_of`` given), what it did and how many are left."""
+    confirmed = _as_of(as_of, request)
+    moment = confirmed if confirmed is not None else await run(request, bulk.now)
+    chosen = _chosen(request, gateway, start, to, moment)
+    left = await run(request, bulk.left, chosen)
+    context = {
+        "chosen": chosen,
+        "described": _described(chosen, request),
+        "left": left,
+        "batch": bulk.BATCH,
+        "fields": chosen.fields(),
+        "gateways": lists.PROVIDERS,
+        "typed": {
+            "from": lists.typed(chosen.window.start, _zone(request)),
+            "to": lists.typed(chosen.window.end, _zone(request)) if chosen.window.end_given else "",
+        },
+        "confirmed": confirmed is not None,
+        "replayed": replayed,
+        "applied": applied,
+    }
+    return page(request, "bulk.html", context)
+
+
+@router.post("/parked/bulk", dependencies=[Depends(csrf)])
+async def bulk_replay(
+    request: Request,
+    session: Session,
+    as_of: FormMoment,
+    gateway: Field = "",
+    start: FormFrom = "",
+    to: FormMoment = "",
+) -> Response:
+    """Replay the next ``bulk.BATCH`` of the deliveries confirmed, each as the Replay button
+    does (recorded per delivery), then the whole submit as one line of the action log."""
+    confirmed = _as_of(as_of, request)
+    if confirmed is None:
+        raise Unreadable("The moment the replay was confirmed is missing.")
+    chosen = _chosen(request, gateway, start, to, confirmed)
+    taken = await run(request, bulk.next_batch, chosen)
+    results = [await replay_one(request, session.operator, p, e) for p, e in taken]
+    applied = sum(result.done is actions.Done.APPLIED for result in results)
+    left = await run(request, bulk.left, chosen)
+    summary = f"{len(results)} replayed, {applied} applied, {left} left"
+    await run(
+        request,
+        actions.record,
+        session.operator,
+        "bulk_replay",
+        chosen.gateway,
+        _described(chosen, request),
+        actions.Result(done=actions.Done.BULK_REPLAYED),
+        summary,
+    )
+    fields = {k: v for k, v in chosen.fields().items() if v}
+    query = urlencode({**fields, "replayed": len(results), "applied": applied})
+    return _redirect(f"{prefix_of(request.scope)}/parked/bulk?{query}")
+
+
+__all__ = ["router"]
