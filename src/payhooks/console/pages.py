@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import anyio
 import anyio.to_thread
@@ -158,6 +158,13 @@ def _no_counts(conn: db.Connection) -> list[Count]:
     return []
 
 
+def order_of(
+    conn: db.Connection, provider: str, merchant_ref: str | None, payment_id: str | None
+) -> str | None:
+    """Where a delivery's story is told: its gateway order's timeline, when it names one."""
+    return order_address(provider, merchant_ref) if merchant_ref else None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Views:
     """What a console shows and does that is the app's own."""
@@ -172,8 +179,13 @@ class Views:
     find: Callable[[db.Connection, str], list[Link]] = find_orders
     search_hint: str = "Order id, your reference, payment id, delivery key or UTR/RRN"
     max_query_chars: int = timeline.MAX_QUERY_CHARS
+    prefix_hint: str = "Each identifier must be given whole (no part of one is looked up)."
+    """What a search finds by its start, said when nothing matches."""
     reference_address: Callable[[str, str], str] = order_address
     """Where a parked delivery's gateway reference leads."""
+    story_address: Callable[[db.Connection, str, str | None, str | None], str | None] = order_of
+    """Where a stored delivery's page links back to: ``(conn, provider, gateway order,
+    payment id)`` to the timeline telling it (below the root), or ``None``."""
     counts: Callable[[db.Connection], list[Count]] = _no_counts
     """Queues of the app's own, counted on the home page."""
     nav: Sequence[tuple[str, str]] = ()
@@ -237,6 +249,7 @@ class Console:
         self.templates.filters["when"] = lambda at: formats.when(at, zone).replace(" ", "\u00a0")
         self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
+        self.templates.filters["breakable"] = formats.breakable
         self.templates.globals["zone_name"] = views.timezone
         self.templates.globals["answers"] = list(health.Answer)
         self.templates.tests["moment"] = lambda value: isinstance(value, datetime)
@@ -756,11 +769,16 @@ async def find(request: Request, q: str = "") -> Response:
             f"The search is too long: no identifier the console knows is longer than "
             f"{views.max_query_chars} characters."
         )
-        return page(request, "error.html", {"message": message}, status=400)
+        return page(request, "error.html", {"message": message, "query": ""}, status=400)
     results = await run(request, views.find, q.strip()) if q.strip() else []
-    if len(results) == 1:
-        return _redirect(prefix_of(request.scope) + results[0].address)
+    if len(results) == 1:  # the query rides along, so the search box keeps it
+        return _redirect(prefix_of(request.scope) + with_query(results[0].address, q.strip()))
     return page(request, "results.html", {"query": q, "results": results})
+
+
+def with_query(address: str, q: str) -> str:
+    """A page's address carrying the search that found it (``?q=``), for the search box."""
+    return f"{address}?{urlencode({'q': q})}"
 
 
 def _order(conn: db.Connection, provider: str, gateway_order_id: str) -> dict[str, Any] | None:
@@ -780,17 +798,29 @@ async def order(request: Request, provider: str, gateway_order_id: str) -> HTMLR
     return page(request, "order.html", {**found, **notice_of(request)})
 
 
+def _delivery(
+    conn: db.Connection, provider: str, event_id: str, views: Views
+) -> dict[str, Any] | None:
+    found = idempotency.stored(conn, event_id, provider)
+    if not found:
+        return None
+    record = found[0]
+    tried = timeline.attempts(conn, provider, event_id)
+    return {
+        "record": record,
+        "body": formats.readable_body(record.body),
+        "exact": record.body.decode("utf-8", errors="replace"),
+        "attempts": tried.lines,
+        "story_address": views.story_address(conn, provider, tried.merchant_ref, tried.payment_id),
+    }
+
+
 @_private.get("/deliveries/{provider}/{event_id:path}")
 async def delivery(request: Request, provider: str, event_id: str) -> HTMLResponse:
-    found = await run(request, idempotency.stored, event_id, provider)
-    if not found:
+    found = await run(request, _delivery, provider, event_id, _console(request).views)
+    if found is None:
         return page(request, "error.html", {"message": "No such delivery is recorded."}, status=404)
-    record = found[0]
-    return page(
-        request,
-        "delivery.html",
-        {"record": record, "body": record.body.decode("utf-8", errors="replace")},
-    )
+    return page(request, "delivery.html", found)
 
 
 @_private.get("/actions")

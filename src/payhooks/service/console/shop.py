@@ -63,8 +63,13 @@ def install(
         gateways=[p.value for p in adapters],
         find=_find,
         search_hint=SEARCH_HINT,
+        prefix_hint=(
+            f"A customer email is also found by its first {search.MIN_PREFIX} characters or "
+            "more; every other identifier must be given whole."
+        ),
         max_query_chars=search.MAX_QUERY_CHARS,
         reference_address=_reference_address,
+        story_address=_story_address,
         counts=_counts,
         nav=[("Dead letters", "/dead")],
         router=_shop,
@@ -87,7 +92,7 @@ def _find(conn: Connection, text: str) -> list[Link]:
 
 def _label(found: search.Result) -> str:
     if found.cart_id:
-        return f"cart {found.cart_id}"
+        return f"cart {found.cart_id}" + (f" ({found.email})" if found.email else "")
     if found.reference:
         return f"{found.provider} reference {found.reference} (no checkout)"
     return f"{found.provider} delivery {found.event_id}"
@@ -103,6 +108,16 @@ def _address(found: search.Result) -> str:
 
 def _reference_address(provider: str, reference: str) -> str:
     return f"/references/{provider}/{quote(reference, safe='')}"
+
+
+def _story_address(
+    conn: Connection, provider: str, reference: str | None, payment_id: str | None
+) -> str | None:
+    """A stored delivery's timeline: its cart's, else its reference's (no checkout yet)."""
+    cart_id = search.cart_of(conn, provider, reference, payment_id)
+    if cart_id is not None:
+        return f"/carts/{quote(cart_id, safe='')}"
+    return _reference_address(provider, reference) if reference else None
 
 
 def _counts(conn: Connection) -> list[Count]:
