@@ -145,7 +145,8 @@ def test_search_by_order_id_finds_its_cart(console, page, conn):
 
 
 def test_replaying_a_parked_delivery_gives_its_cart_an_order(console, page, conn):
-    _, reference = parked_delivery(console)
+    delivery, reference = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
     buy = purchase(conn)
     conn.execute("DELETE FROM checkouts WHERE cart_id = %s", (buy.cart_id,))
     carts.checkout(conn, buy.cart_id, Provider.RAZORPAY, reference)
@@ -155,7 +156,13 @@ def test_replaying_a_parked_delivery_gives_its_cart_an_order(console, page, conn
     expect(row).to_be_visible()
     shot(page, "parked")
     row.get_by_role("button", name="Replay").click()
-    expect(page.get_by_role("status")).to_have_text("Replayed: the delivery was applied.")
+    notice = page.get_by_role("status")
+    expect(notice).to_have_text(
+        f"razorpay delivery {event_id}: Replayed: the delivery was applied."
+    )
+    expect(notice.get_by_role("link")).to_have_attribute(
+        "href", f"/console/deliveries/razorpay/{event_id}"
+    )
     expect(page.locator("tr", has_text=reference)).to_have_count(0)
     search(page, buy.cart_id)
     expect(page.locator("ol.timeline")).to_contain_text("Order ord_")

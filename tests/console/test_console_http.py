@@ -258,8 +258,9 @@ def test_replaying_a_parked_delivery_twice_applies_it_once(console, conn):
     form = {"csrf": csrf, "provider": "razorpay", "event_id": event_id}
     first = client.post("/console/parked/replay", data=form)
     second = client.post("/console/parked/replay", data=form)
-    assert first.headers["location"] == "/console/parked?notice=applied"
-    assert second.headers["location"] == "/console/parked?notice=already_applied"
+    named = f"provider=razorpay&event_id={event_id}"
+    assert first.headers["location"] == f"/console/parked?notice=applied&{named}"
+    assert second.headers["location"] == f"/console/parked?notice=already_applied&{named}"
     assert "the delivery was applied" in client.get(first.headers["location"]).text
     assert rows(console, "SELECT cart_id FROM orders") == [(buy.cart_id,)]
     done = "SELECT operator, action, result FROM payhooks_console_actions ORDER BY id"
@@ -293,9 +294,10 @@ def test_two_replays_released_together_make_one_order(console, conn):
         t.start()
     for t in threads:
         t.join()
+    named = f"provider=razorpay&event_id={form['event_id']}"
     assert sorted(answers) == [
-        "/console/parked?notice=already_applied",
-        "/console/parked?notice=applied",
+        f"/console/parked?notice=already_applied&{named}",
+        f"/console/parked?notice=applied&{named}",
     ]
     assert rows(console, "SELECT count(*) FROM orders") == [(1,)]
 

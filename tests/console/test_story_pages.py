@@ -217,3 +217,34 @@ def test_the_email_prefix_is_an_index_range_on_a_filled_table(conn):
     ).fetchall()
     text = json.dumps(plan)
     assert "carts_customer_email_prefix" in text and "Seq Scan" not in text
+
+
+# --- notices ---------------------------------------------------------------------------------
+
+
+def test_the_notice_after_a_replay_names_the_delivery_and_links_to_it(console, conn):
+    from tests.console.conftest import csrf_of
+    from tests.console.test_console_http import parked_delivery
+
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    form = {"csrf": csrf_of(client.get("/console/parked").text), "provider": "razorpay",
+            "event_id": event_id}  # fmt: skip
+    answer = client.post("/console/parked/replay", data=form)
+    notice = re.search(r'role="status">(.*?)</div>', client.get(answer.headers["location"]).text)
+    assert notice, "no notice after the replay"
+    text = " ".join(re.sub(r"<[^>]+>", " ", notice.group(1)).split())
+    assert text.startswith(f"razorpay delivery {event_id} : Replayed: it is still parked")
+    assert f'href="/console/deliveries/razorpay/{event_id}"' in notice.group(1)
+
+
+def test_a_notice_names_no_delivery_of_a_gateway_it_does_not_know(console):
+    page = (
+        console.logged_in()
+        .get(
+            "/console/parked", params={"notice": "applied", "provider": "nope", "event_id": "evt_x"}
+        )
+        .text
+    )
+    assert "Replayed: the delivery was applied." in page and "evt_x" not in page

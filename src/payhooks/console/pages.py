@@ -872,7 +872,7 @@ async def replay(
         )
     else:
         raise ValueError("a console's views need replay or replay_async")
-    return go_back(request, back or "/parked", result.done)
+    return go_back(request, back or "/parked", result.done, about=(provider, event_id))
 
 
 @_private.post("/parked/settle", dependencies=[Depends(csrf)])
@@ -895,7 +895,7 @@ async def settle(
         note=note.strip(),
         operator=session.operator,
     )
-    return go_back(request, back or "/parked", result.done)
+    return go_back(request, back or "/parked", result.done, about=(provider, event_id))
 
 
 async def queue(
@@ -905,18 +905,43 @@ async def queue(
     return page(request, template, {"rows": await run(request, rows), **notice_of(request)})
 
 
-def go_back(request: Request, back: str, done: actions.Done) -> RedirectResponse:
-    """After an action, back to the console page it was taken on, saying how it went. ``back``
-    is a console address as the browser sent it, or one below the root (``/parked``)."""
+def go_back(
+    request: Request, back: str, done: actions.Done, *, about: tuple[str, str] | None = None
+) -> RedirectResponse:
+    """After an action, back to the console page it was taken on, saying how it went and, for
+    a delivery (``about``: its gateway and key), which. ``back`` is a console address as the
+    browser sent it, or one below the root (``/parked``)."""
     prefix = prefix_of(request.scope)
     if back == prefix:
         back = prefix + "/"
     elif back.startswith("/") and not (prefix and back.startswith(prefix + "/")):
         back = prefix + back
-    return _redirect(f"{local(back, prefix).split('?')[0]}?notice={done.value}")
+    said = {"notice": done.value}
+    if about is not None:
+        said |= {"provider": about[0], "event_id": about[1]}
+    return _redirect(f"{local(back, prefix).split('?')[0]}?{urlencode(said)}")
 
 
-def notice_of(request: Request) -> dict[str, str | None]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class About:
+    """The delivery a notice is about, linked to its page."""
+
+    provider: str
+    event_id: str
+
+    @property
+    def address(self) -> str:
+        return f"/deliveries/{quote(self.provider, safe='')}/{quote(self.event_id, safe='')}"
+
+
+def notice_of(request: Request) -> dict[str, str | About | None]:
+    """What the action just taken came to, and the delivery it was taken on: a gateway this
+    console knows and a key of a length it keeps, or nothing named."""
     code = request.query_params.get("notice")
     known = {d.value: text for d, text in NOTICES.items()}
-    return {"notice": known.get(code or "")}
+    text = known.get(code or "")
+    provider = request.query_params.get("provider", "")
+    event_id = request.query_params.get("event_id", "")
+    named = text and provider in actions.PROVIDERS and 0 < len(event_id) <= MAX_FIELD_CHARS
+    about = About(provider=provider, event_id=event_id) if named else None
+    return {"notice": text, "notice_about": about}
