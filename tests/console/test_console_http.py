@@ -35,7 +35,12 @@ PRIVATE_GETS = [
     "/console/parked",
     "/console/dead",
 ]
-PRIVATE_POSTS = ["/console/logout", "/console/parked/replay", "/console/dead/retry"]
+PRIVATE_POSTS = [
+    "/console/logout",
+    "/console/parked/replay",
+    "/console/parked/link",
+    "/console/dead/retry",
+]
 
 
 def send(console: Console, delivery: Delivery) -> httpx.Response:
@@ -932,7 +937,8 @@ def test_a_read_only_operator_sees_pages_but_every_action_is_refused(console):
     for path in posts:
         answer = client.post(f"/console{path}", data={"csrf": token, "provider": "razorpay",
                              "event_id": "evt_x", "message_id": "1", "note": "n",
-                             "payment_id": "pay_x", "confirm": "yes"})  # fmt: skip
+                             "payment_id": "pay_x", "confirm": "yes", "cart_id": "cart_x",
+                             "recipient": "a@example.com"})  # fmt: skip
         assert answer.status_code == 403, path
         assert READ_ONLY in answer.text.replace("&#39;", "'")
     assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]

@@ -248,3 +248,141 @@ def test_a_notice_names_no_delivery_of_a_gateway_it_does_not_know(console):
         .text
     )
     assert "Replayed: the delivery was applied." in page and "evt_x" not in page
+
+
+# --- parked deliveries -----------------------------------------------------------------------
+
+
+def parked_row(page: str, reference: str) -> str:
+    found = re.search(rf"<tr>(?:(?!</tr>).)*{reference}.*?</tr>", page, re.S)
+    assert found, f"no parked row for {reference}"
+    return html.unescape(" ".join(re.sub(r"<[^>]+>", " ", found.group(0)).split()))
+
+
+def test_a_parked_row_shows_its_amount_and_payment_id(console):
+    from tests.console.test_console_http import parked_delivery
+
+    _, reference = parked_delivery(console)
+    row = parked_row(console.logged_in().get("/console/parked").text, reference)
+    assert "₹499.00" in row and "pay_parked0001" in row
+    assert "none found" in row  # no open cart of that amount
+
+
+def test_an_open_cart_of_the_same_amount_is_the_candidate(console, conn):
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")  # ₹499.00, opened just before, no checkout
+    _, reference = parked_delivery(console)
+    page = console.logged_in().get("/console/parked").text
+    row = parked_row(page, reference)
+    assert f"cart {cart_id} same amount (₹499.00), opened 0 min before it" in row
+    assert f'name="cart_id" required maxlength="64" size="14" value="{cart_id}"' in page
+
+
+def test_a_cart_named_in_the_body_is_the_candidate_over_one_of_the_same_amount(console, conn):
+    from payhooks.providers import razorpay
+    from payhooks.sim.gateway import Delivery
+    from tests.factories import KEYS
+
+    named = cart_for(conn, "dave@example.com")
+    cart_for(conn, "erin@example.com")  # the same amount, opened later
+    entity = {"id": "pay_named00001", "entity": "payment", "amount": 49_900, "currency": "INR",
+              "status": "captured", "order_id": "order_NNNNNNNNNNNNNN",
+              "notes": {"cart": named}}  # fmt: skip
+    body = json.dumps({"event": "payment.captured", "payload": {"payment": {"entity": entity}}})
+    headers = {"x-razorpay-signature": razorpay.sign(body.encode(), KEYS.razorpay),
+               "x-razorpay-event-id": "evt_named00001"}  # fmt: skip
+    delivery = Delivery(provider=Provider.RAZORPAY, body=body.encode(), headers=headers, label="n")
+    assert send(console, delivery).json()["status"] == "parked"
+    row = parked_row(console.logged_in().get("/console/parked").text, "order_NNNNNNNNNNNNNN")
+    assert f"cart {named} named in the delivery's body" in row
+
+
+def link_form(console, client, event_id: str, cart_id: str, **extra: str) -> dict[str, str]:
+    from tests.console.conftest import csrf_of
+
+    token = csrf_of(client.get("/console/parked").text)
+    return {"csrf": token, "provider": "razorpay", "event_id": event_id, "cart_id": cart_id,
+            **extra}  # fmt: skip
+
+
+def test_linking_a_parked_delivery_to_a_cart_orders_it_once_and_is_logged(console, conn):
+    from tests.console.conftest import OPERATOR
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")
+    delivery, reference = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    form = link_form(console, client, event_id, cart_id, confirm="yes")
+    first = client.post("/console/parked/link", data=form)
+    again = client.post("/console/parked/link", data=form)
+    named = f"provider=razorpay&event_id={event_id}"
+    assert first.headers["location"] == f"/console/parked?notice=applied&{named}"
+    assert again.headers["location"] == f"/console/parked?notice=already_applied&{named}"
+    assert rows(console, "SELECT cart_id FROM orders") == [(cart_id,)]
+    assert rows(console, "SELECT provider, gateway_order_id FROM checkouts") == [
+        ("razorpay", reference)
+    ]
+    done = "SELECT operator, action, target, result FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, done) == [
+        (OPERATOR, "link", event_id, "linked"),
+        (OPERATOR, "replay", event_id, "applied"),
+        (OPERATOR, "link", event_id, "already_applied"),
+    ]
+    log = client.get("/console/actions").text
+    assert f'href="/console/deliveries/razorpay/{event_id}"' in log
+
+
+def test_a_link_not_confirmed_does_nothing(console, conn):
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")
+    delivery, _ = parked_delivery(console)
+    client = console.logged_in()
+    form = link_form(console, client, delivery.headers["x-razorpay-event-id"], cart_id)
+    answer = client.post("/console/parked/link", data=form)
+    assert "notice=not_confirmed" in answer.headers["location"]
+    assert rows(console, "SELECT count(*) FROM checkouts") == [(0,)]
+    assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]
+
+
+def test_a_link_to_a_paid_or_unknown_cart_is_refused_and_says_why(console, conn):
+    from tests.console.test_console_http import parked_delivery
+
+    paid = purchase(conn)
+    assert send(console, paid.captured()).json()["status"] == "processed"
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    for cart_id, said in ((paid.cart_id, "cart_taken"), ("cart_0000000000000000", "no_such_cart")):
+        answer = client.post(
+            "/console/parked/link",
+            data=link_form(console, client, event_id, cart_id, confirm="yes"),
+        )
+        assert f"notice={said}" in answer.headers["location"], cart_id
+    assert conn.execute(
+        "SELECT outcome FROM processed_webhooks WHERE event_id = %s", (event_id,)
+    ).fetchall() == [("parked",)]
+    results = "SELECT action, result FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, results) == [("link", "cart_taken"), ("link", "no_such_cart")]
+
+
+def test_a_candidate_of_the_same_amount_is_an_index_range_on_a_filled_table(conn):
+    from datetime import UTC, datetime
+
+    from payhooks.service.console import actions
+
+    conn.execute(
+        "INSERT INTO carts (id, customer_email, amount_paise, currency, status, created_at)"
+        " SELECT 'cart_fill_' || n, 'user' || n || '@example.com', 100 + n % 500, 'INR',"
+        " CASE WHEN n % 10 = 0 THEN 'open' ELSE 'paid' END, now() - n * interval '2 minutes'"
+        " FROM generate_series(1, 20000) n"
+    )
+    conn.execute("ANALYZE carts")
+    now = datetime.now(UTC)
+    params = {"since": now - actions.WINDOW, "until": now, "amount": 110, "provider": "razorpay"}
+    [(plan,)] = conn.execute("EXPLAIN (FORMAT JSON) " + actions._SAME_AMOUNT, params).fetchall()
+    text = json.dumps(plan)
+    assert "carts_open_created_at" in text
+    assert '"Node Type": "Seq Scan"' not in text

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
 from urllib.parse import quote, unquote, urlencode, urlsplit
@@ -46,6 +46,8 @@ from payhooks import db, idempotency, timeline
 from payhooks.console import actions, auth, formats, health
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
+from payhooks.events import Provider
+from payhooks.providers import Adapter
 from payhooks.starlette import read_bounded, replaying
 
 COOKIE = "payhooks_console"
@@ -109,7 +111,16 @@ NOTICES = {
         "Cannot refund from here: nothing is left to refund, the payment needs no refund, or "
         "payhooks sends no refunds to its gateway (refund it in the gateway's dashboard)."
     ),
-    actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm the refund first.",
+    actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm first.",
+    actions.Done.LINKED: "Linked: the cart is checked out under the delivery's reference.",
+    actions.Done.NOT_LINKABLE: (
+        "Cannot link: this delivery names no gateway reference to check a cart out under."
+    ),
+    actions.Done.NO_SUCH_CART: "Nothing done: no cart has that id.",
+    actions.Done.CART_TAKEN: (
+        "Nothing done: that cart is paid, is checked out with this gateway under another "
+        "reference, or the reference already belongs to another cart."
+    ),
 }
 
 
@@ -158,6 +169,29 @@ def _no_counts(conn: db.Connection) -> list[Count]:
     return []
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """A checkout a parked delivery may belong to, and why the console thinks so."""
+
+    value: str
+    """What the link form sends for it (the reference shop's cart id)."""
+    label: str
+    address: str
+    """Its page, below the root."""
+    why: str
+
+
+Candidates = Callable[
+    [db.Connection, Sequence[actions.Parked]], Mapping[tuple[str, str], Candidate]
+]
+
+
+def _no_candidates(
+    conn: db.Connection, rows: Sequence[actions.Parked]
+) -> Mapping[tuple[str, str], Candidate]:
+    return {}
+
+
 def order_of(
     conn: db.Connection, provider: str, merchant_ref: str | None, payment_id: str | None
 ) -> str | None:
@@ -200,6 +234,15 @@ class Views:
     """What replays parked deliveries besides an operator (the reference shop's worker)."""
     timezone: str = DEFAULT_TIMEZONE
     """The zone every time is shown in (an IANA name), named beside each time."""
+    adapters: Mapping[Provider, Adapter] = field(default_factory=dict)
+    """The gateways served, to read a parked delivery's amount from its stored body."""
+    candidates: Candidates = _no_candidates
+    """For parked deliveries, by ``(provider, delivery key)``: the checkout each may belong
+    to (the app's own, found from the amount, the gateway and the time, or named in the
+    body)."""
+    link_to: str | None = None
+    """The app's action (below the root) that links a parked delivery to a checkout and
+    replays it; the parked page offers it when set."""
 
 
 class LoginNeeded(Exception):
@@ -487,6 +530,8 @@ _FIELDS = {
     "message_id": "The message number",
     "note": "How it was settled",
     "back": "The page to go back to",
+    "cart_id": "The cart",
+    "recipient": "The email address",
 }
 
 
@@ -839,9 +884,15 @@ async def action_log(
 # --- acting ----------------------------------------------------------------------------------
 
 
+def _parked(conn: db.Connection, views: Views) -> dict[str, Any]:
+    rows = actions.parked(conn, adapters=views.adapters)
+    return {"rows": rows, "candidates": views.candidates(conn, rows)}
+
+
 @_private.get("/parked")
 async def parked(request: Request) -> HTMLResponse:
-    return await queue(request, "parked.html", actions.parked)
+    found = await run(request, _parked, _console(request).views)
+    return page(request, "parked.html", {**found, **notice_of(request)})
 
 
 @_private.post("/parked/replay", dependencies=[Depends(csrf)])

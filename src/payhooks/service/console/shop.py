@@ -12,9 +12,10 @@ from fastapi import Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
 from payhooks.console import Count, Link, Views, make
-from payhooks.console.actions import Done
+from payhooks.console.actions import Done, Parked
 from payhooks.console.formats import DEFAULT_TIMEZONE
 from payhooks.console.pages import (
+    Candidate,
     Field,
     Mounted,
     Session,
@@ -77,6 +78,9 @@ def install(
         reconciliation_off=[p.value for p in reconciliation_off],
         parked_note="The worker retries them every minute.",
         timezone=timezone,
+        adapters=adapters,
+        candidates=_candidates,
+        link_to="/parked/link",
     )
     console = make(views, lambda: app.state.console_pool)
     console.state.adapters = adapters
@@ -118,6 +122,19 @@ def _story_address(
     if cart_id is not None:
         return f"/carts/{quote(cart_id, safe='')}"
     return _reference_address(provider, reference) if reference else None
+
+
+def _candidates(conn: Connection, rows: Sequence[Parked]) -> dict[tuple[str, str], Candidate]:
+    by_key = {(row.provider, row.event_id): row for row in rows}
+    return {
+        key: Candidate(
+            value=found.cart_id,
+            label=f"cart {found.cart_id}",
+            address=f"/carts/{quote(found.cart_id, safe='')}",
+            why=actions.why(found, by_key[key]),
+        )
+        for key, found in actions.candidates(conn, rows).items()
+    }
 
 
 def _counts(conn: Connection) -> list[Count]:
@@ -172,6 +189,38 @@ async def retry(
 ) -> Response:
     result = await run(request, actions.retry_dead_letter, message_id, operator=session.operator)
     return go_back(request, back or "/dead", result.done)
+
+
+@_shop.post("/parked/link", dependencies=[Depends(csrf)])
+async def link(
+    request: Request,
+    session: Session,
+    provider: Field,
+    event_id: Field,
+    cart_id: Annotated[str, Form(max_length=64)],
+    confirm: Field = "",
+    back: Field = "",
+) -> Response:
+    """Link a parked delivery to a cart (checked out under its reference), then replay it:
+    the box ticked, recorded with the operator."""
+    about = (provider, event_id)
+    if confirm != "yes":
+        return go_back(request, back or "/parked", Done.NOT_CONFIRMED, about=about)
+    adapters = _adapters(request)
+
+    def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
+        return application.replay(conn, adapters, event_id=event_id, provider=provider)
+
+    result = await run(
+        request,
+        actions.link_parked,
+        replay,
+        provider=provider,
+        event_id=event_id,
+        cart_id=cart_id.strip(),
+        operator=session.operator,
+    )
+    return go_back(request, back or "/parked", result.done, about=about)
 
 
 @_shop.post("/payments/refund", dependencies=[Depends(csrf)])
