@@ -63,6 +63,9 @@ class Done(StrEnum):
     NOT_LINKABLE = "not_linkable"
     NO_SUCH_CART = "no_such_cart"
     CART_TAKEN = "cart_taken"
+    ALL_QUEUED = "all_queued"
+    NOTHING_DEAD = "nothing_dead"
+    READDRESSED = "readdressed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

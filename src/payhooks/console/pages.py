@@ -117,6 +117,14 @@ NOTICES = {
         "Cannot link: this delivery names no gateway reference to check a cart out under."
     ),
     actions.Done.NO_SUCH_CART: "Nothing done: no cart has that id.",
+    actions.Done.ALL_QUEUED: (
+        "Queued again: every dead letter listed; the worker sends them on its next round "
+        "(the action log has a line for each)."
+    ),
+    actions.Done.NOTHING_DEAD: "Nothing to do: no dead letter was waiting.",
+    actions.Done.READDRESSED: (
+        "Queued again to the corrected address: the worker sends it on its next round."
+    ),
     actions.Done.CART_TAKEN: (
         "Nothing done: that cart is paid, is checked out with this gateway under another "
         "reference, or the reference already belongs to another cart."

@@ -38,18 +38,52 @@ class DeadLetter:
     attempts: int
     last_error: str | None
     failed_at: datetime
+    order_id: str | None = None
+    cart_id: str | None = None
+    """The order it is about, and that order's cart (an order's confirmation)."""
+
+    @property
+    def error(self) -> str:
+        """The last error as a person reads it, rows written before the server's text was
+        kept included (``readable_error``)."""
+        return readable_error(self.last_error)
 
 
 _DEAD = """
-SELECT id, kind, recipient, subject, attempts, last_error, failed_at FROM outbox
-WHERE failed_at IS NOT NULL ORDER BY failed_at DESC LIMIT %s
+SELECT o.id, o.kind, o.recipient, o.subject, o.attempts, o.last_error, o.failed_at,
+       r.id AS order_id, r.cart_id
+FROM outbox o
+LEFT JOIN orders r ON o.payload ? 'order_id' AND r.id = o.payload ->> 'order_id'
+WHERE o.failed_at IS NOT NULL ORDER BY o.failed_at DESC, o.id DESC LIMIT %s
 """
 _DEAD_COUNT = "SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL"
+DEAD_PAGE = 200
+"""Dead letters on the page, the newest first; "Retry all" retries exactly these."""
 
 
-def dead_letters(conn: Connection, limit: int = 200) -> list[DeadLetter]:
+def dead_letters(conn: Connection, limit: int = DEAD_PAGE) -> list[DeadLetter]:
     with conn.cursor(row_factory=class_row(DeadLetter)) as cur:
         return cur.execute(_DEAD, (limit,)).fetchall()
+
+
+# What the mail sender wrote before it kept the server's text: a list of codes, or the reply
+# in Python's quotes.
+_CODES_ONLY = re.compile(r"^recipient refused: \[([\d, ]*)\]$")
+_QUOTED = re.compile(r"""^(?P<head>.*SMTP \d{3}): (?P<q>['"])(?P<text>.*)(?P=q)$""")
+
+
+def readable_error(error: str | None) -> str:
+    """``recipient refused: [550]`` as ``recipient refused: 550 (the server's text was not
+    kept)``, ``SMTP 552: '5.3.4 Too big'`` as ``SMTP 552 5.3.4 Too big``; anything else as
+    it is."""
+    if not error:
+        return "—"
+    if found := _CODES_ONLY.match(error):
+        codes = ", ".join(c.strip() for c in found.group(1).split(",") if c.strip())
+        return f"recipient refused: {codes or 'no code'} (the server's text was not kept)"
+    if found := _QUOTED.match(error):
+        return f"{found.group('head')} {found.group('text')}"
+    return error
 
 
 def dead_count(conn: Connection) -> int:
@@ -61,6 +95,31 @@ def retry_dead_letter(conn: Connection, message_id: int, *, operator: str) -> Re
     revived = outbox.revive(conn, message_id)
     result = Result(done=Done.QUEUED if revived else Done.ALREADY_QUEUED)
     record(conn, operator, "retry", None, str(message_id), result)
+    return result
+
+
+def retry_all(conn: Connection, *, operator: str) -> Result:
+    """Every dead letter the page shows queued again, each recorded on its own line; a second
+    click, or a colleague's at once, finds them queued and says so."""
+    ids = [letter.id for letter in dead_letters(conn)]
+    results = [retry_dead_letter(conn, message_id, operator=operator) for message_id in ids]
+    any_queued = any(r.done is Done.QUEUED for r in results)
+    return Result(done=Done.ALL_QUEUED if any_queued else Done.NOTHING_DEAD)
+
+
+_READDRESS = """
+UPDATE outbox SET recipient = %s, failed_at = NULL, attempts = 0, available_at = now(),
+    last_error = NULL
+WHERE id = %s AND failed_at IS NOT NULL AND kind = 'email'
+"""
+
+
+def readdress(conn: Connection, message_id: int, recipient: str, *, operator: str) -> Result:
+    """A dead-lettered email sent again to a corrected address (``mail.checked_address``
+    normalised it, or refused it before this is called); one already queued is left alone."""
+    changed = conn.execute(_READDRESS, (recipient, message_id)).rowcount
+    result = Result(done=Done.READDRESSED if changed else Done.ALREADY_QUEUED)
+    record(conn, operator, "readdress", None, str(message_id), result)
     return result
 
 

@@ -33,8 +33,9 @@ from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
-from payhooks.service import application
+from payhooks.service import application, mail
 from payhooks.service.console import actions, search, stories
+from payhooks.service.errors import InvalidAddress
 
 PREFIX = "/console"
 SEARCH_HINT = (
@@ -188,6 +189,39 @@ async def retry(
     back: Field = "",
 ) -> Response:
     result = await run(request, actions.retry_dead_letter, message_id, operator=session.operator)
+    return go_back(request, back or "/dead", result.done)
+
+
+@_shop.post("/dead/retry-all", dependencies=[Depends(csrf)])
+async def retry_all(
+    request: Request, session: Session, confirm: Field = "", back: Field = ""
+) -> Response:
+    """Every dead letter listed queued again: the box ticked, each one recorded."""
+    if confirm != "yes":
+        return go_back(request, back or "/dead", Done.NOT_CONFIRMED)
+    result = await run(request, actions.retry_all, operator=session.operator)
+    return go_back(request, back or "/dead", result.done)
+
+
+@_shop.post("/dead/readdress", dependencies=[Depends(csrf)])
+async def readdress(
+    request: Request,
+    session: Session,
+    message_id: Annotated[int, Form(ge=1, le=2**63 - 1)],
+    recipient: Annotated[str, Form(max_length=320)],
+    confirm: Field = "",
+    back: Field = "",
+) -> Response:
+    """A dead-lettered email sent again to a corrected address: checked as a cart's address
+    is, the box ticked, recorded with the operator."""
+    try:
+        address = mail.checked_address(recipient.strip())
+    except InvalidAddress as exc:
+        message = f"That address cannot be mailed: {exc.reason}. Nothing was changed."
+        return page(request, "error.html", {"message": message}, status=400)
+    if confirm != "yes":
+        return go_back(request, back or "/dead", Done.NOT_CONFIRMED)
+    result = await run(request, actions.readdress, message_id, address, operator=session.operator)
     return go_back(request, back or "/dead", result.done)
 
 

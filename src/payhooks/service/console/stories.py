@@ -19,6 +19,7 @@ from payhooks.events import EventKind, Provider
 from payhooks.gateways._reports import is_reconciled
 from payhooks.providers import Adapter
 from payhooks.refunds import Refund, of_payment
+from payhooks.service.console.actions import readable_error
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 from payhooks.stored import received_again
 
@@ -464,7 +465,7 @@ def _message_entry(message: dict[str, Any]) -> Entry:
         state, tone = "sent", Tone.GOOD
         sent = [("sent at", message["sent_at"])]
     elif message["failed_at"] is not None:
-        state, tone = f"dead letter: {message['last_error'] or 'failed'}", Tone.BAD
+        state, tone = f"dead letter: {readable_error(message['last_error'])}", Tone.BAD
     else:
         state, tone = f"waiting (attempts {message['attempts']})", Tone.PLAIN
     facts = [("to", message["recipient"] or "operators"), ("state", state), *sent]
