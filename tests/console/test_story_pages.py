@@ -276,7 +276,7 @@ def test_an_open_cart_of_the_same_amount_is_the_candidate(console, conn):
     page = console.logged_in().get("/console/parked").text
     row = parked_row(page, reference)
     assert f"cart {cart_id} same amount (₹499.00), opened 0 min before it" in row
-    assert f'name="cart_id" required maxlength="64" size="14" value="{cart_id}"' in page
+    assert f'name="cart_id" required maxlength="64" size="12" value="{cart_id}"' in page
 
 
 def test_a_cart_named_in_the_body_is_the_candidate_over_one_of_the_same_amount(console, conn):

@@ -139,7 +139,7 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
         assert "Nothing to do: this delivery was already applied." in twice
         found = client.get(f"{CONSOLE}/search", params={"q": "pay_shop0000001"})
         assert found.status_code == 303
-        assert found.headers["location"] == f"{CONSOLE}/orders/razorpay/{REF}"
+        assert found.headers["location"] == f"{CONSOLE}/orders/razorpay/{REF}?q=pay_shop0000001"
         story = client.get(found.headers["location"]).text
     assert orders(conn) == PAID
     assert "₹499.00 INR" in story  # what the checkout told payhooks
