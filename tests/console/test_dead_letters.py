@@ -12,7 +12,6 @@ import psycopg
 import pytest
 
 from payhooks.service import database
-from payhooks.service.console.actions import readable_error
 from tests.conftest import Inbox
 from tests.console.conftest import OPERATOR, csrf_of
 from tests.console.test_console_http import rows, send
@@ -79,6 +78,8 @@ def test_a_refused_recipient_keeps_the_servers_code_and_text(console, conn, pool
     ],
 )  # fmt: skip
 def test_errors_recorded_before_the_servers_text_was_kept_read_plainly(stored, shown):
+    from payhooks.service.console.actions import readable_error
+
     assert readable_error(stored) == shown
 
 

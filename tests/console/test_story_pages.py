@@ -9,7 +9,6 @@ import json
 import re
 from urllib.parse import quote
 
-from payhooks.console.formats import breakable, readable_body
 from payhooks.events import Provider
 from tests.console.test_console_http import logged, rows, send
 from tests.factories import purchase
@@ -109,6 +108,8 @@ def test_a_json_body_is_indented_and_links_back_to_its_timeline(console, conn):
 
 
 def test_a_form_body_reads_one_field_a_line():
+    from payhooks.console.formats import readable_body
+
     body = b"txnid=order_1&amount=499.00&productinfo=Tea+and+biscuits&email=a%40example.com&udf1="
     assert readable_body(body).splitlines() == [
         "txnid=order_1",
@@ -120,11 +121,15 @@ def test_a_form_body_reads_one_field_a_line():
 
 
 def test_a_body_neither_json_nor_a_form_is_shown_as_it_came():
+    from payhooks.console.formats import readable_body
+
     assert readable_body(b"not json, not a form") == "not json, not a form"
     assert readable_body(b"{broken") == "{broken"
 
 
 def test_only_long_tokens_may_break_anywhere_and_words_stay_whole():
+    from payhooks.console.formats import breakable
+
     shown = str(breakable("paid by <card> " + "a" * 40 + " today"))
     assert shown == ('paid by &lt;card&gt; <span class="long">' + "a" * 40 + "</span> today")
 

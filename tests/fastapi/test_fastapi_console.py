@@ -128,7 +128,10 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
     with logged_in(shop, merchant_url) as client:
         parked = client.get(f"{CONSOLE}/parked").text
         assert "no checkout" in parked
+        assert '<td class="amount">₹499.00</td>' in parked  # read from the stored body
         [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
+        raw = client.get(f"{CONSOLE}/deliveries/razorpay/{event_id}").text
+        assert f'href="{CONSOLE}/orders/razorpay/{REF}" id="story-link"' in raw
         fields = {"provider": "razorpay", "event_id": event_id, "back": f"{CONSOLE}/parked"}
         still = act(client, f"{CONSOLE}/parked", "/parked/replay", **fields)
         assert "Replayed: it is still parked" in still
