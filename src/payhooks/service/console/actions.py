@@ -1,6 +1,7 @@
 """What an operator of the reference shop does beyond the core console's actions: queue a dead
-letter (an email or alert the worker gave up on) again. Idempotent, and recorded with the
-operator's name like the core's (``payhooks.console.actions``)."""
+letter (an email or alert the worker gave up on) again, one or all, or to a corrected address;
+refund a flagged payment; link a parked delivery to the cart it pays. Each is idempotent, and
+recorded with the operator's name like the core's (``payhooks.console.actions``)."""
 
 from __future__ import annotations
 
