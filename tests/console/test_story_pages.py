@@ -391,3 +391,35 @@ def test_a_candidate_of_the_same_amount_is_an_index_range_on_a_filled_table(conn
     text = json.dumps(plan)
     assert "carts_open_created_at" in text
     assert '"Node Type": "Seq Scan"' not in text
+
+
+def test_two_links_released_together_make_one_order(console, conn):
+    import threading
+
+    import httpx
+
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    form = link_form(console, client, event_id, cart_id, confirm="yes")
+    barrier, answers = threading.Barrier(2), []
+
+    def click() -> None:
+        with httpx.Client(base_url=console.base_url, cookies=client.cookies) as double:
+            barrier.wait()
+            answers.append(double.post("/console/parked/link", data=form).headers["location"])
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    named = f"provider=razorpay&event_id={event_id}"
+    assert sorted(answers) == [
+        f"/console/parked?notice=already_applied&{named}",
+        f"/console/parked?notice=applied&{named}",
+    ]
+    assert rows(console, "SELECT cart_id FROM orders") == [(cart_id,)]

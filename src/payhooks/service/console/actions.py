@@ -264,5 +264,10 @@ def _linked(conn: Connection, provider: str, event_id: str, cart_id: str) -> Res
     except NotFound:
         return Result(done=Done.NO_SUCH_CART)
     except Conflict:
+        # The cart may be paid by this very delivery, linked and replayed by a colleague a
+        # moment ago: that is nothing left to do, not a cart taken by another payment.
+        again = conn.execute(_PARKED_RECORD, (provider, event_id)).fetchone()
+        if again is not None and again[1] != "parked":
+            return Result(done=Done.ALREADY_APPLIED)
         return Result(done=Done.CART_TAKEN)
     return Result(done=Done.LINKED)
