@@ -231,6 +231,10 @@ class Story:
     def parked(self) -> list[Record]:
         return [record for record in self.records if record.parked]
 
+    def attempts_of(self, event_id: str) -> int:
+        """The requests of one delivery key among the lines: a gateway's retries of it."""
+        return sum(1 for line in self.lines if line.event_id == event_id)
+
     def as_json(self) -> dict[str, Any]:
         found: dict[str, Any] = _jsonable(_fields(self))
         return found
@@ -311,6 +315,34 @@ def story(conn: Connection, provider: str, gateway_order_id: str) -> Story | Non
     )
 
 
+_ATTEMPTS = """
+SELECT received_at, id, status, outcome, verified, event_id, event_type, payment_id, mismatch,
+       detail, duration_ms
+FROM payhooks_deliveries WHERE provider = %(provider)s AND event_id = %(event_id)s
+ORDER BY received_at, id LIMIT %(limit)s
+"""
+_NAMES = """
+SELECT merchant_ref, payment_id FROM processed_webhooks
+WHERE provider = %(provider)s AND event_id = %(event_id)s
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempts:
+    """Every request of one delivery key the log noted (a gateway's retries of it), and the
+    gateway order and payment its record names (where its timeline is)."""
+
+    lines: list[Line]
+    merchant_ref: str | None
+    payment_id: str | None
+
+
+def attempts(conn: Connection, provider: str, event_id: str) -> Attempts:
+    params = {"provider": provider, "event_id": event_id, "limit": MAX_LINES}
+    names = _one(conn, _NAMES, params) or {"merchant_ref": None, "payment_id": None}
+    return Attempts(lines=[_line(row) for row in _all(conn, _ATTEMPTS, params)], **names)
+
+
 def answer(conn: Connection, text: str) -> dict[str, Any]:
     """What the JSON routes answer (``payhooks.starlette.timeline_route``,
     ``payhooks.flask.timeline_blueprint``): each gateway order ``text`` names, with its story."""
@@ -380,6 +412,7 @@ def _jsonable(value: Any) -> Any:
 
 __all__ = [
     "AmountMismatch",
+    "Attempts",
     "Confirmation",
     "Expected",
     "Found",
@@ -390,6 +423,7 @@ __all__ = [
     "Record",
     "Story",
     "answer",
+    "attempts",
     "find",
     "story",
 ]

@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import psycopg
 import pytest
@@ -118,9 +119,13 @@ def test_search_by_utr_shows_a_duplicated_reordered_refunded_payment(console, pa
     logged(console, 4)
     log_in(page, console)
     search(page, bank_reference(pid))
-    expect(page).to_have_url(f"{console.base_url}/console/carts/{buy.cart_id}")
+    expect(page).to_have_url(
+        f"{console.base_url}/console/carts/{buy.cart_id}?q={bank_reference(pid)}"
+    )
+    expect(page.get_by_label("Search")).to_have_value(bank_reference(pid))
     timeline = page.locator("ol.timeline")
     expect(timeline).to_contain_text("HTTP 200 duplicate")
+    expect(timeline.locator("details.attempts")).to_have_count(1)  # the capture, twice
     expect(timeline).to_contain_text(f"Payment {pid}: new → captured")
     expect(timeline).to_contain_text(f"Payment {pid}: captured → refunded")
     expect(timeline).to_contain_text("refunded after order")
@@ -145,7 +150,8 @@ def test_search_by_order_id_finds_its_cart(console, page, conn):
 
 
 def test_replaying_a_parked_delivery_gives_its_cart_an_order(console, page, conn):
-    _, reference = parked_delivery(console)
+    delivery, reference = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
     buy = purchase(conn)
     conn.execute("DELETE FROM checkouts WHERE cart_id = %s", (buy.cart_id,))
     carts.checkout(conn, buy.cart_id, Provider.RAZORPAY, reference)
@@ -154,12 +160,37 @@ def test_replaying_a_parked_delivery_gives_its_cart_an_order(console, page, conn
     row = page.locator("tr", has_text=reference)
     expect(row).to_be_visible()
     shot(page, "parked")
-    row.get_by_role("button", name="Replay").click()
-    expect(page.get_by_role("status")).to_have_text("Replayed: the delivery was applied.")
+    row.get_by_role("button", name="Replay", exact=True).click()
+    notice = page.get_by_role("status")
+    expect(notice).to_have_text(
+        f"razorpay delivery {event_id}: Replayed: the delivery was applied."
+    )
+    expect(notice.get_by_role("link")).to_have_attribute(
+        "href", f"/console/deliveries/razorpay/{event_id}"
+    )
     expect(page.locator("tr", has_text=reference)).to_have_count(0)
     search(page, buy.cart_id)
     expect(page.locator("ol.timeline")).to_contain_text("Order ord_")
     expect(page.locator("ol.timeline")).to_contain_text(f"{OPERATOR}: replay")
+
+
+def test_linking_a_parked_delivery_to_its_candidate_cart_orders_it(console, page, conn):
+    cart = carts.create_cart(
+        conn, "carol@example.com", [carts.LineItem(sku=purchase(conn).sku, quantity=1)]
+    )  # ₹499.00, no checkout: the parked capture's candidate
+    _, reference = parked_delivery(console)
+    log_in(page, console)
+    page.get_by_role("link", name="Parked", exact=True).click()
+    row = page.locator("tr", has_text=reference)
+    expect(row.locator("td.candidate")).to_contain_text(f"cart {cart.cart_id}")
+    expect(row.get_by_label("Cart to link it to")).to_have_value(cart.cart_id)
+    row.get_by_label("this delivery pays that cart").check()
+    row.get_by_role("button", name="Link and replay").click()
+    expect(page.get_by_role("status")).to_contain_text("Replayed: the delivery was applied.")
+    page.get_by_role("link", name="Action log", exact=True).click()
+    expect(page.locator("#action-log")).to_contain_text("link")
+    search(page, cart.cart_id)
+    expect(page.locator("ol.timeline")).to_contain_text("Order ord_")
 
 
 def test_markup_a_customer_typed_is_rendered_as_text(console, page, conn):
@@ -241,11 +272,39 @@ def serious_violations(page: Page) -> list[str]:
     return [f"{v['id']}: {v['help']}" for v in found if v["impact"] in ("serious", "critical")]
 
 
+def story_pages(console: Console, conn) -> list[str]:
+    """A paid cart whose capture came twice, one of another amount parked, a dead letter and
+    a PayU form body: the pages telling them."""
+    buy = purchase(conn)
+    for _ in range(2):
+        send(console, buy.captured())
+    short = purchase(conn)
+    send(console, short.captured(amount_paise=100))
+    payu = purchase(conn, Provider.PAYU)
+    send(console, payu.captured())
+    parked_delivery(console)
+    logged(console, 5)
+    conn.execute("UPDATE outbox SET failed_at = now(), last_error = 'recipient refused: [550]'")
+    with psycopg.connect(console.database_url) as db:
+        [(event_id,)] = db.execute(
+            "SELECT event_id FROM processed_webhooks WHERE payment_id = %s", (buy.payment_id,)
+        ).fetchall()
+        [(form_id,)] = db.execute(
+            "SELECT event_id FROM processed_webhooks WHERE provider = 'payu'"
+        ).fetchall()
+    return [
+        f"/console/orders/razorpay/{buy.reference}",
+        f"/console/orders/razorpay/{short.reference}",
+        f"/console/carts/{buy.cart_id}",
+        f"/console/carts/{short.cart_id}",
+        f"/console/deliveries/razorpay/{quote(event_id, safe='')}",
+        f"/console/deliveries/payu/{quote(form_id, safe='')}",
+    ]
+
+
 @pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
 def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, width, height):
-    parked_delivery(console)  # rows in the lists, long keys and all
-    send(console, purchase(conn).captured())
-    logged(console, 2)
+    stories = story_pages(console, conn)  # rows in the lists too, a parked one, long keys
     log_lines(conn, "razorpay", 503, "database_unavailable", 1)
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
@@ -255,7 +314,7 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, 
         log_in(page, console)
         for address in ("/console/", "/console/parked", "/console/actions", "/console/dead",
                         "/console/search?q=nothing-matches", "/console/deliveries",
-                        "/console/payments", "/console/parked/bulk"):  # fmt: skip
+                        "/console/payments", "/console/parked/bulk", *stories):  # fmt: skip
             page.goto(f"{console.base_url}{address}")
             assert page.locator("h1").count() == 1, address
             assert serious_violations(page) == [], address

@@ -131,7 +131,10 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
     with logged_in(shop, merchant_url) as client:
         parked = client.get(f"{CONSOLE}/parked").text
         assert "no checkout" in parked
+        assert '<td class="amount">₹499.00</td>' in parked  # read from the stored body
         [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
+        raw = client.get(f"{CONSOLE}/deliveries/razorpay/{event_id}").text
+        assert f'href="{CONSOLE}/orders/razorpay/{REF}" id="story-link"' in raw
         fields = {"provider": "razorpay", "event_id": event_id, "back": f"{CONSOLE}/parked"}
         still = act(client, f"{CONSOLE}/parked", "/parked/replay", **fields)
         assert "Replayed: it is still parked" in still
@@ -142,7 +145,7 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
         assert "Nothing to do: this delivery was already applied." in twice
         found = client.get(f"{CONSOLE}/search", params={"q": "pay_shop0000001"})
         assert found.status_code == 303
-        assert found.headers["location"] == f"{CONSOLE}/orders/razorpay/{REF}"
+        assert found.headers["location"] == f"{CONSOLE}/orders/razorpay/{REF}?q=pay_shop0000001"
         story = client.get(found.headers["location"]).text
     assert orders(conn) == PAID
     assert "₹499.00 INR" in story  # what the checkout told payhooks

@@ -35,3 +35,17 @@ def test_a_time_is_shown_in_ist_with_its_zone_named():
 def test_a_zone_the_database_does_not_hold_is_refused(name):
     with pytest.raises(UnknownTimezone):
         zone_of(name)
+
+
+def test_the_console_extra_brings_the_zone_database_and_pins_it():
+    """zoneinfo falls back on the tzdata package where the system has no zone database: the
+    console (IST by default) must not depend on the machine having one."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    console = project["project"]["optional-dependencies"]["console"]
+    assert any(dep.split(">")[0].strip() == "tzdata" for dep in console)
+    pins = (root / "constraints.txt").read_text().split()
+    assert any(pin.startswith("tzdata==") for pin in pins)

@@ -85,6 +85,7 @@ def console(
             replay_async=replay_async,
             gateways=[p.value for p in served],
             timezone=timezone,
+            adapters=served,
         )
     else:
         apply = through(hooks, database_url)
@@ -92,7 +93,9 @@ def console(
         def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
             return apply(conn, received_stored(conn, served, event_id, provider))
 
-        views = Views(replay=replay, gateways=[p.value for p in served], timezone=timezone)
+        views = Views(
+            replay=replay, gateways=[p.value for p in served], timezone=timezone, adapters=served
+        )
     own = OwnPool(database_url)
     app = make(views, own)
     app.state.own_pool = own

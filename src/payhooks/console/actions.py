@@ -5,12 +5,13 @@ and says so) and recorded with the operator's name, shown on the timelines."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from psycopg.rows import class_row
+from psycopg.rows import class_row, dict_row
 
 from payhooks import expectations
 from payhooks.db import Connection
@@ -21,8 +22,10 @@ from payhooks.errors import (
     PayhooksError,
     ProviderNotConfigured,
 )
-from payhooks.events import Provider
+from payhooks.events import Event, Provider
 from payhooks.ingest import Outcome, Receipt
+from payhooks.providers import Adapter
+from payhooks.stored import received_again
 
 log = logging.getLogger("payhooks.console")
 
@@ -57,6 +60,13 @@ class Done(StrEnum):
     REFUND_NOT_POSSIBLE = "refund_not_possible"
     NOT_CONFIRMED = "not_confirmed"
     BULK_REPLAYED = "bulk_replayed"
+    LINKED = "linked"
+    NOT_LINKABLE = "not_linkable"
+    NO_SUCH_CART = "no_such_cart"
+    CART_TAKEN = "cart_taken"
+    ALL_QUEUED = "all_queued"
+    NOTHING_DEAD = "nothing_dead"
+    READDRESSED = "readdressed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,6 +86,13 @@ class Parked:
     paid_paise: int | None
     beside_mismatch: bool
     """Of a payment parked for its amount (a refund of it, say): parked beside it."""
+    payment_id: str | None = None
+    amount_paise: int | None = None
+    """The amount the delivery reports, as payhooks compares it with a checkout, read from its
+    stored body (``None`` when it names none, or its gateway is served no more)."""
+    currency: str | None = None
+    notes: str = ""
+    """Its body's text, where a checkout's id may be named (Razorpay's notes, a receipt)."""
 
     @property
     def for_amount(self) -> bool:
@@ -89,7 +106,7 @@ VALUES (%s, %s, %s, %s, %s)
 """
 _PARKED = """
 SELECT w.provider, w.event_id, w.event_type, w.merchant_ref, w.processed_at,
-       m.expected_paise, m.paid_paise,
+       m.expected_paise, m.paid_paise, w.payment_id, w.body, w.headers,
        m.event_id IS NULL AND w.payment_id IS NOT NULL AND EXISTS (
            SELECT 1 FROM payhooks_amount_mismatches o
            WHERE o.provider = w.provider AND o.payment_id = w.payment_id
@@ -106,9 +123,37 @@ WHERE target = ANY(%s) AND provider = %s ORDER BY at, id
 _PARKED_COUNT = "SELECT count(*) FROM processed_webhooks WHERE outcome = 'parked'"
 
 
-def parked(conn: Connection, limit: int = 200) -> list[Parked]:
-    with conn.cursor(row_factory=class_row(Parked)) as cur:
-        return cur.execute(_PARKED, (limit,)).fetchall()
+def parked(
+    conn: Connection, limit: int = 200, adapters: Mapping[Provider, Adapter] | None = None
+) -> list[Parked]:
+    """The newest parked deliveries, each with the amount its body states (read with
+    ``adapters``, the gateways served)."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(_PARKED, (limit,)).fetchall()
+    return [_parked(row, adapters or {}) for row in rows]
+
+
+def _parked(row: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> Parked:
+    body, headers = bytes(row.pop("body")), row.pop("headers")
+    event = _read(adapters, row["provider"], row["event_id"], body, headers)
+    amount = None if event is None else event.amount_paise
+    return Parked(
+        **row,
+        amount_paise=amount,
+        currency=None if event is None else event.currency,
+        notes=body.decode("utf-8", errors="replace"),
+    )
+
+
+def _read(
+    adapters: Mapping[Provider, Adapter], provider: str, event_id: str, body: bytes, headers: Any
+) -> Event | None:
+    try:
+        return received_again(
+            adapters, provider=provider, event_id=event_id, body=body, headers=dict(headers or {})
+        ).event
+    except PayhooksError:
+        return None  # a gateway served no more, or a record that no longer reads
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,8 +4,13 @@ India read them."""
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import datetime, tzinfo
+from urllib.parse import parse_qsl
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from markupsafe import Markup, escape
 
 from payhooks.errors import PayhooksError
 
@@ -66,4 +71,52 @@ def rupees(paise: int | None) -> str:
     return f"{sign}₹{grouped(paise // 100)}.{paise % 100:02d}"
 
 
-__all__ = ["DEFAULT_TIMEZONE", "UnknownTimezone", "grouped", "hour", "rupees", "when", "zone_of"]
+def readable_body(body: bytes) -> str:
+    """A stored body as a person reads it: JSON indented, a form (PayU's) one ``key=value``
+    a line, anything else as it came. Only the layout changes: every key and value is there,
+    decoded, in the order sent."""
+    text = body.decode("utf-8", errors="replace")
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        pass
+    if "=" in text and not any(c.isspace() for c in text.strip()):
+        try:
+            pairs = parse_qsl(text.strip(), keep_blank_values=True, strict_parsing=True)
+        except ValueError:
+            return text
+        return "\n".join(f"{key}={value}" for key, value in pairs)
+    return text
+
+
+LONG_TOKEN = 24
+"""Characters without a space past which a token (a signature, a key) may break anywhere."""
+_LONG = re.compile(rf"\S{{{LONG_TOKEN},}}")
+
+
+def breakable(text: object) -> Markup:
+    """``text`` escaped, its long tokens marked to break anywhere (``class="long"``) and
+    every other word left whole: a narrow screen wraps between words, and only a token
+    wider than the line is split."""
+    value = str(text)
+    parts: list[str] = []
+    end = 0
+    for found in _LONG.finditer(value):
+        parts.append(escape(value[end : found.start()]))
+        parts.append(Markup('<span class="long">%s</span>') % found.group())
+        end = found.end()
+    parts.append(escape(value[end:]))
+    return Markup("").join(parts)
+
+
+__all__ = [
+    "DEFAULT_TIMEZONE",
+    "UnknownTimezone",
+    "breakable",
+    "grouped",
+    "hour",
+    "readable_body",
+    "rupees",
+    "when",
+    "zone_of",
+]

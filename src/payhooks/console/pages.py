@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import anyio
 import anyio.to_thread
@@ -47,6 +47,8 @@ from payhooks import db, idempotency, timeline
 from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
+from payhooks.events import Provider
+from payhooks.providers import Adapter
 from payhooks.starlette import read_bounded, replaying
 
 COOKIE = "payhooks_console"
@@ -112,8 +114,25 @@ NOTICES = {
         "Cannot refund from here: nothing is left to refund, the payment needs no refund, or "
         "payhooks sends no refunds to its gateway (refund it in the gateway's dashboard)."
     ),
-    actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm the refund first.",
+    actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm first.",
     actions.Done.BULK_REPLAYED: "Replayed in bulk: each delivery is a line of the action log.",
+    actions.Done.LINKED: "Linked: the cart is checked out under the delivery's reference.",
+    actions.Done.NOT_LINKABLE: (
+        "Cannot link: this delivery names no gateway reference to check a cart out under."
+    ),
+    actions.Done.NO_SUCH_CART: "Nothing done: no cart has that id.",
+    actions.Done.ALL_QUEUED: (
+        "Queued again: every dead letter listed; the worker sends them on its next round "
+        "(the action log has a line for each)."
+    ),
+    actions.Done.NOTHING_DEAD: "Nothing to do: no dead letter was waiting.",
+    actions.Done.READDRESSED: (
+        "Queued again to the corrected address: the worker sends it on its next round."
+    ),
+    actions.Done.CART_TAKEN: (
+        "Nothing done: that cart is paid, is checked out with this gateway under another "
+        "reference, or the reference already belongs to another cart."
+    ),
 }
 
 
@@ -163,6 +182,36 @@ def _no_counts(conn: db.Connection) -> list[Count]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """A checkout a parked delivery may belong to, and why the console thinks so."""
+
+    value: str
+    """What the link form sends for it (the reference shop's cart id)."""
+    label: str
+    address: str
+    """Its page, below the root."""
+    why: str
+
+
+Candidates = Callable[
+    [db.Connection, Sequence[actions.Parked]], Mapping[tuple[str, str], Candidate]
+]
+
+
+def _no_candidates(
+    conn: db.Connection, rows: Sequence[actions.Parked]
+) -> Mapping[tuple[str, str], Candidate]:
+    return {}
+
+
+def order_of(
+    conn: db.Connection, provider: str, merchant_ref: str | None, payment_id: str | None
+) -> str | None:
+    """Where a delivery's story is told: its gateway order's timeline, when it names one."""
+    return order_address(provider, merchant_ref) if merchant_ref else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Views:
     """What a console shows and does that is the app's own."""
 
@@ -176,8 +225,13 @@ class Views:
     find: Callable[[db.Connection, str], list[Link]] = find_orders
     search_hint: str = "Order id, your reference, payment id, delivery key or UTR/RRN"
     max_query_chars: int = timeline.MAX_QUERY_CHARS
+    prefix_hint: str = "Each identifier must be given whole (no part of one is looked up)."
+    """What a search finds by its start, said when nothing matches."""
     reference_address: Callable[[str, str], str] = order_address
     """Where a parked delivery's gateway reference leads."""
+    story_address: Callable[[db.Connection, str, str | None, str | None], str | None] = order_of
+    """Where a stored delivery's page links back to: ``(conn, provider, gateway order,
+    payment id)`` to the timeline telling it (below the root), or ``None``."""
     counts: Callable[[db.Connection], list[Count]] = _no_counts
     """Queues of the app's own, counted on the home page."""
     nav: Sequence[tuple[str, str]] = ()
@@ -200,6 +254,15 @@ class Views:
         "to expect (payhooks.expect), and what a mismatched payment paid."
     )
     """... and what the list's page says they are."""
+    adapters: Mapping[Provider, Adapter] = field(default_factory=dict)
+    """The gateways served, to read a parked delivery's amount from its stored body."""
+    candidates: Candidates = _no_candidates
+    """For parked deliveries, by ``(provider, delivery key)``: the checkout each may belong
+    to (the app's own, found from the amount, the gateway and the time, or named in the
+    body)."""
+    link_to: str | None = None
+    """The app's action (below the root) that links a parked delivery to a checkout and
+    replays it; the parked page offers it when set."""
 
 
 class LoginNeeded(Exception):
@@ -249,6 +312,7 @@ class Console:
         self.templates.filters["when"] = lambda at: formats.when(at, zone).replace(" ", "\u00a0")
         self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
+        self.templates.filters["breakable"] = formats.breakable
         self.templates.globals["zone_name"] = views.timezone
         self.templates.globals["answers"] = list(health.Answer)
         self.templates.tests["moment"] = lambda value: isinstance(value, datetime)
@@ -501,6 +565,8 @@ _FIELDS = {
     "to": "The time 'to'",
     "before": "The page to continue from",
     "as_of": "The moment the replay was confirmed",
+    "cart_id": "The cart",
+    "recipient": "The email address",
 }
 
 
@@ -783,11 +849,16 @@ async def find(request: Request, q: str = "") -> Response:
             f"The search is too long: no identifier the console knows is longer than "
             f"{views.max_query_chars} characters."
         )
-        return page(request, "error.html", {"message": message}, status=400)
+        return page(request, "error.html", {"message": message, "query": ""}, status=400)
     results = await run(request, views.find, q.strip()) if q.strip() else []
-    if len(results) == 1:
-        return _redirect(prefix_of(request.scope) + results[0].address)
+    if len(results) == 1:  # the query rides along, so the search box keeps it
+        return _redirect(prefix_of(request.scope) + with_query(results[0].address, q.strip()))
     return page(request, "results.html", {"query": q, "results": results})
+
+
+def with_query(address: str, q: str) -> str:
+    """A page's address carrying the search that found it (``?q=``), for the search box."""
+    return f"{address}?{urlencode({'q': q})}"
 
 
 def _order(conn: db.Connection, provider: str, gateway_order_id: str) -> dict[str, Any] | None:
@@ -807,17 +878,29 @@ async def order(request: Request, provider: str, gateway_order_id: str) -> HTMLR
     return page(request, "order.html", {**found, **notice_of(request)})
 
 
+def _delivery(
+    conn: db.Connection, provider: str, event_id: str, views: Views
+) -> dict[str, Any] | None:
+    found = idempotency.stored(conn, event_id, provider)
+    if not found:
+        return None
+    record = found[0]
+    tried = timeline.attempts(conn, provider, event_id)
+    return {
+        "record": record,
+        "body": formats.readable_body(record.body),
+        "exact": record.body.decode("utf-8", errors="replace"),
+        "attempts": tried.lines,
+        "story_address": views.story_address(conn, provider, tried.merchant_ref, tried.payment_id),
+    }
+
+
 @_private.get("/deliveries/{provider}/{event_id:path}")
 async def delivery(request: Request, provider: str, event_id: str) -> HTMLResponse:
-    found = await run(request, idempotency.stored, event_id, provider)
-    if not found:
+    found = await run(request, _delivery, provider, event_id, _console(request).views)
+    if found is None:
         return page(request, "error.html", {"message": "No such delivery is recorded."}, status=404)
-    record = found[0]
-    return page(
-        request,
-        "delivery.html",
-        {"record": record, "body": record.body.decode("utf-8", errors="replace")},
-    )
+    return page(request, "delivery.html", found)
 
 
 @_private.get("/actions")
@@ -836,9 +919,15 @@ async def action_log(
 # --- acting ----------------------------------------------------------------------------------
 
 
+def _parked(conn: db.Connection, views: Views) -> dict[str, Any]:
+    rows = actions.parked(conn, adapters=views.adapters)
+    return {"rows": rows, "candidates": views.candidates(conn, rows)}
+
+
 @_private.get("/parked")
 async def parked(request: Request) -> HTMLResponse:
-    return await queue(request, "parked.html", actions.parked)
+    found = await run(request, _parked, _console(request).views)
+    return page(request, "parked.html", {**found, **notice_of(request)})
 
 
 @_private.post("/parked/replay", dependencies=[Depends(csrf)])
@@ -846,7 +935,7 @@ async def replay(
     request: Request, session: Session, provider: Field, event_id: Field, back: Field = ""
 ) -> Response:
     result = await replay_one(request, session.operator, provider, event_id)
-    return go_back(request, back or "/parked", result.done)
+    return go_back(request, back or "/parked", result.done, about=(provider, event_id))
 
 
 async def replay_one(
@@ -895,7 +984,7 @@ async def settle(
         note=note.strip(),
         operator=session.operator,
     )
-    return go_back(request, back or "/parked", result.done)
+    return go_back(request, back or "/parked", result.done, about=(provider, event_id))
 
 
 async def queue(
@@ -905,18 +994,43 @@ async def queue(
     return page(request, template, {"rows": await run(request, rows), **notice_of(request)})
 
 
-def go_back(request: Request, back: str, done: actions.Done) -> RedirectResponse:
-    """After an action, back to the console page it was taken on, saying how it went. ``back``
-    is a console address as the browser sent it, or one below the root (``/parked``)."""
+def go_back(
+    request: Request, back: str, done: actions.Done, *, about: tuple[str, str] | None = None
+) -> RedirectResponse:
+    """After an action, back to the console page it was taken on, saying how it went and, for
+    a delivery (``about``: its gateway and key), which. ``back`` is a console address as the
+    browser sent it, or one below the root (``/parked``)."""
     prefix = prefix_of(request.scope)
     if back == prefix:
         back = prefix + "/"
     elif back.startswith("/") and not (prefix and back.startswith(prefix + "/")):
         back = prefix + back
-    return _redirect(f"{local(back, prefix).split('?')[0]}?notice={done.value}")
+    said = {"notice": done.value}
+    if about is not None:
+        said |= {"provider": about[0], "event_id": about[1]}
+    return _redirect(f"{local(back, prefix).split('?')[0]}?{urlencode(said)}")
 
 
-def notice_of(request: Request) -> dict[str, str | None]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class About:
+    """The delivery a notice is about, linked to its page."""
+
+    provider: str
+    event_id: str
+
+    @property
+    def address(self) -> str:
+        return f"/deliveries/{quote(self.provider, safe='')}/{quote(self.event_id, safe='')}"
+
+
+def notice_of(request: Request) -> dict[str, str | About | None]:
+    """What the action just taken came to, and the delivery it was taken on: a gateway this
+    console knows and a key of a length it keeps, or nothing named."""
     code = request.query_params.get("notice")
     known = {d.value: text for d, text in NOTICES.items()}
-    return {"notice": known.get(code or "")}
+    text = known.get(code or "")
+    provider = request.query_params.get("provider", "")
+    event_id = request.query_params.get("event_id", "")
+    named = text and provider in actions.PROVIDERS and 0 < len(event_id) <= MAX_FIELD_CHARS
+    about = About(provider=provider, event_id=event_id) if named else None
+    return {"notice": text, "notice_about": about}

@@ -181,7 +181,7 @@ class Mailer:
                 raise self._unavailable(f"recipient refused: {_said(exc)}") from exc
             codes = [code for code, _ in replies]
             raise MessageRejected(
-                f"recipient refused: {codes}", permanent=all(code >= 500 for code in codes)
+                f"recipient refused: {_replies(exc)}", permanent=all(code >= 500 for code in codes)
             ) from exc
         except smtplib.SMTPNotSupportedError as exc:
             # An internationalised mailbox name, and a server that cannot take one.
@@ -281,5 +281,21 @@ def _said(exc: smtplib.SMTPException) -> str:
         code, text = exc.smtp_code, exc.smtp_error
     else:
         return type(exc).__name__
-    words = text.decode(errors="replace") if isinstance(text, bytes) else str(text)
-    return f"SMTP {code}: {' '.join(words.split())[:200]!r}"
+    return f"SMTP {_reply(code, text)}"
+
+
+def _replies(exc: smtplib.SMTPRecipientsRefused) -> str:
+    """Each refused recipient's reply as the server wrote it: ``550 5.1.1 mailbox
+    unavailable`` (a message has one recipient; several are joined by ``;``)."""
+    return "; ".join(_reply(code, text) for code, text in exc.recipients.values())
+
+
+def _reply(code: int, text: bytes | str) -> str:
+    """``550 5.1.1 mailbox unavailable``: the code, then the text on one line (a multi-line
+    reply's lines joined), clipped; a text that repeats the code does not say it twice."""
+    words = " ".join(
+        (text.decode(errors="replace") if isinstance(text, bytes) else str(text)).split()
+    )
+    if words.startswith(f"{code} ") or words.startswith(f"{code}-"):
+        words = words[len(str(code)) + 1 :]
+    return f"{code} {words}"[:200].rstrip()

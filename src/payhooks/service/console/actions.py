@@ -1,20 +1,33 @@
 """What an operator of the reference shop does beyond the core console's actions: queue a dead
-letter (an email or alert the worker gave up on) again. Idempotent, and recorded with the
-operator's name like the core's (``payhooks.console.actions``)."""
+letter (an email or alert the worker gave up on) again, one or all, or to a corrected address;
+refund a flagged payment; link a parked delivery to the cart it pays. Each is idempotent, and
+recorded with the operator's name like the core's (``payhooks.console.actions``)."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from psycopg.rows import class_row
 
 from payhooks import refunds
-from payhooks.console.actions import Done, Result, record
+from payhooks.console.actions import (
+    PROVIDERS,
+    Done,
+    Parked,
+    Replay,
+    Result,
+    record,
+    replay_parked,
+)
+from payhooks.console.formats import rupees
 from payhooks.db import Connection
-from payhooks.errors import Conflict, InvalidRequest
+from payhooks.errors import Conflict, InvalidRequest, NotFound
+from payhooks.events import Provider
 from payhooks.service import outbox
-from payhooks.service.shop import double_refunds
+from payhooks.service.shop import carts, double_refunds
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,18 +39,52 @@ class DeadLetter:
     attempts: int
     last_error: str | None
     failed_at: datetime
+    order_id: str | None = None
+    cart_id: str | None = None
+    """The order it is about, and that order's cart (an order's confirmation)."""
+
+    @property
+    def error(self) -> str:
+        """The last error as a person reads it, rows written before the server's text was
+        kept included (``readable_error``)."""
+        return readable_error(self.last_error)
 
 
 _DEAD = """
-SELECT id, kind, recipient, subject, attempts, last_error, failed_at FROM outbox
-WHERE failed_at IS NOT NULL ORDER BY failed_at DESC LIMIT %s
+SELECT o.id, o.kind, o.recipient, o.subject, o.attempts, o.last_error, o.failed_at,
+       r.id AS order_id, r.cart_id
+FROM outbox o
+LEFT JOIN orders r ON o.payload ? 'order_id' AND r.id = o.payload ->> 'order_id'
+WHERE o.failed_at IS NOT NULL ORDER BY o.failed_at DESC, o.id DESC LIMIT %s
 """
 _DEAD_COUNT = "SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL"
+DEAD_PAGE = 200
+"""Dead letters on the page, the newest first; "Retry all" retries exactly these."""
 
 
-def dead_letters(conn: Connection, limit: int = 200) -> list[DeadLetter]:
+def dead_letters(conn: Connection, limit: int = DEAD_PAGE) -> list[DeadLetter]:
     with conn.cursor(row_factory=class_row(DeadLetter)) as cur:
         return cur.execute(_DEAD, (limit,)).fetchall()
+
+
+# What the mail sender wrote before it kept the server's text: a list of codes, or the reply
+# in Python's quotes.
+_CODES_ONLY = re.compile(r"^recipient refused: \[([\d, ]*)\]$")
+_QUOTED = re.compile(r"""^(?P<head>.*SMTP \d{3}): (?P<q>['"])(?P<text>.*)(?P=q)$""")
+
+
+def readable_error(error: str | None) -> str:
+    """``recipient refused: [550]`` as ``recipient refused: 550 (the server's text was not
+    kept)``, ``SMTP 552: '5.3.4 Too big'`` as ``SMTP 552 5.3.4 Too big``; anything else as
+    it is."""
+    if not error:
+        return "—"
+    if found := _CODES_ONLY.match(error):
+        codes = ", ".join(c.strip() for c in found.group(1).split(",") if c.strip())
+        return f"recipient refused: {codes or 'no code'} (the server's text was not kept)"
+    if found := _QUOTED.match(error):
+        return f"{found.group('head')} {found.group('text')}"
+    return error
 
 
 def dead_count(conn: Connection) -> int:
@@ -49,6 +96,31 @@ def retry_dead_letter(conn: Connection, message_id: int, *, operator: str) -> Re
     revived = outbox.revive(conn, message_id)
     result = Result(done=Done.QUEUED if revived else Done.ALREADY_QUEUED)
     record(conn, operator, "retry", None, str(message_id), result)
+    return result
+
+
+def retry_all(conn: Connection, *, operator: str) -> Result:
+    """Every dead letter the page shows queued again, each recorded on its own line; a second
+    click, or a colleague's at once, finds them queued and says so."""
+    ids = [letter.id for letter in dead_letters(conn)]
+    results = [retry_dead_letter(conn, message_id, operator=operator) for message_id in ids]
+    any_queued = any(r.done is Done.QUEUED for r in results)
+    return Result(done=Done.ALL_QUEUED if any_queued else Done.NOTHING_DEAD)
+
+
+_READDRESS = """
+UPDATE outbox SET recipient = %s, failed_at = NULL, attempts = 0, available_at = now(),
+    last_error = NULL
+WHERE id = %s AND failed_at IS NOT NULL AND kind = 'email'
+"""
+
+
+def readdress(conn: Connection, message_id: int, recipient: str, *, operator: str) -> Result:
+    """A dead-lettered email sent again to a corrected address (``mail.checked_address``
+    normalised it, or refused it before this is called); one already queued is left alone."""
+    changed = conn.execute(_READDRESS, (recipient, message_id)).rowcount
+    result = Result(done=Done.READDRESSED if changed else Done.ALREADY_QUEUED)
+    record(conn, operator, "readdress", None, str(message_id), result)
     return result
 
 
@@ -83,3 +155,119 @@ def request_refund(conn: Connection, provider: str, payment_id: str, *, operator
             result = Result(done=Done.REFUND_REQUESTED if fresh else Done.REFUND_ALREADY_REQUESTED)
     record(conn, operator, "refund", provider, payment_id, result)
     return result
+
+
+# --- parked deliveries and the carts they may pay --------------------------------------------
+
+WINDOW = timedelta(hours=24)
+"""How long before a parked delivery a cart of its amount may have been opened."""
+_CART_ID = re.compile(r"\bcart_[0-9a-f]{16}\b")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """An open cart a parked delivery may pay: named in its body, or of its amount, opened in
+    the window before it, and not checked out with its gateway under another reference."""
+
+    cart_id: str
+    amount_paise: int
+    created_at: datetime
+    named: bool
+    """Named in the delivery's body (its notes, its receipt), not only of the same amount."""
+
+
+_NAMED_CARTS = """
+SELECT k.id AS cart_id, k.amount_paise, k.created_at, true AS named FROM carts k
+WHERE k.id = ANY(%(ids)s) AND k.status = 'open'
+  AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.cart_id = k.id AND c.provider = %(provider)s)
+ORDER BY k.created_at DESC LIMIT 1
+"""
+# Open carts by their opening time (shop migration 0016's partial index): a day's worth at most.
+_SAME_AMOUNT = """
+SELECT k.id AS cart_id, k.amount_paise, k.created_at, false AS named FROM carts k
+WHERE k.status = 'open' AND k.created_at BETWEEN %(since)s AND %(until)s
+  AND k.amount_paise = %(amount)s
+  AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.cart_id = k.id AND c.provider = %(provider)s)
+ORDER BY k.created_at DESC LIMIT 1
+"""
+
+
+def candidate(conn: Connection, row: Parked) -> Candidate | None:
+    """The cart ``row`` most likely pays, or ``None``; a cart named in the body first."""
+    if row.merchant_ref is None or row.for_amount or row.beside_mismatch:
+        return None  # nothing to link, or parked for its amount with its checkout known
+    named = sorted(set(_CART_ID.findall(row.notes)))[:10]
+    params = {"ids": named, "provider": row.provider}
+    with conn.cursor(row_factory=class_row(Candidate)) as cur:
+        found = cur.execute(_NAMED_CARTS, params).fetchone() if named else None
+        if found is None and row.amount_paise is not None:
+            window = {"since": row.processed_at - WINDOW, "until": row.processed_at,
+                      "amount": row.amount_paise}  # fmt: skip
+            found = cur.execute(_SAME_AMOUNT, params | window).fetchone()
+    return found
+
+
+def candidates(conn: Connection, rows: Sequence[Parked]) -> dict[tuple[str, str], Candidate]:
+    found = {(row.provider, row.event_id): candidate(conn, row) for row in rows[:LINK_ROWS]}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+LINK_ROWS = 50
+"""Parked rows a candidate is looked for: the newest, two short statements each."""
+
+
+def why(found: Candidate, row: Parked) -> str:
+    if found.named:
+        return "named in the delivery's body"
+    before = row.processed_at - found.created_at
+    minutes = int(before.total_seconds() // 60)
+    return f"same amount ({rupees(found.amount_paise)}), opened {minutes} min before it"
+
+
+_PARKED_RECORD = """
+SELECT merchant_ref, outcome FROM processed_webhooks WHERE provider = %s AND event_id = %s
+"""
+
+
+def link_parked(
+    conn: Connection,
+    replay: Replay,
+    *,
+    provider: str,
+    event_id: str,
+    cart_id: str,
+    operator: str,
+) -> Result:
+    """Check the cart out under the parked delivery's reference (``carts.checkout``, as the
+    shop does at checkout), then replay the delivery through the same claim as any replay:
+    the cart's expectation decides, so a delivery of another amount stays parked for it."""
+    linked = _linked(conn, provider, event_id, cart_id)
+    record(conn, operator, "link", provider, event_id, linked)
+    if linked.done is not Done.LINKED:
+        return linked
+    return replay_parked(conn, replay, provider=provider, event_id=event_id, operator=operator)
+
+
+def _linked(conn: Connection, provider: str, event_id: str, cart_id: str) -> Result:
+    if provider not in PROVIDERS:
+        return Result(done=Done.NOT_FOUND)  # nothing recorded for a gateway no one serves
+    row = conn.execute(_PARKED_RECORD, (provider, event_id)).fetchone()
+    if row is None:
+        return Result(done=Done.NOT_FOUND)
+    reference, outcome = row
+    if outcome != "parked":
+        return Result(done=Done.ALREADY_APPLIED)
+    if reference is None:
+        return Result(done=Done.NOT_LINKABLE)
+    try:
+        carts.checkout(conn, cart_id, Provider(provider), reference)
+    except NotFound:
+        return Result(done=Done.NO_SUCH_CART)
+    except Conflict:
+        # The cart may be paid by this very delivery, linked and replayed by a colleague a
+        # moment ago: that is nothing left to do, not a cart taken by another payment.
+        again = conn.execute(_PARKED_RECORD, (provider, event_id)).fetchone()
+        if again is not None and again[1] != "parked":
+            return Result(done=Done.ALREADY_APPLIED)
+        return Result(done=Done.CART_TAKEN)
+    return Result(done=Done.LINKED)

@@ -15,6 +15,8 @@ from payhooks.events import Provider
 
 MAX_QUERY_CHARS = 254  # the longest email address
 MAX_RESULTS = 50
+MIN_PREFIX = 4
+"""The fewest characters of an email found by its start: fewer would list half the shop."""
 PROVIDERS = [p.value for p in Provider]
 
 
@@ -26,6 +28,7 @@ class Matched(StrEnum):
     DELIVERY_KEY = "delivery key"
     BANK_REFERENCE = "bank reference (UTR/RRN)"
     EMAIL = "customer email"
+    EMAIL_PREFIX = "start of a customer email"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +40,8 @@ class Result:
     provider: str | None = None
     reference: str | None = None
     event_id: str | None = None
+    email: str | None = None
+    """The customer's email, for a cart found by the start of it."""
 
     @property
     def key(self) -> tuple[str | None, ...]:
@@ -78,6 +83,10 @@ _DELIVERIES = {
         SELECT provider, merchant_ref, payment_id, event_id FROM processed_webhooks
         WHERE bank_ref = %(q)s LIMIT %(limit)s""",
 }
+# lower(customer_email) text_pattern_ops (shop migration 0016): the prefix is an index range.
+_EMAIL_PREFIX = r"""
+SELECT id, customer_email FROM carts WHERE lower(customer_email) LIKE %(prefix)s
+ORDER BY created_at DESC LIMIT %(limit)s"""
 _CART_OF_DELIVERY = """
 SELECT coalesce(
     (SELECT cart_id FROM checkouts WHERE provider = %s AND gateway_order_id = %s),
@@ -87,7 +96,7 @@ SELECT coalesce(
 
 def search(conn: Connection, query: str) -> list[Result]:
     """Every cart (or unmatched reference) ``query`` names, each once, in the order of the
-    kinds above."""
+    kinds above; only when it names none exactly, the carts whose email starts with it."""
     q = query.strip()
     if not q or len(q) > MAX_QUERY_CHARS:
         return []
@@ -99,7 +108,24 @@ def search(conn: Connection, query: str) -> list[Result]:
     for matched, sql in _DELIVERIES.items():
         for row in conn.execute(sql, params).fetchall():
             _keep(found, _of_delivery(conn, matched, *row))
+    if not found and len(q) >= MIN_PREFIX:
+        prefix = {"prefix": _like_prefix(q.lower()), "limit": MAX_RESULTS}
+        for cart_id, email in conn.execute(_EMAIL_PREFIX, prefix):
+            _keep(found, Result(matched=Matched.EMAIL_PREFIX, cart_id=str(cart_id), email=email))
     return list(found.values())[:MAX_RESULTS]
+
+
+def _like_prefix(text: str) -> str:
+    """``text%`` with LIKE's own characters taken literally (``_`` is common in emails)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def cart_of(
+    conn: Connection, provider: str, reference: str | None, payment_id: str | None
+) -> str | None:
+    """The cart a delivery concerns: by its checkout's reference, or by its payment."""
+    row = conn.execute(_CART_OF_DELIVERY, (provider, reference, provider, payment_id)).fetchone()
+    return str(row[0]) if row and row[0] else None
 
 
 def _of_delivery(
@@ -110,9 +136,9 @@ def _of_delivery(
     payment_id: str | None,
     event_id: str,
 ) -> Result:
-    row = conn.execute(_CART_OF_DELIVERY, (provider, reference, provider, payment_id)).fetchone()
-    if row and row[0]:
-        return Result(matched=matched, cart_id=str(row[0]))
+    cart_id = cart_of(conn, provider, reference, payment_id)
+    if cart_id is not None:
+        return Result(matched=matched, cart_id=cart_id)
     return Result(matched=matched, provider=provider, reference=reference, event_id=event_id)
 
 

@@ -12,9 +12,10 @@ from fastapi import Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
 from payhooks.console import Count, Link, Views, make
-from payhooks.console.actions import Done
+from payhooks.console.actions import Done, Parked
 from payhooks.console.formats import DEFAULT_TIMEZONE
 from payhooks.console.pages import (
+    Candidate,
     Field,
     Mounted,
     Session,
@@ -32,8 +33,9 @@ from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
-from payhooks.service import application
+from payhooks.service import application, mail
 from payhooks.service.console import actions, payments, search, stories
+from payhooks.service.errors import InvalidAddress
 
 PREFIX = "/console"
 SEARCH_HINT = (
@@ -63,8 +65,13 @@ def install(
         gateways=[p.value for p in adapters],
         find=_find,
         search_hint=SEARCH_HINT,
+        prefix_hint=(
+            f"A customer email is also found by its first {search.MIN_PREFIX} characters or "
+            "more; every other identifier must be given whole."
+        ),
         max_query_chars=search.MAX_QUERY_CHARS,
         reference_address=_reference_address,
+        story_address=_story_address,
         counts=_counts,
         nav=[("Dead letters", "/dead")],
         router=_shop,
@@ -74,6 +81,9 @@ def install(
         timezone=timezone,
         payments=payments.SHOP_PAYMENTS,
         payments_note=payments.NOTE,
+        adapters=adapters,
+        candidates=_candidates,
+        link_to="/parked/link",
     )
     console = make(views, lambda: app.state.console_pool)
     console.state.adapters = adapters
@@ -89,7 +99,7 @@ def _find(conn: Connection, text: str) -> list[Link]:
 
 def _label(found: search.Result) -> str:
     if found.cart_id:
-        return f"cart {found.cart_id}"
+        return f"cart {found.cart_id}" + (f" ({found.email})" if found.email else "")
     if found.reference:
         return f"{found.provider} reference {found.reference} (no checkout)"
     return f"{found.provider} delivery {found.event_id}"
@@ -105,6 +115,29 @@ def _address(found: search.Result) -> str:
 
 def _reference_address(provider: str, reference: str) -> str:
     return f"/references/{provider}/{quote(reference, safe='')}"
+
+
+def _story_address(
+    conn: Connection, provider: str, reference: str | None, payment_id: str | None
+) -> str | None:
+    """A stored delivery's timeline: its cart's, else its reference's (no checkout yet)."""
+    cart_id = search.cart_of(conn, provider, reference, payment_id)
+    if cart_id is not None:
+        return f"/carts/{quote(cart_id, safe='')}"
+    return _reference_address(provider, reference) if reference else None
+
+
+def _candidates(conn: Connection, rows: Sequence[Parked]) -> dict[tuple[str, str], Candidate]:
+    by_key = {(row.provider, row.event_id): row for row in rows}
+    return {
+        key: Candidate(
+            value=found.cart_id,
+            label=f"cart {found.cart_id}",
+            address=f"/carts/{quote(found.cart_id, safe='')}",
+            why=actions.why(found, by_key[key]),
+        )
+        for key, found in actions.candidates(conn, rows).items()
+    }
 
 
 def _counts(conn: Connection) -> list[Count]:
@@ -159,6 +192,71 @@ async def retry(
 ) -> Response:
     result = await run(request, actions.retry_dead_letter, message_id, operator=session.operator)
     return go_back(request, back or "/dead", result.done)
+
+
+@_shop.post("/dead/retry-all", dependencies=[Depends(csrf)])
+async def retry_all(
+    request: Request, session: Session, confirm: Field = "", back: Field = ""
+) -> Response:
+    """Every dead letter listed queued again: the box ticked, each one recorded."""
+    if confirm != "yes":
+        return go_back(request, back or "/dead", Done.NOT_CONFIRMED)
+    result = await run(request, actions.retry_all, operator=session.operator)
+    return go_back(request, back or "/dead", result.done)
+
+
+@_shop.post("/dead/readdress", dependencies=[Depends(csrf)])
+async def readdress(
+    request: Request,
+    session: Session,
+    message_id: Annotated[int, Form(ge=1, le=2**63 - 1)],
+    recipient: Annotated[str, Form(max_length=320)],
+    confirm: Field = "",
+    back: Field = "",
+) -> Response:
+    """A dead-lettered email sent again to a corrected address: checked as a cart's address
+    is, the box ticked, recorded with the operator."""
+    try:
+        address = mail.checked_address(recipient.strip())
+    except InvalidAddress as exc:
+        message = f"That address cannot be mailed: {exc.reason}. Nothing was changed."
+        return page(request, "error.html", {"message": message}, status=400)
+    if confirm != "yes":
+        return go_back(request, back or "/dead", Done.NOT_CONFIRMED)
+    result = await run(request, actions.readdress, message_id, address, operator=session.operator)
+    return go_back(request, back or "/dead", result.done)
+
+
+@_shop.post("/parked/link", dependencies=[Depends(csrf)])
+async def link(
+    request: Request,
+    session: Session,
+    provider: Field,
+    event_id: Field,
+    cart_id: Annotated[str, Form(max_length=64)],
+    confirm: Field = "",
+    back: Field = "",
+) -> Response:
+    """Link a parked delivery to a cart (checked out under its reference), then replay it:
+    the box ticked, recorded with the operator."""
+    about = (provider, event_id)
+    if confirm != "yes":
+        return go_back(request, back or "/parked", Done.NOT_CONFIRMED, about=about)
+    adapters = _adapters(request)
+
+    def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
+        return application.replay(conn, adapters, event_id=event_id, provider=provider)
+
+    result = await run(
+        request,
+        actions.link_parked,
+        replay,
+        provider=provider,
+        event_id=event_id,
+        cart_id=cart_id.strip(),
+        operator=session.operator,
+    )
+    return go_back(request, back or "/parked", result.done, about=about)
 
 
 @_shop.post("/payments/refund", dependencies=[Depends(csrf)])

@@ -19,6 +19,7 @@ from payhooks.events import EventKind, Provider
 from payhooks.gateways._reports import is_reconciled
 from payhooks.providers import Adapter
 from payhooks.refunds import Refund, of_payment
+from payhooks.service.console.actions import readable_error
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 from payhooks.stored import received_again
 
@@ -33,6 +34,15 @@ class Tone(StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One request of a delivery: the gateway's retries of one key are attempts of one entry."""
+
+    at: datetime
+    answer: str
+    verified: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Entry:
     at: datetime
     kind: str
@@ -43,6 +53,8 @@ class Entry:
     delivery: tuple[str, str] | None = None  # (provider, delivery key) of its stored record
     dead_letter: int | None = None  # an outbox id an operator may queue again
     parked: tuple[str, str] | None = None  # a parked record an operator may replay
+    attempts: tuple[Attempt, ...] = ()
+    """Every request of its delivery key, oldest first (one, for most)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,9 +106,11 @@ ORDER BY received_at, id
 _RECORDS = f"""
 SELECT w.provider, w.event_id, w.event_type, w.outcome, w.payment_id, w.merchant_ref,
        w.bank_ref, w.order_ref, w.processed_at, w.mismatches, w.body, w.headers,
-       c.verdict, c.detail AS verdict_detail, c.attempts AS asked
+       c.verdict, c.detail AS verdict_detail, c.attempts AS asked,
+       m.expected_paise, m.paid_paise, m.resolution
 FROM processed_webhooks w
 LEFT JOIN payhooks_confirmations c ON c.provider = w.provider AND c.event_id = w.event_id
+LEFT JOIN payhooks_amount_mismatches m ON m.provider = w.provider AND m.event_id = w.event_id
 WHERE (w.provider, w.event_id) IN (
     SELECT t.provider, t.event_id FROM {_NAMED_REF.format(table="processed_webhooks")}
     UNION
@@ -164,6 +178,7 @@ def _with_deliveries(
     logged = reads.all(_LOGGED, params)
     if not records and not logged and story.cart is None:
         raise NotFound("reference", refs[0][1] if refs else "")
+    _mark_mismatched(records, story)
     entries += _delivery_entries(logged, records)
     entries += _state_entries(records, adapters)
     event_ids = [r["event_id"] for r in records]
@@ -257,33 +272,78 @@ def _checkout_entry(row: dict[str, Any]) -> Entry:
     )
 
 
+def _mark_mismatched(records: list[dict[str, Any]], story: Story) -> None:
+    """A capture the shop itself flagged ``amount_mismatch`` (a checkout from before the
+    expectations) carries both amounts, as one the core parked for its amount does."""
+    expected = story.cart["amount_paise"] if story.cart else None
+    flagged = {
+        (p["provider"], p["payment_id"]): p["amount_paise"]
+        for p in story.payments
+        if "amount_mismatch" in (p.get("flags") or ())
+    }
+    for record in records:
+        paid = flagged.get((record["provider"], record["payment_id"]))
+        if record["expected_paise"] is None and paid is not None and expected is not None:
+            record.update(expected_paise=expected, paid_paise=paid)
+
+
+def _mismatch(record: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """Both amounts of a payment that was not the amount expected, as a fact."""
+    if record is None or record.get("expected_paise") is None:
+        return None
+    paid, expected = rupees(record["paid_paise"]), rupees(record["expected_paise"])
+    settled = f" (settled: {record['resolution']})" if record.get("resolution") else ""
+    return ("amount mismatch", f"captured {paid}, expected {expected}{settled}")
+
+
 def _delivery_entries(logged: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[Entry]:
     stored = {(r["provider"], r["event_id"]): r for r in records}
-    entries = [_logged_entry(row, stored) for row in logged]
+    entries = [_logged_entry(rows, stored) for rows in _by_key(logged)]
     seen = {(row["provider"], row["event_id"]) for row in logged}
     # Records kept from before the delivery log, or whose log line was lost with the database.
     entries += [_record_entry(r) for key, r in stored.items() if key not in seen]
     return entries
 
 
-def _logged_entry(row: dict[str, Any], stored: Mapping[tuple[str, str], Any]) -> Entry:
+def _by_key(logged: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The log's lines, those of one delivery key together (a gateway's retries of one
+    delivery), in the order of each key's first request; a line without a key alone."""
+    groups: dict[tuple[str, str] | int, list[dict[str, Any]]] = {}
+    for n, row in enumerate(logged):
+        key = (row["provider"], row["event_id"]) if row["event_id"] else n
+        groups.setdefault(key, []).append(row)
+    return list(groups.values())
+
+
+def _answer(row: Mapping[str, Any]) -> str:
+    return f"HTTP {row['status']} {row['outcome']}"
+
+
+def _logged_entry(rows: list[dict[str, Any]], stored: Mapping[tuple[str, str], Any]) -> Entry:
+    row = rows[0]
     key = (row["provider"], row["event_id"])
     record = stored.get(key)
-    outcome = row["outcome"]
-    tone = _TONE_OF_OUTCOME.get(outcome, Tone.BAD if row["status"] >= 500 else Tone.WARN)
+    outcome = record["outcome"] if record is not None else rows[-1]["outcome"]
+    last = rows[-1]
+    tone = _TONE_OF_OUTCOME.get(outcome, Tone.BAD if last["status"] >= 500 else Tone.WARN)
     facts = [
-        ("answer", f"HTTP {row['status']} {outcome}"),
+        ("answer", _answer(row)),
         ("signature", "verified" if row["verified"] else "refused"),
         ("delivery key", row["event_id"] or "—"),
     ]
-    if row["mismatch"]:
+    if len(rows) > 1:
+        facts.append(("attempts", f"{len(rows)}, the last answered {_answer(last)}"))
+    if any(r["mismatch"] for r in rows):
         facts.append(("body", "differs from the first delivery of this key (mismatch)"))
         tone = Tone.WARN
     if record is not None and record["bank_ref"]:
         facts.append(("bank reference", record["bank_ref"]))
     if (said := _confirmation(record)) is not None:
         facts.append(said)
-        tone = _TONE_OF_OUTCOME.get(record["outcome"] if record else outcome, tone)
+        tone = _TONE_OF_OUTCOME.get(outcome, tone)
+    if (amounts := _mismatch(record)) is not None:
+        facts.append(amounts)
+        tone = Tone.WARN
     parked = record is not None and record["outcome"] == "parked"
     return Entry(
         at=row["received_at"],
@@ -293,6 +353,9 @@ def _logged_entry(row: dict[str, Any], stored: Mapping[tuple[str, str], Any]) ->
         tone=tone,
         delivery=key if record is not None else None,
         parked=key if parked else None,
+        attempts=tuple(
+            Attempt(at=r["received_at"], answer=_answer(r), verified=r["verified"]) for r in rows
+        ),
     )
 
 
@@ -305,6 +368,8 @@ def _record_entry(record: dict[str, Any]) -> Entry:
         title = f"{record['provider']} status API: {record['event_type']}"
     else:
         title = f"{record['provider']} {record['event_type']} (recorded)"
+    amounts = _mismatch(record)
+    tone = _TONE_OF_OUTCOME.get(record["outcome"], Tone.PLAIN)
     return Entry(
         at=record["processed_at"],
         kind="delivery",
@@ -312,9 +377,9 @@ def _record_entry(record: dict[str, Any]) -> Entry:
         facts=(
             ("outcome", record["outcome"]),
             ("delivery key", record["event_id"]),
-            *filter(None, [_confirmation(record)]),
+            *filter(None, [_confirmation(record), amounts]),
         ),
-        tone=_TONE_OF_OUTCOME.get(record["outcome"], Tone.PLAIN),
+        tone=Tone.WARN if amounts else tone,
         delivery=key,
         parked=key if parked else None,
     )
@@ -345,11 +410,18 @@ def _state_entries(
                 at=record["processed_at"],
                 kind="payment",
                 title=f"Payment {key[1]}: {before or 'new'} → {after}",
-                facts=(("by", record["event_type"]),),
-                tone=Tone.GOOD if after is PaymentStatus.CAPTURED else Tone.PLAIN,
+                facts=(("by", record["event_type"]), *filter(None, [_mismatch(record)])),
+                tone=_payment_tone(after, record),
             )
         )
     return entries
+
+
+def _payment_tone(after: PaymentStatus, record: Mapping[str, Any]) -> Tone:
+    """A capture of another amount than the cart's is no success, whatever its state."""
+    if _mismatch(record) is not None:
+        return Tone.WARN
+    return Tone.GOOD if after is PaymentStatus.CAPTURED else Tone.PLAIN
 
 
 def _kind_of(record: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> EventKind | None:
@@ -393,7 +465,7 @@ def _message_entry(message: dict[str, Any]) -> Entry:
         state, tone = "sent", Tone.GOOD
         sent = [("sent at", message["sent_at"])]
     elif message["failed_at"] is not None:
-        state, tone = f"dead letter: {message['last_error'] or 'failed'}", Tone.BAD
+        state, tone = f"dead letter: {readable_error(message['last_error'])}", Tone.BAD
     else:
         state, tone = f"waiting (attempts {message['attempts']})", Tone.PLAIN
     facts = [("to", message["recipient"] or "operators"), ("state", state), *sent]

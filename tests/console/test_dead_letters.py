@@ -1,0 +1,204 @@
+"""Dead letters in the shop's console, with a real SMTP server on loopback (aiosmtpd): the
+server's refusal kept as it said it, the cart and order each is about, "Retry all", and a
+corrected address the email is then sent to."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from payhooks.service import database
+from tests.conftest import Inbox
+from tests.console.conftest import OPERATOR, csrf_of
+from tests.console.test_console_http import rows, send
+from tests.factories import SETTINGS, purchase
+from tests.integration.test_review_mail import serving, worker_for
+
+
+class Refusing(Inbox):
+    """Refuses a mailbox named ``gone`` as Postfix does an unknown one."""
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if address.startswith("gone"):
+            return "550 5.1.1 <gone@example.com>: Recipient address rejected: mailbox unavailable"
+        return await super().handle_RCPT(server, session, envelope, address, rcpt_options)
+
+
+@pytest.fixture
+def pool(database_url: str) -> Iterator[database.psycopg_pool.ConnectionPool]:
+    opened = database.open_pool(database_url, SETTINGS, max_size=2, deadline=False)
+    yield opened
+    opened.close()
+
+
+def paid_by(console, conn, email: str) -> str:
+    """A paid cart of ``email``: its confirmation email queued. Returns the cart id."""
+    buy = purchase(conn)
+    conn.execute("UPDATE carts SET customer_email = %s WHERE id = %s", (email, buy.cart_id))
+    assert send(console, buy.captured()).json()["status"] == "processed"
+    return buy.cart_id
+
+
+def dead_page_rows(client) -> list[str]:
+    page = client.get("/console/dead").text
+    table = page[page.index("<table") :]
+    found = re.findall(r"<tr>\s*<td>(.*?)</tr>", table, re.S)
+    return [html.unescape(" ".join(re.sub(r"<[^>]+>", " ", r).split())) for r in found]
+
+
+def test_a_refused_recipient_keeps_the_servers_code_and_text(console, conn, pool):
+    paid_by(console, conn, "gone@example.com")
+    with serving(Refusing()) as port:
+        worker_for(pool, port).drain()
+    [(error,)] = rows(console, "SELECT last_error FROM outbox WHERE failed_at IS NOT NULL")
+    assert error == (
+        "recipient refused: 550 5.1.1 <gone@example.com>: Recipient address rejected: "
+        "mailbox unavailable"
+    )
+    [row] = dead_page_rows(console.logged_in())
+    assert "550 5.1.1 <gone@example.com>: Recipient address rejected: mailbox unavailable" in row
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        ("recipient refused: [550]", "recipient refused: 550 (the server's text was not kept)"),
+        ("recipient refused: [550, 551]",
+         "recipient refused: 550, 551 (the server's text was not kept)"),
+        ("SMTP 552: '5.3.4 Message too big'", "SMTP 552 5.3.4 Message too big"),
+        ("SMTP smtp.example.com:25 sender refused: SMTP 553: \"5.7.1 it's refused\"",
+         "SMTP smtp.example.com:25 sender refused: SMTP 553 5.7.1 it's refused"),
+        ("recipient refused: 550 5.1.1 mailbox unavailable",
+         "recipient refused: 550 5.1.1 mailbox unavailable"),
+        (None, "—"),
+    ],
+)  # fmt: skip
+def test_errors_recorded_before_the_servers_text_was_kept_read_plainly(stored, shown):
+    from payhooks.service.console.actions import readable_error
+
+    assert readable_error(stored) == shown
+
+
+def test_an_old_rows_error_reads_plainly_on_the_page(console, conn):
+    conn.execute(
+        "INSERT INTO outbox (kind, dedupe_key, recipient, subject, body, failed_at, attempts,"
+        " last_error) VALUES ('email', 'k1', 'a@example.com', 's', 'b', now(), 8,"
+        " 'recipient refused: [550]')"
+    )
+    [row] = dead_page_rows(console.logged_in())
+    assert "recipient refused: 550 (the server's text was not kept)" in row
+    assert "[550]" not in row
+
+
+def test_a_dead_letter_links_to_its_cart_and_order(console, conn):
+    cart_id = paid_by(console, conn, "buyer@example.com")
+    conn.execute("UPDATE outbox SET failed_at = now(), last_error = 'x'")
+    [(order_id,)] = rows(console, "SELECT id FROM orders")
+    client = console.logged_in()
+    page = client.get("/console/dead").text
+    assert f'<a href="/console/carts/{cart_id}">cart {cart_id}</a>, order {order_id}' in page
+
+
+def dead(conn, count: int) -> list[int]:
+    for n in range(count):
+        conn.execute(
+            "INSERT INTO outbox (kind, dedupe_key, recipient, subject, body, failed_at, attempts,"
+            " last_error) VALUES ('email', %s, 'a@example.com', 's', 'b', now(), 8, 'x')",
+            (f"k{n}",),
+        )
+    return [i for (i,) in conn.execute("SELECT id FROM outbox ORDER BY id").fetchall()]
+
+
+def test_retry_all_queues_every_dead_letter_once_each_logged(console, conn):
+    ids = dead(conn, 3)
+    client = console.logged_in()
+    token = csrf_of(client.get("/console/dead").text)
+    first = client.post("/console/dead/retry-all", data={"csrf": token, "confirm": "yes"})
+    again = client.post("/console/dead/retry-all", data={"csrf": token, "confirm": "yes"})
+    assert first.headers["location"] == "/console/dead?notice=all_queued"
+    assert again.headers["location"] == "/console/dead?notice=nothing_dead"
+    assert rows(console, "SELECT count(*) FROM outbox WHERE failed_at IS NULL") == [(3,)]
+    logged = rows(console, "SELECT operator, action, target, result FROM"
+                  " payhooks_console_actions ORDER BY target")  # fmt: skip
+    assert logged == sorted((OPERATOR, "retry", str(i), "queued") for i in ids)
+
+
+def test_retry_all_unconfirmed_does_nothing(console, conn):
+    dead(conn, 2)
+    client = console.logged_in()
+    token = csrf_of(client.get("/console/dead").text)
+    answer = client.post("/console/dead/retry-all", data={"csrf": token})
+    assert answer.headers["location"] == "/console/dead?notice=not_confirmed"
+    assert rows(console, "SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL") == [(2,)]
+    assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]
+
+
+def test_a_corrected_address_gets_the_email_and_the_change_is_logged(console, conn, pool):
+    paid_by(console, conn, "gone@example.com")
+    inbox = Refusing()
+    with serving(inbox) as port:
+        worker_for(pool, port).drain()
+        [(message_id,)] = rows(console, "SELECT id FROM outbox WHERE failed_at IS NOT NULL")
+        client = console.logged_in()
+        form = {"csrf": csrf_of(client.get("/console/dead").text), "message_id": message_id,
+                "recipient": " Asha.Rao@Example.COM ", "confirm": "yes"}  # fmt: skip
+        answer = client.post("/console/dead/readdress", data=form)
+        again = client.post("/console/dead/readdress", data=form)
+        assert answer.headers["location"] == "/console/dead?notice=readdressed"
+        assert again.headers["location"] == "/console/dead?notice=already_queued"
+        assert worker_for(pool, port).drain() == 1
+    [sent] = inbox.messages
+    assert sent["To"] == "Asha.Rao@example.com"  # the domain normalised, the mailbox kept
+    assert rows(console, "SELECT recipient, sent_at IS NOT NULL FROM outbox") == [
+        ("Asha.Rao@example.com", True)
+    ]
+    logged = "SELECT action, target, result FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, logged) == [
+        ("readdress", str(message_id), "readdressed"),
+        ("readdress", str(message_id), "already_queued"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [("not an address", "That address cannot be mailed"),
+     ("a@b, c@d.com", "That address cannot be mailed"),
+     ("x@localhost", "That address cannot be mailed"),
+     ("", "The email address is missing.")],
+)  # fmt: skip
+def test_an_address_that_cannot_be_mailed_is_refused_saying_why(console, conn, address, said):
+    [message_id] = dead(conn, 1)
+    client = console.logged_in()
+    form = {"csrf": csrf_of(client.get("/console/dead").text), "message_id": message_id,
+            "recipient": address, "confirm": "yes"}  # fmt: skip
+    answer = client.post("/console/dead/readdress", data=form)
+    assert answer.status_code == 400
+    assert said in answer.text
+    assert rows(console, "SELECT recipient, failed_at IS NOT NULL FROM outbox") == [
+        ("a@example.com", True)
+    ]
+    assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]
+
+
+def test_a_read_only_operator_cannot_retry_all_or_readdress(console, conn):
+    from payhooks.console import auth
+    from tests.console.conftest import PASSWORD
+
+    [message_id] = dead(conn, 1)
+    with psycopg.connect(console.database_url, autocommit=True) as db:
+        auth.add_operator(db, "ravi", PASSWORD, read_only=True)
+    client = console.logged_in("ravi")
+    page = client.get("/console/dead").text
+    assert "Retry all" not in page and "Send to this address" not in page
+    token = csrf_of(page)
+    for path, form in (("/console/dead/retry-all", {"confirm": "yes"}),
+                       ("/console/dead/readdress", {"message_id": message_id, "confirm": "yes",
+                                                    "recipient": "b@example.com"})):  # fmt: skip
+        assert client.post(path, data={"csrf": token, **form}).status_code == 403
+    assert rows(console, "SELECT recipient, failed_at IS NOT NULL FROM outbox") == [
+        ("a@example.com", True)
+    ]

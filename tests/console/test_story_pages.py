@@ -1,0 +1,425 @@
+"""Reading one payment's story in the console, over real HTTP: a delivery and its retries as
+one entry, an amount mismatch drawn as a warning with both amounts, raw bodies laid out for a
+person and linked back to their timeline."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from urllib.parse import quote
+
+from payhooks.events import Provider
+from tests.console.test_console_http import logged, rows, send
+from tests.factories import purchase
+
+
+def entries(page: str) -> list[str]:
+    """The timeline's entries, each as its text."""
+    timeline = page[page.index('<ol class="timeline') :]
+    items = re.findall(r'<li class="(\w+)" data-kind="(\w+)">(.*?)</li>\s*(?=<li class|</ol>)',
+                       timeline, re.S)  # fmt: skip
+    return [f"{tone} {kind} " + " ".join(re.sub(r"<[^>]+>", " ", body).split())
+            for tone, kind, body in items]  # fmt: skip
+
+
+def body_of(page: str) -> str:
+    """The delivery page's body as the operator reads it."""
+    shown = re.search(r'<pre class="card" id="body">(.*?)</pre>', page, re.S)
+    assert shown, "no body on the page"
+    return html.unescape(re.sub(r"<[^>]+>", "", shown.group(1)))
+
+
+def test_a_delivery_and_its_retries_are_one_entry_listing_each_attempt(console, conn):
+    buy = purchase(conn)
+    capture = buy.captured()
+    answers = [send(console, capture).json()["status"] for _ in range(3)]
+    assert answers == ["processed", "duplicate", "duplicate"]
+    logged(console, 3)
+    page = console.logged_in().get(f"/console/carts/{buy.cart_id}").text
+    deliveries = [e for e in entries(page) if " delivery " in e[:20]]
+    assert len(deliveries) == 1, deliveries
+    [entry] = deliveries
+    assert "attempts 3, the last answered HTTP 200 duplicate" in entry
+    assert "3 attempts of this delivery" in entry
+    assert entry.count("HTTP 200 duplicate") == 3  # the last attempt, and the two in the list
+    assert entry.startswith("good delivery")
+
+
+def test_the_delivery_page_lists_every_attempt_of_its_key(console, conn):
+    buy = purchase(conn)
+    capture = buy.captured()
+    for _ in range(2):
+        send(console, capture)
+    logged(console, 2)
+    [(event_id,)] = rows(console, "SELECT event_id FROM processed_webhooks")
+    page = console.logged_in().get(f"/console/deliveries/razorpay/{quote(event_id)}").text
+    table = page[page.index('id="attempts"') : page.index("</table>", page.index('id="attempts"'))]
+    answers = re.findall(r"HTTP \d+ \w+", table)
+    assert answers == ["HTTP 200 processed", "HTTP 200 duplicate"]
+
+
+def test_an_amount_mismatch_is_a_warning_with_both_amounts(console, conn):
+    buy = purchase(conn)
+    assert send(console, buy.captured(amount_paise=100)).json()["status"] == "parked"
+    logged(console, 1)
+    page = console.logged_in().get(f"/console/carts/{buy.cart_id}").text
+    [entry] = [e for e in entries(page) if " delivery " in e[:20]]
+    assert entry.startswith("warn delivery")
+    assert "amount mismatch captured ₹1.00, expected ₹499.00" in entry
+
+
+def test_a_capture_the_shop_flagged_for_its_amount_is_not_drawn_as_a_success(console, conn):
+    """A checkout from before the expectations: the shop applies the capture and flags it."""
+    buy = purchase(conn)
+    conn.execute("DELETE FROM payhooks_expectations")
+    assert send(console, buy.captured(amount_paise=100)).json()["status"] == "processed"
+    [(flags,)] = rows(console, "SELECT flags FROM payments")
+    assert "amount_mismatch" in flags
+    logged(console, 1)
+    page = console.logged_in().get(f"/console/carts/{buy.cart_id}").text
+    found = entries(page)
+    delivery = next(e for e in found if " delivery " in e[:20])
+    payment = next(e for e in found if e.split()[1] == "payment")
+    for entry in (delivery, payment):
+        assert entry.startswith("warn "), entry
+        assert "amount mismatch captured ₹1.00, expected ₹499.00" in entry
+
+
+def test_the_core_timeline_draws_an_amount_mismatch_as_a_warning(console, conn):
+    buy = purchase(conn)
+    send(console, buy.captured(amount_paise=100))
+    page = console.logged_in().get(f"/console/orders/razorpay/{buy.reference}").text
+    row = re.search(r'<tr class="parked warn">(.*?)</tr>', page, re.S)
+    assert row, "the mismatched delivery's row is not drawn as a warning"
+    text = " ".join(re.sub(r"<[^>]+>", " ", row.group(1)).split())
+    assert "amount mismatch: captured ₹1.00 INR, expected ₹499.00 INR" in text
+
+
+def test_a_json_body_is_indented_and_links_back_to_its_timeline(console, conn):
+    buy = purchase(conn)
+    send(console, buy.captured())
+    [(event_id, body)] = rows(console, "SELECT event_id, body FROM processed_webhooks")
+    page = console.logged_in().get(f"/console/deliveries/razorpay/{quote(event_id)}").text
+    shown = body_of(page)
+    assert shown == json.dumps(json.loads(bytes(body)), indent=2, ensure_ascii=False)
+    assert '\n  "event": "payment.captured",' in shown
+    assert f'href="/console/carts/{buy.cart_id}" id="story-link"' in page
+
+
+def test_a_form_body_reads_one_field_a_line():
+    from payhooks.console.formats import readable_body
+
+    body = b"txnid=order_1&amount=499.00&productinfo=Tea+and+biscuits&email=a%40example.com&udf1="
+    assert readable_body(body).splitlines() == [
+        "txnid=order_1",
+        "amount=499.00",
+        "productinfo=Tea and biscuits",
+        "email=a@example.com",
+        "udf1=",
+    ]
+
+
+def test_a_body_neither_json_nor_a_form_is_shown_as_it_came():
+    from payhooks.console.formats import readable_body
+
+    assert readable_body(b"not json, not a form") == "not json, not a form"
+    assert readable_body(b"{broken") == "{broken"
+
+
+def test_only_long_tokens_may_break_anywhere_and_words_stay_whole():
+    from payhooks.console.formats import breakable
+
+    shown = str(breakable("paid by <card> " + "a" * 40 + " today"))
+    assert shown == ('paid by &lt;card&gt; <span class="long">' + "a" * 40 + "</span> today")
+
+
+def test_pages_never_break_all(console):
+    page = console.logged_in().get("/console/").text
+    assert "break-all" not in page
+    assert ".long { overflow-wrap: anywhere; }" in page
+    assert re.search(r"pre \{[^}]*overflow-wrap", page) is None
+
+
+def test_a_payu_body_on_its_page_reads_one_field_a_line(console, conn):
+    buy = purchase(conn, Provider.PAYU)
+    send(console, buy.captured())
+    [(event_id,)] = rows(console, "SELECT event_id FROM processed_webhooks")
+    page = console.logged_in().get(f"/console/deliveries/payu/{quote(event_id, safe='')}").text
+    body = body_of(page)
+    assert f"txnid={buy.reference}" in body.splitlines()
+    assert "&" not in body.split("\n")[0]
+
+
+# --- search ----------------------------------------------------------------------------------
+
+
+def cart_for(conn, email: str) -> str:
+    from payhooks.service.shop import carts
+    from tests.factories import product
+
+    item = carts.LineItem(sku=product(conn).sku, quantity=1)
+    return carts.create_cart(conn, email, [item]).cart_id
+
+
+def test_the_search_box_keeps_the_query_once_a_timeline_opens(console, conn):
+    buy = purchase(conn)
+    client = console.logged_in()
+    answer = client.get("/console/search", params={"q": f" {buy.cart_id} "})
+    assert answer.headers["location"] == f"/console/carts/{buy.cart_id}?q={buy.cart_id}"
+    page = client.get(answer.headers["location"]).text
+    assert f'name="q" value="{buy.cart_id}"' in page
+
+
+def test_the_start_of_an_email_finds_its_cart(console, conn):
+    cart_id = cart_for(conn, "alice.5e9f0c@example.com")
+    cart_for(conn, "bob@example.com")
+    answer = console.logged_in().get("/console/search", params={"q": "Alice.5e"})
+    assert answer.headers["location"] == f"/console/carts/{cart_id}?q=Alice.5e"
+
+
+def test_the_start_of_an_email_shared_by_carts_lists_each_with_its_email(console, conn):
+    first = cart_for(conn, "alice.5e9f0c@example.com")
+    second = cart_for(conn, "alice.5eaa@example.org")
+    page = console.logged_in().get("/console/search", params={"q": "alice.5e"}).text
+    assert "2 results" in page
+    for cart_id in (first, second):
+        assert cart_id in page
+    assert "(alice.5eaa@example.org)" in page and "start of a customer email" in page
+
+
+def test_a_prefix_shorter_than_the_minimum_finds_nothing_and_says_why(console, conn):
+    cart_for(conn, "alice.5e9f0c@example.com")
+    page = console.logged_in().get("/console/search", params={"q": "ali"}).text
+    assert "0 results" in page
+    hint = html.unescape(page[page.index('id="search-hint"') :])
+    assert "customer email" in hint and "bank reference (UTR/RRN)" in hint
+    assert "by its first 4 characters or more" in hint
+
+
+def test_like_wildcards_in_a_prefix_are_taken_literally(console, conn):
+    cart_for(conn, "alice.5e9f0c@example.com")
+    client = console.logged_in()
+    for query in ("alic%", "a___e", "%lice"):
+        assert "0 results" in client.get("/console/search", params={"q": query}).text, query
+    under = cart_for(conn, "a_b_c@example.com")
+    opened = client.get("/console/search", params={"q": "a_b_"}).headers["location"]
+    assert opened.startswith(f"/console/carts/{under}?")
+
+
+def test_the_email_prefix_is_an_index_range_on_a_filled_table(conn):
+    from payhooks.service.console import search
+
+    conn.execute(
+        "INSERT INTO carts (id, customer_email, amount_paise, currency, status)"
+        " SELECT 'cart_fill_' || n, 'user' || n || '@example.com', 100, 'INR', 'open'"
+        " FROM generate_series(1, 20000) n"
+    )
+    conn.execute("ANALYZE carts")
+    [(plan,)] = conn.execute(
+        "EXPLAIN (FORMAT JSON) " + search._EMAIL_PREFIX,
+        {"prefix": search._like_prefix("user1234"), "limit": 50},
+    ).fetchall()
+    text = json.dumps(plan)
+    assert "carts_customer_email_prefix" in text and "Seq Scan" not in text
+
+
+# --- notices ---------------------------------------------------------------------------------
+
+
+def test_the_notice_after_a_replay_names_the_delivery_and_links_to_it(console, conn):
+    from tests.console.conftest import csrf_of
+    from tests.console.test_console_http import parked_delivery
+
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    form = {"csrf": csrf_of(client.get("/console/parked").text), "provider": "razorpay",
+            "event_id": event_id}  # fmt: skip
+    answer = client.post("/console/parked/replay", data=form)
+    notice = re.search(r'role="status">(.*?)</div>', client.get(answer.headers["location"]).text)
+    assert notice, "no notice after the replay"
+    text = " ".join(re.sub(r"<[^>]+>", " ", notice.group(1)).split())
+    assert text.startswith(f"razorpay delivery {event_id} : Replayed: it is still parked")
+    assert f'href="/console/deliveries/razorpay/{event_id}"' in notice.group(1)
+
+
+def test_a_notice_names_no_delivery_of_a_gateway_it_does_not_know(console):
+    page = (
+        console.logged_in()
+        .get(
+            "/console/parked", params={"notice": "applied", "provider": "nope", "event_id": "evt_x"}
+        )
+        .text
+    )
+    assert "Replayed: the delivery was applied." in page and "evt_x" not in page
+
+
+# --- parked deliveries -----------------------------------------------------------------------
+
+
+def parked_row(page: str, reference: str) -> str:
+    found = re.search(rf"<tr>(?:(?!</tr>).)*{reference}.*?</tr>", page, re.S)
+    assert found, f"no parked row for {reference}"
+    return html.unescape(" ".join(re.sub(r"<[^>]+>", " ", found.group(0)).split()))
+
+
+def test_a_parked_row_shows_its_amount_and_payment_id(console):
+    from tests.console.test_console_http import parked_delivery
+
+    _, reference = parked_delivery(console)
+    row = parked_row(console.logged_in().get("/console/parked").text, reference)
+    assert "₹499.00" in row and "pay_parked0001" in row
+    assert "none found" in row  # no open cart of that amount
+
+
+def test_an_open_cart_of_the_same_amount_is_the_candidate(console, conn):
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")  # ₹499.00, opened just before, no checkout
+    _, reference = parked_delivery(console)
+    page = console.logged_in().get("/console/parked").text
+    row = parked_row(page, reference)
+    assert f"cart {cart_id} same amount (₹499.00), opened 0 min before it" in row
+    assert f'name="cart_id" required maxlength="64" size="12" value="{cart_id}"' in page
+
+
+def test_a_cart_named_in_the_body_is_the_candidate_over_one_of_the_same_amount(console, conn):
+    from payhooks.providers import razorpay
+    from payhooks.sim.gateway import Delivery
+    from tests.factories import KEYS
+
+    named = cart_for(conn, "dave@example.com")
+    cart_for(conn, "erin@example.com")  # the same amount, opened later
+    entity = {"id": "pay_named00001", "entity": "payment", "amount": 49_900, "currency": "INR",
+              "status": "captured", "order_id": "order_NNNNNNNNNNNNNN",
+              "notes": {"cart": named}}  # fmt: skip
+    body = json.dumps({"event": "payment.captured", "payload": {"payment": {"entity": entity}}})
+    headers = {"x-razorpay-signature": razorpay.sign(body.encode(), KEYS.razorpay),
+               "x-razorpay-event-id": "evt_named00001"}  # fmt: skip
+    delivery = Delivery(provider=Provider.RAZORPAY, body=body.encode(), headers=headers, label="n")
+    assert send(console, delivery).json()["status"] == "parked"
+    row = parked_row(console.logged_in().get("/console/parked").text, "order_NNNNNNNNNNNNNN")
+    assert f"cart {named} named in the delivery's body" in row
+
+
+def link_form(console, client, event_id: str, cart_id: str, **extra: str) -> dict[str, str]:
+    from tests.console.conftest import csrf_of
+
+    token = csrf_of(client.get("/console/parked").text)
+    return {"csrf": token, "provider": "razorpay", "event_id": event_id, "cart_id": cart_id,
+            **extra}  # fmt: skip
+
+
+def test_linking_a_parked_delivery_to_a_cart_orders_it_once_and_is_logged(console, conn):
+    from tests.console.conftest import OPERATOR
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")
+    delivery, reference = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    form = link_form(console, client, event_id, cart_id, confirm="yes")
+    first = client.post("/console/parked/link", data=form)
+    again = client.post("/console/parked/link", data=form)
+    named = f"provider=razorpay&event_id={event_id}"
+    assert first.headers["location"] == f"/console/parked?notice=applied&{named}"
+    assert again.headers["location"] == f"/console/parked?notice=already_applied&{named}"
+    assert rows(console, "SELECT cart_id FROM orders") == [(cart_id,)]
+    assert rows(console, "SELECT provider, gateway_order_id FROM checkouts") == [
+        ("razorpay", reference)
+    ]
+    done = "SELECT operator, action, target, result FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, done) == [
+        (OPERATOR, "link", event_id, "linked"),
+        (OPERATOR, "replay", event_id, "applied"),
+        (OPERATOR, "link", event_id, "already_applied"),
+    ]
+    log = client.get("/console/actions").text
+    assert f'href="/console/deliveries/razorpay/{event_id}"' in log
+
+
+def test_a_link_not_confirmed_does_nothing(console, conn):
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")
+    delivery, _ = parked_delivery(console)
+    client = console.logged_in()
+    form = link_form(console, client, delivery.headers["x-razorpay-event-id"], cart_id)
+    answer = client.post("/console/parked/link", data=form)
+    assert "notice=not_confirmed" in answer.headers["location"]
+    assert rows(console, "SELECT count(*) FROM checkouts") == [(0,)]
+    assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]
+
+
+def test_a_link_to_a_paid_or_unknown_cart_is_refused_and_says_why(console, conn):
+    from tests.console.test_console_http import parked_delivery
+
+    paid = purchase(conn)
+    assert send(console, paid.captured()).json()["status"] == "processed"
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    for cart_id, said in ((paid.cart_id, "cart_taken"), ("cart_0000000000000000", "no_such_cart")):
+        answer = client.post(
+            "/console/parked/link",
+            data=link_form(console, client, event_id, cart_id, confirm="yes"),
+        )
+        assert f"notice={said}" in answer.headers["location"], cart_id
+    assert conn.execute(
+        "SELECT outcome FROM processed_webhooks WHERE event_id = %s", (event_id,)
+    ).fetchall() == [("parked",)]
+    results = "SELECT action, result FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, results) == [("link", "cart_taken"), ("link", "no_such_cart")]
+
+
+def test_a_candidate_of_the_same_amount_is_an_index_range_on_a_filled_table(conn):
+    from datetime import UTC, datetime
+
+    from payhooks.service.console import actions
+
+    conn.execute(
+        "INSERT INTO carts (id, customer_email, amount_paise, currency, status, created_at)"
+        " SELECT 'cart_fill_' || n, 'user' || n || '@example.com', 100 + n % 500, 'INR',"
+        " CASE WHEN n % 10 = 0 THEN 'open' ELSE 'paid' END, now() - n * interval '2 minutes'"
+        " FROM generate_series(1, 20000) n"
+    )
+    conn.execute("ANALYZE carts")
+    now = datetime.now(UTC)
+    params = {"since": now - actions.WINDOW, "until": now, "amount": 110, "provider": "razorpay"}
+    [(plan,)] = conn.execute("EXPLAIN (FORMAT JSON) " + actions._SAME_AMOUNT, params).fetchall()
+    text = json.dumps(plan)
+    assert "carts_open_created_at" in text
+    assert '"Node Type": "Seq Scan"' not in text
+
+
+def test_two_links_released_together_make_one_order(console, conn):
+    import threading
+
+    import httpx
+
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    form = link_form(console, client, event_id, cart_id, confirm="yes")
+    barrier, answers = threading.Barrier(2), []
+
+    def click() -> None:
+        with httpx.Client(base_url=console.base_url, cookies=client.cookies) as double:
+            barrier.wait()
+            answers.append(double.post("/console/parked/link", data=form).headers["location"])
+
+    threads = [threading.Thread(target=click) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    named = f"provider=razorpay&event_id={event_id}"
+    assert sorted(answers) == [
+        f"/console/parked?notice=already_applied&{named}",
+        f"/console/parked?notice=applied&{named}",
+    ]
+    assert rows(console, "SELECT cart_id FROM orders") == [(cart_id,)]
