@@ -376,9 +376,8 @@ def _claimed(state: State) -> AsyncClaim:
 async def _first_capture(pool: AsyncPool, received: Received) -> Receipt | None:
     if not captures.eligible(received.event):
         return None
-    with database.pooled(received.event.event_id):
-        async with pool.connection() as conn:
-            return await captures.first_capture_async(conn, received)
+    async with database.async_connection(pool, received.event.event_id) as conn:
+        return await captures.first_capture_async(conn, received)
 
 
 _bearer = HTTPBearer(auto_error=False)
