@@ -18,6 +18,7 @@ from payhooks.errors import (
     PayloadTooLarge,
     ProviderNotConfigured,
     RejectedDelivery,
+    SerializationConflict,
     SignatureMismatch,
 )
 from payhooks.events import Event, EventKind, Provider, Received
@@ -70,6 +71,7 @@ __all__ = [
     "Receipt",
     "Received",
     "RejectedDelivery",
+    "SerializationConflict",
     "SignatureMismatch",
     "expect",
     "header_map",

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from payhooks.errors import DatabaseUnavailable, LockTimeout
+from payhooks.errors import DatabaseUnavailable, LockTimeout, SerializationConflict
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -92,6 +92,21 @@ async def execute_async(conn: AsyncConnection, statement: Statement) -> Row:
     return await cursor.fetchone() if statement.reads else None
 
 
+CONFLICT_STATES = frozenset({"40001", "40P01"})
+"""The SQLSTATEs of a transaction the server gave up for another: run again, it may pass."""
+
+
+def conflict(
+    exc: BaseException | None, event_id: str | None = None
+) -> SerializationConflict | None:
+    """``SerializationConflict`` when ``exc`` is the driver's 40001 or 40P01, for the edges
+    that see it wrapped by an ORM (Django's ``__cause__``, SQLAlchemy's ``orig``)."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate in CONFLICT_STATES:
+        return SerializationConflict(sqlstate, event_id)
+    return None
+
+
 @contextlib.contextmanager
 def translated(event_id: str | None = None) -> Iterator[None]:
     """Turn the driver's transient failures into payhooks errors; let bugs through."""
@@ -99,12 +114,9 @@ def translated(event_id: str | None = None) -> Iterator[None]:
         yield
     except pg_errors.LockNotAvailable as exc:
         raise LockTimeout(event_id) from exc
-    except (
-        pg_errors.QueryCanceled,
-        pg_errors.TransactionTimeout,
-        pg_errors.SerializationFailure,
-        pg_errors.DeadlockDetected,
-    ) as exc:
+    except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+        raise SerializationConflict(str(exc.sqlstate), event_id) from exc
+    except (pg_errors.QueryCanceled, pg_errors.TransactionTimeout) as exc:
         raise DatabaseUnavailable(f"transaction could not finish: {exc.sqlstate}") from exc
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"database unavailable: {type(exc).__name__}") from exc

@@ -11,19 +11,26 @@ table, and the log line.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, cast
 
 from payhooks.answers import answer, clipped, error_answer, error_status, log_name
-from payhooks.errors import PayhooksError, PayloadTooLarge, ProviderNotConfigured
+from payhooks.errors import (
+    PayhooksError,
+    PayloadTooLarge,
+    ProviderNotConfigured,
+    SerializationConflict,
+)
 from payhooks.events import Received
 from payhooks.ingest import Receipt, header_map, receive
 from payhooks.providers import Adapter
+from payhooks.retries import Retries
 
 MAX_GATEWAY_CHARS = 64
 """An unknown gateway's name is echoed in the 404 and logged: never at the size sent."""
@@ -34,6 +41,7 @@ AsyncClaim = Callable[[Received], Awaitable[Receipt]]
 Offload = Callable[[Callable[[], Received]], Awaitable[Received]]
 Seen = Callable[["Reply"], None]
 Note = Callable[["Arrival", "Reply"], None]
+Pause = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +59,8 @@ class Reply:
     mismatch: bool = False
     close: bool = False
     """The body was refused unread: a door that can should close the connection after it."""
+    retries: int = 0
+    """How many times the claim's transaction was run again after a serialization conflict."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,12 +81,14 @@ class Arrival:
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """The gateways served (by name), the logger the door's lines go to, and where each
-    request is noted with its answer (``payhooks.deliverylog.DeliveryLog.note``), if anywhere."""
+    """The gateways served (by name), the logger the door's lines go to, where each request
+    is noted with its answer (``payhooks.deliverylog.DeliveryLog.note``), if anywhere, and how
+    a claim that lost a serialization conflict is run again (``payhooks.retries``)."""
 
     adapters: Mapping[str, Adapter]
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("payhooks"))
     note: Note | None = None
+    retries: Retries = field(default_factory=Retries)
 
     @classmethod
     def serving(
@@ -106,9 +118,11 @@ class Endpoint:
         """Verify and claim on this thread; anything but a payhooks error is logged
         (``webhook_failed``) and raised, for the framework to answer 500.
 
-        The steps are ``deliver_async``'s, with the claim called rather than awaited: nothing
-        in them waits then, so they run to their end here, with no event loop."""
-        return _at_once(self.deliver_async(gateway, body, pairs, _awaitable(claim), seen=seen))
+        The steps are ``deliver_async``'s, with the claim called rather than awaited and a
+        retry's pause slept on this thread: nothing in them waits then, so they run to their
+        end here, with no event loop."""
+        steps = self.deliver_async(gateway, body, pairs, _awaitable(claim), seen=seen, pause=_slept)
+        return _at_once(steps)
 
     async def deliver_async(
         self,
@@ -119,9 +133,11 @@ class Endpoint:
         *,
         offload: Offload | None = None,
         seen: Seen | None = None,
+        pause: Pause = asyncio.sleep,
     ) -> Reply:
         """``deliver``, awaiting the claim; verification runs where ``offload`` puts it
-        (a worker thread), else here."""
+        (a worker thread), else here. A claim that raises ``SerializationConflict`` is run
+        again, whole, within ``self.retries``, after awaiting ``pause``."""
         if self.note is not None:
             seen = _both(seen, partial(self.note, Arrival.now(gateway, body)))
         try:
@@ -132,13 +148,40 @@ class Endpoint:
         except PayhooksError as exc:
             return _shown(self.refused(gateway, exc), seen)
         try:
-            receipt = await claim(received)
-        except PayhooksError as exc:
-            return _shown(self.failed(received, exc), seen)
+            taken, retries = await self._retried(claim, received, pause)
         except Exception as exc:
             _shown(self.failed(received, exc), seen)
             raise
-        return _shown(self.answered(received, receipt), seen)
+        if isinstance(taken, PayhooksError):
+            return _shown(replace(self.failed(received, taken), retries=retries), seen)
+        return _shown(replace(self.answered(received, taken), retries=retries), seen)
+
+    async def _retried(
+        self, claim: AsyncClaim, received: Received, pause: Pause
+    ) -> tuple[Receipt | PayhooksError, int]:
+        """The claim's receipt, or the payhooks error it ended with, and how many times it
+        was run again. The door's transaction is over when a conflict reaches here (rolled
+        back by its ``transaction()`` or ``atomic()`` block), so the handler's writes of the
+        failed attempt are gone and it runs again from the claim."""
+        started, retries = time.perf_counter(), 0
+        while True:
+            try:
+                return await claim(received), retries
+            except SerializationConflict as exc:
+                wait = self.retries.pause(retries + 1, time.perf_counter() - started)
+                if wait is None:
+                    return exc, retries
+                retries += 1
+                self._retrying(received, exc, retries, wait)
+                await pause(wait)
+            except PayhooksError as exc:
+                return exc, retries
+
+    def _retrying(
+        self, received: Received, exc: SerializationConflict, retry: int, wait: float
+    ) -> None:
+        fields = {**_event_fields(received), "sqlstate": exc.sqlstate, "retry": retry}
+        self.log.info("webhook_conflict_retried", extra={**fields, "pause_ms": wait * 1000})
 
     def unread(self, gateway: str, exc: PayhooksError) -> Reply:
         """``refused`` for a body the door refused to read (too large, no length): noted with
@@ -230,6 +273,10 @@ def _awaitable(claim: Claim) -> AsyncClaim:
     return called
 
 
+async def _slept(seconds: float) -> None:
+    time.sleep(seconds)
+
+
 def _at_once(steps: Coroutine[Any, Any, Reply]) -> Reply:
     """The value of ``steps``, which never wait: they end on their first step."""
     try:
@@ -302,6 +349,7 @@ __all__ = [
     "HeaderPairs",
     "Note",
     "Offload",
+    "Pause",
     "Reply",
     "served",
     "unfolded",

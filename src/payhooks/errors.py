@@ -61,6 +61,19 @@ class LockTimeout(DatabaseUnavailable):
         self.event_id = event_id
 
 
+class SerializationConflict(DatabaseUnavailable):
+    """The database gave up this transaction for another it conflicted with: SQLSTATE 40001
+    (``serialization_failure``: SERIALIZABLE isolation, distributed engines) or 40P01
+    (``deadlock_detected``). Nothing of it was kept, so the whole transaction may be run again
+    (``payhooks.retries``); when no retry is left it is answered 503 like any unavailability."""
+
+    def __init__(self, sqlstate: str, event_id: str | None = None) -> None:
+        about = f" (event {event_id})" if event_id else ""
+        super().__init__(f"transaction lost a conflict: {sqlstate}{about}")
+        self.sqlstate = sqlstate
+        self.event_id = event_id
+
+
 class NotCommitted(PayhooksError):
     """A claim made inside the caller's transaction was not committed (rolled back, or the
     transaction is still open): nothing took effect, so the gateway must be answered 5xx."""

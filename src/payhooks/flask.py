@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from payhooks import health, timeline
-from payhooks.db import Connection
+from payhooks.db import Connection, conflict
 from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
 from payhooks.endpoint import Endpoint, Note, Reply, unfolded
 from payhooks.errors import (
@@ -300,7 +300,8 @@ def deliver(store: Store, received: Received, handler: Handler) -> Receipt:
     with _checked_out(store.engine) as sa_conn:
         transaction = sa_conn.begin()
         try:
-            pending = _claim(store, sa_conn, received, handler)
+            with _database_edge():
+                pending = _claim(store, sa_conn, received, handler)
         except BaseException:
             _rolled_back(sa_conn, transaction)
             raise
@@ -356,16 +357,36 @@ def _flushing(handler: Handler, session: Session) -> Handler:
         sqlalchemy.event.listen(session, "before_commit", on_commit)
         sqlalchemy.event.listen(session, "after_soft_rollback", on_rollback)
         try:
-            applied = handler(conn, event)
+            with _conflicts_named():
+                applied = handler(conn, event)
         finally:
             sqlalchemy.event.remove(session, "before_commit", on_commit)
             sqlalchemy.event.remove(session, "after_soft_rollback", on_rollback)
         if ended:
             raise HandlerCommitted(ended[0])
-        session.flush()
+        with _conflicts_named():
+            session.flush()
         return applied
 
     return run
+
+
+@contextmanager
+def _conflicts_named() -> Iterator[None]:
+    """A flush that fails rolls the session back, which the claim's open transaction refuses:
+    the refusal is raised, the serialization failure behind it only its context. Named as
+    the conflict it is, so the delivery is run again rather than refused as a handler's
+    rollback."""
+    try:
+        yield
+    except Exception as exc:
+        found: BaseException | None = exc
+        while found is not None:
+            lost = conflict(getattr(found, "orig", found))
+            if lost is not None:
+                raise lost from exc
+            found = found.__cause__ or found.__context__
+        raise
 
 
 def driver_connection(sa_conn: sqlalchemy.Connection) -> Connection:
@@ -385,11 +406,16 @@ def _checked_out(engine: sqlalchemy.Engine) -> Iterator[sqlalchemy.Connection]:
 
 @contextmanager
 def _database_edge() -> Iterator[None]:
-    """Taking a connection and committing are where an absent or busy database shows:
-    answered 503 like the core's own, so the gateway retries, rather than as a bug."""
+    """Taking a connection, a hook's ORM flush and committing are where an absent or busy
+    database shows: answered 503 like the core's own, so the gateway retries, rather than as
+    a bug; a serialization failure or deadlock becomes ``SerializationConflict``, which the
+    endpoint runs again first."""
     try:
         yield
     except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.TimeoutError) as exc:
+        lost = conflict(getattr(exc, "orig", None))
+        if lost is not None:
+            raise lost from exc
         raise DatabaseUnavailable(f"database unavailable: {type(exc).__name__}") from exc
 
 

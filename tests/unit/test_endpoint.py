@@ -9,8 +9,14 @@ import pytest
 
 from payhooks import Provider
 from payhooks.endpoint import MAX_GATEWAY_CHARS, Endpoint, served, unfolded
-from payhooks.errors import PayloadTooLarge, ProviderNotConfigured
+from payhooks.errors import (
+    LockTimeout,
+    PayloadTooLarge,
+    ProviderNotConfigured,
+    SerializationConflict,
+)
 from payhooks.ingest import Outcome, Receipt
+from payhooks.retries import Retries
 from tests.factories import ADAPTERS, GATEWAY
 
 RAZORPAY = ADAPTERS[Provider.RAZORPAY]
@@ -96,6 +102,57 @@ def test_a_claims_bug_is_shown_as_a_500_and_raised_by_the_sync_door():
     with pytest.raises(RuntimeError, match="a handler's bug"):
         endpoint().deliver("razorpay", body, pairs, claim, seen.append)
     assert [(reply.status, reply.outcome) for reply in seen] == [(500, "internal_error")]
+
+
+def conflicted(times: int, sqlstate: str = "40001"):  # type: ignore[no-untyped-def]
+    """A claim that loses ``times`` serialization conflicts, then is applied; ``calls`` counts."""
+    calls: list[int] = []
+
+    def claim(received):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) <= times:
+            raise SerializationConflict(sqlstate, received.event.event_id)
+        return Receipt(outcome=Outcome.PROCESSED, event=received.event, order_id="ord_1")
+
+    return claim, calls
+
+
+def test_a_claim_that_lost_a_conflict_is_run_again_and_each_retry_logged(caplog):
+    caplog.set_level(logging.INFO, logger=log.name)
+    pairs, body = capture()
+    claim, calls = conflicted(2, "40P01")
+    reply = endpoint().deliver("razorpay", body, pairs, claim)
+    assert (reply.status, reply.outcome, reply.retries, len(calls)) == (200, "processed", 2, 3)
+    retried = [r for r in caplog.records if r.getMessage() == "webhook_conflict_retried"]
+    assert [(r.sqlstate, r.retry) for r in retried] == [("40P01", 1), ("40P01", 2)]
+
+
+def test_a_conflict_past_the_last_attempt_is_answered_503_with_its_retries():
+    pairs, body = capture()
+    claim, calls = conflicted(10)
+    reply = endpoint().deliver("razorpay", body, pairs, claim)
+    assert (reply.status, reply.outcome, reply.retries) == (503, "database_unavailable", 2)
+    assert len(calls) == 3
+
+
+def test_no_retry_is_made_when_the_window_is_closed():
+    pairs, body = capture()
+    claim, calls = conflicted(1)
+    closed = Endpoint(served(ADAPTERS.values()), log, retries=Retries(window_s=0))
+    reply = closed.deliver("razorpay", body, pairs, claim)
+    assert (reply.status, reply.retries, len(calls)) == (503, 0, 1)
+
+
+def test_another_unavailability_is_not_retried():
+    pairs, body = capture()
+    calls: list[int] = []
+
+    def claim(received):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        raise LockTimeout(received.event.event_id)
+
+    reply = endpoint().deliver("razorpay", body, pairs, claim)
+    assert (reply.status, reply.retries, len(calls)) == (503, 0, 1)
 
 
 def test_two_adapters_for_one_gateway_are_refused():

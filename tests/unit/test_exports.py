@@ -33,6 +33,7 @@ def test_public_names_are_exactly_the_documented_ones():
             "Receipt",
             "Received",
             "RejectedDelivery",
+            "SerializationConflict",
             "SignatureMismatch",
             "expect",
             "header_map",

@@ -18,7 +18,7 @@ from django import db
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from payhooks.db import Connection
+from payhooks.db import Connection, conflict
 from payhooks.django.conf import Config
 from payhooks.errors import DatabaseUnavailable, HandlerCommitted
 from payhooks.events import Event, Received
@@ -107,12 +107,16 @@ def raw_connection(alias: str) -> Connection:
 
 @contextlib.contextmanager
 def unavailable_translated() -> Iterator[None]:
-    """Django's ``OperationalError`` (connection lost, lock or statement timeout, deadlock,
-    in a handler's ORM call or at the commit) becomes ``DatabaseUnavailable``: 503, so the
-    gateway tries again. Anything else a handler raises is a bug, and stays a 500."""
+    """Django's ``OperationalError`` (connection lost, lock or statement timeout, in a
+    handler's ORM call or at the commit) becomes ``DatabaseUnavailable``: 503, so the gateway
+    tries again; a serialization failure or deadlock becomes ``SerializationConflict``, which
+    the endpoint runs again first. Anything else a handler raises is a bug, and stays a 500."""
     try:
         yield
     except db.OperationalError as exc:
+        lost = conflict(exc.__cause__)
+        if lost is not None:
+            raise lost from exc
         cause = type(exc.__cause__ or exc).__name__
         raise DatabaseUnavailable(f"database unavailable: {cause}") from exc
 

@@ -60,7 +60,9 @@ def awaited(pool: AsyncPool, handler: AsyncHandler, limiter: anyio.CapacityLimit
         return await anyio.to_thread.run_sync(verify, limiter=limiter)
 
     async def deliver(endpoint: Endpoint, gateway: str, body: bytes, pairs: HeaderPairs) -> Reply:
-        return await endpoint.deliver_async(gateway, body, pairs, claim, offload=offload)
+        return await endpoint.deliver_async(
+            gateway, body, pairs, claim, offload=offload, pause=anyio.sleep
+        )
 
     return deliver
 

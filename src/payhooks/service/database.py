@@ -4,6 +4,7 @@ PostgreSQL used when no ``DATABASE_URL`` is set."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from payhooks.errors import DatabaseUnavailable
 from payhooks.service.config import PoolMode, Settings
 
 SHOP = schema.Track(name="shop", package="payhooks.service")
+log = logging.getLogger("payhooks")
 
 
 def migrate(conn: Connection) -> list[str]:
@@ -233,5 +235,50 @@ def pooled(event_id: str | None = None) -> Iterator[None]:
 def connection(
     pool: psycopg_pool.ConnectionPool, event_id: str | None = None
 ) -> Iterator[Connection]:
-    with pooled(event_id), pool.connection() as conn:
-        yield conn
+    """A connection of ``pool``; one found lost (the database went away, or failed over)
+    makes the pool try the others it holds idle (``weeded``)."""
+    lost = False
+    try:
+        with pooled(event_id), pool.connection() as conn:
+            try:
+                yield conn
+            finally:
+                lost = conn.broken
+    finally:
+        if lost:
+            weeded(pool)
+
+
+@contextlib.asynccontextmanager
+async def async_connection(
+    pool: psycopg_pool.AsyncConnectionPool[AsyncSession], event_id: str | None = None
+) -> AsyncIterator[AsyncSession]:
+    """``connection`` on the async pool."""
+    lost = False
+    try:
+        with pooled(event_id):
+            async with pool.connection() as conn:
+                try:
+                    yield conn
+                finally:
+                    lost = conn.broken
+    finally:
+        if lost:
+            await weeded_async(pool)
+
+
+def weeded(pool: psycopg_pool.ConnectionPool) -> None:
+    """Every idle connection of ``pool`` tried once, the dead ones dropped and replaced in the
+    background. The webhook pools check no connection they hand out (a round trip on every
+    delivery), so without this each connection the server reset while idle would be handed
+    out once after the database came back, and answered 503: one loss found is taken as
+    news that the others went with it."""
+    with contextlib.suppress(Exception):  # a pool closing meanwhile: nothing to weed
+        pool.check()
+    log.warning("database_connection_lost", extra={"pool": pool.name})
+
+
+async def weeded_async(pool: psycopg_pool.AsyncConnectionPool[AsyncSession]) -> None:
+    with contextlib.suppress(Exception):
+        await pool.check()
+    log.warning("database_connection_lost", extra={"pool": pool.name})

@@ -78,6 +78,13 @@ class Metrics:
             ["provider"],
             registry=self.registry,
         )
+        self.conflict_retries = Counter(
+            "payhooks_conflict_retries",
+            "Times a delivery's transaction was run again after a serialization failure or "
+            "deadlock (SQLSTATE 40001, 40P01)",
+            ["provider"],
+            registry=self.registry,
+        )
         self.log_dropped = Counter(
             "payhooks_delivery_log_dropped",
             "Delivery log lines dropped while the database was away, or once the service was "
@@ -119,6 +126,9 @@ class Metrics:
 
     def mismatch(self, provider: str) -> None:
         self.mismatches.labels(provider_label(provider)).inc()
+
+    def retried(self, provider: str, times: int) -> None:
+        self.conflict_retries.labels(provider_label(provider)).inc(times)
 
     def _duplicate_ratio(self) -> float:
         with self._lock:

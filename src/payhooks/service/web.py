@@ -36,6 +36,7 @@ from payhooks.events import Provider, Received
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
 from payhooks.refunds import Refund
+from payhooks.retries import Retries
 from payhooks.service import application, console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes
@@ -132,7 +133,8 @@ def create_app(
     witness = Witness(metrics)
     app.state.witness = witness
     served = settings.adapters() if adapters is None else adapters
-    endpoint = _add_webhook_route(app, served, witness)
+    retries = Retries.within(settings.pool_timeout_ms, settings.transaction_timeout_ms)
+    endpoint = _add_webhook_route(app, served, witness, retries)
     console.install(app, served, settings.reconciliation_off(), timezone=settings.console_timezone)
     _add_api_routes(app, api_token)
     _add_probe_routes(app, metrics, metrics_token, settings)
@@ -259,6 +261,8 @@ class Witness:
             self.metrics.answered(provider, reply.outcome, seconds)
             if reply.mismatch:
                 self.metrics.mismatch(provider)
+            if reply.retries:
+                self.metrics.retried(provider, reply.retries)
         if self.log is not None:
             self.log.note(arrival, reply)
 
@@ -272,13 +276,13 @@ in a worker thread, so they never hold the loop."""
 
 
 def _add_webhook_route(
-    app: FastAPI, adapters: Mapping[Provider, Adapter], witness: Witness
+    app: FastAPI, adapters: Mapping[Provider, Adapter], witness: Witness, retries: Retries
 ) -> WebhookEndpoint:
     """The route FastAPI declares (for the schema) and ``WebhookGate`` serve the same
     endpoint; the gate answers before routing, so a delivery skips FastAPI's request
     handling."""
     served = {provider.value: adapter for provider, adapter in adapters.items()}
-    endpoint = _webhook_endpoint(Endpoint(served, log), witness)
+    endpoint = _webhook_endpoint(Endpoint(served, log, retries=retries), witness)
 
     @app.post("/webhooks/{provider}")
     async def webhook(provider: str, request: Request) -> Response:
@@ -335,6 +339,7 @@ def _webhook_endpoint(step: Endpoint, witness: Witness) -> WebhookEndpoint:
             _claimed(state),
             offload=None if len(body) <= ON_LOOP_BYTES else _offload(state.webhook_threads),
             seen=partial(witness.saw, replace(arrival, body=body)),
+            pause=anyio.sleep,
         )
         return reply_response(reply)
 
@@ -371,9 +376,8 @@ def _claimed(state: State) -> AsyncClaim:
 async def _first_capture(pool: AsyncPool, received: Received) -> Receipt | None:
     if not captures.eligible(received.event):
         return None
-    with database.pooled(received.event.event_id):
-        async with pool.connection() as conn:
-            return await captures.first_capture_async(conn, received)
+    async with database.async_connection(pool, received.event.event_id) as conn:
+        return await captures.first_capture_async(conn, received)
 
 
 _bearer = HTTPBearer(auto_error=False)
