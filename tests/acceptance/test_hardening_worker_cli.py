@@ -41,7 +41,7 @@ def test_the_worker_process_dead_letters_a_poisoned_row_and_delivers_the_next(
     with running(["worker"], worker_env, tmp_path / "worker.log") as worker:
         wait_until(
             lambda: len(box.messages) == 1 or not worker.alive(),
-            timeout=30,
+            timeout=60,  # a liveness bound: a worker starting on a busy machine
             what="the good message",
         )
         assert worker.alive(), worker.output()

@@ -59,7 +59,7 @@ class Proxy:
             except OSError:
                 return  # cut: the listener was shut down
             try:
-                server = socket.create_connection(self._upstream, timeout=5)
+                server = _connect(*self._upstream)
             except OSError:
                 _reset(client)
                 continue
@@ -79,6 +79,21 @@ class Proxy:
             with self._lock:
                 self._open.discard(sock)
             _reset(sock)
+
+
+def _connect(host: str, port: int) -> socket.socket:
+    """The server over TCP, or over its Unix socket when ``host`` is a directory (as libpq
+    reads a host starting with ``/``: the embedded server listens only there)."""
+    if not host.startswith("/"):
+        return socket.create_connection((host, port), timeout=5)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.settimeout(5)
+    try:
+        server.connect(f"{host}/.s.PGSQL.{port}")
+    except OSError:
+        server.close()
+        raise
+    return server
 
 
 def _free_port() -> int:
