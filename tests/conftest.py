@@ -26,12 +26,19 @@ import httpx
 import psycopg
 import pytest
 import uvicorn
+from hypothesis import settings
 from psycopg.conninfo import make_conninfo
 
 from payhooks import db
 from payhooks.service import database
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app
+
+# No timing thresholds in tests: hypothesis's default 200 ms deadline per example fails a
+# correct property on a busy two-core machine (CI runs two workers). Examples stay bounded by
+# their count.
+settings.register_profile("payhooks", deadline=None)
+settings.load_profile("payhooks")
 
 T = TypeVar("T")
 R = TypeVar("R")
