@@ -162,8 +162,9 @@ def open_pool(
     With ``deadline`` (the webhook path), waiting for a connection plus one whole transaction
     stays under the gateways' 5 s: ``transaction_timeout`` on PostgreSQL 17 and newer; on older
     servers each lock wait and statement is bounded, not their sum. With ``checked``, each
-    connection is tried before it is handed out (one round trip), so a pool used now and then
-    never hands out one the server closed meanwhile; the webhook pool, busy, does without.
+    connection is tried before it is handed out (one round trip, ``CheckedPool``), so a pool
+    used now and then never hands out one the server closed meanwhile; the webhook pool, busy,
+    does without.
     Behind a transaction pooler (``PAYHOOKS_DATABASE_POOL_MODE=transaction``) every bound is
     set in each transaction instead (``Session``).
     """
@@ -177,7 +178,8 @@ def open_pool(
         set_parameters(conn, mode, {**bounds, **late} if mode is PoolMode.TRANSACTION else late)
 
     size = max_size or settings.pool_size
-    pool: psycopg_pool.ConnectionPool = psycopg_pool.ConnectionPool(
+    kind = CheckedPool if checked else psycopg_pool.ConnectionPool
+    pool: psycopg_pool.ConnectionPool = kind(
         url,
         connection_class=Session,
         min_size=min(2, size),
@@ -185,12 +187,30 @@ def open_pool(
         timeout=settings.pool_timeout_ms / 1000 if wait_s is None else wait_s,
         kwargs={"autocommit": True, **connect_options(mode, bounds)},
         configure=configure,
-        check=psycopg_pool.ConnectionPool.check_connection if checked else None,
         open=False,
     )
     with pooled():
         pool.open(wait=False)
     return pool
+
+
+class CheckedPool(psycopg_pool.ConnectionPool):
+    """A pool that tries each connection before handing it out. One found dead (the database
+    went away, or failed over, while it sat idle) makes the pool try every other idle one at
+    once (``weeded``), and the caller is handed a live one or a new one on the same request.
+    psycopg_pool's own ``check`` instead pauses 1 s, 2 s, 4 s, ... between the dead ones, so
+    after a failover a pool holding a few idle connections would keep its caller past its
+    wait and answer 503 with the database already back."""
+
+    def getconn(self, timeout: float | None = None) -> Any:
+        conn = super().getconn(timeout)
+        try:
+            self.check_connection(conn)
+        except Exception:
+            self.putconn(conn)  # broken: dropped, and a replacement started
+            weeded(self)
+            conn = super().getconn(timeout)  # every idle one was just tried
+        return conn
 
 
 def open_async_pool(url: str, settings: Settings) -> psycopg_pool.AsyncConnectionPool[AsyncSession]:
