@@ -10,12 +10,14 @@ import signal
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import httpx
 import psycopg
 import pytest
 
 from payhooks.sim.gateway import Gateway
+from payhooks.sim.gateway_api import GatewayApi
 from payhooks.sim.storm import StormOptions, StormResult, run_storm
 from tests.factories import KEYS, purchase
 from tests.faults.conftest import TOKEN, eventually
@@ -26,11 +28,20 @@ OPTIONS = StormOptions(carts=120, concurrency=8, time_scale=200.0, spread_s=1000
 
 
 class StormThread(threading.Thread):
-    """A storm running while the test breaks things; ``sent`` counts its HTTP attempts."""
+    """A storm running while the test breaks things; ``sent`` counts its HTTP attempts.
+    ``books`` and ``reconcile`` as ``run_storm`` takes them."""
 
-    def __init__(self, base: str, options: StormOptions = OPTIONS) -> None:
+    def __init__(
+        self,
+        base: str,
+        options: StormOptions = OPTIONS,
+        *,
+        books: GatewayApi | None = None,
+        reconcile: Callable[[], object] = lambda: None,
+    ) -> None:
         super().__init__()
         self.base, self.options = base, options
+        self.books, self.reconcile = books, reconcile
         self.sent = 0
         self.result: StormResult | None = None
 
@@ -39,7 +50,10 @@ class StormThread(threading.Thread):
             if phase == "delivering":
                 self.sent += advance
 
-        self.result = run_storm(self.base, TOKEN, Gateway(KEYS), self.options, progress)
+        self.result = run_storm(
+            self.base, TOKEN, Gateway(KEYS), self.options, progress,
+            books=self.books, reconcile=self.reconcile,
+        )  # fmt: skip
 
     def finish(self) -> StormResult:
         self.join(timeout=300)

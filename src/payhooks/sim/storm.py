@@ -64,6 +64,10 @@ class StormOptions:
     """The deployment refunds double payments itself (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``)
     through ``books``: wait for those refunds too, and check that every double payment was
     refunded once and no other payment at all (``double_payments_refunded_once``)."""
+    recovers_lost: bool = False
+    """The deployment may have lost deliveries it acknowledged (its database failed over onto
+    an asynchronous standby that had not received them; tests/failover): wait, reconciling,
+    until every cart the story paid for is paid, not only the silent ones."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -529,12 +533,14 @@ def _await_reconciliation(
     books: GatewayApi,
 ) -> None:
     """Until every silent cart is paid, and every cart of a gateway whose callbacks its API
-    must confirm, and (``refunds_doubles``) every double payment is refunded; or the wait is
-    over (the checks then say which not)."""
+    must confirm (of every gateway, ``recovers_lost``), and (``refunds_doubles``) every
+    double payment is refunded; or the wait is over (the checks then say which not)."""
     confirmed = {p for p, found in GATEWAYS.items() if found.confirmed_by_api}
     owed = [
         s for s in stories
-        if s.silent or (s.purchase.provider in confirmed and set(s.captured) - set(s.refunded))
+        if s.silent or (
+            (options.recovers_lost or s.purchase.provider in confirmed)
+            and set(s.captured) - set(s.refunded))
     ]  # fmt: skip
     paid_for = {id(s) for s in owed}
     doubles = {id(s) for s in stories if options.refunds_doubles and len(s.captured) > 1}
