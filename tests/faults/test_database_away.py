@@ -12,6 +12,7 @@ from dataclasses import replace
 import httpx
 import pytest
 
+from payhooks.console.pages import OwnPool
 from payhooks.service import database, outbox
 from payhooks.service.worker import Worker, WorkerOptions
 from payhooks.sim.gateway_api import GatewayApi
@@ -110,6 +111,24 @@ def test_after_an_outage_a_checked_pool_hands_out_a_live_connection_at_once(prox
             assert conn.execute("SELECT 1").fetchone() == (1,)
     finally:
         pool.close()
+
+
+def test_after_an_outage_the_consoles_own_pool_in_a_merchants_app_hands_out_a_live_one(proxy):
+    """The console mounted in a merchant's app opens a pool of its own on a database address
+    (``OwnPool``): its idle connections dead after an outage or a failover, the next page still
+    gets a live one (it was handed a dead one, and the page failed, once per idle connection)."""
+    own = OwnPool(proxy.url)
+    try:
+        held = [own().getconn() for _ in range(2)]  # its every connection
+        for conn in held:
+            own().putconn(conn)
+        proxy.cut()
+        proxy.restore()
+        for _ in range(3):
+            with own().connection() as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        own.close()
 
 
 @pytest.fixture

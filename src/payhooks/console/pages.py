@@ -48,6 +48,7 @@ from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.events import Provider
+from payhooks.pools import CheckedPool
 from payhooks.providers import Adapter
 from payhooks.starlette import read_bounded, replaying
 
@@ -374,7 +375,7 @@ class OwnPool:
             if self._closed:
                 raise DatabaseUnavailable("the console is closed: its app is stopping")
             if self._pool is None:
-                self._pool = psycopg_pool.ConnectionPool(
+                self._pool = CheckedPool(  # live after the database failed over
                     self._conninfo,
                     min_size=0,
                     max_size=CONNECTIONS,

@@ -16,6 +16,7 @@ import psycopg_pool
 from payhooks import schema
 from payhooks.db import Connection, translated
 from payhooks.errors import DatabaseUnavailable
+from payhooks.pools import CheckedPool, weeded
 from payhooks.service.config import PoolMode, Settings
 
 SHOP = schema.Track(name="shop", package="payhooks.service")
@@ -194,25 +195,6 @@ def open_pool(
     return pool
 
 
-class CheckedPool(psycopg_pool.ConnectionPool):
-    """A pool that tries each connection before handing it out. One found dead (the database
-    went away, or failed over, while it sat idle) makes the pool try every other idle one at
-    once (``weeded``), and the caller is handed a live one or a new one on the same request.
-    psycopg_pool's own ``check`` instead pauses 1 s, 2 s, 4 s, ... between the dead ones, so
-    after a failover a pool holding a few idle connections would keep its caller past its
-    wait and answer 503 with the database already back."""
-
-    def getconn(self, timeout: float | None = None) -> Any:
-        conn = super().getconn(timeout)
-        try:
-            self.check_connection(conn)
-        except Exception:
-            self.putconn(conn)  # broken: dropped, and a replacement started
-            weeded(self)
-            conn = super().getconn(timeout)  # every idle one was just tried
-        return conn
-
-
 def open_async_pool(url: str, settings: Settings) -> psycopg_pool.AsyncConnectionPool[AsyncSession]:
     """The webhook pool's twin for the deliveries answered on the event loop (the first
     capture): the same size, the same bounds and deadline (``open_pool``). Opened by
@@ -285,17 +267,6 @@ async def async_connection(
     finally:
         if lost:
             await weeded_async(pool)
-
-
-def weeded(pool: psycopg_pool.ConnectionPool) -> None:
-    """Every idle connection of ``pool`` tried once, the dead ones dropped and replaced in the
-    background. The webhook pools check no connection they hand out (a round trip on every
-    delivery), so without this each connection the server reset while idle would be handed
-    out once after the database came back, and answered 503: one loss found is taken as
-    news that the others went with it."""
-    with contextlib.suppress(Exception):  # a pool closing meanwhile: nothing to weed
-        pool.check()
-    log.warning("database_connection_lost", extra={"pool": pool.name})
 
 
 async def weeded_async(pool: psycopg_pool.AsyncConnectionPool[AsyncSession]) -> None:
