@@ -59,7 +59,10 @@ def test_while_the_database_is_away_every_delivery_is_503_and_its_retry_is_appli
         retried = [post(client, d) for d in (*first_captures, *authorisations)]
         retried += [post(client, d) for d in (*first_captures, *authorisations)]
     assert during == [503] * 6
-    assert retried.count(503) <= 2  # at most one dead connection per pool, found once
+    # Each pool hands out at most one dead connection, and a pool whose reconnection was backing
+    # off while the database was away (psycopg_pool's delays double from 1 s) answers 503 until
+    # its next attempt: the first round may see a few; the second finds every pool connected.
+    assert retried[6:] == [200] * 6, retried
     assert count(conn, "SELECT count(*) FROM orders") == 4
     assert count(conn, "SELECT count(*) FROM outbox WHERE kind = 'email'") == 4
     assert count(conn, "SELECT count(*) FROM payments WHERE status = 'authorized'") == 3
