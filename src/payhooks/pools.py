@@ -1,11 +1,13 @@
 """Connection pools that get over a database gone and back (a restart, a failover) by
 themselves: one dead connection found is taken as news that the idle others went with it.
-Used by the service's pools and the console's own (``payhooks.console``); needs psycopg_pool."""
+Used by the service's pools, the console's own (``payhooks.console``) and the webhook route on a
+merchant's pool (``payhooks.fastapi``); needs psycopg_pool."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import psycopg_pool
@@ -43,4 +45,43 @@ def weeded(pool: psycopg_pool.ConnectionPool) -> None:
     log.warning("database_connection_lost", extra={"pool": pool.name})
 
 
-__all__ = ["CheckedPool", "weeded"]
+async def weeded_async(pool: psycopg_pool.AsyncConnectionPool[Any]) -> None:
+    """``weeded`` for an async pool."""
+    with contextlib.suppress(Exception):
+        await pool.check()
+    log.warning("database_connection_lost", extra={"pool": pool.name})
+
+
+@contextlib.contextmanager
+def watched(pool: psycopg_pool.ConnectionPool[Any]) -> Iterator[Any]:
+    """``pool.connection()``; one found lost when given back (the database restarted or failed
+    over while it sat idle) makes the pool try its other idle ones at once (``weeded``), so the
+    next callers are not handed the other dead ones, one failure each."""
+    lost = False
+    try:
+        with pool.connection() as conn:
+            try:
+                yield conn
+            finally:
+                lost = conn.broken
+    finally:
+        if lost:
+            weeded(pool)
+
+
+@contextlib.asynccontextmanager
+async def watched_async(pool: psycopg_pool.AsyncConnectionPool[Any]) -> AsyncIterator[Any]:
+    """``watched`` for an async pool."""
+    lost = False
+    try:
+        async with pool.connection() as conn:
+            try:
+                yield conn
+            finally:
+                lost = conn.broken
+    finally:
+        if lost:
+            await weeded_async(pool)
+
+
+__all__ = ["CheckedPool", "watched", "watched_async", "weeded", "weeded_async"]

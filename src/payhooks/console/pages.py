@@ -48,7 +48,7 @@ from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.events import Provider
-from payhooks.pools import CheckedPool
+from payhooks.pools import CheckedPool, watched
 from payhooks.providers import Adapter
 from payhooks.starlette import read_bounded, replaying
 
@@ -336,7 +336,7 @@ class Console:
 
         def pooled() -> T:
             try:
-                with db.translated(), self._pool().connection() as conn:
+                with db.translated(), watched(self._pool()) as conn:
                     try:
                         return work(conn, *args, **kwargs)
                     except psycopg.DataError as exc:  # a value the database cannot compare

@@ -23,6 +23,7 @@ from payhooks.fastapi.hooks import AsyncConnection, AsyncHandler
 from payhooks.fastapi.hooks import guarded as guarded_async
 from payhooks.hooks import guarded
 from payhooks.ingest import Handler, Receipt, ingest_received
+from payhooks.pools import watched, watched_async
 
 SyncPool = psycopg_pool.ConnectionPool[Connection]
 AsyncPool = psycopg_pool.AsyncConnectionPool[AsyncConnection]
@@ -70,8 +71,11 @@ def awaited(pool: AsyncPool, handler: AsyncHandler, limiter: anyio.CapacityLimit
 @contextlib.contextmanager
 def autocommitted(pool: SyncPool) -> Iterator[Connection]:
     """A connection of the pool in autocommit for one delivery (the claim opens and commits
-    a transaction of its own), given back as it was lent: the pool may be the app's own."""
-    with pool.connection() as conn:
+    a transaction of its own), given back as it was lent: the pool may be the app's own.
+    One found lost (the database restarted or failed over while it sat idle) makes the pool
+    try its other idle ones at once (``payhooks.pools.watched``): that delivery is answered
+    503 and retried, and the next ones are not handed the other dead connections."""
+    with watched(pool) as conn:
         lent = conn.autocommit
         conn.autocommit = True
         try:
@@ -83,7 +87,8 @@ def autocommitted(pool: SyncPool) -> Iterator[Connection]:
 
 @contextlib.asynccontextmanager
 async def autocommitted_async(pool: AsyncPool) -> AsyncIterator[AsyncConnection]:
-    async with pool.connection() as conn:
+    """``autocommitted`` on an async pool."""
+    async with watched_async(pool) as conn:
         lent = conn.autocommit
         await conn.set_autocommit(True)
         try:

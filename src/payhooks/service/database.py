@@ -4,7 +4,6 @@ PostgreSQL used when no ``DATABASE_URL`` is set."""
 from __future__ import annotations
 
 import contextlib
-import logging
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
@@ -16,11 +15,10 @@ import psycopg_pool
 from payhooks import schema
 from payhooks.db import Connection, translated
 from payhooks.errors import DatabaseUnavailable
-from payhooks.pools import CheckedPool, weeded
+from payhooks.pools import CheckedPool, watched, watched_async
 from payhooks.service.config import PoolMode, Settings
 
 SHOP = schema.Track(name="shop", package="payhooks.service")
-log = logging.getLogger("payhooks")
 
 
 def migrate(conn: Connection) -> list[str]:
@@ -238,17 +236,9 @@ def connection(
     pool: psycopg_pool.ConnectionPool, event_id: str | None = None
 ) -> Iterator[Connection]:
     """A connection of ``pool``; one found lost (the database went away, or failed over)
-    makes the pool try the others it holds idle (``weeded``)."""
-    lost = False
-    try:
-        with pooled(event_id), pool.connection() as conn:
-            try:
-                yield conn
-            finally:
-                lost = conn.broken
-    finally:
-        if lost:
-            weeded(pool)
+    makes the pool try the others it holds idle (``payhooks.pools.watched``)."""
+    with pooled(event_id), watched(pool) as conn:
+        yield conn
 
 
 @contextlib.asynccontextmanager
@@ -256,20 +246,6 @@ async def async_connection(
     pool: psycopg_pool.AsyncConnectionPool[AsyncSession], event_id: str | None = None
 ) -> AsyncIterator[AsyncSession]:
     """``connection`` on the async pool."""
-    lost = False
-    try:
-        with pooled(event_id):
-            async with pool.connection() as conn:
-                try:
-                    yield conn
-                finally:
-                    lost = conn.broken
-    finally:
-        if lost:
-            await weeded_async(pool)
-
-
-async def weeded_async(pool: psycopg_pool.AsyncConnectionPool[AsyncSession]) -> None:
-    with contextlib.suppress(Exception):
-        await pool.check()
-    log.warning("database_connection_lost", extra={"pool": pool.name})
+    with pooled(event_id):
+        async with watched_async(pool) as conn:
+            yield conn
