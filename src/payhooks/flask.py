@@ -312,11 +312,21 @@ def deliver(store: Store, received: Received, handler: Handler) -> Receipt:
 
 def _rolled_back(sa_conn: sqlalchemy.Connection, transaction: sqlalchemy.RootTransaction) -> None:
     """A hook's refused ``session.connection().rollback()`` leaves SQLAlchemy's transaction
-    deassociated while the driver's is still open: that one is rolled back directly."""
-    if transaction.is_active:
-        transaction.rollback()
-    else:
-        driver_connection(sa_conn).rollback()
+    deassociated while the driver's is still open: that one is rolled back directly.
+
+    On a connection lost (the database restarted or failed over) the server has already
+    rolled the transaction back, and the rollback's own failure must not stand in for the
+    error that ended the delivery (a 503 answered 500): it is let go, and SQLAlchemy, told
+    of the loss, drops the pool's other connections opened before it."""
+    driver = driver_connection(sa_conn)
+    try:
+        if transaction.is_active:
+            transaction.rollback()
+        else:
+            driver.rollback()
+    except (sqlalchemy.exc.DBAPIError, psycopg.OperationalError):
+        if not driver.broken:
+            raise
 
 
 def _claim(

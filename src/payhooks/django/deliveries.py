@@ -18,7 +18,7 @@ from django import db
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from payhooks.db import Connection, conflict
+from payhooks.db import Connection, conflict, translated
 from payhooks.django.conf import Config
 from payhooks.errors import DatabaseUnavailable, HandlerCommitted
 from payhooks.events import Event, Received
@@ -86,7 +86,9 @@ def settle(config: Config, claim: Callable[[Connection], Pending]) -> Receipt:
             "the payhooks webhook view runs inside an atomic block: exclude it from your "
             "atomic middleware or decorator (it opens and commits its own)"
         )
-    with unavailable_translated(), transaction.atomic(using=config.database):
+    # translated: the raw connection's own errors (a persistent connection the database
+    # dropped, found by the first statement) are 503 like Django's, never a 500.
+    with unavailable_translated(), translated(), transaction.atomic(using=config.database):
         conn = raw_connection(config.database)
         conn.execute(_LOCK_TIMEOUT, (f"{config.lock_timeout_ms}ms",))
         pending = claim(conn)
