@@ -33,6 +33,7 @@ from payhooks import db
 from payhooks.service import database
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app
+from payhooks.sim.proxy import Proxy
 
 # No timing thresholds in tests: hypothesis's default 200 ms deadline per example fails a
 # correct property on a busy two-core machine (CI runs two workers). Examples stay bounded by
@@ -83,6 +84,15 @@ def database_url(admin_url: str, template_db: str) -> Iterator[str]:
 def conn(database_url: str) -> Iterator[db.Connection]:
     with psycopg.connect(database_url, autocommit=True) as connection:
         yield connection
+
+
+@pytest.fixture
+def proxy(database_url: str) -> Iterator[Proxy]:
+    """The test's database behind a loopback proxy the test cuts and restores: the database
+    gone away (every connection reset, new ones refused) and back."""
+    made = Proxy(database_url)
+    yield made
+    made.close()
 
 
 def _admin(url: str, sql: str) -> None:

@@ -6,20 +6,22 @@ of ``payhooks.sim.proxy``, cut and restored by the test."""
 
 from __future__ import annotations
 
+import pytest
+
 from payhooks.sim.proxy import Proxy
 from tests.fastapi.conftest import served
-from tests.fastapi.merchant import Merchant, capture, prepare
-from tests.fastapi.test_fastapi_router import kind, orders  # noqa: F401 (a fixture)
-from tests.faults.test_database_away import proxy  # noqa: F401 (a fixture)
+from tests.fastapi.merchant import KINDS, Merchant, capture, prepare
+from tests.fastapi.test_fastapi_router import orders
 
 REFS = [f"order_away{i:04d}" for i in range(6)]
 PAYMENTS = [f"pay_away{i:010d}" for i in range(6)]
 
 
+@pytest.mark.parametrize("kind", KINDS)
 def test_after_a_quiet_outage_a_merchants_pool_answers_one_delivery_503_and_applies_the_rest(
     conn,
-    kind,
-    proxy: Proxy,  # noqa: F811
+    kind: str,
+    proxy: Proxy,
 ):
     prepare(conn, *REFS)
     deliveries = [capture(ref, payment_id=paid) for ref, paid in zip(REFS, PAYMENTS, strict=True)]

@@ -17,7 +17,6 @@ from payhooks.service import database, outbox
 from payhooks.service.worker import Worker, WorkerOptions
 from payhooks.sim.gateway_api import GatewayApi
 from payhooks.sim.gateway_api import serving as serving_api
-from payhooks.sim.proxy import Proxy
 from tests.conftest import Inbox, serving, smtp_server
 from tests.factories import SETTINGS, purchase
 from tests.faults.conftest import eventually
@@ -26,13 +25,6 @@ from tests.reconcile.conftest import API_KEYS, orders_of, paid_at_gateway, setti
 LIVENESS_S = 30.0
 """How long a recovery may take before the test calls it missing: a bound on waiting, not a
 figure the service is held to."""
-
-
-@pytest.fixture
-def proxy(database_url: str) -> Iterator[Proxy]:
-    made = Proxy(database_url)
-    yield made
-    made.close()
 
 
 def post(client: httpx.Client, delivery) -> int:

@@ -12,7 +12,6 @@ import sqlalchemy
 import payhooks.flask
 from payhooks.sim.proxy import Proxy
 from tests.factories import ADAPTERS
-from tests.faults.test_database_away import proxy  # noqa: F401 (a fixture)
 from tests.flask.conftest import serving, sqlalchemy_url
 from tests.flask.test_flask_blueprint import ORDERS, capture, flask_app, order_rows, raw_hooks
 
@@ -23,7 +22,7 @@ PAYMENTS = [f"pay_away{i:010d}" for i in range(6)]
 @pytest.mark.parametrize("pre_ping", [False, True], ids=["plain", "pool_pre_ping"])
 def test_after_a_quiet_outage_a_merchants_engine_answers_one_delivery_503_and_applies_the_rest(
     conn,
-    proxy: Proxy,  # noqa: F811
+    proxy: Proxy,
     pre_ping: bool,
 ):
     """With ``pool_pre_ping`` (docs/flask.md) not even the first one is answered 503."""
