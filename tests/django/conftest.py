@@ -120,11 +120,13 @@ def atomic_requests(request: pytest.FixtureRequest, django_db: str) -> Iterator[
 
 
 @contextmanager
-def serving() -> Iterator[str]:
-    """The configured project served over a real socket; yields its base URL."""
+def serving(*, threaded: bool = True) -> Iterator[str]:
+    """The configured project served over a real socket; yields its base URL. Not
+    ``threaded``: one thread answers every request, on the one connection it keeps (as a
+    gunicorn sync worker does)."""
     from django.core.handlers.wsgi import WSGIHandler
 
-    server = make_server("127.0.0.1", 0, WSGIHandler(), threaded=True)
+    server = make_server("127.0.0.1", 0, WSGIHandler(), threaded=threaded)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
