@@ -39,7 +39,7 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 
-from payhooks.db import Connection, translated
+from payhooks.db import Connection, libpq_url, translated
 from payhooks.endpoint import Arrival, Reply
 from payhooks.events import Provider, Received
 
@@ -218,7 +218,7 @@ def own_connection(conninfo: str, **kwargs: Any) -> OwnConnection:
     """A connection of its own to the database ``conninfo`` names (with the keywords a
     psycopg pool keeps in its ``kwargs``), given up after ``CONNECT_TIMEOUT_S``."""
     options = {"connect_timeout": CONNECT_TIMEOUT_S, **kwargs, "autocommit": True}
-    return OwnConnection(partial(psycopg.Connection.connect, conninfo, **options))
+    return OwnConnection(partial(psycopg.Connection.connect, libpq_url(conninfo), **options))
 
 
 _TIMEOUT = "SELECT set_config('statement_timeout', %s, true)"

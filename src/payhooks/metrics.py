@@ -31,7 +31,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from payhooks.db import Connection
+from payhooks.db import Connection, libpq_url
 from payhooks.events import Provider
 
 log = logging.getLogger("payhooks.metrics")
@@ -87,7 +87,9 @@ def read_totals(conn: Connection) -> Totals:
 
 
 def reading(database_url: str) -> Callable[[], Snapshot]:
-    """``read`` on a fresh connection of its own, bounded in time."""
+    """``read`` on a fresh connection of its own, bounded in time. ``database_url`` may be
+    SQLAlchemy's ``postgresql+psycopg://`` (a Flask app's)."""
+    database_url = libpq_url(database_url)
 
     def read_now() -> Snapshot:
         with psycopg.connect(

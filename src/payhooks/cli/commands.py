@@ -467,7 +467,9 @@ def purge(
     database_url: Annotated[
         str | None,
         typer.Option(
-            help="Your app's database: purge the core's tables there, not the reference service's."
+            help="Your app's database: purge the core's tables there, not the reference "
+            "service's; SQLAlchemy's postgresql+psycopg:// is taken too.",
+            callback=_libpq,
         ),
     ] = None,
 ) -> None:

@@ -41,7 +41,7 @@ from payhooks.console.pages import (
     order_address,
     prefix_of,
 )
-from payhooks.db import Connection
+from payhooks.db import Connection, libpq_url
 from payhooks.events import Received
 from payhooks.fastapi.claims import ingest_received as ingest_async
 from payhooks.fastapi.deliveries import autocommitted_async
@@ -67,6 +67,7 @@ def console(
     writes on at most ``CONNECTIONS`` connections of its own, opened on its first request;
     ``close(app)`` closes them. Times are shown in ``timezone`` (an IANA name, IST by default;
     ``UnknownTimezone`` for a name the zone database does not hold)."""
+    database_url = libpq_url(database_url)  # SQLAlchemy's postgresql+psycopg:// too
     served = {adapter.provider: adapter for adapter in adapters}
     if getattr(hooks, "is_async", False):
         safe = guarded_async(hooks)

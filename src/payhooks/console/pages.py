@@ -365,7 +365,7 @@ class OwnPool:
     lifespan never runs) and closed for good by ``close()``."""
 
     def __init__(self, conninfo: str) -> None:
-        self._conninfo = conninfo
+        self._conninfo = db.libpq_url(conninfo)
         self._pool: psycopg_pool.ConnectionPool | None = None
         self._opening = threading.Lock()
         self._closed = False

@@ -13,6 +13,7 @@ from typing import Unpack
 
 import psycopg
 
+from payhooks.db import libpq_url
 from payhooks.events import Received
 from payhooks.fastapi.claims import ingest_received
 from payhooks.fastapi.hooks import AsyncHandler, guarded
@@ -25,6 +26,7 @@ from payhooks.reconcile.running import PassOptions, connecting, reconcile_once
 def applying(database_url: str, hooks: AsyncHandler) -> Callable[[Received], Receipt]:
     """A delivery claimed and applied through ``hooks`` on an async connection of its own, on
     an event loop of its own (``payhooks replay --hooks`` and the pass below)."""
+    database_url = libpq_url(database_url)
     safe = guarded(hooks)
 
     async def apply(received: Received) -> Receipt:
@@ -38,6 +40,7 @@ def delivering(database_url: str, hooks: AsyncHandler) -> Deliver:
     """Each payment a pass finds applied through ``hooks`` on an async connection of its own.
     ``then`` (the missing-webhook check) runs after the commit, on a connection of its own:
     it only reads, and what it reads is committed by then."""
+    database_url = libpq_url(database_url)
     apply = applying(database_url, hooks)
 
     def deliver(received: Received, *, then: Followup) -> Receipt:

@@ -25,7 +25,7 @@ from typing import TypedDict, Unpack
 
 import psycopg
 
-from payhooks.db import Connection
+from payhooks.db import Connection, libpq_url
 from payhooks.events import Provider, Received
 from payhooks.gateways import ApiCredentials, credentials
 from payhooks.gateways._status import StatusClient, client, http_client
@@ -61,7 +61,8 @@ def delivering(connect: Connect, handler: Handler) -> Deliver:
 
 def connecting(database_url: str) -> Connect:
     """A fresh autocommit connection each time: a pass makes a few dozen at most, and holds
-    none while it waits on a gateway."""
+    none while it waits on a gateway. ``database_url`` may be SQLAlchemy's form."""
+    database_url = libpq_url(database_url)
 
     @contextlib.contextmanager
     def connect() -> Iterator[Connection]:
