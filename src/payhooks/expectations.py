@@ -291,20 +291,23 @@ def holding(event: Event, mismatch: Mismatch) -> Steps[None]:
     yield Statement(sql=HOLD, params={**asdict(event), **asdict(mismatch)}, reads=False)
 
 
-# A payment parked for its amount and applied after all (the expectation corrected, then the
-# delivery replayed): its mismatch is settled by that.
-APPLIED_AFTER_ALL = """
-UPDATE payhooks_amount_mismatches SET resolved_at = now(),
-    resolution = 'applied: the expectation was corrected and the delivery replayed'
+# A payment parked for its amount and replayed after the expectation was corrected: applied
+# after all, or ignored by the handlers (recorded ignored, it can no longer be resolved by
+# hand), its mismatch is settled by that, never left open.
+SETTLED_ON_REPLAY = """
+UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
 WHERE provider = %s AND event_id = %s AND resolved_at IS NULL
 """
+APPLIED_AFTER_ALL = "applied: the expectation was corrected and the delivery replayed"
+IGNORED_AFTER_ALL = "ignored: the expectation was corrected and the handlers ignored it"
 
 
-def settling(event: Event) -> Steps[None]:
-    """The mismatch of a parked delivery now applied, marked resolved (none: no change)."""
-    yield Statement(
-        sql=APPLIED_AFTER_ALL, params=(event.provider.value, event.event_id), reads=False
-    )
+def settling(event: Event, *, applied: bool) -> Steps[None]:
+    """The mismatch of a parked delivery now applied (or ignored by the handlers), marked
+    resolved with which (none: no change)."""
+    resolution = APPLIED_AFTER_ALL if applied else IGNORED_AFTER_ALL
+    params = (resolution, event.provider.value, event.event_id)
+    yield Statement(sql=SETTLED_ON_REPLAY, params=params, reads=False)
 
 
 RESOLVE = """

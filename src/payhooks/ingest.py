@@ -262,8 +262,12 @@ class Delivery:
             return Settled(receipt=receipt, keep=False)  # still nothing to apply it to
         if applied.outcome is not Outcome.PROCESSED:
             yield from expectations.releasing(event, check)
-        elif claim.state is ClaimState.PARKED and event.kind in expectations.MONEY:
-            yield from expectations.settling(event)  # parked for its amount, perhaps
+        if (
+            claim.state is ClaimState.PARKED
+            and event.kind in expectations.MONEY
+            and (applied.outcome in (Outcome.PROCESSED, Outcome.IGNORED))
+        ):  # parked for its amount, perhaps: applied or ignored now, its mismatch is settled
+            yield from expectations.settling(event, applied=applied.outcome is Outcome.PROCESSED)
         yield from idempotency.recording(event, applied.outcome, applied.order_id)
         return Settled(receipt=receipt)
 

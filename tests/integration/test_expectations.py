@@ -11,7 +11,7 @@ from decimal import Decimal
 import psycopg
 import pytest
 
-from payhooks import EventKind, Hooks, Provider, ingest, ingest_in_transaction
+from payhooks import Applied, EventKind, Hooks, Provider, ingest, ingest_in_transaction
 from payhooks.expectations import expect, expect_async, expectation
 from payhooks.fastapi import AsyncHooks
 from payhooks.fastapi.claims import ingest_received as ingest_received_async
@@ -420,6 +420,25 @@ def test_a_mismatch_applied_after_the_expectation_was_corrected_is_marked_resolv
         "SELECT resolved_at IS NOT NULL, resolution FROM payhooks_amount_mismatches"
     ).fetchone()
     assert row[0] and "corrected" in row[1]
+
+
+def test_a_mismatch_its_handlers_ignore_on_replay_is_closed_not_left_open(shop):
+    """The expectation corrected, but the handlers still refuse the payment (they compare it
+    with an amount of the merchant's own, left as it was) and answer ignored: the delivery is
+    recorded ignored, so the mismatch can no longer be resolved by hand; it is closed with
+    what happened, not left open for ever."""
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    delivery = razorpay(amount=44_900)
+    sync_driver(shop, delivery)
+    expect(shop, "razorpay", "order_exp1", 44_900)
+    refusing = Hooks()
+    refusing.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: Applied(outcome=Outcome.IGNORED))
+    [stored] = parked(shop)
+    assert replay(shop, ADAPTERS[delivery.provider], stored, refusing).outcome is Outcome.IGNORED
+    row = shop.execute(
+        "SELECT resolved_at IS NOT NULL, resolution FROM payhooks_amount_mismatches"
+    ).fetchone()
+    assert row == (True, "ignored: the expectation was corrected and the handlers ignored it")
 
 
 # --- a refund of a payment parked for its amount -------------------------------------------
