@@ -86,6 +86,34 @@ def test_replaying_a_delivery_that_still_matches_nothing_keeps_it_parked(operato
     assert records(django_db) == [("razorpay", "evt_never", "parked")]
 
 
+def test_replay_tells_a_delivery_parked_for_its_amount_and_one_the_handler_ignores(
+    operator, django_db
+):
+    """The shop expects 500 paise and is paid 100: parked for its amount, and said so on
+    replay. The expectation corrected but not the order's own amount, the shop's handler
+    ignores it: said so too, and its mismatch closed, not left open."""
+    from django.db import connection
+
+    import payhooks
+
+    Order.objects.create(reference="order_short", amount_paise=500)
+    payhooks.expect(payhooks.django.connection(), "razorpay", "order_short", 500)
+    assert deliver(capture("order_short", "evt_short")) == "parked"
+    assert shown(replay(operator, "evt_short")) == [
+        "Still another amount than expected, kept parked (correct the expectation, or resolve "
+        "it) (1): evt_short"
+    ]
+    payhooks.expect(payhooks.django.connection(), "razorpay", "order_short", 100)
+    response = replay(operator, "evt_short")
+    assert shown(response) == ["Ignored by your handler, no longer parked (1): evt_short"]
+    assert records(django_db) == [("razorpay", "evt_short", "ignored")]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT resolution FROM payhooks_amount_mismatches")
+        assert cursor.fetchall() == [
+            ("ignored: the expectation was corrected and the handlers ignored it",)
+        ]
+
+
 def test_replay_leaves_deliveries_that_are_not_parked_alone(operator, django_db):
     Order.objects.create(reference="order_paid", amount_paise=100)
     deliver(capture("order_paid", "evt_paid"))

@@ -252,7 +252,17 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         report = replays.replay_parked(queryset.order_by("processed_at", "event_id"))
         self._tell(request, messages.SUCCESS, "Applied", report.applied)
         self._tell(
+            request, messages.INFO, "Ignored by your handler, no longer parked", report.ignored
+        )
+        self._tell(
             request, messages.WARNING, "Still matching nothing, kept parked", report.still_parked
+        )
+        self._tell(
+            request,
+            messages.WARNING,
+            "Still another amount than expected, kept parked (correct the expectation, or "
+            "resolve it)",
+            report.wrong_amount,
         )
         self._tell(request, messages.INFO, "Not parked, left alone", report.not_parked)
         self._tell(request, messages.ERROR, "Not replayed", report.failed)

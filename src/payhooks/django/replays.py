@@ -37,7 +37,12 @@ class Report:
 
     applied: tuple[str, ...] = ()
     """Applied now, or found already applied by a copy the gateway sent meanwhile."""
+    ignored: tuple[str, ...] = ()
+    """Answered ignored by the handler now: recorded so, no longer parked."""
     still_parked: tuple[str, ...] = ()
+    """Still matching nothing the handler can apply it to."""
+    wrong_amount: tuple[str, ...] = ()
+    """Parked for its amount (``payhooks.expect``): still another amount than expected."""
     not_parked: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     """Each with its cause: a handler's exception class, or a payhooks error's words."""
@@ -64,8 +69,20 @@ def _replayed(record: ProcessedWebhook, config: conf.Config) -> tuple[str, str]:
     except Exception as exc:  # reported to the operator; logged with its traceback
         log.exception("parked_replay_failed", extra={"event_id": record.event_id})
         return "failed", f"{record.event_id} ({_cause(exc)})"
-    parked = receipt.outcome is Outcome.PARKED
-    return ("still_parked" if parked else "applied"), record.event_id
+    if receipt.outcome is Outcome.IGNORED:
+        return "ignored", record.event_id
+    if receipt.outcome is not Outcome.PARKED:
+        return "applied", record.event_id
+    held = deliveries.raw_connection(config.database).execute(
+        _HELD_FOR_AMOUNT, (record.provider, record.event_id)
+    )
+    return ("wrong_amount" if held.fetchone() else "still_parked"), record.event_id
+
+
+_HELD_FOR_AMOUNT = """
+SELECT 1 FROM payhooks_amount_mismatches
+WHERE provider = %s AND event_id = %s AND resolved_at IS NULL
+"""
 
 
 def _cause(exc: Exception) -> str:
