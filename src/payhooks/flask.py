@@ -290,7 +290,11 @@ def session_for(conn: Connection) -> Session:
     inside the claim's savepoint; a hook must not commit or roll it back."""
     current = _CURRENT.get()
     if current is None or current[0] is not conn:
-        raise RuntimeError("session_for() takes the connection a payhooks hook was given")
+        raise RuntimeError(
+            "session_for() takes the connection a payhooks hook was given by the blueprint: "
+            "hooks run by payhooks replay or reconcile get a bare psycopg connection, so "
+            "write them in SQL on conn (docs/flask.md, 'Hooks that run outside a request')"
+        )
     return current[1]
 
 
