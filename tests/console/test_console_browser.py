@@ -314,6 +314,7 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, 
         log_in(page, console)
         for address in ("/console/", "/console/parked", "/console/actions", "/console/dead",
                         "/console/search?q=nothing-matches", "/console/deliveries",
+                        "/console/search?q=customer.with.a.long.address@example.com",
                         "/console/payments", "/console/parked/bulk", *stories):  # fmt: skip
             page.goto(f"{console.base_url}{address}")
             assert page.locator("h1").count() == 1, address
