@@ -219,7 +219,7 @@ async def readdress(
     try:
         address = mail.checked_address(recipient.strip())
     except InvalidAddress as exc:
-        message = f"That address cannot be mailed: {exc.reason}. Nothing was changed."
+        message = f"That address cannot be mailed: {exc.reason.rstrip('.')}. Nothing was changed."
         return page(request, "error.html", {"message": message}, status=400)
     if confirm != "yes":
         return go_back(request, back or "/dead", Done.NOT_CONFIRMED)
