@@ -316,7 +316,8 @@ WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'sent'
 """
 UNSETTLED_AGAIN = """
 UPDATE payhooks_refunds
-SET next_attempt_at = now() + least(greatest((now() - sent_at) / 4, %(first)s), %(most)s),
+SET next_attempt_at = now() + greatest(
+        least(greatest((now() - sent_at) / 4, %(first)s), %(most)s), %(asked)s),
     last_error = %(error)s
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'sent'
 """
@@ -354,11 +355,14 @@ def settled(conn: Connection, refund: Refund, *, processed: bool, error: str | N
     conn.execute(SETTLED, {**params, "state": state.value, "error": error})
 
 
-def unsettled_again(conn: Connection, refund: Refund, error: str | None = None) -> None:
-    """A sent intent the gateway has not settled yet, asked about again later."""
+def unsettled_again(
+    conn: Connection, refund: Refund, error: str | None = None, *, asked: timedelta = timedelta()
+) -> None:
+    """A sent intent the gateway has not settled yet, asked about again later: no sooner than
+    ``asked`` (what a gateway's 429 asked for)."""
     params = {"provider": refund.provider.value, "key": refund.idempotency_key}
     conn.execute(UNSETTLED_AGAIN, {**params, "error": error, "first": FIRST_CHECK,
-                                   "most": MOST_BETWEEN_CHECKS})  # fmt: skip
+                                   "most": MOST_BETWEEN_CHECKS, "asked": asked})  # fmt: skip
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:

@@ -36,6 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any, Protocol
 
 from payhooks import refunds
@@ -226,6 +227,16 @@ def _each_due(
     return True
 
 
+def _wait(refund: Refund, exc: GatewayApiError) -> timedelta:
+    """The sender's own backoff, or what the gateway asked for (a 429's ``Retry-After``)
+    when that is longer."""
+    return max(refunds.wait_after(refund.attempts), _asked(exc))
+
+
+def _asked(exc: GatewayApiError) -> timedelta:
+    return timedelta(seconds=exc.retry_after_s or 0)
+
+
 class _Acts:
     """What is done with each leased intent: sent (``send``) or asked about (``check``),
     a processed refund handed to ``settle`` before its intent is closed."""
@@ -265,7 +276,7 @@ class _Acts:
             return
         except GatewayApiError as exc:
             with connect() as conn:
-                refunds.unsettled_again(conn, refund, exc.reason)
+                refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
             return
         processed = now.processed and self.settled(refund)
         with connect() as conn:
@@ -292,7 +303,7 @@ class _Acts:
             return
         except GatewayApiError as exc:
             with connect() as conn:
-                refunds.again(conn, refund, refunds.wait_after(refund.attempts), exc.reason)
+                refunds.again(conn, refund, _wait(refund, exc), exc.reason)
             tally.retried[provider] += 1
             log.info(
                 "refund_retry",

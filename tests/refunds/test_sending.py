@@ -333,3 +333,27 @@ def test_a_sent_intent_is_asked_about_less_often_as_it_ages(core, database_url):
             "SELECT extract(epoch FROM next_attempt_at - now()) FROM payhooks_refunds"
         ).fetchone()[0])  # fmt: skip
     assert [round(float(w) / 60) for w in waits] == [1, 60, 360]
+
+
+def wait_asked(conn, provider: Provider) -> float:
+    """Seconds from now until the intent is due again."""
+    row = conn.execute(
+        "SELECT extract(epoch FROM next_attempt_at - now()) FROM payhooks_refunds "
+        "WHERE provider = %s",
+        (provider.value,),
+    ).fetchone()
+    return float(row[0])
+
+
+@pytest.mark.parametrize("provider", GATEWAYS)
+@pytest.mark.parametrize("form", ["seconds", "http-date"])
+def test_a_429_is_asked_again_no_sooner_than_the_gateway_asked(core, database_url, provider, form):
+    """Issue 33, 19: the sender called again 5-6 s after a 429 that asked for 8 (longer than
+    the sender's own first backoff, 5 s). Retry-After in seconds or as an HTTP date; Cashfree's
+    own x-ratelimit-retry."""
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_next(provider, Fault(status=429, retry_after_s=30, retry_after_date=form != "seconds"))
+    assert send(database_url, url).retried[provider] == 1
+    assert wait_asked(conn, provider) > 25  # the 30 s asked, less the seconds a date rounds off

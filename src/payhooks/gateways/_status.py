@@ -7,6 +7,7 @@ secrets go in headers or a hash, never in a log line or an error. Needs httpx (a
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import importlib
 import json
 import socket
@@ -214,14 +215,30 @@ class _Deadline:
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
-def retry_after(headers: Mapping[str, str]) -> float | None:
-    """``Retry-After`` in seconds, or Cashfree's ``x-ratelimit-retry``; None when neither
-    is a plain number (an HTTP date is not worth parsing here: the backoff applies)."""
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """``Retry-After`` in seconds or as an HTTP date (RFC 9110, 10.2.3: the wait from the
+    answer's own ``Date``, else from ``now``), or Cashfree's ``x-ratelimit-retry``; at most
+    ``MAX_RETRY_AFTER_S``. None when none of them reads."""
     for name in ("retry-after", "x-ratelimit-retry"):
         value = headers.get(name, "").strip()
         if value.isdecimal():
             return min(float(value), MAX_RETRY_AFTER_S)
+        until = _http_date(value)
+        if until is not None:
+            sent = _http_date(headers.get("date", "").strip())
+            start = sent if sent is not None else (time.time() if now is None else now)
+            return min(max(until - start, 0.0), MAX_RETRY_AFTER_S)
     return None
+
+
+def _http_date(value: str) -> float | None:
+    if not value:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return when.timestamp() if when.tzinfo is not None else None
 
 
 def _detail(body: bytes) -> str:

@@ -46,6 +46,8 @@ class Fault:
     status: int | None = None
     delay_s: float = 0.0
     retry_after_s: int | None = None
+    retry_after_date: bool = False
+    """``retry_after_s`` as an HTTP date (``Retry-After``'s other form), not seconds."""
 
 
 @dataclass(slots=True, kw_only=True)

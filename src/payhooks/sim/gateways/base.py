@@ -4,8 +4,10 @@ scenarios of its own. Each module beside this one builds one ``Simulator``."""
 
 from __future__ import annotations
 
+import email.utils
 import random
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -40,8 +42,16 @@ def same_payment_id(purchase: Purchase, payment_id: str) -> str:
 def retry_after(response: Response, scripted: Fault) -> Response:
     """The scripted fault's wait, in the standard ``retry-after`` header when it has one."""
     if scripted.retry_after_s is not None:
-        response.headers["retry-after"] = str(scripted.retry_after_s)
+        response.headers["retry-after"] = _wait(scripted)
     return response
+
+
+def _wait(scripted: Fault) -> str:
+    """Seconds, or the HTTP date that many seconds from now (RFC 9110, 10.2.3)."""
+    assert scripted.retry_after_s is not None
+    if not scripted.retry_after_date:
+        return str(scripted.retry_after_s)
+    return email.utils.formatdate(time.time() + scripted.retry_after_s, usegmt=True)
 
 
 class NoSimulator(PayhooksError):

@@ -21,7 +21,7 @@ from payhooks.events import Provider
 from payhooks.providers import cashfree
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id
+from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
 
 if TYPE_CHECKING:
     from payhooks.sim.gateway import Gateway
@@ -248,6 +248,8 @@ def fault(scripted: Fault) -> Response:
     status = scripted.status or 500
     if status == 429:
         response = _error(429, "Too many requests", "request_failed", "rate_limit_error")
+        if scripted.retry_after_date:  # the standard header's date form
+            return retry_after(response, scripted)
         response.headers["x-ratelimit-retry"] = str(scripted.retry_after_s or 0)
         return response
     return _error(status, "internal server error", "internal_error", "api_error")
