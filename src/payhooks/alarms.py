@@ -10,12 +10,14 @@ here, so a page and an email never disagree about what is wrong.
 - A spike of signature failures: usually a secret rotated in the gateway's dashboard and not
   yet added to payhooks' configuration; every genuine delivery is being refused.
 - Callbacks the gateway's API refuted: someone else holds the webhook's credential.
+- Callbacks waiting for the gateway's API past ``UNCONFIRMED_WAIT``: no API credentials (so no
+  pass asks), the API down, or what it said could not be applied (the handler fails).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from payhooks.db import Connection
@@ -28,6 +30,7 @@ class AlarmKind(StrEnum):
     FAILING = "failing"  # 5xx answers: a burst in the last hour, or a slow failure
     FORGED = "forged"  # signature failures
     REFUTED = "refuted"  # callbacks the gateway's API contradicted
+    UNCONFIRMED = "unconfirmed"  # callbacks waiting for the gateway's API past a bound
 
 
 # A banner when, in the last hour, a gateway was answered 5xx at least this often ...
@@ -40,6 +43,19 @@ FAILURES_TO_WARN = 3
 SLOW_FAILURES_TO_WARN = 6
 SLOW_FAILURE_HOURS = 3
 SLOW_FAILURE_SHARE = 0.02
+# A callback waiting for its gateway's API (``payhooks.confirmations``) this long needs a person:
+# a real payment's API answers within seconds, and PATIENCE (30 minutes) settles one it keeps
+# saying nothing of; one still waiting is never asked (no API credentials), or never answered
+# usefully (the API down), or what the API said cannot be applied (the handler fails).
+UNCONFIRMED_WAIT = timedelta(minutes=10)
+# Through the partial index payhooks_confirmations_due (only waiting callbacks).
+_UNCONFIRMED = """
+SELECT DISTINCT ON (provider) provider, count(*) OVER (PARTITION BY provider),
+       min(requested_at) OVER (PARTITION BY provider), last_error
+FROM payhooks_confirmations
+WHERE verdict IS NULL AND requested_at <= %(since)s
+ORDER BY provider, last_error IS NULL, requested_at DESC
+"""
 # How long each gateway keeps retrying a delivery answered 5xx (its ``retry_window``).
 RETRY_WINDOWS = {provider: found.retry_window for provider, found in GATEWAYS.items()}
 
@@ -65,7 +81,31 @@ def alarms(conn: Connection, now: datetime) -> list[Alarm]:
     failing, found = _last_hour(conn, now)
     hourly = {alarm.provider for alarm in failing}
     slow = [a for a in _slow_failures(conn, now) if a.provider not in hourly]
-    return failing + slow + found + _refuted(conn, now)
+    return failing + slow + found + _refuted(conn, now) + _unconfirmed(conn, now)
+
+
+def _unconfirmed(conn: Connection, now: datetime) -> list[Alarm]:
+    """Callbacks waiting for their gateway's API past ``UNCONFIRMED_WAIT``, with the last
+    error one of them met (the newest that met one)."""
+    found: list[Alarm] = []
+    for provider, count, oldest, error in conn.execute(
+        _UNCONFIRMED, {"since": now - UNCONFIRMED_WAIT}
+    ):
+        said = f"{count} {provider} {'callback has' if count == 1 else 'callbacks have'}"
+        why = (
+            f"The last error: {error}."
+            if error
+            else "None was ever asked about: are the gateway's API credentials set, and does "
+            "a confirmation pass run (the worker, `payhooks confirm`)?"
+        )
+        text = (
+            f"{said} waited for {provider}'s status API for more than "
+            f"{UNCONFIRMED_WAIT.total_seconds() / 60:.0f} minutes (the oldest since "
+            f"{oldest:%Y-%m-%d %H:%M} UTC): what they claim is applied only once the API "
+            f"confirms it. {why}"
+        )
+        found.append(Alarm(provider=provider, kind=AlarmKind.UNCONFIRMED, text=text))
+    return found
 
 
 def _refuted(conn: Connection, now: datetime) -> list[Alarm]:
@@ -159,6 +199,7 @@ __all__ = [
     "SLOW_FAILURES_TO_WARN",
     "SLOW_FAILURE_HOURS",
     "SLOW_FAILURE_SHARE",
+    "UNCONFIRMED_WAIT",
     "Alarm",
     "AlarmKind",
     "alarms",

@@ -28,6 +28,9 @@ class Condition(StrEnum):
     """A burst of signature failures: a secret rotated and not configured, or forgeries."""
     REFUTED = "refuted"
     """Callbacks carrying the right credential that the gateway's API refuted."""
+    UNCONFIRMED = "unconfirmed"
+    """Callbacks waiting for the gateway's API past a bound (``payhooks.alarms``): no API
+    credentials, the API down, or the handler failing on what it said."""
     RECONCILE_OFF = "reconcile_off"
     """Checkouts waiting past their time to be asked about: no pass runs for the gateway."""
     RECONCILE_REFUSED = "reconcile_refused"
@@ -79,11 +82,13 @@ _KINDS = {
     AlarmKind.FAILING: Condition.FAILING,
     AlarmKind.FORGED: Condition.FORGED,
     AlarmKind.REFUTED: Condition.REFUTED,
+    AlarmKind.UNCONFIRMED: Condition.UNCONFIRMED,
 }
 _TITLES = {
     Condition.FAILING: "{subject}: webhook deliveries answered 5xx",
     Condition.FORGED: "{subject}: webhook signature failures",
     Condition.REFUTED: "{subject}: callbacks refuted by the gateway's API",
+    Condition.UNCONFIRMED: "{subject}: callbacks waiting for the gateway's API",
 }
 
 
@@ -278,7 +283,9 @@ def core_sources(
 
     return [
         Source(
-            conditions=frozenset({Condition.FAILING, Condition.FORGED, Condition.REFUTED}),
+            conditions=frozenset(
+                {Condition.FAILING, Condition.FORGED, Condition.REFUTED, Condition.UNCONFIRMED}
+            ),
             observe=banners,
         ),
         Source(conditions=frozenset({Condition.PARKED}), observe=parked),

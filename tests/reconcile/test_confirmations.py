@@ -209,3 +209,69 @@ def test_a_callback_its_api_never_answers_usefully_for_a_day_is_refuted(
     later = datetime.now(UTC) + timedelta(hours=25)
     confirm(connect, {Provider.PHONEPE: Failing(error)}, deliver, Tally(), now=lambda: later)
     assert outcome(conn, "cb-1") == after and paid == []
+
+
+@dataclass
+class Orders:
+    """A status API that says of each order what ``says`` holds for it."""
+
+    says: dict[str, Report]
+
+    def report(self, reference: str) -> Report:
+        return self.says.get(reference, Report())
+
+
+def for_order(order: str, payment: str, key: str) -> tuple[Received, Report]:
+    said = callback(key=key)
+    event = replace(said.event, merchant_ref=order, payment_id=payment)
+    answer = reported()
+    found = answer.received[0]
+    api = replace(found, event=replace(found.event, merchant_ref=order, payment_id=payment,
+                                       event_id=f"reconcile:{payment}:completed"))  # fmt: skip
+    return replace(said, event=event), Report(received=(api,))
+
+
+def test_one_callback_whose_handler_fails_holds_back_none_of_the_others(shop, database_url):
+    """Issue 33, 1: the handler's exception for one callback left the pass, and every
+    callback after it waited out its lease, every pass."""
+    conn, paid = shop
+    bad, bad_said = for_order("M-BAD", "OM-BAD", "cb-bad")
+    good, good_said = for_order("M-GOOD", "OM-GOOD", "cb-good")
+    for each in (bad, good):
+        ingest_received(conn, each, hooks_noting(paid))
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def fail_on_one(conn, event):
+        if event.payment_id == "OM-BAD":
+            raise RuntimeError("the shop cannot take this one")
+        paid.append(event)
+
+    connect = connecting(database_url)
+    api = Orders(says={"M-BAD": bad_said, "M-GOOD": good_said})
+    tally = confirm(connect, {Provider.PHONEPE: api}, delivering(connect, hooks), Tally())
+    assert [e.payment_id for e in paid] == ["OM-GOOD"]
+    assert outcome(conn, "cb-good") == "confirmed" and outcome(conn, "cb-bad") == "confirming"
+    assert tally.unapplied[Provider.PHONEPE] == 1
+    waiting = conn.execute(
+        "SELECT last_error, next_attempt_at > now() FROM payhooks_confirmations "
+        "WHERE event_id = 'cb-bad'"
+    ).fetchone()
+    assert "the shop cannot take this one" in waiting[0] and waiting[1]  # said, and backed off
+
+
+def test_a_callback_waiting_for_its_api_past_the_bound_reaches_a_person(shop):
+    """Issue 33, 16: no credentials (no pass asks) or an API down: the callback waits in
+    silence. Past the bound it is an alert, and a banner on the console."""
+    from payhooks.alarms import alarms
+    from payhooks.alerts import core_sources, observe
+
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    now = datetime.now(UTC)
+    assert "unconfirmed:phonepe" not in [a.key for a in observe(conn, now, core_sources())]
+    later = now + timedelta(hours=1)
+    found = {a.key: a for a in observe(conn, later, core_sources())}
+    assert "unconfirmed:phonepe" in found
+    assert "1 phonepe callback" in found["unconfirmed:phonepe"].body
+    assert any(a.kind == "unconfirmed" for a in alarms(conn, later))  # the console's banner

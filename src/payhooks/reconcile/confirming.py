@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from payhooks import confirmations
@@ -47,13 +47,40 @@ def confirm(
 ) -> Tally:
     """Every due confirmation of each gateway in ``clients``, at most ``limit`` each."""
     for provider, client in clients.items():
-        with connect() as conn:
-            due = confirmations.leased(conn, provider.value, limit)
+        try:
+            with connect() as conn:
+                due = confirmations.leased(conn, provider.value, limit)
+        except Exception:  # the database's: the next gateway's turn may still be had
+            log.exception("confirm_gateway_failed", extra={"provider": provider.value})
+            continue
         for pending in due:
             if stop():
                 return tally
-            _one(connect, client, deliver, pending, tally, now())
+            try:
+                _one(connect, client, deliver, pending, tally, now())
+            except Exception as exc:  # the handler's, the database's: this callback only
+                _broke(connect, pending, tally, exc)
     return tally
+
+
+def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> None:
+    """What the API said could not be applied (the handler raised, the database refused):
+    this callback alone is asked about again after its backoff, saying why; past
+    ``payhooks.alarms.UNCONFIRMED_WAIT`` it is an alert. Never refuted for it: the fault is
+    not the callback's."""
+    provider = Provider(pending.provider)
+    tally.unapplied[provider] += 1
+    reason = f"{type(exc).__name__}: {exc}"[:500]
+    log.exception(
+        "confirm_apply_failed",
+        extra={"provider": pending.provider, "event_id": pending.event_id,
+               "order": pending.gateway_order_id, "error": reason},
+    )  # fmt: skip
+    try:
+        with connect() as conn:
+            confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), reason)
+    except Exception:  # the database away: the lease brings it back
+        log.exception("confirm_attempt_unrecorded", extra={"event_id": pending.event_id})
 
 
 def _one(
@@ -160,8 +187,11 @@ def _failed(
         detail = f"no usable answer from the status API in 24 hours: {exc.reason}"
         _conclude(connect, pending, Verdict.REFUTED, detail[:500], tally)
         return
+    wait = confirmations.wait_after(pending.attempts)
+    if exc.retry_after_s is not None:  # what the gateway asked for, when longer
+        wait = max(wait, timedelta(seconds=exc.retry_after_s))
     with connect() as conn:
-        confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), str(exc))
+        confirmations.again(conn, pending, wait, str(exc))
 
 
 def _detail(pending: Pending, found: Verdict | None, reported: int) -> str:
