@@ -225,10 +225,10 @@ def _overdue(
 
 _REFUNDS = """
 SELECT provider,
-       count(*) FILTER (WHERE state = 'requested'),
+       count(*) FILTER (WHERE state IN ('requested', 'sent')),
        count(*) FILTER (WHERE state IN ('refused', 'failed'))
 FROM payhooks_refunds
-WHERE (state = 'requested' AND last_error IS NOT NULL)
+WHERE (state IN ('requested', 'sent') AND last_error IS NOT NULL)
    OR (state IN ('refused', 'failed')
        AND coalesce(settled_at, sent_at, requested_at) > %(reported)s)
 GROUP BY 1 ORDER BY 1

@@ -219,12 +219,40 @@ def _each_due(
         for _ in range(limit):
             if stop():
                 return False
-            with connect() as conn:
-                due = lease(conn, provider, 1)
+            try:
+                with connect() as conn:
+                    due = lease(conn, provider, 1)
+            except Exception:  # the database's: the next gateway's turn may still be had
+                log.exception("refund_lease_failed", extra={"provider": provider.value})
+                break
             if not due:
                 break
-            act(connect, client, due[0], tally)
+            try:
+                act(connect, client, due[0], tally)
+            except Exception as exc:  # a client's bug, the database's: this intent only
+                _broke(connect, due[0], tally, exc, sent=lease is not refunds.leased)
     return True
+
+
+def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, sent: bool) -> None:
+    """One intent the pass could not act on: asked again after its backoff, its error kept
+    (``payhooks refunds list``; an intent retried after an error is an alert,
+    ``payhooks.alerts.refunds``); the others go on."""
+    reason = f"{type(exc).__name__}: {exc}"[:500]
+    log.exception(
+        "refund_step_failed",
+        extra={"provider": refund.provider.value, "key": refund.idempotency_key,
+               "error": reason},
+    )  # fmt: skip
+    tally.retried[refund.provider] += 1
+    try:
+        with connect() as conn:
+            if sent:
+                refunds.unsettled_again(conn, refund, reason)
+            else:
+                refunds.again(conn, refund, refunds.wait_after(refund.attempts), reason)
+    except Exception:  # the database away: the lease brings it back
+        log.exception("refund_attempt_unrecorded", extra={"key": refund.idempotency_key})
 
 
 def _wait(refund: Refund, exc: GatewayApiError) -> timedelta:

@@ -357,3 +357,62 @@ def test_a_429_is_asked_again_no_sooner_than_the_gateway_asked(core, database_ur
     api.fail_next(provider, Fault(status=429, retry_after_s=30, retry_after_date=form != "seconds"))
     assert send(database_url, url).retried[provider] == 1
     assert wait_asked(conn, provider) > 25  # the 30 s asked, less the seconds a date rounds off
+
+
+class Breaking:
+    """A gateway's refund client that fails, not as a gateway error, on one payment's refunds
+    (a bug, a client's own exception): the pass must go on to the others."""
+
+    def __init__(self, client, payment_id: str) -> None:
+        self.client, self.payment_id, self.provider = client, payment_id, client.provider
+
+    def send_refund(self, refund):
+        if refund.payment_id == self.payment_id:
+            raise RuntimeError("the client broke on this one")
+        return self.client.send_refund(refund)
+
+    def refund_status(self, refund):
+        return self.client.refund_status(refund)
+
+
+def test_one_intent_that_breaks_the_sender_holds_back_none_of_the_others(core, database_url):
+    """Issue 33, 1: one item's exception left the pass; every intent after it waited."""
+    from payhooks.gateways._status import client, http_client
+    from payhooks.sending import send_due
+
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    refunds.request(conn, provider, "pay_broken0000001", 100, key="broken", captured_paise=100,
+                    reason="double payment", requested_by="shop")  # fmt: skip
+    conn.execute("UPDATE payhooks_refunds SET next_attempt_at = now() - interval '1 minute'")
+    ask(conn, provider)  # leased after the broken one
+    with http_client(TIMEOUT_S) as http:
+        breaking = Breaking(client(credentials(API_KEYS.env(url))[provider], http),
+                            "pay_broken0000001")  # fmt: skip
+        tally = send_due(connecting(database_url), {provider: breaking})
+    assert tally.sent[provider] == 1 and tally.retried[provider] == 1
+    (broken,) = refunds.of_payment(conn, provider, "pay_broken0000001")
+    assert broken.state is RefundState.REQUESTED and "the client broke" in broken.last_error
+    assert books(api, provider) == (1, 49_900)
+
+
+def test_a_sent_refund_that_cannot_be_asked_about_is_an_alert(core, database_url):
+    """A sibling of issue 33, 1: the check of a sent intent failing (every time) kept its
+    error on the intent, and no alert said so."""
+    from datetime import UTC, datetime
+
+    from payhooks.alerts import refunds as refund_alerts
+
+    conn, api, url = core
+    provider = Provider.PAYU  # queued when sent: asked about later
+    paid(api, provider)
+    ask(conn, provider)
+    send(database_url, url)
+    assert refund_alerts(conn, datetime.now(UTC)) == []
+    api.fail_next(provider, Fault(status=500))
+    settle(conn, database_url, url)
+    [(found, _, _)] = state(conn, provider)
+    assert found == "sent"
+    [alert] = refund_alerts(conn, datetime.now(UTC))
+    assert "1 being retried after an error" in alert.body
