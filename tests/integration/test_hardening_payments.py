@@ -276,3 +276,25 @@ def test_a_razorpay_event_id_header_with_a_colon_is_not_used_as_the_key(conn):
     captured = buy.captured()
     forged = replace(captured, headers={**captured.headers, "x-razorpay-event-id": "a:b"})
     assert deliver(conn, forged).event.event_id == f"payment.captured:{buy.payment_id}"
+
+
+def test_a_refund_that_names_no_payment_is_parked_saying_why(conn):
+    """Issue 33, 1: a PhonePe refund whose original order had no one completed payment names
+    none; the reference shop's handler failed on it (a payment row with no id) and the
+    exception left the confirmation pass. It is parked, saying why."""
+    from payhooks.events import Event, EventKind, Received
+    from payhooks.ingest import ingest_received
+    from payhooks.service.shop.payments import apply_event
+
+    buy = purchase(conn, Provider.PHONEPE)
+    event = Event(
+        provider=Provider.PHONEPE, kind=EventKind.REFUND_PROCESSED,
+        event_type="reconcile.refund.COMPLETED", event_id="reconcile:OMR1:COMPLETED",
+        payment_id=None, merchant_ref=buy.reference, currency="INR", refund_id="rf_1",
+        refund_amount_paise=buy.amount_paise, payload_sha256="0" * 64,
+    )  # fmt: skip
+    receipt = ingest_received(conn, Received(event=event, body=b"{}", headers={}), apply_event)
+    assert receipt.outcome is Outcome.PARKED
+    assert scalar(conn, "SELECT count(*) FROM refunds") == 0
+    said = scalar(conn, "SELECT body FROM outbox WHERE kind = 'alert' ORDER BY id DESC LIMIT 1")
+    assert "names no payment" in str(said)

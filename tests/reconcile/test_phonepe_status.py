@@ -308,7 +308,7 @@ def _refund_client(answers: dict[str, tuple[int, dict[str, object]]]) -> PhonePe
             code, doc = 200, {"access_token": "t", "token_type": "O-Bearer", "issued_at": 0,
                               "expires_at": 3600}  # fmt: skip
         else:
-            code, doc = answers[request.url.path]
+            code, doc = answers.get(request.url.path) or (200, PAID_ORDER)
         # streamed, as the network answers: ``_status.answer`` reads the raw bytes
         return httpx.Response(code, stream=httpx.ByteStream(json.dumps(doc).encode()))
 
@@ -326,6 +326,13 @@ REFUND = {
                         "timestamp": 1, "rail": {"type": "UPI", "utr": "614029768413"}}],
 }  # fmt: skip
 REFUND_PATH = "/apis/pg/payments/v2/refund/rf_1/status"
+ORDER_STATUS_PATH = f"/apis/pg/checkout/v2/order/{REFERENCE}/status"
+PAID_ORDER = {
+    "orderId": "OMO2403282020198641071317", "merchantOrderId": REFERENCE, "state": "COMPLETED",
+    "amount": 5000,
+    "paymentDetails": [{"transactionId": "OM2403282020198651071949", "state": "COMPLETED",
+                        "amount": 5000, "timestamp": 1, "paymentMode": "UPI_QR"}],
+}  # fmt: skip
 
 
 def test_a_completed_refund_is_reported_processed():
@@ -334,7 +341,7 @@ def test_a_completed_refund_is_reported_processed():
     assert (event.kind, event.refund_id, event.refund_amount_paise, event.merchant_ref) == (
         EventKind.REFUND_PROCESSED, "rf_1", 5000, REFERENCE,
     )  # fmt: skip
-    assert (event.payment_id, event.amount_paise, event.bank_ref) == (None, None, "614029768413")
+    assert (event.amount_paise, event.bank_ref) == (None, "614029768413")
     assert event.event_id == f"{KEY_PREFIX}:OMR7878098045517540996:COMPLETED"
     assert event.event_type == f"{KEY_PREFIX}.refund.COMPLETED"
 
@@ -364,3 +371,22 @@ def test_a_refund_answer_about_another_refund_is_unreadable():
 def test_a_refund_of_another_order_than_the_callback_named_confirms_nothing():
     report = _refund_client({REFUND_PATH: (200, REFUND)}).refund("rf_1", "ph_another_order")
     assert (report.received, report.skipped) == ((), ("rf_1: a refund of another order",))
+
+
+def test_a_completed_refund_names_the_payment_of_its_original_order():
+    """Issue 33, 1: PhonePe's refund status names no payment; the refund reached the handler
+    with none, and the reference shop's handler failed on it. It is the payment of the order
+    it refunds (that order's status), kept in the stored answer so a replay reads it too."""
+    client = _refund_client({REFUND_PATH: (200, REFUND)})
+    (found,) = client.refund("rf_1", REFERENCE).received
+    assert found.event.payment_id == "OM2403282020198651071949"
+    again = one_of(status.stored(found.event.event_id, json.loads(found.body)), Provider.PHONEPE,
+                   found.event.event_id)  # fmt: skip
+    assert again.event == found.event
+
+
+def test_a_refund_of_an_order_with_no_completed_payment_names_none():
+    unpaid = {**PAID_ORDER, "state": "PENDING"}
+    client = _refund_client({REFUND_PATH: (200, REFUND), ORDER_STATUS_PATH: (200, unpaid)})
+    (found,) = client.refund("rf_1", REFERENCE).received
+    assert found.event.payment_id is None  # the handler is told none: the shop parks it

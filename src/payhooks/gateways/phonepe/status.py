@@ -33,6 +33,9 @@ from payhooks.ingest import storable
 TOKEN_PATH = "/v1/oauth/token"
 ORDER_PATH = "/checkout/v2/order/{}/status"
 REFUND_PATH = "/payments/v2/refund/{}/status"
+PAID_FIELD = "payhooksPaidBy"
+"""Where a stored refund answer keeps the payment of its original order (payhooks' own field:
+PhonePe's answer has none)."""
 SANDBOX = "/pg-sandbox"
 """The sandbox serves OAuth and orders under one base; production splits them."""
 REFRESH_MARGIN_S = 60.0
@@ -106,7 +109,20 @@ class PhonePeClient:
         found = parsed(self.provider, lambda: refund_status(merchant_refund_id, body))
         if any(r.event.merchant_ref != order_id for r in found.received):
             return Report(skipped=(f"{merchant_refund_id}: a refund of another order",))
-        return found
+        if not found.received:
+            return found
+        paid = self._paid(order_id)
+        return parsed(self.provider, lambda: refund_status(merchant_refund_id, body, paid))
+
+    def _paid(self, order_id: str) -> str | None:
+        """The payment a refund of ``order_id`` returns: the order's one completed attempt
+        (its status), None when it has none or more than one (the handler is told none)."""
+        captured = {
+            r.event.payment_id
+            for r in self.report(order_id).received
+            if r.event.kind is EventKind.PAYMENT_CAPTURED
+        }
+        return captured.pop() if len(captured) == 1 else None
 
     def _get(self, url: str, params: Mapping[str, str]) -> bytes:
         token, fresh = self._token()
@@ -250,10 +266,12 @@ def order_status(reference: str, body: bytes) -> Report:
     return Report(received=(event,), expired=kind is EventKind.PAYMENT_FAILED)
 
 
-def refund_status(merchant_refund_id: str, body: bytes) -> Report:
+def refund_status(merchant_refund_id: str, body: bytes, paid: str | None = None) -> Report:
     """``GET /payments/v2/refund/{merchantRefundId}/status``: COMPLETED is the refund
     processed, keyed on PhonePe's ``refundId`` (``OMR…``, never a payment's ``OM…`` id);
-    PENDING, CONFIRMED and FAILED report nothing."""
+    PENDING, CONFIRMED and FAILED report nothing. The answer names no payment: ``paid``, the
+    original order's payment (its own status), is kept in the stored answer as
+    ``PAID_FIELD`` so a replay reads the same refund."""
     doc = read_json(_P, body)
     if not isinstance(doc, dict):
         raise MalformedPayload(_P, "refund status answer is not an object")
@@ -266,6 +284,9 @@ def refund_status(merchant_refund_id: str, body: bytes) -> Report:
     if amount is None:
         raise MalformedPayload(_P, "refund amount is missing")
     entity = {**doc, "merchantRefundId": merchant_refund_id}
+    paid = paid if paid is not None else doc.get(PAID_FIELD)
+    if paid is not None:
+        entity[PAID_FIELD] = paid
     found = received(
         _P, entity, kind=EventKind.REFUND_PROCESSED, status=state,
         payment_id=doc.get("refundId") or merchant_refund_id,
@@ -273,16 +294,17 @@ def refund_status(merchant_refund_id: str, body: bytes) -> Report:
         currency=doc.get("currency") or "INR",
         bank_ref=bank_reference(latest_attempt(doc.get("paymentDetails"), state)),
     )  # fmt: skip
-    return Report(received=(_as_refund(found, merchant_refund_id, amount),))
+    named = str(paid) if isinstance(paid, str) and paid else None
+    return Report(received=(_as_refund(found, merchant_refund_id, amount, named),))
 
 
-def _as_refund(found: Received, merchant_refund_id: str, amount: int) -> Received:
-    """``received`` builds a payment's event; a refund names no payment (PhonePe's refund
-    status does not say which attempt it returns) and carries the refund's id and amount."""
+def _as_refund(found: Received, merchant_refund_id: str, amount: int, paid: str | None) -> Received:
+    """``received`` builds a payment's event; a refund carries the refund's id and amount,
+    and the payment of its original order (``paid``: PhonePe's refund status names none)."""
     event = dataclasses.replace(
         found.event,
         event_type=f"{KEY_PREFIX}.refund.{COMPLETED}",
-        payment_id=None,
+        payment_id=paid,
         amount_paise=None,
         refund_id=merchant_refund_id,
         refund_amount_paise=amount,

@@ -231,7 +231,11 @@ def _flag_over_refund(conn: Connection, event: Event, money: _Money) -> None:
 
 def _apply_refund(conn: Connection, event: Event) -> Applied:
     """Record a refund once per refund id. A refund that overtakes its capture (or races it)
-    waits on, or creates, the payment row; the late capture then finds what was refunded."""
+    waits on, or creates, the payment row; the late capture then finds what was refunded.
+    A refund that names no payment (PhonePe's, when its original order shows no one completed
+    payment) is parked: which payment it returned is a person's call."""
+    if event.payment_id is None:
+        return _park(conn, event, "the refund names no payment it returns")
     cart_id = _cart_of(conn, event)
     if cart_id is None:
         return _park(conn, event, "neither its payment nor its checkout is known")
