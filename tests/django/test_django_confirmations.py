@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
 import psycopg
@@ -177,3 +178,41 @@ def test_manage_py_check_warns_of_a_gateway_its_api_cannot_confirm(django_db, ga
             done.stderr
         )
         assert f"no {title} API credentials ({names})" in done.stderr
+
+
+def test_payhooks_confirm_outlives_its_database_going_away_and_goes_on(django_db, gateway_api):
+    """Issue 33, 11: ``manage.py payhooks_confirm`` exited 1 on the first database error; it
+    logs the outage, waits and goes on, as the reference worker does."""
+    from payhooks.sim.proxy import Proxy
+    from tests.acceptance.conftest import wait_until
+
+    _, api_url = gateway_api
+    proxy = Proxy(django_db)
+    env = {**os.environ, **KEYS.env(), **API_KEYS.env(api_url), "DATABASE_URL": proxy.url}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    popen = subprocess.Popen(
+        [sys.executable, "manage.py", "payhooks_confirm", "--every", "0.2"], cwd=EXAMPLE,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(popen.stdout), daemon=True)
+    reader.start()
+    try:
+        proxy.cut()
+        wait_until(lambda: "_failed" in "".join(lines) or popen.poll() is not None,
+                   timeout=60, what="a pass meeting the outage")  # fmt: skip
+        assert popen.poll() is None, "".join(lines)
+        proxy.restore()
+        seen = "".join(lines).count("_failed")
+        proxy.cut()  # back, then away again: it went on passing in between
+        wait_until(lambda: "".join(lines).count("_failed") > seen or popen.poll() is not None,
+                   timeout=60, what="a later pass meeting the second outage")  # fmt: skip
+        assert popen.poll() is None, "".join(lines)
+        proxy.restore()
+        popen.terminate()
+        assert popen.wait(timeout=30) == 0, "".join(lines)
+    finally:
+        if popen.poll() is None:
+            popen.kill()
+            popen.wait(timeout=30)
+        proxy.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
+import logging
 import os
 import secrets
 import signal
@@ -19,7 +20,7 @@ import typer
 
 from payhooks import db, idempotency
 from payhooks import retention as policy
-from payhooks.errors import NotFound, PayhooksError
+from payhooks.errors import DatabaseUnavailable, NotFound, PayhooksError
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways.cashfree import CASHFREE
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Exactly-once effects for retried payment webhooks.", no_args_is_help=True)
 T = TypeVar("T")
+log = logging.getLogger("payhooks.cli")
 _verbose = False
 
 
@@ -61,6 +63,22 @@ def _run(action: Callable[[], T]) -> T:
         _exit_with(exc, f"database error {exc.sqlstate}: {str(exc).splitlines()[0]}{hint}")
 
 
+def _passing(action: Callable[[], T], *, once: bool, command: str) -> T | None:
+    """One pass of a daemon (``--every``): the database away (or its connection dropped) is
+    logged (``daemon_pass_failed``) and the next pass tries again, as the reference worker
+    does; None for the pass lost. With ``--once`` any error exits 1, as every command's."""
+    import psycopg
+
+    if once:
+        return _run(action)
+    try:
+        return action()
+    except (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        log.warning("daemon_pass_failed", extra={"command": command, "error": reason[:200]})
+        return None
+
+
 def _exit_with(exc: BaseException, reason: str) -> NoReturn:
     if _verbose:
         raise exc
@@ -79,11 +97,12 @@ def _connect(settings: Settings | None = None, url: str | None = None) -> Iterat
 
 
 def _with_connection(action: Callable[[db.Connection], T], url: str | None = None) -> T:
-    def run() -> T:
-        with _connect(url=url) as conn:
-            return action(conn)
+    return _run(lambda: _on_connection(action, url))
 
-    return _run(run)
+
+def _on_connection(action: Callable[[db.Connection], T], url: str | None = None) -> T:
+    with _connect(url=url) as conn:
+        return action(conn)
 
 
 def _libpq(url: str | None) -> str | None:
@@ -385,8 +404,13 @@ def confirm(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     while True:
-        tally = _run(lambda: _reconcile_app(settings, url, hooks, 100, None, confirm_only=True))
-        if sum(tally.confirmed.values()) or sum(tally.refuted.values()) or once:
+        tally = _passing(
+            lambda: _reconcile_app(settings, url, hooks, 100, None, confirm_only=True),
+            once=once, command="confirm",
+        )  # fmt: skip
+        if tally is None:
+            pass
+        elif sum(tally.confirmed.values()) or sum(tally.refuted.values()) or once:
             typer.echo(
                 f"{sum(tally.confirmed.values())} callback(s) confirmed by the API, "
                 f"{sum(tally.refuted.values())} refuted, "
@@ -425,8 +449,13 @@ def alerts(
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     while True:
-        tally = _with_connection(lambda conn: notifier.tick(conn, datetime.now(UTC)), url)
-        if once or tally.raised or tally.repeated or tally.resolved or tally.failed:
+        tally = _passing(
+            lambda: _on_connection(lambda conn: notifier.tick(conn, datetime.now(UTC)), url),
+            once=once, command="alerts",
+        )  # fmt: skip
+        if tally is None:
+            pass
+        elif once or tally.raised or tally.repeated or tally.resolved or tally.failed:
             typer.echo(tally.summary())
         if once or stopping.wait(every):
             return
@@ -998,10 +1027,13 @@ def refunds_send(
     connect = running.connecting(url)
     timeout_s = settings.reconcile_timeout_ms / 1000
     while True:
-        tally = _run(
-            lambda: refunding.send_once(connect, found, timeout_s=timeout_s, stop=stopping.is_set)
-        )
-        if once or any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "retried")):
+        tally = _passing(
+            lambda: refunding.send_once(connect, found, timeout_s=timeout_s, stop=stopping.is_set),
+            once=once, command="refunds send",
+        )  # fmt: skip
+        if tally is None:
+            pass
+        elif once or any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "retried")):
             typer.echo(tally.summary())
         if once or stopping.wait(every):
             return

@@ -4,14 +4,23 @@ stopped, beside the project's web processes."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from typing import Any
 
+import psycopg
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connections
+from django.db.utils import InterfaceError, OperationalError
 
 from payhooks.django import conf
 from payhooks.django.management.commands.payhooks_reconcile import keys, passes
+from payhooks.errors import DatabaseUnavailable
+
+log = logging.getLogger("payhooks.django")
+_AWAY = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError,
+         DatabaseUnavailable)  # fmt: skip
 
 
 class Command(BaseCommand):
@@ -41,7 +50,17 @@ class Command(BaseCommand):
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stopping.set())
         while True:
-            tally = one_pass(config, confirm_only=True)
+            try:
+                tally = one_pass(config, confirm_only=True)
+            except _AWAY as exc:  # the database away: logged, and the next pass tries again
+                if options["once"]:
+                    raise
+                said = {"command": "payhooks_confirm", "error": str(exc)[:200]}
+                log.warning("daemon_pass_failed", extra=said)
+                connections.close_all()  # a dropped connection is opened afresh next pass
+                if stopping.wait(every):
+                    return
+                continue
             confirmed, refuted = sum(tally.confirmed.values()), sum(tally.refuted.values())
             if confirmed or refuted or options["once"]:
                 self.stdout.write(
