@@ -28,6 +28,7 @@ from payhooks.db import (
     translated,
 )
 from payhooks.errors import (
+    ConfirmationsFull,
     HandlerCommitted,
     MalformedPayload,
     NotCommitted,
@@ -307,6 +308,9 @@ def _to_confirm(event: Event) -> Generator[Statement, Any, Settled]:
     if not confirmations.confirmable(event):
         yield from idempotency.recording(event, Outcome.IGNORED, None)
         return Settled(receipt=Receipt(outcome=Outcome.IGNORED, event=event))
+    full = yield from confirmations.room(event)
+    if full is not None:  # refused for now, stored nowhere: the gateway sends it again
+        raise ConfirmationsFull(event.provider.value, full)
     yield from idempotency.recording(event, Outcome.CONFIRMING, None)
     yield from confirmations.requesting(event)
     return Settled(receipt=Receipt(outcome=Outcome.CONFIRMING, event=event))

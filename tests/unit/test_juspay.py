@@ -83,22 +83,29 @@ def parsed(body: bytes):
 
 # file: (kind, event id, payment id, order id, amount, paid, refund id, refund amount, bank ref)
 SAMPLES: dict[str, tuple[Any, ...]] = {
-    "order_succeeded.json": (C, "evt_V2_b737837102414514ae0e9717a9f2664d:sample_ord_200",
+    "order_succeeded.json": (C, "evt_V2_b737837102414514ae0e9717a9f2664d:"
+        "sample_ord_200",
                              "ms-sample_ord_200-1", "sample_ord_200", 100, 100, None, None,
                              "ybbjy9"),
-    "order_succeeded_mandate.json": (C, "evt_gsu1c0r7umcfrxeb:234823498237423894273498",
+    "order_succeeded_mandate.json": (C, "evt_gsu1c0r7umcfrxeb:"
+        "234823498237423894273498",
                                      "juspay-234823498237423894273498-1",
                                      "234823498237423894273498", 100, None, None, None,
                                      "4299662"),
-    "order_failed.json": (F, "evt_V2_f139d51b776541bdbccf6cf49234bc8c:sample_ord_502", "ms-sample_ord_502-1",
+    "order_failed.json": (F, "evt_V2_f139d51b776541bdbccf6cf49234bc8c:"
+        "sample_ord_502", "ms-sample_ord_502-1",
                           "sample_ord_502", 800, 800, None, None, None),
-    "txn_created.json": (P, "evt_V2_324dc6e110914184a1c764923e14ccde:sample_ord_200", "ms-sample_ord_200-1",
+    "txn_created.json": (P, "evt_V2_324dc6e110914184a1c764923e14ccde:"
+        "sample_ord_200", "ms-sample_ord_200-1",
                          "sample_ord_200", 100, 100, None, None, None),
-    "txn_charged.json": (C, "evt_V2_714bdcbb817d4fa2b0f64bb9609557d4:sample_ord_200", "ms-sample_ord_200-1",
+    "txn_charged.json": (C, "evt_V2_714bdcbb817d4fa2b0f64bb9609557d4:"
+        "sample_ord_200", "ms-sample_ord_200-1",
                          "sample_ord_200", 100, 100, None, None, "ybbjy9"),
-    "txn_failed.json": (F, "evt_V2_a0d045a5a93e4f29a72a937ebb0b154b:sample_ord_502", "ms-sample_ord_502-1",
+    "txn_failed.json": (F, "evt_V2_a0d045a5a93e4f29a72a937ebb0b154b:"
+        "sample_ord_502", "ms-sample_ord_502-1",
                         "sample_ord_502", 800, 800, None, None, None),
-    "order_refunded.json": (R, "evt_V2_132b474fe46b4518a561ad1aa18b4e42:sample_ord_403:erf_b0c764a743c4221b", "ms-sample_ord_403-1",
+    "order_refunded.json": (R, "evt_V2_132b474fe46b4518a561ad1aa18b4e42:"
+        "sample_ord_403:erf_b0c764a743c4221b", "ms-sample_ord_403-1",
                             "sample_ord_403", 800, 800, "erf_b0c764a743c4221b", 500, None),
     # Kept, never acted on: refunds not (yet) successful, Juspay's own auto-refunds, mandates.
     "order_refund_failed.json": (OTHER, "evt_V2_9380da4b07e74b6792f3fe23ed84a75f",

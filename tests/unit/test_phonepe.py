@@ -16,8 +16,6 @@ from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
 from payhooks.expectations import RECONCILED
 from payhooks.gateways.phonepe import PHONEPE
-
-RESERVED = "reconcile:"
 from payhooks.providers.phonepe import MAX_BODY_BYTES, PhonePe, authorization
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "phonepe"
@@ -26,6 +24,8 @@ VECTORS = {v["id"]: v for v in json.loads((DATA / "auth_vectors.json").read_byte
 SDK = VECTORS["phonepe.v2.auth.sdk_test"]
 SDK_HEADER = {"authorization": SDK["authorization"]}
 CREDENTIAL = "username:password"
+
+RESERVED = "reconcile:"
 
 
 def sample(name: str) -> bytes:
@@ -97,13 +97,14 @@ def body(doc: dict[str, Any]) -> bytes:
 SDK_EXPECTED: dict[str, tuple[EventKind, str, Any, Any, Any, Any, Any, Any]] = {
     "01_test_validate_CHECKOUT_TRANSACTION_ATTEMPT_FAILED.json": (
         EventKind.OTHER,
-        "checkout.transaction.attempt.failed:MO1af83fb6:PENDING:OM2403041556097829596189",
+        "checkout.transaction.attempt.failed:MO1af83fb6:PENDING:"
+        "OM2403041556097829596189",
         "OM2403041556097829596189", "MO1af83fb6", 10001, None, None, None,
     ),
     **{
         f"{n:02d}_test_validate_PG_ORDER_COMPLETED_via_{via}.json": (
-            EventKind.OTHER, "pg.order.completed:merchantOrderId:EXPIRED", "OM12333", "merchantOrderId",
-            10000, None, None, ref,
+            EventKind.OTHER, "pg.order.completed:merchantOrderId:EXPIRED", "OM12333",
+            "merchantOrderId", 10000, None, None, ref,
         )
         for n, via, ref in [
             (2, "debit_card", "bankTransactionId"), (3, "credit_line", None),
@@ -113,7 +114,8 @@ SDK_EXPECTED: dict[str, tuple[EventKind, str, Any, Any, Any, Any, Any, Any]] = {
     },
     "09_test_validate_CHECKOUT_TRANSACTION_ATTEMPT_FAILED_2.json": (
         EventKind.OTHER,
-        "checkout.transaction.attempt.failed:MOID01:PENDING:OM2403041625351229596788",
+        "checkout.transaction.attempt.failed:MOID01:PENDING:"
+        "OM2403041625351229596788",
         "OM2403041625351229596788", "MOID01", 10001, None, None, None,
     ),
     "10_test_validate_PG_ORDER_FAILED.json": (
@@ -125,20 +127,24 @@ SDK_EXPECTED: dict[str, tuple[EventKind, str, Any, Any, Any, Any, Any, Any]] = {
         "merchantOrderId", 123, None, None, "<utr>",
     ),
     "12_test_validate_PG_REFUND_ACCEPTED.json": (
-        EventKind.OTHER, "pg.refund.accepted:originalMerchantOrderId:merchantRefundId:CONFIRMED", None,
+        EventKind.OTHER, "pg.refund.accepted:originalMerchantOrderId:merchantRefundId:"
+        "CONFIRMED", None,
         "originalMerchantOrderId", None, "merchantRefundId", 10, None,
     ),
     "13_test_validate_PG_REFUND_COMPLETED.json": (
-        EventKind.REFUND_PROCESSED, "pg.refund.completed:originalMerchantOrderId:merchantRefundId:COMPLETED", None,
+        EventKind.REFUND_PROCESSED, "pg.refund.completed:originalMerchantOrderId:merchantRefundId:"
+        "COMPLETED", None,
         "originalMerchantOrderId", None, "merchantRefundId", 123, "<utr>",
     ),
     "14_test_invalid_hash.json": (
         EventKind.OTHER,
-        "checkout.transaction.attempt.failed:MOID01:PENDING:OM2403041625351229596788",
+        "checkout.transaction.attempt.failed:MOID01:PENDING:"
+        "OM2403041625351229596788",
         "OM2403041625351229596788", "MOID01", 10001, None, None, None,
     ),
     "15_test_validate_PG_REFUND_COMPLETED_custom.json": (
-        EventKind.REFUND_PROCESSED, "pg.refund.completed:originalMerchantOrderId:merchantRefundId:COMPLETED", None,
+        EventKind.REFUND_PROCESSED, "pg.refund.completed:originalMerchantOrderId:merchantRefundId:"
+        "COMPLETED", None,
         "originalMerchantOrderId", None, "merchantRefundId", 123, "<utr>",
     ),
     "16_test_with_fee_amount.json": (
