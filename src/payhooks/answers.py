@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from payhooks.errors import (
+    ConfirmationsFull,
     Conflict,
     DatabaseUnavailable,
     HandlerCommitted,
@@ -30,6 +31,7 @@ from payhooks.ingest import Outcome, Receipt
 
 STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
 STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [
+    (ConfirmationsFull, 503, "confirmations_full"),
     (PayloadTooLarge, 413, "payload_too_large"),
     (LengthRequired, 411, "length_required"),
     (SignatureMismatch, 401, "signature_mismatch"),

@@ -53,6 +53,37 @@ ON CONFLICT (provider, event_id) DO NOTHING
 """
 
 
+MAX_OPEN_PER_ORDER = 4
+"""Callbacks of one gateway order waiting for the API at once. A real order has one or two
+(its capture, a refund); past this bound another is refused for now (``ConfirmationsFull``,
+503, so the gateway sends it again), never stored: whoever holds a static credential, or
+PayU's public merchant key, could otherwise make a record and API calls per post."""
+MAX_OPEN_PER_GATEWAY = 200
+"""Callbacks of one gateway waiting for the API at once, whatever their orders."""
+ROOM = """
+SELECT (SELECT count(*) FROM (SELECT 1 FROM payhooks_confirmations
+            WHERE provider = %(provider)s AND gateway_order_id = %(order)s AND verdict IS NULL
+            LIMIT %(per_order)s) o),
+       (SELECT count(*) FROM (SELECT 1 FROM payhooks_confirmations
+            WHERE provider = %(provider)s AND verdict IS NULL LIMIT %(per_gateway)s) g)
+"""
+
+
+def room(event: Event) -> Steps[str | None]:
+    """None while the bounds leave room for ``event``'s confirmation; else which is full."""
+    row = yield Statement(
+        sql=ROOM,
+        params={"provider": event.provider.value, "order": event.merchant_ref,
+                "per_order": MAX_OPEN_PER_ORDER, "per_gateway": MAX_OPEN_PER_GATEWAY},
+    )  # fmt: skip
+    assert row is not None
+    if int(row[0]) >= MAX_OPEN_PER_ORDER:
+        return f"{MAX_OPEN_PER_ORDER} callbacks of this order already wait for the API"
+    if int(row[1]) >= MAX_OPEN_PER_GATEWAY:
+        return f"{MAX_OPEN_PER_GATEWAY} callbacks of this gateway already wait for the API"
+    return None
+
+
 MAX_OPEN_ATTEMPTS = 2
 """Other attempts of one post waiting for the API at once; more are copies (``ingest``)."""
 OPEN_ATTEMPTS = """
@@ -280,6 +311,8 @@ __all__ = [
     "GIVE_UP",
     "LEASE",
     "MAX_OPEN_ATTEMPTS",
+    "MAX_OPEN_PER_GATEWAY",
+    "MAX_OPEN_PER_ORDER",
     "PATIENCE",
     "Pending",
     "Verdict",
@@ -290,6 +323,7 @@ __all__ = [
     "first_body",
     "leased",
     "requesting",
+    "room",
     "settle",
     "verdict",
     "wait_after",

@@ -41,6 +41,12 @@ class LengthRequired(RejectedDelivery):
     request under a WSGI server that does not set ``wsgi.input_terminated``)."""
 
 
+class ConfirmationsFull(RejectedDelivery):
+    """A callback only the gateway's API can confirm, refused for now: as many as payhooks
+    lets wait for the API already do (``payhooks.confirmations.MAX_OPEN_PER_ORDER``). Nothing
+    was stored; answered 503, so the gateway sends it again."""
+
+
 class ProviderNotConfigured(PayhooksError):
     """No secret is configured for this provider, so it is not served."""
 

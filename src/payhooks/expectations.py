@@ -55,12 +55,23 @@ WHERE provider = %(provider)s AND gateway_order_id = %(order)s
 FOR KEY SHARE
 """
 
+# No conflict target: the delivery's own mismatch (a retry of it), or the payment's open one
+# under another key (``payhooks_amount_mismatches_one_open``: one open mismatch per payment; a
+# twin inserting it is waited for), and nothing is inserted.
 HOLD = """
 INSERT INTO payhooks_amount_mismatches (provider, event_id, gateway_order_id, payment_id,
     expected_paise, expected_currency, paid_paise, paid_currency)
 VALUES (%(provider)s, %(event_id)s, %(merchant_ref)s, %(payment_id)s, %(expected_paise)s,
     %(expected_currency)s, %(paid_paise)s, %(paid_currency)s)
-ON CONFLICT (provider, event_id) DO NOTHING
+ON CONFLICT DO NOTHING
+RETURNING 1
+"""
+
+# The delivery that holds the payment's open mismatch when it is not this one.
+HELD_BY = """
+SELECT event_id FROM payhooks_amount_mismatches
+WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND resolved_at IS NULL
+  AND event_id <> %(event_id)s
 """
 
 
@@ -285,10 +296,16 @@ def releasing(event: Event, check: Check) -> Steps[None]:
         yield Statement(sql=RELEASE_PAYMENT, params=params, reads=False)
 
 
-def holding(event: Event, mismatch: Mismatch) -> Steps[None]:
-    """Record the mismatch beside the delivery's record (once, however often it is retried)."""
+def holding(event: Event, mismatch: Mismatch) -> Steps[str | None]:
+    """Record the mismatch beside the delivery's record (once, however often it is retried).
+    A payment has one open mismatch: when another delivery of it (a webhook's,
+    reconciliation's) holds it, nothing is recorded and that delivery's key is returned."""
     assert event.merchant_ref is not None
-    yield Statement(sql=HOLD, params={**asdict(event), **asdict(mismatch)}, reads=False)
+    params = {**asdict(event), **asdict(mismatch)}
+    if (yield Statement(sql=HOLD, params=params)) is not None or event.payment_id is None:
+        return None
+    other = yield Statement(sql=HELD_BY, params=params)
+    return None if other is None else str(other[0])
 
 
 # A payment parked for its amount and replayed after the expectation was corrected: applied
@@ -308,6 +325,33 @@ def settling(event: Event, *, applied: bool) -> Steps[None]:
     resolution = APPLIED_AFTER_ALL if applied else IGNORED_AFTER_ALL
     params = (resolution, event.provider.value, event.event_id)
     yield Statement(sql=SETTLED_ON_REPLAY, params=params, reads=False)
+
+
+# The payment applied, whichever delivery brought it: any mismatch of it still open is settled
+# in the same transaction, so none outlives its payment (and holds its refunds back).
+SETTLED_BY_PAYMENT = """
+UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
+WHERE provider = %s AND payment_id = %s AND resolved_at IS NULL
+"""
+SETTLED_BY_DELIVERY = """
+UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
+WHERE provider = %s AND event_id = %s AND resolved_at IS NULL
+"""
+APPLIED_UNDER = "applied: the payment reached a handler under "
+
+
+def applying(event: Event, applied_by: str | None = None) -> Steps[None]:
+    """The payment of ``event`` applied: under this delivery's key (``applied_by`` None), any
+    open mismatch of the payment is settled; under another key found applied before, the open
+    mismatch of this delivery (a parked one replayed) is."""
+    if event.kind not in MONEY:
+        return
+    if applied_by is not None:
+        params = (APPLIED_UNDER + applied_by, event.provider.value, event.event_id)
+        yield Statement(sql=SETTLED_BY_DELIVERY, params=params, reads=False)
+    elif event.payment_id is not None:
+        params = (APPLIED_UNDER + event.event_id, event.provider.value, event.payment_id)
+        yield Statement(sql=SETTLED_BY_PAYMENT, params=params, reads=False)
 
 
 RESOLVE = """
@@ -348,6 +392,7 @@ __all__ = [
     "Expectation",
     "Mismatch",
     "NotAMismatch",
+    "applying",
     "checking",
     "expect",
     "expect_async",

@@ -28,6 +28,7 @@ from payhooks.db import (
     translated,
 )
 from payhooks.errors import (
+    ConfirmationsFull,
     HandlerCommitted,
     MalformedPayload,
     NotCommitted,
@@ -247,13 +248,15 @@ class Delivery:
             event, reconciled=expectations.is_reconciled(event.event_id)
         )
         if check.applied_by is not None:  # the payment reached a handler under another key
+            if claim.state is ClaimState.PARKED:  # parked for its amount, perhaps: settled
+                yield from expectations.applying(event, applied_by=check.applied_by)
             yield from idempotency.recording(event, Outcome.IGNORED, check.order_ref)
             return Settled(
                 receipt=duplicate(self.received, replace(claim, order_ref=check.order_ref))
             )
         if check.mismatch is not None:  # never handed to the handler as a payment
             yield from expectations.releasing(event, check)
-            return (yield from _held(event, claim, check.mismatch))
+            return (yield from _held(self.received, claim, check.mismatch))
         if check.refunds_held:  # its payment is parked for its amount: parked beside it
             return (yield from _parked_beside(event, claim))
         applied: Applied = yield APPLY
@@ -268,6 +271,8 @@ class Delivery:
             and (applied.outcome in (Outcome.PROCESSED, Outcome.IGNORED))
         ):  # parked for its amount, perhaps: applied or ignored now, its mismatch is settled
             yield from expectations.settling(event, applied=applied.outcome is Outcome.PROCESSED)
+        if applied.outcome is Outcome.PROCESSED:  # no mismatch of the payment outlives it
+            yield from expectations.applying(event)
         yield from idempotency.recording(event, applied.outcome, applied.order_id)
         return Settled(receipt=receipt)
 
@@ -280,11 +285,17 @@ class Delivery:
 
 
 def _held(
-    event: Event, claim: idempotency.Claim, mismatch: expectations.Mismatch
+    received: Received, claim: idempotency.Claim, mismatch: expectations.Mismatch
 ) -> Generator[Statement, Any, Settled]:
     """A payment of another amount or currency than expected: parked, with the mismatch
-    recorded for a person (once: a parked delivery retried stays parked as it was)."""
-    yield from expectations.holding(event, mismatch)
+    recorded for a person (once: a parked delivery retried stays parked as it was). When
+    another delivery of the payment is parked for it already, this one is recorded ignored
+    and answered as its duplicate: one open mismatch per payment, settled once."""
+    event = received.event
+    other = yield from expectations.holding(event, mismatch)
+    if other is not None:
+        yield from idempotency.recording(event, Outcome.IGNORED, None)
+        return Settled(receipt=duplicate(received, claim))
     if claim.state is ClaimState.NEW:
         yield from idempotency.recording(event, Outcome.PARKED, None)
     return Settled(receipt=Receipt(outcome=Outcome.PARKED, event=event))
@@ -297,6 +308,9 @@ def _to_confirm(event: Event) -> Generator[Statement, Any, Settled]:
     if not confirmations.confirmable(event):
         yield from idempotency.recording(event, Outcome.IGNORED, None)
         return Settled(receipt=Receipt(outcome=Outcome.IGNORED, event=event))
+    full = yield from confirmations.room(event)
+    if full is not None:  # refused for now, stored nowhere: the gateway sends it again
+        raise ConfirmationsFull(event.provider.value, full)
     yield from idempotency.recording(event, Outcome.CONFIRMING, None)
     yield from confirmations.requesting(event)
     return Settled(receipt=Receipt(outcome=Outcome.CONFIRMING, event=event))

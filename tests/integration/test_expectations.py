@@ -535,3 +535,113 @@ def test_a_parked_refund_applies_when_replayed_once_its_payments_mismatch_is_set
     assert replay(shop, ADAPTERS[refund.provider], waiting, hooks()).outcome is Outcome.PROCESSED
     assert refunded(shop) == [("pay_exp0000001", "rfnd_exp0000001", 100)]
     assert outcome_of(shop, refund) == "processed"
+
+
+# --- one open mismatch per payment, settled whichever path applies the payment -------------
+
+
+def open_mismatches(conn) -> list[tuple[object, ...]]:
+    return conn.execute(
+        "SELECT event_id, payment_id FROM payhooks_amount_mismatches WHERE resolved_at IS NULL"
+    ).fetchall()
+
+
+def test_a_mismatch_is_settled_when_reconciliation_applies_its_payment_first(shop):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    webhook = razorpay(amount=44_900)
+    assert sync_driver(shop, webhook).outcome is Outcome.PARKED
+    expect(shop, "razorpay", "order_exp1", 44_900)
+    assert apply_found(shop, reconciled(amount=44_900)).outcome is Outcome.PROCESSED
+    assert open_mismatches(shop) == []
+    resolution = shop.execute("SELECT resolution FROM payhooks_amount_mismatches").fetchone()[0]
+    assert resolution.startswith("applied")
+    [stored] = parked(shop)
+    assert replay(shop, ADAPTERS[webhook.provider], stored, hooks()).outcome is Outcome.DUPLICATE
+    assert outcome_of(shop, webhook) == "ignored"
+    # A later refund of the payment reaches the handler, never parked beside a settled payment.
+    assert sync_driver(shop, razorpay_refund(44_900)).outcome is Outcome.PROCESSED
+    assert paid(shop) == [("order_exp1", "pay_exp0000001", 44_900)]
+
+
+def test_a_mismatch_left_open_by_an_earlier_version_is_settled_when_its_delivery_is_replayed(shop):
+    """Applied under reconciliation's key while the mismatch stayed open (as before this
+    release): the replay finds the payment applied and settles the mismatch with it."""
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    webhook = razorpay(amount=44_900)
+    sync_driver(shop, webhook)
+    expect(shop, "razorpay", "order_exp1", 44_900)
+    apply_found(shop, reconciled(amount=44_900))
+    shop.execute("UPDATE payhooks_amount_mismatches SET resolved_at = NULL, resolution = NULL")
+    [stored] = parked(shop)
+    assert replay(shop, ADAPTERS[webhook.provider], stored, hooks()).outcome is Outcome.DUPLICATE
+    assert open_mismatches(shop) == []
+
+
+def test_a_parked_replay_and_reconciliation_at_once_leave_no_mismatch_open(shop, database_url):
+    """The race of the issue: the parked webhook replayed while reconciliation applies the same
+    payment, on two connections released together; whichever wins, the payment reaches the
+    handler once and its mismatch is settled, so its refund is never parked."""
+    from tests.conftest import released_together
+
+    rounds = 12
+    for n in range(rounds):
+        ref, payment = f"order_race{n}", f"pay_race{n:08d}"
+        expect(shop, "razorpay", ref, 49_900)
+        webhook = razorpay(amount=44_900, ref=ref, payment_id=payment)
+        assert sync_driver(shop, webhook).outcome is Outcome.PARKED
+        expect(shop, "razorpay", ref, 44_900)
+        key = receive(ADAPTERS[webhook.provider], webhook.body, webhook.headers).event.event_id
+        stored = next(p for p in parked(shop) if p.event_id == key)
+
+        def act(conn, item, stored=stored):
+            if item == "replay":
+                return replay(conn, ADAPTERS[Provider.RAZORPAY], stored, hooks()).outcome
+            return apply_found(conn, item).outcome
+
+        answers = released_together(
+            ["replay", reconciled(amount=44_900, ref=ref, payment_id=payment)],
+            lambda _: psycopg.connect(database_url, autocommit=True),
+            act,
+        )
+        assert sorted(answers) == sorted([Outcome.PROCESSED, Outcome.DUPLICATE])
+    assert open_mismatches(shop) == []
+    assert len(paid(shop)) == rounds
+    assert parked(shop) == []
+
+
+def test_reconciliation_of_a_payment_parked_for_its_amount_opens_no_second_mismatch(shop):
+    from payhooks.expectations import resolve
+
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    webhook = razorpay(amount=100)
+    key = sync_driver(shop, webhook).event.event_id
+    again = apply_found(shop, reconciled(amount=100))
+    assert again.outcome is Outcome.DUPLICATE
+    assert open_mismatches(shop) == [(key, "pay_exp0000001")]
+    resolve(shop, "razorpay", key, "refunded in the dashboard")
+    assert open_mismatches(shop) == []
+    assert paid(shop) == []
+
+
+def test_a_webhook_of_a_payment_reconciliation_parked_opens_no_second_mismatch(shop, deliver):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    found = apply_found(shop, reconciled(amount=100))
+    assert found.outcome is Outcome.PARKED
+    assert deliver(shop, razorpay(amount=100)).outcome is Outcome.DUPLICATE
+    assert open_mismatches(shop) == [(found.event.event_id, "pay_exp0000001")]
+    assert paid(shop) == []
+
+
+def test_two_deliveries_of_one_mismatched_payment_at_once_open_one_mismatch(shop, database_url):
+    from tests.conftest import released_together
+
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    webhook = receive(ADAPTERS[Provider.RAZORPAY], razorpay(amount=100).body,
+                      razorpay(amount=100).headers)  # fmt: skip
+    answers = released_together(
+        [webhook, reconciled(amount=100)],
+        lambda _: psycopg.connect(database_url, autocommit=True),
+        lambda conn, found: apply_found(conn, found).outcome,
+    )
+    assert sorted(answers) == sorted([Outcome.PARKED, Outcome.DUPLICATE])
+    assert len(open_mismatches(shop)) == 1

@@ -70,3 +70,34 @@ def test_listed_delivers_a_payment_the_webhook_acts_on_and_skips_the_rest():
     )
     assert report.received == (("o1", "payment_captured", "paid", "p1"),)
     assert report.skipped == ("p2:refunded", "p3:paid")
+
+
+# --- no gateway's key takes a key space payhooks mints ----------------------------------------
+
+
+def _reserved_namers():
+    from decimal import Decimal
+
+    from tests.factories import GATEWAY
+
+    yield GATEWAY.razorpay("reconcile", payment_id="pay_1", order_id="order_1",
+                           amount_paise=100, with_event_id=False)  # fmt: skip
+    yield GATEWAY.cashfree("reconcile", order_id="cf_1", cf_payment_id="1",
+                           order_amount=Decimal("1.00"))  # fmt: skip
+    yield GATEWAY.payu(txnid="reconcile", mihpayid="1", amount="1.00")
+
+
+@pytest.mark.parametrize("delivery", list(_reserved_namers()), ids=lambda d: d.provider.value)
+def test_a_signed_body_naming_reconcile_never_takes_reconciliations_key_space(delivery):
+    """Every key space payhooks mints (``providers._common.RESERVED_PREFIXES``) is out of reach
+    of what a body names, signed or not: such a key is moved under ``<gateway>:``."""
+    from payhooks.expectations import RECONCILED
+    from payhooks.ingest import receive
+    from payhooks.providers._common import RESERVED_PREFIXES
+    from tests.factories import ADAPTERS
+
+    headers = {k: v for k, v in delivery.headers.items() if k != "x-idempotency-key"}
+    event = receive(ADAPTERS[delivery.provider], delivery.body, headers).event
+    assert RESERVED_PREFIXES == (RECONCILED + ":",)
+    assert not event.event_id.startswith(RESERVED_PREFIXES)
+    assert event.event_id.startswith(f"{delivery.provider.value}:reconcile")

@@ -83,22 +83,29 @@ def parsed(body: bytes):
 
 # file: (kind, event id, payment id, order id, amount, paid, refund id, refund amount, bank ref)
 SAMPLES: dict[str, tuple[Any, ...]] = {
-    "order_succeeded.json": (C, "evt_V2_b737837102414514ae0e9717a9f2664d",
+    "order_succeeded.json": (C, "evt_V2_b737837102414514ae0e9717a9f2664d:"
+        "sample_ord_200",
                              "ms-sample_ord_200-1", "sample_ord_200", 100, 100, None, None,
                              "ybbjy9"),
-    "order_succeeded_mandate.json": (C, "evt_gsu1c0r7umcfrxeb",
+    "order_succeeded_mandate.json": (C, "evt_gsu1c0r7umcfrxeb:"
+        "234823498237423894273498",
                                      "juspay-234823498237423894273498-1",
                                      "234823498237423894273498", 100, None, None, None,
                                      "4299662"),
-    "order_failed.json": (F, "evt_V2_f139d51b776541bdbccf6cf49234bc8c", "ms-sample_ord_502-1",
+    "order_failed.json": (F, "evt_V2_f139d51b776541bdbccf6cf49234bc8c:"
+        "sample_ord_502", "ms-sample_ord_502-1",
                           "sample_ord_502", 800, 800, None, None, None),
-    "txn_created.json": (P, "evt_V2_324dc6e110914184a1c764923e14ccde", "ms-sample_ord_200-1",
+    "txn_created.json": (P, "evt_V2_324dc6e110914184a1c764923e14ccde:"
+        "sample_ord_200", "ms-sample_ord_200-1",
                          "sample_ord_200", 100, 100, None, None, None),
-    "txn_charged.json": (C, "evt_V2_714bdcbb817d4fa2b0f64bb9609557d4", "ms-sample_ord_200-1",
+    "txn_charged.json": (C, "evt_V2_714bdcbb817d4fa2b0f64bb9609557d4:"
+        "sample_ord_200", "ms-sample_ord_200-1",
                          "sample_ord_200", 100, 100, None, None, "ybbjy9"),
-    "txn_failed.json": (F, "evt_V2_a0d045a5a93e4f29a72a937ebb0b154b", "ms-sample_ord_502-1",
+    "txn_failed.json": (F, "evt_V2_a0d045a5a93e4f29a72a937ebb0b154b:"
+        "sample_ord_502", "ms-sample_ord_502-1",
                         "sample_ord_502", 800, 800, None, None, None),
-    "order_refunded.json": (R, "evt_V2_132b474fe46b4518a561ad1aa18b4e42", "ms-sample_ord_403-1",
+    "order_refunded.json": (R, "evt_V2_132b474fe46b4518a561ad1aa18b4e42:"
+        "sample_ord_403:erf_b0c764a743c4221b", "ms-sample_ord_403-1",
                             "sample_ord_403", 800, 800, "erf_b0c764a743c4221b", 500, None),
     # Kept, never acted on: refunds not (yet) successful, Juspay's own auto-refunds, mandates.
     "order_refund_failed.json": (OTHER, "evt_V2_9380da4b07e74b6792f3fe23ed84a75f",
@@ -422,10 +429,10 @@ def test_an_unknown_event_keeps_the_order_it_names_for_search():
     assert event.payment_id == "shop-ph_cart_42-1"
 
 
-def test_the_envelope_id_is_the_delivery_key_whatever_the_headers_say():
+def test_the_envelope_id_and_order_are_the_delivery_key_whatever_the_headers_say():
     headers = {**signed(), "x-idempotency-key": "another", "x-event-id": "another"}
     event = adapter().parse(body_of(), headers)
-    assert event.event_id == "evt_V2_b737837102414514ae0e9717a9f2664d"
+    assert event.event_id == f"evt_V2_b737837102414514ae0e9717a9f2664d:{event.merchant_ref}"
 
 
 @pytest.mark.parametrize(
@@ -499,3 +506,31 @@ def test_a_minted_reference_fits_juspays_order_id():
 
     minted = new_id(JUSPAY.reference_prefix)
     assert len(minted) < 21 and minted.replace("_", "").isalnum()
+
+
+# --- a key covers what its confirmation asks Juspay about -------------------------------------
+
+
+def test_a_callback_naming_another_order_under_a_real_event_id_takes_another_key():
+    """The Order Status API is asked about the ``order_id`` named: a forged callback reusing
+    a real event's ``id`` for another order must not take the real callback's key."""
+    real = parsed(body_of())
+    forged = parsed(body_of(content={"order": order(order_id="someone_elses_order")}))
+    assert forged.merchant_ref == "someone_elses_order"
+    assert forged.event_id != real.event_id
+
+
+def test_a_refund_naming_another_refund_under_a_real_event_id_takes_another_key():
+    real = parsed(sample("order_refunded.json"))
+    doc = json.loads(sample("order_refunded.json"))
+    for entry in doc["content"]["order"]["refunds"]:
+        if entry.get("unique_request_id"):
+            entry["unique_request_id"] = "forged_" + entry["unique_request_id"]
+    forged = parsed(json.dumps(doc).encode())
+    assert forged.refund_id != real.refund_id
+    assert forged.event_id != real.event_id
+
+
+def test_an_event_named_reconcile_never_takes_a_key_payhooks_mints():
+    event = parsed(body_of(id="reconcile"))
+    assert event.event_id == f"juspay:reconcile:{event.merchant_ref}"

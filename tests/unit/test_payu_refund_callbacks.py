@@ -110,3 +110,17 @@ def test_an_amount_written_as_a_json_number_is_read_exactly():
 def test_a_payment_post_is_still_read_as_a_form():
     with pytest.raises(SignatureMismatch, match="hash missing"):
         adapter().verify(b"key=lF76TH&status=success&txnid=t1&amount=1.00", {})
+
+
+def test_a_refund_callback_never_takes_a_key_in_reconciliations_key_space():
+    """A txnid is the sender's to write: ``reconcile`` would make ``reconcile:<id>:…``, a key
+    of the space payhooks' own reconciliation mints; it is moved under ``payu:``."""
+    event = adapter().parse(edited(SUCCESS, merchantTxnId="reconcile"), {})
+    assert event.event_id == "payu:reconcile:11865427756:refund.success"
+
+
+def test_a_refund_callback_whose_txnid_holds_a_colon_is_keyed_on_its_body():
+    import hashlib
+
+    raw = edited(SUCCESS, merchantTxnId="ORDER_1:11865427756")
+    assert adapter().parse(raw, {}).event_id == "refund.success:" + hashlib.sha256(raw).hexdigest()

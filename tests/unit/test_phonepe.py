@@ -16,7 +16,6 @@ from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
 from payhooks.expectations import RECONCILED
 from payhooks.gateways.phonepe import PHONEPE
-from payhooks.gateways.phonepe.adapter import RESERVED
 from payhooks.providers.phonepe import MAX_BODY_BYTES, PhonePe, authorization
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "phonepe"
@@ -25,6 +24,8 @@ VECTORS = {v["id"]: v for v in json.loads((DATA / "auth_vectors.json").read_byte
 SDK = VECTORS["phonepe.v2.auth.sdk_test"]
 SDK_HEADER = {"authorization": SDK["authorization"]}
 CREDENTIAL = "username:password"
+
+RESERVED = "reconcile:"
 
 
 def sample(name: str) -> bytes:
@@ -96,14 +97,14 @@ def body(doc: dict[str, Any]) -> bytes:
 SDK_EXPECTED: dict[str, tuple[EventKind, str, Any, Any, Any, Any, Any, Any]] = {
     "01_test_validate_CHECKOUT_TRANSACTION_ATTEMPT_FAILED.json": (
         EventKind.OTHER,
-        "checkout.transaction.attempt.failed:OMO2403041556072639596105:PENDING:"
+        "checkout.transaction.attempt.failed:MO1af83fb6:PENDING:"
         "OM2403041556097829596189",
         "OM2403041556097829596189", "MO1af83fb6", 10001, None, None, None,
     ),
     **{
         f"{n:02d}_test_validate_PG_ORDER_COMPLETED_via_{via}.json": (
-            EventKind.OTHER, "pg.order.completed:OMOxx:EXPIRED", "OM12333", "merchantOrderId",
-            10000, None, None, ref,
+            EventKind.OTHER, "pg.order.completed:merchantOrderId:EXPIRED", "OM12333",
+            "merchantOrderId", 10000, None, None, ref,
         )
         for n, via, ref in [
             (2, "debit_card", "bankTransactionId"), (3, "credit_line", None),
@@ -113,38 +114,41 @@ SDK_EXPECTED: dict[str, tuple[EventKind, str, Any, Any, Any, Any, Any, Any]] = {
     },
     "09_test_validate_CHECKOUT_TRANSACTION_ATTEMPT_FAILED_2.json": (
         EventKind.OTHER,
-        "checkout.transaction.attempt.failed:OMO2403041625203649596290:PENDING:"
+        "checkout.transaction.attempt.failed:MOID01:PENDING:"
         "OM2403041625351229596788",
         "OM2403041625351229596788", "MOID01", 10001, None, None, None,
     ),
     "10_test_validate_PG_ORDER_FAILED.json": (
-        EventKind.OTHER, "pg.order.completed:OMO2403041556072639596105:PENDING",
+        EventKind.OTHER, "pg.order.completed:MO1af83fb6:PENDING",
         "OM2403041556097829596189", "MO1af83fb6", 10001, None, None, None,
     ),
     "11_test_validate_PG_ORDER_COMPLETED.json": (
-        EventKind.PAYMENT_CAPTURED, "pg.order.completed:orderId:COMPLETED", "transactionId",
+        EventKind.PAYMENT_CAPTURED, "pg.order.completed:merchantOrderId:COMPLETED", "transactionId",
         "merchantOrderId", 123, None, None, "<utr>",
     ),
     "12_test_validate_PG_REFUND_ACCEPTED.json": (
-        EventKind.OTHER, "pg.refund.accepted:merchantRefundId:CONFIRMED", None,
+        EventKind.OTHER, "pg.refund.accepted:originalMerchantOrderId:merchantRefundId:"
+        "CONFIRMED", None,
         "originalMerchantOrderId", None, "merchantRefundId", 10, None,
     ),
     "13_test_validate_PG_REFUND_COMPLETED.json": (
-        EventKind.REFUND_PROCESSED, "pg.refund.completed:merchantRefundId:COMPLETED", None,
+        EventKind.REFUND_PROCESSED, "pg.refund.completed:originalMerchantOrderId:merchantRefundId:"
+        "COMPLETED", None,
         "originalMerchantOrderId", None, "merchantRefundId", 123, "<utr>",
     ),
     "14_test_invalid_hash.json": (
         EventKind.OTHER,
-        "checkout.transaction.attempt.failed:OMO2403041625203649596290:PENDING:"
+        "checkout.transaction.attempt.failed:MOID01:PENDING:"
         "OM2403041625351229596788",
         "OM2403041625351229596788", "MOID01", 10001, None, None, None,
     ),
     "15_test_validate_PG_REFUND_COMPLETED_custom.json": (
-        EventKind.REFUND_PROCESSED, "pg.refund.completed:merchantRefundId:COMPLETED", None,
+        EventKind.REFUND_PROCESSED, "pg.refund.completed:originalMerchantOrderId:merchantRefundId:"
+        "COMPLETED", None,
         "originalMerchantOrderId", None, "merchantRefundId", 123, "<utr>",
     ),
     "16_test_with_fee_amount.json": (
-        EventKind.PAYMENT_CAPTURED, "pg.order.completed:OMO2404181217419881571577:COMPLETED",
+        EventKind.PAYMENT_CAPTURED, "pg.order.completed:OMPL2404181217419741571575:COMPLETED",
         "OM2404231554133859287908", "OMPL2404181217419741571575", 100, None, None,
         "411445977270",
     ),
@@ -155,11 +159,11 @@ SDK_EXPECTED: dict[str, tuple[EventKind, str, Any, Any, Any, Any, Any, Any]] = {
     ),
     "18_test_subscription_setup_success.json": (
         EventKind.OTHER,
-        "subscription.setup.order.completed:OMO2403041556072639596105:COMPLETED",
+        "subscription.setup.order.completed:MO1af83fb6:COMPLETED",
         "OM2403041556072639596105", "MO1af83fb6", 10001, None, None, "405554491450",
     ),
     "19_test_notify_validate.json": (
-        EventKind.OTHER, "subscription.notification.completed:OMO12344:NOTIFIED", None,
+        EventKind.OTHER, "subscription.notification.completed:MO1708797962855:NOTIFIED", None,
         "MO1708797962855", 100, None, None, None,
     ),
 }  # fmt: skip
@@ -192,7 +196,7 @@ def test_an_sdk_callback_reads_the_amount_the_sdk_reads(name):
 def test_the_sdk_samples_of_one_order_in_several_instruments_share_one_key():
     """Synthetic: seven bodies of one event of one order; a retry of one event is one key."""
     keys = {parse(sample(n)).event_id for n in SDK_EXPECTED if "_via_" in n}
-    assert keys == {"pg.order.completed:OMOxx:EXPIRED"}
+    assert keys == {"pg.order.completed:merchantOrderId:EXPIRED"}
 
 
 def test_the_sdks_swapped_call_is_refused():
@@ -500,10 +504,9 @@ def test_a_key_is_the_same_for_every_copy_of_one_event():
     assert len({parse(raw).event_id for raw in (exact, exact, spaced, reordered)}) == 1
 
 
-def test_an_orders_key_is_its_event_order_and_state():
-    assert parse(body(order())).event_id == (
-        "checkout.order.completed:OMO2403282020198641071317:COMPLETED"
-    )
+def test_an_orders_key_is_its_event_the_merchants_order_and_state():
+    """The merchant's order id is what the order status API is asked about."""
+    assert parse(body(order())).event_id == "checkout.order.completed:ph_0123456789abcdef:COMPLETED"
 
 
 def test_keys_differ_between_events_of_one_order():
@@ -576,4 +579,32 @@ def test_a_simulated_callback_verifies_and_parses():
     assert (event.kind, event.payment_id, event.merchant_ref, event.amount_paise) == (
         EventKind.PAYMENT_CAPTURED, "OM1", "ph_1", 12300,
     )  # fmt: skip
-    assert event.event_id == f"checkout.order.completed:{sim.order_id('ph_1')}:COMPLETED"
+    assert event.event_id == "checkout.order.completed:ph_1:COMPLETED"
+
+
+# --- a key covers what its confirmation asks PhonePe about ------------------------------------
+
+
+def test_a_callback_naming_another_merchant_order_under_a_real_order_id_takes_another_key():
+    """The order status API is asked about ``merchantOrderId``: a forged callback naming the
+    real ``orderId`` and another merchant order must not take the real callback's key."""
+    real = parse(body(order()))
+    forged = parse(body(order(merchantOrderId="ph_someone_else")))
+    assert forged.merchant_ref == "ph_someone_else"
+    assert forged.event_id != real.event_id
+
+
+def test_a_refund_naming_another_order_under_a_real_refund_id_takes_another_key():
+    """A refund's confirmation asks about its ``merchantRefundId`` and checks it refunds the
+    ``originalMerchantOrderId`` named: both are in its key."""
+    real = parse(body(refund()))
+    forged = parse(body(refund(originalMerchantOrderId="ph_someone_else")))
+    assert forged.refund_id == real.refund_id
+    assert forged.event_id != real.event_id
+
+
+def test_an_id_holding_a_colon_is_keyed_on_the_body():
+    """``a:b`` + ``c`` and ``a`` + ``b:c`` would join to one key: such a callback is keyed on
+    its body's hash instead, never on a key another order's callback derives."""
+    raw = body(order(merchantOrderId="ph_1:COMPLETED"))
+    assert parse(raw).event_id == "checkout.order.completed:" + hashlib.sha256(raw).hexdigest()

@@ -53,6 +53,28 @@ def delivery_key(*parts: object) -> str | None:
     return ":".join(texts)
 
 
+RESERVED_PREFIXES: tuple[str, ...] = ("reconcile:",)
+"""The key spaces payhooks mints itself: reconciliation's, the confirmations' and the refund
+sender's ``reconcile:…`` (``expectations.RECONCILED``). No key a gateway's delivery derives
+starts so (``unreserved``)."""
+
+
+def unreserved(provider: Provider, key: str) -> str:
+    """``key``, moved under ``<gateway>:`` when it would start in a key space payhooks mints:
+    a body names what its key is made of, and a sender must never take a key payhooks needs."""
+    return f"{provider.value}:{key}" if key.startswith(RESERVED_PREFIXES) else key
+
+
+def plain_key(*parts: object) -> str | None:
+    """``delivery_key``, but None when a part holds a ':' itself: such a key could be read as
+    other parts (``a:b`` + ``c`` is ``a`` + ``b:c``), so a body naming other ids than another
+    could still take its key. Used where nothing signs the parts (the caller falls back to the
+    body's hash)."""
+    if any(isinstance(p, str) and ":" in p for p in parts):
+        return None
+    return delivery_key(*parts)
+
+
 def key_header(value: str | None) -> str | None:
     """A delivery key taken from a header, which the gateway does not sign: one holding a ':'
     is not used (derived keys always hold one, and an unsigned header must never claim the

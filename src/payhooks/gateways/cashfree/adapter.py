@@ -26,6 +26,7 @@ from payhooks.providers._common import (
     require_secrets,
     sha256_hex,
     text_field,
+    unreserved,
 )
 
 SIGNATURE_HEADER = "x-webhook-signature"
@@ -259,7 +260,7 @@ def _event_id(
     parts: list[object] = [event_type, key_id]
     if key_status is not None:
         parts.append(key_status)
-    return delivery_key(*parts) or body_key(event_type, body)
+    return unreserved(_P, delivery_key(*parts) or body_key(event_type, body))
 
 
 __all__ = [

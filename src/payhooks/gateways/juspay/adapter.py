@@ -17,16 +17,19 @@ from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider, is_text
 from payhooks.providers._common import (
     MAX_JSON_BODY_BYTES,
+    body_key,
     child,
     event_name,
     load_json_object,
     optional_paise,
+    plain_key,
     reference,
     refuse,
     require,
     require_secrets,
     sha256_hex,
     text_field,
+    unreserved,
 )
 
 AUTHORIZATION_HEADER = "authorization"
@@ -97,9 +100,9 @@ class Juspay:
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
         doc = load_json_object(body, provider=_P)
         event_type = event_name(doc.get("event_name"), "event_name", provider=_P)
-        event_id = _event_id(doc.get("id"))
         said = _read(event_type, doc.get("content"))
-        return said.event(event_type=event_type, event_id=event_id, body=body, unconfirmed=True)
+        key = delivery_key(_event_id(doc.get("id")), said, event_type, body)
+        return said.event(event_type=event_type, event_id=key, body=body, unconfirmed=True)
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:
@@ -146,9 +149,22 @@ def _base64(token: str) -> bytes:
     return decoded
 
 
+def delivery_key(event_id: str, said: Said, event_type: str, body: bytes) -> str:
+    """The envelope's ``id``, and for an event payhooks asks Juspay's API about, the order it
+    asks about (and a refund's id): ``<id>:<order_id>[:<refund id>]``. Nothing signs the body,
+    so a key of the id alone could be taken by a callback naming another order under a real
+    event's id, and the real one would be answered as its copy and never confirmed. A part
+    holding a ':' (ambiguous): the body's hash. No key takes a key space payhooks mints."""
+    if said.kind is EventKind.OTHER or said.order_id is None:
+        return unreserved(_P, event_id)
+    refund = (said.refund_id,) if said.kind is EventKind.REFUND_PROCESSED else ()
+    key = plain_key(event_id, said.order_id, *refund) or body_key(event_type, body)
+    return unreserved(_P, key)
+
+
 def _event_id(value: object) -> str:
-    """The envelope's ``id`` is the delivery key (``evt_V2_`` and 32 hex digits): a short id of
-    printable ASCII. It never holds a ':', so it never takes a key payhooks derives."""
+    """The envelope's ``id`` (``evt_V2_`` and 32 hex digits): a short id of printable ASCII,
+    never holding a ':'."""
     if value is None or value == "":
         raise MalformedPayload(_P, "id is missing")
     if not isinstance(value, str):

@@ -19,12 +19,14 @@ from payhooks.providers._common import (
     load_json_object,
     matches_any,
     optional_paise,
+    plain_key,
     reference,
     refuse,
     require,
     require_secrets,
     sha256_hex,
     text_field,
+    unreserved,
 )
 
 _HEADERS_READ: tuple[str, ...] = ()
@@ -206,7 +208,9 @@ class PayU:
             provider=_P,
             kind=kind,
             event_type=event_type,
-            event_id=delivery_key(merchant_ref, status) or body_key(event_type, body),
+            event_id=unreserved(
+                _P, delivery_key(merchant_ref, status) or body_key(event_type, body)
+            ),
             payment_id=merchant_ref,
             merchant_ref=merchant_ref,
             amount_paise=amount,
@@ -252,8 +256,10 @@ def _refund(body: bytes) -> Event:
         provider=_P,
         kind=kind,
         event_type=event_type,
-        event_id=delivery_key(txnid, request_id, REFUND_KEY_SUFFIX + status)
-        or body_key(event_type, body),
+        event_id=unreserved(
+            _P,
+            plain_key(txnid, request_id, REFUND_KEY_SUFFIX + status) or body_key(event_type, body),
+        ),
         payment_id=txnid,
         merchant_ref=txnid,
         currency="INR",

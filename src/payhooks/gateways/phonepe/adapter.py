@@ -16,15 +16,16 @@ from payhooks.events import Event, EventKind, Provider
 from payhooks.providers._common import (
     body_key,
     child,
-    delivery_key,
     event_name,
     load_json_object,
+    plain_key,
     reference,
     refuse,
     require,
     require_secrets,
     sha256_hex,
     text_field,
+    unreserved,
 )
 
 AUTHORIZATION_HEADER = "authorization"
@@ -34,8 +35,6 @@ MAX_BODY_BYTES = 64 * 1024
 it can send: a tighter bound than the signed JSON gateways' 1 MiB."""
 _P = Provider.PHONEPE
 _DIGEST = re.compile(r"[0-9a-f]{64}")
-RESERVED = "reconcile:"
-"""Reconciliation's keys start so (``expectations.RECONCILED``, a driver's module away)."""
 
 CAPTURES = frozenset({"checkout.order.completed", "pg.order.completed"})
 FAILURES = frozenset({"checkout.order.failed", "pg.order.failed"})
@@ -228,23 +227,25 @@ def _require(kind: EventKind, order: _Order) -> None:
 
 def event_id(event_type: str, payload: object, order: _Order, body: bytes) -> str:
     """The delivery key. PhonePe sends no event id, so it is derived from what stays the same
-    on every retry of one event and differs between events: an order reaches a state once
-    (``event:orderId:state``); one order can fail several attempts (``...:transactionId``
-    added); a refund is its id (``event:refundId:state``); a subscription its id, state and
-    pause start. Anything else: the body's hash. No key can take reconciliation's prefix: the
-    event name is the sender's to choose, so ``reconcile`` is moved under ``phonepe:``."""
+    on every retry of one event and differs between events, and covers what its confirmation
+    asks PhonePe about: an order reaches a state once (``event:merchantOrderId:state``, the
+    id the order status API is asked with); one order can fail several attempts
+    (``...:transactionId`` added); a refund is its order and id
+    (``event:originalMerchantOrderId:merchantRefundId:state``, both asked about); a
+    subscription its id, state and pause start. A part holding a ':' (ambiguous) or nothing
+    to key on: the body's hash. No key takes a key space payhooks mints (``unreserved``)."""
     key = _derived(event_type, payload, order) or body_key(event_type, body)
-    return f"{_P.value}:{key}" if key.startswith(RESERVED) else key
+    return unreserved(_P, key)
 
 
 def _derived(event_type: str, payload: object, order: _Order) -> str | None:
     if is_refund(event_type):
-        return delivery_key(event_type, order.refund_id, order.state)
-    placed = order.order_id or order.merchant_ref
+        return plain_key(event_type, order.merchant_ref, order.refund_id, order.state)
+    placed = order.merchant_ref or order.order_id
     if ".transaction." in event_type:
-        return delivery_key(event_type, placed, order.state, order.payment_id)
+        return plain_key(event_type, placed, order.state, order.payment_id)
     if placed is not None:
-        return delivery_key(event_type, placed, order.state)
+        return plain_key(event_type, placed, order.state)
     subscription = _text(
         child(payload, "subscriptionId") or child(payload, "merchantSubscriptionId"),
         "subscriptionId",
@@ -252,7 +253,7 @@ def _derived(event_type: str, payload: object, order: _Order) -> str | None:
     )
     paused = child(payload, "pauseStartDate")
     extra = (paused,) if isinstance(paused, int) and not isinstance(paused, bool) else ()
-    return delivery_key(event_type, subscription, order.state, *extra)
+    return plain_key(event_type, subscription, order.state, *extra)
 
 
 def paise(value: object, field: str, *, strict: bool) -> int | None:

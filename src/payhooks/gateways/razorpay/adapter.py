@@ -23,6 +23,7 @@ from payhooks.providers._common import (
     require_secrets,
     sha256_hex,
     text_field,
+    unreserved,
 )
 
 SIGNATURE_HEADER = "x-razorpay-signature"
@@ -182,7 +183,7 @@ def _event_id(
     if header:
         return header
     entity_id = refund.id if event_type.startswith("refund.") else payment.id
-    return delivery_key(event_type, entity_id) or body_key(event_type, body)
+    return unreserved(_P, delivery_key(event_type, entity_id) or body_key(event_type, body))
 
 
 __all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Razorpay", "sign"]
