@@ -13,6 +13,7 @@ from payhooks import refunds
 from payhooks.events import Provider
 from payhooks.refunds import RefundState, RefundTooLarge
 from payhooks.service import application
+from payhooks.service.console import actions
 from payhooks.service.shop import carts, orders
 from payhooks.sim.gateway import new_payment_id
 from tests.factories import deliver, purchase
@@ -44,8 +45,9 @@ def paid_under(conn, rig, how: str):
     return buy, delivery, paid
 
 
-@pytest.mark.parametrize("how", ["offer", "fee"])
-def test_a_double_payment_is_refunded_what_the_customer_paid_for_it(conn, rig, how):
+def paid_twice(conn, rig, how: str):
+    """A cart paid from two tabs, the second payment under an offer or with a fee: it, and
+    what the customer paid for it."""
     first = purchase(conn, Provider.CASHFREE)
     other = carts.checkout(conn, first.cart_id, Provider.CASHFREE)  # a second tab
     again = replace(first, reference=other.gateway_order_id,
@@ -58,6 +60,12 @@ def test_a_double_payment_is_refunded_what_the_customer_paid_for_it(conn, rig, h
         delivery = success(again, paid_paise=paid, surcharge=_fee())
     deliver(conn, delivery)
     rig.api.pay(sim(again), again.payment_id, payment_amount_paise=paid)
+    return again, paid
+
+
+@pytest.mark.parametrize("how", ["offer", "fee"])
+def test_a_double_payment_is_refunded_what_the_customer_paid_for_it(conn, rig, how):
+    again, paid = paid_twice(conn, rig, how)
     application.send_refunds(rig.reconciler(), double_payments=True)
     (intent,) = refunds.of_payment(conn, Provider.CASHFREE, again.payment_id)
     assert (intent.state, intent.amount_paise, intent.captured_paise) == (
@@ -77,4 +85,15 @@ def test_the_shop_apis_refund_is_capped_at_what_the_customer_paid(conn, rig, how
     made = orders.refund(conn, order_id, paid, key="all", reason="returned")
     assert (made.amount_paise, made.captured_paise, made.gateway_order_id) == (
         paid, paid, buy.reference,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["offer", "fee"])
+def test_the_consoles_refund_button_asks_for_what_the_customer_paid(conn, rig, how):
+    again, paid = paid_twice(conn, rig, how)
+    done = actions.request_refund(conn, "cashfree", again.payment_id, operator="asha")
+    assert done.done is actions.Done.REFUND_REQUESTED
+    (intent,) = refunds.of_payment(conn, Provider.CASHFREE, again.payment_id)
+    assert (intent.amount_paise, intent.captured_paise, intent.gateway_order_id) == (
+        paid, paid, again.reference,
     )  # fmt: skip

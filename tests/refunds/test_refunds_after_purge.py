@@ -9,10 +9,11 @@ import pytest
 
 from payhooks import payments, refunds
 from payhooks.events import Provider
+from payhooks.ingest import receive
 from payhooks.refunds import RefundState
 from payhooks.service import application, retention
-from payhooks.service.shop import orders
-from tests.factories import deliver, purchase
+from payhooks.service.shop import captures, orders
+from tests.factories import ADAPTERS, deliver, purchase
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import sim
 
@@ -33,15 +34,25 @@ def aged_and_purged(conn) -> None:
     assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
 
 
-@pytest.mark.parametrize("applied_by", ["webhook", "reconciliation"])
+def applied(conn, rig, buy, applied_by: str) -> None:
+    """The payment applied by its webhook (the general path, or the reference shop's
+    one-statement first capture) or by reconciliation."""
+    if applied_by == "webhook":
+        deliver(conn, buy.captured())
+    elif applied_by == "first capture":
+        delivery = buy.captured()
+        received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+        assert captures.first_capture(conn, received) is not None
+    else:
+        rig.run()
+
+
+@pytest.mark.parametrize("applied_by", ["webhook", "first capture", "reconciliation"])
 @pytest.mark.parametrize("provider", [Provider.RAZORPAY, Provider.CASHFREE, Provider.PAYU])
 def test_a_payment_is_refunded_after_its_deliveries_are_purged(conn, rig, provider, applied_by):
     buy = purchase(conn, provider)
     rig.api.pay(sim(buy), buy.payment_id)
-    if applied_by == "webhook":
-        deliver(conn, buy.captured())
-    else:
-        rig.run()
+    applied(conn, rig, buy, applied_by)
     (order_id,) = [r[0] for r in conn.execute("SELECT id FROM orders WHERE cart_id = %s",
                                               (buy.cart_id,))]  # fmt: skip
     aged_and_purged(conn)

@@ -126,7 +126,7 @@ def readdress(conn: Connection, message_id: int, recipient: str, *, operator: st
 
 _FLAGGED = f"""
 SELECT {double_refunds.PAID}, p.refunded_paise, coalesce(c.currency, p.currency), p.cart_id,
-       c.gateway_order_id, c.attempt_id
+       {double_refunds.ORDER}, c.attempt_id
 FROM payments p {double_refunds.RECORD}
 WHERE p.provider = %s AND p.payment_id = %s AND p.needs_refund
 """

@@ -14,16 +14,20 @@ from payhooks.errors import Conflict, InvalidRequest
 from payhooks.gateways import GATEWAYS
 
 RECORD = """LEFT JOIN payhooks_payments c ON c.provider = p.provider
-    AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'"""
+    AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'
+LEFT JOIN checkouts k ON k.cart_id = p.cart_id AND k.provider = p.provider"""
 """The core's record of payment ``p`` (``payhooks.payments``), kept while a refund of it is
-possible: its gateway order (Cashfree refunds name it), PayU's ``mihpayid``, what was paid."""
+possible: its gateway order (Cashfree refunds name it), PayU's ``mihpayid``, what was paid;
+and the shop's checkout of its cart, whose gateway order stands in for a payment the
+one-statement first capture applied (``captures``: it writes no record)."""
+ORDER = "coalesce(c.gateway_order_id, k.gateway_order_id)"
 PAID = "coalesce(c.paid_paise, p.payment_amount_paise, p.amount_paise)"
 """What the customer paid for payment ``p``: the bound on its refunds, never the amount
 compared with the cart (Cashfree's differ under an offer or a fee)."""
 
 DUE = f"""
 SELECT p.provider, p.payment_id, {PAID}, coalesce(c.currency, p.currency), p.cart_id,
-       c.gateway_order_id, c.attempt_id
+       {ORDER}, c.attempt_id
 FROM payments p {RECORD}
 WHERE p.needs_refund AND p.provider = ANY(%s) AND 'duplicate_payment' = ANY(p.flags)
   AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{{3}}$'
@@ -64,4 +68,4 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     return written
 
 
-__all__ = ["PAID", "RECORD", "REQUESTED_BY", "key_of", "request_due"]
+__all__ = ["ORDER", "PAID", "RECORD", "REQUESTED_BY", "key_of", "request_due"]

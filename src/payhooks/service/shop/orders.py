@@ -194,7 +194,8 @@ def orders_of_cart(conn: Connection, cart_id: str) -> list[Order]:
 
 
 _PAID = f"""
-SELECT {double_refunds.PAID}, coalesce(c.currency, p.currency), c.gateway_order_id, c.attempt_id
+SELECT {double_refunds.PAID}, coalesce(c.currency, p.currency), {double_refunds.ORDER},
+       c.attempt_id
 FROM orders o JOIN payments p ON p.provider = o.provider AND p.payment_id = o.payment_id
 {double_refunds.RECORD}
 WHERE o.id = %s
