@@ -199,9 +199,15 @@ CLAIM_PAYMENT = (
     """
 WITH mine AS (
     INSERT INTO payhooks_payments AS p
-        (provider, payment_id, kind, gateway_order_id, event_id, reconciled)
-    VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(order)s, %(event_id)s, %(reconciled)s)
-    ON CONFLICT (provider, payment_id, kind) DO UPDATE SET applied_at = p.applied_at
+        (provider, payment_id, kind, gateway_order_id, event_id, reconciled, attempt_id,
+         paid_paise, currency)
+    VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(order)s, %(event_id)s, %(reconciled)s,
+        %(attempt)s, %(paid)s, %(currency)s)
+    ON CONFLICT (provider, payment_id, kind) DO UPDATE SET applied_at = p.applied_at,
+        gateway_order_id = coalesce(p.gateway_order_id, excluded.gateway_order_id),
+        attempt_id = coalesce(p.attempt_id, excluded.attempt_id),
+        paid_paise = coalesce(p.paid_paise, excluded.paid_paise),
+        currency = coalesce(p.currency, excluded.currency)
     RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id
 ), unmet AS ("""
     + UNMET
@@ -225,6 +231,14 @@ DELETE FROM payhooks_payments WHERE provider = %s AND payment_id = %s AND kind =
 
 def is_reconciled(event_id: str) -> bool:
     return event_id.startswith(RECONCILED + ":")
+
+
+def paid_paise(event: Event) -> int | None:
+    """What the customer paid for the payment, the bound on its refunds: the gateway's own
+    figure of it where that differs from the amount compared with the order (Cashfree's
+    ``payment_amount``, Juspay's ``effective_amount``), else the amount (Razorpay's, PayU's,
+    PhonePe's)."""
+    return event.amount_paise if event.payment_amount_paise is None else event.payment_amount_paise
 
 
 def paid_currency(event: Event) -> str:
@@ -266,6 +280,8 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
             "kind": event.kind.value,
             "event_id": event.event_id,
             "reconciled": reconciled,
+            "attempt": event.attempt_id,
+            "paid": paid_paise(event),
         },
     )
     assert row is not None

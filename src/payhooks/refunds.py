@@ -93,6 +93,9 @@ class Refund:
     requested_at: datetime | None = None
     sent_at: datetime | None = None
     settled_at: datetime | None = None
+    attempt_id: str | None = None
+    """The gateway's own id of the payment refunded where ``payment_id`` is another (PayU's
+    ``mihpayid``, ``payment_id`` its txnid): what the gateway's refund call names."""
 
 
 def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
@@ -104,7 +107,7 @@ def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
 
 COLUMNS = """provider, idempotency_key, payment_id, gateway_order_id, amount_paise, currency,
        captured_paise, reason, requested_by, state, gateway_refund_id, attempts, last_error,
-       requested_at, sent_at, settled_at"""
+       requested_at, sent_at, settled_at, attempt_id"""
 LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('payhooks_refunds:' || %s || ':' || %s, 0))"
 EXISTING = f"SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s"
 TAKEN = """
@@ -113,9 +116,10 @@ WHERE provider = %s AND payment_id = %s AND state = ANY(%s)
 """
 INSERT = f"""
 INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
-    amount_paise, currency, captured_paise, reason, requested_by)
+    amount_paise, currency, captured_paise, reason, requested_by, attempt_id)
 VALUES (%(provider)s, %(idempotency_key)s, %(payment_id)s, %(gateway_order_id)s,
-    %(amount_paise)s, %(currency)s, %(captured_paise)s, %(reason)s, %(requested_by)s)
+    %(amount_paise)s, %(currency)s, %(captured_paise)s, %(reason)s, %(requested_by)s,
+    %(attempt_id)s)
 RETURNING {COLUMNS}
 """
 
@@ -131,6 +135,7 @@ def intent(
     requested_by: str,
     currency: str = "INR",
     gateway_order_id: str | None = None,
+    attempt_id: str | None = None,
 ) -> Refund:
     """A refund as asked, checked: what ``request`` writes."""
     try:
@@ -145,8 +150,9 @@ def intent(
     for name, value in (("payment_id", payment_id), ("key", key), ("reason", reason),
                         ("requested_by", requested_by)):  # fmt: skip
         _text(name, value)
-    if gateway_order_id is not None:
-        _text("gateway_order_id", gateway_order_id)
+    for name, named in (("gateway_order_id", gateway_order_id), ("attempt_id", attempt_id)):
+        if named is not None:
+            _text(name, named)
     for name, paise in (("amount_paise", amount_paise), ("captured_paise", captured_paise)):
         if isinstance(paise, bool) or not isinstance(paise, int) or not 0 < paise <= MAX_PAISE:
             raise InvalidRequest(f"{name} is a whole number of paise from 1 to {MAX_PAISE}")
@@ -162,6 +168,7 @@ def intent(
         captured_paise=captured_paise,
         reason=reason,
         requested_by=requested_by,
+        attempt_id=attempt_id,
     )
 
 
@@ -204,7 +211,7 @@ def requesting(asked: Refund) -> Steps[Refund]:
 
 
 _INSERTED = ("idempotency_key", "payment_id", "gateway_order_id", "amount_paise", "currency",
-             "captured_paise", "reason", "requested_by")  # fmt: skip
+             "captured_paise", "reason", "requested_by", "attempt_id")  # fmt: skip
 
 
 def request(
@@ -219,16 +226,20 @@ def request(
     requested_by: str,
     currency: str = "INR",
     gateway_order_id: str | None = None,
+    attempt_id: str | None = None,
 ) -> Refund:
     """Ask for a refund of ``amount_paise`` of ``payment_id`` (the gateway's payment id; PayU:
     its ``mihpayid``), in the caller's transaction: it is sent once that commits. ``key`` is
     yours (an order's refund number, a support ticket): the same key is the same refund.
-    ``captured_paise`` is what the payment captured; ``gateway_order_id`` the order it belongs
-    to (Cashfree refunds under the order, and needs it). Raises ``RefundTooLarge`` past what
+    ``captured_paise`` is what the customer paid for the payment (Cashfree's ``payment_amount``,
+    not the order amount an offer or a fee changed); ``gateway_order_id`` the order it belongs
+    to (Cashfree refunds under the order, and needs it); ``attempt_id`` PayU's ``mihpayid`` when
+    ``payment_id`` is its txnid. ``payhooks.payments.find`` reads all three from the payment's
+    record. Raises ``RefundTooLarge`` past what
     is still refundable, ``Conflict`` for a key already used for another refund."""
     asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
                    reason=reason, requested_by=requested_by, currency=currency,
-                   gateway_order_id=gateway_order_id)  # fmt: skip
+                   gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
     with conn.transaction():  # a savepoint in the caller's: the lock lasts to its end
         return run(conn, requesting(asked))
 
@@ -245,11 +256,12 @@ async def request_async(
     requested_by: str,
     currency: str = "INR",
     gateway_order_id: str | None = None,
+    attempt_id: str | None = None,
 ) -> Refund:
     """``request`` on an async connection."""
     asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
                    reason=reason, requested_by=requested_by, currency=currency,
-                   gateway_order_id=gateway_order_id)  # fmt: skip
+                   gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
     async with conn.transaction():
         return await run_async(conn, requesting(asked))
 

@@ -42,16 +42,25 @@ WHERE (provider, event_id) IN (
     LIMIT %s
     FOR UPDATE SKIP LOCKED)
 """
+REFUNDABLE_DAYS = 365
+"""How long a captured payment's record (``payhooks.payments``: its order, its ids, what was
+paid) is kept whatever the window: a refund of it reads them there, and a refund may be
+asked for long after its deliveries are purged."""
 # A payment claim stays while a parked delivery of that payment may yet be replayed, or the
-# replay would reach the handler a second time. No index on applied_at (the claim's insert
-# stays cheap): no ORDER BY, so a batch reads only as far as its rows.
+# replay would reach the handler a second time; a capture's, while a refund of it is possible:
+# for REFUNDABLE_DAYS, and while a refund of it is not settled. No index on applied_at (the
+# claim's insert stays cheap): no ORDER BY, so a batch reads only as far as its rows.
 _DELETE_PAYMENTS = """
 DELETE FROM payhooks_payments
 WHERE (provider, payment_id, kind) IN (
     SELECT p.provider, p.payment_id, p.kind FROM payhooks_payments p
     WHERE p.applied_at < %s
+      AND (p.kind <> 'payment_captured'
+           OR p.applied_at < least(%s, now() - make_interval(days => %s)))
       AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
                       AND w.provider = p.provider AND w.payment_id = p.payment_id)
+      AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r WHERE r.state IN ('requested', 'sent')
+                      AND r.provider = p.provider AND r.payment_id = p.payment_id)
     LIMIT %s
     FOR UPDATE SKIP LOCKED)
 """
@@ -165,7 +174,7 @@ def delete_expired(
             on_batch(done)
         if done < batch_rows:
             break
-    delete_old(conn, _DELETE_PAYMENTS, planned.cutoff, batch_rows, stop=stop)
+    delete_payments(conn, planned.cutoff, batch_rows, stop=stop)
     delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
     delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
     for statement in _DELETE_CONSOLE:
@@ -174,6 +183,22 @@ def delete_expired(
                 if conn.execute(statement, (batch_rows,)).rowcount < batch_rows:
                     break
     return Purge(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
+
+
+def delete_payments(
+    conn: Connection,
+    cutoff: datetime,
+    batch_rows: int,
+    *,
+    stop: Callable[[], bool] = _never,
+) -> None:
+    """The payment claims applied before ``cutoff`` that nothing needs: a capture's kept for
+    ``REFUNDABLE_DAYS`` at least, and while a refund of it is not settled."""
+    while not stop():
+        with unbounded(conn):
+            params = (cutoff, cutoff, REFUNDABLE_DAYS, batch_rows)
+            if conn.execute(_DELETE_PAYMENTS, params).rowcount < batch_rows:
+                return
 
 
 def delete_expectations(

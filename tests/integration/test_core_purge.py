@@ -120,12 +120,31 @@ def test_a_purged_delivery_takes_its_amount_mismatch_with_it(merchant):
 
 
 def test_old_payment_claims_go_unless_a_parked_delivery_of_the_payment_waits(merchant):
-    merchant.execute(PAYMENT, ("pay_old", "order_a", "evt_a", 100))
+    merchant.execute(PAYMENT, ("pay_old", "order_a", "evt_a", 400))
     merchant.execute(PAYMENT, ("pay_recent", "order_b", "evt_b", 5))
-    merchant.execute(PAYMENT, ("pay_twin", "order_c", "evt_c", 100))
-    delivered(merchant, "evt_c_copy", 100, outcome="parked", order="order_c", payment="pay_twin")
+    merchant.execute(PAYMENT, ("pay_twin", "order_c", "evt_c", 400))
+    delivered(merchant, "evt_c_copy", 400, outcome="parked", order="order_c", payment="pay_twin")
     retention.purge(merchant, 90, batch_rows=1)
     assert keys(merchant, "payhooks_payments", "payment_id") == ["pay_recent", "pay_twin"]
+
+
+REFUND = """
+INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, amount_paise, currency,
+    captured_paise, reason, requested_by, state)
+VALUES ('razorpay', %s, %s, 100, 'INR', 49900, 'returned', 'asha', %s)
+"""
+
+
+def test_a_captures_record_stays_while_a_refund_of_it_is_possible(merchant):
+    """Past the window, within a refund's year; and past that, while a refund is unsettled."""
+    merchant.execute(PAYMENT, ("pay_refundable", "order_a", "evt_a", 100))
+    merchant.execute(PAYMENT, ("pay_refunding", "order_b", "evt_b", 400))
+    merchant.execute(PAYMENT, ("pay_refunded", "order_c", "evt_c", 400))
+    merchant.execute(REFUND, ("ph_1", "pay_refunding", "sent"))
+    merchant.execute(REFUND, ("ph_2", "pay_refunded", "processed"))
+    retention.purge(merchant, 90, batch_rows=1)
+    kept = keys(merchant, "payhooks_payments", "payment_id")
+    assert kept == ["pay_refundable", "pay_refunding"]
 
 
 def test_a_window_shorter_than_the_gateways_replays_is_refused_unless_forced(merchant):

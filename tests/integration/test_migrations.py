@@ -10,8 +10,11 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from payhooks import db
+from payhooks.events import Provider
+from payhooks.schema import CORE
 from payhooks.service import database
 from tests.conftest import DATA
+from tests.factories import deliver, purchase
 
 CORE_TABLES = {
     "payhooks_alerts",
@@ -99,6 +102,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0014_console_roles",
         "core/0015_alerts",
         "core/0016_one_open_mismatch",
+        "core/0017_payment_identities",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -184,6 +188,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0014_console_roles",
         "core/0015_alerts",
         "core/0016_one_open_mismatch",
+        "core/0017_payment_identities",
     ]
     tables = {
         row[0]
@@ -283,6 +288,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0014_console_roles",
         "core/0015_alerts",
         "core/0016_one_open_mismatch",
+        "core/0017_payment_identities",
     ]
 
 
@@ -302,3 +308,20 @@ def test_a_schema_migrations_on_the_search_path_elsewhere_is_not_adopted(empty_d
         )
     }
     assert {"merchant_ref", "first_copy"} <= columns
+
+
+def test_payment_records_are_backfilled_from_their_stored_deliveries(conn):
+    """Core migration 0017 on records written before it: each payment's order, what its
+    webhook says was paid, and PayU's mihpayid, read from its delivery while it is stored."""
+    bought = {p: purchase(conn, p) for p in (Provider.RAZORPAY, Provider.CASHFREE, Provider.PAYU)}
+    for buy in bought.values():
+        deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET gateway_order_id = NULL, paid_paise = NULL,"
+                 " currency = NULL, attempt_id = NULL")  # fmt: skip
+    (sql,) = [text for version, text in CORE.files() if version == "0017_payment_identities"]
+    conn.execute(sql.encode())
+    records = "SELECT provider, gateway_order_id, paid_paise, currency, attempt_id"
+    found = {Provider(row[0]): row[1:] for row in conn.execute(records + " FROM payhooks_payments")}
+    for provider, buy in bought.items():
+        attempt = buy.payment_id if provider is Provider.PAYU else None
+        assert found[provider] == (buy.reference, buy.amount_paise, "INR", attempt)

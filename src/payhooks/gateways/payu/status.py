@@ -178,9 +178,19 @@ class PayUClient:
         return parsed(self.provider, lambda: _refund_state(entity, request_id))
 
     def _mihpayid(self, refund: Refund) -> str:
-        """The ``mihpayid`` to refund: the intent's payment, unless that is its txnid (a
-        txnid's first payment, as payhooks records it), then the one ``verify_payment``
-        names for the txnid."""
+        """The ``mihpayid`` to refund: the one the intent names (``attempt_id``, from the
+        payment's record); else the intent's payment when its txnid is another (a second
+        payment, keyed by its ``mihpayid``); else, its payment being its txnid, the one
+        ``verify_payment`` names for the txnid. An intent naming neither its ``mihpayid`` nor
+        its txnid is refused, PayU not asked: a txnid is never sent as a ``mihpayid``."""
+        if refund.attempt_id is not None:
+            return refund.attempt_id
+        if refund.gateway_order_id is None:
+            raise RefundRefused(
+                _P.value,
+                f"PayU refunds a payment by its mihpayid: the intent of {refund.payment_id} "
+                "names neither its mihpayid nor its txnid (gateway_order_id)",
+            )
         if refund.payment_id != refund.gateway_order_id:
             return refund.payment_id
         named = self._named(refund.payment_id)

@@ -125,8 +125,10 @@ def readdress(conn: Connection, message_id: int, recipient: str, *, operator: st
 
 
 _FLAGGED = f"""
-SELECT p.amount_paise, p.refunded_paise, p.currency, p.cart_id, {double_refunds.GATEWAY_ORDER}
-FROM payments p WHERE p.provider = %s AND p.payment_id = %s AND p.needs_refund
+SELECT {double_refunds.PAID}, p.refunded_paise, coalesce(c.currency, p.currency), p.cart_id,
+       {double_refunds.ORDER}, c.attempt_id
+FROM payments p {double_refunds.RECORD}
+WHERE p.provider = %s AND p.payment_id = %s AND p.needs_refund
 """
 
 
@@ -146,7 +148,7 @@ def request_refund(conn: Connection, provider: str, payment_id: str, *, operator
                 made = refunds.request(
                     conn, provider, payment_id, left, key=key, captured_paise=int(row[0]),
                     reason=f"asked for in the console for cart {row[3]}", requested_by=operator,
-                    currency=row[2] or "INR", gateway_order_id=row[4],
+                    currency=row[2] or "INR", gateway_order_id=row[4], attempt_id=row[5],
                 )  # fmt: skip
         except (InvalidRequest, Conflict):
             result = Result(done=Done.REFUND_NOT_POSSIBLE)

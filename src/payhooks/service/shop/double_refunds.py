@@ -13,15 +13,22 @@ from payhooks.db import Connection
 from payhooks.errors import Conflict, InvalidRequest
 from payhooks.gateways import GATEWAYS
 
-GATEWAY_ORDER = """(SELECT w.merchant_ref FROM processed_webhooks w
-        WHERE w.provider = p.provider AND w.payment_id = p.payment_id
-          AND w.merchant_ref IS NOT NULL LIMIT 1)"""
-"""The gateway order payment ``p`` was made under (Cashfree refunds name it), read through
-the records' payment index."""
+RECORD = """LEFT JOIN payhooks_payments c ON c.provider = p.provider
+    AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'
+LEFT JOIN checkouts k ON k.cart_id = p.cart_id AND k.provider = p.provider"""
+"""The core's record of payment ``p`` (``payhooks.payments``), kept while a refund of it is
+possible: its gateway order (Cashfree refunds name it), PayU's ``mihpayid``, what was paid;
+and the shop's checkout of its cart, whose gateway order stands in for a payment the
+one-statement first capture applied (``captures``: it writes no record)."""
+ORDER = "coalesce(c.gateway_order_id, k.gateway_order_id)"
+PAID = "coalesce(c.paid_paise, p.payment_amount_paise, p.amount_paise)"
+"""What the customer paid for payment ``p``: the bound on its refunds, never the amount
+compared with the cart (Cashfree's differ under an offer or a fee)."""
 
 DUE = f"""
-SELECT p.provider, p.payment_id, p.amount_paise, p.currency, p.cart_id, {GATEWAY_ORDER}
-FROM payments p
+SELECT p.provider, p.payment_id, {PAID}, coalesce(c.currency, p.currency), p.cart_id,
+       {ORDER}, c.attempt_id
+FROM payments p {RECORD}
 WHERE p.needs_refund AND p.provider = ANY(%s) AND 'duplicate_payment' = ANY(p.flags)
   AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{{3}}$'
   AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r
@@ -41,7 +48,7 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     transaction of its own, keyed on the payment: two workers at once write one."""
     providers = [p.value for p, gateway in GATEWAYS.items() if gateway.sends_refunds]
     written = 0
-    for provider, payment_id, amount, currency, cart_id, order_ref in conn.execute(
+    for provider, payment_id, amount, currency, cart_id, order_ref, attempt in conn.execute(
         DUE, (providers, limit)
     ).fetchall():
         try:
@@ -50,7 +57,7 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
                     conn, provider, payment_id, int(amount), key=key_of(payment_id),
                     captured_paise=int(amount), reason=f"double payment of cart {cart_id}",
                     requested_by=REQUESTED_BY, currency=currency or "INR",
-                    gateway_order_id=order_ref,
+                    gateway_order_id=order_ref, attempt_id=attempt,
                 )  # fmt: skip
         except (InvalidRequest, Conflict) as exc:  # one odd payment holds back no other
             log.warning("double_payment_not_refunded",
@@ -61,4 +68,4 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     return written
 
 
-__all__ = ["GATEWAY_ORDER", "REQUESTED_BY", "key_of", "request_due"]
+__all__ = ["ORDER", "PAID", "RECORD", "REQUESTED_BY", "key_of", "request_due"]

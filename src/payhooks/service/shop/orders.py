@@ -12,6 +12,7 @@ from payhooks.errors import NotFound
 from payhooks.events import Event
 from payhooks.refunds import Refund
 from payhooks.service import outbox
+from payhooks.service.shop import double_refunds
 from payhooks.service.shop.ids import new_id
 
 
@@ -192,11 +193,11 @@ def orders_of_cart(conn: Connection, cart_id: str) -> list[Order]:
         return cur.execute(_BY_CART, (cart_id,)).fetchall()
 
 
-_PAID = """
-SELECT p.amount_paise, p.currency,
-       (SELECT w.merchant_ref FROM processed_webhooks w
-        WHERE w.provider = o.provider AND w.event_id = o.event_id)
+_PAID = f"""
+SELECT {double_refunds.PAID}, coalesce(c.currency, p.currency), {double_refunds.ORDER},
+       c.attempt_id
 FROM orders o JOIN payments p ON p.provider = o.provider AND p.payment_id = o.payment_id
+{double_refunds.RECORD}
 WHERE o.id = %s
 """
 
@@ -212,7 +213,7 @@ def refund(conn: Connection, order_id: str, amount_paise: int, *, key: str, reas
         return refunds.request(
             conn, order.provider, order.payment_id, amount_paise, key=key,
             captured_paise=int(row[0]), reason=reason, requested_by="api",
-            currency=row[1] or "INR", gateway_order_id=row[2],
+            currency=row[1] or "INR", gateway_order_id=row[2], attempt_id=row[3],
         )  # fmt: skip
 
 

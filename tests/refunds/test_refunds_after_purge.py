@@ -1,0 +1,108 @@
+"""What a refund needs (the gateway order, the payment's ids, what was paid) is kept in the
+core's payment record (``payhooks_payments``), which the purge keeps while a refund is
+possible: a payment refunded after its deliveries were purged is refunded as on its first
+day. Real PostgreSQL, the gateway doubles over a loopback socket."""
+
+from __future__ import annotations
+
+import pytest
+
+from payhooks import payments, refunds
+from payhooks.events import Provider
+from payhooks.ingest import receive
+from payhooks.refunds import RefundState
+from payhooks.service import application, retention
+from payhooks.service.shop import captures, orders
+from tests.factories import ADAPTERS, deliver, purchase
+from tests.reconcile import conftest as reconciling
+from tests.reconcile.conftest import sim
+
+rig = reconciling.rig  # its fixture
+gateway_api = reconciling.gateway_api
+
+AGED = (
+    "UPDATE processed_webhooks SET processed_at = now() - interval '100 days'",
+    "UPDATE payhooks_payments SET applied_at = now() - interval '100 days'",
+    "UPDATE payhooks_deliveries SET received_at = now() - interval '100 days'",
+)
+
+
+def aged_and_purged(conn) -> None:
+    for sql in AGED:
+        conn.execute(sql)
+    retention.purge(conn, 90)
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+
+
+def applied(conn, rig, buy, applied_by: str) -> None:
+    """The payment applied by its webhook (the general path, or the reference shop's
+    one-statement first capture) or by reconciliation."""
+    if applied_by == "webhook":
+        deliver(conn, buy.captured())
+    elif applied_by == "first capture":
+        delivery = buy.captured()
+        received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+        assert captures.first_capture(conn, received) is not None
+    else:
+        rig.run()
+
+
+@pytest.mark.parametrize("applied_by", ["webhook", "first capture", "reconciliation"])
+@pytest.mark.parametrize("provider", [Provider.RAZORPAY, Provider.CASHFREE, Provider.PAYU])
+def test_a_payment_is_refunded_after_its_deliveries_are_purged(conn, rig, provider, applied_by):
+    buy = purchase(conn, provider)
+    rig.api.pay(sim(buy), buy.payment_id)
+    applied(conn, rig, buy, applied_by)
+    (order_id,) = [r[0] for r in conn.execute("SELECT id FROM orders WHERE cart_id = %s",
+                                              (buy.cart_id,))]  # fmt: skip
+    aged_and_purged(conn)
+    asked = orders.refund(conn, order_id, 20_000, key="returned-1", reason="returned")
+    assert asked.gateway_order_id == buy.reference
+    application.send_refunds(rig.reconciler(), double_payments=False)
+    (intent,) = refunds.of_payment(conn, provider, asked.payment_id)
+    assert intent.state in (RefundState.SENT, RefundState.PROCESSED)  # PayU's: queued
+    assert (intent.gateway_refund_id is not None, intent.last_error) == (True, None)
+    books = rig.api.money
+    # the double refunded the very payment (PayU: its mihpayid, not the txnid) of that amount
+    assert books.refunded[(provider, buy.payment_id)] == 20_000
+    assert books.made[(provider, buy.payment_id)] == 1
+    if provider is Provider.CASHFREE:  # under its order
+        assert (provider, f"{buy.reference}:{intent.idempotency_key}") in books.by_key
+
+
+def test_a_payu_intent_naming_neither_its_mihpayid_nor_its_txnid_is_refused_saying_so(conn, rig):
+    """Never the txnid passed as the ``mihpayid``: the intent is refused, its reason recorded,
+    and PayU is not asked."""
+    buy = purchase(conn, Provider.PAYU)
+    deliver(conn, buy.captured())
+    rig.api.pay(sim(buy), buy.payment_id)
+    conn.execute("DELETE FROM payhooks_payments")  # a payment payhooks keeps no record of
+    refunds.request(conn, "payu", buy.reference, 20_000, key="k", captured_paise=49_900,
+                    reason="returned", requested_by="asha")  # fmt: skip
+    application.send_refunds(rig.reconciler(), double_payments=False)
+    (intent,) = refunds.of_payment(conn, Provider.PAYU, buy.reference)
+    assert intent.state is RefundState.REFUSED
+    assert "mihpayid" in (intent.last_error or "")
+    assert sum(rig.api.money.made.values()) == 0
+
+
+@pytest.mark.parametrize("applied_by", ["webhook", "reconciliation"])
+@pytest.mark.parametrize("provider", list(Provider))
+def test_every_gateways_payment_record_keeps_its_order_its_ids_and_what_was_paid(
+    conn, rig, provider, applied_by
+):
+    buy = purchase(conn, provider)
+    rig.api.pay(sim(buy), buy.payment_id)
+    if applied_by == "webhook" and provider not in (Provider.PHONEPE, Provider.JUSPAY):
+        deliver(conn, buy.captured())
+    else:  # PhonePe's and Juspay's callbacks take effect as their APIs confirm them
+        rig.run()
+    keyed = buy.reference if provider is Provider.PAYU else buy.payment_id
+    found = payments.find(conn, provider, keyed)
+    assert found is not None and found.captured
+    assert (found.gateway_order_id, found.paid_paise, found.currency) == (
+        buy.reference, buy.amount_paise, "INR",
+    )  # fmt: skip
+    if provider is Provider.PAYU and applied_by == "webhook":  # the txnid keys it; PayU
+        assert found.attempt_id == buy.payment_id  # refunds its mihpayid (reconciliation's
+        # record names none: its refund asks verify_payment for the txnid's, as before)
