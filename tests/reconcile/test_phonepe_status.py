@@ -364,3 +364,13 @@ def test_a_refund_answer_about_another_refund_is_unreadable():
 def test_a_refund_of_another_order_than_the_callback_named_confirms_nothing():
     report = _refund_client({REFUND_PATH: (200, REFUND)}).refund("rf_1", "ph_another_order")
     assert (report.received, report.skipped) == ((), ("rf_1: a refund of another order",))
+
+
+def test_a_400_naming_the_unknown_order_only_in_its_words_is_an_api_error(rig):
+    """Only PhonePe's ``code`` INVALID_MERCHANT_ORDER_ID is "no such order"; the same words in
+    another error's message are an error, asked again."""
+    body = b'{"code":"BAD_REQUEST","message":"INVALID_MERCHANT_ORDER_ID check failed upstream"}'
+    rig.books.fail_next(Provider.PHONEPE, Fault(status=400, body=body))
+    with pytest.raises(GatewayApiError, match="answered 400"):
+        rig.client().report("ph_never_heard")
+    assert rig.client().report("ph_never_heard").received == ()  # PhonePe's own: no such order
