@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -111,15 +112,38 @@ class PayUClient:
         body = self._command(COMMAND, txnid)
         return parsed(self.provider, lambda: named(txnid, body))
 
-    def another_attempt(self, txnid: str, attempt: str, first: bytes | None) -> Attempt:
+    def another_attempt(
+        self, txnid: str, attempt: str, first: bytes | None, applied: bytes | None = None
+    ) -> Attempt:
         """A second success post for ``txnid`` naming ``attempt`` as its ``mihpayid``, after
-        the post ``first`` (its stored body) applied the payment: PayU's ``check_payment``
-        says whether each names a successful payment of this txnid. Both do: a real second
-        payment, reported to apply. Only the second: the first post's ``mihpayid`` was edited,
-        and the payment applied is this one. The second not PayU's for this txnid: refuted."""
+        the post ``first`` (its stored body): PayU's ``check_payment`` says whether each names
+        a successful payment of this txnid. Both do: a real second payment, reported to apply.
+        Only the second: the first post's ``mihpayid`` was edited, and the payment applied is
+        this one. The second not PayU's for this txnid: refuted. ``applied``: the body of the
+        record that applied the txnid's payment when it is not the first post's (reconciliation
+        applied the payment ``verify_payment`` names before any post came): the payment
+        applied is that one, and each other one is judged against it."""
         earlier = None if first is None else attempt_of(first)
         if earlier == attempt:
             return Attempt(Verdict.CONFIRMED, f"mihpayid {attempt} is the first post's: a copy")
+        paid = None if applied is None else _attempt_in(applied)
+        if paid is None or paid == earlier:
+            return self._judged(txnid, attempt, earlier)
+        other = Report() if earlier is None else self._second(txnid, earlier)
+        if attempt == paid:  # this post is the applied payment's own; the first post's is other
+            said = "a second payment, applied" if other.received else "not a success at PayU"
+            return Attempt(
+                Verdict.CONFIRMED,
+                f"mihpayid {attempt} is the payment reconciliation applied for {txnid}; the "
+                f"first post's ({earlier or 'none'}): {said}",
+                other,
+            )
+        judged = self._judged(txnid, attempt, paid)
+        both = (*judged.report.received, *other.received)
+        return dataclasses.replace(judged, report=Report(received=both))
+
+    def _judged(self, txnid: str, attempt: str, earlier: str | None) -> Attempt:
+        """``attempt`` against ``earlier``, the ``mihpayid`` of the payment applied."""
         claimed = self._checked(attempt)
         if claimed is None:  # PayU posts a payment it has: one it does not know is invented
             return Attempt(Verdict.REFUTED, f"PayU knows no payment {attempt}")
@@ -141,6 +165,14 @@ class PayUClient:
             f"a second payment of {txnid}: PayU reports {earlier} and {attempt} both successful",
             second,
         )
+
+    def _second(self, txnid: str, mihpayid: str) -> Report:
+        """``mihpayid``, a payment other than the one applied for ``txnid``, as a second
+        payment to apply when PayU reports it a success of the txnid; else nothing."""
+        claimed = self._checked(mihpayid)
+        if claimed is None or not _succeeded(claimed, txnid):
+            return Report()
+        return checked(mihpayid, canonical({"status": 1, "transaction_details": claimed}))
 
     def _checked(self, mihpayid: str) -> dict[str, Any] | None:
         """``check_payment``'s entity for a PayU payment id, or None where PayU knows none."""
@@ -358,6 +390,15 @@ def _code(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else None
+
+
+def _attempt_in(body: bytes) -> str | None:
+    """The ``mihpayid`` of a stored payment: a post's form field, or a reconciled entity's."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return attempt_of(body)
+    return _identifier(doc.get("mihpayid")) if isinstance(doc, dict) else None
 
 
 def _identifier(value: object) -> str | None:
