@@ -275,3 +275,22 @@ def test_a_verify_payment_it_cannot_read_books_no_refund_and_is_asked_again(
     shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [(e.payment_id, e.refund_id) for e in refunds] == [(TXNID, REQUEST_ID)]
+
+
+def test_a_check_action_status_refusal_is_no_proof_there_is_no_such_refund(
+    shop, database_url, gateway_api
+):
+    """Only "No action status found" says PayU has no such refund; another word under the
+    request id (a refusal, a rate limit) refutes nothing: the callback is asked about again."""
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    refunded_at_gateway(api)
+    assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
+    busy = b'{"status":0,"msg":"Too many requests","transaction_details":{"%s":"Try later"}}'
+    api.fail_next(Provider.PAYU, PASS_THROUGH, Fault(body=busy % REQUEST_ID.encode()))
+    tally = a_pass(database_url, url, hooks)
+    assert tally.refuted[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
+    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.refund_id for e in refunds] == [REQUEST_ID]
