@@ -249,6 +249,26 @@ def first_body(conn: Connection, pending: Pending) -> bytes | None:
     return None if row is None else bytes(row[0])
 
 
+# The record that applied the first post's payment, when it is not the first post itself
+# (reconciliation applied it before the post came, and the post was recorded ``ignored``).
+APPLIED_BODY = """
+SELECT a.body FROM processed_webhooks f
+JOIN payhooks_payments p
+    ON p.provider = f.provider AND p.payment_id = f.payment_id AND p.kind = %s
+JOIN processed_webhooks a ON a.provider = p.provider AND a.event_id = p.event_id
+WHERE f.provider = %s AND f.event_id = %s AND a.event_id <> f.event_id
+"""
+
+
+def applied_body(conn: Connection, pending: Pending) -> bytes | None:
+    """The stored body of the delivery that applied the first post's payment, when another
+    delivery than the first post did (reconciliation's); None when the first post did."""
+    assert pending.first_event_id is not None
+    params = (pending.kind.value, pending.provider, pending.first_event_id)
+    row = conn.execute(APPLIED_BODY, params).fetchone()
+    return None if row is None else bytes(row[0])
+
+
 _FINAL = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.PAYMENT_FAILED})
 
 
@@ -318,6 +338,7 @@ __all__ = [
     "Verdict",
     "again",
     "another_attempt",
+    "applied_body",
     "attempt_verdict",
     "confirmable",
     "first_body",

@@ -162,11 +162,16 @@ class GatewayApiError(Explained):
         *,
         status: int | None = None,
         retry_after_s: float | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(reason, f"{provider} API: {reason}")
         self.provider = provider
         self.status = status
         self.retry_after_s = retry_after_s
+        self.code = code
+        """The gateway's own error code, read from its documented error shape; None for an
+        answer in no such shape (a proxy's page, truncated JSON): only a documented code may
+        become a decision (refused, no such order), never a bare status."""
 
     @property
     def rate_limited(self) -> bool:

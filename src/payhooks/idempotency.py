@@ -43,7 +43,8 @@ class Claim:
 # the benchmarks' pgbench scripts are built from them.
 
 # No conflict target: a conflict on the delivery key, or on the body (the same authentic
-# bytes replayed under another key, since key headers are not signed), is a duplicate.
+# bytes replayed under another key, since key headers are not signed), is a duplicate. A
+# delivery payhooks composed (a ``reconcile:`` key) conflicts on its key alone.
 INSERT = """
 INSERT INTO processed_webhooks
     (provider, event_id, event_type, outcome, payment_id, merchant_ref, bank_ref, payload_sha256,
@@ -58,9 +59,11 @@ SELECT outcome, payload_sha256, order_ref FROM processed_webhooks
 WHERE provider = %s AND event_id = %s
 """
 
+# The one-body rule's own predicate (migration 0018): a delivery payhooks composed (its
+# reserved ``reconcile:`` key) is never the record another delivery's bytes are a copy of.
 SAME_BODY = """
 SELECT outcome, order_ref FROM processed_webhooks
-WHERE provider = %s AND payload_sha256 = %s AND first_copy
+WHERE provider = %s AND payload_sha256 = %s AND first_copy AND event_id NOT LIKE 'reconcile:%%'
 """
 
 LOCK_PARKED = """

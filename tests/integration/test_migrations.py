@@ -103,6 +103,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0015_alerts",
         "core/0016_one_open_mismatch",
         "core/0017_payment_identities",
+        "core/0018_composed_keys",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -189,6 +190,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0015_alerts",
         "core/0016_one_open_mismatch",
         "core/0017_payment_identities",
+        "core/0018_composed_keys",
     ]
     tables = {
         row[0]
@@ -289,6 +291,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0015_alerts",
         "core/0016_one_open_mismatch",
         "core/0017_payment_identities",
+        "core/0018_composed_keys",
     ]
 
 

@@ -24,7 +24,7 @@ from payhooks.gateways._reports import Report, one_of
 from payhooks.gateways._status import CredentialsRefused, http_client
 from payhooks.gateways.juspay import status
 from payhooks.sim.deliveries import Purchase
-from payhooks.sim.gateway_api import GatewayApi, serving
+from payhooks.sim.gateway_api import Fault, GatewayApi, serving
 from payhooks.sim.gateways import juspay as juspay_sim
 from payhooks.sim.gateways.base import Booked
 
@@ -96,7 +96,7 @@ def test_the_call_is_a_get_of_the_order_with_basic_auth_merchant_id_and_version(
 
 
 def test_the_order_id_is_one_path_segment_whatever_it_holds():
-    gateway = answering(b"", 404)
+    gateway = answering(encoded({"status": "error", "error_code": "not_found"}), 404)
     gateway.report("ord/1 2?x")
     assert gateway.asked[0].url.raw_path == b"/orders/ord%2F1%202%3Fx"
 
@@ -330,3 +330,22 @@ def test_the_double_refuses_another_api_key_and_knows_no_other_order(books):
         ask(ApiCredentials(provider=Provider.JUSPAY, id=credentials.id, secret="wrong",
                            base_url=credentials.base_url), "ph_x")  # fmt: skip
     assert ask(credentials, "ph_never_opened") == Report()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Fault(status=404, body=b"<html>Not Found</html>", content_type="text/html"),
+        Fault(status=404, body=b'{"status":"error"'),  # truncated
+        Fault(status=404, body=b"{}"),  # no error_code: no Juspay error
+    ],
+)
+def test_a_404_in_no_juspay_error_shape_is_an_api_error_not_no_order(books, answer):
+    """A wrong base URL or a proxy answers 404 too: only Juspay's own "no such order" is one."""
+    api, credentials = books
+    api.paid(purchase(), juspay_sim.txn_id("ph_0123456789abcdef"))
+    api.fail_next(Provider.JUSPAY, answer)
+    with pytest.raises(GatewayApiError, match="answered 404"):
+        ask(credentials, "ph_0123456789abcdef")
+    (found,) = ask(credentials, "ph_0123456789abcdef").received  # asked again: the payment
+    assert found.event.kind is EventKind.PAYMENT_CAPTURED

@@ -26,6 +26,7 @@ from payhooks.reconcile.passes import Tally
 from payhooks.reconcile.running import connecting, delivering
 from payhooks.service.reconcile.clients import http_client
 from payhooks.sim.gateway import Purchase
+from payhooks.sim.gateway_api import Fault
 from payhooks.sim.gateways import payu as payu_sim
 from tests.factories import ADAPTERS, GATEWAY
 from tests.reconcile.conftest import API_KEYS
@@ -237,3 +238,59 @@ def test_a_failed_refund_callback_is_recorded_and_asks_nothing(shop, gateway_api
     assert received_by(shop, noting(refunds), callback(status="failure")) is Outcome.IGNORED
     assert shop.execute("SELECT count(*) FROM payhooks_confirmations").fetchone() == (0,)
     assert api.asked == {}
+
+
+# --- an API error is never an answer ------------------------------------------------------------
+
+REFUSED_ONCE = b'{"status":0,"msg":"Invalid Hash."}'
+"""PayU refusing one call (it answers a rate limit so too), under HTTP 200."""
+UNREADABLE = {
+    "PayU's refusal under 200": Fault(status=200, body=REFUSED_ONCE),
+    "a rate limit in PayU's words": Fault(body=b'{"status":0,"msg":"Too many requests"}'),
+    "an HTML page from a proxy": Fault(body=b"<html>busy</html>", content_type="text/html"),
+    "truncated JSON": Fault(body=b'{"status":1,"msg":"1 out of 1 Transactions Fe'),
+    "an entry with no mihpayid": Fault(
+        body=b'{"status":1,"transaction_details":{"%s":{"status":"success"}}}' % TXNID.encode()
+    ),
+}
+PASS_THROUGH = Fault()
+
+
+@pytest.mark.parametrize("answer", list(UNREADABLE))
+def test_a_verify_payment_it_cannot_read_books_no_refund_and_is_asked_again(
+    shop, database_url, gateway_api, answer
+):
+    """The pass asks verify_payment (the order), check_action_status, check_payment, then
+    verify_payment for the mihpayid it names: that last call refused once must not turn the
+    refund into a refund of a "second payment" under its permanent key."""
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    refunded_at_gateway(api)
+    assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
+    api.fail_next(Provider.PAYU, PASS_THROUGH, PASS_THROUGH, PASS_THROUGH, UNREADABLE[answer])
+    tally = a_pass(database_url, url, hooks)
+    assert refunds == [] and tally.api_errors[Provider.PAYU] == 1
+    assert outcome(shop, f"{TXNID}:{REQUEST_ID}:refund.success") == "confirming"
+    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [(e.payment_id, e.refund_id) for e in refunds] == [(TXNID, REQUEST_ID)]
+
+
+def test_a_check_action_status_refusal_is_no_proof_there_is_no_such_refund(
+    shop, database_url, gateway_api
+):
+    """Only "No action status found" says PayU has no such refund; another word under the
+    request id (a refusal, a rate limit) refutes nothing: the callback is asked about again."""
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    refunded_at_gateway(api)
+    assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
+    busy = b'{"status":0,"msg":"Too many requests","transaction_details":{"%s":"Try later"}}'
+    api.fail_next(Provider.PAYU, PASS_THROUGH, Fault(body=busy % REQUEST_ID.encode()))
+    tally = a_pass(database_url, url, hooks)
+    assert tally.refuted[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
+    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.refund_id for e in refunds] == [REQUEST_ID]

@@ -250,3 +250,35 @@ def test_any_other_check_payment_refusal_is_an_api_error_not_no_payment():
         status.checked("1", b'{"status": 0, "msg": "Invalid Hash."}')
     with pytest.raises(GatewayApiError, match="refused: Something else"):
         status.checked("1", b'{"status": 0, "msg": "Something else"}')
+
+
+@pytest.mark.parametrize(
+    "posted", [(SECOND, FIRST), (FIRST, SECOND)], ids=["second first", "in order"]
+)
+def test_a_second_payment_posted_after_reconciliation_reaches_the_handler_once(
+    shop, database_url, posted
+):
+    """Reconciliation runs before either post and applies the payment verify_payment names
+    (FIRST) under the txnid; then both posts come, in either order. Each real payment reaches
+    the handler once: FIRST as the txnid's, SECOND under its own mihpayid, however the
+    confirmation's own delivery compares with reconciliation's."""
+    from payhooks.reconcile.running import run
+
+    conn, api, url, hooks, captured = shop
+    payhooks.expect(conn, "payu", TXNID, 49_900, "INR", "S-1")
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    run(database_url, hooks, environ=API_KEYS.env(url), after_s=0)
+    assert [(e.payment_id, e.event_id) for e in captured] == [
+        (TXNID, f"{KEY_PREFIX}:{TXNID}:success")
+    ]
+    for mihpayid in posted:
+        sent(conn, hooks, mihpayid)
+    a_pass(database_url, url, hooks)
+    a_pass(database_url, url, hooks)
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+    assert captured[1].event_id == f"{KEY_PREFIX}:{SECOND}:success"
+    open_ones = conn.execute(
+        "SELECT count(*) FROM payhooks_confirmations WHERE verdict IS NULL"
+    ).fetchone()[0]
+    assert open_ones == 0

@@ -390,3 +390,13 @@ def test_a_refund_of_an_order_with_no_completed_payment_names_none():
     client = _refund_client({REFUND_PATH: (200, REFUND), ORDER_STATUS_PATH: (200, unpaid)})
     (found,) = client.refund("rf_1", REFERENCE).received
     assert found.event.payment_id is None  # the handler is told none: the shop parks it
+
+
+def test_a_400_naming_the_unknown_order_only_in_its_words_is_an_api_error(rig):
+    """Only PhonePe's ``code`` INVALID_MERCHANT_ORDER_ID is "no such order"; the same words in
+    another error's message are an error, asked again."""
+    body = b'{"code":"BAD_REQUEST","message":"INVALID_MERCHANT_ORDER_ID check failed upstream"}'
+    rig.books.fail_next(Provider.PHONEPE, Fault(status=400, body=body))
+    with pytest.raises(GatewayApiError, match="answered 400"):
+        rig.client().report("ph_never_heard")
+    assert rig.client().report("ph_never_heard").received == ()  # PhonePe's own: no such order

@@ -4,13 +4,17 @@ never fails), and tells its states on the console's timeline."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
 
+import payhooks
 from payhooks import idempotency
 from payhooks.console.health import alarms
-from payhooks.events import EventKind, Provider
+from payhooks.events import EventKind, Provider, Received
+from payhooks.gateways._reports import received as composing
 from payhooks.ingest import Outcome, ingest_received
 from payhooks.service.console import stories
 from payhooks.service.console.stories import Tone
@@ -83,3 +87,33 @@ def test_the_shops_timeline_says_what_the_api_said_of_a_forged_callback(conn, ri
     assert refuted.tone is Tone.BAD
     banners = [a.text for a in alarms(conn, datetime.now(UTC)) if a.provider == "phonepe"]
     assert len(banners) == 1 and "1 callback in the last day" in banners[0]
+
+
+# --- a delivery payhooks composes is one by its key ---------------------------------------------
+
+
+def _composed(payment_id: str, body: bytes) -> Received:
+    return composing(Provider.RAZORPAY, json.loads(body), kind=EventKind.PAYMENT_CAPTURED,
+                      status="captured", payment_id=payment_id, merchant_ref="order_same",
+                      amount_paise=100, currency="INR")  # fmt: skip
+
+
+def test_a_composed_delivery_is_never_a_copy_of_another_payments_record(database_url):
+    """Two payments whose composed bodies are the same bytes (an API answer that names neither
+    id in its entity): each is its own delivery under its own key, each reaches the handler;
+    the same key again is the copy."""
+    body = b'{"amount":100,"currency":"INR","status":"captured"}'
+    seen: list[str] = []
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        payhooks.migrate(conn)
+        first, second = _composed("pay_A", body), _composed("pay_B", body)
+        handler = payhooks.Hooks()
+
+        @handler.on(EventKind.PAYMENT_CAPTURED)
+        def paid(conn, event):
+            seen.append(event.payment_id)
+
+        assert ingest_received(conn, first, handler).outcome is Outcome.PROCESSED
+        assert ingest_received(conn, second, handler).outcome is Outcome.PROCESSED
+        assert ingest_received(conn, second, handler).outcome is Outcome.DUPLICATE
+    assert seen == ["pay_A", "pay_B"]

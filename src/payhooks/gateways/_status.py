@@ -115,6 +115,7 @@ def answer(provider: Provider, http: httpx.Client, method: str, url: str, **kw: 
         f"answered {status}{_detail(body)}",
         status=status,
         retry_after_s=retry_after(response.headers),
+        code=error_code(body),
     )
 
 
@@ -241,18 +242,36 @@ def _http_date(value: str) -> float | None:
     return when.timestamp() if when.tzinfo is not None else None
 
 
+def _error_object(body: bytes) -> dict[str, Any] | None:
+    """The object an error answer's words are in: Razorpay's ``error``, else the body."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    error = doc.get("error")
+    return error if isinstance(error, dict) else doc
+
+
+def error_code(body: bytes) -> str | None:
+    """The gateway's own code for an error, from its documented shape: Razorpay's
+    ``error.code``, Cashfree's and PhonePe's ``code``, Juspay's ``error_code``; None when the
+    answer is in none of them (HTML, truncated JSON, no code)."""
+    source = _error_object(body)
+    if source is None:
+        return None
+    code = source.get("code", source.get("error_code"))
+    return code if isinstance(code, str) and code.isprintable() and 0 < len(code) <= 64 else None
+
+
 def _detail(body: bytes) -> str:
     """The gateway's own error code and description, when its error shape has them
     (Razorpay's ``error.code`` and ``error.description``, Cashfree's ``code`` and
     ``message``): bounded and printable, never the whole body."""
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
+    source = _error_object(body)
+    if source is None:
         return ""
-    if not isinstance(doc, dict):
-        return ""
-    error = doc.get("error")
-    source = error if isinstance(error, dict) else doc
     code = source.get("code")
     code = code if isinstance(code, str) and code.isprintable() and len(code) <= 64 else None
     said = printable(source.get("description") or source.get("message"))
@@ -305,6 +324,7 @@ __all__ = [
     "StatusModule",
     "answer",
     "client",
+    "error_code",
     "http_client",
     "listed",
     "parsed",

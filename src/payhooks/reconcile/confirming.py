@@ -160,10 +160,11 @@ def _attempt(
     judge = getattr(client, "another_attempt", None)
     with connect() as conn:
         first = confirmations.first_body(conn, pending)
+        applied = confirmations.applied_body(conn, pending)
     try:
         if judge is None:  # a gateway whose signature covers the payment's id never gets here
             raise GatewayApiError(provider.value, "this gateway's client judges no attempts")
-        said = judge(pending.gateway_order_id, pending.payment_id, first)
+        said = judge(pending.gateway_order_id, pending.payment_id, first, applied=applied)
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)
         return

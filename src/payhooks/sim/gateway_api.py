@@ -41,13 +41,18 @@ class Order:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fault:
-    """One scripted answer: an HTTP status (429, 500, 503...) or a delay before answering."""
+    """One scripted answer: an HTTP status (429, 500, 503...) or a delay before answering;
+    with ``body``, that body under ``status`` (200 by default): an error in a gateway's
+    documented shape under HTTP 200 (PayU's ``{"status":0,"msg":...}``), an HTML page from a
+    proxy, a truncated answer. A fault with neither status nor body answers as usual."""
 
     status: int | None = None
     delay_s: float = 0.0
     retry_after_s: int | None = None
     retry_after_date: bool = False
     """``retry_after_s`` as an HTTP date (``Retry-After``'s other form), not seconds."""
+    body: bytes | None = None
+    content_type: str = "application/json"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -293,7 +298,7 @@ class GatewayApi:
             return None
         if fault.delay_s:
             await anyio.sleep(fault.delay_s)
-        return None if fault.status is None else simulator(provider).fault(fault)
+        return _answer(provider, fault)
 
     # --- the API side, for the gateways' routes ---------------------------------------------
 
@@ -311,12 +316,17 @@ class GatewayApi:
             return None
         if fault.delay_s:
             await anyio.sleep(fault.delay_s)
-        if fault.status is None:
-            return None
-        return simulator(provider).fault(fault)
+        return _answer(provider, fault)
 
     def app(self) -> Starlette:
         return Starlette(routes=[r for sim in SIMULATORS.values() for r in sim.routes(self)])
+
+
+def _answer(provider: Provider, fault: Fault) -> Response | None:
+    """A scripted fault's answer: its own body, the gateway's error shape, or none."""
+    if fault.body is not None:
+        return Response(fault.body, status_code=fault.status or 200, media_type=fault.content_type)
+    return None if fault.status is None else simulator(provider).fault(fault)
 
 
 @contextlib.contextmanager

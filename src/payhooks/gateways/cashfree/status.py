@@ -73,12 +73,12 @@ class CashfreeClient:
             body = answer(self.provider, self.http, "POST", f"{order}/refunds", headers=headers,
                           json=asked)  # fmt: skip
         except GatewayApiError as exc:
-            if exc.status not in REFUSING:
-                raise
+            if exc.status not in REFUSING or exc.code is None:
+                raise  # a 4xx in no Cashfree error shape (a proxy's page) refuses nothing
             made = self._refund_made(order, refund)  # refused, or already made under the id?
             if made is not None:
                 return made
-            raise RefundRefused(_P.value, exc.reason, status=exc.status) from exc
+            raise RefundRefused(_P.value, exc.reason, status=exc.status, code=exc.code) from exc
         return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
 
     def refund_status(self, refund: Refund) -> Sent:
@@ -91,13 +91,14 @@ class CashfreeClient:
 
     def _refund_made(self, order: str, refund: Refund) -> Sent | None:
         """``GET /pg/orders/{order_id}/refunds/{refund_id}``: the refund Cashfree made under
-        the intent's id, or None (404: none made)."""
+        the intent's id, or None (404 in Cashfree's error shape: none made; a 404 in no such
+        shape is an error)."""
         try:
             body = answer(self.provider, self.http, "GET",
                           f"{order}/refunds/{quote(refund.idempotency_key, safe='')}",
                           headers=self._h)  # fmt: skip
         except GatewayApiError as exc:
-            if exc.status == 404:
+            if exc.status == 404 and exc.code is not None:  # Cashfree's own "no such refund"
                 return None
             raise
         return parsed(self.provider, lambda: _refunded(read_json(_P, body)))

@@ -59,8 +59,8 @@ class JuspayClient:
         try:
             body = answer(self.provider, self.http, "GET", url, auth=auth, headers=self._h)
         except GatewayApiError as exc:
-            if exc.status == UNKNOWN_ORDER:  # "No payment found": no order by that id
-                return Report()
+            if exc.status == UNKNOWN_ORDER and exc.code is not None:
+                return Report()  # Juspay's own "No payment found": no order by that id
             raise
         return parsed(self.provider, lambda: order_report(reference, body))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -40,9 +41,14 @@ SEND_REFUND_COMMAND = "cancel_refund_transaction"
 BY_PAYMENT = "payuid"
 """``var2`` of ``check_action_status`` when ``var1`` is a ``mihpayid``: every action of that
 payment, keyed by request id, each with the token it was asked under."""
-RETRIED_CODES = frozenset({120, "120"})
-"""``error_code`` 120, "Transaction lock could not be obtained": PayU busy with the payment,
-asked again with the same token. Every other ``status: 0`` answer refuses the refund."""
+REFUSING_CODES = frozenset(
+    {105, 106, 107, 110, 111, 113, 115, 116, 117, 119, 121, 124, 125, 128, 129, 214, 227, 230}
+)
+"""The ``error_code`` of a ``status: 0`` answer PayU documents as a refund FAILURE ("error
+codes for refund initiation"): the refund refused. Any other ``status: 0`` (120 "Transaction
+lock could not be obtained", 123 "pending, requires manual follow-up", 109 "already logged",
+no code at all: a refused hash, a rate limit) is an error, asked again with the same token."""
+NO_ACTIONS = re.compile(r"no action status found", re.IGNORECASE)
 PAYMENT_COMMAND = "check_payment"
 _UNKNOWN = re.compile(r"not found|no transaction", re.IGNORECASE)
 NOT_FOUND = "Not Found"
@@ -99,21 +105,45 @@ class PayUClient:
         return parsed(self.provider, lambda: refund_status(request_id, txnid, body, mihpayid))
 
     def _named(self, txnid: str) -> str | None:
-        """The ``mihpayid`` ``verify_payment`` names for ``txnid`` (its payment)."""
+        """The ``mihpayid`` ``verify_payment`` names for ``txnid`` (its payment); None only
+        where PayU answers that it knows no payment of the txnid (``status: Not Found``).
+        A refusal (``status: 0`` with no entry), an entry with no ``mihpayid``, any other
+        shape is an API error: asked again, never read as "another payment"."""
         body = self._command(COMMAND, txnid)
-        doc = parsed(self.provider, lambda: read_json(_P, body))
-        entity = child(doc, "transaction_details", txnid)
-        return None if not isinstance(entity, dict) else _identifier(entity.get("mihpayid"))
+        return parsed(self.provider, lambda: named(txnid, body))
 
-    def another_attempt(self, txnid: str, attempt: str, first: bytes | None) -> Attempt:
+    def another_attempt(
+        self, txnid: str, attempt: str, first: bytes | None, applied: bytes | None = None
+    ) -> Attempt:
         """A second success post for ``txnid`` naming ``attempt`` as its ``mihpayid``, after
-        the post ``first`` (its stored body) applied the payment: PayU's ``check_payment``
-        says whether each names a successful payment of this txnid. Both do: a real second
-        payment, reported to apply. Only the second: the first post's ``mihpayid`` was edited,
-        and the payment applied is this one. The second not PayU's for this txnid: refuted."""
+        the post ``first`` (its stored body): PayU's ``check_payment`` says whether each names
+        a successful payment of this txnid. Both do: a real second payment, reported to apply.
+        Only the second: the first post's ``mihpayid`` was edited, and the payment applied is
+        this one. The second not PayU's for this txnid: refuted. ``applied``: the body of the
+        record that applied the txnid's payment when it is not the first post's (reconciliation
+        applied the payment ``verify_payment`` names before any post came): the payment
+        applied is that one, and each other one is judged against it."""
         earlier = None if first is None else attempt_of(first)
         if earlier == attempt:
             return Attempt(Verdict.CONFIRMED, f"mihpayid {attempt} is the first post's: a copy")
+        paid = None if applied is None else _attempt_in(applied)
+        if paid is None or paid == earlier:
+            return self._judged(txnid, attempt, earlier)
+        other = Report() if earlier is None else self._second(txnid, earlier)
+        if attempt == paid:  # this post is the applied payment's own; the first post's is other
+            said = "a second payment, applied" if other.received else "not a success at PayU"
+            return Attempt(
+                Verdict.CONFIRMED,
+                f"mihpayid {attempt} is the payment reconciliation applied for {txnid}; the "
+                f"first post's ({earlier or 'none'}): {said}",
+                other,
+            )
+        judged = self._judged(txnid, attempt, paid)
+        both = (*judged.report.received, *other.received)
+        return dataclasses.replace(judged, report=Report(received=both))
+
+    def _judged(self, txnid: str, attempt: str, earlier: str | None) -> Attempt:
+        """``attempt`` against ``earlier``, the ``mihpayid`` of the payment applied."""
         claimed = self._checked(attempt)
         if claimed is None:  # PayU posts a payment it has: one it does not know is invented
             return Attempt(Verdict.REFUTED, f"PayU knows no payment {attempt}")
@@ -135,6 +165,14 @@ class PayUClient:
             f"a second payment of {txnid}: PayU reports {earlier} and {attempt} both successful",
             second,
         )
+
+    def _second(self, txnid: str, mihpayid: str) -> Report:
+        """``mihpayid``, a payment other than the one applied for ``txnid``, as a second
+        payment to apply when PayU reports it a success of the txnid; else nothing."""
+        claimed = self._checked(mihpayid)
+        if claimed is None or not _succeeded(claimed, txnid):
+            return Report()
+        return checked(mihpayid, canonical({"status": 1, "transaction_details": claimed}))
 
     def _checked(self, mihpayid: str) -> dict[str, Any] | None:
         """``check_payment``'s entity for a PayU payment id, or None where PayU knows none."""
@@ -162,8 +200,9 @@ class PayUClient:
         code = doc.get("error_code") if isinstance(doc, dict) else None
         if (made := self._refund_under(refund, mihpayid)) is not None:
             return made
-        if code in RETRIED_CODES or _CREDENTIALS.search(said):
-            raise GatewayApiError(_P.value, f"refund not taken: {said} ({code})", status=200)
+        if _code(code) not in REFUSING_CODES:
+            error = CredentialsRefused if _CREDENTIALS.search(said) else GatewayApiError
+            raise error(_P.value, f"refund not taken: {said} ({code!s:.20})", status=200)
         raise RefundRefused(_P.value, f"{said} (error_code {code})", status=200)
 
     def refund_status(self, refund: Refund) -> Sent:
@@ -206,9 +245,11 @@ class PayUClient:
         doc = parsed(self.provider, lambda: read_json(_P, body))
         actions = child(doc, "transaction_details", mihpayid)
         if not isinstance(actions, dict):
+            if isinstance(actions, str) and NO_ACTIONS.search(actions):
+                return None  # nothing done to the payment yet
             if isinstance(doc, dict) and doc.get("status") == 0:
-                return None  # "No action status found": nothing done to the payment yet
-            raise MalformedPayload(_P, "check_action_status answer has no transaction_details")
+                raise _refusal(doc)
+            raise GatewayApiError(_P.value, "check_action_status answer has no transaction_details")
         key = refund.idempotency_key
         made = [(r, e) for r, e in actions.items() if isinstance(e, dict) and e.get("token") == key]
         if not made:
@@ -235,13 +276,7 @@ def payments(txnid: str, body: bytes) -> Report:
     A txnid PayU does not know comes back with its entry's ``status: Not Found``: nothing to
     report. Only that: an answer with no entry (``{"status":0,"msg":"Invalid Hash."}`` for a
     wrong salt) is PayU refusing the call, never "no payment yet"."""
-    doc = read_json(_P, body)
-    details = doc.get("transaction_details") if isinstance(doc, dict) else None
-    entity = details.get(txnid) if isinstance(details, dict) else None
-    if not isinstance(entity, dict):
-        if isinstance(doc, dict) and doc.get("status") == 0:
-            raise _refusal(doc)
-        raise MalformedPayload(_P, "verify_payment answer has no transaction_details")
+    entity = _verified_entity(txnid, body)
     status = text(_P, entity, "status")
     if status == NOT_FOUND:
         return Report()
@@ -256,6 +291,30 @@ def payments(txnid: str, body: bytes) -> Report:
     return Report(received=(event,))
 
 
+def named(txnid: str, body: bytes) -> str | None:
+    """``verify_payment``'s ``mihpayid`` for ``txnid``, read as ``payments`` reads its entry."""
+    entity = _verified_entity(txnid, body)
+    if text(_P, entity, "status") == NOT_FOUND:
+        return None
+    found = _identifier(entity.get("mihpayid"))
+    if found is None:
+        raise MalformedPayload(_P, "verify_payment entry has no mihpayid")
+    return found
+
+
+def _verified_entity(txnid: str, body: bytes) -> dict[str, Any]:
+    """The txnid's entry of a ``verify_payment`` answer; PayU's refusal, or any answer
+    without the entry, raises."""
+    doc = read_json(_P, body)
+    details = doc.get("transaction_details") if isinstance(doc, dict) else None
+    entity = details.get(txnid) if isinstance(details, dict) else None
+    if not isinstance(entity, dict):
+        if isinstance(doc, dict) and doc.get("status") == 0:
+            raise _refusal(doc)
+        raise MalformedPayload(_P, "verify_payment answer has no transaction_details")
+    return entity
+
+
 def refund_status(
     request_id: str, txnid: str, body: bytes, second_payment: str | None = None
 ) -> Report:
@@ -268,7 +327,11 @@ def refund_status(
     stored entity so that it reads again the same."""
     doc = read_json(_P, body)
     details = doc.get("transaction_details") if isinstance(doc, dict) else None
-    if isinstance(details, dict) and details and all(isinstance(v, str) for v in details.values()):
+    if (
+        isinstance(details, dict)
+        and details
+        and all(isinstance(v, str) and NO_ACTIONS.search(v) for v in details.values())
+    ):
         return Report(unknown=True)  # "No action status found" (the docs key it by a typo)
     outer = details.get(request_id) if isinstance(details, dict) else None
     entity = outer.get(request_id) if isinstance(outer, dict) else None
@@ -330,6 +393,22 @@ def _refund_state(entity: Mapping[str, Any], request_id: str) -> Sent:
     if status == "failure":
         raise RefundRefused(_P.value, f"PayU's refund {request_id:.40} failed", status=200)
     return Sent(gateway_refund_id=request_id, processed=status == REFUNDED)
+
+
+def _code(value: object) -> int | None:
+    """PayU's ``error_code``, a JSON number or a string of digits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else None
+
+
+def _attempt_in(body: bytes) -> str | None:
+    """The ``mihpayid`` of a stored payment: a post's form field, or a reconciled entity's."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return attempt_of(body)
+    return _identifier(doc.get("mihpayid")) if isinstance(doc, dict) else None
 
 
 def _identifier(value: object) -> str | None:

@@ -224,7 +224,7 @@ def unknown_order(exc: GatewayApiError) -> bool:
     """PhonePe's answer for an order it never heard of: ``{"code":
     "INVALID_MERCHANT_ORDER_ID", "message": "No entry found for given merchant order id"}``
     (400 per PhonePe's integration skill; 404 taken too). Nothing paid: no payment to report."""
-    return exc.status in (400, 404) and UNKNOWN_ORDER in exc.reason
+    return exc.status in (400, 404) and exc.code == UNKNOWN_ORDER
 
 
 _KINDS: Mapping[str, EventKind] = {

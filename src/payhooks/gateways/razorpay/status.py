@@ -87,6 +87,9 @@ def captured(entity: object) -> Report:
 
 
 REFUND_HEADER = "X-Refund-Idempotency"
+REFUSAL_CODE = "BAD_REQUEST_ERROR"
+"""Razorpay's ``error.code`` on a 400 that refuses a refund (docs/providers.md, "Refunds"); a
+400 in no such shape (a proxy's page) is an error, asked again."""
 MAX_LISTED = 100
 """Refunds listed per call (Razorpay's ``count``, 10 by default, at most 100): more than a
 payment ever has (each is at least a paisa of it)."""
@@ -99,8 +102,9 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
     in the refund's notes, the same body every time (Razorpay refunds a key once; a different
     body under it is refused). A retry first looks for the refund among the payment's
     (``GET /v1/payments/{id}/refunds``, by the note), so an answer lost after Razorpay acted
-    never depends on how Razorpay answers a key it has seen. A 400 (more than captured, not
-    captured, refunded already) is Razorpay's refusal."""
+    never depends on how Razorpay answers a key it has seen. A 400 in Razorpay's error shape
+    (``BAD_REQUEST_ERROR``: more than captured, not captured, refunded already) is its
+    refusal; any other answer is an error, asked again."""
     payment = f"{client.credentials.base_url}/v1/payments/{quote(refund.payment_id, safe='')}"
     auth = (client.credentials.id, client.credentials.secret)
     if refund.attempts > 1:
@@ -114,8 +118,8 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
         body = answer(_P, client.http, "POST", f"{payment}/refund", auth=auth, json=asked,
                       headers={REFUND_HEADER: refund.idempotency_key})  # fmt: skip
     except GatewayApiError as exc:
-        if exc.status == 400:
-            raise RefundRefused(_P.value, exc.reason, status=400) from exc
+        if exc.status == 400 and exc.code == REFUSAL_CODE:
+            raise RefundRefused(_P.value, exc.reason, status=400, code=exc.code) from exc
         raise
     return parsed(_P, lambda: _sent(read_json(_P, body)))
 
