@@ -90,10 +90,6 @@ OPEN_ATTEMPTS = """
 SELECT count(*) FROM payhooks_confirmations
 WHERE provider = %s AND first_event_id = %s AND verdict IS NULL
 """
-GIVE_UP = timedelta(hours=24)
-"""How long a callback may wait while its API gives no usable answer (errors, refusals of
-this call) before it is refuted: the gateways' own retry window. Not while the credentials
-are refused: an operator's fix, not the callback's fault."""
 
 
 def another_attempt(event: Event) -> Event | None:
@@ -328,7 +324,6 @@ def wait_after(attempts: int) -> timedelta:
 
 
 __all__ = [
-    "GIVE_UP",
     "LEASE",
     "MAX_OPEN_ATTEMPTS",
     "MAX_OPEN_PER_GATEWAY",

@@ -177,17 +177,13 @@ def _attempt(
 def _failed(
     connect: Connect, pending: Pending, tally: Tally, exc: GatewayApiError, at: datetime
 ) -> None:
-    """Asked again later; past ``GIVE_UP`` of answers it cannot use, refuted (nothing was
-    applied: reconciliation still finds an expected checkout's payment)."""
+    """Asked again later, however long the API gives no usable answer: an error is no word on
+    what the callback claimed, so it never refutes it (a real payment's callback would be
+    lost to an outage). A callback waiting past ``alarms.UNCONFIRMED_WAIT`` is an alert."""
     provider = Provider(pending.provider)
     tally.api_errors[provider] += 1
-    refused = isinstance(exc, CredentialsRefused)
-    if refused:
+    if isinstance(exc, CredentialsRefused):
         tally.refused[provider] = exc.reason
-    if not refused and at - pending.requested_at >= confirmations.GIVE_UP:
-        detail = f"no usable answer from the status API in 24 hours: {exc.reason}"
-        _conclude(connect, pending, Verdict.REFUTED, detail[:500], tally)
-        return
     wait = confirmations.wait_after(pending.attempts)
     if exc.retry_after_s is not None:  # what the gateway asked for, when longer
         wait = max(wait, timedelta(seconds=exc.retry_after_s))
