@@ -394,3 +394,45 @@ def test_notices_said_a_month_ago_are_deleted_and_the_alert_kept(conn, chat):
         "SELECT key, resolved_at IS NOT NULL FROM payhooks_alerts"
     ).fetchall()
     assert (key, resolved) == ("failing:razorpay", True)
+
+
+def refuse(conn, table: str, when: str) -> None:
+    """A real fault for one row: a trigger on ``table`` raising when ``when`` holds."""
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        f"CREATE TRIGGER refuse_one BEFORE INSERT OR UPDATE ON {table}"
+        f" FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION refuse_one()"
+    )
+
+
+def test_one_notice_that_cannot_be_marked_sent_is_backed_off_and_the_others_are_sent(conn, chat):
+    for provider in ("cashfree", "juspay", "razorpay"):
+        answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
+    notifier = webhook_notifier(chat.url)
+    now = T0 + EVERY
+    assert notifier.evaluate(conn, now).raised == 3
+    [first] = conn.execute("SELECT min(id) FROM payhooks_alert_notices").fetchone() or []
+    refuse(conn, "payhooks_alert_notices", f"NEW.id = {first} AND NEW.sent_at IS NOT NULL")
+    tally = notifier.send_due(conn, now)
+    assert (tally.sent, tally.retried) == (2, 1)
+    [(sent, error, due)] = conn.execute(
+        "SELECT sent_at IS NOT NULL, last_error, next_attempt_at FROM payhooks_alert_notices"
+        " WHERE id = %s",
+        (first,),
+    ).fetchall()
+    assert not sent and "refused by a trigger" in error
+    assert due == now + notifier.policy.delay(1)
+    assert notifier.send_due(conn, now + timedelta(hours=25)).failed == 1  # past the bound
+
+
+def test_one_alert_whose_row_cannot_be_written_holds_back_no_other(conn, chat):
+    for provider in ("cashfree", "razorpay"):
+        answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
+    refuse(conn, "payhooks_alerts", "NEW.key = 'failing:cashfree'")
+    tally = webhook_notifier(chat.url).tick(conn, T0 + EVERY)
+    assert (tally.raised, tally.sent) == (1, 1)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
