@@ -287,3 +287,43 @@ def test_parked_delivery_is_applied_by_the_worker_once_its_checkout_exists(conn,
     assert outcomes == {"pay_wk0000000001": "processed", "pay_wk0000000002": "parked"}
     parked_alerts = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:parked:%%'"
     assert conn.execute(parked_alerts).fetchone()[0] == 2
+
+
+def test_one_message_whose_row_refuses_to_be_marked_sent_is_backed_off_and_the_rest_are_sent(
+    conn, pool, inbox
+):
+    box, port = inbox
+    for key in ("mail:first", "mail:second", "mail:third"):
+        queue(conn, key)
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE UPDATE ON outbox FOR EACH ROW"
+        " WHEN (NEW.dedupe_key = 'mail:first' AND NEW.sent_at IS NOT NULL)"
+        " EXECUTE FUNCTION refuse_one()"
+    )
+    worker = worker_for(pool, port)
+    assert worker.drain() == 3
+    assert sorted(m["Subject"] for m in box.messages) == [
+        "subject mail:first",  # taken by the server; its row says otherwise: said again later
+        "subject mail:second",
+        "subject mail:third",
+    ]
+    attempts, sent, failed, error, later = row(conn, "mail:first")
+    assert (attempts, sent, failed, later) == (1, None, None, True)
+    assert "refused by a trigger" in error
+    conn.execute("UPDATE outbox SET attempts = %s, available_at = now()",
+                 (outbox.RetryPolicy().max_attempts - 1,))  # fmt: skip
+    worker.drain()
+    assert row(conn, "mail:first")[2] is not None  # dead-lettered: the dead-letter alert
+
+
+def test_one_recipient_the_server_refuses_holds_back_no_other_message(conn, pool, inbox):
+    box, port = inbox
+    queue(conn, "mail:refused", recipient="reject@example.com")
+    queue(conn, "mail:fine")
+    assert worker_for(pool, port).drain() == 2
+    assert [m["Subject"] for m in box.messages] == ["subject mail:fine"]
+    assert row(conn, "mail:refused")[2] is not None
