@@ -327,3 +327,42 @@ def test_one_recipient_the_server_refuses_holds_back_no_other_message(conn, pool
     assert worker_for(pool, port).drain() == 2
     assert [m["Subject"] for m in box.messages] == ["subject mail:fine"]
     assert row(conn, "mail:refused")[2] is not None
+
+
+def test_one_parked_delivery_whose_apply_fails_holds_back_no_other(conn, pool, inbox):
+    from payhooks.events import Provider
+    from payhooks.service.shop import carts
+    from tests.factories import GATEWAY
+
+    _, port = inbox
+    buy = purchase(conn)
+    names = ("order_late_first", "order_late_second")
+    for n, order in enumerate(names, start=1):
+        parked = GATEWAY.razorpay(
+            "payment.captured", payment_id=f"pay_wk00000000p{n}", order_id=order,
+            amount_paise=buy.amount_paise,
+        )  # fmt: skip
+        assert deliver(conn, parked).outcome == "parked"
+    cart_ids = []
+    for order in names:
+        cart = carts.create_cart(
+            conn, "late@example.com", [carts.LineItem(sku=buy.sku, quantity=1)]
+        )
+        carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, order)
+        cart_ids.append(cart.cart_id)
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON orders FOR EACH ROW"
+        f" WHEN (NEW.cart_id = '{cart_ids[0]}') EXECUTE FUNCTION refuse_one()"
+    )
+    runner = Worker(
+        pool,
+        replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}"),
+        WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None),
+    )
+    assert runner.maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart_ids[1]).status == "paid"
+    assert carts.get_cart(conn, cart_ids[0]).status != "paid"

@@ -147,8 +147,9 @@ class Maintenance:
             receipt = application.deliver_pooled(self.pool, received)
         except DatabaseUnavailable:
             raise
-        except PayhooksError as exc:
-            log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
+        except Exception as exc:  # the handler's, a row the database refuses: this one only
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id,
+                                                      "error": _reason(exc)})  # fmt: skip
             return False
         if receipt.outcome is not Outcome.PROCESSED:
             return False
@@ -161,6 +162,10 @@ class Maintenance:
             },
         )
         return True
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, PayhooksError) else f"{type(exc).__name__}: {exc}"[:500]
 
 
 # Parked deliveries, a page at a time in arrival order (keyset, never OFFSET).
