@@ -80,3 +80,18 @@ def test_a_cart_authorised_twice_is_captured_once(conn, rig):
     application.capture_authorized(rig.reconciler())
     assert captures(rig, buy) + captures(rig, twin) == 1
     assert len(orders_of(conn, buy.cart_id)) == 1
+
+
+def test_one_capture_whose_order_the_database_refuses_holds_back_no_other(conn, rig):
+    first, second = authorised(conn, rig), authorised(conn, rig)
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON orders FOR EACH ROW"
+        f" WHEN (NEW.cart_id = '{first.cart_id}') EXECUTE FUNCTION refuse_one()"
+    )
+    assert application.capture_authorized(rig.reconciler()) == 1
+    assert [p for _, p in orders_of(conn, second.cart_id)] == [second.payment_id]
+    assert orders_of(conn, first.cart_id) == []

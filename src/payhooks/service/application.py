@@ -168,20 +168,33 @@ def capture_authorized(reconciler: Reconciler, *, limit: int = 50) -> int:
         waiting = authorised.due(conn, limit)
     applied = 0
     for payment in waiting:
-        with reconciler.connect() as conn:
-            if not authorised.still_due(conn, payment.payment_id):
-                continue
         try:
-            report = client.capture(  # type: ignore[attr-defined]
-                payment.payment_id, payment.amount_paise, payment.currency
-            )
-        except GatewayApiError as exc:
-            log.warning("capture_failed", extra={"payment_id": payment.payment_id,
-                                                 "detail": exc.reason})  # fmt: skip
-            continue
-        for received in report.received:
-            receipt = reconciler.deliver(received, then=_nothing_more)
-            applied += receipt.outcome is Outcome.PROCESSED
+            applied += _capture(reconciler, client, payment)
+        except Exception as exc:  # the handler's, the database's: this payment only
+            log.exception("capture_failed", extra={"payment_id": payment.payment_id,
+                          "detail": f"{type(exc).__name__}: {exc}"[:500]})  # fmt: skip
+    return applied
+
+
+def _capture(reconciler: Reconciler, client: object, payment: authorised.Authorised) -> int:
+    """One payment captured and applied; how many payment events took effect. Its cart
+    stays open while it fails, so it is asked about again on the next tick (Razorpay answers
+    a second capture "already captured") and reconciliation's pass applies it too."""
+    with reconciler.connect() as conn:
+        if not authorised.still_due(conn, payment.payment_id):
+            return 0
+    try:
+        report = client.capture(  # type: ignore[attr-defined]
+            payment.payment_id, payment.amount_paise, payment.currency
+        )
+    except GatewayApiError as exc:
+        log.warning("capture_failed", extra={"payment_id": payment.payment_id,
+                                             "detail": exc.reason})  # fmt: skip
+        return 0
+    applied = 0
+    for received in report.received:
+        receipt = reconciler.deliver(received, then=_nothing_more)
+        applied += receipt.outcome is Outcome.PROCESSED
     return applied
 
 
