@@ -366,3 +366,33 @@ def test_one_parked_delivery_whose_apply_fails_holds_back_no_other(conn, pool, i
     assert runner.maybe_retry_parked() == 1
     assert carts.get_cart(conn, cart_ids[1]).status == "paid"
     assert carts.get_cart(conn, cart_ids[0]).status != "paid"
+
+
+def test_one_amount_mismatch_whose_alert_is_refused_holds_back_no_other_nor_the_parked_pass(
+    conn, pool, inbox
+):
+    _, port = inbox
+    short = [purchase(conn) for _ in range(2)]
+    for buy in short:
+        assert deliver(conn, buy.captured(amount_paise=1)).outcome == "parked"
+    conn.execute("UPDATE payhooks_amount_mismatches SET alerted_at = NULL")
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON outbox FOR EACH ROW"
+        f" WHEN (NEW.dedupe_key LIKE '%%{short[0].payment_id}') EXECUTE FUNCTION refuse_one()"
+    )
+    conn.execute("DELETE FROM outbox")
+    runner = Worker(
+        pool,
+        replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}"),
+        WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None),
+    )
+    runner.maybe_retry_parked()
+    told = conn.execute("SELECT dedupe_key FROM outbox").fetchall()
+    assert told == [(f"alert:amount_mismatch:razorpay:{short[1].payment_id}",)]
+    left = "SELECT payment_id FROM payhooks_amount_mismatches WHERE alerted_at IS NULL"
+    assert conn.execute(left).fetchall() == [(short[0].payment_id,)]  # told on a later pass
+    assert conn.execute("SELECT count(*) FROM maintenance_runs").fetchone()[0] == 1

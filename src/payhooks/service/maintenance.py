@@ -81,8 +81,13 @@ class Maintenance:
         self._unconfigured_warned = set()
         if not self._references_filled:
             self._references_filled = self._fill_references()
-        with database.connection(self.pool) as conn:
-            mismatches.alert_new(conn, self.cadence.batch)
+        try:
+            with database.connection(self.pool) as conn:
+                mismatches.alert_new(conn, self.cadence.batch)
+        except DatabaseUnavailable:
+            raise
+        except Exception:  # the mismatches' own step: the parked pass still runs
+            log.exception("worker_step_failed", extra={"step": "mismatch_alerts"})
         return self._retry_matching()
 
     def _retry_matching(self) -> int:
