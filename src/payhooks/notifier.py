@@ -191,14 +191,33 @@ class Notifier:
         repeated, each one gone resolved, and their notices queued, by whichever notifier's
         conditional write took."""
         tally = Tally()
-        found = observe(conn, now, self.sources)  # reads only: no transaction held over them
+        found, read = self._observe(conn, now)  # reads only: no transaction held over them
         tally.open = [alert.key for alert in found]
         with conn.transaction():
             for alert in found:
                 self._record(conn, alert, now, tally)
-            self._resolve(conn, found, now, tally)
+            self._resolve(conn, found, read, now, tally)
             conn.execute(_PRUNE, {"before": now - KEPT})
         return tally
+
+    def _observe(self, conn: Connection, now: datetime) -> tuple[list[Alert], list[Source]]:
+        """What each source finds, and the sources read: one that fails (its query, its
+        table) is logged (``alert_source_failed``), its alerts left as they are, neither
+        raised nor resolved, and the others are read."""
+        found: dict[str, Alert] = {}
+        read: list[Source] = []
+        for source in self.sources:
+            try:
+                with conn.transaction():
+                    for alert in observe(conn, now, [source]):
+                        found.setdefault(alert.key, alert)
+            except Exception as exc:
+                conditions = sorted(c.value for c in source.conditions)
+                log.exception("alert_source_failed",
+                              extra={"conditions": conditions, "error": _reason(exc)})  # fmt: skip
+                continue
+            read.append(source)
+        return list(found.values()), read
 
     def _record(self, conn: Connection, alert: Alert, now: datetime, t: Tally) -> None:
         """One alert raised or repeated under a savepoint of its own: a row the database
@@ -230,8 +249,10 @@ class Notifier:
             self._queue(conn, alert.key, NoticeKind.REPEATED, alert.title, body, now)
             t.repeated += 1
 
-    def _resolve(self, conn: Connection, found: list[Alert], now: datetime, t: Tally) -> None:
-        watched = sorted({c.value for source in self.sources for c in source.conditions})
+    def _resolve(
+        self, conn: Connection, found: list[Alert], read: list[Source], now: datetime, t: Tally
+    ) -> None:
+        watched = sorted({c.value for source in read for c in source.conditions})
         keys = [alert.key for alert in found]
         params = {"now": now, "conditions": watched, "keys": keys}
         for key, title, raised_at in conn.execute(_RESOLVE, params).fetchall():

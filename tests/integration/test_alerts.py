@@ -436,3 +436,21 @@ def test_one_alert_whose_row_cannot_be_written_holds_back_no_other(conn, chat):
     assert (tally.raised, tally.sent) == (1, 1)
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
+
+
+def test_one_source_that_cannot_be_read_holds_back_no_other_and_its_alerts_stay_open(conn, chat):
+    conn.execute(
+        "INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at)"
+        " VALUES ('alert', 'alert:dead', 's', 'b', %s)",
+        (T0,),
+    )
+    notifier = Notifier([Webhook(url=chat.url, timeout_s=1.0)],
+                        [*core_sources(), *alerting.shop_sources()])  # fmt: skip
+    assert notifier.tick(conn, T0 + EVERY).raised == 1  # the dead letter
+    conn.execute("ALTER TABLE outbox RENAME TO outbox_away")  # the shop's source fails
+    answered(conn, "razorpay", 503, T0 + EVERY, count=FAILURES_TO_WARN)
+    tally = notifier.tick(conn, T0 + EVERY * 2)
+    assert (tally.raised, tally.resolved) == (1, 0)
+    assert chat.texts()[-1].startswith("[payhooks] ALERT: razorpay: webhook deliveries")
+    still = "SELECT key FROM payhooks_alerts WHERE resolved_at IS NULL ORDER BY key"
+    assert conn.execute(still).fetchall() == [("dead_letters:outbox",), ("failing:razorpay",)]
