@@ -43,6 +43,8 @@ class Condition(StrEnum):
     """Payments a person must refund (the reference shop's double payments and mismatches)."""
     REFUNDS_FAILING = "refunds_failing"
     """Refund intents the gateway refused, or that keep failing to be sent."""
+    CAPTURES_FAILING = "captures_failing"
+    """Authorised payments the reference worker keeps failing to capture and apply."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -191,14 +191,43 @@ class Notifier:
         repeated, each one gone resolved, and their notices queued, by whichever notifier's
         conditional write took."""
         tally = Tally()
-        found = observe(conn, now, self.sources)  # reads only: no transaction held over them
+        found, read = self._observe(conn, now)  # reads only: no transaction held over them
         tally.open = [alert.key for alert in found]
         with conn.transaction():
             for alert in found:
-                self._raise_or_repeat(conn, alert, now, tally)
-            self._resolve(conn, found, now, tally)
+                self._record(conn, alert, now, tally)
+            self._resolve(conn, found, read, now, tally)
             conn.execute(_PRUNE, {"before": now - KEPT})
         return tally
+
+    def _observe(self, conn: Connection, now: datetime) -> tuple[list[Alert], list[Source]]:
+        """What each source finds, and the sources read: one that fails (its query, its
+        table) is logged (``alert_source_failed``), its alerts left as they are, neither
+        raised nor resolved, and the others are read."""
+        found: dict[str, Alert] = {}
+        read: list[Source] = []
+        for source in self.sources:
+            try:
+                with conn.transaction():
+                    for alert in observe(conn, now, [source]):
+                        found.setdefault(alert.key, alert)
+            except Exception as exc:
+                conditions = sorted(c.value for c in source.conditions)
+                log.exception("alert_source_failed",
+                              extra={"conditions": conditions, "error": _reason(exc)})  # fmt: skip
+                continue
+            read.append(source)
+        return list(found.values()), read
+
+    def _record(self, conn: Connection, alert: Alert, now: datetime, t: Tally) -> None:
+        """One alert raised or repeated under a savepoint of its own: a row the database
+        refuses is logged (``alert_record_failed``) and looked at again next pass, and the
+        other alerts are raised."""
+        try:
+            with conn.transaction():
+                self._raise_or_repeat(conn, alert, now, t)
+        except Exception as exc:
+            log.exception("alert_record_failed", extra={"alert": alert.key, "error": _reason(exc)})
 
     def _raise_or_repeat(self, conn: Connection, alert: Alert, now: datetime, t: Tally) -> None:
         fields = {
@@ -220,8 +249,10 @@ class Notifier:
             self._queue(conn, alert.key, NoticeKind.REPEATED, alert.title, body, now)
             t.repeated += 1
 
-    def _resolve(self, conn: Connection, found: list[Alert], now: datetime, t: Tally) -> None:
-        watched = sorted({c.value for source in self.sources for c in source.conditions})
+    def _resolve(
+        self, conn: Connection, found: list[Alert], read: list[Source], now: datetime, t: Tally
+    ) -> None:
+        watched = sorted({c.value for source in read for c in source.conditions})
         keys = [alert.key for alert in found]
         params = {"now": now, "conditions": watched, "keys": keys}
         for key, title, raised_at in conn.execute(_RESOLVE, params).fetchall():
@@ -287,8 +318,15 @@ class Notifier:
         except NoticeFailed as exc:
             self._failed(conn, notice, exc, now, tally, fields)
             return False
-        with conn.transaction():
-            conn.execute(_SENT, {"now": now, "id": notice.id})
+        except Exception as exc:  # this notice's: a channel's bug, a text it cannot take
+            self._broke(conn, notice, exc, now, tally, fields)
+            return True
+        try:
+            with conn.transaction():
+                conn.execute(_SENT, {"now": now, "id": notice.id})
+        except Exception as exc:  # its row refused: it is said again after its backoff
+            self._broke(conn, notice, exc, now, tally, fields)
+            return True
         tally.sent += 1
         log.info("alert_notice_sent", extra=fields)
         return True
@@ -313,6 +351,29 @@ class Notifier:
             conn.execute(_RETRY, {"at": at, "id": notice.id, "error": error})
         tally.retried += 1
         log.warning("alert_notice_retry", extra={**fields, "error": error})
+
+    def _broke(
+        self,
+        conn: Connection,
+        notice: Notice,
+        exc: Exception,
+        now: datetime,
+        tally: Tally,
+        fields: dict[str, object],
+    ) -> None:
+        """Anything but the channel's own failure, raised by one notice: recorded on it and
+        backed off like a failed send (given up past ``Policy.give_up``), the channel kept
+        for the others. A row the database refuses even that is left to its lease."""
+        log.exception("alert_notice_broken", extra={**fields, "error": _reason(exc)})
+        failed = NoticeFailed(notice.channel, _reason(exc))
+        try:
+            self._failed(conn, notice, failed, now, tally, fields)
+        except Exception:
+            log.exception("alert_notice_unrecorded", extra=fields)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):

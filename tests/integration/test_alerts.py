@@ -394,3 +394,63 @@ def test_notices_said_a_month_ago_are_deleted_and_the_alert_kept(conn, chat):
         "SELECT key, resolved_at IS NOT NULL FROM payhooks_alerts"
     ).fetchall()
     assert (key, resolved) == ("failing:razorpay", True)
+
+
+def refuse(conn, table: str, when: str) -> None:
+    """A real fault for one row: a trigger on ``table`` raising when ``when`` holds."""
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        f"CREATE TRIGGER refuse_one BEFORE INSERT OR UPDATE ON {table}"
+        f" FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION refuse_one()"
+    )
+
+
+def test_one_notice_that_cannot_be_marked_sent_is_backed_off_and_the_others_are_sent(conn, chat):
+    for provider in ("cashfree", "juspay", "razorpay"):
+        answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
+    notifier = webhook_notifier(chat.url)
+    now = T0 + EVERY
+    assert notifier.evaluate(conn, now).raised == 3
+    [first] = conn.execute("SELECT min(id) FROM payhooks_alert_notices").fetchone() or []
+    refuse(conn, "payhooks_alert_notices", f"NEW.id = {first} AND NEW.sent_at IS NOT NULL")
+    tally = notifier.send_due(conn, now)
+    assert (tally.sent, tally.retried) == (2, 1)
+    [(sent, error, due)] = conn.execute(
+        "SELECT sent_at IS NOT NULL, last_error, next_attempt_at FROM payhooks_alert_notices"
+        " WHERE id = %s",
+        (first,),
+    ).fetchall()
+    assert not sent and "refused by a trigger" in error
+    assert due == now + notifier.policy.delay(1)
+    assert notifier.send_due(conn, now + timedelta(hours=25)).failed == 1  # past the bound
+
+
+def test_one_alert_whose_row_cannot_be_written_holds_back_no_other(conn, chat):
+    for provider in ("cashfree", "razorpay"):
+        answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
+    refuse(conn, "payhooks_alerts", "NEW.key = 'failing:cashfree'")
+    tally = webhook_notifier(chat.url).tick(conn, T0 + EVERY)
+    assert (tally.raised, tally.sent) == (1, 1)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
+
+
+def test_one_source_that_cannot_be_read_holds_back_no_other_and_its_alerts_stay_open(conn, chat):
+    conn.execute(
+        "INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at)"
+        " VALUES ('alert', 'alert:dead', 's', 'b', %s)",
+        (T0,),
+    )
+    notifier = Notifier([Webhook(url=chat.url, timeout_s=1.0)],
+                        [*core_sources(), *alerting.shop_sources()])  # fmt: skip
+    assert notifier.tick(conn, T0 + EVERY).raised == 1  # the dead letter
+    conn.execute("ALTER TABLE outbox RENAME TO outbox_away")  # the shop's source fails
+    answered(conn, "razorpay", 503, T0 + EVERY, count=FAILURES_TO_WARN)
+    tally = notifier.tick(conn, T0 + EVERY * 2)
+    assert (tally.raised, tally.resolved) == (1, 0)
+    assert chat.texts()[-1].startswith("[payhooks] ALERT: razorpay: webhook deliveries")
+    still = "SELECT key FROM payhooks_alerts WHERE resolved_at IS NULL ORDER BY key"
+    assert conn.execute(still).fetchall() == [("dead_letters:outbox",), ("failing:razorpay",)]

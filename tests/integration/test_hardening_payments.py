@@ -298,3 +298,34 @@ def test_a_refund_that_names_no_payment_is_parked_saying_why(conn):
     assert scalar(conn, "SELECT count(*) FROM refunds") == 0
     said = scalar(conn, "SELECT body FROM outbox WHERE kind = 'alert' ORDER BY id DESC LIMIT 1")
     assert "names no payment" in str(said)
+
+
+def test_a_refund_that_names_no_payment_tells_the_operator_to_find_it_not_to_wait(conn):
+    """Issue 33, 4: the alert of a refund parked for naming no payment said it would be
+    applied when the gateway delivers it again; nothing will apply it, a person must."""
+    from payhooks.events import Event, EventKind, Received
+    from payhooks.ingest import ingest_received
+    from payhooks.service.shop.payments import apply_event
+
+    buy = purchase(conn, Provider.PHONEPE)
+    event = Event(
+        provider=Provider.PHONEPE, kind=EventKind.REFUND_PROCESSED,
+        event_type="reconcile.refund.COMPLETED", event_id="reconcile:OMR2:COMPLETED",
+        payment_id=None, merchant_ref=buy.reference, currency="INR", refund_id="rf_2",
+        refund_amount_paise=buy.amount_paise, payload_sha256="0" * 64,
+    )  # fmt: skip
+    ingest_received(conn, Received(event=event, body=b"{}", headers={}), apply_event)
+    said = str(scalar(conn, "SELECT body FROM outbox WHERE kind = 'alert' ORDER BY id DESC"))
+    assert "delivers it again" not in said
+    assert "Nothing applies it by itself" in said and "rf_2" in said and buy.reference in said
+
+
+def test_a_payment_for_no_checkout_says_it_applies_by_itself_once_the_checkout_exists(conn):
+    orphan = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_nocheckout01", order_id="order_nobody",
+        amount_paise=100,
+    )  # fmt: skip
+    assert deliver(conn, orphan).outcome == "parked"
+    said = str(scalar(conn, "SELECT body FROM outbox WHERE kind = 'alert' ORDER BY id DESC"))
+    assert "applied by itself once its checkout exists" in said
+    assert "refund it at razorpay" in said

@@ -287,3 +287,112 @@ def test_parked_delivery_is_applied_by_the_worker_once_its_checkout_exists(conn,
     assert outcomes == {"pay_wk0000000001": "processed", "pay_wk0000000002": "parked"}
     parked_alerts = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:parked:%%'"
     assert conn.execute(parked_alerts).fetchone()[0] == 2
+
+
+def test_one_message_whose_row_refuses_to_be_marked_sent_is_backed_off_and_the_rest_are_sent(
+    conn, pool, inbox
+):
+    box, port = inbox
+    for key in ("mail:first", "mail:second", "mail:third"):
+        queue(conn, key)
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE UPDATE ON outbox FOR EACH ROW"
+        " WHEN (NEW.dedupe_key = 'mail:first' AND NEW.sent_at IS NOT NULL)"
+        " EXECUTE FUNCTION refuse_one()"
+    )
+    worker = worker_for(pool, port)
+    assert worker.drain() == 3
+    assert sorted(m["Subject"] for m in box.messages) == [
+        "subject mail:first",  # taken by the server; its row says otherwise: said again later
+        "subject mail:second",
+        "subject mail:third",
+    ]
+    attempts, sent, failed, error, later = row(conn, "mail:first")
+    assert (attempts, sent, failed, later) == (1, None, None, True)
+    assert "refused by a trigger" in error
+    conn.execute("UPDATE outbox SET attempts = %s, available_at = now()",
+                 (outbox.RetryPolicy().max_attempts - 1,))  # fmt: skip
+    worker.drain()
+    assert row(conn, "mail:first")[2] is not None  # dead-lettered: the dead-letter alert
+
+
+def test_one_recipient_the_server_refuses_holds_back_no_other_message(conn, pool, inbox):
+    box, port = inbox
+    queue(conn, "mail:refused", recipient="reject@example.com")
+    queue(conn, "mail:fine")
+    assert worker_for(pool, port).drain() == 2
+    assert [m["Subject"] for m in box.messages] == ["subject mail:fine"]
+    assert row(conn, "mail:refused")[2] is not None
+
+
+def test_one_parked_delivery_whose_apply_fails_holds_back_no_other(conn, pool, inbox):
+    from payhooks.events import Provider
+    from payhooks.service.shop import carts
+    from tests.factories import GATEWAY
+
+    _, port = inbox
+    buy = purchase(conn)
+    names = ("order_late_first", "order_late_second")
+    for n, order in enumerate(names, start=1):
+        parked = GATEWAY.razorpay(
+            "payment.captured", payment_id=f"pay_wk00000000p{n}", order_id=order,
+            amount_paise=buy.amount_paise,
+        )  # fmt: skip
+        assert deliver(conn, parked).outcome == "parked"
+    cart_ids = []
+    for order in names:
+        cart = carts.create_cart(
+            conn, "late@example.com", [carts.LineItem(sku=buy.sku, quantity=1)]
+        )
+        carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, order)
+        cart_ids.append(cart.cart_id)
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON orders FOR EACH ROW"
+        f" WHEN (NEW.cart_id = '{cart_ids[0]}') EXECUTE FUNCTION refuse_one()"
+    )
+    runner = Worker(
+        pool,
+        replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}"),
+        WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None),
+    )
+    assert runner.maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart_ids[1]).status == "paid"
+    assert carts.get_cart(conn, cart_ids[0]).status != "paid"
+
+
+def test_one_amount_mismatch_whose_alert_is_refused_holds_back_no_other_nor_the_parked_pass(
+    conn, pool, inbox
+):
+    _, port = inbox
+    short = [purchase(conn) for _ in range(2)]
+    for buy in short:
+        assert deliver(conn, buy.captured(amount_paise=1)).outcome == "parked"
+    conn.execute("UPDATE payhooks_amount_mismatches SET alerted_at = NULL")
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON outbox FOR EACH ROW"
+        f" WHEN (NEW.dedupe_key LIKE '%%{short[0].payment_id}') EXECUTE FUNCTION refuse_one()"
+    )
+    conn.execute("DELETE FROM outbox")
+    runner = Worker(
+        pool,
+        replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}"),
+        WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None),
+    )
+    runner.maybe_retry_parked()
+    told = conn.execute("SELECT dedupe_key FROM outbox").fetchall()
+    assert told == [(f"alert:amount_mismatch:razorpay:{short[1].payment_id}",)]
+    left = "SELECT payment_id FROM payhooks_amount_mismatches WHERE alerted_at IS NULL"
+    assert conn.execute(left).fetchall() == [(short[0].payment_id,)]  # told on a later pass
+    assert conn.execute("SELECT count(*) FROM maintenance_runs").fetchone()[0] == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from payhooks.events import Provider
 from payhooks.ingest import Outcome
@@ -80,3 +81,39 @@ def test_a_cart_authorised_twice_is_captured_once(conn, rig):
     application.capture_authorized(rig.reconciler())
     assert captures(rig, buy) + captures(rig, twin) == 1
     assert len(orders_of(conn, buy.cart_id)) == 1
+
+
+def test_one_capture_whose_order_the_database_refuses_holds_back_no_other(conn, rig):
+    first, second = authorised(conn, rig), authorised(conn, rig)
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON orders FOR EACH ROW"
+        f" WHEN (NEW.cart_id = '{first.cart_id}') EXECUTE FUNCTION refuse_one()"
+    )
+    reconciler = rig.reconciler()
+    assert application.capture_authorized(reconciler) == 1
+    assert [p for _, p in orders_of(conn, second.cart_id)] == [second.payment_id]
+    assert orders_of(conn, first.cart_id) == []
+    attempts, error, later = conn.execute(
+        "SELECT capture_attempts, capture_error, capture_next_at > now() FROM payments"
+        " WHERE payment_id = %s",
+        (first.payment_id,),
+    ).fetchone()
+    assert (attempts, later) == (1, True) and "refused by a trigger" in error
+    assert application.capture_authorized(reconciler) == 0  # backed off: not asked again yet
+    assert captures(rig, first) == 1
+
+
+def test_a_payment_failing_to_be_captured_past_the_bound_is_an_alert(conn, rig):
+    from payhooks.service import alerting
+    from payhooks.service.shop import authorised as shop_authorised
+
+    buy = authorised(conn, rig)
+    assert alerting.captures_failing(conn, datetime.now(UTC)) == []
+    for _ in range(shop_authorised.ALERTED_AFTER):
+        shop_authorised.failed(conn, buy.payment_id, "GatewayApiError: 502")
+    [alert] = alerting.captures_failing(conn, datetime.now(UTC))
+    assert alert.key == "captures_failing:razorpay" and "502" in alert.body

@@ -147,3 +147,25 @@ def test_one_payment_the_policy_cannot_refund_holds_back_no_other(conn, rig):
                     captured_paise=49_900, reason="a person's", requested_by="asha")  # fmt: skip
     application.send_refunds(rig.reconciler(), double_payments=True)
     assert rig.api.money.made[(Provider.RAZORPAY, second)] == 1
+
+
+def test_one_payment_whose_intent_the_database_refuses_holds_back_no_other(conn, rig):
+    """A trigger refuses the first double payment's intent: the second is still refunded, and
+    the first keeps its flag (the payments-to-refund alert) and is asked for again."""
+    _, first = paid_twice(conn, rig, Provider.RAZORPAY)
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON payhooks_refunds FOR EACH ROW"
+        f" WHEN (NEW.payment_id = '{first}') EXECUTE FUNCTION refuse_one()"
+    )
+    tally = application.send_refunds(rig.reconciler(), double_payments=True)
+    assert tally.sent[Provider.RAZORPAY] == 1
+    assert rig.api.money.made[(Provider.RAZORPAY, second)] == 1
+    assert conn.execute(PAYMENT, ("razorpay", first)).fetchone()[1] is True
+    conn.execute("DROP TRIGGER refuse_one ON payhooks_refunds")
+    application.send_refunds(rig.reconciler(), double_payments=True)
+    assert rig.api.money.made[(Provider.RAZORPAY, first)] == 1

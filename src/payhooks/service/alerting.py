@@ -15,6 +15,7 @@ from payhooks.notifier import Channel, Notice, Notifier, Policy, Webhook
 from payhooks.service.config import Settings
 from payhooks.service.errors import MailerUnavailable, MessageRejected
 from payhooks.service.mail import Mailer, SmtpTarget, compose
+from payhooks.service.shop import authorised
 
 # An SMTP server slow to answer is waited for this long per notice; the outbox's own sender
 # waits longer (a reply to DATA may come late), but an alert must not hold its thread.
@@ -94,11 +95,38 @@ def refunds_needed(conn: Connection, now: datetime) -> list[Alert]:
     ]
 
 
+_CAPTURES_FAILING = """
+SELECT count(*), min(capture_error) FROM payments
+WHERE provider = 'razorpay' AND status = 'authorized' AND capture_attempts >= %s
+"""
+
+
+def captures_failing(conn: Connection, now: datetime) -> list[Alert]:
+    row = conn.execute(_CAPTURES_FAILING, (authorised.ALERTED_AFTER,)).fetchone()
+    count, error = row or (0, None)
+    if not count:
+        return []
+    return [
+        Alert(
+            condition=Condition.CAPTURES_FAILING,
+            subject="razorpay",
+            title=f"razorpay: {count} authorised payment(s) failing to be captured",
+            body=(
+                f"The worker failed {authorised.ALERTED_AFTER} times or more to capture and "
+                f"apply {count} authorised Razorpay payment(s) (one error: {error}). It keeps "
+                "asking, backed off to once an hour. `payhooks trace ID` shows each; capture "
+                "one in Razorpay's dashboard, or leave it to lapse and be refunded by Razorpay."
+            ),
+        )
+    ]
+
+
 def shop_sources() -> list[Source]:
     """The reference shop's own conditions, on top of the core's."""
     return [
         Source(conditions=frozenset({Condition.DEAD_LETTERS}), observe=dead_letters),
         Source(conditions=frozenset({Condition.REFUNDS_NEEDED}), observe=refunds_needed),
+        Source(conditions=frozenset({Condition.CAPTURES_FAILING}), observe=captures_failing),
     ]
 
 
@@ -131,4 +159,12 @@ def notifier(
     return Notifier(channels(settings), sources, policy, stop=stop)
 
 
-__all__ = ["Email", "channels", "dead_letters", "notifier", "refunds_needed", "shop_sources"]
+__all__ = [
+    "Email",
+    "captures_failing",
+    "channels",
+    "dead_letters",
+    "notifier",
+    "refunds_needed",
+    "shop_sources",
+]

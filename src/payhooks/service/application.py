@@ -168,20 +168,42 @@ def capture_authorized(reconciler: Reconciler, *, limit: int = 50) -> int:
         waiting = authorised.due(conn, limit)
     applied = 0
     for payment in waiting:
-        with reconciler.connect() as conn:
-            if not authorised.still_due(conn, payment.payment_id):
-                continue
         try:
-            report = client.capture(  # type: ignore[attr-defined]
-                payment.payment_id, payment.amount_paise, payment.currency
-            )
-        except GatewayApiError as exc:
+            applied += _capture(reconciler, client, payment)
+        except Exception as exc:  # the handler's, the database's: this payment only
+            detail = exc.reason if isinstance(exc, GatewayApiError) else _described(exc)
             log.warning("capture_failed", extra={"payment_id": payment.payment_id,
-                                                 "detail": exc.reason})  # fmt: skip
-            continue
-        for received in report.received:
-            receipt = reconciler.deliver(received, then=_nothing_more)
-            applied += receipt.outcome is Outcome.PROCESSED
+                                                 "detail": detail}, exc_info=True)  # fmt: skip
+            _capture_failed(reconciler, payment, detail)
+    return applied
+
+
+def _described(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def _capture_failed(reconciler: Reconciler, payment: authorised.Authorised, error: str) -> None:
+    try:
+        with reconciler.connect() as conn:
+            authorised.failed(conn, payment.payment_id, error)
+    except Exception:  # the database away: asked again next tick
+        log.exception("capture_attempt_unrecorded", extra={"payment_id": payment.payment_id})
+
+
+def _capture(reconciler: Reconciler, client: object, payment: authorised.Authorised) -> int:
+    """One payment captured and applied; how many payment events took effect. One that
+    fails is kept with its error and asked again after its backoff (Razorpay answers a
+    second capture "already captured"); reconciliation's pass applies it too."""
+    with reconciler.connect() as conn:
+        if not authorised.still_due(conn, payment.payment_id):
+            return 0
+    report = client.capture(  # type: ignore[attr-defined]
+        payment.payment_id, payment.amount_paise, payment.currency
+    )
+    applied = 0
+    for received in report.received:
+        receipt = reconciler.deliver(received, then=_nothing_more)
+        applied += receipt.outcome is Outcome.PROCESSED
     return applied
 
 

@@ -81,8 +81,13 @@ class Maintenance:
         self._unconfigured_warned = set()
         if not self._references_filled:
             self._references_filled = self._fill_references()
-        with database.connection(self.pool) as conn:
-            mismatches.alert_new(conn, self.cadence.batch)
+        try:
+            with database.connection(self.pool) as conn:
+                mismatches.alert_new(conn, self.cadence.batch)
+        except DatabaseUnavailable:
+            raise
+        except Exception:  # the mismatches' own step: the parked pass still runs
+            log.exception("worker_step_failed", extra={"step": "mismatch_alerts"})
         return self._retry_matching()
 
     def _retry_matching(self) -> int:
@@ -147,8 +152,9 @@ class Maintenance:
             receipt = application.deliver_pooled(self.pool, received)
         except DatabaseUnavailable:
             raise
-        except PayhooksError as exc:
-            log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
+        except Exception as exc:  # the handler's, a row the database refuses: this one only
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id,
+                                                      "error": _reason(exc)})  # fmt: skip
             return False
         if receipt.outcome is not Outcome.PROCESSED:
             return False
@@ -161,6 +167,10 @@ class Maintenance:
             },
         )
         return True
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, PayhooksError) else f"{type(exc).__name__}: {exc}"[:500]
 
 
 # Parked deliveries, a page at a time in arrival order (keyset, never OFFSET).

@@ -5,6 +5,8 @@ none is lost if the worker stops between the two."""
 
 from __future__ import annotations
 
+import logging
+
 from payhooks.db import Connection
 from payhooks.service import outbox
 
@@ -20,13 +22,31 @@ RETURNING m.provider, m.event_id, m.gateway_order_id, m.payment_id, m.expected_p
 """
 
 
+_UNTOLD = """
+UPDATE payhooks_amount_mismatches SET alerted_at = NULL WHERE provider = %s AND event_id = %s
+"""
+log = logging.getLogger("payhooks.service.worker")
+
+
 def alert_new(conn: Connection, limit: int = 100) -> int:
-    """Queue an alert for each mismatch not yet told; returns how many were."""
+    """Queue an alert for each mismatch not yet told; returns how many were. One whose alert
+    cannot be queued (a row the database refuses) is left untold, for the next pass, and
+    holds back no other."""
+    told = 0
     with conn.transaction():
         rows = conn.execute(_UNALERTED, (limit,)).fetchall()
         for row in rows:
-            outbox.enqueue(conn, _alert(*row))
-    return len(rows)
+            try:
+                with conn.transaction():
+                    outbox.enqueue(conn, _alert(*row))
+            except Exception as exc:
+                conn.execute(_UNTOLD, (row[0], row[1]))
+                error = f"{type(exc).__name__}: {exc}"[:500]
+                fields = {"provider": row[0], "event_id": row[1], "error": error}
+                log.exception("mismatch_alert_failed", extra=fields)
+                continue
+            told += 1
+    return told
 
 
 def _alert(

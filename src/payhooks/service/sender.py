@@ -67,12 +67,35 @@ class Sender:
 
     def perform_one(self, mailer: Mailer) -> bool:
         """Send the next due message; False when none is due. SMTP down: leaves it queued."""
-        with database.connection(self.pool) as conn, conn.transaction():
-            message = outbox.next_due(conn)
-            if message is None:
-                return False
-            self._perform(conn, mailer, message)
+        message: outbox.Pending | None = None
+        with database.connection(self.pool) as conn:
+            try:
+                with conn.transaction():
+                    message = outbox.next_due(conn)
+                    if message is None:
+                        return False
+                    self._perform(conn, mailer, message)
+            except MailerUnavailable:
+                raise
+            except Exception as exc:  # leasing is the database's; anything after, this row's
+                if message is None:
+                    raise
+                self._broke(conn, message, exc)
         return True
+
+    def _broke(self, conn: db.Connection, message: outbox.Pending, exc: Exception) -> None:
+        """One message whose step failed (its row refused by the database, anything raised
+        while sending it): retried with backoff like a temporary rejection, dead-lettered
+        after the last attempt (the dead-letter alert); the batch goes on. The server may
+        have taken it: sent again, under the same Message-ID."""
+        fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
+        log.exception("outbox_step_failed", extra={**fields, "error": _describe(exc)})
+        failed = MessageRejected(f"could not be sent: {_describe(exc)}"[:500], permanent=False)
+        try:
+            with conn.transaction():
+                self._rejected(conn, message, failed, fields)
+        except Exception:  # the database away: the row stays due and is tried again
+            log.exception("outbox_attempt_unrecorded", extra=fields)
 
     def _perform(self, conn: db.Connection, mailer: Mailer, message: outbox.Pending) -> None:
         fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}

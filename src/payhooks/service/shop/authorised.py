@@ -26,6 +26,7 @@ SELECT * FROM (
       AND p.created_at > now() - %(window)s
       AND c.status = 'open' AND p.amount_paise = c.amount_paise
       AND coalesce(p.currency, 'INR') = c.currency
+      AND (p.capture_next_at IS NULL OR p.capture_next_at <= now())
     ORDER BY p.cart_id, p.created_at, p.payment_id
 ) first_of_each_cart
 ORDER BY created_at LIMIT %(limit)s
@@ -38,6 +39,18 @@ WHERE p.provider = 'razorpay' AND p.payment_id = %s AND p.status = 'authorized'
   AND NOT EXISTS (SELECT 1 FROM payments o WHERE o.cart_id = p.cart_id
                   AND o.status IN ('captured', 'refunded'))
 """
+
+
+# A capture that failed is asked again after 30 s, doubling to an hour; from the fifth failure
+# on it is an alert (``payhooks.service.alerting.captures_failing``).
+FAILED = """
+UPDATE payments SET capture_attempts = capture_attempts + 1, capture_error = %(error)s,
+    capture_next_at = now() + least(interval '1 hour',
+                                    interval '30 seconds' * 2 ^ least(capture_attempts, 12))
+WHERE provider = 'razorpay' AND payment_id = %(payment_id)s
+"""
+ALERTED_AFTER = 5
+"""Failed captures of one payment past which a person hears of it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,4 +72,9 @@ def still_due(conn: Connection, payment_id: str) -> bool:
     return conn.execute(STILL_DUE, (payment_id,)).fetchone() is not None
 
 
-__all__ = ["WINDOW", "Authorised", "due", "still_due"]
+def failed(conn: Connection, payment_id: str, error: str) -> None:
+    """This payment's capture failed: kept with its error and backed off; the others go on."""
+    conn.execute(FAILED, {"payment_id": payment_id, "error": error[:500]})
+
+
+__all__ = ["ALERTED_AFTER", "WINDOW", "Authorised", "due", "failed", "still_due"]

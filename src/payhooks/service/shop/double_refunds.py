@@ -64,6 +64,11 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
                         extra={"provider": provider, "payment_id": payment_id,
                                "detail": str(exc)})  # fmt: skip
             continue
+        except Exception as exc:  # a row the database refuses: this payment only, asked again
+            log.exception("double_payment_not_refunded",
+                          extra={"provider": provider, "payment_id": payment_id,
+                                 "detail": f"{type(exc).__name__}: {exc}"[:500]})  # fmt: skip
+            continue
         written += 1
     return written
 

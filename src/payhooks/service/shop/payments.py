@@ -95,7 +95,7 @@ def apply_event(conn: Connection, event: Event) -> Applied:
         return _apply_refund(conn, event)
     cart_id = _cart_of(conn, event)
     if cart_id is None:
-        return _park(conn, event, "no checkout matches its reference")
+        return _park(conn, event, "no checkout matches its reference", _AWAITS_CHECKOUT)
     _move_payment(conn, event, cart_id)
     if event.kind is EventKind.PAYMENT_CAPTURED:
         captured = _first_capture(conn, event)
@@ -235,10 +235,10 @@ def _apply_refund(conn: Connection, event: Event) -> Applied:
     A refund that names no payment (PhonePe's, when its original order shows no one completed
     payment) is parked: which payment it returned is a person's call."""
     if event.payment_id is None:
-        return _park(conn, event, "the refund names no payment it returns")
+        return _park(conn, event, "the refund names no payment it returns", _NAMES_NO_PAYMENT)
     cart_id = _cart_of(conn, event)
     if cart_id is None:
-        return _park(conn, event, "neither its payment nor its checkout is known")
+        return _park(conn, event, "neither its payment nor its checkout is known", _AWAITS_PAYMENT)
     _move_payment(conn, event, cart_id)
     key = (event.provider.value, event.payment_id)
     refund = (key[0], event.refund_id, key[1], event.refund_amount_paise)
@@ -276,16 +276,36 @@ def _check_refunds(conn: Connection, event: Event, cart_id: str, money: _Money) 
         )
 
 
-def _park(conn: Connection, event: Event, why: str) -> Applied:
-    """One alert per unknown reference, however many deliveries (or replays) name it."""
+# What the operator does, by why a delivery was parked; ``{gateway}``, ``{refund}`` and
+# ``{reference}`` are the event's.
+_AWAITS_CHECKOUT = (
+    "It is applied by itself once its checkout exists: the worker tries it again within a "
+    "minute of the checkout being made, as does a redelivery by the gateway. A payment for "
+    "no checkout of this shop will never apply: refund it at {gateway}."
+)
+_AWAITS_PAYMENT = (
+    "It is applied by itself once its payment is recorded: the worker tries it again within "
+    "a minute, as does a redelivery by the gateway. A refund of a payment this shop never "
+    "took needs a person: look it up at {gateway}."
+)
+_NAMES_NO_PAYMENT = (
+    "Nothing applies it by itself, and a redelivery will not: find at {gateway} which payment "
+    "of order {reference} refund {refund} returned, and record it on that payment's order by "
+    "hand. `payhooks parked` lists the delivery and `payhooks trace` shows it."
+)
+
+
+def _park(conn: Connection, event: Event, why: str, then: str) -> Applied:
+    """One alert per unknown reference, however many deliveries (or replays) name it,
+    saying what a person does for this reason of parking."""
     reference = event.merchant_ref or event.payment_id or event.event_id
+    action = then.format(gateway=event.provider.value, refund=event.refund_id, reference=reference)
     outbox.enqueue(
         conn,
         outbox.alert(
             f"alert:parked:{event.provider.value}:{reference}",
             f"Webhook parked: {event.provider.value} {event.event_type}",
-            f"Delivery {event.event_id} was parked because {why}. It is applied when the "
-            "gateway delivers it again after the checkout exists.",
+            f"Delivery {event.event_id} was parked because {why}. {action}",
             provider=event.provider.value,
             event_id=event.event_id,
             reference=event.merchant_ref,
