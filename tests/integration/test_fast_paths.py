@@ -14,7 +14,7 @@ import pytest
 from payhooks import idempotency
 from payhooks.ingest import Applied, Outcome, Receipt, ingest_received, receive
 from payhooks.service.shop.payments import apply_event
-from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
+from tests.factories import ADAPTERS, GATEWAY, purchase
 from tests.integration.test_concurrency import OPTIONS, THREADS, count, outcomes
 from tests.integration.test_first_capture import first, first_async, reconciled
 

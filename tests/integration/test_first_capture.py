@@ -200,9 +200,7 @@ def capture(n: int = 1, *, payment: str = "", amount: int = PRICE, **more: objec
     )
 
 
-def reconciled(
-    n: int = 1, *, payment: str = "", amount: int = PRICE, order: str = ""
-) -> Received:
+def reconciled(n: int = 1, *, payment: str = "", amount: int = PRICE, order: str = "") -> Received:
     """The delivery reconciliation composes for a captured payment the status API reports."""
     payment_id = payment or f"pay_first{n:08d}"
     order = order or f"order_{n}"
