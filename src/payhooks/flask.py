@@ -135,7 +135,10 @@ def _reading_blueprint(
     def answer() -> Response | tuple[Response, int]:
         if not allow():
             return jsonify({"error": "forbidden"}), 403
-        return jsonify(side.run(reading()))
+        try:
+            return jsonify(side.run(reading()))
+        except timeline.UnreadableQuery as exc:
+            return jsonify({"error": str(exc)}), 400
 
     bp.add_url_rule(f"/{rule}", rule, answer, methods=["GET"])
     return bp

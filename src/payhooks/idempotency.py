@@ -235,7 +235,12 @@ FROM processed_webhooks WHERE event_id = %s AND (%s::text IS NULL OR provider = 
 
 
 def parked(conn: Connection, limit: int = 10_000) -> list[Stored]:
-    """Deliveries that matched nothing, oldest first."""
+    """The deliveries recorded ``parked`` (matched nothing yet, parked for their amount, or by
+    a handler), oldest first, at most ``limit``: each a ``Stored`` with its gateway
+    (``provider``), delivery key (``event_id``), ``event_type``, ``outcome`` ("parked"),
+    ``processed_at``, and the verified ``body`` bytes and kept ``headers`` a replay parses
+    again (``payhooks.ingest.replay``). ``conn`` is any psycopg connection on the database
+    holding ``processed_webhooks``; it only reads. An empty list: nothing is parked."""
     return [_stored(row) for row in conn.execute(_PARKED, (limit,))]
 
 

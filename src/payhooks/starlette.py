@@ -236,7 +236,10 @@ def _reading_route(
         allowed = allow(request)
         if not (await allowed if inspect.isawaitable(allowed) else allowed):
             return JSONResponse({"error": "forbidden"}, status_code=403)
-        found = await anyio.to_thread.run_sync(partial(side.run, reading(request)))
+        try:
+            found = await anyio.to_thread.run_sync(partial(side.run, reading(request)))
+        except timeline.UnreadableQuery as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse(found)
 
     return HoldingRoute(path, answer, methods=["GET"], name=name, release=side.close)

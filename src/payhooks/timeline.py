@@ -12,6 +12,7 @@ reference service's console's (``payhooks.service.console.stories``), never here
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -91,8 +92,23 @@ _FIND = {
 }
 
 
+class UnreadableQuery(ValueError):
+    """What an operator typed holds a control character: no identifier holds one, and the
+    database refuses NUL. The doors answer it 400 with its text, never a 500."""
+
+    def __init__(self) -> None:
+        super().__init__("the query holds a control character")
+
+
+# C0 and C1 controls and lone surrogates, as the console refuses them in any value.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
 def find(conn: Connection, text: str) -> list[Found]:
-    """Every gateway order ``text`` names, each once, in the order of the kinds above."""
+    """Every gateway order ``text`` names, each once, in the order of the kinds above;
+    ``UnreadableQuery`` for a text holding a control character."""
+    if _CONTROL.search(text):
+        raise UnreadableQuery()
     q = text.strip()
     if not q or len(q) > MAX_QUERY_CHARS:
         return []
@@ -422,6 +438,7 @@ __all__ = [
     "Reconciling",
     "Record",
     "Story",
+    "UnreadableQuery",
     "answer",
     "attempts",
     "find",

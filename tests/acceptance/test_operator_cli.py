@@ -84,3 +84,15 @@ def test_a_flask_apps_sqlalchemy_url_names_the_database_too(env):
     listed = operator(sqlalchemy_env, "list", "--database-url", url)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.startswith("ravi\tadded ")
+
+
+def test_can_act_on_an_existing_operator_asks_for_a_password_as_the_docs_show(env):
+    """docs/console.md: ``operator add ravi --can-act`` asks for a password twice; the one
+    they have, typed again, keeps it."""
+    url = env["DATABASE_URL"]
+    operator(env, "add", "ravi", "--read-only", "--password-stdin", stdin="ravi's password\n")
+    answer = operator(env, "add", "ravi", "--can-act", stdin="ravi's password\nravi's password\n")
+    assert answer.returncode == 0, answer.stderr
+    assert "Password:" in answer.stdout and "Repeat for confirmation:" in answer.stdout
+    assert answer.stdout.endswith("operator ravi has a new password (can act)\n")
+    assert auth.password_matches("ravi's password", stored_hash(url, "ravi") or "")

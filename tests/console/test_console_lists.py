@@ -58,7 +58,7 @@ def csv_of(console: Console, path: str, **params: str) -> list[dict[str, str]]:
     answer = console.logged_in().get(path, params=params)
     assert answer.status_code == 200, answer.text
     assert answer.headers["content-type"].startswith("text/csv")
-    return list(csv.DictReader(io.StringIO(answer.text)))
+    return list(csv.DictReader(io.StringIO(answer.content.decode("utf-8-sig"))))
 
 
 # --- the deliveries list ---------------------------------------------------------------------
@@ -262,6 +262,19 @@ def test_a_payments_page_to_continue_from_that_the_console_never_made_is_refused
 # --- CSV exports -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("path", ["/console/deliveries.csv", "/console/payments.csv"])
+def test_an_export_opens_in_excel_as_utf8_with_a_byte_order_mark(console, conn, path):
+    """Excel on Windows reads a CSV without a byte-order mark in the machine's code page: a
+    customer's name in Devanagari, or the rupee sign, reads garbled. Each export starts with
+    UTF-8's BOM, once, before the header; a reader of ``utf-8-sig`` sees none of it."""
+    line(conn, merchant_ref="ऑर्डर-₹1", event_id="evt_hindi")
+    body = console.logged_in().get(path).content
+    assert body.startswith(b"\xef\xbb\xbf") and not body[3:].startswith(b"\xef\xbb\xbf")
+    assert body.count(b"\xef\xbb\xbf") == 1
+    header = next(csv.reader(io.StringIO(body.decode("utf-8-sig"))))
+    assert not header[0].startswith("\ufeff")
+
+
 def test_the_deliveries_csv_reads_back_with_the_lists_filter(console, conn):
     buy = purchase(conn)
     wrong = buy.captured(amount_paise=buy.amount_paise + 100)
@@ -272,7 +285,7 @@ def test_the_deliveries_csv_reads_back_with_the_lists_filter(console, conn):
     disposition = answer.headers["content-disposition"]
     assert re.fullmatch(r'attachment; filename="payhooks-deliveries-\d{8}-\d{6}\.csv"', disposition)
     assert answer.headers["x-content-type-options"] == "nosniff"
-    [row] = list(csv.DictReader(io.StringIO(answer.text)))
+    [row] = list(csv.DictReader(io.StringIO(answer.content.decode("utf-8-sig"))))
     assert row["gateway"] == "razorpay" and row["gateway_reference"] == buy.reference
     assert row["delivery_key"] == wrong.headers["x-razorpay-event-id"]
     assert row["outcome"] == "parked" and row["answer"] == "parked"

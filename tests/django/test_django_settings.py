@@ -103,3 +103,22 @@ def test_a_read_header_the_server_joined_is_split_back_into_its_copies():
 def test_other_headers_keep_their_commas():
     pairs = list(header_pairs({"Accept": "a/b, c/d"}, RAZORPAY))
     assert pairs == [("Accept", "a/b, c/d")]
+
+
+@pytest.mark.parametrize("name", ["LOCK_TIMEOUT_MS", "RECONCILE_AFTER_S", "RECONCILE_WINDOW_S",
+                                  "RECONCILE_TIMEOUT_MS"])  # fmt: skip
+def test_a_number_setting_given_words_says_it_is_not_a_number(name):
+    with pytest.raises(ImproperlyConfigured, match=rf'PAYHOOKS\["{name}"\] is not a number'):
+        conf.read({name: "soon"})
+
+
+def test_a_number_setting_given_as_a_string_of_digits_says_to_write_an_integer():
+    with pytest.raises(ImproperlyConfigured, match="an integer, not the string '900'"):
+        conf.read({"RECONCILE_AFTER_S": "900"})
+
+
+def test_the_docs_say_the_number_settings_are_integers():
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "django.md").read_text()
+    assert 'are integers (`900`, not `"900"`)' in docs

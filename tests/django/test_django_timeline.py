@@ -110,3 +110,21 @@ def test_a_callback_the_status_api_refuted_says_so_and_why(operator, django_db):
     text = page.content.decode()
     said = "<strong>refuted\nby the status API</strong>: the status API reports another state"
     assert said in text
+
+
+@pytest.mark.parametrize("q", ["\x00", "pay_\x00x", "\x01", "\x1b[31m", "\x7f", "\x85"])
+def test_a_query_holding_a_control_character_is_refused_400(operator, q):
+    answered = timeline(operator, q)
+    assert answered.status_code == 400
+    assert b"control character" in answered.content
+
+
+def test_the_timeline_lives_where_the_docs_say(operator):
+    """docs/django.md names the page's address under the admin's own."""
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "django.md").read_text()
+    address = reverse(TIMELINE)
+    assert address.endswith("/payhooks/processedwebhook/timeline/")
+    assert "`admin/payhooks/processedwebhook/timeline/`" in docs
+    assert timeline(operator, "").status_code == 200

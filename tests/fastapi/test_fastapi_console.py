@@ -192,7 +192,7 @@ def test_a_merchants_console_lists_exports_and_replays_in_bulk_on_the_core_table
         payments = listed(client.get(f"{CONSOLE}/payments").text, "payments")
         assert len(payments) == 1 and "pay_shop0000001" in payments[0]
         assert "captured" in payments[0] and "₹499.00" in payments[0]
-        exported = client.get(f"{CONSOLE}/payments.csv").text
+        exported = client.get(f"{CONSOLE}/payments.csv").content.decode("utf-8-sig")
         [row] = list(csv.DictReader(io.StringIO(exported)))
         assert (row["status"], row["expected_paise"], row["by"]) == ("captured", "49900", "webhook")
         unknown = client.get(f"{CONSOLE}/payments", params={"refund": "needed"})

@@ -98,3 +98,15 @@ def test_a_caller_the_apps_auth_does_not_allow_is_refused_403_and_reads_nothing(
         )
     assert (stranger.status_code, wrong.status_code) == (403, 403)
     assert stranger.json() == {"error": "forbidden"} and "A-7" not in stranger.text
+
+
+HOSTILE_QUERIES = ["\x00", "pay_\x00x", "\x01", "\x1b[31m", "\x7f", "\x85"]
+
+
+@pytest.mark.parametrize("q", HOSTILE_QUERIES)
+def test_a_query_holding_a_control_character_is_refused_400(database_url, q):
+    """No identifier holds one (and the database refuses NUL): refused, never a 500."""
+    with served(app_for(database_url, "sync")) as running, running.client() as client:
+        found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": q})
+    assert found.status_code == 400
+    assert found.json() == {"error": "the query holds a control character"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import flask
 import httpx
+import pytest
 import sqlalchemy
 from flask import Flask
 
@@ -72,3 +73,11 @@ def test_a_caller_the_apps_auth_does_not_allow_is_refused_403_and_reads_nothing(
     with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
         stranger = client.get("/payhooks/timeline", params={"q": "F-1"})
     assert stranger.status_code == 403 and stranger.json() == {"error": "forbidden"}
+
+
+@pytest.mark.parametrize("q", ["\x00", "pay_\x00x", "\x01", "\x1b[31m", "\x7f", "\x85"])
+def test_a_query_holding_a_control_character_is_refused_400(engine, q):
+    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+        found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": q})
+    assert found.status_code == 400
+    assert found.json() == {"error": "the query holds a control character"}

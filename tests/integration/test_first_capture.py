@@ -16,6 +16,8 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from payhooks import db
+from payhooks.events import EventKind, Provider, Received
+from payhooks.gateways import _reports
 from payhooks.ingest import Outcome, Receipt, ingest_received, receive
 from payhooks.service import database
 from payhooks.service.config import PoolMode, Settings
@@ -38,6 +40,11 @@ SETUP = [
     """INSERT INTO checkouts (provider, gateway_order_id, cart_id)
        SELECT 'razorpay', 'order_' || g, 'cart_' || g FROM generate_series(1, 3) g""",
 ]
+# What the shop tells the core at checkout (payhooks.expect); %(expected)s: the amount.
+EXPECTED = """INSERT INTO payhooks_expectations
+    (provider, gateway_order_id, amount_paise, currency, reference)
+    SELECT 'razorpay', 'order_' || g, %(expected)s, 'INR', 'cart_' || g
+    FROM generate_series(1, 3) g"""
 # Every row the shop and the claim keep, without the clock's columns and generated ids.
 STATE = {
     "processed_webhooks": """SELECT provider, event_id, event_type, outcome, payment_id,
@@ -53,6 +60,11 @@ STATE = {
     "stock": "SELECT sku, slot, stock FROM product_stock",
     "ledger": "SELECT sku, delta, reason, order_id FROM inventory_movements",
     "outbox": "SELECT kind, dedupe_key, recipient, subject, body, payload FROM outbox",
+    # The core's business key (insert-first, as the claim) and what it parked for its amount.
+    "payhooks_payments": """SELECT provider, payment_id, kind, gateway_order_id, event_id,
+        reconciled, attempt_id, paid_paise, currency FROM payhooks_payments""",
+    "mismatches": """SELECT provider, event_id, gateway_order_id, payment_id, expected_paise,
+        paid_paise, resolved_at IS NULL, resolution FROM payhooks_amount_mismatches""",
 }
 
 
@@ -64,26 +76,34 @@ class Played:
     """How many deliveries the one statement answered."""
 
 
-Path = Callable[[db.Connection, Delivery], tuple[Receipt, bool]]
+Item = Delivery | Received | str
+"""A gateway's delivery, or one reconciliation composes itself (its key no webhook takes), or a
+statement the merchant runs between deliveries (an expectation corrected)."""
+Path = Callable[[db.Connection, Item], tuple[Receipt, bool]]
 
 
-def general(conn: db.Connection, delivery: Delivery) -> tuple[Receipt, bool]:
-    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
-    return ingest_received(conn, received, apply_event, pipeline=True), False
+def received_of(item: Item) -> Received:
+    if isinstance(item, Received):
+        return item
+    return receive(ADAPTERS[item.provider], item.body, item.headers)
 
 
-def first(conn: db.Connection, delivery: Delivery) -> tuple[Receipt, bool]:
+def general(conn: db.Connection, delivery: Item) -> tuple[Receipt, bool]:
+    return ingest_received(conn, received_of(delivery), apply_event, pipeline=True), False
+
+
+def first(conn: db.Connection, delivery: Item) -> tuple[Receipt, bool]:
     """The service's order: the one statement, else the general path."""
-    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+    received = received_of(delivery)
     answered = captures.first_capture(conn, received)
     if answered is not None:
         return answered, True
     return general(conn, delivery)[0], False
 
 
-def first_async(conn: db.Connection, delivery: Delivery) -> tuple[Receipt, bool]:
+def first_async(conn: db.Connection, delivery: Item) -> tuple[Receipt, bool]:
     """The service's order on an async connection, as its event loop runs it."""
-    received = receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+    received = received_of(delivery)
 
     async def answer() -> Receipt | None:
         async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as on:
@@ -106,13 +126,26 @@ def fresh_database(admin_url: str, template_db: str) -> Iterator[str]:
 
 
 def play(
-    url: str, deliveries: list[Delivery], path: Path, *, stock: int, slots: int, quantity: int
+    url: str,
+    deliveries: list[Item],
+    path: Path,
+    *,
+    stock: int,
+    slots: int,
+    quantity: int,
+    expected: int | None,
 ) -> Played:
     with psycopg.connect(url, autocommit=True) as conn:
-        values = {"per_slot": stock // slots, "slots": slots, "quantity": quantity}
-        for sql in SETUP:
+        values = {"per_slot": stock // slots, "slots": slots, "quantity": quantity,
+                  "expected": expected}  # fmt: skip
+        for sql in SETUP if expected is None else [*SETUP, EXPECTED]:
             conn.execute(sql.encode(), values)
-        played = [path(conn, delivery) for delivery in deliveries]
+        played = []
+        for delivery in deliveries:
+            if isinstance(delivery, str):
+                conn.execute(delivery.encode())
+            else:
+                played.append(path(conn, delivery))
         orders = dict(conn.execute("SELECT id, 'order of ' || cart_id FROM orders").fetchall())
         state = {name: _rows(conn, sql, orders) for name, sql in STATE.items()}
     answers = [
@@ -144,9 +177,14 @@ def both(
     path: Path = request.param
 
     def run(
-        deliveries: list[Delivery], *, stock: int = 10, slots: int = 1, quantity: int = 1
+        deliveries: list[Item],
+        *,
+        stock: int = 10,
+        slots: int = 1,
+        quantity: int = 1,
+        expected: int | None = None,
     ) -> tuple[Played, Played]:
-        shape = {"stock": stock, "slots": slots, "quantity": quantity}
+        shape = {"stock": stock, "slots": slots, "quantity": quantity, "expected": expected}
         with fresh_database(admin_url, template_db) as url:
             slow = play(url, deliveries, general, **shape)
         with fresh_database(admin_url, template_db) as url:
@@ -165,6 +203,23 @@ def capture(n: int = 1, *, payment: str = "", amount: int = PRICE, **more: objec
         order_id=f"order_{n}",
         amount_paise=amount,
         **more,  # type: ignore[arg-type]
+    )
+
+
+def reconciled(n: int = 1, *, payment: str = "", amount: int = PRICE, order: str = "") -> Received:
+    """The delivery reconciliation composes for a captured payment the status API reports."""
+    payment_id = payment or f"pay_first{n:08d}"
+    order = order or f"order_{n}"
+    entity = {"id": payment_id, "order_id": order, "amount": amount, "status": "captured"}
+    return _reports.received(
+        Provider.RAZORPAY,
+        entity,
+        kind=EventKind.PAYMENT_CAPTURED,
+        status="captured",
+        payment_id=payment_id,
+        merchant_ref=order,
+        amount_paise=amount,
+        currency="INR",
     )
 
 
@@ -290,3 +345,45 @@ def test_behind_a_transaction_pooler_the_statement_runs_in_a_transaction_of_its_
         assert (declined.outcome, slow) == (Outcome.PROCESSED, False)
         flags = conn.execute("SELECT flags FROM payments ORDER BY created_at").fetchall()
         assert flags == [([],), (["duplicate_payment"],)]
+
+
+def test_a_capture_then_reconciliations_delivery_of_it_is_a_duplicate_with_the_order(both):
+    """The capture claims the payment's own key on either path; reconciliation's delivery of
+    the same payment then answers duplicate, with the capture's order (docs/reconcile.md)."""
+    slow, fast = both([capture(1), reconciled(1)])
+    assert outcomes(slow) == ["processed", "duplicate"] and fast.fast == 1
+    assert slow.answers[1][2] == "order of cart_1"
+    assert len(fast.state["payhooks_payments"]) == 1
+
+
+def test_reconciliations_delivery_then_the_webhook_is_a_duplicate(both):
+    slow, fast = both([reconciled(1), capture(1)])
+    assert outcomes(slow) == ["processed", "duplicate"] and fast.fast == 1
+    assert slow.answers[1][2] == "order of cart_1"
+
+
+def test_a_capture_at_the_expected_amount_claims_the_payments_key(both):
+    slow, fast = both([capture(1), capture(2)], expected=PRICE)
+    assert outcomes(slow) == ["processed", "processed"] and fast.fast == 2
+    assert len(fast.state["payhooks_payments"]) == 2
+
+
+def test_a_capture_the_expectation_does_not_meet_is_parked_on_both_paths(both):
+    """The cart's price and the expectation differ (the merchant corrected it): the amount
+    check parks the capture, whichever path sees it first."""
+    slow, fast = both([capture(1)], expected=PRICE + 100)
+    assert outcomes(slow) == ["parked"] and fast.fast == 0
+    assert len(slow.state["mismatches"]) == 1
+
+
+def test_another_delivery_of_a_payment_parked_for_its_amount_waits_for_its_replay(both):
+    """The expectation corrected, another delivery of the parked payment meets it: on either
+    path it is the parked one's duplicate (the payment's key is held), and the replay of the
+    parked delivery, not this one, applies the payment and settles its mismatch."""
+    corrected = "UPDATE payhooks_expectations SET amount_paise = 49900"
+    first_post = capture(1, payment="pay_parked0000001")
+    again = capture(1, payment="pay_parked0000001")
+    slow, fast = both([first_post, corrected, again], expected=PRICE + 100)
+    assert outcomes(slow) == ["parked", "duplicate"] and fast.fast == 0
+    (mismatch,) = fast.state["mismatches"]
+    assert '"pay_parked0000001", 50000, 49900, true, null]' in mismatch

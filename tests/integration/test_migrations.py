@@ -117,6 +117,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "shop/0015_refund_policy",
         "shop/0016_console_lookups",
         "shop/0017_capture_attempts",
+        "shop/0018_first_capture_payment_key",
     ]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}

@@ -310,7 +310,6 @@ def test_whole_transaction_over_its_deadline_answers_503_and_leaves_nothing(data
 
     buy = purchase(conn)
     tight = replace(SETTINGS, lock_timeout_ms=5000, transaction_timeout_ms=400)
-    supported = conn.info.server_version >= 170000
     locked = threading.Event()
 
     def hold_stock_row() -> None:
@@ -326,6 +325,6 @@ def test_whole_transaction_over_its_deadline_answers_503_and_leaves_nothing(data
         answer = post(service, buy.captured())
         holder.join()
         after = post(service, buy.captured())
-    # PostgreSQL 17+ bounds the whole transaction; older servers bound each lock wait only.
-    assert answer.status_code == (503 if supported else 200)
+    # PostgreSQL 17+ bounds the whole transaction; on every server the client does too.
+    assert answer.status_code == 503
     assert after.status_code == 200

@@ -283,3 +283,48 @@ def test_a_callback_waiting_for_its_api_past_the_bound_reaches_a_person(shop):
     assert "unconfirmed:phonepe" in found
     assert "1 phonepe callback" in found["unconfirmed:phonepe"].body
     assert any(a.kind == "unconfirmed" for a in alarms(conn, later))  # the console's banner
+
+
+def settled_detail(conn, key: str = "cb-1") -> tuple[str, str]:
+    row = conn.execute(
+        "SELECT verdict, detail FROM payhooks_confirmations WHERE event_id = %s", (key,)
+    ).fetchone()
+    return row[0], row[1]
+
+
+def forged_amount(amount_paise: int) -> Received:
+    said = callback()
+    return replace(said, event=replace(said.event, amount_paise=amount_paise))
+
+
+def test_a_confirmed_capture_whose_amount_was_forged_says_both_figures(shop, database_url):
+    """The callback claimed 1.00 for the payment the API reports captured for 499.00: the API's
+    figures are applied, and the record says so, with both (never plainly "confirmed")."""
+    conn, paid = shop
+    ingest_received(conn, forged_amount(100), hooks_noting(paid))
+    run_pass(database_url, paid, Api(says=reported()))
+    assert [e.amount_paise for e in paid] == [49_900]
+    verdict, detail = settled_detail(conn)
+    assert verdict == "confirmed"
+    assert "callback claimed payment_captured of OM12345 for 1.00 INR" in detail
+    assert "API's figures applied: payment_captured of OM12345 for 499.00 INR" in detail
+
+
+def test_a_forged_failure_of_a_charged_order_says_what_the_api_applied(shop, database_url):
+    conn, paid = shop
+    ingest_received(conn, callback(EventKind.PAYMENT_FAILED, key="cb-failed"), hooks_noting(paid))
+    run_pass(database_url, paid, Api(says=reported()))
+    assert [e.payment_id for e in paid] == [PAYMENT]
+    verdict, detail = settled_detail(conn, "cb-failed")
+    assert verdict == "confirmed"
+    assert "callback claimed payment_failed of OM12345" in detail
+    assert "API's figures applied: payment_captured of OM12345 for 499.00 INR" in detail
+
+
+def test_a_confirmed_capture_with_the_same_figures_says_so_plainly(shop, database_url):
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    run_pass(database_url, paid, Api(says=reported()))
+    verdict, detail = settled_detail(conn)
+    assert verdict == "confirmed" and "figures applied" not in detail
+    assert "reports the payment_captured" in detail

@@ -16,11 +16,12 @@ import pytest
 import payhooks
 from payhooks import Outcome, ingest
 from payhooks.events import Provider
+from payhooks.fastapi.reconcile import run as fastapi_run
 from payhooks.reconcile import run
 from payhooks.sim.gateway import Purchase
 from tests.factories import ADAPTERS, GATEWAY
 from tests.reconcile.conftest import API_KEYS
-from tests.reconcile.merchant_hooks import ORDERS, hooks
+from tests.reconcile.merchant_hooks import ORDERS, async_hooks, hooks
 
 ROOT = Path(__file__).parents[2]
 REF = "order_mer0000000001"
@@ -262,3 +263,61 @@ def test_the_command_resolves_a_mismatch_and_refuses_anything_else(shop, databas
     assert "resolved razorpay" in done.stdout
     again = _payhooks("resolve", key, *args, env={})
     assert again.returncode == 1 and "is not parked for its amount" in again.stderr
+
+
+# Every door reads PAYHOOKS_RECONCILE_* as the CLI and Django do (docs/operations.md).
+DOORS = {
+    "library": lambda url, environ, **reach: run(url, hooks, environ=environ, **reach),
+    "fastapi": lambda url, environ, **reach: fastapi_run(
+        url, async_hooks, environ=environ, **reach
+    ),
+}
+
+
+def aged(conn, seconds: int) -> None:
+    conn.execute(
+        "UPDATE payhooks_expectations SET created_at = now() - make_interval(secs => %s)",
+        (seconds,),
+    )
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+def test_a_pass_takes_its_reach_from_the_environment(shop, database_url, door):
+    """A checkout two minutes old is asked about with PAYHOOKS_RECONCILE_AFTER_S=60; left
+    alone with the default (15 minutes)."""
+    conn, api, env = shop
+    paid_at_gateway(api)
+    aged(conn, 120)
+    assert sum(DOORS[door](database_url, env).recovered.values()) == 0
+    tally = DOORS[door](database_url, {**env, "PAYHOOKS_RECONCILE_AFTER_S": "60"})
+    assert sum(tally.recovered.values()) == 1
+    assert paid(conn) == (PAYMENT, 1)
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+def test_the_environments_window_leaves_an_older_checkout_alone(shop, database_url, door):
+    conn, api, env = shop
+    paid_at_gateway(api)
+    aged(conn, 7200)
+    window = {**env, "PAYHOOKS_RECONCILE_WINDOW_S": "3600"}
+    assert sum(DOORS[door](database_url, window, after_s=0).recovered.values()) == 0
+    assert paid(conn) == (None, 0)
+
+
+@pytest.mark.parametrize("door", list(DOORS))
+def test_an_argument_outranks_the_environment(shop, database_url, door):
+    _, api, env = shop
+    paid_at_gateway(api)
+    slow = {**env, "PAYHOOKS_RECONCILE_AFTER_S": "86400"}
+    assert sum(DOORS[door](database_url, slow, after_s=0).recovered.values()) == 1
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["PAYHOOKS_RECONCILE_AFTER_S", "PAYHOOKS_RECONCILE_WINDOW_S", "PAYHOOKS_RECONCILE_TIMEOUT_MS"],
+)
+@pytest.mark.parametrize("door", list(DOORS))
+def test_a_reach_that_is_not_a_number_is_refused_by_name(shop, database_url, door, name):
+    _, _, env = shop
+    with pytest.raises(ValueError, match=f"{name} must be a whole number"):
+        DOORS[door](database_url, {**env, name: "soon"})

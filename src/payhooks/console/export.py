@@ -2,6 +2,10 @@
 offset, amounts in two columns (rupees with two decimals, and paise), at most
 ``MAX_ROWS`` rows, newest first, written as they are read.
 
+The file starts with UTF-8's byte-order mark (``BOM``): without it Excel on Windows reads a
+CSV in the machine's code page, and a name in Devanagari or the rupee sign reads garbled. A
+script reads it with ``encoding="utf-8-sig"``.
+
 A cell a spreadsheet would take for a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab
 or a carriage return) gets a leading apostrophe: a delivery key, a reference, a refusal's
 detail are a client's text, and a file opened in a spreadsheet must not run it.
@@ -20,6 +24,8 @@ MAX_ROWS = 10_000
 """Rows in one export: narrow the time range for more."""
 READ_ROWS = 500
 """Rows read from the database at a time while the export is written."""
+BOM = "\ufeff"
+"""Written once, before the header: Excel then reads the file as UTF-8."""
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 

@@ -240,7 +240,7 @@ def _csv(
     one batch in memory, never the export."""
 
     async def written() -> AsyncIterator[str]:
-        yield export.text([columns])
+        yield export.BOM + export.text([columns])
         sent, last = 0, None
         while sent < export.MAX_ROWS:
             want = min(export.READ_ROWS, export.MAX_ROWS - sent)

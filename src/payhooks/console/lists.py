@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from urllib.parse import urlencode
 
@@ -89,7 +89,24 @@ def moment(text: str, zone: tzinfo, field: str) -> datetime | None:
         parsed = datetime.fromisoformat(text)
     except ValueError:
         raise BadFilter(f"The time {field!r} is not a time: write it as {example}.") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=zone)
+    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=zone)
+    return _within_calendar(parsed, field)
+
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+"""The times a list filter takes: far enough from the calendar's ends (years 1 and 9999) that
+a window's span, an offset or the console's zone never carries one past them."""
+
+
+def _within_calendar(at: datetime, field: str) -> datetime:
+    try:
+        inside = EARLIEST <= at.astimezone(UTC) < LATEST
+    except OverflowError:  # an offset carried it past year 1 or 9999
+        inside = False
+    if not inside:
+        raise BadFilter(f"The time {field!r} is not one payments happen at: from 1970 to 9998.")
+    return at
 
 
 def window(

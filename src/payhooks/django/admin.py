@@ -19,7 +19,7 @@ from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template import engines
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -225,12 +225,17 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         story; parked deliveries offer the list's replay action to those allowed it."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        q = request.GET.get("q", "").strip()
+        typed = request.GET.get("q", "")
+        q = typed.strip()
+        try:
+            found = told(typed) if typed else []
+        except timeline.UnreadableQuery as exc:
+            return HttpResponseBadRequest(f"Payment timeline: {exc}.", content_type="text/plain")
         context = {
             **self.admin_site.each_context(request),
             "title": "Payment timeline",
             "q": q,
-            "told": [_shown(found, story) for found, story in told(q)] if q else [],
+            "told": [_shown(f, story) for f, story in found],
             "can_replay": self.has_replay_permission(request),
         }
         return TemplateResponse(request, "admin/payhooks/timeline.html", context)

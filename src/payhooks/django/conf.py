@@ -177,8 +177,19 @@ def _name(values: Mapping[str, Any], name: str, default: str) -> str:
 def _millis(values: Mapping[str, Any], name: str, default: int) -> int:
     """A whole number of milliseconds (or, for the RECONCILE_*_S keys, seconds), 0 or more."""
     given = values.get(name, default)
+    unit = "seconds" if name.endswith("_S") else "milliseconds"
+    if isinstance(given, str):  # an environment variable passed on as it is
+        shown = repr(given[:40])
+        if given.strip().isdecimal():
+            raise ImproperlyConfigured(
+                f'PAYHOOKS["{name}"] must be an integer, not the string {shown}: '
+                f"write int(...) around it ({unit}, 0 or more)"
+            )
+        raise ImproperlyConfigured(
+            f'PAYHOOKS["{name}"] is not a number: {shown}; it must be an integer ({unit}, 0 '
+            "or more)"
+        )
     if isinstance(given, bool) or not isinstance(given, int) or given < 0:
-        unit = "seconds" if name.endswith("_S") else "milliseconds"
         raise ImproperlyConfigured(f'PAYHOOKS["{name}"] must be {unit}, 0 or more')
     return given
 

@@ -20,7 +20,7 @@ from payhooks.fastapi.hooks import AsyncHandler, guarded
 from payhooks.gateways import credentials
 from payhooks.ingest import Applied, Outcome, Receipt
 from payhooks.reconcile.passes import Deliver, Followup, Tally
-from payhooks.reconcile.running import PassOptions, connecting, reconcile_once
+from payhooks.reconcile.running import PassOptions, connecting, reach_from, reconcile_once
 
 
 def applying(database_url: str, hooks: AsyncHandler) -> Callable[[Received], Receipt]:
@@ -61,12 +61,14 @@ def run(
     **reach: Unpack[PassOptions],
 ) -> Tally:
     """``payhooks.reconcile.run`` through ``AsyncHooks``: one pass on ``database_url``, the
-    credentials from ``environ`` (the process's environment by default). It runs an event loop
-    of its own for each payment it applies: call it from a thread
-    (``await asyncio.to_thread(run, url, hooks)``), not on the app's loop."""
-    found = credentials(os.environ if environ is None else environ)
+    credentials and the reach from ``environ`` (the process's environment by default;
+    ``reach`` outranks it). It runs an event loop of its own for each payment it applies: call
+    it from a thread (``await asyncio.to_thread(run, url, hooks)``), not on the app's loop."""
+    environ = os.environ if environ is None else environ
+    found = credentials(environ)
     deliver = delivering(database_url, hooks)
-    return reconcile_once(connecting(database_url), deliver, found, **reach)
+    options: PassOptions = {**reach_from(environ), **reach}
+    return reconcile_once(connecting(database_url), deliver, found, **options)
 
 
 __all__ = ["applying", "delivering", "run"]

@@ -111,7 +111,7 @@ def _one(
     if found is Verdict.REFUTED and report.unknown:
         detail = f"the status API knows no such {pending.kind.value.split('_')[0]}"
     else:
-        detail = _detail(pending, found, len(events))
+        detail = _detail(pending, found, events)
     _conclude(connect, pending, found, detail, tally)
 
 
@@ -170,7 +170,7 @@ def _attempt(
         return
     events = _applied(deliver, said.report, provider, tally)
     found = confirmations.attempt_verdict(pending, said.verdict, events, at)
-    detail = said.detail if said.verdict is not None else _detail(pending, found, len(events))
+    detail = said.detail if said.verdict is not None else _detail(pending, found, events)
     _conclude(connect, pending, found, detail, tally)
 
 
@@ -191,21 +191,56 @@ def _failed(
         confirmations.again(conn, pending, wait, str(exc))
 
 
-def _detail(pending: Pending, found: Verdict | None, reported: int) -> str:
-    """Why the callback was settled so (nothing while it waits)."""
+def _detail(pending: Pending, found: Verdict | None, events: list[Event]) -> str:
+    """Why the callback was settled so (nothing while it waits). A callback confirmed whose
+    own figures (its kind, its amount) are not those the API reported says both: what it
+    claimed, and what was applied, the API's (a forged amount, a forged failure)."""
     if found is None:
         return ""
     claimed = f"{pending.kind.value} of {pending.payment_id or 'the order'}"
+    if found is Verdict.CONFIRMED and (applied := _other_figures(pending, events)):
+        said = claimed + _for(pending.amount_paise, None)
+        return f"the callback claimed {said}; the status API's figures applied: {applied}"[:500]
     if found is Verdict.CONFIRMED and pending.kind not in _MONEY:
         return f"heard: a {pending.kind.value} claims no money moved; the API's word applied"
     if found is Verdict.CONFIRMED:
         return f"the status API reports the {claimed} the callback claimed"
-    if reported:
+    if events:
         return f"the status API reports another state than the {claimed} the callback claimed"
     return (
         f"the status API never reported the {claimed} the callback claimed, "
         f"in {confirmations.PATIENCE.total_seconds() / 60:.0f} minutes: forged, or stale"
     )
+
+
+def _other_figures(pending: Pending, events: list[Event]) -> str:
+    """What the API reported of the payment (or refund) the callback named, when its kind or
+    amount is not the callback's; empty when they agree, or the API reported none of it."""
+    refund = pending.kind is EventKind.REFUND_PROCESSED
+    mine = [e for e in events if (e.kind is EventKind.REFUND_PROCESSED) == refund]
+    named = [e for e in mine if pending.payment_id is None or e.payment_id == pending.payment_id]
+    if any(_agrees(pending, e) for e in named):
+        return ""
+    return "; ".join(
+        f"{e.kind.value} of {e.payment_id or 'the order'}" + _for(_amount(e), e.currency)
+        for e in named or mine
+    )
+
+
+def _amount(event: Event) -> int | None:
+    refund = event.kind is EventKind.REFUND_PROCESSED
+    return event.refund_amount_paise if refund else event.amount_paise
+
+
+def _agrees(pending: Pending, event: Event) -> bool:
+    same_amount = pending.amount_paise is None or _amount(event) == pending.amount_paise
+    return event.kind is pending.kind and same_amount
+
+
+def _for(amount_paise: int | None, currency: str | None) -> str:
+    if amount_paise is None:
+        return ""
+    return f" for {amount_paise // 100}.{amount_paise % 100:02d} {currency or 'INR'}"
 
 
 __all__ = ["confirm"]

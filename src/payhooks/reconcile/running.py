@@ -13,7 +13,9 @@ is claimed and handed to ``handler`` exactly as a webhook would be (``ingest_rec
 a key no webhook can take, so it reaches the handler once whichever comes first. The rules are
 the reference service's: only checkouts older than ``after_s`` and younger than ``window_s``,
 at most ``limit`` per gateway, 429s and outages pause that gateway, nothing is ever cancelled
-on silence (``payhooks.reconcile.passes``).
+on silence (``payhooks.reconcile.passes``). The reach is read from the same environment as
+the CLI and Django read it (``PAYHOOKS_RECONCILE_AFTER_S``, ``_WINDOW_S``, ``_TIMEOUT_MS``:
+``reach_from``); an argument outranks the environment.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from payhooks.reconcile.passes import (
 AFTER_S = 900
 WINDOW_S = 7 * 24 * 3600
 TIMEOUT_S = 10.0
+_MOST = 2_147_483_647  # what the service's settings allow (PostgreSQL's integers)
+_CLIPPED = 40
 
 
 def delivering(connect: Connect, handler: Handler) -> Deliver:
@@ -83,6 +87,32 @@ class PassOptions(TypedDict, total=False):
     timeout_s: float
 
 
+def reach_from(environ: Mapping[str, str]) -> PassOptions:
+    """The reach ``PAYHOOKS_RECONCILE_AFTER_S``, ``PAYHOOKS_RECONCILE_WINDOW_S`` and
+    ``PAYHOOKS_RECONCILE_TIMEOUT_MS`` set in ``environ`` (those unset are left out), read as
+    the CLI reads them, so every door that runs a pass reaches as far. A value that is not a
+    whole number from 1 is a ``ValueError`` naming it, never ignored."""
+    reach: PassOptions = {}
+    if (after := _whole(environ, "PAYHOOKS_RECONCILE_AFTER_S")) is not None:
+        reach["after_s"] = after
+    if (window := _whole(environ, "PAYHOOKS_RECONCILE_WINDOW_S")) is not None:
+        reach["window_s"] = window
+    if (millis := _whole(environ, "PAYHOOKS_RECONCILE_TIMEOUT_MS")) is not None:
+        reach["timeout_s"] = millis / 1000
+    return reach
+
+
+def _whole(environ: Mapping[str, str], name: str) -> int | None:
+    raw = (environ.get(name) or "").strip()
+    if not raw:
+        return None
+    digits = raw.lstrip("0") if raw.isascii() and raw.isdecimal() else ""
+    if not digits or len(digits) > len(str(_MOST)) or int(digits) > _MOST:
+        shown = raw if len(raw) <= _CLIPPED else raw[:_CLIPPED] + "…"
+        raise ValueError(f"{name} must be a whole number from 1 to {_MOST}, not {shown!r}")
+    return int(digits)
+
+
 def reconcile_once(
     connect: Connect,
     deliver: Deliver,
@@ -115,11 +145,14 @@ def run(
     environ: Mapping[str, str] | None = None,
     **reach: Unpack[PassOptions],
 ) -> Tally:
-    """One pass on ``database_url``, through ``handler``, with the credentials in
-    ``environ`` (the process's environment by default); ``reach`` as ``PassOptions``."""
-    found = credentials(os.environ if environ is None else environ)
+    """One pass on ``database_url``, through ``handler``, with the credentials and the reach
+    in ``environ`` (the process's environment by default: ``reach_from``); ``reach`` as
+    ``PassOptions`` outranks the environment's."""
+    environ = os.environ if environ is None else environ
+    found = credentials(environ)
     connect = connecting(database_url)
-    return reconcile_once(connect, delivering(connect, handler), found, **reach)
+    options: PassOptions = {**reach_from(environ), **reach}
+    return reconcile_once(connect, delivering(connect, handler), found, **options)
 
 
 __all__ = [
@@ -131,6 +164,7 @@ __all__ = [
     "credentials",
     "delivering",
     "followed",
+    "reach_from",
     "reconcile_once",
     "run",
 ]

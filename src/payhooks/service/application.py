@@ -56,10 +56,15 @@ def deliver(
 
 
 def deliver_pooled(
-    pool: psycopg_pool.ConnectionPool, received: Received, *, pipeline: bool = False
+    pool: psycopg_pool.ConnectionPool,
+    received: Received,
+    *,
+    pipeline: bool = False,
+    deadline_s: float | None = None,
 ) -> Receipt:
-    """``deliver`` on a connection of ``pool``, named for the delivery in the pool's logs."""
-    with database.connection(pool, received.event.event_id) as conn:
+    """``deliver`` on a connection of ``pool``, named for the delivery in the pool's logs;
+    with ``deadline_s``, cancelled past it (``database.bounded``)."""
+    with database.connection(pool, received.event.event_id, deadline_s=deadline_s) as conn:
         return deliver(conn, received, pipeline=pipeline)
 
 

@@ -3,7 +3,9 @@ PostgreSQL used when no ``DATABASE_URL`` is set."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import threading
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
@@ -233,19 +235,94 @@ def pooled(event_id: str | None = None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def connection(
-    pool: psycopg_pool.ConnectionPool, event_id: str | None = None
+    pool: psycopg_pool.ConnectionPool,
+    event_id: str | None = None,
+    *,
+    deadline_s: float | None = None,
 ) -> Iterator[Connection]:
     """A connection of ``pool``; one found lost (the database went away, or failed over)
-    makes the pool try the others it holds idle (``payhooks.pools.watched``)."""
-    with pooled(event_id), watched(pool) as conn:
+    makes the pool try the others it holds idle (``payhooks.pools.watched``). With
+    ``deadline_s``, what runs on it is ``bounded``."""
+    with pooled(event_id), watched(pool) as conn, bounded(conn, deadline_s):
         yield conn
 
 
 @contextlib.asynccontextmanager
 async def async_connection(
-    pool: psycopg_pool.AsyncConnectionPool[AsyncSession], event_id: str | None = None
+    pool: psycopg_pool.AsyncConnectionPool[AsyncSession],
+    event_id: str | None = None,
+    *,
+    deadline_s: float | None = None,
 ) -> AsyncIterator[AsyncSession]:
     """``connection`` on the async pool."""
     with pooled(event_id):
-        async with watched_async(pool) as conn:
+        async with watched_async(pool) as conn, bounded_async(conn, deadline_s):
             yield conn
+
+
+class CommitUnbounded(DatabaseUnavailable):
+    """A delivery's work on its connection outlived its deadline and was cancelled from the
+    client: most often a commit waiting for a synchronous standby that does not answer, which
+    no server-side timeout ends. Whether it committed is unknown (PostgreSQL ends such a wait
+    with a warning, the transaction kept locally): the gateway retries, and the claim
+    decides."""
+
+    def __init__(self, deadline_s: float) -> None:
+        super().__init__(f"the database did not finish within {deadline_s:g} s; cancelled")
+        self.deadline_s = deadline_s
+
+
+@contextlib.contextmanager
+def bounded(conn: Connection, deadline_s: float | None) -> Iterator[None]:
+    """What runs on ``conn`` in the block, cancelled past ``deadline_s`` (a cancel request, on
+    a connection of its own) and then ``CommitUnbounded``, whatever the statement answered.
+    The cancel is only ever sent while the block runs: never to a later user of ``conn``."""
+    if deadline_s is None:
+        yield
+        return
+    guard = threading.Lock()
+    state = {"over": False, "fired": False}
+
+    def cancel() -> None:
+        with guard:
+            if state["over"]:
+                return
+            state["fired"] = True
+            with contextlib.suppress(psycopg.Error):
+                conn.cancel_safe(timeout=deadline_s)
+
+    timer = threading.Timer(deadline_s, cancel)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        with guard:  # a cancel being sent is waited for
+            state["over"] = True
+    if state["fired"]:
+        raise CommitUnbounded(deadline_s)
+
+
+@contextlib.asynccontextmanager
+async def bounded_async(conn: AsyncSession, deadline_s: float | None) -> AsyncIterator[None]:
+    """``bounded`` on the event loop: the cancel request sent by a task of the loop, awaited
+    before the connection goes back to its pool."""
+    if deadline_s is None:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    sent: list[asyncio.Task[None]] = []
+    handle = loop.call_later(deadline_s, lambda: sent.append(loop.create_task(_cancel(conn))))
+    try:
+        yield
+    finally:
+        handle.cancel()
+        await asyncio.gather(*sent, return_exceptions=True)
+    if sent:
+        raise CommitUnbounded(deadline_s)
+
+
+async def _cancel(conn: AsyncSession) -> None:
+    with contextlib.suppress(psycopg.Error):
+        await conn.cancel_safe()

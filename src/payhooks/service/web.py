@@ -181,6 +181,9 @@ def _lifespan(
             await async_pool.open(wait=False)
         app.state.pool, app.state.api_pool, app.state.async_pool = pool, api_pool, async_pool
         app.state.webhook_threads = anyio.CapacityLimiter(2 * settings.pool_size)
+        # A delivery's work on its connection, the commit's wait for a standby included, is
+        # cancelled from the client past the transaction's bound (database.bounded): 503.
+        app.state.delivery_deadline_s = settings.transaction_timeout_ms / 1000
         app.state.probes = Probes(target, settings)
         witness: Witness = app.state.witness
         witness.log = deliveries.DeliveryLog(
@@ -362,21 +365,26 @@ def _claimed(state: State) -> AsyncClaim:
     other delivery takes the general path in one thread hop, on the sync pool."""
 
     async def claim(received: Received) -> Receipt:
-        receipt = await _first_capture(state.async_pool, received)
+        deadline_s = state.delivery_deadline_s
+        receipt = await _first_capture(state.async_pool, received, deadline_s)
         if receipt is not None:
             return receipt
+        deliver = application.deliver_pooled
         return await anyio.to_thread.run_sync(
-            partial(application.deliver_pooled, state.pool, received, pipeline=True),
+            partial(deliver, state.pool, received, pipeline=True, deadline_s=deadline_s),
             limiter=state.webhook_threads,
         )
 
     return claim
 
 
-async def _first_capture(pool: AsyncPool, received: Received) -> Receipt | None:
+async def _first_capture(
+    pool: AsyncPool, received: Received, deadline_s: float | None
+) -> Receipt | None:
     if not captures.eligible(received.event):
         return None
-    async with database.async_connection(pool, received.event.event_id) as conn:
+    key = received.event.event_id
+    async with database.async_connection(pool, key, deadline_s=deadline_s) as conn:
         return await captures.first_capture_async(conn, received)
 
 

@@ -156,6 +156,16 @@ class Cluster:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(victim, signal.SIGKILL)
 
+    def lose_standby(self) -> None:
+        """The synchronous standby gone for good, with no failover manager to take it out of
+        ``synchronous_standby_names`` (a strict mode): every commit that writes on the primary
+        then waits for it for ever, and no server-side timeout ends that wait."""
+        if not self.synchronous:
+            raise RuntimeError("lose_standby() needs a synchronous standby")
+        if self.link is not None:
+            self.link.cut()
+        _run("pg_ctl", "-D", self.standby, "-w", "-m", "immediate", "stop")
+
     def promote(self) -> None:
         _run("pg_ctl", "-D", self.standby, "-w", "-t", "60", "promote")
 

@@ -27,7 +27,7 @@ DECLINED = "PH001"
 
 _FIRST_CAPTURE = """
 SELECT state, outcome, payload_sha256, order_ref FROM shop_first_capture(
-    %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 Answer = tuple[str, str | None, str | None, str | None]
@@ -57,6 +57,7 @@ def arguments(received: Received) -> tuple[object, ...]:
         event.amount_paise,
         event.payment_amount_paise,
         event.currency,
+        event.attempt_id,
         order_id,
         email.dedupe_key,
         email.subject,
