@@ -10,9 +10,18 @@ id. Each gateway refunds a key once (Razorpay's ``X-Refund-Idempotency``, Cashfr
 the gateway acted, an answer lost, a sender killed mid-call or two senders at once refund the
 customer once. The refund webhook (or its status) closes the intent.
 
-The sum of a payment's live intents never exceeds what it captured: ``request`` takes a lock
-on the payment (a transaction-level advisory lock) before it adds, so intents racing for one
-payment are counted one after the other.
+The sum of a payment's live intents never exceeds what it captured, at any isolation level:
+``request`` first updates the payment's row in ``payhooks_refund_payments`` (made on its first
+refund), then sums. Intents racing for one payment meet on that row and are counted one after
+the other: at READ COMMITTED the second waits and then sees the first; at REPEATABLE READ or
+SERIALIZABLE, whose snapshot could not see the first, the second's serialization fails
+(``psycopg.errors.SerializationFailure``, retried by the caller as every caller at those levels
+must), so no stale snapshot is ever summed.
+
+An intent stuck ``requested`` (a gateway that keeps failing its call) has a way out: a person
+cancels it (``cancel``, ``payhooks refunds cancel``, the consoles, the shop API), saying who
+and why, unless a sender holds it mid-call. A cancelled intent is never sent and no longer
+counts against what the payment may refund.
 
 Statements and steps written once with no driver, as the claim's are: ``request`` and
 ``request_async`` drive the same steps.
@@ -105,7 +114,12 @@ def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
 COLUMNS = """provider, idempotency_key, payment_id, gateway_order_id, amount_paise, currency,
        captured_paise, reason, requested_by, state, gateway_refund_id, attempts, last_error,
        requested_at, sent_at, settled_at"""
-LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('payhooks_refunds:' || %s || ':' || %s, 0))"
+LOCK = """
+INSERT INTO payhooks_refund_payments AS p (provider, payment_id) VALUES (%s, %s)
+ON CONFLICT (provider, payment_id) DO UPDATE SET asked = p.asked + 1, asked_at = now()
+"""
+"""The payment's row, written before its intents are summed: held to the transaction's end,
+and a serialization failure for a snapshot that cannot see the last writer's intent."""
 EXISTING = f"SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s"
 TAKEN = """
 SELECT coalesce(sum(amount_paise), 0) FROM payhooks_refunds
@@ -181,7 +195,7 @@ def requesting(asked: Refund) -> Steps[Refund]:
     another under the key a ``Conflict``. Inside the caller's transaction (the lock is held
     to its end)."""
     provider = asked.provider.value
-    yield Statement(sql=LOCK, params=(provider, asked.payment_id))
+    yield Statement(sql=LOCK, params=(provider, asked.payment_id), reads=False)
     row = yield Statement(sql=EXISTING, params=(provider, asked.idempotency_key))
     if row is not None:
         found = _refund(row)

@@ -98,6 +98,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0013_refund_checks",
         "core/0014_console_roles",
         "core/0015_alerts",
+        "core/0016_refund_cancels",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -182,6 +183,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0013_refund_checks",
         "core/0014_console_roles",
         "core/0015_alerts",
+        "core/0016_refund_cancels",
     ]
     tables = {
         row[0]
@@ -280,6 +282,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0013_refund_checks",
         "core/0014_console_roles",
         "core/0015_alerts",
+        "core/0016_refund_cancels",
     ]
 
 
