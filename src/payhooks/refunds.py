@@ -37,7 +37,7 @@ from enum import StrEnum
 from typing import Any
 
 from payhooks.db import AsyncConnection, Connection, Statement, Steps, run, run_async
-from payhooks.errors import Conflict, InvalidRequest
+from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
 
@@ -64,6 +64,8 @@ class RefundState(StrEnum):
     """The gateway accepted it, then said it failed: no money went back."""
     REFUSED = "refused"
     """The gateway refused the request (more than refundable, not captured): none sent."""
+    CANCELLED = "cancelled"
+    """A person stopped it before the gateway had it (``cancel``): never sent afterwards."""
 
 
 LIVE = (RefundState.REQUESTED, RefundState.SENT, RefundState.PROCESSED)
@@ -102,6 +104,8 @@ class Refund:
     requested_at: datetime | None = None
     sent_at: datetime | None = None
     settled_at: datetime | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
 
 
 def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
@@ -113,7 +117,7 @@ def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
 
 COLUMNS = """provider, idempotency_key, payment_id, gateway_order_id, amount_paise, currency,
        captured_paise, reason, requested_by, state, gateway_refund_id, attempts, last_error,
-       requested_at, sent_at, settled_at"""
+       requested_at, sent_at, settled_at, cancelled_by, cancel_reason"""
 LOCK = """
 INSERT INTO payhooks_refund_payments AS p (provider, payment_id) VALUES (%s, %s)
 ON CONFLICT (provider, payment_id) DO UPDATE SET asked = p.asked + 1, asked_at = now()
@@ -290,7 +294,8 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE payhooks_refunds r
-SET next_attempt_at = now() + %(lease)s, attempts = r.attempts + 1
+SET next_attempt_at = now() + %(lease)s, leased_until = now() + %(lease)s,
+    attempts = r.attempts + 1
 FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
 RETURNING {", ".join("r." + c.strip() for c in COLUMNS.split(","))}
 """
@@ -298,15 +303,20 @@ ACCEPTED = """
 UPDATE payhooks_refunds
 SET state = %(state)s, gateway_refund_id = %(refund_id)s, sent_at = coalesce(sent_at, now()),
     settled_at = CASE WHEN %(state)s = 'processed' THEN now() END, last_error = NULL,
-    next_attempt_at = now() + %(check)s
-WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+    next_attempt_at = now() + %(check)s, leased_until = NULL
+WHERE provider = %(provider)s AND idempotency_key = %(key)s
+  AND state IN ('requested', 'cancelled')
 """
+"""A cancelled intent the gateway says it has is the gateway's: sent, and counted again (a
+cancel whose sender outlived its lease; the person's name and reason are kept)."""
 REFUSED = """
-UPDATE payhooks_refunds SET state = 'refused', last_error = %(error)s, settled_at = now()
+UPDATE payhooks_refunds
+SET state = 'refused', last_error = %(error)s, settled_at = now(), leased_until = NULL
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
 """
 AGAIN = """
-UPDATE payhooks_refunds SET next_attempt_at = now() + %(wait)s, last_error = %(error)s
+UPDATE payhooks_refunds
+SET next_attempt_at = now() + %(wait)s, last_error = %(error)s, leased_until = NULL
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
 """
 
@@ -391,6 +401,63 @@ def wait_after(attempts: int) -> timedelta:
     return timedelta(seconds=min(5 * 2 ** max(attempts - 1, 0), 600))
 
 
+# --- a person's way out: cancel an intent the gateway does not have ------------------------
+
+CANCEL = f"""
+UPDATE payhooks_refunds
+SET state = 'cancelled', cancelled_by = %(by)s, cancel_reason = %(reason)s, settled_at = now()
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+  AND (leased_until IS NULL OR leased_until <= now())
+RETURNING {COLUMNS}
+"""
+"""Only a ``requested`` intent no sender holds: the row lock this takes and the sender's lease
+(``FOR UPDATE SKIP LOCKED``, then ``state = 'requested'``) exclude each other, so a cancel and
+a call never overlap."""
+
+
+class NotCancellable(Conflict):
+    """The intent is not ``requested`` any more, or a sender is calling its gateway now."""
+
+    def __init__(self, refund: Refund, why: str) -> None:
+        super().__init__(f"refund {refund.idempotency_key} of payment {refund.payment_id}: {why}")
+        self.refund = refund
+
+
+def cancel(
+    conn: Connection, gateway: Provider | str, idempotency_key: str, *, reason: str,
+    cancelled_by: str,
+) -> Refund:  # fmt: skip
+    """Stop an intent stuck ``requested`` (a gateway that keeps failing its call): never sent
+    afterwards, and its amount free again. ``idempotency_key`` is the intent's (``ph...``, as
+    ``of_payment`` lists it). Cancelling one already cancelled returns it; ``NotCancellable``
+    when a sender holds it mid-call (ask again in a minute or two) or it is past ``requested``
+    (the gateway has it). One that was called before (``attempts`` > 0) may be at the gateway
+    all the same: check the gateway's dashboard first; should the gateway still answer that it
+    has it, the intent is recorded ``sent`` again."""
+    _text("reason", reason)
+    _text("cancelled_by", cancelled_by)
+    try:
+        provider = Provider(gateway)
+    except ValueError:
+        raise InvalidRequest(f"no gateway named {gateway!r}") from None
+    params = {"provider": provider.value, "key": idempotency_key, "by": cancelled_by,
+              "reason": reason}  # fmt: skip
+    row = conn.execute(CANCEL, params).fetchone()
+    if row is not None:
+        return _refund(row)
+    row = conn.execute(EXISTING, (provider.value, idempotency_key)).fetchone()
+    if row is None:
+        raise NotFound("refund", idempotency_key)
+    found = _refund(row)
+    if found.state is RefundState.CANCELLED:
+        return found
+    if found.state is RefundState.REQUESTED:
+        raise NotCancellable(found, "a sender is calling the gateway with it now: try again later")
+    raise NotCancellable(
+        found, f"it is {found.state.value}: only a refund not yet sent is cancelled"
+    )
+
+
 # --- what a refund webhook closes --------------------------------------------------------------
 
 CLOSE = """
@@ -423,11 +490,13 @@ def _refund(row: Any) -> Refund:
 __all__ = [
     "LEASE",
     "LIVE",
+    "NotCancellable",
     "Refund",
     "RefundState",
     "RefundTooLarge",
     "accepted",
     "again",
+    "cancel",
     "closing",
     "idempotency_key",
     "intent",

@@ -1,0 +1,136 @@
+"""A way out for every refund intent: a person cancels one stuck ``requested`` (a gateway that
+fails its every call), saying who and why; it is never sent afterwards and its amount is free
+again. Never while a sender is calling the gateway with it. Against the gateways' refund
+doubles over a loopback socket, on real PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from payhooks import refunds
+from payhooks.errors import NotFound
+from payhooks.events import Provider
+from payhooks.gateways import credentials
+from payhooks.gateways._status import http_client
+from payhooks.gateways.cashfree.status import client as cashfree_client
+from payhooks.reconcile.running import connecting
+from payhooks.refunds import NotCancellable, RefundState
+from payhooks.sending import send_due
+from payhooks.sim.gateway_api import Fault
+from tests.refunds.test_sending import (
+    PAYMENT,
+    ask,
+    books,
+    core,  # noqa: F401  (the fixture)
+    due_now,
+    gateway_api,  # noqa: F401  (the fixture)
+    paid,
+    send,
+)
+from tests.reconcile.conftest import API_KEYS
+
+CF = Provider.CASHFREE
+
+
+def cancel(conn, made, by: str = "asha", reason: str = "Cashfree keeps failing it"):
+    return refunds.cancel(conn, made.provider, made.idempotency_key, reason=reason,
+                          cancelled_by=by)  # fmt: skip
+
+
+def test_an_intent_cancelled_is_never_sent_and_frees_its_amount(core, database_url):  # noqa: F811
+    conn, api, url = core
+    paid(api, CF)
+    made = ask(conn, CF)
+    api.fail_next(CF, Fault(status=500), Fault(status=500))
+    send(database_url, url)
+    due_now(conn)
+    send(database_url, url)  # stuck: requested after two errors
+    done = cancel(conn, made)
+    assert (done.state, done.cancelled_by, done.cancel_reason) == (
+        RefundState.CANCELLED, "asha", "Cashfree keeps failing it",
+    )  # fmt: skip
+    assert done.settled_at is not None
+    due_now(conn)
+    assert send(database_url, url).sent[CF] == 0
+    assert books(api, CF) == (0, 0)
+    again = ask(conn, CF, key="second try")  # the whole amount is refundable again
+    assert again.state is RefundState.REQUESTED
+
+
+def test_cancelling_twice_is_the_one_cancel(core):  # noqa: F811
+    conn, api, _ = core
+    made = ask(conn, CF)
+    first = cancel(conn, made)
+    assert cancel(conn, made, by="ravi", reason="again") == first
+
+
+def test_an_intent_the_gateway_has_is_not_cancelled(core, database_url):  # noqa: F811
+    conn, api, url = core
+    paid(api, CF)
+    made = ask(conn, CF)
+    send(database_url, url)
+    with pytest.raises(NotCancellable, match="processed"):
+        cancel(conn, made)
+    assert [r.state for r in refunds.of_payment(conn, CF, PAYMENT[CF])] == [RefundState.PROCESSED]
+
+
+def test_an_unknown_intent_is_not_found(core):  # noqa: F811
+    conn, _, _ = core
+    with pytest.raises(NotFound):
+        refunds.cancel(conn, CF, "ph00000000000000000000", reason="why", cancelled_by="asha")
+
+
+def test_an_intent_a_sender_is_calling_the_gateway_with_is_not_cancelled(
+    core, database_url  # noqa: F811
+):
+    """A sender mid-call (its lease committed, the gateway not yet answered) and a person
+    cancelling at that moment: the cancel is refused, the call's answer recorded, the refund
+    made once. The sender's call waits at a gate until the cancel has been tried."""
+    conn, api, url = core
+    paid(api, CF)
+    made = ask(conn, CF)
+    in_call, cancel_tried = threading.Event(), threading.Event()
+    tried: list[BaseException] = []
+
+    with http_client(5.0) as http:
+        real = cashfree_client(credentials(API_KEYS.env(url))[CF], http)
+
+        class Gated:
+            provider = CF
+
+            def send_refund(self, refund):
+                in_call.set()
+                assert cancel_tried.wait(timeout=30)
+                return real.send_refund(refund)
+
+            def refund_status(self, refund):
+                return real.refund_status(refund)
+
+        def person() -> None:
+            assert in_call.wait(timeout=30)
+            try:
+                cancel(conn, made)
+            except NotCancellable as exc:
+                tried.append(exc)
+            finally:
+                cancel_tried.set()
+
+        threading.Thread(target=person).start()
+        tally = send_due(connecting(database_url), {CF: Gated()})
+    assert tally.sent[CF] == 1
+    assert [type(e) for e in tried] == [NotCancellable]
+    assert [r.state for r in refunds.of_payment(conn, CF, PAYMENT[CF])] == [RefundState.PROCESSED]
+    assert books(api, CF) == (1, 49_900)
+
+
+def test_a_sender_that_leases_after_the_cancel_sends_nothing(core, database_url):  # noqa: F811
+    """The other order of the same race: the cancel commits first, the sender's lease then
+    finds nothing due."""
+    conn, api, url = core
+    paid(api, CF)
+    made = ask(conn, CF)
+    cancel(conn, made)
+    assert send(database_url, url).sent[CF] == 0
+    assert books(api, CF) == (0, 0)
