@@ -134,3 +134,24 @@ def test_a_sender_that_leases_after_the_cancel_sends_nothing(core, database_url)
     cancel(conn, made)
     assert send(database_url, url).sent[CF] == 0
     assert books(api, CF) == (0, 0)
+
+
+def test_the_cli_cancels_an_intent_and_says_why_it_cannot(core, database_url):  # noqa: F811
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    conn, _, _ = core
+    made = ask(conn, CF)
+    command = [str(Path(sys.executable).parent / "payhooks"), "refunds", "cancel",
+               made.idempotency_key, "--provider", "cashfree", "--reason", "refunded by NEFT",
+               "--by", "asha", "--database-url", database_url]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    shown = json.loads(done.stdout)
+    assert (shown["state"], shown["cancelled_by"], shown["cancel_reason"]) == (
+        "cancelled", "asha", "refunded by NEFT",
+    )  # fmt: skip
+    conn.execute("UPDATE payhooks_refunds SET state = 'processed'")
+    refused = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert refused.returncode != 0 and "only a refund not yet sent" in refused.stderr
