@@ -70,6 +70,8 @@ class RefundState(StrEnum):
 
 LIVE = (RefundState.REQUESTED, RefundState.SENT, RefundState.PROCESSED)
 """The states that count against what a payment may still refund."""
+DEAD = (RefundState.FAILED, RefundState.REFUSED, RefundState.CANCELLED)
+"""The states in which no money went back, nor will: the amount is free again."""
 
 
 class RefundTooLarge(InvalidRequest):
@@ -488,6 +490,7 @@ def _refund(row: Any) -> Refund:
 
 
 __all__ = [
+    "DEAD",
     "LEASE",
     "LIVE",
     "NotCancellable",

@@ -40,9 +40,7 @@ def test_an_order_that_does_not_exist_has_no_refunds(service):
     assert (asked.status_code, listed.status_code) == (404, 404)
 
 
-def test_a_refund_stuck_requested_is_cancelled_with_who_and_why_and_frees_its_amount(
-    service, conn
-):
+def test_a_refund_stuck_requested_is_cancelled_with_who_and_why_and_frees_its_amount(service, conn):
     buy = purchase(conn)
     order_id = post(service, buy.captured()).json()["order_id"]
     asked = {"amount_paise": 49_900, "idempotency_key": "ticket-4711"}

@@ -19,6 +19,7 @@ from payhooks.reconcile.running import connecting
 from payhooks.refunds import NotCancellable, RefundState
 from payhooks.sending import send_due
 from payhooks.sim.gateway_api import Fault
+from tests.reconcile.conftest import API_KEYS
 from tests.refunds.test_sending import (
     PAYMENT,
     ask,
@@ -29,7 +30,6 @@ from tests.refunds.test_sending import (
     paid,
     send,
 )
-from tests.reconcile.conftest import API_KEYS
 
 CF = Provider.CASHFREE
 
@@ -60,7 +60,7 @@ def test_an_intent_cancelled_is_never_sent_and_frees_its_amount(core, database_u
 
 
 def test_cancelling_twice_is_the_one_cancel(core):  # noqa: F811
-    conn, api, _ = core
+    conn, _, _ = core
     made = ask(conn, CF)
     first = cancel(conn, made)
     assert cancel(conn, made, by="ravi", reason="again") == first
@@ -83,7 +83,8 @@ def test_an_unknown_intent_is_not_found(core):  # noqa: F811
 
 
 def test_an_intent_a_sender_is_calling_the_gateway_with_is_not_cancelled(
-    core, database_url  # noqa: F811
+    core,
+    database_url,  # noqa: F811
 ):
     """A sender mid-call (its lease committed, the gateway not yet answered) and a person
     cancelling at that moment: the cancel is refused, the call's answer recorded, the refund
