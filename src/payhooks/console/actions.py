@@ -58,6 +58,8 @@ class Done(StrEnum):
     REFUND_REQUESTED = "refund_requested"
     REFUND_ALREADY_REQUESTED = "refund_already_requested"
     REFUND_NOT_POSSIBLE = "refund_not_possible"
+    REFUND_CANCELLED = "refund_cancelled"
+    REFUND_NOT_CANCELLABLE = "refund_not_cancellable"
     NOT_CONFIRMED = "not_confirmed"
     BULK_REPLAYED = "bulk_replayed"
     LINKED = "linked"

@@ -115,6 +115,13 @@ NOTICES = {
         "Cannot refund from here: nothing is left to refund, the payment needs no refund, or "
         "payhooks sends no refunds to its gateway (refund it in the gateway's dashboard)."
     ),
+    actions.Done.REFUND_CANCELLED: (
+        "Refund cancelled: it is never sent, and its amount may be refunded again."
+    ),
+    actions.Done.REFUND_NOT_CANCELLABLE: (
+        "Cannot cancel: the worker is calling the gateway with this refund right now (try again "
+        "in a minute or two), or the gateway already has it."
+    ),
     actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm first.",
     actions.Done.BULK_REPLAYED: "Replayed in bulk: each delivery is a line of the action log.",
     actions.Done.LINKED: "Linked: the cart is checked out under the delivery's reference.",
