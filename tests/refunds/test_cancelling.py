@@ -20,18 +20,12 @@ from payhooks.refunds import NotCancellable, RefundState
 from payhooks.sending import send_due
 from payhooks.sim.gateway_api import Fault
 from tests.reconcile.conftest import API_KEYS
-from tests.refunds.test_sending import (
-    PAYMENT,
-    ask,
-    books,
-    core,  # noqa: F401  (the fixture)
-    due_now,
-    gateway_api,  # noqa: F401  (the fixture)
-    paid,
-    send,
-)
+from tests.refunds import test_sending as sending_tests
+from tests.refunds.test_sending import PAYMENT, ask, books, due_now, paid, send
 
 CF = Provider.CASHFREE
+core = sending_tests.core  # its fixtures
+gateway_api = sending_tests.gateway_api
 
 
 def cancel(conn, made, by: str = "asha", reason: str = "Cashfree keeps failing it"):
@@ -39,7 +33,7 @@ def cancel(conn, made, by: str = "asha", reason: str = "Cashfree keeps failing i
                           cancelled_by=by)  # fmt: skip
 
 
-def test_an_intent_cancelled_is_never_sent_and_frees_its_amount(core, database_url):  # noqa: F811
+def test_an_intent_cancelled_is_never_sent_and_frees_its_amount(core, database_url):
     conn, api, url = core
     paid(api, CF)
     made = ask(conn, CF)
@@ -59,14 +53,14 @@ def test_an_intent_cancelled_is_never_sent_and_frees_its_amount(core, database_u
     assert again.state is RefundState.REQUESTED
 
 
-def test_cancelling_twice_is_the_one_cancel(core):  # noqa: F811
+def test_cancelling_twice_is_the_one_cancel(core):
     conn, _, _ = core
     made = ask(conn, CF)
     first = cancel(conn, made)
     assert cancel(conn, made, by="ravi", reason="again") == first
 
 
-def test_an_intent_the_gateway_has_is_not_cancelled(core, database_url):  # noqa: F811
+def test_an_intent_the_gateway_has_is_not_cancelled(core, database_url):
     conn, api, url = core
     paid(api, CF)
     made = ask(conn, CF)
@@ -76,7 +70,7 @@ def test_an_intent_the_gateway_has_is_not_cancelled(core, database_url):  # noqa
     assert [r.state for r in refunds.of_payment(conn, CF, PAYMENT[CF])] == [RefundState.PROCESSED]
 
 
-def test_an_unknown_intent_is_not_found(core):  # noqa: F811
+def test_an_unknown_intent_is_not_found(core):
     conn, _, _ = core
     with pytest.raises(NotFound):
         refunds.cancel(conn, CF, "ph00000000000000000000", reason="why", cancelled_by="asha")
@@ -84,7 +78,7 @@ def test_an_unknown_intent_is_not_found(core):  # noqa: F811
 
 def test_an_intent_a_sender_is_calling_the_gateway_with_is_not_cancelled(
     core,
-    database_url,  # noqa: F811
+    database_url,
 ):
     """A sender mid-call (its lease committed, the gateway not yet answered) and a person
     cancelling at that moment: the cancel is refused, the call's answer recorded, the refund
@@ -126,7 +120,7 @@ def test_an_intent_a_sender_is_calling_the_gateway_with_is_not_cancelled(
     assert books(api, CF) == (1, 49_900)
 
 
-def test_a_sender_that_leases_after_the_cancel_sends_nothing(core, database_url):  # noqa: F811
+def test_a_sender_that_leases_after_the_cancel_sends_nothing(core, database_url):
     """The other order of the same race: the cancel commits first, the sender's lease then
     finds nothing due."""
     conn, api, url = core
@@ -137,7 +131,7 @@ def test_a_sender_that_leases_after_the_cancel_sends_nothing(core, database_url)
     assert books(api, CF) == (0, 0)
 
 
-def test_the_cli_cancels_an_intent_and_says_why_it_cannot(core, database_url):  # noqa: F811
+def test_the_cli_cancels_an_intent_and_says_why_it_cannot(core, database_url):
     import json
     import subprocess
     import sys
