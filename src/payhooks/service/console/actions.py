@@ -163,23 +163,6 @@ def request_refund(conn: Connection, provider: str, payment_id: str, *, operator
     return result
 
 
-def cancel_refund(
-    conn: Connection, provider: str, idempotency_key: str, *, reason: str, operator: str
-) -> Result:
-    """A refund intent stuck ``requested`` cancelled (``payhooks.refunds.cancel``), with the
-    operator's name and reason: never sent afterwards, its amount refundable again. Refused
-    while the worker is calling the gateway with it, or once the gateway has it."""
-    try:
-        done = refunds.cancel(conn, provider, idempotency_key, reason=reason,
-                              cancelled_by=operator)  # fmt: skip
-    except (InvalidRequest, Conflict, NotFound):
-        result, target = Result(done=Done.REFUND_NOT_CANCELLABLE), idempotency_key
-    else:
-        result, target = Result(done=Done.REFUND_CANCELLED), done.payment_id
-    record(conn, operator, "cancel_refund", provider, target, result)
-    return result
-
-
 # --- parked deliveries and the carts they may pay --------------------------------------------
 
 WINDOW = timedelta(hours=24)

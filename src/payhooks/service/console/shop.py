@@ -259,25 +259,6 @@ async def link(
     return go_back(request, back or "/parked", result.done, about=about)
 
 
-@_shop.post("/payments/refund/cancel", dependencies=[Depends(csrf)])
-async def cancel_refund(
-    request: Request,
-    session: Session,
-    provider: Field,
-    idempotency_key: Field,
-    reason: Field = "",
-    confirm: Field = "",
-    back: Field = "",
-) -> Response:
-    """Cancel a refund stuck unsent: the box ticked and a reason given, recorded with the
-    operator."""
-    if confirm != "yes" or not reason.strip():
-        return go_back(request, back or "/", Done.NOT_CONFIRMED)
-    result = await run(request, actions.cancel_refund, provider, idempotency_key,
-                       reason=reason.strip(), operator=session.operator)  # fmt: skip
-    return go_back(request, back or "/", result.done)
-
-
 @_shop.post("/payments/refund", dependencies=[Depends(csrf)])
 async def refund(
     request: Request,
