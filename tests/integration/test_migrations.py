@@ -15,6 +15,7 @@ from tests.conftest import DATA
 
 CORE_TABLES = {
     "payhooks_alerts",
+    "payhooks_refund_payments",
     "payhooks_alert_notices",
     "processed_webhooks",
     "payhooks_migrations",
