@@ -434,8 +434,8 @@ def cancel(
     ``of_payment`` lists it). Cancelling one already cancelled returns it; ``NotCancellable``
     when a sender holds it mid-call (ask again in a minute or two) or it is past ``requested``
     (the gateway has it). One that was called before (``attempts`` > 0) may be at the gateway
-    all the same: check the gateway's dashboard first; should the gateway still answer that it
-    has it, the intent is recorded ``sent`` again."""
+    all the same (an answer lost): check the gateway's dashboard first. A sender that outlived
+    its lease and then hears the gateway has it records it ``sent`` again (``ACCEPTED``)."""
     _text("reason", reason)
     _text("cancelled_by", cancelled_by)
     try:

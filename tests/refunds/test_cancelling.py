@@ -150,3 +150,20 @@ def test_the_cli_cancels_an_intent_and_says_why_it_cannot(core, database_url):
     conn.execute("UPDATE payhooks_refunds SET state = 'processed'")
     refused = subprocess.run(command, capture_output=True, text=True, check=False)
     assert refused.returncode != 0 and "only a refund not yet sent" in refused.stderr
+
+
+def test_a_sender_that_outlived_its_lease_records_what_the_gateway_made(core):
+    """A call slower than its lease, a cancel meanwhile, then the gateway's answer: the
+    gateway has the refund, so the intent is sent again and counts again (never a refund made
+    and a cancelled intent freeing its amount)."""
+    conn, _, _ = core
+    made = ask(conn, CF)
+    (leased,) = refunds.leased(conn, CF, 1)
+    conn.execute("UPDATE payhooks_refunds SET leased_until = now() - interval '1 second'")
+    cancel(conn, made)
+    refunds.accepted(conn, leased, "cf_1234", processed=False)
+    (found,) = refunds.of_payment(conn, CF, PAYMENT[CF])
+    assert (found.state, found.gateway_refund_id) == (RefundState.SENT, "cf_1234")
+    assert found.cancelled_by == "asha"  # what the person did is kept
+    with pytest.raises(refunds.RefundTooLarge):
+        ask(conn, CF, key="another")
