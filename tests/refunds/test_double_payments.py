@@ -224,3 +224,20 @@ def test_the_consoles_refund_after_a_refused_one_is_a_new_refund(conn, rig):
     states = [r.state for r in refunds.of_payment(conn, "razorpay", second)]
     assert states == [RefundState.REFUSED, RefundState.PROCESSED]
     assert rig.api.money.made[(Provider.RAZORPAY, second)] == 1
+
+
+def test_an_auto_refund_a_person_cancelled_is_never_asked_again_by_the_policy(conn, rig):
+    """A person who cancels the policy's refund (refunding another way) has taken it over:
+    the policy asking again would refund twice."""
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    with rig.reconciler().connect() as own:
+        double_refunds.request_due(own)
+    (made,) = refunds.of_payment(conn, "razorpay", second)
+    refunds.cancel(conn, "razorpay", made.idempotency_key, reason="refunded by NEFT",
+                   cancelled_by="asha")  # fmt: skip
+    waited(conn)
+    application.send_refunds(rig.reconciler(), double_payments=True)
+    assert [r.state for r in refunds.of_payment(conn, "razorpay", second)] == [
+        RefundState.CANCELLED
+    ]
+    assert rig.api.money.made[(Provider.RAZORPAY, second)] == 0

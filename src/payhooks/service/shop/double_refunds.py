@@ -1,12 +1,13 @@
 """The double-payment policy (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``, off by default): the
 second payment of a cart already paid (flagged ``duplicate_payment``, ``needs_refund``) is
 refunded automatically: an intent (``payhooks.refunds``) under the key ``double:<payment id>``,
-sent by the worker's sender like any other. One the gateway refused or failed (or a person
-cancelled) is asked again under a fresh key (``double:<payment id>:2``, ...) after
-``RETRY_WAIT``, at most ``TRIES`` times in all; then the payment keeps its flag for a person,
-and the shop's ``refunds_needed`` alert says the policy gave up on it. The console's Refund
-button takes the same next key, so it asks again too, never "already asked for" while nothing
-is live. A payment of a gateway payhooks does not refund keeps its flag for a person."""
+sent by the worker's sender like any other. One the gateway refused or failed is asked again
+under a fresh key (``double:<payment id>:2``, ...) after ``RETRY_WAIT``, at most ``TRIES``
+times in all; then the payment keeps its flag for a person, and the shop's ``refunds_needed``
+alert says the policy gave up on it. One a person cancelled is a person's: the policy never
+asks again for that payment. The console's Refund button takes the same next key, so it asks
+again too, never "already asked for" while nothing is live. A payment of a gateway payhooks
+does not refund keeps its flag for a person."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ WHERE p.needs_refund AND p.provider = ANY(%(providers)s) AND 'duplicate_payment'
   AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{{3}}$'
   AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r
                   WHERE r.provider = p.provider AND r.payment_id = p.payment_id
-                    AND (r.state IN ('requested', 'sent', 'processed')
+                    AND (r.state IN ('requested', 'sent', 'processed', 'cancelled')
                          OR r.settled_at > now() - %(wait)s))
   AND (SELECT count(*) FROM payhooks_refunds r
        WHERE r.provider = p.provider AND r.payment_id = p.payment_id) < %(tries)s
