@@ -70,8 +70,6 @@ class RefundState(StrEnum):
 
 LIVE = (RefundState.REQUESTED, RefundState.SENT, RefundState.PROCESSED)
 """The states that count against what a payment may still refund."""
-DEAD = (RefundState.FAILED, RefundState.REFUSED, RefundState.CANCELLED)
-"""The states in which no money went back, nor will: the amount is free again."""
 
 
 class RefundTooLarge(InvalidRequest):
@@ -490,7 +488,6 @@ def _refund(row: Any) -> Refund:
 
 
 __all__ = [
-    "DEAD",
     "LEASE",
     "LIVE",
     "NotCancellable",

@@ -40,16 +40,16 @@ WHERE p.needs_refund AND p.provider = ANY(%(providers)s) AND 'duplicate_payment'
        WHERE r.provider = p.provider AND r.payment_id = p.payment_id) < %(tries)s
 ORDER BY p.created_at LIMIT %(limit)s
 """
-GIVEN_UP = f"""
+GIVEN_UP = """
 SELECT p.provider, count(*) FROM payments p
 WHERE p.needs_refund AND 'duplicate_payment' = ANY(p.flags)
   AND (SELECT count(*) FROM payhooks_refunds r
        WHERE r.provider = p.provider AND r.payment_id = p.payment_id
-         AND r.state IN ({", ".join(repr(s.value) for s in refunds.DEAD)})) >= %(tries)s
+         AND r.state IN ('refused', 'failed')) >= %(tries)s
 GROUP BY 1 ORDER BY 1
 """
-"""Double payments the policy asked to refund ``TRIES`` times, each refused, failed or
-cancelled: a person's now."""
+"""Double payments the policy asked to refund ``TRIES`` times, each refused or failed: a
+person's now."""
 REQUESTED_BY = "payhooks (double-payment policy)"
 TRIES = 3
 """How many refunds of one double payment the policy asks for, in all."""
