@@ -79,6 +79,12 @@ RECONCILE_AFTER = timedelta(seconds=900)
 RECONCILE_WINDOW = timedelta(days=7)
 # A refund the gateway refused or failed is reported for a day after; then it is history.
 REFUNDS_REPORTED = timedelta(hours=24)
+# An intent still not sent this long after it was asked for: no sender runs, or every call
+# fails. The sender runs on every worker tick (or ``payhooks refunds send --every``).
+REFUND_UNSENT = timedelta(hours=1)
+# A refund the gateway accepted and still has not settled this long after: its normal refunds
+# take 5 to 7 working days.
+REFUND_UNSETTLED = timedelta(days=10)
 
 _KINDS = {
     AlarmKind.FAILING: Condition.FAILING,
@@ -227,10 +233,14 @@ def _overdue(
 
 _REFUNDS = """
 SELECT provider,
-       count(*) FILTER (WHERE state IN ('requested', 'sent')),
-       count(*) FILTER (WHERE state IN ('refused', 'failed'))
+       count(*) FILTER (WHERE state IN ('requested', 'sent') AND last_error IS NOT NULL),
+       count(*) FILTER (WHERE state IN ('refused', 'failed')),
+       count(*) FILTER (WHERE state = 'requested' AND last_error IS NULL),
+       count(*) FILTER (WHERE state = 'sent' AND last_error IS NULL)
 FROM payhooks_refunds
 WHERE (state IN ('requested', 'sent') AND last_error IS NOT NULL)
+   OR (state = 'requested' AND requested_at <= %(unsent)s)
+   OR (state = 'sent' AND sent_at <= %(unsettled)s)
    OR (state IN ('refused', 'failed')
        AND coalesce(settled_at, sent_at, requested_at) > %(reported)s)
 GROUP BY 1 ORDER BY 1
@@ -239,27 +249,42 @@ GROUP BY 1 ORDER BY 1
 
 def refunds(conn: Connection, now: datetime) -> list[Alert]:
     """Refund intents (``payhooks.refunds``) that need a person: refused or failed at the
-    gateway in the last day, or still being retried after an error."""
+    gateway in the last day, still being retried after an error, not sent within
+    ``REFUND_UNSENT`` of being asked for, or not settled within ``REFUND_UNSETTLED`` of being
+    sent."""
+    params = {"reported": now - REFUNDS_REPORTED, "unsent": now - REFUND_UNSENT,
+              "unsettled": now - REFUND_UNSETTLED}  # fmt: skip
     found: list[Alert] = []
-    for provider, retrying, refused in conn.execute(_REFUNDS, {"reported": now - REFUNDS_REPORTED}):
+    for provider, retrying, refused, unsent, unsettled in conn.execute(_REFUNDS, params):
         said = []
         if refused:
             said.append(f"{refused} refused or failed at {provider} in the last day")
         if retrying:
             said.append(f"{retrying} being retried after an error")
+        if unsent:
+            said.append(f"{unsent} not sent within {_hours(REFUND_UNSENT)} hour(s)")
+        if unsettled:
+            days = REFUND_UNSETTLED.days
+            said.append(f"{unsettled} not settled within {days} day(s) of being sent")
         found.append(
             Alert(
                 condition=Condition.REFUNDS_FAILING,
                 subject=provider,
                 title=f"{provider}: refunds not going through",
                 body=(
-                    f"Refunds {' and '.join(said)}. Each is listed with its last error by "
+                    f"Refunds {', '.join(said)}. Each is listed with its last error by "
                     "`payhooks refunds list PAYMENT_ID --provider "
-                    f"{provider}`; a refused one must be refunded another way."
+                    f"{provider}`; a refused one must be refunded another way; one stuck "
+                    "unsent that the gateway does not have can be cancelled (`payhooks "
+                    "refunds cancel KEY`), which frees its amount."
                 ),
             )
         )
     return found
+
+
+def _hours(span: timedelta) -> int:
+    return int(span.total_seconds() // 3600)
 
 
 def _at_least(count: int) -> str:
@@ -311,6 +336,8 @@ def observe(conn: Connection, now: datetime, sources: Iterable[Source]) -> list[
 __all__ = [
     "PARKED_WAIT",
     "RECONCILE_GRACE",
+    "REFUND_UNSENT",
+    "REFUND_UNSETTLED",
     "Alert",
     "Condition",
     "Source",

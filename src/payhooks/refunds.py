@@ -10,9 +10,18 @@ id. Each gateway refunds a key once (Razorpay's ``X-Refund-Idempotency``, Cashfr
 the gateway acted, an answer lost, a sender killed mid-call or two senders at once refund the
 customer once. The refund webhook (or its status) closes the intent.
 
-The sum of a payment's live intents never exceeds what it captured: ``request`` takes a lock
-on the payment (a transaction-level advisory lock) before it adds, so intents racing for one
-payment are counted one after the other.
+The sum of a payment's live intents never exceeds what it captured, at any isolation level:
+``request`` first updates the payment's row in ``payhooks_refund_payments`` (made on its first
+refund), then sums. Intents racing for one payment meet on that row and are counted one after
+the other: at READ COMMITTED the second waits and then sees the first; at REPEATABLE READ or
+SERIALIZABLE, whose snapshot could not see the first, the second's serialization fails
+(``psycopg.errors.SerializationFailure``, retried by the caller as every caller at those levels
+must), so no stale snapshot is ever summed.
+
+An intent stuck ``requested`` (a gateway that keeps failing its call) has a way out: a person
+cancels it (``cancel``, ``payhooks refunds cancel``, the consoles, the shop API), saying who
+and why, unless a sender holds it mid-call. A cancelled intent is never sent and no longer
+counts against what the payment may refund.
 
 Statements and steps written once with no driver, as the claim's are: ``request`` and
 ``request_async`` drive the same steps.
@@ -28,7 +37,7 @@ from enum import StrEnum
 from typing import Any
 
 from payhooks.db import AsyncConnection, Connection, Statement, Steps, run, run_async
-from payhooks.errors import Conflict, InvalidRequest
+from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
 
@@ -55,6 +64,8 @@ class RefundState(StrEnum):
     """The gateway accepted it, then said it failed: no money went back."""
     REFUSED = "refused"
     """The gateway refused the request (more than refundable, not captured): none sent."""
+    CANCELLED = "cancelled"
+    """A person stopped it before the gateway had it (``cancel``): never sent afterwards."""
 
 
 LIVE = (RefundState.REQUESTED, RefundState.SENT, RefundState.PROCESSED)
@@ -96,6 +107,8 @@ class Refund:
     attempt_id: str | None = None
     """The gateway's own id of the payment refunded where ``payment_id`` is another (PayU's
     ``mihpayid``, ``payment_id`` its txnid): what the gateway's refund call names."""
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
 
 
 def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
@@ -107,8 +120,13 @@ def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
 
 COLUMNS = """provider, idempotency_key, payment_id, gateway_order_id, amount_paise, currency,
        captured_paise, reason, requested_by, state, gateway_refund_id, attempts, last_error,
-       requested_at, sent_at, settled_at, attempt_id"""
-LOCK = "SELECT pg_advisory_xact_lock(hashtextextended('payhooks_refunds:' || %s || ':' || %s, 0))"
+       requested_at, sent_at, settled_at, attempt_id, cancelled_by, cancel_reason"""
+LOCK = """
+INSERT INTO payhooks_refund_payments AS p (provider, payment_id) VALUES (%s, %s)
+ON CONFLICT (provider, payment_id) DO UPDATE SET asked = p.asked + 1, asked_at = now()
+"""
+"""The payment's row, written before its intents are summed: held to the transaction's end,
+and a serialization failure for a snapshot that cannot see the last writer's intent."""
 EXISTING = f"SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s"
 TAKEN = """
 SELECT coalesce(sum(amount_paise), 0) FROM payhooks_refunds
@@ -188,7 +206,7 @@ def requesting(asked: Refund) -> Steps[Refund]:
     another under the key a ``Conflict``. Inside the caller's transaction (the lock is held
     to its end)."""
     provider = asked.provider.value
-    yield Statement(sql=LOCK, params=(provider, asked.payment_id))
+    yield Statement(sql=LOCK, params=(provider, asked.payment_id), reads=False)
     row = yield Statement(sql=EXISTING, params=(provider, asked.idempotency_key))
     if row is not None:
         found = _refund(row)
@@ -288,7 +306,8 @@ WITH due AS (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE payhooks_refunds r
-SET next_attempt_at = now() + %(lease)s, attempts = r.attempts + 1
+SET next_attempt_at = now() + %(lease)s, leased_until = now() + %(lease)s,
+    attempts = r.attempts + 1
 FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
 RETURNING {", ".join("r." + c.strip() for c in COLUMNS.split(","))}
 """
@@ -296,15 +315,20 @@ ACCEPTED = """
 UPDATE payhooks_refunds
 SET state = %(state)s, gateway_refund_id = %(refund_id)s, sent_at = coalesce(sent_at, now()),
     settled_at = CASE WHEN %(state)s = 'processed' THEN now() END, last_error = NULL,
-    next_attempt_at = now() + %(check)s
-WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+    next_attempt_at = now() + %(check)s, leased_until = NULL
+WHERE provider = %(provider)s AND idempotency_key = %(key)s
+  AND state IN ('requested', 'cancelled')
 """
+"""A cancelled intent the gateway says it has is the gateway's: sent, and counted again (a
+cancel whose sender outlived its lease; the person's name and reason are kept)."""
 REFUSED = """
-UPDATE payhooks_refunds SET state = 'refused', last_error = %(error)s, settled_at = now()
+UPDATE payhooks_refunds
+SET state = 'refused', last_error = %(error)s, settled_at = now(), leased_until = NULL
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
 """
 AGAIN = """
-UPDATE payhooks_refunds SET next_attempt_at = now() + %(wait)s, last_error = %(error)s
+UPDATE payhooks_refunds
+SET next_attempt_at = now() + %(wait)s, last_error = %(error)s, leased_until = NULL
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
 """
 
@@ -393,6 +417,63 @@ def wait_after(attempts: int) -> timedelta:
     return timedelta(seconds=min(5 * 2 ** max(attempts - 1, 0), 600))
 
 
+# --- a person's way out: cancel an intent the gateway does not have ------------------------
+
+CANCEL = f"""
+UPDATE payhooks_refunds
+SET state = 'cancelled', cancelled_by = %(by)s, cancel_reason = %(reason)s, settled_at = now()
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+  AND (leased_until IS NULL OR leased_until <= now())
+RETURNING {COLUMNS}
+"""
+"""Only a ``requested`` intent no sender holds: the row lock this takes and the sender's lease
+(``FOR UPDATE SKIP LOCKED``, then ``state = 'requested'``) exclude each other, so a cancel and
+a call never overlap."""
+
+
+class NotCancellable(Conflict):
+    """The intent is not ``requested`` any more, or a sender is calling its gateway now."""
+
+    def __init__(self, refund: Refund, why: str) -> None:
+        super().__init__(f"refund {refund.idempotency_key} of payment {refund.payment_id}: {why}")
+        self.refund = refund
+
+
+def cancel(
+    conn: Connection, gateway: Provider | str, idempotency_key: str, *, reason: str,
+    cancelled_by: str,
+) -> Refund:  # fmt: skip
+    """Stop an intent stuck ``requested`` (a gateway that keeps failing its call): never sent
+    afterwards, and its amount free again. ``idempotency_key`` is the intent's (``ph...``, as
+    ``of_payment`` lists it). Cancelling one already cancelled returns it; ``NotCancellable``
+    when a sender holds it mid-call (ask again in a minute or two) or it is past ``requested``
+    (the gateway has it). One that was called before (``attempts`` > 0) may be at the gateway
+    all the same (an answer lost): check the gateway's dashboard first. A sender that outlived
+    its lease and then hears the gateway has it records it ``sent`` again (``ACCEPTED``)."""
+    _text("reason", reason)
+    _text("cancelled_by", cancelled_by)
+    try:
+        provider = Provider(gateway)
+    except ValueError:
+        raise InvalidRequest(f"no gateway named {gateway!r}") from None
+    params = {"provider": provider.value, "key": idempotency_key, "by": cancelled_by,
+              "reason": reason}  # fmt: skip
+    row = conn.execute(CANCEL, params).fetchone()
+    if row is not None:
+        return _refund(row)
+    row = conn.execute(EXISTING, (provider.value, idempotency_key)).fetchone()
+    if row is None:
+        raise NotFound("refund", idempotency_key)
+    found = _refund(row)
+    if found.state is RefundState.CANCELLED:
+        return found
+    if found.state is RefundState.REQUESTED:
+        raise NotCancellable(found, "a sender is calling the gateway with it now: try again later")
+    raise NotCancellable(
+        found, f"it is {found.state.value}: only a refund not yet sent is cancelled"
+    )
+
+
 # --- what a refund webhook closes --------------------------------------------------------------
 
 CLOSE = """
@@ -425,11 +506,13 @@ def _refund(row: Any) -> Refund:
 __all__ = [
     "LEASE",
     "LIVE",
+    "NotCancellable",
     "Refund",
     "RefundState",
     "RefundTooLarge",
     "accepted",
     "again",
+    "cancel",
     "closing",
     "idempotency_key",
     "intent",

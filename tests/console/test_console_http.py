@@ -908,6 +908,68 @@ def test_a_double_payment_is_refunded_from_the_console_once_by_whoever_asks(cons
     assert "Refunds sent to the gateway" in story and "requested" in story
 
 
+def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(console, conn):
+    """The Cancel refund button of an intent still requested: the box ticked and a reason
+    given, the intent cancelled under the operator's name (never sent, its amount free, so
+    the Refund button asks again); one the gateway has shows no button and is refused."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    second = "pay_consolecancel01"
+    send(console, buy.captured())
+    send(console, buy.captured(payment_id=second))
+    client = console.logged_in()
+    page = f"/console/carts/{buy.cart_id}"
+    token = csrf_of(client.get(page).text)
+    asked = {"csrf": token, "provider": "razorpay", "payment_id": second, "back": page,
+             "confirm": "yes"}  # fmt: skip
+    client.post("/console/payments/refund", data=asked)
+    shown = client.get(page).text
+    assert "Cancel refund" in shown
+    (key,) = rows(console, "SELECT idempotency_key FROM payhooks_refunds")[0]
+    form = {"csrf": token, "provider": "razorpay", "idempotency_key": key, "back": page,
+            "reason": "Razorpay keeps failing it"}  # fmt: skip
+    unticked = client.post("/console/payments/refund/cancel", data=form)
+    assert unticked.headers["location"].endswith("?notice=not_confirmed")
+    done = client.post("/console/payments/refund/cancel", data={**form, "confirm": "yes"})
+    assert done.headers["location"] == f"{page}?notice=refund_cancelled"
+    intents = "SELECT state, cancelled_by, cancel_reason FROM payhooks_refunds"
+    assert rows(console, intents) == [("cancelled", OPERATOR, "Razorpay keeps failing it")]
+    shown = client.get(page).text
+    assert "Cancel refund" not in shown and f"cancelled by {OPERATOR}" in shown
+    again = client.post("/console/payments/refund", data=asked)  # a new refund, a new key
+    assert again.headers["location"].endswith("?notice=refund_requested")
+    console_db = "UPDATE payhooks_refunds SET state = 'sent' WHERE state = 'requested'"
+    rows(console, console_db + " RETURNING 1")
+    (key,) = rows(console, "SELECT idempotency_key FROM payhooks_refunds WHERE state = 'sent'")[0]
+    late = client.post("/console/payments/refund/cancel",
+                       data={**form, "idempotency_key": key, "confirm": "yes"})  # fmt: skip
+    assert late.headers["location"].endswith("?notice=refund_not_cancellable")
+
+
+def test_an_orders_page_lists_its_refunds_and_cancels_one_stuck_unsent(console, conn):
+    """The core console's order page (every host's, not only the shop's): the refunds of its
+    payments, and Cancel refund on one still requested, with the operator's reason."""
+    from payhooks import refunds
+
+    buy = purchase(conn, Provider.RAZORPAY)
+    send(console, buy.captured())
+    with psycopg.connect(console.database_url, autocommit=True) as db:
+        made = refunds.request(db, "razorpay", buy.payment_id, 10_000, key="ticket-9",
+                               captured_paise=49_900, reason="one broken cup",
+                               requested_by="api")  # fmt: skip
+    client = console.logged_in()
+    page = f"/console/orders/razorpay/{buy.reference}"
+    shown = client.get(page).text
+    assert "Refunds sent to the gateway" in shown and "Cancel refund" in shown
+    form = {"csrf": csrf_of(shown), "provider": "razorpay", "back": page, "confirm": "yes",
+            "idempotency_key": made.idempotency_key, "reason": "refunded in cash"}  # fmt: skip
+    done = client.post("/console/payments/refund/cancel", data=form)
+    assert done.headers["location"] == f"{page}?notice=refund_cancelled"
+    intents = "SELECT state, cancelled_by, cancel_reason FROM payhooks_refunds"
+    assert rows(console, intents) == [("cancelled", OPERATOR, "refunded in cash")]
+    logged = "SELECT action, target, result FROM payhooks_console_actions WHERE action LIKE 'c%'"
+    assert rows(console, logged) == [("cancel_refund", buy.payment_id, "refund_cancelled")]
+
+
 def test_the_console_refunds_only_a_payment_flagged_for_it(console, conn):
     buy = purchase(conn, Provider.RAZORPAY)
     send(console, buy.captured())  # it paid the order: no refund is due

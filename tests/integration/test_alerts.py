@@ -17,7 +17,14 @@ import psycopg
 import pytest
 
 from payhooks.alarms import FAILURES_TO_WARN
-from payhooks.alerts import PARKED_WAIT, RECONCILE_GRACE, Condition, core_sources
+from payhooks.alerts import (
+    PARKED_WAIT,
+    RECONCILE_GRACE,
+    REFUND_UNSENT,
+    REFUND_UNSETTLED,
+    Condition,
+    core_sources,
+)
 from payhooks.notifier import Notifier, Policy, Webhook
 from payhooks.service import alerting
 from payhooks.service.mail import SmtpTarget
@@ -323,6 +330,32 @@ def test_refunds_refused_at_the_gateway_are_alerted(conn, chat):
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: razorpay: refunds not going through")
     assert "1 refused or failed at razorpay in the last day" in text
+
+
+def refund_intent(conn, key: str, state: str, at: datetime) -> None:
+    conn.execute(
+        "INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, amount_paise,"
+        " currency, captured_paise, reason, requested_by, state, requested_at, sent_at)"
+        " VALUES ('cashfree', %s, 'pay_1', 100, 'INR', 100, 'double', 'ops', %s, %s,"
+        " CASE WHEN %s = 'sent' THEN %s END)",
+        (key, state, at, state, at),
+    )
+
+
+def test_refunds_not_settled_within_their_bound_are_alerted(conn, chat):
+    """No error seen, yet not settled: an intent never sent (no sender runs) past
+    ``REFUND_UNSENT``, and one the gateway accepted and never settled past
+    ``REFUND_UNSETTLED``; those within their bounds say nothing."""
+    refund_intent(conn, "k-unsent", "requested", T0 - REFUND_UNSENT - EVERY)
+    refund_intent(conn, "k-unsettled", "sent", T0 - REFUND_UNSETTLED - EVERY)
+    refund_intent(conn, "k-new", "requested", T0 - EVERY)
+    refund_intent(conn, "k-pending", "sent", T0 - REFUND_UNSETTLED + timedelta(days=1))
+    webhook_notifier(chat.url).tick(conn, T0)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: cashfree: refunds not going through")
+    assert "1 not sent within 1 hour(s)" in text
+    assert "1 not settled within 10 day(s) of being sent" in text
+    assert "payhooks refunds cancel" in text
 
 
 def test_the_shop_alerts_dead_letters_and_payments_to_refund(conn, chat):

@@ -38,3 +38,29 @@ def test_an_order_that_does_not_exist_has_no_refunds(service):
                             json={"amount_paise": 1, "idempotency_key": "k-1"})  # fmt: skip
         listed = client.get("/api/orders/ord_none/refunds")
     assert (asked.status_code, listed.status_code) == (404, 404)
+
+
+def test_a_refund_stuck_requested_is_cancelled_with_who_and_why_and_frees_its_amount(service, conn):
+    buy = purchase(conn)
+    order_id = post(service, buy.captured()).json()["order_id"]
+    asked = {"amount_paise": 49_900, "idempotency_key": "ticket-4711"}
+    why = {"reason": "Cashfree keeps answering 500", "cancelled_by": "asha"}
+    with service.client() as client:
+        client.post(f"/api/orders/{order_id}/refunds", json=asked)
+        cancelled = client.post(f"/api/orders/{order_id}/refunds/ticket-4711/cancel", json=why)
+        again = client.post(f"/api/orders/{order_id}/refunds",
+                            json={**asked, "idempotency_key": "ticket-4712"})  # fmt: skip
+        conn.execute("UPDATE payhooks_refunds SET state = 'sent' WHERE state = 'requested'")
+        key = again.json()["idempotency_key"]  # the intent's own key serves as well
+        too_late = client.post(f"/api/orders/{order_id}/refunds/{key}/cancel", json=why)
+        unknown = client.post(f"/api/orders/{order_id}/refunds/ticket-0/cancel", json=why)
+        nameless = client.post(f"/api/orders/{order_id}/refunds/ticket-4711/cancel",
+                               json={"reason": "no name"})  # fmt: skip
+    assert cancelled.status_code == 200, cancelled.text
+    done = cancelled.json()
+    assert (done["state"], done["cancelled_by"], done["cancel_reason"]) == (
+        "cancelled", "asha", "Cashfree keeps answering 500",
+    )  # fmt: skip
+    assert again.status_code == 201, again.text
+    assert too_late.status_code == 409 and "only a refund not yet sent" in too_late.text
+    assert (unknown.status_code, nameless.status_code) == (404, 422)

@@ -18,6 +18,7 @@ from tests.factories import deliver, purchase
 
 CORE_TABLES = {
     "payhooks_alerts",
+    "payhooks_refund_payments",
     "payhooks_alert_notices",
     "processed_webhooks",
     "payhooks_migrations",
@@ -104,6 +105,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0016_one_open_mismatch",
         "core/0017_payment_identities",
         "core/0018_composed_keys",
+        "core/0019_refund_cancels",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -193,6 +195,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0016_one_open_mismatch",
         "core/0017_payment_identities",
         "core/0018_composed_keys",
+        "core/0019_refund_cancels",
     ]
     tables = {
         row[0]
@@ -294,6 +297,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0016_one_open_mismatch",
         "core/0017_payment_identities",
         "core/0018_composed_keys",
+        "core/0019_refund_cancels",
     ]
 
 

@@ -5,15 +5,18 @@ made the order never is. Real PostgreSQL, the refund double over a loopback sock
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from payhooks import refunds, sending
 from payhooks.events import Provider
 from payhooks.refunds import RefundState
-from payhooks.service import application
+from payhooks.service import alerting, application
+from payhooks.service.console import actions as console_actions
 from payhooks.service.shop import carts, double_refunds
 from payhooks.sim.gateway import new_payment_id
+from payhooks.sim.gateway_api import Fault
 from payhooks.stored import received_again
 from tests.factories import GATEWAY, deliver, purchase
 from tests.reconcile import conftest as reconciling
@@ -169,3 +172,94 @@ def test_one_payment_whose_intent_the_database_refuses_holds_back_no_other(conn,
     conn.execute("DROP TRIGGER refuse_one ON payhooks_refunds")
     application.send_refunds(rig.reconciler(), double_payments=True)
     assert rig.api.money.made[(Provider.RAZORPAY, first)] == 1
+
+
+def refused_at_once(rig, provider: Provider = Provider.RAZORPAY) -> None:
+    """The gateway refuses the next refund call (a 400 with its words)."""
+    rig.api.fail_next(provider, Fault(status=400))
+
+
+def waited(conn) -> None:
+    """The wait before a refused or failed auto-refund is asked again, passed."""
+    conn.execute("UPDATE payhooks_refunds SET settled_at = settled_at - %s",
+                 (double_refunds.RETRY_WAIT,))  # fmt: skip
+
+
+def test_a_refused_auto_refund_is_asked_again_under_a_fresh_key(conn, rig):
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    reconciler = rig.reconciler()
+    refused_at_once(rig)
+    application.send_refunds(reconciler, double_payments=True)
+    assert [r.state for r in refunds.of_payment(conn, "razorpay", second)] == [RefundState.REFUSED]
+    application.send_refunds(reconciler, double_payments=True)  # not at once: after a wait
+    assert len(refunds.of_payment(conn, "razorpay", second)) == 1
+    waited(conn)
+    application.send_refunds(reconciler, double_payments=True)
+    first, again = refunds.of_payment(conn, "razorpay", second)
+    assert (first.state, again.state) == (RefundState.REFUSED, RefundState.PROCESSED)
+    assert first.idempotency_key != again.idempotency_key
+    assert rig.api.money.refunded[(Provider.RAZORPAY, second)] == 49_900
+
+
+def test_a_failed_auto_refund_is_asked_again(conn, rig):
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    reconciler = rig.reconciler()
+    rig.api.money.pending = True
+    application.send_refunds(reconciler, double_payments=True)
+    rig.api.settle(Provider.RAZORPAY, failed=True)
+    conn.execute("UPDATE payhooks_refunds SET next_attempt_at = now()")
+    application.send_refunds(reconciler, double_payments=True)
+    assert [r.state for r in refunds.of_payment(conn, "razorpay", second)] == [RefundState.FAILED]
+    rig.api.money.pending = False
+    waited(conn)
+    application.send_refunds(reconciler, double_payments=True)
+    states = [r.state for r in refunds.of_payment(conn, "razorpay", second)]
+    assert states == [RefundState.FAILED, RefundState.PROCESSED]
+
+
+def test_an_auto_refund_refused_every_time_is_left_to_a_person_and_said(conn, rig):
+    """Asked at most ``TRIES`` times; then the payment keeps its flag and the shop's alert
+    says the worker gave up on it."""
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    reconciler = rig.reconciler()
+    for _ in range(double_refunds.TRIES + 2):
+        refused_at_once(rig)
+        application.send_refunds(reconciler, double_payments=True)
+        waited(conn)
+    found = refunds.of_payment(conn, "razorpay", second)
+    assert [r.state for r in found] == [RefundState.REFUSED] * double_refunds.TRIES
+    assert conn.execute(PAYMENT, ("razorpay", second)).fetchone()[1] is True  # still flagged
+    (alert,) = alerting.refunds_needed(conn, datetime.now(UTC))
+    assert "1 of them refused or failed" in alert.body
+
+
+def test_the_consoles_refund_after_a_refused_one_is_a_new_refund(conn, rig):
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    reconciler = rig.reconciler()
+    refused_at_once(rig)
+    application.send_refunds(reconciler, double_payments=True)
+    done = console_actions.request_refund(conn, "razorpay", second, operator="asha")
+    assert done.done is console_actions.Done.REFUND_REQUESTED  # not "already asked for"
+    again = console_actions.request_refund(conn, "razorpay", second, operator="ravi")
+    assert again.done is console_actions.Done.REFUND_ALREADY_REQUESTED  # one is live now
+    application.send_refunds(reconciler, double_payments=True)
+    states = [r.state for r in refunds.of_payment(conn, "razorpay", second)]
+    assert states == [RefundState.REFUSED, RefundState.PROCESSED]
+    assert rig.api.money.made[(Provider.RAZORPAY, second)] == 1
+
+
+def test_an_auto_refund_a_person_cancelled_is_never_asked_again_by_the_policy(conn, rig):
+    """A person who cancels the policy's refund (refunding another way) has taken it over:
+    the policy asking again would refund twice."""
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    with rig.reconciler().connect() as own:
+        double_refunds.request_due(own)
+    (made,) = refunds.of_payment(conn, "razorpay", second)
+    refunds.cancel(conn, "razorpay", made.idempotency_key, reason="refunded by NEFT",
+                   cancelled_by="asha")  # fmt: skip
+    waited(conn)
+    application.send_refunds(rig.reconciler(), double_payments=True)
+    assert [r.state for r in refunds.of_payment(conn, "razorpay", second)] == [
+        RefundState.CANCELLED
+    ]
+    assert rig.api.money.made[(Provider.RAZORPAY, second)] == 0

@@ -105,6 +105,65 @@ def test_thirty_askers_at_once_never_take_more_than_was_captured(core, database_
     assert total == 49_900
 
 
+def at_repeatable_read(database_url: str) -> psycopg.Connection:
+    conn = psycopg.connect(database_url)
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    return conn
+
+
+def test_at_repeatable_read_an_intent_written_after_the_snapshot_still_counts(core, database_url):
+    """Two overlapping REPEATABLE READ transactions, each snapshot taken before the other
+    wrote: the first's intent is counted by the second, which is refused (its serialization
+    fails, to be retried by the caller, who then finds too little left), never written."""
+    with at_repeatable_read(database_url) as first, at_repeatable_read(database_url) as second:
+        first.execute("SELECT 1")  # each snapshot taken now
+        second.execute("SELECT 1")
+        ask(first, 30_000, key="first")
+        first.commit()
+        with pytest.raises((psycopg.errors.SerializationFailure, RefundTooLarge)):
+            ask(second, 30_000, key="second")
+        second.rollback()
+        with pytest.raises(RefundTooLarge):  # the caller's retry, in a fresh snapshot
+            ask(second, 30_000, key="second")
+    total = core.execute("SELECT sum(amount_paise) FROM payhooks_refunds").fetchone()[0]
+    assert total == 30_000
+
+
+def test_thirty_askers_at_repeatable_read_never_take_more_than_was_captured(core, database_url):
+    """The thirty askers again, each at REPEATABLE READ retrying a serialization failure as
+    such callers do: ten written, twenty refused, the intents adding up to what was captured."""
+    start = threading.Barrier(30)
+    made: list[str] = []
+    too_large: list[str] = []
+
+    def asker(n: int) -> None:
+        with at_repeatable_read(database_url) as conn:
+            conn.execute("SELECT 1")  # the snapshot, before the barrier
+            start.wait(timeout=30)
+            while True:
+                try:
+                    with conn.transaction():
+                        conn.execute("SELECT 1")
+                        ask(conn, 4_990, key=f"k{n}")
+                    conn.commit()
+                    made.append(f"k{n}")
+                    return
+                except RefundTooLarge:
+                    too_large.append(f"k{n}")
+                    return
+                except psycopg.errors.SerializationFailure:
+                    conn.rollback()
+
+    threads = [threading.Thread(target=asker, args=(n,)) for n in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert (len(made), len(too_large)) == (10, 20)
+    total = core.execute("SELECT sum(amount_paise) FROM payhooks_refunds").fetchone()[0]
+    assert total == 49_900
+
+
 def test_the_refund_webhook_closes_the_intent_it_was_sent_for(core):
     made = ask(core, 49_900)
     refunds.accepted(core, made, "rfnd_closes00001", processed=False)

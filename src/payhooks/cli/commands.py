@@ -1062,3 +1062,32 @@ def refunds_list(
             return [dataclasses.asdict(r) for r in refunds.of_payment(conn, provider, payment_id)]
 
     _print_json(_run(read))
+
+
+@refunds_app.command("cancel")
+def refunds_cancel(
+    key: Annotated[str, typer.Argument(help="The intent's idempotency key (ph..., as listed).")],
+    provider: Annotated[str, typer.Option(help="The gateway: razorpay, cashfree, ...")],
+    reason: Annotated[str, typer.Option(help="Why it is cancelled (kept with it).")],
+    by: Annotated[str, typer.Option(help="Who cancels it (kept with it).")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Cancel a refund intent stuck ``requested`` (a gateway that keeps failing its call): it
+    is never sent afterwards, and its amount is refundable again. Refused while a sender is
+    calling the gateway with it, and once the gateway has it. Prints the intent as JSON."""
+    import dataclasses
+
+    import psycopg
+
+    from payhooks import refunds
+
+    url = database_url or _settings().database_url or ""
+    if not url:
+        _run(lambda: _fail("refunds cancel needs a database: --database-url or DATABASE_URL"))
+
+    def cancel() -> dict[str, Any]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            done = refunds.cancel(conn, provider, key, reason=reason, cancelled_by=by)
+            return dataclasses.asdict(done)
+
+    _print_json(_run(cancel))

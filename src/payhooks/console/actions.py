@@ -13,11 +13,13 @@ from typing import Any
 
 from psycopg.rows import class_row, dict_row
 
-from payhooks import expectations
+from payhooks import expectations, refunds
 from payhooks.db import Connection
 from payhooks.errors import (
+    Conflict,
     DatabaseUnavailable,
     HandlerCommitted,
+    InvalidRequest,
     NotFound,
     PayhooksError,
     ProviderNotConfigured,
@@ -58,6 +60,8 @@ class Done(StrEnum):
     REFUND_REQUESTED = "refund_requested"
     REFUND_ALREADY_REQUESTED = "refund_already_requested"
     REFUND_NOT_POSSIBLE = "refund_not_possible"
+    REFUND_CANCELLED = "refund_cancelled"
+    REFUND_NOT_CANCELLABLE = "refund_not_cancellable"
     NOT_CONFIRMED = "not_confirmed"
     BULK_REPLAYED = "bulk_replayed"
     LINKED = "linked"
@@ -282,6 +286,23 @@ def settle(conn: Connection, *, provider: str, event_id: str, note: str, operato
     except expectations.NotAMismatch:
         result = Result(done=Done.NOT_A_MISMATCH)
     record(conn, operator, "settle", provider, event_id, result)
+    return result
+
+
+def cancel_refund(
+    conn: Connection, provider: str, idempotency_key: str, *, reason: str, operator: str
+) -> Result:
+    """A refund intent stuck ``requested`` cancelled (``payhooks.refunds.cancel``), with the
+    operator's name and reason: never sent afterwards, its amount refundable again. Refused
+    while a sender is calling the gateway with it, or once the gateway has it."""
+    try:
+        done = refunds.cancel(conn, provider, idempotency_key, reason=reason,
+                              cancelled_by=operator)  # fmt: skip
+    except (InvalidRequest, Conflict, NotFound):
+        result, target = Result(done=Done.REFUND_NOT_CANCELLABLE), idempotency_key
+    else:
+        result, target = Result(done=Done.REFUND_CANCELLED), done.payment_id
+    record(conn, operator, "cancel_refund", provider, target, result)
     return result
 
 

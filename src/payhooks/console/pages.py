@@ -43,7 +43,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from payhooks import db, idempotency, timeline
+from payhooks import db, idempotency, refunds, timeline
 from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
@@ -114,6 +114,13 @@ NOTICES = {
     actions.Done.REFUND_NOT_POSSIBLE: (
         "Cannot refund from here: nothing is left to refund, the payment needs no refund, or "
         "payhooks sends no refunds to its gateway (refund it in the gateway's dashboard)."
+    ),
+    actions.Done.REFUND_CANCELLED: (
+        "Refund cancelled: it is never sent, and its amount may be refunded again."
+    ),
+    actions.Done.REFUND_NOT_CANCELLABLE: (
+        "Cannot cancel: the worker is calling the gateway with this refund right now (try again "
+        "in a minute or two), or the gateway already has it."
     ),
     actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm first.",
     actions.Done.BULK_REPLAYED: "Replayed in bulk: each delivery is a line of the action log.",
@@ -867,7 +874,10 @@ def _order(conn: db.Connection, provider: str, gateway_order_id: str) -> dict[st
     if story is None:
         return None
     done = actions.done_to(conn, provider, [r.event_id for r in story.records])
-    return {"story": story, "done": done}
+    named = [*(p.payment_id for p in story.payments), *(r.payment_id for r in story.records)]
+    paid = dict.fromkeys(payment_id for payment_id in named if payment_id)
+    found = [r for payment_id in paid for r in refunds.of_payment(conn, provider, payment_id)]
+    return {"story": story, "done": done, "refunds": found}
 
 
 @_private.get("/orders/{provider}/{gateway_order_id:path}")
@@ -963,6 +973,25 @@ async def replay_one(
             operator=operator,
         )
     raise ValueError("a console's views need replay or replay_async")
+
+
+@_private.post("/payments/refund/cancel", dependencies=[Depends(csrf)])
+async def cancel_refund(
+    request: Request,
+    session: Session,
+    provider: Field,
+    idempotency_key: Field,
+    reason: Field = "",
+    confirm: Field = "",
+    back: Field = "",
+) -> Response:
+    """Cancel a refund stuck unsent: the box ticked and a reason given, recorded with the
+    operator."""
+    if confirm != "yes" or not reason.strip():
+        return go_back(request, back or "/", actions.Done.NOT_CONFIRMED)
+    result = await run(request, actions.cancel_refund, provider, idempotency_key,
+                       reason=reason.strip()[:255], operator=session.operator)  # fmt: skip
+    return go_back(request, back or "/", result.done)
 
 
 @_private.post("/parked/settle", dependencies=[Depends(csrf)])

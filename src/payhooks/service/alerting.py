@@ -15,7 +15,7 @@ from payhooks.notifier import Channel, Notice, Notifier, Policy, Webhook
 from payhooks.service.config import Settings
 from payhooks.service.errors import MailerUnavailable, MessageRejected
 from payhooks.service.mail import Mailer, SmtpTarget, compose
-from payhooks.service.shop import authorised
+from payhooks.service.shop import authorised, double_refunds
 
 # An SMTP server slow to answer is waited for this long per notice; the outbox's own sender
 # waits longer (a reply to DATA may come late), but an alert must not hold its thread.
@@ -79,6 +79,7 @@ def dead_letters(conn: Connection, now: datetime) -> list[Alert]:
 
 
 def refunds_needed(conn: Connection, now: datetime) -> list[Alert]:
+    given_up = double_refunds.given_up(conn)
     return [
         Alert(
             condition=Condition.REFUNDS_NEEDED,
@@ -88,7 +89,7 @@ def refunds_needed(conn: Connection, now: datetime) -> list[Alert]:
                 f"{count} {provider} payment(s) are marked as needing a refund (a cart paid "
                 "twice, an amount not what was asked). With PAYHOOKS_REFUND_DOUBLE_PAYMENTS "
                 "on, the worker refunds double payments itself; the others need a person. "
-                "`payhooks trace ID` shows each."
+                f"{_given_up(given_up.get(provider, 0))}`payhooks trace ID` shows each."
             ),
         )
         for provider, count in conn.execute(_TO_REFUND).fetchall()
@@ -119,6 +120,16 @@ def captures_failing(conn: Connection, now: datetime) -> list[Alert]:
             ),
         )
     ]
+
+
+def _given_up(count: int) -> str:
+    if not count:
+        return ""
+    return (
+        f"{count} of them refused or failed {double_refunds.TRIES} times when the worker "
+        "asked: refund those by hand (the console's Refund button, or the gateway's "
+        "dashboard). "
+    )
 
 
 def shop_sources() -> list[Source]:

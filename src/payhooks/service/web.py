@@ -100,6 +100,13 @@ class RefundIn(BaseModel):
                         pattern=ID_PATTERN)  # fmt: skip
 
 
+class RefundCancelIn(BaseModel):
+    """Who cancels a refund stuck ``requested``, and why: both kept with it."""
+
+    reason: str = Field(min_length=1, max_length=255, pattern=ID_PATTERN)
+    cancelled_by: str = Field(min_length=1, max_length=255, pattern=ID_PATTERN)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -494,6 +501,18 @@ def refund_order(order_id: PathId, body: RefundIn, conn: Conn) -> dict[str, Any]
     made = orders.refund(conn, order_id, body.amount_paise, key=body.idempotency_key,
                          reason=body.reason)  # fmt: skip
     return _refund(made)
+
+
+@api.post("/orders/{order_id}/refunds/{key}/cancel")
+def cancel_order_refund(
+    order_id: PathId, key: PathId, body: RefundCancelIn, conn: Conn
+) -> dict[str, Any]:
+    """Cancel a refund stuck ``requested``: 200 with it, never sent afterwards and its amount
+    refundable again; 409 while the worker is calling the gateway with it or once the gateway
+    has it; 404 for no such refund of the order."""
+    done = orders.cancel_refund(conn, order_id, key, reason=body.reason,
+                                cancelled_by=body.cancelled_by)  # fmt: skip
+    return _refund(done)
 
 
 @api.get("/orders/{order_id}/refunds")

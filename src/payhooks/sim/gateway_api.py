@@ -104,6 +104,9 @@ class GatewayApi:
         self.asked: Counter[tuple[Provider, str]] = Counter()
         self.money = Books()
         self._after: dict[Provider, deque[Fault]] = defaultdict(deque)
+        self.replayed: dict[tuple[Provider, str], tuple[int, bytes]] = {}
+        """The first answer under each idempotency header, replayed for every later request
+        with it (Cashfree's ``x-idempotency-key``)."""
 
     # --- the merchant's and the customer's side -------------------------------------------
 

@@ -57,7 +57,11 @@ class CashfreeClient:
         (Cashfree's, unique per order: asked again, it never refunds twice). A retry first
         reads ``GET /pg/orders/{order_id}/refunds/{refund_id}`` (404: not made yet), so an
         answer lost after Cashfree acted never depends on how it answers a known id. A 400,
-        404 or 422 is Cashfree's refusal; a 409 (a request in progress) is asked again."""
+        404 or 422 is Cashfree's refusal; a 409 (a request in progress) is asked again.
+
+        No ``x-idempotency-key`` header: Cashfree keeps the first result under one, a 500
+        included, and answers it to every later request with that key, so one 500 would stop
+        the refund for good. ``refund_id`` is already the key Cashfree refunds once under."""
         if refund.gateway_order_id is None:
             raise RefundRefused(_P.value, "Cashfree refunds under the order: the intent names none")
         order = f"{self.credentials.base_url}/pg/orders/{quote(refund.gateway_order_id, safe='')}"
@@ -68,9 +72,8 @@ class CashfreeClient:
             "refund_id": refund.idempotency_key,
             "refund_note": (refund.reason + "   ")[:100],  # 3 to 100 characters
         }
-        headers = {**self._h, "x-idempotency-key": refund.idempotency_key}
         try:
-            body = answer(self.provider, self.http, "POST", f"{order}/refunds", headers=headers,
+            body = answer(self.provider, self.http, "POST", f"{order}/refunds", headers=self._h,
                           json=asked)  # fmt: skip
         except GatewayApiError as exc:
             if exc.status not in REFUSING or exc.code is None:

@@ -134,15 +134,21 @@ WHERE p.provider = %s AND p.payment_id = %s AND p.needs_refund
 
 def request_refund(conn: Connection, provider: str, payment_id: str, *, operator: str) -> Result:
     """A refund of what is left of a payment flagged ``needs_refund``, asked for under the
-    same key the double-payment policy uses (``double_refunds.key_of``): two operators, or an
-    operator and the policy, ask for one refund. The worker sends it."""
+    same key the double-payment policy would take next (``double_refunds.key_of``): two
+    operators, or an operator and the policy, ask for one refund. One still on its way
+    (requested or sent) is "already asked for"; once every earlier one was refused, failed or
+    cancelled, the next key is a new refund. The worker sends it."""
     row = conn.execute(_FLAGGED, (provider, payment_id)).fetchone()
     left = 0 if row is None else int(row[0]) - int(row[1])
+    earlier = refunds.of_payment(conn, provider, payment_id)
+    before = {r.idempotency_key for r in earlier}
+    on_its_way = (refunds.RefundState.REQUESTED, refunds.RefundState.SENT)
     if row is None or left <= 0:
         result = Result(done=Done.REFUND_NOT_POSSIBLE)
+    elif any(r.state in on_its_way for r in earlier):
+        result = Result(done=Done.REFUND_ALREADY_REQUESTED)
     else:
-        key = double_refunds.key_of(payment_id)
-        before = {r.idempotency_key for r in refunds.of_payment(conn, provider, payment_id)}
+        key = double_refunds.key_of(payment_id, len(earlier))
         try:
             with conn.transaction():
                 made = refunds.request(

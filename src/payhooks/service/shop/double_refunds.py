@@ -1,12 +1,18 @@
 """The double-payment policy (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``, off by default): the
 second payment of a cart already paid (flagged ``duplicate_payment``, ``needs_refund``) is
-refunded automatically, once: an intent (``payhooks.refunds``) under the key
-``double:<payment id>``, sent by the worker's sender like any other. A payment of a gateway
-payhooks does not refund keeps its flag for a person."""
+refunded automatically: an intent (``payhooks.refunds``) under the key ``double:<payment id>``,
+sent by the worker's sender like any other. One the gateway refused or failed is asked again
+under a fresh key (``double:<payment id>:2``, ...) after ``RETRY_WAIT``, at most ``TRIES``
+times in all; then the payment keeps its flag for a person, and the shop's ``refunds_needed``
+alert says the policy gave up on it. One a person cancelled is a person's: the policy never
+asks again for that payment. The console's Refund button takes the same next key, so it asks
+again too, never "already asked for" while nothing is live. A payment of a gateway payhooks
+does not refund keeps its flag for a person."""
 
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 
 from payhooks import refunds
 from payhooks.db import Connection
@@ -27,20 +33,49 @@ compared with the cart (Cashfree's differ under an offer or a fee)."""
 
 DUE = f"""
 SELECT p.provider, p.payment_id, {PAID}, coalesce(c.currency, p.currency), p.cart_id,
-       {ORDER}, c.attempt_id
+       {ORDER}, c.attempt_id,
+       (SELECT count(*) FROM payhooks_refunds r
+        WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
 FROM payments p {RECORD}
-WHERE p.needs_refund AND p.provider = ANY(%s) AND 'duplicate_payment' = ANY(p.flags)
+WHERE p.needs_refund AND p.provider = ANY(%(providers)s) AND 'duplicate_payment' = ANY(p.flags)
   AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{{3}}$'
   AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r
-                  WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
-ORDER BY p.created_at LIMIT %s
+                  WHERE r.provider = p.provider AND r.payment_id = p.payment_id
+                    AND (r.state IN ('requested', 'sent', 'processed', 'cancelled')
+                         OR r.settled_at > now() - %(wait)s))
+  AND (SELECT count(*) FROM payhooks_refunds r
+       WHERE r.provider = p.provider AND r.payment_id = p.payment_id) < %(tries)s
+ORDER BY p.created_at LIMIT %(limit)s
 """
+GIVEN_UP = """
+SELECT p.provider, count(*) FROM payments p
+WHERE p.needs_refund AND 'duplicate_payment' = ANY(p.flags)
+  AND (SELECT count(*) FROM payhooks_refunds r
+       WHERE r.provider = p.provider AND r.payment_id = p.payment_id
+         AND r.state IN ('refused', 'failed')) >= %(tries)s
+GROUP BY 1 ORDER BY 1
+"""
+"""Double payments the policy asked to refund ``TRIES`` times, each refused or failed: a
+person's now."""
 REQUESTED_BY = "payhooks (double-payment policy)"
+TRIES = 3
+"""How many refunds of one double payment the policy asks for, in all."""
+RETRY_WAIT = timedelta(minutes=10)
+"""How long after a refund was refused or failed the policy asks again."""
 log = logging.getLogger("payhooks.worker")
 
 
-def key_of(payment_id: str) -> str:
-    return f"double:{payment_id}"
+def key_of(payment_id: str, asked: int = 0) -> str:
+    """The key of a payment's next refund when ``asked`` refunds of it were asked for before
+    (each refused, failed or cancelled): the policy and the console's button take the same
+    one, so both asking at once ask for one refund."""
+    return f"double:{payment_id}" if asked == 0 else f"double:{payment_id}:{asked + 1}"
+
+
+def given_up(conn: Connection) -> dict[str, int]:
+    """Per gateway, the double payments the policy stopped asking to refund (``TRIES``)."""
+    rows = conn.execute(GIVEN_UP, {"tries": TRIES}).fetchall()
+    return {str(provider): int(count) for provider, count in rows}
 
 
 def request_due(conn: Connection, *, limit: int = 50) -> int:
@@ -48,13 +83,14 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     transaction of its own, keyed on the payment: two workers at once write one."""
     providers = [p.value for p, gateway in GATEWAYS.items() if gateway.sends_refunds]
     written = 0
-    for provider, payment_id, amount, currency, cart_id, order_ref, attempt in conn.execute(
-        DUE, (providers, limit)
+    params = {"providers": providers, "limit": limit, "wait": RETRY_WAIT, "tries": TRIES}
+    for provider, payment_id, amount, currency, cart_id, order_ref, attempt, asked in conn.execute(
+        DUE, params
     ).fetchall():
         try:
             with conn.transaction():
                 refunds.request(
-                    conn, provider, payment_id, int(amount), key=key_of(payment_id),
+                    conn, provider, payment_id, int(amount), key=key_of(payment_id, int(asked)),
                     captured_paise=int(amount), reason=f"double payment of cart {cart_id}",
                     requested_by=REQUESTED_BY, currency=currency or "INR",
                     gateway_order_id=order_ref, attempt_id=attempt,
@@ -73,4 +109,14 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     return written
 
 
-__all__ = ["ORDER", "PAID", "RECORD", "REQUESTED_BY", "key_of", "request_due"]
+__all__ = [
+    "ORDER",
+    "PAID",
+    "RECORD",
+    "REQUESTED_BY",
+    "RETRY_WAIT",
+    "TRIES",
+    "given_up",
+    "key_of",
+    "request_due",
+]

@@ -217,6 +217,22 @@ def refund(conn: Connection, order_id: str, amount_paise: int, *, key: str, reas
         )  # fmt: skip
 
 
+def cancel_refund(
+    conn: Connection, order_id: str, key: str, *, reason: str, cancelled_by: str
+) -> Refund:
+    """Cancel a refund of ``order_id`` stuck ``requested`` (``payhooks.refunds.cancel``):
+    ``key`` the caller's own key, or the intent's ``ph...`` key as listed."""
+    order = get_order(conn, order_id)
+    mine = {r.idempotency_key for r in refunds.of_payment(conn, order.provider, order.payment_id)}
+    derived = refunds.idempotency_key(order.provider, order.payment_id, key)
+    found = derived if derived in mine else key if key in mine else None
+    if found is None:
+        raise NotFound("refund of order", key)
+    with conn.transaction():
+        return refunds.cancel(conn, order.provider, found, reason=reason,
+                              cancelled_by=cancelled_by)  # fmt: skip
+
+
 def refunds_of(conn: Connection, order_id: str) -> list[Refund]:
     """The refunds of the payment that paid ``order_id``, oldest first."""
     order = get_order(conn, order_id)

@@ -124,7 +124,20 @@ def routes(api: GatewayApi) -> list[Route]:
         return _raw_json(json.dumps(_order_body(found), cls=_Rupees))
 
     async def refund(request: Request) -> Response:
-        """``POST /pg/orders/{order_id}/refunds``: ``refund_id`` unique per order."""
+        """``POST /pg/orders/{order_id}/refunds``: ``refund_id`` unique per order. Under an
+        ``x-idempotency-key`` header, Cashfree keeps the first result, an error included, and
+        answers every later request with that key with it (docs/providers.md, "Refunds")."""
+        key = request.headers.get("x-idempotency-key")
+        if key is None:
+            return await refund_made(request)
+        kept = api.replayed.get((Provider.CASHFREE, key))
+        if kept is not None:
+            return Response(kept[1], status_code=kept[0], media_type="application/json")
+        answered = await refund_made(request)
+        api.replayed[(Provider.CASHFREE, key)] = (answered.status_code, bytes(answered.body))
+        return answered
+
+    async def refund_made(request: Request) -> Response:
         found, refused = await _asked(api, request)
         if refused is not None:
             return refused
