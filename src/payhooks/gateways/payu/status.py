@@ -98,7 +98,9 @@ class PayUClient:
         if not found.received:
             return found
         mihpayid = found.received[0].event.attempt_id
-        if mihpayid is None or not _succeeded(self._checked(mihpayid), txnid):
+        if mihpayid is None:  # whose refund it is cannot be read: no answer, never "another's"
+            raise GatewayApiError(_P.value, f"refund {request_id:.40} names no mihpayid")
+        if not _succeeded(self._checked(mihpayid), txnid):
             return Report(skipped=(f"{request_id}: a refund of another order than {txnid}",))
         if self._named(txnid) == mihpayid:
             return found
