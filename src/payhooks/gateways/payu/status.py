@@ -427,10 +427,13 @@ def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
 def _payment_entity(body: bytes) -> dict[str, Any] | None:
     """``check_payment``: one ``transaction_details`` object, not keyed, its ``mihpayid`` a
     JSON number in PayU's sample. ``status: 0`` saying not found is no such payment; any
-    other ``status: 0`` is PayU refusing the call."""
+    other ``status: 0`` is PayU refusing the call. An entity without a ``status`` and a
+    ``txnid`` in text says nothing of the payment: unreadable, never "not a success"."""
     doc = read_json(_P, body)
     entity = doc.get("transaction_details") if isinstance(doc, dict) else None
     if isinstance(entity, dict) and doc.get("status") == 1:
+        for name in ("status", "txnid"):
+            text(_P, entity, name)  # MalformedPayload when it is not text
         return entity
     if isinstance(doc, dict) and doc.get("status") == 0:
         if _UNKNOWN.search(str(doc.get("msg", ""))):
