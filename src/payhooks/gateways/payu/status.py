@@ -223,8 +223,14 @@ class PayUClient:
         payment's record); else the intent's payment when its txnid is another (a second
         payment, keyed by its ``mihpayid``); else, its payment being its txnid, the one
         ``verify_payment`` names for the txnid. An intent naming neither its ``mihpayid`` nor
-        its txnid is refused, PayU not asked: a txnid is never sent as a ``mihpayid``."""
-        if refund.attempt_id is not None:
+        its txnid is refused, PayU not asked: a txnid is never sent as a ``mihpayid``. The
+        ``mihpayid`` a post named is outside PayU's hash (a customer can post their signed
+        success under another payment's): it is refunded only once ``check_payment`` knows it
+        as a success of the intent's txnid; else the txnid's own payment is."""
+        if refund.attempt_id is not None and (
+            refund.gateway_order_id is None
+            or _succeeded(self._checked(refund.attempt_id), refund.gateway_order_id)
+        ):
             return refund.attempt_id
         if refund.gateway_order_id is None:
             raise RefundRefused(
