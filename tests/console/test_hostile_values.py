@@ -11,7 +11,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.console.conftest import Console
+from tests.console.conftest import Console, csrf_of
 
 # Times a form or a hand-made link may carry, at and past the calendar's edges.
 EDGE_TIMES = [
@@ -114,4 +114,33 @@ def test_every_address_answers_a_hostile_segment_below_500(console, who):
                 status = 599
             if status >= 500:
                 failed.append((path, status))
+    assert failed == []
+
+
+# Each action form and the fields it reads (the CSRF token and the ticked box added).
+FORMS = {
+    "/console/payments/refund": {"provider": "razorpay", "payment_id": "pay_x"},
+    "/console/payments/refund/cancel": {"provider": "razorpay", "idempotency_key": "ph0",
+                                        "reason": "stuck"},
+    "/console/parked/replay": {"provider": "razorpay", "event_id": "evt_x"},
+    "/console/parked/settle": {"provider": "razorpay", "event_id": "evt_x", "note": "refunded"},
+    "/console/parked/link": {"provider": "razorpay", "event_id": "evt_x", "cart_id": "cart_x"},
+}  # fmt: skip
+FORM_VALUES = ["zzz", "RAZORPAY", "", " ", "x" * 300, "%", "|", "\u00e9", "0"]
+
+
+@pytest.mark.parametrize("route", list(FORMS))
+def test_every_field_of_every_action_form_answers_a_hostile_value_below_500(console, route):
+    client = console.logged_in()
+    token = csrf_of(client.get("/console/").text)
+    failed = []
+    for name in FORMS[route]:
+        for value in FORM_VALUES:
+            form = {**FORMS[route], name: value, "csrf": token, "confirm": "yes"}
+            try:
+                status = client.post(route, data=form).status_code
+            except httpx.TransportError:
+                status = 599
+            if status >= 500:
+                failed.append((name, value[:20], status))
     assert failed == []

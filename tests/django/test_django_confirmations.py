@@ -216,3 +216,51 @@ def test_payhooks_confirm_outlives_its_database_going_away_and_goes_on(django_db
             popen.kill()
             popen.wait(timeout=30)
         proxy.close()
+
+
+def test_payhooks_confirm_confirms_again_once_its_database_is_back(site, django_db, gateway_api):
+    """A pass that meets the outage only in its steps (each gateway's lease logged and
+    skipped) raises nothing; the next passes must still reconnect, not reuse Django's dropped
+    connection for ever: once the database is back, a callback is confirmed."""
+    from payhooks.sim.proxy import Proxy
+    from tests.acceptance.conftest import wait_until
+
+    api, api_url = gateway_api
+    proxy = Proxy(django_db)
+    env = {**os.environ, **KEYS.env(), **API_KEYS.env(api_url), "DATABASE_URL": proxy.url}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    popen = subprocess.Popen(
+        [sys.executable, "manage.py", "payhooks_confirm", "--every", "0.2"], cwd=EXAMPLE,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(popen.stdout), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: _leased_once(django_db) or popen.poll() is not None, timeout=60,
+                   what="a first pass on its connection")  # fmt: skip
+        proxy.cut()
+        wait_until(lambda: "_failed" in "".join(lines) or popen.poll() is not None,
+                   timeout=60, what="a pass meeting the outage")  # fmt: skip
+        proxy.restore()
+        checked_out_and_paid(api, Provider.PHONEPE)
+        assert answer(site, callback(Provider.PHONEPE)) == (200, "confirming")
+        wait_until(lambda: orders() == [(REF, "paid", PAYMENT[Provider.PHONEPE])]
+                   or popen.poll() is not None, timeout=60,
+                   what="the callback confirmed once the database is back")  # fmt: skip
+        assert popen.poll() is None, "".join(lines)
+    finally:
+        if popen.poll() is None:
+            popen.terminate()
+            popen.wait(timeout=30)
+        proxy.close()
+
+
+def _leased_once(database_url: str) -> bool:
+    """The daemon's connection has run a pass: its session last asked for due callbacks."""
+    with psycopg.connect(database_url) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid()"
+            " AND query LIKE '%%payhooks_confirmations%%'"
+        ).fetchone()
+        return bool(found and found[0])

@@ -294,3 +294,28 @@ def test_a_check_action_status_refusal_is_no_proof_there_is_no_such_refund(
     shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [e.refund_id for e in refunds] == [REQUEST_ID]
+
+
+def test_a_refund_answer_naming_no_payment_is_asked_again_never_refuted(
+    shop, database_url, gateway_api
+):
+    """check_action_status names the refunded payment (``mihpayid``); an answer without it
+    cannot say whose refund it is, so it is no "refund of another order": past the patience
+    the callback is still asked about, never refuted on it."""
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    refunded_at_gateway(api)
+    assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
+    entity = payu_sim.refund_entity(mihpayid=MIHPAYID, request_id=REQUEST_ID, amount="499.00",
+                                    status="success")  # fmt: skip
+    del entity["mihpayid"]
+    nameless = {"status": 1, "transaction_details": {REQUEST_ID: {REQUEST_ID: entity}}}
+    api.fail_next(Provider.PAYU, PASS_THROUGH, Fault(body=json.dumps(nameless).encode()))
+    shop.execute("UPDATE payhooks_confirmations SET requested_at = now() - interval '1 hour'")
+    tally = a_pass(database_url, url, hooks)
+    assert tally.refuted[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
+    assert outcome(shop, f"{TXNID}:{REQUEST_ID}:refund.success") == "confirming"
+    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.refund_id for e in refunds] == [REQUEST_ID]

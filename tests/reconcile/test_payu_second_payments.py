@@ -282,3 +282,33 @@ def test_a_second_payment_posted_after_reconciliation_reaches_the_handler_once(
         "SELECT count(*) FROM payhooks_confirmations WHERE verdict IS NULL"
     ).fetchone()[0]
     assert open_ones == 0
+
+
+@pytest.mark.parametrize(
+    "entity",
+    [{"mihpayid": SECOND}, {"mihpayid": SECOND, "txnid": TXNID},
+     {"mihpayid": SECOND, "status": "success"}, {"mihpayid": SECOND, "status": 1, "txnid": TXNID}],
+    ids=["no status nor txnid", "no status", "no txnid", "a status not text"],
+)  # fmt: skip
+def test_a_check_payment_answer_it_cannot_read_refutes_no_second_payment(
+    shop, database_url, entity
+):
+    """An entity with no readable ``status`` or ``txnid`` says nothing of the payment: the
+    second post is asked about again, never refuted as "not a success of the txnid"."""
+    import json
+
+    from payhooks.sim.gateway_api import Fault
+
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    unreadable = {"status": 1, "msg": "Transaction Fetched Successfully",
+                  "transaction_details": entity}  # fmt: skip
+    api.fail_next(Provider.PAYU, Fault(body=json.dumps(unreadable).encode()))
+    tally = a_pass(database_url, url, hooks)
+    assert tally.refuted[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]

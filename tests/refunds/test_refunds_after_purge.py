@@ -106,3 +106,26 @@ def test_every_gateways_payment_record_keeps_its_order_its_ids_and_what_was_paid
     if provider is Provider.PAYU and applied_by == "webhook":  # the txnid keys it; PayU
         assert found.attempt_id == buy.payment_id  # refunds its mihpayid (reconciliation's
         # record names none: its refund asks verify_payment for the txnid's, as before)
+
+
+@pytest.mark.parametrize("paid_by", ["edited post alone", "PayU's own post after it"])
+def test_a_payu_refund_never_goes_to_a_mihpayid_edited_into_the_first_post(conn, rig, paid_by):
+    """``mihpayid`` is outside PayU's hash: a customer's browser can post their signed success
+    first under another customer's ``mihpayid``. The record keeps what the post named, but the
+    refund of their order goes to their own payment (the one PayU reports for the txnid),
+    never to the other customer's."""
+    other = purchase(conn, Provider.PAYU)
+    rig.api.pay(sim(other), other.payment_id)
+    buy = purchase(conn, Provider.PAYU)
+    rig.api.pay(sim(buy), buy.payment_id)
+    deliver(conn, buy.captured(payment_id=other.payment_id))  # the edited post, first
+    if paid_by != "edited post alone":
+        deliver(conn, buy.captured())
+        rig.reconciler().confirm_due()
+    (order_id,) = [r[0] for r in conn.execute("SELECT id FROM orders WHERE cart_id = %s",
+                                              (buy.cart_id,))]  # fmt: skip
+    orders.refund(conn, order_id, 20_000, key="returned-1", reason="returned")
+    application.send_refunds(rig.reconciler(), double_payments=False)
+    books = rig.api.money
+    assert books.refunded[(Provider.PAYU, other.payment_id)] == 0
+    assert books.refunded[(Provider.PAYU, buy.payment_id)] == 20_000

@@ -96,8 +96,13 @@ def settle(config: Config, claim: Callable[[Connection], Pending]) -> Receipt:
 
 
 def raw_connection(alias: str) -> Connection:
-    """The psycopg connection under Django's, opened if need be."""
+    """The psycopg connection under Django's, opened if need be: opened afresh when the one
+    it holds was lost (a database restart, a failover), which Django itself notices only
+    between requests, never in a daemon's passes (``manage.py payhooks_confirm``)."""
     wrapper = connections[alias]
+    held = wrapper.connection
+    if isinstance(held, psycopg.Connection) and held.closed and not wrapper.in_atomic_block:
+        wrapper.close()
     wrapper.ensure_connection()
     raw = wrapper.connection
     if not isinstance(raw, psycopg.Connection):

@@ -98,7 +98,9 @@ class PayUClient:
         if not found.received:
             return found
         mihpayid = found.received[0].event.attempt_id
-        if mihpayid is None or not _succeeded(self._checked(mihpayid), txnid):
+        if mihpayid is None:  # whose refund it is cannot be read: no answer, never "another's"
+            raise GatewayApiError(_P.value, f"refund {request_id:.40} names no mihpayid")
+        if not _succeeded(self._checked(mihpayid), txnid):
             return Report(skipped=(f"{request_id}: a refund of another order than {txnid}",))
         if self._named(txnid) == mihpayid:
             return found
@@ -221,8 +223,14 @@ class PayUClient:
         payment's record); else the intent's payment when its txnid is another (a second
         payment, keyed by its ``mihpayid``); else, its payment being its txnid, the one
         ``verify_payment`` names for the txnid. An intent naming neither its ``mihpayid`` nor
-        its txnid is refused, PayU not asked: a txnid is never sent as a ``mihpayid``."""
-        if refund.attempt_id is not None:
+        its txnid is refused, PayU not asked: a txnid is never sent as a ``mihpayid``. The
+        ``mihpayid`` a post named is outside PayU's hash (a customer can post their signed
+        success under another payment's): it is refunded only once ``check_payment`` knows it
+        as a success of the intent's txnid; else the txnid's own payment is."""
+        if refund.attempt_id is not None and (
+            refund.gateway_order_id is None
+            or _succeeded(self._checked(refund.attempt_id), refund.gateway_order_id)
+        ):
             return refund.attempt_id
         if refund.gateway_order_id is None:
             raise RefundRefused(
@@ -425,10 +433,13 @@ def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
 def _payment_entity(body: bytes) -> dict[str, Any] | None:
     """``check_payment``: one ``transaction_details`` object, not keyed, its ``mihpayid`` a
     JSON number in PayU's sample. ``status: 0`` saying not found is no such payment; any
-    other ``status: 0`` is PayU refusing the call."""
+    other ``status: 0`` is PayU refusing the call. An entity without a ``status`` and a
+    ``txnid`` in text says nothing of the payment: unreadable, never "not a success"."""
     doc = read_json(_P, body)
     entity = doc.get("transaction_details") if isinstance(doc, dict) else None
     if isinstance(entity, dict) and doc.get("status") == 1:
+        for name in ("status", "txnid"):
+            text(_P, entity, name)  # MalformedPayload when it is not text
         return entity
     if isinstance(doc, dict) and doc.get("status") == 0:
         if _UNKNOWN.search(str(doc.get("msg", ""))):

@@ -138,6 +138,10 @@ def request_refund(conn: Connection, provider: str, payment_id: str, *, operator
     operators, or an operator and the policy, ask for one refund. One still on its way
     (requested or sent) is "already asked for"; once every earlier one was refused, failed or
     cancelled, the next key is a new refund. The worker sends it."""
+    if provider not in PROVIDERS:  # no payment of a gateway no one serves: nothing to refund
+        result = Result(done=Done.REFUND_NOT_POSSIBLE)
+        record(conn, operator, "refund", provider, payment_id, result)
+        return result
     row = conn.execute(_FLAGGED, (provider, payment_id)).fetchone()
     left = 0 if row is None else int(row[0]) - int(row[1])
     earlier = refunds.of_payment(conn, provider, payment_id)
