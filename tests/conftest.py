@@ -45,6 +45,12 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+UNDURABLE = ("fsync", "full_page_writes")
+"""What the embedded test cluster does without: nothing a test checks rests on a crash of the
+machine. Commits still write their WAL before they return (``synchronous_commit`` stays on),
+so a server the fault tests kill loses nothing it acknowledged: the operating system keeps it."""
+
+
 @pytest.fixture(scope="session")
 def admin_url() -> Iterator[str]:
     """The embedded server's folder is not under pytest's own temporary root: another pytest
@@ -56,7 +62,12 @@ def admin_url() -> Iterator[str]:
         return
     home = Path(tempfile.mkdtemp(prefix="payhooks-test-pg-"))
     try:
-        yield database.embedded_url(home)
+        url = database.embedded_url(home)
+        with psycopg.connect(url, autocommit=True) as conn:
+            for setting in UNDURABLE:  # a test cluster, thrown away after the run
+                conn.execute(f"ALTER SYSTEM SET {setting} = off".encode())
+            conn.execute("SELECT pg_reload_conf()")
+        yield url
     finally:
         database.stop_embedded(home)
         shutil.rmtree(home, ignore_errors=True)
@@ -72,12 +83,115 @@ def template_db(admin_url: str) -> Iterator[str]:
     _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+# What a test may change in a database besides its rows: its schema objects, functions,
+# triggers, defaults and settings. A database whose shape is still the template's is emptied and
+# handed to the next test; one whose shape a test changed is dropped.
+SHAPE = """
+SELECT md5(concat_ws('|',
+    (SELECT string_agg(concat_ws(',', oid, relname, relnamespace, relkind, relnatts,
+                                 reloptions::text, relpersistence), ';' ORDER BY oid)
+     FROM pg_class),
+    (SELECT string_agg(concat_ws(',', attrelid, attname, atttypid, attnotnull, atthasdef,
+                                 attisdropped), ';' ORDER BY attrelid, attnum)
+     FROM pg_attribute WHERE attnum > 0),
+    (SELECT string_agg(md5(concat_ws(',', oid, proname, prosrc)), ';' ORDER BY oid) FROM pg_proc),
+    (SELECT string_agg(concat_ws(',', oid, tgname, tgenabled), ';' ORDER BY oid) FROM pg_trigger),
+    (SELECT string_agg(concat_ws(',', oid, conname, convalidated), ';' ORDER BY oid)
+     FROM pg_constraint),
+    (SELECT string_agg(concat_ws(',', oid, nspname), ';' ORDER BY oid) FROM pg_namespace),
+    (SELECT string_agg(md5(adbin::text), ';' ORDER BY oid) FROM pg_attrdef),
+    (SELECT string_agg(concat_ws(',', oid, typname), ';' ORDER BY oid) FROM pg_type),
+    (SELECT string_agg(setconfig::text, ';') FROM pg_db_role_setting
+     WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()))
+))
+"""
+# Every row a test wrote (deleted: a test writes few, and TRUNCATE's new files cost more), and
+# the planner statistics its ANALYZE left (a plan test must see a fresh database's); the
+# migrations' own record kept. Sequences start again.
+EMPTIED = """
+DO $$
+DECLARE name text;
+BEGIN
+    SET LOCAL session_replication_role = replica;  -- no foreign-key checks while emptying
+    FOR name IN
+        SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
+        WHERE schemaname NOT IN ('pg_catalog', 'information_schema')
+          AND tablename <> 'payhooks_migrations'
+    LOOP
+        EXECUTE 'DELETE FROM ' || name;
+    END LOOP;
+    PERFORM setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false)
+    FROM pg_sequences;
+    DELETE FROM pg_statistic s USING pg_class c, pg_namespace n
+    WHERE s.starelid = c.oid AND c.relnamespace = n.oid
+      AND n.nspname NOT IN ('pg_catalog', 'information_schema');
+END
+$$
+"""
+ENDED = """
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE datname = %s AND pid <> pg_backend_pid()
+"""
+
+
+class Databases:
+    """This test process's databases, cloned from the migrated template: a test's database
+    is emptied afterwards and given to the next test, unless the test changed its shape.
+    Cloning a database per test took about half the suite's time."""
+
+    def __init__(self, admin_url: str, template: str) -> None:
+        self.admin_url, self.template = admin_url, template
+        self.spare: str | None = None
+        self.shape: str | None = None
+
+    def take(self) -> str:
+        name, self.spare = self.spare, None
+        if name is None:
+            name = f"payhooks_t_{uuid.uuid4().hex[:12]}"
+            _admin(self.admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+            if self.shape is None:
+                self.shape = self._shape(name)
+        return name
+
+    def give_back(self, name: str) -> None:
+        url = make_conninfo(self.admin_url, dbname=name)
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(ENDED, (name,))
+                conn.execute("SET lock_timeout = '10s'")
+                if self._shape(name, conn) == self.shape:
+                    conn.execute(EMPTIED.encode())
+                    self.spare = name
+                    return
+        except psycopg.Error:
+            pass  # a database left locked or gone: dropped below, never reused
+        _admin(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def close(self) -> None:
+        if self.spare is not None:
+            _admin(self.admin_url, f'DROP DATABASE IF EXISTS "{self.spare}" WITH (FORCE)')
+
+    def _shape(self, name: str, conn: psycopg.Connection[Any] | None = None) -> str:
+        if conn is None:
+            with psycopg.connect(make_conninfo(self.admin_url, dbname=name)) as own:
+                return self._shape(name, own)
+        row = conn.execute(SHAPE.encode()).fetchone()
+        assert row is not None
+        return str(row[0])
+
+
+@pytest.fixture(scope="session")
+def databases(admin_url: str, template_db: str) -> Iterator[Databases]:
+    made = Databases(admin_url, template_db)
+    yield made
+    made.close()
+
+
 @pytest.fixture
-def database_url(admin_url: str, template_db: str) -> Iterator[str]:
-    name = f"payhooks_t_{uuid.uuid4().hex[:12]}"
-    _admin(admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+def database_url(admin_url: str, databases: Databases) -> Iterator[str]:
+    name = databases.take()
     yield make_conninfo(admin_url, dbname=name)
-    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    databases.give_back(name)
 
 
 @pytest.fixture
