@@ -29,6 +29,7 @@ from starlette.routing import Mount, Route
 
 from payhooks.applying import through
 from payhooks.console.actions import Run
+from payhooks.console.app import make
 from payhooks.console.formats import DEFAULT_TIMEZONE, UnknownTimezone
 from payhooks.console.pages import (
     CONNECTIONS,
@@ -37,7 +38,6 @@ from payhooks.console.pages import (
     Link,
     OwnPool,
     Views,
-    make,
     order_address,
     prefix_of,
 )
