@@ -195,7 +195,7 @@ class Delivery:
     """One delivery's claim, apply and record, written once with no driver.
 
     ``steps()`` yields each ``Statement`` (and ``APPLY``) and receives its row (and the
-    handler's ``Applied``); the sync driver below and ``payhooks.fastapi.claims`` run it inside
+    handler's ``Applied``); the sync driver below and ``payhooks.aio.claims`` run it inside
     a transaction of their own. ``unclaiming()`` is what to run when a handler's ``COMMIT``
     ended that transaction.
     """
