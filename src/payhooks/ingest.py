@@ -35,12 +35,10 @@ from payhooks.errors import (
     PayloadTooLarge,
     SignatureMismatch,
 )
-from payhooks.events import (
-    Event,
-    Received,
-    is_text,
-    storable,
-)
+from payhooks.events import MAX_PAISE as MAX_PAISE  # kept importable from here
+from payhooks.events import MAX_REFERENCE_CHARS as MAX_REFERENCE_CHARS
+from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
+from payhooks.events import Event, Received, is_text, storable
 from payhooks.gateways import _reports as reports
 from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
