@@ -19,7 +19,7 @@ def through(handler: Any, database_url: str) -> Apply:
     given, an async one on an async connection of its own to ``database_url``, on an event
     loop of its own (so call it from a thread, never on a running loop)."""
     if getattr(handler, "is_async", False):
-        from payhooks.fastapi.reconcile import applying
+        from payhooks.aio.reconcile import applying
 
         apply = applying(database_url, handler)
         return lambda conn, received: apply(received)

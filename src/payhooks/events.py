@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
+
+from payhooks.errors import MalformedPayload
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -83,3 +85,39 @@ class Received:
     event: Event
     body: bytes
     headers: Mapping[str, str] = field(default_factory=dict)
+
+
+MAX_TEXT_CHARS = 255
+MAX_REFERENCE_CHARS = 64  # UTRs are 12-22 characters, RRNs 12, ARNs 23
+_TEXTS = ("event_id", "event_type", "payment_id", "merchant_ref", "refund_id", "currency")
+_AMOUNTS = ("amount_paise", "payment_amount_paise", "refund_amount_paise")
+
+
+def storable(event: Event) -> Event:
+    """Refuse, as malformed, values PostgreSQL cannot store or index (a NUL in text, a lone
+    surrogate, an id longer than a key should be, an amount beyond ``bigint``) and ids holding
+    a control character, which would break the log line, email subject or terminal they are
+    shown in. Authentic bytes can hold any of them; no gateway sends them."""
+    for name in _TEXTS:
+        value = getattr(event, name)
+        if value is not None and not is_text(value):
+            raise MalformedPayload(event.provider, f"{name} is not valid text")
+        if value is not None and (CONTROL.search(value) or len(value) > MAX_TEXT_CHARS):
+            raise MalformedPayload(
+                event.provider, f"{name} has a control character or over {MAX_TEXT_CHARS} chars"
+            )
+    for name in _AMOUNTS:
+        value = getattr(event, name)
+        if value is not None and not 0 <= value <= MAX_PAISE:
+            raise MalformedPayload(event.provider, f"{name} is out of range: {value}")
+    if event.bank_ref is not None and not _searchable(event.bank_ref):
+        return replace(event, bank_ref=None)  # for search only: left out, never refused
+    return event
+
+
+def _searchable(reference: str) -> bool:
+    return (
+        len(reference) <= MAX_REFERENCE_CHARS
+        and not CONTROL.search(reference)
+        and is_text(reference)
+    )

@@ -5,7 +5,7 @@ first one's uncommitted key and sees the conflict once it commits (docs/design.m
 
 Its statements and steps are written once, with no driver: each step (``seeing``,
 ``claiming``, ``recording``, ``unclaiming``) yields a ``payhooks.db.Statement`` and receives
-its row, so the sync path (``payhooks.ingest``) and the async one (``payhooks.fastapi.claims``)
+its row, so the sync path (``payhooks.ingest``) and the async one (``payhooks.aio.claims``)
 run the very same statements in the same order, through ``payhooks.db.run`` and ``run_async``.
 """
 

@@ -35,7 +35,11 @@ from payhooks.errors import (
     PayloadTooLarge,
     SignatureMismatch,
 )
-from payhooks.events import CONTROL, MAX_PAISE, Event, Received, is_text
+from payhooks.events import MAX_PAISE as MAX_PAISE  # kept importable from here
+from payhooks.events import MAX_REFERENCE_CHARS as MAX_REFERENCE_CHARS
+from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
+from payhooks.events import Event, Received, is_text, storable
+from payhooks.gateways import _reports as reports
 from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
 
@@ -119,42 +123,6 @@ def header_map(pairs: Iterable[tuple[str, str]], adapter: Adapter) -> dict[str, 
     return found
 
 
-MAX_TEXT_CHARS = 255
-MAX_REFERENCE_CHARS = 64  # UTRs are 12-22 characters, RRNs 12, ARNs 23
-_TEXTS = ("event_id", "event_type", "payment_id", "merchant_ref", "refund_id", "currency")
-_AMOUNTS = ("amount_paise", "payment_amount_paise", "refund_amount_paise")
-
-
-def storable(event: Event) -> Event:
-    """Refuse, as malformed, values PostgreSQL cannot store or index (a NUL in text, a lone
-    surrogate, an id longer than a key should be, an amount beyond ``bigint``) and ids holding
-    a control character, which would break the log line, email subject or terminal they are
-    shown in. Authentic bytes can hold any of them; no gateway sends them."""
-    for name in _TEXTS:
-        value = getattr(event, name)
-        if value is not None and not is_text(value):
-            raise MalformedPayload(event.provider, f"{name} is not valid text")
-        if value is not None and (CONTROL.search(value) or len(value) > MAX_TEXT_CHARS):
-            raise MalformedPayload(
-                event.provider, f"{name} has a control character or over {MAX_TEXT_CHARS} chars"
-            )
-    for name in _AMOUNTS:
-        value = getattr(event, name)
-        if value is not None and not 0 <= value <= MAX_PAISE:
-            raise MalformedPayload(event.provider, f"{name} is out of range: {value}")
-    if event.bank_ref is not None and not _searchable(event.bank_ref):
-        return replace(event, bank_ref=None)  # for search only: left out, never refused
-    return event
-
-
-def _searchable(reference: str) -> bool:
-    return (
-        len(reference) <= MAX_REFERENCE_CHARS
-        and not CONTROL.search(reference)
-        and is_text(reference)
-    )
-
-
 def ingest(
     conn: Connection,
     adapter: Adapter,
@@ -225,7 +193,7 @@ class Delivery:
     """One delivery's claim, apply and record, written once with no driver.
 
     ``steps()`` yields each ``Statement`` (and ``APPLY``) and receives its row (and the
-    handler's ``Applied``); the sync driver below and ``payhooks.fastapi.claims`` run it inside
+    handler's ``Applied``); the sync driver below and ``payhooks.aio.claims`` run it inside
     a transaction of their own. ``unclaiming()`` is what to run when a handler's ``COMMIT``
     ended that transaction.
     """
@@ -492,9 +460,7 @@ def restored(
     the secret they were signed with may have been rotated out since. A payment reconciliation
     stored (its key ``reconcile:…``) is read by its gateway's status reader, not the adapter."""
     if expectations.is_reconciled(event_id):
-        from payhooks.gateways._reports import reread  # it reads storable from this module
-
-        return reread(adapter.provider, event_id, body)
+        return reports.reread(adapter.provider, event_id, body)
     event = replace(storable(adapter.parse(body, headers)), event_id=event_id)
     return Received(event=event, body=body, headers=headers)
 

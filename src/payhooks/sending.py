@@ -42,9 +42,8 @@ from typing import Any, Protocol
 from payhooks import refunds
 from payhooks.db import Connection
 from payhooks.errors import GatewayApiError, MalformedPayload
-from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.events import Event, EventKind, Provider, Received, storable
 from payhooks.expectations import RECONCILED
-from payhooks.ingest import storable
 from payhooks.providers._common import sha256_hex
 from payhooks.refunds import Refund
 

@@ -33,14 +33,14 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Message, Receive
 
 from payhooks import health, timeline
+from payhooks.aio import deliveries
+from payhooks.aio.deliveries import AsyncPool, Deliver, SyncPool
+from payhooks.aio.hooks import AsyncHandler
 from payhooks.answers import declared_over
 from payhooks.db import Connection
 from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
 from payhooks.endpoint import Endpoint, Reply
 from payhooks.errors import PayhooksError, PayloadTooLarge
-from payhooks.fastapi import deliveries
-from payhooks.fastapi.deliveries import AsyncPool, Deliver, SyncPool
-from payhooks.fastapi.hooks import AsyncHandler
 from payhooks.hooks import Hooks
 from payhooks.ingest import Handler
 from payhooks.providers import Adapter

@@ -359,7 +359,7 @@ def _reconcile_app(
     handler = _import(target)
     connect = running.connecting(url)
     if getattr(handler, "is_async", False):
-        from payhooks.fastapi import reconcile as async_reconcile
+        from payhooks.aio import reconcile as async_reconcile
 
         deliver = async_reconcile.delivering(url, handler)
     else:

@@ -27,8 +27,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse
 from starlette.routing import Mount, Route
 
+from payhooks.aio.claims import ingest_received as ingest_async
+from payhooks.aio.deliveries import autocommitted_async
+from payhooks.aio.hooks import guarded as guarded_async
 from payhooks.applying import through
 from payhooks.console.actions import Run
+from payhooks.console.app import make
 from payhooks.console.formats import DEFAULT_TIMEZONE, UnknownTimezone
 from payhooks.console.pages import (
     CONNECTIONS,
@@ -37,15 +41,11 @@ from payhooks.console.pages import (
     Link,
     OwnPool,
     Views,
-    make,
     order_address,
     prefix_of,
 )
 from payhooks.db import Connection, libpq_url
 from payhooks.events import Received
-from payhooks.fastapi.claims import ingest_received as ingest_async
-from payhooks.fastapi.deliveries import autocommitted_async
-from payhooks.fastapi.hooks import guarded as guarded_async
 from payhooks.ingest import Receipt
 from payhooks.providers import Adapter
 from payhooks.stored import received_stored

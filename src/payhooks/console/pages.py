@@ -1,10 +1,10 @@
 """The console's pages: server-rendered, auto-escaped, no script (docs/console.md).
 
-One console for every app: ``make(views, ...)`` is an ASGI app to mount where the operators
-should find it (``app.mount("/payhooks", ...)``), and every address it makes is under that
-mount. The core's pages (search, a gateway order's timeline, a stored delivery, parked
-deliveries and their replay, settling a payment parked for its amount, webhook health, and in
-``listings`` the deliveries and payments lists, their exports and the bulk replay) read the
+One console for every app: ``make(views, ...)`` (assembled in ``app``) is an ASGI app to mount
+where the operators should find it (``app.mount("/payhooks", ...)``), and every address it makes
+is under that mount. The core's pages (search, a gateway order's timeline, a stored delivery,
+parked deliveries and their replay, settling a payment parked for its amount, webhook health, and
+in ``listings`` the deliveries and payments lists, their exports and the bulk replay) read the
 core's tables; ``Views`` names what is the app's own: how a replay reaches its handler,
 and, for the reference shop, its carts, emails and dead letters.
 
@@ -33,12 +33,11 @@ import anyio.to_thread
 import jinja2
 import psycopg
 import psycopg_pool
-from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
+from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from psycopg import errors as pg_errors
-from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -399,38 +398,6 @@ class OwnPool:
             if self._pool is not None:
                 self._pool.close()
                 self._pool = None
-
-
-def make(views: Views, pool: Pool) -> FastAPI:
-    """The console as an app of its own, to mount under any prefix. ``pool`` gives the
-    console's connection pool (at most ``CONNECTIONS`` connections) when it is first needed."""
-    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    app.state.console = Console(views, pool)
-    app.include_router(_public)
-    app.include_router(_private)
-    from payhooks.console import listings  # its routes are built on this module's helpers
-
-    app.include_router(listings.router)
-    if views.router is not None:
-        app.include_router(views.router)
-    app.add_middleware(Gate)
-
-    @app.exception_handler(LoginNeeded)
-    async def login_needed(request: Request, exc: LoginNeeded) -> Response:
-        return _to_login(request)
-
-    @app.exception_handler(Forbidden)
-    async def forbidden(request: Request, exc: Forbidden) -> Response:
-        return page(request, "error.html", {"message": str(exc)}, status=403)
-
-    @app.exception_handler(HTTPException)
-    async def no_such_page(request: Request, exc: HTTPException) -> Response:
-        message = _NO_SUCH.get(exc.status_code, "This request cannot be answered.")
-        response = page(request, "error.html", {"message": message}, status=exc.status_code)
-        response.headers.update(exc.headers or {})
-        return response
-
-    return app
 
 
 class Mounted(Mount):

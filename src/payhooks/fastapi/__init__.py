@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from payhooks.aio.claims import replay
+from payhooks.aio.hooks import AsyncConnection, AsyncHandler, AsyncHook, AsyncHooks
 from payhooks.expectations import expect_async as expect
-from payhooks.fastapi.claims import replay
-from payhooks.fastapi.hooks import AsyncConnection, AsyncHandler, AsyncHook, AsyncHooks
 
 if TYPE_CHECKING:
     from payhooks.fastapi.routes import router

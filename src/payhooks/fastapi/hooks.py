@@ -1,60 +1,8 @@
-"""``AsyncHooks``: the core's ``Hooks`` for an async pool, so handlers can ``await`` their
-writes on the claim's connection.
+"""Moved to ``payhooks.aio.hooks``. This old path is that very module, so imports
+and monkeypatching through it keep working."""
 
-::
+import sys
 
-    hooks = AsyncHooks()
+from payhooks.aio import hooks as _moved
 
-    @hooks.on(EventKind.PAYMENT_CAPTURED)
-    async def mark_paid(conn, event):
-        await conn.execute("UPDATE orders SET paid = true WHERE ref = %s", (event.merchant_ref,))
-
-Every function registered for the event's kind runs, in registration order, inside the
-claim's transaction; ``None`` means processed, an ``Applied`` says otherwise, and an event
-no function is registered for is answered ``ignored`` (the same rules as ``payhooks.Hooks``).
-"""
-
-from __future__ import annotations
-
-from collections.abc import Awaitable, Callable
-
-from payhooks import db
-from payhooks.events import Event
-from payhooks.hooks import Registry, commit_refused, still_open
-from payhooks.ingest import Applied, Outcome
-
-AsyncConnection = db.AsyncConnection
-AsyncHook = Callable[[AsyncConnection, Event], Awaitable[Applied | None]]
-AsyncHandler = Callable[[AsyncConnection, Event], Awaitable[Applied]]
-
-
-class AsyncHooks(Registry[AsyncHook]):
-    is_async = True
-
-    def _mismatch(self, name: str) -> str:
-        return (
-            f"{name} is not an async def: AsyncHooks runs on an async pool "
-            "(a plain def belongs on payhooks.Hooks)"
-        )
-
-    async def __call__(self, conn: AsyncConnection, event: Event) -> Applied:
-        hooks = self.registered(event.kind)
-        if not hooks:
-            return Applied(outcome=Outcome.IGNORED)
-        result = Applied(outcome=Outcome.PROCESSED)
-        for hook in hooks:
-            result = await hook(conn, event) or result
-        return result
-
-
-def guarded(handler: AsyncHandler) -> AsyncHandler:
-    """``payhooks.hooks.guarded`` for async handlers: a commit or rollback of the claim's
-    transaction is refused with ``HandlerCommitted``."""
-
-    async def run(conn: AsyncConnection, event: Event) -> Applied:
-        with commit_refused():
-            applied = await handler(conn, event)
-        still_open(conn.info.transaction_status)
-        return applied
-
-    return run
+sys.modules[__name__] = _moved

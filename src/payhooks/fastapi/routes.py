@@ -17,8 +17,8 @@ from typing import Unpack, overload
 from fastapi import APIRouter
 
 from payhooks import starlette
-from payhooks.fastapi.deliveries import AsyncPool, SyncPool
-from payhooks.fastapi.hooks import AsyncHandler
+from payhooks.aio.deliveries import AsyncPool, SyncPool
+from payhooks.aio.hooks import AsyncHandler
 from payhooks.ingest import Handler
 from payhooks.providers import Adapter
 from payhooks.starlette import AsyncWiring, SyncWiring

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from payhooks import sending
 from payhooks.errors import MalformedPayload
-from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.events import Event, EventKind, Provider, Received, storable
 from payhooks.expectations import RECONCILED, is_reconciled
 from payhooks.gateways import gateway
-from payhooks.ingest import storable
 from payhooks.providers._common import rupees_to_paise, sha256_hex
 
 KEY_PREFIX = RECONCILED
@@ -118,8 +118,6 @@ def reread(provider: Provider, event_id: str, body: bytes) -> Received:
     the gateway's own status reader (``stored``): for a replay, the console, the worker. That
     reader's module needs the ``reconcile`` extra, as did the pass that stored the payment; the
     registry names it, and it is imported only here, when such a record is read."""
-    from payhooks import sending  # it reads storable from the ingest module, as this one
-
     if sending.is_processed_key(event_id):  # a refund the sender made, processed
         return sending.reread(provider, event_id, body)
     entity = read_json(provider, body)

@@ -14,7 +14,6 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from payhooks import confirmations
 from payhooks.confirmations import Pending, Verdict
@@ -23,9 +22,7 @@ from payhooks.events import Event, EventKind, Provider
 from payhooks.gateways._reports import Report
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.ingest import Applied, Outcome
-
-if TYPE_CHECKING:  # the pass runs this after its own (passes imports this module)
-    from payhooks.reconcile.passes import Connect, Deliver, Tally
+from payhooks.reconcile.parts import Connect, Deliver, Tally
 
 log = logging.getLogger("payhooks.reconcile")
 _MONEY = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.REFUND_PROCESSED})

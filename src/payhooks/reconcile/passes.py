@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -25,10 +23,11 @@ from payhooks.errors import GatewayApiError
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import gateway
 from payhooks.gateways._status import CredentialsRefused, StatusClient
-from payhooks.ingest import Applied, Handler, Outcome, Receipt
+from payhooks.ingest import Applied, Outcome
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 from payhooks.reconcile.confirming import confirm
+from payhooks.reconcile.parts import Connect, Deliver, Followup, Tally, followed
 
 log = logging.getLogger("payhooks.reconcile")
 
@@ -42,32 +41,6 @@ SELECT 1 FROM processed_webhooks
 WHERE provider = %s AND payment_id = %s AND event_id NOT LIKE 'reconcile:%%'
 LIMIT 1
 """
-
-
-Followup = Callable[[Connection, Event, Applied], None]
-"""A step run after the handler, in the delivery's transaction."""
-
-
-def followed(handler: Handler, then: Followup) -> Handler:
-    """``handler``, then ``then`` in the same transaction."""
-
-    def handle(conn: Connection, event: Event) -> Applied:
-        applied = handler(conn, event)
-        then(conn, event, applied)
-        return applied
-
-    return handle
-
-
-Connect = Callable[[], AbstractContextManager[Connection]]
-"""An autocommit connection with no transaction open, for the pass's own bookkeeping."""
-
-
-class Deliver(Protocol):
-    """How a reported payment is applied: claimed and handed to the merchant's handler (or
-    the shop's), ``then`` run after it in the same transaction. It opens what it needs."""
-
-    def __call__(self, received: Received, *, then: Followup) -> Receipt: ...
 
 
 class Notifier(Protocol):
@@ -102,53 +75,6 @@ class Logged:
             extra={"provider": provider.value, "error": reason, "since": since.isoformat(),
                    "check": credentials_of(provider)},
         )  # fmt: skip
-
-
-@dataclass(slots=True)
-class Tally:
-    """What one pass did, per gateway."""
-
-    examined: Counter[Provider] = field(default_factory=Counter)
-    applied: Counter[Provider] = field(default_factory=Counter)
-    recovered: Counter[Provider] = field(default_factory=Counter)
-    api_errors: Counter[Provider] = field(default_factory=Counter)
-    expired: Counter[Provider] = field(default_factory=Counter)
-    deferred: Counter[Provider] = field(default_factory=Counter)
-    answered: Counter[Provider] = field(default_factory=Counter)
-    unapplied: Counter[Provider] = field(default_factory=Counter)
-    """Checkouts whose reported payment could not be applied (the handler raised)."""
-    refused: dict[Provider, str] = field(default_factory=dict)
-    """Gateways that refused the credentials this pass, with their words."""
-    confirmed: Counter[Provider] = field(default_factory=Counter)
-    """Callbacks resting on a static credential the API confirmed (``payhooks.confirmations``)."""
-    refuted: Counter[Provider] = field(default_factory=Counter)
-    """... and those it refuted: forged or stale, changing nothing."""
-
-    @property
-    def failures(self) -> int:
-        """API errors and payments not applied: a pass with any exits 1 from the commands."""
-        return sum(self.api_errors.values()) + sum(self.unapplied.values())
-
-    def summary(self) -> str:
-        parts = [
-            f"examined {sum(self.examined.values())} checkout(s)",
-            f"applied {sum(self.applied.values())} payment event(s)",
-            f"recovered {sum(self.recovered.values())} payment(s) no webhook brought",
-            f"{sum(self.api_errors.values())} API error(s)",
-            f"{sum(self.expired.values())} expired checkout(s) reported",
-        ]
-        if self.deferred:
-            parts.append(f"{sum(self.deferred.values())} deferred to a later pass")
-        if self.unapplied:
-            parts.append(f"{sum(self.unapplied.values())} not applied: the handler failed")
-        if self.refused:
-            parts.append(f"credentials refused by {', '.join(sorted(self.refused))}")
-        if self.confirmed or self.refuted:
-            parts.append(
-                f"{sum(self.confirmed.values())} callback(s) confirmed by the API, "
-                f"{sum(self.refuted.values())} refuted"
-            )
-        return ", ".join(parts)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS, ApiCredentials, credentials
 from payhooks.gateways._status import client, http_client
-from payhooks.reconcile.passes import Connect
+from payhooks.reconcile.parts import Connect
 from payhooks.reconcile.running import TIMEOUT_S, connecting
 from payhooks.sending import RefundClient, Tally, send_due
 

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.errors import GatewayApiError, MalformedPayload
-from payhooks.events import EventKind, Provider, Received
+from payhooks.events import EventKind, Provider, Received, storable
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, key, read_json, received
 from payhooks.gateways._status import answer, parsed
@@ -23,7 +23,6 @@ from payhooks.gateways.juspay.adapter import (
     refund_of,
     successes,
 )
-from payhooks.ingest import storable
 from payhooks.providers._common import require
 
 API_VERSION = "2023-06-30"

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.errors import GatewayApiError, MalformedPayload
-from payhooks.events import EventKind, Provider, Received
+from payhooks.events import EventKind, Provider, Received, storable
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, read_json, received, text
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
@@ -28,7 +28,6 @@ from payhooks.gateways.phonepe.adapter import (
     latest_attempt,
     paise,
 )
-from payhooks.ingest import storable
 
 TOKEN_PATH = "/v1/oauth/token"
 ORDER_PATH = "/checkout/v2/order/{}/status"
