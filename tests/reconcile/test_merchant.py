@@ -321,3 +321,27 @@ def test_a_reach_that_is_not_a_number_is_refused_by_name(shop, database_url, doo
     _, _, env = shop
     with pytest.raises(ValueError, match=f"{name} must be a whole number"):
         DOORS[door](database_url, {**env, name: "soon"})
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("reconcile",), ("confirm",), ("confirm", "--once"), ("replay", "evt_never_stored")],
+    ids=["reconcile", "confirm daemon", "confirm once", "replay"],
+)
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ("tests.reconcile.no_such_module:hooks", "cannot import tests.reconcile.no_such_module"),
+        ("tests.reconcile.broken_hooks:hooks", "MYSHOP_SETTINGS is not set"),
+    ],
+    ids=["missing", "raising"],
+)
+def test_every_command_taking_hooks_refuses_one_it_cannot_import_in_one_line(
+    shop, database_url, command, target, words
+):
+    """Bad configuration: one line and exit 1, never a traceback, the ``confirm`` daemon too
+    (it imported the handler inside its pass, where only a database outage was caught)."""
+    _, _, env = shop
+    done = _payhooks(*command, "--hooks", target, "--database-url", database_url, env=env)
+    assert done.returncode == 1
+    assert words in done.stderr and "Traceback" not in done.stderr
