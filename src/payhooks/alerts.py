@@ -35,6 +35,9 @@ class Condition(StrEnum):
     """Checkouts waiting past their time to be asked about: no pass runs for the gateway."""
     RECONCILE_REFUSED = "reconcile_refused"
     """The gateway refuses reconciliation's API credentials."""
+    RECONCILE_FAILING = "reconcile_failing"
+    """Checkouts reconciliation failed on several times in a row: the gateway's API answers
+    nothing useful about them, or the handler fails on a payment it reported."""
     PARKED = "parked"
     """Deliveries parked for a while: a payment no order could be found or made for."""
     DEAD_LETTERS = "dead_letters"
@@ -77,6 +80,9 @@ PARKED_WAIT = timedelta(minutes=10)
 RECONCILE_GRACE = timedelta(minutes=15)
 RECONCILE_AFTER = timedelta(seconds=900)
 RECONCILE_WINDOW = timedelta(days=7)
+# A checkout reconciliation failed on this many times in a row (one minute, two, four apart for
+# a fresh checkout) needs a person: an error that lasts is not a blip.
+RECONCILE_FAILURES = 3
 # A refund the gateway refused or failed is reported for a day after; then it is history.
 REFUNDS_REPORTED = timedelta(hours=24)
 # An intent still not sent this long after it was asked for: no sender runs, or every call
@@ -182,9 +188,44 @@ def reconciliation(
     after: timedelta = RECONCILE_AFTER,
     window: timedelta = RECONCILE_WINDOW,
 ) -> list[Alert]:
-    """Reconciliation refused by a gateway, or not running for it: either way a payment whose
-    webhook is lost stays lost."""
-    return _refused(conn) + _overdue(conn, now, after=after, window=window)
+    """Reconciliation refused by a gateway, not running for it, or failing on some of its
+    checkouts: either way a payment whose webhook is lost stays lost."""
+    return (
+        _refused(conn)
+        + _overdue(conn, now, after=after, window=window)
+        + _failing(conn, now, window=window)
+    )
+
+
+# Through the partial index payhooks_reconcile_failing: only checkouts failing now, looked at
+# within the window (one past it is asked no more, and its alert clears).
+_FAILING = """
+SELECT provider, count(*), min(failing_since),
+       (array_agg(last_error ORDER BY last_attempt_at DESC, gateway_order_id))[1]
+FROM payhooks_reconcile
+WHERE failures >= %(bound)s AND last_attempt_at > %(window)s
+GROUP BY 1 ORDER BY 1
+"""
+
+
+def _failing(conn: Connection, now: datetime, *, window: timedelta) -> list[Alert]:
+    params = {"bound": RECONCILE_FAILURES, "window": now - window}
+    return [
+        Alert(
+            condition=Condition.RECONCILE_FAILING,
+            subject=provider,
+            title=f"{provider}: reconciliation failing on {count} "
+            f"{'checkout' if count == 1 else 'checkouts'}",
+            body=(
+                f"Reconciliation failed {RECONCILE_FAILURES} or more times in a row on {count} "
+                f"{provider} {'checkout' if count == 1 else 'checkouts'} (the first since "
+                f"{since:%Y-%m-%d %H:%M} UTC); the newest error: {error}. Each is asked again "
+                "later; a payment the gateway reported that your handler fails on is not "
+                "applied until the handler is fixed."
+            ),
+        )
+        for provider, count, since, error in conn.execute(_FAILING, params).fetchall()
+    ]
 
 
 def _refused(conn: Connection) -> list[Alert]:
@@ -317,7 +358,9 @@ def core_sources(
         ),
         Source(conditions=frozenset({Condition.PARKED}), observe=parked),
         Source(
-            conditions=frozenset({Condition.RECONCILE_OFF, Condition.RECONCILE_REFUSED}),
+            conditions=frozenset(
+                {Condition.RECONCILE_OFF, Condition.RECONCILE_REFUSED, Condition.RECONCILE_FAILING}
+            ),
             observe=reconciled,
         ),
         Source(conditions=frozenset({Condition.REFUNDS_FAILING}), observe=refunds),
@@ -335,6 +378,7 @@ def observe(conn: Connection, now: datetime, sources: Iterable[Source]) -> list[
 
 __all__ = [
     "PARKED_WAIT",
+    "RECONCILE_FAILURES",
     "RECONCILE_GRACE",
     "REFUND_UNSENT",
     "REFUND_UNSETTLED",

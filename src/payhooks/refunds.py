@@ -201,10 +201,21 @@ def _text(name: str, value: object) -> None:
         raise InvalidRequest(f"{name} is 1 to {MAX_TEXT_CHARS} characters of plain text")
 
 
+# What the customer paid, by payhooks' own record of the payment (its capture's first): a
+# caller's captured figure above it never lets a refund past it.
+PAID = """
+SELECT paid_paise FROM payhooks_payments
+WHERE provider = %s AND payment_id = %s AND paid_paise IS NOT NULL
+ORDER BY kind = 'payment_captured' DESC
+LIMIT 1
+"""
+
+
 def requesting(asked: Refund) -> Steps[Refund]:
     """Write ``asked`` unless its key is already an intent: the same refund is that intent,
-    another under the key a ``Conflict``. Inside the caller's transaction (the lock is held
-    to its end)."""
+    another under the key a ``Conflict``. The cap is the smaller of the caller's
+    ``captured_paise`` and the payment's record of what was paid, when payhooks keeps one.
+    Inside the caller's transaction (the lock is held to its end)."""
     provider = asked.provider.value
     yield Statement(sql=LOCK, params=(provider, asked.payment_id), reads=False)
     row = yield Statement(sql=EXISTING, params=(provider, asked.idempotency_key))
@@ -219,10 +230,12 @@ def requesting(asked: Refund) -> Steps[Refund]:
             )
         return found
     taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
-    refundable = asked.captured_paise - int(taken[0] if taken else 0)
+    paid = yield Statement(sql=PAID, params=(provider, asked.payment_id))
+    captured = min(asked.captured_paise, int(paid[0]) if paid else asked.captured_paise)
+    refundable = captured - int(taken[0] if taken else 0)
     if asked.amount_paise > refundable:
         raise RefundTooLarge(asked.payment_id, asked.amount_paise, max(refundable, 0))
-    params = {name: getattr(asked, name) for name in _INSERTED}
+    params = {name: getattr(asked, name) for name in _INSERTED} | {"captured_paise": captured}
     inserted = yield Statement(sql=INSERT, params={**params, "provider": provider})
     assert inserted is not None
     return _refund(inserted)
@@ -253,8 +266,9 @@ def request(
     not the order amount an offer or a fee changed); ``gateway_order_id`` the order it belongs
     to (Cashfree refunds under the order, and needs it); ``attempt_id`` PayU's ``mihpayid`` when
     ``payment_id`` is its txnid. ``payhooks.payments.find`` reads all three from the payment's
-    record. Raises ``RefundTooLarge`` past what
-    is still refundable, ``Conflict`` for a key already used for another refund."""
+    record; when that record holds what was paid, the smaller of it and ``captured_paise`` is
+    the bound. Raises ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key
+    already used for another refund."""
     asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
                    reason=reason, requested_by=requested_by, currency=currency,
                    gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip

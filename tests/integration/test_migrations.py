@@ -106,6 +106,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0017_payment_identities",
         "core/0018_composed_keys",
         "core/0019_refund_cancels",
+        "core/0020_reconcile_failures",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -196,6 +197,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0017_payment_identities",
         "core/0018_composed_keys",
         "core/0019_refund_cancels",
+        "core/0020_reconcile_failures",
     ]
     tables = {
         row[0]
@@ -298,6 +300,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0017_payment_identities",
         "core/0018_composed_keys",
         "core/0019_refund_cancels",
+        "core/0020_reconcile_failures",
     ]
 
 

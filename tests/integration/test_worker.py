@@ -396,3 +396,54 @@ def test_one_amount_mismatch_whose_alert_is_refused_holds_back_no_other_nor_the_
     left = "SELECT payment_id FROM payhooks_amount_mismatches WHERE alerted_at IS NULL"
     assert conn.execute(left).fetchall() == [(short[0].payment_id,)]  # told on a later pass
     assert conn.execute("SELECT count(*) FROM maintenance_runs").fetchone()[0] == 1
+
+
+def _two_parked_then_paid(conn) -> list[str]:
+    """Two parked Razorpay captures whose checkouts now exist; their carts' ids."""
+    from payhooks.events import Provider
+    from payhooks.service.shop import carts
+    from tests.factories import GATEWAY
+
+    buy = purchase(conn)
+    cart_ids = []
+    for n, order in enumerate(("order_late_first", "order_late_second"), start=1):
+        parked = GATEWAY.razorpay(
+            "payment.captured", payment_id=f"pay_wk00000000p{n}", order_id=order,
+            amount_paise=buy.amount_paise,
+        )  # fmt: skip
+        assert deliver(conn, parked).outcome == "parked"
+        cart = carts.create_cart(
+            conn, "late@example.com", [carts.LineItem(sku=buy.sku, quantity=1)]
+        )
+        carts.checkout(conn, cart.cart_id, Provider.RAZORPAY, order)
+        cart_ids.append(cart.cart_id)
+    return cart_ids
+
+
+@pytest.mark.parametrize("unreferenced", [False, True], ids=["matched", "parked before refs"])
+def test_one_stored_parked_row_the_reader_cannot_take_holds_back_no_other(
+    conn, pool, inbox, unreferenced
+):
+    """Headers stored as a JSON array make the reader raise a TypeError (not a ValueError):
+    that row is logged and left parked (the parked alert tells a person); the other applies,
+    in the pass over matching rows and in the one filling references of older rows alike."""
+    from payhooks.service.shop import carts
+
+    _, port = inbox
+    cart_ids = _two_parked_then_paid(conn)
+    conn.execute(
+        "UPDATE processed_webhooks SET headers = '[1, 2]'::jsonb WHERE payment_id = %s",
+        ("pay_wk00000000p1",),
+    )
+    if unreferenced:
+        conn.execute("UPDATE processed_webhooks SET merchant_ref = NULL")
+    runner = Worker(
+        pool,
+        replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}"),
+        WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None),
+    )
+    assert runner.maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart_ids[1]).status == "paid"
+    assert carts.get_cart(conn, cart_ids[0]).status != "paid"
+    left = "SELECT outcome FROM processed_webhooks WHERE payment_id = 'pay_wk00000000p1'"
+    assert conn.execute(left).fetchone()[0] == "parked"

@@ -9,6 +9,7 @@ import base64
 import json
 import re
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -178,9 +179,10 @@ def test_a_state_that_carries_nothing_is_skipped():
     assert report == Report(skipped=("ms-1690960292-1:COD_INITIATED",))
 
 
-def test_an_answer_about_another_order_is_skipped_never_applied():
-    report = answering(encoded(sample_order("order_succeeded.json"))).report("another_order")
-    assert report == Report(skipped=("sample_ord_200:CHARGED",))
+def test_an_answer_about_another_order_is_an_api_error_never_a_decision():
+    """Like PhonePe's: an order status naming another order_id says nothing of the one asked."""
+    with pytest.raises(GatewayApiError, match="another order_id"):
+        answering(encoded(sample_order("order_succeeded.json"))).report("another_order")
 
 
 def test_a_whole_rupee_decimal_and_a_string_amount_are_exact():
@@ -349,3 +351,41 @@ def test_a_404_in_no_juspay_error_shape_is_an_api_error_not_no_order(books, answ
         ask(credentials, "ph_0123456789abcdef")
     (found,) = ask(credentials, "ph_0123456789abcdef").received  # asked again: the payment
     assert found.event.kind is EventKind.PAYMENT_CAPTURED
+
+
+def test_a_callback_whose_answer_names_another_order_is_asked_again_never_refuted(
+    books, database_url
+):
+    """An answer about another order is no word on the callback's: past the half hour after
+    which silence refutes, the callback still waits, with the mismatch as its error."""
+    import psycopg
+
+    import payhooks
+    from payhooks import Hooks
+    from payhooks.events import Event, Received
+    from payhooks.ingest import ingest_received
+    from payhooks.reconcile.confirming import confirm
+    from payhooks.reconcile.passes import Tally
+    from payhooks.reconcile.running import connecting, delivering
+
+    api, credentials = books
+    api.paid(purchase(), juspay_sim.txn_id("ph_0123456789abcdef"))
+    api.fail_next(Provider.JUSPAY, Fault(body=encoded(sample_order("order_succeeded.json"))))
+    event = Event(
+        provider=Provider.JUSPAY, kind=EventKind.PAYMENT_CAPTURED, event_type="ORDER_SUCCEEDED",
+        event_id="cb-1", payment_id="txn-1", merchant_ref="ph_0123456789abcdef",
+        amount_paise=49950, currency="INR", payload_sha256="cb-1", unconfirmed=True,
+    )  # fmt: skip
+    later = datetime.now(UTC) + timedelta(hours=1)
+    with psycopg.connect(database_url, autocommit=True) as conn, http_client(5.0) as http:
+        payhooks.migrate(conn)
+        ingest_received(conn, Received(event=event, body=b"{}", headers={}), Hooks())
+        connect = connecting(database_url)
+        clients = {Provider.JUSPAY: status.client(credentials, http)}
+        tally = confirm(connect, clients, delivering(connect, Hooks()), Tally(), now=lambda: later)
+        assert tally.refuted[Provider.JUSPAY] == 0
+        row = conn.execute(
+            "SELECT w.outcome, c.verdict, c.last_error FROM processed_webhooks w "
+            "JOIN payhooks_confirmations c USING (provider, event_id)"
+        ).fetchone()
+    assert row[:2] == ("confirming", None) and "another order_id" in row[2]

@@ -321,3 +321,77 @@ def test_a_reach_that_is_not_a_number_is_refused_by_name(shop, database_url, doo
     _, _, env = shop
     with pytest.raises(ValueError, match=f"{name} must be a whole number"):
         DOORS[door](database_url, {**env, name: "soon"})
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("reconcile",), ("confirm",), ("confirm", "--once"), ("replay", "evt_never_stored")],
+    ids=["reconcile", "confirm daemon", "confirm once", "replay"],
+)
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ("tests.reconcile.no_such_module:hooks", "cannot import tests.reconcile.no_such_module"),
+        ("tests.reconcile.broken_hooks:hooks", "MYSHOP_SETTINGS is not set"),
+    ],
+    ids=["missing", "raising"],
+)
+def test_every_command_taking_hooks_refuses_one_it_cannot_import_in_one_line(
+    shop, database_url, command, target, words
+):
+    """Bad configuration: one line and exit 1, never a traceback, the ``confirm`` daemon too
+    (it imported the handler inside its pass, where only a database outage was caught)."""
+    _, _, env = shop
+    done = _payhooks(*command, "--hooks", target, "--database-url", database_url, env=env)
+    assert done.returncode == 1
+    assert words in done.stderr and "Traceback" not in done.stderr
+
+
+def _failing_alerts(conn) -> dict[str, str]:
+    from datetime import UTC, datetime
+
+    from payhooks.alerts import core_sources, observe
+
+    found = observe(conn, datetime.now(UTC), core_sources())
+    return {a.key: a.body for a in found if a.key.startswith("reconcile_failing")}
+
+
+def _three_passes_failing(conn, database_url, env, handler) -> list[int]:
+    """Three passes over the shop's one checkout, each made due again at once."""
+    seen = []
+    for _ in range(3):
+        run(database_url, handler, environ=env, after_s=0)
+        seen.append(len(_failing_alerts(conn)))
+        conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
+    return seen
+
+
+def test_a_checkout_whose_payment_the_handler_keeps_failing_on_reaches_a_person(shop, database_url):
+    """Issue 33, 1's class: the checkout backs off with the handler's error, and after
+    RECONCILE_FAILURES failures in a row the reconcile_failing alert says so, with the error."""
+    from tests.reconcile.merchant_hooks import fussy
+
+    conn, api, env = shop
+    conn.execute("UPDATE merchant_orders SET ref = 'order_mer_bad'")
+    conn.execute("DELETE FROM payhooks_expectations")
+    with conn.transaction():
+        payhooks.expect(conn, "razorpay", "order_mer_bad", 49_900)
+    api.pay(Purchase(provider=Provider.RAZORPAY, cart_id="A-1", reference="order_mer_bad",
+                     amount_paise=49_900, items={"TEA": 1}), PAYMENT)  # fmt: skip
+    assert _three_passes_failing(conn, database_url, env, fussy) == [0, 0, 1]
+    body = _failing_alerts(conn)["reconcile_failing:razorpay"]
+    assert "1 razorpay checkout" in body and "the handler's bug" in body
+
+
+def test_a_checkout_its_gateway_api_keeps_failing_on_reaches_a_person_until_it_answers(
+    shop, database_url
+):
+    from payhooks.sim.gateway_api import Fault
+
+    conn, api, env = shop
+    api.fail_next(Provider.RAZORPAY, *[Fault(status=502)] * 3)  # one a pass
+    assert _three_passes_failing(conn, database_url, env, hooks) == [0, 0, 1]
+    assert "answered 502" in _failing_alerts(conn)["reconcile_failing:razorpay"]
+    paid_at_gateway(api)
+    run(database_url, hooks, environ=env, after_s=0)
+    assert _failing_alerts(conn) == {} and paid(conn) == (PAYMENT, 1)

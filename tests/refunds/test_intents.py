@@ -198,3 +198,30 @@ def test_a_gateway_payhooks_does_not_refund_is_refused_at_the_request(core):
     with pytest.raises(InvalidRequest, match="a Cashfree refund names its order"):
         refunds.request(core, "cashfree", "5114917039291", 100, key="k-1", captured_paise=100,
                         reason="r", requested_by="asha")  # fmt: skip
+
+
+def test_a_captured_figure_above_what_the_payment_record_says_was_paid_is_bounded_by_it(core):
+    """The caller's ``captured_paise`` is a figure it read somewhere; payhooks' own record of
+    the payment (``payhooks_payments.paid_paise``) is what the customer paid: the smaller
+    bounds the refunds."""
+    core.execute(
+        "INSERT INTO payhooks_payments (provider, payment_id, kind, event_id, reconciled, "
+        "paid_paise, currency) VALUES ('razorpay', %s, 'payment_captured', 'evt_1', false, "
+        "30000, 'INR')",
+        (PAYMENT,),
+    )
+    with pytest.raises(RefundTooLarge, match="more than the 30000 paise still refundable"):
+        ask(core, 49_900, captured=49_900)
+    assert ask(core, 30_000).amount_paise == 30_000
+    with pytest.raises(RefundTooLarge, match="more than the 0 paise"):
+        ask(core, 1, key="ticket-2", captured=49_900)
+
+
+def test_a_captured_figure_below_the_payment_record_bounds_the_refunds_still(core):
+    core.execute(
+        "INSERT INTO payhooks_payments (provider, payment_id, kind, event_id, reconciled, "
+        "paid_paise) VALUES ('razorpay', %s, 'payment_captured', 'evt_1', false, 49900)",
+        (PAYMENT,),
+    )
+    with pytest.raises(RefundTooLarge, match="more than the 20000 paise"):
+        ask(core, 20_001, captured=20_000)

@@ -310,7 +310,8 @@ def reconcile(
         url = database_url or settings.database_url or ""
         if not url:
             _run(lambda: _fail("--hooks needs your app's database: --database-url or DATABASE_URL"))
-        tally = _run(lambda: _reconcile_app(settings, url, hooks, limit, older_than_s))
+        handler = _run(lambda: _import(hooks))
+        tally = _run(lambda: _reconcile_app(settings, url, handler, limit, older_than_s))
     off = ", ".join(p.value for p in settings.reconciliation_off())
     typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
     if tally.failures:
@@ -347,16 +348,16 @@ def _reconcile_shop(settings: Settings, limit: int, after_s: int | None) -> Tall
 def _reconcile_app(
     settings: Settings,
     url: str,
-    target: str,
+    handler: Any,
     limit: int,
     after_s: int | None,
     *,
     confirm_only: bool = False,
 ) -> Tally:
-    """A pass over a merchant app's expected checkouts, through the app's own handler."""
+    """A pass over a merchant app's expected checkouts, through the app's own handler (imported
+    once, before any pass: a handler that cannot be imported is bad configuration)."""
     from payhooks.reconcile import running
 
-    handler = _import(target)
     connect = running.connecting(url)
     if getattr(handler, "is_async", False):
         from payhooks.aio import reconcile as async_reconcile
@@ -400,12 +401,13 @@ def confirm(
         _run(lambda: _fail("confirm needs your app's database: --database-url or DATABASE_URL"))
     if not settings.reconciled():
         _run(lambda: _fail("no gateway API credentials are set: nothing can be confirmed"))
+    handler = _run(lambda: _import(hooks))
     stopping = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     while True:
         tally = _passing(
-            lambda: _reconcile_app(settings, url, hooks, 100, None, confirm_only=True),
+            lambda: _reconcile_app(settings, url, handler, 100, None, confirm_only=True),
             once=once, command="confirm",
         )  # fmt: skip
         if tally is None:
@@ -462,7 +464,9 @@ def alerts(
 
 
 def _import(target: str) -> Any:
-    """``module:attribute``, imported from the current directory too, as uvicorn does."""
+    """``module:attribute``, imported from the current directory too, as uvicorn does. Whatever
+    the module raises on import (a missing module, a setting it reads, a syntax error) is a
+    ``ValueError`` naming it: the command's one-line cause."""
     import importlib
 
     module_name, _, attribute = target.partition(":")
@@ -474,6 +478,9 @@ def _import(target: str) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ValueError(f"--hooks {target}: cannot import {module_name} ({exc})") from None
+    except Exception as exc:  # the app's own module failed while it was imported
+        reason = f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"--hooks {target}: importing {module_name} failed ({reason})") from exc
     found = getattr(module, attribute, None)
     if found is None or not callable(found):
         raise ValueError(f"{module_name} has no handler named {attribute!r}")

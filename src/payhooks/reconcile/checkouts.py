@@ -159,7 +159,10 @@ RETURNING r.provider, r.gateway_order_id, r.attempts, r.next_attempt_at > now(),
 _ATTEMPTED = """
 UPDATE payhooks_reconcile
 SET attempts = attempts + 1, last_attempt_at = now(), last_error = %(error)s,
-    next_attempt_at = now() + %(wait)s
+    next_attempt_at = now() + %(wait)s,
+    failures = CASE WHEN %(error)s::text IS NULL THEN 0 ELSE failures + 1 END,
+    failing_since = CASE WHEN %(error)s::text IS NULL THEN NULL
+                         ELSE coalesce(failing_since, now()) END
 WHERE provider = %(provider)s AND gateway_order_id = %(reference)s
 """
 _RELEASE = """
@@ -276,6 +279,8 @@ def settled_backoff(attempts: int) -> timedelta:
 def attempted(
     conn: Connection, due: Due, *, error: str | None, wait: timedelta | None = None
 ) -> None:
+    """One look at ``due`` done: with ``error``, one more failure in a row (the
+    ``reconcile_failing`` alert counts them); without, its failures end."""
     conn.execute(
         _ATTEMPTED,
         {

@@ -134,8 +134,12 @@ class Maintenance:
         except ProviderNotConfigured:
             self._warn_unconfigured(row.provider)
             return None
-        except (PayhooksError, ValueError) as exc:  # one odd row must not stop the others
-            log.warning("parked_retry_failed", extra={"event_id": row.event_id, "error": str(exc)})
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:  # one odd row, whatever it raises, must not stop the others:
+            # it stays parked, and the parked alert tells a person
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id,
+                                                      "error": _reason(exc)})  # fmt: skip
             return None
 
     def _warn_unconfigured(self, provider: str) -> None:
@@ -182,7 +186,13 @@ class ParkedDelivery:
     event_id: str
     processed_at: datetime
     body: bytes
-    headers: dict[str, str]
+    stored_headers: Any
+    """The headers column as stored: read (and refused, when it is no object) row by row, so
+    one row the reader cannot take never stops the page it is on."""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return dict(self.stored_headers)
 
     @property
     def position(self) -> Position:
@@ -282,5 +292,5 @@ def _parked(row: tuple[Any, ...]) -> ParkedDelivery:
         event_id=event_id,
         processed_at=processed_at,
         body=bytes(body),
-        headers=dict(headers),
+        stored_headers=headers,
     )

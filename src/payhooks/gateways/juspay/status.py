@@ -81,8 +81,8 @@ def order_report(order_id: str, body: bytes) -> Report:
     """The order object (the webhook's ``content.order`` is the same): the one attempt it names
     (the one deciding its status) as a payment when that status is one the webhook acts on,
     and, when it is CHARGED, each refund whose status is SUCCESS. ``status: NOT_FOUND`` is no
-    order; an order of another id, or a state that carries nothing (NEW, STARTED,
-    AUTO_REFUNDED...), is skipped."""
+    order; an answer about another order id is unreadable (an error, asked again later, never
+    a decision); a state that carries nothing (NEW, STARTED, AUTO_REFUNDED...) is skipped."""
     doc = read_json(_P, body)
     if not isinstance(doc, dict):
         raise MalformedPayload(_P, "order status answer is not an object")
@@ -92,7 +92,7 @@ def order_report(order_id: str, body: bytes) -> Report:
     if not isinstance(doc.get("order_id"), str) or not isinstance(status, str):
         raise MalformedPayload(_P, "order status answer has no order_id or status")
     if doc["order_id"] != order_id:
-        return Report(skipped=(f"{doc['order_id']}:{status}",))
+        raise MalformedPayload(_P, "order status answer names another order_id")
     said = order(doc, "order")
     found: list[Received] = []
     skipped: list[str] = []
