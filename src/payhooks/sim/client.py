@@ -4,16 +4,14 @@ as a gateway would, and the shop's API over HTTP with its bearer token."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
 from payhooks.errors import PayhooksError
 from payhooks.events import Provider
 from payhooks.sim.deliveries import Delivery, Purchase
-
-if TYPE_CHECKING:
-    from payhooks.sim.gateway_api import GatewayApi
+from payhooks.sim.parts import GatewayBooks
 
 ACKNOWLEDGED = ("processed", "duplicate", "ignored", "parked")
 
@@ -129,7 +127,9 @@ class ShopAtGateway(Shop):
     """The shop, with every checkout also opened at the gateway, as the merchant's
     create-order call does: the status API double knows every order a merchant asks about."""
 
-    def __init__(self, client: httpx.Client, error: type[PayhooksError], books: GatewayApi) -> None:
+    def __init__(
+        self, client: httpx.Client, error: type[PayhooksError], books: GatewayBooks
+    ) -> None:
         super().__init__(client, error)
         self.books = books
 

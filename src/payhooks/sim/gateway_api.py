@@ -14,7 +14,6 @@ import threading
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -25,63 +24,7 @@ from payhooks.events import Provider
 from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateways import SIMULATORS, Booked, simulator
 from payhooks.sim.keys import ApiKeys
-
-
-@dataclass(slots=True, kw_only=True)
-class Order:
-    provider: Provider
-    reference: str
-    amount_paise: int
-    expired: bool = False
-    payments: list[dict[str, Any]] = field(default_factory=list)
-    refunds: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Refunds by the gateway's own refund id, for a status API that answers by it (PayU's
-    ``check_action_status``)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Fault:
-    """One scripted answer: an HTTP status (429, 500, 503...) or a delay before answering;
-    with ``body``, that body under ``status`` (200 by default): an error in a gateway's
-    documented shape under HTTP 200 (PayU's ``{"status":0,"msg":...}``), an HTML page from a
-    proxy, a truncated answer. A fault with neither status nor body answers as usual."""
-
-    status: int | None = None
-    delay_s: float = 0.0
-    retry_after_s: int | None = None
-    retry_after_date: bool = False
-    """``retry_after_s`` as an HTTP date (``Retry-After``'s other form), not seconds."""
-    body: bytes | None = None
-    content_type: str = "application/json"
-
-
-@dataclass(slots=True, kw_only=True)
-class Books:
-    """The money a gateway gave back, as its refund endpoints recorded it: each refund by the
-    idempotency key it was made under (with the body it was asked with), and the paise
-    refunded per payment. What the tests count: one refund per key, never past captured."""
-
-    by_key: dict[tuple[Provider, str], tuple[dict[str, Any], dict[str, Any]]] = field(
-        default_factory=dict
-    )
-    refunded: Counter[tuple[Provider, str]] = field(default_factory=Counter)
-    refunds: dict[tuple[Provider, str], list[dict[str, Any]]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    made: Counter[tuple[Provider, str]] = field(default_factory=Counter)
-    """Refunds made per payment: more than one per key would be a double refund."""
-    amounts: dict[tuple[Provider, str], list[int]] = field(
-        default_factory=lambda: defaultdict(list)
-    )
-    """The paise of each of ``refunds``, in their order."""
-    captured: Counter[tuple[Provider, str]] = field(default_factory=Counter)
-    """Captures made per authorised payment: more than one would be a double capture."""
-    under: Counter[tuple[Provider, str]] = field(default_factory=Counter)
-    """Refunds made per merchant's key as sent (Razorpay's header, Cashfree's ``refund_id``,
-    PayU's token), whatever the gateway scopes it by: what a storm counts per intent."""
-    pending: bool = False
-    """Refunds are made pending (Razorpay's normal speed, PayU's queue) until ``settle``."""
-
+from payhooks.sim.parts import Books, Fault, Order
 
 REFUND_WORDS: dict[Provider, tuple[str, str, str, str]] = {
     Provider.RAZORPAY: ("status", "pending", "processed", "failed"),

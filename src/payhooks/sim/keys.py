@@ -1,42 +1,26 @@
 """The test credentials the simulators sign and authenticate with: webhook secrets for
-deliveries, API keys for the status-API double. Each gateway's simulator says which
-environment variables a payhooks deployment reads them from."""
+deliveries, API keys for the status-API double. Their values are plain data below every
+simulator (``sim.parts``); each gateway's simulator says which environment variables a
+payhooks deployment reads them from, and these classes ask every simulator."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from payhooks.sim.gateways import SIMULATORS
+from payhooks.sim.parts import ApiKeyValues, SecretValues
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GatewaySecrets:
-    razorpay: str = "rzp_webhook_demo_secret"
-    cashfree: str = "cfsk_demo_client_secret"
-    payu_key: str = "gtKFFx"
-    payu_salt: str = "eCwWELxi"
-    phonepe: str = "payhooks_demo:demo1234pass"
-    juspay: str = "payhooks_demo:juspay-demo-webhook-password"
+class GatewaySecrets(SecretValues):
+    __slots__ = ()
 
     def env(self) -> dict[str, str]:
         """The environment a payhooks server needs to accept these deliveries."""
         return {k: v for sim in SIMULATORS.values() for k, v in sim.webhook_env(self).items()}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApiKeys:
+class ApiKeys(ApiKeyValues):
     """The API credentials the double accepts (never webhook secrets)."""
 
-    razorpay_key_id: str = "rzp_test_demo_key"
-    razorpay_key_secret: str = "rzp_demo_key_secret"
-    cashfree_client_id: str = "cf_demo_client_id"
-    cashfree_api_secret: str = "cfsk_demo_api_secret"
-    payu_key: str = "gtKFFx"
-    payu_salt: str = "eCwWELxi"
-    phonepe_client_id: str = "PAYHOOKS_DEMO_CLIENT"
-    phonepe_client_secret: str = "phonepe_demo_client_secret"
-    juspay_merchant_id: str = "payhooks_demo"
-    juspay_api_key: str = "juspay_demo_api_key"
+    __slots__ = ()
 
     def env(self, base_url: str) -> dict[str, str]:
         """The environment a payhooks worker needs to ask this double."""

@@ -7,7 +7,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import httpx
 
@@ -16,10 +15,7 @@ from payhooks.events import Provider
 from payhooks.service import reconcile
 from payhooks.sim.client import Answer, Shop, post
 from payhooks.sim.deliveries import Delivery, Purchase
-
-if TYPE_CHECKING:
-    from payhooks.sim.gateway import Gateway
-    from payhooks.sim.gateway_api import GatewayApi
+from payhooks.sim.parts import GatewayBooks, Signer
 
 CUSTOMER = "asha@example.com"
 GATEWAY_TIMEOUT_S = 5.0  # Razorpay's ack deadline
@@ -55,9 +51,9 @@ class Courier:
 class Stage:
     merchant: Shop
     courier: Courier
-    gateway: Gateway
+    gateway: Signer
     database_url: str
-    books: GatewayApi
+    books: GatewayBooks
     reconcile: Callable[[], reconcile.Tally] = reconcile.Tally
     refund: Callable[[], sending.Tally] = sending.Tally
     """One pass of the refund sender, the double-payment policy on (as the demo's worker)."""

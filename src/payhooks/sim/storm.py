@@ -32,67 +32,13 @@ from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
 from payhooks.sim.gateway_api import GatewayApi
 from payhooks.sim.gateways import simulator
 
-SIGNED = tuple(p for p, found in GATEWAYS.items() if not found.confirmed_by_api)
-"""The gateways whose webhooks take effect as they come, with no status API to confirm them."""
+# defined below the simulators (sim/parts.py), named here as before
+from payhooks.sim.parts import SIGNED as SIGNED
+from payhooks.sim.parts import Planned as Planned
+from payhooks.sim.parts import StormOptions as StormOptions
+from payhooks.sim.parts import Story as Story
+
 STORY_SPACING_S = 30.0  # simulated seconds between the events of one story
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StormOptions:
-    carts: int = 200
-    providers: tuple[Provider, ...] = SIGNED
-    """Whose shoppers the storm plays. Gateways whose callbacks the status API must confirm
-    (PhonePe, Juspay) settle only with ``books`` and a ``reconcile`` that confirms them
-    (tests/reconcile/test_storm_silent.py): name them here to storm them."""
-    skus: int = 10
-    stock_per_sku: int = 1_000_000
-    duplicate_rate: float = 0.3
-    reorder_rate: float = 0.3
-    failed_attempt_rate: float = 0.2
-    double_payment_rate: float = 0.05
-    refund_rate: float = 0.1
-    concurrency: int = 16
-    time_scale: float = 3600.0
-    spread_s: float = 600.0
-    request_timeout_s: float = 10.0
-    seed: int | None = None
-    silent_rate: float = 0.0
-    """Share of carts paid at the gateway whose webhooks are never sent: only reconciliation,
-    asking the gateway's status API (``books``), can give them their order."""
-    reconcile_wait_s: float = 120.0
-    refunds_doubles: bool = False
-    """The deployment refunds double payments itself (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``)
-    through ``books``: wait for those refunds too, and check that every double payment was
-    refunded once and no other payment at all (``double_payments_refunded_once``)."""
-    recovers_lost: bool = False
-    """The deployment may have lost deliveries it acknowledged (its database failed over onto
-    an asynchronous standby that had not received them; tests/failover): wait, reconciling,
-    until every cart the story paid for is paid, not only the silent ones."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Planned:
-    """One logical delivery of a story, with when (simulated) and how many copies go out."""
-
-    delivery: Delivery
-    purchase: Purchase
-    at_s: float
-    copies: int = 1
-
-
-@dataclass(slots=True, kw_only=True)
-class Story:
-    """What the gateway does for one cart, and what it knows happened (for verification)."""
-
-    purchase: Purchase
-    planned: list[Planned] = field(default_factory=list)
-    captured: list[str] = field(default_factory=list)
-    refunded: list[str] = field(default_factory=list)
-    """Refunded in full: the cart is owed no order."""
-    partly_refunded: list[str] = field(default_factory=list)
-    refunded_paise: Counter[str] = field(default_factory=Counter)
-    """What the story's own refunds (made at the gateway's dashboard) gave back, per payment."""
-    silent: bool = False
 
 
 # --- planning: pure, seeded ----------------------------------------------------------------

@@ -16,17 +16,22 @@ from payhooks.errors import PayhooksError
 from payhooks.events import Provider
 from payhooks.gateways import gateway
 from payhooks.providers import secrets_value
+from payhooks.sim.deliveries import Delivery, Purchase
+from payhooks.sim.parts import (
+    ApiKeyValues,
+    Fault,
+    GatewayBooks,
+    Order,
+    SecretValues,
+    Signer,
+    StormOptions,
+    Story,
+)
+from payhooks.sim.stage import Result, Stage
 
 if TYPE_CHECKING:
     from starlette.responses import Response
     from starlette.routing import Route
-
-    from payhooks.sim.deliveries import Delivery, Purchase
-    from payhooks.sim.gateway import Gateway
-    from payhooks.sim.gateway_api import Fault, GatewayApi, Order
-    from payhooks.sim.keys import ApiKeys, GatewaySecrets
-    from payhooks.sim.stage import Result, Stage
-    from payhooks.sim.storm import StormOptions, Story
 
 
 def numeric_payment_id() -> str:
@@ -86,19 +91,19 @@ class Simulator:
     provider: Provider
     new_payment_id: Callable[[], str]
     recorded_id: Callable[[Purchase, str], str] = same_payment_id
-    webhook_secrets: Callable[[GatewaySecrets], tuple[str, ...]]
+    webhook_secrets: Callable[[SecretValues], tuple[str, ...]]
     """One test value for each of the gateway's webhook settings, in their order."""
-    api_keys: Callable[[ApiKeys], tuple[str, str]]
+    api_keys: Callable[[ApiKeyValues], tuple[str, str]]
     """The API id and its secret the status-API double accepts."""
-    routes: Callable[[GatewayApi], list[Route]]
+    routes: Callable[[GatewayBooks], list[Route]]
     entity: Callable[[Booked], dict[str, Any]]
     payment_key: str
     fault: Callable[[Fault], Response]
     retry_schedule: tuple[float, ...]
-    story: Callable[[Story, Gateway, StormOptions, random.Random], list[Delivery]]
+    story: Callable[[Story, Signer, StormOptions, random.Random], list[Delivery]]
     scenarios: tuple[Callable[[Stage], Result], ...] = ()
 
-    def webhook_env(self, keys: GatewaySecrets) -> dict[str, str]:
+    def webhook_env(self, keys: SecretValues) -> dict[str, str]:
         """The environment a payhooks server reads these webhook secrets from."""
         settings = gateway(self.provider).secrets
         return {
@@ -106,7 +111,7 @@ class Simulator:
             for setting, value in zip(settings, self.webhook_secrets(keys), strict=True)
         }
 
-    def api_env(self, keys: ApiKeys, base_url: str) -> dict[str, str]:
+    def api_env(self, keys: ApiKeyValues, base_url: str) -> dict[str, str]:
         """The environment a payhooks worker reads to ask the double at ``base_url``."""
         api = gateway(self.provider).status_api
         ident, secret = self.api_keys(keys)

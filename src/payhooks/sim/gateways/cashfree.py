@@ -11,7 +11,7 @@ import json
 import random
 import re
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -22,19 +22,14 @@ from payhooks.providers import cashfree
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
-
-if TYPE_CHECKING:
-    from payhooks.sim.gateway import Gateway
-    from payhooks.sim.gateway_api import Fault, GatewayApi, Order
-    from payhooks.sim.stage import Result, Stage
-    from payhooks.sim.storm import StormOptions, Story
-
+from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
+from payhooks.sim.stage import Result, Stage
 
 # --- deliveries ------------------------------------------------------------------------------
 
 
 def delivery(
-    gateway: Gateway,
+    gateway: Signer,
     event_type: str,
     *,
     order_id: str,
@@ -108,7 +103,7 @@ def _body(
 # --- the status API double: GET /pg/orders/{id} and /pg/orders/{id}/payments --------------------
 
 
-def routes(api: GatewayApi) -> list[Route]:
+def routes(api: GatewayBooks) -> list[Route]:
     async def payments(request: Request) -> Response:
         order, refused = await _asked(api, request)
         if refused is not None:
@@ -231,7 +226,7 @@ def _order_body(order: Order) -> dict[str, object]:
     }
 
 
-async def _asked(api: GatewayApi, request: Request) -> tuple[Order | None, Response | None]:
+async def _asked(api: GatewayBooks, request: Request) -> tuple[Order | None, Response | None]:
     headers = request.headers
     if not headers.get("x-api-version"):
         return None, _error(400, "x-api-version missing", "request_invalid",
@@ -308,7 +303,7 @@ def _raw_json(text: str, status: int = 200) -> Response:
 
 
 def story(
-    told: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+    told: Story, gateway: Signer, options: StormOptions, rng: random.Random
 ) -> list[Delivery]:
     buy = told.purchase
     version = rng.choice(["2022-09-01", "2023-08-01", "2025-01-01"])

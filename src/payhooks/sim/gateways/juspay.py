@@ -16,7 +16,7 @@ import re
 import secrets
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -27,26 +27,30 @@ from payhooks.gateways.juspay.adapter import authorization
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
-
-if TYPE_CHECKING:
-    from payhooks.sim.gateway import Gateway
-    from payhooks.sim.gateway_api import Fault, GatewayApi, Order
-    from payhooks.sim.keys import ApiKeys, GatewaySecrets
-    from payhooks.sim.stage import Result, Stage
-    from payhooks.sim.storm import StormOptions, Story
+from payhooks.sim.parts import (
+    ApiKeyValues,
+    Fault,
+    GatewayBooks,
+    Order,
+    SecretValues,
+    Signer,
+    StormOptions,
+    Story,
+)
+from payhooks.sim.stage import Result, Stage
 
 MERCHANT_ID = "payhooks_demo"
 WEBHOOK_CREDENTIAL = "payhooks_demo:juspay-demo-webhook-password"
 API_KEY = "juspay_demo_api_key"
 
 
-def webhook_credential(keys: GatewaySecrets) -> str:
+def webhook_credential(keys: SecretValues) -> str:
     """The ``username:password`` deliveries carry: ``GatewaySecrets.juspay`` when the keys
     name one, else the demo's."""
     return str(getattr(keys, "juspay", WEBHOOK_CREDENTIAL))
 
 
-def api_keys(keys: ApiKeys) -> tuple[str, str]:
+def api_keys(keys: ApiKeyValues) -> tuple[str, str]:
     """The merchant id and API key the double accepts: ``ApiKeys.juspay_merchant_id`` and
     ``juspay_api_key`` when the keys name them, else the demo's."""
     merchant = getattr(keys, "juspay_merchant_id", MERCHANT_ID)
@@ -73,7 +77,7 @@ _TXN_EVENTS = frozenset({"TXN_CHARGED", "TXN_FAILED"})
 
 
 def delivery(
-    gateway: Gateway,
+    gateway: Signer,
     event_name: str,
     *,
     order_id: str,
@@ -209,7 +213,7 @@ def _json(doc: object) -> str:
 # --- the status API double: GET /orders/{order_id}, HTTP Basic (API key, empty password) -------
 
 
-def routes(api: GatewayApi) -> list[Route]:
+def routes(api: GatewayBooks) -> list[Route]:
     async def order_status(request: Request) -> Response:
         if not _authorised(request, *api_keys(api.keys)):
             return _error(401, "access_denied", "UNAUTHORIZED", "Invalid API Key. Please pass "
@@ -285,7 +289,7 @@ def entity(booked: Booked) -> dict[str, Any]:
 
 
 def story(
-    told: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+    told: Story, gateway: Signer, options: StormOptions, rng: random.Random
 ) -> list[Delivery]:
     """A failed first attempt now and then (TXN_FAILED), the charged attempt as ORDER_SUCCEEDED
     and, half the time, TXN_CHARGED too; sometimes a refund of it (ORDER_REFUNDED)."""

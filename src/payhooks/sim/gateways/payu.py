@@ -10,7 +10,7 @@ import hmac
 import json
 import random
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
@@ -22,19 +22,14 @@ from payhooks.providers import payu
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
-
-if TYPE_CHECKING:
-    from payhooks.sim.gateway import Gateway
-    from payhooks.sim.gateway_api import Fault, GatewayApi
-    from payhooks.sim.stage import Result, Stage
-    from payhooks.sim.storm import StormOptions, Story
-
+from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
+from payhooks.sim.stage import Result, Stage
 
 # --- deliveries ------------------------------------------------------------------------------
 
 
 def delivery(
-    gateway: Gateway, *, txnid: str, mihpayid: str, amount: str, status: str = "success"
+    gateway: Signer, *, txnid: str, mihpayid: str, amount: str, status: str = "success"
 ) -> Delivery:
     """A PayU payment post (form-encoded) with its reverse hash."""
     fields = {
@@ -65,7 +60,7 @@ def delivery(
 
 
 def refund_callback(
-    gateway: Gateway, *, txnid: str, mihpayid: str, request_id: str, amount: str,
+    gateway: Signer, *, txnid: str, mihpayid: str, request_id: str, amount: str,
     status: str = "success", token: str | None = None,
 ) -> Delivery:  # fmt: skip
     """A PayU refund status callback: JSON, no hash (the shape of PayU's docs' samples)."""
@@ -105,7 +100,7 @@ UNKNOWN_PAYMENT = {"status": 0, "msg": "Transaction Not Found"}
 its other answers use (payhooks reads any ``status: 0`` saying "not found" so)."""
 
 
-def routes(api: GatewayApi) -> list[Route]:
+def routes(api: GatewayBooks) -> list[Route]:
     async def post_service(request: Request) -> Response:
         form = dict(parse_qsl((await request.body()).decode("utf-8", "replace")))
         fields = {name: form.get(name, "") for name in ("key", "command", "var1", "var2", "var3",
@@ -136,7 +131,7 @@ def routes(api: GatewayApi) -> list[Route]:
     return [Route("/merchant/postservice.php", post_service, methods=["POST"])]
 
 
-def _signed(api: GatewayApi, fields: dict[str, str]) -> bool:
+def _signed(api: GatewayBooks, fields: dict[str, str]) -> bool:
     keys = api.keys
     expected = hashlib.sha512(
         f"{keys.payu_key}|{fields['command']}|{fields['var1']}|{keys.payu_salt}".encode()
@@ -144,7 +139,7 @@ def _signed(api: GatewayApi, fields: dict[str, str]) -> bool:
     return fields["key"] == keys.payu_key and hmac.compare_digest(expected, fields["hash"])
 
 
-def _refund(api: GatewayApi, mihpayid: str, token: str, rupees: str) -> dict[str, Any]:
+def _refund(api: GatewayBooks, mihpayid: str, token: str, rupees: str) -> dict[str, Any]:
     """``cancel_refund_transaction`` of a captured payment: queued under PayU's request id,
     or refused with PayU's error code (its docs' "error codes for refund initiation")."""
     paid = api.payment_of(Provider.PAYU, mihpayid)
@@ -186,7 +181,7 @@ def _paise(entity: dict[str, Any]) -> int:
     return int(Decimal(str(entity.get("amt") or entity.get("transaction_amount") or 0)) * 100)
 
 
-def _actions_of(api: GatewayApi, mihpayid: str) -> dict[str, Any]:
+def _actions_of(api: GatewayBooks, mihpayid: str) -> dict[str, Any]:
     """``check_action_status`` with ``var2=payuid``: every refund of the payment, keyed by
     the mihpayid then by request id (PayU's docs' sample)."""
     made = api.money.refunds.get((Provider.PAYU, mihpayid), [])
@@ -197,7 +192,7 @@ def _actions_of(api: GatewayApi, mihpayid: str) -> dict[str, Any]:
             "transaction_details": {mihpayid: {r["request_id"]: r for r in made}}}  # fmt: skip
 
 
-def _action_status(api: GatewayApi, request_id: str) -> dict[str, Any]:
+def _action_status(api: GatewayBooks, request_id: str) -> dict[str, Any]:
     found = api.refund_of(Provider.PAYU, request_id)
     if found is None:
         return {"status": 0, "msg": "0 out of 1 Transactions Fetched Successfully",
@@ -206,7 +201,7 @@ def _action_status(api: GatewayApi, request_id: str) -> dict[str, Any]:
             "transaction_details": {request_id: {request_id: found}}}  # fmt: skip
 
 
-def _verified(api: GatewayApi, txnids: list[str]) -> dict[str, Any]:
+def _verified(api: GatewayBooks, txnids: list[str]) -> dict[str, Any]:
     details = {t: _details(api, t) for t in txnids}
     found = sum(1 for d in details.values() if d.get("status") != "Not Found")
     return {
@@ -216,7 +211,7 @@ def _verified(api: GatewayApi, txnids: list[str]) -> dict[str, Any]:
     }
 
 
-def _details(api: GatewayApi, txnid: str) -> dict[str, Any]:
+def _details(api: GatewayBooks, txnid: str) -> dict[str, Any]:
     """The txnid's first successful payment, else its latest attempt. PayU refuses a txnid
     already paid, so two successes of one are rare; which one it names then is UNCONFIRMED."""
     order = api.order(Provider.PAYU, txnid)
@@ -256,7 +251,7 @@ def entity(booked: Booked) -> dict[str, Any]:
 
 
 def story(
-    told: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+    told: Story, gateway: Signer, options: StormOptions, rng: random.Random
 ) -> list[Delivery]:
     buy = told.purchase
     amount = f"{Decimal(buy.amount_paise) / 100:.2f}"

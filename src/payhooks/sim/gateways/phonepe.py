@@ -12,7 +12,7 @@ import random
 import secrets
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qsl
 
 from starlette.requests import Request
@@ -25,12 +25,8 @@ from payhooks.gateways.phonepe.status import client_identity
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
-
-if TYPE_CHECKING:
-    from payhooks.sim.gateway import Gateway
-    from payhooks.sim.gateway_api import Fault, GatewayApi, Order
-    from payhooks.sim.stage import Result, Stage
-    from payhooks.sim.storm import StormOptions, Story
+from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
+from payhooks.sim.stage import Result, Stage
 
 # The test credentials, until ``sim/keys.py`` names its own (``phonepe``,
 # ``phonepe_client_id``, ``phonepe_client_secret``): PhonePe's rules, a username of 5-20 of
@@ -61,7 +57,7 @@ def _key(keys: object, name: str, default: str) -> str:
 
 
 def delivery(
-    gateway: Gateway,
+    gateway: Signer,
     event: str,
     *,
     merchant_order_id: str,
@@ -154,7 +150,7 @@ def _refund(
 # Scripted faults answer the status call, never the token (fetched once an hour).
 
 
-def routes(api: GatewayApi) -> list[Route]:
+def routes(api: GatewayBooks) -> list[Route]:
     issued: set[str] = set()
     lock = threading.Lock()
 
@@ -195,7 +191,7 @@ def routes(api: GatewayApi) -> list[Route]:
     ]
 
 
-def _client_ok(api: GatewayApi, form: dict[str, str]) -> bool:
+def _client_ok(api: GatewayBooks, form: dict[str, str]) -> bool:
     keys = api.keys
     client_id, version = client_identity(_key(keys, "phonepe_client_id", CLIENT_ID))
     secret = _key(keys, "phonepe_client_secret", CLIENT_SECRET)
@@ -263,7 +259,7 @@ def entity(booked: Booked) -> dict[str, Any]:
 
 
 def story(
-    told: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+    told: Story, gateway: Signer, options: StormOptions, rng: random.Random
 ) -> list[Delivery]:
     """A failed attempt sometimes, then the order completed by another. No refunds: a refund
     callback names no payment, and the books hold none to confirm it by."""

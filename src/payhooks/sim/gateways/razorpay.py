@@ -10,7 +10,7 @@ import json
 import random
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -20,11 +20,7 @@ from payhooks.events import Provider
 from payhooks.providers import razorpay
 from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
-
-if TYPE_CHECKING:
-    from payhooks.sim.gateway import Gateway
-    from payhooks.sim.gateway_api import Fault, GatewayApi
-    from payhooks.sim.storm import StormOptions, Story
+from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
 
 
 def new_payment_id() -> str:
@@ -35,7 +31,7 @@ def new_payment_id() -> str:
 
 
 def delivery(
-    gateway: Gateway,
+    gateway: Signer,
     event: str,
     *,
     payment_id: str,
@@ -141,7 +137,7 @@ def _refund(refund_id: str, payment_id: str, money: dict[str, object]) -> dict[s
 # --- the status API double: GET /v1/orders/{id}/payments, HTTP basic auth ----------------------
 
 
-def routes(api: GatewayApi) -> list[Route]:
+def routes(api: GatewayBooks) -> list[Route]:
     async def payments(request: Request) -> Response:
         if (refused := await _refused(api, request)) is not None:
             return refused
@@ -254,7 +250,7 @@ _REFUSALS = {
 """Razorpay's own words (razorpay.com/docs/api/refunds, docs/providers.md "Refunds")."""
 
 
-async def _refused(api: GatewayApi, request: Request) -> Response | None:
+async def _refused(api: GatewayBooks, request: Request) -> Response | None:
     """What every route answers first: wrong credentials, or the next scripted fault."""
     if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
         return _error(401, "The API key provided is invalid")
@@ -309,7 +305,7 @@ def entity(booked: Booked) -> dict[str, Any]:
 
 
 def story(
-    told: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+    told: Story, gateway: Signer, options: StormOptions, rng: random.Random
 ) -> list[Delivery]:
     buy = told.purchase
 
