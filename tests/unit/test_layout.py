@@ -75,35 +75,10 @@ def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-SIMULATORS = "payhooks.sim"
-
-
-def _graph(outside_simulators: bool) -> dict[str, set[str]]:
+def test_no_module_of_the_package_imports_itself_round_a_cycle() -> None:
     known = modules()
     graph = {name: imported(name, path, set(known)) for name, path in known.items()}
-    if outside_simulators:
-        return {
-            n: {m for m in v if not _simulator(m)} for n, v in graph.items() if not _simulator(n)
-        }
-    return graph
-
-
-def _simulator(name: str) -> bool:
-    return name == SIMULATORS or name.startswith(SIMULATORS + ".")
-
-
-def test_no_module_outside_the_simulators_imports_itself_round_a_cycle() -> None:
-    cycle = cycle_in(_graph(outside_simulators=True))
-    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="each gateway's simulator names the sim's Gateway, GatewayApi, Stage and Storm "
-    "under TYPE_CHECKING, and those read the simulators' registry (issue 34, item 1)",
-)
-def test_no_module_of_the_package_imports_itself_round_a_cycle() -> None:
-    cycle = cycle_in(_graph(outside_simulators=False))
+    cycle = cycle_in(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
