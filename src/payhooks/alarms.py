@@ -119,13 +119,10 @@ def _refuted(conn: Connection, now: datetime) -> list[Alarm]:
 
 def _refuted_text(provider: str, count: int) -> str:
     said = f"{provider}: {count} {'callback' if count == 1 else 'callbacks'} in the last day"
-    if provider == Provider.PAYU.value:  # its refund callbacks rest on the public merchant key
-        return (
-            f"{said} said what PayU's API refuted (nothing was applied): refund callbacks "
-            "anyone can write (the merchant key is in every checkout form), or a customer's "
-            "own signed post resent under another mihpayid. No credential to rotate; look for "
-            "who sends them."
-        )
+    found = next((g for p, g in GATEWAYS.items() if p.value == provider), None)
+    if found is not None and found.refuted_advice:
+        refuted = f"said what {found.title}'s API refuted (nothing was applied)"
+        return f"{said} {refuted}: {found.refuted_advice}"
     return (
         f"{said} carried the right webhook credential but the gateway's API refuted what "
         "they said (nothing was applied). Unless they are old copies, someone else holds the "

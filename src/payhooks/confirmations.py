@@ -121,9 +121,7 @@ def requesting(event: Event, first_event_id: str | None = None) -> Steps[None]:
             event.kind.value,
             event.attempt_id if first_event_id is not None else event.payment_id,
             event.refund_id,
-            event.refund_amount_paise
-            if event.kind is EventKind.REFUND_PROCESSED
-            else event.amount_paise,
+            event.refund_amount_paise if event.kind.is_refund else event.amount_paise,
             first_event_id,
         ),
         reads=False,
@@ -199,17 +197,17 @@ def verdict(
     callback is settled, confirmed in the sense that it was heard, never refuted. A claim
     the API says it knows nothing of (``unknown``) is refuted at once."""
     said = list(reported)
-    if pending.kind is EventKind.REFUND_PROCESSED:
-        refunds = [e for e in said if e.kind is EventKind.REFUND_PROCESSED]
+    if pending.kind.is_refund:
+        refunds = [e for e in said if e.kind.is_refund]
         if any(_same_refund(pending, e) for e in refunds):
             return Verdict.CONFIRMED
     elif pending.kind is EventKind.PAYMENT_CAPTURED:
-        payments = [e for e in said if e.kind is not EventKind.REFUND_PROCESSED]
+        payments = [e for e in said if not e.kind.is_refund]
         if any(e.kind is pending.kind and _same_payment(pending, e) for e in payments):
             return Verdict.CONFIRMED
         if any(e.kind is pending.kind and _same_amount(pending, e) for e in payments):
             return Verdict.CONFIRMED  # the order captured, under another attempt's id
-        final = [e for e in payments if e.kind in _FINAL and _same_payment(pending, e)]
+        final = [e for e in payments if e.kind.is_final and _same_payment(pending, e)]
         if final:  # the API knows that payment in another final state
             return Verdict.REFUTED
     else:
@@ -263,9 +261,6 @@ def applied_body(conn: Connection, pending: Pending) -> bytes | None:
     params = (pending.kind.value, pending.provider, pending.first_event_id)
     row = conn.execute(APPLIED_BODY, params).fetchone()
     return None if row is None else bytes(row[0])
-
-
-_FINAL = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.PAYMENT_FAILED})
 
 
 def _same_payment(pending: Pending, event: Event) -> bool:

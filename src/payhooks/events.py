@@ -40,6 +40,49 @@ class EventKind(StrEnum):
     REFUND_PROCESSED = "refund_processed"
     OTHER = "other"
 
+    @property
+    def pays(self) -> bool:
+        """A payment authorised or captured: money promised or taken for an order, whose
+        amount is checked against the checkout (``payhooks.expectations``)."""
+        return _TRAITS[self].pays
+
+    @property
+    def moves_money(self) -> bool:
+        """The gateway says money moved (a capture, a refund): the only claims an API can
+        refute (``payhooks.confirmations``)."""
+        return _TRAITS[self].moves_money
+
+    @property
+    def is_final(self) -> bool:
+        """The attempt (or refund) is settled, one way or the other: captured, failed,
+        refunded. A pending or authorised payment may still move."""
+        return _TRAITS[self].is_final
+
+    @property
+    def is_refund(self) -> bool:
+        """Money going back: a refund's amount and id, not the payment's, are its figures."""
+        return _TRAITS[self].is_refund
+
+
+@dataclass(frozen=True, slots=True)
+class _Traits:
+    pays: bool
+    moves_money: bool
+    is_final: bool
+    is_refund: bool
+
+
+# Every kind has a row: a new one is placed here (tests/unit/test_events.py checks it).
+_TRAITS: Mapping[EventKind, _Traits] = {
+    #                                  pays   moves  final  refund
+    EventKind.PAYMENT_PENDING: _Traits(False, False, False, False),
+    EventKind.PAYMENT_AUTHORIZED: _Traits(True, False, False, False),
+    EventKind.PAYMENT_CAPTURED: _Traits(True, True, True, False),
+    EventKind.PAYMENT_FAILED: _Traits(False, False, True, False),
+    EventKind.REFUND_PROCESSED: _Traits(False, True, True, True),
+    EventKind.OTHER: _Traits(False, False, False, False),
+}
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Event:

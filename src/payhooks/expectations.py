@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 from payhooks.db import AsyncConnection, Connection, Statement, Steps, run, run_async
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 
-MONEY = frozenset({EventKind.PAYMENT_AUTHORIZED, EventKind.PAYMENT_CAPTURED})
-"""The kinds whose amount is checked: a payment authorised or captured for the order."""
+MONEY = frozenset(kind for kind in EventKind if kind.pays)
+"""The kinds whose amount is checked (``EventKind.pays``): kept for importers."""
 
 RECONCILED = "reconcile"
 """What the key of every delivery reconciliation makes starts with (``reconcile:``): a prefix
@@ -260,10 +260,10 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     handler must not see a refund of a payment it never saw). Any other event passes with no
     statement. ``reconciled``: the delivery is one reconciliation made (its key no webhook can
     take)."""
-    if event.kind is EventKind.REFUND_PROCESSED and event.payment_id is not None:
+    if event.kind.is_refund and event.payment_id is not None:
         held = yield Statement(sql=HELD, params=(event.provider.value, event.payment_id))
         return Check(refunds_held=held is not None)
-    if event.kind not in MONEY:
+    if not event.kind.pays:
         return UNCHECKED
     paid = {"provider": event.provider.value, "order": event.merchant_ref,
             "amount": event.amount_paise, "currency": paid_currency(event)}  # fmt: skip
@@ -360,7 +360,7 @@ def applying(event: Event, applied_by: str | None = None) -> Steps[None]:
     """The payment of ``event`` applied: under this delivery's key (``applied_by`` None), any
     open mismatch of the payment is settled; under another key found applied before, the open
     mismatch of this delivery (a parked one replayed) is."""
-    if event.kind not in MONEY:
+    if not event.kind.pays:
         return
     if applied_by is not None:
         params = (APPLIED_UNDER + applied_by, event.provider.value, event.event_id)

@@ -235,7 +235,7 @@ class Delivery:
             yield from expectations.releasing(event, check)
         if (
             claim.state is ClaimState.PARKED
-            and event.kind in expectations.MONEY
+            and event.kind.pays
             and (applied.outcome in (Outcome.PROCESSED, Outcome.IGNORED))
         ):  # parked for its amount, perhaps: applied or ignored now, its mismatch is settled
             yield from expectations.settling(event, applied=applied.outcome is Outcome.PROCESSED)

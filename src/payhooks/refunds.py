@@ -163,8 +163,9 @@ def intent(
     if not GATEWAYS[provider].sends_refunds:
         sent = ", ".join(p.value for p, g in GATEWAYS.items() if g.sends_refunds)
         raise InvalidRequest(f"payhooks sends no refunds to {provider.value} yet (only {sent})")
-    if provider is Provider.CASHFREE and gateway_order_id is None:
-        raise InvalidRequest("a Cashfree refund names its order (gateway_order_id)")
+    if GATEWAYS[provider].refund_needs_order and gateway_order_id is None:
+        title = GATEWAYS[provider].title
+        raise InvalidRequest(f"a {title} refund names its order (gateway_order_id)")
     for name, value in (("payment_id", payment_id), ("key", key), ("reason", reason),
                         ("requested_by", requested_by)):  # fmt: skip
         _text(name, value)

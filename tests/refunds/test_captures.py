@@ -114,6 +114,6 @@ def test_a_payment_failing_to_be_captured_past_the_bound_is_an_alert(conn, rig):
     buy = authorised(conn, rig)
     assert alerting.captures_failing(conn, datetime.now(UTC)) == []
     for _ in range(shop_authorised.ALERTED_AFTER):
-        shop_authorised.failed(conn, buy.payment_id, "GatewayApiError: 502")
+        shop_authorised.failed(conn, Provider.RAZORPAY, buy.payment_id, "GatewayApiError: 502")
     [alert] = alerting.captures_failing(conn, datetime.now(UTC))
     assert alert.key == "captures_failing:razorpay" and "502" in alert.body

@@ -38,6 +38,33 @@ def test_every_gateway_names_a_status_module_with_a_client_and_a_stored_reader()
         assert callable(module.client) and callable(module.stored)
 
 
+def _having(rule: str) -> set[Provider]:
+    return {provider for provider, found in GATEWAYS.items() if getattr(found, rule)}
+
+
+def test_only_payus_order_is_final_once_captured():
+    from payhooks.reconcile.checkouts import FINAL_WHEN_CAPTURED
+
+    assert _having("final_when_captured") == {Provider.PAYU}
+    assert {"payu"} == FINAL_WHEN_CAPTURED
+
+
+def test_only_cashfrees_refunds_name_their_order():
+    assert _having("refund_needs_order") == {Provider.CASHFREE}
+
+
+def test_only_razorpays_authorisations_are_captured_by_payhooks():
+    assert _having("captures_authorized") == {Provider.RAZORPAY}
+
+
+def test_payus_refuted_callbacks_get_their_own_advice_with_no_credential_to_rotate():
+    from payhooks.alarms import _refuted_text
+
+    assert _having("refuted_advice") == {Provider.PAYU}
+    assert "No credential to rotate" in _refuted_text("payu", 2)
+    assert "set a new one" in _refuted_text("razorpay", 2)
+
+
 def test_an_unknown_gateway_is_refused():
     with pytest.raises(UnknownGateway):
         gateway("stripe")  # type: ignore[arg-type]

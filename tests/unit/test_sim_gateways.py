@@ -47,3 +47,27 @@ def test_the_api_keys_environment_reads_back_as_each_gateways_credentials():
         (Provider.PHONEPE, "g", "h", "http://books"),
         (Provider.JUSPAY, "i", "j", "http://books"),
     }
+
+
+def test_api_keys_given_each_gateways_credentials_are_what_its_simulator_accepts():
+    from payhooks.sim.keys import ApiKeys
+
+    given = {provider: (f"{provider}-id", f"{provider}-secret") for provider in Provider}
+    keys = ApiKeys().given(given)
+    assert {p: sim.api_keys(keys) for p, sim in SIMULATORS.items()} == given
+
+
+def test_webhook_secrets_given_for_some_settings_keep_the_defaults_of_the_rest():
+    from payhooks.sim.keys import GatewaySecrets
+
+    keys = GatewaySecrets().given({Provider.PAYU: ["key", None], Provider.RAZORPAY: ["whsec"]})
+    assert keys == GatewaySecrets(payu_key="key", razorpay="whsec")
+
+
+def test_webhook_secrets_given_for_every_setting_are_what_each_simulator_signs_with():
+    from payhooks.gateways import GATEWAYS
+    from payhooks.sim.keys import GatewaySecrets
+
+    given = {p: [f"{s.variable}-value" for s in g.secrets] for p, g in GATEWAYS.items()}
+    keys = GatewaySecrets().given(given)
+    assert {p: list(sim.webhook_secrets(keys)) for p, sim in SIMULATORS.items()} == given

@@ -23,9 +23,6 @@ from payhooks import retention as policy
 from payhooks.errors import DatabaseUnavailable, NotFound, PayhooksError
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
-from payhooks.gateways.cashfree import CASHFREE
-from payhooks.gateways.payu import PAYU
-from payhooks.gateways.razorpay import RAZORPAY
 from payhooks.service import database, logs, outbox
 from payhooks.service.config import Settings
 
@@ -794,33 +791,19 @@ def _current_secrets(settings: Settings) -> GatewaySecrets:
     JSON-listed secret holding a comma signs the same here as there."""
     from payhooks.sim.gateway import GatewaySecrets
 
-    default = GatewaySecrets()
-    return GatewaySecrets(
-        razorpay=settings.first_secret(RAZORPAY.secrets[0].variable) or default.razorpay,
-        cashfree=settings.first_secret(CASHFREE.secrets[0].variable) or default.cashfree,
-        payu_key=settings.first_secret(PAYU.secrets[0].variable) or default.payu_key,
-        payu_salt=settings.first_secret(PAYU.secrets[1].variable) or default.payu_salt,
-    )
+    found = {
+        provider: [settings.first_secret(secret.variable) for secret in gateway.secrets]
+        for provider, gateway in GATEWAYS.items()
+    }
+    return GatewaySecrets().given(found)
 
 
 def _api_keys(settings: Settings) -> Any:
     """The API credentials the deployment reconciles with (the defaults where unset)."""
     from payhooks.sim.gateway_api import ApiKeys
 
-    default = ApiKeys()
-    found = settings.reconciled()
-
-    def pair(provider: Provider, ident: str, secret: str) -> tuple[str, str]:
-        given = found.get(provider)
-        return (given.id, given.secret) if given else (ident, secret)
-
-    rzp = pair(Provider.RAZORPAY, default.razorpay_key_id, default.razorpay_key_secret)
-    cf = pair(Provider.CASHFREE, default.cashfree_client_id, default.cashfree_api_secret)
-    payu = pair(Provider.PAYU, default.payu_key, default.payu_salt)
-    return ApiKeys(
-        razorpay_key_id=rzp[0], razorpay_key_secret=rzp[1],
-        cashfree_client_id=cf[0], cashfree_api_secret=cf[1], payu_key=payu[0], payu_salt=payu[1],
-    )  # fmt: skip
+    found = {provider: (api.id, api.secret) for provider, api in settings.reconciled().items()}
+    return ApiKeys().given(found)
 
 
 def _fail(reason: str) -> None:

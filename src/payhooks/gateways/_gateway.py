@@ -106,6 +106,18 @@ class Gateway:
     sends_refunds: bool = False
     """payhooks sends its refunds (``payhooks.refunds``): its status client's
     ``send_refund`` makes the call under the intent's idempotency key."""
+    refund_needs_order: bool = False
+    """Its refund API is addressed by order, so a refund asked of payhooks names the order
+    (``gateway_order_id``) as well as the payment (Cashfree)."""
+    final_when_captured: bool = False
+    """Its order is one payment: once one is captured, reconciliation has nothing left to
+    find and stops asking (PayU's txnid)."""
+    captures_authorized: bool = False
+    """payhooks captures its authorised payments when asked to (manual capture, the
+    reference service's ``PAYHOOKS_CAPTURE_AUTHORIZED``): its status client's ``capture``."""
+    refuted_advice: str = ""
+    """What an operator is told of its callbacks the API refuted, when the usual advice (the
+    webhook credential leaked: rotate it) does not fit; empty for the usual."""
 
     def adapter(self, found: Found) -> Adapter | None:
         """The adapter when every setting holds something; None when none does (the gateway

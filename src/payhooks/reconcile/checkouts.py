@@ -33,6 +33,7 @@ from typing import Any
 
 from payhooks.db import Connection
 from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS
 
 Row = tuple[Any, ...]
 
@@ -44,8 +45,9 @@ FIRST_RETRY = timedelta(minutes=1)
 LONGEST_RETRY = timedelta(hours=6)
 SETTLED_FIRST_RETRY = timedelta(hours=1)
 SETTLED_LONGEST_RETRY = timedelta(days=1)
-FINAL_WHEN_CAPTURED = frozenset({Provider.PAYU.value})
-"""Gateways whose order is one payment: once it is captured there is nothing left to find."""
+FINAL_WHEN_CAPTURED = frozenset(p.value for p, g in GATEWAYS.items() if g.final_when_captured)
+"""Gateways whose order is one payment: once it is captured there is nothing left to find
+(``Gateway.final_when_captured``)."""
 ENROLL_BATCH = 1000
 SWEEP_ROWS = 50
 """Rows a claim reads beyond those it may lease: room to move captured and past-window rows

@@ -18,14 +18,13 @@ from datetime import UTC, datetime, timedelta
 from payhooks import confirmations
 from payhooks.confirmations import Pending, Verdict
 from payhooks.errors import GatewayApiError
-from payhooks.events import Event, EventKind, Provider
+from payhooks.events import Event, Provider
 from payhooks.gateways._reports import Report
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.ingest import Applied, Outcome
 from payhooks.reconcile.parts import Connect, Deliver, Tally
 
 log = logging.getLogger("payhooks.reconcile")
-_MONEY = frozenset({EventKind.PAYMENT_CAPTURED, EventKind.REFUND_PROCESSED})
 
 
 def _nothing_more(conn: object, event: Event, applied: Applied) -> None:
@@ -95,7 +94,7 @@ def _one(
     try:
         report = client.report(pending.gateway_order_id)
         refund = getattr(client, "refund", None)  # a gateway whose order status lists no refunds
-        if pending.kind is EventKind.REFUND_PROCESSED and pending.refund_id and refund:
+        if pending.kind.is_refund and pending.refund_id and refund:
             extra = refund(pending.refund_id, pending.gateway_order_id)
             report = replace(
                 report, received=(*report.received, *extra.received), unknown=extra.unknown
@@ -198,7 +197,7 @@ def _detail(pending: Pending, found: Verdict | None, events: list[Event]) -> str
     if found is Verdict.CONFIRMED and (applied := _other_figures(pending, events)):
         said = claimed + _for(pending.amount_paise, None)
         return f"the callback claimed {said}; the status API's figures applied: {applied}"[:500]
-    if found is Verdict.CONFIRMED and pending.kind not in _MONEY:
+    if found is Verdict.CONFIRMED and not pending.kind.moves_money:
         return f"heard: a {pending.kind.value} claims no money moved; the API's word applied"
     if found is Verdict.CONFIRMED:
         return f"the status API reports the {claimed} the callback claimed"
@@ -213,8 +212,7 @@ def _detail(pending: Pending, found: Verdict | None, events: list[Event]) -> str
 def _other_figures(pending: Pending, events: list[Event]) -> str:
     """What the API reported of the payment (or refund) the callback named, when its kind or
     amount is not the callback's; empty when they agree, or the API reported none of it."""
-    refund = pending.kind is EventKind.REFUND_PROCESSED
-    mine = [e for e in events if (e.kind is EventKind.REFUND_PROCESSED) == refund]
+    mine = [e for e in events if e.kind.is_refund == pending.kind.is_refund]
     named = [e for e in mine if pending.payment_id is None or e.payment_id == pending.payment_id]
     if any(_agrees(pending, e) for e in named):
         return ""
@@ -225,8 +223,7 @@ def _other_figures(pending: Pending, events: list[Event]) -> str:
 
 
 def _amount(event: Event) -> int | None:
-    refund = event.kind is EventKind.REFUND_PROCESSED
-    return event.refund_amount_paise if refund else event.amount_paise
+    return event.refund_amount_paise if event.kind.is_refund else event.amount_paise
 
 
 def _agrees(pending: Pending, event: Event) -> bool:

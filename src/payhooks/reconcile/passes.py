@@ -33,7 +33,6 @@ log = logging.getLogger("payhooks.reconcile")
 
 FAILURES_BEFORE_PAUSE = 3
 RATE_LIMIT_WAIT = timedelta(minutes=1)
-_MONEY = (EventKind.PAYMENT_AUTHORIZED, EventKind.PAYMENT_CAPTURED)
 
 # A webhook for this payment, under any key but reconciliation's own: did one ever arrive?
 _WEBHOOK_SEEN = """
@@ -275,7 +274,7 @@ def _alert_unseen(alerted: list[str], notify: Notifier) -> Followup:
     same moment holds that row, is waited for, and is then seen."""
 
     def alert(conn: Connection, event: Event, applied: Applied) -> None:
-        if applied.outcome is Outcome.PROCESSED and event.kind in _MONEY:
+        if applied.outcome is Outcome.PROCESSED and event.kind.pays:
             seen = conn.execute(_WEBHOOK_SEEN, (event.provider.value, event.payment_id))
             if seen.fetchone() is None:
                 notify.missing_webhook(conn, event)

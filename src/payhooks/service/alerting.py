@@ -11,6 +11,8 @@ from datetime import datetime, timedelta
 from payhooks.alerts import Alert, Condition, Source, core_sources
 from payhooks.db import Connection
 from payhooks.errors import NoticeFailed
+from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS
 from payhooks.notifier import Channel, Notice, Notifier, Policy, Webhook
 from payhooks.service.config import Settings
 from payhooks.service.errors import MailerUnavailable, MessageRejected
@@ -97,29 +99,31 @@ def refunds_needed(conn: Connection, now: datetime) -> list[Alert]:
 
 
 _CAPTURES_FAILING = """
-SELECT count(*), min(capture_error) FROM payments
-WHERE provider = 'razorpay' AND status = 'authorized' AND capture_attempts >= %s
+SELECT provider, count(*), min(capture_error) FROM payments
+WHERE provider = ANY(%s) AND status = 'authorized' AND capture_attempts >= %s
+GROUP BY provider ORDER BY provider
 """
 
 
 def captures_failing(conn: Connection, now: datetime) -> list[Alert]:
-    row = conn.execute(_CAPTURES_FAILING, (authorised.ALERTED_AFTER,)).fetchone()
-    count, error = row or (0, None)
-    if not count:
-        return []
-    return [
-        Alert(
-            condition=Condition.CAPTURES_FAILING,
-            subject="razorpay",
-            title=f"razorpay: {count} authorised payment(s) failing to be captured",
-            body=(
-                f"The worker failed {authorised.ALERTED_AFTER} times or more to capture and "
-                f"apply {count} authorised Razorpay payment(s) (one error: {error}). It keeps "
-                "asking, backed off to once an hour. `payhooks trace ID` shows each; capture "
-                "one in Razorpay's dashboard, or leave it to lapse and be refunded by Razorpay."
-            ),
-        )
-    ]
+    capturing = [p.value for p, found in GATEWAYS.items() if found.captures_authorized]
+    rows = conn.execute(_CAPTURES_FAILING, (capturing, authorised.ALERTED_AFTER)).fetchall()
+    return [_capture_alert(provider, count, error) for provider, count, error in rows]
+
+
+def _capture_alert(provider: str, count: int, error: str | None) -> Alert:
+    title = GATEWAYS[Provider(provider)].title
+    return Alert(
+        condition=Condition.CAPTURES_FAILING,
+        subject=provider,
+        title=f"{provider}: {count} authorised payment(s) failing to be captured",
+        body=(
+            f"The worker failed {authorised.ALERTED_AFTER} times or more to capture and "
+            f"apply {count} authorised {title} payment(s) (one error: {error}). It keeps "
+            "asking, backed off to once an hour. `payhooks trace ID` shows each; capture "
+            f"one in {title}'s dashboard, or leave it to lapse and be refunded by {title}."
+        ),
+    )
 
 
 def _given_up(count: int) -> str:

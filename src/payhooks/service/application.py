@@ -163,23 +163,29 @@ def _refunded(reconciler: Reconciler, refund: Refund) -> None:
 
 
 def capture_authorized(reconciler: Reconciler, *, limit: int = 50) -> int:
-    """Razorpay payments authorised and not captured, captured once each
-    (``shop.authorised``); what the capture answers is applied as reconciliation applies a
-    payment. Returns how many were captured and applied now."""
-    client = reconciler.clients.get(Provider.RAZORPAY)
+    """Payments authorised and not captured at each gateway payhooks captures for
+    (``Gateway.captures_authorized``: Razorpay), captured once each (``shop.authorised``);
+    what the capture answers is applied as reconciliation applies a payment. Returns how
+    many were captured and applied now."""
+    capturing = [p for p, found in GATEWAYS.items() if found.captures_authorized]
+    return sum(_capture_due(reconciler, provider, limit) for provider in capturing)
+
+
+def _capture_due(reconciler: Reconciler, provider: Provider, limit: int) -> int:
+    client = reconciler.clients.get(provider)
     if client is None:
         return 0
     with reconciler.connect() as conn:
-        waiting = authorised.due(conn, limit)
+        waiting = authorised.due(conn, provider, limit)
     applied = 0
     for payment in waiting:
         try:
-            applied += _capture(reconciler, client, payment)
+            applied += _capture(reconciler, client, provider, payment)
         except Exception as exc:  # the handler's, the database's: this payment only
             detail = exc.reason if isinstance(exc, GatewayApiError) else _described(exc)
             log.warning("capture_failed", extra={"payment_id": payment.payment_id,
                                                  "detail": detail}, exc_info=True)  # fmt: skip
-            _capture_failed(reconciler, payment, detail)
+            _capture_failed(reconciler, provider, payment, detail)
     return applied
 
 
@@ -187,20 +193,24 @@ def _described(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"[:500]
 
 
-def _capture_failed(reconciler: Reconciler, payment: authorised.Authorised, error: str) -> None:
+def _capture_failed(
+    reconciler: Reconciler, provider: Provider, payment: authorised.Authorised, error: str
+) -> None:
     try:
         with reconciler.connect() as conn:
-            authorised.failed(conn, payment.payment_id, error)
+            authorised.failed(conn, provider, payment.payment_id, error)
     except Exception:  # the database away: asked again next tick
         log.exception("capture_attempt_unrecorded", extra={"payment_id": payment.payment_id})
 
 
-def _capture(reconciler: Reconciler, client: object, payment: authorised.Authorised) -> int:
+def _capture(
+    reconciler: Reconciler, client: object, provider: Provider, payment: authorised.Authorised
+) -> int:
     """One payment captured and applied; how many payment events took effect. One that
     fails is kept with its error and asked again after its backoff (Razorpay answers a
     second capture "already captured"); reconciliation's pass applies it too."""
     with reconciler.connect() as conn:
-        if not authorised.still_due(conn, payment.payment_id):
+        if not authorised.still_due(conn, provider, payment.payment_id):
             return 0
     report = client.capture(  # type: ignore[attr-defined]
         payment.payment_id, payment.amount_paise, payment.currency

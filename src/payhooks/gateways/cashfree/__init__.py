@@ -25,6 +25,7 @@ CASHFREE = Gateway(
     # on: the same day is watched.
     retry_window=timedelta(hours=24),
     sends_refunds=True,  # under its idempotency key (docs/providers.md, "Refunds")
+    refund_needs_order=True,  # its refund API is /orders/{order_id}/refunds
 )
 
 __all__ = ["CASHFREE"]

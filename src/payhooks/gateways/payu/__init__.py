@@ -28,6 +28,13 @@ PAYU = Gateway(
     reference_prefix="ph",  # the merchant's own txnid
     retry_window=timedelta(hours=24),  # it documents none: the same day is watched
     sends_refunds=True,  # under its token id (docs/providers.md, "Refunds")
+    final_when_captured=True,  # the txnid is one payment
+    # Its refund callbacks rest on the merchant key, which every checkout form shows.
+    refuted_advice=(
+        "refund callbacks anyone can write (the merchant key is in every checkout form), or a "
+        "customer's own signed post resent under another mihpayid. No credential to rotate; "
+        "look for who sends them."
+    ),
 )
 
 __all__ = ["PAYU"]

@@ -23,6 +23,7 @@ RAZORPAY = Gateway(
     reference_prefix="order",  # the shape of the ids Razorpay's create-order call returns
     retry_window=timedelta(hours=24),  # then it disables the endpoint
     sends_refunds=True,  # under its idempotency key (docs/providers.md, "Refunds")
+    captures_authorized=True,  # manual capture (docs/providers.md, "Captures")
 )
 
 __all__ = ["RAZORPAY"]

@@ -8,7 +8,7 @@ Razorpay's ``payment.captured`` and ``order.paid``, take effect once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from payhooks.db import Connection
 from payhooks.errors import NotFound
@@ -88,11 +88,27 @@ FROM payments WHERE provider = %s AND payment_id = %s
 
 
 def apply_event(conn: Connection, event: Event) -> Applied:
-    """The reference shop's handler: payment state machine, order, stock, outbox."""
-    if event.kind is EventKind.OTHER:
-        return Applied(outcome=Outcome.IGNORED)
-    if event.kind is EventKind.REFUND_PROCESSED:
-        return _apply_refund(conn, event)
+    """The reference shop's handler: payment state machine, order, stock, outbox. Every
+    kind is matched: mypy refuses a new one this does not handle."""
+    kind = event.kind
+    match kind:
+        case EventKind.OTHER:
+            return Applied(outcome=Outcome.IGNORED)
+        case EventKind.REFUND_PROCESSED:
+            return _apply_refund(conn, event)
+        case (
+            EventKind.PAYMENT_PENDING
+            | EventKind.PAYMENT_AUTHORIZED
+            | EventKind.PAYMENT_CAPTURED
+            | EventKind.PAYMENT_FAILED
+        ):
+            return _apply_payment(conn, event)
+        case _:
+            assert_never(kind)
+
+
+def _apply_payment(conn: Connection, event: Event) -> Applied:
+    """A payment's event: its row moved forward; on its first capture, the order."""
     cart_id = _cart_of(conn, event)
     if cart_id is None:
         return _park(conn, event, "no checkout matches its reference", _AWAITS_CHECKOUT)

@@ -4,6 +4,7 @@ out of ``failed``."""
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import assert_never
 
 from payhooks.events import EventKind
 
@@ -23,13 +24,29 @@ _RANK = {
     PaymentStatus.REFUNDED: 3,
 }
 
-TARGET = {
-    EventKind.PAYMENT_PENDING: PaymentStatus.CREATED,
-    EventKind.PAYMENT_AUTHORIZED: PaymentStatus.AUTHORIZED,
-    EventKind.PAYMENT_CAPTURED: PaymentStatus.CAPTURED,
-    EventKind.PAYMENT_FAILED: PaymentStatus.FAILED,
-    EventKind.REFUND_PROCESSED: PaymentStatus.REFUNDED,
-}
+
+def target(kind: EventKind) -> PaymentStatus | None:
+    """The status an event of ``kind`` reports; None for one that moves no payment. Every
+    kind is matched: mypy refuses a new one this does not place."""
+    match kind:
+        case EventKind.PAYMENT_PENDING:
+            return PaymentStatus.CREATED
+        case EventKind.PAYMENT_AUTHORIZED:
+            return PaymentStatus.AUTHORIZED
+        case EventKind.PAYMENT_CAPTURED:
+            return PaymentStatus.CAPTURED
+        case EventKind.PAYMENT_FAILED:
+            return PaymentStatus.FAILED
+        case EventKind.REFUND_PROCESSED:
+            return PaymentStatus.REFUNDED
+        case EventKind.OTHER:
+            return None
+        case _:
+            assert_never(kind)
+
+
+TARGET = {kind: status for kind in EventKind if (status := target(kind)) is not None}
+"""``target`` as a mapping, for the console's replay of stored deliveries."""
 
 
 def advance(current: PaymentStatus | None, target: PaymentStatus) -> PaymentStatus | None:
