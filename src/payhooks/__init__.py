@@ -6,21 +6,6 @@ that may change (``tests/unit/test_exports.py`` pins this list).
 
 from __future__ import annotations
 
-from payhooks.errors import (
-    Conflict,
-    DatabaseUnavailable,
-    InvalidRequest,
-    LockTimeout,
-    MalformedPayload,
-    NotCommitted,
-    NotFound,
-    PayhooksError,
-    PayloadTooLarge,
-    ProviderNotConfigured,
-    RejectedDelivery,
-    SerializationConflict,
-    SignatureMismatch,
-)
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.expectations import Expectation, expect
 from payhooks.hooks import Hooks
@@ -37,11 +22,26 @@ from payhooks.ingest import (
     ingest_received,
     receive,
 )
+from payhooks.plumbing.errors import (
+    Conflict,
+    DatabaseUnavailable,
+    InvalidRequest,
+    LockTimeout,
+    MalformedPayload,
+    NotCommitted,
+    NotFound,
+    PayhooksError,
+    PayloadTooLarge,
+    ProviderNotConfigured,
+    RejectedDelivery,
+    SerializationConflict,
+    SignatureMismatch,
+)
+from payhooks.plumbing.schema import migrate
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
-from payhooks.schema import migrate
 
 __all__ = [
     "MAX_BODY_BYTES",

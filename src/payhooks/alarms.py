@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from payhooks.db import Connection
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.health import LAST_HOUR, forged, refuted_last_day
+from payhooks.plumbing.db import Connection
 
 
 class AlarmKind(StrEnum):

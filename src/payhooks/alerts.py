@@ -17,8 +17,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from payhooks.alarms import AlarmKind, alarms
-from payhooks.db import Connection
 from payhooks.gateways import GATEWAYS
+from payhooks.plumbing.db import Connection
 
 
 class Condition(StrEnum):

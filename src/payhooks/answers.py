@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from payhooks.errors import (
+from payhooks.ingest import Outcome, Receipt
+from payhooks.plumbing.errors import (
     ConfirmationsFull,
     Conflict,
     DatabaseUnavailable,
@@ -27,7 +28,6 @@ from payhooks.errors import (
     SignatureMismatch,
     Unauthorised,
 )
-from payhooks.ingest import Outcome, Receipt
 
 STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
 STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [

@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from payhooks.db import Connection, Statement, Steps
 from payhooks.events import Event, EventKind
+from payhooks.plumbing.db import Connection, Statement, Steps
 
 PATIENCE = timedelta(minutes=30)
 """How long the API may keep saying nothing (a payment still pending) before the callback is

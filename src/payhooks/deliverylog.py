@@ -39,9 +39,9 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 
-from payhooks.db import Connection, libpq_url, translated
 from payhooks.endpoint import Arrival, Reply
 from payhooks.events import Provider, Received
+from payhooks.plumbing.db import Connection, libpq_url, translated
 
 log = logging.getLogger("payhooks.deliverylog")
 

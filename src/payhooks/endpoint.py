@@ -21,16 +21,16 @@ from functools import partial
 from typing import Any, cast
 
 from payhooks.answers import answer, clipped, error_answer, error_status, log_name
-from payhooks.errors import (
+from payhooks.events import Received
+from payhooks.ingest import Receipt, header_map, receive
+from payhooks.plumbing.errors import (
     PayhooksError,
     PayloadTooLarge,
     ProviderNotConfigured,
     SerializationConflict,
 )
-from payhooks.events import Received
-from payhooks.ingest import Receipt, header_map, receive
+from payhooks.plumbing.retries import Retries
 from payhooks.providers import Adapter
-from payhooks.retries import Retries
 
 MAX_GATEWAY_CHARS = 64
 """An unknown gateway's name is echoed in the 404 and logged: never at the size sent."""

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from payhooks.db import AsyncConnection, Connection, Statement, Steps, run, run_async
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
+from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
 
 MONEY = frozenset({EventKind.PAYMENT_AUTHORIZED, EventKind.PAYMENT_CAPTURED})
 """The kinds whose amount is checked: a payment authorised or captured for the order."""

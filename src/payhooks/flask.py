@@ -30,19 +30,19 @@ from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from payhooks import health, timeline
-from payhooks.db import Connection, conflict
 from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
 from payhooks.endpoint import Endpoint, Note, Reply, unfolded
-from payhooks.errors import (
+from payhooks.events import Event, Received
+from payhooks.hooks import guarded
+from payhooks.ingest import Applied, Handler, Pending, Receipt, ingest_received_in_transaction
+from payhooks.plumbing.db import Connection, conflict
+from payhooks.plumbing.errors import (
     DatabaseUnavailable,
     HandlerCommitted,
     LengthRequired,
     PayhooksError,
     PayloadTooLarge,
 )
-from payhooks.events import Event, Received
-from payhooks.hooks import guarded
-from payhooks.ingest import Applied, Handler, Pending, Receipt, ingest_received_in_transaction
 from payhooks.providers import Adapter
 
 log = logging.getLogger("payhooks.flask")

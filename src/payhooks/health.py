@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from payhooks.db import Connection
 from payhooks.gateways import GATEWAYS
+from payhooks.plumbing.db import Connection
 
 # A banner when, in the last hour, a gateway had at least this many signature failures,
 # making up at least this share of its answers.

@@ -24,10 +24,10 @@ from typing import Any, Generic, TypeVar
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from payhooks.db import Connection
-from payhooks.errors import HandlerCommitted
 from payhooks.events import Event, EventKind
 from payhooks.ingest import Applied, Handler, Outcome
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import HandlerCommitted
 
 Hook = Callable[[Connection, Event], Applied | None]
 H = TypeVar("H", bound=Callable[..., Any])

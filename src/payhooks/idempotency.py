@@ -17,8 +17,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from payhooks.db import Connection, Row, Statement, Steps, run
 from payhooks.events import Event, Received
+from payhooks.plumbing.db import Connection, Row, Statement, Steps, run
 
 
 class ClaimState(StrEnum):

@@ -16,7 +16,13 @@ from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
 from payhooks import confirmations, expectations, idempotency, refunds
-from payhooks.db import (
+from payhooks.events import MAX_PAISE as MAX_PAISE  # kept importable from here
+from payhooks.events import MAX_REFERENCE_CHARS as MAX_REFERENCE_CHARS
+from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
+from payhooks.events import Event, Received, is_text, storable
+from payhooks.gateways import _reports as reports
+from payhooks.idempotency import ClaimState
+from payhooks.plumbing.db import (
     AsyncConnection,
     Connection,
     Done,
@@ -27,7 +33,7 @@ from payhooks.db import (
     run,
     translated,
 )
-from payhooks.errors import (
+from payhooks.plumbing.errors import (
     ConfirmationsFull,
     HandlerCommitted,
     MalformedPayload,
@@ -35,12 +41,6 @@ from payhooks.errors import (
     PayloadTooLarge,
     SignatureMismatch,
 )
-from payhooks.events import MAX_PAISE as MAX_PAISE  # kept importable from here
-from payhooks.events import MAX_REFERENCE_CHARS as MAX_REFERENCE_CHARS
-from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
-from payhooks.events import Event, Received, is_text, storable
-from payhooks.gateways import _reports as reports
-from payhooks.idempotency import ClaimState
 from payhooks.providers import Adapter
 
 MAX_BODY_BYTES = 1024 * 1024  # the largest body any built-in adapter accepts

@@ -31,8 +31,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from payhooks.db import Connection, libpq_url
 from payhooks.events import Provider
+from payhooks.plumbing.db import Connection, libpq_url
 
 log = logging.getLogger("payhooks.metrics")
 

@@ -28,8 +28,8 @@ from enum import StrEnum
 from typing import Protocol
 
 from payhooks.alerts import Alert, Source, observe
-from payhooks.db import Connection
-from payhooks.errors import NoticeFailed
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NoticeFailed
 
 log = logging.getLogger("payhooks.notifier")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from payhooks.db import Connection
 from payhooks.events import EventKind, Provider
+from payhooks.plumbing.db import Connection
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

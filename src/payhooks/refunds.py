@@ -36,10 +36,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from payhooks.db import AsyncConnection, Connection, Statement, Steps, run, run_async
-from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
+from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
+from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 
 KEY_PREFIX = "ph"
 KEY_CHARS = 22

@@ -18,8 +18,8 @@ from datetime import datetime
 
 import psycopg
 
-from payhooks.db import Connection
-from payhooks.errors import RetentionTooShort
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import RetentionTooShort
 
 # Razorpay retries for 24 hours and replays events up to 15 days old (its FAQ); a record
 # purged before that could let a replay act twice on anything not business-keyed.

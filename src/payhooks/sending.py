@@ -40,10 +40,10 @@ from datetime import timedelta
 from typing import Any, Protocol
 
 from payhooks import refunds
-from payhooks.db import Connection
-from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import Event, EventKind, Provider, Received, storable
 from payhooks.expectations import RECONCILED
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 from payhooks.providers._common import sha256_hex
 from payhooks.refunds import Refund
 

@@ -37,12 +37,12 @@ from payhooks.aio import deliveries
 from payhooks.aio.deliveries import AsyncPool, Deliver, SyncPool
 from payhooks.aio.hooks import AsyncHandler
 from payhooks.answers import declared_over
-from payhooks.db import Connection
 from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
 from payhooks.endpoint import Endpoint, Reply
-from payhooks.errors import PayhooksError, PayloadTooLarge
 from payhooks.hooks import Hooks
 from payhooks.ingest import Handler
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import PayhooksError, PayloadTooLarge
 from payhooks.providers import Adapter
 
 PATH = "/webhooks/{provider}"

@@ -8,13 +8,13 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from payhooks import idempotency
-from payhooks.db import Connection
-from payhooks.errors import NotFound, ProviderNotConfigured
 from payhooks.events import Provider, Received
 from payhooks.expectations import is_reconciled
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways._reports import reread
 from payhooks.ingest import restored
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NotFound, ProviderNotConfigured
 from payhooks.providers import Adapter
 
 _GATEWAYS_BY_NAME = {provider.value: provider for provider in GATEWAYS}

@@ -20,9 +20,9 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from payhooks.db import Connection
 from payhooks.events import Provider
 from payhooks.expectations import is_reconciled
+from payhooks.plumbing.db import Connection
 
 MAX_QUERY_CHARS = 255
 MAX_FOUND = 20

@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from payhooks import db, idempotency
+from payhooks import idempotency
 from payhooks import retention as policy
-from payhooks.errors import DatabaseUnavailable, NotFound, PayhooksError
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways.cashfree import CASHFREE
 from payhooks.gateways.payu import PAYU
 from payhooks.gateways.razorpay import RAZORPAY
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import DatabaseUnavailable, NotFound, PayhooksError
 from payhooks.service import database, logs, outbox
 from payhooks.service.config import Settings
 
@@ -939,7 +940,7 @@ def console_command(
             f"the console needs the console extra ({missing} is not installed): "
             "pip install 'payhooks[cli,console]'"
         ))  # fmt: skip
-    from payhooks.schema import migrate as migrate_core
+    from payhooks.plumbing.schema import migrate as migrate_core
 
     logs.configure()
     settings = _settings()

@@ -44,9 +44,9 @@ from payhooks.console.pages import (
     order_address,
     prefix_of,
 )
-from payhooks.db import Connection, libpq_url
 from payhooks.events import Received
 from payhooks.ingest import Receipt
+from payhooks.plumbing.db import Connection, libpq_url
 from payhooks.providers import Adapter
 from payhooks.stored import received_stored
 

@@ -14,8 +14,10 @@ from typing import Any
 from psycopg.rows import class_row, dict_row
 
 from payhooks import expectations, refunds
-from payhooks.db import Connection
-from payhooks.errors import (
+from payhooks.events import Event, Provider
+from payhooks.ingest import Outcome, Receipt
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import (
     Conflict,
     DatabaseUnavailable,
     HandlerCommitted,
@@ -24,8 +26,6 @@ from payhooks.errors import (
     PayhooksError,
     ProviderNotConfigured,
 )
-from payhooks.events import Event, Provider
-from payhooks.ingest import Outcome, Receipt
 from payhooks.providers import Adapter
 from payhooks.stored import received_again
 

@@ -19,10 +19,10 @@ from payhooks.alarms import (  # noqa: F401  (the console's names, kept where th
     Alarm,
     alarms,
 )
-from payhooks.db import Connection
 from payhooks.gateways import GATEWAYS
 from payhooks.health import LAST_ANSWERED as _LAST_ANSWERED  # noqa: F401  (tests read it)
 from payhooks.health import last_answered
+from payhooks.plumbing.db import Connection
 
 HOURS = 24
 

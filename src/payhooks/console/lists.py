@@ -20,9 +20,9 @@ from urllib.parse import urlencode
 from psycopg.rows import class_row
 
 from payhooks.alarms import Alarm, AlarmKind
-from payhooks.db import Connection
 from payhooks.deliverylog import UNKNOWN_GATEWAY
 from payhooks.events import Provider
+from payhooks.plumbing.db import Connection
 
 PAGE = 100
 """Rows on a page of a list."""

@@ -20,10 +20,10 @@ from decimal import Decimal
 from typing import Any
 
 from payhooks import sending
-from payhooks.errors import MalformedPayload
 from payhooks.events import Event, EventKind, Provider, Received, storable
 from payhooks.expectations import RECONCILED, is_reconciled
 from payhooks.gateways import gateway
+from payhooks.plumbing.errors import MalformedPayload
 from payhooks.providers._common import rupees_to_paise, sha256_hex
 
 KEY_PREFIX = RECONCILED

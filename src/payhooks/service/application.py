@@ -14,11 +14,11 @@ import psycopg_pool
 
 from payhooks import retention as policy
 from payhooks import sending
-from payhooks.db import Connection
-from payhooks.errors import GatewayApiError
 from payhooks.events import Event, Provider, Received
 from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Applied, Outcome, Receipt, ingest_received
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import GatewayApiError
 from payhooks.providers import Adapter
 from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
 from payhooks.refunds import Refund

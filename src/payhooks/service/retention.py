@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from payhooks.db import Connection
+from payhooks.plumbing.db import Connection
 from payhooks.retention import (
     BATCH_ROWS,
     Purge,

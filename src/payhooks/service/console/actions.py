@@ -23,9 +23,9 @@ from payhooks.console.actions import (
     replay_parked,
 )
 from payhooks.console.formats import rupees
-from payhooks.db import Connection
-from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import Provider
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 from payhooks.service import outbox
 from payhooks.service.shop import carts, double_refunds
 

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from payhooks import retention as policy
 from payhooks.django import conf, retention
-from payhooks.errors import RetentionTooShort
+from payhooks.plumbing.errors import RetentionTooShort
 
 
 class Command(BaseCommand):
