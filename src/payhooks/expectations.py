@@ -25,13 +25,11 @@ from dataclasses import asdict, dataclass
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
+from payhooks.plumbing.keys import RECONCILED as RECONCILED  # kept importable from here
+from payhooks.plumbing.keys import is_reconciled as is_reconciled
 
 MONEY = frozenset({EventKind.PAYMENT_AUTHORIZED, EventKind.PAYMENT_CAPTURED})
 """The kinds whose amount is checked: a payment authorised or captured for the order."""
-
-RECONCILED = "reconcile"
-"""What the key of every delivery reconciliation makes starts with (``reconcile:``): a prefix
-no gateway's delivery key can take."""
 
 MAX_ID_CHARS = 255
 _CURRENCY = re.compile(r"[A-Z]{3}")
@@ -227,10 +225,6 @@ RELEASE_PAYMENT = """
 DELETE FROM payhooks_payments WHERE provider = %s AND payment_id = %s AND kind = %s
     AND event_id = %s
 """
-
-
-def is_reconciled(event_id: str) -> bool:
-    return event_id.startswith(RECONCILED + ":")
 
 
 def paid_paise(event: Event) -> int | None:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
-from payhooks import confirmations, expectations, idempotency, refunds
+from payhooks import confirmations, expectations, idempotency
 from payhooks.events import MAX_PAISE as MAX_PAISE  # kept importable from here
 from payhooks.events import MAX_REFERENCE_CHARS as MAX_REFERENCE_CHARS
 from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
@@ -42,6 +42,7 @@ from payhooks.plumbing.errors import (
     SignatureMismatch,
 )
 from payhooks.providers import Adapter
+from payhooks.refunding import refunds
 
 MAX_BODY_BYTES = 1024 * 1024  # the largest body any built-in adapter accepts
 

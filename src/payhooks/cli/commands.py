@@ -1059,7 +1059,7 @@ def refunds_list(
 
     import psycopg
 
-    from payhooks import refunds
+    from payhooks.refunding import refunds
 
     url = database_url or _settings().database_url or ""
     if not url:
@@ -1087,7 +1087,7 @@ def refunds_cancel(
 
     import psycopg
 
-    from payhooks import refunds
+    from payhooks.refunding import refunds
 
     url = database_url or _settings().database_url or ""
     if not url:

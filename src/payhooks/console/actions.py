@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.rows import class_row, dict_row
 
-from payhooks import expectations, refunds
+from payhooks import expectations
 from payhooks.events import Event, Provider
 from payhooks.ingest import Outcome, Receipt
 from payhooks.plumbing.db import Connection
@@ -27,6 +27,7 @@ from payhooks.plumbing.errors import (
     ProviderNotConfigured,
 )
 from payhooks.providers import Adapter
+from payhooks.refunding import refunds
 from payhooks.stored import received_again
 
 log = logging.getLogger("payhooks.console")

@@ -42,7 +42,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from payhooks import idempotency, refunds, timeline
+from payhooks import idempotency, timeline
 from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.events import Provider
@@ -50,6 +50,7 @@ from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.plumbing.pools import CheckedPool, watched
 from payhooks.providers import Adapter
+from payhooks.refunding import refunds
 from payhooks.starlette import read_bounded, replaying
 
 COOKIE = "payhooks_console"

@@ -13,7 +13,6 @@ import httpx
 import psycopg_pool
 
 from payhooks import retention as policy
-from payhooks import sending
 from payhooks.events import Event, Provider, Received
 from payhooks.gateways import GATEWAYS
 from payhooks.ingest import Applied, Outcome, Receipt, ingest_received
@@ -21,7 +20,8 @@ from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import GatewayApiError
 from payhooks.providers import Adapter
 from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
-from payhooks.refunds import Refund
+from payhooks.refunding import sending
+from payhooks.refunding.refunds import Refund
 from payhooks.service import database, retention
 from payhooks.service.config import Settings
 from payhooks.service.reconcile.alerts import ALERTS

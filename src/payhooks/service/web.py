@@ -41,7 +41,7 @@ from payhooks.plumbing.errors import (
 )
 from payhooks.plumbing.retries import Retries
 from payhooks.providers import Adapter
-from payhooks.refunds import Refund
+from payhooks.refunding.refunds import Refund
 from payhooks.service import application, console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from payhooks import sending
 from payhooks.events import Provider
+from payhooks.refunding import sending
 from payhooks.service import reconcile
 from payhooks.sim.client import Answer, Shop, post
 from payhooks.sim.deliveries import Delivery, Purchase

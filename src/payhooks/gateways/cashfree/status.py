@@ -17,8 +17,8 @@ from payhooks.gateways._status import answer, listed, parsed
 from payhooks.gateways.cashfree.adapter import compared_paise
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 from payhooks.providers._common import reference
-from payhooks.refunds import Refund
-from payhooks.sending import RefundRefused, Sent
+from payhooks.refunding.refunds import Refund
+from payhooks.refunding.sending import RefundRefused, Sent
 
 API_VERSION = "2025-01-01"
 EXPIRED = frozenset({"EXPIRED", "TERMINATED"})

@@ -31,8 +31,8 @@ from payhooks.gateways._status import CredentialsRefused, answer, parsed
 from payhooks.gateways.payu.adapter import attempt_of
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 from payhooks.providers._common import child, reference
-from payhooks.refunds import Refund
-from payhooks.sending import RefundRefused, Sent
+from payhooks.refunding.refunds import Refund
+from payhooks.refunding.sending import RefundRefused, Sent
 
 COMMAND = "verify_payment"
 REFUND_COMMAND = "check_action_status"

@@ -16,8 +16,8 @@ from payhooks.gateways._reports import Report, canonical, read_json, received, t
 from payhooks.gateways._status import answer, listed, parsed
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 from payhooks.providers._common import child, reference
-from payhooks.refunds import Refund
-from payhooks.sending import RefundRefused, Sent
+from payhooks.refunding.refunds import Refund
+from payhooks.refunding.sending import RefundRefused, Sent
 
 _P = Provider.RAZORPAY
 _KINDS: Mapping[str, EventKind] = {

@@ -18,7 +18,7 @@ from payhooks.gateways._reports import is_reconciled
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound, PayhooksError
 from payhooks.providers import Adapter
-from payhooks.refunds import Refund, of_payment
+from payhooks.refunding.refunds import Refund, of_payment
 from payhooks.service.console.actions import readable_error
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 from payhooks.stored import received_again
