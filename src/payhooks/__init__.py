@@ -6,10 +6,14 @@ that may change (``tests/unit/test_exports.py`` pins this list).
 
 from __future__ import annotations
 
+# ``payhooks.ingest`` names both the function exported here and the module's old path (a shim,
+# payhooks/ingest.py): loading the shim first, as the old ``from payhooks.ingest import`` did,
+# leaves the name the function's even after ``import payhooks.ingest`` elsewhere.
+from payhooks import ingest as _ingest_module  # noqa: F401
 from payhooks.events import Event, EventKind, Provider, Received
-from payhooks.expectations import Expectation, expect
-from payhooks.hooks import Hooks
-from payhooks.ingest import (
+from payhooks.intake.expectations import Expectation, expect
+from payhooks.intake.hooks import Hooks
+from payhooks.intake.ingest import (
     MAX_BODY_BYTES,
     Applied,
     Handler,

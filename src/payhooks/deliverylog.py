@@ -39,8 +39,8 @@ from typing import Any, Protocol, TypeVar
 
 import psycopg
 
-from payhooks.endpoint import Arrival, Reply
 from payhooks.events import Provider, Received
+from payhooks.intake.endpoint import Arrival, Reply
 from payhooks.plumbing.db import Connection, libpq_url, translated
 
 log = logging.getLogger("payhooks.deliverylog")

@@ -31,10 +31,16 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from payhooks import health, timeline
 from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
-from payhooks.endpoint import Endpoint, Note, Reply, unfolded
 from payhooks.events import Event, Received
-from payhooks.hooks import guarded
-from payhooks.ingest import Applied, Handler, Pending, Receipt, ingest_received_in_transaction
+from payhooks.intake.endpoint import Endpoint, Note, Reply, unfolded
+from payhooks.intake.hooks import guarded
+from payhooks.intake.ingest import (
+    Applied,
+    Handler,
+    Pending,
+    Receipt,
+    ingest_received_in_transaction,
+)
 from payhooks.plumbing.db import Connection, conflict
 from payhooks.plumbing.errors import (
     DatabaseUnavailable,

@@ -36,11 +36,11 @@ from payhooks import health, timeline
 from payhooks.aio import deliveries
 from payhooks.aio.deliveries import AsyncPool, Deliver, SyncPool
 from payhooks.aio.hooks import AsyncHandler
-from payhooks.answers import declared_over
 from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
-from payhooks.endpoint import Endpoint, Reply
-from payhooks.hooks import Hooks
-from payhooks.ingest import Handler
+from payhooks.intake.answers import declared_over
+from payhooks.intake.endpoint import Endpoint, Reply
+from payhooks.intake.hooks import Hooks
+from payhooks.intake.ingest import Handler
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import PayhooksError, PayloadTooLarge
 from payhooks.providers import Adapter

@@ -21,7 +21,7 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from payhooks.events import Provider
-from payhooks.expectations import is_reconciled
+from payhooks.intake.expectations import is_reconciled
 from payhooks.plumbing.db import Connection
 
 MAX_QUERY_CHARS = 255

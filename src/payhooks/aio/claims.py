@@ -11,10 +11,10 @@ import psycopg
 from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
-from payhooks import idempotency
 from payhooks.aio.hooks import AsyncConnection, AsyncHandler
 from payhooks.events import Event, Received
-from payhooks.ingest import (
+from payhooks.intake import idempotency
+from payhooks.intake.ingest import (
     Apply,
     Delivery,
     DeliverySteps,

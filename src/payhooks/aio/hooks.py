@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from payhooks.events import Event
-from payhooks.hooks import Registry, commit_refused, still_open
-from payhooks.ingest import Applied, Outcome
+from payhooks.intake.hooks import Registry, commit_refused, still_open
+from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing import db
 
 AsyncConnection = db.AsyncConnection

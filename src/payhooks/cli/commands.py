@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from payhooks import idempotency
 from payhooks import retention as policy
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways.cashfree import CASHFREE
 from payhooks.gateways.payu import PAYU
 from payhooks.gateways.razorpay import RAZORPAY
+from payhooks.intake import idempotency
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, NotFound, PayhooksError
 from payhooks.service import database, logs, outbox
@@ -654,8 +654,8 @@ def resolve(
     """Settle a payment parked for its amount outside payhooks (refunded in the gateway's
     dashboard): its delivery is recorded ignored, the mismatch keeps your note. To apply it as
     paid instead, correct the expectation and replay it."""
-    from payhooks.expectations import NotAMismatch
-    from payhooks.expectations import resolve as settle
+    from payhooks.intake.expectations import NotAMismatch
+    from payhooks.intake.expectations import resolve as settle
 
     def action(conn: db.Connection) -> None:
         try:

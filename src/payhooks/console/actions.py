@@ -13,9 +13,10 @@ from typing import Any
 
 from psycopg.rows import class_row, dict_row
 
-from payhooks import expectations
 from payhooks.events import Event, Provider
-from payhooks.ingest import Outcome, Receipt
+from payhooks.intake import expectations
+from payhooks.intake.ingest import Outcome, Receipt
+from payhooks.intake.stored import received_again
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import (
     Conflict,
@@ -28,7 +29,6 @@ from payhooks.plumbing.errors import (
 )
 from payhooks.providers import Adapter
 from payhooks.refunding import refunds
-from payhooks.stored import received_again
 
 log = logging.getLogger("payhooks.console")
 

@@ -18,7 +18,7 @@ its apps.
 
 from __future__ import annotations
 
-from payhooks.hooks import Hooks
+from payhooks.intake.hooks import Hooks
 from payhooks.plumbing.db import Connection
 
 hooks = Hooks()

@@ -20,8 +20,8 @@ from django.db import connections, transaction
 
 from payhooks.django.conf import Config
 from payhooks.events import Event, Received
-from payhooks.hooks import guarded as core_guarded
-from payhooks.ingest import (
+from payhooks.intake.hooks import guarded as core_guarded
+from payhooks.intake.ingest import (
     Applied,
     Handler,
     Pending,

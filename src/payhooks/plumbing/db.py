@@ -1,7 +1,8 @@
 """The connection types the core works on, the two drivers that run its statements, and the
 one place driver errors are translated.
 
-The claim's steps are written once, with no driver (``payhooks.idempotency``): a step yields a
+The claim's steps are written once, with no driver (``payhooks.intake.idempotency``): a step yields
+a
 ``Statement`` and receives its row. ``run`` drives one on a connection, ``run_async`` on an
 async one, as httpx keeps one client logic under ``Client`` and ``AsyncClient``.
 """

@@ -9,7 +9,8 @@ class PayhooksError(Exception):
 
 class Explained(PayhooksError):
     """An error that says why in a ``reason`` of its own: the detail an answer shows
-    (``payhooks.answers``), inside a ``message`` that may name more (a gateway, a variable)."""
+    (``payhooks.intake.answers``), inside a ``message`` that may name more (a gateway, a
+    variable)."""
 
     def __init__(self, reason: str, message: str | None = None) -> None:
         super().__init__(reason if message is None else message)
@@ -43,7 +44,7 @@ class LengthRequired(RejectedDelivery):
 
 class ConfirmationsFull(RejectedDelivery):
     """A callback only the gateway's API can confirm, refused for now: as many as payhooks
-    lets wait for the API already do (``payhooks.confirmations.MAX_OPEN_PER_ORDER``). Nothing
+    lets wait for the API already do (``payhooks.intake.confirmations.MAX_OPEN_PER_ORDER``). Nothing
     was stored; answered 503, so the gateway sends it again."""
 
 
@@ -127,8 +128,8 @@ class InvalidRequest(PayhooksError):
 
 
 # Conditions of the layers above that the core raises or answers itself: the purge policy
-# (payhooks.retention), the bearer token (payhooks.answers), the Django records, the gateways'
-# status APIs (payhooks.gateways).
+# (payhooks.retention), the bearer token (payhooks.intake.answers), the Django records, the
+# gateways' status APIs (payhooks.gateways).
 
 
 class RetentionTooShort(PayhooksError):

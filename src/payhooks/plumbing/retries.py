@@ -2,7 +2,7 @@
 
 A 40001 or 40P01 (``payhooks.plumbing.errors.SerializationConflict``) means the server gave the
 whole transaction up, so nothing of it is kept and running it again is safe: the claim, the handler
-and the commit, from the start. Every front door hands ``payhooks.endpoint`` that whole
+and the commit, from the start. Every front door hands ``payhooks.intake.endpoint`` that whole
 function, so the retry is written once there, bounded by this policy (docs/scaling.md,
 "Serialization failures").
 """

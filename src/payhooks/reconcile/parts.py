@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from payhooks.events import Event, Provider, Received
-from payhooks.ingest import Applied, Handler, Receipt
+from payhooks.intake.ingest import Applied, Handler, Receipt
 from payhooks.plumbing.db import Connection
 
 Followup = Callable[[Connection, Event, Applied], None]

@@ -21,7 +21,7 @@ from typing import Protocol
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import gateway
 from payhooks.gateways._status import CredentialsRefused, StatusClient
-from payhooks.ingest import Applied, Outcome
+from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile import checkouts

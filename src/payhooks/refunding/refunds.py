@@ -265,7 +265,8 @@ def request(
     ``captured_paise`` is what the customer paid for the payment (Cashfree's ``payment_amount``,
     not the order amount an offer or a fee changed); ``gateway_order_id`` the order it belongs
     to (Cashfree refunds under the order, and needs it); ``attempt_id`` PayU's ``mihpayid`` when
-    ``payment_id`` is its txnid. ``payhooks.payments.find`` reads all three from the payment's
+    ``payment_id`` is its txnid. ``payhooks.intake.payments.find`` reads all three from the
+    payment's
     record; when that record holds what was paid, the smaller of it and ``captured_paise`` is
     the bound. Raises ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key
     already used for another refund."""

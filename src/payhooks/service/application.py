@@ -15,7 +15,8 @@ import psycopg_pool
 from payhooks import retention as policy
 from payhooks.events import Event, Provider, Received
 from payhooks.gateways import GATEWAYS
-from payhooks.ingest import Applied, Outcome, Receipt, ingest_received
+from payhooks.intake.ingest import Applied, Outcome, Receipt, ingest_received
+from payhooks.intake.stored import read_stored, received_stored
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import GatewayApiError
 from payhooks.providers import Adapter
@@ -28,7 +29,6 @@ from payhooks.service.reconcile.alerts import ALERTS
 from payhooks.service.reconcile.clients import StatusClient, clients
 from payhooks.service.shop import authorised, double_refunds
 from payhooks.service.shop.payments import apply_event
-from payhooks.stored import read_stored, received_stored
 
 log = logging.getLogger("payhooks.worker")
 

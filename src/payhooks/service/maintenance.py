@@ -15,7 +15,7 @@ import psycopg_pool
 
 from payhooks import retention as policy
 from payhooks.events import Received
-from payhooks.ingest import Outcome
+from payhooks.intake.ingest import Outcome
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
 from payhooks.service import application, database, mismatches

@@ -28,10 +28,10 @@ from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from payhooks.answers import error_answer
-from payhooks.endpoint import Arrival, AsyncClaim, Endpoint, Offload, Reply
 from payhooks.events import Provider, Received
-from payhooks.ingest import Receipt
+from payhooks.intake.answers import error_answer
+from payhooks.intake.endpoint import Arrival, AsyncClaim, Endpoint, Offload, Reply
+from payhooks.intake.ingest import Receipt
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import (
     DatabaseUnavailable,

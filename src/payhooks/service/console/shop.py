@@ -29,7 +29,7 @@ from payhooks.console.pages import (
 )
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
-from payhooks.ingest import Receipt
+from payhooks.intake.ingest import Receipt
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound
 from payhooks.providers import Adapter

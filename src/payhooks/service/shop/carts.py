@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from payhooks.events import Provider
-from payhooks.expectations import expect
 from payhooks.gateways import gateway
+from payhooks.intake.expectations import expect
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 from payhooks.service.errors import InvalidAddress

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from payhooks.events import Event, EventKind
-from payhooks.ingest import Applied, Outcome
+from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound
 from payhooks.service import outbox
