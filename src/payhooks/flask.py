@@ -29,8 +29,6 @@ from flask.sansio.blueprints import BlueprintSetupState
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from payhooks import health, timeline
-from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
 from payhooks.events import Event, Received
 from payhooks.intake.endpoint import Endpoint, Note, Reply, unfolded
 from payhooks.intake.hooks import guarded
@@ -40,6 +38,13 @@ from payhooks.intake.ingest import (
     Pending,
     Receipt,
     ingest_received_in_transaction,
+)
+from payhooks.operations import health, timeline
+from payhooks.operations.deliverylog import (
+    DeliveryLog,
+    OwnConnection,
+    closed_at_exit,
+    own_connection,
 )
 from payhooks.plumbing.db import Connection, conflict
 from payhooks.plumbing.errors import (

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from payhooks import retention as policy
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways.cashfree import CASHFREE
 from payhooks.gateways.payu import PAYU
 from payhooks.gateways.razorpay import RAZORPAY
 from payhooks.intake import idempotency
+from payhooks.operations import retention as policy
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, NotFound, PayhooksError
 from payhooks.service import database, logs, outbox

@@ -82,8 +82,9 @@ class Arrival:
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """The gateways served (by name), the logger the door's lines go to, where each request
-    is noted with its answer (``payhooks.deliverylog.DeliveryLog.note``), if anywhere, and how
-    a claim that lost a serialization conflict is run again (``payhooks.plumbing.retries``)."""
+    is noted with its answer (``payhooks.operations.deliverylog.DeliveryLog.note``), if anywhere,
+    and how a claim that lost a serialization conflict is run again
+    (``payhooks.plumbing.retries``)."""
 
     adapters: Mapping[str, Adapter]
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("payhooks"))

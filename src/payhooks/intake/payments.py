@@ -1,8 +1,8 @@
 """A payment as the core keeps it (``payhooks_payments``): its identities at the gateway and
 what the customer paid, written when the payment is applied (a webhook, reconciliation or a
 confirmation alike) and kept by the purge while a refund of it is possible
-(``payhooks.retention``). A refund reads them here: the stored deliveries they came from go
-after the retention window."""
+(``payhooks.operations.retention``). A refund reads them here: the stored deliveries they came from
+go after the retention window."""
 
 from __future__ import annotations
 

@@ -128,8 +128,8 @@ class InvalidRequest(PayhooksError):
 
 
 # Conditions of the layers above that the core raises or answers itself: the purge policy
-# (payhooks.retention), the bearer token (payhooks.intake.answers), the Django records, the
-# gateways' status APIs (payhooks.gateways).
+# (payhooks.operations.retention), the bearer token (payhooks.intake.answers), the Django records,
+# the gateways' status APIs (payhooks.gateways).
 
 
 class RetentionTooShort(PayhooksError):

@@ -236,7 +236,7 @@ def _each_due(
 def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, sent: bool) -> None:
     """One intent the pass could not act on: asked again after its backoff, its error kept
     (``payhooks refunds list``; an intent retried after an error is an alert,
-    ``payhooks.alerts.refunds``); the others go on."""
+    ``payhooks.operations.alerts.refunds``); the others go on."""
     reason = f"{type(exc).__name__}: {exc}"[:500]
     log.exception(
         "refund_step_failed",

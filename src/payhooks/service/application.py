@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import psycopg_pool
 
-from payhooks import retention as policy
 from payhooks.events import Event, Provider, Received
 from payhooks.gateways import GATEWAYS
 from payhooks.intake.ingest import Applied, Outcome, Receipt, ingest_received
 from payhooks.intake.stored import read_stored, received_stored
+from payhooks.operations import retention as policy
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import GatewayApiError
 from payhooks.providers import Adapter

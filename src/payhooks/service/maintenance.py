@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg_pool
 
-from payhooks import retention as policy
 from payhooks.events import Received
 from payhooks.intake.ingest import Outcome
+from payhooks.operations import retention as policy
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
 from payhooks.service import application, database, mismatches

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from payhooks import retention as policy
 from payhooks.django import conf, retention
+from payhooks.operations import retention as policy
 from payhooks.plumbing.errors import RetentionTooShort
 
 
