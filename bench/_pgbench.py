@@ -92,7 +92,7 @@ def capture(
     ``body``, ``headers`` and ``without`` (names in ``OPTIONAL``) make the variants that
     ``bench/ingest.py --costs`` prices one piece at a time; the defaults are the capture.
     """
-    from payhooks import idempotency
+    from payhooks.intake import idempotency
     from payhooks.service import outbox
     from payhooks.service.shop import orders, payments
 
@@ -323,7 +323,7 @@ def purchase(sku: str, take: list[str]) -> list[str]:
 
 def duplicate(prefix: str, count: int) -> list[str]:
     """A re-sent delivery of an event already processed: one read of its record."""
-    from payhooks import idempotency
+    from payhooks.intake import idempotency
 
     return [
         f"\\set d random(1, {count})",

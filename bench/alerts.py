@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 import psycopg
 from _load import database
 
-from payhooks.alerts import core_sources
-from payhooks.notifier import Notifier
+from payhooks.operations.alerts import core_sources
+from payhooks.operations.notifier import Notifier
 
 SEED = """
 INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, body_bytes,

@@ -32,9 +32,10 @@ import uvicorn
 from _load import KEYS, Run, database, drive, free_port, post
 from starlette.applications import Starlette
 
-from payhooks import Hooks, deliverylog, health, starlette
+from payhooks import Hooks, starlette
 from payhooks.console import health as console_health
-from payhooks.deliverylog import DeliveryLog, closed_at_exit, own_connection
+from payhooks.operations import deliverylog, health
+from payhooks.operations.deliverylog import DeliveryLog, closed_at_exit, own_connection
 from payhooks.providers.razorpay import Razorpay
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets
 

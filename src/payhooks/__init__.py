@@ -6,7 +6,27 @@ that may change (``tests/unit/test_exports.py`` pins this list).
 
 from __future__ import annotations
 
-from payhooks.errors import (
+# ``payhooks.ingest`` names both the function exported here and the module's old path (a shim,
+# payhooks/ingest.py): loading the shim first, as the old ``from payhooks.ingest import`` did,
+# leaves the name the function's even after ``import payhooks.ingest`` elsewhere.
+from payhooks import ingest as _ingest_module  # noqa: F401
+from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.intake.expectations import Expectation, expect
+from payhooks.intake.hooks import Hooks
+from payhooks.intake.ingest import (
+    MAX_BODY_BYTES,
+    Applied,
+    Handler,
+    Outcome,
+    Pending,
+    Receipt,
+    header_map,
+    ingest,
+    ingest_in_transaction,
+    ingest_received,
+    receive,
+)
+from payhooks.plumbing.errors import (
     Conflict,
     DatabaseUnavailable,
     InvalidRequest,
@@ -21,27 +41,11 @@ from payhooks.errors import (
     SerializationConflict,
     SignatureMismatch,
 )
-from payhooks.events import Event, EventKind, Provider, Received
-from payhooks.expectations import Expectation, expect
-from payhooks.hooks import Hooks
-from payhooks.ingest import (
-    MAX_BODY_BYTES,
-    Applied,
-    Handler,
-    Outcome,
-    Pending,
-    Receipt,
-    header_map,
-    ingest,
-    ingest_in_transaction,
-    ingest_received,
-    receive,
-)
+from payhooks.plumbing.schema import migrate
 from payhooks.providers import Adapter
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
-from payhooks.schema import migrate
 
 __all__ = [
     "MAX_BODY_BYTES",

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from payhooks.db import Connection
 from payhooks.events import Received
-from payhooks.hooks import guarded
-from payhooks.ingest import Receipt, ingest_received
+from payhooks.intake.hooks import guarded
+from payhooks.intake.ingest import Receipt, ingest_received
+from payhooks.plumbing.db import Connection
 
 Apply = Callable[[Connection, Received], Receipt]
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from payhooks.errors import MalformedPayload
+from payhooks.plumbing.errors import MalformedPayload
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")

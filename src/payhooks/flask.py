@@ -29,20 +29,31 @@ from flask.sansio.blueprints import BlueprintSetupState
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from payhooks import health, timeline
-from payhooks.db import Connection, conflict
-from payhooks.deliverylog import DeliveryLog, OwnConnection, closed_at_exit, own_connection
-from payhooks.endpoint import Endpoint, Note, Reply, unfolded
-from payhooks.errors import (
+from payhooks.events import Event, Received
+from payhooks.intake.endpoint import Endpoint, Note, Reply, unfolded
+from payhooks.intake.hooks import guarded
+from payhooks.intake.ingest import (
+    Applied,
+    Handler,
+    Pending,
+    Receipt,
+    ingest_received_in_transaction,
+)
+from payhooks.operations import health, timeline
+from payhooks.operations.deliverylog import (
+    DeliveryLog,
+    OwnConnection,
+    closed_at_exit,
+    own_connection,
+)
+from payhooks.plumbing.db import Connection, conflict
+from payhooks.plumbing.errors import (
     DatabaseUnavailable,
     HandlerCommitted,
     LengthRequired,
     PayhooksError,
     PayloadTooLarge,
 )
-from payhooks.events import Event, Received
-from payhooks.hooks import guarded
-from payhooks.ingest import Applied, Handler, Pending, Receipt, ingest_received_in_transaction
 from payhooks.providers import Adapter
 
 log = logging.getLogger("payhooks.flask")

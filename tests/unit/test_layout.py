@@ -102,3 +102,37 @@ def test_the_cycle_finder_sees_imports_in_functions_and_type_checking_blocks(
 def test_the_async_cores_old_path_under_fastapi_is_the_moved_module(name: str) -> None:
     old = importlib.import_module(f"payhooks.fastapi.{name}")
     assert old is importlib.import_module(f"payhooks.aio.{name}")
+
+
+ROOMS = {
+    "plumbing": ["db", "pools", "retries", "schema", "errors", "keys"],
+    "refunding": ["refunds", "sending"],
+    "intake": [
+        "ingest", "idempotency", "expectations", "confirmations", "hooks", "stored", "answers",
+        "endpoint", "payments",
+    ],
+    "operations": [
+        "deliverylog", "health", "alarms", "alerts", "notifier", "timeline", "retention",
+        "metrics",
+    ],
+}  # fmt: skip
+MOVED = [(room, name) for room, names in ROOMS.items() for name in names if name != "keys"]
+
+
+@pytest.mark.parametrize(("room", "name"), MOVED)
+def test_a_core_modules_old_flat_path_is_the_module_in_its_room(room: str, name: str) -> None:
+    old = importlib.import_module(f"payhooks.{name}")
+    assert old is importlib.import_module(f"payhooks.{room}.{name}")
+
+
+def test_the_core_has_no_flat_module_but_the_shims_the_vocabulary_and_the_doors() -> None:
+    flat = {p.stem for p in ROOT.glob("*.py")} - {"__init__"}
+    shims = {name for _, name in MOVED}
+    assert flat - shims == {"events", "applying", "starlette", "flask"}
+    for name in shims:
+        assert "sys.modules[__name__] = _moved" in (ROOT / f"{name}.py").read_text()
+
+
+def test_the_exported_ingest_is_the_function_after_its_old_module_path_is_imported() -> None:
+    importlib.import_module("payhooks.ingest")
+    assert callable(payhooks.ingest)

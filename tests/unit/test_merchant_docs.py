@@ -57,7 +57,9 @@ def test_parked_takes_and_returns_what_its_docs_say():
     assert signature.parameters["limit"].default == 10_000
     fields = [f.name for f in dataclasses.fields(idempotency.Stored)]
     for name in ("fastapi.md", "flask.md"):
-        said = _joined(name).split("`payhooks.idempotency.parked(conn, limit=10_000)`", 1)[1][:300]
+        said = _joined(name).split("`payhooks.intake.idempotency.parked(conn, limit=10_000)`", 1)[
+            1
+        ][:300]
         assert [f for f in fields if f"`{f}`" not in said] == [], name
     assert all(f"``{f}``" in (idempotency.parked.__doc__ or "") for f in fields)
 

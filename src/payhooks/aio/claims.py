@@ -11,12 +11,10 @@ import psycopg
 from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
 
-from payhooks import idempotency
 from payhooks.aio.hooks import AsyncConnection, AsyncHandler
-from payhooks.db import Done, advance, execute_async, run_async, translated
-from payhooks.errors import HandlerCommitted
 from payhooks.events import Event, Received
-from payhooks.ingest import (
+from payhooks.intake import idempotency
+from payhooks.intake.ingest import (
     Apply,
     Delivery,
     DeliverySteps,
@@ -26,6 +24,8 @@ from payhooks.ingest import (
     ended_by_handler,
     restored,
 )
+from payhooks.plumbing.db import Done, advance, execute_async, run_async, translated
+from payhooks.plumbing.errors import HandlerCommitted
 from payhooks.providers import Adapter
 
 

@@ -18,12 +18,12 @@ import psycopg_pool
 from payhooks.aio import claims
 from payhooks.aio.hooks import AsyncConnection, AsyncHandler
 from payhooks.aio.hooks import guarded as guarded_async
-from payhooks.db import Connection, translated
-from payhooks.endpoint import Claim, Endpoint, HeaderPairs, Reply
 from payhooks.events import Received
-from payhooks.hooks import guarded
-from payhooks.ingest import Handler, Receipt, ingest_received
-from payhooks.pools import watched, watched_async
+from payhooks.intake.endpoint import Claim, Endpoint, HeaderPairs, Reply
+from payhooks.intake.hooks import guarded
+from payhooks.intake.ingest import Handler, Receipt, ingest_received
+from payhooks.plumbing.db import Connection, translated
+from payhooks.plumbing.pools import watched, watched_async
 
 SyncPool = psycopg_pool.ConnectionPool[Connection]
 AsyncPool = psycopg_pool.AsyncConnectionPool[AsyncConnection]

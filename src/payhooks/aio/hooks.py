@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from payhooks import db
 from payhooks.events import Event
-from payhooks.hooks import Registry, commit_refused, still_open
-from payhooks.ingest import Applied, Outcome
+from payhooks.intake.hooks import Registry, commit_refused, still_open
+from payhooks.intake.ingest import Applied, Outcome
+from payhooks.plumbing import db
 
 AsyncConnection = db.AsyncConnection
 AsyncHook = Callable[[AsyncConnection, Event], Awaitable[Applied | None]]

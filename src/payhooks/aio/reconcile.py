@@ -15,10 +15,10 @@ import psycopg
 
 from payhooks.aio.claims import ingest_received
 from payhooks.aio.hooks import AsyncHandler, guarded
-from payhooks.db import libpq_url
 from payhooks.events import Received
 from payhooks.gateways import credentials
-from payhooks.ingest import Applied, Outcome, Receipt
+from payhooks.intake.ingest import Applied, Outcome, Receipt
+from payhooks.plumbing.db import libpq_url
 from payhooks.reconcile.passes import Deliver, Followup, Tally
 from payhooks.reconcile.running import PassOptions, connecting, reach_from, reconcile_once
 

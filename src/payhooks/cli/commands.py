@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 
-from payhooks import db, idempotency
-from payhooks import retention as policy
-from payhooks.errors import DatabaseUnavailable, NotFound, PayhooksError
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.intake import idempotency
+from payhooks.operations import retention as policy
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import DatabaseUnavailable, NotFound, PayhooksError
 from payhooks.service import database, logs, outbox
 from payhooks.service.config import Settings
 
@@ -650,8 +651,8 @@ def resolve(
     """Settle a payment parked for its amount outside payhooks (refunded in the gateway's
     dashboard): its delivery is recorded ignored, the mismatch keeps your note. To apply it as
     paid instead, correct the expectation and replay it."""
-    from payhooks.expectations import NotAMismatch
-    from payhooks.expectations import resolve as settle
+    from payhooks.intake.expectations import NotAMismatch
+    from payhooks.intake.expectations import resolve as settle
 
     def action(conn: db.Connection) -> None:
         try:
@@ -922,7 +923,7 @@ def console_command(
             f"the console needs the console extra ({missing} is not installed): "
             "pip install 'payhooks[cli,console]'"
         ))  # fmt: skip
-    from payhooks.schema import migrate as migrate_core
+    from payhooks.plumbing.schema import migrate as migrate_core
 
     logs.configure()
     settings = _settings()
@@ -1041,7 +1042,7 @@ def refunds_list(
 
     import psycopg
 
-    from payhooks import refunds
+    from payhooks.refunding import refunds
 
     url = database_url or _settings().database_url or ""
     if not url:
@@ -1069,7 +1070,7 @@ def refunds_cancel(
 
     import psycopg
 
-    from payhooks import refunds
+    from payhooks.refunding import refunds
 
     url = database_url or _settings().database_url or ""
     if not url:

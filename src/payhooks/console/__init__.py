@@ -44,11 +44,11 @@ from payhooks.console.pages import (
     order_address,
     prefix_of,
 )
-from payhooks.db import Connection, libpq_url
 from payhooks.events import Received
-from payhooks.ingest import Receipt
+from payhooks.intake.ingest import Receipt
+from payhooks.intake.stored import received_stored
+from payhooks.plumbing.db import Connection, libpq_url
 from payhooks.providers import Adapter
-from payhooks.stored import received_stored
 
 
 def console(

@@ -13,9 +13,12 @@ from typing import Any
 
 from psycopg.rows import class_row, dict_row
 
-from payhooks import expectations, refunds
-from payhooks.db import Connection
-from payhooks.errors import (
+from payhooks.events import Event, Provider
+from payhooks.intake import expectations
+from payhooks.intake.ingest import Outcome, Receipt
+from payhooks.intake.stored import received_again
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import (
     Conflict,
     DatabaseUnavailable,
     HandlerCommitted,
@@ -24,10 +27,8 @@ from payhooks.errors import (
     PayhooksError,
     ProviderNotConfigured,
 )
-from payhooks.events import Event, Provider
-from payhooks.ingest import Outcome, Receipt
 from payhooks.providers import Adapter
-from payhooks.stored import received_again
+from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.console")
 

@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from payhooks.db import Connection
-from payhooks.errors import OperatorRefused
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import OperatorRefused
 
 SESSION_LIFETIME = timedelta(hours=12)
 MIN_PASSWORD_CHARS = 12

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from payhooks.console.lists import Window, exact
-from payhooks.db import Connection
+from payhooks.plumbing.db import Connection
 
 BATCH = 50
 """Deliveries replayed by one submit, at most: each is a replay of its own."""

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from markupsafe import Markup, escape
 
-from payhooks.errors import PayhooksError
+from payhooks.plumbing.errors import PayhooksError
 
 DEFAULT_TIMEZONE = "Asia/Kolkata"
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from payhooks.alarms import (  # noqa: F401  (the console's names, kept where they were)
+from payhooks.gateways import GATEWAYS
+from payhooks.operations.alarms import (  # noqa: F401  (the console's names, kept where they were)
     FAILURES_TO_WARN,
     RETRY_WINDOWS,
     SLOW_FAILURE_HOURS,
@@ -19,10 +20,9 @@ from payhooks.alarms import (  # noqa: F401  (the console's names, kept where th
     Alarm,
     alarms,
 )
-from payhooks.db import Connection
-from payhooks.gateways import GATEWAYS
-from payhooks.health import LAST_ANSWERED as _LAST_ANSWERED  # noqa: F401  (tests read it)
-from payhooks.health import last_answered
+from payhooks.operations.health import LAST_ANSWERED as _LAST_ANSWERED  # noqa: F401  (tests read it)
+from payhooks.operations.health import last_answered
+from payhooks.plumbing.db import Connection
 
 HOURS = 24
 

@@ -19,10 +19,10 @@ from urllib.parse import urlencode
 
 from psycopg.rows import class_row
 
-from payhooks.alarms import Alarm, AlarmKind
-from payhooks.db import Connection
-from payhooks.deliverylog import UNKNOWN_GATEWAY
 from payhooks.events import Provider
+from payhooks.operations.alarms import Alarm, AlarmKind
+from payhooks.operations.deliverylog import UNKNOWN_GATEWAY
+from payhooks.plumbing.db import Connection
 
 PAGE = 100
 """Rows on a page of a list."""

@@ -42,13 +42,16 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from payhooks import db, idempotency, refunds, timeline
 from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
-from payhooks.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.events import Provider
-from payhooks.pools import CheckedPool, watched
+from payhooks.intake import idempotency
+from payhooks.operations import timeline
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import DatabaseUnavailable, PayloadTooLarge
+from payhooks.plumbing.pools import CheckedPool, watched
 from payhooks.providers import Adapter
+from payhooks.refunding import refunds
 from payhooks.starlette import read_bounded, replaying
 
 COOKIE = "payhooks_console"

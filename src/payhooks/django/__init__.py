@@ -18,8 +18,8 @@ its apps.
 
 from __future__ import annotations
 
-from payhooks.db import Connection
-from payhooks.hooks import Hooks
+from payhooks.intake.hooks import Hooks
+from payhooks.plumbing.db import Connection
 
 hooks = Hooks()
 """The handler the webhook view runs unless ``PAYHOOKS["HANDLER"]`` names another."""

@@ -25,9 +25,9 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
-from payhooks import health, timeline
 from payhooks.django import conf, connection, deliveries, replays
 from payhooks.django.models import PROVIDERS, ProcessedWebhook
+from payhooks.operations import health, timeline
 
 _ALL_PROVIDERS = [value for value, _ in PROVIDERS]
 CHANGELIST = "admin:payhooks_processedwebhook_changelist"

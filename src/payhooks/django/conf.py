@@ -32,11 +32,11 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
 
-from payhooks.answers import clipped
-from payhooks.errors import ProviderNotConfigured
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway, Secret, credentials
-from payhooks.ingest import Handler
+from payhooks.intake.answers import clipped
+from payhooks.intake.ingest import Handler
+from payhooks.plumbing.errors import ProviderNotConfigured
 from payhooks.providers import Adapter, checked_secrets, read_secrets
 
 DEFAULT_HANDLER = "payhooks.django.hooks"

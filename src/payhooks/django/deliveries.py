@@ -18,12 +18,10 @@ from django import db
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
 
-from payhooks.db import Connection, conflict, translated
 from payhooks.django.conf import Config
-from payhooks.errors import DatabaseUnavailable, HandlerCommitted
 from payhooks.events import Event, Received
-from payhooks.hooks import guarded as core_guarded
-from payhooks.ingest import (
+from payhooks.intake.hooks import guarded as core_guarded
+from payhooks.intake.ingest import (
     Applied,
     Handler,
     Pending,
@@ -31,6 +29,8 @@ from payhooks.ingest import (
     ingest_received_in_transaction,
     restored,
 )
+from payhooks.plumbing.db import Connection, conflict, translated
+from payhooks.plumbing.errors import DatabaseUnavailable, HandlerCommitted
 
 # Transaction-local: it ends with the claim's transaction and never outlives it on a
 # connection Django keeps for the next request.

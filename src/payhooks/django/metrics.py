@@ -17,7 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from payhooks.django import conf
 from payhooks.django.deliveries import raw_connection
-from payhooks.metrics import STATEMENT_TIMEOUT_MS, Snapshot, read, registry
+from payhooks.operations.metrics import STATEMENT_TIMEOUT_MS, Snapshot, read, registry
 
 
 def _read() -> Snapshot:

@@ -13,8 +13,8 @@ from typing import Any, NoReturn
 
 from django.db import models
 
-from payhooks.errors import ReadOnlyRecord
 from payhooks.events import Provider
+from payhooks.plumbing.errors import ReadOnlyRecord
 
 PROVIDERS = [(p.value, p.value) for p in Provider]
 

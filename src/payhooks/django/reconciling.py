@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from payhooks.db import Connection
 from payhooks.django.conf import Config
 from payhooks.django.deliveries import guarded, raw_connection, settle
 from payhooks.events import Received
-from payhooks.ingest import Receipt, ingest_received_in_transaction
+from payhooks.intake.ingest import Receipt, ingest_received_in_transaction
+from payhooks.plumbing.db import Connection
 from payhooks.reconcile.passes import Followup, Tally
 from payhooks.reconcile.running import followed, reconcile_once
 

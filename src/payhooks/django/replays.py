@@ -11,11 +11,11 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from payhooks.answers import clipped
 from payhooks.django import conf, deliveries
 from payhooks.django.models import ProcessedWebhook
-from payhooks.errors import PayhooksError
-from payhooks.ingest import Outcome, Receipt
+from payhooks.intake.answers import clipped
+from payhooks.intake.ingest import Outcome, Receipt
+from payhooks.plumbing.errors import PayhooksError
 
 log = logging.getLogger("payhooks.django")
 

@@ -4,9 +4,9 @@ records, and what their replay will need, kept; one purge at a time, whichever p
 
 from __future__ import annotations
 
-from payhooks import retention as core
 from payhooks.django.deliveries import raw_connection
-from payhooks.retention import BATCH_ROWS
+from payhooks.operations import retention as core
+from payhooks.operations.retention import BATCH_ROWS
 
 Purge = core.Purge
 

@@ -15,7 +15,7 @@ from typing import Any
 from psycopg.pq import TransactionStatus
 
 from payhooks.django.deliveries import raw_connection
-from payhooks.schema import migrate
+from payhooks.plumbing.schema import migrate
 
 
 def apply_core(apps: Any, schema_editor: Any) -> None:

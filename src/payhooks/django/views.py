@@ -21,12 +21,12 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from payhooks.answers import declared_over
-from payhooks.db import Connection
-from payhooks.deliverylog import DeliveryLog, OwnConnection
 from payhooks.django import conf, deliveries
-from payhooks.endpoint import Endpoint, Reply, unfolded
-from payhooks.errors import LengthRequired, PayhooksError, PayloadTooLarge
+from payhooks.intake.answers import declared_over
+from payhooks.intake.endpoint import Endpoint, Reply, unfolded
+from payhooks.operations.deliverylog import DeliveryLog, OwnConnection
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import LengthRequired, PayhooksError, PayloadTooLarge
 from payhooks.providers import Adapter
 
 log = logging.getLogger("payhooks.django")

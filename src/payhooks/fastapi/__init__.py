@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from payhooks.aio.claims import replay
 from payhooks.aio.hooks import AsyncConnection, AsyncHandler, AsyncHook, AsyncHooks
-from payhooks.expectations import expect_async as expect
+from payhooks.intake.expectations import expect_async as expect
 
 if TYPE_CHECKING:
     from payhooks.fastapi.routes import router

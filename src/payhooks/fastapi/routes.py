@@ -19,7 +19,7 @@ from fastapi import APIRouter
 from payhooks import starlette
 from payhooks.aio.deliveries import AsyncPool, SyncPool
 from payhooks.aio.hooks import AsyncHandler
-from payhooks.ingest import Handler
+from payhooks.intake.ingest import Handler
 from payhooks.providers import Adapter
 from payhooks.starlette import AsyncWiring, SyncWiring
 

@@ -19,10 +19,10 @@ from typing import Any, Protocol, TypeVar, cast
 
 import httpx
 
-from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import ApiCredentials, gateway
 from payhooks.gateways._reports import Report, printable, reread
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 MAX_RETRY_AFTER_S = 3600.0
 MAX_ANSWER_BYTES = 1 << 20

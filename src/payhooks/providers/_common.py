@@ -8,8 +8,8 @@ import json
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Provider, is_text
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 _PAISE = Decimal("0.01")
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from payhooks.db import Connection
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.plumbing.db import Connection
 
 Row = tuple[Any, ...]
 

@@ -15,13 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from payhooks import confirmations
-from payhooks.confirmations import Pending, Verdict
-from payhooks.errors import GatewayApiError
 from payhooks.events import Event, Provider
 from payhooks.gateways._reports import Report
 from payhooks.gateways._status import CredentialsRefused, StatusClient
-from payhooks.ingest import Applied, Outcome
+from payhooks.intake import confirmations
+from payhooks.intake.confirmations import Pending, Verdict
+from payhooks.intake.ingest import Applied, Outcome
+from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile.parts import Connect, Deliver, Tally
 
 log = logging.getLogger("payhooks.reconcile")

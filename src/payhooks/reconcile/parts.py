@@ -11,9 +11,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from payhooks.db import Connection
 from payhooks.events import Event, Provider, Received
-from payhooks.ingest import Applied, Handler, Receipt
+from payhooks.intake.ingest import Applied, Handler, Receipt
+from payhooks.plumbing.db import Connection
 
 Followup = Callable[[Connection, Event, Applied], None]
 """A step run after the handler, in the delivery's transaction."""

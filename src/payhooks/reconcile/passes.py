@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from payhooks.db import Connection
-from payhooks.errors import GatewayApiError
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import gateway
 from payhooks.gateways._status import CredentialsRefused, StatusClient
-from payhooks.ingest import Applied, Outcome
+from payhooks.intake.ingest import Applied, Outcome
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 from payhooks.reconcile.confirming import confirm

@@ -20,7 +20,7 @@ from payhooks.gateways import GATEWAYS, ApiCredentials, credentials
 from payhooks.gateways._status import client, http_client
 from payhooks.reconcile.parts import Connect
 from payhooks.reconcile.running import TIMEOUT_S, connecting
-from payhooks.sending import RefundClient, Tally, send_due
+from payhooks.refunding.sending import RefundClient, Tally, send_due
 
 
 def send_once(

@@ -27,12 +27,12 @@ from typing import TypedDict, Unpack
 
 import psycopg
 
-from payhooks.db import Connection, libpq_url
 from payhooks.events import Provider, Received
 from payhooks.gateways import ApiCredentials, credentials
 from payhooks.gateways._status import StatusClient, client, http_client
-from payhooks.hooks import guarded
-from payhooks.ingest import Handler, Receipt, ingest_received
+from payhooks.intake.hooks import guarded
+from payhooks.intake.ingest import Handler, Receipt, ingest_received
+from payhooks.plumbing.db import Connection, libpq_url
 from payhooks.reconcile.passes import (
     Connect,
     Deliver,

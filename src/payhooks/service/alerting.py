@@ -8,12 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from payhooks.alerts import Alert, Condition, Source, core_sources
-from payhooks.db import Connection
-from payhooks.errors import NoticeFailed
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
-from payhooks.notifier import Channel, Notice, Notifier, Policy, Webhook
+from payhooks.operations.alerts import Alert, Condition, Source, core_sources
+from payhooks.operations.notifier import Channel, Notice, Notifier, Policy, Webhook
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NoticeFailed
 from payhooks.service.config import Settings
 from payhooks.service.errors import MailerUnavailable, MessageRejected
 from payhooks.service.mail import Mailer, SmtpTarget, compose

@@ -12,23 +12,23 @@ from typing import Any
 import httpx
 import psycopg_pool
 
-from payhooks import retention as policy
-from payhooks import sending
-from payhooks.db import Connection
-from payhooks.errors import GatewayApiError
 from payhooks.events import Event, Provider, Received
 from payhooks.gateways import GATEWAYS
-from payhooks.ingest import Applied, Outcome, Receipt, ingest_received
+from payhooks.intake.ingest import Applied, Outcome, Receipt, ingest_received
+from payhooks.intake.stored import read_stored, received_stored
+from payhooks.operations import retention as policy
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import GatewayApiError
 from payhooks.providers import Adapter
 from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
-from payhooks.refunds import Refund
+from payhooks.refunding import sending
+from payhooks.refunding.refunds import Refund
 from payhooks.service import database, retention
 from payhooks.service.config import Settings
 from payhooks.service.reconcile.alerts import ALERTS
 from payhooks.service.reconcile.clients import StatusClient, clients
 from payhooks.service.shop import authorised, double_refunds
 from payhooks.service.shop.payments import apply_event
-from payhooks.stored import read_stored, received_stored
 
 log = logging.getLogger("payhooks.worker")
 

@@ -13,9 +13,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from payhooks.db import libpq_url
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway
+from payhooks.plumbing.db import libpq_url
 from payhooks.providers import Adapter, read_secrets
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem

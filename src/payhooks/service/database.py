@@ -14,10 +14,10 @@ from typing import Any
 import psycopg
 import psycopg_pool
 
-from payhooks import schema
-from payhooks.db import Connection, translated
-from payhooks.errors import DatabaseUnavailable
-from payhooks.pools import CheckedPool, watched, watched_async
+from payhooks.plumbing import schema
+from payhooks.plumbing.db import Connection, translated
+from payhooks.plumbing.errors import DatabaseUnavailable
+from payhooks.plumbing.pools import CheckedPool, watched, watched_async
 from payhooks.service.config import PoolMode, Settings
 
 SHOP = schema.Track(name="shop", package="payhooks.service")

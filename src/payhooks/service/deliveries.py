@@ -6,8 +6,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from payhooks import deliverylog
-from payhooks.deliverylog import MAX_DETAIL_CHARS, MAX_LINES_PER_COPY, Delivery, answered, refused
+from payhooks.operations import deliverylog
+from payhooks.operations.deliverylog import (
+    MAX_DETAIL_CHARS,
+    MAX_LINES_PER_COPY,
+    Delivery,
+    answered,
+    refused,
+)
 from payhooks.service.config import Settings
 from payhooks.service.metrics import side_connection
 

@@ -3,7 +3,7 @@ core's ``PayhooksError``, so the web's one table and the CLI's one line answer t
 
 from __future__ import annotations
 
-from payhooks.errors import Explained, PayhooksError
+from payhooks.plumbing.errors import Explained, PayhooksError
 
 
 class SettingError(Explained):

@@ -13,11 +13,11 @@ from typing import Any
 
 import psycopg_pool
 
-from payhooks import db
-from payhooks import retention as policy
-from payhooks.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
 from payhooks.events import Received
-from payhooks.ingest import Outcome
+from payhooks.intake.ingest import Outcome
+from payhooks.operations import retention as policy
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
 from payhooks.service import application, database, mismatches
 from payhooks.service.config import Settings
 

@@ -22,13 +22,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from payhooks import db
-from payhooks.answers import STATUS_OF_ERROR
-from payhooks.deliverylog import OwnConnection
-from payhooks.errors import DatabaseUnavailable
 from payhooks.events import Provider
-from payhooks.ingest import Outcome
-from payhooks.metrics import read_totals, reconcile_counters
+from payhooks.intake.answers import STATUS_OF_ERROR
+from payhooks.intake.ingest import Outcome
+from payhooks.operations.deliverylog import OwnConnection
+from payhooks.operations.metrics import read_totals, reconcile_counters
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import DatabaseUnavailable
 from payhooks.service import database
 from payhooks.service.config import Settings
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 
-from payhooks.db import Connection
+from payhooks.plumbing.db import Connection
 from payhooks.service import outbox
 
 _UNALERTED = """

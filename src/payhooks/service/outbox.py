@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from payhooks.db import Connection
+from payhooks.plumbing.db import Connection
 
 
 class MessageKind(StrEnum):

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from payhooks.db import Connection
-from payhooks.retention import (
+from payhooks.operations.retention import (
     BATCH_ROWS,
     Purge,
     delete_expired,
@@ -20,6 +19,7 @@ from payhooks.retention import (
     plan,
     unbounded,
 )
+from payhooks.plumbing.db import Connection
 
 PurgeResult = Purge
 

@@ -16,7 +16,7 @@ from email.message import EmailMessage
 
 import psycopg_pool
 
-from payhooks import db
+from payhooks.plumbing import db
 from payhooks.service import database, outbox
 from payhooks.service.config import Settings
 from payhooks.service.errors import MailerUnavailable, MessageRejected

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from payhooks.db import Connection
-from payhooks.errors import NotFound
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NotFound
 
 _EVENT_COLUMNS = """
 provider, event_id, event_type, outcome, payment_id, order_ref, processed_at, payload_sha256,

@@ -28,15 +28,20 @@ from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from payhooks import db
-from payhooks.answers import error_answer
-from payhooks.endpoint import Arrival, AsyncClaim, Endpoint, Offload, Reply
-from payhooks.errors import DatabaseUnavailable, PayhooksError, PayloadTooLarge, Unauthorised
 from payhooks.events import Provider, Received
-from payhooks.ingest import Receipt
+from payhooks.intake.answers import error_answer
+from payhooks.intake.endpoint import Arrival, AsyncClaim, Endpoint, Offload, Reply
+from payhooks.intake.ingest import Receipt
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import (
+    DatabaseUnavailable,
+    PayhooksError,
+    PayloadTooLarge,
+    Unauthorised,
+)
+from payhooks.plumbing.retries import Retries
 from payhooks.providers import Adapter
-from payhooks.refunds import Refund
-from payhooks.retries import Retries
+from payhooks.refunding.refunds import Refund
 from payhooks.service import application, console, database, deliveries
 from payhooks.service.config import Settings
 from payhooks.service.metrics import Metrics, Probes

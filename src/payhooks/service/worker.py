@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import psycopg_pool
 
-from payhooks.errors import DatabaseUnavailable
+from payhooks.plumbing.errors import DatabaseUnavailable
 from payhooks.service import alerting, application, database, outbox, reconcile
 from payhooks.service.config import Settings
 from payhooks.service.maintenance import Cadence, Maintenance

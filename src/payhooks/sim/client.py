@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 
-from payhooks.errors import PayhooksError
 from payhooks.events import Provider
+from payhooks.plumbing.errors import PayhooksError
 from payhooks.sim.deliveries import Delivery, Purchase
 from payhooks.sim.parts import GatewayBooks
 

@@ -30,8 +30,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from payhooks import db, sending
 from payhooks.events import Provider
+from payhooks.plumbing import db
+from payhooks.refunding import sending
 from payhooks.service import application, database, reconcile
 from payhooks.service.config import Settings
 from payhooks.sim.client import Answer, Shop, ShopAtGateway

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from payhooks.errors import PayhooksError
+from payhooks.plumbing.errors import PayhooksError
 
 
 class DemoFailed(PayhooksError):

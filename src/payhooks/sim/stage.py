@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from payhooks import sending
 from payhooks.events import Provider
+from payhooks.refunding import sending
 from payhooks.service import reconcile
 from payhooks.sim.client import Answer, Shop, post
 from payhooks.sim.deliveries import Delivery, Purchase

@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider, is_text
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 from payhooks.providers._common import (
     MAX_JSON_BODY_BYTES,
     body_key,

@@ -11,7 +11,6 @@ from urllib.parse import quote
 
 import httpx
 
-from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider, Received, storable
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, key, read_json, received
@@ -23,6 +22,7 @@ from payhooks.gateways.juspay.adapter import (
     refund_of,
     successes,
 )
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 from payhooks.providers._common import require
 
 API_VERSION = "2023-06-30"

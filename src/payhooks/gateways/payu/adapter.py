@@ -11,8 +11,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 from payhooks.providers._common import (
     body_key,
     delivery_key,

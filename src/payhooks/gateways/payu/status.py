@@ -14,8 +14,6 @@ from typing import Any
 
 import httpx
 
-from payhooks.confirmations import Verdict
-from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider, storable
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import (
@@ -30,9 +28,11 @@ from payhooks.gateways._reports import (
 )
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
 from payhooks.gateways.payu.adapter import attempt_of
+from payhooks.intake.confirmations import Verdict
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 from payhooks.providers._common import child, reference
-from payhooks.refunds import Refund
-from payhooks.sending import RefundRefused, Sent
+from payhooks.refunding.refunds import Refund
+from payhooks.refunding.sending import RefundRefused, Sent
 
 COMMAND = "verify_payment"
 REFUND_COMMAND = "check_action_status"

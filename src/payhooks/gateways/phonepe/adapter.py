@@ -11,8 +11,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from payhooks.errors import SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
+from payhooks.plumbing.errors import SignatureMismatch
 from payhooks.providers._common import (
     body_key,
     child,

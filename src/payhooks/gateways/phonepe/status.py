@@ -16,7 +16,6 @@ from urllib.parse import quote
 
 import httpx
 
-from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider, Received, storable
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, read_json, received, text
@@ -28,6 +27,7 @@ from payhooks.gateways.phonepe.adapter import (
     latest_attempt,
     paise,
 )
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 TOKEN_PATH = "/v1/oauth/token"
 ORDER_PATH = "/checkout/v2/order/{}/status"

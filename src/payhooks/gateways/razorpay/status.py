@@ -10,14 +10,14 @@ from urllib.parse import quote
 
 import httpx
 
-from payhooks.errors import GatewayApiError, MalformedPayload
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
 from payhooks.gateways._status import answer, listed, parsed
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 from payhooks.providers._common import child, reference
-from payhooks.refunds import Refund
-from payhooks.sending import RefundRefused, Sent
+from payhooks.refunding.refunds import Refund
+from payhooks.refunding.sending import RefundRefused, Sent
 
 _P = Provider.RAZORPAY
 _KINDS: Mapping[str, EventKind] = {

@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 
 from psycopg.rows import class_row
 
-from payhooks import refunds
 from payhooks.console.actions import (
     PROVIDERS,
     Done,
@@ -23,9 +22,10 @@ from payhooks.console.actions import (
     replay_parked,
 )
 from payhooks.console.formats import rupees
-from payhooks.db import Connection
-from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import Provider
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
+from payhooks.refunding import refunds
 from payhooks.service import outbox
 from payhooks.service.shop import carts, double_refunds
 

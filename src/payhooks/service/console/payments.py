@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from payhooks.console import lists
-from payhooks.db import Connection
+from payhooks.plumbing.db import Connection
 
 STATUSES = {
     "created": "created",

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from payhooks.db import Connection
 from payhooks.events import Provider
+from payhooks.plumbing.db import Connection
 
 MAX_QUERY_CHARS = 254  # the longest email address
 MAX_RESULTS = 50

@@ -27,11 +27,11 @@ from payhooks.console.pages import (
     queue,
     run,
 )
-from payhooks.db import Connection
-from payhooks.errors import NotFound
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
-from payhooks.ingest import Receipt
+from payhooks.intake.ingest import Receipt
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NotFound
 from payhooks.providers import Adapter
 from payhooks.service import application, mail
 from payhooks.service.console import actions, payments, search, stories

@@ -13,15 +13,15 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from payhooks.console.formats import rupees
-from payhooks.db import Connection
-from payhooks.errors import NotFound, PayhooksError
 from payhooks.events import EventKind, Provider
 from payhooks.gateways._reports import is_reconciled
+from payhooks.intake.stored import received_again
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NotFound, PayhooksError
 from payhooks.providers import Adapter
-from payhooks.refunds import Refund, of_payment
+from payhooks.refunding.refunds import Refund, of_payment
 from payhooks.service.console.actions import readable_error
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
-from payhooks.stored import received_again
 
 
 class Tone(StrEnum):

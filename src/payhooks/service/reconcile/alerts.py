@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from payhooks.db import Connection
 from payhooks.events import Event, Provider
+from payhooks.plumbing.db import Connection
 from payhooks.reconcile.passes import Logged, credentials_of
 from payhooks.service import outbox
 

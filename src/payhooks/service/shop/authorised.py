@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from payhooks.db import Connection
 from payhooks.events import Provider
+from payhooks.plumbing.db import Connection
 
 WINDOW = timedelta(days=3)
 """How long after its authorisation a payment is captured: well inside Razorpay's own window

@@ -15,10 +15,10 @@ from typing import Any
 
 import psycopg
 
-from payhooks import idempotency
-from payhooks.db import AsyncConnection, Connection, execute_async
 from payhooks.events import Event, EventKind, Received
-from payhooks.ingest import Outcome, Receipt, duplicate
+from payhooks.intake import idempotency
+from payhooks.intake.ingest import Outcome, Receipt, duplicate
+from payhooks.plumbing.db import AsyncConnection, Connection, execute_async
 from payhooks.service.shop.ids import new_id
 from payhooks.service.shop.orders import confirmation
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from payhooks.db import Connection
-from payhooks.errors import Conflict, InvalidRequest, NotFound
 from payhooks.events import Provider
-from payhooks.expectations import expect
 from payhooks.gateways import gateway
+from payhooks.intake.expectations import expect
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 from payhooks.service.errors import InvalidAddress
 from payhooks.service.mail import checked_address
 from payhooks.service.shop.ids import new_id

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from payhooks.db import Connection
-from payhooks.errors import Conflict, NotFound
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import Conflict, NotFound
 
 STOCK_SLOTS = 8
 

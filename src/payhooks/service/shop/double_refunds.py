@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from payhooks import refunds
-from payhooks.db import Connection
-from payhooks.errors import Conflict, InvalidRequest
 from payhooks.gateways import GATEWAYS
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import Conflict, InvalidRequest
+from payhooks.refunding import refunds
 
 RECORD = """LEFT JOIN payhooks_payments c ON c.provider = p.provider
     AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'

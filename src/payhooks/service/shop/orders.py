@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from psycopg.rows import class_row
 
-from payhooks import refunds
-from payhooks.db import Connection
-from payhooks.errors import NotFound
 from payhooks.events import Event
-from payhooks.refunds import Refund
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NotFound
+from payhooks.refunding import refunds
+from payhooks.refunding.refunds import Refund
 from payhooks.service import outbox
 from payhooks.service.shop import double_refunds
 from payhooks.service.shop.ids import new_id

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from payhooks.db import Connection
-from payhooks.errors import NotFound
 from payhooks.events import Event, EventKind
-from payhooks.ingest import Applied, Outcome
+from payhooks.intake.ingest import Applied, Outcome
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NotFound
 from payhooks.service import outbox
 from payhooks.service.shop.orders import place_order
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from payhooks.errors import PayhooksError
 from payhooks.events import Provider
 from payhooks.gateways import gateway
+from payhooks.plumbing.errors import PayhooksError
 from payhooks.providers import secrets_value
 from payhooks.sim.deliveries import Delivery, Purchase
 from payhooks.sim.parts import (

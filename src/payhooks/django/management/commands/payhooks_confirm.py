@@ -16,7 +16,7 @@ from django.db.utils import InterfaceError, OperationalError
 
 from payhooks.django import conf
 from payhooks.django.management.commands.payhooks_reconcile import keys, passes
-from payhooks.errors import DatabaseUnavailable
+from payhooks.plumbing.errors import DatabaseUnavailable
 
 log = logging.getLogger("payhooks.django")
 _AWAY = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError,

@@ -10,7 +10,7 @@ from django.db.models.functions import Length
 
 from payhooks.django import conf
 from payhooks.django.models import ProcessedWebhook
-from payhooks.ingest import Outcome
+from payhooks.intake.ingest import Outcome
 
 
 class Command(BaseCommand):

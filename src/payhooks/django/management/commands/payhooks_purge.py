@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from payhooks import retention as policy
 from payhooks.django import conf, retention
-from payhooks.errors import RetentionTooShort
+from payhooks.operations import retention as policy
+from payhooks.plumbing.errors import RetentionTooShort
 
 
 class Command(BaseCommand):

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from payhooks.django import conf, replays
 from payhooks.django.models import PROVIDERS, ProcessedWebhook
-from payhooks.errors import PayhooksError
+from payhooks.plumbing.errors import PayhooksError
 
 
 class Command(BaseCommand):

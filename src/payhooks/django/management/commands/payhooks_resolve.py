@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from payhooks.django import conf
 from payhooks.django.deliveries import raw_connection
 from payhooks.django.models import PROVIDERS
-from payhooks.expectations import NotAMismatch, resolve
+from payhooks.intake.expectations import NotAMismatch, resolve
 
 
 class Command(BaseCommand):

@@ -1,0 +1,341 @@
+"""Callbacks that prove only who sent them, not what they say: PhonePe's static
+``Authorization`` digest, Juspay's Basic credentials, PayU's unsigned refund callbacks. Anyone
+who learns the credential can write any body under it, so such a callback never reaches a
+handler as it came. Its adapter marks its event ``unconfirmed``; ingest claims its key (a copy
+is a duplicate as any other), records it ``confirming``, asks here for a confirmation, and
+answers 200 at once (``requesting``).
+
+A confirmation pass (``payhooks.reconcile.confirming``, run by reconciliation's runners) then
+asks the gateway's status API about the order within seconds, applies what the API reports
+through the same exactly-once path as reconciliation (``reconcile:<payment>:<status>`` keys:
+once with any webhook or pass), and compares it with what the callback claimed (``verdict``):
+``confirmed`` when the API reports that very state, ``refuted`` when it reports another final
+state or, past ``PATIENCE``, never reports it. A refuted callback is a forgery or a stale
+copy: it changed nothing, and is flagged (logged ``callback_refuted``, and its record says so).
+What the API said always wins over what the callback said.
+
+Another attempt: a second post under one delivery key whose body names another payment
+attempt than the first (``Event.attempt_id``: PayU's ``mihpayid``, outside its hash) is a real
+second payment or an edited copy of the first. It is recorded under a key of its own,
+``<first key>:<attempt>``, ``confirming``, and asked about here beside the first post's record
+(``first_event_id``); the gateway's status client tells which (``another_attempt``).
+
+Pure steps and statements: no HTTP here (the status clients are an extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from payhooks.events import Event, EventKind
+from payhooks.plumbing.db import Connection, Statement, Steps
+
+PATIENCE = timedelta(minutes=30)
+"""How long the API may keep saying nothing (a payment still pending) before the callback is
+refuted: a real payment's status API answers within minutes of its callback."""
+LEASE = timedelta(minutes=2)
+"""How long a pass holds a confirmation it is asking about (another pass skips it)."""
+
+
+class Verdict(StrEnum):
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
+
+
+REQUEST = """
+INSERT INTO payhooks_confirmations (provider, event_id, gateway_order_id, kind, payment_id,
+                                    refund_id, amount_paise, first_event_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (provider, event_id) DO NOTHING
+"""
+
+
+MAX_OPEN_PER_ORDER = 4
+"""Callbacks of one gateway order waiting for the API at once. A real order has one or two
+(its capture, a refund); past this bound another is refused for now (``ConfirmationsFull``,
+503, so the gateway sends it again), never stored: whoever holds a static credential, or
+PayU's public merchant key, could otherwise make a record and API calls per post."""
+MAX_OPEN_PER_GATEWAY = 200
+"""Callbacks of one gateway waiting for the API at once, whatever their orders."""
+ROOM = """
+SELECT (SELECT count(*) FROM (SELECT 1 FROM payhooks_confirmations
+            WHERE provider = %(provider)s AND gateway_order_id = %(order)s AND verdict IS NULL
+            LIMIT %(per_order)s) o),
+       (SELECT count(*) FROM (SELECT 1 FROM payhooks_confirmations
+            WHERE provider = %(provider)s AND verdict IS NULL LIMIT %(per_gateway)s) g)
+"""
+
+
+def room(event: Event) -> Steps[str | None]:
+    """None while the bounds leave room for ``event``'s confirmation; else which is full."""
+    row = yield Statement(
+        sql=ROOM,
+        params={"provider": event.provider.value, "order": event.merchant_ref,
+                "per_order": MAX_OPEN_PER_ORDER, "per_gateway": MAX_OPEN_PER_GATEWAY},
+    )  # fmt: skip
+    assert row is not None
+    if int(row[0]) >= MAX_OPEN_PER_ORDER:
+        return f"{MAX_OPEN_PER_ORDER} callbacks of this order already wait for the API"
+    if int(row[1]) >= MAX_OPEN_PER_GATEWAY:
+        return f"{MAX_OPEN_PER_GATEWAY} callbacks of this gateway already wait for the API"
+    return None
+
+
+MAX_OPEN_ATTEMPTS = 2
+"""Other attempts of one post waiting for the API at once; more are copies (``ingest``)."""
+OPEN_ATTEMPTS = """
+SELECT count(*) FROM payhooks_confirmations
+WHERE provider = %s AND first_event_id = %s AND verdict IS NULL
+"""
+
+
+def another_attempt(event: Event) -> Event | None:
+    """``event``, a copy under its key with another body, as the second post it may be: keyed
+    ``<key>:<attempt>`` and unconfirmed; None where the body names no attempt of its own (a
+    copy is a copy, as for every gateway whose signature covers the payment's id)."""
+    if event.attempt_id is None or event.kind is not EventKind.PAYMENT_CAPTURED:
+        return None
+    return replace(event, event_id=f"{event.event_id}:{event.attempt_id}", unconfirmed=True)
+
+
+def confirmable(event: Event) -> bool:
+    """Whether the API can be asked about what ``event`` claims: an order it names, and a
+    state that would change something (a capture, a failure, a refund)."""
+    return event.merchant_ref is not None and event.kind is not EventKind.OTHER
+
+
+def requesting(event: Event, first_event_id: str | None = None) -> Steps[None]:
+    """Ask for ``event``'s confirmation, in the transaction that claims its key; beside the
+    record ``first_event_id`` when it is another attempt than that one's (its ``payment_id``
+    then the attempt it names)."""
+    assert event.merchant_ref is not None
+    yield Statement(
+        sql=REQUEST,
+        params=(
+            event.provider.value,
+            event.event_id,
+            event.merchant_ref,
+            event.kind.value,
+            event.attempt_id if first_event_id is not None else event.payment_id,
+            event.refund_id,
+            event.refund_amount_paise if event.kind.is_refund else event.amount_paise,
+            first_event_id,
+        ),
+        reads=False,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pending:
+    """A callback waiting for the API's word, as a pass leased it."""
+
+    provider: str
+    event_id: str
+    gateway_order_id: str
+    kind: EventKind
+    payment_id: str | None
+    refund_id: str | None
+    amount_paise: int | None
+    attempts: int
+    requested_at: datetime
+    first_event_id: str | None = None
+    """Another attempt's: the record of the first post under its key (``payment_id`` is then
+    the attempt this post named)."""
+
+
+# The least asked first: a flood of forged callbacks, asked again and again until refuted,
+# never stands ahead of a callback that has not been asked about once.
+LEASED = """
+WITH due AS (
+    SELECT provider, event_id FROM payhooks_confirmations
+    WHERE verdict IS NULL AND provider = %(provider)s AND next_attempt_at <= now()
+    ORDER BY attempts, next_attempt_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payhooks_confirmations c
+SET next_attempt_at = now() + %(lease)s, attempts = c.attempts + 1
+FROM due WHERE c.provider = due.provider AND c.event_id = due.event_id
+RETURNING c.provider, c.event_id, c.gateway_order_id, c.kind, c.payment_id, c.refund_id,
+          c.amount_paise, c.attempts, c.requested_at, c.first_event_id
+"""
+
+
+def leased(conn: Connection, provider: str, limit: int) -> list[Pending]:
+    """The due confirmations of ``provider``, each held for ``LEASE`` (a second pass running
+    meanwhile skips them)."""
+    rows = conn.execute(LEASED, {"provider": provider, "limit": limit, "lease": LEASE})
+    return [
+        Pending(
+            provider=str(r[0]),
+            event_id=str(r[1]),
+            gateway_order_id=str(r[2]),
+            kind=EventKind(r[3]),
+            payment_id=r[4],
+            refund_id=r[5],
+            amount_paise=r[6],
+            attempts=int(r[7]),
+            requested_at=r[8],
+            first_event_id=r[9],
+        )
+        for r in rows.fetchall()
+    ]
+
+
+def verdict(
+    pending: Pending, reported: Iterable[Event], now: datetime, *, unknown: bool = False
+) -> Verdict | None:
+    """What the API's events for the order say of what the callback claimed: None while it
+    says nothing yet (ask again), within ``PATIENCE``.
+
+    Only a claim that money moved can be refuted: a capture the API does not report (or
+    reports in another final state), a refund it does not report. A passing or failed state
+    (a payment pending, authorised, an attempt failed before another succeeded) claims
+    nothing a handler acts on: once the API has answered, what it said is applied and the
+    callback is settled, confirmed in the sense that it was heard, never refuted. A claim
+    the API says it knows nothing of (``unknown``) is refuted at once."""
+    said = list(reported)
+    if pending.kind.is_refund:
+        refunds = [e for e in said if e.kind.is_refund]
+        if any(_same_refund(pending, e) for e in refunds):
+            return Verdict.CONFIRMED
+    elif pending.kind is EventKind.PAYMENT_CAPTURED:
+        payments = [e for e in said if not e.kind.is_refund]
+        if any(e.kind is pending.kind and _same_payment(pending, e) for e in payments):
+            return Verdict.CONFIRMED
+        if any(e.kind is pending.kind and _same_amount(pending, e) for e in payments):
+            return Verdict.CONFIRMED  # the order captured, under another attempt's id
+        final = [e for e in payments if e.kind.is_final and _same_payment(pending, e)]
+        if final:  # the API knows that payment in another final state
+            return Verdict.REFUTED
+    else:
+        return Verdict.CONFIRMED
+    if unknown:
+        return Verdict.REFUTED
+    return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
+
+
+def attempt_verdict(
+    pending: Pending, found: Verdict | None, reported: Iterable[Event], now: datetime
+) -> Verdict | None:
+    """Another attempt, as its gateway's client judged it (``found``): refuted when the API
+    says the attempt is not a payment of this order; confirmed when it reports the attempt a
+    second payment (then applied) or the same one as the first post's; None while it knows no
+    such attempt yet, and refuted past ``PATIENCE``."""
+    if found is not None:
+        return found
+    if any(e.payment_id == pending.payment_id for e in reported):
+        return Verdict.CONFIRMED
+    return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
+
+
+FIRST_BODY = """
+SELECT body FROM processed_webhooks WHERE provider = %s AND event_id = %s
+"""
+
+
+def first_body(conn: Connection, pending: Pending) -> bytes | None:
+    """The first post's stored body, that another attempt is compared with (None: purged)."""
+    assert pending.first_event_id is not None
+    row = conn.execute(FIRST_BODY, (pending.provider, pending.first_event_id)).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+# The record that applied the first post's payment, when it is not the first post itself
+# (reconciliation applied it before the post came, and the post was recorded ``ignored``).
+APPLIED_BODY = """
+SELECT a.body FROM processed_webhooks f
+JOIN payhooks_payments p
+    ON p.provider = f.provider AND p.payment_id = f.payment_id AND p.kind = %s
+JOIN processed_webhooks a ON a.provider = p.provider AND a.event_id = p.event_id
+WHERE f.provider = %s AND f.event_id = %s AND a.event_id <> f.event_id
+"""
+
+
+def applied_body(conn: Connection, pending: Pending) -> bytes | None:
+    """The stored body of the delivery that applied the first post's payment, when another
+    delivery than the first post did (reconciliation's); None when the first post did."""
+    assert pending.first_event_id is not None
+    params = (pending.kind.value, pending.provider, pending.first_event_id)
+    row = conn.execute(APPLIED_BODY, params).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _same_payment(pending: Pending, event: Event) -> bool:
+    return pending.payment_id is None or event.payment_id == pending.payment_id
+
+
+def _same_amount(pending: Pending, event: Event) -> bool:
+    return pending.amount_paise is not None and event.amount_paise == pending.amount_paise
+
+
+def _same_refund(pending: Pending, event: Event) -> bool:
+    if pending.refund_id is not None and event.refund_id is not None:
+        return event.refund_id == pending.refund_id
+    return pending.amount_paise is not None and event.refund_amount_paise == pending.amount_paise
+
+
+SETTLE = """
+WITH settled AS (
+    UPDATE payhooks_confirmations
+    SET verdict = %(verdict)s, detail = %(detail)s, settled_at = now(), last_error = NULL
+    WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
+    RETURNING provider, event_id
+)
+UPDATE processed_webhooks w SET outcome = %(verdict)s
+FROM settled s WHERE w.provider = s.provider AND w.event_id = s.event_id
+"""
+AGAIN = """
+UPDATE payhooks_confirmations SET next_attempt_at = now() + %(wait)s, last_error = %(error)s
+WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
+"""
+
+
+def settle(conn: Connection, pending: Pending, found: Verdict, detail: str) -> None:
+    conn.execute(
+        SETTLE,
+        {
+            "verdict": found.value,
+            "detail": detail,
+            "provider": pending.provider,
+            "event_id": pending.event_id,
+        },
+    )
+
+
+def again(conn: Connection, pending: Pending, wait: timedelta, error: str | None) -> None:
+    """Not settled this time: due again after ``wait`` (growing with its attempts)."""
+    conn.execute(
+        AGAIN,
+        {"wait": wait, "error": error, "provider": pending.provider, "event_id": pending.event_id},
+    )
+
+
+def wait_after(attempts: int) -> timedelta:
+    """2 s, 4 s, 8 s, ... up to 5 minutes: a real payment confirms within seconds."""
+    return timedelta(seconds=min(2**attempts, 300))
+
+
+__all__ = [
+    "LEASE",
+    "MAX_OPEN_ATTEMPTS",
+    "MAX_OPEN_PER_GATEWAY",
+    "MAX_OPEN_PER_ORDER",
+    "PATIENCE",
+    "Pending",
+    "Verdict",
+    "again",
+    "another_attempt",
+    "applied_body",
+    "attempt_verdict",
+    "confirmable",
+    "first_body",
+    "leased",
+    "requesting",
+    "room",
+    "settle",
+    "verdict",
+    "wait_after",
+]

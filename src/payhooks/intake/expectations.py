@@ -1,0 +1,414 @@
+"""What the merchant expects a gateway order to be paid, and the check every payment meets.
+
+The merchant calls ``expect()`` when it creates the order at the gateway, in its own
+transaction::
+
+    with conn.transaction():
+        conn.execute("INSERT INTO orders ...")
+        payhooks.expect(conn, "razorpay", rzp_order["id"], amount_paise=49_900,
+                        currency="INR", reference=order_id)
+
+From then on every payment authorised or captured for that gateway order is checked before
+the merchant's handler runs: a payment of another amount or currency is parked, recorded in
+``payhooks_amount_mismatches`` with both amounts for a person, and never handed to a handler
+as a payment. A gateway order nobody expected is applied as before. Reconciliation
+(``payhooks.reconcile``) asks the gateways about expected orders whose payment never came.
+
+Like the claim, the statements and steps are written once, with no driver
+(``payhooks.intake.idempotency``): ``expect`` and ``expect_async`` drive the same one.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
+from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
+from payhooks.plumbing.keys import RECONCILED as RECONCILED  # kept importable from here
+from payhooks.plumbing.keys import is_reconciled as is_reconciled
+
+MONEY = frozenset(kind for kind in EventKind if kind.pays)
+"""The kinds whose amount is checked (``EventKind.pays``): kept for importers."""
+
+MAX_ID_CHARS = 255
+_CURRENCY = re.compile(r"[A-Z]{3}")
+
+EXPECT = """
+INSERT INTO payhooks_expectations (provider, gateway_order_id, amount_paise, currency, reference)
+VALUES (%(provider)s, %(gateway_order_id)s, %(amount_paise)s, %(currency)s, %(reference)s)
+ON CONFLICT (provider, gateway_order_id) DO UPDATE
+    SET amount_paise = excluded.amount_paise, currency = excluded.currency,
+        reference = excluded.reference
+"""
+
+# The expectation of the order when this payment does not meet it, locked (FOR KEY SHARE) so
+# that a purge, which deletes only the expectations it can lock (FOR UPDATE), cannot take it
+# while the payment is being parked for it; a payment that meets it takes no lock. One a purge
+# is deleting is waited for, and then found gone: the payment is applied as unexpected.
+UNMET = """
+SELECT amount_paise, currency FROM payhooks_expectations
+WHERE provider = %(provider)s AND gateway_order_id = %(order)s
+  AND (amount_paise IS DISTINCT FROM %(amount)s OR currency <> %(currency)s)
+FOR KEY SHARE
+"""
+
+# No conflict target: the delivery's own mismatch (a retry of it), or the payment's open one
+# under another key (``payhooks_amount_mismatches_one_open``: one open mismatch per payment; a
+# twin inserting it is waited for), and nothing is inserted.
+HOLD = """
+INSERT INTO payhooks_amount_mismatches (provider, event_id, gateway_order_id, payment_id,
+    expected_paise, expected_currency, paid_paise, paid_currency)
+VALUES (%(provider)s, %(event_id)s, %(merchant_ref)s, %(payment_id)s, %(expected_paise)s,
+    %(expected_currency)s, %(paid_paise)s, %(paid_currency)s)
+ON CONFLICT DO NOTHING
+RETURNING 1
+"""
+
+# The delivery that holds the payment's open mismatch when it is not this one.
+HELD_BY = """
+SELECT event_id FROM payhooks_amount_mismatches
+WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND resolved_at IS NULL
+  AND event_id <> %(event_id)s
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expectation:
+    """A gateway order the merchant created: what it must be paid, and the merchant's own
+    reference for it (its order id)."""
+
+    provider: Provider
+    gateway_order_id: str
+    amount_paise: int
+    currency: str
+    reference: str
+
+
+def expectation(
+    gateway: Provider | str,
+    gateway_order_id: str,
+    amount_paise: int,
+    currency: str = "INR",
+    reference: str | None = None,
+) -> Expectation:
+    """The expectation, checked: a clear ``ValueError`` or ``TypeError`` for what no gateway
+    order can be (an unknown gateway, an amount that is not whole paise, a currency that is
+    not three capital letters)."""
+    try:
+        provider = Provider(gateway)
+    except ValueError:
+        known = ", ".join(p.value for p in Provider)
+        raise ValueError(f"unknown gateway {gateway!r} (one of {known})") from None
+    if isinstance(amount_paise, bool) or not isinstance(amount_paise, int):
+        raise TypeError(f"amount_paise must be an int of paise, not {type(amount_paise).__name__}")
+    if not 0 <= amount_paise <= MAX_PAISE:
+        raise ValueError(f"amount_paise is out of range: {amount_paise}")
+    if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency):
+        raise ValueError(f"currency must be three capital letters (ISO 4217), not {currency!r}")
+    return Expectation(
+        provider=provider,
+        gateway_order_id=_identifier("gateway_order_id", gateway_order_id),
+        amount_paise=amount_paise,
+        currency=currency,
+        reference=_identifier("reference", gateway_order_id if reference is None else reference),
+    )
+
+
+def _identifier(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value or len(value) > MAX_ID_CHARS or CONTROL.search(value) or not is_text(value):
+        raise ValueError(
+            f"{name} must be 1 to {MAX_ID_CHARS} characters of valid text, none a control one"
+        )
+    return value
+
+
+def expecting(expected: Expectation) -> Steps[None]:
+    """Record (or correct) what a gateway order must be paid."""
+    yield Statement(sql=EXPECT, params=asdict(expected), reads=False)
+
+
+def expect(
+    conn: Connection,
+    gateway: Provider | str,
+    gateway_order_id: str,
+    amount_paise: int,
+    currency: str = "INR",
+    reference: str | None = None,
+) -> Expectation:
+    """Tell payhooks what ``gateway_order_id`` must be paid, in the caller's transaction (it
+    counts once that commits). Calling it again for the same order corrects it: a delivery
+    parked for its amount is applied when it is replayed after the correction."""
+    expected = expectation(gateway, gateway_order_id, amount_paise, currency, reference)
+    run(conn, expecting(expected))
+    return expected
+
+
+async def expect_async(
+    conn: AsyncConnection,
+    gateway: Provider | str,
+    gateway_order_id: str,
+    amount_paise: int,
+    currency: str = "INR",
+    reference: str | None = None,
+) -> Expectation:
+    """``expect`` on an async connection."""
+    expected = expectation(gateway, gateway_order_id, amount_paise, currency, reference)
+    await run_async(conn, expecting(expected))
+    return expected
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mismatch:
+    """A payment whose amount or currency is not the expected one."""
+
+    expected_paise: int
+    expected_currency: str
+    paid_paise: int | None
+    paid_currency: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Check:
+    """What a payment authorised or captured meets before any handler runs.
+
+    ``mismatch``: its amount or currency is not what the merchant expected. ``applied_by``:
+    the same payment (and kind) already reached a handler under another delivery key, and one
+    of the two is reconciliation's: the key of that delivery, whose answer stands.
+    ``claimed``: this delivery holds the payment's row, to let go of if it is not applied.
+    ``refunds_held``: a refund of a payment parked for its amount and not yet resolved.
+    """
+
+    mismatch: Mismatch | None = None
+    applied_by: str | None = None
+    order_ref: str | None = None
+    claimed: bool = False
+    refunds_held: bool = False
+
+
+UNCHECKED = Check()
+
+# The payment's row claimed (insert first, as the delivery's own claim) and the expectation
+# it does not meet read (``UNMET``), in one round trip. On a conflict the row is left as it is
+# and read back.
+CLAIM_PAYMENT = (
+    """
+WITH mine AS (
+    INSERT INTO payhooks_payments AS p
+        (provider, payment_id, kind, gateway_order_id, event_id, reconciled, attempt_id,
+         paid_paise, currency)
+    VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(order)s, %(event_id)s, %(reconciled)s,
+        %(attempt)s, %(paid)s, %(currency)s)
+    ON CONFLICT (provider, payment_id, kind) DO UPDATE SET applied_at = p.applied_at,
+        gateway_order_id = coalesce(p.gateway_order_id, excluded.gateway_order_id),
+        attempt_id = coalesce(p.attempt_id, excluded.attempt_id),
+        paid_paise = coalesce(p.paid_paise, excluded.paid_paise),
+        currency = coalesce(p.currency, excluded.currency)
+    RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id
+), unmet AS ("""
+    + UNMET
+    + """)
+SELECT mine.inserted, mine.reconciled, mine.event_id, unmet.amount_paise, unmet.currency
+FROM mine LEFT JOIN unmet ON true
+"""
+)
+
+# Read in a statement of its own: after waiting on a twin's row, the claim's statement still
+# sees the database as it was before the wait.
+APPLIED_BY = """
+SELECT order_ref FROM processed_webhooks WHERE provider = %s AND event_id = %s
+"""
+
+RELEASE_PAYMENT = """
+DELETE FROM payhooks_payments WHERE provider = %s AND payment_id = %s AND kind = %s
+    AND event_id = %s
+"""
+
+
+def paid_paise(event: Event) -> int | None:
+    """What the customer paid for the payment, the bound on its refunds: the gateway's own
+    figure of it where that differs from the amount compared with the order (Cashfree's
+    ``payment_amount``, Juspay's ``effective_amount``), else the amount (Razorpay's, PayU's,
+    PhonePe's)."""
+    return event.amount_paise if event.payment_amount_paise is None else event.payment_amount_paise
+
+
+def paid_currency(event: Event) -> str:
+    """Razorpay and Cashfree name the currency; PayU's posts are rupees."""
+    return event.currency or "INR"
+
+
+# A payment parked for its amount, not yet resolved: its refund waits beside it.
+HELD = """
+SELECT 1 FROM payhooks_amount_mismatches
+WHERE provider = %s AND payment_id = %s AND resolved_at IS NULL
+LIMIT 1
+"""
+
+
+def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
+    """For a payment authorised or captured: claim the payment's own row and compare it with
+    what the merchant expected. For a refund: whether its payment is parked for its amount (a
+    handler must not see a refund of a payment it never saw). Any other event passes with no
+    statement. ``reconciled``: the delivery is one reconciliation made (its key no webhook can
+    take)."""
+    if event.kind.is_refund and event.payment_id is not None:
+        held = yield Statement(sql=HELD, params=(event.provider.value, event.payment_id))
+        return Check(refunds_held=held is not None)
+    if not event.kind.pays:
+        return UNCHECKED
+    paid = {"provider": event.provider.value, "order": event.merchant_ref,
+            "amount": event.amount_paise, "currency": paid_currency(event)}  # fmt: skip
+    if event.payment_id is None:
+        if event.merchant_ref is None:
+            return UNCHECKED
+        row = yield Statement(sql=UNMET, params=paid)
+        return Check(mismatch=None if row is None else _mismatch(event, row[0], row[1]))
+    row = yield Statement(
+        sql=CLAIM_PAYMENT,
+        params={
+            **paid,
+            "payment_id": event.payment_id,
+            "kind": event.kind.value,
+            "event_id": event.event_id,
+            "reconciled": reconciled,
+            "attempt": event.attempt_id,
+            "paid": paid_paise(event),
+        },
+    )
+    assert row is not None
+    inserted, first_reconciled, first_key, *unmet = row
+    if not inserted and first_key != event.event_id and (reconciled or first_reconciled):
+        first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
+        order_ref = None if first is None or first[0] is None else str(first[0])
+        return Check(applied_by=str(first_key), order_ref=order_ref)
+    mismatch = None if unmet[1] is None else _mismatch(event, unmet[0], unmet[1])
+    return Check(mismatch=mismatch, claimed=bool(inserted))
+
+
+def _mismatch(event: Event, amount: int, currency: str) -> Mismatch:
+    return Mismatch(
+        expected_paise=int(amount),
+        expected_currency=str(currency),
+        paid_paise=event.amount_paise,
+        paid_currency=paid_currency(event),
+    )
+
+
+def releasing(event: Event, check: Check) -> Steps[None]:
+    """The payment's row let go when this delivery was not applied after all (parked,
+    ignored): a later delivery of the payment may then apply it."""
+    if check.claimed:
+        assert event.payment_id is not None
+        params = (event.provider.value, event.payment_id, event.kind.value, event.event_id)
+        yield Statement(sql=RELEASE_PAYMENT, params=params, reads=False)
+
+
+def holding(event: Event, mismatch: Mismatch) -> Steps[str | None]:
+    """Record the mismatch beside the delivery's record (once, however often it is retried).
+    A payment has one open mismatch: when another delivery of it (a webhook's,
+    reconciliation's) holds it, nothing is recorded and that delivery's key is returned."""
+    assert event.merchant_ref is not None
+    params = {**asdict(event), **asdict(mismatch)}
+    if (yield Statement(sql=HOLD, params=params)) is not None or event.payment_id is None:
+        return None
+    other = yield Statement(sql=HELD_BY, params=params)
+    return None if other is None else str(other[0])
+
+
+# A payment parked for its amount and replayed after the expectation was corrected: applied
+# after all, or ignored by the handlers (recorded ignored, it can no longer be resolved by
+# hand), its mismatch is settled by that, never left open.
+SETTLED_ON_REPLAY = """
+UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
+WHERE provider = %s AND event_id = %s AND resolved_at IS NULL
+"""
+APPLIED_AFTER_ALL = "applied: the expectation was corrected and the delivery replayed"
+IGNORED_AFTER_ALL = "ignored: the expectation was corrected and the handlers ignored it"
+
+
+def settling(event: Event, *, applied: bool) -> Steps[None]:
+    """The mismatch of a parked delivery now applied (or ignored by the handlers), marked
+    resolved with which (none: no change)."""
+    resolution = APPLIED_AFTER_ALL if applied else IGNORED_AFTER_ALL
+    params = (resolution, event.provider.value, event.event_id)
+    yield Statement(sql=SETTLED_ON_REPLAY, params=params, reads=False)
+
+
+# The payment applied, whichever delivery brought it: any mismatch of it still open is settled
+# in the same transaction, so none outlives its payment (and holds its refunds back).
+SETTLED_BY_PAYMENT = """
+UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
+WHERE provider = %s AND payment_id = %s AND resolved_at IS NULL
+"""
+SETTLED_BY_DELIVERY = """
+UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
+WHERE provider = %s AND event_id = %s AND resolved_at IS NULL
+"""
+APPLIED_UNDER = "applied: the payment reached a handler under "
+
+
+def applying(event: Event, applied_by: str | None = None) -> Steps[None]:
+    """The payment of ``event`` applied: under this delivery's key (``applied_by`` None), any
+    open mismatch of the payment is settled; under another key found applied before, the open
+    mismatch of this delivery (a parked one replayed) is."""
+    if not event.kind.pays:
+        return
+    if applied_by is not None:
+        params = (APPLIED_UNDER + applied_by, event.provider.value, event.event_id)
+        yield Statement(sql=SETTLED_BY_DELIVERY, params=params, reads=False)
+    elif event.payment_id is not None:
+        params = (APPLIED_UNDER + event.event_id, event.provider.value, event.payment_id)
+        yield Statement(sql=SETTLED_BY_PAYMENT, params=params, reads=False)
+
+
+RESOLVE = """
+WITH settled AS (
+    UPDATE processed_webhooks SET outcome = 'ignored', processed_at = now()
+    WHERE provider = %(provider)s AND event_id = %(event_id)s AND outcome = 'parked'
+      AND EXISTS (SELECT 1 FROM payhooks_amount_mismatches m
+                  WHERE m.provider = %(provider)s AND m.event_id = %(event_id)s
+                    AND m.resolved_at IS NULL)
+    RETURNING 1
+)
+UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %(resolution)s
+WHERE provider = %(provider)s AND event_id = %(event_id)s AND EXISTS (SELECT 1 FROM settled)
+RETURNING 1
+"""
+
+
+class NotAMismatch(LookupError):
+    """The delivery named is not parked for its amount (unknown, applied, or resolved)."""
+
+
+def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution: str) -> None:
+    """A payment parked for its amount, settled by a person outside payhooks (refunded in the
+    gateway's dashboard, written off): its delivery is recorded ``ignored`` and the mismatch
+    keeps ``resolution`` (their words) and when. To apply it as paid instead, correct the
+    expectation with ``expect`` and replay the delivery. Raises ``NotAMismatch`` for a delivery
+    not parked for its amount."""
+    if not resolution.strip():
+        raise ValueError("say how it was resolved (refunded, written off, ...)")
+    params = {"provider": Provider(gateway).value, "event_id": event_id, "resolution": resolution}
+    if conn.execute(RESOLVE, params).fetchone() is None:
+        raise NotAMismatch(f"{gateway} delivery {event_id!r} is not parked for its amount")
+
+
+__all__ = [
+    "MONEY",
+    "Check",
+    "Expectation",
+    "Mismatch",
+    "NotAMismatch",
+    "applying",
+    "checking",
+    "expect",
+    "expect_async",
+    "expectation",
+    "holding",
+    "releasing",
+    "resolve",
+    "settling",
+]

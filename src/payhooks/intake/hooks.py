@@ -1,0 +1,125 @@
+"""A registry of small handlers by event kind, so a merchant writes functions, not a dispatcher.
+
+::
+
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def mark_paid(conn, event):
+        conn.execute("UPDATE orders SET paid = true WHERE ref = %s", (event.merchant_ref,))
+
+``hooks`` is then the handler ``ingest`` takes: every function registered for the event's kind
+runs, in registration order, inside the claim's transaction. A function returns ``None``
+(processed) or an ``Applied`` saying otherwise (ignored, parked, with an order id); an event
+no function is registered for is answered ``ignored``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+from payhooks.events import Event, EventKind
+from payhooks.intake.ingest import Applied, Handler, Outcome
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import HandlerCommitted
+
+Hook = Callable[[Connection, Event], Applied | None]
+H = TypeVar("H", bound=Callable[..., Any])
+
+
+class Registry(Generic[H]):
+    """Functions by event kind, in registration order: what ``Hooks`` and its async twin in
+    ``payhooks.fastapi`` share. ``is_async`` is what a registered function must be: called
+    the wrong way, it would never run, and the delivery be recorded all the same."""
+
+    is_async = False
+
+    def __init__(self) -> None:
+        self._by_kind: dict[EventKind, list[H]] = {}
+
+    def on(self, *kinds: EventKind) -> Callable[[H], H]:
+        """Register the decorated function for each of ``kinds``."""
+        if not kinds:
+            raise ValueError("name at least one EventKind")
+
+        def register(hook: H) -> H:
+            if inspect.iscoroutinefunction(hook) is not self.is_async:
+                raise TypeError(self._mismatch(getattr(hook, "__name__", repr(hook))))
+            for kind in kinds:
+                self._by_kind.setdefault(kind, []).append(hook)
+            return hook
+
+        return register
+
+    def registered(self, kind: EventKind) -> list[H]:
+        return self._by_kind.get(kind, [])
+
+    def _mismatch(self, name: str) -> str:
+        return (
+            f"{name} is async: these hooks run on a sync connection "
+            "(for an async pool, use payhooks.fastapi.AsyncHooks)"
+        )
+
+
+class Hooks(Registry[Hook]):
+    def __call__(self, conn: Connection, event: Event) -> Applied:
+        hooks = self.registered(event.kind)
+        if not hooks:
+            return Applied(outcome=Outcome.IGNORED)
+        result = Applied(outcome=Outcome.PROCESSED)
+        for hook in hooks:
+            result = hook(conn, event) or result
+        return result
+
+
+def guarded(handler: Handler) -> Handler:
+    """``handler``, refused with ``HandlerCommitted`` when it commits or rolls back the claim's
+    transaction: what every integration runs, so all answer alike (500, nothing kept)."""
+
+    def run(conn: Connection, event: Event) -> Applied:
+        with commit_refused():
+            applied = handler(conn, event)
+        still_open(conn.info.transaction_status)
+        return applied
+
+    return run
+
+
+@contextlib.contextmanager
+def commit_refused() -> Iterator[None]:
+    """psycopg refuses ``commit()`` and ``rollback()`` inside the claim's ``transaction()``
+    block with a bare ``ProgrammingError`` (its subclasses are SQL errors): named here, also
+    when a layer above wraps it (SQLAlchemy's ``session.connection().commit()`` raises its own
+    error, the driver's as ``orig``)."""
+    try:
+        yield
+    except Exception as exc:
+        call = refused_call(exc)
+        if call is None:
+            raise
+        raise HandlerCommitted(call) from exc
+
+
+def refused_call(exc: BaseException) -> str | None:
+    """``commit()`` or ``rollback()`` when ``exc`` is psycopg refusing one, else None."""
+    for error in (exc, getattr(exc, "orig", None)):
+        if type(error) is psycopg.ProgrammingError and "forbidden within a Transaction" in str(
+            error
+        ):
+            return str(error).split(" ", 2)[1]
+    return None
+
+
+def still_open(status: TransactionStatus) -> None:
+    """A ``COMMIT`` or ``ROLLBACK`` sent as SQL gets past psycopg: seen here, after the fact
+    (what it committed stays committed), and answered as loudly as the calls above. When the
+    handler wrote after it, a new transaction is open and the claim's savepoint is gone: the
+    claim sees that when it releases the savepoint (``payhooks.intake.ingest``)."""
+    if status is TransactionStatus.IDLE:
+        raise HandlerCommitted.as_sql()

@@ -1,0 +1,394 @@
+"""What is wrong now, as alerts a person must hear about (docs/operations.md, "Alerts"): each
+condition read from the database, for every host of the core's tables, so a merchant's app
+and the reference service say the same thing, and the console's banners
+(``payhooks.operations.alarms``) and the email or chat message never disagree.
+
+An alert is one condition about one thing (a gateway, the outbox): its ``key`` is what the
+notifier (``payhooks.operations.notifier``) sends once, repeats at most every so often while it
+lasts, and says is resolved when it clears. The text carries counts, never a body, a secret or an
+address.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from payhooks.gateways import GATEWAYS
+from payhooks.operations.alarms import AlarmKind, alarms
+from payhooks.plumbing.db import Connection
+
+
+class Condition(StrEnum):
+    FAILING = "failing"
+    """A gateway's deliveries answered 5xx: a burst in the last hour, or a slow failure."""
+    FORGED = "forged"
+    """A burst of signature failures: a secret rotated and not configured, or forgeries."""
+    REFUTED = "refuted"
+    """Callbacks carrying the right credential that the gateway's API refuted."""
+    UNCONFIRMED = "unconfirmed"
+    """Callbacks waiting for the gateway's API past a bound (``payhooks.operations.alarms``): no API
+    credentials, the API down, or the handler failing on what it said."""
+    RECONCILE_OFF = "reconcile_off"
+    """Checkouts waiting past their time to be asked about: no pass runs for the gateway."""
+    RECONCILE_REFUSED = "reconcile_refused"
+    """The gateway refuses reconciliation's API credentials."""
+    RECONCILE_FAILING = "reconcile_failing"
+    """Checkouts reconciliation failed on several times in a row: the gateway's API answers
+    nothing useful about them, or the handler fails on a payment it reported."""
+    PARKED = "parked"
+    """Deliveries parked for a while: a payment no order could be found or made for."""
+    DEAD_LETTERS = "dead_letters"
+    """Emails given up on (the reference service's outbox)."""
+    REFUNDS_NEEDED = "refunds_needed"
+    """Payments a person must refund (the reference shop's double payments and mismatches)."""
+    REFUNDS_FAILING = "refunds_failing"
+    """Refund intents the gateway refused, or that keep failing to be sent."""
+    CAPTURES_FAILING = "captures_failing"
+    """Authorised payments the reference worker keeps failing to capture and apply."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Alert:
+    condition: Condition
+    subject: str
+    """What it concerns: a gateway's name, or ``outbox``."""
+    title: str
+    body: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.condition.value}:{self.subject}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """Some conditions and how to read them. A notifier resolves only the alerts of the
+    conditions its sources read: another host's alerts (the service's outbox) are left alone."""
+
+    conditions: frozenset[Condition]
+    observe: Callable[[Connection, datetime], list[Alert]]
+
+
+# A parked delivery is retried every minute by the worker (a cart link it waits for); one that
+# has waited this long needs a person.
+PARKED_WAIT = timedelta(minutes=10)
+# A checkout is due to be asked about once it is ``after`` old (PAYHOOKS_RECONCILE_AFTER_S);
+# one still waiting this long past that was never asked: no pass runs for its gateway.
+RECONCILE_GRACE = timedelta(minutes=15)
+RECONCILE_AFTER = timedelta(seconds=900)
+RECONCILE_WINDOW = timedelta(days=7)
+# A checkout reconciliation failed on this many times in a row (one minute, two, four apart for
+# a fresh checkout) needs a person: an error that lasts is not a blip.
+RECONCILE_FAILURES = 3
+# A refund the gateway refused or failed is reported for a day after; then it is history.
+REFUNDS_REPORTED = timedelta(hours=24)
+# An intent still not sent this long after it was asked for: no sender runs, or every call
+# fails. The sender runs on every worker tick (or ``payhooks refunds send --every``).
+REFUND_UNSENT = timedelta(hours=1)
+# A refund the gateway accepted and still has not settled this long after: its normal refunds
+# take 5 to 7 working days.
+REFUND_UNSETTLED = timedelta(days=10)
+
+_KINDS = {
+    AlarmKind.FAILING: Condition.FAILING,
+    AlarmKind.FORGED: Condition.FORGED,
+    AlarmKind.REFUTED: Condition.REFUTED,
+    AlarmKind.UNCONFIRMED: Condition.UNCONFIRMED,
+}
+_TITLES = {
+    Condition.FAILING: "{subject}: webhook deliveries answered 5xx",
+    Condition.FORGED: "{subject}: webhook signature failures",
+    Condition.REFUTED: "{subject}: callbacks refuted by the gateway's API",
+    Condition.UNCONFIRMED: "{subject}: callbacks waiting for the gateway's API",
+}
+
+
+def banners(conn: Connection, now: datetime) -> list[Alert]:
+    """The console's banners, one alert per condition and gateway (a burst and a slow failure
+    of one gateway are one failing alert)."""
+    found: dict[str, Alert] = {}
+    for alarm in alarms(conn, now):
+        condition = _KINDS[alarm.kind]
+        alert = Alert(
+            condition=condition,
+            subject=alarm.provider,
+            title=_TITLES[condition].format(subject=alarm.provider),
+            body=alarm.text,
+        )
+        found.setdefault(alert.key, alert)
+    return list(found.values())
+
+
+# Through the partial index processed_webhooks_parked.
+_PARKED = """
+SELECT provider, count(*), min(processed_at) FROM processed_webhooks
+WHERE outcome = 'parked' AND processed_at <= %(since)s
+GROUP BY 1 ORDER BY 1
+"""
+
+
+def parked(conn: Connection, now: datetime) -> list[Alert]:
+    """Deliveries parked for longer than ``PARKED_WAIT``, by gateway."""
+    rows = conn.execute(_PARKED, {"since": now - PARKED_WAIT}).fetchall()
+    return [
+        Alert(
+            condition=Condition.PARKED,
+            subject=provider,
+            title=f"{provider}: {count} parked {_deliveries(count)} waiting",
+            body=(
+                f"{count} {provider} {_deliveries(count)} parked for more than "
+                f"{_minutes(PARKED_WAIT)} (the oldest since {oldest:%Y-%m-%d %H:%M} UTC): a "
+                "payment no order could be found or made for, or an amount not what was "
+                "expected. Replay or resolve them in the console, or with `payhooks parked` "
+                "and `payhooks replay`."
+            ),
+        )
+        for provider, count, oldest in rows
+    ]
+
+
+_REFUSED = """
+SELECT provider, refused_since, refused_reason FROM payhooks_reconcile_totals
+WHERE refused_since IS NOT NULL ORDER BY provider
+"""
+# Expectations never enrolled, and enrolled ones with no capture never leased again, that are
+# overdue by the grace: one range of payhooks_expectations_unenrolled and one of
+# payhooks_reconcile_due per gateway, each counted up to a bound (a gateway off for a week has
+# every checkout of the week overdue; "10000 or more" says enough).
+_OVERDUE = """
+SELECT g.provider, unenrolled.n + late.n
+FROM unnest(%(providers)s::text[]) AS g (provider)
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM payhooks_expectations e
+        WHERE NOT e.enrolled AND e.provider = g.provider
+          AND e.created_at <= %(unenrolled)s AND e.created_at > %(window)s
+        LIMIT %(bound)s) AS x
+) AS unenrolled
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n FROM (
+        SELECT 1 FROM payhooks_reconcile r
+        WHERE r.provider = g.provider AND NOT r.captured
+          AND r.next_attempt_at <= %(overdue)s AND r.next_attempt_at > %(window)s
+        LIMIT %(bound)s) AS y
+) AS late
+WHERE unenrolled.n + late.n > 0
+ORDER BY 1
+"""
+OVERDUE_BOUND = 10_000
+
+
+def reconciliation(
+    conn: Connection,
+    now: datetime,
+    *,
+    after: timedelta = RECONCILE_AFTER,
+    window: timedelta = RECONCILE_WINDOW,
+) -> list[Alert]:
+    """Reconciliation refused by a gateway, not running for it, or failing on some of its
+    checkouts: either way a payment whose webhook is lost stays lost."""
+    return (
+        _refused(conn)
+        + _overdue(conn, now, after=after, window=window)
+        + _failing(conn, now, window=window)
+    )
+
+
+# Through the partial index payhooks_reconcile_failing: only checkouts failing now, looked at
+# within the window (one past it is asked no more, and its alert clears).
+_FAILING = """
+SELECT provider, count(*), min(failing_since),
+       (array_agg(last_error ORDER BY last_attempt_at DESC, gateway_order_id))[1]
+FROM payhooks_reconcile
+WHERE failures >= %(bound)s AND last_attempt_at > %(window)s
+GROUP BY 1 ORDER BY 1
+"""
+
+
+def _failing(conn: Connection, now: datetime, *, window: timedelta) -> list[Alert]:
+    params = {"bound": RECONCILE_FAILURES, "window": now - window}
+    return [
+        Alert(
+            condition=Condition.RECONCILE_FAILING,
+            subject=provider,
+            title=f"{provider}: reconciliation failing on {count} "
+            f"{'checkout' if count == 1 else 'checkouts'}",
+            body=(
+                f"Reconciliation failed {RECONCILE_FAILURES} or more times in a row on {count} "
+                f"{provider} {'checkout' if count == 1 else 'checkouts'} (the first since "
+                f"{since:%Y-%m-%d %H:%M} UTC); the newest error: {error}. Each is asked again "
+                "later; a payment the gateway reported that your handler fails on is not "
+                "applied until the handler is fixed."
+            ),
+        )
+        for provider, count, since, error in conn.execute(_FAILING, params).fetchall()
+    ]
+
+
+def _refused(conn: Connection) -> list[Alert]:
+    return [
+        Alert(
+            condition=Condition.RECONCILE_REFUSED,
+            subject=provider,
+            title=f"{provider}: reconciliation's API credentials refused",
+            body=(
+                f"{provider}'s status API has refused payhooks' API credentials since "
+                f"{since:%Y-%m-%d %H:%M} UTC ({reason}). Payments whose webhook was missed "
+                "are not recovered until they are fixed."
+            ),
+        )
+        for provider, since, reason in conn.execute(_REFUSED).fetchall()
+    ]
+
+
+def _overdue(
+    conn: Connection, now: datetime, *, after: timedelta, window: timedelta
+) -> list[Alert]:
+    params = {
+        "providers": [p.value for p in GATEWAYS],
+        "unenrolled": now - after - RECONCILE_GRACE,
+        "overdue": now - RECONCILE_GRACE,
+        "window": now - window,
+        "bound": OVERDUE_BOUND,
+    }
+    return [
+        Alert(
+            condition=Condition.RECONCILE_OFF,
+            subject=provider,
+            title=f"{provider}: reconciliation is not running",
+            body=(
+                f"{_at_least(count)} {provider} "
+                f"{'checkout has' if count == 1 else 'checkouts have'} "
+                f"waited more than {_minutes(RECONCILE_GRACE)} past their time to be asked "
+                f"about at {provider}'s status API. Reconciliation is off for {provider}: its "
+                "API credentials are not set, or nothing runs it (the worker, `payhooks "
+                "reconcile --hooks`, payhooks.reconcile.run)."
+            ),
+        )
+        for provider, count in conn.execute(_OVERDUE, params).fetchall()
+    ]
+
+
+_REFUNDS = """
+SELECT provider,
+       count(*) FILTER (WHERE state IN ('requested', 'sent') AND last_error IS NOT NULL),
+       count(*) FILTER (WHERE state IN ('refused', 'failed')),
+       count(*) FILTER (WHERE state = 'requested' AND last_error IS NULL),
+       count(*) FILTER (WHERE state = 'sent' AND last_error IS NULL)
+FROM payhooks_refunds
+WHERE (state IN ('requested', 'sent') AND last_error IS NOT NULL)
+   OR (state = 'requested' AND requested_at <= %(unsent)s)
+   OR (state = 'sent' AND sent_at <= %(unsettled)s)
+   OR (state IN ('refused', 'failed')
+       AND coalesce(settled_at, sent_at, requested_at) > %(reported)s)
+GROUP BY 1 ORDER BY 1
+"""
+
+
+def refunds(conn: Connection, now: datetime) -> list[Alert]:
+    """Refund intents (``payhooks.refunding.refunds``) that need a person: refused or failed at the
+    gateway in the last day, still being retried after an error, not sent within
+    ``REFUND_UNSENT`` of being asked for, or not settled within ``REFUND_UNSETTLED`` of being
+    sent."""
+    params = {"reported": now - REFUNDS_REPORTED, "unsent": now - REFUND_UNSENT,
+              "unsettled": now - REFUND_UNSETTLED}  # fmt: skip
+    found: list[Alert] = []
+    for provider, retrying, refused, unsent, unsettled in conn.execute(_REFUNDS, params):
+        said = []
+        if refused:
+            said.append(f"{refused} refused or failed at {provider} in the last day")
+        if retrying:
+            said.append(f"{retrying} being retried after an error")
+        if unsent:
+            said.append(f"{unsent} not sent within {_hours(REFUND_UNSENT)} hour(s)")
+        if unsettled:
+            days = REFUND_UNSETTLED.days
+            said.append(f"{unsettled} not settled within {days} day(s) of being sent")
+        found.append(
+            Alert(
+                condition=Condition.REFUNDS_FAILING,
+                subject=provider,
+                title=f"{provider}: refunds not going through",
+                body=(
+                    f"Refunds {', '.join(said)}. Each is listed with its last error by "
+                    "`payhooks refunds list PAYMENT_ID --provider "
+                    f"{provider}`; a refused one must be refunded another way; one stuck "
+                    "unsent that the gateway does not have can be cancelled (`payhooks "
+                    "refunds cancel KEY`), which frees its amount."
+                ),
+            )
+        )
+    return found
+
+
+def _hours(span: timedelta) -> int:
+    return int(span.total_seconds() // 3600)
+
+
+def _at_least(count: int) -> str:
+    return f"{count} or more" if count >= OVERDUE_BOUND else str(count)
+
+
+def _deliveries(count: int) -> str:
+    return "delivery" if count == 1 else "deliveries"
+
+
+def _minutes(span: timedelta) -> str:
+    return f"{span.total_seconds() / 60:.0f} minutes"
+
+
+def core_sources(
+    *, after: timedelta = RECONCILE_AFTER, window: timedelta = RECONCILE_WINDOW
+) -> list[Source]:
+    """Every condition the core's tables hold; ``after`` and ``window`` are reconciliation's
+    (PAYHOOKS_RECONCILE_AFTER_S, PAYHOOKS_RECONCILE_WINDOW_S)."""
+
+    def reconciled(conn: Connection, now: datetime) -> list[Alert]:
+        return reconciliation(conn, now, after=after, window=window)
+
+    return [
+        Source(
+            conditions=frozenset(
+                {Condition.FAILING, Condition.FORGED, Condition.REFUTED, Condition.UNCONFIRMED}
+            ),
+            observe=banners,
+        ),
+        Source(conditions=frozenset({Condition.PARKED}), observe=parked),
+        Source(
+            conditions=frozenset(
+                {Condition.RECONCILE_OFF, Condition.RECONCILE_REFUSED, Condition.RECONCILE_FAILING}
+            ),
+            observe=reconciled,
+        ),
+        Source(conditions=frozenset({Condition.REFUNDS_FAILING}), observe=refunds),
+    ]
+
+
+def observe(conn: Connection, now: datetime, sources: Iterable[Source]) -> list[Alert]:
+    """What every source finds now, each alert once."""
+    found: dict[str, Alert] = {}
+    for source in sources:
+        for alert in source.observe(conn, now):
+            found.setdefault(alert.key, alert)
+    return list(found.values())
+
+
+__all__ = [
+    "PARKED_WAIT",
+    "RECONCILE_FAILURES",
+    "RECONCILE_GRACE",
+    "REFUND_UNSENT",
+    "REFUND_UNSETTLED",
+    "Alert",
+    "Condition",
+    "Source",
+    "banners",
+    "core_sources",
+    "observe",
+    "parked",
+    "reconciliation",
+    "refunds",
+]

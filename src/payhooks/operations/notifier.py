@@ -1,0 +1,424 @@
+"""The notifier: each alert (``payhooks.operations.alerts``) sent once to people, by email and a
+chat webhook, repeated at most every so often while it lasts, and a word when it clears
+(docs/operations.md, "Alerts").
+
+Deduplication is the project's own claim: one conditional write on the alert's row in
+``payhooks_alerts`` (raise it if absent or resolved; repeat it if last notified before the
+interval; resolve it if no longer found), and only the notifier whose write took queues the
+notices, in the same transaction. So several worker hosts looking at once send each alert
+once.
+
+Sending is after commit, one notice at a time: leased (its next attempt pushed past the call),
+sent with a timeout, then marked sent, or put back with backoff when the channel failed. A
+channel that fails is not asked again in the same tick, so a chat endpoint that hangs costs one
+timeout per tick, never the worker's loop. A notifier killed mid-call leaves the lease to run
+out and the notice is sent again: at least once, never lost. Time is an argument throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Protocol
+
+from payhooks.operations.alerts import Alert, Source, observe
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import NoticeFailed
+
+log = logging.getLogger("payhooks.notifier")
+
+
+class NoticeKind(StrEnum):
+    RAISED = "raised"
+    REPEATED = "repeated"
+    RESOLVED = "resolved"
+
+
+_PREFIXES = {
+    NoticeKind.RAISED: "[payhooks] ALERT",
+    NoticeKind.REPEATED: "[payhooks] STILL",
+    NoticeKind.RESOLVED: "[payhooks] RESOLVED",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notice:
+    id: int
+    alert_key: str
+    kind: NoticeKind
+    channel: str
+    title: str
+    body: str
+    attempts: int
+    created_at: datetime
+
+    @property
+    def text(self) -> str:
+        """Title and body in one: what a chat message shows."""
+        return f"{self.title}\n{self.body}"
+
+
+class Channel(Protocol):
+    """Where notices go. ``send`` raises ``NoticeFailed`` when the notice was not taken."""
+
+    @property
+    def name(self) -> str: ...
+
+    def send(self, notice: Notice) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    repeat: timedelta = timedelta(minutes=60)
+    """An alert that lasts is said again at most this often (PAYHOOKS_ALERT_REPEAT_MINUTES)."""
+    retry_base: timedelta = timedelta(seconds=30)
+    retry_cap: timedelta = timedelta(minutes=15)
+    give_up: timedelta = timedelta(hours=24)
+    """A notice no channel took for this long is given up (logged ``alert_notice_failed``)."""
+    lease: timedelta = timedelta(minutes=2)
+    """Longer than any one call: a notice leased is sent by its leaser alone."""
+
+    def delay(self, attempts: int) -> timedelta:
+        step: timedelta = self.retry_base * 2 ** min(max(0, attempts - 1), 20)
+        return min(self.retry_cap, step)
+
+
+@dataclass(slots=True, kw_only=True)
+class Tally:
+    raised: int = 0
+    repeated: int = 0
+    resolved: int = 0
+    sent: int = 0
+    retried: int = 0
+    failed: int = 0
+    open: list[str] = field(default_factory=list)
+    """The keys of the alerts found this pass."""
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.open)} alert(s) open: {self.raised} raised, {self.repeated} repeated, "
+            f"{self.resolved} resolved; {self.sent} notice(s) sent, {self.retried} to retry, "
+            f"{self.failed} given up"
+        )
+
+
+_RAISE = """
+INSERT INTO payhooks_alerts AS a (key, condition, subject, title, body, raised_at, notified_at)
+VALUES (%(key)s, %(condition)s, %(subject)s, %(title)s, %(body)s, %(now)s, %(now)s)
+ON CONFLICT (key) DO UPDATE SET
+    title = excluded.title, body = excluded.body, raised_at = excluded.raised_at,
+    notified_at = excluded.notified_at, notices = 1, resolved_at = NULL
+WHERE a.resolved_at IS NOT NULL
+RETURNING 1
+"""
+_REPEAT = """
+UPDATE payhooks_alerts SET title = %(title)s, body = %(body)s, notified_at = %(now)s,
+    notices = notices + 1
+WHERE key = %(key)s AND resolved_at IS NULL AND notified_at <= %(due)s
+RETURNING raised_at
+"""
+_RESOLVE = """
+UPDATE payhooks_alerts SET resolved_at = %(now)s
+WHERE resolved_at IS NULL AND condition = ANY(%(conditions)s) AND key <> ALL(%(keys)s)
+RETURNING key, title, raised_at
+"""
+_QUEUE = """
+INSERT INTO payhooks_alert_notices
+    (alert_key, kind, channel, title, body, created_at, next_attempt_at)
+SELECT %(key)s, %(kind)s, channel, %(title)s, %(body)s, %(now)s, %(now)s
+FROM unnest(%(channels)s::text[]) AS c (channel)
+"""
+_LEASE = """
+UPDATE payhooks_alert_notices SET attempts = attempts + 1, next_attempt_at = %(until)s
+WHERE id = (
+    SELECT id FROM payhooks_alert_notices
+    WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= %(now)s
+      AND channel = ANY(%(channels)s)
+    ORDER BY next_attempt_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+RETURNING id, alert_key, kind, channel, title, body, attempts, created_at
+"""
+_SENT = "UPDATE payhooks_alert_notices SET sent_at = %(now)s, last_error = NULL WHERE id = %(id)s"
+_RETRY = """
+UPDATE payhooks_alert_notices SET last_error = %(error)s, next_attempt_at = %(at)s
+WHERE id = %(id)s
+"""
+# Notices sent or given up on are kept this long (what was said, and when), then deleted a
+# batch per pass: the alerts' own rows are one per condition and gateway, and stay.
+KEPT = timedelta(days=30)
+_PRUNE = """
+DELETE FROM payhooks_alert_notices WHERE id = ANY(ARRAY(
+    SELECT id FROM payhooks_alert_notices
+    WHERE coalesce(sent_at, failed_at) < %(before)s
+    LIMIT 1000))
+"""
+_GIVE_UP = """
+UPDATE payhooks_alert_notices SET last_error = %(error)s, failed_at = %(now)s WHERE id = %(id)s
+"""
+
+
+class Notifier:
+    """Alerts from ``sources`` to ``channels``. ``tick`` is one pass: what is wrong recorded
+    (``evaluate``), then the notices due sent (``send_due``)."""
+
+    def __init__(
+        self,
+        channels: Sequence[Channel],
+        sources: Sequence[Source],
+        policy: Policy | None = None,
+        *,
+        stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.channels = {channel.name: channel for channel in channels}
+        self.sources = list(sources)
+        self.policy = policy or Policy()
+        self.stop = stop
+
+    def tick(self, conn: Connection, now: datetime, *, limit: int = 100) -> Tally:
+        tally = self.evaluate(conn, now)
+        self.send_due(conn, now, limit=limit, tally=tally)
+        return tally
+
+    def evaluate(self, conn: Connection, now: datetime) -> Tally:
+        """What is wrong read, then in one short transaction: each alert found raised or
+        repeated, each one gone resolved, and their notices queued, by whichever notifier's
+        conditional write took."""
+        tally = Tally()
+        found, read = self._observe(conn, now)  # reads only: no transaction held over them
+        tally.open = [alert.key for alert in found]
+        with conn.transaction():
+            for alert in found:
+                self._record(conn, alert, now, tally)
+            self._resolve(conn, found, read, now, tally)
+            conn.execute(_PRUNE, {"before": now - KEPT})
+        return tally
+
+    def _observe(self, conn: Connection, now: datetime) -> tuple[list[Alert], list[Source]]:
+        """What each source finds, and the sources read: one that fails (its query, its
+        table) is logged (``alert_source_failed``), its alerts left as they are, neither
+        raised nor resolved, and the others are read."""
+        found: dict[str, Alert] = {}
+        read: list[Source] = []
+        for source in self.sources:
+            try:
+                with conn.transaction():
+                    for alert in observe(conn, now, [source]):
+                        found.setdefault(alert.key, alert)
+            except Exception as exc:
+                conditions = sorted(c.value for c in source.conditions)
+                log.exception("alert_source_failed",
+                              extra={"conditions": conditions, "error": _reason(exc)})  # fmt: skip
+                continue
+            read.append(source)
+        return list(found.values()), read
+
+    def _record(self, conn: Connection, alert: Alert, now: datetime, t: Tally) -> None:
+        """One alert raised or repeated under a savepoint of its own: a row the database
+        refuses is logged (``alert_record_failed``) and looked at again next pass, and the
+        other alerts are raised."""
+        try:
+            with conn.transaction():
+                self._raise_or_repeat(conn, alert, now, t)
+        except Exception as exc:
+            log.exception("alert_record_failed", extra={"alert": alert.key, "error": _reason(exc)})
+
+    def _raise_or_repeat(self, conn: Connection, alert: Alert, now: datetime, t: Tally) -> None:
+        fields = {
+            "key": alert.key,
+            "condition": alert.condition.value,
+            "subject": alert.subject,
+            "title": alert.title,
+            "body": alert.body,
+            "now": now,
+        }
+        if conn.execute(_RAISE, fields).fetchone() is not None:
+            self._queue(conn, alert.key, NoticeKind.RAISED, alert.title, alert.body, now)
+            t.raised += 1
+            log.warning("alert_raised", extra={"alert": alert.key})
+            return
+        row = conn.execute(_REPEAT, {**fields, "due": now - self.policy.repeat}).fetchone()
+        if row is not None:
+            body = f"{alert.body}\n\nOpen since {row[0]:%Y-%m-%d %H:%M} UTC."
+            self._queue(conn, alert.key, NoticeKind.REPEATED, alert.title, body, now)
+            t.repeated += 1
+
+    def _resolve(
+        self, conn: Connection, found: list[Alert], read: list[Source], now: datetime, t: Tally
+    ) -> None:
+        watched = sorted({c.value for source in read for c in source.conditions})
+        keys = [alert.key for alert in found]
+        params = {"now": now, "conditions": watched, "keys": keys}
+        for key, title, raised_at in conn.execute(_RESOLVE, params).fetchall():
+            lasted = max(0, round((now - raised_at).total_seconds() / 60))
+            body = f"Cleared at {now:%Y-%m-%d %H:%M} UTC, after {lasted} minute(s)."
+            self._queue(conn, key, NoticeKind.RESOLVED, title, body, now)
+            t.resolved += 1
+            log.info("alert_resolved", extra={"alert": key})
+
+    def _queue(
+        self, conn: Connection, key: str, kind: NoticeKind, title: str, body: str, now: datetime
+    ) -> None:
+        params = {
+            "key": key,
+            "kind": kind.value,
+            "title": f"{_PREFIXES[kind]}: {title}",
+            "body": body,
+            "now": now,
+            "channels": sorted(self.channels),
+        }
+        conn.execute(_QUEUE, params)
+
+    def send_due(
+        self, conn: Connection, now: datetime, *, limit: int = 100, tally: Tally | None = None
+    ) -> Tally:
+        """Up to ``limit`` notices due, each on its channel; a channel that fails is left
+        alone for the rest of this pass."""
+        tally = tally if tally is not None else Tally()
+        working = sorted(self.channels)
+        for _ in range(limit):
+            if not working or self.stop():
+                break
+            notice = self._lease(conn, now, working)
+            if notice is None:
+                break
+            if not self._send(conn, notice, now, tally):
+                working.remove(notice.channel)
+        return tally
+
+    def _lease(self, conn: Connection, now: datetime, channels: list[str]) -> Notice | None:
+        params = {"now": now, "until": now + self.policy.lease, "channels": channels}
+        with conn.transaction():
+            row = conn.execute(_LEASE, params).fetchone()
+        if row is None:
+            return None
+        id_, key, kind, channel, title, body, attempts, created_at = row
+        return Notice(
+            id=id_,
+            alert_key=key,
+            kind=NoticeKind(kind),
+            channel=channel,
+            title=title,
+            body=body,
+            attempts=attempts,
+            created_at=created_at,
+        )
+
+    def _send(self, conn: Connection, notice: Notice, now: datetime, tally: Tally) -> bool:
+        """Whether the channel took it."""
+        fields = {"notice": notice.id, "alert": notice.alert_key, "channel": notice.channel}
+        try:
+            self.channels[notice.channel].send(notice)
+        except NoticeFailed as exc:
+            self._failed(conn, notice, exc, now, tally, fields)
+            return False
+        except Exception as exc:  # this notice's: a channel's bug, a text it cannot take
+            self._broke(conn, notice, exc, now, tally, fields)
+            return True
+        try:
+            with conn.transaction():
+                conn.execute(_SENT, {"now": now, "id": notice.id})
+        except Exception as exc:  # its row refused: it is said again after its backoff
+            self._broke(conn, notice, exc, now, tally, fields)
+            return True
+        tally.sent += 1
+        log.info("alert_notice_sent", extra=fields)
+        return True
+
+    def _failed(
+        self,
+        conn: Connection,
+        notice: Notice,
+        exc: NoticeFailed,
+        now: datetime,
+        tally: Tally,
+        fields: dict[str, object],
+    ) -> None:
+        error = exc.reason
+        with conn.transaction():
+            if exc.permanent or now - notice.created_at >= self.policy.give_up:
+                conn.execute(_GIVE_UP, {"now": now, "id": notice.id, "error": error})
+                tally.failed += 1
+                log.error("alert_notice_failed", extra={**fields, "error": error})
+                return
+            at = now + self.policy.delay(notice.attempts)
+            conn.execute(_RETRY, {"at": at, "id": notice.id, "error": error})
+        tally.retried += 1
+        log.warning("alert_notice_retry", extra={**fields, "error": error})
+
+    def _broke(
+        self,
+        conn: Connection,
+        notice: Notice,
+        exc: Exception,
+        now: datetime,
+        tally: Tally,
+        fields: dict[str, object],
+    ) -> None:
+        """Anything but the channel's own failure, raised by one notice: recorded on it and
+        backed off like a failed send (given up past ``Policy.give_up``), the channel kept
+        for the others. A row the database refuses even that is left to its lease."""
+        log.exception("alert_notice_broken", extra={**fields, "error": _reason(exc)})
+        failed = NoticeFailed(notice.channel, _reason(exc))
+        try:
+            self._failed(conn, notice, failed, now, tally, fields)
+        except Exception:
+            log.exception("alert_notice_unrecorded", extra=fields)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A chat endpoint that redirects is answered as a failure, never followed: urllib would
+    follow a POST's redirect as a GET, without the message."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Webhook:
+    """A chat tool's incoming webhook: one POST of ``{"text": ...}``, the shape Slack, Google
+    Chat, Mattermost, Rocket.Chat, Discord (its ``/slack`` address) and a Teams workflow that
+    posts the body's ``text`` all take (docs/operations.md, "Alerts"). The URL holds the
+    chat's secret: it is never logged or put in an error."""
+
+    url: str
+    timeout_s: float = 5.0
+    name: str = "webhook"
+
+    def send(self, notice: Notice) -> None:
+        request = urllib.request.Request(
+            self.url,
+            data=json.dumps({"text": notice.text}).encode(),
+            headers={"Content-Type": "application/json", "User-Agent": "payhooks-notifier"},
+            method="POST",
+        )
+        opener = urllib.request.build_opener(_NoRedirects)
+        try:
+            with opener.open(request, timeout=self.timeout_s) as answer:
+                answer.read(4096)
+        except urllib.error.HTTPError as exc:
+            permanent = exc.code < 500 and exc.code not in (408, 429)  # 3xx: not followed
+            raise NoticeFailed(self.name, f"answered {exc.code}", permanent=permanent) from None
+        except (urllib.error.URLError, OSError) as exc:  # refused, reset, timed out
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            raise NoticeFailed(self.name, f"unreachable: {_described(reason)}") from None
+
+
+def _described(reason: object) -> str:
+    """The kind of failure, never the socket's whole text (it may quote the address)."""
+    if isinstance(reason, OSError) and reason.strerror:
+        return f"{type(reason).__name__}: {reason.strerror}"
+    return type(reason).__name__ if isinstance(reason, BaseException) else str(reason)
+
+
+__all__ = ["Channel", "Notice", "NoticeKind", "Notifier", "Policy", "Tally", "Webhook"]

@@ -1,0 +1,299 @@
+"""How long delivery records are kept, and the purge that deletes them, for every host of the
+core's tables: a merchant's app (``payhooks.operations.retention.purge``, ``payhooks purge
+--database-url``), the Django app and the reference service, which purge on top of it.
+
+Small batches, each its own short transaction, so deliveries keep flowing while a million old
+rows go. Parked records are kept until applied: they are unfinished money business; so are
+the expectation and the payment claim a parked delivery will meet when it is replayed, and the
+expectation of an amount mismatch not yet resolved. A capture being parked for its amount
+locks its expectation, and the purge deletes only what it could lock, checking again once it
+holds the locks, so the two running at once never leave a parked delivery without it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import RetentionTooShort
+
+# Razorpay retries for 24 hours and replays events up to 15 days old (its FAQ); a record
+# purged before that could let a replay act twice on anything not business-keyed.
+MIN_RETENTION_DAYS = 15
+DEFAULT_RETENTION_DAYS = 90
+BATCH_ROWS = 5000
+
+CUTOFF = "SELECT now() - make_interval(days => %s)"
+EXPIRED = """
+SELECT count(*) FROM processed_webhooks
+WHERE processed_at < %s AND outcome NOT IN ('parked', 'confirming')
+"""
+# Each batch is a short transaction of its own, on the real key (provider, event_id).
+DELETE_BATCH = """
+DELETE FROM processed_webhooks
+WHERE (provider, event_id) IN (
+    SELECT provider, event_id FROM processed_webhooks
+    WHERE processed_at < %s AND outcome NOT IN ('parked', 'confirming')
+    ORDER BY processed_at
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED)
+"""
+REFUNDABLE_DAYS = 365
+"""How long a captured payment's record (``payhooks.intake.payments``: its order, its ids, what was
+paid) is kept whatever the window: a refund of it reads them there, and a refund may be
+asked for long after its deliveries are purged."""
+# A payment claim stays while a parked delivery of that payment may yet be replayed, or the
+# replay would reach the handler a second time; a capture's, while a refund of it is possible:
+# for REFUNDABLE_DAYS, and while a refund of it is not settled. No index on applied_at (the
+# claim's insert stays cheap): no ORDER BY, so a batch reads only as far as its rows.
+_DELETE_PAYMENTS = """
+DELETE FROM payhooks_payments
+WHERE (provider, payment_id, kind) IN (
+    SELECT p.provider, p.payment_id, p.kind FROM payhooks_payments p
+    WHERE p.applied_at < %s
+      AND (p.kind <> 'payment_captured'
+           OR p.applied_at < least(%s, now() - make_interval(days => %s)))
+      AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+                      AND w.provider = p.provider AND w.payment_id = p.payment_id)
+      AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r WHERE r.state IN ('requested', 'sent')
+                      AND r.provider = p.provider AND r.payment_id = p.payment_id)
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED)
+"""
+# An expectation stays while a delivery parked for its order may yet be replayed, or a
+# payment's amount mismatch with it is not resolved: a replay without it would skip the amount
+# check. Its reconciliation row goes with it (ON DELETE CASCADE).
+_HELD = """
+EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+        AND w.provider = e.provider AND w.merchant_ref = e.gateway_order_id)
+OR EXISTS (SELECT 1 FROM payhooks_amount_mismatches m WHERE m.resolved_at IS NULL
+           AND m.provider = e.provider AND m.gateway_order_id = e.gateway_order_id)
+"""
+# A batch of old expectations locked first, skipping any a capture holds (it locks the
+# expectation it does not meet, FOR KEY SHARE, while it parks); then deleted by their ctid in
+# a statement of its own, whose snapshot, taken once the locks are held, sees every parking
+# committed before them.
+_LOCK_EXPECTATIONS = (
+    """
+SELECT e.ctid::text FROM payhooks_expectations e
+WHERE e.created_at < %s AND NOT ("""
+    + _HELD
+    + """)
+ORDER BY e.created_at
+LIMIT %s
+FOR UPDATE SKIP LOCKED
+"""
+)
+_DELETE_EXPECTATIONS = (
+    """
+DELETE FROM payhooks_expectations e WHERE e.ctid = ANY (%s::tid[]) AND NOT ("""
+    + _HELD
+    + ")"
+)
+# The delivery log (every request a webhook door answered, refused ones too) ages out with the
+# deliveries: a forged-request flood must not stay forever.
+_DELETE_LOGGED = """
+DELETE FROM payhooks_deliveries WHERE id IN (
+    SELECT id FROM payhooks_deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
+"""
+# The console's door: ended sessions and failed logins past the rate limit's look-back are not
+# kept at all (a stranger's failed login writes a row: the table must not grow with them).
+_DELETE_CONSOLE = (
+    """DELETE FROM payhooks_console_sessions WHERE token_sha256 IN (
+        SELECT token_sha256 FROM payhooks_console_sessions WHERE expires_at < now() LIMIT %s)""",
+    """DELETE FROM payhooks_console_login_failures WHERE id IN (
+        SELECT id FROM payhooks_console_login_failures
+        WHERE failed_at < now() - interval '1 day' LIMIT %s)""",
+)
+_PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
+_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
+_UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purge:
+    cutoff: datetime
+    expired: int
+    """Delivery records past the window when the purge began (parked ones not counted)."""
+    deleted: int
+
+
+def check_window(days: int, *, force: bool) -> None:
+    """A window shorter than the gateways' replays is refused unless forced."""
+    if days < MIN_RETENTION_DAYS and not force:
+        raise RetentionTooShort(days, MIN_RETENTION_DAYS)
+
+
+@contextlib.contextmanager
+def unbounded(conn: Connection) -> Iterator[None]:
+    """A transaction with no statement timeout (counting ten million rows may take longer
+    than a webhook may), set for it alone: no session state, which a transaction pooler
+    would hand to another client."""
+    with conn.transaction():
+        conn.execute(_UNBOUNDED)
+        yield
+
+
+def plan(conn: Connection, days: int) -> Purge:
+    """What a purge would delete now, deleting nothing (``--dry-run``)."""
+    with unbounded(conn):
+        cutoff = conn.execute(CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
+        expired = conn.execute(EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
+    return Purge(cutoff=cutoff, expired=expired, deleted=0)
+
+
+def _never() -> bool:
+    return False
+
+
+def delete_expired(
+    conn: Connection,
+    planned: Purge,
+    *,
+    batch_rows: int = BATCH_ROWS,
+    on_batch: Callable[[int], None] | None = None,
+    within_batch: Callable[[int], object] | None = None,
+    stop: Callable[[], bool] = _never,
+) -> Purge:
+    """Delete the delivery records before ``planned.cutoff``, batch by batch, each its own
+    transaction (``within_batch`` runs in it with the batch's count, ``on_batch`` after its
+    commit); then the payment claims, the expectations and the delivery log's lines older
+    than that, and the console's ended sessions and day-old failed logins."""
+    deleted = 0
+    while not stop():
+        with unbounded(conn):
+            done = conn.execute(DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
+            if within_batch is not None:
+                within_batch(done)
+        deleted += done
+        if on_batch is not None:
+            on_batch(done)
+        if done < batch_rows:
+            break
+    delete_payments(conn, planned.cutoff, batch_rows, stop=stop)
+    delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
+    delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
+    for statement in _DELETE_CONSOLE:
+        while not stop():
+            with unbounded(conn):
+                if conn.execute(statement, (batch_rows,)).rowcount < batch_rows:
+                    break
+    return Purge(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
+
+
+def delete_payments(
+    conn: Connection,
+    cutoff: datetime,
+    batch_rows: int,
+    *,
+    stop: Callable[[], bool] = _never,
+) -> None:
+    """The payment claims applied before ``cutoff`` that nothing needs: a capture's kept for
+    ``REFUNDABLE_DAYS`` at least, and while a refund of it is not settled."""
+    while not stop():
+        with unbounded(conn):
+            params = (cutoff, cutoff, REFUNDABLE_DAYS, batch_rows)
+            if conn.execute(_DELETE_PAYMENTS, params).rowcount < batch_rows:
+                return
+
+
+def delete_expectations(
+    conn: Connection,
+    cutoff: datetime,
+    batch_rows: int,
+    *,
+    stop: Callable[[], bool] = _never,
+) -> None:
+    """The expectations created before ``cutoff`` that nothing unresolved needs, in short
+    transactions until a batch falls short: each batch locked, then checked again and deleted.
+    """
+    while not stop():
+        with unbounded(conn):
+            locked = [row[0] for row in conn.execute(_LOCK_EXPECTATIONS, (cutoff, batch_rows))]
+            if locked:
+                conn.execute(_DELETE_EXPECTATIONS, (locked,))
+        if len(locked) < batch_rows:
+            return
+
+
+def delete_old(
+    conn: Connection,
+    statement: str,
+    cutoff: datetime,
+    batch_rows: int,
+    *,
+    stop: Callable[[], bool] = _never,
+) -> None:
+    """``statement`` (cutoff, batch rows) run in short transactions until a batch falls short."""
+    while not stop():
+        with unbounded(conn):
+            if conn.execute(statement, (cutoff, batch_rows)).rowcount < batch_rows:
+                return
+
+
+@contextlib.contextmanager
+def exclusively(holder: Connection) -> Iterator[bool]:
+    """Whether this process may purge: False while another purge runs, whichever process.
+
+    The lock is held by a transaction left open on ``holder`` for the whole purge, not by a
+    session: behind a transaction pooler a session-level lock would stay with a server
+    session that other clients go on using, and its unlock could reach another session. An
+    open transaction keeps its server session, and ends with its client."""
+    with holder.transaction():
+        yield bool(holder.execute(_TRY_LOCK, (_PURGE_LOCK,)).fetchone()[0])  # type: ignore[index]
+
+
+@contextlib.contextmanager
+def alongside(conn: Connection) -> Iterator[Connection]:
+    """A second connection to ``conn``'s database, opened as it was, to hold the lock."""
+    with psycopg.connect(
+        conn.info.dsn, password=conn.info.password or None, autocommit=True
+    ) as other:
+        yield other
+
+
+def purge(
+    conn: Connection,
+    days: int = DEFAULT_RETENTION_DAYS,
+    *,
+    force: bool = False,
+    batch_rows: int = BATCH_ROWS,
+    holder: Connection | None = None,
+    on_batch: Callable[[int], None] | None = None,
+    planned: Purge | None = None,
+    stop: Callable[[], bool] = _never,
+) -> Purge | None:
+    """Delete the core's records older than ``days`` (the cutoff fixed at the start): delivery
+    records, except parked ones, in batches of ``batch_rows``, each its own short transaction;
+    then payment claims and expectations (with their reconciliation rows) as old, except
+    those a parked delivery will need. None, deleting nothing, while another purge runs.
+
+    ``conn`` is autocommit, or out of autocommit with no transaction open. The lock is held on
+    ``holder`` (by default a second connection opened like ``conn``) for the whole purge.
+    Raises ``RetentionTooShort`` for a window shorter than the gateways' replays, unless
+    ``force``."""
+    check_window(days, force=force)
+    with _locked(conn, holder) as mine:
+        if not mine:
+            return None
+        return delete_expired(
+            conn,
+            planned or plan(conn, days),
+            batch_rows=batch_rows,
+            on_batch=on_batch,
+            stop=stop,
+        )
+
+
+@contextlib.contextmanager
+def _locked(conn: Connection, holder: Connection | None) -> Iterator[bool]:
+    if holder is not None:
+        with exclusively(holder) as mine:
+            yield mine
+        return
+    with alongside(conn) as other, exclusively(other) as mine:
+        yield mine

@@ -1,0 +1,446 @@
+"""One payment's timeline from the core's tables, for a merchant's own app: what the merchant
+expected of a gateway order (``payhooks.expect``), what each delivery of it did, the payments
+applied (by webhook or by reconciliation), every request the delivery log noted for it, and
+where reconciliation stands.
+
+``find`` turns what an operator types (a gateway order id, the merchant's reference, a payment
+id, a delivery key, a bank reference) into the gateway orders it names; ``story`` tells one.
+Every statement is an exact match through an index, so a timeline costs the same on a table of
+ninety days of deliveries as on an empty one. The shop's own parts (stock, emails) are the
+reference service's console's (``payhooks.service.console.stories``), never here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from payhooks.events import Provider
+from payhooks.intake.expectations import is_reconciled
+from payhooks.plumbing.db import Connection
+
+MAX_QUERY_CHARS = 255
+MAX_FOUND = 20
+MAX_LINES = 500
+"""The delivery log's lines shown for one order: the newest, however many a flood left."""
+PROVIDERS = [p.value for p in Provider]
+
+
+class Matched(StrEnum):
+    """Which kind of identifier the text was."""
+
+    GATEWAY_ORDER = "gateway order id"
+    REFERENCE = "merchant reference"
+    PAYMENT = "payment id"
+    DELIVERY_KEY = "delivery key"
+    BANK_REFERENCE = "bank reference (UTR/RRN)"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Found:
+    """A gateway order the text names, and how."""
+
+    provider: str
+    gateway_order_id: str
+    matched: Matched
+
+
+# Each returns (provider, gateway order id); naming every provider lets PostgreSQL use the
+# (provider, ...) indexes.
+_FIND = {
+    Matched.GATEWAY_ORDER: """
+        SELECT g.provider, %(q)s FROM unnest(%(providers)s::text[]) AS g (provider)
+        WHERE EXISTS (SELECT 1 FROM payhooks_expectations
+                      WHERE provider = g.provider AND gateway_order_id = %(q)s)
+           OR EXISTS (SELECT 1 FROM processed_webhooks
+                      WHERE provider = g.provider AND merchant_ref = %(q)s)
+           OR EXISTS (SELECT 1 FROM payhooks_deliveries
+                      WHERE provider = g.provider AND merchant_ref = %(q)s)""",
+    Matched.REFERENCE: """
+        (SELECT provider, gateway_order_id FROM payhooks_expectations
+         WHERE reference = %(q)s LIMIT %(limit)s)
+        UNION
+        (SELECT provider, merchant_ref FROM processed_webhooks
+         WHERE order_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s)""",
+    Matched.PAYMENT: """
+        (SELECT provider, merchant_ref FROM processed_webhooks
+         WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s
+           AND merchant_ref IS NOT NULL LIMIT %(limit)s)
+        UNION
+        (SELECT provider, gateway_order_id FROM payhooks_payments
+         WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s
+           AND gateway_order_id IS NOT NULL LIMIT %(limit)s)
+        UNION
+        (SELECT provider, merchant_ref FROM payhooks_deliveries
+         WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s
+           AND merchant_ref IS NOT NULL LIMIT %(limit)s)""",
+    Matched.DELIVERY_KEY: """
+        (SELECT provider, merchant_ref FROM processed_webhooks
+         WHERE provider = ANY(%(providers)s) AND event_id = %(q)s AND merchant_ref IS NOT NULL)
+        UNION
+        (SELECT provider, merchant_ref FROM payhooks_deliveries
+         WHERE provider = ANY(%(providers)s) AND event_id = %(q)s
+           AND merchant_ref IS NOT NULL LIMIT %(limit)s)""",
+    Matched.BANK_REFERENCE: """
+        SELECT DISTINCT provider, merchant_ref FROM processed_webhooks
+        WHERE bank_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s""",
+}
+
+
+class UnreadableQuery(ValueError):
+    """What an operator typed holds a control character: no identifier holds one, and the
+    database refuses NUL. The doors answer it 400 with its text, never a 500."""
+
+    def __init__(self) -> None:
+        super().__init__("the query holds a control character")
+
+
+# C0 and C1 controls and lone surrogates, as the console refuses them in any value.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def find(conn: Connection, text: str) -> list[Found]:
+    """Every gateway order ``text`` names, each once, in the order of the kinds above;
+    ``UnreadableQuery`` for a text holding a control character."""
+    if _CONTROL.search(text):
+        raise UnreadableQuery()
+    q = text.strip()
+    if not q or len(q) > MAX_QUERY_CHARS:
+        return []
+    params = {"q": q, "providers": PROVIDERS, "limit": MAX_FOUND}
+    found: dict[tuple[str, str], Found] = {}
+    for matched, sql in _FIND.items():
+        for provider, order in conn.execute(sql, params).fetchall():
+            key = (str(provider), str(order))
+            found.setdefault(key, Found(provider=key[0], gateway_order_id=key[1], matched=matched))
+    return list(found.values())[:MAX_FOUND]
+
+
+# --- the story -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Expected:
+    """What the merchant told ``payhooks.expect``."""
+
+    amount_paise: int
+    currency: str
+    reference: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AmountMismatch:
+    """A payment of another amount or currency than expected: parked for a person."""
+
+    expected_paise: int
+    expected_currency: str
+    paid_paise: int | None
+    paid_currency: str | None
+    found_at: datetime
+    resolved_at: datetime | None
+    resolution: str | None
+
+    @property
+    def resolved(self) -> bool:
+        return self.resolved_at is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Confirmation:
+    """A callback resting on a static credential, and what its gateway's API said of it
+    (``payhooks.intake.confirmations``): no verdict yet while it waits."""
+
+    verdict: str | None
+    detail: str | None
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    """A delivery as it took effect (``processed_webhooks``), a webhook's or reconciliation's."""
+
+    event_id: str
+    event_type: str
+    outcome: str
+    payment_id: str | None
+    order_ref: str | None
+    bank_ref: str | None
+    at: datetime
+    """When it was received, or applied by a replay."""
+    body_mismatches: int
+    """Copies of its key that came with another body (refused)."""
+    amount_mismatch: AmountMismatch | None
+    confirmation: Confirmation | None = None
+
+    @property
+    def reconciled(self) -> bool:
+        """Brought by reconciliation (a gateway's status API), not by a webhook."""
+        return is_reconciled(self.event_id)
+
+    @property
+    def parked(self) -> bool:
+        return self.outcome == "parked"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Payment:
+    """A payment that reached the merchant's handlers (``payhooks_payments``), once."""
+
+    payment_id: str
+    kind: str
+    event_id: str
+    reconciled: bool
+    applied_at: datetime
+
+    @property
+    def by(self) -> str:
+        return "reconciliation" if self.reconciled else "webhook"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Line:
+    """A request the delivery log noted (``payhooks_deliveries``), answered or refused."""
+
+    received_at: datetime
+    status: int
+    outcome: str
+    verified: bool
+    event_id: str | None
+    event_type: str | None
+    payment_id: str | None
+    mismatch: bool
+    detail: str | None
+    duration_ms: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reconciling:
+    """Reconciliation's bookkeeping for the order (``payhooks_reconcile``)."""
+
+    attempts: int
+    next_attempt_at: datetime
+    last_attempt_at: datetime | None
+    last_error: str | None
+    expired_reported_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Story:
+    provider: str
+    gateway_order_id: str
+    expected: Expected | None
+    records: list[Record]
+    """In the order they took effect."""
+    payments: list[Payment]
+    lines: list[Line]
+    """In the order they were received."""
+    reconciling: Reconciling | None
+
+    @property
+    def parked(self) -> list[Record]:
+        return [record for record in self.records if record.parked]
+
+    def attempts_of(self, event_id: str) -> int:
+        """The requests of one delivery key among the lines: a gateway's retries of it."""
+        return sum(1 for line in self.lines if line.event_id == event_id)
+
+    def as_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = _jsonable(_fields(self))
+        return found
+
+
+_EXPECTED = """
+SELECT amount_paise, currency, reference, created_at FROM payhooks_expectations
+WHERE provider = %(provider)s AND gateway_order_id = %(order)s
+"""
+_RECORD_COLUMNS = """
+SELECT w.event_id, w.event_type, w.outcome, w.payment_id, w.order_ref, w.bank_ref,
+       w.processed_at AS at, w.mismatches AS body_mismatches,
+       m.expected_paise, m.expected_currency, m.paid_paise, m.paid_currency, m.found_at,
+       m.resolved_at, m.resolution,
+       c.verdict, c.detail, c.attempts, c.last_error, c.event_id AS confirmation_of
+FROM processed_webhooks w
+LEFT JOIN payhooks_amount_mismatches m ON m.provider = w.provider AND m.event_id = w.event_id
+LEFT JOIN payhooks_confirmations c ON c.provider = w.provider AND c.event_id = w.event_id
+"""
+_RECORDS = (
+    _RECORD_COLUMNS
+    + "WHERE w.provider = %(provider)s AND w.merchant_ref = %(order)s"
+    + " ORDER BY w.processed_at, w.event_id"
+)
+# A payment's deliveries that do not name the order (a refund's, on some gateways).
+_RECORDS_OF_PAYMENTS = (
+    _RECORD_COLUMNS
+    + """WHERE w.provider = %(provider)s AND w.payment_id = ANY(%(payments)s)
+      AND w.payment_id IS NOT NULL AND w.merchant_ref IS DISTINCT FROM %(order)s
+    ORDER BY w.processed_at, w.event_id"""
+)
+_PAYMENTS = """
+SELECT payment_id, kind, event_id, reconciled, applied_at FROM payhooks_payments
+WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
+ORDER BY applied_at, payment_id, kind
+"""
+_LINES = """
+SELECT * FROM (
+    SELECT received_at, id, status, outcome, verified, event_id, event_type, payment_id,
+           mismatch, detail, duration_ms
+    FROM payhooks_deliveries
+    WHERE id IN (
+        SELECT id FROM payhooks_deliveries
+        WHERE provider = %(provider)s AND merchant_ref = %(order)s
+        UNION
+        SELECT id FROM payhooks_deliveries
+        WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
+          AND payment_id IS NOT NULL)
+    ORDER BY received_at DESC, id DESC LIMIT %(limit)s) newest
+ORDER BY received_at, id
+"""
+_RECONCILING = """
+SELECT attempts, next_attempt_at, last_attempt_at, last_error, expired_reported_at
+FROM payhooks_reconcile WHERE provider = %(provider)s AND gateway_order_id = %(order)s
+"""
+
+
+def story(conn: Connection, provider: str, gateway_order_id: str) -> Story | None:
+    """The order's timeline, or ``None`` when no table names it."""
+    params: dict[str, Any] = {"provider": provider, "order": gateway_order_id}
+    expected = _one(conn, _EXPECTED, params)
+    rows = _all(conn, _RECORDS, params)
+    params["payments"] = sorted({r["payment_id"] for r in rows if r["payment_id"]})
+    rows += _all(conn, _RECORDS_OF_PAYMENTS, params)
+    rows.sort(key=lambda r: (r["at"], r["event_id"]))
+    lines = _all(conn, _LINES, {**params, "limit": MAX_LINES})
+    if expected is None and not rows and not lines:
+        return None
+    reconciling = _one(conn, _RECONCILING, params)
+    return Story(
+        provider=provider,
+        gateway_order_id=gateway_order_id,
+        expected=None if expected is None else Expected(**expected),
+        records=[_record(row) for row in rows],
+        payments=[Payment(**row) for row in _all(conn, _PAYMENTS, params)],
+        lines=[_line(row) for row in lines],
+        reconciling=None if reconciling is None else Reconciling(**reconciling),
+    )
+
+
+_ATTEMPTS = """
+SELECT received_at, id, status, outcome, verified, event_id, event_type, payment_id, mismatch,
+       detail, duration_ms
+FROM payhooks_deliveries WHERE provider = %(provider)s AND event_id = %(event_id)s
+ORDER BY received_at, id LIMIT %(limit)s
+"""
+_NAMES = """
+SELECT merchant_ref, payment_id FROM processed_webhooks
+WHERE provider = %(provider)s AND event_id = %(event_id)s
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempts:
+    """Every request of one delivery key the log noted (a gateway's retries of it), and the
+    gateway order and payment its record names (where its timeline is)."""
+
+    lines: list[Line]
+    merchant_ref: str | None
+    payment_id: str | None
+
+
+def attempts(conn: Connection, provider: str, event_id: str) -> Attempts:
+    params = {"provider": provider, "event_id": event_id, "limit": MAX_LINES}
+    names = _one(conn, _NAMES, params) or {"merchant_ref": None, "payment_id": None}
+    return Attempts(lines=[_line(row) for row in _all(conn, _ATTEMPTS, params)], **names)
+
+
+def answer(conn: Connection, text: str) -> dict[str, Any]:
+    """What the JSON routes answer (``payhooks.starlette.timeline_route``,
+    ``payhooks.flask.timeline_blueprint``): each gateway order ``text`` names, with its story."""
+    orders = []
+    for found in find(conn, text):
+        told = story(conn, found.provider, found.gateway_order_id)
+        if told is not None:
+            orders.append({"matched": found.matched.value, **told.as_json()})
+    return {"query": text, "orders": orders}
+
+
+def _all(conn: Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(sql, params).fetchall()
+
+
+def _one(conn: Connection, sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    rows = _all(conn, sql, params)
+    return rows[0] if rows else None
+
+
+_MISMATCH_FIELDS = tuple(AmountMismatch.__dataclass_fields__)
+
+
+def _record(row: dict[str, Any]) -> Record:
+    mismatch = {name: row.pop(name) for name in _MISMATCH_FIELDS}
+    found = mismatch["found_at"] is not None
+    asked = row.pop("confirmation_of") is not None
+    confirmation = {name: row.pop(name) for name in _CONFIRMATION_FIELDS}
+    return Record(
+        **row,
+        amount_mismatch=AmountMismatch(**mismatch) if found else None,
+        confirmation=Confirmation(**confirmation) if asked else None,
+    )
+
+
+_CONFIRMATION_FIELDS = ("verdict", "detail", "attempts", "last_error")
+
+
+def _line(row: dict[str, Any]) -> Line:
+    del row["id"]
+    return Line(**row)
+
+
+def _fields(value: Any) -> Any:
+    """A value object's fields (and its properties an operator reads), recursively."""
+    if isinstance(value, list):
+        return [_fields(item) for item in value]
+    if not hasattr(value, "__dataclass_fields__"):
+        return value
+    fields = {name: _fields(getattr(value, name)) for name in value.__dataclass_fields__}
+    for extra in ("reconciled", "resolved", "by"):
+        if isinstance(getattr(type(value), extra, None), property):
+            fields[extra] = getattr(value, extra)
+    return fields
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+__all__ = [
+    "AmountMismatch",
+    "Attempts",
+    "Confirmation",
+    "Expected",
+    "Found",
+    "Line",
+    "Matched",
+    "Payment",
+    "Reconciling",
+    "Record",
+    "Story",
+    "UnreadableQuery",
+    "answer",
+    "attempts",
+    "find",
+    "story",
+]

@@ -1,0 +1,123 @@
+"""The connection types the core works on, the two drivers that run its statements, and the
+one place driver errors are translated.
+
+The claim's steps are written once, with no driver (``payhooks.intake.idempotency``): a step yields
+a
+``Statement`` and receives its row. ``run`` drives one on a connection, ``run_async`` on an
+async one, as httpx keeps one client logic under ``Client`` and ``AsyncClient``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from payhooks.plumbing.errors import DatabaseUnavailable, LockTimeout, SerializationConflict
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
+Row = tuple[Any, ...] | None
+T = TypeVar("T")
+S = TypeVar("S")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Statement:
+    """One statement of a step, and whether the step reads its row. One it does not read
+    costs no round trip of its own in pipeline mode: it travels with the next."""
+
+    sql: str
+    params: tuple[object, ...] | Mapping[str, object] = ()
+    reads: bool = True
+
+
+Steps = Generator[Statement, Row, T]
+"""A step: yields statements, receives each one's row (None when not read), returns its value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Done(Generic[T]):
+    """What a step returned once it has no statement left."""
+
+    value: T
+
+
+def libpq_url(url: str) -> str:
+    """A database URL as libpq reads it: SQLAlchemy names its driver in the scheme
+    (``postgresql+psycopg://``, a Flask app's ``DATABASE_URL``), which is ``postgresql://``
+    to libpq; anything else is returned as it is."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower().startswith(("postgresql+", "postgres+")):
+        return scheme.partition("+")[0] + "://" + rest
+    return url
+
+
+def advance(steps: Generator[S, Any, T], answer: object) -> S | Done[T]:
+    """Send ``steps`` the answer to its last statement: its next one, or ``Done``. The
+    drivers below, and the claim's drivers with a handler, loop on this and differ only in
+    how they answer (called or awaited)."""
+    try:
+        return steps.send(answer)
+    except StopIteration as done:
+        return Done(done.value)
+
+
+def run(conn: Connection, steps: Steps[T]) -> T:
+    """Drive ``steps`` on ``conn``: each statement executed, its row sent back."""
+    row: Row = None
+    while not isinstance(statement := advance(steps, row), Done):
+        row = execute(conn, statement)
+    return statement.value
+
+
+async def run_async(conn: AsyncConnection, steps: Steps[T]) -> T:
+    """``run`` on an async connection: the same steps, the driver's calls awaited."""
+    row: Row = None
+    while not isinstance(statement := advance(steps, row), Done):
+        row = await execute_async(conn, statement)
+    return statement.value
+
+
+def execute(conn: Connection, statement: Statement) -> Row:
+    cursor = conn.execute(statement.sql, statement.params)
+    return cursor.fetchone() if statement.reads else None
+
+
+async def execute_async(conn: AsyncConnection, statement: Statement) -> Row:
+    cursor = await conn.execute(statement.sql, statement.params)
+    return await cursor.fetchone() if statement.reads else None
+
+
+CONFLICT_STATES = frozenset({"40001", "40P01"})
+"""The SQLSTATEs of a transaction the server gave up for another: run again, it may pass."""
+
+
+def conflict(
+    exc: BaseException | None, event_id: str | None = None
+) -> SerializationConflict | None:
+    """``SerializationConflict`` when ``exc`` is the driver's 40001 or 40P01, for the edges
+    that see it wrapped by an ORM (Django's ``__cause__``, SQLAlchemy's ``orig``)."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str) and sqlstate in CONFLICT_STATES:
+        return SerializationConflict(sqlstate, event_id)
+    return None
+
+
+@contextlib.contextmanager
+def translated(event_id: str | None = None) -> Iterator[None]:
+    """Turn the driver's transient failures into payhooks errors; let bugs through."""
+    try:
+        yield
+    except pg_errors.LockNotAvailable as exc:
+        raise LockTimeout(event_id) from exc
+    except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
+        raise SerializationConflict(str(exc.sqlstate), event_id) from exc
+    except (pg_errors.QueryCanceled, pg_errors.TransactionTimeout) as exc:
+        raise DatabaseUnavailable(f"transaction could not finish: {exc.sqlstate}") from exc
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(f"database unavailable: {type(exc).__name__}") from exc

@@ -1,0 +1,1 @@
+"""Money out: refund intents (the record of a refund payhooks asked for) and the sender."""

@@ -1,0 +1,546 @@
+"""Refunds sent to the gateway exactly once: an intent, then a call.
+
+Asking for a refund writes an intent in the caller's transaction (``request``), with a stable
+idempotency key made from the caller's own key: asking again with the same key is the same
+intent, and one key never stands for two refunds. A sender (``payhooks.refunds_sending``, the
+``refunds`` extra: httpx) then makes the gateway call with that key and the same body,
+retrying timeouts, 409s and 5xx until the gateway answers, and records the gateway's refund
+id. Each gateway refunds a key once (Razorpay's ``X-Refund-Idempotency``, Cashfree's
+``refund_id``, PayU's token id: docs/providers.md, "Refunds"), so a call that timed out after
+the gateway acted, an answer lost, a sender killed mid-call or two senders at once refund the
+customer once. The refund webhook (or its status) closes the intent.
+
+The sum of a payment's live intents never exceeds what it captured, at any isolation level:
+``request`` first updates the payment's row in ``payhooks_refund_payments`` (made on its first
+refund), then sums. Intents racing for one payment meet on that row and are counted one after
+the other: at READ COMMITTED the second waits and then sees the first; at REPEATABLE READ or
+SERIALIZABLE, whose snapshot could not see the first, the second's serialization fails
+(``psycopg.errors.SerializationFailure``, retried by the caller as every caller at those levels
+must), so no stale snapshot is ever summed.
+
+An intent stuck ``requested`` (a gateway that keeps failing its call) has a way out: a person
+cancels it (``cancel``, ``payhooks refunds cancel``, the consoles, the shop API), saying who
+and why, unless a sender holds it mid-call. A cancelled intent is never sent and no longer
+counts against what the payment may refund.
+
+Statements and steps written once with no driver, as the claim's are: ``request`` and
+``request_async`` drive the same steps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
+from payhooks.gateways import GATEWAYS
+from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
+from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
+
+KEY_PREFIX = "ph"
+KEY_CHARS = 22
+"""``ph`` and 20 hex digits: within every gateway's rule (Razorpay: 10+ of letters, digits,
+``-`` and ``_``; Cashfree's ``refund_id``: up to 40 of letters, digits, ``-`` and ``_``; PayU's
+token id: up to 23 characters)."""
+MAX_TEXT_CHARS = 255
+_CURRENCY = re.compile(r"[A-Z]{3}")
+LEASE = timedelta(minutes=2)
+"""How long a sender holds an intent it is sending: longer than any one call may take, so a
+second sender meets it only after the first has given up or died."""
+
+
+class RefundState(StrEnum):
+    REQUESTED = "requested"
+    """Written; the gateway not yet known to have it (never sent, or its answer not seen)."""
+    SENT = "sent"
+    """The gateway accepted it under its key and gave its refund id; not yet processed."""
+    PROCESSED = "processed"
+    """The money went back (the gateway's answer, its refund webhook or its status)."""
+    FAILED = "failed"
+    """The gateway accepted it, then said it failed: no money went back."""
+    REFUSED = "refused"
+    """The gateway refused the request (more than refundable, not captured): none sent."""
+    CANCELLED = "cancelled"
+    """A person stopped it before the gateway had it (``cancel``): never sent afterwards."""
+
+
+LIVE = (RefundState.REQUESTED, RefundState.SENT, RefundState.PROCESSED)
+"""The states that count against what a payment may still refund."""
+
+
+class RefundTooLarge(InvalidRequest):
+    """More than the payment captured minus what its live refunds already take."""
+
+    def __init__(self, payment_id: str, asked: int, refundable: int) -> None:
+        super().__init__(
+            f"payment {payment_id}: a refund of {asked} paise is more than the {refundable} "
+            "paise still refundable (captured minus live refunds)"
+        )
+        self.asked = asked
+        self.refundable = refundable
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refund:
+    """One refund intent and what became of it."""
+
+    provider: Provider
+    idempotency_key: str
+    payment_id: str
+    gateway_order_id: str | None
+    amount_paise: int
+    currency: str
+    captured_paise: int
+    reason: str
+    requested_by: str
+    state: RefundState = RefundState.REQUESTED
+    gateway_refund_id: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    requested_at: datetime | None = None
+    sent_at: datetime | None = None
+    settled_at: datetime | None = None
+    attempt_id: str | None = None
+    """The gateway's own id of the payment refunded where ``payment_id`` is another (PayU's
+    ``mihpayid``, ``payment_id`` its txnid): what the gateway's refund call names."""
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+
+
+def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
+    """The key the gateway dedupes on, made from the caller's ``key``: the same for the same
+    payment and key, another for anything else."""
+    digest = hashlib.sha256(f"{Provider(gateway).value}:{payment_id}:{key}".encode()).hexdigest()
+    return KEY_PREFIX + digest[: KEY_CHARS - len(KEY_PREFIX)]
+
+
+COLUMNS = """provider, idempotency_key, payment_id, gateway_order_id, amount_paise, currency,
+       captured_paise, reason, requested_by, state, gateway_refund_id, attempts, last_error,
+       requested_at, sent_at, settled_at, attempt_id, cancelled_by, cancel_reason"""
+LOCK = """
+INSERT INTO payhooks_refund_payments AS p (provider, payment_id) VALUES (%s, %s)
+ON CONFLICT (provider, payment_id) DO UPDATE SET asked = p.asked + 1, asked_at = now()
+"""
+"""The payment's row, written before its intents are summed: held to the transaction's end,
+and a serialization failure for a snapshot that cannot see the last writer's intent."""
+EXISTING = f"SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s"
+TAKEN = """
+SELECT coalesce(sum(amount_paise), 0) FROM payhooks_refunds
+WHERE provider = %s AND payment_id = %s AND state = ANY(%s)
+"""
+INSERT = f"""
+INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
+    amount_paise, currency, captured_paise, reason, requested_by, attempt_id)
+VALUES (%(provider)s, %(idempotency_key)s, %(payment_id)s, %(gateway_order_id)s,
+    %(amount_paise)s, %(currency)s, %(captured_paise)s, %(reason)s, %(requested_by)s,
+    %(attempt_id)s)
+RETURNING {COLUMNS}
+"""
+
+
+def intent(
+    gateway: Provider | str,
+    payment_id: str,
+    amount_paise: int,
+    *,
+    key: str,
+    captured_paise: int,
+    reason: str,
+    requested_by: str,
+    currency: str = "INR",
+    gateway_order_id: str | None = None,
+    attempt_id: str | None = None,
+) -> Refund:
+    """A refund as asked, checked: what ``request`` writes."""
+    try:
+        provider = Provider(gateway)
+    except ValueError:
+        raise InvalidRequest(f"no gateway named {gateway!r}") from None
+    if not GATEWAYS[provider].sends_refunds:
+        sent = ", ".join(p.value for p, g in GATEWAYS.items() if g.sends_refunds)
+        raise InvalidRequest(f"payhooks sends no refunds to {provider.value} yet (only {sent})")
+    if GATEWAYS[provider].refund_needs_order and gateway_order_id is None:
+        title = GATEWAYS[provider].title
+        raise InvalidRequest(f"a {title} refund names its order (gateway_order_id)")
+    for name, value in (("payment_id", payment_id), ("key", key), ("reason", reason),
+                        ("requested_by", requested_by)):  # fmt: skip
+        _text(name, value)
+    for name, named in (("gateway_order_id", gateway_order_id), ("attempt_id", attempt_id)):
+        if named is not None:
+            _text(name, named)
+    for name, paise in (("amount_paise", amount_paise), ("captured_paise", captured_paise)):
+        if isinstance(paise, bool) or not isinstance(paise, int) or not 0 < paise <= MAX_PAISE:
+            raise InvalidRequest(f"{name} is a whole number of paise from 1 to {MAX_PAISE}")
+    if not isinstance(currency, str) or _CURRENCY.fullmatch(currency) is None:
+        raise InvalidRequest("currency is three capital letters (INR)")
+    return Refund(
+        provider=provider,
+        idempotency_key=idempotency_key(provider, payment_id, key),
+        payment_id=payment_id,
+        gateway_order_id=gateway_order_id,
+        amount_paise=amount_paise,
+        currency=currency,
+        captured_paise=captured_paise,
+        reason=reason,
+        requested_by=requested_by,
+        attempt_id=attempt_id,
+    )
+
+
+def _text(name: str, value: object) -> None:
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or len(value) > MAX_TEXT_CHARS
+        or not is_text(value)
+        or CONTROL.search(value)
+    ):
+        raise InvalidRequest(f"{name} is 1 to {MAX_TEXT_CHARS} characters of plain text")
+
+
+# What the customer paid, by payhooks' own record of the payment (its capture's first): a
+# caller's captured figure above it never lets a refund past it.
+PAID = """
+SELECT paid_paise FROM payhooks_payments
+WHERE provider = %s AND payment_id = %s AND paid_paise IS NOT NULL
+ORDER BY kind = 'payment_captured' DESC
+LIMIT 1
+"""
+
+
+def requesting(asked: Refund) -> Steps[Refund]:
+    """Write ``asked`` unless its key is already an intent: the same refund is that intent,
+    another under the key a ``Conflict``. The cap is the smaller of the caller's
+    ``captured_paise`` and the payment's record of what was paid, when payhooks keeps one.
+    Inside the caller's transaction (the lock is held to its end)."""
+    provider = asked.provider.value
+    yield Statement(sql=LOCK, params=(provider, asked.payment_id), reads=False)
+    row = yield Statement(sql=EXISTING, params=(provider, asked.idempotency_key))
+    if row is not None:
+        found = _refund(row)
+        if (found.payment_id, found.amount_paise, found.currency) != (
+            asked.payment_id, asked.amount_paise, asked.currency,
+        ):  # fmt: skip
+            raise Conflict(
+                f"refund key already names a refund of {found.amount_paise} paise of payment "
+                f"{found.payment_id}: one key never stands for two refunds"
+            )
+        return found
+    taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
+    paid = yield Statement(sql=PAID, params=(provider, asked.payment_id))
+    captured = min(asked.captured_paise, int(paid[0]) if paid else asked.captured_paise)
+    refundable = captured - int(taken[0] if taken else 0)
+    if asked.amount_paise > refundable:
+        raise RefundTooLarge(asked.payment_id, asked.amount_paise, max(refundable, 0))
+    params = {name: getattr(asked, name) for name in _INSERTED} | {"captured_paise": captured}
+    inserted = yield Statement(sql=INSERT, params={**params, "provider": provider})
+    assert inserted is not None
+    return _refund(inserted)
+
+
+_INSERTED = ("idempotency_key", "payment_id", "gateway_order_id", "amount_paise", "currency",
+             "captured_paise", "reason", "requested_by", "attempt_id")  # fmt: skip
+
+
+def request(
+    conn: Connection,
+    gateway: Provider | str,
+    payment_id: str,
+    amount_paise: int,
+    *,
+    key: str,
+    captured_paise: int,
+    reason: str,
+    requested_by: str,
+    currency: str = "INR",
+    gateway_order_id: str | None = None,
+    attempt_id: str | None = None,
+) -> Refund:
+    """Ask for a refund of ``amount_paise`` of ``payment_id`` (the gateway's payment id; PayU:
+    its ``mihpayid``), in the caller's transaction: it is sent once that commits. ``key`` is
+    yours (an order's refund number, a support ticket): the same key is the same refund.
+    ``captured_paise`` is what the customer paid for the payment (Cashfree's ``payment_amount``,
+    not the order amount an offer or a fee changed); ``gateway_order_id`` the order it belongs
+    to (Cashfree refunds under the order, and needs it); ``attempt_id`` PayU's ``mihpayid`` when
+    ``payment_id`` is its txnid. ``payhooks.intake.payments.find`` reads all three from the
+    payment's
+    record; when that record holds what was paid, the smaller of it and ``captured_paise`` is
+    the bound. Raises ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key
+    already used for another refund."""
+    asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
+                   reason=reason, requested_by=requested_by, currency=currency,
+                   gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
+    with conn.transaction():  # a savepoint in the caller's: the lock lasts to its end
+        return run(conn, requesting(asked))
+
+
+async def request_async(
+    conn: AsyncConnection,
+    gateway: Provider | str,
+    payment_id: str,
+    amount_paise: int,
+    *,
+    key: str,
+    captured_paise: int,
+    reason: str,
+    requested_by: str,
+    currency: str = "INR",
+    gateway_order_id: str | None = None,
+    attempt_id: str | None = None,
+) -> Refund:
+    """``request`` on an async connection."""
+    asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
+                   reason=reason, requested_by=requested_by, currency=currency,
+                   gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
+    async with conn.transaction():
+        return await run_async(conn, requesting(asked))
+
+
+OF_PAYMENT = f"""
+SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND payment_id = %s
+ORDER BY requested_at, idempotency_key
+"""
+
+
+def of_payment(conn: Connection, gateway: Provider | str, payment_id: str) -> list[Refund]:
+    """A payment's refund intents, oldest first."""
+    rows = conn.execute(OF_PAYMENT, (Provider(gateway).value, payment_id)).fetchall()
+    return [_refund(row) for row in rows]
+
+
+# --- what the sender runs: lease, and record what the gateway said --------------------------
+
+LEASED = f"""
+WITH due AS (
+    SELECT provider, idempotency_key FROM payhooks_refunds
+    WHERE state = 'requested' AND provider = %(provider)s AND next_attempt_at <= now()
+    ORDER BY next_attempt_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payhooks_refunds r
+SET next_attempt_at = now() + %(lease)s, leased_until = now() + %(lease)s,
+    attempts = r.attempts + 1
+FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
+RETURNING {", ".join("r." + c.strip() for c in COLUMNS.split(","))}
+"""
+ACCEPTED = """
+UPDATE payhooks_refunds
+SET state = %(state)s, gateway_refund_id = %(refund_id)s, sent_at = coalesce(sent_at, now()),
+    settled_at = CASE WHEN %(state)s = 'processed' THEN now() END, last_error = NULL,
+    next_attempt_at = now() + %(check)s, leased_until = NULL
+WHERE provider = %(provider)s AND idempotency_key = %(key)s
+  AND state IN ('requested', 'cancelled')
+"""
+"""A cancelled intent the gateway says it has is the gateway's: sent, and counted again (a
+cancel whose sender outlived its lease; the person's name and reason are kept)."""
+REFUSED = """
+UPDATE payhooks_refunds
+SET state = 'refused', last_error = %(error)s, settled_at = now(), leased_until = NULL
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+"""
+AGAIN = """
+UPDATE payhooks_refunds
+SET next_attempt_at = now() + %(wait)s, last_error = %(error)s, leased_until = NULL
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+"""
+
+
+UNSETTLED = f"""
+WITH due AS (
+    SELECT provider, idempotency_key FROM payhooks_refunds
+    WHERE state = 'sent' AND provider = %(provider)s AND next_attempt_at <= now()
+    ORDER BY next_attempt_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payhooks_refunds r SET next_attempt_at = now() + %(lease)s
+FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
+RETURNING {", ".join("r." + c.strip() for c in COLUMNS.split(","))}
+"""
+"""The same lease over the intents the gateway accepted and has not said processed: each
+asked about in turn (``check_due``), never by two checkers at once."""
+SETTLED = """
+UPDATE payhooks_refunds SET state = %(state)s, settled_at = now(), last_error = %(error)s
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'sent'
+"""
+UNSETTLED_AGAIN = """
+UPDATE payhooks_refunds
+SET next_attempt_at = now() + greatest(
+        least(greatest((now() - sent_at) / 4, %(first)s), %(most)s), %(asked)s),
+    last_error = %(error)s
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'sent'
+"""
+FIRST_CHECK = timedelta(minutes=1)
+MOST_BETWEEN_CHECKS = timedelta(hours=6)
+"""A refund the gateway accepted is asked about a minute after, then at a quarter of its
+age, at most every six hours: Razorpay's normal refunds take 5 to 7 days, and a refund
+webhook closes most intents long before."""
+
+
+def leased(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
+    """The due intents of ``provider``, each held for ``LEASE``."""
+    found = conn.execute(LEASED, {"provider": provider.value, "limit": limit, "lease": LEASE})
+    return [_refund(row) for row in found.fetchall()]
+
+
+def unsettled(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
+    """The sent intents of ``provider`` due to be asked about, each held for ``LEASE``."""
+    found = conn.execute(UNSETTLED, {"provider": provider.value, "limit": limit, "lease": LEASE})
+    return [_refund(row) for row in found.fetchall()]
+
+
+def accepted(conn: Connection, refund: Refund, gateway_refund_id: str, *, processed: bool) -> None:
+    state = RefundState.PROCESSED if processed else RefundState.SENT
+    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
+    conn.execute(ACCEPTED, {**params, "state": state.value, "refund_id": gateway_refund_id,
+                            "check": FIRST_CHECK})  # fmt: skip
+
+
+def settled(conn: Connection, refund: Refund, *, processed: bool, error: str | None = None) -> None:
+    """A sent intent closed by what the gateway says of it: processed (the money went back) or
+    failed (none went; its amount is free again)."""
+    state = RefundState.PROCESSED if processed else RefundState.FAILED
+    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
+    conn.execute(SETTLED, {**params, "state": state.value, "error": error})
+
+
+def unsettled_again(
+    conn: Connection, refund: Refund, error: str | None = None, *, asked: timedelta = timedelta()
+) -> None:
+    """A sent intent the gateway has not settled yet, asked about again later: no sooner than
+    ``asked`` (what a gateway's 429 asked for)."""
+    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
+    conn.execute(UNSETTLED_AGAIN, {**params, "error": error, "first": FIRST_CHECK,
+                                   "most": MOST_BETWEEN_CHECKS, "asked": asked})  # fmt: skip
+
+
+def refused(conn: Connection, refund: Refund, error: str) -> None:
+    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
+    conn.execute(REFUSED, {**params, "error": error})
+
+
+def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
+    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
+    conn.execute(AGAIN, {**params, "wait": wait, "error": error})
+
+
+def wait_after(attempts: int) -> timedelta:
+    """5 s, 10 s, 20 s, ... up to 10 minutes: a gateway that timed out is asked again soon,
+    with the same key, and one that is down is not hammered."""
+    return timedelta(seconds=min(5 * 2 ** max(attempts - 1, 0), 600))
+
+
+# --- a person's way out: cancel an intent the gateway does not have ------------------------
+
+CANCEL = f"""
+UPDATE payhooks_refunds
+SET state = 'cancelled', cancelled_by = %(by)s, cancel_reason = %(reason)s, settled_at = now()
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+  AND (leased_until IS NULL OR leased_until <= now())
+RETURNING {COLUMNS}
+"""
+"""Only a ``requested`` intent no sender holds: the row lock this takes and the sender's lease
+(``FOR UPDATE SKIP LOCKED``, then ``state = 'requested'``) exclude each other, so a cancel and
+a call never overlap."""
+
+
+class NotCancellable(Conflict):
+    """The intent is not ``requested`` any more, or a sender is calling its gateway now."""
+
+    def __init__(self, refund: Refund, why: str) -> None:
+        super().__init__(f"refund {refund.idempotency_key} of payment {refund.payment_id}: {why}")
+        self.refund = refund
+
+
+def cancel(
+    conn: Connection, gateway: Provider | str, idempotency_key: str, *, reason: str,
+    cancelled_by: str,
+) -> Refund:  # fmt: skip
+    """Stop an intent stuck ``requested`` (a gateway that keeps failing its call): never sent
+    afterwards, and its amount free again. ``idempotency_key`` is the intent's (``ph...``, as
+    ``of_payment`` lists it). Cancelling one already cancelled returns it; ``NotCancellable``
+    when a sender holds it mid-call (ask again in a minute or two) or it is past ``requested``
+    (the gateway has it). One that was called before (``attempts`` > 0) may be at the gateway
+    all the same (an answer lost): check the gateway's dashboard first. A sender that outlived
+    its lease and then hears the gateway has it records it ``sent`` again (``ACCEPTED``)."""
+    _text("reason", reason)
+    _text("cancelled_by", cancelled_by)
+    try:
+        provider = Provider(gateway)
+    except ValueError:
+        raise InvalidRequest(f"no gateway named {gateway!r}") from None
+    params = {"provider": provider.value, "key": idempotency_key, "by": cancelled_by,
+              "reason": reason}  # fmt: skip
+    row = conn.execute(CANCEL, params).fetchone()
+    if row is not None:
+        return _refund(row)
+    row = conn.execute(EXISTING, (provider.value, idempotency_key)).fetchone()
+    if row is None:
+        raise NotFound("refund", idempotency_key)
+    found = _refund(row)
+    if found.state is RefundState.CANCELLED:
+        return found
+    if found.state is RefundState.REQUESTED:
+        raise NotCancellable(found, "a sender is calling the gateway with it now: try again later")
+    raise NotCancellable(
+        found, f"it is {found.state.value}: only a refund not yet sent is cancelled"
+    )
+
+
+# --- what a refund webhook closes --------------------------------------------------------------
+
+CLOSE = """
+UPDATE payhooks_refunds SET state = 'processed', settled_at = now()
+WHERE provider = %(provider)s AND state = 'sent' AND gateway_refund_id = %(refund_id)s
+"""
+
+
+def closing(event: Event) -> Steps[None]:
+    """A refund the gateway says processed closes the intent it was sent for, by the
+    gateway's refund id (Razorpay's ``rfnd_…``, Cashfree's ``cf_refund_id``, PayU's request
+    id). One whose webhook came before the sender recorded the gateway's answer, or whose
+    webhook never came, is closed by asking the gateway
+    (``payhooks.refunding.sending.check_due``)."""
+    if event.kind is EventKind.REFUND_PROCESSED and event.refund_id:
+        params = {"provider": event.provider.value, "refund_id": event.refund_id}
+        yield Statement(sql=CLOSE, params=params, reads=False)
+
+
+def _refund(row: Any) -> Refund:
+    values = dict(zip((c.strip() for c in COLUMNS.split(",")), row, strict=True))
+    return Refund(
+        **{
+            **values,
+            "provider": Provider(values["provider"]),
+            "state": RefundState(values["state"]),
+        }
+    )
+
+
+__all__ = [
+    "LEASE",
+    "LIVE",
+    "NotCancellable",
+    "Refund",
+    "RefundState",
+    "RefundTooLarge",
+    "accepted",
+    "again",
+    "cancel",
+    "closing",
+    "idempotency_key",
+    "intent",
+    "leased",
+    "of_payment",
+    "refused",
+    "request",
+    "request_async",
+    "requesting",
+    "settled",
+    "unsettled",
+    "unsettled_again",
+    "wait_after",
+]

@@ -1,0 +1,368 @@
+"""The sender: each refund intent due (``payhooks.refunding.refunds``) sent to its gateway under its
+idempotency key, until the gateway has it.
+
+A pass leases a few due intents (a lease longer than any call, ``refunds.LEASE``, so a second
+sender meets an intent only after the first gave up or died) and calls each one's gateway
+with the intent's key and the same body every time. What the gateway says decides:
+
+- it has the refund (made now, or made by an earlier call whose answer was lost: the gateway
+  returns the refund it made for the key): recorded ``sent`` with its id, or ``processed``;
+- it refused it for good (more than refundable, a payment it will not refund): ``refused``,
+  with the gateway's words, the amount free again;
+- anything else (a timeout, no answer, 409 "in progress", 429, 5xx, credentials refused): due
+  again later (5 s doubling to 10 minutes), the same key, the same body.
+
+A refund the gateway accepted and has not said processed is asked about later
+(``check_due``): processed, or failed (none went back, the amount free again), closes it.
+
+A refund the sender learns is processed (from the gateway's answer, or from asking) is also
+handed to ``settle``, when given, as a delivery of its own (``processed_delivery``, keyed
+``reconcile:<refund id>:sent_refund``), before the intent is closed: the reference worker
+delivers it through the same exactly-once path as a refund webhook, so the payment is
+recorded refunded even when the gateway's refund webhook never comes. The webhook and this
+delivery are two deliveries with one meaning; the shop records a refund once per refund id.
+
+Run by the reference worker on every tick, by ``payhooks refunds send --database-url`` beside
+a merchant's app, or by ``send_due`` from a merchant's own scheduler. The gateway clients
+(``RefundClient``) live with each gateway's status client (``gateways/<name>/status.py``, the
+``reconcile`` extra: httpx); this module imports none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any, Protocol
+
+from payhooks.events import Event, EventKind, Provider, Received, storable
+from payhooks.plumbing.db import Connection
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
+from payhooks.plumbing.keys import RECONCILED
+from payhooks.providers._common import sha256_hex
+from payhooks.refunding import refunds
+from payhooks.refunding.refunds import Refund
+
+log = logging.getLogger("payhooks.refunds")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """The gateway has the refund: its own id for it, and whether the money already went."""
+
+    gateway_refund_id: str
+    processed: bool = False
+
+
+class RefundRefused(GatewayApiError):
+    """The gateway refused the refund for good (its words in ``reason``): asking again with
+    the same key and body would be refused again."""
+
+
+class RefundClient(Protocol):
+    provider: Provider
+
+    def send_refund(self, refund: Refund) -> Sent: ...
+
+    def refund_status(self, refund: Refund) -> Sent:
+        """What the gateway now says of a refund it accepted (``refund.gateway_refund_id``):
+        ``processed`` or not yet; ``RefundRefused`` when it failed."""
+        ...
+
+
+Connect = Callable[[], AbstractContextManager[Connection]]
+"""A connection in autocommit for each step (``payhooks.reconcile.running.connecting``)."""
+
+
+@dataclass(slots=True)
+class Tally:
+    """What one pass did, by gateway."""
+
+    sent: Counter[Provider] = field(default_factory=Counter)
+    processed: Counter[Provider] = field(default_factory=Counter)
+    refused: Counter[Provider] = field(default_factory=Counter)
+    retried: Counter[Provider] = field(default_factory=Counter)
+    settled: Counter[Provider] = field(default_factory=Counter)
+    """Sent earlier, now processed by the gateway's word when asked."""
+    failed: Counter[Provider] = field(default_factory=Counter)
+    """Sent earlier, now failed by the gateway's word when asked: no money went back."""
+
+    def summary(self) -> str:
+        total = {name: sum(getattr(self, name).values()) for name in _COUNTS}
+        return (
+            f"{total['sent']} refund(s) sent, {total['processed']} of them processed at once, "
+            f"{total['refused']} refused by the gateway, {total['retried']} to try again; "
+            f"of those sent earlier, {total['settled']} processed, {total['failed']} failed"
+        )
+
+
+_COUNTS = ("sent", "processed", "refused", "retried", "settled", "failed")
+
+Settle = Callable[[Refund], None]
+"""What is done with a refund the sender learned is processed (``gateway_refund_id`` set),
+before its intent is closed: the worker delivers ``processed_delivery(refund)`` to the shop.
+When it raises, the intent stays open (``sent``) and is asked about, and settled, again."""
+SENT_REFUND = "sent_refund"
+"""The status word of a processed refund's delivery key, ``reconcile:<refund id>:sent_refund``:
+no status API reader makes it."""
+_FIELDS = ("provider", "payment_id", "gateway_order_id", "gateway_refund_id", "amount_paise",
+           "currency", "idempotency_key")  # fmt: skip
+
+
+def processed_key(gateway_refund_id: str) -> str:
+    return f"{RECONCILED}:{gateway_refund_id}:{SENT_REFUND}"
+
+
+def is_processed_key(event_id: str) -> bool:
+    return event_id.startswith(RECONCILED + ":") and event_id.endswith(":" + SENT_REFUND)
+
+
+def processed_delivery(refund: Refund) -> Received:
+    """The refund the sender made, processed, as a delivery: what a refund webhook for it
+    carries (payment, order, refund id, amount), its body the intent's own fields."""
+    if not refund.gateway_refund_id:
+        raise ValueError("a refund is processed under the gateway's refund id")
+    kept = {name: getattr(refund, name) for name in _FIELDS}
+    body = json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()
+    event = Event(
+        provider=refund.provider,
+        kind=EventKind.REFUND_PROCESSED,
+        event_type=f"{RECONCILED}.refund.processed",
+        event_id=processed_key(refund.gateway_refund_id),
+        payment_id=refund.payment_id,
+        merchant_ref=refund.gateway_order_id,
+        currency=refund.currency,
+        refund_id=refund.gateway_refund_id,
+        refund_amount_paise=refund.amount_paise,
+        payload_sha256=sha256_hex(body),
+    )
+    return Received(event=storable(event), body=body, headers={})
+
+
+def reread(provider: Provider, event_id: str, body: bytes) -> Received:
+    """A processed refund's delivery as it was stored, read again (a replay, the console)."""
+    try:
+        kept: Any = json.loads(body)
+        refund = Refund(
+            **{name: kept[name] for name in _FIELDS if name != "provider"},
+            provider=provider, captured_paise=int(kept["amount_paise"]), reason="",
+            requested_by="",
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MalformedPayload(provider, "stored refund does not read") from exc
+    again = processed_delivery(refund)
+    if again.event.event_id != event_id:
+        raise MalformedPayload(provider, f"stored refund does not read as {event_id}")
+    return again
+
+
+def send_due(
+    connect: Connect,
+    clients: Mapping[Provider, RefundClient],
+    *,
+    limit: int = 50,
+    stop: Callable[[], bool] = lambda: False,
+    settle: Settle | None = None,
+) -> Tally:
+    """Every due intent of each gateway in ``clients``, at most ``limit`` each. Each is leased
+    just before its call, never a batch up front: a lease runs out only when its one call
+    (``refunds.LEASE`` is many times the longest) or its sender died. ``settle``: see
+    ``Settle``."""
+    tally = Tally()
+    act = _Acts(settle)
+    if not _each_due(connect, clients, refunds.leased, act.send, tally, limit=limit, stop=stop):
+        return tally
+    return check_due(connect, clients, limit=limit, stop=stop, tally=tally, settle=settle)
+
+
+def check_due(
+    connect: Connect,
+    clients: Mapping[Provider, RefundClient],
+    *,
+    limit: int = 50,
+    stop: Callable[[], bool] = lambda: False,
+    tally: Tally | None = None,
+    settle: Settle | None = None,
+) -> Tally:
+    """The intents a gateway accepted and has not yet said processed, each asked about when
+    due (a minute after it was sent, then less often: ``refunds.FIRST_CHECK``): so one whose
+    refund webhook never came, or came before the sender recorded the gateway's answer,
+    closes all the same. Leased one at a time, as ``send_due`` leases."""
+    tally = tally or Tally()
+    act = _Acts(settle)
+    _each_due(connect, clients, refunds.unsettled, act.check, tally, limit=limit, stop=stop)
+    return tally
+
+
+Lease = Callable[[Connection, Provider, int], list[Refund]]
+Act = Callable[[Connect, "RefundClient", Refund, Tally], None]
+
+
+def _each_due(
+    connect: Connect,
+    clients: Mapping[Provider, RefundClient],
+    lease: Lease,
+    act: Act,
+    tally: Tally,
+    *,
+    limit: int,
+    stop: Callable[[], bool],
+) -> bool:
+    """``act`` on each intent ``lease`` hands out, one at a time, at most ``limit`` per
+    gateway; False when ``stop`` said so before the end."""
+    for provider, client in clients.items():
+        for _ in range(limit):
+            if stop():
+                return False
+            try:
+                with connect() as conn:
+                    due = lease(conn, provider, 1)
+            except Exception:  # the database's: the next gateway's turn may still be had
+                log.exception("refund_lease_failed", extra={"provider": provider.value})
+                break
+            if not due:
+                break
+            try:
+                act(connect, client, due[0], tally)
+            except Exception as exc:  # a client's bug, the database's: this intent only
+                _broke(connect, due[0], tally, exc, sent=lease is not refunds.leased)
+    return True
+
+
+def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, sent: bool) -> None:
+    """One intent the pass could not act on: asked again after its backoff, its error kept
+    (``payhooks refunds list``; an intent retried after an error is an alert,
+    ``payhooks.operations.alerts.refunds``); the others go on."""
+    reason = f"{type(exc).__name__}: {exc}"[:500]
+    log.exception(
+        "refund_step_failed",
+        extra={"provider": refund.provider.value, "key": refund.idempotency_key,
+               "error": reason},
+    )  # fmt: skip
+    tally.retried[refund.provider] += 1
+    try:
+        with connect() as conn:
+            if sent:
+                refunds.unsettled_again(conn, refund, reason)
+            else:
+                refunds.again(conn, refund, refunds.wait_after(refund.attempts), reason)
+    except Exception:  # the database away: the lease brings it back
+        log.exception("refund_attempt_unrecorded", extra={"key": refund.idempotency_key})
+
+
+def _wait(refund: Refund, exc: GatewayApiError) -> timedelta:
+    """The sender's own backoff, or what the gateway asked for (a 429's ``Retry-After``)
+    when that is longer."""
+    return max(refunds.wait_after(refund.attempts), _asked(exc))
+
+
+def _asked(exc: GatewayApiError) -> timedelta:
+    return timedelta(seconds=exc.retry_after_s or 0)
+
+
+class _Acts:
+    """What is done with each leased intent: sent (``send``) or asked about (``check``),
+    a processed refund handed to ``settle`` before its intent is closed."""
+
+    def __init__(self, settle: Settle | None) -> None:
+        self.settle = settle
+
+    def settled(self, refund: Refund) -> bool:
+        """``settle`` took the processed refund (or there is none to give it to)."""
+        if self.settle is None:
+            return True
+        try:
+            self.settle(refund)
+        except Exception:  # the intent stays open: asked about, and settled, again
+            log.exception(
+                "refund_unsettled",
+                extra={"provider": refund.provider.value, "key": refund.idempotency_key,
+                       "refund_id": refund.gateway_refund_id},
+            )  # fmt: skip
+            return False
+        return True
+
+    def check(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
+        provider = refund.provider
+        try:
+            now = client.refund_status(refund)
+        except RefundRefused as exc:
+            with connect() as conn:
+                refunds.settled(conn, refund, processed=False, error=exc.reason)
+            tally.failed[provider] += 1
+            log.warning(
+                "refund_failed",
+                extra={"provider": provider.value, "key": refund.idempotency_key,
+                       "payment_id": refund.payment_id, "refund_id": refund.gateway_refund_id,
+                       "amount_paise": refund.amount_paise, "detail": exc.reason},
+            )  # fmt: skip
+            return
+        except GatewayApiError as exc:
+            with connect() as conn:
+                refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
+            return
+        processed = now.processed and self.settled(refund)
+        with connect() as conn:
+            if processed:
+                refunds.settled(conn, refund, processed=True)
+            else:
+                refunds.unsettled_again(conn, refund)
+        tally.settled[provider] += processed
+
+    def send(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
+        provider = refund.provider
+        try:
+            sent = client.send_refund(refund)
+        except RefundRefused as exc:
+            with connect() as conn:
+                refunds.refused(conn, refund, exc.reason)
+            tally.refused[provider] += 1
+            log.warning(
+                "refund_refused",
+                extra={"provider": provider.value, "key": refund.idempotency_key,
+                       "payment_id": refund.payment_id, "amount_paise": refund.amount_paise,
+                       "detail": exc.reason},
+            )  # fmt: skip
+            return
+        except GatewayApiError as exc:
+            with connect() as conn:
+                refunds.again(conn, refund, _wait(refund, exc), exc.reason)
+            tally.retried[provider] += 1
+            log.info(
+                "refund_retry",
+                extra={"provider": provider.value, "key": refund.idempotency_key,
+                       "attempts": refund.attempts, "detail": exc.reason},
+            )  # fmt: skip
+            return
+        made = replace(refund, gateway_refund_id=sent.gateway_refund_id)
+        processed = sent.processed and self.settled(made)
+        with connect() as conn:
+            refunds.accepted(conn, refund, sent.gateway_refund_id, processed=processed)
+        tally.sent[provider] += 1
+        tally.processed[provider] += processed
+        log.info(
+            "refund_sent",
+            extra={"provider": provider.value, "key": refund.idempotency_key,
+                   "payment_id": refund.payment_id, "refund_id": sent.gateway_refund_id,
+                   "amount_paise": refund.amount_paise, "processed": processed},
+        )  # fmt: skip
+
+
+__all__ = [
+    "SENT_REFUND",
+    "RefundClient",
+    "RefundRefused",
+    "Sent",
+    "Settle",
+    "Tally",
+    "check_due",
+    "is_processed_key",
+    "processed_delivery",
+    "processed_key",
+    "reread",
+    "send_due",
+]
