@@ -268,8 +268,8 @@ def request(
     to (Cashfree refunds under the order, and needs it); ``attempt_id`` PayU's ``mihpayid`` when
     ``payment_id`` is its txnid. ``payhooks.intake.payments.find`` reads all three from the
     payment's record; when that record holds what was paid, the smaller of it and
-    ``captured_paise`` is the bound. Raises ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key
-    already used for another refund."""
+    ``captured_paise`` is the bound. Raises ``RefundTooLarge`` past what is still refundable,
+    ``Conflict`` for a key already used for another refund."""
     asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
                    reason=reason, requested_by=requested_by, currency=currency,
                    gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
