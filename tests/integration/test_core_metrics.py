@@ -136,3 +136,50 @@ def test_a_scrape_waiting_on_a_hung_database_never_stalls_the_apps_event_loop():
         scraping.join()
     hung.close()
     assert finished["ping"] < finished["scrape"]
+
+
+def _families(text: str) -> dict[str, tuple[str, str, frozenset[str]]]:
+    """Each family's name: its help, its type and the label names its samples carry."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        family.name: (
+            family.documentation,
+            family.type,
+            frozenset(label for sample in family.samples for label in sample.labels),
+        )
+        for family in text_string_to_metric_families(text)
+    }
+
+
+def test_the_service_exposes_every_series_a_merchant_app_gets_once(service, conn):
+    """The reference service's /metrics registers the core's metrics: every series a merchant
+    app mounting ``payhooks.metrics`` gets, with the same help and labels, each said once."""
+    _parked_and_short(conn)
+    app = Starlette(routes=[Mount("/metrics", asgi_app(service.database_url))])
+    with serving_app(app) as base:
+        core = _families(httpx.get(f"{base}/metrics/", timeout=10).text)
+    with service.client() as client:
+        text = client.get("/metrics").text
+    theirs = _families(text)
+    assert core  # the database was read
+    assert {name: theirs.get(name) for name in core} == core
+    helps = [line.split()[2] for line in text.splitlines() if line.startswith("# HELP ")]
+    assert len(helps) == len(set(helps))
+    assert _value(text, "payhooks_parked_deliveries") == "2.0"
+
+
+def test_the_service_defines_none_of_the_cores_series_itself():
+    """What the service adds is its own: without the core's collector, no core name is left."""
+    from payhooks.service.metrics import Metrics
+
+    core = {
+        family.name
+        for family in CoreMetrics(
+            lambda: Snapshot(parked=0, amount_mismatches=0, last_delivery_timestamp=0)
+        ).collect()
+    }
+    metrics = Metrics()
+    metrics.registry.unregister(metrics.core)
+    own = {family.name for family in metrics.registry.collect()}
+    assert own and not own & core

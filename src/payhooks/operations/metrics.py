@@ -106,11 +106,15 @@ def reading(database_url: str) -> Callable[[], Snapshot]:
 
 class CoreMetrics(Collector):
     """The latest snapshot, read again when older than ``ttl_seconds``; nothing at all while
-    the database cannot be read (an absent series, not a zero that would look healthy)."""
+    the database cannot be read (an absent series, not a zero that would look healthy).
+
+    ``read_now`` may answer None for "nothing to show": the reference service registers this
+    collector over the snapshot its own probes read (``ttl_seconds=0``), so it exposes the very
+    series a merchant's app does, and adds its own beside them."""
 
     def __init__(
         self,
-        read_now: Callable[[], Snapshot],
+        read_now: Callable[[], Snapshot | None],
         *,
         ttl_seconds: float = TTL_SECONDS,
         clock: Callable[[], float] = time.monotonic,

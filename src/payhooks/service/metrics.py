@@ -2,9 +2,12 @@
 
 Counters and the latency histogram are kept by the process that answers webhooks; the
 outbox backlog, dead letters and purge progress are read from the database, so they are right
-whichever worker process did the work. Scrapes and readiness probes are unauthenticated, so
-what they cost is bounded: every label comes from a closed set, and the database is read
-through one connection of their own, once per period however many ask.
+whichever worker process did the work. Beside them it registers the core's collector
+(``payhooks.operations.metrics.CoreMetrics``, what a merchant's app mounts) over the same
+read, so the service exposes every series a merchant's app does, defined once. Scrapes and
+readiness probes are unauthenticated, so what they cost is bounded: every label comes from a
+closed set, and the database is read through one connection of their own, once per period
+however many ask.
 """
 
 from __future__ import annotations
@@ -19,14 +22,15 @@ from typing import Generic, TypeVar, cast
 import anyio
 import anyio.to_thread
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from payhooks.events import Provider
 from payhooks.intake.answers import STATUS_OF_ERROR
 from payhooks.intake.ingest import Outcome
 from payhooks.operations.deliverylog import OwnConnection
-from payhooks.operations.metrics import read_totals, reconcile_counters
+from payhooks.operations.metrics import CoreMetrics, Snapshot
+from payhooks.operations.metrics import read as read_core
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable
 from payhooks.service import database
@@ -106,6 +110,9 @@ class Metrics:
         )
         self.database = DatabaseGauges()
         self.registry.register(self.database)
+        # The core's series, as a merchant's app exposes them, over the same read.
+        self.core = CoreMetrics(self.database.core, ttl_seconds=0)
+        self.registry.register(self.core)
         self._answered = 0
         self._duplicates = 0
         self._lock = threading.Lock()
@@ -137,7 +144,8 @@ class Metrics:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gauges:
-    """The database's share of /metrics, as of one read."""
+    """The database's share of /metrics, as of one read: the service's own gauges, and the
+    core's snapshot (what ``payhooks.operations.metrics`` shows a merchant's app)."""
 
     outbox_backlog: int
     outbox_oldest_seconds: float
@@ -145,9 +153,7 @@ class Gauges:
     purge_rows_expected: int
     purge_rows_done: int
     purge_finished_timestamp: float
-    reconcile: tuple[tuple[str, int, int, int, int, int], ...] = ()
-    """Per gateway: checkouts examined, payments recovered, API errors, expiries reported,
-    and 1 while it refuses the API credentials."""
+    core: Snapshot
 
 
 # Each count walks one partial index (outbox_pending, outbox_failed_at), never the sent rows,
@@ -166,7 +172,7 @@ FROM maintenance_runs WHERE task = 'purge'
 
 def read_gauges(conn: db.Connection) -> Gauges:
     backlog, oldest, dead = conn.execute(OUTBOX_GAUGES).fetchone() or (0, 0, 0)
-    totals = read_totals(conn)
+    core = read_core(conn)
     expected, done, finished = conn.execute(PURGE_PROGRESS).fetchone() or (0, 0, None)
     return Gauges(
         outbox_backlog=int(backlog),
@@ -175,7 +181,7 @@ def read_gauges(conn: db.Connection) -> Gauges:
         purge_rows_expected=int(expected or 0),
         purge_rows_done=int(done or 0),
         purge_finished_timestamp=float(finished or 0),
-        reconcile=totals,
+        core=core,
     )
 
 
@@ -218,18 +224,22 @@ _DESCRIPTIONS = (
 
 
 class DatabaseGauges(Collector):
-    """Shows the latest read; nothing while the database could not be read."""
+    """Shows the latest read's own gauges; nothing while the database could not be read."""
 
     def __init__(self) -> None:
         self.latest: Gauges | None = None
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def core(self) -> Snapshot | None:
+        """The latest read's core snapshot, for the core's collector."""
+        latest = self.latest
+        return None if latest is None else latest.core
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
         latest = self.latest
         if latest is None:
             return
         for name, documentation, field in _DESCRIPTIONS:
             yield GaugeMetricFamily(name, documentation, value=float(getattr(latest, field)))
-        yield from reconcile_counters(latest.reconcile)
 
 
 def side_connection(url: str, settings: Settings) -> OwnConnection:
