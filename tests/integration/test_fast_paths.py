@@ -110,8 +110,11 @@ def test_a_pipelined_handler_that_fails_leaves_nothing_behind(conn):
 
 
 def test_fifty_pipelined_copies_at_once_make_one_order(conn, database_url, path):
+    # A copy on the async path holds two connections (its thread's and its event loop's): 25
+    # of them at once stay within the test server's 100 connections; 50 did not, always.
+    copies = THREADS // 2 if path is PATHS["first_capture_async"] else THREADS
     delivery = purchase(conn, stock=100).captured()
-    barrier = threading.Barrier(THREADS)
+    barrier = threading.Barrier(copies)
     receipts: list[Receipt] = []
     lock = threading.Lock()
 
@@ -122,12 +125,12 @@ def test_fifty_pipelined_copies_at_once_make_one_order(conn, database_url, path)
         with lock:
             receipts.append(receipt)
 
-    threads = [threading.Thread(target=run) for _ in range(THREADS)]
+    threads = [threading.Thread(target=run) for _ in range(copies)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert outcomes(receipts) == {"processed": 1, "duplicate": THREADS - 1}
+    assert outcomes(receipts) == {"processed": 1, "duplicate": copies - 1}
     assert {r.order_id for r in receipts} == {count(conn, "SELECT id FROM orders")}
     assert count(conn, "SELECT sum(delta) FROM inventory_movements") == 99
 
