@@ -169,7 +169,7 @@ class Databases:
             _admin(self.admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
             if self.shape is None:
                 with psycopg.connect(make_conninfo(self.admin_url, dbname=name)) as conn:
-                    self.shape = self._shape(name, conn)
+                    self.shape = self._shape(conn)
                     rows = conn.execute(SIZES.encode()).fetchall()
                     self.sizes = [[row[i] for row in rows] for i in range(4)]
         return name
@@ -180,7 +180,7 @@ class Databases:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(ENDED, (name,))
                 conn.execute("SET lock_timeout = '10s'")
-                if self._shape(name, conn) == self.shape:
+                if self._shape(conn) == self.shape:
                     conn.execute(EMPTIED.encode())
                     conn.execute(RESIZED.encode(), self.sizes)
                     self.spare = name
@@ -193,7 +193,7 @@ class Databases:
         if self.spare is not None:
             _admin(self.admin_url, f'DROP DATABASE IF EXISTS "{self.spare}" WITH (FORCE)')
 
-    def _shape(self, name: str, conn: psycopg.Connection[Any]) -> str:
+    def _shape(self, conn: psycopg.Connection[Any]) -> str:
         row = conn.execute(SHAPE.encode()).fetchone()
         assert row is not None
         return str(row[0])

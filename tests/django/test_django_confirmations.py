@@ -13,6 +13,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import psycopg
 import pytest
@@ -21,6 +23,8 @@ from orders.models import Order
 
 from payhooks.events import Provider
 from payhooks.sim.gateway import Delivery, Purchase
+from payhooks.sim.proxy import Proxy
+from tests.acceptance.conftest import wait_until
 from tests.django.conftest import EXAMPLE, PAYHOOKS, post, serving
 from tests.factories import GATEWAY, KEYS
 from tests.reconcile import conftest as reconciling
@@ -180,13 +184,23 @@ def test_manage_py_check_warns_of_a_gateway_its_api_cannot_confirm(django_db, ga
         assert f"no {title} API credentials ({names})" in done.stderr
 
 
-def test_payhooks_confirm_outlives_its_database_going_away_and_goes_on(django_db, gateway_api):
-    """Issue 33, 11: ``manage.py payhooks_confirm`` exited 1 on the first database error; it
-    logs the outage, waits and goes on, as the reference worker does."""
-    from payhooks.sim.proxy import Proxy
-    from tests.acceptance.conftest import wait_until
+@dataclass
+class Daemon:
+    """``manage.py payhooks_confirm --every 0.2`` on a database behind a proxy the test cuts."""
 
-    _, api_url = gateway_api
+    popen: subprocess.Popen[str]
+    proxy: Proxy
+    lines: list[str]
+
+    def said(self) -> str:
+        return "".join(self.lines)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+@contextmanager
+def confirm_daemon(django_db: str, api_url: str) -> Iterator[Daemon]:
     proxy = Proxy(django_db)
     env = {**os.environ, **KEYS.env(), **API_KEYS.env(api_url), "DATABASE_URL": proxy.url}
     env.pop("DJANGO_SETTINGS_MODULE", None)
@@ -194,66 +208,57 @@ def test_payhooks_confirm_outlives_its_database_going_away_and_goes_on(django_db
         [sys.executable, "manage.py", "payhooks_confirm", "--every", "0.2"], cwd=EXAMPLE,
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(popen.stdout), daemon=True)
-    reader.start()
+    daemon = Daemon(popen=popen, proxy=proxy, lines=[])
+    assert popen.stdout is not None
+    stdout = popen.stdout
+    threading.Thread(target=lambda: daemon.lines.extend(stdout), daemon=True).start()
     try:
-        proxy.cut()
-        wait_until(lambda: "_failed" in "".join(lines) or popen.poll() is not None,
-                   timeout=60, what="a pass meeting the outage")  # fmt: skip
-        assert popen.poll() is None, "".join(lines)
-        proxy.restore()
-        seen = "".join(lines).count("_failed")
-        proxy.cut()  # back, then away again: it went on passing in between
-        wait_until(lambda: "".join(lines).count("_failed") > seen or popen.poll() is not None,
-                   timeout=60, what="a later pass meeting the second outage")  # fmt: skip
-        assert popen.poll() is None, "".join(lines)
-        proxy.restore()
-        popen.terminate()
-        assert popen.wait(timeout=30) == 0, "".join(lines)
+        yield daemon
     finally:
-        if popen.poll() is None:
+        if daemon.alive():
             popen.kill()
             popen.wait(timeout=30)
         proxy.close()
+
+
+def test_payhooks_confirm_outlives_its_database_going_away_and_goes_on(django_db, gateway_api):
+    """Issue 33, 11: ``manage.py payhooks_confirm`` exited 1 on the first database error; it
+    logs the outage, waits and goes on, as the reference worker does."""
+    _, api_url = gateway_api
+    with confirm_daemon(django_db, api_url) as daemon:
+        daemon.proxy.cut()
+        wait_until(lambda: "_failed" in daemon.said() or not daemon.alive(),
+                   timeout=60, what="a pass meeting the outage")  # fmt: skip
+        assert daemon.alive(), daemon.said()
+        daemon.proxy.restore()
+        seen = daemon.said().count("_failed")
+        daemon.proxy.cut()  # back, then away again: it went on passing in between
+        wait_until(lambda: daemon.said().count("_failed") > seen or not daemon.alive(),
+                   timeout=60, what="a later pass meeting the second outage")  # fmt: skip
+        assert daemon.alive(), daemon.said()
+        daemon.proxy.restore()
+        daemon.popen.terminate()
+        assert daemon.popen.wait(timeout=30) == 0, daemon.said()
 
 
 def test_payhooks_confirm_confirms_again_once_its_database_is_back(site, django_db, gateway_api):
     """A pass that meets the outage only in its steps (each gateway's lease logged and
     skipped) raises nothing; the next passes must still reconnect, not reuse Django's dropped
     connection for ever: once the database is back, a callback is confirmed."""
-    from payhooks.sim.proxy import Proxy
-    from tests.acceptance.conftest import wait_until
-
     api, api_url = gateway_api
-    proxy = Proxy(django_db)
-    env = {**os.environ, **KEYS.env(), **API_KEYS.env(api_url), "DATABASE_URL": proxy.url}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    popen = subprocess.Popen(
-        [sys.executable, "manage.py", "payhooks_confirm", "--every", "0.2"], cwd=EXAMPLE,
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(popen.stdout), daemon=True)
-    reader.start()
-    try:
-        wait_until(lambda: _leased_once(django_db) or popen.poll() is not None, timeout=60,
+    with confirm_daemon(django_db, api_url) as daemon:
+        wait_until(lambda: _leased_once(django_db) or not daemon.alive(), timeout=60,
                    what="a first pass on its connection")  # fmt: skip
-        proxy.cut()
-        wait_until(lambda: "_failed" in "".join(lines) or popen.poll() is not None,
+        daemon.proxy.cut()
+        wait_until(lambda: "_failed" in daemon.said() or not daemon.alive(),
                    timeout=60, what="a pass meeting the outage")  # fmt: skip
-        proxy.restore()
+        daemon.proxy.restore()
         checked_out_and_paid(api, Provider.PHONEPE)
         assert answer(site, callback(Provider.PHONEPE)) == (200, "confirming")
         wait_until(lambda: orders() == [(REF, "paid", PAYMENT[Provider.PHONEPE])]
-                   or popen.poll() is not None, timeout=60,
+                   or not daemon.alive(), timeout=60,
                    what="the callback confirmed once the database is back")  # fmt: skip
-        assert popen.poll() is None, "".join(lines)
-    finally:
-        if popen.poll() is None:
-            popen.terminate()
-            popen.wait(timeout=30)
-        proxy.close()
+        assert daemon.alive(), daemon.said()
 
 
 def _leased_once(database_url: str) -> bool:
