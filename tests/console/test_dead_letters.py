@@ -16,7 +16,7 @@ from tests.conftest import Inbox
 from tests.console.conftest import OPERATOR, csrf_of
 from tests.console.test_console_http import rows, send
 from tests.factories import SETTINGS, purchase
-from tests.integration.test_review_mail import serving, worker_for
+from tests.integration.test_mail_refusals import serving, worker_for
 
 
 class Refusing(Inbox):

@@ -17,7 +17,7 @@ from payhooks.service.console import actions
 from payhooks.service.shop import carts, orders
 from payhooks.sim.gateway import new_payment_id
 from tests.factories import deliver, purchase
-from tests.integration.test_cashfree_amounts import _offer, success
+from tests.gateways.cashfree.test_amounts import _offer, success
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import sim
 

@@ -14,8 +14,8 @@ from payhooks.providers import razorpay
 from payhooks.providers.cashfree import Cashfree, sign
 from payhooks.providers.payu import PayU, encode, reverse_hash
 from payhooks.providers.razorpay import Razorpay
-from tests.unit.test_cashfree import TIMESTAMP, VECTOR, refund_body
-from tests.unit.test_razorpay import sdk_body
+from tests.gateways.cashfree.test_adapter import TIMESTAMP, VECTOR, refund_body
+from tests.gateways.razorpay.test_adapter import sdk_body
 
 RAZORPAY = Razorpay(secrets=("whsec_test",))
 

@@ -14,8 +14,8 @@ from payhooks.providers import Adapter, cashfree, razorpay
 from payhooks.providers.cashfree import Cashfree
 from payhooks.providers.payu import PayU
 from payhooks.providers.razorpay import Razorpay
+from tests.gateways.cashfree.test_adapter import payment_body
 from tests.unit.test_bank_references import razorpay_event
-from tests.unit.test_cashfree import payment_body
 
 RAZORPAY = Razorpay(secrets=("s",))
 ADAPTERS: list[Adapter] = [

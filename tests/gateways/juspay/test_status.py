@@ -29,7 +29,7 @@ from payhooks.sim.gateway_api import Fault, GatewayApi, serving
 from payhooks.sim.gateways import juspay as juspay_sim
 from payhooks.sim.gateways.base import Booked
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "juspay"
+DATA = Path(__file__).resolve().parents[2] / "data" / "juspay"
 BASE = "https://api.juspay.test"
 CREDENTIALS = ApiCredentials(
     provider=Provider.JUSPAY, id="shop_merchant", secret="JP_API_KEY_123", base_url=BASE

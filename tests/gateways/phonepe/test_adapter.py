@@ -18,7 +18,7 @@ from payhooks.expectations import RECONCILED
 from payhooks.gateways.phonepe import PHONEPE
 from payhooks.providers.phonepe import MAX_BODY_BYTES, PhonePe, authorization
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "phonepe"
+DATA = Path(__file__).resolve().parents[2] / "data" / "phonepe"
 INDEX = {s["file"]: s for s in json.loads((DATA / "INDEX.json").read_bytes())["samples"]}
 VECTORS = {v["id"]: v for v in json.loads((DATA / "auth_vectors.json").read_bytes())["vectors"]}
 SDK = VECTORS["phonepe.v2.auth.sdk_test"]

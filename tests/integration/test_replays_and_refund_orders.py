@@ -71,7 +71,7 @@ def test_two_payu_success_posts_for_one_txnid_make_one_payment_no_refund_flag_an
 ):
     """mihpayid is not hashed, so a second success post for a txnid cannot be told from a
     replay by itself: it changes nothing by itself, is counted as a mismatch of the first, and
-    waits for PayU's check_payment (tests/reconcile/test_payu_second_payments.py), never
+    waits for PayU's check_payment (tests/gateways/payu/test_second_payments.py), never
     flagged for refund as it came."""
     buy = purchase(conn, Provider.PAYU)
     deliver(conn, buy.captured())

@@ -19,7 +19,7 @@ from payhooks.gateways.juspay import JUSPAY
 from payhooks.gateways.juspay.adapter import Juspay, authorization
 from payhooks.ingest import receive
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "juspay"
+DATA = Path(__file__).resolve().parents[2] / "data" / "juspay"
 CREDENTIAL = "payhooks_shop:s3cret-pass"
 C, F, P, A, R, OTHER = (
     EventKind.PAYMENT_CAPTURED,

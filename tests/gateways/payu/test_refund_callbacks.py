@@ -13,7 +13,7 @@ from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import EventKind, Provider
 from payhooks.providers.payu import PayU
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "payu"
+DATA = Path(__file__).resolve().parents[2] / "data" / "payu"
 SUCCESS = (DATA / "refund_callback_success.json").read_bytes()
 FAILURE = (DATA / "refund_callback_failure.json").read_bytes()
 

@@ -15,7 +15,7 @@ from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
 from payhooks.providers.payu import PayU, decode_form, encode, reverse_hash
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 VECTORS = {v["id"]: v for v in json.loads((DATA / "vectors.json").read_bytes())["vectors"]}
 DOCS = VECTORS["payu.reverse_hash.docs_formula"]
 SDK_VARIANT = VECTORS["payu.reverse_hash.sdk_test_variant_without_status"]

@@ -13,7 +13,7 @@ from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
 from payhooks.providers.cashfree import Cashfree, sign
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 VECTORS = {v["id"]: v for v in json.loads((DATA / "vectors.json").read_bytes())["vectors"]}
 VECTOR = VECTORS["cashfree.webhook.computed"]
 TRAP = VECTORS["cashfree.webhook.computed.decimal_trap"]

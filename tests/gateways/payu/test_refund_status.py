@@ -31,7 +31,7 @@ from payhooks.sim.gateways import payu as payu_sim
 from tests.factories import ADAPTERS, GATEWAY
 from tests.reconcile.conftest import API_KEYS
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "payu"
+DATA = Path(__file__).resolve().parents[2] / "data" / "payu"
 TXNID = "ph_refund0000001"
 MIHPAYID = "403993715521937565"
 REQUEST_ID = "131278422"
