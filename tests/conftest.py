@@ -51,6 +51,32 @@ machine. Commits still write their WAL before they return (``synchronous_commit`
 so a server the fault tests kill loses nothing it acknowledged: the operating system keeps it."""
 
 
+# The longest tests are handed out first: pytest-xdist gives tests to its workers in
+# collection order, and a long test collected last keeps one worker busy after the other has
+# finished. Within each group, and after them, tests keep their collection order.
+FIRST = (
+    "tests/acceptance/test_cli_install.py",  # a clean venv and pip install, each
+    "tests/acceptance/test_bare_install.py",
+    "tests/scaleout/",  # hosts in network namespaces, PgBouncer
+    "tests/failover/",  # a primary and a standby of their own
+    "tests/faults/",  # storms against servers killed and PostgreSQL stopped
+    "tests/acceptance/test_storm.py",
+    "tests/acceptance/test_demo.py",
+    "tests/console/test_console_browser.py",  # Chromium
+    "tests/fastapi/test_fastapi_console_browser.py",
+    "tests/acceptance/",  # `payhooks` commands as subprocesses
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next(
+            (i for i, prefix in enumerate(FIRST) if item.nodeid.startswith(prefix)), len(FIRST)
+        )
+
+    items.sort(key=rank)
+
+
 @pytest.fixture(scope="session")
 def admin_url() -> Iterator[str]:
     """The embedded server's folder is not under pytest's own temporary root: another pytest
@@ -85,29 +111,39 @@ def template_db(admin_url: str) -> Iterator[str]:
 
 # What a test may change in a database besides its rows: its schema objects, functions,
 # triggers, defaults and settings. A database whose shape is still the template's is emptied and
-# handed to the next test; one whose shape a test changed is dropped.
+# handed to the next test; one whose shape a test changed is dropped. Only objects made after
+# initdb are read (oid 16384 and up, FirstNormalObjectId): the built-in ones no test can change,
+# and reading their thousands of rows after every test cost more than the emptying. Schemas are
+# read whole (``public`` is older than 16384 and a test may drop it) but for the temporary
+# schemas a session makes the first time it needs one, which stay, empty, once it ends: a
+# session's temporary tables go with it (its end is waited for, ``ENDED``)
 SHAPE = """
 SELECT md5(concat_ws('|',
     (SELECT string_agg(concat_ws(',', oid, relname, relnamespace, relkind, relnatts,
                                  reloptions::text, relpersistence), ';' ORDER BY oid)
-     FROM pg_class),
+     FROM pg_class WHERE oid >= 16384),
     (SELECT string_agg(concat_ws(',', attrelid, attname, atttypid, attnotnull, atthasdef,
                                  attisdropped), ';' ORDER BY attrelid, attnum)
-     FROM pg_attribute WHERE attnum > 0),
-    (SELECT string_agg(md5(concat_ws(',', oid, proname, prosrc)), ';' ORDER BY oid) FROM pg_proc),
-    (SELECT string_agg(concat_ws(',', oid, tgname, tgenabled), ';' ORDER BY oid) FROM pg_trigger),
+     FROM pg_attribute WHERE attnum > 0 AND attrelid >= 16384),
+    (SELECT string_agg(md5(concat_ws(',', oid, proname, prosrc)), ';' ORDER BY oid) FROM pg_proc
+     WHERE oid >= 16384),
+    (SELECT string_agg(concat_ws(',', oid, tgname, tgenabled), ';' ORDER BY oid) FROM pg_trigger
+     WHERE oid >= 16384),
     (SELECT string_agg(concat_ws(',', oid, conname, convalidated), ';' ORDER BY oid)
-     FROM pg_constraint),
-    (SELECT string_agg(concat_ws(',', oid, nspname), ';' ORDER BY oid) FROM pg_namespace),
-    (SELECT string_agg(md5(adbin::text), ';' ORDER BY oid) FROM pg_attrdef),
-    (SELECT string_agg(concat_ws(',', oid, typname), ';' ORDER BY oid) FROM pg_type),
+     FROM pg_constraint WHERE oid >= 16384),
+    (SELECT string_agg(concat_ws(',', oid, nspname), ';' ORDER BY oid) FROM pg_namespace
+     WHERE nspname !~ '^pg_(toast_)?temp_'),
+    (SELECT string_agg(md5(adbin::text), ';' ORDER BY oid) FROM pg_attrdef WHERE oid >= 16384),
+    (SELECT string_agg(concat_ws(',', oid, typname), ';' ORDER BY oid) FROM pg_type
+     WHERE oid >= 16384),
     (SELECT string_agg(setconfig::text, ';') FROM pg_db_role_setting
      WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()))
 ))
 """
 # Every row a test wrote (deleted: a test writes few, and TRUNCATE's new files cost more), and
-# the planner statistics its ANALYZE left (a plan test must see a fresh database's); the
-# migrations' own record kept. Sequences start again.
+# the planner statistics its ANALYZE left (a plan test must see a fresh database's). The tables
+# the template holds rows in (the migrations' records: payhooks', Django's) are kept, their rows
+# compared instead (``Databases.kept``); they are named in the setting ``payhooks_test.kept``.
 EMPTIED = """
 DO $$
 DECLARE name text;
@@ -116,21 +152,102 @@ BEGIN
     FOR name IN
         SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
         WHERE schemaname NOT IN ('pg_catalog', 'information_schema')
-          AND tablename <> 'payhooks_migrations'
+          AND format('%I.%I', schemaname, tablename)
+              <> ALL(string_to_array(current_setting('payhooks_test.kept'), ' '))
     LOOP
-        IF pg_relation_size(name) > 8 * 8192 THEN  -- a test filled it: new, empty files
+        IF pg_relation_size(name) = 0 THEN  -- never written to: nothing to empty
+            CONTINUE;
+        ELSIF pg_relation_size(name) > 8 * 8192 THEN  -- a test filled it: new, empty files
             EXECUTE 'TRUNCATE ' || name || ' CASCADE';
         ELSE
             EXECUTE 'DELETE FROM ' || name;
         END IF;
     END LOOP;
-    PERFORM setval(format('%I.%I', schemaname, sequencename)::regclass, start_value, false)
-    FROM pg_sequences;
     DELETE FROM pg_statistic s USING pg_class c, pg_namespace n
     WHERE s.starelid = c.oid AND c.relnamespace = n.oid
       AND n.nspname NOT IN ('pg_catalog', 'information_schema');
 END
 $$
+"""
+# The tables holding rows in a fresh clone, and its sequences where they stand.
+FILLED = """
+SELECT format('%I.%I', schemaname, tablename) FROM pg_tables
+WHERE schemaname NOT IN ('pg_catalog', 'information_schema')
+  AND pg_relation_size(format('%I.%I', schemaname, tablename)) > 0
+ORDER BY 1
+"""
+SEQUENCES = """
+SELECT format('%I.%I', schemaname, sequencename), coalesce(last_value, start_value),
+       last_value IS NOT NULL
+FROM pg_sequences
+"""
+RESTARTED = """
+SELECT setval(v.name::regclass, v.value, v.called)
+FROM unnest(%s::text[], %s::bigint[], %s::bool[]) AS v(name, value, called)
+"""
+# What a test made beside the template's objects (a merchant's own tables, functions, triggers,
+# views, types, schemas), dropped so the database has the template's shape again. A new object
+# takes a new oid, above every oid the template held (``payhooks_test.made_after``). Temporary
+# schemas (pg_temp_N) stay: PostgreSQL reuses them. Anything else a test changed (a column, a
+# setting) still tells in the shape, and that database is dropped.
+UNMADE = r"""
+DO $$
+DECLARE
+    made_after oid := current_setting('payhooks_test.made_after')::oid;
+    schemas text[];
+    relations text[];
+    routines text[];
+    types text[];
+    triggers text[];
+    name text;
+BEGIN
+    SELECT array_agg(format('%I', nspname)) INTO schemas FROM pg_namespace
+    WHERE oid > made_after AND nspname NOT LIKE 'pg\_%';
+    SELECT array_agg(format('%s %I.%I', CASE c.relkind WHEN 'v' THEN 'VIEW'
+                                                        WHEN 'm' THEN 'MATERIALIZED VIEW'
+                                                        WHEN 'S' THEN 'SEQUENCE'
+                                                        WHEN 'i' THEN 'INDEX'
+                                                        WHEN 'c' THEN 'TYPE'
+                                                        ELSE 'TABLE' END, n.nspname, c.relname))
+    INTO relations FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.oid > made_after AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'i', 'c')
+      AND n.nspname NOT LIKE 'pg\_%';
+    SELECT array_agg(format('%I.%I(%s)', n.nspname, p.proname,
+                            pg_get_function_identity_arguments(p.oid)))
+    INTO routines FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+    WHERE p.oid > made_after;
+    SELECT array_agg(format('%I.%I', n.nspname, t.typname)) INTO types
+    FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+    WHERE t.oid > made_after AND t.typtype IN ('e', 'd', 'r', 'm');
+    SELECT array_agg(format('%I ON %I.%I', t.tgname, n.nspname, c.relname)) INTO triggers
+    FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE t.oid > made_after AND NOT t.tgisinternal;
+    FOREACH name IN ARRAY coalesce(schemas, '{}') LOOP
+        EXECUTE 'DROP SCHEMA IF EXISTS ' || name || ' CASCADE';
+    END LOOP;
+    FOREACH name IN ARRAY coalesce(triggers, '{}') LOOP
+        EXECUTE 'DROP TRIGGER IF EXISTS ' || name || ' CASCADE';
+    END LOOP;
+    FOREACH name IN ARRAY coalesce(relations, '{}') LOOP
+        EXECUTE regexp_replace(name, '^(MATERIALIZED VIEW|[A-Z]+) ', 'DROP \1 IF EXISTS ')
+                || ' CASCADE';
+    END LOOP;
+    FOREACH name IN ARRAY coalesce(routines, '{}') LOOP
+        EXECUTE 'DROP ROUTINE IF EXISTS ' || name || ' CASCADE';
+    END LOOP;
+    FOREACH name IN ARRAY coalesce(types, '{}') LOOP
+        EXECUTE 'DROP TYPE IF EXISTS ' || name || ' CASCADE';
+    END LOOP;
+END
+$$
+"""
+# The newest object of a fresh clone: every oid a test's objects take is above it.
+NEWEST = """
+SELECT greatest((SELECT max(oid) FROM pg_class), (SELECT max(oid) FROM pg_proc),
+                (SELECT max(oid) FROM pg_type), (SELECT max(oid) FROM pg_namespace),
+                (SELECT max(oid) FROM pg_trigger), (SELECT max(oid) FROM pg_constraint),
+                (SELECT max(oid) FROM pg_attrdef))
 """
 # The sizes the planner starts from, as the template has them (never analysed).
 SIZES = """
@@ -146,14 +263,15 @@ FROM unnest(%s::oid[], %s::int[], %s::real[], %s::int[]) AS v(oid, relpages, rel
 WHERE c.oid = v.oid
 """
 ENDED = """
-SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
 WHERE datname = %s AND pid <> pg_backend_pid()
 """
 
 
 class Databases:
-    """This test process's databases, cloned from the migrated template: a test's database
-    is emptied afterwards and given to the next test, unless the test changed its shape.
+    """This test process's databases, cloned from a migrated template: a test's database
+    is emptied afterwards and given to the next test, unless the test changed its shape or the
+    rows the template holds; what the test made beside the template's objects is dropped first.
     Cloning a database per test took about half the suite's time."""
 
     def __init__(self, admin_url: str, template: str) -> None:
@@ -161,6 +279,10 @@ class Databases:
         self.spare: str | None = None
         self.shape: str | None = None
         self.sizes: list[list[Any]] = []
+        self.newest = 0
+        self.kept: list[str] = []
+        self.kept_rows: str | None = None
+        self.sequences: list[list[Any]] = []
 
     def take(self) -> str:
         name, self.spare = self.spare, None
@@ -169,10 +291,22 @@ class Databases:
             _admin(self.admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
             if self.shape is None:
                 with psycopg.connect(make_conninfo(self.admin_url, dbname=name)) as conn:
-                    self.shape = self._shape(conn)
-                    rows = conn.execute(SIZES.encode()).fetchall()
-                    self.sizes = [[row[i] for row in rows] for i in range(4)]
+                    self._learn(conn)
         return name
+
+    def _learn(self, conn: psycopg.Connection[Any]) -> None:
+        """What a fresh clone is: its shape, its schemas, the tables it holds rows in and
+        those rows, where its sequences stand, the sizes the planner starts from."""
+        self.shape = self._shape(conn)
+        newest = conn.execute(NEWEST.encode()).fetchone()
+        assert newest is not None
+        self.newest = int(newest[0])
+        self.kept = [row[0] for row in conn.execute(FILLED.encode())]
+        self.kept_rows = self._kept_rows(conn)
+        rows = conn.execute(SEQUENCES.encode()).fetchall()
+        self.sequences = [[row[i] for row in rows] for i in range(3)]
+        rows = conn.execute(SIZES.encode()).fetchall()
+        self.sizes = [[row[i] for row in rows] for i in range(4)]
 
     def give_back(self, name: str) -> None:
         url = make_conninfo(self.admin_url, dbname=name)
@@ -180,14 +314,34 @@ class Databases:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(ENDED, (name,))
                 conn.execute("SET lock_timeout = '10s'")
-                if self._shape(conn) == self.shape:
+                conn.execute(
+                    "SELECT set_config('payhooks_test.made_after', %s, false)", (str(self.newest),)
+                )
+                conn.execute(UNMADE.encode())
+                if self._shape(conn) == self.shape and self._kept_rows(conn) == self.kept_rows:
+                    conn.execute(
+                        "SELECT set_config('payhooks_test.kept', %s, false)", (" ".join(self.kept),)
+                    )
                     conn.execute(EMPTIED.encode())
+                    conn.execute(RESTARTED.encode(), self.sequences)
                     conn.execute(RESIZED.encode(), self.sizes)
                     self.spare = name
                     return
         except psycopg.Error:
             pass  # a database left locked or gone: dropped below, never reused
         _admin(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def _kept_rows(self, conn: psycopg.Connection[Any]) -> str:
+        """A digest of the rows of the tables the template holds rows in."""
+        parts = [
+            f"(SELECT string_agg(md5(t::text), ',' ORDER BY md5(t::text)) FROM {table} t)"
+            for table in self.kept
+        ]
+        if not parts:
+            return ""
+        row = conn.execute(f"SELECT md5(concat_ws('|', {', '.join(parts)}))".encode()).fetchone()
+        assert row is not None
+        return str(row[0])
 
     def close(self) -> None:
         if self.spare is not None:

@@ -1,11 +1,17 @@
-"""Running payhooks commands as a merchant would: subprocesses with their output in a file."""
+"""Running payhooks commands as a merchant would: in this process, as the console script calls
+them (``invoke``), and, for the commands that serve or keep running, as subprocesses with their
+output in a file (``running``)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -48,6 +54,50 @@ def running(args: list[str], env: dict[str, str], log: Path) -> Iterator[Process
         if process.alive():
             popen.terminate()
             popen.wait(timeout=30)
+
+
+def invoke(
+    env: dict[str, str], *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """``payhooks *args`` run to its end in this process, as the installed ``payhooks`` script
+    runs it (``payhooks.cli.main``) under exactly ``env``, with what it writes to stdout and
+    stderr; its exit status as a process's. A command that keeps running fails the test. What a
+    command sets for the process (the environment, ``payhooks``' log handlers) is put back."""
+    from payhooks.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code: list[int] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                main()
+            code.append(0)
+        except SystemExit as exc:
+            code.append(exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1)
+        except BaseException as exc:  # re-raised in the test's own thread
+            failed.append(exc)
+
+    logger = logging.getLogger("payhooks")
+    kept = (logger.handlers[:], logger.level, logger.propagate)
+    environ, argv = dict(os.environ), sys.argv
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = [PAYHOOKS, *args]
+    try:
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(timeout)
+        assert not thread.is_alive(), f"payhooks {' '.join(args)} kept running"
+    finally:
+        os.environ.clear()
+        os.environ.update(environ)
+        sys.argv = argv
+        logger.handlers[:], logger.level, logger.propagate = kept
+    if failed:
+        raise failed[0]
+    return subprocess.CompletedProcess([PAYHOOKS, *args], code[0], out.getvalue(), err.getvalue())
 
 
 def wait_until(check: Callable[[], bool], *, timeout: float, what: str) -> None:

@@ -11,13 +11,14 @@ import pytest
 
 from payhooks.events import Provider
 from payhooks.service.shop import carts
-from tests.acceptance.conftest import PAYHOOKS
+from tests.acceptance.conftest import invoke
 from tests.factories import GATEWAY, KEYS, deliver, product
 
 
 def run_briefly(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """A command expected to end at once; one that keeps running times out the test."""
-    return subprocess.run([PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=60)
+    """A command expected to end at once, in this process (`test_worker_serve_cli.py` runs the
+    same refusals as the installed script); one that keeps running fails the test."""
+    return invoke(env, *args)
 
 
 def refused_with_one_line(result: subprocess.CompletedProcess[str], variable: str) -> str:

@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from werkzeug.serving import make_server
 
 from payhooks.sim.gateway import Delivery
+from tests.conftest import Databases
 from tests.factories import KEYS
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "django_shop"
@@ -96,18 +97,25 @@ def django_template(admin_url: str, template_db: str) -> Iterator[str]:
     _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def django_databases(admin_url: str, django_template: str) -> Iterator[Databases]:
+    made = Databases(admin_url, django_template)
+    yield made
+    made.close()
+
+
 @pytest.fixture
-def django_db(admin_url: str, django_template: str) -> Iterator[str]:
-    """A fresh, migrated database for this test, where Django's connections now point."""
+def django_db(admin_url: str, django_databases: Databases) -> Iterator[str]:
+    """A migrated database for this test, as fresh as a clone of the Django template (emptied
+    after the test before it, as ``database_url``'s), where Django's connections now point."""
     from django.db import connections
 
-    name = f"payhooks_dj_{uuid.uuid4().hex[:12]}"
-    _admin(admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{django_template}"')
+    name = django_databases.take()
     url = make_conninfo(admin_url, dbname=name)
     point_django_at(url)
     yield url
     connections.close_all()
-    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    django_databases.give_back(name)
 
 
 @pytest.fixture(params=[False, True], ids=["autocommit", "atomic_requests"])

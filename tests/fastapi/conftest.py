@@ -13,7 +13,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from starlette.applications import Starlette
 
-from tests.conftest import serving_app
+from tests.conftest import Databases, serving_app
 
 
 @pytest.fixture
@@ -24,6 +24,31 @@ def merchant_url(admin_url: str) -> Iterator[str]:
     _admin(admin_url, f'CREATE DATABASE "{name}"')
     yield make_conninfo(admin_url, dbname=name)
     _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def shop_databases(admin_url: str) -> Iterator[Databases]:
+    """Databases as the example shop's ``migrate`` leaves a merchant's new one (payhooks'
+    tables and the shop's ``orders``), cloned from one migrated once, each emptied after its
+    test and handed to the next, as ``database_url``'s are."""
+    from examples.fastapi_shop.app import migrate
+
+    name = f"payhooks_shop_tpl_{uuid.uuid4().hex[:10]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    migrate(make_conninfo(admin_url, dbname=name))
+    made = Databases(admin_url, name)
+    yield made
+    made.close()
+    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def shop_url(admin_url: str, shop_databases: Databases) -> Iterator[str]:
+    """A merchant's database the example shop has migrated (its tests override
+    ``merchant_url`` with it: the shop migrates the database before anything else)."""
+    name = shop_databases.take()
+    yield make_conninfo(admin_url, dbname=name)
+    shop_databases.give_back(name)
 
 
 def _admin(url: str, sql: str) -> None:

@@ -18,6 +18,7 @@ from examples.fastapi_shop.app import adapters_from, create_app, migrate
 from payhooks.events import Provider
 from payhooks.sim.gateway import Purchase
 from tests.factories import GATEWAY, KEYS
+from tests.fastapi import test_fastapi_example as example
 from tests.fastapi.conftest import served
 from tests.fastapi.test_fastapi_example import PENDING, REF, checkout, orders, post
 from tests.reconcile import conftest as reconciling
@@ -29,6 +30,7 @@ SECRETS = {
     "JUSPAY_WEBHOOK_CREDENTIALS": KEYS.juspay,
 }
 gateway_api = reconciling.gateway_api  # its fixture
+merchant_url = example.merchant_url  # the shop's database, migrated
 PAYMENT = {Provider.PHONEPE: "OM2601010000001", Provider.JUSPAY: "payhooks_demo-shop-1"}
 
 

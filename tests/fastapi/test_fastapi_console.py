@@ -27,7 +27,7 @@ from tests.fastapi import test_fastapi_example as example
 from tests.fastapi.test_fastapi_example import PAID, PENDING, REF, checkout, orders, post, razorpay
 
 ROOT = Path(__file__).parents[2]
-shop, conn = example.shop, example.conn  # their fixtures
+shop, conn, merchant_url = example.shop, example.conn, example.merchant_url  # their fixtures
 CONSOLE = "/payhooks/console"
 OPERATOR, PASSWORD = "ravi", "a long enough passphrase"
 

@@ -29,7 +29,7 @@ from tests.fastapi.test_fastapi_example import (
     razorpay,
 )
 
-shop, conn = example.shop, example.conn  # their fixtures
+shop, conn, merchant_url = example.shop, example.conn, example.merchant_url  # their fixtures
 browser, page = in_browser.browser, in_browser.page  # and the browser's
 PAYMENT = "pay_shop0000001"
 

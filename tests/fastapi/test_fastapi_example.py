@@ -28,6 +28,13 @@ SECRETS = {
 
 
 @pytest.fixture
+def merchant_url(shop_url: str) -> str:
+    """The merchant's database, as the shop's ``migrate`` below leaves it (run again there: it
+    applies nothing twice)."""
+    return shop_url
+
+
+@pytest.fixture
 def shop(merchant_url: str) -> Iterator[Served]:
     migrate(merchant_url)
     with served(create_app(merchant_url, adapters_from(SECRETS))) as running:

@@ -32,6 +32,7 @@ from tests.reconcile.conftest import API_KEYS
 
 ROOT = Path(__file__).parents[2]
 shop, conn, gateway_api = example.shop, example.conn, reconciling.gateway_api  # their fixtures
+merchant_url = example.merchant_url  # the shop's database, migrated
 PAYMENT = "pay_shop0000001"
 
 

@@ -1,4 +1,4 @@
-"""Hardening of keys and the payment state machine: what an attacker replays, and the orders
+"""Keys and the payment state machine: what an attacker replays, and the orders
 in which refunds and captures can meet, through the real ingest path on real PostgreSQL."""
 
 from __future__ import annotations
