@@ -57,12 +57,13 @@ def running(args: list[str], env: dict[str, str], log: Path) -> Iterator[Process
 
 
 def invoke(
-    env: dict[str, str], *args: str, timeout: float = 60
+    env: dict[str, str], *args: str, input: str = "", timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """``payhooks *args`` run to its end in this process, as the installed ``payhooks`` script
-    runs it (``payhooks.cli.main``) under exactly ``env``, with what it writes to stdout and
-    stderr; its exit status as a process's. A command that keeps running fails the test. What a
-    command sets for the process (the environment, ``payhooks``' log handlers) is put back."""
+    runs it (``payhooks.cli.main``) under exactly ``env`` with ``input`` on its stdin, with
+    what it writes to stdout and stderr; its exit status as a process's. A command that keeps
+    running fails the test. What a command sets for the process (the environment,
+    ``payhooks``' log handlers) is put back."""
     from payhooks.cli import main
 
     out, err = io.StringIO(), io.StringIO()
@@ -81,10 +82,11 @@ def invoke(
 
     logger = logging.getLogger("payhooks")
     kept = (logger.handlers[:], logger.level, logger.propagate)
-    environ, argv = dict(os.environ), sys.argv
+    environ, argv, stdin = dict(os.environ), sys.argv, sys.stdin
     os.environ.clear()
     os.environ.update(env)
     sys.argv = [PAYHOOKS, *args]
+    sys.stdin = io.StringIO(input)
     try:
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
@@ -93,7 +95,7 @@ def invoke(
     finally:
         os.environ.clear()
         os.environ.update(environ)
-        sys.argv = argv
+        sys.argv, sys.stdin = argv, stdin
         logger.handlers[:], logger.level, logger.propagate = kept
     if failed:
         raise failed[0]

@@ -13,7 +13,7 @@ from payhooks.events import Provider
 from payhooks.service import outbox
 from payhooks.service.mail import message_id
 from payhooks.service.shop import carts
-from tests.acceptance.conftest import PAYHOOKS, running, wait_until
+from tests.acceptance.conftest import invoke, running, wait_until
 from tests.conftest import Inbox, free_port, serving, smtp_server
 from tests.factories import GATEWAY, SETTINGS, purchase
 
@@ -45,7 +45,8 @@ def smtp_env(env: dict[str, str], port: int) -> dict[str, str]:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=120)
+    """A command that runs to its end, in this process; the workers run as subprocesses."""
+    return invoke(env, *args, timeout=120)
 
 
 def test_two_workers_racing_send_every_email_exactly_once(env, database_url, inbox, tmp_path):

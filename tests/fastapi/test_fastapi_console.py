@@ -14,13 +14,12 @@ import html
 import io
 import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
+from tests.acceptance.conftest import invoke
 from tests.console.conftest import csrf_of
 from tests.factories import GATEWAY
 from tests.fastapi import test_fastapi_example as example
@@ -33,11 +32,10 @@ OPERATOR, PASSWORD = "ravi", "a long enough passphrase"
 
 
 def add_operator(database_url: str) -> None:
-    done = subprocess.run(
-        [Path(sys.executable).parent / "payhooks", "operator", "add", OPERATOR,
-         "--password-stdin", "--database-url", database_url],
-        input=PASSWORD + "\n", env={**os.environ}, cwd=ROOT, capture_output=True, text=True,
-        timeout=120,
+    """``payhooks operator add``, in this process (tests/acceptance runs the installed one)."""
+    done = invoke(
+        {**os.environ}, "operator", "add", OPERATOR, "--password-stdin",
+        "--database-url", database_url, input=PASSWORD + "\n",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"operator {OPERATOR} added" in done.stdout

@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 from psycopg.conninfo import make_conninfo
 
+from tests.acceptance.conftest import invoke
 from tests.conftest import free_port
 from tests.console.conftest import csrf_of
 from tests.factories import KEYS
@@ -61,9 +62,10 @@ def console(url: str) -> Iterator[str]:
 
 
 def operator(url: str) -> None:
-    done = subprocess.run(
-        [PAYHOOKS, "operator", "add", OPERATOR, "--password-stdin", "--database-url", url],
-        input=PASSWORD + "\n", cwd=ROOT, capture_output=True, text=True, timeout=120,
+    """``payhooks operator add``, in this process (tests/acceptance runs the installed one)."""
+    done = invoke(
+        {**os.environ}, "operator", "add", OPERATOR, "--password-stdin", "--database-url", url,
+        input=PASSWORD + "\n",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
 
