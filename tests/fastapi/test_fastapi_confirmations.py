@@ -17,6 +17,7 @@ import pytest
 from examples.fastapi_shop.app import adapters_from, create_app, migrate
 from payhooks.events import Provider
 from payhooks.sim.gateway import Purchase
+from tests.acceptance.conftest import invoke
 from tests.factories import GATEWAY, KEYS
 from tests.fastapi import test_fastapi_example as example
 from tests.fastapi.conftest import served
@@ -57,10 +58,11 @@ def callback(provider: Provider, payment_id: str):
 
 
 def reconcile(database_url: str, api_url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [Path(sys.executable).parent / "payhooks", "reconcile",
-         "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url],
-        env={**os.environ, **API_KEYS.env(api_url)}, cwd=ROOT, capture_output=True, text=True,
+    """``payhooks reconcile``, in this process (``confirm`` below runs as the installed script:
+    it listens for signals, which only a process's main thread may)."""
+    return invoke(
+        {**os.environ, **API_KEYS.env(api_url)}, "reconcile",
+        "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url,
         timeout=120,
     )  # fmt: skip
 

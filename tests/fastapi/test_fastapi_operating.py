@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -24,6 +23,7 @@ from payhooks.ingest import restored
 from payhooks.reconcile import credentials, reconcile_once
 from payhooks.reconcile.running import connecting
 from payhooks.sim.gateway import Purchase
+from tests.acceptance.conftest import invoke
 from tests.factories import ADAPTERS
 from tests.fastapi import test_fastapi_example as example
 from tests.fastapi.test_fastapi_example import PAID, PENDING, REF, checkout, orders, post, razorpay
@@ -46,10 +46,9 @@ def test_an_underpaid_capture_is_parked_for_a_person_with_both_amounts(shop, con
 
 def reconcile(database_url: str, api_url: str) -> subprocess.CompletedProcess[str]:
     """``payhooks reconcile`` as cron runs it, with the double's API credentials."""
-    return subprocess.run(
-        [Path(sys.executable).parent / "payhooks", "reconcile", "--older-than-s", "0",
-         "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url],
-        env={**os.environ, **API_KEYS.env(api_url)}, cwd=ROOT, capture_output=True, text=True,
+    return invoke(
+        {**os.environ, **API_KEYS.env(api_url)}, "reconcile", "--older-than-s", "0",
+        "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url,
         timeout=120,
     )  # fmt: skip
 
@@ -94,11 +93,7 @@ def test_a_parked_capture_is_listed_and_pays_the_order_when_replayed_after_check
 
 def test_the_payhooks_parked_command_lists_the_shops_parked_deliveries(shop, conn, merchant_url):
     post(shop, razorpay())
-    done = subprocess.run(
-        [Path(sys.executable).parent / "payhooks", "parked", "--json"],
-        env={**os.environ, "DATABASE_URL": merchant_url}, cwd=ROOT, capture_output=True,
-        text=True, timeout=120,
-    )  # fmt: skip
+    done = invoke({**os.environ, "DATABASE_URL": merchant_url}, "parked", "--json")
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
     assert [(p["provider"], p["event_type"]) for p in listed] == [("razorpay", "payment.captured")]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -21,6 +20,7 @@ from payhooks.events import Provider
 from payhooks.ingest import replay
 from payhooks.reconcile import run
 from payhooks.sim.gateway import Purchase
+from tests.acceptance.conftest import invoke
 from tests.factories import ADAPTERS
 from tests.flask import test_flask_example as example
 from tests.flask.test_flask_example import (
@@ -51,10 +51,8 @@ def test_an_underpaid_capture_is_parked_for_a_person_with_both_amounts(shop, db)
 
 
 def payhooks_command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [Path(sys.executable).parent / "payhooks", *args],
-        env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    """The command, in this process (tests/reconcile/test_merchant.py runs the installed one)."""
+    return invoke({**os.environ, **env}, *args, timeout=120)
 
 
 def test_a_checkout_whose_webhook_never_came_is_paid_once_by_reconciliation(

@@ -21,6 +21,7 @@ from payhooks import EventKind, Hooks, Outcome, ingest, ingest_in_transaction, r
 from payhooks.errors import RetentionTooShort
 from payhooks.ingest import Receipt
 from payhooks.sim.gateway import Delivery
+from tests.acceptance.conftest import invoke
 from tests.factories import ADAPTERS, GATEWAY
 
 PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
@@ -186,9 +187,7 @@ def test_a_connection_out_of_autocommit_is_purged_in_short_transactions(merchant
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
     environ.pop("DATABASE_URL", None)
-    return subprocess.run(
-        [PAYHOOKS, "purge", *args], env=environ, capture_output=True, text=True, timeout=120
-    )
+    return invoke(environ, "purge", *args, timeout=120)
 
 
 def test_the_command_purges_a_merchant_database(merchant, merchant_url):
