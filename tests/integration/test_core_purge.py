@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import uuid
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -23,8 +21,6 @@ from payhooks.ingest import Receipt
 from payhooks.sim.gateway import Delivery
 from tests.acceptance.conftest import invoke
 from tests.factories import ADAPTERS, GATEWAY
-
-PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
 
 DELIVERY = """
 INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payload_sha256, body,

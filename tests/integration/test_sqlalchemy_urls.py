@@ -6,7 +6,6 @@ from an address (metrics, the delivery log, the console's pool, reconciliation, 
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Callable
 
 import httpx
@@ -20,10 +19,10 @@ from payhooks.fastapi.reconcile import applying
 from payhooks.ingest import restored
 from payhooks.metrics import wsgi_app
 from payhooks.reconcile.running import connecting
+from tests.acceptance.conftest import invoke
 from tests.factories import ADAPTERS, GATEWAY
 from tests.flask.conftest import sqlalchemy_url
 from tests.integration.test_core_metrics import _value, wsgi_serving
-from tests.integration.test_core_purge import PAYHOOKS
 
 
 @pytest.fixture
@@ -91,9 +90,6 @@ def test_the_metrics_read_on_sqlalchemys_url(alchemy_url):
 def test_every_commands_database_url_takes_sqlalchemys_url(alchemy_url, command):
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
     environ.pop("DATABASE_URL", None)
-    done = subprocess.run(
-        [PAYHOOKS, *command, "--database-url", alchemy_url],
-        env=environ, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = invoke(environ, *command, "--database-url", alchemy_url, timeout=120)
     assert "connection info string" not in done.stderr, done.stderr
     assert done.returncode == 0, done.stderr

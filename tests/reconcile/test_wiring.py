@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from dataclasses import replace
 
 import httpx
@@ -13,7 +12,7 @@ from payhooks.events import Provider
 from payhooks.service.config import Settings
 from payhooks.service.errors import SettingError
 from payhooks.service.worker import Worker, WorkerOptions
-from tests.acceptance.conftest import PAYHOOKS
+from tests.acceptance.conftest import invoke
 from tests.conftest import serving
 from tests.factories import KEYS, purchase
 from tests.reconcile.conftest import API_KEYS, count, orders_of, paid_at_gateway, settings_for
@@ -130,7 +129,8 @@ def test_payhooks_reconcile_exits_1_on_api_errors_with_a_one_line_cause(conn, ri
 
 
 def _cli(env, *args):
-    return subprocess.run([PAYHOOKS, *args], env=env, capture_output=True, text=True, timeout=120)
+    """The command, in this process (test_merchant.py runs the installed one)."""
+    return invoke(env, *args, timeout=120)
 
 
 REFUSED_ALERTS = "SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:reconcile_refused:%%'"
