@@ -248,7 +248,10 @@ def test_worker_waits_out_a_database_outage_instead_of_exiting(inbox):
 
     thread = threading.Thread(target=run)
     thread.start()
-    time.sleep(1.0)
+    deadline = time.monotonic() + 60  # a liveness bound, not the test's measure
+    while runner._failures < 2 and thread.is_alive():  # failed, and went on to try again
+        assert time.monotonic() < deadline, "the worker never tried the database twice"
+        time.sleep(0.05)
     runner.stop()
     thread.join(timeout=30)
     dead.close()
