@@ -130,10 +130,12 @@ def test_a_scrape_waiting_on_a_hung_database_never_stalls_the_apps_event_loop():
 
         scraping = threading.Thread(target=scrape)
         scraping.start()
-        time.sleep(0.3)  # the scrape is waiting on the database by now
+        hung.settimeout(60)  # a liveness bound
+        waiting, _ = hung.accept()  # the scrape is waiting on the database now, unanswered
         assert httpx.get(f"{base}/ping", timeout=30).text == "pong"
         finished["ping"] = time.monotonic()
         scraping.join()
+        waiting.close()
     hung.close()
     assert finished["ping"] < finished["scrape"]
 
