@@ -14,7 +14,8 @@ import html
 import io
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -59,6 +60,16 @@ def _logged_in(client: httpx.Client) -> httpx.Client:
     assert answer.status_code == 303, answer.text
     assert answer.headers["location"] == f"{CONSOLE}/"
     return client
+
+
+def until(read: Callable[[], str], holds: Callable[[str], bool]) -> str:
+    """What ``read()`` returns once it ``holds``, or at last: the delivery log writes its lines
+    a moment after the answers, in batches. Waits on the page, a minute at most (a liveness
+    bound on a loaded machine, not the test's measure)."""
+    deadline = time.monotonic() + 60
+    while not holds(found := read()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
 
 
 def act(client: httpx.Client, page: str, action: str, **fields: str) -> str:
@@ -158,12 +169,8 @@ def test_forged_deliveries_raise_the_health_banner(shop, merchant_url):
         for _ in range(5):
             assert sender.post(forged.path, content=forged.body, headers=headers).status_code == 401
     with logged_in(shop, merchant_url) as client:
-        for _ in range(50):  # the log writes its lines after the answers, in batches
-            home = client.get(f"{CONSOLE}/").text
-            if 'role="alert"' in home:
-                break
-        else:
-            raise AssertionError("no banner: " + home)
+        home = until(lambda: client.get(f"{CONSOLE}/").text, lambda page: 'role="alert"' in page)
+        assert 'role="alert"' in home, "no banner: " + home
     assert "razorpay" in home[home.index('role="alert"') :].split("</div>")[0]
 
 
@@ -175,10 +182,10 @@ def test_a_merchants_console_lists_exports_and_replays_in_bulk_on_the_core_table
     assert post(shop, razorpay()) == (200, "parked")  # before its checkout
     checkout(shop)
     with logged_in(shop, merchant_url) as client:
-        for _ in range(50):  # the log writes its lines after the answers, in batches
-            parked = client.get(f"{CONSOLE}/deliveries", params={"outcome": "parked"}).text
-            if REF in parked:
-                break
+        parked = until(
+            lambda: client.get(f"{CONSOLE}/deliveries", params={"outcome": "parked"}).text,
+            lambda page: REF in page,
+        )
         assert f'href="{CONSOLE}/orders/razorpay/{REF}"' in parked
         bulk = html.unescape(re.search(r'href="([^"]+)" id="bulk"', parked).group(1))
         page = client.get(bulk).text

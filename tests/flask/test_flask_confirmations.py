@@ -22,7 +22,7 @@ from tests.factories import GATEWAY, KEYS
 from tests.flask import test_flask_example as example
 from tests.flask.conftest import serving
 from tests.flask.test_flask_example import PENDING, REF, SECRETS, checkout, orders, post
-from tests.flask.test_flask_operating import payhooks_command
+from tests.flask.test_flask_operating import installed_command, payhooks_command
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import API_KEYS
 
@@ -89,7 +89,7 @@ def test_a_callback_pays_the_order_once_payhooks_confirm_has_the_apis_word(
     assert answer(shop, sent) == (200, "duplicate")  # the gateway's retry of it
     assert orders(db) == PENDING  # a claim pays nothing by itself
     url = make_conninfo(database_url, **search_path)  # the shop's database: its schema
-    done = payhooks_command(
+    done = installed_command(
         "confirm", "--once", "--hooks", "examples.flask_shop.app:hooks",
         "--database-url", url, env=API_KEYS.env(api_url),
     )  # fmt: skip

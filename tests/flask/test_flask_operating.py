@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -53,6 +54,15 @@ def test_an_underpaid_capture_is_parked_for_a_person_with_both_amounts(shop, db)
 def payhooks_command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The command, in this process (tests/reconcile/test_merchant.py runs the installed one)."""
     return invoke({**os.environ, **env}, *args, timeout=120)
+
+
+def installed_command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The installed ``payhooks`` script: for ``confirm``, which listens for signals (only a
+    process's main thread may)."""
+    return subprocess.run(
+        [Path(sys.executable).parent / "payhooks", *args],
+        env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
 
 
 def test_a_checkout_whose_webhook_never_came_is_paid_once_by_reconciliation(
