@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -44,12 +46,20 @@ class StoppablePostgres:
 
 
 @pytest.fixture
-def stoppable_pg(tmp_path: Path) -> Iterator[StoppablePostgres]:
-    pg = StoppablePostgres(tmp_path / "pg")
-    with psycopg.connect(pg.url, autocommit=True) as conn:
-        database.migrate(conn)
-    yield pg
-    pg.start()
+def stoppable_pg() -> Iterator[StoppablePostgres]:
+    """Its folder is not under pytest's temporary root, as the shared embedded server's is not
+    (``admin_url``): another pytest session starting meanwhile resets that root to 0700, and
+    the server, running as a user of its own, could no longer start again from its folder."""
+    home = Path(tempfile.mkdtemp(prefix="payhooks-test-stoppable-pg-")) / "pg"
+    try:
+        pg = StoppablePostgres(home)
+        with psycopg.connect(pg.url, autocommit=True) as conn:
+            database.migrate(conn)
+        yield pg
+        pg.start()
+    finally:
+        database.stop_embedded(home)
+        shutil.rmtree(home.parent, ignore_errors=True)
 
 
 @dataclass
