@@ -71,3 +71,22 @@ def test_the_retention_window_has_one_default():
     assert f"`PAYHOOKS_RETENTION_DAYS`, {retention.DEFAULT_RETENTION_DAYS} days unless set" in (
         operations.replace("\n", " ")
     )
+
+
+def test_the_readme_links_every_guide():
+    guides = sorted(p.name for p in (Path(__file__).parents[2] / "docs").glob("*.md"))
+    assert guides
+    assert [name for name in guides if f"(docs/{name})" not in README] == []
+
+
+def test_the_readme_layout_names_every_room():
+    """Each folder of the package, and each module that is not a shim of a moved one."""
+    package = Path(__file__).parents[2] / "src" / "payhooks"
+    layout = README.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    rooms = [p.name + "/" for p in package.iterdir() if (p / "__init__.py").exists()]
+    rooms += [
+        p.name
+        for p in package.glob("*.py")
+        if p.name != "__init__.py" and "Moved to" not in p.read_text()
+    ]
+    assert [room for room in sorted(rooms) if room not in layout] == []
