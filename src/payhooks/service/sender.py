@@ -101,7 +101,7 @@ class Sender:
         fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
         recipient = message.recipient or self.settings.alert_email
         if recipient is None:
-            outbox.dead_letter(conn, message, "PAYHOOKS_ALERT_EMAIL is not set")
+            outbox.dead_letter(conn, message.id, "PAYHOOKS_ALERT_EMAIL is not set")
             log.error("outbox_dead_letter", extra={**fields, "error": "no alert address"})
             return
         try:
@@ -114,7 +114,7 @@ class Sender:
         except MessageRejected as exc:
             self._rejected(conn, message, exc, fields)
             return
-        outbox.mark_sent(conn, message)
+        outbox.mark_sent(conn, message.id)
         log.info("outbox_sent", extra=fields)
 
     def _compose(self, message: outbox.Pending, recipient: str) -> EmailMessage:
@@ -129,7 +129,7 @@ class Sender:
     def _dead_letter(
         self, conn: db.Connection, message: outbox.Pending, reason: str, fields: dict[str, object]
     ) -> None:
-        outbox.dead_letter(conn, message, reason)
+        outbox.dead_letter(conn, message.id, reason)
         log.error("outbox_dead_letter", extra={**fields, "error": reason})
 
     def _rejected(
@@ -144,7 +144,7 @@ class Sender:
             self._dead_letter(conn, message, str(exc), fields)
             return
         delay = policy.delay(message.attempts + 1, self.jitter())
-        outbox.retry_later(conn, message, str(exc), delay)
+        outbox.retry_later(conn, message.id, str(exc), delay)
         log.warning("outbox_retry", extra={**fields, "error": str(exc), "delay_s": round(delay, 1)})
 
 
