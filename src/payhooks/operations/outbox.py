@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+
+from psycopg.rows import class_row
 
 from payhooks.plumbing.db import Connection
 
@@ -121,8 +122,8 @@ RETURNING {_COLUMNS}
 def hold_next(conn: Connection) -> Pending | None:
     """Lock one due message in the caller's transaction, skipping rows other workers hold:
     a worker that dies mid-send lets it go at once, and it is sent again."""
-    row = conn.execute(_HOLD).fetchone()
-    return None if row is None else _pending(row)
+    with conn.cursor(row_factory=class_row(Pending)) as cursor:
+        return cursor.execute(_HOLD).fetchone()
 
 
 def lease_next(
@@ -131,25 +132,8 @@ def lease_next(
     """Lease one due notice on ``channels`` until ``until`` and commit the lease: its sender
     calls the channel outside any transaction, and one killed mid-call leaves it to run out."""
     params = {"now": now, "until": until, "channels": list(channels)}
-    with conn.transaction():
-        row = conn.execute(_LEASE, params).fetchone()
-    return None if row is None else _pending(row)
-
-
-def _pending(row: tuple[Any, ...]) -> Pending:
-    id_, kind, channel, key, alert_key, recipient, subject, body, attempts, created_at = row
-    return Pending(
-        id=id_,
-        kind=kind,
-        channel=channel,
-        dedupe_key=key,
-        alert_key=alert_key,
-        recipient=recipient,
-        subject=subject,
-        body=body,
-        attempts=attempts,
-        created_at=created_at,
-    )
+    with conn.transaction(), conn.cursor(row_factory=class_row(Pending)) as cursor:
+        return cursor.execute(_LEASE, params).fetchone()
 
 
 _SENT = """
