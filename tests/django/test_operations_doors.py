@@ -6,7 +6,6 @@ finds what another did, answers in the same words, and refuses what another refu
 from __future__ import annotations
 
 import json
-import logging
 from io import StringIO
 from pathlib import Path
 
@@ -15,11 +14,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 from orders.models import Order
-from typer.testing import CliRunner
 
 import payhooks
 from payhooks.applying import through
-from payhooks.cli.commands import app
 from payhooks.console import actions
 from payhooks.console.actions import Done
 from payhooks.django import conf
@@ -28,7 +25,8 @@ from payhooks.operations import parked, replays
 from payhooks.sim.gateway import Delivery, Purchase
 from tests.django import sql_hooks
 from tests.django.conftest import PAYHOOKS, records
-from tests.factories import GATEWAY, KEYS
+from tests.factories import GATEWAY
+from tests.invoking import payhooks_command
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import API_KEYS
 
@@ -59,16 +57,7 @@ def django(*args: str) -> str:
     return out.getvalue()
 
 
-def cli(url: str, tmp_path: Path, *args: str, **env: str):  # type: ignore[no-untyped-def]
-    """``payhooks *args`` in this process, on ``url``; payhooks' loggers, which the command
-    sets to JSON lines of its own, are put back as they were for the tests after it."""
-    given = {**KEYS.env(), "DATABASE_URL": url, "PAYHOOKS_HOME": str(tmp_path), **env}
-    logger = logging.getLogger("payhooks")
-    kept = (logger.handlers[:], logger.level, logger.propagate)
-    try:
-        return CliRunner().invoke(app, list(args), env=given)
-    finally:
-        logger.handlers[:], logger.level, logger.propagate = kept
+cli = payhooks_command
 
 
 def mismatches(url: str) -> list[tuple[str, str | None]]:
