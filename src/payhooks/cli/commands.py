@@ -70,3 +70,7 @@ __all__ = [
     "worker_options",
     "worker_warnings",
 ]
+
+
+if __name__ == "__main__":
+    main()
