@@ -73,6 +73,10 @@ class Config:
             raise ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
         return found
 
+    def served(self) -> dict[Provider, Adapter]:
+        """The adapters by gateway, as the core's readers take them."""
+        return {Provider(name): adapter for name, adapter in self.adapters.items()}
+
     def handler_function(self) -> Handler:
         return cast(Handler, import_string(self.handler))
 
