@@ -201,10 +201,16 @@ def alerts(
 def purge(
     ctx: typer.Context,
     older_than_days: Annotated[
-        int | None, typer.Option(help="Window to keep; default PAYHOOKS_RETENTION_DAYS (90).")
+        int | None,
+        typer.Option(
+            help="Window to keep; default PAYHOOKS_RETENTION_DAYS "
+            f"({policy.DEFAULT_RETENTION_DAYS})."
+        ),
     ] = None,
     dry_run: Annotated[bool, typer.Option(help="Count what would go; delete nothing.")] = False,
-    force: Annotated[bool, typer.Option(help="Allow a window shorter than 15 days.")] = False,
+    force: Annotated[
+        bool, typer.Option(help=f"Allow a window shorter than {policy.MIN_RETENTION_DAYS} days.")
+    ] = False,
     batch_rows: Annotated[int, typer.Option(help="Rows per delete transaction.")] = 5000,
     database_url: Annotated[
         str | None,
