@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, time
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -282,7 +282,7 @@ class Story:
         return sum(1 for line in self.lines if line.event_id == event_id)
 
     def as_json(self) -> dict[str, Any]:
-        found: dict[str, Any] = _jsonable(_fields(self))
+        found: dict[str, Any] = jsonable(_fields(self))
         return found
 
 
@@ -497,12 +497,13 @@ def _fields(value: Any) -> Any:
     return fields
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON carries it: mappings and lists through, times in ISO 8601."""
     if isinstance(value, dict):
-        return {key: _jsonable(item) for key, item in value.items()}
+        return {key: jsonable(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, datetime):
+        return [jsonable(item) for item in value]
+    if isinstance(value, date | time):
         return value.isoformat()
     return value
 
@@ -526,6 +527,7 @@ __all__ = [
     "answer",
     "attempts",
     "find",
+    "jsonable",
     "lines_of",
     "records_of",
     "story",
