@@ -58,7 +58,7 @@ def test_a_checkout_the_core_has_no_expectation_of_is_found_by_the_shops_lookup(
     assert (found.provider, found.gateway_order_id, found.matched) == (
         "razorpay",
         buy.reference,
-        search.Matched.GATEWAY_ORDER,
+        timeline.Matched.GATEWAY_ORDER,
     )
     assert [r.cart_id for r in search.search(conn, buy.reference)] == [buy.cart_id]
 
@@ -70,5 +70,5 @@ def test_a_payment_the_shop_keeps_finds_its_cart_when_its_records_are_purged(con
     conn.execute("DELETE FROM payhooks_payments")
     assert timeline.find(conn, buy.payment_id) == []
     assert [(r.cart_id, r.matched) for r in search.search(conn, buy.payment_id)] == [
-        (buy.cart_id, search.Matched.PAYMENT)
+        (buy.cart_id, timeline.Matched.PAYMENT)
     ]

@@ -10,7 +10,7 @@ ninety days of deliveries as on an empty one.
 
 An app with tables of its own extends the timeline rather than keeping a second one
 (``Extension``): its ``Lookup``s map its identifiers to the gateway orders they name, and its
-``entries`` add what only it knows to the stories ``told`` reads. The reference service's
+``extra`` adds what only it knows to the stories ``told`` reads. The reference service's
 console adds carts, orders, stock, emails and operators' actions this way
 (``payhooks.service.console.stories``); the core knows none of those tables.
 """

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import dict_row
+from psycopg.rows import class_row, dict_row
 
 from payhooks.plumbing.errors import DatabaseUnavailable, LockTimeout, SerializationConflict
 
@@ -108,6 +108,12 @@ def named_row(conn: Connection, sql: str, params: Any = ()) -> Named | None:
     """The first row of a read by its columns' names, or ``None`` when it has none."""
     found = named_rows(conn, sql, params)
     return found[0] if found else None
+
+
+def shaped_rows(conn: Connection, shape: type[T], sql: str, params: Any = ()) -> list[T]:
+    """Every row of a read as a ``shape``: a value object whose fields are the columns."""
+    with conn.cursor(row_factory=class_row(shape)) as cur:
+        return cur.execute(sql, params).fetchall()
 
 
 CONFLICT_STATES = frozenset({"40001", "40P01"})

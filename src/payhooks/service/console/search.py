@@ -28,8 +28,6 @@ class Matched(StrEnum):
 
     ORDER = "order id"
     CART = "cart id"
-    GATEWAY_ORDER = "gateway order id"
-    PAYMENT = "payment id"
     EMAIL = "customer email"
     EMAIL_PREFIX = "start of a customer email"
 
@@ -64,13 +62,13 @@ ORDER BY created_at DESC LIMIT %(limit)s"""
 
 LOOKUPS = (
     Lookup(
-        matched=Matched.GATEWAY_ORDER,
+        matched=timeline.Matched.GATEWAY_ORDER,
         sql="""
         SELECT provider, gateway_order_id FROM checkouts
         WHERE provider = ANY(%(providers)s) AND gateway_order_id = %(q)s""",
     ),
     Lookup(
-        matched=Matched.PAYMENT,
+        matched=timeline.Matched.PAYMENT,
         sql="""
         SELECT c.provider, c.gateway_order_id
         FROM payments p JOIN checkouts c ON c.cart_id = p.cart_id AND c.provider = p.provider
