@@ -72,3 +72,16 @@ def test_a_payment_the_shop_keeps_finds_its_cart_when_its_records_are_purged(con
     assert [(r.cart_id, r.matched) for r in search.search(conn, buy.payment_id)] == [
         (buy.cart_id, timeline.Matched.PAYMENT)
     ]
+
+
+def test_a_gateway_order_only_an_expectation_names_is_no_result(conn):
+    """A checkout the cart dropped leaves the core's expectation (its reference is the cart
+    id): searching the cart id or that gateway order finds the cart alone, never a reference
+    page that has nothing to tell."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    conn.execute("DELETE FROM checkouts WHERE cart_id = %s", (buy.cart_id,))
+    assert [f.gateway_order_id for f in timeline.find(conn, buy.cart_id)] == [buy.reference]
+    assert [(r.cart_id, r.reference) for r in search.search(conn, buy.cart_id)] == [
+        (buy.cart_id, None)
+    ]
+    assert search.search(conn, buy.reference) == []

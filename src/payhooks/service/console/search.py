@@ -97,7 +97,8 @@ def search(conn: Connection, query: str) -> list[Result]:
     for matched, sql in ((Matched.ORDER, _ORDER), (Matched.CART, _CART)):
         _keep_carts(conn, found, matched, sql, params)
     for order in timeline.find(conn, q, LOOKUPS):
-        _keep(found, _of_order(conn, order))
+        if (result := _of_order(conn, order)) is not None:
+            _keep(found, result)
     _keep_carts(conn, found, Matched.EMAIL, _EMAIL, params)
     if not found and len(q) >= MIN_PREFIX:
         prefix = {"prefix": _like_prefix(q.lower()), "limit": MAX_RESULTS}
@@ -119,10 +120,15 @@ def cart_of(
     return str(row[0]) if row and row[0] else None
 
 
-def _of_order(conn: Connection, found: Found) -> Result:
+def _of_order(conn: Connection, found: Found) -> Result | None:
+    """Its checkout's cart; else its gateway reference, when a delivery tells of it (the
+    reference's timeline); else nothing: only an expectation names it (a checkout dropped)."""
     cart_id = cart_of(conn, found.provider, found.gateway_order_id, None)
     if cart_id is not None:
         return Result(matched=found.matched, cart_id=cart_id)
+    told = timeline.story(conn, found.provider, found.gateway_order_id)
+    if told is None or not (told.records or told.lines):
+        return None
     return Result(matched=found.matched, provider=found.provider, reference=found.gateway_order_id)
 
 
