@@ -106,17 +106,18 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
         own=named_rows(conn, _CART_PAYMENTS, (cart_id,)),
     )
     orders = [(c["provider"], c["gateway_order_id"]) for c in shop.checkouts]
-    own = shop.own
-    told = timeline.told(conn, orders, shop, [(p["provider"], p["payment_id"]) for p in own])
-    payments = told.extra.payments
+    paid = [(p["provider"], p["payment_id"]) for p in shop.own]
+    added = timeline.told(conn, orders, shop, paid).extra
     return Story(
         title=f"Cart {cart_id}",
         cart=cart,
         items=named_rows(conn, _ITEMS, (cart_id,)),
-        payments=payments,
+        payments=added.payments,
         order=shop.order,
-        entries=told.extra.entries,
-        refunds=[r for p in payments for r in of_payment(conn, p["provider"], p["payment_id"])],
+        entries=added.entries,
+        refunds=[
+            r for p in added.payments for r in of_payment(conn, p["provider"], p["payment_id"])
+        ],
     )
 
 
