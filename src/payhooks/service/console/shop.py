@@ -100,17 +100,13 @@ def _find(conn: Connection, text: str) -> list[Link]:
 def _label(found: search.Result) -> str:
     if found.cart_id:
         return f"cart {found.cart_id}" + (f" ({found.email})" if found.email else "")
-    if found.reference:
-        return f"{found.provider} reference {found.reference} (no checkout)"
-    return f"{found.provider} delivery {found.event_id}"
+    return f"{found.provider} reference {found.reference} (no checkout)"
 
 
 def _address(found: search.Result) -> str:
     if found.cart_id:
         return f"/carts/{quote(found.cart_id, safe='')}"
-    if found.reference:
-        return _reference_address(found.provider or "", found.reference)
-    return f"/deliveries/{found.provider}/{quote(found.event_id or '', safe='')}"
+    return _reference_address(found.provider or "", found.reference or "")
 
 
 def _reference_address(provider: str, reference: str) -> str:
