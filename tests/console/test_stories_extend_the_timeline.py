@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from payhooks.events import Provider
 from payhooks.operations import timeline
-from payhooks.service.console import search, stories
+from payhooks.service.console import search, shop, stories
 from tests.factories import ADAPTERS, deliver, purchase
 
 LOGGED = """
@@ -85,3 +85,23 @@ def test_a_gateway_order_only_an_expectation_names_is_no_result(conn):
         (buy.cart_id, None)
     ]
     assert search.search(conn, buy.reference) == []
+
+
+def test_a_delivery_that_leads_to_no_order_is_a_result_of_its_own(conn):
+    """A delivery naming no order whose payment payhooks does not know (a refund of a payment
+    from before payhooks, say) has no timeline: its delivery key still finds it, as its own
+    page, never nothing."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    event_id = deliver(conn, buy.captured()).event.event_id
+    conn.execute("UPDATE processed_webhooks SET merchant_ref = NULL")
+    conn.execute("DELETE FROM payhooks_payments")
+    conn.execute("DELETE FROM payments")
+    assert timeline.find(conn, event_id) == []
+    [result] = search.search(conn, event_id)
+    assert (result.matched, result.provider, result.event_id, result.cart_id) == (
+        timeline.Matched.DELIVERY_KEY,
+        "razorpay",
+        event_id,
+        None,
+    )
+    assert shop.address(result) == f"/deliveries/razorpay/{event_id}"

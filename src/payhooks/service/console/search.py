@@ -4,7 +4,8 @@ The shop's own identifiers (an order id, a cart id, a customer's email) name car
 with no checkout too. Every identifier of a gateway's is the core's to find
 (``payhooks.timeline.find``), with the shop's ``LOOKUPS`` beside its own: the gateway orders
 of the shop's checkouts, and the payments the shop keeps. A gateway order that matches no
-checkout is a result of its own, by the gateway's reference. Each lookup goes through an
+checkout is a result of its own, by the gateway's reference; a delivery that leads to no
+gateway order at all, by its delivery key (its own page). Each lookup goes through an
 index (docs/console.md lists them, and the gateway field behind each).
 """
 
@@ -20,6 +21,7 @@ from payhooks.plumbing.db import Connection
 MAX_QUERY_CHARS = 254  # the longest email address
 MAX_RESULTS = 50
 MIN_PREFIX = 4
+_PROVIDERS = timeline.PROVIDERS
 """The fewest characters of an email found by its start: fewer would list half the shop."""
 
 
@@ -42,12 +44,16 @@ class Result:
     reference: str | None = None
     email: str | None = None
     """The customer's email, for a cart found by the start of it."""
+    event_id: str | None = None
+    """A delivery that leads to no order: its key (its own page)."""
 
     @property
     def key(self) -> tuple[str | None, ...]:
         if self.cart_id:
             return ("cart", self.cart_id)
-        return ("reference", self.provider, self.reference)
+        if self.reference:
+            return ("reference", self.provider, self.reference)
+        return ("delivery", self.provider, self.event_id)
 
 
 _ORDER = "SELECT cart_id FROM orders WHERE id = %(q)s"
@@ -78,6 +84,11 @@ LOOKUPS = (
 """The gateways' identifiers only the shop's tables hold (``timeline.Lookup``): the gateway
 orders of its checkouts (those from before the expectations too), and of its payments."""
 
+# A delivery that names no order and whose payment leads to none: found by its key alone.
+_DELIVERY = """
+SELECT provider, event_id FROM processed_webhooks
+WHERE provider = ANY(%(providers)s) AND event_id = %(q)s"""
+
 _CART_OF_DELIVERY = """
 SELECT coalesce(
     (SELECT cart_id FROM checkouts WHERE provider = %s AND gateway_order_id = %s),
@@ -96,9 +107,16 @@ def search(conn: Connection, query: str) -> list[Result]:
     found: dict[tuple[str | None, ...], Result] = {}
     for matched, sql in ((Matched.ORDER, _ORDER), (Matched.CART, _CART)):
         _keep_carts(conn, found, matched, sql, params)
-    for order in timeline.find(conn, q, LOOKUPS):
+    orders = timeline.find(conn, q, LOOKUPS)
+    for order in orders:
         if (result := _of_order(conn, order)) is not None:
             _keep(found, result)
+    if not orders:
+        for provider, event_id in conn.execute(_DELIVERY, {**params, "providers": _PROVIDERS}):
+            _keep(
+                found,
+                Result(matched=timeline.Matched.DELIVERY_KEY, provider=provider, event_id=event_id),
+            )
     _keep_carts(conn, found, Matched.EMAIL, _EMAIL, params)
     if not found and len(q) >= MIN_PREFIX:
         prefix = {"prefix": _like_prefix(q.lower()), "limit": MAX_RESULTS}

@@ -92,7 +92,7 @@ def install(
 
 def _find(conn: Connection, text: str) -> list[Link]:
     return [
-        Link(matched=found.matched.value, label=_label(found), address=_address(found))
+        Link(matched=found.matched.value, label=_label(found), address=address(found))
         for found in search.search(conn, text)
     ]
 
@@ -100,13 +100,18 @@ def _find(conn: Connection, text: str) -> list[Link]:
 def _label(found: search.Result) -> str:
     if found.cart_id:
         return f"cart {found.cart_id}" + (f" ({found.email})" if found.email else "")
-    return f"{found.provider} reference {found.reference} (no checkout)"
+    if found.reference:
+        return f"{found.provider} reference {found.reference} (no checkout)"
+    return f"{found.provider} delivery {found.event_id} (no order)"
 
 
-def _address(found: search.Result) -> str:
+def address(found: search.Result) -> str:
+    """Where a search result leads: its cart, its reference's timeline, or its delivery."""
     if found.cart_id:
         return f"/carts/{quote(found.cart_id, safe='')}"
-    return _reference_address(found.provider or "", found.reference or "")
+    if found.reference:
+        return _reference_address(found.provider or "", found.reference)
+    return f"/deliveries/{found.provider}/{quote(found.event_id or '', safe='')}"
 
 
 def _reference_address(provider: str, reference: str) -> str:
