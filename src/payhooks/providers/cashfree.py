@@ -1,17 +1,14 @@
-"""Cashfree's adapter, where merchants and the docs import it; it lives in
-``payhooks.gateways.cashfree``."""
+"""Moved to ``payhooks.gateways.cashfree``; this path stays for existing imports."""
 
-from __future__ import annotations
-
-from payhooks.gateways.cashfree.adapter import (
+from payhooks.gateways.cashfree import (
     IDEMPOTENCY_HEADER,
+    MAX_JSON_BODY_BYTES,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     VERSION_HEADER,
     Cashfree,
     sign,
 )
-from payhooks.providers._common import MAX_JSON_BODY_BYTES
 
 __all__ = [
     "IDEMPOTENCY_HEADER",

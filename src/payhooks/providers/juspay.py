@@ -1,8 +1,5 @@
-"""Juspay's adapter (HDFC SmartGateway too), where merchants and the docs import it; it lives
-in ``payhooks.gateways.juspay``."""
+"""Moved to ``payhooks.gateways.juspay``; this path stays for existing imports."""
 
-from __future__ import annotations
-
-from payhooks.gateways.juspay.adapter import Juspay, authorization
+from payhooks.gateways.juspay import Juspay, authorization
 
 __all__ = ["Juspay", "authorization"]

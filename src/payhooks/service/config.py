@@ -14,9 +14,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway
+from payhooks.gateways import GATEWAYS, Adapter, ApiCredentials, Gateway, read_secrets
 from payhooks.plumbing.db import libpq_url
-from payhooks.providers import Adapter, read_secrets
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 

@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider, is_text
-from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
-from payhooks.providers._common import (
+from payhooks.gateways._common import (
     MAX_JSON_BODY_BYTES,
     body_key,
     child,
@@ -28,6 +27,7 @@ from payhooks.providers._common import (
     text_field,
     unreserved,
 )
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 SIGNATURE_HEADER = "x-webhook-signature"
 TIMESTAMP_HEADER = "x-webhook-timestamp"

@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider, is_text
-from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
-from payhooks.providers._common import (
+from payhooks.gateways._common import (
     MAX_JSON_BODY_BYTES,
     body_key,
     child,
@@ -31,6 +30,7 @@ from payhooks.providers._common import (
     text_field,
     unreserved,
 )
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 AUTHORIZATION_HEADER = "authorization"
 # The Authorization header is read, never kept: it holds the webhook password itself, which

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode
 
 from payhooks.events import Event, EventKind, Provider
-from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
-from payhooks.providers._common import (
+from payhooks.gateways._common import (
     body_key,
     delivery_key,
     load_json_object,
@@ -28,6 +27,7 @@ from payhooks.providers._common import (
     text_field,
     unreserved,
 )
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 _HEADERS_READ: tuple[str, ...] = ()
 _P = Provider.PAYU

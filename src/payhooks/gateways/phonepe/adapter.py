@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider
-from payhooks.plumbing.errors import SignatureMismatch
-from payhooks.providers._common import (
+from payhooks.gateways._common import (
     body_key,
     child,
     event_name,
@@ -27,6 +26,7 @@ from payhooks.providers._common import (
     text_field,
     unreserved,
 )
+from payhooks.plumbing.errors import SignatureMismatch
 
 AUTHORIZATION_HEADER = "authorization"
 _HEADERS_READ: tuple[str, ...] = (AUTHORIZATION_HEADER,)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider
-from payhooks.providers._common import (
+from payhooks.gateways._common import (
     MAX_JSON_BODY_BYTES,
     body_key,
     child,

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from payhooks.events import Provider
-from payhooks.gateways import gateway
+from payhooks.gateways import gateway, secrets_value
 from payhooks.plumbing.errors import PayhooksError
-from payhooks.providers import secrets_value
 from payhooks.sim.deliveries import Delivery, Purchase
 from payhooks.sim.parts import (
     ApiKeyValues,

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.providers import cashfree
+from payhooks.gateways import cashfree
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after

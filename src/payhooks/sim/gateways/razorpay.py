@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.providers import razorpay
+from payhooks.gateways import razorpay
 from payhooks.sim.deliveries import Delivery, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
