@@ -35,6 +35,19 @@ class RefundState(StrEnum):
     """A person stopped it before the gateway had it (``cancel``): never sent afterwards."""
 
 
+class RefundRefused(GatewayApiError):
+    """The gateway refused the refund for good (its words in ``reason``): asking again with
+    the same key and body would be refused again."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """The gateway has the refund: its own id for it, and whether the money already went."""
+
+    gateway_refund_id: str
+    processed: bool = False
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Refund:
     """One refund intent and what became of it."""
@@ -60,19 +73,6 @@ class Refund:
     ``mihpayid``, ``payment_id`` its txnid): what the gateway's refund call names."""
     cancelled_by: str | None = None
     cancel_reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Sent:
-    """The gateway has the refund: its own id for it, and whether the money already went."""
-
-    gateway_refund_id: str
-    processed: bool = False
-
-
-class RefundRefused(GatewayApiError):
-    """The gateway refused the refund for good (its words in ``reason``): asking again with
-    the same key and body would be refused again."""
 
 
 class RefundClient(Protocol):

@@ -1,21 +1,7 @@
 """Moved to ``payhooks.gateways.cashfree``; this path stays for existing imports."""
 
-from payhooks.gateways.cashfree import (
-    IDEMPOTENCY_HEADER,
-    MAX_JSON_BODY_BYTES,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    VERSION_HEADER,
-    Cashfree,
-    sign,
-)
+import sys
 
-__all__ = [
-    "IDEMPOTENCY_HEADER",
-    "MAX_JSON_BODY_BYTES",
-    "SIGNATURE_HEADER",
-    "TIMESTAMP_HEADER",
-    "VERSION_HEADER",
-    "Cashfree",
-    "sign",
-]
+from payhooks.gateways import cashfree as _moved
+
+sys.modules[__name__] = _moved

@@ -1,5 +1,7 @@
 """Moved to ``payhooks.gateways.juspay``; this path stays for existing imports."""
 
-from payhooks.gateways.juspay import Juspay, authorization
+import sys
 
-__all__ = ["Juspay", "authorization"]
+from payhooks.gateways import juspay as _moved
+
+sys.modules[__name__] = _moved

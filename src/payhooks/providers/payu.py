@@ -1,5 +1,7 @@
 """Moved to ``payhooks.gateways.payu``; this path stays for existing imports."""
 
-from payhooks.gateways.payu import MAX_BODY_BYTES, PayU, decode_form, encode, reverse_hash
+import sys
 
-__all__ = ["MAX_BODY_BYTES", "PayU", "decode_form", "encode", "reverse_hash"]
+from payhooks.gateways import payu as _moved
+
+sys.modules[__name__] = _moved

@@ -1,5 +1,7 @@
 """Moved to ``payhooks.gateways.phonepe``; this path stays for existing imports."""
 
-from payhooks.gateways.phonepe import AUTHORIZATION_HEADER, MAX_BODY_BYTES, PhonePe, authorization
+import sys
 
-__all__ = ["AUTHORIZATION_HEADER", "MAX_BODY_BYTES", "PhonePe", "authorization"]
+from payhooks.gateways import phonepe as _moved
+
+sys.modules[__name__] = _moved

@@ -1,11 +1,7 @@
 """Moved to ``payhooks.gateways.razorpay``; this path stays for existing imports."""
 
-from payhooks.gateways.razorpay import (
-    EVENT_ID_HEADER,
-    MAX_JSON_BODY_BYTES,
-    SIGNATURE_HEADER,
-    Razorpay,
-    sign,
-)
+import sys
 
-__all__ = ["EVENT_ID_HEADER", "MAX_JSON_BODY_BYTES", "SIGNATURE_HEADER", "Razorpay", "sign"]
+from payhooks.gateways import razorpay as _moved
+
+sys.modules[__name__] = _moved
