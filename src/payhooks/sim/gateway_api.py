@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -22,17 +22,15 @@ from starlette.responses import Response
 
 from payhooks.events import Provider
 from payhooks.sim.deliveries import Purchase
-from payhooks.sim.gateways import SIMULATORS, Booked, simulator
+from payhooks.sim.gateways import SIMULATORS, Booked, RefundWords, simulator
 from payhooks.sim.keys import ApiKeys
 from payhooks.sim.parts import Books, Fault, Order
 
-REFUND_WORDS: dict[Provider, tuple[str, str, str, str]] = {
-    Provider.RAZORPAY: ("status", "pending", "processed", "failed"),
-    Provider.CASHFREE: ("refund_status", "PENDING", "SUCCESS", "CANCELLED"),
-    Provider.PAYU: ("status", "queued", "success", "failure"),
+REFUND_WORDS: Mapping[Provider, RefundWords] = {
+    provider: sim.refund_words for provider, sim in SIMULATORS.items() if sim.refund_words
 }
 """Each refunding gateway's refund status: its field, and its words for pending, processed
-and failed (docs/providers.md, "Refunds")."""
+and failed (docs/providers.md, "Refunds"), as its simulator says them."""
 
 
 class GatewayApi:
@@ -156,13 +154,14 @@ class GatewayApi:
 
     def refund_status(self, provider: Provider) -> str:
         """The status a refund is made with: pending while ``money.pending``, else processed."""
-        _, pending, processed, _ = REFUND_WORDS[provider]
-        return pending if self.money.pending else processed
+        words = REFUND_WORDS[provider]
+        return words.pending if self.money.pending else words.processed
 
     def settle(self, provider: Provider, *, failed: bool = False) -> int:
         """Every pending refund of ``provider`` processed (or failed: its money back in the
         payment, refundable again); how many."""
-        name, pending, processed, failure = REFUND_WORDS[provider]
+        words = REFUND_WORDS[provider]
+        name, pending = words.name, words.pending
         settled = 0
         with self._lock:
             for (kept, payment_id), made in self.money.refunds.items():
@@ -170,7 +169,7 @@ class GatewayApi:
                 for refund, paise in zip(made, amounts, strict=True):
                     if kept is not provider or refund.get(name) != pending:
                         continue
-                    refund[name] = failure if failed else processed
+                    refund[name] = words.failed if failed else words.processed
                     settled += 1
                     if failed:
                         self.money.refunded[(kept, payment_id)] -= paise

@@ -21,7 +21,13 @@ from payhooks.events import Provider
 from payhooks.gateways import cashfree
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
+from payhooks.sim.gateways.base import (
+    Booked,
+    RefundWords,
+    Simulator,
+    numeric_payment_id,
+    retry_after,
+)
 from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
 
@@ -354,6 +360,26 @@ def duplicates(stage: Stage) -> Result:
     )
 
 
+def payment_delivery(
+    gateway: Signer,
+    what: str,
+    *,
+    reference: str,
+    payment_id: str,
+    amount_paise: int,
+    event: str | None = None,
+) -> Delivery:
+    """``Simulator.payment_delivery``: a payment webhook, SUCCESS or FAILED."""
+    kind, status = {
+        "captured": ("PAYMENT_SUCCESS_WEBHOOK", "SUCCESS"),
+        "failed": ("PAYMENT_FAILED_WEBHOOK", "FAILED"),
+    }[what]
+    return delivery(
+        gateway, kind, order_id=reference, cf_payment_id=payment_id,
+        order_amount=Decimal(amount_paise) / 100, payment_status=status,
+    )  # fmt: skip
+
+
 SIMULATOR = Simulator(
     provider=Provider.CASHFREE,
     new_payment_id=numeric_payment_id,
@@ -366,4 +392,8 @@ SIMULATOR = Simulator(
     retry_schedule=(120.0, 600.0, 1800.0),  # the default policy: 2, 10 and 30 minutes
     story=story,
     scenarios=(duplicates,),
+    payment_delivery=payment_delivery,
+    refund_words=RefundWords(
+        name="refund_status", pending="PENDING", processed="SUCCESS", failed="CANCELLED"
+    ),
 )

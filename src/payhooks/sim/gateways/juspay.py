@@ -349,6 +349,24 @@ def confirmed(stage: Stage) -> Result:
     )
 
 
+def payment_delivery(
+    gateway: Signer,
+    what: str,
+    *,
+    reference: str,
+    payment_id: str,
+    amount_paise: int,
+    event: str | None = None,
+) -> Delivery:
+    """``Simulator.payment_delivery``: ``ORDER_SUCCEEDED`` (CHARGED) or ``ORDER_FAILED``."""
+    status = {"captured": "CHARGED", "failed": "AUTHORIZATION_FAILED"}[what]
+    name = event or {"captured": "ORDER_SUCCEEDED", "failed": "ORDER_FAILED"}[what]
+    return delivery(
+        gateway, name, order_id=reference, txn=payment_id, amount_paise=amount_paise,
+        status=status,
+    )  # fmt: skip
+
+
 SIMULATOR = Simulator(
     provider=Provider.JUSPAY,
     new_payment_id=new_payment_id,
@@ -362,4 +380,5 @@ SIMULATOR = Simulator(
     retry_schedule=(60.0, 300.0, 300.0, *(600.0,) * 5, *(3600.0,) * 5, *(21600.0,) * 3),
     story=story,
     scenarios=(confirmed,),
+    payment_delivery=payment_delivery,
 )

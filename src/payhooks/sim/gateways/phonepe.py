@@ -323,6 +323,23 @@ def forged(stage: Stage) -> Result:
     )
 
 
+def payment_delivery(
+    gateway: Signer,
+    what: str,
+    *,
+    reference: str,
+    payment_id: str,
+    amount_paise: int,
+    event: str | None = None,
+) -> Delivery:
+    """``Simulator.payment_delivery``: ``checkout.order.completed`` or ``.failed``."""
+    names = {"captured": "checkout.order.completed", "failed": "checkout.order.failed"}
+    return delivery(
+        gateway, event or names[what], merchant_order_id=reference, amount_paise=amount_paise,
+        transaction_id=payment_id,
+    )  # fmt: skip
+
+
 SIMULATOR = Simulator(
     provider=Provider.PHONEPE,
     new_payment_id=new_payment_id,
@@ -338,6 +355,7 @@ SIMULATOR = Simulator(
     retry_schedule=(60.0, 300.0, 900.0, 3600.0),  # none published: PayU's guess
     story=story,
     scenarios=(confirmed, forged),
+    payment_delivery=payment_delivery,
 )
 
 __all__ = [

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from payhooks.events import Provider
 from payhooks.gateways import razorpay
 from payhooks.sim.deliveries import Delivery, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator, retry_after
+from payhooks.sim.gateways.base import Booked, RefundWords, Simulator, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
 
 
@@ -358,6 +358,24 @@ def _with_refund(
     return [refund, *out] if rng.random() < 0.5 else [*out, refund]
 
 
+def payment_delivery(
+    gateway: Signer,
+    what: str,
+    *,
+    reference: str,
+    payment_id: str,
+    amount_paise: int,
+    event: str | None = None,
+) -> Delivery:
+    """``Simulator.payment_delivery``: ``payment.captured``, ``.authorized`` or ``.failed``."""
+    names = {"captured": "payment.captured", "authorized": "payment.authorized",
+             "failed": "payment.failed"}  # fmt: skip
+    return delivery(
+        gateway, event or names[what], payment_id=payment_id, order_id=reference,
+        amount_paise=amount_paise,
+    )  # fmt: skip
+
+
 SIMULATOR = Simulator(
     provider=Provider.RAZORPAY,
     new_payment_id=new_payment_id,
@@ -370,4 +388,8 @@ SIMULATOR = Simulator(
     # Exponential backoff for 24 hours.
     retry_schedule=tuple(300.0 * 2**n for n in range(8)),
     story=story,
+    payment_delivery=payment_delivery,
+    refund_words=RefundWords(
+        name="status", pending="pending", processed="processed", failed="failed"
+    ),
 )
