@@ -12,6 +12,7 @@ from payhooks.ingest import Receipt, ingest
 from payhooks.service.config import Settings
 from payhooks.service.shop import carts, catalog
 from payhooks.service.shop.payments import apply_event
+from payhooks.sim.deliveries import Paid
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, new_payment_id
 from payhooks.sim.gateways import PaymentDelivery, simulator
 
@@ -45,14 +46,14 @@ class Purchase:
     ) -> Delivery:
         """A signed delivery saying the payment is ``what`` ("captured", "failed", and on
         Razorpay "authorized"), built by its gateway's simulator (``payment_delivery``)."""
-        return delivery_of(self.provider)(
-            GATEWAY,
-            what,
+        paid = Paid(
+            what=what,
             reference=self.reference,
             payment_id=payment_id or self.payment_id,
             amount_paise=self.amount_paise if amount_paise is None else amount_paise,
             event=event,
         )
+        return delivery_of(self.provider)(GATEWAY, paid)
 
 
 def delivery_of(provider: Provider) -> PaymentDelivery:

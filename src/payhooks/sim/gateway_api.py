@@ -22,9 +22,9 @@ from starlette.responses import Response
 
 from payhooks.events import Provider
 from payhooks.sim.deliveries import Purchase
-from payhooks.sim.gateways import SIMULATORS, Booked, RefundWords, simulator
+from payhooks.sim.gateways import SIMULATORS, Booked, simulator
 from payhooks.sim.keys import ApiKeys
-from payhooks.sim.parts import Books, Fault, Order
+from payhooks.sim.parts import Books, Fault, Order, RefundWords
 
 REFUND_WORDS: Mapping[Provider, RefundWords] = {
     provider: sim.refund_words for provider, sim in SIMULATORS.items() if sim.refund_words

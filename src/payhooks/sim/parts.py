@@ -82,6 +82,17 @@ class Fault:
     content_type: str = "application/json"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefundWords:
+    """A refunding gateway's refund status in its refund API's answers: the field, and its
+    words for pending, processed and failed (docs/providers.md, "Refunds")."""
+
+    name: str
+    pending: str
+    processed: str
+    failed: str
+
+
 @dataclass(slots=True, kw_only=True)
 class Books:
     """The money a gateway gave back, as its refund endpoints recorded it: each refund by the

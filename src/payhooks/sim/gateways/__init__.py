@@ -13,7 +13,6 @@ from payhooks.sim.gateways.base import (
     Booked,
     NoSimulator,
     PaymentDelivery,
-    RefundWords,
     Simulator,
 )
 
@@ -39,7 +38,6 @@ __all__ = [
     "Booked",
     "NoSimulator",
     "PaymentDelivery",
-    "RefundWords",
     "Simulator",
     "simulator",
 ]

@@ -10,13 +10,13 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from payhooks.events import Provider
 from payhooks.gateways import gateway, secrets_value
 from payhooks.plumbing.errors import PayhooksError
 from payhooks.sim import parts
-from payhooks.sim.deliveries import Delivery, Purchase
+from payhooks.sim.deliveries import Delivery, Paid, Purchase
 from payhooks.sim.stage import Result, Stage
 
 if TYPE_CHECKING:
@@ -70,32 +70,9 @@ class Booked:
     now: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RefundWords:
-    """A refunding gateway's refund status in its refund API's answers: the field, and its
-    words for pending, processed and failed (docs/providers.md, "Refunds")."""
-
-    name: str
-    pending: str
-    processed: str
-    failed: str
-
-
-class PaymentDelivery(Protocol):
-    """A signed delivery saying the payment ``payment_id`` of the gateway order ``reference``
-    is ``what`` ("captured" or "failed"; on Razorpay also "authorized"), named ``event`` when
-    given: what the tests' factories build a gateway's deliveries with."""
-
-    def __call__(
-        self,
-        gateway: parts.Signer,
-        what: str,
-        *,
-        reference: str,
-        payment_id: str,
-        amount_paise: int,
-        event: str | None = None,
-    ) -> Delivery: ...
+PaymentDelivery = Callable[[parts.Signer, Paid], Delivery]
+"""A gateway's signed delivery saying what ``Paid`` says: what the tests' factories build a
+gateway's deliveries with."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,7 +97,7 @@ class Simulator:
     retry_schedule: tuple[float, ...]
     story: Callable[[parts.Story, parts.Signer, parts.StormOptions, random.Random], list[Delivery]]
     payment_delivery: PaymentDelivery
-    refund_words: RefundWords | None = None
+    refund_words: parts.RefundWords | None = None
     """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
     scenarios: tuple[Callable[[Stage], Result], ...] = ()
 

@@ -20,15 +20,9 @@ from starlette.routing import Route
 from payhooks.events import Provider
 from payhooks.gateways import cashfree
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, bank_reference
-from payhooks.sim.gateways.base import (
-    Booked,
-    RefundWords,
-    Simulator,
-    numeric_payment_id,
-    retry_after,
-)
-from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
+from payhooks.sim.deliveries import Delivery, Paid, bank_reference
+from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
+from payhooks.sim.parts import Fault, GatewayBooks, Order, RefundWords, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
 
 # --- deliveries ------------------------------------------------------------------------------
@@ -64,6 +58,22 @@ def delivery(
         body=body,
         headers=headers,
         label=f"cashfree {event_type} {cf_payment_id}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: a payment webhook, SUCCESS or FAILED."""
+    kind, status = {
+        "captured": ("PAYMENT_SUCCESS_WEBHOOK", "SUCCESS"),
+        "failed": ("PAYMENT_FAILED_WEBHOOK", "FAILED"),
+    }[paid.what]
+    return delivery(
+        gateway,
+        kind,
+        order_id=paid.reference,
+        cf_payment_id=paid.payment_id,
+        order_amount=Decimal(paid.amount_paise) / 100,
+        payment_status=status,
     )
 
 
@@ -360,26 +370,6 @@ def duplicates(stage: Stage) -> Result:
     )
 
 
-def payment_delivery(
-    gateway: Signer,
-    what: str,
-    *,
-    reference: str,
-    payment_id: str,
-    amount_paise: int,
-    event: str | None = None,
-) -> Delivery:
-    """``Simulator.payment_delivery``: a payment webhook, SUCCESS or FAILED."""
-    kind, status = {
-        "captured": ("PAYMENT_SUCCESS_WEBHOOK", "SUCCESS"),
-        "failed": ("PAYMENT_FAILED_WEBHOOK", "FAILED"),
-    }[what]
-    return delivery(
-        gateway, kind, order_id=reference, cf_payment_id=payment_id,
-        order_amount=Decimal(amount_paise) / 100, payment_status=status,
-    )  # fmt: skip
-
-
 SIMULATOR = Simulator(
     provider=Provider.CASHFREE,
     new_payment_id=numeric_payment_id,
@@ -392,8 +382,8 @@ SIMULATOR = Simulator(
     retry_schedule=(120.0, 600.0, 1800.0),  # the default policy: 2, 10 and 30 minutes
     story=story,
     scenarios=(duplicates,),
-    payment_delivery=payment_delivery,
     refund_words=RefundWords(
         name="refund_status", pending="PENDING", processed="SUCCESS", failed="CANCELLED"
     ),
+    payment_delivery=payment_delivery,
 )

@@ -25,7 +25,7 @@ from starlette.routing import Route
 from payhooks.events import Provider
 from payhooks.gateways.juspay.adapter import authorization
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, bank_reference
+from payhooks.sim.deliveries import Delivery, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 from payhooks.sim.parts import (
     ApiKeyValues,
@@ -113,6 +113,20 @@ def delivery(
         body=_json(envelope).encode(),
         headers=headers,
         label=f"juspay {event_name} {txn}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: ``ORDER_SUCCEEDED`` (CHARGED) or ``ORDER_FAILED``."""
+    status = {"captured": "CHARGED", "failed": "AUTHORIZATION_FAILED"}[paid.what]
+    name = paid.event or {"captured": "ORDER_SUCCEEDED", "failed": "ORDER_FAILED"}[paid.what]
+    return delivery(
+        gateway,
+        name,
+        order_id=paid.reference,
+        txn=paid.payment_id,
+        amount_paise=paid.amount_paise,
+        status=status,
     )
 
 
@@ -347,24 +361,6 @@ def confirmed(stage: Stage) -> Result:
             judged.one_order(stage, buy, paid),
         ],
     )
-
-
-def payment_delivery(
-    gateway: Signer,
-    what: str,
-    *,
-    reference: str,
-    payment_id: str,
-    amount_paise: int,
-    event: str | None = None,
-) -> Delivery:
-    """``Simulator.payment_delivery``: ``ORDER_SUCCEEDED`` (CHARGED) or ``ORDER_FAILED``."""
-    status = {"captured": "CHARGED", "failed": "AUTHORIZATION_FAILED"}[what]
-    name = event or {"captured": "ORDER_SUCCEEDED", "failed": "ORDER_FAILED"}[what]
-    return delivery(
-        gateway, name, order_id=reference, txn=payment_id, amount_paise=amount_paise,
-        status=status,
-    )  # fmt: skip
 
 
 SIMULATOR = Simulator(

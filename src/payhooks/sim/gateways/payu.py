@@ -20,15 +20,9 @@ from starlette.routing import Route
 from payhooks.events import Provider
 from payhooks.gateways import payu
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
-from payhooks.sim.gateways.base import (
-    Booked,
-    RefundWords,
-    Simulator,
-    numeric_payment_id,
-    retry_after,
-)
-from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
+from payhooks.sim.deliveries import Delivery, Paid, Purchase, bank_reference
+from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
+from payhooks.sim.parts import Fault, GatewayBooks, RefundWords, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
 
 # --- deliveries ------------------------------------------------------------------------------
@@ -62,6 +56,16 @@ def delivery(
         body=payu.encode(fields),
         headers={"content-type": "application/x-www-form-urlencoded"},
         label=f"payu {status} {mihpayid}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: the post of a payment, success or failure (``event``
+    has no meaning on PayU: its posts name no event)."""
+    status = {"captured": "success", "failed": "failure"}[paid.what]
+    amount = f"{Decimal(paid.amount_paise) / 100:.2f}"
+    return delivery(
+        gateway, txnid=paid.reference, mihpayid=paid.payment_id, amount=amount, status=status
     )
 
 
@@ -301,22 +305,6 @@ def _recorded_id(purchase: Purchase, payment_id: str) -> str:
     return purchase.reference
 
 
-def payment_delivery(
-    gateway: Signer,
-    what: str,
-    *,
-    reference: str,
-    payment_id: str,
-    amount_paise: int,
-    event: str | None = None,
-) -> Delivery:
-    """``Simulator.payment_delivery``: the post of a payment, success or failure (``event``
-    has no meaning on PayU: its posts name no event)."""
-    status = {"captured": "success", "failed": "failure"}[what]
-    amount = f"{Decimal(amount_paise) / 100:.2f}"
-    return delivery(gateway, txnid=reference, mihpayid=payment_id, amount=amount, status=status)
-
-
 SIMULATOR = Simulator(
     provider=Provider.PAYU,
     new_payment_id=numeric_payment_id,
@@ -330,8 +318,8 @@ SIMULATOR = Simulator(
     retry_schedule=(60.0, 300.0, 900.0, 3600.0),  # none published: a Razorpay-like one
     story=story,
     scenarios=(duplicates,),
-    payment_delivery=payment_delivery,
     refund_words=RefundWords(
         name="status", pending="queued", processed="success", failed="failure"
     ),
+    payment_delivery=payment_delivery,
 )

@@ -18,9 +18,9 @@ from starlette.routing import Route
 
 from payhooks.events import Provider
 from payhooks.gateways import razorpay
-from payhooks.sim.deliveries import Delivery, bank_reference
-from payhooks.sim.gateways.base import Booked, RefundWords, Simulator, retry_after
-from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
+from payhooks.sim.deliveries import Delivery, Paid, bank_reference
+from payhooks.sim.gateways.base import Booked, Simulator, retry_after
+from payhooks.sim.parts import Fault, GatewayBooks, RefundWords, Signer, StormOptions, Story
 
 
 def new_payment_id() -> str:
@@ -77,6 +77,22 @@ def delivery(
         body=body,
         headers=headers,
         label=f"razorpay {event} {payment_id}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: ``payment.captured``, ``.authorized`` or ``.failed``."""
+    names = {
+        "captured": "payment.captured",
+        "authorized": "payment.authorized",
+        "failed": "payment.failed",
+    }
+    return delivery(
+        gateway,
+        paid.event or names[paid.what],
+        payment_id=paid.payment_id,
+        order_id=paid.reference,
+        amount_paise=paid.amount_paise,
     )
 
 
@@ -358,24 +374,6 @@ def _with_refund(
     return [refund, *out] if rng.random() < 0.5 else [*out, refund]
 
 
-def payment_delivery(
-    gateway: Signer,
-    what: str,
-    *,
-    reference: str,
-    payment_id: str,
-    amount_paise: int,
-    event: str | None = None,
-) -> Delivery:
-    """``Simulator.payment_delivery``: ``payment.captured``, ``.authorized`` or ``.failed``."""
-    names = {"captured": "payment.captured", "authorized": "payment.authorized",
-             "failed": "payment.failed"}  # fmt: skip
-    return delivery(
-        gateway, event or names[what], payment_id=payment_id, order_id=reference,
-        amount_paise=amount_paise,
-    )  # fmt: skip
-
-
 SIMULATOR = Simulator(
     provider=Provider.RAZORPAY,
     new_payment_id=new_payment_id,
@@ -388,8 +386,8 @@ SIMULATOR = Simulator(
     # Exponential backoff for 24 hours.
     retry_schedule=tuple(300.0 * 2**n for n in range(8)),
     story=story,
-    payment_delivery=payment_delivery,
     refund_words=RefundWords(
         name="status", pending="pending", processed="processed", failed="failed"
     ),
+    payment_delivery=payment_delivery,
 )
