@@ -24,7 +24,7 @@ from payhooks.events import Provider
 from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateways import SIMULATORS, Booked, simulator
 from payhooks.sim.keys import ApiKeys
-from payhooks.sim.parts import Books, Fault, Order, RefundWords
+from payhooks.sim.parts import Books, Fault, Order, RefundAsked, RefundWords
 
 REFUND_WORDS: Mapping[Provider, RefundWords] = {
     provider: sim.refund_words for provider, sim in SIMULATORS.items() if sim.refund_words
@@ -176,40 +176,32 @@ class GatewayApi:
         return settled
 
     def refund_once(
-        self,
-        provider: Provider,
-        payment_id: str,
-        key: str,
-        asked: dict[str, Any],
-        make: Callable[[int], dict[str, Any] | str],
-        amount_paise: int,
-        captured_paise: int,
-        *,
-        token: str | None = None,
+        self, asked: RefundAsked, make: Callable[[int], dict[str, Any] | str]
     ) -> tuple[dict[str, Any] | None, str | None]:
-        """A refund under ``key``, as an idempotent gateway makes it: the same key and body,
+        """A refund under its key, as an idempotent gateway makes it: the same key and body,
         the refund made before; the same key, another body, refused; else made once, within
         what the payment captured. Returns the refund, or what the gateway refuses with."""
+        payment = (asked.provider, asked.payment_id)
         with self._lock:
-            known = self.money.by_key.get((provider, key))
+            known = self.money.by_key.get((asked.provider, asked.key))
             if known is not None:
                 body, refund = known
-                return (refund, None) if body == asked else (None, "another body")
-            refundable = captured_paise - self.money.refunded[(provider, payment_id)]
+                return (refund, None) if body == asked.body else (None, "another body")
+            refundable = asked.captured_paise - self.money.refunded[payment]
             if refundable <= 0:
                 return None, "fully refunded"
-            if amount_paise > refundable:
+            if asked.amount_paise > refundable:
                 return None, "more than captured"
-            made = make(len(self.money.refunds[(provider, payment_id)]) + 1)
+            made = make(len(self.money.refunds[payment]) + 1)
             if isinstance(made, str):
                 return None, made
             refund = made
-            self.money.by_key[(provider, key)] = (asked, refund)
-            self.money.refunded[(provider, payment_id)] += amount_paise
-            self.money.refunds[(provider, payment_id)].append(refund)
-            self.money.amounts[(provider, payment_id)].append(amount_paise)
-            self.money.made[(provider, payment_id)] += 1
-            self.money.under[(provider, token or key)] += 1
+            self.money.by_key[(asked.provider, asked.key)] = (asked.body, refund)
+            self.money.refunded[payment] += asked.amount_paise
+            self.money.refunds[payment].append(refund)
+            self.money.amounts[payment].append(asked.amount_paise)
+            self.money.made[payment] += 1
+            self.money.under[(asked.provider, asked.token or asked.key)] += 1
             return refund, None
 
     def capture_once(

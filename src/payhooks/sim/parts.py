@@ -93,6 +93,22 @@ class RefundWords:
     failed: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefundAsked:
+    """A refund asked of a gateway's refund endpoint: ``amount_paise`` of ``payment_id``
+    (which captured ``captured_paise``) under the idempotency ``key``, with the request's
+    ``body``; ``token`` is the name the gateway counts it under when not the key (Cashfree's
+    ``refund_id``)."""
+
+    provider: Provider
+    payment_id: str
+    key: str
+    body: dict[str, Any]
+    amount_paise: int
+    captured_paise: int
+    token: str | None = None
+
+
 @dataclass(slots=True, kw_only=True)
 class Books:
     """The money a gateway gave back, as its refund endpoints recorded it: each refund by the
@@ -161,16 +177,7 @@ class GatewayBooks(Protocol):
     def refund_status(self, provider: Provider) -> str: ...
 
     def refund_once(
-        self,
-        provider: Provider,
-        payment_id: str,
-        key: str,
-        asked: dict[str, Any],
-        make: Callable[[int], dict[str, Any] | str],
-        amount_paise: int,
-        captured_paise: int,
-        *,
-        token: str | None = None,
+        self, asked: RefundAsked, make: Callable[[int], dict[str, Any] | str]
     ) -> tuple[dict[str, Any] | None, str | None]: ...
 
     def capture_once(

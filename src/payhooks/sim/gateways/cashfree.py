@@ -19,10 +19,11 @@ from starlette.routing import Route
 
 from payhooks.events import Provider
 from payhooks.gateways import cashfree
+from payhooks.sim import parts
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
-from payhooks.sim.parts import Fault, GatewayBooks, Order, RefundWords, Signer, StormOptions, Story
+from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
 
 # --- deliveries ------------------------------------------------------------------------------
@@ -191,8 +192,10 @@ def routes(api: GatewayBooks) -> list[Route]:
 
         key = f"{found.reference}:{refund_id}"
         asked_as = {"refund_amount": str(rupees), "refund_id": refund_id}
-        made, refusal = api.refund_once(Provider.CASHFREE, payment_id, key, asked_as, make,
-                                        paise, captured, token=refund_id)  # fmt: skip
+        asked = parts.RefundAsked(provider=Provider.CASHFREE, payment_id=payment_id, key=key,
+                            body=asked_as, amount_paise=paise, captured_paise=captured,
+                            token=refund_id)  # fmt: skip
+        made, refusal = api.refund_once(asked, make)
         if refusal == "another body":
             return _error(400, "refund_id already exists", "refund_id_already_exists",
                           "invalid_request_error")  # fmt: skip
@@ -382,7 +385,7 @@ SIMULATOR = Simulator(
     retry_schedule=(120.0, 600.0, 1800.0),  # the default policy: 2, 10 and 30 minutes
     story=story,
     scenarios=(duplicates,),
-    refund_words=RefundWords(
+    refund_words=parts.RefundWords(
         name="refund_status", pending="PENDING", processed="SUCCESS", failed="CANCELLED"
     ),
     payment_delivery=payment_delivery,

@@ -19,10 +19,11 @@ from starlette.routing import Route
 
 from payhooks.events import Provider
 from payhooks.gateways import payu
+from payhooks.sim import parts
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Paid, Purchase, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
-from payhooks.sim.parts import Fault, GatewayBooks, RefundWords, Signer, StormOptions, Story
+from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
 
 # --- deliveries ------------------------------------------------------------------------------
@@ -176,8 +177,10 @@ def _refund(api: GatewayBooks, mihpayid: str, token: str, rupees: str) -> dict[s
                                 status=api.refund_status(Provider.PAYU)),
                 "token": token}  # fmt: skip
 
-    made, refusal = api.refund_once(Provider.PAYU, mihpayid, token, {"var3": str(paise)}, make,
-                                    paise, _paise(paid))  # fmt: skip
+    asked = parts.RefundAsked(provider=Provider.PAYU, payment_id=mihpayid, key=token,
+                        body={"var3": str(paise)}, amount_paise=paise,
+                        captured_paise=_paise(paid))  # fmt: skip
+    made, refusal = api.refund_once(asked, make)
     if refusal is not None or made is None:
         return {"status": 0, "msg": "Refund FAILURE - Invalid amount", "error_code": 105,
                 "mihpayid": mihpayid}  # fmt: skip
@@ -318,7 +321,7 @@ SIMULATOR = Simulator(
     retry_schedule=(60.0, 300.0, 900.0, 3600.0),  # none published: a Razorpay-like one
     story=story,
     scenarios=(duplicates,),
-    refund_words=RefundWords(
+    refund_words=parts.RefundWords(
         name="status", pending="queued", processed="success", failed="failure"
     ),
     payment_delivery=payment_delivery,

@@ -18,9 +18,10 @@ from starlette.routing import Route
 
 from payhooks.events import Provider
 from payhooks.gateways import razorpay
+from payhooks.sim import parts
 from payhooks.sim.deliveries import Delivery, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
-from payhooks.sim.parts import Fault, GatewayBooks, RefundWords, Signer, StormOptions, Story
+from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
 
 
 def new_payment_id() -> str:
@@ -191,8 +192,11 @@ def routes(api: GatewayBooks) -> list[Route]:
             status = api.refund_status(Provider.RAZORPAY)
             return {**made, "notes": asked.get("notes") or [], "status": status}
 
-        made, refusal = api.refund_once(Provider.RAZORPAY, payment_id, key, asked, make, amount,
-                                        int(paid["amount"]))  # fmt: skip
+        captured = int(paid["amount"])
+        asked_as = parts.RefundAsked(provider=Provider.RAZORPAY, payment_id=payment_id, key=key,
+                                     body=asked, amount_paise=amount,
+                                     captured_paise=captured)  # fmt: skip
+        made, refusal = api.refund_once(asked_as, make)
         if refusal is not None:
             return _error(400, _REFUSALS[refusal])
         late = await api.after_acting(Provider.RAZORPAY)
@@ -386,7 +390,7 @@ SIMULATOR = Simulator(
     # Exponential backoff for 24 hours.
     retry_schedule=tuple(300.0 * 2**n for n in range(8)),
     story=story,
-    refund_words=RefundWords(
+    refund_words=parts.RefundWords(
         name="status", pending="pending", processed="processed", failed="failed"
     ),
     payment_delivery=payment_delivery,
