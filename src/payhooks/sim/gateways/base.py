@@ -99,6 +99,10 @@ class Simulator:
     payment_delivery: PaymentDelivery
     refund_words: parts.RefundWords | None = None
     """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
+    told_order: Callable[[list[Delivery]], dict[str, Any] | None] | None = None
+    """The order as its status API answers it, when its callbacks carry it whole (Juspay's
+    ``content.order``): what a story's callbacks leave it as, for the double's books."""
+    """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
     scenarios: tuple[Callable[[Stage], Result], ...] = ()
 
     def webhook_env(self, keys: parts.SecretValues) -> dict[str, str]:

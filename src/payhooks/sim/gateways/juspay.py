@@ -363,6 +363,14 @@ def confirmed(stage: Stage) -> Result:
     )
 
 
+def told_order(told: list[Delivery]) -> dict[str, Any] | None:
+    """``Simulator.told_order``: of the callbacks' ``content.order`` objects CHARGED, the one
+    with the most refunds (the last a story sends)."""
+    orders = [json.loads(d.body).get("content", {}).get("order") for d in told]
+    last = [o for o in orders if isinstance(o, dict) and o.get("status") == "CHARGED"]
+    return max(last, key=lambda o: len(o.get("refunds") or [])) if last else None
+
+
 SIMULATOR = Simulator(
     provider=Provider.JUSPAY,
     new_payment_id=new_payment_id,
@@ -377,4 +385,5 @@ SIMULATOR = Simulator(
     story=story,
     scenarios=(confirmed,),
     payment_delivery=payment_delivery,
+    told_order=told_order,
 )
