@@ -194,28 +194,13 @@ class GatewayBooks(Protocol):
 
 class Signer(Protocol):
     """What a gateway's deliveries are built and signed with (``sim.gateway.Gateway``): the
-    webhook secrets, the clock, and Razorpay's builder, on which the demo's general scenarios
-    are played."""
+    webhook secrets and the clock."""
 
     @property
     def keys(self) -> SecretValues: ...
 
     @property
     def now(self) -> int: ...
-
-    def razorpay(
-        self,
-        event: str,
-        *,
-        payment_id: str,
-        order_id: str,
-        amount_paise: int,
-        currency: str = "INR",
-        refund_id: str | None = None,
-        refund_amount_paise: int | None = None,
-        event_id: str | None = None,
-        with_event_id: bool = True,
-    ) -> Delivery: ...
 
 
 # --- the storm's options and a cart's story ----------------------------------------------------
