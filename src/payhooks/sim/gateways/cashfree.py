@@ -192,10 +192,10 @@ def routes(api: GatewayBooks) -> list[Route]:
 
         key = f"{found.reference}:{refund_id}"
         asked_as = {"refund_amount": str(rupees), "refund_id": refund_id}
-        asked = parts.RefundAsked(provider=Provider.CASHFREE, payment_id=payment_id, key=key,
-                            body=asked_as, amount_paise=paise, captured_paise=captured,
-                            token=refund_id)  # fmt: skip
-        made, refusal = api.refund_once(asked, make)
+        asking = parts.RefundAsked(provider=Provider.CASHFREE, payment_id=payment_id, key=key,
+                                   body=asked_as, amount_paise=paise, captured_paise=captured,
+                                   token=refund_id)  # fmt: skip
+        made, refusal = api.refund_once(asking, make)
         if refusal == "another body":
             return _error(400, "refund_id already exists", "refund_id_already_exists",
                           "invalid_request_error")  # fmt: skip

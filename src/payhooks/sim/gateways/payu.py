@@ -177,10 +177,10 @@ def _refund(api: GatewayBooks, mihpayid: str, token: str, rupees: str) -> dict[s
                                 status=api.refund_status(Provider.PAYU)),
                 "token": token}  # fmt: skip
 
-    asked = parts.RefundAsked(provider=Provider.PAYU, payment_id=mihpayid, key=token,
-                        body={"var3": str(paise)}, amount_paise=paise,
-                        captured_paise=_paise(paid))  # fmt: skip
-    made, refusal = api.refund_once(asked, make)
+    asking = parts.RefundAsked(provider=Provider.PAYU, payment_id=mihpayid, key=token,
+                               body={"var3": str(paise)}, amount_paise=paise,
+                               captured_paise=_paise(paid))  # fmt: skip
+    made, refusal = api.refund_once(asking, make)
     if refusal is not None or made is None:
         return {"status": 0, "msg": "Refund FAILURE - Invalid amount", "error_code": 105,
                 "mihpayid": mihpayid}  # fmt: skip
