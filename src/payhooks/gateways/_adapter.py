@@ -1,4 +1,6 @@
-"""Gateway adapters: verify the exact received bytes, then parse them into an Event. Pure."""
+"""What the ingest path needs of a gateway's adapter (``Adapter``: verify the exact received
+bytes, then parse them into an Event) and how its secrets are read from one setting. Pure;
+named by ``payhooks.gateways`` (and still by the older ``payhooks.providers``)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 its ``RefundState``), the gateway's acceptance (``Sent``) or refusal (``RefundRefused``), and
 the client itself (``RefundClient``); and a refund the sender learned is processed, as a
 delivery of its own (``processed_delivery``), which the stored-delivery reader reads again.
-Pure: the intents' statements are
-``payhooks.refunding.refunds``, the sender ``payhooks.refunding.sending``, and both name these
-where they always did."""
+
+Pure values, in the gateways' room so that the status clients never import money out: the
+intents' statements are ``payhooks.refunding.refunds`` and the sender
+``payhooks.refunding.sending``, and both still name these where they always did."""
 
 from __future__ import annotations
 
