@@ -22,7 +22,7 @@ from fastapi import FastAPI
 
 from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.events import Provider
-from payhooks.providers import payu, razorpay
+from payhooks.gateways import payu, razorpay
 from payhooks.service import metrics as metrics_module
 from payhooks.service.web import ON_LOOP_BYTES, create_app
 from tests.conftest import serving_app

@@ -45,11 +45,11 @@ from payhooks.console.pages import (
     prefix_of,
 )
 from payhooks.events import Received
+from payhooks.gateways import Adapter
 from payhooks.intake.ingest import Receipt
 from payhooks.intake.stored import received_stored
 from payhooks.operations import replays
 from payhooks.plumbing.db import Connection, libpq_url
-from payhooks.providers import Adapter
 
 
 def console(

@@ -13,14 +13,13 @@ import httpx
 import psycopg_pool
 
 from payhooks.events import Event, Provider, Received
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, Adapter
 from payhooks.intake.ingest import Applied, Outcome, Receipt, ingest_received
 from payhooks.intake.stored import read_stored, received_stored
 from payhooks.operations import replays
 from payhooks.operations import retention as policy
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import GatewayApiError
-from payhooks.providers import Adapter
 from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
 from payhooks.refunding import sending
 from payhooks.refunding.refunds import Refund

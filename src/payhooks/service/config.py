@@ -14,10 +14,9 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway
+from payhooks.gateways import GATEWAYS, Adapter, ApiCredentials, Gateway, read_secrets
 from payhooks.operations.retention import DEFAULT_RETENTION_DAYS
 from payhooks.plumbing.db import libpq_url
-from payhooks.providers import Adapter, read_secrets
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 
