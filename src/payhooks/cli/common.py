@@ -23,11 +23,10 @@ from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError
 
 if TYPE_CHECKING:
     from payhooks.events import Provider
-    from payhooks.gateways import ApiCredentials
+    from payhooks.gateways import Adapter, ApiCredentials
     from payhooks.intake.ingest import Receipt
     from payhooks.operations.notifier import Notifier
     from payhooks.operations.retention import Purge
-    from payhooks.providers import Adapter
     from payhooks.reconcile import Tally
 
 app = typer.Typer(help="Exactly-once effects for retried payment webhooks.", no_args_is_help=True)

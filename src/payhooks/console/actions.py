@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from payhooks.events import Event, Provider
+from payhooks.gateways import Adapter
 from payhooks.intake import expectations
 from payhooks.intake.ingest import Outcome, Receipt
 from payhooks.intake.stored import received_again
@@ -25,7 +26,6 @@ from payhooks.plumbing.errors import (
     PayhooksError,
     ProviderNotConfigured,
 )
-from payhooks.providers import Adapter
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.console")

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from payhooks.events import Provider, Received
+from payhooks.gateways import Adapter
 from payhooks.intake.ingest import Receipt
 from payhooks.intake.stored import received_stored
 from payhooks.plumbing.db import Connection
-from payhooks.providers import Adapter
 
 Apply = Callable[[Connection, Received], Receipt]
 """The delivery claimed and applied, as a live one is (``payhooks.applying.through``)."""

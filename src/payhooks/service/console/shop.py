@@ -28,11 +28,10 @@ from payhooks.console.pages import (
     run,
 )
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, Adapter
 from payhooks.intake.ingest import Receipt
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound
-from payhooks.providers import Adapter
 from payhooks.service import application, mail
 from payhooks.service.console import actions, payments, search, stories
 from payhooks.service.errors import InvalidAddress

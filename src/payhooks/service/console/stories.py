@@ -14,12 +14,12 @@ from typing import Any
 
 from payhooks.console.formats import rupees
 from payhooks.events import EventKind, Provider
+from payhooks.gateways import Adapter
 from payhooks.intake.stored import received_stored
 from payhooks.operations import timeline
 from payhooks.operations.timeline import Line, Lookup, Record
 from payhooks.plumbing.db import Connection, Named, named_row, named_rows
 from payhooks.plumbing.errors import NotFound, PayhooksError
-from payhooks.providers import Adapter
 from payhooks.refunding.refunds import Refund, of_payment
 from payhooks.service.console.actions import readable_error
 from payhooks.service.console.search import LOOKUPS
