@@ -93,7 +93,6 @@ def capture(
     ``bench/ingest.py --costs`` prices one piece at a time; the defaults are the capture.
     """
     from payhooks.intake import idempotency
-    from payhooks.service import outbox
     from payhooks.service.shop import orders, payments
 
     assert without <= OPTIONAL, without - OPTIONAL
@@ -156,19 +155,37 @@ def capture(
             "ledger row",
             statement(query(orders, "LEDGER"), ":sku", "0 - :quantity::integer", order),
         ),
-        statement(
-            query(outbox, "ENQUEUE"),
-            "'email'",
-            f"'order_confirmation:' || {order}",
-            "'b@example.com'",
-            "'Your order is confirmed'",
-            "'Thank you. We received INR 1.00.'",
-            '\'{"order_id": "x"}\'',
-        ),
+        enqueue(order),
         statement(query(idempotency, "RECORD"), "'processed'", order, "'razorpay'", event),
         "COMMIT;",
         "\\endpipeline",
     ]
+
+
+def enqueue(order: str) -> str:
+    """The order's confirmation queued: on the core's one queue, or (builds before it) the
+    shop's own outbox."""
+    values = {
+        "kind": "'email'",
+        "channel": "'email'",
+        "key": f"'order_confirmation:' || {order}",
+        "alert": "NULL",
+        "recipient": "'b@example.com'",
+        "subject": "'Your order is confirmed'",
+        "body": "'Thank you. We received INR 1.00.'",
+        "payload": '\'{"order_id": "x"}\'',
+        "now": "NULL",
+    }
+    try:
+        from payhooks.operations import outbox
+    except ImportError:
+        from payhooks.service import outbox  # type: ignore[no-redef]
+
+        return statement(query(outbox, "ENQUEUE"), *(values[k] for k in _OLD_ENQUEUE))
+    return statement(query(outbox, "ENQUEUE"), **values)
+
+
+_OLD_ENQUEUE = ("kind", "key", "recipient", "subject", "body", "payload")
 
 
 def first_capture(prefix: str) -> list[str]:

@@ -34,9 +34,9 @@ from starlette.applications import Starlette
 
 from payhooks import Hooks, starlette
 from payhooks.console import health as console_health
+from payhooks.gateways.razorpay import Razorpay
 from payhooks.operations import deliverylog, health
 from payhooks.operations.deliverylog import DeliveryLog, closed_at_exit, own_connection
-from payhooks.providers.razorpay import Razorpay
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets
 
 FORGED_WITH = GatewaySecrets(razorpay="not the merchant's secret")

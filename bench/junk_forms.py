@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 
 from _load import KEYS, Http, Operation, Run, database, drive, post, service
 
-from payhooks.providers import payu
+from payhooks.gateways import payu
 from payhooks.sim.gateway import Gateway
 
 GATEWAY = Gateway(KEYS)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 
 from payhooks import db
 from payhooks.events import Provider
@@ -14,7 +12,9 @@ from payhooks.ingest import Receipt, ingest
 from payhooks.service.config import Settings
 from payhooks.service.shop import carts, catalog
 from payhooks.service.shop.payments import apply_event
+from payhooks.sim.deliveries import Paid
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, new_payment_id
+from payhooks.sim.gateways import PaymentDelivery, simulator
 
 KEYS = GatewaySecrets()
 SETTINGS = Settings.from_env(KEYS.env())
@@ -45,77 +45,22 @@ class Purchase:
         event: str | None = None,
     ) -> Delivery:
         """A signed delivery saying the payment is ``what`` ("captured", "failed", and on
-        Razorpay "authorized"), built by its gateway's line in ``DELIVERIES``."""
-        pid = payment_id or self.payment_id
-        amount = self.amount_paise if amount_paise is None else amount_paise
-        return delivery_of(self.provider)(self, what, pid, amount, event)
+        Razorpay "authorized"), built by its gateway's simulator (``payment_delivery``)."""
+        paid = Paid(
+            what=what,
+            reference=self.reference,
+            payment_id=payment_id or self.payment_id,
+            amount_paise=self.amount_paise if amount_paise is None else amount_paise,
+            event=event,
+        )
+        return delivery_of(self.provider)(GATEWAY, paid)
 
 
-Build = Callable[[Purchase, str, str, int, str | None], Delivery]
-
-
-def _razorpay(buy: Purchase, what: str, pid: str, amount: int, event: str | None) -> Delivery:
-    names = {"captured": "payment.captured", "authorized": "payment.authorized",
-             "failed": "payment.failed"}  # fmt: skip
-    return GATEWAY.razorpay(
-        event or names[what], payment_id=pid, order_id=buy.reference, amount_paise=amount
-    )
-
-
-def _cashfree(buy: Purchase, what: str, pid: str, amount: int, event: str | None) -> Delivery:
-    kind, status = {
-        "captured": ("PAYMENT_SUCCESS_WEBHOOK", "SUCCESS"),
-        "failed": ("PAYMENT_FAILED_WEBHOOK", "FAILED"),
-    }[what]
-    return GATEWAY.cashfree(
-        kind,
-        order_id=buy.reference,
-        cf_payment_id=pid,
-        order_amount=Decimal(amount) / 100,
-        payment_status=status,
-    )
-
-
-def _payu(buy: Purchase, what: str, pid: str, amount: int, event: str | None) -> Delivery:
-    status = {"captured": "success", "failed": "failure"}[what]
-    return GATEWAY.payu(
-        txnid=buy.reference, mihpayid=pid, amount=f"{Decimal(amount) / 100:.2f}", status=status
-    )
-
-
-def _phonepe(buy: Purchase, what: str, pid: str, amount: int, event: str | None) -> Delivery:
-    names = {"captured": "checkout.order.completed", "failed": "checkout.order.failed"}
-    return GATEWAY.phonepe(
-        event or names[what], merchant_order_id=buy.reference, amount_paise=amount,
-        transaction_id=pid,
-    )  # fmt: skip
-
-
-def _juspay(buy: Purchase, what: str, pid: str, amount: int, event: str | None) -> Delivery:
-    status = {"captured": "CHARGED", "failed": "AUTHORIZATION_FAILED"}[what]
-    name = event or {"captured": "ORDER_SUCCEEDED", "failed": "ORDER_FAILED"}[what]
-    return GATEWAY.juspay(name, order_id=buy.reference, txn=pid, amount_paise=amount, status=status)
-
-
-DELIVERIES: Mapping[Provider, Build] = {
-    Provider.RAZORPAY: _razorpay,
-    Provider.CASHFREE: _cashfree,
-    Provider.PAYU: _payu,
-    Provider.PHONEPE: _phonepe,
-    Provider.JUSPAY: _juspay,
-}
-"""Each gateway's delivery builder; ``tests/unit/test_factories.py`` checks it covers the
-registry (``payhooks.gateways.GATEWAYS``)."""
-
-
-def delivery_of(provider: Provider) -> Build:
-    """The gateway's builder: one the registry lacks is ``UnknownGateway``, one the registry
-    has and this file lacks a ``LookupError``; never another gateway's."""
+def delivery_of(provider: Provider) -> PaymentDelivery:
+    """The gateway's builder, its simulator's: one the registry lacks is ``UnknownGateway``,
+    one the registry has and the simulators lack ``NoSimulator``; never another gateway's."""
     gateway(provider)
-    try:
-        return DELIVERIES[provider]
-    except KeyError:
-        raise LookupError(f"no delivery factory for {provider!r} in tests/factories.py") from None
+    return simulator(provider).payment_delivery
 
 
 def product(conn: db.Connection, *, stock: int = 10, price_paise: int = 49_900) -> catalog.Product:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from payhooks.events import Event, Provider
-from payhooks.providers import Adapter
+from payhooks.gateways import Adapter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -33,9 +33,9 @@ import payhooks
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Outcome, PayU, Razorpay
 from payhooks.console import close, console
 from payhooks.fastapi import AsyncConnection, AsyncHooks, expect, router
-from payhooks.providers import read_secrets
-from payhooks.providers.juspay import Juspay
-from payhooks.providers.phonepe import PhonePe
+from payhooks.gateways import read_secrets
+from payhooks.gateways.juspay import Juspay
+from payhooks.gateways.phonepe import PhonePe
 
 log = logging.getLogger("fastapi_shop")
 

@@ -53,9 +53,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 import payhooks
 import payhooks.flask
 from payhooks import Adapter, Applied, Cashfree, Event, EventKind, Handler, Outcome, PayU, Razorpay
-from payhooks.providers import read_secrets
-from payhooks.providers.juspay import Juspay
-from payhooks.providers.phonepe import PhonePe
+from payhooks.gateways import read_secrets
+from payhooks.gateways.juspay import Juspay
+from payhooks.gateways.phonepe import PhonePe
 
 log = logging.getLogger("flask_shop")
 

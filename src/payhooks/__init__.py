@@ -11,6 +11,10 @@ from __future__ import annotations
 # leaves the name the function's even after ``import payhooks.ingest`` elsewhere.
 from payhooks import ingest as _ingest_module  # noqa: F401
 from payhooks.events import Event, EventKind, Provider, Received
+from payhooks.gateways import Adapter
+from payhooks.gateways.cashfree import Cashfree
+from payhooks.gateways.payu import PayU
+from payhooks.gateways.razorpay import Razorpay
 from payhooks.intake.expectations import Expectation, expect
 from payhooks.intake.hooks import Hooks
 from payhooks.intake.ingest import (
@@ -42,10 +46,6 @@ from payhooks.plumbing.errors import (
     SignatureMismatch,
 )
 from payhooks.plumbing.schema import migrate
-from payhooks.providers import Adapter
-from payhooks.providers.cashfree import Cashfree
-from payhooks.providers.payu import PayU
-from payhooks.providers.razorpay import Razorpay
 
 __all__ = [
     "MAX_BODY_BYTES",

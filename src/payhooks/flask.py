@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from payhooks.events import Event, Received
+from payhooks.gateways import Adapter
 from payhooks.intake.endpoint import Endpoint, Note, Reply, unfolded
 from payhooks.intake.hooks import guarded
 from payhooks.intake.ingest import (
@@ -54,7 +55,6 @@ from payhooks.plumbing.errors import (
     PayhooksError,
     PayloadTooLarge,
 )
-from payhooks.providers import Adapter
 
 log = logging.getLogger("payhooks.flask")
 

@@ -35,6 +35,7 @@ from starlette.types import Message, Receive
 from payhooks.aio import deliveries
 from payhooks.aio.deliveries import AsyncPool, Deliver, SyncPool
 from payhooks.aio.hooks import AsyncHandler
+from payhooks.gateways import Adapter
 from payhooks.intake.answers import declared_over
 from payhooks.intake.endpoint import Endpoint, Reply
 from payhooks.intake.hooks import Hooks
@@ -48,7 +49,6 @@ from payhooks.operations.deliverylog import (
 )
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import PayhooksError, PayloadTooLarge
-from payhooks.providers import Adapter
 
 PATH = "/webhooks/{provider}"
 HEALTH_PATH = "/payhooks/health"

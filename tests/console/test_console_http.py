@@ -18,7 +18,7 @@ import pytest
 
 from payhooks.console import auth
 from payhooks.events import Provider
-from payhooks.providers import razorpay
+from payhooks.gateways import razorpay
 from payhooks.service.shop import carts
 from payhooks.sim.gateway import Delivery, bank_reference
 from payhooks.sim.storm import SIGNED

@@ -33,7 +33,7 @@ FROM generate_series(1, {ROWS}) n;
 INSERT INTO outbox (kind, dedupe_key, subject, body, payload)
 SELECT 'email', 'fill_' || n, 's', 'b', jsonb_build_object('order_id', 'ord_fill_' || n)
 FROM generate_series(1, {ROWS}) n;
-ANALYZE processed_webhooks, payhooks_deliveries, payments, outbox;
+ANALYZE processed_webhooks, payhooks_deliveries, payments, payhooks_outbox;
 """
 
 

@@ -285,7 +285,7 @@ def test_an_open_cart_of_the_same_amount_is_the_candidate(console, conn):
 
 
 def test_a_cart_named_in_the_body_is_the_candidate_over_one_of_the_same_amount(console, conn):
-    from payhooks.providers import razorpay
+    from payhooks.gateways import razorpay
     from payhooks.sim.gateway import Delivery
     from tests.factories import KEYS
 

@@ -20,7 +20,7 @@ import uvicorn
 from django.test import override_settings
 from orders.models import Order
 
-from payhooks.providers._common import MAX_JSON_BODY_BYTES
+from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.sim.gateway import Delivery
 from tests.conftest import free_port, released_together
 from tests.django.conftest import EXAMPLE, PAYHOOKS, post, records

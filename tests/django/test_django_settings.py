@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from payhooks.django import conf
 from payhooks.django.views import header_pairs
-from payhooks.providers.razorpay import Razorpay
+from payhooks.gateways.razorpay import Razorpay
 from tests.django.conftest import PAYHOOKS
 
 

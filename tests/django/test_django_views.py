@@ -15,7 +15,7 @@ from django.test import override_settings
 from orders.models import Order
 
 from payhooks.endpoint import MAX_GATEWAY_CHARS
-from payhooks.providers import razorpay
+from payhooks.gateways import razorpay
 from payhooks.sim.gateway import Delivery
 from tests.django.conftest import PAYHOOKS, post, records
 from tests.django.handlers import notified

@@ -49,7 +49,7 @@ def test_the_starlette_route_is_built_without_fastapi_importable():
         from psycopg_pool import ConnectionPool
         from payhooks import Hooks
         from payhooks.fastapi import AsyncHooks
-        from payhooks.providers.razorpay import Razorpay
+        from payhooks.gateways.razorpay import Razorpay
         from payhooks.starlette import route
         pool = ConnectionPool("dbname=unused", open=False)
         made = route(adapters=[Razorpay(secrets=("s",))], hooks=Hooks(), pool=pool)

@@ -20,7 +20,7 @@ import sqlalchemy
 
 from examples.flask_shop.app import adapters_from, create_app, mark_paid, migrate
 from payhooks import EventKind, Hooks
-from payhooks.providers._common import MAX_JSON_BODY_BYTES
+from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together
 from tests.factories import GATEWAY, KEYS

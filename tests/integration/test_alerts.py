@@ -115,8 +115,7 @@ def answered(conn, provider: str, status: int, at: datetime, count: int = 1) -> 
 
 def notices(conn) -> list[tuple[str, str, str, bool]]:
     return conn.execute(
-        "SELECT alert_key, kind, channel, sent_at IS NOT NULL FROM payhooks_alert_notices"
-        " ORDER BY id"
+        "SELECT alert_key, kind, channel, sent_at IS NOT NULL FROM payhooks_outbox ORDER BY id"
     ).fetchall()
 
 
@@ -213,7 +212,7 @@ def test_a_chat_endpoint_answering_5xx_is_asked_again_later_and_the_alert_arrive
         [text] = chat.texts()
         assert "razorpay" in text
         [(attempts, error)] = conn.execute(
-            "SELECT attempts, last_error FROM payhooks_alert_notices"
+            "SELECT attempts, last_error FROM payhooks_outbox"
         ).fetchall()
         assert (attempts, error) == (3, None)
 
@@ -238,7 +237,7 @@ def test_a_chat_endpoint_that_hangs_costs_one_timeout_a_pass_and_email_still_goe
             "[payhooks] ALERT: razorpay: webhook deliveries answered 5xx",
         ]
         [error] = conn.execute(
-            "SELECT last_error FROM payhooks_alert_notices WHERE last_error IS NOT NULL"
+            "SELECT last_error FROM payhooks_outbox WHERE last_error IS NOT NULL"
         ).fetchone() or [None]
         assert error == "unreachable: TimeoutError"
         chat.released.set()
@@ -252,7 +251,7 @@ def test_a_chat_endpoint_refusing_the_address_is_given_up_at_once(conn):
         tally = webhook_notifier(chat.url).tick(conn, T0 + EVERY)
         assert (tally.sent, tally.retried, tally.failed) == (0, 0, 1)
         [(error, failed)] = conn.execute(
-            "SELECT last_error, failed_at IS NOT NULL FROM payhooks_alert_notices"
+            "SELECT last_error, failed_at IS NOT NULL FROM payhooks_outbox"
         ).fetchall()
         assert (error, failed) == ("answered 404", True)
 
@@ -271,7 +270,7 @@ def test_a_failing_chat_endpoint_is_recorded_and_logged_without_its_url(conn, ca
         answered(conn, "razorpay", 401, T0, count=10)
         caplog.set_level("DEBUG", logger="payhooks.notifier")
         assert webhook_notifier(chat.url).tick(conn, T0 + EVERY).retried == 1
-        [error] = conn.execute("SELECT last_error FROM payhooks_alert_notices").fetchone() or []
+        [error] = conn.execute("SELECT last_error FROM payhooks_outbox").fetchone() or []
         assert error == "answered 503"
         logged = " ".join(f"{r.getMessage()} {r.__dict__}" for r in caplog.records)
         assert "alert_notice_retry" in logged and "/hooks/" not in logged
@@ -447,12 +446,12 @@ def test_one_notice_that_cannot_be_marked_sent_is_backed_off_and_the_others_are_
     notifier = webhook_notifier(chat.url)
     now = T0 + EVERY
     assert notifier.evaluate(conn, now).raised == 3
-    [first] = conn.execute("SELECT min(id) FROM payhooks_alert_notices").fetchone() or []
-    refuse(conn, "payhooks_alert_notices", f"NEW.id = {first} AND NEW.sent_at IS NOT NULL")
+    [first] = conn.execute("SELECT min(id) FROM payhooks_outbox").fetchone() or []
+    refuse(conn, "payhooks_outbox", f"NEW.id = {first} AND NEW.sent_at IS NOT NULL")
     tally = notifier.send_due(conn, now)
     assert (tally.sent, tally.retried) == (2, 1)
     [(sent, error, due)] = conn.execute(
-        "SELECT sent_at IS NOT NULL, last_error, next_attempt_at FROM payhooks_alert_notices"
+        "SELECT sent_at IS NOT NULL, last_error, next_attempt_at FROM payhooks_outbox"
         " WHERE id = %s",
         (first,),
     ).fetchall()

@@ -456,7 +456,7 @@ def cashfree_refund(cf_payment_id: str, order_id: str, rupees: str) -> Delivery:
     import json
 
     from payhooks.events import Provider
-    from payhooks.providers.cashfree import sign
+    from payhooks.gateways.cashfree import sign
     from tests.factories import KEYS
 
     refund = {

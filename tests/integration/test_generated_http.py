@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from payhooks.events import Provider
-from payhooks.providers import cashfree, payu, razorpay
+from payhooks.gateways import cashfree, payu, razorpay
 from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together
 from tests.factories import GATEWAY, KEYS, Purchase, purchase

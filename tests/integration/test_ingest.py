@@ -403,7 +403,7 @@ def deliver_on(url, delivery):
 
 
 def test_payu_post_replayed_with_a_forged_mihpayid_changes_nothing(conn):
-    from payhooks.providers import payu
+    from payhooks.gateways import payu
 
     buy = purchase(conn, Provider.PAYU, stock=5)
     genuine = buy.captured()

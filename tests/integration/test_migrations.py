@@ -12,14 +12,15 @@ from psycopg.conninfo import make_conninfo
 from payhooks import db
 from payhooks.events import Provider
 from payhooks.schema import CORE
-from payhooks.service import database
+from payhooks.service import database, outbox
+from payhooks.service.shop import orders
 from tests.conftest import DATA
 from tests.factories import deliver, purchase
 
 CORE_TABLES = {
     "payhooks_alerts",
     "payhooks_refund_payments",
-    "payhooks_alert_notices",
+    "payhooks_outbox",
     "processed_webhooks",
     "payhooks_migrations",
     "payhooks_expectations",
@@ -107,6 +108,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0018_composed_keys",
         "core/0019_refund_cancels",
         "core/0020_reconcile_failures",
+        "core/0021_outbox",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -121,6 +123,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "shop/0016_console_lookups",
         "shop/0017_capture_attempts",
         "shop/0018_first_capture_payment_key",
+        "shop/0019_one_outbox",
     ]
     copies = dict(empty_db.execute("SELECT event_id, first_copy FROM processed_webhooks"))
     assert copies == {"evt_1": True, "evt_2": False, "evt_3": True}
@@ -198,6 +201,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0018_composed_keys",
         "core/0019_refund_cancels",
         "core/0020_reconcile_failures",
+        "core/0021_outbox",
     ]
     tables = {
         row[0]
@@ -301,6 +305,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0018_composed_keys",
         "core/0019_refund_cancels",
         "core/0020_reconcile_failures",
+        "core/0021_outbox",
     ]
 
 
@@ -337,3 +342,66 @@ def test_payment_records_are_backfilled_from_their_stored_deliveries(conn):
     for provider, buy in bought.items():
         attempt = buy.payment_id if provider is Provider.PAYU else None
         assert found[provider] == (buy.reference, buy.amount_paise, "INR", attempt)
+
+
+def migrate_before(conn: db.Connection, core: str, shop: str) -> None:
+    """Each track's versions before ``core`` and ``shop``, recorded as ``migrate`` would."""
+    conn.execute(
+        "CREATE TABLE payhooks_migrations (track text NOT NULL, version text NOT NULL,"
+        " applied_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (track, version))"
+    )
+    for track, first_left in ((CORE, core), (database.SHOP, shop)):
+        for version, script in track.files():
+            if version < first_left:
+                conn.execute(script.encode())
+                conn.execute(
+                    "INSERT INTO payhooks_migrations (track, version) VALUES (%s, %s)",
+                    (track.name, version),
+                )
+
+
+TWO_QUEUES = """
+INSERT INTO outbox (kind, dedupe_key, recipient, subject, body, payload, sent_at, failed_at)
+VALUES ('email', 'order_confirmation:o1', 'a@example.com', 'Sent', 'b', '{"order_id": "o1"}',
+        now(), NULL),
+       ('email', 'order_confirmation:o2', 'b@example.com', 'Waiting', 'b', '{}', NULL, NULL),
+       ('alert', 'mismatch:p3', NULL, 'Dead', 'b', '{}', NULL, now());
+INSERT INTO payhooks_alerts (key, condition, subject, title, body, raised_at, notified_at)
+VALUES ('failing:payu', 'failing', 'payu', 'payu: 5xx', 'b', now(), now());
+INSERT INTO payhooks_alert_notices (alert_key, kind, channel, title, body, created_at,
+                                    next_attempt_at, attempts, last_error)
+VALUES ('failing:payu', 'raised', 'webhook', '[payhooks] ALERT: payu: 5xx', 'b', now(), now(),
+        2, 'answered 503'),
+       ('failing:payu', 'raised', 'email', '[payhooks] ALERT: payu: 5xx', 'b', now(), now(),
+        0, NULL);
+"""
+QUEUED = """
+SELECT id, dedupe_key, kind, channel, alert_key, subject, attempts, last_error,
+       sent_at IS NOT NULL, failed_at IS NOT NULL
+FROM payhooks_outbox ORDER BY id
+"""
+
+
+def test_an_upgrade_moves_both_queues_into_one_and_loses_nothing(empty_db):
+    """Core 0021 and shop 0019: every row of the shop's outbox keeps its id (the console's log
+    and `payhooks outbox --retry ID` name it), every alert notice its Message-ID, and what was
+    waiting is still waiting."""
+    migrate_before(empty_db, core="0021_outbox", shop="0019_one_outbox")
+    empty_db.execute(TWO_QUEUES.encode())
+    notices = [r[0] for r in empty_db.execute("SELECT id FROM payhooks_alert_notices ORDER BY id")]
+    assert database.migrate(empty_db) == ["core/0021_outbox", "shop/0019_one_outbox"]
+    assert empty_db.execute(QUEUED).fetchall() == [
+        (1, "order_confirmation:o1", "email", "email", None, "Sent", 0, None, True, False),
+        (2, "order_confirmation:o2", "email", "email", None, "Waiting", 0, None, False, False),
+        (3, "mismatch:p3", "alert", "email", None, "Dead", 0, None, False, True),
+        (4, f"alert-notice:{notices[0]}", "raised", "webhook", "failing:payu",
+         "[payhooks] ALERT: payu: 5xx", 2, "answered 503", False, False),
+        (5, f"alert-notice:{notices[1]}", "raised", "email", "failing:payu",
+         "[payhooks] ALERT: payu: 5xx", 0, None, False, False),
+    ]  # fmt: skip
+    assert outbox.counts(empty_db) == {"pending": 1, "sent": 1, "failed": 1}
+    assert outbox.enqueue(empty_db, orders.confirmation("o3", "c@example.com", 100, "confirmed"))
+    [(made,)] = empty_db.execute(
+        "SELECT id FROM outbox WHERE dedupe_key = 'order_confirmation:o3'"
+    ).fetchall()
+    assert made == 6

@@ -7,8 +7,8 @@ from dataclasses import replace
 from decimal import Decimal
 
 from payhooks.events import Provider
+from payhooks.gateways import payu
 from payhooks.ingest import Outcome
-from payhooks.providers import payu
 from payhooks.service.shop.payments import get_payment
 from payhooks.sim.gateway import Delivery
 from tests.factories import GATEWAY, Purchase, deliver, purchase

@@ -140,6 +140,21 @@ def test_whatever_the_operator_types_finds_the_order_and_says_how(shop, typed, m
     assert (found.provider, found.gateway_order_id, found.matched) == ("razorpay", REF, matched)
 
 
+@pytest.mark.parametrize("typed", ["evt_tl_refund", "arn_tl_refund"])
+def test_a_delivery_naming_no_order_is_found_through_its_payments_order(shop, typed):
+    """A refund's delivery that names only the payment (some gateways' do) leads to the order
+    the payment was applied to, by its key or its bank reference."""
+    deliver(shop, capture())
+    shop.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payment_id,"
+        " bank_ref, payload_sha256, body) VALUES ('razorpay', 'evt_tl_refund',"
+        " 'refund.processed', 'processed', %s, 'arn_tl_refund', md5('r'), '\\x00'::bytea)",
+        (PAYMENT,),
+    )
+    [found] = find(shop, typed)
+    assert (found.provider, found.gateway_order_id) == ("razorpay", REF)
+
+
 def test_the_json_answer_names_each_order_with_its_story(shop):
     deliver(shop, capture())
     told = answer(shop, PAYMENT)

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from payhooks.events import Provider, Received
-from payhooks.providers import razorpay
+from payhooks.gateways import razorpay
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app
 from tests.conftest import serving

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from payhooks.events import Provider
-from payhooks.providers import cashfree, razorpay
+from payhooks.gateways import cashfree, razorpay
 from payhooks.sim.gateway import Delivery, bank_reference
 from tests.factories import KEYS, Purchase, purchase
 from tests.integration.test_delivery_log import logged

@@ -22,7 +22,7 @@ from fastapi import FastAPI
 
 from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.events import Provider
-from payhooks.providers import payu, razorpay
+from payhooks.gateways import payu, razorpay
 from payhooks.service import metrics as metrics_module
 from payhooks.service.web import ON_LOOP_BYTES, create_app
 from tests.conftest import serving_app
@@ -200,7 +200,7 @@ OUTBOX_SEED = [
        SELECT 'email', 'pending:' || g, 's', 'b' FROM generate_series(1, 3) g""",
     """INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at)
        SELECT 'email', 'failed:' || g, 's', 'b', now() FROM generate_series(1, 2) g""",
-    "ANALYZE outbox",
+    "ANALYZE payhooks_outbox",
 ]
 
 
@@ -215,11 +215,13 @@ def test_outbox_gauges_read_only_the_partial_indexes(conn):
         conn.execute(statement)
     explained = conn.execute(f"EXPLAIN (FORMAT JSON) {metrics_module.OUTBOX_GAUGES}").fetchone()
     nodes = list(scans_of(explained[0][0]["Plan"]))
-    on_outbox = [n for n in nodes if n.get("Relation Name") == "outbox" or "Index Name" in n]
+    on_outbox = [
+        n for n in nodes if n.get("Relation Name") == "payhooks_outbox" or "Index Name" in n
+    ]
     assert not [n for n in on_outbox if n["Node Type"] == "Seq Scan"]
     assert {n["Index Name"] for n in on_outbox if "Index Name" in n} == {
-        "outbox_pending",
-        "outbox_failed_at",
+        "payhooks_outbox_due",
+        "payhooks_outbox_failed",
     }
 
 

@@ -303,7 +303,7 @@ def test_one_message_whose_row_refuses_to_be_marked_sent_is_backed_off_and_the_r
         " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
     )
     conn.execute(
-        "CREATE TRIGGER refuse_one BEFORE UPDATE ON outbox FOR EACH ROW"
+        "CREATE TRIGGER refuse_one BEFORE UPDATE ON payhooks_outbox FOR EACH ROW"
         " WHEN (NEW.dedupe_key = 'mail:first' AND NEW.sent_at IS NOT NULL)"
         " EXECUTE FUNCTION refuse_one()"
     )
@@ -384,7 +384,7 @@ def test_one_amount_mismatch_whose_alert_is_refused_holds_back_no_other_nor_the_
         " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
     )
     conn.execute(
-        "CREATE TRIGGER refuse_one BEFORE INSERT ON outbox FOR EACH ROW"
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON payhooks_outbox FOR EACH ROW"
         f" WHEN (NEW.dedupe_key LIKE '%%{short[0].payment_id}') EXECUTE FUNCTION refuse_one()"
     )
     conn.execute("DELETE FROM outbox")

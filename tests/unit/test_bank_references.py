@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from payhooks.events import EventKind, Provider
+from payhooks.gateways import razorpay
+from payhooks.gateways.cashfree import Cashfree, sign
+from payhooks.gateways.payu import PayU, encode, reverse_hash
+from payhooks.gateways.razorpay import Razorpay
 from payhooks.ingest import receive, storable
-from payhooks.providers import razorpay
-from payhooks.providers.cashfree import Cashfree, sign
-from payhooks.providers.payu import PayU, encode, reverse_hash
-from payhooks.providers.razorpay import Razorpay
 from tests.gateways.cashfree.test_adapter import TIMESTAMP, VECTOR, refund_body
 from tests.gateways.razorpay.test_adapter import sdk_body
 

@@ -1,4 +1,4 @@
-"""The adapters' shared field readers (payhooks.providers._common): a field an event payhooks
+"""The adapters' shared field readers (payhooks.gateways._common): a field an event payhooks
 acts on is refused when odd or missing, the same field of an ignored event is left out."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from payhooks.errors import MalformedPayload
 from payhooks.events import Provider
-from payhooks.providers._common import optional_paise, refuse, require, require_secrets
+from payhooks.gateways._common import optional_paise, refuse, require, require_secrets
 
 P = Provider.CASHFREE
 

@@ -9,7 +9,7 @@ import pytest
 from payhooks.deliverylog import line
 from payhooks.endpoint import Arrival, Endpoint, Reply
 from payhooks.errors import ProviderNotConfigured, SignatureMismatch
-from payhooks.providers.razorpay import Razorpay
+from payhooks.gateways.razorpay import Razorpay
 
 ENDPOINT = Endpoint.serving([Razorpay(secrets=("whsec_unit",))], logging.getLogger("test"))
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from payhooks.cli.commands import app
 from payhooks.gateways import GATEWAYS
+from payhooks.operations import retention
+from payhooks.service.config import Settings
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
 CONFIG = (Path(__file__).parents[2] / "src" / "payhooks" / "service" / "config.py").read_text()
@@ -49,3 +51,42 @@ def test_every_relative_link_in_the_docs_resolves():
             if not (page.parent / target).exists():
                 broken.append(f"{page.name}: {target}")
     assert broken == []
+
+
+def test_the_defaults_the_readme_states_are_the_settings_own():
+    """Each default is written once, on its setting's field; the README's table repeats the
+    number a merchant reads, so a changed default fails here until the table says so too."""
+    defaults = Settings()
+    stated = re.findall(r"^\| `(PAYHOOKS_[A-Z_]+)` \|[^\n]*?\(default (\d+)", README, re.M)
+    assert len(stated) >= 10, stated
+    for variable, number in stated:
+        field = variable.removeprefix("PAYHOOKS_").lower()
+        assert getattr(defaults, field) == int(number), variable
+
+
+def test_the_retention_window_has_one_default():
+    assert Settings().retention_days == retention.DEFAULT_RETENTION_DAYS
+    assert Settings.from_env({}).retention_days == retention.DEFAULT_RETENTION_DAYS
+    operations = (Path(__file__).parents[2] / "docs" / "operations.md").read_text()
+    assert f"`PAYHOOKS_RETENTION_DAYS`, {retention.DEFAULT_RETENTION_DAYS} days unless set" in (
+        operations.replace("\n", " ")
+    )
+
+
+def test_the_readme_links_every_guide():
+    guides = sorted(p.name for p in (Path(__file__).parents[2] / "docs").glob("*.md"))
+    assert guides
+    assert [name for name in guides if f"(docs/{name})" not in README] == []
+
+
+def test_the_readme_layout_names_every_room():
+    """Each folder of the package, and each module that is not a shim of a moved one."""
+    package = Path(__file__).parents[2] / "src" / "payhooks"
+    layout = README.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    rooms = [p.name + "/" for p in package.iterdir() if (p / "__init__.py").exists()]
+    rooms += [
+        p.name
+        for p in package.glob("*.py")
+        if p.name != "__init__.py" and "Moved to" not in p.read_text()
+    ]
+    assert [room for room in sorted(rooms) if room not in layout] == []

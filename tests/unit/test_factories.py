@@ -1,5 +1,5 @@
-"""The tests' delivery factory dispatches through the gateway registry: every gateway has its
-builder, and one without is refused, never built as another gateway's delivery."""
+"""The tests' delivery factory dispatches through the registries: every gateway's simulator
+builds its deliveries, and a gateway without one is refused, never built as another's."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 from payhooks.events import EventKind, Provider
 from payhooks.gateways import GATEWAYS, UnknownGateway
 from payhooks.sim.gateway import new_payment_id
-from tests.factories import ADAPTERS, DELIVERIES, Purchase, delivery_of
+from payhooks.sim.gateways import SIMULATORS, NoSimulator
+from tests.factories import ADAPTERS, Purchase, delivery_of
 
 
 def _purchase(provider: Provider) -> Purchase:
@@ -18,8 +19,8 @@ def _purchase(provider: Provider) -> Purchase:
     )  # fmt: skip
 
 
-def test_every_gateway_in_the_registry_has_a_delivery_builder():
-    assert set(DELIVERIES) == set(GATEWAYS)
+def test_every_gateway_in_the_registry_has_a_simulator_to_build_its_deliveries():
+    assert set(SIMULATORS) == set(GATEWAYS)
 
 
 @pytest.mark.parametrize("provider", list(Provider))
@@ -38,3 +39,12 @@ def test_each_builder_signs_its_own_gateways_delivery_of_what_was_asked(provider
 def test_a_gateway_the_registry_lacks_is_refused_not_built_as_payu():
     with pytest.raises(UnknownGateway):
         delivery_of("stripe")  # type: ignore[arg-type]
+
+
+def test_a_gateway_the_simulators_lack_is_refused_not_built_as_another(monkeypatch):
+    from payhooks.sim import gateways
+
+    others = {p: sim for p, sim in SIMULATORS.items() if p is not Provider.JUSPAY}
+    monkeypatch.setattr(gateways, "SIMULATORS", others)
+    with pytest.raises(NoSimulator):
+        delivery_of(Provider.JUSPAY)

@@ -116,11 +116,11 @@ def _reserved_namers():
 
 @pytest.mark.parametrize("delivery", list(_reserved_namers()), ids=lambda d: d.provider.value)
 def test_a_signed_body_naming_reconcile_never_takes_reconciliations_key_space(delivery):
-    """Every key space payhooks mints (``providers._common.RESERVED_PREFIXES``) is out of reach
+    """Every key space payhooks mints (``gateways._common.RESERVED_PREFIXES``) is out of reach
     of what a body names, signed or not: such a key is moved under ``<gateway>:``."""
     from payhooks.expectations import RECONCILED
+    from payhooks.gateways._common import RESERVED_PREFIXES
     from payhooks.ingest import receive
-    from payhooks.providers._common import RESERVED_PREFIXES
     from tests.factories import ADAPTERS
 
     headers = {k: v for k, v in delivery.headers.items() if k != "x-idempotency-key"}

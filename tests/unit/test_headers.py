@@ -9,11 +9,11 @@ import pytest
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Provider
+from payhooks.gateways import Adapter, cashfree, razorpay
+from payhooks.gateways.cashfree import Cashfree
+from payhooks.gateways.payu import PayU
+from payhooks.gateways.razorpay import Razorpay
 from payhooks.ingest import header_map, receive
-from payhooks.providers import Adapter, cashfree, razorpay
-from payhooks.providers.cashfree import Cashfree
-from payhooks.providers.payu import PayU
-from payhooks.providers.razorpay import Razorpay
 from tests.gateways.cashfree.test_adapter import payment_body
 from tests.unit.test_bank_references import razorpay_event
 

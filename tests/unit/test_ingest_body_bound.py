@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from payhooks.errors import PayloadTooLarge, SignatureMismatch
+from payhooks.gateways.payu import PayU
 from payhooks.ingest import receive
-from payhooks.providers.payu import PayU
 
 PAYU = PayU(merchant_key="k", salts=("s",))
 

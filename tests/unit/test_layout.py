@@ -126,7 +126,7 @@ def test_a_core_modules_old_flat_path_is_the_module_in_its_room(room: str, name:
 
 
 def test_the_core_has_no_flat_module_but_the_shims_the_vocabulary_and_the_doors() -> None:
-    flat = {p.stem for p in ROOT.glob("*.py")} - {"__init__"}
+    flat = {p.stem for p in ROOT.glob("*.py")} - {"__init__", "__main__"}
     shims = {name for _, name in MOVED}
     assert flat - shims == {"events", "applying", "starlette", "flask"}
     for name in shims:
@@ -136,3 +136,69 @@ def test_the_core_has_no_flat_module_but_the_shims_the_vocabulary_and_the_doors(
 def test_the_exported_ingest_is_the_function_after_its_old_module_path_is_imported() -> None:
     importlib.import_module("payhooks.ingest")
     assert callable(payhooks.ingest)
+
+
+GATEWAY_NAMES = ["razorpay", "cashfree", "payu", "phonepe", "juspay"]
+
+
+@pytest.mark.parametrize("name", GATEWAY_NAMES)
+def test_a_gateways_old_adapter_path_is_its_folder(name: str) -> None:
+    old = importlib.import_module(f"payhooks.providers.{name}")
+    assert old is importlib.import_module(f"payhooks.gateways.{name}")
+
+
+def test_the_adapters_protocol_and_helpers_old_paths_are_the_gateways() -> None:
+    old = importlib.import_module("payhooks.providers")
+    new = importlib.import_module("payhooks.gateways")
+    assert all(getattr(old, each) is getattr(new, each) for each in old.__all__)
+    common = importlib.import_module("payhooks.gateways._common")
+    assert importlib.import_module("payhooks.providers._common") is common
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        ("payhooks.refunding.refunds", "payhooks.gateways._refunds", ["Refund", "RefundState"]),
+        (
+            "payhooks.refunding.sending",
+            "payhooks.gateways._refunds",
+            ["Sent", "RefundRefused", "RefundClient", "processed_delivery", "reread"],
+        ),
+        ("payhooks.intake.confirmations", "payhooks.gateways._reports", ["Verdict"]),
+    ],
+)
+def test_what_the_gateways_answer_with_is_still_named_where_it_was(
+    old: str, new: str, names: list[str]
+) -> None:
+    before, now = importlib.import_module(old), importlib.import_module(new)
+    assert all(getattr(before, each) is getattr(now, each) for each in names)
+
+
+ABOVE_THE_GATEWAYS = ("refunding", "intake", "operations", "reconcile", "aio")
+
+
+def test_no_module_of_the_gateways_imports_a_room_above_them() -> None:
+    known = modules()
+    above = tuple(f"payhooks.{room}" for room in ABOVE_THE_GATEWAYS)
+    found = {
+        f"{name} -> {target}"
+        for name, path in known.items()
+        if name == "payhooks.gateways" or name.startswith("payhooks.gateways.")
+        for target in imported(name, path, set(known))
+        if target.startswith(above)
+    }
+    assert found == set()
+
+
+def test_the_gateways_room_check_sees_an_import_from_money_out(tmp_path: Path) -> None:
+    root = tmp_path / "payhooks"
+    (root / "gateways").mkdir(parents=True)
+    (root / "refunding").mkdir()
+    for init in (root / "__init__.py", root / "gateways" / "__init__.py"):
+        init.write_text("")
+    (root / "refunding" / "__init__.py").write_text("")
+    (root / "gateways" / "status.py").write_text("from payhooks.refunding import sending\n")
+    (root / "refunding" / "sending.py").write_text("")
+    known = modules(root)
+    path = known["payhooks.gateways.status"]
+    assert "payhooks.refunding.sending" in imported("payhooks.gateways.status", path, set(known))

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from payhooks.events import Provider
-from payhooks.providers import secrets_value
+from payhooks.gateways import secrets_value
 from payhooks.service.config import Settings
 from payhooks.service.errors import SettingError
 from payhooks.sim.gateway import Gateway, GatewaySecrets

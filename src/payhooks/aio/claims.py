@@ -13,6 +13,7 @@ from psycopg.pq import TransactionStatus
 
 from payhooks.aio.hooks import AsyncConnection, AsyncHandler
 from payhooks.events import Event, Received
+from payhooks.gateways import Adapter
 from payhooks.intake import idempotency
 from payhooks.intake.ingest import (
     Apply,
@@ -26,7 +27,6 @@ from payhooks.intake.ingest import (
 )
 from payhooks.plumbing.db import Done, advance, execute_async, run_async, translated
 from payhooks.plumbing.errors import HandlerCommitted
-from payhooks.providers import Adapter
 
 
 async def ingest_received(

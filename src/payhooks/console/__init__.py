@@ -45,10 +45,11 @@ from payhooks.console.pages import (
     prefix_of,
 )
 from payhooks.events import Received
+from payhooks.gateways import Adapter
 from payhooks.intake.ingest import Receipt
 from payhooks.intake.stored import received_stored
+from payhooks.operations import replays
 from payhooks.plumbing.db import Connection, libpq_url
-from payhooks.providers import Adapter
 
 
 def console(
@@ -92,7 +93,7 @@ def console(
         apply = through(hooks, database_url)
 
         def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
-            return apply(conn, received_stored(conn, served, event_id, provider))
+            return replays.replay(conn, served, apply, event_id=event_id, provider=provider)
 
         views = Views(
             replay=replay, gateways=[p.value for p in served], timezone=timezone, adapters=served

@@ -11,13 +11,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from psycopg.rows import class_row, dict_row
-
 from payhooks.events import Event, Provider
+from payhooks.gateways import Adapter
 from payhooks.intake import expectations
 from payhooks.intake.ingest import Outcome, Receipt
 from payhooks.intake.stored import received_again
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, named_rows, shaped_rows
 from payhooks.plumbing.errors import (
     Conflict,
     DatabaseUnavailable,
@@ -27,7 +26,6 @@ from payhooks.plumbing.errors import (
     PayhooksError,
     ProviderNotConfigured,
 )
-from payhooks.providers import Adapter
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.console")
@@ -133,9 +131,7 @@ def parked(
 ) -> list[Parked]:
     """The newest parked deliveries, each with the amount its body states (read with
     ``adapters``, the gateways served)."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(_PARKED, (limit,)).fetchall()
-    return [_parked(row, adapters or {}) for row in rows]
+    return [_parked(row, adapters or {}) for row in named_rows(conn, _PARKED, (limit,))]
 
 
 def _parked(row: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> Parked:
@@ -174,8 +170,7 @@ class Action:
 
 def done_to(conn: Connection, provider: str, event_ids: list[str]) -> list[Action]:
     """What operators did to these deliveries of one gateway, oldest first."""
-    with conn.cursor(row_factory=class_row(Action)) as cur:
-        return cur.execute(_DONE, (event_ids, provider)).fetchall()
+    return shaped_rows(conn, Action, _DONE, (event_ids, provider))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,8 +205,7 @@ def taken(
 ) -> list[Logged]:
     """The newest actions first, all operators' or one's, older than action ``before``."""
     params = {"operator": operator, "before": before, "limit": limit}
-    with conn.cursor(row_factory=class_row(Logged)) as cur:
-        return cur.execute(_LOG, params).fetchall()
+    return shaped_rows(conn, Logged, _LOG, params)
 
 
 def parked_count(conn: Connection) -> int:

@@ -53,15 +53,21 @@ def _mismatch(text: str) -> bool:
     return text.strip() == "mismatch"
 
 
-def _delivery_filter(
-    request: Request, gateway: str, outcome: str, amount: str, start: str, end: str
+async def _delivery_filter(
+    request: Request,
+    gateway: Text = "",
+    outcome: Text = "",
+    amount: Text = "",
+    start: From = "",
+    to: Moment = "",
 ) -> lists.DeliveryFilter:
+    """The deliveries' filter, the same query for the list and its export."""
     try:
         return lists.DeliveryFilter(
             gateway=lists.gateway_of(gateway, lists.LOGGED_GATEWAYS),
             answer=lists.choice_of(outcome, lists.ANSWERS, "answer"),
             mismatch=_mismatch(amount),
-            window=lists.window(start, end, _zone(request), datetime.now(UTC)),
+            window=lists.window(start, to, _zone(request), datetime.now(UTC)),
         )
     except lists.BadFilter as exc:
         raise Unreadable(str(exc)) from exc
@@ -75,9 +81,16 @@ def _needs_refund(text: str, source: lists.Payments) -> bool:
     return text.strip() == "needed"
 
 
-def _payment_filter(
-    request: Request, gateway: str, status: str, amount: str, refund: str, start: str, end: str
+async def _payment_filter(
+    request: Request,
+    gateway: Text = "",
+    status: Text = "",
+    amount: Text = "",
+    refund: Text = "",
+    start: From = "",
+    to: Moment = "",
 ) -> lists.PaymentFilter:
+    """The payments' filter, the same query for the list and its export."""
     source = _console(request).views.payments
     try:
         return lists.PaymentFilter(
@@ -85,10 +98,14 @@ def _payment_filter(
             status=lists.choice_of(status, source.statuses, "status"),
             mismatch=_mismatch(amount),
             needs_refund=_needs_refund(refund, source),
-            window=lists.window(start, end, _zone(request), datetime.now(UTC)),
+            window=lists.window(start, to, _zone(request), datetime.now(UTC)),
         )
     except lists.BadFilter as exc:
         raise Unreadable(str(exc)) from exc
+
+
+DeliveriesChosen = Annotated[lists.DeliveryFilter, Depends(_delivery_filter)]
+PaymentsChosen = Annotated[lists.PaymentFilter, Depends(_payment_filter)]
 
 
 def _form(chosen: lists.DeliveryFilter | lists.PaymentFilter, request: Request) -> dict[str, str]:
@@ -107,15 +124,10 @@ def _form(chosen: lists.DeliveryFilter | lists.PaymentFilter, request: Request) 
 @router.get("/deliveries")
 async def deliveries(
     request: Request,
-    gateway: Text = "",
-    outcome: Text = "",
-    amount: Text = "",
-    start: From = "",
-    to: Moment = "",
+    chosen: DeliveriesChosen,
     before: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
 ) -> HTMLResponse:
     """The delivery log, filtered, newest first, ``lists.PAGE`` lines a page."""
-    chosen = _delivery_filter(request, gateway, outcome, amount, start, to)
     rows = await run(request, lists.deliveries, chosen, before=before)
     more = rows[-1].id if len(rows) == lists.PAGE else None
     context = {
@@ -142,16 +154,8 @@ def _bulk_query(chosen: lists.DeliveryFilter) -> dict[str, str]:
 
 
 @router.get("/deliveries.csv")
-async def deliveries_csv(
-    request: Request,
-    gateway: Text = "",
-    outcome: Text = "",
-    amount: Text = "",
-    start: From = "",
-    to: Moment = "",
-) -> Response:
+async def deliveries_csv(request: Request, chosen: DeliveriesChosen) -> Response:
     """The filtered delivery log as CSV, ``export.MAX_ROWS`` lines at most."""
-    chosen = _delivery_filter(request, gateway, outcome, amount, start, to)
 
     async def read(after: lists.Line | None, limit: int) -> list[lists.Line]:
         before = None if after is None else after.id
@@ -167,19 +171,9 @@ async def deliveries_csv(
 
 
 @router.get("/payments")
-async def payments(
-    request: Request,
-    gateway: Text = "",
-    status: Text = "",
-    amount: Text = "",
-    refund: Text = "",
-    start: From = "",
-    to: Moment = "",
-    before: Text = "",
-) -> HTMLResponse:
+async def payments(request: Request, chosen: PaymentsChosen, before: Text = "") -> HTMLResponse:
     """The payments the app's source knows, filtered, newest first, ``lists.PAGE`` a page."""
     source = _console(request).views.payments
-    chosen = _payment_filter(request, gateway, status, amount, refund, start, to)
     try:
         cursor = lists.cursor_of(before)
     except lists.BadFilter as exc:
@@ -201,18 +195,9 @@ async def payments(
 
 
 @router.get("/payments.csv")
-async def payments_csv(
-    request: Request,
-    gateway: Text = "",
-    status: Text = "",
-    amount: Text = "",
-    refund: Text = "",
-    start: From = "",
-    to: Moment = "",
-) -> Response:
+async def payments_csv(request: Request, chosen: PaymentsChosen) -> Response:
     """The filtered payments as CSV, ``export.MAX_ROWS`` at most."""
     source = _console(request).views.payments
-    chosen = _payment_filter(request, gateway, status, amount, refund, start, to)
 
     async def read(after: lists.Payment | None, limit: int) -> list[lists.Payment]:
         before = None if after is None else (after.at, after.key)

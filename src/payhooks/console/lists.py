@@ -17,12 +17,10 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 from urllib.parse import urlencode
 
-from psycopg.rows import class_row
-
 from payhooks.events import Provider
 from payhooks.operations.alarms import Alarm, AlarmKind
 from payhooks.operations.deliverylog import UNKNOWN_GATEWAY
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, shaped_rows
 
 PAGE = 100
 """Rows on a page of a list."""
@@ -237,8 +235,7 @@ def deliveries(
         "before": before,
         "limit": limit,
     }
-    with conn.cursor(row_factory=class_row(Line)) as cur:
-        return cur.execute(_DELIVERIES, params).fetchall()
+    return shaped_rows(conn, Line, _DELIVERIES, params)
 
 
 # --- payments --------------------------------------------------------------------------------
@@ -377,8 +374,7 @@ def read_payments(
         "before_key": before[1] if before else None,
         "limit": limit,
     }
-    with conn.cursor(row_factory=class_row(Payment)) as cur:
-        return cur.execute(sql, params).fetchall()
+    return shaped_rows(conn, Payment, sql, params)
 
 
 def core_payments(

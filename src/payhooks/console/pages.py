@@ -45,12 +45,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.events import Provider
+from payhooks.gateways import Adapter
 from payhooks.intake import idempotency
 from payhooks.operations import timeline
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.plumbing.pools import CheckedPool, watched
-from payhooks.providers import Adapter
 from payhooks.refunding import refunds
 from payhooks.starlette import read_bounded, replaying
 

@@ -33,11 +33,19 @@ from django.db import connections
 from django.utils.module_loading import import_string
 
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway, Secret, credentials
+from payhooks.gateways import (
+    GATEWAYS,
+    Adapter,
+    ApiCredentials,
+    Gateway,
+    Secret,
+    checked_secrets,
+    credentials,
+    read_secrets,
+)
 from payhooks.intake.answers import clipped
 from payhooks.intake.ingest import Handler
 from payhooks.plumbing.errors import ProviderNotConfigured
-from payhooks.providers import Adapter, checked_secrets, read_secrets
 
 DEFAULT_HANDLER = "payhooks.django.hooks"
 DEFAULT_LOCK_TIMEOUT_MS = 2000
@@ -72,6 +80,10 @@ class Config:
         if found is None:
             raise ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
         return found
+
+    def served(self) -> dict[Provider, Adapter]:
+        """The adapters by gateway, as the core's readers take them."""
+        return {Provider(name): adapter for name, adapter in self.adapters.items()}
 
     def handler_function(self) -> Handler:
         return cast(Handler, import_string(self.handler))

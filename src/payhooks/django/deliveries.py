@@ -27,8 +27,9 @@ from payhooks.intake.ingest import (
     Pending,
     Receipt,
     ingest_received_in_transaction,
-    restored,
 )
+from payhooks.intake.stored import received_again
+from payhooks.operations.replays import Apply
 from payhooks.plumbing.db import Connection, conflict, translated
 from payhooks.plumbing.errors import DatabaseUnavailable, HandlerCommitted
 
@@ -49,10 +50,21 @@ def replay(
     config: Config, *, provider: str, event_id: str, body: bytes, headers: Mapping[str, str]
 ) -> Receipt:
     """A stored delivery through the same path again, under the key it was stored with."""
-    adapter = config.adapter(provider)
-    again = restored(adapter, event_id=event_id, body=body, headers=dict(headers))
+    again = received_again(
+        config.served(), provider=provider, event_id=event_id, body=body, headers=dict(headers)
+    )
+    return applying(config)(raw_connection(config.database), again)
+
+
+def applying(config: Config) -> Apply:
+    """A delivery read again (a replay, a reconciled payment) claimed and applied as a live
+    one is: through the project's handler, in a transaction Django owns."""
     handler = guarded(config.handler_function())
-    return settle(config, lambda conn: ingest_received_in_transaction(conn, again, handler))
+
+    def apply(conn: Connection, received: Received) -> Receipt:
+        return settle(config, lambda conn: ingest_received_in_transaction(conn, received, handler))
+
+    return apply
 
 
 def guarded(handler: Handler) -> Handler:

@@ -15,19 +15,22 @@ from payhooks.django import conf, deliveries
 from payhooks.django.models import ProcessedWebhook
 from payhooks.intake.answers import clipped
 from payhooks.intake.ingest import Outcome, Receipt
+from payhooks.operations import replays
 from payhooks.plumbing.errors import PayhooksError
 
 log = logging.getLogger("payhooks.django")
 
 
 def replay(record: ProcessedWebhook, config: conf.Config | None = None) -> Receipt:
-    """``record`` through the claim again, as it was received."""
-    return deliveries.replay(
-        config or conf.current(),
-        provider=record.provider,
+    """``record`` through the claim again, as it was received (``payhooks.operations.
+    replays``, as every door replays)."""
+    config = config or conf.current()
+    return replays.replay(
+        deliveries.raw_connection(config.database),
+        config.served(),
+        deliveries.applying(config),
         event_id=record.event_id,
-        body=bytes(record.body),
-        headers=record.headers,
+        provider=record.provider,
     )
 
 

@@ -22,12 +22,12 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from payhooks.django import conf, deliveries
+from payhooks.gateways import Adapter
 from payhooks.intake.answers import declared_over
 from payhooks.intake.endpoint import Endpoint, Reply, unfolded
 from payhooks.operations.deliverylog import DeliveryLog, OwnConnection
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import LengthRequired, PayhooksError, PayloadTooLarge
-from payhooks.providers import Adapter
 
 log = logging.getLogger("payhooks.django")
 

@@ -19,8 +19,8 @@ from fastapi import APIRouter
 from payhooks import starlette
 from payhooks.aio.deliveries import AsyncPool, SyncPool
 from payhooks.aio.hooks import AsyncHandler
+from payhooks.gateways import Adapter
 from payhooks.intake.ingest import Handler
-from payhooks.providers import Adapter
 from payhooks.starlette import AsyncWiring, SyncWiring
 
 log = logging.getLogger("payhooks.fastapi")

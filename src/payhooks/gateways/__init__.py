@@ -1,6 +1,8 @@
-"""The gateways payhooks serves, one folder each, found here: the settings, reconciliation,
-the shop, the stored-delivery reader and the CLI loop over ``GATEWAYS`` (docs/providers.md,
-"Adding a provider"). Pure: the status clients are named, never imported."""
+"""The gateways payhooks serves, one folder each (its adapter, its status client, its
+``Gateway`` description), the ``Adapter`` protocol they meet, the reading of their secrets,
+and their registry: the settings, reconciliation, the shop, the stored-delivery reader and the
+CLI loop over ``GATEWAYS`` (docs/providers.md, "Adding a provider"). Pure: the status
+clients are named, never imported."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from payhooks.events import Provider
+from payhooks.gateways._adapter import Adapter, checked_secrets, read_secrets, secrets_value
 from payhooks.gateways._gateway import ApiCredentials, Found, Gateway, Secret, StatusApi
 from payhooks.gateways.cashfree import CASHFREE
 from payhooks.gateways.juspay import JUSPAY
@@ -71,12 +74,16 @@ def _text(values: Mapping[str, object], name: str) -> str:
 
 __all__ = [
     "GATEWAYS",
+    "Adapter",
     "ApiCredentials",
     "Found",
     "Gateway",
     "Secret",
     "StatusApi",
     "UnknownGateway",
+    "checked_secrets",
     "credentials",
     "gateway",
+    "read_secrets",
+    "secrets_value",
 ]

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from payhooks.events import Provider
-from payhooks.providers import Adapter
+from payhooks.gateways._adapter import Adapter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

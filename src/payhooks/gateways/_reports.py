@@ -3,7 +3,7 @@
 Each payment the API reports becomes a ``Received`` whose ``Event`` carries what a webhook for
 that payment would carry (provider, payment id, merchant reference, amounts, kind), under a
 delivery key of its own, ``reconcile:<payment id>:<status>``. No webhook key can take it: key
-headers holding a ':' are refused (``providers._common.key_header``) and no gateway derives a
+headers holding a ':' are refused (``gateways._common.key_header``) and no gateway derives a
 key starting with ``reconcile:``. So the reconciled event and a late webhook are two deliveries
 with one meaning, and the business keys (one payment row, one order per cart) make them take
 effect once, whichever comes first. Each gateway's ``status.py`` reads its own answers with
@@ -17,17 +17,25 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from enum import StrEnum
 from typing import Any
 
 from payhooks.events import Event, EventKind, Provider, Received, storable
-from payhooks.gateways import gateway
+from payhooks.gateways import _refunds, gateway
+from payhooks.gateways._common import rupees_to_paise, sha256_hex
 from payhooks.plumbing.errors import MalformedPayload
 from payhooks.plumbing.keys import RECONCILED, is_reconciled
-from payhooks.providers._common import rupees_to_paise, sha256_hex
-from payhooks.refunding import sending
 
 KEY_PREFIX = RECONCILED
 MAX_SAID_CHARS = 200
+
+
+class Verdict(StrEnum):
+    """What a status API says of a callback it was asked to confirm
+    (``payhooks.intake.confirmations``)."""
+
+    CONFIRMED = "confirmed"
+    REFUTED = "refuted"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,8 +126,8 @@ def reread(provider: Provider, event_id: str, body: bytes) -> Received:
     the gateway's own status reader (``stored``): for a replay, the console, the worker. That
     reader's module needs the ``reconcile`` extra, as did the pass that stored the payment; the
     registry names it, and it is imported only here, when such a record is read."""
-    if sending.is_processed_key(event_id):  # a refund the sender made, processed
-        return sending.reread(provider, event_id, body)
+    if _refunds.is_processed_key(event_id):  # a refund the sender made, processed
+        return _refunds.reread(provider, event_id, body)
     entity = read_json(provider, body)
     if not isinstance(entity, dict):
         raise MalformedPayload(provider, "stored payment is not an object")
@@ -138,6 +146,7 @@ def one_of(report: Report, provider: Provider, event_id: str) -> Received:
 __all__ = [
     "KEY_PREFIX",
     "Report",
+    "Verdict",
     "canonical",
     "is_reconciled",
     "key",

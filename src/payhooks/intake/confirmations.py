@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
 
 from payhooks.events import Event, EventKind
+from payhooks.gateways._reports import Verdict
 from payhooks.plumbing.db import Connection, Statement, Steps
 
 PATIENCE = timedelta(minutes=30)
@@ -38,11 +38,6 @@ PATIENCE = timedelta(minutes=30)
 refuted: a real payment's status API answers within minutes of its callback."""
 LEASE = timedelta(minutes=2)
 """How long a pass holds a confirmation it is asking about (another pass skips it)."""
-
-
-class Verdict(StrEnum):
-    CONFIRMED = "confirmed"
-    REFUTED = "refuted"
 
 
 REQUEST = """

@@ -21,6 +21,7 @@ from functools import partial
 from typing import Any, cast
 
 from payhooks.events import Received
+from payhooks.gateways import Adapter
 from payhooks.intake.answers import answer, clipped, error_answer, error_status, log_name
 from payhooks.intake.ingest import Receipt, header_map, receive
 from payhooks.plumbing.errors import (
@@ -30,7 +31,6 @@ from payhooks.plumbing.errors import (
     SerializationConflict,
 )
 from payhooks.plumbing.retries import Retries
-from payhooks.providers import Adapter
 
 MAX_GATEWAY_CHARS = 64
 """An unknown gateway's name is echoed in the 404 and logged: never at the size sent."""

@@ -19,6 +19,7 @@ from payhooks.events import MAX_PAISE as MAX_PAISE  # kept importable from here
 from payhooks.events import MAX_REFERENCE_CHARS as MAX_REFERENCE_CHARS
 from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from payhooks.events import Event, Received, is_text, storable
+from payhooks.gateways import Adapter
 from payhooks.gateways import _reports as reports
 from payhooks.intake import confirmations, expectations, idempotency
 from payhooks.intake.idempotency import ClaimState
@@ -41,7 +42,6 @@ from payhooks.plumbing.errors import (
     PayloadTooLarge,
     SignatureMismatch,
 )
-from payhooks.providers import Adapter
 from payhooks.refunding import refunds
 
 MAX_BODY_BYTES = 1024 * 1024  # the largest body any built-in adapter accepts

@@ -8,14 +8,13 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from payhooks.events import Provider, Received
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, Adapter
 from payhooks.gateways._reports import reread
 from payhooks.intake import idempotency
 from payhooks.intake.expectations import is_reconciled
 from payhooks.intake.ingest import restored
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound, ProviderNotConfigured
-from payhooks.providers import Adapter
 
 _GATEWAYS_BY_NAME = {provider.value: provider for provider in GATEWAYS}
 

@@ -5,8 +5,9 @@ chat webhook, repeated at most every so often while it lasts, and a word when it
 Deduplication is the project's own claim: one conditional write on the alert's row in
 ``payhooks_alerts`` (raise it if absent or resolved; repeat it if last notified before the
 interval; resolve it if no longer found), and only the notifier whose write took queues the
-notices, in the same transaction. So several worker hosts looking at once send each alert
-once.
+notices, one per channel on the outbound queue (``payhooks.operations.outbox``, the queue that
+also carries an application's own emails), in the same transaction. So several worker hosts
+looking at once send each alert once.
 
 Sending is after commit, one notice at a time: leased (its next attempt pushed past the call),
 sent with a timeout, then marked sent, or put back with backoff when the channel failed. A
@@ -27,6 +28,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
+from payhooks.operations import outbox
 from payhooks.operations.alerts import Alert, Source, observe
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NoticeFailed
@@ -56,7 +58,16 @@ class Notice:
     title: str
     body: str
     attempts: int
+    """This attempt's number: 1 the first time it is sent."""
     created_at: datetime
+    dedupe_key: str = ""
+    """Its key on the outbound queue (``payhooks.operations.outbox``)."""
+
+    @property
+    def message_key(self) -> str:
+        """What an email's Message-ID is made from: the same on every attempt, so the mail
+        system can drop a repeat."""
+        return self.dedupe_key or f"alert-notice:{self.id}"
 
     @property
     def text(self) -> str:
@@ -128,40 +139,9 @@ UPDATE payhooks_alerts SET resolved_at = %(now)s
 WHERE resolved_at IS NULL AND condition = ANY(%(conditions)s) AND key <> ALL(%(keys)s)
 RETURNING key, title, raised_at
 """
-_QUEUE = """
-INSERT INTO payhooks_alert_notices
-    (alert_key, kind, channel, title, body, created_at, next_attempt_at)
-SELECT %(key)s, %(kind)s, channel, %(title)s, %(body)s, %(now)s, %(now)s
-FROM unnest(%(channels)s::text[]) AS c (channel)
-"""
-_LEASE = """
-UPDATE payhooks_alert_notices SET attempts = attempts + 1, next_attempt_at = %(until)s
-WHERE id = (
-    SELECT id FROM payhooks_alert_notices
-    WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= %(now)s
-      AND channel = ANY(%(channels)s)
-    ORDER BY next_attempt_at, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED)
-RETURNING id, alert_key, kind, channel, title, body, attempts, created_at
-"""
-_SENT = "UPDATE payhooks_alert_notices SET sent_at = %(now)s, last_error = NULL WHERE id = %(id)s"
-_RETRY = """
-UPDATE payhooks_alert_notices SET last_error = %(error)s, next_attempt_at = %(at)s
-WHERE id = %(id)s
-"""
 # Notices sent or given up on are kept this long (what was said, and when), then deleted a
 # batch per pass: the alerts' own rows are one per condition and gateway, and stay.
 KEPT = timedelta(days=30)
-_PRUNE = """
-DELETE FROM payhooks_alert_notices WHERE id = ANY(ARRAY(
-    SELECT id FROM payhooks_alert_notices
-    WHERE coalesce(sent_at, failed_at) < %(before)s
-    LIMIT 1000))
-"""
-_GIVE_UP = """
-UPDATE payhooks_alert_notices SET last_error = %(error)s, failed_at = %(now)s WHERE id = %(id)s
-"""
 
 
 class Notifier:
@@ -197,7 +177,7 @@ class Notifier:
             for alert in found:
                 self._record(conn, alert, now, tally)
             self._resolve(conn, found, read, now, tally)
-            conn.execute(_PRUNE, {"before": now - KEPT})
+            outbox.prune(conn, now - KEPT)
         return tally
 
     def _observe(self, conn: Connection, now: datetime) -> tuple[list[Alert], list[Source]]:
@@ -265,15 +245,18 @@ class Notifier:
     def _queue(
         self, conn: Connection, key: str, kind: NoticeKind, title: str, body: str, now: datetime
     ) -> None:
-        params = {
-            "key": key,
-            "kind": kind.value,
-            "title": f"{_PREFIXES[kind]}: {title}",
-            "body": body,
-            "now": now,
-            "channels": sorted(self.channels),
-        }
-        conn.execute(_QUEUE, params)
+        """One notice per channel on the outbound queue, each under a key of its own: its
+        Message-ID when the channel is email."""
+        for channel in sorted(self.channels):
+            notice = outbox.Message(
+                kind=kind,
+                dedupe_key=f"alert:{key}:{kind.value}:{channel}:{now.isoformat()}",
+                channel=channel,
+                alert_key=key,
+                subject=f"{_PREFIXES[kind]}: {title}",
+                body=body,
+            )
+            outbox.enqueue(conn, notice, now=now)
 
     def send_due(
         self, conn: Connection, now: datetime, *, limit: int = 100, tally: Tally | None = None
@@ -293,21 +276,19 @@ class Notifier:
         return tally
 
     def _lease(self, conn: Connection, now: datetime, channels: list[str]) -> Notice | None:
-        params = {"now": now, "until": now + self.policy.lease, "channels": channels}
-        with conn.transaction():
-            row = conn.execute(_LEASE, params).fetchone()
-        if row is None:
+        found = outbox.lease_next(conn, now, now + self.policy.lease, channels)
+        if found is None or found.alert_key is None:
             return None
-        id_, key, kind, channel, title, body, attempts, created_at = row
         return Notice(
-            id=id_,
-            alert_key=key,
-            kind=NoticeKind(kind),
-            channel=channel,
-            title=title,
-            body=body,
-            attempts=attempts,
-            created_at=created_at,
+            id=found.id,
+            alert_key=found.alert_key,
+            kind=NoticeKind(found.kind),
+            channel=found.channel,
+            title=found.subject,
+            body=found.body,
+            attempts=found.attempts + 1,
+            created_at=found.created_at,
+            dedupe_key=found.dedupe_key,
         )
 
     def _send(self, conn: Connection, notice: Notice, now: datetime, tally: Tally) -> bool:
@@ -323,7 +304,7 @@ class Notifier:
             return True
         try:
             with conn.transaction():
-                conn.execute(_SENT, {"now": now, "id": notice.id})
+                outbox.mark_sent(conn, notice.id, now=now)
         except Exception as exc:  # its row refused: it is said again after its backoff
             self._broke(conn, notice, exc, now, tally, fields)
             return True
@@ -343,12 +324,12 @@ class Notifier:
         error = exc.reason
         with conn.transaction():
             if exc.permanent or now - notice.created_at >= self.policy.give_up:
-                conn.execute(_GIVE_UP, {"now": now, "id": notice.id, "error": error})
+                outbox.give_up(conn, notice.id, error, now=now)
                 tally.failed += 1
                 log.error("alert_notice_failed", extra={**fields, "error": error})
                 return
-            at = now + self.policy.delay(notice.attempts)
-            conn.execute(_RETRY, {"at": at, "id": notice.id, "error": error})
+            delay = self.policy.delay(notice.attempts).total_seconds()
+            outbox.retry_later(conn, notice.id, error, delay, now=now)
         tally.retried += 1
         log.warning("alert_notice_retry", extra={**fields, "error": error})
 

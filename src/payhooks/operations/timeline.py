@@ -6,23 +6,27 @@ where reconciliation stands.
 ``find`` turns what an operator types (a gateway order id, the merchant's reference, a payment
 id, a delivery key, a bank reference) into the gateway orders it names; ``story`` tells one.
 Every statement is an exact match through an index, so a timeline costs the same on a table of
-ninety days of deliveries as on an empty one. The shop's own parts (stock, emails) are the
-reference service's console's (``payhooks.service.console.stories``), never here.
+ninety days of deliveries as on an empty one.
+
+An app with tables of its own extends the timeline rather than keeping a second one
+(``Extension``): its ``Lookup``s map its identifiers to the gateway orders they name, and its
+``extra`` adds what only it knows to the stories ``told`` reads. The reference service's
+console adds carts, orders, stock, emails and operators' actions this way
+(``payhooks.service.console.stories``); the core knows none of those tables.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime, time
 from enum import StrEnum
-from typing import Any
-
-from psycopg.rows import dict_row
+from typing import Any, Generic, Protocol, TypeVar
 
 from payhooks.events import Provider
 from payhooks.intake.expectations import is_reconciled
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, named_row, named_rows
 
 MAX_QUERY_CHARS = 255
 MAX_FOUND = 20
@@ -43,13 +47,27 @@ class Matched(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Found:
-    """A gateway order the text names, and how."""
+    """A gateway order the text names, and how (a ``Matched``, or a ``Lookup``'s own kind)."""
 
     provider: str
     gateway_order_id: str
-    matched: Matched
+    matched: StrEnum
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lookup:
+    """An identifier an app keeps in tables of its own, and the statement finding the gateway
+    orders it names: ``(provider, gateway order id)`` rows, from ``%(q)s`` (the text),
+    ``%(providers)s`` (every gateway's name) and ``%(limit)s``, through an index."""
+
+    matched: StrEnum
+    sql: str
+
+
+# A delivery that names no order (a refund's, on some gateways): its payment's.
+_ORDER_OF_PAYMENT = """
+    JOIN payhooks_payments p ON p.provider = w.provider AND p.payment_id = w.payment_id
+                            AND p.gateway_order_id IS NOT NULL"""
 # Each returns (provider, gateway order id); naming every provider lets PostgreSQL use the
 # (provider, ...) indexes.
 _FIND = {
@@ -83,12 +101,21 @@ _FIND = {
         (SELECT provider, merchant_ref FROM processed_webhooks
          WHERE provider = ANY(%(providers)s) AND event_id = %(q)s AND merchant_ref IS NOT NULL)
         UNION
+        (SELECT p.provider, p.gateway_order_id FROM processed_webhooks w"""
+    + _ORDER_OF_PAYMENT
+    + """ WHERE w.provider = ANY(%(providers)s) AND w.event_id = %(q)s
+           AND w.merchant_ref IS NULL LIMIT %(limit)s)
+        UNION
         (SELECT provider, merchant_ref FROM payhooks_deliveries
          WHERE provider = ANY(%(providers)s) AND event_id = %(q)s
            AND merchant_ref IS NOT NULL LIMIT %(limit)s)""",
     Matched.BANK_REFERENCE: """
-        SELECT DISTINCT provider, merchant_ref FROM processed_webhooks
-        WHERE bank_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s""",
+        (SELECT DISTINCT provider, merchant_ref FROM processed_webhooks
+         WHERE bank_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s)
+        UNION
+        (SELECT p.provider, p.gateway_order_id FROM processed_webhooks w"""
+    + _ORDER_OF_PAYMENT
+    + """ WHERE w.bank_ref = %(q)s AND w.merchant_ref IS NULL LIMIT %(limit)s)""",
 }
 
 
@@ -104,9 +131,12 @@ class UnreadableQuery(ValueError):
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-def find(conn: Connection, text: str) -> list[Found]:
-    """Every gateway order ``text`` names, each once, in the order of the kinds above;
-    ``UnreadableQuery`` for a text holding a control character."""
+_CORE_LOOKUPS = tuple(Lookup(matched=matched, sql=sql) for matched, sql in _FIND.items())
+
+
+def find(conn: Connection, text: str, lookups: Sequence[Lookup] = ()) -> list[Found]:
+    """Every gateway order ``text`` names, each once: by an app's ``lookups`` first, then in
+    the order of the kinds above; ``UnreadableQuery`` for a text holding a control character."""
     if _CONTROL.search(text):
         raise UnreadableQuery()
     q = text.strip()
@@ -114,7 +144,7 @@ def find(conn: Connection, text: str) -> list[Found]:
         return []
     params = {"q": q, "providers": PROVIDERS, "limit": MAX_FOUND}
     found: dict[tuple[str, str], Found] = {}
-    for matched, sql in _FIND.items():
+    for matched, sql in ((one.matched, one.sql) for one in (*lookups, *_CORE_LOOKUPS)):
         for provider, order in conn.execute(sql, params).fetchall():
             key = (str(provider), str(order))
             found.setdefault(key, Found(provider=key[0], gateway_order_id=key[1], matched=matched))
@@ -252,7 +282,7 @@ class Story:
         return sum(1 for line in self.lines if line.event_id == event_id)
 
     def as_json(self) -> dict[str, Any]:
-        found: dict[str, Any] = _jsonable(_fields(self))
+        found: dict[str, Any] = jsonable(_fields(self))
         return found
 
 
@@ -308,27 +338,88 @@ FROM payhooks_reconcile WHERE provider = %(provider)s AND gateway_order_id = %(o
 """
 
 
-def story(conn: Connection, provider: str, gateway_order_id: str) -> Story | None:
-    """The order's timeline, or ``None`` when no table names it."""
+def story(
+    conn: Connection, provider: str, gateway_order_id: str, payment_ids: Sequence[str] = ()
+) -> Story | None:
+    """The order's timeline, or ``None`` when no table names it. ``payment_ids`` are payments
+    an app's own tables tie to the order, told with those its deliveries name."""
     params: dict[str, Any] = {"provider": provider, "order": gateway_order_id}
-    expected = _one(conn, _EXPECTED, params)
-    rows = _all(conn, _RECORDS, params)
-    params["payments"] = sorted({r["payment_id"] for r in rows if r["payment_id"]})
-    rows += _all(conn, _RECORDS_OF_PAYMENTS, params)
+    expected = named_row(conn, _EXPECTED, params)
+    rows = named_rows(conn, _RECORDS, params)
+    named = {r["payment_id"] for r in rows if r["payment_id"]}
+    params["payments"] = sorted(named.union(payment_ids))
+    rows += named_rows(conn, _RECORDS_OF_PAYMENTS, params)
     rows.sort(key=lambda r: (r["at"], r["event_id"]))
-    lines = _all(conn, _LINES, {**params, "limit": MAX_LINES})
+    lines = named_rows(conn, _LINES, {**params, "limit": MAX_LINES})
     if expected is None and not rows and not lines:
         return None
-    reconciling = _one(conn, _RECONCILING, params)
+    reconciling = named_row(conn, _RECONCILING, params)
     return Story(
         provider=provider,
         gateway_order_id=gateway_order_id,
         expected=None if expected is None else Expected(**expected),
         records=[_record(row) for row in rows],
-        payments=[Payment(**row) for row in _all(conn, _PAYMENTS, params)],
+        payments=[Payment(**row) for row in named_rows(conn, _PAYMENTS, params)],
         lines=[_line(row) for row in lines],
         reconciling=None if reconciling is None else Reconciling(**reconciling),
     )
+
+
+# --- an app's extension ----------------------------------------------------------------------
+
+E_co = TypeVar("E_co", covariant=True)
+E = TypeVar("E")
+
+
+class Extension(Protocol[E_co]):
+    """What an app adds to the timeline from tables only it has: its identifiers, each mapped
+    to the gateway orders it names (``find``), and what it knows beside the stories of those
+    orders (``told``): the reference shop's checkouts, payments, order, stock, emails and
+    operators' actions."""
+
+    @property
+    def lookups(self) -> Sequence[Lookup]: ...
+
+    def extra(self, conn: Connection, stories: Sequence[Story]) -> E_co: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Told(Generic[E]):
+    """The stories of several gateway orders (an app's checkouts of one purchase), and what
+    an ``Extension`` adds to them."""
+
+    stories: list[Story]
+    extra: E
+
+
+def records_of(stories: Sequence[Story]) -> list[tuple[str, Record]]:
+    """Every record of ``stories`` once, with its gateway, in the order they took effect."""
+    found = {(s.provider, r.event_id): (s.provider, r) for s in stories for r in s.records}
+    return sorted(found.values(), key=lambda pair: (pair[1].at, pair[1].event_id))
+
+
+def lines_of(stories: Sequence[Story]) -> list[tuple[str, Line]]:
+    """Every line of ``stories`` once, with its gateway, in the order they were received."""
+    found = dict.fromkeys((s.provider, line) for s in stories for line in s.lines)
+    return sorted(found, key=lambda pair: pair[1].received_at)
+
+
+def told(
+    conn: Connection,
+    orders: Sequence[tuple[str, str]],
+    extension: Extension[E],
+    payments: Sequence[tuple[str, str]] = (),
+) -> Told[E]:
+    """The stories of ``orders`` (``(provider, gateway order id)``; those no table names are
+    left out), each with the ``payments`` (``(provider, payment id)``) of its gateway, and what
+    ``extension`` adds to them."""
+    stories = [
+        found
+        for provider, order in orders
+        if (found := story(conn, provider, order, [p for g, p in payments if g == provider]))
+        is not None
+    ]
+    return Told(stories=stories, extra=extension.extra(conn, stories))
 
 
 _ATTEMPTS = """
@@ -355,8 +446,8 @@ class Attempts:
 
 def attempts(conn: Connection, provider: str, event_id: str) -> Attempts:
     params = {"provider": provider, "event_id": event_id, "limit": MAX_LINES}
-    names = _one(conn, _NAMES, params) or {"merchant_ref": None, "payment_id": None}
-    return Attempts(lines=[_line(row) for row in _all(conn, _ATTEMPTS, params)], **names)
+    names = named_row(conn, _NAMES, params) or {"merchant_ref": None, "payment_id": None}
+    return Attempts(lines=[_line(row) for row in named_rows(conn, _ATTEMPTS, params)], **names)
 
 
 def answer(conn: Connection, text: str) -> dict[str, Any]:
@@ -368,16 +459,6 @@ def answer(conn: Connection, text: str) -> dict[str, Any]:
         if told is not None:
             orders.append({"matched": found.matched.value, **told.as_json()})
     return {"query": text, "orders": orders}
-
-
-def _all(conn: Connection, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(sql, params).fetchall()
-
-
-def _one(conn: Connection, sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    rows = _all(conn, sql, params)
-    return rows[0] if rows else None
 
 
 _MISMATCH_FIELDS = tuple(AmountMismatch.__dataclass_fields__)
@@ -416,12 +497,13 @@ def _fields(value: Any) -> Any:
     return fields
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON carries it: mappings and lists through, times in ISO 8601."""
     if isinstance(value, dict):
-        return {key: _jsonable(item) for key, item in value.items()}
+        return {key: jsonable(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_jsonable(item) for item in value]
-    if isinstance(value, datetime):
+        return [jsonable(item) for item in value]
+    if isinstance(value, date | time):
         return value.isoformat()
     return value
 
@@ -431,16 +513,23 @@ __all__ = [
     "Attempts",
     "Confirmation",
     "Expected",
+    "Extension",
     "Found",
     "Line",
+    "Lookup",
     "Matched",
     "Payment",
     "Reconciling",
     "Record",
     "Story",
+    "Told",
     "UnreadableQuery",
     "answer",
     "attempts",
     "find",
+    "jsonable",
+    "lines_of",
+    "records_of",
     "story",
+    "told",
 ]

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.rows import class_row, dict_row
 
 from payhooks.plumbing.errors import DatabaseUnavailable, LockTimeout, SerializationConflict
 
@@ -91,6 +92,28 @@ def execute(conn: Connection, statement: Statement) -> Row:
 async def execute_async(conn: AsyncConnection, statement: Statement) -> Row:
     cursor = await conn.execute(statement.sql, statement.params)
     return await cursor.fetchone() if statement.reads else None
+
+
+Named = dict[str, Any]
+"""A row by its columns' names, for the read sides that show what they read."""
+
+
+def named_rows(conn: Connection, sql: str, params: Any = ()) -> list[Named]:
+    """Every row of a read, each by its columns' names."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(sql, params).fetchall()
+
+
+def named_row(conn: Connection, sql: str, params: Any = ()) -> Named | None:
+    """The first row of a read by its columns' names, or ``None`` when it has none."""
+    found = named_rows(conn, sql, params)
+    return found[0] if found else None
+
+
+def shaped_rows(conn: Connection, shape: type[T], sql: str, params: Any = ()) -> list[T]:
+    """Every row of a read as a ``shape``: a value object whose fields are the columns."""
+    with conn.cursor(row_factory=class_row(shape)) as cur:
+        return cur.execute(sql, params).fetchall()
 
 
 CONFLICT_STATES = frozenset({"40001", "40P01"})

@@ -57,31 +57,40 @@ def watched(pool: psycopg_pool.ConnectionPool[Any]) -> Iterator[Any]:
     """``pool.connection()``; one found lost when given back (the database restarted or failed
     over while it sat idle) makes the pool try its other idle ones at once (``weeded``), so the
     next callers are not handed the other dead ones, one failure each."""
-    lost = False
+    given = _Given()
     try:
-        with pool.connection() as conn:
-            try:
-                yield conn
-            finally:
-                lost = conn.broken
+        with pool.connection() as conn, given.back(conn):
+            yield conn
     finally:
-        if lost:
+        if given.lost:
             weeded(pool)
 
 
 @contextlib.asynccontextmanager
 async def watched_async(pool: psycopg_pool.AsyncConnectionPool[Any]) -> AsyncIterator[Any]:
     """``watched`` for an async pool."""
-    lost = False
+    given = _Given()
     try:
         async with pool.connection() as conn:
-            try:
+            with given.back(conn):
                 yield conn
-            finally:
-                lost = conn.broken
     finally:
-        if lost:
+        if given.lost:
             await weeded_async(pool)
+
+
+class _Given:
+    """Whether a connection lent was lost when given back: read before the pool takes it
+    back (and closes a broken one, which then no longer says so)."""
+
+    lost = False
+
+    @contextlib.contextmanager
+    def back(self, conn: Any) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self.lost = conn.broken
 
 
 __all__ = ["CheckedPool", "watched", "watched_async", "weeded", "weeded_async"]

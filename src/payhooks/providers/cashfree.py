@@ -1,24 +1,7 @@
-"""Cashfree's adapter, where merchants and the docs import it; it lives in
-``payhooks.gateways.cashfree``."""
+"""Moved to ``payhooks.gateways.cashfree``; this path stays for existing imports."""
 
-from __future__ import annotations
+import sys
 
-from payhooks.gateways.cashfree.adapter import (
-    IDEMPOTENCY_HEADER,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    VERSION_HEADER,
-    Cashfree,
-    sign,
-)
-from payhooks.providers._common import MAX_JSON_BODY_BYTES
+from payhooks.gateways import cashfree as _moved
 
-__all__ = [
-    "IDEMPOTENCY_HEADER",
-    "MAX_JSON_BODY_BYTES",
-    "SIGNATURE_HEADER",
-    "TIMESTAMP_HEADER",
-    "VERSION_HEADER",
-    "Cashfree",
-    "sign",
-]
+sys.modules[__name__] = _moved

@@ -1,8 +1,7 @@
-"""Juspay's adapter (HDFC SmartGateway too), where merchants and the docs import it; it lives
-in ``payhooks.gateways.juspay``."""
+"""Moved to ``payhooks.gateways.juspay``; this path stays for existing imports."""
 
-from __future__ import annotations
+import sys
 
-from payhooks.gateways.juspay.adapter import Juspay, authorization
+from payhooks.gateways import juspay as _moved
 
-__all__ = ["Juspay", "authorization"]
+sys.modules[__name__] = _moved

@@ -1,8 +1,7 @@
-"""PayU's adapter, where merchants and the docs import it; it lives in
-``payhooks.gateways.payu``."""
+"""Moved to ``payhooks.gateways.payu``; this path stays for existing imports."""
 
-from __future__ import annotations
+import sys
 
-from payhooks.gateways.payu.adapter import MAX_BODY_BYTES, PayU, decode_form, encode, reverse_hash
+from payhooks.gateways import payu as _moved
 
-__all__ = ["MAX_BODY_BYTES", "PayU", "decode_form", "encode", "reverse_hash"]
+sys.modules[__name__] = _moved

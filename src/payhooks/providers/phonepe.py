@@ -1,13 +1,7 @@
-"""PhonePe's adapter, where merchants and the docs import it; it lives in
-``payhooks.gateways.phonepe``."""
+"""Moved to ``payhooks.gateways.phonepe``; this path stays for existing imports."""
 
-from __future__ import annotations
+import sys
 
-from payhooks.gateways.phonepe.adapter import (
-    AUTHORIZATION_HEADER,
-    MAX_BODY_BYTES,
-    PhonePe,
-    authorization,
-)
+from payhooks.gateways import phonepe as _moved
 
-__all__ = ["AUTHORIZATION_HEADER", "MAX_BODY_BYTES", "PhonePe", "authorization"]
+sys.modules[__name__] = _moved

@@ -1,14 +1,7 @@
-"""Razorpay's adapter, where merchants and the docs import it; it lives in
-``payhooks.gateways.razorpay``."""
+"""Moved to ``payhooks.gateways.razorpay``; this path stays for existing imports."""
 
-from __future__ import annotations
+import sys
 
-from payhooks.gateways.razorpay.adapter import (
-    EVENT_ID_HEADER,
-    SIGNATURE_HEADER,
-    Razorpay,
-    sign,
-)
-from payhooks.providers._common import MAX_JSON_BODY_BYTES
+from payhooks.gateways import razorpay as _moved
 
-__all__ = ["EVENT_ID_HEADER", "MAX_JSON_BODY_BYTES", "SIGNATURE_HEADER", "Razorpay", "sign"]
+sys.modules[__name__] = _moved

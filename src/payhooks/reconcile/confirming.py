@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from payhooks.events import Event, Provider
@@ -25,6 +25,18 @@ from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile.parts import Connect, Deliver, Tally
 
 log = logging.getLogger("payhooks.reconcile")
+
+
+@dataclass(frozen=True, slots=True)
+class _Asking:
+    """What one callback's turn is asked with: the connection, its gateway's client, the
+    path a reported payment is applied through, the pass's tally, and the time it is asked."""
+
+    connect: Connect
+    client: StatusClient
+    deliver: Deliver
+    tally: Tally
+    at: datetime
 
 
 def _nothing_more(conn: object, event: Event, applied: Applied) -> None:
@@ -53,7 +65,7 @@ def confirm(
             if stop():
                 return tally
             try:
-                _one(connect, client, deliver, pending, tally, now())
+                _one(_Asking(connect, client, deliver, tally, now()), pending)
             except Exception as exc:  # the handler's, the database's: this callback only
                 _broke(connect, pending, tally, exc)
     return tally
@@ -79,17 +91,12 @@ def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> 
         log.exception("confirm_attempt_unrecorded", extra={"event_id": pending.event_id})
 
 
-def _one(
-    connect: Connect,
-    client: StatusClient,
-    deliver: Deliver,
-    pending: Pending,
-    tally: Tally,
-    at: datetime,
-) -> None:
+def _one(asking: _Asking, pending: Pending) -> None:
+    connect, client, deliver, tally, at = (asking.connect, asking.client, asking.deliver,
+                                          asking.tally, asking.at)  # fmt: skip
     provider = Provider(pending.provider)
     if pending.first_event_id is not None:
-        _attempt(connect, client, deliver, pending, tally, at)
+        _attempt(asking, pending)
         return
     try:
         report = client.report(pending.gateway_order_id)
@@ -142,16 +149,11 @@ def _conclude(
     )  # fmt: skip
 
 
-def _attempt(
-    connect: Connect,
-    client: StatusClient,
-    deliver: Deliver,
-    pending: Pending,
-    tally: Tally,
-    at: datetime,
-) -> None:
+def _attempt(asking: _Asking, pending: Pending) -> None:
     """Another attempt than the first post's (``confirmations``): the gateway's client judges
     it against the first post's stored body; a second payment it reports is applied."""
+    connect, client, deliver, tally, at = (asking.connect, asking.client, asking.deliver,
+                                          asking.tally, asking.at)  # fmt: skip
     provider = Provider(pending.provider)
     judge = getattr(client, "another_attempt", None)
     with connect() as conn:

@@ -87,5 +87,28 @@ class Tally:
             )
         return ", ".join(parts)
 
+    def trouble(self) -> str:
+        """What made the pass fail (``failures``), in the words every door prints before
+        "those checkouts are asked again later"."""
+        errors, unapplied = sum(self.api_errors.values()), sum(self.unapplied.values())
+        said = [f"{errors} gateway API error(s)"] if errors else []
+        if unapplied:
+            said.append(f"{unapplied} payment(s) the handler failed on")
+        return ", ".join(said)
+
+    def confirmations(self) -> str:
+        """A confirmation pass in one line (``payhooks confirm``, ``payhooks_confirm``)."""
+        return (
+            f"{sum(self.confirmed.values())} callback(s) confirmed by the API, "
+            f"{sum(self.refuted.values())} refuted, "
+            f"{sum(self.applied.values())} payment event(s) applied"
+        )
+
+    @property
+    def said_anything(self) -> bool:
+        """Whether a confirmation pass confirmed or refuted a callback (a daemon's pass
+        that did neither prints nothing)."""
+        return bool(sum(self.confirmed.values()) or sum(self.refuted.values()))
+
 
 __all__ = ["Connect", "Deliver", "Followup", "Tally", "followed"]

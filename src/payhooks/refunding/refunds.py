@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from enum import StrEnum
+from datetime import timedelta
 from typing import Any
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
+from payhooks.gateways._refunds import Refund, RefundState
 from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
 from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 
@@ -51,21 +50,6 @@ _CURRENCY = re.compile(r"[A-Z]{3}")
 LEASE = timedelta(minutes=2)
 """How long a sender holds an intent it is sending: longer than any one call may take, so a
 second sender meets it only after the first has given up or died."""
-
-
-class RefundState(StrEnum):
-    REQUESTED = "requested"
-    """Written; the gateway not yet known to have it (never sent, or its answer not seen)."""
-    SENT = "sent"
-    """The gateway accepted it under its key and gave its refund id; not yet processed."""
-    PROCESSED = "processed"
-    """The money went back (the gateway's answer, its refund webhook or its status)."""
-    FAILED = "failed"
-    """The gateway accepted it, then said it failed: no money went back."""
-    REFUSED = "refused"
-    """The gateway refused the request (more than refundable, not captured): none sent."""
-    CANCELLED = "cancelled"
-    """A person stopped it before the gateway had it (``cancel``): never sent afterwards."""
 
 
 LIVE = (RefundState.REQUESTED, RefundState.SENT, RefundState.PROCESSED)
@@ -82,33 +66,6 @@ class RefundTooLarge(InvalidRequest):
         )
         self.asked = asked
         self.refundable = refundable
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Refund:
-    """One refund intent and what became of it."""
-
-    provider: Provider
-    idempotency_key: str
-    payment_id: str
-    gateway_order_id: str | None
-    amount_paise: int
-    currency: str
-    captured_paise: int
-    reason: str
-    requested_by: str
-    state: RefundState = RefundState.REQUESTED
-    gateway_refund_id: str | None = None
-    attempts: int = 0
-    last_error: str | None = None
-    requested_at: datetime | None = None
-    sent_at: datetime | None = None
-    settled_at: datetime | None = None
-    attempt_id: str | None = None
-    """The gateway's own id of the payment refunded where ``payment_id`` is another (PayU's
-    ``mihpayid``, ``payment_id`` its txnid): what the gateway's refund call names."""
-    cancelled_by: str | None = None
-    cancel_reason: str | None = None
 
 
 def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:

@@ -30,48 +30,30 @@ a merchant's app, or by ``send_due`` from a merchant's own scheduler. The gatewa
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Protocol
 
-from payhooks.events import Event, EventKind, Provider, Received, storable
+from payhooks.events import Provider
+from payhooks.gateways._refunds import (
+    SENT_REFUND,
+    Refund,
+    RefundClient,
+    RefundRefused,
+    Sent,
+    is_processed_key,
+    processed_delivery,
+    processed_key,
+    reread,
+)
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
-from payhooks.plumbing.keys import RECONCILED
-from payhooks.providers._common import sha256_hex
+from payhooks.plumbing.errors import GatewayApiError
 from payhooks.refunding import refunds
-from payhooks.refunding.refunds import Refund
 
 log = logging.getLogger("payhooks.refunds")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Sent:
-    """The gateway has the refund: its own id for it, and whether the money already went."""
-
-    gateway_refund_id: str
-    processed: bool = False
-
-
-class RefundRefused(GatewayApiError):
-    """The gateway refused the refund for good (its words in ``reason``): asking again with
-    the same key and body would be refused again."""
-
-
-class RefundClient(Protocol):
-    provider: Provider
-
-    def send_refund(self, refund: Refund) -> Sent: ...
-
-    def refund_status(self, refund: Refund) -> Sent:
-        """What the gateway now says of a refund it accepted (``refund.gateway_refund_id``):
-        ``processed`` or not yet; ``RefundRefused`` when it failed."""
-        ...
 
 
 Connect = Callable[[], AbstractContextManager[Connection]]
@@ -106,58 +88,6 @@ Settle = Callable[[Refund], None]
 """What is done with a refund the sender learned is processed (``gateway_refund_id`` set),
 before its intent is closed: the worker delivers ``processed_delivery(refund)`` to the shop.
 When it raises, the intent stays open (``sent``) and is asked about, and settled, again."""
-SENT_REFUND = "sent_refund"
-"""The status word of a processed refund's delivery key, ``reconcile:<refund id>:sent_refund``:
-no status API reader makes it."""
-_FIELDS = ("provider", "payment_id", "gateway_order_id", "gateway_refund_id", "amount_paise",
-           "currency", "idempotency_key")  # fmt: skip
-
-
-def processed_key(gateway_refund_id: str) -> str:
-    return f"{RECONCILED}:{gateway_refund_id}:{SENT_REFUND}"
-
-
-def is_processed_key(event_id: str) -> bool:
-    return event_id.startswith(RECONCILED + ":") and event_id.endswith(":" + SENT_REFUND)
-
-
-def processed_delivery(refund: Refund) -> Received:
-    """The refund the sender made, processed, as a delivery: what a refund webhook for it
-    carries (payment, order, refund id, amount), its body the intent's own fields."""
-    if not refund.gateway_refund_id:
-        raise ValueError("a refund is processed under the gateway's refund id")
-    kept = {name: getattr(refund, name) for name in _FIELDS}
-    body = json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()
-    event = Event(
-        provider=refund.provider,
-        kind=EventKind.REFUND_PROCESSED,
-        event_type=f"{RECONCILED}.refund.processed",
-        event_id=processed_key(refund.gateway_refund_id),
-        payment_id=refund.payment_id,
-        merchant_ref=refund.gateway_order_id,
-        currency=refund.currency,
-        refund_id=refund.gateway_refund_id,
-        refund_amount_paise=refund.amount_paise,
-        payload_sha256=sha256_hex(body),
-    )
-    return Received(event=storable(event), body=body, headers={})
-
-
-def reread(provider: Provider, event_id: str, body: bytes) -> Received:
-    """A processed refund's delivery as it was stored, read again (a replay, the console)."""
-    try:
-        kept: Any = json.loads(body)
-        refund = Refund(
-            **{name: kept[name] for name in _FIELDS if name != "provider"},
-            provider=provider, captured_paise=int(kept["amount_paise"]), reason="",
-            requested_by="",
-        )  # fmt: skip
-    except (ValueError, KeyError, TypeError) as exc:
-        raise MalformedPayload(provider, "stored refund does not read") from exc
-    again = processed_delivery(refund)
-    if again.event.event_id != event_id:
-        raise MalformedPayload(provider, f"stored refund does not read as {event_id}")
-    return again
 
 
 def send_due(

@@ -42,7 +42,7 @@ class Email:
             recipient=self.recipient,
             subject=notice.title,
             body=notice.body,
-            dedupe_key=f"alert-notice:{notice.id}",
+            dedupe_key=notice.message_key,
         )
         try:
             with Mailer(self.target, timeout=self.timeout_s) as mailer:
@@ -54,7 +54,8 @@ class Email:
 
 
 _DEAD_LETTERS = """
-SELECT count(*), min(failed_at) FROM outbox WHERE failed_at IS NOT NULL
+SELECT count(*), min(failed_at) FROM payhooks_outbox
+WHERE failed_at IS NOT NULL AND alert_key IS NULL
 """
 _TO_REFUND = """
 SELECT provider, count(*) FROM payments WHERE needs_refund GROUP BY 1 ORDER BY 1

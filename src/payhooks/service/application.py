@@ -13,13 +13,13 @@ import httpx
 import psycopg_pool
 
 from payhooks.events import Event, Provider, Received
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, Adapter
 from payhooks.intake.ingest import Applied, Outcome, Receipt, ingest_received
 from payhooks.intake.stored import read_stored, received_stored
+from payhooks.operations import replays
 from payhooks.operations import retention as policy
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import GatewayApiError
-from payhooks.providers import Adapter
 from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
 from payhooks.refunding import sending
 from payhooks.refunding.refunds import Refund
@@ -77,7 +77,7 @@ def replay(
 ) -> Receipt:
     """A stored delivery through the same claim and path as the gateway's own retry. Raises
     ``NotFound`` when no delivery has the key, or several do and no gateway is named."""
-    return deliver(conn, received_stored(conn, adapters, event_id, provider))
+    return replays.replay(conn, adapters, deliver, event_id=event_id, provider=provider)
 
 
 def reconciler(

@@ -14,9 +14,9 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS, ApiCredentials, Gateway
+from payhooks.gateways import GATEWAYS, Adapter, ApiCredentials, Gateway, read_secrets
+from payhooks.operations.retention import DEFAULT_RETENTION_DAYS
 from payhooks.plumbing.db import libpq_url
-from payhooks.providers import Adapter, read_secrets
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 
@@ -205,7 +205,7 @@ class Settings:
     """Where alerts are posted as chat messages (``payhooks.notifier.Webhook``)."""
     alert_repeat_minutes: int = 60
     """An alert that lasts is said again at most this often."""
-    retention_days: int = 90
+    retention_days: int = DEFAULT_RETENTION_DAYS
     lock_timeout_ms: int = 2000
     statement_timeout_ms: int = 3000
     transaction_timeout_ms: int = 3500
@@ -232,28 +232,38 @@ class Settings:
         env = _Environment(environ)
         settings = cls(
             database_url=env.get("DATABASE_URL").database_url(),
-            home=Path(env.get("PAYHOOKS_HOME").text() or ".payhooks"),
+            home=Path(env.get("PAYHOOKS_HOME").text() or _DEFAULT.home),
             webhook_secrets=_webhook_secrets(env),
             api_token=env.get("PAYHOOKS_API_TOKEN").secret(),
             metrics_token=env.get("PAYHOOKS_METRICS_TOKEN").secret(),
             smtp_url=env.get("PAYHOOKS_SMTP_URL").smtp_url(),
-            mail_from=env.get("PAYHOOKS_MAIL_FROM").address() or "payhooks@localhost",
+            mail_from=env.get("PAYHOOKS_MAIL_FROM").address() or _DEFAULT.mail_from,
             alert_email=env.get("PAYHOOKS_ALERT_EMAIL").address(),
             alert_webhook_url=env.get("PAYHOOKS_ALERT_WEBHOOK_URL").webhook_url(),
             alert_repeat_minutes=env.get("PAYHOOKS_ALERT_REPEAT_MINUTES").integer(
-                60, maximum=7 * 24 * 60
+                _DEFAULT.alert_repeat_minutes, maximum=7 * 24 * 60
             ),
-            retention_days=env.get("PAYHOOKS_RETENTION_DAYS").integer(90),
-            lock_timeout_ms=env.get("PAYHOOKS_LOCK_TIMEOUT_MS").integer(2000),
-            statement_timeout_ms=env.get("PAYHOOKS_STATEMENT_TIMEOUT_MS").integer(3000),
-            transaction_timeout_ms=env.get("PAYHOOKS_TRANSACTION_TIMEOUT_MS").integer(3500),
-            pool_timeout_ms=env.get("PAYHOOKS_POOL_TIMEOUT_MS").integer(1000),
-            pool_size=env.get("PAYHOOKS_POOL_SIZE").integer(10),
+            retention_days=env.get("PAYHOOKS_RETENTION_DAYS").integer(_DEFAULT.retention_days),
+            lock_timeout_ms=env.get("PAYHOOKS_LOCK_TIMEOUT_MS").integer(_DEFAULT.lock_timeout_ms),
+            statement_timeout_ms=env.get("PAYHOOKS_STATEMENT_TIMEOUT_MS").integer(
+                _DEFAULT.statement_timeout_ms
+            ),
+            transaction_timeout_ms=env.get("PAYHOOKS_TRANSACTION_TIMEOUT_MS").integer(
+                _DEFAULT.transaction_timeout_ms
+            ),
+            pool_timeout_ms=env.get("PAYHOOKS_POOL_TIMEOUT_MS").integer(_DEFAULT.pool_timeout_ms),
+            pool_size=env.get("PAYHOOKS_POOL_SIZE").integer(_DEFAULT.pool_size),
             database_pool_mode=env.get("PAYHOOKS_DATABASE_POOL_MODE").pool_mode(),
             api_credentials=_api_credentials(env),
-            reconcile_after_s=env.get("PAYHOOKS_RECONCILE_AFTER_S").integer(900),
-            reconcile_window_s=env.get("PAYHOOKS_RECONCILE_WINDOW_S").integer(7 * 24 * 3600),
-            reconcile_timeout_ms=env.get("PAYHOOKS_RECONCILE_TIMEOUT_MS").integer(10_000),
+            reconcile_after_s=env.get("PAYHOOKS_RECONCILE_AFTER_S").integer(
+                _DEFAULT.reconcile_after_s
+            ),
+            reconcile_window_s=env.get("PAYHOOKS_RECONCILE_WINDOW_S").integer(
+                _DEFAULT.reconcile_window_s
+            ),
+            reconcile_timeout_ms=env.get("PAYHOOKS_RECONCILE_TIMEOUT_MS").integer(
+                _DEFAULT.reconcile_timeout_ms
+            ),
             refund_double_payments=env.get("PAYHOOKS_REFUND_DOUBLE_PAYMENTS").switch(),
             capture_authorized=env.get("PAYHOOKS_CAPTURE_AUTHORIZED").switch(),
             console_timezone=env.get("PAYHOOKS_CONSOLE_TIMEZONE").timezone(CONSOLE_TIMEZONE),
@@ -316,6 +326,10 @@ class Settings:
     def first_secret(self, variable: str) -> str | None:
         """The current (first) secret a webhook setting holds, as the server reads it."""
         return next(iter(self.webhook_secrets.get(variable, ())), None)
+
+
+_DEFAULT = Settings()
+"""Each setting's default, written once: on its field above."""
 
 
 def _webhook_secrets(env: _Environment) -> dict[str, tuple[str, ...]]:

@@ -156,13 +156,15 @@ class Gauges:
     core: Snapshot
 
 
-# Each count walks one partial index (outbox_pending, outbox_failed_at), never the sent rows,
-# which grow with history until the purge removes them.
+# Each count walks one partial index (payhooks_outbox_due, payhooks_outbox_failed), never the
+# sent rows, which grow with history until the purge removes them. The backlog is the whole
+# queue's (emails, alerts and chat notices); the dead letters are the messages a person may
+# queue again (an alert's notices given up are not).
 OUTBOX_GAUGES = """
-SELECT (SELECT count(*) FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL),
+SELECT (SELECT count(*) FROM payhooks_outbox WHERE sent_at IS NULL AND failed_at IS NULL),
        (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
-        FROM outbox WHERE sent_at IS NULL AND failed_at IS NULL),
-       (SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL)
+        FROM payhooks_outbox WHERE sent_at IS NULL AND failed_at IS NULL),
+       (SELECT count(*) FROM payhooks_outbox WHERE failed_at IS NOT NULL AND alert_key IS NULL)
 """
 PURGE_PROGRESS = """
 SELECT rows_expected, rows_done, extract(epoch FROM finished_at)

@@ -24,8 +24,9 @@ from payhooks.plumbing.db import Connection
 PurgeResult = Purge
 
 _DELETE_SENT = """
-DELETE FROM outbox WHERE id IN (
-    SELECT id FROM outbox WHERE sent_at < %s ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)
+DELETE FROM payhooks_outbox WHERE id IN (
+    SELECT id FROM payhooks_outbox WHERE sent_at < %s AND alert_key IS NULL
+    ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)
 """
 _START = """
 INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)

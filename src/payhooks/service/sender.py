@@ -1,4 +1,5 @@
-"""Sending the outbox: each due message performed after commit, under a row lock.
+"""Sending the shop's messages on the outbound queue (``payhooks.operations.outbox``): each due
+one performed after commit, under a row lock.
 
 Each message is taken under a row lock that other workers skip (``FOR UPDATE SKIP LOCKED``),
 sent, and marked sent in the same transaction. The one unavoidable at-least-once window: the
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from email.message import EmailMessage
 
 import psycopg_pool
@@ -25,29 +27,26 @@ from payhooks.service.mail import Mailer, SmtpTarget, compose
 log = logging.getLogger("payhooks.service.worker")
 
 
+@dataclass(slots=True)
 class Sender:
-    def __init__(
-        self,
-        pool: psycopg_pool.ConnectionPool,
-        settings: Settings,
-        *,
-        batch: int,
-        policy: outbox.RetryPolicy,
-        jitter: Callable[[], float],
-        stopping: threading.Event,
-    ) -> None:
-        if not settings.smtp_url:
+    """The shop's messages on the outbound queue, sent over SMTP (PAYHOOKS_SMTP_URL)."""
+
+    pool: psycopg_pool.ConnectionPool
+    settings: Settings
+    _: KW_ONLY
+    batch: int
+    policy: outbox.RetryPolicy
+    jitter: Callable[[], float]
+    stopping: threading.Event
+    target: SmtpTarget = field(init=False)
+    unavailable: bool = field(init=False, default=False)
+    """Whether the last ``drain`` found the SMTP server unavailable."""
+
+    def __post_init__(self) -> None:
+        if not self.settings.smtp_url:
             raise MailerUnavailable("PAYHOOKS_SMTP_URL is not set: the worker has nowhere to send")
-        self.pool = pool
-        self.settings = settings
-        self.batch = batch
-        self.policy = policy
-        self.jitter = jitter
-        self.stopping = stopping
-        self.target = SmtpTarget.from_url(settings.smtp_url)
-        self.unavailable = False
-        """Whether the last ``drain`` found the SMTP server unavailable."""
-        if settings.alert_email is None:
+        self.target = SmtpTarget.from_url(self.settings.smtp_url)
+        if self.settings.alert_email is None:
             log.warning("alert_email_not_set", extra={"effect": "every alert is dead-lettered"})
 
     def drain(self) -> int:
@@ -101,7 +100,7 @@ class Sender:
         fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
         recipient = message.recipient or self.settings.alert_email
         if recipient is None:
-            outbox.dead_letter(conn, message, "PAYHOOKS_ALERT_EMAIL is not set")
+            outbox.dead_letter(conn, message.id, "PAYHOOKS_ALERT_EMAIL is not set")
             log.error("outbox_dead_letter", extra={**fields, "error": "no alert address"})
             return
         try:
@@ -114,7 +113,7 @@ class Sender:
         except MessageRejected as exc:
             self._rejected(conn, message, exc, fields)
             return
-        outbox.mark_sent(conn, message)
+        outbox.mark_sent(conn, message.id)
         log.info("outbox_sent", extra=fields)
 
     def _compose(self, message: outbox.Pending, recipient: str) -> EmailMessage:
@@ -129,7 +128,7 @@ class Sender:
     def _dead_letter(
         self, conn: db.Connection, message: outbox.Pending, reason: str, fields: dict[str, object]
     ) -> None:
-        outbox.dead_letter(conn, message, reason)
+        outbox.dead_letter(conn, message.id, reason)
         log.error("outbox_dead_letter", extra={**fields, "error": reason})
 
     def _rejected(
@@ -144,7 +143,7 @@ class Sender:
             self._dead_letter(conn, message, str(exc), fields)
             return
         delay = policy.delay(message.attempts + 1, self.jitter())
-        outbox.retry_later(conn, message, str(exc), delay)
+        outbox.retry_later(conn, message.id, str(exc), delay)
         log.warning("outbox_retry", extra={**fields, "error": str(exc), "delay_s": round(delay, 1)})
 
 

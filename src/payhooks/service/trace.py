@@ -1,10 +1,14 @@
-"""From an order id, payment id or delivery key to every webhook event behind it."""
+"""From an order id, payment id or delivery key to every webhook event behind it: each
+payment's, across the gateway orders it crossed, with what was kept of each body (its digest,
+size and the header names), and the shop's payments and orders. The timeline tells a gateway
+order's story (``payhooks.timeline``, the console); this is the raw rows, as JSON."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from payhooks.plumbing.db import Connection
+from payhooks.operations.timeline import jsonable
+from payhooks.plumbing.db import Connection, Named, named_rows
 from payhooks.plumbing.errors import NotFound
 
 _EVENT_COLUMNS = """
@@ -91,13 +95,5 @@ def _seed(
     return seeds, carts, sorted(set(matched)), keys
 
 
-def _rows(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[dict[str, Any]]:
-    cursor = conn.execute(sql, params)
-    names = [column.name for column in cursor.description or ()]
-    return [{name: _plain(value) for name, value in zip(names, row, strict=True)} for row in cursor]
-
-
-def _plain(value: Any) -> Any:
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
+def _rows(conn: Connection, sql: str, params: tuple[Any, ...]) -> list[Named]:
+    return [jsonable(row) for row in named_rows(conn, sql, params)]

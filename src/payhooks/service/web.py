@@ -29,6 +29,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from payhooks.events import Provider, Received
+from payhooks.gateways import Adapter
 from payhooks.intake.answers import error_answer
 from payhooks.intake.endpoint import Arrival, AsyncClaim, Endpoint, Offload, Reply
 from payhooks.intake.ingest import Receipt
@@ -40,7 +41,6 @@ from payhooks.plumbing.errors import (
     Unauthorised,
 )
 from payhooks.plumbing.retries import Retries
-from payhooks.providers import Adapter
 from payhooks.refunding.refunds import Refund
 from payhooks.service import application, console, database, deliveries
 from payhooks.service.config import Settings

@@ -22,6 +22,20 @@ class Delivery:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Paid:
+    """What a delivery about one payment says: the payment ``payment_id`` of the gateway order
+    ``reference``, for ``amount_paise``, is ``what`` ("captured" or "failed"; on Razorpay also
+    "authorized"), under the event named ``event`` when given (a gateway whose deliveries name
+    no event, PayU's, has no use for it)."""
+
+    what: str
+    reference: str
+    payment_id: str
+    amount_paise: int
+    event: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Purchase:
     """A checked-out cart as the gateway knows it: the reference it echoes back, and the
     amount it charges (what the demo and storm pay for)."""

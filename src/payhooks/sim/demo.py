@@ -41,6 +41,7 @@ from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, Purchase, ne
 from payhooks.sim.gateway_api import ApiKeys, GatewayApi
 from payhooks.sim.gateway_api import serving as serving_api
 from payhooks.sim.gateways import SIMULATORS
+from payhooks.sim.gateways import razorpay as razorpay_sim
 from payhooks.sim.stage import (
     CUSTOMER,
     GATEWAY_TIMEOUT_S,
@@ -70,6 +71,25 @@ STOCK_HELD_S = 1.5  # how long the "slow" scenario keeps the stock row busy
 # --- the scenarios: a bad day at the gateway, and worse -------------------------------------
 
 
+def _razorpay(stage: Stage, buy: Purchase, event: str, payment_id: str) -> Delivery:
+    """A Razorpay event of ``buy``'s payment, on which the general scenarios are played."""
+    return razorpay_sim.delivery(
+        stage.gateway,
+        event,
+        payment_id=payment_id,
+        order_id=buy.reference,
+        amount_paise=buy.amount_paise,
+    )
+
+
+def _capture(
+    stage: Stage, buy: Purchase, payment_id: str, event: str = "payment.captured"
+) -> Delivery:
+    """A Razorpay capture-type event (``payment.captured`` or ``order.paid``) of a payment
+    the gateway took the money for (``Stage.vouch``)."""
+    return _razorpay(stage, buy, event, stage.vouch(buy, payment_id))
+
+
 @contextlib.contextmanager
 def _stock_row_busy(database_url: str, sku: str, seconds: float) -> Iterator[None]:
     """Keep a product row locked, as a long stock-take would, so the next order waits on it."""
@@ -94,7 +114,7 @@ def slow_first_response(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 2}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
     with _stock_row_busy(stage.database_url, "TEA-ASSAM", STOCK_HELD_S):
-        run = stage.courier.deliver(stage.capture(buy, pay), timeout=SLOW_TIMEOUT_S)
+        run = stage.courier.deliver(_capture(stage, buy, pay), timeout=SLOW_TIMEOUT_S)
     settled = run[-1].outcome in ("processed", "duplicate")
     return result(
         "slow first response, retried",
@@ -112,7 +132,7 @@ def slow_first_response(stage: Stage) -> Result:
 
 def fifty_copies(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 1, "TEA-ASSAM": 1}, CUSTOMER)
-    delivery = stage.capture(buy, new_payment_id(Provider.RAZORPAY))
+    delivery = _capture(stage, buy, new_payment_id(Provider.RAZORPAY))
     barrier = threading.Barrier(COPIES)
 
     def send(_: int) -> list[Answer]:
@@ -136,8 +156,8 @@ def fifty_copies(stage: Stage) -> Result:
 def authorized_then_captured(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 1}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
-    first = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
-    second = stage.courier.deliver(stage.capture(buy, pay))
+    first = stage.courier.deliver(_razorpay(stage, buy, "payment.authorized", pay))
+    second = stage.courier.deliver(_capture(stage, buy, pay))
     return result(
         "authorized, then captured",
         [first, second],
@@ -153,8 +173,8 @@ def authorized_then_captured(stage: Stage) -> Result:
 def captured_and_order_paid(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
-    first = stage.courier.deliver(stage.capture(buy, pay))
-    second = stage.courier.deliver(stage.capture(buy, pay, event="order.paid"))
+    first = stage.courier.deliver(_capture(stage, buy, pay))
+    second = stage.courier.deliver(_capture(stage, buy, pay, event="order.paid"))
     same = first[-1].order_id is not None and first[-1].order_id == second[-1].order_id
     checked = (same, "the two events name different orders")
     return _both_processed(
@@ -165,8 +185,8 @@ def captured_and_order_paid(stage: Stage) -> Result:
 def failed_upi_then_success(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.RAZORPAY, {"MUG-CLAY": 2}, CUSTOMER)
     failed, paid = new_payment_id(Provider.RAZORPAY), new_payment_id(Provider.RAZORPAY)
-    first = stage.courier.deliver(stage.razorpay(buy, "payment.failed", failed))
-    second = stage.courier.deliver(stage.capture(buy, paid))
+    first = stage.courier.deliver(_razorpay(stage, buy, "payment.failed", failed))
+    second = stage.courier.deliver(_capture(stage, buy, paid))
     checked = status(stage, Provider.RAZORPAY, failed, "failed")
     name = "failed UPI attempt, then success"
     return _both_processed(stage, name, (first, second), checked, buy, paid)
@@ -176,7 +196,7 @@ def double_payment(stage: Stage) -> Result:
     """Two tabs, two captured payments for one cart, at the same moment."""
     buy = stage.merchant.buy(Provider.RAZORPAY, {"HONEY-500": 2}, CUSTOMER)
     pays = [new_payment_id(Provider.RAZORPAY) for _ in range(2)]
-    deliveries = [stage.capture(buy, pay) for pay in pays]
+    deliveries = [_capture(stage, buy, pay) for pay in pays]
     barrier = threading.Barrier(2)
 
     def send(delivery: Delivery) -> list[Answer]:
@@ -194,9 +214,10 @@ def double_payment(stage: Stage) -> Result:
     loser = next((pay for pay in pays if pay != order["payment_id"]), "")
     made = [stage.books.money.made[(buy.provider, pay)] for pay in (loser, order["payment_id"])]
     refund = stage.books.money.refunds.get((buy.provider, loser), [{}])[0]
-    webhook = stage.gateway.razorpay("refund.processed", payment_id=loser, order_id=buy.reference,
-                                     amount_paise=buy.amount_paise,
-                                     refund_id=str(refund.get("id", "rfnd_none")))  # fmt: skip
+    webhook = razorpay_sim.delivery(
+        stage.gateway, "refund.processed", payment_id=loser, order_id=buy.reference,
+        amount_paise=buy.amount_paise, refund_id=str(refund.get("id", "rfnd_none")),
+    )  # fmt: skip
     back = stage.courier.deliver(webhook)  # the gateway says the refund is processed
     after = stage.merchant.payment(buy.provider, loser) or {}
     return result(
@@ -228,8 +249,8 @@ def _refund_flagged(stage: Stage, buy: Purchase, pays: list[str]) -> tuple[bool,
 def captured_before_authorized(stage: Stage) -> Result:
     buy = stage.merchant.buy(Provider.RAZORPAY, {"TEA-ASSAM": 1}, CUSTOMER)
     pay = new_payment_id(Provider.RAZORPAY)
-    first = stage.courier.deliver(stage.capture(buy, pay))
-    second = stage.courier.deliver(stage.razorpay(buy, "payment.authorized", pay))
+    first = stage.courier.deliver(_capture(stage, buy, pay))
+    second = stage.courier.deliver(_razorpay(stage, buy, "payment.authorized", pay))
     checked = status(stage, Provider.RAZORPAY, pay, "captured")
     name = "captured before authorized"
     return _both_processed(stage, name, (first, second), checked, buy, pay)
@@ -284,7 +305,7 @@ def webhook_never_arrives(stage: Stage) -> Result:
     stage.books.pay(buy, pay)
     tally = stage.reconcile()
     found = stage.merchant.orders(buy.cart_id)
-    late = stage.courier.deliver(stage.razorpay(buy, "payment.captured", pay))
+    late = stage.courier.deliver(_razorpay(stage, buy, "payment.captured", pay))
     same = bool(found) and late[-1].order_id == found[0]["order_id"]
     return result(
         "webhook never arrives: reconciled",

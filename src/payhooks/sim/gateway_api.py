@@ -13,7 +13,7 @@ import contextlib
 import threading
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -24,15 +24,13 @@ from payhooks.events import Provider
 from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateways import SIMULATORS, Booked, simulator
 from payhooks.sim.keys import ApiKeys
-from payhooks.sim.parts import Books, Fault, Order
+from payhooks.sim.parts import Books, Fault, Order, RefundAsked, RefundWords
 
-REFUND_WORDS: dict[Provider, tuple[str, str, str, str]] = {
-    Provider.RAZORPAY: ("status", "pending", "processed", "failed"),
-    Provider.CASHFREE: ("refund_status", "PENDING", "SUCCESS", "CANCELLED"),
-    Provider.PAYU: ("status", "queued", "success", "failure"),
+REFUND_WORDS: Mapping[Provider, RefundWords] = {
+    provider: sim.refund_words for provider, sim in SIMULATORS.items() if sim.refund_words
 }
 """Each refunding gateway's refund status: its field, and its words for pending, processed
-and failed (docs/providers.md, "Refunds")."""
+and failed (docs/providers.md, "Refunds"), as its simulator says them."""
 
 
 class GatewayApi:
@@ -156,13 +154,14 @@ class GatewayApi:
 
     def refund_status(self, provider: Provider) -> str:
         """The status a refund is made with: pending while ``money.pending``, else processed."""
-        _, pending, processed, _ = REFUND_WORDS[provider]
-        return pending if self.money.pending else processed
+        words = REFUND_WORDS[provider]
+        return words.pending if self.money.pending else words.processed
 
     def settle(self, provider: Provider, *, failed: bool = False) -> int:
         """Every pending refund of ``provider`` processed (or failed: its money back in the
         payment, refundable again); how many."""
-        name, pending, processed, failure = REFUND_WORDS[provider]
+        words = REFUND_WORDS[provider]
+        name, pending = words.name, words.pending
         settled = 0
         with self._lock:
             for (kept, payment_id), made in self.money.refunds.items():
@@ -170,47 +169,39 @@ class GatewayApi:
                 for refund, paise in zip(made, amounts, strict=True):
                     if kept is not provider or refund.get(name) != pending:
                         continue
-                    refund[name] = failure if failed else processed
+                    refund[name] = words.failed if failed else words.processed
                     settled += 1
                     if failed:
                         self.money.refunded[(kept, payment_id)] -= paise
         return settled
 
     def refund_once(
-        self,
-        provider: Provider,
-        payment_id: str,
-        key: str,
-        asked: dict[str, Any],
-        make: Callable[[int], dict[str, Any] | str],
-        amount_paise: int,
-        captured_paise: int,
-        *,
-        token: str | None = None,
+        self, asked: RefundAsked, make: Callable[[int], dict[str, Any] | str]
     ) -> tuple[dict[str, Any] | None, str | None]:
-        """A refund under ``key``, as an idempotent gateway makes it: the same key and body,
+        """A refund under its key, as an idempotent gateway makes it: the same key and body,
         the refund made before; the same key, another body, refused; else made once, within
         what the payment captured. Returns the refund, or what the gateway refuses with."""
+        payment = (asked.provider, asked.payment_id)
         with self._lock:
-            known = self.money.by_key.get((provider, key))
+            known = self.money.by_key.get((asked.provider, asked.key))
             if known is not None:
                 body, refund = known
-                return (refund, None) if body == asked else (None, "another body")
-            refundable = captured_paise - self.money.refunded[(provider, payment_id)]
+                return (refund, None) if body == asked.body else (None, "another body")
+            refundable = asked.captured_paise - self.money.refunded[payment]
             if refundable <= 0:
                 return None, "fully refunded"
-            if amount_paise > refundable:
+            if asked.amount_paise > refundable:
                 return None, "more than captured"
-            made = make(len(self.money.refunds[(provider, payment_id)]) + 1)
+            made = make(len(self.money.refunds[payment]) + 1)
             if isinstance(made, str):
                 return None, made
             refund = made
-            self.money.by_key[(provider, key)] = (asked, refund)
-            self.money.refunded[(provider, payment_id)] += amount_paise
-            self.money.refunds[(provider, payment_id)].append(refund)
-            self.money.amounts[(provider, payment_id)].append(amount_paise)
-            self.money.made[(provider, payment_id)] += 1
-            self.money.under[(provider, token or key)] += 1
+            self.money.by_key[(asked.provider, asked.key)] = (asked.body, refund)
+            self.money.refunded[payment] += asked.amount_paise
+            self.money.refunds[payment].append(refund)
+            self.money.amounts[payment].append(asked.amount_paise)
+            self.money.made[payment] += 1
+            self.money.under[(asked.provider, asked.token or asked.key)] += 1
             return refund, None
 
     def capture_once(

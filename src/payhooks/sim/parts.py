@@ -82,6 +82,33 @@ class Fault:
     content_type: str = "application/json"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefundWords:
+    """A refunding gateway's refund status in its refund API's answers: the field, and its
+    words for pending, processed and failed (docs/providers.md, "Refunds")."""
+
+    name: str
+    pending: str
+    processed: str
+    failed: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RefundAsked:
+    """A refund asked of a gateway's refund endpoint: ``amount_paise`` of ``payment_id``
+    (which captured ``captured_paise``) under the idempotency ``key``, with the request's
+    ``body``; ``token`` is the name the gateway counts it under when not the key (Cashfree's
+    ``refund_id``)."""
+
+    provider: Provider
+    payment_id: str
+    key: str
+    body: dict[str, Any]
+    amount_paise: int
+    captured_paise: int
+    token: str | None = None
+
+
 @dataclass(slots=True, kw_only=True)
 class Books:
     """The money a gateway gave back, as its refund endpoints recorded it: each refund by the
@@ -150,16 +177,7 @@ class GatewayBooks(Protocol):
     def refund_status(self, provider: Provider) -> str: ...
 
     def refund_once(
-        self,
-        provider: Provider,
-        payment_id: str,
-        key: str,
-        asked: dict[str, Any],
-        make: Callable[[int], dict[str, Any] | str],
-        amount_paise: int,
-        captured_paise: int,
-        *,
-        token: str | None = None,
+        self, asked: RefundAsked, make: Callable[[int], dict[str, Any] | str]
     ) -> tuple[dict[str, Any] | None, str | None]: ...
 
     def capture_once(
@@ -176,28 +194,13 @@ class GatewayBooks(Protocol):
 
 class Signer(Protocol):
     """What a gateway's deliveries are built and signed with (``sim.gateway.Gateway``): the
-    webhook secrets, the clock, and Razorpay's builder, on which the demo's general scenarios
-    are played."""
+    webhook secrets and the clock."""
 
     @property
     def keys(self) -> SecretValues: ...
 
     @property
     def now(self) -> int: ...
-
-    def razorpay(
-        self,
-        event: str,
-        *,
-        payment_id: str,
-        order_id: str,
-        amount_paise: int,
-        currency: str = "INR",
-        refund_id: str | None = None,
-        refund_amount_paise: int | None = None,
-        event_id: str | None = None,
-        with_event_id: bool = True,
-    ) -> Delivery: ...
 
 
 # --- the storm's options and a cart's story ----------------------------------------------------

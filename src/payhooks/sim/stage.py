@@ -64,15 +64,6 @@ class Stage:
         self.captured.append((buy.provider, payment_id))
         return payment_id
 
-    def capture(self, buy: Purchase, payment_id: str, event: str = "payment.captured") -> Delivery:
-        """A Razorpay capture-type event (``payment.captured`` or ``order.paid``)."""
-        return self.razorpay(buy, event, self.vouch(buy, payment_id))
-
-    def razorpay(self, buy: Purchase, event: str, payment_id: str) -> Delivery:
-        return self.gateway.razorpay(
-            event, payment_id=payment_id, order_id=buy.reference, amount_paise=buy.amount_paise
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import random
 import secrets
 import threading
@@ -82,18 +81,15 @@ def plan_story(
 def _booked(books: GatewayApi, purchase: Purchase, story: Story, told: list[Delivery]) -> None:
     """What the gateway knows of the story, in its books: each payment captured, less what
     the story refunded (so a refund asked of the gateway later is held to what is left); and
-    where a callback carries the order as its status API answers it (Juspay's
-    ``content.order``), the last such, refunds and all."""
+    where the callbacks carry the order as its status API answers it, the one its simulator
+    says they leave it as (``Simulator.told_order``)."""
     for payment_id in story.captured:
         books.pay(purchase, payment_id)
     for payment_id, paise in story.refunded_paise.items():
         books.refunded_elsewhere(purchase.provider, payment_id, paise)
-    if not GATEWAYS[purchase.provider].confirmed_by_api:
-        return
-    orders = [json.loads(d.body).get("content", {}).get("order") for d in told]
-    last = [o for o in orders if isinstance(o, dict) and o.get("status") == "CHARGED"]
-    if last:
-        books.book(purchase, max(last, key=lambda o: len(o.get("refunds") or [])))
+    told_order = simulator(purchase.provider).told_order
+    if told_order is not None and (order := told_order(told)) is not None:
+        books.book(purchase, order)
 
 
 # --- sending: a time-compressed gateway with its retry schedules ---------------------------

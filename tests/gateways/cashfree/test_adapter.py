@@ -11,7 +11,7 @@ import pytest
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
-from payhooks.providers.cashfree import Cashfree, sign
+from payhooks.gateways.cashfree import Cashfree, sign
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VECTORS = {v["id"]: v for v in json.loads((DATA / "vectors.json").read_bytes())["vectors"]}

@@ -12,8 +12,8 @@ from decimal import Decimal
 import pytest
 
 from payhooks.events import Provider
+from payhooks.gateways import cashfree
 from payhooks.gateways.cashfree import status
-from payhooks.providers import cashfree
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, KEYS, deliver, purchase
 

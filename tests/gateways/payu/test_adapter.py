@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
-from payhooks.providers.payu import PayU, decode_form, encode, reverse_hash
+from payhooks.gateways.payu import PayU, decode_form, encode, reverse_hash
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VECTORS = {v["id"]: v for v in json.loads((DATA / "vectors.json").read_bytes())["vectors"]}

@@ -11,7 +11,7 @@ import pytest
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import EventKind, Provider
-from payhooks.providers.payu import PayU
+from payhooks.gateways.payu import PayU
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "payu"
 SUCCESS = (DATA / "refund_callback_success.json").read_bytes()

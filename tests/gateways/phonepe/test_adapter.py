@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
 from payhooks.expectations import RECONCILED
-from payhooks.gateways.phonepe import PHONEPE
-from payhooks.providers.phonepe import MAX_BODY_BYTES, PhonePe, authorization
+from payhooks.gateways.phonepe import MAX_BODY_BYTES, PHONEPE, PhonePe, authorization
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "phonepe"
 INDEX = {s["file"]: s for s in json.loads((DATA / "INDEX.json").read_bytes())["samples"]}

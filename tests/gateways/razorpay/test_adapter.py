@@ -11,7 +11,7 @@ import pytest
 
 from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import EventKind, Provider
-from payhooks.providers.razorpay import Razorpay, sign
+from payhooks.gateways.razorpay import Razorpay, sign
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VECTORS = {v["id"]: v for v in json.loads((DATA / "vectors.json").read_bytes())["vectors"]}

@@ -6,8 +6,16 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
+from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.gateways._gateway import Gateway, from_secrets, secret, status_api
-from payhooks.gateways.cashfree.adapter import Cashfree
+from payhooks.gateways.cashfree.adapter import (
+    IDEMPOTENCY_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    VERSION_HEADER,
+    Cashfree,
+    sign,
+)
 
 CASHFREE = Gateway(
     provider=Provider.CASHFREE,
@@ -28,4 +36,13 @@ CASHFREE = Gateway(
     refund_needs_order=True,  # its refund API is /orders/{order_id}/refunds
 )
 
-__all__ = ["CASHFREE"]
+__all__ = [
+    "CASHFREE",
+    "IDEMPOTENCY_HEADER",
+    "MAX_JSON_BODY_BYTES",
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+    "VERSION_HEADER",
+    "Cashfree",
+    "sign",
+]

@@ -9,25 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider, is_text
+from payhooks.gateways import _common
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
-from payhooks.providers._common import (
-    MAX_JSON_BODY_BYTES,
-    body_key,
-    child,
-    delivery_key,
-    event_name,
-    key_header,
-    load_json_object,
-    matches_any,
-    optional_paise,
-    reference,
-    refuse,
-    require,
-    require_secrets,
-    sha256_hex,
-    text_field,
-    unreserved,
-)
 
 SIGNATURE_HEADER = "x-webhook-signature"
 TIMESTAMP_HEADER = "x-webhook-timestamp"
@@ -65,11 +48,11 @@ class Cashfree:
 
     provider = _P
     headers_read = _HEADERS_READ
-    max_body_bytes = MAX_JSON_BODY_BYTES
+    max_body_bytes = _common.MAX_JSON_BODY_BYTES
     secrets: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        require_secrets(self.secrets, "Cashfree needs at least one non-empty client secret")
+        _common.require_secrets(self.secrets, "Cashfree needs at least one non-empty client secret")
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         timestamp = headers.get(TIMESTAMP_HEADER)
@@ -78,11 +61,11 @@ class Cashfree:
         if not timestamp.isascii():
             raise SignatureMismatch(_P, "timestamp header is not ASCII")
         expected = [sign(body, timestamp, secret) for secret in self.secrets]
-        matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
+        _common.matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        doc = load_json_object(body, provider=_P)
-        event_type = event_name(doc.get("type"), "type", provider=_P)
+        doc = _common.load_json_object(body, provider=_P)
+        event_type = _common.event_name(doc.get("type"), "type", provider=_P)
         read = _refund_event if event_type == REFUND_STATUS else _payment_event
         return read(event_type, doc.get("data"), headers, body)
 
@@ -100,13 +83,15 @@ def _payment_kind(event_type: str, status: str | None) -> EventKind:
 
 def _payment_event(event_type: str, data: object, headers: Mapping[str, str], body: bytes) -> Event:
     status = _status(
-        child(data, "payment", "payment_status"),
+        _common.child(data, "payment", "payment_status"),
         "payment_status",
         decides=event_type == PAYMENT_SUCCESS,
     )
     kind = _payment_kind(event_type, status)
     strict = kind is not EventKind.OTHER
-    payment_id = _id(child(data, "payment", "cf_payment_id"), "cf_payment_id", strict=strict)
+    payment_id = _id(
+        _common.child(data, "payment", "cf_payment_id"), "cf_payment_id", strict=strict
+    )
     key_status = status if event_type == PAYMENT_SUCCESS and status != _SUCCESS else None
     event = Event(
         provider=_P,
@@ -114,30 +99,30 @@ def _payment_event(event_type: str, data: object, headers: Mapping[str, str], bo
         event_type=event_type,
         event_id=_event_id(headers, event_type, body, payment_id, key_status),
         payment_id=payment_id,
-        merchant_ref=_text(child(data, "order", "order_id"), "order_id", strict=strict),
+        merchant_ref=_text(_common.child(data, "order", "order_id"), "order_id", strict=strict),
         amount_paise=compared_paise(
-            _amount(child(data, "order", "order_amount"), "order_amount", strict=strict),
-            _amount(child(data, "payment", "payment_amount"), "payment_amount", strict=strict),
-            child(data, "payment_offers"),
-            child(data, "payment", "payment_surcharge"),
+            _amount(_common.child(data, "order", "order_amount"), "order_amount", strict=strict),
+            _amount(
+                _common.child(data, "payment", "payment_amount"), "payment_amount", strict=strict
+            ),
+            _common.child(data, "payment_offers"),
+            _common.child(data, "payment", "payment_surcharge"),
         ),
         payment_amount_paise=_amount(
-            child(data, "payment", "payment_amount"), "payment_amount", strict=strict
+            _common.child(data, "payment", "payment_amount"), "payment_amount", strict=strict
         ),
-        currency=_text(child(data, "order", "order_currency"), "order_currency", strict=strict),
-        bank_ref=reference(child(data, "payment", "bank_reference")),
-        payload_sha256=sha256_hex(body),
+        currency=_text(
+            _common.child(data, "order", "order_currency"), "order_currency", strict=strict
+        ),
+        bank_ref=_common.reference(_common.child(data, "payment", "bank_reference")),
+        payload_sha256=_common.sha256_hex(body),
     )
-    if strict:
-        require(
-            {
-                "cf_payment_id": payment_id,
-                "order_id": event.merchant_ref,
-                "order_amount": event.amount_paise,
-            },
-            provider=_P,
-        )
-    return event
+    needed = {
+        "cf_payment_id": payment_id,
+        "order_id": event.merchant_ref,
+        "order_amount": event.amount_paise,
+    }
+    return _checked(event, needed, strict=strict)
 
 
 def compared_paise(
@@ -161,7 +146,7 @@ def service_fee(surcharge: object) -> int:
     """Paise of ``payment_surcharge`` (service charge and its tax) the customer paid on top;
     a part that is not a readable amount, or below zero, counts as none."""
     fields = ("payment_surcharge_service_charge", "payment_surcharge_service_tax")
-    return sum(max(_amount(child(surcharge, f), f, strict=False) or 0, 0) for f in fields)
+    return sum(max(_amount(_common.child(surcharge, f), f, strict=False) or 0, 0) for f in fields)
 
 
 def redeemed_discounts(offers: object) -> int:
@@ -169,51 +154,58 @@ def redeemed_discounts(offers: object) -> int:
     or whose discount is not a readable amount, explains nothing."""
     total = 0
     for offer in offers if isinstance(offers, list) else ():
-        redemption = child(offer, "offer_redemption")
-        if child(redemption, "redemption_status") != _SUCCESS:
+        redemption = _common.child(offer, "offer_redemption")
+        if _common.child(redemption, "redemption_status") != _SUCCESS:
             continue
-        discount = _amount(child(redemption, "discount_amount"), "discount_amount", strict=False)
+        discount = _amount(
+            _common.child(redemption, "discount_amount"), "discount_amount", strict=False
+        )
         total += discount or 0
     return total
 
 
 def _refund_event(event_type: str, data: object, headers: Mapping[str, str], body: bytes) -> Event:
-    refund = child(data, "refund")
-    status = _status(child(refund, "refund_status"), "refund_status", decides=True)
+    refund = _common.child(data, "refund")
+    status = _status(_common.child(refund, "refund_status"), "refund_status", decides=True)
     if status is None:
         raise MalformedPayload(_P, "refund_status is missing")
     kind = EventKind.REFUND_PROCESSED if status == _SUCCESS else EventKind.OTHER
     strict = kind is not EventKind.OTHER
-    refund_id = _id(child(refund, "cf_refund_id"), "cf_refund_id", strict=strict)
+    refund_id = _id(_common.child(refund, "cf_refund_id"), "cf_refund_id", strict=strict)
     key_status = None if status == _SUCCESS else status
     event = Event(
         provider=_P,
         kind=kind,
         event_type=event_type,
         event_id=_event_id(headers, event_type, body, refund_id, key_status),
-        payment_id=_id(child(refund, "cf_payment_id"), "cf_payment_id", strict=strict),
-        merchant_ref=_text(child(refund, "order_id"), "order_id", strict=strict),
-        currency=_text(child(refund, "refund_currency"), "refund_currency", strict=strict),
+        payment_id=_id(_common.child(refund, "cf_payment_id"), "cf_payment_id", strict=strict),
+        merchant_ref=_text(_common.child(refund, "order_id"), "order_id", strict=strict),
+        currency=_text(_common.child(refund, "refund_currency"), "refund_currency", strict=strict),
         refund_id=refund_id,
-        refund_amount_paise=_amount(child(refund, "refund_amount"), "refund_amount", strict=strict),
-        bank_ref=reference(child(refund, "refund_arn")),
-        payload_sha256=sha256_hex(body),
+        refund_amount_paise=_amount(
+            _common.child(refund, "refund_amount"), "refund_amount", strict=strict
+        ),
+        bank_ref=_common.reference(_common.child(refund, "refund_arn")),
+        payload_sha256=_common.sha256_hex(body),
     )
+    needed = {
+        "cf_refund_id": refund_id,
+        "cf_payment_id": event.payment_id,
+        "refund_amount": event.refund_amount_paise,
+    }
+    return _checked(event, needed, strict=strict)
+
+
+def _checked(event: Event, needed: Mapping[str, object], *, strict: bool) -> Event:
+    """``event``, when it is not ``strict`` or carries every one of ``needed``."""
     if strict:
-        require(
-            {
-                "cf_refund_id": refund_id,
-                "cf_payment_id": event.payment_id,
-                "refund_amount": event.refund_amount_paise,
-            },
-            provider=_P,
-        )
+        _common.require(needed, provider=_P)
     return event
 
 
 def _text(value: object, field: str, *, strict: bool) -> str | None:
     """Strict for events we act on; an ignored event with an odd field is still recorded."""
-    return text_field(value, field, strict=strict, provider=_P)
+    return _common.text_field(value, field, strict=strict, provider=_P)
 
 
 def _status(value: object, field: str, *, decides: bool) -> str | None:
@@ -221,7 +213,7 @@ def _status(value: object, field: str, *, decides: bool) -> str | None:
     one that is not text is malformed; elsewhere it is left out, like any odd field of an
     event nothing reads it for. One of another type is read as missing."""
     if isinstance(value, str) and not is_text(value):
-        refuse(f"{field} is not valid text", strict=decides, provider=_P)
+        _common.refuse(f"{field} is not valid text", strict=decides, provider=_P)
         return None
     return _text(value, field, strict=False)
 
@@ -236,9 +228,9 @@ def _id(value: object, field: str, *, strict: bool) -> str | None:
 def _amount(value: object, field: str, *, strict: bool) -> int | None:
     """Cashfree amounts are JSON numbers; a string here is not what was documented."""
     if isinstance(value, str):
-        refuse(f"{field} is a string, not a number", strict=strict, provider=_P)
+        _common.refuse(f"{field} is a string, not a number", strict=strict, provider=_P)
         return None
-    return optional_paise(value, field, strict=strict, provider=_P)
+    return _common.optional_paise(value, field, strict=strict, provider=_P)
 
 
 def _event_id(
@@ -254,13 +246,15 @@ def _event_id(
     Without it a PENDING delivery of PAYMENT_SUCCESS_WEBHOOK would claim the key of the
     SUCCESS that follows for the same attempt, and the capture would be dropped as a duplicate.
     """
-    header = key_header(headers.get(IDEMPOTENCY_HEADER))
+    header = _common.key_header(headers.get(IDEMPOTENCY_HEADER))
     if header:
         return header
     parts: list[object] = [event_type, key_id]
     if key_status is not None:
         parts.append(key_status)
-    return unreserved(_P, delivery_key(*parts) or body_key(event_type, body))
+    return _common.unreserved(
+        _P, _common.delivery_key(*parts) or _common.body_key(event_type, body)
+    )
 
 
 __all__ = [

@@ -11,14 +11,13 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received
+from payhooks.gateways._common import reference
 from payhooks.gateways._gateway import ApiCredentials
+from payhooks.gateways._refunds import Refund, RefundRefused, Sent
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._status import answer, listed, parsed
 from payhooks.gateways.cashfree.adapter import compared_paise
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
-from payhooks.providers._common import reference
-from payhooks.refunding.refunds import Refund
-from payhooks.refunding.sending import RefundRefused, Sent
 
 API_VERSION = "2025-01-01"
 EXPIRED = frozenset({"EXPIRED", "TERMINATED"})

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from payhooks.events import Provider
 from payhooks.gateways._gateway import Found, Gateway, secret, status_api
-from payhooks.gateways.juspay.adapter import Juspay
+from payhooks.gateways.juspay.adapter import Juspay, authorization
 
 
 def _adapter(found: Found) -> Juspay:
@@ -34,4 +34,4 @@ JUSPAY = Gateway(
     confirmed_by_api=True,  # a static credential signs nothing the callback says
 )
 
-__all__ = ["JUSPAY"]
+__all__ = ["JUSPAY", "Juspay", "authorization"]

@@ -14,23 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider, is_text
+from payhooks.gateways import _common
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
-from payhooks.providers._common import (
-    MAX_JSON_BODY_BYTES,
-    body_key,
-    child,
-    event_name,
-    load_json_object,
-    optional_paise,
-    plain_key,
-    reference,
-    refuse,
-    require,
-    require_secrets,
-    sha256_hex,
-    text_field,
-    unreserved,
-)
 
 AUTHORIZATION_HEADER = "authorization"
 # The Authorization header is read, never kept: it holds the webhook password itself, which
@@ -74,11 +59,11 @@ class Juspay:
 
     provider = _P
     headers_read = _HEADERS_READ
-    max_body_bytes = MAX_JSON_BODY_BYTES
+    max_body_bytes = _common.MAX_JSON_BODY_BYTES
     credentials: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        require_secrets(self.credentials, "Juspay needs at least one webhook credential")
+        _common.require_secrets(self.credentials, "Juspay needs at least one webhook credential")
         for credential in self.credentials:
             username, colon, password = credential.partition(":")
             if not (username and colon and password):
@@ -98,8 +83,8 @@ class Juspay:
             raise SignatureMismatch(_P, "Basic credentials match no configured credential")
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        doc = load_json_object(body, provider=_P)
-        event_type = event_name(doc.get("event_name"), "event_name", provider=_P)
+        doc = _common.load_json_object(body, provider=_P)
+        event_type = _common.event_name(doc.get("event_name"), "event_name", provider=_P)
         said = _read(event_type, doc.get("content"))
         key = delivery_key(_event_id(doc.get("id")), said, event_type, body)
         return said.event(event_type=event_type, event_id=key, body=body, unconfirmed=True)
@@ -156,10 +141,10 @@ def delivery_key(event_id: str, said: Said, event_type: str, body: bytes) -> str
     event's id, and the real one would be answered as its copy and never confirmed. A part
     holding a ':' (ambiguous): the body's hash. No key takes a key space payhooks mints."""
     if said.kind is EventKind.OTHER or said.order_id is None:
-        return unreserved(_P, event_id)
+        return _common.unreserved(_P, event_id)
     refund = (said.refund_id,) if said.kind is EventKind.REFUND_PROCESSED else ()
-    key = plain_key(event_id, said.order_id, *refund) or body_key(event_type, body)
-    return unreserved(_P, key)
+    key = _common.plain_key(event_id, said.order_id, *refund) or _common.body_key(event_type, body)
+    return _common.unreserved(_P, key)
 
 
 def _event_id(value: object) -> str:
@@ -207,7 +192,7 @@ class Said:
             refund_id=self.refund_id,
             refund_amount_paise=self.refund_amount,
             bank_ref=self.bank_ref,
-            payload_sha256=sha256_hex(body),
+            payload_sha256=_common.sha256_hex(body),
             unconfirmed=unconfirmed,
         )
 
@@ -217,15 +202,15 @@ def _read(event_type: str, content: object) -> Said:
     status decides the kind, an order's newest successful refund, or, for any other event
     (mandates, notifications, names Juspay adds), whatever order it carries, as ``OTHER``."""
     if event_type in _ORDER_EVENTS:
-        return order(child(content, "order"), "content.order")
+        return order(_common.child(content, "order"), "content.order")
     if event_type in _TXN_EVENTS:
-        return transaction(child(content, "txn"))
+        return transaction(_common.child(content, "txn"))
     if event_type == ORDER_REFUNDED:
-        return refunded(child(content, "order"))
-    if isinstance(child(content, "order"), dict):
-        return order(child(content, "order"), "content.order", acts=False)
-    if isinstance(child(content, "txn"), dict):
-        return transaction(child(content, "txn"), acts=False)
+        return refunded(_common.child(content, "order"))
+    if isinstance(_common.child(content, "order"), dict):
+        return order(_common.child(content, "order"), "content.order", acts=False)
+    if isinstance(_common.child(content, "txn"), dict):
+        return transaction(_common.child(content, "txn"), acts=False)
     return Said()
 
 
@@ -234,46 +219,62 @@ def order(entity: object, where: str, *, acts: bool = True) -> Said:
     object). ``amount`` is the order's, compared with the cart; ``effective_amount`` what the
     customer paid when a surcharge or an offer changed it. ``acts``: its status decides the
     kind (else ``OTHER``, every field lenient)."""
-    status = _status(child(entity, "status"), f"{where}.status", decides=acts)
-    kind = STATUS_KINDS.get(status or "", EventKind.OTHER) if acts else EventKind.OTHER
+    kind, status = _kind(entity, f"{where}.status", acts=acts)
     strict = kind is not EventKind.OTHER
-    said = Said(
-        kind=kind,
-        status=status,
-        order_id=_id(child(entity, "order_id"), "order_id", strict=strict),
-        payment_id=_payment_id(entity, strict=strict),
-        amount=paise(child(entity, "amount"), "amount", strict=strict),
-        paid=paise(child(entity, "effective_amount"), "effective_amount", strict=False),
-        currency=text_field(child(entity, "currency"), "currency", strict=strict, provider=_P),
-        bank_ref=bank_reference(child(entity, "payment_gateway_response")),
-    )
-    if strict:
-        require({"order_id": said.order_id, "txn_id": said.payment_id, "amount": said.amount},
-                provider=_P)  # fmt: skip
-    return said
+    amount = paise(_common.child(entity, "amount"), "amount", strict=strict)
+    paid = paise(_common.child(entity, "effective_amount"), "effective_amount", strict=False)
+    return _attempt(entity, kind, status, amount=amount, paid=paid, needed=("amount", amount))
 
 
 def transaction(entity: object, *, acts: bool = True) -> Said:
     """``content.txn`` (TXN_CHARGED, TXN_FAILED): one attempt. Its ``net_amount`` is the
     order's amount, ``txn_amount`` what was charged (a surcharge and its tax on top)."""
-    status = _status(child(entity, "status"), "content.txn.status", decides=acts)
-    kind = STATUS_KINDS.get(status or "", EventKind.OTHER) if acts else EventKind.OTHER
+    kind, status = _kind(entity, "content.txn.status", acts=acts)
     strict = kind is not EventKind.OTHER
-    charged = paise(child(entity, "txn_amount"), "txn_amount", strict=strict)
-    net = paise(child(entity, "net_amount"), "net_amount", strict=False)
+    charged = paise(_common.child(entity, "txn_amount"), "txn_amount", strict=strict)
+    net = paise(_common.child(entity, "net_amount"), "net_amount", strict=False)
+    amount = net if net is not None else charged
+    return _attempt(
+        entity, kind, status, amount=amount, paid=charged, needed=("txn_amount", charged)
+    )
+
+
+def _kind(entity: object, where: str, *, acts: bool) -> tuple[EventKind, str | None]:
+    """The kind an order's or a transaction's status makes (``OTHER`` unless it ``acts``),
+    and that status."""
+    status = _status(_common.child(entity, "status"), where, decides=acts)
+    return STATUS_KINDS.get(status or "", EventKind.OTHER) if acts else EventKind.OTHER, status
+
+
+def _attempt(
+    entity: object,
+    kind: EventKind,
+    status: str | None,
+    *,
+    amount: int | None,
+    paid: int | None,
+    needed: tuple[str, int | None],
+) -> Said:
+    """An order or a transaction, its amounts read: the fields both carry alike. An event
+    payhooks acts on needs its order, its attempt and ``needed`` (the amount it compares)."""
+    strict = kind is not EventKind.OTHER
     said = Said(
         kind=kind,
         status=status,
-        order_id=_id(child(entity, "order_id"), "order_id", strict=strict),
+        order_id=_id(_common.child(entity, "order_id"), "order_id", strict=strict),
         payment_id=_payment_id(entity, strict=strict),
-        amount=net if net is not None else charged,
-        paid=charged,
-        currency=text_field(child(entity, "currency"), "currency", strict=strict, provider=_P),
-        bank_ref=bank_reference(child(entity, "payment_gateway_response")),
+        amount=amount,
+        paid=paid,
+        currency=_common.text_field(
+            _common.child(entity, "currency"), "currency", strict=strict, provider=_P
+        ),
+        bank_ref=bank_reference(_common.child(entity, "payment_gateway_response")),
     )
     if strict:
-        require({"order_id": said.order_id, "txn_id": said.payment_id, "txn_amount": charged},
-                provider=_P)  # fmt: skip
+        name, value = needed
+        _common.require(
+            {"order_id": said.order_id, "txn_id": said.payment_id, name: value}, provider=_P
+        )
     return said
 
 
@@ -281,12 +282,12 @@ def refunded(entity: object) -> Said:
     """ORDER_REFUNDED: the order with its ``refunds[]``; the event is about the newest refund
     whose status is SUCCESS (none: ``OTHER``). The order's status stays CHARGED after a
     merchant's refund, and ``refunded`` means refunded in full only, so neither is read."""
-    refund = newest_success(child(entity, "refunds"))
+    refund = newest_success(_common.child(entity, "refunds"))
     if refund is None:
         return order(entity, "content.order", acts=False)
     payment = order(entity, "content.order", acts=False)
     said = refund_of(payment, refund, strict=True)
-    require(
+    _common.require(
         {
             "order_id": said.order_id,
             "txn_id": said.payment_id,
@@ -313,7 +314,7 @@ def refund_of(payment: Said, refund: Mapping[str, object], *, strict: bool) -> S
             refund.get("unique_request_id") or refund.get("id"), "refund id", strict=strict
         ),
         refund_amount=paise(refund.get("amount"), "refund amount", strict=strict),
-        bank_ref=reference(_meaningful(refund.get("arn"))),  # on the customer's statement
+        bank_ref=_common.reference(_meaningful(refund.get("arn"))),  # on the customer's statement
     )
 
 
@@ -341,19 +342,19 @@ def paise(value: object, field: str, *, strict: bool) -> int | None:
     if value is None or value == "":
         return None
     if isinstance(value, str) and _RUPEES.fullmatch(value) is None:
-        refuse(f"{field} is not a rupee amount: {value[:40]!r}", strict=strict, provider=_P)
+        _common.refuse(f"{field} is not a rupee amount: {value[:40]!r}", strict=strict, provider=_P)
         return None
     if isinstance(value, float):  # never from load_json_object; refused rather than rounded
-        refuse(f"{field} is not exact", strict=strict, provider=_P)
+        _common.refuse(f"{field} is not exact", strict=strict, provider=_P)
         return None
-    return optional_paise(value, field, strict=strict, provider=_P)
+    return _common.optional_paise(value, field, strict=strict, provider=_P)
 
 
 def bank_reference(response: object) -> str | None:
     """The reference on the customer's statement, from ``payment_gateway_response``: the RRN,
     else the gateway's own transaction id, else the authorisation code. For search only."""
     names = ("rrn", "epg_txn_id", "auth_id_code")
-    return reference(*(_meaningful(child(response, name)) for name in names))
+    return _common.reference(*(_meaningful(_common.child(response, name)) for name in names))
 
 
 def _meaningful(value: object) -> object:
@@ -363,8 +364,8 @@ def _meaningful(value: object) -> object:
 def _payment_id(entity: object, *, strict: bool) -> str | None:
     """The attempt's id: ``txn_id`` (``<merchant>-<order>-<n>``), else ``txn_uuid``. The
     webhooks and the Order Status API name it alike, so both find one payment."""
-    return _id(child(entity, "txn_id"), "txn_id", strict=strict) or _id(
-        child(entity, "txn_uuid"), "txn_uuid", strict=strict
+    return _id(_common.child(entity, "txn_id"), "txn_id", strict=strict) or _id(
+        _common.child(entity, "txn_uuid"), "txn_uuid", strict=strict
     )
 
 
@@ -373,7 +374,7 @@ def _id(value: object, field: str, *, strict: bool) -> str | None:
     amounts) is read as the same string."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    return text_field(value, field, strict=strict, provider=_P)
+    return _common.text_field(value, field, strict=strict, provider=_P)
 
 
 def _status(value: object, field: str, *, decides: bool) -> str | None:
@@ -381,7 +382,7 @@ def _status(value: object, field: str, *, decides: bool) -> str | None:
     is left out, like any odd field of an event nothing acts on."""
     if isinstance(value, str) and value and is_text(value):
         return value
-    refuse(f"{field} is missing or not a string", strict=decides, provider=_P)
+    _common.refuse(f"{field} is missing or not a string", strict=decides, provider=_P)
     return None
 
 

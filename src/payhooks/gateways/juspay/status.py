@@ -12,6 +12,7 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received, storable
+from payhooks.gateways._common import require
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, key, read_json, received
 from payhooks.gateways._status import answer, parsed
@@ -23,7 +24,6 @@ from payhooks.gateways.juspay.adapter import (
     successes,
 )
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
-from payhooks.providers._common import require
 
 API_VERSION = "2023-06-30"
 """The ``version`` header: the date of the response shape asked for (HDFC SmartGateway's

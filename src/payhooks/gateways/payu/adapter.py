@@ -12,22 +12,8 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode
 
 from payhooks.events import Event, EventKind, Provider
+from payhooks.gateways import _common
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
-from payhooks.providers._common import (
-    body_key,
-    delivery_key,
-    load_json_object,
-    matches_any,
-    optional_paise,
-    plain_key,
-    reference,
-    refuse,
-    require,
-    require_secrets,
-    sha256_hex,
-    text_field,
-    unreserved,
-)
 
 _HEADERS_READ: tuple[str, ...] = ()
 _P = Provider.PAYU
@@ -158,7 +144,7 @@ class PayU:
     def __post_init__(self) -> None:
         if self.merchant_key == "":
             raise ValueError("PayU needs the merchant key")
-        require_secrets(self.salts, "PayU needs at least one non-empty salt")
+        _common.require_secrets(self.salts, "PayU needs at least one non-empty salt")
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """A post for another merchant key, or without a hash, is refused like a bad signature.
@@ -187,7 +173,7 @@ class PayU:
             raise SignatureMismatch(_P, "hash missing")
         hashed = {name: _decoded(raw[name]) for name in _VERIFIED_FIELDS if name in raw}
         expected = [reverse_hash(hashed, salt) for salt in self.salts]
-        matches_any(expected, received, provider=_P)
+        _common.matches_any(expected, received, provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
         if is_refund_callback(body):
@@ -201,23 +187,23 @@ class PayU:
         merchant_ref = fields.get("txnid") or None
         amount = _amount(fields.get("amount"), strict=kind is not EventKind.OTHER)
         if kind is not EventKind.OTHER:
-            require({"txnid": merchant_ref, "amount": amount}, provider=_P)
+            _common.require({"txnid": merchant_ref, "amount": amount}, provider=_P)
         # Keys and identity come only from hashed fields: mihpayid is not hashed, so a customer
         # could resend their own signed post under the mihpayid PayU gives the next payment.
         return Event(
             provider=_P,
             kind=kind,
             event_type=event_type,
-            event_id=unreserved(
-                _P, delivery_key(merchant_ref, status) or body_key(event_type, body)
+            event_id=_common.unreserved(
+                _P, _common.delivery_key(merchant_ref, status) or _common.body_key(event_type, body)
             ),
             payment_id=merchant_ref,
             merchant_ref=merchant_ref,
             amount_paise=amount,
             currency="INR",
             # Not hashed: shown to help find the payment, never used to identify it.
-            bank_ref=reference(*(fields.get(name) for name in _REFERENCES)),
-            payload_sha256=sha256_hex(body),
+            bank_ref=_common.reference(*(fields.get(name) for name in _REFERENCES)),
+            payload_sha256=_common.sha256_hex(body),
             attempt_id=_attempt(fields.get(ATTEMPT_FIELD)) if kind is not EventKind.OTHER else None,
         )
 
@@ -230,7 +216,7 @@ def is_refund_callback(body: bytes) -> bool:
 def _refund_doc(body: bytes) -> dict[str, object]:
     """The callback's JSON before anything proved it PayU's: unreadable is unauthenticated."""
     try:
-        return load_json_object(body, provider=_P)
+        return _common.load_json_object(body, provider=_P)
     except MalformedPayload as exc:
         raise SignatureMismatch(_P, f"refund callback: {exc.reason}") from exc
 
@@ -241,32 +227,37 @@ def _refund(body: bytes) -> Event:
     Keyed on PayU's ``request_id`` and the status; the payment is the txnid, as for its posts.
     A success is a refund to confirm; a failure moved no money and is kept as OTHER."""
     doc = _refund_doc(body)
-    status = text_field(doc.get("status"), "status", strict=True, provider=_P)
+    status = _common.text_field(doc.get("status"), "status", strict=True, provider=_P)
     if status is None:
         raise MalformedPayload(_P, "refund callback: status is missing")
     kind = EventKind.REFUND_PROCESSED if status == REFUND_SUCCESS else EventKind.OTHER
     strict = kind is not EventKind.OTHER
     request_id = _identifier(doc.get("request_id"), "request_id", strict=strict)
-    txnid = text_field(doc.get("merchantTxnId"), "merchantTxnId", strict=strict, provider=_P)
+    txnid = _common.text_field(
+        doc.get("merchantTxnId"), "merchantTxnId", strict=strict, provider=_P
+    )
     amount = _amount(_rupee_text(doc.get("amt")), strict=strict)
     if strict:
-        require({"request_id": request_id, "merchantTxnId": txnid, "amt": amount}, provider=_P)
+        _common.require(
+            {"request_id": request_id, "merchantTxnId": txnid, "amt": amount}, provider=_P
+        )
     event_type = f"refund.{status}"
     return Event(
         provider=_P,
         kind=kind,
         event_type=event_type,
-        event_id=unreserved(
+        event_id=_common.unreserved(
             _P,
-            plain_key(txnid, request_id, REFUND_KEY_SUFFIX + status) or body_key(event_type, body),
+            _common.plain_key(txnid, request_id, REFUND_KEY_SUFFIX + status)
+            or _common.body_key(event_type, body),
         ),
         payment_id=txnid,
         merchant_ref=txnid,
         currency="INR",
         refund_id=request_id,
         refund_amount_paise=amount,
-        bank_ref=reference(doc.get("bank_arn"), doc.get("bank_ref_num")),
-        payload_sha256=sha256_hex(body),
+        bank_ref=_common.reference(doc.get("bank_arn"), doc.get("bank_ref_num")),
+        payload_sha256=_common.sha256_hex(body),
         unconfirmed=True,
     )
 
@@ -276,7 +267,7 @@ def _identifier(value: object, field: str, *, strict: bool) -> str | None:
     spaces around it (its samples have them) are not part of it."""
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    found = text_field(value, field, strict=strict, provider=_P)
+    found = _common.text_field(value, field, strict=strict, provider=_P)
     return None if found is None else found.strip() or None
 
 
@@ -324,9 +315,9 @@ def _amount(value: str | None, *, strict: bool) -> int | None:
     if value is None or value == "":
         return None
     if _RUPEES.fullmatch(value) is None:
-        refuse(f"amount is not a rupee amount: {value!r}", strict=strict, provider=_P)
+        _common.refuse(f"amount is not a rupee amount: {value!r}", strict=strict, provider=_P)
         return None
-    return optional_paise(value, "amount", strict=strict, provider=_P)
+    return _common.optional_paise(value, "amount", strict=strict, provider=_P)
 
 
 __all__ = [

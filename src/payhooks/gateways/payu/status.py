@@ -15,10 +15,13 @@ from typing import Any
 import httpx
 
 from payhooks.events import EventKind, Provider, storable
+from payhooks.gateways._common import child, reference
 from payhooks.gateways._gateway import ApiCredentials
+from payhooks.gateways._refunds import Refund, RefundRefused, Sent
 from payhooks.gateways._reports import (
     KEY_PREFIX,
     Report,
+    Verdict,
     canonical,
     printable,
     read_json,
@@ -28,11 +31,7 @@ from payhooks.gateways._reports import (
 )
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
 from payhooks.gateways.payu.adapter import attempt_of
-from payhooks.intake.confirmations import Verdict
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
-from payhooks.providers._common import child, reference
-from payhooks.refunding.refunds import Refund
-from payhooks.refunding.sending import RefundRefused, Sent
 
 COMMAND = "verify_payment"
 REFUND_COMMAND = "check_action_status"

@@ -12,7 +12,12 @@ from datetime import timedelta
 
 from payhooks.events import Provider
 from payhooks.gateways._gateway import Found, Gateway, secret, status_api
-from payhooks.gateways.phonepe.adapter import PhonePe
+from payhooks.gateways.phonepe.adapter import (
+    AUTHORIZATION_HEADER,
+    MAX_BODY_BYTES,
+    PhonePe,
+    authorization,
+)
 
 
 def _adapter(found: Found) -> PhonePe:
@@ -35,4 +40,4 @@ PHONEPE = Gateway(
     confirmed_by_api=True,  # a static credential signs nothing the callback says
 )
 
-__all__ = ["PHONEPE"]
+__all__ = ["AUTHORIZATION_HEADER", "MAX_BODY_BYTES", "PHONEPE", "PhonePe", "authorization"]

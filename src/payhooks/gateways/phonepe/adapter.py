@@ -12,21 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider
+from payhooks.gateways import _common
 from payhooks.plumbing.errors import SignatureMismatch
-from payhooks.providers._common import (
-    body_key,
-    child,
-    event_name,
-    load_json_object,
-    plain_key,
-    reference,
-    refuse,
-    require,
-    require_secrets,
-    sha256_hex,
-    text_field,
-    unreserved,
-)
 
 AUTHORIZATION_HEADER = "authorization"
 _HEADERS_READ: tuple[str, ...] = (AUTHORIZATION_HEADER,)
@@ -76,7 +63,9 @@ class PhonePe:
     credentials: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        require_secrets(self.credentials, "PhonePe needs at least one webhook username:password")
+        _common.require_secrets(
+            self.credentials, "PhonePe needs at least one webhook username:password"
+        )
         if not all(_credential(c) for c in self.credentials):
             raise ValueError(
                 "each PhonePe webhook credential is username:password, as set in the dashboard"
@@ -99,10 +88,10 @@ class PhonePe:
             raise SignatureMismatch(_P, "Authorization matches no configured webhook credential")
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        doc = load_json_object(body, provider=_P)
-        event_type = event_name(doc.get("event"), "event", provider=_P)
+        doc = _common.load_json_object(body, provider=_P)
+        event_type = _common.event_name(doc.get("event"), "event", provider=_P)
         payload = doc.get("payload")
-        state = _text(child(payload, "state"), "state", strict=False)
+        state = _text(_common.child(payload, "state"), "state", strict=False)
         kind = kind_of(event_type, state)
         order = _read(payload, event_type, state, strict=kind is not EventKind.OTHER)
         _require(kind, order)
@@ -119,7 +108,7 @@ class PhonePe:
             refund_id=order.refund_id,
             refund_amount_paise=order.amount if refund else None,
             bank_ref=order.bank_ref,
-            payload_sha256=sha256_hex(body),
+            payload_sha256=_common.sha256_hex(body),
             unconfirmed=True,
         )
 
@@ -158,7 +147,7 @@ def _read(payload: object, event_type: str, state: str | None, *, strict: bool) 
         ),
         amount=paise(payload.get("amount"), "amount", strict=strict),
         currency=_text(payload.get("currency"), "currency", strict=strict) or "INR",
-        payment_id=_text(child(attempt, "transactionId"), "transactionId", strict=strict),
+        payment_id=_text(_common.child(attempt, "transactionId"), "transactionId", strict=strict),
         bank_ref=bank_reference(attempt),
         refund_id=_refund_id(payload, strict=strict) if refund else None,
     )
@@ -186,13 +175,15 @@ def bank_reference(attempt: object) -> str | None:
     """The number on the customer's statement: a UPI rail's ``utr`` (on the attempt, or on a
     split instrument's rail), else a card's or netbanking's ``bankTransactionId``. For search
     only: an odd one is left out."""
-    splits = child(attempt, "splitInstruments")
-    split_utrs = [child(s, "rail", "utr") for s in splits] if isinstance(splits, list) else []
-    return reference(
-        child(attempt, "rail", "utr"),
+    splits = _common.child(attempt, "splitInstruments")
+    split_utrs = (
+        [_common.child(s, "rail", "utr") for s in splits] if isinstance(splits, list) else []
+    )
+    return _common.reference(
+        _common.child(attempt, "rail", "utr"),
         *split_utrs,
-        child(attempt, "rail", "rrn"),
-        child(attempt, "instrument", "bankTransactionId"),
+        _common.child(attempt, "rail", "rrn"),
+        _common.child(attempt, "instrument", "bankTransactionId"),
     )
 
 
@@ -222,7 +213,7 @@ def _require(kind: EventKind, order: _Order) -> None:
         }
     else:
         return
-    require(needed, provider=_P)
+    _common.require(needed, provider=_P)
 
 
 def event_id(event_type: str, payload: object, order: _Order, body: bytes) -> str:
@@ -234,26 +225,27 @@ def event_id(event_type: str, payload: object, order: _Order, body: bytes) -> st
     (``event:originalMerchantOrderId:merchantRefundId:state``, both asked about); a
     subscription its id, state and pause start. A part holding a ':' (ambiguous) or nothing
     to key on: the body's hash. No key takes a key space payhooks mints (``unreserved``)."""
-    key = _derived(event_type, payload, order) or body_key(event_type, body)
-    return unreserved(_P, key)
+    key = _derived(event_type, payload, order) or _common.body_key(event_type, body)
+    return _common.unreserved(_P, key)
 
 
 def _derived(event_type: str, payload: object, order: _Order) -> str | None:
     if is_refund(event_type):
-        return plain_key(event_type, order.merchant_ref, order.refund_id, order.state)
+        return _common.plain_key(event_type, order.merchant_ref, order.refund_id, order.state)
     placed = order.merchant_ref or order.order_id
     if ".transaction." in event_type:
-        return plain_key(event_type, placed, order.state, order.payment_id)
+        return _common.plain_key(event_type, placed, order.state, order.payment_id)
     if placed is not None:
-        return plain_key(event_type, placed, order.state)
+        return _common.plain_key(event_type, placed, order.state)
     subscription = _text(
-        child(payload, "subscriptionId") or child(payload, "merchantSubscriptionId"),
+        _common.child(payload, "subscriptionId")
+        or _common.child(payload, "merchantSubscriptionId"),
         "subscriptionId",
         strict=False,
     )
-    paused = child(payload, "pauseStartDate")
+    paused = _common.child(payload, "pauseStartDate")
     extra = (paused,) if isinstance(paused, int) and not isinstance(paused, bool) else ()
-    return plain_key(event_type, subscription, order.state, *extra)
+    return _common.plain_key(event_type, subscription, order.state, *extra)
 
 
 def paise(value: object, field: str, *, strict: bool) -> int | None:
@@ -263,12 +255,12 @@ def paise(value: object, field: str, *, strict: bool) -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    refuse(f"{field} is not a whole number of paise: {value!r}", strict=strict, provider=_P)
+    _common.refuse(f"{field} is not a whole number of paise: {value!r}", strict=strict, provider=_P)
     return None
 
 
 def _text(value: object, field: str, *, strict: bool) -> str | None:
-    return text_field(value, field, strict=strict, provider=_P)
+    return _common.text_field(value, field, strict=strict, provider=_P)
 
 
 def _credential(value: str) -> bool:

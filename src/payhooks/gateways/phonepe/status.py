@@ -237,11 +237,7 @@ def order_status(reference: str, body: bytes) -> Report:
     ``transactionId``; FAILED a failure of its latest attempt (the order itself when none was
     made), and final: PhonePe's terminal states are COMPLETED and FAILED, so no payment can
     come for it any more (``expired``). PENDING (or CREATED) reports nothing yet."""
-    doc = read_json(_P, body)
-    if not isinstance(doc, dict):
-        raise MalformedPayload(_P, "order status answer is not an object")
-    if doc.get("merchantOrderId", reference) != reference:
-        raise MalformedPayload(_P, "order status answer names another merchantOrderId")
+    doc = _answer(body, "order", "merchantOrderId", reference)
     state = text(_P, doc, "state")
     kind = _KINDS.get(state)
     if kind is None:
@@ -265,17 +261,24 @@ def order_status(reference: str, body: bytes) -> Report:
     return Report(received=(event,), expired=kind is EventKind.PAYMENT_FAILED)
 
 
+def _answer(body: bytes, what: str, name: str, asked: str) -> dict[str, Any]:
+    """The status API's answer about the ``what`` asked for: an object naming that one as
+    ``name``, or naming none."""
+    doc = read_json(_P, body)
+    if not isinstance(doc, dict):
+        raise MalformedPayload(_P, f"{what} status answer is not an object")
+    if doc.get(name, asked) != asked:
+        raise MalformedPayload(_P, f"{what} status answer names another {name}")
+    return doc
+
+
 def refund_status(merchant_refund_id: str, body: bytes, paid: str | None = None) -> Report:
     """``GET /payments/v2/refund/{merchantRefundId}/status``: COMPLETED is the refund
     processed, keyed on PhonePe's ``refundId`` (``OMR…``, never a payment's ``OM…`` id);
     PENDING, CONFIRMED and FAILED report nothing. The answer names no payment: ``paid``, the
     original order's payment (its own status), is kept in the stored answer as
     ``PAID_FIELD`` so a replay reads the same refund."""
-    doc = read_json(_P, body)
-    if not isinstance(doc, dict):
-        raise MalformedPayload(_P, "refund status answer is not an object")
-    if doc.get("merchantRefundId", merchant_refund_id) != merchant_refund_id:
-        raise MalformedPayload(_P, "refund status answer names another merchantRefundId")
+    doc = _answer(body, "refund", "merchantRefundId", merchant_refund_id)
     state = text(_P, doc, "state")
     if state != COMPLETED:
         return Report(skipped=(f"{merchant_refund_id}:{state}",))

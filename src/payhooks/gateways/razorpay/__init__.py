@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
+from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.gateways._gateway import Gateway, from_secrets, secret, status_api
-from payhooks.gateways.razorpay.adapter import Razorpay
+from payhooks.gateways.razorpay.adapter import EVENT_ID_HEADER, SIGNATURE_HEADER, Razorpay, sign
 
 RAZORPAY = Gateway(
     provider=Provider.RAZORPAY,
@@ -26,4 +27,11 @@ RAZORPAY = Gateway(
     captures_authorized=True,  # manual capture (docs/providers.md, "Captures")
 )
 
-__all__ = ["RAZORPAY"]
+__all__ = [
+    "EVENT_ID_HEADER",
+    "MAX_JSON_BODY_BYTES",
+    "RAZORPAY",
+    "SIGNATURE_HEADER",
+    "Razorpay",
+    "sign",
+]

@@ -8,23 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider
-from payhooks.providers._common import (
-    MAX_JSON_BODY_BYTES,
-    body_key,
-    child,
-    delivery_key,
-    event_name,
-    key_header,
-    load_json_object,
-    matches_any,
-    reference,
-    refuse,
-    require,
-    require_secrets,
-    sha256_hex,
-    text_field,
-    unreserved,
-)
+from payhooks.gateways import _common
 
 SIGNATURE_HEADER = "x-razorpay-signature"
 EVENT_ID_HEADER = "x-razorpay-event-id"
@@ -70,23 +54,25 @@ class Razorpay:
 
     provider = _P
     headers_read = _HEADERS_READ
-    max_body_bytes = MAX_JSON_BODY_BYTES
+    max_body_bytes = _common.MAX_JSON_BODY_BYTES
     secrets: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        require_secrets(self.secrets, "Razorpay needs at least one non-empty webhook secret")
+        _common.require_secrets(
+            self.secrets, "Razorpay needs at least one non-empty webhook secret"
+        )
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         expected = [sign(body, secret) for secret in self.secrets]
-        matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
+        _common.matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        doc = load_json_object(body, provider=_P)
-        event_type = event_name(doc.get("event"), "event", provider=_P)
+        doc = _common.load_json_object(body, provider=_P)
+        event_type = _common.event_name(doc.get("event"), "event", provider=_P)
         kind = _KINDS.get(event_type, EventKind.OTHER)
         strict = kind is not EventKind.OTHER
-        payment = _read_payment(child(doc, "payload", "payment", "entity"), strict=strict)
-        refund = _read_refund(child(doc, "payload", "refund", "entity"), strict=strict)
+        payment = _read_payment(_common.child(doc, "payload", "payment", "entity"), strict=strict)
+        refund = _read_refund(_common.child(doc, "payload", "refund", "entity"), strict=strict)
         _require(kind, payment, refund)
         return Event(
             provider=_P,
@@ -100,7 +86,7 @@ class Razorpay:
             refund_id=refund.id,
             refund_amount_paise=refund.amount,
             bank_ref=refund.bank_ref if kind is EventKind.REFUND_PROCESSED else payment.bank_ref,
-            payload_sha256=sha256_hex(body),
+            payload_sha256=_common.sha256_hex(body),
         )
 
 
@@ -118,9 +104,9 @@ def _read_payment(entity: object, *, strict: bool) -> _Payment:
         amount=_paise(entity.get("amount"), "payment amount", strict=strict),
         currency=_text(entity.get("currency"), "payment currency", strict=strict),
         # UPI and cards carry the RRN, netbanking the bank's transaction id.
-        bank_ref=reference(
-            child(entity, "acquirer_data", "rrn"),
-            child(entity, "acquirer_data", "bank_transaction_id"),
+        bank_ref=_common.reference(
+            _common.child(entity, "acquirer_data", "rrn"),
+            _common.child(entity, "acquirer_data", "bank_transaction_id"),
         ),
     )
 
@@ -132,12 +118,14 @@ def _read_refund(entity: object, *, strict: bool) -> _Refund:
         id=_text(entity.get("id"), "refund id", strict=strict),
         payment_id=_text(entity.get("payment_id"), "refund payment_id", strict=strict),
         amount=_paise(entity.get("amount"), "refund amount", strict=strict),
-        bank_ref=reference(child(entity, "acquirer_data", "arn")),  # on the statement
+        bank_ref=_common.reference(
+            _common.child(entity, "acquirer_data", "arn")
+        ),  # on the statement
     )
 
 
 def _text(value: object, field: str, *, strict: bool) -> str | None:
-    return text_field(value, field, strict=strict, provider=_P)
+    return _common.text_field(value, field, strict=strict, provider=_P)
 
 
 def _paise(value: object, field: str, *, strict: bool) -> int | None:
@@ -146,7 +134,7 @@ def _paise(value: object, field: str, *, strict: bool) -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    refuse(f"{field} is not a non-negative integer: {value!r}", strict=strict, provider=_P)
+    _common.refuse(f"{field} is not a non-negative integer: {value!r}", strict=strict, provider=_P)
     return None
 
 
@@ -163,7 +151,7 @@ def _require(kind: EventKind, payment: _Payment, refund: _Refund) -> None:
         }
     else:
         needed = {"payment id": payment.id, "payment amount": payment.amount}
-    require(needed, provider=_P)
+    _common.require(needed, provider=_P)
 
 
 def _event_id(
@@ -179,11 +167,13 @@ def _event_id(
     A refund event never falls back to the payment id: two partial refunds of one payment
     would share it, and the second would be swallowed as a duplicate.
     """
-    header = key_header(headers.get(EVENT_ID_HEADER))
+    header = _common.key_header(headers.get(EVENT_ID_HEADER))
     if header:
         return header
     entity_id = refund.id if event_type.startswith("refund.") else payment.id
-    return unreserved(_P, delivery_key(event_type, entity_id) or body_key(event_type, body))
+    return _common.unreserved(
+        _P, _common.delivery_key(event_type, entity_id) or _common.body_key(event_type, body)
+    )
 
 
 __all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Razorpay", "sign"]

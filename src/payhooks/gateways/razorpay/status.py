@@ -11,13 +11,12 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received
+from payhooks.gateways._common import child, reference
 from payhooks.gateways._gateway import ApiCredentials
+from payhooks.gateways._refunds import Refund, RefundRefused, Sent
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
 from payhooks.gateways._status import answer, listed, parsed
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
-from payhooks.providers._common import child, reference
-from payhooks.refunding.refunds import Refund
-from payhooks.refunding.sending import RefundRefused, Sent
 
 _P = Provider.RAZORPAY
 _KINDS: Mapping[str, EventKind] = {

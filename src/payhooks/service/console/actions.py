@@ -23,7 +23,7 @@ from payhooks.console.actions import (
 )
 from payhooks.console.formats import rupees
 from payhooks.events import Provider
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, shaped_rows
 from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 from payhooks.refunding import refunds
 from payhooks.service import outbox
@@ -63,8 +63,7 @@ DEAD_PAGE = 200
 
 
 def dead_letters(conn: Connection, limit: int = DEAD_PAGE) -> list[DeadLetter]:
-    with conn.cursor(row_factory=class_row(DeadLetter)) as cur:
-        return cur.execute(_DEAD, (limit,)).fetchall()
+    return shaped_rows(conn, DeadLetter, _DEAD, (limit,))
 
 
 # What the mail sender wrote before it kept the server's text: a list of codes, or the reply

@@ -1,8 +1,12 @@
 """One search box: whatever the customer or the gateway quoted, to the carts it concerns.
 
-Each kind of identifier is looked up through an index (docs/console.md lists them, and the
-gateway field behind each). A delivery that matches no checkout is a result of its own, by the
-gateway's reference.
+The shop's own identifiers (an order id, a cart id, a customer's email) name carts, a cart
+with no checkout too. Every identifier of a gateway's is the core's to find
+(``payhooks.timeline.find``), with the shop's ``LOOKUPS`` beside its own: the gateway orders
+of the shop's checkouts, and the payments the shop keeps. A gateway order that matches no
+checkout is a result of its own, by the gateway's reference; a delivery that leads to no
+gateway order at all, by its delivery key (its own page). Each lookup goes through an
+index (docs/console.md lists them, and the gateway field behind each).
 """
 
 from __future__ import annotations
@@ -10,38 +14,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from payhooks.events import Provider
+from payhooks.operations import timeline
+from payhooks.operations.timeline import Found, Lookup
 from payhooks.plumbing.db import Connection
 
 MAX_QUERY_CHARS = 254  # the longest email address
 MAX_RESULTS = 50
 MIN_PREFIX = 4
+_PROVIDERS = timeline.PROVIDERS
 """The fewest characters of an email found by its start: fewer would list half the shop."""
-PROVIDERS = [p.value for p in Provider]
 
 
 class Matched(StrEnum):
+    """The shop's own kinds of identifier; the gateways' are ``timeline.Matched``."""
+
     ORDER = "order id"
     CART = "cart id"
-    GATEWAY_ORDER = "gateway order id"
-    PAYMENT = "payment id"
-    DELIVERY_KEY = "delivery key"
-    BANK_REFERENCE = "bank reference (UTR/RRN)"
     EMAIL = "customer email"
     EMAIL_PREFIX = "start of a customer email"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
-    """A cart, or for a delivery that matches no checkout, the gateway's reference."""
+    """A cart, or for a gateway order that matches no checkout, the gateway's reference."""
 
-    matched: Matched
+    matched: StrEnum
     cart_id: str | None = None
     provider: str | None = None
     reference: str | None = None
-    event_id: str | None = None
     email: str | None = None
     """The customer's email, for a cart found by the start of it."""
+    event_id: str | None = None
+    """A delivery that leads to no order: its key (its own page)."""
 
     @property
     def key(self) -> tuple[str | None, ...]:
@@ -52,41 +56,39 @@ class Result:
         return ("delivery", self.provider, self.event_id)
 
 
-_CARTS = {
-    Matched.ORDER: "SELECT cart_id FROM orders WHERE id = %(q)s",
-    Matched.CART: "SELECT id FROM carts WHERE id = %(q)s",
-    Matched.GATEWAY_ORDER: """
-        SELECT cart_id FROM checkouts
-        WHERE provider = ANY(%(providers)s) AND gateway_order_id = %(q)s""",
-    Matched.PAYMENT: """
-        SELECT cart_id FROM payments
-        WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s AND cart_id IS NOT NULL""",
-    Matched.EMAIL: """
-        SELECT id FROM carts WHERE lower(customer_email) = lower(%(q)s)
-        ORDER BY created_at DESC LIMIT %(limit)s""",
-}
-
-# Deliveries name a reference and a payment; either may lead to a cart. A parked delivery has
-# neither a checkout nor a payment row: it is found by what it names (its partial indexes).
-_DELIVERIES = {
-    Matched.GATEWAY_ORDER: """
-        SELECT provider, merchant_ref, payment_id, event_id FROM processed_webhooks
-        WHERE provider = ANY(%(providers)s) AND merchant_ref = %(q)s AND outcome = 'parked'
-        LIMIT %(limit)s""",
-    Matched.PAYMENT: """
-        SELECT provider, merchant_ref, payment_id, event_id FROM processed_webhooks
-        WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s LIMIT %(limit)s""",
-    Matched.DELIVERY_KEY: """
-        SELECT provider, merchant_ref, payment_id, event_id FROM processed_webhooks
-        WHERE provider = ANY(%(providers)s) AND event_id = %(q)s""",
-    Matched.BANK_REFERENCE: """
-        SELECT provider, merchant_ref, payment_id, event_id FROM processed_webhooks
-        WHERE bank_ref = %(q)s LIMIT %(limit)s""",
-}
+_ORDER = "SELECT cart_id FROM orders WHERE id = %(q)s"
+_CART = "SELECT id FROM carts WHERE id = %(q)s"
+_EMAIL = """
+SELECT id FROM carts WHERE lower(customer_email) = lower(%(q)s)
+ORDER BY created_at DESC LIMIT %(limit)s"""
 # lower(customer_email) text_pattern_ops (shop migration 0016): the prefix is an index range.
 _EMAIL_PREFIX = r"""
 SELECT id, customer_email FROM carts WHERE lower(customer_email) LIKE %(prefix)s
 ORDER BY created_at DESC LIMIT %(limit)s"""
+
+LOOKUPS = (
+    Lookup(
+        matched=timeline.Matched.GATEWAY_ORDER,
+        sql="""
+        SELECT provider, gateway_order_id FROM checkouts
+        WHERE provider = ANY(%(providers)s) AND gateway_order_id = %(q)s""",
+    ),
+    Lookup(
+        matched=timeline.Matched.PAYMENT,
+        sql="""
+        SELECT c.provider, c.gateway_order_id
+        FROM payments p JOIN checkouts c ON c.cart_id = p.cart_id AND c.provider = p.provider
+        WHERE p.provider = ANY(%(providers)s) AND p.payment_id = %(q)s LIMIT %(limit)s""",
+    ),
+)
+"""The gateways' identifiers only the shop's tables hold (``timeline.Lookup``): the gateway
+orders of its checkouts (those from before the expectations too), and of its payments."""
+
+# A delivery that names no order and whose payment leads to none: found by its key alone.
+_DELIVERY = """
+SELECT provider, event_id FROM processed_webhooks
+WHERE provider = ANY(%(providers)s) AND event_id = %(q)s"""
+
 _CART_OF_DELIVERY = """
 SELECT coalesce(
     (SELECT cart_id FROM checkouts WHERE provider = %s AND gateway_order_id = %s),
@@ -95,19 +97,27 @@ SELECT coalesce(
 
 
 def search(conn: Connection, query: str) -> list[Result]:
-    """Every cart (or unmatched reference) ``query`` names, each once, in the order of the
-    kinds above; only when it names none exactly, the carts whose email starts with it."""
+    """Every cart (or unmatched reference) ``query`` names, each once: by an order or cart
+    id, then by a gateway's identifier, then by an email; only when it names none exactly,
+    the carts whose email starts with it."""
     q = query.strip()
     if not q or len(q) > MAX_QUERY_CHARS:
         return []
-    params = {"q": q, "providers": PROVIDERS, "limit": MAX_RESULTS}
+    params = {"q": q, "limit": MAX_RESULTS}
     found: dict[tuple[str | None, ...], Result] = {}
-    for matched, sql in _CARTS.items():
-        for (cart_id,) in conn.execute(sql, params):
-            _keep(found, Result(matched=matched, cart_id=str(cart_id)))
-    for matched, sql in _DELIVERIES.items():
-        for row in conn.execute(sql, params).fetchall():
-            _keep(found, _of_delivery(conn, matched, *row))
+    for matched, sql in ((Matched.ORDER, _ORDER), (Matched.CART, _CART)):
+        _keep_carts(conn, found, matched, sql, params)
+    orders = timeline.find(conn, q, LOOKUPS)
+    for order in orders:
+        if (result := _of_order(conn, order)) is not None:
+            _keep(found, result)
+    if not orders:
+        for provider, event_id in conn.execute(_DELIVERY, {**params, "providers": _PROVIDERS}):
+            _keep(
+                found,
+                Result(matched=timeline.Matched.DELIVERY_KEY, provider=provider, event_id=event_id),
+            )
+    _keep_carts(conn, found, Matched.EMAIL, _EMAIL, params)
     if not found and len(q) >= MIN_PREFIX:
         prefix = {"prefix": _like_prefix(q.lower()), "limit": MAX_RESULTS}
         for cart_id, email in conn.execute(_EMAIL_PREFIX, prefix):
@@ -128,18 +138,27 @@ def cart_of(
     return str(row[0]) if row and row[0] else None
 
 
-def _of_delivery(
-    conn: Connection,
-    matched: Matched,
-    provider: str,
-    reference: str | None,
-    payment_id: str | None,
-    event_id: str,
-) -> Result:
-    cart_id = cart_of(conn, provider, reference, payment_id)
+def _of_order(conn: Connection, found: Found) -> Result | None:
+    """Its checkout's cart; else its gateway reference, when a delivery tells of it (the
+    reference's timeline); else nothing: only an expectation names it (a checkout dropped)."""
+    cart_id = cart_of(conn, found.provider, found.gateway_order_id, None)
     if cart_id is not None:
-        return Result(matched=matched, cart_id=cart_id)
-    return Result(matched=matched, provider=provider, reference=reference, event_id=event_id)
+        return Result(matched=found.matched, cart_id=cart_id)
+    told = timeline.story(conn, found.provider, found.gateway_order_id)
+    if told is None or not (told.records or told.lines):
+        return None
+    return Result(matched=found.matched, provider=found.provider, reference=found.gateway_order_id)
+
+
+def _keep_carts(
+    conn: Connection,
+    found: dict[tuple[str | None, ...], Result],
+    matched: Matched,
+    sql: str,
+    params: dict[str, object],
+) -> None:
+    for (cart_id,) in conn.execute(sql, params):
+        _keep(found, Result(matched=matched, cart_id=str(cart_id)))
 
 
 def _keep(found: dict[tuple[str | None, ...], Result], result: Result) -> None:

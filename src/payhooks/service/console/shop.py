@@ -28,11 +28,10 @@ from payhooks.console.pages import (
     run,
 )
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, Adapter
 from payhooks.intake.ingest import Receipt
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound
-from payhooks.providers import Adapter
 from payhooks.service import application, mail
 from payhooks.service.console import actions, payments, search, stories
 from payhooks.service.errors import InvalidAddress
@@ -92,7 +91,7 @@ def install(
 
 def _find(conn: Connection, text: str) -> list[Link]:
     return [
-        Link(matched=found.matched.value, label=_label(found), address=_address(found))
+        Link(matched=found.matched.value, label=_label(found), address=address(found))
         for found in search.search(conn, text)
     ]
 
@@ -102,10 +101,11 @@ def _label(found: search.Result) -> str:
         return f"cart {found.cart_id}" + (f" ({found.email})" if found.email else "")
     if found.reference:
         return f"{found.provider} reference {found.reference} (no checkout)"
-    return f"{found.provider} delivery {found.event_id}"
+    return f"{found.provider} delivery {found.event_id} (no order)"
 
 
-def _address(found: search.Result) -> str:
+def address(found: search.Result) -> str:
+    """Where a search result leads: its cart, its reference's timeline, or its delivery."""
     if found.cart_id:
         return f"/carts/{quote(found.cart_id, safe='')}"
     if found.reference:

@@ -1,26 +1,28 @@
-"""One timeline per cart (or per gateway reference that matches no checkout): the checkout,
-every delivery as it was answered, the payment's states, the order and its stock, the emails
-and alerts, and what operators did, in the order it happened."""
+"""One timeline per cart (or per gateway reference that matches no checkout), in the order it
+happened: the core's stories of its checkouts' gateway orders (``payhooks.timeline.told``:
+every delivery as it was answered, the records, confirmations and amount mismatches), and what
+only the shop knows, added through the timeline's ``Extension``: the checkout, the payment's
+states, the order and its stock, the emails and alerts, and what operators did."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from psycopg.rows import dict_row
-
 from payhooks.console.formats import rupees
 from payhooks.events import EventKind, Provider
-from payhooks.gateways._reports import is_reconciled
-from payhooks.intake.stored import received_again
-from payhooks.plumbing.db import Connection
+from payhooks.gateways import Adapter
+from payhooks.intake.stored import received_stored
+from payhooks.operations import timeline
+from payhooks.operations.timeline import Line, Lookup, Record
+from payhooks.plumbing.db import Connection, Named, named_row, named_rows
 from payhooks.plumbing.errors import NotFound, PayhooksError
-from payhooks.providers import Adapter
 from payhooks.refunding.refunds import Refund, of_payment
 from payhooks.service.console.actions import readable_error
+from payhooks.service.console.search import LOOKUPS
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 
 
@@ -72,51 +74,14 @@ class Story:
 _CART = "SELECT * FROM carts WHERE id = %s"
 _ITEMS = "SELECT sku, quantity, price_paise FROM cart_items WHERE cart_id = %s ORDER BY sku"
 _CHECKOUTS = "SELECT * FROM checkouts WHERE cart_id = %s ORDER BY created_at"
-# Each lookup starts from the few (provider, reference) and (provider, payment id) pairs a
-# story names and joins through an index; an OR of two IN lists would read the table whole.
-_NAMED_REF = """
-unnest(%(providers)s::text[], %(refs)s::text[]) AS named (provider, ref)
-JOIN {table} t ON t.provider = named.provider AND t.merchant_ref = named.ref
-              AND t.merchant_ref IS NOT NULL
-"""
-_NAMED_PAY = """
-unnest(%(pay_providers)s::text[], %(payment_ids)s::text[]) AS named (provider, payment_id)
-JOIN {table} t ON t.provider = named.provider AND t.payment_id = named.payment_id
-              AND t.payment_id IS NOT NULL
-"""
-_PAYMENTS = f"""
+_CART_PAYMENTS = "SELECT * FROM payments WHERE cart_id = %s ORDER BY created_at"
+# The payments the cart's deliveries name that the shop did not tie to the cart.
+_NAMED_PAYMENTS = """
 SELECT * FROM payments
-WHERE (provider, payment_id) IN (
-    SELECT provider, payment_id FROM payments WHERE cart_id = %(cart_id)s
-    UNION
-    SELECT t.provider, t.payment_id FROM {_NAMED_REF.format(table="processed_webhooks")})
-ORDER BY created_at
+WHERE (provider, payment_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
 """
 _ORDER = "SELECT * FROM orders WHERE cart_id = %s"
 _MOVEMENTS = "SELECT * FROM inventory_movements WHERE order_id = %s ORDER BY id"
-# Deliveries and records naming one of the references or payments.
-_LOGGED = f"""
-SELECT * FROM payhooks_deliveries
-WHERE id IN (
-    SELECT t.id FROM {_NAMED_REF.format(table="payhooks_deliveries")}
-    UNION
-    SELECT t.id FROM {_NAMED_PAY.format(table="payhooks_deliveries")})
-ORDER BY received_at, id
-"""
-_RECORDS = f"""
-SELECT w.provider, w.event_id, w.event_type, w.outcome, w.payment_id, w.merchant_ref,
-       w.bank_ref, w.order_ref, w.processed_at, w.mismatches, w.body, w.headers,
-       c.verdict, c.detail AS verdict_detail, c.attempts AS asked,
-       m.expected_paise, m.paid_paise, m.resolution
-FROM processed_webhooks w
-LEFT JOIN payhooks_confirmations c ON c.provider = w.provider AND c.event_id = w.event_id
-LEFT JOIN payhooks_amount_mismatches m ON m.provider = w.provider AND m.event_id = w.event_id
-WHERE (w.provider, w.event_id) IN (
-    SELECT t.provider, t.event_id FROM {_NAMED_REF.format(table="processed_webhooks")}
-    UNION
-    SELECT t.provider, t.event_id FROM {_NAMED_PAY.format(table="processed_webhooks")})
-ORDER BY w.processed_at, w.event_id
-"""
 _MESSAGES = """
 SELECT id, kind, dedupe_key, recipient, subject, created_at, attempts, sent_at, failed_at,
        last_error
@@ -130,115 +95,118 @@ _ACTIONS = "SELECT * FROM payhooks_console_actions WHERE target = ANY(%s) ORDER 
 
 
 def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]) -> Story:
-    reads = _Reads(conn)
-    cart = reads.one(_CART, (cart_id,))
+    cart = named_row(conn, _CART, (cart_id,))
     if cart is None:
         raise NotFound("cart", cart_id)
-    checkouts = reads.all(_CHECKOUTS, (cart_id,))
-    refs = [(c["provider"], c["gateway_order_id"]) for c in checkouts]
-    payments = reads.all(_PAYMENTS, {"cart_id": cart_id, **_pair_params(refs, [])})
-    order = reads.one(_ORDER, (cart_id,))
-    entries = [_checkout_entry(c) for c in checkouts]
-    if order is not None:
-        entries += [_order_entry(order)]
-        entries += [_movement_entry(m) for m in reads.all(_MOVEMENTS, (order["id"],))]
-    story = Story(
+    shop = Shop(
+        adapters=adapters,
+        cart=cart,
+        checkouts=named_rows(conn, _CHECKOUTS, (cart_id,)),
+        order=named_row(conn, _ORDER, (cart_id,)),
+        own=named_rows(conn, _CART_PAYMENTS, (cart_id,)),
+    )
+    orders = [(c["provider"], c["gateway_order_id"]) for c in shop.checkouts]
+    paid = [(p["provider"], p["payment_id"]) for p in shop.own]
+    added = timeline.told(conn, orders, shop, paid).extra
+    return Story(
         title=f"Cart {cart_id}",
         cart=cart,
-        items=reads.all(_ITEMS, (cart_id,)),
-        payments=payments,
-        order=order,
-        refunds=[r for p in payments for r in of_payment(conn, p["provider"], p["payment_id"])],
+        items=named_rows(conn, _ITEMS, (cart_id,)),
+        payments=added.payments,
+        order=shop.order,
+        entries=added.entries,
+        refunds=[
+            r for p in added.payments for r in of_payment(conn, p["provider"], p["payment_id"])
+        ],
     )
-    pays = [(p["provider"], p["payment_id"]) for p in payments]
-    return _with_deliveries(reads, story, entries, refs, pays, adapters)
 
 
 def of_reference(
     conn: Connection, provider: str, reference: str, adapters: Mapping[Provider, Adapter]
 ) -> Story:
     """Deliveries naming a gateway reference that matches no checkout (parked, mostly)."""
-    reads = _Reads(conn)
-    story = Story(
-        title=f"{provider} reference {reference}", cart=None, items=[], payments=[], order=None
-    )
-    return _with_deliveries(reads, story, [], [(provider, reference)], [], adapters)
-
-
-def _with_deliveries(
-    reads: _Reads,
-    story: Story,
-    entries: list[Entry],
-    refs: Sequence[tuple[str, str]],
-    pays: Sequence[tuple[str, str]],
-    adapters: Mapping[Provider, Adapter],
-) -> Story:
-    params = _pair_params(refs, pays)
-    records = reads.all(_RECORDS, params)
-    logged = reads.all(_LOGGED, params)
-    if not records and not logged and story.cart is None:
-        raise NotFound("reference", refs[0][1] if refs else "")
-    _mark_mismatched(records, story)
-    entries += _delivery_entries(logged, records)
-    entries += _state_entries(records, adapters)
-    event_ids = [r["event_id"] for r in records]
-    messages = reads.all(
-        _MESSAGES,
-        {
-            "orders": [story.order["id"]] if story.order else [],
-            "payment_ids": [p for _, p in pays] + [r["payment_id"] or "" for r in records],
-            "event_ids": event_ids,
-        },
-    )
-    entries += [_message_entry(m) for m in messages]
-    targets = event_ids + [str(m["id"]) for m in messages] + [p for _, p in pays]
-    entries += [_action_entry(a) for a in reads.all(_ACTIONS, (targets,))]
-    entries.sort(key=lambda e: (e.at, _RANK.get(e.kind, len(_RANK))))
+    told = timeline.told(conn, [(provider, reference)], Shop(adapters=adapters))
+    if not any(s.records or s.lines for s in told.stories):
+        raise NotFound("reference", reference)
     return Story(
-        title=story.title,
-        cart=story.cart,
-        items=story.items,
-        payments=story.payments,
-        order=story.order,
-        entries=entries,
-        refunds=story.refunds,
+        title=f"{provider} reference {reference}",
+        cart=None,
+        items=[],
+        payments=[],
+        order=None,
+        entries=told.extra.entries,
     )
+
+
+# --- the shop's extension of the timeline ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Added:
+    """What the shop adds to its checkouts' stories."""
+
+    payments: list[Named]
+    """Its payments: the cart's, and those its deliveries name, oldest first."""
+    entries: list[Entry]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shop:
+    """The shop's ``timeline.Extension``: its search keys (``search.LOOKUPS``), and for one
+    cart (or none, for a reference no checkout names) the entries only it can tell."""
+
+    adapters: Mapping[Provider, Adapter]
+    cart: Named | None = None
+    checkouts: list[Named] = field(default_factory=list)
+    order: Named | None = None
+    own: list[Named] = field(default_factory=list)
+    """The cart's payments (``payments.cart_id``)."""
+    lookups: Sequence[Lookup] = LOOKUPS
+
+    def extra(self, conn: Connection, stories: Sequence[timeline.Story]) -> Added:
+        records, lines = timeline.records_of(stories), timeline.lines_of(stories)
+        payments = self._payments(conn, records)
+        facts = _Facts(cart=self.cart, payments=payments)
+        entries = [*map(_checkout_entry, self.checkouts)]
+        entries += _delivery_entries(lines, records, facts)
+        entries += _state_entries(conn, records, self.adapters, facts)
+        if self.order is not None:
+            entries += [_order_entry(self.order)]
+            entries += map(_movement_entry, named_rows(conn, _MOVEMENTS, (self.order["id"],)))
+        entries += self._told_by_others(conn, records, payments)
+        entries.sort(key=lambda e: (e.at, _RANK.get(e.kind, len(_RANK))))
+        return Added(payments=payments, entries=entries)
+
+    def _payments(self, conn: Connection, records: list[tuple[str, Record]]) -> list[Named]:
+        if self.cart is None:
+            return []  # a reference no checkout names: no payment of the shop's is its
+        named = {(p, r.payment_id) for p, r in records if r.payment_id}
+        pairs = sorted(named - {(p["provider"], p["payment_id"]) for p in self.own})
+        params = ([p for p, _ in pairs], [i for _, i in pairs])
+        found = self.own + named_rows(conn, _NAMED_PAYMENTS, params) if pairs else self.own
+        return sorted(found, key=lambda p: p["created_at"])
+
+    def _told_by_others(
+        self, conn: Connection, records: list[tuple[str, Record]], payments: list[Named]
+    ) -> list[Entry]:
+        """The emails and alerts about the order, its payments or its deliveries, and what
+        operators did to them."""
+        event_ids = [r.event_id for _, r in records]
+        pays = [p["payment_id"] for p in payments]
+        params = {
+            "orders": [self.order["id"]] if self.order else [],
+            "payment_ids": pays + [r.payment_id or "" for _, r in records],
+            "event_ids": event_ids,
+        }
+        messages = named_rows(conn, _MESSAGES, params)
+        targets = event_ids + [str(m["id"]) for m in messages] + pays
+        actions = named_rows(conn, _ACTIONS, (targets,))
+        return [*map(_message_entry, messages), *map(_action_entry, actions)]
 
 
 # What happened first when several things share one instant (one transaction's now()).
 _KINDS_IN_ORDER = ("checkout", "delivery", "payment", "order", "stock", "email", "alert")
 _RANK = {kind: n for n, kind in enumerate(_KINDS_IN_ORDER)}
-
-
-class _Reads:
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
-
-    def all(self, sql: str, params: Any) -> list[dict[str, Any]]:
-        with self.conn.cursor(row_factory=dict_row) as cur:
-            return cur.execute(sql, params).fetchall()
-
-    def one(self, sql: str, params: Any) -> dict[str, Any] | None:
-        rows = self.all(sql, params)
-        return rows[0] if rows else None
-
-
-def _columns(pairs: Iterable[tuple[str, str]]) -> tuple[list[str], list[str]]:
-    listed = list(pairs)
-    return [a for a, _ in listed], [b for _, b in listed]
-
-
-def _pair_params(
-    refs: Sequence[tuple[str, str]], pays: Sequence[tuple[str, str]]
-) -> dict[str, list[str]]:
-    providers, references = _columns(refs)
-    pay_providers, payment_ids = _columns(pays)
-    return {
-        "providers": providers,
-        "refs": references,
-        "pay_providers": pay_providers,
-        "payment_ids": payment_ids,
-    }
 
 
 # --- entries ---------------------------------------------------------------------------------
@@ -254,16 +222,49 @@ _TONE_OF_OUTCOME = {
 }
 
 
-def _confirmation(record: Mapping[str, Any] | None) -> tuple[str, str] | None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Facts:
+    """What the shop's tables add to a record's facts."""
+
+    cart: Named | None
+    payments: list[Named]
+
+    def mismatch(self, provider: str, record: Record | None) -> tuple[str, str] | None:
+        """Both amounts of a payment that was not the amount expected, as a fact: one the core
+        parked for its amount, or a capture the shop itself flagged ``amount_mismatch`` (a
+        checkout from before the expectations), against the cart's amount."""
+        if record is None:
+            return None
+        found = record.amount_mismatch
+        if found is not None:
+            return _amounts(found.paid_paise, found.expected_paise, found.resolution)
+        flagged = [
+            p["amount_paise"]
+            for p in self.payments
+            if (p["provider"], p["payment_id"]) == (provider, record.payment_id)
+            and "amount_mismatch" in (p.get("flags") or ())
+        ]
+        if not flagged or self.cart is None or self.cart["amount_paise"] is None:
+            return None
+        return _amounts(flagged[0], self.cart["amount_paise"], None)
+
+
+def _amounts(paid: int | None, expected: int, resolution: str | None) -> tuple[str, str]:
+    settled = f" (settled: {resolution})" if resolution else ""
+    return ("amount mismatch", f"captured {rupees(paid)}, expected {rupees(expected)}{settled}")
+
+
+def _confirmation(record: Record | None) -> tuple[str, str] | None:
     """What the gateway's API said of a callback resting on a static credential, as a fact."""
-    if record is None or record.get("asked") is None:
+    if record is None or record.confirmation is None:
         return None
-    if record["verdict"] is None:
-        return ("status API", f"not confirmed yet (asked {record['asked']} times)")
-    return ("status API", f"{record['verdict']}: {record['verdict_detail']}")
+    said = record.confirmation
+    if said.verdict is None:
+        return ("status API", f"not confirmed yet (asked {said.attempts} times)")
+    return ("status API", f"{said.verdict}: {said.detail}")
 
 
-def _checkout_entry(row: dict[str, Any]) -> Entry:
+def _checkout_entry(row: Named) -> Entry:
     return Entry(
         at=row["created_at"],
         kind="checkout",
@@ -272,172 +273,151 @@ def _checkout_entry(row: dict[str, Any]) -> Entry:
     )
 
 
-def _mark_mismatched(records: list[dict[str, Any]], story: Story) -> None:
-    """A capture the shop itself flagged ``amount_mismatch`` (a checkout from before the
-    expectations) carries both amounts, as one the core parked for its amount does."""
-    expected = story.cart["amount_paise"] if story.cart else None
-    flagged = {
-        (p["provider"], p["payment_id"]): p["amount_paise"]
-        for p in story.payments
-        if "amount_mismatch" in (p.get("flags") or ())
-    }
-    for record in records:
-        paid = flagged.get((record["provider"], record["payment_id"]))
-        if record["expected_paise"] is None and paid is not None and expected is not None:
-            record.update(expected_paise=expected, paid_paise=paid)
-
-
-def _mismatch(record: Mapping[str, Any] | None) -> tuple[str, str] | None:
-    """Both amounts of a payment that was not the amount expected, as a fact."""
-    if record is None or record.get("expected_paise") is None:
-        return None
-    paid, expected = rupees(record["paid_paise"]), rupees(record["expected_paise"])
-    settled = f" (settled: {record['resolution']})" if record.get("resolution") else ""
-    return ("amount mismatch", f"captured {paid}, expected {expected}{settled}")
-
-
-def _delivery_entries(logged: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[Entry]:
-    stored = {(r["provider"], r["event_id"]): r for r in records}
-    entries = [_logged_entry(rows, stored) for rows in _by_key(logged)]
-    seen = {(row["provider"], row["event_id"]) for row in logged}
+def _delivery_entries(
+    lines: list[tuple[str, Line]], records: list[tuple[str, Record]], facts: _Facts
+) -> list[Entry]:
+    stored = {(p, r.event_id): r for p, r in records}
+    entries = [_logged_entry(group, stored, facts) for group in _by_key(lines)]
+    seen = {(provider, line.event_id) for provider, line in lines}
     # Records kept from before the delivery log, or whose log line was lost with the database.
-    entries += [_record_entry(r) for key, r in stored.items() if key not in seen]
+    entries += [
+        _record_entry(p, r, facts) for (p, key), r in stored.items() if (p, key) not in seen
+    ]
     return entries
 
 
-def _by_key(logged: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def _by_key(lines: list[tuple[str, Line]]) -> list[list[tuple[str, Line]]]:
     """The log's lines, those of one delivery key together (a gateway's retries of one
     delivery), in the order of each key's first request; a line without a key alone."""
-    groups: dict[tuple[str, str] | int, list[dict[str, Any]]] = {}
-    for n, row in enumerate(logged):
-        key = (row["provider"], row["event_id"]) if row["event_id"] else n
-        groups.setdefault(key, []).append(row)
+    groups: dict[tuple[str, str] | int, list[tuple[str, Line]]] = {}
+    for n, (provider, line) in enumerate(lines):
+        key = (provider, line.event_id) if line.event_id else n
+        groups.setdefault(key, []).append((provider, line))
     return list(groups.values())
 
 
-def _answer(row: Mapping[str, Any]) -> str:
-    return f"HTTP {row['status']} {row['outcome']}"
+def _answer(line: Line) -> str:
+    return f"HTTP {line.status} {line.outcome}"
 
 
-def _logged_entry(rows: list[dict[str, Any]], stored: Mapping[tuple[str, str], Any]) -> Entry:
-    row = rows[0]
-    key = (row["provider"], row["event_id"])
-    record = stored.get(key)
-    outcome = record["outcome"] if record is not None else rows[-1]["outcome"]
-    last = rows[-1]
-    tone = _TONE_OF_OUTCOME.get(outcome, Tone.BAD if last["status"] >= 500 else Tone.WARN)
-    facts = [
-        ("answer", _answer(row)),
-        ("signature", "verified" if row["verified"] else "refused"),
-        ("delivery key", row["event_id"] or "—"),
+def _logged_entry(
+    group: list[tuple[str, Line]], stored: Mapping[tuple[str, str], Record], facts: _Facts
+) -> Entry:
+    provider, first = group[0]
+    last = group[-1][1]
+    key = (provider, first.event_id or "")
+    record = stored.get(key) if first.event_id else None
+    outcome = record.outcome if record is not None else last.outcome
+    tone = _TONE_OF_OUTCOME.get(outcome, Tone.BAD if last.status >= 500 else Tone.WARN)
+    said: list[tuple[str, str | datetime]] = [
+        ("answer", _answer(first)),
+        ("signature", "verified" if first.verified else "refused"),
+        ("delivery key", first.event_id or "—"),
     ]
-    if len(rows) > 1:
-        facts.append(("attempts", f"{len(rows)}, the last answered {_answer(last)}"))
-    if any(r["mismatch"] for r in rows):
-        facts.append(("body", "differs from the first delivery of this key (mismatch)"))
+    if len(group) > 1:
+        said.append(("attempts", f"{len(group)}, the last answered {_answer(last)}"))
+    if any(line.mismatch for _, line in group):
+        said.append(("body", "differs from the first delivery of this key (mismatch)"))
         tone = Tone.WARN
-    if record is not None and record["bank_ref"]:
-        facts.append(("bank reference", record["bank_ref"]))
-    if (said := _confirmation(record)) is not None:
-        facts.append(said)
+    if record is not None and record.bank_ref:
+        said.append(("bank reference", record.bank_ref))
+    if (asked := _confirmation(record)) is not None:
+        said.append(asked)
         tone = _TONE_OF_OUTCOME.get(outcome, tone)
-    if (amounts := _mismatch(record)) is not None:
-        facts.append(amounts)
+    if (amounts := facts.mismatch(provider, record)) is not None:
+        said.append(amounts)
         tone = Tone.WARN
-    parked = record is not None and record["outcome"] == "parked"
     return Entry(
-        at=row["received_at"],
+        at=first.received_at,
         kind="delivery",
-        title=f"{row['provider']} {row['event_type'] or 'delivery'}",
-        facts=tuple(facts),
+        title=f"{provider} {first.event_type or 'delivery'}",
+        facts=tuple(said),
         tone=tone,
         delivery=key if record is not None else None,
-        parked=key if parked else None,
+        parked=key if record is not None and record.parked else None,
         attempts=tuple(
-            Attempt(at=r["received_at"], answer=_answer(r), verified=r["verified"]) for r in rows
+            Attempt(at=line.received_at, answer=_answer(line), verified=line.verified)
+            for _, line in group
         ),
     )
 
 
-def _record_entry(record: dict[str, Any]) -> Entry:
+def _record_entry(provider: str, record: Record, facts: _Facts) -> Entry:
     """A record without a line in the delivery log: found through a gateway's status API
     (reconciliation), or kept from before the log existed."""
-    key = (record["provider"], record["event_id"])
-    parked = record["outcome"] == "parked"
-    if is_reconciled(record["event_id"]):
-        title = f"{record['provider']} status API: {record['event_type']}"
+    key = (provider, record.event_id)
+    if record.reconciled:
+        title = f"{provider} status API: {record.event_type}"
     else:
-        title = f"{record['provider']} {record['event_type']} (recorded)"
-    amounts = _mismatch(record)
-    tone = _TONE_OF_OUTCOME.get(record["outcome"], Tone.PLAIN)
+        title = f"{provider} {record.event_type} (recorded)"
+    amounts = facts.mismatch(provider, record)
+    tone = _TONE_OF_OUTCOME.get(record.outcome, Tone.PLAIN)
     return Entry(
-        at=record["processed_at"],
+        at=record.at,
         kind="delivery",
         title=title,
         facts=(
-            ("outcome", record["outcome"]),
-            ("delivery key", record["event_id"]),
+            ("outcome", record.outcome),
+            ("delivery key", record.event_id),
             *filter(None, [_confirmation(record), amounts]),
         ),
         tone=Tone.WARN if amounts else tone,
         delivery=key,
-        parked=key if parked else None,
+        parked=key if record.parked else None,
     )
 
 
 def _state_entries(
-    records: list[dict[str, Any]], adapters: Mapping[Provider, Adapter]
+    conn: Connection,
+    records: list[tuple[str, Record]],
+    adapters: Mapping[Provider, Adapter],
+    facts: _Facts,
 ) -> list[Entry]:
     """The payment states the recorded deliveries moved each payment through, replayed with
     the state machine itself (``states.advance``) on the stored bodies."""
     current: dict[tuple[str, str], PaymentStatus | None] = {}
     entries: list[Entry] = []
-    for record in records:
-        if record["outcome"] != "processed":
+    for provider, record in records:
+        if record.outcome != "processed" or not record.payment_id:
             continue
-        kind = _kind_of(record, adapters)
+        kind = _kind_of(conn, provider, record, adapters)
         target = TARGET.get(kind) if kind is not None else None
-        key = (record["provider"], record["payment_id"] or "")
-        if target is None or not key[1]:
-            continue
+        key = (provider, record.payment_id)
         before = current.get(key)
-        after = advance(before, target)
+        after = advance(before, target) if target is not None else None
         if after is None:
             continue
         current[key] = after
+        amounts = facts.mismatch(provider, record)
         entries.append(
             Entry(
-                at=record["processed_at"],
+                at=record.at,
                 kind="payment",
                 title=f"Payment {key[1]}: {before or 'new'} → {after}",
-                facts=(("by", record["event_type"]), *filter(None, [_mismatch(record)])),
-                tone=_payment_tone(after, record),
+                facts=(("by", record.event_type), *filter(None, [amounts])),
+                tone=_payment_tone(after, amounts),
             )
         )
     return entries
 
 
-def _payment_tone(after: PaymentStatus, record: Mapping[str, Any]) -> Tone:
+def _payment_tone(after: PaymentStatus, amounts: tuple[str, str] | None) -> Tone:
     """A capture of another amount than the cart's is no success, whatever its state."""
-    if _mismatch(record) is not None:
+    if amounts is not None:
         return Tone.WARN
     return Tone.GOOD if after is PaymentStatus.CAPTURED else Tone.PLAIN
 
 
-def _kind_of(record: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> EventKind | None:
+def _kind_of(
+    conn: Connection, provider: str, record: Record, adapters: Mapping[Provider, Adapter]
+) -> EventKind | None:
     try:
-        return received_again(
-            adapters,
-            provider=record["provider"],
-            event_id=record["event_id"],
-            body=record["body"],
-            headers=record["headers"],
-        ).event.kind
+        return received_stored(conn, adapters, record.event_id, provider).event.kind
     except PayhooksError:
         return None  # a gateway served no more, or a record that no longer reads
 
 
-def _order_entry(order: dict[str, Any]) -> Entry:
+def _order_entry(order: Named) -> Entry:
     return Entry(
         at=order["created_at"],
         kind="order",
@@ -451,7 +431,7 @@ def _order_entry(order: dict[str, Any]) -> Entry:
     )
 
 
-def _movement_entry(move: dict[str, Any]) -> Entry:
+def _movement_entry(move: Named) -> Entry:
     return Entry(
         at=move["created_at"],
         kind="stock",
@@ -459,7 +439,7 @@ def _movement_entry(move: dict[str, Any]) -> Entry:
     )
 
 
-def _message_entry(message: dict[str, Any]) -> Entry:
+def _message_entry(message: Named) -> Entry:
     sent: list[tuple[str, str | datetime]] = []
     if message["sent_at"] is not None:
         state, tone = "sent", Tone.GOOD
@@ -479,7 +459,7 @@ def _message_entry(message: dict[str, Any]) -> Entry:
     )
 
 
-def _action_entry(action: dict[str, Any]) -> Entry:
+def _action_entry(action: Named) -> Entry:
     return Entry(
         at=action["at"],
         kind="operator",

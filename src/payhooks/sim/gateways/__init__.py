@@ -9,7 +9,12 @@ from types import MappingProxyType
 
 from payhooks.events import Provider
 from payhooks.sim.gateways import cashfree, juspay, payu, phonepe, razorpay
-from payhooks.sim.gateways.base import Booked, NoSimulator, Simulator
+from payhooks.sim.gateways.base import (
+    Booked,
+    NoSimulator,
+    PaymentDelivery,
+    Simulator,
+)
 
 SIMULATORS: Mapping[Provider, Simulator] = MappingProxyType({
     sim.provider: sim
@@ -28,4 +33,11 @@ def simulator(provider: Provider) -> Simulator:
         raise NoSimulator(str(provider)) from None
 
 
-__all__ = ["SIMULATORS", "Booked", "NoSimulator", "Simulator", "simulator"]
+__all__ = [
+    "SIMULATORS",
+    "Booked",
+    "NoSimulator",
+    "PaymentDelivery",
+    "Simulator",
+    "simulator",
+]

@@ -13,20 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from payhooks.events import Provider
-from payhooks.gateways import gateway
+from payhooks.gateways import gateway, secrets_value
 from payhooks.plumbing.errors import PayhooksError
-from payhooks.providers import secrets_value
-from payhooks.sim.deliveries import Delivery, Purchase
-from payhooks.sim.parts import (
-    ApiKeyValues,
-    Fault,
-    GatewayBooks,
-    Order,
-    SecretValues,
-    Signer,
-    StormOptions,
-    Story,
-)
+from payhooks.sim import parts
+from payhooks.sim.deliveries import Delivery, Paid, Purchase
 from payhooks.sim.stage import Result, Stage
 
 if TYPE_CHECKING:
@@ -44,14 +34,14 @@ def same_payment_id(purchase: Purchase, payment_id: str) -> str:
     return payment_id
 
 
-def retry_after(response: Response, scripted: Fault) -> Response:
+def retry_after(response: Response, scripted: parts.Fault) -> Response:
     """The scripted fault's wait, in the standard ``retry-after`` header when it has one."""
     if scripted.retry_after_s is not None:
         response.headers["retry-after"] = _wait(scripted)
     return response
 
 
-def _wait(scripted: Fault) -> str:
+def _wait(scripted: parts.Fault) -> str:
     """Seconds, or the HTTP date that many seconds from now (RFC 9110, 10.2.3)."""
     assert scripted.retry_after_s is not None
     if not scripted.retry_after_date:
@@ -73,11 +63,16 @@ class Booked:
     ``paid_paise``: what the gateway reports paid when it is not the order's amount (an
     offer, a service fee); a gateway that reports no such thing leaves it out."""
 
-    order: Order
+    order: parts.Order
     payment_id: str
     status: str | None
     paid_paise: int | None
     now: int
+
+
+PaymentDelivery = Callable[[parts.Signer, Paid], Delivery]
+"""A gateway's signed delivery saying what ``Paid`` says: what the tests' factories build a
+gateway's deliveries with."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,19 +86,26 @@ class Simulator:
     provider: Provider
     new_payment_id: Callable[[], str]
     recorded_id: Callable[[Purchase, str], str] = same_payment_id
-    webhook_secrets: Callable[[SecretValues], tuple[str, ...]]
+    webhook_secrets: Callable[[parts.SecretValues], tuple[str, ...]]
     """One test value for each of the gateway's webhook settings, in their order."""
-    api_keys: Callable[[ApiKeyValues], tuple[str, str]]
+    api_keys: Callable[[parts.ApiKeyValues], tuple[str, str]]
     """The API id and its secret the status-API double accepts."""
-    routes: Callable[[GatewayBooks], list[Route]]
+    routes: Callable[[parts.GatewayBooks], list[Route]]
     entity: Callable[[Booked], dict[str, Any]]
     payment_key: str
-    fault: Callable[[Fault], Response]
+    fault: Callable[[parts.Fault], Response]
     retry_schedule: tuple[float, ...]
-    story: Callable[[Story, Signer, StormOptions, random.Random], list[Delivery]]
+    story: Callable[[parts.Story, parts.Signer, parts.StormOptions, random.Random], list[Delivery]]
+    payment_delivery: PaymentDelivery
+    refund_words: parts.RefundWords | None = None
+    """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
+    told_order: Callable[[list[Delivery]], dict[str, Any] | None] | None = None
+    """The order as its status API answers it, when its callbacks carry it whole (Juspay's
+    ``content.order``): what a story's callbacks leave it as, for the double's books."""
+    """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
     scenarios: tuple[Callable[[Stage], Result], ...] = ()
 
-    def webhook_env(self, keys: SecretValues) -> dict[str, str]:
+    def webhook_env(self, keys: parts.SecretValues) -> dict[str, str]:
         """The environment a payhooks server reads these webhook secrets from."""
         settings = gateway(self.provider).secrets
         return {
@@ -111,7 +113,7 @@ class Simulator:
             for setting, value in zip(settings, self.webhook_secrets(keys), strict=True)
         }
 
-    def api_env(self, keys: ApiKeyValues, base_url: str) -> dict[str, str]:
+    def api_env(self, keys: parts.ApiKeyValues, base_url: str) -> dict[str, str]:
         """The environment a payhooks worker reads to ask the double at ``base_url``."""
         api = gateway(self.provider).status_api
         ident, secret = self.api_keys(keys)

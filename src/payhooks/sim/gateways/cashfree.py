@@ -18,9 +18,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.providers import cashfree
+from payhooks.gateways import cashfree
+from payhooks.sim import parts
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, bank_reference
+from payhooks.sim.deliveries import Delivery, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
@@ -58,6 +59,22 @@ def delivery(
         body=body,
         headers=headers,
         label=f"cashfree {event_type} {cf_payment_id}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: a payment webhook, SUCCESS or FAILED."""
+    kind, status = {
+        "captured": ("PAYMENT_SUCCESS_WEBHOOK", "SUCCESS"),
+        "failed": ("PAYMENT_FAILED_WEBHOOK", "FAILED"),
+    }[paid.what]
+    return delivery(
+        gateway,
+        kind,
+        order_id=paid.reference,
+        cf_payment_id=paid.payment_id,
+        order_amount=Decimal(paid.amount_paise) / 100,
+        payment_status=status,
     )
 
 
@@ -175,8 +192,10 @@ def routes(api: GatewayBooks) -> list[Route]:
 
         key = f"{found.reference}:{refund_id}"
         asked_as = {"refund_amount": str(rupees), "refund_id": refund_id}
-        made, refusal = api.refund_once(Provider.CASHFREE, payment_id, key, asked_as, make,
-                                        paise, captured, token=refund_id)  # fmt: skip
+        asking = parts.RefundAsked(provider=Provider.CASHFREE, payment_id=payment_id, key=key,
+                                   body=asked_as, amount_paise=paise, captured_paise=captured,
+                                   token=refund_id)  # fmt: skip
+        made, refusal = api.refund_once(asking, make)
         if refusal == "another body":
             return _error(400, "refund_id already exists", "refund_id_already_exists",
                           "invalid_request_error")  # fmt: skip
@@ -366,4 +385,8 @@ SIMULATOR = Simulator(
     retry_schedule=(120.0, 600.0, 1800.0),  # the default policy: 2, 10 and 30 minutes
     story=story,
     scenarios=(duplicates,),
+    refund_words=parts.RefundWords(
+        name="refund_status", pending="PENDING", processed="SUCCESS", failed="CANCELLED"
+    ),
+    payment_delivery=payment_delivery,
 )

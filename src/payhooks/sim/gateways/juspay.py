@@ -25,7 +25,7 @@ from starlette.routing import Route
 from payhooks.events import Provider
 from payhooks.gateways.juspay.adapter import authorization
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, bank_reference
+from payhooks.sim.deliveries import Delivery, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 from payhooks.sim.parts import (
     ApiKeyValues,
@@ -113,6 +113,20 @@ def delivery(
         body=_json(envelope).encode(),
         headers=headers,
         label=f"juspay {event_name} {txn}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: ``ORDER_SUCCEEDED`` (CHARGED) or ``ORDER_FAILED``."""
+    status = {"captured": "CHARGED", "failed": "AUTHORIZATION_FAILED"}[paid.what]
+    name = paid.event or {"captured": "ORDER_SUCCEEDED", "failed": "ORDER_FAILED"}[paid.what]
+    return delivery(
+        gateway,
+        name,
+        order_id=paid.reference,
+        txn=paid.payment_id,
+        amount_paise=paid.amount_paise,
+        status=status,
     )
 
 
@@ -349,6 +363,14 @@ def confirmed(stage: Stage) -> Result:
     )
 
 
+def told_order(told: list[Delivery]) -> dict[str, Any] | None:
+    """``Simulator.told_order``: of the callbacks' ``content.order`` objects CHARGED, the one
+    with the most refunds (the last a story sends)."""
+    orders = [json.loads(d.body).get("content", {}).get("order") for d in told]
+    last = [o for o in orders if isinstance(o, dict) and o.get("status") == "CHARGED"]
+    return max(last, key=lambda o: len(o.get("refunds") or [])) if last else None
+
+
 SIMULATOR = Simulator(
     provider=Provider.JUSPAY,
     new_payment_id=new_payment_id,
@@ -362,4 +384,6 @@ SIMULATOR = Simulator(
     retry_schedule=(60.0, 300.0, 300.0, *(600.0,) * 5, *(3600.0,) * 5, *(21600.0,) * 3),
     story=story,
     scenarios=(confirmed,),
+    payment_delivery=payment_delivery,
+    told_order=told_order,
 )

@@ -18,9 +18,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.providers import payu
+from payhooks.gateways import payu
+from payhooks.sim import parts
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, Purchase, bank_reference
+from payhooks.sim.deliveries import Delivery, Paid, Purchase, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
@@ -56,6 +57,16 @@ def delivery(
         body=payu.encode(fields),
         headers={"content-type": "application/x-www-form-urlencoded"},
         label=f"payu {status} {mihpayid}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: the post of a payment, success or failure (``event``
+    has no meaning on PayU: its posts name no event)."""
+    status = {"captured": "success", "failed": "failure"}[paid.what]
+    amount = f"{Decimal(paid.amount_paise) / 100:.2f}"
+    return delivery(
+        gateway, txnid=paid.reference, mihpayid=paid.payment_id, amount=amount, status=status
     )
 
 
@@ -166,8 +177,10 @@ def _refund(api: GatewayBooks, mihpayid: str, token: str, rupees: str) -> dict[s
                                 status=api.refund_status(Provider.PAYU)),
                 "token": token}  # fmt: skip
 
-    made, refusal = api.refund_once(Provider.PAYU, mihpayid, token, {"var3": str(paise)}, make,
-                                    paise, _paise(paid))  # fmt: skip
+    asking = parts.RefundAsked(provider=Provider.PAYU, payment_id=mihpayid, key=token,
+                               body={"var3": str(paise)}, amount_paise=paise,
+                               captured_paise=_paise(paid))  # fmt: skip
+    made, refusal = api.refund_once(asking, make)
     if refusal is not None or made is None:
         return {"status": 0, "msg": "Refund FAILURE - Invalid amount", "error_code": 105,
                 "mihpayid": mihpayid}  # fmt: skip
@@ -308,4 +321,8 @@ SIMULATOR = Simulator(
     retry_schedule=(60.0, 300.0, 900.0, 3600.0),  # none published: a Razorpay-like one
     story=story,
     scenarios=(duplicates,),
+    refund_words=parts.RefundWords(
+        name="status", pending="queued", processed="success", failed="failure"
+    ),
+    payment_delivery=payment_delivery,
 )

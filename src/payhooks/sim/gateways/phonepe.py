@@ -23,7 +23,7 @@ from payhooks.events import Provider
 from payhooks.gateways.phonepe.adapter import authorization
 from payhooks.gateways.phonepe.status import client_identity
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, bank_reference
+from payhooks.sim.deliveries import Delivery, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
@@ -88,6 +88,18 @@ def delivery(
         body=body,
         headers={"content-type": "application/json", "authorization": authorization(credential)},
         label=f"phonepe {event} {refund_id or transaction_id or merchant_order_id}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: ``checkout.order.completed`` or ``.failed``."""
+    names = {"captured": "checkout.order.completed", "failed": "checkout.order.failed"}
+    return delivery(
+        gateway,
+        paid.event or names[paid.what],
+        merchant_order_id=paid.reference,
+        amount_paise=paid.amount_paise,
+        transaction_id=paid.payment_id,
     )
 
 
@@ -338,6 +350,7 @@ SIMULATOR = Simulator(
     retry_schedule=(60.0, 300.0, 900.0, 3600.0),  # none published: PayU's guess
     story=story,
     scenarios=(confirmed, forged),
+    payment_delivery=payment_delivery,
 )
 
 __all__ = [

@@ -17,8 +17,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from payhooks.events import Provider
-from payhooks.providers import razorpay
-from payhooks.sim.deliveries import Delivery, bank_reference
+from payhooks.gateways import razorpay
+from payhooks.sim import parts
+from payhooks.sim.deliveries import Delivery, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
 
@@ -77,6 +78,22 @@ def delivery(
         body=body,
         headers=headers,
         label=f"razorpay {event} {payment_id}",
+    )
+
+
+def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
+    """``Simulator.payment_delivery``: ``payment.captured``, ``.authorized`` or ``.failed``."""
+    names = {
+        "captured": "payment.captured",
+        "authorized": "payment.authorized",
+        "failed": "payment.failed",
+    }
+    return delivery(
+        gateway,
+        paid.event or names[paid.what],
+        payment_id=paid.payment_id,
+        order_id=paid.reference,
+        amount_paise=paid.amount_paise,
     )
 
 
@@ -175,8 +192,11 @@ def routes(api: GatewayBooks) -> list[Route]:
             status = api.refund_status(Provider.RAZORPAY)
             return {**made, "notes": asked.get("notes") or [], "status": status}
 
-        made, refusal = api.refund_once(Provider.RAZORPAY, payment_id, key, asked, make, amount,
-                                        int(paid["amount"]))  # fmt: skip
+        captured = int(paid["amount"])
+        asked_as = parts.RefundAsked(provider=Provider.RAZORPAY, payment_id=payment_id, key=key,
+                                     body=asked, amount_paise=amount,
+                                     captured_paise=captured)  # fmt: skip
+        made, refusal = api.refund_once(asked_as, make)
         if refusal is not None:
             return _error(400, _REFUSALS[refusal])
         late = await api.after_acting(Provider.RAZORPAY)
@@ -370,4 +390,8 @@ SIMULATOR = Simulator(
     # Exponential backoff for 24 hours.
     retry_schedule=tuple(300.0 * 2**n for n in range(8)),
     story=story,
+    refund_words=parts.RefundWords(
+        name="status", pending="pending", processed="processed", failed="failed"
+    ),
+    payment_delivery=payment_delivery,
 )

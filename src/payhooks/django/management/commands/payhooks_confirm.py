@@ -61,11 +61,7 @@ class Command(BaseCommand):
                 if stopping.wait(every):
                     return
                 continue
-            confirmed, refuted = sum(tally.confirmed.values()), sum(tally.refuted.values())
-            if confirmed or refuted or options["once"]:
-                self.stdout.write(
-                    f"{confirmed} callback(s) confirmed by the API, {refuted} refuted, "
-                    f"{sum(tally.applied.values())} payment event(s) applied"
-                )
+            if tally.said_anything or options["once"]:
+                self.stdout.write(tally.confirmations())
             if options["once"] or stopping.wait(every):
                 return

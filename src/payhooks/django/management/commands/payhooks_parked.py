@@ -6,11 +6,10 @@ import json
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
-from django.db.models.functions import Length
 
 from payhooks.django import conf
-from payhooks.django.models import ProcessedWebhook
-from payhooks.intake.ingest import Outcome
+from payhooks.django.deliveries import raw_connection
+from payhooks.operations.parked import Parked, waiting
 
 
 class Command(BaseCommand):
@@ -20,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print JSON instead of lines.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        listed = [_listed(row) for row in _parked(conf.current().database)]
+        listed = [_listed(row) for row in waiting(raw_connection(conf.current().database))]
         if options["json"]:
             self.stdout.write(json.dumps(listed, indent=2))
             return
@@ -34,22 +33,12 @@ class Command(BaseCommand):
         self.stdout.write(f"{len(listed)} parked")
 
 
-def _parked(alias: str) -> Any:
-    return (
-        ProcessedWebhook.objects.using(alias)
-        .filter(outcome=Outcome.PARKED.value)
-        .order_by("processed_at", "event_id")
-        .annotate(body_bytes=Length("body"))
-        .defer("body", "headers")
-    )
-
-
-def _listed(row: Any) -> dict[str, Any]:
+def _listed(row: Parked) -> dict[str, Any]:
     return {
         "provider": row.provider,
         "event_id": row.event_id,
         "event_type": row.event_type,
         "merchant_ref": row.merchant_ref,
-        "received_at": row.processed_at.isoformat(),
+        "received_at": row.received_at.isoformat(),
         "body_bytes": row.body_bytes,
     }

@@ -38,11 +38,7 @@ class Command(BaseCommand):
         tally = passes()(config, after_s=options["older_than_s"], limit=options["limit"])
         self.stdout.write(tally.summary())
         if tally.failures:
-            raise CommandError(
-                f"{sum(tally.api_errors.values())} gateway API error(s), "
-                f"{sum(tally.unapplied.values())} payment(s) the handler failed on; those "
-                "checkouts are asked again later"
-            )
+            raise CommandError(f"{tally.trouble()}; those checkouts are asked again later")
 
 
 def passes() -> Callable[..., Tally]:

@@ -1,0 +1,5 @@
+"""``python -m payhooks``: the ``payhooks`` command."""
+
+from payhooks.cli import main
+
+main()

@@ -1,0 +1,225 @@
+"""What every ``payhooks`` command shares: the one typer app, a known error said in one line
+(a traceback only with ``-v``), the daemon's pass that outlives a database blip, the common
+options, and what the merchant's commands take from the host they run in (``Host``)."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
+
+import typer
+
+from payhooks.gateways import GATEWAYS
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError
+
+if TYPE_CHECKING:
+    from payhooks.events import Provider
+    from payhooks.gateways import Adapter, ApiCredentials
+    from payhooks.intake.ingest import Receipt
+    from payhooks.operations.notifier import Notifier
+    from payhooks.operations.retention import Purge
+    from payhooks.reconcile import Tally
+
+app = typer.Typer(help="Exactly-once effects for retried payment webhooks.", no_args_is_help=True)
+T = TypeVar("T")
+log = logging.getLogger("payhooks.cli")
+_verbose = False
+
+
+class Settings(Protocol):
+    """The settings a merchant's command reads (the environment, read once by the host)."""
+
+    @property
+    def database_url(self) -> str | None: ...
+    @property
+    def retention_days(self) -> int: ...
+    @property
+    def reconcile_after_s(self) -> int: ...
+    @property
+    def reconcile_window_s(self) -> int: ...
+    @property
+    def reconcile_timeout_ms(self) -> int: ...
+    @property
+    def console_timezone(self) -> str: ...
+    def reconciled(self) -> dict[Provider, ApiCredentials]: ...
+    def reconciliation_off(self) -> list[Provider]: ...
+    def adapters(self) -> dict[Provider, Adapter]: ...
+
+
+class Host(Protocol):
+    """Where the command runs: how the environment is read, logs configured, a command's
+    connection made (to ``url``, else the host's own database), the alert channels set up,
+    and what its own database's reconcile, purge and replay are (``--hooks`` and
+    ``--database-url`` name the merchant's instead)."""
+
+    def settings(self) -> Settings: ...
+    def configure_logs(self) -> None: ...
+    def connect(
+        self, url: str | None = None
+    ) -> contextlib.AbstractContextManager[db.Connection]: ...
+    def alert_notifier(self, settings: Settings) -> Notifier: ...
+    def reconcile(self, settings: Settings, limit: int, after_s: int | None) -> Tally: ...
+    def purge(
+        self, conn: db.Connection, days: int, dry_run: bool, options: Mapping[str, Any]
+    ) -> Purge: ...
+    def replay(self, conn: db.Connection, event_id: str, provider: str | None) -> Receipt: ...
+
+
+def host(ctx: typer.Context) -> Host:
+    """The host the front door put on the context (``payhooks.cli.commands``)."""
+    found: Host = ctx.find_root().obj
+    return found
+
+
+def settings(ctx: typer.Context) -> Settings:
+    return run(host(ctx).settings)
+
+
+def run(action: Callable[[], T]) -> T:
+    """One clear line and a non-zero exit on a known error; tracebacks only with -v."""
+    import httpx
+    import psycopg
+
+    try:
+        return action()
+    except (PayhooksError, OSError, ValueError, httpx.HTTPError) as exc:
+        exit_with(exc, str(exc) or type(exc).__name__)
+    except psycopg.Error as exc:
+        hint = (
+            " (payhooks' tables are not all there: the reference service runs `payhooks "
+            "migrate`; your own app runs `payhooks.migrate(conn)`, as `payhooks console` does)"
+            if exc.sqlstate == "42P01"
+            else ""
+        )
+        exit_with(exc, f"database error {exc.sqlstate}: {str(exc).splitlines()[0]}{hint}")
+
+
+def passing(action: Callable[[], T], *, once: bool, command: str) -> T | None:
+    """One pass of a daemon (``--every``): the database away (or its connection dropped) is
+    logged (``daemon_pass_failed``) and the next pass tries again, as the reference worker
+    does; None for the pass lost. With ``--once`` any error exits 1, as every command's."""
+    import psycopg
+
+    if once:
+        return run(action)
+    try:
+        return action()
+    except (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        log.warning("daemon_pass_failed", extra={"command": command, "error": reason[:200]})
+        return None
+
+
+def exit_with(exc: BaseException, reason: str) -> NoReturn:
+    if _verbose:
+        raise exc
+    typer.echo(f"payhooks: {reason}", err=True)
+    raise typer.Exit(1)
+
+
+def fail(reason: str) -> None:
+    raise PayhooksError(reason)
+
+
+def with_connection(
+    ctx: typer.Context, action: Callable[[db.Connection], T], url: str | None = None
+) -> T:
+    return run(lambda: on_connection(ctx, action, url))
+
+
+def on_connection(
+    ctx: typer.Context, action: Callable[[db.Connection], T], url: str | None = None
+) -> T:
+    with host(ctx).connect(url) as conn:
+        return action(conn)
+
+
+def set_verbose(verbose: bool) -> None:
+    global _verbose
+    _verbose = verbose
+
+
+def libpq(url: str | None) -> str | None:
+    return None if url is None else db.libpq_url(url)
+
+
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        help="Your app's database (default DATABASE_URL, else the service's); "
+        "SQLAlchemy's postgresql+psycopg:// is taken too.",
+        callback=libpq,
+    ),
+]
+Every = Annotated[float, typer.Option(min=0.2, help="Seconds between passes while it runs.")]
+Once = Annotated[bool, typer.Option("--once", help="One pass, then exit.")]
+
+
+def print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, default=str))
+
+
+def webhook_variables() -> str:
+    """Each gateway's webhook settings: "PAYHOOKS_PAYU_MERCHANT_KEY with PAYHOOKS_PAYU_SALTS"."""
+    return ", ".join(
+        " with ".join(secret.variable for secret in found.secrets) for found in GATEWAYS.values()
+    )
+
+
+def import_hooks(target: str) -> Any:
+    """``module:attribute``, imported from the current directory too, as uvicorn does. Whatever
+    the module raises on import (a missing module, a setting it reads, a syntax error) is a
+    ``ValueError`` naming it: the command's one-line cause."""
+    import importlib
+
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--hooks takes module:attribute (myshop.webhooks:hooks), not {target!r}")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"--hooks {target}: cannot import {module_name} ({exc})") from None
+    except Exception as exc:  # the app's own module failed while it was imported
+        reason = f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"--hooks {target}: importing {module_name} failed ({reason})") from exc
+    found = getattr(module, attribute, None)
+    if found is None or not callable(found):
+        raise ValueError(f"{module_name} has no handler named {attribute!r}")
+    if inspect.iscoroutinefunction(found):
+        raise ValueError(
+            f"--hooks {target} is an async function: register it on a "
+            "payhooks.fastapi.AsyncHooks and name that"
+        )
+    return found
+
+
+@contextlib.contextmanager
+def progress(total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on a terminal; silence elsewhere."""
+    if not sys.stderr.isatty():
+        yield lambda _: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task("purging", total=total)
+        yield lambda done: bar.advance(task, done)
+
+
+def stop_on_signals() -> threading.Event:
+    """Set by SIGTERM or Ctrl-C: a daemon finishes its pass and exits."""
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    return stopping

@@ -1,0 +1,589 @@
+"""The merchant's commands: a merchant's own app operated on its own database, each a thin
+shell over one operation of the core (reconcile, confirm, alerts, purge, parked, replay,
+resolve, operators, the console, refunds). Without ``--hooks`` or ``--database-url`` a
+command works on the host's own database (``common.Host``: the reference service's)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from payhooks.cli.common import (
+    DatabaseUrl,
+    Every,
+    Once,
+    Settings,
+    app,
+    exit_with,
+    fail,
+    host,
+    import_hooks,
+    libpq,
+    on_connection,
+    passing,
+    print_json,
+    progress,
+    run,
+    settings,
+    stop_on_signals,
+    with_connection,
+)
+from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS
+from payhooks.operations import parked as parking
+from payhooks.operations import retention as policy
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import NotFound, PayhooksError
+
+if TYPE_CHECKING:
+    from payhooks.reconcile import Tally
+
+HOOKS_HELP = (
+    "Your app's handler, as module:attribute (payhooks.Hooks or payhooks.fastapi.AsyncHooks)"
+)
+
+
+@app.command()
+def reconcile(
+    ctx: typer.Context,
+    older_than_s: Annotated[
+        int | None,
+        typer.Option(
+            help="Ask about checkouts older than this; default PAYHOOKS_RECONCILE_AFTER_S."
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Checkouts asked about, at most.")] = 100,
+    hooks: Annotated[
+        str | None,
+        typer.Option(
+            help=f"{HOOKS_HELP}: reconcile your app's database through it, not the reference "
+            "shop's."
+        ),
+    ] = None,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            help="With --hooks: your app's database; default DATABASE_URL.", callback=libpq
+        ),
+    ] = None,
+) -> None:
+    """Ask the gateways about checkouts with no payment, and apply what they report (one pass)."""
+    host(ctx).configure_logs()
+    found = settings(ctx)
+    if not found.reconciled():
+        ids = ", ".join(gateway.status_api.id_variable for gateway in GATEWAYS.values())
+        run(lambda: fail(
+            f"no gateway API credentials are set ({ids} and their secrets): reconciliation is off"
+        ))  # fmt: skip
+    if hooks is None:
+        tally = host(ctx).reconcile(found, limit, older_than_s)
+    else:
+        url = database_url or found.database_url or ""
+        if not url:
+            run(lambda: fail("--hooks needs your app's database: --database-url or DATABASE_URL"))
+        handler = run(lambda: import_hooks(hooks))
+        tally = run(lambda: reconcile_app(found, url, handler, limit, older_than_s))
+    off = ", ".join(p.value for p in found.reconciliation_off())
+    typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
+    if tally.failures:
+        typer.echo(f"payhooks: {tally.trouble()}; those checkouts are asked again later", err=True)
+        raise typer.Exit(1)
+
+
+def reconcile_app(
+    settings: Settings,
+    url: str,
+    handler: Any,
+    limit: int,
+    after_s: int | None,
+    *,
+    confirm_only: bool = False,
+) -> Tally:
+    """A pass over a merchant app's expected checkouts, through the app's own handler (imported
+    once, before any pass: a handler that cannot be imported is bad configuration)."""
+    from payhooks.reconcile import running
+
+    connect = running.connecting(url)
+    if getattr(handler, "is_async", False):
+        from payhooks.aio import reconcile as async_reconcile
+
+        deliver = async_reconcile.delivering(url, handler)
+    else:
+        deliver = running.delivering(connect, handler)
+    return running.reconcile_once(
+        connect,
+        deliver,
+        settings.reconciled(),
+        after_s=settings.reconcile_after_s if after_s is None else after_s,
+        window_s=settings.reconcile_window_s,
+        limit=limit,
+        timeout_s=settings.reconcile_timeout_ms / 1000,
+        confirm_only=confirm_only,
+    )
+
+
+@app.command()
+def confirm(
+    ctx: typer.Context,
+    hooks: Annotated[
+        str,
+        typer.Option(help=f"{HOOKS_HELP}: what the gateways' APIs confirm reaches it."),
+    ],
+    database_url: DatabaseUrl = None,
+    every: Every = 2.0,
+    once: Once = False,
+) -> None:
+    """Confirm the callbacks PhonePe and Juspay sent (only a static credential proves them),
+    and PayU's unsigned refund callbacks and resent posts, at their status APIs, every few
+    seconds until stopped (SIGTERM, Ctrl-C): what the APIs report reaches your handler, once;
+    a forged callback is refuted."""
+    host(ctx).configure_logs()
+    found = settings(ctx)
+    url = database_url or found.database_url or ""
+    if not url:
+        run(lambda: fail("confirm needs your app's database: --database-url or DATABASE_URL"))
+    if not found.reconciled():
+        run(lambda: fail("no gateway API credentials are set: nothing can be confirmed"))
+    handler = run(lambda: import_hooks(hooks))
+    stopping = stop_on_signals()
+    while True:
+        tally = passing(
+            lambda: reconcile_app(found, url, handler, 100, None, confirm_only=True),
+            once=once, command="confirm",
+        )  # fmt: skip
+        if tally is not None and (tally.said_anything or once):
+            typer.echo(tally.confirmations())
+        if once or stopping.wait(every):
+            return
+
+
+@app.command()
+def alerts(
+    ctx: typer.Context,
+    database_url: DatabaseUrl = None,
+    every: Every = 60.0,
+    once: Once = False,
+) -> None:
+    """Tell people what is wrong, by email and chat webhook, every minute until stopped
+    (SIGTERM, Ctrl-C): a gateway answered 5xx, forged signatures, reconciliation refused or
+    not running, parked deliveries, refunds refused. Each alert is sent once however many
+    hosts run this, said again at most every PAYHOOKS_ALERT_REPEAT_MINUTES, and resolved."""
+    host(ctx).configure_logs()
+    found = settings(ctx)
+    url = database_url or found.database_url or ""
+    if not url:
+        run(lambda: fail("alerts needs your app's database: --database-url or DATABASE_URL"))
+    notifier = run(lambda: host(ctx).alert_notifier(found))
+    if not notifier.channels:
+        run(lambda: fail(
+            "no alert channel is set: PAYHOOKS_ALERT_WEBHOOK_URL, or PAYHOOKS_SMTP_URL and "
+            "PAYHOOKS_ALERT_EMAIL"
+        ))  # fmt: skip
+    stopping = stop_on_signals()
+    while True:
+        tally = passing(
+            lambda: on_connection(ctx, lambda conn: notifier.tick(conn, datetime.now(UTC)), url),
+            once=once, command="alerts",
+        )  # fmt: skip
+        if tally is not None and (
+            once or tally.raised or tally.repeated or tally.resolved or tally.failed
+        ):
+            typer.echo(tally.summary())
+        if once or stopping.wait(every):
+            return
+
+
+@app.command()
+def purge(
+    ctx: typer.Context,
+    older_than_days: Annotated[
+        int | None,
+        typer.Option(
+            help="Window to keep; default PAYHOOKS_RETENTION_DAYS "
+            f"({policy.DEFAULT_RETENTION_DAYS})."
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="Count what would go; delete nothing.")] = False,
+    force: Annotated[
+        bool, typer.Option(help=f"Allow a window shorter than {policy.MIN_RETENTION_DAYS} days.")
+    ] = False,
+    batch_rows: Annotated[int, typer.Option(help="Rows per delete transaction.")] = 5000,
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Your app's database: purge the core's tables there, not the reference "
+            "service's; SQLAlchemy's postgresql+psycopg:// is taken too.",
+            callback=libpq,
+        ),
+    ] = None,
+) -> None:
+    """Delete delivery records older than the retention window, in small batches."""
+    days = older_than_days if older_than_days is not None else settings(ctx).retention_days
+    run(lambda: policy.check_window(days, force=force))
+    options = {"force": force, "batch_rows": batch_rows}
+    if database_url is None:
+        result = with_connection(ctx, lambda conn: host(ctx).purge(conn, days, dry_run, options))
+    else:
+        result = run(lambda: purge_app(database_url, days, dry_run, options))
+    verb = "would delete" if dry_run else "deleted"
+    count = result.expired if dry_run else result.deleted
+    typer.echo(
+        f"{verb} {count} record(s) older than {days} days (before {result.cutoff:%Y-%m-%d %H:%M})"
+    )
+
+
+def purge_app(url: str, days: int, dry_run: bool, options: Mapping[str, Any]) -> policy.Purge:
+    """A merchant app's purge: the core's tables alone."""
+    import psycopg
+
+    with db.translated(), psycopg.connect(url, autocommit=True) as conn:
+        planned = policy.plan(conn, days)
+        if dry_run:
+            return planned
+        with progress(planned.expired) as advance:
+            done = policy.purge(conn, days, on_batch=advance, planned=planned, **options)
+    return purged(done, "on that database")
+
+
+def purged(done: policy.Purge | None, where: str) -> policy.Purge:
+    if done is None:
+        raise PayhooksError(f"another purge is running ({where}); try later")
+    return done
+
+
+@app.command()
+def parked(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """List deliveries that matched no checkout and wait to be applied."""
+    rows = with_connection(ctx, lambda conn: parking.waiting(conn, limit=10_000), database_url)
+    listed = [
+        {
+            "provider": r.provider,
+            "event_id": r.event_id,
+            "event_type": r.event_type,
+            "received_at": r.received_at.isoformat(),
+            "body_bytes": r.body_bytes,
+        }
+        for r in rows
+    ]
+    if as_json:
+        print_json(listed)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("provider", "delivery key", "event", "received at", title=f"{len(rows)} parked")
+    for r in rows:
+        table.add_row(r.provider, r.event_id, r.event_type, r.received_at.isoformat())
+    Console().print(table)
+
+
+@app.command()
+def replay(
+    ctx: typer.Context,
+    event_id: Annotated[str, typer.Argument(help="The delivery key, as `payhooks parked` shows.")],
+    provider: Annotated[
+        Provider | None, typer.Option(help="When two gateways share a key.")
+    ] = None,
+    hooks: Annotated[
+        str | None,
+        typer.Option(
+            help="Your app's handler, as module:attribute: replay into your app's database "
+            "through it (the webhook secrets are read from the PAYHOOKS_ variables)."
+        ),
+    ] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
+    from payhooks.operations import replays
+
+    found = settings(ctx)
+    handler = None if hooks is None else run(lambda: import_hooks(hooks))
+    url = database_url or found.database_url
+    if handler is not None and not url:
+        run(lambda: fail("--hooks needs your app's database: --database-url or DATABASE_URL"))
+
+    def action(conn: db.Connection) -> dict[str, Any]:
+        key = provider.value if provider else None
+        if handler is None:
+            receipt = host(ctx).replay(conn, event_id, key)
+        else:
+            from payhooks.applying import through
+
+            apply = through(handler, str(url))
+            receipt = replays.replay(conn, found.adapters(), apply, event_id=event_id, provider=key)
+        return {
+            "status": receipt.outcome.value,
+            "event_id": receipt.event.event_id,
+            "order_id": receipt.order_id,
+        }
+
+    print_json(with_connection(ctx, action, database_url))
+
+
+@app.command()
+def resolve(
+    ctx: typer.Context,
+    event_id: Annotated[str, typer.Argument(help="The delivery key parked for its amount.")],
+    provider: Annotated[Provider, typer.Option(help="Its gateway.")],
+    note: Annotated[str, typer.Option(help="How it was settled: refunded, written off, ...")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Settle a payment parked for its amount outside payhooks (refunded in the gateway's
+    dashboard): its delivery is recorded ignored, the mismatch keeps your note. To apply it as
+    paid instead, correct the expectation and replay it."""
+    from payhooks.intake.expectations import NotAMismatch
+    from payhooks.intake.expectations import resolve as settle
+
+    def action(conn: db.Connection) -> None:
+        try:
+            settle(conn, provider, event_id, note)
+        except NotAMismatch as exc:
+            raise ValueError(str(exc)) from None
+
+    with_connection(ctx, action, database_url)
+    typer.echo(f"resolved {provider.value} {event_id}: {note}")
+
+
+operator_app = typer.Typer(
+    help="Console operators: who may log in to /console.", no_args_is_help=True
+)
+app.add_typer(operator_app, name="operator")
+
+
+@operator_app.command("add")
+def operator_add(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Lower-case letters, digits, '.', '_' or '-'.")],
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read the password from standard input.")
+    ] = False,
+    read_only: Annotated[
+        bool | None,
+        typer.Option(
+            "--read-only/--can-act",
+            help="Read-only: may look at every console page and act on none. Without either, "
+            "a new operator can act and an existing one keeps their role.",
+            show_default=False,
+        ),
+    ] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Add an operator, or give one a new password (which ends their sessions)."""
+    from payhooks.console import auth
+
+    if password_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    else:
+        password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
+    added = with_connection(
+        ctx, lambda conn: auth.add_operator(conn, name, password, read_only=read_only),
+        database_url,
+    )  # fmt: skip
+    said = "added" if added else "has a new password"
+    role = {True: " (read-only)", False: " (can act)", None: ""}[read_only]
+    typer.echo(f"operator {name} {said}{role}")
+
+
+@operator_app.command("remove")
+def operator_remove(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The operator to remove.")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Remove an operator; their sessions end at once."""
+    from payhooks.console import auth
+
+    if not with_connection(ctx, lambda conn: auth.remove_operator(conn, name), database_url):
+        exit_with(NotFound("operator", name), f"operator {name!r} not found")
+    typer.echo(f"operator {name} removed")
+
+
+@operator_app.command("list")
+def operator_list(ctx: typer.Context, database_url: DatabaseUrl = None) -> None:
+    """The operators who may log in to the console."""
+    from payhooks.console import auth
+
+    for operator in with_connection(ctx, auth.operators, database_url):
+        role = "\tread-only" if operator.read_only else ""
+        typer.echo(f"{operator.name}\tadded {operator.created_at:%Y-%m-%d %H:%M} UTC{role}")
+
+
+@app.command("console")
+def console_command(
+    ctx: typer.Context,
+    hooks: Annotated[
+        str,
+        typer.Option(
+            help=f"{HOOKS_HELP}: parked deliveries replay through it. The webhook secrets are "
+            "read from the PAYHOOKS_ variables, as `payhooks replay` reads them."
+        ),
+    ],
+    database_url: DatabaseUrl = None,
+    host_address: Annotated[
+        str, typer.Option("--host", help="Address to listen on.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8100,
+    root_path: Annotated[
+        str, typer.Option(help="The path a reverse proxy serves it under (/ops: /ops/console).")
+    ] = "",
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="The proxy addresses whose X-Forwarded-For and -Proto are believed (the "
+            "client address the login limit counts, https for the Origin check and the cookie)."
+        ),
+    ] = None,
+) -> None:
+    """Serve the operator console for your app (Flask, or any app that cannot mount it) at
+    /console, on your app's database: payhooks' own tables are migrated first."""
+    try:
+        import uvicorn
+
+        from payhooks.console import console_app
+    except ImportError as exc:
+        missing = exc.name or "a module"
+        run(lambda: fail(
+            f"the console needs the console extra ({missing} is not installed): "
+            "pip install 'payhooks[cli,console]'"
+        ))  # fmt: skip
+    from payhooks.plumbing.schema import migrate as migrate_core
+
+    host(ctx).configure_logs()
+    found = settings(ctx)
+    url = database_url or found.database_url or ""
+    if not url:
+        run(lambda: fail("the console needs your app's database: --database-url or DATABASE_URL"))
+    handler = run(lambda: import_hooks(hooks))
+    applied = with_connection(ctx, migrate_core, url)
+    if applied:
+        typer.echo(f"payhooks: applied {', '.join(applied)}", err=True)
+    served = found.adapters()
+    names = ", ".join(sorted(p.value for p in served)) or "none"
+    typer.echo(
+        f"payhooks console on http://{host_address}:{port}{root_path.rstrip('/')}/console "
+        f"(gateways: {names}); "
+        "add operators with `payhooks operator add NAME --database-url ...`",
+        err=True,
+    )
+    uvicorn.run(
+        console_app(url, adapters=served.values(), hooks=handler, timezone=found.console_timezone),
+        host=host_address,
+        port=port,
+        log_level="warning",
+        root_path=root_path,
+        proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips,
+    )
+
+
+refunds_app = typer.Typer(
+    help="Refunds sent to the gateways exactly once (payhooks.refunds).", no_args_is_help=True
+)
+app.add_typer(refunds_app, name="refunds")
+
+
+def _app_database(ctx: typer.Context, database_url: str | None, command: str) -> str:
+    url = database_url or settings(ctx).database_url or ""
+    if not url:
+        run(lambda: fail(f"{command} needs a database: --database-url or DATABASE_URL"))
+    return url
+
+
+@refunds_app.command("send")
+def refunds_send(
+    ctx: typer.Context,
+    database_url: DatabaseUrl = None,
+    every: Every = 2.0,
+    once: Once = False,
+) -> None:
+    """Send the refund intents due to their gateways, each under its idempotency key, every
+    few seconds until stopped (SIGTERM, Ctrl-C): a call that timed out, an answer lost or a
+    sender killed mid-call is asked again with the same key, and refunds once."""
+    from payhooks.reconcile import refunding, running
+
+    host(ctx).configure_logs()
+    url = _app_database(ctx, database_url, "refunds send")
+    found = settings(ctx)
+    credentials = found.reconciled()
+    if not credentials:
+        run(lambda: fail("no gateway API credentials are set: no refund can be sent"))
+    stopping = stop_on_signals()
+    connect = running.connecting(url)
+    timeout_s = found.reconcile_timeout_ms / 1000
+    while True:
+        tally = passing(
+            lambda: refunding.send_once(
+                connect, credentials, timeout_s=timeout_s, stop=stopping.is_set
+            ),
+            once=once, command="refunds send",
+        )  # fmt: skip
+        moved = tally is not None and any(
+            sum(getattr(tally, n).values()) for n in ("sent", "refused", "retried")
+        )
+        if tally is not None and (once or moved):
+            typer.echo(tally.summary())
+        if once or stopping.wait(every):
+            return
+
+
+@refunds_app.command("list")
+def refunds_list(
+    ctx: typer.Context,
+    payment_id: Annotated[str, typer.Argument(help="The gateway's payment id.")],
+    provider: Annotated[str, typer.Option(help="The gateway: razorpay, cashfree, ...")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """A payment's refund intents as JSON: amount, state, the gateway's refund id, attempts
+    and the last error."""
+    import dataclasses
+
+    import psycopg
+
+    from payhooks.refunding import refunds
+
+    url = _app_database(ctx, database_url, "refunds list")
+
+    def read() -> list[dict[str, Any]]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            return [dataclasses.asdict(r) for r in refunds.of_payment(conn, provider, payment_id)]
+
+    print_json(run(read))
+
+
+@refunds_app.command("cancel")
+def refunds_cancel(
+    ctx: typer.Context,
+    key: Annotated[str, typer.Argument(help="The intent's idempotency key (ph..., as listed).")],
+    provider: Annotated[str, typer.Option(help="The gateway: razorpay, cashfree, ...")],
+    reason: Annotated[str, typer.Option(help="Why it is cancelled (kept with it).")],
+    by: Annotated[str, typer.Option(help="Who cancels it (kept with it).")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Cancel a refund intent stuck ``requested`` (a gateway that keeps failing its call): it
+    is never sent afterwards, and its amount is refundable again. Refused while a sender is
+    calling the gateway with it, and once the gateway has it. Prints the intent as JSON."""
+    import dataclasses
+
+    import psycopg
+
+    from payhooks.refunding import refunds
+
+    url = _app_database(ctx, database_url, "refunds cancel")
+
+    def cancel() -> dict[str, Any]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            done = refunds.cancel(conn, provider, key, reason=reason, cancelled_by=by)
+            return dataclasses.asdict(done)
+
+    print_json(run(cancel))
+
+
+__all__ = ["operator_app", "purged", "reconcile_app", "refunds_app"]

@@ -1,0 +1,281 @@
+"""The reference service's commands (migrate, serve, worker, outbox, trace) and the host the
+merchant's commands run in (``ServiceHost``): its settings, its logs, its database, its
+alerts, and its shop's reconcile, purge and replay."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from payhooks.cli.common import (
+    app,
+    host,
+    print_json,
+    progress,
+    run,
+    webhook_variables,
+    with_connection,
+)
+from payhooks.cli.merchant import purged
+from payhooks.gateways import GATEWAYS
+from payhooks.intake.ingest import Receipt
+from payhooks.operations import retention as policy
+from payhooks.plumbing import db
+from payhooks.service import database, logs, outbox
+from payhooks.service.config import Settings
+
+if TYPE_CHECKING:
+    from payhooks.operations.notifier import Notifier
+    from payhooks.reconcile import Tally
+    from payhooks.service.worker import WorkerOptions
+
+
+class ServiceHost:
+    """The reference service as the host of every command (``common.Host``)."""
+
+    def settings(self) -> Settings:
+        return Settings.from_env(os.environ)
+
+    def configure_logs(self) -> None:
+        logs.configure()
+
+    @contextlib.contextmanager
+    def connect(self, url: str | None = None) -> Iterator[db.Connection]:
+        """One autocommit connection for a command (to ``url``, else the service's database),
+        driver errors translated."""
+        settings = run(self.settings)
+        url = url or database.database_url(settings)
+        with db.translated(), database.connect(url, settings) as conn:
+            yield conn
+
+    def alert_notifier(self, settings: Any) -> Notifier:
+        from payhooks.service import alerting
+
+        return alerting.notifier(settings, shop=False)
+
+    def reconcile(self, settings: Any, limit: int, after_s: int | None) -> Tally:
+        """A pass over the reference shop's checkouts, through its state machine."""
+        from payhooks.service import application
+        from payhooks.service import reconcile as reconciliation
+
+        pool = run(
+            lambda: database.open_pool(
+                database.database_url(settings), settings, max_size=2, deadline=False
+            )
+        )
+        try:
+            with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
+                runner = application.reconciler(pool, settings, http, limit=limit, after_s=after_s)
+                return run(runner.run)
+        finally:
+            pool.close()
+
+    def purge(
+        self, conn: db.Connection, days: int, dry_run: bool, options: Mapping[str, Any]
+    ) -> policy.Purge:
+        """The reference service's purge: the core's records and its own."""
+        from payhooks.service import application
+
+        planned = policy.plan(conn, days)
+        if dry_run:
+            return planned
+        with self.connect() as holder, progress(planned.expired) as advance:
+            done = application.purge(
+                conn, days, holder=holder, on_batch=advance, planned=planned, **options
+            )
+        return purged(done, "the worker's daily one?")
+
+    def replay(self, conn: db.Connection, event_id: str, provider: str | None) -> Receipt:
+        from payhooks.service import application
+
+        adapters = run(self.settings).adapters()
+        return application.replay(conn, adapters, event_id=event_id, provider=provider)
+
+
+def _settings() -> Settings:
+    return run(ServiceHost().settings)
+
+
+def api_token(settings: Settings) -> tuple[str, bool]:
+    """PAYHOOKS_API_TOKEN, else one generated once and kept under PAYHOOKS_HOME.
+
+    Written to a private temporary file and renamed into place, so a second process never
+    reads a half-written (empty) token; an empty stored token counts as none.
+    """
+    if settings.api_token:
+        return settings.api_token, False
+    path = settings.home / "api-token"
+    stored = path.read_text().strip() if path.exists() else ""
+    if stored:
+        return stored, False
+    settings.home.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(24)
+    scratch = path.with_name(f".api-token.{os.getpid()}")
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+    os.replace(scratch, path)
+    return token, True
+
+
+@app.command()
+def migrate(ctx: typer.Context) -> None:
+    """Apply the database migrations that are not applied yet."""
+    applied = with_connection(ctx, database.migrate)
+    typer.echo("applied: " + ", ".join(applied) if applied else "database is up to date")
+
+
+@app.command()
+def serve(
+    ctx: typer.Context,
+    host_address: Annotated[str, typer.Option("--host", help="Address to listen on.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+) -> None:
+    """Migrate the database, then serve webhooks and the shop API."""
+    import uvicorn
+
+    from payhooks.service.web import create_app
+
+    logs.configure()
+    settings = _settings()
+    url = run(lambda: database.database_url(settings))
+    with_connection(ctx, database.migrate)
+    token, generated = run(lambda: api_token(settings))
+    if generated:
+        typer.echo(f"API token (kept in {settings.home / 'api-token'}): {token}", err=True)
+    for note in [*settings.secret_notes, *confirmation_warnings(settings)]:
+        typer.echo(f"payhooks: warning: {note}", err=True)
+    served = ", ".join(sorted(p.value for p in settings.adapters())) or "none"
+    typer.echo(f"payhooks serving on http://{host_address}:{port} (providers: {served})", err=True)
+    uvicorn.run(
+        create_app(settings, api_token=token, url=url, metrics_token=settings.metrics_token),
+        host=host_address,
+        port=port,
+        log_level="warning",
+        timeout_graceful_shutdown=10,
+    )
+
+
+def worker_options(*, once: bool, batch: int) -> WorkerOptions:
+    """Parked deliveries every minute and the purge once a day; ``--once`` makes one pass
+    over the outbox and the parked deliveries, and no purge."""
+    from payhooks.service.worker import DAY_SECONDS, WorkerOptions
+
+    return WorkerOptions(
+        batch=batch, purge_every_seconds=None if once else DAY_SECONDS, parked_every_seconds=60.0
+    )
+
+
+def confirmation_warnings(settings: Settings) -> list[str]:
+    """Gateways whose callbacks would wait forever: served, but no API to confirm them."""
+    return [
+        f"{GATEWAYS[p].title}'s callbacks take effect only as its status API confirms them, "
+        f"and its API credentials are not set ({GATEWAYS[p].status_api.id_variable}, "
+        f"{GATEWAYS[p].status_api.secret_variable}): its callbacks will wait, applied never"
+        for p in settings.unconfirmable()
+    ]
+
+
+def worker_warnings(settings: Settings) -> list[str]:
+    """What a worker so configured silently cannot do, one line each."""
+    found = [*settings.secret_notes, *confirmation_warnings(settings)]
+    if not settings.adapters():
+        found.append(
+            f"no gateway secret is set ({webhook_variables()}): this worker "
+            "cannot apply parked deliveries"
+        )
+    if settings.alert_email is None:
+        found.append("PAYHOOKS_ALERT_EMAIL is not set: every alert will be dead-lettered")
+    off = settings.reconciliation_off()
+    if off:
+        found.append(
+            f"reconciliation is off for {', '.join(p.value for p in off)} (no API credentials): "
+            "a payment whose webhook never comes is not recovered there"
+        )
+    return found
+
+
+@app.command()
+def worker(
+    once: Annotated[bool, typer.Option(help="Send what is due, then exit.")] = False,
+    batch: Annotated[
+        int, typer.Option(min=1, help="Messages per SMTP session; parked deliveries per page.")
+    ] = 100,
+) -> None:
+    """Send the outbox's emails and alerts after commit; purge old records once a day."""
+    from payhooks.service.worker import Worker
+
+    logs.configure()
+    settings = _settings()
+    pool = run(  # the sender, a purge (two), and reconciliation on its own thread
+        lambda: database.open_pool(
+            database.database_url(settings), settings, max_size=4, deadline=False
+        )
+    )
+    runner: Worker | None = None
+    try:
+        runner = run(lambda: Worker(pool, settings, worker_options(once=once, batch=batch)))
+        for warning in worker_warnings(settings):
+            typer.echo(f"payhooks: warning: {warning}", err=True)
+        if once:
+            run(runner.maybe_retry_parked)
+            run(runner.maybe_reconcile)
+            sent = 0
+            while (done := run(runner.drain)) > 0:
+                sent += done
+            typer.echo(f"handled {sent} outbox message(s)", err=True)
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: runner.stop())
+        run(runner.run)
+    finally:
+        if runner is not None:
+            runner.close()
+        pool.close()
+
+
+@app.command("outbox")
+def outbox_command(
+    ctx: typer.Context,
+    failed: Annotated[bool, typer.Option("--failed", help="List dead-lettered messages.")] = False,
+    retry: Annotated[int | None, typer.Option(help="Queue this dead letter again.")] = None,
+    retry_all: Annotated[bool, typer.Option(help="Queue every dead letter again.")] = False,
+) -> None:
+    """Inspect the outbox: counts, dead letters; send dead letters again."""
+    if retry is not None or retry_all:
+        revived = with_connection(ctx, lambda conn: outbox.revive(conn, retry))
+        typer.echo(f"queued {revived} message(s) again")
+        raise typer.Exit(0 if revived or retry_all else 1)
+    if failed:
+        print_json(with_connection(ctx, outbox.failed))
+        return
+    print_json(with_connection(ctx, outbox.counts))
+
+
+@app.command()
+def trace(
+    ctx: typer.Context,
+    ident: Annotated[str, typer.Argument(help="Order id, payment id or delivery key.")],
+) -> None:
+    """Print every webhook event behind an order, payment or delivery key, as JSON."""
+    from payhooks.service.trace import trace as run_trace
+
+    print_json(with_connection(ctx, lambda conn: run_trace(conn, ident)))
+
+
+__all__ = [
+    "ServiceHost",
+    "api_token",
+    "confirmation_warnings",
+    "host",
+    "worker_options",
+    "worker_warnings",
+]

@@ -1,0 +1,198 @@
+"""Small exact helpers the adapters share: money, keys, constant-time comparison."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Mapping
+from decimal import Decimal, InvalidOperation
+
+from payhooks.events import Provider, is_text
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
+
+_PAISE = Decimal("0.01")
+
+# JSON gateways are only hashed before authentication, so a generous bound costs little.
+MAX_JSON_BODY_BYTES = 1024 * 1024
+
+
+def sha256_hex(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def rupees_to_paise(value: object, *, provider: Provider, field: str) -> int:
+    """Decimal rupees (JSON number parsed as Decimal, int, or form string) to exact paise."""
+    if isinstance(value, bool) or not isinstance(value, (Decimal, int, str)):
+        raise MalformedPayload(provider, f"{field} is not an amount")
+    try:
+        amount = Decimal(value)
+    except InvalidOperation as exc:
+        raise MalformedPayload(provider, f"{field} is not an amount: {value!r}") from exc
+    if not amount.is_finite() or amount < 0 or not _whole_paise(amount):
+        raise MalformedPayload(provider, f"{field} is not a whole number of paise: {value!r}")
+    return int(amount * 100)
+
+
+def _whole_paise(amount: Decimal) -> bool:
+    """quantize() raises for amounts too large for the context (1e30); that is malformed too."""
+    try:
+        return amount.quantize(_PAISE) == amount
+    except InvalidOperation:
+        return False
+
+
+def delivery_key(*parts: object) -> str | None:
+    """Join key parts with ':'; None when any part is missing, so no key ever holds 'None'.
+
+    Every key derived from a body holds a ':'; a key header is not signed, so one holding a
+    ':' is ignored (the key is derived instead) and can never claim a derived key."""
+    texts = [str(p) for p in parts if p is not None and not isinstance(p, bool)]
+    if len(texts) != len(parts) or any(t == "" for t in texts):
+        return None
+    return ":".join(texts)
+
+
+RESERVED_PREFIXES: tuple[str, ...] = ("reconcile:",)
+"""The key spaces payhooks mints itself: reconciliation's, the confirmations' and the refund
+sender's ``reconcile:…`` (``expectations.RECONCILED``). No key a gateway's delivery derives
+starts so (``unreserved``)."""
+
+
+def unreserved(provider: Provider, key: str) -> str:
+    """``key``, moved under ``<gateway>:`` when it would start in a key space payhooks mints:
+    a body names what its key is made of, and a sender must never take a key payhooks needs."""
+    return f"{provider.value}:{key}" if key.startswith(RESERVED_PREFIXES) else key
+
+
+def plain_key(*parts: object) -> str | None:
+    """``delivery_key``, but None when a part holds a ':' itself: such a key could be read as
+    other parts (``a:b`` + ``c`` is ``a`` + ``b:c``), so a body naming other ids than another
+    could still take its key. Used where nothing signs the parts (the caller falls back to the
+    body's hash)."""
+    if any(isinstance(p, str) and ":" in p for p in parts):
+        return None
+    return delivery_key(*parts)
+
+
+def key_header(value: str | None) -> str | None:
+    """A delivery key taken from a header, which the gateway does not sign: one holding a ':'
+    is not used (derived keys always hold one, and an unsigned header must never claim the
+    key a later delivery derives)."""
+    return value if value and ":" not in value else None
+
+
+def matches_any(expected: list[str], received: str | None, *, provider: Provider) -> None:
+    """Constant-time compare of one received signature against each candidate."""
+    if received is None or received == "":
+        raise SignatureMismatch(provider, "signature missing")
+    if not received.isascii():
+        raise SignatureMismatch(provider, "signature header is not ASCII")
+    given = received.encode("ascii")
+    found = False
+    for candidate in expected:
+        found |= hmac.compare_digest(candidate.encode("ascii"), given)
+    if not found:
+        raise SignatureMismatch(provider, "signature does not match")
+
+
+def body_key(event_type: str, body: bytes) -> str:
+    """Key of an event with no id: byte-identical retries collapse, distinct bodies never do."""
+    return f"{event_type}:{sha256_hex(body)}"
+
+
+def load_json_object(body: bytes, *, provider: Provider) -> dict[str, object]:
+    """Parse verified JSON with every fraction as Decimal, so amounts stay exact.
+
+    NaN and Infinity are not JSON and would turn into floats; absurd nesting raises
+    RecursionError. Both are malformed bodies, not crashes.
+    """
+    try:
+        doc = json.loads(body, parse_float=Decimal, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedPayload(provider, "body is not valid JSON") from exc
+    if not isinstance(doc, dict):
+        raise MalformedPayload(provider, "body is not a JSON object")
+    return doc
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def child(node: object, *path: str) -> object:
+    """Walk nested JSON objects; None where a step is missing or not an object."""
+    for name in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(name)
+    return node
+
+
+def reference(*values: object) -> str | None:
+    """The first usable bank reference among ``values``: a non-empty string, or a whole
+    number some gateways send unquoted. Anything else (a string that is not text included) is
+    left out, never refused: the reference is for finding a payment, and an odd one must not
+    cost the payment."""
+    for value in values:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if isinstance(value, str) and value.strip() and is_text(value):
+            return value.strip()
+    return None
+
+
+def text_field(value: object, field: str, *, strict: bool, provider: Provider) -> str | None:
+    """A string field of a JSON body: missing or empty is None. Strict for events payhooks
+    acts on (a number, or a string that is not text, is malformed); for the rest an odd
+    field is left out, so an authentic event that is ignored is still answered 200."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and is_text(value):
+        return value
+    problem = "is not valid text" if isinstance(value, str) else "is not a string"
+    refuse(f"{field} {problem}", strict=strict, provider=provider)
+    return None
+
+
+def refuse(problem: str, *, strict: bool, provider: Provider) -> None:
+    """An odd field: malformed in an event payhooks acts on (``strict``); for the rest the
+    caller leaves it out, so an authentic event that is ignored is still answered 200."""
+    if strict:
+        raise MalformedPayload(provider, problem)
+
+
+def optional_paise(value: object, field: str, *, strict: bool, provider: Provider) -> int | None:
+    """``rupees_to_paise`` of a field that may be missing (None); an amount that is not one is
+    malformed when ``strict``, else left out."""
+    if value is None:
+        return None
+    try:
+        return rupees_to_paise(value, provider=provider, field=field)
+    except MalformedPayload:
+        if strict:
+            raise
+        return None
+
+
+def require(fields: Mapping[str, object], *, provider: Provider) -> None:
+    """An event payhooks acts on without what it acts on cannot be applied: the first of
+    ``fields`` (name to value read) that is missing is malformed."""
+    for field, value in fields.items():
+        if value is None:
+            raise MalformedPayload(provider, f"{field} is missing")
+
+
+def require_secrets(secrets: tuple[str, ...], refusal: str) -> None:
+    """An adapter needs at least one secret and no empty one: ``ValueError(refusal)``."""
+    if not secrets or any(s == "" for s in secrets):
+        raise ValueError(refusal)
+
+
+def event_name(value: object, field: str, *, provider: Provider) -> str:
+    """The event's name, which every delivery needs, whatever it is about."""
+    if not isinstance(value, str) or value == "":
+        raise MalformedPayload(provider, f"{field} is missing or not a string")
+    if not is_text(value):
+        raise MalformedPayload(provider, f"{field} is not valid text")
+    return value

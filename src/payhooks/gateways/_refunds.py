@@ -1,0 +1,155 @@
+"""What a gateway's refund client is given and answers: the refund intent (``Refund``, in
+its ``RefundState``), the gateway's acceptance (``Sent``) or refusal (``RefundRefused``), and
+the client itself (``RefundClient``); and a refund the sender learned is processed, as a
+delivery of its own (``processed_delivery``), which the stored-delivery reader reads again.
+
+Pure values, in the gateways' room so that the status clients never import money out: the
+intents' statements are ``payhooks.refunding.refunds`` and the sender
+``payhooks.refunding.sending``, and both still name these where they always did."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from payhooks.events import Event, EventKind, Provider, Received, storable
+from payhooks.gateways._common import sha256_hex
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
+from payhooks.plumbing.keys import RECONCILED
+
+
+class RefundState(StrEnum):
+    REQUESTED = "requested"
+    """Written; the gateway not yet known to have it (never sent, or its answer not seen)."""
+    SENT = "sent"
+    """The gateway accepted it under its key and gave its refund id; not yet processed."""
+    PROCESSED = "processed"
+    """The money went back (the gateway's answer, its refund webhook or its status)."""
+    FAILED = "failed"
+    """The gateway accepted it, then said it failed: no money went back."""
+    REFUSED = "refused"
+    """The gateway refused the request (more than refundable, not captured): none sent."""
+    CANCELLED = "cancelled"
+    """A person stopped it before the gateway had it (``cancel``): never sent afterwards."""
+
+
+class RefundRefused(GatewayApiError):
+    """The gateway refused the refund for good (its words in ``reason``): asking again with
+    the same key and body would be refused again."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """The gateway has the refund: its own id for it, and whether the money already went."""
+
+    gateway_refund_id: str
+    processed: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refund:
+    """One refund intent and what became of it."""
+
+    provider: Provider
+    idempotency_key: str
+    payment_id: str
+    gateway_order_id: str | None
+    amount_paise: int
+    currency: str
+    captured_paise: int
+    reason: str
+    requested_by: str
+    state: RefundState = RefundState.REQUESTED
+    gateway_refund_id: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+    requested_at: datetime | None = None
+    sent_at: datetime | None = None
+    settled_at: datetime | None = None
+    attempt_id: str | None = None
+    """The gateway's own id of the payment refunded where ``payment_id`` is another (PayU's
+    ``mihpayid``, ``payment_id`` its txnid): what the gateway's refund call names."""
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+
+
+class RefundClient(Protocol):
+    provider: Provider
+
+    def send_refund(self, refund: Refund) -> Sent: ...
+
+    def refund_status(self, refund: Refund) -> Sent:
+        """What the gateway now says of a refund it accepted (``refund.gateway_refund_id``):
+        ``processed`` or not yet; ``RefundRefused`` when it failed."""
+        ...
+
+
+SENT_REFUND = "sent_refund"
+"""The status word of a processed refund's delivery key, ``reconcile:<refund id>:sent_refund``:
+no status API reader makes it."""
+_FIELDS = ("provider", "payment_id", "gateway_order_id", "gateway_refund_id", "amount_paise",
+           "currency", "idempotency_key")  # fmt: skip
+
+
+def processed_key(gateway_refund_id: str) -> str:
+    return f"{RECONCILED}:{gateway_refund_id}:{SENT_REFUND}"
+
+
+def is_processed_key(event_id: str) -> bool:
+    return event_id.startswith(RECONCILED + ":") and event_id.endswith(":" + SENT_REFUND)
+
+
+def processed_delivery(refund: Refund) -> Received:
+    """The refund the sender made, processed, as a delivery: what a refund webhook for it
+    carries (payment, order, refund id, amount), its body the intent's own fields."""
+    if not refund.gateway_refund_id:
+        raise ValueError("a refund is processed under the gateway's refund id")
+    kept = {name: getattr(refund, name) for name in _FIELDS}
+    body = json.dumps(kept, sort_keys=True, separators=(",", ":")).encode()
+    event = Event(
+        provider=refund.provider,
+        kind=EventKind.REFUND_PROCESSED,
+        event_type=f"{RECONCILED}.refund.processed",
+        event_id=processed_key(refund.gateway_refund_id),
+        payment_id=refund.payment_id,
+        merchant_ref=refund.gateway_order_id,
+        currency=refund.currency,
+        refund_id=refund.gateway_refund_id,
+        refund_amount_paise=refund.amount_paise,
+        payload_sha256=sha256_hex(body),
+    )
+    return Received(event=storable(event), body=body, headers={})
+
+
+def reread(provider: Provider, event_id: str, body: bytes) -> Received:
+    """A processed refund's delivery as it was stored, read again (a replay, the console)."""
+    try:
+        kept: Any = json.loads(body)
+        refund = Refund(
+            **{name: kept[name] for name in _FIELDS if name != "provider"},
+            provider=provider, captured_paise=int(kept["amount_paise"]), reason="",
+            requested_by="",
+        )  # fmt: skip
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MalformedPayload(provider, "stored refund does not read") from exc
+    again = processed_delivery(refund)
+    if again.event.event_id != event_id:
+        raise MalformedPayload(provider, f"stored refund does not read as {event_id}")
+    return again
+
+
+__all__ = [
+    "SENT_REFUND",
+    "Refund",
+    "RefundClient",
+    "RefundRefused",
+    "RefundState",
+    "Sent",
+    "is_processed_key",
+    "processed_delivery",
+    "processed_key",
+    "reread",
+]

@@ -1,0 +1,107 @@
+"""A cart's timeline is the core's timeline (``payhooks.timeline``) of its checkouts' gateway
+orders plus what only the shop knows, added through the timeline's ``Extension``; the shop's
+search finds through the core's ``find`` with the shop's ``LOOKUPS`` beside its own."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from payhooks.events import Provider
+from payhooks.operations import timeline
+from payhooks.service.console import search, shop, stories
+from tests.factories import ADAPTERS, deliver, purchase
+
+LOGGED = """
+INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, event_id,
+    event_type, payment_id, merchant_ref, body_bytes, duration_ms)
+SELECT processed_at + %s, provider, %s, %s, true, event_id, event_type, payment_id,
+       merchant_ref, 300, 1
+FROM processed_webhooks WHERE event_id = %s
+"""
+
+
+def paid_and_retried(conn):
+    """A captured cart whose capture the gateway sent twice (the log's two lines)."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    event_id = deliver(conn, buy.captured()).event.event_id
+    conn.execute(LOGGED, (timedelta(0), 200, "processed", event_id))
+    conn.execute(LOGGED, (timedelta(seconds=1), 200, "duplicate", event_id))
+    return buy
+
+
+def test_a_carts_deliveries_are_its_gateway_orders_core_timeline(conn):
+    buy = paid_and_retried(conn)
+    core = timeline.story(conn, "razorpay", buy.reference)
+    assert core is not None and len(core.lines) == 2
+    told = stories.of_cart(conn, buy.cart_id, ADAPTERS)
+    deliveries = [e for e in told.entries if e.kind == "delivery"]
+    assert [(a.at, a.answer) for e in deliveries for a in e.attempts] == [
+        (line.received_at, f"HTTP {line.status} {line.outcome}") for line in core.lines
+    ]
+    assert [e.delivery for e in deliveries] == [("razorpay", r.event_id) for r in core.records]
+
+
+def test_the_shop_adds_its_checkout_payment_states_order_and_stock(conn):
+    buy = paid_and_retried(conn)
+    told = stories.of_cart(conn, buy.cart_id, ADAPTERS)
+    kinds = [e.kind for e in told.entries]
+    assert {"checkout", "payment", "order", "stock"} <= set(kinds)
+    assert kinds.index("checkout") < kinds.index("delivery") < kinds.index("order")
+    assert [p["payment_id"] for p in told.payments] == [buy.payment_id]
+
+
+def test_a_checkout_the_core_has_no_expectation_of_is_found_by_the_shops_lookup(conn):
+    buy = purchase(conn, Provider.RAZORPAY)
+    conn.execute("DELETE FROM payhooks_expectations")
+    assert timeline.find(conn, buy.reference) == []
+    [found] = timeline.find(conn, buy.reference, search.LOOKUPS)
+    assert (found.provider, found.gateway_order_id, found.matched) == (
+        "razorpay",
+        buy.reference,
+        timeline.Matched.GATEWAY_ORDER,
+    )
+    assert [r.cart_id for r in search.search(conn, buy.reference)] == [buy.cart_id]
+
+
+def test_a_payment_the_shop_keeps_finds_its_cart_when_its_records_are_purged(conn):
+    buy = purchase(conn, Provider.RAZORPAY)
+    deliver(conn, buy.captured())
+    conn.execute("DELETE FROM processed_webhooks")
+    conn.execute("DELETE FROM payhooks_payments")
+    assert timeline.find(conn, buy.payment_id) == []
+    assert [(r.cart_id, r.matched) for r in search.search(conn, buy.payment_id)] == [
+        (buy.cart_id, timeline.Matched.PAYMENT)
+    ]
+
+
+def test_a_gateway_order_only_an_expectation_names_is_no_result(conn):
+    """A checkout the cart dropped leaves the core's expectation (its reference is the cart
+    id): searching the cart id or that gateway order finds the cart alone, never a reference
+    page that has nothing to tell."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    conn.execute("DELETE FROM checkouts WHERE cart_id = %s", (buy.cart_id,))
+    assert [f.gateway_order_id for f in timeline.find(conn, buy.cart_id)] == [buy.reference]
+    assert [(r.cart_id, r.reference) for r in search.search(conn, buy.cart_id)] == [
+        (buy.cart_id, None)
+    ]
+    assert search.search(conn, buy.reference) == []
+
+
+def test_a_delivery_that_leads_to_no_order_is_a_result_of_its_own(conn):
+    """A delivery naming no order whose payment payhooks does not know (a refund of a payment
+    from before payhooks, say) has no timeline: its delivery key still finds it, as its own
+    page, never nothing."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    event_id = deliver(conn, buy.captured()).event.event_id
+    conn.execute("UPDATE processed_webhooks SET merchant_ref = NULL")
+    conn.execute("DELETE FROM payhooks_payments")
+    conn.execute("DELETE FROM payments")
+    assert timeline.find(conn, event_id) == []
+    [result] = search.search(conn, event_id)
+    assert (result.matched, result.provider, result.event_id, result.cart_id) == (
+        timeline.Matched.DELIVERY_KEY,
+        "razorpay",
+        event_id,
+        None,
+    )
+    assert shop.address(result) == f"/deliveries/razorpay/{event_id}"

@@ -1,0 +1,310 @@
+"""Each operation is one function of the core, whichever door a person comes in by: the
+``payhooks`` command, Django's management command and, where it has one, the console's
+action. Each test runs the doors on the same database, one after the other, and each door
+finds what another did, answers in the same words, and refuses what another refuses."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client, override_settings
+from orders.models import Order
+
+import payhooks
+from payhooks.applying import through
+from payhooks.console import actions
+from payhooks.console.actions import Done
+from payhooks.django import conf
+from payhooks.events import Provider
+from payhooks.operations import parked, replays
+from payhooks.sim.gateway import Delivery, Purchase
+from tests.django import sql_hooks
+from tests.django.conftest import PAYHOOKS, records
+from tests.factories import GATEWAY
+from tests.invoking import payhooks_command
+from tests.reconcile import conftest as reconciling
+from tests.reconcile.conftest import API_KEYS
+
+gateway_api = reconciling.gateway_api  # its fixture
+HOOKS = "tests.django.sql_hooks:hooks"  # the shop's handler, on the claim's connection
+
+
+def capture(ref: str, key: str, amount_paise: int = 100) -> Delivery:
+    return GATEWAY.razorpay(
+        "payment.captured",
+        payment_id="pay_" + key,
+        order_id=ref,
+        amount_paise=amount_paise,
+        event_id=key,
+    )
+
+
+def deliver(delivery: Delivery) -> str:
+    response = Client().post(
+        delivery.path, delivery.body, content_type="application/json", headers=delivery.headers
+    )
+    return str(response.json()["status"])
+
+
+def django(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+cli = payhooks_command
+
+
+def mismatches(url: str) -> list[tuple[str, str | None]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT event_id, resolution FROM payhooks_amount_mismatches ORDER BY event_id"
+        )
+        return rows.fetchall()
+
+
+@pytest.fixture
+def parked_and_paid(django_db: str) -> str:
+    Order.objects.create(reference="order_paid", amount_paise=100)
+    assert deliver(capture("order_paid", "evt_paid")) == "processed"
+    assert deliver(capture("order_late", "evt_late")) == "parked"
+    assert deliver(capture("order_later", "evt_later", 250)) == "parked"
+    return django_db
+
+
+# --- parked ------------------------------------------------------------------------------------
+
+
+def test_parked_lists_the_same_deliveries_through_the_command_and_django(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    done = cli(parked_and_paid, tmp_path, "parked", "--json", "--database-url", parked_and_paid)
+    assert done.exit_code == 0, done.output
+    through_cli = json.loads(done.stdout)
+    through_django = json.loads(django("payhooks_parked", "--json"))
+    with psycopg.connect(parked_and_paid) as conn:
+        listed = parked.waiting(conn)
+    assert [row["event_id"] for row in through_cli] == ["evt_late", "evt_later"]
+    assert [{k: row[k] for k in through_cli[0]} for row in through_django] == through_cli
+    assert [(p.event_id, p.merchant_ref, p.body_bytes) for p in listed] == [
+        (row["event_id"], row["merchant_ref"], row["body_bytes"]) for row in through_django
+    ]
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+
+def console_replay(url: str, event_id: str) -> actions.Result:
+    """The console's replay button, as ``payhooks console --hooks`` wires it."""
+    served = conf.current().served()
+    apply = through(sql_hooks.hooks, url)
+
+    def replay(conn: psycopg.Connection, provider: str, key: str) -> payhooks.Receipt:
+        return replays.replay(conn, served, apply, event_id=key, provider=provider)
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        return actions.replay_parked(
+            conn, replay, provider="razorpay", event_id=event_id, operator="asha"
+        )
+
+
+def test_a_replay_answers_alike_through_the_command_django_and_the_console(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    url = parked_and_paid
+    answers = [
+        json.loads(django("payhooks_replay", key))
+        for key in ("evt_paid", "evt_late")  # applied already; still matching no order
+    ]
+    for key, answer in zip(("evt_paid", "evt_late"), answers, strict=True):
+        done = cli(url, tmp_path, "replay", key, "--hooks", HOOKS, "--database-url", url)
+        assert done.exit_code == 0, done.output
+        assert json.loads(done.stdout) == answer
+    assert [a["status"] for a in answers] == ["duplicate", "parked"]
+    assert console_replay(url, "evt_paid").done is Done.ALREADY_APPLIED
+    assert console_replay(url, "evt_late").done is Done.STILL_PARKED
+
+
+def test_a_parked_delivery_replayed_through_one_door_is_a_duplicate_through_the_others(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    url = parked_and_paid
+    Order.objects.create(reference="order_late", amount_paise=100)
+    Order.objects.create(reference="order_later", amount_paise=250)
+    done = cli(url, tmp_path, "replay", "evt_late", "--hooks", HOOKS, "--database-url", url)
+    assert json.loads(done.stdout)["status"] == "processed"
+    assert json.loads(django("payhooks_replay", "evt_late"))["status"] == "duplicate"
+    assert console_replay(url, "evt_later") == actions.Result(
+        done=Done.APPLIED, order_id="order_later"
+    )
+    assert json.loads(django("payhooks_replay", "evt_later"))["status"] == "duplicate"
+    assert ("razorpay", "evt_later", "processed") in records(url)
+
+
+def test_a_replay_of_no_delivery_is_refused_by_every_door(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    url = parked_and_paid
+    with pytest.raises(CommandError, match="no delivery 'evt_nothing'"):
+        django("payhooks_replay", "evt_nothing")
+    done = cli(url, tmp_path, "replay", "evt_nothing", "--hooks", HOOKS, "--database-url", url)
+    assert done.exit_code == 1
+    assert "payhooks: delivery 'evt_nothing' not found" in done.stderr
+    assert console_replay(url, "evt_nothing").done is Done.NOT_FOUND
+
+
+# --- resolve -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def three_short(django_db: str) -> str:
+    """Three payments of 100 paise for orders that expect 500: each parked for its amount."""
+    for n in "abc":
+        Order.objects.create(reference=f"order_short_{n}", amount_paise=500)
+        payhooks.expect(payhooks.django.connection(), "razorpay", f"order_short_{n}", 500)
+        assert deliver(capture(f"order_short_{n}", f"evt_short_{n}")) == "parked"
+    Order.objects.create(reference="order_paid", amount_paise=100)
+    assert deliver(capture("order_paid", "evt_paid")) == "processed"
+    return django_db
+
+
+def console_settle(url: str, event_id: str, note: str) -> actions.Result:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return actions.settle(
+            conn, provider="razorpay", event_id=event_id, note=note, operator="asha"
+        )
+
+
+def test_a_payment_parked_for_its_amount_is_resolved_alike_through_every_door(
+    three_short: str, tmp_path: Path
+) -> None:
+    url = three_short
+    said = django("payhooks_resolve", "evt_short_a", "--provider", "razorpay", "--note", "one")
+    done = cli(url, tmp_path, "resolve", "evt_short_b", "--provider", "razorpay",
+               "--note", "two", "--database-url", url)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert (said, done.stdout) == ("resolved razorpay evt_short_a: one\n",
+                                   "resolved razorpay evt_short_b: two\n")  # fmt: skip
+    assert console_settle(url, "evt_short_c", "three").done is Done.SETTLED
+    assert mismatches(url) == [("evt_short_a", "one"), ("evt_short_b", "two"),
+                               ("evt_short_c", "three")]  # fmt: skip
+    short = [r for r in records(url) if r[1].startswith("evt_short")]
+    assert {outcome for _, _, outcome in short} == {"ignored"}
+
+
+def test_what_one_door_resolved_every_door_refuses_to_resolve_again(
+    three_short: str, tmp_path: Path
+) -> None:
+    url = three_short
+    assert console_settle(url, "evt_short_a", "refunded").done is Done.SETTLED
+    with pytest.raises(CommandError) as refused:
+        django("payhooks_resolve", "evt_short_a", "--provider", "razorpay", "--note", "again")
+    done = cli(url, tmp_path, "resolve", "evt_short_a", "--provider", "razorpay",
+               "--note", "again", "--database-url", url)  # fmt: skip
+    assert done.exit_code == 1
+    assert done.stderr == f"payhooks: {refused.value}\n"
+    assert console_settle(url, "evt_paid", "again").done is Done.NOT_A_MISMATCH
+    assert mismatches(url)[0] == ("evt_short_a", "refunded")
+
+
+# --- purge -------------------------------------------------------------------------------------
+
+
+def age(url: str, days: int) -> None:
+    with psycopg.connect(url) as conn:
+        conn.execute(
+            "UPDATE processed_webhooks SET processed_at = now() - make_interval(days => %s)"
+            " WHERE outcome = 'processed'",
+            (days,),
+        )
+
+
+def test_a_purge_counts_and_deletes_alike_through_the_command_and_django(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    url = parked_and_paid
+    age(url, 100)
+    planned = django("payhooks_purge", "--dry-run")
+    done = cli(url, tmp_path, "purge", "--dry-run", "--database-url", url)
+    assert done.exit_code == 0, done.output
+    assert planned.startswith("would delete 1 record(s)")
+    assert done.stdout.startswith("would delete 1 record(s) older than 90 days")
+    done = cli(url, tmp_path, "purge", "--database-url", url)
+    assert done.stdout.startswith("deleted 1 record(s)")
+    assert django("payhooks_purge").startswith("deleted 0 record(s)")  # the parked are kept
+    assert sorted(key for _, key, _ in records(url)) == ["evt_late", "evt_later"]
+
+
+def test_a_window_under_the_minimum_is_refused_alike_through_the_command_and_django(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    url = parked_and_paid
+    age(url, 10)
+    with pytest.raises(CommandError) as refused:
+        django("payhooks_purge", "--older-than-days", "7")
+    done = cli(url, tmp_path, "purge", "--older-than-days", "7", "--database-url", url)
+    assert done.exit_code == 1
+    assert done.stderr == f"payhooks: {refused.value}\n"
+    assert len(records(url)) == 3
+
+
+# --- reconcile and confirm ---------------------------------------------------------------------
+
+
+def django_keys(api_url: str) -> dict[str, object]:
+    """``PAYHOOKS`` with the status APIs' keys, as the command's environment has them."""
+    api = {name.removeprefix("PAYHOOKS_"): value for name, value in API_KEYS.env(api_url).items()}
+    return {**PAYHOOKS, **api}
+
+
+def checked_out_and_paid(api: object, reference: str, payment_id: str) -> None:
+    from orders.checkout import create_order
+
+    create_order("razorpay", reference, 49_900)
+    purchase = Purchase(provider=Provider.RAZORPAY, cart_id=reference, reference=reference,
+                        amount_paise=49_900, items={"TEA": 1})  # fmt: skip
+    api.pay(purchase, payment_id)  # type: ignore[attr-defined]
+
+
+def test_a_payment_one_door_recovered_is_not_recovered_again_through_the_other(
+    django_db: str, gateway_api: tuple[object, str], tmp_path: Path
+) -> None:
+    api, api_url = gateway_api
+    url, env = django_db, API_KEYS.env(api_url)
+    checked_out_and_paid(api, "order_rec_a", "pay_rec_a")
+    with override_settings(PAYHOOKS=django_keys(api_url)):
+        said = django("payhooks_reconcile", "--older-than-s", "0")
+    assert "recovered 1 payment(s) no webhook brought" in said
+    checked_out_and_paid(api, "order_rec_b", "pay_rec_b")
+    reconciling = ("reconcile", "--older-than-s", "0", "--hooks", HOOKS)
+    done = cli(url, tmp_path, *reconciling, "--database-url", url, **env)
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("examined 1 checkout(s), applied 1 payment event(s), "
+                                  "recovered 1 payment(s) no webhook brought")  # fmt: skip
+    with override_settings(PAYHOOKS=django_keys(api_url)):
+        again = django("payhooks_reconcile", "--older-than-s", "0")
+    assert again.startswith("examined 0 checkout(s), applied 0 payment event(s)")
+    paid = dict(Order.objects.values_list("reference", "payment_id"))
+    assert paid == {"order_rec_a": "pay_rec_a", "order_rec_b": "pay_rec_b"}
+
+
+def test_a_confirmation_pass_is_said_alike_through_the_command_and_django(
+    django_db: str, gateway_api: tuple[object, str], tmp_path: Path
+) -> None:
+    _, api_url = gateway_api
+    url = django_db
+    with override_settings(PAYHOOKS=django_keys(api_url)):
+        said = django("payhooks_confirm", "--once")
+    done = cli(url, tmp_path, "confirm", "--once", "--hooks", HOOKS, "--database-url",
+               url, **API_KEYS.env(api_url))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert (
+        said
+        == done.stdout
+        == ("0 callback(s) confirmed by the API, 0 refuted, 0 payment event(s) applied\n")
+    )

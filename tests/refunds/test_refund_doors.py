@@ -1,0 +1,89 @@
+"""A refund intent stuck ``requested`` is cancelled by one function, ``refunds.cancel``,
+whichever door a person uses: ``payhooks refunds cancel`` or the console's button. Each finds
+what the other did, and refuses what the other refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from payhooks.console import actions
+from payhooks.console.actions import Done
+from payhooks.events import Provider
+from tests.invoking import payhooks_command
+from tests.refunds import test_sending as sending_tests
+from tests.refunds.test_sending import PAYMENT, ask, paid, send
+
+CF = Provider.CASHFREE
+core = sending_tests.core  # its fixtures
+gateway_api = sending_tests.gateway_api
+
+
+def cancel(url: str, home: Path, key: str, by: str = "asha"):  # type: ignore[no-untyped-def]
+    return payhooks_command(
+        url, home, "refunds", "cancel", key, "--provider", "cashfree",
+        "--reason", "Cashfree keeps failing it", "--by", by, "--database-url", url,
+    )  # fmt: skip
+
+
+def listed(url: str, home: Path) -> list[dict[str, object]]:
+    done = payhooks_command(
+        url, home, "refunds", "list", PAYMENT[CF], "--provider", "cashfree", "--database-url", url
+    )
+    assert done.exit_code == 0, done.output
+    found: list[dict[str, object]] = json.loads(done.stdout)
+    return found
+
+
+def test_an_intent_is_cancelled_alike_through_the_command_and_the_console(
+    core, database_url: str, tmp_path: Path
+) -> None:
+    conn, api, _ = core
+    paid(api, CF)
+    first, second = (ask(conn, CF, 10_000, key=f"part-{n}") for n in (1, 2))
+    done = cancel(database_url, tmp_path, first.idempotency_key)
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["state"] == "cancelled"
+    clicked = actions.cancel_refund(
+        conn, "cashfree", second.idempotency_key, reason="stalled", operator="ravi"
+    )
+    assert clicked.done is Done.REFUND_CANCELLED
+    assert sorted((r["state"], r["cancelled_by"]) for r in listed(database_url, tmp_path)) == [
+        ("cancelled", "asha"),
+        ("cancelled", "ravi"),
+    ]
+
+
+def test_an_intent_one_door_cancelled_is_the_same_cancelled_intent_through_the_other(
+    core, database_url: str, tmp_path: Path
+) -> None:
+    conn, api, _ = core
+    paid(api, CF)
+    made = ask(conn, CF, 10_000)
+    clicked = actions.cancel_refund(
+        conn, "cashfree", made.idempotency_key, reason="stuck", operator="ravi"
+    )
+    assert clicked.done is Done.REFUND_CANCELLED
+    done = cancel(database_url, tmp_path, made.idempotency_key)
+    assert done.exit_code == 0, done.output
+    assert (json.loads(done.stdout)["cancelled_by"], json.loads(done.stdout)["cancel_reason"]) == (
+        "ravi",
+        "stuck",
+    )
+
+
+def test_an_intent_the_gateway_has_is_refused_through_the_command_and_the_console(
+    core, database_url: str, tmp_path: Path
+) -> None:
+    conn, api, url = core
+    paid(api, CF)
+    made = ask(conn, CF, 10_000)
+    assert send(database_url, url).sent[CF] == 1
+    done = cancel(database_url, tmp_path, made.idempotency_key)
+    assert done.exit_code == 1
+    assert done.stderr.startswith("payhooks: ") and "cancel" in done.stderr
+    clicked = actions.cancel_refund(
+        conn, "cashfree", made.idempotency_key, reason="stuck", operator="ravi"
+    )
+    assert clicked.done is Done.REFUND_NOT_CANCELLABLE
+    assert [r["state"] for r in listed(database_url, tmp_path)] != ["cancelled"]
