@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import os
 import signal
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 
 from payhooks.sim.gateway_api import ApiKeys
 from tests.factories import KEYS
+from tests.invoking import payhooks_logging_kept
 
 PAYHOOKS = str(Path(sys.executable).parent / "payhooks")
 
@@ -80,23 +80,21 @@ def invoke(
         except BaseException as exc:  # re-raised in the test's own thread
             failed.append(exc)
 
-    logger = logging.getLogger("payhooks")
-    kept = (logger.handlers[:], logger.level, logger.propagate)
     environ, argv, stdin = dict(os.environ), sys.argv, sys.stdin
     os.environ.clear()
     os.environ.update(env)
     sys.argv = [PAYHOOKS, *args]
     sys.stdin = io.StringIO(input)
     try:
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        thread.join(timeout)
-        assert not thread.is_alive(), f"payhooks {' '.join(args)} kept running"
+        with payhooks_logging_kept():
+            thread = threading.Thread(target=run, daemon=True)
+            thread.start()
+            thread.join(timeout)
+            assert not thread.is_alive(), f"payhooks {' '.join(args)} kept running"
     finally:
         os.environ.clear()
         os.environ.update(environ)
         sys.argv, sys.stdin = argv, stdin
-        logger.handlers[:], logger.level, logger.propagate = kept
     if failed:
         raise failed[0]
     return subprocess.CompletedProcess([PAYHOOKS, *args], code[0], out.getvalue(), err.getvalue())
