@@ -49,3 +49,14 @@ def test_public_names_are_exactly_the_documented_ones():
 def test_every_public_name_resolves():
     missing = [name for name in payhooks.__all__ if not hasattr(payhooks, name)]
     assert missing == []
+
+
+def test_the_version_is_the_one_pyproject_states():
+    """Written once, in pyproject.toml; ``payhooks.__version__`` reads the installed metadata."""
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    pyproject = Path(__file__).parents[2] / "pyproject.toml"
+    stated = tomllib.loads(pyproject.read_text())["project"]["version"]
+    assert payhooks.__version__ == importlib.metadata.version("payhooks") == stated
