@@ -23,6 +23,8 @@ def is_text(value: str) -> bool:
 
 
 class Provider(StrEnum):
+    """A gateway payhooks serves; its value is the name in URLs, settings and stored rows."""
+
     RAZORPAY = "razorpay"
     CASHFREE = "cashfree"
     PAYU = "payu"

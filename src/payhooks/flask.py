@@ -187,6 +187,8 @@ def connection_of_engine(engine: sqlalchemy.Engine) -> OwnConnection:
 def store_of(
     engine: sqlalchemy.Engine | None, session_factory: sessionmaker[Session] | None
 ) -> Store:
+    """Where deliveries are claimed: the engine, or the session factory's bound engine,
+    which must run on psycopg (one of the two, never both)."""
     if (engine is None) == (session_factory is None):
         raise ValueError("pass engine= or session_factory=, one of them")
     sessions = session_factory or sessionmaker()
@@ -418,6 +420,7 @@ def _conflicts_named() -> Iterator[None]:
 
 
 def driver_connection(sa_conn: sqlalchemy.Connection) -> Connection:
+    """The psycopg connection under a SQLAlchemy connection, which the claim runs on."""
     conn = sa_conn.connection.driver_connection
     if not isinstance(conn, psycopg.Connection):
         raise TypeError(f"payhooks needs a psycopg connection, not {type(conn).__name__}")

@@ -81,6 +81,7 @@ class HoldingRoute(Route):
 
     @asynccontextmanager
     async def lifespan(self, app: object) -> AsyncIterator[None]:
+        """Releases what the route holds when the app stops."""
         try:
             yield
         finally:
@@ -175,6 +176,8 @@ def noting(pool: SyncPool | AsyncPool, delivery_log: DeliveryLogOption) -> Deliv
 
 
 def connection_to(pool: SyncPool | AsyncPool, conninfo: DeliveryLogOption = True) -> OwnConnection:
+    """The delivery log's own connection: to ``conninfo`` when it is a URL, else to
+    the pool's database (refused when the pool computes its conninfo)."""
     if isinstance(conninfo, str):
         return own_connection(conninfo)
     given, kwargs = pool.conninfo, pool.kwargs
@@ -308,6 +311,7 @@ def _is_async(hooks: object) -> bool:
 
 def response(reply: Reply) -> Response:
     # A body refused unread would otherwise still be received, to find the next request.
+    """A shared step's reply as Starlette's JSON response."""
     headers = {"connection": "close"} if reply.close else None
     return JSONResponse(reply.body, status_code=reply.status, headers=headers)
 

@@ -31,6 +31,7 @@ Deliver = Callable[[Endpoint, str, bytes, HeaderPairs], Awaitable[Reply]]
 
 
 def threaded(pool: SyncPool, handler: Handler, limiter: anyio.CapacityLimiter) -> Deliver:
+    """A door's delivery over a sync pool: the whole claim runs on a worker thread."""
     claim = claimed(pool, guarded(handler))
 
     async def deliver(endpoint: Endpoint, gateway: str, body: bytes, pairs: HeaderPairs) -> Reply:
@@ -42,6 +43,8 @@ def threaded(pool: SyncPool, handler: Handler, limiter: anyio.CapacityLimiter) -
 
 
 def claimed(pool: SyncPool, handler: Handler) -> Claim:
+    """The claim on a connection of a sync pool, autocommit, driver errors translated."""
+
     def claim(received: Received) -> Receipt:
         with translated(received.event.event_id), autocommitted(pool) as conn:
             return ingest_received(conn, received, handler)
@@ -50,6 +53,8 @@ def claimed(pool: SyncPool, handler: Handler) -> Claim:
 
 
 def awaited(pool: AsyncPool, handler: AsyncHandler, limiter: anyio.CapacityLimiter) -> Deliver:
+    """A door's delivery over an async pool: verified on a worker thread, claimed on
+    the event loop."""
     handler = guarded_async(handler)
 
     async def claim(received: Received) -> Receipt:

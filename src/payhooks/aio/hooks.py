@@ -29,6 +29,8 @@ AsyncHandler = Callable[[AsyncConnection, Event], Awaitable[Applied]]
 
 
 class AsyncHooks(Registry[AsyncHook]):
+    """``payhooks.Hooks`` for an async connection: each handler an ``async def``."""
+
     is_async = True
 
     def _mismatch(self, name: str) -> str:

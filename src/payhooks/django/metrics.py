@@ -34,4 +34,5 @@ _REGISTRY = registry(_read)
 
 
 def view(request: HttpRequest) -> HttpResponse:
+    """``/metrics`` in Prometheus' text format, from the core's tables."""
     return HttpResponse(generate_latest(_REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -35,6 +35,8 @@ log = logging.getLogger("payhooks.django")
 @csrf_exempt
 @require_POST
 def receive(request: HttpRequest, provider: str) -> HttpResponse:
+    """The webhook view: the body read within the gateway's bound, then verified, claimed
+    and answered by the shared step, on Django's own connection."""
     config = conf.current()
     endpoint = Endpoint(config.adapters, log, delivery_log(config.database).note)
     try:

@@ -67,6 +67,7 @@ class Tally:
         return sum(self.api_errors.values()) + sum(self.unapplied.values())
 
     def summary(self) -> str:
+        """One line of the pass's counts, for the command's output and the log."""
         parts = [
             f"examined {sum(self.examined.values())} checkout(s)",
             f"applied {sum(self.applied.values())} payment event(s)",
