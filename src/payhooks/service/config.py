@@ -1,5 +1,5 @@
-"""Settings read once from the environment (README, Configuration; docs/operations.md) into
-a plain value."""
+"""Settings read once from the environment (docs/configuration.md, written from these fields
+and the gateway registry; docs/operations.md) into a plain value."""
 
 from __future__ import annotations
 
