@@ -60,3 +60,11 @@ def test_the_version_is_the_one_pyproject_states():
     pyproject = Path(__file__).parents[2] / "pyproject.toml"
     stated = tomllib.loads(pyproject.read_text())["project"]["version"]
     assert payhooks.__version__ == importlib.metadata.version("payhooks") == stated
+
+
+def test_the_services_schema_states_the_same_version():
+    from payhooks.service.config import Settings
+    from payhooks.service.web import create_app
+
+    app = create_app(Settings(), api_token="t", url="postgresql://unused")
+    assert app.openapi()["info"]["version"] == payhooks.__version__
