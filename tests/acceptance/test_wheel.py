@@ -13,12 +13,15 @@ the core and the ``cli`` extra whole).
 from __future__ import annotations
 
 import email.parser
+import fcntl
 import json
+import os
 import subprocess
 import sys
 import sysconfig
 import venv
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,17 +46,34 @@ EXTRAS = {
 NOT_A_RUNTIME_EXTRA = {"test"}
 
 
+def once(factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """``name``'s folder, made by whichever of the run's workers comes first and used by all:
+    the build and the venvs take most of this module's time."""
+    run = factory.getbasetemp()
+    shared = run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run
+    folder, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The sdist, and the wheel built from it (``python -m build``'s default)."""
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", out, ROOT],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    return out
+
+    def build(out: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", out, ROOT],
+            check=True,
+            capture_output=True,
+            timeout=600,
+        )
+
+    return once(tmp_path_factory, "dist", build)
 
 
 @pytest.fixture(scope="module")
@@ -150,20 +170,21 @@ def test_the_wheel_alone_imports_the_core_with_psycopg_and_its_migrations(core: 
 @pytest.fixture(scope="module")
 def beside(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel alone in a venv that reads every other library from this suite's venv."""
-    folder = tmp_path_factory.mktemp("beside")
-    venv.create(folder, with_pip=True)
-    python = folder / "bin" / "python"
-    subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "--no-deps", wheel], check=True, timeout=600
-    )
-    site = subprocess.run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    Path(site, "suite_libraries.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
+
+    def make(folder: Path) -> None:
+        venv.create(folder, with_pip=True)
+        python = folder / "bin" / "python"
+        install = [python, "-m", "pip", "install", "--quiet", "--no-deps", wheel]
+        subprocess.run(install, check=True, timeout=600)
+        site = subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        Path(site, "suite_libraries.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    return once(tmp_path_factory, "beside", make) / "bin" / "python"
 
 
 EXTRA_PROBE = """
