@@ -537,7 +537,7 @@ def test_unclaiming_deletes_only_the_record_its_claim_inserted(conn, driven):
 async def _ingest_async(dsn, received, handler):
     import psycopg
 
-    from payhooks.fastapi import claims
+    from payhooks.aio import claims
 
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as on:
         return await claims.ingest_received(on, received, handler)

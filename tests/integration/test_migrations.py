@@ -316,7 +316,7 @@ def test_a_schema_migrations_on_the_search_path_elsewhere_is_not_adopted(empty_d
     empty_db.execute("CREATE TABLE legacy.schema_migrations (version text)")
     empty_db.execute("INSERT INTO legacy.schema_migrations VALUES ('0005_hardening')")
     empty_db.execute("SET search_path = public, legacy")
-    assert len(payhooks.migrate(empty_db)) == len(payhooks.schema.CORE.files())
+    assert len(payhooks.migrate(empty_db)) == len(payhooks.plumbing.schema.CORE.files())
     columns = {
         r[0]
         for r in empty_db.execute(
