@@ -1,4 +1,4 @@
-"""One delivery on the merchant's pool, through the shared ``payhooks.endpoint`` step:
+"""One delivery on the merchant's pool, through the shared ``payhooks.intake.endpoint`` step:
 verified off the event loop, then claimed and applied with the handlers in the claim's
 transaction.
 
@@ -78,7 +78,7 @@ def autocommitted(pool: SyncPool) -> Iterator[Connection]:
     """A connection of the pool in autocommit for one delivery (the claim opens and commits
     a transaction of its own), given back as it was lent: the pool may be the app's own.
     One found lost (the database restarted or failed over while it sat idle) makes the pool
-    try its other idle ones at once (``payhooks.pools.watched``): that delivery is answered
+    try its other idle ones at once (``payhooks.plumbing.pools.watched``): that delivery is answered
     503 and retried, and the next ones are not handed the other dead connections."""
     with watched(pool) as conn:
         lent = conn.autocommit

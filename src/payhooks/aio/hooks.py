@@ -50,7 +50,7 @@ class AsyncHooks(Registry[AsyncHook]):
 
 
 def guarded(handler: AsyncHandler) -> AsyncHandler:
-    """``payhooks.hooks.guarded`` for async handlers: a commit or rollback of the claim's
+    """``payhooks.intake.hooks.guarded`` for async handlers: a commit or rollback of the claim's
     transaction is refused with ``HandlerCommitted``."""
 
     async def run(conn: AsyncConnection, event: Event) -> Applied:

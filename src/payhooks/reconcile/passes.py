@@ -132,7 +132,7 @@ class Reconciler:
         return tally
 
     def confirm_due(self) -> Tally:
-        """Only the callbacks waiting for their gateway's word (``payhooks.confirmations``):
+        """Only the callbacks waiting for their gateway's word (``payhooks.intake.confirmations``):
         cheap when none waits (one indexed read per gateway), so run every few seconds to have
         them take effect within seconds."""
         return confirm(self.connect, self.clients, self.deliver, Tally(), stop=self.stop)

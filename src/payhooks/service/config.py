@@ -202,7 +202,7 @@ class Settings:
     mail_from: str = "payhooks@localhost"
     alert_email: str | None = None
     alert_webhook_url: str | None = None
-    """Where alerts are posted as chat messages (``payhooks.notifier.Webhook``)."""
+    """Where alerts are posted as chat messages (``payhooks.operations.notifier.Webhook``)."""
     alert_repeat_minutes: int = 60
     """An alert that lasts is said again at most this often."""
     retention_days: int = DEFAULT_RETENTION_DAYS

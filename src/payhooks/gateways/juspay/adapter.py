@@ -2,7 +2,7 @@
 username and password the merchant set in Juspay's dashboard, a JSON body nothing signs, and
 amounts in rupees. The credential proves who sent a body, never what it says, so every event
 is ``unconfirmed``: it takes effect as Juspay's Order Status API confirms it
-(``payhooks.confirmations``)."""
+(``payhooks.intake.confirmations``)."""
 
 from __future__ import annotations
 

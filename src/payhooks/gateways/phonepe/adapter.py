@@ -1,7 +1,7 @@
 """PhonePe callbacks (PG v2): ``Authorization`` holds the lowercase hex SHA-256 of the
 webhook's ``username:password``, the same value on every callback, and nothing signs the body.
 Whoever learns that value can write any body under it, so every event is ``unconfirmed``: it
-takes effect only as PhonePe's order status API confirms it (``payhooks.confirmations``)."""
+takes effect only as PhonePe's order status API confirms it (``payhooks.intake.confirmations``)."""
 
 from __future__ import annotations
 
