@@ -8,7 +8,7 @@ fires at COMMIT, after everything the handler wrote.
 
 from __future__ import annotations
 
-from payhooks import db
+from payhooks.plumbing import db
 
 _FUNCTION = """
 CREATE OR REPLACE FUNCTION conflict_injected() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -29,7 +29,7 @@ import uvicorn
 from hypothesis import settings
 from psycopg.conninfo import make_conninfo
 
-from payhooks import db
+from payhooks.plumbing import db
 from payhooks.service import database
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app

@@ -5,10 +5,10 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from payhooks import db
 from payhooks.events import Provider
 from payhooks.gateways import gateway
-from payhooks.ingest import Receipt, ingest
+from payhooks.intake.ingest import Receipt, ingest
+from payhooks.plumbing import db
 from payhooks.service.config import Settings
 from payhooks.service.shop import carts, catalog
 from payhooks.service.shop.payments import apply_event

@@ -105,9 +105,9 @@ def mark_paid(conn: psycopg.Connection[Any], event: Event) -> Applied | None:
 
     Written on ``conn``, the claim's psycopg connection, rather than through
     ``payhooks.flask.session_for(conn)``: ``payhooks reconcile`` and ``replay`` (from
-    ``payhooks.ingest``) run these hooks outside a request, where only ``conn`` exists. The row
-    lock makes ``payment.captured`` and ``order.paid`` of one payment, or two payments, arriving
-    together take turns; the second then finds the order paid."""
+    ``payhooks.intake.ingest``) run these hooks outside a request, where only ``conn`` exists.
+    The row lock makes ``payment.captured`` and ``order.paid`` of one payment, or two payments,
+    arriving together take turns; the second then finds the order paid."""
     if event.merchant_ref is None:
         return Applied(outcome=Outcome.IGNORED)  # a payment not made through our checkout
     order = conn.execute(LOCK_ORDER, (event.merchant_ref,)).fetchone()

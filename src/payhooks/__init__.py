@@ -1,13 +1,17 @@
 """payhooks: every logical payment event takes effect exactly once.
 
 The public surface is what ``__all__`` names; every other module is an implementation detail
-that may change (``tests/unit/test_exports.py`` pins this list).
+that may change (``tests/unit/test_exports.py`` pins this list). ``__version__`` is the installed
+distribution's, read from its metadata: the version is written once, in pyproject.toml
+(docs/release.md).
 """
 
 from __future__ import annotations
 
+from importlib.metadata import version as _version
+
 # ``payhooks.ingest`` names both the function exported here and the module's old path (a shim,
-# payhooks/ingest.py): loading the shim first, as the old ``from payhooks.ingest import`` did,
+# payhooks/ingest.py, that warns only when a name is read through it): loading the shim first
 # leaves the name the function's even after ``import payhooks.ingest`` elsewhere.
 from payhooks import ingest as _ingest_module  # noqa: F401
 from payhooks.events import Event, EventKind, Provider, Received
@@ -46,6 +50,8 @@ from payhooks.plumbing.errors import (
     SignatureMismatch,
 )
 from payhooks.plumbing.schema import migrate
+
+__version__ = _version("payhooks")
 
 __all__ = [
     "MAX_BODY_BYTES",

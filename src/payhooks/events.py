@@ -23,6 +23,8 @@ def is_text(value: str) -> bool:
 
 
 class Provider(StrEnum):
+    """A gateway payhooks serves; its value is the name in URLs, settings and stored rows."""
+
     RAZORPAY = "razorpay"
     CASHFREE = "cashfree"
     PAYU = "payu"
@@ -43,13 +45,13 @@ class EventKind(StrEnum):
     @property
     def pays(self) -> bool:
         """A payment authorised or captured: money promised or taken for an order, whose
-        amount is checked against the checkout (``payhooks.expectations``)."""
+        amount is checked against the checkout (``payhooks.intake.expectations``)."""
         return _TRAITS[self].pays
 
     @property
     def moves_money(self) -> bool:
         """The gateway says money moved (a capture, a refund): the only claims an API can
-        refute (``payhooks.confirmations``)."""
+        refute (``payhooks.intake.confirmations``)."""
         return _TRAITS[self].moves_money
 
     @property
@@ -113,11 +115,11 @@ class Event:
     """The gateway's own id of the payment attempt where its signature does not cover it
     (PayU's ``mihpayid``): never part of a key. A second post under one key that names another
     attempt may be a second payment or an edited copy; the gateway's API decides
-    (``payhooks.confirmations``, "another attempt")."""
+    (``payhooks.intake.confirmations``, "another attempt")."""
     unconfirmed: bool = False
     """What the callback says rests on a static credential, not on a signature over these
     fields (PhonePe, Juspay, PayU's refund callbacks): it takes effect only as the gateway's
-    status API confirms it (``payhooks.confirmations``), never as the callback said."""
+    status API confirms it (``payhooks.intake.confirmations``), never as the callback said."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,7 +6,7 @@
 A delivery is verified before it may take a connection. Then the claim, every hook and the
 merchant's SQLAlchemy session (``session_for(conn)``) share one connection of the engine's
 pool and one transaction, and the gateway is answered, by the shared step
-(``payhooks.endpoint``), only once PostgreSQL confirms the commit.
+(``payhooks.intake.endpoint``), only once PostgreSQL confirms the commit.
 """
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def health_blueprint(
     name: str = "payhooks_health",
     url_prefix: str = "/payhooks",
 ) -> Blueprint:
-    """``GET {url_prefix}/health``: ``payhooks.health.summary`` as JSON (last 2xx, answers by
-    status in the last hour, signature failures, the forged-signature banner); 403 unless
+    """``GET {url_prefix}/health``: ``payhooks.operations.health.summary`` as JSON (last 2xx,
+    answers by status in the last hour, signature failures, the forged-signature banner); 403 unless
     ``allow()`` (your operators' auth, reading ``flask.request`` or ``flask_login``)."""
 
     def summary() -> Callable[[Connection], dict[str, Any]]:
@@ -120,8 +120,8 @@ def timeline_blueprint(
     name: str = "payhooks_timeline",
     url_prefix: str = "/payhooks",
 ) -> Blueprint:
-    """``GET {url_prefix}/timeline?q=...``: ``payhooks.timeline.answer`` as JSON, each gateway
-    order what an operator typed names (a gateway order id, the reference given to
+    """``GET {url_prefix}/timeline?q=...``: ``payhooks.operations.timeline.answer`` as JSON, each
+    gateway order what an operator typed names (a gateway order id, the reference given to
     ``expect``, a payment id, a delivery key, a UTR/RRN) with its story; 403 unless
     ``allow()``: it shows payments."""
 
@@ -187,6 +187,8 @@ def connection_of_engine(engine: sqlalchemy.Engine) -> OwnConnection:
 def store_of(
     engine: sqlalchemy.Engine | None, session_factory: sessionmaker[Session] | None
 ) -> Store:
+    """Where deliveries are claimed: the engine, or the session factory's bound engine,
+    which must run on psycopg (one of the two, never both)."""
     if (engine is None) == (session_factory is None):
         raise ValueError("pass engine= or session_factory=, one of them")
     sessions = session_factory or sessionmaker()
@@ -418,6 +420,7 @@ def _conflicts_named() -> Iterator[None]:
 
 
 def driver_connection(sa_conn: sqlalchemy.Connection) -> Connection:
+    """The psycopg connection under a SQLAlchemy connection, which the claim runs on."""
     conn = sa_conn.connection.driver_connection
     if not isinstance(conn, psycopg.Connection):
         raise TypeError(f"payhooks needs a psycopg connection, not {type(conn).__name__}")

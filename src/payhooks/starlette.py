@@ -5,7 +5,7 @@
 
 ``route()`` is the webhook route ``payhooks.fastapi.router`` mounts too: it reads the body
 bounded by the gateway's adapter, and hands the gateway's name, the body and the header pairs
-to the shared step (``payhooks.endpoint``), which verifies, claims on the merchant's pool and
+to the shared step (``payhooks.intake.endpoint``), which verifies, claims on the merchant's pool and
 answers from the core's one table. The bounded reader is also the reference service's.
 
 Each route holds something of its own beside the merchant's pool (the delivery log's thread
@@ -81,6 +81,7 @@ class HoldingRoute(Route):
 
     @asynccontextmanager
     async def lifespan(self, app: object) -> AsyncIterator[None]:
+        """Releases what the route holds when the app stops."""
         try:
             yield
         finally:
@@ -175,6 +176,8 @@ def noting(pool: SyncPool | AsyncPool, delivery_log: DeliveryLogOption) -> Deliv
 
 
 def connection_to(pool: SyncPool | AsyncPool, conninfo: DeliveryLogOption = True) -> OwnConnection:
+    """The delivery log's own connection: to ``conninfo`` when it is a URL, else to
+    the pool's database (refused when the pool computes its conninfo)."""
     if isinstance(conninfo, str):
         return own_connection(conninfo)
     given, kwargs = pool.conninfo, pool.kwargs
@@ -195,8 +198,8 @@ def health_route(
     path: str = HEALTH_PATH,
     conninfo: str | None = None,
 ) -> HoldingRoute:
-    """``GET {path}``: ``payhooks.health.summary`` as JSON (last 2xx, answers by status in the
-    last hour, signature failures, the forged-signature banner), read on a connection of its
+    """``GET {path}``: ``payhooks.operations.health.summary`` as JSON (last 2xx, answers by status
+    in the last hour, signature failures, the forged-signature banner), read on a connection of its
     own (to the pool's database, or ``conninfo``), one read at a time; 403 unless
     ``allow(request)``."""
 
@@ -214,9 +217,9 @@ def timeline_route(
     path: str = TIMELINE_PATH,
     conninfo: str | None = None,
 ) -> HoldingRoute:
-    """``GET {path}?q=...``: ``payhooks.timeline.answer`` as JSON, each gateway order what an
-    operator typed names (a gateway order id, the reference given to ``expect``, a payment id,
-    a delivery key, a UTR/RRN) with its story; read as ``health_route`` reads; 403 unless
+    """``GET {path}?q=...``: ``payhooks.operations.timeline.answer`` as JSON, each gateway order
+    what an operator typed names (a gateway order id, the reference given to ``expect``, a payment
+    id, a delivery key, a UTR/RRN) with its story; read as ``health_route`` reads; 403 unless
     ``allow(request)``."""
 
     def told(request: Request) -> Read:
@@ -308,6 +311,7 @@ def _is_async(hooks: object) -> bool:
 
 def response(reply: Reply) -> Response:
     # A body refused unread would otherwise still be received, to find the next request.
+    """A shared step's reply as Starlette's JSON response."""
     headers = {"connection": "close"} if reply.close else None
     return JSONResponse(reply.body, status_code=reply.status, headers=headers)
 

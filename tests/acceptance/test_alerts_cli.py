@@ -7,7 +7,7 @@ import subprocess
 
 import psycopg
 
-from payhooks.alarms import FAILURES_TO_WARN
+from payhooks.operations.alarms import FAILURES_TO_WARN
 from tests.acceptance.conftest import PAYHOOKS
 from tests.integration.test_alerts import Receiver, receiving
 
@@ -61,8 +61,8 @@ def test_a_notifier_killed_mid_post_leaves_the_message_to_be_sent_again(
     import signal
     from datetime import UTC, datetime
 
-    from payhooks.alerts import core_sources
-    from payhooks.notifier import Notifier, Policy, Webhook
+    from payhooks.operations.alerts import core_sources
+    from payhooks.operations.notifier import Notifier, Policy, Webhook
     from tests.acceptance.conftest import running, wait_until
 
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -948,7 +948,7 @@ def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(co
 def test_an_orders_page_lists_its_refunds_and_cancels_one_stuck_unsent(console, conn):
     """The core console's order page (every host's, not only the shop's): the refunds of its
     payments, and Cancel refund on one still requested, with the operator's reason."""
-    from payhooks import refunds
+    from payhooks.refunding import refunds
 
     buy = purchase(conn, Provider.RAZORPAY)
     send(console, buy.captured())

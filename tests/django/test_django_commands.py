@@ -13,8 +13,8 @@ from django.test import Client, override_settings
 from orders.models import Order
 
 import payhooks
-from payhooks import retention as core
 from payhooks.django import retention
+from payhooks.operations import retention as core
 from payhooks.sim.gateway import Delivery
 from tests.django.conftest import PAYHOOKS, records
 from tests.factories import GATEWAY

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from payhooks.deliverylog import DeliveryLog, own_connection
 from payhooks.django import views
+from payhooks.operations.deliverylog import DeliveryLog, own_connection
 from tests.django.conftest import post
 from tests.django.test_django_admin import CHANGELIST, capture, shown
 from tests.fastapi.test_delivery_health import AWAY, noted

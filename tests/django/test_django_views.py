@@ -14,8 +14,8 @@ import pytest
 from django.test import override_settings
 from orders.models import Order
 
-from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.gateways import razorpay
+from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from payhooks.sim.gateway import Delivery
 from tests.django.conftest import PAYHOOKS, post, records
 from tests.django.handlers import notified

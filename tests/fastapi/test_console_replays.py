@@ -24,8 +24,8 @@ from payhooks import EventKind
 from payhooks.console import close, console
 from payhooks.console.auth import add_operator
 from payhooks.console.pages import OwnPool, local, prefix_of
-from payhooks.errors import DatabaseUnavailable
 from payhooks.fastapi import AsyncHooks, router
+from payhooks.plumbing.errors import DatabaseUnavailable
 from tests.console.conftest import csrf_of
 from tests.factories import ADAPTERS
 from tests.fastapi.conftest import Served, served

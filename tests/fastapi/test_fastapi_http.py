@@ -13,9 +13,9 @@ from psycopg_pool import ConnectionPool
 from starlette.applications import Starlette
 
 from payhooks import Provider
-from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.fastapi import router
 from payhooks.gateways import payu, razorpay
+from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from tests.factories import ADAPTERS, KEYS
 from tests.fastapi.conftest import served
 from tests.fastapi.merchant import KINDS, REF, Merchant, capture, prepare, sync_hooks

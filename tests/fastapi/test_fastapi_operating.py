@@ -15,11 +15,11 @@ from pathlib import Path
 import psycopg
 
 from examples.fastapi_shop.app import hooks
-from payhooks import idempotency
+from payhooks.aio.claims import ingest_received
+from payhooks.aio.reconcile import delivering
 from payhooks.events import Provider
-from payhooks.fastapi.claims import ingest_received
-from payhooks.fastapi.reconcile import delivering
-from payhooks.ingest import restored
+from payhooks.intake import idempotency
+from payhooks.intake.ingest import restored
 from payhooks.reconcile import credentials, reconcile_once
 from payhooks.reconcile.running import connecting
 from payhooks.sim.gateway import Purchase

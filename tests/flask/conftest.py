@@ -14,7 +14,7 @@ from flask import Flask
 from psycopg.conninfo import conninfo_to_dict
 from werkzeug.serving import make_server
 
-from payhooks import db
+from payhooks.plumbing import db
 
 
 def sqlalchemy_url(conninfo: str, **query: str) -> sqlalchemy.URL:

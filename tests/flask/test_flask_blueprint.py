@@ -16,8 +16,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 import payhooks.flask
 from payhooks import Applied, EventKind, Hooks, Outcome
-from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.events import Provider
+from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, GATEWAY
 from tests.flask.conftest import claimed, engine_for, serving

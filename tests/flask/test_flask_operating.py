@@ -16,9 +16,9 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from examples.flask_shop.app import hooks
-from payhooks import idempotency
 from payhooks.events import Provider
-from payhooks.ingest import replay
+from payhooks.intake import idempotency
+from payhooks.intake.ingest import replay
 from payhooks.reconcile import run
 from payhooks.sim.gateway import Purchase
 from tests.acceptance.conftest import invoke

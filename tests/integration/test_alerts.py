@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 import pytest
 
-from payhooks.alarms import FAILURES_TO_WARN
-from payhooks.alerts import (
+from payhooks.operations.alarms import FAILURES_TO_WARN
+from payhooks.operations.alerts import (
     PARKED_WAIT,
     RECONCILE_GRACE,
     REFUND_UNSENT,
@@ -25,7 +25,7 @@ from payhooks.alerts import (
     Condition,
     core_sources,
 )
-from payhooks.notifier import Notifier, Policy, Webhook
+from payhooks.operations.notifier import Notifier, Policy, Webhook
 from payhooks.service import alerting
 from payhooks.service.mail import SmtpTarget
 from tests.conftest import released_together

@@ -9,7 +9,7 @@ import pytest
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
-from payhooks.ingest import Outcome, Receipt
+from payhooks.intake.ingest import Outcome, Receipt
 from payhooks.service.shop.payments import get_payment
 from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together

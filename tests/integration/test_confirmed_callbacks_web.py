@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from payhooks.events import Provider
-from payhooks.ingest import receive
+from payhooks.intake.ingest import receive
 from payhooks.service.shop import captures
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, purchase

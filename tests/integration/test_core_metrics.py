@@ -15,7 +15,7 @@ from werkzeug.serving import make_server
 
 import payhooks
 from payhooks import Applied, EventKind, Hooks, Outcome, ingest
-from payhooks.metrics import CoreMetrics, Snapshot, asgi_app, wsgi_app
+from payhooks.operations.metrics import CoreMetrics, Snapshot, asgi_app, wsgi_app
 from tests.conftest import free_port, serving_app
 from tests.factories import ADAPTERS, GATEWAY
 
@@ -93,7 +93,7 @@ def test_a_flood_of_scrapes_reads_the_database_once_per_period():
 
 @pytest.mark.parametrize("gateway", ["razorpay"])
 def test_an_unknown_gateway_in_the_totals_is_left_out(conn, gateway):
-    from payhooks.metrics import read_totals
+    from payhooks.operations.metrics import read_totals
 
     conn.execute(
         "INSERT INTO payhooks_reconcile_totals (provider, examined) VALUES (%s, 3), ('stripe', 1)",

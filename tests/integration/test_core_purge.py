@@ -15,9 +15,10 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import payhooks
-from payhooks import EventKind, Hooks, Outcome, ingest, ingest_in_transaction, retention
-from payhooks.errors import RetentionTooShort
-from payhooks.ingest import Receipt
+from payhooks import EventKind, Hooks, Outcome, ingest, ingest_in_transaction
+from payhooks.intake.ingest import Receipt
+from payhooks.operations import retention
+from payhooks.plumbing.errors import RetentionTooShort
 from payhooks.sim.gateway import Delivery
 from tests.acceptance.conftest import invoke
 from tests.factories import ADAPTERS, GATEWAY

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from payhooks.errors import InvalidRequest
+from payhooks.plumbing.errors import InvalidRequest
 from payhooks.service.shop import carts
 from tests.factories import product
 

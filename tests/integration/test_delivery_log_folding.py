@@ -10,9 +10,9 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 
-from payhooks import deliverylog, health
 from payhooks.console import health as console_health
-from payhooks.deliverylog import Delivery, DeliveryLog, own_connection
+from payhooks.operations import deliverylog, health
+from payhooks.operations.deliverylog import Delivery, DeliveryLog, own_connection
 
 MINUTE = datetime(2026, 3, 2, 10, 15, tzinfo=UTC)
 

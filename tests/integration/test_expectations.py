@@ -12,11 +12,11 @@ import psycopg
 import pytest
 
 from payhooks import Applied, EventKind, Hooks, Provider, ingest, ingest_in_transaction
-from payhooks.expectations import expect, expect_async, expectation
+from payhooks.aio.claims import ingest_received as ingest_received_async
 from payhooks.fastapi import AsyncHooks
-from payhooks.fastapi.claims import ingest_received as ingest_received_async
-from payhooks.idempotency import parked
-from payhooks.ingest import Outcome, Receipt, ingest_received, receive, replay
+from payhooks.intake.expectations import expect, expect_async, expectation
+from payhooks.intake.idempotency import parked
+from payhooks.intake.ingest import Outcome, Receipt, ingest_received, receive, replay
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, GATEWAY
 
@@ -220,7 +220,7 @@ def test_a_delivery_parked_before_the_expectation_is_checked_when_replayed(shop)
 
 
 def _parked():
-    from payhooks.ingest import Applied
+    from payhooks.intake.ingest import Applied
 
     return Applied(outcome=Outcome.PARKED)
 
@@ -344,8 +344,8 @@ def outcome_of_key(conn, event_id: str) -> str:
 def test_a_reconciled_payment_whose_handler_committed_is_applied_when_asked_again(shop):
     """The handler's COMMIT made the claim and the payment's row final; both are taken back,
     so the next pass (or the webhook) applies the payment instead of finding it applied."""
-    from payhooks.errors import HandlerCommitted
-    from payhooks.hooks import guarded
+    from payhooks.intake.hooks import guarded
+    from payhooks.plumbing.errors import HandlerCommitted
 
     def commits(conn, event):
         conn.execute("COMMIT")
@@ -359,7 +359,7 @@ def test_a_reconciled_payment_whose_handler_committed_is_applied_when_asked_agai
 
 
 def test_a_mismatch_refunded_outside_payhooks_is_resolved_ignored_with_the_persons_words(shop):
-    from payhooks.expectations import NotAMismatch, resolve
+    from payhooks.intake.expectations import NotAMismatch, resolve
 
     expect(shop, "razorpay", "order_exp1", 49_900)
     delivery = razorpay(amount=100)
@@ -381,7 +381,7 @@ def test_a_mismatch_refunded_outside_payhooks_is_resolved_ignored_with_the_perso
 
 
 def test_only_a_delivery_parked_for_its_amount_can_be_resolved(shop):
-    from payhooks.expectations import NotAMismatch, resolve
+    from payhooks.intake.expectations import NotAMismatch, resolve
 
     parking = Hooks()
     parking.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: _parked())
@@ -395,7 +395,7 @@ def test_only_a_delivery_parked_for_its_amount_can_be_resolved(shop):
 def test_a_settled_mismatch_is_not_settled_again_over_its_resolution(shop):
     """A delivery still parked (for want of a handler's checkout, say) after its mismatch was
     settled keeps the settlement's words: resolving it again is refused."""
-    from payhooks.expectations import NotAMismatch, resolve
+    from payhooks.intake.expectations import NotAMismatch, resolve
 
     expect(shop, "razorpay", "order_exp1", 49_900)
     key = sync_driver(shop, razorpay(amount=100)).event.event_id
@@ -516,7 +516,7 @@ def _corrected(conn, capture: Delivery) -> None:
 
 
 def _resolved(conn, capture: Delivery) -> None:
-    from payhooks.expectations import resolve
+    from payhooks.intake.expectations import resolve
 
     key = receive(ADAPTERS[capture.provider], capture.body, capture.headers).event.event_id
     resolve(conn, "razorpay", key, "refunded in the dashboard")
@@ -610,7 +610,7 @@ def test_a_parked_replay_and_reconciliation_at_once_leave_no_mismatch_open(shop,
 
 
 def test_reconciliation_of_a_payment_parked_for_its_amount_opens_no_second_mismatch(shop):
-    from payhooks.expectations import resolve
+    from payhooks.intake.expectations import resolve
 
     expect(shop, "razorpay", "order_exp1", 49_900)
     webhook = razorpay(amount=100)

@@ -11,8 +11,8 @@ import threading
 import psycopg
 import pytest
 
-from payhooks import idempotency
-from payhooks.ingest import Applied, Outcome, Receipt, ingest_received, receive
+from payhooks.intake import idempotency
+from payhooks.intake.ingest import Applied, Outcome, Receipt, ingest_received, receive
 from payhooks.service.shop.payments import apply_event
 from tests.factories import ADAPTERS, GATEWAY, purchase
 from tests.integration.test_concurrency import OPTIONS, THREADS, count, outcomes

@@ -15,10 +15,10 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from payhooks import db
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import _reports
-from payhooks.ingest import Outcome, Receipt, ingest_received, receive
+from payhooks.intake.ingest import Outcome, Receipt, ingest_received, receive
+from payhooks.plumbing import db
 from payhooks.service import database
 from payhooks.service.config import PoolMode, Settings
 from payhooks.service.shop import captures

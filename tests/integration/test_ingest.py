@@ -9,10 +9,11 @@ from dataclasses import replace
 
 import pytest
 
-from payhooks import db, idempotency
-from payhooks.errors import HandlerCommitted, LockTimeout
 from payhooks.events import Provider, Received
-from payhooks.ingest import Applied, Outcome, ingest, ingest_received
+from payhooks.intake import idempotency
+from payhooks.intake.ingest import Applied, Outcome, ingest, ingest_received
+from payhooks.plumbing import db
+from payhooks.plumbing.errors import HandlerCommitted, LockTimeout
 from payhooks.service.shop import carts
 from payhooks.service.shop.payments import get_payment
 from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
@@ -536,7 +537,7 @@ def test_unclaiming_deletes_only_the_record_its_claim_inserted(conn, driven):
 async def _ingest_async(dsn, received, handler):
     import psycopg
 
-    from payhooks.fastapi import claims
+    from payhooks.aio import claims
 
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as on:
         return await claims.ingest_received(on, received, handler)
@@ -554,8 +555,8 @@ async def commits_async(connection, event):
 
 @pytest.mark.parametrize("driver", ["sync", "async"])
 def test_a_handler_that_commits_as_sql_is_refused_and_its_claim_deleted(conn, driver):
-    from payhooks.fastapi.hooks import guarded as guarded_async
-    from payhooks.hooks import guarded
+    from payhooks.aio.hooks import guarded as guarded_async
+    from payhooks.intake.hooks import guarded
 
     delivery = purchase(conn).captured()
     with pytest.raises(HandlerCommitted):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from payhooks import db
+from payhooks.plumbing import db
 from payhooks.service import database
 from tests.integration.test_migrations import empty_db  # noqa: F401  (fixture)
 

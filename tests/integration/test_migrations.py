@@ -9,9 +9,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from payhooks import db
 from payhooks.events import Provider
-from payhooks.schema import CORE
+from payhooks.plumbing import db
+from payhooks.plumbing.schema import CORE
 from payhooks.service import database, outbox
 from payhooks.service.shop import orders
 from tests.conftest import DATA
@@ -257,7 +257,7 @@ def test_stored_deliveries_read_on_a_connection_that_loads_jsonb_as_text(conn):
     """Django's connection does not register psycopg's jsonb loader: headers arrive as text."""
     from psycopg.types.string import TextLoader
 
-    from payhooks import idempotency
+    from payhooks.intake import idempotency
     from tests.factories import GATEWAY, deliver
 
     orphan = GATEWAY.razorpay(
@@ -316,7 +316,7 @@ def test_a_schema_migrations_on_the_search_path_elsewhere_is_not_adopted(empty_d
     empty_db.execute("CREATE TABLE legacy.schema_migrations (version text)")
     empty_db.execute("INSERT INTO legacy.schema_migrations VALUES ('0005_hardening')")
     empty_db.execute("SET search_path = public, legacy")
-    assert len(payhooks.migrate(empty_db)) == len(payhooks.schema.CORE.files())
+    assert len(payhooks.migrate(empty_db)) == len(payhooks.plumbing.schema.CORE.files())
     columns = {
         r[0]
         for r in empty_db.execute(

@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 
-from payhooks.alarms import FAILURES_TO_WARN
 from payhooks.operations import outbox
+from payhooks.operations.alarms import FAILURES_TO_WARN
 from payhooks.service import database
 from payhooks.service.mail import message_id
 from payhooks.service.worker import Worker, WorkerOptions

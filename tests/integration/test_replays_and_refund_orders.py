@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from payhooks.events import Provider
 from payhooks.gateways import payu
-from payhooks.ingest import Outcome
+from payhooks.intake.ingest import Outcome
 from payhooks.service.shop.payments import get_payment
 from payhooks.sim.gateway import Delivery
 from tests.factories import GATEWAY, Purchase, deliver, purchase
@@ -283,7 +283,7 @@ def test_a_refund_that_names_no_payment_is_parked_saying_why(conn):
     none; the reference shop's handler failed on it (a payment row with no id) and the
     exception left the confirmation pass. It is parked, saying why."""
     from payhooks.events import Event, EventKind, Received
-    from payhooks.ingest import ingest_received
+    from payhooks.intake.ingest import ingest_received
     from payhooks.service.shop.payments import apply_event
 
     buy = purchase(conn, Provider.PHONEPE)
@@ -304,7 +304,7 @@ def test_a_refund_that_names_no_payment_tells_the_operator_to_find_it_not_to_wai
     """Issue 33, 4: the alert of a refund parked for naming no payment said it would be
     applied when the gateway delivers it again; nothing will apply it, a person must."""
     from payhooks.events import Event, EventKind, Received
-    from payhooks.ingest import ingest_received
+    from payhooks.intake.ingest import ingest_received
     from payhooks.service.shop.payments import apply_event
 
     buy = purchase(conn, Provider.PHONEPE)

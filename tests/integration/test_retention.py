@@ -8,9 +8,9 @@ import psycopg
 import pytest
 
 import payhooks
-from payhooks import retention as policy
-from payhooks.errors import RetentionTooShort
-from payhooks.ingest import Outcome
+from payhooks.intake.ingest import Outcome
+from payhooks.operations import retention as policy
+from payhooks.plumbing.errors import RetentionTooShort
 from payhooks.service import retention
 from tests.factories import deliver, purchase
 

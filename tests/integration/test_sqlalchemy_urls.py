@@ -12,12 +12,12 @@ import httpx
 import pytest
 
 from payhooks import Outcome
+from payhooks.aio.reconcile import applying
 from payhooks.console.pages import OwnPool
-from payhooks.deliverylog import own_connection
 from payhooks.fastapi import AsyncHooks
-from payhooks.fastapi.reconcile import applying
-from payhooks.ingest import restored
-from payhooks.metrics import wsgi_app
+from payhooks.intake.ingest import restored
+from payhooks.operations.deliverylog import own_connection
+from payhooks.operations.metrics import wsgi_app
 from payhooks.reconcile.running import connecting
 from tests.acceptance.conftest import invoke
 from tests.factories import ADAPTERS, GATEWAY

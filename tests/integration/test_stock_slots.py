@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 
 from payhooks.events import Provider
-from payhooks.ingest import Outcome
+from payhooks.intake.ingest import Outcome
 from payhooks.service.shop import carts, catalog
 from payhooks.sim.gateway import new_payment_id
 from tests.factories import GATEWAY, deliver, product

@@ -14,11 +14,11 @@ import pytest
 import payhooks
 from payhooks import Outcome, ingest
 from payhooks.events import Provider
-from payhooks.expectations import resolve
+from payhooks.intake.expectations import resolve
+from payhooks.operations.timeline import Matched, answer, find, story
 from payhooks.reconcile import run
 from payhooks.sim.gateway import Purchase, bank_reference
 from payhooks.sim.gateway_api import GatewayApi, serving
-from payhooks.timeline import Matched, answer, find, story
 from tests.console.conftest import Recording, nodes
 from tests.factories import ADAPTERS, GATEWAY
 from tests.reconcile.conftest import API_KEYS

@@ -10,11 +10,12 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from payhooks import Hooks, confirmations, ingest
-from payhooks.answers import error_status
-from payhooks.errors import ConfirmationsFull
+from payhooks import Hooks, ingest
 from payhooks.events import Provider
-from payhooks.ingest import Outcome
+from payhooks.intake import confirmations
+from payhooks.intake.answers import error_status
+from payhooks.intake.ingest import Outcome
+from payhooks.plumbing.errors import ConfirmationsFull
 from tests.factories import ADAPTERS
 
 SUCCESS = Path(__file__).resolve().parent.parent / "data" / "payu" / "refund_callback_success.json"

@@ -290,7 +290,7 @@ def test_json_error_bodies_never_carry_a_traceback(service):
 def test_twin_behind_a_slow_first_attempt_answers_503_then_duplicate(database_url, conn):
     from dataclasses import replace
 
-    from payhooks import idempotency
+    from payhooks.intake import idempotency
     from tests.factories import ADAPTERS
 
     delivery = purchase(conn).captured()

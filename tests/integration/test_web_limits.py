@@ -20,9 +20,9 @@ import psycopg_pool
 import pytest
 from fastapi import FastAPI
 
-from payhooks.endpoint import MAX_GATEWAY_CHARS
 from payhooks.events import Provider
 from payhooks.gateways import payu, razorpay
+from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from payhooks.service import metrics as metrics_module
 from payhooks.service.web import ON_LOOP_BYTES, create_app
 from tests.conftest import serving_app

@@ -9,8 +9,8 @@ import httpx
 import psycopg_pool
 import pytest
 
-from payhooks import db
 from payhooks.events import Provider
+from payhooks.plumbing import db
 from payhooks.service import application, database
 from payhooks.service.config import Settings
 from payhooks.service.reconcile import Options

@@ -5,8 +5,8 @@ number of checkouts expected in the window."""
 
 from __future__ import annotations
 
-from payhooks import db
 from payhooks.events import Provider
+from payhooks.plumbing import db
 from payhooks.reconcile import checkouts
 
 DAY_S = 24 * 3600

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from payhooks.errors import GatewayApiError
 from payhooks.events import Provider
 from payhooks.gateways import ApiCredentials
 from payhooks.gateways._reports import Report
@@ -26,6 +25,7 @@ from payhooks.gateways.cashfree.status import CashfreeClient
 from payhooks.gateways.payu import status as payu_status
 from payhooks.gateways.payu.status import PayUClient
 from payhooks.gateways.razorpay.status import RazorpayClient
+from payhooks.plumbing.errors import GatewayApiError
 
 DEADLINE_S = 0.5
 TRICKLE_PAUSE_S = 0.05

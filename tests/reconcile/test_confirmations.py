@@ -18,7 +18,7 @@ import payhooks
 from payhooks import EventKind, Hooks
 from payhooks.events import Event, Provider, Received
 from payhooks.gateways._reports import Report, received
-from payhooks.ingest import Outcome, ingest_received
+from payhooks.intake.ingest import Outcome, ingest_received
 from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.passes import Tally
 from payhooks.reconcile.running import connecting, delivering
@@ -170,7 +170,7 @@ def test_a_capture_the_api_reports_under_another_attempts_id_is_confirmed(shop, 
 def test_callbacks_never_asked_about_are_leased_before_those_asked_again(shop):
     """A flood of forged callbacks, each asked about again and again, never stands ahead of a
     new one."""
-    from payhooks.confirmations import leased
+    from payhooks.intake.confirmations import leased
 
     conn, paid = shop
     ingest_received(conn, callback(key="cb-old"), hooks_noting(paid))
@@ -199,9 +199,9 @@ def test_a_callback_its_api_never_answers_usefully_for_a_day_waits_and_reaches_a
     """Issue 33, 2's class: a day of errors is no word on what the callback claimed, so it is
     never refuted for them (it was, after 24 hours: a real payment lost to an API outage). It
     is asked again, and the alert of callbacks waiting for their API says so."""
-    from payhooks.alerts import core_sources, observe
-    from payhooks.errors import GatewayApiError
     from payhooks.gateways._status import CredentialsRefused
+    from payhooks.operations.alerts import core_sources, observe
+    from payhooks.plumbing.errors import GatewayApiError
 
     conn, paid = shop
     ingest_received(conn, callback(), hooks_noting(paid))
@@ -271,8 +271,8 @@ def test_one_callback_whose_handler_fails_holds_back_none_of_the_others(shop, da
 def test_a_callback_waiting_for_its_api_past_the_bound_reaches_a_person(shop):
     """Issue 33, 16: no credentials (no pass asks) or an API down: the callback waits in
     silence. Past the bound it is an alert, and a banner on the console."""
-    from payhooks.alarms import alarms
-    from payhooks.alerts import core_sources, observe
+    from payhooks.operations.alarms import alarms
+    from payhooks.operations.alerts import core_sources, observe
 
     conn, paid = shop
     ingest_received(conn, callback(), hooks_noting(paid))

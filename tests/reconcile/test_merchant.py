@@ -15,8 +15,8 @@ import pytest
 
 import payhooks
 from payhooks import Outcome, ingest
+from payhooks.aio.reconcile import run as fastapi_run
 from payhooks.events import Provider
-from payhooks.fastapi.reconcile import run as fastapi_run
 from payhooks.reconcile import run
 from payhooks.sim.gateway import Purchase
 from tests.factories import ADAPTERS, GATEWAY
@@ -171,7 +171,7 @@ def test_payhooks_fastapi_replay_applies_a_parked_delivery_through_async_hooks(s
     import asyncio
 
     from payhooks.fastapi import replay
-    from payhooks.idempotency import parked
+    from payhooks.intake.idempotency import parked
     from tests.reconcile.merchant_hooks import async_hooks
 
     conn, _, _ = shop
@@ -224,8 +224,8 @@ def test_a_handler_failing_on_one_payment_never_holds_back_the_others(shop, data
 def test_a_payment_reconciliation_parked_is_replayed_through_the_library(shop, database_url):
     """Its stored body is the status API's payment, not a webhook: replay reads it with the
     gateway's status reader."""
-    from payhooks.idempotency import parked
-    from payhooks.ingest import replay
+    from payhooks.intake.idempotency import parked
+    from payhooks.intake.ingest import replay
 
     conn, api, env = shop
     paid_at_gateway(api, amount=44_900)
@@ -350,7 +350,7 @@ def test_every_command_taking_hooks_refuses_one_it_cannot_import_in_one_line(
 def _failing_alerts(conn) -> dict[str, str]:
     from datetime import UTC, datetime
 
-    from payhooks.alerts import core_sources, observe
+    from payhooks.operations.alerts import core_sources, observe
 
     found = observe(conn, datetime.now(UTC), core_sources())
     return {a.key: a.body for a in found if a.key.startswith("reconcile_failing")}

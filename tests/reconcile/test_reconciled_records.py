@@ -11,16 +11,16 @@ import psycopg
 import pytest
 
 import payhooks
-from payhooks import idempotency
 from payhooks.console.health import alarms
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._reports import received as composing
-from payhooks.ingest import Outcome, ingest_received
+from payhooks.intake import idempotency
+from payhooks.intake.ingest import Outcome, ingest_received
+from payhooks.intake.stored import received_again
 from payhooks.service.console import stories
 from payhooks.service.console.stories import Tone
 from payhooks.service.shop.payments import apply_event
 from payhooks.sim.gateway import bank_reference
-from payhooks.stored import received_again
 from tests.factories import ADAPTERS, deliver, purchase
 from tests.reconcile.conftest import paid_at_gateway
 

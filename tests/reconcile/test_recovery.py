@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from payhooks.events import Provider
-from payhooks.ingest import Outcome
+from payhooks.intake.ingest import Outcome
 from payhooks.service.shop import carts
 from tests.conftest import released_together
 from tests.factories import deliver, purchase

@@ -186,7 +186,7 @@ def test_refused_credentials_reach_an_operator_once_and_clear_when_fixed(conn, r
 def test_the_worker_confirms_a_callback_on_its_next_tick_not_its_next_pass(conn, rig):
     """The reference worker asks about a PhonePe callback every tick (a second), not once a
     minute with the checkouts: the order is placed by what the API reports, once."""
-    from payhooks.ingest import Outcome
+    from payhooks.intake.ingest import Outcome
     from tests.factories import deliver
 
     buy = purchase(conn, Provider.PHONEPE)

@@ -9,15 +9,15 @@ import threading
 
 import pytest
 
-from payhooks import refunds
-from payhooks.errors import NotFound
 from payhooks.events import Provider
 from payhooks.gateways import credentials
 from payhooks.gateways._status import http_client
 from payhooks.gateways.cashfree.status import client as cashfree_client
+from payhooks.plumbing.errors import NotFound
 from payhooks.reconcile.running import connecting
-from payhooks.refunds import NotCancellable, RefundState
-from payhooks.sending import send_due
+from payhooks.refunding import refunds
+from payhooks.refunding.refunds import NotCancellable, RefundState
+from payhooks.refunding.sending import send_due
 from payhooks.sim.gateway_api import Fault
 from tests.reconcile.conftest import API_KEYS
 from tests.refunds import test_sending as sending_tests

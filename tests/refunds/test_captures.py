@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from payhooks.events import Provider
-from payhooks.ingest import Outcome
+from payhooks.intake.ingest import Outcome
 from payhooks.service import application
 from tests.factories import deliver, new_payment_id, purchase
 from tests.reconcile import conftest as reconciling

@@ -9,15 +9,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from payhooks import refunds, sending
 from payhooks.events import Provider
-from payhooks.refunds import RefundState
+from payhooks.intake.stored import received_again
+from payhooks.refunding import refunds, sending
+from payhooks.refunding.refunds import RefundState
 from payhooks.service import alerting, application
 from payhooks.service.console import actions as console_actions
 from payhooks.service.shop import carts, double_refunds
 from payhooks.sim.gateway import new_payment_id
 from payhooks.sim.gateway_api import Fault
-from payhooks.stored import received_again
 from tests.factories import GATEWAY, deliver, purchase
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import paid_at_gateway

@@ -11,9 +11,9 @@ import psycopg
 import pytest
 
 import payhooks
-from payhooks import refunds
-from payhooks.errors import Conflict, InvalidRequest
-from payhooks.refunds import RefundState, RefundTooLarge
+from payhooks.plumbing.errors import Conflict, InvalidRequest
+from payhooks.refunding import refunds
+from payhooks.refunding.refunds import RefundState, RefundTooLarge
 from tests.factories import ADAPTERS, GATEWAY
 
 PAYMENT = "pay_rf000000000001"

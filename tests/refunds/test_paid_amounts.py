@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from payhooks import refunds
 from payhooks.events import Provider
-from payhooks.refunds import RefundState, RefundTooLarge
+from payhooks.refunding import refunds
+from payhooks.refunding.refunds import RefundState, RefundTooLarge
 from payhooks.service import application
 from payhooks.service.console import actions
 from payhooks.service.shop import carts, orders

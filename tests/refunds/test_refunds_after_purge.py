@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from payhooks import payments, refunds
 from payhooks.events import Provider
-from payhooks.ingest import receive
-from payhooks.refunds import RefundState
+from payhooks.intake import payments
+from payhooks.intake.ingest import receive
+from payhooks.refunding import refunds
+from payhooks.refunding.refunds import RefundState
 from payhooks.service import application, retention
 from payhooks.service.shop import captures, orders
 from tests.factories import ADAPTERS, deliver, purchase

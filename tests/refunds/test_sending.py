@@ -10,12 +10,12 @@ import psycopg
 import pytest
 
 import payhooks
-from payhooks import refunds
 from payhooks.events import Provider
 from payhooks.gateways import credentials
 from payhooks.reconcile.refunding import send_once
 from payhooks.reconcile.running import connecting
-from payhooks.refunds import RefundState
+from payhooks.refunding import refunds
+from payhooks.refunding.refunds import RefundState
 from payhooks.sim.gateway import Purchase
 from payhooks.sim.gateway_api import Fault
 from tests.reconcile import conftest as reconciling
@@ -238,7 +238,7 @@ def test_intents_are_leased_one_at_a_time_just_before_their_call(core, database_
         provider = Provider.RAZORPAY
 
         def send_refund(self, refund):
-            from payhooks.sending import Sent
+            from payhooks.refunding.sending import Sent
 
             with psycopg.connect(database_url) as watcher:
                 leased_at_each_call.append(watcher.execute(
@@ -246,7 +246,7 @@ def test_intents_are_leased_one_at_a_time_just_before_their_call(core, database_
                     " AND next_attempt_at > now()").fetchone()[0])  # fmt: skip
             return Sent(gateway_refund_id=f"rfnd_{refund.idempotency_key}")
 
-    from payhooks.sending import send_due
+    from payhooks.refunding.sending import send_due
 
     send_due(connecting(database_url), {Provider.RAZORPAY: Watching()}, limit=10)
     assert leased_at_each_call == [1, 1, 1]
@@ -378,7 +378,7 @@ class Breaking:
 def test_one_intent_that_breaks_the_sender_holds_back_none_of_the_others(core, database_url):
     """Issue 33, 1: one item's exception left the pass; every intent after it waited."""
     from payhooks.gateways._status import client, http_client
-    from payhooks.sending import send_due
+    from payhooks.refunding.sending import send_due
 
     conn, api, url = core
     provider = Provider.RAZORPAY
@@ -402,7 +402,7 @@ def test_a_sent_refund_that_cannot_be_asked_about_is_an_alert(core, database_url
     error on the intent, and no alert said so."""
     from datetime import UTC, datetime
 
-    from payhooks.alerts import refunds as refund_alerts
+    from payhooks.operations.alerts import refunds as refund_alerts
 
     conn, api, url = core
     provider = Provider.PAYU  # queued when sent: asked about later

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from psycopg_pool import ConnectionPool
 
-from payhooks.ingest import ingest_received, receive
+from payhooks.intake.ingest import ingest_received, receive
 from payhooks.service import database, retention
 from payhooks.service.config import PoolMode, Settings
 from payhooks.service.shop.payments import apply_event

@@ -13,7 +13,7 @@ from payhooks.gateways import razorpay
 from payhooks.gateways.cashfree import Cashfree, sign
 from payhooks.gateways.payu import PayU, encode, reverse_hash
 from payhooks.gateways.razorpay import Razorpay
-from payhooks.ingest import receive, storable
+from payhooks.intake.ingest import receive, storable
 from tests.gateways.cashfree.test_adapter import TIMESTAMP, VECTOR, refund_body
 from tests.gateways.razorpay.test_adapter import sdk_body
 

@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
-from payhooks.errors import MalformedPayload
 from payhooks.events import Provider
 from payhooks.gateways._common import optional_paise, refuse, require, require_secrets
+from payhooks.plumbing.errors import MalformedPayload
 
 P = Provider.CASHFREE
 

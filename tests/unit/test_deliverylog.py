@@ -6,10 +6,10 @@ import logging
 
 import pytest
 
-from payhooks.deliverylog import line
-from payhooks.endpoint import Arrival, Endpoint, Reply
-from payhooks.errors import ProviderNotConfigured, SignatureMismatch
 from payhooks.gateways.razorpay import Razorpay
+from payhooks.intake.endpoint import Arrival, Endpoint, Reply
+from payhooks.operations.deliverylog import line
+from payhooks.plumbing.errors import ProviderNotConfigured, SignatureMismatch
 
 ENDPOINT = Endpoint.serving([Razorpay(secrets=("whsec_unit",))], logging.getLogger("test"))
 

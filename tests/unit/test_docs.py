@@ -1,7 +1,9 @@
-"""The README documents every command and every setting payhooks reads."""
+"""The README documents every command, docs/configuration.md every setting payhooks reads (it
+is written by scripts/configuration_page.py, and checked in as that script writes it)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -10,7 +12,9 @@ from payhooks.gateways import GATEWAYS
 from payhooks.operations import retention
 from payhooks.service.config import Settings
 
-README = (Path(__file__).parents[2] / "README.md").read_text()
+ROOT = Path(__file__).parents[2]
+README = (ROOT / "README.md").read_text()
+CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text()
 CONFIG = (Path(__file__).parents[2] / "src" / "payhooks" / "service" / "config.py").read_text()
 
 
@@ -23,7 +27,7 @@ def test_every_cli_command_is_in_the_readme():
     assert missing == []
 
 
-def test_every_environment_variable_is_in_the_readme():
+def test_every_environment_variable_is_on_the_configuration_page():
     variables = set(re.findall(r'env\.get\("([A-Z_]+)"\)', CONFIG))
     variables |= set(re.findall(r'"(PAYHOOKS_[A-Z_]+)"', CONFIG))  # read through a table
     assert variables, "config.py reads no variables?"
@@ -31,7 +35,7 @@ def test_every_environment_variable_is_in_the_readme():
         api = gateway.status_api
         variables |= {secret.variable for secret in gateway.secrets}
         variables |= {api.id_variable, api.secret_variable, api.url_variable}
-    missing = sorted(v for v in variables if f"`{v}`" not in README)
+    missing = sorted(v for v in variables if f"| `{v}` |" not in CONFIGURATION)
     assert missing == []
 
 
@@ -53,15 +57,27 @@ def test_every_relative_link_in_the_docs_resolves():
     assert broken == []
 
 
-def test_the_defaults_the_readme_states_are_the_settings_own():
-    """Each default is written once, on its setting's field; the README's table repeats the
-    number a merchant reads, so a changed default fails here until the table says so too."""
-    defaults = Settings()
-    stated = re.findall(r"^\| `(PAYHOOKS_[A-Z_]+)` \|[^\n]*?\(default (\d+)", README, re.M)
-    assert len(stated) >= 10, stated
-    for variable, number in stated:
-        field = variable.removeprefix("PAYHOOKS_").lower()
-        assert getattr(defaults, field) == int(number), variable
+def test_the_defaults_the_configuration_page_states_are_what_the_service_reads():
+    """The page takes each default from its setting's field; the service, given no variable,
+    must read that same value, so the page says what happens when a variable is unset."""
+    unset = Settings.from_env({})
+    service = CONFIGURATION.split("## The service", 1)[1].split("\n## ", 1)[0]
+    stated = re.findall(r"^\| `(PAYHOOKS_[A-Z_]+)` \| `([^`]+)` \|", service, re.M)
+    assert len(stated) >= 15, stated
+    for variable, value in stated:
+        found = getattr(unset, variable.removeprefix("PAYHOOKS_").lower())
+        shown = str(found).lower() if isinstance(found, bool) else str(found)
+        assert shown == value, variable
+
+
+def test_the_configuration_page_is_the_one_its_script_writes():
+    spec = importlib.util.spec_from_file_location("page", ROOT / "scripts/configuration_page.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.page() == CONFIGURATION, (
+        "run: .venv/bin/python scripts/configuration_page.py --write"
+    )
 
 
 def test_the_retention_window_has_one_default():

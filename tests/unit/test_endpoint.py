@@ -8,15 +8,15 @@ import logging
 import pytest
 
 from payhooks import Provider
-from payhooks.endpoint import MAX_GATEWAY_CHARS, Endpoint, served, unfolded
-from payhooks.errors import (
+from payhooks.intake.endpoint import MAX_GATEWAY_CHARS, Endpoint, served, unfolded
+from payhooks.intake.ingest import Outcome, Receipt
+from payhooks.plumbing.errors import (
     LockTimeout,
     PayloadTooLarge,
     ProviderNotConfigured,
     SerializationConflict,
 )
-from payhooks.ingest import Outcome, Receipt
-from payhooks.retries import Retries
+from payhooks.plumbing.retries import Retries
 from tests.factories import ADAPTERS, GATEWAY
 
 RAZORPAY = ADAPTERS[Provider.RAZORPAY]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from payhooks.errors import (
+from payhooks.plumbing.errors import (
     Explained,
     GatewayApiError,
     OperatorRefused,

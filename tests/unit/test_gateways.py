@@ -58,7 +58,7 @@ def test_only_razorpays_authorisations_are_captured_by_payhooks():
 
 
 def test_payus_refuted_callbacks_get_their_own_advice_with_no_credential_to_rotate():
-    from payhooks.alarms import _refuted_text
+    from payhooks.operations.alarms import _refuted_text
 
     assert _having("refuted_advice") == {Provider.PAYU}
     assert "No credential to rotate" in _refuted_text("payu", 2)
@@ -118,9 +118,9 @@ def _reserved_namers():
 def test_a_signed_body_naming_reconcile_never_takes_reconciliations_key_space(delivery):
     """Every key space payhooks mints (``gateways._common.RESERVED_PREFIXES``) is out of reach
     of what a body names, signed or not: such a key is moved under ``<gateway>:``."""
-    from payhooks.expectations import RECONCILED
     from payhooks.gateways._common import RESERVED_PREFIXES
-    from payhooks.ingest import receive
+    from payhooks.intake.expectations import RECONCILED
+    from payhooks.intake.ingest import receive
     from tests.factories import ADAPTERS
 
     headers = {k: v for k, v in delivery.headers.items() if k != "x-idempotency-key"}

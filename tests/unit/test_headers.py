@@ -7,13 +7,13 @@ import importlib
 
 import pytest
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Provider
 from payhooks.gateways import Adapter, cashfree, razorpay
 from payhooks.gateways.cashfree import Cashfree
 from payhooks.gateways.payu import PayU
 from payhooks.gateways.razorpay import Razorpay
-from payhooks.ingest import header_map, receive
+from payhooks.intake.ingest import header_map, receive
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 from tests.gateways.cashfree.test_adapter import payment_body
 from tests.unit.test_bank_references import razorpay_event
 
@@ -65,7 +65,7 @@ def test_the_order_of_conflicting_copies_does_not_matter(values):
 
 
 def test_header_map_is_exported_for_framework_integrations():
-    module = importlib.import_module("payhooks.ingest")  # payhooks.ingest is the function
+    module = importlib.import_module("payhooks.intake.ingest")
     assert "header_map" in module.__all__
 
 

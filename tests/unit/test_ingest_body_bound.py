@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from payhooks.errors import PayloadTooLarge, SignatureMismatch
 from payhooks.gateways.payu import PayU
-from payhooks.ingest import receive
+from payhooks.intake.ingest import receive
+from payhooks.plumbing.errors import PayloadTooLarge, SignatureMismatch
 
 PAYU = PayU(merchant_key="k", salts=("s",))
 

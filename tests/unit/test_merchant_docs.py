@@ -8,8 +8,9 @@ import inspect
 import re
 from pathlib import Path
 
-from payhooks import idempotency, refunds
 from payhooks.gateways.cashfree.status import _refunded
+from payhooks.intake import idempotency
+from payhooks.refunding import refunds
 
 DOCS = Path(__file__).parents[2] / "docs"
 OPERATIONS = " ".join((DOCS / "operations.md").read_text().split())

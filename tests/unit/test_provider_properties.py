@@ -8,12 +8,12 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event
 from payhooks.gateways import cashfree, payu, razorpay
 from payhooks.gateways.cashfree import Cashfree
 from payhooks.gateways.payu import PayU
 from payhooks.gateways.razorpay import Razorpay
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 secrets = st.text(min_size=1, max_size=40)
 secret_lists = st.lists(secrets, min_size=1, max_size=4, unique=True)

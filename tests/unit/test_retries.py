@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from payhooks.retries import ANSWER_DEADLINE_MS, Retries
+from payhooks.plumbing.retries import ANSWER_DEADLINE_MS, Retries
 
 
 def test_no_retry_is_left_once_the_attempts_are_spent():

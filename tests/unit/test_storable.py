@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from payhooks.errors import MalformedPayload
 from payhooks.events import Event, EventKind, Provider
-from payhooks.ingest import MAX_PAISE, MAX_TEXT_CHARS, storable
+from payhooks.intake.ingest import MAX_PAISE, MAX_TEXT_CHARS, storable
+from payhooks.plumbing.errors import MalformedPayload
 
 EVENT = Event(
     provider=Provider.PAYU,

@@ -7,9 +7,9 @@ import threading
 
 import pytest
 
-from payhooks.answers import STATUS_OF_ERROR, clipped
-from payhooks.errors import DatabaseUnavailable
-from payhooks.ingest import Outcome
+from payhooks.intake.answers import STATUS_OF_ERROR, clipped
+from payhooks.intake.ingest import Outcome
+from payhooks.plumbing.errors import DatabaseUnavailable
 from payhooks.service.metrics import OUTCOME_LABELS, PROVIDER_LABELS, Metrics, Shared
 from payhooks.service.web import bearer_matches
 

@@ -1,7 +1,7 @@
-"""The claim path of ``payhooks.ingest.ingest_received``, on an async connection.
+"""The claim path of ``payhooks.intake.ingest.ingest_received``, on an async connection.
 
-The statements and steps are the core's own (``payhooks.ingest.Delivery``, built on
-``payhooks.idempotency``): this module only drives them, awaiting each statement and the
+The statements and steps are the core's own (``payhooks.intake.ingest.Delivery``, built on
+``payhooks.intake.idempotency``): this module only drives them, awaiting each statement and the
 handler, so both paths run the same statements, take the same locks and write the same rows.
 """
 
@@ -46,7 +46,7 @@ async def ingest_received(
 async def _claim_and_apply(
     conn: AsyncConnection, received: Received, handler: AsyncHandler
 ) -> Receipt:
-    """``payhooks.ingest._claim_and_apply``, awaited."""
+    """``payhooks.intake.ingest._claim_and_apply``, awaited."""
     delivery = Delivery(received)
     try:
         async with conn.transaction() as tx:
@@ -76,7 +76,7 @@ async def _settle(
 async def replay(
     conn: AsyncConnection, adapter: Adapter, stored: idempotency.Stored, handler: AsyncHandler
 ) -> Receipt:
-    """``payhooks.ingest.replay`` on an async connection: a stored delivery (``parked(conn)``)
-    through the same claim again, under the key it was stored with."""
+    """``payhooks.intake.ingest.replay`` on an async connection: a stored delivery
+    (``parked(conn)``) through the same claim again, under the key it was stored with."""
     again = restored(adapter, event_id=stored.event_id, body=stored.body, headers=stored.headers)
     return await ingest_received(conn, again, handler)

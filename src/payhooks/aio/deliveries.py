@@ -1,4 +1,4 @@
-"""One delivery on the merchant's pool, through the shared ``payhooks.endpoint`` step:
+"""One delivery on the merchant's pool, through the shared ``payhooks.intake.endpoint`` step:
 verified off the event loop, then claimed and applied with the handlers in the claim's
 transaction.
 
@@ -31,6 +31,7 @@ Deliver = Callable[[Endpoint, str, bytes, HeaderPairs], Awaitable[Reply]]
 
 
 def threaded(pool: SyncPool, handler: Handler, limiter: anyio.CapacityLimiter) -> Deliver:
+    """A door's delivery over a sync pool: the whole claim runs on a worker thread."""
     claim = claimed(pool, guarded(handler))
 
     async def deliver(endpoint: Endpoint, gateway: str, body: bytes, pairs: HeaderPairs) -> Reply:
@@ -42,6 +43,8 @@ def threaded(pool: SyncPool, handler: Handler, limiter: anyio.CapacityLimiter) -
 
 
 def claimed(pool: SyncPool, handler: Handler) -> Claim:
+    """The claim on a connection of a sync pool, autocommit, driver errors translated."""
+
     def claim(received: Received) -> Receipt:
         with translated(received.event.event_id), autocommitted(pool) as conn:
             return ingest_received(conn, received, handler)
@@ -50,6 +53,8 @@ def claimed(pool: SyncPool, handler: Handler) -> Claim:
 
 
 def awaited(pool: AsyncPool, handler: AsyncHandler, limiter: anyio.CapacityLimiter) -> Deliver:
+    """A door's delivery over an async pool: verified on a worker thread, claimed on
+    the event loop."""
     handler = guarded_async(handler)
 
     async def claim(received: Received) -> Receipt:
@@ -73,7 +78,7 @@ def autocommitted(pool: SyncPool) -> Iterator[Connection]:
     """A connection of the pool in autocommit for one delivery (the claim opens and commits
     a transaction of its own), given back as it was lent: the pool may be the app's own.
     One found lost (the database restarted or failed over while it sat idle) makes the pool
-    try its other idle ones at once (``payhooks.pools.watched``): that delivery is answered
+    try its other idle ones at once (``payhooks.plumbing.pools.watched``): that delivery is answered
     503 and retried, and the next ones are not handed the other dead connections."""
     with watched(pool) as conn:
         lent = conn.autocommit

@@ -29,6 +29,8 @@ AsyncHandler = Callable[[AsyncConnection, Event], Awaitable[Applied]]
 
 
 class AsyncHooks(Registry[AsyncHook]):
+    """``payhooks.Hooks`` for an async connection: each handler an ``async def``."""
+
     is_async = True
 
     def _mismatch(self, name: str) -> str:
@@ -48,7 +50,7 @@ class AsyncHooks(Registry[AsyncHook]):
 
 
 def guarded(handler: AsyncHandler) -> AsyncHandler:
-    """``payhooks.hooks.guarded`` for async handlers: a commit or rollback of the claim's
+    """``payhooks.intake.hooks.guarded`` for async handlers: a commit or rollback of the claim's
     transaction is refused with ``HandlerCommitted``."""
 
     async def run(conn: AsyncConnection, event: Event) -> Applied:

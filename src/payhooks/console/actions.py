@@ -287,8 +287,8 @@ def settle(conn: Connection, *, provider: str, event_id: str, note: str, operato
 def cancel_refund(
     conn: Connection, provider: str, idempotency_key: str, *, reason: str, operator: str
 ) -> Result:
-    """A refund intent stuck ``requested`` cancelled (``payhooks.refunds.cancel``), with the
-    operator's name and reason: never sent afterwards, its amount refundable again. Refused
+    """A refund intent stuck ``requested`` cancelled (``payhooks.refunding.refunds.cancel``), with
+    the operator's name and reason: never sent afterwards, its amount refundable again. Refused
     while a sender is calling the gateway with it, or once the gateway has it."""
     try:
         done = refunds.cancel(conn, provider, idempotency_key, reason=reason,

@@ -1,7 +1,7 @@
 """Webhook health per gateway over the last 24 hours, from the delivery log: answers by class,
 hour by hour, when each gateway was last answered 2xx, and the warnings an operator must not
-miss (``payhooks.alarms``: repeated 5xx answers, signature failures, refuted callbacks; the
-notifier sends the same ones by email and chat, ``payhooks.alerts``).
+miss (``payhooks.operations.alarms``: repeated 5xx answers, signature failures, refuted callbacks;
+the notifier sends the same ones by email and chat, ``payhooks.operations.alerts``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ class Answer(StrEnum):
 
 
 # Requests, not lines: a line stands for ``repeats`` of them (a minute's refusals of one kind
-# past the first few, ``payhooks.deliverylog``). The hours a gateway failed in stay a count.
+# past the first few, ``payhooks.operations.deliverylog``). The hours a gateway failed in stay a
+# count.
 _BY_HOUR = """
 SELECT provider, date_trunc('hour', received_at, 'UTC') AS hour,
        coalesce(sum(repeats) FILTER (

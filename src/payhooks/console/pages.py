@@ -176,7 +176,7 @@ def order_address(provider: str, gateway_order_id: str) -> str:
 
 
 def find_orders(conn: db.Connection, text: str) -> list[Link]:
-    """The gateway orders the text names (``payhooks.timeline.find``)."""
+    """The gateway orders the text names (``payhooks.operations.timeline.find``)."""
     return [
         Link(
             matched=found.matched.value,

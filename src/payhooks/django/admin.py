@@ -1,9 +1,10 @@
 """The delivery records in Django's admin: read-only, searchable by payment id, gateway order
 id, order or delivery key, filtered by gateway and outcome, with an action that replays parked
 deliveries (each in a transaction of its own, answered only once committed). Beside them,
-"Webhook health" (``payhooks.health.summary``), the forged-signature banner on the list, and
-"Payment timeline" (``payhooks.timeline``): one gateway order's expectation, deliveries,
-payments, requests and reconciliation, its parked deliveries replayed by the list's action."""
+"Webhook health" (``payhooks.operations.health.summary``), the forged-signature banner on the list,
+and "Payment timeline" (``payhooks.operations.timeline``): one gateway order's expectation,
+deliveries, payments, requests and reconciliation, its parked deliveries replayed by the list's
+action."""
 
 from __future__ import annotations
 

@@ -64,6 +64,9 @@ _KNOWN = {*_SECRETS, *_API, *_RECONCILE, "HANDLER", "DATABASE", "LOCK_TIMEOUT_MS
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
+    """``settings.PAYHOOKS`` read and checked once: the adapters served, the handler, the
+    database alias, the lock timeout and reconciliation's credentials and window."""
+
     adapters: Mapping[str, Adapter] = field(default_factory=dict)
     handler: str = DEFAULT_HANDLER
     database: str = "default"
@@ -76,6 +79,7 @@ class Config:
     reconcile_timeout_ms: int = 10_000
 
     def adapter(self, provider: str) -> Adapter:
+        """The adapter serving ``provider``; ``ProviderNotConfigured`` for any other."""
         found = self.adapters.get(provider)
         if found is None:
             raise ProviderNotConfigured(clipped(provider, MAX_PROVIDER_CHARS))
@@ -86,6 +90,7 @@ class Config:
         return {Provider(name): adapter for name, adapter in self.adapters.items()}
 
     def handler_function(self) -> Handler:
+        """The handler ``HANDLER`` names, imported."""
         return cast(Handler, import_string(self.handler))
 
 

@@ -6,7 +6,7 @@
 
 Read on Django's own connection to ``PAYHOOKS["DATABASE"]`` inside a transaction with a
 one-second statement timeout, at most once per five seconds however many scrapes arrive
-(``payhooks.metrics``). Guard the path as you guard any metrics endpoint.
+(``payhooks.operations.metrics``). Guard the path as you guard any metrics endpoint.
 """
 
 from __future__ import annotations
@@ -34,4 +34,5 @@ _REGISTRY = registry(_read)
 
 
 def view(request: HttpRequest) -> HttpResponse:
+    """``/metrics`` in Prometheus' text format, from the core's tables."""
     return HttpResponse(generate_latest(_REGISTRY), content_type=CONTENT_TYPE_LATEST)

@@ -1,5 +1,5 @@
-"""The core's purge (``payhooks.retention``) on Django's database: delivery records, payment
-claims and expectations past the window, in batches, each its own short transaction; parked
+"""The core's purge (``payhooks.operations.retention``) on Django's database: delivery records,
+payment claims and expectations past the window, in batches, each its own short transaction; parked
 records, and what their replay will need, kept; one purge at a time, whichever process."""
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 CSRF-exempt (a gateway has no token; the signature authenticates it) and excluded from
 ``ATOMIC_REQUESTS``: the delivery opens its own transaction and is answered after its commit.
-The view maps Django's request to the shared step (``payhooks.endpoint``): every outcome and
-every payhooks error is answered from the one table in ``payhooks.answers``; anything else a
+The view maps Django's request to the shared step (``payhooks.intake.endpoint``): every outcome and
+every payhooks error is answered from the one table in ``payhooks.intake.answers``; anything else a
 handler raises is left to Django (500, logged, nothing recorded).
 """
 
@@ -35,6 +35,8 @@ log = logging.getLogger("payhooks.django")
 @csrf_exempt
 @require_POST
 def receive(request: HttpRequest, provider: str) -> HttpResponse:
+    """The webhook view: the body read within the gateway's bound, then verified, claimed
+    and answered by the shared step, on Django's own connection."""
     config = conf.current()
     endpoint = Endpoint(config.adapters, log, delivery_log(config.database).note)
     try:
@@ -128,7 +130,7 @@ def read_bounded(stream: BinaryIO | HttpRequest, limit: int, gateway: str) -> by
 def header_pairs(headers: Mapping[str, str], adapter: Adapter) -> list[tuple[str, str]]:
     """The request's headers as (name, value) pairs, repeats restored where it matters: Django
     keeps one value per name, the server (WSGI or ASGI) joined a repeated header's copies with
-    commas (``payhooks.endpoint.unfolded``)."""
+    commas (``payhooks.intake.endpoint.unfolded``)."""
     return unfolded(headers.items(), adapter)
 
 

@@ -1,9 +1,9 @@
 """``router()``: the webhook route a merchant mounts on their own FastAPI app.
 
 The route is ``payhooks.starlette``'s: it reads the body bounded by the gateway's adapter and
-hands it to the shared step (``payhooks.endpoint``), which verifies and parses off the event
+hands it to the shared step (``payhooks.intake.endpoint``), which verifies and parses off the event
 loop, claims it and runs the merchant's handlers in the claim's transaction on the merchant's
-pool, and answers from the core's one table (``payhooks.answers``). The router's lifespan is
+pool, and answers from the core's one table (``payhooks.intake.answers``). The router's lifespan is
 the route's (the delivery log written to its last line when the app stops), and FastAPI's
 ``include_router`` makes it part of the app's.
 """

@@ -102,9 +102,9 @@ class Gateway:
     """How long the gateway retries a delivery answered 5xx (docs/providers.md)."""
     confirmed_by_api: bool = False
     """Its callbacks prove only who sent them: each takes effect as its status API confirms it
-    (``payhooks.confirmations``), so it needs its API credentials and frequent passes."""
+    (``payhooks.intake.confirmations``), so it needs its API credentials and frequent passes."""
     sends_refunds: bool = False
-    """payhooks sends its refunds (``payhooks.refunds``): its status client's
+    """payhooks sends its refunds (``payhooks.refunding.refunds``): its status client's
     ``send_refund`` makes the call under the intent's idempotency key."""
     refund_needs_order: bool = False
     """Its refund API is addressed by order, so a refund asked of payhooks names the order

@@ -50,11 +50,15 @@ MAX_DETAIL_CHARS = 200
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Answer:
+    """What a door answers the gateway: an HTTP status and its JSON body."""
+
     status: int
     body: dict[str, Any]
 
 
 def error_status(exc: PayhooksError) -> tuple[int, str]:
+    """The status and error code an error is answered with, from the one table
+    (``STATUS_OF_ERROR``); 500 ``internal_error`` for any other."""
     for kind, status, code in STATUS_OF_ERROR:
         if isinstance(exc, kind):
             return status, code

@@ -289,6 +289,7 @@ WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
 
 
 def settle(conn: Connection, pending: Pending, found: Verdict, detail: str) -> None:
+    """Records what the gateway's API said of a waiting callback (its verdict and why)."""
     conn.execute(
         SETTLE,
         {

@@ -74,6 +74,7 @@ class Arrival:
 
     @classmethod
     def now(cls, gateway: str, body: bytes | None = None) -> Arrival:
+        """A request arriving now, timed from here."""
         return cls(
             gateway=gateway, started=time.perf_counter(), received_at=datetime.now(UTC), body=body
         )
@@ -95,9 +96,11 @@ class Endpoint:
     def serving(
         cls, adapters: Iterable[Adapter], log: logging.Logger, note: Note | None = None
     ) -> Endpoint:
+        """An endpoint serving ``adapters``, each under its gateway's name."""
         return cls(served(adapters), log, note)
 
     def adapter(self, gateway: str) -> Adapter:
+        """The adapter serving ``gateway``; ``ProviderNotConfigured`` for any other."""
         found = self.adapters.get(gateway)
         if found is None:
             raise ProviderNotConfigured(clipped(gateway, MAX_GATEWAY_CHARS))
@@ -214,6 +217,7 @@ class Endpoint:
         return self._logged(reply)
 
     def answered(self, received: Received, receipt: Receipt) -> Reply:
+        """The reply to a claimed delivery, from its receipt, and its log line."""
         given = answer(receipt)
         fields = {**_event_fields(received), "order_id": receipt.order_id}
         if receipt.mismatch:

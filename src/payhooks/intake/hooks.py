@@ -58,6 +58,7 @@ class Registry(Generic[H]):
         return register
 
     def registered(self, kind: EventKind) -> list[H]:
+        """The handlers registered for ``kind``, in the order they were added."""
         return self._by_kind.get(kind, [])
 
     def _mismatch(self, name: str) -> str:
@@ -68,6 +69,10 @@ class Registry(Generic[H]):
 
 
 class Hooks(Registry[Hook]):
+    """Handlers by event kind, run on the claim's connection inside its transaction: an
+    event with none is ``ignored``, else each runs in turn and the last ``Applied`` returned
+    stands (``processed`` when none returns one)."""
+
     def __call__(self, conn: Connection, event: Event) -> Applied:
         hooks = self.registered(event.kind)
         if not hooks:

@@ -23,6 +23,8 @@ from payhooks.plumbing.db import Connection, Row, Statement, Steps, run
 
 
 class ClaimState(StrEnum):
+    """What the claim found for a delivery key."""
+
     NEW = "new"
     DUPLICATE = "duplicate"
     PARKED = "parked"
@@ -31,6 +33,9 @@ class ClaimState(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
+    """The claim's result: its state and, for a key seen before, what that delivery was
+    answered, its order and whether its body differed."""
+
     state: ClaimState
     outcome: str | None = None
     order_ref: str | None = None
@@ -95,6 +100,7 @@ WHERE provider = %s AND event_id = %s
 
 
 def key(event: Event) -> tuple[str, str]:
+    """The delivery key's columns: the gateway's name and the event id."""
     return (event.provider.value, event.event_id)
 
 
@@ -246,6 +252,8 @@ def parked(conn: Connection, limit: int = 10_000) -> list[Stored]:
 
 
 def stored(conn: Connection, event_id: str, provider: str | None = None) -> list[Stored]:
+    """The stored deliveries of ``event_id`` (of one gateway's, when named), with their
+    bodies and headers, for a replay."""
     return [_stored(row) for row in conn.execute(_STORED, (event_id, provider, provider))]
 
 

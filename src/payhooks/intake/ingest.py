@@ -48,6 +48,8 @@ MAX_BODY_BYTES = 1024 * 1024  # the largest body any built-in adapter accepts
 
 
 class Outcome(StrEnum):
+    """What a delivery came to; every outcome is answered 200."""
+
     PROCESSED = "processed"
     DUPLICATE = "duplicate"
     IGNORED = "ignored"
@@ -204,6 +206,9 @@ class Delivery:
         self.claim: idempotency.Claim | None = None
 
     def steps(self) -> DeliverySteps:
+        """The claim's steps, as statements for a sync or an async driver to run: a
+        duplicate is answered from its record, a callback to confirm is recorded, the rest is
+        handed to the handler."""
         event = self.received.event
         self.claim = claim = yield from idempotency.claiming(self.received)
         if claim.state is ClaimState.DUPLICATE:
@@ -438,6 +443,8 @@ def ingest_received_in_transaction(
 ) -> Pending:
     # A connection that is not in autocommit opens its transaction with the first statement
     # (Django inside atomic(), SQLAlchemy): the caller commits it, as with an explicit one.
+    """``ingest_in_transaction`` for a delivery already verified and parsed:
+    the claim and the handler on the caller's open transaction, answered once it commits."""
     if conn.autocommit and conn.info.transaction_status is not TransactionStatus.INTRANS:
         raise ValueError(
             "ingest_in_transaction needs a transaction open on the connection "

@@ -23,13 +23,20 @@ class Stored(Protocol):
     """A delivery as it was kept: ``idempotency.Stored``, a parked row, a console record."""
 
     @property
-    def provider(self) -> str: ...
+    def provider(self) -> str:
+        """The gateway's name."""
+
     @property
-    def event_id(self) -> str: ...
+    def event_id(self) -> str:
+        """The delivery key."""
+
     @property
-    def body(self) -> bytes: ...
+    def body(self) -> bytes:
+        """The body exactly as received."""
+
     @property
-    def headers(self) -> Mapping[str, str]: ...
+    def headers(self) -> Mapping[str, str]:
+        """The headers the gateway's adapter keeps."""
 
 
 def received_again(

@@ -27,6 +27,8 @@ from payhooks.plumbing.db import Connection
 
 
 class AlarmKind(StrEnum):
+    """What a console banner warns of."""
+
     FAILING = "failing"  # 5xx answers: a burst in the last hour, or a slow failure
     FORGED = "forged"  # signature failures
     REFUTED = "refuted"  # callbacks the gateway's API contradicted
@@ -71,6 +73,8 @@ GROUP BY 1 ORDER BY 1
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Alarm:
+    """A banner: the gateway, what is wrong and the words shown."""
+
     provider: str
     kind: AlarmKind
     text: str

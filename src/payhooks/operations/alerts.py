@@ -22,6 +22,8 @@ from payhooks.plumbing.db import Connection
 
 
 class Condition(StrEnum):
+    """What is wrong, as an alert names it; one alert per condition and subject."""
+
     FAILING = "failing"
     """A gateway's deliveries answered 5xx: a burst in the last hour, or a slow failure."""
     FORGED = "forged"
@@ -52,6 +54,8 @@ class Condition(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Alert:
+    """Something wrong a person must hear of, until it is resolved."""
+
     condition: Condition
     subject: str
     """What it concerns: a gateway's name, or ``outbox``."""
@@ -60,6 +64,7 @@ class Alert:
 
     @property
     def key(self) -> str:
+        """``condition:subject``: an alert is raised once under it, however many hosts see it."""
         return f"{self.condition.value}:{self.subject}"
 
 

@@ -177,9 +177,11 @@ def shown_gateway(name: str) -> str:
 class Side(Protocol):
     """The log's own connection: ``work`` run in a transaction, reconnecting after a failure."""
 
-    def run(self, work: Callable[[Connection], T]) -> T: ...
+    def run(self, work: Callable[[Connection], T]) -> T:
+        """Runs ``work`` in a transaction of the log's own connection."""
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Lets the connection go."""
 
 
 class OwnConnection:
@@ -193,6 +195,8 @@ class OwnConnection:
         self._lock = threading.Lock()
 
     def run(self, work: Callable[[Connection], T]) -> T:
+        """Runs ``work`` in a transaction with the statement bound; a broken
+        connection is dropped and the next call opens another."""
         with self._lock, translated():
             try:
                 if self._conn is None:
@@ -205,6 +209,7 @@ class OwnConnection:
                 raise
 
     def close(self) -> None:
+        """Closes the connection, if one is open."""
         with self._lock:
             self._drop()
 
@@ -368,6 +373,7 @@ class DeliveryLog:
         self.add(line(arrival, reply))
 
     def start(self) -> None:
+        """Starts the thread that writes the lines (again, after ``close``)."""
         with self._lock:
             self._started = True
             waiting = self._thread

@@ -63,6 +63,9 @@ def forged(total: int, refused: int) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GatewayHealth:
+    """One gateway's answers in the last hour, its last 2xx, its parked deliveries
+    and its refuted callbacks."""
+
     provider: str
     last_2xx: datetime | None
     """The last answer 2xx, however long ago."""
@@ -75,10 +78,12 @@ class GatewayHealth:
 
     @property
     def answered(self) -> int:
+        """Requests answered in the last hour."""
         return sum(self.by_status.values())
 
     @property
     def signature_refused(self) -> int:
+        """Requests refused for their signature in the last hour."""
         return self.by_status.get(SIGNATURE_STATUS, 0)
 
     @property
@@ -89,6 +94,8 @@ class GatewayHealth:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Summary:
+    """Webhook health per gateway at one moment, as the console and the health routes show it."""
+
     at: datetime
     gateways: list[GatewayHealth]
 
@@ -103,6 +110,7 @@ class Summary:
         return [gateway.provider for gateway in self.gateways if gateway.refuted]
 
     def as_json(self) -> dict[str, Any]:
+        """The summary as the health routes answer it."""
         return {
             "at": self.at.isoformat(),
             "forged_signatures": self.forged,

@@ -47,6 +47,8 @@ while it refuses the API credentials."""
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
+    """What the metrics read from the core's tables at one moment."""
+
     parked: int
     amount_mismatches: int
     last_delivery_timestamp: float
@@ -68,6 +70,7 @@ FROM payhooks_reconcile_totals ORDER BY provider
 
 
 def read(conn: Connection) -> Snapshot:
+    """Reads a snapshot: each count walks a partial index, never the settled records."""
     parked, mismatches, last = conn.execute(_CORE).fetchone() or (0, 0, 0)
     return Snapshot(
         parked=int(parked),
@@ -78,6 +81,7 @@ def read(conn: Connection) -> Snapshot:
 
 
 def read_totals(conn: Connection) -> Totals:
+    """Reconciliation's totals per gateway, as ``payhooks_reconcile_*`` counters."""
     known = {p.value for p in Provider}
     return tuple(
         (str(p), int(a), int(b), int(c), int(d), int(e))
@@ -126,6 +130,8 @@ class CoreMetrics(Collector):
         self._latest: tuple[float, Snapshot | None] | None = None
 
     def snapshot(self) -> Snapshot | None:
+        """The latest snapshot, read again once it is older than the TTL; None
+        while the database cannot be read (no series rather than zeros)."""
         with self._lock:
             now = self._clock()
             if self._latest is None or now - self._latest[0] >= self._ttl:
@@ -137,6 +143,7 @@ class CoreMetrics(Collector):
             return self._latest[1]
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        """The series, for Prometheus' registry."""
         found = self.snapshot()
         if found is None:
             return

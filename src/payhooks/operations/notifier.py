@@ -37,6 +37,8 @@ log = logging.getLogger("payhooks.notifier")
 
 
 class NoticeKind(StrEnum):
+    """What a notice says of its alert."""
+
     RAISED = "raised"
     REPEATED = "repeated"
     RESOLVED = "resolved"
@@ -51,6 +53,8 @@ _PREFIXES = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Notice:
+    """One message about one alert to one channel, leased by the notifier sending it."""
+
     id: int
     alert_key: str
     kind: NoticeKind
@@ -79,13 +83,17 @@ class Channel(Protocol):
     """Where notices go. ``send`` raises ``NoticeFailed`` when the notice was not taken."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The channel's name, as notices are queued for it."""
 
-    def send(self, notice: Notice) -> None: ...
+    def send(self, notice: Notice) -> None:
+        """Sends one notice; raising leaves it to be retried."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
+    """How often an alert is repeated, and how a notice that fails is retried."""
+
     repeat: timedelta = timedelta(minutes=60)
     """An alert that lasts is said again at most this often (PAYHOOKS_ALERT_REPEAT_MINUTES)."""
     retry_base: timedelta = timedelta(seconds=30)
@@ -96,12 +104,16 @@ class Policy:
     """Longer than any one call: a notice leased is sent by its leaser alone."""
 
     def delay(self, attempts: int) -> timedelta:
+        """The wait before attempt ``attempts + 1``: doubling from ``retry_base`` up to
+        ``retry_cap``."""
         step: timedelta = self.retry_base * 2 ** min(max(0, attempts - 1), 20)
         return min(self.retry_cap, step)
 
 
 @dataclass(slots=True, kw_only=True)
 class Tally:
+    """What one notifier pass found and did."""
+
     raised: int = 0
     repeated: int = 0
     resolved: int = 0
@@ -112,6 +124,7 @@ class Tally:
     """The keys of the alerts found this pass."""
 
     def summary(self) -> str:
+        """One line of the pass's counts."""
         return (
             f"{len(self.open)} alert(s) open: {self.raised} raised, {self.repeated} repeated, "
             f"{self.resolved} resolved; {self.sent} notice(s) sent, {self.retried} to retry, "
@@ -162,6 +175,7 @@ class Notifier:
         self.stop = stop
 
     def tick(self, conn: Connection, now: datetime, *, limit: int = 100) -> Tally:
+        """One pass: the conditions evaluated, then the notices due sent."""
         tally = self.evaluate(conn, now)
         self.send_due(conn, now, limit=limit, tally=tally)
         return tally
@@ -377,6 +391,8 @@ class Webhook:
     name: str = "webhook"
 
     def send(self, notice: Notice) -> None:
+        """Posts the notice as ``{"text": ...}``; a redirect (never followed), an
+        error answer or no answer is ``NoticeFailed``, permanent for a 4xx but 408 and 429."""
         request = urllib.request.Request(
             self.url,
             data=json.dumps({"text": notice.text}).encode(),

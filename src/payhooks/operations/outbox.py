@@ -41,6 +41,9 @@ class MessageKind(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
+    """One message to send after commit, queued in the transaction of what it says;
+    ``dedupe_key`` makes a second queueing of it a no-op."""
+
     kind: str
     dedupe_key: str
     subject: str
@@ -155,6 +158,7 @@ WHERE id = %(id)s
 
 
 def mark_sent(conn: Connection, message_id: int, *, now: datetime | None = None) -> None:
+    """Records that a message was sent: it is never sent again."""
     conn.execute(_SENT, {"id": message_id, "now": now})
 
 

@@ -116,6 +116,8 @@ _UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Purge:
+    """What a purge did: its cutoff, the records past it, and how many it deleted."""
+
     cutoff: datetime
     expired: int
     """Delivery records past the window when the purge began (parked ones not counted)."""

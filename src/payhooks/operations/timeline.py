@@ -178,6 +178,7 @@ class AmountMismatch:
 
     @property
     def resolved(self) -> bool:
+        """A person settled it."""
         return self.resolved_at is not None
 
 
@@ -216,6 +217,7 @@ class Record:
 
     @property
     def parked(self) -> bool:
+        """The delivery is parked."""
         return self.outcome == "parked"
 
 
@@ -231,6 +233,7 @@ class Payment:
 
     @property
     def by(self) -> str:
+        """``webhook``, or ``reconciliation`` when the gateway's API brought it."""
         return "reconciliation" if self.reconciled else "webhook"
 
 
@@ -263,6 +266,9 @@ class Reconciling:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Story:
+    """Everything about one gateway order: what was expected, each delivery as it was
+    recorded, the payments, the requests the log noted and reconciliation's state."""
+
     provider: str
     gateway_order_id: str
     expected: Expected | None
@@ -275,6 +281,7 @@ class Story:
 
     @property
     def parked(self) -> list[Record]:
+        """The records parked."""
         return [record for record in self.records if record.parked]
 
     def attempts_of(self, event_id: str) -> int:
@@ -282,6 +289,7 @@ class Story:
         return sum(1 for line in self.lines if line.event_id == event_id)
 
     def as_json(self) -> dict[str, Any]:
+        """The story as JSON values (times in ISO 8601)."""
         found: dict[str, Any] = jsonable(_fields(self))
         return found
 
@@ -378,9 +386,11 @@ class Extension(Protocol[E_co]):
     operators' actions."""
 
     @property
-    def lookups(self) -> Sequence[Lookup]: ...
+    def lookups(self) -> Sequence[Lookup]:
+        """The app's own ways of naming a gateway order (its cart, its order)."""
 
-    def extra(self, conn: Connection, stories: Sequence[Story]) -> E_co: ...
+    def extra(self, conn: Connection, stories: Sequence[Story]) -> E_co:
+        """What the app adds to the stories found, from its own tables."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -445,6 +455,8 @@ class Attempts:
 
 
 def attempts(conn: Connection, provider: str, event_id: str) -> Attempts:
+    """The requests the log noted for one delivery key, and the payment and reference it
+    named."""
     params = {"provider": provider, "event_id": event_id, "limit": MAX_LINES}
     names = named_row(conn, _NAMES, params) or {"merchant_ref": None, "payment_id": None}
     return Attempts(lines=[_line(row) for row in named_rows(conn, _ATTEMPTS, params)], **names)

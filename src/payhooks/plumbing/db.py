@@ -85,11 +85,13 @@ async def run_async(conn: AsyncConnection, steps: Steps[T]) -> T:
 
 
 def execute(conn: Connection, statement: Statement) -> Row:
+    """Runs a claim step's statement; its first row when the step reads one."""
     cursor = conn.execute(statement.sql, statement.params)
     return cursor.fetchone() if statement.reads else None
 
 
 async def execute_async(conn: AsyncConnection, statement: Statement) -> Row:
+    """``execute`` on an async connection."""
     cursor = await conn.execute(statement.sql, statement.params)
     return await cursor.fetchone() if statement.reads else None
 

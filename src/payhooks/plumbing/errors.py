@@ -177,6 +177,7 @@ class GatewayApiError(Explained):
 
     @property
     def rate_limited(self) -> bool:
+        """The gateway answered 429: ask again no sooner than it said."""
         return self.status == 429
 
     @property

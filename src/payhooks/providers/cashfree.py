@@ -1,7 +1,15 @@
-"""Moved to ``payhooks.gateways.cashfree``; this path stays for existing imports."""
+"""Moved to ``payhooks.gateways.cashfree``; this path is deprecated and goes in payhooks 0.2. Until
+then it warns (``DeprecationWarning``) and is that very module, so imports and monkeypatching
+through it keep working."""
 
 import sys
+import warnings
 
 from payhooks.gateways import cashfree as _moved
 
+warnings.warn(
+    f"{__name__} is deprecated and goes in payhooks 0.2: import {_moved.__name__}",
+    DeprecationWarning,
+    stacklevel=2,
+)
 sys.modules[__name__] = _moved

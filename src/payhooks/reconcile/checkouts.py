@@ -56,6 +56,8 @@ out of the way (each once in its life) in the same statement."""
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Due:
+    """A checkout reconciliation asks its gateway about now."""
+
     provider: Provider
     reference: str
     """The gateway's order id."""
@@ -315,6 +317,7 @@ def count(
     api_errors: int = 0,
     expired: int = 0,
 ) -> None:
+    """Adds a pass's figures to the gateway's totals (``payhooks_reconcile_totals``)."""
     conn.execute(_COUNT, (provider.value, examined, recovered, api_errors, expired))
 
 

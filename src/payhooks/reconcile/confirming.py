@@ -1,5 +1,5 @@
 """The confirmation pass: each callback waiting for its gateway's word
-(``payhooks.confirmations``) asked about through the status API, what the API reports applied
+(``payhooks.intake.confirmations``) asked about through the status API, what the API reports applied
 exactly as reconciliation applies it, and the callback confirmed or refuted.
 
 Run by every reconciliation pass after its checkouts (``Reconciler.run``: the CLI, the
@@ -74,8 +74,8 @@ def confirm(
 def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> None:
     """What the API said could not be applied (the handler raised, the database refused):
     this callback alone is asked about again after its backoff, saying why; past
-    ``payhooks.alarms.UNCONFIRMED_WAIT`` it is an alert. Never refuted for it: the fault is
-    not the callback's."""
+    ``payhooks.operations.alarms.UNCONFIRMED_WAIT`` it is an alert. Never refuted for it: the fault
+    is not the callback's."""
     provider = Provider(pending.provider)
     tally.unapplied[provider] += 1
     reason = f"{type(exc).__name__}: {exc}"[:500]

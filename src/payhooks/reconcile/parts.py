@@ -57,7 +57,8 @@ class Tally:
     refused: dict[Provider, str] = field(default_factory=dict)
     """Gateways that refused the credentials this pass, with their words."""
     confirmed: Counter[Provider] = field(default_factory=Counter)
-    """Callbacks resting on a static credential the API confirmed (``payhooks.confirmations``)."""
+    """Callbacks resting on a static credential the API confirmed
+    (``payhooks.intake.confirmations``)."""
     refuted: Counter[Provider] = field(default_factory=Counter)
     """... and those it refuted: forged or stale, changing nothing."""
 
@@ -67,6 +68,7 @@ class Tally:
         return sum(self.api_errors.values()) + sum(self.unapplied.values())
 
     def summary(self) -> str:
+        """One line of the pass's counts, for the command's output and the log."""
         parts = [
             f"examined {sum(self.examined.values())} checkout(s)",
             f"applied {sum(self.applied.values())} payment event(s)",

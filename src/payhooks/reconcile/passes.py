@@ -60,6 +60,7 @@ class Logged:
     (the health view and the metrics read the same facts from the tables)."""
 
     def missing_webhook(self, conn: Connection, event: Event) -> None:
+        """Logs a payment reconciliation found that no webhook brought."""
         log.warning(
             "reconcile_payment_without_webhook",
             extra={"provider": event.provider.value, "payment_id": event.payment_id,
@@ -69,6 +70,7 @@ class Logged:
     def credentials_refused(
         self, conn: Connection, provider: Provider, since: datetime, reason: str
     ) -> None:
+        """Logs a gateway refusing the API credentials, and what to check."""
         log.warning(
             "reconcile_credentials_refused",
             extra={"provider": provider.value, "error": reason, "since": since.isoformat(),
@@ -78,6 +80,9 @@ class Logged:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Options:
+    """A pass's reach: checkouts older than ``after_s`` and younger than ``window_s``,
+    at most ``limit`` of them."""
+
     after_s: int
     window_s: int
     limit: int = 100
@@ -127,7 +132,7 @@ class Reconciler:
         return tally
 
     def confirm_due(self) -> Tally:
-        """Only the callbacks waiting for their gateway's word (``payhooks.confirmations``):
+        """Only the callbacks waiting for their gateway's word (``payhooks.intake.confirmations``):
         cheap when none waits (one indexed read per gateway), so run every few seconds to have
         them take effect within seconds."""
         return confirm(self.connect, self.clients, self.deliver, Tally(), stop=self.stop)

@@ -1,4 +1,4 @@
-"""A pass of the refund sender (``payhooks.sending``) with the gateways' own clients, over
+"""A pass of the refund sender (``payhooks.refunding.sending``) with the gateways' own clients, over
 httpx: what ``payhooks refunds send``, the reference worker and a merchant's scheduler run.
 
 ::

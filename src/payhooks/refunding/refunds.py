@@ -349,6 +349,8 @@ def unsettled(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
 
 
 def accepted(conn: Connection, refund: Refund, gateway_refund_id: str, *, processed: bool) -> None:
+    """The gateway took the refund under this id: ``sent``, or ``processed`` when it
+    says the money already went back."""
     state = RefundState.PROCESSED if processed else RefundState.SENT
     params = {"provider": refund.provider.value, "key": refund.idempotency_key}
     conn.execute(ACCEPTED, {**params, "state": state.value, "refund_id": gateway_refund_id,
@@ -374,11 +376,13 @@ def unsettled_again(
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:
+    """The gateway refused the refund: closed with its words, the amount refundable again."""
     params = {"provider": refund.provider.value, "key": refund.idempotency_key}
     conn.execute(REFUSED, {**params, "error": error})
 
 
 def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
+    """The refund is asked again after ``wait``, under the same key (a timeout, a 5xx)."""
     params = {"provider": refund.provider.value, "key": refund.idempotency_key}
     conn.execute(AGAIN, {**params, "wait": wait, "error": error})
 

@@ -74,6 +74,7 @@ class Tally:
     """Sent earlier, now failed by the gateway's word when asked: no money went back."""
 
     def summary(self) -> str:
+        """One line of the pass's counts, for the command's output and the log."""
         total = {name: sum(getattr(self, name).values()) for name in _COUNTS}
         return (
             f"{total['sent']} refund(s) sent, {total['processed']} of them processed at once, "

@@ -1,5 +1,5 @@
-"""Settings read once from the environment (README, Configuration; docs/operations.md) into
-a plain value."""
+"""Settings read once from the environment (docs/configuration.md, written from these fields
+and the gateway registry; docs/operations.md) into a plain value."""
 
 from __future__ import annotations
 
@@ -202,7 +202,7 @@ class Settings:
     mail_from: str = "payhooks@localhost"
     alert_email: str | None = None
     alert_webhook_url: str | None = None
-    """Where alerts are posted as chat messages (``payhooks.notifier.Webhook``)."""
+    """Where alerts are posted as chat messages (``payhooks.operations.notifier.Webhook``)."""
     alert_repeat_minutes: int = 60
     """An alert that lasts is said again at most this often."""
     retention_days: int = DEFAULT_RETENTION_DAYS

@@ -241,7 +241,7 @@ def connection(
     deadline_s: float | None = None,
 ) -> Iterator[Connection]:
     """A connection of ``pool``; one found lost (the database went away, or failed over)
-    makes the pool try the others it holds idle (``payhooks.pools.watched``). With
+    makes the pool try the others it holds idle (``payhooks.plumbing.pools.watched``). With
     ``deadline_s``, what runs on it is ``bounded``."""
     with pooled(event_id), watched(pool) as conn, bounded(conn, deadline_s):
         yield conn

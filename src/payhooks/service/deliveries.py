@@ -1,4 +1,4 @@
-"""The service's delivery log: the core's (``payhooks.deliverylog``), written on the side
+"""The service's delivery log: the core's (``payhooks.operations.deliverylog``), written on the side
 connection the service's probes use too, under the service's logger."""
 
 from __future__ import annotations

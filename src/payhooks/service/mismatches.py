@@ -1,6 +1,6 @@
 """Payments of another amount or currency than the checkout's, parked by the core before the
-shop's state machine (``payhooks.expectations``), told to the merchant by email: one alert per
-payment, queued in the transaction that marks the mismatch alerted, so none is sent twice and
+shop's state machine (``payhooks.intake.expectations``), told to the merchant by email: one alert
+per payment, queued in the transaction that marks the mismatch alerted, so none is sent twice and
 none is lost if the worker stops between the two."""
 
 from __future__ import annotations

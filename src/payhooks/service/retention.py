@@ -1,4 +1,4 @@
-"""Retention: the core's purge (``payhooks.retention``), and the service's own records.
+"""Retention: the core's purge (``payhooks.operations.retention``), and the service's own records.
 
 The delivery records, payment claims and expectations go as in a merchant's app; then sent
 outbox messages and the console's delivery log as old, ended console sessions and day-old
@@ -72,6 +72,6 @@ def purge_exclusively(
     conn: Connection, days: int, *, holder: Connection, **options: Any
 ) -> PurgeResult | None:
     """``purge`` unless another process is purging (None then): one purge at a time, the
-    same lock as the core's purge (``payhooks.retention.exclusively``)."""
+    same lock as the core's purge (``payhooks.operations.retention.exclusively``)."""
     with exclusively(holder) as mine:
         return purge(conn, days, **options) if mine else None

@@ -1,7 +1,7 @@
 """From an order id, payment id or delivery key to every webhook event behind it: each
 payment's, across the gateway orders it crossed, with what was kept of each body (its digest,
 size and the header names), and the shop's payments and orders. The timeline tells a gateway
-order's story (``payhooks.timeline``, the console); this is the raw rows, as JSON."""
+order's story (``payhooks.operations.timeline``, the console); this is the raw rows, as JSON."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from payhooks import __version__
 from payhooks.events import Provider, Received
 from payhooks.gateways import Adapter
 from payhooks.intake.answers import error_answer
@@ -134,7 +135,7 @@ def create_app(
     metrics = Metrics()
     app = Service(
         title="payhooks",
-        version="0.1.0",
+        version=__version__,
         lifespan=_lifespan(settings, url),
         docs_url="/docs" if docs else None,
         redoc_url="/redoc" if docs else None,

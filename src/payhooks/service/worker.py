@@ -186,8 +186,8 @@ class Worker:
 
     def send_refunds(self) -> int:
         """Every tick: the refund intents due sent to their gateway, each under its
-        idempotency key (``payhooks.sending``), the double-payment policy's first when it is
-        on; returns how many the gateways accepted."""
+        idempotency key (``payhooks.refunding.sending``), the double-payment policy's first when it
+        is on; returns how many the gateways accepted."""
         tally = application.send_refunds(
             self.reconciler,
             double_payments=self.refund_double_payments,

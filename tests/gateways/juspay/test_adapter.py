@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import EventKind, Provider
 from payhooks.gateways.juspay import JUSPAY
 from payhooks.gateways.juspay.adapter import Juspay, authorization
-from payhooks.ingest import receive
+from payhooks.intake.ingest import receive
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "juspay"
 CREDENTIAL = "payhooks_shop:s3cret-pass"

@@ -18,12 +18,12 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from payhooks.errors import GatewayApiError
 from payhooks.events import EventKind, Provider
 from payhooks.gateways import ApiCredentials
 from payhooks.gateways._reports import Report, one_of
 from payhooks.gateways._status import CredentialsRefused, http_client
 from payhooks.gateways.juspay import status
+from payhooks.plumbing.errors import GatewayApiError
 from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateway_api import Fault, GatewayApi, serving
 from payhooks.sim.gateways import juspay as juspay_sim
@@ -363,7 +363,7 @@ def test_a_callback_whose_answer_names_another_order_is_asked_again_never_refute
     import payhooks
     from payhooks import Hooks
     from payhooks.events import Event, Received
-    from payhooks.ingest import ingest_received
+    from payhooks.intake.ingest import ingest_received
     from payhooks.reconcile.confirming import confirm
     from payhooks.reconcile.passes import Tally
     from payhooks.reconcile.running import connecting, delivering

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
 from payhooks.gateways.payu import PayU, decode_form, encode, reverse_hash
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VECTORS = {v["id"]: v for v in json.loads((DATA / "vectors.json").read_bytes())["vectors"]}
@@ -190,7 +190,7 @@ def test_body_that_is_not_utf8_is_rejected() -> None:
 def test_percent_escape_that_is_not_utf8_in_a_field_payhooks_does_not_read_is_not_decoded() -> None:
     """Outside the hash, and unread: PayU posts about sixty fields, and none of them may cost
     the payment."""
-    from payhooks.ingest import receive
+    from payhooks.intake.ingest import receive
 
     event = receive(adapter(), encode(post()) + b"&x=%FF", {}).event
     assert (event.kind, event.merchant_ref) == (EventKind.PAYMENT_CAPTURED, "txn_cart_42")
@@ -198,7 +198,7 @@ def test_percent_escape_that_is_not_utf8_in_a_field_payhooks_does_not_read_is_no
 
 @pytest.mark.parametrize("escape", [b"%FF", b"%ED%A0%80", b"12%C3"])
 def test_a_bank_reference_that_is_not_utf8_is_left_out(escape: bytes) -> None:
-    from payhooks.ingest import receive
+    from payhooks.intake.ingest import receive
 
     event = receive(adapter(), encode(post()) + b"&bank_ref_num=" + escape, {}).event
     assert (event.kind, event.bank_ref) == (EventKind.PAYMENT_CAPTURED, None)

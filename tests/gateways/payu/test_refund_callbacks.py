@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import EventKind, Provider
 from payhooks.gateways.payu import PayU
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "payu"
 SUCCESS = (DATA / "refund_callback_success.json").read_bytes()

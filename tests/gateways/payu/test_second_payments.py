@@ -243,8 +243,8 @@ def test_a_mihpayid_payu_does_not_know_is_no_payment(answer):
 
 
 def test_any_other_check_payment_refusal_is_an_api_error_not_no_payment():
-    from payhooks.errors import GatewayApiError
     from payhooks.gateways._status import CredentialsRefused
+    from payhooks.plumbing.errors import GatewayApiError
 
     with pytest.raises(CredentialsRefused, match="Invalid Hash"):
         status.checked("1", b'{"status": 0, "msg": "Invalid Hash."}')

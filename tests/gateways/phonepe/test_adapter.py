@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import Event, EventKind, Provider
-from payhooks.expectations import RECONCILED
 from payhooks.gateways.phonepe import MAX_BODY_BYTES, PHONEPE, PhonePe, authorization
+from payhooks.intake.expectations import RECONCILED
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "phonepe"
 INDEX = {s["file"]: s for s in json.loads((DATA / "INDEX.json").read_bytes())["samples"]}

@@ -14,7 +14,6 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
-from payhooks.errors import GatewayApiError
 from payhooks.events import EventKind, Provider
 from payhooks.gateways import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, one_of
@@ -22,6 +21,7 @@ from payhooks.gateways._status import CredentialsRefused, http_client
 from payhooks.gateways.phonepe import status
 from payhooks.gateways.phonepe.adapter import PhonePe
 from payhooks.gateways.phonepe.status import PhonePeClient, Token
+from payhooks.plumbing.errors import GatewayApiError
 from payhooks.sim import gateway_api
 from payhooks.sim.gateway import Gateway
 from payhooks.sim.gateway_api import Fault, GatewayApi, serving

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from payhooks.errors import MalformedPayload, SignatureMismatch
 from payhooks.events import EventKind, Provider
 from payhooks.gateways.razorpay import Razorpay, sign
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 VECTORS = {v["id"]: v for v in json.loads((DATA / "vectors.json").read_bytes())["vectors"]}

@@ -55,6 +55,7 @@ class Cashfree:
         _common.require_secrets(self.secrets, "Cashfree needs at least one non-empty client secret")
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """The HMAC-SHA256 of timestamp and body, against each secret in constant time."""
         timestamp = headers.get(TIMESTAMP_HEADER)
         if not timestamp:
             raise SignatureMismatch(_P, "timestamp header missing")
@@ -64,6 +65,7 @@ class Cashfree:
         _common.matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        """A payment or refund webhook as an ``Event``."""
         doc = _common.load_json_object(body, provider=_P)
         event_type = _common.event_name(doc.get("type"), "type", provider=_P)
         read = _refund_event if event_type == REFUND_STATUS else _payment_event

@@ -42,6 +42,8 @@ class CashfreeClient:
     provider = _P
 
     def report(self, reference: str) -> Report:
+        """The order's payments; when none is captured, also whether the order
+        expired."""
         order = f"{self.credentials.base_url}/pg/orders/{quote(reference, safe='')}"
         body = answer(self.provider, self.http, "GET", f"{order}/payments", headers=self._h)
         found = parsed(self.provider, lambda: payments(reference, body))
@@ -130,6 +132,7 @@ def _refunded(entity: object) -> Sent:
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> CashfreeClient:
+    """The status client for these credentials, over ``http``."""
     return CashfreeClient(credentials=credentials, http=http)
 
 

@@ -2,7 +2,7 @@
 username and password the merchant set in Juspay's dashboard, a JSON body nothing signs, and
 amounts in rupees. The credential proves who sent a body, never what it says, so every event
 is ``unconfirmed``: it takes effect as Juspay's Order Status API confirms it
-(``payhooks.confirmations``)."""
+(``payhooks.intake.confirmations``)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ class Juspay:
                 )
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """The Basic credentials against each configured one, in constant time."""
         username, password = basic_credentials(_header(headers, AUTHORIZATION_HEADER))
         found = False
         for credential in self.credentials:
@@ -83,6 +84,8 @@ class Juspay:
             raise SignatureMismatch(_P, "Basic credentials match no configured credential")
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        """A webhook as an unconfirmed ``Event``: it takes effect once the Order Status
+        API confirms it."""
         doc = _common.load_json_object(body, provider=_P)
         event_type = _common.event_name(doc.get("event_name"), "event_name", provider=_P)
         said = _read(event_type, doc.get("content"))

@@ -53,6 +53,7 @@ class JuspayClient:
     provider = _P
 
     def report(self, reference: str) -> Report:
+        """The order's status; Juspay's own "not found" is no order."""
         url = f"{self.credentials.base_url}/orders/{quote(reference, safe='')}"
         auth = (self.credentials.secret, "")
         try:
@@ -74,6 +75,7 @@ class JuspayClient:
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> JuspayClient:
+    """The status client for these credentials, over ``http``."""
     return JuspayClient(credentials=credentials, http=http)
 
 

@@ -176,6 +176,7 @@ class PayU:
         _common.matches_any(expected, received, provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        """A payment post (form fields) or a refund callback (JSON) as an ``Event``."""
         if is_refund_callback(body):
             return _refund(body)
         fields = _read_fields(body)

@@ -80,6 +80,7 @@ class PayUClient:
     provider = _P
 
     def report(self, reference: str) -> Report:
+        """``verify_payment`` for the txnid."""
         body = self._command(COMMAND, reference)
         return parsed(self.provider, lambda: payments(reference, body))
 
@@ -274,6 +275,7 @@ class PayUClient:
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> PayUClient:
+    """The status client for these credentials, over ``http``."""
     return PayUClient(credentials=credentials, http=http)
 
 

@@ -1,7 +1,7 @@
 """PhonePe callbacks (PG v2): ``Authorization`` holds the lowercase hex SHA-256 of the
 webhook's ``username:password``, the same value on every callback, and nothing signs the body.
 Whoever learns that value can write any body under it, so every event is ``unconfirmed``: it
-takes effect only as PhonePe's order status API confirms it (``payhooks.confirmations``)."""
+takes effect only as PhonePe's order status API confirms it (``payhooks.intake.confirmations``)."""
 
 from __future__ import annotations
 
@@ -88,6 +88,8 @@ class PhonePe:
             raise SignatureMismatch(_P, "Authorization matches no configured webhook credential")
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        """A callback as an unconfirmed ``Event``: it takes effect once the order
+        status API confirms it."""
         doc = _common.load_json_object(body, provider=_P)
         event_type = _common.event_name(doc.get("event"), "event", provider=_P)
         payload = doc.get("payload")
@@ -127,6 +129,7 @@ def kind_of(event_type: str, state: str | None) -> EventKind:
 
 
 def is_refund(event_type: str) -> bool:
+    """The event is about a refund (``pg.refund.*``)."""
     return event_type.startswith("pg.refund.")
 
 

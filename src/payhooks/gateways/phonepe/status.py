@@ -48,6 +48,8 @@ _P = Provider.PHONEPE
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Token:
+    """An OAuth access token, as the header it is sent in, and when to fetch another."""
+
     header: str = field(repr=False)
     """``O-Bearer <access_token>`` (``token_type``, a space, the token)."""
     refresh_at: float
@@ -90,6 +92,7 @@ class PhonePeClient:
     provider = _P
 
     def report(self, reference: str) -> Report:
+        """The order's status with its attempts; an unknown order is none."""
         url = self._pg + ORDER_PATH.format(quote(reference, safe=""))
         try:
             body = self._get(url, {"details": "true"})
@@ -178,6 +181,7 @@ class PhonePeClient:
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> PhonePeClient:
+    """The status client for these credentials, over ``http``."""
     return PhonePeClient(credentials=credentials, http=http)
 
 

@@ -63,10 +63,12 @@ class Razorpay:
         )
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
+        """The HMAC-SHA256 of the body, against each secret in constant time."""
         expected = [sign(body, secret) for secret in self.secrets]
         _common.matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
+        """A payment, order or refund webhook as an ``Event``."""
         doc = _common.load_json_object(body, provider=_P)
         event_type = _common.event_name(doc.get("event"), "event", provider=_P)
         kind = _KINDS.get(event_type, EventKind.OTHER)

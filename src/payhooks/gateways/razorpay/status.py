@@ -35,6 +35,7 @@ class RazorpayClient:
     provider = _P
 
     def send_refund(self, refund: Refund) -> Sent:
+        """Asks Razorpay to refund, under the intent's idempotency key."""
         return send_refund(self, refund)
 
     def refund_status(self, refund: Refund) -> Sent:
@@ -63,6 +64,7 @@ class RazorpayClient:
         return parsed(_P, lambda: captured(read_json(_P, body)))
 
     def report(self, reference: str) -> Report:
+        """The order's payments."""
         url = f"{self.credentials.base_url}/v1/orders/{quote(reference, safe='')}/payments"
         auth = (self.credentials.id, self.credentials.secret)
         body = answer(self.provider, self.http, "GET", url, auth=auth)
@@ -143,6 +145,7 @@ def _sent(entity: object) -> Sent:
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> RazorpayClient:
+    """The status client for these credentials, over ``http``."""
     return RazorpayClient(credentials=credentials, http=http)
 
 

@@ -2,8 +2,8 @@
 
 The shop's own identifiers (an order id, a cart id, a customer's email) name carts, a cart
 with no checkout too. Every identifier of a gateway's is the core's to find
-(``payhooks.timeline.find``), with the shop's ``LOOKUPS`` beside its own: the gateway orders
-of the shop's checkouts, and the payments the shop keeps. A gateway order that matches no
+(``payhooks.operations.timeline.find``), with the shop's ``LOOKUPS`` beside its own: the gateway
+orders of the shop's checkouts, and the payments the shop keeps. A gateway order that matches no
 checkout is a result of its own, by the gateway's reference; a delivery that leads to no
 gateway order at all, by its delivery key (its own page). Each lookup goes through an
 index (docs/console.md lists them, and the gateway field behind each).

@@ -1,8 +1,9 @@
 """One timeline per cart (or per gateway reference that matches no checkout), in the order it
-happened: the core's stories of its checkouts' gateway orders (``payhooks.timeline.told``:
-every delivery as it was answered, the records, confirmations and amount mismatches), and what
-only the shop knows, added through the timeline's ``Extension``: the checkout, the payment's
-states, the order and its stock, the emails and alerts, and what operators did."""
+happened: the core's stories of its checkouts' gateway orders
+(``payhooks.operations.timeline.told``: every delivery as it was answered, the records,
+confirmations and amount mismatches), and what only the shop knows, added through the timeline's
+``Extension``: the checkout, the payment's states, the order and its stock, the emails and alerts,
+and what operators did."""
 
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ class Story:
     order: dict[str, Any] | None
     entries: list[Entry] = field(default_factory=list)
     refunds: list[Refund] = field(default_factory=list)
-    """The refund intents of its payments (``payhooks.refunds``), oldest first."""
+    """The refund intents of its payments (``payhooks.refunding.refunds``), oldest first."""
 
 
 _CART = "SELECT * FROM carts WHERE id = %s"

@@ -36,7 +36,7 @@ Answer = tuple[str, str | None, str | None, str | None]
 def eligible(event: Event) -> bool:
     """Only a capture naming its checkout and amount can be a first capture of one; never a
     callback resting on a static credential, which only the gateway's API can make a capture
-    (``payhooks.confirmations``: the general path records it ``confirming``)."""
+    (``payhooks.intake.confirmations``: the general path records it ``confirming``)."""
     return (
         event.kind is EventKind.PAYMENT_CAPTURED
         and not event.unconfirmed

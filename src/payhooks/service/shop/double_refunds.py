@@ -1,13 +1,13 @@
-"""The double-payment policy (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``, off by default): the
-second payment of a cart already paid (flagged ``duplicate_payment``, ``needs_refund``) is
-refunded automatically: an intent (``payhooks.refunds``) under the key ``double:<payment id>``,
+"""The double-payment policy (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``, off by default): the second
+payment of a cart already paid (flagged ``duplicate_payment``, ``needs_refund``) is refunded
+automatically: an intent (``payhooks.refunding.refunds``) under the key ``double:<payment id>``,
 sent by the worker's sender like any other. One the gateway refused or failed is asked again
-under a fresh key (``double:<payment id>:2``, ...) after ``RETRY_WAIT``, at most ``TRIES``
-times in all; then the payment keeps its flag for a person, and the shop's ``refunds_needed``
-alert says the policy gave up on it. One a person cancelled is a person's: the policy never
-asks again for that payment. The console's Refund button takes the same next key, so it asks
-again too, never "already asked for" while nothing is live. A payment of a gateway payhooks
-does not refund keeps its flag for a person."""
+under a fresh key (``double:<payment id>:2``, ...) after ``RETRY_WAIT``, at most ``TRIES`` times
+in all; then the payment keeps its flag for a person, and the shop's ``refunds_needed`` alert
+says the policy gave up on it. One a person cancelled is a person's: the policy never asks again
+for that payment. The console's Refund button takes the same next key, so it asks again too,
+never "already asked for" while nothing is live. A payment of a gateway payhooks does not refund
+keeps its flag for a person."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from payhooks.refunding import refunds
 RECORD = """LEFT JOIN payhooks_payments c ON c.provider = p.provider
     AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'
 LEFT JOIN checkouts k ON k.cart_id = p.cart_id AND k.provider = p.provider"""
-"""The core's record of payment ``p`` (``payhooks.payments``), kept while a refund of it is
+"""The core's record of payment ``p`` (``payhooks.intake.payments``), kept while a refund of it is
 possible: its gateway order (Cashfree refunds name it), PayU's ``mihpayid``, what was paid;
 and the shop's checkout of its cart, whose gateway order stands in for a payment the
 one-statement first capture applied (``captures``: it writes no record)."""

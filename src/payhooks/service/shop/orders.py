@@ -204,7 +204,7 @@ WHERE o.id = %s
 
 def refund(conn: Connection, order_id: str, amount_paise: int, *, key: str, reason: str) -> Refund:
     """A refund of the payment that paid ``order_id``, under the caller's ``key``
-    (``payhooks.refunds``): written in a transaction of its own, sent by the worker."""
+    (``payhooks.refunding.refunds``): written in a transaction of its own, sent by the worker."""
     order = get_order(conn, order_id)
     row = conn.execute(_PAID, (order_id,)).fetchone()
     if row is None:
@@ -220,7 +220,7 @@ def refund(conn: Connection, order_id: str, amount_paise: int, *, key: str, reas
 def cancel_refund(
     conn: Connection, order_id: str, key: str, *, reason: str, cancelled_by: str
 ) -> Refund:
-    """Cancel a refund of ``order_id`` stuck ``requested`` (``payhooks.refunds.cancel``):
+    """Cancel a refund of ``order_id`` stuck ``requested`` (``payhooks.refunding.refunds.cancel``):
     ``key`` the caller's own key, or the intent's ``ph...`` key as listed."""
     order = get_order(conn, order_id)
     mine = {r.idempotency_key for r in refunds.of_payment(conn, order.provider, order.payment_id)}

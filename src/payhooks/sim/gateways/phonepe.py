@@ -1,7 +1,7 @@
 """PhonePe, simulated: PG v2 callbacks (``checkout.order.*``, an attempt failed, refunds)
 under the webhook's ``Authorization`` digest, its OAuth token and order status API, and its
 story in the storm. Its callbacks take effect only as the status API confirms them, so a story
-whose payments the books do not hold changes nothing (``payhooks.confirmations``)."""
+whose payments the books do not hold changes nothing (``payhooks.intake.confirmations``)."""
 
 from __future__ import annotations
 

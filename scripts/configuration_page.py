@@ -1,0 +1,169 @@
+"""Writes docs/configuration.md from what payhooks reads: the service's settings
+(``payhooks.service.config.Settings``, whose fields hold the defaults) and the gateway registry
+(``payhooks.gateways.GATEWAYS``, whose entries name each gateway's variables). A new gateway or
+a changed default reaches the page by running this again; tests/unit/test_docs.py
+fails while the page checked in differs from what it writes.
+
+Usage: .venv/bin/python scripts/configuration_page.py [--write]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from payhooks.gateways import GATEWAYS
+from payhooks.gateways._gateway import Gateway
+from payhooks.service.config import Settings
+
+PAGE = Path(__file__).parents[1] / "docs" / "configuration.md"
+
+# The service's own variables: (variable, the Settings field holding its default, or None, and
+# what it means). Each default is the field's, never written here.
+SERVICE = [
+    ("DATABASE_URL", None, "PostgreSQL URL; unset = embedded PostgreSQL under `PAYHOOKS_HOME`"),
+    ("PAYHOOKS_HOME", "home", "where the embedded database and the generated API token live"),
+    ("PAYHOOKS_API_TOKEN", None, "bearer token for `/api/*`; unset = generated once, printed, "
+     "kept under `PAYHOOKS_HOME`"),
+    ("PAYHOOKS_SMTP_URL", None, "where the worker sends email: "
+     "`smtp://[user:pass@]host[:port][?starttls=true]` (`starttls` true/false/1/0/yes/no, no "
+     "other parameter) or `smtps://…`; checked at start, and a refusal never repeats the URL"),
+    ("PAYHOOKS_MAIL_FROM", "mail_from", "the From address of the worker's email, one plain "
+     "address, checked at start"),
+    ("PAYHOOKS_ALERT_EMAIL", None, "where alerts go (refund needed, amount mismatch, parked "
+     "event); one plain address, checked at start"),
+    ("PAYHOOKS_ALERT_WEBHOOK_URL", None, "a chat tool's incoming-webhook URL (Slack, Google "
+     "Chat, Discord's ending in `/slack`, Mattermost, a Teams workflow): the notifier posts each "
+     "alert there as `{\"text\": …}`; http(s) with a host, checked at start, never printed "
+     "([Operating payhooks](operations.md), \"Alerts\")"),
+    ("PAYHOOKS_ALERT_REPEAT_MINUTES", "alert_repeat_minutes", "an alert that lasts is said "
+     "again at most this often (1 to 10080)"),
+    ("PAYHOOKS_RETENTION_DAYS", "retention_days", "how long delivery records are kept"),
+    ("PAYHOOKS_LOCK_TIMEOUT_MS", "lock_timeout_ms", "how long a delivery waits for a twin in "
+     "flight before answering 503; below the statement timeout. Every `*_MS` setting is a "
+     "whole number from 1 to 2147483647, checked at start"),
+    ("PAYHOOKS_STATEMENT_TIMEOUT_MS", "statement_timeout_ms", "upper bound for one SQL "
+     "statement"),
+    ("PAYHOOKS_TRANSACTION_TIMEOUT_MS", "transaction_timeout_ms", "upper bound for a whole "
+     "webhook transaction: past it the delivery is answered 503"),
+    ("PAYHOOKS_POOL_TIMEOUT_MS", "pool_timeout_ms", "how long a delivery waits for a free "
+     "connection before answering 503"),
+    ("PAYHOOKS_POOL_SIZE", "pool_size", "database connections per server process"),
+    ("PAYHOOKS_DATABASE_POOL_MODE", "database_pool_mode", "`session` (PostgreSQL itself, or a "
+     "pooler in session mode) or `transaction` (PgBouncer `pool_mode = transaction` or another "
+     "transaction pooler in front): then no startup options and no server-side prepared "
+     "statements, and the timeouts are set in each transaction (`SET LOCAL`); see "
+     "[Scaling out](scaling.md)"),
+    ("PAYHOOKS_RECONCILE_AFTER_S", "reconcile_after_s", "reconciliation asks about checkouts "
+     "older than this"),
+    ("PAYHOOKS_RECONCILE_WINDOW_S", "reconcile_window_s", "… and younger than this"),
+    ("PAYHOOKS_RECONCILE_TIMEOUT_MS", "reconcile_timeout_ms", "how long one status API call "
+     "may take"),
+    ("PAYHOOKS_REFUND_DOUBLE_PAYMENTS", "refund_double_payments", "`true` or `false`: the "
+     "worker refunds the second payment of a paid cart (flagged `duplicate_payment`) "
+     "automatically, once, at the gateways payhooks refunds (below; their API credentials "
+     "needed); the others keep the flag for a person ([Operating payhooks](operations.md))"),
+    ("PAYHOOKS_CAPTURE_AUTHORIZED", "capture_authorized", "`true` or `false`: the worker "
+     "captures payments authorised and not captured (manual capture), once, within 3 days, "
+     "while their cart is open and for its amount, at the gateways below that capture them; "
+     "any other is left to lapse"),
+    ("PAYHOOKS_CONSOLE_TIMEZONE", "console_timezone", "the zone the console shows every time "
+     "in, an IANA name, named beside each time; `payhooks console` reads it too. Refused at "
+     "start: a name the time zone database does not hold"),
+    ("PAYHOOKS_METRICS_TOKEN", None, "when set, `/metrics` needs `Authorization: Bearer <it>` "
+     "(Prometheus: `authorization` in the scrape config); unset = `/metrics` is public"),
+]  # fmt: skip
+
+HEAD = """\
+# Configuration
+
+<!-- Written by scripts/configuration_page.py from payhooks.service.config.Settings and
+payhooks.gateways.GATEWAYS; run it with --write after changing either. -->
+
+The reference service (`payhooks serve`, `payhooks worker` and the commands over its database)
+reads these environment variables once, at start, and refuses a bad value naming the variable,
+never its value. A merchant's own app gives the same values in code (an adapter's secrets,
+`payhooks.reconcile.run`, which reads the `PAYHOOKS_RECONCILE_*` variables too), or in Django's
+`PAYHOOKS` setting under the keys named below ([Django](django.md)).
+
+## The service
+
+| variable | default | meaning |
+|---|---|---|
+"""
+
+SECRETS = """\
+## The gateways
+
+A gateway with no webhook secret configured is not served (404). Its webhook secrets are
+written one of two ways: one secret exactly as written, commas and all (`Xk9,pQ2#mZ` is one
+secret), or several, all tried while one is rotated out, as a JSON array:
+`'["whsec_new", "whsec_old"]'`. Refused at start: spaces around a plain value, a `[` value
+that is not a JSON array of non-empty strings. Earlier versions split a plain value on commas:
+one still written that way is one secret now, and `serve` and `worker` say so at start.
+
+A gateway's API credentials (both or neither) turn on reconciliation for it: the worker asks
+its status API about checkouts no webhook settled ([Operating payhooks](operations.md)). What
+each gateway's status API is asked, and with which credentials, is in [Gateways](providers.md).
+"""
+
+
+def default(field: str | None) -> str:
+    if field is None:
+        return "unset"
+    value = {f.name: f for f in dataclasses.fields(Settings)}[field].default
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    return f"`{value}`"
+
+
+def service_rows() -> list[str]:
+    return [f"| `{name}` | {default(field)} | {meaning} |" for name, field, meaning in SERVICE]
+
+
+def uses(gateway: Gateway) -> str:
+    """What the gateway's API credentials are for, from its entry's flags."""
+    found = ["reconciliation"]
+    if gateway.confirmed_by_api:
+        found.append("the confirmation of its callbacks, which prove only who sent them (each "
+                     "takes effect once its status API confirms it, so it needs them)")  # fmt: skip
+    if gateway.sends_refunds:
+        found.append("the refunds payhooks sends (`payhooks refunds send`)")
+    if gateway.captures_authorized:
+        found.append("the captures of `PAYHOOKS_CAPTURE_AUTHORIZED`")
+    return "; ".join(found)
+
+
+def gateway_section(gateway: Gateway) -> list[str]:
+    api = gateway.status_api
+    rows = [f"### {gateway.title}", "", "| variable | Django `PAYHOOKS` key | meaning |",
+            "|---|---|---|"]  # fmt: skip
+    for secret in gateway.secrets:
+        how = "webhook secrets: one, or several as a JSON array" if secret.several else (
+            "one plain value, no spaces around it"
+        )  # fmt: skip
+        rows.append(f"| `{secret.variable}` | `{secret.django_key}` | {how} |")
+    for variable, what in ((api.id_variable, "id"), (api.secret_variable, "secret")):
+        key = variable.removeprefix("PAYHOOKS_")
+        rows.append(f"| `{variable}` | `{key}` | its status API's {what} (both or neither) |")
+    url = api.url_variable
+    rows.append(
+        f"| `{url}` | `{url.removeprefix('PAYHOOKS_')}` | the status API's base URL (default "
+        f"`{api.url}`): a sandbox, or a test double |"
+    )
+    return [*rows, "", f"Its API credentials serve {uses(gateway)}.", ""]
+
+
+def page() -> str:
+    lines = [HEAD + "\n".join(service_rows()), "", SECRETS]
+    for gateway in GATEWAYS.values():
+        lines += gateway_section(gateway)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        PAGE.write_text(page())
+    else:
+        sys.stdout.write(page())
