@@ -1,15 +1,6 @@
-"""Moved to ``payhooks.intake.hooks``; this path is deprecated and goes in payhooks 0.2. Until then
-it warns (``DeprecationWarning``) and is that very module, so imports and monkeypatching through
-it keep working."""
+"""Moved to ``payhooks.intake.hooks``; deprecated (``payhooks.plumbing.moved``)."""
 
-import sys
-import warnings
+from payhooks.intake import hooks
+from payhooks.plumbing.moved import moved
 
-from payhooks.intake import hooks as _moved
-
-warnings.warn(
-    f"{__name__} is deprecated and goes in payhooks 0.2: import {_moved.__name__}",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = _moved
+moved(__name__, hooks)

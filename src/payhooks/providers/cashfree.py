@@ -1,15 +1,6 @@
-"""Moved to ``payhooks.gateways.cashfree``; this path is deprecated and goes in payhooks 0.2. Until
-then it warns (``DeprecationWarning``) and is that very module, so imports and monkeypatching
-through it keep working."""
+"""Moved to ``payhooks.gateways.cashfree``; deprecated (``payhooks.plumbing.moved``)."""
 
-import sys
-import warnings
+from payhooks.gateways import cashfree
+from payhooks.plumbing.moved import moved
 
-from payhooks.gateways import cashfree as _moved
-
-warnings.warn(
-    f"{__name__} is deprecated and goes in payhooks 0.2: import {_moved.__name__}",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = _moved
+moved(__name__, cashfree)

@@ -1,15 +1,6 @@
-"""Moved to ``payhooks.gateways.phonepe``; this path is deprecated and goes in payhooks 0.2. Until
-then it warns (``DeprecationWarning``) and is that very module, so imports and monkeypatching
-through it keep working."""
+"""Moved to ``payhooks.gateways.phonepe``; deprecated (``payhooks.plumbing.moved``)."""
 
-import sys
-import warnings
+from payhooks.gateways import phonepe
+from payhooks.plumbing.moved import moved
 
-from payhooks.gateways import phonepe as _moved
-
-warnings.warn(
-    f"{__name__} is deprecated and goes in payhooks 0.2: import {_moved.__name__}",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = _moved
+moved(__name__, phonepe)
