@@ -209,6 +209,7 @@ def first_capture(prefix: str) -> list[str]:
             "100",
             "NULL",
             "'INR'",
+            "NULL",  # the attempt id
             order,
             f"'order_confirmation:' || {order}",
             "'Your order is confirmed'",

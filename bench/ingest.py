@@ -1029,24 +1029,50 @@ def buildable_yardsticks(part: int, parts: int) -> list[Baseline]:
 
 def costs(url: str, args: argparse.Namespace) -> None:
     """What a capture costs, piece by piece (``--costs``): the general path's transaction, it
-    without one piece at a time, the smallest transaction and the capture function, in turns;
-    then the time of each statement of new captures, where pg_stat_statements can be had."""
+    without one piece at a time, the smallest transaction, the capture function and the plain
+    implementation's transaction, in turns with new captures through payhooks and through the
+    plain implementation; then the time of each statement of new captures through each, where
+    pg_stat_statements can be had."""
     ours = not os.environ.get("DATABASE_URL")
     why_not = _statements.enable(url, ours=ours)
     if why_not is None and ours:
         _statements.track(url, "none")  # off while pgbench runs: its cost on no figure
     bench = Bench(url, args)
-    with servers(url, args.servers, PAYHOOKS_POOL_SIZE=str(args.clients)) as running:
+    plain_env = {_plain.SECRET_VARIABLE: KEYS.razorpay}
+    pool = str(args.clients)
+    with (
+        servers(url, args.servers, PAYHOOKS_POOL_SIZE=pool) as running,
+        servers(url, args.servers, [*PLAIN, "--pool", pool], **plain_env) as theirs,
+    ):
         bench.attach(running)
         bench.warm_up()
-        print("pgbench, in turns:", flush=True)
-        rows = bench.in_turns({}, costs_of())
-        timed = None if why_not else statement_times(bench, ours)
-    costs_report(rows)
+        bench.warm_up(theirs, "v")
+        print("pgbench, in turns with new captures through payhooks and the plain app:", flush=True)
+        rows = bench.in_turns(
+            {
+                COSTS_OURS: map(post, bench.captures("b")),
+                COSTS_PLAIN: map(post, bench.captures("y")),
+            },
+            [*costs_of(), Baseline(PLAIN_TRANSACTION, _pgbench.plain("z"), "z")],
+            on={COSTS_PLAIN: theirs},
+        )
+        timed = None
+        if why_not is None:
+            timed = [
+                ("payhooks", statement_times(bench, ours)),
+                ("the plain implementation", statement_times(bench, ours, theirs, "y")),
+            ]
+    costs_report(rows, [bench.row(COSTS_OURS), bench.row(COSTS_PLAIN)])
     if timed is None:
         print(f"\nper statement: not measured ({why_not})")
     else:
-        statements_report(*timed)
+        for side, (captures, statements) in timed:
+            statements_report(side, captures, statements)
+
+
+COSTS_OURS = "payhooks: new captures"
+COSTS_PLAIN = "plain: new captures"
+PLAIN_TRANSACTION = "pgbench: plain transaction"
 
 
 def costs_of() -> list[Baseline]:
@@ -1070,8 +1096,9 @@ def costs_of() -> list[Baseline]:
     ]
 
 
-def costs_report(rows: dict[str, Row]) -> None:
-    """Each transaction's rate and what it costs, and the difference from the general one."""
+def costs_report(rows: dict[str, Row], served: list[Row]) -> None:
+    """Each transaction's rate and what it costs, and the difference from the general one;
+    then what a new capture cost through each server, in the same turns."""
     general = rows[CAPTURE]
     print(
         f"\n{'transaction':<40} {'tx/s':>6} {'µs/tx':>6} {'Δ':>5}   "
@@ -1094,28 +1121,41 @@ def costs_report(rows: dict[str, Row]) -> None:
             f"({cpu / stored * 1000:.0f} ns a byte), {wal:.0f} bytes of WAL "
             f"({wal / stored:.2f} a byte) per capture"
         )
+    print(
+        f"\n{'served, in the same turns':<40} {'req/s':>6}   CPU µs/req: "
+        f"{'postgres':>8} {'server':>6} {'loadgen':>7}   {'WAL B/req':>9}"
+    )
+    for row in served:
+        cpu = row.cpu
+        print(
+            f"{row.scenario:<40} {row.ops:>6.0f}   {'':>11}{cpu['postgres']:>8.0f} "
+            f"{cpu['payhooks']:>6.0f} {cpu['loadgen']:>7.0f}   {row.wal:>9.0f}"
+        )
 
 
 Timed = tuple[int, list[_statements.Statement]]
 
 
-def statement_times(bench: Bench, ours: bool) -> Timed:
-    """New captures through the service with every statement timed, functions' inner ones
-    too (on the bench's own server; else as the server tracks them)."""
+def statement_times(
+    bench: Bench, ours: bool, on: list[Server] | None = None, prefix: str = "b"
+) -> Timed:
+    """New captures through the service (or the servers ``on``, on carts ``prefix``) with
+    every statement timed, functions' inner ones too (on the bench's own server; else as the
+    server tracks them)."""
     if ours:
         _statements.track(bench.url, "all")
     bench.settle()
     _statements.reset(bench.url)  # after the VACUUM: not measure(), which would run one timed
     run = bench._record(
-        "new captures, statements timed",
-        *bench._drive(map(post, bench.captures()), bench.args.seconds),
+        f"{'plain' if on else 'payhooks'}: new captures, statements timed",
+        *bench._drive(map(post, bench.captures(prefix)), bench.args.seconds, on=on),
     )
     return len(run.latencies), _statements.top(bench.url)
 
 
-def statements_report(captures: int, statements: list[_statements.Statement]) -> None:
+def statements_report(side: str, captures: int, statements: list[_statements.Statement]) -> None:
     print(
-        f"\nper statement, {captures} new captures through the service "
+        f"\nper statement, {captures} new captures through {side} "
         "(a function's time includes the statements it runs, marked 'in'):"
     )
     print(f"{'µs/capture':>10} {'calls/capture':>13} {'mean µs':>8}  statement")
