@@ -1,12 +1,15 @@
 """Ingest throughput and latency, side by side with PostgreSQL's own limit on the same SQL.
 
     .venv/bin/python bench/ingest.py [--clients 16] [--servers 2] [--seconds 10]
-                                     [--max-rows 10000000] [--slots 8] [--quick]
+                                     [--max-rows 10000000] [--slots 8]
+                                     [--quick | --versus | --costs]
 
 Scenarios: new captures, duplicates, the web stack alone, whole flash-sale purchases, captures
 of carts checked out before the run (one SKU against a hundred: webhook only), the same
 deliveries through the FastAPI integration (``payhooks.fastapi.router``, bench/_library.py),
-and new captures over a pre-filled table. A run ends with its correctness checks (``CHECKS``).
+new captures and duplicates beside the seed's design written plainly (bench/_plain.py) at 8
+and 32 connections, and new captures over a pre-filled table. A run ends with its correctness
+checks (``CHECKS``).
 
 One run, one machine, one fresh database (DATABASE_URL's server when set, else embedded):
 `payhooks serve` processes driven over loopback by a bounded load generator, and `pgbench`
