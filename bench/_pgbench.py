@@ -209,6 +209,7 @@ def first_capture(prefix: str) -> list[str]:
             "100",
             "NULL",
             "'INR'",
+            "NULL",  # the attempt id
             order,
             f"'order_confirmation:' || {order}",
             "'Your order is confirmed'",
@@ -416,3 +417,28 @@ def _parse(out: str, err: str, seconds: float) -> Result:
         failed=int(number(r"failed transactions: (\d+)")),
         seconds=seconds,
     )
+
+
+def plain(prefix: str) -> list[str]:
+    """The plain implementation's capture (``bench/_plain.py``), its five statements one
+    round trip each in one transaction, as its app runs them: the seed's transaction."""
+    import _plain
+
+    event = f"'evt_{prefix}' || {N}"
+    payment = f"'pay_{prefix}' || {N}"
+    order = f"'ord_pay_{prefix}' || {N}"
+    return [
+        "BEGIN;",
+        statement(_plain.CLAIM, "'razorpay'", event, order),
+        statement(_plain.MARK_PAID, "'razorpay'", f"'order_{prefix}' || {N}", gset=True),
+        statement(_plain.TAKE_STOCK, ":id"),
+        statement(_plain.INSERT_ORDER, order, ":id", "'razorpay'", payment, ":amount_paise", event),
+        statement(
+            _plain.QUEUE_EMAIL,
+            f"'order_confirmation:' || {order}",
+            ":customer_email",
+            "'Your order is confirmed'",
+            "'Thank you. We received INR 1.00.'",
+        ),
+        "COMMIT;",
+    ]

@@ -54,6 +54,22 @@ def enable(url: str, *, ours: bool) -> str | None:
     return None
 
 
+def make_room(url: str, connections: int) -> str | None:
+    """``max_connections`` at least ``connections`` on the bench's own embedded server (a
+    restart); None when it has them, else why not (a server named by DATABASE_URL is left as
+    it is)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        have = int(str(_one(conn, "SHOW max_connections")))
+        if have >= connections:
+            return None
+        if os.environ.get("DATABASE_URL"):
+            return f"DATABASE_URL's server allows {have} connections (not the bench's to restart)"
+        conn.execute(f"ALTER SYSTEM SET max_connections = {int(connections)}".encode())
+        data = Path(str(_one(conn, "SHOW data_directory")))
+    _restart(data)
+    return None
+
+
 def _one(conn: psycopg.Connection[tuple[object, ...]], sql: str) -> object:
     row = conn.execute(sql.encode()).fetchone()
     assert row is not None

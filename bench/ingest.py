@@ -1,12 +1,15 @@
 """Ingest throughput and latency, side by side with PostgreSQL's own limit on the same SQL.
 
     .venv/bin/python bench/ingest.py [--clients 16] [--servers 2] [--seconds 10]
-                                     [--max-rows 10000000] [--slots 8] [--quick]
+                                     [--max-rows 10000000] [--slots 8]
+                                     [--quick | --versus | --costs]
 
 Scenarios: new captures, duplicates, the web stack alone, whole flash-sale purchases, captures
 of carts checked out before the run (one SKU against a hundred: webhook only), the same
 deliveries through the FastAPI integration (``payhooks.fastapi.router``, bench/_library.py),
-and new captures over a pre-filled table. A run ends with its correctness checks (``CHECKS``).
+new captures and duplicates beside the seed's design written plainly (bench/_plain.py) at 8
+and 32 connections, and new captures over a pre-filled table. A run ends with its correctness
+checks (``CHECKS``).
 
 One run, one machine, one fresh database (DATABASE_URL's server when set, else embedded):
 `payhooks serve` processes driven over loopback by a bounded load generator, and `pgbench`
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import _pgbench
+import _plain
 import _statements
 import psutil
 import psycopg
@@ -38,6 +42,9 @@ from _load import KEYS, Http, Operation, Run, Server, database, drive, post, ser
 from payhooks.sim.gateway import Delivery, Gateway
 
 LIBRARY = [sys.executable, str(Path(__file__).with_name("_library.py"))]
+PLAIN = [sys.executable, str(Path(__file__).with_name("_plain.py"))]
+LEVELS = (8, 32)
+"""The connections at which payhooks and the plain implementation are compared."""
 SKUS = 1000
 STOCK = 100_000_000
 FLASH = {1: "FLASH-1", 8: "FLASH-8"}
@@ -227,10 +234,15 @@ class Bench:
         self.server_pids: list[int] = []
         self.postmaster = postmaster(url)
         self.meter = psycopg.connect(url, autocommit=True)
+        self.clients = args.clients
+        """Concurrent requests, and pgbench clients: ``--clients``, or the level ``versus``
+        measures."""
+        self.versus: list[Versus] = []
 
-    def cpu(self) -> Cpu:
-        """CPU and WAL of one figure, from its start to its end."""
-        return Cpu(self.server_pids, self.postmaster, self.lsn)
+    def cpu(self, pids: list[int] | None = None) -> Cpu:
+        """CPU and WAL of one figure, from its start to its end; the servers' are those of
+        ``pids`` when given, else the attached ones'."""
+        return Cpu(self.server_pids if pids is None else pids, self.postmaster, self.lsn)
 
     def lsn(self) -> int:
         """Bytes of WAL written so far by the whole server."""
@@ -314,14 +326,18 @@ class Bench:
         return self._record(scenario, *self._drive(operations, self.args.seconds, pace))
 
     def in_turns(
-        self, scenarios: dict[str, Iterator[Operation]], baselines: Sequence[Baseline] = ()
+        self,
+        scenarios: dict[str, Iterator[Operation]],
+        baselines: Sequence[Baseline] = (),
+        on: dict[str, list[Server]] | None = None,
     ) -> dict[str, Row]:
         """Scenarios to be compared with one another and with pgbench ``baselines``, measured
         in TURNS turns of ``seconds / TURNS`` each, in whole seconds (pgbench's ``-T`` takes no
         fraction), in an order reversed every other turn (A B C, C B A, A B C, C B A): a drift
         that runs one way through the run (tables growing, the seed's pages written out, the
         full-page writes after a checkpoint thinning out) then falls on each alike, not on
-        whichever came later. The baselines' rows, by name.
+        whichever came later. The baselines' rows, by name. A scenario named in ``on`` is
+        driven against those servers (and their CPU counted), the others against the attached.
         """
         self.settle()
         seconds = float(max(1, int(self.args.seconds / TURNS)))
@@ -335,7 +351,8 @@ class Bench:
                 if isinstance(side, Baseline):
                     theirs[side.name].append(self._pgbench_turn(side, turn, seconds))
                 else:
-                    ours[side].append(self._drive(scenarios[side], seconds))
+                    where = (on or {}).get(side)
+                    ours[side].append(self._drive(scenarios[side], seconds, on=where))
         rows = {name: self._turns_row(name, turns) for name, turns in theirs.items()}
         for name, runs in ours.items():
             self._record(name, *_merged(runs))
@@ -351,7 +368,7 @@ class Bench:
             result = _pgbench.run(
                 self.url,
                 baseline.script,
-                clients=self.args.clients,
+                clients=self.clients,
                 seconds=seconds,
                 base=(baseline.part * TURNS + turn) * spacing,
             )
@@ -371,15 +388,21 @@ class Bench:
         )
 
     def _drive(
-        self, operations: Iterator[Operation], seconds: float, pace: float | None = None
+        self,
+        operations: Iterator[Operation],
+        seconds: float,
+        pace: float | None = None,
+        on: list[Server] | None = None,
     ) -> tuple[Run, dict[str, float]]:
-        """``operations`` for ``seconds``: the run, and the CPU seconds each side used."""
+        """``operations`` for ``seconds`` against the attached servers, or those ``on``: the
+        run, and the CPU seconds each side used."""
         stop_at = time.monotonic() + seconds
-        with self.cpu() as cpu:
+        bases = self.bases if on is None else [server.base for server in on]
+        with self.cpu(None if on is None else [server.pid for server in on]) as cpu:
             run = drive(
-                self.bases,
+                bases,
                 operations,
-                workers=self.args.clients,
+                workers=self.clients,
                 until=lambda: time.monotonic() > stop_at,
                 pace=pace,
             )
@@ -405,15 +428,16 @@ class Bench:
 
     # --- pgbench ---------------------------------------------------------------------------
 
-    def warm_up(self) -> None:
+    def warm_up(self, on: list[Server] | None = None, prefix: str = "w") -> None:
         """Captures for a moment, measured by no one: servers just started prepare their
         statements (psycopg: on the fifth use per connection) and PL/pgSQL its plans (on the
-        first call per session) while their first figure would be taken."""
+        first call per session) while their first figure would be taken. The attached
+        servers, or those ``on`` (the plain implementation's, on its carts ``prefix``)."""
         stop_at = time.monotonic() + WARM_UP_SECONDS
         drive(
-            self.bases,
-            map(post, self.captures("w")),
-            workers=self.args.clients,
+            self.bases if on is None else [server.base for server in on],
+            map(post, self.captures(prefix)),
+            workers=self.clients,
             until=lambda: time.monotonic() > stop_at,
         )
 
@@ -439,7 +463,7 @@ class Bench:
         self.settle()
         with self.cpu() as cpu:
             result = _pgbench.run(
-                self.url, script, clients=self.args.clients, seconds=self.args.seconds, base=base
+                self.url, script, clients=self.clients, seconds=self.args.seconds, base=base
             )
         return self._pgbench_row(
             scenario,
@@ -520,6 +544,8 @@ class Carts:
     share: float
     sku: str | None = None
     spread: int = SKUS
+    plain: bool = False
+    """In the plain implementation's shop (``bench/_plain.py``), not payhooks'."""
 
     def count(self, args: argparse.Namespace) -> int:
         return int(args.carts * self.share)
@@ -535,7 +561,11 @@ CARTS = {
     "e": Carts(share=0.4, sku=FLASH[8]),  # flash sale, one SKU, 8 slots, webhook only
     "l": Carts(share=0.6),  # the library path (new captures, then at half that rate)
     "w": Carts(share=0.3),  # warm-ups: freshly started servers, before their first figure
+    "y": Carts(share=1.0, plain=True),  # the plain implementation's new captures
+    "v": Carts(share=0.3, plain=True),  # its warm-ups
+    "z": Carts(share=1.0, plain=True),  # pgbench's plain transaction
 } | {prefix: Carts(share=0.4) for prefix in COST_PREFIXES}
+PLAIN_PREFIXES = {"y", "v", "z"}
 WARM_UP_SECONDS = 2.0
 TURNS = 4  # Bench.in_turns: turns per scenario
 BEFORE_FILL = "new captures, before the pre-fill"
@@ -543,10 +573,12 @@ BEFORE_FILL = "new captures, before the pre-fill"
 
 def seeded(args: argparse.Namespace) -> dict[str, Carts]:
     """The carts a run uses: ``--quick`` and ``--costs`` seed only theirs."""
-    if args.quick:
-        wanted = {"b", "w", "p", "m"}
+    if args.versus:
+        wanted = {"b", "w", *PLAIN_PREFIXES}
+    elif args.quick:
+        wanted = {"b", "w", "p", "m", *PLAIN_PREFIXES}
     elif args.costs:
-        wanted = {"b", "w", *COST_PREFIXES}
+        wanted = {"b", "w", *COST_PREFIXES, *PLAIN_PREFIXES}
     else:
         wanted = set(CARTS) - set(COST_PREFIXES)
     return {prefix: carts for prefix, carts in CARTS.items() if prefix in wanted}
@@ -560,8 +592,10 @@ def seed(url: str, args: argparse.Namespace) -> None:
         for slots, sku in FLASH.items():
             for sql in SEED_FLASH:
                 conn.execute(sql, {"sku": sku, "stock": STOCK // slots, "slots": slots})
+        conn.execute(_plain.SCHEMA.encode())
+        conn.execute(_plain.SEED_PRODUCTS, values)
         for prefix, carts in seeded(args).items():
-            for sql in SEED_CARTS:
+            for sql in _plain.SEED_CARTS if carts.plain else SEED_CARTS:
                 conn.execute(
                     sql,
                     {
@@ -659,6 +693,97 @@ def library(bench: Bench, capture: Row, smallest: Row) -> None:
     bench.compare(scenario, capture, smallest)
 
 
+@dataclass(frozen=True)
+class Versus:
+    """One figure of payhooks beside the plain implementation's, measured in the same turns,
+    with pgbench of the plain transaction."""
+
+    what: str
+    clients: int
+    payhooks: Row
+    plain: Row
+    pgbench: Row
+
+
+def versus(bench: Bench, args: argparse.Namespace) -> None:
+    """payhooks against the plain implementation (``bench/_plain.py``) at each of ``LEVELS``
+    connections: new captures and duplicates, each payhooks figure beside its plain one, with
+    pgbench of the plain transaction, in turns. Each side on its own carts and servers (as many
+    processes, the same pool size), driven by the same load generator with fresh signed
+    deliveries; duplicates are copies of the side's own captures."""
+    plain_env = {_plain.SECRET_VARIABLE: KEYS.razorpay}
+    for part, clients in enumerate(LEVELS):
+        bench.clients = clients
+        pool = str(clients)
+        with (
+            servers(bench.url, args.servers, PAYHOOKS_POOL_SIZE=pool) as ours,
+            servers(bench.url, args.servers, [*PLAIN, "--pool", pool], **plain_env) as theirs,
+        ):
+            bench.attach(ours)
+            bench.warm_up()
+            bench.warm_up(theirs, "v")
+            names = {
+                (what, side): f"{side}: {what} @{clients}"
+                for what in ("new captures", "duplicates")
+                for side in ("payhooks", "plain")
+            }
+            operations = {
+                ("new captures", "payhooks"): map(post, bench.captures("b")),
+                ("new captures", "plain"): map(post, bench.captures("y")),
+                ("duplicates", "payhooks"): map(post, bench.resent("b")),
+                ("duplicates", "plain"): map(post, bench.resent("y")),
+            }
+            yardstick = f"pgbench: plain transaction @{clients}"
+            rows = bench.in_turns(
+                {names[key]: operations[key] for key in names},
+                [Baseline(yardstick, _pgbench.plain("z"), "z", part, len(LEVELS))],
+                on={name: ours if key[1] == "payhooks" else theirs for key, name in names.items()},
+            )
+            for what in ("new captures", "duplicates"):
+                bench.versus.append(
+                    Versus(
+                        what=what,
+                        clients=clients,
+                        payhooks=bench.row(names[(what, "payhooks")]),
+                        plain=bench.row(names[(what, "plain")]),
+                        pgbench=rows[yardstick],
+                    )
+                )
+    bench.clients = args.clients
+
+
+CONNECTIONS = 300
+"""What ``versus`` needs at its most: both sides' servers (payhooks opens several pools per
+process) and pgbench's clients at once, at 32 connections; PostgreSQL's default is 100."""
+
+
+def room(url: str) -> None:
+    """Room for ``versus``'s connections on the bench's own server (a restart, before any
+    figure), or a note that a server named by DATABASE_URL may refuse some."""
+    why_not = _statements.make_room(url, CONNECTIONS)
+    if why_not:
+        print(f"  note: {why_not}; {CONNECTIONS} wanted at {max(LEVELS)} connections", flush=True)
+
+
+def versus_report(bench: Bench) -> None:
+    """The comparison ``versus`` measured: rates, and CPU µs per request by process."""
+    print(
+        f"\n{'payhooks against plain':<20} {'payhooks/s':>10} {'plain/s':>8} {'ratio':>6} "
+        f"{'pgbench/s':>9}   µs/req server: {'payhooks':>8} {'plain':>6}"
+        f"   postgres: {'payhooks':>8} {'plain':>6} {'pgbench':>7}"
+    )
+    for each in bench.versus:
+        ours, theirs, pg = each.payhooks, each.plain, each.pgbench
+        print(
+            f"{each.what + ' @' + str(each.clients):<20} {ours.ops:>10.0f} {theirs.ops:>8.0f} "
+            f"{ours.ops / theirs.ops:>6.2f} {pg.ops:>9.0f}                  "
+            f"{ours.cpu['payhooks']:>8.0f} {theirs.cpu['payhooks']:>6.0f}"
+            f"             {ours.cpu['postgres']:>8.0f} {theirs.cpu['postgres']:>6.0f}"
+            f" {pg.cpu['postgres']:>7.0f}"
+        )
+    print("(ratio: payhooks/plain; µs/req: CPU time per request, by process)")
+
+
 def flash_sale(bench: Bench, args: argparse.Namespace) -> None:
     one_row = bench.pgbench(
         "pgbench: flash purchase, one stock row",
@@ -712,6 +837,7 @@ def report(bench: Bench, args: argparse.Namespace) -> None:
             f"   {row.wal:>8.0f}"
         )
     targets(bench, args)
+    versus_report(bench)
 
 
 def targets(bench: Bench, args: argparse.Namespace) -> None:
@@ -805,9 +931,13 @@ CHECKS = {
 
 
 def check(url: str) -> list[str]:
-    """Every correctness check of the run, as the list of those that fail."""
+    """Every correctness check of the run, the plain implementation's too, as the list of
+    those that fail."""
     with psycopg.connect(url, autocommit=True) as conn:
-        counts = {name: conn.execute(sql.encode()).fetchone() for name, sql in CHECKS.items()}
+        counts = {
+            name: conn.execute(sql.encode()).fetchone()
+            for name, sql in (CHECKS | _plain.CHECKS).items()
+        }
     return [f"{name}: {row[0]}" for name, row in counts.items() if row and row[0]]
 
 
@@ -830,6 +960,11 @@ def options() -> argparse.Namespace:
         "--quick",
         action="store_true",
         help="only the web stack, new captures, duplicates, and the two pgbench yardsticks",
+    )
+    parser.add_argument(
+        "--versus",
+        action="store_true",
+        help="only payhooks against the plain implementation, at 8 and 32 connections",
     )
     parser.add_argument(
         "--costs",
@@ -860,6 +995,7 @@ def quick(url: str, args: argparse.Namespace) -> None:
             )
             for scenario in ("new captures", "duplicates only"):
                 bench.compare(scenario, rows.get(CAPTURE), rows[SMALLEST])
+    versus(bench, args)
     print(
         f"\n{'scenario':<40} {'ops/s':>7} {'p99 ms':>7} {'ratio':>6} {'smallest':>8}"
         f"   CPU µs/op: postgres payhooks loadgen   WAL B/op"
@@ -872,6 +1008,16 @@ def quick(url: str, args: argparse.Namespace) -> None:
             f"{cpu['postgres']:>8.0f} {cpu['payhooks']:>8.0f} {cpu['loadgen']:>7.0f}"
             f"   {row.wal:>8.0f}"
         )
+    versus_report(bench)
+
+
+def versus_only(url: str, args: argparse.Namespace) -> None:
+    """payhooks against the plain implementation alone (``--versus``), with the checks."""
+    bench = Bench(url, args)
+    versus(bench, args)
+    versus_report(bench)
+    problems = check(url)
+    print("\ncorrectness: " + ("; ".join(problems) if problems else "every check holds"))
 
 
 def buildable_yardsticks(part: int, parts: int) -> list[Baseline]:
@@ -886,24 +1032,50 @@ def buildable_yardsticks(part: int, parts: int) -> list[Baseline]:
 
 def costs(url: str, args: argparse.Namespace) -> None:
     """What a capture costs, piece by piece (``--costs``): the general path's transaction, it
-    without one piece at a time, the smallest transaction and the capture function, in turns;
-    then the time of each statement of new captures, where pg_stat_statements can be had."""
+    without one piece at a time, the smallest transaction, the capture function and the plain
+    implementation's transaction, in turns with new captures through payhooks and through the
+    plain implementation; then the time of each statement of new captures through each, where
+    pg_stat_statements can be had."""
     ours = not os.environ.get("DATABASE_URL")
     why_not = _statements.enable(url, ours=ours)
     if why_not is None and ours:
         _statements.track(url, "none")  # off while pgbench runs: its cost on no figure
     bench = Bench(url, args)
-    with servers(url, args.servers, PAYHOOKS_POOL_SIZE=str(args.clients)) as running:
+    plain_env = {_plain.SECRET_VARIABLE: KEYS.razorpay}
+    pool = str(args.clients)
+    with (
+        servers(url, args.servers, PAYHOOKS_POOL_SIZE=pool) as running,
+        servers(url, args.servers, [*PLAIN, "--pool", pool], **plain_env) as theirs,
+    ):
         bench.attach(running)
         bench.warm_up()
-        print("pgbench, in turns:", flush=True)
-        rows = bench.in_turns({}, costs_of())
-        timed = None if why_not else statement_times(bench, ours)
-    costs_report(rows)
+        bench.warm_up(theirs, "v")
+        print("pgbench, in turns with new captures through payhooks and the plain app:", flush=True)
+        rows = bench.in_turns(
+            {
+                COSTS_OURS: map(post, bench.captures("b")),
+                COSTS_PLAIN: map(post, bench.captures("y")),
+            },
+            [*costs_of(), Baseline(PLAIN_TRANSACTION, _pgbench.plain("z"), "z")],
+            on={COSTS_PLAIN: theirs},
+        )
+        timed = None
+        if why_not is None:
+            timed = [
+                ("payhooks", statement_times(bench, ours)),
+                ("the plain implementation", statement_times(bench, ours, theirs, "y")),
+            ]
+    costs_report(rows, [bench.row(COSTS_OURS), bench.row(COSTS_PLAIN)])
     if timed is None:
         print(f"\nper statement: not measured ({why_not})")
     else:
-        statements_report(*timed)
+        for side, (captures, statements) in timed:
+            statements_report(side, captures, statements)
+
+
+COSTS_OURS = "payhooks: new captures"
+COSTS_PLAIN = "plain: new captures"
+PLAIN_TRANSACTION = "pgbench: plain transaction"
 
 
 def costs_of() -> list[Baseline]:
@@ -927,8 +1099,9 @@ def costs_of() -> list[Baseline]:
     ]
 
 
-def costs_report(rows: dict[str, Row]) -> None:
-    """Each transaction's rate and what it costs, and the difference from the general one."""
+def costs_report(rows: dict[str, Row], served: list[Row]) -> None:
+    """Each transaction's rate and what it costs, and the difference from the general one;
+    then what a new capture cost through each server, in the same turns."""
     general = rows[CAPTURE]
     print(
         f"\n{'transaction':<40} {'tx/s':>6} {'µs/tx':>6} {'Δ':>5}   "
@@ -951,28 +1124,41 @@ def costs_report(rows: dict[str, Row]) -> None:
             f"({cpu / stored * 1000:.0f} ns a byte), {wal:.0f} bytes of WAL "
             f"({wal / stored:.2f} a byte) per capture"
         )
+    print(
+        f"\n{'served, in the same turns':<40} {'req/s':>6}   CPU µs/req: "
+        f"{'postgres':>8} {'server':>6} {'loadgen':>7}   {'WAL B/req':>9}"
+    )
+    for row in served:
+        cpu = row.cpu
+        print(
+            f"{row.scenario:<40} {row.ops:>6.0f}   {'':>11}{cpu['postgres']:>8.0f} "
+            f"{cpu['payhooks']:>6.0f} {cpu['loadgen']:>7.0f}   {row.wal:>9.0f}"
+        )
 
 
 Timed = tuple[int, list[_statements.Statement]]
 
 
-def statement_times(bench: Bench, ours: bool) -> Timed:
-    """New captures through the service with every statement timed, functions' inner ones
-    too (on the bench's own server; else as the server tracks them)."""
+def statement_times(
+    bench: Bench, ours: bool, on: list[Server] | None = None, prefix: str = "b"
+) -> Timed:
+    """New captures through the service (or the servers ``on``, on carts ``prefix``) with
+    every statement timed, functions' inner ones too (on the bench's own server; else as the
+    server tracks them)."""
     if ours:
         _statements.track(bench.url, "all")
     bench.settle()
     _statements.reset(bench.url)  # after the VACUUM: not measure(), which would run one timed
     run = bench._record(
-        "new captures, statements timed",
-        *bench._drive(map(post, bench.captures()), bench.args.seconds),
+        f"{'plain' if on else 'payhooks'}: new captures, statements timed",
+        *bench._drive(map(post, bench.captures(prefix)), bench.args.seconds, on=on),
     )
     return len(run.latencies), _statements.top(bench.url)
 
 
-def statements_report(captures: int, statements: list[_statements.Statement]) -> None:
+def statements_report(side: str, captures: int, statements: list[_statements.Statement]) -> None:
     print(
-        f"\nper statement, {captures} new captures through the service "
+        f"\nper statement, {captures} new captures through {side} "
         "(a function's time includes the statements it runs, marked 'in'):"
     )
     print(f"{'µs/capture':>10} {'calls/capture':>13} {'mean µs':>8}  statement")
@@ -989,14 +1175,16 @@ def main() -> None:
     args = options()
     started = time.perf_counter()
     size = {"PAYHOOKS_POOL_SIZE": str(args.clients)}
-    if args.quick or args.costs:
+    if args.quick or args.costs or args.versus:
         with database() as url:
             seed(url, args)
-            (quick if args.quick else costs)(url, args)
+            room(url)
+            (quick if args.quick else costs if args.costs else versus_only)(url, args)
         print(f"\nwhole run: {time.perf_counter() - started:.0f} s on {os.cpu_count()} cores")
         return
     with database() as url:
         seed(url, args)
+        room(url)
         print(f"seeded carts in {time.perf_counter() - started:.0f} s", flush=True)
         bench = Bench(url, args)
         with servers(url, args.servers, **size) as running:
@@ -1005,6 +1193,7 @@ def main() -> None:
         with servers(url, args.servers, LIBRARY, **size) as running:
             bench.attach(running)
             library(bench, capture, smallest)
+        versus(bench, args)
         with servers(url, args.servers, **size) as running:
             bench.attach(running)
             prefilled(bench, args, capture, smallest)
