@@ -8,7 +8,12 @@ fires at COMMIT, after everything the handler wrote.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from payhooks.plumbing import db
+from payhooks.plumbing.retries import Retries
 
 _FUNCTION = """
 CREATE OR REPLACE FUNCTION conflict_injected() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -52,3 +57,15 @@ def attempts(conn: db.Connection) -> int:
         "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM conflict_attempts"
     ).fetchone()
     return int(row[0]) if row else 0
+
+
+@pytest.fixture
+def unhurried_retries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A door's default retries with a window of 30 s instead of half a second: on a loaded
+    machine two slow attempts can close the real window and the third is rightly refused (503),
+    which these tests are not about; the window's bound has tests of its own
+    (``tests/integration/test_conflict_retries.py``)."""
+    defaults = Retries.__init__.__kwdefaults__
+    assert defaults is not None and "window_s" in defaults
+    monkeypatch.setitem(defaults, "window_s", 30.0)
+    yield

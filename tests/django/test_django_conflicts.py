@@ -9,9 +9,11 @@ import pytest
 from django.test import override_settings
 from orders.models import Order
 
-from tests.conflicts import ALWAYS, attempts, inject
+from tests.conflicts import ALWAYS, attempts, inject, unhurried_retries
 from tests.django.conftest import PAYHOOKS, post, records
 from tests.factories import GATEWAY
+
+pytestmark = pytest.mark.usefixtures(unhurried_retries.__name__)
 
 
 def capture(ref: str = "order_new"):

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conflicts import ALWAYS, attempts, inject
+from tests.conflicts import ALWAYS, attempts, inject, unhurried_retries
 from tests.fastapi.conftest import served
 from tests.fastapi.merchant import KINDS, REF, Merchant, capture, prepare
+
+pytestmark = pytest.mark.usefixtures(unhurried_retries.__name__)
 
 
 @pytest.fixture(params=KINDS)

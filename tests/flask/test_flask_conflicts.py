@@ -9,10 +9,12 @@ import pytest
 
 import payhooks.flask
 from payhooks import EventKind, Hooks
-from tests.conflicts import ALWAYS, attempts, inject
+from tests.conflicts import ALWAYS, attempts, inject, unhurried_retries
 from tests.factories import ADAPTERS, GATEWAY
 from tests.flask.conftest import claimed, serving
 from tests.flask.test_flask_blueprint import Base, Note, flask_app, note_refs, order_rows
+
+pytestmark = pytest.mark.usefixtures(unhurried_retries.__name__)
 
 ORDERS = "CREATE TABLE merchant_orders (ref text PRIMARY KEY, paid_by text)"
 
