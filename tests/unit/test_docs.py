@@ -106,3 +106,20 @@ def test_the_readme_layout_names_every_room():
         if p.name != "__init__.py" and "Moved to" not in p.read_text()
     ]
     assert [room for room in sorted(rooms) if room not in layout] == []
+
+
+def test_every_path_of_the_repository_the_docs_name_exists():
+    """A file moved or renamed leaves no guide pointing at where it was (the sources a guide
+    cites, ``- [R2] ...`` lines naming files of the gateways' SDKs, are not ours)."""
+    root = Path(__file__).parents[2]
+    texts = [root / "README.md", root / "CHANGELOG.md", *(root / "docs").glob("*.md")]
+    ours = [
+        line
+        for text in texts
+        for line in text.read_text().splitlines()
+        if not re.match(r"- \[\w+\] ", line)
+    ]
+    pattern = r"(?<![\w/.-])(?:tests|src|bench|scripts|examples)/[\w./-]+\.(?:py|md|sql|sh)"
+    named = {path for line in ours for path in re.findall(pattern, line)}
+    assert len(named) > 50, named
+    assert sorted(path for path in named if not (root / path).exists()) == []
