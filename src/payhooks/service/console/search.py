@@ -21,7 +21,6 @@ from payhooks.plumbing.db import Connection
 MAX_QUERY_CHARS = 254  # the longest email address
 MAX_RESULTS = 50
 MIN_PREFIX = 4
-_PROVIDERS = timeline.PROVIDERS
 """The fewest characters of an email found by its start: fewer would list half the shop."""
 
 
@@ -103,7 +102,7 @@ def search(conn: Connection, query: str) -> list[Result]:
     q = query.strip()
     if not q or len(q) > MAX_QUERY_CHARS:
         return []
-    params = {"q": q, "limit": MAX_RESULTS}
+    params = {"q": q, "providers": timeline.PROVIDERS, "limit": MAX_RESULTS}
     found: dict[tuple[str | None, ...], Result] = {}
     for matched, sql in ((Matched.ORDER, _ORDER), (Matched.CART, _CART)):
         _keep_carts(conn, found, matched, sql, params)
@@ -112,7 +111,7 @@ def search(conn: Connection, query: str) -> list[Result]:
         if (result := _of_order(conn, order)) is not None:
             _keep(found, result)
     if not orders:
-        for provider, event_id in conn.execute(_DELIVERY, {**params, "providers": _PROVIDERS}):
+        for provider, event_id in conn.execute(_DELIVERY, params):
             _keep(
                 found,
                 Result(matched=timeline.Matched.DELIVERY_KEY, provider=provider, event_id=event_id),
