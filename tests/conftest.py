@@ -55,8 +55,9 @@ so a server the fault tests kill loses nothing it acknowledged: the operating sy
 # collection order, and a long test collected last keeps one worker busy after the other has
 # finished. Within each group, and after them, tests keep their collection order.
 FIRST = (
-    "tests/acceptance/test_cli_install.py",  # a clean venv and pip install, each
+    "tests/acceptance/test_cli_install.py",  # the wheel built, clean venvs and pip install
     "tests/acceptance/test_bare_install.py",
+    "tests/acceptance/test_wheel.py",
     "tests/scaleout/",  # hosts in network namespaces, PgBouncer
     "tests/failover/",  # a primary and a standby of their own
     "tests/faults/",  # storms against servers killed and PostgreSQL stopped
