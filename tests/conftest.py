@@ -34,6 +34,7 @@ from payhooks.service import database
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app
 from payhooks.sim.proxy import Proxy
+from tests import loopback
 
 # No timing thresholds in tests: hypothesis's default 200 ms deadline per example fails a
 # correct property on a busy two-core machine (CI runs two workers). Examples stay bounded by
@@ -400,7 +401,7 @@ class Service:
     database_url: str
 
     def client(self) -> httpx.Client:
-        return httpx.Client(
+        return loopback.Client(
             base_url=self.base_url, timeout=10, headers={"authorization": f"Bearer {self.token}"}
         )
 

@@ -13,6 +13,7 @@ import pytest
 
 from payhooks.console import auth
 from payhooks.service.web import create_app
+from tests import loopback
 from tests.conftest import serving_app
 from tests.factories import SETTINGS
 
@@ -26,7 +27,7 @@ class Console:
     app: Any  # the served app, to read its pools' counters
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=10, follow_redirects=False)
+        return loopback.Client(base_url=self.base_url, timeout=10, follow_redirects=False)
 
     def logged_in(self, name: str = OPERATOR, password: str = PASSWORD) -> httpx.Client:
         client = self.client()

@@ -10,6 +10,7 @@ import re
 from urllib.parse import quote
 
 from payhooks.events import Provider
+from tests import loopback
 from tests.console.test_console_http import logged, rows, send
 from tests.factories import purchase
 
@@ -396,8 +397,6 @@ def test_a_candidate_of_the_same_amount_is_an_index_range_on_a_filled_table(conn
 def test_two_links_released_together_make_one_order(console, conn):
     import threading
 
-    import httpx
-
     from tests.console.test_console_http import parked_delivery
 
     cart_id = cart_for(conn, "carol@example.com")
@@ -408,7 +407,7 @@ def test_two_links_released_together_make_one_order(console, conn):
     barrier, answers = threading.Barrier(2), []
 
     def click() -> None:
-        with httpx.Client(base_url=console.base_url, cookies=client.cookies) as double:
+        with loopback.Client(base_url=console.base_url, cookies=client.cookies) as double:
             barrier.wait()
             answers.append(double.post("/console/parked/link", data=form).headers["location"])
 
