@@ -26,6 +26,7 @@ def since(core: str, shop: str) -> list[str]:
         *(f"shop/{v}" for v, _ in database.SHOP.files() if v >= shop),
     ]
 
+
 CORE_TABLES = {
     "payhooks_alerts",
     "payhooks_refund_payments",
