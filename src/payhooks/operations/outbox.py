@@ -14,7 +14,10 @@ Two kinds of rows share the queue. An alert's notices (``alert_key`` set) go to 
 (``email``, ``webhook``) and are pruned a while after they end (``prune``). An application's
 own messages (``alert_key`` NULL: a customer's email, an alert to the operators' address) are
 emails; the ones given up are dead letters, listed (``failed``) and queued again (``revive``)
-by a person, and the sent ones are deleted by retention.
+by a person, and the sent ones are deleted by retention. A payment event on its way to a broker
+(kind ``event``, on the channel ``nats`` or ``rabbitmq``) is queued by the claim
+(``payhooks.intake.relaying``) and published by the relay (``payhooks.relay``); the senders
+above never see one.
 """
 
 from __future__ import annotations
@@ -103,7 +106,8 @@ _COLUMNS = (
 # An application's messages, by the database's clock, each held by one worker's transaction.
 _HOLD = f"""
 SELECT {_COLUMNS} FROM payhooks_outbox
-WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now() AND alert_key IS NULL
+WHERE sent_at IS NULL AND failed_at IS NULL AND kind <> 'event' AND next_attempt_at <= now()
+  AND alert_key IS NULL
 ORDER BY next_attempt_at, id
 LIMIT 1
 FOR UPDATE SKIP LOCKED
@@ -113,8 +117,8 @@ _LEASE = f"""
 UPDATE payhooks_outbox SET next_attempt_at = %(until)s
 WHERE id = (
     SELECT id FROM payhooks_outbox
-    WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= %(now)s
-      AND alert_key IS NOT NULL AND channel = ANY(%(channels)s)
+    WHERE sent_at IS NULL AND failed_at IS NULL AND kind <> 'event'
+      AND next_attempt_at <= %(now)s AND alert_key IS NOT NULL AND channel = ANY(%(channels)s)
     ORDER BY next_attempt_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
@@ -199,17 +203,19 @@ def prune(conn: Connection, before: datetime) -> int:
 
 _FAILED = """
 SELECT id, kind, dedupe_key, recipient, subject, attempts, last_error, failed_at
-FROM payhooks_outbox WHERE failed_at IS NOT NULL AND alert_key IS NULL ORDER BY failed_at
+FROM payhooks_outbox WHERE failed_at IS NOT NULL AND alert_key IS NULL AND kind <> 'event'
+ORDER BY failed_at
 """
 _REVIVE = """
 UPDATE payhooks_outbox SET failed_at = NULL, attempts = 0, next_attempt_at = now()
-WHERE failed_at IS NOT NULL AND alert_key IS NULL AND (%(id)s::bigint IS NULL OR id = %(id)s)
+WHERE failed_at IS NOT NULL AND alert_key IS NULL AND kind <> 'event'
+  AND (%(id)s::bigint IS NULL OR id = %(id)s)
 """
 _COUNTS = """
 SELECT count(*) FILTER (WHERE sent_at IS NULL AND failed_at IS NULL) AS pending,
        count(*) FILTER (WHERE sent_at IS NOT NULL) AS sent,
        count(*) FILTER (WHERE failed_at IS NOT NULL) AS failed
-FROM payhooks_outbox WHERE alert_key IS NULL
+FROM payhooks_outbox WHERE alert_key IS NULL AND kind <> 'event'
 """
 
 
