@@ -237,10 +237,97 @@ def counts(conn: Connection) -> dict[str, int]:
     return {"pending": pending, "sent": sent, "failed": dead}
 
 
+# --- payment events on their way to a broker (``payhooks.relay``) ---------------------------
+
+CHANNELS = ("nats", "rabbitmq")
+"""The brokers a relay publishes payment events to; each is a channel of the queue."""
+
+ADD_CHANNEL = """
+INSERT INTO payhooks_relay_channels (channel) VALUES (%(channel)s) ON CONFLICT DO NOTHING
+"""
+REMOVE_CHANNEL = "DELETE FROM payhooks_relay_channels WHERE channel = %(channel)s"
+# The relay's hold on its channel for one batch: a second relay skips it, one killed lets go.
+HOLD_CHANNEL = """
+SELECT channel FROM payhooks_relay_channels WHERE channel = %(channel)s
+FOR NO KEY UPDATE SKIP LOCKED
+"""
+# The channel's unpublished events in the order they were queued (through
+# payhooks_outbox_relay), due or not: one not due still holds back its payment's later ones.
+RELAY_WINDOW = """
+SELECT id, dedupe_key, subject, body, payload ->> 'message_id', payload ->> 'payment',
+       next_attempt_at <= now(), attempts
+FROM payhooks_outbox
+WHERE channel = %(channel)s AND kind = 'event' AND sent_at IS NULL
+ORDER BY id
+LIMIT %(window)s
+"""
+PUBLISHED = """
+UPDATE payhooks_outbox SET sent_at = now(), attempts = attempts + 1, last_error = NULL
+WHERE id = ANY(%(ids)s)
+"""
+REFUSED = """
+UPDATE payhooks_outbox
+SET attempts = attempts + 1, last_error = %(error)s,
+    next_attempt_at = now() + make_interval(secs => %(delay)s)
+WHERE id = %(id)s
+"""
+_BACKLOG = """
+SELECT c.name, c.name IN (SELECT channel FROM payhooks_relay_channels),
+       count(o.id), coalesce(extract(epoch FROM now() - min(o.created_at)), 0), min(o.created_at)
+FROM unnest(%(channels)s::text[]) AS c (name)
+LEFT JOIN payhooks_outbox o
+       ON o.channel = c.name AND o.kind = 'event' AND o.sent_at IS NULL
+GROUP BY c.name ORDER BY c.name
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backlog:
+    """A relay channel's unpublished payment events: how many, and how long the oldest has
+    waited; ``relayed`` while events are being queued for it."""
+
+    channel: str
+    relayed: bool
+    waiting: int
+    oldest_seconds: float
+    oldest_at: datetime | None
+
+
+def backlogs(conn: Connection) -> list[Backlog]:
+    """Every channel's backlog, zero where nothing waits (a closed set, for metrics)."""
+    return [
+        Backlog(
+            channel=name, relayed=bool(on), waiting=int(n), oldest_seconds=float(age), oldest_at=at
+        )
+        for name, on, n, age, at in conn.execute(_BACKLOG, {"channels": list(CHANNELS)})
+    ]
+
+
+def add_channel(conn: Connection, channel: str) -> None:
+    """From now on every payment event applied is queued for ``channel`` too."""
+    conn.execute(ADD_CHANNEL, {"channel": channel})
+
+
+def remove_channel(conn: Connection, channel: str) -> bool:
+    """No more events are queued for ``channel``; those queued stay for a relay to publish.
+    Whether it was there."""
+    return conn.execute(REMOVE_CHANNEL, {"channel": channel}).rowcount == 1
+
+
 __all__ = [
+    "ADD_CHANNEL",
+    "CHANNELS",
+    "HOLD_CHANNEL",
+    "PUBLISHED",
+    "REFUSED",
+    "RELAY_WINDOW",
+    "REMOVE_CHANNEL",
+    "Backlog",
     "Message",
     "MessageKind",
     "Pending",
+    "add_channel",
+    "backlogs",
     "counts",
     "dead_letter",
     "enqueue",
@@ -250,6 +337,7 @@ __all__ = [
     "lease_next",
     "mark_sent",
     "prune",
+    "remove_channel",
     "retry_later",
     "revive",
 ]
