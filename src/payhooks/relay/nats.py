@@ -14,6 +14,7 @@ subjects ``<prefix>.>``, the duplicate window asked for); one that exists is use
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -125,10 +126,8 @@ class JetStream:
         """Close the connection, if any."""
         client, self._client, self._js = self._client, None, None
         if client is not None and not client.is_closed:
-            try:
+            with contextlib.suppress(OSError, TimeoutError, nats.errors.Error):
                 await client.close()
-            except (OSError, TimeoutError, nats.errors.Error):
-                pass
 
 
 def _said(exc: BaseException) -> str:

@@ -77,9 +77,7 @@ class RabbitMQ:
             self._connection = await aio_pika.connect(
                 self.options.url, timeout=self.options.timeout_s
             )
-            channel = await self._connection.channel(
-                publisher_confirms=True, on_return_raises=True
-            )
+            channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
             self._exchange = await channel.declare_exchange(
                 self.options.exchange, aio_pika.ExchangeType.TOPIC, durable=True
             )

@@ -300,9 +300,7 @@ def connecting(url: str, options: RelayOptions, publish_timeout_s: float) -> Con
     return connect
 
 
-def run(
-    connect: Connect, broker: Broker, options: RelayOptions, *, once: bool = False
-) -> Relay:
+def run(connect: Connect, broker: Broker, options: RelayOptions, *, once: bool = False) -> Relay:
     """A relay run until SIGTERM or Ctrl-C (or, ``once``, until nothing is left due or an
     attempt fails), on an event loop of its own; the relay, with its ``totals`` and
     ``failure``."""
@@ -335,8 +333,8 @@ __all__ = [
     "Relay",
     "RelayOptions",
     "Tally",
-    "next_batch",
     "connecting",
+    "next_batch",
     "relay_once",
     "run",
 ]
