@@ -65,12 +65,17 @@ class JetStream:
         make sure the stream is there."""
         await self.close()
         try:
-            client = await nats.connect(
-                servers=[self.options.url],
-                connect_timeout=self.options.timeout_s,
-                allow_reconnect=False,
-                max_reconnect_attempts=0,
-                name="payhooks-relay",
+            client = await asyncio.wait_for(
+                nats.connect(
+                    servers=[self.options.url],
+                    connect_timeout=self.options.timeout_s,
+                    allow_reconnect=False,
+                    max_reconnect_attempts=1,  # 0 would try the one server for ever
+                    reconnect_time_wait=0.1,
+                    error_cb=_quiet,
+                    name="payhooks-relay",
+                ),
+                2 * self.options.timeout_s + 1,
             )
         except (OSError, TimeoutError, nats.errors.Error) as exc:
             raise BrokerUnavailable(CHANNEL, f"cannot connect: {_said(exc)}") from exc
@@ -114,7 +119,7 @@ class JetStream:
                 stream=self.options.stream,
                 headers={"Nats-Msg-Id": message.message_id},
             )
-        except nats.errors.NoRespondersError:
+        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
             return Refused(reason=f"no stream takes {subject}")
         except nats.js.errors.APIError as exc:
             return Refused(reason=f"JetStream refused it: {_said(exc)}")
@@ -128,6 +133,10 @@ class JetStream:
         if client is not None and not client.is_closed:
             with contextlib.suppress(OSError, TimeoutError, nats.errors.Error):
                 await client.close()
+
+
+async def _quiet(exc: Exception) -> None:
+    """The client's own report of a connection error: the relay says it once, in its log."""
 
 
 def _said(exc: BaseException) -> str:

@@ -189,7 +189,7 @@ Connect = Callable[[], Awaitable[AsyncConnection]]
 
 class Relay:
     """The relay of one channel, until ``stop`` is set: passes one after another while each
-    fills a batch, else every ``options.every_s``; through an outage of the broker or the
+    publishes something, else every ``options.every_s``; through an outage of the broker or the
     database it waits, longer each time, and connects again."""
 
     def __init__(self, connect: Connect, broker: Broker, options: RelayOptions) -> None:
@@ -204,7 +204,8 @@ class Relay:
         """Why the last attempt failed (the broker or the database), while it has not passed."""
 
     async def run(self, stop: asyncio.Event, *, drain: bool = False) -> Tally:
-        """Relay until ``stop`` is set; with ``drain``, until a pass leaves nothing due."""
+        """Relay until ``stop`` is set; with ``drain``, until a pass finds nothing due, or an
+        attempt fails (``failure`` says why)."""
         try:
             while not stop.is_set():
                 tally = await self.attempt()
@@ -214,11 +215,11 @@ class Relay:
                     await _wait(stop, self._backoff())
                     continue
                 self._delay = self.options.reconnect_s
-                full = tally.published + tally.refused >= self.options.batch
-                if drain and not full and not tally.held_elsewhere:
+                if tally.published or tally.refused:
+                    continue  # more may be due: the next events of the payments just published
+                if drain and not tally.held_elsewhere:
                     break
-                if not full:
-                    await _wait(stop, self.options.every_s)
+                await _wait(stop, self.options.every_s)
         finally:
             await self.close()
         return self.totals
