@@ -492,7 +492,7 @@ def paid_captures(states: list[CartState]) -> dict[str, str]:
     kind, ``payhooks.intake.relaying.message_id``), with the cart's order."""
     return {
         f"{s.story.purchase.provider.value}:{s.orders[0]['payment_id']}:payment_captured": str(
-            s.orders[0]["id"]
+            s.orders[0]["order_id"]
         )
         for s in states
         if s.orders
