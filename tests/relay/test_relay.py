@@ -16,7 +16,7 @@ import nats
 import psycopg
 import pytest
 
-from payhooks.operations import alerts, outbox
+from payhooks.operations import alerts, outbox, retention
 from payhooks.relay import inbox
 from payhooks.relay.brokers import Broker
 from payhooks.relay.relaying import Relay, RelayOptions, Tally, connecting
@@ -328,3 +328,18 @@ def test_relay_status_and_remove(database_url, conn, tmp_path):
     wrong = subprocess.run([PAYHOOKS, "relay", "remove", "kafka"], env=env,
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert wrong.returncode == 1 and "the channels are nats, rabbitmq" in wrong.stderr
+
+
+def test_the_purge_deletes_published_events_past_the_window_and_never_unpublished_ones(conn):
+    outbox.add_channel(conn, "nats")
+    for _ in range(3):
+        buy = purchase(conn)
+        deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_outbox SET created_at = now() - interval '100 days'")
+    conn.execute(
+        "UPDATE payhooks_outbox SET sent_at = now() - interval '100 days' WHERE id IN"
+        " (SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id LIMIT 2)"
+    )
+    assert retention.purge(conn, 90) is not None
+    left = conn.execute("SELECT sent_at IS NULL FROM payhooks_outbox WHERE kind = 'event'")
+    assert left.fetchall() == [(True,)]
