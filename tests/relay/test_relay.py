@@ -31,7 +31,7 @@ FAST = RelayOptions(every_s=0.05, reconnect_s=0.05, reconnect_cap_s=0.5)
 
 def drain(url: str, broker: Broker, options: RelayOptions = FAST) -> Relay:
     """A relay run in the test's process until nothing is left due."""
-    relay = Relay(connecting(url, options, 5.0), broker, options)
+    relay = Relay(connecting(url), broker, options)
     asyncio.run(relay.run(asyncio.Event(), drain=True))
     return relay
 
@@ -135,7 +135,7 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
         client = await nats.connect(broker.options.url)
         await client.jetstream().delete_stream(broker.options.stream)
         await client.close()
-        relay = Relay(connecting(database_url, FAST, 5.0), broker, FAST)
+        relay = Relay(connecting(database_url), broker, FAST)
         relay._broker_up = True
         tally = await relay.attempt()
         await relay.close()
@@ -285,7 +285,7 @@ def test_two_relays_of_one_channel_publish_each_event_once(
     options = RelayOptions(batch=3, every_s=0.01)
 
     async def both() -> None:
-        relays = [Relay(connecting(database_url, options, 5.0), b, options) for b in (broker, twin)]
+        relays = [Relay(connecting(database_url), b, options) for b in (broker, twin)]
         await asyncio.gather(*(r.run(asyncio.Event(), drain=True) for r in relays))
 
     asyncio.run(both())

@@ -682,10 +682,9 @@ def _relay(
     host(ctx).configure_logs()
     url = host(ctx).database(database_url)
     with_connection(ctx, lambda conn: outbox.add_channel(conn, broker.channel), url)
-    timeout_s = found.relay_publish_timeout_ms / 1000
-    options = relaying.RelayOptions(batch=found.relay_batch)
-    connect = relaying.connecting(url, options, timeout_s)
-    relay = run(lambda: relaying.run(connect, broker, options, once=once))
+    hold_ms = 2 * found.relay_publish_timeout_ms + 5000  # a publish, and a connection's time
+    options = relaying.RelayOptions(batch=found.relay_batch, hold_timeout_ms=hold_ms)
+    relay = run(lambda: relaying.run(relaying.connecting(url), broker, options, once=once))
     if once or relay.totals.passes:
         typer.echo(relay.totals.summary())
     if once and relay.failure is not None:

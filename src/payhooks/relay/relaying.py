@@ -59,6 +59,10 @@ class RelayOptions:
     refused_base_s: float = 1.0
     """A refused event's first wait before it is tried again; doubled up to ``refused_cap_s``."""
     refused_cap_s: float = 300.0
+    hold_timeout_ms: int = 15_000
+    """A pass idle this long inside its transaction (stuck in a publish) has its session ended
+    by PostgreSQL, which lets its channel go (``idle_in_transaction_session_timeout``, set
+    for the pass's transaction alone, so it holds behind a transaction pooler too)."""
 
     def refused_delay(self, attempts: int) -> float:
         """The wait before the next try of an event refused ``attempts + 1`` times."""
@@ -143,11 +147,15 @@ def _queued(row: tuple[Any, ...]) -> Queued:
     )
 
 
+_BOUNDED = "SELECT set_config('idle_in_transaction_session_timeout', %s, true)"
+
+
 async def relay_once(conn: AsyncConnection, broker: Broker, options: RelayOptions) -> Tally:
     """One pass on an autocommit connection: hold the channel, publish a batch, mark it."""
     channel = {"channel": broker.channel}
     tally = Tally(passes=1)
     async with conn.transaction():
+        await conn.execute(_BOUNDED, (str(options.hold_timeout_ms),))
         if await (await conn.execute(HOLD_CHANNEL, channel)).fetchone() is None:
             tally.held_elsewhere = True
             return tally
@@ -284,18 +292,12 @@ class Relay:
             await self.broker.close()
 
 
-def connecting(url: str, options: RelayOptions, publish_timeout_s: float) -> Connect:
-    """Autocommit connections to ``url`` for a relay. A session idle inside a pass longer than
-    a publish can take is ended by the server: a relay stuck mid-pass lets its channel go."""
-    idle_ms = int((2 * publish_timeout_s + 5) * 1000)
+def connecting(url: str) -> Connect:
+    """Autocommit connections to ``url`` for a relay."""
 
     async def connect() -> AsyncConnection:
         return await psycopg.AsyncConnection.connect(
-            url,
-            autocommit=True,
-            application_name="payhooks-relay",
-            connect_timeout=10,
-            options=f"-c idle_in_transaction_session_timeout={idle_ms}",
+            url, autocommit=True, application_name="payhooks-relay", connect_timeout=10
         )
 
     return connect
