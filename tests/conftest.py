@@ -34,6 +34,7 @@ from payhooks.service import database
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app
 from payhooks.sim.proxy import Proxy
+from tests import loopback
 
 # No timing thresholds in tests: hypothesis's default 200 ms deadline per example fails a
 # correct property on a busy two-core machine (CI runs two workers). Examples stay bounded by
@@ -55,8 +56,9 @@ so a server the fault tests kill loses nothing it acknowledged: the operating sy
 # collection order, and a long test collected last keeps one worker busy after the other has
 # finished. Within each group, and after them, tests keep their collection order.
 FIRST = (
-    "tests/acceptance/test_cli_install.py",  # a clean venv and pip install, each
+    "tests/acceptance/test_cli_install.py",  # the wheel built, clean venvs and pip install
     "tests/acceptance/test_bare_install.py",
+    "tests/acceptance/test_wheel.py",
     "tests/scaleout/",  # hosts in network namespaces, PgBouncer
     "tests/failover/",  # a primary and a standby of their own
     "tests/faults/",  # storms against servers killed and PostgreSQL stopped
@@ -399,7 +401,7 @@ class Service:
     database_url: str
 
     def client(self) -> httpx.Client:
-        return httpx.Client(
+        return loopback.Client(
             base_url=self.base_url, timeout=10, headers={"authorization": f"Bearer {self.token}"}
         )
 

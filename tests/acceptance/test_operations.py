@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import subprocess
 
-import httpx
 import psycopg
 
 from payhooks.events import Provider
 from payhooks.service import outbox
 from payhooks.service.mail import message_id
 from payhooks.service.shop import carts
+from tests import loopback
 from tests.acceptance.conftest import invoke, running, wait_until
 from tests.conftest import Inbox, free_port, serving, smtp_server
 from tests.factories import GATEWAY, SETTINGS, purchase
@@ -140,7 +140,7 @@ def test_parked_event_is_listed_then_replayed_once_its_checkout_exists(env, conn
         amount_paise=buy.amount_paise,
     )
     with serving(SETTINGS, database_url) as service:
-        httpx.post(service.base_url + orphan.path, content=orphan.body, headers=orphan.headers)
+        loopback.post(service.base_url + orphan.path, content=orphan.body, headers=orphan.headers)
     listed = json.loads(cli(env, "parked", "--json").stdout)
     assert [p["event_type"] for p in listed] == ["payment.captured"]
     event_id = listed[0]["event_id"]

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from payhooks.sim.gateway import Gateway, GatewaySecrets
+from tests import loopback
 from tests.acceptance.conftest import PAYHOOKS, Process, running, wait_until
 from tests.conftest import free_port
 from tests.factories import GATEWAY, KEYS
@@ -34,13 +35,13 @@ def server(env: dict[str, str], server_log: Path) -> Iterator[str]:
 def _ready(base: str, process: Process) -> bool:
     assert process.alive(), process.output()
     try:
-        return httpx.get(f"{base}/readyz").status_code == 200
+        return loopback.get(f"{base}/readyz").status_code == 200
     except httpx.TransportError:
         return False
 
 
 def test_serve_takes_a_paid_cart_to_one_traceable_order(server: str, env: dict[str, str]) -> None:
-    with httpx.Client(base_url=server, headers={"authorization": "Bearer acceptance"}) as client:
+    with loopback.Client(base_url=server, headers={"authorization": "Bearer acceptance"}) as client:
         client.post(
             "/api/products", json={"sku": "MUG", "name": "Mug", "price_paise": 39900, "stock": 3}
         ).raise_for_status()
@@ -83,7 +84,7 @@ def test_serve_logs_one_json_line_per_delivery_with_its_key_and_no_secrets(
         order_id="order_nowhere",
         amount_paise=100,
     )
-    answer = httpx.post(
+    answer = loopback.post(
         server + delivery.path, content=delivery.body, headers=delivery.headers
     ).json()
     time.sleep(0.2)
@@ -141,7 +142,7 @@ def test_serve_takes_a_secret_holding_a_comma_as_one_secret(
     )
     with running(["serve", "--port", str(port)], secret_env, tmp_path / "serve.log") as process:
         wait_until(lambda: _ready(base, process), timeout=30, what="payhooks serve")
-        answer = httpx.post(
+        answer = loopback.post(
             f"{base}{delivery.path}", content=delivery.body, headers=delivery.headers
         )
         output = process.output()

@@ -7,6 +7,7 @@ import subprocess
 
 import httpx
 
+from tests import loopback
 from tests.acceptance.conftest import PAYHOOKS, running, wait_until
 from tests.conftest import free_port
 
@@ -22,7 +23,7 @@ def serve(env, tmp_path):
 
 def ready(base: str) -> bool:
     try:
-        return httpx.get(f"{base}/readyz").status_code == 200
+        return loopback.get(f"{base}/readyz").status_code == 200
     except httpx.TransportError:
         return False
 

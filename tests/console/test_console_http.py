@@ -22,6 +22,7 @@ from payhooks.gateways import razorpay
 from payhooks.service.shop import carts
 from payhooks.sim.gateway import Delivery, bank_reference
 from payhooks.sim.storm import SIGNED
+from tests import loopback
 from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
 from tests.factories import GATEWAY, KEYS, purchase
 
@@ -50,7 +51,7 @@ PRIVATE_POSTS = [
 
 
 def send(console: Console, delivery: Delivery) -> httpx.Response:
-    with httpx.Client(base_url=console.base_url, timeout=10) as client:
+    with loopback.Client(base_url=console.base_url, timeout=10) as client:
         return client.post(delivery.path, content=delivery.body, headers=delivery.headers)
 
 
@@ -296,7 +297,7 @@ def test_two_replays_released_together_make_one_order(console, conn):
     barrier, answers = threading.Barrier(2), []
 
     def click() -> None:
-        with httpx.Client(base_url=console.base_url, cookies=client.cookies) as double:
+        with loopback.Client(base_url=console.base_url, cookies=client.cookies) as double:
             barrier.wait()
             answers.append(double.post("/console/parked/replay", data=form).headers["location"])
 
@@ -834,7 +835,7 @@ def flooded(
         t.start()
     api_answers = []
     headers = {"authorization": "Bearer api-token"}
-    with httpx.Client(base_url=console.base_url, timeout=30, headers=headers) as api:
+    with loopback.Client(base_url=console.base_url, timeout=30, headers=headers) as api:
         barrier.wait()
         while any(t.is_alive() for t in threads):
             api_answers.append(api.get("/api/products/none").status_code)

@@ -14,13 +14,13 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 from zoneinfo import ZoneInfo
 
-import httpx
 import psycopg
 import pytest
 
 from payhooks.console import auth, bulk, export
 from payhooks.events import Provider
 from payhooks.service.shop import carts
+from tests import loopback
 from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
 from tests.console.test_console_http import logged, rows, send
 from tests.factories import GATEWAY, purchase
@@ -523,7 +523,7 @@ def test_two_bulk_replays_submitted_together_make_one_order_each(console, conn):
     barrier, answers = threading.Barrier(2), []
 
     def submit() -> None:
-        with httpx.Client(base_url=console.base_url, cookies=client.cookies) as twin:
+        with loopback.Client(base_url=console.base_url, cookies=client.cookies) as twin:
             barrier.wait()
             answers.append(twin.post("/console/parked/bulk", data=form).status_code)
 

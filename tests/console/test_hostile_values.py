@@ -11,6 +11,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from tests import loopback
 from tests.console.conftest import Console, csrf_of
 
 # Times a form or a hand-made link may carry, at and past the calendar's edges.
@@ -69,7 +70,7 @@ def answers(client: httpx.Client, route: str, **params: str) -> int:
 
 
 def clients(console: Console) -> dict[str, httpx.Client]:
-    api = httpx.Client(base_url=console.base_url, timeout=20,
+    api = loopback.Client(base_url=console.base_url, timeout=20,
                        headers={"authorization": "Bearer api-token"})  # fmt: skip
     return {"operator": console.logged_in(), "stranger": console.client(), "api": api}
 

@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from werkzeug.serving import make_server
 
 from payhooks.sim.gateway import Delivery
+from tests import loopback
 from tests.conftest import Databases
 from tests.factories import KEYS
 
@@ -151,7 +152,7 @@ def site(django_db: str) -> Iterator[str]:
 
 
 def post(base_url: str, delivery: Delivery, **headers: str) -> httpx.Response:
-    return httpx.post(
+    return loopback.post(
         base_url + delivery.path,
         content=delivery.body,
         headers={**delivery.headers, **headers},

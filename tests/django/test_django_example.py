@@ -22,6 +22,7 @@ from orders.models import Order
 
 from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.sim.gateway import Delivery
+from tests import loopback
 from tests.conftest import free_port, released_together
 from tests.django.conftest import EXAMPLE, PAYHOOKS, post, records
 from tests.factories import GATEWAY, KEYS
@@ -49,7 +50,7 @@ def test_fifty_concurrent_copies_of_one_delivery_pay_the_order_once(site, checko
     delivery = razorpay()
     answers = released_together(
         list(range(50)),
-        lambda _: httpx.Client(timeout=60),
+        lambda _: loopback.Client(timeout=60),
         lambda client, _: post_with(client, site, delivery).json()["status"],
     )
     assert sorted(set(answers)) == ["duplicate", "processed"] and answers.count("processed") == 1
@@ -139,14 +140,14 @@ def test_under_asgi_a_signature_sent_twice_with_different_values_is_refused(chec
     delivery = razorpay()
     headers = [*delivery.headers.items(), ("x-razorpay-signature", "0" * 64)]
     with asgi_served() as site:
-        response = httpx.post(site + delivery.path, content=delivery.body, headers=headers)
+        response = loopback.post(site + delivery.path, content=delivery.body, headers=headers)
     assert response.status_code == 401 and records(django_db) == []
 
 
 def test_under_asgi_a_chunked_capture_pays_the_order(checkout, django_db):
     delivery = razorpay()
     with asgi_served() as site:
-        response = httpx.post(
+        response = loopback.post(
             site + delivery.path, content=chunked(delivery.body), headers=delivery.headers
         )
     assert response.status_code == 200 and response.json()["status"] == "processed"
@@ -159,7 +160,7 @@ def test_under_asgi_a_chunked_body_over_the_bound_is_413_past_djangos_own_limit(
     delivery = razorpay()
     padding = b" " * (4 * 1024 * 1024)  # past the bound and DATA_UPLOAD_MAX_MEMORY_SIZE
     with asgi_served() as site:
-        response = httpx.post(
+        response = loopback.post(
             site + delivery.path,
             content=chunked(delivery.body + padding, 64 * 1024),
             headers=delivery.headers,
@@ -187,7 +188,7 @@ def chunked(body: bytes, size: int = 100) -> Iterator[bytes]:
 def test_under_gunicorn_a_chunked_capture_pays_the_order(checkout, django_db):
     delivery = razorpay()
     with gunicorn_served(django_db) as site:
-        response = httpx.post(
+        response = loopback.post(
             site + delivery.path, content=chunked(delivery.body), headers=delivery.headers
         )
     assert response.status_code == 200 and response.json()["status"] == "processed"
@@ -198,7 +199,7 @@ def test_under_gunicorn_a_chunked_body_over_the_bound_is_413(checkout, django_db
     delivery = razorpay()
     padding = b" " * MAX_JSON_BODY_BYTES  # JSON allows trailing blanks: the bound, not the JSON
     with gunicorn_served(django_db) as site:
-        response = httpx.post(
+        response = loopback.post(
             site + delivery.path,
             content=chunked(delivery.body + padding, 64 * 1024),
             headers=delivery.headers,
@@ -283,7 +284,7 @@ def test_the_shops_metrics_count_what_waits_for_a_person(site, django_db):
     create_order("razorpay", REF, 129_900)
     short = GATEWAY.razorpay("payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=100)
     post(site, short)
-    text = httpx.get(f"{site}/metrics", timeout=10).text
+    text = loopback.get(f"{site}/metrics", timeout=10).text
     assert "payhooks_amount_mismatches 1.0" in text
     assert "payhooks_parked_deliveries 1.0" in text
 

@@ -8,7 +8,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx
 import psycopg
 import pytest
 from django.test import override_settings
@@ -17,6 +16,7 @@ from orders.models import Order
 from payhooks.gateways import razorpay
 from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from payhooks.sim.gateway import Delivery
+from tests import loopback
 from tests.django.conftest import PAYHOOKS, post, records
 from tests.django.handlers import notified
 from tests.factories import GATEWAY, KEYS
@@ -107,7 +107,7 @@ def test_a_forged_signature_is_answered_401_and_nothing_recorded(site, order, dj
 def test_a_signature_header_sent_twice_with_different_values_is_refused(site, order, django_db):
     delivery = capture()
     headers = [*delivery.headers.items(), (SIGNATURE, "0" * 64)]
-    response = httpx.post(site + delivery.path, content=delivery.body, headers=headers)
+    response = loopback.post(site + delivery.path, content=delivery.body, headers=headers)
     assert (response.status_code, response.json()["error"]) == (401, "signature_mismatch")
     assert records(django_db) == []
 
@@ -115,20 +115,20 @@ def test_a_signature_header_sent_twice_with_different_values_is_refused(site, or
 def test_identical_copies_of_the_signature_header_are_one_signature(site, order):
     delivery = capture()
     headers = [*delivery.headers.items(), (SIGNATURE, delivery.headers[SIGNATURE])]
-    response = httpx.post(site + delivery.path, content=delivery.body, headers=headers)
+    response = loopback.post(site + delivery.path, content=delivery.body, headers=headers)
     assert response.json()["status"] == "processed"
 
 
 def test_an_authentic_body_that_is_no_event_is_answered_400(site, django_db):
     body = b'{"event": 7}'
-    response = httpx.post(f"{site}/webhooks/razorpay", content=body, headers=signed(body))
+    response = loopback.post(f"{site}/webhooks/razorpay", content=body, headers=signed(body))
     assert (response.status_code, response.json()["error"]) == (400, "malformed_payload")
     assert records(django_db) == []
 
 
 def test_a_body_declared_over_the_gateways_bound_is_answered_413(site):
     body = json.dumps({"event": "x" * razorpay.MAX_JSON_BODY_BYTES}).encode()
-    response = httpx.post(f"{site}/webhooks/razorpay", content=body, headers=signed(body))
+    response = loopback.post(f"{site}/webhooks/razorpay", content=body, headers=signed(body))
     assert (response.status_code, response.json()["error"]) == (413, "payload_too_large")
 
 
@@ -136,7 +136,7 @@ def test_a_chunked_body_is_read_whole_where_the_server_ends_the_input(site, orde
     """Werkzeug's server, like gunicorn, sets ``wsgi.input_terminated`` for a chunked body."""
     delivery = capture()
     pieces = (delivery.body[at : at + 50] for at in range(0, len(delivery.body), 50))
-    response = httpx.post(site + delivery.path, content=pieces, headers=delivery.headers)
+    response = loopback.post(site + delivery.path, content=pieces, headers=delivery.headers)
     assert (response.status_code, response.json()["status"]) == (200, "processed")
     assert orders() == [("order_dj1", "paid")]
 
@@ -163,7 +163,7 @@ def runserver() -> Iterator[str]:
 def test_a_chunked_body_the_server_cannot_end_is_411_not_a_signature_mismatch(order, django_db):
     delivery = capture()
     with runserver() as site:
-        response = httpx.post(
+        response = loopback.post(
             site + delivery.path,
             content=iter([delivery.body]),
             headers={**delivery.headers, "connection": "close"},
@@ -181,17 +181,17 @@ def test_a_gateway_with_no_secret_configured_is_answered_404(site):
 
 
 def test_an_unknown_gateways_name_is_quoted_to_the_shared_limit(site):
-    response = httpx.post(f"{site}/webhooks/" + "a" * 100, content=b"{}")
+    response = loopback.post(f"{site}/webhooks/" + "a" * 100, content=b"{}")
     assert response.json()["detail"] == f"provider {CLIPPED!r} is not configured"
 
 
 def test_an_unknown_gateway_is_answered_404(site):
-    response = httpx.post(f"{site}/webhooks/stripe", content=b"{}")
+    response = loopback.post(f"{site}/webhooks/stripe", content=b"{}")
     assert response.status_code == 404
 
 
 def test_only_post_is_served(site):
-    assert httpx.get(f"{site}/webhooks/razorpay").status_code == 405
+    assert loopback.get(f"{site}/webhooks/razorpay").status_code == 405
 
 
 # --- the transaction --------------------------------------------------------------------------
@@ -281,7 +281,7 @@ def test_inside_an_atomic_block_of_the_merchants_the_view_refuses_and_claims_not
     all (5xx, so the gateway retries) and says why in the log; nothing is recorded."""
     delivery = capture()
     with override_settings(ROOT_URLCONF="tests.django.urls"):
-        response = httpx.post(
+        response = loopback.post(
             f"{site}/inside-atomic/razorpay", content=delivery.body, headers=delivery.headers
         )
     assert response.status_code == 500

@@ -25,6 +25,7 @@ from payhooks.service.reconcile.clients import clients, http_client
 from payhooks.sim.gateway_api import GatewayApi
 from payhooks.sim.standby import Cluster
 from payhooks.sim.storm import StormOptions, StormResult
+from tests import loopback
 from tests.faults.conftest import Server, eventually
 from tests.faults.test_faults import StormThread, felt, uncommitted, violations
 from tests.reconcile.conftest import settings_for
@@ -49,7 +50,7 @@ class Readiness(threading.Thread):
         self.up_at: float | None = None
 
     def run(self) -> None:
-        with httpx.Client(base_url=self.base, timeout=2) as client:
+        with loopback.Client(base_url=self.base, timeout=2) as client:
             while self.up_at is None:
                 try:
                     status = client.get("/readyz").status_code

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import httpx
 import psycopg
 
 from payhooks.service.web import create_app
 from payhooks.sim.standby import Cluster
+from tests import loopback
 from tests.conftest import serving_app
 from tests.factories import SETTINGS, purchase
 
@@ -37,7 +37,7 @@ def test_deliveries_whose_commit_never_ends_are_answered_503_and_the_pool_lives(
     buys = stranded(cluster)
     settings = replace(SETTINGS, pool_size=POOL, transaction_timeout_ms=1500)
     app = create_app(settings, api_token="t", url=cluster.url_of(cluster.ports[0]))
-    with serving_app(app) as base, httpx.Client(base_url=base, timeout=GUARD_S) as client:
+    with serving_app(app) as base, loopback.Client(base_url=base, timeout=GUARD_S) as client:
         # More deliveries than the pool holds, one after another: the first capture (one
         # statement on the async pool) and an authorisation (the general path, sync pool).
         answers = []
@@ -60,7 +60,7 @@ def test_a_delivery_answered_503_so_is_a_duplicate_once_the_standby_is_back_in_n
     primary = cluster.url_of(cluster.ports[0])
     app = create_app(settings, api_token="t", url=primary)
     delivery = buy.captured()
-    with serving_app(app) as base, httpx.Client(base_url=base, timeout=GUARD_S) as client:
+    with serving_app(app) as base, loopback.Client(base_url=base, timeout=GUARD_S) as client:
         first = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
         with psycopg.connect(primary, autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET synchronous_standby_names = ''")

@@ -13,6 +13,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 from starlette.applications import Starlette
 
+from tests import loopback
 from tests.conftest import Databases, serving_app
 
 
@@ -61,7 +62,7 @@ class Served:
     base_url: str
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=30)
+        return loopback.Client(base_url=self.base_url, timeout=30)
 
 
 @contextmanager

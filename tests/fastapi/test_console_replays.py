@@ -26,6 +26,7 @@ from payhooks.console.auth import add_operator
 from payhooks.console.pages import OwnPool, local, prefix_of
 from payhooks.fastapi import AsyncHooks, router
 from payhooks.plumbing.errors import DatabaseUnavailable
+from tests import loopback
 from tests.console.conftest import csrf_of
 from tests.factories import ADAPTERS
 from tests.fastapi.conftest import Served, served
@@ -97,7 +98,7 @@ def app(merchant_url: str, request) -> Iterator[tuple[Served, psycopg.Connection
 
 @contextlib.contextmanager
 def operator(base_url: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=base_url, timeout=30, follow_redirects=False) as client:
+    with loopback.Client(base_url=base_url, timeout=30, follow_redirects=False) as client:
         answer = client.post(f"{CONSOLE}/login", data={"name": OPERATOR, "password": PASSWORD})
         assert answer.status_code == 303, answer.text
         yield client
@@ -167,7 +168,7 @@ def test_a_console_on_a_database_payhooks_has_not_migrated_says_so(merchant_url)
         payhooks.migrate(conn)
         conn.execute("DROP TABLE payhooks_console_login_failures, payhooks_console_sessions")
     app = app_with(merchant_url, loop_bound_hooks(), lend_pool=False)
-    with served(app) as running, httpx.Client(base_url=running.base_url, timeout=30) as client:
+    with served(app) as running, loopback.Client(base_url=running.base_url, timeout=30) as client:
         answer = client.post(f"{CONSOLE}/login", data={"name": "a", "password": "b"})
     assert answer.status_code == 503
     assert "payhooks.migrate(conn)" in answer.text

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from tests import loopback
 from tests.acceptance.conftest import invoke
 from tests.console.conftest import csrf_of
 from tests.factories import GATEWAY
@@ -45,7 +46,7 @@ def add_operator(database_url: str) -> None:
 @contextlib.contextmanager
 def logged_in(shop, merchant_url: str) -> Iterator[httpx.Client]:
     add_operator(merchant_url)
-    with httpx.Client(base_url=shop.base_url, timeout=30, follow_redirects=False) as client:
+    with loopback.Client(base_url=shop.base_url, timeout=30, follow_redirects=False) as client:
         yield _logged_in(client)
 
 
@@ -82,7 +83,7 @@ def act(client: httpx.Client, page: str, action: str, **fields: str) -> str:
 
 def test_a_stranger_is_sent_to_the_login_form_and_a_wrong_password_refused(shop, merchant_url):
     add_operator(merchant_url)
-    with httpx.Client(base_url=shop.base_url, timeout=30) as client:
+    with loopback.Client(base_url=shop.base_url, timeout=30) as client:
         assert client.get(f"{CONSOLE}/parked", follow_redirects=False).status_code == 303
         wrong = client.post(f"{CONSOLE}/login", data={"name": OPERATOR, "password": "x" * 12})
         assert wrong.status_code == 401
@@ -165,7 +166,7 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
 def test_forged_deliveries_raise_the_health_banner(shop, merchant_url):
     forged = razorpay()
     headers = {**forged.headers, "x-razorpay-signature": "0" * 64}
-    with httpx.Client(base_url=shop.base_url, timeout=30) as sender:
+    with loopback.Client(base_url=shop.base_url, timeout=30) as sender:
         for _ in range(5):
             assert sender.post(forged.path, content=forged.body, headers=headers).status_code == 401
     with logged_in(shop, merchant_url) as client:

@@ -18,6 +18,7 @@ import psycopg
 import pytest
 
 from payhooks.service import database
+from tests import loopback
 from tests.acceptance.conftest import PAYHOOKS, wait_until
 from tests.conftest import free_port
 from tests.factories import KEYS
@@ -89,7 +90,7 @@ class Server:
     def ready(self) -> bool:
         assert self.process is not None and self.process.poll() is None, self.log.read_text()
         try:
-            return httpx.get(f"{self.base}/healthz").status_code == 200
+            return loopback.get(f"{self.base}/healthz").status_code == 200
         except httpx.TransportError:
             return False
 

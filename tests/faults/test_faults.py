@@ -19,6 +19,7 @@ import pytest
 from payhooks.sim.gateway import Gateway
 from payhooks.sim.gateway_api import GatewayApi
 from payhooks.sim.storm import StormOptions, StormResult, run_storm
+from tests import loopback
 from tests.factories import KEYS, purchase
 from tests.faults.conftest import TOKEN, eventually
 
@@ -122,7 +123,7 @@ def test_sigterm_finishes_the_delivery_in_flight_and_refuses_new_ones(
     delivery = buy.captured()
 
     def in_flight() -> None:
-        answers["first"] = httpx.post(
+        answers["first"] = loopback.post(
             server.base + delivery.path, content=delivery.body, headers=delivery.headers, timeout=30
         )
 
@@ -158,7 +159,7 @@ def refused(base: str) -> bool:
     """The server has stopped taking connections. A slow answer on a loaded machine is not a
     refusal: only a connection refused or dropped unanswered is."""
     try:
-        httpx.get(base + "/healthz", timeout=30)
+        loopback.get(base + "/healthz", timeout=30)
     except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError):
         return True
     return False

@@ -59,7 +59,7 @@ def engine(database_url: str) -> Iterator[sqlalchemy.Engine]:
 def serving(app: Flask) -> Iterator[str]:
     """The app on a real socket, one thread per request; yields its base URL."""
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.port}"

@@ -19,6 +19,7 @@ from payhooks import Applied, EventKind, Hooks, Outcome
 from payhooks.events import Provider
 from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from payhooks.sim.gateway import Delivery
+from tests import loopback
 from tests.factories import ADAPTERS, GATEWAY
 from tests.flask.conftest import claimed, engine_for, serving
 
@@ -109,7 +110,7 @@ def served(shop, engine) -> Iterator[Callable[..., str]]:
 
 
 def post(base: str, delivery: Delivery, headers=None) -> httpx.Response:
-    return httpx.post(
+    return loopback.post(
         base + delivery.path, content=delivery.body, headers=headers or delivery.headers
     )
 
@@ -358,19 +359,19 @@ def test_a_forged_signature_answers_401_and_records_nothing(shop, served):
 
 
 def test_an_unknown_gateway_answers_404(shop, served):
-    response = httpx.post(served(raw_hooks()) + "/webhooks/stripe", content=b"{}")
+    response = loopback.post(served(raw_hooks()) + "/webhooks/stripe", content=b"{}")
     assert response.status_code == 404
     assert response.json()["error"] == "provider_not_configured"
 
 
 def test_an_unknown_gateways_name_is_quoted_to_the_shared_limit(shop, served):
-    response = httpx.post(served(raw_hooks()) + "/webhooks/" + "a" * 100, content=b"{}")
+    response = loopback.post(served(raw_hooks()) + "/webhooks/" + "a" * 100, content=b"{}")
     assert response.json()["detail"] == f"provider {CLIPPED!r} is not configured"
 
 
 def test_a_body_over_the_gateways_bound_answers_413(shop, served):
     size = ADAPTERS[Provider.PAYU].max_body_bytes + 1
-    response = httpx.post(
+    response = loopback.post(
         served(raw_hooks()) + "/webhooks/payu",
         content=b"a" * size,
         headers={"content-type": "application/x-www-form-urlencoded"},
@@ -418,7 +419,9 @@ def test_a_payu_post_verifies_though_the_app_reads_request_form_first(shop, serv
 def test_a_renamed_registration_still_reads_the_body_first(shop, served):
     base = served(raw_hooks(), reads_form=True, name="gateways", url_prefix="/pay/hooks")
     delivery = payu_capture()
-    response = httpx.post(base + "/pay/hooks/payu", content=delivery.body, headers=delivery.headers)
+    response = loopback.post(
+        base + "/pay/hooks/payu", content=delivery.body, headers=delivery.headers
+    )
     assert response.json()["status"] == "processed"
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
 import sqlalchemy
 from psycopg.conninfo import make_conninfo
@@ -18,6 +17,7 @@ from psycopg.conninfo import make_conninfo
 from examples.flask_shop.app import adapters_from, create_app
 from payhooks.events import Provider
 from payhooks.sim.gateway import Delivery, Purchase
+from tests import loopback
 from tests.factories import GATEWAY, KEYS
 from tests.flask import test_flask_example as example
 from tests.flask.conftest import serving
@@ -100,7 +100,7 @@ def test_a_callback_pays_the_order_once_payhooks_confirm_has_the_apis_word(
     paid_at = db.execute("SELECT paid_at FROM orders").fetchone()[0]
     assert answer(shop, sent) == (200, "duplicate")  # a late retry changes nothing
     assert db.execute("SELECT paid_at FROM orders").fetchone()[0] == paid_at
-    shown = httpx.get(f"{shop}/orders/{REF}").json()
+    shown = loopback.get(f"{shop}/orders/{REF}").json()
     assert (shown["status"], shown["provider"]) == ("paid", provider.value)
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import payhooks.flask
 from payhooks import EventKind, Hooks
+from tests import loopback
 from tests.conflicts import ALWAYS, attempts, inject, unhurried_retries
 from tests.factories import ADAPTERS, GATEWAY
 from tests.flask.conftest import claimed, serving
@@ -46,7 +47,7 @@ def post(engine) -> httpx.Response:
     )
     webhooks = payhooks.flask.blueprint(adapters=ADAPTERS.values(), hooks=hooks(), engine=engine)
     with serving(flask_app(webhooks)) as base:
-        return httpx.post(base + delivery.path, content=delivery.body, headers=delivery.headers)
+        return loopback.post(base + delivery.path, content=delivery.body, headers=delivery.headers)
 
 
 @pytest.mark.parametrize("at_commit", [False, True], ids=["at_the_orm_flush", "at_commit"])

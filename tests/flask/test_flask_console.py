@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 from psycopg.conninfo import make_conninfo
 
+from tests import loopback
 from tests.acceptance.conftest import invoke
 from tests.conftest import free_port
 from tests.console.conftest import csrf_of
@@ -45,7 +46,7 @@ def console(url: str) -> Iterator[str]:
     try:
         for _ in range(300):
             try:
-                if httpx.get(f"{base}/console/login", timeout=1).status_code == 200:
+                if loopback.get(f"{base}/console/login", timeout=1).status_code == 200:
                     break
             except httpx.TransportError:
                 assert process.poll() is None, process.stderr.read() if process.stderr else ""
@@ -72,7 +73,7 @@ def operator(url: str) -> None:
 
 @contextlib.contextmanager
 def logged_in(base: str) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=base, timeout=30, follow_redirects=False) as client:
+    with loopback.Client(base_url=base, timeout=30, follow_redirects=False) as client:
         assert client.get("/").headers["location"] == "/console/"
         assert client.get("/console/").headers["location"].startswith("/console/login?next=")
         answer = client.post("/console/login", data={"name": OPERATOR, "password": PASSWORD})
@@ -115,7 +116,7 @@ def test_an_underpaid_capture_and_forged_deliveries_show_on_the_console(
     headers = {**forged.headers, "x-razorpay-signature": "0" * 64}
     for _ in range(5):
         assert (
-            httpx.post(f"{shop}{forged.path}", content=forged.body, headers=headers).status_code
+            loopback.post(f"{shop}{forged.path}", content=forged.body, headers=headers).status_code
             == 401
         )
     with console(url) as base, logged_in(base) as client:

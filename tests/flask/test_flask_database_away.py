@@ -5,12 +5,12 @@ per dead connection. Through the loopback proxy of ``payhooks.sim.proxy``."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 import sqlalchemy
 
 import payhooks.flask
 from payhooks.sim.proxy import Proxy
+from tests import loopback
 from tests.factories import ADAPTERS
 from tests.flask.conftest import serving, sqlalchemy_url
 from tests.flask.test_flask_blueprint import ORDERS, capture, flask_app, order_rows, raw_hooks
@@ -42,7 +42,7 @@ def test_after_a_quiet_outage_a_merchants_engine_answers_one_delivery_503_and_ap
             proxy.cut()
             proxy.restore()
             answers = [
-                httpx.post(base + d.path, content=d.body, headers=d.headers).status_code
+                loopback.post(base + d.path, content=d.body, headers=d.headers).status_code
                 for d in (*deliveries, *deliveries)  # the second round: the gateway's retries
             ]
     finally:

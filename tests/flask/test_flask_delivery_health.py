@@ -9,13 +9,13 @@ import os
 from pathlib import Path
 
 import flask
-import httpx
 import psycopg
 import sqlalchemy
 from flask import Flask
 
 import payhooks.flask
 from payhooks import Hooks
+from tests import loopback
 from tests.factories import ADAPTERS
 from tests.fastapi.test_delivery_health import AWAY, lines_now, noted
 from tests.flask.conftest import serving, sqlalchemy_url
@@ -48,7 +48,7 @@ def app_for(engine: sqlalchemy.Engine, **options: object) -> Flask:
 def test_a_forged_and_a_good_delivery_are_noted_and_the_forged_one_shown(engine, database_url):
     delivery = capture()
     forged = {**delivery.headers, "x-razorpay-signature": "0" * 64}
-    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+    with serving(app_for(engine)) as base, loopback.Client(base_url=base) as client:
         good = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
         for _ in range(5):
             refused = client.post(delivery.path, content=delivery.body, headers=forged)
@@ -68,7 +68,10 @@ def test_a_forged_and_a_good_delivery_are_noted_and_the_forged_one_shown(engine,
 
 def test_the_answer_is_the_same_with_the_logs_database_away(engine):
     delivery = capture()
-    with serving(app_for(engine, delivery_log=AWAY)) as base, httpx.Client(base_url=base) as client:
+    with (
+        serving(app_for(engine, delivery_log=AWAY)) as base,
+        loopback.Client(base_url=base) as client,
+    ):
         first = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
         again = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
     assert (first.status_code, again.status_code) == (200, 200)
@@ -83,7 +86,7 @@ def test_a_gunicorn_workers_exit_writes_every_line_it_answered(database_url):
     delivery = capture()
     forged = {**delivery.headers, "x-razorpay-signature": "0" * 64}
     served = gunicorn_serving("tests.flask.logged_app:app", cwd=ROOT, env=env)
-    with served as base, httpx.Client(base_url=base) as client:
+    with served as base, loopback.Client(base_url=base) as client:
         for _ in range(5):
             response = client.post(delivery.path, content=delivery.body, headers=forged)
             assert response.status_code == 401
@@ -93,7 +96,7 @@ def test_a_gunicorn_workers_exit_writes_every_line_it_answered(database_url):
 def test_a_request_for_an_unknown_gateway_is_noted_without_the_name_it_came_under(
     engine, database_url
 ):
-    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+    with serving(app_for(engine)) as base, loopback.Client(base_url=base) as client:
         answered = client.post("/webhooks/forged-name-x1", content=b"{}")
         noted(database_url, 1)
     assert answered.status_code == 404 and "forged-name-x1" in answered.json()["detail"]

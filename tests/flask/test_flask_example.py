@@ -22,6 +22,7 @@ from examples.flask_shop.app import adapters_from, create_app, mark_paid, migrat
 from payhooks import EventKind, Hooks
 from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.sim.gateway import Delivery
+from tests import loopback
 from tests.conftest import released_together
 from tests.factories import GATEWAY, KEYS
 from tests.flask.conftest import engine_for, own_schema, serving, sqlalchemy_url
@@ -70,7 +71,7 @@ def checkout(
     gateway: str = "razorpay",
 ):
     body = {"merchant_ref": ref, "amount_paise": amount_paise, "currency": currency}
-    response = httpx.post(f"{base}/orders", json={**body, "gateway": gateway})
+    response = loopback.post(f"{base}/orders", json={**body, "gateway": gateway})
     assert response.status_code == 201, response.text
     return response.json()
 
@@ -114,7 +115,7 @@ def test_a_capture_pays_the_order_the_shop_then_shows(shop):
     placed = checkout(shop)
     assert (placed["status"], placed["payment_id"], placed["paid_at"]) == ("pending", None, None)
     assert status(post(shop, razorpay())) == "processed"
-    shown = httpx.get(f"{shop}/orders/{REF}").json()
+    shown = loopback.get(f"{shop}/orders/{REF}").json()
     assert shown.pop("created_at") == placed["created_at"] and shown.pop("paid_at")
     assert shown == {
         "merchant_ref": REF,
@@ -131,7 +132,7 @@ def test_fifty_concurrent_copies_of_one_delivery_pay_the_order_once(shop, db):
     delivery = razorpay()
     answers = released_together(
         list(range(50)),
-        lambda _: httpx.Client(timeout=30),
+        lambda _: loopback.Client(timeout=30),
         lambda client, _: status(post(shop, delivery, client)),
     )
     assert answers.count("processed") == 1 and answers.count("duplicate") == 49
@@ -195,7 +196,7 @@ def test_ten_payments_at_once_for_one_order_pay_it_once(shop, db):
     answers = dict(
         released_together(
             list(payments),
-            lambda _: httpx.Client(timeout=30),
+            lambda _: loopback.Client(timeout=30),
             lambda client, payment_id: (
                 payment_id,
                 status(post(shop, payments[payment_id], client)),
@@ -230,7 +231,7 @@ def test_a_forged_signature_answers_401_and_pays_nothing(shop, db):
     checkout(shop)
     delivery = razorpay()
     forged = {**delivery.headers, "x-razorpay-signature": "f" * 64}
-    response = httpx.post(shop + delivery.path, content=delivery.body, headers=forged)
+    response = loopback.post(shop + delivery.path, content=delivery.body, headers=forged)
     assert response.status_code == 401 and (orders(db), claimed(db)) == (PENDING, 0)
 
 
@@ -251,13 +252,13 @@ def test_cashfree_is_served_too(shop, db):
 
 
 def test_an_order_not_checked_out_is_404(shop):
-    assert httpx.get(f"{shop}/orders/order_nosuch").status_code == 404
+    assert loopback.get(f"{shop}/orders/order_nosuch").status_code == 404
 
 
 def test_a_second_checkout_under_one_reference_is_409_and_keeps_the_first(shop, db):
     checkout(shop)
     again = {"merchant_ref": REF, "amount_paise": 100, "currency": "INR"}
-    assert httpx.post(f"{shop}/orders", json=again).status_code == 409
+    assert loopback.post(f"{shop}/orders", json=again).status_code == 409
     assert db.execute("SELECT amount_paise FROM orders").fetchall() == [(49_900,)]
 
 
@@ -283,12 +284,12 @@ def test_a_second_checkout_under_one_reference_is_409_and_keeps_the_first(shop, 
 )
 def test_checkout_refuses_bad_input_with_400(shop, db, change):
     body = {"merchant_ref": REF, "amount_paise": 49_900, "currency": "INR", **change}
-    response = httpx.post(f"{shop}/orders", json=body)
+    response = loopback.post(f"{shop}/orders", json=body)
     assert response.status_code == 400 and orders(db) == []
 
 
 def test_checkout_refuses_a_body_that_is_not_json_with_400(shop, db):
-    response = httpx.post(
+    response = loopback.post(
         f"{shop}/orders", content=b"[1, 2", headers={"content-type": "application/json"}
     )
     assert response.status_code == 400 and orders(db) == []
@@ -296,7 +297,7 @@ def test_checkout_refuses_a_body_that_is_not_json_with_400(shop, db):
 
 def test_the_shops_hook_does_read_the_form_of_a_webhook_post(shop, db):
     """What makes the test above a trap: the shop's spam check parses every POST's form."""
-    response = httpx.post(
+    response = loopback.post(
         f"{shop}/webhooks/payu",
         content=b"website=spam.example",
         headers={"content-type": "application/x-www-form-urlencoded"},
@@ -322,7 +323,7 @@ def gunicorn_shop(database_url, search_path, engine) -> Iterator[str]:
 def test_under_gunicorn_a_chunked_capture_pays_the_order(gunicorn_shop, db):
     checkout(gunicorn_shop)
     delivery = razorpay()
-    response = httpx.post(
+    response = loopback.post(
         gunicorn_shop + delivery.path, content=chunked(delivery.body), headers=delivery.headers
     )
     assert status(response) == "processed" and orders(db) == PAID
@@ -331,7 +332,7 @@ def test_under_gunicorn_a_chunked_capture_pays_the_order(gunicorn_shop, db):
 def test_under_gunicorn_a_chunked_body_over_the_bound_is_413(gunicorn_shop, db):
     delivery = razorpay()
     padded = delivery.body + b" " * MAX_JSON_BODY_BYTES
-    response = httpx.post(
+    response = loopback.post(
         gunicorn_shop + delivery.path, content=chunked(padded, 64 * 1024), headers=delivery.headers
     )
     assert response.status_code == 413 and (orders(db), claimed(db)) == ([], 0)
@@ -345,7 +346,7 @@ def test_a_chunked_body_the_server_cannot_end_is_411_not_a_signature_mismatch(en
     thread.start()
     delivery = razorpay()
     try:
-        response = httpx.post(
+        response = loopback.post(
             f"http://127.0.0.1:{server.server_port}{delivery.path}",
             content=iter([delivery.body]),
             headers=delivery.headers,

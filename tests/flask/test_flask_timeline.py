@@ -5,7 +5,6 @@ delivery did, from the core's tables."""
 from __future__ import annotations
 
 import flask
-import httpx
 import pytest
 import sqlalchemy
 from flask import Flask
@@ -13,6 +12,7 @@ from flask import Flask
 import payhooks
 import payhooks.flask
 from payhooks import EventKind, Hooks
+from tests import loopback
 from tests.factories import ADAPTERS
 from tests.flask.conftest import serving
 from tests.flask.test_flask_blueprint import capture
@@ -50,7 +50,7 @@ def app_for(engine: sqlalchemy.Engine) -> Flask:
 def test_a_payment_id_answers_its_orders_expectation_and_deliveries(conn, engine):
     payhooks.expect(conn, "razorpay", REF, 100, "INR", "F-1")
     delivery = capture()
-    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+    with serving(app_for(engine)) as base, loopback.Client(base_url=base) as client:
         answered = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
         found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": PAYMENT})
     assert answered.status_code == 200 and found.status_code == 200
@@ -63,21 +63,21 @@ def test_a_payment_id_answers_its_orders_expectation_and_deliveries(conn, engine
 
 
 def test_text_that_names_nothing_answers_no_orders(engine):
-    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+    with serving(app_for(engine)) as base, loopback.Client(base_url=base) as client:
         found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": "nothing_here"})
     assert found.json() == {"query": "nothing_here", "orders": []}
 
 
 def test_a_caller_the_apps_auth_does_not_allow_is_refused_403_and_reads_nothing(conn, engine):
     payhooks.expect(conn, "razorpay", REF, 100, "INR", "F-1")
-    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+    with serving(app_for(engine)) as base, loopback.Client(base_url=base) as client:
         stranger = client.get("/payhooks/timeline", params={"q": "F-1"})
     assert stranger.status_code == 403 and stranger.json() == {"error": "forbidden"}
 
 
 @pytest.mark.parametrize("q", ["\x00", "pay_\x00x", "\x01", "\x1b[31m", "\x7f", "\x85"])
 def test_a_query_holding_a_control_character_is_refused_400(engine, q):
-    with serving(app_for(engine)) as base, httpx.Client(base_url=base) as client:
+    with serving(app_for(engine)) as base, loopback.Client(base_url=base) as client:
         found = client.get("/payhooks/timeline", headers=OPERATOR, params={"q": q})
     assert found.status_code == 400
     assert found.json() == {"error": "the query holds a control character"}

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -16,6 +15,7 @@ from werkzeug.serving import make_server
 import payhooks
 from payhooks import Applied, EventKind, Hooks, Outcome, ingest
 from payhooks.operations.metrics import CoreMetrics, Snapshot, asgi_app, wsgi_app
+from tests import loopback
 from tests.conftest import free_port, serving_app
 from tests.factories import ADAPTERS, GATEWAY
 
@@ -42,7 +42,7 @@ def _value(text: str, name: str) -> str | None:
 def wsgi_serving(app) -> Iterator[str]:
     port = free_port()
     server = make_server("127.0.0.1", port, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{port}"
@@ -54,7 +54,7 @@ def test_a_starlette_app_mounts_the_core_metrics(conn, database_url):
     _parked_and_short(conn)
     app = Starlette(routes=[Mount("/metrics", asgi_app(database_url))])
     with serving_app(app) as base:
-        text = httpx.get(f"{base}/metrics/", timeout=10).text
+        text = loopback.get(f"{base}/metrics/", timeout=10).text
     assert _value(text, "payhooks_parked_deliveries") == "2.0"
     assert _value(text, "payhooks_amount_mismatches") == "1.0"
     assert float(_value(text, "payhooks_last_delivery_timestamp_seconds")) > 0
@@ -64,13 +64,13 @@ def test_a_starlette_app_mounts_the_core_metrics(conn, database_url):
 def test_a_wsgi_app_answers_the_same(conn, database_url):
     _parked_and_short(conn)
     with wsgi_serving(wsgi_app(database_url)) as base:
-        text = httpx.get(f"{base}/", timeout=10).text
+        text = loopback.get(f"{base}/", timeout=10).text
     assert _value(text, "payhooks_parked_deliveries") == "2.0"
 
 
 def test_with_the_database_away_the_series_are_absent_not_zero():
     with wsgi_serving(wsgi_app("postgresql://nobody@127.0.0.1:1/none")) as base:
-        answer = httpx.get(f"{base}/", timeout=10)
+        answer = loopback.get(f"{base}/", timeout=10)
     assert answer.status_code == 200
     assert "payhooks_parked_deliveries" not in answer.text
 
@@ -125,14 +125,14 @@ def test_a_scrape_waiting_on_a_hung_database_never_stalls_the_apps_event_loop():
     with serving_app(app) as base:
 
         def scrape() -> None:
-            httpx.get(f"{base}/metrics/", timeout=30)
+            loopback.get(f"{base}/metrics/", timeout=30)
             finished["scrape"] = time.monotonic()
 
         scraping = threading.Thread(target=scrape)
         scraping.start()
         hung.settimeout(60)  # a liveness bound
         waiting, _ = hung.accept()  # the scrape is waiting on the database now, unanswered
-        assert httpx.get(f"{base}/ping", timeout=30).text == "pong"
+        assert loopback.get(f"{base}/ping", timeout=30).text == "pong"
         finished["ping"] = time.monotonic()
         scraping.join()
         waiting.close()
@@ -160,7 +160,7 @@ def test_the_service_exposes_every_series_a_merchant_app_gets_once(service, conn
     _parked_and_short(conn)
     app = Starlette(routes=[Mount("/metrics", asgi_app(service.database_url))])
     with serving_app(app) as base:
-        core = _families(httpx.get(f"{base}/metrics/", timeout=10).text)
+        core = _families(loopback.get(f"{base}/metrics/", timeout=10).text)
     with service.client() as client:
         text = client.get("/metrics").text
     theirs = _families(text)

@@ -445,3 +445,29 @@ def test_events_the_general_path_applies_are_queued_with_the_first_captures(both
 def test_a_parked_capture_queues_nothing_until_it_is_applied(both):
     slow, fast = both([RELAYS, capture(9)])
     assert outcomes(slow) == ["parked"] and fast.state["relayed"] == []
+
+
+CART_UPDATES = """SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+    WHERE relid = 'carts'::regclass"""
+
+
+def cart_updates(conn: db.Connection) -> tuple[int, int]:
+    """Updates of ``carts`` this far, and how many of them were HOT (the statistics this
+    connection's own last transactions left, flushed first)."""
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT 1")  # the flush happens at this statement's start
+    [(updated, hot)] = conn.execute(CART_UPDATES.encode()).fetchall()
+    return int(updated), int(hot)
+
+
+@pytest.mark.parametrize("path", [first, general], ids=["one statement", "general"])
+def test_marking_the_cart_paid_writes_no_index_entry(conn, path):
+    """A HOT update (shop migration 0020): no column in any index of ``carts``, its
+    predicates included, changes when a capture marks the cart paid."""
+    for sql in SETUP:
+        conn.execute(sql.encode(), {"per_slot": 10, "slots": 1, "quantity": 1})
+    before = cart_updates(conn)
+    receipt, _ = path(conn, capture(1))
+    assert receipt.outcome is Outcome.PROCESSED
+    updated, hot = cart_updates(conn)
+    assert (updated - before[0], hot - before[1]) == (1, 1)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from payhooks.events import Provider
 from payhooks.gateways import cashfree, payu, razorpay
 from payhooks.sim.gateway import Delivery
+from tests import loopback
 from tests.conftest import released_together
 from tests.factories import GATEWAY, KEYS, Purchase, purchase
 
@@ -58,7 +59,7 @@ def send_together(base: str, deliveries: list[Delivery]) -> list[httpx.Response]
     """A group of deliveries at the same moment (twins, two URLs, racing event types)."""
     return released_together(
         deliveries,
-        lambda _: httpx.Client(base_url=base, timeout=30),
+        lambda _: loopback.Client(base_url=base, timeout=30),
         lambda client, d: client.post(d.path, content=d.body, headers=d.headers),
     )
 
@@ -191,7 +192,7 @@ def assert_clean(response: httpx.Response) -> None:
     headers=st.dictionaries(HEADER_NAMES, header_values, max_size=4),
 )
 def test_arbitrary_bytes_and_headers_never_cause_a_server_error(service, path, body, headers):
-    with httpx.Client(base_url=service.base_url) as client:
+    with loopback.Client(base_url=service.base_url) as client:
         assert_clean(client.post(path, content=body, headers=headers))
 
 
@@ -200,7 +201,7 @@ def test_arbitrary_bytes_and_headers_never_cause_a_server_error(service, path, b
 def test_correctly_signed_arbitrary_json_is_answered_without_a_server_error(service, document):
     body = json.dumps(document).encode()
     stamp = "1746427759733"
-    with httpx.Client(base_url=service.base_url) as client:
+    with loopback.Client(base_url=service.base_url) as client:
         assert_clean(
             client.post(
                 "/webhooks/razorpay",
@@ -244,5 +245,5 @@ form_fields = st.dictionaries(
 def test_correctly_hashed_arbitrary_payu_posts_are_answered_without_a_server_error(service, fields):
     post = {**fields, "key": KEYS.payu_key}
     post["hash"] = payu.reverse_hash(post, KEYS.payu_salt)
-    with httpx.Client(base_url=service.base_url) as client:
+    with loopback.Client(base_url=service.base_url) as client:
         assert_clean(client.post("/webhooks/payu", content=payu.encode(post)))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-import httpx
 import pytest
 
 from payhooks import Outcome
@@ -19,6 +18,7 @@ from payhooks.intake.ingest import restored
 from payhooks.operations.deliverylog import own_connection
 from payhooks.operations.metrics import wsgi_app
 from payhooks.reconcile.running import connecting
+from tests import loopback
 from tests.acceptance.conftest import invoke
 from tests.factories import ADAPTERS, GATEWAY
 from tests.flask.conftest import sqlalchemy_url
@@ -78,7 +78,7 @@ def test_async_hooks_applied_outside_the_app_open_on_sqlalchemys_url(alchemy_url
 
 def test_the_metrics_read_on_sqlalchemys_url(alchemy_url):
     with wsgi_serving(wsgi_app(alchemy_url)) as base:
-        text = httpx.get(f"{base}/", timeout=10).text
+        text = loopback.get(f"{base}/", timeout=10).text
     assert _value(text, "payhooks_parked_deliveries") == "0.0", text
 
 

@@ -32,7 +32,7 @@ class MaintenancePage(http.server.BaseHTTPRequestHandler):
 
 def test_a_200_that_is_not_payhooks_answer_is_retried_then_reported_never_hangs():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), MaintenancePage)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     delivery = GATEWAY.payu(txnid="t", mihpayid="1", amount="1.00")
     options = StormOptions(concurrency=4, time_scale=1e9)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 
-import httpx
 import psycopg
 import pytest
 
@@ -13,6 +12,7 @@ from payhooks.events import Provider, Received
 from payhooks.gateways import razorpay
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app
+from tests import loopback
 from tests.conftest import serving
 from tests.factories import GATEWAY, KEYS, SETTINGS, purchase
 
@@ -167,7 +167,7 @@ def test_health_and_readiness(service):
 
 
 def test_api_without_a_bearer_token_is_401(service):
-    with httpx.Client(base_url=service.base_url) as client:
+    with loopback.Client(base_url=service.base_url) as client:
         assert client.get("/api/products/x").status_code == 401
 
 

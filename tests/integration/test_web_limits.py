@@ -25,6 +25,7 @@ from payhooks.gateways import payu, razorpay
 from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from payhooks.service import metrics as metrics_module
 from payhooks.service.web import ON_LOOP_BYTES, create_app
+from tests import loopback
 from tests.conftest import serving_app
 from tests.factories import ADAPTERS, GATEWAY, KEYS, SETTINGS, purchase
 from tests.watched import Watched
@@ -40,7 +41,7 @@ class Running:
     base_url: str
 
     def client(self, **headers: str) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=30, headers=headers)
+        return loopback.Client(base_url=self.base_url, timeout=30, headers=headers)
 
     def api(self) -> httpx.Client:
         return self.client(authorization=f"Bearer {TOKEN}")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-import httpx
 import pytest
 
 from payhooks.events import Provider
 from payhooks.service.config import Settings
 from payhooks.service.errors import SettingError
 from payhooks.service.worker import Worker, WorkerOptions
+from tests import loopback
 from tests.acceptance.conftest import invoke
 from tests.conftest import serving
 from tests.factories import KEYS, purchase
@@ -52,7 +52,7 @@ def test_readyz_says_which_gateways_have_reconciliation_off(database_url):
     partial = {k: v for k, v in API_KEYS.env("http://127.0.0.1:9").items() if "PAYU" not in k}
     settings = Settings.from_env({**KEYS.env(), **partial})
     with serving(settings, database_url) as service:
-        answer = httpx.get(f"{service.base_url}/readyz")
+        answer = loopback.get(f"{service.base_url}/readyz")
     assert answer.status_code == 200
     assert answer.json() == {"status": "ready", "reconciliation_off": ["payu"]}
 
@@ -61,7 +61,7 @@ def test_metrics_count_what_reconciliation_did_by_gateway(conn, rig, database_ur
     paid_at_gateway(rig.api, purchase(conn, Provider.RAZORPAY))
     rig.run()
     with serving(rig.settings, database_url) as service:
-        text = httpx.get(f"{service.base_url}/metrics").text
+        text = loopback.get(f"{service.base_url}/metrics").text
     assert 'payhooks_reconcile_payments_recovered_total{gateway="razorpay"} 1.0' in text
     assert 'payhooks_reconcile_checkouts_examined_total{gateway="razorpay"} 1.0' in text
     assert 'payhooks_reconcile_api_errors_total{gateway="payu"} 0.0' in text
@@ -168,8 +168,8 @@ def test_refused_credentials_reach_an_operator_once_and_clear_when_fixed(conn, r
         assert tally.api_errors[Provider.PAYU] == 1  # the gateway is paused at the first
     assert count(conn, REFUSED_ALERTS) == 1
     with serving(good, database_url) as service:
-        ready = httpx.get(f"{service.base_url}/readyz")
-        text = httpx.get(f"{service.base_url}/metrics").text
+        ready = loopback.get(f"{service.base_url}/readyz")
+        text = loopback.get(f"{service.base_url}/metrics").text
     assert ready.status_code == 200  # webhooks are still served
     assert ready.json()["reconciliation_refused"] == {"payu": "refused: Invalid Hash."}
     assert 'payhooks_reconcile_credentials_refused{gateway="payu"} 1.0' in text
@@ -178,7 +178,7 @@ def test_refused_credentials_reach_an_operator_once_and_clear_when_fixed(conn, r
     conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
     rig.run(providers=(Provider.PAYU,))
     with serving(good, database_url) as service:
-        ready = httpx.get(f"{service.base_url}/readyz")
+        ready = loopback.get(f"{service.base_url}/readyz")
     assert "reconciliation_refused" not in ready.json()
     assert count(conn, "SELECT count(*) FROM orders") == 3
 

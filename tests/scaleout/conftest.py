@@ -25,6 +25,7 @@ import httpx
 import psycopg
 import pytest
 
+from tests import loopback
 from tests.acceptance.conftest import PAYHOOKS, wait_until
 from tests.conftest import Inbox
 from tests.factories import KEYS
@@ -267,7 +268,7 @@ class Host:
     def ready(self) -> bool:
         assert self.alive(), self.log.read_text(errors="replace")
         try:
-            return httpx.get(f"{self.base}/readyz", timeout=5).status_code == 200
+            return loopback.get(f"{self.base}/readyz", timeout=5).status_code == 200
         except httpx.TransportError:
             return False
 

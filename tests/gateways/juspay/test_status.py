@@ -28,6 +28,7 @@ from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateway_api import Fault, GatewayApi, serving
 from payhooks.sim.gateways import juspay as juspay_sim
 from payhooks.sim.gateways.base import Booked
+from tests import loopback
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "juspay"
 BASE = "https://api.juspay.test"
@@ -66,7 +67,7 @@ class Gateway:
             self.asked.append(request)
             return self.respond(request)
 
-        with httpx.Client(transport=httpx.MockTransport(handler), timeout=5.0) as http:
+        with loopback.Client(transport=httpx.MockTransport(handler), timeout=5.0) as http:
             return status.client(CREDENTIALS, http).report(reference)
 
 

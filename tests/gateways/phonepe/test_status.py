@@ -28,6 +28,7 @@ from payhooks.sim.gateway_api import Fault, GatewayApi, serving
 from payhooks.sim.gateways import Booked
 from payhooks.sim.gateways import phonepe as sim
 from payhooks.sim.keys import GatewaySecrets
+from tests import loopback
 
 REFERENCE = "ph_0123456789abcdef"
 AMOUNT = 24900
@@ -314,7 +315,7 @@ def _refund_client(answers: dict[str, tuple[int, dict[str, object]]]) -> PhonePe
 
     credentials = ApiCredentials(provider=Provider.PHONEPE, id="c", secret="s",
                                  base_url="https://api.phonepe.com/apis")  # fmt: skip
-    http = httpx.Client(transport=httpx.MockTransport(reply))
+    http = loopback.Client(transport=httpx.MockTransport(reply))
     return PhonePeClient(credentials=credentials, http=http, clock=lambda: 10.0)
 
 

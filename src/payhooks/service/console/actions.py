@@ -193,7 +193,7 @@ WHERE k.id = ANY(%(ids)s) AND k.status = 'open'
   AND NOT EXISTS (SELECT 1 FROM checkouts c WHERE c.cart_id = k.id AND c.provider = %(provider)s)
 ORDER BY k.created_at DESC LIMIT 1
 """
-# Open carts by their opening time (shop migration 0016's partial index): a day's worth at most.
+# Carts by their opening time (shop migration 0020's index), open ones of a day's worth at most.
 _SAME_AMOUNT = """
 SELECT k.id AS cart_id, k.amount_paise, k.created_at, false AS named FROM carts k
 WHERE k.status = 'open' AND k.created_at BETWEEN %(since)s AND %(until)s

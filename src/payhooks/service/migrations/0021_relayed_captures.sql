@@ -1,4 +1,4 @@
--- payhooks reference shop, version 20: payment events relayed to a broker (core version 22).
+-- payhooks reference shop, version 21: payment events relayed to a broker (core version 22).
 --
 -- The shop's view of the one outbound queue shows its own messages only: a payment event on
 -- its way to a broker (kind 'event') is the relay's, never an email to send or list.
