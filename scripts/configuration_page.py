@@ -73,6 +73,29 @@ SERVICE = [
      "start: a name the time zone database does not hold"),
     ("PAYHOOKS_METRICS_TOKEN", None, "when set, `/metrics` needs `Authorization: Bearer <it>` "
      "(Prometheus: `authorization` in the scrape config); unset = `/metrics` is public"),
+    ("PAYHOOKS_RELAY_NATS_URL", "relay_nats_url", "the NATS server `payhooks relay nats` "
+     "publishes payment events to (`nats://` or `tls://`, credentials in it if any; never "
+     "printed) ([Operating payhooks](operations.md), \"The relay\")"),
+    ("PAYHOOKS_RELAY_NATS_STREAM", "relay_nats_stream", "the JetStream stream they are stored "
+     "in; created with file storage over `<prefix>.>` when there is none, used as it is when "
+     "there is one"),
+    ("PAYHOOKS_RELAY_NATS_DUPLICATE_WINDOW_S", "relay_nats_duplicate_window_s", "the duplicate "
+     "window of a stream the relay creates: how long JetStream drops a second message of one "
+     "id"),
+    ("PAYHOOKS_RELAY_RABBITMQ_URL", "relay_rabbitmq_url", "the RabbitMQ broker `payhooks relay "
+     "rabbitmq` publishes payment events to (`amqp://` or `amqps://`; never printed)"),
+    ("PAYHOOKS_RELAY_RABBITMQ_EXCHANGE", "relay_rabbitmq_exchange", "the durable topic exchange "
+     "they are published to"),
+    ("PAYHOOKS_RELAY_RABBITMQ_QUEUE", "relay_rabbitmq_queue", "the durable queue the relay "
+     "declares and binds to every event (`<prefix>.#`), where they wait for a consumer"),
+    ("PAYHOOKS_RELAY_SUBJECT_PREFIX", "relay_subject_prefix", "subjects (NATS) and routing keys "
+     "(RabbitMQ) are `<prefix>.<gateway>.<kind>`; names of letters, digits, `_` and `-` joined "
+     "by dots, checked at start, as are the stream's, exchange's and queue's"),
+    ("PAYHOOKS_RELAY_BATCH", "relay_batch", "payment events a relay publishes together, each "
+     "of another payment (1 to 1000)"),
+    ("PAYHOOKS_RELAY_PUBLISH_TIMEOUT_MS", "relay_publish_timeout_ms", "how long a relay waits "
+     "for the broker's confirm, and to connect; unanswered, the events are published again "
+     "under the same ids"),
 ]  # fmt: skip
 
 HEAD = """\

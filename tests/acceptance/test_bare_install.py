@@ -11,12 +11,25 @@ import pytest
 
 from tests.acceptance.installing import installed, venv_with
 
-HEAVY = ["fastapi", "starlette", "uvicorn", "typer", "rich", "httpx", "pydantic", "psycopg_pool"]
+HEAVY = [
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "typer",
+    "rich",
+    "httpx",
+    "pydantic",
+    "psycopg_pool",
+    "nats",
+    "aio_pika",
+    "aiormq",
+]
 
 PROBE = """
 import json, sys
 import payhooks
 from payhooks import Hooks, EventKind, Razorpay, ingest, migrate
+from payhooks.relay import inbox, relaying  # the consumer's inbox and the relay: psycopg alone
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in HEAVY)))
 """
 

@@ -38,6 +38,8 @@ EXTRAS = {
     "starlette": ["payhooks.starlette"],
     "django": ["payhooks.django.apps"],
     "flask": ["payhooks.flask"],
+    "nats": ["payhooks.relay.nats"],
+    "rabbitmq": ["payhooks.relay.rabbitmq"],
 }
 NOT_A_RUNTIME_EXTRA = {"test"}
 

@@ -65,7 +65,12 @@ STATE = {
         reconciled, attempt_id, paid_paise, currency FROM payhooks_payments""",
     "mismatches": """SELECT provider, event_id, gateway_order_id, payment_id, expected_paise,
         paid_paise, resolved_at IS NULL, resolution FROM payhooks_amount_mismatches""",
+    # Payment events queued for the relay (payhooks.intake.relaying), per channel.
+    "relayed": """SELECT kind, channel, dedupe_key, subject, body, payload, sent_at IS NULL
+        FROM payhooks_outbox WHERE kind = 'event'""",
 }
+RELAYS = "INSERT INTO payhooks_relay_channels (channel) VALUES ('nats'), ('rabbitmq')"
+"""A relay set up for both brokers, played as a statement before the deliveries."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -387,6 +392,59 @@ def test_another_delivery_of_a_payment_parked_for_its_amount_waits_for_its_repla
     assert outcomes(slow) == ["parked", "duplicate"] and fast.fast == 0
     (mismatch,) = fast.state["mismatches"]
     assert '"pay_parked0000001", 50000, 49900, true, null]' in mismatch
+
+
+def test_with_no_relay_set_up_neither_path_queues_an_event(both):
+    slow, fast = both([capture(1), capture(2)])
+    assert fast.fast == 2 and slow.state["relayed"] == [] and fast.state["relayed"] == []
+
+
+def test_a_first_capture_queues_its_event_for_each_relay_channel_as_the_general_path(both):
+    slow, fast = both([RELAYS, capture(1), capture(2)])
+    assert outcomes(slow) == ["processed", "processed"] and fast.fast == 2
+    relayed = [json.loads(row) for row in fast.state["relayed"]]
+    assert sorted((row[1], row[2]) for row in relayed) == [
+        ("nats", "relay:nats:razorpay:pay_first00000001:payment_captured"),
+        ("nats", "relay:nats:razorpay:pay_first00000002:payment_captured"),
+        ("rabbitmq", "relay:rabbitmq:razorpay:pay_first00000001:payment_captured"),
+        ("rabbitmq", "relay:rabbitmq:razorpay:pay_first00000002:payment_captured"),
+    ]
+    message = json.loads(relayed[0][4])
+    assert message["order_id"].startswith("order of cart_") and message["amount_paise"] == PRICE
+
+
+def test_a_copy_and_reconciliations_report_of_a_capture_queue_no_second_event(both):
+    """One logical event, one message per channel: the copy is a duplicate, and
+    reconciliation's delivery of the same payment another delivery of the same event."""
+    delivery = capture(1)
+    slow, fast = both([RELAYS, delivery, delivery, reconciled(1)])
+    assert outcomes(slow) == ["processed", "duplicate", "duplicate"] and fast.fast == 2
+    assert len(fast.state["relayed"]) == 2
+
+
+def test_events_the_general_path_applies_are_queued_with_the_first_captures(both):
+    """A refund before its capture, then the capture: two events of one payment, each queued
+    once per channel, on whichever path applied it."""
+    refund = GATEWAY.razorpay(
+        "refund.processed",
+        payment_id="pay_first00000001",
+        order_id="order_1",
+        amount_paise=PRICE,
+        refund_id="rfnd_first0001",
+    )
+    slow, fast = both([RELAYS, refund, capture(1), capture(2)])
+    assert outcomes(slow) == ["processed", "processed", "processed"] and fast.fast == 1
+    keys = sorted(json.loads(row)[2] for row in fast.state["relayed"] if '"nats"' in row)
+    assert keys == [
+        "relay:nats:razorpay:pay_first00000001:payment_captured",
+        "relay:nats:razorpay:pay_first00000002:payment_captured",
+        "relay:nats:razorpay:refund:rfnd_first0001",
+    ]
+
+
+def test_a_parked_capture_queues_nothing_until_it_is_applied(both):
+    slow, fast = both([RELAYS, capture(9)])
+    assert outcomes(slow) == ["parked"] and fast.state["relayed"] == []
 
 
 CART_UPDATES = """SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables

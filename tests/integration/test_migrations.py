@@ -29,6 +29,7 @@ def since(core: str, shop: str) -> list[str]:
 
 CORE_TABLES = {
     "payhooks_alerts",
+    "payhooks_relay_channels",
     "payhooks_refund_payments",
     "payhooks_outbox",
     "processed_webhooks",
@@ -176,6 +177,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0019_refund_cancels",
         "core/0020_reconcile_failures",
         "core/0021_outbox",
+        "core/0022_relay",
     ]
     tables = {
         row[0]
@@ -280,6 +282,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0019_refund_cancels",
         "core/0020_reconcile_failures",
         "core/0021_outbox",
+        "core/0022_relay",
     ]
 
 

@@ -587,3 +587,105 @@ def refunds_cancel(
 
 
 __all__ = ["operator_app", "purged", "reconcile_app", "refunds_app"]
+
+
+relay_app = typer.Typer(
+    help="Relay payment events to a message broker after commit, each once in effect.",
+    no_args_is_help=True,
+)
+app.add_typer(relay_app, name="relay")
+
+
+@relay_app.command("nats")
+def relay_nats(ctx: typer.Context, database_url: DatabaseUrl = None, once: Once = False) -> None:
+    """Publish every payment event applied to NATS JetStream (PAYHOOKS_RELAY_NATS_URL), in
+    each payment's order, under its message id (Nats-Msg-Id), until stopped (SIGTERM,
+    Ctrl-C); from its first start on, every event applied is queued for it."""
+    found = settings(ctx)
+    nats = run(lambda: _client("nats", "payhooks.relay.nats"))
+    options = nats.NatsOptions(
+        url=found.relay_nats_url, stream=found.relay_nats_stream,
+        prefix=found.relay_subject_prefix,
+        duplicate_window_s=float(found.relay_nats_duplicate_window_s),
+        timeout_s=found.relay_publish_timeout_ms / 1000,
+    )  # fmt: skip
+    _relay(ctx, found, nats.JetStream(options), database_url, once)
+
+
+@relay_app.command("rabbitmq")
+def relay_rabbitmq(
+    ctx: typer.Context, database_url: DatabaseUrl = None, once: Once = False
+) -> None:
+    """Publish every payment event applied to RabbitMQ (PAYHOOKS_RELAY_RABBITMQ_URL), in each
+    payment's order, persistent, confirmed, under its message id, until stopped (SIGTERM,
+    Ctrl-C); from its first start on, every event applied is queued for it."""
+    found = settings(ctx)
+    rabbitmq = run(lambda: _client("rabbitmq", "payhooks.relay.rabbitmq"))
+    options = rabbitmq.RabbitOptions(
+        url=found.relay_rabbitmq_url, exchange=found.relay_rabbitmq_exchange,
+        queue=found.relay_rabbitmq_queue, prefix=found.relay_subject_prefix,
+        timeout_s=found.relay_publish_timeout_ms / 1000,
+    )  # fmt: skip
+    _relay(ctx, found, rabbitmq.RabbitMQ(options), database_url, once)
+
+
+@relay_app.command("status")
+def relay_status(ctx: typer.Context, database_url: DatabaseUrl = None) -> None:
+    """Each broker's channel: whether events are queued for it, how many wait, and how long
+    the oldest has waited, as JSON."""
+    from dataclasses import asdict
+
+    from payhooks.operations import outbox
+
+    found = with_connection(ctx, outbox.backlogs, database_url)
+    print_json([asdict(backlog) for backlog in found])
+
+
+@relay_app.command("remove")
+def relay_remove(
+    ctx: typer.Context,
+    channel: Annotated[str, typer.Argument(help="nats or rabbitmq.")],
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Stop queueing payment events for a broker (its relay is no longer run); the events
+    already queued stay, for a relay to publish or a person to delete."""
+    from payhooks.operations import outbox
+
+    if channel not in outbox.CHANNELS:
+        run(lambda: fail(f"the channels are {', '.join(outbox.CHANNELS)}, not {channel!r}"))
+    removed = with_connection(ctx, lambda conn: outbox.remove_channel(conn, channel), database_url)
+    left = with_connection(ctx, outbox.backlogs, database_url)
+    waiting = next(b.waiting for b in left if b.channel == channel)
+    said = "no longer queued" if removed else "was not queued"
+    typer.echo(f"{channel}: payment events {said}; {waiting} queued event(s) left unpublished")
+
+
+def _client(extra: str, module: str) -> Any:
+    """The broker's module, or the extra to install for it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise PayhooksError(
+            f"the {extra} relay needs its client library: pip install 'payhooks[{extra}]' "
+            f"({exc.name} is missing)"
+        ) from exc
+
+
+def _relay(
+    ctx: typer.Context, found: Settings, broker: Any, database_url: str | None, once: bool
+) -> None:
+    from payhooks.operations import outbox
+    from payhooks.relay import relaying
+
+    host(ctx).configure_logs()
+    url = host(ctx).database(database_url)
+    with_connection(ctx, lambda conn: outbox.add_channel(conn, broker.channel), url)
+    hold_ms = 2 * found.relay_publish_timeout_ms + 5000  # a publish, and a connection's time
+    options = relaying.RelayOptions(batch=found.relay_batch, hold_timeout_ms=hold_ms)
+    relay = run(lambda: relaying.run(relaying.connecting(url), broker, options, once=once))
+    if once or relay.totals.passes:
+        typer.echo(relay.totals.summary())
+    if once and relay.failure is not None:
+        exit_with(PayhooksError(relay.failure), relay.failure)

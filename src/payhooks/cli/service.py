@@ -54,6 +54,10 @@ class ServiceHost:
         with db.translated(), database.connect(url, settings) as conn:
             yield conn
 
+    def database(self, url: str | None = None) -> str:
+        """``url``, else the service's database (the embedded one when DATABASE_URL is unset)."""
+        return url or database.database_url(run(self.settings))
+
     def alert_notifier(self, settings: Any) -> Notifier:
         from payhooks.service import alerting
 

@@ -21,7 +21,7 @@ from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from payhooks.events import Event, Received, is_text, storable
 from payhooks.gateways import Adapter
 from payhooks.gateways import _reports as reports
-from payhooks.intake import confirmations, expectations, idempotency
+from payhooks.intake import confirmations, expectations, idempotency, relaying
 from payhooks.intake.idempotency import ClaimState
 from payhooks.plumbing.db import (
     AsyncConnection,
@@ -248,6 +248,8 @@ class Delivery:
         if applied.outcome is Outcome.PROCESSED:  # no mismatch of the payment outlives it
             yield from expectations.applying(event)
         yield from idempotency.recording(event, applied.outcome, applied.order_id)
+        if applied.outcome is Outcome.PROCESSED:  # for each relay channel, last: its lock
+            yield from relaying.queueing(event, applied.order_id)  # is held only to commit
         return Settled(receipt=receipt)
 
     def unclaiming(self, conn: Connection | AsyncConnection) -> Steps[None]:

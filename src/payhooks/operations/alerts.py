@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from payhooks.gateways import GATEWAYS
 from payhooks.operations.alarms import AlarmKind, alarms
+from payhooks.operations.outbox import backlogs
 from payhooks.plumbing.db import Connection
 
 
@@ -50,6 +51,9 @@ class Condition(StrEnum):
     """Refund intents the gateway refused, or that keep failing to be sent."""
     CAPTURES_FAILING = "captures_failing"
     """Authorised payments the reference worker keeps failing to capture and apply."""
+    RELAY_BACKLOG = "relay_backlog"
+    """Payment events waiting to be published to a broker past ``RELAY_LAG``: its relay is not
+    running, the broker is away, or it refuses them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,6 +100,10 @@ REFUND_UNSENT = timedelta(hours=1)
 # A refund the gateway accepted and still has not settled this long after: its normal refunds
 # take 5 to 7 working days.
 REFUND_UNSETTLED = timedelta(days=10)
+
+# A relay publishes what is queued within a second or two; an event still waiting this long
+# means no relay runs for the channel, or the broker is away or refuses it.
+RELAY_LAG = timedelta(minutes=2)
 
 _KINDS = {
     AlarmKind.FAILING: Condition.FAILING,
@@ -329,6 +337,28 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
     return found
 
 
+def relay_backlog(conn: Connection, now: datetime) -> list[Alert]:
+    """Each relay channel whose oldest unpublished payment event has waited past
+    ``RELAY_LAG``: nothing is lost (the events wait in the queue), but the merchant's other
+    services are not told of payments meanwhile."""
+    return [
+        Alert(
+            condition=Condition.RELAY_BACKLOG,
+            subject=found.channel,
+            title=f"{found.channel}: {found.waiting} payment events waiting to be relayed",
+            body=(
+                f"{found.waiting} payment {'event has' if found.waiting == 1 else 'events have'} "
+                f"not been published to {found.channel}; the oldest has waited "
+                f"since {found.oldest_at:%Y-%m-%d %H:%M} UTC. Is `payhooks relay {found.channel}` "
+                "running, and its broker up? Its log says why it does not publish, and `payhooks "
+                "relay status` how many wait; they are published, in order, once it can."
+            ),
+        )
+        for found in backlogs(conn)
+        if found.oldest_at is not None and now - found.oldest_at >= RELAY_LAG
+    ]
+
+
 def _hours(span: timedelta) -> int:
     return int(span.total_seconds() // 3600)
 
@@ -369,6 +399,7 @@ def core_sources(
             observe=reconciled,
         ),
         Source(conditions=frozenset({Condition.REFUNDS_FAILING}), observe=refunds),
+        Source(conditions=frozenset({Condition.RELAY_BACKLOG}), observe=relay_backlog),
     ]
 
 
@@ -387,6 +418,7 @@ __all__ = [
     "RECONCILE_GRACE",
     "REFUND_UNSENT",
     "REFUND_UNSETTLED",
+    "RELAY_LAG",
     "Alert",
     "Condition",
     "Source",
@@ -396,4 +428,5 @@ __all__ = [
     "parked",
     "reconciliation",
     "refunds",
+    "relay_backlog",
 ]

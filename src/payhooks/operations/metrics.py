@@ -32,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from payhooks.events import Provider
+from payhooks.operations.outbox import Backlog, backlogs
 from payhooks.plumbing.db import Connection, libpq_url
 
 log = logging.getLogger("payhooks.metrics")
@@ -53,6 +54,8 @@ class Snapshot:
     amount_mismatches: int
     last_delivery_timestamp: float
     reconcile: Totals = ()
+    relay: tuple[Backlog, ...] = ()
+    """Each relay channel's unpublished payment events."""
 
 
 # Each count walks a partial index (processed_webhooks_parked), never the settled records.
@@ -77,6 +80,7 @@ def read(conn: Connection) -> Snapshot:
         amount_mismatches=int(mismatches),
         last_delivery_timestamp=float(last),
         reconcile=read_totals(conn),
+        relay=tuple(backlogs(conn)),
     )
 
 
@@ -163,6 +167,27 @@ class CoreMetrics(Collector):
             value=found.last_delivery_timestamp,
         )
         yield from reconcile_counters(found.reconcile)
+        yield from relay_gauges(found.relay)
+
+
+def relay_gauges(found: tuple[Backlog, ...]) -> Iterator[GaugeMetricFamily]:
+    """Per broker channel: the payment events waiting to be published, and the oldest one's
+    age (0 when none waits); the ``relay_backlog`` alert fires on the age."""
+    waiting = GaugeMetricFamily(
+        "payhooks_relay_backlog",
+        "Payment events queued for a broker and not yet published by its relay",
+        labels=["channel"],
+    )
+    oldest = GaugeMetricFamily(
+        "payhooks_relay_oldest_seconds",
+        "How long the oldest unpublished payment event of the channel has waited",
+        labels=["channel"],
+    )
+    for backlog in found:
+        waiting.add_metric([backlog.channel], float(backlog.waiting))
+        oldest.add_metric([backlog.channel], backlog.oldest_seconds)
+    yield waiting
+    yield oldest
 
 
 _RECONCILE_COUNTERS = (
@@ -255,5 +280,6 @@ __all__ = [
     "reading",
     "reconcile_counters",
     "registry",
+    "relay_gauges",
     "wsgi_app",
 ]

@@ -14,7 +14,10 @@ Two kinds of rows share the queue. An alert's notices (``alert_key`` set) go to 
 (``email``, ``webhook``) and are pruned a while after they end (``prune``). An application's
 own messages (``alert_key`` NULL: a customer's email, an alert to the operators' address) are
 emails; the ones given up are dead letters, listed (``failed``) and queued again (``revive``)
-by a person, and the sent ones are deleted by retention.
+by a person, and the sent ones are deleted by retention. A payment event on its way to a broker
+(kind ``event``, on the channel ``nats`` or ``rabbitmq``) is queued by the claim
+(``payhooks.intake.relaying``) and published by the relay (``payhooks.relay``); the senders
+above never see one.
 """
 
 from __future__ import annotations
@@ -103,7 +106,8 @@ _COLUMNS = (
 # An application's messages, by the database's clock, each held by one worker's transaction.
 _HOLD = f"""
 SELECT {_COLUMNS} FROM payhooks_outbox
-WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now() AND alert_key IS NULL
+WHERE sent_at IS NULL AND failed_at IS NULL AND kind <> 'event' AND next_attempt_at <= now()
+  AND alert_key IS NULL
 ORDER BY next_attempt_at, id
 LIMIT 1
 FOR UPDATE SKIP LOCKED
@@ -113,8 +117,8 @@ _LEASE = f"""
 UPDATE payhooks_outbox SET next_attempt_at = %(until)s
 WHERE id = (
     SELECT id FROM payhooks_outbox
-    WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= %(now)s
-      AND alert_key IS NOT NULL AND channel = ANY(%(channels)s)
+    WHERE sent_at IS NULL AND failed_at IS NULL AND kind <> 'event'
+      AND next_attempt_at <= %(now)s AND alert_key IS NOT NULL AND channel = ANY(%(channels)s)
     ORDER BY next_attempt_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
@@ -199,17 +203,19 @@ def prune(conn: Connection, before: datetime) -> int:
 
 _FAILED = """
 SELECT id, kind, dedupe_key, recipient, subject, attempts, last_error, failed_at
-FROM payhooks_outbox WHERE failed_at IS NOT NULL AND alert_key IS NULL ORDER BY failed_at
+FROM payhooks_outbox WHERE failed_at IS NOT NULL AND alert_key IS NULL AND kind <> 'event'
+ORDER BY failed_at
 """
 _REVIVE = """
 UPDATE payhooks_outbox SET failed_at = NULL, attempts = 0, next_attempt_at = now()
-WHERE failed_at IS NOT NULL AND alert_key IS NULL AND (%(id)s::bigint IS NULL OR id = %(id)s)
+WHERE failed_at IS NOT NULL AND alert_key IS NULL AND kind <> 'event'
+  AND (%(id)s::bigint IS NULL OR id = %(id)s)
 """
 _COUNTS = """
 SELECT count(*) FILTER (WHERE sent_at IS NULL AND failed_at IS NULL) AS pending,
        count(*) FILTER (WHERE sent_at IS NOT NULL) AS sent,
        count(*) FILTER (WHERE failed_at IS NOT NULL) AS failed
-FROM payhooks_outbox WHERE alert_key IS NULL
+FROM payhooks_outbox WHERE alert_key IS NULL AND kind <> 'event'
 """
 
 
@@ -231,10 +237,97 @@ def counts(conn: Connection) -> dict[str, int]:
     return {"pending": pending, "sent": sent, "failed": dead}
 
 
+# --- payment events on their way to a broker (``payhooks.relay``) ---------------------------
+
+CHANNELS = ("nats", "rabbitmq")
+"""The brokers a relay publishes payment events to; each is a channel of the queue."""
+
+ADD_CHANNEL = """
+INSERT INTO payhooks_relay_channels (channel) VALUES (%(channel)s) ON CONFLICT DO NOTHING
+"""
+REMOVE_CHANNEL = "DELETE FROM payhooks_relay_channels WHERE channel = %(channel)s"
+# The relay's hold on its channel for one batch: a second relay skips it, one killed lets go.
+HOLD_CHANNEL = """
+SELECT channel FROM payhooks_relay_channels WHERE channel = %(channel)s
+FOR NO KEY UPDATE SKIP LOCKED
+"""
+# The channel's unpublished events in the order they were queued (through
+# payhooks_outbox_relay), due or not: one not due still holds back its payment's later ones.
+RELAY_WINDOW = """
+SELECT id, dedupe_key, subject, body, payload ->> 'message_id', payload ->> 'payment',
+       next_attempt_at <= now(), attempts
+FROM payhooks_outbox
+WHERE channel = %(channel)s AND kind = 'event' AND sent_at IS NULL
+ORDER BY id
+LIMIT %(window)s
+"""
+PUBLISHED = """
+UPDATE payhooks_outbox SET sent_at = now(), attempts = attempts + 1, last_error = NULL
+WHERE id = ANY(%(ids)s)
+"""
+REFUSED = """
+UPDATE payhooks_outbox
+SET attempts = attempts + 1, last_error = %(error)s,
+    next_attempt_at = now() + make_interval(secs => %(delay)s)
+WHERE id = %(id)s
+"""
+_BACKLOG = """
+SELECT c.name, c.name IN (SELECT channel FROM payhooks_relay_channels),
+       count(o.id), coalesce(extract(epoch FROM now() - min(o.created_at)), 0), min(o.created_at)
+FROM unnest(%(channels)s::text[]) AS c (name)
+LEFT JOIN payhooks_outbox o
+       ON o.channel = c.name AND o.kind = 'event' AND o.sent_at IS NULL
+GROUP BY c.name ORDER BY c.name
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backlog:
+    """A relay channel's unpublished payment events: how many, and how long the oldest has
+    waited; ``relayed`` while events are being queued for it."""
+
+    channel: str
+    relayed: bool
+    waiting: int
+    oldest_seconds: float
+    oldest_at: datetime | None
+
+
+def backlogs(conn: Connection) -> list[Backlog]:
+    """Every channel's backlog, zero where nothing waits (a closed set, for metrics)."""
+    return [
+        Backlog(
+            channel=name, relayed=bool(on), waiting=int(n), oldest_seconds=float(age), oldest_at=at
+        )
+        for name, on, n, age, at in conn.execute(_BACKLOG, {"channels": list(CHANNELS)})
+    ]
+
+
+def add_channel(conn: Connection, channel: str) -> None:
+    """From now on every payment event applied is queued for ``channel`` too."""
+    conn.execute(ADD_CHANNEL, {"channel": channel})
+
+
+def remove_channel(conn: Connection, channel: str) -> bool:
+    """No more events are queued for ``channel``; those queued stay for a relay to publish.
+    Whether it was there."""
+    return conn.execute(REMOVE_CHANNEL, {"channel": channel}).rowcount == 1
+
+
 __all__ = [
+    "ADD_CHANNEL",
+    "CHANNELS",
+    "HOLD_CHANNEL",
+    "PUBLISHED",
+    "REFUSED",
+    "RELAY_WINDOW",
+    "REMOVE_CHANNEL",
+    "Backlog",
     "Message",
     "MessageKind",
     "Pending",
+    "add_channel",
+    "backlogs",
     "counts",
     "dead_letter",
     "enqueue",
@@ -244,6 +337,7 @@ __all__ = [
     "lease_next",
     "mark_sent",
     "prune",
+    "remove_channel",
     "retry_later",
     "revive",
 ]

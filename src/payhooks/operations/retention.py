@@ -100,6 +100,12 @@ _DELETE_LOGGED = """
 DELETE FROM payhooks_deliveries WHERE id IN (
     SELECT id FROM payhooks_deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
 """
+# Payment events a relay published (``payhooks.relay``) go with the deliveries that applied
+# them; one not yet published is never deleted.
+_DELETE_RELAYED = """
+DELETE FROM payhooks_outbox WHERE id IN (
+    SELECT id FROM payhooks_outbox WHERE kind = 'event' AND sent_at < %s LIMIT %s)
+"""
 # The console's door: ended sessions and failed logins past the rate limit's look-back are not
 # kept at all (a stranger's failed login writes a row: the table must not grow with them).
 _DELETE_CONSOLE = (
@@ -163,8 +169,9 @@ def delete_expired(
 ) -> Purge:
     """Delete the delivery records before ``planned.cutoff``, batch by batch, each its own
     transaction (``within_batch`` runs in it with the batch's count, ``on_batch`` after its
-    commit); then the payment claims, the expectations and the delivery log's lines older
-    than that, and the console's ended sessions and day-old failed logins."""
+    commit); then the payment claims, the expectations, the delivery log's lines and the
+    payment events published to a broker older than that, and the console's ended sessions
+    and day-old failed logins."""
     deleted = 0
     while not stop():
         with unbounded(conn):
@@ -179,6 +186,7 @@ def delete_expired(
     delete_payments(conn, planned.cutoff, batch_rows, stop=stop)
     delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
     delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
+    delete_old(conn, _DELETE_RELAYED, planned.cutoff, batch_rows, stop=stop)
     for statement in _DELETE_CONSOLE:
         while not stop():
             with unbounded(conn):

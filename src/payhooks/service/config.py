@@ -3,10 +3,12 @@ and the gateway registry; docs/operations.md) into a plain value."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -164,6 +166,37 @@ class _Variable:
             ) from None
         return name
 
+    def broker_url(self, default: str, schemes: tuple[str, ...]) -> str:
+        """A broker's URL with a host, in one of ``schemes``. It may hold a password, so it is
+        refused in fixed words, never quoted."""
+        if not self.raw:
+            return default
+        parts = urlsplit(self.raw)
+        if self.raw != self.raw.strip() or any(c.isspace() for c in self.raw):
+            raise SettingError(self.name, "has spaces in it: write the URL alone")
+        try:
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:
+            port_ok = False
+        if parts.scheme not in schemes or not parts.hostname or not port_ok:
+            raise SettingError(
+                self.name, f"must be a {' or '.join(s + '://' for s in schemes)} URL with a host"
+            )
+        return self.raw
+
+    def subject_name(self, default: str) -> str:
+        """A name a broker takes as part of a subject, stream, exchange or queue: letters,
+        digits, ``_`` and ``-``, in parts joined by dots (``payhooks``, ``shop.events``)."""
+        if not self.raw:
+            return default
+        if not _SUBJECT_NAME.fullmatch(self.raw):
+            raise SettingError(
+                self.name,
+                f"must be letters, digits, _ and -, in parts joined by dots, not "
+                f"{_clipped(self.raw)}",
+            )
+        return self.raw
+
     def database_url(self) -> str | None:
         """Read as libpq reads it, without connecting; refused in fixed words, never libpq's
         (``missing "=" after …`` quotes the value, password and all)."""
@@ -175,6 +208,9 @@ class _Variable:
         except (psycopg.Error, ValueError):
             raise SettingError(self.name, _DATABASE_URL_SYNTAX) from None
         return url
+
+
+_SUBJECT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64}){0,7}")
 
 
 def _clipped(raw: str) -> str:
@@ -223,6 +259,24 @@ class Settings:
     """Razorpay payments authorised and not captured captured once (the worker)."""
     console_timezone: str = CONSOLE_TIMEZONE
     """The zone the console shows times in (an IANA name)."""
+    relay_nats_url: str = "nats://127.0.0.1:4222"
+    """The NATS server `payhooks relay nats` publishes payment events to (JetStream)."""
+    relay_nats_stream: str = "PAYHOOKS"
+    """The JetStream stream they are stored in; created (file storage) when there is none."""
+    relay_nats_duplicate_window_s: int = 120
+    """How long JetStream drops a second message of one id (a stream the relay creates)."""
+    relay_rabbitmq_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    """The RabbitMQ broker `payhooks relay rabbitmq` publishes payment events to."""
+    relay_rabbitmq_exchange: str = "payhooks"
+    """The durable topic exchange they are published to."""
+    relay_rabbitmq_queue: str = "payhooks.events"
+    """The durable queue the relay declares, bound to every event."""
+    relay_subject_prefix: str = "payhooks"
+    """Subjects and routing keys are <prefix>.<gateway>.<kind>."""
+    relay_batch: int = 100
+    """Payment events a relay publishes together, each of another payment."""
+    relay_publish_timeout_ms: int = 5000
+    """How long a relay waits for the broker's confirm (and to connect)."""
     secret_notes: tuple[str, ...] = ()
     """What start-up should say about the secrets as written (``payhooks serve``, ``worker``)."""
 
@@ -267,6 +321,7 @@ class Settings:
             refund_double_payments=env.get("PAYHOOKS_REFUND_DOUBLE_PAYMENTS").switch(),
             capture_authorized=env.get("PAYHOOKS_CAPTURE_AUTHORIZED").switch(),
             console_timezone=env.get("PAYHOOKS_CONSOLE_TIMEZONE").timezone(CONSOLE_TIMEZONE),
+            **_relay_settings(env),
             secret_notes=_secret_notes(env),
         )
         settings.check_timeouts()
@@ -379,3 +434,34 @@ def _api_credentials(env: _Environment) -> tuple[ApiCredentials, ...]:
                 ApiCredentials(provider=provider, id=ident, secret=secret, base_url=base_url)
             )
     return tuple(found)
+
+
+def _relay_settings(env: _Environment) -> dict[str, Any]:
+    """The relay's settings (``payhooks relay``): its brokers and how it publishes."""
+    return {
+        "relay_nats_url": env.get("PAYHOOKS_RELAY_NATS_URL").broker_url(
+            _DEFAULT.relay_nats_url, ("nats", "tls")
+        ),
+        "relay_nats_stream": env.get("PAYHOOKS_RELAY_NATS_STREAM").subject_name(
+            _DEFAULT.relay_nats_stream
+        ),
+        "relay_nats_duplicate_window_s": env.get("PAYHOOKS_RELAY_NATS_DUPLICATE_WINDOW_S").integer(
+            _DEFAULT.relay_nats_duplicate_window_s, maximum=7 * 24 * 3600
+        ),
+        "relay_rabbitmq_url": env.get("PAYHOOKS_RELAY_RABBITMQ_URL").broker_url(
+            _DEFAULT.relay_rabbitmq_url, ("amqp", "amqps")
+        ),
+        "relay_rabbitmq_exchange": env.get("PAYHOOKS_RELAY_RABBITMQ_EXCHANGE").subject_name(
+            _DEFAULT.relay_rabbitmq_exchange
+        ),
+        "relay_rabbitmq_queue": env.get("PAYHOOKS_RELAY_RABBITMQ_QUEUE").subject_name(
+            _DEFAULT.relay_rabbitmq_queue
+        ),
+        "relay_subject_prefix": env.get("PAYHOOKS_RELAY_SUBJECT_PREFIX").subject_name(
+            _DEFAULT.relay_subject_prefix
+        ),
+        "relay_batch": env.get("PAYHOOKS_RELAY_BATCH").integer(_DEFAULT.relay_batch, maximum=1000),
+        "relay_publish_timeout_ms": env.get("PAYHOOKS_RELAY_PUBLISH_TIMEOUT_MS").integer(
+            _DEFAULT.relay_publish_timeout_ms, maximum=600_000
+        ),
+    }

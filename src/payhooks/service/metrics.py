@@ -158,12 +158,14 @@ class Gauges:
 
 # Each count walks one partial index (payhooks_outbox_due, payhooks_outbox_failed), never the
 # sent rows, which grow with history until the purge removes them. The backlog is the whole
-# queue's (emails, alerts and chat notices); the dead letters are the messages a person may
-# queue again (an alert's notices given up are not).
+# queue's (emails, alerts and chat notices; payment events for a broker are the relay's,
+# payhooks_relay_backlog); the dead letters are the messages a person may queue again (an
+# alert's notices given up are not).
 OUTBOX_GAUGES = """
-SELECT (SELECT count(*) FROM payhooks_outbox WHERE sent_at IS NULL AND failed_at IS NULL),
+SELECT (SELECT count(*) FROM payhooks_outbox
+        WHERE sent_at IS NULL AND failed_at IS NULL AND kind <> 'event'),
        (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
-        FROM payhooks_outbox WHERE sent_at IS NULL AND failed_at IS NULL),
+        FROM payhooks_outbox WHERE sent_at IS NULL AND failed_at IS NULL AND kind <> 'event'),
        (SELECT count(*) FROM payhooks_outbox WHERE failed_at IS NOT NULL AND alert_key IS NULL)
 """
 PURGE_PROGRESS = """

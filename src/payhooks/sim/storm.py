@@ -26,6 +26,7 @@ from rich.table import Table
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
+from payhooks.sim.consumers import Brokers, Consumed
 from payhooks.sim.errors import StormError
 from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
 from payhooks.sim.gateway_api import GatewayApi
@@ -385,6 +386,8 @@ class StormResult:
     orders: Counter[str]
     seconds: float
     silent: int = 0
+    brokers: Brokers | None = None
+    consumed: list[Consumed] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -404,13 +407,35 @@ def run_storm(
     *,
     books: GatewayApi | None = None,
     reconcile: Callable[[], object] = lambda: None,
+    brokers: Brokers | None = None,
 ) -> StormResult:
     """The storm against one deployment URL, or several hosts of one deployment: deliveries
     spread over them (``Gatekeeper``); setup and verification through the first.
 
     ``books``: the gateways' status API double the deployment reconciles against (needed for
     ``silent_rate``); ``reconcile``: asks for a pass (the deployment's worker runs its own
-    anyway), called while waiting for the silent carts."""
+    anyway), called while waiting for the silent carts. ``brokers``: the brokers the
+    deployment relays payment events to, with a consumer on each and the faults to inject
+    while delivering; every paid cart's capture must then be applied once on each."""
+    if brokers is None:
+        return _storm(base_url, token, gateway, options, progress, books, reconcile, None)
+    brokers.start()
+    try:
+        return _storm(base_url, token, gateway, options, progress, books, reconcile, brokers)
+    finally:
+        brokers.stop()
+
+
+def _storm(
+    base_url: str | Sequence[str],
+    token: str,
+    gateway: Gateway,
+    options: StormOptions,
+    progress: Progress,
+    books: GatewayApi | None,
+    reconcile: Callable[[], object],
+    brokers: Brokers | None,
+) -> StormResult:
     from concurrent.futures import ThreadPoolExecutor
 
     rng = random.Random(options.seed)
@@ -435,12 +460,20 @@ def run_storm(
             for p in purchases
         ]
         tally = _deliver(base_url, stories, options, progress)
+        if brokers is not None:
+            brokers.calm()
         _await_reconciliation(shop, stories, options, reconcile, progress, books)
         progress("verifying", 0, len(stories))
         states = list(pool.map(lambda story: _read(shop, story, progress), stories))
         checks = _checks(shop, skus, states, tally, options)
         if options.refunds_doubles:
             checks.append(double_payments_refunded_once(states, books))
+    consumed: list[Consumed] = []
+    if brokers is not None:
+        progress("awaiting the brokers' consumers", 0, None)
+        expected = paid_captures(states)
+        consumed = brokers.wait_for(set(expected))
+        checks += [check for found in consumed for check in consumed_once(found, expected)]
     return StormResult(
         carts=len(stories),
         planned_events=sum(len(story.planned) for story in stories),
@@ -449,7 +482,47 @@ def run_storm(
         orders=Counter(str(s.orders[0]["status"]) for s in states if s.orders),
         seconds=time.monotonic() - started,
         silent=sum(story.silent for story in stories),
+        brokers=brokers,
+        consumed=consumed,
     )
+
+
+def paid_captures(states: list[CartState]) -> dict[str, str]:
+    """Each paid cart's capture as the relay publishes it: its message id (the payment and
+    kind, ``payhooks.intake.relaying.message_id``), with the cart's order."""
+    return {
+        f"{s.story.purchase.provider.value}:{s.orders[0]['payment_id']}:payment_captured": str(
+            s.orders[0]["order_id"]
+        )
+        for s in states
+        if s.orders
+    }
+
+
+def consumed_once(found: Consumed, expected: dict[str, str]) -> list[Check]:
+    """On one broker: every paid cart's capture applied once, naming the cart's order; and no
+    event at all applied twice."""
+    missed = [
+        f"{found.broker}: {ident} applied {len(found.applied.get(ident, []))} times"
+        if len(found.applied.get(ident, [])) != 1
+        else f"{found.broker}: {ident} named order {found.applied[ident][0]}, not {order}"
+        for ident, order in expected.items()
+        if found.applied.get(ident, []) != [order]
+    ]
+    twice = [f"{found.broker}: {ident} applied {len(orders)} times"
+             for ident, orders in found.applied.items() if len(orders) > 1]  # fmt: skip
+    return [
+        Check(
+            name=f"every paid cart's capture applied once via {found.broker}",
+            violations=missed,
+            checked=len(expected),
+        ),
+        Check(
+            name=f"no event applied twice via {found.broker}",
+            violations=twice,
+            checked=len(found.applied),
+        ),
+    ]
 
 
 def _deliver(
@@ -592,8 +665,28 @@ def _read(shop: Shop, story: Story, progress: Progress) -> CartState:
     return state
 
 
+def _brokers_table(result: StormResult) -> list[Table]:
+    """What each broker's consumer received and applied, and the faults the storm injected."""
+    if result.brokers is None:
+        return []
+    table = Table("payment events", "", box=box.SIMPLE, title="Brokers")
+    crashes = {c.options.broker: c for c in result.brokers.consumers}
+    for found in result.consumed:
+        applied = sum(len(orders) for orders in found.applied.values())
+        consumer = crashes[found.broker]
+        table.add_row(f"{found.broker}: applied", f"{applied:,}")
+        table.add_row("  deliveries received", f"{found.received:,}")
+        table.add_row("  dropped by the inbox (seen before)", f"{found.received - applied:,}")
+        table.add_row("  consumer crashes between commit and ack", f"{consumer.crashes:,}")
+        table.add_row("  consumer restarts (broker away)", f"{consumer.restarts:,}")
+    for fault in result.brokers.faults:
+        table.add_row(fault.name, f"{fault.times:,}")
+    return [table]
+
+
 def report(result: StormResult) -> list[Table]:
-    """Three tables: what was sent, what the deployment did, and each invariant."""
+    """What was sent, what the deployment did, what reached the brokers' consumers when it
+    relays to them, and each invariant."""
     sent = Table("deliveries", "", box=box.SIMPLE, title="Gateway")
     sent.add_row("carts", f"{result.carts:,}")
     sent.add_row("logical events", f"{result.planned_events:,}")
@@ -612,7 +705,7 @@ def report(result: StormResult) -> list[Table]:
     for check in result.checks:
         mark = "[green]✓ held[/]" if check.held else "[red]✗ violated[/]"
         checks.add_row(check.name, mark, f"{check.checked:,}", str(len(check.violations)))
-    tables = [sent, checks]
+    tables = [sent, *_brokers_table(result), checks]
     violations = [v for check in result.checks for v in check.violations]
     if violations:
         detail = Table("first violations", box=box.SIMPLE)

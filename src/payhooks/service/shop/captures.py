@@ -2,7 +2,8 @@
 
 Most deliveries a shop receives are the first capture of a checked-out cart, at its price,
 with stock to take. ``shop_first_capture`` (migration 0008) runs exactly what the general
-path (``ingest_received`` with ``payments.apply_event``) runs for it, in one round trip, and
+path (``ingest_received`` with ``payments.apply_event``) runs for it, in one round trip (the
+capture queued for the relay too, ``payhooks.intake.relaying``), and
 declines everything else: a refund, a parked or unknown reference, a cart already paid, an
 amount off, the last units spread over slots, a backorder. A declined delivery has written
 nothing, and takes the general path, which is where the state machine lives.
@@ -16,7 +17,7 @@ from typing import Any
 import psycopg
 
 from payhooks.events import Event, EventKind, Received
-from payhooks.intake import idempotency
+from payhooks.intake import idempotency, relaying
 from payhooks.intake.ingest import Outcome, Receipt, duplicate
 from payhooks.plumbing.db import AsyncConnection, Connection, execute_async
 from payhooks.service.shop.ids import new_id
@@ -27,7 +28,7 @@ DECLINED = "PH001"
 
 _FIRST_CAPTURE = """
 SELECT state, outcome, payload_sha256, order_ref FROM shop_first_capture(
-    %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 Answer = tuple[str, str | None, str | None, str | None]
@@ -47,11 +48,13 @@ def eligible(event: Event) -> bool:
 
 
 def arguments(received: Received) -> tuple[object, ...]:
-    """The delivery, its claim row, and the order and email the path would create."""
+    """The delivery, its claim row, the order and email the path would create, and the
+    message a relay publishes for it (queued only while a relay channel is set up)."""
     event = received.event
     assert event.amount_paise is not None
     order_id = new_id("ord")
     email = confirmation(order_id, "", event.amount_paise, "confirmed")
+    message = relaying.relayed(event, order_id)
     return (
         *idempotency.claim_values(received),  # the claim row, in the order the function takes it
         event.amount_paise,
@@ -63,6 +66,10 @@ def arguments(received: Received) -> tuple[object, ...]:
         email.subject,
         email.body,
         json.dumps(email.payload),
+        message.message_id,
+        message.payment,
+        message.subject,
+        message.body,
     )
 
 
@@ -84,7 +91,7 @@ async def first_capture_async(conn: AsyncConnection, received: Received) -> Rece
 
     A copy is answered by the record's plain read first (``idempotency.existing``, the
     statement ``seeing`` runs): a retry storm's deliveries then cost two parameters, not the
-    function's seventeen, at one round trip more for a new capture (docs/performance.md
+    function's twenty-two, at one round trip more for a new capture (docs/performance.md
     measures both)."""
     if not eligible(received.event):
         return None

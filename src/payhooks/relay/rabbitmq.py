@@ -1,0 +1,132 @@
+"""RabbitMQ as the relay's broker (the ``rabbitmq`` extra: aio-pika).
+
+Each event is published, persistent, to a durable topic exchange under the routing key
+``<prefix>.<gateway>.<kind>``, with ``message_id`` set to its message id, on a channel in
+publisher-confirm mode, mandatory: it counts as published once the broker confirms it, which
+for a persistent message routed to a durable queue means written to disk. A message no queue is
+bound to take is returned and refused, and tried again later: never dropped at the exchange.
+
+RabbitMQ does not deduplicate by message id: the republish of a relay killed before it marked
+what it published reaches the queue a second time, and the consumer's inbox
+(``payhooks.relay.inbox``) drops it by its id.
+
+On connecting, the exchange is declared (durable, topic) and one durable queue bound to every
+event, so that events wait there until a consumer comes; a consumer may bind queues of its own
+to the exchange as well (by gateway, by kind: ``payhooks.*.payment_captured``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aio_pika
+import aio_pika.abc
+import aio_pika.exceptions
+import aiormq.exceptions
+
+from payhooks.relay.brokers import (
+    BrokerUnavailable,
+    Confirmed,
+    Outcome,
+    Outgoing,
+    Refused,
+    Unconfirmed,
+)
+
+CHANNEL = "rabbitmq"
+_TRANSIENT = (
+    OSError,
+    TimeoutError,
+    aio_pika.exceptions.AMQPConnectionError,
+    aio_pika.exceptions.ChannelInvalidStateError,
+    aiormq.exceptions.AMQPError,
+    RuntimeError,  # aiormq's "Connection closed" on a writer that is gone
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RabbitOptions:
+    """Where and how the relay publishes to RabbitMQ."""
+
+    url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    exchange: str = "payhooks"
+    queue: str = "payhooks.events"
+    """Declared durable and bound to every event, so events wait there for a consumer."""
+    prefix: str = "payhooks"
+    timeout_s: float = 5.0
+    """How long a publish waits for the broker's confirm, and a connection for the broker."""
+
+
+class RabbitMQ:
+    """The relay's connection to RabbitMQ (``payhooks.relay.brokers.Broker``)."""
+
+    channel = CHANNEL
+
+    def __init__(self, options: RabbitOptions) -> None:
+        self.options = options
+        self._connection: aio_pika.abc.AbstractConnection | None = None
+        self._exchange: aio_pika.abc.AbstractExchange | None = None
+
+    async def connect(self) -> None:
+        """Connect once (the relay reconnects, not the client), open a confirming channel,
+        declare the exchange and the queue."""
+        await self.close()
+        try:
+            self._connection = await aio_pika.connect(
+                self.options.url, timeout=self.options.timeout_s
+            )
+            channel = await self._connection.channel(publisher_confirms=True, on_return_raises=True)
+            self._exchange = await channel.declare_exchange(
+                self.options.exchange, aio_pika.ExchangeType.TOPIC, durable=True
+            )
+            queue = await channel.declare_queue(self.options.queue, durable=True)
+            await queue.bind(self._exchange, routing_key=f"{self.options.prefix}.#")
+        except (*_TRANSIENT, aio_pika.exceptions.AMQPError) as exc:
+            await self.close()
+            raise BrokerUnavailable(CHANNEL, f"cannot connect: {_said(exc)}") from exc
+
+    async def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
+        """Every message at once on the confirming channel; each confirmed, refused or
+        unanswered."""
+        exchange = self._exchange
+        if exchange is None or self._connection is None or self._connection.is_closed:
+            raise BrokerUnavailable(CHANNEL, "not connected")
+        return list(await asyncio.gather(*(self._one(exchange, m) for m in messages)))
+
+    async def _one(self, exchange: aio_pika.abc.AbstractExchange, message: Outgoing) -> Outcome:
+        routing_key = f"{self.options.prefix}.{message.subject}"
+        sent = aio_pika.Message(
+            message.body,
+            message_id=message.message_id,
+            content_type="application/json",
+            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+        )
+        try:
+            await exchange.publish(
+                sent, routing_key, mandatory=True, timeout=self.options.timeout_s
+            )
+        except aiormq.exceptions.PublishError:
+            return Refused(reason=f"no queue is bound to take {routing_key}")
+        except aiormq.exceptions.DeliveryError as exc:
+            return Refused(reason=f"the broker refused it: {_said(exc)}")
+        except _TRANSIENT as exc:
+            return Unconfirmed(reason=_said(exc))
+        return Confirmed()
+
+    async def close(self) -> None:
+        """Close the connection, if any."""
+        connection, self._connection, self._exchange = self._connection, None, None
+        if connection is not None and not connection.is_closed:
+            try:
+                await asyncio.wait_for(connection.close(), self.options.timeout_s)
+            except (*_TRANSIENT, aio_pika.exceptions.AMQPError):
+                pass
+
+
+def _said(exc: BaseException) -> str:
+    return (str(exc) or type(exc).__name__).splitlines()[0][:200]
+
+
+__all__ = ["CHANNEL", "RabbitMQ", "RabbitOptions"]

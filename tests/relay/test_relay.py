@@ -1,0 +1,345 @@
+"""The relay against real brokers of the tests' own: every payment event applied reaches
+JetStream and RabbitMQ after commit, once in effect, in each payment's order, through a relay
+killed between publish and mark and a broker that goes away and comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+from datetime import timedelta
+from pathlib import Path
+
+import nats
+import psycopg
+import pytest
+
+from payhooks.operations import alerts, outbox, retention
+from payhooks.relay import inbox
+from payhooks.relay.brokers import Broker
+from payhooks.relay.relaying import Relay, RelayOptions, Tally, connecting
+from payhooks.sim.gateway import Delivery
+from tests.acceptance.conftest import PAYHOOKS, wait_until
+from tests.brokers import NatsServer, RabbitServer
+from tests.factories import GATEWAY, deliver, purchase
+from tests.relay.conftest import jetstream, queued, rabbitmq, stored
+
+FAST = RelayOptions(every_s=0.05, reconnect_s=0.05, reconnect_cap_s=0.5)
+
+
+def drain(url: str, broker: Broker, options: RelayOptions = FAST) -> Relay:
+    """A relay run in the test's process until nothing is left due."""
+    relay = Relay(connecting(url), broker, options)
+    asyncio.run(relay.run(asyncio.Event(), drain=True))
+    return relay
+
+
+def paid(conn: psycopg.Connection, n: int = 1) -> list[str]:
+    """``n`` carts paid, through the shop's general path: their payments' ids."""
+    payments = []
+    for _ in range(n):
+        buy = purchase(conn)
+        deliver(conn, buy.captured())
+        payments.append(buy.payment_id)
+    return payments
+
+
+def unpublished(conn: psycopg.Connection, channel: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM payhooks_outbox WHERE channel = %s AND sent_at IS NULL", (channel,)
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_captures_reach_jetstream_once_each_under_their_message_ids(
+    database_url, conn, nats_server: NatsServer
+):
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    payments = paid(conn, 3)
+    relay = drain(database_url, broker)
+    found = stored(broker)
+    assert sorted(m.message_id for m in found) == sorted(
+        f"razorpay:{p}:payment_captured" for p in payments
+    )
+    assert {m.subject for m in found} == {f"{broker.options.prefix}.razorpay.payment_captured"}
+    body = json.loads(found[0].body)
+    assert body["kind"] == "payment_captured" and body["order_id"].startswith("ord_")
+    assert relay.totals.published == 3 and unpublished(conn, "nats") == 0
+
+
+def test_captures_reach_rabbitmq_persistent_and_confirmed_under_their_message_ids(
+    database_url, conn, rabbit_server: RabbitServer
+):
+    broker = rabbitmq(rabbit_server)
+    outbox.add_channel(conn, "rabbitmq")
+    payments = paid(conn, 2)
+    drain(database_url, broker)
+    found = queued(broker)
+    assert sorted(m.message_id for m in found) == sorted(
+        f"razorpay:{p}:payment_captured" for p in payments
+    )
+    assert unpublished(conn, "rabbitmq") == 0
+
+
+def test_with_no_relay_channel_nothing_is_queued(conn):
+    paid(conn, 2)
+    assert (
+        conn.execute("SELECT count(*) FROM payhooks_outbox WHERE kind = 'event'").fetchone()[0] == 0
+    )
+
+
+def refund_of(buy_payment: str, reference: str, amount: int) -> Delivery:
+    return GATEWAY.razorpay(
+        "refund.processed",
+        payment_id=buy_payment,
+        order_id=reference,
+        amount_paise=amount,
+        refund_id=f"rfnd_{buy_payment[-10:]}",
+    )
+
+
+def test_a_payments_events_are_published_in_the_order_they_committed(
+    database_url, conn, nats_server: NatsServer
+):
+    """Its refund waits for its capture's acknowledgement: one pass publishes each payment's
+    first event, the next its second."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
+    other = paid(conn, 1)[0]
+    relay = drain(database_url, broker)
+    order = [m.message_id for m in stored(broker)]
+    capture = f"razorpay:{buy.payment_id}:payment_captured"
+    refund = f"razorpay:refund:rfnd_{buy.payment_id[-10:]}"
+    assert sorted(order) == sorted([capture, refund, f"razorpay:{other}:payment_captured"])
+    assert order.index(capture) < order.index(refund)
+    assert relay.totals.passes >= 2
+
+
+def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
+    database_url, conn, nats_server: NatsServer
+):
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
+
+    async def refused_pass() -> Tally:
+        await broker.connect()  # creates the stream; then it is deleted under the relay
+        client = await nats.connect(broker.options.url)
+        await client.jetstream().delete_stream(broker.options.stream)
+        await client.close()
+        relay = Relay(connecting(database_url), broker, FAST)
+        relay._broker_up = True
+        tally = await relay.attempt()
+        await relay.close()
+        assert tally is not None
+        return tally
+
+    tally = asyncio.run(refused_pass())
+    assert (tally.published, tally.refused) == (0, 1)
+    rows = conn.execute(
+        "SELECT attempts, last_error, next_attempt_at > now() FROM payhooks_outbox"
+        " WHERE kind = 'event' ORDER BY id"
+    ).fetchall()
+    assert rows[0][0] == 1 and "no stream" in rows[0][1] and rows[0][2]
+    assert rows[1] == (0, None, False)  # the refund was never tried: its capture comes first
+
+
+def relay_env(url: str, home: Path, **settings: str) -> dict[str, str]:
+    return {**os.environ, "DATABASE_URL": url, "PAYHOOKS_HOME": str(home), **settings}
+
+
+def nats_env(broker, url: str, home: Path) -> dict[str, str]:
+    return relay_env(
+        url,
+        home,
+        PAYHOOKS_RELAY_NATS_URL=broker.options.url,
+        PAYHOOKS_RELAY_NATS_STREAM=broker.options.stream,
+        PAYHOOKS_RELAY_SUBJECT_PREFIX=broker.options.prefix,
+    )
+
+
+def rabbit_env(broker, url: str, home: Path) -> dict[str, str]:
+    return relay_env(
+        url,
+        home,
+        PAYHOOKS_RELAY_RABBITMQ_URL=broker.options.url,
+        PAYHOOKS_RELAY_RABBITMQ_EXCHANGE=broker.options.exchange,
+        PAYHOOKS_RELAY_RABBITMQ_QUEUE=broker.options.queue,
+        PAYHOOKS_RELAY_SUBJECT_PREFIX=broker.options.prefix,
+    )
+
+
+def waiting_on(conn: psycopg.Connection, holder: int) -> bool:
+    """Some session waits on a lock ``holder`` holds: the relay, at its mark."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (holder,)
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def killed_between_publish_and_mark(
+    channel: str, env: dict[str, str], database_url: str, conn: psycopg.Connection, tmp_path
+) -> None:
+    """``payhooks relay CHANNEL`` publishes, then waits to mark while the test holds the row;
+    it is SIGKILLed there, and its transaction, marks and hold, rolled back."""
+    with psycopg.connect(database_url, autocommit=True) as holder, holder.transaction():
+        holder.execute("SELECT 1 FROM payhooks_outbox WHERE kind = 'event' FOR UPDATE")
+        with (tmp_path / f"relay-{channel}.log").open("ab") as log:
+            relay = subprocess.Popen(
+                [PAYHOOKS, "relay", channel], env=env, stdout=log, stderr=subprocess.STDOUT
+            )
+        try:
+            wait_until(lambda: waiting_on(conn, holder.info.backend_pid), timeout=60,
+                       what="the relay at its mark")  # fmt: skip
+        finally:
+            relay.send_signal(signal.SIGKILL)
+            relay.wait(timeout=30)
+
+
+def test_a_relay_killed_between_publish_and_mark_publishes_again_under_the_same_id_jetstream_drops(
+    database_url, conn, nats_server: NatsServer, tmp_path
+):
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    (payment,) = paid(conn, 1)
+    env = nats_env(broker, database_url, tmp_path)
+    killed_between_publish_and_mark("nats", env, database_url, conn, tmp_path)
+    assert len(stored(broker)) == 1 and unpublished(conn, "nats") == 1  # published, unmarked
+    relay = drain(database_url, broker)
+    assert (relay.totals.published, relay.totals.duplicates) == (1, 1)
+    assert [m.message_id for m in stored(broker)] == [f"razorpay:{payment}:payment_captured"]
+    assert unpublished(conn, "nats") == 0
+
+
+def test_a_relay_killed_between_publish_and_mark_publishes_again_and_the_inbox_applies_it_once(
+    database_url, conn, rabbit_server: RabbitServer, tmp_path
+):
+    broker = rabbitmq(rabbit_server)
+    outbox.add_channel(conn, "rabbitmq")
+    (payment,) = paid(conn, 1)
+    env = rabbit_env(broker, database_url, tmp_path)
+    killed_between_publish_and_mark("rabbitmq", env, database_url, conn, tmp_path)
+    drain(database_url, broker)
+    found = queued(broker)  # RabbitMQ keeps both: it does not deduplicate
+    assert [m.message_id for m in found] == [f"razorpay:{payment}:payment_captured"] * 2
+    inbox.install(conn)
+    conn.execute("CREATE TABLE shipments (message_id text)")
+    applied = [
+        inbox.once(conn, "fulfilment", m.message_id, lambda c, m=m: c.execute(
+            "INSERT INTO shipments VALUES (%s)", (m.message_id,)))
+        for m in found
+    ]  # fmt: skip
+    assert applied == [True, False]
+    assert conn.execute("SELECT count(*) FROM shipments").fetchone()[0] == 1
+
+
+def test_a_broker_outage_grows_the_backlog_which_drains_when_it_returns(
+    database_url, conn, nats_server: NatsServer, tmp_path
+):
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    env = nats_env(broker, database_url, tmp_path)
+    with (tmp_path / "relay.log").open("ab") as log:
+        relay = subprocess.Popen(
+            [PAYHOOKS, "relay", "nats"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        paid(conn, 1)
+        wait_until(lambda: unpublished(conn, "nats") == 0, timeout=60, what="the first event")
+        nats_server.stop()
+        paid(conn, 5)
+        (backlog,) = [b for b in outbox.backlogs(conn) if b.channel == "nats"]
+        assert backlog.waiting == 5 and backlog.relayed
+        later = backlog.oldest_at + alerts.RELAY_LAG + timedelta(seconds=1)
+        (alert,) = alerts.relay_backlog(conn, later)
+        assert alert.key == "relay_backlog:nats" and "5 payment events" in alert.title
+        nats_server.start()
+        wait_until(lambda: unpublished(conn, "nats") == 0, timeout=90, what="the drain")
+        assert alerts.relay_backlog(conn, later) == []
+    finally:
+        relay.send_signal(signal.SIGTERM)
+        code = relay.wait(timeout=30)
+    assert code == 0, (tmp_path / "relay.log").read_text()
+    ids = [m.message_id for m in stored(broker)]
+    assert len(ids) == 6 == len(set(ids))
+    assert "relay_broker_unavailable" in (tmp_path / "relay.log").read_text()
+
+
+def test_two_relays_of_one_channel_publish_each_event_once(
+    database_url, conn, rabbit_server: RabbitServer
+):
+    """RabbitMQ keeps every copy, so a second relay publishing beside the first would show:
+    the channel's hold lets one publish at a time."""
+    broker, twin = rabbitmq(rabbit_server), None
+    twin = type(broker)(broker.options)
+    outbox.add_channel(conn, "rabbitmq")
+    paid(conn, 12)
+    options = RelayOptions(batch=3, every_s=0.01)
+
+    async def both() -> None:
+        relays = [Relay(connecting(database_url), b, options) for b in (broker, twin)]
+        await asyncio.gather(*(r.run(asyncio.Event(), drain=True) for r in relays))
+
+    asyncio.run(both())
+    ids = [m.message_id for m in queued(broker)]
+    assert len(ids) == 12 == len(set(ids))
+
+
+@pytest.mark.parametrize("channel", ["nats", "rabbitmq"])
+def test_relay_once_without_its_broker_exits_1_saying_so(database_url, tmp_path, channel):
+    env = relay_env(
+        database_url,
+        tmp_path,
+        PAYHOOKS_RELAY_NATS_URL="nats://127.0.0.1:9",
+        PAYHOOKS_RELAY_RABBITMQ_URL="amqp://guest:guest@127.0.0.1:9/",
+    )
+    result = subprocess.run(
+        [PAYHOOKS, "relay", channel, "--once"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert f"payhooks: {channel}: cannot connect" in result.stderr
+    assert "guest:guest" not in result.stdout + result.stderr
+
+
+def test_relay_status_and_remove(database_url, conn, tmp_path):
+    outbox.add_channel(conn, "rabbitmq")
+    paid(conn, 2)
+    env = relay_env(database_url, tmp_path)
+    status = subprocess.run([PAYHOOKS, "relay", "status"], env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    found = {row["channel"]: row for row in json.loads(status.stdout)}
+    assert (found["rabbitmq"]["relayed"], found["rabbitmq"]["waiting"]) == (True, 2)
+    assert (found["nats"]["relayed"], found["nats"]["waiting"]) == (False, 0)
+    removed = subprocess.run([PAYHOOKS, "relay", "remove", "rabbitmq"], env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert removed.returncode == 0, removed.stderr
+    assert "no longer queued; 2 queued event(s) left unpublished" in removed.stdout
+    paid(conn, 1)
+    assert unpublished(conn, "rabbitmq") == 2
+    wrong = subprocess.run([PAYHOOKS, "relay", "remove", "kafka"], env=env,
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert wrong.returncode == 1 and "the channels are nats, rabbitmq" in wrong.stderr
+
+
+def test_the_purge_deletes_published_events_past_the_window_and_never_unpublished_ones(conn):
+    outbox.add_channel(conn, "nats")
+    for _ in range(3):
+        buy = purchase(conn)
+        deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_outbox SET created_at = now() - interval '100 days'")
+    conn.execute(
+        "UPDATE payhooks_outbox SET sent_at = now() - interval '100 days' WHERE id IN"
+        " (SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id LIMIT 2)"
+    )
+    assert retention.purge(conn, 90) is not None
+    left = conn.execute("SELECT sent_at IS NULL FROM payhooks_outbox WHERE kind = 'event'")
+    assert left.fetchall() == [(True,)]
