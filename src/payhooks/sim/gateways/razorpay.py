@@ -114,6 +114,7 @@ def dispute_delivery(gateway: Signer, disputed: Disputed) -> Delivery:
     event, status = _DISPUTE_EVENTS[disputed.what]
     money = {"amount": disputed.amount_paise, "currency": "INR", "created_at": gateway.now}
     payment = _payment("payment.captured", disputed.payment_id, disputed.reference, money)
+    payment["order_id"] = disputed.reference or None  # some of Razorpay's samples name none
     entity = {
         "id": disputed.dispute_id,
         "entity": "dispute",
