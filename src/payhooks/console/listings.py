@@ -22,6 +22,7 @@ from payhooks.console.pages import (
     Field,
     Session,
     Unreadable,
+    Views,
     _console,
     _redirect,
     csrf,
@@ -33,6 +34,7 @@ from payhooks.console.pages import (
 )
 from payhooks.gateways import GATEWAYS
 from payhooks.intake import disputes
+from payhooks.plumbing import db
 
 router = private()
 
@@ -225,9 +227,10 @@ async def open_disputes(request: Request, gateway: Text = "") -> HTMLResponse:
         chosen = lists.gateway_of(gateway, lists.PROVIDERS)
     except lists.BadFilter as exc:
         raise Unreadable(str(exc)) from exc
-    rows = await run(request, disputes.open_disputes, chosen)
+    rows, addresses = await run(request, _open_disputes, _console(request).views, chosen)
     context = {
         "rows": rows,
+        "addresses": addresses,
         "now": datetime.now(UTC),
         "chosen": chosen,
         "gateways": lists.PROVIDERS,
@@ -235,6 +238,20 @@ async def open_disputes(request: Request, gateway: Text = "") -> HTMLResponse:
         "max_rows": disputes.MAX_LISTED,
     }
     return page(request, "disputes.html", context)
+
+
+def _open_disputes(
+    conn: db.Connection, views: Views, gateway: str | None
+) -> tuple[list[disputes.Dispute], dict[tuple[str, str], str]]:
+    """The open disputes, and where each one's payment's story is told (the app's own page
+    for it: the reference shop's cart)."""
+    rows = disputes.open_disputes(conn, gateway)
+    addresses = {}
+    for row in rows:
+        found = views.story_address(conn, row.provider, row.gateway_order_id, row.payment_id)
+        if found is not None:
+            addresses[(row.provider, row.dispute_id)] = found
+    return rows, addresses
 
 
 def _csv(
