@@ -40,9 +40,10 @@ from payhooks.sim.parts import StormOptions as StormOptions
 from payhooks.sim.parts import Story as Story
 
 STORY_SPACING_S = 30.0  # simulated seconds between the events of one story
-DISPUTE_AFTER_S = 900.0
+DISPUTE_AFTER_S = 2_700.0
 """A dispute's reports start this long after the payment's last delivery (simulated): past a
-gateway's first two retries of it, as a real dispute comes days after its capture."""
+gateway's first three retries of it (Razorpay's 5, 10 and 20 minutes; Cashfree's 2, 10 and 30),
+as a real dispute comes days after its capture, so the order it marks exists."""
 DISPUTE_LIVES = (
     ("opened", "under_review", "won"),
     ("opened", "action_required", "under_review", "lost"),
