@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import psycopg
@@ -33,6 +33,7 @@ from payhooks.gateways import GATEWAYS
 from payhooks.operations import health, timeline
 
 _ALL_PROVIDERS = [value for value, _ in PROVIDERS]
+M = TypeVar("M", ProcessedWebhook, Dispute)
 CHANGELIST = "admin:payhooks_processedwebhook_changelist"
 CHANGE = "admin:payhooks_processedwebhook_change"
 _DELIVERY = ("provider", "event_id", "event_type", "outcome", "payment_id", "merchant_ref")
@@ -186,10 +187,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
     ) -> ProcessedWebhook | None:
         """By delivery key and, when the link names one, gateway (see ``url_for_result``)."""
         found = self.get_queryset(request).filter(event_id=unquote(object_id))
-        if provider := request.GET.get("provider"):
-            found = found.filter(provider=provider)
-        rows = list(found[:2])
-        return rows[0] if len(rows) == 1 else None
+        return _one_of(found, request)
 
     @deliveries.non_atomic  # each replay commits on its own, even under ATOMIC_REQUESTS
     def changelist_view(
@@ -302,6 +300,10 @@ _DASHBOARDS = {p.value: g.disputes_dashboard for p, g in GATEWAYS.items() if g.d
 
 @admin.register(Dispute)
 class DisputeAdmin(admin.ModelAdmin):
+    has_add_permission = ProcessedWebhookAdmin.has_add_permission
+    has_change_permission = ProcessedWebhookAdmin.has_change_permission
+    has_delete_permission = ProcessedWebhookAdmin.has_delete_permission
+
     """The disputes, read-only: the nearest deadline first (those decided have none to
     meet), filtered open or decided, by gateway and status."""
 
@@ -348,16 +350,13 @@ class DisputeAdmin(admin.ModelAdmin):
     ) -> Dispute | None:
         """By dispute id and, when the link names one, gateway."""
         found = self.get_queryset(request).filter(dispute_id=unquote(object_id))
-        if provider := request.GET.get("provider"):
-            found = found.filter(provider=provider)
-        rows = list(found[:2])
-        return rows[0] if len(rows) == 1 else None
+        return _one_of(found, request)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+def _one_of(found: QuerySet[M], request: HttpRequest) -> M | None:
+    """The one row of ``found`` of the gateway the link names, when it names one; None when
+    there is none, or several (two gateways' rows under one id, and no gateway named)."""
+    if provider := request.GET.get("provider"):
+        found = found.filter(provider=provider)
+    rows = list(found[:2])
+    return rows[0] if len(rows) == 1 else None
