@@ -5,6 +5,7 @@ dispute cannot regress it."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from pathlib import Path
@@ -12,11 +13,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from payhooks import EventKind, Hooks
-from payhooks.events import Provider
+from payhooks import EventKind, Hooks, ingest_in_transaction
+from payhooks.aio.claims import ingest_received as ingest_received_async
+from payhooks.events import Event, Provider
+from payhooks.fastapi import AsyncHooks
 from payhooks.gateways import cashfree, razorpay
 from payhooks.intake import disputes
-from payhooks.intake.ingest import Outcome, Receipt, ingest
+from payhooks.intake.ingest import Outcome, Receipt, ingest, receive
 from payhooks.intake.payments import find as find_payment
 from payhooks.refunding import refunds
 from payhooks.sim.deliveries import Delivery, Disputed
@@ -270,3 +273,41 @@ def test_what_a_lost_dispute_took_back_is_never_refunded_again(conn):
         refunds.request(conn, "razorpay", "pay_EFtmUsbwpXwBHI", 5_297_600, **ask)
     made = refunds.request(conn, "razorpay", "pay_EFtmUsbwpXwBHI", 5_297_600 - 39_000, **ask)
     assert made.amount_paise == 5_258_600
+
+
+# --- the other drivers: the async claim and the caller's own transaction -----------------------
+
+
+def test_the_async_claim_records_disputes_once_and_in_order(conn):
+    """``payhooks.aio`` (FastAPI's hooks) runs the same steps: a late report is ignored there
+    too, and its async hooks see only the forward ones."""
+    seen: list[str] = []
+    hooks = AsyncHooks()
+
+    @hooks.on(*(kind for kind in EventKind if kind.is_dispute))
+    async def saw(on: psycopg.AsyncConnection, event: Event) -> None:
+        seen.append(event.kind.value)
+
+    async def deliver(names: list[str]) -> list[Outcome]:
+        async with await psycopg.AsyncConnection.connect(conn.info.dsn, autocommit=True) as on:
+            found = []
+            for name in names:
+                sample = razorpay_sample(name)
+                received = receive(ADAPTERS[Provider.RAZORPAY], sample.body, sample.headers)
+                found.append((await ingest_received_async(on, received, hooks)).outcome)
+            return found
+
+    outcomes = asyncio.run(deliver(["lost", "created", "lost"]))
+    assert outcomes == [Outcome.PROCESSED, Outcome.IGNORED, Outcome.DUPLICATE]
+    assert seen == ["dispute_lost"]
+
+
+def test_inside_the_callers_transaction_a_stale_report_is_ignored_too(conn):
+    seen = Seen(conn)
+    adapter = ADAPTERS[Provider.RAZORPAY]
+    for name, outcome in (("lost", Outcome.PROCESSED), ("created", Outcome.IGNORED)):
+        sample = razorpay_sample(name)
+        with conn.transaction():
+            pending = ingest_in_transaction(conn, adapter, sample.body, sample.headers, seen.hooks)
+        assert pending.receipt().outcome is outcome
+    assert seen.kinds(conn) == ["dispute_lost"]
