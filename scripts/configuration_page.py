@@ -39,6 +39,9 @@ SERVICE = [
      "([Operating payhooks](operations.md), \"Alerts\")"),
     ("PAYHOOKS_ALERT_REPEAT_MINUTES", "alert_repeat_minutes", "an alert that lasts is said "
      "again at most this often (1 to 10080)"),
+    ("PAYHOOKS_DISPUTE_WARNING_HOURS", "dispute_warning_hours", "a dispute still waiting for "
+     "your answer is alerted again this many hours before its deadline (1 to 720); one is "
+     "alerted when it opens and when it is lost whatever this says"),
     ("PAYHOOKS_RETENTION_DAYS", "retention_days", "how long delivery records are kept"),
     ("PAYHOOKS_LOCK_TIMEOUT_MS", "lock_timeout_ms", "how long a delivery waits for a twin in "
      "flight before answering 503; below the statement timeout. Every `*_MS` setting is a "

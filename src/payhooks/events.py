@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from enum import StrEnum
 
 from payhooks.plumbing.errors import MalformedPayload
@@ -40,6 +41,12 @@ class EventKind(StrEnum):
     PAYMENT_CAPTURED = "payment_captured"
     PAYMENT_FAILED = "payment_failed"
     REFUND_PROCESSED = "refund_processed"
+    DISPUTE_OPENED = "dispute_opened"
+    DISPUTE_UNDER_REVIEW = "dispute_under_review"
+    DISPUTE_ACTION_REQUIRED = "dispute_action_required"
+    DISPUTE_WON = "dispute_won"
+    DISPUTE_LOST = "dispute_lost"
+    DISPUTE_CLOSED = "dispute_closed"
     OTHER = "other"
 
     @property
@@ -65,6 +72,13 @@ class EventKind(StrEnum):
         """Money going back: a refund's amount and id, not the payment's, are its figures."""
         return _TRAITS[self].is_refund
 
+    @property
+    def is_dispute(self) -> bool:
+        """A dispute of a captured payment moved on: its figures are ``Event.dispute``, and
+        the core records it once and in order (``payhooks.intake.disputes``) before any
+        handler sees it."""
+        return _TRAITS[self].is_dispute
+
 
 @dataclass(frozen=True, slots=True)
 class _Traits:
@@ -72,18 +86,47 @@ class _Traits:
     moves_money: bool
     is_final: bool
     is_refund: bool
+    is_dispute: bool = False
 
 
 # Every kind has a row: a new one is placed here (tests/unit/test_events.py checks it).
 _TRAITS: Mapping[EventKind, _Traits] = {
-    #                                  pays   moves  final  refund
+    #                                  pays   moves  final  refund dispute
     EventKind.PAYMENT_PENDING: _Traits(False, False, False, False),
     EventKind.PAYMENT_AUTHORIZED: _Traits(True, False, False, False),
     EventKind.PAYMENT_CAPTURED: _Traits(True, True, True, False),
     EventKind.PAYMENT_FAILED: _Traits(False, False, True, False),
     EventKind.REFUND_PROCESSED: _Traits(False, True, True, True),
+    EventKind.DISPUTE_OPENED: _Traits(False, False, False, False, True),
+    EventKind.DISPUTE_UNDER_REVIEW: _Traits(False, False, False, False, True),
+    EventKind.DISPUTE_ACTION_REQUIRED: _Traits(False, False, False, False, True),
+    EventKind.DISPUTE_WON: _Traits(False, False, True, False, True),
+    EventKind.DISPUTE_LOST: _Traits(False, True, True, False, True),  # money taken back
+    EventKind.DISPUTE_CLOSED: _Traits(False, False, True, False, True),
     EventKind.OTHER: _Traits(False, False, False, False),
 }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dispute:
+    """A dispute's figures as one delivery reports them (docs/providers.md, "Disputes").
+
+    ``id`` is the gateway's (Razorpay's ``disp_…``, Cashfree's ``dispute_id``); ``phase`` is
+    the stage of the chargeback process the gateway names (``chargeback``, ``pre_arbitration``:
+    a dispute won in one phase may be raised again in the next, under the same id), and
+    ``status`` the gateway's own word for where it stands, shown as it came. ``respond_by`` is
+    the deadline to answer it, ``reported_at`` when the gateway says it reached this state:
+    what orders two reports of one rank (``payhooks.intake.disputes``). ``deducted_paise`` is
+    what the gateway says it took back when the dispute was lost, where it says so."""
+
+    id: str
+    amount_paise: int | None = None
+    reason: str | None = None
+    phase: str | None = None
+    status: str | None = None
+    respond_by: datetime | None = None
+    reported_at: datetime | None = None
+    deducted_paise: int | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +163,8 @@ class Event:
     """What the callback says rests on a static credential, not on a signature over these
     fields (PhonePe, Juspay, PayU's refund callbacks): it takes effect only as the gateway's
     status API confirms it (``payhooks.intake.confirmations``), never as the callback said."""
+    dispute: Dispute | None = None
+    """The dispute a dispute event reports (``EventKind.is_dispute``); None for the others."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,9 +200,31 @@ def storable(event: Event) -> Event:
         value = getattr(event, name)
         if value is not None and not 0 <= value <= MAX_PAISE:
             raise MalformedPayload(event.provider, f"{name} is out of range: {value}")
+    if event.dispute is not None:
+        _storable_dispute(event.provider, event.dispute)
     if event.bank_ref is not None and not _searchable(event.bank_ref):
         return replace(event, bank_ref=None)  # for search only: left out, never refused
     return event
+
+
+_DISPUTE_TEXTS = ("id", "reason", "phase", "status")
+_DISPUTE_AMOUNTS = ("amount_paise", "deducted_paise")
+
+
+def _storable_dispute(provider: Provider, dispute: Dispute) -> None:
+    """A dispute's id and words as ``storable`` holds an event's, its amounts in range."""
+    for name in _DISPUTE_TEXTS:
+        value = getattr(dispute, name)
+        if value is not None and (
+            not is_text(value) or CONTROL.search(value) or len(value) > MAX_TEXT_CHARS
+        ):
+            raise MalformedPayload(
+                provider, f"dispute {name} is not text of at most {MAX_TEXT_CHARS} chars"
+            )
+    for name in _DISPUTE_AMOUNTS:
+        value = getattr(dispute, name)
+        if value is not None and not 0 <= value <= MAX_PAISE:
+            raise MalformedPayload(provider, f"dispute {name} is out of range: {value}")
 
 
 def _searchable(reference: str) -> bool:

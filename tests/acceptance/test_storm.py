@@ -11,7 +11,8 @@ from tests import loopback
 from tests.acceptance.conftest import PAYHOOKS, running, wait_until
 from tests.conftest import free_port
 
-STORM = ["--carts", "40", "--concurrency", "8", "--time-scale", "100000", "--seed", "1"]
+STORM = ["--carts", "40", "--concurrency", "8", "--time-scale", "100000", "--seed", "1",
+         "--dispute-rate", "0.5"]  # fmt: skip
 
 
 def serve(env, tmp_path):
@@ -40,8 +41,10 @@ def test_storm_against_a_sound_deployment_reports_every_invariant_held(env, tmp_
         wait_until(lambda: ready(base), timeout=30, what="payhooks serve")
         result = storm(env, base)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("✓ held") == 7 and "violated" not in result.stdout
+    assert result.stdout.count("✓ held") == 9 and "violated" not in result.stdout
     assert "duplicates suppressed" in result.stdout
+    [disputes] = [line for line in result.stdout.splitlines() if "every dispute applied" in line]
+    assert int(disputes.split()[-2]) > 0, disputes  # disputes were stormed, and checked
 
 
 def test_storm_exits_1_when_the_deployment_rejects_what_the_gateway_sends(env, tmp_path):

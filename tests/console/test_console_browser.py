@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -28,6 +29,7 @@ from tests.console.test_console_http import (
     parked_delivery,
     send,
 )
+from tests.console.test_disputes_pages import NOW, dispute
 from tests.factories import GATEWAY, purchase
 
 SCREENSHOTS = Path(__file__).parents[2] / "docs" / "console"
@@ -257,6 +259,29 @@ def test_a_banner_leads_to_its_deliveries_and_the_parked_ones_are_replayed_in_bu
     expect(page.locator("#action-log")).to_contain_text("bulk_replay")
 
 
+def test_the_disputes_page_lists_them_by_deadline_and_leads_to_the_cart(console, page, conn):
+    later, sooner = purchase(conn), purchase(conn, Provider.CASHFREE)
+    for buy in (later, sooner):
+        send(console, buy.captured())
+    dispute(console, later, "opened", "disp_BROWSER1", NOW + timedelta(days=6))
+    dispute(console, sooner, "action_required", "7700042", NOW + timedelta(hours=20))
+    log_in(page, console)
+    page.get_by_role("link", name="Disputes").click()
+    table = page.get_by_role("table", name="Open disputes, by deadline")
+    expect(table).to_be_visible()
+    cells = table.locator("tr td:nth-child(2) code")
+    expect(cells).to_have_text(["7700042", "disp_BROWSER1"])
+    expect(table.get_by_role("link", name="Cashfree dashboard")).to_have_attribute(
+        "href", "https://merchant.cashfree.com/auth/login"
+    )
+    shot(page, "disputes")
+    table.get_by_role("link", name=sooner.reference).click()
+    expect(page.get_by_role("heading", name=f"Cart {sooner.cart_id}")).to_be_visible()
+    expect(page.get_by_role("table", name="Disputes of this order's payments")).to_contain_text(
+        "7700042"
+    )
+
+
 def axe_source() -> str:
     """axe-core as the axe-playwright-python package ships it (docs/dependencies.md)."""
     import axe_playwright_python
@@ -315,7 +340,8 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, 
         for address in ("/console/", "/console/parked", "/console/actions", "/console/dead",
                         "/console/search?q=nothing-matches", "/console/deliveries",
                         "/console/search?q=customer.with.a.long.address@example.com",
-                        "/console/payments", "/console/parked/bulk", *stories):  # fmt: skip
+                        "/console/payments", "/console/parked/bulk", "/console/disputes",
+                        *stories):  # fmt: skip
             page.goto(f"{console.base_url}{address}")
             assert page.locator("h1").count() == 1, address
             assert serious_violations(page) == [], address

@@ -258,7 +258,7 @@ def test_a_parked_copy_is_applied_by_the_general_path(both):
 
 def test_an_event_no_one_handles_is_ignored(both):
     other = GATEWAY.razorpay(
-        "payment.dispute.created",
+        "payment.downtime.started",
         payment_id="pay_first00000001",
         order_id="order_1",
         amount_paise=PRICE,

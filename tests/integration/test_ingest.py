@@ -212,7 +212,7 @@ def test_parked_event_is_applied_when_redelivered_after_its_checkout_exists(conn
 
 def test_event_type_not_acted_on_is_recorded_as_ignored(conn):
     delivery = GATEWAY.razorpay(
-        "payment.dispute.created",
+        "payment.downtime.started",
         payment_id="pay_x00000000001",
         order_id="order_x",
         amount_paise=100,

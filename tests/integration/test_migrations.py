@@ -47,6 +47,7 @@ CORE_TABLES = {
     "payhooks_console_actions",
     "payhooks_confirmations",
     "payhooks_refunds",
+    "payhooks_disputes",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -178,6 +179,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0020_reconcile_failures",
         "core/0021_outbox",
         "core/0022_relay",
+        "core/0023_disputes",
     ]
     tables = {
         row[0]
@@ -283,6 +285,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0020_reconcile_failures",
         "core/0021_outbox",
         "core/0022_relay",
+        "core/0023_disputes",
     ]
 
 

@@ -49,3 +49,13 @@ def test_the_console_extra_brings_the_zone_database_and_pins_it():
     assert any(dep.split(">")[0].strip() == "tzdata" for dep in console)
     pins = (root / "constraints.txt").read_text().split()
     assert any(pin.startswith("tzdata==") for pin in pins)
+
+
+def test_a_deadline_says_how_long_is_left_or_how_long_overdue():
+    from payhooks.console.formats import until
+
+    now = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+    assert until(datetime(2026, 12, 5, 14, 30, tzinfo=UTC), now) == "in 2 d 5 h"
+    assert until(datetime(2026, 12, 3, 9, 40, tzinfo=UTC), now) == "in 40 min"
+    assert until(datetime(2026, 12, 3, 6, 0, tzinfo=UTC), now) == "overdue by 3 h"
+    assert until(None, now) == "—"

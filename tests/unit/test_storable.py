@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from payhooks.events import Event, EventKind, Provider
+from payhooks.events import Dispute, Event, EventKind, Provider
 from payhooks.intake.ingest import MAX_PAISE, MAX_TEXT_CHARS, storable
 from payhooks.plumbing.errors import MalformedPayload
 
@@ -70,3 +70,23 @@ def test_a_character_beyond_the_basic_plane_is_text():
     assert (
         storable(replace(EVENT, merchant_ref="order-\U0001f600")).merchant_ref == "order-\U0001f600"
     )
+
+
+DISPUTED = replace(
+    EVENT, kind=EventKind.DISPUTE_OPENED, event_type="payment.dispute.created",
+    dispute=Dispute(id="disp_1", amount_paise=100, reason="fraud"),
+)  # fmt: skip
+
+
+def test_a_dispute_with_a_nul_in_its_id_is_malformed():
+    with pytest.raises(MalformedPayload, match="dispute id"):
+        storable(replace(DISPUTED, dispute=Dispute(id="disp\x001")))
+
+
+def test_a_dispute_amount_beyond_bigint_is_malformed():
+    with pytest.raises(MalformedPayload, match="dispute amount_paise"):
+        storable(replace(DISPUTED, dispute=Dispute(id="d", amount_paise=MAX_PAISE + 1)))
+
+
+def test_an_ordinary_dispute_is_storable():
+    assert storable(DISPUTED) is DISPUTED

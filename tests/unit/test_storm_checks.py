@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from payhooks.events import Provider
 from payhooks.sim.gateway import Purchase
+from payhooks.sim.parts import Disputing
 from payhooks.sim.storm import (
     CartState,
     Story,
+    disputed_orders_marked,
+    disputes_applied_once_in_order,
     every_capture_accounted_for,
     every_paid_story_has_its_order,
     one_order_per_paid_cart,
@@ -95,3 +98,35 @@ def test_the_storm_command_defaults_are_the_storm_defaults():
     shared = [f.name for f in fields(StormOptions) if f.name in parameters]
     assert len(shared) >= 8
     assert {n: parameters[n].default for n in shared} == {n: getattr(defaults, n) for n in shared}
+
+
+def disputed(ends: str, held: dict[str, object], order: dict[str, object] | None = None):
+    """A cart whose payment's dispute ended ``ends``, held by the deployment as ``held``."""
+    found = state()
+    found.story.disputes.append(
+        Disputing(dispute_id="disp_1", payment_id="pay_1", amount_paise=100, ends=ends)
+    )
+    found.disputes["disp_1"] = held
+    found.orders[0].update(order or {"dispute": ends, "dispute_id": "disp_1"})
+    return [found]
+
+
+def test_a_dispute_held_where_it_ended_passes():
+    states = disputed("lost", {"status": "lost", "lost_paise": 100})
+    assert disputes_applied_once_in_order(states).held
+    assert disputed_orders_marked(states).held
+
+
+def test_a_dispute_moved_back_by_a_late_report_is_a_violation():
+    assert not disputes_applied_once_in_order(disputed("won", {"status": "opened",
+                                                               "lost_paise": 0})).held  # fmt: skip
+
+
+def test_a_loss_counted_twice_is_a_violation():
+    states = disputed("lost", {"status": "lost", "lost_paise": 200})
+    assert not disputes_applied_once_in_order(states).held
+
+
+def test_an_order_not_marked_as_its_dispute_ended_is_a_violation():
+    states = disputed("won", {"status": "won", "lost_paise": 0}, {"dispute": "under_review"})
+    assert not disputed_orders_marked(states).held

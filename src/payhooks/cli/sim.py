@@ -54,6 +54,9 @@ def storm(
     failed_attempt_rate: Annotated[float, typer.Option(help="Stories with a failed try.")] = 0.2,
     double_payment_rate: Annotated[float, typer.Option(help="Carts paid twice.")] = 0.05,
     refund_rate: Annotated[float, typer.Option(help="Razorpay payments refunded.")] = 0.1,
+    dispute_rate: Annotated[
+        float, typer.Option(help="Razorpay and Cashfree payments disputed after capture.")
+    ] = 0.05,
     concurrency: Annotated[int, typer.Option(help="Deliveries in flight at once.")] = 16,
     time_scale: Annotated[
         float, typer.Option(help="Simulated seconds per real second for retry schedules.")
@@ -77,8 +80,8 @@ def storm(
         carts=carts, stock_per_sku=stock_per_sku, providers=_storm_providers(settings),
         duplicate_rate=duplicate_rate, reorder_rate=reorder_rate,
         failed_attempt_rate=failed_attempt_rate, double_payment_rate=double_payment_rate,
-        refund_rate=refund_rate, concurrency=concurrency, time_scale=time_scale, seed=seed,
-        silent_rate=silent_rate,
+        refund_rate=refund_rate, dispute_rate=dispute_rate, concurrency=concurrency,
+        time_scale=time_scale, seed=seed, silent_rate=silent_rate,
     )  # fmt: skip
     if silent_rate and gateway_api_port is None:
         run(lambda: fail("--silent-rate needs --gateway-api-port (the deployment reconciles)"))

@@ -63,6 +63,24 @@ def grouped(number: int) -> str:
     return sign + ",".join([*pairs, tail])
 
 
+def until(at: datetime | None, now: datetime) -> str:
+    """How long is left before a deadline, to the hour: ``in 2 d 5 h``, ``in 40 min``, or
+    ``overdue by 3 h`` once it has passed; ``—`` for none."""
+    if at is None:
+        return "—"
+    left = int((at - now).total_seconds())
+    words = _span(abs(left))
+    return f"in {words}" if left >= 0 else f"overdue by {words}"
+
+
+def _span(seconds: int) -> str:
+    days, rest = divmod(seconds, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    if days:
+        return f"{days} d {hours} h"
+    return f"{hours} h" if hours else f"{rest // 60} min"
+
+
 def rupees(paise: int | None) -> str:
     """``₹12,34,567.00``; a negative amount (a difference) is ``-₹5.00``."""
     if paise is None:

@@ -1,7 +1,8 @@
 """The console's list pages: the deliveries and payments lists with their filters, their CSV
-exports, and the bulk replay of parked deliveries (docs/console.md, "Lists", "Exporting a
-list", "Replaying many at once"). The data is ``lists``, ``export`` and ``bulk``'s; these are
-the routes, built on ``pages``' helpers like the core's other pages."""
+exports, the disputes still open by deadline, and the bulk replay of parked deliveries
+(docs/console.md, "Lists", "Exporting a list", "Disputes", "Replaying many at once"). The
+data is ``lists``, ``export``, ``bulk`` and ``payhooks.intake.disputes``'; these are the
+routes, built on ``pages``' helpers like the core's other pages."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from payhooks.console.pages import (
     Field,
     Session,
     Unreadable,
+    Views,
     _console,
     _redirect,
     csrf,
@@ -30,6 +32,9 @@ from payhooks.console.pages import (
     replay_one,
     run,
 )
+from payhooks.gateways import GATEWAYS
+from payhooks.intake import disputes
+from payhooks.plumbing import db
 
 router = private()
 
@@ -212,6 +217,41 @@ async def payments_csv(request: Request, chosen: PaymentsChosen) -> Response:
         lambda r: export.payment_row(r, zone, statuses),
         zone,
     )
+
+
+@router.get("/disputes")
+async def open_disputes(request: Request, gateway: Text = "") -> HTMLResponse:
+    """The disputes not yet decided, the nearest deadline first, each with where to answer
+    it: the gateway's dashboard."""
+    try:
+        chosen = lists.gateway_of(gateway, lists.PROVIDERS)
+    except lists.BadFilter as exc:
+        raise Unreadable(str(exc)) from exc
+    rows, addresses = await run(request, _open_disputes, _console(request).views, chosen)
+    context = {
+        "rows": rows,
+        "addresses": addresses,
+        "now": datetime.now(UTC),
+        "chosen": chosen,
+        "gateways": lists.PROVIDERS,
+        "dashboards": {p.value: g for p, g in GATEWAYS.items() if g.disputes_dashboard},
+        "max_rows": disputes.MAX_LISTED,
+    }
+    return page(request, "disputes.html", context)
+
+
+def _open_disputes(
+    conn: db.Connection, views: Views, gateway: str | None
+) -> tuple[list[disputes.Dispute], dict[tuple[str, str], str]]:
+    """The open disputes, and where each one's payment's story is told (the app's own page
+    for it: the reference shop's cart)."""
+    rows = disputes.open_disputes(conn, gateway)
+    addresses = {}
+    for row in rows:
+        found = views.story_address(conn, row.provider, row.gateway_order_id, row.payment_id)
+        if found is not None:
+            addresses[(row.provider, row.dispute_id)] = found
+    return rows, addresses
 
 
 def _csv(

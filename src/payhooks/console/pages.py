@@ -80,6 +80,7 @@ CORE_NAV = (
     ("Search & health", "/"),
     ("Deliveries", "/deliveries"),
     ("Payments", "/payments"),
+    ("Disputes", "/disputes"),
     ("Parked", "/parked"),
     ("Action log", "/actions"),
 )
@@ -323,6 +324,7 @@ class Console:
         self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
         self.templates.filters["breakable"] = formats.breakable
+        self.templates.filters["until"] = formats.until
         self.templates.globals["zone_name"] = views.timezone
         self.templates.globals["answers"] = list(health.Answer)
         self.templates.tests["moment"] = lambda value: isinstance(value, datetime)

@@ -3,14 +3,15 @@ id, order or delivery key, filtered by gateway and outcome, with an action that 
 deliveries (each in a transaction of its own, answered only once committed). Beside them,
 "Webhook health" (``payhooks.operations.health.summary``), the forged-signature banner on the list,
 and "Payment timeline" (``payhooks.operations.timeline``): one gateway order's expectation,
-deliveries, payments, requests and reconciliation, its parked deliveries replayed by the list's
-action."""
+deliveries, payments, requests, reconciliation and disputes, its parked deliveries replayed by
+the list's action. And the disputes (``payhooks.intake.disputes``), read-only, the open ones
+first by deadline, each with its timeline and its gateway's dashboard."""
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 import psycopg
@@ -19,7 +20,7 @@ from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template import engines
 from django.template.response import TemplateResponse
@@ -27,10 +28,12 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from payhooks.django import conf, connection, deliveries, replays
-from payhooks.django.models import PROVIDERS, ProcessedWebhook
+from payhooks.django.models import PROVIDERS, Dispute, ProcessedWebhook
+from payhooks.gateways import GATEWAYS
 from payhooks.operations import health, timeline
 
 _ALL_PROVIDERS = [value for value, _ in PROVIDERS]
+M = TypeVar("M", ProcessedWebhook, Dispute)
 CHANGELIST = "admin:payhooks_processedwebhook_changelist"
 CHANGE = "admin:payhooks_processedwebhook_change"
 _DELIVERY = ("provider", "event_id", "event_type", "outcome", "payment_id", "merchant_ref")
@@ -184,10 +187,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
     ) -> ProcessedWebhook | None:
         """By delivery key and, when the link names one, gateway (see ``url_for_result``)."""
         found = self.get_queryset(request).filter(event_id=unquote(object_id))
-        if provider := request.GET.get("provider"):
-            found = found.filter(provider=provider)
-        rows = list(found[:2])
-        return rows[0] if len(rows) == 1 else None
+        return _one_of(found, request)
 
     @deliveries.non_atomic  # each replay commits on its own, even under ATOMIC_REQUESTS
     def changelist_view(
@@ -276,3 +276,87 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
     def _tell(self, request: HttpRequest, level: int, what: str, keys: tuple[str, ...]) -> None:
         if keys:
             self.message_user(request, f"{what} ({len(keys)}): {', '.join(keys)}", level)
+
+
+class _Stands(admin.SimpleListFilter):
+    """Open (not yet won, lost or closed) or decided."""
+
+    title = "stands"
+    parameter_name = "stands"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("open", "open"), ("decided", "won, lost or closed")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "open":
+            return queryset.filter(closed_at__isnull=True)
+        if self.value() == "decided":
+            return queryset.filter(closed_at__isnull=False)
+        return queryset
+
+
+_DASHBOARDS = {p.value: g.disputes_dashboard for p, g in GATEWAYS.items() if g.disputes_dashboard}
+
+
+@admin.register(Dispute)
+class DisputeAdmin(admin.ModelAdmin):
+    has_add_permission = ProcessedWebhookAdmin.has_add_permission
+    has_change_permission = ProcessedWebhookAdmin.has_change_permission
+    has_delete_permission = ProcessedWebhookAdmin.has_delete_permission
+
+    """The disputes, read-only: the nearest deadline first (those decided have none to
+    meet), filtered open or decided, by gateway and status."""
+
+    list_display = (
+        "respond_by", "provider", "dispute_id", "status", "phase", "amount_paise", "reason",
+        "payment_id", "lost_paise", "timeline_link", "dashboard_link",
+    )  # fmt: skip
+    list_filter = (_Stands, "provider", "status")
+    search_fields = ("dispute_id", "payment_id", "gateway_order_id")
+    search_help_text = "An exact dispute id, payment id or gateway order id."
+    ordering = (F("closed_at").asc(nulls_first=True), F("respond_by").asc(nulls_last=True))
+    fields = ("provider", "dispute_id", "payment_id", "gateway_order_id", "status", "phase",
+              "gateway_status", "amount_paise", "currency", "reason", "respond_by",
+              "lost_paise", "event_id", "opened_at", "updated_at", "closed_at")  # fmt: skip
+    readonly_fields = fields
+
+    @admin.display(description="timeline")
+    def timeline_link(self, dispute: Dispute) -> Any:
+        """Its gateway order's timeline (found by its id)."""
+        url = f"{reverse('admin:payhooks_timeline')}?{urlencode({'q': dispute.dispute_id})}"
+        return format_html('<a href="{}">timeline</a>', url)
+
+    @admin.display(description="answer it")
+    def dashboard_link(self, dispute: Dispute) -> Any:
+        """Where a person answers it: its gateway's dashboard."""
+        found = _DASHBOARDS.get(dispute.provider)
+        if not found:
+            return "its gateway's dashboard"
+        return format_html('<a href="{}" rel="noopener noreferrer">{} dashboard</a>', found,
+                           dispute.provider)  # fmt: skip
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        """Exact matches, as for the deliveries."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        found = Q(dispute_id=term) | Q(payment_id=term) | Q(gateway_order_id=term)
+        return queryset.filter(found), False
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> Dispute | None:
+        """By dispute id and, when the link names one, gateway."""
+        found = self.get_queryset(request).filter(dispute_id=unquote(object_id))
+        return _one_of(found, request)
+
+
+def _one_of(found: QuerySet[M], request: HttpRequest) -> M | None:
+    """The one row of ``found`` of the gateway the link names, when it names one; None when
+    there is none, or several (two gateways' rows under one id, and no gateway named)."""
+    if provider := request.GET.get("provider"):
+        found = found.filter(provider=provider)
+    rows = list(found[:2])
+    return rows[0] if len(rows) == 1 else None

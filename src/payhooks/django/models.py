@@ -1,4 +1,5 @@
-"""The core's delivery records (``processed_webhooks``) as a Django model, to read.
+"""The core's delivery records (``processed_webhooks``) and disputes (``payhooks_disputes``) as
+Django models, to read.
 
 The table's key is ``(provider, event_id)``. Django before 5.2 cannot declare a composite
 key, and 5.2's admin refuses a model that has one, so the model names ``event_id`` as its
@@ -58,3 +59,49 @@ class ProcessedWebhook(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise ReadOnlyRecord("delivery records leave by `manage.py payhooks_purge`, not the ORM")
+
+
+class Dispute(models.Model):
+    """A dispute as the core holds it (``payhooks.intake.disputes``): the state its newest
+    report in order put it in. Keyed by ``(provider, dispute_id)`` like the deliveries are by
+    their key (see above), and read-only: the claim writes it, once and only forward."""
+
+    provider = models.TextField()
+    dispute_id = models.TextField(primary_key=True, verbose_name="dispute id")
+    payment_id = models.TextField(null=True, blank=True)
+    gateway_order_id = models.TextField(null=True, blank=True)
+    status = models.TextField()  # opened, under_review, action_required, won, lost, closed
+    status_rank = models.SmallIntegerField()
+    phase = models.TextField(null=True, blank=True)
+    phase_rank = models.SmallIntegerField()
+    gateway_status = models.TextField(null=True, blank=True, verbose_name="the gateway's word")
+    amount_paise = models.BigIntegerField(null=True, blank=True)
+    currency = models.TextField(null=True, blank=True)
+    reason = models.TextField(null=True, blank=True)
+    respond_by = models.DateTimeField(null=True, blank=True)
+    reported_at = models.DateTimeField(null=True, blank=True)
+    lost_paise = models.BigIntegerField(default=0, verbose_name="taken back (paise)")
+    event_id = models.TextField(verbose_name="delivery key")
+    opened_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    closed_at = models.DateTimeField(null=True, blank=True, verbose_name="decided at")
+
+    class Meta:
+        db_table = "payhooks_disputes"
+        verbose_name = "dispute"
+        verbose_name_plural = "disputes"
+        constraints = (
+            models.UniqueConstraint(
+                fields=("provider", "dispute_id"), name="payhooks_disputes_pkey"
+            ),
+        )
+        default_permissions = ("view",)
+
+    def __str__(self) -> str:
+        return f"{self.provider} dispute {self.dispute_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ReadOnlyRecord("disputes are written by payhooks' claim, never by the ORM")
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ReadOnlyRecord("disputes are kept: what a lost one took back is money")

@@ -6,9 +6,10 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 
-from payhooks.events import Provider, is_text
+from payhooks.events import CONTROL, MAX_TEXT_CHARS, Provider, is_text
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 _PAISE = Decimal("0.01")
@@ -187,6 +188,44 @@ def require_secrets(secrets: tuple[str, ...], refusal: str) -> None:
     """An adapter needs at least one secret and no empty one: ``ValueError(refusal)``."""
     if not secrets or any(s == "" for s in secrets):
         raise ValueError(refusal)
+
+
+def words(*values: object) -> str | None:
+    """Text shown to a person (a reason code and its description, a phase): the values that
+    are text, joined with ": ", without control characters and cut to what a record holds;
+    None when none is. Never a reason to refuse a delivery."""
+    texts = [v.strip() for v in values if isinstance(v, str) and v.strip() and is_text(v)]
+    if not texts:
+        return None
+    joined = CONTROL.sub(" ", ": ".join(dict.fromkeys(texts)))
+    return joined[:MAX_TEXT_CHARS]
+
+
+IST = timezone(timedelta(hours=5, minutes=30), "IST")
+"""The zone an Indian gateway's times are in when they name none."""
+
+
+def unix_time(value: object) -> datetime | None:
+    """A time written as whole Unix seconds (Razorpay's), or None when it is not one: times
+    order a dispute's reports and show its deadline, and an odd one must not cost the report."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def iso_time(value: object, *, zone: timezone = IST) -> datetime | None:
+    """A time written in ISO 8601 (Cashfree's, PayU's), read in ``zone`` when it names none;
+    None when it is not one (as ``unix_time``)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        found = datetime.fromisoformat(value.strip())
+    except ValueError:
+        return None
+    return found if found.tzinfo is not None else found.replace(tzinfo=zone)
 
 
 def event_name(value: object, field: str, *, provider: Provider) -> str:

@@ -118,6 +118,10 @@ class Gateway:
     refuted_advice: str = ""
     """What an operator is told of its callbacks the API refuted, when the usual advice (the
     webhook credential leaked: rotate it) does not fit; empty for the usual."""
+    disputes_dashboard: str | None = None
+    """Where a person answers its disputes (its merchant dashboard's Disputes page, by the
+    dispute's id), when payhooks takes its dispute webhooks; None for a gateway whose
+    documentation publishes none payhooks can take (docs/providers.md, "Disputes")."""
 
     def adapter(self, found: Found) -> Adapter | None:
         """The adapter when every setting holds something; None when none does (the gateway

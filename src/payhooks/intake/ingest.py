@@ -21,7 +21,7 @@ from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from payhooks.events import Event, Received, is_text, storable
 from payhooks.gateways import Adapter
 from payhooks.gateways import _reports as reports
-from payhooks.intake import confirmations, expectations, idempotency, relaying
+from payhooks.intake import confirmations, disputes, expectations, idempotency, relaying
 from payhooks.intake.idempotency import ClaimState
 from payhooks.plumbing.db import (
     AsyncConnection,
@@ -217,6 +217,9 @@ class Delivery:
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
         if event.unconfirmed:  # what it says is only a claim: the gateway's API decides
             return (yield from _to_confirm(event))
+        if not (yield from disputes.recording(event)):  # a stale report of a dispute
+            yield from idempotency.recording(event, Outcome.IGNORED, None)
+            return Settled(receipt=Receipt(outcome=Outcome.IGNORED, event=event))
         yield from refunds.closing(event)  # a refund payhooks sent, now processed
         check = yield from expectations.checking(
             event, reconciled=expectations.is_reconciled(event.event_id)

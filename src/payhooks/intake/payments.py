@@ -19,7 +19,8 @@ class Payment:
     payment), ``attempt_id`` the gateway's own id where that is another (PayU's ``mihpayid``),
     ``gateway_order_id`` the order it paid, ``paid_paise`` what the customer paid for it (the
     bound on its refunds; not the amount compared with the order, which differs under an offer
-    or a fee). A figure unknown (a record kept from before payhooks kept it) is None."""
+    or a fee), ``disputed_paise`` what its lost disputes took back. A figure unknown (a record
+    kept from before payhooks kept it) is None."""
 
     provider: Provider
     payment_id: str
@@ -29,11 +30,13 @@ class Payment:
     currency: str | None
     captured: bool
     applied_at: datetime
+    disputed_paise: int = 0
+    """What its lost disputes took back (``payhooks.intake.disputes``)."""
 
 
 FIND = """
 SELECT provider, payment_id, gateway_order_id, attempt_id, paid_paise, currency,
-       kind = %(captured)s, applied_at
+       kind = %(captured)s, applied_at, disputed_paise
 FROM payhooks_payments
 WHERE provider = %(provider)s AND payment_id = %(payment_id)s
 ORDER BY kind = %(captured)s DESC
@@ -49,7 +52,7 @@ def find(conn: Connection, gateway: Provider | str, payment_id: str) -> Payment 
     row = conn.execute(FIND, params).fetchone()
     if row is None:
         return None
-    provider, pid, order, attempt, paid, currency, captured, applied_at = row
+    provider, pid, order, attempt, paid, currency, captured, applied_at, disputed = row
     return Payment(
         provider=Provider(provider),
         payment_id=str(pid),
@@ -59,6 +62,7 @@ def find(conn: Connection, gateway: Provider | str, payment_id: str) -> Payment 
         currency=currency,
         captured=bool(captured),
         applied_at=applied_at,
+        disputed_paise=int(disputed),
     )
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms
 from payhooks.operations.outbox import backlogs
 from payhooks.plumbing.db import Connection
@@ -54,6 +56,21 @@ class Condition(StrEnum):
     RELAY_BACKLOG = "relay_backlog"
     """Payment events waiting to be published to a broker past ``RELAY_LAG``: its relay is not
     running, the broker is away, or it refuses them."""
+    DISPUTE_OPENED = "dispute_opened"
+    """A dispute of a payment opened: the merchant answers it at the gateway by its deadline,
+    or loses it (one alert per dispute)."""
+    DISPUTE_DUE = "dispute_due"
+    """A dispute still waiting for the merchant's answer whose deadline is near or past."""
+    DISPUTE_LOST = "dispute_lost"
+    """A dispute lost: the gateway took its amount back from the merchant."""
+
+
+NOT_REPEATED = frozenset({Condition.DISPUTE_OPENED, Condition.DISPUTE_DUE, Condition.DISPUTE_LOST})
+"""Said once when raised, never again while it lasts: news of one dispute, which an hourly
+repeat for days would bury (``payhooks.operations.notifier``)."""
+RESOLVED_SILENTLY = frozenset({Condition.DISPUTE_OPENED, Condition.DISPUTE_LOST})
+"""Cleared without a notice: what it said stays true (a dispute opened, a dispute lost), and
+the dispute's own next alert says what followed. A deadline answered is said resolved."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +117,12 @@ REFUND_UNSENT = timedelta(hours=1)
 # A refund the gateway accepted and still has not settled this long after: its normal refunds
 # take 5 to 7 working days.
 REFUND_UNSETTLED = timedelta(days=10)
+# A dispute waiting for the merchant's answer is alerted again this long before its deadline
+# (PAYHOOKS_DISPUTE_WARNING_HOURS): gateways give a few days to answer, and gathering evidence
+# takes one.
+DISPUTE_WARNING = timedelta(hours=48)
+# A lost dispute is news for this long (its alert is raised once in it, and cleared silently).
+DISPUTE_LOST_REPORTED = timedelta(days=7)
 
 # A relay publishes what is queued within a second or two; an event still waiting this long
 # means no relay runs for the channel, or the broker is away or refuses it.
@@ -357,6 +380,103 @@ def relay_backlog(conn: Connection, now: datetime) -> list[Alert]:
         for found in backlogs(conn)
         if found.oldest_at is not None and now - found.oldest_at >= RELAY_LAG
     ]
+# Through payhooks_disputes_open and payhooks_disputes_lost.
+_DISPUTES_OPEN = """
+SELECT provider, dispute_id, status, phase, amount_paise, currency, respond_by, payment_id,
+       gateway_order_id
+FROM payhooks_disputes WHERE closed_at IS NULL
+ORDER BY respond_by NULLS LAST, provider, dispute_id LIMIT %(bound)s
+"""
+_DISPUTES_LOST = """
+SELECT provider, dispute_id, phase, lost_paise, currency, payment_id, gateway_order_id
+FROM payhooks_disputes WHERE status = 'lost' AND closed_at > %(since)s
+ORDER BY closed_at, provider, dispute_id LIMIT %(bound)s
+"""
+DISPUTES_BOUND = 1_000
+"""The disputes one pass alerts about, the nearest deadlines first: a merchant with more open
+has the console's list and the gauges for the rest."""
+
+
+def disputes_alerts(
+    conn: Connection, now: datetime, *, warning: timedelta = DISPUTE_WARNING
+) -> list[Alert]:
+    """One alert per dispute opened, again (``dispute_due``) once one still waiting for the
+    merchant's answer is within ``warning`` of its deadline or past it, and one per dispute
+    lost in the last ``DISPUTE_LOST_REPORTED``."""
+    found: list[Alert] = []
+    for row in conn.execute(_DISPUTES_OPEN, {"bound": DISPUTES_BOUND}).fetchall():
+        provider, dispute_id, status, phase, amount, currency, respond_by, payment, order = row
+        about = _dispute_words(provider, dispute_id, phase, amount, currency, payment, order)
+        deadline = _deadline(respond_by)
+        subject = f"{provider}:{dispute_id}"
+        found.append(Alert(
+            condition=Condition.DISPUTE_OPENED, subject=subject,
+            title=f"{provider}: dispute {dispute_id} opened",
+            body=f"{about} {deadline} {_answer(provider)}",
+        ))  # fmt: skip
+        waiting = disputes.Status(status) in disputes.AWAITING_RESPONSE
+        if waiting and respond_by is not None and respond_by - now <= warning:
+            found.append(Alert(
+                condition=Condition.DISPUTE_DUE, subject=subject,
+                title=f"{provider}: dispute {dispute_id} due {_due(respond_by, now)}",
+                body=f"{about} It still waits for your answer: {deadline} {_answer(provider)}",
+            ))  # fmt: skip
+    params = {"since": now - DISPUTE_LOST_REPORTED, "bound": DISPUTES_BOUND}
+    for row in conn.execute(_DISPUTES_LOST, params).fetchall():
+        provider, dispute_id, phase, lost, currency, payment, order = row
+        about = _dispute_words(provider, dispute_id, phase, lost, currency, payment, order)
+        found.append(Alert(
+            condition=Condition.DISPUTE_LOST, subject=f"{provider}:{dispute_id}",
+            title=f"{provider}: dispute {dispute_id} lost",
+            body=f"{about} It was lost: {provider} took {_paise(lost, currency)} back; the "
+            "payment's record says so (disputed_paise), and no refund of it gives it again.",
+        ))  # fmt: skip
+    return found
+
+
+def _dispute_words(
+    provider: str,
+    dispute_id: str,
+    phase: str | None,
+    amount: int | None,
+    currency: str | None,
+    payment: str | None,
+    order: str | None,
+) -> str:
+    stage = f" ({phase.replace('_', ' ')})" if phase else ""
+    of = f" of payment {payment}" if payment else ""
+    ordered = f" (gateway order {order})" if order else ""
+    return f"{provider} dispute {dispute_id}{stage}{of}{ordered}, for {_paise(amount, currency)}."
+
+
+def _deadline(respond_by: datetime | None) -> str:
+    if respond_by is None:
+        return "The gateway gave no deadline to answer it."
+    return f"Answer it by {respond_by.astimezone(UTC):%Y-%m-%d %H:%M} UTC, or it is lost."
+
+
+def _due(respond_by: datetime, now: datetime) -> str:
+    hours = int((respond_by - now).total_seconds() // 3600)
+    return f"in {hours} hour(s)" if hours >= 0 else "now: its deadline passed"
+
+
+def _answer(provider: str) -> str:
+    found = GATEWAYS.get(Provider(provider)) if provider in _PROVIDERS else None
+    where = found.disputes_dashboard if found is not None else None
+    return (
+        f"Answer it (accept, or contest with evidence) in the {provider} dashboard"
+        + (f" ({where})" if where else "")
+        + "; the console's Disputes page lists every open dispute by deadline."
+    )
+
+
+def _paise(amount: int | None, currency: str | None) -> str:
+    if amount is None:
+        return "an amount not given"
+    return f"{amount // 100}.{amount % 100:02d} {currency or 'INR'}"
+
+
+_PROVIDERS = frozenset(p.value for p in Provider)
 
 
 def _hours(span: timedelta) -> int:
@@ -376,13 +496,21 @@ def _minutes(span: timedelta) -> str:
 
 
 def core_sources(
-    *, after: timedelta = RECONCILE_AFTER, window: timedelta = RECONCILE_WINDOW
+    *,
+    after: timedelta = RECONCILE_AFTER,
+    window: timedelta = RECONCILE_WINDOW,
+    dispute_warning: timedelta = DISPUTE_WARNING,
 ) -> list[Source]:
     """Every condition the core's tables hold; ``after`` and ``window`` are reconciliation's
-    (PAYHOOKS_RECONCILE_AFTER_S, PAYHOOKS_RECONCILE_WINDOW_S)."""
+    (PAYHOOKS_RECONCILE_AFTER_S, PAYHOOKS_RECONCILE_WINDOW_S), ``dispute_warning`` how long
+    before its deadline an unanswered dispute is alerted again
+    (PAYHOOKS_DISPUTE_WARNING_HOURS)."""
 
     def reconciled(conn: Connection, now: datetime) -> list[Alert]:
         return reconciliation(conn, now, after=after, window=window)
+
+    def disputed(conn: Connection, now: datetime) -> list[Alert]:
+        return disputes_alerts(conn, now, warning=dispute_warning)
 
     return [
         Source(
@@ -400,6 +528,12 @@ def core_sources(
         ),
         Source(conditions=frozenset({Condition.REFUNDS_FAILING}), observe=refunds),
         Source(conditions=frozenset({Condition.RELAY_BACKLOG}), observe=relay_backlog),
+        Source(
+            conditions=frozenset(
+                {Condition.DISPUTE_OPENED, Condition.DISPUTE_DUE, Condition.DISPUTE_LOST}
+            ),
+            observe=disputed,
+        ),
     ]
 
 
@@ -413,17 +547,22 @@ def observe(conn: Connection, now: datetime, sources: Iterable[Source]) -> list[
 
 
 __all__ = [
+    "DISPUTE_LOST_REPORTED",
+    "DISPUTE_WARNING",
+    "NOT_REPEATED",
     "PARKED_WAIT",
     "RECONCILE_FAILURES",
     "RECONCILE_GRACE",
     "REFUND_UNSENT",
     "REFUND_UNSETTLED",
     "RELAY_LAG",
+    "RESOLVED_SILENTLY",
     "Alert",
     "Condition",
     "Source",
     "banners",
     "core_sources",
+    "disputes_alerts",
     "observe",
     "parked",
     "reconciliation",

@@ -10,7 +10,9 @@ Django: ``path("metrics", payhooks.django.metrics.view)`` in your urls.
 
 What they say is read from the database, so it is right whichever process did the work: the
 parked deliveries waiting for a person or a replay, the payments parked for their amount, when
-the last delivery was recorded, and what reconciliation did per gateway. A scrape needs no
+the last delivery was recorded, what reconciliation did per gateway, and the disputes still
+open per gateway with their amounts, those waiting for an answer and those past their
+deadline. A scrape needs no
 authentication, so what it costs is bounded: one read per ``ttl_seconds`` however many ask, on
 a connection of its own with a one-second statement timeout, every label from a closed set.
 Put it behind your proxy's access rules as you would any metrics endpoint.
@@ -46,6 +48,11 @@ Totals = tuple[tuple[str, int, int, int, int, int], ...]
 while it refuses the API credentials."""
 
 
+Disputed = tuple[tuple[str, int, int, int, int], ...]
+"""Per gateway: disputes open, their amounts in paise, those waiting for the merchant's answer,
+and those of them past their deadline."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
     """What the metrics read from the core's tables at one moment."""
@@ -56,6 +63,7 @@ class Snapshot:
     reconcile: Totals = ()
     relay: tuple[Backlog, ...] = ()
     """Each relay channel's unpublished payment events."""
+    disputes: Disputed = ()
 
 
 # Each count walks a partial index (processed_webhooks_parked), never the settled records.
@@ -72,6 +80,16 @@ FROM payhooks_reconcile_totals ORDER BY provider
 """
 
 
+# Through payhooks_disputes_open: the open ones only, however many were ever decided.
+DISPUTES_OPEN = """
+SELECT provider, count(*), coalesce(sum(amount_paise), 0),
+       count(*) FILTER (WHERE status IN ('opened', 'action_required')),
+       count(*) FILTER (WHERE status IN ('opened', 'action_required') AND respond_by < now())
+FROM payhooks_disputes WHERE closed_at IS NULL
+GROUP BY provider ORDER BY provider
+"""
+
+
 def read(conn: Connection) -> Snapshot:
     """Reads a snapshot: each count walks a partial index, never the settled records."""
     parked, mismatches, last = conn.execute(_CORE).fetchone() or (0, 0, 0)
@@ -81,6 +99,17 @@ def read(conn: Connection) -> Snapshot:
         last_delivery_timestamp=float(last),
         reconcile=read_totals(conn),
         relay=tuple(backlogs(conn)),
+        disputes=read_disputes(conn),
+    )
+
+
+def read_disputes(conn: Connection) -> Disputed:
+    """The open disputes per gateway (``payhooks_disputes_*`` gauges)."""
+    known = {p.value for p in Provider}
+    return tuple(
+        (str(p), int(n), int(paise), int(waiting), int(overdue))
+        for p, n, paise, waiting, overdue in conn.execute(DISPUTES_OPEN)
+        if p in known
     )
 
 
@@ -168,6 +197,7 @@ class CoreMetrics(Collector):
         )
         yield from reconcile_counters(found.reconcile)
         yield from relay_gauges(found.relay)
+        yield from dispute_gauges(found.disputes)
 
 
 def relay_gauges(found: tuple[Backlog, ...]) -> Iterator[GaugeMetricFamily]:
@@ -188,6 +218,30 @@ def relay_gauges(found: tuple[Backlog, ...]) -> Iterator[GaugeMetricFamily]:
         oldest.add_metric([backlog.channel], backlog.oldest_seconds)
     yield waiting
     yield oldest
+
+
+_DISPUTE_GAUGES = (
+    ("payhooks_disputes_open", "Disputes not yet won, lost or closed"),
+    ("payhooks_disputes_open_paise", "What the disputes not yet decided are for, in paise"),
+    (
+        "payhooks_disputes_awaiting_response",
+        "Open disputes waiting for the merchant's answer (accept or contest at the gateway)",
+    ),
+    (
+        "payhooks_disputes_overdue",
+        "Open disputes waiting for the merchant's answer past their deadline to respond",
+    ),
+)
+
+
+def dispute_gauges(disputed: Disputed) -> Iterator[GaugeMetricFamily]:
+    """Every known gateway, zero while it has no open dispute: a closed label set."""
+    found = {row[0]: row[1:] for row in disputed}
+    for index, (name, documentation) in enumerate(_DISPUTE_GAUGES):
+        family = GaugeMetricFamily(name, documentation, labels=["gateway"])
+        for provider in Provider:
+            family.add_metric([provider.value], float(found.get(provider.value, (0,) * 4)[index]))
+        yield family
 
 
 _RECONCILE_COUNTERS = (
@@ -276,7 +330,9 @@ __all__ = [
     "CoreMetrics",
     "Snapshot",
     "asgi_app",
+    "dispute_gauges",
     "read",
+    "read_disputes",
     "reading",
     "reconcile_counters",
     "registry",

@@ -1,6 +1,7 @@
 """The notifier: each alert (``payhooks.operations.alerts``) sent once to people, by email and a
 chat webhook, repeated at most every so often while it lasts, and a word when it clears
-(docs/operations.md, "Alerts").
+(docs/operations.md, "Alerts"); a dispute's alerts are news, said once each
+(``alerts.NOT_REPEATED``, ``alerts.RESOLVED_SILENTLY``).
 
 Deduplication is the project's own claim: one conditional write on the alert's row in
 ``payhooks_alerts`` (raise it if absent or resolved; repeat it if last notified before the
@@ -29,7 +30,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from payhooks.operations import outbox
-from payhooks.operations.alerts import Alert, Source, observe
+from payhooks.operations.alerts import NOT_REPEATED, RESOLVED_SILENTLY, Alert, Source, observe
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NoticeFailed
 
@@ -150,7 +151,7 @@ RETURNING raised_at
 _RESOLVE = """
 UPDATE payhooks_alerts SET resolved_at = %(now)s
 WHERE resolved_at IS NULL AND condition = ANY(%(conditions)s) AND key <> ALL(%(keys)s)
-RETURNING key, title, raised_at
+RETURNING key, title, raised_at, condition
 """
 # Notices sent or given up on are kept this long (what was said, and when), then deleted a
 # batch per pass: the alerts' own rows are one per condition and gateway, and stay.
@@ -237,6 +238,8 @@ class Notifier:
             t.raised += 1
             log.warning("alert_raised", extra={"alert": alert.key})
             return
+        if alert.condition in NOT_REPEATED:
+            return
         row = conn.execute(_REPEAT, {**fields, "due": now - self.policy.repeat}).fetchone()
         if row is not None:
             body = f"{alert.body}\n\nOpen since {row[0]:%Y-%m-%d %H:%M} UTC."
@@ -249,12 +252,14 @@ class Notifier:
         watched = sorted({c.value for source in read for c in source.conditions})
         keys = [alert.key for alert in found]
         params = {"now": now, "conditions": watched, "keys": keys}
-        for key, title, raised_at in conn.execute(_RESOLVE, params).fetchall():
+        for key, title, raised_at, condition in conn.execute(_RESOLVE, params).fetchall():
+            t.resolved += 1
+            log.info("alert_resolved", extra={"alert": key})
+            if condition in RESOLVED_SILENTLY:  # what it said stays true: no notice
+                continue
             lasted = max(0, round((now - raised_at).total_seconds() / 60))
             body = f"Cleared at {now:%Y-%m-%d %H:%M} UTC, after {lasted} minute(s)."
             self._queue(conn, key, NoticeKind.RESOLVED, title, body, now)
-            t.resolved += 1
-            log.info("alert_resolved", extra={"alert": key})
 
     def _queue(
         self, conn: Connection, key: str, kind: NoticeKind, title: str, body: str, now: datetime

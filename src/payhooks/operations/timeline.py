@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
 
 from payhooks.events import Provider
+from payhooks.intake import disputes
 from payhooks.intake.expectations import is_reconciled
 from payhooks.plumbing.db import Connection, named_row, named_rows
 
@@ -43,6 +44,7 @@ class Matched(StrEnum):
     PAYMENT = "payment id"
     DELIVERY_KEY = "delivery key"
     BANK_REFERENCE = "bank reference (UTR/RRN)"
+    DISPUTE = "dispute id"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +118,17 @@ _FIND = {
         (SELECT p.provider, p.gateway_order_id FROM processed_webhooks w"""
     + _ORDER_OF_PAYMENT
     + """ WHERE w.bank_ref = %(q)s AND w.merchant_ref IS NULL LIMIT %(limit)s)""",
+    # A dispute's order, or its payment's when its report named none.
+    Matched.DISPUTE: """
+        (SELECT provider, gateway_order_id FROM payhooks_disputes
+         WHERE provider = ANY(%(providers)s) AND dispute_id = %(q)s
+           AND gateway_order_id IS NOT NULL)
+        UNION
+        (SELECT p.provider, p.gateway_order_id FROM payhooks_disputes d
+         JOIN payhooks_payments p ON p.provider = d.provider AND p.payment_id = d.payment_id
+                                 AND p.gateway_order_id IS NOT NULL
+         WHERE d.provider = ANY(%(providers)s) AND d.dispute_id = %(q)s
+           AND d.gateway_order_id IS NULL LIMIT %(limit)s)""",
 }
 
 
@@ -267,7 +280,8 @@ class Reconciling:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Story:
     """Everything about one gateway order: what was expected, each delivery as it was
-    recorded, the payments, the requests the log noted and reconciliation's state."""
+    recorded, the payments, the requests the log noted, reconciliation's state and the
+    disputes of its payments."""
 
     provider: str
     gateway_order_id: str
@@ -278,6 +292,9 @@ class Story:
     lines: list[Line]
     """In the order they were received."""
     reconciling: Reconciling | None
+    disputes: list[disputes.Dispute] = field(default_factory=list)
+    """Where each dispute of its payments stands (``payhooks.intake.disputes``), in the order
+    they were opened; each report of one is also among ``records``."""
 
     @property
     def parked(self) -> list[Record]:
@@ -359,7 +376,8 @@ def story(
     rows += named_rows(conn, _RECORDS_OF_PAYMENTS, params)
     rows.sort(key=lambda r: (r["at"], r["event_id"]))
     lines = named_rows(conn, _LINES, {**params, "limit": MAX_LINES})
-    if expected is None and not rows and not lines:
+    disputed = disputes.of_order(conn, provider, gateway_order_id, params["payments"])
+    if expected is None and not rows and not lines and not disputed:
         return None
     reconciling = named_row(conn, _RECONCILING, params)
     return Story(
@@ -370,6 +388,7 @@ def story(
         payments=[Payment(**row) for row in named_rows(conn, _PAYMENTS, params)],
         lines=[_line(row) for row in lines],
         reconciling=None if reconciling is None else Reconciling(**reconciling),
+        disputes=disputed,
     )
 
 
@@ -503,7 +522,7 @@ def _fields(value: Any) -> Any:
     if not hasattr(value, "__dataclass_fields__"):
         return value
     fields = {name: _fields(getattr(value, name)) for name in value.__dataclass_fields__}
-    for extra in ("reconciled", "resolved", "by"):
+    for extra in ("reconciled", "resolved", "by", "open", "awaiting_response"):
         if isinstance(getattr(type(value), extra, None), property):
             fields[extra] = getattr(value, extra)
     return fields

@@ -159,10 +159,11 @@ def _text(name: str, value: object) -> None:
         raise InvalidRequest(f"{name} is 1 to {MAX_TEXT_CHARS} characters of plain text")
 
 
-# What the customer paid, by payhooks' own record of the payment (its capture's first): a
-# caller's captured figure above it never lets a refund past it.
+# What the customer paid, by payhooks' own record of the payment (its capture's first), less
+# what lost disputes already took back for the customer: a caller's captured figure above it
+# never lets a refund past it.
 PAID = """
-SELECT paid_paise FROM payhooks_payments
+SELECT paid_paise - disputed_paise FROM payhooks_payments
 WHERE provider = %s AND payment_id = %s AND paid_paise IS NOT NULL
 ORDER BY kind = 'payment_captured' DESC
 LIMIT 1
@@ -224,9 +225,10 @@ def request(
     not the order amount an offer or a fee changed); ``gateway_order_id`` the order it belongs
     to (Cashfree refunds under the order, and needs it); ``attempt_id`` PayU's ``mihpayid`` when
     ``payment_id`` is its txnid. ``payhooks.intake.payments.find`` reads all three from the
-    payment's record; when that record holds what was paid, the smaller of it and
-    ``captured_paise`` is the bound. Raises ``RefundTooLarge`` past what is still refundable,
-    ``Conflict`` for a key already used for another refund."""
+    payment's record; when that record holds what was paid, the smaller of it (less what lost
+    disputes took back: ``disputed_paise``) and ``captured_paise`` is the bound. Raises
+    ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key already used for
+    another refund."""
     asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
                    reason=reason, requested_by=requested_by, currency=currency,
                    gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip

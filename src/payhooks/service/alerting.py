@@ -168,6 +168,7 @@ def notifier(
     sources = core_sources(
         after=timedelta(seconds=settings.reconcile_after_s),
         window=timedelta(seconds=settings.reconcile_window_s),
+        dispute_warning=timedelta(hours=settings.dispute_warning_hours),
     )
     if shop:
         sources += shop_sources()

@@ -241,6 +241,9 @@ class Settings:
     """Where alerts are posted as chat messages (``payhooks.operations.notifier.Webhook``)."""
     alert_repeat_minutes: int = 60
     """An alert that lasts is said again at most this often."""
+    dispute_warning_hours: int = 48
+    """A dispute still waiting for the merchant's answer is alerted again this many hours
+    before its deadline."""
     retention_days: int = DEFAULT_RETENTION_DAYS
     lock_timeout_ms: int = 2000
     statement_timeout_ms: int = 3000
@@ -296,6 +299,9 @@ class Settings:
             alert_webhook_url=env.get("PAYHOOKS_ALERT_WEBHOOK_URL").webhook_url(),
             alert_repeat_minutes=env.get("PAYHOOKS_ALERT_REPEAT_MINUTES").integer(
                 _DEFAULT.alert_repeat_minutes, maximum=7 * 24 * 60
+            ),
+            dispute_warning_hours=env.get("PAYHOOKS_DISPUTE_WARNING_HOURS").integer(
+                _DEFAULT.dispute_warning_hours, maximum=30 * 24
             ),
             retention_days=env.get("PAYHOOKS_RETENTION_DAYS").integer(_DEFAULT.retention_days),
             lock_timeout_ms=env.get("PAYHOOKS_LOCK_TIMEOUT_MS").integer(_DEFAULT.lock_timeout_ms),

@@ -31,12 +31,14 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from payhooks import __version__
 from payhooks.events import Provider, Received
 from payhooks.gateways import Adapter
+from payhooks.intake import disputes
 from payhooks.intake.answers import error_answer
 from payhooks.intake.endpoint import Arrival, AsyncClaim, Endpoint, Offload, Reply
 from payhooks.intake.ingest import Receipt
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import (
     DatabaseUnavailable,
+    NotFound,
     PayhooksError,
     PayloadTooLarge,
     Unauthorised,
@@ -535,6 +537,15 @@ def _refund(refund: Refund) -> dict[str, Any]:
 def get_payment(provider: Provider, payment_id: PathId, conn: Conn) -> dict[str, Any]:
     found = _fields(payments.get_payment(conn, provider.value, payment_id))
     return {**found, "flags": list(found["flags"])}
+
+
+@api.get("/disputes/{provider}/{dispute_id}")
+def get_dispute(provider: Provider, dispute_id: PathId, conn: Conn) -> dict[str, Any]:
+    """A dispute as the core holds it (``payhooks.intake.disputes``); 404 for none."""
+    found = disputes.find(conn, dispute_id, [provider.value])
+    if not found:
+        raise NotFound("dispute", f"{provider.value}/{dispute_id}")
+    return {**_fields(found[0]), "open": found[0].open}
 
 
 def _add_api_routes(app: FastAPI, api_token: str) -> None:

@@ -113,7 +113,13 @@ class Shop:
 
     def payment(self, provider: Provider, payment_id: str) -> dict[str, Any] | None:
         """The payment as recorded, or None when payhooks has none."""
-        path = f"/api/payments/{provider.value}/{payment_id}"
+        return self._found(f"/api/payments/{provider.value}/{payment_id}")
+
+    def dispute(self, provider: Provider, dispute_id: str) -> dict[str, Any] | None:
+        """The dispute as the core holds it, or None when payhooks has none."""
+        return self._found(f"/api/disputes/{provider.value}/{dispute_id}")
+
+    def _found(self, path: str) -> dict[str, Any] | None:
         response = self.send("GET", path)
         if response.status_code == 404:
             return None

@@ -36,6 +36,24 @@ class Paid:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Disputed:
+    """What a delivery about one dispute says: the dispute ``dispute_id`` of the payment
+    ``payment_id`` (gateway order ``reference``), for ``amount_paise``, stands ``what``
+    (payhooks' words: "opened", "under_review", "action_required", "won", "lost", "closed") in
+    ``phase`` ("chargeback", "pre_arbitration", ...), to be answered by ``respond_by``; the
+    gateway reports it at ``reported_at`` (both unix seconds)."""
+
+    what: str
+    dispute_id: str
+    payment_id: str
+    reference: str
+    amount_paise: int
+    respond_by: int
+    reported_at: int
+    phase: str = "chargeback"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Purchase:
     """A checked-out cart as the gateway knows it: the reference it echoes back, and the
     amount it charges (what the demo and storm pay for)."""

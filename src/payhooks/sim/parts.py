@@ -236,6 +236,10 @@ class StormOptions:
     """The deployment refunds double payments itself (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``)
     through ``books``: wait for those refunds too, and check that every double payment was
     refunded once and no other payment at all (``double_payments_refunded_once``)."""
+    dispute_rate: float = 0.05
+    """Share of the carts paid at a gateway with dispute webhooks (Razorpay, Cashfree) whose
+    payment is then disputed: a few reports of one dispute, sent after the payment's own
+    deliveries, reordered and duplicated like them (``storm.dispute_story``)."""
     recovers_lost: bool = False
     """The deployment may have lost deliveries it acknowledged (its database failed over onto
     an asynchronous standby that had not received them; tests/failover): wait, reconciling,
@@ -265,3 +269,16 @@ class Story:
     refunded_paise: Counter[str] = field(default_factory=Counter)
     """What the story's own refunds (made at the gateway's dashboard) gave back, per payment."""
     silent: bool = False
+    disputes: list[Disputing] = field(default_factory=list)
+    """The disputes the gateway raised against its payments, each with where it must end."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Disputing:
+    """A dispute a story raised against one of its payments: where payhooks must hold it in
+    the end (payhooks' word: ``won``, ``lost``), whatever order its reports came in."""
+
+    dispute_id: str
+    payment_id: str
+    amount_paise: int
+    ends: str

@@ -27,6 +27,7 @@ from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
 from payhooks.sim.consumers import Brokers, Consumed
+from payhooks.sim.deliveries import Disputed
 from payhooks.sim.errors import StormError
 from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
 from payhooks.sim.gateway_api import GatewayApi
@@ -34,11 +35,22 @@ from payhooks.sim.gateways import simulator
 
 # defined below the simulators (sim/parts.py), named here as before
 from payhooks.sim.parts import SIGNED as SIGNED
+from payhooks.sim.parts import Disputing
 from payhooks.sim.parts import Planned as Planned
 from payhooks.sim.parts import StormOptions as StormOptions
 from payhooks.sim.parts import Story as Story
 
 STORY_SPACING_S = 30.0  # simulated seconds between the events of one story
+DISPUTE_AFTER_S = 2_700.0
+"""A dispute's reports start this long after the payment's last delivery (simulated): past a
+gateway's first three retries of it (Razorpay's 5, 10 and 20 minutes; Cashfree's 2, 10 and 30),
+as a real dispute comes days after its capture, so the order it marks exists."""
+DISPUTE_LIVES = (
+    ("opened", "under_review", "won"),
+    ("opened", "action_required", "under_review", "lost"),
+    ("opened", "lost"),
+)
+"""The lives a storm's disputes lead, each report in payhooks' words, the last where it ends."""
 
 
 # --- planning: pure, seeded ----------------------------------------------------------------
@@ -67,7 +79,12 @@ def plan_story(
     if rng.random() < options.reorder_rate:
         rng.shuffle(offsets)
     start = rng.uniform(0, options.spread_s)
-    for delivery, offset in zip(deliveries, offsets, strict=True):
+    disputed = dispute_story(story, gateway, options, rng)
+    last = max(offsets, default=0.0) + DISPUTE_AFTER_S
+    later = [last + n * STORY_SPACING_S for n in range(len(disputed))]
+    if rng.random() < options.reorder_rate:
+        rng.shuffle(later)
+    for delivery, offset in zip([*deliveries, *disputed], [*offsets, *later], strict=True):
         copies = (
             1
             + (rng.random() < options.duplicate_rate)
@@ -77,6 +94,37 @@ def plan_story(
             Planned(delivery=delivery, purchase=purchase, at_s=start + offset, copies=copies)
         )
     return story
+
+
+def dispute_story(
+    story: Story, gateway: Gateway, options: StormOptions, rng: random.Random
+) -> list[Delivery]:
+    """Now and then (``dispute_rate``), a dispute of the story's first captured payment, at a
+    gateway whose simulator sends disputes: its reports in the order the gateway made them,
+    each one's time later than the last's; where it must end is noted on the story."""
+    build = simulator(story.purchase.provider).dispute_delivery
+    if build is None or not story.captured or rng.random() >= options.dispute_rate:
+        return []
+    buy = story.purchase
+    life = rng.choice(DISPUTE_LIVES)
+    dispute_id = _dispute_id(buy.provider)
+    told = [
+        Disputed(what=what, dispute_id=dispute_id, payment_id=story.captured[0],
+                 reference=buy.reference, amount_paise=buy.amount_paise,
+                 respond_by=gateway.now + 7 * 86_400, reported_at=gateway.now + 3_600 * (n + 1))
+        for n, what in enumerate(life)
+    ]  # fmt: skip
+    reports = [build(gateway, report) for report in told]
+    story.disputes.append(Disputing(dispute_id=dispute_id, payment_id=story.captured[0],
+                                    amount_paise=buy.amount_paise, ends=life[-1]))  # fmt: skip
+    return reports
+
+
+def _dispute_id(provider: Provider) -> str:
+    """An id shaped as the gateway's: Razorpay's ``disp_…``, Cashfree's a number."""
+    if provider is Provider.RAZORPAY:
+        return "disp_" + secrets.token_hex(7)
+    return str(400_000_000 + secrets.randbelow(10**9))
 
 
 def _booked(books: GatewayApi, purchase: Purchase, story: Story, told: list[Delivery]) -> None:
@@ -258,6 +306,8 @@ class CartState:
     status: str
     orders: list[dict[str, object]]
     payments: dict[str, dict[str, object] | None]
+    disputes: dict[str, dict[str, object]] = field(default_factory=dict)
+    """Each of the story's disputes as the deployment holds it (``/api/disputes``)."""
 
 
 def read_cart(shop: Shop, story: Story) -> CartState:
@@ -267,11 +317,14 @@ def read_cart(shop: Shop, story: Story) -> CartState:
     payments: dict[str, dict[str, object] | None] = {}
     for payment_id in story.captured:
         payments[payment_id] = shop.payment(buy.provider, payment_id)
+    disputes = {d.dispute_id: shop.dispute(buy.provider, d.dispute_id) or {}
+                for d in story.disputes}  # fmt: skip
     return CartState(
         story=story,
         status=str(cart["status"]),
         orders=list(orders),
         payments=payments,
+        disputes=disputes,
     )
 
 
@@ -337,6 +390,45 @@ def refunds_recorded(states: list[CartState]) -> Check:
         violations=bad,
         checked=sum(len(s.story.refunded) + len(s.story.partly_refunded) for s in states),
     )
+
+
+def disputes_applied_once_in_order(states: list[CartState]) -> Check:
+    """Each dispute ends where its last report put it, whatever order its reports came in and
+    however many copies of each: decided as the gateway decided it last, and what a lost one
+    took back counted once (its amount, not twice it)."""
+    bad: list[str] = []
+    for state in states:
+        for told in state.story.disputes:
+            held = state.disputes.get(told.dispute_id) or {}
+            lost = told.amount_paise if told.ends == "lost" else 0
+            if (held.get("status"), held.get("lost_paise")) != (told.ends, lost):
+                bad.append(
+                    f"dispute {told.dispute_id} ended {told.ends} (taken back {lost}) but is "
+                    f"{held.get('status')} (taken back {held.get('lost_paise')})"
+                )
+    return Check(
+        name="every dispute applied once and in order",
+        violations=bad,
+        checked=sum(len(s.story.disputes) for s in states),
+    )
+
+
+def disputed_orders_marked(states: list[CartState]) -> Check:
+    """The order a disputed payment paid is marked with where its dispute ended."""
+    bad: list[str] = []
+    checked = 0
+    for state in states:
+        for told in state.story.disputes:
+            paid = [o for o in state.orders if o["payment_id"] == told.payment_id]
+            checked += len(paid)
+            bad += [
+                f"order {o.get('order_id')} is marked {o.get('dispute')} ({o.get('dispute_id')}), "
+                f"its dispute {told.dispute_id} ended {told.ends}"
+                for o in paid
+                if (o.get("dispute"), o.get("dispute_id")) != (told.ends, told.dispute_id)
+            ]
+    return Check(name="every disputed order marked as its dispute ended", violations=bad,
+                 checked=checked)  # fmt: skip
 
 
 def stock_moved_once_per_order(
@@ -647,6 +739,8 @@ def _checks(
         stock_moved_once_per_order(shop, skus, states, options),
         every_capture_accounted_for(states),
         refunds_recorded(states),
+        disputes_applied_once_in_order(states),
+        disputed_orders_marked(states),
         *delivery_checks(tally),
     ]
 

@@ -319,7 +319,8 @@ def test_a_lone_surrogate_in_the_bank_reference_leaves_it_out() -> None:
 
 
 def test_unknown_event_type_is_other() -> None:
-    body = json.dumps({"data": {"dispute": {"dispute_id": "d1"}}, "type": "DISPUTE_CREATED"})
+    body = json.dumps({"data": {"instrument": {"instrument_id": "i1"}},
+                       "type": "INSTRUMENT_ACTIVE_WEBHOOK"})  # fmt: skip
     assert parse(body.encode()).kind is EventKind.OTHER
 
 
@@ -361,8 +362,9 @@ def test_pending_refund_key_carries_the_status() -> None:
 
 
 def test_event_without_id_is_keyed_by_type_and_body_hash() -> None:
-    body = json.dumps({"data": {"dispute": {"dispute_id": "d1"}}, "type": "DISPUTE_CREATED"})
-    expected = "DISPUTE_CREATED:" + hashlib.sha256(body.encode()).hexdigest()
+    body = json.dumps({"data": {"instrument": {"instrument_id": "i1"}},
+                       "type": "INSTRUMENT_ACTIVE_WEBHOOK"})  # fmt: skip
+    expected = "INSTRUMENT_ACTIVE_WEBHOOK:" + hashlib.sha256(body.encode()).hexdigest()
     assert parse(body.encode()).event_id == expected
 
 

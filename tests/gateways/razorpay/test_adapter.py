@@ -190,7 +190,7 @@ def test_an_empty_secret_is_a_configuration_error() -> None:
         ("order.paid", EventKind.PAYMENT_CAPTURED),
         ("payment.failed", EventKind.PAYMENT_FAILED),
         ("payment.pending", EventKind.OTHER),
-        ("payment.dispute.created", EventKind.OTHER),
+        ("payment.downtime.started", EventKind.OTHER),
         ("some.future.event", EventKind.OTHER),
     ],
 )
@@ -226,13 +226,13 @@ def test_refund_fields_come_from_the_refund_entity() -> None:
 
 
 def test_other_event_still_names_its_payment() -> None:
-    event = parse(body_of("payment.dispute.created"))
+    event = parse(body_of("payment.downtime.started"))
     assert (event.payment_id, event.merchant_ref) == ("pay_29QQoUBi66xm2f", "order_9A33XWu170gUtm")
 
 
 def test_other_event_with_an_odd_amount_is_still_read() -> None:
     """An ignored event is recorded and answered 200, never bounced for a field we do not use."""
-    event = parse(body_of("payment.dispute.created", payment=payment(amount="5.00")))
+    event = parse(body_of("payment.downtime.started", payment=payment(amount="5.00")))
     assert (event.kind, event.amount_paise) == (EventKind.OTHER, None)
 
 
@@ -273,8 +273,8 @@ def test_event_without_any_id_is_keyed_by_type_and_body_hash() -> None:
 
 
 def test_other_event_with_non_string_payment_id_is_keyed_by_body_hash() -> None:
-    body = body_of("payment.dispute.created", payment=payment(id=12))
-    assert parse(body).event_id == "payment.dispute.created:" + hashlib.sha256(body).hexdigest()
+    body = body_of("payment.downtime.started", payment=payment(id=12))
+    assert parse(body).event_id == "payment.downtime.started:" + hashlib.sha256(body).hexdigest()
 
 
 # --- malformed bodies -----------------------------------------------------------------------
@@ -346,7 +346,7 @@ def test_a_lone_surrogate_in_the_event_name_is_malformed() -> None:
 
 def test_other_event_with_a_lone_surrogate_leaves_the_field_out() -> None:
     """Ignored and answered 200, like any odd field of an event payhooks does not act on."""
-    event = parse(body_of("payment.dispute.created", payment=payment(id="pay_\ud800")))
+    event = parse(body_of("payment.downtime.started", payment=payment(id="pay_\ud800")))
     assert (event.kind, event.payment_id) == (EventKind.OTHER, None)
 
 

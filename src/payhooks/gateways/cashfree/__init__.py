@@ -34,6 +34,7 @@ CASHFREE = Gateway(
     retry_window=timedelta(hours=24),
     sends_refunds=True,  # under its idempotency key (docs/providers.md, "Refunds")
     refund_needs_order=True,  # its refund API is /orders/{order_id}/refunds
+    disputes_dashboard="https://merchant.cashfree.com/auth/login",  # its Merchant Dashboard
 )
 
 __all__ = [

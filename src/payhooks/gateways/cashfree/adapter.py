@@ -8,7 +8,7 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from payhooks.events import Event, EventKind, Provider, is_text
+from payhooks.events import Dispute, Event, EventKind, Provider, is_text
 from payhooks.gateways import _common
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
@@ -28,7 +28,33 @@ PAYMENT_SUCCESS = "PAYMENT_SUCCESS_WEBHOOK"
 PAYMENT_FAILED = "PAYMENT_FAILED_WEBHOOK"
 PAYMENT_USER_DROPPED = "PAYMENT_USER_DROPPED_WEBHOOK"
 REFUND_STATUS = "REFUND_STATUS_WEBHOOK"
+DISPUTE_CREATED = "DISPUTE_CREATED"
+DISPUTE_UPDATED = "DISPUTE_UPDATED"
+DISPUTE_CLOSED = "DISPUTE_CLOSED"
+DISPUTE_TYPES = (DISPUTE_CREATED, DISPUTE_UPDATED, DISPUTE_CLOSED)
 _SUCCESS = "SUCCESS"
+
+# A dispute's status is <dispute_type>_<state> (CHARGEBACK_MERCHANT_WON): every type Cashfree
+# documents, the longest first (PRE_ARBITRATION before ARBITRATION), and what each state
+# means (docs/providers.md, "Disputes").
+_DISPUTE_PHASES = ("PRE_ARBITRATION", "ARBITRATION", "CHARGEBACK", "RETRIEVAL", "DISPUTE")
+_DISPUTE_STATES: Mapping[str, EventKind] = {
+    "CREATED": EventKind.DISPUTE_OPENED,
+    "DOCS_RECEIVED": EventKind.DISPUTE_UNDER_REVIEW,
+    "UNDER_REVIEW": EventKind.DISPUTE_UNDER_REVIEW,
+    "INSUFFICIENT_EVIDENCE": EventKind.DISPUTE_ACTION_REQUIRED,
+    "MERCHANT_WON": EventKind.DISPUTE_WON,
+    "MERCHANT_LOST": EventKind.DISPUTE_LOST,
+    "MERCHANT_ACCEPTED": EventKind.DISPUTE_LOST,
+}
+# What a webhook type says when the state does not: a dispute created is open, one closed is
+# decided (closed for want of evidence is lost); an update whose state is none of the above
+# is recorded and left alone (OTHER), never guessed at.
+_DISPUTE_TYPE_KINDS: Mapping[str, EventKind] = {
+    DISPUTE_CREATED: EventKind.DISPUTE_OPENED,
+    DISPUTE_CLOSED: EventKind.DISPUTE_CLOSED,
+    DISPUTE_UPDATED: EventKind.OTHER,
+}
 
 _SUCCESS_WEBHOOK_KINDS: Mapping[str, EventKind] = {
     _SUCCESS: EventKind.PAYMENT_CAPTURED,
@@ -68,6 +94,8 @@ class Cashfree:
         """A payment or refund webhook as an ``Event``."""
         doc = _common.load_json_object(body, provider=_P)
         event_type = _common.event_name(doc.get("type"), "type", provider=_P)
+        if event_type in DISPUTE_TYPES:
+            return _dispute_event(event_type, doc, headers, body)
         read = _refund_event if event_type == REFUND_STATUS else _payment_event
         return read(event_type, doc.get("data"), headers, body)
 
@@ -198,6 +226,77 @@ def _refund_event(event_type: str, data: object, headers: Mapping[str, str], bod
     return _checked(event, needed, strict=strict)
 
 
+def _dispute_event(
+    event_type: str, doc: Mapping[str, object], headers: Mapping[str, str], body: bytes
+) -> Event:
+    """``data.dispute`` with ``data.order_details`` (the order and the payment disputed), the
+    same in every version (2025-01-01 adds ``dispute_amount_currency``): the dispute's
+    ``updated_at`` orders two reports of one rank, ``event_time`` when it has none."""
+    data = doc.get("data")
+    dispute = _common.child(data, "dispute")
+    order = _common.child(data, "order_details")
+    status = _status(_common.child(dispute, "dispute_status"), "dispute_status", decides=True)
+    phase, kind = _dispute_kind(event_type, status)
+    strict = kind is not EventKind.OTHER
+    dispute_id = _id(_common.child(dispute, "dispute_id"), "dispute_id", strict=strict)
+    payment_id = _id(_common.child(order, "cf_payment_id"), "cf_payment_id", strict=strict)
+    updated = _common.child(dispute, "updated_at")
+    if strict:
+        _common.require({"dispute_id": dispute_id, "cf_payment_id": payment_id}, provider=_P)
+    figures = None
+    if strict and dispute_id is not None:
+        figures = Dispute(
+            id=dispute_id,
+            amount_paise=_amount(
+                _common.child(dispute, "dispute_amount"), "dispute_amount", strict=True
+            ),
+            reason=_common.words(
+                _common.child(dispute, "reason_code"),
+                _common.child(dispute, "reason_description"),
+            ),
+            phase=(_common.words(_common.child(dispute, "dispute_type")) or phase or "").lower()
+            or None,
+            status=status,
+            respond_by=_common.iso_time(_common.child(dispute, "respond_by")),
+            reported_at=_common.iso_time(updated) or _common.iso_time(doc.get("event_time")),
+        )
+    currency = _common.child(dispute, "dispute_amount_currency") or _common.child(
+        order, "payment_currency"
+    )
+    return Event(
+        provider=_P,
+        kind=kind,
+        event_type=event_type,
+        event_id=_event_id(headers, event_type, body, dispute_id, status, _digits(updated) or None),
+        payment_id=payment_id,
+        merchant_ref=_text(_common.child(order, "order_id"), "order_id", strict=strict),
+        currency=_text(currency, "dispute currency", strict=strict),
+        payload_sha256=_common.sha256_hex(body),
+        dispute=figures,
+    )
+
+
+def _dispute_kind(event_type: str, status: str | None) -> tuple[str | None, EventKind]:
+    """The phase a dispute's status names (lower case, as payhooks keeps it) and what the
+    status means; a status Cashfree does not document falls back on the webhook's type."""
+    for phase in _DISPUTE_PHASES:
+        if status is not None and status.startswith(phase + "_"):
+            state = status[len(phase) + 1 :]
+            if event_type == DISPUTE_CLOSED and state == "INSUFFICIENT_EVIDENCE":
+                return phase.lower(), EventKind.DISPUTE_LOST
+            if state in _DISPUTE_STATES:
+                return phase.lower(), _DISPUTE_STATES[state]
+            return phase.lower(), _DISPUTE_TYPE_KINDS[event_type]
+    return None, _DISPUTE_TYPE_KINDS[event_type]
+
+
+def _digits(value: object) -> str:
+    """A time's digits alone (``20230615211915``): a key part that holds no ':'."""
+    if not isinstance(value, str):
+        return ""
+    return "".join(c for c in value if c.isascii() and c.isdigit())
+
+
 def _checked(event: Event, needed: Mapping[str, object], *, strict: bool) -> Event:
     """``event``, when it is not ``strict`` or carries every one of ``needed``."""
     if strict:
@@ -241,9 +340,11 @@ def _event_id(
     body: bytes,
     key_id: str | None,
     key_status: str | None,
+    key_time: str | None = None,
 ) -> str:
     """The delivery key of docs/providers.md, plus the status when it is not the final one
-    the type implies.
+    the type implies (and, for a dispute, its status and the digits of its ``updated_at``:
+    each report of a dispute is a delivery of its own, its retries one).
 
     Without it a PENDING delivery of PAYMENT_SUCCESS_WEBHOOK would claim the key of the
     SUCCESS that follows for the same attempt, and the capture would be dropped as a duplicate.
@@ -254,12 +355,15 @@ def _event_id(
     parts: list[object] = [event_type, key_id]
     if key_status is not None:
         parts.append(key_status)
+    if key_time is not None:
+        parts.append(key_time)
     return _common.unreserved(
         _P, _common.delivery_key(*parts) or _common.body_key(event_type, body)
     )
 
 
 __all__ = [
+    "DISPUTE_TYPES",
     "IDEMPOTENCY_HEADER",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",

@@ -7,7 +7,14 @@ from datetime import timedelta
 
 from payhooks.events import Provider
 from payhooks.gateways._gateway import Found, Gateway, secret, status_api
-from payhooks.gateways.payu.adapter import MAX_BODY_BYTES, PayU, decode_form, encode, reverse_hash
+from payhooks.gateways.payu.adapter import (
+    CHARGEBACK_REFUSED,
+    MAX_BODY_BYTES,
+    PayU,
+    decode_form,
+    encode,
+    reverse_hash,
+)
 
 
 def _adapter(found: Found) -> PayU:
@@ -37,4 +44,12 @@ PAYU = Gateway(
     ),
 )
 
-__all__ = ["MAX_BODY_BYTES", "PAYU", "PayU", "decode_form", "encode", "reverse_hash"]
+__all__ = [
+    "CHARGEBACK_REFUSED",
+    "MAX_BODY_BYTES",
+    "PAYU",
+    "PayU",
+    "decode_form",
+    "encode",
+    "reverse_hash",
+]

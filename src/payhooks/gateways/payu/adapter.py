@@ -47,6 +47,16 @@ MAX_BODY_BYTES = 32 * 1024
 MAX_FIELDS = 200
 MAX_NAME_CHARS = 64
 
+CHARGEBACK_EVENT = "dispute"
+CHARGEBACK_REFUSED = (
+    "a chargeback notice (event: dispute) carries nothing payhooks can authenticate: no hash, "
+    "no merchant key; answer chargebacks in PayU's dashboard (docs/providers.md, 'Disputes')"
+)
+"""PayU's chargeback webhook (``{"type": "payments", "event": "dispute", "cb_id", "txn_id",
+"cb_status", ...}``) is JSON that nothing signs and that names the merchant only by its PayU id
+(``mid``): anyone could send one. It is refused as unauthenticated, saying so, rather than
+recorded as a dispute a forger chose."""
+
 REFUND_ACTION = "refund"
 REFUND_SUCCESS = "success"
 REFUND_KEY_SUFFIX = "refund."
@@ -155,6 +165,8 @@ class PayU:
         marks it unconfirmed)."""
         if is_refund_callback(body):
             doc = _refund_doc(body)
+            if doc.get("event") == CHARGEBACK_EVENT:
+                raise SignatureMismatch(_P, CHARGEBACK_REFUSED)
             given = doc.get("key")
             if not isinstance(given, str) or not hmac.compare_digest(
                 given.encode("utf-8", "surrogatepass"), self.merchant_key.encode()
@@ -322,6 +334,7 @@ def _amount(value: str | None, *, strict: bool) -> int | None:
 
 
 __all__ = [
+    "CHARGEBACK_REFUSED",
     "PayU",
     "attempt_of",
     "decode_form",

@@ -25,6 +25,7 @@ RAZORPAY = Gateway(
     retry_window=timedelta(hours=24),  # then it disables the endpoint
     sends_refunds=True,  # under its idempotency key (docs/providers.md, "Refunds")
     captures_authorized=True,  # manual capture (docs/providers.md, "Captures")
+    disputes_dashboard="https://dashboard.razorpay.com/",  # Transactions > Disputes
 )
 
 __all__ = [

@@ -7,8 +7,9 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from payhooks.events import Event, EventKind, Provider
+from payhooks.events import Dispute, Event, EventKind, Provider
 from payhooks.gateways import _common
+from payhooks.plumbing.errors import MalformedPayload
 
 SIGNATURE_HEADER = "x-razorpay-signature"
 EVENT_ID_HEADER = "x-razorpay-event-id"
@@ -22,6 +23,17 @@ _KINDS: Mapping[str, EventKind] = {
     "payment.failed": EventKind.PAYMENT_FAILED,
     "refund.processed": EventKind.REFUND_PROCESSED,
 }
+
+DISPUTE_KINDS: Mapping[str, EventKind] = {
+    "payment.dispute.created": EventKind.DISPUTE_OPENED,
+    "payment.dispute.under_review": EventKind.DISPUTE_UNDER_REVIEW,
+    "payment.dispute.action_required": EventKind.DISPUTE_ACTION_REQUIRED,
+    "payment.dispute.won": EventKind.DISPUTE_WON,
+    "payment.dispute.lost": EventKind.DISPUTE_LOST,
+    "payment.dispute.closed": EventKind.DISPUTE_CLOSED,
+}
+"""Razorpay's dispute webhooks (docs/providers.md, "Disputes"): the event names the status;
+``action_required`` comes with the dispute's status still ``open``."""
 
 
 def sign(body: bytes, secret: str) -> str:
@@ -71,6 +83,8 @@ class Razorpay:
         """A payment, order or refund webhook as an ``Event``."""
         doc = _common.load_json_object(body, provider=_P)
         event_type = _common.event_name(doc.get("event"), "event", provider=_P)
+        if event_type in DISPUTE_KINDS:
+            return _dispute_event(doc, event_type, headers, body)
         kind = _KINDS.get(event_type, EventKind.OTHER)
         strict = kind is not EventKind.OTHER
         payment = _read_payment(_common.child(doc, "payload", "payment", "entity"), strict=strict)
@@ -90,6 +104,51 @@ class Razorpay:
             bank_ref=refund.bank_ref if kind is EventKind.REFUND_PROCESSED else payment.bank_ref,
             payload_sha256=_common.sha256_hex(body),
         )
+
+
+def _dispute_event(
+    doc: Mapping[str, object], event_type: str, headers: Mapping[str, str], body: bytes
+) -> Event:
+    """``payload.dispute.entity`` with the payment it disputes (``payload.payment.entity``):
+    the dispute's id, amount, reason, phase and ``respond_by``; the event's ``created_at``
+    orders two reports of one rank."""
+    entity = _common.child(doc, "payload", "dispute", "entity")
+    dispute_id = _text(_common.child(entity, "id"), "dispute id", strict=True)
+    payment = _read_payment(_common.child(doc, "payload", "payment", "entity"), strict=False)
+    payment_id = _text(_common.child(entity, "payment_id"), "dispute payment_id", strict=True)
+    if dispute_id is None:
+        raise MalformedPayload(_P, "dispute id is missing")
+    _common.require({"dispute payment_id": payment_id or payment.id}, provider=_P)
+    reported = _common.child(doc, "created_at")
+    return Event(
+        provider=_P,
+        kind=DISPUTE_KINDS[event_type],
+        event_type=event_type,
+        event_id=_common.key_header(headers.get(EVENT_ID_HEADER))
+        or _common.unreserved(
+            _P,
+            _common.delivery_key(event_type, dispute_id, reported)
+            or _common.body_key(event_type, body),
+        ),
+        payment_id=payment_id or payment.id,
+        merchant_ref=payment.order_id,
+        currency=_text(_common.child(entity, "currency"), "dispute currency", strict=True),
+        payload_sha256=_common.sha256_hex(body),
+        dispute=Dispute(
+            id=dispute_id,
+            amount_paise=_paise(_common.child(entity, "amount"), "dispute amount", strict=True),
+            reason=_common.words(
+                _common.child(entity, "reason_code"), _common.child(entity, "reason_description")
+            ),
+            phase=_common.words(_common.child(entity, "phase")),
+            status=_common.words(_common.child(entity, "status")),
+            respond_by=_common.unix_time(_common.child(entity, "respond_by")),
+            reported_at=_common.unix_time(reported),
+            deducted_paise=_paise(
+                _common.child(entity, "amount_deducted"), "amount_deducted", strict=False
+            ),
+        ),
+    )
 
 
 def _read_payment(entity: object, *, strict: bool) -> _Payment:
@@ -178,4 +237,4 @@ def _event_id(
     )
 
 
-__all__ = ["EVENT_ID_HEADER", "SIGNATURE_HEADER", "Razorpay", "sign"]
+__all__ = ["DISPUTE_KINDS", "EVENT_ID_HEADER", "SIGNATURE_HEADER", "Razorpay", "sign"]

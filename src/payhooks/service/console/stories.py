@@ -16,6 +16,7 @@ from typing import Any
 from payhooks.console.formats import rupees
 from payhooks.events import EventKind, Provider
 from payhooks.gateways import Adapter
+from payhooks.intake.disputes import Dispute
 from payhooks.intake.stored import received_stored
 from payhooks.operations import timeline
 from payhooks.operations.timeline import Line, Lookup, Record
@@ -70,6 +71,8 @@ class Story:
     entries: list[Entry] = field(default_factory=list)
     refunds: list[Refund] = field(default_factory=list)
     """The refund intents of its payments (``payhooks.refunding.refunds``), oldest first."""
+    disputes: list[Dispute] = field(default_factory=list)
+    """The disputes of its payments, as the core holds them (``payhooks.intake.disputes``)."""
 
 
 _CART = "SELECT * FROM carts WHERE id = %s"
@@ -108,7 +111,8 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
     )
     orders = [(c["provider"], c["gateway_order_id"]) for c in shop.checkouts]
     paid = [(p["provider"], p["payment_id"]) for p in shop.own]
-    added = timeline.told(conn, orders, shop, paid).extra
+    told = timeline.told(conn, orders, shop, paid)
+    added = told.extra
     return Story(
         title=f"Cart {cart_id}",
         cart=cart,
@@ -119,6 +123,7 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
         refunds=[
             r for p in added.payments for r in of_payment(conn, p["provider"], p["payment_id"])
         ],
+        disputes=disputes_of(told.stories),
     )
 
 
@@ -136,7 +141,14 @@ def of_reference(
         payments=[],
         order=None,
         entries=told.extra.entries,
+        disputes=disputes_of(told.stories),
     )
+
+
+def disputes_of(stories: Sequence[timeline.Story]) -> list[Dispute]:
+    """The disputes of ``stories`` once each, in the order they were opened."""
+    found = {(d.provider, d.dispute_id): d for s in stories for d in s.disputes}
+    return sorted(found.values(), key=lambda d: (d.opened_at, d.dispute_id))
 
 
 # --- the shop's extension of the timeline ----------------------------------------------------

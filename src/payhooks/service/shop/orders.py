@@ -25,6 +25,9 @@ class Order:
     amount_paise: int
     status: str
     event_id: str
+    dispute: str | None = None
+    """Where a dispute of its payment stands (``payments.apply_event``), None when none."""
+    dispute_id: str | None = None
 
 
 _LINES = "SELECT sku, quantity FROM cart_items WHERE cart_id = %s ORDER BY sku"
@@ -65,7 +68,10 @@ VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
 _MARK_PAID = "UPDATE carts SET status = 'paid', paid_at = now() WHERE id = %s"
 # Named as Order's fields: psycopg's class_row builds the Order from them.
-_COLUMNS = "id AS order_id, cart_id, provider, payment_id, amount_paise, status, event_id"
+_COLUMNS = (
+    "id AS order_id, cart_id, provider, payment_id, amount_paise, status, event_id, dispute, "
+    "dispute_id"
+)
 _GET = f"SELECT {_COLUMNS} FROM orders WHERE id = %s"
 _BY_CART = f"SELECT {_COLUMNS} FROM orders WHERE cart_id = %s"
 

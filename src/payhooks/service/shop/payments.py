@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from payhooks.events import Event, EventKind
+from payhooks.intake import disputes
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound
@@ -96,6 +97,15 @@ def apply_event(conn: Connection, event: Event) -> Applied:
             return Applied(outcome=Outcome.IGNORED)
         case EventKind.REFUND_PROCESSED:
             return _apply_refund(conn, event)
+        case (
+            EventKind.DISPUTE_OPENED
+            | EventKind.DISPUTE_UNDER_REVIEW
+            | EventKind.DISPUTE_ACTION_REQUIRED
+            | EventKind.DISPUTE_WON
+            | EventKind.DISPUTE_LOST
+            | EventKind.DISPUTE_CLOSED
+        ):
+            return _apply_dispute(conn, event)
         case (
             EventKind.PAYMENT_PENDING
             | EventKind.PAYMENT_AUTHORIZED
@@ -266,6 +276,31 @@ def _apply_refund(conn: Connection, event: Event) -> Applied:
     return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
 
 
+# The order the disputed payment paid, marked with where its dispute stands (the core keeps
+# the dispute itself, in order: only a report that moves it reaches here).
+_MARK_ORDER = """
+UPDATE orders SET dispute = %s, dispute_id = %s
+WHERE cart_id = %s AND provider = %s AND payment_id = %s
+RETURNING id
+"""
+
+
+def _apply_dispute(conn: Connection, event: Event) -> Applied:
+    """A dispute of a payment marks the order that payment paid (the console shows it; a
+    person answers the dispute at the gateway). A dispute of a payment that paid no order (a
+    second payment of a paid cart, a flagged one) marks nothing; one of a payment this shop
+    never took is parked like a refund of it."""
+    cart_id = _cart_of(conn, event)
+    if cart_id is None:
+        return _park(conn, event, "neither its payment nor its checkout is known", _DISPUTED)
+    dispute = event.dispute.id if event.dispute else None
+    status = disputes.STATUS[event.kind].value
+    key = (event.provider.value, event.payment_id)
+    marked = conn.execute(_MARK_ORDER, (status, dispute, cart_id, *key)).fetchone()
+    order_id = str(marked[0]) if marked else _order_of(conn, cart_id)
+    return Applied(outcome=Outcome.PROCESSED, order_id=order_id)
+
+
 # A payment refunded in full needs no refund any more (a double payment, refunded).
 _REFUNDED_IN_FULL = """
 UPDATE payments SET needs_refund = false
@@ -303,6 +338,11 @@ _AWAITS_PAYMENT = (
     "It is applied by itself once its payment is recorded: the worker tries it again within "
     "a minute, as does a redelivery by the gateway. A refund of a payment this shop never "
     "took needs a person: look it up at {gateway}."
+)
+_DISPUTED = (
+    "It is applied by itself once its payment is recorded: the worker tries it again within "
+    "a minute. The dispute itself is recorded and on the console's Disputes page whatever "
+    "becomes of this delivery: answer it at {gateway} before its deadline."
 )
 _NAMES_NO_PAYMENT = (
     "Nothing applies it by itself, and a redelivery will not: find at {gateway} which payment "

@@ -39,8 +39,16 @@ def target(kind: EventKind) -> PaymentStatus | None:
             return PaymentStatus.FAILED
         case EventKind.REFUND_PROCESSED:
             return PaymentStatus.REFUNDED
-        case EventKind.OTHER:
-            return None
+        case (
+            EventKind.DISPUTE_OPENED
+            | EventKind.DISPUTE_UNDER_REVIEW
+            | EventKind.DISPUTE_ACTION_REQUIRED
+            | EventKind.DISPUTE_WON
+            | EventKind.DISPUTE_LOST
+            | EventKind.DISPUTE_CLOSED
+            | EventKind.OTHER
+        ):
+            return None  # a dispute marks the order; the payment stays as it was
         case _:
             assert_never(kind)
 

@@ -11,6 +11,7 @@ from payhooks.events import Provider
 from payhooks.sim.gateways import cashfree, juspay, payu, phonepe, razorpay
 from payhooks.sim.gateways.base import (
     Booked,
+    DisputeDelivery,
     NoSimulator,
     PaymentDelivery,
     Simulator,
@@ -36,6 +37,7 @@ def simulator(provider: Provider) -> Simulator:
 __all__ = [
     "SIMULATORS",
     "Booked",
+    "DisputeDelivery",
     "NoSimulator",
     "PaymentDelivery",
     "Simulator",

@@ -16,7 +16,7 @@ from payhooks.events import Provider
 from payhooks.gateways import gateway, secrets_value
 from payhooks.plumbing.errors import PayhooksError
 from payhooks.sim import parts
-from payhooks.sim.deliveries import Delivery, Paid, Purchase
+from payhooks.sim.deliveries import Delivery, Disputed, Paid, Purchase
 from payhooks.sim.stage import Result, Stage
 
 if TYPE_CHECKING:
@@ -74,6 +74,10 @@ PaymentDelivery = Callable[[parts.Signer, Paid], Delivery]
 """A gateway's signed delivery saying what ``Paid`` says: what the tests' factories build a
 gateway's deliveries with."""
 
+DisputeDelivery = Callable[[parts.Signer, Disputed], Delivery]
+"""A gateway's signed delivery saying what ``Disputed`` says, in the shape of the dispute
+webhooks its documentation publishes (docs/providers.md, "Disputes")."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Simulator:
@@ -97,6 +101,9 @@ class Simulator:
     retry_schedule: tuple[float, ...]
     story: Callable[[parts.Story, parts.Signer, parts.StormOptions, random.Random], list[Delivery]]
     payment_delivery: PaymentDelivery
+    dispute_delivery: DisputeDelivery | None = None
+    """Its dispute webhooks; None for a gateway whose documentation publishes none payhooks
+    can take (docs/providers.md, "Disputes")."""
     refund_words: parts.RefundWords | None = None
     """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
     told_order: Callable[[list[Delivery]], dict[str, Any] | None] | None = None

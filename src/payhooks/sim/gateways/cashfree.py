@@ -10,6 +10,7 @@ import hmac
 import json
 import random
 import re
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -21,7 +22,7 @@ from payhooks.events import Provider
 from payhooks.gateways import cashfree
 from payhooks.sim import parts
 from payhooks.sim import stage as judged
-from payhooks.sim.deliveries import Delivery, Paid, bank_reference
+from payhooks.sim.deliveries import Delivery, Disputed, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, numeric_payment_id, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
@@ -44,6 +45,73 @@ def delivery(
     paid = order_amount if payment_amount is None else payment_amount
     payment_id: object = int(cf_payment_id) if version <= "2022-09-01" else cf_payment_id
     body = _body(event_type, order_id, payment_id, payment_status, order_amount, paid)
+    return _signed(gateway, body, version, f"cashfree {event_type} {cf_payment_id}")
+
+
+_DISPUTE_WEBHOOKS = {
+    "opened": ("DISPUTE_CREATED", "CREATED"),
+    "under_review": ("DISPUTE_UPDATED", "UNDER_REVIEW"),
+    "action_required": ("DISPUTE_UPDATED", "INSUFFICIENT_EVIDENCE"),
+    "won": ("DISPUTE_CLOSED", "MERCHANT_WON"),
+    "lost": ("DISPUTE_CLOSED", "MERCHANT_LOST"),
+}
+"""What each dispute state is as Cashfree sends it (its type, and the state after the phase in
+``dispute_status``); Cashfree documents no dispute closed undecided."""
+
+
+def dispute_delivery(
+    gateway: Signer, disputed: Disputed, *, version: str = "2025-01-01"
+) -> Delivery:
+    """``Simulator.dispute_delivery``: ``DISPUTE_CREATED``, ``_UPDATED`` or ``_CLOSED`` as
+    Cashfree's documentation prints them (``cf_payment_id`` a number in every version;
+    2025-01-01 adds ``dispute_amount_currency`` and the ``x-idempotency-key`` header)."""
+    event_type, state = _DISPUTE_WEBHOOKS[disputed.what]
+    phase = disputed.phase.upper()
+    dispute: dict[str, object] = {
+        "dispute_id": disputed.dispute_id,
+        "dispute_type": phase,
+        "reason_code": "4855",
+        "reason_description": "Goods or Services Not Provided",
+        "dispute_amount": "@AMOUNT@",
+        "created_at": _ist(gateway.now),
+        "updated_at": _ist(disputed.reported_at),
+        "respond_by": _ist(disputed.respond_by),
+        "dispute_status": f"{phase}_{state}",
+        "cf_dispute_remarks": "Dispute is created, please take action",
+        "dispute_action_on": "MERCHANT",
+    }
+    if version >= "2025-01-01":
+        dispute["dispute_amount_currency"] = "INR"
+    order = {
+        "order_id": disputed.reference,
+        "order_amount": "@AMOUNT@",
+        "order_currency": "INR",
+        "cf_payment_id": int(disputed.payment_id),
+        "payment_amount": "@AMOUNT@",
+        "payment_currency": "INR",
+    }
+    customer = {"customer_name": "Buyer", "customer_phone": "9999999999",
+                "customer_email": "buyer@example.com"}  # fmt: skip
+    envelope = {
+        "data": {"dispute": dispute, "order_details": order, "customer_details": customer},
+        "event_time": _ist(disputed.reported_at),
+        "type": event_type,
+    }
+    rupees = f"{Decimal(disputed.amount_paise) / 100:.2f}"
+    body = json.dumps(envelope).replace('"@AMOUNT@"', rupees).encode()
+    return _signed(gateway, body, version, f"cashfree {event_type} {disputed.dispute_id}")
+
+
+_IST = timezone(timedelta(hours=5, minutes=30))
+
+
+def _ist(unix: int) -> str:
+    """A time as Cashfree writes it: ISO 8601 in India's zone."""
+    return datetime.fromtimestamp(unix, _IST).isoformat()
+
+
+def _signed(gateway: Signer, body: bytes, version: str, label: str) -> Delivery:
+    """``body`` signed with a millisecond timestamp, with the headers of ``version``."""
     timestamp = str(gateway.now * 1000)
     headers = {
         "content-type": "application/json",
@@ -54,12 +122,7 @@ def delivery(
     }
     if version >= "2025-01-01":
         headers["x-idempotency-key"] = base64.b64encode(hashlib.sha256(body).digest()).decode()
-    return Delivery(
-        provider=Provider.CASHFREE,
-        body=body,
-        headers=headers,
-        label=f"cashfree {event_type} {cf_payment_id}",
-    )
+    return Delivery(provider=Provider.CASHFREE, body=body, headers=headers, label=label)
 
 
 def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
@@ -389,4 +452,5 @@ SIMULATOR = Simulator(
         name="refund_status", pending="PENDING", processed="SUCCESS", failed="CANCELLED"
     ),
     payment_delivery=payment_delivery,
+    dispute_delivery=dispute_delivery,
 )

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from payhooks.events import Provider
 from payhooks.gateways import razorpay
 from payhooks.sim import parts
-from payhooks.sim.deliveries import Delivery, Paid, bank_reference
+from payhooks.sim.deliveries import Delivery, Disputed, Paid, bank_reference
 from payhooks.sim.gateways.base import Booked, Simulator, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
 
@@ -95,6 +95,55 @@ def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
         order_id=paid.reference,
         amount_paise=paid.amount_paise,
     )
+
+
+_DISPUTE_EVENTS = {
+    "opened": ("payment.dispute.created", "open"),
+    "under_review": ("payment.dispute.under_review", "under_review"),
+    "action_required": ("payment.dispute.action_required", "open"),
+    "won": ("payment.dispute.won", "won"),
+    "lost": ("payment.dispute.lost", "lost"),
+    "closed": ("payment.dispute.closed", "closed"),
+}
+
+
+def dispute_delivery(gateway: Signer, disputed: Disputed) -> Delivery:
+    """``Simulator.dispute_delivery``: ``payment.dispute.*`` as Razorpay's documentation
+    prints it (the payment disputed and the dispute's entity; ``action_required`` with the
+    status still ``open``; ``amount_deducted`` the amount once lost), its event id new."""
+    event, status = _DISPUTE_EVENTS[disputed.what]
+    money = {"amount": disputed.amount_paise, "currency": "INR", "created_at": gateway.now}
+    payment = _payment("payment.captured", disputed.payment_id, disputed.reference, money)
+    payment["order_id"] = disputed.reference or None  # some of Razorpay's samples name none
+    entity = {
+        "id": disputed.dispute_id,
+        "entity": "dispute",
+        "payment_id": disputed.payment_id,
+        "amount": disputed.amount_paise,
+        "currency": "INR",
+        "amount_deducted": disputed.amount_paise if disputed.what == "lost" else 0,
+        "reason_code": "goods_or_services_not_received_or_partially_received",
+        "respond_by": disputed.respond_by,
+        "status": status,
+        "phase": disputed.phase,
+        "created_at": gateway.now,
+    }
+    envelope = {
+        "entity": "event",
+        "account_id": "acc_demo",
+        "event": event,
+        "contains": ["payment", "dispute"],
+        "payload": {"payment": {"entity": payment}, "dispute": {"entity": entity}},
+        "created_at": disputed.reported_at,
+    }
+    body = json.dumps(envelope).encode() + b"\n"
+    headers = {
+        "content-type": "application/json",
+        "x-razorpay-signature": razorpay.sign(body, gateway.keys.razorpay),
+        "x-razorpay-event-id": "evt_" + secrets.token_hex(7),
+    }
+    label = f"razorpay {event} {disputed.dispute_id}"
+    return Delivery(provider=Provider.RAZORPAY, body=body, headers=headers, label=label)
 
 
 def _payment(
@@ -394,4 +443,5 @@ SIMULATOR = Simulator(
         name="status", pending="pending", processed="processed", failed="failed"
     ),
     payment_delivery=payment_delivery,
+    dispute_delivery=dispute_delivery,
 )

@@ -1,0 +1,111 @@
+"""The console's disputes over real HTTP (the reference service, its shop behind it): disputes
+sent to the webhook endpoint as the gateways send them, the open ones listed by deadline with
+the gateway's dashboard, the cart's page telling the dispute and its order marked."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from payhooks.events import Provider
+from payhooks.sim.deliveries import Disputed
+from payhooks.sim.gateways import simulator
+from tests.console.conftest import Console
+from tests.console.test_console_http import send
+from tests.factories import GATEWAY, Purchase, purchase
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+
+
+def dispute(console: Console, buy: Purchase, what: str, dispute_id: str, due: datetime,
+            minute: int = 0) -> str:  # fmt: skip
+    """The gateway's report that ``buy``'s payment's dispute stands ``what``: its answer."""
+    told = Disputed(what=what, dispute_id=dispute_id, payment_id=buy.payment_id,
+                    reference=buy.reference, amount_paise=buy.amount_paise,
+                    respond_by=int(due.timestamp()),
+                    reported_at=int(NOW.timestamp()) + minute * 60)  # fmt: skip
+    build = simulator(buy.provider).dispute_delivery
+    assert build is not None
+    answer = send(console, build(GATEWAY, told))
+    assert answer.status_code == 200, answer.text
+    return str(answer.json()["status"])
+
+
+def paid(console: Console, conn, provider: Provider = Provider.RAZORPAY) -> Purchase:
+    buy = purchase(conn, provider)
+    assert send(console, buy.captured()).json()["status"] == "processed"
+    return buy
+
+
+def test_open_disputes_are_listed_by_deadline_with_the_gateways_dashboard(console, conn):
+    later, sooner = paid(console, conn), paid(console, conn, Provider.CASHFREE)
+    done = paid(console, conn)
+    assert dispute(console, later, "opened", "disp_LATER", NOW + timedelta(days=6)) == "processed"
+    assert dispute(console, sooner, "opened", "7700001", NOW + timedelta(hours=5)) == "processed"
+    dispute(console, done, "opened", "disp_DONE", NOW + timedelta(days=1))
+    dispute(console, done, "won", "disp_DONE", NOW + timedelta(days=1), minute=1)
+    client = console.logged_in()
+    page = client.get("/console/disputes")
+    assert page.status_code == 200
+    listed = re.findall(r"<code>(disp_\w+|7700001)</code>", page.text)
+    assert listed == ["7700001", "disp_LATER"]  # the nearest deadline first; the won one gone
+    assert 'href="https://merchant.cashfree.com/auth/login"' in page.text
+    assert 'href="https://dashboard.razorpay.com/"' in page.text
+    assert f'href="/console/carts/{sooner.cart_id}"' in page.text
+    assert "answer needed" in page.text and "in 4 h" in page.text
+
+
+def test_the_list_is_filtered_by_gateway_and_refuses_one_it_does_not_know(console, conn):
+    buy = paid(console, conn)
+    dispute(console, buy, "opened", "disp_F1", NOW + timedelta(days=2))
+    client = console.logged_in()
+    razorpay = client.get("/console/disputes", params={"gateway": "razorpay"})
+    cashfree = client.get("/console/disputes", params={"gateway": "cashfree"})
+    unknown = client.get("/console/disputes", params={"gateway": "stripe"})
+    assert "disp_F1" in razorpay.text and "disp_F1" not in cashfree.text
+    assert "No dispute is open." in cashfree.text
+    assert unknown.status_code == 400
+    assert "not one the console knows" in unknown.text
+
+
+def test_a_dispute_past_its_deadline_says_it_is_overdue(console, conn):
+    buy = paid(console, conn)
+    dispute(console, buy, "opened", "disp_LATE", NOW - timedelta(hours=3))
+    client = console.logged_in()
+    page = client.get("/console/disputes")
+    assert "overdue by 3 h" in page.text
+
+
+def test_the_carts_page_tells_its_dispute_and_its_order_is_marked(console, conn):
+    buy = paid(console, conn)
+    dispute(console, buy, "opened", "disp_CART", NOW + timedelta(days=3))
+    dispute(console, buy, "lost", "disp_CART", NOW + timedelta(days=3), minute=1)
+    assert dispute(console, buy, "opened", "disp_CART", NOW, minute=2) == "ignored"  # stale
+    order = conn.execute("SELECT dispute, dispute_id FROM orders WHERE cart_id = %s",
+                         (buy.cart_id,)).fetchone()  # fmt: skip
+    assert order == ("lost", "disp_CART")
+    client = console.logged_in()
+    page = client.get(f"/console/carts/{buy.cart_id}")
+    listed = client.get("/console/disputes")
+    assert page.status_code == 200
+    assert "disputed: lost" in page.text
+    assert '<table class="card" id="disputes">' in page.text and "disp_CART" in page.text
+    assert "disp_CART" not in listed.text  # lost: no longer open
+    found = client_search(console, "disp_CART")
+    assert f"/console/carts/{buy.cart_id}" in found
+
+
+def client_search(console: Console, text: str) -> str:
+    """Where the console's search leads for ``text``."""
+    client = console.logged_in()
+    answer = client.get("/console/search", params={"q": text})
+    return answer.headers.get("location", "") + answer.text
+
+
+def test_a_dispute_of_a_payment_the_shop_never_took_is_parked_and_still_listed(console, conn):
+    stranger = Purchase(provider=Provider.RAZORPAY, cart_id="none", reference="order_STRANGER",
+                        amount_paise=100, sku="none", payment_id="pay_STRANGER01")  # fmt: skip
+    assert dispute(console, stranger, "opened", "disp_X", NOW + timedelta(days=2)) == "parked"
+    client = console.logged_in()
+    listed = client.get("/console/disputes")
+    assert "disp_X" in listed.text
