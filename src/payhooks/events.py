@@ -40,6 +40,7 @@ class EventKind(StrEnum):
     PAYMENT_CAPTURED = "payment_captured"
     PAYMENT_FAILED = "payment_failed"
     REFUND_PROCESSED = "refund_processed"
+    SETTLEMENT = "settlement"  # the gateway's payout: recorded by the core, no handler's
     OTHER = "other"
 
     @property
@@ -82,6 +83,7 @@ _TRAITS: Mapping[EventKind, _Traits] = {
     EventKind.PAYMENT_CAPTURED: _Traits(True, True, True, False),
     EventKind.PAYMENT_FAILED: _Traits(False, False, True, False),
     EventKind.REFUND_PROCESSED: _Traits(False, True, True, True),
+    EventKind.SETTLEMENT: _Traits(False, True, False, False),
     EventKind.OTHER: _Traits(False, False, False, False),
 }
 

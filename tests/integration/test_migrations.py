@@ -36,6 +36,9 @@ CORE_TABLES = {
     "payhooks_console_actions",
     "payhooks_confirmations",
     "payhooks_refunds",
+    "payhooks_settlements",
+    "payhooks_settlement_lines",
+    "payhooks_unsettled",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -109,6 +112,7 @@ def test_version_4_database_upgrades_with_its_records_intact(empty_db):
         "core/0019_refund_cancels",
         "core/0020_reconcile_failures",
         "core/0021_outbox",
+        "core/0022_settlements",
         "shop/0005_captures",
         "shop/0006_console",
         "shop/0007_reconcile",
@@ -202,6 +206,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0019_refund_cancels",
         "core/0020_reconcile_failures",
         "core/0021_outbox",
+        "core/0022_settlements",
     ]
     tables = {
         row[0]
@@ -306,6 +311,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0019_refund_cancels",
         "core/0020_reconcile_failures",
         "core/0021_outbox",
+        "core/0022_settlements",
     ]
 
 
@@ -389,7 +395,11 @@ def test_an_upgrade_moves_both_queues_into_one_and_loses_nothing(empty_db):
     migrate_before(empty_db, core="0021_outbox", shop="0019_one_outbox")
     empty_db.execute(TWO_QUEUES.encode())
     notices = [r[0] for r in empty_db.execute("SELECT id FROM payhooks_alert_notices ORDER BY id")]
-    assert database.migrate(empty_db) == ["core/0021_outbox", "shop/0019_one_outbox"]
+    assert database.migrate(empty_db) == [
+        "core/0021_outbox",
+        "core/0022_settlements",
+        "shop/0019_one_outbox",
+    ]
     assert empty_db.execute(QUEUED).fetchall() == [
         (1, "order_confirmation:o1", "email", "email", None, "Sent", 0, None, True, False),
         (2, "order_confirmation:o2", "email", "email", None, "Waiting", 0, None, False, False),

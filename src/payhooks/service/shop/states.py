@@ -39,7 +39,7 @@ def target(kind: EventKind) -> PaymentStatus | None:
             return PaymentStatus.FAILED
         case EventKind.REFUND_PROCESSED:
             return PaymentStatus.REFUNDED
-        case EventKind.OTHER:
+        case EventKind.OTHER | EventKind.SETTLEMENT:  # a settlement reaches no handler
             return None
         case _:
             assert_never(kind)
