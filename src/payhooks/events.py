@@ -83,7 +83,7 @@ _TRAITS: Mapping[EventKind, _Traits] = {
     EventKind.PAYMENT_CAPTURED: _Traits(True, True, True, False),
     EventKind.PAYMENT_FAILED: _Traits(False, False, True, False),
     EventKind.REFUND_PROCESSED: _Traits(False, True, True, True),
-    EventKind.SETTLEMENT: _Traits(False, True, False, False),
+    EventKind.SETTLEMENT: _Traits(False, False, False, False),
     EventKind.OTHER: _Traits(False, False, False, False),
 }
 

@@ -33,7 +33,8 @@ def test_only_a_processed_refund_is_a_refund() -> None:
     assert {kind for kind in EventKind if kind.is_refund} == {EventKind.REFUND_PROCESSED}
 
 
-def test_every_kind_but_other_moves_the_shops_payment() -> None:
-    assert set(TARGET) == set(EventKind) - {EventKind.OTHER}
+def test_every_kind_but_other_and_a_settlement_moves_the_shops_payment() -> None:
+    assert set(TARGET) == set(EventKind) - {EventKind.OTHER, EventKind.SETTLEMENT}
     assert target(EventKind.OTHER) is None
+    assert target(EventKind.SETTLEMENT) is None
     assert target(EventKind.REFUND_PROCESSED) is PaymentStatus.REFUNDED

@@ -69,8 +69,9 @@ class Settlement:
     provider: Provider
     settlement_id: str
     state: SettlementState
-    status: str
-    """The gateway's own word for the state (``processed``, ``SUCCESS``)."""
+    status: str | None
+    """The gateway's own word for the state (``processed``, ``SUCCESS``); None where the
+    source does not say it (a report line naming its payout)."""
     amount_paise: int | None = None
     """What was paid out to the bank."""
     fees_paise: int | None = None

@@ -23,7 +23,7 @@ class Payout:
     provider: str
     settlement_id: str
     state: str
-    status: str
+    status: str | None
     amount_paise: int | None
     fees_paise: int | None
     tax_paise: int | None

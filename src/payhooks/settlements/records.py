@@ -34,7 +34,7 @@ def _newest(column: str) -> str:
     )
 
 
-_FIGURES = ("amount_paise", "fees_paise", "tax_paise", "currency", "utr", "settled_at")
+_FIGURES = ("status", "amount_paise", "fees_paise", "tax_paise", "currency", "utr", "settled_at")
 UPSERT_SETTLEMENT = (
     """
 INSERT INTO payhooks_settlements AS s
@@ -46,9 +46,6 @@ ON CONFLICT (provider, settlement_id) DO UPDATE SET
     state = CASE WHEN """
     + _UP
     + """ THEN EXCLUDED.state ELSE s.state END,
-    status = CASE WHEN """
-    + _UP
-    + """ THEN EXCLUDED.status ELSE s.status END,
     """
     + ",\n    ".join(_newest(c) for c in _FIGURES)
     + """,
@@ -158,12 +155,13 @@ def webhook_recording(received: Received) -> Steps[Recorded]:
 
 def listed(line: Line) -> Settlement:
     """The payout a report line names, as far as the line says: settled (a report lists only
-    what was paid out), its UTR and time; its own figures unknown."""
+    what was paid out), its UTR and time; its own figures, and the gateway's word for its
+    state, unknown."""
     return Settlement(
         provider=line.provider,
         settlement_id=line.settlement_id,
         state=SettlementState.SETTLED,
-        status="settled",
+        status=None,
         utr=line.utr,
         settled_at=line.settled_at,
     )
