@@ -5,6 +5,7 @@ any call, one gateway's API error told without stopping the other, and the revie
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
@@ -129,3 +130,64 @@ def test_the_one_call_for_a_merchants_scheduler(conn, database_url, gateway_api)
     )
     tally = fetch(database_url, yesterday, yesterday, environ=API_KEYS.env(url))
     assert tally.recorded[Provider.RAZORPAY].matched == 1
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def test_the_command_fetches_a_range_and_lists_what_is_flagged(
+    conn, database_url, gateway_api, tmp_path
+):
+    from tests.invoking import payhooks_command
+
+    api, url = gateway_api
+    settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
+    yesterday = datetime.now(UTC).date() - timedelta(days=1)
+    at = datetime.combine(yesterday, datetime.min.time(), UTC) + timedelta(hours=9)
+    api.pay_out(Provider.RAZORPAY, at=int(at.timestamp()), held={held.payment_id})
+    conn.execute("UPDATE payhooks_payments SET applied_at = now() - interval '10 days'")
+    day = yesterday.isoformat()
+    env = API_KEYS.env(url)
+    done = payhooks_command(
+        database_url, tmp_path, "settlements", "--from", day, "--to", day, **env
+    )
+    assert done.exit_code == 0, done.output
+    assert "razorpay: 1 new payout(s), 1 new line(s), 1 matched" in done.output
+    assert "1 capture(s) newly flagged unsettled" in done.output
+    listed = payhooks_command(database_url, tmp_path, "settlements", "--unsettled")
+    assert [row["payment_id"] for row in json.loads(listed.output)] == [held.payment_id]
+    assert listing.of_payments(conn, "razorpay", [settled.payment_id])
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "name the days to fetch"),
+        (("--from", "2026-01-05", "--to", "5 Jan"), "are days: YYYY-MM-DD"),
+        (("--from", "2026-01-06", "--to", "2026-01-05"), "starts (2026-01-06) after it ends"),
+    ],
+)
+def test_the_command_refuses_a_range_it_cannot_fetch_in_one_line(
+    database_url, gateway_api, tmp_path, args, said
+):
+    from tests.invoking import payhooks_command
+
+    _, url = gateway_api
+    done = payhooks_command(database_url, tmp_path, "settlements", *args, **API_KEYS.env(url))
+    assert done.exit_code == 1
+    assert said in done.output and "Traceback" not in done.output
+
+
+def test_the_command_exits_1_naming_the_gateway_whose_report_failed(
+    database_url, gateway_api, tmp_path
+):
+    from tests.invoking import payhooks_command
+
+    api, url = gateway_api
+    api.fail_next(Provider.CASHFREE, Fault(status=500))
+    day = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
+    done = payhooks_command(
+        database_url, tmp_path, "settlements", "--from", day, "--to", day, **API_KEYS.env(url)
+    )
+    assert done.exit_code == 1
+    assert "cashfree: answered 500" in done.output
