@@ -15,6 +15,7 @@ from payhooks.console import auth
 from payhooks.service.web import create_app
 from tests.conftest import serving_app
 from tests.factories import SETTINGS
+from tests.reconcile.conftest import gateway_api  # noqa: F401  # its fixture: the gateways' doubles
 
 OPERATOR, PASSWORD = "asha", "correct horse battery staple"
 

@@ -542,8 +542,18 @@ def console_command(
         "add operators with `payhooks operator add NAME --database-url ...`",
         err=True,
     )
+
+    def fetch(start: date, end: date) -> SettlingTally:
+        return fetch_settlements(ctx, found, (start, end), url)
+
     uvicorn.run(
-        console_app(url, adapters=served.values(), hooks=handler, timezone=found.console_timezone),
+        console_app(
+            url,
+            adapters=served.values(),
+            hooks=handler,
+            timezone=found.console_timezone,
+            fetch_settlements=fetch if found.reconciled() else None,
+        ),
         host=host_address,
         port=port,
         log_level="warning",

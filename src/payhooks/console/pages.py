@@ -24,8 +24,8 @@ import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, Concatenate, ParamSpec, Protocol, TypeVar
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import anyio
@@ -81,10 +81,20 @@ CORE_NAV = (
     ("Deliveries", "/deliveries"),
     ("Payments", "/payments"),
     ("Parked", "/parked"),
+    ("Settlements", "/settlements"),
     ("Action log", "/actions"),
 )
 
 NOTICES = {
+    actions.Done.FETCHED: (
+        "Fetched: each gateway's settlement report for those days is recorded and matched "
+        "(the action log says what it held), and the captures not settled in time flagged."
+    ),
+    actions.Done.FETCH_FAILED: (
+        "A gateway's settlement report failed (the action log says which and why): fetch "
+        "those days again later; nothing is recorded twice."
+    ),
+    actions.Done.NO_FETCH: "Not fetched: the days must be given, at most 31, none after today.",
     actions.Done.APPLIED: "Replayed: the delivery was applied.",
     actions.Done.STILL_PARKED: (
         "Replayed: it is still parked (no checkout matches it yet, or its amount is still not "
@@ -221,6 +231,20 @@ def order_of(
     return order_address(provider, merchant_ref) if merchant_ref else None
 
 
+class Fetched(Protocol):
+    """What a fetch of the settlement reports came to (``payhooks.reconcile.settling.Tally``)."""
+
+    @property
+    def failures(self) -> Mapping[Provider, str]: ...
+
+    def summary(self) -> str: ...
+
+
+Fetch = Callable[[date, date], Fetched]
+"""A fetch of the gateways' settlement reports for India's days ``start`` to ``end``; raises
+``ValueError`` for a range it refuses."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Views:
     """What a console shows and does that is the app's own."""
@@ -273,6 +297,10 @@ class Views:
     link_to: str | None = None
     """The app's action (below the root) that links a parked delivery to a checkout and
     replays it; the parked page offers it when set."""
+    fetch_settlements: Fetch | None = None
+    """How the Settlements page's Fetch button fetches the gateways' settlement reports for
+    a range of days (``payhooks.reconcile.settling.fetch_once`` with the app's API
+    credentials: the ``reconcile`` extra); None, no button (``payhooks settlements`` does it)."""
 
 
 class LoginNeeded(Exception):

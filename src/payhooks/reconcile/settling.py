@@ -79,18 +79,34 @@ def fetch_once(
     margin: timedelta = flags.DEFAULT_MARGIN,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Tally:
-    """Each gateway in ``found`` that documents a settlement report: its pages for ``start``
-    to ``end`` (India's days, both included, at most ``MAX_RANGE_DAYS``), recorded as they
-    come; then the review. ``ValueError`` for a range it refuses."""
+    """Each gateway in ``found`` (its API credentials) that documents a settlement report:
+    its pages for ``start`` to ``end`` (India's days, both included, at most
+    ``MAX_RANGE_DAYS``), recorded as they come; then the review. ``ValueError`` for a range it
+    refuses, before any call."""
+    checked_range(start, end, today=now().astimezone(INDIA).date())
+    with http_client(timeout_s) as http:
+        reporters = {provider: client(given, http) for provider, given in found.items()}
+        return fetch_with(connect, reporters, start, end, margin=margin, now=now)
+
+
+def fetch_with(
+    connect: Connect,
+    clients: Mapping[Provider, object],
+    start: date,
+    end: date,
+    *,
+    margin: timedelta = flags.DEFAULT_MARGIN,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Tally:
+    """``fetch_once`` with status clients already made (a worker's, over its own HTTP
+    client): each of a gateway that documents a settlement report is asked for it."""
     checked_range(start, end, today=now().astimezone(INDIA).date())
     tally = Tally(start=start, end=end)
-    with http_client(timeout_s) as http:
-        for provider, given in sorted(found.items()):
-            if GATEWAYS[provider].settles is None:
-                tally.unread.append(provider)
-                continue
-            reporter = cast(SettlementClient, client(given, http))
-            _fetched(connect, reporter, start, end, tally)
+    for provider, found in sorted(clients.items()):
+        if GATEWAYS[provider].settles is None:
+            tally.unread.append(provider)
+            continue
+        _fetched(connect, cast(SettlementClient, found), start, end, tally)
     with connect() as conn:
         tally.review = flags.review(conn, now(), margin)
     return tally
@@ -127,4 +143,4 @@ def fetch(
     return fetch_once(connecting(database_url), found, start, end, margin=margin)
 
 
-__all__ = ["MAX_RANGE_DAYS", "Tally", "fetch", "fetch_once"]
+__all__ = ["MAX_RANGE_DAYS", "Tally", "fetch", "fetch_once", "fetch_with"]

@@ -89,6 +89,8 @@ class Entry:
     state: str
     utr: str | None
     settled_at: datetime | None
+    recorded_at: datetime
+    """When payhooks first recorded the payout."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,7 +141,7 @@ _TOTALS = (
 _ENTRY = """
 SELECT l.provider, l.settlement_id, l.entry_id, l.kind, l.entry_type, l.payment_id,
        l.gateway_order_id, l.amount_paise, l.fee_paise, l.tax_paise, l.net_paise, l.currency,
-       l.occurred_at, l.matched, s.state, s.utr, s.settled_at
+       l.occurred_at, l.matched, s.state, s.utr, s.settled_at, s.recorded_at
 FROM payhooks_settlement_lines l
 JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
 """
@@ -170,6 +172,26 @@ SELECT provider, payment_id, gateway_order_id, captured_at, due_at, flagged_at
 FROM payhooks_unsettled WHERE (%(provider)s::text IS NULL OR provider = %(provider)s)
 ORDER BY captured_at, provider, payment_id LIMIT %(limit)s
 """
+_UNSETTLED_OF = """
+SELECT provider, payment_id, gateway_order_id, captured_at, due_at, flagged_at
+FROM payhooks_unsettled WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
+ORDER BY captured_at
+"""
+# Every line of the payouts of a range (the CSV), payout by payout as the list orders them.
+_LINES_IN = (
+    _ENTRY
+    + """
+WHERE coalesce(s.settled_at, s.recorded_at) >= %(start)s
+  AND coalesce(s.settled_at, s.recorded_at) < %(end)s
+  AND (%(provider)s::text IS NULL OR s.provider = %(provider)s)
+  AND (%(at)s::timestamptz IS NULL
+       OR (coalesce(s.settled_at, s.recorded_at), s.provider, s.settlement_id, l.entry_id)
+          < (%(at)s, %(after_provider)s, %(after_id)s, %(after_entry)s))
+ORDER BY coalesce(s.settled_at, s.recorded_at) DESC, s.provider DESC, s.settlement_id DESC,
+         l.entry_id DESC
+LIMIT %(limit)s
+"""
+)
 
 
 def payouts(
@@ -217,6 +239,34 @@ def unmatched_lines(
     return shaped_rows(conn, Entry, _UNMATCHED_LINES, {"provider": provider, "limit": limit})
 
 
+def unsettled_of(conn: Connection, provider: str, payment_ids: Sequence[str]) -> list[Unsettled]:
+    """The flags on these payments (a timeline's)."""
+    if not payment_ids:
+        return []
+    params = {"provider": provider, "payments": list(payment_ids)}
+    return shaped_rows(conn, Unsettled, _UNSETTLED_OF, params)
+
+
+def lines_in(
+    conn: Connection,
+    start: datetime,
+    end: datetime,
+    *,
+    provider: str | None = None,
+    after: Entry | None = None,
+    limit: int = PAGE,
+) -> list[Entry]:
+    """Every line of the payouts of ``[start, end)``, in the list's order, after ``after``."""
+    found = None
+    if after is not None:
+        found = (after.settled_at or after.recorded_at, after.provider, after.settlement_id)
+    params = _range(start, end, provider, found) | {
+        "after_entry": None if after is None else after.entry_id,
+        "limit": limit,
+    }
+    return shaped_rows(conn, Entry, _LINES_IN, params)
+
+
 def unsettled(
     conn: Connection, *, provider: str | None = None, limit: int = PAGE
 ) -> list[Unsettled]:
@@ -239,9 +289,11 @@ __all__ = [
     "Totals",
     "Unsettled",
     "lines",
+    "lines_in",
     "of_payments",
     "payouts",
     "totals",
     "unmatched_lines",
     "unsettled",
+    "unsettled_of",
 ]

@@ -25,6 +25,7 @@ from payhooks.refunding.refunds import Refund, of_payment
 from payhooks.service.console.actions import readable_error
 from payhooks.service.console.search import LOOKUPS
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
+from payhooks.settlements import listing
 
 
 class Tone(StrEnum):
@@ -70,6 +71,10 @@ class Story:
     entries: list[Entry] = field(default_factory=list)
     refunds: list[Refund] = field(default_factory=list)
     """The refund intents of its payments (``payhooks.refunding.refunds``), oldest first."""
+    settled: list[listing.Entry] = field(default_factory=list)
+    """The settlement lines naming its payments (``payhooks.settlements``), oldest first."""
+    unsettled: list[listing.Unsettled] = field(default_factory=list)
+    """Its captures no payout named within their gateway's cycle and the margin."""
 
 
 _CART = "SELECT * FROM carts WHERE id = %s"
@@ -108,7 +113,8 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
     )
     orders = [(c["provider"], c["gateway_order_id"]) for c in shop.checkouts]
     paid = [(p["provider"], p["payment_id"]) for p in shop.own]
-    added = timeline.told(conn, orders, shop, paid).extra
+    told = timeline.told(conn, orders, shop, paid)
+    added = told.extra
     return Story(
         title=f"Cart {cart_id}",
         cart=cart,
@@ -119,7 +125,15 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
         refunds=[
             r for p in added.payments for r in of_payment(conn, p["provider"], p["payment_id"])
         ],
+        settled=list({_line_key(e): e for s in told.stories for e in s.settled}.values()),
+        unsettled=list(
+            {(u.provider, u.payment_id): u for s in told.stories for u in s.unsettled}.values()
+        ),
     )
+
+
+def _line_key(entry: listing.Entry) -> tuple[str, str, str]:
+    return entry.provider, entry.settlement_id, entry.entry_id
 
 
 def of_reference(
