@@ -192,23 +192,15 @@ def settlements(
         found = with_connection(ctx, lambda conn: read(conn, limit=10_000), database_url)
         print_json([dataclasses.asdict(row) for row in found])
         return
+    from payhooks.reconcile.settling import days_named
+
     host(ctx).configure_logs()
-    days = run(lambda: fetch_range(start, end))
+    days = run(lambda: days_named(start, end))
     tally = run(lambda: fetch_settlements(ctx, settings(ctx), days, database_url))
     typer.echo(tally.summary())
     if tally.failures:
         typer.echo(f"payhooks: {tally.trouble()}; fetch those days again later", err=True)
         raise typer.Exit(1)
-
-
-def fetch_range(start: str | None, end: str | None) -> tuple[date, date]:
-    """The days ``--from`` and ``--to`` name; ``ValueError`` says what is wrong."""
-    if start is None or end is None:
-        raise ValueError("name the days to fetch: --from YYYY-MM-DD --to YYYY-MM-DD")
-    try:
-        return date.fromisoformat(start), date.fromisoformat(end)
-    except ValueError:
-        raise ValueError("--from and --to are days: YYYY-MM-DD") from None
 
 
 def fetch_settlements(
@@ -666,7 +658,6 @@ def refunds_cancel(
 
 
 __all__ = [
-    "fetch_range",
     "fetch_settlements",
     "operator_app",
     "purged",

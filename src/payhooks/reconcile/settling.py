@@ -69,6 +69,17 @@ class Tally:
         return "; ".join(f"{p.value}: {why}" for p, why in sorted(self.failures.items()))
 
 
+def days_named(start: str | None, end: str | None) -> tuple[date, date]:
+    """The days a command's ``--from`` and ``--to`` name (every door reads them here, so all
+    refuse alike); ``ValueError`` says what is wrong."""
+    if start is None or end is None:
+        raise ValueError("name the days to fetch: --from YYYY-MM-DD --to YYYY-MM-DD")
+    try:
+        return date.fromisoformat(start), date.fromisoformat(end)
+    except ValueError:
+        raise ValueError("--from and --to are days: YYYY-MM-DD") from None
+
+
 def fetch_once(
     connect: Connect,
     found: Mapping[Provider, ApiCredentials],
@@ -143,4 +154,4 @@ def fetch(
     return fetch_once(connecting(database_url), found, start, end, margin=margin)
 
 
-__all__ = ["MAX_RANGE_DAYS", "Tally", "fetch", "fetch_once", "fetch_with"]
+__all__ = ["MAX_RANGE_DAYS", "Tally", "days_named", "fetch", "fetch_once", "fetch_with"]
