@@ -308,6 +308,9 @@ class StormOptions:
     """The deployment may have lost deliveries it acknowledged (its database failed over onto
     an asynchronous standby that had not received them; tests/failover): wait, reconciling,
     until every cart the story paid for is paid, not only the silent ones."""
+    held_rate: float = 0.0
+    """With a ``settle`` step (in-process storms): the share of captured payments the
+    gateways keep out of their payout (``sim.settling``): each must end flagged unsettled."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.sim import settling
 from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
 from payhooks.sim.errors import StormError
 from payhooks.sim.gateway import Delivery, Gateway, Purchase, new_payment_id
@@ -404,13 +405,17 @@ def run_storm(
     *,
     books: GatewayApi | None = None,
     reconcile: Callable[[], object] = lambda: None,
+    settle: settling.Settle | None = None,
 ) -> StormResult:
     """The storm against one deployment URL, or several hosts of one deployment: deliveries
     spread over them (``Gatekeeper``); setup and verification through the first.
 
     ``books``: the gateways' status API double the deployment reconciles against (needed for
     ``silent_rate``); ``reconcile``: asks for a pass (the deployment's worker runs its own
-    anyway), called while waiting for the silent carts."""
+    anyway), called while waiting for the silent carts; ``settle``: the deployment's fetch of
+    the settlement reports from ``books`` and what it then holds: with it, the gateways pay
+    out once the stories are delivered, and the settlement invariants are checked
+    (``sim.settling``)."""
     from concurrent.futures import ThreadPoolExecutor
 
     rng = random.Random(options.seed)
@@ -441,6 +446,10 @@ def run_storm(
         checks = _checks(shop, skus, states, tally, options)
         if options.refunds_doubles:
             checks.append(double_payments_refunded_once(states, books))
+        if settle is not None:
+            paid = settling.pay_out(books, stories, options, rng, gateway, client)
+            checks += [Check(name=v.name, violations=v.violations, checked=v.checked)
+                       for v in settling.verdicts(stories, paid, settle())]  # fmt: skip
     return StormResult(
         carts=len(stories),
         planned_events=sum(len(story.planned) for story in stories),
