@@ -125,15 +125,15 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
         refunds=[
             r for p in added.payments for r in of_payment(conn, p["provider"], p["payment_id"])
         ],
-        settled=list({_line_key(e): e for s in told.stories for e in s.settled}.values()),
-        unsettled=list(
-            {(u.provider, u.payment_id): u for s in told.stories for u in s.unsettled}.values()
-        ),
+        **_settlement(told.stories),
     )
 
 
-def _line_key(entry: listing.Entry) -> tuple[str, str, str]:
-    return entry.provider, entry.settlement_id, entry.entry_id
+def _settlement(stories: Sequence[timeline.Story]) -> dict[str, Any]:
+    """The settlement lines and flags of the stories' payments, each once."""
+    lines = {(e.provider, e.settlement_id, e.entry_id): e for s in stories for e in s.settled}
+    flags = {(u.provider, u.payment_id): u for s in stories for u in s.unsettled}
+    return {"settled": list(lines.values()), "unsettled": list(flags.values())}
 
 
 def of_reference(
@@ -150,6 +150,7 @@ def of_reference(
         payments=[],
         order=None,
         entries=told.extra.entries,
+        **_settlement(told.stories),
     )
 
 
