@@ -244,3 +244,28 @@ def test_hooks_registered_for_settlements_never_run(conn):
     delivery = razorpay_sim.settlement_delivery(GATEWAY, payout())
     receipt = ingest(conn, ADAPTERS[Provider.RAZORPAY], delivery.body, delivery.headers, hooks)
     assert receipt.outcome is Outcome.PROCESSED
+
+
+def test_the_async_claim_records_a_settlement_as_the_sync_one_does(conn, database_url):
+    """``payhooks.aio`` drives the same steps: a FastAPI app's async hooks never see it."""
+    import asyncio
+
+    from payhooks.aio.claims import ingest_received as ingest_async
+    from payhooks.intake.ingest import receive
+
+    paid = payout(Provider.CASHFREE, sid="7002")
+    delivery = cashfree_sim.settlement_delivery(GATEWAY, paid)
+    adapter = ADAPTERS[Provider.CASHFREE]
+    received = receive(adapter, delivery.body, delivery.headers)
+
+    async def never_async(conn, event):
+        raise AssertionError(f"a settlement reached the handler: {event}")
+
+    async def twice() -> list[str]:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as on:
+            return [(await ingest_async(on, received, never_async)).outcome.value for _ in "ab"]
+
+    assert asyncio.run(twice()) == ["processed", "duplicate"]
+    assert conn.execute(
+        "SELECT settlement_id, amount_paise FROM payhooks_settlements"
+    ).fetchall() == [("7002", paid.amount_paise)]
