@@ -15,7 +15,7 @@ import threading
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Collection, Iterator, Mapping
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 
 from payhooks.events import Provider
+from payhooks.gateways._settlements import INDIA
 from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateways import SIMULATORS, Booked, simulator
 from payhooks.sim.keys import ApiKeys
@@ -305,7 +306,7 @@ class GatewayApi:
     @staticmethod
     def day_of(payout: Payout) -> str:
         """The day a payout was made (``2026-01-05``): India's, as the reports count days."""
-        return datetime.fromtimestamp(payout.at, UTC).astimezone(_INDIA).date().isoformat()
+        return datetime.fromtimestamp(payout.at, UTC).astimezone(INDIA).date().isoformat()
 
     def payout(self, provider: Provider, settlement_id: str) -> Payout | None:
         """One settlement by its id, or None."""
@@ -334,9 +335,6 @@ class GatewayApi:
 
     def app(self) -> Starlette:
         return Starlette(routes=[r for sim in SIMULATORS.values() for r in sim.routes(self)])
-
-
-_INDIA = timezone(timedelta(hours=5, minutes=30))
 
 
 def _answer(provider: Provider, fault: Fault) -> Response | None:

@@ -12,7 +12,7 @@ import random
 import re
 import secrets
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from payhooks.events import Provider
 from payhooks.gateways import cashfree
+from payhooks.gateways._settlements import INDIA
 from payhooks.sim import parts
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Paid, bank_reference
@@ -330,10 +331,7 @@ def settlement_delivery(gateway: Signer, payout: parts.Payout) -> Delivery:
 
 def _ist(at: int) -> str:
     """A Unix time as Cashfree writes times: India's, with its offset."""
-    return datetime.fromtimestamp(at, UTC).astimezone(_INDIA).isoformat(timespec="seconds")
-
-
-_INDIA = timezone(timedelta(hours=5, minutes=30))
+    return datetime.fromtimestamp(at, UTC).astimezone(INDIA).isoformat(timespec="seconds")
 
 
 def _paise_of(payment: dict[str, Any]) -> int:
