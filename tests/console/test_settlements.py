@@ -74,6 +74,9 @@ def test_the_page_lists_each_payout_with_its_totals_and_the_flags(console, conn,
     (stray,) = listed(page, "unmatched")
     assert "pay_stranger" in stray
     assert "This console does not fetch reports" in page  # no API credentials set
+    home = shown(console, "/console/")
+    assert "1 capture not settled in time" in home
+    assert "1 settlement line naming no known payment" in home
 
 
 def test_a_gateway_filter_and_a_range_leave_out_other_payouts(console, conn, paid):

@@ -52,6 +52,7 @@ from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.plumbing.pools import CheckedPool, watched
 from payhooks.refunding import refunds
+from payhooks.settlements import flags
 from payhooks.starlette import read_bounded, replaying
 
 COOKIE = "payhooks_console"
@@ -836,9 +837,24 @@ def _overview(conn: db.Connection, views: Views) -> dict[str, Any]:
                 many="parked deliveries",
                 address="/parked",
             ),
+            *_settlement_counts(conn),
             *views.counts(conn),
         ],
     }
+
+
+def _settlement_counts(conn: db.Connection) -> list[Count]:
+    """The settlements' flags, on the home page when there are any: each a person must see."""
+    unsettled = sum(c.count for c in flags.unsettled(conn))
+    unmatched = sum(c.count for c in flags.unmatched(conn))
+    late = "capture not settled in time", "captures not settled in time"
+    stray = "settlement line naming no known payment", "settlement lines naming no known payment"
+    return [
+        Count(key=key, number=number, one=one, many=many, address="/settlements")
+        for key, number, (one, many) in (("unsettled", unsettled, late),
+                                         ("unmatched", unmatched, stray))
+        if number
+    ]  # fmt: skip
 
 
 @_private.get("/")
