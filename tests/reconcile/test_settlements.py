@@ -96,6 +96,20 @@ def test_one_gateways_error_is_told_and_the_other_is_still_fetched(conn, databas
     assert "FAILED" in tally.summary()
 
 
+def test_a_gateway_whose_report_failed_has_no_capture_flagged(conn, database_url, gateway_api):
+    """An error says nothing of what was paid out: its captures wait for a fetch that reads."""
+    api, url = gateway_api
+    paid(conn, api, Provider.RAZORPAY)
+    conn.execute(
+        "UPDATE payhooks_payments SET applied_at = %s", (datetime(2026, 1, 3, tzinfo=UTC),)
+    )
+    api.fail_next(Provider.RAZORPAY, Fault(status=500))
+    failed = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert failed.review is not None and failed.review.flagged == 0
+    again = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert again.review is not None and again.review.flagged == 1  # read whole: nothing paid
+
+
 @pytest.mark.parametrize(
     ("start", "end", "why"),
     [

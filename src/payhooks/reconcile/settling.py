@@ -11,7 +11,8 @@ button, the reference worker and a merchant's scheduler run::
 Each page of a report is recorded in a transaction of its own, as it comes: a fetch that
 fails half way keeps what it recorded, and a fetch run again records nothing twice. A
 gateway's API error is an error, never an answer: that gateway's fetch stops there and says
-why, the others go on. Needs the ``reconcile`` extra (httpx)."""
+why, the others go on, and its captures are not reviewed (nothing is flagged unsettled on
+the word of a failed report). Needs the ``reconcile`` extra (httpx)."""
 
 from __future__ import annotations
 
@@ -118,8 +119,9 @@ def fetch_with(
             tally.unread.append(provider)
             continue
         _fetched(connect, cast(SettlementClient, found), start, end, tally)
+    read = [p for p in tally.recorded if p not in tally.failures]
     with connect() as conn:
-        tally.review = flags.review(conn, now(), margin)
+        tally.review = flags.review(conn, now(), margin, providers=read)
     return tally
 
 

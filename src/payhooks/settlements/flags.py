@@ -12,7 +12,7 @@ review if that payout is reversed."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -78,10 +78,19 @@ def allowed(margin: timedelta = DEFAULT_MARGIN) -> Mapping[Provider, timedelta]:
     return {p: g.settles.cycle + margin for p, g in GATEWAYS.items() if g.settles is not None}
 
 
-def review(conn: Connection, now: datetime, margin: timedelta = DEFAULT_MARGIN) -> Review:
+def review(
+    conn: Connection,
+    now: datetime,
+    margin: timedelta = DEFAULT_MARGIN,
+    *,
+    providers: Collection[Provider] | None = None,
+) -> Review:
     """Flag the captures past their gateway's cycle and ``margin`` that no settled line names,
-    clear the flags a settled line now answers, and match lines again; in one transaction."""
-    limits = allowed(margin)
+    clear the flags a settled line now answers, and match lines again; in one transaction.
+    Only the captures of ``providers`` are flagged (by default every gateway that documents a
+    cycle): a fetch reviews the gateways whose report it read whole, never one whose report
+    failed, since an error says nothing of what was paid out."""
+    limits = {p: span for p, span in allowed(margin).items() if providers is None or p in providers}
     params = {
         "providers": [p.value for p in limits],
         "allowed": list(limits.values()),
