@@ -1,7 +1,7 @@
-"""Cashfree's settlements: its own samples read (the ``SETTLEMENT_SUCCESS`` webhook, the
-Settlement Reconciliation answer), what is refused, and the report client against the double
-over a loopback socket: every page by its cursor, a cursor answered twice an error, an error
-never read as an answer."""
+"""Cashfree's settlements: bodies in its documented shapes read (the ``SETTLEMENT_SUCCESS``
+webhook, the Settlement Reconciliation answer), what is refused, and the report client against
+the double over a loopback socket: every page by its cursor, a cursor answered twice an error,
+an error never read as an answer."""
 
 from __future__ import annotations
 
@@ -36,13 +36,13 @@ def sample(name: str) -> bytes:
 def test_the_settlement_success_sample_reads_as_a_settled_payout():
     found = settlements.webhook(sample("settlement_success_2023-08-01.json"))
     assert (found.settlement_id, found.state, found.status) == (
-        "738",
+        "41927",
         SettlementState.SETTLED,
         "SUCCESS",
     )
-    assert (found.amount_paise, found.fees_paise, found.tax_paise) == (9794, 175, 31)
-    assert found.utr == "1644822317781212"  # a JSON number in Cashfree's sample
-    assert found.settled_at == datetime(2022, 2, 14, 12, 35, 19, tzinfo=IST)
+    assert (found.amount_paise, found.fees_paise, found.tax_paise) == (244778, 4425, 797)
+    assert found.utr == "1732075866437508"  # a JSON number, as in Cashfree's sample
+    assert found.settled_at == datetime(2024, 11, 20, 9, 41, 8, tzinfo=IST)
 
 
 @pytest.mark.parametrize(
@@ -63,15 +63,15 @@ def test_each_settlement_webhook_says_its_state(kind, state):
 def test_the_settlement_webhook_is_a_settlement_event_keyed_on_its_type_and_payout():
     event = Cashfree(secrets=(SECRET,)).parse(sample("settlement_success_2023-08-01.json"), {})
     assert event.kind is EventKind.SETTLEMENT
-    assert event.event_id == "SETTLEMENT_SUCCESS:738"
+    assert event.event_id == "SETTLEMENT_SUCCESS:41927"
 
 
 @pytest.mark.parametrize(
     ("change", "why"),
     [
         (lambda s: s.pop("amount_settled"), "amount_settled is missing"),
-        (lambda s: s.update(amount_settled="97.94"), "not a JSON number"),
-        (lambda s: s.update(amount_settled=97.945), "whole number of paise"),
+        (lambda s: s.update(amount_settled="2447.78"), "not a JSON number"),
+        (lambda s: s.update(amount_settled=2447.785), "whole number of paise"),
         (lambda s: s.pop("settlement_id"), "settlement_id is missing"),
     ],
 )
@@ -83,42 +83,47 @@ def test_a_settlement_webhook_payhooks_cannot_record_is_malformed(change, why):
 
 
 def test_the_recon_sample_reads_its_item_as_not_settled_yet():
-    """Cashfree's sample item, as the stored copy shows it, names no settlement."""
+    """The item, in the shape of Cashfree's sample as far as it is published, names no
+    settlement."""
     page = settlements.recon(sample("settlement_recon_2025-01-01.json"))
-    assert page.lines == () and page.unsettled == 1 and page.cursor == "cursor"
+    assert page.lines == () and page.unsettled == 1 and page.cursor == "ph-recon-next-7Qm2"
 
 
 def settled_sample() -> bytes:
-    """Cashfree's sample item, paid out: its settlement and payment named here."""
+    """That item, paid out: its settlement and payment named here."""
     doc = json.loads(sample("settlement_recon_2025-01-01.json"))
     item = doc["data"][0]
-    item["settlement_details"] |= {"cf_settlement_id": "4234233", "utr": "utr1",
-                                   "settlement_date": "2025-01-17T11:00:00+05:30"}  # fmt: skip
-    item["payment_details"]["cf_payment_id"] = "5114910810523"
+    item["settlement_details"] |= {"cf_settlement_id": "6031874", "utr": "N034525020477",
+                                   "settlement_date": "2025-02-04T11:00:00+05:30"}  # fmt: skip
+    item["payment_details"]["cf_payment_id"] = "4890317265104"
     return json.dumps(doc).encode()
 
 
 def test_a_settled_recon_item_reads_with_cashfrees_own_figures():
     (line,) = settlements.recon(settled_sample()).lines
-    assert (line.kind, line.entry_id, line.entry_type) == (LineKind.PAYMENT, "43594", "PAYMENT")
-    assert (line.settlement_id, line.utr, line.payment_id) == ("4234233", "utr1", "5114910810523")
-    assert line.gateway_order_id == "order_1527072DQpGNwTMBlnAc1GfxmWalriHBG"
-    # Cashfree's sample states a settlement amount equal to the event's, its charge beside:
+    assert (line.kind, line.entry_id, line.entry_type) == (LineKind.PAYMENT, "81267", "PAYMENT")
+    assert (line.settlement_id, line.utr, line.payment_id) == (
+        "6031874",
+        "N034525020477",
+        "4890317265104",
+    )
+    assert line.gateway_order_id == "order_4081936KfT7uQm2ZcW9pLx3RbN8vYd5Hs"
+    # As in Cashfree's sample, a settlement amount equal to the event's, its charge beside:
     # recorded as stated, never computed.
     assert (line.amount_paise, line.fee_paise, line.tax_paise, line.net_paise) == (
-        20000,
-        200,
+        45000,
+        900,
         0,
-        20000,
+        45000,
     )
-    assert line.occurred_at == datetime(2025, 1, 16, 15, 6, 41, tzinfo=IST)
+    assert line.occurred_at == datetime(2025, 2, 3, 10, 27, 18, tzinfo=IST)
 
 
 def test_a_debit_takes_from_the_payout():
     doc = json.loads(settled_sample())
     doc["data"][0]["event_details"] |= {"event_type": "REFUND", "sale_type": "DEBIT"}
     (line,) = settlements.recon(json.dumps(doc).encode()).lines
-    assert (line.kind, line.net_paise) == (LineKind.REFUND, -20000)
+    assert (line.kind, line.net_paise) == (LineKind.REFUND, -45000)
 
 
 @pytest.mark.parametrize(

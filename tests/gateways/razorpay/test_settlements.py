@@ -1,7 +1,7 @@
-"""Razorpay's settlements: its own samples read (the recon report's payment, refund, transfer
-and adjustment lines, the settlement entity, the ``settlement.processed`` webhook), what is
-refused, and the report client against the double over a loopback socket: every page read,
-each payout's own figures asked for, an error never read as an answer."""
+"""Razorpay's settlements: bodies in its documented shapes read (the recon report's payment,
+refund, transfer and adjustment lines, the settlement entity, the ``settlement.processed``
+webhook), what is refused, and the report client against the double over a loopback socket:
+every page read, each payout's own figures asked for, an error never read as an answer."""
 
 from __future__ import annotations
 
@@ -37,32 +37,32 @@ def test_the_recon_samples_lines_read_as_razorpay_documents_them():
     payment, refund, transfer, adjustment = page.lines
     assert (payment.kind, payment.entry_id, payment.payment_id) == (
         LineKind.PAYMENT,
-        "pay_DEXrnipqTmWVGE",
-        "pay_DEXrnipqTmWVGE",
+        "pay_Pk7RtN2eVx5GhJ",
+        "pay_Pk7RtN2eVx5GhJ",
     )  # a payment's own payment_id is null: its entity_id is the payment
     assert (payment.amount_paise, payment.fee_paise, payment.tax_paise, payment.net_paise) == (
-        100000,
-        2900,
-        0,
-        97100,
+        184900,
+        4362,
+        666,
+        180538,
     )
-    assert payment.gateway_order_id == "order_DEXrnRiR3SNDHA"
-    assert payment.settlement_id == "setl_DGlQ1Rj8os78Ec" and payment.utr == "1568176960vxp0rj"
-    assert payment.settled_at == datetime.fromtimestamp(1568176960, UTC)
+    assert payment.gateway_order_id == "order_Pk7Qw3LmZb8YdS"
+    assert payment.settlement_id == "setl_Pm4XcR8vTq2LwE" and payment.utr == "1736224214k3m9qz"
+    assert payment.settled_at == datetime.fromtimestamp(1736224214, UTC)
     assert (refund.kind, refund.payment_id, refund.net_paise) == (
         LineKind.REFUND,
-        "pay_DEXq1pACSqFxtS",
-        -242500,
+        "pay_Ph2WfD6rXa3NvT",
+        -57500,
     )
     assert (transfer.kind, transfer.entry_type, transfer.net_paise) == (
         LineKind.ADJUSTMENT,
         "transfer",
-        -100296,
+        -60177,
     )
     assert (adjustment.kind, adjustment.payment_id, adjustment.net_paise) == (
         LineKind.ADJUSTMENT,
         None,
-        1012,
+        2450,
     )
     assert page.unsettled == 0 and page.cursor is None
 
@@ -77,18 +77,18 @@ def test_a_recon_item_not_settled_yet_is_counted_not_recorded():
 def test_the_settlement_entity_sample_reads_as_a_payout():
     found = settlements.answered(sample("settlement.json"))
     assert (found.settlement_id, found.state, found.status) == (
-        "setl_DGlQ1Rj8os78Ec",
+        "setl_Pm4XcR8vTq2LwE",
         SettlementState.SETTLED,
         "processed",
     )
-    assert (found.amount_paise, found.fees_paise, found.tax_paise) == (9973635, 471699, 42070)
-    assert found.utr == "1568176960vxp0rj"
+    assert (found.amount_paise, found.fees_paise, found.tax_paise) == (6482519, 305811, 46649)
+    assert found.utr == "1736224214k3m9qz"
 
 
 def test_the_settlement_webhook_is_a_settlement_event_keyed_on_its_payout():
     event = Razorpay(secrets=(SECRET,)).parse(sample("settlement_processed_webhook.json"), {})
     assert event.kind is EventKind.SETTLEMENT
-    assert event.event_id == "settlement.processed:setl_DGlQ1Rj8os78Ec"
+    assert event.event_id == "settlement.processed:setl_Pm4XcR8vTq2LwE"
     assert event.payment_id is None and event.merchant_ref is None
     with_header = Razorpay(secrets=(SECRET,)).parse(
         sample("settlement_processed_webhook.json"), {"x-razorpay-event-id": "evt_1"}
@@ -100,7 +100,7 @@ def test_the_settlement_webhook_is_a_settlement_event_keyed_on_its_payout():
     ("change", "why"),
     [
         (lambda e: e.pop("amount"), "amount is missing"),
-        (lambda e: e.update(amount="9973635"), "amount is not a whole number of paise"),
+        (lambda e: e.update(amount="6482519"), "amount is not a whole number of paise"),
         (lambda e: e.update(status="paid"), "not documented"),
         (lambda e: e.pop("id"), "id is missing"),
     ],
