@@ -380,6 +380,8 @@ def relay_backlog(conn: Connection, now: datetime) -> list[Alert]:
         for found in backlogs(conn)
         if found.oldest_at is not None and now - found.oldest_at >= RELAY_LAG
     ]
+
+
 # Through payhooks_disputes_open and payhooks_disputes_lost.
 _DISPUTES_OPEN = """
 SELECT provider, dispute_id, status, phase, amount_paise, currency, respond_by, payment_id,
