@@ -20,7 +20,9 @@ from payhooks.operations import alerts, outbox, retention
 from payhooks.relay import inbox
 from payhooks.relay.brokers import Broker
 from payhooks.relay.relaying import Relay, RelayOptions, Tally, connecting
+from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery
+from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.acceptance.conftest import PAYHOOKS, wait_until
 from tests.brokers import NatsServer, RabbitServer
 from tests.factories import GATEWAY, deliver, purchase
@@ -150,6 +152,35 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
     ).fetchall()
     assert rows[0][0] == 1 and "no stream" in rows[0][1] and rows[0][2]
     assert rows[1] == (0, None, False)  # the refund was never tried: its capture comes first
+
+
+def test_a_dispute_is_relayed_with_its_figures_after_its_payments_capture(
+    database_url, conn, nats_server: NatsServer
+):
+    """A consumer of a dispute's events learns which dispute, where it stands and what it
+    cost, not only that the payment has one."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    lost = Disputed(what="lost", dispute_id="disp_RELAY1", payment_id=buy.payment_id,
+                    reference=buy.reference, amount_paise=buy.amount_paise,
+                    respond_by=1_767_312_000, reported_at=1_767_225_600)  # fmt: skip
+    assert deliver(conn, razorpay_sim.dispute_delivery(GATEWAY, lost)).outcome.value == "processed"
+    drain(database_url, broker)
+    capture, dispute = (json.loads(m.body) for m in stored(broker))
+    assert (capture["kind"], capture["dispute"]) == ("payment_captured", None)
+    assert (dispute["kind"], dispute["payment_id"]) == ("dispute_lost", buy.payment_id)
+    assert dispute["dispute"] == {
+        "id": "disp_RELAY1",
+        "amount_paise": buy.amount_paise,
+        "reason": "goods_or_services_not_received_or_partially_received",
+        "phase": "chargeback",
+        "status": "lost",
+        "respond_by": "2026-01-02T00:00:00+00:00",
+        "reported_at": "2026-01-01T00:00:00+00:00",
+        "deducted_paise": buy.amount_paise,
+    }
 
 
 def relay_env(url: str, home: Path, **settings: str) -> dict[str, str]:
