@@ -180,6 +180,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0021_outbox",
         "core/0022_relay",
         "core/0023_disputes",
+        "core/0024_relay_refused",
     ]
     tables = {
         row[0]
@@ -286,6 +287,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0021_outbox",
         "core/0022_relay",
         "core/0023_disputes",
+        "core/0024_relay_refused",
     ]
 
 

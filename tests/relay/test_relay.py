@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -181,6 +182,38 @@ def test_a_dispute_is_relayed_with_its_figures_after_its_payments_capture(
         "reported_at": "2026-01-01T00:00:00+00:00",
         "deducted_paise": buy.amount_paise,
     }
+
+
+def test_more_refused_events_than_a_pass_reads_hold_back_no_other_payment(
+    database_url, conn, nats_server: NatsServer
+):
+    """A stream of the merchant's own that takes captures only refuses every refund: refunds
+    backing off, more of them than a pass reads, still leave another payment's capture to go."""
+    broker = jetstream(nats_server)
+    options = replace(FAST, window=2, refused_base_s=300.0)
+    outbox.add_channel(conn, "nats")
+    buys = [purchase(conn) for _ in range(2)]
+    for buy in buys:
+        deliver(conn, buy.captured())
+
+    async def passes() -> list[Tally | None]:
+        client = await nats.connect(broker.options.url)
+        captures = f"{broker.options.prefix}.razorpay.payment_captured"
+        await client.jetstream().add_stream(name=broker.options.stream, subjects=[captures])
+        await client.close()
+        relay = Relay(connecting(database_url), broker, options)
+        tallies = [await relay.attempt()]  # both captures
+        for buy in buys:
+            deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
+        tallies.append(await relay.attempt())  # both refunds refused, backing off
+        paid(conn, 1)
+        tallies.append(await relay.attempt())  # the third payment's capture
+        await relay.close()
+        return tallies
+
+    published = [(t.published, t.refused) for t in asyncio.run(passes()) if t is not None]
+    assert published == [(2, 0), (0, 2), (1, 0)]
+    assert unpublished(conn, "nats") == 2  # the refunds, still queued
 
 
 def relay_env(url: str, home: Path, **settings: str) -> dict[str, str]:
