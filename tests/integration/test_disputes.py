@@ -275,6 +275,20 @@ def test_what_a_lost_dispute_took_back_is_never_refunded_again(conn):
     assert made.amount_paise == 5_258_600
 
 
+def test_a_payment_recorded_after_its_dispute_was_lost_counts_what_it_took_back(conn):
+    """The capture's record written only after the loss (the capture parked for an order not
+    yet there and replayed, or recovered by reconciliation): the loss is on it all the same,
+    and bounds its refunds."""
+    seen = Seen(conn)
+    assert send(conn, razorpay_sample("lost"), seen.hooks).outcome is Outcome.PROCESSED
+    capture(conn, seen.hooks, "pay_EFtmUsbwpXwBHI", "order_EFtkA6f5jdkfud")
+    assert find_payment(conn, "razorpay", "pay_EFtmUsbwpXwBHI").disputed_paise == 39_000
+    ask = {"key": "refund-after-loss", "captured_paise": 5_297_600, "reason": "test",
+           "requested_by": "test"}  # fmt: skip
+    with pytest.raises(refunds.RefundTooLarge):
+        refunds.request(conn, "razorpay", "pay_EFtmUsbwpXwBHI", 5_297_600, **ask)
+
+
 # --- the other drivers: the async claim and the caller's own transaction -----------------------
 
 
