@@ -280,13 +280,16 @@ def test_a_payment_recorded_after_its_dispute_was_lost_counts_what_it_took_back(
     yet there and replayed, or recovered by reconciliation): the loss is on it all the same,
     and bounds its refunds."""
     seen = Seen(conn)
-    assert send(conn, razorpay_sample("lost"), seen.hooks).outcome is Outcome.PROCESSED
-    capture(conn, seen.hooks, "pay_EFtmUsbwpXwBHI", "order_EFtkA6f5jdkfud")
-    assert find_payment(conn, "razorpay", "pay_EFtmUsbwpXwBHI").disputed_paise == 39_000
-    ask = {"key": "refund-after-loss", "captured_paise": 5_297_600, "reason": "test",
+    payment_id = new_payment_id(Provider.RAZORPAY)
+    lost = report("lost", "disp_LATE", payment_id, amount=39_000, at=1_767_225_600)
+    assert send(conn, lost, seen.hooks).outcome is Outcome.PROCESSED
+    capture(conn, seen.hooks, payment_id, "order_LATE")
+    paid = find_payment(conn, "razorpay", payment_id)
+    assert paid is not None and paid.disputed_paise == 39_000
+    ask = {"key": "refund-after-loss", "captured_paise": paid.paid_paise, "reason": "test",
            "requested_by": "test"}  # fmt: skip
     with pytest.raises(refunds.RefundTooLarge):
-        refunds.request(conn, "razorpay", "pay_EFtmUsbwpXwBHI", 5_297_600, **ask)
+        refunds.request(conn, "razorpay", payment_id, paid.paid_paise, **ask)
 
 
 # --- the other drivers: the async claim and the caller's own transaction -----------------------
