@@ -61,6 +61,9 @@ SERVICE = [
     ("PAYHOOKS_RECONCILE_AFTER_S", "reconcile_after_s", "reconciliation asks about checkouts "
      "older than this"),
     ("PAYHOOKS_RECONCILE_WINDOW_S", "reconcile_window_s", "… and younger than this"),
+    ("PAYHOOKS_SETTLEMENT_MARGIN_HOURS", "settlement_margin_hours", "past its gateway's "
+     "settlement cycle, how long a captured payment may wait for its payout before it is "
+     "flagged unsettled (1 to 1440; [Operating payhooks](operations.md), \"Settlements\")"),
     ("PAYHOOKS_RECONCILE_TIMEOUT_MS", "reconcile_timeout_ms", "how long one status API call "
      "may take"),
     ("PAYHOOKS_REFUND_DOUBLE_PAYMENTS", "refund_double_payments", "`true` or `false`: the "

@@ -47,6 +47,7 @@ class EventKind(StrEnum):
     DISPUTE_WON = "dispute_won"
     DISPUTE_LOST = "dispute_lost"
     DISPUTE_CLOSED = "dispute_closed"
+    SETTLEMENT = "settlement"  # the gateway's payout: recorded by the core, no handler's
     OTHER = "other"
 
     @property
@@ -103,6 +104,7 @@ _TRAITS: Mapping[EventKind, _Traits] = {
     EventKind.DISPUTE_WON: _Traits(False, False, True, False, True),
     EventKind.DISPUTE_LOST: _Traits(False, True, True, False, True),  # money taken back
     EventKind.DISPUTE_CLOSED: _Traits(False, False, True, False, True),
+    EventKind.SETTLEMENT: _Traits(False, False, False, False, False),
     EventKind.OTHER: _Traits(False, False, False, False),
 }
 

@@ -327,10 +327,52 @@ def story_pages(console: Console, conn) -> list[str]:
     ]
 
 
+def paid_out(conn, payment_id: str) -> None:
+    """A payout with its lines: the payment named, one it does not know, an adjustment."""
+    from datetime import UTC, datetime, timedelta
+
+    from payhooks.gateways._settlements import Line, LineKind, Settlement, SettlementState
+    from payhooks.settlements import records
+
+    def line(entry_id: str, kind: LineKind, paid: str | None, net: int) -> Line:
+        return Line(provider=Provider.RAZORPAY, settlement_id="setl_BROWSER", entry_id=entry_id,
+                    kind=kind, entry_type=kind.value, payment_id=paid, gateway_order_id=None,
+                    amount_paise=abs(net), fee_paise=0, tax_paise=0, net_paise=net)  # fmt: skip
+
+    stated = Settlement(provider=Provider.RAZORPAY, settlement_id="setl_BROWSER",
+                        state=SettlementState.SETTLED, status="processed", amount_paise=49_000,
+                        fees_paise=980, tax_paise=176, utr="UTRBROWSER01",
+                        settled_at=datetime.now(UTC) - timedelta(hours=2))  # fmt: skip
+    records.record(conn, [stated], [
+        line(payment_id, LineKind.PAYMENT, payment_id, 48_844),
+        line("pay_stranger0001", LineKind.PAYMENT, "pay_stranger0001", 1_000),
+        line("adj_0001", LineKind.ADJUSTMENT, None, -844),
+    ])  # fmt: skip
+
+
+def test_a_payout_is_read_from_the_settlements_page_down_to_its_payments_order(console, page, conn):
+    buy = purchase(conn)
+    send(console, buy.captured())
+    paid_out(conn, buy.payment_id)
+    log_in(page, console)
+    page.get_by_role("link", name="Settlements").click()
+    expect(page.get_by_role("heading", name="Settlements", level=1)).to_be_visible()
+    payouts = page.locator("#settlements")
+    expect(payouts).to_contain_text("UTRBROWSER01")
+    expect(page.locator("#unmatched")).to_contain_text("pay_stranger0001")
+    page.screenshot(path=SCREENSHOTS / "settlements.png", full_page=True)
+    payouts.get_by_role("link", name="setl_BROWSER").click()
+    lines = page.locator("#lines")
+    expect(lines).to_contain_text("not a payment payhooks applied")
+    lines.get_by_role("link", name=buy.reference).click()
+    expect(page.locator("#story-settled, #settled").first).to_contain_text("setl_BROWSER")
+
+
 @pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
 def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, width, height):
     stories = story_pages(console, conn)  # rows in the lists too, a parked one, long keys
     log_lines(conn, "razorpay", 503, "database_unavailable", 1)
+    paid_out(conn, "pay_" + "a" * 40)  # a payout, a long id on its lines' page
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     try:
@@ -341,6 +383,7 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, 
                         "/console/search?q=nothing-matches", "/console/deliveries",
                         "/console/search?q=customer.with.a.long.address@example.com",
                         "/console/payments", "/console/parked/bulk", "/console/disputes",
+                        "/console/settlements", "/console/settlements/razorpay/setl_BROWSER",
                         *stories):  # fmt: skip
             page.goto(f"{console.base_url}{address}")
             assert page.locator("h1").count() == 1, address

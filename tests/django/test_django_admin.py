@@ -206,3 +206,38 @@ def test_a_key_shared_by_two_gateways_opens_each_gateways_record(operator, djang
         reverse("admin:payhooks_processedwebhook_change", args=["shared"]), {"provider": "cashfree"}
     )
     assert page.context["original"].provider == "cashfree"
+
+
+# --- settlements ------------------------------------------------------------------------------
+
+
+def test_the_settlements_page_shows_payouts_totals_and_flags(operator, viewer, django_db):
+    from payhooks.events import Provider
+    from payhooks.gateways._settlements import Line, LineKind
+    from payhooks.settlements import records as settled
+
+    Order.objects.create(reference="order_st", amount_paise=100)
+    assert deliver(capture("order_st", "evt_st", payment_id="pay_st000000001")) == "processed"
+    lines = [
+        Line(provider=Provider.RAZORPAY, settlement_id="setl_ADM", entry_id=pid,
+             kind=LineKind.PAYMENT, entry_type="payment", payment_id=pid, gateway_order_id=None,
+             amount_paise=100, fee_paise=2, tax_paise=0, net_paise=98)
+        for pid in ("pay_st000000001", "pay_nobody")
+    ]  # fmt: skip
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        settled.record(conn, [], lines)
+    page = operator.get(reverse("admin:payhooks_settlements"))
+    assert page.status_code == 200
+    assert page.context["totals"].lines_net_paise == 196
+    assert [p.settlement_id for p in page.context["payouts"]] == ["setl_ADM"]
+    assert [line.payment_id for line in page.context["unmatched"]] == ["pay_nobody"]
+    assert "setl_ADM" in page.content.decode()
+    assert viewer.get(reverse("admin:payhooks_settlements")).status_code == 200
+    told = operator.get(reverse("admin:payhooks_timeline"), {"q": "order_st"})
+    assert "setl_ADM" in told.content.decode()
+
+
+def test_the_settlements_page_is_for_staff_who_may_read_the_records(django_db):
+    client = Client()
+    client.force_login(User.objects.create_user("nobody", is_staff=True))
+    assert client.get(reverse("admin:payhooks_settlements")).status_code == 403

@@ -308,3 +308,56 @@ def test_a_confirmation_pass_is_said_alike_through_the_command_and_django(
         == done.stdout
         == ("0 callback(s) confirmed by the API, 0 refuted, 0 payment event(s) applied\n")
     )
+
+
+# --- settlements -------------------------------------------------------------------------------
+
+
+def test_a_settlement_one_door_fetched_is_recorded_once_and_said_alike_by_the_other(
+    django_db: str, gateway_api: tuple[object, str], tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    api, api_url = gateway_api
+    url, env = django_db, API_KEYS.env(api_url)
+    Order.objects.create(reference="order_setl", amount_paise=100)
+    assert deliver(capture("order_setl", "evt_setl")) == "processed"
+    purchase = Purchase(provider=Provider.RAZORPAY, cart_id="c", reference="order_setl",
+                        amount_paise=100, items={"TEA": 1})  # fmt: skip
+    api.pay(purchase, "pay_evt_setl")  # type: ignore[attr-defined]
+    day = datetime.now(UTC).date() - timedelta(days=1)
+    at = datetime.combine(day, datetime.min.time(), UTC) + timedelta(hours=9)
+    api.pay_out(Provider.RAZORPAY, at=int(at.timestamp()))  # type: ignore[attr-defined]
+    with override_settings(PAYHOOKS=django_keys(api_url)):
+        said = django("payhooks_settlements", "--from", str(day), "--to", str(day))
+    assert "razorpay: 1 new payout(s), 1 new line(s), 1 matched" in said
+    done = cli(url, tmp_path, "settlements", "--from", str(day), "--to", str(day),
+               "--database-url", url, **env)  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert "razorpay: 0 new payout(s), 0 new line(s), 0 matched" in done.stdout
+    others = [line for line in said.splitlines() if "razorpay:" not in line]
+    assert others == [line for line in done.stdout.splitlines() if "razorpay:" not in line]
+    with override_settings(PAYHOOKS=django_keys(api_url)):
+        listed = json.loads(django("payhooks_settlements", "--unmatched"))
+    assert listed == json.loads(cli(url, tmp_path, "settlements", "--unmatched",
+                                    "--database-url", url).stdout) == []  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "name the days to fetch: --from YYYY-MM-DD --to YYYY-MM-DD"),
+        (("--from", "2026-01-06", "--to", "2026-01-05"), "the range starts (2026-01-06) after"),
+    ],
+)
+def test_a_range_is_refused_alike_through_the_command_and_django(
+    django_db: str, gateway_api: tuple[object, str], tmp_path: Path, args, said
+) -> None:
+    _, api_url = gateway_api
+    with override_settings(PAYHOOKS=django_keys(api_url)), pytest.raises(CommandError) as refused:
+        django("payhooks_settlements", *args)
+    assert str(refused.value).startswith(said)
+    done = cli(django_db, tmp_path, "settlements", *args, "--database-url", django_db,
+               **API_KEYS.env(api_url))  # fmt: skip
+    assert done.exit_code == 1
+    assert done.stderr.startswith(f"payhooks: {said}")

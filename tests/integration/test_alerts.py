@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import psycopg
 import pytest
 
+from payhooks.events import Provider
 from payhooks.operations.alarms import FAILURES_TO_WARN
 from payhooks.operations.alerts import (
     PARKED_WAIT,
@@ -355,6 +356,45 @@ def test_refunds_not_settled_within_their_bound_are_alerted(conn, chat):
     assert "1 not sent within 1 hour(s)" in text
     assert "1 not settled within 10 day(s) of being sent" in text
     assert "payhooks refunds cancel" in text
+
+
+def test_captures_not_settled_in_time_are_alerted_and_cleared_by_their_payout(conn, chat):
+    from payhooks.gateways._settlements import Line, LineKind
+    from payhooks.settlements import flags, records
+
+    conn.execute(
+        "INSERT INTO payhooks_payments (provider, payment_id, kind, gateway_order_id, event_id,"
+        " reconciled, applied_at) VALUES ('razorpay', 'pay_late', 'payment_captured', 'order_1',"
+        " 'evt_1', false, %s)",
+        (T0 - timedelta(days=10),),
+    )
+    notifier = webhook_notifier(chat.url)
+    assert notifier.tick(conn, T0).raised == 0  # nothing flagged before a review
+    assert flags.review(conn, T0).flagged == 1
+    notifier.tick(conn, T0 + EVERY)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: razorpay: 1 captured payment not settled")
+    paid = Line(provider=Provider.RAZORPAY, settlement_id="setl_1", entry_id="pay_late",
+                kind=LineKind.PAYMENT, entry_type="payment", payment_id="pay_late",
+                gateway_order_id=None, amount_paise=100, fee_paise=2, tax_paise=0,
+                net_paise=98)  # fmt: skip
+    records.record(conn, [], [paid])
+    notifier.tick(conn, T0 + 2 * EVERY)
+    assert chat.texts()[-1].startswith("[payhooks] RESOLVED: razorpay: 1 captured payment")
+
+
+def test_settlement_lines_naming_no_known_payment_are_alerted(conn, chat):
+    from payhooks.gateways._settlements import Line, LineKind
+    from payhooks.settlements import records
+
+    stray = Line(provider=Provider.CASHFREE, settlement_id="77", entry_id="e1",
+                 kind=LineKind.PAYMENT, entry_type="PAYMENT", payment_id="5114910810523",
+                 gateway_order_id=None, amount_paise=100, fee_paise=2, tax_paise=0,
+                 net_paise=98)  # fmt: skip
+    records.record(conn, [], [stray])
+    webhook_notifier(chat.url).tick(conn, T0)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: cashfree: 1 settlement line naming no known")
 
 
 def test_the_shop_alerts_dead_letters_and_payments_to_refund(conn, chat):

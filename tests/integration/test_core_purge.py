@@ -145,6 +145,36 @@ def test_a_captures_record_stays_while_a_refund_of_it_is_possible(merchant):
     assert kept == ["pay_refundable", "pay_refunding"]
 
 
+def test_settlements_outlive_the_purge_and_the_payments_they_name(merchant):
+    """Money data: a payout, its lines and a flag stay, however old, after every record the
+    purge takes, the payment's own included."""
+    merchant.execute(PAYMENT, ("pay_settled", "order_a", "evt_a", 800))
+    delivered(merchant, "evt_a", 800)
+    merchant.execute(
+        "INSERT INTO payhooks_settlements (provider, settlement_id, state, status, amount_paise,"
+        " settled_at, recorded_at) VALUES ('razorpay', 'setl_old', 'settled', 'processed', 98,"
+        " now() - interval '790 days', now() - interval '790 days')"
+    )
+    merchant.execute(
+        "INSERT INTO payhooks_settlement_lines (provider, settlement_id, entry_id, kind,"
+        " entry_type, payment_id, amount_paise, fee_paise, tax_paise, net_paise, matched,"
+        " recorded_at) VALUES ('razorpay', 'setl_old', 'pay_settled', 'payment', 'payment',"
+        " 'pay_settled', 100, 2, 0, 98, true, now() - interval '790 days')"
+    )
+    merchant.execute(
+        "INSERT INTO payhooks_unsettled (provider, payment_id, captured_at, due_at, flagged_at)"
+        " VALUES ('razorpay', 'pay_gone', now() - interval '800 days',"
+        " now() - interval '794 days', now() - interval '794 days')"
+    )
+    retention.purge(merchant, 90, batch_rows=1)
+    assert keys(merchant, "payhooks_payments", "payment_id") == []  # past a refund's year
+    assert keys(merchant, "payhooks_settlements", "settlement_id") == ["setl_old"]
+    assert keys(merchant, "payhooks_settlement_lines", "entry_id") == ["pay_settled"]
+    assert keys(merchant, "payhooks_unsettled", "payment_id") == ["pay_gone"]
+    matched = merchant.execute("SELECT matched FROM payhooks_settlement_lines").fetchone()[0]
+    assert matched is True  # as recorded: the payment's record gone changes nothing
+
+
 def test_a_window_shorter_than_the_gateways_replays_is_refused_unless_forced(merchant):
     delivered(merchant, "eight-days", 8)
     with pytest.raises(RetentionTooShort):

@@ -68,7 +68,7 @@ def razorpay_sample(name: str, *, event_id: str | None = None) -> Delivery:
 
 def cashfree_sample(name: str) -> Delivery:
     body = (SAMPLES / "cashfree" / "disputes" / name).read_bytes()
-    headers = {"x-webhook-timestamp": "1686844224000"}
+    headers = {"x-webhook-timestamp": "1731910693000"}
     headers["x-webhook-signature"] = cashfree.sign(body, headers["x-webhook-timestamp"],
                                                    KEYS.cashfree)  # fmt: skip
     return Delivery(provider=Provider.CASHFREE, body=body, headers=headers,
@@ -89,28 +89,28 @@ def dispute_row(conn: psycopg.Connection, dispute_id: str) -> dict[str, object]:
 def capture(conn: psycopg.Connection, hooks: Hooks, payment_id: str, order_id: str) -> None:
     """The payment the dispute is about, applied as any capture is (its core record)."""
     paid = razorpay_sim.delivery(GATEWAY, "payment.captured", payment_id=payment_id,
-                                 order_id=order_id, amount_paise=5_297_600)  # fmt: skip
+                                 order_id=order_id, amount_paise=3_149_900)  # fmt: skip
     assert send(conn, paid, hooks).outcome is Outcome.PROCESSED
 
 
-def test_razorpays_published_dispute_bodies_are_recorded_in_order(conn):
+def test_razorpay_dispute_bodies_of_the_documented_shape_are_recorded_in_order(conn):
     seen = Seen(conn)
-    capture(conn, seen.hooks, "pay_EFtmUsbwpXwBHI", "order_EFtkA6f5jdkfud")
+    capture(conn, seen.hooks, "pay_Nq4TzLb8WcXe2K", "order_Nq4SkV1mPd7yHa")
     for name in ("created", "action_required", "lost"):
         assert send(conn, razorpay_sample(name), seen.hooks).outcome is Outcome.PROCESSED
     assert seen.kinds(conn) == ["dispute_opened", "dispute_action_required", "dispute_lost"]
-    row = dispute_row(conn, "disp_EsIAlDcoUr8CaQ")
-    assert row == {"status": "lost", "phase": "chargeback", "lost": 39_000}
+    row = dispute_row(conn, "disp_Ow3JcY8rKm5TuD")
+    assert row == {"status": "lost", "phase": "chargeback", "lost": 84_900}
 
 
 def test_a_lost_dispute_records_what_it_took_back_on_the_payments_record(conn):
     seen = Seen(conn)
-    capture(conn, seen.hooks, "pay_EFtmUsbwpXwBHI", "order_EFtkA6f5jdkfud")
-    assert find_payment(conn, "razorpay", "pay_EFtmUsbwpXwBHI").disputed_paise == 0
+    capture(conn, seen.hooks, "pay_Nq4TzLb8WcXe2K", "order_Nq4SkV1mPd7yHa")
+    assert find_payment(conn, "razorpay", "pay_Nq4TzLb8WcXe2K").disputed_paise == 0
     send(conn, razorpay_sample("created"), seen.hooks)
-    assert find_payment(conn, "razorpay", "pay_EFtmUsbwpXwBHI").disputed_paise == 0
+    assert find_payment(conn, "razorpay", "pay_Nq4TzLb8WcXe2K").disputed_paise == 0
     send(conn, razorpay_sample("lost"), seen.hooks)
-    assert find_payment(conn, "razorpay", "pay_EFtmUsbwpXwBHI").disputed_paise == 39_000
+    assert find_payment(conn, "razorpay", "pay_Nq4TzLb8WcXe2K").disputed_paise == 84_900
 
 
 def test_a_late_created_after_the_loss_changes_nothing_and_reaches_no_handler(conn):
@@ -119,7 +119,7 @@ def test_a_late_created_after_the_loss_changes_nothing_and_reaches_no_handler(co
     late = send(conn, razorpay_sample("created"), seen.hooks)
     assert late.outcome is Outcome.IGNORED
     assert seen.kinds(conn) == ["dispute_lost"]
-    assert dispute_row(conn, "disp_EsIAlDcoUr8CaQ")["status"] == "lost"
+    assert dispute_row(conn, "disp_Ow3JcY8rKm5TuD")["status"] == "lost"
     recorded = conn.execute(
         "SELECT outcome FROM processed_webhooks WHERE event_type = 'payment.dispute.created'"
     ).fetchone()
@@ -142,21 +142,22 @@ def test_every_arrival_order_ends_lost_and_handlers_see_only_forward_reports(con
     seen = Seen(conn)
     for name in order:
         send(conn, razorpay_sample(name), seen.hooks)
-    assert dispute_row(conn, "disp_EsIAlDcoUr8CaQ")["status"] == "lost"
+    assert dispute_row(conn, "disp_Ow3JcY8rKm5TuD")["status"] == "lost"
     ranks = [disputes.RANK[disputes.Status(k.removeprefix("dispute_"))] for k in seen.kinds(conn)]
     assert ranks == sorted(set(ranks))  # strictly forward
     assert seen.kinds(conn)[-1] == "dispute_lost"
 
 
 def test_a_chargeback_won_then_raised_again_as_pre_arbitration_is_opened_again(conn):
-    """Cashfree's own samples: dispute 433475257 closed won as a chargeback at 21:17, then
-    updated to PRE_ARBITRATION_CREATED at 21:20: a later phase moves a decided dispute."""
+    """As in Cashfree's published samples, one dispute (here 518204663) closed won as a
+    chargeback, then updated to PRE_ARBITRATION_CREATED four minutes later: a later phase moves
+    a decided dispute."""
     seen = Seen(conn)
     won = send(conn, cashfree_sample("2022-09-01_DISPUTE_CLOSED.json"), seen.hooks)
     again = send(conn, cashfree_sample("2022-09-01_DISPUTE_UPDATED.json"), seen.hooks)
     assert (won.outcome, again.outcome) == (Outcome.PROCESSED, Outcome.PROCESSED)
     assert seen.kinds(conn) == ["dispute_won", "dispute_opened"]
-    row = disputes.find(conn, "433475257", ["cashfree"])[0]
+    row = disputes.find(conn, "518204663", ["cashfree"])[0]
     assert (row.status, row.phase, row.open) == ("opened", "pre_arbitration", True)
 
 
@@ -165,18 +166,18 @@ def test_the_chargebacks_decision_arriving_after_its_pre_arbitration_is_stale(co
     send(conn, cashfree_sample("2022-09-01_DISPUTE_UPDATED.json"), seen.hooks)
     late = send(conn, cashfree_sample("2022-09-01_DISPUTE_CLOSED.json"), seen.hooks)
     assert late.outcome is Outcome.IGNORED
-    assert disputes.find(conn, "433475257", ["cashfree"])[0].phase == "pre_arbitration"
+    assert disputes.find(conn, "518204663", ["cashfree"])[0].phase == "pre_arbitration"
 
 
-def test_cashfrees_published_created_bodies_of_two_versions_are_one_dispute(conn):
+def test_cashfree_created_bodies_of_two_versions_are_one_dispute(conn):
     seen = Seen(conn)
     old = send(conn, cashfree_sample("2022-09-01_DISPUTE_CREATED.json"), seen.hooks)
     new = send(conn, cashfree_sample("2025-01-01_DISPUTE_CREATED.json"), seen.hooks)
     assert old.outcome is Outcome.PROCESSED
     assert new.outcome is Outcome.DUPLICATE  # the same key: type, id, status, updated_at
-    found = disputes.find(conn, "433475258", ["cashfree"])[0]
-    assert (found.amount_paise, found.reason) == (300, "1402: Duplicate Processing")
-    assert found.respond_by.isoformat() == "2023-06-18T18:29:59+00:00"
+    found = disputes.find(conn, "518391027", ["cashfree"])[0]
+    assert (found.amount_paise, found.reason) == (700, "12.6.1: Duplicate Processing")
+    assert found.respond_by.isoformat() == "2024-11-28T18:29:59+00:00"
 
 
 def test_two_reports_of_one_open_rank_are_ordered_by_the_gateways_time(conn):
@@ -259,20 +260,20 @@ def test_a_dispute_body_names_what_the_log_shows(conn):
     row = conn.execute(
         "SELECT payment_id, merchant_ref FROM processed_webhooks WHERE outcome = 'processed'"
     ).fetchone()
-    assert row == ("pay_EFtmUsbwpXwBHI", "order_EFtkA6f5jdkfud")
+    assert row == ("pay_Nq4TzLb8WcXe2K", "order_Nq4SkV1mPd7yHa")
     assert json.loads(razorpay_sample("created").body)["event"] == "payment.dispute.created"
 
 
 def test_what_a_lost_dispute_took_back_is_never_refunded_again(conn):
     seen = Seen(conn)
-    capture(conn, seen.hooks, "pay_EFtmUsbwpXwBHI", "order_EFtkA6f5jdkfud")
+    capture(conn, seen.hooks, "pay_Nq4TzLb8WcXe2K", "order_Nq4SkV1mPd7yHa")
     send(conn, razorpay_sample("lost"), seen.hooks)
-    ask = {"key": "refund-after-dispute", "captured_paise": 5_297_600, "reason": "test",
+    ask = {"key": "refund-after-dispute", "captured_paise": 3_149_900, "reason": "test",
            "requested_by": "test"}  # fmt: skip
     with pytest.raises(refunds.RefundTooLarge):
-        refunds.request(conn, "razorpay", "pay_EFtmUsbwpXwBHI", 5_297_600, **ask)
-    made = refunds.request(conn, "razorpay", "pay_EFtmUsbwpXwBHI", 5_297_600 - 39_000, **ask)
-    assert made.amount_paise == 5_258_600
+        refunds.request(conn, "razorpay", "pay_Nq4TzLb8WcXe2K", 3_149_900, **ask)
+    made = refunds.request(conn, "razorpay", "pay_Nq4TzLb8WcXe2K", 3_149_900 - 84_900, **ask)
+    assert made.amount_paise == 3_065_000
 
 
 def test_a_payment_recorded_after_its_dispute_was_lost_counts_what_it_took_back(conn):

@@ -48,6 +48,9 @@ CORE_TABLES = {
     "payhooks_confirmations",
     "payhooks_refunds",
     "payhooks_disputes",
+    "payhooks_settlements",
+    "payhooks_settlement_lines",
+    "payhooks_unsettled",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -180,7 +183,8 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0021_outbox",
         "core/0022_relay",
         "core/0023_disputes",
-        "core/0024_relay_refused",
+        "core/0024_settlements",
+        "core/0025_relay_refused",
     ]
     tables = {
         row[0]
@@ -287,7 +291,8 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0021_outbox",
         "core/0022_relay",
         "core/0023_disputes",
-        "core/0024_relay_refused",
+        "core/0024_settlements",
+        "core/0025_relay_refused",
     ]
 
 

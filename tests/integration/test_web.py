@@ -98,7 +98,10 @@ def test_chunked_body_over_the_limit_is_413(service):
 
 def test_unknown_event_type_answers_ignored(service):
     delivery = GATEWAY.razorpay(
-        "settlement.processed", payment_id="pay_s00000000001", order_id="order_s", amount_paise=1
+        "payment.downtime.started",
+        payment_id="pay_s00000000001",
+        order_id="order_s",
+        amount_paise=1,
     )
     assert post(service, delivery).json()["status"] == "ignored"
 

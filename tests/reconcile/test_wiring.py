@@ -205,3 +205,25 @@ def test_the_worker_confirms_a_callback_on_its_next_tick_not_its_next_pass(conn,
     assert len(orders_of(conn, buy.cart_id)) == 1
     said = conn.execute("SELECT verdict FROM payhooks_confirmations").fetchall()
     assert said == [("confirmed",)]
+
+
+def test_the_worker_fetches_the_settlement_reports_of_the_last_days_when_due(conn, rig):
+    from datetime import UTC, datetime
+
+    from tests.factories import deliver
+    from tests.reconcile.conftest import sim
+
+    buy = purchase(conn, Provider.RAZORPAY)
+    rig.api.pay(sim(buy), buy.payment_id)
+    deliver(conn, buy.captured())
+    rig.api.pay_out(Provider.RAZORPAY, at=int(datetime.now(UTC).timestamp()))
+    configured = replace(rig.settings, smtp_url="smtp://127.0.0.1:9")
+    worker = Worker(rig.pool, configured, WorkerOptions(settlements_every_seconds=3600.0))
+    worker.reconciler = rig.reconciler()
+    try:
+        assert worker.maybe_fetch_settlements() == 1  # the payout's one line, matched
+        assert worker.maybe_fetch_settlements() == 0  # not due again for an hour
+    finally:
+        worker.close()
+    matched = conn.execute("SELECT matched FROM payhooks_settlement_lines").fetchall()
+    assert matched == [(True,)]

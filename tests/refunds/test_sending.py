@@ -22,7 +22,7 @@ from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import API_KEYS
 
 PAYMENT = {Provider.RAZORPAY: "pay_rfsend0000001", Provider.CASHFREE: "5114917039291",
-           Provider.PAYU: "403993715521937565"}  # fmt: skip
+           Provider.PAYU: "403993715529184406"}  # fmt: skip
 ORDER = {Provider.RAZORPAY: "order_rfsend00001", Provider.CASHFREE: "ph_rfsend0000001",
          Provider.PAYU: "ph_rfsend0000002"}  # fmt: skip
 GATEWAYS = [Provider.RAZORPAY, Provider.CASHFREE, Provider.PAYU]

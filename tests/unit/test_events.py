@@ -47,9 +47,10 @@ def test_the_dispute_kinds_are_the_disputes_and_nothing_else() -> None:
     assert not any(kind.pays or kind.is_refund for kind in disputed)
 
 
-def test_every_kind_but_other_and_the_disputes_moves_the_shops_payment() -> None:
+def test_every_kind_but_other_a_settlement_and_the_disputes_moves_the_shops_payment() -> None:
     disputed = {kind for kind in EventKind if kind.is_dispute}
-    assert set(TARGET) == set(EventKind) - {EventKind.OTHER} - disputed
+    assert set(TARGET) == set(EventKind) - {EventKind.OTHER, EventKind.SETTLEMENT} - disputed
     assert target(EventKind.OTHER) is None
+    assert target(EventKind.SETTLEMENT) is None
     assert all(target(kind) is None for kind in disputed)
     assert target(EventKind.REFUND_PROCESSED) is PaymentStatus.REFUNDED

@@ -38,8 +38,8 @@ def service_host() -> Host:
 
 # The order `payhooks --help` lists them in: the service's first, as a newcomer runs them.
 ORDER = [
-    "migrate", "serve", "worker", "reconcile", "confirm", "alerts", "purge", "parked", "replay",
-    "resolve", "outbox", "storm", "console", "trace", "demo",
+    "migrate", "serve", "worker", "reconcile", "confirm", "settlements", "alerts", "purge",
+    "parked", "replay", "resolve", "outbox", "storm", "console", "trace", "demo",
 ]  # fmt: skip
 
 

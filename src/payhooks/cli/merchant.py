@@ -1,13 +1,14 @@
 """The merchant's commands: a merchant's own app operated on its own database, each a thin
-shell over one operation of the core (reconcile, confirm, alerts, purge, parked, replay,
-resolve, operators, the console, refunds). Without ``--hooks`` or ``--database-url`` a
+shell over one operation of the core (reconcile, confirm, settlements, alerts, purge, parked,
+replay, resolve, operators, the console, refunds). Without ``--hooks`` or ``--database-url`` a
 command works on the host's own database (``common.Host``: the reference service's)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -41,6 +42,7 @@ from payhooks.plumbing.errors import NotFound, PayhooksError
 
 if TYPE_CHECKING:
     from payhooks.reconcile import Tally
+    from payhooks.reconcile.settling import Tally as SettlingTally
 
 HOOKS_HELP = (
     "Your app's handler, as module:attribute (payhooks.Hooks or payhooks.fastapi.AsyncHooks)"
@@ -159,6 +161,65 @@ def confirm(
             typer.echo(tally.confirmations())
         if once or stopping.wait(every):
             return
+
+
+@app.command()
+def settlements(
+    ctx: typer.Context,
+    start: Annotated[
+        str | None,
+        typer.Option("--from", help="The first day to fetch, YYYY-MM-DD (India's days)."),
+    ] = None,
+    end: Annotated[str | None, typer.Option("--to", help="The last day, included.")] = None,
+    unsettled: Annotated[
+        bool, typer.Option("--unsettled", help="Print the captures flagged unsettled (JSON).")
+    ] = False,
+    unmatched: Annotated[
+        bool,
+        typer.Option("--unmatched", help="Print the lines naming no known payment (JSON)."),
+    ] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Fetch the gateways' settlement reports for the days --from to --to (at most 31):
+    each payout and the payments, refunds and adjustments it covered, with fees and tax,
+    recorded once and matched to your payments; then flag the captures not settled within
+    their gateway's cycle and PAYHOOKS_SETTLEMENT_MARGIN_HOURS. With --unsettled or
+    --unmatched, print what is flagged instead."""
+    from payhooks.settlements import listing
+
+    if unsettled or unmatched:
+        read = listing.unsettled if unsettled else listing.unmatched_lines
+        found = with_connection(ctx, lambda conn: read(conn, limit=10_000), database_url)
+        print_json([dataclasses.asdict(row) for row in found])
+        return
+    from payhooks.reconcile.settling import days_named
+
+    host(ctx).configure_logs()
+    days = run(lambda: days_named(start, end))
+    tally = run(lambda: fetch_settlements(ctx, settings(ctx), days, database_url))
+    typer.echo(tally.summary())
+    if tally.failures:
+        typer.echo(f"payhooks: {tally.trouble()}; fetch those days again later", err=True)
+        raise typer.Exit(1)
+
+
+def fetch_settlements(
+    ctx: typer.Context, found: Settings, days: tuple[date, date], url: str | None
+) -> SettlingTally:
+    """A fetch on the app's database (``url``, else the host's), with the gateways' API
+    credentials the environment gives."""
+    from payhooks.reconcile import settling
+
+    credentials = found.reconciled()
+    if not credentials:
+        raise ValueError("no gateway API credentials are set: no settlement report can be asked")
+    return settling.fetch_once(
+        lambda: host(ctx).connect(url),
+        credentials,
+        *days,
+        timeout_s=found.reconcile_timeout_ms / 1000,
+        margin=timedelta(hours=found.settlement_margin_hours),
+    )
 
 
 @app.command()
@@ -473,8 +534,18 @@ def console_command(
         "add operators with `payhooks operator add NAME --database-url ...`",
         err=True,
     )
+
+    def fetch(start: date, end: date) -> SettlingTally:
+        return fetch_settlements(ctx, found, (start, end), url)
+
     uvicorn.run(
-        console_app(url, adapters=served.values(), hooks=handler, timezone=found.console_timezone),
+        console_app(
+            url,
+            adapters=served.values(),
+            hooks=handler,
+            timezone=found.console_timezone,
+            fetch_settlements=fetch if found.reconciled() else None,
+        ),
         host=host_address,
         port=port,
         log_level="warning",
@@ -586,7 +657,13 @@ def refunds_cancel(
     print_json(run(cancel))
 
 
-__all__ = ["operator_app", "purged", "reconcile_app", "refunds_app"]
+__all__ = [
+    "fetch_settlements",
+    "operator_app",
+    "purged",
+    "reconcile_app",
+    "refunds_app",
+]
 
 
 relay_app = typer.Typer(

@@ -38,6 +38,7 @@ from payhooks.console.pages import (
     CONNECTIONS,
     Console,
     Count,
+    Fetch,
     Link,
     OwnPool,
     Views,
@@ -59,6 +60,7 @@ def console(
     hooks: Any,
     pool: AsyncConnectionPool[Any] | None = None,
     timezone: str = DEFAULT_TIMEZONE,
+    fetch_settlements: Fetch | None = None,
 ) -> FastAPI:
     """The console on the app's database: parked deliveries replay through ``hooks`` (the
     app's ``payhooks.Hooks`` or ``payhooks.fastapi.AsyncHooks``), read with ``adapters`` (the
@@ -67,7 +69,9 @@ def console(
     lends them) or, without one, on a short connection of their own. The console reads and
     writes on at most ``CONNECTIONS`` connections of its own, opened on its first request;
     ``close(app)`` closes them. Times are shown in ``timezone`` (an IANA name, IST by default;
-    ``UnknownTimezone`` for a name the zone database does not hold)."""
+    ``UnknownTimezone`` for a name the zone database does not hold). ``fetch_settlements``
+    gives the Settlements page its Fetch button (``payhooks.reconcile.settling.fetch_once``
+    with the app's API credentials)."""
     database_url = libpq_url(database_url)  # SQLAlchemy's postgresql+psycopg:// too
     served = {adapter.provider: adapter for adapter in adapters}
     if getattr(hooks, "is_async", False):
@@ -88,6 +92,7 @@ def console(
             gateways=[p.value for p in served],
             timezone=timezone,
             adapters=served,
+            fetch_settlements=fetch_settlements,
         )
     else:
         apply = through(hooks, database_url)
@@ -96,8 +101,9 @@ def console(
             return replays.replay(conn, served, apply, event_id=event_id, provider=provider)
 
         views = Views(
-            replay=replay, gateways=[p.value for p in served], timezone=timezone, adapters=served
-        )
+            replay=replay, gateways=[p.value for p in served], timezone=timezone,
+            adapters=served, fetch_settlements=fetch_settlements,
+        )  # fmt: skip
     own = OwnPool(database_url)
     app = make(views, own)
     app.state.own_pool = own
@@ -117,10 +123,12 @@ def console_app(
     adapters: Iterable[Adapter],
     hooks: Any,
     timezone: str = DEFAULT_TIMEZONE,
+    fetch_settlements: Fetch | None = None,
 ) -> Starlette:
     """An app of the console alone, at ``/console`` (``payhooks console`` serves it), its
     connections closed when it stops."""
-    inner = console(database_url, adapters=adapters, hooks=hooks, timezone=timezone)
+    inner = console(database_url, adapters=adapters, hooks=hooks, timezone=timezone,
+                    fetch_settlements=fetch_settlements)  # fmt: skip
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -139,6 +147,7 @@ __all__ = [
     "CONNECTIONS",
     "Console",
     "Count",
+    "Fetch",
     "Link",
     "UnknownTimezone",
     "Views",

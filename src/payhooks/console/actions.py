@@ -70,6 +70,9 @@ class Done(StrEnum):
     ALL_QUEUED = "all_queued"
     NOTHING_DEAD = "nothing_dead"
     READDRESSED = "readdressed"
+    FETCHED = "fetched"
+    FETCH_FAILED = "fetch_failed"
+    NO_FETCH = "no_fetch"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

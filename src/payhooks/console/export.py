@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, tzinfo
 
 from payhooks.console.lists import ANSWERS, STATUSES, Line, Payment
+from payhooks.settlements.listing import Entry
 
 MAX_ROWS = 10_000
 """Rows in one export: narrow the time range for more."""
@@ -102,6 +103,28 @@ def payment_row(
     ]  # fmt: skip
 
 
+SETTLEMENT_COLUMNS = (
+    "settled_at", "gateway", "settlement_id", "utr", "state", "kind", "gateway_type",
+    "entry_id", "payment_id", "gateway_order_id", "amount_rupees", "amount_paise",
+    "fee_rupees", "fee_paise", "tax_rupees", "tax_paise", "net_rupees", "net_paise",
+    "payment_known",
+)  # fmt: skip
+"""One row per settlement line: the payout it is in, then the line as the gateway stated it
+(``net`` what it added to the payout, negative for a debit; the fee as the gateway states it:
+Razorpay's includes its tax). ``payment_known``: the payment is one payhooks applied (empty for
+a line that names none)."""
+
+
+def settlement_row(entry: Entry, zone: tzinfo) -> list[Cell]:
+    return [
+        when(entry.settled_at, zone), entry.provider, entry.settlement_id, entry.utr,
+        entry.state, entry.kind, entry.entry_type, entry.entry_id, entry.payment_id,
+        entry.gateway_order_id, rupees(entry.amount_paise), entry.amount_paise,
+        rupees(entry.fee_paise), entry.fee_paise, rupees(entry.tax_paise), entry.tax_paise,
+        rupees(entry.net_paise), entry.net_paise, entry.matched,
+    ]  # fmt: skip
+
+
 def filename(kind: str, at: datetime, zone: tzinfo) -> str:
     """``payhooks-deliveries-20261203-143512.csv``, in the console's zone."""
     return f"payhooks-{kind}-{at.astimezone(zone):%Y%m%d-%H%M%S}.csv"
@@ -112,10 +135,12 @@ __all__ = [
     "MAX_ROWS",
     "PAYMENT_COLUMNS",
     "READ_ROWS",
+    "SETTLEMENT_COLUMNS",
     "delivery_row",
     "filename",
     "guarded",
     "payment_row",
     "rupees",
+    "settlement_row",
     "text",
 ]

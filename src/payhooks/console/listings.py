@@ -1,16 +1,18 @@
-"""The console's list pages: the deliveries and payments lists with their filters, their CSV
-exports, the disputes still open by deadline, and the bulk replay of parked deliveries
-(docs/console.md, "Lists", "Exporting a list", "Disputes", "Replaying many at once"). The
-data is ``lists``, ``export``, ``bulk`` and ``payhooks.intake.disputes``'; these are the
-routes, built on ``pages``' helpers like the core's other pages."""
+"""The console's list pages: the deliveries, payments and settlements lists with their
+filters, their CSV exports, the Fetch of settlement reports, the disputes still open by
+deadline, and the bulk replay of parked deliveries (docs/console.md, "Lists", "Exporting a
+list", "Settlements", "Disputes", "Replaying many at once"). The data is ``lists``,
+``export``, ``bulk`` and ``payhooks.intake.disputes``'; these are the routes, built on
+``pages``' helpers like the core's other pages."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Annotated, TypeVar
 from urllib.parse import urlencode
 
+import anyio
 from fastapi import Depends, Form, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
@@ -26,6 +28,7 @@ from payhooks.console.pages import (
     _console,
     _redirect,
     csrf,
+    notice_of,
     page,
     prefix_of,
     private,
@@ -33,8 +36,11 @@ from payhooks.console.pages import (
     run,
 )
 from payhooks.gateways import GATEWAYS
+from payhooks.gateways._settlements import INDIA
 from payhooks.intake import disputes
 from payhooks.plumbing import db
+from payhooks.plumbing.db import Connection
+from payhooks.settlements import listing
 
 router = private()
 
@@ -44,6 +50,9 @@ Moment = Annotated[str, Query(max_length=lists.MAX_TIME_CHARS)]
 From = Annotated[str, Query(alias="from", max_length=lists.MAX_TIME_CHARS)]
 FormFrom = Annotated[str, Form(alias="from", max_length=lists.MAX_TIME_CHARS)]
 FormMoment = Annotated[str, Form(max_length=lists.MAX_TIME_CHARS)]
+FormDay = Annotated[str, Form(max_length=10)]
+SAID_CHARS = 2000
+"""What the action log keeps of a fetch's summary."""
 Count = Annotated[int | None, Query(ge=0, le=1_000_000)]
 
 
@@ -113,7 +122,9 @@ DeliveriesChosen = Annotated[lists.DeliveryFilter, Depends(_delivery_filter)]
 PaymentsChosen = Annotated[lists.PaymentFilter, Depends(_payment_filter)]
 
 
-def _form(chosen: lists.DeliveryFilter | lists.PaymentFilter, request: Request) -> dict[str, str]:
+def _form(
+    chosen: lists.DeliveryFilter | lists.PaymentFilter | lists.SettlementFilter, request: Request
+) -> dict[str, str]:
     """The filter form's fields as the operator typed them (a start left empty stays empty)."""
     zone = _zone(request)
     given = request.query_params
@@ -282,6 +293,130 @@ def _csv(
     response.headers.update(_HEADERS)
     response.headers["content-disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+# --- settlements -----------------------------------------------------------------------------
+
+
+async def _settlement_filter(
+    request: Request, gateway: Text = "", start: From = "", to: Moment = ""
+) -> lists.SettlementFilter:
+    """The settlements' filter, the same query for the list and its export."""
+    try:
+        return lists.SettlementFilter(
+            gateway=lists.gateway_of(gateway, lists.PROVIDERS),
+            window=lists.window(start, to, _zone(request), datetime.now(UTC),
+                                span=lists.SETTLEMENT_SPAN),
+        )  # fmt: skip
+    except lists.BadFilter as exc:
+        raise Unreadable(str(exc)) from exc
+
+
+SettlementsChosen = Annotated[lists.SettlementFilter, Depends(_settlement_filter)]
+
+
+def _settlements(
+    conn: Connection, chosen: lists.SettlementFilter, after: tuple[datetime, str, str] | None
+) -> dict[str, object]:
+    window = chosen.window
+    start = window.start or window.end - lists.SETTLEMENT_SPAN
+    return {
+        "rows": listing.payouts(conn, start, window.end, provider=chosen.gateway, after=after),
+        "totals": listing.totals(conn, start, window.end, provider=chosen.gateway),
+        "unsettled": listing.unsettled(conn, provider=chosen.gateway),
+        "unmatched": listing.unmatched_lines(conn, provider=chosen.gateway),
+    }
+
+
+@router.get("/settlements")
+async def settlements(
+    request: Request,
+    chosen: SettlementsChosen,
+    at: Moment = "",
+    after_provider: Text = "",
+    after_id: Text = "",
+) -> HTMLResponse:
+    """The payouts of the range with their totals, newest first, ``listing.PAGE`` a page;
+    the captures flagged unsettled and the lines naming no known payment; the Fetch form."""
+    after = _cursor(request, at, after_provider, after_id)
+    found = await run(request, _settlements, chosen, after)
+    rows = found["rows"]
+    assert isinstance(rows, list)
+    more = rows[-1].cursor if len(rows) == listing.PAGE else None
+    older = None
+    if more is not None:
+        older = chosen.query(at=lists.exact(more[0]), after_provider=more[1], after_id=more[2])
+    context = {
+        **found,
+        "chosen": chosen,
+        "typed": _form(chosen, request),
+        "gateways": lists.PROVIDERS,
+        "more": older,
+        "export": chosen.query(),
+        "max_rows": export.MAX_ROWS,
+        "can_fetch": _console(request).views.fetch_settlements is not None,
+        "yesterday": (datetime.now(UTC).astimezone(INDIA) - timedelta(days=1)).date(),
+        **notice_of(request),
+    }
+    return page(request, "settlements.html", context)
+
+
+def _cursor(
+    request: Request, at: str, provider: str, settlement_id: str
+) -> tuple[datetime, str, str] | None:
+    try:
+        moment = lists.moment(at, _zone(request), "at")
+    except lists.BadFilter as exc:
+        raise Unreadable(str(exc)) from exc
+    return None if moment is None else (moment, provider, settlement_id)
+
+
+@router.get("/settlements.csv")
+async def settlements_csv(request: Request, chosen: SettlementsChosen) -> Response:
+    """Every line of the filtered payouts as CSV, ``export.MAX_ROWS`` at most."""
+    window = chosen.window
+    start = window.start or window.end - lists.SETTLEMENT_SPAN
+
+    async def read(after: listing.Entry | None, limit: int) -> list[listing.Entry]:
+        return await run(request, listing.lines_in, start, window.end, provider=chosen.gateway,
+                         after=after, limit=limit)  # fmt: skip
+
+    zone = _zone(request)
+    return _csv(
+        "settlements", export.SETTLEMENT_COLUMNS, read, lambda r: export.settlement_row(r, zone),
+        zone,
+    )  # fmt: skip
+
+
+@router.get("/settlements/{provider}/{settlement_id:path}")
+async def settlement(request: Request, provider: str, settlement_id: str) -> HTMLResponse:
+    """One payout's lines, each linked to its payment's timeline."""
+    lines = await run(request, listing.lines, provider, settlement_id)
+    if not lines:
+        message = "No such settlement's lines are recorded (fetch its days to record them)."
+        return page(request, "error.html", {"message": message}, status=404)
+    return page(request, "settlement.html", {"lines": lines, "first": lines[0]})
+
+
+@router.post("/settlements/fetch", dependencies=[Depends(csrf)])
+async def fetch_settlements(
+    request: Request, session: Session, start: FormDay, end: FormDay
+) -> Response:
+    """The gateways' settlement reports for India's days ``start`` to ``end``, fetched as
+    ``payhooks settlements`` fetches them, recorded in the action log with what they held."""
+    fetch = _console(request).views.fetch_settlements
+    if fetch is None:
+        raise Unreadable("This console does not fetch settlements: run `payhooks settlements`.")
+    try:
+        days = date.fromisoformat(start), date.fromisoformat(end)
+        tally = await anyio.to_thread.run_sync(fetch, *days)
+    except ValueError:
+        return _redirect(f"{prefix_of(request.scope)}/settlements?notice=no_fetch")
+    done = actions.Done.FETCH_FAILED if tally.failures else actions.Done.FETCHED
+    said = " ".join(tally.summary().split())[:SAID_CHARS]
+    await run(request, actions.record, session.operator, "fetch_settlements", None,
+              f"{start} to {end}", actions.Result(done=done), said)  # fmt: skip
+    return _redirect(f"{prefix_of(request.scope)}/settlements?notice={done.value}")
 
 
 # --- replaying many at once ------------------------------------------------------------------

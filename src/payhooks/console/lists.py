@@ -262,6 +262,27 @@ class PaymentFilter:
         return urlencode({k: v for k, v in fields.items() if v not in ("", None)})
 
 
+SETTLEMENT_SPAN = timedelta(days=31)
+"""The settlements list with no start: this long before its end (a payout is daily)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettlementFilter:
+    """The settlements list's filter: a gateway and the time payouts were made."""
+
+    gateway: str | None = None
+    window: Window
+
+    def query(self, **more: Any) -> str:
+        fields = {
+            "gateway": self.gateway or "",
+            "from": exact(self.window.start) if self.window.start else "",
+            "to": exact(self.window.end),
+            **more,
+        }
+        return urlencode({k: v for k, v in fields.items() if v not in ("", None)})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Payment:
     """A payment as a list shows it: by default one that reached the app's handler
@@ -446,6 +467,7 @@ __all__ = [
     "Payment",
     "PaymentFilter",
     "Payments",
+    "SettlementFilter",
     "Shown",
     "Window",
     "core_payments",

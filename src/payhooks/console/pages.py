@@ -24,8 +24,8 @@ import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Annotated, Any, Concatenate, ParamSpec, TypeVar
+from datetime import UTC, date, datetime
+from typing import Annotated, Any, Concatenate, ParamSpec, Protocol, TypeVar
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import anyio
@@ -52,6 +52,7 @@ from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, PayloadTooLarge
 from payhooks.plumbing.pools import CheckedPool, watched
 from payhooks.refunding import refunds
+from payhooks.settlements import flags
 from payhooks.starlette import read_bounded, replaying
 
 COOKIE = "payhooks_console"
@@ -82,10 +83,20 @@ CORE_NAV = (
     ("Payments", "/payments"),
     ("Disputes", "/disputes"),
     ("Parked", "/parked"),
+    ("Settlements", "/settlements"),
     ("Action log", "/actions"),
 )
 
 NOTICES = {
+    actions.Done.FETCHED: (
+        "Fetched: each gateway's settlement report for those days is recorded and matched "
+        "(the action log says what it held), and the captures not settled in time flagged."
+    ),
+    actions.Done.FETCH_FAILED: (
+        "A gateway's settlement report failed (the action log says which and why): fetch "
+        "those days again later; nothing is recorded twice."
+    ),
+    actions.Done.NO_FETCH: "Not fetched: the days must be given, at most 31, none after today.",
     actions.Done.APPLIED: "Replayed: the delivery was applied.",
     actions.Done.STILL_PARKED: (
         "Replayed: it is still parked (no checkout matches it yet, or its amount is still not "
@@ -222,6 +233,20 @@ def order_of(
     return order_address(provider, merchant_ref) if merchant_ref else None
 
 
+class Fetched(Protocol):
+    """What a fetch of the settlement reports came to (``payhooks.reconcile.settling.Tally``)."""
+
+    @property
+    def failures(self) -> Mapping[Provider, str]: ...
+
+    def summary(self) -> str: ...
+
+
+Fetch = Callable[[date, date], Fetched]
+"""A fetch of the gateways' settlement reports for India's days ``start`` to ``end``; raises
+``ValueError`` for a range it refuses."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Views:
     """What a console shows and does that is the app's own."""
@@ -274,6 +299,10 @@ class Views:
     link_to: str | None = None
     """The app's action (below the root) that links a parked delivery to a checkout and
     replays it; the parked page offers it when set."""
+    fetch_settlements: Fetch | None = None
+    """How the Settlements page's Fetch button fetches the gateways' settlement reports for
+    a range of days (``payhooks.reconcile.settling.fetch_once`` with the app's API
+    credentials: the ``reconcile`` extra); None, no button (``payhooks settlements`` does it)."""
 
 
 class LoginNeeded(Exception):
@@ -810,9 +839,24 @@ def _overview(conn: db.Connection, views: Views) -> dict[str, Any]:
                 many="parked deliveries",
                 address="/parked",
             ),
+            *_settlement_counts(conn),
             *views.counts(conn),
         ],
     }
+
+
+def _settlement_counts(conn: db.Connection) -> list[Count]:
+    """The settlements' flags, on the home page when there are any: each a person must see."""
+    unsettled = sum(c.count for c in flags.unsettled(conn))
+    unmatched = sum(c.count for c in flags.unmatched(conn))
+    late = "capture not settled in time", "captures not settled in time"
+    stray = "settlement line naming no known payment", "settlement lines naming no known payment"
+    return [
+        Count(key=key, number=number, one=one, many=many, address="/settlements")
+        for key, number, (one, many) in (("unsettled", unsettled, late),
+                                         ("unmatched", unmatched, stray))
+        if number
+    ]  # fmt: skip
 
 
 @_private.get("/")

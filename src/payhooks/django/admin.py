@@ -10,7 +10,7 @@ first by deadline, each with its timeline and its gateway's dashboard."""
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlencode
 
@@ -31,6 +31,7 @@ from payhooks.django import conf, connection, deliveries, replays
 from payhooks.django.models import PROVIDERS, Dispute, ProcessedWebhook
 from payhooks.gateways import GATEWAYS
 from payhooks.operations import health, timeline
+from payhooks.settlements import listing
 
 _ALL_PROVIDERS = [value for value, _ in PROVIDERS]
 M = TypeVar("M", ProcessedWebhook, Dispute)
@@ -84,6 +85,8 @@ def forged_now() -> tuple[str, ...]:
 
 
 _BOUNDED = "SELECT set_config('statement_timeout', '1000', true)"
+SETTLEMENT_DAYS = 31
+"""The days of payouts the admin's Settlements page shows."""
 log = logging.getLogger("payhooks.django")
 
 
@@ -201,9 +204,11 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
     def get_urls(self) -> list[URLPattern]:
         health_view = self.admin_site.admin_view(self.health_view)
         timeline_view = self.admin_site.admin_view(self.timeline_view)
+        settlements_view = self.admin_site.admin_view(self.settlements_view)
         return [
             path("health/", health_view, name="payhooks_health"),
             path("timeline/", timeline_view, name="payhooks_timeline"),
+            path("settlements/", settlements_view, name="payhooks_settlements"),
             *super().get_urls(),
         ]
 
@@ -240,6 +245,26 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
             "can_replay": self.has_replay_permission(request),
         }
         return TemplateResponse(request, "admin/payhooks/timeline.html", context)
+
+    def settlements_view(self, request: HttpRequest) -> HttpResponse:
+        """Settlements: the payouts of the last ``SETTLEMENT_DAYS`` days with their totals and
+        whether their lines add up, the captures flagged unsettled, and the lines naming no
+        payment payhooks knows (``manage.py payhooks_settlements`` fetches them)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        conn = connection(conf.current().database)
+        now = datetime.now(UTC)
+        start = now - timedelta(days=SETTLEMENT_DAYS)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Settlements",
+            "days": SETTLEMENT_DAYS,
+            "payouts": listing.payouts(conn, start, now, limit=listing.PAGE),
+            "totals": listing.totals(conn, start, now),
+            "unsettled": listing.unsettled(conn),
+            "unmatched": listing.unmatched_lines(conn),
+        }
+        return TemplateResponse(request, "admin/payhooks/settlements.html", context)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -58,7 +58,9 @@ _API = tuple(
     for name in (found.status_api.id_variable, found.status_api.secret_variable,
                  found.status_api.url_variable)
 )  # fmt: skip
-_RECONCILE = ("RECONCILE_AFTER_S", "RECONCILE_WINDOW_S", "RECONCILE_TIMEOUT_MS")
+_RECONCILE = (
+    "RECONCILE_AFTER_S", "RECONCILE_WINDOW_S", "RECONCILE_TIMEOUT_MS", "SETTLEMENT_MARGIN_HOURS",
+)  # fmt: skip
 _KNOWN = {*_SECRETS, *_API, *_RECONCILE, "HANDLER", "DATABASE", "LOCK_TIMEOUT_MS"}
 
 
@@ -77,6 +79,9 @@ class Config:
     reconcile_after_s: int = 900
     reconcile_window_s: int = 7 * 24 * 3600
     reconcile_timeout_ms: int = 10_000
+    settlement_margin_hours: int = 48
+    """Past its gateway's cycle, how long a capture may wait for its payout before it is
+    flagged unsettled (``payhooks.settlements.flags``)."""
 
     def adapter(self, provider: str) -> Adapter:
         """The adapter serving ``provider``; ``ProviderNotConfigured`` for any other."""
@@ -115,6 +120,7 @@ def read(values: Mapping[str, Any]) -> Config:
         reconcile_after_s=_millis(values, "RECONCILE_AFTER_S", 900),
         reconcile_window_s=_millis(values, "RECONCILE_WINDOW_S", 7 * 24 * 3600),
         reconcile_timeout_ms=_millis(values, "RECONCILE_TIMEOUT_MS", 10_000),
+        settlement_margin_hours=_millis(values, "SETTLEMENT_MARGIN_HOURS", 48),
     )
 
 
@@ -192,9 +198,10 @@ def _name(values: Mapping[str, Any], name: str, default: str) -> str:
 
 
 def _millis(values: Mapping[str, Any], name: str, default: int) -> int:
-    """A whole number of milliseconds (or, for the RECONCILE_*_S keys, seconds), 0 or more."""
+    """A whole number of milliseconds (or, for the RECONCILE_*_S keys, seconds; for
+    SETTLEMENT_MARGIN_HOURS, hours), 0 or more."""
     given = values.get(name, default)
-    unit = "seconds" if name.endswith("_S") else "milliseconds"
+    unit = {"_S": "seconds", "RS": "hours"}.get(name[-2:], "milliseconds")
     if isinstance(given, str):  # an environment variable passed on as it is
         shown = repr(given[:40])
         if given.strip().isdecimal():

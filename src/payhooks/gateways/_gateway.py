@@ -10,6 +10,7 @@ from typing import Protocol
 
 from payhooks.events import Provider
 from payhooks.gateways._adapter import Adapter
+from payhooks.gateways._settlements import Settles
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +116,10 @@ class Gateway:
     captures_authorized: bool = False
     """payhooks captures its authorised payments when asked to (manual capture, the
     reference service's ``PAYHOOKS_CAPTURE_AUTHORIZED``): its status client's ``capture``."""
+    settles: Settles | None = None
+    """What it documents of its settlements (its cycle, its settlement webhook), and whether
+    its report client fetches them (``settlement_pages`` of its status client); None where it
+    documents no settlement report payhooks reads (docs/providers.md, "Settlements")."""
     refuted_advice: str = ""
     """What an operator is told of its callbacks the API refuted, when the usual advice (the
     webhook credential leaked: rotate it) does not fit; empty for the usual."""

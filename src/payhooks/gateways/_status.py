@@ -30,6 +30,9 @@ MAX_RETRY_AFTER_S = 3600.0
 MAX_ANSWER_BYTES = 1 << 20
 """A status answer is a few KB; a body past 1 MiB is refused as it streams, never parsed."""
 DEFAULT_DEADLINE_S = 10.0
+MAX_PAGES = 500
+"""Pages of one report read at most: a report that runs on past them (a cursor that never
+ends) is an error, never an answer cut short."""
 CREDENTIALS_REFUSED = frozenset({401, 403})
 T = TypeVar("T")
 
@@ -328,6 +331,7 @@ def listed(
 
 __all__ = [
     "MAX_ANSWER_BYTES",
+    "MAX_PAGES",
     "CredentialsRefused",
     "Deliver",
     "Identify",

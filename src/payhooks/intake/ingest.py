@@ -18,7 +18,7 @@ from psycopg.pq import TransactionStatus
 from payhooks.events import MAX_PAISE as MAX_PAISE  # kept importable from here
 from payhooks.events import MAX_REFERENCE_CHARS as MAX_REFERENCE_CHARS
 from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
-from payhooks.events import Event, Received, is_text, storable
+from payhooks.events import Event, EventKind, Received, is_text, storable
 from payhooks.gateways import Adapter
 from payhooks.gateways import _reports as reports
 from payhooks.intake import confirmations, disputes, expectations, idempotency, relaying
@@ -43,6 +43,7 @@ from payhooks.plumbing.errors import (
     SignatureMismatch,
 )
 from payhooks.refunding import refunds
+from payhooks.settlements import records as settled
 
 MAX_BODY_BYTES = 1024 * 1024  # the largest body any built-in adapter accepts
 
@@ -215,6 +216,8 @@ class Delivery:
             if claim.mismatch and (second := confirmations.another_attempt(event)) is not None:
                 return (yield from _another_attempt(self.received, second, claim))
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
+        if event.kind is EventKind.SETTLEMENT:  # the gateway's payout: no payment, no handler
+            return (yield from _settlement(self.received))
         if event.unconfirmed:  # what it says is only a claim: the gateway's API decides
             return (yield from _to_confirm(event))
         if not (yield from disputes.recording(event)):  # a stale report of a dispute
@@ -278,6 +281,15 @@ def _held(
     if claim.state is ClaimState.NEW:
         yield from idempotency.recording(event, Outcome.PARKED, None)
     return Settled(receipt=Receipt(outcome=Outcome.PARKED, event=event))
+
+
+def _settlement(received: Received) -> Generator[Statement, Any, Settled]:
+    """A payout the gateway made (its settlement webhook): recorded by the core
+    (``payhooks.settlements.records``), in the claim's transaction, and answered processed. It
+    is no payment event, so no handler sees it, and a shop's state machine never meets it."""
+    yield from settled.webhook_recording(received)
+    yield from idempotency.recording(received.event, Outcome.PROCESSED, None)
+    return Settled(receipt=Receipt(outcome=Outcome.PROCESSED, event=received.event))
 
 
 def _to_confirm(event: Event) -> Generator[Statement, Any, Settled]:

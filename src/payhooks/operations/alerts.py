@@ -22,6 +22,7 @@ from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms
 from payhooks.operations.outbox import backlogs
 from payhooks.plumbing.db import Connection
+from payhooks.settlements import flags
 
 
 class Condition(StrEnum):
@@ -63,6 +64,13 @@ class Condition(StrEnum):
     """A dispute still waiting for the merchant's answer whose deadline is near or past."""
     DISPUTE_LOST = "dispute_lost"
     """A dispute lost: the gateway took its amount back from the merchant."""
+
+    UNSETTLED = "unsettled"
+    """Captured payments the gateway has not paid out within its documented settlement cycle
+    and the margin (``payhooks.settlements.flags``): money missing, until a payout names them."""
+    SETTLEMENT_UNMATCHED = "settlement_unmatched"
+    """Settlement lines naming a payment payhooks never applied: a payout for money the
+    merchant's records do not have."""
 
 
 NOT_REPEATED = frozenset({Condition.DISPUTE_OPENED, Condition.DISPUTE_DUE, Condition.DISPUTE_LOST})
@@ -481,6 +489,50 @@ def _paise(amount: int | None, currency: str | None) -> str:
 _PROVIDERS = frozenset(p.value for p in Provider)
 
 
+def settlements(conn: Connection, now: datetime) -> list[Alert]:
+    """Captures not settled in time and settlement lines naming no known payment, by gateway
+    (what the settlements review and the recorded lines hold; cheap reads, each minute)."""
+    found = [
+        Alert(
+            condition=Condition.UNSETTLED,
+            subject=c.provider,
+            title=f"{c.provider}: {c.count} captured {_payments(c.count)} not settled",
+            body=(
+                f"{c.count} {c.provider} captured {_payments(c.count)} (the oldest captured "
+                f"{c.since:%Y-%m-%d %H:%M} UTC) {'is' if c.count == 1 else 'are'} in no payout "
+                f"within {c.provider}'s settlement cycle and the margin: money missing. Each "
+                "is listed on the console's Settlements page and by `payhooks settlements "
+                "--unsettled`; fetch the days since with `payhooks settlements --from ... --to "
+                "...`, or ask the gateway."
+            ),
+        )
+        for c in flags.unsettled(conn)
+    ]
+    return found + [
+        Alert(
+            condition=Condition.SETTLEMENT_UNMATCHED,
+            subject=c.provider,
+            title=f"{c.provider}: {c.count} settlement {_lines(c.count)} naming no known payment",
+            body=(
+                f"{c.count} {c.provider} settlement {_lines(c.count)} (the first recorded "
+                f"{c.since:%Y-%m-%d %H:%M} UTC) {'names' if c.count == 1 else 'name'} a payment "
+                "payhooks never applied: a webhook never came and reconciliation never found "
+                "it, or a payment outside this app. Each is listed on the console's "
+                "Settlements page and by `payhooks settlements --unmatched`."
+            ),
+        )
+        for c in flags.unmatched(conn)
+    ]
+
+
+def _payments(count: int) -> str:
+    return "payment" if count == 1 else "payments"
+
+
+def _lines(count: int) -> str:
+    return "line" if count == 1 else "lines"
+
+
 def _hours(span: timedelta) -> int:
     return int(span.total_seconds() // 3600)
 
@@ -536,6 +588,10 @@ def core_sources(
             ),
             observe=disputed,
         ),
+        Source(
+            conditions=frozenset({Condition.UNSETTLED, Condition.SETTLEMENT_UNMATCHED}),
+            observe=settlements,
+        ),
     ]
 
 
@@ -570,4 +626,5 @@ __all__ = [
     "reconciliation",
     "refunds",
     "relay_backlog",
+    "settlements",
 ]

@@ -253,7 +253,7 @@ FOR NO KEY UPDATE SKIP LOCKED
 """
 # The channel's unpublished events in the order they were queued (through
 # payhooks_outbox_relay), less every event of a payment whose refused one is backing off
-# (found through payhooks_outbox_relay_refused, core 24: the few unpublished events tried
+# (found through payhooks_outbox_relay_refused, core 25: the few unpublished events tried
 # before): it holds back that payment's later events and no other payment's, however many
 # such payments there are. Without it, refused events filling the window held back all.
 RELAY_WINDOW = """

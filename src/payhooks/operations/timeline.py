@@ -1,7 +1,7 @@
 """One payment's timeline from the core's tables, for a merchant's own app: what the merchant
 expected of a gateway order (``payhooks.expect``), what each delivery of it did, the payments
-applied (by webhook or by reconciliation), every request the delivery log noted for it, and
-where reconciliation stands.
+applied (by webhook or by reconciliation), every request the delivery log noted for it, where
+reconciliation stands, and the payouts that settled its payments (``payhooks.settlements``).
 
 ``find`` turns what an operator types (a gateway order id, the merchant's reference, a payment
 id, a delivery key, a bank reference) into the gateway orders it names; ``story`` tells one.
@@ -28,6 +28,7 @@ from payhooks.events import Provider
 from payhooks.intake import disputes
 from payhooks.intake.expectations import is_reconciled
 from payhooks.plumbing.db import Connection, named_row, named_rows
+from payhooks.settlements import listing
 
 MAX_QUERY_CHARS = 255
 MAX_FOUND = 20
@@ -295,6 +296,11 @@ class Story:
     disputes: list[disputes.Dispute] = field(default_factory=list)
     """Where each dispute of its payments stands (``payhooks.intake.disputes``), in the order
     they were opened; each report of one is also among ``records``."""
+    settled: list[listing.Entry] = field(default_factory=list)
+    """The settlement lines naming the order's payments (their payouts, their refunds'
+    debits), oldest payout first."""
+    unsettled: list[listing.Unsettled] = field(default_factory=list)
+    """Its captures flagged: not settled within their gateway's cycle and the margin."""
 
     @property
     def parked(self) -> list[Record]:
@@ -380,15 +386,19 @@ def story(
     if expected is None and not rows and not lines and not disputed:
         return None
     reconciling = named_row(conn, _RECONCILING, params)
+    payments = [Payment(**row) for row in named_rows(conn, _PAYMENTS, params)]
+    paid = sorted({*params["payments"], *(p.payment_id for p in payments)})
     return Story(
         provider=provider,
         gateway_order_id=gateway_order_id,
         expected=None if expected is None else Expected(**expected),
         records=[_record(row) for row in rows],
-        payments=[Payment(**row) for row in named_rows(conn, _PAYMENTS, params)],
+        payments=payments,
         lines=[_line(row) for row in lines],
         reconciling=None if reconciling is None else Reconciling(**reconciling),
         disputes=disputed,
+        settled=listing.of_payments(conn, provider, paid),
+        unsettled=listing.unsettled_of(conn, provider, paid),
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from datetime import date, timedelta
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ from payhooks.operations import replays
 from payhooks.operations import retention as policy
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import GatewayApiError
+from payhooks.reconcile import settling
 from payhooks.reconcile.passes import Followup, Options, Reconciler, followed
 from payhooks.refunding import sending
 from payhooks.refunding.refunds import Refund
@@ -36,6 +38,8 @@ __all__ = [
     "capture_authorized",
     "deliver",
     "deliver_pooled",
+    "fetch_settlements",
+    "fetching_settlements",
     "purge",
     "read_stored",
     "received_stored",
@@ -121,6 +125,33 @@ def shop_reconciler(
         notify=ALERTS,
         stop=stop,
     )
+
+
+def fetch_settlements(
+    reconciler: Reconciler, settings: Settings, start: date, end: date
+) -> settling.Tally:
+    """The gateways' settlement reports for ``start`` to ``end`` (India's days), through the
+    reconciler's status clients and connections: what the worker fetches, and the console."""
+    margin = timedelta(hours=settings.settlement_margin_hours)
+    return settling.fetch_with(reconciler.connect, reconciler.clients, start, end, margin=margin)
+
+
+def fetching_settlements(
+    pool: psycopg_pool.ConnectionPool, settings: Settings
+) -> Callable[[date, date], settling.Tally] | None:
+    """The console's Fetch button: a fetch on connections of ``pool`` over a short HTTP client
+    of its own; None when no gateway has API credentials (nothing to ask)."""
+    if not settings.reconciled():
+        return None
+
+    def fetch(start: date, end: date) -> settling.Tally:
+        return settling.fetch_once(
+            lambda: database.connection(pool), settings.reconciled(), start, end,
+            timeout_s=settings.reconcile_timeout_ms / 1000,
+            margin=timedelta(hours=settings.settlement_margin_hours),
+        )  # fmt: skip
+
+    return fetch
 
 
 def purge(

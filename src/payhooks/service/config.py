@@ -256,6 +256,9 @@ class Settings:
     reconcile_after_s: int = 900
     reconcile_window_s: int = 7 * 24 * 3600
     reconcile_timeout_ms: int = 10_000
+    settlement_margin_hours: int = 48
+    """Past its gateway's cycle, how long a capture may wait for its payout before it is
+    flagged unsettled (``payhooks.settlements.flags``)."""
     refund_double_payments: bool = False
     """The second payment of a paid cart refunded automatically, once (the worker)."""
     capture_authorized: bool = False
@@ -323,6 +326,9 @@ class Settings:
             ),
             reconcile_timeout_ms=env.get("PAYHOOKS_RECONCILE_TIMEOUT_MS").integer(
                 _DEFAULT.reconcile_timeout_ms
+            ),
+            settlement_margin_hours=env.get("PAYHOOKS_SETTLEMENT_MARGIN_HOURS").integer(
+                _DEFAULT.settlement_margin_hours, maximum=60 * 24
             ),
             refund_double_payments=env.get("PAYHOOKS_REFUND_DOUBLE_PAYMENTS").switch(),
             capture_authorized=env.get("PAYHOOKS_CAPTURE_AUTHORIZED").switch(),

@@ -9,7 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from functools import partial
 from typing import Annotated, Any
 
@@ -44,6 +44,7 @@ from payhooks.plumbing.errors import (
     Unauthorised,
 )
 from payhooks.plumbing.retries import Retries
+from payhooks.reconcile.settling import Tally
 from payhooks.refunding.refunds import Refund
 from payhooks.service import application, console, database, deliveries
 from payhooks.service.config import Settings
@@ -150,11 +151,28 @@ def create_app(
     served = settings.adapters() if adapters is None else adapters
     retries = Retries.within(settings.pool_timeout_ms, settings.transaction_timeout_ms)
     endpoint = _add_webhook_route(app, served, witness, retries)
-    console.install(app, served, settings.reconciliation_off(), timezone=settings.console_timezone)
+    console.install(
+        app, served, settings.reconciliation_off(), timezone=settings.console_timezone,
+        fetch_settlements=_fetching(app, settings),
+    )  # fmt: skip
     _add_api_routes(app, api_token)
     _add_probe_routes(app, metrics, metrics_token, settings)
     app.webhook_endpoint = endpoint
     return app
+
+
+def _fetching(app: FastAPI, settings: Settings) -> Callable[[date, date], Tally] | None:
+    """The console's Fetch of settlement reports, on the console's pool (open once the app
+    runs); None when no gateway has API credentials."""
+    if not settings.reconciled():
+        return None
+
+    def fetch(start: date, end: date) -> Tally:
+        found = application.fetching_settlements(app.state.console_pool, settings)
+        assert found is not None
+        return found(start, end)
+
+    return fetch
 
 
 class Service(FastAPI):

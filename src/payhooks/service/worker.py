@@ -9,10 +9,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import psycopg_pool
 
+from payhooks.gateways._settlements import INDIA
 from payhooks.plumbing.errors import DatabaseUnavailable
 from payhooks.service import alerting, application, database, outbox, reconcile
 from payhooks.service.config import Settings
@@ -37,6 +38,14 @@ class WorkerOptions:
     smtp_backoff_cap_seconds: float = 30.0
     alerts_every_seconds: float | None = 60.0
     """How often what is wrong is looked at again (docs/operations.md, "Alerts")."""
+    settlements_every_seconds: float | None = 6 * 3600.0
+    """How often the gateways' settlement reports of the last ``SETTLEMENT_DAYS`` are fetched
+    (docs/operations.md, "Settlements"): a day fetched again records nothing twice."""
+
+
+SETTLEMENT_DAYS = 3
+"""The days (India's, today included) each fetch of the settlement reports covers: a payout
+late by a day or two is still found."""
 
 
 class Worker:
@@ -75,6 +84,8 @@ class Worker:
         self._pool = pool
         self._last_reconcile: float | None = None
         self._last_alerts: float | None = None
+        self._last_settlements: float | None = None
+        self._settings = settings
         self._failures = 0
 
     def run(self) -> None:
@@ -118,6 +129,7 @@ class Worker:
                 self.confirm_callbacks,
                 self.send_refunds,
                 self.capture_authorized,
+                self.maybe_fetch_settlements,
             ):
                 try:
                     step()
@@ -172,6 +184,25 @@ class Worker:
         if sum(tally.examined.values()):
             log.info("reconcile_pass", extra={"summary": tally.summary()})
         return sum(tally.applied.values())
+
+    def maybe_fetch_settlements(self) -> int:
+        """The gateways' settlement reports of the last ``SETTLEMENT_DAYS``, every
+        ``settlements_every_seconds``, recorded and reviewed; returns how many lines were new.
+        Off for gateways without API credentials."""
+        every = self.options.settlements_every_seconds
+        now = time.monotonic()
+        if not self.reconciler.clients or every is None:
+            return 0
+        if self._last_settlements is not None and now - self._last_settlements < every:
+            return 0
+        self._last_settlements = now
+        today = datetime.now(UTC).astimezone(INDIA).date()
+        start = today - timedelta(days=SETTLEMENT_DAYS - 1)
+        tally = application.fetch_settlements(self.reconciler, self._settings, start, today)
+        log.info("settlements_fetched", extra={"summary": tally.summary()})
+        if tally.failures:
+            log.warning("settlements_fetch_failed", extra={"failures": tally.trouble()})
+        return sum(done.lines for done in tally.recorded.values())
 
     def confirm_callbacks(self) -> int:
         """Every tick: the callbacks PhonePe and Juspay sent (only their credential proves

@@ -10,10 +10,12 @@ and the server they share.
 from __future__ import annotations
 
 import contextlib
+import secrets
 import threading
 import time
 from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -21,10 +23,11 @@ from starlette.applications import Starlette
 from starlette.responses import Response
 
 from payhooks.events import Provider
+from payhooks.gateways._settlements import INDIA
 from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateways import SIMULATORS, Booked, simulator
 from payhooks.sim.keys import ApiKeys
-from payhooks.sim.parts import Books, Fault, Order, RefundAsked, RefundWords
+from payhooks.sim.parts import Books, Fault, Order, PaidOut, Payout, RefundAsked, RefundWords
 
 REFUND_WORDS: Mapping[Provider, RefundWords] = {
     provider: sim.refund_words for provider, sim in SIMULATORS.items() if sim.refund_words
@@ -48,6 +51,9 @@ class GatewayApi:
         self.replayed: dict[tuple[Provider, str], tuple[int, bytes]] = {}
         """The first answer under each idempotency header, replayed for every later request
         with it (Cashfree's ``x-idempotency-key``)."""
+        self.payouts: list[Payout] = []
+        """Every settlement the double made (``pay_out``), in order."""
+        self._paid_out: set[tuple[Provider, str]] = set()
 
     # --- the merchant's and the customer's side -------------------------------------------
 
@@ -236,6 +242,78 @@ class GatewayApi:
         if fault.delay_s:
             await anyio.sleep(fault.delay_s)
         return _answer(provider, fault)
+
+    def pay_out(
+        self, provider: Provider, *, at: int | None = None, held: Collection[str] = ()
+    ) -> Payout | None:
+        """A settlement of ``provider``, as the gateway makes one each cycle: every payment
+        it captured and every refund it processed that no payout covered yet, but the
+        payments in ``held`` (a gateway that keeps one back); None when there is nothing to
+        pay out. ``at``: when, in Unix seconds (default now)."""
+        sim = simulator(provider)
+        if sim.captured is None:
+            raise ValueError(f"the {provider.value} double pays out no settlements")
+        when = int(time.time()) if at is None else at
+        with self._lock:
+            entries = [*self._captures(provider, held, when), *self._refunds(provider, when)]
+            if not entries:
+                return None
+            made = Payout(provider=provider, settlement_id=sim.new_settlement_id(),
+                          utr="UTR" + secrets.token_hex(6).upper(), at=when,
+                          entries=tuple(entries))  # fmt: skip
+            self._paid_out.update((provider, e.entry_id) for e in entries)
+            self.payouts.append(made)
+            return made
+
+    def _captures(self, provider: Provider, held: Collection[str], at: int) -> list[PaidOut]:
+        sim = simulator(provider)
+        assert sim.captured is not None
+        found = []
+        for (kept, reference), order in self._orders.items():
+            for entity in order.payments if kept is provider else ():
+                payment_id, paise = str(entity.get(sim.payment_key)), sim.captured(entity)
+                if paise is None or payment_id in held or (provider, payment_id) in self._paid_out:
+                    continue
+                found.append(PaidOut(entry_id=payment_id, kind="payment", payment_id=payment_id,
+                                     order_id=reference, amount_paise=paise, at=at))  # fmt: skip
+        return found
+
+    def _refunds(self, provider: Provider, at: int) -> list[PaidOut]:
+        words, sim = REFUND_WORDS.get(provider), simulator(provider)
+        if words is None or sim.refund_id is None:
+            return []
+        orders = {str(p.get(sim.payment_key)): ref for (kept, ref), order in self._orders.items()
+                  if kept is provider for p in order.payments}  # fmt: skip
+        found = []
+        for (kept, payment_id), made in self.money.refunds.items():
+            amounts = self.money.amounts[(kept, payment_id)]
+            for refund, paise in zip(made, amounts, strict=True):
+                refund_id = sim.refund_id(refund)
+                if kept is not provider or refund.get(words.name) != words.processed:
+                    continue
+                if (provider, refund_id) in self._paid_out:
+                    continue
+                found.append(PaidOut(entry_id=refund_id, kind="refund", payment_id=payment_id,
+                                     order_id=orders.get(payment_id, ""), amount_paise=paise,
+                                     at=at))  # fmt: skip
+        return found
+
+    def payouts_of(self, provider: Provider) -> list[Payout]:
+        """The settlements of ``provider``, in the order they were made."""
+        with self._lock:
+            return [p for p in self.payouts if p.provider is provider]
+
+    @staticmethod
+    def day_of(payout: Payout) -> str:
+        """The day a payout was made (``2026-01-05``): India's, as the reports count days."""
+        return datetime.fromtimestamp(payout.at, UTC).astimezone(INDIA).date().isoformat()
+
+    def payout(self, provider: Provider, settlement_id: str) -> Payout | None:
+        """One settlement by its id, or None."""
+        found = [
+            p for p in self.payouts if p.provider is provider and p.settlement_id == settlement_id
+        ]
+        return found[0] if found else None
 
     # --- the API side, for the gateways' routes ---------------------------------------------
 

@@ -137,6 +137,68 @@ class Books:
     """Refunds are made pending (Razorpay's normal speed, PayU's queue) until ``settle``."""
 
 
+# --- what a gateway paid out ------------------------------------------------------------------
+
+FEE_BPS = 200
+"""The double's fee on a payment: 2% of it, and 18% GST on the fee (the rates Razorpay and
+Cashfree publish for UPI and cards)."""
+TAX_BPS = 1800
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PaidOut:
+    """One entry of a payout the double made: a payment it captured (a credit, less its fee
+    and the tax on the fee) or a refund it made (a debit of the refund)."""
+
+    entry_id: str
+    kind: str
+    """``payment`` or ``refund``."""
+    payment_id: str
+    order_id: str
+    amount_paise: int
+    at: int
+
+    @property
+    def fee_paise(self) -> int:
+        """The gateway's fee, its tax not included."""
+        return self.amount_paise * FEE_BPS // 10_000 if self.kind == "payment" else 0
+
+    @property
+    def tax_paise(self) -> int:
+        return self.fee_paise * TAX_BPS // 10_000
+
+    @property
+    def net_paise(self) -> int:
+        """What the entry adds to the payout."""
+        if self.kind == "refund":
+            return -self.amount_paise
+        return self.amount_paise - self.fee_paise - self.tax_paise
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Payout:
+    """One settlement the double made: its id and UTR, when, and what it covered."""
+
+    provider: Provider
+    settlement_id: str
+    utr: str
+    at: int
+    entries: tuple[PaidOut, ...]
+
+    @property
+    def amount_paise(self) -> int:
+        """What reached the merchant's bank: the entries added up."""
+        return sum(entry.net_paise for entry in self.entries)
+
+    @property
+    def fees_paise(self) -> int:
+        return sum(entry.fee_paise for entry in self.entries)
+
+    @property
+    def tax_paise(self) -> int:
+        return sum(entry.tax_paise for entry in self.entries)
+
+
 class GatewayBooks(Protocol):
     """What a gateway's routes, a scenario's stage and the shop at the gateway ask of the
     status-API double's books (``sim.gateway_api.GatewayApi``)."""
@@ -175,6 +237,12 @@ class GatewayBooks(Protocol):
     ) -> None: ...
 
     def refund_status(self, provider: Provider) -> str: ...
+
+    def payouts_of(self, provider: Provider) -> list[Payout]: ...
+
+    def day_of(self, payout: Payout) -> str: ...
+
+    def payout(self, provider: Provider, settlement_id: str) -> Payout | None: ...
 
     def refund_once(
         self, asked: RefundAsked, make: Callable[[int], dict[str, Any] | str]
@@ -244,6 +312,9 @@ class StormOptions:
     """The deployment may have lost deliveries it acknowledged (its database failed over onto
     an asynchronous standby that had not received them; tests/failover): wait, reconciling,
     until every cart the story paid for is paid, not only the silent ones."""
+    held_rate: float = 0.0
+    """With a ``settle`` step (in-process storms): the share of captured payments the
+    gateways keep out of their payout (``sim.settling``): each must end flagged unsettled."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.sim import settling
 from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
 from payhooks.sim.consumers import Brokers, Consumed
 from payhooks.sim.deliveries import Disputed
@@ -500,20 +501,26 @@ def run_storm(
     books: GatewayApi | None = None,
     reconcile: Callable[[], object] = lambda: None,
     brokers: Brokers | None = None,
+    settle: settling.Settle | None = None,
 ) -> StormResult:
     """The storm against one deployment URL, or several hosts of one deployment: deliveries
     spread over them (``Gatekeeper``); setup and verification through the first.
 
     ``books``: the gateways' status API double the deployment reconciles against (needed for
     ``silent_rate``); ``reconcile``: asks for a pass (the deployment's worker runs its own
-    anyway), called while waiting for the silent carts. ``brokers``: the brokers the
-    deployment relays payment events to, with a consumer on each and the faults to inject
-    while delivering; every paid cart's capture must then be applied once on each."""
+    anyway), called while waiting for the silent carts; ``settle``: the deployment's fetch of
+    the settlement reports from ``books`` and what it then holds: with it, the gateways pay
+    out once the stories are delivered, and the settlement invariants are checked
+    (``sim.settling``). ``brokers``: the brokers the deployment relays payment events to,
+    with a consumer on each and the faults to inject while delivering; every paid cart's
+    capture must then be applied once on each."""
     if brokers is None:
-        return _storm(base_url, token, gateway, options, progress, books, reconcile, None)
+        return _storm(base_url, token, gateway, options, progress, books, reconcile, settle, None)
     brokers.start()
     try:
-        return _storm(base_url, token, gateway, options, progress, books, reconcile, brokers)
+        return _storm(
+            base_url, token, gateway, options, progress, books, reconcile, settle, brokers
+        )
     finally:
         brokers.stop()
 
@@ -526,6 +533,7 @@ def _storm(
     progress: Progress,
     books: GatewayApi | None,
     reconcile: Callable[[], object],
+    settle: settling.Settle | None,
     brokers: Brokers | None,
 ) -> StormResult:
     from concurrent.futures import ThreadPoolExecutor
@@ -560,6 +568,10 @@ def _storm(
         checks = _checks(shop, skus, states, tally, options)
         if options.refunds_doubles:
             checks.append(double_payments_refunded_once(states, books))
+        if settle is not None:
+            paid = settling.pay_out(books, stories, options, rng, gateway, client)
+            checks += [Check(name=v.name, violations=v.violations, checked=v.checked)
+                       for v in settling.verdicts(stories, paid, settle())]  # fmt: skip
     consumed: list[Consumed] = []
     if brokers is not None:
         progress("awaiting the brokers' consumers", 0, None)

@@ -1,6 +1,7 @@
-"""Cashfree's dispute webhooks, read from the bodies its documentation publishes for versions
-2022-09-01 and 2025-01-01 (tests/data/cashfree/disputes/README.md): what each status means,
-the dispute's figures, its phase, and its delivery key."""
+"""Cashfree's dispute webhooks, read from payhooks' own bodies in the shape of those its
+documentation publishes for versions 2022-09-01 and 2025-01-01
+(tests/data/cashfree/disputes/README.md): what each status means, the dispute's figures, its
+phase, and its delivery key."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def with_status(status: str, type_: str = "DISPUTE_UPDATED") -> bytes:
     return json.dumps(doc).encode()
 
 
-def test_the_published_created_bodies_verify_and_read_alike() -> None:
+def test_the_created_bodies_of_both_versions_verify_and_read_alike() -> None:
     events = []
     for name in ("2022-09-01_DISPUTE_CREATED.json", "2025-01-01_DISPUTE_CREATED.json"):
         body = sample(name)
@@ -41,35 +42,35 @@ def test_the_published_created_bodies_verify_and_read_alike() -> None:
     assert old.kind is new.kind is EventKind.DISPUTE_OPENED
     assert old.dispute == new.dispute
     assert (new.payment_id, new.merchant_ref, new.currency) == (
-        "885473311", "order_1944392DR1kMTFYdIf8bI2awAcC3i9FTa", "INR",
+        "732118840", "order_2217504Wp5GnZc2RtXh7LsQa9VbEk3MfY", "INR",
     )  # fmt: skip
     dispute = new.dispute
     assert dispute is not None
     assert (dispute.id, dispute.amount_paise, dispute.phase, dispute.status) == (
-        "433475258", 300, "dispute", "DISPUTE_CREATED",
+        "518391027", 700, "dispute", "DISPUTE_CREATED",
     )  # fmt: skip
-    assert dispute.reason == "1402: Duplicate Processing"
-    assert dispute.respond_by == datetime(2023, 6, 18, 23, 59, 59, tzinfo=IST)
-    assert dispute.reported_at == datetime(2023, 6, 15, 21, 49, 48, tzinfo=IST)
+    assert dispute.reason == "12.6.1: Duplicate Processing"
+    assert dispute.respond_by == datetime(2024, 11, 28, 23, 59, 59, tzinfo=IST)
+    assert dispute.reported_at == datetime(2024, 11, 25, 16, 8, 41, tzinfo=IST)
 
 
-def test_the_2025_created_body_as_cashfree_prints_it_is_not_json() -> None:
+def test_the_2025_created_body_with_the_doubled_quotes_cashfree_prints_is_not_json() -> None:
     with pytest.raises(MalformedPayload, match="not valid JSON"):
-        ADAPTER.parse(sample("2025-01-01_DISPUTE_CREATED.as-published.txt"), {})
+        ADAPTER.parse(sample("2025-01-01_DISPUTE_CREATED.doubled-quotes.txt"), {})
 
 
-def test_the_closed_sample_is_a_chargeback_won() -> None:
+def test_the_closed_body_is_a_chargeback_won() -> None:
     event = ADAPTER.parse(sample("2022-09-01_DISPUTE_CLOSED.json"), {})
     assert event.kind is EventKind.DISPUTE_WON
     assert event.dispute is not None
-    assert (event.dispute.phase, event.dispute.amount_paise) == ("chargeback", 450_000)
+    assert (event.dispute.phase, event.dispute.amount_paise) == ("chargeback", 189_900)
 
 
-def test_the_updated_sample_opens_the_same_dispute_again_as_a_pre_arbitration() -> None:
+def test_the_updated_body_opens_the_same_dispute_again_as_a_pre_arbitration() -> None:
     event = ADAPTER.parse(sample("2022-09-01_DISPUTE_UPDATED.json"), {})
     assert event.kind is EventKind.DISPUTE_OPENED
     assert event.dispute is not None
-    assert (event.dispute.id, event.dispute.phase) == ("433475257", "pre_arbitration")
+    assert (event.dispute.id, event.dispute.phase) == ("518204663", "pre_arbitration")
 
 
 @pytest.mark.parametrize(
@@ -108,7 +109,7 @@ def test_the_key_is_the_idempotency_header_else_type_id_status_and_update_time()
     body = sample("2022-09-01_DISPUTE_UPDATED.json")
     assert ADAPTER.parse(body, {"x-idempotency-key": "k1"}).event_id == "k1"
     assert ADAPTER.parse(body, {}).event_id == (
-        "DISPUTE_UPDATED:433475257:PRE_ARBITRATION_CREATED:202306152119150530"
+        "DISPUTE_UPDATED:518204663:PRE_ARBITRATION_CREATED:202411181147360530"
     )
 
 

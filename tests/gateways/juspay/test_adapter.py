@@ -1,5 +1,6 @@
-"""Juspay adapter: HTTP Basic with the dashboard's credentials, Juspay's own sample webhooks,
-exact rupee amounts, and every event unconfirmed (the Order Status API decides)."""
+"""Juspay adapter: HTTP Basic with the dashboard's credentials, webhooks in the shape of
+Juspay's samples, exact rupee amounts, and every event unconfirmed (the Order Status API
+decides)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def sample(name: str) -> bytes:
 
 def order(**overrides: Any) -> dict[str, Any]:
     found = {
-        "id": "ordeh_a9eb2884e4fe4738b70c3d51e6397d34",
+        "id": "ordeh_11882769afb8a283d46a31a72de55976",
         "order_id": "ph_cart_42",
         "status": "CHARGED",
         "status_id": 21,
@@ -57,7 +58,7 @@ def order(**overrides: Any) -> dict[str, Any]:
         "effective_amount": 499,
         "currency": "INR",
         "txn_id": "shop-ph_cart_42-1",
-        "txn_uuid": "moziqFZtYKQkTsRFGXX",
+        "txn_uuid": "mozJdM1bUpmPrsLJfAp",
         "payment_gateway_response": {"rrn": "415312345678", "epg_txn_id": "pay_X"},
     }
     found.update(overrides)
@@ -66,9 +67,9 @@ def order(**overrides: Any) -> dict[str, Any]:
 
 def body_of(event_name: str = "ORDER_SUCCEEDED", content: Any = None, **envelope: Any) -> bytes:
     doc = {
-        "id": "evt_V2_b737837102414514ae0e9717a9f2664d",
+        "id": "evt_V2_e46d1dd3640e4c00df7e6559c57ce509",
         "event_name": event_name,
-        "date_created": "2023-08-10T07:00:48Z",
+        "date_created": "2024-11-18T10:28:29Z",
         "content": {"order": order()} if content is None else content,
         **envelope,
     }
@@ -79,64 +80,64 @@ def parsed(body: bytes):
     return adapter().parse(body, signed())
 
 
-# --- Juspay's own samples --------------------------------------------------------------------
+# --- bodies in the shape of Juspay's samples (tests/data/juspay/README.md) ---------------------
 
 # file: (kind, event id, payment id, order id, amount, paid, refund id, refund amount, bank ref)
 SAMPLES: dict[str, tuple[Any, ...]] = {
-    "order_succeeded.json": (C, "evt_V2_b737837102414514ae0e9717a9f2664d:"
-        "sample_ord_200",
-                             "ms-sample_ord_200-1", "sample_ord_200", 100, 100, None, None,
-                             "ybbjy9"),
-    "order_succeeded_mandate.json": (C, "evt_gsu1c0r7umcfrxeb:"
-        "234823498237423894273498",
-                                     "juspay-234823498237423894273498-1",
-                                     "234823498237423894273498", 100, None, None, None,
-                                     "4299662"),
-    "order_failed.json": (F, "evt_V2_f139d51b776541bdbccf6cf49234bc8c:"
-        "sample_ord_502", "ms-sample_ord_502-1",
-                          "sample_ord_502", 800, 800, None, None, None),
-    "txn_created.json": (P, "evt_V2_324dc6e110914184a1c764923e14ccde:"
-        "sample_ord_200", "ms-sample_ord_200-1",
-                         "sample_ord_200", 100, 100, None, None, None),
-    "txn_charged.json": (C, "evt_V2_714bdcbb817d4fa2b0f64bb9609557d4:"
-        "sample_ord_200", "ms-sample_ord_200-1",
-                         "sample_ord_200", 100, 100, None, None, "ybbjy9"),
-    "txn_failed.json": (F, "evt_V2_a0d045a5a93e4f29a72a937ebb0b154b:"
-        "sample_ord_502", "ms-sample_ord_502-1",
-                        "sample_ord_502", 800, 800, None, None, None),
-    "order_refunded.json": (R, "evt_V2_132b474fe46b4518a561ad1aa18b4e42:"
-        "sample_ord_403:erf_b0c764a743c4221b", "ms-sample_ord_403-1",
-                            "sample_ord_403", 800, 800, "erf_b0c764a743c4221b", 500, None),
+    "order_succeeded.json": (C, "evt_V2_e46d1dd3640e4c00df7e6559c57ce509:"
+        "tea_ord_7101",
+                             "teashop-tea_ord_7101-1", "tea_ord_7101", 300, 300, None, None,
+                             "k3vq8m"),
+    "order_succeeded_mandate.json": (C, "evt_er4haz4fy38c9hjj:"
+        "418807361925540172663019",
+                                     "upistore-418807361925540172663019-1",
+                                     "418807361925540172663019", 200, None, None, None,
+                                     "6183075"),
+    "order_failed.json": (F, "evt_V2_cc8658a62f26cbc869aca6cd481523bc:"
+        "tea_ord_7144", "teashop-tea_ord_7144-1",
+                          "tea_ord_7144", 1200, 1200, None, None, None),
+    "txn_created.json": (P, "evt_V2_ff5a1df2974f83651ba8455eeb990ad1:"
+        "tea_ord_7101", "teashop-tea_ord_7101-1",
+                         "tea_ord_7101", 300, 300, None, None, None),
+    "txn_charged.json": (C, "evt_V2_2baaad12957ca2545dffb04292768705:"
+        "tea_ord_7101", "teashop-tea_ord_7101-1",
+                         "tea_ord_7101", 300, 300, None, None, "k3vq8m"),
+    "txn_failed.json": (F, "evt_V2_e4c8a7e6dc4ac9bc0d9c58b4b4bf7903:"
+        "tea_ord_7144", "teashop-tea_ord_7144-1",
+                        "tea_ord_7144", 1200, 1200, None, None, None),
+    "order_refunded.json": (R, "evt_V2_1ad284168a5bd6952fe8f0c2c11777ae:"
+        "tea_ord_7129:erf_ea3803ac1023b867", "teashop-tea_ord_7129-1",
+                            "tea_ord_7129", 1500, 1500, "erf_ea3803ac1023b867", 600, None),
     # Kept, never acted on: refunds not (yet) successful, Juspay's own auto-refunds, mandates.
-    "order_refund_failed.json": (OTHER, "evt_V2_9380da4b07e74b6792f3fe23ed84a75f",
-                                 "ms-sampleorder608-1", "sampleorder608", 8600, 8600, None,
-                                 None, "202238567896952"),
-    "refund_initiate.json": (OTHER, "evt_V2_6d18def52abc4810aaef89a91064b045",
-                             "ms-sample_ord_403-1", "sample_ord_403", 800, 800, None, None,
-                             "ef9cyl"),
-    "refund_manual_review.json": (OTHER, "evt_V2_1750c1958ed71230991e6740c18af364",
-                                  "confirm-ctkt174582939-1", "ctkt174582939", 155100, 155100,
-                                  None, None, "207506348187"),
-    "auto_refund_failed.json": (OTHER, "evt_V2_9380da4b07e74b6792f3fe23ed84a75f",
-                                "ms-sampleorder507-1", "sampleorder507", 100000, 100000, None,
-                                None, "202238567896952"),
-    "auto_refund_succeeded.json": (OTHER, "evt_V2_c911db219e6845ce9c6b551b9e88cbc4",
-                                   "ms-sample_ord_408-1", "sample_ord_408", 800, 800, None, None,
-                                   "106027"),
-    "surcharge_auto_refund_succeeded.json": (OTHER, "evt_V2_773f8b7e42754f898b8e34873aa5",
-                                             "merchant-JUSPLP0037001-1", "JUSPLP0037001", 65000,
-                                             66534, None, None, "41091612076857776"),
+    "order_refund_failed.json": (OTHER, "evt_V2_fde217d5dd44b274669227cf9c2b0023",
+                                 "teashop-teaorder8817-1", "teaorder8817", 6400, 6400, None,
+                                 None, "202431904478215"),
+    "refund_initiate.json": (OTHER, "evt_V2_d1b13dd989c9c6fb136acefa85e67452",
+                             "teashop-tea_ord_7129-1", "tea_ord_7129", 1500, 1500, None, None,
+                             "p2wd7h"),
+    "refund_manual_review.json": (OTHER, "evt_V2_19d2abf3961756ce5f174462449992bd",
+                                  "railbook-rbkt219304457-1", "rbkt219304457", 218400, 218400,
+                                  None, None, "431208875160"),
+    "auto_refund_failed.json": (OTHER, "evt_V2_fde217d5dd44b274669227cf9c2b0023",
+                                "teashop-teaorder8790-1", "teaorder8790", 145000, 145000, None,
+                                None, "202431904478215"),
+    "auto_refund_succeeded.json": (OTHER, "evt_V2_86258b41804641618ccfaab1f31c40aa",
+                                   "teashop-tea_ord_7133-1", "tea_ord_7133", 900, 900, None, None,
+                                   "274519"),
+    "surcharge_auto_refund_succeeded.json": (OTHER, "evt_V2_c32d4e4ac513204e3bb34b902e82",
+                                             "kettleco-KETTLE0052004-1", "KETTLE0052004", 120000,
+                                             122832, None, None, "43270518836290415"),
     **{
         f"{name}.json": (OTHER, ident, None, None, None, None, None, None, None)
         for name, ident in {
-            "mandate_created": "evt_V2_14596cec6cd34c6380212cc3115030cb",
-            "mandate_activated": "evt_V2_7c242ac8f082499f8398ab56ce603187",
-            "mandate_failed": "evt_V2_5692cc60687042cc8a7efac8373894f7",
-            "mandate_paused": "evt_V2_98b67d9bfe334c84a7d4971d932b9465",
-            "mandate_expired": "evt_V2_98b67d9bfe334c84a7d4971d932b9465",
-            "mandate_revoked": "evt_V2_2fa69b2aab7147a78363517fdaf57d01",
-            "notification_succeeded": "evt_V2_9380da4b07e74b6792f3fe23ed84a75f",
-            "notification_failed": "evt_V2_93ca6871b7fc4efcafe24ede6e25ecb7",
+            "mandate_created": "evt_V2_662177ecdb5da7c76e46b24fbe77c2e5",
+            "mandate_activated": "evt_V2_05bcd1078d7bf299915295cd70b800b5",
+            "mandate_failed": "evt_V2_eb82564fc04701de9b66b2a92b616628",
+            "mandate_paused": "evt_V2_75e060edb7728eb1ade097c7e92333e1",
+            "mandate_expired": "evt_V2_75e060edb7728eb1ade097c7e92333e1",
+            "mandate_revoked": "evt_V2_c869e93f37e91ee7a42443020382866f",
+            "notification_succeeded": "evt_V2_fde217d5dd44b274669227cf9c2b0023",
+            "notification_failed": "evt_V2_9e4710cf96f425579588ea6627961046",
         }.items()
     },
 }  # fmt: skip
@@ -149,7 +150,7 @@ def test_every_sample_file_is_covered():
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
-def test_each_of_juspays_sample_webhooks_reads_as_the_event_it_describes(name):
+def test_each_webhook_of_juspays_sample_shapes_reads_as_the_event_it_describes(name):
     body = sample(name)
     adapter().verify(body, signed())
     event = parsed(body)
@@ -312,7 +313,7 @@ def test_a_transaction_event_reads_the_transaction_not_an_order():
 
 def test_the_attempts_uuid_is_its_id_when_juspay_sends_no_txn_id():
     event = parsed(body_of(content={"order": order(txn_id=...)}))
-    assert event.payment_id == "moziqFZtYKQkTsRFGXX"
+    assert event.payment_id == "mozJdM1bUpmPrsLJfAp"
 
 
 @pytest.mark.parametrize("missing", ["order_id", "amount"])
@@ -432,7 +433,7 @@ def test_an_unknown_event_keeps_the_order_it_names_for_search():
 def test_the_envelope_id_and_order_are_the_delivery_key_whatever_the_headers_say():
     headers = {**signed(), "x-idempotency-key": "another", "x-event-id": "another"}
     event = adapter().parse(body_of(), headers)
-    assert event.event_id == f"evt_V2_b737837102414514ae0e9717a9f2664d:{event.merchant_ref}"
+    assert event.event_id == f"evt_V2_e46d1dd3640e4c00df7e6559c57ce509:{event.merchant_ref}"
 
 
 @pytest.mark.parametrize(
@@ -468,7 +469,7 @@ def test_an_event_without_a_name_is_malformed():
     [
         ({"rrn": "415312345678", "epg_txn_id": "pay_X", "auth_id_code": "123"}, "415312345678"),
         ({"rrn": "NA", "epg_txn_id": "pay_X", "auth_id_code": "123"}, "pay_X"),
-        ({"rrn": None, "epg_txn_id": "NA", "auth_id_code": "T34689"}, "T34689"),
+        ({"rrn": None, "epg_txn_id": "NA", "auth_id_code": "T51207"}, "T51207"),
         ({"rrn": "NA", "epg_txn_id": "NA", "auth_id_code": "NA"}, None),
         ({"rrn": 43888933}, "43888933"),
         ("FILTERED", None),

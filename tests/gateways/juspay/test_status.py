@@ -1,7 +1,7 @@
 """Juspay's Order Status API client: the call it makes (HTTP Basic with the API key and an
-empty password, ``x-merchantid``, ``version``), Juspay's own sample orders read as payments
-and refunds under reconcile keys, an unknown order, refused credentials, rate limits, and the
-simulated double answering the client over a loopback socket."""
+empty password, ``x-merchantid``, ``version``), orders in the shape of Juspay's samples read as
+payments and refunds under reconcile keys, an unknown order, refused credentials, rate limits,
+and the simulated double answering the client over a loopback socket."""
 
 from __future__ import annotations
 
@@ -39,14 +39,15 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 
 def sample_order(name: str) -> dict[str, Any]:
-    """A sample webhook's ``content.order``: "complete order data as obtained from
-    /order/:order_id API", in Juspay's words."""
+    """A webhook's ``content.order``: the whole order, as the Order Status API answers it
+    (Juspay's webhook documentation)."""
     doc = json.loads((DATA / "webhooks" / name).read_bytes(), parse_float=Decimal)
     return dict(doc["content"]["order"])
 
 
 def card_order() -> bytes:
-    """Juspay's sample Order Status answer for a card payment, its ``//`` comments removed."""
+    """An Order Status answer for a card payment in the shape of Juspay's sample, its ``//``
+    comments removed."""
     text = (DATA / "order-status" / "card.json").read_text()
     return re.sub(r"\s//\s[^\n]*", "", text).encode()
 
@@ -86,9 +87,9 @@ def kinds(report: Report) -> list[tuple[EventKind, str]]:
 
 def test_the_call_is_a_get_of_the_order_with_basic_auth_merchant_id_and_version():
     gateway = answering(encoded(sample_order("order_succeeded.json")))
-    gateway.report("sample_ord_200")
+    gateway.report("tea_ord_7101")
     (request,) = gateway.asked
-    assert (request.method, str(request.url)) == ("GET", f"{BASE}/orders/sample_ord_200")
+    assert (request.method, str(request.url)) == ("GET", f"{BASE}/orders/tea_ord_7101")
     expected = "Basic " + base64.b64encode(b"JP_API_KEY_123:").decode()  # key, empty password
     assert request.headers["authorization"] == expected
     assert request.headers["x-merchantid"] == "shop_merchant"
@@ -107,77 +108,77 @@ def test_the_order_id_is_one_path_segment_whatever_it_holds():
 
 
 def test_a_charged_order_is_its_attempt_captured_under_a_reconcile_key():
-    report = answering(encoded(sample_order("order_succeeded.json"))).report("sample_ord_200")
+    report = answering(encoded(sample_order("order_succeeded.json"))).report("tea_ord_7101")
     (found,) = report.received
     event = found.event
     assert (event.kind, event.event_id, event.event_type) == (
         EventKind.PAYMENT_CAPTURED,
-        "reconcile:ms-sample_ord_200-1:CHARGED",
+        "reconcile:teashop-tea_ord_7101-1:CHARGED",
         "reconcile.payment.CHARGED",
     )
-    assert (event.payment_id, event.merchant_ref) == ("ms-sample_ord_200-1", "sample_ord_200")
-    assert (event.amount_paise, event.payment_amount_paise, event.currency) == (100, 100, "INR")
+    assert (event.payment_id, event.merchant_ref) == ("teashop-tea_ord_7101-1", "tea_ord_7101")
+    assert (event.amount_paise, event.payment_amount_paise, event.currency) == (300, 300, "INR")
     assert event.unconfirmed is False  # the API's word is the confirmation
     assert report.skipped == ()
 
 
 def test_a_failed_order_is_its_attempt_failed():
-    report = answering(encoded(sample_order("order_failed.json"))).report("sample_ord_502")
+    report = answering(encoded(sample_order("order_failed.json"))).report("tea_ord_7144")
     assert kinds(report) == [
-        (EventKind.PAYMENT_FAILED, "reconcile:ms-sample_ord_502-1:AUTHORIZATION_FAILED")
+        (EventKind.PAYMENT_FAILED, "reconcile:teashop-tea_ord_7144-1:AUTHORIZATION_FAILED")
     ]
 
 
-def test_juspays_card_sample_is_a_capture_and_its_successful_refund():
-    report = answering(card_order()).report("JP1636474794")
+def test_a_card_order_is_a_capture_and_its_successful_refund():
+    report = answering(card_order()).report("TS1732037461")
     payment, refund = (r.event for r in report.received)
     assert (payment.kind, payment.payment_id, payment.amount_paise) == (
         EventKind.PAYMENT_CAPTURED,
-        "merchant_success-JP1636474794-1",
-        900000,
+        "kettle_shop-TS1732037461-1",
+        480000,
     )
-    assert payment.payment_amount_paise == 920000  # effective_amount: what was paid
+    assert payment.payment_amount_paise == 500000  # effective_amount: what was paid
     assert (refund.kind, refund.event_id) == (
         EventKind.REFUND_PROCESSED,
-        "reconcile:TEST1637681731:refund.SUCCESS",
+        "reconcile:TEST1733244398:refund.SUCCESS",
     )
-    assert (refund.payment_id, refund.merchant_ref) == (payment.payment_id, "JP1636474794")
-    assert (refund.refund_id, refund.refund_amount_paise) == ("TEST1637681731", 920000)
+    assert (refund.payment_id, refund.merchant_ref) == (payment.payment_id, "TS1732037461")
+    assert (refund.refund_id, refund.refund_amount_paise) == ("TEST1733244398", 500000)
 
 
 def test_a_pending_refund_known_by_its_request_id_is_reported_once_it_succeeds():
-    report = answering(encoded(sample_order("order_refunded.json"))).report("sample_ord_403")
+    report = answering(encoded(sample_order("order_refunded.json"))).report("tea_ord_7129")
     refunds = [r.event for r in report.received if r.event.kind is EventKind.REFUND_PROCESSED]
     assert [(e.refund_id, e.refund_amount_paise) for e in refunds] == [
-        ("erf_b0c764a743c4221b", 500)
+        ("erf_ea3803ac1023b867", 600)
     ]
 
 
 def test_only_successful_refunds_are_reported_the_others_are_skipped_with_their_status():
     answer = encoded(sample_order("refund_manual_review.json"))  # amounts as strings
-    report = answering(answer).report("ctkt174582939")
+    report = answering(answer).report("rbkt219304457")
     assert kinds(report) == [
-        (EventKind.PAYMENT_CAPTURED, "reconcile:confirm-ctkt174582939-1:CHARGED"),
-        (EventKind.REFUND_PROCESSED, "reconcile:w8ctkt174582939:refund.SUCCESS"),
+        (EventKind.PAYMENT_CAPTURED, "reconcile:railbook-rbkt219304457-1:CHARGED"),
+        (EventKind.REFUND_PROCESSED, "reconcile:w8rbkt219304457:refund.SUCCESS"),
     ]
-    assert report.received[0].event.amount_paise == 155100
-    assert report.received[1].event.refund_amount_paise == 7500
-    assert report.skipped == ("recan17458293944531:refund MANUAL_REVIEW",)
+    assert report.received[0].event.amount_paise == 218400
+    assert report.received[1].event.refund_amount_paise == 13800
+    assert report.skipped == ("rbcan21930445781120:refund MANUAL_REVIEW",)
 
 
 def test_an_order_juspay_refunded_by_itself_is_left_aside_with_its_refund():
-    report = answering(encoded(sample_order("auto_refund_succeeded.json"))).report("sample_ord_408")
+    report = answering(encoded(sample_order("auto_refund_succeeded.json"))).report("tea_ord_7133")
     assert report.received == ()
     assert report.skipped == (
-        "ms-sample_ord_408-1:AUTO_REFUNDED",
-        "ARumRQpjqqLcXTm6:refund SUCCESS",
+        "teashop-tea_ord_7133-1:AUTO_REFUNDED",
+        "ARyU7rhdKn65It07:refund SUCCESS",
     )
 
 
 def test_a_state_that_carries_nothing_is_skipped():
     cod = (DATA / "order-status" / "cod.json").read_bytes()
-    report = answering(cod).report("1690960292")
-    assert report == Report(skipped=("ms-1690960292-1:COD_INITIATED",))
+    report = answering(cod).report("1731235153")
+    assert report == Report(skipped=("teashop-1731235153-1:COD_INITIATED",))
 
 
 def test_an_answer_about_another_order_is_an_api_error_never_a_decision():
@@ -189,7 +190,7 @@ def test_an_answer_about_another_order_is_an_api_error_never_a_decision():
 def test_a_whole_rupee_decimal_and_a_string_amount_are_exact():
     order = {**sample_order("order_succeeded.json"), "amount": "665.34"}
     order["effective_amount"] = Decimal("680.01")
-    (found,) = answering(encoded(order)).report("sample_ord_200").received
+    (found,) = answering(encoded(order)).report("tea_ord_7101").received
     assert (found.event.amount_paise, found.event.payment_amount_paise) == (66534, 68001)
 
 
@@ -202,8 +203,8 @@ def test_asking_again_after_a_refund_reads_the_payment_with_the_same_body():
         "maximum_eligible_refund_amount": 0,
         "refunds": [{"unique_request_id": "rf_1", "status": "SUCCESS", "amount": 1}],
     }
-    first = answering(encoded(before)).report("sample_ord_200").received[0]
-    again = answering(encoded(after)).report("sample_ord_200").received[0]
+    first = answering(encoded(before)).report("tea_ord_7101").received[0]
+    again = answering(encoded(after)).report("tea_ord_7101").received[0]
     assert (again.event.event_id, again.body) == (first.event.event_id, first.body)
 
 
@@ -221,7 +222,7 @@ def test_every_reported_delivery_reads_again_from_its_stored_body(answer):
 
 def test_payment_and_refund_bodies_differ_so_neither_is_taken_for_the_other():
     bodies = [
-        r.event.payload_sha256 for r in answering(card_order()).report("JP1636474794").received
+        r.event.payload_sha256 for r in answering(card_order()).report("TS1732037461").received
     ]
     assert len(set(bodies)) == 2
 
@@ -243,20 +244,20 @@ def test_an_order_answered_not_found_is_no_payment():
 def test_refused_credentials_pause_the_gateway_not_one_checkout(code):
     body = (DATA / "order-status" / "error-401-access_denied.json").read_bytes()
     with pytest.raises(CredentialsRefused) as refused:
-        answering(body, code).report("sample_ord_200")
+        answering(body, code).report("tea_ord_7101")
     assert (refused.value.status, refused.value.provider) == (code, "juspay")
     assert "JP_API_KEY_123" not in str(refused.value)
 
 
 def test_a_rate_limit_carries_the_wait_juspay_asks_for():
     with pytest.raises(GatewayApiError) as limited:
-        answering(b'{"status":"error"}', 429, **{"retry-after": "30"}).report("sample_ord_200")
+        answering(b'{"status":"error"}', 429, **{"retry-after": "30"}).report("tea_ord_7101")
     assert limited.value.rate_limited and limited.value.retry_after_s == 30.0
 
 
 def test_a_server_error_is_an_outage():
     with pytest.raises(GatewayApiError) as failed:
-        answering(b"oops", 503).report("sample_ord_200")
+        answering(b"oops", 503).report("tea_ord_7101")
     assert failed.value.outage and not isinstance(failed.value, CredentialsRefused)
 
 
@@ -271,7 +272,7 @@ def test_a_server_error_is_an_outage():
 )
 def test_an_answer_that_is_not_an_order_is_an_api_error_asked_again_later(answer):
     with pytest.raises(GatewayApiError, match="unreadable answer"):
-        answering(answer).report("sample_ord_200")
+        answering(answer).report("tea_ord_7101")
 
 
 # --- the simulated Order Status API, over a loopback socket ------------------------------------

@@ -42,7 +42,7 @@ def vector_fields(case: dict[str, Any]) -> dict[str, str]:
 def post(**overrides: str | None) -> dict[str, str]:
     """A PayU payment post with a valid hash; pass a field as None to leave it out."""
     fields = {
-        "mihpayid": "403993715521937565",
+        "mihpayid": "403993715529184406",
         "mode": "UPI",
         "status": "success",
         "unmappedstatus": "captured",

@@ -18,7 +18,7 @@ SUCCESS = (DATA / "refund_callback_success.json").read_bytes()
 FAILURE = (DATA / "refund_callback_failure.json").read_bytes()
 
 
-def adapter(key: str = "lF76TH") -> PayU:
+def adapter(key: str = "Qm4XvA") -> PayU:
     return PayU(merchant_key=key, salts=("salt",))
 
 
@@ -28,7 +28,7 @@ def edited(body: bytes, **changes: object) -> bytes:
     return json.dumps({k: v for k, v in doc.items() if v is not ...}).encode()
 
 
-def test_the_docs_success_sample_is_a_refund_to_confirm():
+def test_a_success_callback_of_the_documented_shape_is_a_refund_to_confirm():
     payu = adapter()
     payu.verify(SUCCESS, {})
     event = payu.parse(SUCCESS, {})
@@ -36,22 +36,22 @@ def test_the_docs_success_sample_is_a_refund_to_confirm():
         Provider.PAYU, EventKind.REFUND_PROCESSED, "refund.success",
     )  # fmt: skip
     assert event.unconfirmed  # nothing signs it: PayU's check_action_status decides
-    assert event.event_id == "ORDER_33172661_1679394745:11865427756:refund.success"
-    assert (event.refund_id, event.refund_amount_paise) == ("11865427756", 14_900)
+    assert event.event_id == "ORDER_45820917_1731052866:12931740588:refund.success"
+    assert (event.refund_id, event.refund_amount_paise) == ("12931740588", 23_800)
     # a PayU payment is its txnid in payhooks, as for the payment posts
-    assert event.payment_id == event.merchant_ref == "ORDER_33172661_1679394745"
-    assert (event.amount_paise, event.currency, event.bank_ref) == (None, "INR", "308239782136")
+    assert event.payment_id == event.merchant_ref == "ORDER_45820917_1731052866"
+    assert (event.amount_paise, event.currency, event.bank_ref) == (None, "INR", "412608517394")
 
 
-def test_the_docs_failure_sample_moved_no_money_and_is_kept_as_other():
-    payu = adapter("IahMJL")
+def test_a_failure_callback_moved_no_money_and_is_kept_as_other():
+    payu = adapter("tR8bWe")
     payu.verify(FAILURE, {})
     event = payu.parse(FAILURE, {})
     assert (event.kind, event.event_id) == (
         EventKind.OTHER,
-        "PZT2506150013OR4AN02:17265314530:refund.failure",
+        "KTS2411080027QX7BM06:18302265417:refund.failure",
     )
-    assert event.unconfirmed and event.refund_amount_paise == 7_200
+    assert event.unconfirmed and event.refund_amount_paise == 5_600
 
 
 def test_a_refund_key_never_takes_a_payment_posts_key():
@@ -86,15 +86,15 @@ def test_json_that_does_not_read_is_refused_as_unauthenticated(body):
 
 
 def test_a_request_id_written_as_a_number_or_with_spaces_is_the_same_id():
-    for written in (11865427756, " 11865427756 "):
+    for written in (12931740588, " 12931740588 "):
         event = adapter().parse(edited(SUCCESS, request_id=written), {})
-        assert event.event_id == "ORDER_33172661_1679394745:11865427756:refund.success"
+        assert event.event_id == "ORDER_45820917_1731052866:12931740588:refund.success"
 
 
 @pytest.mark.parametrize(
     ("changes", "problem"),
     [({"request_id": ...}, "request_id"), ({"merchantTxnId": ""}, "merchantTxnId"),
-     ({"amt": ...}, "amt"), ({"amt": "1,49.00"}, "amount is not a rupee amount"),
+     ({"amt": ...}, "amt"), ({"amt": "2,38.00"}, "amount is not a rupee amount"),
      ({"status": ...}, "status is missing"), ({"request_id": [1]}, "request_id is not a string")],
 )  # fmt: skip
 def test_a_success_missing_what_it_is_about_is_malformed(changes, problem):
@@ -103,24 +103,24 @@ def test_a_success_missing_what_it_is_about_is_malformed(changes, problem):
 
 
 def test_an_amount_written_as_a_json_number_is_read_exactly():
-    event = adapter().parse(SUCCESS.replace(b'"amt": "149.00"', b'"amt": 149.50'), {})
-    assert event.refund_amount_paise == 14_950
+    event = adapter().parse(SUCCESS.replace(b'"amt": "238.00"', b'"amt": 238.50'), {})
+    assert event.refund_amount_paise == 23_850
 
 
 def test_a_payment_post_is_still_read_as_a_form():
     with pytest.raises(SignatureMismatch, match="hash missing"):
-        adapter().verify(b"key=lF76TH&status=success&txnid=t1&amount=1.00", {})
+        adapter().verify(b"key=Qm4XvA&status=success&txnid=t1&amount=1.00", {})
 
 
 def test_a_refund_callback_never_takes_a_key_in_reconciliations_key_space():
     """A txnid is the sender's to write: ``reconcile`` would make ``reconcile:<id>:…``, a key
     of the space payhooks' own reconciliation mints; it is moved under ``payu:``."""
     event = adapter().parse(edited(SUCCESS, merchantTxnId="reconcile"), {})
-    assert event.event_id == "payu:reconcile:11865427756:refund.success"
+    assert event.event_id == "payu:reconcile:12931740588:refund.success"
 
 
 def test_a_refund_callback_whose_txnid_holds_a_colon_is_keyed_on_its_body():
     import hashlib
 
-    raw = edited(SUCCESS, merchantTxnId="ORDER_1:11865427756")
+    raw = edited(SUCCESS, merchantTxnId="ORDER_1:12931740588")
     assert adapter().parse(raw, {}).event_id == "refund.success:" + hashlib.sha256(raw).hexdigest()

@@ -33,8 +33,8 @@ from tests.reconcile.conftest import API_KEYS
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "payu"
 TXNID = "ph_refund0000001"
-MIHPAYID = "403993715521937565"
-REQUEST_ID = "131278422"
+MIHPAYID = "403993715529184406"
+REQUEST_ID = "129450317"
 ORDER = Purchase(provider=Provider.PAYU, cart_id="R-1", reference=TXNID, amount_paise=49_900,
                  items={"TEA": 1})  # fmt: skip
 
@@ -91,7 +91,7 @@ def test_a_real_refund_of_another_order_confirms_nothing_for_this_one(gateway_ap
     api, url = gateway_api
     other = Purchase(provider=Provider.PAYU, cart_id="R-2", reference="ph_someone_else",
                      amount_paise=49_900, items={"TEA": 1})  # fmt: skip
-    refunded_at_gateway(api, order=other, mihpayid="403993715521000777")
+    refunded_at_gateway(api, order=other, mihpayid="403993715529000777")
     report = client(url).refund(REQUEST_ID, TXNID)
     assert report.received == ()
     assert report.skipped == (f"{REQUEST_ID}: a refund of another order than {TXNID}",)
@@ -103,13 +103,13 @@ def test_a_wrong_salt_is_a_refusal_not_no_refund(gateway_api):
         client(url, "wrong").refund(REQUEST_ID, TXNID)
 
 
-def test_the_docs_answers_read_as_documented():
+def test_answers_of_the_documented_shape_read_as_documented():
     (found,) = status.refund_status(
-        "131278422", TXNID, (DATA / "check_action_status_success.json").read_bytes()
+        REQUEST_ID, TXNID, (DATA / "check_action_status_success.json").read_bytes()
     ).received
-    assert (found.event.refund_amount_paise, found.event.bank_ref) == (1_000, "527013524405")
+    assert (found.event.refund_amount_paise, found.event.bank_ref) == (1_800, "531820946713")
     unknown = (DATA / "check_action_status_not_found.json").read_bytes()
-    assert status.refund_status("131278422", TXNID, unknown) == Report(unknown=True)
+    assert status.refund_status(REQUEST_ID, TXNID, unknown) == Report(unknown=True)
 
 
 def test_a_reported_refund_reads_again_as_it_was_stored(gateway_api):

@@ -268,8 +268,8 @@ def test_refund_event_without_refund_id_is_keyed_by_body_not_payment() -> None:
 
 
 def test_event_without_any_id_is_keyed_by_type_and_body_hash() -> None:
-    body = body_of("settlement.processed", payment=None)
-    assert parse(body).event_id == "settlement.processed:" + hashlib.sha256(body).hexdigest()
+    body = body_of("payment.downtime.started", payment=None)
+    assert parse(body).event_id == "payment.downtime.started:" + hashlib.sha256(body).hexdigest()
 
 
 def test_other_event_with_non_string_payment_id_is_keyed_by_body_hash() -> None:

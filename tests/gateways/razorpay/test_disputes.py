@@ -1,6 +1,7 @@
-"""Razorpay's dispute webhooks, read from the six bodies its documentation publishes
-(tests/data/razorpay/disputes/README.md): the kind each event is, the dispute's figures, the
-payment and order it names, and its delivery key with and without the event id header."""
+"""Razorpay's dispute webhooks, read from payhooks' own bodies in the shape of the six its
+documentation publishes (tests/data/razorpay/disputes/README.md): the kind each event is, the
+dispute's figures, the payment and order it names, and its delivery key with and without the
+event id header."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def sample(name: str) -> bytes:
         ("closed", EventKind.DISPUTE_CLOSED),
     ],
 )
-def test_each_published_body_is_its_kind_and_verifies(name: str, kind: EventKind) -> None:
+def test_each_documented_shape_is_its_kind_and_verifies(name: str, kind: EventKind) -> None:
     body = sample(name)
     ADAPTER.verify(body, {"x-razorpay-signature": sign(body, "whsec")})
     event = storable(ADAPTER.parse(body, {}))
@@ -43,18 +44,18 @@ def test_each_published_body_is_its_kind_and_verifies(name: str, kind: EventKind
 def test_the_lost_body_says_what_was_taken_back_and_when_to_answer() -> None:
     event = ADAPTER.parse(sample("lost"), {})
     assert (event.payment_id, event.merchant_ref, event.currency) == (
-        "pay_EFtmUsbwpXwBHI", "order_EFtkA6f5jdkfud", "INR",
+        "pay_Nq4TzLb8WcXe2K", "order_Nq4SkV1mPd7yHa", "INR",
     )  # fmt: skip
     dispute = event.dispute
     assert dispute is not None
     assert (dispute.id, dispute.amount_paise, dispute.deducted_paise) == (
-        "disp_EsIAlDcoUr8CaQ", 39_000, 39_000,
+        "disp_Ow3JcY8rKm5TuD", 84_900, 84_900,
     )  # fmt: skip
     assert (dispute.phase, dispute.status, dispute.reason) == (
         "chargeback", "lost", "processed_invalid_expired_card",
     )  # fmt: skip
-    assert dispute.respond_by == datetime.fromtimestamp(1590431400, UTC)
-    assert dispute.reported_at == datetime.fromtimestamp(1589908238, UTC)
+    assert dispute.respond_by == datetime.fromtimestamp(1737052200, UTC)
+    assert dispute.reported_at == datetime.fromtimestamp(1737014622, UTC)
     assert event.amount_paise is None  # the dispute's amount is never compared with a cart
 
 
@@ -66,14 +67,14 @@ def test_action_required_comes_with_the_dispute_still_open() -> None:
 
 def test_a_body_naming_no_order_names_its_payment() -> None:
     event = ADAPTER.parse(sample("closed"), {})
-    assert (event.payment_id, event.merchant_ref) == ("pay_EsIKS2bpFiWghA", None)
+    assert (event.payment_id, event.merchant_ref) == ("pay_Ob2LmQ7rTy4KvN", None)
     assert event.dispute is not None and event.dispute.phase == "fraud"
 
 
 def test_the_key_is_the_event_id_header_else_event_dispute_and_time() -> None:
     body = sample("created")
     assert ADAPTER.parse(body, {"x-razorpay-event-id": "evt_9"}).event_id == "evt_9"
-    derived = "payment.dispute.created:disp_EsIAlDcoUr8CaQ:1589907977"
+    derived = "payment.dispute.created:disp_Ow3JcY8rKm5TuD:1736414338"
     assert ADAPTER.parse(body, {}).event_id == derived
     assert ADAPTER.parse(body, {"x-razorpay-event-id": "a:b"}).event_id == derived
 
@@ -84,18 +85,18 @@ def test_each_report_of_one_dispute_has_a_key_of_its_own() -> None:
 
 
 def test_a_dispute_without_its_id_is_malformed() -> None:
-    body = sample("created").replace(b'"id": "disp_EsIAlDcoUr8CaQ"', b'"id": null')
+    body = sample("created").replace(b'"id": "disp_Ow3JcY8rKm5TuD"', b'"id": null')
     with pytest.raises(MalformedPayload, match="dispute id is missing"):
         ADAPTER.parse(body, {})
 
 
 def test_a_dispute_amount_that_is_not_paise_is_malformed() -> None:
-    body = sample("created").replace(b'"amount": 39000', b'"amount": "390.00"')
+    body = sample("created").replace(b'"amount": 84900', b'"amount": "849.00"')
     with pytest.raises(MalformedPayload, match="dispute amount"):
         ADAPTER.parse(body, {})
 
 
 def test_an_odd_deadline_is_left_out_never_the_report() -> None:
-    body = sample("created").replace(b'"respond_by": 1590431400', b'"respond_by": "soon"')
+    body = sample("created").replace(b'"respond_by": 1737052200', b'"respond_by": "soon"')
     event = ADAPTER.parse(body, {})
     assert event.dispute is not None and event.dispute.respond_by is None

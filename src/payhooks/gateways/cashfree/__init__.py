@@ -8,6 +8,8 @@ from datetime import timedelta
 from payhooks.events import Provider
 from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.gateways._gateway import Gateway, from_secrets, secret, status_api
+from payhooks.gateways._settlements import Settles
+from payhooks.gateways.cashfree import settlements
 from payhooks.gateways.cashfree.adapter import (
     IDEMPOTENCY_HEADER,
     SIGNATURE_HEADER,
@@ -35,6 +37,13 @@ CASHFREE = Gateway(
     sends_refunds=True,  # under its idempotency key (docs/providers.md, "Refunds")
     refund_needs_order=True,  # its refund API is /orders/{order_id}/refunds
     disputes_dashboard="https://merchant.cashfree.com/auth/login",  # its Merchant Dashboard
+    settles=Settles(
+        # "T+2 bank working days for a payment done on day T": four calendar days when a
+        # weekend falls between.
+        cycle=timedelta(days=4),
+        source="https://www.cashfree.com/docs/payments/manage/settlements",
+        webhook=settlements.webhook,
+    ),
 )
 
 __all__ = [

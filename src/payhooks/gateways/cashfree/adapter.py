@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from payhooks.events import Dispute, Event, EventKind, Provider, is_text
 from payhooks.gateways import _common
+from payhooks.gateways.cashfree import settlements
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 SIGNATURE_HEADER = "x-webhook-signature"
@@ -91,11 +92,13 @@ class Cashfree:
         _common.matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        """A payment or refund webhook as an ``Event``."""
+        """A payment, refund or settlement webhook as an ``Event``."""
         doc = _common.load_json_object(body, provider=_P)
         event_type = _common.event_name(doc.get("type"), "type", provider=_P)
         if event_type in DISPUTE_TYPES:
             return _dispute_event(event_type, doc, headers, body)
+        if event_type in settlements.STATES:
+            return _settlement_event(event_type, headers, body)
         read = _refund_event if event_type == REFUND_STATUS else _payment_event
         return read(event_type, doc.get("data"), headers, body)
 
@@ -295,6 +298,20 @@ def _digits(value: object) -> str:
     if not isinstance(value, str):
         return ""
     return "".join(c for c in value if c.isascii() and c.isdigit())
+
+
+def _settlement_event(event_type: str, headers: Mapping[str, str], body: bytes) -> Event:
+    """A payout: read whole here (a settlement payhooks cannot record is malformed), keyed
+    on its type and settlement id when no idempotency header came (each state of one
+    settlement is a delivery of its own)."""
+    settled = settlements.webhook(body)
+    return Event(
+        provider=_P,
+        kind=EventKind.SETTLEMENT,
+        event_type=event_type,
+        event_id=_event_id(headers, event_type, body, settled.settlement_id, None),
+        payload_sha256=_common.sha256_hex(body),
+    )
 
 
 def _checked(event: Event, needed: Mapping[str, object], *, strict: bool) -> Event:

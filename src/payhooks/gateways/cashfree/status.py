@@ -3,8 +3,10 @@ its expiry, read as events. Needs httpx (an extra)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -15,7 +17,9 @@ from payhooks.gateways._common import reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundRefused, Sent
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
-from payhooks.gateways._status import answer, listed, parsed
+from payhooks.gateways._settlements import INDIA, Page
+from payhooks.gateways._status import MAX_PAGES, answer, listed, parsed
+from payhooks.gateways.cashfree import settlements
 from payhooks.gateways.cashfree.adapter import compared_paise
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
@@ -52,6 +56,26 @@ class CashfreeClient:
         order_body = answer(self.provider, self.http, "GET", order, headers=self._h)
         expired = parsed(self.provider, lambda: order_expired(order_body))
         return Report(received=found.received, skipped=found.skipped, expired=expired)
+
+    def settlement_pages(self, start: date, end: date) -> Iterator[Page]:
+        """``POST /pg/settlement/recon`` for India's days ``start`` to ``end``, ``RECON_LIMIT``
+        items a page, each next page from the ``cursor`` the last answered, until one
+        answers none or an empty page; a cursor answered twice is an error, never a loop."""
+        url = f"{self.credentials.base_url}/pg/settlement/recon"
+        filters = {"start_date": _utc(start, time.min), "end_date": _utc(end, time(23, 59, 59))}
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            asked = {"pagination": {"limit": RECON_LIMIT, "cursor": cursor}, "filters": filters}
+            body = answer(_P, self.http, "POST", url, headers=self._h, json=asked)
+            page = parsed(_P, partial(settlements.recon, body))
+            yield page
+            if page.cursor is None or not (page.lines or page.unsettled):
+                return
+            if page.cursor in seen:
+                raise GatewayApiError(_P.value, "the recon report answered a cursor twice")
+            seen.add(cursor := page.cursor)
+        raise GatewayApiError(_P.value, f"the recon report runs past {MAX_PAGES} pages")
 
     def send_refund(self, refund: Refund) -> Sent:
         """``POST /pg/orders/{order_id}/refunds`` with the intent's key as ``refund_id``
@@ -118,6 +142,13 @@ class CashfreeClient:
 
 
 REFUSING = frozenset({400, 404, 422})
+RECON_LIMIT = 1000
+"""Recon items asked for per call: Cashfree's most (``pagination.limit``, 10 by default)."""
+
+
+def _utc(day: date, at: time) -> str:
+    """A moment of one of India's days as the recon filters take it: ``2025-01-16T18:30:00Z``."""
+    return datetime.combine(day, at, INDIA).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _refunded(entity: object) -> Sent:

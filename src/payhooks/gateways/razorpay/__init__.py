@@ -8,6 +8,8 @@ from datetime import timedelta
 from payhooks.events import Provider
 from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.gateways._gateway import Gateway, from_secrets, secret, status_api
+from payhooks.gateways._settlements import Settles
+from payhooks.gateways.razorpay import settlements
 from payhooks.gateways.razorpay.adapter import EVENT_ID_HEADER, SIGNATURE_HEADER, Razorpay, sign
 
 RAZORPAY = Gateway(
@@ -26,6 +28,12 @@ RAZORPAY = Gateway(
     sends_refunds=True,  # under its idempotency key (docs/providers.md, "Refunds")
     captures_authorized=True,  # manual capture (docs/providers.md, "Captures")
     disputes_dashboard="https://dashboard.razorpay.com/",  # Transactions > Disputes
+    settles=Settles(
+        # "T+2 working days by default": four calendar days when a weekend falls between.
+        cycle=timedelta(days=4),
+        source="https://razorpay.com/docs/payments/payment-gateway/s2s-integration/settlements/how-to-integrate",
+        webhook=settlements.webhook,
+    ),
 )
 
 __all__ = [

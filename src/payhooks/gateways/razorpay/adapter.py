@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from payhooks.events import Dispute, Event, EventKind, Provider
 from payhooks.gateways import _common
+from payhooks.gateways.razorpay import settlements
 from payhooks.plumbing.errors import MalformedPayload
 
 SIGNATURE_HEADER = "x-razorpay-signature"
@@ -22,6 +23,7 @@ _KINDS: Mapping[str, EventKind] = {
     "order.paid": EventKind.PAYMENT_CAPTURED,
     "payment.failed": EventKind.PAYMENT_FAILED,
     "refund.processed": EventKind.REFUND_PROCESSED,
+    settlements.PROCESSED: EventKind.SETTLEMENT,
 }
 
 DISPUTE_KINDS: Mapping[str, EventKind] = {
@@ -80,12 +82,14 @@ class Razorpay:
         _common.matches_any(expected, headers.get(SIGNATURE_HEADER), provider=_P)
 
     def parse(self, body: bytes, headers: Mapping[str, str]) -> Event:
-        """A payment, order or refund webhook as an ``Event``."""
+        """A payment, order, refund or settlement webhook as an ``Event``."""
         doc = _common.load_json_object(body, provider=_P)
         event_type = _common.event_name(doc.get("event"), "event", provider=_P)
         if event_type in DISPUTE_KINDS:
             return _dispute_event(doc, event_type, headers, body)
         kind = _KINDS.get(event_type, EventKind.OTHER)
+        if kind is EventKind.SETTLEMENT:
+            return _settlement_event(event_type, headers, body)
         strict = kind is not EventKind.OTHER
         payment = _read_payment(_common.child(doc, "payload", "payment", "entity"), strict=strict)
         refund = _read_refund(_common.child(doc, "payload", "refund", "entity"), strict=strict)
@@ -148,6 +152,19 @@ def _dispute_event(
                 _common.child(entity, "amount_deducted"), "amount_deducted", strict=False
             ),
         ),
+    )
+
+
+def _settlement_event(event_type: str, headers: Mapping[str, str], body: bytes) -> Event:
+    """A payout: read whole here (a settlement payhooks cannot record is malformed), keyed
+    on the settlement's id when no event id header came."""
+    settled = settlements.webhook(body)
+    return Event(
+        provider=_P,
+        kind=EventKind.SETTLEMENT,
+        event_type=event_type,
+        event_id=_keyed(headers, event_type, settled.settlement_id, body),
+        payload_sha256=_common.sha256_hex(body),
     )
 
 
@@ -228,10 +245,14 @@ def _event_id(
     A refund event never falls back to the payment id: two partial refunds of one payment
     would share it, and the second would be swallowed as a duplicate.
     """
+    entity_id = refund.id if event_type.startswith("refund.") else payment.id
+    return _keyed(headers, event_type, entity_id, body)
+
+
+def _keyed(headers: Mapping[str, str], event_type: str, entity_id: str | None, body: bytes) -> str:
     header = _common.key_header(headers.get(EVENT_ID_HEADER))
     if header:
         return header
-    entity_id = refund.id if event_type.startswith("refund.") else payment.id
     return _common.unreserved(
         _P, _common.delivery_key(event_type, entity_id) or _common.body_key(event_type, body)
     )

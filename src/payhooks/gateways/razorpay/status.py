@@ -3,8 +3,10 @@ HTTP Basic (key id, key secret), and its answer read as events. Needs httpx (an 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from datetime import date
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -15,7 +17,9 @@ from payhooks.gateways._common import child, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundRefused, Sent
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
-from payhooks.gateways._status import answer, listed, parsed
+from payhooks.gateways._settlements import Page, days
+from payhooks.gateways._status import MAX_PAGES, answer, listed, parsed
+from payhooks.gateways.razorpay import settlements
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 _P = Provider.RAZORPAY
@@ -63,6 +67,39 @@ class RazorpayClient:
             body = answer(_P, self.http, "GET", payment, auth=auth)
         return parsed(_P, lambda: captured(read_json(_P, body)))
 
+    def settlement_pages(self, start: date, end: date) -> Iterator[Page]:
+        """``GET /v1/settlements/recon/combined?year=&month=&day=`` for each day, a page of
+        ``RECON_COUNT`` items at a time (``count`` and ``skip``) until one lists fewer; then
+        ``GET /v1/settlements/{id}`` for each payout the lines named, for its own figures."""
+        named: dict[str, None] = {}
+        for day in days(start, end):
+            for page in self._recon(day):
+                named.update(dict.fromkeys(line.settlement_id for line in page.lines))
+                yield page
+        for settlement_id in named:
+            url = f"{self.credentials.base_url}/v1/settlements/{quote(settlement_id, safe='')}"
+            body = answer(_P, self.http, "GET", url, auth=self._auth)
+            yield Page(settlements=(parsed(_P, partial(settlements.answered, body)),))
+
+    def _recon(self, day: date) -> Iterator[Page]:
+        url = f"{self.credentials.base_url}/v1/settlements/recon/combined"
+        skip = 0
+        for _ in range(MAX_PAGES):
+            asked = {"year": str(day.year), "month": f"{day.month:02d}", "day": f"{day.day:02d}",
+                     "count": str(RECON_COUNT), "skip": str(skip)}  # fmt: skip
+            body = answer(_P, self.http, "GET", url, auth=self._auth, params=asked)
+            page = parsed(_P, partial(settlements.recon, body))
+            yield page
+            listed = len(page.lines) + page.unsettled
+            if listed < RECON_COUNT:
+                return
+            skip += listed
+        raise GatewayApiError(_P.value, f"the recon report of {day} runs past {MAX_PAGES} pages")
+
+    @property
+    def _auth(self) -> tuple[str, str]:
+        return (self.credentials.id, self.credentials.secret)
+
     def report(self, reference: str) -> Report:
         """The order's payments."""
         url = f"{self.credentials.base_url}/v1/orders/{quote(reference, safe='')}/payments"
@@ -87,6 +124,8 @@ def captured(entity: object) -> Report:
     return Report(received=(_received(entity, order_id, kind, status, payment_id),))
 
 
+RECON_COUNT = 100
+"""Recon items asked for per call (``count``); a page with fewer is the day's last."""
 REFUND_HEADER = "X-Refund-Idempotency"
 REFUSAL_CODE = "BAD_REQUEST_ERROR"
 """Razorpay's ``error.code`` on a 400 that refuses a refund (docs/providers.md, "Refunds"); a

@@ -11,7 +11,7 @@ import jinja2
 from fastapi import Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, Response
 
-from payhooks.console import Count, Link, Views, make
+from payhooks.console import Count, Fetch, Link, Views, make
 from payhooks.console.actions import Done, Parked
 from payhooks.console.formats import DEFAULT_TIMEZONE
 from payhooks.console.pages import (
@@ -51,6 +51,7 @@ def install(
     reconciliation_off: Sequence[Provider] = (),
     *,
     timezone: str = DEFAULT_TIMEZONE,
+    fetch_settlements: Fetch | None = None,
 ) -> None:
     """The console at ``/console``; its pool is ``app.state.console_pool`` (at most
     ``CONNECTIONS`` connections), opened by the app's lifespan. Times are shown in
@@ -83,6 +84,7 @@ def install(
         adapters=adapters,
         candidates=_candidates,
         link_to="/parked/link",
+        fetch_settlements=fetch_settlements,
     )
     console = make(views, lambda: app.state.console_pool)
     console.state.adapters = adapters

@@ -26,6 +26,7 @@ from payhooks.refunding.refunds import Refund, of_payment
 from payhooks.service.console.actions import readable_error
 from payhooks.service.console.search import LOOKUPS
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
+from payhooks.settlements import listing
 
 
 class Tone(StrEnum):
@@ -73,6 +74,10 @@ class Story:
     """The refund intents of its payments (``payhooks.refunding.refunds``), oldest first."""
     disputes: list[Dispute] = field(default_factory=list)
     """The disputes of its payments, as the core holds them (``payhooks.intake.disputes``)."""
+    settled: list[listing.Entry] = field(default_factory=list)
+    """The settlement lines naming its payments (``payhooks.settlements``), oldest first."""
+    unsettled: list[listing.Unsettled] = field(default_factory=list)
+    """Its captures no payout named within their gateway's cycle and the margin."""
 
 
 _CART = "SELECT * FROM carts WHERE id = %s"
@@ -124,7 +129,15 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
             r for p in added.payments for r in of_payment(conn, p["provider"], p["payment_id"])
         ],
         disputes=disputes_of(told.stories),
+        **_settlement(told.stories),
     )
+
+
+def _settlement(stories: Sequence[timeline.Story]) -> dict[str, Any]:
+    """The settlement lines and flags of the stories' payments, each once."""
+    lines = {(e.provider, e.settlement_id, e.entry_id): e for s in stories for e in s.settled}
+    flags = {(u.provider, u.payment_id): u for s in stories for u in s.unsettled}
+    return {"settled": list(lines.values()), "unsettled": list(flags.values())}
 
 
 def of_reference(
@@ -142,6 +155,7 @@ def of_reference(
         order=None,
         entries=told.extra.entries,
         disputes=disputes_of(told.stories),
+        **_settlement(told.stories),
     )
 
 

@@ -93,7 +93,7 @@ def apply_event(conn: Connection, event: Event) -> Applied:
     kind is matched: mypy refuses a new one this does not handle."""
     kind = event.kind
     match kind:
-        case EventKind.OTHER:
+        case EventKind.OTHER | EventKind.SETTLEMENT:  # a settlement reaches no handler
             return Applied(outcome=Outcome.IGNORED)
         case EventKind.REFUND_PROCESSED:
             return _apply_refund(conn, event)

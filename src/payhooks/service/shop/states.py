@@ -47,8 +47,9 @@ def target(kind: EventKind) -> PaymentStatus | None:
             | EventKind.DISPUTE_LOST
             | EventKind.DISPUTE_CLOSED
             | EventKind.OTHER
+            | EventKind.SETTLEMENT
         ):
-            return None  # a dispute marks the order; the payment stays as it was
+            return None  # a dispute marks the order; a settlement reaches no handler
         case _:
             assert_never(kind)
 

@@ -111,6 +111,14 @@ class Simulator:
     ``content.order``): what a story's callbacks leave it as, for the double's books."""
     """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
     scenarios: tuple[Callable[[Stage], Result], ...] = ()
+    captured: Callable[[dict[str, Any]], int | None] | None = None
+    """The paise a status-API entity of a captured payment says it captured; None for any
+    other entity. A gateway without it pays out no settlements (``GatewayApi.pay_out``)."""
+    refund_id: Callable[[dict[str, Any]], str] | None = None
+    """A refund entity's id, for the refunds a payout debits."""
+    new_settlement_id: Callable[[], str] = lambda: "setl_" + secrets.token_hex(7)
+    settlement_delivery: Callable[[parts.Signer, parts.Payout], Delivery] | None = None
+    """The gateway's signed settlement webhook for a payout it made."""
 
     def webhook_env(self, keys: parts.SecretValues) -> dict[str, str]:
         """The environment a payhooks server reads these webhook secrets from."""

@@ -10,7 +10,9 @@ import hmac
 import json
 import random
 import re
-from datetime import datetime, timedelta, timezone
+import secrets
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +22,7 @@ from starlette.routing import Route
 
 from payhooks.events import Provider
 from payhooks.gateways import cashfree
+from payhooks.gateways._settlements import INDIA
 from payhooks.sim import parts
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Disputed, Paid, bank_reference
@@ -100,14 +103,6 @@ def dispute_delivery(
     rupees = f"{Decimal(disputed.amount_paise) / 100:.2f}"
     body = json.dumps(envelope).replace('"@AMOUNT@"', rupees).encode()
     return _signed(gateway, body, version, f"cashfree {event_type} {disputed.dispute_id}")
-
-
-_IST = timezone(timedelta(hours=5, minutes=30))
-
-
-def _ist(unix: int) -> str:
-    """A time as Cashfree writes it: ISO 8601 in India's zone."""
-    return datetime.fromtimestamp(unix, _IST).isoformat()
 
 
 def _signed(gateway: Signer, body: bytes, version: str, label: str) -> Delivery:
@@ -282,11 +277,115 @@ def routes(api: GatewayBooks) -> list[Route]:
         return _raw_json(json.dumps(known[1], cls=_Rupees))
 
     return [
+        Route("/pg/settlement/recon", _recon(api), methods=["POST"]),
         Route("/pg/orders/{order_id}/payments", payments, methods=["GET"]),
         Route("/pg/orders/{order_id}/refunds", refund, methods=["POST"]),
         Route("/pg/orders/{order_id}/refunds/{refund_id}", refund_of, methods=["GET"]),
         Route("/pg/orders/{order_id}", order, methods=["GET"]),
     ]
+
+
+# --- settlements: the webhooks and POST /pg/settlement/recon ------------------------------------
+
+_RECON_LIMIT = 1000
+
+
+def _recon(api: GatewayBooks) -> Callable[[Request], Awaitable[Response]]:
+    """``POST /pg/settlement/recon`` as Cashfree documents it (2025-01-01):
+    ``pagination.limit`` (1 to 1000) and ``cursor`` (null for the first page),
+    ``filters.start_date`` and ``end_date``; ``cursor`` is null on the last page."""
+
+    async def recon(request: Request) -> Response:
+        refused = await _authorised(api, request)
+        if refused is not None:
+            return refused
+        try:
+            asked = json.loads(await request.body())
+            limit = int(asked["pagination"]["limit"])
+            cursor = asked["pagination"].get("cursor")
+            start = datetime.fromisoformat(asked["filters"]["start_date"])
+            end = datetime.fromisoformat(asked["filters"]["end_date"])
+        except (ValueError, KeyError, TypeError):
+            return _error(400, "pagination and filters are required", "request_invalid",
+                          "invalid_request_error")  # fmt: skip
+        if not 1 <= limit <= _RECON_LIMIT:
+            return _error(400, "limit should be between 1 and 1000", "request_invalid",
+                          "invalid_request_error")  # fmt: skip
+        skip = int(base64.b64decode(cursor)) if cursor else 0
+        made = [p for p in api.payouts_of(Provider.CASHFREE)
+                if start.timestamp() <= p.at <= end.timestamp()]  # fmt: skip
+        items = [recon_item(p, e) for p in made for e in p.entries]
+        page = items[skip : skip + limit]
+        more = skip + limit < len(items)
+        after = base64.b64encode(str(skip + limit).encode()).decode() if more else None
+        body = {"cursor": after, "limit": limit, "data": page}
+        return _raw_json(json.dumps(body, cls=_Rupees))
+
+    return recon
+
+
+def recon_item(payout: parts.Payout, entry: parts.PaidOut) -> dict[str, object]:
+    """One recon item in the 2025-01-01 shape (``event_details``, ``order_details``,
+    ``payment_details``, ``settlement_details``, ``refund_details``), rupees as Cashfree
+    writes them; a refund is a DEBIT."""
+    refund = entry.kind == "refund"
+    settled = _ist(payout.at)
+    return {
+        "event_details": {
+            "entity": "recon", "event_id": entry.entry_id,
+            "event_type": "REFUND" if refund else "PAYMENT",
+            "sale_type": "DEBIT" if refund else "CREDIT",
+            "event_amount": _Rupees.amount(entry.amount_paise),
+            "event_settlement_amount": _Rupees.amount(abs(entry.net_paise)),
+            "event_service_charge": _Rupees.amount(entry.fee_paise),
+            "event_service_tax": _Rupees.amount(entry.tax_paise),
+            "event_status": "SUCCESS", "event_currency": "INR", "event_time": _ist(entry.at),
+        },
+        "order_details": {"order_id": entry.order_id, "order_currency": "INR",
+                          "order_tags": None},
+        "payment_details": {"cf_payment_id": entry.payment_id, "payment_currency": "INR"},
+        "settlement_details": {
+            "cf_settlement_id": payout.settlement_id, "utr": payout.utr,
+            "settlement_date": settled, "settlement_initiated_on": settled,
+            "settlement_type": "STANDARD",
+        },
+        "refund_details": {"refund_id": entry.entry_id if refund else None},
+    }  # fmt: skip
+
+
+def settlement_delivery(gateway: Signer, payout: parts.Payout) -> Delivery:
+    """``SETTLEMENT_SUCCESS`` for a payout, in the documented shape, signed."""
+    data = {
+        "settlement": {
+            "adjustment": 0, "amount_settled": _Rupees.amount(payout.amount_paise),
+            "payment_amount": _Rupees.amount(sum(e.amount_paise for e in payout.entries
+                                                 if e.kind == "payment")),
+            "service_charge": _Rupees.amount(payout.fees_paise),
+            "service_tax": _Rupees.amount(payout.tax_paise), "settled_on": _ist(payout.at),
+            "settlement_type": "STANDARD",
+            "settlement_amount": _Rupees.amount(payout.amount_paise),
+            "settlement_id": int(payout.settlement_id),
+            "settlement_initiated_on": _ist(payout.at), "status": "SUCCESS",
+            "utr": payout.utr, "settlement_charge": 0, "settlement_tax": 0, "remarks": None,
+        }
+    }  # fmt: skip
+    event = {"data": data, "event_time": _ist(payout.at), "type": "SETTLEMENT_SUCCESS"}
+    body = json.dumps(event, cls=_Rupees).encode()
+    timestamp = str(gateway.now * 1000)
+    headers = {
+        "content-type": "application/json",
+        "x-webhook-timestamp": timestamp,
+        "x-webhook-signature": cashfree.sign(body, timestamp, gateway.keys.cashfree),
+        "x-webhook-version": "2025-01-01",
+        "x-idempotency-key": base64.b64encode(hashlib.sha256(body).digest()).decode(),
+    }
+    return Delivery(provider=Provider.CASHFREE, body=body, headers=headers,
+                    label=f"cashfree SETTLEMENT_SUCCESS {payout.settlement_id}")  # fmt: skip
+
+
+def _ist(at: int) -> str:
+    """A Unix time as Cashfree writes times: India's, with its offset."""
+    return datetime.fromtimestamp(at, UTC).astimezone(INDIA).isoformat(timespec="seconds")
 
 
 def _paise_of(payment: dict[str, Any]) -> int:
@@ -309,23 +408,27 @@ def _order_body(order: Order) -> dict[str, object]:
 
 
 async def _asked(api: GatewayBooks, request: Request) -> tuple[Order | None, Response | None]:
-    headers = request.headers
-    if not headers.get("x-api-version"):
-        return None, _error(400, "x-api-version missing", "request_invalid",
-                            "invalid_request_error")  # fmt: skip
-    given = (headers.get("x-client-id", ""), headers.get("x-client-secret", ""))
-    wanted = (api.keys.cashfree_client_id, api.keys.cashfree_api_secret)
-    if not all(hmac.compare_digest(a, b) for a, b in zip(given, wanted, strict=True)):
-        return None, _error(401, "authentication Failed", "request_failed",
-                            "authentication_error")  # fmt: skip
-    fault = await api.fault(Provider.CASHFREE)
-    if fault is not None:
-        return None, fault
+    refused = await _authorised(api, request)
+    if refused is not None:
+        return None, refused
     order = api.order(Provider.CASHFREE, request.path_params["order_id"])
     if order is None:
         return None, _error(404, "order not found", "order_not_found",
                             "invalid_request_error")  # fmt: skip
     return order, None
+
+
+async def _authorised(api: GatewayBooks, request: Request) -> Response | None:
+    """What every route answers first: no API version, wrong credentials, or the next
+    scripted fault."""
+    headers = request.headers
+    if not headers.get("x-api-version"):
+        return _error(400, "x-api-version missing", "request_invalid", "invalid_request_error")
+    given = (headers.get("x-client-id", ""), headers.get("x-client-secret", ""))
+    wanted = (api.keys.cashfree_client_id, api.keys.cashfree_api_secret)
+    if not all(hmac.compare_digest(a, b) for a, b in zip(given, wanted, strict=True)):
+        return _error(401, "authentication Failed", "request_failed", "authentication_error")
+    return await api.fault(Provider.CASHFREE)
 
 
 def _error(status: int, message: str, code: str, kind: str) -> Response:
@@ -453,4 +556,10 @@ SIMULATOR = Simulator(
     ),
     payment_delivery=payment_delivery,
     dispute_delivery=dispute_delivery,
+    captured=lambda entity: (
+        _paise_of(entity) if entity.get("payment_status") == "SUCCESS" else None
+    ),
+    refund_id=lambda refund: str(refund["cf_refund_id"]),
+    new_settlement_id=lambda: str(10**6 + secrets.randbelow(9 * 10**6)),
+    settlement_delivery=settlement_delivery,
 )

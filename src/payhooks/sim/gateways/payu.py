@@ -74,9 +74,9 @@ def refund_callback(
     gateway: Signer, *, txnid: str, mihpayid: str, request_id: str, amount: str,
     status: str = "success", token: str | None = None,
 ) -> Delivery:  # fmt: skip
-    """A PayU refund status callback: JSON, no hash (the shape of PayU's docs' samples)."""
+    """A PayU refund status callback: JSON, no hash (the shape of PayU's documented samples)."""
     doc = {
-        "additionalValue1": None, "bank_arn": None if status != "success" else 308239782136,
+        "additionalValue1": None, "bank_arn": None if status != "success" else 412608517394,
         "refund_mode": "Back to Source", "bank_ref_num": bank_reference(mihpayid),
         "key": gateway.keys.payu_key, "amt": amount, "remark": None, "status": status,
         "token": token or f"rf{request_id}", "mihpayid": mihpayid, "request_id": request_id,
@@ -91,7 +91,7 @@ def refund_callback(
 
 
 def refund_entity(*, mihpayid: str, request_id: str, amount: str, status: str) -> dict[str, Any]:
-    """A refund as ``check_action_status`` answers about it (PayU's docs' sample)."""
+    """A refund as ``check_action_status`` answers about it (in its documented shape)."""
     return {
         "mihpayid": mihpayid, "bank_ref_num": bank_reference(mihpayid), "request_id": request_id,
         "amt": amount, "mode": "UPI", "action": "refund", "token": f"rf{request_id}",

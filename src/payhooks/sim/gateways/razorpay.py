@@ -294,6 +294,7 @@ def routes(api: GatewayBooks) -> list[Route]:
         return JSONResponse(found[0]) if found else _error(400, "The id provided does not exist")
 
     return [
+        *settlement_routes(api),
         Route("/v1/orders/{order_id}/payments", payments, methods=["GET"]),
         Route("/v1/payments/{payment_id}/refund", refund, methods=["POST"]),
         Route("/v1/payments/{payment_id}/refunds", refunds_of, methods=["GET"]),
@@ -301,6 +302,90 @@ def routes(api: GatewayBooks) -> list[Route]:
         Route("/v1/payments/{payment_id}/capture", capture, methods=["POST"]),
         Route("/v1/payments/{payment_id}", payment, methods=["GET"]),
     ]
+
+
+# --- settlements: the webhook, GET /v1/settlements/recon/combined, GET /v1/settlements/{id} -----
+
+
+def settlement_routes(api: GatewayBooks) -> list[Route]:
+    """The settlement report as Razorpay documents it (razorpay.com/docs/api/settlements):
+    ``year`` and ``month`` required, ``day`` optional, ``count`` (at most 1000) and ``skip``."""
+
+    async def recon(request: Request) -> Response:
+        if (refused := await _refused(api, request)) is not None:
+            return refused
+        asked = request.query_params
+        try:
+            year, month = int(asked["year"]), int(asked["month"])
+            day = int(asked["day"]) if "day" in asked else None
+            count, skip = int(asked.get("count", "10")), int(asked.get("skip", "0"))
+        except (KeyError, ValueError):
+            return _error(400, "The year and month fields are required.")
+        if not 1 <= count <= 1000 or skip < 0:
+            return _error(400, "The count may not be greater than 1000.")
+        prefix = f"{year:04d}-{month:02d}" + (f"-{day:02d}" if day is not None else "")
+        made = [p for p in api.payouts_of(Provider.RAZORPAY) if api.day_of(p).startswith(prefix)]
+        items = [recon_item(p, e) for p in made for e in p.entries][skip : skip + count]
+        return JSONResponse({"entity": "collection", "count": len(items), "items": items})
+
+    async def settlement(request: Request) -> Response:
+        if (refused := await _refused(api, request)) is not None:
+            return refused
+        found = api.payout(Provider.RAZORPAY, request.path_params["settlement_id"])
+        if found is None:
+            return _error(400, "The id provided does not exist")
+        return JSONResponse(settlement_entity(found))
+
+    return [
+        Route("/v1/settlements/recon/combined", recon, methods=["GET"]),
+        Route("/v1/settlements/{settlement_id}", settlement, methods=["GET"]),
+    ]
+
+
+def settlement_entity(payout: parts.Payout) -> dict[str, object]:
+    """The settlement entity: ``fees`` Razorpay's fees (their tax included, as each line's
+    ``fee``), ``tax`` the tax on them."""
+    return {
+        "id": payout.settlement_id, "entity": "settlement", "amount": payout.amount_paise,
+        "status": "processed", "fees": payout.fees_paise + payout.tax_paise,
+        "tax": payout.tax_paise, "utr": payout.utr, "created_at": payout.at,
+    }  # fmt: skip
+
+
+def recon_item(payout: parts.Payout, entry: parts.PaidOut) -> dict[str, object]:
+    """One recon item, in the fields of Razorpay's sample: a payment's ``payment_id`` is null
+    (its ``entity_id`` is the payment), a refund's names its payment."""
+    refund = entry.kind == "refund"
+    return {
+        "entity_id": entry.entry_id, "type": entry.kind,
+        "debit": entry.amount_paise if refund else 0,
+        "credit": 0 if refund else entry.net_paise, "amount": entry.amount_paise,
+        "currency": "INR", "fee": entry.fee_paise + entry.tax_paise, "tax": entry.tax_paise,
+        "on_hold": False, "settled": True, "created_at": entry.at, "settled_at": payout.at,
+        "settlement_id": payout.settlement_id, "posted_at": None, "credit_type": "default",
+        "description": None, "notes": "{}", "payment_id": entry.payment_id if refund else None,
+        "settlement_utr": payout.utr, "order_id": entry.order_id, "order_receipt": None,
+        "method": "upi", "card_network": None, "card_issuer": None, "card_type": None,
+        "dispute_id": None,
+    }  # fmt: skip
+
+
+def settlement_delivery(gateway: Signer, payout: parts.Payout) -> Delivery:
+    """``settlement.processed`` for a payout, signed, with a new event id."""
+    envelope = {
+        "entity": "event", "account_id": "acc_demo", "event": "settlement.processed",
+        "contains": ["settlement"],
+        "payload": {"settlement": {"entity": settlement_entity(payout)}},
+        "created_at": payout.at,
+    }  # fmt: skip
+    body = json.dumps(envelope).encode() + b"\n"
+    headers = {
+        "content-type": "application/json",
+        "x-razorpay-signature": razorpay.sign(body, gateway.keys.razorpay),
+        "x-razorpay-event-id": "evt_" + secrets.token_hex(7),
+    }
+    return Delivery(provider=Provider.RAZORPAY, body=body, headers=headers,
+                    label=f"razorpay settlement.processed {payout.settlement_id}")  # fmt: skip
 
 
 _CAPTURE_REFUSALS = {
@@ -444,4 +529,7 @@ SIMULATOR = Simulator(
     ),
     payment_delivery=payment_delivery,
     dispute_delivery=dispute_delivery,
+    captured=lambda entity: int(entity["amount"]) if entity.get("status") == "captured" else None,
+    refund_id=lambda refund: str(refund["id"]),
+    settlement_delivery=settlement_delivery,
 )

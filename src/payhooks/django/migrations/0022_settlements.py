@@ -1,5 +1,6 @@
-"""The core's SQL file 0024: an index of the payment events a broker refused, so a relay passes
-over the payments they hold back without reading its whole backlog. No model changes."""
+"""The core's SQL file 0024: settlements (``payhooks_settlements``,
+``payhooks_settlement_lines``) and the captures not settled in time (``payhooks_unsettled``).
+No model changes: the admin reads them through ``payhooks.settlements.listing``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
--- payhooks core, version 24: the events a broker refused, for a relay to pass over.
+-- payhooks core, version 25: the events a broker refused, for a relay to pass over.
 --
 -- An event the broker refused backs off alone (next_attempt_at), holding back its payment's
 -- later events and no other payment's. A pass reads its window of the channel's unpublished

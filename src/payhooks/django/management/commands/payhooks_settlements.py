@@ -1,0 +1,63 @@
+"""``manage.py payhooks_settlements --from DAY --to DAY`` (or ``--unsettled``,
+``--unmatched``): the gateways' settlement reports fetched, recorded and reviewed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from payhooks.django import conf
+from payhooks.django.deliveries import raw_connection
+from payhooks.django.management.commands.payhooks_reconcile import keys
+from payhooks.settlements import listing
+
+
+class Command(BaseCommand):
+    help = (
+        "Fetch the gateways' settlement reports for the days --from to --to (India's, at most "
+        "31): each payout and its payments, refunds and adjustments with fees and tax, recorded "
+        "once and matched to your payments; then flag the captures not settled within their "
+        "gateway's cycle. Run it daily from cron or a timer. --unsettled and --unmatched print "
+        "what is flagged, as JSON."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--from", dest="start", help="The first day, YYYY-MM-DD.")
+        parser.add_argument("--to", dest="end", help="The last day, included.")
+        parser.add_argument("--unsettled", action="store_true", help="Print the flagged captures.")
+        parser.add_argument(
+            "--unmatched", action="store_true", help="Print the lines naming no known payment."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        config = conf.current()
+        if options["unsettled"] or options["unmatched"]:
+            read = listing.unsettled if options["unsettled"] else listing.unmatched_lines
+            found = read(raw_connection(config.database), limit=10_000)
+            self.stdout.write(json.dumps([dataclasses.asdict(r) for r in found], default=str))
+            return
+        if not config.api:
+            raise CommandError(f"PAYHOOKS names no gateway's API credentials ({keys()})")
+        tally = fetched(config, options["start"], options["end"])
+        self.stdout.write(tally.summary())
+        if tally.failures:
+            raise CommandError(f"{tally.trouble()}; fetch those days again later")
+
+
+def fetched(config: conf.Config, start: str | None, end: str | None) -> Any:
+    """The fetch (``payhooks.django.reconciling.fetch_settlements``, over httpx: the
+    ``reconcile`` extra)."""
+    try:
+        from payhooks.django.reconciling import fetch_settlements
+        from payhooks.reconcile.settling import days_named
+    except ImportError as exc:
+        raise CommandError(
+            f"the report clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
+        ) from None
+    try:
+        return fetch_settlements(config, *days_named(start, end))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None

@@ -1,0 +1,281 @@
+"""What a gateway says about the money it paid out: a settlement (``Settlement``: the payout to
+the merchant's bank, net of fees and tax, with its UTR), the lines of a settlement report
+(``Line``: each payment, refund and adjustment it covered, with its fee and tax), a page of a
+report (``Page``), and what a gateway documents of its settlements (``Settles``: its cycle,
+with the source, and how its settlement webhook reads).
+
+Pure values and readers, in the gateways' room so that each gateway's readers
+(``gateways/<name>/settlements.py``) and its report client build them without importing the
+room that records them (``payhooks.settlements``). Figures are as the gateway states them,
+never computed here: ``net_paise`` is what the line adds to the payout (negative for a debit),
+``fee_paise`` and ``tax_paise`` the gateway's own fields (Razorpay's fee includes its tax,
+Cashfree's service charge does not: docs/providers.md, "Settlements")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, timezone
+from enum import StrEnum
+from typing import Protocol
+
+from payhooks.events import MAX_PAISE, MAX_TEXT_CHARS, Provider
+from payhooks.gateways._common import child, rupees_to_paise, text_field
+from payhooks.plumbing.errors import MalformedPayload
+
+
+class SettlementState(StrEnum):
+    """Where a payout stands, whatever the gateway calls it. Ranked: a report or webhook
+    saying less than what is recorded (a late ``SETTLEMENT_INITIATED`` after the success)
+    never moves a settlement back."""
+
+    PENDING = "pending"
+    FAILED = "failed"
+    """Not final at Razorpay: a failed settlement is tried again and may still be processed."""
+    SETTLED = "settled"
+    REVERSED = "reversed"
+    """The bank sent the payout back (Cashfree's ``SETTLEMENT_REVERSED``): its payments are
+    unsettled again."""
+
+    @property
+    def rank(self) -> int:
+        """Its order: a state is recorded over one of lower rank only."""
+        return _RANKS[self]
+
+
+_RANKS = {
+    SettlementState.PENDING: 0,
+    SettlementState.FAILED: 1,
+    SettlementState.SETTLED: 2,
+    SettlementState.REVERSED: 3,
+}
+
+
+class LineKind(StrEnum):
+    """What a settlement line is, whatever the gateway calls it (its word is kept beside)."""
+
+    PAYMENT = "payment"
+    REFUND = "refund"
+    ADJUSTMENT = "adjustment"
+    """Anything else that moved the payout: a transfer, a chargeback, a dispute, a reversal."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settlement:
+    """One payout as the gateway states it. A figure the source does not state (a report
+    line names its settlement but not the payout's total) is None, filled when another
+    source states it."""
+
+    provider: Provider
+    settlement_id: str
+    state: SettlementState
+    status: str | None
+    """The gateway's own word for the state (``processed``, ``SUCCESS``); None where the
+    source does not say it (a report line naming its payout)."""
+    amount_paise: int | None = None
+    """What was paid out to the bank."""
+    fees_paise: int | None = None
+    tax_paise: int | None = None
+    currency: str | None = None
+    utr: str | None = None
+    settled_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Line:
+    """One entry of a settlement: a payment, refund or adjustment it covered."""
+
+    provider: Provider
+    settlement_id: str
+    entry_id: str
+    """The gateway's id of what the line is (``pay_…``, ``rfnd_…``, a Cashfree event id)."""
+    kind: LineKind
+    entry_type: str
+    """The gateway's own word for it (``payment``, ``transfer``, ``CHARGEBACK``)."""
+    payment_id: str | None
+    """The payment it is, or is of (a refund's payment); None for an adjustment of none."""
+    gateway_order_id: str | None
+    amount_paise: int
+    fee_paise: int
+    tax_paise: int
+    net_paise: int
+    """What it adds to the payout, as the gateway states it: negative for a debit."""
+    currency: str | None = None
+    occurred_at: datetime | None = None
+    utr: str | None = None
+    """The settlement's UTR as the line carries it."""
+    settled_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Page:
+    """One answer of a settlement report: the settlements it states, the lines it lists (only
+    those already part of a settlement), how many it listed that are not settled yet, and
+    where the next page starts (None: this was the last)."""
+
+    settlements: tuple[Settlement, ...] = ()
+    lines: tuple[Line, ...] = ()
+    unsettled: int = 0
+    cursor: str | None = None
+
+
+class SettlementClient(Protocol):
+    """A gateway's settlement report, over its API: the pages for the days ``start`` to
+    ``end`` (both included), read as they come."""
+
+    provider: Provider
+
+    def settlement_pages(self, start: date, end: date) -> Iterator[Page]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settles:
+    """What a gateway documents of its settlements: its standard cycle (the longest it
+    takes from a capture to the payout, in calendar time) and where that is written, and how
+    its settlement webhook reads (``webhook``: the verified body to the ``Settlement``)."""
+
+    cycle: timedelta
+    source: str
+    """The public page that states the cycle."""
+    webhook: Callable[[bytes], Settlement]
+
+
+MAX_RANGE_DAYS = 31
+"""The days one fetch of a report may cover: a longer range is refused, never cut short."""
+
+
+def checked_range(start: date, end: date, *, today: date) -> None:
+    """A report's range: ``start`` not after ``end``, neither in the future, at most
+    ``MAX_RANGE_DAYS`` days. ``ValueError`` says which."""
+    if start > end:
+        raise ValueError(f"the range starts ({start}) after it ends ({end})")
+    if end > today:
+        raise ValueError(f"the range ends ({end}) after today ({today})")
+    if (end - start).days + 1 > MAX_RANGE_DAYS:
+        raise ValueError(f"the range covers more than {MAX_RANGE_DAYS} days: fetch it in parts")
+
+
+def days(start: date, end: date) -> list[date]:
+    """Each day from ``start`` to ``end``, both included."""
+    return [start + timedelta(days=n) for n in range((end - start).days + 1)]
+
+
+# --- reading the gateways' fields ------------------------------------------------------------
+
+
+def optional_text(provider: Provider, node: object, *path: str) -> str | None:
+    """A text field at ``path``, None when missing or empty; a number the gateway sends
+    unquoted (Cashfree's settlement id and UTR) is read as its digits."""
+    value = child(node, *path)
+    name = ".".join(path)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    found = text_field(value, name, strict=True, provider=provider)
+    if found is not None and len(found) > MAX_TEXT_CHARS:
+        raise MalformedPayload(provider, f"{name} is over {MAX_TEXT_CHARS} characters")
+    return found
+
+
+def text(provider: Provider, node: object, *path: str) -> str:
+    """``optional_text``, which must be there."""
+    found = optional_text(provider, node, *path)
+    if found is None:
+        raise MalformedPayload(provider, f"{'.'.join(path)} is missing")
+    return found
+
+
+def optional_paise(provider: Provider, node: object, *path: str) -> int | None:
+    """An amount in integer paise (Razorpay's), None when missing."""
+    value = child(node, *path)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PAISE:
+        raise MalformedPayload(provider, f"{'.'.join(path)} is not a whole number of paise")
+    return value
+
+
+def paise(provider: Provider, node: object, *path: str) -> int:
+    """``optional_paise``, which must be there."""
+    found = optional_paise(provider, node, *path)
+    if found is None:
+        raise MalformedPayload(provider, f"{'.'.join(path)} is missing")
+    return found
+
+
+def optional_rupees(provider: Provider, node: object, *path: str) -> int | None:
+    """An amount in rupees (a JSON number, read as Decimal: Cashfree's) as exact paise, None
+    when missing. A string is not what is documented, and refused."""
+    value = child(node, *path)
+    name = ".".join(path)
+    if value is None:
+        return None
+    if isinstance(value, float | str):
+        raise MalformedPayload(provider, f"{name} is not a JSON number")
+    found = rupees_to_paise(value, provider=provider, field=name)
+    if found > MAX_PAISE:
+        raise MalformedPayload(provider, f"{name} is out of range")
+    return found
+
+
+def rupees(provider: Provider, node: object, *path: str) -> int:
+    """``optional_rupees``, which must be there."""
+    found = optional_rupees(provider, node, *path)
+    if found is None:
+        raise MalformedPayload(provider, f"{'.'.join(path)} is missing")
+    return found
+
+
+def epoch(provider: Provider, node: object, *path: str) -> datetime | None:
+    """A Unix time in seconds (Razorpay's), or None when missing."""
+    value = child(node, *path)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**37:
+        raise MalformedPayload(provider, f"{'.'.join(path)} is not a Unix time")
+    return datetime.fromtimestamp(value, UTC)
+
+
+def iso_time(provider: Provider, node: object, *path: str) -> datetime | None:
+    """An ISO 8601 time with its offset (Cashfree's ``2025-02-14T12:35:19+05:30``), or None
+    when missing. One without an offset is India's time, as Cashfree's reports are."""
+    value = optional_text(provider, node, *path)
+    if value is None:
+        return None
+    try:
+        found = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise MalformedPayload(provider, f"{'.'.join(path)} is not a time") from exc
+    return found if found.tzinfo is not None else found.replace(tzinfo=INDIA)
+
+
+INDIA = timezone(timedelta(hours=5, minutes=30), "IST")
+"""India's time (+05:30, no daylight saving): what a gateway's time without an offset is."""
+
+
+def signed(amount: int, *, debit: bool) -> int:
+    """An amount as it moves the payout: negative for a debit."""
+    return -amount if debit else amount
+
+
+__all__ = [
+    "INDIA",
+    "MAX_RANGE_DAYS",
+    "Line",
+    "LineKind",
+    "Page",
+    "Settlement",
+    "SettlementClient",
+    "SettlementState",
+    "Settles",
+    "checked_range",
+    "days",
+    "epoch",
+    "iso_time",
+    "optional_paise",
+    "optional_rupees",
+    "optional_text",
+    "paise",
+    "rupees",
+    "signed",
+    "text",
+]

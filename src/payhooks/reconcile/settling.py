@@ -1,0 +1,159 @@
+"""Fetching settlements: each gateway's settlement report for a range of days, recorded and
+matched to the payments payhooks applied (``payhooks.settlements.records``), then the review
+that flags the captures not settled in time (``payhooks.settlements.flags``). The one
+operation ``payhooks settlements``, Django's ``payhooks_settlements``, the console's Fetch
+button, the reference worker and a merchant's scheduler run::
+
+    from payhooks.reconcile.settling import fetch
+    tally = fetch("postgresql://shop@db/shop", date(2026, 1, 5), date(2026, 1, 6))
+    print(tally.summary())
+
+Each page of a report is recorded in a transaction of its own, as it comes: a fetch that
+fails half way keeps what it recorded, and a fetch run again records nothing twice. A
+gateway's API error is an error, never an answer: that gateway's fetch stops there and says
+why, the others go on, and its captures are not reviewed (nothing is flagged unsettled on
+the word of a failed report). Needs the ``reconcile`` extra (httpx)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import cast
+
+from payhooks.events import Provider
+from payhooks.gateways import GATEWAYS, ApiCredentials, credentials
+from payhooks.gateways._settlements import INDIA, MAX_RANGE_DAYS, SettlementClient, checked_range
+from payhooks.gateways._status import client, http_client
+from payhooks.plumbing.errors import GatewayApiError
+from payhooks.reconcile.parts import Connect
+from payhooks.reconcile.running import TIMEOUT_S, connecting
+from payhooks.settlements import flags, records
+from payhooks.settlements.records import Recorded
+
+
+@dataclass(slots=True, kw_only=True)
+class Tally:
+    """What one fetch did, by gateway: what it recorded, the report's lines not settled yet,
+    the gateways whose report failed (with why), those with API credentials whose
+    settlements payhooks reads no report of, and the review after it."""
+
+    start: date
+    end: date
+    recorded: dict[Provider, Recorded] = field(default_factory=dict)
+    unsettled: dict[Provider, int] = field(default_factory=dict)
+    failures: dict[Provider, str] = field(default_factory=dict)
+    unread: list[Provider] = field(default_factory=list)
+    review: flags.Review | None = None
+
+    def summary(self) -> str:
+        """One line per gateway fetched, then the review's."""
+        said = [f"settlements {self.start} to {self.end}:"]
+        for provider, done in sorted(self.recorded.items()):
+            failed = self.failures.get(provider)
+            said.append(
+                f"  {provider.value}: {done.settlements} new payout(s), {done.lines} new "
+                f"line(s), {done.matched} matched, {done.unmatched} naming no payment payhooks "
+                f"knows, {self.unsettled.get(provider, 0)} not settled yet"
+                + (f"; FAILED: {failed}" if failed else "")
+            )
+        if self.unread:
+            names = ", ".join(p.value for p in self.unread)
+            said.append(f"  no settlement report payhooks reads: {names}")
+        if self.review is not None:
+            said.append(f"  review: {self.review.summary()}")
+        return "\n".join(said)
+
+    def trouble(self) -> str:
+        """What failed, for the command's error line."""
+        return "; ".join(f"{p.value}: {why}" for p, why in sorted(self.failures.items()))
+
+
+def days_named(start: str | None, end: str | None) -> tuple[date, date]:
+    """The days a command's ``--from`` and ``--to`` name (every door reads them here, so all
+    refuse alike); ``ValueError`` says what is wrong."""
+    if start is None or end is None:
+        raise ValueError("name the days to fetch: --from YYYY-MM-DD --to YYYY-MM-DD")
+    try:
+        return date.fromisoformat(start), date.fromisoformat(end)
+    except ValueError:
+        raise ValueError("--from and --to are days: YYYY-MM-DD") from None
+
+
+def fetch_once(
+    connect: Connect,
+    found: Mapping[Provider, ApiCredentials],
+    start: date,
+    end: date,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    margin: timedelta = flags.DEFAULT_MARGIN,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Tally:
+    """Each gateway in ``found`` (its API credentials) that documents a settlement report:
+    its pages for ``start`` to ``end`` (India's days, both included, at most
+    ``MAX_RANGE_DAYS``), recorded as they come; then the review. ``ValueError`` for a range it
+    refuses, before any call."""
+    checked_range(start, end, today=now().astimezone(INDIA).date())
+    with http_client(timeout_s) as http:
+        reporters = {provider: client(given, http) for provider, given in found.items()}
+        return fetch_with(connect, reporters, start, end, margin=margin, now=now)
+
+
+def fetch_with(
+    connect: Connect,
+    clients: Mapping[Provider, object],
+    start: date,
+    end: date,
+    *,
+    margin: timedelta = flags.DEFAULT_MARGIN,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Tally:
+    """``fetch_once`` with status clients already made (a worker's, over its own HTTP
+    client): each of a gateway that documents a settlement report is asked for it."""
+    checked_range(start, end, today=now().astimezone(INDIA).date())
+    tally = Tally(start=start, end=end)
+    for provider, found in sorted(clients.items()):
+        if GATEWAYS[provider].settles is None:
+            tally.unread.append(provider)
+            continue
+        _fetched(connect, cast(SettlementClient, found), start, end, tally)
+    read = [p for p in tally.recorded if p not in tally.failures]
+    with connect() as conn:
+        tally.review = flags.review(conn, now(), margin, providers=read)
+    return tally
+
+
+def _fetched(
+    connect: Connect, reporter: SettlementClient, start: date, end: date, tally: Tally
+) -> None:
+    """One gateway's report, page by page: a failure stops this gateway, and is told."""
+    provider = reporter.provider
+    tally.recorded[provider] = Recorded()
+    try:
+        with connect() as conn:
+            for page in reporter.settlement_pages(start, end):
+                done = records.record(conn, page.settlements, page.lines)
+                tally.recorded[provider] += done
+                tally.unsettled[provider] = tally.unsettled.get(provider, 0) + page.unsettled
+    except GatewayApiError as exc:
+        tally.failures[provider] = exc.reason
+
+
+def fetch(
+    database_url: str,
+    start: date,
+    end: date,
+    *,
+    environ: Mapping[str, str] | None = None,
+    margin: timedelta = flags.DEFAULT_MARGIN,
+) -> Tally:
+    """``fetch_once`` on ``database_url`` with the gateways' API credentials in ``environ``
+    (default: the process's environment, under the reference service's names:
+    ``PAYHOOKS_RAZORPAY_KEY_ID``, ...)."""
+    found = credentials(os.environ if environ is None else environ)
+    return fetch_once(connecting(database_url), found, start, end, margin=margin)
+
+
+__all__ = ["MAX_RANGE_DAYS", "Tally", "days_named", "fetch", "fetch_once", "fetch_with"]

@@ -1,0 +1,150 @@
+"""What about the money needs a person: a captured payment its gateway has not settled within
+its documented cycle and a margin (``payhooks_unsettled``), and a settlement line that names a
+payment payhooks does not know (``payhooks_settlement_lines.matched`` false).
+
+``review`` finds the first kind, and matches lines again against payments applied since they
+were recorded. It reads ``payhooks_payments`` by the time each capture was applied, which no
+index serves (a capture's own insert stays as cheap as it was), so it runs once per fetch
+(``payhooks.reconcile.settling``), not per minute; what it found is a small table the alerts
+(``payhooks.operations.alerts``) and the console read cheaply. A flag goes the moment a
+settled line names its payment (``payhooks.settlements.records``), and comes back at the next
+review if that payout is reversed."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from payhooks.events import EventKind, Provider
+from payhooks.gateways import GATEWAYS
+from payhooks.plumbing.db import Connection
+
+DEFAULT_MARGIN = timedelta(hours=48)
+"""Past its gateway's cycle, how long a capture may wait for its payout before it is flagged
+(``PAYHOOKS_SETTLEMENT_MARGIN_HOURS``): bank holidays lengthen every cycle."""
+REVIEW_DAYS = 45
+"""Captures applied this long ago or less are reviewed; one flagged before stays flagged."""
+
+# A payment is settled when a line of kind 'payment' names it in a payout that is settled.
+_SETTLED = """EXISTS (
+    SELECT 1 FROM payhooks_settlement_lines l
+    JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
+    WHERE l.provider = {alias}.provider AND l.payment_id = {alias}.payment_id
+      AND l.kind = 'payment' AND s.state = 'settled')"""
+_FLAG = (
+    """
+INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured_at, due_at)
+SELECT p.provider, p.payment_id, p.gateway_order_id, p.applied_at, p.applied_at + g.allowed
+FROM unnest(%(providers)s::text[], %(allowed)s::interval[]) AS g (provider, allowed)
+JOIN payhooks_payments p ON p.provider = g.provider AND p.kind = %(captured)s
+WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(since)s
+  AND NOT """
+    + _SETTLED.format(alias="p")
+    + """
+ON CONFLICT (provider, payment_id) DO NOTHING
+"""
+)
+_CLEAR = "DELETE FROM payhooks_unsettled u WHERE " + _SETTLED.format(alias="u")
+# Lines recorded before their payment was applied (a webhook late, reconciliation since).
+_MATCH_AGAIN = """
+UPDATE payhooks_settlement_lines l
+SET matched = true, gateway_order_id = coalesce(l.gateway_order_id, p.gateway_order_id)
+FROM payhooks_payments p
+WHERE l.matched = false AND p.provider = l.provider AND p.payment_id = l.payment_id
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Review:
+    """What a review found: captures newly flagged unsettled, flags cleared (their payment
+    settled), and lines matched to a payment applied since they were recorded."""
+
+    flagged: int
+    cleared: int
+    matched: int
+
+    def summary(self) -> str:
+        """One line for the command's output."""
+        return (
+            f"{self.flagged} capture(s) newly flagged unsettled, {self.cleared} flag(s) cleared, "
+            f"{self.matched} line(s) matched again"
+        )
+
+
+def allowed(margin: timedelta = DEFAULT_MARGIN) -> Mapping[Provider, timedelta]:
+    """How long each gateway that documents its cycle has to settle a capture: its cycle
+    (``Gateway.settles``) and ``margin``. A gateway that documents none is not reviewed."""
+    return {p: g.settles.cycle + margin for p, g in GATEWAYS.items() if g.settles is not None}
+
+
+def review(
+    conn: Connection,
+    now: datetime,
+    margin: timedelta = DEFAULT_MARGIN,
+    *,
+    providers: Collection[Provider] | None = None,
+) -> Review:
+    """Flag the captures past their gateway's cycle and ``margin`` that no settled line names,
+    clear the flags a settled line now answers, and match lines again; in one transaction.
+    Only the captures of ``providers`` are flagged (by default every gateway that documents a
+    cycle): a fetch reviews the gateways whose report it read whole, never one whose report
+    failed, since an error says nothing of what was paid out."""
+    limits = {p: span for p, span in allowed(margin).items() if providers is None or p in providers}
+    params = {
+        "providers": [p.value for p in limits],
+        "allowed": list(limits.values()),
+        "captured": EventKind.PAYMENT_CAPTURED.value,
+        "now": now,
+        "since": now - timedelta(days=REVIEW_DAYS),
+    }
+    with conn.transaction():
+        matched = conn.execute(_MATCH_AGAIN).rowcount
+        cleared = conn.execute(_CLEAR).rowcount
+        flagged = conn.execute(_FLAG, params).rowcount
+    return Review(flagged=flagged, cleared=cleared, matched=matched)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Count:
+    """How many of one flag a gateway has, and since when."""
+
+    provider: str
+    count: int
+    since: datetime
+
+
+_UNSETTLED = """
+SELECT provider, count(*), min(captured_at) FROM payhooks_unsettled GROUP BY 1 ORDER BY 1
+"""
+# Through the partial index payhooks_settlement_lines_unmatched; a line whose payment was
+# applied since is not counted, before the next review matches it.
+_UNMATCHED = """
+SELECT l.provider, count(*), min(l.recorded_at) FROM payhooks_settlement_lines l
+WHERE l.matched = false AND NOT EXISTS (
+    SELECT 1 FROM payhooks_payments p WHERE p.provider = l.provider AND p.payment_id = l.payment_id)
+GROUP BY 1 ORDER BY 1
+"""
+
+
+def unsettled(conn: Connection) -> list[Count]:
+    """Captures flagged unsettled, by gateway, with the oldest capture."""
+    return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNSETTLED)]
+
+
+def unmatched(conn: Connection) -> list[Count]:
+    """Settlement lines naming a payment payhooks does not know, by gateway, with the first
+    recorded."""
+    return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNMATCHED)]
+
+
+__all__ = [
+    "DEFAULT_MARGIN",
+    "REVIEW_DAYS",
+    "Count",
+    "Review",
+    "allowed",
+    "review",
+    "unmatched",
+    "unsettled",
+]

@@ -1,0 +1,299 @@
+"""Settlements as people read them: the payouts of a time range with their totals and what
+their lines add up to, one payout's lines, a payment's settlement (its timeline), and the
+flags (``payhooks.settlements.flags``) one by one. What the console's Settlements page, its
+CSV, the Django admin's page and ``payhooks settlements`` show, read once here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from payhooks.plumbing.db import Connection, shaped_rows
+
+PAGE = 100
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Payout:
+    """One settlement with what its recorded lines add up to. ``differs``: the gateway
+    states the payout's amount and it is not the sum of the lines recorded for it (a report
+    not fetched whole yet, or a payout to look at)."""
+
+    provider: str
+    settlement_id: str
+    state: str
+    status: str | None
+    amount_paise: int | None
+    fees_paise: int | None
+    tax_paise: int | None
+    currency: str | None
+    utr: str | None
+    settled_at: datetime | None
+    recorded_at: datetime
+    lines: int
+    lines_net_paise: int
+    payments: int
+    refunds: int
+    adjustments: int
+    unmatched: int
+
+    @property
+    def differs(self) -> bool:
+        """The gateway's total is known, lines are recorded, and they do not agree."""
+        return (
+            self.amount_paise is not None
+            and self.lines > 0
+            and (self.amount_paise != self.lines_net_paise)
+        )
+
+    @property
+    def cursor(self) -> tuple[datetime, str, str]:
+        """Where the next page of the list starts."""
+        return (self.settled_at or self.recorded_at, self.provider, self.settlement_id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Totals:
+    """A range's payouts added up: what the gateways paid out (as they state it), their
+    fees and tax, and what the recorded lines add up to."""
+
+    settlements: int
+    amount_paise: int
+    fees_paise: int
+    tax_paise: int
+    lines_net_paise: int
+    unmatched: int
+    differing: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """One line of a payout, with the payout's UTR, state and time (a payment's timeline
+    shows its lines with these)."""
+
+    provider: str
+    settlement_id: str
+    entry_id: str
+    kind: str
+    entry_type: str
+    payment_id: str | None
+    gateway_order_id: str | None
+    amount_paise: int
+    fee_paise: int
+    tax_paise: int
+    net_paise: int
+    currency: str | None
+    occurred_at: datetime | None
+    matched: bool | None
+    state: str
+    utr: str | None
+    settled_at: datetime | None
+    recorded_at: datetime
+    """When payhooks first recorded the payout."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unsettled:
+    """A capture flagged: its gateway had not settled it by ``due_at``."""
+
+    provider: str
+    payment_id: str
+    gateway_order_id: str | None
+    captured_at: datetime
+    due_at: datetime
+    flagged_at: datetime
+
+
+# The payouts paid out in a range (those whose time is not known yet by when they were first
+# recorded), newest first, a page after a cursor, each with its lines added up.
+_PAYOUTS = """
+SELECT s.provider, s.settlement_id, s.state, s.status, s.amount_paise, s.fees_paise,
+       s.tax_paise, s.currency, s.utr, s.settled_at, s.recorded_at,
+       count(l.entry_id)::int AS lines, coalesce(sum(l.net_paise), 0)::bigint AS lines_net_paise,
+       count(*) FILTER (WHERE l.kind = 'payment')::int AS payments,
+       count(*) FILTER (WHERE l.kind = 'refund')::int AS refunds,
+       count(*) FILTER (WHERE l.kind = 'adjustment')::int AS adjustments,
+       count(*) FILTER (WHERE l.matched = false)::int AS unmatched
+FROM payhooks_settlements s
+LEFT JOIN payhooks_settlement_lines l
+       ON l.provider = s.provider AND l.settlement_id = s.settlement_id
+WHERE coalesce(s.settled_at, s.recorded_at) >= %(start)s
+  AND coalesce(s.settled_at, s.recorded_at) < %(end)s
+  AND (%(provider)s::text IS NULL OR s.provider = %(provider)s)
+  AND (%(at)s::timestamptz IS NULL
+       OR (coalesce(s.settled_at, s.recorded_at), s.provider, s.settlement_id)
+          < (%(at)s, %(after_provider)s, %(after_id)s))
+GROUP BY s.provider, s.settlement_id
+ORDER BY coalesce(s.settled_at, s.recorded_at) DESC, s.provider DESC, s.settlement_id DESC
+LIMIT %(limit)s
+"""
+_TOTALS = (
+    "SELECT count(*)::int AS settlements, coalesce(sum(amount_paise), 0)::bigint AS amount_paise,"
+    " coalesce(sum(fees_paise), 0)::bigint AS fees_paise,"
+    " coalesce(sum(tax_paise), 0)::bigint AS tax_paise,"
+    " coalesce(sum(lines_net_paise), 0)::bigint AS lines_net_paise,"
+    " coalesce(sum(unmatched), 0)::int AS unmatched,"
+    " count(*) FILTER (WHERE amount_paise IS NOT NULL AND lines > 0"
+    " AND amount_paise <> lines_net_paise)::int AS differing"
+    " FROM (" + _PAYOUTS.replace("LIMIT %(limit)s", "") + ") payouts"
+)
+_ENTRY = """
+SELECT l.provider, l.settlement_id, l.entry_id, l.kind, l.entry_type, l.payment_id,
+       l.gateway_order_id, l.amount_paise, l.fee_paise, l.tax_paise, l.net_paise, l.currency,
+       l.occurred_at, l.matched, s.state, s.utr, s.settled_at, s.recorded_at
+FROM payhooks_settlement_lines l
+JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
+"""
+_LINES = (
+    _ENTRY
+    + """
+WHERE l.provider = %(provider)s AND l.settlement_id = %(settlement_id)s
+ORDER BY l.kind, l.entry_id LIMIT %(limit)s
+"""
+)
+# Through payhooks_settlement_lines_payment.
+_OF_PAYMENTS = (
+    _ENTRY
+    + """
+WHERE l.provider = %(provider)s AND l.payment_id = ANY(%(payments)s)
+ORDER BY s.settled_at NULLS LAST, l.entry_id
+"""
+)
+_UNMATCHED_LINES = (
+    _ENTRY
+    + """
+WHERE l.matched = false AND (%(provider)s::text IS NULL OR l.provider = %(provider)s)
+ORDER BY l.recorded_at DESC, l.entry_id LIMIT %(limit)s
+"""
+)
+_UNSETTLED = """
+SELECT provider, payment_id, gateway_order_id, captured_at, due_at, flagged_at
+FROM payhooks_unsettled WHERE (%(provider)s::text IS NULL OR provider = %(provider)s)
+ORDER BY captured_at, provider, payment_id LIMIT %(limit)s
+"""
+_UNSETTLED_OF = """
+SELECT provider, payment_id, gateway_order_id, captured_at, due_at, flagged_at
+FROM payhooks_unsettled WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
+ORDER BY captured_at
+"""
+# Every line of the payouts of a range (the CSV), payout by payout as the list orders them.
+_LINES_IN = (
+    _ENTRY
+    + """
+WHERE coalesce(s.settled_at, s.recorded_at) >= %(start)s
+  AND coalesce(s.settled_at, s.recorded_at) < %(end)s
+  AND (%(provider)s::text IS NULL OR s.provider = %(provider)s)
+  AND (%(at)s::timestamptz IS NULL
+       OR (coalesce(s.settled_at, s.recorded_at), s.provider, s.settlement_id, l.entry_id)
+          < (%(at)s, %(after_provider)s, %(after_id)s, %(after_entry)s))
+ORDER BY coalesce(s.settled_at, s.recorded_at) DESC, s.provider DESC, s.settlement_id DESC,
+         l.entry_id DESC
+LIMIT %(limit)s
+"""
+)
+
+
+def payouts(
+    conn: Connection,
+    start: datetime,
+    end: datetime,
+    *,
+    provider: str | None = None,
+    after: tuple[datetime, str, str] | None = None,
+    limit: int = PAGE,
+) -> list[Payout]:
+    """The payouts of ``[start, end)``, newest first, at most ``limit``, after ``after``
+    (a ``Payout.cursor``)."""
+    params = _range(start, end, provider, after) | {"limit": limit}
+    return shaped_rows(conn, Payout, _PAYOUTS, params)
+
+
+def totals(
+    conn: Connection, start: datetime, end: datetime, *, provider: str | None = None
+) -> Totals:
+    """The payouts of ``[start, end)`` added up."""
+    return shaped_rows(conn, Totals, _TOTALS, _range(start, end, provider, None))[0]
+
+
+def lines(
+    conn: Connection, provider: str, settlement_id: str, *, limit: int = 10_000
+) -> list[Entry]:
+    """One payout's lines, payments first."""
+    params = {"provider": provider, "settlement_id": settlement_id, "limit": limit}
+    return shaped_rows(conn, Entry, _LINES, params)
+
+
+def of_payments(conn: Connection, provider: str, payment_ids: Sequence[str]) -> list[Entry]:
+    """The lines naming these payments (their captures, their refunds), oldest payout first."""
+    if not payment_ids:
+        return []
+    params = {"provider": provider, "payments": list(payment_ids)}
+    return shaped_rows(conn, Entry, _OF_PAYMENTS, params)
+
+
+def unmatched_lines(
+    conn: Connection, *, provider: str | None = None, limit: int = PAGE
+) -> list[Entry]:
+    """Lines naming a payment payhooks did not know when they were recorded, newest first."""
+    return shaped_rows(conn, Entry, _UNMATCHED_LINES, {"provider": provider, "limit": limit})
+
+
+def unsettled_of(conn: Connection, provider: str, payment_ids: Sequence[str]) -> list[Unsettled]:
+    """The flags on these payments (a timeline's)."""
+    if not payment_ids:
+        return []
+    params = {"provider": provider, "payments": list(payment_ids)}
+    return shaped_rows(conn, Unsettled, _UNSETTLED_OF, params)
+
+
+def lines_in(
+    conn: Connection,
+    start: datetime,
+    end: datetime,
+    *,
+    provider: str | None = None,
+    after: Entry | None = None,
+    limit: int = PAGE,
+) -> list[Entry]:
+    """Every line of the payouts of ``[start, end)``, in the list's order, after ``after``."""
+    found = None
+    if after is not None:
+        found = (after.settled_at or after.recorded_at, after.provider, after.settlement_id)
+    params = _range(start, end, provider, found) | {
+        "after_entry": None if after is None else after.entry_id,
+        "limit": limit,
+    }
+    return shaped_rows(conn, Entry, _LINES_IN, params)
+
+
+def unsettled(
+    conn: Connection, *, provider: str | None = None, limit: int = PAGE
+) -> list[Unsettled]:
+    """Captures flagged unsettled, oldest first."""
+    return shaped_rows(conn, Unsettled, _UNSETTLED, {"provider": provider, "limit": limit})
+
+
+def _range(
+    start: datetime, end: datetime, provider: str | None, after: tuple[datetime, str, str] | None
+) -> dict[str, object]:
+    at, after_provider, after_id = after if after is not None else (None, None, None)
+    return {"start": start, "end": end, "provider": provider, "at": at,
+            "after_provider": after_provider, "after_id": after_id}  # fmt: skip
+
+
+__all__ = [
+    "PAGE",
+    "Entry",
+    "Payout",
+    "Totals",
+    "Unsettled",
+    "lines",
+    "lines_in",
+    "of_payments",
+    "payouts",
+    "totals",
+    "unmatched_lines",
+    "unsettled",
+    "unsettled_of",
+]

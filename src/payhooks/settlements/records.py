@@ -1,0 +1,207 @@
+"""Settlements as the core records them (``payhooks_settlements``, ``payhooks_settlement_lines``,
+core migration 0024): each payout once, however many times its webhook is delivered or its
+report fetched, and each of its lines once, matched to the payment payhooks applied
+(``payhooks_payments``) when it is recorded.
+
+Written as steps (``payhooks.plumbing.db.Steps``) with no driver, so one list of statements
+serves the webhook's claim (``payhooks.intake.ingest``: a settlement webhook is recorded in the
+claim's transaction, and reaches no handler) and a report's fetch
+(``payhooks.reconcile.settling``). Every write is an upsert on the payout's or the line's own
+key: two deliveries, two fetches, or a delivery and a fetch at the same moment wait on each
+other's row and record once. A payout's state only moves up its rank; a figure a source does
+not state never wipes one another stated. Lines are written in key order, so two writers of
+one payout's lines never deadlock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from payhooks.events import Received
+from payhooks.gateways import gateway
+from payhooks.gateways._settlements import Line, LineKind, Settlement, SettlementState
+from payhooks.plumbing.db import Connection, Statement, Steps, run
+
+_RANK = "array_position(ARRAY['pending', 'failed', 'settled', 'reversed'], {})"
+_UP = f"{_RANK.format('EXCLUDED.state')} >= {_RANK.format('s.state')}"
+
+
+def _newest(column: str) -> str:
+    """A figure from the source that moved the state up (or kept it), else the one kept."""
+    return (
+        f"{column} = CASE WHEN {_UP} THEN coalesce(EXCLUDED.{column}, s.{column}) "
+        f"ELSE coalesce(s.{column}, EXCLUDED.{column}) END"
+    )
+
+
+_FIGURES = ("status", "amount_paise", "fees_paise", "tax_paise", "currency", "utr", "settled_at")
+UPSERT_SETTLEMENT = (
+    """
+INSERT INTO payhooks_settlements AS s
+    (provider, settlement_id, state, status, amount_paise, fees_paise, tax_paise, currency, utr,
+     settled_at)
+VALUES (%(provider)s, %(settlement_id)s, %(state)s, %(status)s, %(amount_paise)s,
+        %(fees_paise)s, %(tax_paise)s, %(currency)s, %(utr)s, %(settled_at)s)
+ON CONFLICT (provider, settlement_id) DO UPDATE SET
+    state = CASE WHEN """
+    + _UP
+    + """ THEN EXCLUDED.state ELSE s.state END,
+    """
+    + ",\n    ".join(_newest(c) for c in _FIGURES)
+    + """,
+    updated_at = now()
+RETURNING (xmax = 0)
+"""
+)
+# The page's lines, matched to the payment payhooks applied (its gateway order too, when the
+# line does not name it); a line recorded before is left as it is, but for a match found now.
+UPSERT_LINES = """
+WITH given AS (
+    SELECT * FROM unnest(%(settlement_ids)s::text[], %(entry_ids)s::text[], %(kinds)s::text[],
+                         %(entry_types)s::text[], %(payment_ids)s::text[], %(orders)s::text[],
+                         %(amounts)s::bigint[], %(fees)s::bigint[], %(taxes)s::bigint[],
+                         %(nets)s::bigint[], %(currencies)s::text[],
+                         %(occurred)s::timestamptz[])
+        AS x (settlement_id, entry_id, kind, entry_type, payment_id, gateway_order_id,
+              amount_paise, fee_paise, tax_paise, net_paise, currency, occurred_at)
+), written AS (
+    INSERT INTO payhooks_settlement_lines AS l
+        (provider, settlement_id, entry_id, kind, entry_type, payment_id, gateway_order_id,
+         amount_paise, fee_paise, tax_paise, net_paise, currency, occurred_at, matched)
+    SELECT %(provider)s, g.settlement_id, g.entry_id, g.kind, g.entry_type, g.payment_id,
+           coalesce(g.gateway_order_id, p.gateway_order_id), g.amount_paise, g.fee_paise,
+           g.tax_paise, g.net_paise, g.currency, g.occurred_at,
+           CASE WHEN g.payment_id IS NULL THEN NULL ELSE p.payment_id IS NOT NULL END
+    FROM given g
+    LEFT JOIN LATERAL (
+        SELECT payment_id, gateway_order_id FROM payhooks_payments
+        WHERE provider = %(provider)s AND payment_id = g.payment_id
+        ORDER BY gateway_order_id IS NULL LIMIT 1) p ON true
+    ORDER BY g.settlement_id, g.entry_id
+    ON CONFLICT (provider, settlement_id, entry_id) DO UPDATE SET
+        matched = true,
+        gateway_order_id = coalesce(l.gateway_order_id, EXCLUDED.gateway_order_id)
+    WHERE l.matched = false AND EXCLUDED.matched
+    RETURNING (xmax = 0) AS inserted, matched
+)
+SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE matched IS true),
+       count(*) FILTER (WHERE inserted AND matched = false)
+FROM written
+"""
+# A payment a settled line now names is settled: its flag goes.
+CLEAR_UNSETTLED = """
+DELETE FROM payhooks_unsettled WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
+"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """What one write recorded: payouts new to payhooks, lines new, lines matched to a
+    payment (new, or found again and matched now), and new lines that named a payment
+    payhooks does not know."""
+
+    settlements: int = 0
+    lines: int = 0
+    matched: int = 0
+    unmatched: int = 0
+
+    def __add__(self, other: Recorded) -> Recorded:
+        return Recorded(
+            settlements=self.settlements + other.settlements,
+            lines=self.lines + other.lines,
+            matched=self.matched + other.matched,
+            unmatched=self.unmatched + other.unmatched,
+        )
+
+
+def recording(settlements: Iterable[Settlement], lines: Sequence[Line] = ()) -> Steps[Recorded]:
+    """Record ``settlements`` and ``lines`` (each line's payout too, from what the line says
+    of it, where ``settlements`` does not state it)."""
+    stated = {(s.provider, s.settlement_id): s for s in settlements}
+    for line in lines:
+        stated.setdefault((line.provider, line.settlement_id), listed(line))
+    found = Recorded()
+    for key in sorted(stated):
+        row = yield Statement(sql=UPSERT_SETTLEMENT, params=_settlement_params(stated[key]))
+        found += Recorded(settlements=int(bool(row and row[0])))
+    for provider in sorted({line.provider for line in lines}):
+        once = {_line_key(x): x for x in lines if x.provider is provider}  # a report's repeat
+        mine = [once[key] for key in sorted(once)]
+        row = yield Statement(sql=UPSERT_LINES, params=_line_params(provider.value, mine))
+        assert row is not None
+        found += Recorded(lines=row[0], matched=row[1], unmatched=row[2])
+        paid = sorted({x.payment_id for x in mine if x.kind is LineKind.PAYMENT and x.payment_id})
+        if paid:
+            params = {"provider": provider.value, "payments": paid}
+            yield Statement(sql=CLEAR_UNSETTLED, params=params, reads=False)
+    return found
+
+
+def record(
+    conn: Connection, settlements: Iterable[Settlement], lines: Sequence[Line] = ()
+) -> Recorded:
+    """``recording`` on ``conn``, in a transaction of its own (or a savepoint of the caller's)."""
+    with conn.transaction():
+        return run(conn, recording(settlements, lines))
+
+
+def webhook_recording(received: Received) -> Steps[Recorded]:
+    """A settlement webhook's payout, read from its verified body by its gateway's reader."""
+    settles = gateway(received.event.provider).settles
+    if settles is None:  # never: only a gateway that documents settlements makes this kind
+        raise LookupError(f"{received.event.provider.value} documents no settlement webhook")
+    return (yield from recording([settles.webhook(received.body)]))
+
+
+def listed(line: Line) -> Settlement:
+    """The payout a report line names, as far as the line says: settled (a report lists only
+    what was paid out), its UTR and time; its own figures, and the gateway's word for its
+    state, unknown."""
+    return Settlement(
+        provider=line.provider,
+        settlement_id=line.settlement_id,
+        state=SettlementState.SETTLED,
+        status=None,
+        utr=line.utr,
+        settled_at=line.settled_at,
+    )
+
+
+def _line_key(line: Line) -> tuple[str, str]:
+    return line.settlement_id, line.entry_id
+
+
+def _settlement_params(s: Settlement) -> dict[str, object]:
+    return {
+        "provider": s.provider.value, "settlement_id": s.settlement_id, "state": s.state.value,
+        "status": s.status, "amount_paise": s.amount_paise, "fees_paise": s.fees_paise,
+        "tax_paise": s.tax_paise, "currency": s.currency, "utr": s.utr,
+        "settled_at": s.settled_at,
+    }  # fmt: skip
+
+
+def _line_params(provider: str, lines: Sequence[Line]) -> dict[str, object]:
+    return {
+        "provider": provider,
+        "settlement_ids": [x.settlement_id for x in lines],
+        "entry_ids": [x.entry_id for x in lines],
+        "kinds": [x.kind.value for x in lines],
+        "entry_types": [x.entry_type for x in lines],
+        "payment_ids": [x.payment_id for x in lines],
+        "orders": [x.gateway_order_id for x in lines],
+        "amounts": [x.amount_paise for x in lines],
+        "fees": [x.fee_paise for x in lines],
+        "taxes": [x.tax_paise for x in lines],
+        "nets": [x.net_paise for x in lines],
+        "currencies": [x.currency for x in lines],
+        "occurred": [x.occurred_at for x in lines],
+    }
+
+
+__all__ = [
+    "Recorded",
+    "listed",
+    "record",
+    "recording",
+    "webhook_recording",
+]

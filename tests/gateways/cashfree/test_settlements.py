@@ -1,0 +1,223 @@
+"""Cashfree's settlements: its own samples read (the ``SETTLEMENT_SUCCESS`` webhook, the
+Settlement Reconciliation answer), what is refused, and the report client against the double
+over a loopback socket: every page by its cursor, a cursor answered twice an error, an error
+never read as an answer."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from payhooks.events import EventKind, Provider
+from payhooks.gateways import ApiCredentials
+from payhooks.gateways._settlements import LineKind, SettlementState
+from payhooks.gateways._status import CredentialsRefused, http_client
+from payhooks.gateways.cashfree import settlements
+from payhooks.gateways.cashfree.adapter import Cashfree
+from payhooks.gateways.cashfree.status import RECON_LIMIT, CashfreeClient
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
+from payhooks.sim.deliveries import Purchase
+from payhooks.sim.gateway_api import Fault, GatewayApi
+from payhooks.sim.gateways.base import numeric_payment_id
+from tests.factories import GATEWAY
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "cashfree"
+SECRET = GATEWAY.keys.cashfree
+IST = timezone(timedelta(hours=5, minutes=30))
+
+
+def sample(name: str) -> bytes:
+    return (DATA / name).read_bytes()
+
+
+def test_the_settlement_success_sample_reads_as_a_settled_payout():
+    found = settlements.webhook(sample("settlement_success_2023-08-01.json"))
+    assert (found.settlement_id, found.state, found.status) == (
+        "738",
+        SettlementState.SETTLED,
+        "SUCCESS",
+    )
+    assert (found.amount_paise, found.fees_paise, found.tax_paise) == (9794, 175, 31)
+    assert found.utr == "1644822317781212"  # a JSON number in Cashfree's sample
+    assert found.settled_at == datetime(2022, 2, 14, 12, 35, 19, tzinfo=IST)
+
+
+@pytest.mark.parametrize(
+    ("kind", "state"),
+    [
+        ("SETTLEMENT_INITIATED", SettlementState.PENDING),
+        ("SETTLEMENT_FAILED", SettlementState.FAILED),
+        ("SETTLEMENT_REVERSED", SettlementState.REVERSED),
+    ],
+)
+def test_each_settlement_webhook_says_its_state(kind, state):
+    doc = json.loads(sample("settlement_success_2023-08-01.json"))
+    doc["type"] = kind
+    found = settlements.webhook(json.dumps(doc).encode())
+    assert found.state is state
+
+
+def test_the_settlement_webhook_is_a_settlement_event_keyed_on_its_type_and_payout():
+    event = Cashfree(secrets=(SECRET,)).parse(sample("settlement_success_2023-08-01.json"), {})
+    assert event.kind is EventKind.SETTLEMENT
+    assert event.event_id == "SETTLEMENT_SUCCESS:738"
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda s: s.pop("amount_settled"), "amount_settled is missing"),
+        (lambda s: s.update(amount_settled="97.94"), "not a JSON number"),
+        (lambda s: s.update(amount_settled=97.945), "whole number of paise"),
+        (lambda s: s.pop("settlement_id"), "settlement_id is missing"),
+    ],
+)
+def test_a_settlement_webhook_payhooks_cannot_record_is_malformed(change, why):
+    doc = json.loads(sample("settlement_success_2023-08-01.json"))
+    change(doc["data"]["settlement"])
+    with pytest.raises(MalformedPayload, match=why):
+        Cashfree(secrets=(SECRET,)).parse(json.dumps(doc).encode(), {})
+
+
+def test_the_recon_sample_reads_its_item_as_not_settled_yet():
+    """Cashfree's sample item, as the stored copy shows it, names no settlement."""
+    page = settlements.recon(sample("settlement_recon_2025-01-01.json"))
+    assert page.lines == () and page.unsettled == 1 and page.cursor == "cursor"
+
+
+def settled_sample() -> bytes:
+    """Cashfree's sample item, paid out: its settlement and payment named here."""
+    doc = json.loads(sample("settlement_recon_2025-01-01.json"))
+    item = doc["data"][0]
+    item["settlement_details"] |= {"cf_settlement_id": "4234233", "utr": "utr1",
+                                   "settlement_date": "2025-01-17T11:00:00+05:30"}  # fmt: skip
+    item["payment_details"]["cf_payment_id"] = "5114910810523"
+    return json.dumps(doc).encode()
+
+
+def test_a_settled_recon_item_reads_with_cashfrees_own_figures():
+    (line,) = settlements.recon(settled_sample()).lines
+    assert (line.kind, line.entry_id, line.entry_type) == (LineKind.PAYMENT, "43594", "PAYMENT")
+    assert (line.settlement_id, line.utr, line.payment_id) == ("4234233", "utr1", "5114910810523")
+    assert line.gateway_order_id == "order_1527072DQpGNwTMBlnAc1GfxmWalriHBG"
+    # Cashfree's sample states a settlement amount equal to the event's, its charge beside:
+    # recorded as stated, never computed.
+    assert (line.amount_paise, line.fee_paise, line.tax_paise, line.net_paise) == (
+        20000,
+        200,
+        0,
+        20000,
+    )
+    assert line.occurred_at == datetime(2025, 1, 16, 15, 6, 41, tzinfo=IST)
+
+
+def test_a_debit_takes_from_the_payout():
+    doc = json.loads(settled_sample())
+    doc["data"][0]["event_details"] |= {"event_type": "REFUND", "sale_type": "DEBIT"}
+    (line,) = settlements.recon(json.dumps(doc).encode()).lines
+    assert (line.kind, line.net_paise) == (LineKind.REFUND, -20000)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "message": "authentication Failed",
+            "code": "request_failed",
+            "type": "authentication_error",
+        },
+        {"cursor": None, "limit": 10},
+        {"cursor": 7, "data": []},
+    ],
+    ids=["an error body", "no data", "a cursor that is not a string"],
+)
+def test_a_recon_answer_not_in_the_documented_shape_is_never_an_empty_report(body):
+    with pytest.raises(MalformedPayload):
+        settlements.recon(json.dumps(body).encode())
+
+
+# --- the report client against the double ------------------------------------------------------
+
+DAY = date(2026, 1, 5)
+PAID_AT = int(datetime(2026, 1, 5, 6, 0, tzinfo=UTC).timestamp())
+
+
+def client(url: str, http, keys) -> CashfreeClient:
+    found = ApiCredentials(
+        provider=Provider.CASHFREE, id=keys.cashfree_client_id, secret=keys.cashfree_api_secret,
+        base_url=url,
+    )  # fmt: skip
+    return CashfreeClient(credentials=found, http=http)
+
+
+def paid(api: GatewayApi, n: int) -> list[str]:
+    ids = []
+    for k in range(n):
+        purchase = Purchase(provider=Provider.CASHFREE, cart_id=f"c{k}", reference=f"ph{k}",
+                            amount_paise=10_000 + k, items={"TEA": 1})  # fmt: skip
+        payment_id = numeric_payment_id()
+        api.pay(purchase, payment_id)
+        ids.append(payment_id)
+    return ids
+
+
+def test_every_page_is_read_by_its_cursor(gateway_api):
+    api, url = gateway_api
+    ids = paid(api, RECON_LIMIT + 5)  # more than one page
+    payout = api.pay_out(Provider.CASHFREE, at=PAID_AT)
+    assert payout is not None
+    with http_client(5.0) as http:
+        pages = list(client(url, http, api.keys).settlement_pages(DAY, DAY))
+    assert len(pages) == 2 and pages[-1].cursor is None
+    lines = [line for page in pages for line in page.lines]
+    assert sorted(line.payment_id for line in lines) == sorted(ids)
+    assert sum(line.net_paise for line in lines) == payout.amount_paise
+
+
+def test_the_range_is_indias_days(gateway_api):
+    api, url = gateway_api
+    paid(api, 1)
+    # 20:00 UTC on the 4th is 01:30 on the 5th in India: the 5th's payout.
+    api.pay_out(Provider.CASHFREE, at=int(datetime(2026, 1, 4, 20, 0, tzinfo=UTC).timestamp()))
+    with http_client(5.0) as http:
+        fifth = list(client(url, http, api.keys).settlement_pages(DAY, DAY))
+        fourth = list(
+            client(url, http, api.keys).settlement_pages(date(2026, 1, 4), date(2026, 1, 4))
+        )
+    assert len(fifth[0].lines) == 1 and fourth[0].lines == ()
+
+
+def test_a_cursor_answered_twice_is_an_error_never_a_loop(gateway_api):
+    api, url = gateway_api
+    page = json.dumps(
+        {"cursor": "c1", "limit": 1, "data": [json.loads(settled_sample())["data"][0]]}
+    )
+    api.fail_next(Provider.CASHFREE, Fault(body=page.encode()), Fault(body=page.encode()))
+    with http_client(5.0) as http, pytest.raises(GatewayApiError, match="cursor twice"):
+        list(client(url, http, api.keys).settlement_pages(DAY, DAY))
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(status=500),
+        Fault(status=429, retry_after_s=5),
+        Fault(body=b'{"message": "x", "code": "api_error", "type": "api_error"}'),
+    ],
+    ids=["5xx", "429", "an error body answered 200"],
+)
+def test_an_api_error_is_an_error_never_an_empty_report(gateway_api, fault):
+    api, url = gateway_api
+    api.fail_next(Provider.CASHFREE, fault)
+    with http_client(5.0) as http, pytest.raises(GatewayApiError):
+        list(client(url, http, api.keys).settlement_pages(DAY, DAY))
+
+
+def test_refused_credentials_are_told_as_such(gateway_api):
+    api, url = gateway_api
+    keys = api.keys.given({Provider.CASHFREE: ("cf_other", "wrong")})
+    with http_client(5.0) as http, pytest.raises(CredentialsRefused):
+        list(client(url, http, keys).settlement_pages(DAY, DAY))

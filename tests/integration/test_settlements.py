@@ -1,0 +1,271 @@
+"""Settlements on the database: a settlement webhook is recorded by the claim and reaches no
+handler; a payout and its lines are recorded once however many times they come, at the same
+moment too (real connections, released together); lines are matched to the payments payhooks
+applied; a payout's state only moves up; the review flags the captures not settled within
+their gateway's cycle and a margin, and a settled line clears the flag."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from payhooks.events import EventKind, Provider
+from payhooks.gateways._settlements import Line, LineKind, Settlement, SettlementState
+from payhooks.intake.ingest import Applied, Outcome, ingest
+from payhooks.settlements import flags, listing, records
+from payhooks.sim.gateways import cashfree as cashfree_sim
+from payhooks.sim.gateways import razorpay as razorpay_sim
+from payhooks.sim.parts import PaidOut, Payout
+from tests.conftest import released_together
+from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
+
+NOW = datetime(2026, 1, 10, 6, 0, tzinfo=UTC)
+
+
+def payout(provider: Provider = Provider.RAZORPAY, *entries: PaidOut, sid: str = "") -> Payout:
+    entries = entries or (
+        PaidOut(entry_id="pay_A1", kind="payment", payment_id="pay_A1", order_id="order_1",
+                amount_paise=50_000, at=1_767_000_000),
+    )  # fmt: skip
+    return Payout(provider=provider, settlement_id=sid or "setl_T1", utr="UTR1", at=1_767_500_000,
+                  entries=entries)  # fmt: skip
+
+
+def line(
+    payment_id: str | None,
+    *,
+    entry_id: str = "",
+    sid: str = "setl_T1",
+    net: int = 100,
+    kind: LineKind = LineKind.PAYMENT,
+    provider: Provider = Provider.RAZORPAY,
+) -> Line:
+    return Line(provider=provider, settlement_id=sid, entry_id=entry_id or str(payment_id),
+                kind=kind, entry_type=kind.value, payment_id=payment_id, gateway_order_id=None,
+                amount_paise=abs(net), fee_paise=0, tax_paise=0, net_paise=net)  # fmt: skip
+
+
+def rows(conn, table: str) -> int:
+    return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def never(conn, event):
+    raise AssertionError(f"a settlement reached the handler: {event}")
+
+
+@pytest.mark.parametrize(
+    "made",
+    [razorpay_sim.settlement_delivery, cashfree_sim.settlement_delivery],
+    ids=["razorpay", "cashfree"],
+)
+def test_a_settlement_webhook_is_recorded_once_and_reaches_no_handler(conn, made):
+    provider = Provider.RAZORPAY if made is razorpay_sim.settlement_delivery else Provider.CASHFREE
+    paid = payout(provider, sid="setl_W1" if provider is Provider.RAZORPAY else "7001")
+    delivery = made(GATEWAY, paid)
+    adapter = ADAPTERS[provider]
+    first = ingest(conn, adapter, delivery.body, delivery.headers, never)
+    again = ingest(conn, adapter, delivery.body, delivery.headers, never)
+    assert (first.outcome, again.outcome) == (Outcome.PROCESSED, Outcome.DUPLICATE)
+    assert first.event.kind is EventKind.SETTLEMENT
+    state, amount, utr = conn.execute(
+        "SELECT state, amount_paise, utr FROM payhooks_settlements"
+    ).fetchone()
+    assert (state, amount, utr) == ("settled", paid.amount_paise, "UTR1")
+    assert rows(conn, "payhooks_settlements") == 1
+
+
+def test_the_reference_shops_handler_never_sees_a_settlement(conn):
+    receipt = deliver(conn, razorpay_sim.settlement_delivery(GATEWAY, payout()))
+    assert receipt.outcome is Outcome.PROCESSED
+    assert rows(conn, "payments") == 0 and rows(conn, "payhooks_payments") == 0
+
+
+def test_a_payout_and_its_lines_are_recorded_once_however_often_they_come(conn):
+    lines = [line("pay_X", net=900), line(None, entry_id="adj_1", kind=LineKind.ADJUSTMENT)]
+    first = records.record(conn, [], lines)
+    again = records.record(conn, [], list(reversed(lines)) + lines)  # a report's repeat too
+    assert (first.settlements, first.lines) == (1, 2)
+    assert (again.settlements, again.lines, again.matched) == (0, 0, 0)
+    assert rows(conn, "payhooks_settlement_lines") == 2
+
+
+def test_lines_are_matched_to_the_payments_payhooks_applied(conn):
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    done = records.record(
+        conn, [], [line(buy.payment_id, net=buy.amount_paise), line("pay_nobody")]
+    )
+    assert (done.matched, done.unmatched) == (1, 1)
+    found = {e.payment_id: e for e in listing.lines(conn, "razorpay", "setl_T1")}
+    assert found[buy.payment_id].matched is True
+    assert found[buy.payment_id].gateway_order_id == buy.reference  # from the payment's record
+    assert found["pay_nobody"].matched is False
+    (count,) = flags.unmatched(conn)
+    assert (count.provider, count.count) == ("razorpay", 1)
+
+
+def test_a_line_recorded_before_its_payment_is_matched_by_the_next_review(conn):
+    buy = purchase(conn)
+    records.record(conn, [], [line(buy.payment_id, net=buy.amount_paise)])
+    assert [c.count for c in flags.unmatched(conn)] == [1]
+    deliver(conn, buy.captured())
+    assert flags.unmatched(conn) == []  # no longer counted, before any review
+    assert flags.review(conn, NOW).matched == 1
+    (entry,) = listing.of_payments(conn, "razorpay", [buy.payment_id])
+    assert entry.matched is True
+
+
+def test_a_payouts_state_only_moves_up_and_no_source_wipes_a_figure(conn):
+    def state(s: SettlementState, status: str, amount: int | None) -> Settlement:
+        return Settlement(provider=Provider.CASHFREE, settlement_id="900", state=s,
+                          status=status, amount_paise=amount)  # fmt: skip
+
+    records.record(conn, [state(SettlementState.SETTLED, "SUCCESS", 9794)])
+    records.record(conn, [state(SettlementState.PENDING, "INITIATED", 9999)])  # late
+    records.record(conn, [], [line("1", sid="900", provider=Provider.CASHFREE)])  # no figures
+    found = conn.execute("SELECT state, status, amount_paise FROM payhooks_settlements").fetchone()
+    assert found == ("settled", "SUCCESS", 9794)
+    records.record(conn, [state(SettlementState.REVERSED, "REVERSED", None)])
+    found = conn.execute("SELECT state, status, amount_paise FROM payhooks_settlements").fetchone()
+    assert found == ("reversed", "REVERSED", 9794)
+
+
+def test_one_payout_fetched_and_delivered_at_once_by_many_is_recorded_once(database_url):
+    """Eight connections at the same moment: four record the report's page, four claim the
+    webhook; one payout, its lines once, one claim."""
+    paid = payout(Provider.RAZORPAY, *(
+        PaidOut(entry_id=f"pay_C{n}", kind="payment", payment_id=f"pay_C{n}", order_id="o",
+                amount_paise=10_000 + n, at=1_767_000_000) for n in range(40)
+    ), sid="setl_C1")  # fmt: skip
+    delivery = razorpay_sim.settlement_delivery(GATEWAY, paid)
+    page = [line(e.payment_id, sid="setl_C1", net=e.net_paise) for e in paid.entries]
+
+    def act(conn, n: int):
+        if n % 2:
+            return ingest(conn, ADAPTERS[Provider.RAZORPAY], delivery.body, delivery.headers, never)
+        return records.record(conn, [], list(reversed(page)) if n % 4 else page)
+
+    done = released_together(
+        list(range(8)), lambda n: psycopg.connect(database_url, autocommit=True), act
+    )
+    outcomes = sorted(r.outcome.value for r in done if not isinstance(r, records.Recorded))
+    assert outcomes == ["duplicate", "duplicate", "duplicate", "processed"]
+    written = [r for r in done if isinstance(r, records.Recorded)]
+    assert sum(r.lines for r in written) == 40
+    with psycopg.connect(database_url) as conn:
+        assert rows(conn, "payhooks_settlements") == 1
+        assert rows(conn, "payhooks_settlement_lines") == 40
+        amount = conn.execute("SELECT amount_paise FROM payhooks_settlements").fetchone()[0]
+    assert amount == paid.amount_paise
+
+
+def test_the_review_flags_a_capture_past_its_cycle_and_a_settled_line_clears_it(conn):
+    late, settled = purchase(conn), purchase(conn)
+    for buy in (late, settled):
+        deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=7),))
+    records.record(conn, [], [line(settled.payment_id, net=settled.amount_paise)])
+    found = flags.review(conn, NOW)
+    assert (found.flagged, found.cleared) == (1, 0)
+    (flagged,) = listing.unsettled(conn)
+    assert (flagged.payment_id, flagged.gateway_order_id) == (late.payment_id, late.reference)
+    assert flagged.due_at == NOW - timedelta(days=7) + timedelta(days=4) + flags.DEFAULT_MARGIN
+    assert flags.review(conn, NOW).flagged == 0  # flagged once
+    records.record(conn, [], [line(late.payment_id, sid="setl_T2", net=late.amount_paise)])
+    assert listing.unsettled(conn) == []  # cleared the moment a settled line names it
+
+
+def test_a_capture_within_its_cycle_and_margin_is_not_flagged(conn):
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=5),))
+    assert flags.review(conn, NOW).flagged == 0
+    assert flags.review(conn, NOW, margin=timedelta(hours=12)).flagged == 1
+
+
+def test_a_reversed_payout_unsettles_its_payments_at_the_next_review(conn):
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=9),))
+    records.record(conn, [], [line(buy.payment_id, net=buy.amount_paise)])
+    assert flags.review(conn, NOW).flagged == 0
+    reversed_ = Settlement(provider=Provider.RAZORPAY, settlement_id="setl_T1",
+                           state=SettlementState.REVERSED, status="reversed")  # fmt: skip
+    records.record(conn, [reversed_])
+    assert flags.review(conn, NOW).flagged == 1
+
+
+def test_a_gateway_that_documents_no_cycle_is_not_reviewed(conn):
+    buy = purchase(conn, Provider.PAYU)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=30),))
+    assert flags.review(conn, NOW).flagged == 0
+    assert Provider.PAYU not in flags.allowed()
+
+
+def test_the_list_adds_up_each_payout_and_says_when_its_lines_do_not(conn):
+    stated = Settlement(provider=Provider.RAZORPAY, settlement_id="setl_T1",
+                        state=SettlementState.SETTLED, status="processed", amount_paise=1000,
+                        fees_paise=20, tax_paise=4,
+                        settled_at=NOW - timedelta(hours=1))  # fmt: skip
+    records.record(conn, [stated], [line("pay_1", net=700), line("pay_2", net=300)])
+    other = Settlement(
+        provider=Provider.CASHFREE, settlement_id="55", state=SettlementState.SETTLED,
+        status="SUCCESS", amount_paise=500, settled_at=NOW - timedelta(hours=2),
+    )  # fmt: skip
+    records.record(conn, [other], [line("9", sid="55", net=400, provider=Provider.CASHFREE)])
+    first, second = listing.payouts(conn, NOW - timedelta(days=1), NOW)
+    assert (first.settlement_id, first.lines, first.lines_net_paise, first.differs) == (
+        "setl_T1",
+        2,
+        1000,
+        False,
+    )
+    assert (second.settlement_id, second.lines_net_paise, second.differs) == ("55", 400, True)
+    total = listing.totals(conn, NOW - timedelta(days=1), NOW)
+    assert (total.settlements, total.amount_paise, total.lines_net_paise, total.differing) == (
+        2,
+        1500,
+        1400,
+        1,
+    )
+    assert listing.payouts(conn, NOW - timedelta(days=1), NOW, provider="cashfree") == [second]
+    assert listing.payouts(conn, NOW - timedelta(days=1), NOW, after=first.cursor) == [second]
+
+
+def test_hooks_registered_for_settlements_never_run(conn):
+    """The core records a settlement; a merchant's hooks are for payments."""
+    from payhooks import Hooks
+
+    hooks = Hooks()
+    hooks.on(EventKind.SETTLEMENT)(lambda c, e: Applied(outcome=Outcome.IGNORED))
+    delivery = razorpay_sim.settlement_delivery(GATEWAY, payout())
+    receipt = ingest(conn, ADAPTERS[Provider.RAZORPAY], delivery.body, delivery.headers, hooks)
+    assert receipt.outcome is Outcome.PROCESSED
+
+
+def test_the_async_claim_records_a_settlement_as_the_sync_one_does(conn, database_url):
+    """``payhooks.aio`` drives the same steps: a FastAPI app's async hooks never see it."""
+    import asyncio
+
+    from payhooks.aio.claims import ingest_received as ingest_async
+    from payhooks.intake.ingest import receive
+
+    paid = payout(Provider.CASHFREE, sid="7002")
+    delivery = cashfree_sim.settlement_delivery(GATEWAY, paid)
+    adapter = ADAPTERS[Provider.CASHFREE]
+    received = receive(adapter, delivery.body, delivery.headers)
+
+    async def never_async(conn, event):
+        raise AssertionError(f"a settlement reached the handler: {event}")
+
+    async def twice() -> list[str]:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as on:
+            return [(await ingest_async(on, received, never_async)).outcome.value for _ in "ab"]
+
+    assert asyncio.run(twice()) == ["processed", "duplicate"]
+    assert conn.execute(
+        "SELECT settlement_id, amount_paise FROM payhooks_settlements"
+    ).fetchall() == [("7002", paid.amount_paise)]

@@ -1,0 +1,207 @@
+"""Fetching settlements (``payhooks.reconcile.settling``) against the gateways' doubles over a
+loopback socket, on real PostgreSQL: payouts and their lines recorded and matched to the
+payments the shop applied, a second fetch recording nothing twice, a range refused before
+any call, one gateway's API error told without stopping the other, and the review after."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from payhooks.events import Provider
+from payhooks.gateways._settlements import MAX_RANGE_DAYS
+from payhooks.reconcile.running import connecting
+from payhooks.reconcile.settling import fetch, fetch_once
+from payhooks.settlements import listing
+from payhooks.sim.gateway_api import Fault
+from tests.factories import deliver, purchase
+from tests.reconcile.conftest import API_KEYS, sim
+
+DAY = date(2026, 1, 5)
+PAID_AT = int(datetime(2026, 1, 5, 6, 0, tzinfo=UTC).timestamp())
+LATER = datetime(2026, 1, 20, tzinfo=UTC)
+
+
+def paid(conn, api, provider: Provider):
+    """A checkout paid: captured at the double, its webhook applied by the shop."""
+    buy = purchase(conn, provider)
+    api.pay(sim(buy), buy.payment_id)
+    deliver(conn, buy.captured())
+    return buy
+
+
+def credentials(url: str) -> dict:
+    from payhooks.gateways import credentials as read
+
+    return read(API_KEYS.env(url))
+
+
+def test_a_fetch_records_each_payout_and_matches_its_lines(conn, database_url, gateway_api):
+    api, url = gateway_api
+    rzp = [paid(conn, api, Provider.RAZORPAY) for _ in range(3)]
+    cf = paid(conn, api, Provider.CASHFREE)
+    for provider in (Provider.RAZORPAY, Provider.CASHFREE):
+        api.pay_out(provider, at=PAID_AT)
+    tally = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert tally.failures == {}
+    assert tally.recorded[Provider.RAZORPAY].lines == 3
+    assert tally.recorded[Provider.RAZORPAY].matched == 3
+    assert tally.recorded[Provider.CASHFREE].matched == 1
+    payouts = listing.payouts(conn, datetime(2026, 1, 1, tzinfo=UTC), LATER)
+    assert {p.provider for p in payouts} == {"razorpay", "cashfree"}
+    assert all(not p.differs and p.unmatched == 0 for p in payouts)
+    (entry,) = listing.of_payments(conn, "cashfree", [cf.payment_id])
+    assert entry.gateway_order_id == cf.reference and entry.state == "settled"
+    assert {e.payment_id for e in listing.lines(conn, "razorpay", payouts[-1].settlement_id)} <= {
+        b.payment_id for b in rzp
+    }
+    assert "razorpay: 1 new payout(s), 3 new line(s), 3 matched" in tally.summary()
+
+
+def test_a_second_fetch_records_nothing_twice(conn, database_url, gateway_api):
+    api, url = gateway_api
+    paid(conn, api, Provider.RAZORPAY)
+    api.pay_out(Provider.RAZORPAY, at=PAID_AT)
+    found = credentials(url)
+    fetch_once(connecting(database_url), found, DAY, DAY, now=lambda: LATER)
+    again = fetch_once(connecting(database_url), found, DAY, DAY, now=lambda: LATER)
+    done = again.recorded[Provider.RAZORPAY]
+    assert (done.settlements, done.lines, done.matched) == (0, 0, 0)
+    assert conn.execute("SELECT count(*) FROM payhooks_settlement_lines").fetchone()[0] == 1
+
+
+def test_a_capture_the_gateway_kept_back_is_flagged_by_the_review(conn, database_url, gateway_api):
+    api, url = gateway_api
+    settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
+    conn.execute(
+        "UPDATE payhooks_payments SET applied_at = %s", (datetime(2026, 1, 3, tzinfo=UTC),)
+    )
+    api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})
+    tally = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert tally.review is not None and tally.review.flagged == 1
+    assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
+    assert listing.of_payments(conn, "razorpay", [settled.payment_id])
+
+
+def test_one_gateways_error_is_told_and_the_other_is_still_fetched(conn, database_url, gateway_api):
+    api, url = gateway_api
+    paid(conn, api, Provider.CASHFREE)
+    api.pay_out(Provider.CASHFREE, at=PAID_AT)
+    api.fail_next(Provider.RAZORPAY, Fault(status=503))
+    tally = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert "razorpay" in tally.trouble() and "503" in tally.trouble()
+    assert tally.recorded[Provider.CASHFREE].lines == 1
+    assert "FAILED" in tally.summary()
+
+
+def test_a_gateway_whose_report_failed_has_no_capture_flagged(conn, database_url, gateway_api):
+    """An error says nothing of what was paid out: its captures wait for a fetch that reads."""
+    api, url = gateway_api
+    paid(conn, api, Provider.RAZORPAY)
+    conn.execute(
+        "UPDATE payhooks_payments SET applied_at = %s", (datetime(2026, 1, 3, tzinfo=UTC),)
+    )
+    api.fail_next(Provider.RAZORPAY, Fault(status=500))
+    failed = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert failed.review is not None and failed.review.flagged == 0
+    again = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert again.review is not None and again.review.flagged == 1  # read whole: nothing paid
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "why"),
+    [
+        (date(2026, 1, 6), date(2026, 1, 5), "starts"),
+        (date(2025, 12, 1), date(2025, 12, 1) + timedelta(days=MAX_RANGE_DAYS), "more than"),
+        (date(2026, 1, 19), date(2026, 1, 21), "after today"),
+    ],
+)
+def test_a_range_it_cannot_fetch_is_refused_before_any_call(
+    database_url, gateway_api, start, end, why
+):
+    api, url = gateway_api
+    with pytest.raises(ValueError, match=why):
+        fetch_once(connecting(database_url), credentials(url), start, end, now=lambda: LATER)
+    assert sum(api.asked.values()) == 0
+
+
+def test_gateways_with_no_settlement_report_are_named_not_fetched(database_url, gateway_api):
+    _, url = gateway_api
+    tally = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert set(tally.unread) == {Provider.PAYU, Provider.PHONEPE, Provider.JUSPAY}
+    assert "no settlement report payhooks reads: " in tally.summary()
+
+
+def test_the_one_call_for_a_merchants_scheduler(conn, database_url, gateway_api):
+    api, url = gateway_api
+    paid(conn, api, Provider.RAZORPAY)
+    yesterday = datetime.now(UTC).date() - timedelta(days=1)
+    api.pay_out(
+        Provider.RAZORPAY,
+        at=int(datetime.combine(yesterday, datetime.min.time(), UTC).timestamp()) + 9 * 3600,
+    )
+    tally = fetch(database_url, yesterday, yesterday, environ=API_KEYS.env(url))
+    assert tally.recorded[Provider.RAZORPAY].matched == 1
+
+
+# --- the command --------------------------------------------------------------------------------
+
+
+def test_the_command_fetches_a_range_and_lists_what_is_flagged(
+    conn, database_url, gateway_api, tmp_path
+):
+    from tests.invoking import payhooks_command
+
+    api, url = gateway_api
+    settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
+    yesterday = datetime.now(UTC).date() - timedelta(days=1)
+    at = datetime.combine(yesterday, datetime.min.time(), UTC) + timedelta(hours=9)
+    api.pay_out(Provider.RAZORPAY, at=int(at.timestamp()), held={held.payment_id})
+    conn.execute("UPDATE payhooks_payments SET applied_at = now() - interval '10 days'")
+    day = yesterday.isoformat()
+    env = API_KEYS.env(url)
+    done = payhooks_command(
+        database_url, tmp_path, "settlements", "--from", day, "--to", day, **env
+    )
+    assert done.exit_code == 0, done.output
+    assert "razorpay: 1 new payout(s), 1 new line(s), 1 matched" in done.output
+    assert "1 capture(s) newly flagged unsettled" in done.output
+    listed = payhooks_command(database_url, tmp_path, "settlements", "--unsettled")
+    assert [row["payment_id"] for row in json.loads(listed.output)] == [held.payment_id]
+    assert listing.of_payments(conn, "razorpay", [settled.payment_id])
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "name the days to fetch"),
+        (("--from", "2026-01-05", "--to", "5 Jan"), "are days: YYYY-MM-DD"),
+        (("--from", "2026-01-06", "--to", "2026-01-05"), "starts (2026-01-06) after it ends"),
+    ],
+)
+def test_the_command_refuses_a_range_it_cannot_fetch_in_one_line(
+    database_url, gateway_api, tmp_path, args, said
+):
+    from tests.invoking import payhooks_command
+
+    _, url = gateway_api
+    done = payhooks_command(database_url, tmp_path, "settlements", *args, **API_KEYS.env(url))
+    assert done.exit_code == 1
+    assert said in done.output and "Traceback" not in done.output
+
+
+def test_the_command_exits_1_naming_the_gateway_whose_report_failed(
+    database_url, gateway_api, tmp_path
+):
+    from tests.invoking import payhooks_command
+
+    api, url = gateway_api
+    api.fail_next(Provider.CASHFREE, Fault(status=500))
+    day = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
+    done = payhooks_command(
+        database_url, tmp_path, "settlements", "--from", day, "--to", day, **API_KEYS.env(url)
+    )
+    assert done.exit_code == 1
+    assert "cashfree: answered 500" in done.output
