@@ -18,7 +18,6 @@ import json
 import os
 
 import nats
-import nats.errors
 import psycopg
 from nats.js.api import ConsumerConfig
 
@@ -50,7 +49,7 @@ async def consume(conn: psycopg.Connection, url: str, stream: str, subjects: str
     while True:
         try:
             messages = await pull.fetch(10, timeout=1)
-        except nats.errors.TimeoutError:
+        except TimeoutError:  # nothing came: nats-py raises its own or asyncio's, both this
             continue
         for message in messages:
             message_id = (message.headers or {})["Nats-Msg-Id"]

@@ -276,6 +276,23 @@ def test_what_a_lost_dispute_took_back_is_never_refunded_again(conn):
     assert made.amount_paise == 3_065_000
 
 
+def test_a_payment_recorded_after_its_dispute_was_lost_counts_what_it_took_back(conn):
+    """The capture's record written only after the loss (the capture parked for an order not
+    yet there and replayed, or recovered by reconciliation): the loss is on it all the same,
+    and bounds its refunds."""
+    seen = Seen(conn)
+    payment_id = new_payment_id(Provider.RAZORPAY)
+    lost = report("lost", "disp_LATE", payment_id, amount=39_000, at=1_767_225_600)
+    assert send(conn, lost, seen.hooks).outcome is Outcome.PROCESSED
+    capture(conn, seen.hooks, payment_id, "order_LATE")
+    paid = find_payment(conn, "razorpay", payment_id)
+    assert paid is not None and paid.disputed_paise == 39_000
+    ask = {"key": "refund-after-loss", "captured_paise": paid.paid_paise, "reason": "test",
+           "requested_by": "test"}  # fmt: skip
+    with pytest.raises(refunds.RefundTooLarge):
+        refunds.request(conn, "razorpay", payment_id, paid.paid_paise, **ask)
+
+
 # --- the other drivers: the async claim and the caller's own transaction -----------------------
 
 

@@ -4,6 +4,7 @@ each, and the gauges count the open ones per gateway."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -162,6 +163,19 @@ def test_a_won_dispute_raises_nothing_more(conn):
     razorpay(conn, disputed("won", "disp_A5", due=NOW + timedelta(hours=1),
                             at=NOW + timedelta(minutes=1)))  # fmt: skip
     assert conditions(conn, NOW + timedelta(minutes=2)) == set()
+
+
+def test_a_dispute_won_then_lost_in_a_later_phase_is_decided_again_and_said_lost(conn):
+    """A chargeback won, then, weeks on, the pre-arbitration's loss with no report of it opening
+    (lost, or still to come): the dispute is decided anew at its loss, so its loss is news."""
+    razorpay(conn, disputed("won", "disp_A6", due=NOW, at=NOW))
+    conn.execute("UPDATE payhooks_disputes SET closed_at = closed_at - interval '30 days'")
+    lost = replace(disputed("lost", "disp_A6", due=NOW, at=NOW + timedelta(minutes=1)),
+                   phase="pre_arbitration")  # fmt: skip
+    assert razorpay(conn, lost) is Outcome.PROCESSED
+    closed = conn.execute("SELECT now() - closed_at < interval '1 hour' FROM payhooks_disputes")
+    assert closed.fetchone() == (True,)
+    assert (Condition.DISPUTE_LOST, "razorpay:disp_A6") in conditions(conn, NOW)
 
 
 # --- the gauges --------------------------------------------------------------------------------

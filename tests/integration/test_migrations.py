@@ -184,6 +184,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0022_relay",
         "core/0023_disputes",
         "core/0024_settlements",
+        "core/0025_relay_refused",
     ]
     tables = {
         row[0]
@@ -291,6 +292,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0022_relay",
         "core/0023_disputes",
         "core/0024_settlements",
+        "core/0025_relay_refused",
     ]
 
 

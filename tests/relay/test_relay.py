@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -20,7 +21,9 @@ from payhooks.operations import alerts, outbox, retention
 from payhooks.relay import inbox
 from payhooks.relay.brokers import Broker
 from payhooks.relay.relaying import Relay, RelayOptions, Tally, connecting
+from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery
+from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.acceptance.conftest import PAYHOOKS, wait_until
 from tests.brokers import NatsServer, RabbitServer
 from tests.factories import GATEWAY, deliver, purchase
@@ -150,6 +153,67 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
     ).fetchall()
     assert rows[0][0] == 1 and "no stream" in rows[0][1] and rows[0][2]
     assert rows[1] == (0, None, False)  # the refund was never tried: its capture comes first
+
+
+def test_a_dispute_is_relayed_with_its_figures_after_its_payments_capture(
+    database_url, conn, nats_server: NatsServer
+):
+    """A consumer of a dispute's events learns which dispute, where it stands and what it
+    cost, not only that the payment has one."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    lost = Disputed(what="lost", dispute_id="disp_RELAY1", payment_id=buy.payment_id,
+                    reference=buy.reference, amount_paise=buy.amount_paise,
+                    respond_by=1_767_312_000, reported_at=1_767_225_600)  # fmt: skip
+    assert deliver(conn, razorpay_sim.dispute_delivery(GATEWAY, lost)).outcome.value == "processed"
+    drain(database_url, broker)
+    capture, dispute = (json.loads(m.body) for m in stored(broker))
+    assert (capture["kind"], capture["dispute"]) == ("payment_captured", None)
+    assert (dispute["kind"], dispute["payment_id"]) == ("dispute_lost", buy.payment_id)
+    assert dispute["dispute"] == {
+        "id": "disp_RELAY1",
+        "amount_paise": buy.amount_paise,
+        "reason": "goods_or_services_not_received_or_partially_received",
+        "phase": "chargeback",
+        "status": "lost",
+        "respond_by": "2026-01-02T00:00:00+00:00",
+        "reported_at": "2026-01-01T00:00:00+00:00",
+        "deducted_paise": buy.amount_paise,
+    }
+
+
+def test_more_refused_events_than_a_pass_reads_hold_back_no_other_payment(
+    database_url, conn, nats_server: NatsServer
+):
+    """A stream of the merchant's own that takes captures only refuses every refund: refunds
+    backing off, more of them than a pass reads, still leave another payment's capture to go."""
+    broker = jetstream(nats_server)
+    options = replace(FAST, window=2, refused_base_s=300.0)
+    outbox.add_channel(conn, "nats")
+    buys = [purchase(conn) for _ in range(2)]
+    for buy in buys:
+        deliver(conn, buy.captured())
+
+    async def passes() -> list[Tally | None]:
+        client = await nats.connect(broker.options.url)
+        captures = f"{broker.options.prefix}.razorpay.payment_captured"
+        await client.jetstream().add_stream(name=broker.options.stream, subjects=[captures])
+        await client.close()
+        relay = Relay(connecting(database_url), broker, options)
+        tallies = [await relay.attempt()]  # both captures
+        for buy in buys:
+            deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
+        tallies.append(await relay.attempt())  # both refunds refused, backing off
+        paid(conn, 1)
+        tallies.append(await relay.attempt())  # the third payment's capture
+        await relay.close()
+        return tallies
+
+    published = [(t.published, t.refused) for t in asyncio.run(passes()) if t is not None]
+    assert published == [(2, 0), (0, 2), (1, 0)]
+    assert unpublished(conn, "nats") == 2  # the refunds, still queued
 
 
 def relay_env(url: str, home: Path, **settings: str) -> dict[str, str]:

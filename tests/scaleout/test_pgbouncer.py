@@ -5,6 +5,7 @@ pipelined statements stay correct, and the purge lock is released."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 from collections import Counter
@@ -15,10 +16,14 @@ import pytest
 from psycopg_pool import ConnectionPool
 
 from payhooks.intake.ingest import ingest_received, receive
+from payhooks.operations import outbox
+from payhooks.relay.nats import JetStream, NatsOptions
+from payhooks.relay.relaying import Relay, RelayOptions, connecting
 from payhooks.service import database, retention
 from payhooks.service.config import PoolMode, Settings
 from payhooks.service.shop.payments import apply_event
-from tests.factories import ADAPTERS, SETTINGS, purchase
+from tests.brokers import NatsServer
+from tests.factories import ADAPTERS, SETTINGS, deliver, purchase
 from tests.scaleout.conftest import Site
 
 POOLED = dataclasses.replace(
@@ -125,6 +130,43 @@ def test_the_purge_lock_holds_during_a_purge_and_is_released_after_it(pool):
     with database.connection(pool) as holder, database.connection(pool) as conn:
         again = retention.purge_exclusively(conn, 90, holder=holder)
     assert first is not None and refused == [None] and again is not None
+
+
+def test_the_relay_publishes_through_pgbouncer_whichever_server_session_a_pass_meets(
+    urls, tmp_path
+):
+    """Each pass of the relay may run on another of PgBouncer's server sessions, where a
+    statement it prepared on the one before does not exist (SQLSTATE 26000, which ended the
+    relay): it prepares none. Its server sessions are ended under it once it has run each of
+    its statements past psycopg's prepare threshold."""
+    pooled, direct = urls
+    with psycopg.connect(direct, autocommit=True) as conn:
+        outbox.add_channel(conn, "nats")
+        for _ in range(10):
+            deliver(conn, purchase(conn).captured())
+    server = NatsServer(tmp_path / "nats")
+    server.start()
+    broker = JetStream(NatsOptions(url=server.url))
+
+    async def published() -> list[int]:
+        relay = Relay(connecting(pooled), broker, RelayOptions(batch=1))
+        counts = []
+        for n in range(10):
+            if n == 8:
+                with psycopg.connect(direct, autocommit=True) as admin:
+                    admin.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+            tally = await relay.attempt()
+            counts.append(-1 if tally is None else tally.published)
+        await relay.close()
+        return counts
+
+    try:
+        assert asyncio.run(published()) == [1] * 10
+    finally:
+        server.stop()
 
 
 def test_without_transaction_mode_payhooks_cannot_connect_through_pgbouncer(urls):

@@ -93,7 +93,8 @@ def phase_rank(phase: str | None) -> int:
 
 # The report is applied when it is forward of the row's state, or when it is the delivery that
 # put the row there (a parked delivery replayed). lost_paise: what it took back when lost, given
-# back when won, kept otherwise.
+# back when won, kept otherwise. closed_at: when it was decided, in its latest phase (a decision
+# of a later phase is a new one, even straight after an earlier phase's), kept by a replay.
 RECORD = """
 INSERT INTO payhooks_disputes AS d
     (provider, dispute_id, payment_id, gateway_order_id, status, status_rank, phase, phase_rank,
@@ -120,7 +121,9 @@ ON CONFLICT (provider, dispute_id) DO UPDATE SET
                                       WHEN 'won' THEN 0 ELSE d.lost_paise END,
     event_id = excluded.event_id,
     updated_at = now(),
-    closed_at = CASE WHEN excluded.status_rank >= 2 THEN coalesce(d.closed_at, now()) END
+    closed_at = CASE WHEN excluded.status_rank < 2 THEN NULL
+                     WHEN d.event_id = excluded.event_id THEN coalesce(d.closed_at, now())
+                     ELSE now() END
 WHERE d.event_id = excluded.event_id
    OR (excluded.phase_rank, excluded.status_rank) > (d.phase_rank, d.status_rank)
    OR (excluded.phase_rank = d.phase_rank AND excluded.status_rank = d.status_rank

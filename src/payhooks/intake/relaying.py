@@ -18,7 +18,8 @@ queued), so their order in the queue is the order they committed in.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 
 from payhooks.events import Event
 from payhooks.plumbing.db import Statement, Steps
@@ -79,6 +80,7 @@ def relayed(event: Event, order_id: str | None) -> Relayed:
         "currency": event.currency,
         "refund_id": event.refund_id,
         "refund_amount_paise": event.refund_amount_paise,
+        "dispute": dispute_figures(event),
     }
     return Relayed(
         message_id=ident,
@@ -86,6 +88,16 @@ def relayed(event: Event, order_id: str | None) -> Relayed:
         subject=f"{event.provider.value}.{event.kind.value}",
         body=json.dumps(body, separators=(",", ":")),
     )
+
+
+def dispute_figures(event: Event) -> dict[str, object] | None:
+    """A dispute event's figures, as ``payhooks.events.Dispute`` names them (its times in ISO
+    8601), for a consumer to know which dispute moved, where to and for how much; None for
+    the other events."""
+    if event.dispute is None:
+        return None
+    figures = asdict(event.dispute).items()
+    return {name: v.isoformat() if isinstance(v, datetime) else v for name, v in figures}
 
 
 # One row per channel a relay runs for; none, and no lock, when there is none. The lock is
@@ -121,6 +133,7 @@ __all__ = [
     "QUEUE",
     "RELAY_PREFIX",
     "Relayed",
+    "dispute_figures",
     "message_id",
     "params",
     "payment_of",

@@ -252,12 +252,19 @@ SELECT channel FROM payhooks_relay_channels WHERE channel = %(channel)s
 FOR NO KEY UPDATE SKIP LOCKED
 """
 # The channel's unpublished events in the order they were queued (through
-# payhooks_outbox_relay), due or not: one not due still holds back its payment's later ones.
+# payhooks_outbox_relay), less every event of a payment whose refused one is backing off
+# (found through payhooks_outbox_relay_refused, core 25: the few unpublished events tried
+# before): it holds back that payment's later events and no other payment's, however many
+# such payments there are. Without it, refused events filling the window held back all.
 RELAY_WINDOW = """
 SELECT id, dedupe_key, subject, body, payload ->> 'message_id', payload ->> 'payment',
        next_attempt_at <= now(), attempts
 FROM payhooks_outbox
 WHERE channel = %(channel)s AND kind = 'event' AND sent_at IS NULL
+  AND coalesce(payload ->> 'payment', dedupe_key) NOT IN (
+      SELECT coalesce(payload ->> 'payment', dedupe_key) FROM payhooks_outbox
+      WHERE channel = %(channel)s AND kind = 'event' AND sent_at IS NULL AND attempts > 0
+        AND next_attempt_at > now())
 ORDER BY id
 LIMIT %(window)s
 """

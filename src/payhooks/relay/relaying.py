@@ -293,11 +293,17 @@ class Relay:
 
 
 def connecting(url: str) -> Connect:
-    """Autocommit connections to ``url`` for a relay."""
+    """Autocommit connections to ``url`` for a relay, preparing no statement on the server:
+    behind a transaction pooler (PgBouncer) each pass may run on another server session,
+    where one prepared before does not exist, and a pass's few statements gain nothing."""
 
     async def connect() -> AsyncConnection:
         return await psycopg.AsyncConnection.connect(
-            url, autocommit=True, application_name="payhooks-relay", connect_timeout=10
+            url,
+            autocommit=True,
+            application_name="payhooks-relay",
+            connect_timeout=10,
+            prepare_threshold=None,
         )
 
     return connect
