@@ -215,6 +215,13 @@ def first_capture(prefix: str) -> list[str]:
             "'Your order is confirmed'",
             "'Thank you. We received INR 1.00.'",
             '\'{"order_id": "x"}\'',
+            # The relay's message (payhooks.intake.relaying): queued only while a relay
+            # channel is registered, which a bench never does. No ':' before a letter inside
+            # a literal: pgbench would read it as a variable.
+            f"'razorpay:' || 'pay_{prefix}' || {N} || ':' || 'payment_captured'",
+            f"'razorpay:' || 'pay_{prefix}' || {N}",
+            "'razorpay.payment_captured'",
+            "'{}'",
         )
     ]
 
