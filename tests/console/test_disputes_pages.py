@@ -95,6 +95,18 @@ def test_the_carts_page_tells_its_dispute_and_its_order_is_marked(console, conn)
     assert f"/console/carts/{buy.cart_id}" in found
 
 
+def test_a_dispute_reported_before_its_capture_marks_the_order_once_it_is_placed(console, conn):
+    """The storm's reordering: the dispute's reports arrive before the capture that makes the
+    order (shop migration 0023), whichever path places it."""
+    buy = purchase(conn)
+    dispute(console, buy, "opened", "disp_EARLY", NOW + timedelta(days=3))
+    dispute(console, buy, "lost", "disp_EARLY", NOW + timedelta(days=3), minute=1)
+    assert send(console, buy.captured()).json()["status"] == "processed"
+    order = conn.execute("SELECT dispute, dispute_id FROM orders WHERE cart_id = %s",
+                         (buy.cart_id,)).fetchone()  # fmt: skip
+    assert order == ("lost", "disp_EARLY")
+
+
 def client_search(console: Console, text: str) -> str:
     """Where the console's search leads for ``text``."""
     client = console.logged_in()

@@ -150,21 +150,25 @@ def test_the_relay_publishes_through_pgbouncer_whichever_server_session_a_pass_m
 
     async def published() -> list[int]:
         relay = Relay(connecting(pooled), broker, RelayOptions(batch=1))
-        counts = []
-        for n in range(10):
+        counts: list[int] = []
+        for n in range(14):  # ten events; a pass may meet a session that just ended
             if n == 8:
                 with psycopg.connect(direct, autocommit=True) as admin:
                     admin.execute(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                         " WHERE datname = current_database() AND pid <> pg_backend_pid()"
                     )
-            tally = await relay.attempt()
+            tally = await relay.attempt()  # raises on anything but a lost connection
             counts.append(-1 if tally is None else tally.published)
+            if sum(c for c in counts if c > 0) == 10:
+                break
         await relay.close()
         return counts
 
     try:
-        assert asyncio.run(published()) == [1] * 10
+        counts = asyncio.run(published())
+        assert counts[:8] == [1] * 8  # eight passes on whichever session, none prepared
+        assert sum(c for c in counts if c > 0) == 10 and counts.count(-1) <= 1
     finally:
         server.stop()
 

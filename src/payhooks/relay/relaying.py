@@ -245,7 +245,16 @@ class Relay:
         except BrokerUnavailable as exc:
             await self._broker_down(exc.reason)
             return None
-        except (psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable) as exc:
+        except (
+            psycopg.OperationalError,
+            psycopg.InterfaceError,
+            psycopg.InternalError,
+            DatabaseUnavailable,
+        ) as exc:
+            if isinstance(exc, psycopg.InternalError) and not (self._conn and self._conn.broken):
+                raise
+            # An InternalError on a broken connection: a server session ended under a pooler
+            # (PgBouncer answering BEGIN for a session it had lost). Connected again next time.
             self.failure = f"database: {_line(exc)}"
             log.warning("relay_database_unavailable", extra={"error": _line(exc)})
             await self._drop_database()
