@@ -398,8 +398,8 @@ def test_one_intent_that_breaks_the_sender_holds_back_none_of_the_others(core, d
 
 
 def test_a_sent_refund_that_cannot_be_asked_about_is_an_alert(core, database_url):
-    """A sibling of issue 33, 1: the check of a sent intent failing (every time) kept its
-    error on the intent, and no alert said so."""
+    """The check of a sent intent failing every time keeps its error on the intent, and an
+    alert says so (it used to say nothing)."""
     from datetime import UTC, datetime
 
     from payhooks.operations.alerts import refunds as refund_alerts
