@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from payhooks.events import MAX_PAISE, MAX_TEXT_CHARS, Provider
 from payhooks.gateways._common import child, rupees_to_paise, text_field
@@ -140,6 +140,7 @@ class Settles:
     webhook: Callable[[bytes], Settlement]
 
 
+T = TypeVar("T")
 MAX_RANGE_DAYS = 31
 """The days one fetch of a report may cover: a longer range is refused, never cut short."""
 
@@ -163,6 +164,13 @@ def days(start: date, end: date) -> list[date]:
 # --- reading the gateways' fields ------------------------------------------------------------
 
 
+def _present(provider: Provider, found: T | None, path: tuple[str, ...]) -> T:
+    """A field that must be there: missing, the delivery or answer is malformed."""
+    if found is None:
+        raise MalformedPayload(provider, f"{'.'.join(path)} is missing")
+    return found
+
+
 def optional_text(provider: Provider, node: object, *path: str) -> str | None:
     """A text field at ``path``, None when missing or empty; a number the gateway sends
     unquoted (Cashfree's settlement id and UTR) is read as its digits."""
@@ -178,10 +186,7 @@ def optional_text(provider: Provider, node: object, *path: str) -> str | None:
 
 def text(provider: Provider, node: object, *path: str) -> str:
     """``optional_text``, which must be there."""
-    found = optional_text(provider, node, *path)
-    if found is None:
-        raise MalformedPayload(provider, f"{'.'.join(path)} is missing")
-    return found
+    return _present(provider, optional_text(provider, node, *path), path)
 
 
 def optional_paise(provider: Provider, node: object, *path: str) -> int | None:
@@ -196,10 +201,7 @@ def optional_paise(provider: Provider, node: object, *path: str) -> int | None:
 
 def paise(provider: Provider, node: object, *path: str) -> int:
     """``optional_paise``, which must be there."""
-    found = optional_paise(provider, node, *path)
-    if found is None:
-        raise MalformedPayload(provider, f"{'.'.join(path)} is missing")
-    return found
+    return _present(provider, optional_paise(provider, node, *path), path)
 
 
 def optional_rupees(provider: Provider, node: object, *path: str) -> int | None:
@@ -219,10 +221,7 @@ def optional_rupees(provider: Provider, node: object, *path: str) -> int | None:
 
 def rupees(provider: Provider, node: object, *path: str) -> int:
     """``optional_rupees``, which must be there."""
-    found = optional_rupees(provider, node, *path)
-    if found is None:
-        raise MalformedPayload(provider, f"{'.'.join(path)} is missing")
-    return found
+    return _present(provider, optional_rupees(provider, node, *path), path)
 
 
 def epoch(provider: Provider, node: object, *path: str) -> datetime | None:
