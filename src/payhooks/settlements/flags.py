@@ -20,9 +20,13 @@ from payhooks.events import EventKind, Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.plumbing.db import Connection
 
-DEFAULT_MARGIN = timedelta(hours=48)
+DEFAULT_MARGIN_HOURS = 48
+DEFAULT_MARGIN = timedelta(hours=DEFAULT_MARGIN_HOURS)
 """Past its gateway's cycle, how long a capture may wait for its payout before it is flagged
 (``PAYHOOKS_SETTLEMENT_MARGIN_HOURS``): bank holidays lengthen every cycle."""
+MARGIN_HOURS = range(1, 24 * 60 + 1)
+"""The margins a setting may name, in whole hours (the environment's variable and Django's
+``SETTLEMENT_MARGIN_HOURS`` alike): at least one, at most sixty days."""
 REVIEW_DAYS = 45
 """Captures applied this long ago or less are reviewed; one flagged before stays flagged."""
 
@@ -140,6 +144,8 @@ def unmatched(conn: Connection) -> list[Count]:
 
 __all__ = [
     "DEFAULT_MARGIN",
+    "DEFAULT_MARGIN_HOURS",
+    "MARGIN_HOURS",
     "REVIEW_DAYS",
     "Count",
     "Review",
