@@ -117,6 +117,26 @@ def test_a_line_recorded_before_its_payment_is_matched_by_the_next_review(conn):
     assert entry.matched is True
 
 
+def test_a_line_whose_payment_was_applied_since_is_known_to_the_list_console_and_alert(conn):
+    """Before any review matches it again, the list, the payouts' counts, the line itself and
+    the alert all read it alike: its payment is known now."""
+    from payhooks.operations import alerts
+
+    buy = purchase(conn)
+    records.record(conn, [], [line(buy.payment_id, net=buy.amount_paise), line("pay_nobody")])
+    deliver(conn, buy.captured())
+    assert [e.payment_id for e in listing.unmatched_lines(conn)] == ["pay_nobody"]
+    start, end = NOW - timedelta(days=3650), datetime.now(UTC) + timedelta(days=1)
+    (paid,) = listing.payouts(conn, start, end)
+    assert paid.unmatched == 1
+    total = listing.totals(conn, start, end)
+    assert total.unmatched == 1
+    (entry,) = listing.of_payments(conn, "razorpay", [buy.payment_id])
+    assert entry.matched is True
+    (said,) = [a for a in alerts.settlements(conn, NOW) if a.condition.value.endswith("unmatched")]
+    assert said.title.startswith("razorpay: 1 settlement line naming")
+
+
 def test_a_payouts_state_only_moves_up_and_no_source_wipes_a_figure(conn):
     def state(s: SettlementState, status: str, amount: int | None) -> Settlement:
         return Settlement(provider=Provider.CASHFREE, settlement_id="900", state=s,

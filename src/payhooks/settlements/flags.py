@@ -1,6 +1,6 @@
 """What about the money needs a person: a captured payment its gateway has not settled within
 its documented cycle and a margin (``payhooks_unsettled``), and a settlement line that names a
-payment payhooks does not know (``payhooks_settlement_lines.matched`` false).
+payment payhooks does not know (``UNMATCHED``: not when it was recorded, nor applied since).
 
 ``review`` finds the first kind, and matches lines again against payments applied since they
 were recorded. It reads ``payhooks_payments`` by the time each capture was applied, which no
@@ -121,14 +121,18 @@ class Count:
 _UNSETTLED = """
 SELECT provider, count(*), min(captured_at) FROM payhooks_unsettled GROUP BY 1 ORDER BY 1
 """
-# Through the partial index payhooks_settlement_lines_unmatched; a line whose payment was
-# applied since is not counted, before the next review matches it.
-_UNMATCHED = """
-SELECT l.provider, count(*), min(l.recorded_at) FROM payhooks_settlement_lines l
-WHERE l.matched = false AND NOT EXISTS (
-    SELECT 1 FROM payhooks_payments p WHERE p.provider = l.provider AND p.payment_id = l.payment_id)
-GROUP BY 1 ORDER BY 1
-"""
+UNMATCHED = """(l.matched = false AND NOT EXISTS (
+    SELECT 1 FROM payhooks_payments p
+    WHERE p.provider = l.provider AND p.payment_id = l.payment_id))"""
+"""A settlement line (``l``) naming a payment payhooks does not know: unknown when the line was
+recorded and not applied since (the next review matches that one again). The one definition
+the alert, the lists (``payhooks.settlements.listing``), the console and the admin read, so
+they never disagree; through the partial index payhooks_settlement_lines_unmatched."""
+_UNMATCHED = (
+    "SELECT l.provider, count(*), min(l.recorded_at) FROM payhooks_settlement_lines l WHERE "
+    + UNMATCHED
+    + " GROUP BY 1 ORDER BY 1"
+)
 
 
 def unsettled(conn: Connection) -> list[Count]:
@@ -147,6 +151,7 @@ __all__ = [
     "DEFAULT_MARGIN_HOURS",
     "MARGIN_HOURS",
     "REVIEW_DAYS",
+    "UNMATCHED",
     "Count",
     "Review",
     "allowed",

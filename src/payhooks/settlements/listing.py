@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from payhooks.plumbing.db import Connection, shaped_rows
+from payhooks.settlements.flags import UNMATCHED
 
 PAGE = 100
 
@@ -107,14 +108,17 @@ class Unsettled:
 
 # The payouts paid out in a range (those whose time is not known yet by when they were first
 # recorded), newest first, a page after a cursor, each with its lines added up.
-_PAYOUTS = """
+_PAYOUTS = (
+    """
 SELECT s.provider, s.settlement_id, s.state, s.status, s.amount_paise, s.fees_paise,
        s.tax_paise, s.currency, s.utr, s.settled_at, s.recorded_at,
        count(l.entry_id)::int AS lines, coalesce(sum(l.net_paise), 0)::bigint AS lines_net_paise,
        count(*) FILTER (WHERE l.kind = 'payment')::int AS payments,
        count(*) FILTER (WHERE l.kind = 'refund')::int AS refunds,
        count(*) FILTER (WHERE l.kind = 'adjustment')::int AS adjustments,
-       count(*) FILTER (WHERE l.matched = false)::int AS unmatched
+       count(*) FILTER (WHERE """
+    + UNMATCHED
+    + """)::int AS unmatched
 FROM payhooks_settlements s
 LEFT JOIN payhooks_settlement_lines l
        ON l.provider = s.provider AND l.settlement_id = s.settlement_id
@@ -128,6 +132,7 @@ GROUP BY s.provider, s.settlement_id
 ORDER BY coalesce(s.settled_at, s.recorded_at) DESC, s.provider DESC, s.settlement_id DESC
 LIMIT %(limit)s
 """
+)
 _TOTALS = (
     "SELECT count(*)::int AS settlements, coalesce(sum(amount_paise), 0)::bigint AS amount_paise,"
     " coalesce(sum(fees_paise), 0)::bigint AS fees_paise,"
@@ -138,13 +143,19 @@ _TOTALS = (
     " AND amount_paise <> lines_net_paise)::int AS differing"
     " FROM (" + _PAYOUTS.replace("LIMIT %(limit)s", "") + ") payouts"
 )
-_ENTRY = """
+# A line's payment is known when it was recorded, or applied since (flags.UNMATCHED).
+_ENTRY = (
+    """
 SELECT l.provider, l.settlement_id, l.entry_id, l.kind, l.entry_type, l.payment_id,
        l.gateway_order_id, l.amount_paise, l.fee_paise, l.tax_paise, l.net_paise, l.currency,
-       l.occurred_at, l.matched, s.state, s.utr, s.settled_at, s.recorded_at
+       l.occurred_at, CASE WHEN l.matched IS NULL THEN NULL ELSE NOT """
+    + UNMATCHED
+    + """ END AS matched,
+       s.state, s.utr, s.settled_at, s.recorded_at
 FROM payhooks_settlement_lines l
 JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
 """
+)
 _LINES = (
     _ENTRY
     + """
@@ -163,7 +174,9 @@ ORDER BY s.settled_at NULLS LAST, l.entry_id
 _UNMATCHED_LINES = (
     _ENTRY
     + """
-WHERE l.matched = false AND (%(provider)s::text IS NULL OR l.provider = %(provider)s)
+WHERE """
+    + UNMATCHED
+    + """ AND (%(provider)s::text IS NULL OR l.provider = %(provider)s)
 ORDER BY l.recorded_at DESC, l.entry_id LIMIT %(limit)s
 """
 )
@@ -235,7 +248,8 @@ def of_payments(conn: Connection, provider: str, payment_ids: Sequence[str]) -> 
 def unmatched_lines(
     conn: Connection, *, provider: str | None = None, limit: int = PAGE
 ) -> list[Entry]:
-    """Lines naming a payment payhooks did not know when they were recorded, newest first."""
+    """Lines naming a payment payhooks does not know (``flags.UNMATCHED``: not when they were
+    recorded, nor applied since), newest first."""
     return shaped_rows(conn, Entry, _UNMATCHED_LINES, {"provider": provider, "limit": limit})
 
 
