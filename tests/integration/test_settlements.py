@@ -152,6 +152,61 @@ def test_a_payouts_state_only_moves_up_and_no_source_wipes_a_figure(conn):
     assert found == ("reversed", "REVERSED", 9794)
 
 
+def cashfree_payout(state: SettlementState, status: str | None = None, *, current=False):
+    return Settlement(provider=Provider.CASHFREE, settlement_id="900", state=state,
+                      status=status or state.value, current=current)  # fmt: skip
+
+
+def recorded_state(conn) -> str:
+    return conn.execute("SELECT state FROM payhooks_settlements").fetchone()[0]
+
+
+@pytest.mark.parametrize("told", [SettlementState.FAILED, SettlementState.REVERSED])
+def test_a_failure_told_after_the_report_wins_and_its_capture_is_flagged_again(conn, told):
+    """A report line says "paid out" as far as a report lists it; the gateway's own word
+    that the payout failed or came back, later, is what stands."""
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=9),))
+    records.record(conn, [], [line(buy.payment_id, sid="900", provider=Provider.CASHFREE)])
+    assert recorded_state(conn) == "settled" and flags.review(conn, NOW).flagged == 0
+    records.record(conn, [cashfree_payout(told)])
+    assert recorded_state(conn) == told.value
+    assert flags.review(conn, NOW).flagged == 1
+    assert [u.payment_id for u in listing.unsettled(conn)] == [buy.payment_id]
+
+
+def test_a_settled_word_after_a_failure_never_undoes_it(conn):
+    """A ``SETTLEMENT_SUCCESS`` delivered again, or a report line of the payout, after its
+    ``SETTLEMENT_FAILED``: the failure stands, and so does a reversal."""
+    records.record(conn, [cashfree_payout(SettlementState.FAILED)])
+    records.record(conn, [cashfree_payout(SettlementState.SETTLED, "SUCCESS")])
+    records.record(conn, [], [line("1", sid="900", provider=Provider.CASHFREE)])
+    assert recorded_state(conn) == "failed"
+    records.record(conn, [cashfree_payout(SettlementState.REVERSED)])
+    records.record(conn, [cashfree_payout(SettlementState.SETTLED, "SUCCESS")])
+    records.record(conn, [cashfree_payout(SettlementState.FAILED)])
+    assert recorded_state(conn) == "reversed"
+
+
+def test_the_gateways_answer_about_the_payout_now_replaces_what_is_recorded(conn):
+    """Razorpay tries a failed settlement again: its settlement entity, asked for now, says
+    processed, and that is the payout's state."""
+    records.record(conn, [cashfree_payout(SettlementState.FAILED, current=True)])
+    records.record(conn, [cashfree_payout(SettlementState.SETTLED, current=True)])
+    assert recorded_state(conn) == "settled"
+
+
+def test_a_line_of_a_failed_payout_clears_no_flag(conn):
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=9),))
+    assert flags.review(conn, NOW).flagged == 1
+    records.record(conn, [cashfree_payout(SettlementState.FAILED)])
+    records.record(conn, [], [line(buy.payment_id, sid="900", provider=Provider.CASHFREE)])
+    assert [u.payment_id for u in listing.unsettled(conn)] == [buy.payment_id]
+
+
 def test_one_payout_fetched_and_delivered_at_once_by_many_is_recorded_once(database_url):
     """Eight connections at the same moment: four record the report's page, four claim the
     webhook; one payout, its lines once, one claim."""

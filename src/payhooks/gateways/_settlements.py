@@ -25,14 +25,20 @@ from payhooks.plumbing.errors import MalformedPayload
 
 
 class SettlementState(StrEnum):
-    """Where a payout stands, whatever the gateway calls it. Ranked: a report or webhook
-    saying less than what is recorded (a late ``SETTLEMENT_INITIATED`` after the success)
-    never moves a settlement back."""
+    """Where a payout stands, whatever the gateway calls it. Ranked, for the words that may
+    come late or twice (a webhook, a report line): one is recorded over a state of lower rank
+    only. So a late ``SETTLEMENT_INITIATED`` never moves a settled payout back, and a failure
+    or a reversal, once told, is never undone by a "settled" that comes after it: a report
+    line (which only implies it), or a success webhook delivered again. The gateway's answer
+    about the payout itself, asked for now (``Settlement.current``), is not ranked: it
+    replaces what is recorded."""
 
     PENDING = "pending"
-    FAILED = "failed"
-    """Not final at Razorpay: a failed settlement is tried again and may still be processed."""
     SETTLED = "settled"
+    FAILED = "failed"
+    """Not final at Razorpay: a failed settlement is tried again and may still be processed
+    (its entity, asked for again, says so). Whether Cashfree tries one again under the same
+    settlement id is not documented: a ``SETTLEMENT_SUCCESS`` after it changes nothing."""
     REVERSED = "reversed"
     """The bank sent the payout back (Cashfree's ``SETTLEMENT_REVERSED``): its payments are
     unsettled again."""
@@ -45,8 +51,8 @@ class SettlementState(StrEnum):
 
 _RANKS = {
     SettlementState.PENDING: 0,
-    SettlementState.FAILED: 1,
-    SettlementState.SETTLED: 2,
+    SettlementState.SETTLED: 1,
+    SettlementState.FAILED: 2,
     SettlementState.REVERSED: 3,
 }
 
@@ -79,6 +85,10 @@ class Settlement:
     currency: str | None = None
     utr: str | None = None
     settled_at: datetime | None = None
+    current: bool = False
+    """The gateway's answer about this payout, asked for now (Razorpay's ``GET
+    /v1/settlements/{id}``): its state replaces the one recorded, whatever their rank. A
+    webhook or a report line is a word that may come late or twice: ranked."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

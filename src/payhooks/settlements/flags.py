@@ -30,12 +30,13 @@ MARGIN_HOURS = range(1, 24 * 60 + 1)
 REVIEW_DAYS = 45
 """Captures applied this long ago or less are reviewed; one flagged before stays flagged."""
 
-# A payment is settled when a line of kind 'payment' names it in a payout that is settled.
-_SETTLED = """EXISTS (
+SETTLED = """EXISTS (
     SELECT 1 FROM payhooks_settlement_lines l
     JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
     WHERE l.provider = {alias}.provider AND l.payment_id = {alias}.payment_id
       AND l.kind = 'payment' AND s.state = 'settled')"""
+"""A payment (``{alias}``'s) is settled: a line of kind payment names it in a payout that is
+settled (not pending, failed nor reversed)."""
 _FLAG = (
     """
 INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured_at, due_at)
@@ -44,12 +45,12 @@ FROM unnest(%(providers)s::text[], %(allowed)s::interval[]) AS g (provider, allo
 JOIN payhooks_payments p ON p.provider = g.provider AND p.kind = %(captured)s
 WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(since)s
   AND NOT """
-    + _SETTLED.format(alias="p")
+    + SETTLED.format(alias="p")
     + """
 ON CONFLICT (provider, payment_id) DO NOTHING
 """
 )
-_CLEAR = "DELETE FROM payhooks_unsettled u WHERE " + _SETTLED.format(alias="u")
+_CLEAR = "DELETE FROM payhooks_unsettled u WHERE " + SETTLED.format(alias="u")
 # Lines recorded before their payment was applied (a webhook late, reconciliation since).
 _MATCH_AGAIN = """
 UPDATE payhooks_settlement_lines l
@@ -151,6 +152,7 @@ __all__ = [
     "DEFAULT_MARGIN_HOURS",
     "MARGIN_HOURS",
     "REVIEW_DAYS",
+    "SETTLED",
     "UNMATCHED",
     "Count",
     "Review",

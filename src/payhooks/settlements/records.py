@@ -8,9 +8,11 @@ serves the webhook's claim (``payhooks.intake.ingest``: a settlement webhook is 
 claim's transaction, and reaches no handler) and a report's fetch
 (``payhooks.reconcile.settling``). Every write is an upsert on the payout's or the line's own
 key: two deliveries, two fetches, or a delivery and a fetch at the same moment wait on each
-other's row and record once. A payout's state only moves up its rank; a figure a source does
-not state never wipes one another stated. Lines are written in key order, so two writers of
-one payout's lines never deadlock."""
+other's row and record once. A payout's state only moves up its rank (pending, settled,
+failed, reversed: a failure told after a report line's "settled" wins, and a "settled" told
+again after a failure never undoes it), but for the gateway's answer about the payout now,
+which replaces it; a figure a source does not state never wipes one another stated. Lines are
+written in key order, so two writers of one payout's lines never deadlock."""
 
 from __future__ import annotations
 
@@ -21,13 +23,16 @@ from payhooks.events import Received
 from payhooks.gateways import gateway
 from payhooks.gateways._settlements import Line, LineKind, Settlement, SettlementState
 from payhooks.plumbing.db import Connection, Statement, Steps, run
+from payhooks.settlements.flags import SETTLED
 
-_RANK = "array_position(ARRAY['pending', 'failed', 'settled', 'reversed'], {})"
-_UP = f"{_RANK.format('EXCLUDED.state')} >= {_RANK.format('s.state')}"
+_RANKED = ", ".join(f"'{state.value}'" for state in sorted(SettlementState, key=lambda x: x.rank))
+_RANK = f"array_position(ARRAY[{_RANKED}], {{}})"
+# The gateway's answer about the payout now, or a word that moves the state up (or keeps it).
+_UP = f"(%(current)s OR {_RANK.format('EXCLUDED.state')} >= {_RANK.format('s.state')})"
 
 
 def _newest(column: str) -> str:
-    """A figure from the source that moved the state up (or kept it), else the one kept."""
+    """A figure from the source that took the state over (or kept it), else the one kept."""
     return (
         f"{column} = CASE WHEN {_UP} THEN coalesce(EXCLUDED.{column}, s.{column}) "
         f"ELSE coalesce(s.{column}, EXCLUDED.{column}) END"
@@ -88,10 +93,13 @@ SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE matched IS true)
        count(*) FILTER (WHERE inserted AND matched = false)
 FROM written
 """
-# A payment a settled line now names is settled: its flag goes.
-CLEAR_UNSETTLED = """
-DELETE FROM payhooks_unsettled WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
-"""
+# A payment a line of a settled payout now names is settled: its flag goes (a line of a payout
+# that failed or came back clears nothing).
+CLEAR_UNSETTLED = (
+    "DELETE FROM payhooks_unsettled u"
+    " WHERE u.provider = %(provider)s AND u.payment_id = ANY(%(payments)s) AND "
+    + SETTLED.format(alias="u")
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -176,7 +184,7 @@ def _settlement_params(s: Settlement) -> dict[str, object]:
         "provider": s.provider.value, "settlement_id": s.settlement_id, "state": s.state.value,
         "status": s.status, "amount_paise": s.amount_paise, "fees_paise": s.fees_paise,
         "tax_paise": s.tax_paise, "currency": s.currency, "utr": s.utr,
-        "settled_at": s.settled_at,
+        "settled_at": s.settled_at, "current": s.current,
     }  # fmt: skip
 
 

@@ -11,6 +11,7 @@ recorded: it belongs to no payout."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from payhooks.events import Provider
 from payhooks.gateways import _common
@@ -70,11 +71,11 @@ def webhook(body: bytes) -> Settlement:
 
 
 def answered(body: bytes) -> Settlement:
-    """``GET /v1/settlements/{id}``: the settlement entity."""
+    """``GET /v1/settlements/{id}``: the settlement entity, as it is now (``current``)."""
     doc = _common.load_json_object(body, provider=_P)
     if doc.get("entity") != "settlement":
         raise MalformedPayload(_P, "the answer is not a settlement entity")
-    return entity(doc)
+    return replace(entity(doc), current=True)
 
 
 def recon(body: bytes) -> Page:
