@@ -272,6 +272,30 @@ def test_a_reversed_payout_unsettles_its_payments_at_the_next_review(conn):
     assert flags.review(conn, NOW).flagged == 1
 
 
+@pytest.mark.parametrize("told", [SettlementState.REVERSED, SettlementState.FAILED])
+def test_a_payout_that_came_back_flags_its_captures_again_whatever_their_age(conn, told):
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=200),))
+    records.record(conn, [], [line(buy.payment_id, net=buy.amount_paise)])
+    came_back = Settlement(provider=Provider.RAZORPAY, settlement_id="setl_T1", state=told,
+                           status=told.value)  # fmt: skip
+    records.record(conn, [came_back])
+    assert flags.review(conn, NOW, providers=()).flagged == 1  # the gateway's word: no silence
+    (flagged,) = listing.unsettled(conn)
+    assert flagged.payment_id == buy.payment_id
+
+
+def test_the_longest_margin_still_flags_a_capture_once_it_falls_due(conn):
+    """A margin of 60 days: a capture falls due past the 45 days a review reads back from
+    now, and is flagged all the same."""
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=70),))
+    longest = timedelta(hours=flags.MARGIN_HOURS[-1])
+    assert flags.review(conn, NOW, margin=longest).flagged == 1
+
+
 def test_a_gateway_that_documents_no_cycle_is_not_reviewed(conn):
     buy = purchase(conn, Provider.PAYU)
     deliver(conn, buy.captured())

@@ -8,7 +8,7 @@ index serves (a capture's own insert stays as cheap as it was), so it runs once 
 (``payhooks.reconcile.settling``), not per minute; what it found is a small table the alerts
 (``payhooks.operations.alerts``) and the console read cheaply. A flag goes the moment a
 settled line names its payment (``payhooks.settlements.records``), and comes back at the next
-review if that payout is reversed."""
+review if that payout fails or is reversed, however old the capture."""
 
 from __future__ import annotations
 
@@ -28,7 +28,9 @@ MARGIN_HOURS = range(1, 24 * 60 + 1)
 """The margins a setting may name, in whole hours (the environment's variable and Django's
 ``SETTLEMENT_MARGIN_HOURS`` alike): at least one, at most sixty days."""
 REVIEW_DAYS = 45
-"""Captures applied this long ago or less are reviewed; one flagged before stays flagged."""
+"""Captures that fell due this long ago or less (past their gateway's cycle and the margin)
+are reviewed; one flagged before stays flagged. A capture a payout that failed or came back
+covered is flagged whatever its age."""
 
 SETTLED = """EXISTS (
     SELECT 1 FROM payhooks_settlement_lines l
@@ -43,8 +45,26 @@ INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured
 SELECT p.provider, p.payment_id, p.gateway_order_id, p.applied_at, p.applied_at + g.allowed
 FROM unnest(%(providers)s::text[], %(allowed)s::interval[]) AS g (provider, allowed)
 JOIN payhooks_payments p ON p.provider = g.provider AND p.kind = %(captured)s
-WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(since)s
+WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(now)s - g.allowed - %(window)s
   AND NOT """
+    + SETTLED.format(alias="p")
+    + """
+ON CONFLICT (provider, payment_id) DO NOTHING
+"""
+)
+# The captures a payout that failed or came back covered, whatever their age: the gateway said
+# so, which needs no report read whole. Through the payouts (few fail) and their lines' key.
+_FLAG_CAME_BACK = (
+    """
+INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured_at, due_at)
+SELECT p.provider, p.payment_id, p.gateway_order_id, p.applied_at, p.applied_at + g.allowed
+FROM unnest(%(every)s::text[], %(every_allowed)s::interval[]) AS g (provider, allowed)
+JOIN payhooks_settlements s ON s.provider = g.provider AND s.state IN ('failed', 'reversed')
+JOIN payhooks_settlement_lines l
+  ON l.provider = s.provider AND l.settlement_id = s.settlement_id AND l.kind = 'payment'
+JOIN payhooks_payments p
+  ON p.provider = l.provider AND p.payment_id = l.payment_id AND p.kind = %(captured)s
+WHERE p.applied_at < %(now)s - g.allowed AND NOT """
     + SETTLED.format(alias="p")
     + """
 ON CONFLICT (provider, payment_id) DO NOTHING
@@ -90,23 +110,29 @@ def review(
     *,
     providers: Collection[Provider] | None = None,
 ) -> Review:
-    """Flag the captures past their gateway's cycle and ``margin`` that no settled line names,
-    clear the flags a settled line now answers, and match lines again; in one transaction.
-    Only the captures of ``providers`` are flagged (by default every gateway that documents a
-    cycle): a fetch reviews the gateways whose report it read whole, never one whose report
-    failed, since an error says nothing of what was paid out."""
-    limits = {p: span for p, span in allowed(margin).items() if providers is None or p in providers}
+    """Flag the captures past their gateway's cycle and ``margin`` (fallen due in the last
+    ``REVIEW_DAYS``) that no settled line names, and those a payout that failed or came back
+    covered (whatever their age); clear the flags a settled line now answers, and match lines
+    again; in one transaction. Of the first kind only the captures of ``providers`` are
+    flagged (by default every gateway that documents a cycle): a fetch reviews the gateways
+    whose report it read whole, never one whose report failed, since an error says nothing of
+    what was paid out. The second is the gateway's own word, flagged for every gateway."""
+    every = allowed(margin)
+    limits = {p: span for p, span in every.items() if providers is None or p in providers}
     params = {
         "providers": [p.value for p in limits],
         "allowed": list(limits.values()),
+        "every": [p.value for p in every],
+        "every_allowed": list(every.values()),
         "captured": EventKind.PAYMENT_CAPTURED.value,
         "now": now,
-        "since": now - timedelta(days=REVIEW_DAYS),
+        "window": timedelta(days=REVIEW_DAYS),
     }
     with conn.transaction():
         matched = conn.execute(_MATCH_AGAIN).rowcount
         cleared = conn.execute(_CLEAR).rowcount
         flagged = conn.execute(_FLAG, params).rowcount
+        flagged += conn.execute(_FLAG_CAME_BACK, params).rowcount
     return Review(flagged=flagged, cleared=cleared, matched=matched)
 
 
