@@ -361,3 +361,22 @@ def test_a_range_is_refused_alike_through_the_command_and_django(
                **API_KEYS.env(api_url))  # fmt: skip
     assert done.exit_code == 1
     assert done.stderr.startswith(f"payhooks: {said}")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--unsettled", "--unmatched"), "--unsettled and --unmatched print one list each"),
+        (("--unmatched", "--from", "2026-01-05", "--to", "2026-01-05"), "--unmatched prints every"),
+        (("--unsettled", "--from", "2026-01-05"), "--from and --to name the days to fetch"),
+    ],
+)
+def test_lists_together_or_beside_days_are_refused_alike_as_a_usage_error(
+    django_db: str, tmp_path: Path, args, said
+) -> None:
+    with pytest.raises(CommandError) as refused:
+        django("payhooks_settlements", *args)
+    assert said in str(refused.value) and refused.value.returncode == 2
+    done = cli(django_db, tmp_path, "settlements", *args, "--database-url", django_db)
+    assert done.exit_code == 2
+    assert done.stderr == f"payhooks: {refused.value}\n"

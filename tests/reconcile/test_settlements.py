@@ -205,3 +205,22 @@ def test_the_command_exits_1_naming_the_gateway_whose_report_failed(
     )
     assert done.exit_code == 1
     assert "cashfree: answered 500" in done.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--unsettled", "--unmatched"), "--unsettled and --unmatched print one list each"),
+        (("--unmatched", "--from", "2026-01-05", "--to", "2026-01-05"), "--from and --to"),
+        (("--unsettled", "--to", "2026-01-05"), "--from and --to"),
+    ],
+)
+def test_the_command_refuses_lists_together_or_beside_days_as_a_usage_error(
+    database_url, tmp_path, args, said
+):
+    from tests.invoking import payhooks_command
+
+    done = payhooks_command(database_url, tmp_path, "settlements", *args)
+    assert done.exit_code == 2, done.output
+    assert done.stderr.startswith("payhooks: ") and said in done.stderr
+    assert done.stdout == ""

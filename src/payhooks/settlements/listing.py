@@ -5,9 +5,10 @@ CSV, the Django admin's page and ``payhooks settlements`` show, read once here."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from payhooks.plumbing.db import Connection, shaped_rows
 from payhooks.settlements.flags import UNMATCHED
@@ -288,6 +289,36 @@ def unsettled(
     return shaped_rows(conn, Unsettled, _UNSETTLED, {"provider": provider, "limit": limit})
 
 
+def list_asked(
+    asked: Mapping[str, bool], start: str | None = None, end: str | None = None
+) -> str | None:
+    """The one list a command's options ask for (``{"unsettled": True, ...}``: ``--unsettled``,
+    ``--unmatched``), None for a fetch of the days ``--from`` and ``--to`` name. Every door
+    reads its options here, so all refuse alike: ``ValueError`` says why two lists at once, or
+    a list beside ``--from`` or ``--to``, are refused (a list prints every flag, whatever the
+    days)."""
+    named = [f"--{name}" for name, given in asked.items() if given]
+    if len(named) > 1:
+        raise ValueError(f"{', '.join(named[:-1])} and {named[-1]} print one list each: give one")
+    if named and (start is not None or end is not None):
+        raise ValueError(
+            f"{named[0]} prints every one flagged, whatever the days: --from and --to name the "
+            "days to fetch; give one or the other"
+        )
+    return named[0].removeprefix("--") if named else None
+
+
+def flag_list(conn: Connection, name: str, *, limit: int = 10_000) -> list[dict[str, Any]]:
+    """The flag list ``list_asked`` named, each row a mapping, as the commands print it."""
+    return [asdict(row) for row in _FLAG_LISTS[name](conn, limit=limit)]
+
+
+_FLAG_LISTS: Mapping[str, Callable[..., Sequence[Unsettled | Entry]]] = {
+    "unsettled": unsettled,
+    "unmatched": unmatched_lines,
+}
+
+
 def _range(
     start: datetime, end: datetime, provider: str | None, after: tuple[datetime, str, str] | None
 ) -> dict[str, object]:
@@ -302,8 +333,10 @@ __all__ = [
     "Payout",
     "Totals",
     "Unsettled",
+    "flag_list",
     "lines",
     "lines_in",
+    "list_asked",
     "of_payments",
     "payouts",
     "totals",
