@@ -296,6 +296,23 @@ def test_the_longest_margin_still_flags_a_capture_once_it_falls_due(conn):
     assert flags.review(conn, NOW, margin=longest).flagged == 1
 
 
+def test_a_capture_a_line_it_cannot_read_names_is_not_flagged_on_that_silence(conn):
+    """The line may be its payout: it is for a person (kept, alerted), not read as "not paid"."""
+    import json
+
+    from payhooks.gateways.razorpay import settlements
+
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=9),))
+    item = {"entity_id": buy.payment_id, "type": "payment", "settled": True, "amount": -1,
+            "settlement_id": "setl_U1"}  # fmt: skip
+    body = json.dumps({"entity": "collection", "count": 1, "items": [item]}).encode()
+    records.record(conn, [], [], settlements.recon(body).unreadable)
+    assert flags.review(conn, NOW).flagged == 0
+    assert [u.payment_id for u in listing.unreadable(conn)] == [buy.payment_id]
+
+
 def test_a_gateway_that_documents_no_cycle_is_not_reviewed(conn):
     buy = purchase(conn, Provider.PAYU)
     deliver(conn, buy.captured())

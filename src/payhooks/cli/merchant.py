@@ -177,17 +177,25 @@ def settlements(
         bool,
         typer.Option("--unmatched", help="Print the lines naming no known payment (JSON)."),
     ] = False,
+    unreadable: Annotated[
+        bool,
+        typer.Option(
+            "--unreadable", help="Print the report lines payhooks could not read, kept (JSON)."
+        ),
+    ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Fetch the gateways' settlement reports for the days --from to --to (at most 31):
     each payout and the payments, refunds and adjustments it covered, with fees and tax,
     recorded once and matched to your payments; then flag the captures not settled within
-    their gateway's cycle and PAYHOOKS_SETTLEMENT_MARGIN_HOURS. With --unsettled or
-    --unmatched (one, without --from and --to), print what is flagged instead."""
+    their gateway's cycle and PAYHOOKS_SETTLEMENT_MARGIN_HOURS; a line it cannot read is kept,
+    and the rest recorded. With --unsettled, --unmatched or --unreadable (one, without --from
+    and --to), print what is flagged or kept instead."""
     from payhooks.settlements import listing
 
+    asked = {"unsettled": unsettled, "unmatched": unmatched, "unreadable": unreadable}
     try:
-        named = listing.list_asked({"unsettled": unsettled, "unmatched": unmatched}, start, end)
+        named = listing.list_asked(asked, start, end)
     except ValueError as exc:
         typer.echo(f"payhooks: {exc}", err=True)
         raise typer.Exit(2) from None  # a usage error, as the command line parser's are

@@ -13,11 +13,15 @@ Cashfree's service charge does not: docs/providers.md, "Settlements")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from payhooks.events import MAX_PAISE, MAX_TEXT_CHARS, Provider
 from payhooks.gateways._common import child, rupees_to_paise, text_field
@@ -117,16 +121,114 @@ class Line:
     settled_at: datetime | None = None
 
 
+RAW_CHARS = 2000
+"""How much of a line payhooks cannot read it keeps, as the gateway answered it (JSON)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unreadable:
+    """A report line payhooks cannot read (an amount that is not one, a field missing): kept
+    for a person, with why and the line as the gateway answered it, never dropped, and never
+    a reason to leave the rest of its report unread. What it names is read as far as it can
+    be, to find it in the gateway's dashboard."""
+
+    provider: Provider
+    reason: str
+    raw: str
+    """The line as the gateway answered it (JSON), its first ``RAW_CHARS`` characters."""
+    digest: str
+    """SHA-256 of the whole line as answered: met again, it is the same line."""
+    settlement_id: str | None = None
+    entry_id: str | None = None
+    payment_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Page:
     """One answer of a settlement report: the settlements it states, the lines it lists (only
-    those already part of a settlement), how many it listed that are not settled yet, and
-    where the next page starts (None: this was the last)."""
+    those already part of a settlement), those it cannot read, how many it listed that are not
+    settled yet, and where the next page starts (None: this was the last). ``failed``: a part
+    of the report that could not be read at all (a day's page, a payout's own figures), and
+    why; the client goes on with the rest, and the gateway's fetch is said to have failed."""
 
     settlements: tuple[Settlement, ...] = ()
     lines: tuple[Line, ...] = ()
+    unreadable: tuple[Unreadable, ...] = ()
     unsettled: int = 0
     cursor: str | None = None
+    failed: str | None = None
+
+
+Named = tuple[str | None, str | None, str | None]
+"""What a line names, as far as it can be read: its settlement, its entry and its payment."""
+
+
+def read_items(
+    provider: Provider,
+    items: Iterable[object],
+    *,
+    settled: Callable[[object], bool],
+    line: Callable[[object], Line],
+    named: Callable[[object], Named],
+) -> Page:
+    """A page's items, each on its own: a line where ``settled`` says it is part of a payout,
+    counted where not, and kept as ``Unreadable`` where either cannot read it. One item never
+    costs the others."""
+    lines: list[Line] = []
+    kept: list[Unreadable] = []
+    unsettled = 0
+    for item in items:
+        try:
+            if settled(item):
+                lines.append(line(item))
+            else:
+                unsettled += 1
+        except MalformedPayload as exc:
+            kept.append(unreadable(provider, item, exc.reason, named(item)))
+    return Page(lines=tuple(lines), unreadable=tuple(kept), unsettled=unsettled)
+
+
+def unreadable(provider: Provider, item: object, reason: str, named: Named) -> Unreadable:
+    """``item`` kept as the gateway answered it."""
+    whole = answered_json(item, sort_keys=True, separators=(",", ":"))
+    settlement_id, entry_id, payment_id = named
+    return Unreadable(
+        provider=provider, reason=reason[:MAX_TEXT_CHARS], raw=answered_json(item)[:RAW_CHARS],
+        digest=hashlib.sha256(whole.encode()).hexdigest(),
+        settlement_id=settlement_id, entry_id=entry_id, payment_id=payment_id,
+    )  # fmt: skip
+
+
+def answered_json(node: object, **options: Any) -> str:
+    """JSON read with its fractions as Decimal (``_common.load_json_object``), written back
+    as the gateway wrote it: a fraction a number again, never a string; ASCII only."""
+    text = json.dumps(_marked(node), ensure_ascii=True, **options)
+    return _MARKED.sub(lambda found: found[1], text)
+
+
+# A Decimal goes through json.dumps as a string marked with a private-use character, then
+# loses its quotes: "\ue000decimal:450.00\ue000" is 450.00.
+_MARKED = re.compile(r'"\\ue000decimal:([-+.0-9eE]+)\\ue000"')
+
+
+def _marked(node: object) -> object:
+    if isinstance(node, Decimal):
+        return f"\ue000decimal:{node}\ue000"
+    if isinstance(node, dict):
+        return {key: _marked(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_marked(value) for value in node]
+    return node
+
+
+def loose_text(provider: Provider, node: object, *path: str) -> str | None:
+    """A text field (or a whole number) at ``path`` as far as it reads, None otherwise: what an
+    unreadable line names, never itself a reason to refuse."""
+    value = child(node, *path)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    found = text_field(value, ".".join(path), strict=False, provider=provider)
+    return None if found is None else found[:MAX_TEXT_CHARS]
 
 
 class SettlementClient(Protocol):
@@ -269,22 +371,29 @@ def signed(amount: int, *, debit: bool) -> int:
 __all__ = [
     "INDIA",
     "MAX_RANGE_DAYS",
+    "RAW_CHARS",
     "Line",
     "LineKind",
+    "Named",
     "Page",
     "Settlement",
     "SettlementClient",
     "SettlementState",
     "Settles",
+    "Unreadable",
+    "answered_json",
     "checked_range",
     "days",
     "epoch",
     "iso_time",
+    "loose_text",
     "optional_paise",
     "optional_rupees",
     "optional_text",
     "paise",
+    "read_items",
     "rupees",
     "signed",
     "text",
+    "unreadable",
 ]

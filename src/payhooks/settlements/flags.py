@@ -1,6 +1,7 @@
 """What about the money needs a person: a captured payment its gateway has not settled within
 its documented cycle and a margin (``payhooks_unsettled``), and a settlement line that names a
-payment payhooks does not know (``UNMATCHED``: not when it was recorded, nor applied since).
+payment payhooks does not know (``UNMATCHED``: not when it was recorded, nor applied since);
+and, counted for the alerts, the report lines a fetch could not read (``unreadable``).
 
 ``review`` finds the first kind, and matches lines again against payments applied since they
 were recorded. It reads ``payhooks_payments`` by the time each capture was applied, which no
@@ -49,6 +50,8 @@ WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(now)s - g.allowed
   AND NOT """
     + SETTLED.format(alias="p")
     + """
+  AND NOT EXISTS (SELECT 1 FROM payhooks_settlement_unreadable r
+                  WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
 ON CONFLICT (provider, payment_id) DO NOTHING
 """
 )
@@ -116,7 +119,9 @@ def review(
     again; in one transaction. Of the first kind only the captures of ``providers`` are
     flagged (by default every gateway that documents a cycle): a fetch reviews the gateways
     whose report it read whole, never one whose report failed, since an error says nothing of
-    what was paid out. The second is the gateway's own word, flagged for every gateway."""
+    what was paid out; nor a capture a report line payhooks could not read names (that line,
+    kept for a person, may be its payout). The second is the gateway's own word, flagged for
+    every gateway."""
     every = allowed(margin)
     limits = {p: span for p, span in every.items() if providers is None or p in providers}
     params = {
@@ -162,6 +167,12 @@ _UNMATCHED = (
 )
 
 
+_UNREADABLE = """
+SELECT provider, count(*), min(first_seen_at) FROM payhooks_settlement_unreadable
+GROUP BY 1 ORDER BY 1
+"""
+
+
 def unsettled(conn: Connection) -> list[Count]:
     """Captures flagged unsettled, by gateway, with the oldest capture."""
     return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNSETTLED)]
@@ -171,6 +182,12 @@ def unmatched(conn: Connection) -> list[Count]:
     """Settlement lines naming a payment payhooks does not know, by gateway, with the first
     recorded."""
     return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNMATCHED)]
+
+
+def unreadable(conn: Connection) -> list[Count]:
+    """Report lines payhooks could not read (kept by a fetch, core migration 0026), by gateway,
+    with the first met."""
+    return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNREADABLE)]
 
 
 __all__ = [
@@ -185,5 +202,6 @@ __all__ = [
     "allowed",
     "review",
     "unmatched",
+    "unreadable",
     "unsettled",
 ]

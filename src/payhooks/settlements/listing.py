@@ -1,7 +1,8 @@
 """Settlements as people read them: the payouts of a time range with their totals and what
-their lines add up to, one payout's lines, a payment's settlement (its timeline), and the
-flags (``payhooks.settlements.flags``) one by one. What the console's Settlements page, its
-CSV, the Django admin's page and ``payhooks settlements`` show, read once here."""
+their lines add up to, one payout's lines, a payment's settlement (its timeline), the flags
+(``payhooks.settlements.flags``) one by one, and the report lines payhooks could not read.
+What the console's Settlements page, its CSV, the Django admin's page and ``payhooks
+settlements`` show, read once here."""
 
 from __future__ import annotations
 
@@ -107,6 +108,22 @@ class Unsettled:
     flagged_at: datetime
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnreadableLine:
+    """A report line payhooks could not read, kept for a person: why, the line as the gateway
+    answered it (its first ``RAW_CHARS`` characters), what it names as far as it reads, and
+    when a fetch first and last met it."""
+
+    provider: str
+    settlement_id: str | None
+    entry_id: str | None
+    payment_id: str | None
+    reason: str
+    raw: str
+    first_seen_at: datetime
+    seen_at: datetime
+
+
 # The payouts paid out in a range (those whose time is not known yet by when they were first
 # recorded), newest first, a page after a cursor, each with its lines added up.
 _PAYOUTS = (
@@ -190,6 +207,11 @@ _UNSETTLED_OF = """
 SELECT provider, payment_id, gateway_order_id, captured_at, due_at, flagged_at
 FROM payhooks_unsettled WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
 ORDER BY captured_at
+"""
+_UNREADABLE = """
+SELECT provider, settlement_id, entry_id, payment_id, reason, raw, first_seen_at, seen_at
+FROM payhooks_settlement_unreadable WHERE (%(provider)s::text IS NULL OR provider = %(provider)s)
+ORDER BY first_seen_at DESC, provider, digest LIMIT %(limit)s
 """
 # Every line of the payouts of a range (the CSV), payout by payout as the list orders them.
 _LINES_IN = (
@@ -293,10 +315,10 @@ def list_asked(
     asked: Mapping[str, bool], start: str | None = None, end: str | None = None
 ) -> str | None:
     """The one list a command's options ask for (``{"unsettled": True, ...}``: ``--unsettled``,
-    ``--unmatched``), None for a fetch of the days ``--from`` and ``--to`` name. Every door
-    reads its options here, so all refuse alike: ``ValueError`` says why two lists at once, or
-    a list beside ``--from`` or ``--to``, are refused (a list prints every flag, whatever the
-    days)."""
+    ``--unmatched``, ``--unreadable``), None for a fetch of the days ``--from`` and ``--to``
+    name. Every door reads its options here, so all refuse alike: ``ValueError`` says why two
+    lists at once, or a list beside ``--from`` or ``--to``, are refused (a list prints every
+    flag, whatever the days)."""
     named = [f"--{name}" for name, given in asked.items() if given]
     if len(named) > 1:
         raise ValueError(f"{', '.join(named[:-1])} and {named[-1]} print one list each: give one")
@@ -313,10 +335,20 @@ def flag_list(conn: Connection, name: str, *, limit: int = 10_000) -> list[dict[
     return [asdict(row) for row in _FLAG_LISTS[name](conn, limit=limit)]
 
 
-_FLAG_LISTS: Mapping[str, Callable[..., Sequence[Unsettled | Entry]]] = {
+def unreadable(
+    conn: Connection, *, provider: str | None = None, limit: int = PAGE
+) -> list[UnreadableLine]:
+    """The report lines payhooks could not read, the newest met first."""
+    return shaped_rows(conn, UnreadableLine, _UNREADABLE, {"provider": provider, "limit": limit})
+
+
+_FLAG_LISTS: Mapping[str, Callable[..., Sequence[Unsettled | Entry | UnreadableLine]]] = {
     "unsettled": unsettled,
     "unmatched": unmatched_lines,
+    "unreadable": unreadable,
 }
+LISTS = tuple(_FLAG_LISTS)
+"""The lists the commands print instead of fetching, each its option's name (``--unsettled``)."""
 
 
 def _range(
@@ -328,10 +360,12 @@ def _range(
 
 
 __all__ = [
+    "LISTS",
     "PAGE",
     "Entry",
     "Payout",
     "Totals",
+    "UnreadableLine",
     "Unsettled",
     "flag_list",
     "lines",
@@ -341,6 +375,7 @@ __all__ = [
     "payouts",
     "totals",
     "unmatched_lines",
+    "unreadable",
     "unsettled",
     "unsettled_of",
 ]

@@ -1,7 +1,8 @@
 """Settlements as the core records them (``payhooks_settlements``, ``payhooks_settlement_lines``,
 core migration 0024): each payout once, however many times its webhook is delivered or its
 report fetched, and each of its lines once, matched to the payment payhooks applied
-(``payhooks_payments``) when it is recorded.
+(``payhooks_payments``) when it is recorded; and each report line payhooks could not read once
+(``payhooks_settlement_unreadable``, core migration 0026), until a fetch reads it.
 
 Written as steps (``payhooks.plumbing.db.Steps``) with no driver, so one list of statements
 serves the webhook's claim (``payhooks.intake.ingest``: a settlement webhook is recorded in the
@@ -21,7 +22,13 @@ from dataclasses import dataclass
 
 from payhooks.events import Received
 from payhooks.gateways import gateway
-from payhooks.gateways._settlements import Line, LineKind, Settlement, SettlementState
+from payhooks.gateways._settlements import (
+    Line,
+    LineKind,
+    Settlement,
+    SettlementState,
+    Unreadable,
+)
 from payhooks.plumbing.db import Connection, Statement, Steps, run
 from payhooks.settlements.flags import SETTLED
 
@@ -102,6 +109,27 @@ CLEAR_UNSETTLED = (
 )
 
 
+# The lines a page could not read, each once however often it is met (core migration 0026).
+UPSERT_UNREADABLE = """
+INSERT INTO payhooks_settlement_unreadable AS u
+    (provider, digest, settlement_id, entry_id, payment_id, reason, raw)
+SELECT %(provider)s, x.* FROM unnest(%(digests)s::text[], %(settlement_ids)s::text[],
+                                     %(entry_ids)s::text[], %(payment_ids)s::text[],
+                                     %(reasons)s::text[], %(raws)s::text[])
+    AS x (digest, settlement_id, entry_id, payment_id, reason, raw)
+ORDER BY x.digest
+ON CONFLICT (provider, digest) DO UPDATE SET seen_at = now(), reason = EXCLUDED.reason
+"""
+# A line read now that was kept unreadable before (the gateway corrected it, or this payhooks
+# reads it) is no longer for a person.
+FORGET_UNREADABLE = """
+DELETE FROM payhooks_settlement_unreadable r
+USING unnest(%(settlement_ids)s::text[], %(entry_ids)s::text[]) AS x (settlement_id, entry_id)
+WHERE r.provider = %(provider)s AND r.settlement_id = x.settlement_id
+  AND r.entry_id = x.entry_id
+"""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recorded:
     """What one write recorded: payouts new to payhooks, lines new, lines matched to a
@@ -122,9 +150,14 @@ class Recorded:
         )
 
 
-def recording(settlements: Iterable[Settlement], lines: Sequence[Line] = ()) -> Steps[Recorded]:
+def recording(
+    settlements: Iterable[Settlement],
+    lines: Sequence[Line] = (),
+    unreadable: Sequence[Unreadable] = (),
+) -> Steps[Recorded]:
     """Record ``settlements`` and ``lines`` (each line's payout too, from what the line says
-    of it, where ``settlements`` does not state it)."""
+    of it, where ``settlements`` does not state it), and keep the lines a page could not read
+    (``unreadable``) for a person."""
     stated = {(s.provider, s.settlement_id): s for s in settlements}
     for line in lines:
         stated.setdefault((line.provider, line.settlement_id), listed(line))
@@ -142,15 +175,25 @@ def recording(settlements: Iterable[Settlement], lines: Sequence[Line] = ()) -> 
         if paid:
             params = {"provider": provider.value, "payments": paid}
             yield Statement(sql=CLEAR_UNSETTLED, params=params, reads=False)
+        read = {"provider": provider.value, "settlement_ids": [x.settlement_id for x in mine],
+                "entry_ids": [x.entry_id for x in mine]}  # fmt: skip
+        yield Statement(sql=FORGET_UNREADABLE, params=read, reads=False)
+    for provider in sorted({x.provider for x in unreadable}):
+        kept = {x.digest: x for x in unreadable if x.provider is provider}
+        given = _unreadable_params(provider.value, [kept[key] for key in sorted(kept)])
+        yield Statement(sql=UPSERT_UNREADABLE, params=given, reads=False)
     return found
 
 
 def record(
-    conn: Connection, settlements: Iterable[Settlement], lines: Sequence[Line] = ()
+    conn: Connection,
+    settlements: Iterable[Settlement],
+    lines: Sequence[Line] = (),
+    unreadable: Sequence[Unreadable] = (),
 ) -> Recorded:
     """``recording`` on ``conn``, in a transaction of its own (or a savepoint of the caller's)."""
     with conn.transaction():
-        return run(conn, recording(settlements, lines))
+        return run(conn, recording(settlements, lines, unreadable))
 
 
 def webhook_recording(received: Received) -> Steps[Recorded]:
@@ -203,6 +246,18 @@ def _line_params(provider: str, lines: Sequence[Line]) -> dict[str, object]:
         "nets": [x.net_paise for x in lines],
         "currencies": [x.currency for x in lines],
         "occurred": [x.occurred_at for x in lines],
+    }
+
+
+def _unreadable_params(provider: str, kept: Sequence[Unreadable]) -> dict[str, object]:
+    return {
+        "provider": provider,
+        "digests": [x.digest for x in kept],
+        "settlement_ids": [x.settlement_id for x in kept],
+        "entry_ids": [x.entry_id for x in kept],
+        "payment_ids": [x.payment_id for x in kept],
+        "reasons": [x.reason for x in kept],
+        "raws": [x.raw for x in kept],
     }
 
 

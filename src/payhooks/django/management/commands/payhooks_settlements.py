@@ -1,7 +1,7 @@
 """``manage.py payhooks_settlements --from DAY --to DAY`` (or one of ``--unsettled``,
-``--unmatched``, alone): the gateways' settlement reports fetched, recorded and reviewed; a
-list beside another or beside the days is refused (exit 2) as ``payhooks settlements``
-refuses it."""
+``--unmatched``, ``--unreadable``, alone): the gateways' settlement reports fetched, recorded
+and reviewed; a list beside another or beside the days is refused (exit 2) as ``payhooks
+settlements`` refuses it."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ class Command(BaseCommand):
         "Fetch the gateways' settlement reports for the days --from to --to (India's, at most "
         "31): each payout and its payments, refunds and adjustments with fees and tax, recorded "
         "once and matched to your payments; then flag the captures not settled within their "
-        "gateway's cycle. Run it daily from cron or a timer. --unsettled or --unmatched (one, "
-        "without --from and --to) prints what is flagged, as JSON."
+        "gateway's cycle; a line it cannot read is kept, and the rest recorded. Run it daily from "
+        "cron or a timer. --unsettled, --unmatched or --unreadable (one, without --from and "
+        "--to) prints what is flagged or kept, as JSON."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -32,10 +33,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--unmatched", action="store_true", help="Print the lines naming no known payment."
         )
+        parser.add_argument(
+            "--unreadable", action="store_true", help="Print the report lines it could not read."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         config = conf.current()
-        asked = {name: options[name] for name in ("unsettled", "unmatched")}
+        asked = {name: options[name] for name in listing.LISTS}
         try:
             named = listing.list_asked(asked, options["start"], options["end"])
         except ValueError as exc:
