@@ -313,6 +313,25 @@ def test_a_capture_a_line_it_cannot_read_names_is_not_flagged_on_that_silence(co
     assert [u.payment_id for u in listing.unreadable(conn)] == [buy.payment_id]
 
 
+def test_a_line_it_cannot_read_is_kept_once_as_last_met_and_leaves_once_read(conn):
+    import json
+
+    from payhooks.gateways.razorpay import settlements
+
+    def met(**item) -> None:
+        odd = {"entity_id": "pay_K1", "type": "payment", "settled": True,
+               "settlement_id": "setl_K1"} | item  # fmt: skip
+        body = json.dumps({"entity": "collection", "count": 1, "items": [odd]}).encode()
+        records.record(conn, [], [], settlements.recon(body).unreadable)
+
+    met(amount=-1)
+    met(amount=100, credit=98, debit=0, fee=2)  # another field now, still unreadable
+    (kept,) = listing.unreadable(conn)
+    assert kept.reason == "tax is missing" and '"fee": 2' in kept.raw
+    records.record(conn, [], [line("pay_K1", sid="setl_K1")])  # read at last
+    assert listing.unreadable(conn) == []
+
+
 def test_a_gateway_that_documents_no_cycle_is_not_reviewed(conn):
     buy = purchase(conn, Provider.PAYU)
     deliver(conn, buy.captured())

@@ -1,7 +1,8 @@
 """What a gateway says about the money it paid out: a settlement (``Settlement``: the payout to
 the merchant's bank, net of fees and tax, with its UTR), the lines of a settlement report
-(``Line``: each payment, refund and adjustment it covered, with its fee and tax), a page of a
-report (``Page``), and what a gateway documents of its settlements (``Settles``: its cycle,
+(``Line``: each payment, refund and adjustment it covered, with its fee and tax), a line
+payhooks cannot read (``Unreadable``: kept, never a reason to leave the rest unread), a page
+of a report (``Page``), and what a gateway documents of its settlements (``Settles``: its cycle,
 with the source, and how its settlement webhook reads).
 
 Pure values and readers, in the gateways' room so that each gateway's readers
@@ -137,7 +138,8 @@ class Unreadable:
     raw: str
     """The line as the gateway answered it (JSON), its first ``RAW_CHARS`` characters."""
     digest: str
-    """SHA-256 of the whole line as answered: met again, it is the same line."""
+    """What makes it the same line met again: SHA-256 of its payout and entry when it names
+    both (a field of it may change meanwhile), else of the whole line as answered."""
     settlement_id: str | None = None
     entry_id: str | None = None
     payment_id: str | None = None
@@ -190,8 +192,10 @@ def read_items(
 
 def unreadable(provider: Provider, item: object, reason: str, named: Named) -> Unreadable:
     """``item`` kept as the gateway answered it."""
-    whole = answered_json(item, sort_keys=True, separators=(",", ":"))
     settlement_id, entry_id, payment_id = named
+    whole = answered_json(item, sort_keys=True, separators=(",", ":"))
+    if settlement_id is not None and entry_id is not None:
+        whole = json.dumps(["entry", settlement_id, entry_id])
     return Unreadable(
         provider=provider, reason=reason[:MAX_TEXT_CHARS], raw=answered_json(item)[:RAW_CHARS],
         digest=hashlib.sha256(whole.encode()).hexdigest(),
@@ -233,7 +237,8 @@ def loose_text(provider: Provider, node: object, *path: str) -> str | None:
 
 class SettlementClient(Protocol):
     """A gateway's settlement report, over its API: the pages for the days ``start`` to
-    ``end`` (both included), read as they come."""
+    ``end`` (both included), read as they come. A part of the report it cannot read and can
+    pass over is a page saying so (``Page.failed``); ``GatewayApiError`` ends the report."""
 
     provider: Provider
 

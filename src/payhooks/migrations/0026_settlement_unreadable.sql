@@ -5,8 +5,9 @@
 -- here for a person, with why and the line as the gateway answered it, and the rest of its
 -- report is recorded: one line never stops a fetch. What it names (its payout, its entry, its
 -- payment) is kept as far as it reads. The same line met again, by the next fetch of its day,
--- is kept once (digest: SHA-256 of the line as answered); one a later fetch reads (the gateway
--- corrected it, or a payhooks that reads it) leaves. Never purged: money data, as the lines.
+-- is kept once, as last answered (digest: SHA-256 of its payout and entry when it names both,
+-- else of the line as answered); one a later fetch reads (the gateway corrected it, or a
+-- payhooks that reads it) leaves. Never purged: money data, as the lines.
 CREATE TABLE IF NOT EXISTS payhooks_settlement_unreadable (
     provider      text        NOT NULL,
     digest        text        NOT NULL,

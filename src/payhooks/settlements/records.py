@@ -118,7 +118,9 @@ SELECT %(provider)s, x.* FROM unnest(%(digests)s::text[], %(settlement_ids)s::te
                                      %(reasons)s::text[], %(raws)s::text[])
     AS x (digest, settlement_id, entry_id, payment_id, reason, raw)
 ORDER BY x.digest
-ON CONFLICT (provider, digest) DO UPDATE SET seen_at = now(), reason = EXCLUDED.reason
+ON CONFLICT (provider, digest) DO UPDATE SET
+    seen_at = now(), reason = EXCLUDED.reason, raw = EXCLUDED.raw,
+    payment_id = coalesce(EXCLUDED.payment_id, u.payment_id)
 """
 # A line read now that was kept unreadable before (the gateway corrected it, or this payhooks
 # reads it) is no longer for a person.
