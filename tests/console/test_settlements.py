@@ -79,6 +79,22 @@ def test_the_page_lists_each_payout_with_its_totals_and_the_flags(console, conn,
     assert "1 settlement line naming no known payment" in home
 
 
+def test_the_page_and_home_show_a_report_line_payhooks_could_not_read(console, conn, paid):
+    import json
+
+    from payhooks.gateways.razorpay import settlements
+
+    item = {"entity_id": "adj_<b>Neg", "type": "adjustment", "amount": -2450, "settled": True,
+            "settlement_id": "setl_P1", "credit": 0, "debit": 2450}  # fmt: skip
+    body = {"entity": "collection", "count": 1, "items": [item]}
+    records.record(conn, [], [], settlements.recon(json.dumps(body).encode()).unreadable)
+    page = shown(console, "/console/settlements")
+    (kept,) = listed(page, "unreadable")
+    assert "setl_P1" in kept and "amount is not a whole number of paise" in kept
+    assert "adj_&lt;b&gt;Neg" in page and "adj_<b>Neg" not in page  # the gateway's text, escaped
+    assert "1 settlement line payhooks cannot read" in shown(console, "/console/")
+
+
 def test_a_gateway_filter_and_a_range_leave_out_other_payouts(console, conn, paid):
     assert listed(shown(console, "/console/settlements", gateway="cashfree"), "settlements")[0]
     assert (

@@ -237,6 +237,23 @@ def test_the_settlements_page_shows_payouts_totals_and_flags(operator, viewer, d
     assert "setl_ADM" in told.content.decode()
 
 
+def test_the_settlements_page_shows_the_report_lines_payhooks_could_not_read(operator, django_db):
+    import json
+
+    from payhooks.gateways.razorpay import settlements
+    from payhooks.settlements import records as settled
+
+    item = {"entity_id": "pay_odd", "type": "payment", "settled": True, "amount": 100,
+            "settlement_id": "setl_ODD", "credit": 98, "debit": 0, "fee": 2}  # fmt: skip
+    body = json.dumps({"entity": "collection", "count": 1, "items": [item]}).encode()
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        settled.record(conn, [], [], settlements.recon(body).unreadable)
+    page = operator.get(reverse("admin:payhooks_settlements"))
+    (kept,) = page.context["unreadable"]
+    assert (kept.entry_id, kept.payment_id, kept.reason) == ("pay_odd", "pay_odd", "tax is missing")
+    assert "tax is missing" in page.content.decode()
+
+
 def test_the_settlements_page_is_for_staff_who_may_read_the_records(django_db):
     client = Client()
     client.force_login(User.objects.create_user("nobody", is_staff=True))

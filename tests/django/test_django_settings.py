@@ -122,3 +122,23 @@ def test_the_docs_say_the_number_settings_are_integers():
 
     docs = (Path(__file__).parents[2] / "docs" / "django.md").read_text()
     assert 'are integers (`900`, not `"900"`)' in docs
+
+
+@pytest.mark.parametrize("hours", [0, 1441, -1])
+def test_the_settlement_margin_is_refused_outside_what_the_environment_takes(hours):
+    """``SETTLEMENT_MARGIN_HOURS`` is 1 to 1440, as ``PAYHOOKS_SETTLEMENT_MARGIN_HOURS`` is."""
+    from payhooks.service.config import SettingError, Settings
+
+    with pytest.raises(ImproperlyConfigured, match=r"from 1 to 1440"):
+        conf.read({"SETTLEMENT_MARGIN_HOURS": hours})
+    with pytest.raises(SettingError, match=r"PAYHOOKS_SETTLEMENT_MARGIN_HOURS"):
+        Settings.from_env({"PAYHOOKS_SETTLEMENT_MARGIN_HOURS": str(hours)})
+
+
+@pytest.mark.parametrize("hours", [1, 1440])
+def test_the_settlement_margin_takes_its_bounds_alike(hours):
+    from payhooks.service.config import Settings
+
+    assert conf.read({"SETTLEMENT_MARGIN_HOURS": hours}).settlement_margin_hours == hours
+    found = Settings.from_env({"PAYHOOKS_SETTLEMENT_MARGIN_HOURS": str(hours)})
+    assert found.settlement_margin_hours == hours

@@ -361,3 +361,41 @@ def test_a_range_is_refused_alike_through_the_command_and_django(
                **API_KEYS.env(api_url))  # fmt: skip
     assert done.exit_code == 1
     assert done.stderr.startswith(f"payhooks: {said}")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--unsettled", "--unmatched"), "--unsettled and --unmatched print one list each"),
+        (("--unmatched", "--from", "2026-01-05", "--to", "2026-01-05"), "--unmatched prints every"),
+        (("--unsettled", "--from", "2026-01-05"), "--from and --to name the days to fetch"),
+        (("--unreadable", "--unsettled"), "--unsettled and --unreadable print one list each"),
+    ],
+)
+def test_lists_together_or_beside_days_are_refused_alike_as_a_usage_error(
+    django_db: str, tmp_path: Path, args, said
+) -> None:
+    with pytest.raises(CommandError) as refused:
+        django("payhooks_settlements", *args)
+    assert said in str(refused.value) and refused.value.returncode == 2
+    done = cli(django_db, tmp_path, "settlements", *args, "--database-url", django_db)
+    assert done.exit_code == 2
+    assert done.stderr == f"payhooks: {refused.value}\n"
+
+
+def test_the_report_lines_it_could_not_read_are_listed_alike_by_both_doors(
+    django_db: str, tmp_path: Path
+) -> None:
+    from payhooks.gateways.razorpay import settlements
+    from payhooks.settlements import records
+
+    item = {"entity_id": "pay_odd", "type": "payment", "settled": "yes"}
+    body = json.dumps({"entity": "collection", "count": 1, "items": [item]}).encode()
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        records.record(conn, [], [], settlements.recon(body).unreadable)
+    said = json.loads(django("payhooks_settlements", "--unreadable"))
+    done = cli(django_db, tmp_path, "settlements", "--unreadable", "--database-url", django_db)
+    assert said == json.loads(done.stdout)
+    assert [(row["entry_id"], row["reason"]) for row in said] == [
+        ("pay_odd", "a recon item's settled is not true or false")
+    ]

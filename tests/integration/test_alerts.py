@@ -397,6 +397,31 @@ def test_settlement_lines_naming_no_known_payment_are_alerted(conn, chat):
     assert text.startswith("[payhooks] ALERT: cashfree: 1 settlement line naming no known")
 
 
+def test_settlement_lines_it_cannot_read_are_alerted_until_a_fetch_reads_them(conn, chat):
+    import json
+
+    from payhooks.gateways._settlements import Line, LineKind
+    from payhooks.gateways.cashfree import settlements
+    from payhooks.settlements import records
+
+    item = {"event_details": {"event_id": "e9", "event_type": "PAYMENT", "sale_type": "SALE"},
+            "settlement_details": {"cf_settlement_id": "78"}}  # fmt: skip
+    page = settlements.recon(json.dumps({"data": [item], "cursor": None}).encode())
+    records.record(conn, [], [], page.unreadable)
+    notifier = webhook_notifier(chat.url)
+    notifier.tick(conn, T0)
+    [text] = chat.texts()
+    assert text.startswith("[payhooks] ALERT: cashfree: 1 settlement report line payhooks cannot")
+    assert "payhooks settlements --unreadable" in text
+    read = Line(provider=Provider.CASHFREE, settlement_id="78", entry_id="e9",
+                kind=LineKind.PAYMENT, entry_type="PAYMENT", payment_id=None,
+                gateway_order_id=None, amount_paise=100, fee_paise=2, tax_paise=0,
+                net_paise=98)  # fmt: skip
+    records.record(conn, [], [read])  # the gateway corrected it
+    notifier.tick(conn, T0 + EVERY)
+    assert chat.texts()[-1].startswith("[payhooks] RESOLVED: cashfree: 1 settlement report line")
+
+
 def test_the_shop_alerts_dead_letters_and_payments_to_refund(conn, chat):
     conn.execute(
         "INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at, last_error)"

@@ -51,6 +51,7 @@ CORE_TABLES = {
     "payhooks_settlements",
     "payhooks_settlement_lines",
     "payhooks_unsettled",
+    "payhooks_settlement_unreadable",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -185,6 +186,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0023_disputes",
         "core/0024_settlements",
         "core/0025_relay_refused",
+        "core/0026_settlement_unreadable",
     ]
     tables = {
         row[0]
@@ -293,6 +295,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0023_disputes",
         "core/0024_settlements",
         "core/0025_relay_refused",
+        "core/0026_settlement_unreadable",
     ]
 
 

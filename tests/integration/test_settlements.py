@@ -117,6 +117,26 @@ def test_a_line_recorded_before_its_payment_is_matched_by_the_next_review(conn):
     assert entry.matched is True
 
 
+def test_a_line_whose_payment_was_applied_since_is_known_to_the_list_console_and_alert(conn):
+    """Before any review matches it again, the list, the payouts' counts, the line itself and
+    the alert all read it alike: its payment is known now."""
+    from payhooks.operations import alerts
+
+    buy = purchase(conn)
+    records.record(conn, [], [line(buy.payment_id, net=buy.amount_paise), line("pay_nobody")])
+    deliver(conn, buy.captured())
+    assert [e.payment_id for e in listing.unmatched_lines(conn)] == ["pay_nobody"]
+    start, end = NOW - timedelta(days=3650), datetime.now(UTC) + timedelta(days=1)
+    (paid,) = listing.payouts(conn, start, end)
+    assert paid.unmatched == 1
+    total = listing.totals(conn, start, end)
+    assert total.unmatched == 1
+    (entry,) = listing.of_payments(conn, "razorpay", [buy.payment_id])
+    assert entry.matched is True
+    (said,) = [a for a in alerts.settlements(conn, NOW) if a.condition.value.endswith("unmatched")]
+    assert said.title.startswith("razorpay: 1 settlement line naming")
+
+
 def test_a_payouts_state_only_moves_up_and_no_source_wipes_a_figure(conn):
     def state(s: SettlementState, status: str, amount: int | None) -> Settlement:
         return Settlement(provider=Provider.CASHFREE, settlement_id="900", state=s,
@@ -130,6 +150,61 @@ def test_a_payouts_state_only_moves_up_and_no_source_wipes_a_figure(conn):
     records.record(conn, [state(SettlementState.REVERSED, "REVERSED", None)])
     found = conn.execute("SELECT state, status, amount_paise FROM payhooks_settlements").fetchone()
     assert found == ("reversed", "REVERSED", 9794)
+
+
+def cashfree_payout(state: SettlementState, status: str | None = None, *, current=False):
+    return Settlement(provider=Provider.CASHFREE, settlement_id="900", state=state,
+                      status=status or state.value, current=current)  # fmt: skip
+
+
+def recorded_state(conn) -> str:
+    return conn.execute("SELECT state FROM payhooks_settlements").fetchone()[0]
+
+
+@pytest.mark.parametrize("told", [SettlementState.FAILED, SettlementState.REVERSED])
+def test_a_failure_told_after_the_report_wins_and_its_capture_is_flagged_again(conn, told):
+    """A report line says "paid out" as far as a report lists it; the gateway's own word
+    that the payout failed or came back, later, is what stands."""
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=9),))
+    records.record(conn, [], [line(buy.payment_id, sid="900", provider=Provider.CASHFREE)])
+    assert recorded_state(conn) == "settled" and flags.review(conn, NOW).flagged == 0
+    records.record(conn, [cashfree_payout(told)])
+    assert recorded_state(conn) == told.value
+    assert flags.review(conn, NOW).flagged == 1
+    assert [u.payment_id for u in listing.unsettled(conn)] == [buy.payment_id]
+
+
+def test_a_settled_word_after_a_failure_never_undoes_it(conn):
+    """A ``SETTLEMENT_SUCCESS`` delivered again, or a report line of the payout, after its
+    ``SETTLEMENT_FAILED``: the failure stands, and so does a reversal."""
+    records.record(conn, [cashfree_payout(SettlementState.FAILED)])
+    records.record(conn, [cashfree_payout(SettlementState.SETTLED, "SUCCESS")])
+    records.record(conn, [], [line("1", sid="900", provider=Provider.CASHFREE)])
+    assert recorded_state(conn) == "failed"
+    records.record(conn, [cashfree_payout(SettlementState.REVERSED)])
+    records.record(conn, [cashfree_payout(SettlementState.SETTLED, "SUCCESS")])
+    records.record(conn, [cashfree_payout(SettlementState.FAILED)])
+    assert recorded_state(conn) == "reversed"
+
+
+def test_the_gateways_answer_about_the_payout_now_replaces_what_is_recorded(conn):
+    """Razorpay tries a failed settlement again: its settlement entity, asked for now, says
+    processed, and that is the payout's state."""
+    records.record(conn, [cashfree_payout(SettlementState.FAILED, current=True)])
+    records.record(conn, [cashfree_payout(SettlementState.SETTLED, current=True)])
+    assert recorded_state(conn) == "settled"
+
+
+def test_a_line_of_a_failed_payout_clears_no_flag(conn):
+    buy = purchase(conn, Provider.CASHFREE)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=9),))
+    assert flags.review(conn, NOW).flagged == 1
+    records.record(conn, [cashfree_payout(SettlementState.FAILED)])
+    records.record(conn, [], [line(buy.payment_id, sid="900", provider=Provider.CASHFREE)])
+    assert [u.payment_id for u in listing.unsettled(conn)] == [buy.payment_id]
 
 
 def test_one_payout_fetched_and_delivered_at_once_by_many_is_recorded_once(database_url):
@@ -195,6 +270,66 @@ def test_a_reversed_payout_unsettles_its_payments_at_the_next_review(conn):
                            state=SettlementState.REVERSED, status="reversed")  # fmt: skip
     records.record(conn, [reversed_])
     assert flags.review(conn, NOW).flagged == 1
+
+
+@pytest.mark.parametrize("told", [SettlementState.REVERSED, SettlementState.FAILED])
+def test_a_payout_that_came_back_flags_its_captures_again_whatever_their_age(conn, told):
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=200),))
+    records.record(conn, [], [line(buy.payment_id, net=buy.amount_paise)])
+    came_back = Settlement(provider=Provider.RAZORPAY, settlement_id="setl_T1", state=told,
+                           status=told.value)  # fmt: skip
+    records.record(conn, [came_back])
+    assert flags.review(conn, NOW, providers=()).flagged == 1  # the gateway's word: no silence
+    (flagged,) = listing.unsettled(conn)
+    assert flagged.payment_id == buy.payment_id
+
+
+def test_the_longest_margin_still_flags_a_capture_once_it_falls_due(conn):
+    """A margin of 60 days: a capture falls due past the 45 days a review reads back from
+    now, and is flagged all the same."""
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=70),))
+    longest = timedelta(hours=flags.MARGIN_HOURS[-1])
+    assert flags.review(conn, NOW, margin=longest).flagged == 1
+
+
+def test_a_capture_a_line_it_cannot_read_names_is_not_flagged_on_that_silence(conn):
+    """The line may be its payout: it is for a person (kept, alerted), not read as "not paid"."""
+    import json
+
+    from payhooks.gateways.razorpay import settlements
+
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=9),))
+    item = {"entity_id": buy.payment_id, "type": "payment", "settled": True, "amount": -1,
+            "settlement_id": "setl_U1"}  # fmt: skip
+    body = json.dumps({"entity": "collection", "count": 1, "items": [item]}).encode()
+    records.record(conn, [], [], settlements.recon(body).unreadable)
+    assert flags.review(conn, NOW).flagged == 0
+    assert [u.payment_id for u in listing.unreadable(conn)] == [buy.payment_id]
+
+
+def test_a_line_it_cannot_read_is_kept_once_as_last_met_and_leaves_once_read(conn):
+    import json
+
+    from payhooks.gateways.razorpay import settlements
+
+    def met(**item) -> None:
+        odd = {"entity_id": "pay_K1", "type": "payment", "settled": True,
+               "settlement_id": "setl_K1"} | item  # fmt: skip
+        body = json.dumps({"entity": "collection", "count": 1, "items": [odd]}).encode()
+        records.record(conn, [], [], settlements.recon(body).unreadable)
+
+    met(amount=-1)
+    met(amount=100, credit=98, debit=0, fee=2)  # another field now, still unreadable
+    (kept,) = listing.unreadable(conn)
+    assert kept.reason == "tax is missing" and '"fee": 2' in kept.raw
+    records.record(conn, [], [line("pay_K1", sid="setl_K1")])  # read at last
+    assert listing.unreadable(conn) == []
 
 
 def test_a_gateway_that_documents_no_cycle_is_not_reviewed(conn):

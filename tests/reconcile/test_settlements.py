@@ -16,10 +16,13 @@ from payhooks.reconcile.running import connecting
 from payhooks.reconcile.settling import fetch, fetch_once
 from payhooks.settlements import listing
 from payhooks.sim.gateway_api import Fault
+from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.factories import deliver, purchase
 from tests.reconcile.conftest import API_KEYS, sim
 
 DAY = date(2026, 1, 5)
+NEXT = date(2026, 1, 6)
+DAY_START = datetime(2026, 1, 1, tzinfo=UTC)
 PAID_AT = int(datetime(2026, 1, 5, 6, 0, tzinfo=UTC).timestamp())
 LATER = datetime(2026, 1, 20, tzinfo=UTC)
 
@@ -108,6 +111,61 @@ def test_a_gateway_whose_report_failed_has_no_capture_flagged(conn, database_url
     assert failed.review is not None and failed.review.flagged == 0
     again = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
     assert again.review is not None and again.review.flagged == 1  # read whole: nothing paid
+
+
+def unreadable_page(payout) -> bytes:
+    """A day of Razorpay's recon as the double answers it, and an adjustment more whose
+    amount is negative: a line payhooks cannot read."""
+    items = [razorpay_sim.recon_item(payout, e) for e in payout.entries]
+    items.append(items[0] | {"entity_id": "adj_Neg1", "type": "adjustment", "amount": -2450,
+                             "credit": 0, "debit": 2450, "fee": 0, "tax": 0})  # fmt: skip
+    return json.dumps({"entity": "collection", "count": len(items), "items": items}).encode()
+
+
+def test_an_unreadable_line_is_kept_and_every_other_line_day_and_total_recorded(
+    conn, database_url, gateway_api
+):
+    api, url = gateway_api
+    for _ in range(2):
+        paid(conn, api, Provider.RAZORPAY)
+    first = api.pay_out(Provider.RAZORPAY, at=PAID_AT)
+    paid(conn, api, Provider.RAZORPAY)
+    second = api.pay_out(Provider.RAZORPAY, at=PAID_AT + 86_400)
+    assert first is not None and second is not None
+    for _ in range(2):  # the next fetch meets the same line, and goes on again
+        api.fail_next(Provider.RAZORPAY, Fault(body=unreadable_page(first)))
+        tally = fetch_once(connecting(database_url), credentials(url), DAY, NEXT, now=lambda: LATER)
+        assert tally.failures == {}
+        assert tally.unreadable == {Provider.RAZORPAY: 1}
+        assert "1 line(s) it cannot read, kept" in tally.summary()
+    assert conn.execute("SELECT count(*) FROM payhooks_settlement_lines").fetchone()[0] == 3
+    stated = {p.settlement_id: p.amount_paise for p in listing.payouts(conn, DAY_START, LATER)}
+    assert stated == {first.settlement_id: first.amount_paise,
+                      second.settlement_id: second.amount_paise}  # fmt: skip
+    (kept,) = listing.unreadable(conn)
+    assert (kept.provider, kept.settlement_id, kept.entry_id) == (
+        "razorpay",
+        first.settlement_id,
+        "adj_Neg1",
+    )
+    assert "amount is not a whole number" in kept.reason and '"adj_Neg1"' in kept.raw
+
+
+def test_one_payout_whose_figures_failed_is_told_and_the_rest_recorded(
+    conn, database_url, gateway_api
+):
+    api, url = gateway_api
+    paid(conn, api, Provider.RAZORPAY)
+    first = api.pay_out(Provider.RAZORPAY, at=PAID_AT)
+    paid(conn, api, Provider.RAZORPAY)
+    second = api.pay_out(Provider.RAZORPAY, at=PAID_AT + 86_400)
+    assert first is not None and second is not None
+    api.fail_next(Provider.RAZORPAY, Fault(), Fault(), Fault(body=b'{"entity": "other"}'))
+    tally = fetch_once(connecting(database_url), credentials(url), DAY, NEXT, now=lambda: LATER)
+    assert first.settlement_id in tally.trouble() and "not a settlement entity" in tally.trouble()
+    assert tally.recorded[Provider.RAZORPAY].lines == 2
+    stated = {p.settlement_id: p.amount_paise for p in listing.payouts(conn, DAY_START, LATER)}
+    assert stated == {first.settlement_id: None, second.settlement_id: second.amount_paise}
 
 
 @pytest.mark.parametrize(
@@ -205,3 +263,45 @@ def test_the_command_exits_1_naming_the_gateway_whose_report_failed(
     )
     assert done.exit_code == 1
     assert "cashfree: answered 500" in done.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--unsettled", "--unmatched"), "--unsettled and --unmatched print one list each"),
+        (("--unmatched", "--from", "2026-01-05", "--to", "2026-01-05"), "--from and --to"),
+        (("--unsettled", "--to", "2026-01-05"), "--from and --to"),
+    ],
+)
+def test_the_command_refuses_lists_together_or_beside_days_as_a_usage_error(
+    database_url, tmp_path, args, said
+):
+    from tests.invoking import payhooks_command
+
+    done = payhooks_command(database_url, tmp_path, "settlements", *args)
+    assert done.exit_code == 2, done.output
+    assert done.stderr.startswith("payhooks: ") and said in done.stderr
+    assert done.stdout == ""
+
+
+def test_the_command_says_a_line_it_cannot_read_and_lists_it(
+    conn, database_url, gateway_api, tmp_path
+):
+    from tests.invoking import payhooks_command
+
+    api, url = gateway_api
+    paid(conn, api, Provider.RAZORPAY)
+    yesterday = datetime.now(UTC).date() - timedelta(days=1)
+    at = datetime.combine(yesterday, datetime.min.time(), UTC) + timedelta(hours=9)
+    made = api.pay_out(Provider.RAZORPAY, at=int(at.timestamp()))
+    api.fail_next(Provider.RAZORPAY, Fault(body=unreadable_page(made)))
+    day = yesterday.isoformat()
+    done = payhooks_command(
+        database_url, tmp_path, "settlements", "--from", day, "--to", day, **API_KEYS.env(url)
+    )
+    assert done.exit_code == 0, done.output
+    assert "razorpay: 1 new payout(s), 1 new line(s), 1 matched" in done.stdout
+    assert "1 line(s) it cannot read, kept (--unreadable lists them)" in done.stdout
+    listed = payhooks_command(database_url, tmp_path, "settlements", "--unreadable")
+    (row,) = json.loads(listed.stdout)
+    assert row["entry_id"] == "adj_Neg1" and "amount" in row["reason"] and row["raw"]

@@ -5,7 +5,6 @@ command works on the host's own database (``common.Host``: the reference service
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
@@ -178,19 +177,31 @@ def settlements(
         bool,
         typer.Option("--unmatched", help="Print the lines naming no known payment (JSON)."),
     ] = False,
+    unreadable: Annotated[
+        bool,
+        typer.Option(
+            "--unreadable", help="Print the report lines payhooks could not read, kept (JSON)."
+        ),
+    ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Fetch the gateways' settlement reports for the days --from to --to (at most 31):
     each payout and the payments, refunds and adjustments it covered, with fees and tax,
     recorded once and matched to your payments; then flag the captures not settled within
-    their gateway's cycle and PAYHOOKS_SETTLEMENT_MARGIN_HOURS. With --unsettled or
-    --unmatched, print what is flagged instead."""
+    their gateway's cycle and PAYHOOKS_SETTLEMENT_MARGIN_HOURS; a line it cannot read is kept,
+    and the rest recorded. With --unsettled, --unmatched or --unreadable (one, without --from
+    and --to), print what is flagged or kept instead."""
     from payhooks.settlements import listing
 
-    if unsettled or unmatched:
-        read = listing.unsettled if unsettled else listing.unmatched_lines
-        found = with_connection(ctx, lambda conn: read(conn, limit=10_000), database_url)
-        print_json([dataclasses.asdict(row) for row in found])
+    asked = {"unsettled": unsettled, "unmatched": unmatched, "unreadable": unreadable}
+    try:
+        named = listing.list_asked(asked, start, end)
+    except ValueError as exc:
+        typer.echo(f"payhooks: {exc}", err=True)
+        raise typer.Exit(2) from None  # a usage error, as the command line parser's are
+    if named is not None:
+        found = with_connection(ctx, lambda conn: listing.flag_list(conn, named), database_url)
+        print_json(found)
         return
     from payhooks.reconcile.settling import days_named
 

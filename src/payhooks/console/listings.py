@@ -325,6 +325,7 @@ def _settlements(
         "totals": listing.totals(conn, start, window.end, provider=chosen.gateway),
         "unsettled": listing.unsettled(conn, provider=chosen.gateway),
         "unmatched": listing.unmatched_lines(conn, provider=chosen.gateway),
+        "unreadable": listing.unreadable(conn, provider=chosen.gateway),
     }
 
 
@@ -337,7 +338,8 @@ async def settlements(
     after_id: Text = "",
 ) -> HTMLResponse:
     """The payouts of the range with their totals, newest first, ``listing.PAGE`` a page;
-    the captures flagged unsettled and the lines naming no known payment; the Fetch form."""
+    the captures flagged unsettled, the lines naming no known payment and the report lines
+    payhooks could not read; the Fetch form."""
     after = _cursor(request, at, after_provider, after_id)
     found = await run(request, _settlements, chosen, after)
     rows = found["rows"]

@@ -849,12 +849,15 @@ def _settlement_counts(conn: db.Connection) -> list[Count]:
     """The settlements' flags, on the home page when there are any: each a person must see."""
     unsettled = sum(c.count for c in flags.unsettled(conn))
     unmatched = sum(c.count for c in flags.unmatched(conn))
+    unreadable = sum(c.count for c in flags.unreadable(conn))
     late = "capture not settled in time", "captures not settled in time"
     stray = "settlement line naming no known payment", "settlement lines naming no known payment"
+    odd = "settlement line payhooks cannot read", "settlement lines payhooks cannot read"
     return [
         Count(key=key, number=number, one=one, many=many, address="/settlements")
         for key, number, (one, many) in (("unsettled", unsettled, late),
-                                         ("unmatched", unmatched, stray))
+                                         ("unmatched", unmatched, stray),
+                                         ("unreadable", unreadable, odd))
         if number
     ]  # fmt: skip
 

@@ -248,8 +248,9 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
 
     def settlements_view(self, request: HttpRequest) -> HttpResponse:
         """Settlements: the payouts of the last ``SETTLEMENT_DAYS`` days with their totals and
-        whether their lines add up, the captures flagged unsettled, and the lines naming no
-        payment payhooks knows (``manage.py payhooks_settlements`` fetches them)."""
+        whether their lines add up, the captures flagged unsettled, the lines naming no
+        payment payhooks knows, and the report lines it could not read
+        (``manage.py payhooks_settlements`` fetches them)."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         conn = connection(conf.current().database)
@@ -263,6 +264,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
             "totals": listing.totals(conn, start, now),
             "unsettled": listing.unsettled(conn),
             "unmatched": listing.unmatched_lines(conn),
+            "unreadable": listing.unreadable(conn),
         }
         return TemplateResponse(request, "admin/payhooks/settlements.html", context)
 

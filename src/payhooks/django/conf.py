@@ -46,6 +46,7 @@ from payhooks.gateways import (
 from payhooks.intake.answers import clipped
 from payhooks.intake.ingest import Handler
 from payhooks.plumbing.errors import ProviderNotConfigured
+from payhooks.settlements import flags
 
 DEFAULT_HANDLER = "payhooks.django.hooks"
 DEFAULT_LOCK_TIMEOUT_MS = 2000
@@ -79,7 +80,7 @@ class Config:
     reconcile_after_s: int = 900
     reconcile_window_s: int = 7 * 24 * 3600
     reconcile_timeout_ms: int = 10_000
-    settlement_margin_hours: int = 48
+    settlement_margin_hours: int = flags.DEFAULT_MARGIN_HOURS
     """Past its gateway's cycle, how long a capture may wait for its payout before it is
     flagged unsettled (``payhooks.settlements.flags``)."""
 
@@ -120,7 +121,9 @@ def read(values: Mapping[str, Any]) -> Config:
         reconcile_after_s=_millis(values, "RECONCILE_AFTER_S", 900),
         reconcile_window_s=_millis(values, "RECONCILE_WINDOW_S", 7 * 24 * 3600),
         reconcile_timeout_ms=_millis(values, "RECONCILE_TIMEOUT_MS", 10_000),
-        settlement_margin_hours=_millis(values, "SETTLEMENT_MARGIN_HOURS", 48),
+        settlement_margin_hours=_millis(
+            values, "SETTLEMENT_MARGIN_HOURS", flags.DEFAULT_MARGIN_HOURS, within=flags.MARGIN_HOURS
+        ),
     )
 
 
@@ -197,24 +200,29 @@ def _name(values: Mapping[str, Any], name: str, default: str) -> str:
     return given
 
 
-def _millis(values: Mapping[str, Any], name: str, default: int) -> int:
+def _millis(
+    values: Mapping[str, Any], name: str, default: int, *, within: range | None = None
+) -> int:
     """A whole number of milliseconds (or, for the RECONCILE_*_S keys, seconds; for
-    SETTLEMENT_MARGIN_HOURS, hours), 0 or more."""
+    SETTLEMENT_MARGIN_HOURS, hours), 0 or more, or ``within`` (the margin: what the environment's
+    PAYHOOKS_SETTLEMENT_MARGIN_HOURS takes, from the one definition)."""
     given = values.get(name, default)
     unit = {"_S": "seconds", "RS": "hours"}.get(name[-2:], "milliseconds")
+    span = "0 or more" if within is None else f"from {within[0]} to {within[-1]}"
     if isinstance(given, str):  # an environment variable passed on as it is
         shown = repr(given[:40])
         if given.strip().isdecimal():
             raise ImproperlyConfigured(
                 f'PAYHOOKS["{name}"] must be an integer, not the string {shown}: '
-                f"write int(...) around it ({unit}, 0 or more)"
+                f"write int(...) around it ({unit}, {span})"
             )
         raise ImproperlyConfigured(
-            f'PAYHOOKS["{name}"] is not a number: {shown}; it must be an integer ({unit}, 0 '
-            "or more)"
+            f'PAYHOOKS["{name}"] is not a number: {shown}; it must be an integer ({unit}, {span})'
         )
-    if isinstance(given, bool) or not isinstance(given, int) or given < 0:
-        raise ImproperlyConfigured(f'PAYHOOKS["{name}"] must be {unit}, 0 or more')
+    if isinstance(given, bool) or not isinstance(given, int):
+        raise ImproperlyConfigured(f'PAYHOOKS["{name}"] must be {unit}, {span}')
+    if given < 0 if within is None else given not in within:
+        raise ImproperlyConfigured(f'PAYHOOKS["{name}"] must be {unit}, {span}, not {given}')
     return given
 
 

@@ -1,7 +1,8 @@
 """What a gateway says about the money it paid out: a settlement (``Settlement``: the payout to
 the merchant's bank, net of fees and tax, with its UTR), the lines of a settlement report
-(``Line``: each payment, refund and adjustment it covered, with its fee and tax), a page of a
-report (``Page``), and what a gateway documents of its settlements (``Settles``: its cycle,
+(``Line``: each payment, refund and adjustment it covered, with its fee and tax), a line
+payhooks cannot read (``Unreadable``: kept, never a reason to leave the rest unread), a page
+of a report (``Page``), and what a gateway documents of its settlements (``Settles``: its cycle,
 with the source, and how its settlement webhook reads).
 
 Pure values and readers, in the gateways' room so that each gateway's readers
@@ -13,11 +14,15 @@ Cashfree's service charge does not: docs/providers.md, "Settlements")."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
 from enum import StrEnum
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from payhooks.events import MAX_PAISE, MAX_TEXT_CHARS, Provider
 from payhooks.gateways._common import child, rupees_to_paise, text_field
@@ -25,14 +30,20 @@ from payhooks.plumbing.errors import MalformedPayload
 
 
 class SettlementState(StrEnum):
-    """Where a payout stands, whatever the gateway calls it. Ranked: a report or webhook
-    saying less than what is recorded (a late ``SETTLEMENT_INITIATED`` after the success)
-    never moves a settlement back."""
+    """Where a payout stands, whatever the gateway calls it. Ranked, for the words that may
+    come late or twice (a webhook, a report line): one is recorded over a state of lower rank
+    only. So a late ``SETTLEMENT_INITIATED`` never moves a settled payout back, and a failure
+    or a reversal, once told, is never undone by a "settled" that comes after it: a report
+    line (which only implies it), or a success webhook delivered again. The gateway's answer
+    about the payout itself, asked for now (``Settlement.current``), is not ranked: it
+    replaces what is recorded."""
 
     PENDING = "pending"
-    FAILED = "failed"
-    """Not final at Razorpay: a failed settlement is tried again and may still be processed."""
     SETTLED = "settled"
+    FAILED = "failed"
+    """Not final at Razorpay: a failed settlement is tried again and may still be processed
+    (its entity, asked for again, says so). Whether Cashfree tries one again under the same
+    settlement id is not documented: a ``SETTLEMENT_SUCCESS`` after it changes nothing."""
     REVERSED = "reversed"
     """The bank sent the payout back (Cashfree's ``SETTLEMENT_REVERSED``): its payments are
     unsettled again."""
@@ -45,8 +56,8 @@ class SettlementState(StrEnum):
 
 _RANKS = {
     SettlementState.PENDING: 0,
-    SettlementState.FAILED: 1,
-    SettlementState.SETTLED: 2,
+    SettlementState.SETTLED: 1,
+    SettlementState.FAILED: 2,
     SettlementState.REVERSED: 3,
 }
 
@@ -79,6 +90,10 @@ class Settlement:
     currency: str | None = None
     utr: str | None = None
     settled_at: datetime | None = None
+    current: bool = False
+    """The gateway's answer about this payout, asked for now (Razorpay's ``GET
+    /v1/settlements/{id}``): its state replaces the one recorded, whatever their rank. A
+    webhook or a report line is a word that may come late or twice: ranked."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,21 +122,123 @@ class Line:
     settled_at: datetime | None = None
 
 
+RAW_CHARS = 2000
+"""How much of a line payhooks cannot read it keeps, as the gateway answered it (JSON)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unreadable:
+    """A report line payhooks cannot read (an amount that is not one, a field missing): kept
+    for a person, with why and the line as the gateway answered it, never dropped, and never
+    a reason to leave the rest of its report unread. What it names is read as far as it can
+    be, to find it in the gateway's dashboard."""
+
+    provider: Provider
+    reason: str
+    raw: str
+    """The line as the gateway answered it (JSON), its first ``RAW_CHARS`` characters."""
+    digest: str
+    """What makes it the same line met again: SHA-256 of its payout and entry when it names
+    both (a field of it may change meanwhile), else of the whole line as answered."""
+    settlement_id: str | None = None
+    entry_id: str | None = None
+    payment_id: str | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Page:
     """One answer of a settlement report: the settlements it states, the lines it lists (only
-    those already part of a settlement), how many it listed that are not settled yet, and
-    where the next page starts (None: this was the last)."""
+    those already part of a settlement), those it cannot read, how many it listed that are not
+    settled yet, and where the next page starts (None: this was the last). ``failed``: a part
+    of the report that could not be read at all (a day's page, a payout's own figures), and
+    why; the client goes on with the rest, and the gateway's fetch is said to have failed."""
 
     settlements: tuple[Settlement, ...] = ()
     lines: tuple[Line, ...] = ()
+    unreadable: tuple[Unreadable, ...] = ()
     unsettled: int = 0
     cursor: str | None = None
+    failed: str | None = None
+
+
+Named = tuple[str | None, str | None, str | None]
+"""What a line names, as far as it can be read: its settlement, its entry and its payment."""
+
+
+def read_items(
+    provider: Provider,
+    items: Iterable[object],
+    *,
+    settled: Callable[[object], bool],
+    line: Callable[[object], Line],
+    named: Callable[[object], Named],
+) -> Page:
+    """A page's items, each on its own: a line where ``settled`` says it is part of a payout,
+    counted where not, and kept as ``Unreadable`` where either cannot read it. One item never
+    costs the others."""
+    lines: list[Line] = []
+    kept: list[Unreadable] = []
+    unsettled = 0
+    for item in items:
+        try:
+            if settled(item):
+                lines.append(line(item))
+            else:
+                unsettled += 1
+        except MalformedPayload as exc:
+            kept.append(unreadable(provider, item, exc.reason, named(item)))
+    return Page(lines=tuple(lines), unreadable=tuple(kept), unsettled=unsettled)
+
+
+def unreadable(provider: Provider, item: object, reason: str, named: Named) -> Unreadable:
+    """``item`` kept as the gateway answered it."""
+    settlement_id, entry_id, payment_id = named
+    whole = answered_json(item, sort_keys=True, separators=(",", ":"))
+    if settlement_id is not None and entry_id is not None:
+        whole = json.dumps(["entry", settlement_id, entry_id])
+    return Unreadable(
+        provider=provider, reason=reason[:MAX_TEXT_CHARS], raw=answered_json(item)[:RAW_CHARS],
+        digest=hashlib.sha256(whole.encode()).hexdigest(),
+        settlement_id=settlement_id, entry_id=entry_id, payment_id=payment_id,
+    )  # fmt: skip
+
+
+def answered_json(node: object, **options: Any) -> str:
+    """JSON read with its fractions as Decimal (``_common.load_json_object``), written back
+    as the gateway wrote it: a fraction a number again, never a string; ASCII only."""
+    text = json.dumps(_marked(node), ensure_ascii=True, **options)
+    return _MARKED.sub(lambda found: found[1], text)
+
+
+# A Decimal goes through json.dumps as a string marked with a private-use character, then
+# loses its quotes: "\ue000decimal:450.00\ue000" is 450.00.
+_MARKED = re.compile(r'"\\ue000decimal:([-+.0-9eE]+)\\ue000"')
+
+
+def _marked(node: object) -> object:
+    if isinstance(node, Decimal):
+        return f"\ue000decimal:{node}\ue000"
+    if isinstance(node, dict):
+        return {key: _marked(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_marked(value) for value in node]
+    return node
+
+
+def loose_text(provider: Provider, node: object, *path: str) -> str | None:
+    """A text field (or a whole number) at ``path`` as far as it reads, None otherwise: what an
+    unreadable line names, never itself a reason to refuse."""
+    value = child(node, *path)
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    found = text_field(value, ".".join(path), strict=False, provider=provider)
+    return None if found is None else found[:MAX_TEXT_CHARS]
 
 
 class SettlementClient(Protocol):
     """A gateway's settlement report, over its API: the pages for the days ``start`` to
-    ``end`` (both included), read as they come."""
+    ``end`` (both included), read as they come. A part of the report it cannot read and can
+    pass over is a page saying so (``Page.failed``); ``GatewayApiError`` ends the report."""
 
     provider: Provider
 
@@ -259,22 +376,29 @@ def signed(amount: int, *, debit: bool) -> int:
 __all__ = [
     "INDIA",
     "MAX_RANGE_DAYS",
+    "RAW_CHARS",
     "Line",
     "LineKind",
+    "Named",
     "Page",
     "Settlement",
     "SettlementClient",
     "SettlementState",
     "Settles",
+    "Unreadable",
+    "answered_json",
     "checked_range",
     "days",
     "epoch",
     "iso_time",
+    "loose_text",
     "optional_paise",
     "optional_rupees",
     "optional_text",
     "paise",
+    "read_items",
     "rupees",
     "signed",
     "text",
+    "unreadable",
 ]

@@ -71,6 +71,9 @@ class Condition(StrEnum):
     SETTLEMENT_UNMATCHED = "settlement_unmatched"
     """Settlement lines naming a payment payhooks never applied: a payout for money the
     merchant's records do not have."""
+    SETTLEMENT_UNREADABLE = "settlement_unreadable"
+    """Settlement report lines payhooks could not read, kept by a fetch that recorded the rest:
+    a payout's line nobody has looked at."""
 
 
 NOT_REPEATED = frozenset({Condition.DISPUTE_OPENED, Condition.DISPUTE_DUE, Condition.DISPUTE_LOST})
@@ -490,8 +493,9 @@ _PROVIDERS = frozenset(p.value for p in Provider)
 
 
 def settlements(conn: Connection, now: datetime) -> list[Alert]:
-    """Captures not settled in time and settlement lines naming no known payment, by gateway
-    (what the settlements review and the recorded lines hold; cheap reads, each minute)."""
+    """Captures not settled in time, settlement lines naming no known payment and report lines
+    payhooks could not read, by gateway (what the settlements review and the fetches
+    recorded; cheap reads, each minute)."""
     found = [
         Alert(
             condition=Condition.UNSETTLED,
@@ -508,7 +512,7 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
         )
         for c in flags.unsettled(conn)
     ]
-    return found + [
+    found += [
         Alert(
             condition=Condition.SETTLEMENT_UNMATCHED,
             subject=c.provider,
@@ -522,6 +526,22 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
             ),
         )
         for c in flags.unmatched(conn)
+    ]
+    return found + [
+        Alert(
+            condition=Condition.SETTLEMENT_UNREADABLE,
+            subject=c.provider,
+            title=f"{c.provider}: {c.count} settlement report {_lines(c.count)} payhooks cannot "
+            "read",
+            body=(
+                f"{c.count} {c.provider} settlement report {_lines(c.count)} (the first met "
+                f"{c.since:%Y-%m-%d %H:%M} UTC) could not be read: each is kept with why and "
+                "the line as the gateway answered it, and the rest of its report was "
+                "recorded. Look each up in the gateway's dashboard; they are listed on the "
+                "console's Settlements page and by `payhooks settlements --unreadable`."
+            ),
+        )
+        for c in flags.unreadable(conn)
     ]
 
 
@@ -589,7 +609,13 @@ def core_sources(
             observe=disputed,
         ),
         Source(
-            conditions=frozenset({Condition.UNSETTLED, Condition.SETTLEMENT_UNMATCHED}),
+            conditions=frozenset(
+                {
+                    Condition.UNSETTLED,
+                    Condition.SETTLEMENT_UNMATCHED,
+                    Condition.SETTLEMENT_UNREADABLE,
+                }
+            ),
             observe=settlements,
         ),
     ]

@@ -9,10 +9,14 @@ button, the reference worker and a merchant's scheduler run::
     print(tally.summary())
 
 Each page of a report is recorded in a transaction of its own, as it comes: a fetch that
-fails half way keeps what it recorded, and a fetch run again records nothing twice. A
-gateway's API error is an error, never an answer: that gateway's fetch stops there and says
-why, the others go on, and its captures are not reviewed (nothing is flagged unsettled on
-the word of a failed report). Needs the ``reconcile`` extra (httpx)."""
+fails half way keeps what it recorded, and a fetch run again records nothing twice. One item
+never stops the rest: a line payhooks cannot read is kept for a person (with why, and the
+line as answered) and the rest of its page recorded; a day's page or a payout's figures it
+cannot read is said, and the other days and payouts still read. A gateway's API error is an
+error, never an answer: an outage or refused credentials stop that gateway's fetch there and
+say why, the others go on, and a gateway whose report failed in whole or in part has its
+captures not reviewed (nothing is flagged unsettled on the word of a failed report). Needs
+the ``reconcile`` extra (httpx)."""
 
 from __future__ import annotations
 
@@ -24,7 +28,13 @@ from typing import cast
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS, ApiCredentials, credentials
-from payhooks.gateways._settlements import INDIA, MAX_RANGE_DAYS, SettlementClient, checked_range
+from payhooks.gateways._settlements import (
+    INDIA,
+    MAX_RANGE_DAYS,
+    Page,
+    SettlementClient,
+    checked_range,
+)
 from payhooks.gateways._status import client, http_client
 from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile.parts import Connect
@@ -35,29 +45,47 @@ from payhooks.settlements.records import Recorded
 
 @dataclass(slots=True, kw_only=True)
 class Tally:
-    """What one fetch did, by gateway: what it recorded, the report's lines not settled yet,
-    the gateways whose report failed (with why), those with API credentials whose
-    settlements payhooks reads no report of, and the review after it."""
+    """What one fetch did, by gateway: what it recorded, the report's lines not settled yet
+    and those it could not read (kept for a person), the gateways whose report failed in
+    whole or in part (with why), those with API credentials whose settlements payhooks reads
+    no report of, and the review after it."""
 
     start: date
     end: date
     recorded: dict[Provider, Recorded] = field(default_factory=dict)
     unsettled: dict[Provider, int] = field(default_factory=dict)
+    unreadable: dict[Provider, int] = field(default_factory=dict)
     failures: dict[Provider, str] = field(default_factory=dict)
     unread: list[Provider] = field(default_factory=list)
     review: flags.Review | None = None
+
+    def counted(self, provider: Provider, page: Page, done: Recorded) -> None:
+        """One page of ``provider``'s report, recorded as ``done``."""
+        self.recorded[provider] += done
+        self.unsettled[provider] = self.unsettled.get(provider, 0) + page.unsettled
+        if page.unreadable:
+            self.unreadable[provider] = self.unreadable.get(provider, 0) + len(page.unreadable)
+        if page.failed is not None:
+            self.failed(provider, page.failed)
+
+    def failed(self, provider: Provider, why: str) -> None:
+        """A part of ``provider``'s report (or all that was left of it) failed, for ``why``."""
+        said = self.failures.get(provider)
+        self.failures[provider] = why if said is None else f"{said}; {why}"
 
     def summary(self) -> str:
         """One line per gateway fetched, then the review's."""
         said = [f"settlements {self.start} to {self.end}:"]
         for provider, done in sorted(self.recorded.items()):
-            failed = self.failures.get(provider)
+            failed, unreadable = self.failures.get(provider), self.unreadable.get(provider)
             said.append(
                 f"  {provider.value}: {done.settlements} new payout(s), {done.lines} new "
                 f"line(s), {done.matched} matched, {done.unmatched} naming no payment payhooks "
                 f"knows, {self.unsettled.get(provider, 0)} not settled yet"
+                + (f"; {unreadable} line(s) it cannot read, kept (--unreadable lists them)"
+                   if unreadable else "")
                 + (f"; FAILED: {failed}" if failed else "")
-            )
+            )  # fmt: skip
         if self.unread:
             names = ", ".join(p.value for p in self.unread)
             said.append(f"  no settlement report payhooks reads: {names}")
@@ -128,17 +156,19 @@ def fetch_with(
 def _fetched(
     connect: Connect, reporter: SettlementClient, start: date, end: date, tally: Tally
 ) -> None:
-    """One gateway's report, page by page: a failure stops this gateway, and is told."""
+    """One gateway's report, page by page: a line it cannot read is kept and a part of the
+    report it cannot read is told, and the rest recorded; an error that ends the report (an
+    outage, refused credentials, a page whose next one cannot be found) stops this gateway,
+    and is told."""
     provider = reporter.provider
     tally.recorded[provider] = Recorded()
     try:
         with connect() as conn:
             for page in reporter.settlement_pages(start, end):
-                done = records.record(conn, page.settlements, page.lines)
-                tally.recorded[provider] += done
-                tally.unsettled[provider] = tally.unsettled.get(provider, 0) + page.unsettled
+                done = records.record(conn, page.settlements, page.lines, page.unreadable)
+                tally.counted(provider, page, done)
     except GatewayApiError as exc:
-        tally.failures[provider] = exc.reason
+        tally.failed(provider, exc.reason)
 
 
 def fetch(

@@ -21,6 +21,7 @@ from payhooks.operations.retention import DEFAULT_RETENTION_DAYS
 from payhooks.plumbing.db import libpq_url
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
+from payhooks.settlements import flags
 
 CONSOLE_TIMEZONE = "Asia/Kolkata"  # as payhooks.console.formats.DEFAULT_TIMEZONE
 PG_INT_MAX = 2_147_483_647
@@ -256,7 +257,7 @@ class Settings:
     reconcile_after_s: int = 900
     reconcile_window_s: int = 7 * 24 * 3600
     reconcile_timeout_ms: int = 10_000
-    settlement_margin_hours: int = 48
+    settlement_margin_hours: int = flags.DEFAULT_MARGIN_HOURS
     """Past its gateway's cycle, how long a capture may wait for its payout before it is
     flagged unsettled (``payhooks.settlements.flags``)."""
     refund_double_payments: bool = False
@@ -328,7 +329,7 @@ class Settings:
                 _DEFAULT.reconcile_timeout_ms
             ),
             settlement_margin_hours=env.get("PAYHOOKS_SETTLEMENT_MARGIN_HOURS").integer(
-                _DEFAULT.settlement_margin_hours, maximum=60 * 24
+                _DEFAULT.settlement_margin_hours, maximum=flags.MARGIN_HOURS[-1]
             ),
             refund_double_payments=env.get("PAYHOOKS_REFUND_DOUBLE_PAYMENTS").switch(),
             capture_authorized=env.get("PAYHOOKS_CAPTURE_AUTHORIZED").switch(),

@@ -1,6 +1,7 @@
 """What about the money needs a person: a captured payment its gateway has not settled within
 its documented cycle and a margin (``payhooks_unsettled``), and a settlement line that names a
-payment payhooks does not know (``payhooks_settlement_lines.matched`` false).
+payment payhooks does not know (``UNMATCHED``: not when it was recorded, nor applied since);
+and, counted for the alerts, the report lines a fetch could not read (``unreadable``).
 
 ``review`` finds the first kind, and matches lines again against payments applied since they
 were recorded. It reads ``payhooks_payments`` by the time each capture was applied, which no
@@ -8,7 +9,7 @@ index serves (a capture's own insert stays as cheap as it was), so it runs once 
 (``payhooks.reconcile.settling``), not per minute; what it found is a small table the alerts
 (``payhooks.operations.alerts``) and the console read cheaply. A flag goes the moment a
 settled line names its payment (``payhooks.settlements.records``), and comes back at the next
-review if that payout is reversed."""
+review if that payout fails or is reversed, however old the capture."""
 
 from __future__ import annotations
 
@@ -20,32 +21,59 @@ from payhooks.events import EventKind, Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.plumbing.db import Connection
 
-DEFAULT_MARGIN = timedelta(hours=48)
+DEFAULT_MARGIN_HOURS = 48
+DEFAULT_MARGIN = timedelta(hours=DEFAULT_MARGIN_HOURS)
 """Past its gateway's cycle, how long a capture may wait for its payout before it is flagged
 (``PAYHOOKS_SETTLEMENT_MARGIN_HOURS``): bank holidays lengthen every cycle."""
+MARGIN_HOURS = range(1, 24 * 60 + 1)
+"""The margins a setting may name, in whole hours (the environment's variable and Django's
+``SETTLEMENT_MARGIN_HOURS`` alike): at least one, at most sixty days."""
 REVIEW_DAYS = 45
-"""Captures applied this long ago or less are reviewed; one flagged before stays flagged."""
+"""Captures that fell due this long ago or less (past their gateway's cycle and the margin)
+are reviewed; one flagged before stays flagged. A capture a payout that failed or came back
+covered is flagged whatever its age."""
 
-# A payment is settled when a line of kind 'payment' names it in a payout that is settled.
-_SETTLED = """EXISTS (
+SETTLED = """EXISTS (
     SELECT 1 FROM payhooks_settlement_lines l
     JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
     WHERE l.provider = {alias}.provider AND l.payment_id = {alias}.payment_id
       AND l.kind = 'payment' AND s.state = 'settled')"""
+"""A payment (``{alias}``'s) is settled: a line of kind payment names it in a payout that is
+settled (not pending, failed nor reversed)."""
 _FLAG = (
     """
 INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured_at, due_at)
 SELECT p.provider, p.payment_id, p.gateway_order_id, p.applied_at, p.applied_at + g.allowed
 FROM unnest(%(providers)s::text[], %(allowed)s::interval[]) AS g (provider, allowed)
 JOIN payhooks_payments p ON p.provider = g.provider AND p.kind = %(captured)s
-WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(since)s
+WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(now)s - g.allowed - %(window)s
   AND NOT """
-    + _SETTLED.format(alias="p")
+    + SETTLED.format(alias="p")
+    + """
+  AND NOT EXISTS (SELECT 1 FROM payhooks_settlement_unreadable r
+                  WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
+ON CONFLICT (provider, payment_id) DO NOTHING
+"""
+)
+# The captures a payout that failed or came back covered, whatever their age: the gateway said
+# so, which needs no report read whole. Through the payouts (few fail) and their lines' key.
+_FLAG_CAME_BACK = (
+    """
+INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured_at, due_at)
+SELECT p.provider, p.payment_id, p.gateway_order_id, p.applied_at, p.applied_at + g.allowed
+FROM unnest(%(every)s::text[], %(every_allowed)s::interval[]) AS g (provider, allowed)
+JOIN payhooks_settlements s ON s.provider = g.provider AND s.state IN ('failed', 'reversed')
+JOIN payhooks_settlement_lines l
+  ON l.provider = s.provider AND l.settlement_id = s.settlement_id AND l.kind = 'payment'
+JOIN payhooks_payments p
+  ON p.provider = l.provider AND p.payment_id = l.payment_id AND p.kind = %(captured)s
+WHERE p.applied_at < %(now)s - g.allowed AND NOT """
+    + SETTLED.format(alias="p")
     + """
 ON CONFLICT (provider, payment_id) DO NOTHING
 """
 )
-_CLEAR = "DELETE FROM payhooks_unsettled u WHERE " + _SETTLED.format(alias="u")
+_CLEAR = "DELETE FROM payhooks_unsettled u WHERE " + SETTLED.format(alias="u")
 # Lines recorded before their payment was applied (a webhook late, reconciliation since).
 _MATCH_AGAIN = """
 UPDATE payhooks_settlement_lines l
@@ -85,23 +113,31 @@ def review(
     *,
     providers: Collection[Provider] | None = None,
 ) -> Review:
-    """Flag the captures past their gateway's cycle and ``margin`` that no settled line names,
-    clear the flags a settled line now answers, and match lines again; in one transaction.
-    Only the captures of ``providers`` are flagged (by default every gateway that documents a
-    cycle): a fetch reviews the gateways whose report it read whole, never one whose report
-    failed, since an error says nothing of what was paid out."""
-    limits = {p: span for p, span in allowed(margin).items() if providers is None or p in providers}
+    """Flag the captures past their gateway's cycle and ``margin`` (fallen due in the last
+    ``REVIEW_DAYS``) that no settled line names, and those a payout that failed or came back
+    covered (whatever their age); clear the flags a settled line now answers, and match lines
+    again; in one transaction. Of the first kind only the captures of ``providers`` are
+    flagged (by default every gateway that documents a cycle): a fetch reviews the gateways
+    whose report it read whole, never one whose report failed, since an error says nothing of
+    what was paid out; nor a capture a report line payhooks could not read names (that line,
+    kept for a person, may be its payout). The second is the gateway's own word, flagged for
+    every gateway."""
+    every = allowed(margin)
+    limits = {p: span for p, span in every.items() if providers is None or p in providers}
     params = {
         "providers": [p.value for p in limits],
         "allowed": list(limits.values()),
+        "every": [p.value for p in every],
+        "every_allowed": list(every.values()),
         "captured": EventKind.PAYMENT_CAPTURED.value,
         "now": now,
-        "since": now - timedelta(days=REVIEW_DAYS),
+        "window": timedelta(days=REVIEW_DAYS),
     }
     with conn.transaction():
         matched = conn.execute(_MATCH_AGAIN).rowcount
         cleared = conn.execute(_CLEAR).rowcount
         flagged = conn.execute(_FLAG, params).rowcount
+        flagged += conn.execute(_FLAG_CAME_BACK, params).rowcount
     return Review(flagged=flagged, cleared=cleared, matched=matched)
 
 
@@ -117,12 +153,22 @@ class Count:
 _UNSETTLED = """
 SELECT provider, count(*), min(captured_at) FROM payhooks_unsettled GROUP BY 1 ORDER BY 1
 """
-# Through the partial index payhooks_settlement_lines_unmatched; a line whose payment was
-# applied since is not counted, before the next review matches it.
-_UNMATCHED = """
-SELECT l.provider, count(*), min(l.recorded_at) FROM payhooks_settlement_lines l
-WHERE l.matched = false AND NOT EXISTS (
-    SELECT 1 FROM payhooks_payments p WHERE p.provider = l.provider AND p.payment_id = l.payment_id)
+UNMATCHED = """(l.matched = false AND NOT EXISTS (
+    SELECT 1 FROM payhooks_payments p
+    WHERE p.provider = l.provider AND p.payment_id = l.payment_id))"""
+"""A settlement line (``l``) naming a payment payhooks does not know: unknown when the line was
+recorded and not applied since (the next review matches that one again). The one definition
+the alert, the lists (``payhooks.settlements.listing``), the console and the admin read, so
+they never disagree; through the partial index payhooks_settlement_lines_unmatched."""
+_UNMATCHED = (
+    "SELECT l.provider, count(*), min(l.recorded_at) FROM payhooks_settlement_lines l WHERE "
+    + UNMATCHED
+    + " GROUP BY 1 ORDER BY 1"
+)
+
+
+_UNREADABLE = """
+SELECT provider, count(*), min(first_seen_at) FROM payhooks_settlement_unreadable
 GROUP BY 1 ORDER BY 1
 """
 
@@ -138,13 +184,24 @@ def unmatched(conn: Connection) -> list[Count]:
     return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNMATCHED)]
 
 
+def unreadable(conn: Connection) -> list[Count]:
+    """Report lines payhooks could not read (kept by a fetch, core migration 0026), by gateway,
+    with the first met."""
+    return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNREADABLE)]
+
+
 __all__ = [
     "DEFAULT_MARGIN",
+    "DEFAULT_MARGIN_HOURS",
+    "MARGIN_HOURS",
     "REVIEW_DAYS",
+    "SETTLED",
+    "UNMATCHED",
     "Count",
     "Review",
     "allowed",
     "review",
     "unmatched",
+    "unreadable",
     "unsettled",
 ]

@@ -1,15 +1,18 @@
 """Settlements as people read them: the payouts of a time range with their totals and what
-their lines add up to, one payout's lines, a payment's settlement (its timeline), and the
-flags (``payhooks.settlements.flags``) one by one. What the console's Settlements page, its
-CSV, the Django admin's page and ``payhooks settlements`` show, read once here."""
+their lines add up to, one payout's lines, a payment's settlement (its timeline), the flags
+(``payhooks.settlements.flags``) one by one, and the report lines payhooks could not read.
+What the console's Settlements page, its CSV, the Django admin's page and ``payhooks
+settlements`` show, read once here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from payhooks.plumbing.db import Connection, shaped_rows
+from payhooks.settlements.flags import UNMATCHED
 
 PAGE = 100
 
@@ -105,16 +108,35 @@ class Unsettled:
     flagged_at: datetime
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnreadableLine:
+    """A report line payhooks could not read, kept for a person: why, the line as the gateway
+    answered it (its first ``RAW_CHARS`` characters), what it names as far as it reads, and
+    when a fetch first and last met it."""
+
+    provider: str
+    settlement_id: str | None
+    entry_id: str | None
+    payment_id: str | None
+    reason: str
+    raw: str
+    first_seen_at: datetime
+    seen_at: datetime
+
+
 # The payouts paid out in a range (those whose time is not known yet by when they were first
 # recorded), newest first, a page after a cursor, each with its lines added up.
-_PAYOUTS = """
+_PAYOUTS = (
+    """
 SELECT s.provider, s.settlement_id, s.state, s.status, s.amount_paise, s.fees_paise,
        s.tax_paise, s.currency, s.utr, s.settled_at, s.recorded_at,
        count(l.entry_id)::int AS lines, coalesce(sum(l.net_paise), 0)::bigint AS lines_net_paise,
        count(*) FILTER (WHERE l.kind = 'payment')::int AS payments,
        count(*) FILTER (WHERE l.kind = 'refund')::int AS refunds,
        count(*) FILTER (WHERE l.kind = 'adjustment')::int AS adjustments,
-       count(*) FILTER (WHERE l.matched = false)::int AS unmatched
+       count(*) FILTER (WHERE """
+    + UNMATCHED
+    + """)::int AS unmatched
 FROM payhooks_settlements s
 LEFT JOIN payhooks_settlement_lines l
        ON l.provider = s.provider AND l.settlement_id = s.settlement_id
@@ -128,6 +150,7 @@ GROUP BY s.provider, s.settlement_id
 ORDER BY coalesce(s.settled_at, s.recorded_at) DESC, s.provider DESC, s.settlement_id DESC
 LIMIT %(limit)s
 """
+)
 _TOTALS = (
     "SELECT count(*)::int AS settlements, coalesce(sum(amount_paise), 0)::bigint AS amount_paise,"
     " coalesce(sum(fees_paise), 0)::bigint AS fees_paise,"
@@ -138,13 +161,19 @@ _TOTALS = (
     " AND amount_paise <> lines_net_paise)::int AS differing"
     " FROM (" + _PAYOUTS.replace("LIMIT %(limit)s", "") + ") payouts"
 )
-_ENTRY = """
+# A line's payment is known when it was recorded, or applied since (flags.UNMATCHED).
+_ENTRY = (
+    """
 SELECT l.provider, l.settlement_id, l.entry_id, l.kind, l.entry_type, l.payment_id,
        l.gateway_order_id, l.amount_paise, l.fee_paise, l.tax_paise, l.net_paise, l.currency,
-       l.occurred_at, l.matched, s.state, s.utr, s.settled_at, s.recorded_at
+       l.occurred_at, CASE WHEN l.matched IS NULL THEN NULL ELSE NOT """
+    + UNMATCHED
+    + """ END AS matched,
+       s.state, s.utr, s.settled_at, s.recorded_at
 FROM payhooks_settlement_lines l
 JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
 """
+)
 _LINES = (
     _ENTRY
     + """
@@ -163,7 +192,9 @@ ORDER BY s.settled_at NULLS LAST, l.entry_id
 _UNMATCHED_LINES = (
     _ENTRY
     + """
-WHERE l.matched = false AND (%(provider)s::text IS NULL OR l.provider = %(provider)s)
+WHERE """
+    + UNMATCHED
+    + """ AND (%(provider)s::text IS NULL OR l.provider = %(provider)s)
 ORDER BY l.recorded_at DESC, l.entry_id LIMIT %(limit)s
 """
 )
@@ -176,6 +207,11 @@ _UNSETTLED_OF = """
 SELECT provider, payment_id, gateway_order_id, captured_at, due_at, flagged_at
 FROM payhooks_unsettled WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
 ORDER BY captured_at
+"""
+_UNREADABLE = """
+SELECT provider, settlement_id, entry_id, payment_id, reason, raw, first_seen_at, seen_at
+FROM payhooks_settlement_unreadable WHERE (%(provider)s::text IS NULL OR provider = %(provider)s)
+ORDER BY first_seen_at DESC, provider, digest LIMIT %(limit)s
 """
 # Every line of the payouts of a range (the CSV), payout by payout as the list orders them.
 _LINES_IN = (
@@ -235,7 +271,8 @@ def of_payments(conn: Connection, provider: str, payment_ids: Sequence[str]) -> 
 def unmatched_lines(
     conn: Connection, *, provider: str | None = None, limit: int = PAGE
 ) -> list[Entry]:
-    """Lines naming a payment payhooks did not know when they were recorded, newest first."""
+    """Lines naming a payment payhooks does not know (``flags.UNMATCHED``: not when they were
+    recorded, nor applied since), newest first."""
     return shaped_rows(conn, Entry, _UNMATCHED_LINES, {"provider": provider, "limit": limit})
 
 
@@ -274,6 +311,46 @@ def unsettled(
     return shaped_rows(conn, Unsettled, _UNSETTLED, {"provider": provider, "limit": limit})
 
 
+def list_asked(
+    asked: Mapping[str, bool], start: str | None = None, end: str | None = None
+) -> str | None:
+    """The one list a command's options ask for (``{"unsettled": True, ...}``: ``--unsettled``,
+    ``--unmatched``, ``--unreadable``), None for a fetch of the days ``--from`` and ``--to``
+    name. Every door reads its options here, so all refuse alike: ``ValueError`` says why two
+    lists at once, or a list beside ``--from`` or ``--to``, are refused (a list prints every
+    flag, whatever the days)."""
+    named = [f"--{name}" for name, given in asked.items() if given]
+    if len(named) > 1:
+        raise ValueError(f"{', '.join(named[:-1])} and {named[-1]} print one list each: give one")
+    if named and (start is not None or end is not None):
+        raise ValueError(
+            f"{named[0]} prints every one flagged, whatever the days: --from and --to name the "
+            "days to fetch; give one or the other"
+        )
+    return named[0].removeprefix("--") if named else None
+
+
+def flag_list(conn: Connection, name: str, *, limit: int = 10_000) -> list[dict[str, Any]]:
+    """The flag list ``list_asked`` named, each row a mapping, as the commands print it."""
+    return [asdict(row) for row in _FLAG_LISTS[name](conn, limit=limit)]
+
+
+def unreadable(
+    conn: Connection, *, provider: str | None = None, limit: int = PAGE
+) -> list[UnreadableLine]:
+    """The report lines payhooks could not read, the newest met first."""
+    return shaped_rows(conn, UnreadableLine, _UNREADABLE, {"provider": provider, "limit": limit})
+
+
+_FLAG_LISTS: Mapping[str, Callable[..., Sequence[Unsettled | Entry | UnreadableLine]]] = {
+    "unsettled": unsettled,
+    "unmatched": unmatched_lines,
+    "unreadable": unreadable,
+}
+LISTS = tuple(_FLAG_LISTS)
+"""The lists the commands print instead of fetching, each its option's name (``--unsettled``)."""
+
+
 def _range(
     start: datetime, end: datetime, provider: str | None, after: tuple[datetime, str, str] | None
 ) -> dict[str, object]:
@@ -283,17 +360,22 @@ def _range(
 
 
 __all__ = [
+    "LISTS",
     "PAGE",
     "Entry",
     "Payout",
     "Totals",
+    "UnreadableLine",
     "Unsettled",
+    "flag_list",
     "lines",
     "lines_in",
+    "list_asked",
     "of_payments",
     "payouts",
     "totals",
     "unmatched_lines",
+    "unreadable",
     "unsettled",
     "unsettled_of",
 ]

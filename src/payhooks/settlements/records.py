@@ -1,16 +1,19 @@
 """Settlements as the core records them (``payhooks_settlements``, ``payhooks_settlement_lines``,
 core migration 0024): each payout once, however many times its webhook is delivered or its
 report fetched, and each of its lines once, matched to the payment payhooks applied
-(``payhooks_payments``) when it is recorded.
+(``payhooks_payments``) when it is recorded; and each report line payhooks could not read once
+(``payhooks_settlement_unreadable``, core migration 0026), until a fetch reads it.
 
 Written as steps (``payhooks.plumbing.db.Steps``) with no driver, so one list of statements
 serves the webhook's claim (``payhooks.intake.ingest``: a settlement webhook is recorded in the
 claim's transaction, and reaches no handler) and a report's fetch
 (``payhooks.reconcile.settling``). Every write is an upsert on the payout's or the line's own
 key: two deliveries, two fetches, or a delivery and a fetch at the same moment wait on each
-other's row and record once. A payout's state only moves up its rank; a figure a source does
-not state never wipes one another stated. Lines are written in key order, so two writers of
-one payout's lines never deadlock."""
+other's row and record once. A payout's state only moves up its rank (pending, settled,
+failed, reversed: a failure told after a report line's "settled" wins, and a "settled" told
+again after a failure never undoes it), but for the gateway's answer about the payout now,
+which replaces it; a figure a source does not state never wipes one another stated. Lines are
+written in key order, so two writers of one payout's lines never deadlock."""
 
 from __future__ import annotations
 
@@ -19,15 +22,24 @@ from dataclasses import dataclass
 
 from payhooks.events import Received
 from payhooks.gateways import gateway
-from payhooks.gateways._settlements import Line, LineKind, Settlement, SettlementState
+from payhooks.gateways._settlements import (
+    Line,
+    LineKind,
+    Settlement,
+    SettlementState,
+    Unreadable,
+)
 from payhooks.plumbing.db import Connection, Statement, Steps, run
+from payhooks.settlements.flags import SETTLED
 
-_RANK = "array_position(ARRAY['pending', 'failed', 'settled', 'reversed'], {})"
-_UP = f"{_RANK.format('EXCLUDED.state')} >= {_RANK.format('s.state')}"
+_RANKED = ", ".join(f"'{state.value}'" for state in sorted(SettlementState, key=lambda x: x.rank))
+_RANK = f"array_position(ARRAY[{_RANKED}], {{}})"
+# The gateway's answer about the payout now, or a word that moves the state up (or keeps it).
+_UP = f"(%(current)s OR {_RANK.format('EXCLUDED.state')} >= {_RANK.format('s.state')})"
 
 
 def _newest(column: str) -> str:
-    """A figure from the source that moved the state up (or kept it), else the one kept."""
+    """A figure from the source that took the state over (or kept it), else the one kept."""
     return (
         f"{column} = CASE WHEN {_UP} THEN coalesce(EXCLUDED.{column}, s.{column}) "
         f"ELSE coalesce(s.{column}, EXCLUDED.{column}) END"
@@ -88,9 +100,35 @@ SELECT count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE matched IS true)
        count(*) FILTER (WHERE inserted AND matched = false)
 FROM written
 """
-# A payment a settled line now names is settled: its flag goes.
-CLEAR_UNSETTLED = """
-DELETE FROM payhooks_unsettled WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
+# A payment a line of a settled payout now names is settled: its flag goes (a line of a payout
+# that failed or came back clears nothing).
+CLEAR_UNSETTLED = (
+    "DELETE FROM payhooks_unsettled u"
+    " WHERE u.provider = %(provider)s AND u.payment_id = ANY(%(payments)s) AND "
+    + SETTLED.format(alias="u")
+)
+
+
+# The lines a page could not read, each once however often it is met (core migration 0026).
+UPSERT_UNREADABLE = """
+INSERT INTO payhooks_settlement_unreadable AS u
+    (provider, digest, settlement_id, entry_id, payment_id, reason, raw)
+SELECT %(provider)s, x.* FROM unnest(%(digests)s::text[], %(settlement_ids)s::text[],
+                                     %(entry_ids)s::text[], %(payment_ids)s::text[],
+                                     %(reasons)s::text[], %(raws)s::text[])
+    AS x (digest, settlement_id, entry_id, payment_id, reason, raw)
+ORDER BY x.digest
+ON CONFLICT (provider, digest) DO UPDATE SET
+    seen_at = now(), reason = EXCLUDED.reason, raw = EXCLUDED.raw,
+    payment_id = coalesce(EXCLUDED.payment_id, u.payment_id)
+"""
+# A line read now that was kept unreadable before (the gateway corrected it, or this payhooks
+# reads it) is no longer for a person.
+FORGET_UNREADABLE = """
+DELETE FROM payhooks_settlement_unreadable r
+USING unnest(%(settlement_ids)s::text[], %(entry_ids)s::text[]) AS x (settlement_id, entry_id)
+WHERE r.provider = %(provider)s AND r.settlement_id = x.settlement_id
+  AND r.entry_id = x.entry_id
 """
 
 
@@ -114,9 +152,14 @@ class Recorded:
         )
 
 
-def recording(settlements: Iterable[Settlement], lines: Sequence[Line] = ()) -> Steps[Recorded]:
+def recording(
+    settlements: Iterable[Settlement],
+    lines: Sequence[Line] = (),
+    unreadable: Sequence[Unreadable] = (),
+) -> Steps[Recorded]:
     """Record ``settlements`` and ``lines`` (each line's payout too, from what the line says
-    of it, where ``settlements`` does not state it)."""
+    of it, where ``settlements`` does not state it), and keep the lines a page could not read
+    (``unreadable``) for a person."""
     stated = {(s.provider, s.settlement_id): s for s in settlements}
     for line in lines:
         stated.setdefault((line.provider, line.settlement_id), listed(line))
@@ -134,15 +177,25 @@ def recording(settlements: Iterable[Settlement], lines: Sequence[Line] = ()) -> 
         if paid:
             params = {"provider": provider.value, "payments": paid}
             yield Statement(sql=CLEAR_UNSETTLED, params=params, reads=False)
+        read = {"provider": provider.value, "settlement_ids": [x.settlement_id for x in mine],
+                "entry_ids": [x.entry_id for x in mine]}  # fmt: skip
+        yield Statement(sql=FORGET_UNREADABLE, params=read, reads=False)
+    for provider in sorted({x.provider for x in unreadable}):
+        kept = {x.digest: x for x in unreadable if x.provider is provider}
+        given = _unreadable_params(provider.value, [kept[key] for key in sorted(kept)])
+        yield Statement(sql=UPSERT_UNREADABLE, params=given, reads=False)
     return found
 
 
 def record(
-    conn: Connection, settlements: Iterable[Settlement], lines: Sequence[Line] = ()
+    conn: Connection,
+    settlements: Iterable[Settlement],
+    lines: Sequence[Line] = (),
+    unreadable: Sequence[Unreadable] = (),
 ) -> Recorded:
     """``recording`` on ``conn``, in a transaction of its own (or a savepoint of the caller's)."""
     with conn.transaction():
-        return run(conn, recording(settlements, lines))
+        return run(conn, recording(settlements, lines, unreadable))
 
 
 def webhook_recording(received: Received) -> Steps[Recorded]:
@@ -176,7 +229,7 @@ def _settlement_params(s: Settlement) -> dict[str, object]:
         "provider": s.provider.value, "settlement_id": s.settlement_id, "state": s.state.value,
         "status": s.status, "amount_paise": s.amount_paise, "fees_paise": s.fees_paise,
         "tax_paise": s.tax_paise, "currency": s.currency, "utr": s.utr,
-        "settled_at": s.settled_at,
+        "settled_at": s.settled_at, "current": s.current,
     }  # fmt: skip
 
 
@@ -195,6 +248,18 @@ def _line_params(provider: str, lines: Sequence[Line]) -> dict[str, object]:
         "nets": [x.net_paise for x in lines],
         "currencies": [x.currency for x in lines],
         "occurred": [x.occurred_at for x in lines],
+    }
+
+
+def _unreadable_params(provider: str, kept: Sequence[Unreadable]) -> dict[str, object]:
+    return {
+        "provider": provider,
+        "digests": [x.digest for x in kept],
+        "settlement_ids": [x.settlement_id for x in kept],
+        "entry_ids": [x.entry_id for x in kept],
+        "payment_ids": [x.payment_id for x in kept],
+        "reasons": [x.reason for x in kept],
+        "raws": [x.raw for x in kept],
     }
 
 

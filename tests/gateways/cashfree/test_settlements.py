@@ -5,6 +5,7 @@ an error never read as an answer."""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
@@ -127,6 +128,34 @@ def test_a_debit_takes_from_the_payout():
 
 
 @pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda e: e.update(event_amount="450.00"), "event_amount is not a JSON number"),
+        (lambda e: e.update(sale_type="BOTH"), "neither CREDIT nor DEBIT"),
+        (lambda e: e.pop("event_settlement_amount"), "event_settlement_amount is missing"),
+    ],
+    ids=["an amount as a string", "a sale type it does not document", "no settlement amount"],
+)
+def test_an_unreadable_recon_item_is_kept_with_why_and_the_others_still_read(change, why):
+    doc = json.loads(settled_sample())
+    good = json.loads(json.dumps(doc["data"][0]))
+    good["event_details"]["event_id"] = "81268"
+    change(doc["data"][0]["event_details"])
+    doc["data"].append(good)
+    page = settlements.recon(json.dumps(doc).encode())
+    assert [line.entry_id for line in page.lines] == ["81268"]
+    (kept,) = page.unreadable
+    assert why in kept.reason
+    assert (kept.settlement_id, kept.entry_id, kept.payment_id) == (
+        "6031874",
+        "81267",
+        "4890317265104",
+    )
+    assert json.loads(kept.raw)["event_details"]["event_id"] == "81267"
+    assert page.cursor == "ph-recon-next-7Qm2"  # the next page is still read
+
+
+@pytest.mark.parametrize(
     "body",
     [
         {
@@ -203,6 +232,27 @@ def test_a_cursor_answered_twice_is_an_error_never_a_loop(gateway_api):
     api.fail_next(Provider.CASHFREE, Fault(body=page.encode()), Fault(body=page.encode()))
     with http_client(5.0) as http, pytest.raises(GatewayApiError, match="cursor twice"):
         list(client(url, http, api.keys).settlement_pages(DAY, DAY))
+
+
+def test_a_page_with_an_unreadable_item_is_recorded_and_the_next_page_still_read(gateway_api):
+    api, url = gateway_api
+    paid(api, 3)
+    payout = api.pay_out(Provider.CASHFREE, at=PAID_AT)
+    assert payout is not None
+    bad = json.loads(settled_sample())["data"][0]  # the first entry, its amount not rupees
+    bad["settlement_details"]["cf_settlement_id"] = payout.settlement_id
+    bad["payment_details"]["cf_payment_id"] = payout.entries[0].payment_id
+    bad["event_details"]["event_amount"] = "not rupees"
+    page = {"cursor": base64.b64encode(b"1").decode(), "limit": RECON_LIMIT, "data": [bad]}
+    api.fail_next(Provider.CASHFREE, Fault(body=json.dumps(page).encode()))
+    with http_client(5.0) as http:
+        pages = list(client(url, http, api.keys).settlement_pages(DAY, DAY))
+    assert len(pages) == 2 and not any(p.failed for p in pages)
+    (kept,) = pages[0].unreadable
+    assert kept.payment_id == payout.entries[0].payment_id and "event_amount" in kept.reason
+    assert sorted(line.payment_id for line in pages[1].lines) == sorted(
+        e.payment_id for e in payout.entries[1:]
+    )
 
 
 @pytest.mark.parametrize(

@@ -74,6 +74,38 @@ def test_a_recon_item_not_settled_yet_is_counted_not_recorded():
     assert len(page.lines) == 3 and page.unsettled == 1
 
 
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        (lambda i: i.update(type="adjustment", amount=-2450), "amount is not a whole number"),
+        (lambda i: i.pop("fee"), "fee is missing"),
+        (lambda i: i.pop("tax"), "tax is missing"),
+        (lambda i: i.update(settled="yes"), "settled is not true or false"),
+    ],
+    ids=["a negative adjustment amount", "no fee", "no tax", "settled not a boolean"],
+)
+def test_an_unreadable_recon_item_is_kept_with_why_and_the_others_still_read(change, why):
+    doc = json.loads(sample("settlement_recon_combined.json"))
+    change(doc["items"][0])
+    page = settlements.recon(json.dumps(doc).encode())
+    assert [line.entry_id for line in page.lines] == [i["entity_id"] for i in doc["items"][1:]]
+    (kept,) = page.unreadable
+    assert why in kept.reason
+    assert (kept.settlement_id, kept.entry_id) == ("setl_Pm4XcR8vTq2LwE", "pay_Pk7RtN2eVx5GhJ")
+    assert json.loads(kept.raw) == doc["items"][0]  # the line as Razorpay answered it
+    again = settlements.recon(json.dumps(doc).encode()).unreadable[0]
+    assert again.digest == kept.digest  # the same line met again is the same line
+
+
+def test_a_recon_item_that_is_not_an_object_is_kept_too():
+    doc = json.loads(sample("settlement_recon_combined.json"))
+    doc["items"][1] = "rfnd_Pl9CzB4uHs1KqM"
+    page = settlements.recon(json.dumps(doc).encode())
+    assert len(page.lines) == 3
+    (kept,) = page.unreadable
+    assert kept.raw == '"rfnd_Pl9CzB4uHs1KqM"' and kept.entry_id is None
+
+
 def test_the_settlement_entity_sample_reads_as_a_payout():
     found = settlements.answered(sample("settlement.json"))
     assert (found.settlement_id, found.state, found.status) == (
@@ -182,22 +214,65 @@ def test_a_day_with_no_payout_reads_as_no_lines(gateway_api):
 
 
 @pytest.mark.parametrize(
-    ("fault", "raised"),
-    [
-        (Fault(status=500), GatewayApiError),
-        (Fault(status=429, retry_after_s=5), GatewayApiError),
-        (Fault(body=b'{"error": {"code": "SERVER_ERROR"}}'), GatewayApiError),
-        (Fault(body=b"<html>maintenance</html>", content_type="text/html"), GatewayApiError),
-    ],
-    ids=["5xx", "429", "an error body answered 200", "a proxy's page"],
+    "fault",
+    [Fault(status=500), Fault(status=429, retry_after_s=5), Fault(status=503)],
+    ids=["5xx", "429", "503"],
 )
-def test_an_api_error_is_an_error_never_an_empty_report(gateway_api, fault, raised):
+def test_an_outage_is_an_error_never_an_empty_report_and_stops_the_fetch(gateway_api, fault):
     api, url = gateway_api
     paid(api, 1)
     api.pay_out(Provider.RAZORPAY, at=PAID_AT)
     api.fail_next(Provider.RAZORPAY, fault)
-    with http_client(5.0) as http, pytest.raises(raised):
-        list(client(url, http, api.keys).settlement_pages(DAY, DAY))
+    with http_client(5.0) as http, pytest.raises(GatewayApiError):
+        list(client(url, http, api.keys).settlement_pages(DAY, date(2026, 1, 6)))
+
+
+NEXT = date(2026, 1, 6)
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(body=b'{"error": {"code": "SERVER_ERROR"}}'),
+        Fault(body=b"<html>maintenance</html>", content_type="text/html"),
+        Fault(status=400, body=b'{"error": {"code": "BAD_REQUEST_ERROR", "description": "x"}}'),
+    ],
+    ids=["an error body answered 200", "a proxy's page", "a 400 about that day"],
+)
+def test_one_days_page_it_cannot_read_is_told_and_the_next_day_still_read(gateway_api, fault):
+    api, url = gateway_api
+    paid(api, 1)
+    api.pay_out(Provider.RAZORPAY, at=PAID_AT)
+    paid(api, 1)
+    later = api.pay_out(Provider.RAZORPAY, at=PAID_AT + 86_400)
+    assert later is not None
+    api.fail_next(Provider.RAZORPAY, fault)
+    with http_client(5.0) as http:
+        pages = list(client(url, http, api.keys).settlement_pages(DAY, NEXT))
+    (failed,) = [page for page in pages if page.failed]
+    assert "2026-01-05" in failed.failed and failed.lines == ()
+    assert [line.settlement_id for page in pages for line in page.lines] == [later.settlement_id]
+    assert [s.settlement_id for page in pages for s in page.settlements] == [later.settlement_id]
+
+
+def test_one_payout_whose_figures_fail_is_told_and_the_others_still_asked(gateway_api):
+    api, url = gateway_api
+    paid(api, 1)
+    first = api.pay_out(Provider.RAZORPAY, at=PAID_AT)
+    paid(api, 1)
+    second = api.pay_out(Provider.RAZORPAY, at=PAID_AT + 86_400)
+    assert first is not None and second is not None
+    unknown = json.dumps(
+        {"error": {"code": "BAD_REQUEST_ERROR", "description": "The id provided does not exist"}}
+    ).encode()
+    # Two days' reports answered as usual, then the first payout's entity refused.
+    api.fail_next(Provider.RAZORPAY, Fault(), Fault(), Fault(status=400, body=unknown))
+    with http_client(5.0) as http:
+        pages = list(client(url, http, api.keys).settlement_pages(DAY, NEXT))
+    (failed,) = [page for page in pages if page.failed]
+    assert first.settlement_id in failed.failed and "does not exist" in failed.failed
+    assert [s.settlement_id for page in pages for s in page.settlements] == [second.settlement_id]
+    assert len([line for page in pages for line in page.lines]) == 2
 
 
 def test_refused_credentials_are_told_as_such(gateway_api):

@@ -8,23 +8,28 @@ Pure: bytes in, values out (``payhooks.gateways._settlements``); the calls are t
 client's (``status.py``). Fields as Cashfree documents them (cashfree.com/docs, "Settlement
 Webhooks" and "Settlement Reconciliation"; the schema of Cashfree's own generated SDK,
 cashfree/cashfree-pg; docs/providers.md, "Settlements"). A recon item naming no settlement yet
-is counted, not recorded: it belongs to no payout."""
+is counted, not recorded: it belongs to no payout. One payhooks cannot read is kept as
+unreadable, with why, and the rest of its page is read."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from payhooks.events import Provider
 from payhooks.gateways import _common
 from payhooks.gateways._settlements import (
     Line,
     LineKind,
+    Named,
     Page,
     Settlement,
     SettlementState,
     iso_time,
+    loose_text,
     optional_rupees,
     optional_text,
+    read_items,
     rupees,
     signed,
     text,
@@ -73,8 +78,9 @@ def webhook(body: bytes) -> Settlement:
 
 
 def recon(body: bytes) -> Page:
-    """``POST /pg/settlement/recon``: ``data`` (the items), ``cursor`` (where the next page
-    starts; null or empty on the last) and ``limit``."""
+    """``POST /pg/settlement/recon``: ``data`` (the items, each read on its own: one payhooks
+    cannot read is kept as such), ``cursor`` (where the next page starts; null or empty on the
+    last) and ``limit``."""
     doc = _common.load_json_object(body, provider=_P)
     items = doc.get("data")
     if not isinstance(items, list):
@@ -82,8 +88,8 @@ def recon(body: bytes) -> Page:
     cursor = doc.get("cursor")
     if cursor is not None and not isinstance(cursor, str):
         raise MalformedPayload(_P, "the recon answer's cursor is not a string")
-    lines = [line(item) for item in items if _settled(item)]
-    return Page(lines=tuple(lines), unsettled=len(items) - len(lines), cursor=cursor or None)
+    page = read_items(_P, items, settled=_settled, line=line, named=named)
+    return replace(page, cursor=cursor or None)
 
 
 def line(item: object) -> Line:
@@ -118,6 +124,16 @@ def line(item: object) -> Line:
     )
 
 
+def named(item: object) -> Named:
+    """What a recon item payhooks cannot read names, as far as it reads: its
+    ``cf_settlement_id``, its ``event_id`` and its ``cf_payment_id``."""
+    return (
+        loose_text(_P, item, "settlement_details", "cf_settlement_id"),
+        loose_text(_P, item, "event_details", "event_id"),
+        loose_text(_P, item, "payment_details", "cf_payment_id"),
+    )
+
+
 def _settled(item: object) -> bool:
     """Part of a payout: its ``settlement_details`` name one."""
     if not isinstance(item, dict):
@@ -125,4 +141,4 @@ def _settled(item: object) -> bool:
     return optional_text(_P, item, "settlement_details", "cf_settlement_id") is not None
 
 
-__all__ = ["STATES", "line", "recon", "webhook"]
+__all__ = ["STATES", "line", "named", "recon", "webhook"]

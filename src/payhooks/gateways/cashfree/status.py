@@ -70,7 +70,7 @@ class CashfreeClient:
             body = answer(_P, self.http, "POST", url, headers=self._h, json=asked)
             page = parsed(_P, partial(settlements.recon, body))
             yield page
-            if page.cursor is None or not (page.lines or page.unsettled):
+            if page.cursor is None or not (page.lines or page.unreadable or page.unsettled):
                 return
             if page.cursor in seen:
                 raise GatewayApiError(_P.value, "the recon report answered a cursor twice")

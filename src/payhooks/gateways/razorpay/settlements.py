@@ -6,24 +6,29 @@ Pure: bytes in, values out (``payhooks.gateways._settlements``); the calls are t
 client's (``status.py``). Fields as Razorpay documents them (razorpay.com/docs/api/settlements,
 razorpay/razorpay-python ``documents/settlement.md``; docs/providers.md, "Settlements"). A line
 Razorpay lists as not settled yet (``settled`` false, or no ``settlement_id``) is counted, not
-recorded: it belongs to no payout."""
+recorded: it belongs to no payout. One payhooks cannot read is kept as unreadable, with why,
+and the rest of its page is read."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from payhooks.events import Provider
 from payhooks.gateways import _common
 from payhooks.gateways._settlements import (
     Line,
     LineKind,
+    Named,
     Page,
     Settlement,
     SettlementState,
     epoch,
+    loose_text,
     optional_paise,
     optional_text,
     paise,
+    read_items,
     text,
 )
 from payhooks.plumbing.errors import MalformedPayload
@@ -70,23 +75,23 @@ def webhook(body: bytes) -> Settlement:
 
 
 def answered(body: bytes) -> Settlement:
-    """``GET /v1/settlements/{id}``: the settlement entity."""
+    """``GET /v1/settlements/{id}``: the settlement entity, as it is now (``current``)."""
     doc = _common.load_json_object(body, provider=_P)
     if doc.get("entity") != "settlement":
         raise MalformedPayload(_P, "the answer is not a settlement entity")
-    return entity(doc)
+    return replace(entity(doc), current=True)
 
 
 def recon(body: bytes) -> Page:
     """``GET /v1/settlements/recon/combined``: a collection whose ``items`` are the day's
-    transactions. A page is the last when it lists fewer than were asked for: the caller
-    pages with ``count`` and ``skip``."""
+    transactions, each read on its own (one payhooks cannot read is kept as such). A page is
+    the last when it lists fewer than were asked for: the caller pages with ``count`` and
+    ``skip``."""
     doc = _common.load_json_object(body, provider=_P)
     items = doc.get("items")
     if doc.get("entity") != "collection" or not isinstance(items, list):
         raise MalformedPayload(_P, "the recon answer is not a collection with an items list")
-    lines = [line(item) for item in items if _settled(item)]
-    return Page(lines=tuple(lines), unsettled=len(items) - len(lines))
+    return read_items(_P, items, settled=_settled, line=line, named=named)
 
 
 def line(item: object) -> Line:
@@ -118,6 +123,15 @@ def line(item: object) -> Line:
     )
 
 
+def named(item: object) -> Named:
+    """What a recon item payhooks cannot read names, as far as it reads: its
+    ``settlement_id``, its ``entity_id``, and the payment (its own id for a payment)."""
+    entry_id = loose_text(_P, item, "entity_id")
+    if _common.child(item, "type") == "payment":
+        return loose_text(_P, item, "settlement_id"), entry_id, entry_id
+    return loose_text(_P, item, "settlement_id"), entry_id, loose_text(_P, item, "payment_id")
+
+
 def _settled(item: object) -> bool:
     """Part of a payout: ``settled`` true and a ``settlement_id``."""
     if not isinstance(item, dict):
@@ -128,4 +142,4 @@ def _settled(item: object) -> bool:
     return settled and item.get("settlement_id") is not None
 
 
-__all__ = ["PROCESSED", "answered", "entity", "line", "recon", "webhook"]
+__all__ = ["PROCESSED", "answered", "entity", "line", "named", "recon", "webhook"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
-from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -18,7 +17,7 @@ from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundRefused, Sent
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
 from payhooks.gateways._settlements import Page, days
-from payhooks.gateways._status import MAX_PAGES, answer, listed, parsed
+from payhooks.gateways._status import MAX_PAGES, CredentialsRefused, answer, listed, parsed
 from payhooks.gateways.razorpay import settlements
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
@@ -70,16 +69,28 @@ class RazorpayClient:
     def settlement_pages(self, start: date, end: date) -> Iterator[Page]:
         """``GET /v1/settlements/recon/combined?year=&month=&day=`` for each day, a page of
         ``RECON_COUNT`` items at a time (``count`` and ``skip``) until one lists fewer; then
-        ``GET /v1/settlements/{id}`` for each payout the lines named, for its own figures."""
+        ``GET /v1/settlements/{id}`` for each payout the lines named, for its own figures.
+        A day's page or a payout's figures that cannot be read (an answer not in the
+        documented shape, a 4xx about that one) is a page saying so, and the other days and
+        payouts are still asked for; an outage (429, 5xx, no answer) or refused credentials
+        stop the report there."""
         named: dict[str, None] = {}
         for day in days(start, end):
             for page in self._recon(day):
-                named.update(dict.fromkeys(line.settlement_id for line in page.lines))
+                found = [x.settlement_id for x in page.lines]
+                found += [x.settlement_id for x in page.unreadable if x.settlement_id is not None]
+                named.update(dict.fromkeys(found))
                 yield page
         for settlement_id in named:
-            url = f"{self.credentials.base_url}/v1/settlements/{quote(settlement_id, safe='')}"
+            yield self._payout(settlement_id)
+
+    def _payout(self, settlement_id: str) -> Page:
+        url = f"{self.credentials.base_url}/v1/settlements/{quote(settlement_id, safe='')}"
+        try:
             body = answer(_P, self.http, "GET", url, auth=self._auth)
-            yield Page(settlements=(parsed(_P, partial(settlements.answered, body)),))
+            return Page(settlements=(settlements.answered(body),))
+        except (GatewayApiError, MalformedPayload) as exc:
+            return Page(failed=_passed_over(exc, f"settlement {settlement_id}"))
 
     def _recon(self, day: date) -> Iterator[Page]:
         url = f"{self.credentials.base_url}/v1/settlements/recon/combined"
@@ -87,14 +98,19 @@ class RazorpayClient:
         for _ in range(MAX_PAGES):
             asked = {"year": str(day.year), "month": f"{day.month:02d}", "day": f"{day.day:02d}",
                      "count": str(RECON_COUNT), "skip": str(skip)}  # fmt: skip
-            body = answer(_P, self.http, "GET", url, auth=self._auth, params=asked)
-            page = parsed(_P, partial(settlements.recon, body))
+            try:
+                page = settlements.recon(
+                    answer(_P, self.http, "GET", url, auth=self._auth, params=asked)
+                )
+            except (GatewayApiError, MalformedPayload) as exc:
+                yield Page(failed=_passed_over(exc, f"the recon report of {day}"))
+                return
             yield page
-            listed = len(page.lines) + page.unsettled
+            listed = len(page.lines) + len(page.unreadable) + page.unsettled
             if listed < RECON_COUNT:
                 return
             skip += listed
-        raise GatewayApiError(_P.value, f"the recon report of {day} runs past {MAX_PAGES} pages")
+        yield Page(failed=f"the recon report of {day} runs past {MAX_PAGES} pages")
 
     @property
     def _auth(self) -> tuple[str, str]:
@@ -106,6 +122,16 @@ class RazorpayClient:
         auth = (self.credentials.id, self.credentials.secret)
         body = answer(self.provider, self.http, "GET", url, auth=auth)
         return parsed(self.provider, lambda: payments(reference, body))
+
+
+def _passed_over(exc: GatewayApiError | MalformedPayload, what: str) -> str:
+    """Why one part of the report could not be read, for a page that says so; an outage or
+    refused credentials are raised instead: every other call would fail the same way."""
+    if isinstance(exc, MalformedPayload):
+        return f"{what}: unreadable answer: {exc.reason}"
+    if exc.outage or isinstance(exc, CredentialsRefused):
+        raise exc
+    return f"{what}: {exc.reason}"
 
 
 ALREADY_CAPTURED = "This payment has already been captured"

@@ -1,9 +1,10 @@
-"""``manage.py payhooks_settlements --from DAY --to DAY`` (or ``--unsettled``,
-``--unmatched``): the gateways' settlement reports fetched, recorded and reviewed."""
+"""``manage.py payhooks_settlements --from DAY --to DAY`` (or one of ``--unsettled``,
+``--unmatched``, ``--unreadable``, alone): the gateways' settlement reports fetched, recorded
+and reviewed; a list beside another or beside the days is refused (exit 2) as ``payhooks
+settlements`` refuses it."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -20,8 +21,9 @@ class Command(BaseCommand):
         "Fetch the gateways' settlement reports for the days --from to --to (India's, at most "
         "31): each payout and its payments, refunds and adjustments with fees and tax, recorded "
         "once and matched to your payments; then flag the captures not settled within their "
-        "gateway's cycle. Run it daily from cron or a timer. --unsettled and --unmatched print "
-        "what is flagged, as JSON."
+        "gateway's cycle; a line it cannot read is kept, and the rest recorded. Run it daily from "
+        "cron or a timer. --unsettled, --unmatched or --unreadable (one, without --from and "
+        "--to) prints what is flagged or kept, as JSON."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -31,13 +33,20 @@ class Command(BaseCommand):
         parser.add_argument(
             "--unmatched", action="store_true", help="Print the lines naming no known payment."
         )
+        parser.add_argument(
+            "--unreadable", action="store_true", help="Print the report lines it could not read."
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         config = conf.current()
-        if options["unsettled"] or options["unmatched"]:
-            read = listing.unsettled if options["unsettled"] else listing.unmatched_lines
-            found = read(raw_connection(config.database), limit=10_000)
-            self.stdout.write(json.dumps([dataclasses.asdict(r) for r in found], default=str))
+        asked = {name: options[name] for name in listing.LISTS}
+        try:
+            named = listing.list_asked(asked, options["start"], options["end"])
+        except ValueError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        if named is not None:
+            found = listing.flag_list(raw_connection(config.database), named)
+            self.stdout.write(json.dumps(found, default=str))
             return
         if not config.api:
             raise CommandError(f"PAYHOOKS names no gateway's API credentials ({keys()})")
