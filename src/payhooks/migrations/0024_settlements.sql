@@ -7,8 +7,8 @@
 -- One row per payout, written by its webhook (settlement.processed, SETTLEMENT_SUCCESS, ...)
 -- and by the reports (a line names its settlement before the payout's own figures are known:
 -- those, and the gateway's own word for its state, stay NULL until a source states them).
--- state is ranked (pending, settled, failed, reversed; payhooks.settlements.records): a source
--- saying less never moves it back.
+-- state is ranked (pending, failed, settled, reversed): a source saying less never moves it
+-- back.
 CREATE TABLE IF NOT EXISTS payhooks_settlements (
     provider      text        NOT NULL,
     settlement_id text        NOT NULL,

@@ -8,6 +8,10 @@
 -- is kept once, as last answered (digest: SHA-256 of its payout and entry when it names both,
 -- else of the line as answered); one a later fetch reads (the gateway corrected it, or a
 -- payhooks that reads it) leaves. Never purged: money data, as the lines.
+--
+-- (A payout's state is now ranked pending, settled, failed, reversed, in
+-- payhooks.settlements.records, not as version 24's comment has it: a failure told after a
+-- report line's "settled" wins. The rank lives in the code; no column changes.)
 CREATE TABLE IF NOT EXISTS payhooks_settlement_unreadable (
     provider      text        NOT NULL,
     digest        text        NOT NULL,
