@@ -134,12 +134,11 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
     deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
 
     async def refused_pass() -> Tally:
-        await broker.connect()  # creates the stream; then it is deleted under the relay
-        client = await nats.connect(broker.options.url)
-        await client.jetstream().delete_stream(broker.options.stream)
+        client = await nats.connect(broker.options.url)  # a stream of the merchant's own
+        refunds = f"{broker.options.prefix}.*.refund_processed"
+        await client.jetstream().add_stream(name=broker.options.stream, subjects=[refunds])
         await client.close()
         relay = Relay(connecting(database_url), broker, FAST)
-        relay._broker_up = True
         tally = await relay.attempt()
         await relay.close()
         assert tally is not None
@@ -153,6 +152,42 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
     ).fetchall()
     assert rows[0][0] == 1 and "no stream" in rows[0][1] and rows[0][2]
     assert rows[1] == (0, None, False)  # the refund was never tried: its capture comes first
+
+
+def test_a_stream_deleted_under_the_relay_is_an_outage_it_waits_out_and_makes_again(
+    database_url, conn, nats_server: NatsServer
+):
+    """JetStream answers 503, no responders, for a stream that is gone: no event is refused
+    (none backs off alone), the channel waits, and the relay's next connection makes the
+    stream again and publishes every event in order."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
+
+    async def passes() -> tuple[Tally | None, str | None, Tally]:
+        relay = Relay(connecting(database_url), broker, FAST)
+        await broker.connect()  # creates the stream; then it is deleted under the relay
+        relay._broker_up = True
+        client = await nats.connect(broker.options.url)
+        await client.jetstream().delete_stream(broker.options.stream)
+        await client.close()
+        outage = await relay.attempt()
+        failure = relay.failure
+        await relay.run(asyncio.Event(), drain=True)
+        return outage, failure, relay.totals
+
+    outage, failure, totals = asyncio.run(passes())
+    assert outage is None and failure is not None and broker.options.stream in failure
+    assert (totals.published, totals.refused) == (2, 0)
+    tried = conn.execute(
+        "SELECT attempts, last_error FROM payhooks_outbox WHERE kind = 'event' ORDER BY id"
+    )
+    assert tried.fetchall() == [(1, None), (1, None)]
+    assert [json.loads(m.body)["kind"] for m in stored(broker)] == [
+        "payment_captured", "refund_processed",
+    ]  # fmt: skip
 
 
 def test_a_dispute_is_relayed_with_its_figures_after_its_payments_capture(
