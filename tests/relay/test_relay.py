@@ -429,6 +429,35 @@ def test_relay_status_and_remove(database_url, conn, tmp_path):
     assert wrong.returncode == 1 and "the channels are nats, rabbitmq" in wrong.stderr
 
 
+def test_removing_the_channel_of_a_running_relay_stops_it_saying_so(
+    database_url, conn, nats_server: NatsServer, tmp_path
+):
+    broker = jetstream(nats_server)
+    env = nats_env(broker, database_url, tmp_path)
+    with (tmp_path / "relay.log").open("ab") as log:
+        relay = subprocess.Popen(
+            [PAYHOOKS, "relay", "nats"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_until(lambda: "nats" in relayed(conn), timeout=60, what="the relay's channel")
+        removed = subprocess.run([PAYHOOKS, "relay", "remove", "nats"], env=env,
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert removed.returncode == 0, removed.stderr
+        code = relay.wait(timeout=60)
+    finally:
+        if relay.poll() is None:
+            relay.send_signal(signal.SIGTERM)
+            relay.wait(timeout=30)
+    said = (tmp_path / "relay.log").read_text()
+    assert code == 1, said
+    assert "payhooks: nats: the channel was removed (payhooks relay remove nats)" in said
+    assert "relay_channel_removed" in said
+
+
+def relayed(conn: psycopg.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT channel FROM payhooks_relay_channels")}
+
+
 def test_the_purge_deletes_published_events_past_the_window_and_never_unpublished_ones(conn):
     outbox.add_channel(conn, "nats")
     for _ in range(3):
