@@ -193,7 +193,7 @@ UNCHECKED = Check()
 # The payment's row claimed (insert first, as the delivery's own claim) and the expectation
 # it does not meet read (``UNMET``), in one round trip. On a conflict the row is left as it is
 # and read back. A new row counts what the payment's disputes already took back (core
-# migration 0026's trigger, on every path that records a payment): one lost before the payment
+# migration 0027's trigger, on every path that records a payment): one lost before the payment
 # was recorded (its capture parked, then replayed) bounds its refunds too.
 CLAIM_PAYMENT = (
     """

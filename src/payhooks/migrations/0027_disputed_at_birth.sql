@@ -1,4 +1,4 @@
--- payhooks core, version 26: a payment's record is born with what its lost disputes took back.
+-- payhooks core, version 27: a payment's record is born with what its lost disputes took back.
 --
 -- A dispute lost before its payment was recorded (the capture parked and replayed later,
 -- recovered by reconciliation, or delivered after the dispute) must bound the payment's

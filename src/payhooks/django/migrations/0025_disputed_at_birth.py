@@ -1,4 +1,4 @@
-"""The core's SQL file 0026: a payment's record is born with what its lost disputes took back
+"""The core's SQL file 0027: a payment's record is born with what its lost disputes took back
 (a trigger on ``payhooks_payments``), and the records written without it corrected. No model
 changes."""
 
@@ -12,5 +12,5 @@ from payhooks.django.schema import apply_core, keep_core
 
 
 class Migration(migrations.Migration):
-    dependencies: ClassVar[list[tuple[str, str]]] = [("payhooks", "0023_relay_refused")]
+    dependencies: ClassVar[list[tuple[str, str]]] = [("payhooks", "0024_settlement_unreadable")]
     operations: ClassVar[list[Any]] = [migrations.RunPython(apply_core, keep_core)]
