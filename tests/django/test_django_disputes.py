@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from payhooks.django.models import Dispute, ReadOnlyRecord
 from payhooks.sim.deliveries import Disputed
+from payhooks.sim.gateways import cashfree as cashfree_sim
 from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.django.test_django_admin import capture, deliver
 from tests.factories import GATEWAY
@@ -77,3 +78,23 @@ def test_the_payment_timeline_tells_the_dispute(operator, django_db):
     [dispute] = item["story"].disputes
     assert (dispute.status, dispute.awaiting_response) == ("action_required", True)
     assert b"<h3>Disputes</h3>" in page.content and b"(answer needed)" in page.content
+
+
+def test_a_dispute_id_two_gateways_use_opens_each_gateways_dispute(operator, django_db):
+    """The core keys a dispute by its gateway and id: the admin's links name the gateway, so
+    the id Razorpay and Cashfree both sent opens each one's dispute."""
+    due = int((NOW + timedelta(days=2)).timestamp())
+    for sim, payment in ((razorpay_sim, "pay_adm00000001"), (cashfree_sim, "5114910394461")):
+        told = Disputed(what="opened", dispute_id="433475257", payment_id=payment,
+                        reference="order_dj", amount_paise=100, respond_by=due,
+                        reported_at=int(NOW.timestamp()))  # fmt: skip
+        assert deliver(sim.dispute_delivery(GATEWAY, told)) in {"ignored", "processed"}
+    assert sorted(
+        Dispute.objects.filter(dispute_id="433475257").values_list("provider", flat=True)
+    ) == ["cashfree", "razorpay"]
+    links = operator.get(reverse(DISPUTES)).content.decode()
+    for provider in ("razorpay", "cashfree"):
+        assert f"433475257/change/?provider={provider}" in links
+        page = operator.get(reverse("admin:payhooks_dispute_change", args=["433475257"]),
+                            {"provider": provider})  # fmt: skip
+        assert page.status_code == 200 and page.context["original"].provider == provider

@@ -104,8 +104,13 @@ def webhook_notifier(url: str, **policy: object) -> Notifier:
     return Notifier([Webhook(url=url, timeout_s=1.0)], core_sources(), Policy(**policy))
 
 
+OUTCOMES = {200: "processed", 401: "signature_mismatch"}
+"""What the delivery log files an answer under: a 401 is a signature refused, the rest here
+the database away."""
+
+
 def answered(conn, provider: str, status: int, at: datetime, count: int = 1) -> None:
-    outcome = "processed" if status < 300 else "database_unavailable"
+    outcome = OUTCOMES.get(status, "database_unavailable")
     for n in range(count):
         conn.execute(
             "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"

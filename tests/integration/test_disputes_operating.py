@@ -178,6 +178,34 @@ def test_a_dispute_won_then_lost_in_a_later_phase_is_decided_again_and_said_lost
     assert (Condition.DISPUTE_LOST, "razorpay:disp_A6") in conditions(conn, NOW)
 
 
+MANY = """INSERT INTO payhooks_disputes (provider, dispute_id, payment_id, status, status_rank,
+    phase, phase_rank, amount_paise, currency, respond_by, lost_paise, event_id, closed_at)
+    SELECT 'razorpay', %(status)s || n, 'pay_' || n, %(status)s, %(rank)s, 'chargeback', 1, 100,
+           'INR', %(due)s::timestamptz + n * interval '1 second', %(lost)s, 'evt_' || n,
+           %(closed)s
+    FROM generate_series(1, %(n)s) n"""
+
+
+def many(conn, n: int, *, status: str, due: datetime, closed: datetime | None = None) -> None:
+    """``n`` disputes standing ``status``, the deadlines a second apart from ``due``."""
+    rank = 2 if status == "lost" else 0
+    lost = 100 if status == "lost" else 0
+    values = {"n": n, "status": status, "rank": rank, "due": due, "lost": lost, "closed": closed}
+    conn.execute(MANY.encode(), values)
+
+
+def test_no_dispute_alert_is_cut_from_a_pass_however_many_disputes_there_are(conn, chat):
+    """Fifteen hundred disputes waiting for an answer near their deadline and as many lost:
+    each is told, and none is said resolved, or cleared, while it still holds."""
+    many(conn, 1_500, status="opened", due=NOW + timedelta(hours=5))
+    many(conn, 1_500, status="lost", due=NOW, closed=NOW - timedelta(hours=1))
+    told = notifier(chat.url)
+    assert told.evaluate(conn, NOW).raised == 4_500  # each open one opened and due; each lost
+    many(conn, 1, status="action_required", due=NOW + timedelta(hours=1))  # the nearest now
+    tally = told.evaluate(conn, NOW + timedelta(minutes=1))
+    assert (tally.raised, tally.resolved) == (2, 0)
+
+
 # --- the gauges --------------------------------------------------------------------------------
 
 

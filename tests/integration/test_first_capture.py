@@ -23,7 +23,9 @@ from payhooks.service import database
 from payhooks.service.config import PoolMode, Settings
 from payhooks.service.shop import captures
 from payhooks.service.shop.payments import apply_event
+from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery
+from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.conftest import _admin
 from tests.factories import ADAPTERS, GATEWAY
 
@@ -62,7 +64,7 @@ STATE = {
     "outbox": "SELECT kind, dedupe_key, recipient, subject, body, payload FROM outbox",
     # The core's business key (insert-first, as the claim) and what it parked for its amount.
     "payhooks_payments": """SELECT provider, payment_id, kind, gateway_order_id, event_id,
-        reconciled, attempt_id, paid_paise, currency FROM payhooks_payments""",
+        reconciled, attempt_id, paid_paise, currency, disputed_paise FROM payhooks_payments""",
     "mismatches": """SELECT provider, event_id, gateway_order_id, payment_id, expected_paise,
         paid_paise, resolved_at IS NULL, resolution FROM payhooks_amount_mismatches""",
     # Payment events queued for the relay (payhooks.intake.relaying), per channel.
@@ -440,6 +442,24 @@ def test_events_the_general_path_applies_are_queued_with_the_first_captures(both
         "relay:nats:razorpay:pay_first00000002:payment_captured",
         "relay:nats:razorpay:refund:rfnd_first0001",
     ]
+
+
+def lost(n: int = 1, *, amount: int) -> Delivery:
+    """Razorpay's report that the payment of ``capture(n)`` lost a dispute of ``amount``."""
+    told = Disputed(what="lost", dispute_id=f"disp_first{n:04d}", payment_id=f"pay_first{n:08d}",
+                    reference=f"order_{n}", amount_paise=amount, respond_by=1_767_312_000,
+                    reported_at=1_767_225_600)  # fmt: skip
+    return razorpay_sim.dispute_delivery(GATEWAY, told)
+
+
+def test_a_dispute_lost_before_the_first_capture_is_on_the_payments_record(both):
+    """The report of a lost dispute delivered before the capture (reordered, or the capture
+    parked): on either path the payment's record counts what the dispute took back, so no
+    refund takes it again."""
+    slow, fast = both([lost(1, amount=10_000), capture(1)])
+    assert outcomes(slow) == ["processed", "processed"] and fast.fast == 1
+    [payment] = [json.loads(row) for row in fast.state["payhooks_payments"]]
+    assert payment[-1] == 10_000
 
 
 def test_a_parked_capture_queues_nothing_until_it_is_applied(both):

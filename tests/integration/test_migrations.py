@@ -14,8 +14,10 @@ from payhooks.plumbing import db
 from payhooks.plumbing.schema import CORE
 from payhooks.service import database, outbox
 from payhooks.service.shop import orders
+from payhooks.sim.deliveries import Disputed
+from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.conftest import DATA
-from tests.factories import deliver, purchase
+from tests.factories import GATEWAY, deliver, purchase
 
 
 def since(core: str, shop: str) -> list[str]:
@@ -187,6 +189,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0024_settlements",
         "core/0025_relay_refused",
         "core/0026_settlement_unreadable",
+        "core/0027_disputed_at_birth",
     ]
     tables = {
         row[0]
@@ -296,6 +299,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0024_settlements",
         "core/0025_relay_refused",
         "core/0026_settlement_unreadable",
+        "core/0027_disputed_at_birth",
     ]
 
 
@@ -315,6 +319,22 @@ def test_a_schema_migrations_on_the_search_path_elsewhere_is_not_adopted(empty_d
         )
     }
     assert {"merchant_ref", "first_copy"} <= columns
+
+
+def test_a_payment_record_written_without_its_lost_dispute_counts_it_after_the_upgrade(conn):
+    """Core migration 0027 on a record a one-statement capture wrote without the dispute lost
+    before it: the record counts what the dispute took back once the migration runs."""
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    told = Disputed(what="lost", dispute_id="disp_MIG", payment_id=buy.payment_id,
+                    reference=buy.reference, amount_paise=buy.amount_paise,
+                    respond_by=1_767_312_000, reported_at=1_767_225_600)  # fmt: skip
+    deliver(conn, razorpay_sim.dispute_delivery(GATEWAY, told))
+    conn.execute("UPDATE payhooks_payments SET disputed_paise = 0")
+    (sql,) = [text for version, text in CORE.files() if version == "0027_disputed_at_birth"]
+    conn.execute(sql.encode())
+    disputed = "SELECT disputed_paise FROM payhooks_payments WHERE payment_id = %s"
+    assert conn.execute(disputed, (buy.payment_id,)).fetchall() == [(buy.amount_paise,)]
 
 
 def test_payment_records_are_backfilled_from_their_stored_deliveries(conn):

@@ -134,12 +134,11 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
     deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
 
     async def refused_pass() -> Tally:
-        await broker.connect()  # creates the stream; then it is deleted under the relay
-        client = await nats.connect(broker.options.url)
-        await client.jetstream().delete_stream(broker.options.stream)
+        client = await nats.connect(broker.options.url)  # a stream of the merchant's own
+        refunds = f"{broker.options.prefix}.*.refund_processed"
+        await client.jetstream().add_stream(name=broker.options.stream, subjects=[refunds])
         await client.close()
         relay = Relay(connecting(database_url), broker, FAST)
-        relay._broker_up = True
         tally = await relay.attempt()
         await relay.close()
         assert tally is not None
@@ -153,6 +152,42 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
     ).fetchall()
     assert rows[0][0] == 1 and "no stream" in rows[0][1] and rows[0][2]
     assert rows[1] == (0, None, False)  # the refund was never tried: its capture comes first
+
+
+def test_a_stream_deleted_under_the_relay_is_an_outage_it_waits_out_and_makes_again(
+    database_url, conn, nats_server: NatsServer
+):
+    """JetStream answers 503, no responders, for a stream that is gone: no event is refused
+    (none backs off alone), the channel waits, and the relay's next connection makes the
+    stream again and publishes every event in order."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
+
+    async def passes() -> tuple[Tally | None, str | None, Tally]:
+        relay = Relay(connecting(database_url), broker, FAST)
+        await broker.connect()  # creates the stream; then it is deleted under the relay
+        relay._broker_up = True
+        client = await nats.connect(broker.options.url)
+        await client.jetstream().delete_stream(broker.options.stream)
+        await client.close()
+        outage = await relay.attempt()
+        failure = relay.failure
+        await relay.run(asyncio.Event(), drain=True)
+        return outage, failure, relay.totals
+
+    outage, failure, totals = asyncio.run(passes())
+    assert outage is None and failure is not None and broker.options.stream in failure
+    assert (totals.published, totals.refused) == (2, 0)
+    tried = conn.execute(
+        "SELECT attempts, last_error FROM payhooks_outbox WHERE kind = 'event' ORDER BY id"
+    )
+    assert tried.fetchall() == [(1, None), (1, None)]
+    assert [json.loads(m.body)["kind"] for m in stored(broker)] == [
+        "payment_captured", "refund_processed",
+    ]  # fmt: skip
 
 
 def test_a_dispute_is_relayed_with_its_figures_after_its_payments_capture(
@@ -392,6 +427,35 @@ def test_relay_status_and_remove(database_url, conn, tmp_path):
     wrong = subprocess.run([PAYHOOKS, "relay", "remove", "kafka"], env=env,
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert wrong.returncode == 1 and "the channels are nats, rabbitmq" in wrong.stderr
+
+
+def test_removing_the_channel_of_a_running_relay_stops_it_saying_so(
+    database_url, conn, nats_server: NatsServer, tmp_path
+):
+    broker = jetstream(nats_server)
+    env = nats_env(broker, database_url, tmp_path)
+    with (tmp_path / "relay.log").open("ab") as log:
+        relay = subprocess.Popen(
+            [PAYHOOKS, "relay", "nats"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        wait_until(lambda: "nats" in relayed(conn), timeout=60, what="the relay's channel")
+        removed = subprocess.run([PAYHOOKS, "relay", "remove", "nats"], env=env,
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert removed.returncode == 0, removed.stderr
+        code = relay.wait(timeout=60)
+    finally:
+        if relay.poll() is None:
+            relay.send_signal(signal.SIGTERM)
+            relay.wait(timeout=30)
+    said = (tmp_path / "relay.log").read_text()
+    assert code == 1, said
+    assert "payhooks: nats: the channel was removed (payhooks relay remove nats)" in said
+    assert "relay_channel_removed" in said
+
+
+def relayed(conn: psycopg.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT channel FROM payhooks_relay_channels")}
 
 
 def test_the_purge_deletes_published_events_past_the_window_and_never_unpublished_ones(conn):

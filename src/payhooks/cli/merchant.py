@@ -735,8 +735,9 @@ def relay_remove(
     channel: Annotated[str, typer.Argument(help="nats or rabbitmq.")],
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Stop queueing payment events for a broker (its relay is no longer run); the events
-    already queued stay, for a relay to publish or a person to delete."""
+    """Stop queueing payment events for a broker; a relay of it still running stops, saying
+    so (exit 1). The events already queued stay, for a relay to publish or a person to
+    delete."""
     from payhooks.operations import outbox
 
     if channel not in outbox.CHANNELS:

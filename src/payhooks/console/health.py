@@ -33,8 +33,8 @@ class Answer(StrEnum):
     APPLIED = "applied"  # processed, ignored, or kept for its gateway's API to confirm
     DUPLICATE = "duplicate"
     PARKED = "parked"
-    SIGNATURE = "signature refused"  # 401
-    REFUSED = "refused"  # other 4xx
+    SIGNATURE = "signature refused"  # 401 signature_mismatch
+    REFUSED = "refused"  # other 4xx (an unsigned chargeback's 401 too)
     FAILED = "failed"  # 5xx
 
 
@@ -47,8 +47,9 @@ SELECT provider, date_trunc('hour', received_at, 'UTC') AS hour,
            WHERE status < 300 AND outcome IN ('processed', 'ignored', 'confirming')), 0),
        coalesce(sum(repeats) FILTER (WHERE outcome = 'duplicate'), 0),
        coalesce(sum(repeats) FILTER (WHERE outcome = 'parked'), 0),
-       coalesce(sum(repeats) FILTER (WHERE status = 401), 0),
-       coalesce(sum(repeats) FILTER (WHERE status >= 400 AND status < 500 AND status <> 401), 0),
+       coalesce(sum(repeats) FILTER (WHERE outcome = 'signature_mismatch'), 0),
+       coalesce(sum(repeats) FILTER (
+           WHERE status >= 400 AND status < 500 AND outcome <> 'signature_mismatch'), 0),
        coalesce(sum(repeats) FILTER (WHERE status >= 500), 0)
 FROM payhooks_deliveries
 WHERE received_at >= date_trunc('hour', %(now)s, 'UTC') - make_interval(hours => %(hours)s - 1)

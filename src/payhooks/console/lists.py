@@ -45,7 +45,7 @@ name a filter uses."""
 # A line's class, as the health chart counts it.
 _CLASS = """CASE
     WHEN d.status >= 500 THEN 'failed'
-    WHEN d.status = 401 THEN 'signature'
+    WHEN d.outcome = 'signature_mismatch' THEN 'signature'
     WHEN d.status >= 400 THEN 'refused'
     WHEN d.outcome = 'duplicate' THEN 'duplicate'
     WHEN d.outcome = 'parked' THEN 'parked'

@@ -121,9 +121,10 @@ def _shown(found: timeline.Found, story: timeline.Story) -> dict[str, Any]:
     return {"found": found, "story": story, "records": records, "parked_url": parked}
 
 
-class _Deliveries(ChangeList):
-    def url_for_result(self, result: ProcessedWebhook) -> str:
-        """A record's page names its gateway too: two gateways may share a delivery key."""
+class _ByGateway(ChangeList):
+    def url_for_result(self, result: ProcessedWebhook | Dispute) -> str:
+        """A row's page names its gateway too: the core keys deliveries and disputes by
+        gateway and id, and two gateways may send the same delivery key or dispute id."""
         return f"{super().url_for_result(result)}?{urlencode({'provider': result.provider})}"
 
 
@@ -165,7 +166,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         return len(record.body)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return _Deliveries
+        return _ByGateway
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str
@@ -361,6 +362,9 @@ class DisputeAdmin(admin.ModelAdmin):
             return "its gateway's dashboard"
         return format_html('<a href="{}" rel="noopener noreferrer">{} dashboard</a>', found,
                            dispute.provider)  # fmt: skip
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return _ByGateway
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet, search_term: str

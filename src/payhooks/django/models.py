@@ -1,11 +1,12 @@
 """The core's delivery records (``processed_webhooks``) and disputes (``payhooks_disputes``) as
 Django models, to read.
 
-The table's key is ``(provider, event_id)``. Django before 5.2 cannot declare a composite
-key, and 5.2's admin refuses a model that has one, so the model names ``event_id`` as its
-primary key and declares the real key as a unique constraint. That is only true while no two
-gateways share a delivery key, so the model is read-only: rows are written by the claim alone,
-and the admin and the commands look rows up by provider and key together (docs/django.md).
+The deliveries' key is ``(provider, event_id)``, the disputes' ``(provider, dispute_id)``.
+Django before 5.2 cannot declare a composite key, and 5.2's admin refuses a model that has one,
+so each model names its id as its primary key and declares the real key as a unique
+constraint. That is only true while no two gateways share an id, so the models are read-only:
+rows are written by the claim alone, and the admin and the commands look rows up by provider
+and id together (docs/django.md).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from payhooks.plumbing.errors import (
     ProviderNotConfigured,
     SignatureMismatch,
     Unauthorised,
+    UnsignedChargeback,
 )
 
 STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
@@ -34,6 +35,7 @@ STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [
     (ConfirmationsFull, 503, "confirmations_full"),
     (PayloadTooLarge, 413, "payload_too_large"),
     (LengthRequired, 411, "length_required"),
+    (UnsignedChargeback, 401, "unsigned_chargeback"),
     (SignatureMismatch, 401, "signature_mismatch"),
     (MalformedPayload, 400, "malformed_payload"),
     (ProviderNotConfigured, 404, "provider_not_configured"),

@@ -192,18 +192,17 @@ UNCHECKED = Check()
 
 # The payment's row claimed (insert first, as the delivery's own claim) and the expectation
 # it does not meet read (``UNMET``), in one round trip. On a conflict the row is left as it is
-# and read back. A new row counts what the payment's disputes already took back: one lost
-# before the payment was recorded (its capture parked, then replayed) bounds its refunds too.
+# and read back. A new row counts what the payment's disputes already took back (core
+# migration 0027's trigger, on every path that records a payment): one lost before the payment
+# was recorded (its capture parked, then replayed) bounds its refunds too.
 CLAIM_PAYMENT = (
     """
 WITH mine AS (
     INSERT INTO payhooks_payments AS p
         (provider, payment_id, kind, gateway_order_id, event_id, reconciled, attempt_id,
-         paid_paise, currency, disputed_paise)
+         paid_paise, currency)
     VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(order)s, %(event_id)s, %(reconciled)s,
-        %(attempt)s, %(paid)s, %(currency)s,
-        (SELECT coalesce(sum(lost_paise), 0) FROM payhooks_disputes
-         WHERE provider = %(provider)s AND payment_id = %(payment_id)s))
+        %(attempt)s, %(paid)s, %(currency)s)
     ON CONFLICT (provider, payment_id, kind) DO UPDATE SET applied_at = p.applied_at,
         gateway_order_id = coalesce(p.gateway_order_id, excluded.gateway_order_id),
         attempt_id = coalesce(p.attempt_id, excluded.attempt_id),

@@ -103,7 +103,9 @@ class Alert:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Source:
     """Some conditions and how to read them. A notifier resolves only the alerts of the
-    conditions its sources read: another host's alerts (the service's outbox) are left alone."""
+    conditions its sources read: another host's alerts (the service's outbox) are left alone.
+    ``observe`` lists every alert that holds, never the first so many: one it leaves out is
+    resolved."""
 
     conditions: frozenset[Condition]
     observe: Callable[[Connection, datetime], list[Alert]]
@@ -393,21 +395,20 @@ def relay_backlog(conn: Connection, now: datetime) -> list[Alert]:
     ]
 
 
-# Through payhooks_disputes_open and payhooks_disputes_lost.
+# Through payhooks_disputes_open and payhooks_disputes_lost. Every one, never the first so
+# many: the notifier resolves an alert a pass does not find, so a list cut at a bound would
+# clear the alerts of the disputes cut from it while they still stand.
 _DISPUTES_OPEN = """
 SELECT provider, dispute_id, status, phase, amount_paise, currency, respond_by, payment_id,
        gateway_order_id
 FROM payhooks_disputes WHERE closed_at IS NULL
-ORDER BY respond_by NULLS LAST, provider, dispute_id LIMIT %(bound)s
+ORDER BY respond_by NULLS LAST, provider, dispute_id
 """
 _DISPUTES_LOST = """
 SELECT provider, dispute_id, phase, lost_paise, currency, payment_id, gateway_order_id
 FROM payhooks_disputes WHERE status = 'lost' AND closed_at > %(since)s
-ORDER BY closed_at, provider, dispute_id LIMIT %(bound)s
+ORDER BY closed_at, provider, dispute_id
 """
-DISPUTES_BOUND = 1_000
-"""The disputes one pass alerts about, the nearest deadlines first: a merchant with more open
-has the console's list and the gauges for the rest."""
 
 
 def disputes_alerts(
@@ -417,7 +418,7 @@ def disputes_alerts(
     merchant's answer is within ``warning`` of its deadline or past it, and one per dispute
     lost in the last ``DISPUTE_LOST_REPORTED``."""
     found: list[Alert] = []
-    for row in conn.execute(_DISPUTES_OPEN, {"bound": DISPUTES_BOUND}).fetchall():
+    for row in conn.execute(_DISPUTES_OPEN).fetchall():
         provider, dispute_id, status, phase, amount, currency, respond_by, payment, order = row
         about = _dispute_words(provider, dispute_id, phase, amount, currency, payment, order)
         deadline = _deadline(respond_by)
@@ -434,7 +435,7 @@ def disputes_alerts(
                 title=f"{provider}: dispute {dispute_id} due {_due(respond_by, now)}",
                 body=f"{about} It still waits for your answer: {deadline} {_answer(provider)}",
             ))  # fmt: skip
-    params = {"since": now - DISPUTE_LOST_REPORTED, "bound": DISPUTES_BOUND}
+    params = {"since": now - DISPUTE_LOST_REPORTED}
     for row in conn.execute(_DISPUTES_LOST, params).fetchall():
         provider, dispute_id, phase, lost, currency, payment, order = row
         about = _dispute_words(provider, dispute_id, phase, lost, currency, payment, order)

@@ -21,19 +21,22 @@ from payhooks.plumbing.db import Connection
 # making up at least this share of its answers.
 SIGNATURE_FAILURES_TO_WARN = 5
 SIGNATURE_FAILURE_SHARE = 0.2
-SIGNATURE_STATUS = 401
+SIGNATURE_OUTCOME = "signature_mismatch"
+"""What the log files a signature failure under. Not every 401 is one: a notice the gateway
+sends unsigned (PayU's chargebacks) is refused 401 ``unsigned_chargeback``."""
 
-# By gateway, over the last hour: every answer, the 5xx, the 401 (signature failures). A line
-# stands for ``repeats`` requests (a minute's refusals of one kind past the first few are one
-# line, ``payhooks.operations.deliverylog``): requests are counted by their sum, never by rows.
+# By gateway, over the last hour: every answer, the 5xx, the signature failures. A line stands
+# for ``repeats`` requests (a minute's refusals of one kind past the first few are one line,
+# ``payhooks.operations.deliverylog``): requests are counted by their sum, never by rows.
 LAST_HOUR = """
 SELECT provider, sum(repeats), coalesce(sum(repeats) FILTER (WHERE status >= 500), 0),
-       coalesce(sum(repeats) FILTER (WHERE status = 401), 0)
+       coalesce(sum(repeats) FILTER (WHERE outcome = 'signature_mismatch'), 0)
 FROM payhooks_deliveries WHERE received_at > %(now)s - interval '1 hour'
 GROUP BY 1 ORDER BY 1
 """
 _BY_STATUS = """
-SELECT provider, status, sum(repeats)
+SELECT provider, status, sum(repeats),
+       coalesce(sum(repeats) FILTER (WHERE outcome = 'signature_mismatch'), 0)
 FROM payhooks_deliveries WHERE received_at > %(now)s - interval '1 hour'
 GROUP BY 1, 2 ORDER BY 1, 2
 """
@@ -71,6 +74,8 @@ class GatewayHealth:
     """The last answer 2xx, however long ago."""
     by_status: dict[int, int]
     """Answers in the last hour, by HTTP status."""
+    signature_refused: int = 0
+    """Requests refused for their signature in the last hour."""
     parked: int = 0
     refuted: int = 0
     """Callbacks its status API refuted in the last day: forged under the right credential
@@ -80,11 +85,6 @@ class GatewayHealth:
     def answered(self) -> int:
         """Requests answered in the last hour."""
         return sum(self.by_status.values())
-
-    @property
-    def signature_refused(self) -> int:
-        """Requests refused for their signature in the last hour."""
-        return self.by_status.get(SIGNATURE_STATUS, 0)
 
     @property
     def forged(self) -> bool:
@@ -143,8 +143,10 @@ def refuted_last_day(conn: Connection, now: datetime) -> dict[str, int]:
 def summary(conn: Connection, now: datetime) -> Summary:
     """Every gateway payhooks knows, then any other the log names (a path a client chose)."""
     counted: dict[str, dict[int, int]] = {}
-    for provider, status, count in conn.execute(_BY_STATUS, {"now": now}):
+    signature: dict[str, int] = {}
+    for provider, status, count, signatures in conn.execute(_BY_STATUS, {"now": now}):
         counted.setdefault(provider, {})[status] = count
+        signature[provider] = signature.get(provider, 0) + signatures
     parked: dict[str, int] = dict(conn.execute(_PARKED).fetchall())
     refuted = refuted_last_day(conn, now)
     known = [p.value for p in GATEWAYS]
@@ -155,6 +157,7 @@ def summary(conn: Connection, now: datetime) -> Summary:
             provider=p,
             last_2xx=last.get(p),
             by_status=counted.get(p, {}),
+            signature_refused=signature.get(p, 0),
             parked=parked.get(p, 0),
             refuted=refuted.get(p, 0),
         )

@@ -148,10 +148,17 @@ UPDATE payhooks_alerts SET title = %(title)s, body = %(body)s, notified_at = %(n
 WHERE key = %(key)s AND resolved_at IS NULL AND notified_at <= %(due)s
 RETURNING raised_at
 """
+# The keys found are many where each dispute has its alerts: matched by hash, not each open
+# alert against every key found.
 _RESOLVE = """
-UPDATE payhooks_alerts SET resolved_at = %(now)s
-WHERE resolved_at IS NULL AND condition = ANY(%(conditions)s) AND key <> ALL(%(keys)s)
-RETURNING key, title, raised_at, condition
+UPDATE payhooks_alerts a SET resolved_at = %(now)s
+WHERE a.resolved_at IS NULL AND a.condition = ANY(%(conditions)s)
+  AND NOT EXISTS (SELECT 1 FROM unnest(%(keys)s::text[]) AS found (key) WHERE found.key = a.key)
+RETURNING a.key, a.title, a.raised_at, a.condition
+"""
+# The alerts said once that are open already: found again, they have nothing more to write.
+_TOLD = """
+SELECT key FROM payhooks_alerts WHERE resolved_at IS NULL AND condition = ANY(%(conditions)s)
 """
 # Notices sent or given up on are kept this long (what was said, and when), then deleted a
 # batch per pass: the alerts' own rows are one per condition and gateway, and stay.
@@ -189,11 +196,20 @@ class Notifier:
         found, read = self._observe(conn, now)  # reads only: no transaction held over them
         tally.open = [alert.key for alert in found]
         with conn.transaction():
+            told = self._told(conn)
             for alert in found:
-                self._record(conn, alert, now, tally)
+                if alert.key not in told:
+                    self._record(conn, alert, now, tally)
             self._resolve(conn, found, read, now, tally)
             outbox.prune(conn, now - KEPT)
         return tally
+
+    @staticmethod
+    def _told(conn: Connection) -> frozenset[str]:
+        """The open alerts of the conditions said once (one per dispute, thousands with as
+        many disputes): each found again is left alone, with no write of its own."""
+        params = {"conditions": sorted(c.value for c in NOT_REPEATED)}
+        return frozenset(key for (key,) in conn.execute(_TOLD, params))
 
     def _observe(self, conn: Connection, now: datetime) -> tuple[list[Alert], list[Source]]:
         """What each source finds, and the sources read: one that fails (its query, its

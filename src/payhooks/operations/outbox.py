@@ -251,6 +251,9 @@ HOLD_CHANNEL = """
 SELECT channel FROM payhooks_relay_channels WHERE channel = %(channel)s
 FOR NO KEY UPDATE SKIP LOCKED
 """
+# Whether the channel is there at all, when the hold found nothing: another relay holds it, or
+# ``remove_channel`` removed it.
+CHANNEL_THERE = "SELECT 1 FROM payhooks_relay_channels WHERE channel = %(channel)s"
 # The channel's unpublished events in the order they were queued (through
 # payhooks_outbox_relay), less every event of a payment whose refused one is backing off
 # (found through payhooks_outbox_relay_refused, core 25: the few unpublished events tried
@@ -324,6 +327,7 @@ def remove_channel(conn: Connection, channel: str) -> bool:
 __all__ = [
     "ADD_CHANNEL",
     "CHANNELS",
+    "CHANNEL_THERE",
     "HOLD_CHANNEL",
     "PUBLISHED",
     "REFUSED",

@@ -29,6 +29,12 @@ class SignatureMismatch(RejectedDelivery):
     """The bytes are not proven to come from the gateway (bad, missing or malformed signature)."""
 
 
+class UnsignedChargeback(SignatureMismatch):
+    """A gateway's chargeback notice that nothing signs (PayU's): refused like a bad signature,
+    and answered and counted under a code of its own, so the forged-signature alarm never takes
+    a notice the gateway itself sent for a forgery."""
+
+
 class MalformedPayload(RejectedDelivery):
     """Authentic bytes that do not form an event payhooks can read."""
 

@@ -3,10 +3,12 @@ confirmed it, refused it, or left it unknown.
 
 The three answers are kept apart because they call for three different things. Confirmed: the
 broker has it (JetStream's acknowledgement, RabbitMQ's publisher confirm), and the row is marked
-published. Refused: the broker answered no (no stream for the subject, nothing bound to take
-it, a negative confirm): the row is tried again later, backing off alone, and holds back its
-payment's later events meanwhile. Unconfirmed: no answer (a timeout, the connection lost):
-nothing is known, nothing is written, and the message is published again under the same id,
+published. Refused: the broker answered no (a stream there that takes no such subject, nothing
+bound to take it, a negative confirm): the row is tried again later, backing off alone, and
+holds back its payment's later events meanwhile. Unconfirmed: no answer (a timeout, the
+connection lost), or no one there to answer (JetStream's 503 while its stream is gone or it is
+down): nothing is known, nothing is written, the relay takes the broker for away (the whole
+channel waits, then connects again), and the message is published again under the same id,
 which the broker (within JetStream's duplicate window) or the consumer's inbox drops.
 """
 

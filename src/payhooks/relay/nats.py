@@ -9,6 +9,11 @@ marked what it published is dropped there, and past the window by the consumer's
 
 On connecting, the stream is created when there is none of its name (file storage, the
 subjects ``<prefix>.>``, the duplicate window asked for); one that exists is used as it is.
+
+JetStream answers a publish nothing takes with a 503, "no responders". That is a refusal of
+the event only when the stream is there and takes no such subject (a stream of the merchant's
+own, narrower than ``<prefix>.>``). The stream gone, or JetStream not answering, is an outage:
+the relay waits, and its next connection makes the stream again.
 """
 
 from __future__ import annotations
@@ -107,9 +112,14 @@ class JetStream:
         """Every message at once; each acknowledged, refused or unanswered."""
         if self._js is None or self._client is None or not self._client.is_connected:
             raise BrokerUnavailable(CHANNEL, "not connected")
-        return list(await asyncio.gather(*(self._one(self._js, m) for m in messages)))
+        js = self._js
+        answers = await asyncio.gather(*(self._one(js, m) for m in messages))
+        unheard = [subject for subject in answers if isinstance(subject, str)]
+        taken = await self._taken(js) if unheard else ()
+        return [_unheard(a, taken) if isinstance(a, str) else a for a in answers]
 
-    async def _one(self, js: JetStreamContext, message: Outgoing) -> Outcome:
+    async def _one(self, js: JetStreamContext, message: Outgoing) -> Outcome | str:
+        """The broker's answer; the subject when no one answered (503, no responders)."""
         subject = f"{self.options.prefix}.{message.subject}"
         try:
             ack = await js.publish(
@@ -120,12 +130,24 @@ class JetStream:
                 headers={"Nats-Msg-Id": message.message_id},
             )
         except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
-            return Refused(reason=f"no stream takes {subject}")
+            return subject
         except nats.js.errors.APIError as exc:
             return Refused(reason=f"JetStream refused it: {_said(exc)}")
         except (TimeoutError, OSError, nats.errors.Error) as exc:
             return Unconfirmed(reason=_said(exc))
         return Confirmed(duplicate=bool(ack.duplicate))
+
+    async def _taken(self, js: JetStreamContext) -> Sequence[str] | Unconfirmed:
+        """The subjects the stream takes, asked once a publish met no responders; the outage
+        when JetStream cannot say: the stream gone, or JetStream not answering."""
+        name = self.options.stream
+        try:
+            info = await js.stream_info(name)
+        except nats.js.errors.NotFoundError:
+            return Unconfirmed(reason=f"no responders: stream {name} is gone")
+        except (TimeoutError, OSError, nats.errors.Error) as exc:
+            return Unconfirmed(reason=f"no responders, and JetStream does not answer: {_said(exc)}")
+        return info.config.subjects or ()
 
     async def close(self) -> None:
         """Close the connection, if any."""
@@ -133,6 +155,27 @@ class JetStream:
         if client is not None and not client.is_closed:
             with contextlib.suppress(OSError, TimeoutError, nats.errors.Error):
                 await client.close()
+
+
+def _unheard(subject: str, taken: Sequence[str] | Unconfirmed) -> Outcome:
+    """A publish of ``subject`` no one answered: refused when the stream is there and takes no
+    such subject; else an outage, which the whole channel waits out."""
+    if isinstance(taken, Unconfirmed):
+        return taken
+    if any(_matches(pattern, subject) for pattern in taken):
+        return Unconfirmed(reason=f"no responders for {subject}: JetStream does not answer")
+    return Refused(reason=f"no stream takes {subject}")
+
+
+def _matches(pattern: str, subject: str) -> bool:
+    """NATS' subject matching: ``*`` is one token, ``>`` the rest (one token or more)."""
+    wanted, given = pattern.split("."), subject.split(".")
+    for n, token in enumerate(wanted):
+        if token == ">":
+            return len(given) > n
+        if n >= len(given) or token not in ("*", given[n]):
+            return False
+    return len(wanted) == len(given)
 
 
 async def _quiet(exc: Exception) -> None:

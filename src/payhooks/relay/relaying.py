@@ -27,9 +27,15 @@ from typing import Any
 
 import psycopg
 
-from payhooks.operations.outbox import HOLD_CHANNEL, PUBLISHED, REFUSED, RELAY_WINDOW
+from payhooks.operations.outbox import (
+    CHANNEL_THERE,
+    HOLD_CHANNEL,
+    PUBLISHED,
+    REFUSED,
+    RELAY_WINDOW,
+)
 from payhooks.plumbing.db import AsyncConnection
-from payhooks.plumbing.errors import DatabaseUnavailable
+from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError
 from payhooks.relay.brokers import (
     Broker,
     BrokerUnavailable,
@@ -41,6 +47,19 @@ from payhooks.relay.brokers import (
 )
 
 log = logging.getLogger("payhooks.relay")
+
+
+class ChannelRemoved(PayhooksError):
+    """The relay's channel was removed while it ran (``payhooks relay remove``): no event is
+    queued for it any more, so the relay stops rather than wait for a channel that is gone."""
+
+    def __init__(self, channel: str) -> None:
+        super().__init__(
+            f"{channel}: the channel was removed (payhooks relay remove {channel}) while this "
+            f"relay ran; it stops. The events still queued for {channel} stay: start `payhooks "
+            f"relay {channel}` again to queue and publish them"
+        )
+        self.channel = channel
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,12 +170,15 @@ _BOUNDED = "SELECT set_config('idle_in_transaction_session_timeout', %s, true)"
 
 
 async def relay_once(conn: AsyncConnection, broker: Broker, options: RelayOptions) -> Tally:
-    """One pass on an autocommit connection: hold the channel, publish a batch, mark it."""
+    """One pass on an autocommit connection: hold the channel, publish a batch, mark it.
+    ``ChannelRemoved`` when the channel is gone."""
     channel = {"channel": broker.channel}
     tally = Tally(passes=1)
     async with conn.transaction():
         await conn.execute(_BOUNDED, (str(options.hold_timeout_ms),))
         if await (await conn.execute(HOLD_CHANNEL, channel)).fetchone() is None:
+            if await (await conn.execute(CHANNEL_THERE, channel)).fetchone() is None:
+                raise ChannelRemoved(broker.channel)
             tally.held_elsewhere = True
             return tally
         window = await conn.execute(RELAY_WINDOW, {**channel, "window": options.window})
@@ -198,7 +220,8 @@ Connect = Callable[[], Awaitable[AsyncConnection]]
 class Relay:
     """The relay of one channel, until ``stop`` is set: passes one after another while each
     publishes something, else every ``options.every_s``; through an outage of the broker or the
-    database it waits, longer each time, and connects again."""
+    database it waits, longer each time, and connects again. Its channel removed, it stops,
+    raising ``ChannelRemoved``."""
 
     def __init__(self, connect: Connect, broker: Broker, options: RelayOptions) -> None:
         self.connect = connect
@@ -242,6 +265,9 @@ class Relay:
             if self._conn is None or self._conn.closed:
                 self._conn = await self.connect()
             tally = await relay_once(self._conn, self.broker, self.options)
+        except ChannelRemoved:
+            log.error("relay_channel_removed", extra={"channel": self.broker.channel})
+            raise
         except BrokerUnavailable as exc:
             await self._broker_down(exc.reason)
             return None
@@ -346,6 +372,7 @@ def _line(exc: BaseException) -> str:
 
 
 __all__ = [
+    "ChannelRemoved",
     "Connect",
     "Queued",
     "Relay",

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, unquote, urlencode
 
 from payhooks.events import Event, EventKind, Provider
 from payhooks.gateways import _common
-from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
+from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch, UnsignedChargeback
 
 _HEADERS_READ: tuple[str, ...] = ()
 _P = Provider.PAYU
@@ -54,8 +54,9 @@ CHARGEBACK_REFUSED = (
 )
 """PayU's chargeback webhook (``{"type": "payments", "event": "dispute", "cb_id", "txn_id",
 "cb_status", ...}``) is JSON that nothing signs and that names the merchant only by its PayU id
-(``mid``): anyone could send one. It is refused as unauthenticated, saying so, rather than
-recorded as a dispute a forger chose."""
+(``mid``): anyone could send one. It is refused as unauthenticated (``UnsignedChargeback``, 401
+``unsigned_chargeback``), saying so, rather than recorded as a dispute a forger chose; and it is
+counted as what it is, not as a forged signature."""
 
 REFUND_ACTION = "refund"
 REFUND_SUCCESS = "success"
@@ -166,7 +167,7 @@ class PayU:
         if is_refund_callback(body):
             doc = _refund_doc(body)
             if doc.get("event") == CHARGEBACK_EVENT:
-                raise SignatureMismatch(_P, CHARGEBACK_REFUSED)
+                raise UnsignedChargeback(_P, CHARGEBACK_REFUSED)
             given = doc.get("key")
             if not isinstance(given, str) or not hmac.compare_digest(
                 given.encode("utf-8", "surrogatepass"), self.merchant_key.encode()
