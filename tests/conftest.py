@@ -52,9 +52,11 @@ machine. Commits still write their WAL before they return (``synchronous_commit`
 so a server the fault tests kill loses nothing it acknowledged: the operating system keeps it."""
 
 
-# The longest tests are handed out first: pytest-xdist gives tests to its workers in
-# collection order, and a long test collected last keeps one worker busy after the other has
-# finished. Within each group, and after them, tests keep their collection order.
+# The longest tests are collected first, and handed out one or two at a time in that order
+# (pyproject's --maxschedchunk=1: pytest-xdist's first chunks are otherwise a sixteenth of the
+# suite each, and one worker took every long test in a row): a long test started last keeps
+# one worker busy after the others have finished. Within each group, and after them, tests
+# keep their collection order.
 FIRST = (
     "tests/acceptance/test_cli_install.py",  # the wheel built, clean venvs and pip install
     "tests/acceptance/test_bare_install.py",
@@ -311,6 +313,22 @@ class Databases:
         self.sizes = [[row[i] for row in rows] for i in range(4)]
 
     def give_back(self, name: str) -> None:
+        """Empty the test's database for the next test, under a new name: a thread the test
+        left behind (a delivery log's writer reconnecting after ``ENDED``) then finds no
+        database, rather than writing into the next test's."""
+        if self._emptied(name):
+            fresh = f"payhooks_t_{uuid.uuid4().hex[:12]}"
+            try:
+                _admin(self.admin_url, f'ALTER DATABASE "{name}" RENAME TO "{fresh}"')
+            except psycopg.Error:
+                pass  # such a thread connected again meanwhile: dropped below
+            else:
+                self.spare = fresh
+                return
+        _admin(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def _emptied(self, name: str) -> bool:
+        """Whether ``name`` now holds what a fresh clone holds (else it is dropped)."""
         url = make_conninfo(self.admin_url, dbname=name)
         try:
             with psycopg.connect(url, autocommit=True) as conn:
@@ -327,11 +345,10 @@ class Databases:
                     conn.execute(EMPTIED.encode())
                     conn.execute(RESTARTED.encode(), self.sequences)
                     conn.execute(RESIZED.encode(), self.sizes)
-                    self.spare = name
-                    return
+                    return True
         except psycopg.Error:
-            pass  # a database left locked or gone: dropped below, never reused
-        _admin(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            pass  # a database left locked or gone: dropped, never reused
+        return False
 
     def _kept_rows(self, conn: psycopg.Connection[Any]) -> str:
         """A digest of the rows of the tables the template holds rows in."""
