@@ -223,3 +223,44 @@ def test_a_disputes_report_racing_the_capture_leaves_the_order_marked_as_it_ende
         "SELECT dispute, dispute_id FROM orders WHERE cart_id = %s", (buy.cart_id,)
     ).fetchall()
     assert marked == [("lost", "disp_RACE")]
+
+
+def as_the_service(conn: psycopg.Connection[Any], received: Received) -> None:
+    """The one statement, else (declined) the general path, as the service takes a capture."""
+    if captures.first_capture(conn, received) is None:
+        on_its_own(conn, received)
+
+
+def full_refund(buy: Purchase) -> Delivery:
+    return GATEWAY.razorpay("refund.processed", payment_id=buy.payment_id, order_id=buy.reference,
+                            amount_paise=buy.amount_paise, refund_id="rfnd_RACE0001")  # fmt: skip
+
+
+REFUND_RACES: dict[str, tuple[Apply, Apply]] = {
+    "general": (in_transaction, on_its_own),
+    "one statement": (one_statement, as_the_service),
+}
+
+
+@pytest.mark.parametrize("path", list(REFUND_RACES))
+@pytest.mark.parametrize("held", ["capture", "refund"])
+def test_a_full_refund_racing_the_capture_is_flagged_as_it_committed(
+    conn, database_url, path, held
+):
+    """A refund of the whole payment reported while its capture is in flight: the two wait on
+    the payment's row, so either the order stands and the refund is flagged against it, or the
+    capture finds the money back and places no order."""
+    buy = purchase(conn)
+    capture = received_of(buy.captured())
+    refund = received_of(full_refund(buy))
+    held_capture, racing_capture = REFUND_RACES[path]
+    if held == "capture":
+        while_held(database_url, conn, (held_capture, capture), (on_its_own, refund))
+    else:
+        while_held(database_url, conn, (in_transaction, refund), (racing_capture, capture))
+    orders = count(conn, "SELECT count(*) FROM orders WHERE cart_id = %s", buy.cart_id)
+    flags = get_payment(conn, "razorpay", buy.payment_id).flags
+    if held == "capture":
+        assert (orders, flags) == (1, ("refunded_after_order",))
+    else:
+        assert (orders, flags) == (0, ("captured_after_full_refund",))
