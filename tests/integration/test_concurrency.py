@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
 
-from payhooks.events import Provider
+from payhooks.events import Provider, Received
 from payhooks.gateways import GATEWAYS
-from payhooks.intake.ingest import Outcome, Receipt
-from payhooks.service.shop.payments import get_payment
+from payhooks.intake.ingest import (
+    Outcome,
+    Receipt,
+    ingest_received,
+    ingest_received_in_transaction,
+    receive,
+)
+from payhooks.service.shop import captures
+from payhooks.service.shop.payments import apply_event, get_payment
+from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery
+from payhooks.sim.gateways import simulator
 from tests.conftest import released_together
-from tests.factories import deliver, purchase
+from tests.factories import ADAPTERS, GATEWAY, Purchase, deliver, purchase
 
 THREADS = 50
 OPTIONS = "-c lock_timeout=2000 -c statement_timeout=3000"
@@ -108,3 +121,146 @@ def test_parked_event_redelivered_twice_at_once_applies_once_and_both_name_the_o
     order_id = count(conn, "SELECT id FROM orders")
     assert sorted(r.outcome.value for r in receipts) == ["duplicate", "processed"]
     assert {r.order_id for r in receipts} == {order_id}
+
+
+# --- a dispute's report racing the capture that places its order ----------------------------
+
+
+Apply = Callable[[psycopg.Connection[Any], Received], None]
+
+
+def in_transaction(conn: psycopg.Connection[Any], received: Received) -> None:
+    """The general path, inside the caller's transaction (left open)."""
+    ingest_received_in_transaction(conn, received, apply_event)
+
+
+def on_its_own(conn: psycopg.Connection[Any], received: Received) -> None:
+    """The general path, in a transaction of its own."""
+    ingest_received(conn, received, apply_event)
+
+
+def one_statement(conn: psycopg.Connection[Any], received: Received) -> None:
+    """``shop_first_capture``; on a connection out of autocommit, its transaction left open."""
+    assert captures.first_capture(conn, received) is not None  # not declined to the general path
+
+
+def received_of(delivery: Delivery) -> Received:
+    return receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
+
+
+def disputed(buy: Purchase, what: str, minute: int) -> Received:
+    told = Disputed(what=what, dispute_id="disp_RACE", payment_id=buy.payment_id,
+                    reference=buy.reference, amount_paise=buy.amount_paise,
+                    respond_by=int(time.time()) + 86_400,
+                    reported_at=int(time.time()) + minute * 60)  # fmt: skip
+    build = simulator(buy.provider).dispute_delivery
+    assert build is not None
+    return received_of(build(GATEWAY, told))
+
+
+def blocked_by(conn, pid: int) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
+    ).fetchone()
+    return bool(row[0])
+
+
+def while_held(
+    database_url: str,
+    conn,
+    held: tuple[Apply, Received],
+    racing: tuple[Apply, Received],
+) -> None:
+    """``held`` applied in a transaction left open; ``racing`` on a connection of its own
+    until it has finished or waits on a lock the held one took; then the held one commits
+    and the racing one ends."""
+    errors: list[BaseException] = []
+
+    def race() -> None:
+        try:
+            with psycopg.connect(database_url, autocommit=True, options=OPTIONS) as other:
+                racing[0](other, racing[1])
+        except BaseException as exc:  # reported below, in the test's own thread
+            errors.append(exc)
+
+    with psycopg.connect(database_url, options=OPTIONS) as holder:
+        held[0](holder, held[1])
+        thread = threading.Thread(target=race)
+        thread.start()
+        while thread.is_alive() and not blocked_by(conn, holder.info.backend_pid):
+            thread.join(timeout=0.05)
+        holder.commit()
+    thread.join()
+    assert not errors, errors
+
+
+CAPTURE_PATHS: dict[str, tuple[Apply, Apply]] = {
+    "general": (in_transaction, on_its_own),
+    "one statement": (one_statement, one_statement),
+}
+
+
+@pytest.mark.parametrize("path", list(CAPTURE_PATHS))
+@pytest.mark.parametrize("held", ["capture", "report"])
+def test_a_disputes_report_racing_the_capture_leaves_the_order_marked_as_it_ended(
+    conn, database_url, path, held
+):
+    """The dispute opened, then its loss reported while the capture that places the order is
+    in flight (the storm's interleaving): whichever of the two commits first, the order ends
+    marked lost, on either path the capture takes."""
+    buy = purchase(conn)
+    assert (
+        ingest_received(conn, disputed(buy, "opened", 0), apply_event).outcome is Outcome.PROCESSED
+    )
+    capture = received_of(buy.captured())
+    lost = disputed(buy, "lost", 1)
+    held_capture, racing_capture = CAPTURE_PATHS[path]
+    if held == "capture":
+        while_held(database_url, conn, (held_capture, capture), (on_its_own, lost))
+    else:
+        while_held(database_url, conn, (in_transaction, lost), (racing_capture, capture))
+    marked = conn.execute(
+        "SELECT dispute, dispute_id FROM orders WHERE cart_id = %s", (buy.cart_id,)
+    ).fetchall()
+    assert marked == [("lost", "disp_RACE")]
+
+
+def as_the_service(conn: psycopg.Connection[Any], received: Received) -> None:
+    """The one statement, else (declined) the general path, as the service takes a capture."""
+    if captures.first_capture(conn, received) is None:
+        on_its_own(conn, received)
+
+
+def full_refund(buy: Purchase) -> Delivery:
+    return GATEWAY.razorpay("refund.processed", payment_id=buy.payment_id, order_id=buy.reference,
+                            amount_paise=buy.amount_paise, refund_id="rfnd_RACE0001")  # fmt: skip
+
+
+REFUND_RACES: dict[str, tuple[Apply, Apply]] = {
+    "general": (in_transaction, on_its_own),
+    "one statement": (one_statement, as_the_service),
+}
+
+
+@pytest.mark.parametrize("path", list(REFUND_RACES))
+@pytest.mark.parametrize("held", ["capture", "refund"])
+def test_a_full_refund_racing_the_capture_is_flagged_as_it_committed(
+    conn, database_url, path, held
+):
+    """A refund of the whole payment reported while its capture is in flight: the two wait on
+    the payment's row, so either the order stands and the refund is flagged against it, or the
+    capture finds the money back and places no order."""
+    buy = purchase(conn)
+    capture = received_of(buy.captured())
+    refund = received_of(full_refund(buy))
+    held_capture, racing_capture = REFUND_RACES[path]
+    if held == "capture":
+        while_held(database_url, conn, (held_capture, capture), (on_its_own, refund))
+    else:
+        while_held(database_url, conn, (in_transaction, refund), (racing_capture, capture))
+    orders = count(conn, "SELECT count(*) FROM orders WHERE cart_id = %s", buy.cart_id)
+    flags = get_payment(conn, "razorpay", buy.payment_id).flags
+    if held == "capture":
+        assert (orders, flags) == (1, ("refunded_after_order",))
+    else:
+        assert (orders, flags) == (0, ("captured_after_full_refund",))

@@ -277,7 +277,11 @@ def _apply_refund(conn: Connection, event: Event) -> Applied:
 
 
 # The order the disputed payment paid, marked with where its dispute stands (the core keeps
-# the dispute itself, in order: only a report that moves it reaches here).
+# the dispute itself, in order: only a report that moves it reaches here). The cart is locked
+# first, in a statement of its own: a capture holds it from before it inserts the order until
+# it commits, on either path, so the report marks the order that capture committed, or, when
+# it commits first, is what the order's insert reads after its wait (shop migration 0023).
+_LOCK_DISPUTED_CART = "SELECT 1 FROM carts WHERE id = %s FOR NO KEY UPDATE"
 _MARK_ORDER = """
 UPDATE orders SET dispute = %s, dispute_id = %s
 WHERE cart_id = %s AND provider = %s AND payment_id = %s
@@ -296,6 +300,7 @@ def _apply_dispute(conn: Connection, event: Event) -> Applied:
     dispute = event.dispute.id if event.dispute else None
     status = disputes.STATUS[event.kind].value
     key = (event.provider.value, event.payment_id)
+    conn.execute(_LOCK_DISPUTED_CART, (cart_id,))
     marked = conn.execute(_MARK_ORDER, (status, dispute, cart_id, *key)).fetchone()
     order_id = str(marked[0]) if marked else _order_of(conn, cart_id)
     return Applied(outcome=Outcome.PROCESSED, order_id=order_id)
