@@ -20,6 +20,8 @@ from payhooks.intake.ingest import (
     ingest_received_in_transaction,
     receive,
 )
+from payhooks.intake.payments import find as find_payment
+from payhooks.refunding import refunds
 from payhooks.service.shop import captures
 from payhooks.service.shop.payments import apply_event, get_payment
 from payhooks.sim.deliveries import Disputed
@@ -148,9 +150,10 @@ def received_of(delivery: Delivery) -> Received:
     return receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
 
 
-def disputed(buy: Purchase, what: str, minute: int) -> Received:
+def disputed(buy: Purchase, what: str, minute: int, amount_paise: int | None = None) -> Received:
     told = Disputed(what=what, dispute_id="disp_RACE", payment_id=buy.payment_id,
-                    reference=buy.reference, amount_paise=buy.amount_paise,
+                    reference=buy.reference,
+                    amount_paise=buy.amount_paise if amount_paise is None else amount_paise,
                     respond_by=int(time.time()) + 86_400,
                     reported_at=int(time.time()) + minute * 60)  # fmt: skip
     build = simulator(buy.provider).dispute_delivery
@@ -223,6 +226,31 @@ def test_a_disputes_report_racing_the_capture_leaves_the_order_marked_as_it_ende
         "SELECT dispute, dispute_id FROM orders WHERE cart_id = %s", (buy.cart_id,)
     ).fetchall()
     assert marked == [("lost", "disp_RACE")]
+
+
+@pytest.mark.parametrize("path", list(CAPTURE_PATHS))
+@pytest.mark.parametrize("held", ["capture", "report"])
+def test_a_loss_reported_while_its_capture_is_in_flight_bounds_the_payments_refunds(
+    conn, database_url, path, held
+):
+    """The payment's record is written by the capture and the loss by the report, each in a
+    transaction the other cannot see until it commits: whichever commits first, the record
+    ends counting what the dispute took back, and no refund takes it back again."""
+    buy = purchase(conn)
+    taken = buy.amount_paise // 2
+    capture = received_of(buy.captured())
+    lost = disputed(buy, "lost", 1, amount_paise=taken)
+    held_capture, racing_capture = CAPTURE_PATHS[path]
+    if held == "capture":
+        while_held(database_url, conn, (held_capture, capture), (on_its_own, lost))
+    else:
+        while_held(database_url, conn, (in_transaction, lost), (racing_capture, capture))
+    paid = find_payment(conn, buy.provider, buy.payment_id)
+    assert paid is not None and (paid.paid_paise, paid.disputed_paise) == (buy.amount_paise, taken)
+    ask = {"key": "after-the-race", "captured_paise": buy.amount_paise, "reason": "test",
+           "requested_by": "test"}  # fmt: skip
+    with pytest.raises(refunds.RefundTooLarge):
+        refunds.request(conn, buy.provider, buy.payment_id, buy.amount_paise - taken + 1, **ask)
 
 
 def as_the_service(conn: psycopg.Connection[Any], received: Received) -> None:
