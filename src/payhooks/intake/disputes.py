@@ -131,9 +131,18 @@ WHERE d.event_id = excluded.event_id
        AND excluded.reported_at > coalesce(d.reported_at, '-infinity'::timestamptz))
 RETURNING status
 """
-# What the payment's disputes took back, on its record. Its rows are locked first, in a
-# statement of their own: the sum is then read after any other dispute of the payment that
-# wrote it committed, so two disputes of one payment lost at once are both counted.
+# What the payment's disputes took back, on its record. The payment's turn first, in a
+# statement of its own (core 0027's payhooks_lock_payment, which the trigger writing a new
+# record of the payment takes too): the statements after it read the record and the sum once
+# every other writer of them that came first has committed, so a capture recording the payment
+# meanwhile is seen, one that comes after waits and sums this dispute, and two disputes of one
+# payment lost at once are both counted. The turn comes after the dispute's row (RECORD) and
+# before the payment's rows, the cart and the relay's lock; a capture takes it after its
+# delivery's record and before the same three, and takes no dispute's row, so neither waits for
+# what the other holds while it holds the turn (docs/design.md, "Locks and their order").
+TURN = "SELECT payhooks_lock_payment(%(provider)s, %(payment_id)s)"
+# The record's rows, locked in a statement of their own: TAKEN_BACK then reads the sum after
+# anything else holding them (a writer that does not take the turn) has finished.
 LOCK_PAYMENT = """
 SELECT 1 FROM payhooks_payments WHERE provider = %(provider)s AND payment_id = %(payment_id)s
 FOR NO KEY UPDATE
@@ -157,6 +166,7 @@ def recording(event: Event) -> Steps[bool]:
     if moved is None:
         return False
     if params["payment_id"] is not None:
+        yield Statement(sql=TURN, params=params, reads=False)
         yield Statement(sql=LOCK_PAYMENT, params=params, reads=False)
         yield Statement(sql=TAKEN_BACK, params=params, reads=False)
     return True

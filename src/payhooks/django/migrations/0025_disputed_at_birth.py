@@ -1,5 +1,6 @@
 """The core's SQL file 0027: a payment's record is born with what its lost disputes took back
-(a trigger on ``payhooks_payments``), and the records written without it corrected. No model
+(a trigger on ``payhooks_payments``, which takes the payment's turn, ``payhooks_lock_payment``,
+as a dispute's report does), and the records written without it corrected. No model
 changes."""
 
 from __future__ import annotations
