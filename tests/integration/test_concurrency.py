@@ -150,8 +150,14 @@ def received_of(delivery: Delivery) -> Received:
     return receive(ADAPTERS[delivery.provider], delivery.body, delivery.headers)
 
 
-def disputed(buy: Purchase, what: str, minute: int, amount_paise: int | None = None) -> Received:
-    told = Disputed(what=what, dispute_id="disp_RACE", payment_id=buy.payment_id,
+def disputed(
+    buy: Purchase,
+    what: str,
+    minute: int,
+    amount_paise: int | None = None,
+    dispute_id: str = "disp_RACE",
+) -> Received:
+    told = Disputed(what=what, dispute_id=dispute_id, payment_id=buy.payment_id,
                     reference=buy.reference,
                     amount_paise=buy.amount_paise if amount_paise is None else amount_paise,
                     respond_by=int(time.time()) + 86_400,
@@ -257,6 +263,26 @@ def as_the_service(conn: psycopg.Connection[Any], received: Received) -> None:
     """The one statement, else (declined) the general path, as the service takes a capture."""
     if captures.first_capture(conn, received) is None:
         on_its_own(conn, received)
+
+
+@pytest.mark.parametrize("taking", [on_its_own, as_the_service], ids=["general", "service"])
+def test_two_copies_of_a_capture_and_two_losses_of_its_payment_at_once_count_both_losses(
+    conn, database_url, taking
+):
+    """Four deliveries of one payment released together, each on its own connection: the two
+    copies of the capture and the two reports take the payment's turn in some order, none
+    waits for another that waits for it, and the record counts both losses."""
+    buy = purchase(conn)
+    copies = [buy.captured(), buy.delivery("captured", event="order.paid")]
+    losses = [disputed(buy, "lost", 1, 1_000 * (n + 1), f"disp_CROWD{n}") for n in range(2)]
+    released_together(
+        [(taking, received_of(c)) for c in copies] + [(on_its_own, lost) for lost in losses],
+        lambda _: psycopg.connect(database_url, autocommit=True, options=OPTIONS),
+        lambda other, item: item[0](other, item[1]),
+    )
+    paid = find_payment(conn, buy.provider, buy.payment_id)
+    assert paid is not None and paid.disputed_paise == 3_000
+    assert count(conn, "SELECT count(*) FROM orders WHERE cart_id = %s", buy.cart_id) == 1
 
 
 def full_refund(buy: Purchase) -> Delivery:
