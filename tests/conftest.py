@@ -52,11 +52,10 @@ machine. Commits still write their WAL before they return (``synchronous_commit`
 so a server the fault tests kill loses nothing it acknowledged: the operating system keeps it."""
 
 
-# The longest tests are collected first, and handed out one or two at a time in that order
-# (pyproject's --maxschedchunk=1: pytest-xdist's first chunks are otherwise a sixteenth of the
-# suite each, and one worker took every long test in a row): a long test started last keeps
-# one worker busy after the others have finished. Within each group, and after them, tests
-# keep their collection order.
+# The longest tests are collected first, and handed out a few at a time in that order
+# (pytest-xdist's `load` gave each worker a first chunk of a sixteenth of the suite: one worker
+# took every long test in a row): a long test started last keeps one worker busy after the
+# others have finished. Within each group, and after them, tests keep their collection order.
 FIRST = (
     "tests/acceptance/test_cli_install.py",  # the wheel built, clean venvs and pip install
     "tests/acceptance/test_bare_install.py",
@@ -70,6 +69,33 @@ FIRST = (
     "tests/fastapi/test_fastapi_console_browser.py",
     "tests/acceptance/",  # `payhooks` commands as subprocesses
 )
+
+
+# Modules whose module-scoped fixture is costly (a clean venv, the demo, a broker, PgBouncer's
+# site): each goes to one worker whole, its fixture made once; every other test is handed out on
+# its own. (xdist's own `xdist_group` marks are lost under pytest 9.2's node ids.)
+WHOLE = (
+    "tests/acceptance/test_bare_install.py",
+    "tests/acceptance/test_cli_install.py",
+    "tests/acceptance/test_demo.py",
+    "tests/acceptance/test_wheel.py",
+    "tests/relay/test_examples.py",
+    "tests/relay/test_relay.py",
+    "tests/scaleout/test_pgbouncer.py",
+)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Tests handed out in collection order (pyproject: --no-loadscope-reorder), a few at a
+    time, one unit each but for the modules of ``WHOLE``."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in WHOLE else nodeid
+
+    return Scheduling(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
