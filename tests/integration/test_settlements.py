@@ -6,6 +6,7 @@ their gateway's cycle and a margin, and a settled line clears the flag."""
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -250,6 +251,64 @@ def test_the_review_flags_a_capture_past_its_cycle_and_a_settled_line_clears_it(
     assert flags.review(conn, NOW).flagged == 0  # flagged once
     records.record(conn, [], [line(late.payment_id, sid="setl_T2", net=late.amount_paise)])
     assert listing.unsettled(conn) == []  # cleared the moment a settled line names it
+
+
+def blocked_by(conn, pid: int) -> bool:
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
+    ).fetchone()
+    return bool(row[0])
+
+
+def while_held(database_url: str, conn, held, racing) -> None:
+    """``held(connection)`` in a transaction left open; ``racing(connection)`` on a thread
+    until it has finished or waits on a lock the held one took; then the held one commits
+    and the racing one ends."""
+    errors: list[BaseException] = []
+
+    def race() -> None:
+        try:
+            with psycopg.connect(database_url, autocommit=True, options=RACING) as other:
+                racing(other)
+        except BaseException as exc:  # reported below, in the test's own thread
+            errors.append(exc)
+
+    with psycopg.connect(database_url, autocommit=True) as holder, holder.transaction():
+        held(holder)
+        thread = threading.Thread(target=race)
+        thread.start()
+        while thread.is_alive() and not blocked_by(conn, holder.info.backend_pid):
+            thread.join(timeout=0.05)
+    thread.join()
+    assert not errors, errors
+
+
+RACING = "-c lock_timeout=30000"
+
+
+@pytest.mark.parametrize("held", ["settled line", "review"])
+def test_a_settled_line_recorded_while_the_review_runs_leaves_its_payment_unflagged(
+    conn, database_url, held
+):
+    """The review and a report page whose settled line names an overdue capture, at the same
+    moment, either one held open: neither statement sees the other's uncommitted rows, so the
+    review flagged the capture and the line's own clear found no flag to take (a false "money
+    missing" until the next review, six hours on). They take turns; the payment ends
+    unflagged whichever commits first."""
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=7),))
+    page = [line(buy.payment_id, net=buy.amount_paise)]
+
+    def settle(on) -> None:
+        records.record(on, [], page)
+
+    def review(on) -> None:
+        flags.review(on, NOW)
+
+    first, second = (settle, review) if held == "settled line" else (review, settle)
+    while_held(database_url, conn, first, second)
+    assert listing.unsettled(conn) == []
 
 
 def test_a_capture_within_its_cycle_and_margin_is_not_flagged(conn):

@@ -19,6 +19,7 @@ from payhooks.service.mail import Mailer, SmtpTarget, compose
 from payhooks.service.maintenance import (
     _MATCHING_PARKED,
     MARGIN,
+    PARKED_RETRIES,
     START,
     last_pass,
     matching_parked,
@@ -443,6 +444,58 @@ def test_a_pass_is_recorded_and_the_next_looks_only_at_what_came_since(conn, poo
         (passed - MARGIN + timedelta(seconds=1),),
     )
     assert len(matching_parked(conn, START, limit=10, since=passed - MARGIN)) == 1
+
+
+REFUSE_ORDERS = (
+    "CREATE FUNCTION refuse_order() RETURNS trigger LANGUAGE plpgsql AS"
+    " $$ BEGIN RAISE EXCEPTION 'the order is refused'; END $$;"
+    " CREATE TRIGGER refuse_order BEFORE INSERT ON orders"
+    " FOR EACH ROW EXECUTE FUNCTION refuse_order()"
+)
+
+
+def checked_out_long_ago(conn, reference: str) -> tuple[str, str]:
+    """A capture parked for its checkout, and the checkout, made before any pass's margin
+    reaches back; returns (cart id, payment id)."""
+    sku, payment_id = park_for_late_checkout(conn, reference)
+    cart_id = check_out_late(conn, sku, reference)
+    conn.execute(
+        "UPDATE checkouts SET created_at = now() - %s WHERE gateway_order_id = %s",
+        (MARGIN * 2, reference),
+    )
+    return cart_id, payment_id
+
+
+def test_a_parked_delivery_whose_retry_failed_is_tried_again_at_the_next_pass(conn, pool, inbox):
+    """The database refused its order once: the pass that failed on it does not move its
+    watermark past it, so the next pass finds it again, though its checkout is older than
+    the margin."""
+    _, port = inbox
+    worker = parked_worker(pool, port)
+    cart_id, payment_id = checked_out_long_ago(conn, "order_late_refused")
+    conn.execute(REFUSE_ORDERS)
+    assert worker.maybe_retry_parked() == 0
+    assert outcome_of(conn, payment_id) == "parked"
+    conn.execute("DROP TRIGGER refuse_order ON orders")
+    assert worker.maybe_retry_parked() == 1
+    assert carts.get_cart(conn, cart_id).status == "paid"
+
+
+def test_a_parked_delivery_that_always_fails_holds_the_watermark_for_a_bounded_number_of_passes(
+    conn, pool, inbox
+):
+    """Tried again at each pass, up to PARKED_RETRIES tries; then the passes go on without it
+    (it stays parked, for the parked alert and a person)."""
+    _, port = inbox
+    worker = parked_worker(pool, port)
+    _, payment_id = checked_out_long_ago(conn, "order_late_always")
+    conn.execute(REFUSE_ORDERS)
+    for _ in range(PARKED_RETRIES - 1):
+        assert worker.maybe_retry_parked() == 0
+        assert last_pass(conn) is None
+    assert worker.maybe_retry_parked() == 0
+    assert last_pass(conn) is not None
+    assert outcome_of(conn, payment_id) == "parked"
 
 
 def test_the_pass_starts_from_recent_checkouts_never_from_every_parked_delivery(conn):

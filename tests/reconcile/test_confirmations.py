@@ -268,6 +268,43 @@ def test_one_callback_whose_handler_fails_holds_back_none_of_the_others(shop, da
     assert "the shop cannot take this one" in waiting[0] and waiting[1]  # said, and backed off
 
 
+def test_a_payment_the_handler_fails_on_never_holds_back_the_next_of_the_callbacks_order(
+    shop, database_url
+):
+    """The API reports a failed attempt, then the capture the callback claimed; the handler
+    fails on the failed attempt. The capture is applied all the same; the callback waits, saying
+    which payment failed, and is never settled while one of its order's payments is not
+    applied."""
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    entity = {"orderId": "OM-FAILED", "merchantOrderId": ORDER, "state": "FAILED"}
+    failed = received(
+        Provider.PHONEPE, entity, kind=EventKind.PAYMENT_FAILED, status="failed",
+        payment_id="OM-FAILED", merchant_ref=ORDER, amount_paise=49_900, currency="INR",
+    )  # fmt: skip
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_FAILED)
+    def refuse(conn, event):
+        raise RuntimeError("the shop cannot take this one")
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def mark_paid(conn, event):
+        paid.append(event)
+
+    connect = connecting(database_url)
+    api = Api(says=Report(received=(failed, *reported().received)))
+    tally = confirm(connect, {Provider.PHONEPE: api}, delivering(connect, hooks), Tally())
+    assert [e.payment_id for e in paid] == [PAYMENT]
+    assert tally.applied[Provider.PHONEPE] == 1 and tally.unapplied[Provider.PHONEPE] == 1
+    assert outcome(conn, "cb-1") == "confirming"
+    error, later = conn.execute(
+        "SELECT last_error, next_attempt_at > now() FROM payhooks_confirmations"
+    ).fetchone()
+    assert "OM-FAILED" in error and "the shop cannot take this one" in error and later
+    assert PAYMENT not in error
+
+
 def test_a_callback_waiting_for_its_api_past_the_bound_reaches_a_person(shop):
     """Issue 33, 16: no credentials (no pass asks) or an API down: the callback waits in
     silence. Past the bound it is an alert, and a banner on the console."""

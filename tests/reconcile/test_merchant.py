@@ -14,14 +14,14 @@ import psycopg
 import pytest
 
 import payhooks
-from payhooks import Outcome, ingest
+from payhooks import EventKind, Hooks, Outcome, ingest
 from payhooks.aio.reconcile import run as fastapi_run
 from payhooks.events import Provider
 from payhooks.reconcile import run
 from payhooks.sim.gateway import Purchase
 from tests.factories import ADAPTERS, GATEWAY
 from tests.reconcile.conftest import API_KEYS
-from tests.reconcile.merchant_hooks import ORDERS, async_hooks, hooks
+from tests.reconcile.merchant_hooks import ORDERS, async_hooks, hooks, mark_paid
 
 ROOT = Path(__file__).parents[2]
 REF = "order_mer0000000001"
@@ -219,6 +219,33 @@ def test_a_handler_failing_on_one_payment_never_holds_back_the_others(shop, data
         ("order_mer_bad",),
     ).fetchone()
     assert row[0] == 1 and "the handler's bug" in row[1]
+
+
+def test_a_handler_failing_on_one_payment_of_an_order_never_holds_back_the_next(shop, database_url):
+    """A Razorpay order with a failed attempt and then the capture; the handler fails on the
+    failed attempt, every pass. The capture is applied all the same, and the checkout says
+    which payment failed, once."""
+    conn, api, env = shop
+    order = Purchase(provider=Provider.RAZORPAY, cart_id="A-1", reference=REF,
+                     amount_paise=49_900, items={"TEA": 1})  # fmt: skip
+    api.pay(order, "pay_mer_failed0001", "failed")
+    api.pay(order, PAYMENT)
+    picky = Hooks()
+
+    @picky.on(EventKind.PAYMENT_FAILED)
+    def refuse(conn, event):
+        raise RuntimeError("the handler's bug")
+
+    picky.on(EventKind.PAYMENT_CAPTURED)(mark_paid)
+    tally = run(database_url, picky, environ=env, after_s=0)
+    assert paid(conn) == (PAYMENT, 1)
+    assert tally.applied[Provider.RAZORPAY] == 1 and tally.unapplied[Provider.RAZORPAY] == 1
+    attempts, error = conn.execute(
+        "SELECT attempts, last_error FROM payhooks_reconcile WHERE gateway_order_id = %s", (REF,)
+    ).fetchone()
+    assert attempts == 1
+    assert "pay_mer_failed0001" in error and "the handler's bug" in error
+    assert PAYMENT not in error
 
 
 def test_a_payment_reconciliation_parked_is_replayed_through_the_library(shop, database_url):

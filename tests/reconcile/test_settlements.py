@@ -113,6 +113,37 @@ def test_a_gateway_whose_report_failed_has_no_capture_flagged(conn, database_url
     assert again.review is not None and again.review.flagged == 1  # read whole: nothing paid
 
 
+def test_a_database_error_on_one_gateways_page_leaves_the_others_fetched_and_reviewed(
+    conn, database_url, gateway_api
+):
+    """Not only an API error: the database refusing one gateway's page (a lock or statement
+    timeout, a deadlock, a constraint) is that gateway's failure, told with its type; the
+    others are fetched and reviewed, and its own captures are not flagged on that silence."""
+    api, url = gateway_api
+    paid(conn, api, Provider.CASHFREE)
+    settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
+    conn.execute(
+        "UPDATE payhooks_payments SET applied_at = %s", (datetime(2026, 1, 3, tzinfo=UTC),)
+    )
+    api.pay_out(Provider.CASHFREE, at=PAID_AT)
+    api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})
+    conn.execute(
+        "CREATE FUNCTION refuse_line() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'this line is refused'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_line BEFORE INSERT ON payhooks_settlement_lines FOR EACH ROW"
+        " WHEN (NEW.provider = 'cashfree') EXECUTE FUNCTION refuse_line()"
+    )
+    tally = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    assert set(tally.failures) == {Provider.CASHFREE}
+    assert "RaiseException" in tally.trouble() and "this line is refused" in tally.trouble()
+    assert tally.recorded[Provider.RAZORPAY].lines == 1
+    assert tally.review is not None and tally.review.flagged == 1
+    assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
+    assert listing.of_payments(conn, "razorpay", [settled.payment_id])
+
+
 def unreadable_page(payout) -> bytes:
     """A day of Razorpay's recon as the double answers it, and an adjustment more whose
     amount is negative: a line payhooks cannot read."""

@@ -227,3 +227,68 @@ def test_the_worker_fetches_the_settlement_reports_of_the_last_days_when_due(con
         worker.close()
     matched = conn.execute("SELECT matched FROM payhooks_settlement_lines").fetchall()
     assert matched == [(True,)]
+
+
+def settling_worker(conn, rig, **options):
+    """A worker fetching settlements hourly, retrying a failed fetch as ``options`` say, and a
+    Razorpay capture paid out today."""
+    from datetime import UTC, datetime
+
+    from tests.factories import deliver
+    from tests.reconcile.conftest import sim
+
+    buy = purchase(conn, Provider.RAZORPAY)
+    rig.api.pay(sim(buy), buy.payment_id)
+    deliver(conn, buy.captured())
+    rig.api.pay_out(Provider.RAZORPAY, at=int(datetime.now(UTC).timestamp()))
+    configured = replace(rig.settings, smtp_url="smtp://127.0.0.1:9")
+    every = WorkerOptions(settlements_every_seconds=3600.0, **options)
+    worker = Worker(rig.pool, configured, every)
+    worker.reconciler = rig.reconciler()
+    return worker
+
+
+def test_a_settlement_fetch_that_raised_is_tried_again_before_its_next_turn(conn, rig):
+    """The review refused by the database: the fetch raises. The worker does not count it as
+    fetched, so the next review is not six hours away: it flags the capture a month old that
+    no payout settled."""
+    from tests.factories import deliver
+
+    worker = settling_worker(conn, rig, settlements_retry_seconds=0.0)
+    old = purchase(conn, Provider.RAZORPAY)
+    deliver(conn, old.captured())
+    conn.execute(
+        "UPDATE payhooks_payments SET applied_at = now() - interval '30 days'"
+        " WHERE payment_id = %s",
+        (old.payment_id,),
+    )
+    conn.execute(
+        "CREATE FUNCTION refuse_review() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'the review is refused'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_review BEFORE INSERT ON payhooks_unsettled"
+        " FOR EACH STATEMENT EXECUTE FUNCTION refuse_review()"
+    )
+    try:
+        with pytest.raises(Exception, match="the review is refused"):
+            worker.maybe_fetch_settlements()
+        conn.execute("DROP TRIGGER refuse_review ON payhooks_unsettled")
+        worker.maybe_fetch_settlements()
+    finally:
+        worker.close()
+    flagged = conn.execute("SELECT payment_id FROM payhooks_unsettled").fetchall()
+    assert flagged == [(old.payment_id,)]
+
+
+def test_a_settlement_fetch_a_gateway_failed_in_is_tried_again_before_its_next_turn(conn, rig):
+    from payhooks.sim.gateway_api import Fault
+
+    worker = settling_worker(conn, rig, settlements_retry_seconds=0.0)
+    rig.api.fail_next(Provider.RAZORPAY, Fault(status=503))
+    try:
+        assert worker.maybe_fetch_settlements() == 0  # Razorpay answered 503
+        assert worker.maybe_fetch_settlements() == 1  # asked again: the payout's one line
+        assert worker.maybe_fetch_settlements() == 0  # read whole: not due for an hour
+    finally:
+        worker.close()

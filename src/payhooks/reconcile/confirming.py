@@ -22,7 +22,7 @@ from payhooks.intake import confirmations
 from payhooks.intake.confirmations import Pending, Verdict
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.errors import GatewayApiError
-from payhooks.reconcile.parts import Connect, Deliver, Tally
+from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons
 
 log = logging.getLogger("payhooks.reconcile")
 
@@ -66,14 +66,14 @@ def confirm(
                 return tally
             try:
                 _one(_Asking(connect, client, deliver, tally, now()), pending)
-            except Exception as exc:  # the handler's, the database's: this callback only
+            except Exception as exc:  # the database's: this callback only
                 _broke(connect, pending, tally, exc)
     return tally
 
 
 def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> None:
-    """What the API said could not be applied (the handler raised, the database refused):
-    this callback alone is asked about again after its backoff, saying why; past
+    """The callback's turn failed after the API answered (the database refused its
+    bookkeeping): this callback alone is asked about again after its backoff, saying why; past
     ``payhooks.operations.alarms.UNCONFIRMED_WAIT`` it is an alert. Never refuted for it: the fault
     is not the callback's."""
     provider = Provider(pending.provider)
@@ -92,9 +92,7 @@ def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> 
 
 
 def _one(asking: _Asking, pending: Pending) -> None:
-    connect, client, deliver, tally, at = (asking.connect, asking.client, asking.deliver,
-                                          asking.tally, asking.at)  # fmt: skip
-    provider = Provider(pending.provider)
+    connect, client, tally, at = asking.connect, asking.client, asking.tally, asking.at
     if pending.first_event_id is not None:
         _attempt(asking, pending)
         return
@@ -109,7 +107,9 @@ def _one(asking: _Asking, pending: Pending) -> None:
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)
         return
-    events = _applied(deliver, report, provider, tally)  # what the API says wins
+    events = _applied(asking, pending, report)  # what the API says wins
+    if events is None:
+        return
     found = confirmations.verdict(pending, events, at, unknown=report.unknown)
     if found is Verdict.REFUTED and report.unknown:
         detail = f"the status API knows no such {pending.kind.value.split('_')[0]}"
@@ -118,13 +118,39 @@ def _one(asking: _Asking, pending: Pending) -> None:
     _conclude(connect, pending, found, detail, tally)
 
 
-def _applied(deliver: Deliver, report: Report, provider: Provider, tally: Tally) -> list[Event]:
-    """What the API reported, applied whatever the callback claimed; its events."""
-    tally.answered[provider] += 1
-    for received in report.received:
-        receipt = deliver(received, then=_nothing_more)
-        tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
+def _applied(asking: _Asking, pending: Pending, report: Report) -> list[Event] | None:
+    """What the API reported, applied whatever the callback claimed, each payment in a
+    transaction of its own; its events. None when one of them could not be applied: the
+    others are, and the callback is asked about again after its backoff, saying which failed
+    (never settled while a payment of its order waits to be applied)."""
+    provider = Provider(pending.provider)
+    asking.tally.answered[provider] += 1
+    receipts, failed = each(asking.deliver, report.received, _nothing_more)
+    for receipt in receipts:
+        asking.tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
+    if failed:
+        _unapplied(asking, pending, failed)
+        return None
     return [r.event for r in report.received]
+
+
+def _unapplied(asking: _Asking, pending: Pending, failed: list[Unapplied]) -> None:
+    """Payments the API reported that could not be applied: each counted and logged, and the
+    callback asked about again after its backoff with their errors; past
+    ``payhooks.operations.alarms.UNCONFIRMED_WAIT`` it is an alert."""
+    for unapplied in failed:
+        asking.tally.unapplied[Provider(pending.provider)] += 1
+        log.error(
+            "confirm_apply_failed",
+            extra={"provider": pending.provider, "event_id": pending.event_id,
+                   "order": pending.gateway_order_id,
+                   "payment_id": unapplied.received.event.payment_id,
+                   "error": unapplied.reason[:500]},
+            exc_info=unapplied.error,
+        )  # fmt: skip
+    with asking.connect() as conn:
+        wait = confirmations.wait_after(pending.attempts)
+        confirmations.again(conn, pending, wait, reasons(failed))
 
 
 def _conclude(
@@ -152,8 +178,7 @@ def _conclude(
 def _attempt(asking: _Asking, pending: Pending) -> None:
     """Another attempt than the first post's (``confirmations``): the gateway's client judges
     it against the first post's stored body; a second payment it reports is applied."""
-    connect, client, deliver, tally, at = (asking.connect, asking.client, asking.deliver,
-                                          asking.tally, asking.at)  # fmt: skip
+    connect, client, tally, at = asking.connect, asking.client, asking.tally, asking.at
     provider = Provider(pending.provider)
     judge = getattr(client, "another_attempt", None)
     with connect() as conn:
@@ -166,7 +191,9 @@ def _attempt(asking: _Asking, pending: Pending) -> None:
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)
         return
-    events = _applied(deliver, said.report, provider, tally)
+    events = _applied(asking, pending, said.report)
+    if events is None:
+        return
     found = confirmations.attempt_verdict(pending, said.verdict, events, at)
     detail = said.detail if said.verdict is not None else _detail(pending, found, events)
     _conclude(connect, pending, found, detail, tally)

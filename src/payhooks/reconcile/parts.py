@@ -1,12 +1,12 @@
 """The parts a reconciliation pass is built from: how it connects (``Connect``), how a
-reported payment is applied (``Deliver``, with a ``Followup`` after the handler) and what it
-counts (``Tally``). Below both the pass (``passes``) and its confirmations (``confirming``),
-which share them."""
+reported payment is applied (``Deliver``, with a ``Followup`` after the handler; ``each``,
+every one of an answer's payments, whichever fail) and what it counts (``Tally``). Below both
+the pass (``passes``) and its confirmations (``confirming``), which share them."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -41,6 +41,45 @@ class Deliver(Protocol):
     def __call__(self, received: Received, *, then: Followup) -> Receipt: ...
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unapplied:
+    """A payment the gateway reported that could not be applied (the handler raised, the
+    database refused it), and why."""
+
+    received: Received
+    error: Exception
+
+    @property
+    def reason(self) -> str:
+        """The payment named, and the error: what its checkout or callback keeps as its last
+        error, so a person knows which of the order's payments to look at."""
+        event = self.received.event
+        named = event.payment_id or event.event_id
+        return f"{event.kind.value} {named}: {type(self.error).__name__}: {self.error}"
+
+
+def each(
+    deliver: Deliver, reported: Iterable[Received], then: Followup
+) -> tuple[list[Receipt], list[Unapplied]]:
+    """Every payment of one answer applied, each in a transaction of its own (``deliver``
+    opens it): one the handler or the database refuses is kept with its error and the next is
+    applied all the same, so a failed attempt refused every pass never hides the order's
+    capture after it. Returns the receipts of those applied and what failed."""
+    receipts: list[Receipt] = []
+    failed: list[Unapplied] = []
+    for received in reported:
+        try:
+            receipts.append(deliver(received, then=then))
+        except Exception as exc:  # the handler's, the database's: this payment only
+            failed.append(Unapplied(received=received, error=exc))
+    return receipts, failed
+
+
+def reasons(failed: Iterable[Unapplied], *, most: int = 500) -> str:
+    """What failed, in one bounded line for a ``last_error``."""
+    return "; ".join(f.reason for f in failed)[:most]
+
+
 @dataclass(slots=True)
 class Tally:
     """What one pass did, per gateway."""
@@ -53,7 +92,8 @@ class Tally:
     deferred: Counter[Provider] = field(default_factory=Counter)
     answered: Counter[Provider] = field(default_factory=Counter)
     unapplied: Counter[Provider] = field(default_factory=Counter)
-    """Checkouts whose reported payment could not be applied (the handler raised)."""
+    """Reported payments that could not be applied (the handler raised, the database refused),
+    each counted, and checkouts or callbacks whose turn failed after the gateway answered."""
     refused: dict[Provider, str] = field(default_factory=dict)
     """Gateways that refused the credentials this pass, with their words."""
     confirmed: Counter[Provider] = field(default_factory=Counter)
@@ -113,4 +153,4 @@ class Tally:
         return bool(sum(self.confirmed.values()) or sum(self.refuted.values()))
 
 
-__all__ = ["Connect", "Deliver", "Followup", "Tally", "followed"]
+__all__ = ["Connect", "Deliver", "Followup", "Tally", "Unapplied", "each", "followed", "reasons"]

@@ -27,7 +27,16 @@ from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 from payhooks.reconcile.confirming import confirm
-from payhooks.reconcile.parts import Connect, Deliver, Followup, Tally, followed
+from payhooks.reconcile.parts import (
+    Connect,
+    Deliver,
+    Followup,
+    Tally,
+    Unapplied,
+    each,
+    followed,
+    reasons,
+)
 
 log = logging.getLogger("payhooks.reconcile")
 
@@ -169,7 +178,7 @@ class Reconciler:
                 refused = isinstance(exc, CredentialsRefused)
                 if exc.rate_limited or refused or outages >= FAILURES_BEFORE_PAUSE:
                     paused = _pause(exc)
-            except Exception as exc:  # the handler's (or the database's): this checkout only
+            except Exception as exc:  # the database's: this checkout only
                 self._unapplied(item, exc, tally)
 
     def _checkout(self, item: Due, tally: Tally) -> None:
@@ -178,8 +187,7 @@ class Reconciler:
         report = client.report(item.reference)  # GatewayApiError: handled by the caller
         tally.answered[item.provider] += 1
         tally.refused.pop(item.provider, None)
-        for received in report.received:
-            self._apply(item, received, tally)
+        failed = self._apply(item, report.received, tally)
         with self.connect() as conn:
             if report.expired and checkouts.mark_expired(conn, item):
                 tally.expired[item.provider] += 1
@@ -188,22 +196,36 @@ class Reconciler:
                     extra={"provider": item.provider.value, "reference": item.reference,
                            "order_reference": item.order_reference},
                 )  # fmt: skip
+            if failed:  # asked again after its backoff, saying which payment failed
+                checkouts.attempted(conn, item, error=reasons(failed))
+                return
             captured = any(r.event.kind is EventKind.PAYMENT_CAPTURED for r in report.received)
             wait = (checkouts.settled_backoff if captured else checkouts.backoff)(item.attempts)
             checkouts.attempted(conn, item, error=None, wait=wait)
 
-    def _apply(self, item: Due, received: Received, tally: Tally) -> None:
-        event = received.event
+    def _apply(self, item: Due, reported: tuple[Received, ...], tally: Tally) -> list[Unapplied]:
+        """Each payment of the answer applied in a transaction of its own; one the handler
+        or the database refuses is counted, logged and returned, and the others still applied."""
         alerted: list[str] = []
-        receipt = self.deliver(received, then=_alert_unseen(alerted, self.notify))
-        if receipt.outcome is Outcome.PROCESSED:
-            tally.applied[item.provider] += 1
-            tally.recovered[item.provider] += bool(alerted)
-        log.info(
-            f"reconcile_{receipt.outcome.value}",
-            extra={"provider": event.provider.value, "event_id": event.event_id,
-                   "reference": item.reference, "order_id": receipt.order_id},
-        )  # fmt: skip
+        receipts, failed = each(self.deliver, reported, _alert_unseen(alerted, self.notify))
+        for receipt in receipts:
+            tally.applied[item.provider] += receipt.outcome is Outcome.PROCESSED
+            log.info(
+                f"reconcile_{receipt.outcome.value}",
+                extra={"provider": item.provider.value, "event_id": receipt.event.event_id,
+                       "reference": item.reference, "order_id": receipt.order_id},
+            )  # fmt: skip
+        tally.recovered[item.provider] += len(alerted)
+        for unapplied in failed:
+            tally.unapplied[item.provider] += 1
+            log.error(
+                "reconcile_apply_failed",
+                extra={"provider": item.provider.value, "reference": item.reference,
+                       "payment_id": unapplied.received.event.payment_id,
+                       "error": unapplied.reason[:500]},
+                exc_info=unapplied.error,
+            )  # fmt: skip
+        return failed
 
     def _failed(self, item: Due, exc: GatewayApiError, tally: Tally) -> timedelta:
         tally.api_errors[item.provider] += 1
@@ -225,8 +247,8 @@ class Reconciler:
         return wait
 
     def _unapplied(self, item: Due, exc: Exception, tally: Tally) -> None:
-        """A payment the gateway reported could not be applied (the handler raised, the
-        database refused): that checkout backs off and says why; the others go on."""
+        """The checkout's turn failed after the gateway answered (the database refused its
+        bookkeeping): that checkout backs off and says why; the others go on."""
         tally.unapplied[item.provider] += 1
         reason = f"{type(exc).__name__}: {exc}"[:200]
         log.exception(

@@ -14,12 +14,14 @@ never stops the rest: a line payhooks cannot read is kept for a person (with why
 line as answered) and the rest of its page recorded; a day's page or a payout's figures it
 cannot read is said, and the other days and payouts still read. A gateway's API error is an
 error, never an answer: an outage or refused credentials stop that gateway's fetch there and
-say why, the others go on, and a gateway whose report failed in whole or in part has its
-captures not reviewed (nothing is flagged unsettled on the word of a failed report). Needs
-the ``reconcile`` extra (httpx)."""
+say why, the others go on; so does any other exception on one gateway's page (the database
+refusing it: a lock or statement timeout, a deadlock), told with its type. A gateway whose
+report failed in whole or in part has its captures not reviewed (nothing is flagged
+unsettled on the word of a failed report). Needs the ``reconcile`` extra (httpx)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +43,8 @@ from payhooks.reconcile.parts import Connect
 from payhooks.reconcile.running import TIMEOUT_S, connecting
 from payhooks.settlements import flags, records
 from payhooks.settlements.records import Recorded
+
+log = logging.getLogger("payhooks.reconcile")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -158,8 +162,8 @@ def _fetched(
 ) -> None:
     """One gateway's report, page by page: a line it cannot read is kept and a part of the
     report it cannot read is told, and the rest recorded; an error that ends the report (an
-    outage, refused credentials, a page whose next one cannot be found) stops this gateway,
-    and is told."""
+    outage, refused credentials, a page whose next one cannot be found, the database refusing
+    a page: any exception) stops this gateway alone, and is told with its type."""
     provider = reporter.provider
     tally.recorded[provider] = Recorded()
     try:
@@ -169,6 +173,11 @@ def _fetched(
                 tally.counted(provider, page, done)
     except GatewayApiError as exc:
         tally.failed(provider, exc.reason)
+    except Exception as exc:  # the database's (a timeout, a deadlock), a reader's: this gateway
+        why = f"{type(exc).__name__}: {exc}"[:500]
+        log.exception("settlements_gateway_failed", extra={"provider": provider.value,
+                                                           "error": why})  # fmt: skip
+        tally.failed(provider, why)
 
 
 def fetch(

@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from typing import Any
 
 import psycopg_pool
@@ -49,6 +50,8 @@ class Maintenance:
         self._references_filled = False
         self._unconfigured_warned: set[str] = set()
         """Gateways without a secret already warned about in this pass."""
+        self._failed_before: dict[tuple[str, str], int] = {}
+        """Parked deliveries the last complete pass failed on, and how many passes in a row."""
 
     def maybe_purge(self) -> int:
         """Purge once a day (a purge already running elsewhere is left to finish); returns
@@ -92,22 +95,41 @@ class Maintenance:
 
     def _retry_matching(self) -> int:
         """One pass over what the checkouts and payments made since the last pass match; the
-        pass is recorded only once complete, so an interrupted one is taken up again."""
+        pass is recorded only once complete, so an interrupted one is taken up again, and
+        only when no delivery it met failed for fewer than ``PARKED_RETRIES`` passes in a
+        row, so the next one meets those again."""
         with database.connection(self.pool) as conn:
             started = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
             previous = last_pass(conn)
         since = None if previous is None else previous - MARGIN
         applied, after = 0, START
+        failed: dict[tuple[str, str], int] = {}
         while not self.stopping.is_set():
             with database.connection(self.pool) as conn:
                 page = matching_parked(conn, after, limit=self.cadence.batch, since=since)
-            applied += sum(self._retry(row) for row in page)
+            for row in page:
+                retried = self._retry(row)
+                applied += retried is _Retried.APPLIED
+                if retried is _Retried.FAILED:
+                    failed[row.key] = self._failed_again(row)
             if len(page) < self.cadence.batch:
-                with database.connection(self.pool) as conn:
-                    record_pass(conn, started)
+                self._failed_before = failed
+                if all(tries >= PARKED_RETRIES for tries in failed.values()):
+                    with database.connection(self.pool) as conn:
+                        record_pass(conn, started)
                 break
             after = page[-1].position
         return applied
+
+    def _failed_again(self, row: ParkedDelivery) -> int:
+        """How many passes in a row have failed on ``row``, this one included; said once when
+        the passes stop holding back for it."""
+        tries = self._failed_before.get(row.key, 0) + 1
+        if tries == PARKED_RETRIES:
+            log.warning("parked_retries_exhausted", extra={"provider": row.provider,
+                                                           "event_id": row.event_id,
+                                                           "tries": tries})  # fmt: skip
+        return tries
 
     def _fill_references(self) -> bool:
         """Deliveries parked before schema version 5 have no ``merchant_ref``: parse each
@@ -148,10 +170,10 @@ class Maintenance:
             self._unconfigured_warned.add(provider)
             log.warning("parked_provider_not_configured", extra={"provider": provider})
 
-    def _retry(self, row: ParkedDelivery) -> bool:
+    def _retry(self, row: ParkedDelivery) -> _Retried:
         received = self._parsed(row)
         if received is None:
-            return False
+            return _Retried.FAILED
         try:
             receipt = application.deliver_pooled(self.pool, received)
         except DatabaseUnavailable:
@@ -159,9 +181,9 @@ class Maintenance:
         except Exception as exc:  # the handler's, a row the database refuses: this one only
             log.warning("parked_retry_failed", extra={"event_id": row.event_id,
                                                       "error": _reason(exc)})  # fmt: skip
-            return False
+            return _Retried.FAILED
         if receipt.outcome is not Outcome.PROCESSED:
-            return False
+            return _Retried.LEFT
         log.info(
             "parked_applied",
             extra={
@@ -170,7 +192,18 @@ class Maintenance:
                 "order_id": receipt.order_id,
             },
         )
-        return True
+        return _Retried.APPLIED
+
+
+class _Retried(StrEnum):
+    """What became of one parked delivery a pass met."""
+
+    APPLIED = "applied"
+    LEFT = "left"
+    """Answered, and not applied: still parked (a refund beside its payment's mismatch), or
+    ignored."""
+    FAILED = "failed"
+    """The handler raised, the database refused it, or its row did not read: tried again."""
 
 
 def _reason(exc: Exception) -> str:
@@ -198,6 +231,10 @@ class ParkedDelivery:
     def position(self) -> Position:
         return (self.processed_at, self.provider, self.event_id)
 
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.provider, self.event_id)
+
 
 Position = tuple[datetime, str, str]
 START: Position = (datetime.min.replace(tzinfo=UTC), "", "")
@@ -208,6 +245,11 @@ START: Position = (datetime.min.replace(tzinfo=UTC), "", "")
 # nothing, however many, are never scanned. The window reaches back a margin before the last
 # pass began, for a checkout whose transaction committed after that pass looked.
 MARGIN = timedelta(minutes=5)
+PARKED_RETRIES = 10
+"""Passes a parked delivery whose apply failed (the handler raised, the database refused it,
+its row did not read) is tried at, one after another, holding the pass's watermark back so the
+next pass meets it again; then the passes go on without it, and the parked alert tells a
+person. Counted per worker process: a restarted worker tries it as many times again."""
 _MATCHING_PARKED = """
 WITH matched AS MATERIALIZED (
     SELECT w.provider, w.event_id FROM checkouts c

@@ -41,6 +41,10 @@ class WorkerOptions:
     settlements_every_seconds: float | None = 6 * 3600.0
     """How often the gateways' settlement reports of the last ``SETTLEMENT_DAYS`` are fetched
     (docs/operations.md, "Settlements"): a day fetched again records nothing twice."""
+    settlements_retry_seconds: float = 900.0
+    """After a fetch that failed (it raised, or a gateway's report failed in whole or in part),
+    how long until the next: doubling with each failure in a row, up to
+    ``settlements_every_seconds``."""
 
 
 SETTLEMENT_DAYS = 3
@@ -84,7 +88,8 @@ class Worker:
         self._pool = pool
         self._last_reconcile: float | None = None
         self._last_alerts: float | None = None
-        self._last_settlements: float | None = None
+        self._settlements_due: float | None = None
+        self._settlements_failed = 0
         self._settings = settings
         self._failures = 0
 
@@ -188,21 +193,33 @@ class Worker:
     def maybe_fetch_settlements(self) -> int:
         """The gateways' settlement reports of the last ``SETTLEMENT_DAYS``, every
         ``settlements_every_seconds``, recorded and reviewed; returns how many lines were new.
-        Off for gateways without API credentials."""
+        One that failed is tried again sooner (``settlements_retry_seconds``). Off for
+        gateways without API credentials."""
         every = self.options.settlements_every_seconds
-        now = time.monotonic()
         if not self.reconciler.clients or every is None:
             return 0
-        if self._last_settlements is not None and now - self._last_settlements < every:
+        if self._settlements_due is not None and time.monotonic() < self._settlements_due:
             return 0
-        self._last_settlements = now
+        self._settlements_failed += 1  # until this fetch is seen through: one that raises
+        self._settlements_due = time.monotonic() + self._settlements_wait(every)
         today = datetime.now(UTC).astimezone(INDIA).date()
         start = today - timedelta(days=SETTLEMENT_DAYS - 1)
         tally = application.fetch_settlements(self.reconciler, self._settings, start, today)
         log.info("settlements_fetched", extra={"summary": tally.summary()})
         if tally.failures:
             log.warning("settlements_fetch_failed", extra={"failures": tally.trouble()})
+        else:
+            self._settlements_failed = 0
+        self._settlements_due = time.monotonic() + self._settlements_wait(every)
         return sum(done.lines for done in tally.recorded.values())
+
+    def _settlements_wait(self, every: float) -> float:
+        """``every`` after a fetch that read every report whole; after failures in a row, the
+        retry doubling from ``settlements_retry_seconds``, never longer than ``every``."""
+        if self._settlements_failed == 0:
+            return every
+        retry = self.options.settlements_retry_seconds * 2 ** min(self._settlements_failed - 1, 16)
+        return float(min(every, retry))
 
     def confirm_callbacks(self) -> int:
         """Every tick: the callbacks PhonePe and Juspay sent (only their credential proves

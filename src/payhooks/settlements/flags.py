@@ -74,6 +74,11 @@ ON CONFLICT (provider, payment_id) DO NOTHING
 """
 )
 _CLEAR = "DELETE FROM payhooks_unsettled u WHERE " + SETTLED.format(alias="u")
+TURN = 0x73746C64  # "stld": the review and the recording of report lines take turns
+LINES_TURN = "SELECT pg_advisory_xact_lock_shared(%s)"
+"""Taken (with ``TURN``) by a recording that writes report lines, before any of them: shared,
+so recordings run side by side, and each waits for a review in progress to commit."""
+_REVIEW_TURN = "SELECT pg_advisory_xact_lock(%s)"
 # Lines recorded before their payment was applied (a webhook late, reconciliation since).
 _MATCH_AGAIN = """
 UPDATE payhooks_settlement_lines l
@@ -121,7 +126,14 @@ def review(
     whose report it read whole, never one whose report failed, since an error says nothing of
     what was paid out; nor a capture a report line payhooks could not read names (that line,
     kept for a person, may be its payout). The second is the gateway's own word, flagged for
-    every gateway."""
+    every gateway.
+
+    A recording of report lines (``records.recording``) and the review take turns
+    (``TURN``: the review alone, or any number of recordings), each before its first
+    statement. Without it neither sees the other's uncommitted rows: the review would flag a
+    capture whose settled line commits beside it, after that line's own clear found no flag,
+    and the payment would read unsettled until the next review. Whichever comes second waits,
+    and its statements see what the first committed."""
     every = allowed(margin)
     limits = {p: span for p, span in every.items() if providers is None or p in providers}
     params = {
@@ -134,6 +146,7 @@ def review(
         "window": timedelta(days=REVIEW_DAYS),
     }
     with conn.transaction():
+        conn.execute(_REVIEW_TURN, (TURN,))
         matched = conn.execute(_MATCH_AGAIN).rowcount
         cleared = conn.execute(_CLEAR).rowcount
         flagged = conn.execute(_FLAG, params).rowcount
@@ -193,9 +206,11 @@ def unreadable(conn: Connection) -> list[Count]:
 __all__ = [
     "DEFAULT_MARGIN",
     "DEFAULT_MARGIN_HOURS",
+    "LINES_TURN",
     "MARGIN_HOURS",
     "REVIEW_DAYS",
     "SETTLED",
+    "TURN",
     "UNMATCHED",
     "Count",
     "Review",

@@ -13,7 +13,8 @@ other's row and record once. A payout's state only moves up its rank (pending, s
 failed, reversed: a failure told after a report line's "settled" wins, and a "settled" told
 again after a failure never undoes it), but for the gateway's answer about the payout now,
 which replaces it; a figure a source does not state never wipes one another stated. Lines are
-written in key order, so two writers of one payout's lines never deadlock."""
+written in key order, so two writers of one payout's lines never deadlock, and only while no
+review runs (``flags.TURN``), so a settled line always clears its payment's flag."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from payhooks.gateways._settlements import (
     Unreadable,
 )
 from payhooks.plumbing.db import Connection, Statement, Steps, run
-from payhooks.settlements.flags import SETTLED
+from payhooks.settlements.flags import LINES_TURN, SETTLED, TURN
 
 _RANKED = ", ".join(f"'{state.value}'" for state in sorted(SettlementState, key=lambda x: x.rank))
 _RANK = f"array_position(ARRAY[{_RANKED}], {{}})"
@@ -160,6 +161,8 @@ def recording(
     """Record ``settlements`` and ``lines`` (each line's payout too, from what the line says
     of it, where ``settlements`` does not state it), and keep the lines a page could not read
     (``unreadable``) for a person."""
+    if lines:  # the review's turn over (``flags.review``): its flags are seen, and cleared
+        yield Statement(sql=LINES_TURN, params=(TURN,), reads=False)
     stated = {(s.provider, s.settlement_id): s for s in settlements}
     for line in lines:
         stated.setdefault((line.provider, line.settlement_id), listed(line))
