@@ -222,7 +222,7 @@ def confirm_daemon(django_db: str, api_url: str) -> Iterator[Daemon]:
 
 
 def test_payhooks_confirm_outlives_its_database_going_away_and_goes_on(django_db, gateway_api):
-    """Issue 33, 11: ``manage.py payhooks_confirm`` exited 1 on the first database error; it
+    """``manage.py payhooks_confirm`` exited 1 on the first database error; it
     logs the outage, waits and goes on, as the reference worker does."""
     _, api_url = gateway_api
     with confirm_daemon(django_db, api_url) as daemon:

@@ -1,7 +1,7 @@
 """The merchant-side daemons (``payhooks confirm``, ``payhooks refunds send``, ``payhooks
 alerts``) while their database is away and after it is back, as subprocesses through a
 loopback proxy the test cuts (``payhooks.sim.proxy``): each logs the outage, waits, and goes
-on, as the reference worker does. Issue 33, 11: each exited 1 on the first database error."""
+on, as the reference worker does. Each used to exit 1 on the first database error."""
 
 from __future__ import annotations
 

@@ -279,7 +279,7 @@ def test_a_razorpay_event_id_header_with_a_colon_is_not_used_as_the_key(conn):
 
 
 def test_a_refund_that_names_no_payment_is_parked_saying_why(conn):
-    """Issue 33, 1: a PhonePe refund whose original order had no one completed payment names
+    """A PhonePe refund whose original order had no one completed payment names
     none; the reference shop's handler failed on it (a payment row with no id) and the
     exception left the confirmation pass. It is parked, saying why."""
     from payhooks.events import Event, EventKind, Received
@@ -301,7 +301,7 @@ def test_a_refund_that_names_no_payment_is_parked_saying_why(conn):
 
 
 def test_a_refund_that_names_no_payment_tells_the_operator_to_find_it_not_to_wait(conn):
-    """Issue 33, 4: the alert of a refund parked for naming no payment said it would be
+    """The alert of a refund parked for naming no payment said it would be
     applied when the gateway delivers it again; nothing will apply it, a person must."""
     from payhooks.events import Event, EventKind, Received
     from payhooks.intake.ingest import ingest_received

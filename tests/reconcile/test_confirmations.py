@@ -196,7 +196,7 @@ class Failing:
 def test_a_callback_its_api_never_answers_usefully_for_a_day_waits_and_reaches_a_person(
     shop, database_url, refused
 ):
-    """Issue 33, 2's class: a day of errors is no word on what the callback claimed, so it is
+    """A day of errors is no word on what the callback claimed, so it is
     never refuted for them (it was, after 24 hours: a real payment lost to an API outage). It
     is asked again, and the alert of callbacks waiting for their API says so."""
     from payhooks.gateways._status import CredentialsRefused
@@ -240,7 +240,7 @@ def for_order(order: str, payment: str, key: str) -> tuple[Received, Report]:
 
 
 def test_one_callback_whose_handler_fails_holds_back_none_of_the_others(shop, database_url):
-    """Issue 33, 1: the handler's exception for one callback left the pass, and every
+    """The handler's exception for one callback left the pass, and every
     callback after it waited out its lease, every pass."""
     conn, paid = shop
     bad, bad_said = for_order("M-BAD", "OM-BAD", "cb-bad")
@@ -306,7 +306,7 @@ def test_a_payment_the_handler_fails_on_never_holds_back_the_next_of_the_callbac
 
 
 def test_a_callback_waiting_for_its_api_past_the_bound_reaches_a_person(shop):
-    """Issue 33, 16: no credentials (no pass asks) or an API down: the callback waits in
+    """No credentials (no pass asks) or an API down: the callback waits in
     silence. Past the bound it is an alert, and a banner on the console."""
     from payhooks.operations.alarms import alarms
     from payhooks.operations.alerts import core_sources, observe

@@ -394,7 +394,7 @@ def _three_passes_failing(conn, database_url, env, handler) -> list[int]:
 
 
 def test_a_checkout_whose_payment_the_handler_keeps_failing_on_reaches_a_person(shop, database_url):
-    """Issue 33, 1's class: the checkout backs off with the handler's error, and after
+    """The checkout backs off with the handler's error, and after
     RECONCILE_FAILURES failures in a row the reconcile_failing alert says so, with the error."""
     from tests.reconcile.merchant_hooks import fussy
 

@@ -348,7 +348,7 @@ def wait_asked(conn, provider: Provider) -> float:
 @pytest.mark.parametrize("provider", GATEWAYS)
 @pytest.mark.parametrize("form", ["seconds", "http-date"])
 def test_a_429_is_asked_again_no_sooner_than_the_gateway_asked(core, database_url, provider, form):
-    """Issue 33, 19: the sender called again 5-6 s after a 429 that asked for 8 (longer than
+    """The sender called again 5-6 s after a 429 that asked for 8 (longer than
     the sender's own first backoff, 5 s). Retry-After in seconds or as an HTTP date; Cashfree's
     own x-ratelimit-retry."""
     conn, api, url = core
@@ -376,7 +376,7 @@ class Breaking:
 
 
 def test_one_intent_that_breaks_the_sender_holds_back_none_of_the_others(core, database_url):
-    """Issue 33, 1: one item's exception left the pass; every intent after it waited."""
+    """One item's exception left the pass; every intent after it waited."""
     from payhooks.gateways._status import client, http_client
     from payhooks.refunding.sending import send_due
 

@@ -375,7 +375,7 @@ def test_a_refund_of_another_order_than_the_callback_named_confirms_nothing():
 
 
 def test_a_completed_refund_names_the_payment_of_its_original_order():
-    """Issue 33, 1: PhonePe's refund status names no payment; the refund reached the handler
+    """PhonePe's refund status names no payment; the refund reached the handler
     with none, and the reference shop's handler failed on it. It is the payment of the order
     it refunds (that order's status), kept in the stored answer so a replay reads it too."""
     client = _refund_client({REFUND_PATH: (200, REFUND)})
