@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from payhooks.sim.gateway import Delivery
 from payhooks.sim.gateways import simulator
 from tests.conftest import released_together
 from tests.factories import ADAPTERS, GATEWAY, Purchase, deliver, purchase
+from tests.racing import while_held as racing_held
 
 THREADS = 50
 OPTIONS = "-c lock_timeout=2000 -c statement_timeout=3000"
@@ -167,40 +167,13 @@ def disputed(
     return received_of(build(GATEWAY, told))
 
 
-def blocked_by(conn, pid: int) -> bool:
-    row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
-    ).fetchone()
-    return bool(row[0])
-
-
 def while_held(
-    database_url: str,
-    conn,
-    held: tuple[Apply, Received],
-    racing: tuple[Apply, Received],
+    database_url: str, conn, held: tuple[Apply, Received], racing: tuple[Apply, Received]
 ) -> None:
-    """``held`` applied in a transaction left open; ``racing`` on a connection of its own
-    until it has finished or waits on a lock the held one took; then the held one commits
-    and the racing one ends."""
-    errors: list[BaseException] = []
-
-    def race() -> None:
-        try:
-            with psycopg.connect(database_url, autocommit=True, options=OPTIONS) as other:
-                racing[0](other, racing[1])
-        except BaseException as exc:  # reported below, in the test's own thread
-            errors.append(exc)
-
-    with psycopg.connect(database_url, options=OPTIONS) as holder:
-        held[0](holder, held[1])
-        thread = threading.Thread(target=race)
-        thread.start()
-        while thread.is_alive() and not blocked_by(conn, holder.info.backend_pid):
-            thread.join(timeout=0.05)
-        holder.commit()
-    thread.join()
-    assert not errors, errors
+    """``held``'s delivery applied in a transaction left open, ``racing``'s racing it
+    (tests/racing.py)."""
+    racing_held(database_url, conn, lambda c: held[0](c, held[1]),
+                lambda c: racing[0](c, racing[1]), options=OPTIONS)  # fmt: skip
 
 
 CAPTURE_PATHS: dict[str, tuple[Apply, Apply]] = {

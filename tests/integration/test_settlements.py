@@ -6,7 +6,6 @@ their gateway's cycle and a margin, and a settled line clears the flag."""
 
 from __future__ import annotations
 
-import threading
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -21,6 +20,7 @@ from payhooks.sim.gateways import razorpay as razorpay_sim
 from payhooks.sim.parts import PaidOut, Payout
 from tests.conftest import released_together
 from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
+from tests.racing import while_held
 
 NOW = datetime(2026, 1, 10, 6, 0, tzinfo=UTC)
 
@@ -251,39 +251,6 @@ def test_the_review_flags_a_capture_past_its_cycle_and_a_settled_line_clears_it(
     assert flags.review(conn, NOW).flagged == 0  # flagged once
     records.record(conn, [], [line(late.payment_id, sid="setl_T2", net=late.amount_paise)])
     assert listing.unsettled(conn) == []  # cleared the moment a settled line names it
-
-
-def blocked_by(conn, pid: int) -> bool:
-    row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", (pid,)
-    ).fetchone()
-    return bool(row[0])
-
-
-def while_held(database_url: str, conn, held, racing) -> None:
-    """``held(connection)`` in a transaction left open; ``racing(connection)`` on a thread
-    until it has finished or waits on a lock the held one took; then the held one commits
-    and the racing one ends."""
-    errors: list[BaseException] = []
-
-    def race() -> None:
-        try:
-            with psycopg.connect(database_url, autocommit=True, options=RACING) as other:
-                racing(other)
-        except BaseException as exc:  # reported below, in the test's own thread
-            errors.append(exc)
-
-    with psycopg.connect(database_url, autocommit=True) as holder, holder.transaction():
-        held(holder)
-        thread = threading.Thread(target=race)
-        thread.start()
-        while thread.is_alive() and not blocked_by(conn, holder.info.backend_pid):
-            thread.join(timeout=0.05)
-    thread.join()
-    assert not errors, errors
-
-
-RACING = "-c lock_timeout=30000"
 
 
 @pytest.mark.parametrize("held", ["settled line", "review"])
