@@ -112,6 +112,30 @@ def test_a_callback_the_status_api_refuted_says_so_and_why(operator, django_db):
     assert said in text
 
 
+def test_a_mismatch_settled_by_hand_is_told_after_its_delivery_is_purged(operator, django_db):
+    """Its row is all the core has of that payment once the purge took its delivery."""
+    from payhooks.django import retention
+    from payhooks.intake.expectations import resolve
+
+    payhooks.expect(connection(), "razorpay", "order_mm", 49_900, "INR", "shop-43")
+    Order.objects.create(reference="order_mm", amount_paise=49_900)
+    assert deliver(capture("order_mm", "evt_mm")) == "parked"  # 1.00 paid
+    resolve(connection(), "razorpay", "evt_mm", "refunded in the dashboard")
+    cursor = connection()
+    for table, column in (("processed_webhooks", "processed_at"),
+                          ("payhooks_expectations", "created_at"),
+                          ("payhooks_amount_mismatches", "found_at")):  # fmt: skip
+        cursor.execute(f"UPDATE {table} SET {column} = {column} - interval '100 days'".encode())
+    retention.purge("default", 90)
+    assert records(django_db) == []
+    page = timeline(operator, "order_mm")
+    [item] = page.context["told"]
+    [kept] = item["story"].mismatched
+    assert (kept.event_id, kept.paid_paise, kept.resolution) == (
+        "evt_mm", 100, "refunded in the dashboard")  # fmt: skip
+    assert 'id="mismatched"' in page.content.decode()
+
+
 @pytest.mark.parametrize("q", ["\x00", "pay_\x00x", "\x01", "\x1b[31m", "\x7f", "\x85"])
 def test_a_query_holding_a_control_character_is_refused_400(operator, q):
     answered = timeline(operator, q)

@@ -134,6 +134,40 @@ def test_an_underpaid_capture_shows_both_amounts_and_is_settled_from_the_console
     ]
 
 
+def test_an_underpayment_settled_by_hand_stays_on_the_payments_list_and_its_order_after_a_purge(
+    shop, conn, merchant_url
+):
+    """Its row is all the core has of that payment once its delivery and its expectation are
+    purged: the payments list and the order's timeline still show it, with both amounts."""
+    from datetime import UTC, datetime, timedelta
+
+    from payhooks.intake.expectations import resolve
+    from payhooks.operations import retention
+    from tests.console.test_console_lists import listed
+
+    checkout(shop)
+    assert post(shop, razorpay(amount_paise=100)) == (200, "parked")
+    [(event_id,)] = conn.execute("SELECT event_id FROM processed_webhooks").fetchall()
+    resolve(conn, "razorpay", event_id, "refunded in the dashboard")
+    for table, column in (("processed_webhooks", "processed_at"),
+                          ("payhooks_expectations", "created_at"),
+                          ("payhooks_amount_mismatches", "found_at"),
+                          ("payhooks_deliveries", "received_at")):  # fmt: skip
+        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '100 days'".encode())
+    retention.purge(conn, 90)
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+    since = (datetime.now(UTC) - timedelta(days=200)).isoformat()
+    with logged_in(shop, merchant_url) as client:
+        page = client.get(f"{CONSOLE}/payments", params={"from": since}).text
+        [payment] = listed(page, "payments")
+        story = client.get(f"{CONSOLE}/orders/razorpay/{REF}").text
+    assert "pay_shop0000001" in payment and "refunded in the dashboard" in payment
+    assert "₹1.00" in payment and "₹499.00" in payment
+    [kept] = listed(story, "mismatched")
+    assert "pay_shop0000001" in kept and "refunded in the dashboard" in kept
+    assert "₹1.00" in kept and "₹499.00" in kept and event_id in kept
+
+
 def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_once(
     shop, conn, merchant_url
 ):

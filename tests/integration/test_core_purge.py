@@ -16,6 +16,7 @@ from psycopg.conninfo import make_conninfo
 
 import payhooks
 from payhooks import EventKind, Hooks, Outcome, ingest, ingest_in_transaction
+from payhooks.intake.expectations import resolve
 from payhooks.intake.ingest import Receipt
 from payhooks.operations import retention
 from payhooks.plumbing.errors import RetentionTooShort
@@ -110,11 +111,71 @@ def test_an_old_amount_mismatch_stays_parked_with_its_expectation(merchant):
     assert keys(merchant, "payhooks_amount_mismatches", "event_id") == ["evt_short"]
 
 
-def test_a_purged_delivery_takes_its_amount_mismatch_with_it(merchant):
-    delivered(merchant, "evt_once", 100, order="order_once")
-    merchant.execute(MISMATCH, ("evt_once", "order_once", "pay_o"))
+def underpaid_and_written_off(conn, days_old: int = 100) -> str:
+    """A capture of 1.00 for an order expected at 499.00, parked for its amount, refunded by
+    hand in the gateway's dashboard and resolved so, ``days_old`` days ago: it never reached a
+    handler, so its amount mismatch is all the core has of that payment. Its delivery key."""
+    payhooks.expect(conn, "razorpay", "order_short", 49_900, "INR", "ref-short")
+    capture = GATEWAY.razorpay("payment.captured", payment_id="pay_short", order_id="order_short",
+                               amount_paise=100, event_id="evt_short")  # fmt: skip
+    assert deliver_to(conn, capture).outcome is Outcome.PARKED
+    resolve(conn, "razorpay", "evt_short", "refunded in the dashboard")
+    ago = "now() - make_interval(days => %s)"
+    conn.execute(f"UPDATE processed_webhooks SET processed_at = {ago}".encode(), (days_old,))
+    conn.execute(f"UPDATE payhooks_expectations SET created_at = {ago}".encode(), (days_old,))
+    conn.execute(
+        f"UPDATE payhooks_amount_mismatches SET found_at = {ago}, resolved_at = {ago}".encode(),
+        (days_old, days_old),
+    )
+    return "evt_short"
+
+
+def test_a_resolved_amount_mismatch_outlives_the_purge_of_its_delivery(merchant):
+    """Money the core recorded nowhere else: the payment, its order, both amounts and how it
+    was settled stay after its delivery record and its expectation are purged."""
+    key = underpaid_and_written_off(merchant)
     retention.purge(merchant, 90)
-    assert keys(merchant, "payhooks_amount_mismatches", "event_id") == []
+    assert keys(merchant, "processed_webhooks", "event_id") == []
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
+    kept = merchant.execute(
+        "SELECT provider, event_id, gateway_order_id, payment_id, expected_paise,"
+        " expected_currency, paid_paise, paid_currency, resolution"
+        " FROM payhooks_amount_mismatches"
+    ).fetchall()
+    assert kept == [("razorpay", key, "order_short", "pay_short", 49_900, "INR", 100, "INR",
+                     "refunded in the dashboard")]  # fmt: skip
+
+
+def test_the_payments_list_shows_a_settled_mismatch_after_its_delivery_is_purged(merchant):
+    from datetime import UTC, datetime
+
+    from payhooks.console import lists
+
+    underpaid_and_written_off(merchant)
+    retention.purge(merchant, 90)
+    window = lists.Window(start=None, end=datetime.now(UTC), end_given=False)
+    (payment,) = lists.core_payments(merchant, lists.PaymentFilter(window=window))
+    assert (payment.provider, payment.payment_id, payment.gateway_order_id) == (
+        "razorpay", "pay_short", "order_short")  # fmt: skip
+    assert (payment.status, payment.expected_paise, payment.paid_paise) == ("settled", 49_900, 100)
+    assert payment.resolution == "refunded in the dashboard"
+
+
+def test_the_timeline_finds_and_tells_a_settled_mismatch_after_its_delivery_is_purged(merchant):
+    from payhooks.operations import timeline
+
+    key = underpaid_and_written_off(merchant)
+    retention.purge(merchant, 90)
+    for typed in ("order_short", "pay_short"):
+        assert [(f.provider, f.gateway_order_id) for f in timeline.find(merchant, typed)] == [
+            ("razorpay", "order_short")
+        ]
+    told = timeline.story(merchant, "razorpay", "order_short")
+    assert told is not None and told.records == []
+    (kept,) = told.mismatched
+    assert (kept.event_id, kept.payment_id) == (key, "pay_short")
+    assert (kept.expected_paise, kept.paid_paise, kept.resolution) == (
+        49_900, 100, "refunded in the dashboard")  # fmt: skip
 
 
 def test_old_payment_claims_go_unless_a_parked_delivery_of_the_payment_waits(merchant):

@@ -190,6 +190,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0025_relay_refused",
         "core/0026_settlement_unreadable",
         "core/0027_disputed_at_birth",
+        "core/0028_mismatches_kept",
     ]
     tables = {
         row[0]
@@ -300,6 +301,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0025_relay_refused",
         "core/0026_settlement_unreadable",
         "core/0027_disputed_at_birth",
+        "core/0028_mismatches_kept",
     ]
 
 

@@ -99,11 +99,25 @@ def http_client(timeout_s: float) -> httpx.Client:
     )
 
 
-def answer(provider: Provider, http: httpx.Client, method: str, url: str, **kw: Any) -> bytes:
-    """The body of a 2xx answer; anything else is a ``GatewayApiError`` saying why. The call
-    as a whole has the client's timeout: a server sending one byte per read within the read
-    timeout is cut off at the deadline, and a body past ``MAX_ANSWER_BYTES`` is refused as
-    it streams; both are failures like a 5xx (an outage: a few in a row pause the gateway)."""
+def _no_answer(status: int, body: bytes) -> bool:
+    return False
+
+
+def answer(
+    provider: Provider,
+    http: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    taken: Callable[[int, bytes], bool] = _no_answer,
+    **kw: Any,
+) -> bytes:
+    """The body of a 2xx answer; anything else is a ``GatewayApiError`` saying why, unless
+    ``taken`` says the gateway documents it as an answer (Juspay's order it never created,
+    HTTP 400): ``taken(status, body)`` decides on the whole body, never the status alone. The
+    call as a whole has the client's timeout: a server sending one byte per read within the
+    read timeout is cut off at the deadline, and a body past ``MAX_ANSWER_BYTES`` is refused
+    as it streams; both are failures like a 5xx (an outage: a few in a row pause the gateway)."""
     deadline = _Deadline(http.timeout.read or DEFAULT_DEADLINE_S)
     try:
         with (
@@ -121,7 +135,7 @@ def answer(provider: Provider, http: httpx.Client, method: str, url: str, **kw: 
             raise GatewayApiError(provider.value, "timed out") from exc
         raise GatewayApiError(provider.value, f"no answer ({type(exc).__name__})") from exc
     status = response.status_code
-    if 200 <= status < 300:
+    if 200 <= status < 300 or taken(status, body):
         return body
     error = CredentialsRefused if status in CREDENTIALS_REFUSED else GatewayApiError
     raise error(

@@ -81,7 +81,9 @@ _FIND = {
            OR EXISTS (SELECT 1 FROM processed_webhooks
                       WHERE provider = g.provider AND merchant_ref = %(q)s)
            OR EXISTS (SELECT 1 FROM payhooks_deliveries
-                      WHERE provider = g.provider AND merchant_ref = %(q)s)""",
+                      WHERE provider = g.provider AND merchant_ref = %(q)s)
+           OR EXISTS (SELECT 1 FROM payhooks_amount_mismatches
+                      WHERE provider = g.provider AND gateway_order_id = %(q)s)""",
     Matched.REFERENCE: """
         (SELECT provider, gateway_order_id FROM payhooks_expectations
          WHERE reference = %(q)s LIMIT %(limit)s)
@@ -99,7 +101,10 @@ _FIND = {
         UNION
         (SELECT provider, merchant_ref FROM payhooks_deliveries
          WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s
-           AND merchant_ref IS NOT NULL LIMIT %(limit)s)""",
+           AND merchant_ref IS NOT NULL LIMIT %(limit)s)
+        UNION
+        (SELECT provider, gateway_order_id FROM payhooks_amount_mismatches
+         WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s LIMIT %(limit)s)""",
     Matched.DELIVERY_KEY: """
         (SELECT provider, merchant_ref FROM processed_webhooks
          WHERE provider = ANY(%(providers)s) AND event_id = %(q)s AND merchant_ref IS NOT NULL)
@@ -111,7 +116,10 @@ _FIND = {
         UNION
         (SELECT provider, merchant_ref FROM payhooks_deliveries
          WHERE provider = ANY(%(providers)s) AND event_id = %(q)s
-           AND merchant_ref IS NOT NULL LIMIT %(limit)s)""",
+           AND merchant_ref IS NOT NULL LIMIT %(limit)s)
+        UNION
+        (SELECT provider, gateway_order_id FROM payhooks_amount_mismatches
+         WHERE provider = ANY(%(providers)s) AND event_id = %(q)s)""",
     Matched.BANK_REFERENCE: """
         (SELECT DISTINCT provider, merchant_ref FROM processed_webhooks
          WHERE bank_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s)
@@ -182,6 +190,28 @@ class Expected:
 class AmountMismatch:
     """A payment of another amount or currency than expected: parked for a person."""
 
+    expected_paise: int
+    expected_currency: str
+    paid_paise: int | None
+    paid_currency: str | None
+    found_at: datetime
+    resolved_at: datetime | None
+    resolution: str | None
+
+    @property
+    def resolved(self) -> bool:
+        """A person settled it."""
+        return self.resolved_at is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeptMismatch:
+    """An amount mismatch whose delivery record the retention purge deleted: its row (kept by
+    core migration 0028) is what the core still has of that payment, settled by hand."""
+
+    event_id: str
+    """The key its delivery had."""
+    payment_id: str | None
     expected_paise: int
     expected_currency: str
     paid_paise: int | None
@@ -296,6 +326,9 @@ class Story:
     disputes: list[disputes.Dispute] = field(default_factory=list)
     """Where each dispute of its payments stands (``payhooks.intake.disputes``), in the order
     they were opened; each report of one is also among ``records``."""
+    mismatched: list[KeptMismatch] = field(default_factory=list)
+    """The amount mismatches of the order or its payments whose delivery record was purged,
+    in the order they were found (the others are on their ``records``)."""
     settled: list[listing.Entry] = field(default_factory=list)
     """The settlement lines naming the order's payments (their payouts, their refunds'
     debits), oldest payout first."""
@@ -363,6 +396,17 @@ SELECT * FROM (
     ORDER BY received_at DESC, id DESC LIMIT %(limit)s) newest
 ORDER BY received_at, id
 """
+# A mismatch still stored with its delivery is told on the delivery's record.
+_MISMATCHED = """
+SELECT m.event_id, m.payment_id, m.expected_paise, m.expected_currency, m.paid_paise,
+       m.paid_currency, m.found_at, m.resolved_at, m.resolution
+FROM payhooks_amount_mismatches m
+WHERE m.provider = %(provider)s
+  AND (m.gateway_order_id = %(order)s OR m.payment_id = ANY(%(payments)s))
+  AND NOT EXISTS (SELECT 1 FROM processed_webhooks w
+                  WHERE w.provider = m.provider AND w.event_id = m.event_id)
+ORDER BY m.found_at, m.event_id
+"""
 _RECONCILING = """
 SELECT attempts, next_attempt_at, last_attempt_at, last_error, expired_reported_at
 FROM payhooks_reconcile WHERE provider = %(provider)s AND gateway_order_id = %(order)s
@@ -383,11 +427,13 @@ def story(
     rows.sort(key=lambda r: (r["at"], r["event_id"]))
     lines = named_rows(conn, _LINES, {**params, "limit": MAX_LINES})
     disputed = disputes.of_order(conn, provider, gateway_order_id, params["payments"])
-    if expected is None and not rows and not lines and not disputed:
+    mismatched = [KeptMismatch(**row) for row in named_rows(conn, _MISMATCHED, params)]
+    if expected is None and not rows and not lines and not disputed and not mismatched:
         return None
     reconciling = named_row(conn, _RECONCILING, params)
     payments = [Payment(**row) for row in named_rows(conn, _PAYMENTS, params)]
-    paid = sorted({*params["payments"], *(p.payment_id for p in payments)})
+    kept = (m.payment_id for m in mismatched if m.payment_id is not None)
+    paid = sorted({*params["payments"], *(p.payment_id for p in payments), *kept})
     return Story(
         provider=provider,
         gateway_order_id=gateway_order_id,
@@ -397,6 +443,7 @@ def story(
         lines=[_line(row) for row in lines],
         reconciling=None if reconciling is None else Reconciling(**reconciling),
         disputes=disputed,
+        mismatched=mismatched,
         settled=listing.of_payments(conn, provider, paid),
         unsettled=listing.unsettled_of(conn, provider, paid),
     )
@@ -556,6 +603,7 @@ __all__ = [
     "Expected",
     "Extension",
     "Found",
+    "KeptMismatch",
     "Line",
     "Lookup",
     "Matched",

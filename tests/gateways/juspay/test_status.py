@@ -78,6 +78,25 @@ def answering(body: bytes, code: int = 200, **headers: str) -> Gateway:
     )
 
 
+def not_created(order_id: str) -> dict[str, Any]:
+    """Juspay's answer for an order id it never created, as its Order Status API's error table
+    prints it (HTTP 400): the order's own status ``NOT_FOUND`` (id 40), the order id asked
+    about, and ``error_info``; payhooks' own order id."""
+    info = {"user_message": "Order Not Found", "developer_message": "Order Not Found",
+            "code": "RESOURCE_NOT_FOUND", "category": "USER_ERROR"}  # fmt: skip
+    return {"status": "NOT_FOUND", "error_info": info, "status_id": 40, "order_id": order_id}
+
+
+OTHER_404S = [
+    # Juspay's error shape, an error code read, about no order: the route, the merchant.
+    {"status": "error", "error_code": "not_found", "error_message": "No payment found"},
+    {"status": "error", "error_code": "invalid_request",
+     "error_info": {"code": "RESOURCE_NOT_FOUND", "category": "USER_ERROR",
+                    "developer_message": "Merchant not found", "user_message": "Not found"}},
+    not_created("another_order"),  # Juspay's own "not created", of another order
+]  # fmt: skip
+
+
 def kinds(report: Report) -> list[tuple[EventKind, str]]:
     return [(r.event.kind, r.event.event_id) for r in report.received]
 
@@ -99,8 +118,8 @@ def test_the_call_is_a_get_of_the_order_with_basic_auth_merchant_id_and_version(
 
 
 def test_the_order_id_is_one_path_segment_whatever_it_holds():
-    gateway = answering(encoded({"status": "error", "error_code": "not_found"}), 404)
-    gateway.report("ord/1 2?x")
+    gateway = answering(encoded(not_created("ord/1 2?x")), 400)
+    assert gateway.report("ord/1 2?x") == Report()
     assert gateway.asked[0].url.raw_path == b"/orders/ord%2F1%202%3Fx"
 
 
@@ -230,14 +249,46 @@ def test_payment_and_refund_bodies_differ_so_neither_is_taken_for_the_other():
 # --- an unknown order, and the API's refusals --------------------------------------------------
 
 
-def test_an_order_juspay_does_not_know_is_no_payment():
-    error = {"status": "error", "error_code": "not_found", "error_message": "No payment found"}
-    assert answering(encoded(error), 404).report("ph_unknown") == Report()
+def test_an_order_juspay_never_created_is_no_payment():
+    """Juspay's documented answer: HTTP 400, the order's status NOT_FOUND, the id asked."""
+    assert answering(encoded(not_created("ph_unknown")), 400).report("ph_unknown") == Report()
+
+
+def test_the_documented_not_found_answer_under_a_404_is_no_payment_too():
+    """Juspay's older reference lists a 404 "Not Found" for the order status API, its body
+    unshown: the body decides, never the status."""
+    assert answering(encoded(not_created("ph_unknown")), 404).report("ph_unknown") == Report()
 
 
 def test_an_order_answered_not_found_is_no_payment():
     doc = {"status": "NOT_FOUND", "status_id": 40, "order_id": "ph_unknown"}
     assert answering(encoded(doc)).report("ph_unknown") == Report()
+
+
+@pytest.mark.parametrize("code", [200, 400, 404])
+def test_a_not_found_about_another_order_is_an_api_error_never_no_payment(code):
+    with pytest.raises(GatewayApiError):
+        answering(encoded(not_created("another_order")), code).report("ph_unknown")
+
+
+@pytest.mark.parametrize("code", [200, 400])
+@pytest.mark.parametrize(
+    "doc",
+    [{"status": "NOT_FOUND", "order_id": "ph_unknown"},  # no status id
+     {"status": "NOT_FOUND", "status_id": 40}],  # no order id
+)  # fmt: skip
+def test_a_not_found_short_of_the_documented_answer_is_an_api_error(code, doc):
+    with pytest.raises(GatewayApiError):
+        answering(encoded(doc), code).report("ph_unknown")
+
+
+@pytest.mark.parametrize("error", OTHER_404S)
+def test_a_404_in_juspays_error_shape_about_anything_else_is_an_api_error(error):
+    """Juspay documents a 404 for a URL it does not serve; a 404 about the merchant or a wrong
+    route says nothing of the order, whatever error code it carries."""
+    with pytest.raises(GatewayApiError, match="answered 404") as failed:
+        answering(encoded(error), 404).report("ph_unknown")
+    assert failed.value.status == 404 and not failed.value.outage
 
 
 @pytest.mark.parametrize("code", [401, 403])
@@ -336,6 +387,59 @@ def test_the_double_refuses_another_api_key_and_knows_no_other_order(books):
     assert ask(credentials, "ph_never_opened") == Report()
 
 
+def test_the_double_answers_an_order_it_never_created_as_juspay_documents(books):
+    _, credentials = books
+    with http_client(5.0) as http:
+        answered = http.get(f"{credentials.base_url}/orders/ph_never_opened",
+                            auth=(credentials.secret, ""),
+                            headers={"x-merchantid": credentials.id})  # fmt: skip
+    body = answered.json()
+    info = body.pop("error_info")
+    assert answered.status_code == 400 and info["code"] == "RESOURCE_NOT_FOUND"
+    assert body == {"status": "NOT_FOUND", "status_id": 40, "order_id": "ph_never_opened"}
+
+
+@pytest.mark.parametrize("error", OTHER_404S)
+def test_a_404_about_anything_but_the_order_is_an_api_error_of_reconciliation(
+    books, database_url, error
+):
+    """Reconciliation counts it and asks again; it never reads it as "no payment yet"."""
+    import psycopg
+
+    import payhooks
+    from payhooks import Hooks
+    from payhooks.reconcile.running import connecting, delivering, reconcile_once
+
+    api, credentials = books
+    api.paid(purchase(), juspay_sim.txn_id("ph_0123456789abcdef"))
+    api.fail_next(Provider.JUSPAY, Fault(status=404, body=encoded(error)))
+    hooks = Hooks()
+    hooks.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: None)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        payhooks.migrate(conn)
+        payhooks.expect(conn, "juspay", "ph_0123456789abcdef", 49950, "INR", "cart-1")
+        connect = connecting(database_url)
+        found = {Provider.JUSPAY: credentials}
+        tally = reconcile_once(connect, delivering(connect, hooks), found, after_s=0)
+        (last_error,) = conn.execute("SELECT last_error FROM payhooks_reconcile").fetchone()
+        assert (tally.api_errors[Provider.JUSPAY], tally.applied[Provider.JUSPAY]) == (1, 0)
+        assert "answered 404" in last_error
+        conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
+        again = reconcile_once(connect, delivering(connect, hooks), found, after_s=0)
+    assert again.applied[Provider.JUSPAY] == 1  # asked again: the payment
+
+
+@pytest.mark.parametrize("error", OTHER_404S)
+def test_a_callback_answered_a_404_about_anything_but_its_order_is_never_refuted(
+    books, database_url, error
+):
+    """Past the half hour after which Juspay's silence refutes a callback, a 404 about the
+    merchant or the route still leaves it waiting, with the 404 as its error."""
+    row, tally = _confirmed_once(books, database_url, Fault(status=404, body=encoded(error)))
+    assert tally.refuted[Provider.JUSPAY] == 0 and tally.api_errors[Provider.JUSPAY] == 1
+    assert row[:2] == ("confirming", None) and "answered 404" in row[2]
+
+
 @pytest.mark.parametrize(
     "answer",
     [
@@ -360,6 +464,16 @@ def test_a_callback_whose_answer_names_another_order_is_asked_again_never_refute
 ):
     """An answer about another order is no word on the callback's: past the half hour after
     which silence refutes, the callback still waits, with the mismatch as its error."""
+    answer = Fault(body=encoded(sample_order("order_succeeded.json")))
+    row, tally = _confirmed_once(books, database_url, answer)
+    assert tally.refuted[Provider.JUSPAY] == 0
+    assert row[:2] == ("confirming", None) and "another order_id" in row[2]
+
+
+def _confirmed_once(books, database_url, answer: Fault) -> tuple[tuple[Any, ...], Any]:
+    """A capture callback of the double's paid order, then a confirmation pass an hour later
+    whose first call the double answers with ``answer``: the callback's record and verdict,
+    and the pass's tally."""
     import psycopg
 
     import payhooks
@@ -372,7 +486,7 @@ def test_a_callback_whose_answer_names_another_order_is_asked_again_never_refute
 
     api, credentials = books
     api.paid(purchase(), juspay_sim.txn_id("ph_0123456789abcdef"))
-    api.fail_next(Provider.JUSPAY, Fault(body=encoded(sample_order("order_succeeded.json"))))
+    api.fail_next(Provider.JUSPAY, answer)
     event = Event(
         provider=Provider.JUSPAY, kind=EventKind.PAYMENT_CAPTURED, event_type="ORDER_SUCCEEDED",
         event_id="cb-1", payment_id="txn-1", merchant_ref="ph_0123456789abcdef",
@@ -385,9 +499,8 @@ def test_a_callback_whose_answer_names_another_order_is_asked_again_never_refute
         connect = connecting(database_url)
         clients = {Provider.JUSPAY: status.client(credentials, http)}
         tally = confirm(connect, clients, delivering(connect, Hooks()), Tally(), now=lambda: later)
-        assert tally.refuted[Provider.JUSPAY] == 0
         row = conn.execute(
             "SELECT w.outcome, c.verdict, c.last_error FROM processed_webhooks w "
             "JOIN payhooks_confirmations c USING (provider, event_id)"
         ).fetchone()
-    assert row[:2] == ("confirming", None) and "another order_id" in row[2]
+    return row, tally

@@ -312,3 +312,37 @@ def test_a_check_payment_answer_it_cannot_read_refutes_no_second_payment(
     conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [e.payment_id for e in captured] == [TXNID, SECOND]
+
+
+@pytest.mark.parametrize(
+    "refusal",
+    [{"status": 0, "msg": "Merchant key not found"}, {"status": 0, "msg": "Merchant not found"}],
+)
+def test_a_check_payment_refusal_saying_not_found_of_the_merchant_refutes_nothing(
+    shop, database_url, refusal
+):
+    """A ``status: 0`` whose words say "not found" of the merchant or its key is PayU refusing
+    the call, not PayU knowing no such payment: the second post is asked about again, never
+    refuted as invented."""
+    import json
+
+    from payhooks.sim.gateway_api import Fault
+
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    api.fail_next(Provider.PAYU, Fault(body=json.dumps(refusal).encode()))
+    tally = a_pass(database_url, url, hooks)
+    assert tally.refuted[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+
+
+def test_a_check_payment_refusal_naming_the_key_is_refused_credentials():
+    from payhooks.gateways._status import CredentialsRefused
+
+    with pytest.raises(CredentialsRefused, match="Merchant key not found"):
+        status.checked("1", b'{"status": 0, "msg": "Merchant key not found"}')

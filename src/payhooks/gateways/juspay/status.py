@@ -4,8 +4,10 @@ read as events. Needs httpx (an extra)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -23,13 +25,19 @@ from payhooks.gateways.juspay.adapter import (
     refund_of,
     successes,
 )
-from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
+from payhooks.plumbing.errors import MalformedPayload
 
 API_VERSION = "2023-06-30"
 """The ``version`` header: the date of the response shape asked for (HDFC SmartGateway's
 sample request sends this one; Juspay's docs ask for a YYYY-MM-DD date)."""
 NOT_FOUND = "NOT_FOUND"
-UNKNOWN_ORDER = 404
+NOT_FOUND_ID = 40
+NOT_FOUND_CODE = "RESOURCE_NOT_FOUND"
+NOT_CREATED = frozenset({400, 404})
+"""The statuses Juspay's answer for an order it never created comes under: 400 in its Order
+Status API's error table, 404 ("Not Found", its body unshown) in its older reference. Under
+either, only that answer's body is one (``not_created``); Juspay documents a 404 for a URL it
+does not serve, and any other 4xx (the merchant, the route) is an error, asked again."""
 REFUND_STATUS = "refund.SUCCESS"
 _P = Provider.JUSPAY
 # What changes on an order as it is refunded: left out of a payment's stored entity, so asking
@@ -53,15 +61,12 @@ class JuspayClient:
     provider = _P
 
     def report(self, reference: str) -> Report:
-        """The order's status; Juspay's own "not found" is no order."""
+        """The order's status; Juspay's documented answer for an order it never created is
+        no order, whatever else a 4xx says is an API error."""
         url = f"{self.credentials.base_url}/orders/{quote(reference, safe='')}"
         auth = (self.credentials.secret, "")
-        try:
-            body = answer(self.provider, self.http, "GET", url, auth=auth, headers=self._h)
-        except GatewayApiError as exc:
-            if exc.status == UNKNOWN_ORDER and exc.code is not None:
-                return Report()  # Juspay's own "No payment found": no order by that id
-            raise
+        body = answer(self.provider, self.http, "GET", url, auth=auth, headers=self._h,
+                      taken=partial(_not_created_answer, reference))  # fmt: skip
         return parsed(self.provider, lambda: order_report(reference, body))
 
     @property
@@ -79,18 +84,47 @@ def client(credentials: ApiCredentials, http: httpx.Client) -> JuspayClient:
     return JuspayClient(credentials=credentials, http=http)
 
 
+def not_created(order_id: str, doc: object, *, error: bool = False) -> bool:
+    """Juspay's answer for an order id it never created: the order's status ``NOT_FOUND``
+    (status id 40, "order id is not created at Juspay"), naming the order asked about; as an
+    ``error`` (a 4xx), with its ``error_info.code`` ``RESOURCE_NOT_FOUND`` too, as the Order
+    Status API's error table prints it. Nothing else is "no order": a ``RESOURCE_NOT_FOUND``
+    alone may be about the merchant (Juspay's list of codes names the merchant id first)."""
+    if not isinstance(doc, dict):
+        return False
+    named = (doc.get("status"), doc.get("status_id"), doc.get("order_id"))
+    if named != (NOT_FOUND, NOT_FOUND_ID, order_id):
+        return False
+    info = doc.get("error_info")
+    return not error or (isinstance(info, dict) and info.get("code") == NOT_FOUND_CODE)
+
+
+def _not_created_answer(order_id: str, status: int, body: bytes) -> bool:
+    """``answer``'s ``taken``: a 4xx that is Juspay's answer for an order it never created."""
+    if status not in NOT_CREATED:
+        return False
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return not_created(order_id, doc, error=True)
+
+
 def order_report(order_id: str, body: bytes) -> Report:
     """The order object (the webhook's ``content.order`` is the same): the one attempt it names
     (the one deciding its status) as a payment when that status is one the webhook acts on,
-    and, when it is CHARGED, each refund whose status is SUCCESS. ``status: NOT_FOUND`` is no
-    order; an answer about another order id is unreadable (an error, asked again later, never
-    a decision); a state that carries nothing (NEW, STARTED, AUTO_REFUNDED...) is skipped."""
+    and, when it is CHARGED, each refund whose status is SUCCESS. Juspay's answer for an order
+    it never created (``not_created``) is no order; a ``NOT_FOUND`` short of it, or an answer
+    about another order id, is unreadable (an error, asked again later, never a decision); a
+    state that carries nothing (NEW, STARTED, AUTO_REFUNDED...) is skipped."""
     doc = read_json(_P, body)
     if not isinstance(doc, dict):
         raise MalformedPayload(_P, "order status answer is not an object")
     status = doc.get("status")
-    if status == NOT_FOUND:
+    if not_created(order_id, doc):
         return Report()
+    if status == NOT_FOUND:
+        raise MalformedPayload(_P, "a NOT_FOUND answer that is not Juspay's for this order_id")
     if not isinstance(doc.get("order_id"), str) or not isinstance(status, str):
         raise MalformedPayload(_P, "order status answer has no order_id or status")
     if doc["order_id"] != order_id:
@@ -156,4 +190,4 @@ def stored(event_id: str, entity: dict[str, Any]) -> Report:
     return order_report(str(entity.get("order_id")), canonical(entity))
 
 
-__all__ = ["API_VERSION", "JuspayClient", "client", "order_report", "stored"]
+__all__ = ["API_VERSION", "JuspayClient", "client", "not_created", "order_report", "stored"]

@@ -48,7 +48,11 @@ lock could not be obtained", 123 "pending, requires manual follow-up", 109 "alre
 no code at all: a refused hash, a rate limit) is an error, asked again with the same token."""
 NO_ACTIONS = re.compile(r"no action status found", re.IGNORECASE)
 PAYMENT_COMMAND = "check_payment"
-_UNKNOWN = re.compile(r"not found|no transaction", re.IGNORECASE)
+_UNKNOWN = re.compile(r"\btransaction\b.*\bnot found\b|\bno transaction\b", re.IGNORECASE)
+"""A ``check_payment`` refusal PayU means as "no such payment": it says so of the transaction
+("Transaction Not Found", "no transaction found"). "Not found" of anything else (the merchant,
+its key) is PayU refusing the call."""
+_OF_MERCHANT = re.compile(r"\b(merchant|hash|key|salt)\b", re.IGNORECASE)
 NOT_FOUND = "Not Found"
 REFUNDED = "success"
 """A refund's action status once its money went back (PayU's docs write it ``success`` in the
@@ -432,9 +436,10 @@ def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
 
 def _payment_entity(body: bytes) -> dict[str, Any] | None:
     """``check_payment``: one ``transaction_details`` object, not keyed, its ``mihpayid`` a
-    JSON number in PayU's sample. ``status: 0`` saying not found is no such payment; any
-    other ``status: 0`` is PayU refusing the call. An entity without a ``status`` and a
-    ``txnid`` in text says nothing of the payment: unreadable, never "not a success"."""
+    JSON number in PayU's sample. ``status: 0`` saying the transaction is not found is no such
+    payment; any other ``status: 0`` (one naming the merchant, its key or hash, whatever else
+    it says) is PayU refusing the call. An entity without a ``status`` and a ``txnid`` in text
+    says nothing of the payment: unreadable, never "not a success"."""
     doc = read_json(_P, body)
     entity = doc.get("transaction_details") if isinstance(doc, dict) else None
     if isinstance(entity, dict) and doc.get("status") == 1:
@@ -442,7 +447,8 @@ def _payment_entity(body: bytes) -> dict[str, Any] | None:
             text(_P, entity, name)  # MalformedPayload when it is not text
         return entity
     if isinstance(doc, dict) and doc.get("status") == 0:
-        if _UNKNOWN.search(str(doc.get("msg", ""))):
+        said = str(doc.get("msg", ""))
+        if _UNKNOWN.search(said) and not _OF_MERCHANT.search(said):
             return None
         raise _refusal(doc)
     raise MalformedPayload(_P, "check_payment answer has no transaction_details")

@@ -237,7 +237,7 @@ def routes(api: GatewayBooks) -> list[Route]:
             return fault
         found = api.order(Provider.JUSPAY, request.path_params["order_id"])
         if found is None:
-            return _error(404, "not_found", "RESOURCE_NOT_FOUND", "No payment found")
+            return _not_created(request.path_params["order_id"])
         return Response(_json(_answer(found, api.now)), media_type="application/json")
 
     return [Route("/orders/{order_id}", order_status, methods=["GET"])]
@@ -277,6 +277,16 @@ def _error(status: int, error_code: str, code: str, message: str) -> Response:
                        "user_message": message, "code": code},
     }  # fmt: skip
     return JSONResponse(body, status_code=status)
+
+
+def _not_created(order_id: str) -> Response:
+    """Juspay's answer for an order id it never created, as its Order Status API's error table
+    prints it: HTTP 400, the order's own status ``NOT_FOUND`` (id 40) and its id, and
+    ``error_info``. A path it does not serve is Starlette's plain 404, as Juspay's is."""
+    info = {"user_message": "Order Not Found", "developer_message": "Order Not Found",
+            "code": "RESOURCE_NOT_FOUND", "category": "USER_ERROR"}  # fmt: skip
+    body = {"status": "NOT_FOUND", "error_info": info, "status_id": 40, "order_id": order_id}
+    return JSONResponse(body, status_code=400)
 
 
 def fault(scripted: Fault) -> Response:

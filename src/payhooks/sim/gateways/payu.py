@@ -108,7 +108,7 @@ def refund_entity(*, mihpayid: str, request_id: str, amount: str, status: str) -
 _COMMANDS = ("verify_payment", "check_payment", "check_action_status", "cancel_refund_transaction")
 UNKNOWN_PAYMENT = {"status": 0, "msg": "Transaction Not Found"}
 """PayU documents no answer for a mihpayid it does not know; this double's guess, in the words
-its other answers use (payhooks reads any ``status: 0`` saying "not found" so)."""
+its other answers use (payhooks reads a ``status: 0`` saying the transaction is not found so)."""
 
 
 def routes(api: GatewayBooks) -> list[Route]:
