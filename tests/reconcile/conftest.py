@@ -43,9 +43,17 @@ class Rig:
     settings: Settings
     http: httpx.Client
 
-    def reconciler(self, *, limit: int = 100, providers: tuple[Provider, ...] = tuple(Provider)):
+    def reconciler(
+        self,
+        *,
+        limit: int = 100,
+        providers: tuple[Provider, ...] = tuple(Provider),
+        http: httpx.Client | None = None,
+    ):
+        """``http``: another client than the rig's (one with event hooks, say)."""
         found = clients(
-            {p: c for p, c in self.settings.reconciled().items() if p in providers}, self.http
+            {p: c for p, c in self.settings.reconciled().items() if p in providers},
+            http or self.http,
         )
         options = Options(after_s=0, window_s=3600, limit=limit)
         return application.shop_reconciler(self.pool, found, options)

@@ -153,8 +153,9 @@ class GatewayApi:
             self._faults[provider].extend(faults)
 
     def fail_after_acting(self, provider: Provider, *faults: Fault) -> None:
-        """The next refunds of ``provider`` are made, then answered with these faults (a 5xx,
-        or a delay past the caller's timeout): the gateway acted, the caller never heard."""
+        """The next refunds (Razorpay: and captures) of ``provider`` are made, then answered
+        with these faults (a 5xx, or a delay past the caller's timeout): the gateway acted,
+        the caller never heard."""
         with self._lock:
             self._after[provider].extend(faults)
 
@@ -214,14 +215,15 @@ class GatewayApi:
         self, provider: Provider, payment_id: str, amount: object
     ) -> tuple[dict[str, Any] | None, str | None]:
         """An authorised payment captured for its whole amount, once: the captured entity, or
-        why not (``captured`` already, another ``amount``, ``unknown``, ``not authorized``)."""
+        why not (``captured`` already, refunded since included; another ``amount``,
+        ``unknown``, ``not authorized``)."""
         key = simulator(provider).payment_key
         with self._lock:
             for order in self._orders.values():
                 for n, entity in enumerate(order.payments):
                     if str(entity.get(key)) != payment_id:
                         continue
-                    if entity.get("status") == "captured":
+                    if entity.get("status") == "captured" or entity.get("captured") is True:
                         return None, "captured"
                     if entity.get("status") != "authorized":
                         return None, "not authorized"
@@ -234,7 +236,8 @@ class GatewayApi:
         return None, "unknown"
 
     async def after_acting(self, provider: Provider) -> Response | None:
-        """The scripted fault a refund made is answered with, after its delay, or None."""
+        """The scripted fault a refund or a capture made is answered with, after its delay,
+        or None."""
         with self._lock:
             fault = self._after[provider].popleft() if self._after[provider] else None
         if fault is None:

@@ -265,7 +265,8 @@ def routes(api: GatewayBooks) -> list[Route]:
         )
         if refusal is not None:
             return _error(400, _CAPTURE_REFUSALS.get(refusal, refusal))
-        return JSONResponse(found)
+        late = await api.after_acting(Provider.RAZORPAY)
+        return late if late is not None else JSONResponse(found)
 
     async def payment(request: Request) -> Response:
         """``GET /v1/payments/{id}``: the payment entity."""
