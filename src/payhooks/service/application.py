@@ -237,11 +237,11 @@ def _capture_failed(
 def _capture(
     reconciler: Reconciler, client: object, provider: Provider, payment: authorised.Authorised
 ) -> int:
-    """One payment captured and applied; how many payment events took effect. One that
-    fails is kept with its error and asked again after its backoff (Razorpay answers a
+    """One payment claimed, captured and applied; how many payment events took effect. One
+    that fails is kept with its error and asked again after its backoff (Razorpay answers a
     second capture "already captured"); reconciliation's pass applies it too."""
     with reconciler.connect() as conn:
-        if not authorised.still_due(conn, provider, payment.payment_id):
+        if not authorised.claim(conn, provider, payment.payment_id):
             return 0
     report = client.capture(  # type: ignore[attr-defined]
         payment.payment_id, payment.amount_paise, payment.currency

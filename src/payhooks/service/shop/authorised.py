@@ -4,8 +4,11 @@
 payment is for its amount. Any other is left to lapse: Razorpay refunds an authorisation
 nobody captures (docs/providers.md, "Captures"). The capture's answer is the captured
 payment, delivered under reconciliation's key: its order is placed once with the
-``payment.captured`` webhook, whichever comes first; a second worker's capture is answered
-"already captured" and changes nothing."""
+``payment.captured`` webhook, whichever comes first. One payment of a cart is captured: it is
+claimed just before the call, under its cart's lock, and marked attempted for good, so no
+other payment of that cart is captured after it, whatever its capture comes to; one whose
+capture failed or went unanswered is asked again after its backoff (Razorpay answers
+"already captured", and the payment is read)."""
 
 from __future__ import annotations
 
@@ -19,28 +22,53 @@ WINDOW = timedelta(days=3)
 """How long after its authorisation a payment is captured: well inside Razorpay's own window
 before it releases an uncaptured payment."""
 
+# One payment per cart first (the one whose capture was attempted, else the first
+# authorised), and only then the backoff: a cart whose chosen payment backs off waits, its
+# twin never standing in for it. A cart with an attempted payment it did not choose (that
+# one past the window, or a twin that reads as the first) waits too: the gateway may have
+# taken the money.
 DUE = """
-SELECT * FROM (
-    SELECT DISTINCT ON (p.cart_id) p.payment_id, p.amount_paise, coalesce(p.currency, 'INR'),
-           p.created_at
+SELECT f.payment_id, f.amount_paise, f.currency FROM (
+    SELECT DISTINCT ON (p.cart_id) p.provider, p.payment_id, p.cart_id, p.amount_paise,
+           coalesce(p.currency, 'INR') AS currency, p.created_at, p.capture_next_at
     FROM payments p JOIN carts c ON c.id = p.cart_id
     WHERE p.provider = %(provider)s AND p.status = 'authorized'
       AND p.created_at > now() - %(window)s
       AND c.status = 'open' AND p.amount_paise = c.amount_paise
       AND coalesce(p.currency, 'INR') = c.currency
-      AND (p.capture_next_at IS NULL OR p.capture_next_at <= now())
-    ORDER BY p.cart_id, p.created_at, p.payment_id
-) first_of_each_cart
-ORDER BY created_at LIMIT %(limit)s
+    ORDER BY p.cart_id, p.capture_next_at IS NULL, p.created_at, p.payment_id
+) f
+WHERE (f.capture_next_at IS NULL OR f.capture_next_at <= now())
+  AND NOT EXISTS (SELECT 1 FROM payments o WHERE o.cart_id = f.cart_id
+                  AND o.status = 'authorized' AND o.capture_next_at IS NOT NULL
+                  AND (o.provider, o.payment_id) <> (f.provider, f.payment_id))
+ORDER BY f.created_at LIMIT %(limit)s
 """
-# Just before the call: the cart still open, and no payment of it captured meanwhile.
-STILL_DUE = """
-SELECT 1 FROM payments p JOIN carts c ON c.id = p.cart_id
-WHERE p.provider = %s AND p.payment_id = %s AND p.status = 'authorized'
-  AND c.status = 'open'
+# The claim just before the call takes the payment's row, then its cart's, as applying a
+# capture takes them (``payments.apply_event``): a second worker claiming another payment of
+# the cart waits for this claim to commit, and its next statement sees it.
+LOCK_PAYMENT = """
+SELECT cart_id FROM payments WHERE provider = %s AND payment_id = %s AND status = 'authorized'
+FOR NO KEY UPDATE
+"""
+LOCK_CART = "SELECT 1 FROM carts WHERE id = %s AND status = 'open' FOR NO KEY UPDATE"
+# Still due, no payment of the cart captured meanwhile and no other one attempted: marked
+# attempted (capture_next_at, a lease against a second worker, replaced by the backoff when
+# the capture fails), never to be unmarked.
+CLAIM = """
+UPDATE payments p SET capture_next_at = now() + %(lease)s
+WHERE p.provider = %(provider)s AND p.payment_id = %(payment_id)s AND p.status = 'authorized'
+  AND (p.capture_next_at IS NULL OR p.capture_next_at <= now())
   AND NOT EXISTS (SELECT 1 FROM payments o WHERE o.cart_id = p.cart_id
-                  AND o.status IN ('captured', 'refunded'))
+                  AND (o.status IN ('captured', 'refunded')
+                       OR o.status = 'authorized' AND o.capture_next_at IS NOT NULL
+                          AND (o.provider, o.payment_id) <> (p.provider, p.payment_id)))
+RETURNING 1
 """
+LEASE = timedelta(minutes=2)
+"""How long a claimed capture is left to the worker calling the gateway with it: longer than
+its calls and its apply take, so a second worker meets it only after the first has given up
+or died."""
 
 
 # A capture that failed is asked again after 30 s, doubling to an hour; from the fifth failure
@@ -63,16 +91,25 @@ class Authorised:
 
 
 def due(conn: Connection, provider: Provider, limit: int = 50) -> list[Authorised]:
-    """The gateway's authorised payments to capture now, one per cart (the first authorised:
-    a customer who paid twice is charged once): their cart open, for its amount."""
+    """The gateway's authorised payments to capture now, one per cart (the first authorised,
+    or the one a capture was attempted of: a customer who paid twice is charged once),
+    their cart open, for its amount; a cart whose payment's capture backs off waits."""
     params = {"provider": provider.value, "window": WINDOW, "limit": limit}
     rows = conn.execute(DUE, params).fetchall()
     return [Authorised(payment_id=r[0], amount_paise=int(r[1]), currency=r[2]) for r in rows]
 
 
-def still_due(conn: Connection, provider: Provider, payment_id: str) -> bool:
-    """Asked again just before the capture: its cart may have been paid meanwhile."""
-    return conn.execute(STILL_DUE, (provider.value, payment_id)).fetchone() is not None
+def claim(conn: Connection, provider: Provider, payment_id: str) -> bool:
+    """Just before the capture, in a transaction of its own: whether it is still due (its
+    cart may have been paid meanwhile, or another payment of it attempted); if so, marked
+    attempted, so no other payment of its cart is captured after it, whatever its capture
+    comes to, and no second worker calls with it while it is in flight."""
+    with conn.transaction():
+        cart = conn.execute(LOCK_PAYMENT, (provider.value, payment_id)).fetchone()
+        if cart is None or conn.execute(LOCK_CART, (cart[0],)).fetchone() is None:
+            return False
+        params = {"provider": provider.value, "payment_id": payment_id, "lease": LEASE}
+        return conn.execute(CLAIM, params).fetchone() is not None
 
 
 def failed(conn: Connection, provider: Provider, payment_id: str, error: str) -> None:
@@ -81,4 +118,4 @@ def failed(conn: Connection, provider: Provider, payment_id: str, error: str) ->
     conn.execute(FAILED, params)
 
 
-__all__ = ["ALERTED_AFTER", "WINDOW", "Authorised", "due", "failed", "still_due"]
+__all__ = ["ALERTED_AFTER", "LEASE", "WINDOW", "Authorised", "claim", "due", "failed"]
