@@ -202,6 +202,30 @@ def test_one_capture_whose_order_the_database_refuses_holds_back_no_other(conn, 
     assert captures(rig, first) == 1
 
 
+def test_a_capture_answered_with_no_captured_payment_backs_off_and_says_why(conn, rig):
+    """Razorpay answers "already captured" and the payment then reads refunded (captured
+    and refunded in its dashboard): nothing to apply. The payment is backed off like a
+    failed capture, with the reason kept, and past the bound it is the alert."""
+    buy = authorised(conn, rig)
+    paid_at_gateway(rig.api, buy, "refunded")
+    reconciler = rig.reconciler()
+    assert application.capture_authorized(reconciler) == 0
+    attempts, error, later = conn.execute(
+        "SELECT capture_attempts, capture_error, capture_next_at > now() FROM payments"
+        " WHERE payment_id = %s",
+        (buy.payment_id,),
+    ).fetchone()
+    assert (attempts, later) == (1, True) and f"{buy.payment_id}:refunded" in error
+    asked = rig.api.asked[(Provider.RAZORPAY, buy.payment_id)]
+    assert application.capture_authorized(reconciler) == 0  # backed off: the gateway not asked
+    assert rig.api.asked[(Provider.RAZORPAY, buy.payment_id)] == asked
+    for _ in range(shop_authorised.ALERTED_AFTER - 1):
+        backoff_passed(conn)
+        application.capture_authorized(reconciler)
+    [alert] = alerting.captures_failing(conn, datetime.now(UTC))
+    assert f"{buy.payment_id}:refunded" in alert.body
+
+
 def test_a_payment_failing_to_be_captured_past_the_bound_is_an_alert(conn, rig):
     buy = authorised(conn, rig)
     assert alerting.captures_failing(conn, datetime.now(UTC)) == []
