@@ -27,6 +27,7 @@ from payhooks.refunding import sending
 from payhooks.refunding.refunds import Refund
 from payhooks.service import database, retention
 from payhooks.service.config import Settings
+from payhooks.service.errors import NothingCaptured
 from payhooks.service.reconcile.alerts import ALERTS
 from payhooks.service.reconcile.clients import StatusClient, clients
 from payhooks.service.shop import authorised, double_refunds
@@ -213,7 +214,8 @@ def _capture_due(reconciler: Reconciler, provider: Provider, limit: int) -> int:
         try:
             applied += _capture(reconciler, client, provider, payment)
         except Exception as exc:  # the handler's, the database's: this payment only
-            detail = exc.reason if isinstance(exc, GatewayApiError) else _described(exc)
+            explained = isinstance(exc, GatewayApiError | NothingCaptured)
+            detail = exc.reason if explained else _described(exc)
             log.warning("capture_failed", extra={"payment_id": payment.payment_id,
                                                  "detail": detail}, exc_info=True)  # fmt: skip
             _capture_failed(reconciler, provider, payment, detail)
@@ -238,14 +240,17 @@ def _capture(
     reconciler: Reconciler, client: object, provider: Provider, payment: authorised.Authorised
 ) -> int:
     """One payment claimed, captured and applied; how many payment events took effect. One
-    that fails is kept with its error and asked again after its backoff (Razorpay answers a
-    second capture "already captured"); reconciliation's pass applies it too."""
+    that fails, or whose answer holds no captured payment (``NothingCaptured``), is kept with
+    its error and asked again after its backoff (Razorpay answers a second capture "already
+    captured"); reconciliation's pass applies it too."""
     with reconciler.connect() as conn:
         if not authorised.claim(conn, provider, payment.payment_id):
             return 0
     report = client.capture(  # type: ignore[attr-defined]
         payment.payment_id, payment.amount_paise, payment.currency
     )
+    if not report.received:
+        raise NothingCaptured(payment.payment_id, report.skipped)
     applied = 0
     for received in report.received:
         receipt = reconciler.deliver(received, then=_nothing_more)

@@ -1,7 +1,9 @@
-"""The reference service's own conditions: its settings, its mail, its console. Under the
+"""The reference service's own conditions: its settings, its mail, its console, its captures.
 core's ``PayhooksError``, so the web's one table and the CLI's one line answer them too."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from payhooks.plumbing.errors import Explained, PayhooksError
 
@@ -33,3 +35,14 @@ class MessageRejected(Explained):
     def __init__(self, reason: str, *, permanent: bool) -> None:
         super().__init__(reason)
         self.permanent = permanent
+
+
+class NothingCaptured(Explained):
+    """A capture the gateway answered with no captured payment to apply (Razorpay: "already
+    captured", and the payment then reads refunded): nothing took effect, so the capture is
+    backed off like a failed one, with what the answer held as its reason."""
+
+    def __init__(self, payment_id: str, found: Sequence[str]) -> None:
+        held = ", ".join(found) or "no payment"
+        super().__init__(f"the capture's answer holds no captured payment ({held})")
+        self.payment_id = payment_id
