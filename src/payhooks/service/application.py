@@ -214,8 +214,8 @@ def _capture_due(reconciler: Reconciler, provider: Provider, limit: int) -> int:
         try:
             applied += _capture(reconciler, client, provider, payment)
         except Exception as exc:  # the handler's, the database's: this payment only
-            explained = isinstance(exc, GatewayApiError | NothingCaptured)
-            detail = exc.reason if explained else _described(exc)
+            explained = (GatewayApiError, NothingCaptured)
+            detail = exc.reason if isinstance(exc, explained) else _described(exc)
             log.warning("capture_failed", extra={"payment_id": payment.payment_id,
                                                  "detail": detail}, exc_info=True)  # fmt: skip
             _capture_failed(reconciler, provider, payment, detail)
