@@ -20,7 +20,9 @@ from payhooks.console import auth
 from payhooks.events import Provider
 from payhooks.gateways import razorpay
 from payhooks.service.shop import carts
+from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery, bank_reference
+from payhooks.sim.gateways import razorpay as razorpay_sim
 from payhooks.sim.storm import SIGNED
 from tests import loopback
 from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
@@ -907,6 +909,28 @@ def test_a_double_payment_is_refunded_from_the_console_once_by_whoever_asks(cons
                     (OPERATOR, "refund", second, "refund_already_requested")]  # fmt: skip
     story = client.get(page).text
     assert "Refunds sent to the gateway" in story and "requested" in story
+
+
+def test_the_refund_button_asks_for_what_a_lost_dispute_left_of_the_payment(console, conn):
+    """A chargeback of ₹100 of the double payment, lost: the button says and asks for the
+    ₹399 left, never the ₹499 paid (the card network gave the customer the rest)."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    second = "pay_consoledisputed"
+    send(console, buy.captured())
+    send(console, buy.captured(payment_id=second))
+    told = Disputed(what="lost", dispute_id="disp_consolelost01", payment_id=second,
+                    reference=buy.reference, amount_paise=10_000,
+                    respond_by=GATEWAY.now + 86_400, reported_at=GATEWAY.now)  # fmt: skip
+    send(console, razorpay_sim.dispute_delivery(GATEWAY, told))
+    client = console.logged_in()
+    page = f"/console/carts/{buy.cart_id}"
+    shown = client.get(page).text
+    assert "Refund ₹399.00" in shown and "Refund ₹499.00" not in shown
+    form = {"csrf": csrf_of(shown), "provider": "razorpay", "payment_id": second, "back": page,
+            "confirm": "yes"}  # fmt: skip
+    asked = client.post("/console/payments/refund", data=form)
+    assert asked.headers["location"] == f"{page}?notice=refund_requested"
+    assert rows(console, "SELECT amount_paise FROM payhooks_refunds") == [(39_900,)]
 
 
 def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(console, conn):

@@ -4,21 +4,26 @@ made the order never is. Real PostgreSQL, the refund double over a loopback sock
 
 from __future__ import annotations
 
+import logging
+import secrets
 from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
 from payhooks.events import Provider
+from payhooks.intake.ingest import Outcome
 from payhooks.intake.stored import received_again
 from payhooks.refunding import refunds, sending
 from payhooks.refunding.refunds import RefundState
 from payhooks.service import alerting, application
 from payhooks.service.console import actions as console_actions
 from payhooks.service.shop import carts, double_refunds
+from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import new_payment_id
 from payhooks.sim.gateway_api import Fault
-from tests.factories import GATEWAY, deliver, purchase
+from payhooks.sim.gateways import razorpay as razorpay_sim
+from tests.factories import GATEWAY, Purchase, deliver, purchase
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import paid_at_gateway
 
@@ -263,3 +268,126 @@ def test_an_auto_refund_a_person_cancelled_is_never_asked_again_by_the_policy(co
         RefundState.CANCELLED
     ]
     assert rig.api.money.made[(Provider.RAZORPAY, second)] == 0
+
+
+# --- lost disputes: what the card network already gave back is never asked for again -----------
+
+
+def lost(conn, buy: Purchase, payment_id: str, paise: int) -> None:
+    """A chargeback of ``paise`` of the payment, lost: Razorpay took that much back for the
+    customer (``payment.dispute.lost``; the payment's record counts it)."""
+    told = Disputed(what="lost", dispute_id="disp_" + secrets.token_hex(7), payment_id=payment_id,
+                    reference=buy.reference, amount_paise=paise,
+                    respond_by=GATEWAY.now + 86_400, reported_at=GATEWAY.now)  # fmt: skip
+    delivery = razorpay_sim.dispute_delivery(GATEWAY, told)
+    assert deliver(conn, delivery).outcome is Outcome.PROCESSED
+
+
+def paid_twice_after_a_loss(conn, paise: int) -> tuple[Purchase, str]:
+    """A cart paid twice whose second payment's loss was reported before its capture was
+    applied: the payment's record is born counting it, and the capture flags it."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    other = carts.checkout(conn, buy.cart_id, Provider.RAZORPAY)
+    again = replace(buy, reference=other.gateway_order_id,
+                    payment_id=new_payment_id(Provider.RAZORPAY))  # fmt: skip
+    deliver(conn, buy.captured())
+    lost(conn, again, again.payment_id, paise)
+    deliver(conn, again.captured())
+    assert conn.execute(PAYMENT, ("razorpay", again.payment_id)).fetchone()[1] is True
+    return buy, again.payment_id
+
+
+TAKEN_BACK = "taken_back_by_dispute"
+"""The flag of a payment lost disputes left nothing to refund of."""
+TAKEN_BACK_ALERT = "SELECT body FROM outbox WHERE dedupe_key = %s"
+
+
+def test_a_double_payment_a_lost_dispute_took_part_of_is_refunded_the_rest(conn, rig):
+    buy, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    lost(conn, buy, second, 10_000)
+    application.send_refunds(rig.reconciler(), double_payments=True)
+    (intent,) = refunds.of_payment(conn, Provider.RAZORPAY, second)
+    assert (intent.state, intent.amount_paise) == (RefundState.PROCESSED, 39_900)
+    assert rig.api.money.refunded[(Provider.RAZORPAY, second)] == 39_900
+    status, needs_refund, _ = conn.execute(PAYMENT, ("razorpay", second)).fetchone()
+    assert (status, needs_refund) == ("refunded", False)  # nothing is left to refund
+
+
+def test_the_consoles_refund_of_a_payment_a_lost_dispute_took_part_of_asks_for_the_rest(conn, rig):
+    buy, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    lost(conn, buy, second, 10_000)
+    done = console_actions.request_refund(conn, "razorpay", second, operator="asha")
+    assert done.done is console_actions.Done.REFUND_REQUESTED
+    (intent,) = refunds.of_payment(conn, "razorpay", second)
+    assert (intent.amount_paise, intent.captured_paise) == (39_900, 39_900)
+
+
+def test_a_double_payment_a_lost_dispute_took_all_of_needs_no_refund_and_says_why(
+    conn, rig, caplog
+):
+    """The dispute's report clears the flag, whether or not the policy is on, and tells the
+    operators once; the policy then asks for nothing."""
+    buy, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    lost(conn, buy, second, 49_900)
+    _, needs_refund, flags = conn.execute(PAYMENT, ("razorpay", second)).fetchone()
+    assert (needs_refund, TAKEN_BACK in flags) == (False, True)
+    key = f"alert:{TAKEN_BACK}:razorpay:{second}"
+    (body,) = [row[0] for row in conn.execute(TAKEN_BACK_ALERT, (key,))]
+    assert "lost disputes took back 49900 of the 49900 paise it paid" in body
+    with caplog.at_level(logging.INFO, logger="payhooks.worker"):
+        application.send_refunds(rig.reconciler(), double_payments=True)
+    assert refunds.of_payment(conn, "razorpay", second) == []
+    assert "double_payment_not_refunded" not in caplog.text
+    assert alerting.refunds_needed(conn, datetime.now(UTC)) == []
+
+
+def test_a_double_payment_born_with_a_loss_of_all_of_it_is_cleared_by_the_policy_once(
+    conn, rig, caplog
+):
+    _, second = paid_twice_after_a_loss(conn, 49_900)
+    reconciler = rig.reconciler()
+    with caplog.at_level(logging.INFO, logger="payhooks.worker"):
+        application.send_refunds(reconciler, double_payments=True)
+        application.send_refunds(reconciler, double_payments=True)  # the next tick
+    assert refunds.of_payment(conn, "razorpay", second) == []
+    _, needs_refund, flags = conn.execute(PAYMENT, ("razorpay", second)).fetchone()
+    assert (needs_refund, TAKEN_BACK in flags) == (False, True)
+    said = [r for r in caplog.records if r.getMessage() == "double_payment_taken_back"]
+    assert len(said) == 1 and "took back 49900 of the 49900 paise" in said[0].detail
+    assert "double_payment_not_refunded" not in caplog.text
+    assert alerting.refunds_needed(conn, datetime.now(UTC)) == []
+
+
+def test_the_consoles_refund_of_a_payment_a_lost_dispute_took_all_of_says_so(conn, rig):
+    """The policy off: the operator's Refund finds nothing to refund, says why, and clears
+    the flag."""
+    _, second = paid_twice_after_a_loss(conn, 49_900)
+    done = console_actions.request_refund(conn, "razorpay", second, operator="asha")
+    assert done.done == "refund_taken_back"
+    assert refunds.of_payment(conn, "razorpay", second) == []
+    _, needs_refund, flags = conn.execute(PAYMENT, ("razorpay", second)).fetchone()
+    assert (needs_refund, TAKEN_BACK in flags) == (False, True)
+    (result,) = [row[0] for row in conn.execute(
+        "SELECT result FROM payhooks_console_actions WHERE target = %s", (second,))]  # fmt: skip
+    assert result.startswith("refund_taken_back: ") and "took back 49900" in result
+
+
+def test_the_consoles_refund_past_what_is_still_refundable_says_what_is(conn, rig, caplog):
+    """Part of the double payment refunded under another key and closed by ``payhooks refunds
+    send`` (which leaves the shop to the gateway's refund webhook, not come yet): the
+    console's Refund asks for more than is still refundable, and the operator and the log
+    are told what is."""
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    refunds.request(conn, "razorpay", second, 10_000, key="ticket-7", captured_paise=49_900,
+                    reason="a person's", requested_by="asha")  # fmt: skip
+    reconciler = rig.reconciler()
+    found = {Provider.RAZORPAY: reconciler.clients[Provider.RAZORPAY]}
+    sending.send_due(reconciler.connect, found, settle=lambda refund: None)
+    with caplog.at_level(logging.INFO, logger="payhooks.console"):
+        done = console_actions.request_refund(conn, "razorpay", second, operator="ravi")
+    assert done.done == "refund_too_large"
+    (result,) = [row[0] for row in conn.execute(
+        "SELECT result FROM payhooks_console_actions WHERE operator = 'ravi'")]  # fmt: skip
+    assert result.startswith("refund_too_large: ") and "39900 paise still refundable" in result
+    logged = [getattr(r, "result", "") for r in caplog.records]
+    assert any("39900 paise still refundable" in line for line in logged)
