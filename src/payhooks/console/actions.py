@@ -59,6 +59,8 @@ class Done(StrEnum):
     REFUND_REQUESTED = "refund_requested"
     REFUND_ALREADY_REQUESTED = "refund_already_requested"
     REFUND_NOT_POSSIBLE = "refund_not_possible"
+    REFUND_TOO_LARGE = "refund_too_large"
+    REFUND_TAKEN_BACK = "refund_taken_back"
     REFUND_CANCELLED = "refund_cancelled"
     REFUND_NOT_CANCELLABLE = "refund_not_cancellable"
     NOT_CONFIRMED = "not_confirmed"

@@ -129,6 +129,16 @@ NOTICES = {
         "Cannot refund from here: nothing is left to refund, the payment needs no refund, or "
         "payhooks sends no refunds to its gateway (refund it in the gateway's dashboard)."
     ),
+    actions.Done.REFUND_TOO_LARGE: (
+        "Cannot refund that much: less is still refundable than is left by the shop's count (a "
+        "refund made elsewhere, or a dispute lost, that the shop has not heard of yet); the "
+        "action log, on the timeline, says how much is. Try again once the shop has heard."
+    ),
+    actions.Done.REFUND_TAKEN_BACK: (
+        "Nothing to refund: lost disputes took back what was left of this payment (the card "
+        "network gave the customer that money back), so it needs no refund; its flag is "
+        "cleared, and the action log, on the timeline, says how much they took."
+    ),
     actions.Done.REFUND_CANCELLED: (
         "Refund cancelled: it is never sent, and its amount may be refunded again."
     ),

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from psycopg.rows import class_row
 
@@ -123,49 +124,74 @@ def readdress(conn: Connection, message_id: int, recipient: str, *, operator: st
     return result
 
 
+SAID_CHARS = 500
+"""How much of why a refund cannot be asked for the action log keeps."""
+
+
 _FLAGGED = f"""
-SELECT {double_refunds.PAID}, p.refunded_paise, coalesce(c.currency, p.currency), p.cart_id,
-       {double_refunds.ORDER}, c.attempt_id
+SELECT {double_refunds.REFUNDABLE}, {double_refunds.PAID}, coalesce(c.currency, p.currency),
+       p.cart_id, {double_refunds.ORDER}, c.attempt_id
 FROM payments p {double_refunds.RECORD}
 WHERE p.provider = %s AND p.payment_id = %s AND p.needs_refund
 """
 
 
 def request_refund(conn: Connection, provider: str, payment_id: str, *, operator: str) -> Result:
-    """A refund of what is left of a payment flagged ``needs_refund``, asked for under the
-    same key the double-payment policy would take next (``double_refunds.key_of``): two
-    operators, or an operator and the policy, ask for one refund. One still on its way
-    (requested or sent) is "already asked for"; once every earlier one was refused, failed or
-    cancelled, the next key is a new refund. The worker sends it."""
+    """A refund of what is left of a payment flagged ``needs_refund`` (what it paid, less what
+    lost disputes took back and refunds returned), asked for under the same key the
+    double-payment policy would take next (``double_refunds.key_of``): two operators, or an
+    operator and the policy, ask for one refund. One still on its way (requested or sent) is
+    "already asked for"; once every earlier one was refused, failed or cancelled, the next key
+    is a new refund. The worker sends it. One lost disputes left nothing of needs none: its
+    flag is cleared, and said. Why a refund cannot be asked for is in the action log."""
     if provider not in PROVIDERS:  # no payment of a gateway no one serves: nothing to refund
         result = Result(done=Done.REFUND_NOT_POSSIBLE)
         record(conn, operator, "refund", provider, payment_id, result)
         return result
     row = conn.execute(_FLAGGED, (provider, payment_id)).fetchone()
-    left = 0 if row is None else int(row[0]) - int(row[1])
     earlier = refunds.of_payment(conn, provider, payment_id)
-    before = {r.idempotency_key for r in earlier}
     on_its_way = (refunds.RefundState.REQUESTED, refunds.RefundState.SENT)
-    if row is None or left <= 0:
+    said = None
+    if row is None:
         result = Result(done=Done.REFUND_NOT_POSSIBLE)
+    elif int(row[0]) <= 0:
+        with conn.transaction():
+            said = double_refunds.taken_back(conn, provider, payment_id)
+        result = Result(done=Done.REFUND_NOT_POSSIBLE if said is None else Done.REFUND_TAKEN_BACK)
     elif any(r.state in on_its_way for r in earlier):
         result = Result(done=Done.REFUND_ALREADY_REQUESTED)
     else:
-        key = double_refunds.key_of(payment_id, len(earlier))
-        try:
-            with conn.transaction():
-                made = refunds.request(
-                    conn, provider, payment_id, left, key=key, captured_paise=int(row[0]),
-                    reason=f"asked for in the console for cart {row[3]}", requested_by=operator,
-                    currency=row[2] or "INR", gateway_order_id=row[4], attempt_id=row[5],
-                )  # fmt: skip
-        except (InvalidRequest, Conflict):
-            result = Result(done=Done.REFUND_NOT_POSSIBLE)
-        else:
-            fresh = made.idempotency_key not in before
-            result = Result(done=Done.REFUND_REQUESTED if fresh else Done.REFUND_ALREADY_REQUESTED)
-    record(conn, operator, "refund", provider, payment_id, result)
+        result, said = _asked(conn, provider, payment_id, row, earlier, operator=operator)
+    shown = None if said is None else f"{result.done.value}: {said}"[:SAID_CHARS]
+    record(conn, operator, "refund", provider, payment_id, result, shown)
     return result
+
+
+def _asked(
+    conn: Connection,
+    provider: str,
+    payment_id: str,
+    row: tuple[Any, ...],
+    earlier: list[refunds.Refund],
+    *,
+    operator: str,
+) -> tuple[Result, str | None]:
+    """The refund of what is left, written: what it came to, and why not when it was not."""
+    left, paid, currency, cart_id, order_ref, attempt = row
+    key = double_refunds.key_of(payment_id, len(earlier))
+    try:
+        with conn.transaction():
+            made = refunds.request(
+                conn, provider, payment_id, int(left), key=key, captured_paise=int(paid),
+                reason=f"asked for in the console for cart {cart_id}", requested_by=operator,
+                currency=currency or "INR", gateway_order_id=order_ref, attempt_id=attempt,
+            )  # fmt: skip
+    except refunds.RefundTooLarge as exc:
+        return Result(done=Done.REFUND_TOO_LARGE), str(exc)
+    except (InvalidRequest, Conflict) as exc:
+        return Result(done=Done.REFUND_NOT_POSSIBLE), str(exc)
+    fresh = made.idempotency_key not in {r.idempotency_key for r in earlier}
+    return Result(done=Done.REFUND_REQUESTED if fresh else Done.REFUND_ALREADY_REQUESTED), None
 
 
 # --- parked deliveries and the carts they may pay --------------------------------------------

@@ -25,6 +25,7 @@ from payhooks.plumbing.errors import NotFound, PayhooksError
 from payhooks.refunding.refunds import Refund, of_payment
 from payhooks.service.console.actions import readable_error
 from payhooks.service.console.search import LOOKUPS
+from payhooks.service.shop import double_refunds
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 from payhooks.settlements import listing
 
@@ -83,12 +84,18 @@ class Story:
 _CART = "SELECT * FROM carts WHERE id = %s"
 _ITEMS = "SELECT sku, quantity, price_paise FROM cart_items WHERE cart_id = %s ORDER BY sku"
 _CHECKOUTS = "SELECT * FROM checkouts WHERE cart_id = %s ORDER BY created_at"
-_CART_PAYMENTS = "SELECT * FROM payments WHERE cart_id = %s ORDER BY created_at"
-# The payments the cart's deliveries name that the shop did not tie to the cart.
-_NAMED_PAYMENTS = """
-SELECT * FROM payments
-WHERE (provider, payment_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+# Each payment with what is left to refund of it (``double_refunds.REFUNDABLE``): the amount
+# its Refund button asks for.
+_PAYMENTS = f"""
+SELECT p.*, {double_refunds.REFUNDABLE} AS refundable_paise FROM payments p
+LEFT JOIN payhooks_payments c ON c.provider = p.provider AND c.payment_id = p.payment_id
+    AND c.kind = 'payment_captured'
 """
+_CART_PAYMENTS = _PAYMENTS + "WHERE p.cart_id = %s ORDER BY p.created_at"
+# The payments the cart's deliveries name that the shop did not tie to the cart.
+_NAMED_PAYMENTS = (
+    _PAYMENTS + "WHERE (p.provider, p.payment_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+)
 _ORDER = "SELECT * FROM orders WHERE cart_id = %s"
 _MOVEMENTS = "SELECT * FROM inventory_movements WHERE order_id = %s ORDER BY id"
 _MESSAGES = """

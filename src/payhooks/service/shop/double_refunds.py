@@ -7,7 +7,13 @@ in all; then the payment keeps its flag for a person, and the shop's ``refunds_n
 says the policy gave up on it. One a person cancelled is a person's: the policy never asks again
 for that payment. The console's Refund button takes the same next key, so it asks again too,
 never "already asked for" while nothing is live. A payment of a gateway payhooks does not refund
-keeps its flag for a person."""
+keeps its flag for a person.
+
+What is asked for is what is left (``REFUNDABLE``): what the customer paid, less what lost
+disputes took back for the customer (the core refuses a refund of that again) and what refunds
+returned. A flagged payment lost disputes left nothing of needs no refund (``taken_back``): its
+flag is cleared, marked ``taken_back_by_dispute``, and the operators told once, by the
+dispute's report, by the policy's pass or by the console's button, whichever finds it first."""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from payhooks.gateways import GATEWAYS
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import Conflict, InvalidRequest
 from payhooks.refunding import refunds
+from payhooks.service import outbox
 
 RECORD = """LEFT JOIN payhooks_payments c ON c.provider = p.provider
     AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'
@@ -30,15 +37,24 @@ ORDER = "coalesce(c.gateway_order_id, k.gateway_order_id)"
 PAID = "coalesce(c.paid_paise, p.payment_amount_paise, p.amount_paise)"
 """What the customer paid for payment ``p``: the bound on its refunds, never the amount
 compared with the cart (Cashfree's differ under an offer or a fee)."""
+DISPUTED = "coalesce(c.disputed_paise, 0)"
+"""What lost disputes of payment ``p`` took back for the customer (its record's
+``disputed_paise``): given back already, never refunded again (the core refuses it)."""
+REFUNDABLE = f"{PAID} - {DISPUTED} - p.refunded_paise"
+"""What is left to refund of payment ``p``: what it paid, less what lost disputes took back
+and what refunds returned."""
+TAKEN_BACK = "taken_back_by_dispute"
+"""The flag of a payment flagged for a refund that lost disputes left nothing to refund of."""
 
 DUE = f"""
-SELECT p.provider, p.payment_id, {PAID}, coalesce(c.currency, p.currency), p.cart_id,
-       {ORDER}, c.attempt_id,
+SELECT p.provider, p.payment_id, {REFUNDABLE}, {PAID}, coalesce(c.currency, p.currency),
+       p.cart_id, {ORDER}, c.attempt_id,
        (SELECT count(*) FROM payhooks_refunds r
         WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
 FROM payments p {RECORD}
 WHERE p.needs_refund AND p.provider = ANY(%(providers)s) AND 'duplicate_payment' = ANY(p.flags)
   AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{{3}}$'
+  AND {REFUNDABLE} > 0
   AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r
                   WHERE r.provider = p.provider AND r.payment_id = p.payment_id
                     AND (r.state IN ('requested', 'sent', 'processed', 'cancelled')
@@ -57,6 +73,26 @@ GROUP BY 1 ORDER BY 1
 """
 """Double payments the policy asked to refund ``TRIES`` times, each refused or failed: a
 person's now."""
+# The policy's double payments lost disputes left nothing of (the loss told before the
+# payment's capture was applied: its report found no flag to clear).
+ALL_TAKEN = f"""
+SELECT p.provider, p.payment_id FROM payments p {RECORD}
+WHERE p.needs_refund AND p.provider = ANY(%(providers)s) AND 'duplicate_payment' = ANY(p.flags)
+  AND {DISPUTED} > 0 AND {REFUNDABLE} <= 0
+LIMIT %(limit)s
+"""
+# One payment flagged for a refund, its flag cleared and marked when lost disputes left
+# nothing of it; what it paid, what they took, what refunds returned.
+CLEARED = f"""
+UPDATE payments p SET needs_refund = false, updated_at = now(),
+    flags = CASE WHEN %(flag)s = ANY(p.flags) THEN p.flags ELSE array_append(p.flags, %(flag)s)
+            END
+FROM payhooks_payments c
+WHERE p.provider = %(provider)s AND p.payment_id = %(payment_id)s AND p.needs_refund
+  AND c.provider = p.provider AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'
+  AND c.disputed_paise > 0 AND {REFUNDABLE} <= 0
+RETURNING {PAID}, c.disputed_paise, p.refunded_paise
+"""
 REQUESTED_BY = "payhooks (double-payment policy)"
 TRIES = 3
 """How many refunds of one double payment the policy asks for, in all."""
@@ -78,20 +114,55 @@ def given_up(conn: Connection) -> dict[str, int]:
     return {str(provider): int(count) for provider, count in rows}
 
 
+def taken_back(conn: Connection, provider: str, payment_id: str) -> str | None:
+    """Why a payment flagged for a refund needs none any more, when lost disputes left
+    nothing of it: its flag cleared and marked ``TAKEN_BACK``, the operators told once, in
+    the caller's transaction. None when something is left to refund, or no refund was due."""
+    params = {"provider": provider, "payment_id": payment_id, "flag": TAKEN_BACK}
+    row = conn.execute(CLEARED, params).fetchone()
+    if row is None:
+        return None
+    paid, disputed, refunded = (int(n) for n in row)
+    returned = f" and refunds returned {refunded}" if refunded else ""
+    why = (
+        f"lost disputes took back {disputed} of the {paid} paise it paid{returned}, so nothing "
+        "is left to refund"
+    )
+    name = TAKEN_BACK.replace("_", " ")
+    outbox.enqueue(conn, outbox.alert(
+        f"alert:{TAKEN_BACK}:{provider}:{payment_id}",
+        f"Check payment: {name} for {provider} payment {payment_id}",
+        f"{provider} payment {payment_id} was flagged for a refund, but {why}: the card "
+        "network gave the customer that money back. No refund is due; please check it.",
+        provider=provider, payment_id=payment_id, flag=TAKEN_BACK,
+    ))  # fmt: skip
+    return why
+
+
 def request_due(conn: Connection, *, limit: int = 50) -> int:
-    """An intent for each double payment not yet refunded; how many were written. Each in a
-    transaction of its own, keyed on the payment: two workers at once write one."""
+    """An intent for each double payment not yet refunded, for what is left of it; how many
+    were written. Each in a transaction of its own, keyed on the payment: two workers at once
+    write one. One lost disputes left nothing of first has its flag cleared, and is said."""
     providers = [p.value for p, gateway in GATEWAYS.items() if gateway.sends_refunds]
-    written = 0
     params = {"providers": providers, "limit": limit, "wait": RETRY_WAIT, "tries": TRIES}
-    for provider, payment_id, amount, currency, cart_id, order_ref, attempt, asked in conn.execute(
-        DUE, params
-    ).fetchall():
+    _clear_taken(conn, params)
+    written = 0
+    for (
+        provider,
+        payment_id,
+        left,
+        paid,
+        currency,
+        cart_id,
+        order_ref,
+        attempt,
+        asked,
+    ) in conn.execute(DUE, params).fetchall():
         try:
             with conn.transaction():
                 refunds.request(
-                    conn, provider, payment_id, int(amount), key=key_of(payment_id, int(asked)),
-                    captured_paise=int(amount), reason=f"double payment of cart {cart_id}",
+                    conn, provider, payment_id, int(left), key=key_of(payment_id, int(asked)),
+                    captured_paise=int(paid), reason=f"double payment of cart {cart_id}",
                     requested_by=REQUESTED_BY, currency=currency or "INR",
                     gateway_order_id=order_ref, attempt_id=attempt,
                 )  # fmt: skip
@@ -109,14 +180,34 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     return written
 
 
+def _clear_taken(conn: Connection, params: dict[str, object]) -> None:
+    for provider, payment_id in conn.execute(ALL_TAKEN, params).fetchall():
+        said = {"provider": provider, "payment_id": payment_id}
+        try:
+            with conn.transaction():
+                why = taken_back(conn, provider, payment_id)
+        except Exception as exc:  # a row the database refuses: this payment only, next tick
+            log.exception(
+                "double_payment_not_refunded",
+                extra={**said, "detail": f"{type(exc).__name__}: {exc}"[:500]},
+            )
+            continue
+        if why is not None:
+            log.warning("double_payment_taken_back", extra={**said, "detail": why})
+
+
 __all__ = [
+    "DISPUTED",
     "ORDER",
     "PAID",
     "RECORD",
+    "REFUNDABLE",
     "REQUESTED_BY",
     "RETRY_WAIT",
+    "TAKEN_BACK",
     "TRIES",
     "given_up",
     "key_of",
     "request_due",
+    "taken_back",
 ]

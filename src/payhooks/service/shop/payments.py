@@ -16,6 +16,7 @@ from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound
 from payhooks.service import outbox
+from payhooks.service.shop.double_refunds import taken_back
 from payhooks.service.shop.orders import place_order
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 
@@ -293,13 +294,16 @@ def _apply_dispute(conn: Connection, event: Event) -> Applied:
     """A dispute of a payment marks the order that payment paid (the console shows it; a
     person answers the dispute at the gateway). A dispute of a payment that paid no order (a
     second payment of a paid cart, a flagged one) marks nothing; one of a payment this shop
-    never took is parked like a refund of it."""
+    never took is parked like a refund of it. A loss that leaves nothing of a payment flagged
+    for a refund clears its flag (``double_refunds.taken_back``)."""
     cart_id = _cart_of(conn, event)
     if cart_id is None:
         return _park(conn, event, "neither its payment nor its checkout is known", _DISPUTED)
     dispute = event.dispute.id if event.dispute else None
     status = disputes.STATUS[event.kind].value
     key = (event.provider.value, event.payment_id)
+    if event.payment_id is not None:  # the payment's row before the cart, as a capture
+        taken_back(conn, event.provider.value, event.payment_id)
     conn.execute(_LOCK_DISPUTED_CART, (cart_id,))
     marked = conn.execute(_MARK_ORDER, (status, dispute, cart_id, *key)).fetchone()
     order_id = str(marked[0]) if marked else _order_of(conn, cart_id)
@@ -315,10 +319,13 @@ WHERE provider = %s AND payment_id = %s AND needs_refund
 
 def _check_refunds(conn: Connection, event: Event, cart_id: str, money: _Money) -> None:
     """Refunds beyond what was paid, or the whole of a payment that paid an order: the
-    order stands (it is the merchant's to cancel), so an operator must hear of it."""
+    order stands (it is the merchant's to cancel), so an operator must hear of it. Refunds
+    of what lost disputes left of a payment flagged for a refund leave it needing none."""
     if money.over_refunded:
         _flag_over_refund(conn, event, money)
     if not money.fully_refunded:
+        if event.payment_id is not None:
+            taken_back(conn, event.provider.value, event.payment_id)
         return
     conn.execute(_REFUNDED_IN_FULL, (event.provider.value, event.payment_id))
     paid = conn.execute(_PAID_BY, (cart_id,)).fetchone()
