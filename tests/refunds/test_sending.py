@@ -559,3 +559,21 @@ def test_a_cashfree_order_not_found_refuses_no_refund(core, database_url):
     assert send(database_url, url).sent[provider] == 1
     assert [s for s, _, _ in state(conn, provider)] == ["processed"]
     assert books(api, provider) == (1, 49_900)
+
+
+def test_a_razorpay_payment_the_keys_do_not_know_refuses_no_refund(core, database_url):
+    """Razorpay's 400 "The id provided does not exist" to a refund's post says the payment is
+    unknown to the account the keys name (another account's keys, test keys for a live
+    payment), nothing of the refund: asked again, its words kept, never recorded refused."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    ask(conn, provider)
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+    (refund,) = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REQUESTED and "does not exist" in (refund.last_error or "")
+    paid(api, provider)
+    due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+    assert books(api, provider) == (1, 49_900)
