@@ -495,3 +495,85 @@ def test_a_txnids_payment_payu_cannot_name_for_now_is_refunded_later_not_refused
 def _purchase() -> Purchase:
     return Purchase(provider=Provider.PAYU, cart_id="RF-1", reference=ORDER[Provider.PAYU],
                     amount_paise=49_900, items={"TEA": 1})  # fmt: skip
+
+
+# --- Cashfree: only its answer for a refund id it does not know is "no refund" ----------------
+
+
+def cashfree_error(code: str, message: str = "not found") -> Fault:
+    body = f'{{"message":"{message}","code":"{code}","type":"invalid_request_error"}}'
+    return Fault(status=404, body=body.encode())
+
+
+OTHER_404S = {
+    "the order unknown": cashfree_error("order_not_found", "order not found"),
+    "a route or API version it does not serve": cashfree_error("request_invalid"),
+    "the app id unknown": cashfree_error("merchant_not_found", "merchant not found"),
+    "no type in the body": Fault(status=404, body=b'{"message":"x","code":"refund_not_found"}'),
+    "another body": Fault(status=404, body=b'{"code":"refund_not_found","type":"x"}'),
+}
+
+
+@pytest.mark.parametrize("case", list(OTHER_404S))
+def test_a_cashfree_404_about_anything_but_the_refund_is_no_answer_after_a_lost_one(
+    core, database_url, case
+):
+    """Cashfree made the refund and its answer was lost; asked again, Cashfree answers a 404 in
+    its error shape that is not its answer for a refund id it does not know. That is no "none
+    made" (it was read so: the refund posted again, and recorded refused when the post and
+    the lookup after it answered the same): the refund stays unknown, is asked again, and is
+    found made."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_after_acting(provider, Fault(status=503))
+    assert send(database_url, url).retried[provider] == 1
+    due_now(conn)
+    api.fail_next(provider, *(OTHER_404S[case],) * 3)  # as many calls as a pass used to make
+    for _ in range(3):  # one call a pass now: asked again while Cashfree answers so
+        tally = send(database_url, url)
+        assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+        [(found, _, _)] = state(conn, provider)
+        assert found == "requested"
+        due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+    assert books(api, provider) == (1, 49_900)
+
+
+def test_a_cashfree_order_not_found_refuses_no_refund(core, database_url):
+    """The intent names an order Cashfree answers ``order_not_found`` for (credentials of
+    another Cashfree account, an order not yet visible): that says nothing of the refund, so
+    it is asked again, its error kept, never recorded refused; once Cashfree knows the order,
+    the refund is made once."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    ask(conn, provider)
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+    (refund,) = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REQUESTED and "order_not_found" in (refund.last_error or "")
+    paid(api, provider)
+    due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+    assert books(api, provider) == (1, 49_900)
+
+
+def test_a_razorpay_payment_the_keys_do_not_know_refuses_no_refund(core, database_url):
+    """Razorpay's 400 "The id provided does not exist" to a refund's post says the payment is
+    unknown to the account the keys name (another account's keys, test keys for a live
+    payment), nothing of the refund: asked again, its words kept, never recorded refused."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    ask(conn, provider)
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+    (refund,) = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REQUESTED and "does not exist" in (refund.last_error or "")
+    paid(api, provider)
+    due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+    assert books(api, provider) == (1, 49_900)

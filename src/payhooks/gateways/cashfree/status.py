@@ -3,6 +3,7 @@ its expiry, read as events. Needs httpx (an extra)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
@@ -80,9 +81,11 @@ class CashfreeClient:
     def send_refund(self, refund: Refund) -> Sent:
         """``POST /pg/orders/{order_id}/refunds`` with the intent's key as ``refund_id``
         (Cashfree's, unique per order: asked again, it never refunds twice). A retry first
-        reads ``GET /pg/orders/{order_id}/refunds/{refund_id}`` (404: not made yet), so an
-        answer lost after Cashfree acted never depends on how it answers a known id. A 400,
-        404 or 422 is Cashfree's refusal; a 409 (a request in progress) is asked again.
+        reads ``GET /pg/orders/{order_id}/refunds/{refund_id}`` (``refund_unknown``: not made
+        yet), so an answer lost after Cashfree acted never depends on how it answers a known
+        id. A 400 or 422 in Cashfree's error shape is its refusal; a 404 is not, whatever its
+        code (``order_not_found`` says the order is unknown to the account the credentials
+        name, nothing of the refund), nor a 409 (a request in progress): asked again.
 
         No ``x-idempotency-key`` header: Cashfree keeps the first result under one, a 500
         included, and answers it to every later request with that key, so one 500 would stop
@@ -119,16 +122,19 @@ class CashfreeClient:
 
     def _refund_made(self, order: str, refund: Refund) -> Sent | None:
         """``GET /pg/orders/{order_id}/refunds/{refund_id}``: the refund Cashfree made under
-        the intent's id, or None (404 in Cashfree's error shape: none made; a 404 in no such
-        shape is an error)."""
-        try:
-            body = answer(self.provider, self.http, "GET",
-                          f"{order}/refunds/{quote(refund.idempotency_key, safe='')}",
-                          headers=self._h)  # fmt: skip
-        except GatewayApiError as exc:
-            if exc.status == 404 and exc.code is not None:  # Cashfree's own "no such refund"
-                return None
-            raise
+        the intent's id, or None on Cashfree's answer for a refund id it does not know
+        (``refund_unknown``); any other 404 (the order, the route, the app id) is an error."""
+        unknown: list[bool] = []
+
+        def taken(status: int, body: bytes) -> bool:  # asked of a non-2xx answer only
+            unknown.append(refund_unknown(status, body))
+            return unknown[-1]
+
+        body = answer(self.provider, self.http, "GET",
+                      f"{order}/refunds/{quote(refund.idempotency_key, safe='')}",
+                      headers=self._h, taken=taken)  # fmt: skip
+        if unknown and unknown[-1]:
+            return None
         return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
 
     @property
@@ -141,9 +147,30 @@ class CashfreeClient:
         }
 
 
-REFUSING = frozenset({400, 404, 422})
+REFUSING = frozenset({400, 422})
+REFUND_NOT_FOUND = "refund_not_found"
+NOT_FOUND_TYPE = "invalid_request_error"
+"""The ``type`` of Cashfree's 404 error body (its SDK's ``ApiError404``, the one type)."""
 RECON_LIMIT = 1000
 """Recon items asked for per call: Cashfree's most (``pagination.limit``, 10 by default)."""
+
+
+def refund_unknown(status: int, body: bytes) -> bool:
+    """Cashfree's answer for a refund id it does not know under an order it knows: a 404 in
+    its error shape with ``code`` ``refund_not_found`` and ``type`` ``invalid_request_error``.
+    Nothing else is "no refund": a 404 ``order_not_found`` (credentials of another account),
+    one about a route or an API version, or one whose body does not read is an error."""
+    if status != 404:
+        return False
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return (
+        isinstance(doc, dict)
+        and doc.get("code") == REFUND_NOT_FOUND
+        and doc.get("type") == NOT_FOUND_TYPE
+    )
 
 
 def _utc(day: date, at: time) -> str:

@@ -3,6 +3,7 @@ HTTP Basic (key id, key secret), and its answer read as events. Needs httpx (an 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -159,6 +160,7 @@ REFUSAL_CODE = "BAD_REQUEST_ERROR"
 MAX_LISTED = 100
 """Refunds listed per call (Razorpay's ``count``, 10 by default, at most 100): more than a
 payment ever has (each is at least a paisa of it)."""
+UNKNOWN_ID = "The id provided does not exist"
 KEY_NOTE = "payhooks_key"
 """The note each refund carries with its intent's key: found again by it after a lost answer."""
 
@@ -170,7 +172,8 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
     (``GET /v1/payments/{id}/refunds``, by the note), so an answer lost after Razorpay acted
     never depends on how Razorpay answers a key it has seen. A 400 in Razorpay's error shape
     (``BAD_REQUEST_ERROR``: more than captured, not captured, refunded already) is its
-    refusal; any other answer is an error, asked again."""
+    refusal, unless it says the payment id does not exist (``_unknown_id``); any other
+    answer is an error, asked again."""
     payment = f"{client.credentials.base_url}/v1/payments/{quote(refund.payment_id, safe='')}"
     auth = (client.credentials.id, client.credentials.secret)
     if refund.attempts > 1:
@@ -180,14 +183,31 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
         if found is not None:
             return found
     asked = {"amount": refund.amount_paise, "notes": {KEY_NOTE: refund.idempotency_key}}
+    errors: list[bytes] = []
+
+    def kept(status: int, body: bytes) -> bool:  # asked of a non-2xx answer only
+        errors.append(body)
+        return False
+
     try:
         body = answer(_P, client.http, "POST", f"{payment}/refund", auth=auth, json=asked,
-                      headers={REFUND_HEADER: refund.idempotency_key})  # fmt: skip
+                      headers={REFUND_HEADER: refund.idempotency_key}, taken=kept)  # fmt: skip
     except GatewayApiError as exc:
-        if exc.status == 400 and exc.code == REFUSAL_CODE:
+        if exc.status == 400 and exc.code == REFUSAL_CODE and not _unknown_id(errors[-1]):
             raise RefundRefused(_P.value, exc.reason, status=400, code=exc.code) from exc
         raise
     return parsed(_P, lambda: _sent(read_json(_P, body)))
+
+
+def _unknown_id(body: bytes) -> bool:
+    """Razorpay's 400 "The id provided does not exist": the payment is unknown to the account
+    the keys name (another account's keys, test keys for a live payment), which says nothing
+    of the refund: an error, never its refusal."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return child(doc, "error", "description") == UNKNOWN_ID
 
 
 def _named(body: bytes, key: str) -> Sent | None:
