@@ -167,6 +167,40 @@ def test_a_parked_delivery_is_listed_and_replayed_through_the_apps_hooks(
     assert paid(conn) == (PAYMENT, 1)
 
 
+def test_a_replay_whose_handler_raises_or_whose_secret_is_unset_says_so_in_one_line(
+    shop, database_url
+):
+    """The merchant's handler raising, or the app's own secret not in the environment: one
+    line naming what to do, exit 1, and the delivery still parked (nothing kept)."""
+    import json
+
+    from tests.factories import KEYS
+
+    conn, _, _ = shop
+    bad = "order_replaybad"
+    with conn.transaction():
+        payhooks.expect(conn, "razorpay", bad, 44_900, "INR", "A-9")
+    short = GATEWAY.razorpay("payment.captured", payment_id="pay_RB1", order_id=bad,
+                             amount_paise=40_000)  # fmt: skip
+    parked = ingest(conn, ADAPTERS[short.provider], short.body, short.headers, hooks)
+    assert parked.outcome is Outcome.PARKED
+    with conn.transaction():  # the price corrected: the replay now reaches the handler
+        payhooks.expect(conn, "razorpay", bad, 40_000, "INR", "A-9")
+    args = ("replay", parked.event.event_id, "--hooks", "tests.reconcile.merchant_hooks:fussy",
+            "--database-url", database_url)  # fmt: skip
+    raised = _payhooks(*args, env=KEYS.env())
+    assert raised.returncode == 1
+    assert raised.stderr.strip().splitlines() == [
+        "payhooks: your handler raised RuntimeError: the handler's bug (nothing kept)"
+    ]
+    unset = {name: "" for name in KEYS.env() if name.startswith("PAYHOOKS_RAZORPAY_WEBHOOK")}
+    unsecret = _payhooks(*args, env={**KEYS.env(), **unset})
+    assert unsecret.returncode == 1 and "Traceback" not in unsecret.stderr
+    assert "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS" in unsecret.stderr
+    listed = _payhooks("parked", "--json", "--database-url", database_url, env={})
+    assert [row["event_id"] for row in json.loads(listed.stdout)] == [parked.event.event_id]
+
+
 def test_payhooks_fastapi_replay_applies_a_parked_delivery_through_async_hooks(shop):
     import asyncio
 

@@ -33,11 +33,11 @@ from payhooks.cli.common import (
     with_connection,
 )
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, gateway
 from payhooks.operations import parked as parking
 from payhooks.operations import retention as policy
 from payhooks.plumbing import db
-from payhooks.plumbing.errors import NotFound, PayhooksError
+from payhooks.plumbing.errors import NotFound, PayhooksError, ProviderNotConfigured
 
 if TYPE_CHECKING:
     from payhooks.reconcile import Tally
@@ -374,6 +374,8 @@ def replay(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Run a stored delivery again through the same ingest path (same transaction, same keys)."""
+    import psycopg
+
     from payhooks.operations import replays
 
     found = settings(ctx)
@@ -390,7 +392,19 @@ def replay(
             from payhooks.applying import through
 
             apply = through(handler, str(url))
-            receipt = replays.replay(conn, found.adapters(), apply, event_id=event_id, provider=key)
+            try:
+                receipt = replays.replay(
+                    conn, found.adapters(), apply, event_id=event_id, provider=key
+                )
+            except ProviderNotConfigured as exc:
+                if exc.provider not in {p.value for p in Provider}:
+                    raise
+                named = " and ".join(x.variable for x in gateway(Provider(exc.provider)).secrets)
+                exit_with(exc, f"{exc}: set {named} (the app's own), for replay to verify it")
+            except (PayhooksError, psycopg.Error):
+                raise
+            except Exception as exc:  # the merchant's handler: one line, as any error (-v: all)
+                exit_with(exc, f"your handler raised {type(exc).__name__}: {exc} (nothing kept)")
         return {
             "status": receipt.outcome.value,
             "event_id": receipt.event.event_id,
