@@ -207,6 +207,28 @@ def test_payments_list_applied_and_mismatched_payments_with_their_amounts(consol
     assert f'href="/console/references/razorpay/{good.reference}"' in page
 
 
+def test_a_payment_whose_delivery_was_purged_links_to_no_delivery_page(console, conn):
+    """A mismatch settled by hand outlives its delivery's purge: its row links to its order,
+    never to the delivery page that is gone."""
+    from payhooks.intake.expectations import resolve
+    from payhooks.operations import retention
+
+    bad = purchase(conn, Provider.CASHFREE)
+    assert send(console, bad.captured(amount_paise=100)).json()["status"] == "parked"
+    [(event_id,)] = conn.execute("SELECT event_id FROM processed_webhooks").fetchall()
+    assert "/console/deliveries/cashfree/" in shown(console, "/console/payments")  # while kept
+    resolve(conn, "cashfree", event_id, "refunded in the dashboard")
+    conn.execute("UPDATE processed_webhooks SET processed_at = now() - interval '100 days'")
+    retention.purge(conn, 90)
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+    page = shown(console, "/console/payments")
+    [row] = listed(page, "payments")
+    assert bad.payment_id in row and "refunded in the dashboard" in row
+    table = page.split('id="payments"', 1)[1].split("</table>", 1)[0]
+    assert "/console/deliveries/" not in table
+    assert "/console/references/cashfree/" in table
+
+
 def test_payments_are_filtered_by_gateway_status_and_amount(console, conn):
     good = purchase(conn)
     send(console, good.captured())

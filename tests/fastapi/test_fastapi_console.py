@@ -168,6 +168,36 @@ def test_an_underpayment_settled_by_hand_stays_on_the_payments_list_and_its_orde
     assert "₹1.00" in kept and "₹499.00" in kept and event_id in kept
 
 
+def test_a_payment_older_than_the_window_keeps_its_expected_amount_and_no_dead_link(
+    shop, conn, merchant_url
+):
+    """A captured payment's record is kept for a refund's year, past the window: the payments
+    list still shows what its order was expected to be paid, and, its delivery purged, links
+    to no delivery page."""
+    from datetime import UTC, datetime, timedelta
+
+    from payhooks.operations import retention
+    from tests.console.test_console_lists import listed
+
+    checkout(shop)
+    assert post(shop, razorpay()) == (200, "processed")
+    for table, column in (("processed_webhooks", "processed_at"),
+                          ("payhooks_expectations", "created_at"),
+                          ("payhooks_payments", "applied_at"),
+                          ("payhooks_deliveries", "received_at")):  # fmt: skip
+        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '200 days'".encode())
+    retention.purge(conn, 90)
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+    since = (datetime.now(UTC) - timedelta(days=300)).isoformat()
+    with logged_in(shop, merchant_url) as client:
+        page = client.get(f"{CONSOLE}/payments", params={"from": since}).text
+        table = page.split('id="payments"', 1)[1].split("</table>", 1)[0]
+    [payment] = listed(page, "payments")
+    assert "pay_shop0000001" in payment and "captured" in payment
+    assert "₹499.00" in payment  # expected, from the kept expectation
+    assert f"{CONSOLE}/deliveries/" not in table
+
+
 def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_once(
     shop, conn, merchant_url
 ):

@@ -187,6 +187,23 @@ def test_old_payment_claims_go_unless_a_parked_delivery_of_the_payment_waits(mer
     assert keys(merchant, "payhooks_payments", "payment_id") == ["pay_recent", "pay_twin"]
 
 
+def test_a_payment_record_keeps_its_expected_amount_after_its_expectation_is_purged(merchant):
+    """The payments list shows what the order was expected to be paid for as long as the
+    payment's record is kept (a capture's year), past the window that takes the expectation."""
+    from datetime import UTC, datetime
+
+    from payhooks.console import lists
+
+    expected(merchant, "order_kept", 200)
+    merchant.execute(PAYMENT, ("pay_kept", "order_kept", "evt_kept", 200))
+    retention.purge(merchant, 90)
+    assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
+    window = lists.Window(start=lists.EARLIEST, end=datetime.now(UTC), end_given=False)
+    (payment,) = lists.core_payments(merchant, lists.PaymentFilter(window=window))
+    assert (payment.payment_id, payment.expected_paise, payment.expected_currency) == (
+        "pay_kept", 49_900, "INR")  # fmt: skip
+
+
 REFUND = """
 INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, amount_paise, currency,
     captured_paise, reason, requested_by, state)

@@ -191,6 +191,7 @@ def test_a_library_user_creates_only_the_cores_table(empty_db):
         "core/0026_settlement_unreadable",
         "core/0027_disputed_at_birth",
         "core/0028_mismatches_kept",
+        "core/0029_expected_kept",
     ]
     tables = {
         row[0]
@@ -302,6 +303,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         "core/0026_settlement_unreadable",
         "core/0027_disputed_at_birth",
         "core/0028_mismatches_kept",
+        "core/0029_expected_kept",
     ]
 
 

@@ -306,6 +306,9 @@ class Payment:
     resolution: str | None
     flags: Sequence[str] = ()
     needs_refund: bool = False
+    stored: bool = False
+    """Its delivery (``event_id``) still has a record (``processed_webhooks``): its page opens.
+    The purge takes it after the window; the payment stays (a capture's record for a year)."""
 
     @property
     def by(self) -> str:
@@ -324,7 +327,8 @@ APPLIED = """
            p.payment_id, p.gateway_order_id, p.event_id,
            CASE p.kind WHEN 'payment_captured' THEN 'captured'
                        WHEN 'payment_authorized' THEN 'authorized' ELSE p.kind END AS status,
-           p.reconciled, e.amount_paise AS expected_paise, e.currency AS expected_currency,
+           p.reconciled, coalesce(p.expected_paise, e.amount_paise) AS expected_paise,
+           coalesce(p.expected_currency, e.currency) AS expected_currency,
            NULL::bigint AS paid_paise, NULL::text AS paid_currency, NULL::text AS resolution,
            '{}'::text[] AS flags, false AS needs_refund
     FROM payhooks_payments p
@@ -348,10 +352,14 @@ difference (or corrects the expectation and replays it)."""
 
 
 def paged(*branches: str) -> str:
-    """The payments of ``branches``, filtered by status, a page of them newest first."""
+    """The payments of ``branches``, filtered by status, a page of them newest first, each
+    saying whether its delivery is still stored (asked of the page's rows alone)."""
     return f"""
 WITH listed AS ({" UNION ALL ".join(branches)})
-SELECT * FROM listed
+SELECT listed.*, EXISTS (SELECT 1 FROM processed_webhooks w
+                         WHERE w.provider = listed.provider AND w.event_id = listed.event_id)
+                 AS stored
+FROM listed
 WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (NOT %(needs_refund)s OR needs_refund)
   AND (%(before_at)s::timestamptz IS NULL OR (at, key) < (%(before_at)s, %(before_key)s))
