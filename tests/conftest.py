@@ -427,8 +427,18 @@ def proxy(database_url: str) -> Iterator[Proxy]:
     made.close()
 
 
+_ADMIN: dict[str, psycopg.Connection[Any]] = {}
+_ADMIN_LOCK = threading.Lock()
+
+
 def _admin(url: str, sql: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
+    """``sql`` on one connection to the admin database kept for the process: a test's database
+    is created, renamed or dropped on it, not on a new connection each time (a backend started
+    per test and per statement); one a restart broke is replaced at the next call."""
+    with _ADMIN_LOCK:
+        conn = _ADMIN.get(url)
+        if conn is None or conn.closed or conn.broken:
+            conn = _ADMIN[url] = psycopg.connect(url, autocommit=True)
         conn.execute(sql.encode())
 
 
