@@ -205,25 +205,13 @@ class AmountMismatch:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class KeptMismatch:
+class KeptMismatch(AmountMismatch):
     """An amount mismatch whose delivery record the retention purge deleted: its row (kept by
     core migration 0028) is what the core still has of that payment, settled by hand."""
 
     event_id: str
     """The key its delivery had."""
     payment_id: str | None
-    expected_paise: int
-    expected_currency: str
-    paid_paise: int | None
-    paid_currency: str | None
-    found_at: datetime
-    resolved_at: datetime | None
-    resolution: str | None
-
-    @property
-    def resolved(self) -> bool:
-        """A person settled it."""
-        return self.resolved_at is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
