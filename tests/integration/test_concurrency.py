@@ -235,6 +235,41 @@ def test_a_loss_reported_while_its_capture_is_in_flight_bounds_the_payments_refu
         refunds.request(conn, buy.provider, buy.payment_id, buy.amount_paise - taken + 1, **ask)
 
 
+@pytest.mark.parametrize("held", ["refund", "report"])
+def test_a_refund_asked_while_a_loss_is_reported_never_takes_back_what_the_dispute_took(
+    conn, database_url, held
+):
+    """A refund of everything the dispute left, asked while the report of its loss is in
+    flight: the two take the payment's turn, so the refund is refused once the loss counts,
+    or the loss is counted after the refund it did not yet bound (held: the refund first)."""
+    buy = purchase(conn)
+    on_its_own(conn, received_of(buy.captured()))
+    taken = buy.amount_paise // 2
+    lost = disputed(buy, "lost", 1, amount_paise=taken)
+    ask = {"key": f"racing-{held}", "captured_paise": buy.amount_paise, "reason": "test",
+           "requested_by": "test"}  # fmt: skip
+    outcome: list[object] = []
+
+    def refund(c: psycopg.Connection[Any]) -> None:
+        try:
+            with c.transaction():
+                refunds.request(c, buy.provider, buy.payment_id, buy.amount_paise, **ask)
+            outcome.append("asked")
+        except refunds.RefundTooLarge as exc:
+            outcome.append(exc)
+
+    if held == "report":
+        racing_held(database_url, conn, lambda c: in_transaction(c, lost), refund,
+                    options=OPTIONS)  # fmt: skip
+        assert len(outcome) == 1 and isinstance(outcome[0], refunds.RefundTooLarge)
+    else:
+        racing_held(database_url, conn, refund, lambda c: on_its_own(c, lost),
+                    options=OPTIONS)  # fmt: skip
+        assert outcome == ["asked"]  # asked before the loss was known: the gateway decides
+    paid = find_payment(conn, buy.provider, buy.payment_id)
+    assert paid is not None and paid.disputed_paise == taken
+
+
 def as_the_service(conn: psycopg.Connection[Any], received: Received) -> None:
     """The one statement, else (declined) the general path, as the service takes a capture."""
     if captures.first_capture(conn, received) is None:

@@ -84,6 +84,10 @@ ON CONFLICT (provider, payment_id) DO UPDATE SET asked = p.asked + 1, asked_at =
 """
 """The payment's row, written before its intents are summed: held to the transaction's end,
 and a serialization failure for a snapshot that cannot see the last writer's intent."""
+# The payment's turn (core 0027), taken first, as a dispute's report and a new record of the
+# payment take it: a loss reported meanwhile is in what the payment's record says was paid
+# (PAID), read after it; a report coming after waits for this refund's transaction to end.
+TURN = "SELECT payhooks_lock_payment(%s, %s)"
 EXISTING = f"SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s"
 TAKEN = """
 SELECT coalesce(sum(amount_paise), 0) FROM payhooks_refunds
@@ -176,6 +180,7 @@ def requesting(asked: Refund) -> Steps[Refund]:
     ``captured_paise`` and the payment's record of what was paid, when payhooks keeps one.
     Inside the caller's transaction (the lock is held to its end)."""
     provider = asked.provider.value
+    yield Statement(sql=TURN, params=(provider, asked.payment_id), reads=False)
     yield Statement(sql=LOCK, params=(provider, asked.payment_id), reads=False)
     row = yield Statement(sql=EXISTING, params=(provider, asked.idempotency_key))
     if row is not None:
