@@ -327,8 +327,8 @@ APPLIED = """
            p.payment_id, p.gateway_order_id, p.event_id,
            CASE p.kind WHEN 'payment_captured' THEN 'captured'
                        WHEN 'payment_authorized' THEN 'authorized' ELSE p.kind END AS status,
-           p.reconciled, coalesce(p.expected_paise, e.amount_paise) AS expected_paise,
-           coalesce(p.expected_currency, e.currency) AS expected_currency,
+           p.reconciled, coalesce(e.amount_paise, p.expected_paise) AS expected_paise,
+           coalesce(e.currency, p.expected_currency) AS expected_currency,
            NULL::bigint AS paid_paise, NULL::text AS paid_currency, NULL::text AS resolution,
            '{}'::text[] AS flags, false AS needs_refund
     FROM payhooks_payments p

@@ -21,10 +21,17 @@ BEGIN
 END
 $$;
 
+-- On update only when the record first learns its order: a duplicate's claim names
+-- gateway_order_id in its ON CONFLICT's SET (coalesce keeps it), and would otherwise look again.
 DROP TRIGGER IF EXISTS payhooks_payments_expected ON payhooks_payments;
 CREATE TRIGGER payhooks_payments_expected
-    BEFORE INSERT OR UPDATE OF gateway_order_id ON payhooks_payments
+    BEFORE INSERT ON payhooks_payments
     FOR EACH ROW EXECUTE FUNCTION payhooks_payment_expected();
+DROP TRIGGER IF EXISTS payhooks_payments_expected_order ON payhooks_payments;
+CREATE TRIGGER payhooks_payments_expected_order
+    BEFORE UPDATE OF gateway_order_id ON payhooks_payments
+    FOR EACH ROW WHEN (OLD.gateway_order_id IS NULL AND NEW.gateway_order_id IS NOT NULL)
+    EXECUTE FUNCTION payhooks_payment_expected();
 
 -- The records written before this version whose expectation is still kept.
 UPDATE payhooks_payments p
