@@ -29,6 +29,40 @@ def since(core: str, shop: str) -> list[str]:
     ]
 
 
+# Every core migration, in order, written out (not read from the files): one missing, renamed or
+# out of its place fails the tests that apply them to an empty database.
+CORE_MIGRATIONS = [
+    "core/0001_processed_webhooks",
+    "core/0002_references_and_copies",
+    "core/0003_bank_references",
+    "core/0004_merchant_ref_lookup",
+    "core/0005_expectations",
+    "core/0006_deliveries",
+    "core/0007_console",
+    "core/0008_due_checkouts",
+    "core/0009_delivery_repeats",
+    "core/0010_confirmations",
+    "core/0011_another_attempt",
+    "core/0012_refunds",
+    "core/0013_refund_checks",
+    "core/0014_console_roles",
+    "core/0015_alerts",
+    "core/0016_one_open_mismatch",
+    "core/0017_payment_identities",
+    "core/0018_composed_keys",
+    "core/0019_refund_cancels",
+    "core/0020_reconcile_failures",
+    "core/0021_outbox",
+    "core/0022_relay",
+    "core/0023_disputes",
+    "core/0024_settlements",
+    "core/0025_relay_refused",
+    "core/0026_settlement_unreadable",
+    "core/0027_disputed_at_birth",
+    "core/0028_mismatches_kept",
+    "core/0029_expected_kept",
+]
+
 CORE_TABLES = {
     "payhooks_alerts",
     "payhooks_relay_channels",
@@ -162,37 +196,7 @@ def test_an_upgraded_database_has_the_schema_of_a_new_one(empty_db, conn):
 def test_a_library_user_creates_only_the_cores_table(empty_db):
     import payhooks
 
-    assert payhooks.migrate(empty_db) == [
-        "core/0001_processed_webhooks",
-        "core/0002_references_and_copies",
-        "core/0003_bank_references",
-        "core/0004_merchant_ref_lookup",
-        "core/0005_expectations",
-        "core/0006_deliveries",
-        "core/0007_console",
-        "core/0008_due_checkouts",
-        "core/0009_delivery_repeats",
-        "core/0010_confirmations",
-        "core/0011_another_attempt",
-        "core/0012_refunds",
-        "core/0013_refund_checks",
-        "core/0014_console_roles",
-        "core/0015_alerts",
-        "core/0016_one_open_mismatch",
-        "core/0017_payment_identities",
-        "core/0018_composed_keys",
-        "core/0019_refund_cancels",
-        "core/0020_reconcile_failures",
-        "core/0021_outbox",
-        "core/0022_relay",
-        "core/0023_disputes",
-        "core/0024_settlements",
-        "core/0025_relay_refused",
-        "core/0026_settlement_unreadable",
-        "core/0027_disputed_at_birth",
-        "core/0028_mismatches_kept",
-        "core/0029_expected_kept",
-    ]
+    assert payhooks.migrate(empty_db) == CORE_MIGRATIONS
     tables = {
         row[0]
         for row in empty_db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
@@ -274,37 +278,7 @@ def test_another_tools_schema_migrations_is_never_taken_for_ours(empty_db, legac
         empty_db.execute("INSERT INTO schema_migrations VALUES (20240101000000, false)")
     else:
         empty_db.execute("INSERT INTO schema_migrations VALUES ('0001_init'), ('0005_hardening')")
-    assert payhooks.migrate(empty_db) == [
-        "core/0001_processed_webhooks",
-        "core/0002_references_and_copies",
-        "core/0003_bank_references",
-        "core/0004_merchant_ref_lookup",
-        "core/0005_expectations",
-        "core/0006_deliveries",
-        "core/0007_console",
-        "core/0008_due_checkouts",
-        "core/0009_delivery_repeats",
-        "core/0010_confirmations",
-        "core/0011_another_attempt",
-        "core/0012_refunds",
-        "core/0013_refund_checks",
-        "core/0014_console_roles",
-        "core/0015_alerts",
-        "core/0016_one_open_mismatch",
-        "core/0017_payment_identities",
-        "core/0018_composed_keys",
-        "core/0019_refund_cancels",
-        "core/0020_reconcile_failures",
-        "core/0021_outbox",
-        "core/0022_relay",
-        "core/0023_disputes",
-        "core/0024_settlements",
-        "core/0025_relay_refused",
-        "core/0026_settlement_unreadable",
-        "core/0027_disputed_at_birth",
-        "core/0028_mismatches_kept",
-        "core/0029_expected_kept",
-    ]
+    assert payhooks.migrate(empty_db) == CORE_MIGRATIONS
 
 
 def test_a_schema_migrations_on_the_search_path_elsewhere_is_not_adopted(empty_db):
