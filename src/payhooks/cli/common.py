@@ -19,7 +19,7 @@ import typer
 
 from payhooks.gateways import GATEWAYS
 from payhooks.plumbing import db
-from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError
+from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
 
 if TYPE_CHECKING:
     from payhooks.events import Provider
@@ -115,6 +115,8 @@ def run(action: Callable[[], T]) -> T:
 
     try:
         return action()
+    except ProviderNotConfigured as exc:
+        exit_with(exc, f"{exc}{_unset(exc.provider)}")
     except (PayhooksError, OSError, ValueError, httpx.HTTPError) as exc:
         exit_with(exc, str(exc) or type(exc).__name__)
     except psycopg.Error as exc:
@@ -125,6 +127,15 @@ def run(action: Callable[[], T]) -> T:
             else ""
         )
         exit_with(exc, f"database error {exc.sqlstate}: {str(exc).splitlines()[0]}{hint}")
+
+
+def _unset(provider: str) -> str:
+    """What to set for a gateway the command found no secret of (the commands read them from
+    the environment)."""
+    found = next((g for g in GATEWAYS.values() if g.provider.value == provider), None)
+    if found is None:
+        return ""
+    return ": set " + " and ".join(secret.variable for secret in found.secrets)
 
 
 def passing(action: Callable[[], T], *, once: bool, command: str) -> T | None:

@@ -33,11 +33,11 @@ from payhooks.cli.common import (
     with_connection,
 )
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS, gateway
+from payhooks.gateways import GATEWAYS
 from payhooks.operations import parked as parking
 from payhooks.operations import retention as policy
 from payhooks.plumbing import db
-from payhooks.plumbing.errors import NotFound, PayhooksError, ProviderNotConfigured
+from payhooks.plumbing.errors import NotFound, PayhooksError
 
 if TYPE_CHECKING:
     from payhooks.reconcile import Tally
@@ -396,12 +396,7 @@ def replay(
                 receipt = replays.replay(
                     conn, found.adapters(), apply, event_id=event_id, provider=key
                 )
-            except ProviderNotConfigured as exc:
-                if exc.provider not in {p.value for p in Provider}:
-                    raise
-                named = " and ".join(x.variable for x in gateway(Provider(exc.provider)).secrets)
-                exit_with(exc, f"{exc}: set {named} (the app's own), for replay to verify it")
-            except (PayhooksError, psycopg.Error):
+            except (PayhooksError, psycopg.Error):  # said by run(), the unset secret named
                 raise
             except Exception as exc:  # the merchant's handler: one line, as any error (-v: all)
                 exit_with(exc, f"your handler raised {type(exc).__name__}: {exc} (nothing kept)")
