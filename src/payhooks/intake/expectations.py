@@ -192,10 +192,11 @@ UNCHECKED = Check()
 
 # The payment's row claimed (insert first, as the delivery's own claim) and the expectation
 # it does not meet read (``UNMET``), in one round trip. On a conflict the row is left as it is
-# and read back. A new row counts what the payment's disputes already took back (core
-# migration 0027's trigger, on every path that records a payment): one lost before the payment
-# was recorded (its capture parked, then replayed) bounds its refunds too. The trigger takes the
-# payment's turn first, so a loss being reported meanwhile is waited for and counted.
+# and read back. A new row counts what the payment's disputes already took back (the record's
+# trigger, core migrations 0027 and 0029, on every path that records a payment): one lost
+# before the payment was recorded (its capture parked, then replayed) bounds its refunds too.
+# The trigger takes the payment's turn first, so a loss being reported meanwhile is waited for
+# and counted.
 CLAIM_PAYMENT = (
     """
 WITH mine AS (
