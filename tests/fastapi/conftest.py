@@ -17,14 +17,24 @@ from tests import loopback
 from tests.conftest import Databases, serving_app
 
 
+@pytest.fixture(scope="session")
+def empty_databases(admin_url: str) -> Iterator[Databases]:
+    """Empty databases, each given back with what its test made dropped (``Databases``)."""
+    name = f"payhooks_m_tpl_{uuid.uuid4().hex[:10]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    made = Databases(admin_url, name)
+    yield made
+    made.close()
+    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
-def merchant_url(admin_url: str) -> Iterator[str]:
+def merchant_url(admin_url: str, empty_databases: Databases) -> Iterator[str]:
     """A new, empty database, as a merchant's is before they add payhooks: no reference-shop
     tables (the shared template has its own ``orders``)."""
-    name = f"payhooks_m_{uuid.uuid4().hex[:12]}"
-    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    name = empty_databases.take()
     yield make_conninfo(admin_url, dbname=name)
-    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    empty_databases.give_back(name)
 
 
 @pytest.fixture(scope="session")

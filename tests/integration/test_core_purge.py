@@ -22,6 +22,7 @@ from payhooks.operations import retention
 from payhooks.plumbing.errors import RetentionTooShort
 from payhooks.sim.gateway import Delivery
 from tests.acceptance.conftest import invoke
+from tests.conftest import Databases, _admin
 from tests.factories import ADAPTERS, GATEWAY
 
 DELIVERY = """
@@ -43,18 +44,26 @@ VALUES ('razorpay', %s, %s, %s, 49900, 'INR', 100, 'INR')
 RECONCILE = "INSERT INTO payhooks_reconcile (provider, gateway_order_id) VALUES ('razorpay', %s)"
 
 
-@pytest.fixture
-def merchant_url(admin_url):
-    """A merchant's own database: the core's tables and nothing of the reference service."""
-    name = f"payhooks_m_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"'.encode())
-    url = make_conninfo(admin_url, dbname=name)
-    with psycopg.connect(url, autocommit=True) as conn:
+@pytest.fixture(scope="module")
+def core_databases(admin_url):
+    """Databases holding the core's tables and nothing of the reference service, each emptied
+    after its test and handed to the next (``Databases``)."""
+    name = f"payhooks_core_tpl_{uuid.uuid4().hex[:10]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    with psycopg.connect(make_conninfo(admin_url, dbname=name), autocommit=True) as conn:
         payhooks.migrate(conn)
-    yield url
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
+    made = Databases(admin_url, name)
+    yield made
+    made.close()
+    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def merchant_url(admin_url, core_databases):
+    """A merchant's own database: the core's tables and nothing of the reference service."""
+    name = core_databases.take()
+    yield make_conninfo(admin_url, dbname=name)
+    core_databases.give_back(name)
 
 
 @pytest.fixture

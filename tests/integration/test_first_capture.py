@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from payhooks.service.shop.payments import apply_event
 from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery
 from payhooks.sim.gateways import razorpay as razorpay_sim
-from tests.conftest import _admin
+from tests.conftest import Databases
 from tests.factories import ADAPTERS, GATEWAY
 
 PRICE = 49_900
@@ -123,13 +122,13 @@ def first_async(conn: db.Connection, delivery: Item) -> tuple[Receipt, bool]:
 
 
 @contextmanager
-def fresh_database(admin_url: str, template_db: str) -> Iterator[str]:
-    name = f"payhooks_t_{uuid.uuid4().hex[:12]}"
-    _admin(admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+def fresh_database(admin_url: str, databases: Databases) -> Iterator[str]:
+    """A database as a fresh clone of the template is (emptied after its turn)."""
+    name = databases.take()
     try:
         yield make_conninfo(admin_url, dbname=name)
     finally:
-        _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        databases.give_back(name)
 
 
 def play(
@@ -179,7 +178,7 @@ def _plain(value: object) -> object:
 
 @pytest.fixture(params=[first, first_async], ids=["sync", "async"])
 def both(
-    request: pytest.FixtureRequest, admin_url: str, template_db: str
+    request: pytest.FixtureRequest, admin_url: str, databases: Databases
 ) -> Callable[..., tuple[Played, Played]]:
     path: Path = request.param
 
@@ -192,9 +191,9 @@ def both(
         expected: int | None = None,
     ) -> tuple[Played, Played]:
         shape = {"stock": stock, "slots": slots, "quantity": quantity, "expected": expected}
-        with fresh_database(admin_url, template_db) as url:
+        with fresh_database(admin_url, databases) as url:
             slow = play(url, deliveries, general, **shape)
-        with fresh_database(admin_url, template_db) as url:
+        with fresh_database(admin_url, databases) as url:
             fast = play(url, deliveries, path, **shape)
         assert fast.answers == slow.answers
         assert fast.state == slow.state
