@@ -33,23 +33,45 @@ FAILURES_PER_NAME = 5
 FAILURES_PER_CLIENT = 20
 FAILURE_WINDOW = timedelta(minutes=15)
 
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
+SCRYPT_COST = (14, 8, 1)
+"""scrypt's cost for new hashes: log2 of n, r and p (about 40 ms and 16 MiB a hash). A hash
+names the cost it was made with (``scrypt$ln=14,r=8,p=1$salt$digest``), so a later raise of
+this cost leaves existing passwords valid."""
+_UNNAMED_COST = (14, 8, 1)  # of the hashes made before costs were named: scrypt$salt$digest
+_COSTS = re.compile(r"ln=([0-9]{1,2}),r=([0-9]{1,2}),p=([0-9])")
+_MAX_MEMORY = 64 * 1024 * 1024  # scrypt takes 128 * r * n bytes: a stored cost beyond is refused
 _COOKIE_SALT = "payhooks-console-session"
 
 
-def hash_password(password: str) -> str:
+def hash_password(password: str, cost: tuple[int, int, int] = SCRYPT_COST) -> str:
     salt = secrets.token_bytes(16)
-    digest = hashlib.scrypt(password.encode(), salt=salt, **_SCRYPT)
-    return "$".join(("scrypt", _b64(salt), _b64(digest)))
+    log_n, r, p = cost
+    digest = hashlib.scrypt(
+        password.encode(), salt=salt, n=2**log_n, r=r, p=p, maxmem=2 * _MAX_MEMORY
+    )
+    return "$".join(("scrypt", f"ln={log_n},r={r},p={p}", _b64(salt), _b64(digest)))
 
 
 def password_matches(password: str, stored: str) -> bool:
-    scheme, _, rest = stored.partition("$")
-    salt, _, digest = rest.partition("$")
-    if scheme != "scrypt":
+    scheme, *parts = stored.split("$")
+    if scheme != "scrypt" or len(parts) not in (2, 3):
         return False
-    given = hashlib.scrypt(password.encode(), salt=_unb64(salt), **_SCRYPT)
-    return hmac.compare_digest(given, _unb64(digest))
+    log_n, r, p = _UNNAMED_COST
+    if len(parts) == 3:
+        named = _COSTS.fullmatch(parts.pop(0))
+        if named is None:
+            return False
+        log_n, r, p = (int(group) for group in named.groups())
+        if not (log_n >= 10 and r >= 1 and 1 <= p <= 4 and 128 * r * 2**log_n <= _MAX_MEMORY):
+            return False
+    try:
+        salt, digest = (_unb64(part) for part in parts)
+    except ValueError:  # not base64: no hash payhooks made
+        return False
+    given = hashlib.scrypt(
+        password.encode(), salt=salt, n=2**log_n, r=r, p=p, maxmem=2 * _MAX_MEMORY
+    )
+    return hmac.compare_digest(given, digest)
 
 
 @functools.cache
