@@ -501,22 +501,68 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, told to stop by an event rather than noticing at its next tick: its
+    loop looks every 100 ms, its shutdown pauses 100 ms and then waits in steps of 100 ms, and
+    the suite starts and stops a server about a thousand times a run."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = threading.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self.stopping = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        await super().startup(sockets)
+        self.ready.set()
+
+    async def main_loop(self) -> None:
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864_000
+            with suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), 0.1)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's shutdown, its waits in steps of 5 ms: listening stops, each connection is
+        told to close after its response, the requests in flight end (10 s at most), then the
+        lifespan's shutdown runs."""
+        for server in self.servers:
+            server.close()
+        for sock in sockets or []:
+            sock.close()
+        for connection in list(self.server_state.connections):
+            connection.shutdown()
+        deadline = self.loop.time() + 10
+        state = self.server_state
+        while (state.connections or state.tasks) and self.loop.time() < deadline:
+            await asyncio.sleep(0.005)
+        for server in self.servers:
+            await server.wait_closed()
+        await self.lifespan.shutdown()
+
+    def stop(self) -> None:
+        self.should_exit = True
+        with suppress(RuntimeError):  # the loop already closed: the server has stopped
+            self.loop.call_soon_threadsafe(self.stopping.set)
+
+
 @contextmanager
 def serving_app(app: Any) -> Iterator[str]:
     """Any ASGI app under real uvicorn on a loopback port, until the block ends; yields its
     base URL. The app's lifespan opens and closes what it holds."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    while not server.ready.wait(0.05) and thread.is_alive() and time.monotonic() < deadline:
+        pass
     assert server.started, "the app did not start"
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
+        server.stop()
         thread.join(timeout=10)
 
 

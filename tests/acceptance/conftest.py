@@ -101,11 +101,15 @@ def invoke(
 
 
 def wait_until(check: Callable[[], bool], *, timeout: float, what: str) -> None:
+    """``check`` asked again until it holds: soon at first (5 ms), then less often (every
+    100 ms at most), so a short wait is not rounded up to a tenth of a second."""
     deadline = time.monotonic() + timeout
+    pause = 0.005
     while not check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 @pytest.fixture
