@@ -311,7 +311,11 @@ UPDATE pg_class c SET relpages = v.relpages, reltuples = v.reltuples,
 FROM unnest(%s::oid[], %s::int[], %s::real[], %s::int[]) AS v(oid, relpages, reltuples,
                                                              relallvisible)
 WHERE c.oid = v.oid
+  AND (c.relpages, c.reltuples, c.relallvisible)
+      IS DISTINCT FROM (v.relpages, v.reltuples, v.relallvisible)
 """
+# Only the sizes a test changed are written back: writing every table's again left hundreds of
+# dead catalog rows a test, which every later test's reads of pg_class waded through.
 # The sessions a test left in its database, ended. PostgreSQL's own wait for an ended session
 # (``pg_terminate_backend(pid, timeout)``) looks every 100 ms, as a rename or a drop does for a
 # session still closing: the suite waited 70 s a run in these (1,642 renames). ``Databases``
@@ -384,17 +388,18 @@ class Databases:
         """Whether ``name`` now holds what a fresh clone holds (else it is dropped)."""
         url = make_conninfo(self.admin_url, dbname=name)
         try:
-            with _close_and_wait(psycopg.connect(url, autocommit=True)) as conn:
+            settings = {
+                "lock_timeout": "10s",
+                "payhooks_test.made_after": str(self.newest),
+                "payhooks_test.kept": " ".join(self.kept),
+            }
+            options = " ".join(f"-c {k}={_escaped(v)}" for k, v in settings.items())
+            with _close_and_wait(psycopg.connect(url, autocommit=True, options=options)) as conn:
                 _ended(conn, name)
-                conn.execute("SET lock_timeout = '10s'")
-                conn.execute(
-                    "SELECT set_config('payhooks_test.made_after', %s, false)", (str(self.newest),)
-                )
-                conn.execute(UNMADE.encode())
+                newest = conn.execute(NEWEST.encode()).fetchone()
+                if newest is None or int(newest[0]) > self.newest:  # the test made something
+                    conn.execute(UNMADE.encode())
                 if self._shape(conn) == self.shape and self._kept_rows(conn) == self.kept_rows:
-                    conn.execute(
-                        "SELECT set_config('payhooks_test.kept', %s, false)", (" ".join(self.kept),)
-                    )
                     conn.execute(EMPTIED.encode())
                     conn.execute(RESTARTED.encode(), self.sequences)
                     conn.execute(RESIZED.encode(), self.sizes)
@@ -456,6 +461,11 @@ def proxy(database_url: str) -> Iterator[Proxy]:
 
 _ADMIN: dict[str, psycopg.Connection[Any]] = {}
 _ADMIN_LOCK = threading.Lock()
+
+
+def _escaped(value: str) -> str:
+    """``value`` as one word of libpq's ``options``: its spaces and backslashes escaped."""
+    return value.replace("\\", "\\\\").replace(" ", "\\ ")
 
 
 def _ended(conn: psycopg.Connection[Any], name: str) -> None:
