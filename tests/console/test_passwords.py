@@ -40,6 +40,12 @@ def test_a_hash_is_checked_at_the_cost_it_names():
     assert not auth.password_matches(PASSWORD, cheap.replace("ln=10", "ln=11", 1))
 
 
+@pytest.mark.parametrize("cost", [(9, 8, 1), (16, 16, 1), (14, 8, 5), (14, 0, 1)])
+def test_no_hash_is_made_at_a_cost_it_could_not_be_checked_at(cost):
+    with pytest.raises(ValueError, match="scrypt cost"):
+        auth.hash_password(PASSWORD, cost=cost)
+
+
 def test_a_right_hash_of_less_than_the_least_cost_is_refused():
     salt = b"0123456789abcdef"
     digest = hashlib.scrypt(PASSWORD.encode(), salt=salt, n=2**9, r=8, p=1)

@@ -43,9 +43,17 @@ _MAX_MEMORY = 64 * 1024 * 1024  # scrypt takes 128 * r * n bytes: a stored cost 
 _COOKIE_SALT = "payhooks-console-session"
 
 
+def _bearable(log_n: int, r: int, p: int) -> bool:
+    """Whether a hash may be made or checked at this cost: n 2^10 or more, within 64 MiB."""
+    return log_n >= 10 and r >= 1 and 1 <= p <= 4 and 128 * r * 2**log_n <= _MAX_MEMORY
+
+
 def hash_password(password: str, cost: tuple[int, int, int] = SCRYPT_COST) -> str:
-    salt = secrets.token_bytes(16)
+    """``password``'s scrypt hash, naming ``cost`` (one ``password_matches`` can check)."""
     log_n, r, p = cost
+    if not _bearable(log_n, r, p):
+        raise ValueError(f"scrypt cost {cost} is below n = 2^10 or needs more than 64 MiB")
+    salt = secrets.token_bytes(16)
     digest = hashlib.scrypt(
         password.encode(), salt=salt, n=2**log_n, r=r, p=p, maxmem=2 * _MAX_MEMORY
     )
@@ -62,7 +70,7 @@ def password_matches(password: str, stored: str) -> bool:
         if named is None:
             return False
         log_n, r, p = (int(group) for group in named.groups())
-        if not (log_n >= 10 and r >= 1 and 1 <= p <= 4 and 128 * r * 2**log_n <= _MAX_MEMORY):
+        if not _bearable(log_n, r, p):
             return False
     try:
         salt, digest = (_unb64(part) for part in parts)
