@@ -175,6 +175,7 @@ def open_pool(
     deadline: bool = True,
     checked: bool = False,
     wait_s: float | None = None,
+    keep: int = 2,
 ) -> psycopg_pool.ConnectionPool:
     """A pool whose sessions carry the timeouts of docs/design.md ("Insert first").
 
@@ -185,7 +186,8 @@ def open_pool(
     used now and then never hands out one the server closed meanwhile; the webhook pool, busy,
     does without.
     Behind a transaction pooler (``PAYHOOKS_DATABASE_POOL_MODE=transaction``) every bound is
-    set in each transaction instead (``Session``).
+    set in each transaction instead (``Session``). ``keep``: the connections held open while
+    idle (the rest are opened as they are needed).
     """
     mode, bounds = settings.database_pool_mode, timeouts(settings)
     budget = settings.transaction_timeout_ms if deadline else None
@@ -201,7 +203,7 @@ def open_pool(
     pool: psycopg_pool.ConnectionPool = kind(
         url,
         connection_class=Session,
-        min_size=min(2, size),
+        min_size=min(keep, size),
         max_size=size,
         timeout=settings.pool_timeout_ms / 1000 if wait_s is None else wait_s,
         kwargs={"autocommit": True, **connect_options(mode, bounds)},
