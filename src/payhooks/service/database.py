@@ -175,7 +175,7 @@ def open_pool(
     deadline: bool = True,
     checked: bool = False,
     wait_s: float | None = None,
-    keep: int = 1,
+    keep: int = 2,
 ) -> psycopg_pool.ConnectionPool:
     """A pool whose sessions carry the timeouts of docs/design.md ("Insert first").
 
@@ -234,7 +234,7 @@ def open_async_pool(url: str, settings: Settings) -> psycopg_pool.AsyncConnectio
     return psycopg_pool.AsyncConnectionPool(
         url,
         connection_class=AsyncSession,
-        min_size=1,
+        min_size=min(2, settings.pool_size),
         max_size=settings.pool_size,
         timeout=settings.pool_timeout_ms / 1000,
         kwargs={"autocommit": True, **connect_options(mode, bounds)},

@@ -202,12 +202,12 @@ def _lifespan(
         # The shop API has connections and threads of its own: a busy storefront never
         # makes a gateway's delivery wait for either (nor the other way round).
         api_pool = database.open_pool(  # a shop's caller waits longer than a gateway would
-            target, settings, deadline=False, checked=True, wait_s=API_POOL_WAIT_S
+            target, settings, deadline=False, checked=True, wait_s=API_POOL_WAIT_S, keep=1
         )
         async_pool = database.open_async_pool(target, settings)
         # The console's own few: an operator's page, or a stranger's login, never waits for
         # (nor holds) a connection the shop API or a gateway needs. None is opened before an
-        # operator's first page; the other pools keep one each while idle.
+        # operator's first page; the webhook pools keep two each, the shop API's one.
         app.state.console_pool = database.open_pool(
             target, settings, max_size=console.CONNECTIONS, deadline=False, checked=True, keep=0
         )
