@@ -142,20 +142,13 @@ def test_an_underpayment_settled_by_hand_stays_on_the_payments_list_and_its_orde
     from datetime import UTC, datetime, timedelta
 
     from payhooks.intake.expectations import resolve
-    from payhooks.operations import retention
     from tests.console.test_console_lists import listed
 
     checkout(shop)
     assert post(shop, razorpay(amount_paise=100)) == (200, "parked")
     [(event_id,)] = conn.execute("SELECT event_id FROM processed_webhooks").fetchall()
     resolve(conn, "razorpay", event_id, "refunded in the dashboard")
-    for table, column in (("processed_webhooks", "processed_at"),
-                          ("payhooks_expectations", "created_at"),
-                          ("payhooks_amount_mismatches", "found_at"),
-                          ("payhooks_deliveries", "received_at")):  # fmt: skip
-        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '100 days'".encode())
-    retention.purge(conn, 90)
-    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+    purged_after(conn, 100, ("payhooks_amount_mismatches", "found_at"))
     since = (datetime.now(UTC) - timedelta(days=200)).isoformat()
     with logged_in(shop, merchant_url) as client:
         page = client.get(f"{CONSOLE}/payments", params={"from": since}).text
@@ -168,6 +161,21 @@ def test_an_underpayment_settled_by_hand_stays_on_the_payments_list_and_its_orde
     assert "₹1.00" in kept and "₹499.00" in kept and event_id in kept
 
 
+def purged_after(conn, days: int, *also: tuple[str, str]) -> None:
+    """Every delivery, expectation and the rows of ``also`` (table, time column) made ``days``
+    older, then purged past a 90-day window: no stored delivery is left."""
+    from payhooks.operations import retention
+
+    aged = (("processed_webhooks", "processed_at"), ("payhooks_expectations", "created_at"),
+            *also, ("payhooks_deliveries", "received_at"))  # fmt: skip
+    for table, column in aged:
+        conn.execute(
+            f"UPDATE {table} SET {column} = {column} - make_interval(days => %s)".encode(), (days,)
+        )
+    retention.purge(conn, 90)
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+
+
 def test_a_payment_older_than_the_window_keeps_its_expected_amount_and_no_dead_link(
     shop, conn, merchant_url
 ):
@@ -176,18 +184,11 @@ def test_a_payment_older_than_the_window_keeps_its_expected_amount_and_no_dead_l
     to no delivery page."""
     from datetime import UTC, datetime, timedelta
 
-    from payhooks.operations import retention
     from tests.console.test_console_lists import listed
 
     checkout(shop)
     assert post(shop, razorpay()) == (200, "processed")
-    for table, column in (("processed_webhooks", "processed_at"),
-                          ("payhooks_expectations", "created_at"),
-                          ("payhooks_payments", "applied_at"),
-                          ("payhooks_deliveries", "received_at")):  # fmt: skip
-        conn.execute(f"UPDATE {table} SET {column} = {column} - interval '200 days'".encode())
-    retention.purge(conn, 90)
-    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+    purged_after(conn, 200, ("payhooks_payments", "applied_at"))
     since = (datetime.now(UTC) - timedelta(days=300)).isoformat()
     with logged_in(shop, merchant_url) as client:
         page = client.get(f"{CONSOLE}/payments", params={"from": since}).text

@@ -542,36 +542,30 @@ def test_a_cashfree_404_about_anything_but_the_refund_is_no_answer_after_a_lost_
     assert books(api, provider) == (1, 49_900)
 
 
-def test_a_cashfree_order_not_found_refuses_no_refund(core, database_url):
-    """The intent names an order Cashfree answers ``order_not_found`` for (credentials of
-    another Cashfree account, an order not yet visible): that says nothing of the refund, so
-    it is asked again, its error kept, never recorded refused; once Cashfree knows the order,
-    the refund is made once."""
+@pytest.mark.parametrize(
+    ("provider", "words"),
+    [
+        # The intent names an order Cashfree answers ``order_not_found`` for (credentials of
+        # another Cashfree account, an order not yet visible).
+        (Provider.CASHFREE, "order_not_found"),
+        # Razorpay's 400 "The id provided does not exist" to a refund's post: the payment is
+        # unknown to the account the keys name (another account's keys, test keys for a live
+        # payment).
+        (Provider.RAZORPAY, "does not exist"),
+    ],
+    ids=["cashfree order_not_found", "razorpay id does not exist"],
+)
+def test_a_payment_or_order_the_gateway_does_not_know_refuses_no_refund(
+    core, database_url, provider, words
+):
+    """The gateway's word says nothing of the refund: it is asked again, the words kept, never
+    recorded refused; once the gateway knows the payment, the refund is made once."""
     conn, api, url = core
-    provider = Provider.CASHFREE
     ask(conn, provider)
     tally = send(database_url, url)
     assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
     (refund,) = refunds.of_payment(conn, provider, PAYMENT[provider])
-    assert refund.state is RefundState.REQUESTED and "order_not_found" in (refund.last_error or "")
-    paid(api, provider)
-    due_now(conn)
-    assert send(database_url, url).sent[provider] == 1
-    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
-    assert books(api, provider) == (1, 49_900)
-
-
-def test_a_razorpay_payment_the_keys_do_not_know_refuses_no_refund(core, database_url):
-    """Razorpay's 400 "The id provided does not exist" to a refund's post says the payment is
-    unknown to the account the keys name (another account's keys, test keys for a live
-    payment), nothing of the refund: asked again, its words kept, never recorded refused."""
-    conn, api, url = core
-    provider = Provider.RAZORPAY
-    ask(conn, provider)
-    tally = send(database_url, url)
-    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
-    (refund,) = refunds.of_payment(conn, provider, PAYMENT[provider])
-    assert refund.state is RefundState.REQUESTED and "does not exist" in (refund.last_error or "")
+    assert refund.state is RefundState.REQUESTED and words in (refund.last_error or "")
     paid(api, provider)
     due_now(conn)
     assert send(database_url, url).sent[provider] == 1
