@@ -430,6 +430,26 @@ class Databases:
         return str(row[0])
 
 
+@contextmanager
+def cloned_from_new(
+    admin_url: str, prefix: str, prepare: Callable[[str], object] | None = None
+) -> Iterator[Databases]:
+    """``Databases`` cloned from a template made for them: an empty database, then
+    ``prepare(url)`` (migrations, a shop's tables); template and clones dropped at the end."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}"')
+    try:
+        if prepare is not None:
+            prepare(make_conninfo(admin_url, dbname=name))
+        made = Databases(admin_url, name)
+        try:
+            yield made
+        finally:
+            made.close()
+    finally:
+        _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture(scope="session")
 def databases(admin_url: str, template_db: str) -> Iterator[Databases]:
     made = Databases(admin_url, template_db)

@@ -2,30 +2,24 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import httpx
-import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 from starlette.applications import Starlette
 
 from tests import loopback
-from tests.conftest import Databases, serving_app
+from tests.conftest import Databases, cloned_from_new, serving_app
 
 
 @pytest.fixture(scope="session")
 def empty_databases(admin_url: str) -> Iterator[Databases]:
     """Empty databases, each given back with what its test made dropped (``Databases``)."""
-    name = f"payhooks_m_tpl_{uuid.uuid4().hex[:10]}"
-    _admin(admin_url, f'CREATE DATABASE "{name}"')
-    made = Databases(admin_url, name)
-    yield made
-    made.close()
-    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with cloned_from_new(admin_url, "payhooks_m_tpl") as made:
+        yield made
 
 
 @pytest.fixture
@@ -44,13 +38,8 @@ def shop_databases(admin_url: str) -> Iterator[Databases]:
     test and handed to the next, as ``database_url``'s are."""
     from examples.fastapi_shop.app import migrate
 
-    name = f"payhooks_shop_tpl_{uuid.uuid4().hex[:10]}"
-    _admin(admin_url, f'CREATE DATABASE "{name}"')
-    migrate(make_conninfo(admin_url, dbname=name))
-    made = Databases(admin_url, name)
-    yield made
-    made.close()
-    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with cloned_from_new(admin_url, "payhooks_shop_tpl", migrate) as made:
+        yield made
 
 
 @pytest.fixture
@@ -60,11 +49,6 @@ def shop_url(admin_url: str, shop_databases: Databases) -> Iterator[str]:
     name = shop_databases.take()
     yield make_conninfo(admin_url, dbname=name)
     shop_databases.give_back(name)
-
-
-def _admin(url: str, sql: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.encode())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
-import uuid
 
 import psycopg
 import pytest
@@ -22,7 +21,7 @@ from payhooks.operations import retention
 from payhooks.plumbing.errors import RetentionTooShort
 from payhooks.sim.gateway import Delivery
 from tests.acceptance.conftest import invoke
-from tests.conftest import Databases, _admin
+from tests.conftest import cloned_from_new
 from tests.factories import ADAPTERS, GATEWAY
 
 DELIVERY = """
@@ -48,14 +47,13 @@ RECONCILE = "INSERT INTO payhooks_reconcile (provider, gateway_order_id) VALUES 
 def core_databases(admin_url):
     """Databases holding the core's tables and nothing of the reference service, each emptied
     after its test and handed to the next (``Databases``)."""
-    name = f"payhooks_core_tpl_{uuid.uuid4().hex[:10]}"
-    _admin(admin_url, f'CREATE DATABASE "{name}"')
-    with psycopg.connect(make_conninfo(admin_url, dbname=name), autocommit=True) as conn:
-        payhooks.migrate(conn)
-    made = Databases(admin_url, name)
-    yield made
-    made.close()
-    _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def migrated(url: str) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            payhooks.migrate(conn)
+
+    with cloned_from_new(admin_url, "payhooks_core_tpl", migrated) as made:
+        yield made
 
 
 @pytest.fixture
