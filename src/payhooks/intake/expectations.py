@@ -322,10 +322,11 @@ def holding(event: Event, mismatch: Mismatch) -> Steps[str | None]:
     return None if other is None else str(other[0])
 
 
-# A payment parked for its amount and replayed after the expectation was corrected: applied
-# after all, or ignored by the handlers (recorded ignored, it can no longer be resolved by
-# hand), its mismatch is settled by that, never left open.
-SETTLED_ON_REPLAY = """
+# One delivery's open mismatch, settled with how. A payment parked for its amount and replayed
+# after the expectation was corrected: applied after all, or ignored by the handlers (recorded
+# ignored, it can no longer be resolved by hand), its mismatch is settled by that, never left
+# open; so is one whose payment reached a handler under another key (``applying``).
+SETTLED_BY_DELIVERY = """
 UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
 WHERE provider = %s AND event_id = %s AND resolved_at IS NULL
 """
@@ -338,7 +339,7 @@ def settling(event: Event, *, applied: bool) -> Steps[None]:
     resolved with which (none: no change)."""
     resolution = APPLIED_AFTER_ALL if applied else IGNORED_AFTER_ALL
     params = (resolution, event.provider.value, event.event_id)
-    yield Statement(sql=SETTLED_ON_REPLAY, params=params, reads=False)
+    yield Statement(sql=SETTLED_BY_DELIVERY, params=params, reads=False)
 
 
 # The payment applied, whichever delivery brought it: any mismatch of it still open is settled
@@ -346,10 +347,6 @@ def settling(event: Event, *, applied: bool) -> Steps[None]:
 SETTLED_BY_PAYMENT = """
 UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
 WHERE provider = %s AND payment_id = %s AND resolved_at IS NULL
-"""
-SETTLED_BY_DELIVERY = """
-UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %s
-WHERE provider = %s AND event_id = %s AND resolved_at IS NULL
 """
 APPLIED_UNDER = "applied: the payment reached a handler under "
 
