@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from payhooks.plumbing.db import Connection, shaped_rows
 from payhooks.settlements.flags import UNMATCHED
 
 PAGE = 100
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,10 +263,7 @@ def lines(
 
 def of_payments(conn: Connection, provider: str, payment_ids: Sequence[str]) -> list[Entry]:
     """The lines naming these payments (their captures, their refunds), oldest payout first."""
-    if not payment_ids:
-        return []
-    params = {"provider": provider, "payments": list(payment_ids)}
-    return shaped_rows(conn, Entry, _OF_PAYMENTS, params)
+    return _naming(conn, Entry, _OF_PAYMENTS, provider, payment_ids)
 
 
 def unmatched_lines(
@@ -278,10 +276,7 @@ def unmatched_lines(
 
 def unsettled_of(conn: Connection, provider: str, payment_ids: Sequence[str]) -> list[Unsettled]:
     """The flags on these payments (a timeline's)."""
-    if not payment_ids:
-        return []
-    params = {"provider": provider, "payments": list(payment_ids)}
-    return shaped_rows(conn, Unsettled, _UNSETTLED_OF, params)
+    return _naming(conn, Unsettled, _UNSETTLED_OF, provider, payment_ids)
 
 
 def lines_in(
@@ -349,6 +344,16 @@ _FLAG_LISTS: Mapping[str, Callable[..., Sequence[Unsettled | Entry | UnreadableL
 }
 LISTS = tuple(_FLAG_LISTS)
 """The lists the commands print instead of fetching, each its option's name (``--unsettled``)."""
+
+
+def _naming(
+    conn: Connection, shape: type[T], sql: str, provider: str, payment_ids: Sequence[str]
+) -> list[T]:
+    """The rows of ``sql`` naming these payments of ``provider``; none asked, none read."""
+    if not payment_ids:
+        return []
+    params = {"provider": provider, "payments": list(payment_ids)}
+    return shaped_rows(conn, shape, sql, params)
 
 
 def _range(
