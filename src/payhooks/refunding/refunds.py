@@ -117,10 +117,7 @@ def intent(
     attempt_id: str | None = None,
 ) -> Refund:
     """A refund as asked, checked: what ``request`` writes."""
-    try:
-        provider = Provider(gateway)
-    except ValueError:
-        raise InvalidRequest(f"no gateway named {gateway!r}") from None
+    provider = _provider(gateway)
     if not GATEWAYS[provider].sends_refunds:
         sent = ", ".join(p.value for p, g in GATEWAYS.items() if g.sends_refunds)
         raise InvalidRequest(f"payhooks sends no refunds to {provider.value} yet (only {sent})")
@@ -150,6 +147,13 @@ def intent(
         requested_by=requested_by,
         attempt_id=attempt_id,
     )
+
+
+def _provider(gateway: Provider | str) -> Provider:
+    try:
+        return Provider(gateway)
+    except ValueError:
+        raise InvalidRequest(f"no gateway named {gateway!r}") from None
 
 
 def _text(name: str, value: object) -> None:
@@ -359,17 +363,15 @@ def accepted(conn: Connection, refund: Refund, gateway_refund_id: str, *, proces
     """The gateway took the refund under this id: ``sent``, or ``processed`` when it
     says the money already went back."""
     state = RefundState.PROCESSED if processed else RefundState.SENT
-    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
-    conn.execute(ACCEPTED, {**params, "state": state.value, "refund_id": gateway_refund_id,
-                            "check": FIRST_CHECK})  # fmt: skip
+    conn.execute(ACCEPTED, {**_keyed(refund), "state": state.value,
+                            "refund_id": gateway_refund_id, "check": FIRST_CHECK})  # fmt: skip
 
 
 def settled(conn: Connection, refund: Refund, *, processed: bool, error: str | None = None) -> None:
     """A sent intent closed by what the gateway says of it: processed (the money went back) or
     failed (none went; its amount is free again)."""
     state = RefundState.PROCESSED if processed else RefundState.FAILED
-    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
-    conn.execute(SETTLED, {**params, "state": state.value, "error": error})
+    conn.execute(SETTLED, {**_keyed(refund), "state": state.value, "error": error})
 
 
 def unsettled_again(
@@ -377,21 +379,23 @@ def unsettled_again(
 ) -> None:
     """A sent intent the gateway has not settled yet, asked about again later: no sooner than
     ``asked`` (what a gateway's 429 asked for)."""
-    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
-    conn.execute(UNSETTLED_AGAIN, {**params, "error": error, "first": FIRST_CHECK,
+    conn.execute(UNSETTLED_AGAIN, {**_keyed(refund), "error": error, "first": FIRST_CHECK,
                                    "most": MOST_BETWEEN_CHECKS, "asked": asked})  # fmt: skip
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:
     """The gateway refused the refund: closed with its words, the amount refundable again."""
-    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
-    conn.execute(REFUSED, {**params, "error": error})
+    conn.execute(REFUSED, {**_keyed(refund), "error": error})
 
 
 def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
     """The refund is asked again after ``wait``, under the same key (a timeout, a 5xx)."""
-    params = {"provider": refund.provider.value, "key": refund.idempotency_key}
-    conn.execute(AGAIN, {**params, "wait": wait, "error": error})
+    conn.execute(AGAIN, {**_keyed(refund), "wait": wait, "error": error})
+
+
+def _keyed(refund: Refund) -> dict[str, object]:
+    """The intent's own key, as the statements above name it."""
+    return {"provider": refund.provider.value, "key": refund.idempotency_key}
 
 
 def wait_after(attempts: int) -> timedelta:
@@ -435,10 +439,7 @@ def cancel(
     its lease and then hears the gateway has it records it ``sent`` again (``ACCEPTED``)."""
     _text("reason", reason)
     _text("cancelled_by", cancelled_by)
-    try:
-        provider = Provider(gateway)
-    except ValueError:
-        raise InvalidRequest(f"no gateway named {gateway!r}") from None
+    provider = _provider(gateway)
     params = {"provider": provider.value, "key": idempotency_key, "by": cancelled_by,
               "reason": reason}  # fmt: skip
     row = conn.execute(CANCEL, params).fetchone()
