@@ -154,6 +154,26 @@ def passing(action: Callable[[], T], *, once: bool, command: str) -> T | None:
         return None
 
 
+def repeat(
+    one_pass: Callable[[], T],
+    said: Callable[[T], str | None],
+    *,
+    every: float,
+    once: bool,
+    command: str,
+    stopping: threading.Event,
+) -> None:
+    """A daemon: a pass (``passing``) every ``every`` seconds until ``stopping`` is set, or one
+    pass with ``--once``; what a pass ``said`` is printed (None: nothing worth a line)."""
+    while True:
+        tally = passing(one_pass, once=once, command=command)
+        told = None if tally is None else said(tally)
+        if told is not None:
+            typer.echo(told)
+        if once or stopping.wait(every):
+            return
+
+
 def exit_with(exc: BaseException, reason: str) -> NoReturn:
     if _verbose:
         raise exc

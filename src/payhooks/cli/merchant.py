@@ -24,9 +24,9 @@ from payhooks.cli.common import (
     import_hooks,
     libpq,
     on_connection,
-    passing,
     print_json,
     progress,
+    repeat,
     run,
     settings,
     stop_on_signals,
@@ -40,8 +40,10 @@ from payhooks.plumbing import db
 from payhooks.plumbing.errors import NotFound, PayhooksError
 
 if TYPE_CHECKING:
+    from payhooks.operations.notifier import Tally as AlertTally
     from payhooks.reconcile import Tally
     from payhooks.reconcile.settling import Tally as SettlingTally
+    from payhooks.refunding.sending import Tally as RefundTally
 
 HOOKS_HELP = (
     "Your app's handler, as module:attribute (payhooks.Hooks or payhooks.fastapi.AsyncHooks)"
@@ -83,9 +85,7 @@ def reconcile(
     if hooks is None:
         tally = host(ctx).reconcile(found, limit, older_than_s)
     else:
-        url = database_url or found.database_url or ""
-        if not url:
-            run(lambda: fail("--hooks needs your app's database: --database-url or DATABASE_URL"))
+        url = _app_url(found, database_url, "--hooks")
         handler = run(lambda: import_hooks(hooks))
         tally = run(lambda: reconcile_app(found, url, handler, limit, older_than_s))
     off = ", ".join(p.value for p in found.reconciliation_off())
@@ -144,22 +144,24 @@ def confirm(
     a forged callback is refuted."""
     host(ctx).configure_logs()
     found = settings(ctx)
-    url = database_url or found.database_url or ""
-    if not url:
-        run(lambda: fail("confirm needs your app's database: --database-url or DATABASE_URL"))
+    url = _app_url(found, database_url, "confirm")
     if not found.reconciled():
         run(lambda: fail("no gateway API credentials are set: nothing can be confirmed"))
     handler = run(lambda: import_hooks(hooks))
-    stopping = stop_on_signals()
-    while True:
-        tally = passing(
-            lambda: reconcile_app(found, url, handler, 100, None, confirm_only=True),
-            once=once, command="confirm",
-        )  # fmt: skip
-        if tally is not None and (tally.said_anything or once):
-            typer.echo(tally.confirmations())
-        if once or stopping.wait(every):
-            return
+    repeat(
+        lambda: reconcile_app(found, url, handler, 100, None, confirm_only=True),
+        lambda tally: tally.confirmations() if tally.said_anything or once else None,
+        every=every, once=once, command="confirm", stopping=stop_on_signals(),
+    )  # fmt: skip
+
+
+def _app_url(found: Settings, database_url: str | None, needing: str) -> str:
+    """The app's database (``--database-url``, else DATABASE_URL), which ``needing`` cannot
+    go without."""
+    url = database_url or found.database_url or ""
+    if not url:
+        run(lambda: fail(f"{needing} needs your app's database: --database-url or DATABASE_URL"))
+    return url
 
 
 @app.command()
@@ -246,27 +248,22 @@ def alerts(
     hosts run this, said again at most every PAYHOOKS_ALERT_REPEAT_MINUTES, and resolved."""
     host(ctx).configure_logs()
     found = settings(ctx)
-    url = database_url or found.database_url or ""
-    if not url:
-        run(lambda: fail("alerts needs your app's database: --database-url or DATABASE_URL"))
+    url = _app_url(found, database_url, "alerts")
     notifier = run(lambda: host(ctx).alert_notifier(found))
     if not notifier.channels:
         run(lambda: fail(
             "no alert channel is set: PAYHOOKS_ALERT_WEBHOOK_URL, or PAYHOOKS_SMTP_URL and "
             "PAYHOOKS_ALERT_EMAIL"
         ))  # fmt: skip
-    stopping = stop_on_signals()
-    while True:
-        tally = passing(
-            lambda: on_connection(ctx, lambda conn: notifier.tick(conn, datetime.now(UTC)), url),
-            once=once, command="alerts",
-        )  # fmt: skip
-        if tally is not None and (
-            once or tally.raised or tally.repeated or tally.resolved or tally.failed
-        ):
-            typer.echo(tally.summary())
-        if once or stopping.wait(every):
-            return
+
+    def said(tally: AlertTally) -> str | None:
+        told = once or tally.raised or tally.repeated or tally.resolved or tally.failed
+        return tally.summary() if told else None
+
+    repeat(
+        lambda: on_connection(ctx, lambda conn: notifier.tick(conn, datetime.now(UTC)), url),
+        said, every=every, once=once, command="alerts", stopping=stop_on_signals(),
+    )  # fmt: skip
 
 
 @app.command()
@@ -539,9 +536,7 @@ def console_command(
 
     host(ctx).configure_logs()
     found = settings(ctx)
-    url = database_url or found.database_url or ""
-    if not url:
-        run(lambda: fail("the console needs your app's database: --database-url or DATABASE_URL"))
+    url = _app_url(found, database_url, "the console")
     handler = run(lambda: import_hooks(hooks))
     applied = with_connection(ctx, migrate_core, url)
     if applied:
@@ -609,20 +604,16 @@ def refunds_send(
     stopping = stop_on_signals()
     connect = running.connecting(url)
     timeout_s = found.reconcile_timeout_ms / 1000
-    while True:
-        tally = passing(
-            lambda: refunding.send_once(
-                connect, credentials, timeout_s=timeout_s, stop=stopping.is_set
-            ),
-            once=once, command="refunds send",
-        )  # fmt: skip
-        moved = tally is not None and any(
-            sum(getattr(tally, n).values()) for n in ("sent", "refused", "retried")
-        )
-        if tally is not None and (once or moved):
-            typer.echo(tally.summary())
-        if once or stopping.wait(every):
-            return
+
+    def said(tally: RefundTally) -> str | None:
+        moved = any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "retried"))
+        return tally.summary() if once or moved else None
+
+    repeat(
+        lambda: refunding.send_once(connect, credentials, timeout_s=timeout_s,
+                                    stop=stopping.is_set),
+        said, every=every, once=once, command="refunds send", stopping=stopping,
+    )  # fmt: skip
 
 
 @refunds_app.command("list")

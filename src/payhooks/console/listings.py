@@ -76,15 +76,12 @@ async def _delivery_filter(
     to: Moment = "",
 ) -> lists.DeliveryFilter:
     """The deliveries' filter, the same query for the list and its export."""
-    try:
-        return lists.DeliveryFilter(
-            gateway=lists.gateway_of(gateway, lists.LOGGED_GATEWAYS),
-            answer=lists.choice_of(outcome, lists.ANSWERS, "answer"),
-            mismatch=_mismatch(amount),
-            window=lists.window(start, to, _zone(request), datetime.now(UTC)),
-        )
-    except lists.BadFilter as exc:
-        raise Unreadable(str(exc)) from exc
+    return lists.DeliveryFilter(
+        gateway=lists.gateway_of(gateway, lists.LOGGED_GATEWAYS),
+        answer=lists.choice_of(outcome, lists.ANSWERS, "answer"),
+        mismatch=_mismatch(amount),
+        window=lists.window(start, to, _zone(request), datetime.now(UTC)),
+    )
 
 
 def _needs_refund(text: str, source: lists.Payments) -> bool:
@@ -106,16 +103,13 @@ async def _payment_filter(
 ) -> lists.PaymentFilter:
     """The payments' filter, the same query for the list and its export."""
     source = _console(request).views.payments
-    try:
-        return lists.PaymentFilter(
-            gateway=lists.gateway_of(gateway, lists.PROVIDERS),
-            status=lists.choice_of(status, source.statuses, "status"),
-            mismatch=_mismatch(amount),
-            needs_refund=_needs_refund(refund, source),
-            window=lists.window(start, to, _zone(request), datetime.now(UTC)),
-        )
-    except lists.BadFilter as exc:
-        raise Unreadable(str(exc)) from exc
+    return lists.PaymentFilter(
+        gateway=lists.gateway_of(gateway, lists.PROVIDERS),
+        status=lists.choice_of(status, source.statuses, "status"),
+        mismatch=_mismatch(amount),
+        needs_refund=_needs_refund(refund, source),
+        window=lists.window(start, to, _zone(request), datetime.now(UTC)),
+    )
 
 
 DeliveriesChosen = Annotated[lists.DeliveryFilter, Depends(_delivery_filter)]
@@ -190,11 +184,7 @@ async def deliveries_csv(request: Request, chosen: DeliveriesChosen) -> Response
 async def payments(request: Request, chosen: PaymentsChosen, before: Text = "") -> HTMLResponse:
     """The payments the app's source knows, filtered, newest first, ``lists.PAGE`` a page."""
     source = _console(request).views.payments
-    try:
-        cursor = lists.cursor_of(before)
-    except lists.BadFilter as exc:
-        raise Unreadable(str(exc)) from exc
-    rows = await run(request, source.read, chosen, cursor, lists.PAGE)
+    rows = await run(request, source.read, chosen, lists.cursor_of(before), lists.PAGE)
     more = rows[-1].cursor if len(rows) == lists.PAGE else None
     context = {
         "rows": rows,
@@ -234,10 +224,7 @@ async def payments_csv(request: Request, chosen: PaymentsChosen) -> Response:
 async def open_disputes(request: Request, gateway: Text = "") -> HTMLResponse:
     """The disputes not yet decided, the nearest deadline first, each with where to answer
     it: the gateway's dashboard."""
-    try:
-        chosen = lists.gateway_of(gateway, lists.PROVIDERS)
-    except lists.BadFilter as exc:
-        raise Unreadable(str(exc)) from exc
+    chosen = lists.gateway_of(gateway, lists.PROVIDERS)
     rows, addresses = await run(request, _open_disputes, _console(request).views, chosen)
     context = {
         "rows": rows,
@@ -302,14 +289,11 @@ async def _settlement_filter(
     request: Request, gateway: Text = "", start: From = "", to: Moment = ""
 ) -> lists.SettlementFilter:
     """The settlements' filter, the same query for the list and its export."""
-    try:
-        return lists.SettlementFilter(
-            gateway=lists.gateway_of(gateway, lists.PROVIDERS),
-            window=lists.window(start, to, _zone(request), datetime.now(UTC),
-                                span=lists.SETTLEMENT_SPAN),
-        )  # fmt: skip
-    except lists.BadFilter as exc:
-        raise Unreadable(str(exc)) from exc
+    return lists.SettlementFilter(
+        gateway=lists.gateway_of(gateway, lists.PROVIDERS),
+        window=lists.window(start, to, _zone(request), datetime.now(UTC),
+                            span=lists.SETTLEMENT_SPAN),
+    )  # fmt: skip
 
 
 SettlementsChosen = Annotated[lists.SettlementFilter, Depends(_settlement_filter)]
@@ -366,10 +350,7 @@ async def settlements(
 def _cursor(
     request: Request, at: str, provider: str, settlement_id: str
 ) -> tuple[datetime, str, str] | None:
-    try:
-        moment = lists.moment(at, _zone(request), "at")
-    except lists.BadFilter as exc:
-        raise Unreadable(str(exc)) from exc
+    moment = lists.moment(at, _zone(request), "at")
     return None if moment is None else (moment, provider, settlement_id)
 
 
@@ -425,21 +406,15 @@ async def fetch_settlements(
 
 
 def _chosen(request: Request, gateway: str, start: str, end: str, as_of: datetime) -> bulk.Chosen:
-    try:
-        return bulk.Chosen(
-            gateway=lists.gateway_of(gateway, lists.PROVIDERS),
-            window=lists.window(start, end, _zone(request), as_of, span=None),
-            as_of=as_of,
-        )
-    except lists.BadFilter as exc:
-        raise Unreadable(str(exc)) from exc
+    return bulk.Chosen(
+        gateway=lists.gateway_of(gateway, lists.PROVIDERS),
+        window=lists.window(start, end, _zone(request), as_of, span=None),
+        as_of=as_of,
+    )
 
 
 def _as_of(text: str, request: Request) -> datetime | None:
-    try:
-        return lists.moment(text, _zone(request), "as_of")
-    except lists.BadFilter as exc:
-        raise Unreadable(str(exc)) from exc
+    return lists.moment(text, _zone(request), "as_of")
 
 
 def _described(chosen: bulk.Chosen, request: Request) -> str:

@@ -11,7 +11,7 @@ never reads the whole log by accident.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
@@ -122,15 +122,10 @@ def window(
 
 
 def gateway_of(text: str, known: tuple[str, ...]) -> str | None:
-    text = text.strip()
-    if not text:
-        return None
-    if text not in known:
-        raise BadFilter(f"The gateway is not one the console knows: one of {', '.join(known)}.")
-    return text
+    return choice_of(text, known, "gateway")
 
 
-def choice_of(text: str, choices: Mapping[str, str], field: str) -> str | None:
+def choice_of(text: str, choices: Collection[str], field: str) -> str | None:
     text = text.strip()
     if not text:
         return None
@@ -142,6 +137,17 @@ def choice_of(text: str, choices: Mapping[str, str], field: str) -> str | None:
 def exact(at: datetime) -> str:
     """A moment as a link carries it: ISO 8601 with its offset, to the microsecond."""
     return at.isoformat()
+
+
+def _query(fields: Mapping[str, str], window: Window, more: Mapping[str, Any]) -> str:
+    """A filter as a query string, its range exact: the same rows at any later moment."""
+    every = {
+        **fields,
+        "from": exact(window.start) if window.start else "",
+        "to": exact(window.end),
+        **more,
+    }
+    return urlencode({k: v for k, v in every.items() if v not in ("", None)})
 
 
 def typed(at: datetime | None, zone: tzinfo) -> str:
@@ -163,16 +169,12 @@ class DeliveryFilter:
     window: Window
 
     def query(self, **more: Any) -> str:
-        """The filter as a query string, its range exact: the same rows at any later moment."""
         fields = {
             "gateway": self.gateway or "",
             "outcome": self.answer or "",
             "amount": "mismatch" if self.mismatch else "",
-            "from": exact(self.window.start) if self.window.start else "",
-            "to": exact(self.window.end),
-            **more,
         }
-        return urlencode({k: v for k, v in fields.items() if v not in ("", None)})
+        return _query(fields, self.window, more)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,11 +257,8 @@ class PaymentFilter:
             "status": self.status or "",
             "amount": "mismatch" if self.mismatch else "",
             "refund": "needed" if self.needs_refund else "",
-            "from": exact(self.window.start) if self.window.start else "",
-            "to": exact(self.window.end),
-            **more,
         }
-        return urlencode({k: v for k, v in fields.items() if v not in ("", None)})
+        return _query(fields, self.window, more)
 
 
 SETTLEMENT_SPAN = timedelta(days=31)
@@ -274,13 +273,7 @@ class SettlementFilter:
     window: Window
 
     def query(self, **more: Any) -> str:
-        fields = {
-            "gateway": self.gateway or "",
-            "from": exact(self.window.start) if self.window.start else "",
-            "to": exact(self.window.end),
-            **more,
-        }
-        return urlencode({k: v for k, v in fields.items() if v not in ("", None)})
+        return _query({"gateway": self.gateway or ""}, self.window, more)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -607,8 +607,9 @@ def _unreadable(exc: RequestValidationError) -> str:
 
 
 class Page(APIRoute):
-    """A console route: a request it cannot take is answered with a console page saying which
-    field and why, never FastAPI's JSON (which echoes the input); the database away, too."""
+    """A console route: a request it cannot take (a field too long or missing, ``Unreadable``,
+    a list's ``lists.BadFilter``) is answered with a console page saying which field and why,
+    never FastAPI's JSON (which echoes the input); the database away, too."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -620,7 +621,7 @@ class Page(APIRoute):
                 return await handler(request)
             except RequestValidationError as exc:
                 return page(request, "error.html", {"message": _unreadable(exc)}, status=400)
-            except Unreadable as exc:
+            except (Unreadable, lists.BadFilter) as exc:
                 return page(request, "error.html", {"message": str(exc)}, status=400)
             except DatabaseUnavailable:
                 return _unavailable(request)

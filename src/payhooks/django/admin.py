@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode
 
 import psycopg
@@ -128,8 +128,53 @@ class _ByGateway(ChangeList):
         return f"{super().url_for_result(result)}?{urlencode({'provider': result.provider})}"
 
 
+class _ReadOnly(admin.ModelAdmin, Generic[M]):
+    """Rows the claim writes, only read here: none added, changed or deleted; each found by
+    its id and gateway (``_ByGateway``), and searched by exact ids (``matching``)."""
+
+    key: str
+    """The id a row's page names, beside its gateway."""
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return _ByGateway
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        return queryset.filter(self.matching(term)), False
+
+    def matching(self, term: str) -> Q:
+        """The rows a search for ``term`` finds."""
+        raise NotImplementedError
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> M | None:
+        """By its id and, when the link names one, gateway (see ``_ByGateway``)."""
+        found = self.get_queryset(request).filter(**{self.key: unquote(object_id)})
+        return _one_of(found, request)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def _timeline_link(q: str) -> Any:
+    """A link to the Payment timeline of the gateway orders ``q`` names."""
+    url = f"{reverse('admin:payhooks_timeline')}?{urlencode({'q': q})}"
+    return format_html('<a href="{}">timeline</a>', url)
+
+
 @admin.register(ProcessedWebhook)
-class ProcessedWebhookAdmin(admin.ModelAdmin):
+class ProcessedWebhookAdmin(_ReadOnly[ProcessedWebhook]):
     list_display = ("processed_at", *_DELIVERY, "order_ref", "mismatches", "timeline_link")
     list_filter = ("provider", "outcome")
     search_fields = ("event_id", "payment_id", "merchant_ref", "order_ref", "bank_ref")
@@ -150,6 +195,7 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         "last_mismatch_at",
     )
     readonly_fields = fields  # the body and headers (customer details, signature) stay out
+    key = "event_id"
 
     change_list_template = "admin/payhooks/processedwebhook/change_list.html"
 
@@ -158,40 +204,23 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         """Its gateway order's timeline."""
         if not record.merchant_ref:
             return "—"
-        url = f"{reverse('admin:payhooks_timeline')}?{urlencode({'q': record.merchant_ref})}"
-        return format_html('<a href="{}">timeline</a>', url)
+        return _timeline_link(record.merchant_ref)
 
     @admin.display(description="body (bytes)")
     def body_bytes(self, record: ProcessedWebhook) -> int:
         return len(record.body)
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return _ByGateway
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet, search_term: str
-    ) -> tuple[QuerySet, bool]:
+    def matching(self, term: str) -> Q:
         """Exact matches: ids are case-sensitive, and naming every provider lets PostgreSQL
         use the (provider, ...) indexes rather than scan millions of records."""
-        term = search_term.strip()
-        if not term:
-            return queryset, False
         every = Q(provider__in=_ALL_PROVIDERS)
-        found = (
+        return (
             (every & Q(event_id=term))
             | (every & Q(payment_id=term))
             | Q(merchant_ref=term)
             | Q(order_ref=term)
             | Q(bank_ref=term)
         )
-        return queryset.filter(found), False
-
-    def get_object(
-        self, request: HttpRequest, object_id: str, from_field: str | None = None
-    ) -> ProcessedWebhook | None:
-        """By delivery key and, when the link names one, gateway (see ``url_for_result``)."""
-        found = self.get_queryset(request).filter(event_id=unquote(object_id))
-        return _one_of(found, request)
 
     @deliveries.non_atomic  # each replay commits on its own, even under ATOMIC_REQUESTS
     def changelist_view(
@@ -269,15 +298,6 @@ class ProcessedWebhookAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "admin/payhooks/settlements.html", context)
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
     def has_replay_permission(self, request: HttpRequest) -> bool:
         return bool(request.user.has_perm("payhooks.replay_processedwebhook"))
 
@@ -327,11 +347,7 @@ _DASHBOARDS = {p.value: g.disputes_dashboard for p, g in GATEWAYS.items() if g.d
 
 
 @admin.register(Dispute)
-class DisputeAdmin(admin.ModelAdmin):
-    has_add_permission = ProcessedWebhookAdmin.has_add_permission
-    has_change_permission = ProcessedWebhookAdmin.has_change_permission
-    has_delete_permission = ProcessedWebhookAdmin.has_delete_permission
-
+class DisputeAdmin(_ReadOnly[Dispute]):
     """The disputes, read-only: the nearest deadline first (those decided have none to
     meet), filtered open or decided, by gateway and status."""
 
@@ -347,12 +363,12 @@ class DisputeAdmin(admin.ModelAdmin):
               "gateway_status", "amount_paise", "currency", "reason", "respond_by",
               "lost_paise", "event_id", "opened_at", "updated_at", "closed_at")  # fmt: skip
     readonly_fields = fields
+    key = "dispute_id"
 
     @admin.display(description="timeline")
     def timeline_link(self, dispute: Dispute) -> Any:
         """Its gateway order's timeline (found by its id)."""
-        url = f"{reverse('admin:payhooks_timeline')}?{urlencode({'q': dispute.dispute_id})}"
-        return format_html('<a href="{}">timeline</a>', url)
+        return _timeline_link(dispute.dispute_id)
 
     @admin.display(description="answer it")
     def dashboard_link(self, dispute: Dispute) -> Any:
@@ -363,25 +379,9 @@ class DisputeAdmin(admin.ModelAdmin):
         return format_html('<a href="{}" rel="noopener noreferrer">{} dashboard</a>', found,
                            dispute.provider)  # fmt: skip
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return _ByGateway
-
-    def get_search_results(
-        self, request: HttpRequest, queryset: QuerySet, search_term: str
-    ) -> tuple[QuerySet, bool]:
+    def matching(self, term: str) -> Q:
         """Exact matches, as for the deliveries."""
-        term = search_term.strip()
-        if not term:
-            return queryset, False
-        found = Q(dispute_id=term) | Q(payment_id=term) | Q(gateway_order_id=term)
-        return queryset.filter(found), False
-
-    def get_object(
-        self, request: HttpRequest, object_id: str, from_field: str | None = None
-    ) -> Dispute | None:
-        """By dispute id and, when the link names one, gateway."""
-        found = self.get_queryset(request).filter(dispute_id=unquote(object_id))
-        return _one_of(found, request)
+        return Q(dispute_id=term) | Q(payment_id=term) | Q(gateway_order_id=term)
 
 
 def _one_of(found: QuerySet[M], request: HttpRequest) -> M | None:

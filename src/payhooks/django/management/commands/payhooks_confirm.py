@@ -15,7 +15,7 @@ from django.db import connections
 from django.db.utils import InterfaceError, OperationalError
 
 from payhooks.django import conf
-from payhooks.django.management.commands.payhooks_reconcile import keys, passes
+from payhooks.django.management.commands.payhooks_reconcile import credentialed, passes
 from payhooks.plumbing.errors import DatabaseUnavailable
 
 log = logging.getLogger("payhooks.django")
@@ -40,11 +40,7 @@ class Command(BaseCommand):
         every = options["every"]
         if every < 0.2:
             raise CommandError("--every is at least 0.2 seconds")
-        config = conf.current()
-        if not config.api:
-            raise CommandError(
-                f"PAYHOOKS names no gateway's API credentials ({keys()}): nothing can be confirmed"
-            )
+        config = credentialed(conf.current(), "nothing can be confirmed")
         one_pass = passes()
         stopping = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):

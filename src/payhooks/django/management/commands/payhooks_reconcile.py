@@ -30,11 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=100, help="Checkouts per gateway.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        config = conf.current()
-        if not config.api:
-            raise CommandError(
-                f"PAYHOOKS names no gateway's API credentials ({keys()}): reconciliation is off"
-            )
+        config = credentialed(conf.current(), "reconciliation is off")
         tally = passes()(config, after_s=options["older_than_s"], limit=options["limit"])
         self.stdout.write(tally.summary())
         if tally.failures:
@@ -51,6 +47,15 @@ def passes() -> Callable[..., Tally]:
             f"the status API clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
         ) from None
     return one_pass
+
+
+def credentialed(config: conf.Config, consequence: str | None = None) -> conf.Config:
+    """``config``, when it names a gateway's API credentials; else the command stops, saying
+    which settings to give and what their absence means (``consequence``)."""
+    if not config.api:
+        said = f": {consequence}" if consequence else ""
+        raise CommandError(f"PAYHOOKS names no gateway's API credentials ({keys()}){said}")
+    return config
 
 
 def keys() -> str:

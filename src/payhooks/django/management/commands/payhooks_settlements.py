@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from payhooks.django import conf
 from payhooks.django.deliveries import raw_connection
-from payhooks.django.management.commands.payhooks_reconcile import keys
+from payhooks.django.management.commands.payhooks_reconcile import credentialed
 from payhooks.settlements import listing
 
 
@@ -48,9 +48,7 @@ class Command(BaseCommand):
             found = listing.flag_list(raw_connection(config.database), named)
             self.stdout.write(json.dumps(found, default=str))
             return
-        if not config.api:
-            raise CommandError(f"PAYHOOKS names no gateway's API credentials ({keys()})")
-        tally = fetched(config, options["start"], options["end"])
+        tally = fetched(credentialed(config), options["start"], options["end"])
         self.stdout.write(tally.summary())
         if tally.failures:
             raise CommandError(f"{tally.trouble()}; fetch those days again later")
