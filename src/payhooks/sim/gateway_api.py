@@ -238,13 +238,7 @@ class GatewayApi:
     async def after_acting(self, provider: Provider) -> Response | None:
         """The scripted fault a refund or a capture made is answered with, after its delay,
         or None."""
-        with self._lock:
-            fault = self._after[provider].popleft() if self._after[provider] else None
-        if fault is None:
-            return None
-        if fault.delay_s:
-            await anyio.sleep(fault.delay_s)
-        return _answer(provider, fault)
+        return await self._play(self._after, provider)
 
     def pay_out(
         self, provider: Provider, *, at: int | None = None, held: Collection[str] = ()
@@ -328,8 +322,15 @@ class GatewayApi:
 
     async def fault(self, provider: Provider) -> Response | None:
         """The next scripted fault's answer in the gateway's own shape, after its delay."""
+        return await self._play(self._faults, provider)
+
+    async def _play(
+        self, faults: dict[Provider, deque[Fault]], provider: Provider
+    ) -> Response | None:
+        """The first of ``provider``'s ``faults`` taken off and answered, after its delay; None
+        when none is left."""
         with self._lock:
-            fault = self._faults[provider].popleft() if self._faults[provider] else None
+            fault = faults[provider].popleft() if faults[provider] else None
         if fault is None:
             return None
         if fault.delay_s:
