@@ -76,13 +76,16 @@ _ORDER_OF_PAYMENT = """
 _FIND = {
     Matched.GATEWAY_ORDER: """
         SELECT g.provider, %(q)s FROM unnest(%(providers)s::text[]) AS g (provider)
-        WHERE EXISTS (SELECT 1 FROM payhooks_expectations
-                      WHERE provider = g.provider AND gateway_order_id = %(q)s)
-           OR EXISTS (SELECT 1 FROM processed_webhooks
-                      WHERE provider = g.provider AND merchant_ref = %(q)s)
-           OR EXISTS (SELECT 1 FROM payhooks_deliveries
-                      WHERE provider = g.provider AND merchant_ref = %(q)s)
-           OR EXISTS (SELECT 1 FROM payhooks_amount_mismatches
+        WHERE EXISTS (SELECT FROM payhooks_expectations
+                      WHERE provider = g.provider AND gateway_order_id = %(q)s
+                      UNION ALL
+                      SELECT FROM processed_webhooks
+                      WHERE provider = g.provider AND merchant_ref = %(q)s
+                      UNION ALL
+                      SELECT FROM payhooks_deliveries
+                      WHERE provider = g.provider AND merchant_ref = %(q)s
+                      UNION ALL
+                      SELECT FROM payhooks_amount_mismatches
                       WHERE provider = g.provider AND gateway_order_id = %(q)s)""",
     Matched.REFERENCE: """
         (SELECT provider, gateway_order_id FROM payhooks_expectations
