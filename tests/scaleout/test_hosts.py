@@ -2,7 +2,7 @@
 against one PostgreSQL (directly, or through PgBouncer in transaction mode): one serve host
 and one worker host SIGKILLed mid-storm; nothing lost, nothing doubled.
 
-``PAYHOOKS_SCALEOUT_CARTS`` sets the storm's size (300 by default, a modest run for the
+``PAYHOOKS_SCALEOUT_CARTS`` sets the storm's size (150 by default, a modest run for the
 suite); with ``-s`` each run prints its figures (docs/scaling.md quotes them).
 """
 
@@ -24,7 +24,7 @@ from tests.acceptance.conftest import wait_until
 from tests.factories import KEYS
 from tests.scaleout.conftest import TOKEN, Hosts, Site, host_env
 
-CARTS = int(os.environ.get("PAYHOOKS_SCALEOUT_CARTS", "300"))
+CARTS = int(os.environ.get("PAYHOOKS_SCALEOUT_CARTS", "150"))
 # 200 simulated seconds a real second: the stories spread over 10 s, Cashfree's three
 # retries over 12.6 s, so the kills land mid-storm and every retry outlives them.
 OPTIONS = StormOptions(
