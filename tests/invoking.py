@@ -4,7 +4,8 @@ test's database, for tests that put it beside Django's commands and the console'
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import signal
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -16,12 +17,22 @@ from tests.factories import KEYS
 
 
 def payhooks_command(url: str, home: Path, *args: str, **env: str) -> Result:
-    """``payhooks *args`` with the gateways' test secrets and ``DATABASE_URL`` set to ``url``.
-    payhooks' loggers, which a command sets to JSON lines of its own, are put back as they
-    were for the tests after it."""
+    """``payhooks *args`` with the gateways' test secrets and ``DATABASE_URL`` set to ``url``."""
     given = {**KEYS.env(), "DATABASE_URL": url, "PAYHOOKS_HOME": str(home), **env}
-    with payhooks_logging_kept():
-        return CliRunner().invoke(app, list(args), env=given)
+    return in_process(list(args), given)
+
+
+def in_process(args: list[str], env: Mapping[str, str]) -> Result:
+    """``payhooks *args`` with ``env`` over this process's environment. payhooks' loggers,
+    which a command sets to JSON lines of its own, and the signal handlers a daemon sets are
+    put back as they were for the tests after it."""
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with payhooks_logging_kept():
+            return CliRunner().invoke(app, args, env=dict(env))
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
 
 
 @contextmanager

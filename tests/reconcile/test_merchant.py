@@ -20,6 +20,7 @@ from payhooks.events import Provider
 from payhooks.reconcile import run
 from payhooks.sim.gateway import Purchase
 from tests.factories import ADAPTERS, GATEWAY
+from tests.invoking import in_process
 from tests.reconcile.conftest import API_KEYS
 from tests.reconcile.merchant_hooks import ORDERS, async_hooks, hooks, mark_paid
 
@@ -134,10 +135,10 @@ def test_the_command_says_what_is_wrong_with_the_hooks_it_is_given(shop, databas
 
 
 def _payhooks(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [Path(sys.executable).parent / "payhooks", *args],
-        env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    """``payhooks *args`` in this process (typer's runner), answered as the command's own
+    process would be: the two tests above run the real command."""
+    done = in_process(list(args), env)
+    return subprocess.CompletedProcess(args, done.exit_code, done.stdout, done.stderr)
 
 
 @pytest.mark.parametrize("target", ["hooks", "async_hooks"])
