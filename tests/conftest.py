@@ -77,21 +77,26 @@ WHOLE = (
     "tests/acceptance/test_cli_install.py",
     "tests/acceptance/test_demo.py",
     "tests/acceptance/test_wheel.py",
-    "tests/relay/test_examples.py",
-    "tests/relay/test_relay.py",
     "tests/scaleout/test_pgbouncer.py",
 )
+# Modules sharing one costly fixture of wider scope: all go to one worker, in one unit. The
+# relay's tests and its examples share a RabbitMQ node and a NATS server (tests/relay/conftest.py;
+# a RabbitMQ node takes about 7 s and 5 s of CPU to start).
+TOGETHER = {
+    "tests/relay/test_examples.py": "tests/relay/",
+    "tests/relay/test_relay.py": "tests/relay/",
+}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Tests handed out in collection order (pyproject: --no-loadscope-reorder), a few at a
-    time, one unit each but for the modules of ``WHOLE``."""
+    time, one unit each but for the modules of ``WHOLE`` and ``TOGETHER``."""
     from xdist.scheduler import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
-            return module if module in WHOLE else nodeid
+            return TOGETHER.get(module) or (module if module in WHOLE else nodeid)
 
     return Scheduling(config, log)
 

@@ -1,5 +1,6 @@
-"""One broker of each kind for the module's tests (started once, restarted by the tests that
-break them), and what the tests read back from them."""
+"""One broker of each kind for the relay's tests (started once in a test process, restarted by
+the tests that break them; tests/conftest.py hands both modules using them to one process), and
+what the tests read back from them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from payhooks.relay.rabbitmq import RabbitMQ, RabbitOptions
 from tests.brokers import NatsServer, RabbitServer
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer]:
     server = NatsServer(tmp_path_factory.mktemp("nats"))
     server.start()
@@ -25,7 +26,7 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
     server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def rabbit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitServer]:
     server = RabbitServer(tmp_path_factory.mktemp("rabbitmq"))
     server.start()
