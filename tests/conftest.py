@@ -63,6 +63,8 @@ FIRST = (
     "tests/scaleout/",  # hosts in network namespaces, PgBouncer
     "tests/acceptance/test_storm.py",
     "tests/acceptance/test_demo.py",
+    "tests/relay/test_relay.py",  # one unit with the examples, about 30 s on one worker
+    "tests/relay/test_examples.py",
     "tests/console/test_console_browser.py",  # Chromium
     "tests/fastapi/test_fastapi_console_browser.py",
     "tests/acceptance/",  # `payhooks` commands as subprocesses
