@@ -9,12 +9,13 @@ import asyncio
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from email import message_from_bytes
 from email.message import EmailMessage
@@ -132,6 +133,37 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             ordered.append(waiting.pop(0))
         ordered.append(test)
     items[:] = ordered + waiting
+
+
+# The most connections one test process holds at once: in the race of 50 connections
+# (tests/integration/test_concurrency.py) 52, in any other test about 28 (a storm's pools, the
+# fixtures' own), measured. Each embedded server allows 100, for one process.
+HEAVIEST, TYPICAL = 55, 30
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Under DATABASE_URL every test process shares one server: no more of them than it has
+    connections for (a stock server allows 100, which four processes can exhaust), said once."""
+    url = os.environ.get("DATABASE_URL")
+    wanted = len(getattr(config.option, "tx", None) or [])
+    if not url or wanted < 2 or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT current_setting('max_connections')::int"
+            " - current_setting('superuser_reserved_connections')::int"
+            " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+        ).fetchone()
+    free = int(row[0]) if row else 0
+    fits = 1 + max(0, free - HEAVIEST) // TYPICAL  # one in the heaviest test, the others not
+    if fits < wanted:
+        config.option.numprocesses = fits
+        config.option.tx = config.option.tx[:fits]
+        sys.stderr.write(
+            f"payhooks tests: {fits} worker(s), not {wanted}: DATABASE_URL's server has {free}"
+            f" connections free (max_connections), a worker needs up to {HEAVIEST}\n"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -690,12 +722,28 @@ def inbox() -> Iterator[tuple[Inbox, int]]:
         yield box, port
 
 
+@contextmanager
+def one_crowd_at_a_time() -> Iterator[None]:
+    """Held by a test opening a crowd of connections at once (more than ``TYPICAL``), under
+    DATABASE_URL only: the test processes share that server, and two crowds at once would
+    exhaust a stock one (``pytest_configure``). Each embedded server is one process's alone."""
+    if not os.environ.get("DATABASE_URL"):
+        yield
+        return
+    import fcntl
+
+    with (Path(tempfile.gettempdir()) / "payhooks-tests-crowd.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
+
+
 def released_together(
     items: list[T], prepare: Callable[[T], Any], act: Callable[[Any, T], R]
 ) -> list[R]:
     """Each item on its own thread: ``prepare(item)`` (a context manager, e.g. a connection)
     is entered first, then all threads are released at once by a barrier to ``act``. Results
-    come back in completion order; any thread's exception fails the calling test."""
+    come back in completion order; any thread's exception fails the calling test (one failing
+    to prepare releases the others at once, with ``BrokenBarrierError``)."""
     barrier = threading.Barrier(len(items))
     results: list[R] = []
     errors: list[BaseException] = []
@@ -709,14 +757,18 @@ def released_together(
             with lock:
                 results.append(result)
         except BaseException as exc:  # reported below, in the test's own thread
+            barrier.abort()
             with lock:
                 errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(item,)) for item in items]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-        assert not thread.is_alive()
+    crowd = one_crowd_at_a_time() if len(items) > TYPICAL // 2 else nullcontext()
+    with crowd:
+        threads = [threading.Thread(target=run, args=(item,)) for item in items]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+    assert [e for e in errors if not isinstance(e, threading.BrokenBarrierError)] == []
     assert errors == []
     return results
