@@ -300,7 +300,11 @@ BEGIN
                                                         ELSE 'TABLE' END, n.nspname, c.relname))
     INTO relations FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE c.oid > made_after AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'i', 'c')
-      AND n.nspname NOT LIKE 'pg\_%';
+      AND n.nspname NOT LIKE 'pg\_%'
+      AND NOT EXISTS (  -- an identity's sequence, a key's index: they go with their table
+          SELECT FROM pg_depend d
+          WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+            AND d.refobjid > made_after AND d.deptype IN ('a', 'i'));
     SELECT array_agg(format('%I.%I(%s)', n.nspname, p.proname,
                             pg_get_function_identity_arguments(p.oid)))
     INTO routines FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
