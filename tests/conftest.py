@@ -149,12 +149,15 @@ def pytest_configure(config: pytest.Config) -> None:
     wanted = len(getattr(config.option, "tx", None) or [])
     if not url or wanted < 2 or os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT current_setting('max_connections')::int"
-            " - current_setting('superuser_reserved_connections')::int"
-            " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
-        ).fetchone()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT current_setting('max_connections')::int"
+                " - current_setting('superuser_reserved_connections')::int"
+                " - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+            ).fetchone()
+    except psycopg.Error as exc:
+        raise pytest.UsageError(f"DATABASE_URL: no connection to its server ({exc})") from exc
     free = int(row[0]) if row else 0
     fits = 1 + max(0, free - HEAVIEST) // TYPICAL  # one in the heaviest test, the others not
     if fits < wanted:
