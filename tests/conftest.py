@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from email import message_from_bytes
 from email.message import EmailMessage
@@ -730,11 +730,11 @@ def inbox() -> Iterator[tuple[Inbox, int]]:
 
 
 @contextmanager
-def one_crowd_at_a_time() -> Iterator[None]:
-    """Held by a test opening a crowd of connections at once (more than ``TYPICAL``), under
+def _one_crowd_at_a_time(threads: int) -> Iterator[None]:
+    """Held while more threads than half a worker's usual connections each hold one, under
     DATABASE_URL only: the test processes share that server, and two crowds at once would
     exhaust a stock one (``pytest_configure``). Each embedded server is one process's alone."""
-    if not os.environ.get("DATABASE_URL"):
+    if threads <= TYPICAL // 2 or not os.environ.get("DATABASE_URL"):
         yield
         return
     import fcntl
@@ -742,6 +742,17 @@ def one_crowd_at_a_time() -> Iterator[None]:
     with (Path(tempfile.gettempdir()) / "payhooks-tests-crowd.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         yield
+
+
+def run_threads(threads: list[threading.Thread]) -> None:
+    """Start ``threads`` and wait for each (60 s at most), one crowd of connections at a time
+    across the test processes."""
+    with _one_crowd_at_a_time(len(threads)):
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+            assert not thread.is_alive()
 
 
 def released_together(
@@ -768,14 +779,7 @@ def released_together(
             with lock:
                 errors.append(exc)
 
-    crowd = one_crowd_at_a_time() if len(items) > TYPICAL // 2 else nullcontext()
-    with crowd:
-        threads = [threading.Thread(target=run, args=(item,)) for item in items]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-            assert not thread.is_alive()
+    run_threads([threading.Thread(target=run, args=(item,)) for item in items])
     assert [e for e in errors if not isinstance(e, threading.BrokenBarrierError)] == []
     assert errors == []
     return results

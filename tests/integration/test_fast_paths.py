@@ -14,7 +14,7 @@ import pytest
 from payhooks.intake import idempotency
 from payhooks.intake.ingest import Applied, Outcome, Receipt, ingest_received, receive
 from payhooks.service.shop.payments import apply_event
-from tests.conftest import one_crowd_at_a_time
+from tests.conftest import run_threads
 from tests.factories import ADAPTERS, GATEWAY, purchase
 from tests.integration.test_concurrency import OPTIONS, THREADS, count, outcomes
 from tests.integration.test_first_capture import first, first_async, reconciled
@@ -127,11 +127,7 @@ def test_fifty_pipelined_copies_at_once_make_one_order(conn, database_url, path)
             receipts.append(receipt)
 
     threads = [threading.Thread(target=run) for _ in range(copies)]
-    with one_crowd_at_a_time():
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
+    run_threads(threads)
     assert outcomes(receipts) == {"processed": 1, "duplicate": copies - 1}
     assert {r.order_id for r in receipts} == {count(conn, "SELECT id FROM orders")}
     assert count(conn, "SELECT sum(delta) FROM inventory_movements") == 99

@@ -14,7 +14,7 @@ import payhooks
 from payhooks.plumbing.errors import Conflict, InvalidRequest
 from payhooks.refunding import refunds
 from payhooks.refunding.refunds import RefundState, RefundTooLarge
-from tests.conftest import one_crowd_at_a_time
+from tests.conftest import run_threads
 from tests.factories import ADAPTERS, GATEWAY
 
 PAYMENT = "pay_rf000000000001"
@@ -97,11 +97,7 @@ def test_thirty_askers_at_once_never_take_more_than_was_captured(core, database_
                 too_large.append(f"k{n}")
 
     threads = [threading.Thread(target=asker, args=(n,)) for n in range(30)]
-    with one_crowd_at_a_time():
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
+    run_threads(threads)
     assert (len(made), len(too_large)) == (10, 20)
     total = core.execute("SELECT sum(amount_paise) FROM payhooks_refunds").fetchone()[0]
     assert total == 49_900
@@ -157,11 +153,7 @@ def test_thirty_askers_at_repeatable_read_never_take_more_than_was_captured(core
                     conn.rollback()
 
     threads = [threading.Thread(target=asker, args=(n,)) for n in range(30)]
-    with one_crowd_at_a_time():
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
+    run_threads(threads)
     assert (len(made), len(too_large)) == (10, 20)
     total = core.execute("SELECT sum(amount_paise) FROM payhooks_refunds").fetchone()[0]
     assert total == 49_900
