@@ -79,3 +79,24 @@ def test_the_console_command_without_its_extra_says_which_extra_to_install(
     assert done.returncode == 1
     assert "the console needs the console extra" in done.stderr
     assert "pip install 'payhooks[cli,console]'" in done.stderr
+
+
+def test_the_cli_extra_adds_lists_and_removes_operators(with_cli: Path, database_url: str) -> None:
+    """Operators are added before the console is run, on a machine that may have no console
+    extra: the commands stand on the core (``payhooks.operations.operators``) alone."""
+
+    def payhooks_operator(*words: str, given: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [with_cli.parent / "payhooks", "operator", *words, "--database-url", database_url],
+            env={**os.environ, "PATH": str(with_cli.parent)}, input=given, capture_output=True,
+            text=True, timeout=120,
+        )  # fmt: skip
+
+    added = payhooks_operator("add", "asha", "--password-stdin", given="a long password\n")
+    assert added.returncode == 0, added.stderr
+    assert added.stdout == "operator asha added\n"
+    listed = payhooks_operator("list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.startswith("asha\tadded ")
+    removed = payhooks_operator("remove", "asha")
+    assert (removed.returncode, removed.stdout) == (0, "operator asha removed\n"), removed.stderr

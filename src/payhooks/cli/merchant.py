@@ -455,14 +455,14 @@ def operator_add(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Add an operator, or give one a new password (which ends their sessions)."""
-    from payhooks.console import auth
+    from payhooks.operations import operators
 
     if password_stdin:
         password = sys.stdin.readline().rstrip("\r\n")
     else:
         password = typer.prompt("Password", hide_input=True, confirmation_prompt=True)
     added = with_connection(
-        ctx, lambda conn: auth.add_operator(conn, name, password, read_only=read_only),
+        ctx, lambda conn: operators.add_operator(conn, name, password, read_only=read_only),
         database_url,
     )  # fmt: skip
     said = "added" if added else "has a new password"
@@ -477,9 +477,9 @@ def operator_remove(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Remove an operator; their sessions end at once."""
-    from payhooks.console import auth
+    from payhooks.operations import operators
 
-    if not with_connection(ctx, lambda conn: auth.remove_operator(conn, name), database_url):
+    if not with_connection(ctx, lambda conn: operators.remove_operator(conn, name), database_url):
         exit_with(NotFound("operator", name), f"operator {name!r} not found")
     typer.echo(f"operator {name} removed")
 
@@ -487,9 +487,9 @@ def operator_remove(
 @operator_app.command("list")
 def operator_list(ctx: typer.Context, database_url: DatabaseUrl = None) -> None:
     """The operators who may log in to the console."""
-    from payhooks.console import auth
+    from payhooks.operations import operators
 
-    for operator in with_connection(ctx, auth.operators, database_url):
+    for operator in with_connection(ctx, operators.operators, database_url):
         role = "\tread-only" if operator.read_only else ""
         typer.echo(f"{operator.name}\tadded {operator.created_at:%Y-%m-%d %H:%M} UTC{role}")
 

@@ -1,166 +1,44 @@
-"""Operators, their sessions and the login rate limit: the console's own door, apart from the
-API token (docs/console.md, "Who gets in").
+"""Logging in to the console, and the sessions it keeps: the console's own door, apart from the
+API token (docs/console.md, "Who gets in"). The operators and their passwords are
+``payhooks.operations.operators``' (their names are also here, as the console imported them).
 
-Passwords are kept as scrypt hashes. A session is a random token: the cookie carries it signed
-(so a forged or stale cookie is refused before the database is asked), the database its
-sha256, its operator, expiry and CSRF token. Logging out deletes the row; removing an operator
-ends every session of theirs.
+A session is a random token: the cookie carries it signed (so a forged or stale cookie is
+refused before the database is asked), the database its sha256, its operator, expiry and CSRF
+token. Logging out deletes the row; removing an operator ends every session of theirs.
 """
 
 from __future__ import annotations
 
-import base64
-import functools
 import hashlib
 import hmac
-import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
+from payhooks.operations.operators import MAX_PASSWORD_CHARS as MAX_PASSWORD_CHARS
+from payhooks.operations.operators import MIN_PASSWORD_CHARS as MIN_PASSWORD_CHARS
+from payhooks.operations.operators import NAME_PATTERN as NAME_PATTERN
+from payhooks.operations.operators import SCRYPT_COST as SCRYPT_COST
+from payhooks.operations.operators import Operator as Operator
+from payhooks.operations.operators import add_operator as add_operator
+from payhooks.operations.operators import checked_name as checked_name
+from payhooks.operations.operators import checked_password as checked_password
+from payhooks.operations.operators import decoy, stored_hash
+from payhooks.operations.operators import hash_password as hash_password
+from payhooks.operations.operators import operators as operators
+from payhooks.operations.operators import password_matches as password_matches
+from payhooks.operations.operators import remove_operator as remove_operator
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import OperatorRefused
 
 SESSION_LIFETIME = timedelta(hours=12)
-MIN_PASSWORD_CHARS = 12
-MAX_PASSWORD_CHARS = 1024  # scrypt takes any length; a megabyte password is an attack
-NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 
 # Failed logins allowed in the window, per operator name and per client address.
 FAILURES_PER_NAME = 5
 FAILURES_PER_CLIENT = 20
 FAILURE_WINDOW = timedelta(minutes=15)
-
-SCRYPT_COST = (14, 8, 1)
-"""scrypt's cost for new hashes: log2 of n, r and p (about 40 ms and 16 MiB a hash). A hash
-names the cost it was made with (``scrypt$ln=14,r=8,p=1$salt$digest``), so a later raise of
-this cost leaves existing passwords valid."""
-_UNNAMED_COST = (14, 8, 1)  # of the hashes made before costs were named: scrypt$salt$digest
-_COSTS = re.compile(r"ln=([0-9]{1,2}),r=([0-9]{1,2}),p=([0-9])")
-_MAX_MEMORY = 64 * 1024 * 1024  # scrypt takes 128 * r * n bytes: a stored cost beyond is refused
 _COOKIE_SALT = "payhooks-console-session"
-
-
-def _bearable(log_n: int, r: int, p: int) -> bool:
-    """Whether a hash may be made or checked at this cost: n 2^10 or more, within 64 MiB."""
-    return log_n >= 10 and r >= 1 and 1 <= p <= 4 and 128 * r * 2**log_n <= _MAX_MEMORY
-
-
-def hash_password(password: str, cost: tuple[int, int, int] = SCRYPT_COST) -> str:
-    """``password``'s scrypt hash, naming ``cost`` (one ``password_matches`` can check)."""
-    log_n, r, p = cost
-    if not _bearable(log_n, r, p):
-        raise ValueError(f"scrypt cost {cost} is below n = 2^10 or needs more than 64 MiB")
-    salt = secrets.token_bytes(16)
-    digest = hashlib.scrypt(
-        password.encode(), salt=salt, n=2**log_n, r=r, p=p, maxmem=2 * _MAX_MEMORY
-    )
-    return "$".join(("scrypt", f"ln={log_n},r={r},p={p}", _b64(salt), _b64(digest)))
-
-
-def password_matches(password: str, stored: str) -> bool:
-    scheme, *parts = stored.split("$")
-    if scheme != "scrypt" or len(parts) not in (2, 3):
-        return False
-    log_n, r, p = _UNNAMED_COST
-    if len(parts) == 3:
-        named = _COSTS.fullmatch(parts.pop(0))
-        if named is None:
-            return False
-        log_n, r, p = (int(group) for group in named.groups())
-        if not _bearable(log_n, r, p):
-            return False
-    try:
-        salt, digest = (_unb64(part) for part in parts)
-    except ValueError:  # not base64: no hash payhooks made
-        return False
-    given = hashlib.scrypt(
-        password.encode(), salt=salt, n=2**log_n, r=r, p=p, maxmem=2 * _MAX_MEMORY
-    )
-    return hmac.compare_digest(given, digest)
-
-
-@functools.cache
-def _decoy() -> str:
-    """A hash to check unknown names against, so they take as long as known ones."""
-    return hash_password(secrets.token_urlsafe(16))
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text.encode())
-
-
-# --- operators -------------------------------------------------------------------------------
-
-# A role given is set; none given keeps an existing operator's (a new one may act).
-_ADD = """
-INSERT INTO payhooks_operators (name, password_hash, read_only)
-VALUES (%(name)s, %(hash)s, coalesce(%(read_only)s, false))
-ON CONFLICT (name) DO UPDATE SET password_hash = excluded.password_hash,
-    read_only = coalesce(%(read_only)s, payhooks_operators.read_only)
-RETURNING (xmax = 0)
-"""
-_REMOVE = "DELETE FROM payhooks_operators WHERE name = %s"
-_NAMES = "SELECT name, created_at, read_only FROM payhooks_operators ORDER BY name"
-_HASH_OF = "SELECT password_hash FROM payhooks_operators WHERE name = %s"
-
-
-def checked_name(name: str) -> str:
-    if not NAME_PATTERN.fullmatch(name):
-        raise OperatorRefused(
-            "an operator name is 1 to 63 lower-case letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return name
-
-
-def checked_password(password: str) -> str:
-    if not MIN_PASSWORD_CHARS <= len(password) <= MAX_PASSWORD_CHARS:
-        raise OperatorRefused(
-            f"a password is {MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters"
-        )
-    return password
-
-
-def add_operator(
-    conn: Connection, name: str, password: str, *, read_only: bool | None = None
-) -> bool:
-    """Add an operator, or set a new password (ending their sessions); True when added.
-    ``read_only`` True: they may look and not act; False: they may act; None: a new operator
-    may act, an existing one keeps their role."""
-    params = {
-        "name": checked_name(name),
-        "hash": hash_password(checked_password(password)),
-        "read_only": read_only,
-    }
-    row = conn.execute(_ADD, params).fetchone()
-    conn.execute(_END_SESSIONS_OF, (name,))
-    return bool(row and row[0])
-
-
-def remove_operator(conn: Connection, name: str) -> bool:
-    """Remove an operator; their sessions end with them (ON DELETE CASCADE)."""
-    return conn.execute(_REMOVE, (name,)).rowcount == 1
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Operator:
-    name: str
-    created_at: datetime
-    read_only: bool
-
-
-def operators(conn: Connection) -> list[Operator]:
-    return [
-        Operator(name=str(name), created_at=created, read_only=bool(read_only))
-        for name, created, read_only in conn.execute(_NAMES)
-    ]
 
 
 # --- logging in ------------------------------------------------------------------------------
@@ -200,11 +78,10 @@ def log_in(conn: Connection, name: str, password: str, client: str) -> Login:
         ).fetchone() or (0, 0)
         if by_name >= FAILURES_PER_NAME or by_client >= FAILURES_PER_CLIENT:
             return Login(throttled=True)
-        row = conn.execute(_HASH_OF, (name,)).fetchone()
+        kept = stored_hash(conn, name)
         acceptable = 0 < len(password) <= MAX_PASSWORD_CHARS
-        stored = str(row[0]) if row else _decoy()
-        matched = password_matches(password if acceptable else "", stored)
-        if row is None or not matched or not acceptable:
+        matched = password_matches(password if acceptable else "", kept or decoy())
+        if kept is None or not matched or not acceptable:
             conn.execute(_FAILED, (name, client))
             return Login()
         conn.execute(_FORGET_FAILURES, (name,))
@@ -229,7 +106,6 @@ FROM payhooks_console_sessions s JOIN payhooks_operators o ON o.name = s.operato
 WHERE s.token_sha256 = %s AND s.expires_at > now()
 """
 _CLOSE = "DELETE FROM payhooks_console_sessions WHERE token_sha256 = %s"
-_END_SESSIONS_OF = "DELETE FROM payhooks_console_sessions WHERE operator = %s"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
