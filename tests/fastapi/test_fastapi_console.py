@@ -195,7 +195,8 @@ def test_a_payment_older_than_the_window_keeps_its_expected_amount_and_no_dead_l
         table = page.split('id="payments"', 1)[1].split("</table>", 1)[0]
     [payment] = listed(page, "payments")
     assert "pay_shop0000001" in payment and "captured" in payment
-    assert "₹499.00" in payment  # expected, from the kept expectation
+    # Expected, from the kept expectation, and paid, from the payment's own record.
+    assert payment.count("₹499.00") == 2
     assert f"{CONSOLE}/deliveries/" not in table
 
 
@@ -266,6 +267,7 @@ def test_a_merchants_console_lists_exports_and_replays_in_bulk_on_the_core_table
         exported = client.get(f"{CONSOLE}/payments.csv").content.decode("utf-8-sig")
         [row] = list(csv.DictReader(io.StringIO(exported)))
         assert (row["status"], row["expected_paise"], row["by"]) == ("captured", "49900", "webhook")
+        assert (row["paid_paise"], row["paid_currency"]) == ("49900", "INR")
         unknown = client.get(f"{CONSOLE}/payments", params={"refund": "needed"})
         assert unknown.status_code == 400
         assert "does not know which payments need a refund" in unknown.text

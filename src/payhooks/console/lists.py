@@ -322,7 +322,7 @@ APPLIED = """
                        WHEN 'payment_authorized' THEN 'authorized' ELSE p.kind END AS status,
            p.reconciled, coalesce(e.amount_paise, p.expected_paise) AS expected_paise,
            coalesce(e.currency, p.expected_currency) AS expected_currency,
-           NULL::bigint AS paid_paise, NULL::text AS paid_currency, NULL::text AS resolution,
+           p.paid_paise, p.currency AS paid_currency, NULL::text AS resolution,
            '{}'::text[] AS flags, false AS needs_refund
     FROM payhooks_payments p
     LEFT JOIN payhooks_expectations e
