@@ -176,12 +176,12 @@ def purged_after(conn, days: int, *also: tuple[str, str]) -> None:
     assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
 
 
-def test_a_payment_older_than_the_window_keeps_its_expected_amount_and_no_dead_link(
+def test_a_payment_older_than_the_window_keeps_its_amounts_its_order_page_and_no_dead_link(
     shop, conn, merchant_url
 ):
     """A captured payment's record is kept for a refund's year, past the window: the payments
-    list still shows what its order was expected to be paid, and, its delivery purged, links
-    to no delivery page."""
+    list still shows what its order was expected to be paid and what was paid, links to no
+    delivery page (its delivery purged), and its order is found and told from the record."""
     from datetime import UTC, datetime, timedelta
 
     from tests.console.test_console_lists import listed
@@ -193,7 +193,14 @@ def test_a_payment_older_than_the_window_keeps_its_expected_amount_and_no_dead_l
     with logged_in(shop, merchant_url) as client:
         page = client.get(f"{CONSOLE}/payments", params={"from": since}).text
         table = page.split('id="payments"', 1)[1].split("</table>", 1)[0]
+        story = client.get(f"{CONSOLE}/orders/razorpay/{REF}")
+        found = client.get(f"{CONSOLE}/search", params={"q": REF})
     [payment] = listed(page, "payments")
+    assert found.status_code == 303  # the search finds the order through the payment's record
+    assert found.headers["location"].startswith(f"{CONSOLE}/orders/razorpay/{REF}?")
+    assert f'href="{CONSOLE}/orders/razorpay/{REF}"' in table
+    assert story.status_code == 200  # its order's page tells what the core kept of it
+    assert "pay_shop0000001" in story.text
     assert "pay_shop0000001" in payment and "captured" in payment
     # Expected, from the kept expectation, and paid, from the payment's own record.
     assert payment.count("₹499.00") == 2

@@ -61,6 +61,7 @@ CORE_MIGRATIONS = [
     "core/0027_disputed_at_birth",
     "core/0028_mismatches_kept",
     "core/0029_expected_kept",
+    "core/0030_payments_by_order",
 ]
 
 CORE_TABLES = {

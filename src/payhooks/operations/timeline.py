@@ -86,6 +86,9 @@ _FIND = {
                       WHERE provider = g.provider AND merchant_ref = %(q)s
                       UNION ALL
                       SELECT FROM payhooks_amount_mismatches
+                      WHERE provider = g.provider AND gateway_order_id = %(q)s
+                      UNION ALL
+                      SELECT FROM payhooks_payments
                       WHERE provider = g.provider AND gateway_order_id = %(q)s)""",
     Matched.REFERENCE: """
         (SELECT provider, gateway_order_id FROM payhooks_expectations
@@ -372,6 +375,12 @@ SELECT payment_id, kind, event_id, reconciled, applied_at FROM payhooks_payments
 WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
 ORDER BY applied_at, payment_id, kind
 """
+# The payments whose own record names the order: kept for a refund's year, past the purge of
+# their deliveries (retention.REFUNDABLE_DAYS).
+_PAYMENTS_OF_ORDER = """
+SELECT DISTINCT payment_id FROM payhooks_payments
+WHERE provider = %(provider)s AND gateway_order_id = %(order)s
+"""
 _LINES = """
 SELECT * FROM (
     SELECT received_at, id, status, outcome, verified, event_id, event_type, payment_id,
@@ -413,18 +422,19 @@ def story(
     expected = named_row(conn, _EXPECTED, params)
     rows = named_rows(conn, _RECORDS, params)
     named = {r["payment_id"] for r in rows if r["payment_id"]}
-    params["payments"] = sorted(named.union(payment_ids))
+    kept = {str(row[0]) for row in conn.execute(_PAYMENTS_OF_ORDER, params)}
+    params["payments"] = sorted(named.union(payment_ids, kept))
     rows += named_rows(conn, _RECORDS_OF_PAYMENTS, params)
     rows.sort(key=lambda r: (r["at"], r["event_id"]))
     lines = named_rows(conn, _LINES, {**params, "limit": MAX_LINES})
     disputed = disputes.of_order(conn, provider, gateway_order_id, params["payments"])
     mismatched = [KeptMismatch(**row) for row in named_rows(conn, _MISMATCHED, params)]
-    if expected is None and not rows and not lines and not disputed and not mismatched:
+    payments = [Payment(**row) for row in named_rows(conn, _PAYMENTS, params)]
+    if expected is None and not (rows or lines or disputed or mismatched or payments):
         return None
     reconciling = named_row(conn, _RECONCILING, params)
-    payments = [Payment(**row) for row in named_rows(conn, _PAYMENTS, params)]
-    kept = (m.payment_id for m in mismatched if m.payment_id is not None)
-    paid = sorted({*params["payments"], *(p.payment_id for p in payments), *kept})
+    settling = (m.payment_id for m in mismatched if m.payment_id is not None)
+    paid = sorted({*params["payments"], *(p.payment_id for p in payments), *settling})
     return Story(
         provider=provider,
         gateway_order_id=gateway_order_id,
