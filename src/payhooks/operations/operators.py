@@ -50,6 +50,8 @@ def hash_password(password: str, cost: tuple[int, int, int] = SCRYPT_COST) -> st
 
 
 def password_matches(password: str, stored: str) -> bool:
+    """Whether ``password`` is the one ``stored`` (a hash ``hash_password`` made) was made
+    from; a hash of another scheme, or naming a cost out of bounds, matches nothing."""
     scheme, *parts = stored.split("$")
     if scheme != "scrypt" or len(parts) not in (2, 3):
         return False
@@ -100,6 +102,7 @@ _END_SESSIONS_OF = "DELETE FROM payhooks_console_sessions WHERE operator = %s"
 
 
 def checked_name(name: str) -> str:
+    """``name``, when it is an operator's name (``NAME_PATTERN``); else ``OperatorRefused``."""
     if not NAME_PATTERN.fullmatch(name):
         raise OperatorRefused(
             "an operator name is 1 to 63 lower-case letters, digits, '.', '_' or '-', "
@@ -109,6 +112,7 @@ def checked_name(name: str) -> str:
 
 
 def checked_password(password: str) -> str:
+    """``password``, when its length is one a password may have; else ``OperatorRefused``."""
     if not MIN_PASSWORD_CHARS <= len(password) <= MAX_PASSWORD_CHARS:
         raise OperatorRefused(
             f"a password is {MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters"
@@ -139,12 +143,16 @@ def remove_operator(conn: Connection, name: str) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Operator:
+    """An operator as ``payhooks operator list`` shows them: their name, when they were added,
+    and whether they may only look."""
+
     name: str
     created_at: datetime
     read_only: bool
 
 
 def operators(conn: Connection) -> list[Operator]:
+    """Every operator, by name."""
     return [
         Operator(name=str(name), created_at=created, read_only=bool(read_only))
         for name, created, read_only in conn.execute(_NAMES)
