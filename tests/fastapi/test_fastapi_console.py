@@ -200,7 +200,9 @@ def test_a_payment_older_than_the_window_keeps_its_amounts_its_order_page_and_no
     assert found.headers["location"].startswith(f"{CONSOLE}/orders/razorpay/{REF}?")
     assert f'href="{CONSOLE}/orders/razorpay/{REF}"' in table
     assert story.status_code == 200  # its order's page tells what the core kept of it
-    assert "pay_shop0000001" in story.text
+    [applied] = listed(story.text, "payments")
+    assert "pay_shop0000001" in applied and "₹499.00" in applied  # what was paid
+    assert f"{CONSOLE}/deliveries/" not in applied  # its delivery is purged: no dead link
     assert "pay_shop0000001" in payment and "captured" in payment
     # Expected, from the kept expectation, and paid, from the payment's own record.
     assert payment.count("₹499.00") == 2

@@ -268,6 +268,12 @@ class Payment:
     event_id: str
     reconciled: bool
     applied_at: datetime
+    paid_paise: int | None = None
+    """What the gateway said was paid (``None`` in a record older than core migration 0017)."""
+    paid_currency: str | None = None
+    stored: bool = True
+    """Whether the delivery that brought it is still stored (the purge takes it after the
+    window; the payment's record stays a refund's year)."""
 
     @property
     def by(self) -> str:
@@ -371,9 +377,13 @@ _RECORDS_OF_PAYMENTS = (
     ORDER BY w.processed_at, w.event_id"""
 )
 _PAYMENTS = """
-SELECT payment_id, kind, event_id, reconciled, applied_at FROM payhooks_payments
-WHERE provider = %(provider)s AND payment_id = ANY(%(payments)s)
-ORDER BY applied_at, payment_id, kind
+SELECT p.payment_id, p.kind, p.event_id, p.reconciled, p.applied_at, p.paid_paise,
+       p.currency AS paid_currency,
+       EXISTS (SELECT 1 FROM processed_webhooks w
+               WHERE w.provider = p.provider AND w.event_id = p.event_id) AS stored
+FROM payhooks_payments p
+WHERE p.provider = %(provider)s AND p.payment_id = ANY(%(payments)s)
+ORDER BY p.applied_at, p.payment_id, p.kind
 """
 # The payments whose own record names the order: kept for a refund's year, past the purge of
 # their deliveries (retention.REFUNDABLE_DAYS).
