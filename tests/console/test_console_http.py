@@ -1047,4 +1047,5 @@ def test_the_action_log_shows_who_did_what(console):
     log = client.get("/console/actions").text
     assert "<h1>Action log</h1>" in log and "evt_none" in log and OPERATOR in log
     assert "not found" in log
+    assert 'href="/console/deliveries/razorpay/evt_none"' not in log  # no such delivery: no link
     assert "evt_none" not in client.get("/console/actions?operator=nobody").text

@@ -189,14 +189,20 @@ class Logged:
     provider: str | None
     target: str
     result: str
+    stored: bool = False
+    """Whether the target is a delivery still stored: its page is linked only then (an action
+    on a key that never was, or a delivery purged since, is not)."""
 
 
 _LOG = """
-SELECT id, at, operator, action, provider, target, result FROM payhooks_console_actions
-WHERE (%(operator)s::text IS NULL OR operator = %(operator)s)
-  AND (%(before)s::bigint IS NULL OR (at, id) < (
+SELECT a.id, a.at, a.operator, a.action, a.provider, a.target, a.result,
+       EXISTS (SELECT 1 FROM processed_webhooks w
+               WHERE w.provider = a.provider AND w.event_id = a.target) AS stored
+FROM payhooks_console_actions a
+WHERE (%(operator)s::text IS NULL OR a.operator = %(operator)s)
+  AND (%(before)s::bigint IS NULL OR (a.at, a.id) < (
         SELECT at, id FROM payhooks_console_actions WHERE id = %(before)s))
-ORDER BY at DESC, id DESC LIMIT %(limit)s
+ORDER BY a.at DESC, a.id DESC LIMIT %(limit)s
 """
 LOG_PAGE = 100
 
