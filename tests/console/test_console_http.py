@@ -1049,3 +1049,30 @@ def test_the_action_log_shows_who_did_what(console):
     assert "not found" in log
     assert 'href="/console/deliveries/razorpay/evt_none"' not in log  # no such delivery: no link
     assert "evt_none" not in client.get("/console/actions?operator=nobody").text
+
+
+def test_an_operator_waits_for_the_consoles_first_connection_to_a_slow_database(
+    database_url, proxy
+):
+    """The console opens its connections at an operator's first page (none kept idle). A
+    database slow to take a connection (a loaded or distant server: 1.5 s here) makes that
+    page wait, as the merchant's console and the shop API wait, rather than answer 503 after
+    the webhook pool's one second."""
+    from payhooks.service.web import create_app
+    from tests.conftest import serving_app
+    from tests.console.conftest import password_hash
+    from tests.factories import SETTINGS
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO payhooks_operators (name, password_hash) VALUES (%s, %s)",
+            (OPERATOR, password_hash()),
+        )
+    proxy.connect_delay_s = 1.5
+    app = create_app(SETTINGS, api_token="api-token", url=proxy.url)
+    with serving_app(app) as base_url:
+        console = Console(base_url=base_url, database_url=proxy.url, app=app)
+        answer = console.client().post(
+            "/console/login", data={"name": OPERATOR, "password": PASSWORD}
+        )
+    assert answer.status_code == 303, answer.text

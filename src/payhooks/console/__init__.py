@@ -36,6 +36,7 @@ from payhooks.console.app import make
 from payhooks.console.formats import DEFAULT_TIMEZONE, UnknownTimezone
 from payhooks.console.pages import (
     CONNECTIONS,
+    WAIT_S,
     Console,
     Count,
     Fetch,
@@ -145,6 +146,7 @@ def console_app(
 
 __all__ = [
     "CONNECTIONS",
+    "WAIT_S",
     "Console",
     "Count",
     "Fetch",

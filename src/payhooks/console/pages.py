@@ -59,6 +59,9 @@ COOKIE = "payhooks_console"
 MAX_FIELD_CHARS = 1024
 MAX_FORM_BYTES = 16 * 1024  # the largest form holds three fields of MAX_FIELD_CHARS
 CONNECTIONS = 2  # the console's own database connections, and threads to use them
+WAIT_S = 5.0
+"""How long an operator's page waits for one of the console's connections: opened at the
+first page, on a loaded database that can take longer than a gateway would wait."""
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -430,7 +433,7 @@ class OwnPool:
                     min_size=0,
                     max_size=CONNECTIONS,
                     kwargs={"autocommit": True},
-                    timeout=5,
+                    timeout=WAIT_S,
                     open=True,
                     name="payhooks-console",
                 )

@@ -209,8 +209,9 @@ def _lifespan(
         # (nor holds) a connection the shop API or a gateway needs. None is opened before an
         # operator's first page; the webhook pools keep two each, the shop API's one.
         app.state.console_pool = database.open_pool(
-            target, settings, max_size=console.CONNECTIONS, deadline=False, checked=True, keep=0
-        )
+            target, settings, max_size=console.CONNECTIONS, deadline=False, checked=True, keep=0,
+            wait_s=console.WAIT_S,  # an operator waits as on a merchant's console
+        )  # fmt: skip
         with database.pooled():
             await async_pool.open(wait=False)
         app.state.pool, app.state.api_pool, app.state.async_pool = pool, api_pool, async_pool

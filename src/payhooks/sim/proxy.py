@@ -8,13 +8,18 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 
 class Proxy:
     """``cut()`` resets every open connection and refuses new ones (nothing listens on the
-    port); ``restore()`` listens again on the same port. ``url`` is ``target`` through it."""
+    port); ``restore()`` listens again on the same port. ``url`` is ``target`` through it.
+    ``connect_delay_s``: how long each new connection waits before it reaches the server (a
+    loaded or distant database)."""
+
+    connect_delay_s: float = 0.0
 
     def __init__(self, target: str) -> None:
         parts = conninfo_to_dict(target)
@@ -58,16 +63,25 @@ class Proxy:
                 client, _ = listener.accept()
             except OSError:
                 return  # cut: the listener was shut down
-            try:
-                server = _connect(*self._upstream)
-            except OSError:
-                _reset(client)
-                continue
-            server.settimeout(None)
-            with self._lock:
-                self._open.update((client, server))
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+            if self.connect_delay_s:  # each in a thread of its own, to wait side by side
+                threading.Thread(target=self._bridge, args=(client,), daemon=True).start()
+            else:  # at once, so that a cut finds every connection already joined
+                self._bridge(client)
+
+    def _bridge(self, client: socket.socket) -> None:
+        """``client`` joined to the server, after ``connect_delay_s``; reset if the server
+        cannot be reached."""
+        time.sleep(self.connect_delay_s)
+        try:
+            server = _connect(*self._upstream)
+        except OSError:
+            _reset(client)
+            return
+        server.settimeout(None)
+        with self._lock:
+            self._open.update((client, server))
+        for source, sink in ((client, server), (server, client)):
+            threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
