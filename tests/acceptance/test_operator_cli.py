@@ -7,7 +7,7 @@ import subprocess
 
 import psycopg
 
-from payhooks.console import auth
+from payhooks.operations import operators
 from tests.acceptance.conftest import PAYHOOKS
 
 
@@ -35,12 +35,12 @@ def test_add_list_change_and_remove_an_operator(env):
     added = operator(env, "add", "asha", "--password-stdin", stdin="first password 1\n")
     assert (added.returncode, added.stdout) == (0, "operator asha added\n"), added.stderr
     first = stored_hash(url, "asha")
-    assert first and auth.password_matches("first password 1", first)
+    assert first and operators.password_matches("first password 1", first)
     assert "first password" not in first
     assert operator(env, "list").stdout.startswith("asha\tadded ")
     changed = operator(env, "add", "asha", "--password-stdin", stdin="second password 2\n")
     assert changed.stdout == "operator asha has a new password\n"
-    assert auth.password_matches("second password 2", stored_hash(url, "asha") or "")
+    assert operators.password_matches("second password 2", stored_hash(url, "asha") or "")
     assert operator(env, "remove", "asha").stdout == "operator asha removed\n"
     assert stored_hash(url, "asha") is None
 
@@ -48,7 +48,9 @@ def test_add_list_change_and_remove_an_operator(env):
 def test_the_password_is_asked_twice_when_not_piped(env):
     answer = operator(env, "add", "ravi", stdin="a long password\na long password\n")
     assert answer.returncode == 0, answer.stderr
-    assert auth.password_matches("a long password", stored_hash(env["DATABASE_URL"], "ravi") or "")
+    assert operators.password_matches(
+        "a long password", stored_hash(env["DATABASE_URL"], "ravi") or ""
+    )
 
 
 def test_a_short_password_or_an_odd_name_is_refused_in_one_line(env):
@@ -95,4 +97,4 @@ def test_can_act_on_an_existing_operator_asks_for_a_password_as_the_docs_show(en
     assert answer.returncode == 0, answer.stderr
     assert "Password:" in answer.stdout and "Repeat for confirmation:" in answer.stdout
     assert answer.stdout.endswith("operator ravi has a new password (can act)\n")
-    assert auth.password_matches("ravi's password", stored_hash(url, "ravi") or "")
+    assert operators.password_matches("ravi's password", stored_hash(url, "ravi") or "")

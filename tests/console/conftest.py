@@ -12,7 +12,7 @@ import httpx
 import psycopg
 import pytest
 
-from payhooks.console import auth
+from payhooks.operations import operators
 from payhooks.service.web import create_app
 from tests import loopback
 from tests.conftest import serving_app
@@ -29,7 +29,7 @@ def password_hash() -> str:
     cost it names, for real (40 ms of CPU at the product's cost; the suite logs in ~400 times).
     Hashes made at the product's cost: tests/console/test_passwords.py, and every operator added by
     ``add_operator`` or ``payhooks operator add``."""
-    return auth.hash_password(PASSWORD, cost=(10, 8, 1))
+    return operators.hash_password(PASSWORD, cost=(10, 8, 1))
 
 
 @dataclass(frozen=True, slots=True)

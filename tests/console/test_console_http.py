@@ -19,6 +19,7 @@ import pytest
 from payhooks.console import auth
 from payhooks.events import Provider
 from payhooks.gateways import razorpay
+from payhooks.operations import operators
 from payhooks.service.shop import carts
 from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery, bank_reference
@@ -171,7 +172,7 @@ def test_removing_an_operator_ends_their_sessions(console):
     client = console.logged_in()
     assert client.get("/console").status_code == 200
     with psycopg.connect(console.database_url, autocommit=True) as conn:
-        auth.remove_operator(conn, OPERATOR)
+        operators.remove_operator(conn, OPERATOR)
     assert client.get("/console").status_code == 303
 
 
@@ -1013,7 +1014,7 @@ def test_a_read_only_operator_sees_pages_but_every_action_is_refused(console):
     from payhooks.console.pages import READ_ONLY
 
     with psycopg.connect(console.database_url, autocommit=True) as db:
-        auth.add_operator(db, "ravi", PASSWORD, read_only=True)
+        operators.add_operator(db, "ravi", PASSWORD, read_only=True)
     client = console.logged_in("ravi")
     home = client.get("/console/")
     assert home.status_code == 200 and "(read-only)" in home.text

@@ -17,8 +17,9 @@ from zoneinfo import ZoneInfo
 import psycopg
 import pytest
 
-from payhooks.console import auth, bulk, export
+from payhooks.console import bulk, export
 from payhooks.events import Provider
+from payhooks.operations import operators
 from payhooks.service.shop import carts
 from tests import loopback
 from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
@@ -504,7 +505,7 @@ def test_a_bulk_replay_without_the_sessions_token_replays_nothing(console, conn)
 def test_a_read_only_operator_sees_the_count_but_cannot_replay_in_bulk(console, conn):
     parked_for(console, "order_" + "J" * 14, "pay_bulkread0001")
     with psycopg.connect(console.database_url, autocommit=True) as db:
-        auth.add_operator(db, "ravi", PASSWORD, read_only=True)
+        operators.add_operator(db, "ravi", PASSWORD, read_only=True)
     client = console.logged_in("ravi")
     page = client.get("/console/parked/bulk").text
     assert "<strong>1</strong> delivery to replay" in page

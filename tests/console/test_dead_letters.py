@@ -185,12 +185,12 @@ def test_an_address_that_cannot_be_mailed_is_refused_saying_why(console, conn, a
 
 
 def test_a_read_only_operator_cannot_retry_all_or_readdress(console, conn):
-    from payhooks.console import auth
+    from payhooks.operations import operators
     from tests.console.conftest import PASSWORD
 
     [message_id] = dead(conn, 1)
     with psycopg.connect(console.database_url, autocommit=True) as db:
-        auth.add_operator(db, "ravi", PASSWORD, read_only=True)
+        operators.add_operator(db, "ravi", PASSWORD, read_only=True)
     client = console.logged_in("ravi")
     page = client.get("/console/dead").text
     assert "Retry all" not in page and "Send to this address" not in page

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from payhooks.console import auth
 from payhooks.events import Provider
 from payhooks.gateways._settlements import Line, LineKind, Settlement, SettlementState
+from payhooks.operations import operators
 from payhooks.service.web import create_app
 from payhooks.settlements import flags, records
 from tests.conftest import serving_app
@@ -150,8 +150,8 @@ def fetching(database_url, gateway_api) -> Iterator[tuple[Console, object]]:
     """The service's console with the gateways' API credentials, asking the doubles."""
     api, url = gateway_api
     with psycopg.connect(database_url, autocommit=True) as conn:
-        auth.add_operator(conn, OPERATOR, PASSWORD)
-        auth.add_operator(conn, "ravi", PASSWORD, read_only=True)
+        operators.add_operator(conn, OPERATOR, PASSWORD)
+        operators.add_operator(conn, "ravi", PASSWORD, read_only=True)
     app = create_app(settings_for(url), api_token="api-token", url=database_url)
     with serving_app(app) as base_url:
         yield Console(base_url=base_url, database_url=database_url, app=app), api

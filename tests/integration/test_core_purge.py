@@ -354,8 +354,9 @@ def test_ended_console_sessions_and_day_old_failed_logins_go(merchant):
     """A stranger's failed login writes a row: in a merchant's database, where no reference
     service purges, the core's purge must not let them grow."""
     from payhooks.console import auth
+    from payhooks.operations import operators
 
-    auth.add_operator(merchant, "asha", "correct horse battery")
+    operators.add_operator(merchant, "asha", "correct horse battery")
     auth.open_session(merchant, "asha")
     auth.open_session(merchant, "asha")
     merchant.execute(

@@ -1,6 +1,6 @@
 """Logging in to the console, and the sessions it keeps: the console's own door, apart from the
 API token (docs/console.md, "Who gets in"). The operators and their passwords are
-``payhooks.operations.operators``' (their names are also here, as the console imported them).
+``payhooks.operations.operators``'.
 
 A session is a random token: the cookie carries it signed (so a forged or stale cookie is
 refused before the database is asked), the database its sha256, its operator, expiry and CSRF
@@ -17,19 +17,7 @@ from datetime import timedelta
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from payhooks.operations.operators import MAX_PASSWORD_CHARS as MAX_PASSWORD_CHARS
-from payhooks.operations.operators import MIN_PASSWORD_CHARS as MIN_PASSWORD_CHARS
-from payhooks.operations.operators import NAME_PATTERN as NAME_PATTERN
-from payhooks.operations.operators import SCRYPT_COST as SCRYPT_COST
-from payhooks.operations.operators import Operator as Operator
-from payhooks.operations.operators import add_operator as add_operator
-from payhooks.operations.operators import checked_name as checked_name
-from payhooks.operations.operators import checked_password as checked_password
-from payhooks.operations.operators import decoy, stored_hash
-from payhooks.operations.operators import hash_password as hash_password
-from payhooks.operations.operators import operators as operators
-from payhooks.operations.operators import password_matches as password_matches
-from payhooks.operations.operators import remove_operator as remove_operator
+from payhooks.operations.operators import MAX_PASSWORD_CHARS, decoy, password_matches, stored_hash
 from payhooks.plumbing.db import Connection
 
 SESSION_LIFETIME = timedelta(hours=12)
