@@ -233,3 +233,23 @@ def test_a_payment_failing_to_be_captured_past_the_bound_is_an_alert(conn, rig):
         shop_authorised.failed(conn, Provider.RAZORPAY, buy.payment_id, "GatewayApiError: 502")
     [alert] = alerting.captures_failing(conn, datetime.now(UTC))
     assert alert.key == "captures_failing:razorpay" and "502" in alert.body
+
+
+def test_a_capture_claimed_at_the_end_of_its_window_by_a_worker_that_died_is_asked_again(conn, rig):
+    """A worker claims the payment in the window's last minute and dies before it calls the
+    gateway. Its claim (a two-minute lease) ends after the window: the payment is still
+    asked again, captured once and its order placed."""
+    buy = authorised(conn, rig)
+    conn.execute(
+        "UPDATE payments SET created_at = now() - %s + interval '1 minute' WHERE payment_id = %s",
+        (shop_authorised.WINDOW, buy.payment_id),
+    )
+    assert shop_authorised.claim(conn, Provider.RAZORPAY, buy.payment_id)  # then it died
+    conn.execute(  # three minutes on: past the window, and past the dead worker's lease
+        "UPDATE payments SET created_at = created_at - interval '3 minutes',"
+        " capture_next_at = capture_next_at - interval '3 minutes' WHERE payment_id = %s",
+        (buy.payment_id,),
+    )
+    assert application.capture_authorized(rig.reconciler()) == 1
+    assert captures(rig, buy) == 1
+    assert [p for _, p in orders_of(conn, buy.cart_id)] == [buy.payment_id]

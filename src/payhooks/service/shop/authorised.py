@@ -8,7 +8,8 @@ payment, delivered under reconciliation's key: its order is placed once with the
 claimed just before the call, under its cart's lock, and marked attempted for good, so no
 other payment of that cart is captured after it, whatever its capture comes to; one whose
 capture failed or went unanswered is asked again after its backoff (Razorpay answers
-"already captured", and the payment is read)."""
+"already captured", and the payment is read), for a day past the window
+(``ATTEMPTED_WINDOW``)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ from payhooks.plumbing.db import Connection
 WINDOW = timedelta(days=3)
 """How long after its authorisation a payment is captured: well inside Razorpay's own window
 before it releases an uncaptured payment."""
+ATTEMPTED_WINDOW = WINDOW + timedelta(days=1)
+"""How long a payment whose capture was attempted (claimed, failed or unanswered) is asked
+again: past ``WINDOW``, so that a worker that died holding its claim in the window's last
+minutes, or a backoff ending after it, is not the last word (the gateway may have taken the
+money, and asking again is safe: "already captured" is read as done)."""
 
 # One payment per cart first (the one whose capture was attempted, else the first
 # authorised), and only then the backoff: a cart whose chosen payment backs off waits, its
@@ -33,7 +39,8 @@ SELECT f.payment_id, f.amount_paise, f.currency FROM (
            coalesce(p.currency, 'INR') AS currency, p.created_at, p.capture_next_at
     FROM payments p JOIN carts c ON c.id = p.cart_id
     WHERE p.provider = %(provider)s AND p.status = 'authorized'
-      AND p.created_at > now() - %(window)s
+      AND (p.created_at > now() - %(window)s
+           OR p.capture_next_at IS NOT NULL AND p.created_at > now() - %(attempted_window)s)
       AND c.status = 'open' AND p.amount_paise = c.amount_paise
       AND coalesce(p.currency, 'INR') = c.currency
     ORDER BY p.cart_id, p.capture_next_at IS NULL, p.created_at, p.payment_id
@@ -94,7 +101,12 @@ def due(conn: Connection, provider: Provider, limit: int = 50) -> list[Authorise
     """The gateway's authorised payments to capture now, one per cart (the first authorised,
     or the one a capture was attempted of: a customer who paid twice is charged once),
     their cart open, for its amount; a cart whose payment's capture backs off waits."""
-    params = {"provider": provider.value, "window": WINDOW, "limit": limit}
+    params = {
+        "provider": provider.value,
+        "window": WINDOW,
+        "attempted_window": ATTEMPTED_WINDOW,
+        "limit": limit,
+    }
     rows = conn.execute(DUE, params).fetchall()
     return [Authorised(payment_id=r[0], amount_paise=int(r[1]), currency=r[2]) for r in rows]
 
@@ -118,4 +130,13 @@ def failed(conn: Connection, provider: Provider, payment_id: str, error: str) ->
     conn.execute(FAILED, params)
 
 
-__all__ = ["ALERTED_AFTER", "LEASE", "WINDOW", "Authorised", "claim", "due", "failed"]
+__all__ = [
+    "ALERTED_AFTER",
+    "ATTEMPTED_WINDOW",
+    "LEASE",
+    "WINDOW",
+    "Authorised",
+    "claim",
+    "due",
+    "failed",
+]
