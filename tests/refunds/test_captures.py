@@ -233,6 +233,12 @@ def test_a_payment_failing_to_be_captured_past_the_bound_is_an_alert(conn, rig):
         shop_authorised.failed(conn, Provider.RAZORPAY, buy.payment_id, "GatewayApiError: 502")
     [alert] = alerting.captures_failing(conn, datetime.now(UTC))
     assert alert.key == "captures_failing:razorpay" and "502" in alert.body
+    conn.execute(  # past the days the worker asks: it asks no more, and says so no more
+        "UPDATE payments SET created_at = now() - %s - interval '1 minute' WHERE payment_id = %s",
+        (shop_authorised.ATTEMPTED_WINDOW, buy.payment_id),
+    )
+    assert shop_authorised.due(conn, Provider.RAZORPAY) == []
+    assert alerting.captures_failing(conn, datetime.now(UTC)) == []
 
 
 def test_a_capture_claimed_at_the_end_of_its_window_by_a_worker_that_died_is_asked_again(conn, rig):

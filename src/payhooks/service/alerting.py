@@ -99,16 +99,20 @@ def refunds_needed(conn: Connection, now: datetime) -> list[Alert]:
     ]
 
 
+# The payments the worker still asks about (``authorised.ATTEMPTED_WINDOW``): past it, it asks
+# no more, and the authorisation lapses at the gateway.
 _CAPTURES_FAILING = """
 SELECT provider, count(*), min(capture_error) FROM payments
 WHERE provider = ANY(%s) AND status = 'authorized' AND capture_attempts >= %s
+  AND created_at > now() - %s
 GROUP BY provider ORDER BY provider
 """
 
 
 def captures_failing(conn: Connection, now: datetime) -> list[Alert]:
     capturing = [p.value for p, found in GATEWAYS.items() if found.captures_authorized]
-    rows = conn.execute(_CAPTURES_FAILING, (capturing, authorised.ALERTED_AFTER)).fetchall()
+    bounds = (capturing, authorised.ALERTED_AFTER, authorised.ATTEMPTED_WINDOW)
+    rows = conn.execute(_CAPTURES_FAILING, bounds).fetchall()
     return [_capture_alert(provider, count, error) for provider, count, error in rows]
 
 
@@ -121,7 +125,9 @@ def _capture_alert(provider: str, count: int, error: str | None) -> Alert:
         body=(
             f"The worker failed {authorised.ALERTED_AFTER} times or more to capture and "
             f"apply {count} authorised {title} payment(s) (one error: {error}). It keeps "
-            "asking, backed off to once an hour. `payhooks trace ID` shows each; capture "
+            "asking, backed off to once an hour, until "
+            f"{authorised.ATTEMPTED_WINDOW.days} days after each was authorised. "
+            "`payhooks trace ID` shows each; capture "
             f"one in {title}'s dashboard, or leave it to lapse and be refunded by {title}."
         ),
     )
