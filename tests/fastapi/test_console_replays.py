@@ -22,9 +22,9 @@ from psycopg_pool import AsyncConnectionPool
 import payhooks
 from payhooks import EventKind
 from payhooks.console import close, console
-from payhooks.console.auth import add_operator
 from payhooks.console.pages import OwnPool, local, prefix_of
 from payhooks.fastapi import AsyncHooks, router
+from payhooks.operations.operators import add_operator
 from payhooks.plumbing.errors import DatabaseUnavailable
 from tests import loopback
 from tests.console.conftest import csrf_of
