@@ -71,7 +71,8 @@ SERVICE = [
      "automatically, once, at the gateways payhooks refunds (below; their API credentials "
      "needed); the others keep the flag for a person ([Operating payhooks](operations.md))"),
     ("PAYHOOKS_CAPTURE_AUTHORIZED", "capture_authorized", "`true` or `false`: the worker "
-     "captures payments authorised and not captured (manual capture), once, within 3 days, "
+     "captures payments authorised and not captured (manual capture), once, within 3 days "
+     "(a day more for one whose capture was attempted), "
      "while their cart is open and for its amount, at the gateways below that capture them; "
      "any other is left to lapse"),
     ("PAYHOOKS_CONSOLE_TIMEZONE", "console_timezone", "the zone the console shows every time "
