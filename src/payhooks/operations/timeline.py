@@ -71,25 +71,26 @@ class Lookup:
 _ORDER_OF_PAYMENT = """
     JOIN payhooks_payments p ON p.provider = w.provider AND p.payment_id = w.payment_id
                             AND p.gateway_order_id IS NOT NULL"""
+# The tables that name a gateway order, and the column naming it: each read through its
+# (provider, column) index. A payment's record (payhooks_payments) outlives the others' purge.
+_NAMING_AN_ORDER = (
+    ("payhooks_expectations", "gateway_order_id"),
+    ("processed_webhooks", "merchant_ref"),
+    ("payhooks_deliveries", "merchant_ref"),
+    ("payhooks_amount_mismatches", "gateway_order_id"),
+    ("payhooks_payments", "gateway_order_id"),
+)
 # Each returns (provider, gateway order id); naming every provider lets PostgreSQL use the
 # (provider, ...) indexes.
 _FIND = {
     Matched.GATEWAY_ORDER: """
         SELECT g.provider, %(q)s FROM unnest(%(providers)s::text[]) AS g (provider)
-        WHERE EXISTS (SELECT FROM payhooks_expectations
-                      WHERE provider = g.provider AND gateway_order_id = %(q)s
-                      UNION ALL
-                      SELECT FROM processed_webhooks
-                      WHERE provider = g.provider AND merchant_ref = %(q)s
-                      UNION ALL
-                      SELECT FROM payhooks_deliveries
-                      WHERE provider = g.provider AND merchant_ref = %(q)s
-                      UNION ALL
-                      SELECT FROM payhooks_amount_mismatches
-                      WHERE provider = g.provider AND gateway_order_id = %(q)s
-                      UNION ALL
-                      SELECT FROM payhooks_payments
-                      WHERE provider = g.provider AND gateway_order_id = %(q)s)""",
+        WHERE EXISTS ("""
+    + " UNION ALL ".join(
+        f"SELECT FROM {table} WHERE provider = g.provider AND {column} = %(q)s"
+        for table, column in _NAMING_AN_ORDER
+    )
+    + ")",
     Matched.REFERENCE: """
         (SELECT provider, gateway_order_id FROM payhooks_expectations
          WHERE reference = %(q)s LIMIT %(limit)s)
