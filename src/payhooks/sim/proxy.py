@@ -71,7 +71,8 @@ class Proxy:
     def _bridge(self, client: socket.socket) -> None:
         """``client`` joined to the server, after ``connect_delay_s``; reset if the server
         cannot be reached."""
-        time.sleep(self.connect_delay_s)
+        if self.connect_delay_s:
+            time.sleep(self.connect_delay_s)
         try:
             server = _connect(*self._upstream)
         except OSError:
