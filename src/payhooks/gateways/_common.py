@@ -156,6 +156,15 @@ def text_field(value: object, field: str, *, strict: bool, provider: Provider) -
     return None
 
 
+def id_field(value: object, field: str, *, strict: bool, provider: Provider) -> str | None:
+    """``text_field`` of an id the gateway writes as a string or, in another version or
+    answer, as a bare whole number (Cashfree's ``cf_payment_id``, its settlement ids): both
+    read as the same string, so either finds the same payment."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return text_field(value, field, strict=strict, provider=provider)
+
+
 def refuse(problem: str, *, strict: bool, provider: Provider) -> None:
     """An odd field: malformed in an event payhooks acts on (``strict``); for the rest the
     caller leaves it out, so an authentic event that is ignored is still answered 200."""
@@ -188,6 +197,28 @@ def require_secrets(secrets: tuple[str, ...], refusal: str) -> None:
     """An adapter needs at least one secret and no empty one: ``ValueError(refusal)``."""
     if not secrets or any(s == "" for s in secrets):
         raise ValueError(refusal)
+
+
+def require_credentials(credentials: tuple[str, ...], *, missing: str, malformed: str) -> None:
+    """Static webhook credentials (Juspay's, PhonePe's): at least one, none empty
+    (``ValueError(missing)``), each ``username:password`` with both parts non-empty, split
+    at the first ':' as a password may hold more (``ValueError(malformed)``): one that is not
+    could never match a callback, so the setting is refused at start."""
+    require_secrets(credentials, missing)
+    for credential in credentials:
+        username, colon, password = credential.partition(":")
+        if not (username and colon and password):
+            raise ValueError(malformed)
+
+
+def header_value(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of the header ``name`` (lower case), whatever case it came in: ingest passes
+    lower-case names, a merchant calling ``verify`` directly may pass ``Authorization`` as
+    they were given it."""
+    found = headers.get(name)
+    if found is not None:
+        return found
+    return next((v for k, v in headers.items() if k.lower() == name), None)
 
 
 def words(*values: object) -> str | None:

@@ -24,8 +24,8 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-from payhooks.events import MAX_PAISE, MAX_TEXT_CHARS, Provider
-from payhooks.gateways._common import child, rupees_to_paise, text_field
+from payhooks.events import MAX_PAISE, MAX_TEXT_CHARS, Event, EventKind, Provider
+from payhooks.gateways._common import child, id_field, rupees_to_paise, sha256_hex
 from payhooks.plumbing.errors import MalformedPayload
 
 
@@ -228,10 +228,7 @@ def _marked(node: object) -> object:
 def loose_text(provider: Provider, node: object, *path: str) -> str | None:
     """A text field (or a whole number) at ``path`` as far as it reads, None otherwise: what an
     unreadable line names, never itself a reason to refuse."""
-    value = child(node, *path)
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    found = text_field(value, ".".join(path), strict=False, provider=provider)
+    found = id_field(child(node, *path), ".".join(path), strict=False, provider=provider)
     return None if found is None else found[:MAX_TEXT_CHARS]
 
 
@@ -255,6 +252,19 @@ class Settles:
     source: str
     """The public page that states the cycle."""
     webhook: Callable[[bytes], Settlement]
+
+
+def settlement_event(settled: Settlement, *, event_type: str, event_id: str, body: bytes) -> Event:
+    """A settlement webhook as an ``Event``, once ``settled`` was read whole from ``body`` (a
+    payout payhooks cannot record is malformed at the door, never a recorded delivery that
+    fails later) and its key chosen (each gateway keys it on the settlement's id)."""
+    return Event(
+        provider=settled.provider,
+        kind=EventKind.SETTLEMENT,
+        event_type=event_type,
+        event_id=event_id,
+        payload_sha256=sha256_hex(body),
+    )
 
 
 T = TypeVar("T")
@@ -291,11 +301,8 @@ def _present(provider: Provider, found: T | None, path: tuple[str, ...]) -> T:
 def optional_text(provider: Provider, node: object, *path: str) -> str | None:
     """A text field at ``path``, None when missing or empty; a number the gateway sends
     unquoted (Cashfree's settlement id and UTR) is read as its digits."""
-    value = child(node, *path)
     name = ".".join(path)
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
-    found = text_field(value, name, strict=True, provider=provider)
+    found = id_field(child(node, *path), name, strict=True, provider=provider)
     if found is not None and len(found) > MAX_TEXT_CHARS:
         raise MalformedPayload(provider, f"{name} is over {MAX_TEXT_CHARS} characters")
     return found
@@ -306,14 +313,22 @@ def text(provider: Provider, node: object, *path: str) -> str:
     return _present(provider, optional_text(provider, node, *path), path)
 
 
-def optional_paise(provider: Provider, node: object, *path: str) -> int | None:
-    """An amount in integer paise (Razorpay's), None when missing."""
+def _whole(
+    provider: Provider, node: object, path: tuple[str, ...], *, below: int, what: str
+) -> int | None:
+    """A whole number at ``path`` from 0 up to, not including, ``below`` (what a record can
+    hold), None when missing; anything else is malformed: "<path> is not <what>"."""
     value = child(node, *path)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_PAISE:
-        raise MalformedPayload(provider, f"{'.'.join(path)} is not a whole number of paise")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < below:
+        raise MalformedPayload(provider, f"{'.'.join(path)} is not {what}")
     return value
+
+
+def optional_paise(provider: Provider, node: object, *path: str) -> int | None:
+    """An amount in integer paise (Razorpay's), None when missing."""
+    return _whole(provider, node, path, below=MAX_PAISE + 1, what="a whole number of paise")
 
 
 def paise(provider: Provider, node: object, *path: str) -> int:
@@ -343,12 +358,8 @@ def rupees(provider: Provider, node: object, *path: str) -> int:
 
 def epoch(provider: Provider, node: object, *path: str) -> datetime | None:
     """A Unix time in seconds (Razorpay's), or None when missing."""
-    value = child(node, *path)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**37:
-        raise MalformedPayload(provider, f"{'.'.join(path)} is not a Unix time")
-    return datetime.fromtimestamp(value, UTC)
+    seconds = _whole(provider, node, path, below=2**37, what="a Unix time")
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
 def iso_time(provider: Provider, node: object, *path: str) -> datetime | None:
@@ -398,6 +409,7 @@ __all__ = [
     "paise",
     "read_items",
     "rupees",
+    "settlement_event",
     "signed",
     "text",
     "unreadable",

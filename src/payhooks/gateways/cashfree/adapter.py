@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from payhooks.events import Dispute, Event, EventKind, Provider, is_text
 from payhooks.gateways import _common
+from payhooks.gateways._settlements import settlement_event
 from payhooks.gateways.cashfree import settlements
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
@@ -305,13 +306,8 @@ def _settlement_event(event_type: str, headers: Mapping[str, str], body: bytes) 
     on its type and settlement id when no idempotency header came (each state of one
     settlement is a delivery of its own)."""
     settled = settlements.webhook(body)
-    return Event(
-        provider=_P,
-        kind=EventKind.SETTLEMENT,
-        event_type=event_type,
-        event_id=_event_id(headers, event_type, body, settled.settlement_id, None),
-        payload_sha256=_common.sha256_hex(body),
-    )
+    key = _event_id(headers, event_type, body, settled.settlement_id, None)
+    return settlement_event(settled, event_type=event_type, event_id=key, body=body)
 
 
 def _checked(event: Event, needed: Mapping[str, object], *, strict: bool) -> Event:
@@ -338,9 +334,7 @@ def _status(value: object, field: str, *, decides: bool) -> str | None:
 
 def _id(value: object, field: str, *, strict: bool) -> str | None:
     """cf_payment_id is an int up to 2022-09-01 and a string from 2023-08-01: always a str."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return _text(value, field, strict=strict)
+    return _common.id_field(value, field, strict=strict, provider=_P)
 
 
 def _amount(value: object, field: str, *, strict: bool) -> int | None:

@@ -63,18 +63,16 @@ class Juspay:
     credentials: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        _common.require_secrets(self.credentials, "Juspay needs at least one webhook credential")
-        for credential in self.credentials:
-            username, colon, password = credential.partition(":")
-            if not (username and colon and password):
-                raise ValueError(
-                    "each Juspay webhook credential is username:password as set in Juspay's "
-                    "dashboard (Settings, Webhooks), both non-empty"
-                )
+        _common.require_credentials(
+            self.credentials,
+            missing="Juspay needs at least one webhook credential",
+            malformed="each Juspay webhook credential is username:password as set in Juspay's "
+            "dashboard (Settings, Webhooks), both non-empty",
+        )
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """The Basic credentials against each configured one, in constant time."""
-        username, password = basic_credentials(_header(headers, AUTHORIZATION_HEADER))
+        username, password = basic_credentials(_common.header_value(headers, AUTHORIZATION_HEADER))
         found = False
         for credential in self.credentials:
             user, _, secret = credential.encode("utf-8").partition(b":")
@@ -91,14 +89,6 @@ class Juspay:
         said = _read(event_type, doc.get("content"))
         key = delivery_key(_event_id(doc.get("id")), said, event_type, body)
         return said.event(event_type=event_type, event_id=key, body=body, unconfirmed=True)
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    """``name``'s value; ingest passes lower-case names, a merchant calling ``verify`` may not."""
-    value = headers.get(name)
-    if value is None:
-        value = next((v for k, v in headers.items() if k.lower() == name), None)
-    return value
 
 
 def basic_credentials(value: str | None) -> tuple[bytes, bytes]:
@@ -375,9 +365,7 @@ def _payment_id(entity: object, *, strict: bool) -> str | None:
 def _id(value: object, field: str, *, strict: bool) -> str | None:
     """An id Juspay writes as a string; a whole number (type drift, as its samples show for
     amounts) is read as the same string."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return _common.text_field(value, field, strict=strict, provider=_P)
+    return _common.id_field(value, field, strict=strict, provider=_P)
 
 
 def _status(value: object, field: str, *, decides: bool) -> str | None:

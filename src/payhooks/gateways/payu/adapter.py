@@ -279,9 +279,7 @@ def _refund(body: bytes) -> Event:
 def _identifier(value: object, field: str, *, strict: bool) -> str | None:
     """An id PayU writes as a string (``"12931740588"``) or, in some answers, a bare number;
     spaces around it (its samples have them) are not part of it."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    found = _common.text_field(value, field, strict=strict, provider=_P)
+    found = _common.id_field(value, field, strict=strict, provider=_P)
     return None if found is None else found.strip() or None
 
 

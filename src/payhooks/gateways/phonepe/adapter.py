@@ -63,18 +63,17 @@ class PhonePe:
     credentials: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        _common.require_secrets(
-            self.credentials, "PhonePe needs at least one webhook username:password"
+        _common.require_credentials(
+            self.credentials,
+            missing="PhonePe needs at least one webhook username:password",
+            malformed="each PhonePe webhook credential is username:password, as set in the "
+            "dashboard",
         )
-        if not all(_credential(c) for c in self.credentials):
-            raise ValueError(
-                "each PhonePe webhook credential is username:password, as set in the dashboard"
-            )
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """The header against each credential's digest, in constant time; the body plays no
         part (PhonePe signs none)."""
-        given = _header(headers, AUTHORIZATION_HEADER)
+        given = _common.header_value(headers, AUTHORIZATION_HEADER)
         if not given:
             raise SignatureMismatch(_P, "Authorization header missing")
         if not _DIGEST.fullmatch(given):
@@ -264,20 +263,6 @@ def paise(value: object, field: str, *, strict: bool) -> int | None:
 
 def _text(value: object, field: str, *, strict: bool) -> str | None:
     return _common.text_field(value, field, strict=strict, provider=_P)
-
-
-def _credential(value: str) -> bool:
-    username, colon, password = value.partition(":")
-    return bool(username and colon and password)
-
-
-def _header(headers: Mapping[str, str], name: str) -> str | None:
-    """``name`` looked up whatever its case: ingest passes lower-case names, a merchant
-    calling ``verify`` directly may pass the ``Authorization`` they were given."""
-    found = headers.get(name)
-    if found is not None:
-        return found
-    return next((v for k, v in headers.items() if k.lower() == name), None)
 
 
 __all__ = [

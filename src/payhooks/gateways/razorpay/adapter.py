@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from payhooks.events import Dispute, Event, EventKind, Provider
 from payhooks.gateways import _common
+from payhooks.gateways._settlements import settlement_event
 from payhooks.gateways.razorpay import settlements
 from payhooks.plumbing.errors import MalformedPayload
 
@@ -159,13 +160,8 @@ def _settlement_event(event_type: str, headers: Mapping[str, str], body: bytes) 
     """A payout: read whole here (a settlement payhooks cannot record is malformed), keyed
     on the settlement's id when no event id header came."""
     settled = settlements.webhook(body)
-    return Event(
-        provider=_P,
-        kind=EventKind.SETTLEMENT,
-        event_type=event_type,
-        event_id=_keyed(headers, event_type, settled.settlement_id, body),
-        payload_sha256=_common.sha256_hex(body),
-    )
+    key = _keyed(headers, event_type, settled.settlement_id, body)
+    return settlement_event(settled, event_type=event_type, event_id=key, body=body)
 
 
 def _read_payment(entity: object, *, strict: bool) -> _Payment:
