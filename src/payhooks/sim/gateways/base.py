@@ -5,10 +5,11 @@ scenarios of its own. Each module beside this one builds one ``Simulator``."""
 from __future__ import annotations
 
 import email.utils
+import functools
 import random
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from payhooks.sim.deliveries import Delivery, Disputed, Paid, Purchase
 from payhooks.sim.stage import Result, Stage
 
 if TYPE_CHECKING:
+    from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import Route
 
@@ -47,6 +49,26 @@ def _wait(scripted: parts.Fault) -> str:
     if not scripted.retry_after_date:
         return str(scripted.retry_after_s)
     return email.utils.formatdate(time.time() + scripted.retry_after_s, usegmt=True)
+
+
+def guarded(
+    api: parts.GatewayBooks,
+    provider: Provider,
+    refusal: Callable[[Request], Response | None],
+    answer: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """``answer`` behind what a status-API route checks first, so each gateway says only how
+    it refuses wrong credentials (``refusal``'s answer, None when right): then the next
+    scripted fault plays, and only then the route answers."""
+
+    @functools.wraps(answer)
+    async def route(request: Request) -> Response:
+        refused = refusal(request)
+        if refused is None:
+            refused = await api.fault(provider)
+        return refused if refused is not None else await answer(request)
+
+    return route
 
 
 class NoSimulator(PayhooksError):

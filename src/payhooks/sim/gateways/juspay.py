@@ -26,7 +26,7 @@ from payhooks.events import Provider
 from payhooks.gateways.juspay.adapter import authorization
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Paid, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator, retry_after
+from payhooks.sim.gateways.base import Booked, Simulator, guarded, retry_after
 from payhooks.sim.parts import (
     ApiKeyValues,
     Fault,
@@ -228,19 +228,20 @@ def _json(doc: object) -> str:
 
 
 def routes(api: GatewayBooks) -> list[Route]:
+    def refusal(request: Request) -> Response | None:
+        if _authorised(request, *api_keys(api.keys)):
+            return None
+        return _error(401, "access_denied", "UNAUTHORIZED", "Invalid API Key. Please pass "
+                      "a valid and active api key.")  # fmt: skip
+
     async def order_status(request: Request) -> Response:
-        if not _authorised(request, *api_keys(api.keys)):
-            return _error(401, "access_denied", "UNAUTHORIZED", "Invalid API Key. Please pass "
-                          "a valid and active api key.")  # fmt: skip
-        fault = await api.fault(Provider.JUSPAY)
-        if fault is not None:
-            return fault
         found = api.order(Provider.JUSPAY, request.path_params["order_id"])
         if found is None:
             return _not_created(request.path_params["order_id"])
         return Response(_json(_answer(found, api.now)), media_type="application/json")
 
-    return [Route("/orders/{order_id}", order_status, methods=["GET"])]
+    checked = guarded(api, Provider.JUSPAY, refusal, order_status)
+    return [Route("/orders/{order_id}", checked, methods=["GET"])]
 
 
 def _authorised(request: Request, merchant_id: str, api_key: str) -> bool:

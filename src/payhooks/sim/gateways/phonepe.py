@@ -24,7 +24,7 @@ from payhooks.gateways.phonepe.adapter import authorization
 from payhooks.gateways.phonepe.status import client_identity
 from payhooks.sim import stage as judged
 from payhooks.sim.deliveries import Delivery, Paid, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator, retry_after
+from payhooks.sim.gateways.base import Booked, Simulator, guarded, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Order, Signer, StormOptions, Story
 from payhooks.sim.stage import Result, Stage
 
@@ -180,16 +180,16 @@ def routes(api: GatewayBooks) -> list[Route]:
             "session_expires_at": now + TOKEN_LIFE_S, "token_type": "O-Bearer",
         })  # fmt: skip
 
-    async def status(request: Request) -> Response:
+    def refusal(request: Request) -> Response | None:
         given = request.headers.get("authorization", "")
         with lock:
             known = given.startswith("O-Bearer ") and given[9:] in issued
-        if not known:
-            return _error(401, "AUTHORIZATION_FAILED", "Authorization failed [message = "
-                          "Please check the authorization token and try again]")  # fmt: skip
-        fault = await api.fault(Provider.PHONEPE)
-        if fault is not None:
-            return fault
+        if known:
+            return None
+        return _error(401, "AUTHORIZATION_FAILED", "Authorization failed [message = "
+                      "Please check the authorization token and try again]")  # fmt: skip
+
+    async def status(request: Request) -> Response:
         order = api.order(Provider.PHONEPE, request.path_params["merchant_order_id"])
         if order is None:
             return _error(400, "INVALID_MERCHANT_ORDER_ID",
@@ -197,9 +197,10 @@ def routes(api: GatewayBooks) -> list[Route]:
         every = request.query_params.get("details", "false").lower() == "true"
         return JSONResponse(answer_of(order, api.now, every=every))
 
+    checked = guarded(api, Provider.PHONEPE, refusal, status)
     return [
         Route("/identity-manager/v1/oauth/token", token, methods=["POST"]),
-        Route("/pg/checkout/v2/order/{merchant_order_id}/status", status, methods=["GET"]),
+        Route("/pg/checkout/v2/order/{merchant_order_id}/status", checked, methods=["GET"]),
     ]
 
 

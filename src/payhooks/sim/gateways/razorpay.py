@@ -9,7 +9,7 @@ import hmac
 import json
 import random
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -20,7 +20,7 @@ from payhooks.events import Provider
 from payhooks.gateways import razorpay
 from payhooks.sim import parts
 from payhooks.sim.deliveries import Delivery, Disputed, Paid, bank_reference
-from payhooks.sim.gateways.base import Booked, Simulator, retry_after
+from payhooks.sim.gateways.base import Booked, Simulator, guarded, retry_after
 from payhooks.sim.parts import Fault, GatewayBooks, Signer, StormOptions, Story
 
 
@@ -58,27 +58,9 @@ def delivery(
         refunded = {**money, "amount": refund_amount_paise or amount_paise}
         payload["refund"] = {"entity": _refund(refund_id, payment_id, refunded)}
         contains.insert(0, "refund")
-    envelope = {
-        "entity": "event",
-        "account_id": "acc_demo",
-        "event": event,
-        "contains": contains,
-        "payload": payload,
-        "created_at": gateway.now,
-    }
-    body = json.dumps(envelope).encode() + b"\n"
-    headers = {
-        "content-type": "application/json",
-        "x-razorpay-signature": razorpay.sign(body, gateway.keys.razorpay),
-    }
-    if with_event_id:
-        headers["x-razorpay-event-id"] = event_id or "evt_" + secrets.token_hex(7)
-    return Delivery(
-        provider=Provider.RAZORPAY,
-        body=body,
-        headers=headers,
-        label=f"razorpay {event} {payment_id}",
-    )
+    envelope = _envelope(event, contains, payload, gateway.now)
+    sent_as = (event_id or _new_event_id()) if with_event_id else None
+    return _signed(gateway, envelope, payment_id, sent_as)
 
 
 def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
@@ -128,22 +110,43 @@ def dispute_delivery(gateway: Signer, disputed: Disputed) -> Delivery:
         "phase": disputed.phase,
         "created_at": gateway.now,
     }
-    envelope = {
+    payload: dict[str, object] = {"payment": {"entity": payment}, "dispute": {"entity": entity}}
+    envelope = _envelope(event, ["payment", "dispute"], payload, disputed.reported_at)
+    return _signed(gateway, envelope, disputed.dispute_id, _new_event_id())
+
+
+def _envelope(
+    event: str, contains: list[str], payload: dict[str, object], created_at: int
+) -> dict[str, object]:
+    """Razorpay's event envelope, the same around every webhook it sends."""
+    return {
         "entity": "event",
         "account_id": "acc_demo",
         "event": event,
-        "contains": ["payment", "dispute"],
-        "payload": {"payment": {"entity": payment}, "dispute": {"entity": entity}},
-        "created_at": disputed.reported_at,
+        "contains": contains,
+        "payload": payload,
+        "created_at": created_at,
     }
+
+
+def _signed(
+    gateway: Signer, envelope: dict[str, object], about: str, event_id: str | None
+) -> Delivery:
+    """``envelope`` as Razorpay sends every webhook: signed with the webhook secret, under
+    ``event_id`` (``x-razorpay-event-id``) unless None, labelled with the id it is ``about``."""
     body = json.dumps(envelope).encode() + b"\n"
     headers = {
         "content-type": "application/json",
         "x-razorpay-signature": razorpay.sign(body, gateway.keys.razorpay),
-        "x-razorpay-event-id": "evt_" + secrets.token_hex(7),
     }
-    label = f"razorpay {event} {disputed.dispute_id}"
+    if event_id is not None:
+        headers["x-razorpay-event-id"] = event_id
+    label = f"razorpay {envelope['event']} {about}"
     return Delivery(provider=Provider.RAZORPAY, body=body, headers=headers, label=label)
+
+
+def _new_event_id() -> str:
+    return "evt_" + secrets.token_hex(7)
 
 
 def _payment(
@@ -205,22 +208,15 @@ def _refund(refund_id: str, payment_id: str, money: dict[str, object]) -> dict[s
 
 def routes(api: GatewayBooks) -> list[Route]:
     async def payments(request: Request) -> Response:
-        if (refused := await _refused(api, request)) is not None:
-            return refused
         order = api.order(Provider.RAZORPAY, request.path_params["order_id"])
-        if order is None:
-            return _error(400, "The id provided does not exist")
-        items = list(order.payments)
-        return JSONResponse({"entity": "collection", "count": len(items), "items": items})
+        return _found(None if order is None else _collection(list(order.payments)))
 
     async def refund(request: Request) -> Response:
         """``POST /v1/payments/{id}/refund``: idempotent under ``X-Refund-Idempotency``."""
-        if (refused := await _refused(api, request)) is not None:
-            return refused
         payment_id = request.path_params["payment_id"]
         paid = api.payment_of(Provider.RAZORPAY, payment_id)
         if paid is None:
-            return _error(400, "The id provided does not exist")
+            return _error(400, _UNKNOWN_ID)
         if paid.get("status") != "captured":
             return _error(400, "The payment status should be captured for action to be taken")
         try:
@@ -253,8 +249,6 @@ def routes(api: GatewayBooks) -> list[Route]:
 
     async def capture(request: Request) -> Response:
         """``POST /v1/payments/{id}/capture``: an authorised payment, for its whole amount."""
-        if (refused := await _refused(api, request)) is not None:
-            return refused
         payment_id = request.path_params["payment_id"]
         try:
             asked = json.loads(await request.body())
@@ -270,38 +264,26 @@ def routes(api: GatewayBooks) -> list[Route]:
 
     async def payment(request: Request) -> Response:
         """``GET /v1/payments/{id}``: the payment entity."""
-        if (refused := await _refused(api, request)) is not None:
-            return refused
-        found = api.payment_of(Provider.RAZORPAY, request.path_params["payment_id"])
-        if found is None:
-            return _error(400, "The id provided does not exist")
-        return JSONResponse(found)
+        return _found(api.payment_of(Provider.RAZORPAY, request.path_params["payment_id"]))
 
     async def refunds_of(request: Request) -> Response:
         """``GET /v1/payments/{id}/refunds``: the payment's refunds, a collection."""
-        if (refused := await _refused(api, request)) is not None:
-            return refused
-        items = list(
-            api.money.refunds.get((Provider.RAZORPAY, request.path_params["payment_id"]), [])
-        )
-        return JSONResponse({"entity": "collection", "count": len(items), "items": items})
+        made = api.money.refunds.get((Provider.RAZORPAY, request.path_params["payment_id"]), [])
+        return JSONResponse(_collection(list(made)))
 
     async def refund_of(request: Request) -> Response:
         """``GET /v1/payments/{id}/refunds/{refund_id}``: one refund of the payment."""
-        if (refused := await _refused(api, request)) is not None:
-            return refused
         made = api.money.refunds.get((Provider.RAZORPAY, request.path_params["payment_id"]), [])
-        found = [r for r in made if r["id"] == request.path_params["refund_id"]]
-        return JSONResponse(found[0]) if found else _error(400, "The id provided does not exist")
+        return _found(next((r for r in made if r["id"] == request.path_params["refund_id"]), None))
 
     return [
         *settlement_routes(api),
-        Route("/v1/orders/{order_id}/payments", payments, methods=["GET"]),
-        Route("/v1/payments/{payment_id}/refund", refund, methods=["POST"]),
-        Route("/v1/payments/{payment_id}/refunds", refunds_of, methods=["GET"]),
-        Route("/v1/payments/{payment_id}/refunds/{refund_id}", refund_of, methods=["GET"]),
-        Route("/v1/payments/{payment_id}/capture", capture, methods=["POST"]),
-        Route("/v1/payments/{payment_id}", payment, methods=["GET"]),
+        _route(api, "/v1/orders/{order_id}/payments", payments),
+        _route(api, "/v1/payments/{payment_id}/refund", refund, "POST"),
+        _route(api, "/v1/payments/{payment_id}/refunds", refunds_of),
+        _route(api, "/v1/payments/{payment_id}/refunds/{refund_id}", refund_of),
+        _route(api, "/v1/payments/{payment_id}/capture", capture, "POST"),
+        _route(api, "/v1/payments/{payment_id}", payment),
     ]
 
 
@@ -313,8 +295,6 @@ def settlement_routes(api: GatewayBooks) -> list[Route]:
     ``year`` and ``month`` required, ``day`` optional, ``count`` (at most 1000) and ``skip``."""
 
     async def recon(request: Request) -> Response:
-        if (refused := await _refused(api, request)) is not None:
-            return refused
         asked = request.query_params
         try:
             year, month = int(asked["year"]), int(asked["month"])
@@ -327,19 +307,15 @@ def settlement_routes(api: GatewayBooks) -> list[Route]:
         prefix = f"{year:04d}-{month:02d}" + (f"-{day:02d}" if day is not None else "")
         made = [p for p in api.payouts_of(Provider.RAZORPAY) if api.day_of(p).startswith(prefix)]
         items = [recon_item(p, e) for p in made for e in p.entries][skip : skip + count]
-        return JSONResponse({"entity": "collection", "count": len(items), "items": items})
+        return JSONResponse(_collection(items))
 
     async def settlement(request: Request) -> Response:
-        if (refused := await _refused(api, request)) is not None:
-            return refused
         found = api.payout(Provider.RAZORPAY, request.path_params["settlement_id"])
-        if found is None:
-            return _error(400, "The id provided does not exist")
-        return JSONResponse(settlement_entity(found))
+        return _found(None if found is None else settlement_entity(found))
 
     return [
-        Route("/v1/settlements/recon/combined", recon, methods=["GET"]),
-        Route("/v1/settlements/{settlement_id}", settlement, methods=["GET"]),
+        _route(api, "/v1/settlements/recon/combined", recon),
+        _route(api, "/v1/settlements/{settlement_id}", settlement),
     ]
 
 
@@ -373,26 +349,17 @@ def recon_item(payout: parts.Payout, entry: parts.PaidOut) -> dict[str, object]:
 
 def settlement_delivery(gateway: Signer, payout: parts.Payout) -> Delivery:
     """``settlement.processed`` for a payout, signed, with a new event id."""
-    envelope = {
-        "entity": "event", "account_id": "acc_demo", "event": "settlement.processed",
-        "contains": ["settlement"],
-        "payload": {"settlement": {"entity": settlement_entity(payout)}},
-        "created_at": payout.at,
-    }  # fmt: skip
-    body = json.dumps(envelope).encode() + b"\n"
-    headers = {
-        "content-type": "application/json",
-        "x-razorpay-signature": razorpay.sign(body, gateway.keys.razorpay),
-        "x-razorpay-event-id": "evt_" + secrets.token_hex(7),
-    }
-    return Delivery(provider=Provider.RAZORPAY, body=body, headers=headers,
-                    label=f"razorpay settlement.processed {payout.settlement_id}")  # fmt: skip
+    payload: dict[str, object] = {"settlement": {"entity": settlement_entity(payout)}}
+    envelope = _envelope("settlement.processed", ["settlement"], payload, payout.at)
+    return _signed(gateway, envelope, payout.settlement_id, _new_event_id())
 
+
+_UNKNOWN_ID = "The id provided does not exist"
 
 _CAPTURE_REFUSALS = {
     "captured": "This payment has already been captured",
     "amount": "Capture amount must be equal to the amount authorized",
-    "unknown": "The id provided does not exist",
+    "unknown": _UNKNOWN_ID,
     "not authorized": "The payment status should be authorized for action to be taken",
 }
 
@@ -405,11 +372,20 @@ _REFUSALS = {
 """Razorpay's own words (razorpay.com/docs/api/refunds, docs/providers.md "Refunds")."""
 
 
-async def _refused(api: GatewayBooks, request: Request) -> Response | None:
-    """What every route answers first: wrong credentials, or the next scripted fault."""
-    if not _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
+def _route(
+    api: GatewayBooks,
+    path: str,
+    answer: Callable[[Request], Awaitable[Response]],
+    method: str = "GET",
+) -> Route:
+    """A route of the double behind Razorpay's basic auth, then the next scripted fault."""
+
+    def refusal(request: Request) -> Response | None:
+        if _basic_auth_ok(request, api.keys.razorpay_key_id, api.keys.razorpay_key_secret):
+            return None
         return _error(401, "The API key provided is invalid")
-    return await api.fault(Provider.RAZORPAY)
+
+    return Route(path, guarded(api, Provider.RAZORPAY, refusal, answer), methods=[method])
 
 
 def _basic_auth_ok(request: Request, user: str, password: str) -> bool:
@@ -432,6 +408,16 @@ def _error(status: int, description: str) -> Response:
         "reason": "NA", "metadata": {}, "field": None,
     }  # fmt: skip
     return JSONResponse({"error": error}, status_code=status)
+
+
+def _collection(items: list[Any]) -> dict[str, object]:
+    """Razorpay's list envelope, around payments, refunds and recon items alike."""
+    return {"entity": "collection", "count": len(items), "items": items}
+
+
+def _found(entity: object | None) -> Response:
+    """The entity asked for, or Razorpay's answer to an id it does not know."""
+    return _error(400, _UNKNOWN_ID) if entity is None else JSONResponse(entity)
 
 
 def fault(scripted: Fault) -> Response:
