@@ -427,6 +427,32 @@ def test_settlement_lines_it_cannot_read_are_alerted_until_a_fetch_reads_them(co
     assert chat.texts()[-1].startswith("[payhooks] RESOLVED: cashfree: 1 settlement report line")
 
 
+def test_settlement_reports_not_read_for_days_are_alerted_until_a_fetch_reads_them(conn, chat):
+    """A gateway whose report was last read whole more than ``UNREAD_DAYS`` days ago (India's
+    days: T0 is 3 December there too): its captures since go unreviewed, so it is said, with
+    the command that reads the days missed; a fetch that reads them clears it. Days within
+    the bound say nothing."""
+    from datetime import date
+
+    from payhooks.settlements import reads
+
+    today = date(2026, 12, 3)
+    last = today - timedelta(days=reads.UNREAD_DAYS + 2)  # one day over the bound unread
+    reads.moved(conn, Provider.RAZORPAY, last, last, today=today)
+    reads.moved(conn, Provider.CASHFREE, last, last + timedelta(days=1), today=today)
+    notifier = webhook_notifier(chat.url)
+    notifier.tick(conn, T0)
+    [text] = chat.texts()
+    assert text.startswith(
+        f"[payhooks] ALERT: razorpay: settlement reports read only through {last}"
+    )
+    assert f"payhooks settlements --from {last + timedelta(days=1)} --to {today}" in text
+    reads.moved(conn, Provider.RAZORPAY, last + timedelta(days=1), today, today=today)
+    notifier.tick(conn, T0 + EVERY)
+    assert chat.texts()[-1].startswith("[payhooks] RESOLVED: razorpay: settlement reports read")
+    assert len(chat.texts()) == 2
+
+
 def test_the_shop_alerts_dead_letters_and_payments_to_refund(conn, chat):
     conn.execute(
         "INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at, last_error)"

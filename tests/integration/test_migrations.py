@@ -62,6 +62,7 @@ CORE_MIGRATIONS = [
     "core/0028_mismatches_kept",
     "core/0029_expected_kept",
     "core/0030_payments_by_order",
+    "core/0031_settlement_reads",
 ]
 
 CORE_TABLES = {
@@ -89,6 +90,7 @@ CORE_TABLES = {
     "payhooks_settlement_lines",
     "payhooks_unsettled",
     "payhooks_settlement_unreadable",
+    "payhooks_settlement_reads",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, date, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
 from payhooks.events import Provider
-from payhooks.gateways._settlements import MAX_RANGE_DAYS
+from payhooks.gateways._settlements import INDIA, MAX_RANGE_DAYS
 from payhooks.reconcile.running import connecting
 from payhooks.reconcile.settling import fetch, fetch_once
 from payhooks.settlements import listing
@@ -25,6 +26,10 @@ NEXT = date(2026, 1, 6)
 DAY_START = datetime(2026, 1, 1, tzinfo=UTC)
 PAID_AT = int(datetime(2026, 1, 5, 6, 0, tzinfo=UTC).timestamp())
 LATER = datetime(2026, 1, 20, tzinfo=UTC)
+CAPTURED = datetime(2026, 1, 3, tzinfo=UTC)
+CYCLE = (date(2026, 1, 3), date(2026, 1, 9))
+"""The days a capture of ``CAPTURED`` may be paid out on: its gateway's cycle and the margin.
+The review flags it only once they are read whole."""
 
 
 def paid(conn, api, provider: Provider):
@@ -78,11 +83,9 @@ def test_a_second_fetch_records_nothing_twice(conn, database_url, gateway_api):
 def test_a_capture_the_gateway_kept_back_is_flagged_by_the_review(conn, database_url, gateway_api):
     api, url = gateway_api
     settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
-    conn.execute(
-        "UPDATE payhooks_payments SET applied_at = %s", (datetime(2026, 1, 3, tzinfo=UTC),)
-    )
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (CAPTURED,))
     api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})
-    tally = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    tally = fetch_once(connecting(database_url), credentials(url), *CYCLE, now=lambda: LATER)
     assert tally.review is not None and tally.review.flagged == 1
     assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
     assert listing.of_payments(conn, "razorpay", [settled.payment_id])
@@ -103,13 +106,11 @@ def test_a_gateway_whose_report_failed_has_no_capture_flagged(conn, database_url
     """An error says nothing of what was paid out: its captures wait for a fetch that reads."""
     api, url = gateway_api
     paid(conn, api, Provider.RAZORPAY)
-    conn.execute(
-        "UPDATE payhooks_payments SET applied_at = %s", (datetime(2026, 1, 3, tzinfo=UTC),)
-    )
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (CAPTURED,))
     api.fail_next(Provider.RAZORPAY, Fault(status=500))
-    failed = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    failed = fetch_once(connecting(database_url), credentials(url), *CYCLE, now=lambda: LATER)
     assert failed.review is not None and failed.review.flagged == 0
-    again = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    again = fetch_once(connecting(database_url), credentials(url), *CYCLE, now=lambda: LATER)
     assert again.review is not None and again.review.flagged == 1  # read whole: nothing paid
 
 
@@ -122,9 +123,7 @@ def test_a_database_error_on_one_gateways_page_leaves_the_others_fetched_and_rev
     api, url = gateway_api
     paid(conn, api, Provider.CASHFREE)
     settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
-    conn.execute(
-        "UPDATE payhooks_payments SET applied_at = %s", (datetime(2026, 1, 3, tzinfo=UTC),)
-    )
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (CAPTURED,))
     api.pay_out(Provider.CASHFREE, at=PAID_AT)
     api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})
     conn.execute(
@@ -135,7 +134,7 @@ def test_a_database_error_on_one_gateways_page_leaves_the_others_fetched_and_rev
         "CREATE TRIGGER refuse_line BEFORE INSERT ON payhooks_settlement_lines FOR EACH ROW"
         " WHEN (NEW.provider = 'cashfree') EXECUTE FUNCTION refuse_line()"
     )
-    tally = fetch_once(connecting(database_url), credentials(url), DAY, DAY, now=lambda: LATER)
+    tally = fetch_once(connecting(database_url), credentials(url), *CYCLE, now=lambda: LATER)
     assert set(tally.failures) == {Provider.CASHFREE}
     assert "RaiseException" in tally.trouble() and "this line is refused" in tally.trouble()
     assert tally.recorded[Provider.RAZORPAY].lines == 1
@@ -336,3 +335,164 @@ def test_the_command_says_a_line_it_cannot_read_and_lists_it(
     listed = payhooks_command(database_url, tmp_path, "settlements", "--unreadable")
     (row,) = json.loads(listed.stdout)
     assert row["entry_id"] == "adj_Neg1" and "amount" in row["reason"] and row["raw"]
+
+
+# --- the worker's fetch ---------------------------------------------------------------------------
+
+
+def fetching_worker(rig, clock=None, *, every: float = 3600.0):
+    """The reference worker, fetching settlements every ``every`` seconds over the rig's
+    reconciler (a failed fetch tried again at once), its days read by ``clock``."""
+    from dataclasses import replace
+
+    from payhooks.service.worker import Worker, WorkerOptions
+
+    configured = replace(rig.settings, smtp_url="smtp://127.0.0.1:9")
+    options = WorkerOptions(settlements_every_seconds=every, settlements_retry_seconds=0.0)
+    worker = Worker(rig.pool, configured, options, **({"clock": clock} if clock else {}))
+    worker.reconciler = rig.reconciler()
+    return worker
+
+
+class Clock:
+    """The worker's time, moved on by hand."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def read_through(conn) -> dict[str, date]:
+    return dict(conn.execute("SELECT provider, read_through FROM payhooks_settlement_reads"))
+
+
+def test_the_worker_reads_the_days_it_missed_since_the_last_day_read_whole(conn, database_url, rig):
+    """A capture of day D paid out on D+2; the days to D+1 read whole, then no fetch for
+    days (the gateway down, or the worker). The worker's next fetch reads from D+2: the
+    payout is recorded, and the capture is not flagged as money missing."""
+    now = datetime.now(UTC)
+    buy = paid(conn, rig.api, Provider.RAZORPAY)
+    captured = now - timedelta(days=6, hours=1)  # due (four days and the margin) an hour ago
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (captured,))
+    rig.api.pay_out(Provider.RAZORPAY, at=int((captured + timedelta(days=2)).timestamp()))
+    day = captured.astimezone(INDIA).date()
+    before = fetch_once(
+        connecting(database_url), credentials(rig.url), day - timedelta(days=1),
+        day + timedelta(days=1),
+    )  # fmt: skip
+    assert before.failures == {}
+    worker = fetching_worker(rig)
+    try:
+        assert worker.maybe_fetch_settlements() == 1  # the payout of D+2, its one line
+    finally:
+        worker.close()
+    (entry,) = listing.of_payments(conn, "razorpay", [buy.payment_id])
+    assert entry.state == "settled"
+    assert listing.unsettled(conn) == []
+
+
+def test_a_gateway_down_for_days_has_its_missed_days_read_when_it_answers_again(conn, rig):
+    """Day D: two captures, one paid out on D+2, one the gateway keeps back. The worker's
+    fetches on D+2, D+3 and D+4 fail (Razorpay answers 503); on D+5 it reads from the day
+    after the last one read whole (D): the payout of D+2 is recorded, the paid capture never
+    flagged, and the one kept back flagged once its cycle and margin lie on days read."""
+    from payhooks.service.worker import SETTLEMENT_DAYS
+
+    day = date(2026, 1, 5)
+    paid_one, held = paid(conn, rig.api, Provider.RAZORPAY), paid(conn, rig.api, Provider.RAZORPAY)
+    conn.execute(
+        "UPDATE payhooks_payments SET applied_at = %s", (datetime(2026, 1, 5, 6, tzinfo=UTC),)
+    )
+    rig.api.pay_out(Provider.RAZORPAY, at=PAID_AT + 2 * 86_400, held={held.payment_id})
+    clock = Clock(datetime(2026, 1, 6, 6, tzinfo=UTC))  # D+1, noon in India
+    worker = fetching_worker(rig, clock, every=0.0)
+    try:
+        worker.maybe_fetch_settlements()
+        assert read_through(conn)["razorpay"] == day  # D+1 is not over: read again
+        for _ in range(3):  # D+2, D+3, D+4: the gateway is down
+            clock.now += timedelta(days=1)
+            rig.api.fail_next(Provider.RAZORPAY, Fault(status=503))
+            assert worker.maybe_fetch_settlements() == 0
+            assert read_through(conn)["razorpay"] == day
+        for _ in range(3):  # D+5, D+6, D+7
+            clock.now += timedelta(days=1)
+            worker.maybe_fetch_settlements()
+            today = clock.now.astimezone(INDIA).date()
+            assert read_through(conn)["razorpay"] == today - timedelta(days=1)
+    finally:
+        worker.close()
+    assert today - timedelta(days=SETTLEMENT_DAYS - 1) > day + timedelta(days=2)
+    (entry,) = listing.of_payments(conn, "razorpay", [paid_one.payment_id])
+    assert entry.state == "settled"
+    assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
+
+
+def test_a_gap_longer_than_one_range_is_fetched_in_successive_ranges(conn, rig):
+    first = paid(conn, rig.api, Provider.RAZORPAY)
+    rig.api.pay_out(Provider.RAZORPAY, at=PAID_AT)  # 2026-01-05
+    second = paid(conn, rig.api, Provider.RAZORPAY)
+    rig.api.pay_out(Provider.RAZORPAY, at=PAID_AT + 40 * 86_400)  # 2026-02-14
+    clock = Clock(datetime(2026, 1, 2, 6, tzinfo=UTC))
+    worker = fetching_worker(rig, clock, every=0.0)
+    try:
+        worker.maybe_fetch_settlements()
+        assert read_through(conn)["razorpay"] == date(2026, 1, 1)
+        clock.now = datetime(2026, 2, 20, 6, tzinfo=UTC)  # the worker down seven weeks
+        assert worker.maybe_fetch_settlements() == 2
+    finally:
+        worker.close()
+    assert read_through(conn)["razorpay"] == date(2026, 2, 19)
+    found = listing.of_payments(conn, "razorpay", [first.payment_id, second.payment_id])
+    assert len(found) == 2 and all(e.state == "settled" for e in found)
+
+
+def test_the_ranges_of_a_long_gap_are_at_most_the_longest_a_report_allows():
+    from payhooks.service.worker import fetch_ranges
+
+    ranges = fetch_ranges(date(2026, 1, 1), date(2026, 3, 5))
+    assert ranges[0][0] == date(2026, 1, 1) and ranges[-1][1] == date(2026, 3, 5)
+    assert all((last - first).days + 1 <= MAX_RANGE_DAYS for first, last in ranges)
+    assert all(b[0] == a[1] + timedelta(days=1) for a, b in pairwise(ranges))
+    assert fetch_ranges(DAY, DAY) == [(DAY, DAY)]
+
+
+def test_a_fetch_that_leaves_days_unread_keeps_the_last_day_read_whole_and_says_so(
+    conn, database_url, gateway_api
+):
+    _, url = gateway_api
+    found = credentials(url)
+    fetch_once(connecting(database_url), found, DAY, DAY, now=lambda: LATER)
+    assert read_through(conn)["razorpay"] == DAY
+    gap = fetch_once(connecting(database_url), found, DAY + timedelta(days=3),
+                     DAY + timedelta(days=3), now=lambda: LATER)  # fmt: skip
+    assert read_through(conn)["razorpay"] == DAY
+    assert "read whole through 2026-01-05 only" in gap.summary()
+    assert "until the days from 2026-01-06 are fetched" in gap.summary()
+    fetch_once(connecting(database_url), found, NEXT, DAY + timedelta(days=3), now=lambda: LATER)
+    assert read_through(conn)["razorpay"] == DAY + timedelta(days=3)
+    fetch_once(connecting(database_url), found, DAY, DAY, now=lambda: LATER)  # never back
+    assert read_through(conn)["razorpay"] == DAY + timedelta(days=3)
+
+
+def test_the_day_not_over_is_read_but_not_counted_read_whole(conn, database_url, gateway_api):
+    _, url = gateway_api
+    noon = datetime(2026, 1, 6, 6, tzinfo=UTC)  # 2026-01-06, 11:30 in India
+    fetch_once(connecting(database_url), credentials(url), DAY, NEXT, now=lambda: noon)
+    assert read_through(conn)["razorpay"] == DAY
+
+
+def test_a_capture_whose_cycle_ends_after_the_days_read_is_not_flagged(
+    conn, database_url, gateway_api
+):
+    """The report of the capture's day alone says nothing of the payout days after it."""
+    api, url = gateway_api
+    held = paid(conn, api, Provider.RAZORPAY)
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (CAPTURED,))
+    found = credentials(url)
+    first = fetch_once(connecting(database_url), found, CYCLE[0], CYCLE[0], now=lambda: LATER)
+    assert first.review is not None and first.review.flagged == 0
+    rest = fetch_once(connecting(database_url), found, CYCLE[0], CYCLE[1], now=lambda: LATER)
+    assert rest.review is not None and rest.review.flagged == 1
+    assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]

@@ -31,7 +31,9 @@ OPTIONS = StormOptions(
     providers=(Provider.RAZORPAY, Provider.CASHFREE),
 )
 LATER = timedelta(days=8)
-"""The review looks this far ahead: past every gateway's cycle and the default margin."""
+"""The review looks this far ahead: past every gateway's cycle and the default margin. The
+days up to it are fetched too (none has a payout): the review flags only a capture whose
+cycle and margin end on a day read whole."""
 
 
 def test_every_capture_ends_settled_or_flagged_and_every_payout_adds_up(rig, database_url):
@@ -39,7 +41,8 @@ def test_every_capture_ends_settled_or_flagged_and_every_payout_adds_up(rig, dat
         now = datetime.now(UTC)
         today = now.astimezone(INDIA).date()  # the gateways' days are India's
         found = rig.settings.reconciled()
-        tally = fetch_once(connecting(database_url), found, today, today, now=lambda: now + LATER)
+        until = (now + LATER).astimezone(INDIA).date()
+        tally = fetch_once(connecting(database_url), found, today, until, now=lambda: now + LATER)
         assert tally.failures == {}
         with rig.pool.connection() as conn:
             payouts = listing.payouts(conn, now - timedelta(days=2), now + LATER, limit=10_000)

@@ -18,11 +18,12 @@ from enum import StrEnum
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.gateways._settlements import INDIA
 from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms
 from payhooks.operations.outbox import backlogs
 from payhooks.plumbing.db import Connection
-from payhooks.settlements import flags
+from payhooks.settlements import flags, reads
 
 
 class Condition(StrEnum):
@@ -74,6 +75,9 @@ class Condition(StrEnum):
     SETTLEMENT_UNREADABLE = "settlement_unreadable"
     """Settlement report lines payhooks could not read, kept by a fetch that recorded the rest:
     a payout's line nobody has looked at."""
+    SETTLEMENTS_UNREAD = "settlements_unread"
+    """A gateway's settlement reports not read whole for days (``payhooks.settlements.reads``):
+    captures since are not reviewed, so money missing among them is not flagged."""
 
 
 NOT_REPEATED = frozenset({Condition.DISPUTE_OPENED, Condition.DISPUTE_DUE, Condition.DISPUTE_LOST})
@@ -528,6 +532,7 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
         )
         for c in flags.unmatched(conn)
     ]
+    found += [_unread(b, now) for b in reads.behind(conn, now)]
     return found + [
         Alert(
             condition=Condition.SETTLEMENT_UNREADABLE,
@@ -544,6 +549,24 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
         )
         for c in flags.unreadable(conn)
     ]
+
+
+def _unread(late: reads.Behind, now: datetime) -> Alert:
+    after = late.read_through + timedelta(days=1)
+    today = now.astimezone(INDIA).date()
+    return Alert(
+        condition=Condition.SETTLEMENTS_UNREAD,
+        subject=late.provider,
+        title=f"{late.provider}: settlement reports read only through {late.read_through}",
+        body=(
+            f"{late.provider}'s settlement reports have not been read whole since "
+            f"{late.read_through} (the last fetch that moved it on: "
+            f"{late.read_at:%Y-%m-%d %H:%M} UTC): its report failed, or nothing fetches it. "
+            "Captures whose cycle ends after that day are not reviewed, so money missing "
+            "among them is not flagged. The worker fetches the days it missed once the "
+            f"gateway answers; by hand: `payhooks settlements --from {after} --to {today}`."
+        ),
+    )
 
 
 def _payments(count: int) -> str:
@@ -615,6 +638,7 @@ def core_sources(
                     Condition.UNSETTLED,
                     Condition.SETTLEMENT_UNMATCHED,
                     Condition.SETTLEMENT_UNREADABLE,
+                    Condition.SETTLEMENTS_UNREAD,
                 }
             ),
             observe=settlements,

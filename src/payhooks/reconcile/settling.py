@@ -17,7 +17,10 @@ error, never an answer: an outage or refused credentials stop that gateway's fet
 say why, the others go on; so does any other exception on one gateway's page (the database
 refusing it: a lock or statement timeout, a deadlock), told with its type. A gateway whose
 report failed in whole or in part has its captures not reviewed (nothing is flagged
-unsettled on the word of a failed report). Needs the ``reconcile`` extra (httpx)."""
+unsettled on the word of a failed report). Of a gateway whose report was read whole, the last
+day read whole moves on (``payhooks.settlements.reads``): the worker fetches from the day
+after it, and the review flags no capture whose payout may be on a day not read yet. Needs
+the ``reconcile`` extra (httpx)."""
 
 from __future__ import annotations
 
@@ -38,10 +41,11 @@ from payhooks.gateways._settlements import (
     checked_range,
 )
 from payhooks.gateways._status import client, http_client
+from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile.parts import Connect
 from payhooks.reconcile.running import TIMEOUT_S, connecting
-from payhooks.settlements import flags, records
+from payhooks.settlements import flags, reads, records
 from payhooks.settlements.records import Recorded
 
 log = logging.getLogger("payhooks.reconcile")
@@ -61,6 +65,12 @@ class Tally:
     unreadable: dict[Provider, int] = field(default_factory=dict)
     failures: dict[Provider, str] = field(default_factory=dict)
     unread: list[Provider] = field(default_factory=list)
+    read_through: dict[Provider, date] = field(default_factory=dict)
+    """Of each gateway this fetch read whole, the last day read whole since payhooks began
+    (``payhooks.settlements.reads``): before ``end`` when days between were left unread."""
+    behind: dict[Provider, date] = field(default_factory=dict)
+    """The gateways read whole whose last day read whole stays before a day this fetch read
+    that was over: the days after it are unread, and no capture due after it is flagged."""
     review: flags.Review | None = None
 
     def counted(self, provider: Provider, page: Page, done: Recorded) -> None:
@@ -82,12 +92,16 @@ class Tally:
         said = [f"settlements {self.start} to {self.end}:"]
         for provider, done in sorted(self.recorded.items()):
             failed, unreadable = self.failures.get(provider), self.unreadable.get(provider)
+            behind = self.behind.get(provider)
             said.append(
                 f"  {provider.value}: {done.settlements} new payout(s), {done.lines} new "
                 f"line(s), {done.matched} matched, {done.unmatched} naming no payment payhooks "
                 f"knows, {self.unsettled.get(provider, 0)} not settled yet"
                 + (f"; {unreadable} line(s) it cannot read, kept (--unreadable lists them)"
                    if unreadable else "")
+                + (f"; read whole through {behind} only: no capture due after it is flagged "
+                   f"until the days from {behind + timedelta(days=1)} are fetched"
+                   if behind is not None else "")
                 + (f"; FAILED: {failed}" if failed else "")
             )  # fmt: skip
         if self.unread:
@@ -143,8 +157,11 @@ def fetch_with(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Tally:
     """``fetch_once`` with status clients already made (a worker's, over its own HTTP
-    client): each of a gateway that documents a settlement report is asked for it."""
-    checked_range(start, end, today=now().astimezone(INDIA).date())
+    client): each of a gateway that documents a settlement report is asked for it. Of each
+    report read whole, the last day read whole moves on (``payhooks.settlements.reads``)
+    before the review."""
+    today = now().astimezone(INDIA).date()
+    checked_range(start, end, today=today)
     tally = Tally(start=start, end=end)
     for provider, found in sorted(clients.items()):
         if GATEWAYS[provider].settles is None:
@@ -153,8 +170,24 @@ def fetch_with(
         _fetched(connect, cast(SettlementClient, found), start, end, tally)
     read = [p for p in tally.recorded if p not in tally.failures]
     with connect() as conn:
+        for provider in read:
+            _moved(conn, provider, tally, today=today)
         tally.review = flags.review(conn, now(), margin, providers=read)
     return tally
+
+
+def _moved(conn: Connection, provider: Provider, tally: Tally, *, today: date) -> None:
+    """``provider``'s report read whole: its last day read whole moved on, and said when
+    days before this fetch's are still unread."""
+    through = reads.moved(conn, provider, tally.start, tally.end, today=today)
+    if through is None:
+        return
+    tally.read_through[provider] = through
+    if through < min(tally.end, today - timedelta(days=1)):
+        tally.behind[provider] = through
+        log.warning("settlements_days_unread", extra={
+            "provider": provider.value, "read_through": through.isoformat(),
+            "start": tally.start.isoformat(), "end": tally.end.isoformat()})  # fmt: skip
 
 
 def _fetched(

@@ -6,8 +6,8 @@ a purge. The HTTP app, the console, the worker and the CLI call these; none of t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from datetime import date, timedelta
+from collections.abc import Callable, Collection, Mapping
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -129,12 +129,20 @@ def shop_reconciler(
 
 
 def fetch_settlements(
-    reconciler: Reconciler, settings: Settings, start: date, end: date
+    reconciler: Reconciler,
+    settings: Settings,
+    start: date,
+    end: date,
+    *,
+    providers: Collection[Provider] | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> settling.Tally:
     """The gateways' settlement reports for ``start`` to ``end`` (India's days), through the
-    reconciler's status clients and connections: what the worker fetches, and the console."""
+    reconciler's status clients and connections: what the worker fetches, and the console.
+    ``providers``: only those gateways' (default: every one with API credentials)."""
     margin = timedelta(hours=settings.settlement_margin_hours)
-    return settling.fetch_with(reconciler.connect, reconciler.clients, start, end, margin=margin)
+    clients = {p: c for p, c in reconciler.clients.items() if providers is None or p in providers}
+    return settling.fetch_with(reconciler.connect, clients, start, end, margin=margin, now=now)
 
 
 def fetching_settlements(

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 
 from payhooks.events import EventKind, Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.gateways._settlements import INDIA
 from payhooks.plumbing.db import Connection
 
 DEFAULT_MARGIN_HOURS = 48
@@ -33,6 +34,9 @@ REVIEW_DAYS = 45
 are reviewed; one flagged before stays flagged. A capture a payout that failed or came back
 covered is flagged whatever its age."""
 
+_INDIA_OFFSET = INDIA.utcoffset(None)
+# The days of a report are India's: its day X ends at X + 1, 00:00 there.
+
 SETTLED = """EXISTS (
     SELECT 1 FROM payhooks_settlement_lines l
     JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
@@ -45,8 +49,12 @@ _FLAG = (
 INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured_at, due_at)
 SELECT p.provider, p.payment_id, p.gateway_order_id, p.applied_at, p.applied_at + g.allowed
 FROM unnest(%(providers)s::text[], %(allowed)s::interval[]) AS g (provider, allowed)
+LEFT JOIN payhooks_settlement_reads r ON r.provider = g.provider
 JOIN payhooks_payments p ON p.provider = g.provider AND p.kind = %(captured)s
 WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(now)s - g.allowed - %(window)s
+  AND (r.read_through IS NULL
+       OR p.applied_at + g.allowed
+          < ((r.read_through + 1)::timestamp AT TIME ZONE 'UTC') - %(india)s)
   AND NOT """
     + SETTLED.format(alias="p")
     + """
@@ -125,8 +133,11 @@ def review(
     flagged (by default every gateway that documents a cycle): a fetch reviews the gateways
     whose report it read whole, never one whose report failed, since an error says nothing of
     what was paid out; nor a capture a report line payhooks could not read names (that line,
-    kept for a person, may be its payout). The second is the gateway's own word, flagged for
-    every gateway.
+    kept for a person, may be its payout); nor a capture whose cycle and margin end after the
+    last day of its gateway's report read whole (``payhooks.settlements.reads``): its payout
+    may be on a day not read yet (a fetch missed while the gateway was down), and the fetch
+    that reads that day reviews it. The second is the gateway's own word, flagged for every
+    gateway.
 
     A recording of report lines (``records.recording``) and the review take turns
     (``TURN``: the review alone, or any number of recordings), each before its first
@@ -144,6 +155,7 @@ def review(
         "captured": EventKind.PAYMENT_CAPTURED.value,
         "now": now,
         "window": timedelta(days=REVIEW_DAYS),
+        "india": _INDIA_OFFSET,
     }
     with conn.transaction():
         conn.execute(_REVIEW_TURN, (TURN,))
