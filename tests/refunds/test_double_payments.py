@@ -9,6 +9,7 @@ import secrets
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import psycopg
 import pytest
 
 from payhooks.events import Provider
@@ -177,6 +178,30 @@ def test_one_payment_whose_intent_the_database_refuses_holds_back_no_other(conn,
     conn.execute("DROP TRIGGER refuse_one ON payhooks_refunds")
     application.send_refunds(rig.reconciler(), double_payments=True)
     assert rig.api.money.made[(Provider.RAZORPAY, first)] == 1
+
+
+def test_the_policy_failing_whole_holds_back_no_refund_of_anyone_else(
+    conn, rig, database_url, caplog
+):
+    """The policy's own read of the shop's tables fails (here: their checkouts held under an
+    exclusive lock, so the read meets the worker's ``lock_timeout``): logged, and a merchant's
+    ordinary refund, which reads none of those, is still sent on that tick."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    deliver(conn, buy.captured())
+    paid_at_gateway(rig.api, buy)
+    refunds.request(conn, "razorpay", buy.payment_id, 10_000, key="ticket-9",
+                    captured_paise=buy.amount_paise, reason="a person's",
+                    requested_by="asha")  # fmt: skip
+    with psycopg.connect(database_url, autocommit=True) as holder, holder.transaction():
+        holder.execute("LOCK TABLE checkouts IN ACCESS EXCLUSIVE MODE")
+        with caplog.at_level(logging.INFO, logger="payhooks.worker"):
+            tally = application.send_refunds(rig.reconciler(), double_payments=True)
+    (failed,) = [r for r in caplog.records if r.getMessage() == "double_payment_policy_failed"]
+    assert failed.error.startswith("LockTimeout")
+    assert tally.sent[Provider.RAZORPAY] == 1
+    assert rig.api.money.refunded[(Provider.RAZORPAY, buy.payment_id)] == 10_000
+    (intent,) = refunds.of_payment(conn, Provider.RAZORPAY, buy.payment_id)
+    assert intent.state is RefundState.PROCESSED
 
 
 def refused_at_once(rig, provider: Provider = Provider.RAZORPAY) -> None:

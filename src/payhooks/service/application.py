@@ -182,17 +182,30 @@ def send_refunds(
 ) -> sending.Tally:
     """One pass of the refund sender over the gateways payhooks refunds, with the
     double-payment policy first when it is on (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``): what the
-    worker runs on every tick, and the demo on demand."""
+    worker runs on every tick, and the demo on demand. The policy failing holds back no
+    refund: the sender runs all the same (``_request_double_refunds``)."""
     found = {p: c for p, c in reconciler.clients.items() if GATEWAYS[p].sends_refunds}
     if not found:
         return sending.Tally()
-    if double_payments:  # one payment it cannot ask for is logged and skipped, never raised
-        with reconciler.connect() as conn:
-            double_refunds.request_due(conn, limit=limit)
+    if double_payments:
+        _request_double_refunds(reconciler, limit)
     return sending.send_due(
         reconciler.connect, found, limit=limit, stop=stop,  # type: ignore[arg-type]
         settle=lambda refund: _refunded(reconciler, refund),
     )  # fmt: skip
+
+
+def _request_double_refunds(reconciler: Reconciler, limit: int) -> None:
+    """The double-payment policy's intents written, before the sender runs. One payment it
+    cannot ask for is logged and skipped inside ``request_due``; the policy failing whole (its
+    reads meeting the session's ``lock_timeout`` or ``statement_timeout``, the connection
+    lost) is logged here and asked again next tick: the intents already due, merchants' own
+    among them, are sent all the same."""
+    try:
+        with reconciler.connect() as conn:
+            double_refunds.request_due(conn, limit=limit)
+    except Exception as exc:  # the policy's pass only: never the sender's
+        log.exception("double_payment_policy_failed", extra={"error": _described(exc)})
 
 
 def _refunded(reconciler: Reconciler, refund: Refund) -> None:
