@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 
 from payhooks.events import Event, EventKind
 from payhooks.gateways._reports import Verdict
-from payhooks.plumbing.db import Connection, Statement, Steps
+from payhooks.plumbing.db import Connection, Statement, Steps, query
 
 PATIENCE = timedelta(minutes=30)
 """How long the API may keep saying nothing (a payment still pending) before the callback is
@@ -161,7 +161,7 @@ RETURNING c.provider, c.event_id, c.gateway_order_id, c.kind, c.payment_id, c.re
 def leased(conn: Connection, provider: str, limit: int) -> list[Pending]:
     """The due confirmations of ``provider``, each held for ``LEASE`` (a second pass running
     meanwhile skips them)."""
-    rows = conn.execute(LEASED, {"provider": provider, "limit": limit, "lease": LEASE})
+    rows = query(conn, LEASED, {"provider": provider, "limit": limit, "lease": LEASE})
     return [
         Pending(
             provider=str(r[0]),
@@ -234,7 +234,7 @@ SELECT body FROM processed_webhooks WHERE provider = %s AND event_id = %s
 def first_body(conn: Connection, pending: Pending) -> bytes | None:
     """The first post's stored body, that another attempt is compared with (None: purged)."""
     assert pending.first_event_id is not None
-    row = conn.execute(FIRST_BODY, (pending.provider, pending.first_event_id)).fetchone()
+    row = query(conn, FIRST_BODY, (pending.provider, pending.first_event_id)).fetchone()
     return None if row is None else bytes(row[0])
 
 
@@ -254,7 +254,7 @@ def applied_body(conn: Connection, pending: Pending) -> bytes | None:
     delivery than the first post did (reconciliation's); None when the first post did."""
     assert pending.first_event_id is not None
     params = (pending.kind.value, pending.provider, pending.first_event_id)
-    row = conn.execute(APPLIED_BODY, params).fetchone()
+    row = query(conn, APPLIED_BODY, params).fetchone()
     return None if row is None else bytes(row[0])
 
 

@@ -24,7 +24,15 @@ import re
 from dataclasses import asdict, dataclass
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
-from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
+from payhooks.plumbing.db import (
+    AsyncConnection,
+    Connection,
+    Statement,
+    Steps,
+    query,
+    run,
+    run_async,
+)
 from payhooks.plumbing.keys import RECONCILED as RECONCILED  # kept importable from here
 from payhooks.plumbing.keys import is_reconciled as is_reconciled
 
@@ -393,7 +401,7 @@ def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution
     if not resolution.strip():
         raise ValueError("say how it was resolved (refunded, written off, ...)")
     params = {"provider": Provider(gateway).value, "event_id": event_id, "resolution": resolution}
-    if conn.execute(RESOLVE, params).fetchone() is None:
+    if query(conn, RESOLVE, params).fetchone() is None:
         raise NotAMismatch(f"{gateway} delivery {event_id!r} is not parked for its amount")
 
 

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from payhooks.events import Event, Received
-from payhooks.plumbing.db import Connection, Row, Statement, Steps, run
+from payhooks.plumbing.db import Connection, Row, Statement, Steps, query, run
 
 
 class ClaimState(StrEnum):
@@ -248,13 +248,13 @@ def parked(conn: Connection, limit: int = 10_000) -> list[Stored]:
     ``processed_at``, and the verified ``body`` bytes and kept ``headers`` a replay parses
     again (``payhooks.intake.ingest.replay``). ``conn`` is any psycopg connection on the database
     holding ``processed_webhooks``; it only reads. An empty list: nothing is parked."""
-    return [_stored(row) for row in conn.execute(_PARKED, (limit,))]
+    return [_stored(row) for row in query(conn, _PARKED, (limit,))]
 
 
 def stored(conn: Connection, event_id: str, provider: str | None = None) -> list[Stored]:
     """The stored deliveries of ``event_id`` (of one gateway's, when named), with their
     bodies and headers, for a replay."""
-    return [_stored(row) for row in conn.execute(_STORED, (event_id, provider, provider))]
+    return [_stored(row) for row in query(conn, _STORED, (event_id, provider, provider))]
 
 
 def _stored(row: tuple[Any, ...]) -> Stored:

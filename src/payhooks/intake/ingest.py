@@ -31,6 +31,7 @@ from payhooks.plumbing.db import (
     Steps,
     advance,
     execute,
+    query,
     run,
     translated,
 )
@@ -419,7 +420,7 @@ class Pending:
         return self.outcome
 
     def _check_committed(self, check: Connection) -> None:
-        row = check.execute(_XACT_STATUS, (str(self.xid),)).fetchone()
+        row = query(check, _XACT_STATUS, (str(self.xid),)).fetchone()
         status = row[0] if row else None
         if status == "in progress":
             raise NotCommitted("answer the gateway only after your transaction has committed")
@@ -428,7 +429,7 @@ class Pending:
         # The transaction committed, but a savepoint of the caller's around the claim may have
         # been rolled back: the record must be there for the answer to stand.
         event = self.outcome.event
-        if check.execute(_RECORDED, (event.provider.value, event.event_id)).fetchone() is None:
+        if query(check, _RECORDED, (event.provider.value, event.event_id)).fetchone() is None:
             raise NotCommitted("the claim was rolled back inside your transaction")
 
 
@@ -471,7 +472,7 @@ def ingest_received_in_transaction(
         if conn.info.transaction_status is TransactionStatus.IDLE:
             conn.execute("SELECT 1")  # opens the caller's transaction: the claim nests in it
         outcome = _claim_and_apply(conn, received, handler)
-        row = conn.execute(_XID).fetchone()
+        row = query(conn, _XID).fetchone()
     xid = int(row[0]) if row and row[0] is not None else None
     return Pending(conn=conn, outcome=outcome, xid=xid)
 

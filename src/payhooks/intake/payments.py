@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from payhooks.events import EventKind, Provider
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, query
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,7 +49,7 @@ def find(conn: Connection, gateway: Provider | str, payment_id: str) -> Payment 
     none (never applied, or purged once no refund of it is possible)."""
     params = {"provider": Provider(gateway).value, "payment_id": payment_id,
               "captured": EventKind.PAYMENT_CAPTURED.value}  # fmt: skip
-    row = conn.execute(FIND, params).fetchone()
+    row = query(conn, FIND, params).fetchone()
     if row is None:
         return None
     provider, pid, order, attempt, paid, currency, captured, applied_at, disputed = row

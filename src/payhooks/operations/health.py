@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from payhooks.gateways import GATEWAYS
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, query
 
 # A banner when, in the last hour, a gateway had at least this many signature failures,
 # making up at least this share of its answers.
@@ -132,22 +132,22 @@ class Summary:
 
 def last_answered(conn: Connection, providers: list[str]) -> dict[str, datetime | None]:
     """When each of ``providers`` was last answered 2xx."""
-    return dict(conn.execute(LAST_ANSWERED, {"providers": providers}).fetchall())
+    return dict(query(conn, LAST_ANSWERED, {"providers": providers}).fetchall())
 
 
 def refuted_last_day(conn: Connection, now: datetime) -> dict[str, int]:
     """Callbacks each gateway's API refuted in the day before ``now``."""
-    return {str(p): int(n) for p, n in conn.execute(REFUTED, {"now": now}).fetchall()}
+    return {str(p): int(n) for p, n in query(conn, REFUTED, {"now": now}).fetchall()}
 
 
 def summary(conn: Connection, now: datetime) -> Summary:
     """Every gateway payhooks knows, then any other the log names (a path a client chose)."""
     counted: dict[str, dict[int, int]] = {}
     signature: dict[str, int] = {}
-    for provider, status, count, signatures in conn.execute(_BY_STATUS, {"now": now}):
+    for provider, status, count, signatures in query(conn, _BY_STATUS, {"now": now}):
         counted.setdefault(provider, {})[status] = count
         signature[provider] = signature.get(provider, 0) + signatures
-    parked: dict[str, int] = dict(conn.execute(_PARKED).fetchall())
+    parked: dict[str, int] = dict(query(conn, _PARKED).fetchall())
     refuted = refuted_last_day(conn, now)
     known = [p.value for p in GATEWAYS]
     providers = known + sorted(counted.keys() - set(known))

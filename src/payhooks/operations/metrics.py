@@ -35,7 +35,7 @@ from prometheus_client.registry import Collector
 
 from payhooks.events import Provider
 from payhooks.operations.outbox import Backlog, backlogs
-from payhooks.plumbing.db import Connection, libpq_url
+from payhooks.plumbing.db import Connection, libpq_url, query
 
 log = logging.getLogger("payhooks.metrics")
 
@@ -92,7 +92,7 @@ GROUP BY provider ORDER BY provider
 
 def read(conn: Connection) -> Snapshot:
     """Reads a snapshot: each count walks a partial index, never the settled records."""
-    parked, mismatches, last = conn.execute(_CORE).fetchone() or (0, 0, 0)
+    parked, mismatches, last = query(conn, _CORE).fetchone() or (0, 0, 0)
     return Snapshot(
         parked=int(parked),
         amount_mismatches=int(mismatches),
@@ -108,7 +108,7 @@ def read_disputes(conn: Connection) -> Disputed:
     known = {p.value for p in Provider}
     return tuple(
         (str(p), int(n), int(paise), int(waiting), int(overdue))
-        for p, n, paise, waiting, overdue in conn.execute(DISPUTES_OPEN)
+        for p, n, paise, waiting, overdue in query(conn, DISPUTES_OPEN)
         if p in known
     )
 
@@ -118,7 +118,7 @@ def read_totals(conn: Connection) -> Totals:
     known = {p.value for p in Provider}
     return tuple(
         (str(p), int(a), int(b), int(c), int(d), int(e))
-        for p, a, b, c, d, e in conn.execute(RECONCILE_TOTALS)
+        for p, a, b, c, d, e in query(conn, RECONCILE_TOTALS)
         if p in known
     )
 

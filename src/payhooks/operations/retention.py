@@ -18,7 +18,7 @@ from datetime import datetime
 
 import psycopg
 
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, query
 from payhooks.plumbing.errors import RetentionTooShort
 
 # Razorpay retries for 24 hours and replays events up to 15 days old (its FAQ); a record
@@ -149,8 +149,8 @@ def unbounded(conn: Connection) -> Iterator[None]:
 def plan(conn: Connection, days: int) -> Purge:
     """What a purge would delete now, deleting nothing (``--dry-run``)."""
     with unbounded(conn):
-        cutoff = conn.execute(CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
-        expired = conn.execute(EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
+        cutoff = query(conn, CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
+        expired = query(conn, EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
     return Purge(cutoff=cutoff, expired=expired, deleted=0)
 
 
@@ -223,7 +223,7 @@ def delete_expectations(
     """
     while not stop():
         with unbounded(conn):
-            locked = [row[0] for row in conn.execute(_LOCK_EXPECTATIONS, (cutoff, batch_rows))]
+            locked = [row[0] for row in query(conn, _LOCK_EXPECTATIONS, (cutoff, batch_rows))]
             if locked:
                 conn.execute(_DELETE_EXPECTATIONS, (locked,))
         if len(locked) < batch_rows:
@@ -254,7 +254,7 @@ def exclusively(holder: Connection) -> Iterator[bool]:
     session that other clients go on using, and its unlock could reach another session. An
     open transaction keeps its server session, and ends with its client."""
     with holder.transaction():
-        yield bool(holder.execute(_TRY_LOCK, (_PURGE_LOCK,)).fetchone()[0])  # type: ignore[index]
+        yield bool(query(holder, _TRY_LOCK, (_PURGE_LOCK,)).fetchone()[0])  # type: ignore[index]
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from payhooks.events import Provider
 from payhooks.intake import disputes
 from payhooks.intake.expectations import is_reconciled
-from payhooks.plumbing.db import Connection, named_row, named_rows
+from payhooks.plumbing.db import Connection, named_row, named_rows, query
 from payhooks.settlements import listing
 
 MAX_QUERY_CHARS = 255
@@ -174,7 +174,7 @@ def find(conn: Connection, text: str, lookups: Sequence[Lookup] = ()) -> list[Fo
     params = {"q": q, "providers": PROVIDERS, "limit": MAX_FOUND}
     found: dict[tuple[str, str], Found] = {}
     for matched, sql in ((one.matched, one.sql) for one in (*lookups, *_CORE_LOOKUPS)):
-        for provider, order in conn.execute(sql, params).fetchall():
+        for provider, order in query(conn, sql, params).fetchall():
             key = (str(provider), str(order))
             found.setdefault(key, Found(provider=key[0], gateway_order_id=key[1], matched=matched))
     return list(found.values())[:MAX_FOUND]
@@ -433,7 +433,7 @@ def story(
     expected = named_row(conn, _EXPECTED, params)
     rows = named_rows(conn, _RECORDS, params)
     named = {r["payment_id"] for r in rows if r["payment_id"]}
-    kept = {str(row[0]) for row in conn.execute(_PAYMENTS_OF_ORDER, params)}
+    kept = {str(row[0]) for row in query(conn, _PAYMENTS_OF_ORDER, params)}
     params["payments"] = sorted(named.union(payment_ids, kept))
     rows += named_rows(conn, _RECORDS_OF_PAYMENTS, params)
     rows.sort(key=lambda r: (r["at"], r["event_id"]))

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.rows import class_row, dict_row
+from psycopg.rows import class_row, dict_row, tuple_row
 
 from payhooks.plumbing.errors import DatabaseUnavailable, LockTimeout, SerializationConflict
 
@@ -84,15 +84,29 @@ async def run_async(conn: AsyncConnection, steps: Steps[T]) -> T:
     return statement.value
 
 
+def query(conn: Connection, sql: str, params: Any = None) -> psycopg.Cursor[tuple[Any, ...]]:
+    """``conn.execute``, its rows tuples whatever the connection's ``row_factory``: payhooks
+    reads its rows by position, and a merchant's connection may give dicts (``dict_row``) to
+    the merchant's own code, which keeps them."""
+    return conn.cursor(row_factory=tuple_row).execute(sql, params)
+
+
+async def query_async(
+    conn: AsyncConnection, sql: str, params: Any = None
+) -> psycopg.AsyncCursor[tuple[Any, ...]]:
+    """``query`` on an async connection."""
+    return await conn.cursor(row_factory=tuple_row).execute(sql, params)
+
+
 def execute(conn: Connection, statement: Statement) -> Row:
     """Runs a claim step's statement; its first row when the step reads one."""
-    cursor = conn.execute(statement.sql, statement.params)
+    cursor = query(conn, statement.sql, statement.params)
     return cursor.fetchone() if statement.reads else None
 
 
 async def execute_async(conn: AsyncConnection, statement: Statement) -> Row:
     """``execute`` on an async connection."""
-    cursor = await conn.execute(statement.sql, statement.params)
+    cursor = await query_async(conn, statement.sql, statement.params)
     return await cursor.fetchone() if statement.reads else None
 
 

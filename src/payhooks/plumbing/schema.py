@@ -14,7 +14,7 @@ from importlib.resources.abc import Traversable
 
 from psycopg import sql
 
-from payhooks.plumbing.db import Connection, translated
+from payhooks.plumbing.db import Connection, query, translated
 
 _LOCK = 0x70617968  # "payh": one migrator at a time across processes
 
@@ -86,9 +86,9 @@ def migrate(conn: Connection, *tracks: Track) -> list[str]:
 
 
 def _adopt_legacy(conn: Connection) -> None:
-    if conn.execute(_LEGACY).fetchone() is None:
+    if query(conn, _LEGACY).fetchone() is None:
         return
-    schema = conn.execute("SELECT current_schema()").fetchone()
+    schema = query(conn, "SELECT current_schema()").fetchone()
     legacy = sql.Identifier(str(schema[0]) if schema else "public", "schema_migrations")
     conn.execute(sql.SQL(_ADOPT).format(legacy=legacy))
 
@@ -96,8 +96,8 @@ def _adopt_legacy(conn: Connection) -> None:
 def _apply(conn: Connection, track: Track) -> list[str]:
     done = {
         row[0]
-        for row in conn.execute(
-            "SELECT version FROM payhooks_migrations WHERE track = %s", (track.name,)
+        for row in query(
+            conn, "SELECT version FROM payhooks_migrations WHERE track = %s", (track.name,)
         )
     }
     applied = []

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from payhooks.events import EventKind, Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways._settlements import INDIA
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, query
 
 DEFAULT_MARGIN_HOURS = 48
 DEFAULT_MARGIN = timedelta(hours=DEFAULT_MARGIN_HOURS)
@@ -200,19 +200,19 @@ GROUP BY 1 ORDER BY 1
 
 def unsettled(conn: Connection) -> list[Count]:
     """Captures flagged unsettled, by gateway, with the oldest capture."""
-    return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNSETTLED)]
+    return [Count(provider=p, count=n, since=t) for p, n, t in query(conn, _UNSETTLED)]
 
 
 def unmatched(conn: Connection) -> list[Count]:
     """Settlement lines naming a payment payhooks does not know, by gateway, with the first
     recorded."""
-    return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNMATCHED)]
+    return [Count(provider=p, count=n, since=t) for p, n, t in query(conn, _UNMATCHED)]
 
 
 def unreadable(conn: Connection) -> list[Count]:
     """Report lines payhooks could not read (kept by a fetch, core migration 0026), by gateway,
     with the first met."""
-    return [Count(provider=p, count=n, since=t) for p, n, t in conn.execute(_UNREADABLE)]
+    return [Count(provider=p, count=n, since=t) for p, n, t in query(conn, _UNREADABLE)]
 
 
 __all__ = [

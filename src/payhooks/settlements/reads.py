@@ -20,7 +20,7 @@ from datetime import date, datetime, timedelta
 
 from payhooks.events import Provider
 from payhooks.gateways._settlements import INDIA
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, query
 
 UNREAD_DAYS = 3
 """Days over and not read whole, past which a gateway's reads are said behind (the
@@ -39,7 +39,7 @@ RETURNING read_through
 
 def read_through(conn: Connection, providers: Collection[Provider]) -> dict[Provider, date]:
     """The last day read whole of each of ``providers`` that has one."""
-    rows = conn.execute(_READ, ([p.value for p in providers],)).fetchall()
+    rows = query(conn, _READ, ([p.value for p in providers],)).fetchall()
     return {Provider(provider): day for provider, day in rows}
 
 
@@ -62,7 +62,7 @@ WHERE read_through < %s ORDER BY provider
 def behind(conn: Connection, now: datetime) -> list[Behind]:
     """The gateways with more than ``UNREAD_DAYS`` days over (India's) not read whole."""
     today = now.astimezone(INDIA).date()
-    rows = conn.execute(_BEHIND, (today - timedelta(days=UNREAD_DAYS + 1),)).fetchall()
+    rows = query(conn, _BEHIND, (today - timedelta(days=UNREAD_DAYS + 1),)).fetchall()
     return [Behind(provider=p, read_through=d, read_at=at) for p, d, at in rows]
 
 
@@ -76,8 +76,8 @@ def moved(
     through = min(end, today - timedelta(days=1))
     with conn.transaction():
         if through >= start:
-            row = conn.execute(
-                _MOVE, {"provider": provider.value, "through": through, "start": start}
+            row = query(
+                conn, _MOVE, {"provider": provider.value, "through": through, "start": start}
             ).fetchone()
             if row is not None:
                 return row[0]  # type: ignore[no-any-return]
