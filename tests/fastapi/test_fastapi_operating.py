@@ -91,6 +91,18 @@ def test_a_parked_capture_is_listed_and_pays_the_order_when_replayed_after_check
     assert orders(conn) == PAID and idempotency.parked(conn) == []
 
 
+async def parked_async(database_url: str) -> list[idempotency.Stored]:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as aconn:
+        return await idempotency.parked_async(aconn, limit=10)
+
+
+def test_an_async_app_lists_its_parked_deliveries_on_its_own_connection(shop, conn, merchant_url):
+    assert post(shop, razorpay()) == (200, "parked")
+    listed = asyncio.run(parked_async(merchant_url))
+    assert listed == idempotency.parked(conn)
+    assert [(p.provider, p.event_type) for p in listed] == [("razorpay", "payment.captured")]
+
+
 def test_the_payhooks_parked_command_lists_the_shops_parked_deliveries(shop, conn, merchant_url):
     post(shop, razorpay())
     done = invoke({**os.environ, "DATABASE_URL": merchant_url}, "parked", "--json")

@@ -19,7 +19,16 @@ from enum import StrEnum
 from typing import Any
 
 from payhooks.events import Event, Received
-from payhooks.plumbing.db import Connection, Row, Statement, Steps, query, run
+from payhooks.plumbing.db import (
+    AsyncConnection,
+    Connection,
+    Row,
+    Statement,
+    Steps,
+    query,
+    query_async,
+    run,
+)
 
 
 class ClaimState(StrEnum):
@@ -249,6 +258,12 @@ def parked(conn: Connection, limit: int = 10_000) -> list[Stored]:
     again (``payhooks.intake.ingest.replay``). ``conn`` is any psycopg connection on the database
     holding ``processed_webhooks``; it only reads. An empty list: nothing is parked."""
     return [_stored(row) for row in query(conn, _PARKED, (limit,))]
+
+
+async def parked_async(conn: AsyncConnection, limit: int = 10_000) -> list[Stored]:
+    """``parked`` on an async connection (a FastAPI or Starlette app's pool)."""
+    cursor = await query_async(conn, _PARKED, (limit,))
+    return [_stored(row) for row in await cursor.fetchall()]
 
 
 def stored(conn: Connection, event_id: str, provider: str | None = None) -> list[Stored]:
