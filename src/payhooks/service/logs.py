@@ -1,37 +1,5 @@
-"""Structured logs: one JSON object per line, the message being a stable event name.
+"""The reference service's logs: ``payhooks.plumbing.logs``, which a merchant's app can use too."""
 
-Callers log ``log.info("webhook_processed", extra={"provider": ..., "event_id": ...})``;
-everything in ``extra`` becomes a field. Secrets, signatures and bodies are never passed.
-"""
+from payhooks.plumbing.logs import JsonFormatter, configure
 
-from __future__ import annotations
-
-import json
-import logging
-from datetime import UTC, datetime
-
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
-
-
-class JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, object] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "event": record.getMessage(),
-        }
-        line.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        return json.dumps(line, default=str)
-
-
-def configure(level: int = logging.INFO) -> None:
-    """JSON lines on stderr for payhooks' own loggers."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger("payhooks")
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    root.propagate = False
+__all__ = ["JsonFormatter", "configure"]
