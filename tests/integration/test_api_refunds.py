@@ -4,6 +4,8 @@ list per order."""
 
 from __future__ import annotations
 
+from payhooks.events import Provider
+from payhooks.refunding import refunds
 from tests.factories import purchase
 from tests.integration.test_web import post
 
@@ -64,3 +66,19 @@ def test_a_refund_stuck_requested_is_cancelled_with_who_and_why_and_frees_its_am
     assert again.status_code == 201, again.text
     assert too_late.status_code == 409 and "only a refund not yet sent" in too_late.text
     assert (unknown.status_code, nameless.status_code) == (404, 422)
+
+
+def test_a_payu_orders_refund_is_accepted_naming_the_payment_payu_refunds(service, conn):
+    """PayU refunds are sent: the API accepts one (201), its payment the txnid payhooks keys
+    the PayU payment by, with the txnid as its order and the ``mihpayid`` PayU refunds."""
+    buy = purchase(conn, Provider.PAYU)
+    order_id = post(service, buy.captured()).json()["order_id"]
+    asked = {"amount_paise": 20_000, "idempotency_key": "ticket-4711", "reason": "one broken cup"}
+    with service.client() as client:
+        made = client.post(f"/api/orders/{order_id}/refunds", json=asked)
+    assert made.status_code == 201, made.text
+    assert (made.json()["payment_id"], made.json()["gateway_order_id"]) == (
+        buy.reference, buy.reference,
+    )  # fmt: skip
+    (intent,) = refunds.of_payment(conn, Provider.PAYU, buy.reference)
+    assert intent.attempt_id == buy.payment_id  # PayU's mihpayid

@@ -10,6 +10,7 @@ import pytest
 from payhooks.events import Provider
 from payhooks.intake import payments
 from payhooks.intake.ingest import receive
+from payhooks.plumbing.errors import InvalidRequest
 from payhooks.refunding import refunds
 from payhooks.refunding.refunds import RefundState
 from payhooks.service import application, retention
@@ -71,20 +72,65 @@ def test_a_payment_is_refunded_after_its_deliveries_are_purged(conn, rig, provid
         assert (provider, f"{buy.reference}:{intent.idempotency_key}") in books.by_key
 
 
-def test_a_payu_intent_naming_neither_its_mihpayid_nor_its_txnid_is_refused_saying_so(conn, rig):
-    """Never the txnid passed as the ``mihpayid``: the intent is refused, its reason recorded,
-    and PayU is not asked."""
+NAMED = {
+    "nothing more": lambda buy: {},
+    "its txnid as the order": lambda buy: {"gateway_order_id": buy.reference},
+    "its mihpayid": lambda buy: {"attempt_id": buy.payment_id},
+    "both": lambda buy: {"gateway_order_id": buy.reference, "attempt_id": buy.payment_id},
+}
+
+
+@pytest.mark.parametrize("named", list(NAMED))
+@pytest.mark.parametrize("applied_by", ["webhook", "reconciliation"])
+def test_a_payu_refund_asked_by_the_txnid_its_event_carries_refunds_its_mihpayid(
+    conn, rig, applied_by, named
+):
+    """The obvious call: ``refunds.request(conn, "payu", event.payment_id, ...)``, the id
+    payhooks' PayU event carries being the txnid. The payment's record names its order and
+    (from a post) its ``mihpayid``; PayU is refunded that payment, by its ``mihpayid``, with
+    or without the caller naming them. Reconciliation's record names no ``mihpayid``: PayU's
+    ``verify_payment`` names it for the txnid."""
+    buy = purchase(conn, Provider.PAYU)
+    rig.api.pay(sim(buy), buy.payment_id)
+    delivery = buy.captured()
+    event = receive(ADAPTERS[Provider.PAYU], delivery.body, delivery.headers).event
+    assert (event.payment_id, event.attempt_id) == (buy.reference, buy.payment_id)
+    applied(conn, rig, buy, applied_by)
+    asked = refunds.request(conn, "payu", event.payment_id, 20_000, key="returned-1",
+                            captured_paise=buy.amount_paise, reason="returned",
+                            requested_by="asha", **NAMED[named](buy))  # fmt: skip
+    assert asked.state is RefundState.REQUESTED
+    tally = application.send_refunds(rig.reconciler(), double_payments=False)
+    assert (tally.sent[Provider.PAYU], tally.refused[Provider.PAYU]) == (1, 0), tally.summary()
+    (intent,) = refunds.of_payment(conn, Provider.PAYU, buy.reference)
+    assert (intent.state, intent.last_error) == (RefundState.SENT, None)  # PayU's: queued
+    books = rig.api.money
+    assert (books.made[(Provider.PAYU, buy.payment_id)],
+            books.refunded[(Provider.PAYU, buy.payment_id)]) == (1, 20_000)  # fmt: skip
+
+
+def test_a_payu_refund_whose_mihpayid_payhooks_cannot_know_is_refused_when_asked(conn, rig):
+    """A txnid payhooks keeps no record of, asked with neither its order nor its
+    ``mihpayid``: never an intent accepted and then refused by the sender. The request is
+    refused saying what to pass; asked so, it is sent (the txnid named as the order: PayU's
+    ``verify_payment`` names its ``mihpayid``). A txnid is never sent as a ``mihpayid``."""
     buy = purchase(conn, Provider.PAYU)
     deliver(conn, buy.captured())
     rig.api.pay(sim(buy), buy.payment_id)
     conn.execute("DELETE FROM payhooks_payments")  # a payment payhooks keeps no record of
-    refunds.request(conn, "payu", buy.reference, 20_000, key="k", captured_paise=49_900,
-                    reason="returned", requested_by="asha")  # fmt: skip
+    asking = {"key": "k", "captured_paise": 49_900, "reason": "returned", "requested_by": "asha"}
+    with pytest.raises(InvalidRequest) as refused:
+        refunds.request(conn, "payu", buy.reference, 20_000, **asking)
+    said = str(refused.value)
+    assert all(word in said for word in ("mihpayid", "gateway_order_id", "attempt_id")), said
+    assert refunds.of_payment(conn, Provider.PAYU, buy.reference) == []
+    refunds.request(conn, "payu", buy.reference, 20_000, gateway_order_id=buy.reference,
+                    **asking)  # fmt: skip
     application.send_refunds(rig.reconciler(), double_payments=False)
     (intent,) = refunds.of_payment(conn, Provider.PAYU, buy.reference)
-    assert intent.state is RefundState.REFUSED
-    assert "mihpayid" in (intent.last_error or "")
-    assert sum(rig.api.money.made.values()) == 0
+    assert intent.state is RefundState.SENT
+    assert rig.api.money.refunded[(Provider.PAYU, buy.payment_id)] == 20_000
+    assert rig.api.money.refunded[(Provider.PAYU, buy.reference)] == 0
 
 
 @pytest.mark.parametrize("applied_by", ["webhook", "reconciliation"])

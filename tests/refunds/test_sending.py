@@ -492,6 +492,56 @@ def test_a_txnids_payment_payu_cannot_name_for_now_is_refunded_later_not_refused
     assert books(api, Provider.PAYU) == (1, 49_900)
 
 
+# --- an intent payhooks will not send: its own refusal, never the gateway's ------------------
+
+WRITTEN_BEFORE = """
+INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
+    amount_paise, currency, captured_paise, reason, requested_by)
+VALUES (%s, %s, %s, %s, 49900, 'INR', 49900, 'double payment', 'shop')
+"""
+"""An intent as an earlier release wrote it, naming less than ``request`` now asks for."""
+UNSENDABLE = {
+    # neither its mihpayid nor its txnid: a txnid is never sent as a mihpayid
+    "payu: neither mihpayid nor txnid": (Provider.PAYU, PAYMENT[Provider.PAYU], None, "mihpayid"),
+    # a txnid PayU's verify_payment knows no payment of: no mihpayid to refund
+    "payu: a txnid PayU names no payment of": (
+        Provider.PAYU, "ph_rfunknown00001", "ph_rfunknown00001", "names no payment"),
+    # Cashfree refunds under the order
+    "cashfree: no order": (Provider.CASHFREE, PAYMENT[Provider.CASHFREE], None, "order"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(UNSENDABLE))
+def test_an_intent_payhooks_will_not_send_is_its_own_refusal_never_the_gateways(
+    core, database_url, case
+):
+    """payhooks closes an intent naming too little for its gateway's refund call ``refused``
+    without asking for the refund: counted and summarised as payhooks' refusal, its
+    ``last_error`` saying payhooks refused it and the gateway never had it, never "refused by
+    the gateway" (the gateway was never asked to refund)."""
+    from datetime import UTC, datetime
+
+    from payhooks.operations.alerts import refunds as refund_alerts
+
+    conn, api, url = core
+    provider, payment_id, order, words = UNSENDABLE[case]
+    paid(api, provider)
+    conn.execute(WRITTEN_BEFORE, (provider.value, "ph00000000000000000001", payment_id, order))
+    tally = send(database_url, url)
+    assert (tally.refused[provider], tally.incomplete[provider]) == (0, 1), tally.summary()
+    assert "0 refused by the gateway" in tally.summary()
+    assert "1 refused by payhooks, not sent" in tally.summary()
+    (refund,) = refunds.of_payment(conn, provider, payment_id)
+    assert refund.state is RefundState.REFUSED and refund.gateway_refund_id is None
+    said = refund.last_error or ""
+    assert said.startswith("refused by payhooks, never sent to the gateway: ") and words in said
+    assert books(api, provider) == (0, 0) and sum(api.money.made.values()) == 0
+    assert send(database_url, url).incomplete[provider] == 0  # closed: never sent afterwards
+    [alert] = refund_alerts(conn, datetime.now(UTC))
+    assert f"1 refused by payhooks in the last day, never sent to {provider.value}" in alert.body
+    assert "refused or failed at" not in alert.body
+
+
 def _purchase() -> Purchase:
     return Purchase(provider=Provider.PAYU, cart_id="RF-1", reference=ORDER[Provider.PAYU],
                     amount_paise=49_900, items={"TEA": 1})  # fmt: skip
@@ -571,3 +621,54 @@ def test_a_payment_or_order_the_gateway_does_not_know_refuses_no_refund(
     assert send(database_url, url).sent[provider] == 1
     assert [s for s, _, _ in state(conn, provider)] == ["processed"]
     assert books(api, provider) == (1, 49_900)
+
+
+def test_the_command_names_the_intents_it_cannot_send_for_want_of_credentials(
+    core, database_url, tmp_path
+):
+    """Razorpay's API credentials set and Cashfree's not: ``payhooks refunds send --once``
+    sends Razorpay's refund, names the Cashfree intent left waiting and the variables that
+    would send it, and exits 1, so a cron running it notices."""
+    from tests.invoking import payhooks_command
+
+    conn, api, url = core
+    for provider in (Provider.RAZORPAY, Provider.CASHFREE):
+        paid(api, provider)
+        ask(conn, provider)
+    only_razorpay = {k: v for k, v in API_KEYS.env(url).items() if "_RAZORPAY_" in k}
+    done = payhooks_command(database_url, tmp_path, "refunds", "send", "--once",
+                            "--database-url", database_url, **only_razorpay)  # fmt: skip
+    assert done.exit_code == 1, done.output
+    assert "1 refund(s) sent" in done.stdout
+    said = [line for line in done.stderr.splitlines() if not line.startswith("{")]  # no logs
+    assert said == [
+        "payhooks: Cashfree: 1 refund intent(s) waiting, not sent: its API credentials are "
+        "not set (PAYHOOKS_CASHFREE_CLIENT_ID and PAYHOOKS_CASHFREE_API_SECRET)"
+    ]
+    assert [s for s, _, _ in state(conn, Provider.CASHFREE)] == ["requested"]
+
+
+def test_the_sender_running_names_the_intents_it_cannot_send_once_not_every_pass(
+    core, database_url, tmp_path
+):
+    """Running (no ``--once``) it says the waiting intents at its first pass, not at each one
+    (every 0.2 s here), and keeps sending the gateways it can."""
+    import os
+
+    from tests.acceptance.conftest import running, wait_until
+
+    conn, api, url = core
+    paid(api, Provider.CASHFREE)
+    ask(conn, Provider.CASHFREE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
+    env.update({k: v for k, v in API_KEYS.env(url).items() if "_RAZORPAY_" in k})
+    args = ["refunds", "send", "--every", "0.2", "--database-url", database_url]
+    with running(args, env, tmp_path / "sender.log") as sender:
+        wait_until(lambda: "waiting, not sent" in sender.output(), timeout=30, what="the line")
+        paid(api, Provider.RAZORPAY)
+        ask(conn, Provider.RAZORPAY)
+        wait_until(lambda: books(api, Provider.RAZORPAY) == (1, 49_900), timeout=30,
+                   what="Razorpay's refund")  # fmt: skip
+        assert sender.alive()
+    assert sender.popen.returncode == 0
+    assert sender.output().count("Cashfree: 1 refund intent(s) waiting, not sent") == 1

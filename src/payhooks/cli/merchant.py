@@ -23,6 +23,7 @@ from payhooks.cli.common import (
     host,
     import_hooks,
     libpq,
+    needing,
     on_connection,
     print_json,
     progress,
@@ -522,16 +523,10 @@ def console_command(
 ) -> None:
     """Serve the operator console for your app (Flask, or any app that cannot mount it) at
     /console, on your app's database: payhooks' own tables are migrated first."""
-    try:
-        import uvicorn
+    needing("the console", "console", "cli,console", "uvicorn", "payhooks.console")
+    import uvicorn
 
-        from payhooks.console import console_app
-    except ImportError as exc:
-        missing = exc.name or "a module"
-        run(lambda: fail(
-            f"the console needs the console extra ({missing} is not installed): "
-            "pip install 'payhooks[cli,console]'"
-        ))  # fmt: skip
+    from payhooks.console import console_app
     from payhooks.plumbing.schema import migrate as migrate_core
 
     host(ctx).configure_logs()
@@ -592,7 +587,9 @@ def refunds_send(
 ) -> None:
     """Send the refund intents due to their gateways, each under its idempotency key, every
     few seconds until stopped (SIGTERM, Ctrl-C): a call that timed out, an answer lost or a
-    sender killed mid-call is asked again with the same key, and refunds once."""
+    sender killed mid-call is asked again with the same key, and refunds once. The intents
+    of a gateway whose API credentials are not set wait, unsent: each such gateway is named
+    on standard error (at start, and again as their count changes); with --once it exits 1."""
     from payhooks.reconcile import refunding, running
 
     host(ctx).configure_logs()
@@ -604,16 +601,37 @@ def refunds_send(
     stopping = stop_on_signals()
     connect = running.connecting(url)
     timeout_s = found.reconcile_timeout_ms / 1000
+    told: dict[Provider, int] = {}
+
+    def one_pass() -> RefundTally:
+        tally = refunding.send_once(connect, credentials, timeout_s=timeout_s,
+                                    stop=stopping.is_set)  # fmt: skip
+        waiting = refunding.unsendable(connect, credentials)
+        if waiting and waiting != told:
+            for provider, count in waiting.items():
+                typer.echo(f"payhooks: {_unsent(provider, count)}", err=True)
+        told.clear()
+        told.update(waiting)
+        return tally
 
     def said(tally: RefundTally) -> str | None:
-        moved = any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "retried"))
+        moved = any(
+            sum(getattr(tally, n).values()) for n in ("sent", "refused", "incomplete", "retried")
+        )
         return tally.summary() if once or moved else None
 
-    repeat(
-        lambda: refunding.send_once(connect, credentials, timeout_s=timeout_s,
-                                    stop=stopping.is_set),
-        said, every=every, once=once, command="refunds send", stopping=stopping,
-    )  # fmt: skip
+    repeat(one_pass, said, every=every, once=once, command="refunds send", stopping=stopping)
+    if once and told:
+        raise typer.Exit(1)
+
+
+def _unsent(provider: Provider, count: int) -> str:
+    """A gateway's intents no pass sends, and the variables that would send them."""
+    api = GATEWAYS[provider].status_api
+    return (
+        f"{GATEWAYS[provider].title}: {count} refund intent(s) waiting, not sent: its API "
+        f"credentials are not set ({api.id_variable} and {api.secret_variable})"
+    )
 
 
 @refunds_app.command("list")

@@ -1,7 +1,8 @@
 """What a gateway's refund client is given and answers: the refund intent (``Refund``, in
-its ``RefundState``), the gateway's acceptance (``Sent``) or refusal (``RefundRefused``), and
-the client itself (``RefundClient``); and a refund the sender learned is processed, as a
-delivery of its own (``processed_delivery``), which the stored-delivery reader reads again.
+its ``RefundState``), the gateway's acceptance (``Sent``) or refusal (``RefundRefused``), an
+intent naming too little to be sent (``RefundIncomplete``), and the client itself
+(``RefundClient``); and a refund the sender learned is processed, as a delivery of its own
+(``processed_delivery``), which the stored-delivery reader reads again.
 
 Pure values, in the gateways' room so that the status clients never import money out: the
 intents' statements are ``payhooks.refunding.refunds`` and the sender
@@ -31,7 +32,9 @@ class RefundState(StrEnum):
     FAILED = "failed"
     """The gateway accepted it, then said it failed: no money went back."""
     REFUSED = "refused"
-    """The gateway refused the request (more than refundable, not captured): none sent."""
+    """Refused for good, none sent: by the gateway (more than refundable, not captured), or by
+    payhooks before the gateway was asked (``RefundIncomplete``: its ``last_error`` starts
+    ``refused by payhooks``)."""
     CANCELLED = "cancelled"
     """A person stopped it before the gateway had it (``cancel``): never sent afterwards."""
 
@@ -39,6 +42,20 @@ class RefundState(StrEnum):
 class RefundRefused(GatewayApiError):
     """The gateway refused the refund for good (its words in ``reason``): asking again with
     the same key and body would be refused again."""
+
+
+class RefundIncomplete(Exception):
+    """The client will not send the refund as its intent stands, and has not asked the gateway
+    to make it: the intent names too little for the gateway's refund call (a Cashfree one no
+    order, a PayU one no ``mihpayid``: neither named nor one PayU names for its txnid).
+    payhooks' own refusal, never the gateway's: the sender closes the intent ``refused`` saying
+    so, and counts it apart (``Tally.incomplete``). ``request`` refuses such a refund when it
+    is asked; an intent written before it did meets this."""
+
+    def __init__(self, provider: str, reason: str) -> None:
+        super().__init__(f"{provider}: {reason}")
+        self.provider = provider
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,7 +96,10 @@ class Refund:
 class RefundClient(Protocol):
     provider: Provider
 
-    def send_refund(self, refund: Refund) -> Sent: ...
+    def send_refund(self, refund: Refund) -> Sent:
+        """The refund made under the intent's key: ``Sent``; ``RefundRefused`` for the
+        gateway's refusal; ``RefundIncomplete`` when the intent names too little to ask."""
+        ...
 
     def refund_status(self, refund: Refund) -> Sent:
         """What the gateway now says of a refund it accepted (``refund.gateway_refund_id``):
@@ -145,6 +165,7 @@ __all__ = [
     "SENT_REFUND",
     "Refund",
     "RefundClient",
+    "RefundIncomplete",
     "RefundRefused",
     "RefundState",
     "Sent",

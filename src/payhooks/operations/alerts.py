@@ -23,6 +23,7 @@ from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms
 from payhooks.operations.outbox import backlogs
 from payhooks.plumbing.db import Connection
+from payhooks.refunding.sending import INCOMPLETE
 from payhooks.settlements import flags, reads
 
 
@@ -328,9 +329,12 @@ def _overdue(
 _REFUNDS = """
 SELECT provider,
        count(*) FILTER (WHERE state IN ('requested', 'sent') AND last_error IS NOT NULL),
-       count(*) FILTER (WHERE state IN ('refused', 'failed')),
+       count(*) FILTER (WHERE state IN ('refused', 'failed')
+                          AND NOT starts_with(coalesce(last_error, ''), %(incomplete)s)),
        count(*) FILTER (WHERE state = 'requested' AND last_error IS NULL),
-       count(*) FILTER (WHERE state = 'sent' AND last_error IS NULL)
+       count(*) FILTER (WHERE state = 'sent' AND last_error IS NULL),
+       count(*) FILTER (WHERE state = 'refused'
+                          AND starts_with(coalesce(last_error, ''), %(incomplete)s))
 FROM payhooks_refunds
 WHERE (state IN ('requested', 'sent') AND last_error IS NOT NULL)
    OR (state = 'requested' AND requested_at <= %(unsent)s)
@@ -343,16 +347,23 @@ GROUP BY 1 ORDER BY 1
 
 def refunds(conn: Connection, now: datetime) -> list[Alert]:
     """Refund intents (``payhooks.refunding.refunds``) that need a person: refused or failed at the
-    gateway in the last day, still being retried after an error, not sent within
-    ``REFUND_UNSENT`` of being asked for, or not settled within ``REFUND_UNSETTLED`` of being
-    sent."""
+    gateway in the last day, or refused by payhooks itself, never sent (an intent naming too
+    little for the gateway's call: ``payhooks.refunding.sending.INCOMPLETE``), still being
+    retried after an error, not sent within ``REFUND_UNSENT`` of being asked for, or not
+    settled within ``REFUND_UNSETTLED`` of being sent."""
     params = {"reported": now - REFUNDS_REPORTED, "unsent": now - REFUND_UNSENT,
-              "unsettled": now - REFUND_UNSETTLED}  # fmt: skip
+              "unsettled": now - REFUND_UNSETTLED, "incomplete": INCOMPLETE}  # fmt: skip
     found: list[Alert] = []
-    for provider, retrying, refused, unsent, unsettled in conn.execute(_REFUNDS, params):
+    rows = conn.execute(_REFUNDS, params)
+    for provider, retrying, refused, unsent, unsettled, incomplete in rows:
         said = []
         if refused:
             said.append(f"{refused} refused or failed at {provider} in the last day")
+        if incomplete:
+            said.append(
+                f"{incomplete} refused by payhooks in the last day, never sent to {provider} "
+                "(naming too little for its refund call: ask again as its last error says)"
+            )
         if retrying:
             said.append(f"{retrying} being retried after an error")
         if unsent:

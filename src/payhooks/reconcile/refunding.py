@@ -41,6 +41,24 @@ def send_once(
         return send_due(connect, clients, limit=limit, stop=stop)
 
 
+WAITING = """
+SELECT provider, count(*) FROM payhooks_refunds
+WHERE state = 'requested' AND provider = ANY(%s)
+GROUP BY provider
+"""
+
+
+def unsendable(connect: Connect, found: Mapping[Provider, ApiCredentials]) -> dict[Provider, int]:
+    """The refund intents waiting to be sent (``requested``) of each gateway payhooks refunds
+    through that has no API credentials in ``found``: no pass with ``found`` sends them."""
+    missing = [p.value for p, g in GATEWAYS.items() if g.sends_refunds and p not in found]
+    if not missing:
+        return {}
+    with connect() as conn:
+        rows = conn.execute(WAITING, (missing,)).fetchall()
+    return {Provider(provider): int(count) for provider, count in sorted(rows)}
+
+
 def send(database_url: str, *, environ: Mapping[str, str] | None = None, limit: int = 50) -> Tally:
     """One pass on ``database_url`` with the credentials in ``environ`` (default: the
     process's environment)."""
@@ -48,4 +66,4 @@ def send(database_url: str, *, environ: Mapping[str, str] | None = None, limit: 
     return send_once(connecting(database_url), found, limit=limit)
 
 
-__all__ = ["send", "send_once"]
+__all__ = ["send", "send_once", "unsendable"]

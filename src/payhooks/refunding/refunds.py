@@ -31,13 +31,22 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways._refunds import Refund, RefundState
-from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
+from payhooks.plumbing.db import (
+    AsyncConnection,
+    Connection,
+    Statement,
+    Steps,
+    query,
+    run,
+    run_async,
+)
 from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 
 KEY_PREFIX = "ph"
@@ -178,11 +187,22 @@ LIMIT 1
 """
 
 
+# What payhooks' record of the payment names of it (``payhooks.intake.payments.find``'s row,
+# its capture's first): its order and, where payhooks keys it by another id, the gateway's own.
+IDENTITIES = """
+SELECT gateway_order_id, attempt_id FROM payhooks_payments
+WHERE provider = %s AND payment_id = %s
+ORDER BY kind = 'payment_captured' DESC
+LIMIT 1
+"""
+
+
 def requesting(asked: Refund) -> Steps[Refund]:
     """Write ``asked`` unless its key is already an intent: the same refund is that intent,
     another under the key a ``Conflict``. The cap is the smaller of the caller's
     ``captured_paise`` and the payment's record of what was paid, when payhooks keeps one.
-    Inside the caller's transaction (the lock is held to its end)."""
+    A PayU refund takes what it does not name of its payment's ids from that record
+    (``_payu_named``). Inside the caller's transaction (the lock is held to its end)."""
     provider = asked.provider.value
     yield Statement(sql=TURN, params=(provider, asked.payment_id), reads=False)
     yield Statement(sql=LOCK, params=(provider, asked.payment_id), reads=False)
@@ -197,6 +217,9 @@ def requesting(asked: Refund) -> Steps[Refund]:
                 f"{found.payment_id}: one key never stands for two refunds"
             )
         return found
+    if asked.provider is Provider.PAYU and None in (asked.gateway_order_id, asked.attempt_id):
+        record = yield Statement(sql=IDENTITIES, params=(provider, asked.payment_id))
+        asked = _payu_named(asked, record)
     taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
     paid = yield Statement(sql=PAID, params=(provider, asked.payment_id))
     captured = min(asked.captured_paise, int(paid[0]) if paid else asked.captured_paise)
@@ -207,6 +230,27 @@ def requesting(asked: Refund) -> Steps[Refund]:
     inserted = yield Statement(sql=INSERT, params={**params, "provider": provider})
     assert inserted is not None
     return _refund(inserted)
+
+
+def _payu_named(asked: Refund, record: Any) -> Refund:
+    """A PayU refund naming what PayU's refund call needs. PayU refunds a payment by its
+    ``mihpayid``, and payhooks keys a PayU payment by its txnid (its event's ``payment_id``):
+    what the caller did not name (``gateway_order_id``, the txnid; ``attempt_id``, the
+    ``mihpayid``) is taken from payhooks' record of the payment (``record``: its order and
+    attempt, or None when it keeps none). A refund naming neither even so is one whose
+    ``mihpayid`` payhooks cannot know: refused now, saying what to pass, never an intent the
+    sender would refuse later."""
+    order, attempt = (None, None) if record is None else record
+    named = replace(asked, gateway_order_id=asked.gateway_order_id or order,
+                    attempt_id=asked.attempt_id or attempt)  # fmt: skip
+    if named.gateway_order_id is None and named.attempt_id is None:
+        raise InvalidRequest(
+            f"PayU refunds a payment by its mihpayid, and payhooks keeps no record naming the "
+            f"mihpayid or the txnid of payment {asked.payment_id}: pass its txnid as "
+            "gateway_order_id (PayU's verify_payment then names its mihpayid), or its mihpayid "
+            "as attempt_id"
+        )
+    return named
 
 
 _INSERTED = ("idempotency_key", "payment_id", "gateway_order_id", "amount_paise", "currency",
@@ -227,17 +271,28 @@ def request(
     gateway_order_id: str | None = None,
     attempt_id: str | None = None,
 ) -> Refund:
-    """Ask for a refund of ``amount_paise`` of ``payment_id`` (the gateway's payment id; PayU:
-    its ``mihpayid``), in the caller's transaction: it is sent once that commits. ``key`` is
-    yours (an order's refund number, a support ticket): the same key is the same refund.
-    ``captured_paise`` is what the customer paid for the payment (Cashfree's ``payment_amount``,
-    not the order amount an offer or a fee changed); ``gateway_order_id`` the order it belongs
-    to (Cashfree refunds under the order, and needs it); ``attempt_id`` PayU's ``mihpayid`` when
+    """Ask for a refund of ``amount_paise`` of ``payment_id``, in the caller's transaction: it
+    is sent once that commits. ``payment_id`` is the payment as payhooks' events name it
+    (``Event.payment_id``): the gateway's payment id, PayU's txnid (a second payment of a txnid
+    is named by its ``mihpayid``, as payhooks records it). ``key`` is yours (an order's refund
+    number, a support ticket): the same key is the same refund. ``captured_paise`` is what the
+    customer paid for the payment (Cashfree's ``payment_amount``, not the order amount an offer
+    or a fee changed); ``gateway_order_id`` the order it belongs to (Cashfree refunds under the
+    order, and needs it; PayU's is the txnid); ``attempt_id`` PayU's ``mihpayid`` when
     ``payment_id`` is its txnid. ``payhooks.intake.payments.find`` reads all three from the
     payment's record; when that record holds what was paid, the smaller of it (less what lost
-    disputes took back: ``disputed_paise``) and ``captured_paise`` is the bound. Raises
-    ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key already used for
-    another refund."""
+    disputes took back: ``disputed_paise``) and ``captured_paise`` is the bound.
+
+    PayU refunds a payment by its ``mihpayid``: a PayU refund asked by the txnid alone takes
+    the order and the ``mihpayid`` it does not name from the payment's record
+    (``payhooks_payments``; a record made by reconciliation names no ``mihpayid``, and the
+    sender asks PayU's ``verify_payment`` for the txnid's). One whose ``mihpayid`` payhooks
+    cannot know (no record, and neither named) is refused here, saying to pass the txnid as
+    ``gateway_order_id`` or the ``mihpayid`` as ``attempt_id``.
+
+    Raises ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key already
+    used for another refund, ``InvalidRequest`` for a refund payhooks cannot send (PhonePe's
+    and Juspay's, a Cashfree one naming no order, a PayU one as above, a bad figure)."""
     asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
                    reason=reason, requested_by=requested_by, currency=currency,
                    gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
@@ -275,7 +330,7 @@ ORDER BY requested_at, idempotency_key
 
 def of_payment(conn: Connection, gateway: Provider | str, payment_id: str) -> list[Refund]:
     """A payment's refund intents, oldest first."""
-    rows = conn.execute(OF_PAYMENT, (Provider(gateway).value, payment_id)).fetchall()
+    rows = query(conn, OF_PAYMENT, (Provider(gateway).value, payment_id)).fetchall()
     return [_refund(row) for row in rows]
 
 
@@ -349,13 +404,13 @@ webhook closes most intents long before."""
 
 def leased(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
     """The due intents of ``provider``, each held for ``LEASE``."""
-    found = conn.execute(LEASED, {"provider": provider.value, "limit": limit, "lease": LEASE})
+    found = query(conn, LEASED, {"provider": provider.value, "limit": limit, "lease": LEASE})
     return [_refund(row) for row in found.fetchall()]
 
 
 def unsettled(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
     """The sent intents of ``provider`` due to be asked about, each held for ``LEASE``."""
-    found = conn.execute(UNSETTLED, {"provider": provider.value, "limit": limit, "lease": LEASE})
+    found = query(conn, UNSETTLED, {"provider": provider.value, "limit": limit, "lease": LEASE})
     return [_refund(row) for row in found.fetchall()]
 
 
@@ -442,10 +497,10 @@ def cancel(
     provider = _provider(gateway)
     params = {"provider": provider.value, "key": idempotency_key, "by": cancelled_by,
               "reason": reason}  # fmt: skip
-    row = conn.execute(CANCEL, params).fetchone()
+    row = query(conn, CANCEL, params).fetchone()
     if row is not None:
         return _refund(row)
-    row = conn.execute(EXISTING, (provider.value, idempotency_key)).fetchone()
+    row = query(conn, EXISTING, (provider.value, idempotency_key)).fetchone()
     if row is None:
         raise NotFound("refund", idempotency_key)
     found = _refund(row)

@@ -9,6 +9,10 @@ with the intent's key and the same body every time. What the gateway says decide
   returns the refund it made for the key): recorded ``sent`` with its id, or ``processed``;
 - it refused it for good (more than refundable, a payment it will not refund): ``refused``,
   with the gateway's words, the amount free again;
+- the intent names too little for the gateway's call (``RefundIncomplete``: a PayU one with no
+  ``mihpayid``, a Cashfree one with no order, written before ``request`` refused them): the
+  gateway is never asked, and the intent is ``refused`` by payhooks, its ``last_error``
+  starting ``refused by payhooks``, counted apart (``Tally.incomplete``), never as the gateway's;
 - anything else (a timeout, no answer, 409 "in progress", 429, 5xx, credentials refused): due
   again later (5 s doubling to 10 minutes), the same key, the same body.
 
@@ -42,6 +46,7 @@ from payhooks.gateways._refunds import (
     SENT_REFUND,
     Refund,
     RefundClient,
+    RefundIncomplete,
     RefundRefused,
     Sent,
     is_processed_key,
@@ -67,6 +72,10 @@ class Tally:
     sent: Counter[Provider] = field(default_factory=Counter)
     processed: Counter[Provider] = field(default_factory=Counter)
     refused: Counter[Provider] = field(default_factory=Counter)
+    """Refused by the gateway, in an answer it documents as a refusal."""
+    incomplete: Counter[Provider] = field(default_factory=Counter)
+    """Refused by payhooks, the gateway never asked: the intent names too little for its
+    refund call (``RefundIncomplete``)."""
     retried: Counter[Provider] = field(default_factory=Counter)
     settled: Counter[Provider] = field(default_factory=Counter)
     """Sent earlier, now processed by the gateway's word when asked."""
@@ -78,12 +87,16 @@ class Tally:
         total = {name: sum(getattr(self, name).values()) for name in _COUNTS}
         return (
             f"{total['sent']} refund(s) sent, {total['processed']} of them processed at once, "
-            f"{total['refused']} refused by the gateway, {total['retried']} to try again; "
+            f"{total['refused']} refused by the gateway, {total['incomplete']} refused by "
+            "payhooks, not sent (naming too little: see last_error), "
+            f"{total['retried']} to try again; "
             f"of those sent earlier, {total['settled']} processed, {total['failed']} failed"
         )
 
 
-_COUNTS = ("sent", "processed", "refused", "retried", "settled", "failed")
+_COUNTS = ("sent", "processed", "refused", "incomplete", "retried", "settled", "failed")
+INCOMPLETE = "refused by payhooks, never sent to the gateway: "
+"""How the ``last_error`` of an intent payhooks refused itself starts."""
 
 Settle = Callable[[Refund], None]
 """What is done with a refund the sender learned is processed (``gateway_refund_id`` set),
@@ -248,6 +261,17 @@ class _Acts:
         provider = refund.provider
         try:
             sent = client.send_refund(refund)
+        except RefundIncomplete as exc:
+            with connect() as conn:
+                refunds.refused(conn, refund, INCOMPLETE + exc.reason)
+            tally.incomplete[provider] += 1
+            log.warning(
+                "refund_incomplete",
+                extra={"provider": provider.value, "key": refund.idempotency_key,
+                       "payment_id": refund.payment_id, "amount_paise": refund.amount_paise,
+                       "detail": exc.reason},
+            )  # fmt: skip
+            return
         except RefundRefused as exc:
             with connect() as conn:
                 refunds.refused(conn, refund, exc.reason)
@@ -286,6 +310,7 @@ class _Acts:
 __all__ = [
     "SENT_REFUND",
     "RefundClient",
+    "RefundIncomplete",
     "RefundRefused",
     "Sent",
     "Settle",

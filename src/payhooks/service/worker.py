@@ -290,7 +290,7 @@ class Worker:
             limit=self.options.batch,
             stop=self.stopping.is_set,
         )
-        if sum(tally.sent.values()) or sum(tally.refused.values()):
+        if any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "incomplete")):
             log.info("refunds_pass", extra={"summary": tally.summary()})
         return sum(tally.sent.values())
 

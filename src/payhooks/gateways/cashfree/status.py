@@ -16,7 +16,7 @@ import httpx
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._common import reference
 from payhooks.gateways._gateway import ApiCredentials
-from payhooks.gateways._refunds import Refund, RefundRefused, Sent
+from payhooks.gateways._refunds import Refund, RefundIncomplete, RefundRefused, Sent
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._settlements import INDIA, Page
 from payhooks.gateways._status import MAX_PAGES, answer, listed, parsed
@@ -91,7 +91,9 @@ class CashfreeClient:
         included, and answers it to every later request with that key, so one 500 would stop
         the refund for good. ``refund_id`` is already the key Cashfree refunds once under."""
         if refund.gateway_order_id is None:
-            raise RefundRefused(_P.value, "Cashfree refunds under the order: the intent names none")
+            raise RefundIncomplete(
+                _P.value, "Cashfree refunds under the order: the intent names none"
+            )
         order = f"{self.credentials.base_url}/pg/orders/{quote(refund.gateway_order_id, safe='')}"
         if refund.attempts > 1 and (made := self._refund_made(order, refund)) is not None:
             return made

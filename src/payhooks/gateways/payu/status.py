@@ -17,7 +17,7 @@ import httpx
 from payhooks.events import EventKind, Provider, storable
 from payhooks.gateways._common import child, reference
 from payhooks.gateways._gateway import ApiCredentials
-from payhooks.gateways._refunds import Refund, RefundRefused, Sent
+from payhooks.gateways._refunds import Refund, RefundIncomplete, RefundRefused, Sent
 from payhooks.gateways._reports import (
     KEY_PREFIX,
     Report,
@@ -225,27 +225,34 @@ class PayUClient:
         """The ``mihpayid`` to refund: the one the intent names (``attempt_id``, from the
         payment's record); else the intent's payment when its txnid is another (a second
         payment, keyed by its ``mihpayid``); else, its payment being its txnid, the one
-        ``verify_payment`` names for the txnid. An intent naming neither its ``mihpayid`` nor
-        its txnid is refused, PayU not asked: a txnid is never sent as a ``mihpayid``. The
-        ``mihpayid`` a post named is outside PayU's hash (a customer can post their signed
-        success under another payment's): it is refunded only once ``check_payment`` knows it
-        as a success of the intent's txnid; else the txnid's own payment is."""
+        ``verify_payment`` names for the txnid. The ``mihpayid`` a post named is outside PayU's
+        hash (a customer can post their signed success under another payment's): it is
+        refunded only once ``check_payment`` knows it as a success of the intent's txnid; else
+        the txnid's own payment is. With no ``mihpayid`` to refund (an intent naming neither
+        its ``mihpayid`` nor its txnid, which ``request`` no longer writes; a txnid PayU names
+        no payment of) the refund is never asked for: ``RefundIncomplete``, payhooks' own
+        refusal, never PayU's. A txnid is never sent as a ``mihpayid``."""
         if refund.attempt_id is not None and (
             refund.gateway_order_id is None
             or _succeeded(self._checked(refund.attempt_id), refund.gateway_order_id)
         ):
             return refund.attempt_id
         if refund.gateway_order_id is None:
-            raise RefundRefused(
+            raise RefundIncomplete(
                 _P.value,
-                f"PayU refunds a payment by its mihpayid: the intent of {refund.payment_id} "
-                "names neither its mihpayid nor its txnid (gateway_order_id)",
+                "PayU refunds a payment by its mihpayid, and the intent of payment "
+                f"{refund.payment_id} names neither its mihpayid (attempt_id) nor its txnid "
+                "(gateway_order_id)",
             )
         if refund.payment_id != refund.gateway_order_id:
             return refund.payment_id
         named = self._named(refund.payment_id)
         if named is None:
-            raise RefundRefused(_P.value, f"PayU names no payment for txnid {refund.payment_id}")
+            raise RefundIncomplete(
+                _P.value,
+                f"PayU's verify_payment names no payment for txnid {refund.payment_id}: no "
+                "mihpayid to refund",
+            )
         return named
 
     def _refund_under(self, refund: Refund, mihpayid: str) -> Sent | None:
