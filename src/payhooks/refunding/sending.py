@@ -177,6 +177,23 @@ def _each_due(
     return True
 
 
+def _refused(
+    connect: Connect, refund: Refund, tally: Tally, exc: RefundIncomplete | RefundRefused
+) -> None:
+    """The intent closed ``refused``, for good: by payhooks, never sent (``RefundIncomplete``:
+    its ``last_error`` and count say so, ``Tally.incomplete``), or by the gateway's word."""
+    ours = isinstance(exc, RefundIncomplete)
+    with connect() as conn:
+        refunds.refused(conn, refund, (INCOMPLETE if ours else "") + exc.reason)
+    (tally.incomplete if ours else tally.refused)[refund.provider] += 1
+    log.warning(
+        "refund_incomplete" if ours else "refund_refused",
+        extra={"provider": refund.provider.value, "key": refund.idempotency_key,
+               "payment_id": refund.payment_id, "amount_paise": refund.amount_paise,
+               "detail": exc.reason},
+    )  # fmt: skip
+
+
 def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, sent: bool) -> None:
     """One intent the pass could not act on: asked again after its backoff, its error kept
     (``payhooks refunds list``; an intent retried after an error is an alert,
@@ -261,27 +278,8 @@ class _Acts:
         provider = refund.provider
         try:
             sent = client.send_refund(refund)
-        except RefundIncomplete as exc:
-            with connect() as conn:
-                refunds.refused(conn, refund, INCOMPLETE + exc.reason)
-            tally.incomplete[provider] += 1
-            log.warning(
-                "refund_incomplete",
-                extra={"provider": provider.value, "key": refund.idempotency_key,
-                       "payment_id": refund.payment_id, "amount_paise": refund.amount_paise,
-                       "detail": exc.reason},
-            )  # fmt: skip
-            return
-        except RefundRefused as exc:
-            with connect() as conn:
-                refunds.refused(conn, refund, exc.reason)
-            tally.refused[provider] += 1
-            log.warning(
-                "refund_refused",
-                extra={"provider": provider.value, "key": refund.idempotency_key,
-                       "payment_id": refund.payment_id, "amount_paise": refund.amount_paise,
-                       "detail": exc.reason},
-            )  # fmt: skip
+        except (RefundIncomplete, RefundRefused) as exc:
+            _refused(connect, refund, tally, exc)
             return
         except GatewayApiError as exc:
             with connect() as conn:
