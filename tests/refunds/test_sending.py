@@ -4,6 +4,7 @@ fault the double's books show one refund per intent and never more than was capt
 
 from __future__ import annotations
 
+import json
 import threading
 
 import psycopg
@@ -490,6 +491,22 @@ def test_a_txnids_payment_payu_cannot_name_for_now_is_refunded_later_not_refused
     (refund,) = refunds.of_payment(conn, Provider.PAYU, ORDER[Provider.PAYU])
     assert refund.state.value == "processed"
     assert books(api, Provider.PAYU) == (1, 49_900)
+
+
+def test_payus_answer_to_cancelling_an_authorised_payment_is_its_request_id(core, database_url):
+    """PayU answers ``cancel_refund_transaction`` of a payment still in ``auth`` with its id as
+    ``txn_update_id`` ("Cancel Request Queued", PayU's refund API reference), not
+    ``request_id``: the intent is sent under that id, not an unreadable answer asked again."""
+    conn, api, url = core
+    paid(api, Provider.PAYU)
+    ask(conn, Provider.PAYU)
+    api.fail_next(Provider.PAYU, Fault(body=json.dumps({
+        "status": 1, "msg": "Cancel Request Queued", "txn_update_id": 131279998,
+        "bank_ref_num": None, "mihpayid": PAYMENT[Provider.PAYU]}).encode()))  # fmt: skip
+    tally = send(database_url, url)
+    assert (tally.sent[Provider.PAYU], tally.retried[Provider.PAYU]) == (1, 0)
+    [(found, refund_id, attempts)] = state(conn, Provider.PAYU)
+    assert (found, refund_id, attempts) == ("sent", "131279998", 1)
 
 
 # --- an intent payhooks will not send: its own refusal, never the gateway's ------------------

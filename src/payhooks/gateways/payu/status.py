@@ -398,8 +398,10 @@ SECOND_PAYMENT = "payhooks_second_payment"
 
 
 def _request_id(doc: Mapping[str, Any]) -> str:
-    """PayU's id for the refund it queued: ``request_id`` (a string, or a number)."""
-    found = _identifier(doc.get("request_id"))
+    """PayU's id for the refund or cancel it queued (a string, or a number): ``request_id``
+    for a captured payment's refund ("Refund Request Queued"), ``txn_update_id`` for a payment
+    still in ``auth`` ("Cancel Request Queued"), as PayU's refund API reference answers each."""
+    found = _identifier(doc.get("request_id")) or _identifier(doc.get("txn_update_id"))
     if found is None:
         raise MalformedPayload(_P, "cancel_refund_transaction answer has no request_id")
     return found
