@@ -88,8 +88,8 @@ def test_a_payu_refund_asked_by_the_txnid_its_event_carries_refunds_its_mihpayid
     """The obvious call: ``refunds.request(conn, "payu", event.payment_id, ...)``, the id
     payhooks' PayU event carries being the txnid. The payment's record names its order and
     (from a post) its ``mihpayid``; PayU is refunded that payment, by its ``mihpayid``, with
-    or without the caller naming them. Reconciliation's record names no ``mihpayid``: PayU's
-    ``verify_payment`` names it for the txnid."""
+    or without the caller naming them. Reconciliation's record names the ``mihpayid`` of the
+    payment ``verify_payment`` reported when it applied it."""
     buy = purchase(conn, Provider.PAYU)
     rig.api.pay(sim(buy), buy.payment_id)
     delivery = buy.captured()
@@ -150,9 +150,35 @@ def test_every_gateways_payment_record_keeps_its_order_its_ids_and_what_was_paid
     assert (found.gateway_order_id, found.paid_paise, found.currency) == (
         buy.reference, buy.amount_paise, "INR",
     )  # fmt: skip
-    if provider is Provider.PAYU and applied_by == "webhook":  # the txnid keys it; PayU
-        assert found.attempt_id == buy.payment_id  # refunds its mihpayid (reconciliation's
-        # record names none: its refund asks verify_payment for the txnid's, as before)
+    if provider is Provider.PAYU:  # the txnid keys it; PayU refunds its mihpayid, which the
+        assert found.attempt_id == buy.payment_id  # post or verify_payment's entry named
+
+
+@pytest.mark.parametrize("applied_by", ["webhook", "reconciliation"])
+def test_a_payu_refund_by_the_txnid_goes_to_the_payment_applied_when_payu_names_another_later(
+    conn, rig, applied_by
+):
+    """Two successful payments of one txnid (payhooks applies the second under its own
+    ``mihpayid``). The first was applied, by its post or by reconciliation (whose
+    ``verify_payment`` named it then); days later ``verify_payment`` names the second. A refund
+    asked by the txnid is the first payment's: it goes to the ``mihpayid`` its record names,
+    never to the one ``verify_payment`` names at send time."""
+    buy = purchase(conn, Provider.PAYU)
+    rig.api.pay(sim(buy), buy.payment_id)
+    applied(conn, rig, buy, applied_by)
+    second = "403993715529188888"
+    assert second != buy.payment_id
+    rig.api.pay(sim(buy), second)
+    rig.api.pay(sim(buy), buy.payment_id)  # PayU's verify_payment now names the second
+    asked = refunds.request(conn, "payu", buy.reference, 20_000, key="returned-1",
+                            captured_paise=buy.amount_paise, reason="returned",
+                            requested_by="asha")  # fmt: skip
+    tally = application.send_refunds(rig.reconciler(), double_payments=False)
+    assert tally.sent[Provider.PAYU] == 1, tally.summary()
+    books = rig.api.money
+    assert books.refunded[(Provider.PAYU, second)] == 0
+    assert books.refunded[(Provider.PAYU, buy.payment_id)] == 20_000
+    assert asked.attempt_id == buy.payment_id  # from the payment's record
 
 
 @pytest.mark.parametrize("paid_by", ["edited post alone", "PayU's own post after it"])

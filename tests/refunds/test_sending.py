@@ -69,8 +69,10 @@ def settle(conn, database_url: str, url: str) -> None:
     send(database_url, url)
 
 
-def state(conn, provider: Provider) -> list[tuple[str, str | None, int]]:
-    found = refunds.of_payment(conn, provider, PAYMENT[provider])
+def state(
+    conn, provider: Provider, payment_id: str | None = None
+) -> list[tuple[str, str | None, int]]:
+    found = refunds.of_payment(conn, provider, payment_id or PAYMENT[provider])
     return [(r.state.value, r.gateway_refund_id, r.attempts) for r in found]
 
 
@@ -520,9 +522,7 @@ VALUES (%s, %s, %s, %s, 49900, 'INR', 49900, 'double payment', 'shop')
 UNSENDABLE = {
     # neither its mihpayid nor its txnid: a txnid is never sent as a mihpayid
     "payu: neither mihpayid nor txnid": (Provider.PAYU, PAYMENT[Provider.PAYU], None, "mihpayid"),
-    # a txnid PayU's verify_payment knows no payment of: no mihpayid to refund
-    "payu: a txnid PayU names no payment of": (
-        Provider.PAYU, "ph_rfunknown00001", "ph_rfunknown00001", "names no payment"),
+    # (a txnid PayU's API knows no payment of names enough: an error, asked again, below)
     # Cashfree refunds under the order
     "cashfree: no order": (Provider.CASHFREE, PAYMENT[Provider.CASHFREE], None, "order"),
 }  # fmt: skip
@@ -557,6 +557,100 @@ def test_an_intent_payhooks_will_not_send_is_its_own_refusal_never_the_gateways(
     [alert] = refund_alerts(conn, datetime.now(UTC))
     assert f"1 refused by payhooks in the last day, never sent to {provider.value}" in alert.body
     assert "refused or failed at" not in alert.body
+
+
+# --- a txnid or mihpayid PayU's API does not know: an error, never payhooks' refusal ---------
+
+NOT_FOUND = {"status": 0, "msg": "0 out of 1 Transactions Fetched Successfully",
+             "transaction_details": {ORDER[Provider.PAYU]: {"mihpayid": "Not Found",
+                                                            "status": "Not Found"}}}  # fmt: skip
+"""``verify_payment``'s answer for a txnid PayU knows no payment of (its docs' sample)."""
+UNKNOWN = Fault(body=json.dumps({"status": 0, "msg": "Transaction Not Found"}).encode())
+"""``check_payment``'s for a ``mihpayid`` it does not know."""
+RECORDED = {"by its txnid": None, "its mihpayid recorded": PAYMENT[Provider.PAYU]}
+
+
+def ask_by_txnid(conn, attempt_id: str | None):
+    txnid = ORDER[Provider.PAYU]
+    return refunds.request(conn, Provider.PAYU, txnid, 49_900, key="double-payment",
+                           captured_paise=49_900, reason="double payment", requested_by="shop",
+                           gateway_order_id=txnid, attempt_id=attempt_id)  # fmt: skip
+
+
+@pytest.mark.parametrize("recorded", list(RECORDED))
+def test_a_txnid_payu_knows_no_payment_of_is_asked_again_never_refused(
+    core, database_url, recorded
+):
+    """PayU's ``verify_payment`` answers ``Not Found`` for the intent's txnid, and
+    ``check_payment`` knows no ``mihpayid`` recorded for it. The intent names all PayU's
+    refund needs; what is wrong is on payhooks' side of the API (the key and salt of another
+    PayU account: test keys for live payments, another brand's), or the payment not yet
+    visible. As Razorpay's "does not exist" and Cashfree's ``order_not_found``: an error, asked
+    again with PayU's words kept, never refused (by payhooks or PayU), its amount still held;
+    the ``refunds_failing`` alert says it is being retried after an error. Once PayU knows the
+    payment, the refund is made once. (It was closed ``refused by payhooks``, its amount
+    freed, telling the merchant to name more, which would be refused the same way.)"""
+    from datetime import UTC, datetime
+
+    from payhooks.operations.alerts import refunds as refund_alerts
+
+    conn, api, url = core
+    ask_by_txnid(conn, RECORDED[recorded])
+    for _ in range(2):
+        tally = send(database_url, url)
+        assert (tally.refused[Provider.PAYU], tally.incomplete[Provider.PAYU],
+                tally.retried[Provider.PAYU]) == (0, 0, 1), tally.summary()  # fmt: skip
+        (refund,) = refunds.of_payment(conn, Provider.PAYU, ORDER[Provider.PAYU])
+        assert refund.state is RefundState.REQUESTED, refund
+        assert "names no payment" in (refund.last_error or ""), refund.last_error
+        assert not (refund.last_error or "").startswith("refused")
+        due_now(conn)
+    with pytest.raises(refunds.RefundTooLarge):  # its amount still held
+        refunds.request(conn, Provider.PAYU, ORDER[Provider.PAYU], 1, key="another",
+                        captured_paise=49_900, reason="more", requested_by="shop",
+                        gateway_order_id=ORDER[Provider.PAYU])  # fmt: skip
+    [alert] = refund_alerts(conn, datetime.now(UTC))
+    assert "1 being retried after an error" in alert.body and "refused" not in alert.title
+    assert "refused by payhooks" not in alert.body
+    api.pay(_purchase(), PAYMENT[Provider.PAYU])
+    assert send(database_url, url).sent[Provider.PAYU] == 1
+    settle(conn, database_url, url)
+    (refund,) = refunds.of_payment(conn, Provider.PAYU, ORDER[Provider.PAYU])
+    assert refund.state is RefundState.PROCESSED
+    assert books(api, Provider.PAYU) == (1, 49_900)
+
+
+@pytest.mark.parametrize("recorded", list(RECORDED))
+def test_a_refund_made_then_its_payment_unknown_to_payu_for_a_while_is_made_once(
+    core, database_url, recorded
+):
+    """PayU made the refund and its answer was lost; asked again, PayU's API knows neither the
+    txnid nor the ``mihpayid`` for a while (credentials changed to another account's, say).
+    Nothing is sent meanwhile and nothing is closed (closed ``refused by payhooks, never
+    sent``, the intent would have freed an amount PayU had refunded, and asking again as it
+    said would have refunded twice); once PayU answers again, the refund made under the
+    intent's token is found among the payment's actions and recorded, never made again."""
+    conn, api, url = core
+    api.pay(_purchase(), PAYMENT[Provider.PAYU])
+    ask_by_txnid(conn, RECORDED[recorded])
+    api.fail_after_acting(Provider.PAYU, Fault(status=503))
+    assert send(database_url, url).retried[Provider.PAYU] == 1
+    assert books(api, Provider.PAYU) == (1, 49_900)  # made; payhooks never heard
+    due_now(conn)
+    unknown = [Fault(body=json.dumps(NOT_FOUND).encode())]
+    api.fail_next(Provider.PAYU, *([UNKNOWN, *unknown] if RECORDED[recorded] else unknown))
+    tally = send(database_url, url)
+    assert (tally.incomplete[Provider.PAYU], tally.retried[Provider.PAYU]) == (0, 1), (
+        tally.summary()
+    )
+    [(found, _, _)] = state(conn, Provider.PAYU, ORDER[Provider.PAYU])
+    assert found == "requested"
+    due_now(conn)
+    assert send(database_url, url).sent[Provider.PAYU] == 1
+    settle(conn, database_url, url)
+    [(found, refund_id, attempts)] = state(conn, Provider.PAYU, ORDER[Provider.PAYU])
+    assert (found, attempts) == ("processed", 3) and refund_id
+    assert books(api, Provider.PAYU) == (1, 49_900)
 
 
 def _purchase() -> Purchase:

@@ -47,7 +47,8 @@ class RefundRefused(GatewayApiError):
 class RefundIncomplete(Exception):
     """The client will not send the refund as its intent stands, and has not asked the gateway
     to make it: the intent names too little for the gateway's refund call (a Cashfree one no
-    order, a PayU one no ``mihpayid``: neither named nor one PayU names for its txnid).
+    order, a PayU one neither its ``mihpayid`` nor its txnid). A payment the gateway's API
+    does not know is no such intent: an error, asked again (``GatewayApiError``).
     payhooks' own refusal, never the gateway's: the sender closes the intent ``refused`` saying
     so, and counts it apart (``Tally.incomplete``). ``request`` refuses such a refund when it
     is asked; an intent written before it did meets this."""

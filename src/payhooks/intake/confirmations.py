@@ -32,6 +32,7 @@ from datetime import datetime, timedelta
 from payhooks.events import Event, EventKind
 from payhooks.gateways._reports import Verdict
 from payhooks.plumbing.db import Connection, Statement, Steps, query
+from payhooks.plumbing.keys import is_reconciled
 
 PATIENCE = timedelta(minutes=30)
 """How long the API may keep saying nothing (a payment still pending) before the callback is
@@ -90,8 +91,13 @@ WHERE provider = %s AND first_event_id = %s AND verdict IS NULL
 def another_attempt(event: Event) -> Event | None:
     """``event``, a copy under its key with another body, as the second post it may be: keyed
     ``<key>:<attempt>`` and unconfirmed; None where the body names no attempt of its own (a
-    copy is a copy, as for every gateway whose signature covers the payment's id)."""
+    copy is a copy, as for every gateway whose signature covers the payment's id), and under
+    a key payhooks wrote (``reconcile:``): that body is the gateway API's own answer, read
+    again as the payment changes (PayU's ``verify_payment`` entry, its ``mihpayid`` the
+    payment's record keeps), never a post."""
     if event.attempt_id is None or event.kind is not EventKind.PAYMENT_CAPTURED:
+        return None
+    if is_reconciled(event.event_id):
         return None
     return replace(event, event_id=f"{event.event_id}:{event.attempt_id}", unconfirmed=True)
 

@@ -285,10 +285,11 @@ def request(
 
     PayU refunds a payment by its ``mihpayid``: a PayU refund asked by the txnid alone takes
     the order and the ``mihpayid`` it does not name from the payment's record
-    (``payhooks_payments``; a record made by reconciliation names no ``mihpayid``, and the
-    sender asks PayU's ``verify_payment`` for the txnid's). One whose ``mihpayid`` payhooks
-    cannot know (no record, and neither named) is refused here, saying to pass the txnid as
-    ``gateway_order_id`` or the ``mihpayid`` as ``attempt_id``.
+    (``payhooks_payments``: a post's ``mihpayid``, or the one PayU's ``verify_payment`` named
+    when reconciliation recorded the payment; for a record naming none, one reconciliation
+    made before it kept them, the sender asks ``verify_payment`` for the txnid's). One whose
+    ``mihpayid`` payhooks cannot know (no record, and neither named) is refused here, saying
+    to pass the txnid as ``gateway_order_id`` or the ``mihpayid`` as ``attempt_id``.
 
     Raises ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key already
     used for another refund, ``InvalidRequest`` for a refund payhooks cannot send (PhonePe's

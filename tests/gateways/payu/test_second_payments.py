@@ -70,10 +70,14 @@ def sent(conn, hooks, mihpayid: str, **extra: str) -> Outcome:
     return ingest(conn, ADAPTERS[Provider.PAYU], body, headers, hooks).outcome
 
 
-def a_pass(database_url, url, hooks, *, at: datetime | None = None) -> Tally:
+def payu_client(url: str) -> PayUClient:
     credentials = ApiCredentials(provider=Provider.PAYU, id=API_KEYS.payu_key,
                                  secret=API_KEYS.payu_salt, base_url=url)  # fmt: skip
-    client = PayUClient(credentials=credentials, http=http_client(5.0))
+    return PayUClient(credentials=credentials, http=http_client(5.0))
+
+
+def a_pass(database_url, url, hooks, *, at: datetime | None = None) -> Tally:
+    client = payu_client(url)
     connect = connecting(database_url)
     moment = at or datetime.now(UTC)
     return confirm(connect, {Provider.PAYU: client}, delivering(connect, hooks), Tally(),
@@ -338,3 +342,41 @@ def test_a_check_payment_refusal_naming_the_key_is_refused_credentials():
 
     with pytest.raises(CredentialsRefused, match="Merchant key not found"):
         status.checked("1", b'{"status": 0, "msg": "Merchant key not found"}')
+
+
+@pytest.mark.parametrize("later", ["settled", "naming the second payment"])
+def test_reconciliations_payment_reported_again_with_another_body_is_a_copy_asking_nothing(
+    shop, database_url, later
+):
+    """Reconciliation's record of the txnid's payment names its ``mihpayid`` (the refund
+    goes there). A paid checkout is asked about again for days, and ``verify_payment``'s entry
+    changes meanwhile (settled; or naming a second payment of the txnid): under reconciliation's
+    key, a body of payhooks' making, that is a copy, never a post naming another attempt to
+    ask PayU about. The record keeps the ``mihpayid`` it named first."""
+    from payhooks.intake import payments
+    from payhooks.reconcile.running import run
+
+    conn, api, url, hooks, captured = shop
+    payhooks.expect(conn, "payu", TXNID, 49_900, "INR", "S-1")
+    api.pay(ORDER, FIRST)
+    run(database_url, hooks, environ=API_KEYS.env(url), after_s=0)
+    assert [e.attempt_id for e in captured] == [FIRST]
+    if later == "settled":
+        api.book(ORDER, {**api.payment_of(Provider.PAYU, FIRST), "Settled_At": "2026-03-05"})
+    else:
+        api.pay(ORDER, SECOND)
+        api.pay(ORDER, FIRST)  # verify_payment now names SECOND
+    again = payu_client(url).report(TXNID)  # the checkout's next look, as a pass makes it
+    assert [r.event.event_id for r in again.received] == [f"{KEY_PREFIX}:{TXNID}:success"]
+    deliver = delivering(connecting(database_url), hooks)
+    assert [deliver(r, then=lambda *_: None).outcome for r in again.received] == [Outcome.DUPLICATE]
+    key = f"{KEY_PREFIX}:{TXNID}:success"
+    assert conn.execute(
+        "SELECT mismatches FROM processed_webhooks WHERE provider = 'payu' AND event_id = %s",
+        (key,),
+    ).fetchone() == (1,)  # asked again, and answered another body
+    assert conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (1,)
+    assert len(captured) == 1
+    found = payments.find(conn, "payu", TXNID)
+    assert found is not None and found.attempt_id == FIRST

@@ -218,7 +218,7 @@ class PayU:
             # Not hashed: shown to help find the payment, never used to identify it.
             bank_ref=_common.reference(*(fields.get(name) for name in _REFERENCES)),
             payload_sha256=_common.sha256_hex(body),
-            attempt_id=_attempt(fields.get(ATTEMPT_FIELD)) if kind is not EventKind.OTHER else None,
+            attempt_id=attempt(fields.get(ATTEMPT_FIELD)) if kind is not EventKind.OTHER else None,
         )
 
 
@@ -296,15 +296,16 @@ ATTEMPT_FIELD = "mihpayid"
 _ATTEMPT = re.compile(r"[0-9A-Za-z]{1,64}")
 
 
-def _attempt(value: str | None) -> str | None:
+def attempt(value: str | None) -> str | None:
     """PayU's id of the payment (``mihpayid``, 11 to 18 digits in its samples), outside the
-    hash: an odd one is left out, and the post is a copy like any other."""
+    hash: an odd one is left out, and the post is a copy like any other. Reconciliation
+    records the one ``verify_payment`` names by the same rule."""
     return value.strip() if value and _ATTEMPT.fullmatch(value.strip()) else None
 
 
 def attempt_of(body: bytes) -> str | None:
     """The ``mihpayid`` a stored payment post names, read as ``parse`` reads it."""
-    return _attempt(_read_fields(body).get(ATTEMPT_FIELD))
+    return attempt(_read_fields(body).get(ATTEMPT_FIELD))
 
 
 def _read_fields(body: bytes) -> dict[str, str]:
@@ -335,6 +336,7 @@ def _amount(value: str | None, *, strict: bool) -> int | None:
 __all__ = [
     "CHARGEBACK_REFUSED",
     "PayU",
+    "attempt",
     "attempt_of",
     "decode_form",
     "encode",

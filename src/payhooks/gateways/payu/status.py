@@ -30,7 +30,7 @@ from payhooks.gateways._reports import (
     text,
 )
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
-from payhooks.gateways.payu.adapter import attempt_of
+from payhooks.gateways.payu.adapter import attempt, attempt_of
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 COMMAND = "verify_payment"
@@ -228,10 +228,16 @@ class PayUClient:
         ``verify_payment`` names for the txnid. The ``mihpayid`` a post named is outside PayU's
         hash (a customer can post their signed success under another payment's): it is
         refunded only once ``check_payment`` knows it as a success of the intent's txnid; else
-        the txnid's own payment is. With no ``mihpayid`` to refund (an intent naming neither
-        its ``mihpayid`` nor its txnid, which ``request`` no longer writes; a txnid PayU names
-        no payment of) the refund is never asked for: ``RefundIncomplete``, payhooks' own
-        refusal, never PayU's. A txnid is never sent as a ``mihpayid``."""
+        the txnid's own payment is. An intent naming neither its ``mihpayid`` nor its txnid
+        (which ``request`` no longer writes) is never asked for: ``RefundIncomplete``, payhooks'
+        own refusal, never PayU's. A txnid PayU's API knows no payment of (``verify_payment``
+        answering ``Not Found``, ``check_payment`` knowing no ``mihpayid`` recorded for it) is
+        an error, asked again, as Razorpay's "does not exist" and Cashfree's
+        ``order_not_found`` are: the intent names all PayU's refund needs, and the likeliest
+        cause is on payhooks' side of the API (another PayU account's key and salt, test keys
+        for live payments), or a payment not yet visible. Nothing is sent meanwhile, and once
+        PayU knows the payment a retry finds a refund already made under the intent's token
+        (``_refund_under``). A txnid is never sent as a ``mihpayid``."""
         if refund.attempt_id is not None and (
             refund.gateway_order_id is None
             or _succeeded(self._checked(refund.attempt_id), refund.gateway_order_id)
@@ -248,10 +254,14 @@ class PayUClient:
             return refund.payment_id
         named = self._named(refund.payment_id)
         if named is None:
-            raise RefundIncomplete(
+            recorded = refund.attempt_id
+            nor = "" if recorded is None else f", and check_payment knows no mihpayid {recorded}"
+            raise GatewayApiError(
                 _P.value,
-                f"PayU's verify_payment names no payment for txnid {refund.payment_id}: no "
-                "mihpayid to refund",
+                f"PayU's verify_payment names no payment for txnid {refund.payment_id}{nor}: "
+                "the API key and salt of another PayU account, or a payment not yet visible; "
+                "asked again",
+                status=200,
             )
         return named
 
@@ -294,7 +304,10 @@ def payments(txnid: str, body: bytes) -> Report:
     """``verify_payment``: ``transaction_details`` keyed by txnid, ``amt`` a rupee string.
     A txnid PayU does not know comes back with its entry's ``status: Not Found``: nothing to
     report. Only that: an answer with no entry (``{"status":0,"msg":"Invalid Hash."}`` for a
-    wrong salt) is PayU refusing the call, never "no payment yet"."""
+    wrong salt) is PayU refusing the call, never "no payment yet". The event names the
+    entry's ``mihpayid`` as its ``attempt_id``, as a post's does: the payment's record keeps
+    it, and a refund asked by the txnid goes to that payment, not to whichever
+    ``verify_payment`` names when the refund is sent (a second payment of the txnid)."""
     entity = _verified_entity(txnid, body)
     status = text(_P, entity, "status")
     if status == NOT_FOUND:
@@ -307,6 +320,8 @@ def payments(txnid: str, body: bytes) -> Report:
         amount_paise=rupees(_P, entity.get("amt"), "amt"), currency="INR",
         bank_ref=reference(entity.get("bank_ref_num"), entity.get("bank_ref_no")),
     )  # fmt: skip
+    mihpayid = attempt(_identifier(entity.get("mihpayid")))
+    event = dataclasses.replace(event, event=dataclasses.replace(event.event, attempt_id=mihpayid))
     return Report(received=(event,))
 
 
