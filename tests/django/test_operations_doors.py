@@ -343,6 +343,28 @@ def test_a_settlement_one_door_fetched_is_recorded_once_and_said_alike_by_the_ot
                                     "--database-url", url).stdout) == []  # fmt: skip
 
 
+def test_a_catch_up_one_door_ran_is_where_the_others_starts(
+    django_db: str, gateway_api: tuple[object, str], tmp_path: Path
+) -> None:
+    """``--catch-up`` through Django reads each gateway back as the worker's first fetch; the
+    command's, on the same database, reads from the day after the last one read whole."""
+    from datetime import datetime, timedelta
+
+    from payhooks.gateways._settlements import INDIA
+
+    _, api_url = gateway_api
+    today = datetime.now(INDIA).date()
+    with override_settings(PAYHOOKS=django_keys(api_url)):
+        said = django("payhooks_settlements", "--catch-up")
+    back = today - timedelta(days=51)
+    assert said.startswith(f"settlements {back} to {back + timedelta(days=30)}:")
+    assert f"settlements {back + timedelta(days=31)} to {today}:" in said
+    done = cli(django_db, tmp_path, "settlements", "--catch-up", "--database-url", django_db,
+               **API_KEYS.env(api_url))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith(f"settlements {today - timedelta(days=2)} to {today}:")
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

@@ -446,11 +446,28 @@ def test_settlement_reports_not_read_for_days_are_alerted_until_a_fetch_reads_th
     assert text.startswith(
         f"[payhooks] ALERT: razorpay: settlement reports read only through {last}"
     )
-    assert f"payhooks settlements --from {last + timedelta(days=1)} --to {today}" in text
+    assert "`payhooks settlements --catch-up`" in text
+    assert "`manage.py payhooks_settlements --catch-up`" in text
     reads.moved(conn, Provider.RAZORPAY, last + timedelta(days=1), today, today=today)
     notifier.tick(conn, T0 + EVERY)
     assert chat.texts()[-1].startswith("[payhooks] RESOLVED: razorpay: settlement reports read")
     assert len(chat.texts()) == 2
+
+
+def test_settlement_reports_not_read_say_when_they_last_were_in_utc(conn, chat):
+    """The session's time zone (a merchant's database set to India's) changes nothing."""
+    from datetime import date
+
+    from payhooks.settlements import reads
+
+    today = date(2026, 12, 3)
+    last = today - timedelta(days=reads.UNREAD_DAYS + 2)
+    reads.moved(conn, Provider.RAZORPAY, last, last, today=today)
+    conn.execute("UPDATE payhooks_settlement_reads SET read_at = '2026-11-28 10:00+00'")
+    conn.execute("SET TimeZone = 'Asia/Kolkata'")
+    webhook_notifier(chat.url).tick(conn, T0)
+    [text] = chat.texts()
+    assert "(the last fetch that moved it on: 2026-11-28 10:00 UTC)" in text
 
 
 def test_the_shop_alerts_dead_letters_and_payments_to_refund(conn, chat):

@@ -63,6 +63,7 @@ CORE_MIGRATIONS = [
     "core/0029_expected_kept",
     "core/0030_payments_by_order",
     "core/0031_settlement_reads",
+    "core/0032_settlement_read_from",
 ]
 
 CORE_TABLES = {
@@ -396,3 +397,21 @@ def test_an_upgrade_moves_both_queues_into_one_and_loses_nothing(empty_db):
         "SELECT id FROM outbox WHERE dedupe_key = 'order_confirmation:o3'"
     ).fetchall()
     assert made == 6
+
+
+def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db):
+    """Core 0032: a gateway's row kept by 0031 knew its last day read whole only, not where
+    reading began; its first day read is that day, so no capture of a day before it is
+    flagged on the word of days perhaps never read."""
+    from datetime import date
+
+    migrate_before(empty_db, core="0032", shop="9999")
+    empty_db.execute(
+        "INSERT INTO payhooks_settlement_reads (provider, read_through) VALUES ('razorpay', %s)",
+        (date(2026, 1, 5),),
+    )
+    assert database.migrate(empty_db) == ["core/0032_settlement_read_from"]
+    rows = empty_db.execute(
+        "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"
+    )
+    assert rows.fetchall() == [("razorpay", date(2026, 1, 5), date(2026, 1, 5))]

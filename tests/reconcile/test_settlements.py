@@ -248,10 +248,11 @@ def test_the_command_fetches_a_range_and_lists_what_is_flagged(
     at = datetime.combine(yesterday, datetime.min.time(), UTC) + timedelta(hours=9)
     api.pay_out(Provider.RAZORPAY, at=int(at.timestamp()), held={held.payment_id})
     conn.execute("UPDATE payhooks_payments SET applied_at = now() - interval '10 days'")
+    captured = (datetime.now(INDIA) - timedelta(days=10)).date().isoformat()
     day = yesterday.isoformat()
     env = API_KEYS.env(url)
-    done = payhooks_command(
-        database_url, tmp_path, "settlements", "--from", day, "--to", day, **env
+    done = payhooks_command(  # from the captures' day: a payout may be on any day since
+        database_url, tmp_path, "settlements", "--from", captured, "--to", day, **env
     )
     assert done.exit_code == 0, done.output
     assert "razorpay: 1 new payout(s), 1 new line(s), 1 matched" in done.output
@@ -368,6 +369,12 @@ def read_through(conn) -> dict[str, date]:
     return dict(conn.execute("SELECT provider, read_through FROM payhooks_settlement_reads"))
 
 
+def days_read(conn) -> dict[str, tuple[date, date]]:
+    """Each gateway's days read whole: the first and the last."""
+    rows = conn.execute("SELECT provider, read_from, read_through FROM payhooks_settlement_reads")
+    return {provider: (first, last) for provider, first, last in rows}
+
+
 def test_the_worker_reads_the_days_it_missed_since_the_last_day_read_whole(conn, database_url, rig):
     """A capture of day D paid out on D+2; the days to D+1 read whole, then no fetch for
     days (the gateway down, or the worker). The worker's next fetch reads from D+2: the
@@ -449,7 +456,7 @@ def test_a_gap_longer_than_one_range_is_fetched_in_successive_ranges(conn, rig):
 
 
 def test_the_ranges_of_a_long_gap_are_at_most_the_longest_a_report_allows():
-    from payhooks.service.worker import fetch_ranges
+    from payhooks.reconcile.settling import fetch_ranges
 
     ranges = fetch_ranges(date(2026, 1, 1), date(2026, 3, 5))
     assert ranges[0][0] == date(2026, 1, 1) and ranges[-1][1] == date(2026, 3, 5)
@@ -496,3 +503,125 @@ def test_a_capture_whose_cycle_ends_after_the_days_read_is_not_flagged(
     rest = fetch_once(connecting(database_url), found, CYCLE[0], CYCLE[1], now=lambda: LATER)
     assert rest.review is not None and rest.review.flagged == 1
     assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
+
+
+# --- the days before the first one read --------------------------------------------------------
+
+
+def test_a_first_fetch_flags_no_capture_from_before_the_days_it_read(
+    conn, database_url, gateway_api
+):
+    """A merchant's first fetch over a few recent days: a capture of an earlier day may have
+    its payout on a day never read, so it is not flagged. A fetch of days apart from those
+    read changes nothing; one that meets them reads the days back, and the capture the
+    gateway kept back is flagged then."""
+    api, url = gateway_api
+    settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (CAPTURED,))
+    api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})  # 2026-01-05
+    found = credentials(url)
+    late = fetch_once(connecting(database_url), found, date(2026, 1, 15), date(2026, 1, 19),
+                      now=lambda: LATER)  # fmt: skip
+    assert late.review is not None and late.review.flagged == 0
+    assert listing.unsettled(conn) == []
+    assert days_read(conn)["razorpay"] == (date(2026, 1, 15), date(2026, 1, 19))
+    apart = fetch_once(connecting(database_url), found, date(2026, 1, 1), date(2026, 1, 13),
+                       now=lambda: LATER)  # fmt: skip  # 2026-01-14 left unread between
+    assert apart.review is not None and apart.review.flagged == 0
+    assert days_read(conn)["razorpay"] == (date(2026, 1, 15), date(2026, 1, 19))
+    met = fetch_once(connecting(database_url), found, CYCLE[0], date(2026, 1, 14),
+                     now=lambda: LATER)  # fmt: skip
+    assert met.review is not None and met.review.flagged == 1
+    assert days_read(conn)["razorpay"] == (CYCLE[0], date(2026, 1, 19))
+    assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
+    (entry,) = listing.of_payments(conn, "razorpay", [settled.payment_id])
+    assert entry.state == "settled"
+
+
+def test_a_first_fetch_of_today_alone_flags_nothing(conn, database_url, gateway_api):
+    """Today is not over, so no day was read whole: nothing says what was paid out."""
+    api, url = gateway_api
+    paid(conn, api, Provider.RAZORPAY)
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (CAPTURED,))
+    noon = datetime(2026, 1, 20, 6, tzinfo=UTC)
+    tally = fetch_once(connecting(database_url), credentials(url), date(2026, 1, 20),
+                       date(2026, 1, 20), now=lambda: noon)  # fmt: skip
+    assert tally.review is not None and tally.review.flagged == 0
+    assert listing.unsettled(conn) == []
+
+
+def test_the_workers_first_fetch_of_a_gateway_reads_back_over_the_review_window(conn, rig):
+    """No day read yet (the worker's first fetch after an upgrade, or a gateway's API
+    credentials newly given): the worker reads back as far as the review looks (45 days, the
+    gateway's cycle and the margin), so a capture of three weeks ago paid out since is found
+    settled, not flagged, and the one the gateway kept back is flagged."""
+    from payhooks.settlements.flags import REVIEW_DAYS
+
+    settled, held = paid(conn, rig.api, Provider.RAZORPAY), paid(conn, rig.api, Provider.RAZORPAY)
+    captured = datetime(2026, 2, 9, 6, tzinfo=UTC)
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (captured,))
+    rig.api.pay_out(Provider.RAZORPAY, at=int((captured + timedelta(days=2)).timestamp()),
+                    held={held.payment_id})  # fmt: skip
+    clock = Clock(datetime(2026, 3, 1, 6, tzinfo=UTC))  # 2026-03-01 in India
+    worker = fetching_worker(rig, clock)
+    try:
+        assert worker.maybe_fetch_settlements() == 1
+    finally:
+        worker.close()
+    back = date(2026, 3, 1) - timedelta(days=REVIEW_DAYS + 4 + 2)  # Razorpay's cycle, 48 hours
+    assert days_read(conn)["razorpay"] == (back, date(2026, 2, 28))
+    (entry,) = listing.of_payments(conn, "razorpay", [settled.payment_id])
+    assert entry.state == "settled"
+    assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
+
+
+def test_the_command_catches_up_each_gateway_from_the_day_after_its_last_day_read_whole(
+    conn, database_url, gateway_api, tmp_path
+):
+    """``--catch-up``: a gateway read whole through 40 days ago is read from the day after (in
+    ranges of at most 31 days, from the earliest day a gateway needs: Cashfree, never read, is
+    read back as the worker's first fetch reads it), up to today. Run again, it reads the last
+    days only."""
+    from payhooks.settlements import reads
+    from tests.invoking import payhooks_command
+
+    api, url = gateway_api
+    today = datetime.now(INDIA).date()
+    last = today - timedelta(days=40)
+    reads.moved(conn, Provider.RAZORPAY, last, last, today=today)
+    first = paid(conn, api, Provider.RAZORPAY)
+    api.pay_out(Provider.RAZORPAY, at=int((datetime.now(UTC) - timedelta(days=35)).timestamp()))
+    second = paid(conn, api, Provider.RAZORPAY)
+    api.pay_out(Provider.RAZORPAY, at=int((datetime.now(UTC) - timedelta(days=5)).timestamp()))
+    env = API_KEYS.env(url)
+    done = payhooks_command(database_url, tmp_path, "settlements", "--catch-up", **env)
+    assert done.exit_code == 0, done.output
+    back = today - timedelta(days=51)  # 45 days, Cashfree's cycle of four and the 48 hours
+    after = back + timedelta(days=MAX_RANGE_DAYS)
+    assert done.stdout.startswith(f"settlements {back} to {after - timedelta(days=1)}:")
+    assert f"settlements {after} to {today}:" in done.stdout
+    found = listing.of_payments(conn, "razorpay", [first.payment_id, second.payment_id])
+    assert len(found) == 2 and all(e.state == "settled" for e in found)
+    yesterday = today - timedelta(days=1)
+    assert days_read(conn) == {"razorpay": (back, yesterday), "cashfree": (back, yesterday)}
+    again = payhooks_command(database_url, tmp_path, "settlements", "--catch-up", **env)
+    assert again.exit_code == 0, again.output
+    assert again.stdout.startswith(f"settlements {today - timedelta(days=2)} to {today}:")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--catch-up", "--from", "2026-01-05", "--to", "2026-01-05"), "--catch-up"),
+        (("--catch-up", "--unsettled"), "--catch-up"),
+    ],
+)
+def test_the_command_refuses_catch_up_beside_days_or_a_list_as_a_usage_error(
+    database_url, tmp_path, args, said
+):
+    from tests.invoking import payhooks_command
+
+    done = payhooks_command(database_url, tmp_path, "settlements", *args)
+    assert done.exit_code == 2, done.output
+    assert done.stderr.startswith("payhooks: ") and said in done.stderr
+    assert done.stdout == ""

@@ -186,17 +186,31 @@ def settlements(
             "--unreadable", help="Print the report lines payhooks could not read, kept (JSON)."
         ),
     ] = False,
+    catch_up: Annotated[
+        bool,
+        typer.Option(
+            "--catch-up",
+            help=(
+                "Fetch each gateway from the day after its last day read whole (at least the "
+                "last 3 days) up to today, in ranges of at most 31 days: run it daily from cron."
+            ),
+        ),
+    ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Fetch the gateways' settlement reports for the days --from to --to (at most 31):
     each payout and the payments, refunds and adjustments it covered, with fees and tax,
     recorded once and matched to your payments; then flag the captures not settled within
     their gateway's cycle and PAYHOOKS_SETTLEMENT_MARGIN_HOURS; a line it cannot read is kept,
-    and the rest recorded. With --unsettled, --unmatched or --unreadable (one, without --from
-    and --to), print what is flagged or kept instead."""
+    and the rest recorded. With --catch-up instead of the days, fetch what each gateway has
+    not read whole yet, up to today. With --unsettled, --unmatched or --unreadable (one,
+    without --from and --to), print what is flagged or kept instead."""
     from payhooks.settlements import listing
 
     asked = {"unsettled": unsettled, "unmatched": unmatched, "unreadable": unreadable}
+    if catch_up:
+        _catch_up(ctx, asked, start, end, database_url)
+        return
     try:
         named = listing.list_asked(asked, start, end)
     except ValueError as exc:
@@ -215,6 +229,53 @@ def settlements(
     if tally.failures:
         typer.echo(f"payhooks: {tally.trouble()}; fetch those days again later", err=True)
         raise typer.Exit(1)
+
+
+def _catch_up(
+    ctx: typer.Context,
+    asked: Mapping[str, bool],
+    start: str | None,
+    end: str | None,
+    database_url: str | None,
+) -> None:
+    """``payhooks settlements --catch-up``: each range's summary; exit 1 naming a gateway
+    whose report failed (the next run starts again from its last day read whole)."""
+    from payhooks.settlements import listing
+
+    try:
+        listing.catch_up_alone(asked, start, end)
+    except ValueError as exc:
+        typer.echo(f"payhooks: {exc}", err=True)
+        raise typer.Exit(2) from None
+    host(ctx).configure_logs()
+    tallies = run(lambda: catch_up_settlements(ctx, settings(ctx), database_url))
+    for tally in tallies:
+        typer.echo(tally.summary())
+    trouble = "; ".join(tally.trouble() for tally in tallies if tally.failures)
+    if trouble:
+        typer.echo(
+            f"payhooks: {trouble}; run it again later: it starts from the last day read whole",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+def catch_up_settlements(
+    ctx: typer.Context, found: Settings, url: str | None
+) -> list[SettlingTally]:
+    """A catch-up (``payhooks.reconcile.settling.catching_up``) on the app's database
+    (``url``, else the host's), with the gateways' API credentials the environment gives."""
+    from payhooks.reconcile import settling
+
+    credentials = found.reconciled()
+    if not credentials:
+        raise ValueError("no gateway API credentials are set: no settlement report can be asked")
+    return settling.catch_up_once(
+        lambda: host(ctx).connect(url),
+        credentials,
+        timeout_s=found.reconcile_timeout_ms / 1000,
+        margin=timedelta(hours=found.settlement_margin_hours),
+    )
 
 
 def fetch_settlements(
@@ -687,6 +748,7 @@ def refunds_cancel(
 
 
 __all__ = [
+    "catch_up_settlements",
     "fetch_settlements",
     "operator_app",
     "purged",

@@ -18,7 +18,6 @@ from enum import StrEnum
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
-from payhooks.gateways._settlements import INDIA
 from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms
 from payhooks.operations.outbox import backlogs
@@ -543,7 +542,7 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
         )
         for c in flags.unmatched(conn)
     ]
-    found += [_unread(b, now) for b in reads.behind(conn, now)]
+    found += [_unread(b) for b in reads.behind(conn, now)]
     return found + [
         Alert(
             condition=Condition.SETTLEMENT_UNREADABLE,
@@ -562,9 +561,7 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
     ]
 
 
-def _unread(late: reads.Behind, now: datetime) -> Alert:
-    after = late.read_through + timedelta(days=1)
-    today = now.astimezone(INDIA).date()
+def _unread(late: reads.Behind) -> Alert:
     return Alert(
         condition=Condition.SETTLEMENTS_UNREAD,
         subject=late.provider,
@@ -572,10 +569,12 @@ def _unread(late: reads.Behind, now: datetime) -> Alert:
         body=(
             f"{late.provider}'s settlement reports have not been read whole since "
             f"{late.read_through} (the last fetch that moved it on: "
-            f"{late.read_at:%Y-%m-%d %H:%M} UTC): its report failed, or nothing fetches it. "
-            "Captures whose cycle ends after that day are not reviewed, so money missing "
-            "among them is not flagged. The worker fetches the days it missed once the "
-            f"gateway answers; by hand: `payhooks settlements --from {after} --to {today}`."
+            f"{late.read_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC): its report failed, or nothing "
+            "fetches it. Captures whose cycle ends after that day are not reviewed, so money "
+            "missing among them is not flagged. The worker fetches the days it missed once the "
+            "gateway answers; by hand, or daily from cron, `payhooks settlements --catch-up` "
+            "(Django: `manage.py payhooks_settlements --catch-up`) fetches each gateway from "
+            "the day after its last day read whole up to today."
         ),
     )
 

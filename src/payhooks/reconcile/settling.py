@@ -17,16 +17,28 @@ error, never an answer: an outage or refused credentials stop that gateway's fet
 say why, the others go on; so does any other exception on one gateway's page (the database
 refusing it: a lock or statement timeout, a deadlock), told with its type. A gateway whose
 report failed in whole or in part has its captures not reviewed (nothing is flagged
-unsettled on the word of a failed report). Of a gateway whose report was read whole, the last
-day read whole moves on (``payhooks.settlements.reads``): the worker fetches from the day
-after it, and the review flags no capture whose payout may be on a day not read yet. Needs
-the ``reconcile`` extra (httpx)."""
+unsettled on the word of a failed report). Of a gateway whose report was read whole, the days
+read whole are kept (``payhooks.settlements.reads``), and the review flags no capture whose
+payout may be on a day not read yet.
+
+A catch-up (``catching_up``: the reference worker's fetch, ``payhooks settlements
+--catch-up``, ``manage.py payhooks_settlements --catch-up``, ``catch_up`` from a merchant's
+scheduler) fetches each gateway from the day after its last day read whole (at least the
+last ``SETTLEMENT_DAYS``), or, never read whole yet, from as far back as the review looks
+(``first_days``), up to today, in successive ranges of at most ``MAX_RANGE_DAYS``
+(``fetch_ranges``)::
+
+    from payhooks.reconcile.settling import catch_up
+    for tally in catch_up("postgresql://shop@db/shop"):
+        print(tally.summary())
+
+Needs the ``reconcile`` extra (httpx)."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import cast
@@ -49,6 +61,12 @@ from payhooks.settlements import flags, reads, records
 from payhooks.settlements.records import Recorded
 
 log = logging.getLogger("payhooks.reconcile")
+
+SETTLEMENT_DAYS = 3
+"""The days (India's, today included) a catch-up fetches at least: a payout late by a day or
+two is still found. A gateway whose last day read whole (``payhooks.settlements.reads``) is
+older is fetched from the day after it: the days a fetch missed (the gateway down, the
+worker down, a cron run missed) are read when it can again, never passed over."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -172,8 +190,101 @@ def fetch_with(
     with connect() as conn:
         for provider in read:
             _moved(conn, provider, tally, today=today)
-        tally.review = flags.review(conn, now(), margin, providers=read)
+        # A gateway no fetch read a day of whole (today's alone, not over) is not reviewed:
+        # nothing says what was paid out.
+        known = [p for p in read if p in tally.read_through]
+        tally.review = flags.review(conn, now(), margin, providers=known)
     return tally
+
+
+def fetch_ranges(start: date, end: date) -> list[tuple[date, date]]:
+    """``start`` to ``end`` in successive ranges of at most ``MAX_RANGE_DAYS``, the last
+    ending on ``end``."""
+    ranges = []
+    while start <= end:
+        last = min(end, start + timedelta(days=MAX_RANGE_DAYS - 1))
+        ranges.append((start, last))
+        start = last + timedelta(days=1)
+    return ranges
+
+
+def first_days(
+    conn: Connection,
+    providers: Collection[Provider],
+    *,
+    today: date,
+    margin: timedelta = flags.DEFAULT_MARGIN,
+) -> dict[Provider, date]:
+    """The first day a catch-up fetches of each of ``providers``: the day after its last day
+    read whole, or ``SETTLEMENT_DAYS`` ago if that is later. A gateway never read whole yet
+    starts as far back as the review looks: ``REVIEW_DAYS``, its documented cycle and
+    ``margin`` (in whole days) before ``today``, so that no capture the review may flag has
+    its payout on a day not read. One whose settlements payhooks reads no report of starts
+    with the last days (it is named unread, never fetched)."""
+    recent = today - timedelta(days=SETTLEMENT_DAYS - 1)
+    marks = reads.read_through(conn, providers)
+    spans = flags.allowed(margin)
+    firsts = {}
+    for provider in providers:
+        if provider in marks:
+            firsts[provider] = marks[provider] + timedelta(days=1)
+        elif provider in spans:
+            back = flags.REVIEW_DAYS + -(-spans[provider] // timedelta(days=1))
+            firsts[provider] = today - timedelta(days=back)
+        else:
+            firsts[provider] = recent
+    return {provider: min(recent, first) for provider, first in firsts.items()}
+
+
+def catching_up(
+    connect: Connect,
+    clients: Mapping[Provider, object],
+    *,
+    margin: timedelta = flags.DEFAULT_MARGIN,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    stop: Callable[[], bool] = lambda: False,
+) -> Iterator[Tally]:
+    """Each gateway of ``clients`` (status clients already made, as ``fetch_with`` takes
+    them) fetched from its first day (``first_days``) up to today, in successive ranges of at
+    most ``MAX_RANGE_DAYS`` (``fetch_ranges``): each range's fetch, recorded and reviewed,
+    yielded as it is done. A gateway whose report failed in a range is not asked for the
+    later ones (the next catch-up starts again from its last day read whole, so no range is
+    read past days left unread). ``stop`` is asked before each range: true, the rest is left
+    to the next catch-up."""
+    if not clients:
+        return
+    today = now().astimezone(INDIA).date()
+    with connect() as conn:
+        firsts = first_days(conn, list(clients), today=today, margin=margin)
+    recent = today - timedelta(days=SETTLEMENT_DAYS - 1)
+    back = {p.value: first.isoformat() for p, first in sorted(firsts.items()) if first < recent}
+    if back:
+        log.warning("settlements_catching_up", extra={"from": back, "to": today.isoformat()})
+    failed: set[Provider] = set()
+    for first, last in fetch_ranges(min(firsts.values()), today):
+        due = {p: c for p, c in clients.items() if firsts[p] <= last and p not in failed}
+        if not due:
+            continue
+        if stop():
+            return
+        tally = fetch_with(connect, due, first, last, margin=margin, now=now)
+        failed.update(tally.failures)
+        yield tally
+
+
+def catch_up_once(
+    connect: Connect,
+    found: Mapping[Provider, ApiCredentials],
+    *,
+    timeout_s: float = TIMEOUT_S,
+    margin: timedelta = flags.DEFAULT_MARGIN,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> list[Tally]:
+    """``catching_up`` for each gateway in ``found`` (its API credentials), over an HTTP
+    client of its own: every range's fetch, in order."""
+    with http_client(timeout_s) as http:
+        reporters = {provider: client(given, http) for provider, given in found.items()}
+        return list(catching_up(connect, reporters, margin=margin, now=now))
 
 
 def _moved(conn: Connection, provider: Provider, tally: Tally, *, today: date) -> None:
@@ -213,6 +324,18 @@ def _fetched(
         tally.failed(provider, why)
 
 
+def catch_up(
+    database_url: str,
+    *,
+    environ: Mapping[str, str] | None = None,
+    margin: timedelta = flags.DEFAULT_MARGIN,
+) -> list[Tally]:
+    """``catch_up_once`` on ``database_url`` with the gateways' API credentials in
+    ``environ`` (as ``fetch`` reads them): what a merchant's scheduler runs daily."""
+    found = credentials(os.environ if environ is None else environ)
+    return catch_up_once(connecting(database_url), found, margin=margin)
+
+
 def fetch(
     database_url: str,
     start: date,
@@ -228,4 +351,17 @@ def fetch(
     return fetch_once(connecting(database_url), found, start, end, margin=margin)
 
 
-__all__ = ["MAX_RANGE_DAYS", "Tally", "days_named", "fetch", "fetch_once", "fetch_with"]
+__all__ = [
+    "MAX_RANGE_DAYS",
+    "SETTLEMENT_DAYS",
+    "Tally",
+    "catch_up",
+    "catch_up_once",
+    "catching_up",
+    "days_named",
+    "fetch",
+    "fetch_once",
+    "fetch_ranges",
+    "fetch_with",
+    "first_days",
+]

@@ -9,18 +9,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import psycopg_pool
 
-from payhooks.events import Provider
-from payhooks.gateways._settlements import INDIA, MAX_RANGE_DAYS
 from payhooks.plumbing.errors import DatabaseUnavailable
+from payhooks.reconcile import settling
 from payhooks.service import alerting, application, database, outbox, reconcile
 from payhooks.service.config import Settings
 from payhooks.service.maintenance import Cadence, Maintenance
 from payhooks.service.sender import Sender
-from payhooks.settlements import reads
 
 log = logging.getLogger("payhooks.service.worker")
 
@@ -50,23 +48,10 @@ class WorkerOptions:
     ``settlements_every_seconds``."""
 
 
-SETTLEMENT_DAYS = 3
-"""The days (India's, today included) each fetch of the settlement reports covers at least: a
-payout late by a day or two is still found. A gateway whose last day read whole
-(``payhooks.settlements.reads``) is older is fetched from the day after it, in successive
-ranges of at most ``MAX_RANGE_DAYS``: the days a fetch missed (the gateway down, the worker
-down) are read when it can again, never passed over."""
-
-
-def fetch_ranges(start: date, end: date) -> list[tuple[date, date]]:
-    """``start`` to ``end`` in successive ranges of at most ``MAX_RANGE_DAYS``, the last
-    ending on ``end``."""
-    ranges = []
-    while start <= end:
-        last = min(end, start + timedelta(days=MAX_RANGE_DAYS - 1))
-        ranges.append((start, last))
-        start = last + timedelta(days=1)
-    return ranges
+SETTLEMENT_DAYS = settling.SETTLEMENT_DAYS
+"""The days (India's, today included) each fetch of the settlement reports covers at least
+(``payhooks.reconcile.settling.SETTLEMENT_DAYS``, the catch-up every door shares)."""
+fetch_ranges = settling.fetch_ranges
 
 
 class Worker:
@@ -212,11 +197,12 @@ class Worker:
 
     def maybe_fetch_settlements(self) -> int:
         """The gateways' settlement reports, every ``settlements_every_seconds``, recorded and
-        reviewed: each gateway's from the day after the last one read whole, and at least the
-        last ``SETTLEMENT_DAYS``, up to today, in ranges of at most ``MAX_RANGE_DAYS``;
-        returns how many lines were new. One that failed is tried again sooner
-        (``settlements_retry_seconds``), from the same day. Off for gateways without API
-        credentials."""
+        reviewed (``payhooks.reconcile.settling.catching_up``, as ``payhooks settlements
+        --catch-up`` runs it): each gateway's from the day after the last one read whole, and
+        at least the last ``SETTLEMENT_DAYS`` (never read whole yet: from as far back as the
+        review looks), up to today, in ranges of at most ``MAX_RANGE_DAYS``; returns how many
+        lines were new. One that failed is tried again sooner (``settlements_retry_seconds``),
+        from the same day. Off for gateways without API credentials."""
         every = self.options.settlements_every_seconds
         if not self.reconciler.clients or every is None:
             return 0
@@ -224,42 +210,25 @@ class Worker:
             return 0
         self._settlements_failed += 1  # until this fetch is seen through: one that raises
         self._settlements_due = time.monotonic() + self._settlements_wait(every)
-        today = self.clock().astimezone(INDIA).date()
-        starts = self._settlement_starts(today)
         failed, lines = False, 0
-        for first, last in fetch_ranges(min(starts.values()), today):
-            if self.stopping.is_set():
-                failed = True  # the rest is fetched at the next turn, from where this stopped
-                break
-            due = {p for p, start in starts.items() if start <= last}
-            tally = application.fetch_settlements(
-                self.reconciler, self._settings, first, last, providers=due, now=self.clock
-            )
+        for tally in settling.catching_up(
+            self.reconciler.connect,
+            self.reconciler.clients,
+            margin=timedelta(hours=self._settings.settlement_margin_hours),
+            now=self.clock,
+            stop=self.stopping.is_set,
+        ):
             log.info("settlements_fetched", extra={"summary": tally.summary()})
             if tally.failures:
                 failed = True
                 log.warning("settlements_fetch_failed", extra={"failures": tally.trouble()})
             lines += sum(done.lines for done in tally.recorded.values())
+        if self.stopping.is_set():
+            failed = True  # the rest is fetched at the next turn, from where this stopped
         if not failed:
             self._settlements_failed = 0
         self._settlements_due = time.monotonic() + self._settlements_wait(every)
         return lines
-
-    def _settlement_starts(self, today: date) -> dict[Provider, date]:
-        """The first day to fetch of each gateway with API credentials: the day after its last
-        one read whole, or ``SETTLEMENT_DAYS`` ago if later (or it has none yet). Those whose
-        settlements payhooks reads no report of start with the last days (named unread)."""
-        recent = today - timedelta(days=SETTLEMENT_DAYS - 1)
-        with self.reconciler.connect() as conn:
-            marks = reads.read_through(conn, list(self.reconciler.clients))
-        starts = {p: recent for p in self.reconciler.clients}
-        for provider, through in marks.items():
-            starts[provider] = min(recent, through + timedelta(days=1))
-        missed = {p.value: marks[p].isoformat() for p, start in starts.items() if start < recent}
-        if missed:
-            log.warning("settlements_catching_up", extra={"read_through": missed,
-                                                          "to": today.isoformat()})  # fmt: skip
-        return starts
 
     def _settlements_wait(self, every: float) -> float:
         """``every`` after a fetch that read every report whole; after failures in a row, the

@@ -52,9 +52,10 @@ FROM unnest(%(providers)s::text[], %(allowed)s::interval[]) AS g (provider, allo
 LEFT JOIN payhooks_settlement_reads r ON r.provider = g.provider
 JOIN payhooks_payments p ON p.provider = g.provider AND p.kind = %(captured)s
 WHERE p.applied_at < %(now)s - g.allowed AND p.applied_at >= %(now)s - g.allowed - %(window)s
-  AND (r.read_through IS NULL
-       OR p.applied_at + g.allowed
-          < ((r.read_through + 1)::timestamp AT TIME ZONE 'UTC') - %(india)s)
+  AND (r.provider IS NULL
+       OR (p.applied_at >= (r.read_from::timestamp AT TIME ZONE 'UTC') - %(india)s
+           AND p.applied_at + g.allowed
+               < ((r.read_through + 1)::timestamp AT TIME ZONE 'UTC') - %(india)s))
   AND NOT """
     + SETTLED.format(alias="p")
     + """
@@ -136,8 +137,10 @@ def review(
     kept for a person, may be its payout); nor a capture whose cycle and margin end after the
     last day of its gateway's report read whole (``payhooks.settlements.reads``): its payout
     may be on a day not read yet (a fetch missed while the gateway was down), and the fetch
-    that reads that day reviews it. The second is the gateway's own word, flagged for every
-    gateway.
+    that reads that day reviews it; nor a capture of a day before the first one read whole
+    (its payout may be on a day never read). A gateway no fetch has read a day of whole is
+    reviewed by its cycle alone: a fetch (``payhooks.reconcile.settling``) never asks for
+    one. The second is the gateway's own word, flagged for every gateway.
 
     A recording of report lines (``records.recording``) and the review take turns
     (``TURN``: the review alone, or any number of recordings), each before its first

@@ -325,6 +325,21 @@ def list_asked(
     return named[0].removeprefix("--") if named else None
 
 
+def catch_up_alone(
+    asked: Mapping[str, bool], start: str | None = None, end: str | None = None
+) -> None:
+    """``--catch-up`` (``payhooks.reconcile.settling.catching_up``) names its own days, and
+    prints no list: every door refuses it beside ``--from``, ``--to`` or a list alike, with
+    ``ValueError`` saying why."""
+    named = [f"--{name}" for name, given in asked.items() if given]
+    named += [option for option, day in (("--from", start), ("--to", end)) if day is not None]
+    if named:
+        raise ValueError(
+            "--catch-up fetches each gateway from the day after its last day read whole up to "
+            f"today: give it without {', '.join(named)}"
+        )
+
+
 def flag_list(conn: Connection, name: str, *, limit: int = 10_000) -> list[dict[str, Any]]:
     """The flag list ``list_asked`` named, each row a mapping, as the commands print it."""
     return [asdict(row) for row in _FLAG_LISTS[name](conn, limit=limit)]
@@ -372,6 +387,7 @@ __all__ = [
     "Totals",
     "UnreadableLine",
     "Unsettled",
+    "catch_up_alone",
     "flag_list",
     "lines",
     "lines_in",

@@ -1,16 +1,19 @@
 """How far each gateway's settlement report was read whole (``payhooks_settlement_reads``,
-core migration 0031): the last day, India's, read whole with every day after the first one
-read whole too.
+core migrations 0031 and 0032): the days, India's, from ``read_from`` to ``read_through``,
+each read whole.
 
-A fetch (``payhooks.reconcile.settling``) that read a gateway's report whole moves its day on
-(``moved``): to the last day of its range that was over when it was read (today's report is
-still growing), when the range starts no later than the day after the one recorded; never
-back. A fetch that leaves days unread between them leaves it where it is, and says so. The
-first fetch that reads a day that is over starts it there: what came before is taken as read,
-as before payhooks kept it. So the worker fetches from the day after it (the days it missed
-while a gateway was down, or the worker was, read when it can again), and the review
-(``flags.review``) flags a capture unsettled only when its gateway's cycle and the margin end
-on a day read: never on the word of a report with a day of its cycle left unread."""
+A fetch (``payhooks.reconcile.settling``) that read a gateway's report whole counts the days
+of its range that were over when it was read (today's report is still growing) (``moved``):
+the first such fetch starts the row with them; a later one whose days meet or overlap those
+kept joins them, moving ``read_through`` on or ``read_from`` back, never the other way. A
+fetch whose days lie apart from them (days unread between) leaves the row where it is, and
+says so. No day before ``read_from`` is taken as read. So a catch-up (the worker's fetch,
+``payhooks settlements --catch-up``) fetches from the day after ``read_through`` (the days it
+missed while a gateway was down, or the worker was, read when it can again), a gateway's
+first one reads back as far as the review looks (``payhooks.reconcile.settling.first_days``),
+and the review (``flags.review``) flags a capture unsettled only when it was captured on or
+after ``read_from`` and its gateway's cycle and the margin end on a day read: never on the
+word of a report with a day of its cycle left unread."""
 
 from __future__ import annotations
 
@@ -27,12 +30,17 @@ UNREAD_DAYS = 3
 ``settlements_unread`` alert): the worker reads each day once it is over, every six hours."""
 
 _READ = "SELECT provider, read_through FROM payhooks_settlement_reads WHERE provider = ANY(%s)"
-# Started, or moved on by a range that starts no later than the day after it; never back.
+# Started, or joined by days that meet or overlap those kept: read_through moved on (read_at
+# says when it last was), read_from moved back; neither the other way.
 _MOVE = """
-INSERT INTO payhooks_settlement_reads AS r (provider, read_through)
-VALUES (%(provider)s, %(through)s)
-ON CONFLICT (provider) DO UPDATE SET read_through = excluded.read_through, read_at = now()
-WHERE r.read_through < excluded.read_through AND r.read_through >= %(start)s::date - 1
+INSERT INTO payhooks_settlement_reads AS r (provider, read_from, read_through)
+VALUES (%(provider)s, %(start)s, %(through)s)
+ON CONFLICT (provider) DO UPDATE SET
+    read_from = least(r.read_from, excluded.read_from),
+    read_through = greatest(r.read_through, excluded.read_through),
+    read_at = CASE WHEN excluded.read_through > r.read_through THEN now() ELSE r.read_at END
+WHERE excluded.read_from <= r.read_through + 1 AND excluded.read_through >= r.read_from - 1
+  AND (excluded.read_from < r.read_from OR excluded.read_through > r.read_through)
 RETURNING read_through
 """
 
@@ -69,10 +77,10 @@ def behind(conn: Connection, now: datetime) -> list[Behind]:
 def moved(
     conn: Connection, provider: Provider, start: date, end: date, *, today: date
 ) -> date | None:
-    """``provider``'s report for ``start`` to ``end`` read whole on ``today`` (India's): its
-    last day read whole moved on as far as that allows (the days of the range that were over,
-    when the range meets the days read before); returns where it stands now (None: no day
-    over read yet). Commits."""
+    """``provider``'s report for ``start`` to ``end`` read whole on ``today`` (India's): the
+    days of the range that were over counted read (the row started with them, or joined to
+    the days read before when they meet or overlap them); returns its last day read whole now
+    (None: no day over read yet). Commits."""
     through = min(end, today - timedelta(days=1))
     with conn.transaction():
         if through >= start:

@@ -1,11 +1,12 @@
-"""``manage.py payhooks_settlements --from DAY --to DAY`` (or one of ``--unsettled``,
-``--unmatched``, ``--unreadable``, alone): the gateways' settlement reports fetched, recorded
-and reviewed; a list beside another or beside the days is refused (exit 2) as ``payhooks
-settlements`` refuses it."""
+"""``manage.py payhooks_settlements --from DAY --to DAY`` (or ``--catch-up``, or one of
+``--unsettled``, ``--unmatched``, ``--unreadable``, alone): the gateways' settlement reports
+fetched, recorded and reviewed; a list beside another or beside the days, or ``--catch-up``
+beside either, is refused (exit 2) as ``payhooks settlements`` refuses it."""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -21,14 +22,21 @@ class Command(BaseCommand):
         "Fetch the gateways' settlement reports for the days --from to --to (India's, at most "
         "31): each payout and its payments, refunds and adjustments with fees and tax, recorded "
         "once and matched to your payments; then flag the captures not settled within their "
-        "gateway's cycle; a line it cannot read is kept, and the rest recorded. Run it daily from "
-        "cron or a timer. --unsettled, --unmatched or --unreadable (one, without --from and "
-        "--to) prints what is flagged or kept, as JSON."
+        "gateway's cycle; a line it cannot read is kept, and the rest recorded. --catch-up, "
+        "instead of the days, fetches each gateway from the day after its last day read whole "
+        "up to today: run it daily from cron or a timer. --unsettled, --unmatched or "
+        "--unreadable (one, without --from and --to) prints what is flagged or kept, as JSON."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--from", dest="start", help="The first day, YYYY-MM-DD.")
         parser.add_argument("--to", dest="end", help="The last day, included.")
+        parser.add_argument(
+            "--catch-up",
+            dest="catch_up",
+            action="store_true",
+            help="Fetch each gateway from the day after its last day read whole up to today.",
+        )
         parser.add_argument("--unsettled", action="store_true", help="Print the flagged captures.")
         parser.add_argument(
             "--unmatched", action="store_true", help="Print the lines naming no known payment."
@@ -40,6 +48,18 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         config = conf.current()
         asked = {name: options[name] for name in listing.LISTS}
+        if options["catch_up"]:
+            try:
+                listing.catch_up_alone(asked, options["start"], options["end"])
+            except ValueError as exc:
+                raise CommandError(str(exc), returncode=2) from None
+            tallies = caught_up(credentialed(config))
+            self.stdout.write("\n".join(tally.summary() for tally in tallies))
+            trouble = "; ".join(tally.trouble() for tally in tallies if tally.failures)
+            if trouble:
+                raise CommandError(f"{trouble}; run it again later: it starts from the last day "
+                                   "read whole")  # fmt: skip
+            return
         try:
             named = listing.list_asked(asked, options["start"], options["end"])
         except ValueError as exc:
@@ -68,3 +88,20 @@ def fetched(config: conf.Config, start: str | None, end: str | None) -> Any:
         return fetch_settlements(config, *days_named(start, end))
     except ValueError as exc:
         raise CommandError(str(exc)) from None
+
+
+def caught_up(config: conf.Config) -> list[Any]:
+    """The catch-up (``payhooks.reconcile.settling.catching_up``, the reference worker's) on
+    Django's database, over httpx: the ``reconcile`` extra."""
+    try:
+        from payhooks.django.reconciling import connecting
+        from payhooks.reconcile.settling import catch_up_once
+    except ImportError as exc:
+        raise CommandError(
+            f"the report clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
+        ) from None
+    return catch_up_once(
+        connecting(config), config.api,
+        timeout_s=config.reconcile_timeout_ms / 1000,
+        margin=timedelta(hours=config.settlement_margin_hours),
+    )  # fmt: skip
