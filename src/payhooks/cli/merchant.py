@@ -6,7 +6,7 @@ command works on the host's own database (``common.Host``: the reference service
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -41,6 +41,7 @@ from payhooks.plumbing import db
 from payhooks.plumbing.errors import NotFound, PayhooksError
 
 if TYPE_CHECKING:
+    from payhooks.gateways._gateway import ApiCredentials
     from payhooks.operations.notifier import Tally as AlertTally
     from payhooks.reconcile import Tally
     from payhooks.reconcile.settling import Tally as SettlingTally
@@ -267,15 +268,7 @@ def catch_up_settlements(
     (``url``, else the host's), with the gateways' API credentials the environment gives."""
     from payhooks.reconcile import settling
 
-    credentials = found.reconciled()
-    if not credentials:
-        raise ValueError("no gateway API credentials are set: no settlement report can be asked")
-    return settling.catch_up_once(
-        lambda: host(ctx).connect(url),
-        credentials,
-        timeout_s=found.reconcile_timeout_ms / 1000,
-        margin=timedelta(hours=found.settlement_margin_hours),
-    )
+    return settling.catch_up_once(*_settling(ctx, found, url), **_bounds(found))
 
 
 def fetch_settlements(
@@ -285,16 +278,24 @@ def fetch_settlements(
     credentials the environment gives."""
     from payhooks.reconcile import settling
 
+    return settling.fetch_once(*_settling(ctx, found, url), *days, **_bounds(found))
+
+
+def _settling(
+    ctx: typer.Context, found: Settings, url: str | None
+) -> tuple[Callable[[], Any], Mapping[Provider, ApiCredentials]]:
+    """Where a settlements fetch connects, and the gateways' API credentials it asks with."""
     credentials = found.reconciled()
     if not credentials:
         raise ValueError("no gateway API credentials are set: no settlement report can be asked")
-    return settling.fetch_once(
-        lambda: host(ctx).connect(url),
-        credentials,
-        *days,
-        timeout_s=found.reconcile_timeout_ms / 1000,
-        margin=timedelta(hours=found.settlement_margin_hours),
-    )
+    return (lambda: host(ctx).connect(url)), credentials
+
+
+def _bounds(found: Settings) -> dict[str, Any]:
+    return {
+        "timeout_s": found.reconcile_timeout_ms / 1000,
+        "margin": timedelta(hours=found.settlement_margin_hours),
+    }
 
 
 @app.command()
