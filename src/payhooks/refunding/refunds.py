@@ -38,15 +38,8 @@ from typing import Any
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways._refunds import Refund, RefundState
-from payhooks.plumbing.db import (
-    AsyncConnection,
-    Connection,
-    Statement,
-    Steps,
-    query,
-    run,
-    run_async,
-)
+from payhooks.plumbing import db
+from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
 from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 
 KEY_PREFIX = "ph"
@@ -331,7 +324,7 @@ ORDER BY requested_at, idempotency_key
 
 def of_payment(conn: Connection, gateway: Provider | str, payment_id: str) -> list[Refund]:
     """A payment's refund intents, oldest first."""
-    rows = query(conn, OF_PAYMENT, (Provider(gateway).value, payment_id)).fetchall()
+    rows = db.query(conn, OF_PAYMENT, (Provider(gateway).value, payment_id)).fetchall()
     return [_refund(row) for row in rows]
 
 
@@ -405,13 +398,13 @@ webhook closes most intents long before."""
 
 def leased(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
     """The due intents of ``provider``, each held for ``LEASE``."""
-    found = query(conn, LEASED, {"provider": provider.value, "limit": limit, "lease": LEASE})
+    found = db.query(conn, LEASED, {"provider": provider.value, "limit": limit, "lease": LEASE})
     return [_refund(row) for row in found.fetchall()]
 
 
 def unsettled(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
     """The sent intents of ``provider`` due to be asked about, each held for ``LEASE``."""
-    found = query(conn, UNSETTLED, {"provider": provider.value, "limit": limit, "lease": LEASE})
+    found = db.query(conn, UNSETTLED, {"provider": provider.value, "limit": limit, "lease": LEASE})
     return [_refund(row) for row in found.fetchall()]
 
 
@@ -498,10 +491,10 @@ def cancel(
     provider = _provider(gateway)
     params = {"provider": provider.value, "key": idempotency_key, "by": cancelled_by,
               "reason": reason}  # fmt: skip
-    row = query(conn, CANCEL, params).fetchone()
+    row = db.query(conn, CANCEL, params).fetchone()
     if row is not None:
         return _refund(row)
-    row = query(conn, EXISTING, (provider.value, idempotency_key)).fetchone()
+    row = db.query(conn, EXISTING, (provider.value, idempotency_key)).fetchone()
     if row is None:
         raise NotFound("refund", idempotency_key)
     found = _refund(row)
