@@ -87,11 +87,7 @@ def test_serve_logs_one_json_line_per_delivery_with_its_key_and_no_secrets(
     answer = loopback.post(
         server + delivery.path, content=delivery.body, headers=delivery.headers
     ).json()
-    time.sleep(0.2)
-    lines = [
-        json.loads(line) for line in server_log.read_text().splitlines() if line.startswith("{")
-    ]
-    parked = [line for line in lines if line["event"] == "webhook_parked"]
+    parked = logged(server_log, "webhook_parked")
     assert parked and parked[0]["event_id"] == answer["event_id"]
     text = server_log.read_text()
     assert delivery.headers["x-razorpay-signature"] not in text
@@ -149,3 +145,15 @@ def test_serve_takes_a_secret_holding_a_comma_as_one_secret(
     assert (answer.status_code, answer.json()["status"]) == (200, "parked")
     assert "PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS is read as one secret holding a comma" in output
     assert secret not in output
+
+
+def logged(log: Path, event: str) -> list[dict[str, object]]:
+    """The JSON lines of ``event`` in the server's log, once there is one (the line is written
+    before the answer, but read here as a file another process writes)."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        found = [line for line in lines if line["event"] == event]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
