@@ -29,7 +29,7 @@ import anyio.to_thread
 import psycopg_pool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
+from starlette.routing import BaseRoute, Mount, Route, compile_path
 from starlette.types import Message, Receive
 
 from payhooks.aio import deliveries
@@ -262,7 +262,13 @@ def webhook_route(
 ) -> HoldingRoute:
     """The route, for the step serving ``adapters`` and the claim ``deliver``, each request
     noted in ``noted``: Starlette's own, so FastAPI (which takes it as it is) reads nothing of
-    the request before payhooks does."""
+    the request before payhooks does. A ``path`` that does not name the gateway as
+    ``{provider}`` is refused here: every delivery to it would fail."""
+    if "provider" not in compile_path(path)[2]:
+        raise ValueError(
+            f"the webhook path names the gateway as {{provider}}, as in "
+            f"'/payments/hooks/{{provider}}': {path!r} names none"
+        )
     endpoint = Endpoint.serving(adapters, log, None if noted is None else noted.note)
 
     async def webhook(request: Request) -> Response:

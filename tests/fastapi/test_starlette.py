@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+import pytest
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 from starlette.responses import Response
@@ -39,6 +40,17 @@ def test_a_plain_starlette_app_takes_the_route_and_processes_a_capture_once(conn
         again = client.post(delivery.path, content=delivery.body, headers=delivery.headers)
     assert (first.json()["status"], again.json()["status"]) == ("processed", "duplicate")
     assert conn.execute("SELECT paid_count FROM merchant_orders").fetchall() == [(1,)]
+
+
+def test_a_path_that_does_not_name_the_gateway_is_refused_when_the_route_is_made(database_url):
+    """``path="/payments/hooks"`` (the router's ``prefix`` carried over): every delivery would
+    be a 500 with no order made, so it is refused at start, saying what to write."""
+    pool = AsyncConnectionPool(database_url, open=False)
+    with pytest.raises(ValueError, match=r"'/payments/hooks/\{provider\}'"):
+        route(adapters=ADAPTERS.values(), hooks=async_hooks(), pool=pool, path="/payments/hooks")
+    made = route(adapters=ADAPTERS.values(), hooks=async_hooks(), pool=pool,
+                 path="/payments/hooks/{provider}", delivery_log=False)  # fmt: skip
+    assert made.path == "/payments/hooks/{provider}"
 
 
 def test_the_starlette_route_is_built_without_fastapi_importable():
