@@ -24,7 +24,7 @@ from payhooks.reconcile import credentials, reconcile_once
 from payhooks.reconcile.running import connecting
 from payhooks.sim.gateway import Purchase
 from tests.acceptance.conftest import invoke
-from tests.factories import ADAPTERS
+from tests.factories import ADAPTERS, KEYS
 from tests.fastapi import test_fastapi_example as example
 from tests.fastapi.test_fastapi_example import PAID, PENDING, REF, checkout, orders, post, razorpay
 from tests.reconcile import conftest as reconciling
@@ -109,6 +109,19 @@ def test_the_payhooks_parked_command_lists_the_shops_parked_deliveries(shop, con
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
     assert [(p["provider"], p["event_type"]) for p in listed] == [("razorpay", "payment.captured")]
+
+
+def test_a_replay_without_hooks_on_the_apps_database_says_to_name_them(shop, conn, merchant_url):
+    """Without ``--hooks``, ``payhooks replay`` applies the reference shop's handler, whose
+    tables the app's database does not hold: it says to pass the app's handler, and changes
+    nothing."""
+    delivery = razorpay()
+    assert post(shop, delivery) == (200, "parked")
+    key = delivery.headers["x-razorpay-event-id"]
+    done = invoke({**os.environ, **KEYS.env(), "DATABASE_URL": merchant_url}, "replay", key)
+    assert done.returncode == 1
+    assert "--hooks module:attribute" in done.stderr and "migrate" not in done.stderr
+    assert [p.event_id for p in idempotency.parked(conn)] == [key]
 
 
 def test_a_pass_from_the_apps_own_scheduler_pays_the_order_once(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -395,18 +396,8 @@ def parked(
 ) -> None:
     """List deliveries that matched no checkout and wait to be applied."""
     rows = with_connection(ctx, lambda conn: parking.waiting(conn, limit=10_000), database_url)
-    listed = [
-        {
-            "provider": r.provider,
-            "event_id": r.event_id,
-            "event_type": r.event_type,
-            "received_at": r.received_at.isoformat(),
-            "body_bytes": r.body_bytes,
-        }
-        for r in rows
-    ]
     if as_json:
-        print_json(listed)
+        print_json([{**asdict(r), "received_at": r.received_at.isoformat()} for r in rows])
         return
     from rich.console import Console
     from rich.table import Table
@@ -414,7 +405,15 @@ def parked(
     table = Table("provider", "delivery key", "event", "received at", title=f"{len(rows)} parked")
     for r in rows:
         table.add_row(r.provider, r.event_id, r.event_type, r.received_at.isoformat())
-    Console().print(table)
+    # Never cut a key to the width of a pipe or cron's mail (80): it is what `replay` takes.
+    Console(width=None if sys.stdout.isatty() else 10_000).print(table)
+
+
+NO_SHOP = (
+    "without --hooks, replay applies the reference shop's handler, and this database holds "
+    "none of its tables: replay into your app through its handler, --hooks module:attribute "
+    "(your Hooks), with its PAYHOOKS_ webhook secrets set"
+)
 
 
 @app.command()
@@ -447,7 +446,10 @@ def replay(
     def action(conn: db.Connection) -> dict[str, Any]:
         key = provider.value if provider else None
         if handler is None:
-            receipt = host(ctx).replay(conn, event_id, key)
+            try:
+                receipt = host(ctx).replay(conn, event_id, key)
+            except psycopg.errors.UndefinedTable as exc:  # a merchant's database, no --hooks
+                exit_with(exc, NO_SHOP)
         else:
             from payhooks.applying import through
 
