@@ -60,6 +60,11 @@ def console(database_url: str) -> Iterator[Console]:
         yield Console(base_url=base_url, database_url=database_url, app=app)
 
 
+def said(answer: httpx.Response) -> str:
+    """Where an action's redirect leads, its notice's signature left off (``pages.signed``)."""
+    return re.sub(r"&sig=[0-9a-f]{64}$", "", answer.headers["location"])
+
+
 def csrf_of(page: str) -> str:
     found = re.search(r'name="csrf" value="([^"]+)"', page)
     assert found, "no CSRF token on the page"

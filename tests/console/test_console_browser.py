@@ -392,3 +392,32 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, 
             assert wide <= width, (address, wide)
     finally:
         context.close()
+
+
+OUTSIDE_ITS_CARD = """
+() => [...document.querySelectorAll(".card dl.facts dd, .card dl.facts dt")].flatMap((value) => {
+  const box = value.closest(".card").getBoundingClientRect();
+  const at = value.getBoundingClientRect();
+  const out = at.width > 0 && (at.left < box.left + 1 || at.right > box.right - 1);
+  const said = `${value.textContent} at ${at.left}..${at.right}, card ${box.left}..${box.right}`;
+  return out ? [said] : [];
+})
+"""
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
+def test_every_timeline_value_lies_inside_its_card(console, browser, conn, width, height):
+    """A value that wraps onto a line of its own (a delivery key, at a phone's width) starts
+    inside its card, its first character shown: on carts' and gateway orders' timelines."""
+    stories = [address for address in story_pages(console, conn) if "/deliveries/" not in address]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        for address in stories:
+            page.goto(f"{console.base_url}{address}")
+            if "/carts/" in address:
+                assert page.locator("ol.timeline dl.facts dd").count() > 0, address
+            assert page.evaluate(OUTSIDE_ITS_CARD) == [], address
+    finally:
+        context.close()

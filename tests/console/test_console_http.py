@@ -26,7 +26,7 @@ from payhooks.sim.gateway import Delivery, bank_reference
 from payhooks.sim.gateways import razorpay as razorpay_sim
 from payhooks.sim.storm import SIGNED
 from tests import loopback
-from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
+from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of, said
 from tests.factories import GATEWAY, KEYS, purchase
 
 PRIVATE_GETS = [
@@ -34,6 +34,7 @@ PRIVATE_GETS = [
     "/console/",
     "/console/search?q=anything",
     "/console/carts/cart_1",
+    "/console/carts?email=buyer@example.com",
     "/console/references/razorpay/order_1",
     "/console/deliveries/razorpay/evt_1",
     "/console/parked",
@@ -274,8 +275,8 @@ def test_replaying_a_parked_delivery_twice_applies_it_once(console, conn):
     first = client.post("/console/parked/replay", data=form)
     second = client.post("/console/parked/replay", data=form)
     named = f"provider=razorpay&event_id={event_id}"
-    assert first.headers["location"] == f"/console/parked?notice=applied&{named}"
-    assert second.headers["location"] == f"/console/parked?notice=already_applied&{named}"
+    assert said(first) == f"/console/parked?notice=applied&{named}"
+    assert said(second) == f"/console/parked?notice=already_applied&{named}"
     assert "the delivery was applied" in client.get(first.headers["location"]).text
     assert rows(console, "SELECT cart_id FROM orders") == [(buy.cart_id,)]
     done = "SELECT operator, action, result FROM payhooks_console_actions ORDER BY id"
@@ -302,7 +303,7 @@ def test_two_replays_released_together_make_one_order(console, conn):
     def click() -> None:
         with loopback.Client(base_url=console.base_url, cookies=client.cookies) as double:
             barrier.wait()
-            answers.append(double.post("/console/parked/replay", data=form).headers["location"])
+            answers.append(said(double.post("/console/parked/replay", data=form)))
 
     threads = [threading.Thread(target=click) for _ in range(2)]
     for t in threads:
@@ -327,9 +328,9 @@ def test_retrying_a_dead_letter_twice_queues_it_once(console, conn):
     page = client.get("/console/dead").text
     assert "550 no" in page
     form = {"csrf": csrf_of(page), "message_id": message_id}
-    assert client.post("/console/dead/retry", data=form).headers["location"].endswith("=queued")
+    assert said(client.post("/console/dead/retry", data=form)).endswith("=queued")
     again = client.post("/console/dead/retry", data=form)
-    assert again.headers["location"].endswith("=already_queued")
+    assert said(again).endswith("=already_queued")
     assert rows(console, "SELECT failed_at, attempts FROM outbox") == [(None, 0)]
 
 
@@ -396,6 +397,17 @@ def test_a_delivery_that_matches_no_checkout_is_found_by_its_key_and_reference(c
     )
 
 
+def test_a_reference_page_links_to_the_cart_whose_checkout_it_is(console, conn):
+    """A payout line links to its gateway order's reference page: it leads on to the cart."""
+    buy = purchase(conn)
+    send(console, buy.captured())
+    client = console.logged_in()
+    page = client.get(f"/console/references/razorpay/{buy.reference}").text
+    assert f'href="/console/carts/{buy.cart_id}"' in page
+    _, reference = parked_delivery(console)  # a reference no checkout names: no cart to link
+    assert 'id="its-cart"' not in client.get(f"/console/references/razorpay/{reference}").text
+
+
 def test_an_unknown_query_says_nothing_matches(console):
     answer = console.logged_in().get("/console/search", params={"q": "no-such-thing"})
     assert answer.status_code == 200
@@ -407,6 +419,42 @@ def test_one_email_with_two_carts_lists_both(console, conn):
     answer = console.logged_in().get("/console/search", params={"q": "buyer@example.com"})
     assert answer.status_code == 200
     assert first.cart_id in answer.text and second.cart_id in answer.text
+
+
+def test_an_email_with_more_carts_than_the_search_lists_says_so_and_pages_through_them(
+    console, conn
+):
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    conn.execute(
+        "INSERT INTO carts (id, customer_email, amount_paise, created_at) "
+        "SELECT 'cart_storm' || lpad(n::text, 3, '0'), 'Storm@example.com', 23200, "
+        "%s + n * interval '1 minute' FROM generate_series(1, 230) n",
+        (start,),
+    )
+    client = console.logged_in()
+    answer = client.get("/console/search", params={"q": "storm@example.com"})
+    assert answer.status_code == 200
+    listed = re.findall(r'href="/console/carts/(cart_storm\d+)\?', answer.text)
+    assert listed == [f"cart_storm{n:03}" for n in range(230, 180, -1)]  # the newest 50
+    assert "The newest 50 of the 230 carts of this email are listed" in answer.text
+    more = re.search(r'id="more">[^<]*<a href="([^"]+)"', answer.text).group(1)
+    pages = []
+    while more:
+        shown = client.get(html.unescape(more))
+        assert shown.status_code == 200 and "230 carts of Storm@example.com" not in shown.text
+        assert "230 carts of storm@example.com" in shown.text
+        pages.append(re.findall(r'href="/console/carts/(cart_storm\d+)"', shown.text))
+        older = re.search(r'href="([^"]+)" id="older"', shown.text)
+        more = older and older.group(1)
+    assert [len(p) for p in pages] == [100, 100, 30]
+    listed_all = [cart_id for shown in pages for cart_id in shown]
+    assert listed_all == [f"cart_storm{n:03}" for n in range(230, 0, -1)]  # each once
+
+
+def test_an_email_with_few_carts_says_nothing_is_left_out(console, conn):
+    purchase(conn), purchase(conn)
+    answer = console.logged_in().get("/console/search", params={"q": "buyer@example.com"})
+    assert "2 results" in answer.text and 'id="more"' not in answer.text
 
 
 # --- the timeline ----------------------------------------------------------------------------
@@ -781,7 +829,7 @@ def test_a_control_character_in_the_page_to_go_next_lands_on_the_console(console
     ("method", "path", "status"),
     [
         ("GET", "/console/nonexistent", 404),
-        ("GET", "/console/carts", 404),
+        ("GET", "/console/references", 404),
         ("POST", "/console/parked", 405),
         ("GET", "/console/dead/retry", 405),
         ("PUT", "/console/login", 405),
@@ -896,12 +944,12 @@ def test_a_double_payment_is_refunded_from_the_console_once_by_whoever_asks(cons
     assert "Refund ₹499.00" in shown and 'name="confirm"' in shown
     form = {"csrf": csrf_of(shown), "provider": "razorpay", "payment_id": second, "back": page}
     unticked = client.post("/console/payments/refund", data=form)
-    assert unticked.headers["location"].endswith("?notice=not_confirmed")
+    assert said(unticked).endswith("?notice=not_confirmed")
     assert rows(console, "SELECT count(*) FROM payhooks_refunds") == [(0,)]
     asked = client.post("/console/payments/refund", data={**form, "confirm": "yes"})
-    assert asked.headers["location"] == f"{page}?notice=refund_requested"
+    assert said(asked) == f"{page}?notice=refund_requested"
     again = client.post("/console/payments/refund", data={**form, "confirm": "yes"})
-    assert again.headers["location"].endswith("?notice=refund_already_requested")
+    assert said(again).endswith("?notice=refund_already_requested")
     intents = "SELECT payment_id, amount_paise, state, requested_by FROM payhooks_refunds"
     assert rows(console, intents) == [(second, 49_900, "requested", OPERATOR)]
     done = rows(console, "SELECT operator, action, target, result FROM payhooks_console_actions"
@@ -910,6 +958,29 @@ def test_a_double_payment_is_refunded_from_the_console_once_by_whoever_asks(cons
                     (OPERATOR, "refund", second, "refund_already_requested")]  # fmt: skip
     story = client.get(page).text
     assert "Refunds sent to the gateway" in story and "requested" in story
+
+
+def test_a_refund_on_its_way_takes_the_button_away_and_one_that_failed_gives_it_back(console, conn):
+    buy = purchase(conn, Provider.RAZORPAY)
+    second = "pay_consoleonitsway"
+    send(console, buy.captured())
+    send(console, buy.captured(payment_id=second))
+    client = console.logged_in()
+    page = f"/console/carts/{buy.cart_id}"
+    form = {"csrf": csrf_of(client.get(page).text), "provider": "razorpay",
+            "payment_id": second, "back": page, "confirm": "yes"}  # fmt: skip
+    client.post("/console/payments/refund", data=form)
+    button = 'action="/console/payments/refund"'
+    for state in ("requested", "sent"):
+        conn.execute("UPDATE payhooks_refunds SET state = %s", (state,))
+        shown = client.get(page).text
+        payments = shown[shown.index('id="story-payments"') : shown.index("</table>")]
+        assert button not in payments and "Refund ₹499.00" not in payments, state
+        assert f"refund already asked for ({state})" in payments, state
+    conn.execute("UPDATE payhooks_refunds SET state = 'failed'")
+    shown = client.get(page).text
+    assert button in shown and "Refund ₹499.00" in shown
+    assert "already asked for" not in shown
 
 
 def test_the_refund_button_asks_for_what_a_lost_dispute_left_of_the_payment(console, conn):
@@ -930,7 +1001,7 @@ def test_the_refund_button_asks_for_what_a_lost_dispute_left_of_the_payment(cons
     form = {"csrf": csrf_of(shown), "provider": "razorpay", "payment_id": second, "back": page,
             "confirm": "yes"}  # fmt: skip
     asked = client.post("/console/payments/refund", data=form)
-    assert asked.headers["location"] == f"{page}?notice=refund_requested"
+    assert said(asked) == f"{page}?notice=refund_requested"
     assert rows(console, "SELECT amount_paise FROM payhooks_refunds") == [(39_900,)]
 
 
@@ -954,21 +1025,21 @@ def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(co
     form = {"csrf": token, "provider": "razorpay", "idempotency_key": key, "back": page,
             "reason": "Razorpay keeps failing it"}  # fmt: skip
     unticked = client.post("/console/payments/refund/cancel", data=form)
-    assert unticked.headers["location"].endswith("?notice=not_confirmed")
+    assert said(unticked).endswith("?notice=not_confirmed")
     done = client.post("/console/payments/refund/cancel", data={**form, "confirm": "yes"})
-    assert done.headers["location"] == f"{page}?notice=refund_cancelled"
+    assert said(done) == f"{page}?notice=refund_cancelled"
     intents = "SELECT state, cancelled_by, cancel_reason FROM payhooks_refunds"
     assert rows(console, intents) == [("cancelled", OPERATOR, "Razorpay keeps failing it")]
     shown = client.get(page).text
     assert "Cancel refund" not in shown and f"cancelled by {OPERATOR}" in shown
     again = client.post("/console/payments/refund", data=asked)  # a new refund, a new key
-    assert again.headers["location"].endswith("?notice=refund_requested")
+    assert said(again).endswith("?notice=refund_requested")
     console_db = "UPDATE payhooks_refunds SET state = 'sent' WHERE state = 'requested'"
     rows(console, console_db + " RETURNING 1")
     (key,) = rows(console, "SELECT idempotency_key FROM payhooks_refunds WHERE state = 'sent'")[0]
     late = client.post("/console/payments/refund/cancel",
                        data={**form, "idempotency_key": key, "confirm": "yes"})  # fmt: skip
-    assert late.headers["location"].endswith("?notice=refund_not_cancellable")
+    assert said(late).endswith("?notice=refund_not_cancellable")
 
 
 def test_an_orders_page_lists_its_refunds_and_cancels_one_stuck_unsent(console, conn):
@@ -989,7 +1060,7 @@ def test_an_orders_page_lists_its_refunds_and_cancels_one_stuck_unsent(console, 
     form = {"csrf": csrf_of(shown), "provider": "razorpay", "back": page, "confirm": "yes",
             "idempotency_key": made.idempotency_key, "reason": "refunded in cash"}  # fmt: skip
     done = client.post("/console/payments/refund/cancel", data=form)
-    assert done.headers["location"] == f"{page}?notice=refund_cancelled"
+    assert said(done) == f"{page}?notice=refund_cancelled"
     intents = "SELECT state, cancelled_by, cancel_reason FROM payhooks_refunds"
     assert rows(console, intents) == [("cancelled", OPERATOR, "refunded in cash")]
     logged = "SELECT action, target, result FROM payhooks_console_actions WHERE action LIKE 'c%'"
@@ -1006,7 +1077,7 @@ def test_the_console_refunds_only_a_payment_flagged_for_it(console, conn):
     form = {"csrf": csrf_of(shown), "provider": "razorpay", "payment_id": buy.payment_id,
             "back": page, "confirm": "yes"}  # fmt: skip
     answer = client.post("/console/payments/refund", data=form)
-    assert answer.headers["location"].endswith("?notice=refund_not_possible")
+    assert said(answer).endswith("?notice=refund_not_possible")
     assert rows(console, "SELECT count(*) FROM payhooks_refunds") == [(0,)]
 
 

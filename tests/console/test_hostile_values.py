@@ -33,16 +33,17 @@ HOSTILE = EDGE_TIMES + TEXT + NUMBERS
 
 # Each GET route and the query parameters it reads.
 ROUTES = {
-    "/console/": ["notice"],
+    "/console/": ["notice", "sig"],
     "/console/search": ["q"],
     "/console/actions": ["operator", "before"],
-    "/console/parked": ["notice", "provider", "event_id"],
-    "/console/dead": ["notice"],
+    "/console/parked": ["notice", "provider", "event_id", "sig"],
+    "/console/dead": ["notice", "sig"],
+    "/console/carts": ["email", "before"],
     "/console/deliveries": ["gateway", "outcome", "amount", "from", "to", "before"],
     "/console/deliveries.csv": ["gateway", "outcome", "amount", "from", "to"],
     "/console/payments": ["gateway", "status", "amount", "refund", "from", "to", "before"],
     "/console/payments.csv": ["gateway", "status", "amount", "refund", "from", "to", "before"],
-    "/console/parked/bulk": ["gateway", "from", "to"],
+    "/console/parked/bulk": ["gateway", "from", "to", "replayed", "applied", "sig"],
     "/api/orders": ["cart_id"],
 }
 # Both ends of a window at an edge: each alone can be taken, the window they make cannot.

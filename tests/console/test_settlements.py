@@ -21,7 +21,7 @@ from payhooks.operations import operators
 from payhooks.service.web import create_app
 from payhooks.settlements import flags, records
 from tests.conftest import serving_app
-from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
+from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of, said
 from tests.console.test_console_lists import listed, shown
 from tests.factories import deliver, purchase
 from tests.reconcile.conftest import settings_for, sim
@@ -175,7 +175,7 @@ def test_the_fetch_button_records_the_payouts_and_the_action(fetching, conn):
     )
     client = console.logged_in()
     answer = fetch(client, yesterday.isoformat(), yesterday.isoformat())
-    assert answer.status_code == 303 and answer.headers["location"].endswith("notice=fetched")
+    assert answer.status_code == 303 and said(answer).endswith("notice=fetched")
     page = client.get(answer.headers["location"]).text
     assert "Fetched:" in page
     (row,) = listed(page, "settlements")
@@ -194,9 +194,20 @@ def test_a_gateway_failing_is_told_and_a_bad_range_refused(fetching):
     client = console.logged_in()
     day = (NOW - timedelta(days=1)).date().isoformat()
     failed = fetch(client, day, day)
-    assert failed.headers["location"].endswith("notice=fetch_failed")
+    assert said(failed).endswith("notice=fetch_failed")
+    with psycopg.connect(console.database_url) as conn:
+        (result,) = conn.execute(
+            "SELECT result FROM payhooks_console_actions WHERE action = 'fetch_settlements'"
+        ).fetchone()
+    parts = result.split(" | ")  # each gateway's part its own, the failure within cashfree's
+    heading = f"settlements {day} to {day}: "
+    assert parts[0].startswith(heading + "cashfree: ") and parts[1].startswith("razorpay: ")
+    assert "FAILED: answered 500" in parts[0], result
+    assert not any("FAILED" in part for part in parts[1:]), result
+    assert parts[2].startswith("no settlement report payhooks reads:"), result
+    assert " | razorpay: 0 new payout(s)" in client.get("/console/actions").text
     refused = fetch(client, "2026-01-05", "2025-01-05")
-    assert refused.headers["location"].endswith("notice=no_fetch")
+    assert said(refused).endswith("notice=no_fetch")
 
 
 def test_a_read_only_operator_sees_no_fetch_and_is_refused_one(fetching):

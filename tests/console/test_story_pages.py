@@ -9,8 +9,11 @@ import json
 import re
 from urllib.parse import quote
 
+import pytest
+
 from payhooks.events import Provider
 from tests import loopback
+from tests.console.conftest import said as location
 from tests.console.test_console_http import logged, rows, send
 from tests.factories import purchase
 
@@ -245,15 +248,62 @@ def test_the_notice_after_a_replay_names_the_delivery_and_links_to_it(console, c
     assert f'href="/console/deliveries/razorpay/{event_id}"' in notice.group(1)
 
 
+def signed_notice(client, **fields: str) -> str:
+    """A notice's query string signed for ``client``'s session, as an action's redirect signs it."""
+    from types import SimpleNamespace
+
+    from payhooks.console import pages
+    from payhooks.console.auth import Session
+    from tests.console.conftest import OPERATOR, csrf_of
+
+    token = csrf_of(client.get("/console/parked").text)
+    session = Session(operator=OPERATOR, csrf_token=token)
+    request = SimpleNamespace(state=SimpleNamespace(session=session))
+    return pages.signed(request, fields)  # type: ignore[arg-type]
+
+
 def test_a_notice_names_no_delivery_of_a_gateway_it_does_not_know(console):
-    page = (
-        console.logged_in()
-        .get(
-            "/console/parked", params={"notice": "applied", "provider": "nope", "event_id": "evt_x"}
-        )
-        .text
-    )
+    client = console.logged_in()
+    notice = signed_notice(client, notice="applied", provider="nope", event_id="evt_x")
+    page = client.get(f"/console/parked?{notice}").text
     assert "Replayed: the delivery was applied." in page and "evt_x" not in page
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "notice=applied&provider=razorpay&event_id=anything",  # no signature
+        "notice=applied&provider=razorpay&event_id=anything&sig=" + "0" * 64,
+    ],
+)
+def test_a_notice_made_by_a_link_is_not_shown(console, query):
+    """Only an action's own redirect makes a page say what was done: a link cannot."""
+    client = console.logged_in()
+    for address in ("/console/parked", "/console/dead", "/console/", "/console/settlements"):
+        page = client.get(f"{address}?{query}").text
+        assert 'role="status"' not in page and "Replayed" not in page, address
+    bulk = client.get("/console/parked/bulk?replayed=40&applied=40").text
+    assert "This submit replayed" not in bulk
+
+
+def test_a_notice_signed_for_another_session_or_altered_is_not_shown(console):
+    mine, theirs = console.logged_in(), console.logged_in()
+    notice = signed_notice(theirs, notice="applied", provider="razorpay", event_id="evt_1")
+    assert "Replayed" not in mine.get(f"/console/parked?{notice}").text
+    assert "Replayed" in theirs.get(f"/console/parked?{notice}").text
+    altered = notice.replace("evt_1", "evt_2")
+    assert "Replayed" not in theirs.get(f"/console/parked?{altered}").text
+
+
+def test_the_parked_page_says_what_a_candidate_is(console):
+    page = console.logged_in().get("/console/parked").text
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    assert "same amount and gateway" not in text
+    assert (
+        "the candidate shown is the cart named in the delivery's body, else an open cart of the "
+        "same amount, opened in the 24 hours before it, that is not checked out with this "
+        "gateway already" in text
+    )
 
 
 # --- parked deliveries -----------------------------------------------------------------------
@@ -324,8 +374,8 @@ def test_linking_a_parked_delivery_to_a_cart_orders_it_once_and_is_logged(consol
     first = client.post("/console/parked/link", data=form)
     again = client.post("/console/parked/link", data=form)
     named = f"provider=razorpay&event_id={event_id}"
-    assert first.headers["location"] == f"/console/parked?notice=applied&{named}"
-    assert again.headers["location"] == f"/console/parked?notice=already_applied&{named}"
+    assert location(first) == f"/console/parked?notice=applied&{named}"
+    assert location(again) == f"/console/parked?notice=already_applied&{named}"
     assert rows(console, "SELECT cart_id FROM orders") == [(cart_id,)]
     assert rows(console, "SELECT provider, gateway_order_id FROM checkouts") == [
         ("razorpay", reference)
@@ -409,7 +459,7 @@ def test_two_links_released_together_make_one_order(console, conn):
     def click() -> None:
         with loopback.Client(base_url=console.base_url, cookies=client.cookies) as double:
             barrier.wait()
-            answers.append(double.post("/console/parked/link", data=form).headers["location"])
+            answers.append(location(double.post("/console/parked/link", data=form)))
 
     threads = [threading.Thread(target=click) for _ in range(2)]
     for t in threads:

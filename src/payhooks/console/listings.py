@@ -34,6 +34,8 @@ from payhooks.console.pages import (
     private,
     replay_one,
     run,
+    signed,
+    verified,
 )
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways._settlements import INDIA
@@ -394,12 +396,21 @@ async def fetch_settlements(
         days = date.fromisoformat(start), date.fromisoformat(end)
         tally = await anyio.to_thread.run_sync(fetch, *days)
     except ValueError:
-        return _redirect(f"{prefix_of(request.scope)}/settlements?notice=no_fetch")
+        refused = signed(request, {"notice": actions.Done.NO_FETCH.value})
+        return _redirect(f"{prefix_of(request.scope)}/settlements?{refused}")
     done = actions.Done.FETCH_FAILED if tally.failures else actions.Done.FETCHED
-    said = " ".join(tally.summary().split())[:SAID_CHARS]
+    said = told(tally.summary())
     await run(request, actions.record, session.operator, "fetch_settlements", None,
               f"{start} to {end}", actions.Result(done=done), said)  # fmt: skip
-    return _redirect(f"{prefix_of(request.scope)}/settlements?notice={done.value}")
+    notice = signed(request, {"notice": done.value})
+    return _redirect(f"{prefix_of(request.scope)}/settlements?{notice}")
+
+
+def told(summary: str) -> str:
+    """A fetch's summary on one line of the action log: its heading, then each gateway's
+    part (its failure within it) and the review's, `` | `` between them."""
+    head, *parts = [" ".join(line.split()) for line in summary.splitlines() if line.strip()]
+    return " ".join([head, " | ".join(parts)] if parts else [head])[:SAID_CHARS]
 
 
 # --- replaying many at once ------------------------------------------------------------------
@@ -439,6 +450,8 @@ async def bulk_form(
     """How many parked deliveries a filter takes, and the form that replays them; after a
     submit (``as_of`` given), what it did and how many are left."""
     confirmed = _as_of(as_of, request)
+    if verified(request, ("replayed", "applied")) is None:  # a submit's own redirect only
+        replayed = applied = None
     moment = confirmed if confirmed is not None else await run(request, bulk.now)
     chosen = _chosen(request, gateway, start, to, moment)
     left = await run(request, bulk.left, chosen)
@@ -491,7 +504,9 @@ async def bulk_replay(
         summary,
     )
     fields = {k: v for k, v in chosen.fields().items() if v}
-    query = urlencode({**fields, "replayed": len(results), "applied": applied})
+    query = (
+        urlencode(fields) + "&" + signed(request, {"replayed": len(results), "applied": applied})
+    )
     return _redirect(f"{prefix_of(request.scope)}/parked/bulk?{query}")
 
 

@@ -20,6 +20,8 @@ by ``Gate`` on the loop, before its body is read, with neither.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -178,6 +180,9 @@ class Link:
     matched: str
     label: str
     address: str
+    more: str = ""
+    """Set, it is no result but what the list leaves out, said in these words, with the link
+    (``label``, ``address``) that lists it all: "The newest 50 of 80 carts ... are listed"."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -891,10 +896,12 @@ async def find(request: Request, q: str = "") -> Response:
             f"{views.max_query_chars} characters."
         )
         return page(request, "error.html", {"message": message, "query": ""}, status=400)
-    results = await run(request, views.find, q.strip()) if q.strip() else []
-    if len(results) == 1:  # the query rides along, so the search box keeps it
+    found = await run(request, views.find, q.strip()) if q.strip() else []
+    results = [link for link in found if not link.more]
+    more = [link for link in found if link.more]
+    if len(results) == 1 and not more:  # the query rides along, so the search box keeps it
         return _redirect(prefix_of(request.scope) + with_query(results[0].address, q.strip()))
-    return page(request, "results.html", {"query": q, "results": results})
+    return page(request, "results.html", {"query": q, "results": results, "more": more})
 
 
 def with_query(address: str, q: str) -> str:
@@ -1071,7 +1078,40 @@ def go_back(
     said = {"notice": done.value}
     if about is not None:
         said |= {"provider": about[0], "event_id": about[1]}
-    return _redirect(f"{local(back, prefix).split('?')[0]}?{urlencode(said)}")
+    return _redirect(f"{local(back, prefix).split('?')[0]}?{signed(request, said)}")
+
+
+SIGNATURE = "sig"
+"""The query parameter holding a notice's signature."""
+
+
+def signed(request: Request, said: Mapping[str, object]) -> str:
+    """What an action came to, as the query string its redirect carries, signed for this
+    session (an HMAC keyed with its CSRF token): a page shows it only when the signature
+    matches (``verified``), so a link cannot fake a notice ("the delivery was applied")."""
+    fields = {name: str(value) for name, value in said.items()}
+    return urlencode({**fields, SIGNATURE: _signature(request, fields)})
+
+
+def verified(request: Request, names: Sequence[str]) -> dict[str, str] | None:
+    """The notice's fields among ``names`` this page's address carries, when ``signed`` for
+    this very session; else None (no notice, a forged one, or another session's)."""
+    session: auth.Session | None = getattr(request.state, "session", None)
+    fields = {n: request.query_params[n] for n in names if n in request.query_params}
+    if session is None or not fields:
+        return None
+    given = request.query_params.get(SIGNATURE, "").encode("utf-8", "replace")
+    expected = _signature(request, fields).encode()
+    return fields if hmac.compare_digest(given, expected) else None
+
+
+def _signature(request: Request, fields: Mapping[str, str]) -> str:
+    session: auth.Session | None = getattr(request.state, "session", None)
+    key = ("" if session is None else session.csrf_token).encode()
+    message = "\0".join(f"{name}={value}" for name, value in sorted(fields.items()))
+    return hmac.new(
+        key, b"notice\0" + message.encode("utf-8", "replace"), hashlib.sha256
+    ).hexdigest()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1088,12 +1128,14 @@ class About:
 
 def notice_of(request: Request) -> dict[str, str | About | None]:
     """What the action just taken came to, and the delivery it was taken on: a gateway this
-    console knows and a key of a length it keeps, or nothing named."""
-    code = request.query_params.get("notice")
+    console knows and a key of a length it keeps, or nothing named. Only a notice ``signed``
+    for this session is shown: a link cannot make the page say an action was taken."""
+    said = verified(request, ("notice", "provider", "event_id")) or {}
+    code = said.get("notice")
     known = {d.value: text for d, text in NOTICES.items()}
     text = known.get(code or "")
-    provider = request.query_params.get("provider", "")
-    event_id = request.query_params.get("event_id", "")
+    provider = said.get("provider", "")
+    event_id = said.get("event_id", "")
     named = text and provider in actions.PROVIDERS and 0 < len(event_id) <= MAX_FIELD_CHARS
     about = About(provider=provider, event_id=event_id) if named else None
     return {"notice": text, "notice_about": about}

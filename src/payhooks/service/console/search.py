@@ -12,6 +12,7 @@ index (docs/console.md lists them, and the gateway field behind each).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 
 from payhooks.operations import timeline
@@ -59,7 +60,14 @@ _ORDER = "SELECT cart_id FROM orders WHERE id = %(q)s"
 _CART = "SELECT id FROM carts WHERE id = %(q)s"
 _EMAIL = """
 SELECT id FROM carts WHERE lower(customer_email) = lower(%(q)s)
-ORDER BY created_at DESC LIMIT %(limit)s"""
+ORDER BY created_at DESC, id DESC LIMIT %(limit)s"""
+_EMAIL_COUNT = "SELECT count(*) FROM carts WHERE lower(customer_email) = lower(%s)"
+# One page of an email's carts, newest first, after the last one of the page before.
+_EMAIL_PAGE = """
+SELECT id, status, amount_paise, currency, created_at FROM carts
+WHERE lower(customer_email) = lower(%(email)s)
+  AND (%(at)s::timestamptz IS NULL OR (created_at, id) < (%(at)s::timestamptz, %(id)s::text))
+ORDER BY created_at DESC, id DESC LIMIT %(limit)s"""
 # lower(customer_email) text_pattern_ops (shop migration 0016): the prefix is an index range.
 _EMAIL_PREFIX = r"""
 SELECT id, customer_email FROM carts WHERE lower(customer_email) LIKE %(prefix)s
@@ -122,6 +130,43 @@ def search(conn: Connection, query: str) -> list[Result]:
         for cart_id, email in conn.execute(_EMAIL_PREFIX, prefix):
             _keep(found, Result(matched=Matched.EMAIL_PREFIX, cart_id=str(cart_id), email=email))
     return list(found.values())[:MAX_RESULTS]
+
+
+def carts_with_email(conn: Connection, email: str) -> int:
+    """How many carts have this customer email, any case."""
+    row = conn.execute(_EMAIL_COUNT, (email.strip(),)).fetchone()
+    return int(row[0]) if row else 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cart:
+    """A cart in the list of an email's carts."""
+
+    cart_id: str
+    status: str
+    amount_paise: int
+    currency: str
+    created_at: datetime
+
+    @property
+    def cursor(self) -> str:
+        """Where the next page starts: this cart's time and id (``lists.cursor_of``)."""
+        return f"{self.created_at.isoformat()}|{self.cart_id}"
+
+
+def carts_of_email(
+    conn: Connection, email: str, before: tuple[datetime, str] | None, limit: int
+) -> list[Cart]:
+    """An email's carts (any case), newest first, those older than ``before`` (a cart's time
+    and id): every one of them, a page at a time, where the search lists the newest
+    ``MAX_RESULTS``."""
+    at, cart_id = before if before is not None else (None, None)
+    params = {"email": email.strip(), "at": at, "id": cart_id, "limit": limit}
+    return [
+        Cart(cart_id=str(row[0]), status=row[1], amount_paise=int(row[2]), currency=row[3],
+             created_at=row[4])
+        for row in conn.execute(_EMAIL_PAGE, params)
+    ]  # fmt: skip
 
 
 def _like_prefix(text: str) -> str:

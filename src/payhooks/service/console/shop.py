@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Annotated
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import jinja2
-from fastapi import Depends, FastAPI, Form, Request
+from fastapi import Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
-from payhooks.console import Count, Fetch, Link, Views, make
+from payhooks.console import Count, Fetch, Link, Views, lists, make
 from payhooks.console.actions import Done, Parked
 from payhooks.console.formats import DEFAULT_TIMEZONE
 from payhooks.console.pages import (
@@ -92,10 +92,27 @@ def install(
 
 
 def _find(conn: Connection, text: str) -> list[Link]:
-    return [
+    """The search's results; and when an email has more carts than it lists, a link to them
+    all, a page at a time."""
+    results = search.search(conn, text)
+    links = [
         Link(matched=found.matched.value, label=_label(found), address=address(found))
-        for found in search.search(conn, text)
+        for found in results
     ]
+    if len(results) < search.MAX_RESULTS:
+        return links
+    total = search.carts_with_email(conn, text)
+    if total > search.MAX_RESULTS:
+        links.append(
+            Link(
+                matched=search.Matched.EMAIL.value,
+                label=f"every cart of this email, {lists.PAGE} a page",
+                address=f"/carts?{urlencode({'email': text})}",
+                more=f"The newest {search.MAX_RESULTS} of the {total} carts of this email "
+                "are listed:",
+            )
+        )
+    return links
 
 
 def _label(found: search.Result) -> str:
@@ -163,21 +180,59 @@ async def cart(request: Request, cart_id: str) -> HTMLResponse:
     return _story_page(request, story)
 
 
+@_shop.get("/carts")
+async def carts_of_email(
+    request: Request,
+    email: Annotated[str, Query(max_length=search.MAX_QUERY_CHARS)] = "",
+    before: Annotated[str, Query(max_length=search.MAX_QUERY_CHARS + 64)] = "",
+) -> HTMLResponse:
+    """Every cart of a customer email (any case), newest first, ``lists.PAGE`` a page: the
+    search lists the newest ``search.MAX_RESULTS`` and links here for the rest."""
+    email = email.strip()
+    if not email:
+        message = "Name the customer email whose carts to list."
+        return page(request, "error.html", {"message": message}, status=400)
+    cursor = lists.cursor_of(before)
+
+    def read(conn: Connection) -> tuple[int, list[search.Cart]]:
+        found = search.carts_of_email(conn, email, cursor, lists.PAGE)
+        return search.carts_with_email(conn, email), found
+
+    total, rows = await run(request, read)
+    more = rows[-1].cursor if len(rows) == lists.PAGE else None
+    context = {
+        "email": email,
+        "total": total,
+        "rows": rows,
+        "query": email,
+        "more": urlencode({"email": email, "before": more}) if more else None,
+    }
+    return page(request, "carts.html", context)
+
+
 @_shop.get("/references/{provider}/{reference:path}")
 async def reference(request: Request, provider: str, reference: str) -> HTMLResponse:
+    """A gateway reference's deliveries and settlement; linked to the cart whose checkout it
+    is, when the shop knows one (a payout line links here by its gateway order)."""
     adapters = _adapters(request)
+
+    def read(conn: Connection) -> tuple[stories.Story, str | None]:
+        story = stories.of_reference(conn, provider, reference, adapters)
+        return story, search.cart_of(conn, provider, reference, None)
+
     try:
-        story = await run(request, stories.of_reference, provider, reference, adapters)
+        story, cart_id = await run(request, read)
     except NotFound as exc:
         return page(request, "error.html", {"message": str(exc)}, status=404)
-    return _story_page(request, story)
+    return _story_page(request, story, cart_id=cart_id)
 
 
-def _story_page(request: Request, story: stories.Story) -> HTMLResponse:
+def _story_page(
+    request: Request, story: stories.Story, *, cart_id: str | None = None
+) -> HTMLResponse:
     refundable = [p.value for p, gateway in GATEWAYS.items() if gateway.sends_refunds]
-    return page(
-        request, "story.html", {"story": story, "refundable": refundable, **notice_of(request)}
-    )
+    context = {"story": story, "refundable": refundable, "cart_id": cart_id}
+    return page(request, "story.html", {**context, **notice_of(request)})
 
 
 @_shop.get("/dead")

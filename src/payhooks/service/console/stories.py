@@ -22,7 +22,7 @@ from payhooks.operations import timeline
 from payhooks.operations.timeline import Line, Lookup, Record
 from payhooks.plumbing.db import Connection, Named, named_row, named_rows
 from payhooks.plumbing.errors import NotFound, PayhooksError
-from payhooks.refunding.refunds import Refund, of_payment
+from payhooks.refunding.refunds import Refund, RefundState, of_payment
 from payhooks.service.console.actions import readable_error
 from payhooks.service.console.search import LOOKUPS
 from payhooks.service.shop import double_refunds
@@ -79,6 +79,20 @@ class Story:
     """The settlement lines naming its payments (``payhooks.settlements``), oldest first."""
     unsettled: list[listing.Unsettled] = field(default_factory=list)
     """Its captures no payout named within their gateway's cycle and the margin."""
+
+    def on_its_way(self, provider: str, payment_id: str) -> str | None:
+        """The state of the payment's refund still on its way (``requested`` or ``sent``),
+        whose button asks for nothing more: the page says it was already asked for."""
+        for r in self.refunds:
+            if (r.provider.value, r.payment_id) == (
+                provider,
+                payment_id,
+            ) and r.state in _ON_ITS_WAY:
+                return r.state.value
+        return None
+
+
+_ON_ITS_WAY = (RefundState.REQUESTED, RefundState.SENT)
 
 
 _CART = "SELECT * FROM carts WHERE id = %s"
