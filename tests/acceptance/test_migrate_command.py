@@ -79,3 +79,15 @@ def test_migrate_help_says_what_each_form_applies(env: dict[str, str]) -> None:
     assert done.returncode == 0
     said = " ".join(done.stdout.split())
     assert "reference service" in said and "--core" in said and "payhooks.migrate" in said
+
+
+def test_a_replay_on_a_database_payhooks_never_migrated_says_to_migrate(
+    env: dict[str, str], merchants: str
+) -> None:
+    """Without `--hooks` on a database holding none of payhooks' own tables (a new
+    `DATABASE_URL`, a deploy before its migration), the missing table is payhooks': the answer
+    is the database's error and the hint to migrate, never the advice to name an app's hooks."""
+    done = invoke({**env, "DATABASE_URL": merchants}, "replay", "evt_nowhere", timeout=120)
+    assert done.returncode == 1
+    assert "processed_webhooks" in done.stderr and "migrate" in done.stderr
+    assert "--hooks module:attribute" not in done.stderr

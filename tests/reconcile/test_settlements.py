@@ -13,6 +13,7 @@ import pytest
 
 from payhooks.events import Provider
 from payhooks.gateways._settlements import INDIA, MAX_RANGE_DAYS
+from payhooks.reconcile import settling
 from payhooks.reconcile.running import connecting
 from payhooks.reconcile.settling import fetch, fetch_once
 from payhooks.settlements import listing
@@ -625,3 +626,18 @@ def test_the_command_refuses_catch_up_beside_days_or_a_list_as_a_usage_error(
     assert done.exit_code == 2, done.output
     assert done.stderr.startswith("payhooks: ") and said in done.stderr
     assert done.stdout == ""
+
+
+def test_a_failure_told_over_several_lines_is_kept_on_one():
+    """A database's error spans lines (its DETAIL, its HINT): the summary, the log and the
+    console's action log keep each gateway's part on its own line."""
+    tally = settling.Tally(start=DAY, end=NEXT)
+    tally.failed(
+        Provider.RAZORPAY, 'UniqueViolation: duplicate key "t_pkey"\nDETAIL:  Key (id)=(1)'
+    )
+    assert tally.failures[Provider.RAZORPAY] == (
+        'UniqueViolation: duplicate key "t_pkey" DETAIL: Key (id)=(1)'
+    )
+    assert [line for line in tally.summary().splitlines() if "DETAIL" in line] == [
+        line for line in tally.summary().splitlines() if "razorpay" in line
+    ]

@@ -402,7 +402,9 @@ def parked(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("provider", "delivery key", "event", "received at", title=f"{len(rows)} parked")
+    table = Table(title=f"{len(rows)} parked")
+    for name in ("provider", "delivery key", "event", "received at"):
+        table.add_column(name, overflow="fold")  # a key folded, never cut with an ellipsis
     for r in rows:
         table.add_row(r.provider, r.event_id, r.event_type, r.received_at.isoformat())
     # Never cut a key to the width of a pipe or cron's mail (80): it is what `replay` takes.
@@ -414,6 +416,14 @@ NO_SHOP = (
     "none of its tables: replay into your app through its handler, --hooks module:attribute "
     "(your Hooks), with its PAYHOOKS_ webhook secrets set"
 )
+
+
+def _core_table(missing: Exception) -> bool:
+    """The table a statement found missing is payhooks' own (``processed_webhooks``,
+    ``payhooks_*``), not the reference shop's."""
+    said = str(getattr(getattr(missing, "diag", None), "message_primary", "") or "")
+    name = said.split('"')[1] if said.count('"') >= 2 else ""
+    return name == "processed_webhooks" or name.startswith("payhooks_")
 
 
 @app.command()
@@ -448,8 +458,10 @@ def replay(
         if handler is None:
             try:
                 receipt = host(ctx).replay(conn, event_id, key)
-            except psycopg.errors.UndefinedTable as exc:  # a merchant's database, no --hooks
-                exit_with(exc, NO_SHOP)
+            except psycopg.errors.UndefinedTable as exc:
+                if _core_table(exc):  # payhooks' own: not migrated; said as any database error
+                    raise
+                exit_with(exc, f"{NO_SHOP} ({exc.diag.message_primary})")
         else:
             from payhooks.applying import through
 

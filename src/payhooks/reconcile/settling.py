@@ -101,7 +101,9 @@ class Tally:
             self.failed(provider, page.failed)
 
     def failed(self, provider: Provider, why: str) -> None:
-        """A part of ``provider``'s report (or all that was left of it) failed, for ``why``."""
+        """A part of ``provider``'s report (or all that was left of it) failed, for ``why``,
+        kept on one line (a database's error spans several: its DETAIL, its HINT)."""
+        why = " ".join(why.split())
         said = self.failures.get(provider)
         self.failures[provider] = why if said is None else f"{said}; {why}"
 
