@@ -401,3 +401,46 @@ def test_a_400_naming_the_unknown_order_only_in_its_words_is_an_api_error(rig):
     with pytest.raises(GatewayApiError, match="answered 400"):
         rig.client().report("ph_never_heard")
     assert rig.client().report("ph_never_heard").received == ()  # PhonePe's own: no such order
+
+
+def test_a_completed_order_naming_no_completed_attempt_is_asked_again_never_credited():
+    """PhonePe gives each attempt its own state: a COMPLETED order whose attempts all failed or
+    wait names no payment, so no attempt's id is credited with it (it would match no payment
+    PhonePe reports later); it is an answer to ask again, as one listing no attempt at all."""
+    attempts = [
+        {"transactionId": "OM10a", "state": "FAILED", "amount": 5000, "timestamp": 1},
+        {"transactionId": "OM10b", "state": "PENDING", "amount": 5000, "timestamp": 2},
+    ]
+    odd = {**PAID_ORDER, "paymentDetails": attempts}
+    with pytest.raises(GatewayApiError, match="no completed attempt"):
+        _refund_client({ORDER_STATUS_PATH: (200, odd)}).report(REFERENCE)
+
+
+@pytest.mark.parametrize(
+    ("page", "content_type", "refused"),
+    [
+        (b"<html><body>400 Bad Request (proxy)</body></html>", "text/html", False),
+        (b'{"code":"BAD_REQUEST","message":"client_version missing"}', "application/json", False),
+        (b'{"code":"INVALID_CLIENT","message":"Client Not Found"}', "application/json", True),
+    ],
+)
+def test_only_invalid_client_at_the_token_endpoint_refuses_the_credentials(
+    page, content_type, refused
+):
+    """A 400 from the token endpoint is the credentials' refusal only with PhonePe's own
+    ``INVALID_CLIENT``: a proxy's page or another error is asked again after, never an
+    operator's "credentials refused"."""
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(  # streamed, as the network answers
+            400, stream=httpx.ByteStream(page), headers={"content-type": content_type}
+        )
+
+    credentials = ApiCredentials(provider=Provider.PHONEPE, id="c", secret="s",
+                                 base_url="https://api.phonepe.com/apis")  # fmt: skip
+    http = loopback.Client(transport=httpx.MockTransport(reply))
+    client = PhonePeClient(credentials=credentials, http=http, clock=lambda: 10.0)
+    with pytest.raises(GatewayApiError) as failed:
+        client.report(REFERENCE)
+    assert failed.value.status == 400
+    assert isinstance(failed.value, CredentialsRefused) is refused

@@ -41,8 +41,11 @@ REFRESH_MARGIN_S = 60.0
 """A token is replaced this long before its ``expires_at`` (PhonePe's advice), or at half its
 life when that is sooner."""
 UNKNOWN_ORDER = "INVALID_MERCHANT_ORDER_ID"
-TOKEN_REFUSED = frozenset({400, 401, 403})
-"""The token endpoint answers a wrong client id or secret 400 ``INVALID_CLIENT``."""
+TOKEN_REFUSED = frozenset({401, 403})
+"""Statuses of the token endpoint that refuse the credentials whatever the body."""
+CLIENT_REFUSED = "INVALID_CLIENT"
+"""The token endpoint's code for a wrong client id or secret, under a 400: a 400 without it
+(a proxy's page, another error) is no word on the credentials."""
 _P = Provider.PHONEPE
 
 
@@ -163,7 +166,10 @@ class PhonePeClient:
                 headers={"accept": "application/json"},
             )  # fmt: skip
         except GatewayApiError as exc:
-            if exc.status in TOKEN_REFUSED and not isinstance(exc, CredentialsRefused):
+            refused = exc.status in TOKEN_REFUSED or (
+                exc.status == 400 and exc.code == CLIENT_REFUSED
+            )
+            if refused and not isinstance(exc, CredentialsRefused):
                 raise CredentialsRefused(
                     self.provider.value, f"token refused: {exc.reason}", status=exc.status
                 ) from exc
@@ -247,6 +253,10 @@ def order_status(reference: str, body: bytes) -> Report:
     if kind is None:
         return Report(skipped=(f"{doc.get('orderId') or reference}:{state}",))
     attempt = latest_attempt(doc.get("paymentDetails"), state)
+    if state == COMPLETED and attempt is not None and attempt.get("state") != COMPLETED:
+        # The order's word without an attempt's: never credited to one PhonePe says did not
+        # complete (its id would name no payment); asked again, as for no attempt at all.
+        raise MalformedPayload(_P, "a COMPLETED order lists no completed attempt")
     if attempt is not None:
         payment_id = text(_P, attempt, "transactionId")
     elif kind is EventKind.PAYMENT_FAILED:
