@@ -191,7 +191,7 @@ def needing(what: str, extra: str, install: str, *modules: str) -> None:
     needs that extra and ``pip install 'payhooks[install]'``, exit 1: a module missing, or a
     library failing its own check for one as it is imported (FastAPI refuses forms without
     python-multipart with a ``RuntimeError``). The module not found is named, else the
-    distributions of the extra not installed, else the library's reason."""
+    library's reason."""
     import importlib
 
     for module in modules:
@@ -200,57 +200,15 @@ def needing(what: str, extra: str, install: str, *modules: str) -> None:
         try:
             importlib.import_module(module)
         except Exception as exc:  # a missing transitive module is not always an ImportError
-            missing = unmet(extra)
             if isinstance(exc, ImportError) and exc.name:
                 reason = f"{exc.name} is not installed"
-            elif missing:
-                reason = f"{_listed(missing)} not installed"
-            else:
+            else:  # the library's own words (FastAPI's: python-multipart is to be installed)
                 reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
             exit_with(
                 exc, f"{what} needs the {extra} extra ({reason}): pip install 'payhooks[{install}]'"
             )
         finally:
             logging.disable(silenced)
-
-
-def unmet(extra: str) -> list[str]:
-    """The distributions payhooks' ``extra`` requires (the extras it names, followed) that are
-    not installed, as the installed package's metadata lists them; a requirement under any
-    other condition (a platform's) is left out."""
-    import re
-    from importlib import metadata
-
-    try:
-        requires = metadata.requires("payhooks") or []
-    except metadata.PackageNotFoundError:
-        return []
-    found: set[str] = set()
-    for line in requires:
-        spec, _, marker = line.partition(";")
-        if not re.fullmatch(rf"\s*extra\s*==\s*[\"']{re.escape(extra)}[\"']\s*", marker):
-            continue
-        named = re.match(r"\s*([A-Za-z0-9._-]+)(?:\[([^\]]*)\])?", spec)
-        if named is None:
-            continue
-        name, extras = named.group(1), named.group(2)
-        if name == "payhooks":
-            for inner in (extras or "").split(","):
-                if inner.strip() and inner.strip() != extra:
-                    found.update(unmet(inner.strip()))
-            continue
-        try:
-            metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found.add(name)
-    return sorted(found)
-
-
-def _listed(names: list[str]) -> str:
-    if len(names) == 1:
-        return f"{names[0]} is"
-    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return f"{shown} are"
 
 
 def with_connection(

@@ -6,8 +6,8 @@ a purge. The HTTP app, the console, the worker and the CLI call these; none of t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
-from datetime import UTC, date, datetime, timedelta
+from collections.abc import Callable, Mapping
+from datetime import date, timedelta
 from typing import Any
 
 import httpx
@@ -39,7 +39,6 @@ __all__ = [
     "capture_authorized",
     "deliver",
     "deliver_pooled",
-    "fetch_settlements",
     "fetching_settlements",
     "purge",
     "read_stored",
@@ -126,23 +125,6 @@ def shop_reconciler(
         notify=ALERTS,
         stop=stop,
     )
-
-
-def fetch_settlements(
-    reconciler: Reconciler,
-    settings: Settings,
-    start: date,
-    end: date,
-    *,
-    providers: Collection[Provider] | None = None,
-    now: Callable[[], datetime] = lambda: datetime.now(UTC),
-) -> settling.Tally:
-    """The gateways' settlement reports for ``start`` to ``end`` (India's days), through the
-    reconciler's status clients and connections: what the worker fetches, and the console.
-    ``providers``: only those gateways' (default: every one with API credentials)."""
-    margin = timedelta(hours=settings.settlement_margin_hours)
-    clients = {p: c for p, c in reconciler.clients.items() if providers is None or p in providers}
-    return settling.fetch_with(reconciler.connect, clients, start, end, margin=margin, now=now)
 
 
 def fetching_settlements(

@@ -51,7 +51,6 @@ class WorkerOptions:
 SETTLEMENT_DAYS = settling.SETTLEMENT_DAYS
 """The days (India's, today included) each fetch of the settlement reports covers at least
 (``payhooks.reconcile.settling.SETTLEMENT_DAYS``, the catch-up every door shares)."""
-fetch_ranges = settling.fetch_ranges
 
 
 class Worker:

@@ -23,7 +23,7 @@ from datetime import date, datetime, timedelta
 
 from payhooks.events import Provider
 from payhooks.gateways._settlements import INDIA
-from payhooks.plumbing.db import Connection, query
+from payhooks.plumbing.db import Connection, query, shaped_rows
 
 UNREAD_DAYS = 3
 """Days over and not read whole, past which a gateway's reads are said behind (the
@@ -70,8 +70,7 @@ WHERE read_through < %s ORDER BY provider
 def behind(conn: Connection, now: datetime) -> list[Behind]:
     """The gateways with more than ``UNREAD_DAYS`` days over (India's) not read whole."""
     today = now.astimezone(INDIA).date()
-    rows = query(conn, _BEHIND, (today - timedelta(days=UNREAD_DAYS + 1),)).fetchall()
-    return [Behind(provider=p, read_through=d, read_at=at) for p, d, at in rows]
+    return shaped_rows(conn, Behind, _BEHIND, (today - timedelta(days=UNREAD_DAYS + 1),))
 
 
 def moved(

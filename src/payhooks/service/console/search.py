@@ -17,7 +17,7 @@ from enum import StrEnum
 
 from payhooks.operations import timeline
 from payhooks.operations.timeline import Found, Lookup
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, shaped_rows
 
 MAX_QUERY_CHARS = 254  # the longest email address
 MAX_RESULTS = 50
@@ -64,7 +64,7 @@ ORDER BY created_at DESC, id DESC LIMIT %(limit)s"""
 _EMAIL_COUNT = "SELECT count(*) FROM carts WHERE lower(customer_email) = lower(%s)"
 # One page of an email's carts, newest first, after the last one of the page before.
 _EMAIL_PAGE = """
-SELECT id, status, amount_paise, currency, created_at FROM carts
+SELECT id AS cart_id, status, amount_paise, currency, created_at FROM carts
 WHERE lower(customer_email) = lower(%(email)s)
   AND (%(at)s::timestamptz IS NULL OR (created_at, id) < (%(at)s::timestamptz, %(id)s::text))
 ORDER BY created_at DESC, id DESC LIMIT %(limit)s"""
@@ -162,11 +162,7 @@ def carts_of_email(
     ``MAX_RESULTS``."""
     at, cart_id = before if before is not None else (None, None)
     params = {"email": email.strip(), "at": at, "id": cart_id, "limit": limit}
-    return [
-        Cart(cart_id=str(row[0]), status=row[1], amount_paise=int(row[2]), currency=row[3],
-             created_at=row[4])
-        for row in conn.execute(_EMAIL_PAGE, params)
-    ]  # fmt: skip
+    return shaped_rows(conn, Cart, _EMAIL_PAGE, params)
 
 
 def _like_prefix(text: str) -> str:

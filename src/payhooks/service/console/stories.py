@@ -83,13 +83,9 @@ class Story:
     def on_its_way(self, provider: str, payment_id: str) -> str | None:
         """The state of the payment's refund still on its way (``requested`` or ``sent``),
         whose button asks for nothing more: the page says it was already asked for."""
-        for r in self.refunds:
-            if (r.provider.value, r.payment_id) == (
-                provider,
-                payment_id,
-            ) and r.state in _ON_ITS_WAY:
-                return r.state.value
-        return None
+        waiting = (r for r in self.refunds if r.state in _ON_ITS_WAY)
+        found = (r for r in waiting if (r.provider.value, r.payment_id) == (provider, payment_id))
+        return next((r.state.value for r in found), None)
 
 
 _ON_ITS_WAY = (RefundState.REQUESTED, RefundState.SENT)
