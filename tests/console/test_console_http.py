@@ -930,16 +930,21 @@ def test_a_flood_of_logins_never_takes_the_apis_connections(console):
 # --- refunds ---------------------------------------------------------------------------------
 
 
+def paid_twice(console, conn, second: str):
+    """A cart paid twice (its second payment ``second``, flagged for a refund): an operator's
+    client, logged in, and the cart's page."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    send(console, buy.captured())
+    send(console, buy.captured(payment_id=second))
+    return console.logged_in(), f"/console/carts/{buy.cart_id}"
+
+
 def test_a_double_payment_is_refunded_from_the_console_once_by_whoever_asks(console, conn):
     """The Refund button of a payment flagged for a refund: the box ticked (CSRF too), an
     intent under the policy's key recorded with the operator's name, asked once however often
     it is pressed; the payment's refunds then show on its cart's page."""
-    buy = purchase(conn, Provider.RAZORPAY)
     second = "pay_consolerefund01"
-    send(console, buy.captured())
-    send(console, buy.captured(payment_id=second))
-    client = console.logged_in()
-    page = f"/console/carts/{buy.cart_id}"
+    client, page = paid_twice(console, conn, second)
     shown = client.get(page).text
     assert "Refund ₹499.00" in shown and 'name="confirm"' in shown
     form = {"csrf": csrf_of(shown), "provider": "razorpay", "payment_id": second, "back": page}
@@ -961,12 +966,8 @@ def test_a_double_payment_is_refunded_from_the_console_once_by_whoever_asks(cons
 
 
 def test_a_refund_on_its_way_takes_the_button_away_and_one_that_failed_gives_it_back(console, conn):
-    buy = purchase(conn, Provider.RAZORPAY)
     second = "pay_consoleonitsway"
-    send(console, buy.captured())
-    send(console, buy.captured(payment_id=second))
-    client = console.logged_in()
-    page = f"/console/carts/{buy.cart_id}"
+    client, page = paid_twice(console, conn, second)
     form = {"csrf": csrf_of(client.get(page).text), "provider": "razorpay",
             "payment_id": second, "back": page, "confirm": "yes"}  # fmt: skip
     client.post("/console/payments/refund", data=form)
