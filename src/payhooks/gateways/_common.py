@@ -185,6 +185,18 @@ def optional_paise(value: object, field: str, *, strict: bool, provider: Provide
         return None
 
 
+def paise_field(value: object, field: str, *, strict: bool, provider: Provider) -> int | None:
+    """An amount the gateway writes as integer paise (Razorpay's, PhonePe's), or None when
+    missing: a fraction (read as ``Decimal``), a bool (an int to Python) or a negative number
+    is not one, malformed when ``strict``, else left out."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    refuse(f"{field} is not a whole number of paise: {value!r}", strict=strict, provider=provider)
+    return None
+
+
 def require(fields: Mapping[str, object], *, provider: Provider) -> None:
     """An event payhooks acts on without what it acts on cannot be applied: the first of
     ``fields`` (name to value read) that is missing is malformed."""

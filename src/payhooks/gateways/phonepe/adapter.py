@@ -251,14 +251,8 @@ def _derived(event_type: str, payload: object, order: _Order) -> str | None:
 
 
 def paise(value: object, field: str, *, strict: bool) -> int | None:
-    """PhonePe amounts are integer paise: a fraction (read as ``Decimal``), a bool or a
-    negative number is not one."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    _common.refuse(f"{field} is not a whole number of paise: {value!r}", strict=strict, provider=_P)
-    return None
+    """PhonePe amounts are integer paise."""
+    return _common.paise_field(value, field, strict=strict, provider=_P)
 
 
 def _text(value: object, field: str, *, strict: bool) -> str | None:

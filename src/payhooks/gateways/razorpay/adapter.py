@@ -203,13 +203,8 @@ def _text(value: object, field: str, *, strict: bool) -> str | None:
 
 
 def _paise(value: object, field: str, *, strict: bool) -> int | None:
-    """Razorpay amounts are integer paise; bool is an int to Python but never an amount."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    _common.refuse(f"{field} is not a non-negative integer: {value!r}", strict=strict, provider=_P)
-    return None
+    """Razorpay amounts are integer paise."""
+    return _common.paise_field(value, field, strict=strict, provider=_P)
 
 
 def _require(kind: EventKind, payment: _Payment, refund: _Refund) -> None:
