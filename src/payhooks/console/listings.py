@@ -63,10 +63,15 @@ def _zone(request: Request) -> tzinfo:
     return console.zone
 
 
+def _flag(text: str, word: str, name: str) -> bool:
+    """Whether a filter that is either empty or ``word`` is ``word``."""
+    if text.strip() not in ("", word):
+        raise lists.BadFilter(f"The {name} filter is either empty or '{word}'.")
+    return text.strip() == word
+
+
 def _mismatch(text: str) -> bool:
-    if text.strip() not in ("", "mismatch"):
-        raise lists.BadFilter("The amount filter is either empty or 'mismatch'.")
-    return text.strip() == "mismatch"
+    return _flag(text, "mismatch", "amount")
 
 
 async def _delivery_filter(
@@ -87,11 +92,10 @@ async def _delivery_filter(
 
 
 def _needs_refund(text: str, source: lists.Payments) -> bool:
-    if text.strip() not in ("", "needed"):
-        raise lists.BadFilter("The refund filter is either empty or 'needed'.")
-    if text.strip() and source.needs_refund is None:
+    needed = _flag(text, "needed", "refund")
+    if needed and source.needs_refund is None:
         raise lists.BadFilter("This console does not know which payments need a refund.")
-    return text.strip() == "needed"
+    return needed
 
 
 async def _payment_filter(
