@@ -449,9 +449,7 @@ def replay(
 
     found = settings(ctx)
     handler = None if hooks is None else run(lambda: import_hooks(hooks))
-    url = database_url or found.database_url
-    if handler is not None and not url:
-        run(lambda: fail("--hooks needs your app's database: --database-url or DATABASE_URL"))
+    url = None if handler is None else _app_url(found, database_url, "--hooks")
 
     def action(conn: db.Connection) -> dict[str, Any]:
         key = provider.value if provider else None

@@ -131,7 +131,6 @@ class Simulator:
     told_order: Callable[[list[Delivery]], dict[str, Any] | None] | None = None
     """The order as its status API answers it, when its callbacks carry it whole (Juspay's
     ``content.order``): what a story's callbacks leave it as, for the double's books."""
-    """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
     scenarios: tuple[Callable[[Stage], Result], ...] = ()
     captured: Callable[[dict[str, Any]], int | None] | None = None
     """The paise a status-API entity of a captured payment says it captured; None for any
