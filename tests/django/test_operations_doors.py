@@ -395,6 +395,20 @@ def test_a_range_is_refused_alike_through_the_command_and_django(
     assert done.stderr.startswith(f"payhooks: {said}")
 
 
+def test_days_not_named_are_said_before_missing_credentials_by_both_doors(
+    django_db: str, tmp_path: Path
+) -> None:
+    """What the command lacks first is its days: a merchant without API keys yet, running it
+    bare, is told to name them (as ``payhooks settlements`` tells), not sent to find keys."""
+    said = "name the days to fetch: --from YYYY-MM-DD --to YYYY-MM-DD"
+    with pytest.raises(CommandError) as refused:
+        django("payhooks_settlements")
+    assert str(refused.value) == said
+    done = cli(django_db, tmp_path, "settlements", "--database-url", django_db)
+    assert done.exit_code == 1
+    assert done.stderr == f"payhooks: {said}\n"
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [

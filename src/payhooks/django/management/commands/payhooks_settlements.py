@@ -68,7 +68,7 @@ class Command(BaseCommand):
             found = listing.flag_list(raw_connection(config.database), named)
             self.stdout.write(json.dumps(found, default=str))
             return
-        tally = fetched(credentialed(config), options["start"], options["end"])
+        tally = fetched(config, options["start"], options["end"])
         self.stdout.write(tally.summary())
         if tally.failures:
             raise CommandError(f"{tally.trouble()}; fetch those days again later")
@@ -76,7 +76,7 @@ class Command(BaseCommand):
 
 def fetched(config: conf.Config, start: str | None, end: str | None) -> Any:
     """The fetch (``payhooks.django.reconciling.fetch_settlements``, over httpx: the
-    ``reconcile`` extra)."""
+    ``reconcile`` extra): the days named first, then the gateways' API credentials."""
     try:
         from payhooks.django.reconciling import fetch_settlements
         from payhooks.reconcile.settling import days_named
@@ -85,7 +85,8 @@ def fetched(config: conf.Config, start: str | None, end: str | None) -> Any:
             f"the report clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
         ) from None
     try:
-        return fetch_settlements(config, *days_named(start, end))
+        days = days_named(start, end)
+        return fetch_settlements(credentialed(config), *days)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
 
