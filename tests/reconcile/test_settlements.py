@@ -16,7 +16,7 @@ from payhooks.gateways._settlements import INDIA, MAX_RANGE_DAYS
 from payhooks.reconcile import settling
 from payhooks.reconcile.running import connecting
 from payhooks.reconcile.settling import fetch, fetch_once
-from payhooks.settlements import listing
+from payhooks.settlements import listing, reads
 from payhooks.sim.gateway_api import Fault
 from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.factories import deliver, purchase
@@ -139,6 +139,35 @@ def test_a_database_error_on_one_gateways_page_leaves_the_others_fetched_and_rev
     assert set(tally.failures) == {Provider.CASHFREE}
     assert "RaiseException" in tally.trouble() and "this line is refused" in tally.trouble()
     assert tally.recorded[Provider.RAZORPAY].lines == 1
+    assert tally.review is not None and tally.review.flagged == 1
+    assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
+    assert listing.of_payments(conn, "razorpay", [settled.payment_id])
+
+
+def test_a_database_error_marking_one_gateways_days_read_leaves_the_others_marked_and_reviewed(
+    conn, database_url, gateway_api
+):
+    """The days read whole are marked gateway by gateway: the database refusing one's mark
+    (a lock or statement timeout) is that gateway's failure, told with its type; the others'
+    days are marked and their captures reviewed, and its own are not flagged on that silence."""
+    api, url = gateway_api
+    paid(conn, api, Provider.CASHFREE)
+    settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (CAPTURED,))
+    api.pay_out(Provider.CASHFREE, at=PAID_AT)
+    api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})
+    conn.execute(
+        "CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'this mark is refused'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_mark BEFORE INSERT OR UPDATE ON payhooks_settlement_reads"
+        " FOR EACH ROW WHEN (NEW.provider = 'cashfree') EXECUTE FUNCTION refuse_mark()"
+    )
+    tally = fetch_once(connecting(database_url), credentials(url), *CYCLE, now=lambda: LATER)
+    assert set(tally.failures) == {Provider.CASHFREE}
+    assert "RaiseException" in tally.trouble() and "this mark is refused" in tally.trouble()
+    assert reads.read_through(conn, list(Provider)).keys() == {Provider.RAZORPAY}
     assert tally.review is not None and tally.review.flagged == 1
     assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
     assert listing.of_payments(conn, "razorpay", [settled.payment_id])

@@ -192,8 +192,8 @@ def fetch_with(
     with connect() as conn:
         for provider in read:
             _moved(conn, provider, tally, today=today)
-        # A gateway no fetch read a day of whole (today's alone, not over) is not reviewed:
-        # nothing says what was paid out.
+        # A gateway no fetch read a day of whole (today's alone, not over), or whose days
+        # could not be marked, is not reviewed: nothing says what was paid out.
         known = [p for p in read if p in tally.read_through]
         tally.review = flags.review(conn, now(), margin, providers=known)
     return tally
@@ -291,8 +291,13 @@ def catch_up_once(
 
 def _moved(conn: Connection, provider: Provider, tally: Tally, *, today: date) -> None:
     """``provider``'s report read whole: its last day read whole moved on, and said when
-    days before this fetch's are still unread."""
-    through = reads.moved(conn, provider, tally.start, tally.end, today=today)
+    days before this fetch's are still unread. The database refusing the mark (a timeout, a
+    lost connection: any exception) is this gateway's failure alone, told with its type."""
+    try:
+        through = reads.moved(conn, provider, tally.start, tally.end, today=today)
+    except Exception as exc:  # its own transaction, rolled back: the next gateway's is not
+        _failed(provider, exc, tally)
+        return
     if through is None:
         return
     tally.read_through[provider] = through
@@ -320,10 +325,14 @@ def _fetched(
     except GatewayApiError as exc:
         tally.failed(provider, exc.reason)
     except Exception as exc:  # the database's (a timeout, a deadlock), a reader's: this gateway
-        why = f"{type(exc).__name__}: {exc}"[:500]
-        log.exception("settlements_gateway_failed", extra={"provider": provider.value,
-                                                           "error": why})  # fmt: skip
-        tally.failed(provider, why)
+        _failed(provider, exc, tally)
+
+
+def _failed(provider: Provider, exc: Exception, tally: Tally) -> None:
+    why = f"{type(exc).__name__}: {exc}"[:500]
+    log.exception("settlements_gateway_failed", extra={"provider": provider.value,
+                                                       "error": why})  # fmt: skip
+    tally.failed(provider, why)
 
 
 def catch_up(
