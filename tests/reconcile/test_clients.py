@@ -20,6 +20,7 @@ import pytest
 
 from payhooks.events import Provider
 from payhooks.gateways import ApiCredentials
+from payhooks.gateways._refunds import Refund, RefundRefused
 from payhooks.gateways._reports import Report
 from payhooks.gateways._status import MAX_ANSWER_BYTES, CredentialsRefused, http_client
 from payhooks.gateways.cashfree.status import CashfreeClient
@@ -278,3 +279,66 @@ def test_a_gzipped_answer_within_the_bound_is_read():
     doc = {"entity": "collection", "count": 0, "items": []}
     with raw_server(_encoded(b"gzip", gzip.compress(json.dumps(doc).encode()))) as server:
         assert _razorpay(server.url).report("order_T3st") == Report()
+
+
+def _refund(provider: Provider) -> Refund:
+    return Refund(
+        provider=provider, idempotency_key="ph-refund-asked", payment_id="pay_ASKED",
+        gateway_order_id="order_ASKED", amount_paise=100, currency="INR", captured_paise=100,
+        reason="asked", requested_by="test", gateway_refund_id="rfnd_ASKED", attempts=1,
+    )  # fmt: skip
+
+
+def _cashfree(url: str) -> CashfreeClient:
+    credentials = ApiCredentials(provider=Provider.CASHFREE, id="cf", secret="s", base_url=url)
+    return CashfreeClient(credentials=credentials, http=http_client(5.0))
+
+
+RAZORPAY_REFUND = {"id": "rfnd_ASKED", "entity": "refund", "payment_id": "pay_ASKED",
+                   "amount": 100, "currency": "INR"}  # fmt: skip
+CASHFREE_REFUND = {"cf_refund_id": 7, "refund_id": "ph-refund-asked", "order_id": "order_ASKED",
+                   "refund_amount": 1.0}  # fmt: skip
+ANOTHER = [
+    (Provider.RAZORPAY, "refund_status", {"id": "rfnd_OTHER"}, "processed"),
+    (Provider.RAZORPAY, "refund_status", {"id": "rfnd_OTHER"}, "failed"),
+    (Provider.RAZORPAY, "refund_status", {"payment_id": "pay_OTHER"}, "processed"),
+    (Provider.RAZORPAY, "send_refund", {"payment_id": "pay_OTHER"}, "processed"),
+    (Provider.CASHFREE, "refund_status", {"refund_id": "ph-refund-other"}, "SUCCESS"),
+    (Provider.CASHFREE, "refund_status", {"refund_id": "ph-refund-other"}, "CANCELLED"),
+    (Provider.CASHFREE, "refund_status", {"order_id": "order_OTHER"}, "SUCCESS"),
+    (Provider.CASHFREE, "send_refund", {"order_id": "order_OTHER"}, "FAILED"),
+]
+
+
+@pytest.mark.parametrize(("provider", "call", "other", "status"), ANOTHER)
+def test_an_answer_about_another_refund_neither_closes_nor_refuses_the_one_asked(
+    provider, call, other, status
+):
+    """A refund entity naming another refund, payment or order than the one asked about (a
+    gateway's or a proxy's mix-up) says nothing of this one: an error, asked again later,
+    never its refund made or its refusal (which would free its amount for another)."""
+    if provider is Provider.RAZORPAY:
+        doc, client = {**RAZORPAY_REFUND, "status": status, **other}, _razorpay
+    else:
+        doc, client = {**CASHFREE_REFUND, "refund_status": status, **other}, _cashfree
+    with raw_server(_json_answer(200, doc)) as server, pytest.raises(GatewayApiError) as raised:
+        getattr(client(server.url), call)(_refund(provider))
+    assert not isinstance(raised.value, RefundRefused)
+    assert "names another" in raised.value.reason
+
+
+def test_a_razorpay_capture_answered_with_another_payment_applies_nothing():
+    doc = {"id": "pay_OTHER", "entity": "payment", "order_id": "order_Z", "status": "captured",
+           "amount": 100, "currency": "INR", "captured": True}  # fmt: skip
+    with raw_server(_json_answer(200, doc)) as server, pytest.raises(GatewayApiError) as raised:
+        _razorpay(server.url).capture("pay_ASKED", 100, "INR")
+    assert "names another" in raised.value.reason
+
+
+def test_a_razorpay_payout_answered_with_another_records_nothing_of_either():
+    doc = {"id": "setl_OTHER", "entity": "settlement", "amount": 100, "status": "failed",
+           "fees": 0, "tax": 0, "utr": None, "created_at": 1_767_225_600}  # fmt: skip
+    with raw_server(_json_answer(200, doc)) as server:
+        page = _razorpay(server.url)._payout("setl_ASKED")
+    assert page.settlements == ()
+    assert page.failed is not None and "names another" in page.failed

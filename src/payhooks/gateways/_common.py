@@ -197,6 +197,16 @@ def paise_field(value: object, field: str, *, strict: bool, provider: Provider) 
     return None
 
 
+def naming(entity: object, field: str, asked: str, *, what: str, provider: Provider) -> None:
+    """An API's answer about ``what`` whose ``field`` names another than ``asked`` (the
+    gateway's or a proxy's mix-up) says nothing of the one asked about: malformed, so never
+    read as its state (a refund made or refused, a payment captured, a payout's figures). A
+    field the answer leaves out is not checked here."""
+    found = entity.get(field) if isinstance(entity, dict) else None
+    if found is not None and str(found) != asked:
+        raise MalformedPayload(provider, f"{what} answer names another {field}")
+
+
 def require(fields: Mapping[str, object], *, provider: Provider) -> None:
     """An event payhooks acts on without what it acts on cannot be applied: the first of
     ``fields`` (name to value read) that is missing is malformed."""

@@ -107,7 +107,7 @@ def test_a_recon_item_that_is_not_an_object_is_kept_too():
 
 
 def test_the_settlement_entity_sample_reads_as_a_payout():
-    found = settlements.answered(sample("settlement.json"))
+    found = settlements.answered(sample("settlement.json"), "setl_Pm4XcR8vTq2LwE")
     assert (found.settlement_id, found.state, found.status) == (
         "setl_Pm4XcR8vTq2LwE",
         SettlementState.SETTLED,

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received
-from payhooks.gateways._common import reference
+from payhooks.gateways._common import naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundIncomplete, RefundRefused, Sent
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
@@ -112,7 +112,7 @@ class CashfreeClient:
             if made is not None:
                 return made
             raise RefundRefused(_P.value, exc.reason, status=exc.status, code=exc.code) from exc
-        return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
+        return parsed(self.provider, lambda: _refunded(read_json(_P, body), refund))
 
     def refund_status(self, refund: Refund) -> Sent:
         """``GET /pg/orders/{order_id}/refunds/{refund_id}``: the refund as it is now."""
@@ -137,7 +137,7 @@ class CashfreeClient:
                       headers=self._h, taken=taken)  # fmt: skip
         if unknown and unknown[-1]:
             return None
-        return parsed(self.provider, lambda: _refunded(read_json(_P, body)))
+        return parsed(self.provider, lambda: _refunded(read_json(_P, body), refund))
 
     @property
     def _h(self) -> dict[str, str]:
@@ -180,9 +180,12 @@ def _utc(day: date, at: time) -> str:
     return datetime.combine(day, at, INDIA).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _refunded(entity: object) -> Sent:
-    """A refund entity: ``cf_refund_id``, ``refund_status`` SUCCESS once refunded, PENDING or
-    ONHOLD on its way, CANCELLED or FAILED never."""
+def _refunded(entity: object, refund: Refund) -> Sent:
+    """A refund entity of ``refund`` (its ``refund_id``, the intent's key, under its order):
+    ``cf_refund_id``, ``refund_status`` SUCCESS once refunded, PENDING or ONHOLD on its way,
+    CANCELLED or FAILED never."""
+    naming(entity, "refund_id", refund.idempotency_key, what="refund", provider=_P)
+    naming(entity, "order_id", refund.gateway_order_id or "", what="refund", provider=_P)
     status = text(_P, entity, "refund_status")
     if status in {"CANCELLED", "FAILED"}:
         raise RefundRefused(_P.value, f"Cashfree's refund is {status}", status=200)

@@ -74,11 +74,13 @@ def webhook(body: bytes) -> Settlement:
     return entity(found)
 
 
-def answered(body: bytes) -> Settlement:
-    """``GET /v1/settlements/{id}``: the settlement entity, as it is now (``current``)."""
+def answered(body: bytes, settlement_id: str) -> Settlement:
+    """``GET /v1/settlements/{id}``: the settlement entity asked about, as it is now
+    (``current``)."""
     doc = _common.load_json_object(body, provider=_P)
     if doc.get("entity") != "settlement":
         raise MalformedPayload(_P, "the answer is not a settlement entity")
+    _common.naming(doc, "id", settlement_id, what="settlement", provider=_P)
     return replace(entity(doc), current=True)
 
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received
-from payhooks.gateways._common import child, reference
+from payhooks.gateways._common import child, naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundRefused, Sent
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
@@ -48,7 +48,7 @@ class RazorpayClient:
         made = quote(refund.gateway_refund_id or "", safe="")
         body = answer(_P, self.http, "GET", f"{payment}/refunds/{made}",
                       auth=(self.credentials.id, self.credentials.secret))  # fmt: skip
-        return parsed(_P, lambda: _sent(read_json(_P, body)))
+        return parsed(_P, lambda: _sent(read_json(_P, body), refund))
 
     def capture(self, payment_id: str, amount_paise: int, currency: str) -> Report:
         """``POST /v1/payments/{id}/capture`` with the amount and currency authorised: the
@@ -65,7 +65,7 @@ class RazorpayClient:
             if exc.status != 400 or ALREADY_CAPTURED not in exc.reason:
                 raise
             body = answer(_P, self.http, "GET", payment, auth=auth)
-        return parsed(_P, lambda: captured(read_json(_P, body)))
+        return parsed(_P, lambda: captured(_named_payment(read_json(_P, body), payment_id)))
 
     def settlement_pages(self, start: date, end: date) -> Iterator[Page]:
         """``GET /v1/settlements/recon/combined?year=&month=&day=`` for each day, a page of
@@ -89,7 +89,7 @@ class RazorpayClient:
         url = f"{self.credentials.base_url}/v1/settlements/{quote(settlement_id, safe='')}"
         try:
             body = answer(_P, self.http, "GET", url, auth=self._auth)
-            return Page(settlements=(settlements.answered(body),))
+            return Page(settlements=(settlements.answered(body, settlement_id),))
         except (GatewayApiError, MalformedPayload) as exc:
             return Page(failed=_passed_over(exc, f"settlement {settlement_id}"))
 
@@ -179,7 +179,7 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
     if refund.attempts > 1:
         body = answer(_P, client.http, "GET", f"{payment}/refunds", auth=auth,
                       params={"count": str(MAX_LISTED)})  # fmt: skip
-        found = parsed(_P, lambda: _named(body, refund.idempotency_key))
+        found = parsed(_P, lambda: _named(body, refund))
         if found is not None:
             return found
     asked = {"amount": refund.amount_paise, "notes": {KEY_NOTE: refund.idempotency_key}}
@@ -196,7 +196,7 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
         if exc.status == 400 and exc.code == REFUSAL_CODE and not _unknown_id(errors[-1]):
             raise RefundRefused(_P.value, exc.reason, status=400, code=exc.code) from exc
         raise
-    return parsed(_P, lambda: _sent(read_json(_P, body)))
+    return parsed(_P, lambda: _sent(read_json(_P, body), refund))
 
 
 def _unknown_id(body: bytes) -> bool:
@@ -210,23 +210,33 @@ def _unknown_id(body: bytes) -> bool:
     return child(doc, "error", "description") == UNKNOWN_ID
 
 
-def _named(body: bytes, key: str) -> Sent | None:
+def _named(body: bytes, refund: Refund) -> Sent | None:
     doc = read_json(_P, body)
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise MalformedPayload(_P, "refunds answer has no items list")
     for entity in items:
-        if child(entity, "notes", KEY_NOTE) == key:
-            return _sent(entity)
+        if child(entity, "notes", KEY_NOTE) == refund.idempotency_key:
+            return _sent(entity, refund)
     return None
 
 
-def _sent(entity: object) -> Sent:
-    """A refund entity: ``id`` (``rfnd_…``), ``status`` pending, processed or failed."""
+def _sent(entity: object, refund: Refund) -> Sent:
+    """A refund entity of ``refund``'s payment (and, once made, its own ``id``): ``id``
+    (``rfnd_…``), ``status`` pending, processed or failed."""
+    naming(entity, "payment_id", refund.payment_id, what="refund", provider=_P)
+    if refund.gateway_refund_id is not None:
+        naming(entity, "id", refund.gateway_refund_id, what="refund", provider=_P)
     status = text(_P, entity, "status")
     if status == "failed":
         raise RefundRefused(_P.value, "Razorpay's refund failed", status=200)
     return Sent(gateway_refund_id=text(_P, entity, "id"), processed=status == "processed")
+
+
+def _named_payment(entity: object, payment_id: str) -> object:
+    """The payment entity asked about (``id``), never another's."""
+    naming(entity, "id", payment_id, what="payment", provider=_P)
+    return entity
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> RazorpayClient:
