@@ -441,6 +441,15 @@ UNREADABLE: dict[str, tuple[Provider, tuple[Fault, ...]]] = {
     "payu: 123, pending a manual follow-up": (
         Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Request set as pending",'
                                b'"error_code":123}'),)),
+    "payu: 106, the token is PayU's already, its refund not listed yet": (
+        Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Token already exists.",'
+                               b'"error_code":106}'),)),
+    "payu: 227, the same amount under the same token": (
+        Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Transactions with the same amount and'
+                               b' same token are not allowed","error_code":227}'),)),
+    "payu: 214, the same amount within 5 minutes": (
+        Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Same amount same transaction within 5'
+                               b' minutes","error_code":214}'),)),
     "payu: the action list refused": (
         Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Refund FAILURE","error_code":105}'),
                         Fault(body=b'{"status":0,"msg":"Too many requests"}'))),

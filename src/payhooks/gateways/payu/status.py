@@ -40,12 +40,16 @@ BY_PAYMENT = "payuid"
 """``var2`` of ``check_action_status`` when ``var1`` is a ``mihpayid``: every action of that
 payment, keyed by request id, each with the token it was asked under."""
 REFUSING_CODES = frozenset(
-    {105, 106, 107, 110, 111, 113, 115, 116, 117, 119, 121, 124, 125, 128, 129, 214, 227, 230}
+    {105, 107, 110, 111, 113, 115, 116, 117, 119, 121, 124, 125, 128, 129, 230}
 )
 """The ``error_code`` of a ``status: 0`` answer PayU documents as a refund FAILURE ("error
-codes for refund initiation"): the refund refused. Any other ``status: 0`` (120 "Transaction
-lock could not be obtained", 123 "pending, requires manual follow-up", 109 "already logged",
-no code at all: a refused hash, a rate limit) is an error, asked again with the same token."""
+codes for refund initiation") that refuses the refund. Any other ``status: 0`` is an error,
+asked again with the same token: 106 "Token already exists" and 227 "same amount and same
+token" (a refund under payhooks' own token is PayU's already: found by it on the next try),
+214 "Same amount same transaction within 5 minutes" (another intent of the same amount, sent
+minutes before: taken after the backoff), 120 "Transaction lock could not be obtained", 123
+"pending, requires manual follow-up", 109 "already logged", no code at all (a refused hash,
+a rate limit)."""
 NO_ACTIONS = re.compile(r"no action status found", re.IGNORECASE)
 PAYMENT_COMMAND = "check_payment"
 _UNKNOWN = re.compile(r"\btransaction\b.*\bnot found\b|\bno transaction\b", re.IGNORECASE)
