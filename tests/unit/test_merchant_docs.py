@@ -8,6 +8,8 @@ import inspect
 import re
 from pathlib import Path
 
+from payhooks.events import Provider
+from payhooks.gateways._refunds import Refund
 from payhooks.gateways.cashfree.status import _refunded
 from payhooks.intake import idempotency
 from payhooks.refunding import refunds
@@ -43,7 +45,11 @@ def test_the_retry_schedule_after_a_failed_refund_call_is_the_documented_one():
 
 
 def test_cashfrees_refund_id_kept_is_its_cf_refund_id():
-    sent = _refunded({"cf_refund_id": "98765", "refund_id": "phr_key", "refund_status": "PENDING"})
+    intent = Refund(provider=Provider.CASHFREE, idempotency_key="phr_key", payment_id="1",
+                    gateway_order_id="order_1", amount_paise=100, currency="INR",
+                    captured_paise=100, reason="asked", requested_by="test")  # fmt: skip
+    entity = {"cf_refund_id": "98765", "refund_id": "phr_key", "refund_status": "PENDING"}
+    sent = _refunded(entity, intent)
     assert sent.gateway_refund_id == "98765"
     assert "the id kept as `gateway_refund_id` is Cashfree's `cf_refund_id`" in OPERATIONS
 

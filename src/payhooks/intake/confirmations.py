@@ -244,6 +244,23 @@ def first_body(conn: Connection, pending: Pending) -> bytes | None:
     return None if row is None else bytes(row[0])
 
 
+# The attempt the first post's payment was applied as (its record, kept a refund's year):
+# what the first post named, once its body is purged.
+APPLIED_ATTEMPT = """
+SELECT attempt_id FROM payhooks_payments
+WHERE provider = %s AND gateway_order_id = %s AND kind = 'payment_captured'
+  AND attempt_id IS NOT NULL
+ORDER BY applied_at LIMIT 1
+"""
+
+
+def applied_attempt(conn: Connection, pending: Pending) -> str | None:
+    """The attempt (PayU's ``mihpayid``) the payment of ``pending``'s order was applied as,
+    by its payment's record; None when none is recorded."""
+    row = query(conn, APPLIED_ATTEMPT, (pending.provider, pending.gateway_order_id)).fetchone()
+    return None if row is None else str(row[0])
+
+
 # The record that applied the first post's payment, when it is not the first post itself
 # (reconciliation applied it before the post came, and the post was recorded ``ignored``).
 APPLIED_BODY = """

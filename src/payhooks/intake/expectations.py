@@ -187,6 +187,9 @@ class Check:
     of the two is reconciliation's: the key of that delivery, whose answer stands.
     ``claimed``: this delivery holds the payment's row, to let go of if it is not applied.
     ``refunds_held``: a refund of a payment parked for its amount and not yet resolved.
+    ``another_attempt``: the payment's record names another attempt of it (PayU's
+    ``mihpayid``) than this delivery does, under this delivery's own key (its record purged
+    since): a second payment, or the post edited, for the gateway's API to tell.
     """
 
     mismatch: Mismatch | None = None
@@ -194,6 +197,7 @@ class Check:
     order_ref: str | None = None
     claimed: bool = False
     refunds_held: bool = False
+    another_attempt: bool = False
 
 
 UNCHECKED = Check()
@@ -218,11 +222,12 @@ WITH mine AS (
         attempt_id = coalesce(p.attempt_id, excluded.attempt_id),
         paid_paise = coalesce(p.paid_paise, excluded.paid_paise),
         currency = coalesce(p.currency, excluded.currency)
-    RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id
+    RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id, p.attempt_id
 ), unmet AS ("""
     + UNMET
     + """)
-SELECT mine.inserted, mine.reconciled, mine.event_id, unmet.amount_paise, unmet.currency
+SELECT mine.inserted, mine.reconciled, mine.event_id, mine.attempt_id, unmet.amount_paise,
+       unmet.currency
 FROM mine LEFT JOIN unmet ON true
 """
 )
@@ -291,11 +296,13 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
         },
     )
     assert row is not None
-    inserted, first_reconciled, first_key, *unmet = row
+    inserted, first_reconciled, first_key, attempt, *unmet = row
     if not inserted and first_key != event.event_id and (reconciled or first_reconciled):
         first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
         order_ref = None if first is None or first[0] is None else str(first[0])
         return Check(applied_by=str(first_key), order_ref=order_ref)
+    if not inserted and None not in (attempt, event.attempt_id) and attempt != event.attempt_id:
+        return Check(another_attempt=True)
     mismatch = None if unmet[1] is None else _mismatch(event, unmet[0], unmet[1])
     return Check(mismatch=mismatch, claimed=bool(inserted))
 

@@ -191,6 +191,13 @@ def recording(event: Event, outcome: str, order_ref: str | None) -> Steps[None]:
     yield Statement(sql=RECORD, params=(outcome, order_ref, *key(event)), reads=False)
 
 
+def letting_go(event: Event, claim: Claim) -> Steps[None]:
+    """The record ``claim`` inserted deleted again, in the claim's own transaction: the key
+    left as the claim found it (never recorded, or purged)."""
+    assert claim.xmin is not None
+    yield Statement(sql=UNCLAIM, params=(*key(event), claim.xmin), reads=False)
+
+
 def unclaiming(event: Event, claim: Claim | None, *, idle: bool, autocommit: bool) -> Steps[None]:
     """The record ``claim`` inserted, which a handler's ``COMMIT`` made final as ``processed``
     before anything was applied, deleted in a transaction of its own (with the payment's row

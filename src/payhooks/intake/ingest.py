@@ -228,6 +228,13 @@ class Delivery:
         check = yield from expectations.checking(
             event, reconciled=expectations.is_reconciled(event.event_id)
         )
+        if (
+            check.another_attempt
+            and claim.state is ClaimState.NEW
+            and (second := confirmations.another_attempt(event)) is not None
+        ):  # its first post's record purged, the key claimed anew: let go of, as purged
+            yield from idempotency.letting_go(event, claim)
+            return (yield from _another_attempt(self.received, second, claim))
         if check.applied_by is not None:  # the payment reached a handler under another key
             if claim.state is ClaimState.PARKED:  # parked for its amount, perhaps: settled
                 yield from expectations.applying(event, applied_by=check.applied_by)

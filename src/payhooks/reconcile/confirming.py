@@ -177,17 +177,20 @@ def _conclude(
 
 def _attempt(asking: _Asking, pending: Pending) -> None:
     """Another attempt than the first post's (``confirmations``): the gateway's client judges
-    it against the first post's stored body; a second payment it reports is applied."""
+    it against the first post's stored body (purged: the attempt its payment's record keeps);
+    a second payment it reports is applied."""
     connect, client, tally, at = asking.connect, asking.client, asking.tally, asking.at
     provider = Provider(pending.provider)
     judge = getattr(client, "another_attempt", None)
     with connect() as conn:
         first = confirmations.first_body(conn, pending)
         applied = confirmations.applied_body(conn, pending)
+        recorded = None if first is not None else confirmations.applied_attempt(conn, pending)
     try:
         if judge is None:  # a gateway whose signature covers the payment's id never gets here
             raise GatewayApiError(provider.value, "this gateway's client judges no attempts")
-        said = judge(pending.gateway_order_id, pending.payment_id, first, applied=applied)
+        said = judge(pending.gateway_order_id, pending.payment_id, first, applied=applied,
+                     recorded=recorded)  # fmt: skip
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)
         return

@@ -21,6 +21,7 @@ from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, one_of
 from payhooks.gateways.payu import status
 from payhooks.gateways.payu.status import PayUClient
+from payhooks.operations import retention
 from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.passes import Tally
 from payhooks.reconcile.running import connecting, delivering
@@ -380,3 +381,56 @@ def test_reconciliations_payment_reported_again_with_another_body_is_a_copy_aski
     assert len(captured) == 1
     found = payments.find(conn, "payu", TXNID)
     assert found is not None and found.attempt_id == FIRST
+
+
+def purged(conn) -> None:
+    """Every record but the second post's past the retention window, then the purge: the
+    payment's record (``payhooks_payments``, kept a refund's year) is what is left of the
+    first post."""
+    conn.execute(
+        "UPDATE processed_webhooks SET processed_at = processed_at - interval '20 days'"
+        " WHERE event_id NOT LIKE %s",
+        (f"%:{SECOND}",),
+    )
+    assert retention.purge(conn, 15).deleted >= 1
+
+
+def test_a_second_payment_posted_after_the_first_posts_record_was_purged_is_its_own(
+    shop, database_url
+):
+    """The first post's record is gone, its payment's record kept (its mihpayid): a success
+    post naming another mihpayid is another attempt, asked about, never the txnid's payment
+    again (a handler would take it as the paid order's copy: the second payment lost)."""
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    assert sent(conn, hooks, FIRST) is Outcome.PROCESSED
+    purged(conn)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    assert [e.payment_id for e in captured] == [TXNID]
+    tally = a_pass(database_url, url, hooks)
+    assert tally.confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+    outcome, detail = settled(conn, f"{TXNID}:success:{SECOND}")
+    assert outcome == "confirmed" and "a second payment" in detail
+    assert sent(conn, hooks, SECOND) is Outcome.DUPLICATE  # PayU's retry of it
+    a_pass(database_url, url, hooks)
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+
+
+def test_a_second_payment_asked_about_after_the_first_posts_record_was_purged_is_its_own(
+    shop, database_url
+):
+    """Purged while the second post waits for PayU's word: the first post's mihpayid is read
+    from its payment's record."""
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    purged(conn)
+    tally = a_pass(database_url, url, hooks)
+    assert tally.confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+    outcome, detail = settled(conn, f"{TXNID}:success:{SECOND}")
+    assert outcome == "confirmed" and "a second payment" in detail

@@ -122,7 +122,12 @@ class PayUClient:
         return parsed(self.provider, lambda: named(txnid, body))
 
     def another_attempt(
-        self, txnid: str, attempt: str, first: bytes | None, applied: bytes | None = None
+        self,
+        txnid: str,
+        attempt: str,
+        first: bytes | None,
+        applied: bytes | None = None,
+        recorded: str | None = None,
     ) -> Attempt:
         """A second success post for ``txnid`` naming ``attempt`` as its ``mihpayid``, after
         the post ``first`` (its stored body): PayU's ``check_payment`` says whether each names
@@ -131,8 +136,10 @@ class PayUClient:
         this one. The second not PayU's for this txnid: refuted. ``applied``: the body of the
         record that applied the txnid's payment when it is not the first post's (reconciliation
         applied the payment ``verify_payment`` names before any post came): the payment
-        applied is that one, and each other one is judged against it."""
-        earlier = None if first is None else attempt_of(first)
+        applied is that one, and each other one is judged against it. ``recorded``: the
+        ``mihpayid`` the txnid's payment record keeps, the first post's when its body is
+        purged."""
+        earlier = recorded if first is None else attempt_of(first)
         if earlier == attempt:
             return Attempt(Verdict.CONFIRMED, f"mihpayid {attempt} is the first post's: a copy")
         paid = None if applied is None else _attempt_in(applied)
