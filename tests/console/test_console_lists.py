@@ -259,6 +259,22 @@ def test_payments_are_filtered_to_those_needing_a_refund(console, conn):
     assert row["needs_refund"] == "yes" and "duplicate_payment" in row["flags"]
 
 
+def test_a_payment_parked_for_its_amount_needs_a_refund_until_it_is_settled(console, conn):
+    """The shop's policy refunds a payment that was not the amount expected (its alert says
+    "Refund needed: amount mismatch"): its list's "Refund: needed" shows it, until a person
+    settles it."""
+    bad = purchase(conn, Provider.CASHFREE)
+    send(console, bad.captured(amount_paise=100))
+    found = listed(shown(console, "/console/payments", refund="needed"), "payments")
+    assert len(found) == 1 and bad.payment_id in found[0]
+    [row] = csv_of(console, "/console/payments.csv", refund="needed")
+    assert row["payment_id"] == bad.payment_id and row["needs_refund"] == "yes"
+    conn.execute("UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = 'x'")
+    assert "No payment matches" in listed(
+        shown(console, "/console/payments", refund="needed"), "payments"
+    )[0]
+
+
 def test_payments_page_through_payments_of_one_instant(console, conn):
     conn.execute(
         "INSERT INTO payments (provider, payment_id, status, amount_paise, created_at)"

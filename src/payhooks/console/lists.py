@@ -330,18 +330,26 @@ APPLIED = """
     WHERE NOT %(mismatch)s AND p.applied_at < %(end)s
       AND (%(start)s::timestamptz IS NULL OR p.applied_at >= %(start)s)
       AND (%(provider)s::text IS NULL OR p.provider = %(provider)s)"""
-MISMATCHED = """
+
+
+def mismatched(needs_refund: str = "false") -> str:
+    """Payments parked for their amount: each needs a person, who refunds or collects the
+    difference (or corrects the expectation and replays it); ``needs_refund``, the column's
+    SQL, where an app's policy refunds them (``m.resolved_at IS NULL``: until settled)."""
+    return f"""
     SELECT m.found_at, 'm ' || m.provider || ' ' || m.event_id, m.provider, m.payment_id,
            m.gateway_order_id, m.event_id,
            CASE WHEN m.resolved_at IS NULL THEN 'mismatch' ELSE 'settled' END,
            starts_with(m.event_id, 'reconcile:'), m.expected_paise, m.expected_currency,
-           m.paid_paise, m.paid_currency, m.resolution, '{}'::text[], false
+           m.paid_paise, m.paid_currency, m.resolution, '{{}}'::text[], {needs_refund}
     FROM payhooks_amount_mismatches m
     WHERE m.found_at < %(end)s
       AND (%(start)s::timestamptz IS NULL OR m.found_at >= %(start)s)
       AND (%(provider)s::text IS NULL OR m.provider = %(provider)s)"""
-"""Payments parked for their amount: each needs a person, who refunds or collects the
-difference (or corrects the expectation and replays it)."""
+
+
+MISMATCHED = mismatched()
+"""The core's: it does not say which need a refund."""
 
 
 def paged(*branches: str) -> str:
@@ -474,6 +482,7 @@ __all__ = [
     "core_payments",
     "cursor_of",
     "deliveries",
+    "mismatched",
     "of_alarm",
     "paged",
     "read_payments",
