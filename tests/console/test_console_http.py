@@ -1031,6 +1031,13 @@ def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(co
     assert said(done) == f"{page}?notice=refund_cancelled"
     intents = "SELECT state, cancelled_by, cancel_reason FROM payhooks_refunds"
     assert rows(console, intents) == [("cancelled", OPERATOR, "Razorpay keeps failing it")]
+    # A second press (a stale tab, a second operator) finds nothing left to do and says so.
+    twice = client.post("/console/payments/refund/cancel",
+                        data={**form, "reason": "again", "confirm": "yes"})  # fmt: skip
+    assert said(twice) == f"{page}?notice=refund_already_cancelled"
+    assert rows(console, intents) == [("cancelled", OPERATOR, "Razorpay keeps failing it")]
+    logged = "SELECT result FROM payhooks_console_actions WHERE action = 'cancel_refund'"
+    assert rows(console, logged) == [("refund_cancelled",), ("refund_already_cancelled",)]
     shown = client.get(page).text
     assert "Cancel refund" not in shown and f"cancelled by {OPERATOR}" in shown
     again = client.post("/console/payments/refund", data=asked)  # a new refund, a new key

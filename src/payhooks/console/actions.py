@@ -62,6 +62,7 @@ class Done(StrEnum):
     REFUND_TOO_LARGE = "refund_too_large"
     REFUND_TAKEN_BACK = "refund_taken_back"
     REFUND_CANCELLED = "refund_cancelled"
+    REFUND_ALREADY_CANCELLED = "refund_already_cancelled"
     REFUND_NOT_CANCELLABLE = "refund_not_cancellable"
     NOT_CONFIRMED = "not_confirmed"
     BULK_REPLAYED = "bulk_replayed"
@@ -302,12 +303,13 @@ def cancel_refund(
     the operator's name and reason: never sent afterwards, its amount refundable again. Refused
     while a sender is calling the gateway with it, or once the gateway has it."""
     try:
-        done = refunds.cancel(conn, provider, idempotency_key, reason=reason,
-                              cancelled_by=operator)  # fmt: skip
+        done, now = refunds.cancelling(conn, provider, idempotency_key, reason=reason,
+                                       cancelled_by=operator)  # fmt: skip
     except (InvalidRequest, Conflict, NotFound):
         result, target = Result(done=Done.REFUND_NOT_CANCELLABLE), idempotency_key
     else:
-        result, target = Result(done=Done.REFUND_CANCELLED), done.payment_id
+        said = Done.REFUND_CANCELLED if now else Done.REFUND_ALREADY_CANCELLED
+        result, target = Result(done=said), done.payment_id
     record(conn, operator, "cancel_refund", provider, target, result)
     return result
 

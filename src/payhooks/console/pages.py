@@ -147,6 +147,7 @@ NOTICES = {
     actions.Done.REFUND_CANCELLED: (
         "Refund cancelled: it is never sent, and its amount may be refunded again."
     ),
+    actions.Done.REFUND_ALREADY_CANCELLED: "Nothing to do: this refund was already cancelled.",
     actions.Done.REFUND_NOT_CANCELLABLE: (
         "Cannot cancel: the worker is calling the gateway with this refund right now (try again "
         "in a minute or two), or the gateway already has it."

@@ -481,11 +481,23 @@ def cancel(
 ) -> Refund:  # fmt: skip
     """Stop an intent stuck ``requested`` (a gateway that keeps failing its call): never sent
     afterwards, and its amount free again. ``idempotency_key`` is the intent's (``ph...``, as
-    ``of_payment`` lists it). Cancelling one already cancelled returns it; ``NotCancellable``
-    when a sender holds it mid-call (ask again in a minute or two) or it is past ``requested``
-    (the gateway has it). One that was called before (``attempts`` > 0) may be at the gateway
-    all the same (an answer lost): check the gateway's dashboard first. A sender that outlived
-    its lease and then hears the gateway has it records it ``sent`` again (``ACCEPTED``)."""
+    ``of_payment`` lists it). Cancelling one already cancelled returns it (``cancelling``
+    says which); ``NotCancellable`` when a sender holds it mid-call (ask again in a minute or
+    two) or it is past ``requested`` (the gateway has it). One that was called before
+    (``attempts`` > 0) may be at the gateway all the same (an answer lost): check the
+    gateway's dashboard first. A sender that outlived its lease and then hears the gateway
+    has it records it ``sent`` again (``ACCEPTED``)."""
+    refund, _ = cancelling(conn, gateway, idempotency_key, reason=reason,
+                           cancelled_by=cancelled_by)  # fmt: skip
+    return refund
+
+
+def cancelling(
+    conn: Connection, gateway: Provider | str, idempotency_key: str, *, reason: str,
+    cancelled_by: str,
+) -> tuple[Refund, bool]:  # fmt: skip
+    """``cancel``, and whether this call cancelled the intent (False: it was cancelled
+    before, with its first reason kept)."""
     _text("reason", reason)
     _text("cancelled_by", cancelled_by)
     provider = _provider(gateway)
@@ -493,13 +505,13 @@ def cancel(
               "reason": reason}  # fmt: skip
     row = db.query(conn, CANCEL, params).fetchone()
     if row is not None:
-        return _refund(row)
+        return _refund(row), True
     row = db.query(conn, EXISTING, (provider.value, idempotency_key)).fetchone()
     if row is None:
         raise NotFound("refund", idempotency_key)
     found = _refund(row)
     if found.state is RefundState.CANCELLED:
-        return found
+        return found, False
     if found.state is RefundState.REQUESTED:
         raise NotCancellable(found, "a sender is calling the gateway with it now: try again later")
     raise NotCancellable(
@@ -547,6 +559,7 @@ __all__ = [
     "accepted",
     "again",
     "cancel",
+    "cancelling",
     "closing",
     "idempotency_key",
     "intent",
