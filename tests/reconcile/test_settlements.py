@@ -115,12 +115,20 @@ def test_a_gateway_whose_report_failed_has_no_capture_flagged(conn, database_url
     assert again.review is not None and again.review.flagged == 1  # read whole: nothing paid
 
 
-def test_a_database_error_on_one_gateways_page_leaves_the_others_fetched_and_reviewed(
-    conn, database_url, gateway_api
+@pytest.mark.parametrize(
+    "refusing",
+    [
+        pytest.param("INSERT ON payhooks_settlement_lines", id="a page of its report"),
+        pytest.param("INSERT OR UPDATE ON payhooks_settlement_reads", id="its days read marked"),
+    ],
+)
+def test_a_database_error_on_one_gateway_leaves_the_others_fetched_marked_and_reviewed(
+    conn, database_url, gateway_api, refusing
 ):
-    """Not only an API error: the database refusing one gateway's page (a lock or statement
-    timeout, a deadlock, a constraint) is that gateway's failure, told with its type; the
-    others are fetched and reviewed, and its own captures are not flagged on that silence."""
+    """Not only an API error: the database refusing one gateway's page, or the mark of its
+    days read whole (a lock or statement timeout, a deadlock, a constraint), is that gateway's
+    failure, told with its type; the others are fetched, their days marked and their captures
+    reviewed, and its own captures are not flagged on that silence."""
     api, url = gateway_api
     paid(conn, api, Provider.CASHFREE)
     settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
@@ -128,45 +136,17 @@ def test_a_database_error_on_one_gateways_page_leaves_the_others_fetched_and_rev
     api.pay_out(Provider.CASHFREE, at=PAID_AT)
     api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})
     conn.execute(
-        "CREATE FUNCTION refuse_line() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN RAISE EXCEPTION 'this line is refused'; END $$"
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'cashfree is refused'; END $$"
     )
     conn.execute(
-        "CREATE TRIGGER refuse_line BEFORE INSERT ON payhooks_settlement_lines FOR EACH ROW"
-        " WHEN (NEW.provider = 'cashfree') EXECUTE FUNCTION refuse_line()"
+        f"CREATE TRIGGER refuse BEFORE {refusing} FOR EACH ROW"
+        " WHEN (NEW.provider = 'cashfree') EXECUTE FUNCTION refuse()"
     )
     tally = fetch_once(connecting(database_url), credentials(url), *CYCLE, now=lambda: LATER)
     assert set(tally.failures) == {Provider.CASHFREE}
-    assert "RaiseException" in tally.trouble() and "this line is refused" in tally.trouble()
+    assert "RaiseException" in tally.trouble() and "cashfree is refused" in tally.trouble()
     assert tally.recorded[Provider.RAZORPAY].lines == 1
-    assert tally.review is not None and tally.review.flagged == 1
-    assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
-    assert listing.of_payments(conn, "razorpay", [settled.payment_id])
-
-
-def test_a_database_error_marking_one_gateways_days_read_leaves_the_others_marked_and_reviewed(
-    conn, database_url, gateway_api
-):
-    """The days read whole are marked gateway by gateway: the database refusing one's mark
-    (a lock or statement timeout) is that gateway's failure, told with its type; the others'
-    days are marked and their captures reviewed, and its own are not flagged on that silence."""
-    api, url = gateway_api
-    paid(conn, api, Provider.CASHFREE)
-    settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
-    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (CAPTURED,))
-    api.pay_out(Provider.CASHFREE, at=PAID_AT)
-    api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})
-    conn.execute(
-        "CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN RAISE EXCEPTION 'this mark is refused'; END $$"
-    )
-    conn.execute(
-        "CREATE TRIGGER refuse_mark BEFORE INSERT OR UPDATE ON payhooks_settlement_reads"
-        " FOR EACH ROW WHEN (NEW.provider = 'cashfree') EXECUTE FUNCTION refuse_mark()"
-    )
-    tally = fetch_once(connecting(database_url), credentials(url), *CYCLE, now=lambda: LATER)
-    assert set(tally.failures) == {Provider.CASHFREE}
-    assert "RaiseException" in tally.trouble() and "this mark is refused" in tally.trouble()
     assert reads.read_through(conn, list(Provider)).keys() == {Provider.RAZORPAY}
     assert tally.review is not None and tally.review.flagged == 1
     assert [u.payment_id for u in listing.unsettled(conn)] == [held.payment_id]
