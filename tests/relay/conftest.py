@@ -14,7 +14,7 @@ import nats
 import pytest
 
 from payhooks.relay.nats import JetStream, NatsOptions
-from payhooks.relay.rabbitmq import RabbitMQ, RabbitOptions
+from payhooks.relay.rabbitmq import WHOLE_ID_HEADER, RabbitMQ, RabbitOptions
 from tests.brokers import NatsServer, RabbitServer
 
 
@@ -58,6 +58,8 @@ class Received:
     subject: str
     message_id: str
     body: bytes
+    whole_id: str | None = None
+    """The event's whole id, where its ``message_id`` is a digest of it (RabbitMQ's header)."""
 
 
 def stored(broker: JetStream) -> list[Received]:
@@ -90,8 +92,10 @@ def queued(broker: RabbitMQ) -> list[Received]:
             queue = await channel.get_queue(broker.options.queue)
             found = []
             while (msg := await queue.get(no_ack=True, fail=False)) is not None:
+                whole = (msg.headers or {}).get(WHOLE_ID_HEADER)
                 found.append(Received(subject=msg.routing_key or "",
-                                      message_id=msg.message_id or "", body=msg.body))  # fmt: skip
+                                      message_id=msg.message_id or "", body=msg.body,
+                                      whole_id=None if whole is None else str(whole)))  # fmt: skip
             return found
         finally:
             await connection.close()

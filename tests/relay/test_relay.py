@@ -5,6 +5,7 @@ killed between publish and mark and a broker that goes away and comes back."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import aio_pika
 import nats
 import psycopg
 import pytest
@@ -20,6 +22,7 @@ import pytest
 from payhooks.operations import alerts, outbox, retention
 from payhooks.relay import inbox
 from payhooks.relay.brokers import Broker
+from payhooks.relay.rabbitmq import amqp_message_id
 from payhooks.relay.relaying import Relay, RelayOptions, Tally, connecting
 from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery
@@ -188,6 +191,59 @@ def test_a_stream_deleted_under_the_relay_is_an_outage_it_waits_out_and_makes_ag
     assert [json.loads(m.body)["kind"] for m in stored(broker)] == [
         "payment_captured", "refund_processed",
     ]  # fmt: skip
+
+
+def test_its_queue_deleted_under_the_relay_is_an_outage_it_waits_out_and_declares_again(
+    database_url, conn, rabbit_server: RabbitServer
+):
+    """The relay's own queue gone (an operator, an expiry policy): every message comes back
+    unroutable. No event is refused (none backs off alone): the channel waits, and the
+    relay's next connection declares the queue again and publishes every event."""
+    broker = rabbitmq(rabbit_server)
+    outbox.add_channel(conn, "rabbitmq")
+    payments = paid(conn, 2)
+
+    async def passes() -> tuple[Tally | None, str | None, Tally]:
+        relay = Relay(connecting(database_url), broker, FAST)
+        await broker.connect()  # declares the queue; then it is deleted under the relay
+        relay._broker_up = True
+        connection = await aio_pika.connect(broker.options.url)
+        await (await connection.channel()).queue_delete(broker.options.queue)
+        await connection.close()
+        outage = await relay.attempt()
+        failure = relay.failure
+        await relay.run(asyncio.Event(), drain=True)
+        return outage, failure, relay.totals
+
+    outage, failure, totals = asyncio.run(passes())
+    assert outage is None and failure is not None and broker.options.queue in failure
+    assert (totals.published, totals.refused) == (2, 0)
+    tried = conn.execute("SELECT attempts, last_error FROM payhooks_outbox WHERE kind = 'event'")
+    assert tried.fetchall() == [(1, None), (1, None)]
+    assert sorted(m.message_id for m in queued(broker)) == sorted(
+        f"razorpay:{p}:payment_captured" for p in payments
+    )
+
+
+def test_an_event_id_past_amqps_255_bytes_reaches_rabbitmq_under_its_digest(
+    database_url, conn, rabbit_server: RabbitServer
+):
+    """AMQP's ``message_id`` holds 255 bytes; a payment id payhooks takes (up to 255
+    characters) makes a longer event id. That event is published under a digest of its id,
+    the whole id in a header, and the others of its batch are not held back by it."""
+    broker = rabbitmq(rabbit_server)
+    outbox.add_channel(conn, "rabbitmq")
+    buy, long_id = purchase(conn), "pay_" + "L" * 246
+    deliver(conn, buy.captured(payment_id=long_id))
+    (other,) = paid(conn, 1)
+    relay = drain(database_url, broker)
+    whole = f"razorpay:{long_id}:payment_captured"
+    found = {m.message_id: m for m in queued(broker)}
+    assert found.keys() == {amqp_message_id(whole), f"razorpay:{other}:payment_captured"}
+    assert amqp_message_id(whole) == "sha256:" + hashlib.sha256(whole.encode()).hexdigest()
+    assert found[amqp_message_id(whole)].whole_id == whole
+    assert (relay.totals.published, relay.totals.refused) == (2, 0)
+    assert unpublished(conn, "rabbitmq") == 0
 
 
 def test_a_dispute_is_relayed_with_its_figures_after_its_payments_capture(

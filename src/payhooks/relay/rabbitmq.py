@@ -3,8 +3,12 @@
 Each event is published, persistent, to a durable topic exchange under the routing key
 ``<prefix>.<gateway>.<kind>``, with ``message_id`` set to its message id, on a channel in
 publisher-confirm mode, mandatory: it counts as published once the broker confirms it, which
-for a persistent message routed to a durable queue means written to disk. A message no queue is
-bound to take is returned and refused, and tried again later: never dropped at the exchange.
+for a persistent message routed to a durable queue means written to disk. AMQP holds 255 bytes
+of ``message_id``: a longer message id (a payment id of up to 255 characters in it) is sent as
+``sha256:`` and its digest, as stable, the whole id in the ``x-payhooks-message-id`` header.
+The relay's own queue takes every event, so a message returned unroutable says that queue (or
+its binding) is gone: an outage, never the event's refusal; the next connection declares the
+queue again, and the event is published then: never dropped at the exchange.
 
 RabbitMQ does not deduplicate by message id: the republish of a relay killed before it marked
 what it published reaches the queue a second time, and the consumer's inbox
@@ -18,6 +22,7 @@ to the exchange as well (by gateway, by kind: ``payhooks.*.payment_captured``).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,6 +41,10 @@ from payhooks.relay.brokers import (
 )
 
 CHANNEL = "rabbitmq"
+MESSAGE_ID_BYTES = 255
+"""AMQP's ``message_id`` is a short string: 255 bytes at most."""
+WHOLE_ID_HEADER = "x-payhooks-message-id"
+"""The event's whole message id, where ``message_id`` carries its digest."""
 _TRANSIENT = (
     OSError,
     TimeoutError,
@@ -97,22 +106,31 @@ class RabbitMQ:
 
     async def _one(self, exchange: aio_pika.abc.AbstractExchange, message: Outgoing) -> Outcome:
         routing_key = f"{self.options.prefix}.{message.subject}"
-        sent = aio_pika.Message(
-            message.body,
-            message_id=message.message_id,
-            content_type="application/json",
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
-        )
+        sent_id = amqp_message_id(message.message_id)
         try:
+            sent = aio_pika.Message(
+                message.body,
+                message_id=sent_id,
+                headers={}
+                if sent_id == message.message_id
+                else {WHOLE_ID_HEADER: message.message_id},
+                content_type="application/json",
+                delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            )
             await exchange.publish(
                 sent, routing_key, mandatory=True, timeout=self.options.timeout_s
             )
         except aiormq.exceptions.PublishError:
-            return Refused(reason=f"no queue is bound to take {routing_key}")
+            return Unconfirmed(
+                reason=f"no queue is bound to take {routing_key}: the relay's queue "
+                f"{self.options.queue} is gone, declared again on connecting"
+            )
         except aiormq.exceptions.DeliveryError as exc:
             return Refused(reason=f"the broker refused it: {_said(exc)}")
         except _TRANSIENT as exc:
             return Unconfirmed(reason=_said(exc))
+        except Exception as exc:  # this message's alone (a field the protocol cannot carry)
+            return Refused(reason=f"{type(exc).__name__}: {_said(exc)}")
         return Confirmed()
 
     async def close(self) -> None:
@@ -125,8 +143,17 @@ class RabbitMQ:
                 pass
 
 
+def amqp_message_id(message_id: str) -> str:
+    """``message_id`` as AMQP carries it: itself within 255 bytes, else ``sha256:`` and the
+    hex digest of its UTF-8 bytes (stable: a consumer's inbox drops a republish by it)."""
+    raw = message_id.encode()
+    return (
+        message_id if len(raw) <= MESSAGE_ID_BYTES else f"sha256:{hashlib.sha256(raw).hexdigest()}"
+    )
+
+
 def _said(exc: BaseException) -> str:
     return (str(exc) or type(exc).__name__).splitlines()[0][:200]
 
 
-__all__ = ["CHANNEL", "RabbitMQ", "RabbitOptions"]
+__all__ = ["CHANNEL", "WHOLE_ID_HEADER", "RabbitMQ", "RabbitOptions", "amqp_message_id"]
