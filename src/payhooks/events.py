@@ -138,7 +138,9 @@ class Event:
     ``event_id`` is the delivery key (docs/providers.md). ``merchant_ref`` is the reference
     the gateway echoes back from checkout (Razorpay order id, Cashfree order id, PayU txnid).
     ``amount_paise`` is the amount compared with the cart; ``payment_amount_paise`` is what
-    the gateway says was paid when that differs (Cashfree offers and surcharges).
+    the gateway says was paid when that differs (Cashfree offers and surcharges). A refund's
+    own id and amount are ``refund_id`` and ``refund_amount_paise``; its ``amount_paise`` is
+    the payment's where the gateway sends it (Razorpay's), else None.
     ``bank_ref`` is the reference a customer reads off their bank statement (UTR, RRN, bank
     transaction id; a refund's ARN): for search only, never for identity or keys.
     """

@@ -23,6 +23,7 @@ from orders.models import Order
 
 from payhooks.events import Provider
 from payhooks.sim.gateway import Delivery, Purchase
+from payhooks.sim.gateway_api import Fault
 from payhooks.sim.proxy import Proxy
 from tests.acceptance.conftest import wait_until
 from tests.django.conftest import EXAMPLE, PAYHOOKS, post, serving
@@ -106,6 +107,25 @@ def outcomes(database_url: str, provider: Provider) -> list[str]:
             (provider.value,),
         )
         return [outcome for (outcome,) in rows]
+
+
+def test_payhooks_confirm_once_exits_1_while_the_status_api_fails(site, django_db, gateway_api):
+    """``manage.py payhooks_confirm --once`` from cron learns the API failed, as
+    ``payhooks confirm --once`` does: exit 1, the trouble on stderr; the next pass confirms."""
+    api, api_url = gateway_api
+    checked_out_and_paid(api, Provider.JUSPAY)
+    assert answer(site, callback(Provider.JUSPAY)) == (200, "confirming")
+    api.fail_next(Provider.JUSPAY, Fault(status=503))
+    down = reconcile(django_db, api_url, "payhooks_confirm", "--once")
+    assert down.returncode == 1
+    assert "0 callback(s) confirmed by the API, 0 refuted" in down.stdout
+    assert "1 gateway API error(s); those callbacks are asked again later" in down.stderr
+    assert orders() == [(REF, "pending", "")]
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    up = reconcile(django_db, api_url, "payhooks_confirm", "--once")
+    assert up.returncode == 0, up.stderr
+    assert orders() == [(REF, "paid", PAYMENT[Provider.JUSPAY])]
 
 
 @pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])

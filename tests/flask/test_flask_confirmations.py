@@ -17,6 +17,7 @@ from psycopg.conninfo import make_conninfo
 from examples.flask_shop.app import adapters_from, create_app
 from payhooks.events import Provider
 from payhooks.sim.gateway import Delivery, Purchase
+from payhooks.sim.gateway_api import Fault
 from tests import loopback
 from tests.factories import GATEWAY, KEYS
 from tests.flask import test_flask_example as example
@@ -102,6 +103,34 @@ def test_a_callback_pays_the_order_once_payhooks_confirm_has_the_apis_word(
     assert db.execute("SELECT paid_at FROM orders").fetchone()[0] == paid_at
     shown = loopback.get(f"{shop}/orders/{REF}").json()
     assert (shown["status"], shown["provider"]) == ("paid", provider.value)
+
+
+@pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
+def test_confirm_once_exits_1_while_the_status_api_fails_and_confirms_once_it_answers(
+    shop, db, database_url, search_path, gateway_api, provider
+):
+    """A cron job running ``payhooks confirm --once`` learns the API failed (exit 1, the
+    trouble on stderr), as ``payhooks reconcile`` tells it; the callback waits, and the next
+    pass confirms it."""
+    api, api_url = gateway_api
+    checkout(shop, gateway=provider.value)
+    paid_at_gateway(api, provider)
+    assert answer(shop, callback(provider)) == (200, "confirming")
+    url = make_conninfo(database_url, **search_path)
+    confirming = ("confirm", "--once", "--hooks", "examples.flask_shop.app:hooks",
+                  "--database-url", url)  # fmt: skip
+    api.fail_next(provider, Fault(status=503))
+    down = installed_command(*confirming, env=API_KEYS.env(api_url))
+    assert down.returncode == 1
+    assert "0 callback(s) confirmed by the API, 0 refuted" in down.stdout
+    assert "payhooks: 1 gateway API error(s); those callbacks are asked again later" in (
+        down.stderr
+    )
+    assert orders(db) == PENDING
+    db.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    up = installed_command(*confirming, env=API_KEYS.env(api_url))
+    assert up.returncode == 0, up.stderr
+    assert orders(db) == [(REF, "paid", PAYMENT[provider])]
 
 
 @pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])

@@ -163,14 +163,20 @@ def repeat(
     once: bool,
     command: str,
     stopping: threading.Event,
+    failed: Callable[[T], str | None] = lambda _: None,
 ) -> None:
     """A daemon: a pass (``passing``) every ``every`` seconds until ``stopping`` is set, or one
-    pass with ``--once``; what a pass ``said`` is printed (None: nothing worth a line)."""
+    pass with ``--once``; what a pass ``said`` is printed (None: nothing worth a line). With
+    ``--once``, a pass that ``failed`` (its reason) exits 1, the reason on stderr."""
     while True:
         tally = passing(one_pass, once=once, command=command)
         told = None if tally is None else said(tally)
         if told is not None:
             typer.echo(told)
+        trouble = None if tally is None or not once else failed(tally)
+        if trouble is not None:
+            typer.echo(f"payhooks: {trouble}", err=True)
+            raise typer.Exit(1)
         if once or stopping.wait(every):
             return
 

@@ -155,6 +155,9 @@ def confirm(
         lambda: reconcile_app(found, url, handler, 100, None, confirm_only=True),
         lambda tally: tally.confirmations() if tally.said_anything or once else None,
         every=every, once=once, command="confirm", stopping=stop_on_signals(),
+        failed=lambda tally: (
+            f"{tally.trouble()}; those callbacks are asked again later" if tally.failures else None
+        ),
     )  # fmt: skip
 
 

@@ -1,6 +1,7 @@
 """``manage.py payhooks_confirm [--every S] [--once]``: the callbacks PhonePe and Juspay sent
 (and PayU's unsigned ones) confirmed at their status APIs, a pass every few seconds until
-stopped, beside the project's web processes."""
+stopped, beside the project's web processes; with ``--once``, a pass that met API errors or a
+failing handler exits 1, as ``payhooks confirm --once``."""
 
 from __future__ import annotations
 
@@ -59,5 +60,7 @@ class Command(BaseCommand):
                 continue
             if tally.said_anything or options["once"]:
                 self.stdout.write(tally.confirmations())
+            if options["once"] and tally.failures:
+                raise CommandError(f"{tally.trouble()}; those callbacks are asked again later")
             if options["once"] or stopping.wait(every):
                 return
