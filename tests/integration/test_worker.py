@@ -450,3 +450,29 @@ def test_one_stored_parked_row_the_reader_cannot_take_holds_back_no_other(
     assert carts.get_cart(conn, cart_ids[0]).status != "paid"
     left = "SELECT outcome FROM processed_webhooks WHERE payment_id = 'pay_wk00000000p1'"
     assert conn.execute(left).fetchone()[0] == "parked"
+
+
+def test_one_parked_delivery_whose_cart_another_transaction_holds_holds_back_no_other(
+    conn, database_url, inbox
+):
+    """A lock timeout on one parked delivery (its cart held by a checkout or a refund in
+    flight) is that delivery's: the pass goes on to the others, and meets it again next."""
+    import psycopg
+
+    from payhooks.service.shop import carts
+
+    _, port = inbox
+    cart_ids = _two_parked_then_paid(conn)
+    quick = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}", lock_timeout_ms=200)
+    pool = database.open_pool(database_url, quick, max_size=4, deadline=False)
+    runner = Worker(pool, quick, WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None))
+    try:
+        with psycopg.connect(database_url) as holder:
+            holder.execute("SELECT 1 FROM carts WHERE id = %s FOR UPDATE", (cart_ids[0],))
+            assert runner.maybe_retry_parked() == 1
+            assert carts.get_cart(conn, cart_ids[1]).status == "paid"
+            assert carts.get_cart(conn, cart_ids[0]).status != "paid"
+        assert runner.maybe_retry_parked() == 1
+        assert carts.get_cart(conn, cart_ids[0]).status == "paid"
+    finally:
+        pool.close()

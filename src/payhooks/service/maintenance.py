@@ -18,7 +18,13 @@ from payhooks.events import Received
 from payhooks.intake.ingest import Outcome
 from payhooks.operations import retention as policy
 from payhooks.plumbing import db
-from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError, ProviderNotConfigured
+from payhooks.plumbing.errors import (
+    DatabaseUnavailable,
+    LockTimeout,
+    PayhooksError,
+    ProviderNotConfigured,
+    SerializationConflict,
+)
 from payhooks.service import application, database, mismatches
 from payhooks.service.config import Settings
 
@@ -176,7 +182,11 @@ class Maintenance:
             return _Retried.FAILED
         try:
             receipt = application.deliver_pooled(self.pool, received)
-        except DatabaseUnavailable:
+        except (LockTimeout, SerializationConflict) as exc:  # its rows held by another: this one
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id,
+                                                      "error": _reason(exc)})  # fmt: skip
+            return _Retried.FAILED
+        except DatabaseUnavailable:  # the database away: the pass ends, the next takes it up
             raise
         except Exception as exc:  # the handler's, a row the database refuses: this one only
             log.warning("parked_retry_failed", extra={"event_id": row.event_id,
