@@ -18,6 +18,7 @@ import aio_pika
 import nats
 import psycopg
 import pytest
+from nats.js.api import DiscardPolicy, StreamConfig
 
 from payhooks.operations import alerts, outbox, retention
 from payhooks.relay import inbox
@@ -191,6 +192,41 @@ def test_a_stream_deleted_under_the_relay_is_an_outage_it_waits_out_and_makes_ag
     assert [json.loads(m.body)["kind"] for m in stored(broker)] == [
         "payment_captured", "refund_processed",
     ]  # fmt: skip
+
+
+def test_a_full_stream_is_an_outage_the_channel_waits_out_not_a_refusal_of_its_events(
+    database_url, conn, nats_server: NatsServer
+):
+    """JetStream answers 503 for a stream of the merchant's own that is full and discards new
+    messages ("maximum messages exceeded"): no event is refused for it (none backs off
+    alone, its attempts and error untouched); the channel waits, and once the stream has
+    room every event is published."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    payments = paid(conn, 2)
+
+    async def passes() -> tuple[Tally | None, str | None, Tally]:
+        client = await nats.connect(broker.options.url)
+        js = client.jetstream()
+        full = StreamConfig(name=broker.options.stream, subjects=[f"{broker.options.prefix}.>"],
+                            max_msgs=1, discard=DiscardPolicy.NEW)  # fmt: skip
+        await js.add_stream(full)
+        relay = Relay(connecting(database_url), broker, FAST)
+        outage = await relay.attempt()
+        failure = relay.failure
+        await js.update_stream(replace(full, max_msgs=-1))
+        await client.close()
+        await relay.run(asyncio.Event(), drain=True)
+        return outage, failure, relay.totals
+
+    outage, failure, totals = asyncio.run(passes())
+    assert outage is None and failure is not None and "maximum messages exceeded" in failure
+    assert (totals.published, totals.refused) == (2, 0)
+    tried = conn.execute("SELECT attempts, last_error FROM payhooks_outbox WHERE kind = 'event'")
+    assert sorted(tried.fetchall()) == [(1, None), (1, None)]
+    assert sorted(m.message_id for m in stored(broker)) == sorted(
+        f"razorpay:{p}:payment_captured" for p in payments
+    )
 
 
 def test_its_queue_deleted_under_the_relay_is_an_outage_it_waits_out_and_declares_again(

@@ -132,6 +132,8 @@ class JetStream:
         except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
             return subject
         except nats.js.errors.APIError as exc:
+            if exc.code is not None and exc.code >= 500:  # JetStream's state, not this event's:
+                return Unconfirmed(reason=f"JetStream: {_said(exc)}")  # a full stream, say
             return Refused(reason=f"JetStream refused it: {_said(exc)}")
         except (TimeoutError, OSError, nats.errors.Error) as exc:
             return Unconfirmed(reason=_said(exc))
