@@ -105,14 +105,14 @@ def test_a_callback_pays_the_order_once_payhooks_confirm_has_the_apis_word(
     assert (shown["status"], shown["provider"]) == ("paid", provider.value)
 
 
-@pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
 def test_confirm_once_exits_1_while_the_status_api_fails_and_confirms_once_it_answers(
-    shop, db, database_url, search_path, gateway_api, provider
+    shop, db, database_url, search_path, gateway_api
 ):
     """A cron job running ``payhooks confirm --once`` learns the API failed (exit 1, the
     trouble on stderr), as ``payhooks reconcile`` tells it; the callback waits, and the next
     pass confirms it."""
     api, api_url = gateway_api
+    provider = Provider.PHONEPE  # its token, then its status: the first call fails
     checkout(shop, gateway=provider.value)
     paid_at_gateway(api, provider)
     assert answer(shop, callback(provider)) == (200, "confirming")
