@@ -14,7 +14,7 @@ import time
 import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -342,3 +342,31 @@ def test_a_razorpay_payout_answered_with_another_records_nothing_of_either():
         page = _razorpay(server.url)._payout("setl_ASKED")
     assert page.settlements == ()
     assert page.failed is not None and "names another" in page.failed
+
+
+PAYU_TXNID, PAYU_ASKED, PAYU_OTHER = "ph_T3stTxn", "403993715521000002", 403993715521000009
+
+
+def test_a_payu_check_payment_answer_about_another_mihpayid_judges_no_attempt():
+    """Asked whether a second post's mihpayid is a payment of its txnid, an answer about
+    another payment (even a success of that txnid) says nothing of it: never "a second
+    payment", never "refuted"."""
+    entity = {"mihpayid": PAYU_OTHER, "txnid": PAYU_TXNID, "status": "success",
+              "amt": "499.00", "mode": "UPI"}  # fmt: skip
+    doc = {"status": 1, "msg": "Transaction Fetched Successfully", "transaction_details": entity}
+    with raw_server(_json_answer(200, doc)) as server, pytest.raises(GatewayApiError) as raised:
+        _payu(server.url, "salt").another_attempt(PAYU_TXNID, PAYU_ASKED, None)
+    assert "names another mihpayid" in raised.value.reason
+
+
+def test_a_payu_refund_queued_for_another_mihpayid_is_not_this_refund():
+    """``cancel_refund_transaction`` answered "Refund Request Queued" naming another payment
+    than the one asked to refund: not this refund's request id, asked again."""
+    doc = {"status": 1, "msg": "Refund Request Queued", "request_id": "131500117",
+           "bank_ref_num": None, "mihpayid": PAYU_OTHER, "error_code": 102}  # fmt: skip
+    refund = replace(_refund(Provider.PAYU), payment_id=PAYU_TXNID, attempt_id=PAYU_ASKED,
+                     gateway_order_id=None, gateway_refund_id=None)  # fmt: skip
+    with raw_server(_json_answer(200, doc)) as server, pytest.raises(GatewayApiError) as raised:
+        _payu(server.url, "salt").send_refund(refund)
+    assert not isinstance(raised.value, RefundRefused)
+    assert "names another mihpayid" in raised.value.reason

@@ -447,6 +447,11 @@ UNREADABLE: dict[str, tuple[Provider, tuple[Fault, ...]]] = {
     "payu: 227, the same amount under the same token": (
         Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Transactions with the same amount and'
                                b' same token are not allowed","error_code":227}'),)),
+    "payu: 107, a cancel upgraded to a refund": (
+        Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Upgraded to refund","error_code":107}'),)),
+    "payu: 116, the payment not found at PayU for now": (
+        Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Transaction not found",'
+                               b'"error_code":116}'),)),
     "payu: 214, the same amount within 5 minutes": (
         Provider.PAYU, (Fault(body=b'{"status":0,"msg":"Same amount same transaction within 5'
                                b' minutes","error_code":214}'),)),

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from payhooks.events import EventKind, Provider, storable
-from payhooks.gateways._common import child, reference
+from payhooks.gateways._common import child, naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundIncomplete, RefundRefused, Sent
 from payhooks.gateways._reports import (
@@ -39,17 +39,17 @@ SEND_REFUND_COMMAND = "cancel_refund_transaction"
 BY_PAYMENT = "payuid"
 """``var2`` of ``check_action_status`` when ``var1`` is a ``mihpayid``: every action of that
 payment, keyed by request id, each with the token it was asked under."""
-REFUSING_CODES = frozenset(
-    {105, 107, 110, 111, 113, 115, 116, 117, 119, 121, 124, 125, 128, 129, 230}
-)
+REFUSING_CODES = frozenset({105, 110, 111, 113, 115, 117, 119, 121, 124, 125, 128, 129, 230})
 """The ``error_code`` of a ``status: 0`` answer PayU documents as a refund FAILURE ("error
 codes for refund initiation") that refuses the refund. Any other ``status: 0`` is an error,
 asked again with the same token: 106 "Token already exists" and 227 "same amount and same
 token" (a refund under payhooks' own token is PayU's already: found by it on the next try),
-214 "Same amount same transaction within 5 minutes" (another intent of the same amount, sent
-minutes before: taken after the backoff), 120 "Transaction lock could not be obtained", 123
-"pending, requires manual follow-up", 109 "already logged", no code at all (a refused hash,
-a rate limit)."""
+107 "Upgraded to refund" (a cancel PayU turned into a refund: found by the token too), 116
+"Transaction not found" (the payment unknown to the account the key names, or not visible
+yet, as ``check_payment``'s "not found" is read), 214 "Same amount same transaction within 5
+minutes" (another intent of the same amount, sent minutes before: taken after the backoff),
+120 "Transaction lock could not be obtained", 123 "pending, requires manual follow-up", 109
+"already logged", no code at all (a refused hash, a rate limit)."""
 NO_ACTIONS = re.compile(r"no action status found", re.IGNORECASE)
 PAYMENT_COMMAND = "check_payment"
 _UNKNOWN = re.compile(r"\btransaction\b.*\bnot found\b|\bno transaction\b", re.IGNORECASE)
@@ -193,7 +193,7 @@ class PayUClient:
     def _checked(self, mihpayid: str) -> dict[str, Any] | None:
         """``check_payment``'s entity for a PayU payment id, or None where PayU knows none."""
         body = self._command(PAYMENT_COMMAND, mihpayid)
-        return parsed(self.provider, lambda: _payment_entity(body))
+        return parsed(self.provider, lambda: _payment_entity(body, mihpayid))
 
     def send_refund(self, refund: Refund) -> Sent:
         """``cancel_refund_transaction``: ``var1`` the payment's ``mihpayid``, ``var2`` the
@@ -211,7 +211,7 @@ class PayUClient:
                              var3=rupees)  # fmt: skip
         doc = parsed(self.provider, lambda: read_json(_P, body))
         if isinstance(doc, dict) and doc.get("status") == 1:
-            return parsed(self.provider, lambda: Sent(gateway_refund_id=_request_id(doc)))
+            return parsed(self.provider, lambda: Sent(gateway_refund_id=_request_id(doc, mihpayid)))
         said = printable(doc.get("msg") if isinstance(doc, dict) else None) or "no msg"
         code = doc.get("error_code") if isinstance(doc, dict) else None
         if (made := self._refund_under(refund, mihpayid)) is not None:
@@ -423,10 +423,12 @@ SECOND_PAYMENT = "payhooks_second_payment"
 """Where a stored refund of a second payment keeps that payment's ``mihpayid``."""
 
 
-def _request_id(doc: Mapping[str, Any]) -> str:
-    """PayU's id for the refund or cancel it queued (a string, or a number): ``request_id``
-    for a captured payment's refund ("Refund Request Queued"), ``txn_update_id`` for a payment
-    still in ``auth`` ("Cancel Request Queued"), as PayU's refund API reference answers each."""
+def _request_id(doc: Mapping[str, Any], mihpayid: str) -> str:
+    """PayU's id for the refund or cancel it queued of payment ``mihpayid`` (a string, or a
+    number): ``request_id`` for a captured payment's refund ("Refund Request Queued"),
+    ``txn_update_id`` for a payment still in ``auth`` ("Cancel Request Queued"), as PayU's
+    refund API reference answers each; one naming another payment is not this refund's."""
+    naming(doc, "mihpayid", mihpayid, what="refund", provider=_P)
     found = _identifier(doc.get("request_id")) or _identifier(doc.get("txn_update_id"))
     if found is None:
         raise MalformedPayload(_P, "cancel_refund_transaction answer has no request_id")
@@ -469,9 +471,10 @@ def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
     return entity is not None and entity.get("txnid") == txnid and entity.get("status") == "success"
 
 
-def _payment_entity(body: bytes) -> dict[str, Any] | None:
+def _payment_entity(body: bytes, mihpayid: str | None = None) -> dict[str, Any] | None:
     """``check_payment``: one ``transaction_details`` object, not keyed, its ``mihpayid`` a
-    JSON number in PayU's sample. ``status: 0`` saying the transaction is not found is no such
+    JSON number in PayU's sample (one naming another than ``mihpayid``, asked about, is
+    unreadable). ``status: 0`` saying the transaction is not found is no such
     payment; any other ``status: 0`` (one naming the merchant, its key or hash, whatever else
     it says) is PayU refusing the call. An entity without a ``status`` and a ``txnid`` in text
     says nothing of the payment: unreadable, never "not a success"."""
@@ -480,6 +483,8 @@ def _payment_entity(body: bytes) -> dict[str, Any] | None:
     if isinstance(entity, dict) and doc.get("status") == 1:
         for name in ("status", "txnid"):
             text(_P, entity, name)  # MalformedPayload when it is not text
+        if mihpayid is not None:
+            naming(entity, "mihpayid", mihpayid, what="check_payment", provider=_P)
         return entity
     if isinstance(doc, dict) and doc.get("status") == 0:
         said = str(doc.get("msg", ""))
@@ -493,7 +498,7 @@ def checked(mihpayid: str, body: bytes) -> Report:
     """A ``check_payment`` answer as a payment of its own: keyed and identified by PayU's
     ``mihpayid`` (a second payment of one txnid is not the txnid's first), its order the
     txnid it names."""
-    entity = _payment_entity(body)
+    entity = _payment_entity(body, mihpayid)
     if entity is None or str(entity.get("mihpayid")) != mihpayid:
         return Report()
     txnid = text(_P, entity, "txnid")
