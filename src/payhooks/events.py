@@ -140,7 +140,7 @@ class Event:
     ``amount_paise`` is the amount compared with the cart; ``payment_amount_paise`` is what
     the gateway says was paid when that differs (Cashfree offers and surcharges). A refund's
     own id and amount are ``refund_id`` and ``refund_amount_paise``; its ``amount_paise`` is
-    the payment's where the gateway sends it (Razorpay's), else None.
+    the payment's where the gateway sends that (Razorpay, Juspay), else None.
     ``bank_ref`` is the reference a customer reads off their bank statement (UTR, RRN, bank
     transaction id; a refund's ARN): for search only, never for identity or keys.
     """

@@ -332,10 +332,11 @@ APPLIED = """
       AND (%(provider)s::text IS NULL OR p.provider = %(provider)s)"""
 
 
-def mismatched(needs_refund: str = "false") -> str:
+def mismatched(*, refunded_until_settled: bool = False) -> str:
     """Payments parked for their amount: each needs a person, who refunds or collects the
-    difference (or corrects the expectation and replays it); ``needs_refund``, the column's
-    SQL, where an app's policy refunds them (``m.resolved_at IS NULL``: until settled)."""
+    difference (or corrects the expectation and replays it). ``refunded_until_settled``:
+    the app's policy refunds them, so each needs a refund until a person settles it."""
+    needs_refund = "m.resolved_at IS NULL" if refunded_until_settled else "false"
     return f"""
     SELECT m.found_at, 'm ' || m.provider || ' ' || m.event_id, m.provider, m.payment_id,
            m.gateway_order_id, m.event_id,

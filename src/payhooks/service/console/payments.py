@@ -34,7 +34,7 @@ SHOP = """
       AND (NOT %(mismatch)s OR 'amount_mismatch' = ANY(p.flags))"""
 # The shop refunds a payment that was not the amount expected (its alert says so) until a
 # person settles it otherwise.
-_PAYMENTS = lists.paged(SHOP, lists.mismatched(needs_refund="m.resolved_at IS NULL"))
+_PAYMENTS = lists.paged(SHOP, lists.mismatched(refunded_until_settled=True))
 
 NOTE = (
     "Every payment attempt the shop recorded, with its cart's amount and what the gateway "
