@@ -452,26 +452,41 @@ def test_one_stored_parked_row_the_reader_cannot_take_holds_back_no_other(
     assert conn.execute(left).fetchone()[0] == "parked"
 
 
-def test_one_parked_delivery_whose_cart_another_transaction_holds_holds_back_no_other(
-    conn, database_url, inbox
+@pytest.mark.parametrize("held", ["by a lock", "past the statement timeout"])
+def test_one_parked_delivery_the_database_times_out_on_holds_back_no_other(
+    conn, database_url, inbox, held
 ):
-    """A lock timeout on one parked delivery (its cart held by a checkout or a refund in
-    flight) is that delivery's: the pass goes on to the others, and meets it again next."""
+    """A lock or statement timeout on one parked delivery (its cart held by a checkout or a
+    refund in flight; a slow handler) is that delivery's: the pass goes on to the others,
+    and meets it again next."""
     import psycopg
 
     from payhooks.service.shop import carts
 
     _, port = inbox
     cart_ids = _two_parked_then_paid(conn)
-    quick = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}", lock_timeout_ms=200)
+    quick = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}", lock_timeout_ms=200,
+                    statement_timeout_ms=500)  # fmt: skip
     pool = database.open_pool(database_url, quick, max_size=4, deadline=False)
     runner = Worker(pool, quick, WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None))
     try:
-        with psycopg.connect(database_url) as holder:
-            holder.execute("SELECT 1 FROM carts WHERE id = %s FOR UPDATE", (cart_ids[0],))
+        with psycopg.connect(database_url, autocommit=True) as holder:
+            if held == "by a lock":
+                holder.execute("BEGIN")
+                holder.execute("SELECT 1 FROM carts WHERE id = %s FOR UPDATE", (cart_ids[0],))
+            else:
+                holder.execute(
+                    "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS"
+                    " $$ BEGIN PERFORM pg_sleep(2); RETURN NEW; END $$"
+                )
+                holder.execute(
+                    "CREATE TRIGGER slow BEFORE INSERT ON orders FOR EACH ROW"
+                    f" WHEN (NEW.cart_id = '{cart_ids[0]}') EXECUTE FUNCTION slow()"
+                )
             assert runner.maybe_retry_parked() == 1
             assert carts.get_cart(conn, cart_ids[1]).status == "paid"
             assert carts.get_cart(conn, cart_ids[0]).status != "paid"
+            holder.execute("ROLLBACK" if held == "by a lock" else "DROP TRIGGER slow ON orders")
         assert runner.maybe_retry_parked() == 1
         assert carts.get_cart(conn, cart_ids[0]).status == "paid"
     finally:

@@ -18,7 +18,12 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.rows import class_row, dict_row, tuple_row
 
-from payhooks.plumbing.errors import DatabaseUnavailable, LockTimeout, SerializationConflict
+from payhooks.plumbing.errors import (
+    DatabaseUnavailable,
+    LockTimeout,
+    SerializationConflict,
+    TimedOut,
+)
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -157,6 +162,6 @@ def translated(event_id: str | None = None) -> Iterator[None]:
     except (pg_errors.SerializationFailure, pg_errors.DeadlockDetected) as exc:
         raise SerializationConflict(str(exc.sqlstate), event_id) from exc
     except (pg_errors.QueryCanceled, pg_errors.TransactionTimeout) as exc:
-        raise DatabaseUnavailable(f"transaction could not finish: {exc.sqlstate}") from exc
+        raise TimedOut(str(exc.sqlstate)) from exc
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(f"database unavailable: {type(exc).__name__}") from exc

@@ -74,6 +74,16 @@ class LockTimeout(DatabaseUnavailable):
         self.event_id = event_id
 
 
+class TimedOut(DatabaseUnavailable):
+    """A statement or the transaction ran past its bound (``statement_timeout``,
+    ``transaction_timeout``: SQLSTATE 57014, 25P04): this work was slow, cancelled, nothing of
+    it kept; the database itself answered."""
+
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"transaction could not finish: {sqlstate}")
+        self.sqlstate = sqlstate
+
+
 class SerializationConflict(DatabaseUnavailable):
     """The database gave up this transaction for another it conflicted with: SQLSTATE 40001
     (``serialization_failure``: SERIALIZABLE isolation, distributed engines) or 40P01

@@ -24,6 +24,7 @@ from payhooks.plumbing.errors import (
     PayhooksError,
     ProviderNotConfigured,
     SerializationConflict,
+    TimedOut,
 )
 from payhooks.service import application, database, mismatches
 from payhooks.service.config import Settings
@@ -182,7 +183,7 @@ class Maintenance:
             return _Retried.FAILED
         try:
             receipt = application.deliver_pooled(self.pool, received)
-        except (LockTimeout, SerializationConflict) as exc:  # its rows held by another: this one
+        except (LockTimeout, SerializationConflict, TimedOut) as exc:  # held, slow: this one
             log.warning("parked_retry_failed", extra={"event_id": row.event_id,
                                                       "error": _reason(exc)})  # fmt: skip
             return _Retried.FAILED
