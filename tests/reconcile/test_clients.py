@@ -23,11 +23,12 @@ from payhooks.gateways import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundRefused
 from payhooks.gateways._reports import Report
 from payhooks.gateways._status import MAX_ANSWER_BYTES, CredentialsRefused, http_client
+from payhooks.gateways.cashfree import status as cashfree_status
 from payhooks.gateways.cashfree.status import CashfreeClient
 from payhooks.gateways.payu import status as payu_status
 from payhooks.gateways.payu.status import PayUClient
 from payhooks.gateways.razorpay.status import RazorpayClient
-from payhooks.plumbing.errors import GatewayApiError
+from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 DEADLINE_S = 0.5
 TRICKLE_PAUSE_S = 0.05
@@ -370,3 +371,11 @@ def test_a_payu_refund_queued_for_another_mihpayid_is_not_this_refund():
         _payu(server.url, "salt").send_refund(refund)
     assert not isinstance(raised.value, RefundRefused)
     assert "names another mihpayid" in raised.value.reason
+
+
+def test_a_cashfree_order_answer_about_another_order_says_nothing_of_its_expiry():
+    doc = {"order_id": "order_OTHER", "order_status": "EXPIRED", "order_amount": 499.0}
+    with pytest.raises(MalformedPayload) as raised:
+        cashfree_status.order_expired(json.dumps(doc).encode(), "order_ASKED")
+    assert "names another order_id" in raised.value.reason
+    assert cashfree_status.order_expired(json.dumps(doc).encode(), "order_OTHER")

@@ -55,7 +55,7 @@ class CashfreeClient:
         if any(r.event.kind is EventKind.PAYMENT_CAPTURED for r in found.received):
             return found
         order_body = answer(self.provider, self.http, "GET", order, headers=self._h)
-        expired = parsed(self.provider, lambda: order_expired(order_body))
+        expired = parsed(self.provider, lambda: order_expired(order_body, reference))
         return Report(received=found.received, skipped=found.skipped, expired=expired)
 
     def settlement_pages(self, start: date, end: date) -> Iterator[Page]:
@@ -237,10 +237,11 @@ def _received(
     )  # fmt: skip
 
 
-def order_expired(body: bytes) -> bool:
+def order_expired(body: bytes, order_id: str) -> bool:
     """``GET /pg/orders/{id}``: the order's ``order_status``; EXPIRED or TERMINATED means no
-    payment can come for it any more."""
+    payment can come for it any more. An answer about another order says nothing of it."""
     doc = read_json(_P, body)
+    naming(doc, "order_id", order_id, what="order", provider=_P)
     return isinstance(doc, dict) and doc.get("order_status") in EXPIRED
 
 
