@@ -48,6 +48,7 @@ from payhooks.plumbing.errors import (
     RejectedDelivery,
     SerializationConflict,
     SignatureMismatch,
+    TimedOut,
 )
 from payhooks.plumbing.schema import migrate
 
@@ -83,6 +84,7 @@ __all__ = [
     "RejectedDelivery",
     "SerializationConflict",
     "SignatureMismatch",
+    "TimedOut",
     "expect",
     "header_map",
     "ingest",

@@ -401,7 +401,7 @@ def test_one_amount_mismatch_whose_alert_is_refused_holds_back_no_other_nor_the_
     assert conn.execute("SELECT count(*) FROM maintenance_runs").fetchone()[0] == 1
 
 
-def _two_parked_then_paid(conn) -> list[str]:
+def _two_parked_then_paid(conn, *, start: int = 1) -> list[str]:
     """Two parked Razorpay captures whose checkouts now exist; their carts' ids."""
     from payhooks.events import Provider
     from payhooks.service.shop import carts
@@ -409,7 +409,8 @@ def _two_parked_then_paid(conn) -> list[str]:
 
     buy = purchase(conn)
     cart_ids = []
-    for n, order in enumerate(("order_late_first", "order_late_second"), start=1):
+    orders = (f"order_late_{start}", f"order_late_{start + 1}")
+    for n, order in enumerate(orders, start=start):
         parked = GATEWAY.razorpay(
             "payment.captured", payment_id=f"pay_wk00000000p{n}", order_id=order,
             amount_paise=buy.amount_paise,
@@ -465,8 +466,10 @@ def test_one_parked_delivery_the_database_times_out_on_holds_back_no_other(
 
     _, port = inbox
     cart_ids = _two_parked_then_paid(conn)
-    quick = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}", lock_timeout_ms=200,
-                    statement_timeout_ms=500)  # fmt: skip
+    bounds = {"lock_timeout_ms": 200}
+    if held == "past the statement timeout":
+        bounds["statement_timeout_ms"] = 500
+    quick = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}", **bounds)
     pool = database.open_pool(database_url, quick, max_size=4, deadline=False)
     runner = Worker(pool, quick, WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None))
     try:
@@ -489,5 +492,43 @@ def test_one_parked_delivery_the_database_times_out_on_holds_back_no_other(
             holder.execute("ROLLBACK" if held == "by a lock" else "DROP TRIGGER slow ON orders")
         assert runner.maybe_retry_parked() == 1
         assert carts.get_cart(conn, cart_ids[0]).status == "paid"
+    finally:
+        pool.close()
+
+
+def test_a_database_slow_for_every_parked_delivery_ends_the_pass_and_exhausts_none(
+    conn, database_url, inbox
+):
+    """Every apply past the statement timeout is the database's slowness, not the
+    deliveries': the pass ends after ``TIMEOUTS_PER_PASS`` of them (the worker backs off, as
+    for the database away), no delivery's retries are spent, and once the database is quick
+    again every one is applied, however many slow passes came before."""
+    import psycopg
+
+    from payhooks.plumbing.errors import TimedOut
+    from payhooks.service.maintenance import PARKED_RETRIES, TIMEOUTS_PER_PASS
+    from payhooks.service.shop import carts
+
+    _, port = inbox
+    cart_ids = _two_parked_then_paid(conn) + _two_parked_then_paid(conn, start=3)
+    assert len(cart_ids) > TIMEOUTS_PER_PASS
+    quick = replace(SETTINGS, smtp_url=f"smtp://127.0.0.1:{port}", lock_timeout_ms=100,
+                    statement_timeout_ms=300)  # fmt: skip
+    pool = database.open_pool(database_url, quick, max_size=4, deadline=False)
+    runner = Worker(pool, quick, WorkerOptions(parked_every_seconds=0.0, purge_every_seconds=None))
+    try:
+        with psycopg.connect(database_url, autocommit=True) as holder:
+            holder.execute(
+                "CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS"
+                " $$ BEGIN PERFORM pg_sleep(1); RETURN NEW; END $$"
+            )
+            holder.execute("CREATE TRIGGER slow BEFORE INSERT ON orders FOR EACH ROW"
+                           " EXECUTE FUNCTION slow()")  # fmt: skip
+            for _ in range(PARKED_RETRIES + 1):
+                with pytest.raises(TimedOut):
+                    runner.maybe_retry_parked()
+            holder.execute("DROP TRIGGER slow ON orders")
+        assert runner.maybe_retry_parked() == len(cart_ids)
+        assert {carts.get_cart(conn, c).status for c in cart_ids} == {"paid"}
     finally:
         pool.close()

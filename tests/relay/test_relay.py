@@ -261,44 +261,6 @@ def test_its_queue_deleted_under_the_relay_is_an_outage_it_waits_out_and_declare
     )
 
 
-def test_a_queue_rejecting_publishes_is_an_outage_the_channel_waits_out_not_a_refusal(
-    database_url, conn, rabbit_server: RabbitServer
-):
-    """A queue of the merchant's own on the relay's exchange, full and rejecting publishes
-    (``x-overflow: reject-publish``): RabbitMQ nacks every event routed to it. No event is
-    refused for it (none backs off alone); the channel waits, and once the queue takes them
-    every event is published. The relay's own queue took the nacked copies too (a nack names
-    no queue): those are the republish the consumer's inbox drops by their id."""
-    broker = rabbitmq(rabbit_server)
-    outbox.add_channel(conn, "rabbitmq")
-    payments = paid(conn, 2)
-
-    async def passes() -> tuple[Tally | None, str | None, Tally]:
-        relay = Relay(connecting(database_url), broker, FAST)
-        await broker.connect()  # declares the exchange; then a full queue is bound to it
-        relay._broker_up = True
-        connection = await aio_pika.connect(broker.options.url)
-        channel = await connection.channel()
-        arguments = {"x-max-length": 0, "x-overflow": "reject-publish"}
-        full = await channel.declare_queue(f"{broker.options.queue}-full", arguments=arguments)
-        await full.bind(broker.options.exchange, routing_key=f"{broker.options.prefix}.#")
-        outage = await relay.attempt()
-        failure = relay.failure
-        await full.delete(if_unused=False, if_empty=False)
-        await connection.close()
-        await relay.run(asyncio.Event(), drain=True)
-        return outage, failure, relay.totals
-
-    outage, failure, totals = asyncio.run(passes())
-    assert outage is None and failure is not None
-    assert (totals.published, totals.refused) == (2, 0)
-    tried = conn.execute("SELECT attempts, last_error FROM payhooks_outbox WHERE kind = 'event'")
-    assert tried.fetchall() == [(1, None), (1, None)]
-    assert {m.message_id for m in queued(broker)} == {
-        f"razorpay:{p}:payment_captured" for p in payments
-    }
-
-
 def test_an_event_id_past_amqps_255_bytes_reaches_rabbitmq_under_its_digest(
     database_url, conn, rabbit_server: RabbitServer
 ):

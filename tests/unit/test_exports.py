@@ -35,6 +35,7 @@ def test_public_names_are_exactly_the_documented_ones():
             "RejectedDelivery",
             "SerializationConflict",
             "SignatureMismatch",
+            "TimedOut",
             "expect",
             "header_map",
             "ingest",

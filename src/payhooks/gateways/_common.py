@@ -203,7 +203,7 @@ def naming(entity: object, field: str, asked: str, *, what: str, provider: Provi
     read as its state (a refund made or refused, a payment captured, a payout's figures). A
     field the answer leaves out is not checked here."""
     found = entity.get(field) if isinstance(entity, dict) else None
-    if found is not None and str(found) != asked:
+    if found is not None and str(found).strip() != asked.strip():  # PayU pads its ids
         raise MalformedPayload(provider, f"{what} answer names another {field}")
 
 

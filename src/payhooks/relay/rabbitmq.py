@@ -8,9 +8,9 @@ of ``message_id``: a longer message id (a payment id of up to 255 characters in 
 ``sha256:`` and its digest, as stable, the whole id in the ``x-payhooks-message-id`` header.
 The relay's own queue takes every event, so a message returned unroutable says that queue (or
 its binding) is gone: an outage, never the event's refusal; the next connection declares the
-queue again, and the event is published then: never dropped at the exchange. A nack (a queue
-bound to the exchange full and rejecting publishes, the broker's own error) is an outage too:
-the channel waits and tries again.
+queue again, and the event is published then: never dropped at the exchange. A nack refuses
+the event alone (it backs off, its error kept): a queue's limit may refuse one message only (a
+body over ``x-max-length-bytes``), and waiting for it would stall the channel.
 
 RabbitMQ does not deduplicate by message id: the republish of a relay killed before it marked
 what it published reaches the queue a second time, and the consumer's inbox
@@ -127,9 +127,8 @@ class RabbitMQ:
                 reason=f"no queue is bound to take {routing_key}: the relay's queue "
                 f"{self.options.queue} is gone, declared again on connecting"
             )
-        except aiormq.exceptions.DeliveryError as exc:  # a nack: a queue full, rejecting
-            # publishes, or the broker's own error; its state, not this event's
-            return Unconfirmed(reason=f"the broker did not take it (nack): {_said(exc)}")
+        except aiormq.exceptions.DeliveryError as exc:  # a nack: may be this message's alone
+            return Refused(reason=f"the broker refused it: {_said(exc)}")
         except _TRANSIENT as exc:
             return Unconfirmed(reason=_said(exc))
         except Exception as exc:  # this message's alone (a field the protocol cannot carry)

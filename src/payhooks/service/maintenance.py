@@ -59,6 +59,8 @@ class Maintenance:
         """Gateways without a secret already warned about in this pass."""
         self._failed_before: dict[tuple[str, str], int] = {}
         """Parked deliveries the last complete pass failed on, and how many passes in a row."""
+        self._timeouts = 0
+        """Statement timeouts the parked pass under way has met (``TIMEOUTS_PER_PASS``)."""
 
     def maybe_purge(self) -> int:
         """Purge once a day (a purge already running elsewhere is left to finish); returns
@@ -109,19 +111,21 @@ class Maintenance:
             started = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
             previous = last_pass(conn)
         since = None if previous is None else previous - MARGIN
-        applied, after = 0, START
+        applied, after, slow = 0, START, False
         failed: dict[tuple[str, str], int] = {}
+        self._timeouts = 0
         while not self.stopping.is_set():
             with database.connection(self.pool) as conn:
                 page = matching_parked(conn, after, limit=self.cadence.batch, since=since)
             for row in page:
                 retried = self._retry(row)
                 applied += retried is _Retried.APPLIED
+                slow = slow or retried is _Retried.SLOW
                 if retried is _Retried.FAILED:
                     failed[row.key] = self._failed_again(row)
             if len(page) < self.cadence.batch:
                 self._failed_before = failed
-                if all(tries >= PARKED_RETRIES for tries in failed.values()):
+                if not slow and all(tries >= PARKED_RETRIES for tries in failed.values()):
                     with database.connection(self.pool) as conn:
                         record_pass(conn, started)
                 break
@@ -183,7 +187,14 @@ class Maintenance:
             return _Retried.FAILED
         try:
             receipt = application.deliver_pooled(self.pool, received)
-        except (LockTimeout, SerializationConflict, TimedOut) as exc:  # held, slow: this one
+        except TimedOut as exc:  # slow: this one, unless the database is slow for every one
+            self._timeouts += 1
+            if self._timeouts >= TIMEOUTS_PER_PASS:
+                raise
+            log.warning("parked_retry_failed", extra={"event_id": row.event_id,
+                                                      "error": _reason(exc)})  # fmt: skip
+            return _Retried.SLOW
+        except (LockTimeout, SerializationConflict) as exc:  # held by another: this one
             log.warning("parked_retry_failed", extra={"event_id": row.event_id,
                                                       "error": _reason(exc)})  # fmt: skip
             return _Retried.FAILED
@@ -215,6 +226,9 @@ class _Retried(StrEnum):
     ignored."""
     FAILED = "failed"
     """The handler raised, the database refused it, or its row did not read: tried again."""
+    SLOW = "slow"
+    """A statement ran past its timeout: tried again, never counted towards
+    ``PARKED_RETRIES`` (a slow database is nobody's delivery's fault)."""
 
 
 def _reason(exc: Exception) -> str:
@@ -256,11 +270,15 @@ START: Position = (datetime.min.replace(tzinfo=UTC), "", "")
 # nothing, however many, are never scanned. The window reaches back a margin before the last
 # pass began, for a checkout whose transaction committed after that pass looked.
 MARGIN = timedelta(minutes=5)
+TIMEOUTS_PER_PASS = 3
+"""Statement timeouts one parked pass meets before it ends (as for the database away): one
+slow delivery is its own, three say the database is slow for all, and the worker backs off."""
 PARKED_RETRIES = 10
 """Passes a parked delivery whose apply failed (the handler raised, the database refused it,
 its row did not read) is tried at, one after another, holding the pass's watermark back so the
 next pass meets it again; then the passes go on without it, and the parked alert tells a
-person. Counted per worker process: a restarted worker tries it as many times again."""
+person. Counted per worker process: a worker restarted before then counts from naught again.
+A statement timeout is never counted (``TIMEOUTS_PER_PASS``)."""
 _MATCHING_PARKED = """
 WITH matched AS MATERIALIZED (
     SELECT w.provider, w.event_id FROM checkouts c
