@@ -412,6 +412,8 @@ def test_an_unknown_query_says_nothing_matches(console):
     answer = console.logged_in().get("/console/search", params={"q": "no-such-thing"})
     assert answer.status_code == 200
     assert "0 results" in answer.text and "Nothing matches" in answer.text
+    hint = html.unescape(answer.text[answer.text.index("Nothing matches") :])
+    assert "dispute id" in hint  # every kind the search finds is named
 
 
 def test_one_email_with_two_carts_lists_both(console, conn):

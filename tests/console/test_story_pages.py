@@ -198,6 +198,7 @@ def test_a_prefix_shorter_than_the_minimum_finds_nothing_and_says_why(console, c
     assert "0 results" in page
     hint = html.unescape(page[page.index('id="search-hint"') :])
     assert "customer email" in hint and "bank reference (UTR/RRN)" in hint
+    assert "dispute id" in hint
     assert "by its first 4 characters or more" in hint
 
 

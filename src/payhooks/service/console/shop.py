@@ -39,7 +39,7 @@ from payhooks.service.errors import InvalidAddress
 PREFIX = "/console"
 SEARCH_HINT = (
     "Order id, cart id, gateway order id, payment id, delivery key, customer email, "
-    "or bank reference (UTR/RRN)"
+    "bank reference (UTR/RRN) or dispute id"
 )
 
 _shop = private()
