@@ -301,10 +301,11 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
         first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
         order_ref = None if first is None or first[0] is None else str(first[0])
         return Check(applied_by=str(first_key), order_ref=order_ref)
-    if not inserted and None not in (attempt, event.attempt_id) and attempt != event.attempt_id:
-        return Check(another_attempt=True)
     mismatch = None if unmet[1] is None else _mismatch(event, unmet[0], unmet[1])
-    return Check(mismatch=mismatch, claimed=bool(inserted))
+    another = (
+        not inserted and None not in (attempt, event.attempt_id) and attempt != event.attempt_id
+    )
+    return Check(mismatch=mismatch, claimed=bool(inserted), another_attempt=another)
 
 
 def _mismatch(event: Event, amount: int, currency: str) -> Mismatch:
