@@ -227,7 +227,15 @@ def test_a_payment_whose_delivery_was_purged_links_to_no_delivery_page(console, 
     assert bad.payment_id in row and "refunded in the dashboard" in row
     table = page.split('id="payments"', 1)[1].split("</table>", 1)[0]
     assert "/console/deliveries/" not in table
-    assert "/console/references/cashfree/" in table
+    assert f"/console/references/cashfree/{bad.reference}" in table
+    # The link leads to its cart, which still tells of the payment: both amounts, how settled.
+    cart = console.logged_in().get(
+        f"/console/references/cashfree/{bad.reference}", follow_redirects=True
+    )
+    assert cart.status_code == 200 and f"/console/carts/{bad.cart_id}" in str(cart.url)
+    kept = html.unescape(cart.text.split('id="mismatched"', 1)[1].split("</table>", 1)[0])
+    assert bad.payment_id in kept and "₹1.00" in kept and "₹499.00" in kept
+    assert "refunded in the dashboard" in kept
 
 
 def test_payments_are_filtered_by_gateway_status_and_amount(console, conn):

@@ -733,6 +733,11 @@ def _redirect(url: str) -> RedirectResponse:
     return response
 
 
+def moved_to(request: Request, address: str) -> RedirectResponse:
+    """To another page of the console (``address`` below its root), as the browser sees it."""
+    return _redirect(prefix_of(request.scope) + address)
+
+
 def local(target: str | None, prefix: str) -> str:
     """Only a console address of this site: ``next`` must not send an operator elsewhere.
 

@@ -21,6 +21,7 @@ from payhooks.console.pages import (
     Session,
     csrf,
     go_back,
+    moved_to,
     notice_of,
     page,
     private,
@@ -210,20 +211,28 @@ async def carts_of_email(
     return page(request, "carts.html", context)
 
 
-@_shop.get("/references/{provider}/{reference:path}")
-async def reference(request: Request, provider: str, reference: str) -> HTMLResponse:
+@_shop.get("/references/{provider}/{reference:path}", response_model=None)
+async def reference(request: Request, provider: str, reference: str) -> Response:
     """A gateway reference's deliveries and settlement; linked to the cart whose checkout it
-    is, when the shop knows one (a payout line links here by its gateway order)."""
+    is, when the shop knows one (a payout line links here by its gateway order). Once the
+    purge has taken its deliveries, its cart's page, which keeps telling of its payments."""
     adapters = _adapters(request)
 
-    def read(conn: Connection) -> tuple[stories.Story, str | None]:
-        story = stories.of_reference(conn, provider, reference, adapters)
-        return story, search.cart_of(conn, provider, reference, None)
+    def read(conn: Connection) -> tuple[stories.Story | None, str | None]:
+        cart_id = search.cart_of(conn, provider, reference, None)
+        try:
+            return stories.of_reference(conn, provider, reference, adapters), cart_id
+        except NotFound:
+            if cart_id is None:
+                raise
+            return None, cart_id
 
     try:
         story, cart_id = await run(request, read)
     except NotFound as exc:
         return page(request, "error.html", {"message": str(exc)}, status=404)
+    if story is None:
+        return moved_to(request, f"/carts/{quote(cart_id or '', safe='')}")
     return _story_page(request, story, cart_id=cart_id)
 
 

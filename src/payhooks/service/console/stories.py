@@ -79,6 +79,9 @@ class Story:
     """The settlement lines naming its payments (``payhooks.settlements``), oldest first."""
     unsettled: list[listing.Unsettled] = field(default_factory=list)
     """Its captures no payout named within their gateway's cycle and the margin."""
+    mismatched: list[timeline.KeptMismatch] = field(default_factory=list)
+    """Its payments not the amount expected whose deliveries the purge deleted: what is kept
+    of them (both amounts, how they were settled)."""
 
     def on_its_way(self, provider: str, payment_id: str) -> str | None:
         """The state of the payment's refund still on its way (``requested`` or ``sent``),
@@ -146,6 +149,7 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
             r for p in added.payments for r in of_payment(conn, p["provider"], p["payment_id"])
         ],
         disputes=disputes_of(told.stories),
+        mismatched=[m for s in told.stories for m in s.mismatched],
         **_settlement(told.stories),
     )
 
@@ -172,6 +176,7 @@ def of_reference(
         order=None,
         entries=told.extra.entries,
         disputes=disputes_of(told.stories),
+        mismatched=[m for s in told.stories for m in s.mismatched],
         **_settlement(told.stories),
     )
 
