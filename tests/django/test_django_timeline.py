@@ -136,6 +136,24 @@ def test_a_mismatch_settled_by_hand_is_told_after_its_delivery_is_purged(operato
     assert 'id="mismatched"' in page.content.decode()
 
 
+def test_a_paid_order_whose_expectation_was_purged_is_told_its_amount_expected(operator, django_db):
+    """The purge takes the expectation after the window; the payment's record keeps the
+    amount its order was expected to be paid: never "never registered"."""
+    from payhooks.django import retention
+
+    payhooks.expect(connection(), "razorpay", "order_kp", 100, "INR", "shop-44")
+    Order.objects.create(reference="order_kp", amount_paise=100)
+    assert deliver(capture("order_kp", "evt_kp", payment_id="pay_kept000001")) == "processed"
+    cursor = connection()
+    for table, column in (("processed_webhooks", "processed_at"),
+                          ("payhooks_expectations", "created_at")):  # fmt: skip
+        cursor.execute(f"UPDATE {table} SET {column} = {column} - interval '100 days'".encode())
+    retention.purge("default", 90)
+    text = timeline(operator, "order_kp").content.decode()
+    assert "Never registered" not in text
+    assert "100 paise INR:\nthe expectation itself was purged" in text
+
+
 @pytest.mark.parametrize("q", ["\x00", "pay_\x00x", "\x01", "\x1b[31m", "\x7f", "\x85"])
 def test_a_query_holding_a_control_character_is_refused_400(operator, q):
     answered = timeline(operator, q)

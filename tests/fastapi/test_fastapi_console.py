@@ -203,6 +203,10 @@ def test_a_payment_older_than_the_window_keeps_its_amounts_its_order_page_and_no
     [applied] = listed(story.text, "payments")
     assert "pay_shop0000001" in applied and "₹499.00" in applied  # what was paid
     assert f"{CONSOLE}/deliveries/" not in applied  # its delivery is purged: no dead link
+    # The expectation purged, the amount it expected kept on the payment's record.
+    expected = story.text.split('id="expected"', 1)[1].split("</div>", 1)[0]
+    told = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", expected)).split())
+    assert "No expectation" not in told and "expected ₹499.00 INR" in told
     assert "pay_shop0000001" in payment and "captured" in payment
     # Expected, from the kept expectation, and paid, from the payment's own record.
     assert payment.count("₹499.00") == 2

@@ -275,6 +275,10 @@ class Payment:
     stored: bool = True
     """Whether the delivery that brought it is still stored (the purge takes it after the
     window; the payment's record stays a refund's year)."""
+    expected_paise: int | None = None
+    """What its order was expected to be paid when it was applied (core migration 0029): the
+    record keeps it past the purge of the expectation."""
+    expected_currency: str | None = None
 
     @property
     def by(self) -> str:
@@ -341,6 +345,14 @@ class Story:
         """The records parked."""
         return [record for record in self.records if record.parked]
 
+    @property
+    def expected_kept(self) -> Payment | None:
+        """With its expectation purged, a payment whose record keeps what the order was
+        expected to be paid; None when the order has its expectation, or never had one."""
+        if self.expected is not None:
+            return None
+        return next((p for p in self.payments if p.expected_paise is not None), None)
+
     def attempts_of(self, event_id: str) -> int:
         """The requests of one delivery key among the lines: a gateway's retries of it."""
         return sum(1 for line in self.lines if line.event_id == event_id)
@@ -379,7 +391,7 @@ _RECORDS_OF_PAYMENTS = (
 )
 _PAYMENTS = """
 SELECT p.payment_id, p.kind, p.event_id, p.reconciled, p.applied_at, p.paid_paise,
-       p.currency AS paid_currency,
+       p.currency AS paid_currency, p.expected_paise, p.expected_currency,
        EXISTS (SELECT 1 FROM processed_webhooks w
                WHERE w.provider = p.provider AND w.event_id = p.event_id) AS stored
 FROM payhooks_payments p
