@@ -261,6 +261,13 @@ def test_a_window_under_the_minimum_is_refused_alike_through_the_command_and_dja
     assert done.exit_code == 1
     assert done.stderr == f"payhooks: {refused.value}\n"
     assert len(records(url)) == 3
+    # A dry run deletes nothing: any window may be counted, through either door.
+    said = django("payhooks_purge", "--older-than-days", "7", "--dry-run")
+    counted = cli(url, tmp_path, "purge", "--older-than-days", "7", "--dry-run",
+                  "--database-url", url)  # fmt: skip
+    assert counted.exit_code == 0, counted.output
+    assert said.startswith("would delete ") and counted.stdout.startswith("would delete ")
+    assert len(records(url)) == 3
 
 
 # --- reconcile and confirm ---------------------------------------------------------------------

@@ -359,8 +359,9 @@ def purge(
 ) -> None:
     """Delete delivery records older than the retention window, in small batches."""
     days = older_than_days if older_than_days is not None else settings(ctx).retention_days
-    run(lambda: policy.check_window(days, force=force))
-    options = {"force": force, "batch_rows": batch_rows}
+    forced = force or dry_run  # a count deletes nothing: any window may be counted
+    run(lambda: policy.check_window(days, force=forced))
+    options = {"force": forced, "batch_rows": batch_rows}
     if database_url is None:
         result = with_connection(ctx, lambda conn: host(ctx).purge(conn, days, dry_run, options))
     else:

@@ -30,7 +30,8 @@ class Command(BaseCommand):
         if days < 0:
             raise CommandError("--older-than-days must be 0 or more")
         try:
-            policy.check_window(days, force=options["force"])
+            # a count deletes nothing: any window may be counted
+            policy.check_window(days, force=options["force"] or options["dry_run"])
         except RetentionTooShort as exc:
             raise CommandError(str(exc)) from exc
         alias = conf.current().database
