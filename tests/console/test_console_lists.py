@@ -219,9 +219,12 @@ def test_a_payment_whose_delivery_was_purged_links_to_no_delivery_page(console, 
     [(event_id,)] = conn.execute("SELECT event_id FROM processed_webhooks").fetchall()
     assert "/console/deliveries/cashfree/" in shown(console, "/console/payments")  # while kept
     resolve(conn, "cashfree", event_id, "refunded in the dashboard")
+    logged(console, 1)  # its delivery log line is written, and goes with the purge too
     conn.execute("UPDATE processed_webhooks SET processed_at = now() - interval '100 days'")
+    conn.execute("UPDATE payhooks_deliveries SET received_at = now() - interval '100 days'")
     retention.purge(conn, 90)
     assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM payhooks_deliveries").fetchone() == (0,)
     page = shown(console, "/console/payments")
     [row] = listed(page, "payments")
     assert bad.payment_id in row and "refunded in the dashboard" in row
