@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -158,6 +159,27 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
     assert rows[1] == (0, None, False)  # the refund was never tried: its capture comes first
 
 
+async def outage_then_drain(
+    database_url: str,
+    broker: Broker,
+    sabotage: Callable[[], Awaitable[object]],
+    restore: Callable[[], Awaitable[object]] | None = None,
+) -> tuple[Tally | None, str | None, Tally]:
+    """A relay connected (its stream or queue made), then ``sabotage``d under it: its next
+    pass's tally (None: an outage) and the reason it gave; then, after ``restore``, passes
+    until nothing is due, and the relay's totals."""
+    relay = Relay(connecting(database_url), broker, FAST)
+    await broker.connect()
+    relay._broker_up = True
+    await sabotage()
+    outage = await relay.attempt()
+    failure = relay.failure
+    if restore is not None:
+        await restore()
+    await relay.run(asyncio.Event(), drain=True)
+    return outage, failure, relay.totals
+
+
 def test_a_stream_deleted_under_the_relay_is_an_outage_it_waits_out_and_makes_again(
     database_url, conn, nats_server: NatsServer
 ):
@@ -170,19 +192,12 @@ def test_a_stream_deleted_under_the_relay_is_an_outage_it_waits_out_and_makes_ag
     deliver(conn, buy.captured())
     deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
 
-    async def passes() -> tuple[Tally | None, str | None, Tally]:
-        relay = Relay(connecting(database_url), broker, FAST)
-        await broker.connect()  # creates the stream; then it is deleted under the relay
-        relay._broker_up = True
+    async def deleted() -> None:
         client = await nats.connect(broker.options.url)
         await client.jetstream().delete_stream(broker.options.stream)
         await client.close()
-        outage = await relay.attempt()
-        failure = relay.failure
-        await relay.run(asyncio.Event(), drain=True)
-        return outage, failure, relay.totals
 
-    outage, failure, totals = asyncio.run(passes())
+    outage, failure, totals = asyncio.run(outage_then_drain(database_url, broker, deleted))
     assert outage is None and failure is not None and broker.options.stream in failure
     assert (totals.published, totals.refused) == (2, 0)
     tried = conn.execute(
@@ -205,21 +220,17 @@ def test_a_full_stream_is_an_outage_the_channel_waits_out_not_a_refusal_of_its_e
     outbox.add_channel(conn, "nats")
     payments = paid(conn, 2)
 
-    async def passes() -> tuple[Tally | None, str | None, Tally]:
-        client = await nats.connect(broker.options.url)
-        js = client.jetstream()
-        full = StreamConfig(name=broker.options.stream, subjects=[f"{broker.options.prefix}.>"],
-                            max_msgs=1, discard=DiscardPolicy.NEW)  # fmt: skip
-        await js.add_stream(full)
-        relay = Relay(connecting(database_url), broker, FAST)
-        outage = await relay.attempt()
-        failure = relay.failure
-        await js.update_stream(replace(full, max_msgs=-1))
-        await client.close()
-        await relay.run(asyncio.Event(), drain=True)
-        return outage, failure, relay.totals
+    limited = StreamConfig(name=broker.options.stream, subjects=[f"{broker.options.prefix}.>"],
+                           max_msgs=1, discard=DiscardPolicy.NEW)  # fmt: skip
 
-    outage, failure, totals = asyncio.run(passes())
+    async def limit(config: StreamConfig) -> None:
+        client = await nats.connect(broker.options.url)
+        await client.jetstream().update_stream(config)
+        await client.close()
+
+    outage, failure, totals = asyncio.run(outage_then_drain(
+        database_url, broker, lambda: limit(limited), lambda: limit(replace(limited, max_msgs=-1))
+    ))  # fmt: skip
     assert outage is None and failure is not None and "maximum messages exceeded" in failure
     assert (totals.published, totals.refused) == (2, 0)
     tried = conn.execute("SELECT attempts, last_error FROM payhooks_outbox WHERE kind = 'event'")
@@ -239,19 +250,12 @@ def test_its_queue_deleted_under_the_relay_is_an_outage_it_waits_out_and_declare
     outbox.add_channel(conn, "rabbitmq")
     payments = paid(conn, 2)
 
-    async def passes() -> tuple[Tally | None, str | None, Tally]:
-        relay = Relay(connecting(database_url), broker, FAST)
-        await broker.connect()  # declares the queue; then it is deleted under the relay
-        relay._broker_up = True
+    async def deleted() -> None:
         connection = await aio_pika.connect(broker.options.url)
         await (await connection.channel()).queue_delete(broker.options.queue)
         await connection.close()
-        outage = await relay.attempt()
-        failure = relay.failure
-        await relay.run(asyncio.Event(), drain=True)
-        return outage, failure, relay.totals
 
-    outage, failure, totals = asyncio.run(passes())
+    outage, failure, totals = asyncio.run(outage_then_drain(database_url, broker, deleted))
     assert outage is None and failure is not None and broker.options.queue in failure
     assert (totals.published, totals.refused) == (2, 0)
     tried = conn.execute("SELECT attempts, last_error FROM payhooks_outbox WHERE kind = 'event'")
