@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received, storable
-from payhooks.gateways._common import require
+from payhooks.gateways._common import naming, require
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, key, read_json, received
 from payhooks.gateways._status import answer, parsed
@@ -127,8 +127,7 @@ def order_report(order_id: str, body: bytes) -> Report:
         raise MalformedPayload(_P, "a NOT_FOUND answer that is not Juspay's for this order_id")
     if not isinstance(doc.get("order_id"), str) or not isinstance(status, str):
         raise MalformedPayload(_P, "order status answer has no order_id or status")
-    if doc["order_id"] != order_id:
-        raise MalformedPayload(_P, "order status answer names another order_id")
+    naming(doc, "order_id", order_id, what="order status", provider=_P)
     said = order(doc, "order")
     found: list[Received] = []
     skipped: list[str] = []

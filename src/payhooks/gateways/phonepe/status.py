@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received, storable
+from payhooks.gateways._common import naming
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, read_json, received, text
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
@@ -281,8 +282,7 @@ def _answer(body: bytes, what: str, name: str, asked: str) -> dict[str, Any]:
     doc = read_json(_P, body)
     if not isinstance(doc, dict):
         raise MalformedPayload(_P, f"{what} status answer is not an object")
-    if doc.get(name, asked) != asked:
-        raise MalformedPayload(_P, f"{what} status answer names another {name}")
+    naming(doc, name, asked, what=f"{what} status", provider=_P)
     return doc
 
 
