@@ -21,30 +21,14 @@ BEGIN
 END
 $$;
 
--- A new record's two lookups in one trigger: its turn and lost disputes (version 27's, whose
--- trigger this replaces) and its expected amount. On update, only when the record first
--- learns its order: a duplicate's claim names gateway_order_id in its ON CONFLICT's SET
--- (coalesce keeps it), and would otherwise look again.
-CREATE OR REPLACE FUNCTION payhooks_payment_born() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM payhooks_lock_payment(NEW.provider, NEW.payment_id);
-    SELECT coalesce(sum(d.lost_paise), 0) INTO NEW.disputed_paise
-    FROM payhooks_disputes d
-    WHERE d.provider = NEW.provider AND d.payment_id = NEW.payment_id;
-    IF NEW.expected_paise IS NULL AND NEW.gateway_order_id IS NOT NULL THEN
-        SELECT e.amount_paise, e.currency INTO NEW.expected_paise, NEW.expected_currency
-        FROM payhooks_expectations e
-        WHERE e.provider = NEW.provider AND e.gateway_order_id = NEW.gateway_order_id;
-    END IF;
-    RETURN NEW;
-END
-$$;
-DROP TRIGGER IF EXISTS payhooks_payments_disputed_at_birth ON payhooks_payments;
-DROP FUNCTION IF EXISTS payhooks_payment_disputed();
-DROP TRIGGER IF EXISTS payhooks_payments_born ON payhooks_payments;
-CREATE TRIGGER payhooks_payments_born
+-- A new record looks its expectation up once (version 27's trigger, its turn and lost
+-- disputes, is left as it is); an update, only when the record first learns its order: a
+-- duplicate's claim names gateway_order_id in its ON CONFLICT's SET (coalesce keeps it), and
+-- would otherwise look again.
+DROP TRIGGER IF EXISTS payhooks_payments_expected ON payhooks_payments;
+CREATE TRIGGER payhooks_payments_expected
     BEFORE INSERT ON payhooks_payments
-    FOR EACH ROW EXECUTE FUNCTION payhooks_payment_born();
+    FOR EACH ROW EXECUTE FUNCTION payhooks_payment_expected();
 DROP TRIGGER IF EXISTS payhooks_payments_expected_order ON payhooks_payments;
 CREATE TRIGGER payhooks_payments_expected_order
     BEFORE UPDATE OF gateway_order_id ON payhooks_payments
