@@ -12,40 +12,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from payhooks.intake.ingest import Outcome, Receipt
-from payhooks.plumbing.errors import (
-    ConfirmationsFull,
-    Conflict,
-    DatabaseUnavailable,
-    HandlerCommitted,
-    InvalidRequest,
-    LengthRequired,
-    MalformedPayload,
-    NotCommitted,
-    NotFound,
-    PayhooksError,
-    PayloadTooLarge,
-    ProviderNotConfigured,
-    SignatureMismatch,
-    Unauthorised,
-    UnsignedChargeback,
-)
+from payhooks.plumbing import errors
 
 STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
-STATUS_OF_ERROR: list[tuple[type[PayhooksError], int, str]] = [
-    (ConfirmationsFull, 503, "confirmations_full"),
-    (PayloadTooLarge, 413, "payload_too_large"),
-    (LengthRequired, 411, "length_required"),
-    (UnsignedChargeback, 401, "unsigned_chargeback"),
-    (SignatureMismatch, 401, "signature_mismatch"),
-    (MalformedPayload, 400, "malformed_payload"),
-    (ProviderNotConfigured, 404, "provider_not_configured"),
-    (NotCommitted, 503, "not_committed"),
-    (DatabaseUnavailable, 503, "database_unavailable"),
-    (Unauthorised, 401, "unauthorised"),
-    (NotFound, 404, "not_found"),
-    (Conflict, 409, "conflict"),
-    (InvalidRequest, 422, "invalid_request"),
-    (HandlerCommitted, 500, "handler_committed"),
+STATUS_OF_ERROR: list[tuple[type[errors.PayhooksError], int, str]] = [
+    (errors.ConfirmationsFull, 503, "confirmations_full"),
+    (errors.PayloadTooLarge, 413, "payload_too_large"),
+    (errors.LengthRequired, 411, "length_required"),
+    (errors.UnsignedChargeback, 401, "unsigned_chargeback"),
+    (errors.SignatureMismatch, 401, "signature_mismatch"),
+    (errors.MalformedPayload, 400, "malformed_payload"),
+    (errors.ProviderNotConfigured, 404, "provider_not_configured"),
+    (errors.NotCommitted, 503, "not_committed"),
+    (errors.DatabaseUnavailable, 503, "database_unavailable"),
+    (errors.Unauthorised, 401, "unauthorised"),
+    (errors.NotFound, 404, "not_found"),
+    (errors.Conflict, 409, "conflict"),
+    (errors.InvalidRequest, 422, "invalid_request"),
+    (errors.HandlerCommitted, 500, "handler_committed"),
 ]
 MAX_DETAIL_CHARS = 200
 
@@ -58,7 +42,7 @@ class Answer:
     body: dict[str, Any]
 
 
-def error_status(exc: PayhooksError) -> tuple[int, str]:
+def error_status(exc: errors.PayhooksError) -> tuple[int, str]:
     """The status and error code an error is answered with, from the one table
     (``STATUS_OF_ERROR``); 500 ``internal_error`` for any other."""
     for kind, status, code in STATUS_OF_ERROR:
@@ -100,7 +84,7 @@ def answer(receipt: Receipt) -> Answer:
     )
 
 
-def error_answer(exc: PayhooksError) -> Answer:
+def error_answer(exc: errors.PayhooksError) -> Answer:
     """The answer to a delivery refused or not taken: says why, briefly."""
     status, code = error_status(exc)
     detail = getattr(exc, "reason", None) or str(exc)

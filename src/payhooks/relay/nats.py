@@ -30,14 +30,7 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 
-from payhooks.relay.brokers import (
-    BrokerUnavailable,
-    Confirmed,
-    Outcome,
-    Outgoing,
-    Refused,
-    Unconfirmed,
-)
+from payhooks.relay import brokers
 
 CHANNEL = "nats"
 
@@ -83,7 +76,7 @@ class JetStream:
                 2 * self.options.timeout_s + 1,
             )
         except (OSError, TimeoutError, nats.errors.Error) as exc:
-            raise BrokerUnavailable(CHANNEL, f"cannot connect: {_said(exc)}") from exc
+            raise brokers.BrokerUnavailable(CHANNEL, f"cannot connect: {_said(exc)}") from exc
         self._client = client
         self._js = client.jetstream(timeout=self.options.timeout_s)
         await self._ensure_stream(self._js)
@@ -96,7 +89,7 @@ class JetStream:
         except nats.js.errors.NotFoundError:
             pass
         except (TimeoutError, nats.errors.Error) as exc:
-            raise BrokerUnavailable(CHANNEL, f"stream {name}: {_said(exc)}") from exc
+            raise brokers.BrokerUnavailable(CHANNEL, f"stream {name}: {_said(exc)}") from exc
         config = StreamConfig(
             name=name,
             subjects=[f"{self.options.prefix}.>"],
@@ -106,19 +99,21 @@ class JetStream:
         try:
             await js.add_stream(config)
         except (TimeoutError, nats.errors.Error) as exc:
-            raise BrokerUnavailable(CHANNEL, f"cannot create stream {name}: {_said(exc)}") from exc
+            raise brokers.BrokerUnavailable(
+                CHANNEL, f"cannot create stream {name}: {_said(exc)}"
+            ) from exc
 
-    async def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
+    async def publish(self, messages: Sequence[brokers.Outgoing]) -> list[brokers.Outcome]:
         """Every message at once; each acknowledged, refused or unanswered."""
         if self._js is None or self._client is None or not self._client.is_connected:
-            raise BrokerUnavailable(CHANNEL, "not connected")
+            raise brokers.BrokerUnavailable(CHANNEL, "not connected")
         js = self._js
         answers = await asyncio.gather(*(self._one(js, m) for m in messages))
         unheard = [subject for subject in answers if isinstance(subject, str)]
         taken = await self._taken(js) if unheard else ()
         return [_unheard(a, taken) if isinstance(a, str) else a for a in answers]
 
-    async def _one(self, js: JetStreamContext, message: Outgoing) -> Outcome | str:
+    async def _one(self, js: JetStreamContext, message: brokers.Outgoing) -> brokers.Outcome | str:
         """The broker's answer; the subject when no one answered (503, no responders)."""
         subject = f"{self.options.prefix}.{message.subject}"
         try:
@@ -133,22 +128,24 @@ class JetStream:
             return subject
         except nats.js.errors.APIError as exc:
             if exc.code is not None and exc.code >= 500:  # JetStream's state, not this event's:
-                return Unconfirmed(reason=f"JetStream: {_said(exc)}")  # a full stream, say
-            return Refused(reason=f"JetStream refused it: {_said(exc)}")
+                return brokers.Unconfirmed(reason=f"JetStream: {_said(exc)}")  # a full stream, say
+            return brokers.Refused(reason=f"JetStream refused it: {_said(exc)}")
         except (TimeoutError, OSError, nats.errors.Error) as exc:
-            return Unconfirmed(reason=_said(exc))
-        return Confirmed(duplicate=bool(ack.duplicate))
+            return brokers.Unconfirmed(reason=_said(exc))
+        return brokers.Confirmed(duplicate=bool(ack.duplicate))
 
-    async def _taken(self, js: JetStreamContext) -> Sequence[str] | Unconfirmed:
+    async def _taken(self, js: JetStreamContext) -> Sequence[str] | brokers.Unconfirmed:
         """The subjects the stream takes, asked once a publish met no responders; the outage
         when JetStream cannot say: the stream gone, or JetStream not answering."""
         name = self.options.stream
         try:
             info = await js.stream_info(name)
         except nats.js.errors.NotFoundError:
-            return Unconfirmed(reason=f"no responders: stream {name} is gone")
+            return brokers.Unconfirmed(reason=f"no responders: stream {name} is gone")
         except (TimeoutError, OSError, nats.errors.Error) as exc:
-            return Unconfirmed(reason=f"no responders, and JetStream does not answer: {_said(exc)}")
+            return brokers.Unconfirmed(
+                reason=f"no responders, and JetStream does not answer: {_said(exc)}"
+            )
         return info.config.subjects or ()
 
     async def close(self) -> None:
@@ -159,14 +156,14 @@ class JetStream:
                 await client.close()
 
 
-def _unheard(subject: str, taken: Sequence[str] | Unconfirmed) -> Outcome:
+def _unheard(subject: str, taken: Sequence[str] | brokers.Unconfirmed) -> brokers.Outcome:
     """A publish of ``subject`` no one answered: refused when the stream is there and takes no
     such subject; else an outage, which the whole channel waits out."""
-    if isinstance(taken, Unconfirmed):
+    if isinstance(taken, brokers.Unconfirmed):
         return taken
     if any(_matches(pattern, subject) for pattern in taken):
-        return Unconfirmed(reason=f"no responders for {subject}: JetStream does not answer")
-    return Refused(reason=f"no stream takes {subject}")
+        return brokers.Unconfirmed(reason=f"no responders for {subject}: JetStream does not answer")
+    return brokers.Refused(reason=f"no stream takes {subject}")
 
 
 def _matches(pattern: str, subject: str) -> bool:

@@ -33,14 +33,7 @@ import aio_pika.abc
 import aio_pika.exceptions
 import aiormq.exceptions
 
-from payhooks.relay.brokers import (
-    BrokerUnavailable,
-    Confirmed,
-    Outcome,
-    Outgoing,
-    Refused,
-    Unconfirmed,
-)
+from payhooks.relay import brokers
 
 CHANNEL = "rabbitmq"
 MESSAGE_ID_BYTES = 255
@@ -96,17 +89,19 @@ class RabbitMQ:
             await queue.bind(self._exchange, routing_key=f"{self.options.prefix}.#")
         except (*_TRANSIENT, aio_pika.exceptions.AMQPError) as exc:
             await self.close()
-            raise BrokerUnavailable(CHANNEL, f"cannot connect: {_said(exc)}") from exc
+            raise brokers.BrokerUnavailable(CHANNEL, f"cannot connect: {_said(exc)}") from exc
 
-    async def publish(self, messages: Sequence[Outgoing]) -> list[Outcome]:
+    async def publish(self, messages: Sequence[brokers.Outgoing]) -> list[brokers.Outcome]:
         """Every message at once on the confirming channel; each confirmed, refused or
         unanswered."""
         exchange = self._exchange
         if exchange is None or self._connection is None or self._connection.is_closed:
-            raise BrokerUnavailable(CHANNEL, "not connected")
+            raise brokers.BrokerUnavailable(CHANNEL, "not connected")
         return list(await asyncio.gather(*(self._one(exchange, m) for m in messages)))
 
-    async def _one(self, exchange: aio_pika.abc.AbstractExchange, message: Outgoing) -> Outcome:
+    async def _one(
+        self, exchange: aio_pika.abc.AbstractExchange, message: brokers.Outgoing
+    ) -> brokers.Outcome:
         routing_key = f"{self.options.prefix}.{message.subject}"
         sent_id = amqp_message_id(message.message_id)
         try:
@@ -123,17 +118,17 @@ class RabbitMQ:
                 sent, routing_key, mandatory=True, timeout=self.options.timeout_s
             )
         except aiormq.exceptions.PublishError:
-            return Unconfirmed(
+            return brokers.Unconfirmed(
                 reason=f"no queue is bound to take {routing_key}: the relay's queue "
                 f"{self.options.queue} is gone, declared again on connecting"
             )
         except aiormq.exceptions.DeliveryError as exc:  # a nack: may be this message's alone
-            return Refused(reason=f"the broker refused it: {_said(exc)}")
+            return brokers.Refused(reason=f"the broker refused it: {_said(exc)}")
         except _TRANSIENT as exc:
-            return Unconfirmed(reason=_said(exc))
+            return brokers.Unconfirmed(reason=_said(exc))
         except Exception as exc:  # this message's alone (a field the protocol cannot carry)
-            return Refused(reason=f"{type(exc).__name__}: {_said(exc)}")
-        return Confirmed()
+            return brokers.Refused(reason=f"{type(exc).__name__}: {_said(exc)}")
+        return brokers.Confirmed()
 
     async def close(self) -> None:
         """Close the connection, if any."""
