@@ -100,6 +100,19 @@ def test_old_delivery_records_go_and_recent_and_parked_ones_stay(merchant):
     assert keys(merchant, "processed_webhooks", "event_id") == ["parked", "recent"]
 
 
+def test_a_refund_reconciliation_applied_is_kept_as_long_as_a_captures_record(merchant):
+    """Juspay's order status lists every refund again, under the same ``reconcile:`` key."""
+    kept, old = "reconcile:rf_kept:refund.SUCCESS", "reconcile:rf_old:refund.SUCCESS"
+    for key, days_old in ((kept, 100), (old, retention.REFUNDABLE_DAYS + 1)):
+        delivered(merchant, key, days_old)
+        merchant.execute("UPDATE processed_webhooks SET event_type = 'reconcile.refund.SUCCESS'"
+                         " WHERE event_id = %s", (key,))  # fmt: skip
+    delivered(merchant, "reconcile:pay_old:captured", 100)  # a capture: its payment record says
+    done = retention.purge(merchant, 90)
+    assert done is not None and (done.expired, done.deleted) == (2, 2)
+    assert keys(merchant, "processed_webhooks", "event_id") == [kept]
+
+
 def test_old_expectations_go_with_their_reconciliation_rows(merchant):
     expected(merchant, "order_old", 100)
     expected(merchant, "order_recent", 10)

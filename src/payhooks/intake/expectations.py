@@ -184,7 +184,8 @@ class Check:
 
     ``mismatch``: its amount or currency is not what the merchant expected. ``applied_by``:
     the same payment (and kind) already reached a handler under another delivery key, and one
-    of the two is reconciliation's: the key of that delivery, whose answer stands.
+    of the two is reconciliation's, or under this very key, whose record the purge took: the
+    key of that delivery, whose answer stands.
     ``claimed``: this delivery holds the payment's row, to let go of if it is not applied.
     ``refunds_held``: a refund of a payment parked for its amount and not yet resolved.
     ``another_attempt``: the payment's record names another attempt of it (PayU's
@@ -297,14 +298,18 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     )
     assert row is not None
     inserted, first_reconciled, first_key, attempt, *unmet = row
-    if not inserted and first_key != event.event_id and (reconciled or first_reconciled):
+    another = (
+        not inserted and None not in (attempt, event.attempt_id) and attempt != event.attempt_id
+    )
+    # The record names this very key: the payment was applied under it, and the key's
+    # delivery record purged since (a copy sent late, a report the status API makes again).
+    purged = first_key == event.event_id and not another
+    crossed = first_key != event.event_id and (reconciled or first_reconciled)
+    if not inserted and (purged or crossed):
         first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
         order_ref = None if first is None or first[0] is None else str(first[0])
         return Check(applied_by=str(first_key), order_ref=order_ref)
     mismatch = None if unmet[1] is None else _mismatch(event, unmet[0], unmet[1])
-    another = (
-        not inserted and None not in (attempt, event.attempt_id) and attempt != event.attempt_id
-    )
     return Check(mismatch=mismatch, claimed=bool(inserted), another_attempt=another)
 
 

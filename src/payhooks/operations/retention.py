@@ -27,25 +27,36 @@ MIN_RETENTION_DAYS = 15
 DEFAULT_RETENTION_DAYS = 90
 BATCH_ROWS = 5000
 
-CUTOFF = "SELECT now() - make_interval(days => %s)"
-EXPIRED = """
-SELECT count(*) FROM processed_webhooks
-WHERE processed_at < %s AND outcome NOT IN ('parked', 'confirming')
-"""
-# Each batch is a short transaction of its own, on the real key (provider, event_id).
-DELETE_BATCH = """
-DELETE FROM processed_webhooks
-WHERE (provider, event_id) IN (
-    SELECT provider, event_id FROM processed_webhooks
-    WHERE processed_at < %s AND outcome NOT IN ('parked', 'confirming')
-    ORDER BY processed_at
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED)
-"""
 REFUNDABLE_DAYS = 365
 """How long a captured payment's record (``payhooks.intake.payments``: its order, its ids, what was
 paid) is kept whatever the window: a refund of it reads them there, and a refund may be
 asked for long after its deliveries are purged."""
+
+CUTOFF = "SELECT now() - make_interval(days => %s)"
+# A record goes past the window unless it is unfinished business (parked, confirming) or a
+# refund reconciliation applied (``reconcile:<refund id>:…``, Juspay's): the status API lists
+# an order's refunds again each time it is asked, under the same keys, and a refund has no
+# payment record to answer for it, so its record is kept as long as a capture's.
+_PAST = f"""
+processed_at < %s AND outcome NOT IN ('parked', 'confirming')
+AND NOT (event_type LIKE 'reconcile.refund.%%'
+         AND processed_at >= now() - make_interval(days => {REFUNDABLE_DAYS}))
+"""
+EXPIRED = "SELECT count(*) FROM processed_webhooks WHERE " + _PAST
+# Each batch is a short transaction of its own, on the real key (provider, event_id).
+DELETE_BATCH = (
+    """
+DELETE FROM processed_webhooks
+WHERE (provider, event_id) IN (
+    SELECT provider, event_id FROM processed_webhooks
+    WHERE """
+    + _PAST
+    + """
+    ORDER BY processed_at
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED)
+"""
+)
 # A payment claim stays while a parked delivery of that payment may yet be replayed, or the
 # replay would reach the handler a second time; a capture's, while a refund of it is possible:
 # for REFUNDABLE_DAYS, and while a refund of it is not settled. No index on applied_at (the
