@@ -10,17 +10,19 @@ from enum import StrEnum
 
 from payhooks.plumbing.errors import MalformedPayload
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+_NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 """A character that would break the log line, email subject or terminal an id is shown in."""
 MAX_PAISE = 10**15  # ten trillion rupees: far above any payment, far below bigint
 
 
 def is_text(value: str) -> bool:
-    """Whether ``value`` is Unicode text. JSON's escapes can also spell a lone surrogate
-    (``"\\ud800"``), which no encoding holds: PostgreSQL, a log line or a JSON answer would
-    fail on it, so a field holding one is malformed (or left out where it is optional)."""
-    return _SURROGATE.search(value) is None
+    """Whether ``value`` is text PostgreSQL can hold. JSON's escapes can also spell a lone
+    surrogate (``"\\ud800"``), which no encoding holds, and a NUL (``"\\u0000"``), which no
+    ``text`` column holds: PostgreSQL, a log line or a JSON answer would fail on them, so a
+    field holding one is malformed (or left out where it is optional), whatever reads it: an
+    event, a settlement line, a gateway's answer."""
+    return _NOT_TEXT.search(value) is None
 
 
 class Provider(StrEnum):

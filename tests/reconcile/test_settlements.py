@@ -153,17 +153,27 @@ def test_a_database_error_on_one_gateway_leaves_the_others_fetched_marked_and_re
     assert listing.of_payments(conn, "razorpay", [settled.payment_id])
 
 
-def unreadable_page(payout) -> bytes:
-    """A day of Razorpay's recon as the double answers it, and an adjustment more whose
-    amount is negative: a line payhooks cannot read."""
+NEGATIVE = {"amount": -2450, "credit": 0, "debit": 2450}
+"""An adjustment whose amount is negative."""
+NUL = {"amount": 2450, "credit": 2450, "debit": 0, "order_id": "order_\u0000x"}
+"""An adjustment naming an order with a NUL in it: valid JSON, text PostgreSQL cannot hold."""
+
+
+def unreadable_page(payout, odd=NEGATIVE) -> bytes:
+    """A day of Razorpay's recon as the double answers it, and an adjustment more, ``odd``: a
+    line payhooks cannot read."""
     items = [razorpay_sim.recon_item(payout, e) for e in payout.entries]
-    items.append(items[0] | {"entity_id": "adj_Neg1", "type": "adjustment", "amount": -2450,
-                             "credit": 0, "debit": 2450, "fee": 0, "tax": 0})  # fmt: skip
+    adjustment = {"entity_id": "adj_Neg1", "type": "adjustment", "fee": 0, "tax": 0}
+    items.append(items[0] | adjustment | odd)
     return json.dumps({"entity": "collection", "count": len(items), "items": items}).encode()
 
 
+@pytest.mark.parametrize(
+    ("odd", "why"),
+    [(NEGATIVE, "amount is not a whole number"), (NUL, "order_id is not valid text")],
+)
 def test_an_unreadable_line_is_kept_and_every_other_line_day_and_total_recorded(
-    conn, database_url, gateway_api
+    conn, database_url, gateway_api, odd, why
 ):
     api, url = gateway_api
     for _ in range(2):
@@ -173,7 +183,7 @@ def test_an_unreadable_line_is_kept_and_every_other_line_day_and_total_recorded(
     second = api.pay_out(Provider.RAZORPAY, at=PAID_AT + 86_400)
     assert first is not None and second is not None
     for _ in range(2):  # the next fetch meets the same line, and goes on again
-        api.fail_next(Provider.RAZORPAY, Fault(body=unreadable_page(first)))
+        api.fail_next(Provider.RAZORPAY, Fault(body=unreadable_page(first, odd)))
         tally = fetch_once(connecting(database_url), credentials(url), DAY, NEXT, now=lambda: LATER)
         assert tally.failures == {}
         assert tally.unreadable == {Provider.RAZORPAY: 1}
@@ -188,7 +198,7 @@ def test_an_unreadable_line_is_kept_and_every_other_line_day_and_total_recorded(
         first.settlement_id,
         "adj_Neg1",
     )
-    assert "amount is not a whole number" in kept.reason and '"adj_Neg1"' in kept.raw
+    assert why in kept.reason and '"adj_Neg1"' in kept.raw
 
 
 def test_one_payout_whose_figures_failed_is_told_and_the_rest_recorded(
