@@ -148,6 +148,34 @@ def test_a_refused_recipient_still_counts_against_that_message_alone(conn, pool)
     assert [m["Subject"] for m in box.messages] == ["mail:2"]
 
 
+class RelayingForItsOwn(Inbox):
+    """A server that relays only for its own domain, refusing every other recipient with
+    Postfix's ``reject_unauth_destination`` reply, which names that recipient."""
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if not address.endswith("@example.com"):
+            return f"554 5.7.1 <{address}>: Relay access denied"
+        return await super().handle_RCPT(server, session, envelope, address, rcpt_options)
+
+
+def test_a_recipient_refused_relaying_counts_against_its_message_and_the_rest_are_sent(
+    conn, pool
+):
+    box = RelayingForItsOwn()
+    queue(conn, "mail:1", recipient="buyer@elsewhere.example")
+    for n in (2, 3, 4):
+        queue(conn, f"mail:{n}")
+    with serving(box) as port:
+        runner = worker_for(pool, port)
+        assert runner.drain() == 3
+        assert not runner.sender.unavailable
+    assert rows(conn) == [("mail:1", 1, False, False), ("mail:2", 1, True, False),
+                          ("mail:3", 1, True, False), ("mail:4", 1, True, False)]  # fmt: skip
+    assert sorted(m["Subject"] for m in box.messages) == ["mail:2", "mail:3", "mail:4"]
+    (error,) = conn.execute("SELECT last_error FROM outbox WHERE dedupe_key = 'mail:1'").fetchone()
+    assert "Relay access denied" in error
+
+
 # A worker says what it cannot do.
 
 

@@ -179,6 +179,16 @@ def retry_later(
     conn.execute(_RETRY, params)
 
 
+_TO_THE_BACK = """
+UPDATE payhooks_outbox SET last_error = %(error)s, next_attempt_at = now() WHERE id = %(id)s
+"""
+
+
+def to_the_back(conn: Connection, message_id: int, error: str) -> None:
+    """Still due, uncounted, but behind every message due before now: the next is tried."""
+    conn.execute(_TO_THE_BACK, {"id": message_id, "error": error})
+
+
 def give_up(conn: Connection, message_id: int, error: str, *, now: datetime | None = None) -> None:
     """No more attempts: an application's message becomes a dead letter, a notice ends."""
     conn.execute(_GIVE_UP, {"id": message_id, "error": error, "now": now})

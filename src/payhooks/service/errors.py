@@ -29,6 +29,13 @@ class MailerUnavailable(PayhooksError):
     """The SMTP server cannot be reached or is failing as a whole: try again later."""
 
 
+class RelayRefused(MailerUnavailable):
+    """A recipient refused for relaying (``554 5.7.1 <a@b>: Relay access denied``): the
+    server's policy for that recipient's domain, or for every recipient (no login). Which one,
+    the next message tells: the sender (``payhooks.service.sender``) tries it before deciding;
+    anyone else reads it as the whole server's."""
+
+
 class MessageRejected(Explained):
     """The SMTP server refused this message; ``permanent`` when retrying cannot help."""
 

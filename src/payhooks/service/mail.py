@@ -15,7 +15,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from email_validator import EmailNotValidError, ValidatedEmail, validate_email
 
-from payhooks.service.errors import InvalidAddress, MailerUnavailable, MessageRejected
+from payhooks.service.errors import (
+    InvalidAddress,
+    MailerUnavailable,
+    MessageRejected,
+    RelayRefused,
+)
 
 SMTP_URL_SYNTAX = "smtp://[user:pass@]host[:port][?starttls=true], or smtps://… for implicit TLS"
 
@@ -148,7 +153,9 @@ class Mailer:
     Failures are sorted by what they say. Opening the session (connect, greeting, TLS,
     login) failing says nothing about any message: ``MailerUnavailable``, the queue waits.
     So does a refusal every message would meet: of the sender (MAIL FROM), for want of TLS
-    or a login (530), of relaying, or the server closing (421). Anything else is about the
+    or a login (530), of relaying, or the server closing (421). A recipient refused for
+    relaying may be that recipient's domain alone: ``RelayRefused``, which the sender tells
+    apart by the next message. Anything else is about the
     message being sent: ``MessageRejected``, which counts against that message alone, so one
     bad message never blocks the queue and a whole-server refusal never dead-letters the
     backlog.
@@ -178,7 +185,9 @@ class Mailer:
         except smtplib.SMTPRecipientsRefused as exc:
             replies = list(exc.recipients.values())
             if all(_whole_server(code, text) for code, text in replies):
-                raise self._unavailable(f"recipient refused: {_said(exc)}") from exc
+                if any(code in _WHOLE_SERVER_CODES for code, _ in replies):  # closing, no login
+                    raise self._unavailable(f"recipient refused: {_said(exc)}") from exc
+                raise RelayRefused(f"recipient refused: {_said(exc)}") from exc  # session kept
             codes = [code for code, _ in replies]
             raise MessageRejected(
                 f"recipient refused: {_replies(exc)}", permanent=all(code >= 500 for code in codes)

@@ -17,6 +17,7 @@ from payhooks.operations.outbox import (
     mark_sent,
     retry_later,
     revive,
+    to_the_back,
 )
 from payhooks.operations.outbox import hold_next as next_due
 
@@ -57,4 +58,5 @@ __all__ = [
     "next_due",
     "retry_later",
     "revive",
+    "to_the_back",
 ]

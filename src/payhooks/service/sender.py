@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass, field
 from email.message import EmailMessage
 
@@ -21,7 +21,7 @@ import psycopg_pool
 from payhooks.plumbing import db
 from payhooks.service import database, outbox
 from payhooks.service.config import Settings
-from payhooks.service.errors import MailerUnavailable, MessageRejected
+from payhooks.service.errors import MailerUnavailable, MessageRejected, RelayRefused
 from payhooks.service.mail import Mailer, SmtpTarget, compose
 
 log = logging.getLogger("payhooks.service.worker")
@@ -41,6 +41,10 @@ class Sender:
     target: SmtpTarget = field(init=False)
     unavailable: bool = field(init=False, default=False)
     """Whether the last ``drain`` found the SMTP server unavailable."""
+    _relaying: outbox.Pending | None = field(init=False, default=None)
+    _answered: bool = field(init=False, default=False)
+    """Whether the server answered the last message itself (sent it, or refused it for a
+    reason of its own), which says it relays for that recipient."""
 
     def __post_init__(self) -> None:
         if not self.settings.smtp_url:
@@ -50,36 +54,74 @@ class Sender:
             log.warning("alert_email_not_set", extra={"effect": "every alert is dead-lettered"})
 
     def drain(self) -> int:
-        """Perform up to one batch of due messages over one SMTP session; returns how many."""
+        """Perform up to one batch of due messages over one SMTP session; returns how many.
+
+        A message whose recipient the server refuses for relaying goes to the back of the
+        queue, uncounted, and the next is tried: the server answering it (sent, or refused for
+        a reason of its own) says the refusal was that recipient's, which then counts against
+        its message; a second refused for relaying says it is the server's, for every message,
+        and the queue waits as for any server unavailable."""
         handled, self.unavailable = 0, False
+        refused: dict[int, tuple[outbox.Pending, RelayRefused]] = {}  # none answered since
         with Mailer(self.target) as mailer:
             while handled < self.batch and not self.stopping.is_set():
                 try:
                     if not self.perform_one(mailer):
                         break
+                except RelayRefused as exc:
+                    if refused:  # a second recipient refused for relaying: the server's
+                        self._unavailable(exc)
+                        break
+                    assert self._relaying is not None
+                    refused[self._relaying.id] = (self._relaying, exc)
+                    continue
                 except MailerUnavailable as exc:
-                    self.unavailable = True
-                    log.warning("smtp_unavailable", extra={"error": str(exc)})
+                    self._unavailable(exc)
                     break
+                if refused and self._answered:  # the server relays for others
+                    self._counted(refused.values())
+                    refused.clear()
                 handled += 1
         return handled
 
+    def _unavailable(self, exc: MailerUnavailable) -> None:
+        self.unavailable = True
+        log.warning("smtp_unavailable", extra={"error": str(exc)})
+
+    def _counted(self, refused: Iterable[tuple[outbox.Pending, RelayRefused]]) -> None:
+        """Each message refused for relaying while the server answered another: its own
+        refusal, retried with backoff and dead-lettered after the last attempt."""
+        with database.connection(self.pool) as conn, conn.transaction():
+            for message, exc in refused:
+                fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
+                self._rejected(conn, message, MessageRejected(str(exc), permanent=False), fields)
+
     def perform_one(self, mailer: Mailer) -> bool:
-        """Send the next due message; False when none is due. SMTP down: leaves it queued."""
+        """Send the next due message; False when none is due. SMTP down: leaves it queued.
+        Its recipient refused for relaying (``RelayRefused``, raised): it goes to the back of
+        the queue, uncounted, for ``drain`` to tell whose refusal that is."""
+        self._relaying, self._answered = None, False
         message: outbox.Pending | None = None
+        relaying: RelayRefused | None = None
         with database.connection(self.pool) as conn:
             try:
                 with conn.transaction():
                     message = outbox.next_due(conn)
                     if message is None:
                         return False
-                    self._perform(conn, mailer, message)
+                    try:
+                        self._perform(conn, mailer, message)
+                    except RelayRefused as exc:
+                        outbox.to_the_back(conn, message.id, str(exc))
+                        self._relaying, relaying = message, exc
             except MailerUnavailable:
                 raise
             except Exception as exc:  # leasing is the database's; anything after, this row's
                 if message is None:
                     raise
                 self._broke(conn, message, exc)
+        if relaying is not None:
+            raise relaying
         return True
 
     def _broke(self, conn: db.Connection, message: outbox.Pending, exc: Exception) -> None:
@@ -111,8 +153,10 @@ class Sender:
         try:
             mailer.send(email)
         except MessageRejected as exc:
+            self._answered = True
             self._rejected(conn, message, exc, fields)
             return
+        self._answered = True
         outbox.mark_sent(conn, message.id)
         log.info("outbox_sent", extra=fields)
 
