@@ -158,9 +158,7 @@ class RelayingForItsOwn(Inbox):
         return await super().handle_RCPT(server, session, envelope, address, rcpt_options)
 
 
-def test_a_recipient_refused_relaying_counts_against_its_message_and_the_rest_are_sent(
-    conn, pool
-):
+def test_a_recipient_refused_relaying_counts_against_its_message_and_the_rest_are_sent(conn, pool):
     box = RelayingForItsOwn()
     queue(conn, "mail:1", recipient="buyer@elsewhere.example")
     for n in (2, 3, 4):
