@@ -773,6 +773,33 @@ def test_the_command_names_the_intents_it_cannot_send_for_want_of_credentials(
     assert [s for s, _, _ in state(conn, Provider.CASHFREE)] == ["requested"]
 
 
+def test_the_command_once_exits_1_while_the_gateways_api_fails_and_0_once_it_answers(
+    core, database_url, tmp_path
+):
+    """A cron running ``payhooks refunds send --once`` notices a gateway whose API fails: the
+    intent stays asked for, retried later, and the command says so and exits 1."""
+    from tests.invoking import payhooks_command
+
+    conn, api, url = core
+    paid(api, Provider.RAZORPAY)
+    ask(conn, Provider.RAZORPAY)
+    api.fail_next(Provider.RAZORPAY, Fault(status=500))
+    args = ("refunds", "send", "--once", "--database-url", database_url)
+    done = payhooks_command(database_url, tmp_path, *args, **API_KEYS.env(url))
+    assert done.exit_code == 1, done.output
+    assert "1 to try again" in done.stdout
+    said = [line for line in done.stderr.splitlines() if not line.startswith("{")]  # no logs
+    assert said == [
+        "payhooks: 1 refund(s) to try again (razorpay: 1): the gateway's API failed or a step"
+        " broke; each is asked again after its backoff (payhooks refunds list: last_error)"
+    ]
+    assert [s for s, _, _ in state(conn, Provider.RAZORPAY)] == ["requested"]
+    due_now(conn)
+    done = payhooks_command(database_url, tmp_path, *args, **API_KEYS.env(url))
+    assert done.exit_code == 0, done.output
+    assert [s for s, _, _ in state(conn, Provider.RAZORPAY)] == ["processed"]
+
+
 def test_the_sender_running_names_the_intents_it_cannot_send_once_not_every_pass(
     core, database_url, tmp_path
 ):

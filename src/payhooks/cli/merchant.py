@@ -698,9 +698,22 @@ def refunds_send(
         )
         return tally.summary() if once or moved else None
 
-    repeat(one_pass, said, every=every, once=once, command="refunds send", stopping=stopping)
+    repeat(one_pass, said, every=every, once=once, command="refunds send", stopping=stopping,
+           failed=_retried)  # fmt: skip
     if once and told:
         raise typer.Exit(1)
+
+
+def _retried(tally: RefundTally) -> str | None:
+    """A pass with intents to try again: a cron running ``--once`` must notice."""
+    count = sum(tally.retried.values())
+    if not count:
+        return None
+    each = ", ".join(f"{p.value}: {n}" for p, n in sorted(tally.retried.items()) if n)
+    return (
+        f"{count} refund(s) to try again ({each}): the gateway's API failed or a step broke; "
+        "each is asked again after its backoff (payhooks refunds list: last_error)"
+    )
 
 
 def _unsent(provider: Provider, count: int) -> str:
