@@ -232,6 +232,24 @@ def test_three_decimal_payment_amount_is_malformed() -> None:
         parse(payment_body(payment_amount="1.005"))
 
 
+def test_a_capture_without_the_orders_currency_reads_the_payments() -> None:
+    body = payment_body().replace(b'"order_currency":"INR",', b"")
+    assert parse(body).currency == "INR"
+    usd = payment_body().replace(b'"order_currency":"INR",', b"").replace(b'"INR"', b'"USD"')
+    assert parse(usd).currency == "USD"
+
+
+def test_a_capture_naming_no_currency_is_malformed_never_taken_for_rupees() -> None:
+    body = payment_body().replace(b'"order_currency":"INR",', b"")
+    with pytest.raises(MalformedPayload, match="order_currency is missing"):
+        parse(body.replace(b',"payment_currency":"INR"', b""))
+    failed = payment_body(type_="PAYMENT_FAILED_WEBHOOK", status="FAILED")
+    unsaid = failed.replace(b'"order_currency":"INR",', b"").replace(
+        b',"payment_currency":"INR"', b""
+    )
+    assert parse(unsaid).currency is None  # a failed payment's currency is compared with nothing
+
+
 @pytest.mark.parametrize("amount", ["-1", "1e30", '"2"', "true", "NaN"])
 def test_order_amount_that_is_not_rupees_is_malformed(amount: str) -> None:
     with pytest.raises(MalformedPayload):

@@ -313,6 +313,14 @@ def test_captured_without_amount_is_malformed() -> None:
         parse(body_of("payment.captured", payment=entity))
 
 
+@pytest.mark.parametrize("type_", ["payment.captured", "payment.authorized"])
+def test_a_payment_naming_no_currency_is_malformed_never_taken_for_rupees(type_: str) -> None:
+    entity = payment()
+    del entity["currency"]
+    with pytest.raises(MalformedPayload, match="payment currency is missing"):
+        parse(body_of(type_, payment=entity))
+
+
 @pytest.mark.parametrize("amount", [True, -1, "50000", 500.5], ids=["bool", "neg", "str", "frac"])
 def test_amount_that_is_not_non_negative_integer_paise_is_malformed(amount: object) -> None:
     with pytest.raises(MalformedPayload, match="amount"):

@@ -145,8 +145,11 @@ def _payment_event(event_type: str, data: object, headers: Mapping[str, str], bo
         payment_amount_paise=_amount(
             _common.child(data, "payment", "payment_amount"), "payment_amount", strict=strict
         ),
-        currency=_text(
-            _common.child(data, "order", "order_currency"), "order_currency", strict=strict
+        currency=_text(  # the payment's where the order's is missing, as the status API reads
+            _common.child(data, "order", "order_currency")
+            or _common.child(data, "payment", "payment_currency"),
+            "order_currency",
+            strict=strict,
         ),
         bank_ref=_common.reference(_common.child(data, "payment", "bank_reference")),
         payload_sha256=_common.sha256_hex(body),
@@ -156,6 +159,8 @@ def _payment_event(event_type: str, data: object, headers: Mapping[str, str], bo
         "order_id": event.merchant_ref,
         "order_amount": event.amount_paise,
     }
+    if kind.pays:  # compared with the order's: never taken for rupees unsaid
+        needed["order_currency"] = event.currency
     return _checked(event, needed, strict=strict)
 
 

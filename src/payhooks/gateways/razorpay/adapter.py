@@ -220,6 +220,8 @@ def _require(kind: EventKind, payment: _Payment, refund: _Refund) -> None:
         }
     else:
         needed = {"payment id": payment.id, "payment amount": payment.amount}
+        if kind.pays:  # compared with the order's: never taken for rupees unsaid
+            needed["payment currency"] = payment.currency
     _common.require(needed, provider=_P)
 
 
