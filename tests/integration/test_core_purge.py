@@ -23,6 +23,7 @@ from payhooks.sim.gateway import Delivery
 from tests.acceptance.conftest import invoke
 from tests.conftest import cloned_from_new
 from tests.factories import ADAPTERS, GATEWAY
+from tests.reconcile.conftest import API_KEYS
 
 DELIVERY = """
 INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, payload_sha256, body,
@@ -326,6 +327,31 @@ def test_the_command_purges_a_merchant_database(merchant, merchant_url):
     assert result.stdout.startswith("deleted 1 record(s) older than 90 days (before ")
     assert keys(merchant, "processed_webhooks", "event_id") == ["parked"]
     assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
+
+
+def test_the_command_without_its_database_url_names_the_door_for_a_merchant_database(
+    merchant, merchant_url
+):
+    """DATABASE_URL naming a merchant app's database and no ``--database-url``: the command
+    acts as the reference service, whose tables are not there. Its count and its purge both
+    say so first, naming the door, and delete nothing."""
+    delivered(merchant, "old", 100)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
+    environ["DATABASE_URL"] = merchant_url
+    said = (
+        "payhooks: this database holds payhooks' core tables but not the reference service's:"
+        " a merchant app's records are purged with `payhooks purge --database-url URL`\n"
+    )
+    for args in (("--dry-run",), ()):
+        result = invoke(environ, "purge", *args, timeout=120)
+        assert (result.returncode, result.stderr) == (1, said), result.stdout
+    assert keys(merchant, "processed_webhooks", "event_id") == ["old"]
+    environ.update(API_KEYS.env("http://127.0.0.1:9"))  # refused before any call
+    result = invoke(environ, "reconcile", timeout=120)
+    assert (result.returncode, result.stderr) == (1, said.replace(
+        "records are purged with `payhooks purge --database-url URL`",
+        "checkouts are reconciled with `payhooks reconcile --hooks module:attribute`",
+    )), result.stdout  # fmt: skip
 
 
 def test_the_command_refuses_while_another_purge_runs(merchant, merchant_url):

@@ -75,6 +75,9 @@ class ServiceHost:
             lambda: database.open_pool(service_url(settings), settings, max_size=2, deadline=False)
         )
         try:
+            with database.connection(pool) as conn:
+                door = "checkouts are reconciled with `payhooks reconcile --hooks module:attribute`"
+                run(lambda: the_shops(conn, door))
             with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
                 runner = application.reconciler(pool, settings, http, limit=limit, after_s=after_s)
                 return run(runner.run)
@@ -87,6 +90,7 @@ class ServiceHost:
         """The reference service's purge: the core's records and its own."""
         from payhooks.service import application
 
+        the_shops(conn, "records are purged with `payhooks purge --database-url URL`")
         planned = policy.plan(conn, days)
         if dry_run:
             return planned
@@ -101,6 +105,21 @@ class ServiceHost:
 
         adapters = run(self.settings).adapters()
         return application.replay(conn, adapters, event_id=event_id, provider=provider)
+
+
+_TABLES = "SELECT to_regclass('processed_webhooks') IS NOT NULL, to_regclass('carts') IS NOT NULL"
+
+
+def the_shops(conn: db.Connection, door: str) -> None:
+    """A command run as the reference service (no ``--database-url`` or ``--hooks``) on a
+    database holding payhooks' core tables but none of the shop's, a merchant app's: refused
+    before it reads or writes anything, naming the ``door`` for an app's database."""
+    core, shop = conn.execute(_TABLES).fetchone() or (False, False)
+    if core and not shop:
+        raise PayhooksError(
+            "this database holds payhooks' core tables but not the reference service's: "
+            f"a merchant app's {door}"
+        )
 
 
 def service_url(settings: Settings) -> str:
