@@ -195,6 +195,22 @@ def test_a_gateway_payhooks_does_not_refund_is_refused_at_the_request(core):
                         reason="r", requested_by="asha")  # fmt: skip
 
 
+def test_a_cashfree_refund_naming_no_order_takes_it_from_the_payments_record(core):
+    """Cashfree refunds under the order: one asked by the payment alone takes the order
+    payhooks recorded for it, as a PayU one takes its txnid and mihpayid."""
+    core.execute(
+        "INSERT INTO payhooks_payments (provider, payment_id, kind, gateway_order_id, event_id,"
+        " reconciled) VALUES ('cashfree', '5114917039291', 'payment_captured', 'cf_order_7',"
+        " 'evt_1', false)"
+    )
+    made = refunds.request(core, "cashfree", "5114917039291", 100, key="k-1", captured_paise=100,
+                           reason="r", requested_by="asha")  # fmt: skip
+    assert made.gateway_order_id == "cf_order_7"
+    with pytest.raises(InvalidRequest, match="a Cashfree refund names its order"):
+        refunds.request(core, "cashfree", "5114917039999", 100, key="k-2", captured_paise=100,
+                        reason="r", requested_by="asha")  # fmt: skip
+
+
 def test_a_captured_figure_above_what_the_payment_record_says_was_paid_is_bounded_by_it(core):
     """The caller's ``captured_paise`` is a figure it read somewhere; payhooks' own record of
     the payment (``payhooks_payments.paid_paise``) is what the customer paid: the smaller

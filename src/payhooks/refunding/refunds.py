@@ -123,9 +123,6 @@ def intent(
     if not GATEWAYS[provider].sends_refunds:
         sent = ", ".join(p.value for p, g in GATEWAYS.items() if g.sends_refunds)
         raise InvalidRequest(f"payhooks sends no refunds to {provider.value} yet (only {sent})")
-    if GATEWAYS[provider].refund_needs_order and gateway_order_id is None:
-        title = GATEWAYS[provider].title
-        raise InvalidRequest(f"a {title} refund names its order (gateway_order_id)")
     for name, value in (("payment_id", payment_id), ("key", key), ("reason", reason),
                         ("requested_by", requested_by)):  # fmt: skip
         _text(name, value)
@@ -195,7 +192,8 @@ def requesting(asked: Refund) -> Steps[Refund]:
     another under the key a ``Conflict``. The cap is the smaller of the caller's
     ``captured_paise`` and the payment's record of what was paid, when payhooks keeps one.
     A PayU refund takes what it does not name of its payment's ids from that record
-    (``_payu_named``). Inside the caller's transaction (the lock is held to its end)."""
+    (``_payu_named``), a Cashfree one its order (``_order_named``). Inside the caller's
+    transaction (the lock is held to its end)."""
     provider = asked.provider.value
     yield Statement(sql=TURN, params=(provider, asked.payment_id), reads=False)
     yield Statement(sql=LOCK, params=(provider, asked.payment_id), reads=False)
@@ -213,6 +211,9 @@ def requesting(asked: Refund) -> Steps[Refund]:
     if asked.provider is Provider.PAYU and None in (asked.gateway_order_id, asked.attempt_id):
         record = yield Statement(sql=IDENTITIES, params=(provider, asked.payment_id))
         asked = _payu_named(asked, record)
+    elif GATEWAYS[asked.provider].refund_needs_order and asked.gateway_order_id is None:
+        record = yield Statement(sql=IDENTITIES, params=(provider, asked.payment_id))
+        asked = _order_named(asked, record)
     taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
     paid = yield Statement(sql=PAID, params=(provider, asked.payment_id))
     captured = min(asked.captured_paise, int(paid[0]) if paid else asked.captured_paise)
@@ -223,6 +224,19 @@ def requesting(asked: Refund) -> Steps[Refund]:
     inserted = yield Statement(sql=INSERT, params={**params, "provider": provider})
     assert inserted is not None
     return _refund(inserted)
+
+
+def _order_named(asked: Refund, record: Any) -> Refund:
+    """A refund of a gateway that refunds under the order (Cashfree's) naming none: the order
+    payhooks' record of the payment names; with no record naming one, refused, saying so."""
+    order = None if record is None else record[0]
+    if order is None:
+        title = GATEWAYS[asked.provider].title
+        raise InvalidRequest(
+            f"a {title} refund names its order (gateway_order_id), and payhooks keeps no "
+            f"record of payment {asked.payment_id} naming it"
+        )
+    return replace(asked, gateway_order_id=order)
 
 
 def _payu_named(asked: Refund, record: Any) -> Refund:
@@ -271,10 +285,11 @@ def request(
     number, a support ticket): the same key is the same refund. ``captured_paise`` is what the
     customer paid for the payment (Cashfree's ``payment_amount``, not the order amount an offer
     or a fee changed); ``gateway_order_id`` the order it belongs to (Cashfree refunds under the
-    order, and needs it; PayU's is the txnid); ``attempt_id`` PayU's ``mihpayid`` when
-    ``payment_id`` is its txnid. ``payhooks.intake.payments.find`` reads all three from the
-    payment's record; when that record holds what was paid, the smaller of it (less what lost
-    disputes took back: ``disputed_paise``) and ``captured_paise`` is the bound.
+    order: one not named is taken from the payment's record; PayU's is the txnid);
+    ``attempt_id`` PayU's ``mihpayid`` when ``payment_id`` is its txnid.
+    ``payhooks.intake.payments.find`` reads all three from the payment's record; when that
+    record holds what was paid, the smaller of it (less what lost disputes took back:
+    ``disputed_paise``) and ``captured_paise`` is the bound.
 
     PayU refunds a payment by its ``mihpayid``: a PayU refund asked by the txnid alone takes
     the order and the ``mihpayid`` it does not name from the payment's record
@@ -286,7 +301,8 @@ def request(
 
     Raises ``RefundTooLarge`` past what is still refundable, ``Conflict`` for a key already
     used for another refund, ``InvalidRequest`` for a refund payhooks cannot send (PhonePe's
-    and Juspay's, a Cashfree one naming no order, a PayU one as above, a bad figure)."""
+    and Juspay's, a Cashfree one naming no order that payhooks' record does not name either, a
+    PayU one as above, a bad figure)."""
     asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
                    reason=reason, requested_by=requested_by, currency=currency,
                    gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
