@@ -482,6 +482,47 @@ def test_a_bulk_replay_replays_each_once_and_records_each(console, conn):
     assert "bulk_replay" in log and stays in log
 
 
+def test_a_bulk_replay_goes_on_past_a_delivery_whose_cart_another_transaction_holds(
+    database_url, conn
+):
+    """One delivery's cart held by another transaction past the lock timeout is that
+    delivery's trouble (said, left parked, replayed again later), not the whole submit's."""
+    from dataclasses import replace
+
+    from payhooks.service.web import create_app
+    from tests.conftest import serving_app
+    from tests.console.conftest import password_hash
+    from tests.factories import SETTINGS
+
+    conn.execute("INSERT INTO payhooks_operators (name, password_hash) VALUES (%s, %s)",
+                 (OPERATOR, password_hash()))  # fmt: skip
+    app = create_app(replace(SETTINGS, lock_timeout_ms=200), api_token="t", url=database_url)
+    with serving_app(app) as base_url:
+        console = Console(base_url=base_url, database_url=database_url, app=app)
+        held, applies = (parked_for(console, "order_" + c * 14, f"pay_bulkheld00000{n}")
+                         for n, c in enumerate("HJ"))  # fmt: skip
+        held_cart = checked_out(conn, "order_" + "H" * 14)
+        checked_out(conn, "order_" + "J" * 14)
+        client = console.logged_in()
+        page = client.get("/console/parked/bulk").text
+        form = {"csrf": csrf_of(page), **confirmed_form(page)}
+        with psycopg.connect(database_url) as holder:
+            holder.execute("SELECT 1 FROM carts WHERE id = %s FOR UPDATE", (held_cart,))
+            first = client.post("/console/parked/bulk", data=form)
+        assert first.status_code == 303
+        done = client.get(first.headers["location"]).text
+        assert "This submit replayed 2" in done and "(1 applied" in done
+        items = rows(console, "SELECT target, result FROM payhooks_console_actions"
+                              " WHERE action = 'replay' ORDER BY id")  # fmt: skip
+        assert sorted(items) == sorted([(held, "busy"), (applies, "applied")])
+        page = client.get("/console/parked/bulk").text  # the cart let go: a new replay
+        form = {"csrf": csrf_of(page), **confirmed_form(page)}
+        again = client.post("/console/parked/bulk", data=form)
+        done = " ".join(client.get(again.headers["location"]).text.split())
+        assert "This submit replayed 1" in done and "(1 applied" in done
+        assert rows(console, "SELECT count(*) FROM orders") == [(2,)]
+
+
 def test_a_bulk_replay_takes_a_batch_at_a_time_and_says_how_many_are_left(
     console, conn, monkeypatch
 ):

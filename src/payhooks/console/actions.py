@@ -22,9 +22,12 @@ from payhooks.plumbing.errors import (
     DatabaseUnavailable,
     HandlerCommitted,
     InvalidRequest,
+    LockTimeout,
     NotFound,
     PayhooksError,
     ProviderNotConfigured,
+    SerializationConflict,
+    TimedOut,
 )
 from payhooks.refunding import refunds
 
@@ -76,6 +79,7 @@ class Done(StrEnum):
     FETCHED = "fetched"
     FETCH_FAILED = "fetch_failed"
     NO_FETCH = "no_fetch"
+    BUSY = "busy"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,7 +268,12 @@ def outcome(receipt: Receipt) -> Result:
 
 def failure(exc: Exception, event_id: str) -> Result:
     """What a replay that raised came to; the database away is raised on (try again later),
-    nothing being known about the record."""
+    nothing being known about the record. The database answering that this delivery's rows
+    were held past the lock timeout, or its replay ran past the statement timeout or met
+    another transaction, is this delivery's trouble: said, and it stays parked."""
+    if isinstance(exc, LockTimeout | TimedOut | SerializationConflict):
+        log.warning("console_replay_busy", extra={"event_id": event_id, "error": str(exc)})
+        return Result(done=Done.BUSY)
     if isinstance(exc, DatabaseUnavailable):
         raise exc
     if isinstance(exc, NotFound):

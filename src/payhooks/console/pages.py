@@ -119,6 +119,11 @@ NOTICES = {
         "Replay failed: the app's handler committed or rolled back the transaction itself, "
         "which payhooks refuses; nothing was kept, and the delivery stays parked."
     ),
+    actions.Done.BUSY: (
+        "Not replayed now: another transaction held what this delivery needs (its order, its "
+        "cart) past the lock timeout, or the replay took too long; nothing was kept, and the "
+        "delivery stays parked: replay it again in a moment."
+    ),
     actions.Done.SETTLED: "Settled: the payment is recorded as handled outside payhooks.",
     actions.Done.NOT_A_MISMATCH: "Nothing to do: this delivery is not parked for its amount.",
     actions.Done.QUEUED: "Queued again: the worker sends it on its next round.",
