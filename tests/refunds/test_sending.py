@@ -301,6 +301,30 @@ def test_a_refund_accepted_pending_is_closed_by_asking_once_the_gateway_processe
 
 
 @pytest.mark.parametrize("provider", GATEWAYS)
+def test_a_sent_refund_whose_status_the_api_fails_to_tell_is_counted_to_try_again(
+    core, database_url, provider, caplog
+):
+    """Asking about a sent refund failing (the API's 500) is counted and logged, as sending
+    one is: ``refunds send --once`` exits 1 on it, and the intent is asked about again."""
+    conn, api, url = core
+    api.money.pending = True
+    paid(api, provider)
+    ask(conn, provider)
+    send(database_url, url)
+    due_now(conn)
+    api.fail_next(provider, Fault(status=500))
+    with caplog.at_level("INFO", logger="payhooks.refunds"):
+        tally = send(database_url, url)
+    assert tally.retried[provider] == 1 and tally.settled[provider] == 0, tally.summary()
+    assert [r.getMessage() for r in caplog.records].count("refund_check_retry") == 1
+    [(found, _, _)] = state(conn, provider)
+    assert found == "sent"
+    api.settle(provider)
+    due_now(conn)
+    assert send(database_url, url).settled[provider] == 1
+
+
+@pytest.mark.parametrize("provider", GATEWAYS)
 def test_a_refund_the_gateway_fails_after_accepting_frees_its_amount(core, database_url, provider):
     conn, api, url = core
     api.money.pending = True

@@ -77,6 +77,7 @@ class Tally:
     """Refused by payhooks, the gateway never asked: the intent names too little for its
     refund call (``RefundIncomplete``)."""
     retried: Counter[Provider] = field(default_factory=Counter)
+    """Left to try again: sending it, or asking about one sent, failed (the gateway's API)."""
     settled: Counter[Provider] = field(default_factory=Counter)
     """Sent earlier, now processed by the gateway's word when asked."""
     failed: Counter[Provider] = field(default_factory=Counter)
@@ -265,6 +266,12 @@ class _Acts:
         except GatewayApiError as exc:
             with connect() as conn:
                 refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
+            tally.retried[provider] += 1
+            log.info(
+                "refund_check_retry",
+                extra={"provider": provider.value, "key": refund.idempotency_key,
+                       "refund_id": refund.gateway_refund_id, "detail": exc.reason},
+            )  # fmt: skip
             return
         processed = now.processed and self.settled(refund)
         with connect() as conn:
