@@ -120,6 +120,28 @@ def test_a_failed_payment_is_recorded_and_the_checkout_asked_again_later(conn, r
     assert count(conn, later) == 1
 
 
+UNREADABLE_ATTEMPT = {Provider.RAZORPAY: ("failed", "status"),
+                      Provider.CASHFREE: ("FAILED", "payment_status")}  # fmt: skip
+
+
+@pytest.mark.parametrize("provider", list(UNREADABLE_ATTEMPT))
+def test_a_payment_the_answer_lists_unreadably_never_hides_the_orders_capture(conn, rig, provider):
+    """An order's failed attempt the API lists in a shape payhooks cannot read (its status not
+    text) is that attempt's trouble: the capture after it is applied all the same, and the
+    checkout keeps the attempt's reason, counted and asked again, never passed over."""
+    buy = purchase(conn, provider)
+    failed, field = UNREADABLE_ATTEMPT[provider]
+    rig.api.pay(sim(buy), "attempt_unreadable_1", failed)
+    [entity] = rig.api.open_order(sim(buy)).payments
+    rig.api.book(sim(buy), entity | {field: [failed]})
+    payment_id = paid_at_gateway(rig.api, buy)
+    tally = rig.run()
+    assert [p for _, p in orders_of(conn, buy.cart_id)] == [payment_id]
+    assert tally.unapplied[provider] == 1 and tally.failures == 1, tally.summary()
+    (error,) = conn.execute("SELECT last_error FROM payhooks_reconcile").fetchone()
+    assert "attempt_unreadable_1" in error and field in error, error
+
+
 FLAGS = "SELECT flags, needs_refund FROM payments WHERE provider = %s AND payment_id = %s"
 
 

@@ -10,6 +10,7 @@ import pytest
 from payhooks.events import EventKind, Provider
 from payhooks.gateways import GATEWAYS, UnknownGateway, gateway
 from payhooks.gateways._status import listed
+from payhooks.plumbing.errors import MalformedPayload
 
 
 def test_every_provider_has_a_registry_line():
@@ -79,12 +80,15 @@ def test_a_gateway_with_only_some_of_its_settings_is_incomplete():
 
 def _listed(entities, order_id="o1"):
     def identify(entity, asked):
+        if not isinstance(entity.get("status"), str):
+            raise MalformedPayload(Provider.RAZORPAY, "status is not a string")
         return entity["status"], entity["id"], entity.get("order", asked)
 
     def deliver(entity, asked, kind, status, payment_id):
         return (asked, kind, status, payment_id)
 
-    return listed(entities, order_id, {"paid": EventKind.PAYMENT_CAPTURED}, identify, deliver)
+    kinds = {"paid": EventKind.PAYMENT_CAPTURED}
+    return listed(entities, order_id, kinds, identify, deliver, id_field="id")
 
 
 def test_listed_delivers_a_payment_the_webhook_acts_on_and_skips_the_rest():
@@ -97,6 +101,15 @@ def test_listed_delivers_a_payment_the_webhook_acts_on_and_skips_the_rest():
     )
     assert report.received == (("o1", "payment_captured", "paid", "p1"),)
     assert report.skipped == ("p2:refunded", "p3:paid")
+
+
+def test_listed_reads_the_rest_past_a_payment_it_cannot_read_and_names_it():
+    report = _listed([{"status": ["paid"], "id": "p0"}, {"status": "paid", "id": "p1"}, {}])
+    assert report.received == (("o1", "payment_captured", "paid", "p1"),)
+    assert report.unreadable == (
+        "payment p0 unreadable: status is not a string",
+        "payment #3 unreadable: status is not a string",
+    )
 
 
 # --- no gateway's key takes a key space payhooks mints ----------------------------------------

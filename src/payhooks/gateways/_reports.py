@@ -50,6 +50,10 @@ class Report:
     unknown: bool = False
     """The API says it has no such thing as was asked about (PayU: a refund's request id):
     a callback that claimed it is refuted at once, not after ``PATIENCE``."""
+    unreadable: tuple[str, ...] = ()
+    """Payments the answer lists that payhooks cannot read, each named with why: never a
+    reason to pass over the others, and never passed over themselves (the checkout or
+    callback keeps them as its error, and is asked about again)."""
 
 
 def key(payment_id: str, status: str) -> str:

@@ -328,19 +328,29 @@ def listed(
     kinds: Mapping[str, EventKind],
     identify: Identify,
     deliver: Deliver,
+    *,
+    id_field: str,
 ) -> Report:
     """An order's payments as a status API lists them: one in a state the webhook acts on
-    (``kinds``) and of this order is delivered; any other is skipped as ``payment_id:status``."""
+    (``kinds``) and of this order is delivered; any other is skipped as ``payment_id:status``.
+    One that cannot be read is that payment's trouble (``Report.unreadable``, named by its
+    ``id_field`` where it has one): the others are read all the same."""
     found: list[Received] = []
     skipped: list[str] = []
-    for entity in entities:
-        status, payment_id, its_order = identify(entity, order_id)
-        kind = kinds.get(status)
-        if kind is None or its_order != order_id:
-            skipped.append(f"{payment_id}:{status}")
-            continue
-        found.append(deliver(entity, order_id, kind, status, payment_id))
-    return Report(received=tuple(found), skipped=tuple(skipped))
+    unreadable: list[str] = []
+    for n, entity in enumerate(entities):
+        try:
+            status, payment_id, its_order = identify(entity, order_id)
+            kind = kinds.get(status)
+            if kind is None or its_order != order_id:
+                skipped.append(f"{payment_id}:{status}")
+                continue
+            found.append(deliver(entity, order_id, kind, status, payment_id))
+        except MalformedPayload as exc:
+            named = entity.get(id_field) if isinstance(entity, dict) else None
+            name = printable(str(named), 80) if isinstance(named, str | int) else None
+            unreadable.append(f"payment {name or f'#{n + 1}'} unreadable: {exc.reason}")
+    return Report(received=tuple(found), skipped=tuple(skipped), unreadable=tuple(unreadable))
 
 
 __all__ = [

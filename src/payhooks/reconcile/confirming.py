@@ -22,7 +22,7 @@ from payhooks.intake import confirmations
 from payhooks.intake.confirmations import Pending, Verdict
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.errors import GatewayApiError
-from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons
+from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
 
 log = logging.getLogger("payhooks.reconcile")
 
@@ -128,13 +128,16 @@ def _applied(asking: _Asking, pending: Pending, report: Report) -> list[Event] |
     receipts, failed = each(asking.deliver, report.received, _nothing_more)
     for receipt in receipts:
         asking.tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
-    if failed:
-        _unapplied(asking, pending, failed)
+    unreadable = unread(provider, report, asking.tally, event_id=pending.event_id)
+    if failed or unreadable:
+        _unapplied(asking, pending, failed, unreadable)
         return None
     return [r.event for r in report.received]
 
 
-def _unapplied(asking: _Asking, pending: Pending, failed: list[Unapplied]) -> None:
+def _unapplied(
+    asking: _Asking, pending: Pending, failed: list[Unapplied], unreadable: tuple[str, ...] = ()
+) -> None:
     """Payments the API reported that could not be applied: each counted and logged, and the
     callback asked about again after its backoff with their errors; past
     ``payhooks.operations.alarms.UNCONFIRMED_WAIT`` it is an alert."""
@@ -150,7 +153,7 @@ def _unapplied(asking: _Asking, pending: Pending, failed: list[Unapplied]) -> No
         )  # fmt: skip
     with asking.connect() as conn:
         wait = confirmations.wait_after(pending.attempts)
-        confirmations.again(conn, pending, wait, reasons(failed))
+        confirmations.again(conn, pending, wait, reasons(failed, unreadable))
 
 
 def _conclude(

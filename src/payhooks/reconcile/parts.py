@@ -5,6 +5,7 @@ the pass (``passes``) and its confirmations (``confirming``), which share them."
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
@@ -12,11 +13,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from payhooks.events import Event, Provider, Received
+from payhooks.gateways._reports import Report
 from payhooks.intake.ingest import Applied, Handler, Receipt
 from payhooks.plumbing.db import Connection
 
 Followup = Callable[[Connection, Event, Applied], None]
 """A step run after the handler, in the delivery's transaction."""
+
+log = logging.getLogger("payhooks.reconcile")
 
 
 def followed(handler: Handler, then: Followup) -> Handler:
@@ -75,9 +79,20 @@ def each(
     return receipts, failed
 
 
-def reasons(failed: Iterable[Unapplied], *, most: int = 500) -> str:
-    """What failed, in one bounded line for a ``last_error``."""
-    return "; ".join(f.reason for f in failed)[:most]
+def reasons(failed: Iterable[Unapplied], unreadable: Iterable[str] = (), *, most: int = 500) -> str:
+    """What failed, and what the answer listed unreadably, in one bounded line for a
+    ``last_error``."""
+    return "; ".join([*(f.reason for f in failed), *unreadable])[:most]
+
+
+def unread(provider: Provider, report: Report, tally: Tally, **where: str) -> tuple[str, ...]:
+    """The payments ``report`` lists unreadably, each counted among those not applied and
+    logged: the checkout or callback keeps them as its error and is asked about again."""
+    for reason in report.unreadable:
+        tally.unapplied[provider] += 1
+        log.error("reconcile_unreadable_payment",
+                  extra={"provider": provider.value, **where, "error": reason})  # fmt: skip
+    return report.unreadable
 
 
 @dataclass(slots=True)

@@ -36,6 +36,7 @@ from payhooks.reconcile.parts import (
     each,
     followed,
     reasons,
+    unread,
 )
 
 log = logging.getLogger("payhooks.reconcile")
@@ -188,6 +189,7 @@ class Reconciler:
         tally.answered[item.provider] += 1
         tally.refused.pop(item.provider, None)
         failed = self._apply(item, report.received, tally)
+        unreadable = unread(item.provider, report, tally, reference=item.reference)
         with self.connect() as conn:
             if report.expired and checkouts.mark_expired(conn, item):
                 tally.expired[item.provider] += 1
@@ -196,8 +198,8 @@ class Reconciler:
                     extra={"provider": item.provider.value, "reference": item.reference,
                            "order_reference": item.order_reference},
                 )  # fmt: skip
-            if failed:  # asked again after its backoff, saying which payment failed
-                checkouts.attempted(conn, item, error=reasons(failed))
+            if failed or unreadable:  # asked again after its backoff, saying which and why
+                checkouts.attempted(conn, item, error=reasons(failed, unreadable))
                 return
             captured = any(r.event.kind is EventKind.PAYMENT_CAPTURED for r in report.received)
             wait = (checkouts.settled_backoff if captured else checkouts.backoff)(item.attempts)

@@ -205,7 +205,7 @@ def payments(order_id: str, body: bytes) -> Report:
     doc = read_json(_P, body)
     if not isinstance(doc, list):
         raise MalformedPayload(_P, "payments answer is not a list")
-    return listed(doc, order_id, _KINDS, _identify, _received)
+    return listed(doc, order_id, _KINDS, _identify, _received, id_field="cf_payment_id")
 
 
 def _identify(entity: Any, order_id: str) -> tuple[str, str, object]:

@@ -252,7 +252,7 @@ def payments(order_id: str, body: bytes) -> Report:
     items = doc.get("items") if isinstance(doc, dict) else None
     if not isinstance(items, list):
         raise MalformedPayload(_P, "payments answer has no items list")
-    return listed(items, order_id, _KINDS, _identify, _received)
+    return listed(items, order_id, _KINDS, _identify, _received, id_field="id")
 
 
 def _identify(entity: Any, order_id: str) -> tuple[str, str, object]:
