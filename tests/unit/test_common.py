@@ -34,6 +34,11 @@ def test_optional_paise_refuses_a_strict_odd_amount_and_leaves_a_lenient_one_out
     assert optional_paise(Decimal("1.234"), "amount", strict=False, provider=P) is None
 
 
+def test_a_negative_amount_is_said_to_be_negative():
+    with pytest.raises(MalformedPayload, match=r"payment_amount is negative: Decimal\('-250.00'\)"):
+        optional_paise(Decimal("-250.00"), "payment_amount", strict=True, provider=P)
+
+
 def test_require_names_the_first_missing_field():
     with pytest.raises(MalformedPayload, match="order_id is missing"):
         require({"id": "x", "order_id": None, "amount": None}, provider=P)

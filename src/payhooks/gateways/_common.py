@@ -30,7 +30,9 @@ def rupees_to_paise(value: object, *, provider: Provider, field: str) -> int:
         amount = Decimal(value)
     except InvalidOperation as exc:
         raise MalformedPayload(provider, f"{field} is not an amount: {value!r}") from exc
-    if not amount.is_finite() or amount < 0 or not _whole_paise(amount):
+    if amount.is_finite() and amount < 0:
+        raise MalformedPayload(provider, f"{field} is negative: {value!r}")
+    if not amount.is_finite() or not _whole_paise(amount):
         raise MalformedPayload(provider, f"{field} is not a whole number of paise: {value!r}")
     return int(amount * 100)
 
