@@ -573,6 +573,26 @@ def test_one_notice_that_cannot_be_marked_sent_is_backed_off_and_the_others_are_
     assert notifier.send_due(conn, now + timedelta(hours=25)).failed == 1  # past the bound
 
 
+def test_a_failed_notice_whose_row_cannot_be_written_holds_back_no_other_channel(conn, inbox):
+    """The chat endpoint fails and the database refuses to record that on its notice: left
+    to its lease, and the emails of every alert are still sent this pass."""
+    box, port = inbox
+    with receiving(Receiver(statuses=[500, 500])) as chat:
+        for provider in ("razorpay", "cashfree"):
+            answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
+        email = alerting.Email(
+            target=SmtpTarget.from_url(f"smtp://127.0.0.1:{port}"),
+            sender="payhooks@example.com",
+            recipient="ops@example.com",
+        )
+        notifier = Notifier([email, Webhook(url=chat.url, timeout_s=1.0)], core_sources())
+        assert notifier.evaluate(conn, T0 + EVERY).raised == 2
+        refuse(conn, "payhooks_outbox", "NEW.channel = 'webhook' AND NEW.last_error IS NOT NULL")
+        tally = notifier.send_due(conn, T0 + EVERY)
+        assert tally.sent == 2 and len(box.messages) == 2
+        assert chat.requests == 1  # the channel failed: left alone for the rest of the pass
+
+
 def test_one_alert_whose_row_cannot_be_written_holds_back_no_other(conn, chat):
     for provider in ("cashfree", "razorpay"):
         answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)

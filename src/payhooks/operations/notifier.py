@@ -332,7 +332,10 @@ class Notifier:
         try:
             self.channels[notice.channel].send(notice)
         except NoticeFailed as exc:
-            self._failed(conn, notice, exc, now, tally, fields)
+            try:
+                self._failed(conn, notice, exc, now, tally, fields)
+            except Exception:  # its row refused: left to its lease, the other channels go on
+                log.exception("alert_notice_unrecorded", extra=fields)
             return False
         except Exception as exc:  # this notice's: a channel's bug, a text it cannot take
             self._broke(conn, notice, exc, now, tally, fields)
