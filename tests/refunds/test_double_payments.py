@@ -180,6 +180,24 @@ def test_one_payment_whose_intent_the_database_refuses_holds_back_no_other(conn,
     assert rig.api.money.made[(Provider.RAZORPAY, first)] == 1
 
 
+def test_double_payments_refused_every_tick_never_take_the_places_of_the_ones_after(conn, rig):
+    """More payments refused every tick than a tick takes (``limit``) still let the next be
+    asked for: a tick reads on past them, never only the first ``limit``."""
+    _, first = paid_twice(conn, rig, Provider.RAZORPAY)
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    conn.execute(
+        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_one BEFORE INSERT ON payhooks_refunds FOR EACH ROW"
+        f" WHEN (NEW.payment_id = '{first}') EXECUTE FUNCTION refuse_one()"
+    )
+    assert double_refunds.request_due(conn, limit=1) == 1
+    assert [r.payment_id for r in refunds.of_payment(conn, "razorpay", second)] == [second]
+    assert refunds.of_payment(conn, "razorpay", first) == []
+
+
 def test_the_policy_failing_whole_holds_back_no_refund_of_anyone_else(
     conn, rig, database_url, caplog
 ):

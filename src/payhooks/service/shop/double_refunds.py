@@ -18,7 +18,9 @@ dispute's report, by the policy's pass or by the console's button, whichever fin
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from payhooks.gateways import GATEWAYS
 from payhooks.plumbing.db import Connection
@@ -50,7 +52,8 @@ DUE = f"""
 SELECT p.provider, p.payment_id, {REFUNDABLE}, {PAID}, coalesce(c.currency, p.currency),
        p.cart_id, {ORDER}, c.attempt_id,
        (SELECT count(*) FROM payhooks_refunds r
-        WHERE r.provider = p.provider AND r.payment_id = p.payment_id)
+        WHERE r.provider = p.provider AND r.payment_id = p.payment_id),
+       p.created_at
 FROM payments p {RECORD}
 WHERE p.needs_refund AND p.provider = ANY(%(providers)s) AND 'duplicate_payment' = ANY(p.flags)
   AND p.refunded_paise = 0 AND p.amount_paise > 0 AND coalesce(p.currency, 'INR') ~ '^[A-Z]{{3}}$'
@@ -61,8 +64,14 @@ WHERE p.needs_refund AND p.provider = ANY(%(providers)s) AND 'duplicate_payment'
                          OR r.settled_at > now() - %(wait)s))
   AND (SELECT count(*) FROM payhooks_refunds r
        WHERE r.provider = p.provider AND r.payment_id = p.payment_id) < %(tries)s
-ORDER BY p.created_at LIMIT %(limit)s
+  AND (%(after)s::timestamptz IS NULL
+       OR (p.created_at, p.provider, p.payment_id) > (%(after)s, %(provider)s, %(payment)s))
+ORDER BY p.created_at, p.provider, p.payment_id LIMIT %(limit)s
 """
+"""The due double payments after the one last read (``after``, ``provider``, ``payment``):
+one refused every tick never takes the place of those after it."""
+SCAN = 10
+"""How many times ``limit`` due payments a tick reads, at most, looking for ``limit`` to ask."""
 GIVEN_UP = """
 SELECT p.provider, count(*) FROM payments p
 WHERE p.needs_refund AND 'duplicate_payment' = ANY(p.flags)
@@ -147,37 +156,43 @@ def request_due(conn: Connection, *, limit: int = 50) -> int:
     params = {"providers": providers, "limit": limit, "wait": RETRY_WAIT, "tries": TRIES}
     _clear_taken(conn, params)
     written = 0
-    for (
-        provider,
-        payment_id,
-        left,
-        paid,
-        currency,
-        cart_id,
-        order_ref,
-        attempt,
-        asked,
-    ) in conn.execute(DUE, params).fetchall():
-        try:
-            with conn.transaction():
-                refunds.request(
-                    conn, provider, payment_id, int(left), key=key_of(payment_id, int(asked)),
-                    captured_paise=int(paid), reason=f"double payment of cart {cart_id}",
-                    requested_by=REQUESTED_BY, currency=currency or "INR",
-                    gateway_order_id=order_ref, attempt_id=attempt,
-                )  # fmt: skip
-        except (InvalidRequest, Conflict) as exc:  # one odd payment holds back no other
-            log.warning("double_payment_not_refunded",
-                        extra={"provider": provider, "payment_id": payment_id,
-                               "detail": str(exc)})  # fmt: skip
-            continue
-        except Exception as exc:  # a row the database refuses: this payment only, asked again
-            log.exception("double_payment_not_refunded",
-                          extra={"provider": provider, "payment_id": payment_id,
-                                 "detail": f"{type(exc).__name__}: {exc}"[:500]})  # fmt: skip
-            continue
-        written += 1
+    after: dict[str, object] = {"after": None, "provider": None, "payment": None}
+    for _ in range(SCAN):
+        rows = conn.execute(DUE, params | after).fetchall()
+        for row in rows:
+            written += _asked(conn, row)
+            if written >= limit:
+                return written
+        if len(rows) < limit:
+            break
+        *_, last = rows
+        after = {"after": last[-1], "provider": last[0], "payment": last[1]}
     return written
+
+
+def _asked(conn: Connection, row: Sequence[Any]) -> bool:
+    """One double payment's intent written, in a transaction of its own; False when it could
+    not be (said), which holds back no other."""
+    provider, payment_id, left, paid, currency, cart_id, order_ref, attempt, asked, _ = row
+    try:
+        with conn.transaction():
+            refunds.request(
+                conn, provider, payment_id, int(left), key=key_of(payment_id, int(asked)),
+                captured_paise=int(paid), reason=f"double payment of cart {cart_id}",
+                requested_by=REQUESTED_BY, currency=currency or "INR",
+                gateway_order_id=order_ref, attempt_id=attempt,
+            )  # fmt: skip
+    except (InvalidRequest, Conflict) as exc:  # one odd payment holds back no other
+        log.warning("double_payment_not_refunded",
+                    extra={"provider": provider, "payment_id": payment_id,
+                           "detail": str(exc)})  # fmt: skip
+        return False
+    except Exception as exc:  # a row the database refuses: this payment only, asked again
+        log.exception("double_payment_not_refunded",
+                      extra={"provider": provider, "payment_id": payment_id,
+                             "detail": f"{type(exc).__name__}: {exc}"[:500]})  # fmt: skip
+        return False
+    return True
 
 
 def _clear_taken(conn: Connection, params: dict[str, object]) -> None:
@@ -204,6 +219,7 @@ __all__ = [
     "REFUNDABLE",
     "REQUESTED_BY",
     "RETRY_WAIT",
+    "SCAN",
     "TAKEN_BACK",
     "TRIES",
     "given_up",
