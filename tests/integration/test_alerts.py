@@ -223,16 +223,21 @@ def test_a_chat_endpoint_answering_5xx_is_asked_again_later_and_the_alert_arrive
         assert (attempts, error) == (3, None)
 
 
+def emailing(port: int) -> alerting.Email:
+    """The email channel, to the tests' SMTP server on ``port``."""
+    return alerting.Email(
+        target=SmtpTarget.from_url(f"smtp://127.0.0.1:{port}"),
+        sender="payhooks@example.com",
+        recipient="ops@example.com",
+    )
+
+
 def test_a_chat_endpoint_that_hangs_costs_one_timeout_a_pass_and_email_still_goes(conn, inbox):
     box, port = inbox
     with receiving(Receiver(hang=1)) as chat:
         for provider in ("razorpay", "cashfree"):
             answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
-        email = alerting.Email(
-            target=SmtpTarget.from_url(f"smtp://127.0.0.1:{port}"),
-            sender="payhooks@example.com",
-            recipient="ops@example.com",
-        )
+        email = emailing(port)
         notifier = Notifier([email, Webhook(url=chat.url, timeout_s=0.3)], core_sources())
         tally = notifier.tick(conn, T0 + EVERY)
         assert (tally.raised, tally.sent, tally.retried) == (2, 2, 1)
@@ -580,11 +585,7 @@ def test_a_failed_notice_whose_row_cannot_be_written_holds_back_no_other_channel
     with receiving(Receiver(statuses=[500, 500])) as chat:
         for provider in ("razorpay", "cashfree"):
             answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
-        email = alerting.Email(
-            target=SmtpTarget.from_url(f"smtp://127.0.0.1:{port}"),
-            sender="payhooks@example.com",
-            recipient="ops@example.com",
-        )
+        email = emailing(port)
         notifier = Notifier([email, Webhook(url=chat.url, timeout_s=1.0)], core_sources())
         assert notifier.evaluate(conn, T0 + EVERY).raised == 2
         refuse(conn, "payhooks_outbox", "NEW.channel = 'webhook' AND NEW.last_error IS NOT NULL")

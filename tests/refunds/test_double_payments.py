@@ -158,19 +158,24 @@ def test_one_payment_the_policy_cannot_refund_holds_back_no_other(conn, rig):
     assert rig.api.money.made[(Provider.RAZORPAY, second)] == 1
 
 
-def test_one_payment_whose_intent_the_database_refuses_holds_back_no_other(conn, rig):
-    """A trigger refuses the first double payment's intent: the second is still refunded, and
-    the first keeps its flag (the payments-to-refund alert) and is asked for again."""
-    _, first = paid_twice(conn, rig, Provider.RAZORPAY)
-    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+def refusing_intents_of(conn, payment_id: str) -> None:
+    """A real fault: a trigger refusing every refund intent of ``payment_id``."""
     conn.execute(
         "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
         " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
     )
     conn.execute(
         "CREATE TRIGGER refuse_one BEFORE INSERT ON payhooks_refunds FOR EACH ROW"
-        f" WHEN (NEW.payment_id = '{first}') EXECUTE FUNCTION refuse_one()"
+        f" WHEN (NEW.payment_id = '{payment_id}') EXECUTE FUNCTION refuse_one()"
     )
+
+
+def test_one_payment_whose_intent_the_database_refuses_holds_back_no_other(conn, rig):
+    """A trigger refuses the first double payment's intent: the second is still refunded, and
+    the first keeps its flag (the payments-to-refund alert) and is asked for again."""
+    _, first = paid_twice(conn, rig, Provider.RAZORPAY)
+    _, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    refusing_intents_of(conn, first)
     tally = application.send_refunds(rig.reconciler(), double_payments=True)
     assert tally.sent[Provider.RAZORPAY] == 1
     assert rig.api.money.made[(Provider.RAZORPAY, second)] == 1
@@ -185,14 +190,7 @@ def test_double_payments_refused_every_tick_never_take_the_places_of_the_ones_af
     asked for: a tick reads on past them, never only the first ``limit``."""
     _, first = paid_twice(conn, rig, Provider.RAZORPAY)
     _, second = paid_twice(conn, rig, Provider.RAZORPAY)
-    conn.execute(
-        "CREATE FUNCTION refuse_one() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$"
-    )
-    conn.execute(
-        "CREATE TRIGGER refuse_one BEFORE INSERT ON payhooks_refunds FOR EACH ROW"
-        f" WHEN (NEW.payment_id = '{first}') EXECUTE FUNCTION refuse_one()"
-    )
+    refusing_intents_of(conn, first)
     assert double_refunds.request_due(conn, limit=1) == 1
     assert [r.payment_id for r in refunds.of_payment(conn, "razorpay", second)] == [second]
     assert refunds.of_payment(conn, "razorpay", first) == []

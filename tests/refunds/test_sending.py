@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import psycopg
 import pytest
@@ -772,24 +773,30 @@ def test_a_payment_or_order_the_gateway_does_not_know_refuses_no_refund(
     assert books(api, provider) == (1, 49_900)
 
 
+def sent_once(database_url: str, tmp_path, **environ: str) -> tuple[Any, list[str]]:
+    """``payhooks refunds send --once`` on the app's database: its result, and what it said on
+    standard error (the log lines left out)."""
+    from tests.invoking import payhooks_command
+
+    args = ("refunds", "send", "--once", "--database-url", database_url)
+    done = payhooks_command(database_url, tmp_path, *args, **environ)
+    return done, [line for line in done.stderr.splitlines() if not line.startswith("{")]
+
+
 def test_the_command_names_the_intents_it_cannot_send_for_want_of_credentials(
     core, database_url, tmp_path
 ):
     """Razorpay's API credentials set and Cashfree's not: ``payhooks refunds send --once``
     sends Razorpay's refund, names the Cashfree intent left waiting and the variables that
     would send it, and exits 1, so a cron running it notices."""
-    from tests.invoking import payhooks_command
-
     conn, api, url = core
     for provider in (Provider.RAZORPAY, Provider.CASHFREE):
         paid(api, provider)
         ask(conn, provider)
     only_razorpay = {k: v for k, v in API_KEYS.env(url).items() if "_RAZORPAY_" in k}
-    done = payhooks_command(database_url, tmp_path, "refunds", "send", "--once",
-                            "--database-url", database_url, **only_razorpay)  # fmt: skip
+    done, said = sent_once(database_url, tmp_path, **only_razorpay)
     assert done.exit_code == 1, done.output
     assert "1 refund(s) sent" in done.stdout
-    said = [line for line in done.stderr.splitlines() if not line.startswith("{")]  # no logs
     assert said == [
         "payhooks: Cashfree: 1 refund intent(s) waiting, not sent: its API credentials are "
         "not set (PAYHOOKS_CASHFREE_CLIENT_ID and PAYHOOKS_CASHFREE_API_SECRET)"
@@ -802,24 +809,20 @@ def test_the_command_once_exits_1_while_the_gateways_api_fails_and_0_once_it_ans
 ):
     """A cron running ``payhooks refunds send --once`` notices a gateway whose API fails: the
     intent stays asked for, retried later, and the command says so and exits 1."""
-    from tests.invoking import payhooks_command
-
     conn, api, url = core
     paid(api, Provider.RAZORPAY)
     ask(conn, Provider.RAZORPAY)
     api.fail_next(Provider.RAZORPAY, Fault(status=500))
-    args = ("refunds", "send", "--once", "--database-url", database_url)
-    done = payhooks_command(database_url, tmp_path, *args, **API_KEYS.env(url))
+    done, said = sent_once(database_url, tmp_path, **API_KEYS.env(url))
     assert done.exit_code == 1, done.output
     assert "1 to try again" in done.stdout
-    said = [line for line in done.stderr.splitlines() if not line.startswith("{")]  # no logs
     assert said == [
         "payhooks: 1 refund(s) to try again (razorpay: 1): the gateway's API failed or a step"
         " broke; each is asked again after its backoff (payhooks refunds list: last_error)"
     ]
     assert [s for s, _, _ in state(conn, Provider.RAZORPAY)] == ["requested"]
     due_now(conn)
-    done = payhooks_command(database_url, tmp_path, *args, **API_KEYS.env(url))
+    done, _ = sent_once(database_url, tmp_path, **API_KEYS.env(url))
     assert done.exit_code == 0, done.output
     assert [s for s, _, _ in state(conn, Provider.RAZORPAY)] == ["processed"]
 

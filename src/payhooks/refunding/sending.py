@@ -195,6 +195,14 @@ def _refused(
     )  # fmt: skip
 
 
+def _retried(tally: Tally, refund: Refund, exc: GatewayApiError, said: str, **more: object) -> None:
+    """One intent the gateway's API failed for (sending it, or asking about it): counted to
+    try again, and logged."""
+    tally.retried[refund.provider] += 1
+    log.info(said, extra={"provider": refund.provider.value, "key": refund.idempotency_key,
+                          "detail": exc.reason, **more})  # fmt: skip
+
+
 def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, sent: bool) -> None:
     """One intent the pass could not act on: asked again after its backoff, its error kept
     (``payhooks refunds list``; an intent retried after an error is an alert,
@@ -266,12 +274,7 @@ class _Acts:
         except GatewayApiError as exc:
             with connect() as conn:
                 refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
-            tally.retried[provider] += 1
-            log.info(
-                "refund_check_retry",
-                extra={"provider": provider.value, "key": refund.idempotency_key,
-                       "refund_id": refund.gateway_refund_id, "detail": exc.reason},
-            )  # fmt: skip
+            _retried(tally, refund, exc, "refund_check_retry", refund_id=refund.gateway_refund_id)
             return
         processed = now.processed and self.settled(refund)
         with connect() as conn:
@@ -291,12 +294,7 @@ class _Acts:
         except GatewayApiError as exc:
             with connect() as conn:
                 refunds.again(conn, refund, _wait(refund, exc), exc.reason)
-            tally.retried[provider] += 1
-            log.info(
-                "refund_retry",
-                extra={"provider": provider.value, "key": refund.idempotency_key,
-                       "attempts": refund.attempts, "detail": exc.reason},
-            )  # fmt: skip
+            _retried(tally, refund, exc, "refund_retry", attempts=refund.attempts)
             return
         made = replace(refund, gateway_refund_id=sent.gateway_refund_id)
         processed = sent.processed and self.settled(made)
