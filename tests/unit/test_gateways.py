@@ -141,3 +141,25 @@ def test_a_signed_body_naming_reconcile_never_takes_reconciliations_key_space(de
     assert RESERVED_PREFIXES == (RECONCILED + ":",)
     assert not event.event_id.startswith(RESERVED_PREFIXES)
     assert event.event_id.startswith(f"{delivery.provider.value}:reconcile")
+
+
+@pytest.mark.parametrize(
+    ("provider", "entity"),
+    [
+        (Provider.RAZORPAY, {"id": "pay_1", "order_id": "o1", "status": "captured", "amount": 100}),
+        (Provider.CASHFREE, {"cf_payment_id": 1, "order_id": "o1", "payment_status": "SUCCESS",
+                             "order_amount": 1, "payment_amount": 1}),
+    ],
+)  # fmt: skip
+def test_a_payment_the_status_api_reports_naming_no_currency_is_unreadable(provider, entity):
+    """As its webhook would be: never compared with the order as rupees unsaid."""
+    import json
+
+    from payhooks.gateways import cashfree, razorpay
+
+    body = json.dumps({"items": [entity]} if provider is Provider.RAZORPAY else [entity])
+    status = razorpay.status if provider is Provider.RAZORPAY else cashfree.status
+    report = status.payments("o1", body.encode())
+    assert report.received == ()
+    assert report.unreadable == (f"payment {entity.get('id', 1)} unreadable: payment "
+                                 f"{entity.get('id', 1)} names no currency",)  # fmt: skip

@@ -87,7 +87,11 @@ def received(
     payment_amount_paise: int | None = None,
     bank_ref: str | None = None,
 ) -> Received:
-    """The delivery a reported payment stands for, its canonical body as the stored body."""
+    """The delivery a reported payment stands for, its canonical body as the stored body. A
+    payment authorised or captured naming no currency is unreadable, as its webhook would be:
+    never compared with the order as rupees unsaid."""
+    if kind.pays and not (isinstance(currency, str) and currency):
+        raise MalformedPayload(provider, f"payment {payment_id} names no currency")
     body = canonical(entity)
     event = Event(
         provider=provider,
