@@ -174,6 +174,26 @@ def test_a_recipient_refused_relaying_counts_against_its_message_and_the_rest_ar
     assert "Relay access denied" in error
 
 
+def test_two_recipients_refused_relaying_are_each_counted_once_the_server_answers_another(
+    conn, pool
+):
+    """Two customers at an outside domain, then two messages the server takes: the first drain
+    cannot tell (two refusals before any answer), the next sends the two and counts the two
+    refused against their messages; none waits uncounted for ever."""
+    box = RelayingForItsOwn()
+    queue(conn, "mail:1", recipient="one@elsewhere.example")
+    queue(conn, "mail:2", recipient="two@elsewhere.example")
+    queue(conn, "mail:3")
+    queue(conn, "mail:4")
+    with serving(box) as port:
+        runner = worker_for(pool, port)
+        runner.drain()
+        runner.drain()
+        assert not runner.sender.unavailable
+    assert rows(conn) == [("mail:1", 1, False, False), ("mail:2", 1, False, False),
+                          ("mail:3", 1, True, False), ("mail:4", 1, True, False)]  # fmt: skip
+
+
 # A worker says what it cannot do.
 
 

@@ -26,6 +26,12 @@ from payhooks.service.mail import Mailer, SmtpTarget, compose
 
 log = logging.getLogger("payhooks.service.worker")
 
+# A message still unsent and not given up, locked: its attempts as they are now.
+_STILL = """
+SELECT attempts FROM payhooks_outbox WHERE id = %s AND sent_at IS NULL AND failed_at IS NULL
+FOR UPDATE
+"""
+
 
 @dataclass(slots=True)
 class Sender:
@@ -42,6 +48,9 @@ class Sender:
     unavailable: bool = field(init=False, default=False)
     """Whether the last ``drain`` found the SMTP server unavailable."""
     _relaying: outbox.Pending | None = field(init=False, default=None)
+    _relaying_others: bool = field(init=False, default=False)
+    """Whether the server answered a message in this drain: a recipient it refuses for
+    relaying since is that recipient's refusal."""
     _answered: bool = field(init=False, default=False)
     """Whether the server answered the last message itself (sent it, or refused it for a
     reason of its own), which says it relays for that recipient."""
@@ -56,20 +65,21 @@ class Sender:
     def drain(self) -> int:
         """Perform up to one batch of due messages over one SMTP session; returns how many.
 
-        A message whose recipient the server refuses for relaying goes to the back of the
-        queue, uncounted, and the next is tried: the server answering it (sent, or refused for
-        a reason of its own) says the refusal was that recipient's, which then counts against
-        its message; a second refused for relaying says it is the server's, for every message,
-        and the queue waits as for any server unavailable."""
-        handled, self.unavailable = 0, False
-        refused: dict[int, tuple[outbox.Pending, RelayRefused]] = {}  # none answered since
+        A recipient refused for relaying may be that recipient's domain alone or every one
+        (no login): the server answering another message in this drain (sending it, or
+        refusing it for a reason of its own) says it is the recipient's, which then counts
+        against its message. Before any answer, the refused message goes to the back of the
+        queue, uncounted, and the next is tried; a second refused before any answer is the
+        server's, for every message, and the queue waits as for any server unavailable."""
+        handled, self.unavailable, self._relaying_others = 0, False, False
+        refused: dict[int, tuple[outbox.Pending, RelayRefused]] = {}  # before any answer
         with Mailer(self.target) as mailer:
             while handled < self.batch and not self.stopping.is_set():
                 try:
                     if not self.perform_one(mailer):
                         break
                 except RelayRefused as exc:
-                    if refused:  # a second recipient refused for relaying: the server's
+                    if refused:  # a second refusal before any answer: the server's
                         self._unavailable(exc)
                         break
                     assert self._relaying is not None
@@ -78,7 +88,8 @@ class Sender:
                 except MailerUnavailable as exc:
                     self._unavailable(exc)
                     break
-                if refused and self._answered:  # the server relays for others
+                if self._answered and not self._relaying_others:
+                    self._relaying_others = True  # the server relays for others
                     self._counted(refused.values())
                     refused.clear()
                 handled += 1
@@ -89,10 +100,14 @@ class Sender:
         log.warning("smtp_unavailable", extra={"error": str(exc)})
 
     def _counted(self, refused: Iterable[tuple[outbox.Pending, RelayRefused]]) -> None:
-        """Each message refused for relaying while the server answered another: its own
-        refusal, retried with backoff and dead-lettered after the last attempt."""
-        with database.connection(self.pool) as conn, conn.transaction():
-            for message, exc in refused:
+        """Each message refused for relaying before the server answered another: its own
+        refusal, counted as a temporary one, unless another worker counted or sent it since
+        (its row read again under its lock)."""
+        for message, exc in refused:
+            with database.connection(self.pool) as conn, conn.transaction():
+                now = conn.execute(_STILL, (message.id,)).fetchone()
+                if now is None or now[0] != message.attempts:
+                    continue
                 fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
                 self._rejected(conn, message, MessageRejected(str(exc), permanent=False), fields)
 
@@ -152,6 +167,11 @@ class Sender:
             return
         try:
             mailer.send(email)
+        except RelayRefused as exc:
+            if not self._relaying_others:
+                raise  # the drain tells whose refusal it is
+            self._rejected(conn, message, MessageRejected(str(exc), permanent=False), fields)
+            return
         except MessageRejected as exc:
             self._answered = True
             self._rejected(conn, message, exc, fields)
