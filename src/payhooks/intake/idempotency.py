@@ -97,9 +97,15 @@ UNCLAIM = """
 DELETE FROM processed_webhooks WHERE provider = %s AND event_id = %s AND xmin = %s::xid
 """
 
-# The payment's row (``payhooks.intake.expectations``) this claim inserted beside its record.
-UNCLAIM_PAYMENT = """
-DELETE FROM payhooks_payments WHERE provider = %s AND event_id = %s AND xmin = %s::xid
+# The record and the payment's row (``payhooks.intake.expectations``) this claim inserted
+# beside it, in one statement: on an autocommit connection two would be two transactions, and
+# a payment's row outliving its record would answer the gateway's retry as applied.
+UNCLAIM_WITH_PAYMENT = """
+WITH payment AS (
+    DELETE FROM payhooks_payments
+    WHERE provider = %(provider)s AND event_id = %(key)s AND xmin = %(xmin)s::xid)
+DELETE FROM processed_webhooks
+WHERE provider = %(provider)s AND event_id = %(key)s AND xmin = %(xmin)s::xid
 """
 
 RECORD = """
@@ -208,8 +214,9 @@ def unclaiming(event: Event, claim: Claim | None, *, idle: bool, autocommit: boo
         return
     if not idle:
         yield Statement(sql="ROLLBACK", reads=False)
-    yield Statement(sql=UNCLAIM, params=(*key(event), claim.xmin), reads=False)
-    yield Statement(sql=UNCLAIM_PAYMENT, params=(*key(event), claim.xmin), reads=False)
+    provider, event_id = key(event)
+    params = {"provider": provider, "key": event_id, "xmin": claim.xmin}
+    yield Statement(sql=UNCLAIM_WITH_PAYMENT, params=params, reads=False)
     if not autocommit:
         yield Statement(sql="COMMIT", reads=False)
 
