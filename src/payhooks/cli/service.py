@@ -74,10 +74,14 @@ class ServiceHost:
         pool = run(
             lambda: database.open_pool(service_url(settings), settings, max_size=2, deadline=False)
         )
-        try:
+        door = "checkouts are reconciled with `payhooks reconcile --hooks module:attribute`"
+
+        def shops() -> None:
             with database.connection(pool) as conn:
-                door = "checkouts are reconciled with `payhooks reconcile --hooks module:attribute`"
-                run(lambda: the_shops(conn, door))
+                the_shops(conn, door)
+
+        try:
+            run(shops)
             with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
                 runner = application.reconciler(pool, settings, http, limit=limit, after_s=after_s)
                 return run(runner.run)
