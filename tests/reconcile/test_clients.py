@@ -373,6 +373,40 @@ def test_a_payu_refund_queued_for_another_mihpayid_is_not_this_refund():
     assert "names another mihpayid" in raised.value.reason
 
 
+def _action_status(entity_request_id: str, status: str) -> dict[str, object]:
+    """``check_action_status`` for request 131500117, its entry naming ``entity_request_id``."""
+    entity = {"request_id": entity_request_id, "action": "refund", "status": status,
+              "amt": "1.00", "mihpayid": PAYU_ASKED, "bank_arn": None}  # fmt: skip
+    return {"status": 1, "msg": "1 out of 1 Transactions Fetched Successfully",
+            "transaction_details": {"131500117": {"131500117": entity}}}  # fmt: skip
+
+
+@pytest.mark.parametrize("status", ["success", "failure"])
+def test_a_payu_action_status_naming_another_request_neither_closes_nor_refuses_the_refund(
+    status,
+):
+    """The sender asking about its refund (request 131500117) whose entry names another
+    request: an error, asked again, never this refund processed or failed."""
+    refund = replace(_refund(Provider.PAYU), payment_id=PAYU_TXNID, attempt_id=PAYU_ASKED,
+                     gateway_refund_id="131500117")  # fmt: skip
+    doc = _action_status("999999", status)
+    with raw_server(_json_answer(200, doc)) as server, pytest.raises(GatewayApiError) as raised:
+        _payu(server.url, "salt").refund_status(refund)
+    assert not isinstance(raised.value, RefundRefused)
+    assert "names another request_id" in raised.value.reason
+
+
+def test_a_payu_refund_callbacks_action_status_naming_another_request_confirms_nothing():
+    """A refund callback confirmed by asking: an entry naming another request is unreadable,
+    never this refund, nor its amount, applied."""
+    body = json.dumps(_action_status("999999", "success")).encode()
+    with pytest.raises(MalformedPayload, match="names another request_id"):
+        payu_status.refund_status("131500117", PAYU_TXNID, body)
+    assert payu_status.refund_status(
+        "131500117", PAYU_TXNID, json.dumps(_action_status("131500117", "success")).encode()
+    ).received
+
+
 def test_a_cashfree_order_answer_about_another_order_says_nothing_of_its_expiry():
     doc = {"order_id": "order_OTHER", "order_status": "EXPIRED", "order_amount": 499.0}
     with pytest.raises(MalformedPayload) as raised:

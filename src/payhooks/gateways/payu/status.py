@@ -384,6 +384,7 @@ def refund_status(
         if isinstance(doc, dict) and doc.get("status") == 0:
             raise _refusal(doc)
         raise MalformedPayload(_P, "check_action_status answer has no transaction_details")
+    naming(entity, "request_id", request_id, what="refund", provider=_P)
     if entity.get("action", REFUND_STATUS) != REFUND_STATUS:
         return Report(skipped=(f"{request_id}:{entity.get('action')}",))
     status = text(_P, entity, "status")
@@ -437,7 +438,9 @@ def _request_id(doc: Mapping[str, Any], mihpayid: str) -> str:
 
 def _refund_state(entity: Mapping[str, Any], request_id: str) -> Sent:
     """A refund action: ``success`` (any case) processed, ``failure`` failed (no money
-    went back), anything else on its way."""
+    went back), anything else on its way; an entry naming another request says nothing of
+    this one."""
+    naming(entity, "request_id", request_id, what="refund", provider=_P)
     status = text(_P, entity, "status").lower()
     if status == "failure":
         raise RefundRefused(_P.value, f"PayU's refund {request_id:.40} failed", status=200)
