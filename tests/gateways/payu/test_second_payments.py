@@ -132,6 +132,24 @@ def test_a_post_resent_under_an_invented_mihpayid_is_refuted_at_once_and_changes
     assert [e.payment_id for e in captured] == [TXNID]
 
 
+def test_a_second_payment_payu_reports_pending_waits_for_its_word_and_is_applied_once_paid(
+    shop, database_url
+):
+    """``pending`` is a passing state (PayU's status lags the post): no verdict yet, asked
+    again, never refuted at once; once PayU says success, the second payment is applied."""
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND, "pending")
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    tally = a_pass(database_url, url, hooks)
+    assert (tally.refuted[Provider.PAYU], tally.confirmed[Provider.PAYU]) == (0, 0)
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    api.pay(ORDER, SECOND)  # PayU's word now: a success
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+
+
 def test_a_refund_of_the_second_payment_is_booked_to_the_second_payment(shop, database_url):
     """The merchant refunds the duplicate: PayU's refund callback names the txnid, its
     ``check_action_status`` the mihpayid refunded, the second payment's."""

@@ -71,6 +71,8 @@ _KINDS: Mapping[str, EventKind] = {
     "failure": EventKind.PAYMENT_FAILED,
     "pending": EventKind.PAYMENT_PENDING,
 }
+_PASSING = frozenset({EventKind.PAYMENT_PENDING})
+"""States a payment passes through: a second post's payment in one is asked about again."""
 
 
 def command_hash(key: str, command: str, var1: str, salt: str) -> str:
@@ -163,6 +165,8 @@ class PayUClient:
         claimed = self._checked(attempt)
         if claimed is None:  # PayU posts a payment it has: one it does not know is invented
             return Attempt(Verdict.REFUTED, f"PayU knows no payment {attempt}")
+        if claimed.get("txnid") == txnid and _KINDS.get(str(claimed.get("status"))) in _PASSING:
+            return Attempt(None, f"PayU's payment {attempt} is {claimed.get('status')!s:.40}")
         if not _succeeded(claimed, txnid):
             return Attempt(
                 Verdict.REFUTED,
