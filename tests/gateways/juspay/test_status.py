@@ -185,6 +185,21 @@ def test_only_successful_refunds_are_reported_the_others_are_skipped_with_their_
     assert report.skipped == ("rbcan21930445781120:refund MANUAL_REVIEW",)
 
 
+def test_a_refund_the_answer_lists_unreadably_never_hides_the_capture_or_the_other_refunds():
+    """One SUCCESS refund whose amount is not rupees: that refund's trouble (unreadable, kept
+    as the checkout's error), the order's capture and its readable refund reported."""
+    doc = sample_order("refund_manual_review.json")
+    good = next(r for r in doc["refunds"] if r["status"] == "SUCCESS")
+    doc["refunds"] = [{**good, "unique_request_id": "w8bad", "amount": "abc"}, *doc["refunds"]]
+    report = answering(encoded(doc)).report("rbkt219304457")
+    assert kinds(report) == [
+        (EventKind.PAYMENT_CAPTURED, "reconcile:railbook-rbkt219304457-1:CHARGED"),
+        (EventKind.REFUND_PROCESSED, "reconcile:w8rbkt219304457:refund.SUCCESS"),
+    ]
+    (said,) = report.unreadable
+    assert said.startswith("refund w8bad unreadable: ") and "amount" in said
+
+
 def test_an_order_juspay_refunded_by_itself_is_left_aside_with_its_refund():
     report = answering(encoded(sample_order("auto_refund_succeeded.json"))).report("tea_ord_7133")
     assert report.received == ()

@@ -16,7 +16,15 @@ import httpx
 from payhooks.events import EventKind, Provider, Received, storable
 from payhooks.gateways._common import naming, require
 from payhooks.gateways._gateway import ApiCredentials
-from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, key, read_json, received
+from payhooks.gateways._reports import (
+    KEY_PREFIX,
+    Report,
+    canonical,
+    key,
+    printable,
+    read_json,
+    received,
+)
 from payhooks.gateways._status import answer, parsed
 from payhooks.gateways.juspay.adapter import (
     CHARGED,
@@ -135,10 +143,15 @@ def order_report(order_id: str, body: bytes) -> Report:
         skipped.append(f"{said.payment_id or order_id}:{status}")
     else:
         found.append(_payment(doc, said))
+    unreadable: list[str] = []
     for refund in successes(doc.get("refunds")) if status == CHARGED else ():
-        found.append(_refund(doc, said, refund))
+        try:
+            found.append(_refund(doc, said, refund))
+        except MalformedPayload as exc:  # this refund's trouble: never the others' or the capture's
+            named = printable(str(refund.get("unique_request_id") or refund.get("id") or ""), 80)
+            unreadable.append(f"refund {named or '?'} unreadable: {exc.reason}")
     skipped += _refunds_left(doc, status)
-    return Report(received=tuple(found), skipped=tuple(skipped))
+    return Report(received=tuple(found), skipped=tuple(skipped), unreadable=tuple(unreadable))
 
 
 def _payment(doc: Mapping[str, Any], said: Said) -> Received:
