@@ -157,6 +157,21 @@ def test_a_lost_dispute_is_said_once_and_cleared_silently_a_week_later(conn, cha
     assert len(chat.texts()) == 2
 
 
+def test_a_lost_disputes_alert_says_whether_payhooks_keeps_a_record_of_its_payment(conn):
+    """The payment captured through payhooks: its record counts the loss. A payment payhooks
+    never saw: the alert says it has no record of it, never that the record says so."""
+    captured = GATEWAY.razorpay("payment.captured", payment_id="pay_OP1", order_id="order_OP1",
+                                amount_paise=49_900)  # fmt: skip
+    assert send(conn, captured) is Outcome.PROCESSED
+    for dispute, payment in (("disp_K1", "pay_OP1"), ("disp_K2", "pay_NEVERSEEN")):
+        razorpay(conn, disputed("lost", dispute, due=NOW + timedelta(days=6), at=NOW,
+                                payment=payment))  # fmt: skip
+    said = {a.subject: a.body for a in disputes_alerts(conn, NOW + timedelta(minutes=1))}
+    assert "the payment's record says so (disputed_paise)" in said["razorpay:disp_K1"]
+    assert "payhooks has no record of that payment" in said["razorpay:disp_K2"]
+    assert "record says so" not in said["razorpay:disp_K2"]
+
+
 def test_a_won_dispute_raises_nothing_more(conn):
     razorpay(conn, disputed("opened", "disp_A5", due=NOW + timedelta(hours=1), at=NOW))
     assert len(conditions(conn, NOW)) == 2

@@ -419,9 +419,12 @@ FROM payhooks_disputes WHERE closed_at IS NULL
 ORDER BY respond_by NULLS LAST, provider, dispute_id
 """
 _DISPUTES_LOST = """
-SELECT provider, dispute_id, phase, lost_paise, currency, payment_id, gateway_order_id
-FROM payhooks_disputes WHERE status = 'lost' AND closed_at > %(since)s
-ORDER BY closed_at, provider, dispute_id
+SELECT d.provider, d.dispute_id, d.phase, d.lost_paise, d.currency, d.payment_id,
+       d.gateway_order_id,
+       EXISTS (SELECT 1 FROM payhooks_payments p
+               WHERE p.provider = d.provider AND p.payment_id = d.payment_id)
+FROM payhooks_disputes d WHERE d.status = 'lost' AND d.closed_at > %(since)s
+ORDER BY d.closed_at, d.provider, d.dispute_id
 """
 
 
@@ -451,13 +454,18 @@ def disputes_alerts(
             ))  # fmt: skip
     params = {"since": now - DISPUTE_LOST_REPORTED}
     for row in conn.execute(_DISPUTES_LOST, params).fetchall():
-        provider, dispute_id, phase, lost, currency, payment, order = row
+        provider, dispute_id, phase, lost, currency, payment, order, recorded = row
         about = _dispute_words(provider, dispute_id, phase, lost, currency, payment, order)
+        kept = (
+            "the payment's record says so (disputed_paise), and no refund of it gives it again."
+            if recorded
+            else "payhooks has no record of that payment (taken before payhooks, or not applied "
+            "yet): the loss is counted on it when it is recorded."
+        )
         found.append(Alert(
             condition=Condition.DISPUTE_LOST, subject=f"{provider}:{dispute_id}",
             title=f"{provider}: dispute {dispute_id} lost",
-            body=f"{about} It was lost: {provider} took {_paise(lost, currency)} back; the "
-            "payment's record says so (disputed_paise), and no refund of it gives it again.",
+            body=f"{about} It was lost: {provider} took {_paise(lost, currency)} back; {kept}",
         ))  # fmt: skip
     return found
 
