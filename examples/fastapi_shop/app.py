@@ -193,7 +193,7 @@ def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
     if env.get("PAYU_MERCHANT_KEY") and env.get("PAYU_SALTS"):
         found.append(PayU(merchant_key=env["PAYU_MERCHANT_KEY"], salts=_listed(env["PAYU_SALTS"])))
     # PhonePe and Juspay callbacks carry only the username:password set in their dashboards:
-    # each takes effect when the gateway's status API confirms it (`payhooks reconcile`).
+    # each takes effect when the gateway's status API confirms it (`payhooks confirm`).
     if env.get("PHONEPE_WEBHOOK_CREDENTIALS"):
         found.append(PhonePe(credentials=_listed(env["PHONEPE_WEBHOOK_CREDENTIALS"])))
     if env.get("JUSPAY_WEBHOOK_CREDENTIALS"):

@@ -17,7 +17,9 @@ from payhooks import ingest as _ingest_module  # noqa: F401
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import Adapter
 from payhooks.gateways.cashfree import Cashfree
+from payhooks.gateways.juspay import Juspay
 from payhooks.gateways.payu import PayU
+from payhooks.gateways.phonepe import PhonePe
 from payhooks.gateways.razorpay import Razorpay
 from payhooks.intake.expectations import Expectation, expect
 from payhooks.intake.hooks import Hooks
@@ -67,6 +69,7 @@ __all__ = [
     "Handler",
     "Hooks",
     "InvalidRequest",
+    "Juspay",
     "LockTimeout",
     "MalformedPayload",
     "NotCommitted",
@@ -76,6 +79,7 @@ __all__ = [
     "PayhooksError",
     "PayloadTooLarge",
     "Pending",
+    "PhonePe",
     "Provider",
     "ProviderNotConfigured",
     "Razorpay",

@@ -81,7 +81,7 @@ PAYHOOKS = {
     "PAYU_SALTS": os.environ.get("PAYHOOKS_PAYU_SALTS", ""),
     # PhonePe's and Juspay's callbacks carry only the username:password set in their
     # dashboards: each takes effect when the gateway's status API confirms it, so their API
-    # credentials below are needed too, and manage.py payhooks_reconcile every few seconds.
+    # credentials below are needed too, and manage.py payhooks_confirm beside the server.
     "PHONEPE_WEBHOOK_CREDENTIALS": os.environ.get("PAYHOOKS_PHONEPE_WEBHOOK_CREDENTIALS", ""),
     "JUSPAY_WEBHOOK_CREDENTIALS": os.environ.get("PAYHOOKS_JUSPAY_WEBHOOK_CREDENTIALS", ""),
     # Reconciliation (manage.py payhooks_reconcile): each gateway's status-API credentials.

