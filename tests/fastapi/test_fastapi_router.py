@@ -84,12 +84,17 @@ def test_fifty_concurrent_copies_take_effect_once(shop, database_url, kind):
     assert orders(shop) == [(REF, "pay_fa00000001", 1)]
 
 
-def test_a_hook_that_raises_is_500_and_leaves_nothing(shop, database_url, kind):
+def test_a_hook_that_raises_is_500_and_leaves_nothing(shop, database_url, kind, caplog):
+    """And payhooks' own log line says why, with the traceback: a framework's logging
+    configured away (Django's ``disable_existing_loggers``) never hides a handler's bug."""
     shop.execute("ALTER TABLE merchant_orders ADD CONSTRAINT closed CHECK (false) NOT VALID")
     with served(Merchant(database_url, kind).app) as app:
         response = post(app, capture())
     assert response.status_code == 500
     assert orders(shop) == [] and records(shop) == []
+    [failed] = [r for r in caplog.records if r.getMessage() == "webhook_failed"]
+    assert "CheckViolation" in failed.error and "closed" in failed.error
+    assert failed.exc_info is not None
 
 
 def test_after_a_hook_raised_the_gateways_retry_is_processed(shop, database_url, kind):

@@ -205,6 +205,7 @@ class Endpoint:
         if isinstance(exc, PayhooksError):
             fields = {**_event_fields(received), **_error_fields(exc)}
             return self._logged(_error_reply(exc, fields, received))
+        said = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
         fields = {**_event_fields(received), "status": 500, "reason": "internal_error"}
         reply = Reply(
             status=500,
@@ -214,7 +215,10 @@ class Endpoint:
             outcome="internal_error",
             received=received,
         )
-        return self._logged(reply)
+        # The handler's bug, said here with its traceback: a framework's own logging,
+        # configured away, must never be the only place it shows.
+        self.log.error("webhook_failed", extra={**fields, "error": said}, exc_info=exc)
+        return reply
 
     def answered(self, received: Received, receipt: Receipt) -> Reply:
         """The reply to a claimed delivery, from its receipt, and its log line."""
@@ -237,6 +241,10 @@ class Endpoint:
         level = logging.INFO if reply.status < 400 else logging.WARNING
         self.log.log(level, reply.log_name, extra=reply.log_fields)
         return reply
+
+
+MAX_ERROR_CHARS = 500
+"""What a log line keeps of a handler's error."""
 
 
 def served(adapters: Iterable[Adapter]) -> dict[str, Adapter]:
