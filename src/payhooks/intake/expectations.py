@@ -401,46 +401,21 @@ RETURNING 1
 """
 
 
-# A delivery parked for another reason (its handler's: a payment for no checkout, a refund or
-# a dispute of a payment never taken), settled by a person: the person's words kept beside it.
-RESOLVE_PARKED = """
-WITH settled AS (
-    UPDATE processed_webhooks SET outcome = 'ignored', processed_at = now()
-    WHERE provider = %(provider)s AND event_id = %(event_id)s AND outcome = 'parked'
-      AND NOT EXISTS (SELECT 1 FROM payhooks_amount_mismatches m
-                      WHERE m.provider = %(provider)s AND m.event_id = %(event_id)s)
-    RETURNING 1
-)
-INSERT INTO payhooks_resolutions (provider, event_id, resolution)
-SELECT %(provider)s, %(event_id)s, %(resolution)s FROM settled
-ON CONFLICT (provider, event_id) DO UPDATE
-    SET resolution = excluded.resolution, resolved_at = now()
-RETURNING 1
-"""
-
-
 class NotAMismatch(LookupError):
-    """The delivery named is not parked (unknown, applied, or resolved already), or is parked
-    for its amount with that mismatch settled already."""
+    """The delivery named is not parked for its amount (unknown, applied, or resolved)."""
 
 
 def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution: str) -> None:
-    """A parked delivery settled by a person outside payhooks: a payment parked for its amount
-    (refunded in the gateway's dashboard, written off), whose mismatch keeps ``resolution``
-    (their words) and when; or one its handler parked that will never apply (a payment for no
-    checkout, a refund or a dispute of a payment the app never took), whose words are kept in
-    ``payhooks_resolutions``. Its delivery is recorded ``ignored``. To apply a payment as paid
-    instead, correct the expectation with ``expect`` and replay it. Raises ``NotAMismatch``
-    for a delivery not parked (or whose mismatch was settled already)."""
+    """A payment parked for its amount, settled by a person outside payhooks (refunded in the
+    gateway's dashboard, written off): its delivery is recorded ``ignored`` and the mismatch
+    keeps ``resolution`` (their words) and when. To apply it as paid instead, correct the
+    expectation with ``expect`` and replay the delivery. Raises ``NotAMismatch`` for a delivery
+    not parked for its amount."""
     if not resolution.strip():
         raise ValueError("say how it was resolved (refunded, written off, ...)")
     params = {"provider": Provider(gateway).value, "event_id": event_id, "resolution": resolution}
-    if query(conn, RESOLVE, params).fetchone() is not None:
-        return
-    if query(conn, RESOLVE_PARKED, params).fetchone() is None:
-        raise NotAMismatch(
-            f"{gateway} delivery {event_id!r} is not parked (unknown, applied, or resolved)"
-        )
+    if query(conn, RESOLVE, params).fetchone() is None:
+        raise NotAMismatch(f"{gateway} delivery {event_id!r} is not parked for its amount")
 
 
 __all__ = [
