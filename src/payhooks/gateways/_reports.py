@@ -87,11 +87,7 @@ def received(
     payment_amount_paise: int | None = None,
     bank_ref: str | None = None,
 ) -> Received:
-    """The delivery a reported payment stands for, its canonical body as the stored body. A
-    payment authorised or captured naming no currency is unreadable, as its webhook would be:
-    never compared with the order as rupees unsaid."""
-    if kind.pays and not (isinstance(currency, str) and currency):
-        raise MalformedPayload(provider, f"payment {payment_id} names no currency")
+    """The delivery a reported payment stands for, its canonical body as the stored body."""
     body = canonical(entity)
     event = Event(
         provider=provider,
@@ -107,6 +103,17 @@ def received(
         payload_sha256=sha256_hex(body),
     )
     return Received(event=storable(event), body=body, headers={})
+
+
+def named_currency(
+    provider: Provider, kind: EventKind, payment_id: str, currency: object
+) -> object:
+    """The currency of a payment authorised or captured, where the gateway always names it
+    (Razorpay, Cashfree): one naming none is unreadable, as its webhook would be, never
+    compared with the order as rupees unsaid."""
+    if kind.pays and not (isinstance(currency, str) and currency):
+        raise MalformedPayload(provider, f"payment {payment_id} names no currency")
+    return currency
 
 
 def read_json(provider: Provider, body: bytes) -> Any:

@@ -200,6 +200,16 @@ def test_a_refund_the_answer_lists_unreadably_never_hides_the_capture_or_the_oth
     assert said.startswith("refund w8bad unreadable: ") and "amount" in said
 
 
+def test_an_order_naming_no_currency_is_read_as_its_webhook_reads_it():
+    """Juspay's webhook takes an order with no ``currency``; its status answer does too (the
+    rule that a payment names its currency is Razorpay's and Cashfree's)."""
+    doc = sample_order("refund_manual_review.json")
+    doc.pop("currency", None)
+    report = answering(encoded(doc)).report("rbkt219304457")
+    assert [k for k, _ in kinds(report)][0] is EventKind.PAYMENT_CAPTURED
+    assert report.unreadable == ()
+
+
 def test_an_order_juspay_refunded_by_itself_is_left_aside_with_its_refund():
     report = answering(encoded(sample_order("auto_refund_succeeded.json"))).report("tea_ord_7133")
     assert report.received == ()

@@ -17,7 +17,15 @@ from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways._common import naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundIncomplete, RefundRefused, Sent
-from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
+from payhooks.gateways._reports import (
+    Report,
+    canonical,
+    named_currency,
+    read_json,
+    received,
+    rupees,
+    text,
+)
 from payhooks.gateways._settlements import INDIA, Page
 from payhooks.gateways._status import MAX_PAGES, answer, listed, parsed
 from payhooks.gateways.cashfree import settlements
@@ -232,7 +240,9 @@ def _received(
     return received(
         _P, entity, kind=kind, status=status, payment_id=payment_id,
         merchant_ref=order_id, amount_paise=compared, payment_amount_paise=paid_paise,
-        currency=entity.get("order_currency") or entity.get("payment_currency"),
+        currency=named_currency(
+            _P, kind, payment_id, entity.get("order_currency") or entity.get("payment_currency")
+        ),
         bank_ref=reference(entity.get("bank_reference")),
     )  # fmt: skip
 
