@@ -90,6 +90,29 @@ def test_a_stranger_is_sent_to_the_login_form_and_a_wrong_password_refused(shop,
         assert "do not match an operator" in wrong.text
 
 
+def test_a_capture_for_no_checkout_of_the_shop_is_settled_from_the_console_with_its_note(
+    shop, conn, merchant_url
+):
+    """A payment of another integration on the same gateway account, refunded there: it will
+    never apply here; the Parked page settles it, the note kept, and nothing stays parked."""
+    assert post(shop, razorpay(order_id="order_not_ours01")) == (200, "parked")
+    [(event_id,)] = conn.execute("SELECT event_id FROM processed_webhooks").fetchall()
+    with logged_in(shop, merchant_url) as client:
+        after = act(
+            client, f"{CONSOLE}/parked", "/parked/settle",
+            provider="razorpay", event_id=event_id, note="not ours: refunded at Razorpay",
+            back=f"{CONSOLE}/parked",
+        )  # fmt: skip
+        assert "Settled: the delivery is recorded as handled outside payhooks." in after
+        assert "Nothing is parked." in after
+        story = client.get(f"{CONSOLE}/orders/razorpay/order_not_ours01").text
+        assert "settled by hand" in story and "not ours: refunded at Razorpay" in story
+    assert conn.execute("SELECT resolution FROM payhooks_resolutions").fetchall() == [
+        ("not ours: refunded at Razorpay",)
+    ]
+    assert conn.execute("SELECT outcome FROM processed_webhooks").fetchall() == [("ignored",)]
+
+
 def test_an_underpaid_capture_shows_both_amounts_and_is_settled_from_the_console(
     shop, conn, merchant_url
 ):
@@ -115,13 +138,13 @@ def test_an_underpaid_capture_shows_both_amounts_and_is_settled_from_the_console
             provider="razorpay", event_id=event_id, note="refunded in the dashboard",
             back=f"{CONSOLE}/parked",
         )  # fmt: skip
-        assert "Settled: the payment is recorded as handled outside payhooks." in after
+        assert "Settled: the delivery is recorded as handled outside payhooks." in after
         assert "amount: paid" not in after  # the refund waits for a replay, now applicable
         again = act(
             client, f"{CONSOLE}/parked", "/parked/settle",
             provider="razorpay", event_id=event_id, note="twice", back=f"{CONSOLE}/parked",
         )  # fmt: skip
-        assert "Nothing to do: this delivery is not parked for its amount." in again
+        assert "Not settled: this delivery is not parked (applied, or settled already)" in again
         story = client.get(f"{CONSOLE}/orders/razorpay/{REF}").text
     assert "(settled: refunded in the dashboard)" in story
     assert orders(conn) == PENDING

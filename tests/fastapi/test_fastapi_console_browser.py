@@ -121,7 +121,7 @@ def test_an_underpaid_capture_is_listed_with_both_amounts_and_settled(
     row.get_by_label("How it was settled").fill("refunded in the dashboard")
     row.get_by_role("button", name="Settle").click()
     expect(page.get_by_role("status")).to_have_text(
-        re.compile(r"^razorpay delivery \S+: Settled: the payment is recorded as handled outside")
+        re.compile(r"^razorpay delivery \S+: Settled: the delivery is recorded as handled outside")
     )
     expect(page.locator("tr", has_text=REF)).to_have_count(0)
     expect(page.get_by_text("Nothing is parked.")).to_be_visible()

@@ -380,33 +380,63 @@ def test_a_mismatch_refunded_outside_payhooks_is_resolved_ignored_with_the_perso
         resolve(shop, "razorpay", key, " ")
 
 
-def test_only_a_delivery_parked_for_its_amount_can_be_resolved(shop):
+def test_a_delivery_parked_for_another_reason_is_resolved_with_the_persons_words(shop):
+    """Parked by its handler (a payment for no checkout, a dispute of a payment never taken)
+    and never to apply: a person settles it by hand; its record says ignored, their words are
+    kept (``payhooks_resolutions``), and only once."""
     from payhooks.intake.expectations import NotAMismatch, resolve
 
     parking = Hooks()
     parking.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: _parked())
     delivery = razorpay()
     receipt = ingest(shop, ADAPTERS[delivery.provider], delivery.body, delivery.headers, parking)
-    with pytest.raises(NotAMismatch):
-        resolve(shop, "razorpay", receipt.event.event_id, "no")
-    assert outcome_of(shop, delivery) == "parked"
+    key = receipt.event.event_id
+    resolve(shop, "razorpay", key, "refunded at Razorpay: no such order here")
+    assert outcome_of(shop, delivery) == "ignored"
+    kept = shop.execute("SELECT provider, event_id, resolution FROM payhooks_resolutions")
+    assert kept.fetchall() == [("razorpay", key, "refunded at Razorpay: no such order here")]
+    with pytest.raises(NotAMismatch, match="is not parked"):
+        resolve(shop, "razorpay", key, "again")
+    with pytest.raises(NotAMismatch, match="is not parked"):
+        resolve(shop, "razorpay", "evt_never_seen", "no")
 
 
 def test_a_settled_mismatch_is_not_settled_again_over_its_resolution(shop):
     """A delivery still parked (for want of a handler's checkout, say) after its mismatch was
-    settled keeps the settlement's words: resolving it again is refused."""
-    from payhooks.intake.expectations import NotAMismatch, resolve
+    settled keeps the settlement's words; settling the delivery keeps the new ones beside them
+    and shows them on its timeline."""
+    from payhooks.intake.expectations import resolve
+    from payhooks.operations import timeline
 
     expect(shop, "razorpay", "order_exp1", 49_900)
     key = sync_driver(shop, razorpay(amount=100)).event.event_id
     shop.execute(
         "UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = 'first words'"
     )
-    with pytest.raises(NotAMismatch):
-        resolve(shop, "razorpay", key, "second words")
+    resolve(shop, "razorpay", key, "second words")
     assert shop.execute("SELECT resolution FROM payhooks_amount_mismatches").fetchone() == (
         "first words",
     )
+    assert outcome_of_key(shop, key) == "ignored"
+    story = timeline.story(shop, "razorpay", "order_exp1")
+    assert story is not None
+    [record] = story.records
+    assert record.settled is not None and record.settled.note == "second words"
+
+
+def test_a_refund_held_beside_its_payments_mismatch_is_not_settled_by_hand(shop):
+    """It applies once the payment's mismatch is settled and it is replayed: settling it by
+    hand would drop it for good (a paid order whose money went back)."""
+    from payhooks.intake.expectations import NotAMismatch, resolve
+
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    sync_driver(shop, razorpay(amount=100))
+    refund = razorpay_refund()
+    key = sync_driver(shop, refund).event.event_id
+    with pytest.raises(NotAMismatch, match="held beside its payment"):
+        resolve(shop, "razorpay", key, "refunded")
+    assert outcome_of(shop, refund) == "parked"
+    assert shop.execute("SELECT count(*) FROM payhooks_resolutions").fetchone() == (0,)
 
 
 def test_a_mismatch_applied_after_the_expectation_was_corrected_is_marked_resolved(shop):

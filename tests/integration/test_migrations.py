@@ -64,6 +64,7 @@ CORE_MIGRATIONS = [
     "core/0030_payments_by_order",
     "core/0031_settlement_reads",
     "core/0032_settlement_read_from",
+    "core/0033_resolutions",
 ]
 
 CORE_TABLES = {
@@ -92,6 +93,7 @@ CORE_TABLES = {
     "payhooks_unsettled",
     "payhooks_settlement_unreadable",
     "payhooks_settlement_reads",
+    "payhooks_resolutions",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -410,7 +412,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "INSERT INTO payhooks_settlement_reads (provider, read_through) VALUES ('razorpay', %s)",
         (date(2026, 1, 5),),
     )
-    assert database.migrate(empty_db) == ["core/0032_settlement_read_from"]
+    assert database.migrate(empty_db) == ["core/0032_settlement_read_from", "core/0033_resolutions"]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"
     )

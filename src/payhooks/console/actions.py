@@ -291,8 +291,9 @@ def failure(exc: Exception, event_id: str) -> Result:
 
 
 def settle(conn: Connection, *, provider: str, event_id: str, note: str, operator: str) -> Result:
-    """A payment parked for its amount, settled outside payhooks (refunded in the gateway's
-    dashboard, the difference collected): ``payhooks resolve`` from the console."""
+    """A parked delivery settled outside payhooks (a payment parked for its amount refunded
+    in the gateway's dashboard, the difference collected; one that will never apply, a refund
+    or dispute of a payment never taken): ``payhooks resolve`` from the console."""
     if provider not in PROVIDERS:
         return Result(done=Done.NOT_A_MISMATCH)  # nothing recorded for a gateway no one serves
     try:

@@ -124,8 +124,11 @@ NOTICES = {
         "cart) past the lock timeout, or the replay took too long; nothing was kept, and the "
         "delivery stays parked: replay it again in a moment."
     ),
-    actions.Done.SETTLED: "Settled: the payment is recorded as handled outside payhooks.",
-    actions.Done.NOT_A_MISMATCH: "Nothing to do: this delivery is not parked for its amount.",
+    actions.Done.SETTLED: "Settled: the delivery is recorded as handled outside payhooks.",
+    actions.Done.NOT_A_MISMATCH: (
+        "Not settled: this delivery is not parked (applied, or settled already), or it is a "
+        "refund held beside its payment parked for its amount: settle that payment first."
+    ),
     actions.Done.QUEUED: "Queued again: the worker sends it on its next round.",
     actions.Done.ALREADY_QUEUED: "Nothing to do: this message was already queued again.",
     actions.Done.REFUND_REQUESTED: (

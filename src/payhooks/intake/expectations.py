@@ -401,21 +401,69 @@ RETURNING 1
 """
 
 
+# The parked delivery's record, locked: what a replay or a second person settling it waits on,
+# so each statement after it (a snapshot of its own) sees what they committed.
+LOCK_PARKED = """
+SELECT payment_id FROM processed_webhooks
+WHERE provider = %(provider)s AND event_id = %(event_id)s AND outcome = 'parked'
+FOR UPDATE
+"""
+# Its payment parked for its amount under another delivery and not settled: this one (a refund
+# of it) is held beside it, and applies once that is settled and it is replayed.
+HELD_BESIDE = """
+SELECT 1 FROM payhooks_amount_mismatches
+WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND event_id <> %(event_id)s
+  AND resolved_at IS NULL
+LIMIT 1
+"""
+# One parked for another reason (a payment for no checkout, a refund or a dispute of a payment
+# never taken), or still parked after its own mismatch was settled: ignored, the words kept.
+RESOLVE_PARKED = """
+WITH settled AS (
+    UPDATE processed_webhooks SET outcome = 'ignored', processed_at = now()
+    WHERE provider = %(provider)s AND event_id = %(event_id)s AND outcome = 'parked'
+    RETURNING 1
+)
+INSERT INTO payhooks_resolutions (provider, event_id, resolution)
+SELECT %(provider)s, %(event_id)s, %(resolution)s FROM settled
+ON CONFLICT (provider, event_id) DO UPDATE
+    SET resolution = excluded.resolution, resolved_at = now()
+RETURNING 1
+"""
+
+
 class NotAMismatch(LookupError):
-    """The delivery named is not parked for its amount (unknown, applied, or resolved)."""
+    """The delivery named cannot be settled by hand: not parked (unknown, applied, or settled
+    already), or a refund held beside its payment's amount mismatch, which is settled first."""
 
 
 def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution: str) -> None:
-    """A payment parked for its amount, settled by a person outside payhooks (refunded in the
-    gateway's dashboard, written off): its delivery is recorded ``ignored`` and the mismatch
-    keeps ``resolution`` (their words) and when. To apply it as paid instead, correct the
-    expectation with ``expect`` and replay the delivery. Raises ``NotAMismatch`` for a delivery
-    not parked for its amount."""
+    """A parked delivery settled by a person outside payhooks; its delivery is recorded
+    ``ignored``. A payment parked for its amount (refunded in the gateway's dashboard, written
+    off): its mismatch keeps ``resolution`` (their words) and when. Any other parked delivery
+    that will never apply (a payment for no checkout, a refund or a dispute of a payment the
+    app never took): its words kept in ``payhooks_resolutions``, shown on its timeline. A
+    refund held beside its payment's unsettled mismatch is refused (it applies once that is
+    settled and it is replayed). To apply a payment as paid instead, correct the expectation
+    with ``expect`` and replay it. Raises ``NotAMismatch`` for one that cannot be settled."""
     if not resolution.strip():
         raise ValueError("say how it was resolved (refunded, written off, ...)")
     params = {"provider": Provider(gateway).value, "event_id": event_id, "resolution": resolution}
-    if query(conn, RESOLVE, params).fetchone() is None:
-        raise NotAMismatch(f"{gateway} delivery {event_id!r} is not parked for its amount")
+    with conn.transaction():
+        parked = query(conn, LOCK_PARKED, params).fetchone()
+        if parked is None:
+            raise NotAMismatch(
+                f"{gateway} delivery {event_id!r} is not parked (unknown, applied, or settled)"
+            )
+        if query(conn, RESOLVE, params).fetchone() is not None:
+            return  # parked for its amount: settled with its mismatch
+        held = {**params, "payment_id": parked[0]}
+        if parked[0] is not None and query(conn, HELD_BESIDE, held).fetchone() is not None:
+            raise NotAMismatch(
+                f"{gateway} delivery {event_id!r} is held beside its payment, parked for its "
+                "amount: settle that payment first, then replay this one"
+            )
+        query(conn, RESOLVE_PARKED, params)
 
 
 __all__ = [

@@ -233,6 +233,14 @@ class Confirmation:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Settled:
+    """A person's words for a parked delivery they settled by hand, and when."""
+
+    note: str
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Record:
     """A delivery as it took effect (``processed_webhooks``), a webhook's or reconciliation's."""
 
@@ -248,6 +256,8 @@ class Record:
     """Copies of its key that came with another body (refused)."""
     amount_mismatch: AmountMismatch | None
     confirmation: Confirmation | None = None
+    settled: Settled | None = None
+    """A parked delivery a person settled by hand (``payhooks resolve``), not for its amount."""
 
     @property
     def reconciled(self) -> bool:
@@ -372,10 +382,12 @@ SELECT w.event_id, w.event_type, w.outcome, w.payment_id, w.order_ref, w.bank_re
        w.processed_at AS at, w.mismatches AS body_mismatches,
        m.expected_paise, m.expected_currency, m.paid_paise, m.paid_currency, m.found_at,
        m.resolved_at, m.resolution,
-       c.verdict, c.detail, c.attempts, c.last_error, c.event_id AS confirmation_of
+       c.verdict, c.detail, c.attempts, c.last_error, c.event_id AS confirmation_of,
+       s.resolution AS settled_note, s.resolved_at AS settled_at
 FROM processed_webhooks w
 LEFT JOIN payhooks_amount_mismatches m ON m.provider = w.provider AND m.event_id = w.event_id
 LEFT JOIN payhooks_confirmations c ON c.provider = w.provider AND c.event_id = w.event_id
+LEFT JOIN payhooks_resolutions s ON s.provider = w.provider AND s.event_id = w.event_id
 """
 _RECORDS = (
     _RECORD_COLUMNS
@@ -581,10 +593,12 @@ def _record(row: dict[str, Any]) -> Record:
     found = mismatch["found_at"] is not None
     asked = row.pop("confirmation_of") is not None
     confirmation = {name: row.pop(name) for name in _CONFIRMATION_FIELDS}
+    note, at = row.pop("settled_note"), row.pop("settled_at")
     return Record(
         **row,
         amount_mismatch=AmountMismatch(**mismatch) if found else None,
         confirmation=Confirmation(**confirmation) if asked else None,
+        settled=Settled(note=note, at=at) if note is not None else None,
     )
 
 
