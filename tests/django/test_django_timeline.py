@@ -112,6 +112,19 @@ def test_a_callback_the_status_api_refuted_says_so_and_why(operator, django_db):
     assert said in text
 
 
+def test_a_parked_delivery_settled_by_hand_is_told_with_the_persons_note(operator, django_db):
+    """A capture for no order of the shop's, refunded at the gateway: ``payhooks_resolve``
+    records it ignored, and the page says so with the note."""
+    from payhooks.intake.expectations import resolve
+
+    assert deliver(capture("order_none", "evt_none")) == "parked"  # no such order: never
+    resolve(connection(), "razorpay", "evt_none", "not ours: refunded at Razorpay")
+    assert records(django_db) == [("razorpay", "evt_none", "ignored")]
+    page = timeline(operator, "order_none")
+    assert "settled by hand" in page.content.decode()
+    assert "not ours: refunded at Razorpay" in page.content.decode()
+
+
 def test_a_mismatch_settled_by_hand_is_told_after_its_delivery_is_purged(operator, django_db):
     """Its row is all the core has of that payment once the purge took its delivery."""
     from payhooks.django import retention
