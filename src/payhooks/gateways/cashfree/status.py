@@ -14,18 +14,11 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received
+from payhooks.gateways import _reports
 from payhooks.gateways._common import naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundIncomplete, RefundRefused, Sent
-from payhooks.gateways._reports import (
-    Report,
-    canonical,
-    named_currency,
-    read_json,
-    received,
-    rupees,
-    text,
-)
+from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._settlements import INDIA, Page
 from payhooks.gateways._status import MAX_PAGES, answer, listed, parsed
 from payhooks.gateways.cashfree import settlements
@@ -240,7 +233,7 @@ def _received(
     return received(
         _P, entity, kind=kind, status=status, payment_id=payment_id,
         merchant_ref=order_id, amount_paise=compared, payment_amount_paise=paid_paise,
-        currency=named_currency(
+        currency=_reports.named_currency(
             _P, kind, payment_id, entity.get("order_currency") or entity.get("payment_currency")
         ),
         bank_ref=reference(entity.get("bank_reference")),

@@ -13,17 +13,11 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received
+from payhooks.gateways import _reports
 from payhooks.gateways._common import child, naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundRefused, Sent
-from payhooks.gateways._reports import (
-    Report,
-    canonical,
-    named_currency,
-    read_json,
-    received,
-    text,
-)
+from payhooks.gateways._reports import Report, canonical, read_json, received, text
 from payhooks.gateways._settlements import Page, days
 from payhooks.gateways._status import MAX_PAGES, CredentialsRefused, answer, listed, parsed
 from payhooks.gateways.razorpay import settlements
@@ -275,7 +269,7 @@ def _received(
     return received(
         _P, entity, kind=kind, status=status, payment_id=payment_id,
         merchant_ref=order_id, amount_paise=amount,
-        currency=named_currency(_P, kind, payment_id, entity.get("currency")),
+        currency=_reports.named_currency(_P, kind, payment_id, entity.get("currency")),
         bank_ref=reference(
             child(entity, "acquirer_data", "rrn"),
             child(entity, "acquirer_data", "bank_transaction_id"),
