@@ -33,6 +33,16 @@ FOR UPDATE
 """
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    """What one message came to: whether the server answered it itself (sent it, or refused
+    it for a reason of its own: it relays for that recipient), or refused its recipient for
+    relaying before any answer (the message, and why)."""
+
+    answered: bool = False
+    relaying: tuple[outbox.Pending, RelayRefused] | None = None
+
+
 @dataclass(slots=True)
 class Sender:
     """The shop's messages on the outbound queue, sent over SMTP (PAYHOOKS_SMTP_URL)."""
@@ -47,13 +57,6 @@ class Sender:
     target: SmtpTarget = field(init=False)
     unavailable: bool = field(init=False, default=False)
     """Whether the last ``drain`` found the SMTP server unavailable."""
-    _relaying: outbox.Pending | None = field(init=False, default=None)
-    _relaying_others: bool = field(init=False, default=False)
-    """Whether the server answered a message in this drain: a recipient it refuses for
-    relaying since is that recipient's refusal."""
-    _answered: bool = field(init=False, default=False)
-    """Whether the server answered the last message itself (sent it, or refused it for a
-    reason of its own), which says it relays for that recipient."""
 
     def __post_init__(self) -> None:
         if not self.settings.smtp_url:
@@ -71,26 +74,27 @@ class Sender:
         against its message. Before any answer, the refused message goes to the back of the
         queue, uncounted, and the next is tried; a second refused before any answer is the
         server's, for every message, and the queue waits as for any server unavailable."""
-        handled, self.unavailable, self._relaying_others = 0, False, False
-        refused: dict[int, tuple[outbox.Pending, RelayRefused]] = {}  # before any answer
+        handled, self.unavailable = 0, False
+        relays_others = False  # the server answered a message of this drain itself
+        refused: list[tuple[outbox.Pending, RelayRefused]] = []  # before any answer
         with Mailer(self.target) as mailer:
             while handled < self.batch and not self.stopping.is_set():
                 try:
-                    if not self.perform_one(mailer):
-                        break
-                except RelayRefused as exc:
-                    if refused:  # a second refusal before any answer: the server's
-                        self._unavailable(exc)
-                        break
-                    assert self._relaying is not None
-                    refused[self._relaying.id] = (self._relaying, exc)
-                    continue
+                    turn = self.perform_one(mailer, relays_others=relays_others)
                 except MailerUnavailable as exc:
                     self._unavailable(exc)
                     break
-                if self._answered and not self._relaying_others:
-                    self._relaying_others = True  # the server relays for others
-                    self._counted(refused.values())
+                if turn is None:
+                    break
+                if turn.relaying is not None:
+                    if refused:  # a second refusal before any answer: the server's
+                        self._unavailable(turn.relaying[1])
+                        break
+                    refused.append(turn.relaying)
+                    continue
+                if turn.answered and not relays_others:
+                    relays_others = True
+                    self._counted(refused)
                     refused.clear()
                 handled += 1
         return handled
@@ -111,33 +115,27 @@ class Sender:
                 fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
                 self._rejected(conn, message, MessageRejected(str(exc), permanent=False), fields)
 
-    def perform_one(self, mailer: Mailer) -> bool:
-        """Send the next due message; False when none is due. SMTP down: leaves it queued.
-        Its recipient refused for relaying (``RelayRefused``, raised): it goes to the back of
-        the queue, uncounted, for ``drain`` to tell whose refusal that is."""
-        self._relaying, self._answered = None, False
+    def perform_one(self, mailer: Mailer, *, relays_others: bool = False) -> Turn | None:
+        """Send the next due message: what it came to, None when none is due. SMTP down:
+        leaves it queued (``MailerUnavailable``). Its recipient refused for relaying before
+        the server answered another message of the drain (``relays_others``): it goes to the
+        back of the queue, uncounted, for ``drain`` to tell whose refusal that is."""
         message: outbox.Pending | None = None
-        relaying: RelayRefused | None = None
+        turn = Turn()
         with database.connection(self.pool) as conn:
             try:
                 with conn.transaction():
                     message = outbox.next_due(conn)
                     if message is None:
-                        return False
-                    try:
-                        self._perform(conn, mailer, message)
-                    except RelayRefused as exc:
-                        outbox.to_the_back(conn, message.id, str(exc))
-                        self._relaying, relaying = message, exc
+                        return None
+                    turn = self._perform(conn, mailer, message, relays_others=relays_others)
             except MailerUnavailable:
                 raise
             except Exception as exc:  # leasing is the database's; anything after, this row's
                 if message is None:
                     raise
                 self._broke(conn, message, exc)
-        if relaying is not None:
-            raise relaying
-        return True
+        return turn
 
     def _broke(self, conn: db.Connection, message: outbox.Pending, exc: Exception) -> None:
         """One message whose step failed (its row refused by the database, anything raised
@@ -153,32 +151,34 @@ class Sender:
         except Exception:  # the database away: the row stays due and is tried again
             log.exception("outbox_attempt_unrecorded", extra=fields)
 
-    def _perform(self, conn: db.Connection, mailer: Mailer, message: outbox.Pending) -> None:
+    def _perform(
+        self, conn: db.Connection, mailer: Mailer, message: outbox.Pending, *, relays_others: bool
+    ) -> Turn:
         fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
         recipient = message.recipient or self.settings.alert_email
         if recipient is None:
             outbox.dead_letter(conn, message.id, "PAYHOOKS_ALERT_EMAIL is not set")
             log.error("outbox_dead_letter", extra={**fields, "error": "no alert address"})
-            return
+            return Turn()
         try:
             email = self._compose(message, recipient)
         except Exception as exc:  # whatever this one row holds, it is this row's problem
             self._dead_letter(conn, message, f"cannot build the email: {_describe(exc)}", fields)
-            return
+            return Turn()
         try:
             mailer.send(email)
         except RelayRefused as exc:
-            if not self._relaying_others:
-                raise  # the drain tells whose refusal it is
+            if not relays_others:  # the drain tells whose refusal it is
+                outbox.to_the_back(conn, message.id, str(exc))
+                return Turn(relaying=(message, exc))
             self._rejected(conn, message, MessageRejected(str(exc), permanent=False), fields)
-            return
+            return Turn()
         except MessageRejected as exc:
-            self._answered = True
             self._rejected(conn, message, exc, fields)
-            return
-        self._answered = True
+            return Turn(answered=True)
         outbox.mark_sent(conn, message.id)
         log.info("outbox_sent", extra=fields)
+        return Turn(answered=True)
 
     def _compose(self, message: outbox.Pending, recipient: str) -> EmailMessage:
         return compose(
