@@ -208,12 +208,12 @@ def requesting(asked: Refund) -> Steps[Refund]:
                 f"{found.payment_id}: one key never stands for two refunds"
             )
         return found
-    if asked.provider is Provider.PAYU and None in (asked.gateway_order_id, asked.attempt_id):
+    payu = asked.provider is Provider.PAYU
+    if (payu and asked.attempt_id is None) or (
+        (payu or GATEWAYS[asked.provider].refund_needs_order) and asked.gateway_order_id is None
+    ):  # what its refund call needs and it does not name: from the payment's record
         record = yield Statement(sql=IDENTITIES, params=(provider, asked.payment_id))
-        asked = _payu_named(asked, record)
-    elif GATEWAYS[asked.provider].refund_needs_order and asked.gateway_order_id is None:
-        record = yield Statement(sql=IDENTITIES, params=(provider, asked.payment_id))
-        asked = _order_named(asked, record)
+        asked = (_payu_named if payu else _order_named)(asked, record)
     taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
     paid = yield Statement(sql=PAID, params=(provider, asked.payment_id))
     captured = min(asked.captured_paise, int(paid[0]) if paid else asked.captured_paise)
