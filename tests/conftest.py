@@ -646,20 +646,25 @@ class _Server(uvicorn.Server):
 @contextmanager
 def serving_app(app: Any) -> Iterator[str]:
     """Any ASGI app under real uvicorn on a loopback port, until the block ends; yields its
-    base URL. The app's lifespan opens and closes what it holds."""
-    port = free_port()
+    base URL. The app's lifespan opens and closes what it holds. The server is handed its
+    socket bound already: a port chosen free, then bound by the server, may be taken between
+    the two by another test's process."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
     server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not server.ready.wait(0.05) and thread.is_alive() and time.monotonic() < deadline:
         pass
-    assert server.started, "the app did not start"
     try:
+        assert server.started, "the app did not start"
         yield f"http://127.0.0.1:{port}"
     finally:
         server.stop()
         thread.join(timeout=10)
+        sock.close()
 
 
 @contextmanager
