@@ -6,6 +6,19 @@
 -- (payhooks.intake.relaying.QUEUE, after the claim's record), with the message Python made
 -- (relaying.relayed): with no channel it writes nothing more and takes no lock.
 -- tests/integration/test_first_capture.py compares the two paths' rows, these too.
+--
+-- shop_first_capture is written out whole here (0008 first made it, 0018 added the payment's
+-- own key): the one path most deliveries take (the first capture of a checked-out cart, at its
+-- price, stock found in a slot) as one function: the statements payments.apply_event and
+-- orders.place_order run for it, in the same order, taking the same locks, writing the same
+-- rows, in one round trip instead of eight and one statement instead of fifteen. Every other
+-- case is declined, and the caller takes the general path (service/shop/captures.py): before
+-- anything is written ('declined'), or by raising SQLSTATE PH001, which rolls back what was.
+-- It claims the payment's own key in payhooks_payments (expectations.CLAIM_PAYMENT) right
+-- after the delivery's, taking the same lock on the expectation, and declines when the key is
+-- taken or the expectation is not met. Returns 'seen' with the record when the delivery key is
+-- already recorded (the caller decides, as idempotency.seen does), 'processed' with the
+-- order, or 'declined'.
 CREATE OR REPLACE VIEW outbox AS
 SELECT id, kind, dedupe_key, recipient, subject, body, payload, created_at,
        next_attempt_at AS available_at, attempts, sent_at, failed_at, last_error
