@@ -11,7 +11,7 @@ import binascii
 import hmac
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from payhooks.events import Event, EventKind, Provider, is_text
 from payhooks.gateways import _common
@@ -295,14 +295,10 @@ def refunded(entity: object) -> Said:
 def refund_of(payment: Said, refund: Mapping[str, object], *, strict: bool) -> Said:
     """One entry of an order's ``refunds[]``, of the order's payment: its id is the merchant's
     ``unique_request_id`` (``id`` is null while a refund is pending), else Juspay's ``id``."""
-    return Said(
+    return replace(
+        payment,
         kind=EventKind.REFUND_PROCESSED,
         status=SUCCESS,
-        order_id=payment.order_id,
-        payment_id=payment.payment_id,
-        amount=payment.amount,
-        paid=payment.paid,
-        currency=payment.currency,
         refund_id=_id(
             refund.get("unique_request_id") or refund.get("id"), "refund id", strict=strict
         ),
