@@ -87,6 +87,16 @@ def from_secrets(adapter: _SecretsAdapter) -> Callable[[Found], Adapter]:
     return build
 
 
+class _CredentialsAdapter(Protocol):
+    def __call__(self, *, credentials: tuple[str, ...]) -> Adapter: ...
+
+
+def from_credentials(adapter: _CredentialsAdapter) -> Callable[[Found], Adapter]:
+    """The ``build`` of a gateway whose one setting holds its webhook credentials, each
+    ``username:password``: ``adapter`` given them (Juspay's, PhonePe's)."""
+    return lambda found: adapter(credentials=found[0])
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gateway:
     """One gateway, as the settings, reconciliation, the shop and the CLI see it."""
@@ -153,6 +163,7 @@ __all__ = [
     "Gateway",
     "Secret",
     "StatusApi",
+    "from_credentials",
     "from_secrets",
     "secret",
     "status_api",

@@ -8,20 +8,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
-from payhooks.gateways._gateway import Found, Gateway, secret, status_api
+from payhooks.gateways._gateway import Gateway, from_credentials, secret, status_api
 from payhooks.gateways.juspay.adapter import Juspay, authorization
-
-
-def _adapter(found: Found) -> Juspay:
-    return Juspay(credentials=found[0])
-
 
 JUSPAY = Gateway(
     provider=Provider.JUSPAY,
     title="Juspay",
     # Each "username:password", as entered in Juspay's dashboard (Settings, Webhooks).
     secrets=(secret(Provider.JUSPAY, "WEBHOOK_CREDENTIALS"),),
-    build=_adapter,
+    build=from_credentials(Juspay),
     status_api=status_api(
         Provider.JUSPAY, id_name="MERCHANT_ID", secret_name="API_KEY", url="https://api.juspay.in"
     ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from payhooks.events import Provider
-from payhooks.gateways._gateway import Found, Gateway, secret, status_api
+from payhooks.gateways._gateway import Gateway, from_credentials, secret, status_api
 from payhooks.gateways.phonepe.adapter import (
     AUTHORIZATION_HEADER,
     MAX_BODY_BYTES,
@@ -19,16 +19,11 @@ from payhooks.gateways.phonepe.adapter import (
     authorization,
 )
 
-
-def _adapter(found: Found) -> PhonePe:
-    return PhonePe(credentials=found[0])
-
-
 PHONEPE = Gateway(
     provider=Provider.PHONEPE,
     title="PhonePe",
     secrets=(secret(Provider.PHONEPE, "WEBHOOK_CREDENTIALS"),),
-    build=_adapter,
+    build=from_credentials(PhonePe),
     status_api=status_api(
         Provider.PHONEPE,
         id_name="CLIENT_ID",
