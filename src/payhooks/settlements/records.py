@@ -18,8 +18,9 @@ review runs (``flags.TURN``), so a settled line always clears its payment's flag
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from payhooks.events import Received
 from payhooks.gateways import gateway
@@ -173,19 +174,18 @@ def recording(
     for provider in sorted({line.provider for line in lines}):
         once = {_line_key(x): x for x in lines if x.provider is provider}  # a report's repeat
         mine = [once[key] for key in sorted(once)]
-        row = yield Statement(sql=UPSERT_LINES, params=_line_params(provider.value, mine))
+        row = yield Statement(sql=UPSERT_LINES, params=_arrays(provider.value, mine, _LINE_ARRAYS))
         assert row is not None
         found += Recorded(lines=row[0], matched=row[1], unmatched=row[2])
         paid = sorted({x.payment_id for x in mine if x.kind is LineKind.PAYMENT and x.payment_id})
         if paid:
             params = {"provider": provider.value, "payments": paid}
             yield Statement(sql=CLEAR_UNSETTLED, params=params, reads=False)
-        read = {"provider": provider.value, "settlement_ids": [x.settlement_id for x in mine],
-                "entry_ids": [x.entry_id for x in mine]}  # fmt: skip
+        read = _arrays(provider.value, mine, _READ_ARRAYS)
         yield Statement(sql=FORGET_UNREADABLE, params=read, reads=False)
     for provider in sorted({x.provider for x in unreadable}):
         kept = {x.digest: x for x in unreadable if x.provider is provider}
-        given = _unreadable_params(provider.value, [kept[key] for key in sorted(kept)])
+        given = _arrays(provider.value, [kept[key] for key in sorted(kept)], _UNREADABLE_ARRAYS)
         yield Statement(sql=UPSERT_UNREADABLE, params=given, reads=False)
     return found
 
@@ -236,33 +236,39 @@ def _settlement_params(s: Settlement) -> dict[str, object]:
     }  # fmt: skip
 
 
-def _line_params(provider: str, lines: Sequence[Line]) -> dict[str, object]:
-    return {
-        "provider": provider,
-        "settlement_ids": [x.settlement_id for x in lines],
-        "entry_ids": [x.entry_id for x in lines],
-        "kinds": [x.kind.value for x in lines],
-        "entry_types": [x.entry_type for x in lines],
-        "payment_ids": [x.payment_id for x in lines],
-        "orders": [x.gateway_order_id for x in lines],
-        "amounts": [x.amount_paise for x in lines],
-        "fees": [x.fee_paise for x in lines],
-        "taxes": [x.tax_paise for x in lines],
-        "nets": [x.net_paise for x in lines],
-        "currencies": [x.currency for x in lines],
-        "occurred": [x.occurred_at for x in lines],
-    }
+_LINE_ARRAYS = {
+    "settlement_ids": "settlement_id",
+    "entry_ids": "entry_id",
+    "kinds": "kind.value",
+    "entry_types": "entry_type",
+    "payment_ids": "payment_id",
+    "orders": "gateway_order_id",
+    "amounts": "amount_paise",
+    "fees": "fee_paise",
+    "taxes": "tax_paise",
+    "nets": "net_paise",
+    "currencies": "currency",
+    "occurred": "occurred_at",
+}
+"""``UPSERT_LINES``'s arrays, each with the field of a line it holds."""
+_READ_ARRAYS = {"settlement_ids": "settlement_id", "entry_ids": "entry_id"}
+"""``FORGET_UNREADABLE``'s arrays: the lines read."""
+_UNREADABLE_ARRAYS = {
+    "digests": "digest",
+    "settlement_ids": "settlement_id",
+    "entry_ids": "entry_id",
+    "payment_ids": "payment_id",
+    "reasons": "reason",
+    "raws": "raw",
+}
+"""``UPSERT_UNREADABLE``'s arrays, each with the field of a line kept it holds."""
 
 
-def _unreadable_params(provider: str, kept: Sequence[Unreadable]) -> dict[str, object]:
-    return {
-        "provider": provider,
-        "digests": [x.digest for x in kept],
-        "settlement_ids": [x.settlement_id for x in kept],
-        "entry_ids": [x.entry_id for x in kept],
-        "payment_ids": [x.payment_id for x in kept],
-        "reasons": [x.reason for x in kept],
-        "raws": [x.raw for x in kept],
+def _arrays(provider: str, items: Sequence[object], fields: Mapping[str, str]) -> dict[str, object]:
+    """A gateway's ``items`` as a statement's parameters: one array a field (``fields`` names
+    each parameter's attribute of an item), an element an item, in order."""
+    return {"provider": provider} | {
+        name: [attrgetter(attribute)(x) for x in items] for name, attribute in fields.items()
     }
 
 
