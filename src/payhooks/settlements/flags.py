@@ -201,21 +201,25 @@ GROUP BY 1 ORDER BY 1
 """
 
 
+def _counts(conn: Connection, sql: str) -> list[Count]:
+    return [Count(provider=p, count=n, since=t) for p, n, t in query(conn, sql)]
+
+
 def unsettled(conn: Connection) -> list[Count]:
     """Captures flagged unsettled, by gateway, with the oldest capture."""
-    return [Count(provider=p, count=n, since=t) for p, n, t in query(conn, _UNSETTLED)]
+    return _counts(conn, _UNSETTLED)
 
 
 def unmatched(conn: Connection) -> list[Count]:
     """Settlement lines naming a payment payhooks does not know, by gateway, with the first
     recorded."""
-    return [Count(provider=p, count=n, since=t) for p, n, t in query(conn, _UNMATCHED)]
+    return _counts(conn, _UNMATCHED)
 
 
 def unreadable(conn: Connection) -> list[Count]:
     """Report lines payhooks could not read (kept by a fetch, core migration 0026), by gateway,
     with the first met."""
-    return [Count(provider=p, count=n, since=t) for p, n, t in query(conn, _UNREADABLE)]
+    return _counts(conn, _UNREADABLE)
 
 
 __all__ = [
