@@ -346,6 +346,8 @@ def of_payment(conn: Connection, gateway: Provider | str, payment_id: str) -> li
 
 # --- what the sender runs: lease, and record what the gateway said --------------------------
 
+_LEASED_COLUMNS = ", ".join("r." + c.strip() for c in COLUMNS.split(","))
+"""``COLUMNS`` of the row a lease updates (``r``), as its ``RETURNING`` names them."""
 LEASED = f"""
 WITH due AS (
     SELECT provider, idempotency_key FROM payhooks_refunds
@@ -357,7 +359,7 @@ UPDATE payhooks_refunds r
 SET next_attempt_at = now() + %(lease)s, leased_until = now() + %(lease)s,
     attempts = r.attempts + 1
 FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
-RETURNING {", ".join("r." + c.strip() for c in COLUMNS.split(","))}
+RETURNING {_LEASED_COLUMNS}
 """
 ACCEPTED = """
 UPDATE payhooks_refunds
@@ -390,7 +392,7 @@ WITH due AS (
 )
 UPDATE payhooks_refunds r SET next_attempt_at = now() + %(lease)s
 FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
-RETURNING {", ".join("r." + c.strip() for c in COLUMNS.split(","))}
+RETURNING {_LEASED_COLUMNS}
 """
 """The same lease over the intents the gateway accepted and has not said processed: each
 asked about in turn (``check_due``), never by two checkers at once."""
@@ -414,13 +416,17 @@ webhook closes most intents long before."""
 
 def leased(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
     """The due intents of ``provider``, each held for ``LEASE``."""
-    found = db.query(conn, LEASED, {"provider": provider.value, "limit": limit, "lease": LEASE})
-    return [_refund(row) for row in found.fetchall()]
+    return _leasing(conn, LEASED, provider, limit)
 
 
 def unsettled(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
     """The sent intents of ``provider`` due to be asked about, each held for ``LEASE``."""
-    found = db.query(conn, UNSETTLED, {"provider": provider.value, "limit": limit, "lease": LEASE})
+    return _leasing(conn, UNSETTLED, provider, limit)
+
+
+def _leasing(conn: Connection, lease: str, provider: Provider, limit: int) -> list[Refund]:
+    """What ``lease`` (``LEASED``, ``UNSETTLED``) holds of ``provider``'s intents for ``LEASE``."""
+    found = db.query(conn, lease, {"provider": provider.value, "limit": limit, "lease": LEASE})
     return [_refund(row) for row in found.fetchall()]
 
 
