@@ -11,7 +11,7 @@ and id together (docs/django.md).
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 from django.db import models
 
@@ -21,7 +21,33 @@ from payhooks.plumbing.errors import ReadOnlyRecord
 PROVIDERS = [(p.value, p.value) for p in Provider]
 
 
-class ProcessedWebhook(models.Model):
+def keyed_by_provider(table: str, id_field: str) -> tuple[models.UniqueConstraint]:
+    """The table's real key, ``(provider, id_field)``, declared as a unique constraint under
+    the name of the primary key it is in PostgreSQL (see above)."""
+    return (models.UniqueConstraint(fields=("provider", id_field), name=f"{table}_pkey"),)
+
+
+class CoreRecord(models.Model):
+    """A row the core's claim writes, read through the ORM: saving or deleting one is refused
+    (``ReadOnlyRecord``), and viewing is the one permission Django makes for it."""
+
+    records: ClassVar[str]
+    """What the rows are, as a refused save names them."""
+    not_deleted: ClassVar[str]
+    """Why a delete is refused: how the rows leave, if they ever do."""
+
+    class Meta:
+        abstract = True
+        default_permissions = ("view",)
+
+    def save(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ReadOnlyRecord(f"{self.records} are written by payhooks' claim, never by the ORM")
+
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ReadOnlyRecord(self.not_deleted)
+
+
+class ProcessedWebhook(CoreRecord):
     # No choices: the gateways are payhooks.gateways.GATEWAYS, and a gateway added there must
     # not need a migration here (the admin and the commands list PROVIDERS themselves).
     provider = models.TextField()
@@ -40,29 +66,21 @@ class ProcessedWebhook(models.Model):
     last_mismatch_at = models.DateTimeField(null=True, blank=True)
     first_copy = models.BooleanField(default=True)
 
-    class Meta:
+    records = "delivery records"
+    not_deleted = "delivery records leave by `manage.py payhooks_purge`, not the ORM"
+
+    class Meta(CoreRecord.Meta):
         db_table = "processed_webhooks"
         verbose_name = "webhook delivery"
         verbose_name_plural = "webhook deliveries"
-        constraints = (
-            models.UniqueConstraint(
-                fields=("provider", "event_id"), name="processed_webhooks_pkey"
-            ),
-        )
-        default_permissions = ("view",)
+        constraints = keyed_by_provider("processed_webhooks", "event_id")
         permissions = (("replay_processedwebhook", "Can replay a stored delivery"),)
 
     def __str__(self) -> str:
         return f"{self.provider} {self.event_id}"
 
-    def save(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise ReadOnlyRecord("delivery records are written by payhooks' claim, never by the ORM")
 
-    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise ReadOnlyRecord("delivery records leave by `manage.py payhooks_purge`, not the ORM")
-
-
-class Dispute(models.Model):
+class Dispute(CoreRecord):
     """A dispute as the core holds it (``payhooks.intake.disputes``): the state its newest
     report in order put it in. Keyed by ``(provider, dispute_id)`` like the deliveries are by
     their key (see above), and read-only: the claim writes it, once and only forward."""
@@ -87,22 +105,14 @@ class Dispute(models.Model):
     updated_at = models.DateTimeField()
     closed_at = models.DateTimeField(null=True, blank=True, verbose_name="decided at")
 
-    class Meta:
+    records = "disputes"
+    not_deleted = "disputes are kept: what a lost one took back is money"
+
+    class Meta(CoreRecord.Meta):
         db_table = "payhooks_disputes"
         verbose_name = "dispute"
         verbose_name_plural = "disputes"
-        constraints = (
-            models.UniqueConstraint(
-                fields=("provider", "dispute_id"), name="payhooks_disputes_pkey"
-            ),
-        )
-        default_permissions = ("view",)
+        constraints = keyed_by_provider("payhooks_disputes", "dispute_id")
 
     def __str__(self) -> str:
         return f"{self.provider} dispute {self.dispute_id}"
-
-    def save(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise ReadOnlyRecord("disputes are written by payhooks' claim, never by the ORM")
-
-    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
-        raise ReadOnlyRecord("disputes are kept: what a lost one took back is money")
