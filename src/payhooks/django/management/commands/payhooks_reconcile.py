@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -40,13 +41,21 @@ class Command(BaseCommand):
 def passes() -> Callable[..., Tally]:
     """``payhooks.django.reconciling.one_pass``: it asks the gateways over httpx, which the
     ``reconcile`` extra brings (``pip install 'payhooks[django,reconcile]'``)."""
-    try:
+    with reconcile_extra("status API"):
         from payhooks.django.reconciling import one_pass
+    return one_pass
+
+
+@contextmanager
+def reconcile_extra(clients: str) -> Iterator[None]:
+    """Around the imports of the gateways' ``clients``, which need httpx: one missing stops
+    the command, saying to install the ``reconcile`` extra."""
+    try:
+        yield
     except ImportError as exc:
         raise CommandError(
-            f"the status API clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
+            f"the {clients} clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
         ) from None
-    return one_pass
 
 
 def credentialed(config: conf.Config, consequence: str | None = None) -> conf.Config:

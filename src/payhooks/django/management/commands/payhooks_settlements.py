@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from payhooks.django import conf
 from payhooks.django.deliveries import raw_connection
-from payhooks.django.management.commands.payhooks_reconcile import credentialed
+from payhooks.django.management.commands.payhooks_reconcile import credentialed, reconcile_extra
 from payhooks.settlements import listing
 
 
@@ -77,13 +77,9 @@ class Command(BaseCommand):
 def fetched(config: conf.Config, start: str | None, end: str | None) -> Any:
     """The fetch (``payhooks.django.reconciling.fetch_settlements``, over httpx: the
     ``reconcile`` extra): the days named first, then the gateways' API credentials."""
-    try:
+    with reconcile_extra("report"):
         from payhooks.django.reconciling import fetch_settlements
         from payhooks.reconcile.settling import days_named
-    except ImportError as exc:
-        raise CommandError(
-            f"the report clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
-        ) from None
     try:
         days = days_named(start, end)
         return fetch_settlements(credentialed(config), *days)
@@ -94,13 +90,9 @@ def fetched(config: conf.Config, start: str | None, end: str | None) -> Any:
 def caught_up(config: conf.Config) -> list[Any]:
     """The catch-up (``payhooks.reconcile.settling.catching_up``, the reference worker's) on
     Django's database, over httpx: the ``reconcile`` extra."""
-    try:
+    with reconcile_extra("report"):
         from payhooks.django.reconciling import connecting
         from payhooks.reconcile.settling import catch_up_once
-    except ImportError as exc:
-        raise CommandError(
-            f"the report clients need httpx ({exc}): pip install 'payhooks[django,reconcile]'"
-        ) from None
     return catch_up_once(
         connecting(config), config.api,
         timeout_s=config.reconcile_timeout_ms / 1000,
