@@ -12,7 +12,6 @@ import contextlib
 import logging
 import secrets
 import shutil
-import socket
 import tempfile
 import threading
 import time
@@ -25,7 +24,6 @@ from typing import Any
 
 import httpx
 import psycopg
-import uvicorn
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -35,6 +33,7 @@ from payhooks.plumbing import db
 from payhooks.refunding import sending
 from payhooks.service import application, database, reconcile
 from payhooks.service.config import Settings
+from payhooks.sim import loopback
 from payhooks.sim.client import Answer, Shop, ShopAtGateway
 from payhooks.sim.errors import DemoFailed
 from payhooks.sim.gateway import Delivery, Gateway, GatewaySecrets, Purchase, new_payment_id
@@ -575,36 +574,10 @@ def serving(settings: Settings, token: str, url: str) -> Iterator[str]:
     """The real service under uvicorn on a free loopback port, in a background thread."""
     from payhooks.service.web import create_app
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = int(sock.getsockname()[1])
-    config = uvicorn.Config(
-        create_app(settings, api_token=token, url=url),
-        log_config=None,
-        log_level="error",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="payhooks-demo-service", daemon=True
-    )
-    thread.start()
-    try:
-        _wait_started(server, thread)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-
-
-def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise DemoFailed("the service did not start")
-        time.sleep(0.02)
+    app = create_app(settings, api_token=token, url=url)
+    failed = DemoFailed("the service did not start")
+    with loopback.served(app, name="payhooks-demo-service", grace_s=5, not_started=failed) as at:
+        yield at
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from payhooks.events import Provider
 from payhooks.gateways._settlements import INDIA
+from payhooks.sim import loopback
 from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateways import SIMULATORS, Booked, simulator
 from payhooks.sim.keys import ApiKeys
@@ -351,36 +352,14 @@ def _answer(provider: Provider, fault: Fault) -> Response | None:
 @contextlib.contextmanager
 def serving(api: GatewayApi, *, port: int = 0) -> Iterator[str]:
     """The double under uvicorn on a loopback port (a free one by default), until the block
-    ends. Loopback only: it holds test credentials and answers anyone who asks."""
-    import socket
-
-    import uvicorn
-
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
-    port = int(sock.getsockname()[1])
-    # An answer a fault still holds back when the block ends (a sender killed mid-call) is
-    # cut after a second, not waited for.
-    server = uvicorn.Server(
-        uvicorn.Config(api.app(), log_config=None, log_level="error", access_log=False,
-                       timeout_graceful_shutdown=1)
-    )  # fmt: skip
-    thread = threading.Thread(
-        target=server.run, kwargs={"sockets": [sock]}, name="payhooks-gateway-api", daemon=True
-    )
-    thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started and thread.is_alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        if not server.started:
-            raise RuntimeError("the gateway API double did not start")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    ends. Loopback only: it holds test credentials and answers anyone who asks. An answer a
+    fault still holds back when the block ends (a sender killed mid-call) is cut after a
+    second, not waited for."""
+    failed = RuntimeError("the gateway API double did not start")
+    with loopback.served(
+        api.app(), name="payhooks-gateway-api", grace_s=1, not_started=failed, port=port
+    ) as url:
+        yield url
 
 
 __all__ = ["ApiKeys", "Books", "Fault", "GatewayApi", "Order", "serving"]
