@@ -106,18 +106,25 @@ def dispute_delivery(
 
 
 def _signed(gateway: Signer, body: bytes, version: str, label: str) -> Delivery:
-    """``body`` signed with a millisecond timestamp, with the headers of ``version``."""
+    """``body`` signed with a millisecond timestamp, with the headers of ``version``, as a
+    payment or dispute webhook's first attempt."""
+    headers = {**_signature(gateway, body, version), "x-webhook-attempt": "1"}
+    return Delivery(provider=Provider.CASHFREE, body=body, headers=headers, label=label)
+
+
+def _signature(gateway: Signer, body: bytes, version: str) -> dict[str, str]:
+    """The headers that sign ``body`` with a millisecond timestamp, as ``version`` sends them
+    (2025-01-01 adds ``x-idempotency-key``)."""
     timestamp = str(gateway.now * 1000)
     headers = {
         "content-type": "application/json",
         "x-webhook-timestamp": timestamp,
         "x-webhook-signature": cashfree.sign(body, timestamp, gateway.keys.cashfree),
         "x-webhook-version": version,
-        "x-webhook-attempt": "1",
     }
     if version >= "2025-01-01":
         headers["x-idempotency-key"] = base64.b64encode(hashlib.sha256(body).digest()).decode()
-    return Delivery(provider=Provider.CASHFREE, body=body, headers=headers, label=label)
+    return headers
 
 
 def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
@@ -371,14 +378,7 @@ def settlement_delivery(gateway: Signer, payout: parts.Payout) -> Delivery:
     }  # fmt: skip
     event = {"data": data, "event_time": _ist(payout.at), "type": "SETTLEMENT_SUCCESS"}
     body = json.dumps(event, cls=_Rupees).encode()
-    timestamp = str(gateway.now * 1000)
-    headers = {
-        "content-type": "application/json",
-        "x-webhook-timestamp": timestamp,
-        "x-webhook-signature": cashfree.sign(body, timestamp, gateway.keys.cashfree),
-        "x-webhook-version": "2025-01-01",
-        "x-idempotency-key": base64.b64encode(hashlib.sha256(body).digest()).decode(),
-    }
+    headers = _signature(gateway, body, "2025-01-01")
     return Delivery(provider=Provider.CASHFREE, body=body, headers=headers,
                     label=f"cashfree SETTLEMENT_SUCCESS {payout.settlement_id}")  # fmt: skip
 
