@@ -67,19 +67,40 @@ class Lookup:
     sql: str
 
 
-# A delivery that names no order (a refund's, on some gateways): its payment's.
-_ORDER_OF_PAYMENT = """
-    JOIN payhooks_payments p ON p.provider = w.provider AND p.payment_id = w.payment_id
-                            AND p.gateway_order_id IS NOT NULL"""
 # The tables that name a gateway order, and the column naming it: each read through its
-# (provider, column) index. A payment's record (payhooks_payments) outlives the others' purge.
-_NAMING_AN_ORDER = (
-    ("payhooks_expectations", "gateway_order_id"),
+# (provider, column) index. Those keeping what a delivery did name its key (event_id) and its
+# payment too; a payment's record (payhooks_payments) outlives their purge.
+_OF_A_DELIVERY = (
     ("processed_webhooks", "merchant_ref"),
     ("payhooks_deliveries", "merchant_ref"),
     ("payhooks_amount_mismatches", "gateway_order_id"),
-    ("payhooks_payments", "gateway_order_id"),
 )
+_PAYMENT_RECORD = ("payhooks_payments", "gateway_order_id")
+_NAMING_AN_ORDER = (("payhooks_expectations", "gateway_order_id"), *_OF_A_DELIVERY, _PAYMENT_RECORD)
+
+
+def _orders_by(key: str, tables: Sequence[tuple[str, str]]) -> str:
+    """The orders that ``tables`` (each a table and its column naming an order) name in their
+    rows whose ``key`` is the text, each table read through its (provider, key) index."""
+    return "\n        UNION".join(
+        f"""
+        (SELECT provider, {column} FROM {table}
+         WHERE provider = ANY(%(providers)s) AND {key} = %(q)s
+           AND {column} IS NOT NULL LIMIT %(limit)s)"""
+        for table, column in tables
+    )
+
+
+def _order_of_payment(where: str) -> str:
+    """A delivery that names no order (a refund's, on some gateways), among those ``where``
+    takes (``w``, its record): its payment's order."""
+    return f"""
+        (SELECT p.provider, p.gateway_order_id FROM processed_webhooks w
+         JOIN payhooks_payments p ON p.provider = w.provider AND p.payment_id = w.payment_id
+                                 AND p.gateway_order_id IS NOT NULL
+         WHERE {where} AND w.merchant_ref IS NULL LIMIT %(limit)s)"""
+
+
 # Each returns (provider, gateway order id); naming every provider lets PostgreSQL use the
 # (provider, ...) indexes.
 _FIND = {
@@ -97,43 +118,15 @@ _FIND = {
         UNION
         (SELECT provider, merchant_ref FROM processed_webhooks
          WHERE order_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s)""",
-    Matched.PAYMENT: """
-        (SELECT provider, merchant_ref FROM processed_webhooks
-         WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s
-           AND merchant_ref IS NOT NULL LIMIT %(limit)s)
-        UNION
-        (SELECT provider, gateway_order_id FROM payhooks_payments
-         WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s
-           AND gateway_order_id IS NOT NULL LIMIT %(limit)s)
-        UNION
-        (SELECT provider, merchant_ref FROM payhooks_deliveries
-         WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s
-           AND merchant_ref IS NOT NULL LIMIT %(limit)s)
-        UNION
-        (SELECT provider, gateway_order_id FROM payhooks_amount_mismatches
-         WHERE provider = ANY(%(providers)s) AND payment_id = %(q)s LIMIT %(limit)s)""",
-    Matched.DELIVERY_KEY: """
-        (SELECT provider, merchant_ref FROM processed_webhooks
-         WHERE provider = ANY(%(providers)s) AND event_id = %(q)s AND merchant_ref IS NOT NULL)
-        UNION
-        (SELECT p.provider, p.gateway_order_id FROM processed_webhooks w"""
-    + _ORDER_OF_PAYMENT
-    + """ WHERE w.provider = ANY(%(providers)s) AND w.event_id = %(q)s
-           AND w.merchant_ref IS NULL LIMIT %(limit)s)
-        UNION
-        (SELECT provider, merchant_ref FROM payhooks_deliveries
-         WHERE provider = ANY(%(providers)s) AND event_id = %(q)s
-           AND merchant_ref IS NOT NULL LIMIT %(limit)s)
-        UNION
-        (SELECT provider, gateway_order_id FROM payhooks_amount_mismatches
-         WHERE provider = ANY(%(providers)s) AND event_id = %(q)s)""",
+    Matched.PAYMENT: _orders_by("payment_id", (*_OF_A_DELIVERY, _PAYMENT_RECORD)),
+    Matched.DELIVERY_KEY: _orders_by("event_id", _OF_A_DELIVERY)
+    + "\n        UNION"
+    + _order_of_payment("w.provider = ANY(%(providers)s) AND w.event_id = %(q)s"),
     Matched.BANK_REFERENCE: """
         (SELECT DISTINCT provider, merchant_ref FROM processed_webhooks
          WHERE bank_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s)
-        UNION
-        (SELECT p.provider, p.gateway_order_id FROM processed_webhooks w"""
-    + _ORDER_OF_PAYMENT
-    + """ WHERE w.bank_ref = %(q)s AND w.merchant_ref IS NULL LIMIT %(limit)s)""",
+        UNION"""
+    + _order_of_payment("w.bank_ref = %(q)s"),
     # A dispute's order, or its payment's when its report named none.
     Matched.DISPUTE: """
         (SELECT provider, gateway_order_id FROM payhooks_disputes
