@@ -122,15 +122,27 @@ DeliveriesChosen = Annotated[lists.DeliveryFilter, Depends(_delivery_filter)]
 PaymentsChosen = Annotated[lists.PaymentFilter, Depends(_payment_filter)]
 
 
-def _form(
-    chosen: lists.DeliveryFilter | lists.PaymentFilter | lists.SettlementFilter, request: Request
-) -> dict[str, str]:
-    """The filter form's fields as the operator typed them (a start left empty stays empty)."""
+def _listed(
+    request: Request,
+    chosen: lists.DeliveryFilter | lists.PaymentFilter | lists.SettlementFilter,
+    rows: Sequence[object],
+    older: str | None,
+) -> dict[str, object]:
+    """What a filtered list's page shows around its rows: the filter form's fields as the
+    operator typed them (a start left empty stays empty), the query of the older rows, and the
+    export's."""
     zone = _zone(request)
-    given = request.query_params
-    return {
-        "from": lists.typed(chosen.window.start, zone) if given.get("from") else "",
+    typed = {
+        "from": lists.typed(chosen.window.start, zone) if request.query_params.get("from") else "",
         "to": lists.typed(chosen.window.end, zone) if chosen.window.end_given else "",
+    }
+    return {
+        "rows": rows,
+        "chosen": chosen,
+        "typed": typed,
+        "more": older,
+        "export": chosen.query(),
+        "max_rows": export.MAX_ROWS,
     }
 
 
@@ -147,15 +159,10 @@ async def deliveries(
     rows = await run(request, lists.deliveries, chosen, before=before)
     more = rows[-1].id if len(rows) == lists.PAGE else None
     context = {
-        "rows": rows,
-        "chosen": chosen,
-        "typed": _form(chosen, request),
+        **_listed(request, chosen, rows, chosen.query(before=more) if more else None),
         "gateways": lists.LOGGED_GATEWAYS,
         "answers": lists.ANSWERS,
-        "more": chosen.query(before=more) if more else None,
-        "export": chosen.query(),
         "replay_query": urlencode({k: v for k, v in _bulk_query(chosen).items() if v}),
-        "max_rows": export.MAX_ROWS,
     }
     return page(request, "deliveries.html", context)
 
@@ -193,15 +200,10 @@ async def payments(request: Request, chosen: PaymentsChosen, before: Text = "") 
     rows = await run(request, source.read, chosen, lists.cursor_of(before), lists.PAGE)
     more = rows[-1].cursor if len(rows) == lists.PAGE else None
     context = {
-        "rows": rows,
-        "chosen": chosen,
-        "typed": _form(chosen, request),
+        **_listed(request, chosen, rows, chosen.query(before=more) if more else None),
         "gateways": lists.PROVIDERS,
         "statuses": source.statuses,
         "needs_refund": source.needs_refund,
-        "more": chosen.query(before=more) if more else None,
-        "export": chosen.query(),
-        "max_rows": export.MAX_ROWS,
     }
     return page(request, "payments.html", context)
 
@@ -340,12 +342,8 @@ async def settlements(
         older = chosen.query(at=lists.exact(more[0]), after_provider=more[1], after_id=more[2])
     context = {
         **found,
-        "chosen": chosen,
-        "typed": _form(chosen, request),
+        **_listed(request, chosen, rows, older),
         "gateways": lists.PROVIDERS,
-        "more": older,
-        "export": chosen.query(),
-        "max_rows": export.MAX_ROWS,
         "can_fetch": _console(request).views.fetch_settlements is not None,
         "yesterday": (datetime.now(UTC).astimezone(INDIA) - timedelta(days=1)).date(),
         **notice_of(request),
