@@ -124,7 +124,7 @@ PaymentsChosen = Annotated[lists.PaymentFilter, Depends(_payment_filter)]
 
 def _listed(
     request: Request,
-    chosen: lists.DeliveryFilter | lists.PaymentFilter | lists.SettlementFilter,
+    chosen: lists.Filter,
     rows: Sequence[object],
     older: str | None,
 ) -> dict[str, object]:

@@ -139,15 +139,32 @@ def exact(at: datetime) -> str:
     return at.isoformat()
 
 
-def _query(fields: Mapping[str, str], window: Window, more: Mapping[str, Any]) -> str:
-    """A filter as a query string, its range exact: the same rows at any later moment."""
-    every = {
-        **fields,
-        "from": exact(window.start) if window.start else "",
-        "to": exact(window.end),
-        **more,
-    }
-    return urlencode({k: v for k, v in every.items() if v not in ("", None)})
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Filter:
+    """A list's filter: a gateway (None: every one) and a time range, and what else its list
+    is filtered by (``own_fields``)."""
+
+    gateway: str | None = None
+    window: Window
+
+    def own_fields(self) -> dict[str, str]:
+        """The form's fields besides the gateway and the range, as it sends them."""
+        return {}
+
+    def query(self, **more: Any) -> str:
+        """The filter as a query string, its range exact: the same rows at any later moment."""
+        every = {
+            "gateway": self.gateway or "",
+            **self.own_fields(),
+            "from": exact(self.window.start) if self.window.start else "",
+            "to": exact(self.window.end),
+            **more,
+        }
+        return urlencode({k: v for k, v in every.items() if v not in ("", None)})
+
+    def params(self) -> dict[str, Any]:
+        """The gateway and the range as a list's statement takes them."""
+        return {"start": self.window.start, "end": self.window.end, "provider": self.gateway}
 
 
 def typed(at: datetime | None, zone: tzinfo) -> str:
@@ -162,19 +179,12 @@ def typed(at: datetime | None, zone: tzinfo) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DeliveryFilter:
-    gateway: str | None = None
+class DeliveryFilter(Filter):
     answer: str | None = None
     mismatch: bool = False
-    window: Window
 
-    def query(self, **more: Any) -> str:
-        fields = {
-            "gateway": self.gateway or "",
-            "outcome": self.answer or "",
-            "amount": "mismatch" if self.mismatch else "",
-        }
-        return _query(fields, self.window, more)
+    def own_fields(self) -> dict[str, str]:
+        return {"outcome": self.answer or "", "amount": "mismatch" if self.mismatch else ""}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -229,9 +239,7 @@ def deliveries(
 ) -> list[Line]:
     """The newest lines the filter takes, older than line ``before``."""
     params = {
-        "start": chosen.window.start,
-        "end": chosen.window.end,
-        "provider": chosen.gateway,
+        **chosen.params(),
         "answer": chosen.answer,
         "mismatch": chosen.mismatch,
         "before": before,
@@ -244,21 +252,17 @@ def deliveries(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PaymentFilter:
-    gateway: str | None = None
+class PaymentFilter(Filter):
     status: str | None = None
     mismatch: bool = False
     needs_refund: bool = False
-    window: Window
 
-    def query(self, **more: Any) -> str:
-        fields = {
-            "gateway": self.gateway or "",
+    def own_fields(self) -> dict[str, str]:
+        return {
             "status": self.status or "",
             "amount": "mismatch" if self.mismatch else "",
             "refund": "needed" if self.needs_refund else "",
         }
-        return _query(fields, self.window, more)
 
 
 SETTLEMENT_SPAN = timedelta(days=31)
@@ -266,14 +270,8 @@ SETTLEMENT_SPAN = timedelta(days=31)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SettlementFilter:
+class SettlementFilter(Filter):
     """The settlements list's filter: a gateway and the time payouts were made."""
-
-    gateway: str | None = None
-    window: Window
-
-    def query(self, **more: Any) -> str:
-        return _query({"gateway": self.gateway or ""}, self.window, more)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -395,9 +393,7 @@ def read_payments(
 ) -> list[Payment]:
     """A page of ``paged`` statement ``sql``, for the filter."""
     params = {
-        "start": chosen.window.start,
-        "end": chosen.window.end,
-        "provider": chosen.gateway,
+        **chosen.params(),
         "status": chosen.status,
         "mismatch": chosen.mismatch,
         "needs_refund": chosen.needs_refund,
@@ -473,6 +469,7 @@ __all__ = [
     "STATUSES",
     "BadFilter",
     "DeliveryFilter",
+    "Filter",
     "Line",
     "Payment",
     "PaymentFilter",
