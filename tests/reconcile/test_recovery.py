@@ -142,6 +142,25 @@ def test_a_payment_the_answer_lists_unreadably_never_hides_the_orders_capture(co
     assert "attempt_unreadable_1" in error and field in error, error
 
 
+@pytest.mark.parametrize("provider", list(UNREADABLE_ATTEMPT))
+def test_an_orders_only_payment_listed_unreadably_is_counted_and_kept_as_its_error(
+    conn, rig, provider
+):
+    """No payment captured, and the one the API lists unreadable: the checkout keeps its
+    reason, counted and asked again. Cashfree's answer asks the order too when nothing is
+    captured, and that second answer must not stand for the first's unreadable payment."""
+    buy = purchase(conn, provider)
+    failed, field = UNREADABLE_ATTEMPT[provider]
+    rig.api.pay(sim(buy), "attempt_unreadable_2", failed)
+    [entity] = rig.api.open_order(sim(buy)).payments
+    rig.api.book(sim(buy), entity | {field: 5})
+    tally = rig.run()
+    assert orders_of(conn, buy.cart_id) == []
+    assert tally.unapplied[provider] == 1 and tally.failures == 1, tally.summary()
+    (error,) = conn.execute("SELECT last_error FROM payhooks_reconcile").fetchone()
+    assert "attempt_unreadable_2" in error and field in error, error
+
+
 FLAGS = "SELECT flags, needs_refund FROM payments WHERE provider = %s AND payment_id = %s"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from functools import partial
 from typing import Any
@@ -57,7 +57,7 @@ class CashfreeClient:
             return found
         order_body = answer(self.provider, self.http, "GET", order, headers=self._h)
         expired = parsed(self.provider, lambda: order_expired(order_body, reference))
-        return Report(received=found.received, skipped=found.skipped, expired=expired)
+        return replace(found, expired=expired)  # what it could not read too
 
     def settlement_pages(self, start: date, end: date) -> Iterator[Page]:
         """``POST /pg/settlement/recon`` for India's days ``start`` to ``end``, ``RECON_LIMIT``
