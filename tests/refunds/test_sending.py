@@ -345,6 +345,33 @@ def test_a_refund_the_gateway_fails_after_accepting_frees_its_amount(core, datab
     assert api.money.refunded[(provider, PAYMENT[provider])] == 49_900
 
 
+@pytest.mark.parametrize("provider", GATEWAYS)
+def test_a_refund_the_gateway_made_and_failed_in_its_answer_is_failed_with_its_id(
+    core, database_url, provider
+):
+    """The gateway made the refund under its own id and already failed it (Razorpay's
+    ``failed``, Cashfree's ``FAILED`` in the create call's answer; PayU's when asked): closed
+    ``failed`` with that id, as a status check closes it, never ``refused`` (the gateway's no
+    to the call, no refund made), and its whole amount refundable again."""
+    conn, api, url = core
+    api.money.failing = True
+    paid(api, provider)
+    ask(conn, provider)
+    first = send(database_url, url)
+    settle(conn, database_url, url)
+    assert first.refused[provider] == 0, first.summary()
+    [(found, refund_id, _)] = state(conn, provider)
+    assert found == "failed" and refund_id, state(conn, provider)
+    if provider in AT_ONCE:
+        assert first.failed[provider] == 1, first.summary()
+    api.money.failing = False
+    ask(conn, provider, key="after-the-failure")
+    send(database_url, url)
+    settle(conn, database_url, url)
+    assert sorted(s for s, _, _ in state(conn, provider)) == ["failed", "processed"]
+    assert api.money.refunded[(provider, PAYMENT[provider])] == 49_900
+
+
 def test_a_sent_intent_is_asked_about_less_often_as_it_ages(core, database_url):
     """A minute after it was sent, then at a quarter of its age, at most every six hours."""
     conn, api, url = core

@@ -44,6 +44,16 @@ class RefundRefused(GatewayApiError):
     the same key and body would be refused again."""
 
 
+class RefundFailed(RefundRefused):
+    """The gateway made the refund under its own id and says it failed (no money went back):
+    the intent is closed ``failed`` with that id, whether the create call's answer says so or
+    a later status check does, never ``refused`` (which no refund of the gateway's stands for)."""
+
+    def __init__(self, provider: str, reason: str, *, gateway_refund_id: str) -> None:
+        super().__init__(provider, reason, status=200)
+        self.gateway_refund_id = gateway_refund_id
+
+
 class RefundIncomplete(Exception):
     """The client will not send the refund as its intent stands, and has not asked the gateway
     to make it: the intent names too little for the gateway's refund call (a Cashfree one no
@@ -166,6 +176,7 @@ __all__ = [
     "SENT_REFUND",
     "Refund",
     "RefundClient",
+    "RefundFailed",
     "RefundIncomplete",
     "RefundRefused",
     "RefundState",

@@ -46,6 +46,7 @@ from payhooks.gateways._refunds import (
     SENT_REFUND,
     Refund,
     RefundClient,
+    RefundFailed,
     RefundIncomplete,
     RefundRefused,
     Sent,
@@ -195,6 +196,17 @@ def _refused(
     )  # fmt: skip
 
 
+def _failed(tally: Tally, refund: Refund, exc: RefundRefused) -> None:
+    """A refund the gateway made, then failed (no money went back): counted, and logged."""
+    tally.failed[refund.provider] += 1
+    log.warning(
+        "refund_failed",
+        extra={"provider": refund.provider.value, "key": refund.idempotency_key,
+               "payment_id": refund.payment_id, "refund_id": refund.gateway_refund_id,
+               "amount_paise": refund.amount_paise, "detail": exc.reason},
+    )  # fmt: skip
+
+
 def _retried(tally: Tally, refund: Refund, exc: GatewayApiError, said: str, **more: object) -> None:
     """One intent the gateway's API failed for (sending it, or asking about it): counted to
     try again, and logged."""
@@ -263,13 +275,7 @@ class _Acts:
         except RefundRefused as exc:
             with connect() as conn:
                 refunds.settled(conn, refund, processed=False, error=exc.reason)
-            tally.failed[provider] += 1
-            log.warning(
-                "refund_failed",
-                extra={"provider": provider.value, "key": refund.idempotency_key,
-                       "payment_id": refund.payment_id, "refund_id": refund.gateway_refund_id,
-                       "amount_paise": refund.amount_paise, "detail": exc.reason},
-            )  # fmt: skip
+            _failed(tally, refund, exc)
             return
         except GatewayApiError as exc:
             with connect() as conn:
@@ -288,6 +294,14 @@ class _Acts:
         provider = refund.provider
         try:
             sent = client.send_refund(refund)
+        except RefundFailed as exc:  # made under the gateway's id, failed in the same answer
+            made = replace(refund, gateway_refund_id=exc.gateway_refund_id)
+            with connect() as conn, conn.transaction():
+                refunds.accepted(conn, refund, exc.gateway_refund_id, processed=False)
+                refunds.settled(conn, made, processed=False, error=exc.reason)
+            tally.sent[provider] += 1
+            _failed(tally, made, exc)
+            return
         except (RefundIncomplete, RefundRefused) as exc:
             _refused(connect, refund, tally, exc)
             return
@@ -313,6 +327,7 @@ class _Acts:
 __all__ = [
     "SENT_REFUND",
     "RefundClient",
+    "RefundFailed",
     "RefundIncomplete",
     "RefundRefused",
     "Sent",

@@ -161,8 +161,11 @@ class GatewayApi:
             self._after[provider].extend(faults)
 
     def refund_status(self, provider: Provider) -> str:
-        """The status a refund is made with: pending while ``money.pending``, else processed."""
+        """The status a refund is made with: failed while ``money.failing``, pending while
+        ``money.pending``, else processed."""
         words = REFUND_WORDS[provider]
+        if self.money.failing:
+            return words.failed
         return words.pending if self.money.pending else words.processed
 
     def settle(self, provider: Provider, *, failed: bool = False) -> int:
@@ -205,7 +208,7 @@ class GatewayApi:
                 return None, made
             refund = made
             self.money.by_key[(asked.provider, asked.key)] = (asked.body, refund)
-            self.money.refunded[payment] += asked.amount_paise
+            self.money.refunded[payment] += 0 if self.money.failing else asked.amount_paise
             self.money.refunds[payment].append(refund)
             self.money.amounts[payment].append(asked.amount_paise)
             self.money.made[payment] += 1

@@ -135,6 +135,10 @@ class Books:
     PayU's token), whatever the gateway scopes it by: what a storm counts per intent."""
     pending: bool = False
     """Refunds are made pending (Razorpay's normal speed, PayU's queue) until ``settle``."""
+    failing: bool = False
+    """Refunds are made failed: the gateway takes the call, makes the refund under its id and
+    fails it in the same answer (Razorpay's ``failed``, Cashfree's ``FAILED``; PayU's when
+    asked about), its money never taken."""
 
 
 # --- what a gateway paid out ------------------------------------------------------------------

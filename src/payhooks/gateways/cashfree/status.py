@@ -17,7 +17,13 @@ from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import _reports
 from payhooks.gateways._common import naming, reference
 from payhooks.gateways._gateway import ApiCredentials
-from payhooks.gateways._refunds import Refund, RefundIncomplete, RefundRefused, Sent
+from payhooks.gateways._refunds import (
+    Refund,
+    RefundFailed,
+    RefundIncomplete,
+    RefundRefused,
+    Sent,
+)
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._settlements import INDIA, Page
 from payhooks.gateways._status import MAX_PAGES, answer, listed, parsed
@@ -188,10 +194,10 @@ def _refunded(entity: object, refund: Refund) -> Sent:
     naming(entity, "refund_id", refund.idempotency_key, what="refund", provider=_P)
     naming(entity, "order_id", refund.gateway_order_id or "", what="refund", provider=_P)
     status = text(_P, entity, "refund_status")
-    if status in {"CANCELLED", "FAILED"}:
-        raise RefundRefused(_P.value, f"Cashfree's refund is {status}", status=200)
     raw = entity.get("cf_refund_id") if isinstance(entity, dict) else None
     refund_id = str(raw) if isinstance(raw, int) else text(_P, entity, "cf_refund_id")
+    if status in {"CANCELLED", "FAILED"}:
+        raise RefundFailed(_P.value, f"Cashfree's refund is {status}", gateway_refund_id=refund_id)
     return Sent(gateway_refund_id=refund_id, processed=status == "SUCCESS")
 
 

@@ -17,7 +17,13 @@ import httpx
 from payhooks.events import EventKind, Provider, storable
 from payhooks.gateways._common import child, naming, reference
 from payhooks.gateways._gateway import ApiCredentials
-from payhooks.gateways._refunds import Refund, RefundIncomplete, RefundRefused, Sent
+from payhooks.gateways._refunds import (
+    Refund,
+    RefundFailed,
+    RefundIncomplete,
+    RefundRefused,
+    Sent,
+)
 from payhooks.gateways._reports import (
     KEY_PREFIX,
     Report,
@@ -447,7 +453,9 @@ def _refund_state(entity: Mapping[str, Any], request_id: str) -> Sent:
     naming(entity, "request_id", request_id, what="refund", provider=_P)
     status = text(_P, entity, "status").lower()
     if status == "failure":
-        raise RefundRefused(_P.value, f"PayU's refund {request_id:.40} failed", status=200)
+        raise RefundFailed(
+            _P.value, f"PayU's refund {request_id:.40} failed", gateway_refund_id=request_id
+        )
     return Sent(gateway_refund_id=request_id, processed=status == REFUNDED)
 
 
