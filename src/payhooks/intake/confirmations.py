@@ -81,7 +81,9 @@ def room(event: Event) -> Steps[str | None]:
 
 
 MAX_OPEN_ATTEMPTS = 2
-"""Other attempts of one post waiting for the API at once; more are copies (``ingest``)."""
+"""Other attempts of one post waiting for the API at once; another is refused for now
+(``ConfirmationsFull``, 503), as past the bounds above: it may be the gateway's own post of a
+real second payment, sent again once the invented ones are refuted."""
 OPEN_ATTEMPTS = """
 SELECT count(*) FROM payhooks_confirmations
 WHERE provider = %s AND first_event_id = %s AND verdict IS NULL

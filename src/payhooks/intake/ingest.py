@@ -322,12 +322,21 @@ def _another_attempt(
     ``mihpayid``, outside its hash): a real second payment, or the first post edited. Recorded
     under its own key ``confirming`` and answered at once; the gateway's API decides, and only
     what it reports reaches a handler (``payhooks.intake.confirmations``, "another attempt"). Past
-    ``confirmations.MAX_OPEN_ATTEMPTS`` waiting at once for one post, a copy as before: whoever
-    holds the signed post could otherwise make a record and an API call per invented id."""
-    key = (received.event.provider.value, received.event.event_id)
-    waiting = yield Statement(sql=confirmations.OPEN_ATTEMPTS, params=key)
-    if waiting is not None and int(waiting[0]) >= confirmations.MAX_OPEN_ATTEMPTS:
-        return Settled(receipt=duplicate(received, first))
+    ``confirmations.MAX_OPEN_ATTEMPTS`` waiting at once for one post, refused for now (503,
+    stored nowhere, asking nothing): whoever holds the signed post could otherwise make a
+    record and an API call per invented id, and the gateway's own post of a real second
+    payment is taken when it is sent again."""
+    event = received.event
+    row = yield Statement(
+        sql=confirmations.OPEN_ATTEMPTS, params=(event.provider.value, event.event_id)
+    )
+    waiting = 0 if row is None else int(row[0])
+    if waiting >= confirmations.MAX_OPEN_ATTEMPTS:
+        raise ConfirmationsFull(
+            event.provider.value,
+            f"{confirmations.MAX_OPEN_ATTEMPTS} other payments of this post already wait for "
+            "the API",
+        )
     again = replace(received, event=second)
     claim = yield from idempotency.claiming(again)
     if claim.state is not ClaimState.NEW:

@@ -22,6 +22,7 @@ from payhooks.gateways._reports import KEY_PREFIX, one_of
 from payhooks.gateways.payu import status
 from payhooks.gateways.payu.status import PayUClient
 from payhooks.operations import retention
+from payhooks.plumbing.errors import ConfirmationsFull
 from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.passes import Tally
 from payhooks.reconcile.running import connecting, delivering
@@ -177,15 +178,29 @@ def test_a_refund_of_the_second_payment_is_booked_to_the_second_payment(shop, da
     assert [(e.payment_id, e.refund_amount_paise) for e in refunded] == [(SECOND, 49_900)]
 
 
-def test_resent_posts_beyond_two_open_ones_are_copies_asking_nothing(shop, database_url):
+def test_resent_posts_beyond_two_open_ones_are_refused_for_now_never_answered_copies(
+    shop, database_url
+):
     """A customer holding their signed post can resend it under any mihpayid: two resent
-    posts of one payment may wait for PayU's word at once; more are copies, as before."""
-    conn, _, _, hooks, _ = shop
+    posts of one payment may wait for PayU's word at once. Another is refused for now (503
+    ``confirmations_full``, stored nowhere, asking nothing), never answered ``duplicate``:
+    it may be PayU's own post of a real second payment, taken when PayU sends it again once
+    the invented ones are refuted."""
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
     sent(conn, hooks, FIRST)
-    answers = [sent(conn, hooks, f"40399371552188{n:04d}") for n in range(5)]
-    assert answers == [Outcome.CONFIRMING] * 2 + [Outcome.DUPLICATE] * 3
+    answers = [sent(conn, hooks, f"40399371552188{n:04d}") for n in range(2)]
+    assert answers == [Outcome.CONFIRMING] * 2
+    for _ in range(3):
+        with pytest.raises(ConfirmationsFull):
+            sent(conn, hooks, SECOND)
     waiting = conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone()
     assert waiting == (2,)
+    assert a_pass(database_url, url, hooks).refuted[Provider.PAYU] == 2
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING  # PayU's post, sent again
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
 
 
 def test_a_post_resent_under_another_orders_mihpayid_is_refuted_at_once(shop, database_url):
