@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
+from psycopg.types.json import Jsonb
 
 from payhooks.events import Provider
 from payhooks.plumbing import db
@@ -65,6 +66,7 @@ CORE_MIGRATIONS = [
     "core/0031_settlement_reads",
     "core/0032_settlement_read_from",
     "core/0033_resolutions",
+    "core/0034_credentials_unkept",
 ]
 
 CORE_TABLES = {
@@ -321,6 +323,19 @@ def test_a_payment_record_written_without_its_lost_dispute_counts_it_after_the_u
     assert conn.execute(disputed, (buy.payment_id,)).fetchall() == [(buy.amount_paise,)]
 
 
+def test_a_webhook_credential_kept_with_a_stored_delivery_goes_at_the_upgrade(conn):
+    """Core migration 0034 on a PhonePe callback stored with its Authorization header (the
+    digest of the webhook's username:password): the credential goes, the other headers stay."""
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    kept = {"authorization": "0" * 64, "x-razorpay-event-id": "evt_MIG"}
+    conn.execute("UPDATE processed_webhooks SET headers = %s", (Jsonb(kept),))
+    (sql,) = [text for version, text in CORE.files() if version == "0034_credentials_unkept"]
+    conn.execute(sql.encode())
+    found = conn.execute("SELECT DISTINCT headers FROM processed_webhooks").fetchall()
+    assert found == [({"x-razorpay-event-id": "evt_MIG"},)]
+
+
 def test_payment_records_are_backfilled_from_their_stored_deliveries(conn):
     """Core migration 0017 on records written before it: each payment's order, what its
     webhook says was paid, and PayU's mihpayid, read from its delivery while it is stored."""
@@ -412,7 +427,11 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "INSERT INTO payhooks_settlement_reads (provider, read_through) VALUES ('razorpay', %s)",
         (date(2026, 1, 5),),
     )
-    assert database.migrate(empty_db) == ["core/0032_settlement_read_from", "core/0033_resolutions"]
+    assert database.migrate(empty_db) == [
+        "core/0032_settlement_read_from",
+        "core/0033_resolutions",
+        "core/0034_credentials_unkept",
+    ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"
     )

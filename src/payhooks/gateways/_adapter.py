@@ -11,6 +11,11 @@ from typing import Protocol
 
 from payhooks.events import Event, Provider, is_text
 
+UNKEPT_HEADERS = frozenset({"authorization"})
+"""Headers read but never stored with a delivery's body: what they hold is the webhook
+credential itself (Juspay's Basic password, PhonePe's digest of username and password), which
+would let whoever reads the database, its backups or the console post accepted callbacks."""
+
 
 class Adapter(Protocol):
     """What the ingest path needs of a gateway.
@@ -18,7 +23,8 @@ class Adapter(Protocol):
     ``headers`` is a mapping with lower-case names. ``verify`` raises ``SignatureMismatch``;
     ``parse`` raises ``MalformedPayload`` and is only called on verified bytes.
     ``headers_read`` names every header the adapter reads (signed or not, such as a delivery
-    key header): they are kept with the body, and refused when repeated with two values.
+    key header): they are refused when repeated with two values, and kept with the body,
+    except ``UNKEPT_HEADERS`` (a static credential sent as is: never stored).
     ``max_body_bytes`` bounds what is read (and, for PayU, parsed) before authentication.
     """
 

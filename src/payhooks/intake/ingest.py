@@ -21,6 +21,7 @@ from payhooks.events import MAX_TEXT_CHARS as MAX_TEXT_CHARS
 from payhooks.events import Event, EventKind, Received, is_text, storable
 from payhooks.gateways import Adapter
 from payhooks.gateways import _reports as reports
+from payhooks.gateways._adapter import UNKEPT_HEADERS
 from payhooks.intake import confirmations, disputes, expectations, idempotency, relaying
 from payhooks.intake.idempotency import ClaimState
 from payhooks.plumbing.db import (
@@ -94,7 +95,8 @@ def receive(adapter: Adapter, body: bytes, headers: Mapping[str, str]) -> Receiv
         )
     adapter.verify(body, headers)
     event = storable(adapter.parse(body, headers))
-    kept = {name: headers[name] for name in adapter.headers_read if name in headers}
+    kept = {name: headers[name] for name in adapter.headers_read
+            if name in headers and name not in UNKEPT_HEADERS}  # fmt: skip
     return Received(event=event, body=body, headers=_storable_headers(adapter, kept))
 
 

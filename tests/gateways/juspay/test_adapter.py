@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from payhooks.events import EventKind, Provider
 from payhooks.gateways.juspay import JUSPAY
 from payhooks.gateways.juspay.adapter import Juspay, authorization
-from payhooks.intake.ingest import receive
+from payhooks.intake.ingest import header_map, receive
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "juspay"
@@ -267,7 +267,14 @@ def test_a_credential_that_is_not_username_colon_password_is_refused_at_start(cr
 def test_the_webhook_password_is_never_kept_with_the_body():
     received = receive(adapter(), body_of(), signed())
     assert received.headers == {}
-    assert adapter().headers_read == ()
+
+
+def test_the_authorization_header_sent_twice_is_refused_by_name_or_passes_when_identical():
+    """Read, so checked for repeats like every header an adapter reads (docs/security.md)."""
+    name, value = "Authorization", signed()["authorization"]
+    assert header_map([(name, value), (name, value)], adapter()) == {"authorization": value}
+    with pytest.raises(SignatureMismatch, match="authorization is sent more than once"):
+        header_map([(name, value), (name, signed("Zq9user:other")["authorization"])], adapter())
 
 
 def test_the_body_is_bounded_before_anything_is_read():

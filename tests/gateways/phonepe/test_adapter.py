@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from payhooks.events import Event, EventKind, Provider
 from payhooks.gateways.phonepe import MAX_BODY_BYTES, PHONEPE, PhonePe, authorization
 from payhooks.intake.expectations import RECONCILED
+from payhooks.intake.ingest import receive
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "phonepe"
@@ -298,6 +299,14 @@ def test_a_digest_of_other_credentials_is_refused():
 def test_the_header_name_is_matched_in_any_case():
     for name in ("Authorization", "AUTHORIZATION", "authorization"):
         adapter().verify(b"{}", {name: SDK["authorization"]})
+
+
+def test_the_webhook_credentials_digest_is_never_kept_with_the_body():
+    """The header is the credential itself (anyone holding it posts accepted callbacks): it is
+    checked, never stored with the delivery, its backups or the console's headers page."""
+    digest = authorization(CREDENTIAL)
+    received = receive(adapter(CREDENTIAL), body(order()), {"authorization": digest})
+    assert received.headers == {}
 
 
 def test_the_body_plays_no_part_in_verification():

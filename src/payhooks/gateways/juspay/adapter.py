@@ -18,9 +18,8 @@ from payhooks.gateways import _common
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 AUTHORIZATION_HEADER = "authorization"
-# The Authorization header is read, never kept: it holds the webhook password itself, which
-# would otherwise be stored beside every body (``Adapter.headers_read`` is what ingest keeps).
-_HEADERS_READ: tuple[str, ...] = ()
+# Read, never kept (``_adapter.UNKEPT_HEADERS``): it holds the webhook password itself.
+_HEADERS_READ: tuple[str, ...] = (AUTHORIZATION_HEADER,)
 _P = Provider.JUSPAY
 
 CHARGED = "CHARGED"
