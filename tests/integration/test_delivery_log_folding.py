@@ -224,8 +224,10 @@ VALUES (%(at)s, %(provider)s, %(status)s, %(outcome)s, false, 16,
 """
 
 
-def folded(conn: psycopg.Connection, at: datetime, status: int, repeats: int) -> None:
-    outcome = "signature_mismatch" if status == 401 else "database_unavailable"
+def folded(
+    conn: psycopg.Connection, at: datetime, status: int, repeats: int, outcome: str = ""
+) -> None:
+    outcome = outcome or ("signature_mismatch" if status == 401 else "database_unavailable")
     conn.execute(
         FOLDED_LINE,
         {"at": at, "provider": "payu", "status": status, "outcome": outcome, "repeats": repeats},
@@ -264,3 +266,16 @@ def test_a_slow_failure_counts_what_each_line_stands_for_and_its_hours_once(conn
     assert alarm.text.startswith(
         "payu: 6 of 6 deliveries in the last 24 hours were answered 5xx, in 3 different hours"
     )
+
+
+def test_callbacks_refused_for_now_past_a_bound_never_read_as_a_failing_endpoint(conn):
+    """503 ``confirmations_full`` is payhooks' own refusal of callbacks past a bound (whoever
+    holds a credential or a signed PayU post can send them): not a failure of the endpoint,
+    in the last hour or over the retry window; its waiting callbacks have their own banner."""
+    now = MINUTE + timedelta(minutes=5)
+    folded(conn, MINUTE, 503, 7, outcome="confirmations_full")
+    for hours in (2, 4, 6):
+        folded(conn, now - timedelta(hours=hours, minutes=30), 503, 2, "confirmations_full")
+    assert console_health.alarms(conn, now) == []
+    [payu] = [g for g in health.summary(conn, now).gateways if g.provider == "payu"]
+    assert payu.by_status == {503: 7}  # the last hour's, shown as they were answered

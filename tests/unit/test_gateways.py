@@ -163,3 +163,20 @@ def test_a_payment_the_status_api_reports_naming_no_currency_is_unreadable(provi
     assert report.received == ()
     assert report.unreadable == (f"payment {entity.get('id', 1)} unreadable: payment "
                                  f"{entity.get('id', 1)} names no currency",)  # fmt: skip
+
+
+@pytest.mark.parametrize(("named", "refund_id"), [("rfnd_X1", "rfnd_X1"), (900011, "900011")])
+def test_a_refund_answer_saying_failed_under_an_id_is_failed_with_that_id(named, refund_id):
+    from payhooks.gateways._refunds import RefundFailed, failed_refund
+
+    found = failed_refund(Provider.CASHFREE, "Cashfree's refund is FAILED", named)
+    assert isinstance(found, RefundFailed) and found.gateway_refund_id == refund_id
+
+
+@pytest.mark.parametrize("named", [None, "", " ", True, ["rfnd_X1"], "rfnd\ud800"])
+def test_a_refund_answer_saying_failed_under_no_readable_id_is_refused_not_asked_for_ever(named):
+    """Asked again, it would fail the same way at every pass: closed, as before, without one."""
+    from payhooks.gateways._refunds import RefundFailed, RefundRefused, failed_refund
+
+    found = failed_refund(Provider.RAZORPAY, "Razorpay's refund failed", named)
+    assert isinstance(found, RefundRefused) and not isinstance(found, RefundFailed)

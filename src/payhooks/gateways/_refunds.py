@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
-from payhooks.events import Event, EventKind, Provider, Received, storable
+from payhooks.events import Event, EventKind, Provider, Received, is_text, storable
 from payhooks.gateways._common import sha256_hex
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 from payhooks.plumbing.keys import RECONCILED
@@ -52,6 +52,16 @@ class RefundFailed(RefundRefused):
     def __init__(self, provider: str, reason: str, *, gateway_refund_id: str) -> None:
         super().__init__(provider, reason, status=200)
         self.gateway_refund_id = gateway_refund_id
+
+
+def failed_refund(provider: Provider, reason: str, refund_id: object) -> RefundRefused:
+    """A refund answer saying it failed: ``RefundFailed`` under the gateway's id for it (a
+    string, or a number), else, naming none, ``RefundRefused`` (closed without one)."""
+    if isinstance(refund_id, int) and not isinstance(refund_id, bool):
+        refund_id = str(refund_id)
+    if isinstance(refund_id, str) and refund_id.strip() and is_text(refund_id):
+        return RefundFailed(provider.value, reason, gateway_refund_id=refund_id)
+    return RefundRefused(provider.value, reason, status=200)
 
 
 class RefundIncomplete(Exception):
@@ -181,6 +191,7 @@ __all__ = [
     "RefundRefused",
     "RefundState",
     "Sent",
+    "failed_refund",
     "is_processed_key",
     "processed_delivery",
     "processed_key",

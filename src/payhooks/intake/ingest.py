@@ -328,21 +328,20 @@ def _another_attempt(
     stored nowhere, asking nothing): whoever holds the signed post could otherwise make a
     record and an API call per invented id, and the gateway's own post of a real second
     payment is taken when it is sent again."""
+    again = replace(received, event=second)
+    claim = yield from idempotency.claiming(again)
+    if claim.state is not ClaimState.NEW:  # this attempt is recorded already: a copy of it
+        return Settled(receipt=duplicate(again, claim))
     event = received.event
     row = yield Statement(
         sql=confirmations.OPEN_ATTEMPTS, params=(event.provider.value, event.event_id)
     )
-    waiting = 0 if row is None else int(row[0])
-    if waiting >= confirmations.MAX_OPEN_ATTEMPTS:
-        raise ConfirmationsFull(
+    if row is not None and int(row[0]) >= confirmations.MAX_OPEN_ATTEMPTS:
+        raise ConfirmationsFull(  # rolls the claim just taken back: nothing stored
             event.provider.value,
             f"{confirmations.MAX_OPEN_ATTEMPTS} other payments of this post already wait for "
             "the API",
         )
-    again = replace(received, event=second)
-    claim = yield from idempotency.claiming(again)
-    if claim.state is not ClaimState.NEW:
-        return Settled(receipt=duplicate(again, claim))
     yield from idempotency.recording(second, Outcome.CONFIRMING, None)
     yield from confirmations.requesting(second, first_event_id=received.event.event_id)
     return Settled(receipt=Receipt(outcome=Outcome.CONFIRMING, event=second))

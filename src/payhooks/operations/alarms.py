@@ -22,7 +22,7 @@ from enum import StrEnum
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
-from payhooks.operations.health import LAST_HOUR, forged, refuted_last_day
+from payhooks.operations.health import FAILED, LAST_HOUR, forged, refuted_last_day
 from payhooks.plumbing.db import Connection
 
 
@@ -61,9 +61,9 @@ ORDER BY provider, last_error IS NULL, requested_at DESC
 # How long each gateway keeps retrying a delivery answered 5xx (its ``retry_window``).
 RETRY_WINDOWS = {provider: found.retry_window for provider, found in GATEWAYS.items()}
 
-_OVER_WINDOW = """
-SELECT d.provider, sum(d.repeats), coalesce(sum(d.repeats) FILTER (WHERE d.status >= 500), 0),
-       count(DISTINCT date_trunc('hour', d.received_at, 'UTC')) FILTER (WHERE d.status >= 500)
+_OVER_WINDOW = f"""
+SELECT d.provider, sum(d.repeats), coalesce(sum(d.repeats) FILTER (WHERE {FAILED}), 0),
+       count(DISTINCT date_trunc('hour', d.received_at, 'UTC')) FILTER (WHERE {FAILED})
 FROM unnest(%(providers)s::text[], %(windows)s::interval[]) AS w (provider, span)
 JOIN payhooks_deliveries d ON d.provider = w.provider AND d.received_at > %(now)s - w.span
 WHERE d.received_at > %(now)s - %(longest)s

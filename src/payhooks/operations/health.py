@@ -28,8 +28,12 @@ sends unsigned (PayU's chargebacks) is refused 401 ``unsigned_chargeback``."""
 # By gateway, over the last hour: every answer, the 5xx, the signature failures. A line stands
 # for ``repeats`` requests (a minute's refusals of one kind past the first few are one line,
 # ``payhooks.operations.deliverylog``): requests are counted by their sum, never by rows.
-LAST_HOUR = """
-SELECT provider, sum(repeats), coalesce(sum(repeats) FILTER (WHERE status >= 500), 0),
+FAILED = "status >= 500 AND outcome <> 'confirmations_full'"
+"""A line of a failed answer: a 5xx, but for payhooks' own refusal of callbacks past a bound
+(``ConfirmationsFull``: whoever holds a credential, or a signed PayU post, can send those; the
+callbacks waiting have a banner of their own), which the banners never read as failing."""
+LAST_HOUR = f"""
+SELECT provider, sum(repeats), coalesce(sum(repeats) FILTER (WHERE {FAILED}), 0),
        coalesce(sum(repeats) FILTER (WHERE outcome = 'signature_mismatch'), 0)
 FROM payhooks_deliveries WHERE received_at > %(now)s - interval '1 hour'
 GROUP BY 1 ORDER BY 1

@@ -82,7 +82,8 @@ class Tally:
     settled: Counter[Provider] = field(default_factory=Counter)
     """Sent earlier, now processed by the gateway's word when asked."""
     failed: Counter[Provider] = field(default_factory=Counter)
-    """Sent earlier, now failed by the gateway's word when asked: no money went back."""
+    """Failed by the gateway's word (no money went back): asked about once sent, or in the
+    answer to the call that made it."""
 
     def summary(self) -> str:
         """One line of the pass's counts, for the command's output and the log."""
@@ -92,7 +93,8 @@ class Tally:
             f"{total['refused']} refused by the gateway, {total['incomplete']} refused by "
             "payhooks, not sent (naming too little: see last_error), "
             f"{total['retried']} to try again; "
-            f"of those sent earlier, {total['settled']} processed, {total['failed']} failed"
+            f"of those sent earlier, {total['settled']} processed; "
+            f"{total['failed']} failed by the gateway (no money went back)"
         )
 
 
@@ -299,7 +301,6 @@ class _Acts:
             with connect() as conn, conn.transaction():
                 refunds.accepted(conn, refund, exc.gateway_refund_id, processed=False)
                 refunds.settled(conn, made, processed=False, error=exc.reason)
-            tally.sent[provider] += 1
             _failed(tally, made, exc)
             return
         except (RefundIncomplete, RefundRefused) as exc:

@@ -192,6 +192,8 @@ def test_resent_posts_beyond_two_open_ones_are_refused_for_now_never_answered_co
     sent(conn, hooks, FIRST)
     answers = [sent(conn, hooks, f"40399371552188{n:04d}") for n in range(2)]
     assert answers == [Outcome.CONFIRMING] * 2
+    again = sent(conn, hooks, "403993715521880001", field9="the browser's copy")
+    assert again is Outcome.DUPLICATE  # its own key waits already: a copy, never refused
     for _ in range(3):
         with pytest.raises(ConfirmationsFull):
             sent(conn, hooks, SECOND)

@@ -19,10 +19,10 @@ from payhooks.gateways._common import naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import (
     Refund,
-    RefundFailed,
     RefundIncomplete,
     RefundRefused,
     Sent,
+    failed_refund,
 )
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._settlements import INDIA, Page
@@ -195,9 +195,9 @@ def _refunded(entity: object, refund: Refund) -> Sent:
     naming(entity, "order_id", refund.gateway_order_id or "", what="refund", provider=_P)
     status = text(_P, entity, "refund_status")
     raw = entity.get("cf_refund_id") if isinstance(entity, dict) else None
-    refund_id = str(raw) if isinstance(raw, int) else text(_P, entity, "cf_refund_id")
     if status in {"CANCELLED", "FAILED"}:
-        raise RefundFailed(_P.value, f"Cashfree's refund is {status}", gateway_refund_id=refund_id)
+        raise failed_refund(_P, f"Cashfree's refund is {status}", raw)
+    refund_id = str(raw) if isinstance(raw, int) else text(_P, entity, "cf_refund_id")
     return Sent(gateway_refund_id=refund_id, processed=status == "SUCCESS")
 
 

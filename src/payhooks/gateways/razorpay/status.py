@@ -16,7 +16,7 @@ from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import _reports
 from payhooks.gateways._common import child, naming, reference
 from payhooks.gateways._gateway import ApiCredentials
-from payhooks.gateways._refunds import Refund, RefundFailed, RefundRefused, Sent
+from payhooks.gateways._refunds import Refund, RefundRefused, Sent, failed_refund
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
 from payhooks.gateways._settlements import Page, days
 from payhooks.gateways._status import MAX_PAGES, CredentialsRefused, answer, listed, parsed
@@ -228,10 +228,10 @@ def _sent(entity: object, refund: Refund) -> Sent:
     naming(entity, "payment_id", refund.payment_id, what="refund", provider=_P)
     if refund.gateway_refund_id is not None:
         naming(entity, "id", refund.gateway_refund_id, what="refund", provider=_P)
-    status, refund_id = text(_P, entity, "status"), text(_P, entity, "id")
+    status = text(_P, entity, "status")
     if status == "failed":
-        raise RefundFailed(_P.value, "Razorpay's refund failed", gateway_refund_id=refund_id)
-    return Sent(gateway_refund_id=refund_id, processed=status == "processed")
+        raise failed_refund(_P, "Razorpay's refund failed", child(entity, "id"))
+    return Sent(gateway_refund_id=text(_P, entity, "id"), processed=status == "processed")
 
 
 def _named_payment(entity: object, payment_id: str) -> object:
