@@ -105,3 +105,24 @@ def test_a_delivery_that_leads_to_no_order_is_a_result_of_its_own(conn):
         None,
     )
     assert shop.address(result) == f"/deliveries/razorpay/{event_id}"
+
+
+def test_a_delivery_settled_by_hand_says_so_with_the_note_on_the_shops_timeline(conn):
+    """A capture for no checkout of the shop, parked, then settled from the console: its entry
+    on the reference's timeline says it was settled by hand, when, and the person's words."""
+    from payhooks.intake.expectations import resolve
+    from tests.factories import GATEWAY
+
+    reference = "order_" + "S" * 14
+    delivery = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_settled001", order_id=reference, amount_paise=49_900
+    )
+    receipt = deliver(conn, delivery)
+    assert receipt.outcome == "parked"
+    resolve(conn, "razorpay", receipt.event.event_id, "not ours: refunded at Razorpay")
+    told = stories.of_reference(conn, "razorpay", reference, ADAPTERS)
+    assert told is not None
+    [entry] = [e for e in told.entries if e.kind == "delivery"]
+    facts = dict(entry.facts)
+    assert facts["settled by hand"].endswith(": not ours: refunded at Razorpay"), facts
+    assert entry.parked is None

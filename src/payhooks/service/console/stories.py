@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
@@ -313,6 +313,14 @@ def _confirmation(record: Record | None) -> tuple[str, str] | None:
     return ("status API", f"{said.verdict}: {said.detail}")
 
 
+def _settled(record: Record | None) -> tuple[str, str] | None:
+    """A parked delivery a person settled by hand (``payhooks resolve``), as a fact."""
+    if record is None or record.settled is None:
+        return None
+    said = record.settled
+    return ("settled by hand", f"{said.at.astimezone(UTC):%Y-%m-%d %H:%M} UTC: {said.note}")
+
+
 def _checkout_entry(row: Named) -> Entry:
     return Entry(
         at=row["created_at"],
@@ -370,9 +378,10 @@ def _logged_entry(
         tone = Tone.WARN
     if record is not None and record.bank_ref:
         said.append(("bank reference", record.bank_ref))
-    if (asked := _confirmation(record)) is not None:
-        said.append(asked)
-        tone = _TONE_OF_OUTCOME.get(outcome, tone)
+    for known in (_confirmation(record), _settled(record)):
+        if known is not None:
+            said.append(known)
+            tone = _TONE_OF_OUTCOME.get(outcome, tone)
     if (amounts := facts.mismatch(provider, record)) is not None:
         said.append(amounts)
         tone = Tone.WARN
@@ -408,7 +417,7 @@ def _record_entry(provider: str, record: Record, facts: _Facts) -> Entry:
         facts=(
             ("outcome", record.outcome),
             ("delivery key", record.event_id),
-            *filter(None, [_confirmation(record), amounts]),
+            *filter(None, [_confirmation(record), _settled(record), amounts]),
         ),
         tone=Tone.WARN if amounts else tone,
         delivery=key,
