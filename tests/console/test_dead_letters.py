@@ -113,12 +113,22 @@ def dead(conn, count: int) -> list[int]:
     return [i for (i,) in conn.execute("SELECT id FROM outbox ORDER BY id").fetchall()]
 
 
+def listed_on(page: str) -> str:
+    """The ids the page's "Retry all" form names."""
+    return re.search(r'name="listed" value="([0-9,]*)"', page).group(1)
+
+
+def retry_all_of(client, page: str, **form: str):
+    data = {"csrf": csrf_of(page), "listed": listed_on(page), "confirm": "yes", **form}
+    return client.post("/console/dead/retry-all", data=data)
+
+
 def test_retry_all_queues_every_dead_letter_once_each_logged(console, conn):
     ids = dead(conn, 3)
     client = console.logged_in()
-    token = csrf_of(client.get("/console/dead").text)
-    first = client.post("/console/dead/retry-all", data={"csrf": token, "confirm": "yes"})
-    again = client.post("/console/dead/retry-all", data={"csrf": token, "confirm": "yes"})
+    page = client.get("/console/dead").text
+    first = retry_all_of(client, page)
+    again = retry_all_of(client, page)
     assert said(first) == "/console/dead?notice=all_queued"
     assert said(again) == "/console/dead?notice=nothing_dead"
     assert rows(console, "SELECT count(*) FROM outbox WHERE failed_at IS NULL") == [(3,)]
@@ -127,11 +137,37 @@ def test_retry_all_queues_every_dead_letter_once_each_logged(console, conn):
     assert logged == sorted((OPERATOR, "retry", str(i), "queued") for i in ids)
 
 
+def test_retry_all_queues_the_letters_its_page_listed_never_older_ones_it_did_not_show(
+    console, conn
+):
+    """Past a page of dead letters, the page says how many more there are; "Retry all" from a
+    page read before a colleague's queues nothing that page did not show, and says so."""
+    from payhooks.service.console.actions import DEAD_PAGE
+
+    ids = dead(conn, DEAD_PAGE + 3)
+    first, second = console.logged_in(), console.logged_in()
+    page_a, page_b = first.get("/console/dead").text, second.get("/console/dead").text
+    assert f"The newest {DEAD_PAGE} of {DEAD_PAGE + 3} dead letters are listed" in page_a
+    assert said(retry_all_of(first, page_a)) == "/console/dead?notice=all_queued"
+    assert said(retry_all_of(second, page_b)) == "/console/dead?notice=nothing_dead"
+    still = rows(console, "SELECT id FROM outbox WHERE failed_at IS NOT NULL ORDER BY id")
+    assert still == [(i,) for i in ids[:3]]  # the oldest three: shown next, never retried unseen
+
+
+def test_retry_all_naming_no_dead_letters_listed_is_refused(console, conn):
+    dead(conn, 1)
+    client = console.logged_in()
+    page = client.get("/console/dead").text
+    for listed in ("", "0", "1,,2", "x", "-1", "9" * 19):
+        answer = retry_all_of(client, page, listed=listed)
+        assert answer.status_code == 400, listed
+    assert rows(console, "SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL") == [(1,)]
+
+
 def test_retry_all_unconfirmed_does_nothing(console, conn):
     dead(conn, 2)
     client = console.logged_in()
-    token = csrf_of(client.get("/console/dead").text)
-    answer = client.post("/console/dead/retry-all", data={"csrf": token})
+    answer = retry_all_of(client, client.get("/console/dead").text, confirm="")
     assert said(answer) == "/console/dead?notice=not_confirmed"
     assert rows(console, "SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL") == [(2,)]
     assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]
@@ -195,7 +231,7 @@ def test_a_read_only_operator_cannot_retry_all_or_readdress(console, conn):
     page = client.get("/console/dead").text
     assert "Retry all" not in page and "Send to this address" not in page
     token = csrf_of(page)
-    for path, form in (("/console/dead/retry-all", {"confirm": "yes"}),
+    for path, form in (("/console/dead/retry-all", {"confirm": "yes", "listed": message_id}),
                        ("/console/dead/readdress", {"message_id": message_id, "confirm": "yes",
                                                     "recipient": "b@example.com"})):  # fmt: skip
         assert client.post(path, data={"csrf": token, **form}).status_code == 403

@@ -60,7 +60,8 @@ WHERE o.failed_at IS NOT NULL ORDER BY o.failed_at DESC, o.id DESC LIMIT %s
 """
 _DEAD_COUNT = "SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL"
 DEAD_PAGE = 200
-"""Dead letters on the page, the newest first; "Retry all" retries exactly these."""
+"""Dead letters on the page, the newest first; "Retry all" retries exactly these (the page
+says so when more are dead: the older show there once these are queued)."""
 
 
 def dead_letters(conn: Connection, limit: int = DEAD_PAGE) -> list[DeadLetter]:
@@ -99,13 +100,15 @@ def retry_dead_letter(conn: Connection, message_id: int, *, operator: str) -> Re
     return result
 
 
-def retry_all(conn: Connection, *, operator: str) -> Result:
-    """Every dead letter the page shows queued again, each recorded on its own line; a second
-    click, or a colleague's at once, finds them queued and says so."""
-    ids = [letter.id for letter in dead_letters(conn)]
-    results = [retry_dead_letter(conn, message_id, operator=operator) for message_id in ids]
-    any_queued = any(r.done is Done.QUEUED for r in results)
-    return Result(done=Done.ALL_QUEUED if any_queued else Done.NOTHING_DEAD)
+def retry_all(conn: Connection, listed: Sequence[int], *, operator: str) -> Result:
+    """The dead letters the page listed (``listed``, their ids) queued again, each recorded on
+    its own line, never one the page did not show; a second click, or a colleague's at once,
+    finds them queued and says so."""
+    queued = Result(done=Done.QUEUED)
+    revived = [message_id for message_id in listed if outbox.revive(conn, message_id)]
+    for message_id in revived:  # one already queued again is a colleague's, logged there
+        record(conn, operator, "retry", None, str(message_id), queued)
+    return Result(done=Done.ALL_QUEUED if revived else Done.NOTHING_DEAD)
 
 
 _READDRESS = """

@@ -25,7 +25,6 @@ from payhooks.console.pages import (
     notice_of,
     page,
     private,
-    queue,
     run,
 )
 from payhooks.events import Provider
@@ -246,7 +245,13 @@ def _story_page(
 
 @_shop.get("/dead")
 async def dead(request: Request) -> HTMLResponse:
-    return await queue(request, "dead.html", actions.dead_letters)
+    rows = await run(request, actions.dead_letters)
+    total = await run(request, actions.dead_count)
+    return page(request, "dead.html", {"rows": rows, "total": total, **notice_of(request)})
+
+
+_LISTED = rf"^[1-9][0-9]{{0,17}}(,[1-9][0-9]{{0,17}}){{0,{actions.DEAD_PAGE - 1}}}$"
+"""The ids of the dead letters a page listed, comma-separated (within ``bigint``)."""
 
 
 @_shop.post("/dead/retry", dependencies=[Depends(csrf)])
@@ -262,12 +267,17 @@ async def retry(
 
 @_shop.post("/dead/retry-all", dependencies=[Depends(csrf)])
 async def retry_all(
-    request: Request, session: Session, confirm: Field = "", back: Field = ""
+    request: Request,
+    session: Session,
+    listed: Annotated[str, Form(max_length=20 * actions.DEAD_PAGE, pattern=_LISTED)],
+    confirm: Field = "",
+    back: Field = "",
 ) -> Response:
-    """Every dead letter listed queued again: the box ticked, each one recorded."""
+    """Every dead letter the page listed queued again: the box ticked, each one recorded."""
     if confirm != "yes":
         return go_back(request, back or "/dead", Done.NOT_CONFIRMED)
-    result = await run(request, actions.retry_all, operator=session.operator)
+    ids = [int(n) for n in listed.split(",")]
+    result = await run(request, actions.retry_all, ids, operator=session.operator)
     return go_back(request, back or "/dead", result.done)
 
 
