@@ -208,6 +208,8 @@ def test_a_gateway_failing_is_told_and_a_bad_range_refused(fetching):
     assert " | razorpay: 0 new payout(s)" in client.get("/console/actions").text
     refused = fetch(client, "2026-01-05", "2025-01-05")
     assert said(refused).endswith("notice=no_fetch")
+    for first, last in (("0001-01-01", "0001-01-02"), ("1969-12-31", "1970-01-01")):
+        assert said(fetch(client, first, last)).endswith("notice=no_fetch")  # no call made
 
 
 def test_a_read_only_operator_sees_no_fetch_and_is_refused_one(fetching):

@@ -288,6 +288,7 @@ def test_the_command_fetches_a_range_and_lists_what_is_flagged(
         ((), "name the days to fetch"),
         (("--from", "2026-01-05", "--to", "5 Jan"), "are days: YYYY-MM-DD"),
         (("--from", "2026-01-06", "--to", "2026-01-05"), "starts (2026-01-06) after it ends"),
+        (("--from", "0001-01-01", "--to", "0001-01-02"), "before 1970"),
     ],
 )
 def test_the_command_refuses_a_range_it_cannot_fetch_in_one_line(

@@ -101,7 +101,9 @@ NOTICES = {
         "A gateway's settlement report failed (the action log says which and why): fetch "
         "those days again later; nothing is recorded twice."
     ),
-    actions.Done.NO_FETCH: "Not fetched: the days must be given, at most 31, none after today.",
+    actions.Done.NO_FETCH: (
+        "Not fetched: the days must be given, at most 31, none after today nor before 1970."
+    ),
     actions.Done.APPLIED: "Replayed: the delivery was applied.",
     actions.Done.STILL_PARKED: (
         "Replayed: it is still parked (no checkout matches it yet, or its amount is still not "

@@ -272,9 +272,16 @@ MAX_RANGE_DAYS = 31
 """The days one fetch of a report may cover: a longer range is refused, never cut short."""
 
 
+EARLIEST_DAY = date(1970, 1, 1)
+"""No gateway settled a payment before it (and a day near year 1 overflows a gateway's time
+filter): the first day a fetch may name, as the console's times begin."""
+
+
 def checked_range(start: date, end: date, *, today: date) -> None:
-    """A report's range: ``start`` not after ``end``, neither in the future, at most
-    ``MAX_RANGE_DAYS`` days. ``ValueError`` says which."""
+    """A report's range: ``start`` not after ``end``, none before ``EARLIEST_DAY`` nor in the
+    future, at most ``MAX_RANGE_DAYS`` days. ``ValueError`` says which."""
+    if start < EARLIEST_DAY:
+        raise ValueError(f"the range starts ({start}) before 1970: no gateway settled then")
     if start > end:
         raise ValueError(f"the range starts ({start}) after it ends ({end})")
     if end > today:
