@@ -302,10 +302,17 @@ def test_payments_page_through_payments_of_one_instant(console, conn):
     assert seen == {str(n) for n in range(1, 151)}
 
 
-def test_a_payments_page_to_continue_from_that_the_console_never_made_is_refused(console):
-    answer = console.logged_in().get("/console/payments", params={"before": "not-a-cursor"})
-    assert answer.status_code == 400
-    assert "not one the console made" in answer.text
+@pytest.mark.parametrize(
+    "before",
+    ["not-a-cursor", "9999-12-31T23:59:59-23:00|x", "0001-01-01T00:00:00+14:00|cart_x"],
+)
+def test_a_payments_page_to_continue_from_that_the_console_never_made_is_refused(console, before):
+    """A cursor the console never made, one past the console's times (1970 to 9998) too."""
+    client = console.logged_in()
+    for address, more in (("/console/payments", {}), ("/console/carts", {"email": "a@b.in"})):
+        answer = client.get(address, params={"before": before, **more})
+        assert answer.status_code == 400, (address, before)
+        assert "not one the console made" in answer.text
 
 
 # --- CSV exports -----------------------------------------------------------------------------

@@ -381,7 +381,10 @@ def cursor_of(text: str) -> tuple[datetime, str] | None:
         raise BadFilter("The page to continue from is not one the console made.") from None
     if moment_at.tzinfo is None or not key:
         raise BadFilter("The page to continue from is not one the console made.")
-    return moment_at, key
+    try:
+        return _within_calendar(moment_at, "before"), key
+    except BadFilter:  # no row the console listed has such a time
+        raise BadFilter("The page to continue from is not one the console made.") from None
 
 
 def read_payments(
