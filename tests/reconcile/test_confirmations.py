@@ -365,3 +365,28 @@ def test_a_confirmed_capture_with_the_same_figures_says_so_plainly(shop, databas
     verdict, detail = settled_detail(conn)
     assert verdict == "confirmed" and "figures applied" not in detail
     assert "reports the payment_captured" in detail
+
+
+def test_a_callback_its_api_never_settles_is_settled_by_hand_refuted_with_the_note(
+    shop, database_url
+):
+    """A forged refund callback whose status API only ever answers an error waits for ever,
+    holding its order's and its gateway's places (docs/security.md): a person settles it with
+    ``resolve``, refuted, nothing applied, the note kept; a later pass asks nothing of it."""
+    from payhooks.intake.expectations import NotAMismatch, resolve
+
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    resolve(conn, "phonepe", "cb-1", "forged: PhonePe's dashboard shows no such refund")
+    assert outcome(conn, "cb-1") == "refuted"
+    verdict = conn.execute("SELECT verdict, detail FROM payhooks_confirmations").fetchall()
+    assert verdict == [
+        ("refuted", "settled by hand: forged: PhonePe's dashboard shows no such refund")
+    ]
+    kept = conn.execute("SELECT resolution FROM payhooks_resolutions").fetchall()
+    assert kept == [("forged: PhonePe's dashboard shows no such refund",)]
+    api = Api(says=reported())
+    run_pass(database_url, paid, api)
+    assert api.asked == [] and paid == []
+    with pytest.raises(NotAMismatch, match="not parked"):
+        resolve(conn, "phonepe", "cb-1", "again")

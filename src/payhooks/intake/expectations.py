@@ -431,6 +431,26 @@ ON CONFLICT (provider, event_id) DO UPDATE
 RETURNING 1
 """
 
+# A callback waiting for its gateway's API that the API will never settle (a forged refund its
+# status API answers only with an error): refuted by a person, nothing applied, the words kept.
+REFUTE_WAITING = """
+WITH refuted AS (
+    UPDATE payhooks_confirmations
+    SET verdict = 'refuted', detail = 'settled by hand: ' || %(resolution)s,
+        settled_at = now(), last_error = NULL
+    WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
+    RETURNING provider, event_id
+), recorded AS (
+    UPDATE processed_webhooks w SET outcome = 'refuted'
+    FROM refuted r WHERE w.provider = r.provider AND w.event_id = r.event_id
+)
+INSERT INTO payhooks_resolutions (provider, event_id, resolution)
+SELECT provider, event_id, %(resolution)s FROM refuted
+ON CONFLICT (provider, event_id) DO UPDATE
+    SET resolution = excluded.resolution, resolved_at = now()
+RETURNING 1
+"""
+
 
 class NotAMismatch(LookupError):
     """The delivery named cannot be settled by hand: not parked (unknown, applied, or settled
@@ -444,16 +464,21 @@ def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution
     that will never apply (a payment for no checkout, a refund or a dispute of a payment the
     app never took): its words kept in ``payhooks_resolutions``, shown on its timeline. A
     refund held beside its payment's unsettled mismatch is refused (it applies once that is
-    settled and it is replayed). To apply a payment as paid instead, correct the expectation
-    with ``expect`` and replay it. Raises ``NotAMismatch`` for one that cannot be settled."""
+    settled and it is replayed). A callback waiting for its gateway's API (``confirming``)
+    that the API will never settle: refuted, nothing applied, the words kept. To apply a
+    payment as paid instead, correct the expectation with ``expect`` and replay it. Raises
+    ``NotAMismatch`` for one that cannot be settled."""
     if not resolution.strip():
         raise ValueError("say how it was resolved (refunded, written off, ...)")
     params = {"provider": Provider(gateway).value, "event_id": event_id, "resolution": resolution}
     with conn.transaction():
         parked = query(conn, LOCK_PARKED, params).fetchone()
         if parked is None:
+            if query(conn, REFUTE_WAITING, params).fetchone() is not None:
+                return  # a callback waiting for its gateway's API: refuted by hand
             raise NotAMismatch(
-                f"{gateway} delivery {event_id!r} is not parked (unknown, applied, or settled)"
+                f"{gateway} delivery {event_id!r} is not parked nor waiting for its gateway's "
+                "API (unknown, applied, or settled)"
             )
         if query(conn, RESOLVE, params).fetchone() is not None:
             return  # parked for its amount: settled with its mismatch
