@@ -218,6 +218,13 @@ def _failed(
     wait = confirmations.wait_after(pending.attempts)
     if exc.retry_after_s is not None:  # what the gateway asked for, when longer
         wait = max(wait, timedelta(seconds=exc.retry_after_s))
+    log.warning(
+        "confirm_api_error",
+        extra={"provider": pending.provider, "event_id": pending.event_id,
+               "order": pending.gateway_order_id, "error": str(exc)[:500],
+               "credentials_refused": isinstance(exc, CredentialsRefused),
+               "retry_in_s": wait.total_seconds()},
+    )  # fmt: skip
     with connect() as conn:
         confirmations.again(conn, pending, wait, str(exc))
 

@@ -148,24 +148,33 @@ class Tally:
         """What made the pass fail (``failures``), in the words every door prints before
         "those checkouts are asked again later"."""
         errors, unapplied = sum(self.api_errors.values()), sum(self.unapplied.values())
-        said = [f"{errors} gateway API error(s)"] if errors else []
+        said = [f"{errors} gateway API error(s) ({self._by_gateway()})"] if errors else []
         if unapplied:
             said.append(f"{unapplied} payment(s) the handler failed on")
         return ", ".join(said)
 
     def confirmations(self) -> str:
-        """A confirmation pass in one line (``payhooks confirm``, ``payhooks_confirm``)."""
-        return (
+        """A confirmation pass in one line (``payhooks confirm``, ``payhooks_confirm``): what
+        it settled, and each gateway whose API failed it or refused its credentials."""
+        said = (
             f"{sum(self.confirmed.values())} callback(s) confirmed by the API, "
             f"{sum(self.refuted.values())} refuted, "
             f"{sum(self.applied.values())} payment event(s) applied"
         )
+        if self.api_errors:
+            said += f", {sum(self.api_errors.values())} gateway API error(s) ({self._by_gateway()})"
+        if self.refused:
+            said += f", credentials refused by {', '.join(sorted(p.value for p in self.refused))}"
+        return said
+
+    def _by_gateway(self) -> str:
+        return ", ".join(f"{p.value} {n}" for p, n in sorted(self.api_errors.items()))
 
     @property
     def said_anything(self) -> bool:
-        """Whether a confirmation pass confirmed or refuted a callback (a daemon's pass
-        that did neither prints nothing)."""
-        return bool(sum(self.confirmed.values()) or sum(self.refuted.values()))
+        """Whether a confirmation pass settled a callback or met a gateway API's failure (a
+        daemon's pass that did neither prints nothing)."""
+        return bool(sum(self.confirmed.values()) or sum(self.refuted.values()) or self.api_errors)
 
 
 __all__ = ["Connect", "Deliver", "Followup", "Tally", "Unapplied", "each", "followed", "reasons"]
