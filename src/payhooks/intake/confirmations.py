@@ -49,9 +49,10 @@ ON CONFLICT (provider, event_id) DO NOTHING
 """
 
 
-MAX_OPEN_PER_ORDER = 4
-"""Callbacks of one gateway order waiting for the API at once. A real order has one or two
-(its capture, a refund); past this bound another is refused for now (``ConfirmationsFull``,
+MAX_OPEN_PER_ORDER = 8
+"""Callbacks of one gateway order waiting for the API at once. A real order has a few (Juspay
+sends an attempt's TXN_FAILED or TXN_CHARGED beside the order's ORDER_SUCCEEDED, then a
+refund's); past this bound another is refused for now (``ConfirmationsFull``,
 503, so the gateway sends it again), never stored: whoever holds a static credential, or
 PayU's public merchant key, could otherwise make a record and API calls per post."""
 MAX_OPEN_PER_GATEWAY = 200
