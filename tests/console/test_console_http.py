@@ -714,6 +714,30 @@ def test_parallel_guesses_get_no_more_tries_than_a_sequence(console):
 # --- answers are console pages -----------------------------------------------------------
 
 
+def test_a_field_too_long_is_named_without_echoing_it(console):
+    """Every field the console takes is named when it is refused, never "a field"."""
+    client = console.logged_in()
+    token = csrf_of(client.get("/console/").text)
+    long = "needle-" * 200
+    answers = {
+        "The email searched for": client.get("/console/carts", params={"email": long}),
+        "The reason": client.post(
+            "/console/payments/refund/cancel",
+            data={
+                "csrf": token,
+                "provider": "razorpay",
+                "idempotency_key": "K-1",
+                "reason": long,
+                "confirm": "yes",
+            },
+        ),
+    }
+    for field, answer in answers.items():
+        assert answer.status_code == 400, field
+        assert f"{field} is too long" in answer.text, answer.text
+        assert "needle-needle-" not in answer.text
+
+
 def test_a_search_too_long_answers_a_console_page_without_echoing_it(console):
     query = "needle-" * 200
     answer = console.logged_in().get("/console/search", params={"q": query})
@@ -1029,6 +1053,9 @@ def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(co
             "reason": "Razorpay keeps failing it"}  # fmt: skip
     unticked = client.post("/console/payments/refund/cancel", data=form)
     assert said(unticked).endswith("?notice=not_confirmed")
+    unsaid = client.post("/console/payments/refund/cancel",
+                         data={**form, "reason": "  ", "confirm": "yes"})  # fmt: skip
+    assert said(unsaid).endswith("?notice=no_reason")  # ticked: the reason is what is missing
     done = client.post("/console/payments/refund/cancel", data={**form, "confirm": "yes"})
     assert said(done) == f"{page}?notice=refund_cancelled"
     intents = "SELECT state, cancelled_by, cancel_reason FROM payhooks_refunds"

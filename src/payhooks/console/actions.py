@@ -68,6 +68,7 @@ class Done(StrEnum):
     REFUND_ALREADY_CANCELLED = "refund_already_cancelled"
     REFUND_NOT_CANCELLABLE = "refund_not_cancellable"
     NOT_CONFIRMED = "not_confirmed"
+    NO_REASON = "no_reason"
     BULK_REPLAYED = "bulk_replayed"
     LINKED = "linked"
     NOT_LINKABLE = "not_linkable"

@@ -163,6 +163,7 @@ NOTICES = {
         "in a minute or two), or the gateway already has it."
     ),
     actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm first.",
+    actions.Done.NO_REASON: "Nothing done: say why it is cancelled.",
     actions.Done.BULK_REPLAYED: "Replayed in bulk: each delivery is a line of the action log.",
     actions.Done.LINKED: "Linked: the cart is checked out under the delivery's reference.",
     actions.Done.NOT_LINKABLE: (
@@ -605,6 +606,21 @@ _FIELDS = {
     "as_of": "The moment the replay was confirmed",
     "cart_id": "The cart",
     "recipient": "The email address",
+    "email": "The email searched for",
+    "q": "The search",
+    "reason": "The reason",
+    "payment_id": "The payment",
+    "idempotency_key": "The refund's key",
+    "listed": "The dead letters listed",
+    "confirm": "The confirmation box",
+    "after_id": "The page to continue from",
+    "after_provider": "The page to continue from",
+    "refund": "The refund filter",
+    "at": "The time",
+    "start": "The first day",
+    "end": "The last day",
+    "applied": "The count applied",
+    "replayed": "The count replayed",
 }
 
 
@@ -1043,8 +1059,10 @@ async def cancel_refund(
 ) -> Response:
     """Cancel a refund stuck unsent: the box ticked and a reason given, recorded with the
     operator."""
-    if confirm != "yes" or not reason.strip():
+    if confirm != "yes":
         return go_back(request, back or "/", actions.Done.NOT_CONFIRMED)
+    if not reason.strip():
+        return go_back(request, back or "/", actions.Done.NO_REASON)
     result = await run(request, actions.cancel_refund, provider, idempotency_key,
                        reason=reason.strip()[:255], operator=session.operator)  # fmt: skip
     return go_back(request, back or "/", result.done)
