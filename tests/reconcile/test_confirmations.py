@@ -390,3 +390,26 @@ def test_a_callback_its_api_never_settles_is_settled_by_hand_refuted_with_the_no
     assert api.asked == [] and paid == []
     with pytest.raises(NotAMismatch, match="not parked"):
         resolve(conn, "phonepe", "cb-1", "again")
+
+
+def test_a_callback_settled_by_hand_while_a_pass_asks_keeps_the_persons_word(shop, database_url):
+    """The pass holds no lock while the API answers: a person refutes the callback meanwhile,
+    then the API reports the payment. The payment is applied (the API's word: it is real), the
+    callback stays as the person settled it, and the pass counts no confirmation of it."""
+    from payhooks.intake.expectations import resolve
+    from payhooks.operations import health
+
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+
+    class Resolving(Api):
+        def report(self, reference: str) -> Report:
+            with psycopg.connect(database_url, autocommit=True) as other:
+                resolve(other, "phonepe", "cb-1", "forged: the dashboard shows nothing")
+            return super().report(reference)
+
+    tally = run_pass(database_url, paid, Resolving(says=reported()))
+    assert tally.confirmed[Provider.PHONEPE] == 0 and tally.refuted[Provider.PHONEPE] == 0
+    assert [e.payment_id for e in paid] == [PAYMENT]
+    assert outcome(conn, "cb-1") == "refuted"
+    assert health.refuted_last_day(conn, datetime.now(UTC)) == {}  # no word of the API's

@@ -488,15 +488,17 @@ def replay(
 @app.command()
 def resolve(
     ctx: typer.Context,
-    event_id: Annotated[str, typer.Argument(help="The parked delivery's key.")],
+    event_id: Annotated[str, typer.Argument(help="The delivery's key (parked, or waiting).")],
     provider: Annotated[Provider, typer.Option(help="Its gateway.")],
     note: Annotated[str, typer.Option(help="How it was settled: refunded, written off, ...")],
     database_url: DatabaseUrl = None,
 ) -> None:
     """Settle a parked delivery outside payhooks: a payment parked for its amount (refunded in
     the gateway's dashboard), or one its handler parked that will never apply (a refund or a
-    dispute of a payment never taken). Its delivery is recorded ignored and keeps your note. To
-    apply a payment as paid instead, correct the expectation and replay it."""
+    dispute of a payment never taken): recorded ignored, keeping your note. A callback waiting
+    for its gateway's API that the API will never settle: recorded refuted, nothing applied,
+    keeping your note. To apply a payment as paid instead, correct the expectation and replay
+    it."""
     from payhooks.intake.expectations import NotAMismatch
     from payhooks.intake.expectations import resolve as settle
 

@@ -304,9 +304,11 @@ WITH settled AS (
     SET verdict = %(verdict)s, detail = %(detail)s, settled_at = now(), last_error = NULL
     WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
     RETURNING provider, event_id
+), recorded AS (
+    UPDATE processed_webhooks w SET outcome = %(verdict)s
+    FROM settled s WHERE w.provider = s.provider AND w.event_id = s.event_id
 )
-UPDATE processed_webhooks w SET outcome = %(verdict)s
-FROM settled s WHERE w.provider = s.provider AND w.event_id = s.event_id
+SELECT count(*) FROM settled
 """
 AGAIN = """
 UPDATE payhooks_confirmations SET next_attempt_at = now() + %(wait)s, last_error = %(error)s
@@ -314,9 +316,10 @@ WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
 """
 
 
-def settle(conn: Connection, pending: Pending, found: Verdict, detail: str) -> None:
-    """Records what the gateway's API said of a waiting callback (its verdict and why)."""
-    conn.execute(
+def settle(conn: Connection, pending: Pending, found: Verdict, detail: str) -> bool:
+    """Records what the gateway's API said of a waiting callback (its verdict and why); False
+    where it waits no more (a person settled it by hand meanwhile: theirs stands)."""
+    row = conn.execute(
         SETTLE,
         {
             "verdict": found.value,
@@ -324,7 +327,8 @@ def settle(conn: Connection, pending: Pending, found: Verdict, detail: str) -> N
             "provider": pending.provider,
             "event_id": pending.event_id,
         },
-    )
+    ).fetchone()
+    return row is not None and int(row[0]) == 1
 
 
 def again(conn: Connection, pending: Pending, wait: timedelta, error: str | None) -> None:

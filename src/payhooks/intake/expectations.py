@@ -433,10 +433,13 @@ RETURNING 1
 
 # A callback waiting for its gateway's API that the API will never settle (a forged refund its
 # status API answers only with an error): refuted by a person, nothing applied, the words kept.
+BY_HAND = "settled by hand: "
+"""How a confirmation a person refuted (``resolve``) begins its detail: no word of the API's,
+so never counted among the callbacks the API refuted (``operations.health.REFUTED``)."""
 REFUTE_WAITING = """
 WITH refuted AS (
     UPDATE payhooks_confirmations
-    SET verdict = 'refuted', detail = 'settled by hand: ' || %(resolution)s,
+    SET verdict = 'refuted', detail = %(by_hand)s || %(resolution)s,
         settled_at = now(), last_error = NULL
     WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
     RETURNING provider, event_id
@@ -474,7 +477,7 @@ def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution
     with conn.transaction():
         parked = query(conn, LOCK_PARKED, params).fetchone()
         if parked is None:
-            if query(conn, REFUTE_WAITING, params).fetchone() is not None:
+            if query(conn, REFUTE_WAITING, {**params, "by_hand": BY_HAND}).fetchone():
                 return  # a callback waiting for its gateway's API: refuted by hand
             raise NotAMismatch(
                 f"{gateway} delivery {event_id!r} is not parked nor waiting for its gateway's "

@@ -56,9 +56,11 @@ SELECT provider, count(*) FROM processed_webhooks WHERE outcome = 'parked' GROUP
 """
 # Callbacks resting on a static credential that the gateway's API refuted in the last day
 # (``payhooks.intake.confirmations``): through the partial index payhooks_confirmations_refuted.
+# One a person refuted by hand (``expectations.BY_HAND``) is no word of the API's.
 REFUTED = """
 SELECT provider, count(*) FROM payhooks_confirmations
 WHERE verdict = 'refuted' AND settled_at > %(now)s - interval '24 hours'
+  AND detail NOT LIKE 'settled by hand: %%'
 GROUP BY 1 ORDER BY 1
 """
 

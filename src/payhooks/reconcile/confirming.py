@@ -164,7 +164,8 @@ def _conclude(
         if found is None:
             confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), None)
             return
-        confirmations.settle(conn, pending, found, detail)
+        if not confirmations.settle(conn, pending, found, detail):
+            return  # settled by hand while the API was asked: the person's word stands
     provider = Provider(pending.provider)
     if found is Verdict.CONFIRMED:
         tally.confirmed[provider] += 1

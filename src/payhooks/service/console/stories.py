@@ -304,8 +304,9 @@ def _amounts(paid: int | None, expected: int, resolution: str | None) -> tuple[s
 
 
 def _confirmation(record: Record | None) -> tuple[str, str] | None:
-    """What the gateway's API said of a callback resting on a static credential, as a fact."""
-    if record is None or record.confirmation is None:
+    """What the gateway's API said of a callback resting on a static credential, as a fact
+    (none where a person settled it by hand: ``_settled`` says so)."""
+    if record is None or record.confirmation is None or record.settled is not None:
         return None
     said = record.confirmation
     if said.verdict is None:
@@ -314,7 +315,8 @@ def _confirmation(record: Record | None) -> tuple[str, str] | None:
 
 
 def _settled(record: Record | None) -> tuple[str, str] | None:
-    """A parked delivery a person settled by hand (``payhooks resolve``), as a fact."""
+    """A delivery a person settled by hand (``payhooks resolve``: parked, or waiting for its
+    gateway's API), as a fact."""
     if record is None or record.settled is None:
         return None
     said = record.settled

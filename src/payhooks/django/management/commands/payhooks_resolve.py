@@ -15,12 +15,13 @@ from payhooks.intake.expectations import NotAMismatch, resolve
 class Command(BaseCommand):
     help = (
         "Settle a parked delivery outside payhooks (a payment parked for its amount, refunded "
-        "in the gateway's dashboard; a refund or dispute of a payment never taken): its "
-        "delivery is recorded ignored and keeps your note."
+        "in the gateway's dashboard; a refund or dispute of a payment never taken): recorded "
+        "ignored, keeping your note; or a callback waiting for its gateway's API that the API "
+        "will never settle: recorded refuted, nothing applied, keeping your note."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("key", help="The parked delivery's key.")
+        parser.add_argument("key", help="The delivery's key (parked, or waiting).")
         parser.add_argument("--provider", required=True, choices=[v for v, _ in PROVIDERS])
         parser.add_argument("--note", required=True, help="How it was settled.")
 
