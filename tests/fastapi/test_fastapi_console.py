@@ -254,7 +254,7 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
         applied = act(client, f"{CONSOLE}/parked", "/parked/replay", **fields)
         assert "Replayed: the delivery was applied." in applied
         twice = act(client, f"{CONSOLE}/parked", "/parked/replay", **fields)
-        assert "Nothing to do: this delivery was already applied." in twice
+        assert "Nothing to do: this delivery is parked no more (applied, or settled)." in twice
         found = client.get(f"{CONSOLE}/search", params={"q": "pay_shop0000001"})
         assert found.status_code == 303
         assert found.headers["location"] == f"{CONSOLE}/orders/razorpay/{REF}?q=pay_shop0000001"

@@ -109,7 +109,9 @@ NOTICES = {
         "Replayed: it is still parked (no checkout matches it yet, or its amount is still not "
         "the one expected)."
     ),
-    actions.Done.ALREADY_APPLIED: "Nothing to do: this delivery was already applied.",
+    actions.Done.ALREADY_APPLIED: (
+        "Nothing to do: this delivery is parked no more (applied, or settled)."
+    ),
     actions.Done.NOT_FOUND: "Nothing to do: no such delivery is recorded.",
     actions.Done.NOT_CONFIGURED: "Cannot replay: this gateway has no secret configured here.",
     actions.Done.UNREADABLE: "Cannot replay: the stored delivery cannot be read any more.",
