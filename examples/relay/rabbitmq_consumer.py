@@ -9,7 +9,8 @@ It reads the relay's queue (``payhooks.events``; a queue of its own bound to the
 exchange works the same): each message is claimed in the inbox by its ``message_id`` and
 applied in one transaction, then acknowledged. RabbitMQ keeps a relay's republish as a second
 message, and requeues one whose consumer died before acknowledging it: the inbox answers both
-seen.
+seen; so does the broker's redelivery of a message whose ack it never got (it restarted
+between the commit and the ack), and the consumer goes on.
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ async def consume(conn: psycopg.Connection, url: str, queue_name: str) -> None:
         async for message in messages:
             message_id = message.message_id or ""
             inbox.once(conn, CONSUMER, message_id, ship(json.loads(message.body), message_id))
-            await message.ack()  # after the commit: a crash before it requeues
+            try:
+                await message.ack()  # after the commit: a crash before it requeues
+            except (aio_pika.exceptions.AMQPError, aio_pika.exceptions.ChannelInvalidStateError):
+                # The broker went away between the commit and the ack: it delivers the message
+                # again once the connection is back, and the inbox answers it seen.
+                continue
 
 
 def main() -> None:

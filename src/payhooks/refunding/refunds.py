@@ -59,12 +59,13 @@ LIVE = (RefundState.REQUESTED, RefundState.SENT, RefundState.PROCESSED)
 
 
 class RefundTooLarge(InvalidRequest):
-    """More than the payment captured minus what its live refunds already take."""
+    """More than the payment captured minus what its live refunds and lost disputes already
+    take."""
 
     def __init__(self, payment_id: str, asked: int, refundable: int) -> None:
         super().__init__(
             f"payment {payment_id}: a refund of {asked} paise is more than the {refundable} "
-            "paise still refundable (captured minus live refunds)"
+            "paise still refundable (captured, less live refunds and disputes lost)"
         )
         self.asked = asked
         self.refundable = refundable
