@@ -373,6 +373,19 @@ def test_the_command_refuses_a_short_window_unless_forced(merchant, merchant_url
     assert cli("--database-url", merchant_url, "--older-than-days", "3", "--force").returncode == 0
 
 
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--batch-rows", "0"), ("--batch-rows", "-1"), ("--older-than-days", "-3")],
+)
+def test_a_window_or_batch_below_one_is_refused_by_name(merchant, merchant_url, option, value):
+    """A batch of no rows purged for ever, holding the purge's lock; a negative window took
+    tomorrow's records as old."""
+    delivered(merchant, "old", 100)
+    result = cli("--database-url", merchant_url, option, value, "--force", "--dry-run")
+    assert result.returncode == 2 and option in result.stderr, result.stderr
+    assert keys(merchant, "processed_webhooks", "event_id") == ["old"]
+
+
 def test_old_delivery_log_lines_go_too_refused_ones_included(merchant):
     """The log holds every request a door answered, a forged-request flood too: it must not
     outlive the window."""

@@ -59,7 +59,7 @@ def reconcile(
     older_than_s: Annotated[
         int | None,
         typer.Option(
-            help="Ask about checkouts older than this; default PAYHOOKS_RECONCILE_AFTER_S."
+            min=0, help="Ask about checkouts older than this; default PAYHOOKS_RECONCILE_AFTER_S."
         ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Checkouts asked about, at most.")] = 100,
@@ -339,15 +339,16 @@ def purge(
     older_than_days: Annotated[
         int | None,
         typer.Option(
+            min=1,
             help="Window to keep; default PAYHOOKS_RETENTION_DAYS "
-            f"({policy.DEFAULT_RETENTION_DAYS})."
+            f"({policy.DEFAULT_RETENTION_DAYS}).",
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option(help="Count what would go; delete nothing.")] = False,
     force: Annotated[
         bool, typer.Option(help=f"Allow a window shorter than {policy.MIN_RETENTION_DAYS} days.")
     ] = False,
-    batch_rows: Annotated[int, typer.Option(help="Rows per delete transaction.")] = 5000,
+    batch_rows: Annotated[int, typer.Option(min=1, help="Rows per delete transaction.")] = 5000,
     database_url: Annotated[
         str | None,
         typer.Option(

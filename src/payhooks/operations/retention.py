@@ -182,7 +182,10 @@ def delete_expired(
     transaction (``within_batch`` runs in it with the batch's count, ``on_batch`` after its
     commit); then the payment claims, the expectations, the delivery log's lines and the
     payment events published to a broker older than that, and the console's ended sessions
-    and day-old failed logins."""
+    and day-old failed logins. ``batch_rows`` below 1 is a ``ValueError`` (a batch of none
+    would never end)."""
+    if batch_rows < 1:
+        raise ValueError(f"batch_rows must be at least 1, not {batch_rows}")
     deleted = 0
     while not stop():
         with unbounded(conn):
