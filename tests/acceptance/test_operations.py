@@ -99,10 +99,22 @@ def test_smtp_down_webhooks_still_answer_and_emails_go_out_once_it_returns(
     assert len(ids) == 20 and len(set(ids)) == 20
 
 
-def test_worker_without_smtp_url_says_so_and_exits_1(env):
+def test_worker_without_smtp_url_says_so_and_does_the_rest(env, database_url):
+    """Alerts by chat alone need no SMTP server: the worker warns that emails stay queued and
+    does its other duties (docs/configuration.md)."""
+    queue_emails(database_url, 1)
     result = cli(env, "worker", "--once")
-    assert result.returncode == 1
+    assert result.returncode == 0, result.stderr
     assert "PAYHOOKS_SMTP_URL is not set" in result.stderr
+    assert pending(database_url) == 1
+
+
+def test_worker_once_exits_1_while_the_smtp_server_is_away(env, database_url):
+    queue_emails(database_url, 1)
+    away = {**env, "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{free_port()}"}
+    result = cli(away, "worker", "--once")
+    assert result.returncode == 1 and "the SMTP server is unavailable" in result.stderr
+    assert pending(database_url) == 1
 
 
 def test_worker_once_sends_what_is_due_and_exits(env, database_url, inbox):

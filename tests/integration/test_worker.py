@@ -138,11 +138,18 @@ def test_backoff_grows_exponentially_within_jitter_and_cap():
     assert policy.delay(30, 0.999999) == pytest.approx(100, rel=1e-5)
 
 
-def test_worker_refuses_to_start_without_smtp(pool):
-    from payhooks.service.errors import MailerUnavailable
-
-    with pytest.raises(MailerUnavailable, match="PAYHOOKS_SMTP_URL"):
-        Worker(pool, replace(SETTINGS, smtp_url=None))
+def test_a_worker_without_smtp_keeps_the_emails_queued_and_does_the_rest(conn, pool):
+    """Alerts by chat alone (docs/configuration.md: PAYHOOKS_SMTP_URL unset by default): the
+    worker starts, sends no email and dead-letters none (each waits for a server), and its
+    other duties run."""
+    queue(conn, "mail:1")
+    runner = Worker(pool, replace(SETTINGS, smtp_url=None), NO_PURGE, jitter=lambda: 0.0)
+    try:
+        assert runner.drain() == 0
+        assert runner.maybe_retry_parked() == 0
+    finally:
+        runner.close()
+    assert outbox.counts(conn) == {"pending": 1, "sent": 0, "failed": 0}
 
 
 def test_worker_runs_the_purge_when_it_is_due(conn, pool, inbox):

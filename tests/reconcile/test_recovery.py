@@ -288,3 +288,27 @@ def test_a_real_payu_second_payment_under_one_txnid_is_flagged_once_an_edited_co
     assert conn.execute(FLAGS, ("payu", second)).fetchone() == (["duplicate_payment"], True)
     assert conn.execute(FLAGS, ("payu", invented)).fetchone() is None
     assert conn.execute(FLAGS, ("payu", buy.reference)).fetchone() == ([], False)
+
+
+def test_the_workers_pass_for_cron_sends_the_refunds_due(conn, rig):
+    """``payhooks worker --once`` does every duty once: the refund intents due are sent (it
+    retried parked deliveries and reconciled only, so a cron-run worker never refunded)."""
+    from dataclasses import replace
+
+    from payhooks.refunding import refunds
+    from payhooks.service.worker import Worker, WorkerOptions
+
+    buy = purchase(conn, Provider.RAZORPAY)
+    payment_id = paid_at_gateway(rig.api, buy)
+    rig.run()
+    refunds.request(conn, "razorpay", payment_id, 100, key="once", captured_paise=buy.amount_paise,
+                    reason="cron", requested_by="test")  # fmt: skip
+    options = WorkerOptions(purge_every_seconds=None, settlements_every_seconds=None)
+    runner = Worker(rig.pool, replace(rig.settings, smtp_url=None), options, jitter=lambda: 0.0)
+    try:
+        _, failed = runner.once()
+    finally:
+        runner.close()
+    assert failed == []
+    [intent] = refunds.of_payment(conn, "razorpay", payment_id)
+    assert intent.state.value == "processed" and intent.gateway_refund_id

@@ -234,8 +234,8 @@ def serve(
 
 
 def worker_options(*, once: bool, batch: int) -> WorkerOptions:
-    """Parked deliveries every minute and the purge once a day; ``--once`` makes one pass
-    over the outbox and the parked deliveries, and no purge."""
+    """Parked deliveries every minute and the purge once a day; ``--once`` does every duty
+    once (``Worker.once``), and no purge."""
     from payhooks.service.worker import DAY_SECONDS, WorkerOptions
 
     return WorkerOptions(
@@ -261,7 +261,12 @@ def worker_warnings(settings: Settings) -> list[str]:
             f"no gateway secret is set ({webhook_variables()}): this worker "
             "cannot apply parked deliveries"
         )
-    if settings.alert_email is None:
+    if not settings.smtp_url:
+        found.append(
+            "PAYHOOKS_SMTP_URL is not set: the outbox's emails (customers', and alerts by email) "
+            "stay queued, sent once it is set; nothing is dead-lettered"
+        )
+    elif settings.alert_email is None:
         found.append("PAYHOOKS_ALERT_EMAIL is not set: every alert will be dead-lettered")
     off = settings.reconciliation_off()
     if off:
@@ -274,7 +279,10 @@ def worker_warnings(settings: Settings) -> list[str]:
 
 @app.command()
 def worker(
-    once: Annotated[bool, typer.Option(help="Send what is due, then exit.")] = False,
+    once: Annotated[
+        bool,
+        typer.Option(help="Do every duty once (all but the purge), then exit: for cron."),
+    ] = False,
     batch: Annotated[
         int, typer.Option(min=1, help="Messages per SMTP session; parked deliveries per page.")
     ] = 100,
@@ -294,12 +302,11 @@ def worker(
         for warning in worker_warnings(settings):
             typer.echo(f"payhooks: warning: {warning}", err=True)
         if once:
-            run(runner.maybe_retry_parked)
-            run(runner.maybe_reconcile)
-            sent = 0
-            while (done := run(runner.drain)) > 0:
-                sent += done
+            sent, failed = run(runner.once)
             typer.echo(f"handled {sent} outbox message(s)", err=True)
+            if failed:  # each logged with its cause; the pass's other duties done
+                typer.echo(f"payhooks: the worker's pass failed: {'; '.join(failed)}", err=True)
+                raise typer.Exit(1)
             return
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: runner.stop())

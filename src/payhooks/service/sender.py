@@ -60,7 +60,7 @@ class Sender:
 
     def __post_init__(self) -> None:
         if not self.settings.smtp_url:
-            raise MailerUnavailable("PAYHOOKS_SMTP_URL is not set: the worker has nowhere to send")
+            raise MailerUnavailable("PAYHOOKS_SMTP_URL is not set: nowhere to send")
         self.target = SmtpTarget.from_url(self.settings.smtp_url)
         if self.settings.alert_email is None:
             log.warning("alert_email_not_set", extra={"effect": "every alert is dead-lettered"})

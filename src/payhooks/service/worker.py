@@ -68,13 +68,17 @@ class Worker:
         self.jitter = jitter
         self.clock = clock
         self.stopping = threading.Event()
-        self.sender = Sender(
-            pool,
-            settings,
-            batch=self.options.batch,
-            policy=self.options.policy,
-            jitter=jitter,
-            stopping=self.stopping,
+        self.sender = (
+            Sender(
+                pool,
+                settings,
+                batch=self.options.batch,
+                policy=self.options.policy,
+                jitter=jitter,
+                stopping=self.stopping,
+            )
+            if settings.smtp_url
+            else None  # no server to send to: the emails wait, queued (``worker_warnings``)
         )
         cadence = Cadence(
             batch=self.options.batch,
@@ -158,6 +162,28 @@ class Worker:
             log.exception("worker_step_failed", extra={"step": step.__name__})
         return 0
 
+    def once(self) -> tuple[int, list[str]]:
+        """Every duty once, as a cron job runs the worker (``payhooks worker --once``): the
+        parked deliveries, reconciliation, the callbacks to confirm, the refunds due, the
+        captures, the settlement reports, the alerts, then the outbox until nothing is due; no
+        purge. Returns the messages handled and what failed (each step logged; the others go
+        on): a step that raised, or the SMTP server unavailable with messages due."""
+        failed: list[str] = []
+        for step in (self.maybe_retry_parked, self.maybe_reconcile, self.confirm_callbacks,
+                     self.send_refunds, self.capture_authorized, self.maybe_fetch_settlements,
+                     self.alert):  # fmt: skip
+            try:
+                step()
+            except Exception:  # logged; the other duties go on
+                log.exception("worker_step_failed", extra={"step": step.__name__})
+                failed.append(step.__name__)
+        handled = 0
+        while (done := self.drain()) > 0:
+            handled += done
+        if self.sender is not None and self.sender.unavailable:
+            failed.append("the SMTP server is unavailable: the emails wait, queued")
+        return handled, failed
+
     def stop(self) -> None:
         self.stopping.set()
 
@@ -165,7 +191,10 @@ class Worker:
         self._http.close()
 
     def drain(self) -> int:
-        """Up to one batch of due messages over one SMTP session; returns how many."""
+        """Up to one batch of due messages over one SMTP session; returns how many (none
+        without ``PAYHOOKS_SMTP_URL``: each waits, queued, never dead-lettered)."""
+        if self.sender is None:
+            return 0
         handled = self.sender.drain()
         if self.sender.unavailable:
             self._failures += 1
