@@ -26,7 +26,8 @@ SERVICE = [
     ("PAYHOOKS_HOME", "home", "where the embedded database and the generated API token live"),
     ("PAYHOOKS_API_TOKEN", None, "bearer token for `/api/*`; unset = generated once, printed, "
      "kept under `PAYHOOKS_HOME`"),
-    ("PAYHOOKS_SMTP_URL", None, "where the worker sends email: "
+    ("PAYHOOKS_SMTP_URL", None, "where the worker sends email (unset: the emails stay queued "
+     "and the worker does the rest; alerts can go by `PAYHOOKS_ALERT_WEBHOOK_URL` alone): "
      "`smtp://[user:pass@]host[:port][?starttls=true]` (`starttls` true/false/1/0/yes/no, no "
      "other parameter) or `smtps://…`; checked at start, and a refusal never repeats the URL"),
     ("PAYHOOKS_MAIL_FROM", "mail_from", "the From address of the worker's email, one plain "
