@@ -184,6 +184,18 @@ def test_a_number_setting_must_be_a_positive_whole_number(variable, value):
     assert "whole number" in str(error) and repr(value) in str(error)
 
 
+@pytest.mark.parametrize("value", ["1", "5", "14"])
+def test_a_retention_window_shorter_than_the_gateways_replays_is_refused_at_start(value):
+    """The worker's daily purge refuses such a window (``purge_refused``) and so purged
+    nothing, every day, unsaid: refused at start, naming the variable and the floor."""
+    from payhooks.operations.retention import MIN_RETENTION_DAYS
+
+    error = refusal("PAYHOOKS_RETENTION_DAYS", value)
+    assert error.variable == "PAYHOOKS_RETENTION_DAYS"
+    assert f"at least {MIN_RETENTION_DAYS}" in str(error) and "--force" in str(error)
+    assert Settings.from_env({"PAYHOOKS_RETENTION_DAYS": str(MIN_RETENTION_DAYS)}).retention_days
+
+
 def test_a_number_setting_is_read():
     assert Settings.from_env({"PAYHOOKS_POOL_SIZE": "4"}).pool_size == 4
 

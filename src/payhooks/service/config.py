@@ -17,7 +17,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS, Adapter, ApiCredentials, Gateway, read_secrets
-from payhooks.operations.retention import DEFAULT_RETENTION_DAYS
+from payhooks.operations.retention import DEFAULT_RETENTION_DAYS, MIN_RETENTION_DAYS
 from payhooks.plumbing.db import libpq_url
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
@@ -307,7 +307,7 @@ class Settings:
             dispute_warning_hours=env.get("PAYHOOKS_DISPUTE_WARNING_HOURS").integer(
                 _DEFAULT.dispute_warning_hours, maximum=30 * 24
             ),
-            retention_days=env.get("PAYHOOKS_RETENTION_DAYS").integer(_DEFAULT.retention_days),
+            retention_days=_retention_days(env),
             lock_timeout_ms=env.get("PAYHOOKS_LOCK_TIMEOUT_MS").integer(_DEFAULT.lock_timeout_ms),
             statement_timeout_ms=env.get("PAYHOOKS_STATEMENT_TIMEOUT_MS").integer(
                 _DEFAULT.statement_timeout_ms
@@ -398,6 +398,21 @@ class Settings:
 
 _DEFAULT = Settings()
 """Each setting's default, written once: on its field above."""
+
+
+def _retention_days(env: _Environment) -> int:
+    """The purge's window: never shorter than the gateways' replays (the worker's daily purge
+    refuses such a window, and would purge nothing, every day)."""
+    variable = env.get("PAYHOOKS_RETENTION_DAYS")
+    days = variable.integer(_DEFAULT.retention_days)
+    if days < MIN_RETENTION_DAYS:
+        raise SettingError(
+            variable.name,
+            f"must be at least {MIN_RETENTION_DAYS} days, not {days}: a gateway replays a "
+            "delivery for days after it was sent; purge a shorter window by hand with "
+            "`payhooks purge --older-than-days N --force`",
+        )
+    return days
 
 
 def _webhook_secrets(env: _Environment) -> dict[str, tuple[str, ...]]:
