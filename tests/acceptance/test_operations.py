@@ -220,3 +220,17 @@ def test_bad_setting_is_one_line_not_a_traceback(env):
 def test_storm_against_nothing_is_one_line(env):
     result = cli(env, "storm", "http://127.0.0.1:9", "--carts", "1")
     assert result.returncode == 1 and result.stderr.count("\n") == 1
+
+
+def test_a_database_that_cannot_be_reached_is_named_with_the_servers_reason(env, database_url):
+    """One line, as every refusal, saying why: a database name that does not exist (it said
+    "database unavailable: OperationalError" alone; the reason only with -v)."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    missing = make_conninfo(database_url, dbname="payhooks_no_such_database")
+    result = cli({**env, "DATABASE_URL": missing}, "parked")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("payhooks: database unavailable")
+    assert 'database "payhooks_no_such_database" does not exist' in result.stderr
+    password = conninfo_to_dict(database_url).get("password")
+    assert not password or str(password) not in result.stderr

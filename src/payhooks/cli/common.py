@@ -117,6 +117,8 @@ def run(action: Callable[[], T]) -> T:
         return action()
     except ProviderNotConfigured as exc:
         exit_with(exc, f"{exc}{_unset(exc.provider)}")
+    except DatabaseUnavailable as exc:
+        exit_with(exc, f"{exc}{_why(exc)}")
     except (PayhooksError, OSError, ValueError, httpx.HTTPError) as exc:
         exit_with(exc, str(exc) or type(exc).__name__)
     except psycopg.Error as exc:
@@ -128,6 +130,14 @@ def run(action: Callable[[], T]) -> T:
             else ""
         )
         exit_with(exc, f"database error {exc.sqlstate}: {str(exc).splitlines()[0]}{hint}")
+
+
+def _why(exc: DatabaseUnavailable) -> str:
+    """What the server or libpq said, for the operator's terminal (never an HTTP answer):
+    ``database "x" does not exist``, ``password authentication failed``, ``Connection
+    refused``, its lines on one. libpq never repeats a password."""
+    said = " ".join(line.strip() for line in str(exc.__cause__ or "").splitlines())
+    return f" ({said.strip()[:400]})" if said.strip() else ""
 
 
 def _unset(provider: str) -> str:
