@@ -73,6 +73,14 @@ def test_with_the_database_away_the_series_are_absent_not_zero():
         answer = loopback.get(f"{base}/", timeout=10)
     assert answer.status_code == 200
     assert "payhooks_parked_deliveries" not in answer.text
+    # ... and a rule can tell: an alert on a gauge that went absent would clear meanwhile.
+    assert _value(answer.text, "payhooks_database_readable") == "0.0"
+
+
+def test_a_scrape_that_read_the_database_says_so(conn, database_url):
+    with wsgi_serving(wsgi_app(database_url)) as base:
+        text = loopback.get(f"{base}/", timeout=10).text
+    assert _value(text, "payhooks_database_readable") == "1.0"
 
 
 def test_a_flood_of_scrapes_reads_the_database_once_per_period():

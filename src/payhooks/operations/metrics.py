@@ -176,8 +176,15 @@ class CoreMetrics(Collector):
             return self._latest[1]
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        """The series, for Prometheus' registry."""
+        """The series, for Prometheus' registry; ``payhooks_database_readable`` always, so a
+        rule can tell a series absent for an outage from one that cleared."""
         found = self.snapshot()
+        yield GaugeMetricFamily(
+            "payhooks_database_readable",
+            "1 when the series read from the database are shown; 0 while it cannot be read "
+            "(they are absent, not zero)",
+            value=0.0 if found is None else 1.0,
+        )
         if found is None:
             return
         yield GaugeMetricFamily(
