@@ -365,7 +365,10 @@ def test_refunds_not_settled_within_their_bound_are_alerted(conn, chat):
     assert text.startswith("[payhooks] ALERT: cashfree: refunds not going through")
     assert "1 not sent within 1 hour(s)" in text
     assert "1 not settled within 10 day(s) of being sent" in text
-    assert "payhooks refunds cancel" in text
+    assert "cashfree's refund intents: 1 not sent within 1 hour(s); 1 not settled" in text
+    # the commands as they run: every option they require, the payment the list needs
+    assert "payhooks refunds list pay_1 --provider cashfree" in text
+    assert "payhooks refunds cancel KEY --provider cashfree --reason WHY --by WHO" in text
 
 
 def test_captures_not_settled_in_time_are_alerted_and_cleared_by_their_payout(conn, chat):

@@ -333,7 +333,8 @@ SELECT provider,
        count(*) FILTER (WHERE state = 'requested' AND last_error IS NULL),
        count(*) FILTER (WHERE state = 'sent' AND last_error IS NULL),
        count(*) FILTER (WHERE state = 'refused'
-                          AND starts_with(coalesce(last_error, ''), %(incomplete)s))
+                          AND starts_with(coalesce(last_error, ''), %(incomplete)s)),
+       (array_agg(DISTINCT payment_id ORDER BY payment_id))[1:%(named)s]
 FROM payhooks_refunds
 WHERE (state IN ('requested', 'sent') AND last_error IS NOT NULL)
    OR (state = 'requested' AND requested_at <= %(unsent)s)
@@ -344,6 +345,10 @@ GROUP BY 1 ORDER BY 1
 """
 
 
+REFUND_PAYMENTS_NAMED = 5
+"""The payments a refunds alert names, at most (the first by id), each a command to run."""
+
+
 def refunds(conn: Connection, now: datetime) -> list[Alert]:
     """Refund intents (``payhooks.refunding.refunds``) that need a person: refused or failed at the
     gateway in the last day, or refused by payhooks itself, never sent (an intent naming too
@@ -351,10 +356,11 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
     retried after an error, not sent within ``REFUND_UNSENT`` of being asked for, or not
     settled within ``REFUND_UNSETTLED`` of being sent."""
     params = {"reported": now - REFUNDS_REPORTED, "unsent": now - REFUND_UNSENT,
-              "unsettled": now - REFUND_UNSETTLED, "incomplete": INCOMPLETE}  # fmt: skip
+              "unsettled": now - REFUND_UNSETTLED, "incomplete": INCOMPLETE,
+              "named": REFUND_PAYMENTS_NAMED}  # fmt: skip
     found: list[Alert] = []
     rows = conn.execute(_REFUNDS, params)
-    for provider, retrying, refused, unsent, unsettled, incomplete in rows:
+    for provider, retrying, refused, unsent, unsettled, incomplete, payments in rows:
         said = []
         if refused:
             said.append(f"{refused} refused or failed at {provider} in the last day")
@@ -376,11 +382,13 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
                 subject=provider,
                 title=f"{provider}: refunds not going through",
                 body=(
-                    f"Refunds {', '.join(said)}. Each is listed with its last error by "
-                    "`payhooks refunds list PAYMENT_ID --provider "
-                    f"{provider}`; a refused one must be refunded another way; one stuck "
-                    "unsent that the gateway does not have can be cancelled (`payhooks "
-                    "refunds cancel KEY`), which frees its amount."
+                    f"{provider}'s refund intents: {'; '.join(said)}. Each payment's are "
+                    f"listed with their last error by `payhooks refunds list {payments[0]} "
+                    f"--provider {provider}` (payments {', '.join(payments)}"
+                    f"{', ...' if len(payments) == REFUND_PAYMENTS_NAMED else ''}); a refused "
+                    "one must be refunded another way; one stuck unsent that the gateway does "
+                    f"not have can be cancelled (`payhooks refunds cancel KEY --provider "
+                    f"{provider} --reason WHY --by WHO`, KEY as listed), which frees its amount."
                 ),
             )
         )
