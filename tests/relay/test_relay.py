@@ -523,6 +523,26 @@ def test_relay_status_and_remove(database_url, conn, tmp_path):
     wrong = subprocess.run([PAYHOOKS, "relay", "remove", "kafka"], env=env,
                            capture_output=True, text=True, timeout=60)  # fmt: skip
     assert wrong.returncode == 1 and "the channels are nats, rabbitmq" in wrong.stderr
+    dropped = subprocess.run([PAYHOOKS, "relay", "remove", "rabbitmq", "--drop-queued"], env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert dropped.returncode == 0, dropped.stderr
+    assert "2 queued event(s) dropped, never to be published" in dropped.stdout
+    assert unpublished(conn, "rabbitmq") == 0
+
+
+def test_events_left_for_a_removed_channel_are_alerted_as_such(conn):
+    """Not "is its relay running?" for ever: the channel was removed; add it back, or drop
+    them (``payhooks relay remove CHANNEL --drop-queued``)."""
+    from datetime import UTC, datetime, timedelta
+
+    from payhooks.operations import alerts
+
+    outbox.add_channel(conn, "nats")
+    paid(conn, 1)
+    outbox.remove_channel(conn, "nats")
+    [alert] = alerts.relay_backlog(conn, datetime.now(UTC) + timedelta(hours=1))
+    assert alert.title == "nats: 1 payment events left queued for a removed channel"
+    assert "payhooks relay remove nats --drop-queued" in alert.body
 
 
 def test_removing_the_channel_of_a_running_relay_stops_it_saying_so(

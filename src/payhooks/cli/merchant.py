@@ -847,16 +847,22 @@ def relay_status(ctx: typer.Context, database_url: DatabaseUrl = None) -> None:
 def relay_remove(
     ctx: typer.Context,
     channel: Annotated[str, typer.Argument(help="nats or rabbitmq.")],
+    drop_queued: Annotated[
+        bool, typer.Option(help="Also delete the events queued for it: never to be published.")
+    ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Stop queueing payment events for a broker; a relay of it still running stops, saying
-    so (exit 1). The events already queued stay, for a relay to publish or a person to
-    delete."""
+    so (exit 1). The events already queued stay, for a relay to publish, unless
+    --drop-queued."""
     from payhooks.operations import outbox
 
     if channel not in outbox.CHANNELS:
         run(lambda: fail(f"the channels are {', '.join(outbox.CHANNELS)}, not {channel!r}"))
     removed = with_connection(ctx, lambda conn: outbox.remove_channel(conn, channel), database_url)
+    if drop_queued:
+        gone = with_connection(ctx, lambda conn: outbox.drop_queued(conn, channel), database_url)
+        typer.echo(f"{channel}: {gone} queued event(s) dropped, never to be published")
     left = with_connection(ctx, outbox.backlogs, database_url)
     waiting = next(b.waiting for b in left if b.channel == channel)
     said = "no longer queued" if removed else "was not queued"

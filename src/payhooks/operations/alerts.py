@@ -20,7 +20,7 @@ from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms
-from payhooks.operations.outbox import backlogs
+from payhooks.operations.outbox import Backlog, backlogs
 from payhooks.plumbing.db import Connection
 from payhooks.refunding.sending import INCOMPLETE
 from payhooks.settlements import flags, reads
@@ -400,7 +400,9 @@ def relay_backlog(conn: Connection, now: datetime) -> list[Alert]:
     ``RELAY_LAG``: nothing is lost (the events wait in the queue), but the merchant's other
     services are not told of payments meanwhile."""
     return [
-        Alert(
+        _left_queued(found)
+        if not found.relayed
+        else Alert(
             condition=Condition.RELAY_BACKLOG,
             subject=found.channel,
             title=f"{found.channel}: {found.waiting} payment events waiting to be relayed",
@@ -415,6 +417,21 @@ def relay_backlog(conn: Connection, now: datetime) -> list[Alert]:
         for found in backlogs(conn)
         if found.oldest_at is not None and now - found.oldest_at >= RELAY_LAG
     ]
+
+
+def _left_queued(found: Backlog) -> Alert:
+    """Events a removed channel left queued: nothing publishes them until a person decides."""
+    return Alert(
+        condition=Condition.RELAY_BACKLOG,
+        subject=found.channel,
+        title=f"{found.channel}: {found.waiting} payment events left queued for a removed channel",
+        body=(
+            f"`payhooks relay remove {found.channel}` took the channel away with "
+            f"{found.waiting} payment event(s) still queued for it. `payhooks relay "
+            f"{found.channel}` adds it back and publishes them, in order; `payhooks relay remove "
+            f"{found.channel} --drop-queued` drops them, never to be published."
+        ),
+    )
 
 
 # Through payhooks_disputes_open and payhooks_disputes_lost. Every one, never the first so

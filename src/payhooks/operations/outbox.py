@@ -256,6 +256,13 @@ ADD_CHANNEL = """
 INSERT INTO payhooks_relay_channels (channel) VALUES (%(channel)s) ON CONFLICT DO NOTHING
 """
 REMOVE_CHANNEL = "DELETE FROM payhooks_relay_channels WHERE channel = %(channel)s"
+# The events a removed channel left queued, dropped: only once the channel is gone (a relay
+# of a channel still there may be publishing them).
+DROP_QUEUED = """
+DELETE FROM payhooks_outbox
+WHERE kind = 'event' AND channel = %(channel)s AND sent_at IS NULL
+  AND NOT EXISTS (SELECT 1 FROM payhooks_relay_channels WHERE channel = %(channel)s)
+"""
 # The relay's hold on its channel for one batch: a second relay skips it, one killed lets go.
 HOLD_CHANNEL = """
 SELECT channel FROM payhooks_relay_channels WHERE channel = %(channel)s
@@ -334,10 +341,17 @@ def remove_channel(conn: Connection, channel: str) -> bool:
     return conn.execute(REMOVE_CHANNEL, {"channel": channel}).rowcount == 1
 
 
+def drop_queued(conn: Connection, channel: str) -> int:
+    """The events a removed ``channel`` left queued, deleted, never to be published; how many
+    (none while the channel is there)."""
+    return conn.execute(DROP_QUEUED, {"channel": channel}).rowcount
+
+
 __all__ = [
     "ADD_CHANNEL",
     "CHANNELS",
     "CHANNEL_THERE",
+    "DROP_QUEUED",
     "HOLD_CHANNEL",
     "PUBLISHED",
     "REFUSED",
