@@ -63,6 +63,14 @@ def _server_user(name: str) -> pwd.struct_passwd:
     return pwd.getpwnam(name)
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @dataclass
 class Cluster:
     """A primary on ``ports[0]`` streaming to a standby on ``ports[1]`` through ``link``."""
@@ -102,7 +110,7 @@ class Cluster:
             conf.write("\n".join(settings) + "\n")
         with (self.primary / "pg_hba.conf").open("a") as hba:
             hba.write("host replication all 127.0.0.1/32 trust\n")
-        self._start(self.primary)
+        self._start(self.primary, 0)
         self.link = Proxy(self.url_of(self.ports[0]))
         _run("pg_basebackup", "-h", "127.0.0.1", "-p", self.ports[0], "-U", "postgres",
              "-D", self.standby, "-R", "-X", "stream", "-c", "fast")  # fmt: skip
@@ -112,12 +120,26 @@ class Cluster:
                 f"primary_conninfo = 'host=127.0.0.1 port={self.link.port} user=postgres "
                 "application_name=standby1'\n"
             )
-        self._start(self.standby)
+        self._start(self.standby, 1)
         self._streaming()
 
-    def _start(self, data: Path) -> None:
-        _run("pg_ctl", "-D", data, "-w", "-t", "60", "-l", data.parent / f"{data.name}.log",
-             "start")  # fmt: skip
+    def _start(self, data: Path, which: int) -> None:
+        """``pg_ctl start``; a port another process took since it was chosen as free is
+        chosen again (twice at most); any other failure raised with the server's last words."""
+        log = data.parent / f"{data.name}.log"
+        for attempt in range(3):
+            try:
+                _run("pg_ctl", "-D", data, "-w", "-t", "60", "-l", log, "start")
+                return
+            except subprocess.CalledProcessError as exc:
+                said = log.read_text(errors="replace") if log.exists() else ""
+                if attempt == 2 or "could not bind" not in said:
+                    raise RuntimeError(f"{data.name} did not start: {said[-2000:]}") from exc
+            ports = list(self.ports)
+            ports[which] = _free_port()
+            self.ports = (ports[0], ports[1])
+            with (data / "postgresql.auto.conf").open("a") as conf:  # the last port line wins
+                conf.write(f"port = {self.ports[which]}\n")
 
     def migrate(self) -> None:
         from payhooks.service import database
