@@ -234,3 +234,7 @@ def test_a_database_that_cannot_be_reached_is_named_with_the_servers_reason(env,
     assert 'database "payhooks_no_such_database" does not exist' in result.stderr
     password = conninfo_to_dict(database_url).get("password")
     assert not password or str(password) not in result.stderr
+    # A password holding "@" is read as part of the host, and libpq names that host back.
+    leaky = "postgresql://app:Sup3r@Secret@127.0.0.1:5432/db"
+    result = cli({**env, "DATABASE_URL": leaky}, "parked")
+    assert result.returncode == 1 and "Secret" not in result.stderr, result.stderr

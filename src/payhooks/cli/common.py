@@ -9,6 +9,7 @@ import inspect
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -132,12 +133,28 @@ def run(action: Callable[[], T]) -> T:
         exit_with(exc, f"database error {exc.sqlstate}: {str(exc).splitlines()[0]}{hint}")
 
 
+_LIBPQ_SAID = (
+    "Connection refused",
+    "timeout expired",
+    "No route to host",
+    "Network is unreachable",
+    "Name or service not known",
+    "server closed the connection unexpectedly",
+)
+"""libpq's own words worth an operator's line; anything else it says may quote the URL as
+given (a password holding ``@`` is read as part of the host and named back)."""
+
+
 def _why(exc: DatabaseUnavailable) -> str:
-    """What the server or libpq said, for the operator's terminal (never an HTTP answer):
-    ``database "x" does not exist``, ``password authentication failed``, ``Connection
-    refused``, its lines on one. libpq never repeats a password."""
-    said = " ".join(line.strip() for line in str(exc.__cause__ or "").splitlines())
-    return f" ({said.strip()[:400]})" if said.strip() else ""
+    """Why, for the operator's terminal (never an HTTP answer): the server's own refusal
+    (``FATAL: database "x" does not exist``, ``password authentication failed for user``),
+    else one of libpq's plain reasons (``Connection refused``); never the driver's text
+    whole, which may quote part of the URL."""
+    said = " ".join(str(exc.__cause__ or "").split())
+    if (fatal := re.search(r"FATAL:\s*(.+)", said)) is not None:
+        return f" (the server: {fatal.group(1)[:300]})"
+    known = next((words for words in _LIBPQ_SAID if words in said), None)
+    return f" ({known})" if known else ""
 
 
 def _unset(provider: str) -> str:
