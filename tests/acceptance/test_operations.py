@@ -109,6 +109,18 @@ def test_worker_without_smtp_url_says_so_and_does_the_rest(env, database_url):
     assert pending(database_url) == 1
 
 
+def test_worker_once_exits_1_when_an_alert_cannot_be_sent(env, conn):
+    """A dead letter raises its alert; with the SMTP server away its notice is not sent, and
+    a cron-run worker says so (it exited 0)."""
+    outbox.enqueue(conn, outbox.alert("alert:gone", "subject", "body"))
+    conn.execute("UPDATE outbox SET failed_at = now(), attempts = 8, last_error = 'x'")
+    away = {**env, "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{free_port()}",
+            "PAYHOOKS_ALERT_EMAIL": "ops@example.com"}  # fmt: skip
+    result = cli(away, "worker", "--once")
+    assert result.returncode == 1, result.stderr
+    assert "the worker's pass failed" in result.stderr
+
+
 def test_worker_once_exits_1_while_the_smtp_server_is_away(env, database_url):
     queue_emails(database_url, 1)
     away = {**env, "PAYHOOKS_SMTP_URL": f"smtp://127.0.0.1:{free_port()}"}

@@ -100,6 +100,8 @@ class Worker:
         self._settlements_failed = 0
         self._settings = settings
         self._failures = 0
+        self.alerts_unsent = 0
+        """Alert notices the last alerts pass could not send (to retry, or given up)."""
 
     def run(self) -> None:
         """Until ``stop()``: drain what is due, retry parked deliveries every minute, purge
@@ -165,13 +167,14 @@ class Worker:
     def once(self) -> tuple[int, list[str]]:
         """Every duty once, as a cron job runs the worker (``payhooks worker --once``): the
         parked deliveries, reconciliation, the callbacks to confirm, the refunds due, the
-        captures, the settlement reports, the alerts, then the outbox until nothing is due; no
-        purge. Returns the messages handled and what failed (each step logged; the others go
-        on): a step that raised, or the SMTP server unavailable with messages due."""
+        captures, the alerts, then the outbox until nothing is due; neither the purge nor the
+        settlement reports (each a day's or hours' work: `payhooks purge`, `payhooks
+        settlements --catch-up` from cron). Returns the messages handled and what failed (each
+        step logged; the others go on): a step that raised, the SMTP server unavailable with
+        messages due, an alert notice not sent."""
         failed: list[str] = []
         for step in (self.maybe_retry_parked, self.maybe_reconcile, self.confirm_callbacks,
-                     self.send_refunds, self.capture_authorized, self.maybe_fetch_settlements,
-                     self.alert):  # fmt: skip
+                     self.send_refunds, self.capture_authorized, self.alert):  # fmt: skip
             try:
                 step()
             except Exception:  # logged; the other duties go on
@@ -182,6 +185,8 @@ class Worker:
             handled += done
         if self.sender is not None and self.sender.unavailable:
             failed.append("the SMTP server is unavailable: the emails wait, queued")
+        if self.alerts_unsent:
+            failed.append(f"{self.alerts_unsent} alert notice(s) not sent (see alerts_pass)")
         return handled, failed
 
     def stop(self) -> None:
@@ -320,6 +325,7 @@ class Worker:
                 tally = self.notifier.send_due(conn, now)
         if tally.raised or tally.resolved or tally.retried or tally.failed:
             log.info("alerts_pass", extra={"summary": tally.summary()})
+        self.alerts_unsent = tally.retried + tally.failed
         return tally.sent
 
     def _idle_seconds(self) -> float:
