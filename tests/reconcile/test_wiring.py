@@ -175,6 +175,7 @@ def test_refused_credentials_reach_an_operator_once_and_clear_when_fixed(conn, r
     raised = [a for a in alerts.reconciliation(conn, datetime.now(UTC))
               if a.condition is alerts.Condition.RECONCILE_REFUSED]  # fmt: skip
     assert [a.subject for a in raised] == ["payu"]
+    assert "check PAYHOOKS_PAYU_" in raised[0].body  # which settings to fix
     with serving(good, database_url) as service:
         ready = loopback.get(f"{service.base_url}/readyz")
         text = loopback.get(f"{service.base_url}/metrics").text

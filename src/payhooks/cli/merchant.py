@@ -339,7 +339,7 @@ def purge(
     older_than_days: Annotated[
         int | None,
         typer.Option(
-            min=1,
+            min=0,
             help="Window to keep; default PAYHOOKS_RETENTION_DAYS "
             f"({policy.DEFAULT_RETENTION_DAYS}).",
         ),

@@ -290,11 +290,20 @@ def _refused(conn: Connection) -> list[Alert]:
             body=(
                 f"{provider}'s status API has refused payhooks' API credentials since "
                 f"{since:%Y-%m-%d %H:%M} UTC ({reason}). Payments whose webhook was missed "
-                "are not recovered until they are fixed."
+                f"are not recovered until they are fixed: check {_credentials_of(provider)}."
             ),
         )
         for provider, since, reason in conn.execute(_REFUSED).fetchall()
     ]
+
+
+def _credentials_of(provider: str) -> str:
+    """The settings holding a gateway's API credentials, as an operator sets them."""
+    found = next((g for p, g in GATEWAYS.items() if p.value == provider), None)
+    if found is None:
+        return "its API credentials"
+    api = found.status_api
+    return f"{api.id_variable} and {api.secret_variable}"
 
 
 def _overdue(
@@ -334,7 +343,7 @@ SELECT provider,
        count(*) FILTER (WHERE state = 'sent' AND last_error IS NULL),
        count(*) FILTER (WHERE state = 'refused'
                           AND starts_with(coalesce(last_error, ''), %(incomplete)s)),
-       (array_agg(DISTINCT payment_id ORDER BY payment_id))[1:%(named)s]
+       (array_agg(DISTINCT payment_id ORDER BY payment_id))[1:%(named)s + 1]
 FROM payhooks_refunds
 WHERE (state IN ('requested', 'sent') AND last_error IS NOT NULL)
    OR (state = 'requested' AND requested_at <= %(unsent)s)
@@ -384,8 +393,9 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
                 body=(
                     f"{provider}'s refund intents: {'; '.join(said)}. Each payment's are "
                     f"listed with their last error by `payhooks refunds list {payments[0]} "
-                    f"--provider {provider}` (payments {', '.join(payments)}"
-                    f"{', ...' if len(payments) == REFUND_PAYMENTS_NAMED else ''}); a refused "
+                    f"--provider {provider}` (payments "
+                    f"{', '.join(payments[:REFUND_PAYMENTS_NAMED])}"
+                    f"{', ...' if len(payments) > REFUND_PAYMENTS_NAMED else ''}); a refused "
                     "one must be refunded another way; one stuck unsent that the gateway does "
                     f"not have can be cancelled (`payhooks refunds cancel KEY --provider "
                     f"{provider} --reason WHY --by WHO`, KEY as listed), which frees its amount."

@@ -142,7 +142,10 @@ class Purge:
 
 
 def check_window(days: int, *, force: bool) -> None:
-    """A window shorter than the gateways' replays is refused unless forced."""
+    """A window shorter than the gateways' replays is refused unless forced; a negative one
+    always (``ValueError``: it would take records not yet made as old)."""
+    if days < 0:
+        raise ValueError(f"a window of {days} days: it must be 0 or more")
     if days < MIN_RETENTION_DAYS and not force:
         raise RetentionTooShort(days, MIN_RETENTION_DAYS)
 

@@ -409,8 +409,9 @@ def _retention_days(env: _Environment) -> int:
         raise SettingError(
             variable.name,
             f"must be at least {MIN_RETENTION_DAYS} days, not {days}: a gateway replays a "
-            "delivery for days after it was sent; purge a shorter window by hand with "
-            "`payhooks purge --older-than-days N --force`",
+            "delivery for days after it was sent. Set it to that or more (or unset it: "
+            f"{DEFAULT_RETENTION_DAYS}); a shorter window is purged by hand, with the variable "
+            "unset, by `payhooks purge --older-than-days N --force`",
         )
     return days
 
