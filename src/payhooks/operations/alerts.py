@@ -408,40 +408,35 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
 def relay_backlog(conn: Connection, now: datetime) -> list[Alert]:
     """Each relay channel whose oldest unpublished payment event has waited past
     ``RELAY_LAG``: nothing is lost (the events wait in the queue), but the merchant's other
-    services are not told of payments meanwhile."""
+    services are not told of payments meanwhile; or that a removed channel left queued."""
     return [
-        _left_queued(found)
-        if not found.relayed
-        else Alert(
-            condition=Condition.RELAY_BACKLOG,
-            subject=found.channel,
-            title=f"{found.channel}: {found.waiting} payment events waiting to be relayed",
-            body=(
-                f"{found.waiting} payment {'event has' if found.waiting == 1 else 'events have'} "
-                f"not been published to {found.channel}; the oldest has waited "
-                f"since {found.oldest_at:%Y-%m-%d %H:%M} UTC. Is `payhooks relay {found.channel}` "
-                "running, and its broker up? Its log says why it does not publish, and `payhooks "
-                "relay status` how many wait; they are published, in order, once it can."
-            ),
-        )
+        Alert(condition=Condition.RELAY_BACKLOG, subject=found.channel, **_backlog_told(found))
         for found in backlogs(conn)
         if found.oldest_at is not None and now - found.oldest_at >= RELAY_LAG
     ]
 
 
-def _left_queued(found: Backlog) -> Alert:
-    """Events a removed channel left queued: nothing publishes them until a person decides."""
-    return Alert(
-        condition=Condition.RELAY_BACKLOG,
-        subject=found.channel,
-        title=f"{found.channel}: {found.waiting} payment events left queued for a removed channel",
-        body=(
-            f"`payhooks relay remove {found.channel}` took the channel away with "
-            f"{found.waiting} payment event(s) still queued for it. `payhooks relay "
-            f"{found.channel}` adds it back and publishes them, in order; `payhooks relay remove "
-            f"{found.channel} --drop-queued` drops them, never to be published."
-        ),
-    )
+def _backlog_told(found: Backlog) -> dict[str, str]:
+    """A backlog's title and body: a relay not publishing, or a removed channel's leftovers
+    (nothing publishes them until a person decides)."""
+    channel, waiting = found.channel, found.waiting
+    if not found.relayed:
+        return {
+            "title": f"{channel}: {waiting} payment events left queued for a removed channel",
+            "body": f"`payhooks relay remove {channel}` took the channel away with {waiting} "
+            f"payment event(s) still queued for it. `payhooks relay {channel}` adds it back "
+            f"and publishes them, in order; `payhooks relay remove {channel} --drop-queued` "
+            "drops them, never to be published.",
+        }
+    assert found.oldest_at is not None
+    return {
+        "title": f"{channel}: {waiting} payment events waiting to be relayed",
+        "body": f"{waiting} payment {'event has' if waiting == 1 else 'events have'} not been "
+        f"published to {channel}; the oldest has waited since "
+        f"{found.oldest_at:%Y-%m-%d %H:%M} UTC. Is `payhooks relay {channel}` running, and its "
+        "broker up? Its log says why it does not publish, and `payhooks relay status` how "
+        "many wait; they are published, in order, once it can.",
+    }
 
 
 # Through payhooks_disputes_open and payhooks_disputes_lost. Every one, never the first so
