@@ -36,6 +36,11 @@ class StatusApi:
     url: str
     module: str
 
+    @property
+    def credentials(self) -> str:
+        """The settings an operator checks when the API refuses them."""
+        return f"{self.id_variable} and {self.secret_variable}"
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApiCredentials:

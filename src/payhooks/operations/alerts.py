@@ -300,10 +300,7 @@ def _refused(conn: Connection) -> list[Alert]:
 def _credentials_of(provider: str) -> str:
     """The settings holding a gateway's API credentials, as an operator sets them."""
     found = next((g for p, g in GATEWAYS.items() if p.value == provider), None)
-    if found is None:
-        return "its API credentials"
-    api = found.status_api
-    return f"{api.id_variable} and {api.secret_variable}"
+    return "its API credentials" if found is None else found.status_api.credentials
 
 
 def _overdue(

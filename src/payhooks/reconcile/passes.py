@@ -314,8 +314,7 @@ def _alert_unseen(alerted: list[str], notify: Notifier) -> Followup:
 
 def credentials_of(provider: Provider) -> str:
     """The variables to check when ``provider`` refuses the API credentials."""
-    api = gateway(provider).status_api
-    return f"{api.id_variable} and {api.secret_variable}"
+    return gateway(provider).status_api.credentials
 
 
 __all__ = [
