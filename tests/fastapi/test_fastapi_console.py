@@ -81,6 +81,12 @@ def act(client: httpx.Client, page: str, action: str, **fields: str) -> str:
     return client.get(answer.headers["location"]).text
 
 
+def settle(client: httpx.Client, event_id: str, note: str) -> str:
+    """The Parked page's Settle of a Razorpay delivery; the Parked page it leads back to."""
+    return act(client, f"{CONSOLE}/parked", "/parked/settle", provider="razorpay",
+               event_id=event_id, note=note, back=f"{CONSOLE}/parked")  # fmt: skip
+
+
 def test_a_stranger_is_sent_to_the_login_form_and_a_wrong_password_refused(shop, merchant_url):
     add_operator(merchant_url)
     with loopback.Client(base_url=shop.base_url, timeout=30) as client:
@@ -98,11 +104,7 @@ def test_a_capture_for_no_checkout_of_the_shop_is_settled_from_the_console_with_
     assert post(shop, razorpay(order_id="order_not_ours01")) == (200, "parked")
     [(event_id,)] = conn.execute("SELECT event_id FROM processed_webhooks").fetchall()
     with logged_in(shop, merchant_url) as client:
-        after = act(
-            client, f"{CONSOLE}/parked", "/parked/settle",
-            provider="razorpay", event_id=event_id, note="not ours: refunded at Razorpay",
-            back=f"{CONSOLE}/parked",
-        )  # fmt: skip
+        after = settle(client, event_id, "not ours: refunded at Razorpay")
         assert "Settled: the delivery is recorded as handled outside payhooks." in after
         assert "Nothing is parked." in after
         story = client.get(f"{CONSOLE}/orders/razorpay/order_not_ours01").text
@@ -133,17 +135,10 @@ def test_an_underpaid_capture_shows_both_amounts_and_is_settled_from_the_console
             "SELECT event_id FROM processed_webhooks WHERE event_type = 'payment.captured'"
         )
         [(event_id,)] = captured.fetchall()
-        after = act(
-            client, f"{CONSOLE}/parked", "/parked/settle",
-            provider="razorpay", event_id=event_id, note="refunded in the dashboard",
-            back=f"{CONSOLE}/parked",
-        )  # fmt: skip
+        after = settle(client, event_id, "refunded in the dashboard")
         assert "Settled: the delivery is recorded as handled outside payhooks." in after
         assert "amount: paid" not in after  # the refund waits for a replay, now applicable
-        again = act(
-            client, f"{CONSOLE}/parked", "/parked/settle",
-            provider="razorpay", event_id=event_id, note="twice", back=f"{CONSOLE}/parked",
-        )  # fmt: skip
+        again = settle(client, event_id, "twice")
         assert "Not settled: this delivery is not parked (applied, or settled already)" in again
         story = client.get(f"{CONSOLE}/orders/razorpay/{REF}").text
     assert "(settled: refunded in the dashboard)" in story
