@@ -129,28 +129,32 @@ class Worker:
         """Alerts on a thread of their own: a chat endpoint or SMTP server slow to answer
         holds back neither the outbox nor reconciliation."""
         while not self.stopping.is_set():
-            try:
-                self.alert()
-            except Exception:  # logged; tried again next tick
-                log.exception("worker_step_failed", extra={"step": "alert"})
+            self._each(self.alert)  # a failure logged; tried again next tick
             self.stopping.wait(ALERTS_TICK_SECONDS)
 
     def _reconciling(self) -> None:
         """Reconciliation on a thread of its own: a gateway slow to answer never holds back
         the emails and alerts."""
         while not self.stopping.is_set():
-            for step in (
-                self.maybe_reconcile,
-                self.confirm_callbacks,
-                self.send_refunds,
-                self.capture_authorized,
-                self.maybe_fetch_settlements,
-            ):
-                try:
-                    step()
-                except Exception:  # logged; the sender's backoff is its own business
-                    log.exception("worker_step_failed", extra={"step": step.__name__})
+            self._each(*self._at_the_gateways(), self.maybe_fetch_settlements)
             self.stopping.wait(RECONCILE_TICK_SECONDS)
+
+    def _at_the_gateways(self) -> tuple[Callable[[], int], ...]:
+        """What is asked of the gateways' APIs every tick."""
+        return (self.maybe_reconcile, self.confirm_callbacks, self.send_refunds,
+                self.capture_authorized)  # fmt: skip
+
+    def _each(self, *steps: Callable[[], int]) -> list[str]:
+        """Each step in turn, one failing logged (``worker_step_failed``) and the others run
+        all the same; the names of those that failed."""
+        failed: list[str] = []
+        for step in steps:
+            try:
+                step()
+            except Exception:  # logged; the sender's backoff is its own business
+                log.exception("worker_step_failed", extra={"step": step.__name__})
+                failed.append(step.__name__)
+        return failed
 
     def _guarded(self, step: Callable[[], int]) -> int:
         """``step()``, or 0 when it failed: logged, counted toward the backoff, never raised."""
@@ -172,14 +176,7 @@ class Worker:
         settlements --catch-up` from cron). Returns the messages handled and what failed (each
         step logged; the others go on): a step that raised, the SMTP server unavailable with
         messages due, an alert notice not sent."""
-        failed: list[str] = []
-        for step in (self.maybe_retry_parked, self.maybe_reconcile, self.confirm_callbacks,
-                     self.send_refunds, self.capture_authorized, self.alert):  # fmt: skip
-            try:
-                step()
-            except Exception:  # logged; the other duties go on
-                log.exception("worker_step_failed", extra={"step": step.__name__})
-                failed.append(step.__name__)
+        failed = self._each(self.maybe_retry_parked, *self._at_the_gateways(), self.alert)
         handled = 0
         while (done := self.drain()) > 0:
             handled += done
