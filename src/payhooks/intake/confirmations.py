@@ -331,6 +331,20 @@ def settle(conn: Connection, pending: Pending, found: Verdict, detail: str) -> b
     return row is not None and int(row[0]) == 1
 
 
+BY_HAND = "settled by hand: "
+"""How a confirmation a person refuted (``expectations.resolve``) begins its detail: no word
+of the API's, so never counted among the callbacks the API refuted (``health.REFUTED``)."""
+
+
+def refuted_by_hand(conn: Connection, provider: str, event_id: str, note: str) -> bool:
+    """A waiting callback the API will never settle, refuted by a person (``SETTLE``, as a
+    pass settles one), their note its detail; False where it waits no more."""
+    params = {"verdict": Verdict.REFUTED.value, "detail": BY_HAND + note,
+              "provider": provider, "event_id": event_id}  # fmt: skip
+    row = conn.execute(SETTLE, params).fetchone()
+    return row is not None and int(row[0]) == 1
+
+
 def again(conn: Connection, pending: Pending, wait: timedelta, error: str | None) -> None:
     """Not settled this time: due again after ``wait`` (growing with its attempts)."""
     conn.execute(
@@ -345,6 +359,7 @@ def wait_after(attempts: int) -> timedelta:
 
 
 __all__ = [
+    "BY_HAND",
     "LEASE",
     "MAX_OPEN_ATTEMPTS",
     "MAX_OPEN_PER_GATEWAY",
@@ -359,6 +374,7 @@ __all__ = [
     "confirmable",
     "first_body",
     "leased",
+    "refuted_by_hand",
     "requesting",
     "room",
     "settle",

@@ -24,6 +24,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
+from payhooks.intake import confirmations
 from payhooks.plumbing.db import (
     AsyncConnection,
     Connection,
@@ -431,27 +432,12 @@ ON CONFLICT (provider, event_id) DO UPDATE
 RETURNING 1
 """
 
-# A callback waiting for its gateway's API that the API will never settle (a forged refund its
-# status API answers only with an error): refuted by a person, nothing applied, the words kept.
-BY_HAND = "settled by hand: "
-"""How a confirmation a person refuted (``resolve``) begins its detail: no word of the API's,
-so never counted among the callbacks the API refuted (``operations.health.REFUTED``)."""
-REFUTE_WAITING = """
-WITH refuted AS (
-    UPDATE payhooks_confirmations
-    SET verdict = 'refuted', detail = %(by_hand)s || %(resolution)s,
-        settled_at = now(), last_error = NULL
-    WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
-    RETURNING provider, event_id
-), recorded AS (
-    UPDATE processed_webhooks w SET outcome = 'refuted'
-    FROM refuted r WHERE w.provider = r.provider AND w.event_id = r.event_id
-)
+# A person's words for a delivery they settled (a callback refuted by hand, below).
+KEEP_NOTE = """
 INSERT INTO payhooks_resolutions (provider, event_id, resolution)
-SELECT provider, event_id, %(resolution)s FROM refuted
+VALUES (%(provider)s, %(event_id)s, %(resolution)s)
 ON CONFLICT (provider, event_id) DO UPDATE
     SET resolution = excluded.resolution, resolved_at = now()
-RETURNING 1
 """
 
 
@@ -477,7 +463,8 @@ def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution
     with conn.transaction():
         parked = query(conn, LOCK_PARKED, params).fetchone()
         if parked is None:
-            if query(conn, REFUTE_WAITING, {**params, "by_hand": BY_HAND}).fetchone():
+            if confirmations.refuted_by_hand(conn, params["provider"], event_id, resolution):
+                query(conn, KEEP_NOTE, params)
                 return  # a callback waiting for its gateway's API: refuted by hand
             raise NotAMismatch(
                 f"{gateway} delivery {event_id!r} is not parked nor waiting for its gateway's "

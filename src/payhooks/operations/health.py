@@ -56,7 +56,7 @@ SELECT provider, count(*) FROM processed_webhooks WHERE outcome = 'parked' GROUP
 """
 # Callbacks resting on a static credential that the gateway's API refuted in the last day
 # (``payhooks.intake.confirmations``): through the partial index payhooks_confirmations_refuted.
-# One a person refuted by hand (``expectations.BY_HAND``) is no word of the API's.
+# One a person refuted by hand (``confirmations.BY_HAND``) is no word of the API's.
 REFUTED = """
 SELECT provider, count(*) FROM payhooks_confirmations
 WHERE verdict = 'refuted' AND settled_at > %(now)s - interval '24 hours'
