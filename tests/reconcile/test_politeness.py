@@ -175,3 +175,25 @@ def test_a_gateway_failing_in_an_unexpected_way_leaves_the_others_their_turn(con
     )
     rig.run()  # razorpay's claim fails (a check constraint): logged, and payu goes on
     assert len(orders_of(conn, fine[0].cart_id)) == 1
+
+
+def test_a_gateway_error_whose_backoff_cannot_be_written_holds_back_no_other_checkout(conn, rig):
+    """The database refusing one checkout's bookkeeping after the gateway's error (a lock
+    timeout, a dropped connection) is that checkout's failure alone: the rest of the gateway's
+    checkouts are still asked in the same pass, not left on their lease for ten minutes."""
+    buys = _paid(conn, rig, Provider.RAZORPAY, 3)
+    conn.execute(
+        "CREATE FUNCTION refuse_backoff() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF NEW.last_error LIKE '%500%' THEN RAISE EXCEPTION 'bookkeeping refused'; END IF;"
+        " RETURN NEW; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_backoff BEFORE UPDATE ON payhooks_reconcile"
+        " FOR EACH ROW EXECUTE FUNCTION refuse_backoff()"
+    )
+    rig.api.fail_next(Provider.RAZORPAY, Fault(status=500))
+    tally = rig.run()
+    assert (tally.examined[Provider.RAZORPAY], tally.api_errors[Provider.RAZORPAY]) == (3, 1)
+    assert sum(len(orders_of(conn, b.cart_id)) for b in buys) == 2
+    unrecorded = "SELECT count(*) FROM payhooks_reconcile WHERE attempts = 0"
+    assert count(conn, unrecorded) == 1  # its lease brings it back

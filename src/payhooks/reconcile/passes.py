@@ -239,8 +239,7 @@ class Reconciler:
             wait = max(wait, timedelta(seconds=exc.retry_after_s))
         elif exc.rate_limited:
             wait = max(wait, RATE_LIMIT_WAIT)
-        with self.connect() as conn:
-            checkouts.attempted(conn, item, error=exc.reason, wait=wait)
+        self._attempted(item, exc.reason, wait)
         log.warning(
             "reconcile_api_error",
             extra={"provider": item.provider.value, "reference": item.reference,
@@ -258,11 +257,20 @@ class Reconciler:
             extra={"provider": item.provider.value, "reference": item.reference,
                    "error": reason},
         )  # fmt: skip
+        self._attempted(item, reason, None)
+
+    def _attempted(self, item: Due, error: str, wait: timedelta | None) -> None:
+        """A failed turn written down, to be asked again after ``wait`` (else its backoff).
+        The database refusing that write fails this checkout alone: logged, and its lease
+        brings it back in ten minutes; the pass goes on to the next."""
         try:
             with self.connect() as conn:
-                checkouts.attempted(conn, item, error=reason)
-        except Exception:  # the database away: the lease brings it back in ten minutes
-            log.exception("reconcile_attempt_unrecorded", extra={"reference": item.reference})
+                checkouts.attempted(conn, item, error=error, wait=wait)
+        except Exception:
+            log.exception(
+                "reconcile_attempt_unrecorded",
+                extra={"provider": item.provider.value, "reference": item.reference},
+            )
 
     def _defer(self, rest: list[Due], wait: timedelta, tally: Tally) -> None:
         with self.connect() as conn:
