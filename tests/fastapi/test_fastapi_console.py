@@ -260,6 +260,26 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
     assert f"<td>{OPERATOR}</td><td>replay</td>" in story
 
 
+def test_a_parked_capture_the_handler_ignores_on_replay_is_said_to_be_ignored(
+    shop, conn, merchant_url
+):
+    """The order was paid meanwhile by another payment: the replay ran, and the shop's
+    handler ignored it. The page says so, not that it was applied or settled before."""
+    assert post(shop, razorpay()) == (200, "parked")
+    checkout(shop)
+    assert post(shop, razorpay(payment_id="pay_shop0000002")) == (200, "processed")
+    with logged_in(shop, merchant_url) as client:
+        parked = client.get(f"{CONSOLE}/parked").text
+        [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
+        fields = {"provider": "razorpay", "event_id": event_id, "back": f"{CONSOLE}/parked"}
+        replayed = act(client, f"{CONSOLE}/parked", "/parked/replay", **fields)
+        story = client.get(f"{CONSOLE}/orders/razorpay/{REF}").text
+    assert "Replayed: the app&#39;s handler ignored it" in replayed, replayed
+    assert "parked no more (applied, or settled)" not in replayed
+    assert orders(conn) == [(REF, "paid", "pay_shop0000002")]
+    assert f"<td>{OPERATOR}</td><td>replay</td>" in story and "ignored" in story
+
+
 def test_forged_deliveries_raise_the_health_banner(shop, merchant_url):
     forged = razorpay()
     headers = {**forged.headers, "x-razorpay-signature": "0" * 64}

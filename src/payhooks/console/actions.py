@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, assert_never
 
 from payhooks.events import Event, Provider
 from payhooks.gateways import Adapter
@@ -49,6 +49,8 @@ class Done(StrEnum):
 
     APPLIED = "applied"
     STILL_PARKED = "still_parked"
+    IGNORED = "ignored"
+    CONFIRMING = "confirming"
     ALREADY_APPLIED = "already_applied"
     NOT_FOUND = "not_found"
     NOT_CONFIGURED = "not_configured"
@@ -259,12 +261,21 @@ async def replay_parked_async(
 
 
 def outcome(receipt: Receipt) -> Result:
-    """What a replay that ran came to."""
-    if receipt.outcome is Outcome.PROCESSED:
-        return Result(done=Done.APPLIED, order_id=receipt.order_id)
-    if receipt.outcome is Outcome.PARKED:
-        return Result(done=Done.STILL_PARKED)
-    return Result(done=Done.ALREADY_APPLIED, order_id=receipt.order_id)
+    """What a replay that ran came to: each outcome its own word (mypy proves a new one is
+    given its own)."""
+    match receipt.outcome:
+        case Outcome.PROCESSED:
+            return Result(done=Done.APPLIED, order_id=receipt.order_id)
+        case Outcome.PARKED:
+            return Result(done=Done.STILL_PARKED)
+        case Outcome.IGNORED:
+            return Result(done=Done.IGNORED, order_id=receipt.order_id)
+        case Outcome.CONFIRMING:
+            return Result(done=Done.CONFIRMING)
+        case Outcome.DUPLICATE:
+            return Result(done=Done.ALREADY_APPLIED, order_id=receipt.order_id)
+        case _:
+            assert_never(receipt.outcome)
 
 
 def failure(exc: Exception, event_id: str) -> Result:

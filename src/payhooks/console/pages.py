@@ -109,6 +109,14 @@ NOTICES = {
         "Replayed: it is still parked (no checkout matches it yet, or its amount is still not "
         "the one expected)."
     ),
+    actions.Done.IGNORED: (
+        "Replayed: the app's handler ignored it (its order paid or closed meanwhile, say); "
+        "it is parked no more, and nothing was applied."
+    ),
+    actions.Done.CONFIRMING: (
+        "Replayed: it waits for the gateway's API to confirm it; the confirmations pass "
+        "applies it then."
+    ),
     actions.Done.ALREADY_APPLIED: (
         "Nothing to do: this delivery is parked no more (applied, or settled)."
     ),
