@@ -4,6 +4,7 @@ real SMTP server and a real chat endpoint on loopback, each exactly once."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import replace
@@ -112,3 +113,24 @@ def test_an_alerts_notices_are_neither_dead_letters_nor_revived(conn):
     assert outbox.failed(conn) == []
     assert outbox.revive(conn) == 0
     assert outbox.counts(conn) == {"pending": 0, "sent": 0, "failed": 0}
+
+
+def test_a_message_of_a_kind_the_queue_does_not_take_is_refused_when_made_naming_the_kinds():
+    """Not by the table's CHECK inside a webhook's transaction, where every copy the gateway
+    retried would be answered 500 until the code changed."""
+    with pytest.raises(ValueError, match=r"'email' or 'alert'.*not 'order_confirmation'"):
+        outbox.Message(kind="order_confirmation", dedupe_key="k", subject="s", body="b")
+    assert outbox.Message(kind=outbox.MessageKind.EMAIL, dedupe_key="k", subject="s", body="b")
+
+
+def test_the_kinds_a_message_may_have_are_the_ones_the_table_takes(conn):
+    (check,) = conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = 'payhooks_outbox'::regclass AND contype = 'c'"
+        " AND pg_get_constraintdef(oid) LIKE '%%kind%%'"
+    ).fetchone()
+    taken = set(re.findall(r"'(\w+)'::text", check))
+    assert taken == {*outbox.QUEUED_KINDS, "event"}  # events: the claim's own statement
+    from payhooks.operations.notifier import NoticeKind
+
+    assert {k.value for k in NoticeKind} <= outbox.QUEUED_KINDS

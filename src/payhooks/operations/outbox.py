@@ -42,10 +42,18 @@ class MessageKind(StrEnum):
     """To the operators' address, read when it is sent (``recipient`` stays empty)."""
 
 
+QUEUED_KINDS = frozenset(("email", "alert", "raised", "repeated", "resolved"))
+"""The kinds ``enqueue`` writes: an application's (``MessageKind``) and an alert's notices
+(``payhooks.operations.notifier.NoticeKind``). The table takes these and ``event``, which the
+claim's own statement queues for the relay."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Message:
     """One message to send after commit, queued in the transaction of what it says;
-    ``dedupe_key`` makes a second queueing of it a no-op."""
+    ``dedupe_key`` makes a second queueing of it a no-op. ``kind`` is a ``MessageKind`` for an
+    application's own; any other is refused here (``ValueError``), not by the table inside the
+    transaction that queues it."""
 
     kind: str
     dedupe_key: str
@@ -56,6 +64,12 @@ class Message:
     channel: str = "email"
     alert_key: str | None = None
     """The alert (``payhooks_alerts``) a notice speaks for; None for an application's own."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in QUEUED_KINDS:
+            raise ValueError(
+                f"an outbox message's kind is 'email' or 'alert' (MessageKind), not {self.kind!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
