@@ -329,7 +329,7 @@ def test_the_command_purges_a_merchant_database(merchant, merchant_url):
     assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
 
 
-def test_the_command_without_its_database_url_names_the_door_for_a_merchant_database(
+def test_the_commands_without_their_database_url_name_the_door_for_a_merchant_database(
     merchant, merchant_url
 ):
     """DATABASE_URL naming a merchant app's database and no ``--database-url``: the command
@@ -352,6 +352,11 @@ def test_the_command_without_its_database_url_names_the_door_for_a_merchant_data
         "records are purged with `payhooks purge --database-url URL`",
         "checkouts are reconciled with `payhooks reconcile --hooks module:attribute`",
     )), result.stdout  # fmt: skip
+    result = invoke(environ, "worker", "--once", timeout=120)
+    assert result.returncode == 1, result.stdout
+    assert result.stderr.startswith(said.split(" a merchant app's")[0]), result.stderr
+    assert "payhooks.operations.outbox" in result.stderr and "--hooks" in result.stderr
+    assert keys(merchant, "processed_webhooks", "event_id") == ["old"]
 
 
 def test_the_command_refuses_while_another_purge_runs(merchant, merchant_url):

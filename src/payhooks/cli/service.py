@@ -126,6 +126,21 @@ def the_shops(conn: db.Connection, door: str) -> None:
         )
 
 
+WORKER_DOOR = (
+    "duties run as commands of their own: `payhooks reconcile --hooks module:attribute`, "
+    "`payhooks confirm`, `payhooks refunds send`, `payhooks alerts`, `payhooks purge "
+    "--database-url URL`; its emails are queued with `payhooks.operations.outbox` and sent "
+    "with `hold_next` and `mark_sent` (docs/design.md)"
+)
+
+
+def _the_shops_worker(pool: Any) -> None:
+    """The reference worker on a merchant app's database would run the shop's duties on tables
+    that are not there, exiting 1 every time: refused first, naming the app's commands."""
+    with database.connection(pool) as conn:
+        the_shops(conn, WORKER_DOOR)
+
+
 def service_url(settings: Settings) -> str:
     """DATABASE_URL, else the embedded PostgreSQL under PAYHOOKS_HOME (the service extra's)."""
     if not settings.database_url:
@@ -298,6 +313,7 @@ def worker(
     )
     runner: Worker | None = None
     try:
+        run(lambda: _the_shops_worker(pool))
         runner = run(lambda: Worker(pool, settings, worker_options(once=once, batch=batch)))
         for warning in worker_warnings(settings):
             typer.echo(f"payhooks: warning: {warning}", err=True)
