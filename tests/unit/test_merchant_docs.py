@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import typing
 from pathlib import Path
 
 from payhooks.events import Provider
@@ -29,10 +30,16 @@ def test_refunds_list_names_every_field_it_prints():
 
 
 def test_reason_and_requested_by_are_required_as_the_docs_say():
+    # request and request_async take intent's keywords as they are (RefundTerms)
+    terms = typing.get_type_hints(refunds.RefundTerms, include_extras=True)
     for name in ("reason", "requested_by"):
-        parameter = inspect.signature(refunds.request).parameters[name]
+        parameter = inspect.signature(refunds.intent).parameters[name]
         assert parameter.default is inspect.Parameter.empty
         assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
+        assert typing.get_origin(terms[name]) is typing.Required
+    for asking in (refunds.request, refunds.request_async):
+        taken = inspect.signature(asking).parameters["terms"]
+        assert taken.kind is inspect.Parameter.VAR_KEYWORD
     assert "`reason=`" in OPERATIONS and "`requested_by=`" in OPERATIONS
     assert "are required keyword arguments" in OPERATIONS
 

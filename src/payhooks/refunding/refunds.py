@@ -33,7 +33,7 @@ import hashlib
 import re
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
@@ -265,19 +265,25 @@ _INSERTED = ("idempotency_key", "payment_id", "gateway_order_id", "amount_paise"
              "captured_paise", "reason", "requested_by", "attempt_id")  # fmt: skip
 
 
+class RefundTerms(TypedDict, total=False):
+    """The keywords of a refund asked for, past its gateway, payment and amount: ``intent``'s,
+    which ``request`` and ``request_async`` take as they are (``intent`` names the defaults)."""
+
+    key: Required[str]
+    captured_paise: Required[int]
+    reason: Required[str]
+    requested_by: Required[str]
+    currency: str
+    gateway_order_id: str | None
+    attempt_id: str | None
+
+
 def request(
     conn: Connection,
     gateway: Provider | str,
     payment_id: str,
     amount_paise: int,
-    *,
-    key: str,
-    captured_paise: int,
-    reason: str,
-    requested_by: str,
-    currency: str = "INR",
-    gateway_order_id: str | None = None,
-    attempt_id: str | None = None,
+    **terms: Unpack[RefundTerms],
 ) -> Refund:
     """Ask for a refund of ``amount_paise`` of ``payment_id``, in the caller's transaction: it
     is sent once that commits. ``payment_id`` is the payment as payhooks' events name it
@@ -290,7 +296,8 @@ def request(
     ``attempt_id`` PayU's ``mihpayid`` when ``payment_id`` is its txnid.
     ``payhooks.intake.payments.find`` reads all three from the payment's record; when that
     record holds what was paid, the smaller of it (less what lost disputes took back:
-    ``disputed_paise``) and ``captured_paise`` is the bound.
+    ``disputed_paise``) and ``captured_paise`` is the bound. Past ``amount_paise`` each is a
+    keyword (``RefundTerms``); ``currency`` is ``INR`` unless named.
 
     PayU refunds a payment by its ``mihpayid``: a PayU refund asked by the txnid alone takes
     the order and the ``mihpayid`` it does not name from the payment's record
@@ -304,9 +311,7 @@ def request(
     used for another refund, ``InvalidRequest`` for a refund payhooks cannot send (PhonePe's
     and Juspay's, a Cashfree one naming no order that payhooks' record does not name either, a
     PayU one as above, a bad figure)."""
-    asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
-                   reason=reason, requested_by=requested_by, currency=currency,
-                   gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
+    asked = intent(gateway, payment_id, amount_paise, **terms)
     with conn.transaction():  # a savepoint in the caller's: the lock lasts to its end
         return run(conn, requesting(asked))
 
@@ -316,19 +321,10 @@ async def request_async(
     gateway: Provider | str,
     payment_id: str,
     amount_paise: int,
-    *,
-    key: str,
-    captured_paise: int,
-    reason: str,
-    requested_by: str,
-    currency: str = "INR",
-    gateway_order_id: str | None = None,
-    attempt_id: str | None = None,
+    **terms: Unpack[RefundTerms],
 ) -> Refund:
     """``request`` on an async connection."""
-    asked = intent(gateway, payment_id, amount_paise, key=key, captured_paise=captured_paise,
-                   reason=reason, requested_by=requested_by, currency=currency,
-                   gateway_order_id=gateway_order_id, attempt_id=attempt_id)  # fmt: skip
+    asked = intent(gateway, payment_id, amount_paise, **terms)
     async with conn.transaction():
         return await run_async(conn, requesting(asked))
 
@@ -578,6 +574,7 @@ __all__ = [
     "NotCancellable",
     "Refund",
     "RefundState",
+    "RefundTerms",
     "RefundTooLarge",
     "accepted",
     "again",
