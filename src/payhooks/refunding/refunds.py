@@ -345,19 +345,30 @@ def of_payment(conn: Connection, gateway: Provider | str, payment_id: str) -> li
 
 _LEASED_COLUMNS = ", ".join("r." + c.strip() for c in COLUMNS.split(","))
 """``COLUMNS`` of the row a lease updates (``r``), as its ``RETURNING`` names them."""
-LEASED = f"""
+
+
+def _lease(state: RefundState, *, also: str = "") -> str:
+    """The statement holding ``provider``'s intents in ``state`` that are due, oldest due
+    first, for ``lease`` (``limit`` of them, none another holds), setting ``also`` besides."""
+    return f"""
 WITH due AS (
     SELECT provider, idempotency_key FROM payhooks_refunds
-    WHERE state = 'requested' AND provider = %(provider)s AND next_attempt_at <= now()
+    WHERE state = '{state.value}' AND provider = %(provider)s AND next_attempt_at <= now()
     ORDER BY next_attempt_at LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
 )
 UPDATE payhooks_refunds r
-SET next_attempt_at = now() + %(lease)s, leased_until = now() + %(lease)s,
-    attempts = r.attempts + 1
+SET next_attempt_at = now() + %(lease)s{also}
 FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
 RETURNING {_LEASED_COLUMNS}
 """
+
+
+LEASED = _lease(
+    RefundState.REQUESTED, also=", leased_until = now() + %(lease)s, attempts = r.attempts + 1"
+)
+"""The due intents to send, each counted an attempt and held from a cancel (``leased_until``:
+``CANCEL``) while its sender calls."""
 ACCEPTED = """
 UPDATE payhooks_refunds
 SET state = %(state)s, gateway_refund_id = %(refund_id)s, sent_at = coalesce(sent_at, now()),
@@ -380,17 +391,7 @@ WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'request
 """
 
 
-UNSETTLED = f"""
-WITH due AS (
-    SELECT provider, idempotency_key FROM payhooks_refunds
-    WHERE state = 'sent' AND provider = %(provider)s AND next_attempt_at <= now()
-    ORDER BY next_attempt_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE payhooks_refunds r SET next_attempt_at = now() + %(lease)s
-FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
-RETURNING {_LEASED_COLUMNS}
-"""
+UNSETTLED = _lease(RefundState.SENT)
 """The same lease over the intents the gateway accepted and has not said processed: each
 asked about in turn (``check_due``), never by two checkers at once."""
 SETTLED = """
