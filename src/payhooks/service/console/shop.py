@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from payhooks.console import Count, Fetch, Link, Views, lists, make
-from payhooks.console.actions import Done, Parked
+from payhooks.console.actions import Done, Parked, Replay
 from payhooks.console.formats import DEFAULT_TIMEZONE
 from payhooks.console.pages import (
     Candidate,
@@ -56,12 +56,8 @@ def install(
     """The console at ``/console``; its pool is ``app.state.console_pool`` (at most
     ``CONNECTIONS`` connections), opened by the app's lifespan. Times are shown in
     ``timezone``."""
-
-    def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
-        return application.replay(conn, adapters, event_id=event_id, provider=provider)
-
     views = Views(
-        replay=replay,
+        replay=_replay_with(adapters),
         gateways=[p.value for p in adapters],
         find=_find,
         search_hint=SEARCH_HINT,
@@ -89,6 +85,16 @@ def install(
     console = make(views, lambda: app.state.console_pool)
     console.state.adapters = adapters
     app.router.routes.append(Mounted(PREFIX, console))
+
+
+def _replay_with(adapters: Mapping[Provider, Adapter]) -> Replay:
+    """A stored delivery through the shop's state machine again (``application.replay``): the
+    path of the Replay button, and of a delivery replayed once linked to its cart."""
+
+    def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
+        return application.replay(conn, adapters, event_id=event_id, provider=provider)
+
+    return replay
 
 
 def _find(conn: Connection, text: str) -> list[Link]:
@@ -318,15 +324,10 @@ async def link(
     about = (provider, event_id)
     if confirm != "yes":
         return go_back(request, back or "/parked", Done.NOT_CONFIRMED, about=about)
-    adapters = _adapters(request)
-
-    def replay(conn: Connection, provider: str, event_id: str) -> Receipt:
-        return application.replay(conn, adapters, event_id=event_id, provider=provider)
-
     result = await run(
         request,
         actions.link_parked,
-        replay,
+        _replay_with(_adapters(request)),
         provider=provider,
         event_id=event_id,
         cart_id=cart_id.strip(),
