@@ -270,13 +270,21 @@ def _http_date(value: str) -> float | None:
     return when.timestamp() if when.tzinfo is not None else None
 
 
-def _error_object(body: bytes) -> dict[str, Any] | None:
-    """The object an error answer's words are in: Razorpay's ``error``, else the body."""
+def error_answer(body: bytes) -> dict[str, Any] | None:
+    """An error answer's JSON object, None when it is none (HTML from a proxy, truncated
+    JSON, a list): an error is read for what it says, and one in no readable shape says
+    nothing, never a reason to fail again while reading it."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(doc, dict):
+    return doc if isinstance(doc, dict) else None
+
+
+def _error_object(body: bytes) -> dict[str, Any] | None:
+    """The object an error answer's words are in: Razorpay's ``error``, else the body."""
+    doc = error_answer(body)
+    if doc is None:
         return None
     error = doc.get("error")
     return error if isinstance(error, dict) else doc
@@ -363,6 +371,7 @@ __all__ = [
     "StatusModule",
     "answer",
     "client",
+    "error_answer",
     "error_code",
     "http_client",
     "listed",

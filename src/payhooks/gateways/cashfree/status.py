@@ -3,7 +3,6 @@ its expiry, read as events. Needs httpx (an extra)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
@@ -26,7 +25,7 @@ from payhooks.gateways._refunds import (
 )
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._settlements import INDIA, Page
-from payhooks.gateways._status import MAX_PAGES, answer, listed, parsed
+from payhooks.gateways._status import MAX_PAGES, answer, error_answer, listed, parsed
 from payhooks.gateways.cashfree import settlements
 from payhooks.gateways.cashfree.adapter import compared_paise
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
@@ -171,12 +170,9 @@ def refund_unknown(status: int, body: bytes) -> bool:
     one about a route or an API version, or one whose body does not read is an error."""
     if status != 404:
         return False
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
+    doc = error_answer(body)
     return (
-        isinstance(doc, dict)
+        doc is not None
         and doc.get("code") == REFUND_NOT_FOUND
         and doc.get("type") == NOT_FOUND_TYPE
     )

@@ -4,7 +4,6 @@ read as events. Needs httpx (an extra)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
@@ -25,7 +24,7 @@ from payhooks.gateways._reports import (
     read_json,
     received,
 )
-from payhooks.gateways._status import answer, parsed
+from payhooks.gateways._status import answer, error_answer, parsed
 from payhooks.gateways.juspay.adapter import (
     CHARGED,
     Said,
@@ -111,11 +110,7 @@ def _not_created_answer(order_id: str, status: int, body: bytes) -> bool:
     """``answer``'s ``taken``: a 4xx that is Juspay's answer for an order it never created."""
     if status not in NOT_CREATED:
         return False
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
-    return not_created(order_id, doc, error=True)
+    return not_created(order_id, error_answer(body), error=True)
 
 
 def order_report(order_id: str, body: bytes) -> Report:

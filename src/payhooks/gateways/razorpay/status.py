@@ -3,7 +3,6 @@ HTTP Basic (key id, key secret), and its answer read as events. Needs httpx (an 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
@@ -19,7 +18,14 @@ from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundRefused, Sent, failed_refund
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
 from payhooks.gateways._settlements import Page, days
-from payhooks.gateways._status import MAX_PAGES, CredentialsRefused, answer, listed, parsed
+from payhooks.gateways._status import (
+    MAX_PAGES,
+    CredentialsRefused,
+    answer,
+    error_answer,
+    listed,
+    parsed,
+)
 from payhooks.gateways.razorpay import settlements
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
@@ -204,11 +210,7 @@ def _unknown_id(body: bytes) -> bool:
     """Razorpay's 400 "The id provided does not exist": the payment is unknown to the account
     the keys name (another account's keys, test keys for a live payment), which says nothing
     of the refund: an error, never its refusal."""
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
-    return child(doc, "error", "description") == UNKNOWN_ID
+    return child(error_answer(body), "error", "description") == UNKNOWN_ID
 
 
 def _named(body: bytes, refund: Refund) -> Sent | None:
