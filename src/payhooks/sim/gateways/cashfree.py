@@ -5,6 +5,7 @@ numbers), its story in the storm, and the demo's scenario of its duplicates."""
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -186,18 +187,10 @@ def _body(
 
 
 def routes(api: GatewayBooks) -> list[Route]:
-    async def payments(request: Request) -> Response:
-        order, refused = await _asked(api, request)
-        if refused is not None:
-            return refused
-        assert order is not None
-        return _raw_json(json.dumps(order.payments, cls=_Rupees))
+    async def payments(request: Request, found: Order) -> Response:
+        return _raw_json(json.dumps(found.payments, cls=_Rupees))
 
-    async def order(request: Request) -> Response:
-        found, refused = await _asked(api, request)
-        if refused is not None:
-            return refused
-        assert found is not None
+    async def order(request: Request, found: Order) -> Response:
         return _raw_json(json.dumps(_order_body(found), cls=_Rupees))
 
     async def refund(request: Request) -> Response:
@@ -214,11 +207,7 @@ def routes(api: GatewayBooks) -> list[Route]:
         api.replayed[(Provider.CASHFREE, key)] = (answered.status_code, bytes(answered.body))
         return answered
 
-    async def refund_made(request: Request) -> Response:
-        found, refused = await _asked(api, request)
-        if refused is not None:
-            return refused
-        assert found is not None
+    async def make_refund(request: Request, found: Order) -> Response:
         paid = [p for p in found.payments if p["payment_status"] == "SUCCESS"]
         if not paid:
             return _error(400, "order is not paid", "order_not_paid", "invalid_request_error")
@@ -270,12 +259,8 @@ def routes(api: GatewayBooks) -> list[Route]:
         late = await api.after_acting(Provider.CASHFREE)
         return late if late is not None else _raw_json(json.dumps(made, cls=_Rupees))
 
-    async def refund_of(request: Request) -> Response:
+    async def refund_of(request: Request, found: Order) -> Response:
         """``GET /pg/orders/{order_id}/refunds/{refund_id}``."""
-        found, refused = await _asked(api, request)
-        if refused is not None:
-            return refused
-        assert found is not None
         key = (Provider.CASHFREE, f"{found.reference}:{request.path_params['refund_id']}")
         known = api.money.by_key.get(key)
         if known is None:
@@ -283,12 +268,15 @@ def routes(api: GatewayBooks) -> list[Route]:
                           "invalid_request_error")  # fmt: skip
         return _raw_json(json.dumps(known[1], cls=_Rupees))
 
+    refund_made = _of_order(api, make_refund)
     return [
         Route("/pg/settlement/recon", _recon(api), methods=["POST"]),
-        Route("/pg/orders/{order_id}/payments", payments, methods=["GET"]),
+        Route("/pg/orders/{order_id}/payments", _of_order(api, payments), methods=["GET"]),
         Route("/pg/orders/{order_id}/refunds", refund, methods=["POST"]),
-        Route("/pg/orders/{order_id}/refunds/{refund_id}", refund_of, methods=["GET"]),
-        Route("/pg/orders/{order_id}", order, methods=["GET"]),
+        Route(
+            "/pg/orders/{order_id}/refunds/{refund_id}", _of_order(api, refund_of), methods=["GET"]
+        ),
+        Route("/pg/orders/{order_id}", _of_order(api, order), methods=["GET"]),
     ]
 
 
@@ -407,15 +395,23 @@ def _order_body(order: Order) -> dict[str, object]:
     }
 
 
-async def _asked(api: GatewayBooks, request: Request) -> tuple[Order | None, Response | None]:
-    refused = await _authorised(api, request)
-    if refused is not None:
-        return None, refused
-    order = api.order(Provider.CASHFREE, request.path_params["order_id"])
-    if order is None:
-        return None, _error(404, "order not found", "order_not_found",
-                            "invalid_request_error")  # fmt: skip
-    return order, None
+def _of_order(
+    api: GatewayBooks, answer: Callable[[Request, Order], Awaitable[Response]]
+) -> Callable[[Request], Awaitable[Response]]:
+    """A route about the order its path names: ``answer`` given that order, behind what every
+    route answers first (``_authorised``) and Cashfree's 404 for an order it does not know."""
+
+    @functools.wraps(answer)
+    async def route(request: Request) -> Response:
+        refused = await _authorised(api, request)
+        if refused is not None:
+            return refused
+        order = api.order(Provider.CASHFREE, request.path_params["order_id"])
+        if order is None:
+            return _error(404, "order not found", "order_not_found", "invalid_request_error")
+        return await answer(request, order)
+
+    return route
 
 
 async def _authorised(api: GatewayBooks, request: Request) -> Response | None:
