@@ -51,10 +51,9 @@ class RazorpayClient:
 
     def refund_status(self, refund: Refund) -> Sent:
         """``GET /v1/payments/{id}/refunds/{refund_id}``: the refund entity as it is now."""
-        payment = f"{self.credentials.base_url}/v1/payments/{quote(refund.payment_id, safe='')}"
+        payment = self._payment_url(refund.payment_id)
         made = quote(refund.gateway_refund_id or "", safe="")
-        body = answer(_P, self.http, "GET", f"{payment}/refunds/{made}",
-                      auth=(self.credentials.id, self.credentials.secret))  # fmt: skip
+        body = answer(_P, self.http, "GET", f"{payment}/refunds/{made}", auth=self._auth)
         return parsed(_P, lambda: _sent(read_json(_P, body), refund))
 
     def capture(self, payment_id: str, amount_paise: int, currency: str) -> Report:
@@ -63,8 +62,8 @@ class RazorpayClient:
         with its webhook). Capturing is idempotent in effect: a payment already captured
         (another worker, the dashboard) is read with ``GET /v1/payments/{id}`` instead. A 400
         otherwise (another amount, a payment no longer authorised) is Razorpay's refusal."""
-        payment = f"{self.credentials.base_url}/v1/payments/{quote(payment_id, safe='')}"
-        auth = (self.credentials.id, self.credentials.secret)
+        payment = self._payment_url(payment_id)
+        auth = self._auth
         asked = {"amount": amount_paise, "currency": currency}
         try:
             body = answer(_P, self.http, "POST", f"{payment}/capture", auth=auth, json=asked)
@@ -122,13 +121,17 @@ class RazorpayClient:
 
     @property
     def _auth(self) -> tuple[str, str]:
+        """HTTP Basic, as every call is made: the key id and the key secret."""
         return (self.credentials.id, self.credentials.secret)
+
+    def _payment_url(self, payment_id: str) -> str:
+        """``/v1/payments/{id}``, where a payment's capture and refunds are asked for."""
+        return f"{self.credentials.base_url}/v1/payments/{quote(payment_id, safe='')}"
 
     def report(self, reference: str) -> Report:
         """The order's payments."""
         url = f"{self.credentials.base_url}/v1/orders/{quote(reference, safe='')}/payments"
-        auth = (self.credentials.id, self.credentials.secret)
-        body = answer(self.provider, self.http, "GET", url, auth=auth)
+        body = answer(self.provider, self.http, "GET", url, auth=self._auth)
         return parsed(self.provider, lambda: payments(reference, body))
 
 
@@ -181,8 +184,8 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
     (``BAD_REQUEST_ERROR``: more than captured, not captured, refunded already) is its
     refusal, unless it says the payment id does not exist (``_unknown_id``); any other
     answer is an error, asked again."""
-    payment = f"{client.credentials.base_url}/v1/payments/{quote(refund.payment_id, safe='')}"
-    auth = (client.credentials.id, client.credentials.secret)
+    payment = client._payment_url(refund.payment_id)
+    auth = client._auth
     if refund.attempts > 1:
         body = answer(_P, client.http, "GET", f"{payment}/refunds", auth=auth,
                       params={"count": str(MAX_LISTED)})  # fmt: skip
