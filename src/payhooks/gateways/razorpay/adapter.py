@@ -129,12 +129,7 @@ def _dispute_event(
         provider=_P,
         kind=DISPUTE_KINDS[event_type],
         event_type=event_type,
-        event_id=_common.key_header(headers.get(EVENT_ID_HEADER))
-        or _common.unreserved(
-            _P,
-            _common.delivery_key(event_type, dispute_id, reported)
-            or _common.body_key(event_type, body),
-        ),
+        event_id=_keyed(headers, event_type, body, dispute_id, reported),
         payment_id=payment_id or payment.id,
         merchant_ref=payment.order_id,
         currency=_text(_common.child(entity, "currency"), "dispute currency", strict=True),
@@ -160,7 +155,7 @@ def _settlement_event(event_type: str, headers: Mapping[str, str], body: bytes) 
     """A payout: read whole here (a settlement payhooks cannot record is malformed), keyed
     on the settlement's id when no event id header came."""
     settled = settlements.webhook(body)
-    key = _keyed(headers, event_type, settled.settlement_id, body)
+    key = _keyed(headers, event_type, body, settled.settlement_id)
     return settlement_event(settled, event_type=event_type, event_id=key, body=body)
 
 
@@ -239,15 +234,17 @@ def _event_id(
     would share it, and the second would be swallowed as a duplicate.
     """
     entity_id = refund.id if event_type.startswith("refund.") else payment.id
-    return _keyed(headers, event_type, entity_id, body)
+    return _keyed(headers, event_type, body, entity_id)
 
 
-def _keyed(headers: Mapping[str, str], event_type: str, entity_id: str | None, body: bytes) -> str:
+def _keyed(headers: Mapping[str, str], event_type: str, body: bytes, *ids: object) -> str:
+    """The event id header as received, else the event and ``ids`` (an entity's id; a
+    dispute's and when it was reported), else the body's hash: every delivery's key."""
     header = _common.key_header(headers.get(EVENT_ID_HEADER))
     if header:
         return header
     return _common.unreserved(
-        _P, _common.delivery_key(event_type, entity_id) or _common.body_key(event_type, body)
+        _P, _common.delivery_key(event_type, *ids) or _common.body_key(event_type, body)
     )
 
 
