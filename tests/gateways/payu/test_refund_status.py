@@ -6,6 +6,7 @@ nothing and is refuted. On real PostgreSQL, in a merchant's own database."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -319,3 +320,30 @@ def test_a_refund_answer_naming_no_payment_is_asked_again_never_refuted(
     shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [e.refund_id for e in refunds] == [REQUEST_ID]
+
+
+def test_a_retried_refund_whose_payment_payu_lists_nothing_under_a_typod_key_is_sent_once(
+    gateway_api,
+):
+    """PayU's docs print the "nothing found" answer about ``131278422`` keyed ``13127842``: a
+    retry's look for a refund already made read that as PayU refusing the call, and the refund
+    was never sent. Read by its text, as the refund callbacks' confirmation reads it."""
+
+    from payhooks.gateways._refunds import Refund
+
+    api, url = gateway_api
+    api.pay(ORDER, MIHPAYID)
+    nothing = (
+        b'{"status":0,"msg":"0 out of 1 Transactions Fetched Successfully",'
+        b'"transaction_details":{"%s":"No action status found"}}'
+    ) % MIHPAYID[:-1].encode()
+    api.fail_next(Provider.PAYU, Fault(body=nothing))
+    refund = Refund(
+        provider=Provider.PAYU, idempotency_key="rf-typo-0001", payment_id=TXNID,
+        gateway_order_id=None, amount_paise=10_000, currency="INR", captured_paise=49_900,
+        reason="customer asked", requested_by="shop", attempts=2, attempt_id=MIHPAYID,
+    )  # fmt: skip
+    sent = client(url).send_refund(refund)
+    assert sent.gateway_refund_id is not None
+    again = client(url).send_refund(dataclasses.replace(refund, attempts=3))
+    assert again.gateway_refund_id == sent.gateway_refund_id  # found under its token, not made

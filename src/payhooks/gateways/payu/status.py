@@ -292,10 +292,10 @@ class PayUClient:
         ``payuid``), each with its ``token``."""
         body = self._command(REFUND_COMMAND, mihpayid, var2=BY_PAYMENT)
         doc = parsed(self.provider, lambda: read_json(_P, body))
+        if _no_actions(doc):
+            return None  # nothing done to the payment yet
         actions = child(doc, "transaction_details", mihpayid)
         if not isinstance(actions, dict):
-            if isinstance(actions, str) and NO_ACTIONS.search(actions):
-                return None  # nothing done to the payment yet
             if isinstance(doc, dict) and doc.get("status") == 0:
                 raise _refusal(doc)
             raise GatewayApiError(_P.value, "check_action_status answer has no transaction_details")
@@ -370,6 +370,18 @@ def _verified_entity(txnid: str, body: bytes) -> dict[str, Any]:
     return entity
 
 
+def _no_actions(doc: object) -> bool:
+    """``check_action_status`` saying it found nothing: every entry of ``transaction_details``
+    the text "No action status found", under whatever key (PayU's docs print the answer about
+    ``131278422`` keyed ``13127842``), so it is read by its text, not by the id asked about."""
+    details = doc.get("transaction_details") if isinstance(doc, dict) else None
+    return (
+        isinstance(details, dict)
+        and bool(details)
+        and all(isinstance(v, str) and NO_ACTIONS.search(v) for v in details.values())
+    )
+
+
 def refund_status(
     request_id: str, txnid: str, body: bytes, second_payment: str | None = None
 ) -> Report:
@@ -381,13 +393,9 @@ def refund_status(
     is of the txnid's payment, or of ``second_payment`` (its ``mihpayid``), kept in the
     stored entity so that it reads again the same."""
     doc = read_json(_P, body)
+    if _no_actions(doc):
+        return Report(unknown=True)
     details = doc.get("transaction_details") if isinstance(doc, dict) else None
-    if (
-        isinstance(details, dict)
-        and details
-        and all(isinstance(v, str) and NO_ACTIONS.search(v) for v in details.values())
-    ):
-        return Report(unknown=True)  # "No action status found" (the docs key it by a typo)
     outer = details.get(request_id) if isinstance(details, dict) else None
     entity = outer.get(request_id) if isinstance(outer, dict) else None
     if not isinstance(entity, dict):
