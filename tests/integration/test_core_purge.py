@@ -356,6 +356,9 @@ def test_the_commands_without_their_database_url_name_the_door_for_a_merchant_da
     assert result.returncode == 1, result.stdout
     assert result.stderr.startswith(said.split(" a merchant app's")[0]), result.stderr
     assert "payhooks.operations.outbox" in result.stderr and "--hooks" in result.stderr
+    result = invoke(environ, "trace", "order_old", timeout=120)
+    assert result.returncode == 1 and "`payhooks console`" in result.stderr, result.stderr
+    assert result.stderr.startswith(said.split(" a merchant app's")[0]), result.stderr
     assert keys(merchant, "processed_webhooks", "event_id") == ["old"]
 
 

@@ -134,6 +134,12 @@ WORKER_DOOR = (
 )
 
 
+TRACE_DOOR = (
+    "orders are the app's own: its payments' timelines are on the console (`payhooks console`) "
+    "and in `payhooks.operations.timeline`"
+)
+
+
 def _the_shops_worker(pool: Any) -> None:
     """The reference worker on a merchant app's database would run the shop's duties on tables
     that are not there, exiting 1 every time: refused first, naming the app's commands."""
@@ -359,7 +365,11 @@ def trace(
     """Print every webhook event behind an order, payment or delivery key, as JSON."""
     from payhooks.service.trace import trace as run_trace
 
-    print_json(with_connection(ctx, lambda conn: run_trace(conn, ident)))
+    def traced(conn: db.Connection) -> object:
+        the_shops(conn, TRACE_DOOR)
+        return run_trace(conn, ident)
+
+    print_json(with_connection(ctx, traced))
 
 
 __all__ = [
