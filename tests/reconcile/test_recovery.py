@@ -312,3 +312,26 @@ def test_the_workers_pass_for_cron_sends_the_refunds_due(conn, rig):
     assert failed == []
     [intent] = refunds.of_payment(conn, "razorpay", payment_id)
     assert intent.state.value == "processed" and intent.gateway_refund_id
+
+
+def test_the_workers_pass_for_cron_says_the_outbox_failed_rather_than_raise(conn, rig):
+    """The outbox's drain raising (the database gone mid-pass) was the one step of ``--once``
+    not guarded: it raised, and the duties that had failed before it were never said."""
+    from dataclasses import replace
+
+    from payhooks.service.worker import Worker, WorkerOptions
+
+    class Broken:
+        unavailable = False
+
+        def drain(self) -> int:
+            raise RuntimeError("the outbox broke")
+
+    options = WorkerOptions(purge_every_seconds=None, settlements_every_seconds=None)
+    runner = Worker(rig.pool, replace(rig.settings, smtp_url=None), options, jitter=lambda: 0.0)
+    runner.sender = Broken()
+    try:
+        handled, failed = runner.once()
+    finally:
+        runner.close()
+    assert (handled, failed) == (0, ["outbox"])

@@ -176,10 +176,15 @@ class Worker:
         settlements --catch-up` from cron). Returns the messages handled and what failed (each
         step logged; the others go on): a step that raised, the SMTP server unavailable with
         messages due, an alert notice not sent."""
-        failed = self._each(self.maybe_retry_parked, *self._at_the_gateways(), self.alert)
         handled = 0
-        while (done := self.drain()) > 0:
-            handled += done
+
+        def outbox() -> int:
+            nonlocal handled
+            while (done := self.drain()) > 0:
+                handled += done
+            return handled
+
+        failed = self._each(self.maybe_retry_parked, *self._at_the_gateways(), self.alert, outbox)
         if self.sender is not None and self.sender.unavailable:
             failed.append("the SMTP server is unavailable: the emails wait, queued")
         if self.alerts_unsent:
