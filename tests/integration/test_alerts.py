@@ -623,3 +623,33 @@ def test_one_source_that_cannot_be_read_holds_back_no_other_and_its_alerts_stay_
     assert chat.texts()[-1].startswith("[payhooks] ALERT: razorpay: webhook deliveries")
     still = "SELECT key FROM payhooks_alerts WHERE resolved_at IS NULL ORDER BY key"
     assert conn.execute(still).fetchall() == [("dead_letters:outbox",), ("failing:razorpay",)]
+
+
+def test_a_chat_endpoint_answering_no_http_is_unreachable_not_a_broken_notifier():
+    """An answer that is not HTTP (a status line of junk, a body cut short) is http.client's
+    own error, not an OSError: it fell through as an error of payhooks' own and the channel
+    was not marked unreachable, so every later notice of the tick waited its timeout again."""
+    import socket
+    import threading
+
+    from payhooks.operations.notifier import Notice, NoticeFailed, NoticeKind
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def junk() -> None:
+        peer, _ = server.accept()
+        with peer:
+            peer.recv(65536)
+            peer.sendall(b"NOT-HTTP junk\r\n\r\n")
+
+    thread = threading.Thread(target=junk, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(NoticeFailed, match="unreachable: BadStatusLine"):
+            notice = Notice(id=1, alert_key="test", kind=NoticeKind.RAISED, channel="webhook",
+                            title="payhooks", body="test", attempts=1, created_at=T0)  # fmt: skip
+            Webhook(url=f"http://127.0.0.1:{port}/hook", timeout_s=5.0).send(notice)
+    finally:
+        thread.join(timeout=5)
+        server.close()

@@ -19,6 +19,7 @@ out and the notice is sent again: at least once, never lost. Time is an argument
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import urllib.error
@@ -430,7 +431,9 @@ class Webhook:
         except urllib.error.HTTPError as exc:
             permanent = exc.code < 500 and exc.code not in (408, 429)  # 3xx: not followed
             raise NoticeFailed(self.name, f"answered {exc.code}", permanent=permanent) from None
-        except (urllib.error.URLError, OSError) as exc:  # refused, reset, timed out
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            # refused, reset, timed out; or an answer that is not HTTP (a junk status line, a
+            # body cut short), which http.client raises as its own, not an OSError
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
             raise NoticeFailed(self.name, f"unreachable: {_described(reason)}") from None
 
