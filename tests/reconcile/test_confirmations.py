@@ -138,6 +138,29 @@ def test_a_callback_the_api_never_confirms_waits_then_is_refuted(shop, database_
     assert tally.refuted[Provider.PHONEPE] == 1 and outcome(conn, "cb-1") == "refuted"
 
 
+def test_a_real_callback_under_the_key_of_a_refuted_one_is_confirmed_not_a_duplicate(
+    shop, database_url
+):
+    """A callback refuted (a forgery sent before the customer paid, under the credential) took
+    its key: the real one, the same key in other bytes, was answered duplicate and dropped, and
+    the payment waited for reconciliation. Now it is asked about in its own right; a copy of it
+    is a copy."""
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    later = datetime.now(UTC) + timedelta(hours=1)
+    assert run_pass(database_url, paid, Api(), at=later).refuted[Provider.PHONEPE] == 1
+    real = callback()
+    real = replace(real, body=real.body + b" ", event=replace(real.event, payload_sha256="real"))
+    receipt = ingest_received(conn, real, hooks_noting(paid))
+    assert receipt.outcome is Outcome.CONFIRMING and receipt.event.event_id != "cb-1"
+    again = ingest_received(conn, real, hooks_noting(paid))
+    assert again.outcome is Outcome.DUPLICATE
+    tally = run_pass(database_url, paid, Api(says=reported()))
+    assert tally.confirmed[Provider.PHONEPE] == 1 and [e.payment_id for e in paid] == [PAYMENT]
+    assert outcome(conn, "cb-1") == "refuted"  # the forgery's word stays what the API said
+
+
 def test_a_callback_that_names_no_order_is_recorded_ignored(shop):
     conn, paid = shop
     lone = callback(EventKind.OTHER, key="cb-other")

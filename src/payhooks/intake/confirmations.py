@@ -20,6 +20,9 @@ second payment or an edited copy of the first. It is recorded under a key of its
 ``<first key>:<attempt>``, ``confirming``, and asked about here beside the first post's record
 (``first_event_id``); the gateway's status client tells which (``another_attempt``).
 
+Posted again: a callback in other bytes under the key of one the API refuted is asked about in
+its own right, under ``<first key>:<its body's hash>`` (``posted_again``).
+
 Pure steps and statements: no HTTP here (the status clients are an extra).
 """
 
@@ -103,6 +106,18 @@ def another_attempt(event: Event) -> Event | None:
     if is_reconciled(event.event_id):
         return None
     return replace(event, event_id=f"{event.event_id}:{event.attempt_id}", unconfirmed=True)
+
+
+def posted_again(event: Event, first: str | None) -> Event | None:
+    """``event``, a copy in other bytes under the key of a callback whose confirmation was
+    refuted (``first``, that record's outcome), as a callback in its own right: keyed
+    ``<key>:<its body's hash, 16 hex>``. The key of a callback without an id of the gateway's
+    (PhonePe's ``event:merchantOrderId:state``) is taken by the first body under it: a forgery
+    sent before the customer paid, refuted, would otherwise make the real callback a
+    duplicate, dropped. The API decides it as any other; the bounds of ``room`` hold."""
+    if first != Verdict.REFUTED.value or not event.unconfirmed or is_reconciled(event.event_id):
+        return None
+    return replace(event, event_id=f"{event.event_id}:{event.payload_sha256[:16]}")
 
 
 def confirmable(event: Event) -> bool:

@@ -218,6 +218,8 @@ class Delivery:
         if claim.state is ClaimState.DUPLICATE:
             if claim.mismatch and (second := confirmations.another_attempt(event)) is not None:
                 return (yield from _another_attempt(self.received, second, claim))
+            if claim.mismatch and (again := confirmations.posted_again(event, claim.outcome)):
+                return (yield from _posted_again(self.received, again))
             return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
         if event.kind is EventKind.SETTLEMENT:  # the gateway's payout: no payment, no handler
             return (yield from _settlement(self.received))
@@ -345,6 +347,16 @@ def _another_attempt(
     yield from idempotency.recording(second, Outcome.CONFIRMING, None)
     yield from confirmations.requesting(second, first_event_id=received.event.event_id)
     return Settled(receipt=Receipt(outcome=Outcome.CONFIRMING, event=second))
+
+
+def _posted_again(received: Received, again: Event) -> Generator[Statement, Any, Settled]:
+    """Another body under the key of a refuted callback (``confirmations.posted_again``):
+    claimed under its own key, then confirmed as any callback; a copy of it is a duplicate."""
+    posted = replace(received, event=again)
+    claim = yield from idempotency.claiming(posted)
+    if claim.state is not ClaimState.NEW:
+        return Settled(receipt=duplicate(posted, claim))
+    return (yield from _to_confirm(again))
 
 
 def _parked_beside(event: Event, claim: idempotency.Claim) -> Generator[Statement, Any, Settled]:
