@@ -308,7 +308,9 @@ def worker(
         int, typer.Option(min=1, help="Messages per SMTP session; parked deliveries per page.")
     ] = 100,
 ) -> None:
-    """Send the outbox's emails and alerts after commit; purge old records once a day."""
+    """The reference service's duties after commit: the outbox's emails and alerts, parked
+    deliveries, reconciliation, callbacks to confirm, refunds, captures, settlement reports,
+    and the purge once a day (--once: each once but the purge and the reports, for cron)."""
     needing("the worker", "service", "service", "payhooks.service.worker")
     from payhooks.service.worker import Worker
 
