@@ -485,3 +485,24 @@ def test_two_links_released_together_make_one_order(console, conn):
         f"/console/parked?notice=applied&{named}",
     ]
     assert rows(console, "SELECT cart_id FROM orders") == [(cart_id,)]
+
+
+def test_a_copy_with_another_body_is_said_not_applied_not_refused(console, conn):
+    """Such a copy is answered 200 duplicate (or taken under a key of its own): nothing was
+    refused, and the timeline said "refused"."""
+    from dataclasses import replace
+
+    from payhooks.gateways.razorpay import sign
+    from tests.factories import KEYS
+
+    buy = purchase(conn)
+    capture = buy.captured()
+    assert send(console, capture).json()["status"] == "processed"
+    body = capture.body + b" "
+    secret = KEYS.env()["PAYHOOKS_RAZORPAY_WEBHOOK_SECRETS"]
+    headers = {**capture.headers, "x-razorpay-signature": sign(body, secret)}
+    assert send(console, replace(capture, body=body, headers=headers)).status_code == 200
+    page = console.logged_in().get(f"/console/orders/razorpay/{buy.reference}").text
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+    assert "1 copy with another body, not applied under this key" in text, text
+    assert "another body refused" not in text

@@ -246,7 +246,8 @@ class Record:
     at: datetime
     """When it was received, or applied by a replay."""
     body_mismatches: int
-    """Copies of its key that came with another body (refused)."""
+    """Copies of its key that came with another body: answered duplicate, or taken under a key
+    of their own (another attempt, a callback posted again), never applied under this one."""
     amount_mismatch: AmountMismatch | None
     confirmation: Confirmation | None = None
     settled: Settled | None = None
