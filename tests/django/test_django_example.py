@@ -87,6 +87,19 @@ def test_a_handler_failure_is_answered_5xx_leaves_nothing_and_the_retry_is_appli
     assert orders() == [(REF, "paid", PAYMENT)]
 
 
+def test_payus_browser_post_to_the_return_page_pays_the_order_once_under_atomic_requests(
+    site, checkout, django_db
+):
+    """docs/django.md, "PayU's return page": the browser's post and PayU's server post of one
+    payment, through the shop's page and the webhook, with ``ATOMIC_REQUESTS`` on."""
+    delivery = GATEWAY.payu(txnid=REF, mihpayid="403993715500000009", amount="1299.00")
+    page = loopback.post(site + "/payu/return", content=delivery.body, headers=delivery.headers,
+                         timeout=30)  # fmt: skip
+    assert page.status_code == 200 and "your payment is received" in page.text, page.text
+    assert post(site, delivery).json()["status"] == "duplicate"  # PayU's server post
+    assert [(ref, status) for ref, status, _ in orders()] == [(REF, "paid")]
+
+
 def test_an_underpaid_capture_does_not_pay_the_order(site, checkout, django_db):
     underpaid = GATEWAY.razorpay(
         "payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=100
