@@ -164,3 +164,17 @@ def test_serve_asks_for_the_metrics_token_when_one_is_set(env, tmp_path):
         anonymous = loopback.get(f"{base}/metrics")
         scraper = loopback.get(f"{base}/metrics", headers={"authorization": "Bearer scrape-me"})
     assert (anonymous.status_code, scraper.status_code) == (401, 200)
+
+
+def test_the_worker_started_while_its_database_is_away_waits_for_it(env, tmp_path):
+    """A worker started before PostgreSQL (containers in any order, a failover) waits the
+    outage out, as docs/operations.md says; the check that refuses a merchant app's database
+    must not make it exit for a database it cannot reach yet."""
+    away = {**env, "DATABASE_URL": "postgresql://payhooks@127.0.0.1:9/none?connect_timeout=1"}
+    with running(["worker"], away, tmp_path / "worker.log") as worker:
+        wait_until(
+            lambda: "worker_database_unavailable" in worker.output() or not worker.alive(),
+            timeout=60,  # a liveness bound: a worker starting on a busy machine
+            what="the worker's word that the database is away",
+        )
+        assert worker.alive(), worker.output()

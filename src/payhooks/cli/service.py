@@ -29,7 +29,7 @@ from payhooks.gateways import GATEWAYS
 from payhooks.intake.ingest import Receipt
 from payhooks.operations import retention as policy
 from payhooks.plumbing import db, schema
-from payhooks.plumbing.errors import PayhooksError
+from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError
 from payhooks.service import database, logs, outbox
 from payhooks.service.config import Settings
 
@@ -128,7 +128,8 @@ def the_shops(conn: db.Connection, door: str) -> None:
 
 WORKER_DOOR = (
     "duties run as commands of their own: `payhooks reconcile --hooks module:attribute`, "
-    "`payhooks confirm`, `payhooks refunds send`, `payhooks alerts`, `payhooks purge "
+    "`payhooks confirm --hooks module:attribute`, `payhooks refunds send`, `payhooks alerts`, "
+    "`payhooks purge "
     "--database-url URL`; its emails are queued with `payhooks.operations.outbox` and sent "
     "with `hold_next` and `mark_sent` (docs/design.md)"
 )
@@ -142,9 +143,14 @@ TRACE_DOOR = (
 
 def _the_shops_worker(pool: Any) -> None:
     """The reference worker on a merchant app's database would run the shop's duties on tables
-    that are not there, exiting 1 every time: refused first, naming the app's commands."""
-    with database.connection(pool) as conn:
-        the_shops(conn, WORKER_DOOR)
+    that are not there, exiting 1 every time: refused first, naming the app's commands. A
+    database it cannot reach yet is no answer: the worker starts and waits the outage out, as
+    it does for one that goes away later."""
+    try:
+        with database.connection(pool) as conn:
+            the_shops(conn, WORKER_DOOR)
+    except DatabaseUnavailable:
+        return
 
 
 def service_url(settings: Settings) -> str:
