@@ -325,13 +325,19 @@ def _another_attempt(
     """A copy under a recorded key whose body names another payment attempt (PayU's
     ``mihpayid``, outside its hash): a real second payment, or the first post edited. Recorded
     under its own key ``confirming`` and answered at once; the gateway's API decides, and only
-    what it reports reaches a handler (``payhooks.intake.confirmations``, "another attempt"). Past
+    what it reports reaches a handler (``payhooks.intake.confirmations``, "another attempt"); one
+    in other bytes under an attempt's key the API refuted is that attempt posted again, under a
+    key of its own (``confirmations.posted_again``: PayU may give the id later). Past
     ``confirmations.MAX_OPEN_ATTEMPTS`` waiting at once for one post, refused for now (503,
     stored nowhere, asking nothing): whoever holds the signed post could otherwise make a
     record and an API call per invented id, and the gateway's own post of a real second
     payment is taken when it is sent again."""
     again = replace(received, event=second)
     claim = yield from idempotency.claiming(again)
+    if claim.state is not ClaimState.NEW and claim.mismatch:  # another body: refuted, perhaps
+        if (posted := confirmations.posted_again(second, claim.outcome)) is not None:
+            second, again = posted, replace(received, event=posted)
+            claim = yield from idempotency.claiming(again)
     if claim.state is not ClaimState.NEW:  # this attempt is recorded already: a copy of it
         return Settled(receipt=duplicate(again, claim))
     event = received.event

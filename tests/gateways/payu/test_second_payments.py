@@ -205,6 +205,24 @@ def test_resent_posts_beyond_two_open_ones_are_refused_for_now_never_answered_co
     assert [e.payment_id for e in captured] == [TXNID, SECOND]
 
 
+def test_a_real_second_payment_posted_after_its_mihpayid_was_refuted_is_asked_about_again(
+    shop, database_url
+):
+    """A post naming a mihpayid PayU had not given yet was refuted (``PayU knows no payment``);
+    PayU then gave that id to a real second payment of the txnid, and its post, in other bytes,
+    was answered duplicate under the refuted key and never reached a handler."""
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING  # before PayU took it: invented
+    assert a_pass(database_url, url, hooks).refuted[Provider.PAYU] == 1
+    api.pay(ORDER, SECOND)  # the customer paid again, and PayU named it so
+    assert sent(conn, hooks, SECOND, field9="real") is Outcome.CONFIRMING
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+    assert sent(conn, hooks, SECOND, field9="real") is Outcome.DUPLICATE  # PayU's retry of it
+
+
 def test_a_post_resent_under_another_orders_mihpayid_is_refuted_at_once(shop, database_url):
     conn, api, url, hooks, captured = shop
     other = Purchase(provider=Provider.PAYU, cart_id="S-2", reference="ph_someone_else",
