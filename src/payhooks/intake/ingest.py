@@ -334,10 +334,13 @@ def _another_attempt(
     payment is taken when it is sent again."""
     again = replace(received, event=second)
     claim = yield from idempotency.claiming(again)
-    if claim.state is not ClaimState.NEW and claim.mismatch:  # another body: refuted, perhaps
-        if (posted := confirmations.posted_again(second, claim.outcome)) is not None:
-            second, again = posted, replace(received, event=posted)
-            claim = yield from idempotency.claiming(again)
+    if (
+        claim.state is not ClaimState.NEW
+        and claim.mismatch  # another body under the attempt's key: refuted, perhaps
+        and (posted := confirmations.posted_again(second, claim.outcome)) is not None
+    ):
+        second, again = posted, replace(received, event=posted)
+        claim = yield from idempotency.claiming(again)
     if claim.state is not ClaimState.NEW:  # this attempt is recorded already: a copy of it
         return Settled(receipt=duplicate(again, claim))
     event = received.event
