@@ -506,3 +506,14 @@ def test_a_copy_with_another_body_is_said_not_applied_not_refused(console, conn)
     text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
     assert "1 copy with another body, not applied under this key" in text, text
     assert "another body refused" not in text
+
+
+@pytest.mark.parametrize("address", ["/console/carts/{}", "/console/references/razorpay/{}"])
+def test_a_cart_or_reference_not_found_is_said_without_repeating_the_address(console, address):
+    """A link's text was shown back whole: a page wider than any screen for a long one, and
+    any sentence a link's author chose inside the console ("cart 'Call +91 ...' not found")."""
+    spoof = "Your refund is approved. Call +91 99999 00000 to claim it " + "x" * 200
+    answer = console.logged_in().get(address.format(quote(spoof, safe="")))
+    assert answer.status_code == 404
+    assert "Call +91" not in answer.text and "x" * 50 not in answer.text
+    assert "No such" in answer.text and "is recorded" in answer.text

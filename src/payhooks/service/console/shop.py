@@ -182,8 +182,15 @@ async def cart(request: Request, cart_id: str) -> HTMLResponse:
     try:
         story = await run(request, stories.of_cart, cart_id, _adapters(request))
     except NotFound as exc:
-        return page(request, "error.html", {"message": str(exc)}, status=404)
+        return _not_found(request, exc)
     return _story_page(request, story)
+
+
+def _not_found(request: Request, exc: NotFound) -> HTMLResponse:
+    """Said without the address: a link's text shown back would put any sentence its author
+    chose inside the console, and a long one past the screen's edge."""
+    return page(request, "error.html", {"message": f"No such {exc.kind} is recorded."},
+                status=404)  # fmt: skip
 
 
 @_shop.get("/carts")
@@ -235,7 +242,7 @@ async def reference(request: Request, provider: str, reference: str) -> Response
     try:
         story, cart_id = await run(request, read)
     except NotFound as exc:
-        return page(request, "error.html", {"message": str(exc)}, status=404)
+        return _not_found(request, exc)
     if story is None:
         return moved_to(request, f"/carts/{quote(cart_id or '', safe='')}")
     return _story_page(request, story, cart_id=cart_id)
