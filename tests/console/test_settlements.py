@@ -177,7 +177,7 @@ def test_the_fetch_button_records_the_payouts_and_the_action(fetching, conn):
     answer = fetch(client, yesterday.isoformat(), yesterday.isoformat())
     assert answer.status_code == 303 and said(answer).endswith("notice=fetched")
     page = client.get(answer.headers["location"]).text
-    assert "Fetched:" in page
+    assert page.count("Fetched:") == 1 and page.count('role="status"') == 1  # said once
     (row,) = listed(page, "settlements")
     assert "1 payment" in row
     (action, result) = conn.execute(
