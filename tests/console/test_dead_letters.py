@@ -154,6 +154,20 @@ def test_retry_all_queues_the_letters_its_page_listed_never_older_ones_it_did_no
     assert still == [(i,) for i in ids[:3]]  # the oldest three: shown next, never retried unseen
 
 
+def test_retry_all_after_a_colleague_retried_one_says_only_the_rest_were_queued(console, conn):
+    """It said "every dead letter listed" was queued, though one was a colleague's already."""
+    from payhooks.service.console.actions import retry_dead_letter
+
+    ids = dead(conn, 3)
+    client = console.logged_in()
+    page = client.get("/console/dead").text
+    retry_dead_letter(conn, ids[0], operator="colleague")
+    answer = retry_all_of(client, page)
+    assert said(answer) == "/console/dead?notice=some_queued"
+    told = client.get(answer.headers["location"]).text
+    assert "the others had been queued again already" in told
+
+
 def test_retry_all_naming_no_dead_letters_listed_is_refused(console, conn):
     dead(conn, 1)
     client = console.logged_in()

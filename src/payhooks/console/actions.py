@@ -77,6 +77,7 @@ class Done(StrEnum):
     NO_SUCH_CART = "no_such_cart"
     CART_TAKEN = "cart_taken"
     ALL_QUEUED = "all_queued"
+    SOME_QUEUED = "some_queued"
     NOTHING_DEAD = "nothing_dead"
     READDRESSED = "readdressed"
     FETCHED = "fetched"

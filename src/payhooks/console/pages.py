@@ -184,6 +184,10 @@ NOTICES = {
         "Queued again: every dead letter listed; the worker sends them on its next round "
         "(the action log has a line for each)."
     ),
+    actions.Done.SOME_QUEUED: (
+        "Queued again: the dead letters listed that were still dead; the others had been "
+        "queued again already (a colleague's Retry, say). The action log has a line for each."
+    ),
     actions.Done.NOTHING_DEAD: "Nothing to do: no dead letter was waiting.",
     actions.Done.READDRESSED: (
         "Queued again to the corrected address: the worker sends it on its next round."

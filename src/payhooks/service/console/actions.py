@@ -108,7 +108,9 @@ def retry_all(conn: Connection, listed: Sequence[int], *, operator: str) -> Resu
     revived = [message_id for message_id in listed if outbox.revive(conn, message_id)]
     for message_id in revived:  # one already queued again is a colleague's, logged there
         record(conn, operator, "retry", None, str(message_id), queued)
-    return Result(done=Done.ALL_QUEUED if revived else Done.NOTHING_DEAD)
+    if not revived:
+        return Result(done=Done.NOTHING_DEAD)
+    return Result(done=Done.ALL_QUEUED if len(revived) == len(set(listed)) else Done.SOME_QUEUED)
 
 
 _READDRESS = """
