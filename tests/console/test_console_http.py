@@ -1047,7 +1047,10 @@ def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(co
              "confirm": "yes"}  # fmt: skip
     client.post("/console/payments/refund", data=asked)
     shown = client.get(page).text
-    assert "Cancel refund" in shown
+    assert "Cancel refund" in shown and "may have it" not in shown  # never sent: no warning
+    rows(console, "UPDATE payhooks_refunds SET attempts = 1 RETURNING 1")  # sent, no answer
+    warned = " ".join(re.sub(r"<[^>]+>", " ", client.get(page).text).split())
+    assert "Sent 1 time already: the gateway may have it" in warned
     (key,) = rows(console, "SELECT idempotency_key FROM payhooks_refunds")[0]
     form = {"csrf": token, "provider": "razorpay", "idempotency_key": key, "back": page,
             "reason": "Razorpay keeps failing it"}  # fmt: skip
