@@ -394,6 +394,36 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, 
         context.close()
 
 
+CUT_OFF = """
+() => [...document.querySelectorAll(".scroll")].flatMap((box) => {
+  const seen = box.getBoundingClientRect();
+  return [...box.querySelectorAll("button")].flatMap((button) => {
+    const at = button.getBoundingClientRect();
+    return at.right > seen.right + 1 ? [`${button.textContent} at ${at.right}, box ${seen.right}`] : [];
+  });
+})
+"""
+
+
+def test_the_parked_pages_buttons_are_in_sight_on_a_desktop(console, browser, conn):
+    """A Cashfree capture parked (its event type one long word) beside one parked for its
+    amount: the table was 1335 px in a 1195 px box at 1280, its buttons cut to "Re", "Se"."""
+    parked_delivery(console)
+    send(console, purchase(conn).captured(amount_paise=100))
+    cashfree = GATEWAY.cashfree("PAYMENT_SUCCESS_WEBHOOK", order_id="ph_parked_cashfree_0001",
+                                cf_payment_id="98765432", order_amount=499)  # fmt: skip
+    assert send(console, cashfree).json()["status"] == "parked"
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        page.goto(f"{console.base_url}/console/parked")
+        assert page.locator("button", has_text="Settle").count() == 3
+        assert page.evaluate(CUT_OFF) == []
+    finally:
+        context.close()
+
+
 OUTSIDE_ITS_CARD = """
 () => [...document.querySelectorAll(".card dl.facts dd, .card dl.facts dt")].flatMap((value) => {
   const box = value.closest(".card").getBoundingClientRect();
