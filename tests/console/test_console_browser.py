@@ -399,7 +399,8 @@ CUT_OFF = """
   const seen = box.getBoundingClientRect();
   return [...box.querySelectorAll("button")].flatMap((button) => {
     const at = button.getBoundingClientRect();
-    return at.right > seen.right + 1 ? [`${button.textContent} at ${at.right}, box ${seen.right}`] : [];
+    const said = `${button.textContent} at ${at.right}, box ${seen.right}`;
+    return at.right > seen.right + 1 ? [said] : [];
   });
 })
 """
