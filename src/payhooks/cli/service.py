@@ -129,9 +129,8 @@ def the_shops(conn: db.Connection, door: str) -> None:
 WORKER_DOOR = (
     "duties run as commands of their own: `payhooks reconcile --hooks module:attribute`, "
     "`payhooks confirm --hooks module:attribute`, `payhooks refunds send`, `payhooks alerts`, "
-    "`payhooks purge "
-    "--database-url URL`; its emails are queued with `payhooks.operations.outbox` and sent "
-    "with `hold_next` and `mark_sent` (docs/design.md)"
+    "`payhooks purge --database-url URL`; its emails are queued with "
+    "`payhooks.operations.outbox` and sent with `hold_next` and `mark_sent` (docs/design.md)"
 )
 
 
