@@ -1,0 +1,15 @@
+"""The core's SQL file 0035: a Cashfree settlement line keyed by its event's type and id, the
+lines recorded before renamed so. No model changes."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from django.db import migrations
+
+from payhooks.django.schema import apply_core, keep_core
+
+
+class Migration(migrations.Migration):
+    dependencies: ClassVar[list[tuple[str, str]]] = [("payhooks", "0032_credentials_unkept")]
+    operations: ClassVar[list[Any]] = [migrations.RunPython(apply_core, keep_core)]
