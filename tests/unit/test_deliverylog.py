@@ -41,3 +41,22 @@ def test_a_refusal_for_a_known_gateway_keeps_the_steps_words():
     reply = ENDPOINT.refused("razorpay", SignatureMismatch("razorpay", "signature missing"))
     noted = line(Arrival.now("razorpay", b"{}"), reply)
     assert (noted.provider, noted.detail) == ("razorpay", "razorpay: signature missing")
+
+
+def test_an_authentic_delivery_refused_for_now_keeps_the_steps_words():
+    """A verified delivery answered 503 (the database away, the pool's wait over) was logged
+    with no detail, though its answer said why."""
+    from payhooks.gateways.razorpay import sign
+    from payhooks.plumbing.errors import DatabaseUnavailable
+
+    body = (
+        b'{"event":"payment.captured","payload":{"payment":{"entity":{"id":"pay_unit0001",'
+        b'"order_id":"order_unit0001","amount":100,"currency":"INR","status":"captured"}}}}'
+    )
+    headers = (("x-razorpay-signature", sign(body, "whsec_unit")),
+               ("x-razorpay-event-id", "evt_unit0001"))  # fmt: skip
+    received = ENDPOINT.received("razorpay", body, headers)
+    reply = ENDPOINT.failed(received, DatabaseUnavailable("database unavailable: PoolTimeout"))
+    noted = line(Arrival.now("razorpay", body), reply)
+    assert (noted.status, noted.verified) == (503, True)
+    assert noted.detail == "database unavailable: PoolTimeout"

@@ -92,8 +92,10 @@ def answered(
     outcome: str,
     mismatch: bool = False,
     duration_ms: float = 0.0,
+    detail: str | None = None,
 ) -> Delivery:
-    """The log line of an authentic delivery."""
+    """The log line of an authentic delivery; ``detail``, why it was not taken (a 4xx or 5xx
+    of payhooks' own: the database away, a callback past its bound)."""
     event = received.event
     return Delivery(
         received_at=received_at,
@@ -108,6 +110,7 @@ def answered(
         mismatch=mismatch,
         body_bytes=len(received.body),
         body_sha256=event.payload_sha256,
+        detail=None if detail is None else detail[:MAX_DETAIL_CHARS],
         duration_ms=duration_ms,
     )
 
@@ -160,6 +163,7 @@ def line(arrival: Arrival, reply: Reply) -> Delivery:
         outcome=reply.outcome,
         mismatch=reply.mismatch,
         duration_ms=duration_ms,
+        detail=reply.log_fields.get("detail") if reply.status >= 400 else None,
     )
 
 
