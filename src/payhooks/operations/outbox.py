@@ -52,8 +52,8 @@ claim's own statement queues for the relay."""
 class Message:
     """One message to send after commit, queued in the transaction of what it says;
     ``dedupe_key`` makes a second queueing of it a no-op. ``kind`` is a ``MessageKind`` for an
-    application's own; any other is refused here (``ValueError``), not by the table inside the
-    transaction that queues it."""
+    application's own (the notifier's ``NoticeKind`` for an alert's notices); any other is
+    refused here (``ValueError``), not by the table inside the transaction that queues it."""
 
     kind: str
     dedupe_key: str
