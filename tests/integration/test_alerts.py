@@ -426,8 +426,7 @@ def test_settlement_lines_it_cannot_read_are_alerted_until_a_fetch_reads_them(co
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: cashfree: 1 settlement report line payhooks cannot")
     assert "payhooks settlements --unreadable" in text
-    read = Line(provider=Provider.CASHFREE, settlement_id="78",
-                entry_id=settlements.entry_id("PAYMENT", "e9"),
+    read = Line(provider=Provider.CASHFREE, settlement_id="78", entry_id="e9",
                 kind=LineKind.PAYMENT, entry_type="PAYMENT", payment_id=None,
                 gateway_order_id=None, amount_paise=100, fee_paise=2, tax_paise=0,
                 net_paise=98)  # fmt: skip

@@ -67,7 +67,7 @@ CORE_MIGRATIONS = [
     "core/0032_settlement_read_from",
     "core/0033_resolutions",
     "core/0034_credentials_unkept",
-    "core/0035_cashfree_line_ids",
+    "core/0035_settlement_line_types",
 ]
 
 CORE_TABLES = {
@@ -417,35 +417,6 @@ def test_an_upgrade_moves_both_queues_into_one_and_loses_nothing(empty_db):
     assert made == 6
 
 
-def test_cashfree_lines_recorded_before_are_renamed_by_their_type_at_the_upgrade(empty_db):
-    """Core 0035: a Cashfree line is ``<event_type>:<event_id>``. Lines (and an unreadable one
-    whose kept body names its type) recorded under the bare id are renamed, so a fetch of
-    their day again finds them; Razorpay's and a body that is not JSON are left as they are."""
-    migrate_before(empty_db, core="0035", shop="9999")
-    empty_db.execute(
-        "INSERT INTO payhooks_settlements (provider, settlement_id, state) VALUES"
-        " ('cashfree', '9005', 'settled'), ('razorpay', 'setl_1', 'settled')"
-    )
-    empty_db.execute(
-        "INSERT INTO payhooks_settlement_lines (provider, settlement_id, entry_id, kind,"
-        " entry_type, amount_paise, fee_paise, tax_paise, net_paise) VALUES"
-        " ('cashfree', '9005', '8800', 'adjustment', 'CHARGEBACK', 100, 0, 0, -100),"
-        " ('razorpay', 'setl_1', 'pay_1', 'payment', 'payment', 100, 0, 0, 100)"
-    )
-    empty_db.execute(
-        "INSERT INTO payhooks_settlement_unreadable (provider, digest, settlement_id, entry_id,"
-        " reason, raw) VALUES"
-        " ('cashfree', 'd1', '9005', '8801', 'fee missing',"
-        '  \'{"event_details": {"event_id": "8801", "event_type": "REFUND"}}\'),'
-        " ('cashfree', 'd2', '9005', '8802', 'not json', 'junk {')"
-    )
-    assert database.migrate(empty_db) == ["core/0035_cashfree_line_ids"]
-    lines = empty_db.execute("SELECT entry_id FROM payhooks_settlement_lines ORDER BY 1")
-    assert [r[0] for r in lines] == ["CHARGEBACK:8800", "pay_1"]
-    kept = empty_db.execute("SELECT entry_id FROM payhooks_settlement_unreadable ORDER BY 1")
-    assert [r[0] for r in kept] == ["8802", "REFUND:8801"]
-
-
 def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db):
     """Core 0032: a gateway's row kept by 0031 knew its last day read whole only, not where
     reading began; its first day read is that day, so no capture of a day before it is
@@ -461,7 +432,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0032_settlement_read_from",
         "core/0033_resolutions",
         "core/0034_credentials_unkept",
-        "core/0035_cashfree_line_ids",
+        "core/0035_settlement_line_types",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"

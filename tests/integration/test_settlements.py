@@ -48,6 +48,24 @@ def line(
                 amount_paise=abs(net), fee_paise=0, tax_paise=0, net_paise=net)  # fmt: skip
 
 
+def test_two_lines_of_one_payout_under_one_id_and_two_types_are_both_recorded(conn):
+    """Cashfree numbers each kind of event on its own: a chargeback and its reversal can share
+    an ``event_id`` in one payout. Keyed by the id alone, the second replaced the first,
+    silently, and the payout's lines no longer added up."""
+    from dataclasses import replace
+
+    debit = replace(line(None, entry_id="8800", sid="9005", net=-20_000,
+                         kind=LineKind.ADJUSTMENT, provider=Provider.CASHFREE),
+                    entry_type="CHARGEBACK")  # fmt: skip
+    credit = replace(debit, entry_type="CHARGEBACK_REVERSE", net_paise=20_000)
+    records.record(conn, [], [debit, credit])
+    records.record(conn, [], [credit, debit])  # the day fetched again: nothing twice
+    kept = conn.execute(
+        "SELECT entry_type, net_paise FROM payhooks_settlement_lines ORDER BY entry_type"
+    ).fetchall()
+    assert kept == [("CHARGEBACK", -20_000), ("CHARGEBACK_REVERSE", 20_000)]
+
+
 def rows(conn, table: str) -> int:
     return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 

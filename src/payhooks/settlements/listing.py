@@ -222,10 +222,11 @@ WHERE coalesce(s.settled_at, s.recorded_at) >= %(start)s
   AND coalesce(s.settled_at, s.recorded_at) < %(end)s
   AND (%(provider)s::text IS NULL OR s.provider = %(provider)s)
   AND (%(at)s::timestamptz IS NULL
-       OR (coalesce(s.settled_at, s.recorded_at), s.provider, s.settlement_id, l.entry_id)
-          < (%(at)s, %(after_provider)s, %(after_id)s, %(after_entry)s))
+       OR (coalesce(s.settled_at, s.recorded_at), s.provider, s.settlement_id, l.entry_id,
+           l.entry_type)
+          < (%(at)s, %(after_provider)s, %(after_id)s, %(after_entry)s, %(after_type)s))
 ORDER BY coalesce(s.settled_at, s.recorded_at) DESC, s.provider DESC, s.settlement_id DESC,
-         l.entry_id DESC
+         l.entry_id DESC, l.entry_type DESC
 LIMIT %(limit)s
 """
 )
@@ -294,6 +295,7 @@ def lines_in(
         found = (after.settled_at or after.recorded_at, after.provider, after.settlement_id)
     params = _range(start, end, provider, found) | {
         "after_entry": None if after is None else after.entry_id,
+        "after_type": None if after is None else after.entry_type,
         "limit": limit,
     }
     return shaped_rows(conn, Entry, _LINES_IN, params)

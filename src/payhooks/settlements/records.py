@@ -91,8 +91,8 @@ WITH given AS (
         SELECT payment_id, gateway_order_id FROM payhooks_payments
         WHERE provider = %(provider)s AND payment_id = g.payment_id
         ORDER BY gateway_order_id IS NULL LIMIT 1) p ON true
-    ORDER BY g.settlement_id, g.entry_id
-    ON CONFLICT (provider, settlement_id, entry_id) DO UPDATE SET
+    ORDER BY g.settlement_id, g.entry_type, g.entry_id
+    ON CONFLICT (provider, settlement_id, entry_type, entry_id) DO UPDATE SET
         matched = true,
         gateway_order_id = coalesce(l.gateway_order_id, EXCLUDED.gateway_order_id)
     WHERE l.matched = false AND EXCLUDED.matched
@@ -223,8 +223,10 @@ def listed(line: Line) -> Settlement:
     )
 
 
-def _line_key(line: Line) -> tuple[str, str]:
-    return line.settlement_id, line.entry_id
+def _line_key(line: Line) -> tuple[str, str, str]:
+    """A line in its payout: its type and id (Cashfree numbers each kind of event on its own,
+    so a chargeback and its reversal can share an id)."""
+    return line.settlement_id, line.entry_type, line.entry_id
 
 
 def _settlement_params(s: Settlement) -> dict[str, object]:

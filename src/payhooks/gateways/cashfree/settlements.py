@@ -108,7 +108,7 @@ def line(item: object) -> Line:
     return Line(
         provider=_P,
         settlement_id=text(_P, item, "settlement_details", "cf_settlement_id"),
-        entry_id=entry_id(entry_type, text(_P, event, "event_id")),
+        entry_id=text(_P, event, "event_id"),
         kind=_KINDS.get(entry_type, LineKind.ADJUSTMENT),
         entry_type=entry_type,
         payment_id=optional_text(_P, item, "payment_details", "cf_payment_id"),
@@ -124,23 +124,12 @@ def line(item: object) -> Line:
     )
 
 
-def entry_id(entry_type: str, event_id: str) -> str:
-    """A line's id in its payout: ``<event_type>:<event_id>``. Cashfree numbers each kind of
-    event on its own (a payment, a refund, a chargeback), so one payout can hold two lines of
-    one ``event_id`` (a chargeback and its reversal): keyed by it alone, the second replaced
-    the first."""
-    return f"{entry_type}:{event_id}"
-
-
 def named(item: object) -> Named:
     """What a recon item payhooks cannot read names, as far as it reads: its
-    ``cf_settlement_id``, its line's id (``entry_id``; the bare ``event_id`` when its type is
-    unreadable) and its ``cf_payment_id``."""
-    event_id = loose_text(_P, item, "event_details", "event_id")
-    entry_type = loose_text(_P, item, "event_details", "event_type")
+    ``cf_settlement_id``, its ``event_id`` and its ``cf_payment_id``."""
     return (
         loose_text(_P, item, "settlement_details", "cf_settlement_id"),
-        entry_id(entry_type, event_id) if event_id and entry_type else event_id,
+        loose_text(_P, item, "event_details", "event_id"),
         loose_text(_P, item, "payment_details", "cf_payment_id"),
     )
 
@@ -152,4 +141,4 @@ def _settled(item: object) -> bool:
     return optional_text(_P, item, "settlement_details", "cf_settlement_id") is not None
 
 
-__all__ = ["STATES", "entry_id", "line", "named", "recon", "webhook"]
+__all__ = ["STATES", "line", "named", "recon", "webhook"]

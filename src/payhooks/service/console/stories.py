@@ -156,7 +156,8 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
 
 def _settlement(stories: Sequence[timeline.Story]) -> dict[str, Any]:
     """The settlement lines and flags of the stories' payments, each once."""
-    lines = {(e.provider, e.settlement_id, e.entry_id): e for s in stories for e in s.settled}
+    lines = {(e.provider, e.settlement_id, e.entry_type, e.entry_id): e
+             for s in stories for e in s.settled}  # fmt: skip
     flags = {(u.provider, u.payment_id): u for s in stories for u in s.unsettled}
     return {"settled": list(lines.values()), "unsettled": list(flags.values())}
 

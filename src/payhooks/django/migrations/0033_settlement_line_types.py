@@ -1,5 +1,5 @@
-"""The core's SQL file 0035: a Cashfree settlement line keyed by its event's type and id, the
-lines recorded before renamed so. No model changes."""
+"""The core's SQL file 0035: a settlement line keyed by its type as well as its id (two
+Cashfree lines of one payout can share an event_id). No model changes."""
 
 from __future__ import annotations
 
