@@ -421,6 +421,13 @@ def test_the_parked_pages_buttons_are_in_sight_on_a_desktop(console, browser, co
         page.goto(f"{console.base_url}/console/parked")
         assert page.locator("button", has_text="Settle").count() == 3
         assert page.evaluate(CUT_OFF) == []
+        # A link in a column beneath the actions (the candidate's, the last before them),
+        # focused as Tab focuses it, is scrolled clear of them, not left under them.
+        link = page.locator("td.candidate a").first
+        link.focus()
+        at = link.bounding_box()
+        acts = page.locator("td.acts").first.bounding_box()
+        assert at is not None and acts is not None and at["x"] + at["width"] <= acts["x"] + 1
     finally:
         context.close()
 
