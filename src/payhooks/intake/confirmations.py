@@ -334,15 +334,14 @@ WHERE provider = %(provider)s AND event_id = %(event_id)s AND verdict IS NULL
 def settle(conn: Connection, pending: Pending, found: Verdict, detail: str) -> bool:
     """Records what the gateway's API said of a waiting callback (its verdict and why); False
     where it waits no more (a person settled it by hand meanwhile: theirs stands)."""
-    row = conn.execute(
-        SETTLE,
-        {
-            "verdict": found.value,
-            "detail": detail,
-            "provider": pending.provider,
-            "event_id": pending.event_id,
-        },
-    ).fetchone()
+    return _settled(conn, pending.provider, pending.event_id, found, detail)
+
+
+def _settled(conn: Connection, provider: str, event_id: str, found: Verdict, detail: str) -> bool:
+    """``SETTLE`` run: whether the callback was still waiting, and is settled now."""
+    params = {"verdict": found.value, "detail": detail, "provider": provider,
+              "event_id": event_id}  # fmt: skip
+    row = conn.execute(SETTLE, params).fetchone()
     return row is not None and int(row[0]) == 1
 
 
@@ -354,10 +353,7 @@ of the API's, so never counted among the callbacks the API refuted (``health.REF
 def refuted_by_hand(conn: Connection, provider: str, event_id: str, note: str) -> bool:
     """A waiting callback the API will never settle, refuted by a person (``SETTLE``, as a
     pass settles one), their note its detail; False where it waits no more."""
-    params = {"verdict": Verdict.REFUTED.value, "detail": BY_HAND + note,
-              "provider": provider, "event_id": event_id}  # fmt: skip
-    row = conn.execute(SETTLE, params).fetchone()
-    return row is not None and int(row[0]) == 1
+    return _settled(conn, provider, event_id, Verdict.REFUTED, BY_HAND + note)
 
 
 def again(conn: Connection, pending: Pending, wait: timedelta, error: str | None) -> None:
