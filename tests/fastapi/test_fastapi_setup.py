@@ -91,6 +91,24 @@ def test_async_hooks_run_in_order_and_the_last_answer_counts():
     assert seen == ["first", "second"] and applied.order_id == "merchant-order-7"
 
 
+def test_an_async_hook_that_parks_ends_the_chain():
+    """As ``Hooks``: a later handler neither runs after a park nor replaces it."""
+    hooks, seen = AsyncHooks(), []
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    async def parks(conn, event):
+        seen.append("parks")
+        return Applied(outcome=Outcome.PARKED)
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    async def later(conn, event):
+        seen.append("later")
+        return Applied(outcome=Outcome.IGNORED)
+
+    applied = asyncio.run(hooks(None, event()))  # these hooks never touch the connection
+    assert seen == ["parks"] and applied.outcome is Outcome.PARKED
+
+
 def test_an_event_no_async_hook_is_registered_for_is_ignored():
     applied = asyncio.run(AsyncHooks()(None, event(EventKind.REFUND_PROCESSED)))
     assert applied.outcome is Outcome.IGNORED

@@ -8,6 +8,7 @@ import pytest
 
 import payhooks
 from payhooks import EventKind, Hooks, NotCommitted, Outcome, ingest, ingest_in_transaction
+from payhooks.intake.idempotency import parked as parked_deliveries
 from payhooks.service import database
 from payhooks.sim.gateway import Delivery
 from tests.conftest import released_together
@@ -97,6 +98,28 @@ def test_several_hooks_for_one_kind_run_in_order_and_the_last_answer_counts(shop
     delivery = capture()
     receipt = ingest(shop, ADAPTERS[delivery.provider], delivery.body, delivery.headers, hooks)
     assert seen == ["first", "second"] and receipt.order_id == "merchant-order-7"
+
+
+def test_a_hook_that_parks_ends_the_chain_and_the_delivery_stays_parked(shop):
+    """A later handler's answer must not replace a park (the delivery would leave the parked
+    list, its copy answered duplicate, nothing left to replay), nor its writes run before the
+    replay that runs every handler again."""
+    hooks, seen = Hooks(), []
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def parks(conn, event):
+        seen.append("parks")
+        return payhooks.Applied(outcome=Outcome.PARKED)
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def later(conn, event):
+        seen.append("later")
+        return payhooks.Applied(outcome=Outcome.IGNORED)
+
+    delivery = capture()
+    receipt = ingest(shop, ADAPTERS[delivery.provider], delivery.body, delivery.headers, hooks)
+    assert receipt.outcome is Outcome.PARKED and seen == ["parks"]
+    assert [parked.event_id for parked in parked_deliveries(shop)] == [receipt.event.event_id]
 
 
 def test_a_hook_that_raises_leaves_nothing_and_the_retry_succeeds(shop):

@@ -10,8 +10,9 @@ writes on the claim's connection.
         await conn.execute("UPDATE orders SET paid = true WHERE ref = %s", (event.merchant_ref,))
 
 Every function registered for the event's kind runs, in registration order, inside the
-claim's transaction; ``None`` means processed, an ``Applied`` says otherwise, and an event
-no function is registered for is answered ``ignored`` (the same rules as ``payhooks.Hooks``).
+claim's transaction; ``None`` means processed, an ``Applied`` says otherwise (one that parks
+ends the run), and an event no function is registered for is answered ``ignored`` (the same
+rules as ``payhooks.Hooks``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ class AsyncHooks(Registry[AsyncHook]):
         result = Applied(outcome=Outcome.PROCESSED)
         for hook in hooks:
             result = await hook(conn, event) or result
+            if result.outcome is Outcome.PARKED:
+                break  # a replay runs every handler again, from the first
         return result
 
 

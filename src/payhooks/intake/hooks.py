@@ -10,8 +10,9 @@
 
 ``hooks`` is then the handler ``ingest`` takes: every function registered for the event's kind
 runs, in registration order, inside the claim's transaction. A function returns ``None``
-(processed) or an ``Applied`` saying otherwise (ignored, parked, with an order id); an event
-no function is registered for is answered ``ignored``.
+(processed) or an ``Applied`` saying otherwise (ignored, parked, with an order id); the last
+``Applied`` returned stands, and one that parks ends the run (the later functions run when the
+delivery is replayed). An event no function is registered for is answered ``ignored``.
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ class Registry(Generic[H]):
 class Hooks(Registry[Hook]):
     """Handlers by event kind, run on the claim's connection inside its transaction: an
     event with none is ``ignored``, else each runs in turn and the last ``Applied`` returned
-    stands (``processed`` when none returns one)."""
+    stands (``processed`` when none returns one). A park ends the turn: a later handler's
+    answer would take the delivery off the parked list with nothing left to replay it, and
+    its writes would be made again by the replay, which runs every handler from the first."""
 
     def __call__(self, conn: Connection, event: Event) -> Applied:
         hooks = self.registered(event.kind)
@@ -80,6 +83,8 @@ class Hooks(Registry[Hook]):
         result = Applied(outcome=Outcome.PROCESSED)
         for hook in hooks:
             result = hook(conn, event) or result
+            if result.outcome is Outcome.PARKED:
+                break  # a replay runs every handler again, from the first
         return result
 
 
