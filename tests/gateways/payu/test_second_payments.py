@@ -345,17 +345,51 @@ def test_a_second_payment_posted_after_reconciliation_reaches_the_handler_once(
 @pytest.mark.parametrize(
     "entity",
     [{"mihpayid": SECOND}, {"mihpayid": SECOND, "txnid": TXNID},
-     {"mihpayid": SECOND, "status": "success"}, {"mihpayid": SECOND, "status": 1, "txnid": TXNID}],
-    ids=["no status nor txnid", "no status", "no txnid", "a status not text"],
+     {"mihpayid": SECOND, "status": "success"}, {"mihpayid": SECOND, "status": 1, "txnid": TXNID},
+     {"txnid": TXNID, "status": "success", "amt": AMOUNT}],
+    ids=["no status nor txnid", "no status", "no txnid", "a status not text", "no mihpayid"],
 )  # fmt: skip
 def test_a_check_payment_answer_it_cannot_read_refutes_no_second_payment(
     shop, database_url, entity
 ):
-    """An entity with no readable ``status`` or ``txnid`` says nothing of the payment: the
-    second post is asked about again, never refuted as "not a success of the txnid"."""
+    """An entity with no readable ``status`` or ``txnid`` says nothing of the payment, and one
+    with no ``mihpayid`` does not say which payment it is: the second post is asked about
+    again, never refuted as "not a success of the txnid", nor confirmed as a second payment
+    with nothing to apply."""
     unreadable = {"status": 1, "msg": "Transaction Fetched Successfully",
                   "transaction_details": entity}  # fmt: skip
     _second_post_asked_again_after(shop, database_url, unreadable)
+
+
+def test_a_check_payment_answer_with_no_mihpayid_for_the_other_payment_loses_none(
+    shop, database_url
+):
+    """Reconciliation applied FIRST; the posts come SECOND first (recorded ``ignored``), then
+    FIRST, whose confirmation asks ``check_payment`` about SECOND as the other payment. An
+    answer with no ``mihpayid`` does not say which payment it is: asked again, never read as
+    "not a success at PayU", so SECOND still reaches the handler as a second payment."""
+    import json
+
+    from payhooks.reconcile.running import run
+    from payhooks.sim.gateway_api import Fault
+
+    conn, api, url, hooks, captured = shop
+    payhooks.expect(conn, "payu", TXNID, 49_900, "INR", "S-1")
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    run(database_url, hooks, environ=API_KEYS.env(url), after_s=0)
+    assert [e.attempt_id for e in captured] == [FIRST]
+    sent(conn, hooks, SECOND)
+    assert sent(conn, hooks, FIRST) is Outcome.CONFIRMING
+    nameless = {"txnid": TXNID, "status": "success", "amt": AMOUNT, "mode": "UPI"}
+    answer = {"status": 1, "msg": "Transaction Fetched Successfully",
+              "transaction_details": nameless}  # fmt: skip
+    api.fail_next(Provider.PAYU, Fault(body=json.dumps(answer).encode()))
+    tally = a_pass(database_url, url, hooks)
+    assert tally.confirmed[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
 
 
 @pytest.mark.parametrize(

@@ -494,20 +494,23 @@ def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
     return entity is not None and entity.get("txnid") == txnid and entity.get("status") == "success"
 
 
-def _payment_entity(body: bytes, mihpayid: str | None = None) -> dict[str, Any] | None:
+def _payment_entity(body: bytes, mihpayid: str) -> dict[str, Any] | None:
     """``check_payment``: one ``transaction_details`` object, not keyed, its ``mihpayid`` a
     JSON number in PayU's sample (one naming another than ``mihpayid``, asked about, is
     unreadable). ``status: 0`` saying the transaction is not found is no such
     payment; any other ``status: 0`` (one naming the merchant, its key or hash, whatever else
     it says) is PayU refusing the call. An entity without a ``status`` and a ``txnid`` in text
-    says nothing of the payment: unreadable, never "not a success"."""
+    says nothing of the payment: unreadable, never "not a success". Nor does one without a
+    ``mihpayid``: PayU's documented answer names the payment it is about, so an entity that
+    does not cannot be told from one about another payment."""
     doc = read_json(_P, body)
     entity = doc.get("transaction_details") if isinstance(doc, dict) else None
     if isinstance(entity, dict) and doc.get("status") == 1:
         for name in ("status", "txnid"):
             text(_P, entity, name)  # MalformedPayload when it is not text
-        if mihpayid is not None:
-            naming(entity, "mihpayid", mihpayid, what="check_payment", provider=_P)
+        if _identifier(entity.get("mihpayid")) is None:
+            raise MalformedPayload(_P, "check_payment answer names no mihpayid")
+        naming(entity, "mihpayid", mihpayid, what="check_payment", provider=_P)
         return entity
     if isinstance(doc, dict) and doc.get("status") == 0:
         said = str(doc.get("msg", ""))
@@ -521,8 +524,8 @@ def checked(mihpayid: str, body: bytes) -> Report:
     """A ``check_payment`` answer as a payment of its own: keyed and identified by PayU's
     ``mihpayid`` (a second payment of one txnid is not the txnid's first), its order the
     txnid it names."""
-    entity = _payment_entity(body, mihpayid)  # one naming another mihpayid is unreadable
-    if entity is None or entity.get("mihpayid") is None:
+    entity = _payment_entity(body, mihpayid)  # one naming no or another mihpayid: unreadable
+    if entity is None:
         return Report()
     txnid = text(_P, entity, "txnid")
     status = text(_P, entity, "status")
