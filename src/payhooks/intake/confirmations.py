@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from payhooks.events import Event, EventKind
 from payhooks.gateways._reports import Verdict
@@ -182,25 +183,57 @@ RETURNING c.provider, c.event_id, c.gateway_order_id, c.kind, c.payment_id, c.re
 """
 
 
-def leased(conn: Connection, provider: str, limit: int) -> list[Pending]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unreadable:
+    """A leased confirmation this release cannot read (a kind it does not know: written by a
+    newer release before a rollback, or by hand), and why: set aside on its own, so it never
+    keeps the rest of its gateway's callbacks from being asked about."""
+
+    provider: str
+    event_id: str
+    attempts: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Leased:
+    """What one lease took: the callbacks to ask about, and those this release cannot read."""
+
+    due: list[Pending]
+    unreadable: list[Unreadable]
+
+
+def leased(conn: Connection, provider: str, limit: int) -> Leased:
     """The due confirmations of ``provider``, each held for ``LEASE`` (a second pass running
-    meanwhile skips them)."""
+    meanwhile skips them). Each row is read on its own: one that cannot be is returned
+    apart, with why, once the whole batch is already leased."""
     rows = query(conn, LEASED, {"provider": provider, "limit": limit, "lease": LEASE})
-    return [
-        Pending(
-            provider=str(r[0]),
-            event_id=str(r[1]),
-            gateway_order_id=str(r[2]),
-            kind=EventKind(r[3]),
-            payment_id=r[4],
-            refund_id=r[5],
-            amount_paise=r[6],
-            attempts=int(r[7]),
-            requested_at=r[8],
-            first_event_id=r[9],
-        )
-        for r in rows.fetchall()
-    ]
+    due: list[Pending] = []
+    unreadable: list[Unreadable] = []
+    for r in rows.fetchall():
+        try:
+            due.append(_pending(r))
+        except (ValueError, TypeError) as exc:
+            reason = f"this release cannot read it: {type(exc).__name__}: {exc}"[:500]
+            unreadable.append(Unreadable(provider=str(r[0]), event_id=str(r[1]),
+                                         attempts=int(r[7]), reason=reason))  # fmt: skip
+    return Leased(due=due, unreadable=unreadable)
+
+
+def _pending(r: tuple[Any, ...]) -> Pending:
+    """One ``LEASED`` row; an unknown ``kind`` raises ``ValueError``."""
+    return Pending(
+        provider=str(r[0]),
+        event_id=str(r[1]),
+        gateway_order_id=str(r[2]),
+        kind=EventKind(r[3]),
+        payment_id=r[4],
+        refund_id=r[5],
+        amount_paise=r[6],
+        attempts=int(r[7]),
+        requested_at=r[8],
+        first_event_id=r[9],
+    )
 
 
 def verdict(
@@ -356,7 +389,9 @@ def refuted_by_hand(conn: Connection, provider: str, event_id: str, note: str) -
     return _settled(conn, provider, event_id, Verdict.REFUTED, BY_HAND + note)
 
 
-def again(conn: Connection, pending: Pending, wait: timedelta, error: str | None) -> None:
+def again(
+    conn: Connection, pending: Pending | Unreadable, wait: timedelta, error: str | None
+) -> None:
     """Not settled this time: due again after ``wait`` (growing with its attempts)."""
     conn.execute(
         AGAIN,
@@ -376,7 +411,9 @@ __all__ = [
     "MAX_OPEN_PER_GATEWAY",
     "MAX_OPEN_PER_ORDER",
     "PATIENCE",
+    "Leased",
     "Pending",
+    "Unreadable",
     "Verdict",
     "again",
     "another_attempt",

@@ -19,7 +19,7 @@ from payhooks.events import Event, Provider
 from payhooks.gateways._reports import Report
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.intake import confirmations
-from payhooks.intake.confirmations import Pending, Verdict
+from payhooks.intake.confirmations import Pending, Unreadable, Verdict
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
@@ -57,11 +57,13 @@ def confirm(
     for provider, client in clients.items():
         try:
             with connect() as conn:
-                due = confirmations.leased(conn, provider.value, limit)
+                taken = confirmations.leased(conn, provider.value, limit)
         except Exception:  # the database's: the next gateway's turn may still be had
             log.exception("confirm_gateway_failed", extra={"provider": provider.value})
             continue
-        for pending in due:
+        for unreadable in taken.unreadable:
+            _set_aside(connect, unreadable, tally)
+        for pending in taken.due:
             if stop():
                 return tally
             try:
@@ -69,6 +71,25 @@ def confirm(
             except Exception as exc:  # the database's: this callback only
                 _broke(connect, pending, tally, exc)
     return tally
+
+
+def _set_aside(connect: Connect, unreadable: Unreadable, tally: Tally) -> None:
+    """A callback this release cannot read: never asked about by it, and never refuted for
+    it (a release that reads it may come back). It keeps why as its error and waits out its
+    backoff, so past ``payhooks.operations.alarms.UNCONFIRMED_WAIT`` a person is told, and
+    the rest of the pass goes on."""
+    tally.unapplied[Provider(unreadable.provider)] += 1
+    log.error(
+        "confirm_unreadable",
+        extra={"provider": unreadable.provider, "event_id": unreadable.event_id,
+               "error": unreadable.reason},
+    )  # fmt: skip
+    try:
+        with connect() as conn:
+            wait = confirmations.wait_after(unreadable.attempts)
+            confirmations.again(conn, unreadable, wait, unreadable.reason)
+    except Exception:  # the database away: the lease brings it back
+        log.exception("confirm_attempt_unrecorded", extra={"event_id": unreadable.event_id})
 
 
 def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> None:
