@@ -581,6 +581,30 @@ def test_one_notice_that_cannot_be_marked_sent_is_backed_off_and_the_others_are_
     assert notifier.send_due(conn, now + timedelta(hours=25)).failed == 1  # past the bound
 
 
+def test_one_notice_this_release_cannot_read_is_backed_off_and_the_others_are_sent(conn, chat):
+    """A notice of a kind a newer release wrote (its migration let the table take it) raised
+    once leased: the pass ended there, each time its lease ran out, the notices after it
+    left for the next. It is backed off saying why, given up past the bound, and the others
+    are sent."""
+    for provider in ("cashfree", "juspay", "razorpay"):
+        answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
+    notifier = webhook_notifier(chat.url)
+    now = T0 + EVERY
+    assert notifier.evaluate(conn, now).raised == 3
+    [first] = conn.execute("SELECT min(id) FROM payhooks_outbox").fetchone() or []
+    conn.execute("ALTER TABLE payhooks_outbox DROP CONSTRAINT payhooks_outbox_kind_check")
+    conn.execute("UPDATE payhooks_outbox SET kind = 'escalated' WHERE id = %s", (first,))
+    tally = notifier.send_due(conn, now)
+    assert (tally.sent, tally.retried) == (2, 1) and len(chat.texts()) == 2
+    [(sent, error, due)] = conn.execute(
+        "SELECT sent_at IS NOT NULL, last_error, next_attempt_at FROM payhooks_outbox"
+        " WHERE id = %s",
+        (first,),
+    ).fetchall()
+    assert not sent and "escalated" in error and due == now + notifier.policy.delay(1)
+    assert notifier.send_due(conn, now + timedelta(hours=25)).failed == 1  # past the bound
+
+
 def test_a_failed_notice_whose_row_cannot_be_written_holds_back_no_other_channel(conn, inbox):
     """The chat endpoint fails and the database refuses to record that on its notice: left
     to its lease, and the emails of every alert are still sent this pass."""

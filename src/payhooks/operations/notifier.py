@@ -304,28 +304,33 @@ class Notifier:
         for _ in range(limit):
             if not working or self.stop():
                 break
-            notice = self._lease(conn, now, working)
-            if notice is None:
+            found = outbox.lease_next(conn, now, now + self.policy.lease, working)
+            if found is None:
                 break
-            if not self._send(conn, notice, now, tally):
+            notice = self._read(conn, found, now, tally)
+            if notice is not None and not self._send(conn, notice, now, tally):
                 working.remove(notice.channel)
         return tally
 
-    def _lease(self, conn: Connection, now: datetime, channels: list[str]) -> Notice | None:
-        found = outbox.lease_next(conn, now, now + self.policy.lease, channels)
-        if found is None or found.alert_key is None:
+    def _read(
+        self, conn: Connection, found: outbox.Pending, now: datetime, tally: Tally
+    ) -> Notice | None:
+        """The notice leased; None for one this release cannot read (a kind a newer release
+        queued before a rollback): it is backed off by itself, saying why, and given up past
+        ``Policy.give_up``, so it never ends the pass for the notices after it."""
+        try:
+            return _notice(found)
+        except ValueError as exc:
+            fields: dict[str, object] = {"notice": found.id, "alert": found.alert_key,
+                                         "channel": found.channel}  # fmt: skip
+            reason = f"this release cannot read it: {_reason(exc)}"
+            log.error("alert_notice_unreadable", extra={**fields, "error": reason})
+            held = _Held(id=found.id, attempts=found.attempts + 1, created_at=found.created_at)
+            try:
+                self._failed(conn, held, NoticeFailed(found.channel, reason), now, tally, fields)
+            except Exception:  # its row refused: left to its lease, the others go on
+                log.exception("alert_notice_unrecorded", extra=fields)
             return None
-        return Notice(
-            id=found.id,
-            alert_key=found.alert_key,
-            kind=NoticeKind(found.kind),
-            channel=found.channel,
-            title=found.subject,
-            body=found.body,
-            attempts=found.attempts + 1,
-            created_at=found.created_at,
-            dedupe_key=found.dedupe_key,
-        )
 
     def _send(self, conn: Connection, notice: Notice, now: datetime, tally: Tally) -> bool:
         """Whether the channel took it."""
@@ -354,7 +359,7 @@ class Notifier:
     def _failed(
         self,
         conn: Connection,
-        notice: Notice,
+        notice: Notice | _Held,
         exc: NoticeFailed,
         now: datetime,
         tally: Tally,
@@ -390,6 +395,33 @@ class Notifier:
             self._failed(conn, notice, failed, now, tally, fields)
         except Exception:
             log.exception("alert_notice_unrecorded", extra=fields)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Held:
+    """What backing off a leased notice needs of it, when it cannot be read as a ``Notice``."""
+
+    id: int
+    attempts: int
+    created_at: datetime
+
+
+def _notice(found: outbox.Pending) -> Notice:
+    """A leased row as the notice it is; ``ValueError`` for a kind this release does not
+    know, or a row that speaks for no alert."""
+    if found.alert_key is None:
+        raise ValueError("a notice that names no alert")
+    return Notice(
+        id=found.id,
+        alert_key=found.alert_key,
+        kind=NoticeKind(found.kind),
+        channel=found.channel,
+        title=found.subject,
+        body=found.body,
+        attempts=found.attempts + 1,
+        created_at=found.created_at,
+        dedupe_key=found.dedupe_key,
+    )
 
 
 def _reason(exc: BaseException) -> str:
