@@ -331,6 +331,25 @@ def test_a_parked_row_shows_its_amount_and_payment_id(console):
     assert "none found" in row  # no open cart of that amount
 
 
+def test_a_parked_row_that_does_not_read_is_shown_unread_and_the_others_are_listed(console, conn):
+    """A stored delivery whose headers are no JSON object (the worker's parked pass already
+    goes on past it) raised as the page read it, and the page listed none of the others."""
+    from tests.console.test_console_lists import parked_for
+
+    for n in range(3):
+        parked_for(console, f"order_UNREAD{n:08d}", f"pay_unread{n:06d}")
+    conn.execute(
+        "UPDATE processed_webhooks SET headers = '[1, 2]'::jsonb"
+        " WHERE payment_id = 'pay_unread000001'"
+    )
+    page = console.logged_in().get("/console/parked").text
+    for n in (0, 2):
+        assert "₹499.00" in parked_row(page, f"order_UNREAD{n:08d}")
+    odd = parked_row(page, "order_UNREAD00000001")
+    assert "₹499.00" not in odd and "unknown" in odd and "pay_unread000001" in odd
+    assert "amount unknown: its stored headers are not a JSON object" in odd
+
+
 def test_an_open_cart_of_the_same_amount_is_the_candidate(console, conn):
     from tests.console.test_console_http import parked_delivery
 

@@ -110,6 +110,8 @@ class Parked:
     currency: str | None = None
     notes: str = ""
     """Its body's text, where a checkout's id may be named (Razorpay's notes, a receipt)."""
+    unread: str | None = None
+    """Why its stored delivery was not read (its amount unknown); None when it was."""
 
     @property
     def for_amount(self) -> bool:
@@ -150,25 +152,35 @@ def parked(
 
 def _parked(row: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> Parked:
     body, headers = bytes(row.pop("body")), row.pop("headers")
-    event = _read(adapters, row["provider"], row["event_id"], body, headers)
-    amount = None if event is None else event.amount_paise
+    event, unread = _read(adapters, row["provider"], row["event_id"], body, headers)
     return Parked(
         **row,
-        amount_paise=amount,
+        amount_paise=None if event is None else event.amount_paise,
         currency=None if event is None else event.currency,
         notes=body.decode("utf-8", errors="replace"),
+        unread=unread,
     )
 
 
 def _read(
     adapters: Mapping[Provider, Adapter], provider: str, event_id: str, body: bytes, headers: Any
-) -> Event | None:
+) -> tuple[Event | None, str | None]:
+    """The stored delivery's event, or None and why it does not read: a row the list cannot
+    read is shown so, never the end of the list (the worker's parked pass goes on past the
+    same rows)."""
+    if headers is not None and not isinstance(headers, Mapping):
+        return None, "its stored headers are not a JSON object"
     try:
         return received_again(
             adapters, provider=provider, event_id=event_id, body=body, headers=dict(headers or {})
-        ).event
-    except PayhooksError:
-        return None  # a gateway served no more, or a record that no longer reads
+        ).event, None
+    except ProviderNotConfigured:
+        return None, "its gateway is served no more"
+    except PayhooksError as exc:  # a record that no longer reads
+        return None, f"it no longer reads: {exc}"[:200]
+    except Exception as exc:  # an adapter meeting stored values it never wrote
+        log.exception("console_parked_unread", extra={"provider": provider, "event_id": event_id})
+        return None, f"it does not read: {type(exc).__name__}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
