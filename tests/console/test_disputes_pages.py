@@ -76,6 +76,25 @@ def test_a_dispute_past_its_deadline_says_it_is_overdue(console, conn):
     assert "overdue by 3 h" in page.text
 
 
+def test_a_dispute_in_a_status_this_release_does_not_know_leaves_the_others_listed(console, conn):
+    """A newer release's status (its migration let the table take it, then a rollback): read
+    as a status payhooks knows, it raised as the page drew its row, and the Disputes page
+    listed none; the alerts read from the same rows fell silent too."""
+    from payhooks.operations.alerts import core_sources, observe
+
+    odd, due = paid(console, conn), paid(console, conn)
+    dispute(console, odd, "opened", "disp_ODD", NOW + timedelta(days=2))
+    dispute(console, due, "opened", "disp_DUE", NOW + timedelta(hours=5))
+    conn.execute("ALTER TABLE payhooks_disputes DROP CONSTRAINT payhooks_disputes_status_check")
+    conn.execute("UPDATE payhooks_disputes SET status = 'escalated' WHERE dispute_id = 'disp_ODD'")
+    page = console.logged_in().get("/console/disputes")
+    assert page.status_code == 200
+    assert re.findall(r"<code>(disp_\w+)</code>", page.text) == ["disp_DUE", "disp_ODD"]
+    assert "escalated" in page.text and page.text.count("answer needed") == 1
+    keys = {a.key for a in observe(conn, NOW, core_sources())}
+    assert {"dispute_opened:razorpay:disp_ODD", "dispute_due:razorpay:disp_DUE"} <= keys
+
+
 def test_the_carts_page_tells_its_dispute_and_its_order_is_marked(console, conn):
     buy = paid(console, conn)
     dispute(console, buy, "opened", "disp_CART", NOW + timedelta(days=3))

@@ -230,8 +230,10 @@ class Dispute:
 
     @property
     def awaiting_response(self) -> bool:
-        """The merchant must answer it by ``respond_by``."""
-        return self.open and Status(self.status) in AWAITING_RESPONSE
+        """The merchant must answer it by ``respond_by``. Its status is compared as text,
+        never read as a ``Status``: one a newer release wrote is not awaiting an answer here,
+        and never an error that stops the list it is drawn in."""
+        return self.open and self.status in AWAITING_RESPONSE
 
 
 COLUMNS = """

@@ -472,7 +472,7 @@ def disputes_alerts(
             title=f"{provider}: dispute {dispute_id} opened",
             body=f"{about} {deadline} {_answer(provider)}",
         ))  # fmt: skip
-        waiting = disputes.Status(status) in disputes.AWAITING_RESPONSE
+        waiting = status in disputes.AWAITING_RESPONSE  # as text: a newer release's too
         if waiting and respond_by is not None and respond_by - now <= warning:
             found.append(Alert(
                 condition=Condition.DISPUTE_DUE, subject=subject,
