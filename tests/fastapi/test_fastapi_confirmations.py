@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -25,7 +23,6 @@ from tests.fastapi.test_fastapi_example import PENDING, REF, checkout, orders, p
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import API_KEYS
 
-ROOT = Path(__file__).parents[2]
 SECRETS = {
     "PHONEPE_WEBHOOK_CREDENTIALS": KEYS.phonepe,
     "JUSPAY_WEBHOOK_CREDENTIALS": KEYS.juspay,
@@ -58,8 +55,7 @@ def callback(provider: Provider, payment_id: str):
 
 
 def reconcile(database_url: str, api_url: str) -> subprocess.CompletedProcess[str]:
-    """``payhooks reconcile``, in this process (``confirm`` below runs as the installed script:
-    it listens for signals, which only a process's main thread may)."""
+    """``payhooks reconcile``, in this process."""
     return invoke(
         {**os.environ, **API_KEYS.env(api_url)}, "reconcile",
         "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url,
@@ -68,10 +64,10 @@ def reconcile(database_url: str, api_url: str) -> subprocess.CompletedProcess[st
 
 
 def confirm(database_url: str, api_url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [Path(sys.executable).parent / "payhooks", "confirm", "--once",
-         "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url],
-        env={**os.environ, **API_KEYS.env(api_url)}, cwd=ROOT, capture_output=True, text=True,
+    """``payhooks confirm --once``, in this process too."""
+    return invoke(
+        {**os.environ, **API_KEYS.env(api_url)}, "confirm", "--once",
+        "--hooks", "examples.fastapi_shop.app:hooks", "--database-url", database_url,
         timeout=120,
     )  # fmt: skip
 

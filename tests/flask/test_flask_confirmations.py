@@ -23,7 +23,7 @@ from tests.factories import GATEWAY, KEYS
 from tests.flask import test_flask_example as example
 from tests.flask.conftest import serving
 from tests.flask.test_flask_example import PENDING, REF, SECRETS, checkout, orders, post
-from tests.flask.test_flask_operating import installed_command, payhooks_command
+from tests.flask.test_flask_operating import payhooks_command
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import API_KEYS
 
@@ -90,7 +90,7 @@ def test_a_callback_pays_the_order_once_payhooks_confirm_has_the_apis_word(
     assert answer(shop, sent) == (200, "duplicate")  # the gateway's retry of it
     assert orders(db) == PENDING  # a claim pays nothing by itself
     url = make_conninfo(database_url, **search_path)  # the shop's database: its schema
-    done = installed_command(
+    done = payhooks_command(
         "confirm", "--once", "--hooks", "examples.flask_shop.app:hooks",
         "--database-url", url, env=API_KEYS.env(api_url),
     )  # fmt: skip
@@ -120,14 +120,14 @@ def test_confirm_once_exits_1_while_the_status_api_fails_and_confirms_once_it_an
     confirming = ("confirm", "--once", "--hooks", "examples.flask_shop.app:hooks",
                   "--database-url", url)  # fmt: skip
     api.fail_next(provider, Fault(status=503))
-    down = installed_command(*confirming, env=API_KEYS.env(api_url))
+    down = payhooks_command(*confirming, env=API_KEYS.env(api_url))
     assert down.returncode == 1
     assert "0 callback(s) confirmed by the API, 0 refuted" in down.stdout
     said = "payhooks: 1 gateway API error(s) (phonepe 1); those callbacks are asked again later"
     assert said in down.stderr
     assert orders(db) == PENDING
     db.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
-    up = installed_command(*confirming, env=API_KEYS.env(api_url))
+    up = payhooks_command(*confirming, env=API_KEYS.env(api_url))
     assert up.returncode == 0, up.stderr
     assert orders(db) == [(REF, "paid", PAYMENT[provider])]
 

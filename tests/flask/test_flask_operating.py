@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import psycopg
 from psycopg.conninfo import make_conninfo
@@ -37,7 +35,6 @@ from tests.flask.test_flask_example import (
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import API_KEYS
 
-ROOT = Path(__file__).parents[2]
 PAYMENT = "pay_flaskshop001"
 search_path, engine, db, shop = example.search_path, example.engine, example.db, example.shop
 gateway_api = reconciling.gateway_api  # their fixtures
@@ -54,15 +51,6 @@ def test_an_underpaid_capture_is_parked_for_a_person_with_both_amounts(shop, db)
 def payhooks_command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The command, in this process (tests/reconcile/test_merchant.py runs the installed one)."""
     return invoke({**os.environ, **env}, *args, timeout=120)
-
-
-def installed_command(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The installed ``payhooks`` script: for ``confirm``, which listens for signals (only a
-    process's main thread may)."""
-    return subprocess.run(
-        [Path(sys.executable).parent / "payhooks", *args],
-        env={**os.environ, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
 
 
 def test_a_checkout_whose_webhook_never_came_is_paid_once_by_reconciliation(

@@ -332,8 +332,12 @@ def progress(total: int) -> Iterator[Callable[[int], None]]:
 
 
 def stop_on_signals() -> threading.Event:
-    """Set by SIGTERM or Ctrl-C: a daemon finishes its pass and exits."""
+    """Set by SIGTERM or Ctrl-C: a daemon finishes its pass and exits. Only a process's main
+    thread may take a signal: a command run from another (a program calling the CLI in a
+    thread of its own) stops as that program stops it."""
     stopping = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        return stopping
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stopping.set())
     return stopping
