@@ -139,6 +139,14 @@ class Books:
     """Refunds are made failed: the gateway takes the call, makes the refund under its id and
     fails it in the same answer (Razorpay's ``failed``, Cashfree's ``FAILED``; PayU's when
     asked about), its money never taken."""
+    lagging: bool = False
+    """Refunds made are not readable yet: Cashfree's Get Refund answers ``refund_not_found``
+    for each while this holds (its read side lags its write side by seconds:
+    cashfree/agent-skills, ``src/templates/pg/refunds-reference.md``, section 9)."""
+    reuse_refused: bool = False
+    """A refund's key asked again with the same body is answered 400
+    ``refund_id_already_exists``, the other answer Cashfree documents for a ``refund_id`` used
+    before (the same reference, sections 2 and 8), not with the refund made under it."""
 
 
 # --- what a gateway paid out ------------------------------------------------------------------

@@ -249,8 +249,9 @@ def routes(api: GatewayBooks) -> list[Route]:
         asking = parts.RefundAsked(provider=Provider.CASHFREE, payment_id=payment_id, key=key,
                                    body=asked_as, amount_paise=paise, captured_paise=captured,
                                    token=refund_id)  # fmt: skip
+        reused = (Provider.CASHFREE, key) in api.money.by_key
         made, refusal = api.refund_once(asking, make)
-        if refusal == "another body":
+        if refusal == "another body" or (reused and api.money.reuse_refused):
             return _error(400, "refund_id already exists", "refund_id_already_exists",
                           "invalid_request_error")  # fmt: skip
         if refusal is not None:
@@ -260,10 +261,11 @@ def routes(api: GatewayBooks) -> list[Route]:
         return late if late is not None else _raw_json(json.dumps(made, cls=_Rupees))
 
     async def refund_of(request: Request, found: Order) -> Response:
-        """``GET /pg/orders/{order_id}/refunds/{refund_id}``."""
+        """``GET /pg/orders/{order_id}/refunds/{refund_id}``; while ``money.lagging``, not yet
+        readable."""
         key = (Provider.CASHFREE, f"{found.reference}:{request.path_params['refund_id']}")
         known = api.money.by_key.get(key)
-        if known is None:
+        if known is None or api.money.lagging:
             return _error(404, "refund does not exist", "refund_not_found",
                           "invalid_request_error")  # fmt: skip
         return _raw_json(json.dumps(known[1], cls=_Rupees))
