@@ -769,6 +769,105 @@ def test_a_cashfree_404_about_anything_but_the_refund_is_no_answer_after_a_lost_
     assert books(api, provider) == (1, 49_900)
 
 
+# --- Cashfree: a refund under the intent's refund_id is never refused ------------------------
+
+
+def lost_after_acting(conn, api, database_url: str, url: str) -> None:
+    """Cashfree makes the refund and its answer is lost (a 504 from its edge), while its
+    lookup does not show it yet (``money.lagging``): the intent is asked again later."""
+    provider = Provider.CASHFREE
+    paid(api, provider)
+    ask(conn, provider)
+    api.money.lagging = True
+    api.fail_after_acting(provider, Fault(status=504))
+    assert send(database_url, url).retried[provider] == 1
+    due_now(conn)
+
+
+def test_a_cashfree_refund_id_already_exists_is_never_a_refusal(core, database_url):
+    """The refund made, its answer lost; the next pass's lookup answers ``refund_not_found``
+    (Cashfree's read side lags its write side by seconds) and the post under the same
+    ``refund_id`` answers 400 ``refund_id_already_exists``, one of Cashfree's two documented
+    answers to a reused id. That answer says the refund exists: the intent stays ``requested``,
+    its amount held, is looked up again after its backoff and is found made, once."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    api.money.reuse_refused = True
+    lost_after_acting(conn, api, database_url, url)
+    for _ in range(2):  # however long the lookup lags, and the post says the refund exists
+        tally = send(database_url, url)
+        assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+        [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+        assert refund.state is RefundState.REQUESTED
+        assert "refund_id_already_exists" in (refund.last_error or "")
+        due_now(conn)
+    with pytest.raises(refunds.RefundTooLarge):  # its amount still held: no second refund
+        ask(conn, provider, key="asked again")
+    api.money.lagging = False  # Cashfree's read side caught up
+    assert send(database_url, url).sent[provider] == 1
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+    assert books(api, provider) == (1, 49_900)
+
+
+def cashfree_refusal(status: int, code: str, message: str) -> Fault:
+    body = {"message": message, "code": code, "type": "invalid_request_error"}
+    return Fault(status=status, body=json.dumps(body).encode())
+
+
+AMOUNT_INVALID = cashfree_refusal(
+    400, "refund_amount_invalid", "refund amount is more than the refundable amount"
+)
+
+
+def test_a_cashfree_refusal_right_after_a_lost_answer_waits_for_the_lookup_to_catch_up(
+    core, database_url
+):
+    """The refund made, its answer lost; on the next pass the lookup does not show it yet and
+    the post under the same ``refund_id`` is refused (an answer about the refund just made:
+    the payment refunded already). That ``refund_not_found`` is not final: the intent stays
+    ``requested``, asked again no sooner than Cashfree's lookup catches up, and is found made."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    lost_after_acting(conn, api, database_url, url)
+    api.fail_next(provider, PASS_THROUGH, AMOUNT_INVALID)  # the lookup, then the post
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REQUESTED
+    assert "refund_amount_invalid" in (refund.last_error or "")
+    assert wait_asked(conn, provider) > 55  # a minute: Cashfree's lag is seconds
+    api.money.lagging = False
+    due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+    assert books(api, provider) == (1, 49_900)
+
+
+def test_a_cashfree_refusal_after_a_lost_answer_stands_once_the_lookup_had_time(core, database_url):
+    """The call before was lost without Cashfree acting (a 504 before it), and part of the
+    payment is refunded meanwhile in Cashfree's dashboard. The refusal right after the lost
+    call is asked again once; refused again with still no refund under the id, it stands:
+    ``refused``, Cashfree's words kept, nothing refunded by payhooks."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_next(provider, Fault(status=504))
+    assert send(database_url, url).retried[provider] == 1
+    api.refunded_elsewhere(provider, PAYMENT[provider], 10_000)
+    due_now(conn)
+    first = send(database_url, url)
+    assert first.refused[provider] == 0 and first.retried[provider] == 1, first.summary()
+    assert [s for s, _, _ in state(conn, provider)] == ["requested"]
+    due_now(conn)
+    second = send(database_url, url)
+    assert second.refused[provider] == 1, second.summary()
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REFUSED
+    assert "refund amount is more than the refundable amount" in (refund.last_error or "")
+    assert books(api, provider) == (0, 10_000)  # the dashboard's refund alone
+
+
 @pytest.mark.parametrize(
     ("provider", "words"),
     [

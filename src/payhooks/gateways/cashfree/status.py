@@ -89,9 +89,10 @@ class CashfreeClient:
         (Cashfree's, unique per order: asked again, it never refunds twice). A retry first
         reads ``GET /pg/orders/{order_id}/refunds/{refund_id}`` (``refund_unknown``: not made
         yet), so an answer lost after Cashfree acted never depends on how it answers a known
-        id. A 400 or 422 in Cashfree's error shape is its refusal; a 404 is not, whatever its
-        code (``order_not_found`` says the order is unknown to the account the credentials
-        name, nothing of the refund), nor a 409 (a request in progress): asked again.
+        id. A 400 or 422 in Cashfree's error shape is its refusal (``_unmade`` says when it
+        stands); a 404 is not, whatever its code (``order_not_found`` says the order is
+        unknown to the account the credentials name, nothing of the refund), nor a 409 (a
+        request in progress): asked again.
 
         No ``x-idempotency-key`` header: Cashfree keeps the first result under one, a 500
         included, and answers it to every later request with that key, so one 500 would stop
@@ -117,7 +118,7 @@ class CashfreeClient:
             made = self._refund_made(order, refund)  # refused, or already made under the id?
             if made is not None:
                 return made
-            raise RefundRefused(_P.value, exc.reason, status=exc.status, code=exc.code) from exc
+            raise _unmade(refund, exc) from exc
         return parsed(self.provider, lambda: _refunded(read_json(_P, body), refund))
 
     def refund_status(self, refund: Refund) -> Sent:
@@ -156,6 +157,15 @@ class CashfreeClient:
 
 
 REFUSING = frozenset({400, 422})
+REFUND_ID_EXISTS = "refund_id_already_exists"
+"""Cashfree's 400 to a ``refund_id`` it holds a refund under (cashfree/agent-skills,
+``src/templates/pg/refunds-reference.md``, sections 2 and 8): the refund exists."""
+LOOKUP_LAG_S = 60.0
+"""How long after a lost answer a refusal waits for the lookup: Cashfree's read side lags its
+write side "by seconds" (the same reference, section 9); a minute covers that many times."""
+UNCONFIRMED = "refused right after an answer lost, looked up again before it stands: "
+"""How the reason of a refusal not yet taken starts; the sender keeps a retried intent's
+reason as its ``last_error`` (``refunds.again``), so the next attempt reads that it came."""
 REFUND_NOT_FOUND = "refund_not_found"
 NOT_FOUND_TYPE = "invalid_request_error"
 """The ``type`` of Cashfree's 404 error body (its SDK's ``ApiError404``, the one type)."""
@@ -176,6 +186,21 @@ def refund_unknown(status: int, body: bytes) -> bool:
         and doc.get("code") == REFUND_NOT_FOUND
         and doc.get("type") == NOT_FOUND_TYPE
     )
+
+
+def _unmade(refund: Refund, exc: GatewayApiError) -> GatewayApiError:
+    """Cashfree's refusal of a refund its lookup does not show (``refund_not_found``), as the
+    sender takes it. ``refund_id_already_exists`` says the refund is made: never a refusal,
+    asked again (the lookup first) until the lookup shows it. Any other refusal right after
+    an attempt whose answer was lost may be about that attempt's refund, made but not yet
+    readable: asked again, no sooner than ``LOOKUP_LAG_S``, and refused only when it is
+    refused again with the refund still not found. A first attempt's refusal stands."""
+    error = partial(GatewayApiError, _P.value, status=exc.status, code=exc.code)
+    if exc.code == REFUND_ID_EXISTS:
+        return error(f"{exc.reason}: made under the intent's refund_id, not yet readable")
+    if refund.attempts > 1 and not (refund.last_error or "").startswith(UNCONFIRMED):
+        return error(UNCONFIRMED + exc.reason, retry_after_s=LOOKUP_LAG_S)
+    return RefundRefused(_P.value, exc.reason, status=exc.status, code=exc.code)
 
 
 def _utc(day: date, at: time) -> str:
