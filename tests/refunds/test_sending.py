@@ -275,6 +275,44 @@ def test_a_cashfree_refusal_of_a_refund_it_already_made_is_read_as_made(core, da
     assert books(api, Provider.CASHFREE) == (1, 49_900)
 
 
+ALREADY_PROCESSED = Fault(status=400, body=json.dumps({"error": {
+    "code": "BAD_REQUEST_ERROR", "source": "NA", "step": "NA", "reason": "NA", "metadata": {},
+    "description": "Different request with the same idempotency key has already been processed.",
+}}).encode())  # fmt: skip
+"""Razorpay's answer to a key it took a request under (razorpay.com/docs/api/refunds/
+normal-refunds-idempotent): a refund under the key may be made, so never its refusal."""
+
+
+@pytest.mark.parametrize("made", [True, False], ids=["made by another sender", "none listed"])
+def test_a_razorpay_key_already_processed_is_never_a_refusal(core, database_url, made):
+    """Razorpay answers a post under the intent's key that a request under it was processed
+    already. Made before (a stale sender's post, as above), the refund is found under the key
+    in the same pass; none listed (yet), the intent stays ``requested`` and is asked again.
+    Either way the customer is refunded once, and the intent is never ``refused``."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider)
+    if made:
+        send(database_url, url)
+        conn.execute(
+            "UPDATE payhooks_refunds SET state = 'requested', attempts = 0,"
+            " gateway_refund_id = NULL, next_attempt_at = now()"
+        )
+    api.fail_next(provider, ALREADY_PROCESSED)
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 0, tally.summary()
+    assert tally.sent[provider] == made and tally.retried[provider] == (not made)
+    if not made:
+        [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+        assert refund.state is RefundState.REQUESTED
+        assert "already been processed" in (refund.last_error or "")
+        due_now(conn)
+        assert send(database_url, url).sent[provider] == 1
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+    assert books(api, provider) == (1, 49_900)
+
+
 @pytest.mark.parametrize("provider", GATEWAYS)
 def test_a_refund_accepted_pending_is_closed_by_asking_once_the_gateway_processed_it(
     core, database_url, provider

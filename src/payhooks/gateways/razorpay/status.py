@@ -171,6 +171,9 @@ MAX_LISTED = 100
 """Refunds listed per call (Razorpay's ``count``, 10 by default, at most 100): more than a
 payment ever has (each is at least a paisa of it)."""
 UNKNOWN_ID = "The id provided does not exist"
+KEY_TAKEN = "Different request with the same idempotency key has already been processed."
+"""Razorpay's words for another body under a key it took (razorpay.com/docs/api/refunds/
+normal-refunds-idempotent; docs/providers.md, "Refunds")."""
 KEY_NOTE = "payhooks_key"
 """The note each refund carries with its intent's key: found again by it after a lost answer."""
 
@@ -182,16 +185,13 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
     (``GET /v1/payments/{id}/refunds``, by the note), so an answer lost after Razorpay acted
     never depends on how Razorpay answers a key it has seen. A 400 in Razorpay's error shape
     (``BAD_REQUEST_ERROR``: more than captured, not captured, refunded already) is its
-    refusal, unless it says the payment id does not exist (``_unknown_id``); any other
-    answer is an error, asked again."""
+    refusal, unless it says the payment id does not exist (``_unknown_id``) or that a request
+    under the key was processed already (``_key_taken``: the refund is looked for, and when
+    not listed yet, asked again); any other answer is an error, asked again."""
     payment = client._payment_url(refund.payment_id)
     auth = client._auth
-    if refund.attempts > 1:
-        body = answer(_P, client.http, "GET", f"{payment}/refunds", auth=auth,
-                      params={"count": str(MAX_LISTED)})  # fmt: skip
-        found = parsed(_P, lambda: _named(body, refund))
-        if found is not None:
-            return found
+    if refund.attempts > 1 and (found := _listed(client, refund)) is not None:
+        return found
     asked = {"amount": refund.amount_paise, "notes": {KEY_NOTE: refund.idempotency_key}}
     errors: list[bytes] = []
 
@@ -203,10 +203,23 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
         body = answer(_P, client.http, "POST", f"{payment}/refund", auth=auth, json=asked,
                       headers={REFUND_HEADER: refund.idempotency_key}, taken=kept)  # fmt: skip
     except GatewayApiError as exc:
-        if exc.status == 400 and exc.code == REFUSAL_CODE and not _unknown_id(errors[-1]):
-            raise RefundRefused(_P.value, exc.reason, status=400, code=exc.code) from exc
-        raise
+        if exc.status != 400 or exc.code != REFUSAL_CODE or _unknown_id(errors[-1]):
+            raise
+        if _key_taken(errors[-1]):
+            if (found := _listed(client, refund)) is not None:
+                return found
+            raise
+        raise RefundRefused(_P.value, exc.reason, status=400, code=exc.code) from exc
     return parsed(_P, lambda: _sent(read_json(_P, body), refund))
+
+
+def _listed(client: RazorpayClient, refund: Refund) -> Sent | None:
+    """``GET /v1/payments/{id}/refunds``: the refund made under the intent's key (its note),
+    or None when none is listed."""
+    url = f"{client._payment_url(refund.payment_id)}/refunds"
+    body = answer(_P, client.http, "GET", url, auth=client._auth,
+                  params={"count": str(MAX_LISTED)})  # fmt: skip
+    return parsed(_P, lambda: _named(body, refund))
 
 
 def _unknown_id(body: bytes) -> bool:
@@ -214,6 +227,13 @@ def _unknown_id(body: bytes) -> bool:
     the keys name (another account's keys, test keys for a live payment), which says nothing
     of the refund: an error, never its refusal."""
     return child(error_answer(body), "error", "description") == UNKNOWN_ID
+
+
+def _key_taken(body: bytes) -> bool:
+    """Razorpay's 400 for a key it processed a request under already (``KEY_TAKEN``): a
+    refund under the key may be made, so it is never a refusal of it. payhooks sends one
+    body per key, so the answer is not expected; when it comes, the refund is looked for."""
+    return child(error_answer(body), "error", "description") == KEY_TAKEN
 
 
 def _named(body: bytes, refund: Refund) -> Sent | None:
