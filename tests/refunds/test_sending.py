@@ -906,6 +906,26 @@ def test_a_cashfree_refusal_after_a_lost_answer_stands_once_the_lookup_had_time(
     assert books(api, provider) == (0, 10_000)  # the dashboard's refund alone
 
 
+def test_a_cashfree_409_refund_not_allowed_is_its_refusal(core, database_url):
+    """Cashfree answers 409 ``refund_not_allowed`` to a refund of an order not PAID, more than
+    six months old or refunded in full already (here in its dashboard, outside payhooks): its
+    documented refusal. Once its lookup shows no refund under the id, the intent is
+    ``refused`` with Cashfree's words, its amount free again; it was asked again for ever."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    paid(api, provider)
+    api.refunded_elsewhere(provider, PAYMENT[provider], 49_900)
+    ask(conn, provider, amount=10_000)
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 1 and tally.retried[provider] == 0, tally.summary()
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REFUSED
+    assert refund.last_error == (
+        "answered 409 (refund_not_allowed: refund is not allowed for this order)"
+    )
+    assert books(api, provider) == (0, 49_900)  # the dashboard's refund alone
+
+
 @pytest.mark.parametrize(
     ("provider", "words"),
     [

@@ -89,10 +89,11 @@ class CashfreeClient:
         (Cashfree's, unique per order: asked again, it never refunds twice). A retry first
         reads ``GET /pg/orders/{order_id}/refunds/{refund_id}`` (``refund_unknown``: not made
         yet), so an answer lost after Cashfree acted never depends on how it answers a known
-        id. A 400 or 422 in Cashfree's error shape is its refusal (``_unmade`` says when it
-        stands); a 404 is not, whatever its code (``order_not_found`` says the order is
-        unknown to the account the credentials name, nothing of the refund), nor a 409 (a
-        request in progress): asked again.
+        id. A 400 or 422 in Cashfree's error shape is its refusal, and so is a 409
+        ``refund_not_allowed`` (``refused``; ``_unmade`` says when it stands); a 404 is not,
+        whatever its code (``order_not_found`` says the order is unknown to the account the
+        credentials name, nothing of the refund), nor another 409 (a request in progress):
+        asked again.
 
         No ``x-idempotency-key`` header: Cashfree keeps the first result under one, a 500
         included, and answers it to every later request with that key, so one 500 would stop
@@ -113,7 +114,7 @@ class CashfreeClient:
             body = answer(self.provider, self.http, "POST", f"{order}/refunds", headers=self._h,
                           json=asked)  # fmt: skip
         except GatewayApiError as exc:
-            if exc.status not in REFUSING or exc.code is None:
+            if not refused(exc):
                 raise  # a 4xx in no Cashfree error shape (a proxy's page) refuses nothing
             made = self._refund_made(order, refund)  # refused, or already made under the id?
             if made is not None:
@@ -157,6 +158,9 @@ class CashfreeClient:
 
 
 REFUSING = frozenset({400, 422})
+NOT_ALLOWED = "refund_not_allowed"
+"""Cashfree's 409 to a refund of an order not PAID, more than six months old or refunded in
+full already (cashfree/agent-skills, ``src/templates/pg/refunds-reference.md``, section 8)."""
 REFUND_ID_EXISTS = "refund_id_already_exists"
 """Cashfree's 400 to a ``refund_id`` it holds a refund under (cashfree/agent-skills,
 ``src/templates/pg/refunds-reference.md``, sections 2 and 8): the refund exists."""
@@ -186,6 +190,14 @@ def refund_unknown(status: int, body: bytes) -> bool:
         and doc.get("code") == REFUND_NOT_FOUND
         and doc.get("type") == NOT_FOUND_TYPE
     )
+
+
+def refused(exc: GatewayApiError) -> bool:
+    """A refusal in Cashfree's error shape (a ``code`` read): a 400 or 422, or a 409
+    ``refund_not_allowed``. Any other 409 (a request in progress) is asked again."""
+    if exc.code is None:
+        return False
+    return exc.status in REFUSING or (exc.status == 409 and exc.code == NOT_ALLOWED)
 
 
 def _unmade(refund: Refund, exc: GatewayApiError) -> GatewayApiError:

@@ -210,7 +210,7 @@ def routes(api: GatewayBooks) -> list[Route]:
     async def make_refund(request: Request, found: Order) -> Response:
         paid = [p for p in found.payments if p["payment_status"] == "SUCCESS"]
         if not paid:
-            return _error(400, "order is not paid", "order_not_paid", "invalid_request_error")
+            return _not_allowed()
         try:
             asked = json.loads(await request.body(), parse_float=Decimal)
         except ValueError:
@@ -254,6 +254,8 @@ def routes(api: GatewayBooks) -> list[Route]:
         if refusal == "another body" or (reused and api.money.reuse_refused):
             return _error(400, "refund_id already exists", "refund_id_already_exists",
                           "invalid_request_error")  # fmt: skip
+        if refusal == "fully refunded":
+            return _not_allowed()
         if refusal is not None:
             return _error(400, "refund amount is more than the refundable amount",
                           "refund_amount_invalid", "invalid_request_error")  # fmt: skip
@@ -427,6 +429,14 @@ async def _authorised(api: GatewayBooks, request: Request) -> Response | None:
     if not all(hmac.compare_digest(a, b) for a, b in zip(given, wanted, strict=True)):
         return _error(401, "authentication Failed", "request_failed", "authentication_error")
     return await api.fault(Provider.CASHFREE)
+
+
+def _not_allowed() -> Response:
+    """Cashfree's 409 to a refund of an order not PAID, more than six months old or refunded
+    in full already (cashfree/agent-skills, ``src/templates/pg/refunds-reference.md``,
+    section 8)."""
+    return _error(409, "refund is not allowed for this order", "refund_not_allowed",
+                  "invalid_request_error")  # fmt: skip
 
 
 def _error(status: int, message: str, code: str, kind: str) -> Response:
