@@ -906,6 +906,25 @@ def test_a_cashfree_refusal_after_a_lost_answer_stands_once_the_lookup_had_time(
     assert books(api, provider) == (0, 10_000)  # the dashboard's refund alone
 
 
+@pytest.mark.parametrize(
+    ("reason", "note"),
+    [("double payment", "double payment"), ("ok", "ok "), ("x" * 150, "x" * 100)],
+    ids=["as asked", "padded to Cashfree's 3 characters", "cut to its 100"],
+)
+def test_a_cashfree_refund_note_is_the_reason_as_asked(core, database_url, reason, note):
+    """``refund_note`` is the intent's reason, within Cashfree's 3 to 100 characters: padded
+    only when shorter than 3, never given trailing spaces otherwise."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    paid(api, provider)
+    refunds.request(conn, provider, PAYMENT[provider], 49_900, key="note", reason=reason,
+                    captured_paise=49_900, requested_by="shop",
+                    gateway_order_id=ORDER[provider])  # fmt: skip
+    assert send(database_url, url).sent[provider] == 1
+    [made] = api.money.refunds[(provider, PAYMENT[provider])]
+    assert made["refund_note"] == note
+
+
 def test_a_cashfree_409_refund_not_allowed_is_its_refusal(core, database_url):
     """Cashfree answers 409 ``refund_not_allowed`` to a refund of an order not PAID, more than
     six months old or refunded in full already (here in its dashboard, outside payhooks): its

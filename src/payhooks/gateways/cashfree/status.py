@@ -108,7 +108,7 @@ class CashfreeClient:
         asked = {
             "refund_amount": refund.amount_paise / 100,  # rupees: two decimals are exact here
             "refund_id": refund.idempotency_key,
-            "refund_note": (refund.reason + "   ")[:100],  # 3 to 100 characters
+            "refund_note": _note(refund.reason),
         }
         try:
             body = answer(self.provider, self.http, "POST", f"{order}/refunds", headers=self._h,
@@ -190,6 +190,14 @@ def refund_unknown(status: int, body: bytes) -> bool:
         and doc.get("code") == REFUND_NOT_FOUND
         and doc.get("type") == NOT_FOUND_TYPE
     )
+
+
+def _note(reason: str) -> str:
+    """The intent's reason as ``refund_note``, which Cashfree takes at 3 to 100 characters
+    (``cashfree-pg``'s ``OrderCreateRefundRequest``): cut at 100; a reason shorter than 3
+    (the intent takes one from 1) padded with spaces to 3, so it is not refused for its
+    length. Any other reason goes as asked, with no space added."""
+    return reason[:100].ljust(3)  # Cashfree refuses a note under 3: only such a one is padded
 
 
 def refused(exc: GatewayApiError) -> bool:
