@@ -10,6 +10,7 @@ import json
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from payhooks.events import EventKind, Provider
@@ -20,6 +21,9 @@ from payhooks.gateways.cashfree import settlements
 from payhooks.gateways.cashfree.adapter import Cashfree
 from payhooks.gateways.cashfree.status import RECON_LIMIT, CashfreeClient
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
+from payhooks.reconcile import settling
+from payhooks.reconcile.running import connecting
+from payhooks.settlements import listing
 from payhooks.sim.deliveries import Purchase
 from payhooks.sim.gateway_api import Fault, GatewayApi
 from payhooks.sim.gateways.base import numeric_payment_id
@@ -176,6 +180,7 @@ def test_a_recon_answer_not_in_the_documented_shape_is_never_an_empty_report(bod
 # --- the report client against the double ------------------------------------------------------
 
 DAY = date(2026, 1, 5)
+NOW = datetime(2026, 1, 6, 6, 0, tzinfo=UTC)
 PAID_AT = int(datetime(2026, 1, 5, 6, 0, tzinfo=UTC).timestamp())
 
 
@@ -253,6 +258,44 @@ def test_a_page_with_an_unreadable_item_is_recorded_and_the_next_page_still_read
     assert sorted(line.payment_id for line in pages[1].lines) == sorted(
         e.payment_id for e in payout.entries[1:]
     )
+
+
+MISSING_CHARGES = {
+    "no service charge": (lambda e: e.pop("event_service_charge"), "event_service_charge"),
+    "a null service charge": (lambda e: e.update(event_service_charge=None),
+                              "event_service_charge"),
+    "no service tax": (lambda e: e.pop("event_service_tax"), "event_service_tax"),
+    "a null service tax": (lambda e: e.update(event_service_tax=None), "event_service_tax"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(MISSING_CHARGES))
+def test_a_line_missing_its_fee_or_tax_is_kept_unreadable_never_recorded_as_none_charged(
+    gateway_api, database_url, case
+):
+    """A recon item whose ``event_service_charge`` or ``event_service_tax`` is missing or null
+    says nothing of what Cashfree charged: fetched, it is kept unreadable saying which, as
+    Razorpay's line with no ``fee`` is, never recorded as a line charged 0 paise. An item
+    charging 0 (``0``, ``0.0``) is recorded charged 0."""
+    api, url = gateway_api
+    change, field = MISSING_CHARGES[case]
+    odd = json.loads(settled_sample())["data"][0]
+    change(odd["event_details"])
+    free = json.loads(settled_sample())["data"][0]
+    free["event_details"] |= {"event_id": "81268", "event_service_charge": 0,
+                              "event_service_tax": 0.0}  # fmt: skip
+    page = {"cursor": None, "limit": RECON_LIMIT, "data": [odd, free]}
+    api.fail_next(Provider.CASHFREE, Fault(body=json.dumps(page).encode()))
+    found = {Provider.CASHFREE: ApiCredentials(provider=Provider.CASHFREE, base_url=url,
+             id=api.keys.cashfree_client_id, secret=api.keys.cashfree_api_secret)}  # fmt: skip
+    fetched = settling.fetch_once(connecting(database_url), found, DAY, DAY, now=lambda: NOW)
+    assert not fetched.failures, fetched.summary()
+    with psycopg.connect(database_url) as conn:
+        read = "SELECT entry_id, fee_paise, tax_paise FROM payhooks_settlement_lines ORDER BY 1"
+        lines = conn.execute(read).fetchall()
+        kept = [(u.entry_id, u.reason) for u in listing.unreadable(conn)]
+    assert lines == [("81268", 0, 0)]
+    assert kept == [("81267", f"{field} is missing")]
 
 
 @pytest.mark.parametrize(

@@ -98,7 +98,8 @@ def line(item: object) -> Line:
     ``event_settlement_amount``, ``event_service_charge``, ``event_service_tax``,
     ``event_currency``, ``event_time``), ``order_details.order_id``,
     ``payment_details.cf_payment_id`` and ``settlement_details`` (``cf_settlement_id``,
-    ``utr``, ``settlement_date``)."""
+    ``utr``, ``settlement_date``). A charge or its tax missing or null says nothing of what
+    Cashfree took: the item is unreadable, never read as charged nothing (0 is 0)."""
     event = _common.child(item, "event_details")
     entry_type = text(_P, event, "event_type")
     sale = text(_P, event, "sale_type")
@@ -114,8 +115,8 @@ def line(item: object) -> Line:
         payment_id=optional_text(_P, item, "payment_details", "cf_payment_id"),
         gateway_order_id=optional_text(_P, item, "order_details", "order_id"),
         amount_paise=rupees(_P, event, "event_amount"),
-        fee_paise=optional_rupees(_P, event, "event_service_charge") or 0,
-        tax_paise=optional_rupees(_P, event, "event_service_tax") or 0,
+        fee_paise=rupees(_P, event, "event_service_charge"),
+        tax_paise=rupees(_P, event, "event_service_tax"),
         net_paise=signed(rupees(_P, event, "event_settlement_amount"), debit=debit),
         currency=optional_text(_P, event, "event_currency"),
         occurred_at=iso_time(_P, event, "event_time"),
