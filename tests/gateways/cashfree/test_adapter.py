@@ -430,6 +430,23 @@ def test_capture_without_order_amount_is_malformed() -> None:
         parse(payment_body(order_amount="null"))
 
 
+@pytest.mark.parametrize("unsaid", ["null", None], ids=["null", "left out"])
+def test_capture_without_payment_amount_is_malformed(unsaid: str | None) -> None:
+    """Never read as paid in full (the order's amount), as it was."""
+    body = payment_body(payment_amount=unsaid or "null")
+    if unsaid is None:
+        body = body.replace(b'"payment_amount":null,', b"")
+    with pytest.raises(MalformedPayload, match="payment_amount is missing"):
+        parse(body)
+
+
+def test_failed_payment_without_payment_amount_is_read() -> None:
+    """A failed payment moves no money: nothing is read as paid, and it is still recorded."""
+    failed = parse(payment_body(type_="PAYMENT_FAILED_WEBHOOK", status="FAILED",
+                                payment_amount="null"))  # fmt: skip
+    assert (failed.kind, failed.payment_amount_paise) == (EventKind.PAYMENT_FAILED, None)
+
+
 def test_refund_without_status_is_malformed() -> None:
     body = json.dumps({"data": {"refund": {"cf_refund_id": 1}}, "type": "REFUND_STATUS_WEBHOOK"})
     with pytest.raises(MalformedPayload, match="refund_status"):

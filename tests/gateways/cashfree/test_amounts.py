@@ -14,6 +14,7 @@ import pytest
 from payhooks.events import Provider
 from payhooks.gateways import cashfree
 from payhooks.gateways.cashfree import status
+from payhooks.plumbing.errors import MalformedPayload
 from payhooks.sim.gateway import Delivery
 from tests.factories import ADAPTERS, KEYS, deliver, purchase
 
@@ -40,22 +41,25 @@ def _offer(status: str = "SUCCESS") -> dict[str, object]:
     }  # fmt: skip
 
 
-def success(buy, *, paid_paise: int, offers: list[dict[str, object]] | None = None,
+def success(buy, *, paid_paise: int | None, offers: list[dict[str, object]] | None = None,
             discount: str = "0", surcharge: object = None) -> Delivery:  # fmt: skip
     """A signed PAYMENT_SUCCESS_WEBHOOK (2025-01-01) with the amounts written as Cashfree
-    writes them (``170.00``)."""
+    writes them (``170.00``); ``paid_paise`` None leaves ``payment_amount`` out."""
+    payment = {
+        "cf_payment_id": buy.payment_id, "payment_status": "SUCCESS",
+        "payment_amount": "@P@", "payment_currency": "INR", "payment_surcharge": surcharge,
+    }  # fmt: skip
+    if paid_paise is None:
+        del payment["payment_amount"]
     data: dict[str, object] = {
         "order": {"order_id": buy.reference, "order_amount": "@O@", "order_currency": "INR"},
-        "payment": {
-            "cf_payment_id": buy.payment_id, "payment_status": "SUCCESS",
-            "payment_amount": "@P@", "payment_currency": "INR", "payment_surcharge": surcharge,
-        },
-    }  # fmt: skip
+        "payment": payment,
+    }
     if offers is not None:
         data["payment_offers"] = offers
     text = json.dumps({"data": data, "type": "PAYMENT_SUCCESS_WEBHOOK"})
     text = text.replace('"@O@"', f"{Decimal(buy.amount_paise) / 100:.2f}")
-    text = text.replace('"@P@"', f"{Decimal(paid_paise) / 100:.2f}").replace('"@D@"', discount)
+    text = text.replace('"@P@"', f"{Decimal(paid_paise or 0) / 100:.2f}").replace('"@D@"', discount)
     body = text.encode()
     headers = {
         "x-webhook-timestamp": "1746427759733",
@@ -97,6 +101,37 @@ def test_a_payment_above_the_order_amount_a_service_fee_places_the_order(conn):
     buy = purchase(conn, Provider.CASHFREE)
     deliver(conn, success(buy, paid_paise=buy.amount_paise + 236))
     assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (1,)
+
+
+PAYMENTS = "SELECT count(*) FROM payhooks_payments WHERE provider = 'cashfree' AND payment_id = %s"
+
+
+def test_a_success_webhook_saying_nothing_of_what_was_paid_is_refused_and_applies_nothing(conn):
+    """A capture with no ``payment_amount`` was counted paid in full: the order's amount
+    compared, and recorded as what the customer paid, the bound on its refunds. It is
+    malformed now (400, naming the field), as one with no ``order_amount`` is: nothing is
+    recorded of the payment or under the delivery's key, so the delivery that says what was
+    paid (Cashfree's next, reconciliation's report) is applied, once."""
+    buy = purchase(conn, Provider.CASHFREE)
+    with pytest.raises(MalformedPayload, match="payment_amount is missing"):
+        deliver(conn, success(buy, paid_paise=None))
+    assert conn.execute(PAYMENTS, (buy.payment_id,)).fetchone() == (0,)
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (0,)
+    deliver(conn, success(buy, paid_paise=buy.amount_paise))
+    assert conn.execute(ORDERS, (buy.cart_id,)).fetchone() == (1,)
+
+
+def test_a_reported_capture_saying_nothing_of_what_was_paid_is_unreadable():
+    """Reconciliation reads the status API's payment entity with the same rule: a SUCCESS
+    with no ``payment_amount`` is that payment's trouble (unreadable), never a capture of the
+    order's amount. A failed payment names no money paid, and reads without it."""
+    entity = {"cf_payment_id": "1453002795", "order_id": "ph_x", "payment_status": "SUCCESS",
+              "order_amount": 200.00, "payment_currency": "INR"}  # fmt: skip
+    report = status.payments("ph_x", json.dumps([entity]).encode())
+    assert report.received == ()
+    assert report.unreadable == ("payment 1453002795 unreadable: payment_amount is missing",)
+    failed = status.payments("ph_x", json.dumps([entity | {"payment_status": "FAILED"}]).encode())
+    assert [r.event.kind.value for r in failed.received] == ["payment_failed"]
 
 
 def test_the_shortfall_is_what_the_event_compares_on_every_path():

@@ -159,7 +159,8 @@ def _payment_event(event_type: str, data: object, headers: Mapping[str, str], bo
         "order_id": event.merchant_ref,
         "order_amount": event.amount_paise,
     }
-    if kind.pays:  # compared with the order's: never taken for rupees unsaid
+    if kind.pays:  # what was paid, and in what, never taken for the order's or rupees unsaid
+        needed["payment_amount"] = event.payment_amount_paise
         needed["order_currency"] = event.currency
     return _checked(event, needed, strict=strict)
 
@@ -174,7 +175,8 @@ def compared_paise(
     discounts redeemed: at least the order amount, the order amount is compared; short of
     it, what it covers is, so the shortfall is flagged ``amount_mismatch`` like any amount
     off (docs/providers.md). Reconciliation reads the status API's payment entity with the
-    same rule."""
+    same rule. With no ``payment_amount`` the order amount is compared: only a payment that
+    pays nothing (a failed one) is read without it; a capture naming none is malformed."""
     if ordered is None or paid is None:
         return ordered
     covered = paid - service_fee(surcharge) + redeemed_discounts(offers)

@@ -269,6 +269,8 @@ def _received(
 ) -> Received:
     ordered = entity.get("order_amount", entity.get("payment_amount"))
     paid = entity.get("payment_amount")
+    if paid is None and kind.pays:  # never read as paid in full, as the webhook is not
+        raise MalformedPayload(_P, "payment_amount is missing")
     paid_paise = None if paid is None else rupees(_P, paid, "payment_amount")
     compared = compared_paise(
         rupees(_P, ordered, "order_amount"),
