@@ -14,12 +14,12 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 import payhooks
-from payhooks import EventKind, Hooks, Outcome, ingest, ingest_in_transaction
+from payhooks import Applied, EventKind, Hooks, Outcome, ingest, ingest_in_transaction
 from payhooks.intake.expectations import resolve
 from payhooks.intake.ingest import Receipt
 from payhooks.operations import retention
 from payhooks.plumbing.errors import RetentionTooShort
-from payhooks.sim.gateway import Delivery
+from payhooks.sim.gateway import Delivery, bank_reference
 from tests.acceptance.conftest import invoke
 from tests.conftest import cloned_from_new
 from tests.factories import ADAPTERS, GATEWAY
@@ -197,6 +197,52 @@ def test_the_timeline_finds_and_tells_a_settled_mismatch_after_its_delivery_is_p
     assert (kept.event_id, kept.payment_id) == (key, "pay_short")
     assert (kept.expected_paise, kept.paid_paise, kept.resolution) == (
         49_900, 100, "refunded in the dashboard")  # fmt: skip
+
+
+def ordered_and_purged(conn) -> None:
+    """A capture of ``order_kept`` (the merchant's reference ``ref-order_kept``) that the
+    merchant's handler answered with its order ``ORD-kept``, then 100 days on, purged: its
+    delivery and its expectation gone, its capture's record kept a refund's year."""
+    payhooks.expect(conn, "razorpay", "order_kept", 49_900, "INR", "ref-order_kept")
+    capture = GATEWAY.razorpay("payment.captured", payment_id="pay_kept", order_id="order_kept",
+                               amount_paise=49_900, event_id="evt_kept")  # fmt: skip
+    ordering = Hooks()
+    ordering.on(EventKind.PAYMENT_CAPTURED)(
+        lambda conn, event: Applied(outcome=Outcome.PROCESSED, order_id="ORD-kept")
+    )
+    receipt = ingest(conn, ADAPTERS[capture.provider], capture.body, capture.headers, ordering)
+    assert receipt.outcome is Outcome.PROCESSED
+    for table, column in (("processed_webhooks", "processed_at"),
+                          ("payhooks_expectations", "created_at"),
+                          ("payhooks_payments", "applied_at")):  # fmt: skip
+        conn.execute(f"UPDATE {table} SET {column} = now() - interval '100 days'".encode())
+    retention.purge(conn, 90)
+    assert keys(conn, "processed_webhooks", "event_id") == []
+    assert keys(conn, "payhooks_expectations", "gateway_order_id") == []
+    assert keys(conn, "payhooks_payments", "payment_id") == ["pay_kept"]
+
+
+@pytest.mark.parametrize(
+    ("typed", "matched"),
+    [
+        ("ref-order_kept", "merchant reference"),
+        ("ORD-kept", "merchant reference"),
+        (bank_reference("pay_kept"), "bank reference (UTR/RRN)"),
+    ],
+)
+def test_the_timeline_finds_a_kept_payment_by_its_references_after_the_purge(
+    merchant, typed, matched
+):
+    """What an operator mostly holds (the merchant's reference given to ``expect``, the order
+    the handler answered, the customer's UTR) finds the payment as long as its record is kept,
+    as its gateway order and payment id do."""
+    from payhooks.operations import timeline
+
+    ordered_and_purged(merchant)
+    found = timeline.find(merchant, typed)
+    assert [(f.provider, f.gateway_order_id, str(f.matched)) for f in found] == [
+        ("razorpay", "order_kept", matched)
+    ]
 
 
 def test_old_payment_claims_go_unless_a_parked_delivery_of_the_payment_waits(merchant):

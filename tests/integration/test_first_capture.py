@@ -23,7 +23,7 @@ from payhooks.service.config import PoolMode, Settings
 from payhooks.service.shop import captures
 from payhooks.service.shop.payments import apply_event
 from payhooks.sim.deliveries import Disputed
-from payhooks.sim.gateway import Delivery
+from payhooks.sim.gateway import Delivery, bank_reference
 from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.conftest import Databases
 from tests.factories import ADAPTERS, GATEWAY
@@ -63,7 +63,8 @@ STATE = {
     "outbox": "SELECT kind, dedupe_key, recipient, subject, body, payload FROM outbox",
     # The core's business key (insert-first, as the claim) and what it parked for its amount.
     "payhooks_payments": """SELECT provider, payment_id, kind, gateway_order_id, event_id,
-        reconciled, attempt_id, paid_paise, currency, disputed_paise FROM payhooks_payments""",
+        reconciled, attempt_id, paid_paise, currency, reference, order_ref, bank_ref,
+        disputed_paise FROM payhooks_payments""",
     "mismatches": """SELECT provider, event_id, gateway_order_id, payment_id, expected_paise,
         paid_paise, resolved_at IS NULL, resolution FROM payhooks_amount_mismatches""",
     # Payment events queued for the relay (payhooks.intake.relaying), per channel.
@@ -459,6 +460,16 @@ def test_a_dispute_lost_before_the_first_capture_is_on_the_payments_record(both)
     assert outcomes(slow) == ["processed", "processed"] and fast.fast == 1
     [payment] = [json.loads(row) for row in fast.state["payhooks_payments"]]
     assert payment[-1] == 10_000
+
+
+def test_a_first_captures_record_keeps_what_it_is_searched_by_on_both_paths(both):
+    """The cart the shop gave ``expect``, the order the capture made and the payment's bank
+    reference, on the payment's record (core 0036): the timeline's search finds it by them
+    once the purge has taken its delivery and its expectation."""
+    _, fast = both([capture(1)], expected=PRICE)
+    assert fast.fast == 1
+    [payment] = [json.loads(row) for row in fast.state["payhooks_payments"]]
+    assert payment[9:12] == ["cart_1", "order of cart_1", bank_reference("pay_first00000001")]
 
 
 def test_a_parked_capture_queues_nothing_until_it_is_applied(both):

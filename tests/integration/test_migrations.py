@@ -15,7 +15,7 @@ from payhooks.plumbing import db
 from payhooks.plumbing.schema import CORE
 from payhooks.service import database, outbox
 from payhooks.service.shop import orders
-from payhooks.sim.deliveries import Disputed
+from payhooks.sim.deliveries import Disputed, bank_reference
 from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.conftest import DATA
 from tests.factories import GATEWAY, deliver, purchase
@@ -68,6 +68,7 @@ CORE_MIGRATIONS = [
     "core/0033_resolutions",
     "core/0034_credentials_unkept",
     "core/0035_settlement_line_types",
+    "core/0036_references_kept",
 ]
 
 CORE_TABLES = {
@@ -354,6 +355,26 @@ def test_payment_records_are_backfilled_from_their_stored_deliveries(conn):
         assert found[provider] == (buy.reference, buy.amount_paise, "INR", attempt)
 
 
+def test_payment_records_keep_their_references_from_what_is_still_stored(conn):
+    """Core migration 0036 on records written before it: the merchant's reference from the
+    order's expectation, the order and the bank reference from the payment's delivery, while
+    these are still stored; a record whose delivery and expectation are gone keeps none."""
+    kept, purged = purchase(conn), purchase(conn)
+    orders = [deliver(conn, buy.captured()).order_id for buy in (kept, purged)]
+    conn.execute("UPDATE payhooks_payments SET reference = NULL, order_ref = NULL, bank_ref = NULL")
+    conn.execute("DELETE FROM processed_webhooks WHERE payment_id = %s", (purged.payment_id,))
+    conn.execute("DELETE FROM payhooks_expectations WHERE gateway_order_id = %s",
+                 (purged.reference,))  # fmt: skip
+    (sql,) = [text for version, text in CORE.files() if version == "0036_references_kept"]
+    conn.execute(sql.encode())
+    records = "SELECT payment_id, reference, order_ref, bank_ref FROM payhooks_payments"
+    found = {row[0]: row[1:] for row in conn.execute(records)}
+    assert found == {
+        kept.payment_id: (kept.cart_id, orders[0], bank_reference(kept.payment_id)),
+        purged.payment_id: (None, None, None),
+    }
+
+
 def migrate_before(conn: db.Connection, core: str, shop: str) -> None:
     """Each track's versions before ``core`` and ``shop``, recorded as ``migrate`` would."""
     conn.execute(
@@ -433,6 +454,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0033_resolutions",
         "core/0034_credentials_unkept",
         "core/0035_settlement_line_types",
+        "core/0036_references_kept",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"

@@ -194,9 +194,11 @@ INSERT INTO payhooks_amount_mismatches (provider, event_id, gateway_order_id, pa
     expected_paise, expected_currency, paid_paise, paid_currency)
 SELECT provider, event_id, merchant_ref, payment_id, 100, 'INR', 1, 'INR'
 FROM processed_webhooks WHERE outcome = 'parked';
-INSERT INTO payhooks_payments (provider, payment_id, kind, gateway_order_id, event_id, reconciled)
+INSERT INTO payhooks_payments (provider, payment_id, kind, gateway_order_id, event_id, reconciled,
+                               reference, order_ref, bank_ref)
 SELECT (ARRAY['razorpay', 'cashfree', 'payu'])[1 + n % 3], 'pay_fill_' || n, 'captured',
-       'order_fill_' || n, 'evt_fill_' || n, false
+       'order_fill_' || n, 'evt_fill_' || n, false, 'ref_fill_' || n, 'ord_fill_' || n,
+       'utr_fill_' || n
 FROM generate_series(1, {ROWS}) n;
 INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, event_id,
                                  event_type, payment_id, merchant_ref, body_bytes, duration_ms)
@@ -235,7 +237,8 @@ def read_whole(conn, ran: list[tuple[str, Any]]) -> list[tuple[str, str, int]]:
 def test_finding_and_telling_read_no_table_whole(shop, recording):
     deliver(shop, capture())
     shop.execute(FILL)
-    for typed in ("order_fill_150", "ref_fill_9", "pay_fill_9", "evt_fill_11", "utr_fill_13"):
+    for typed in ("order_fill_150", "ref_fill_9", "ord_fill_10", "pay_fill_9", "evt_fill_11",
+                  "utr_fill_13"):  # fmt: skip
         assert len(find(recording, typed)) == 1
     assert find(recording, "x" * 200) == []
     told = story(recording, "cashfree", "order_fill_100")

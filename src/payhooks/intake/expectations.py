@@ -210,20 +210,24 @@ UNCHECKED = Check()
 # trigger, core migrations 0027 and 0029, on every path that records a payment): one lost
 # before the payment was recorded (its capture parked, then replayed) bounds its refunds too.
 # The trigger takes the payment's turn first, so a loss being reported meanwhile is waited for
-# and counted.
+# and counted. The record keeps what the payment is searched by past the purge of its
+# deliveries (core migration 0036): its bank reference, written here; the merchant's reference,
+# copied from the expectation by the trigger; the order its handler answered, written with the
+# delivery's record (``idempotency.RECORD_WITH_PAYMENT``).
 CLAIM_PAYMENT = (
     """
 WITH mine AS (
     INSERT INTO payhooks_payments AS p
         (provider, payment_id, kind, gateway_order_id, event_id, reconciled, attempt_id,
-         paid_paise, currency)
+         paid_paise, currency, bank_ref)
     VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(order)s, %(event_id)s, %(reconciled)s,
-        %(attempt)s, %(paid)s, %(currency)s)
+        %(attempt)s, %(paid)s, %(currency)s, %(bank_ref)s)
     ON CONFLICT (provider, payment_id, kind) DO UPDATE SET applied_at = p.applied_at,
         gateway_order_id = coalesce(p.gateway_order_id, excluded.gateway_order_id),
         attempt_id = coalesce(p.attempt_id, excluded.attempt_id),
         paid_paise = coalesce(p.paid_paise, excluded.paid_paise),
-        currency = coalesce(p.currency, excluded.currency)
+        currency = coalesce(p.currency, excluded.currency),
+        bank_ref = coalesce(p.bank_ref, excluded.bank_ref)
     RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id, p.attempt_id
 ), unmet AS ("""
     + UNMET
@@ -295,6 +299,7 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
             "reconciled": reconciled,
             "attempt": event.attempt_id,
             "paid": paid_paise(event),
+            "bank_ref": event.bank_ref,
         },
     )
     assert row is not None

@@ -113,6 +113,20 @@ UPDATE processed_webhooks SET outcome = %s, order_ref = %s, processed_at = now()
 WHERE provider = %s AND event_id = %s
 """
 
+# A payment applied: its order written on the payment's record too (the row this delivery
+# claimed, ``payhooks.intake.expectations.CLAIM_PAYMENT``), in the same statement, so the
+# record names it past the purge of this one (core migration 0036). By the record's key; a row
+# another delivery claimed is left as it is.
+RECORD_WITH_PAYMENT = """
+WITH payment AS (
+    UPDATE payhooks_payments SET order_ref = %(order_ref)s
+    WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND kind = %(kind)s
+      AND event_id = %(key)s)
+UPDATE processed_webhooks SET outcome = %(outcome)s, order_ref = %(order_ref)s,
+    processed_at = now()
+WHERE provider = %(provider)s AND event_id = %(key)s
+"""
+
 
 def key(event: Event) -> tuple[str, str]:
     """The delivery key's columns: the gateway's name and the event id."""
@@ -193,7 +207,20 @@ def _same_body(event: Event) -> Steps[Claim]:
 
 
 def recording(event: Event, outcome: str, order_ref: str | None) -> Steps[None]:
-    """Write what applying the claimed event did, and the trail to its order."""
+    """Write what applying the claimed event did, and the trail to its order: on the payment's
+    record too when it paid for one."""
+    if outcome == "processed" and order_ref is not None and event.kind.pays and event.payment_id:
+        provider, event_id = key(event)
+        params = {
+            "outcome": outcome,
+            "order_ref": order_ref,
+            "provider": provider,
+            "payment_id": event.payment_id,
+            "kind": event.kind.value,
+            "key": event_id,
+        }
+        yield Statement(sql=RECORD_WITH_PAYMENT, params=params, reads=False)
+        return
     yield Statement(sql=RECORD, params=(outcome, order_ref, *key(event)), reads=False)
 
 

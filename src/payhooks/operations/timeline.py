@@ -101,6 +101,16 @@ def _order_of_payment(where: str) -> str:
          WHERE {where} AND w.merchant_ref IS NULL LIMIT %(limit)s)"""
 
 
+def _kept_by(column: str) -> str:
+    """The orders of the payments whose record keeps the text as ``column`` (core migration
+    0036, through its index): the merchant's reference, the order its handler answered, its
+    bank reference, found for as long as the record is kept, past the purge of the deliveries
+    and the expectation that named them first."""
+    return f"""
+        (SELECT provider, gateway_order_id FROM payhooks_payments
+         WHERE {column} = %(q)s AND gateway_order_id IS NOT NULL LIMIT %(limit)s)"""
+
+
 # Each returns (provider, gateway order id); naming every provider lets PostgreSQL use the
 # (provider, ...) indexes.
 _FIND = {
@@ -117,7 +127,11 @@ _FIND = {
          WHERE reference = %(q)s LIMIT %(limit)s)
         UNION
         (SELECT provider, merchant_ref FROM processed_webhooks
-         WHERE order_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s)""",
+         WHERE order_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s)
+        UNION"""
+    + _kept_by("reference")
+    + "\n        UNION"
+    + _kept_by("order_ref"),
     Matched.PAYMENT: _orders_by("payment_id", (*_OF_A_DELIVERY, _PAYMENT_RECORD)),
     Matched.DELIVERY_KEY: _orders_by("event_id", _OF_A_DELIVERY)
     + "\n        UNION"
@@ -126,7 +140,9 @@ _FIND = {
         (SELECT DISTINCT provider, merchant_ref FROM processed_webhooks
          WHERE bank_ref = %(q)s AND merchant_ref IS NOT NULL LIMIT %(limit)s)
         UNION"""
-    + _order_of_payment("w.bank_ref = %(q)s"),
+    + _order_of_payment("w.bank_ref = %(q)s")
+    + "\n        UNION"
+    + _kept_by("bank_ref"),
     # A dispute's order, or its payment's when its report named none.
     Matched.DISPUTE: """
         (SELECT provider, gateway_order_id FROM payhooks_disputes

@@ -1,7 +1,7 @@
 """A first capture in one statement: the reference shop's fixed path, run in PostgreSQL.
 
 Most deliveries a shop receives are the first capture of a checked-out cart, at its price,
-with stock to take. ``shop_first_capture`` (shop migration 0021) runs exactly what the general
+with stock to take. ``shop_first_capture`` (shop migration 0024) runs exactly what the general
 path (``ingest_received`` with ``payments.apply_event``) runs for it, in one round trip (the
 capture queued for the relay too, ``payhooks.intake.relaying``), and
 declines everything else: a refund, a parked or unknown reference, a cart already paid, an
