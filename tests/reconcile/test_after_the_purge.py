@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 import payhooks
-from payhooks import EventKind, Hooks, Outcome
+from payhooks import Applied, EventKind, Hooks, Outcome
 from payhooks.events import Provider
 from payhooks.operations import retention
 from payhooks.reconcile import run
@@ -83,6 +83,26 @@ def test_the_same_signed_capture_sent_after_the_purge_is_a_duplicate(database_ur
         again = payhooks.ingest(conn, ADAPTERS[provider], delivery.body, delivery.headers, hooks)
         assert again.outcome is Outcome.DUPLICATE
         assert shipments(conn) == shipped
+
+
+def test_a_copy_sent_after_the_purge_is_answered_with_the_order_it_made(database_url):
+    """The payment's record keeps the order its handler answered (core 0036): a late copy is
+    answered ``duplicate`` with that order, as before the purge, not with none."""
+    order, payment = SIGNED[Provider.RAZORPAY]
+    paid = Paid(what="captured", reference=order, payment_id=payment, amount_paise=AMOUNT)
+    delivery = delivery_of(Provider.RAZORPAY)(GATEWAY, paid)
+    ordering = Hooks()
+    ordering.on(EventKind.PAYMENT_CAPTURED)(
+        lambda conn, event: Applied(outcome=Outcome.PROCESSED, order_id="ORD-1")
+    )
+    adapter = ADAPTERS[Provider.RAZORPAY]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        shop(conn, Provider.RAZORPAY, order)
+        first = payhooks.ingest(conn, adapter, delivery.body, delivery.headers, ordering)
+        assert (first.outcome, first.order_id) == (Outcome.PROCESSED, "ORD-1")
+        purged_a_hundred_days_on(conn)
+        late = payhooks.ingest(conn, adapter, delivery.body, delivery.headers, ordering)
+        assert (late.outcome, late.order_id) == (Outcome.DUPLICATE, "ORD-1")
 
 
 def _phonepe_paid(api: object, purchase: Purchase, payment: str) -> object:

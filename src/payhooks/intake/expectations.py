@@ -228,18 +228,22 @@ WITH mine AS (
         paid_paise = coalesce(p.paid_paise, excluded.paid_paise),
         currency = coalesce(p.currency, excluded.currency),
         bank_ref = coalesce(p.bank_ref, excluded.bank_ref)
-    RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id, p.attempt_id
+    RETURNING xmax = 0 AS inserted, p.reconciled, p.event_id, p.attempt_id, p.order_ref
 ), unmet AS ("""
     + UNMET
     + """)
-SELECT mine.inserted, mine.reconciled, mine.event_id, mine.attempt_id, unmet.amount_paise,
-       unmet.currency
+SELECT mine.inserted, mine.reconciled, mine.event_id, mine.attempt_id, mine.order_ref,
+       unmet.amount_paise, unmet.currency
 FROM mine LEFT JOIN unmet ON true
 """
 )
 
-# Read in a statement of its own: after waiting on a twin's row, the claim's statement still
-# sees the database as it was before the wait.
+# The order of a payment applied under another key, for a record that does not keep it (one
+# an earlier release wrote since core migration 0036, or a merchant's own one-statement
+# capture): from that delivery's record, while it is stored. Read in a statement of its own:
+# after waiting on a twin's row, the claim's statement still sees the database as it was
+# before the wait. (The record's own columns, returned by the conflict's update, are its
+# latest version, the twin's included.)
 APPLIED_BY = """
 SELECT order_ref FROM processed_webhooks WHERE provider = %s AND event_id = %s
 """
@@ -303,7 +307,7 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
         },
     )
     assert row is not None
-    inserted, first_reconciled, first_key, attempt, *unmet = row
+    inserted, first_reconciled, first_key, attempt, kept_order, *unmet = row
     another = (
         not inserted and None not in (attempt, event.attempt_id) and attempt != event.attempt_id
     )
@@ -312,8 +316,11 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     purged = first_key == event.event_id and not another
     crossed = first_key != event.event_id and (reconciled or first_reconciled)
     if not inserted and (purged or crossed):
-        first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
-        order_ref = None if first is None or first[0] is None else str(first[0])
+        # Its order, from the payment's record: kept past the purge of that delivery.
+        order_ref = None if kept_order is None else str(kept_order)
+        if order_ref is None and crossed:
+            first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
+            order_ref = None if first is None or first[0] is None else str(first[0])
         return Check(applied_by=str(first_key), order_ref=order_ref)
     mismatch = None if unmet[1] is None else _mismatch(event, unmet[0], unmet[1])
     return Check(mismatch=mismatch, claimed=bool(inserted), another_attempt=another)
