@@ -12,6 +12,7 @@ from orders.models import Order
 
 import payhooks
 from payhooks.django import connection
+from payhooks.sim.gateway import bank_reference
 from tests.django.conftest import post, records
 from tests.django.test_django_admin import CHANGELIST, capture, deliver, shown, viewer  # noqa: F401
 
@@ -165,6 +166,28 @@ def test_a_paid_order_whose_expectation_was_purged_is_told_its_amount_expected(o
     text = timeline(operator, "order_kp").content.decode()
     assert "Never registered" not in text
     assert "100 paise INR:\nthe expectation itself was purged" in text
+
+
+@pytest.mark.parametrize("q", ["shop-45", bank_reference("pay_kept000002")])
+def test_a_paid_order_is_found_by_your_reference_and_its_utr_after_the_purge(operator, q):
+    """The payment's record keeps both (core migration 0036): the page finds the order by
+    them and shows them, its deliveries and its expectation purged."""
+    from payhooks.django import retention
+
+    payhooks.expect(connection(), "razorpay", "order_k2", 100, "INR", "shop-45")
+    Order.objects.create(reference="order_k2", amount_paise=100)
+    assert deliver(capture("order_k2", "evt_k2", payment_id="pay_kept000002")) == "processed"
+    cursor = connection()
+    for table, column in (("processed_webhooks", "processed_at"),
+                          ("payhooks_expectations", "created_at")):  # fmt: skip
+        cursor.execute(f"UPDATE {table} SET {column} = {column} - interval '100 days'".encode())
+    retention.purge("default", 90)
+    page = timeline(operator, q)
+    [item] = page.context["told"]
+    assert (item["story"].gateway_order_id, item["story"].records) == ("order_k2", [])
+    text = page.content.decode()
+    assert "your reference shop-45" in text
+    assert f"UTR/RRN {bank_reference('pay_kept000002')}" in text
 
 
 @pytest.mark.parametrize("q", ["\x00", "pay_\x00x", "\x01", "\x1b[31m", "\x7f", "\x85"])

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from payhooks.sim.gateway import bank_reference
 from tests import loopback
 from tests.acceptance.conftest import invoke
 from tests.console.conftest import csrf_of
@@ -220,6 +221,7 @@ def test_a_payment_older_than_the_window_keeps_its_amounts_its_order_page_and_no
     assert story.status_code == 200  # its order's page tells what the core kept of it
     [applied] = listed(story.text, "payments")
     assert "pay_shop0000001" in applied and "₹499.00" in applied  # what was paid
+    assert bank_reference("pay_shop0000001") in applied  # the UTR the customer quotes
     assert f"{CONSOLE}/deliveries/" not in applied  # its delivery is purged: no dead link
     # The expectation purged, the amount it expected kept on the payment's record.
     expected = story.text.split('id="expected"', 1)[1].split("</div>", 1)[0]

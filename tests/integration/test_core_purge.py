@@ -245,6 +245,23 @@ def test_the_timeline_finds_a_kept_payment_by_its_references_after_the_purge(
     ]
 
 
+def test_the_order_told_after_the_purge_names_its_payments_references(merchant):
+    """The order's story (the console's order page, Django's admin timeline, the JSON routes)
+    tells, from the payment's record, what an operator was asked about: the reference, the
+    order, the UTR."""
+    from payhooks.operations import timeline
+
+    ordered_and_purged(merchant)
+    told = timeline.story(merchant, "razorpay", "order_kept")
+    assert told is not None and told.expected is None
+    [payment] = told.payments
+    assert (payment.reference, payment.order_ref, payment.bank_ref) == (
+        "ref-order_kept", "ORD-kept", bank_reference("pay_kept"))  # fmt: skip
+    assert told.expected_kept is payment
+    [answered] = timeline.answer(merchant, "ORD-kept")["orders"]
+    assert answered["payments"][0]["bank_ref"] == bank_reference("pay_kept")
+
+
 def test_old_payment_claims_go_unless_a_parked_delivery_of_the_payment_waits(merchant):
     merchant.execute(PAYMENT, ("pay_old", "order_a", "evt_a", 400))
     merchant.execute(PAYMENT, ("pay_recent", "order_b", "evt_b", 5))

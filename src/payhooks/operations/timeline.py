@@ -299,6 +299,13 @@ class Payment:
     """What its order was expected to be paid when it was applied (core migration 0029): the
     record keeps it past the purge of the expectation."""
     expected_currency: str | None = None
+    reference: str | None = None
+    """What the merchant gave ``payhooks.expect`` for its order (core migration 0036, as the
+    three below): kept past the purge of the expectation."""
+    order_ref: str | None = None
+    """The order the merchant's handler answered for it."""
+    bank_ref: str | None = None
+    """Its bank reference (UTR/RRN) as its delivery reported it."""
 
     @property
     def by(self) -> str:
@@ -413,7 +420,8 @@ _RECORDS_OF_PAYMENTS = (
 )
 _PAYMENTS = """
 SELECT p.payment_id, p.kind, p.event_id, p.reconciled, p.applied_at, p.paid_paise,
-       p.currency AS paid_currency, p.expected_paise, p.expected_currency,
+       p.currency AS paid_currency, p.expected_paise, p.expected_currency, p.reference,
+       p.order_ref, p.bank_ref,
        EXISTS (SELECT 1 FROM processed_webhooks w
                WHERE w.provider = p.provider AND w.event_id = p.event_id) AS stored
 FROM payhooks_payments p
