@@ -155,10 +155,11 @@ def test_a_payment_the_status_api_reports_naming_no_currency_is_unreadable(provi
     """As its webhook would be: never compared with the order as rupees unsaid."""
     import json
 
-    from payhooks.gateways import cashfree, razorpay
+    from payhooks.gateways.cashfree import status as cashfree_status
+    from payhooks.gateways.razorpay import status as razorpay_status
 
     body = json.dumps({"items": [entity]} if provider is Provider.RAZORPAY else [entity])
-    status = razorpay.status if provider is Provider.RAZORPAY else cashfree.status
+    status = razorpay_status if provider is Provider.RAZORPAY else cashfree_status
     report = status.payments("o1", body.encode())
     assert report.received == ()
     assert report.unreadable == (f"payment {entity.get('id', 1)} unreadable: payment "
