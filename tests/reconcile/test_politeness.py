@@ -3,8 +3,13 @@ finishes the job, the other gateways go on, and two passes never ask about one c
 
 from __future__ import annotations
 
+import pytest
+
 from payhooks.events import Provider
-from payhooks.service.reconcile.clients import http_client
+from payhooks.plumbing.errors import DatabaseUnavailable
+from payhooks.service import application, database
+from payhooks.service.reconcile import Options
+from payhooks.service.reconcile.clients import clients, http_client
 from payhooks.sim.gateway_api import Fault
 from tests.conftest import released_together
 from tests.factories import purchase
@@ -197,3 +202,24 @@ def test_a_gateway_error_whose_backoff_cannot_be_written_holds_back_no_other_che
     assert sum(len(orders_of(conn, b.cart_id)) for b in buys) == 2
     unrecorded = "SELECT count(*) FROM payhooks_reconcile WHERE attempts = 0"
     assert count(conn, unrecorded) == 1  # its lease brings it back
+
+
+def test_a_database_out_of_reach_ends_the_pass_at_its_first_gateway(rig, caplog):
+    """No connection to be had is the whole pass's: each gateway's turn, and each gateway's
+    callbacks after them, would wait out the pool's timeout in turn and log it as that
+    gateway's failure (a worker told to stop waited out all ten). The pass ends at once,
+    raising why, for its caller to say once."""
+    away = database.open_pool(
+        "postgresql://payhooks@127.0.0.1:9/none?connect_timeout=1", rig.settings,
+        max_size=1, deadline=False,
+    )  # fmt: skip
+    try:
+        reconciler = application.shop_reconciler(
+            away, clients(rig.settings.reconciled(), rig.http), Options(after_s=0, window_s=3600)
+        )
+        with pytest.raises(DatabaseUnavailable):
+            reconciler.run()
+    finally:
+        away.close()
+    failed = [r.message for r in caplog.records if r.message.endswith("_gateway_failed")]
+    assert failed == []

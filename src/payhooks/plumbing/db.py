@@ -19,7 +19,7 @@ from psycopg import errors as pg_errors
 from psycopg.rows import class_row, dict_row, tuple_row
 
 from payhooks.plumbing.errors import (
-    DatabaseUnavailable,
+    DatabaseAway,
     LockTimeout,
     SerializationConflict,
     TimedOut,
@@ -164,4 +164,4 @@ def translated(event_id: str | None = None) -> Iterator[None]:
     except (pg_errors.QueryCanceled, pg_errors.TransactionTimeout) as exc:
         raise TimedOut(str(exc.sqlstate)) from exc
     except psycopg.OperationalError as exc:
-        raise DatabaseUnavailable(f"database unavailable: {type(exc).__name__}") from exc
+        raise DatabaseAway(f"database unavailable: {type(exc).__name__}") from exc

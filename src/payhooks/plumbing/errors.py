@@ -66,6 +66,12 @@ class DatabaseUnavailable(PayhooksError):
     """The database did not answer in time; the caller should try again later."""
 
 
+class DatabaseAway(DatabaseUnavailable):
+    """No connection to the database to be had: refused, lost, or none free in time. Every
+    step of a pass would meet it in turn, so a pass ends on it, said once by its caller,
+    rather than failing each of its gateways and items on it one timeout after another."""
+
+
 class LockTimeout(DatabaseUnavailable):
     """Another transaction holds what this one needs (typically a twin delivery in flight)."""
 

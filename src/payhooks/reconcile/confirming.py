@@ -21,7 +21,7 @@ from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.intake import confirmations
 from payhooks.intake.confirmations import Pending, Unreadable, Verdict
 from payhooks.intake.ingest import Applied, Outcome
-from payhooks.plumbing.errors import GatewayApiError
+from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
 
 log = logging.getLogger("payhooks.reconcile")
@@ -55,9 +55,13 @@ def confirm(
 ) -> Tally:
     """Every due confirmation of each gateway in ``clients``, at most ``limit`` each."""
     for provider, client in clients.items():
+        if stop():
+            return tally
         try:
             with connect() as conn:
                 taken = confirmations.leased(conn, provider.value, limit)
+        except DatabaseAway:
+            raise  # the whole pass's: said once, by the caller
         except Exception:  # the database's: the next gateway's turn may still be had
             log.exception("confirm_gateway_failed", extra={"provider": provider.value})
             continue
@@ -68,6 +72,8 @@ def confirm(
                 return tally
             try:
                 _one(_Asking(connect, client, deliver, tally, now()), pending)
+            except DatabaseAway:
+                raise
             except Exception as exc:  # the database's: this callback only
                 _broke(connect, pending, tally, exc)
     return tally
@@ -88,7 +94,9 @@ def _set_aside(connect: Connect, unreadable: Unreadable, tally: Tally) -> None:
         with connect() as conn:
             wait = confirmations.wait_after(unreadable.attempts)
             confirmations.again(conn, unreadable, wait, unreadable.reason)
-    except Exception:  # the database away: the lease brings it back
+    except DatabaseAway:
+        raise
+    except Exception:  # the database refused it: the lease brings it back
         log.exception("confirm_attempt_unrecorded", extra={"event_id": unreadable.event_id})
 
 
@@ -108,7 +116,9 @@ def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> 
     try:
         with connect() as conn:
             confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), reason)
-    except Exception:  # the database away: the lease brings it back
+    except DatabaseAway:
+        raise
+    except Exception:  # the database refused it: the lease brings it back
         log.exception("confirm_attempt_unrecorded", extra={"event_id": pending.event_id})
 
 

@@ -23,7 +23,7 @@ from payhooks.gateways import gateway
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import GatewayApiError
+from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 from payhooks.reconcile.confirming import confirm
@@ -125,18 +125,26 @@ class Reconciler:
         deadline = time.monotonic() + checkouts.PASS_BUDGET.total_seconds()
         asked: list[Provider] = []
         for provider in self.clients:
+            if self.stop():
+                break
             try:
                 self._gateway(provider, self._claim(provider), tally, deadline)
                 asked.append(provider)
+            except DatabaseAway:
+                raise  # the whole pass's, not this gateway's: said once, by the caller
             except Exception:  # its checkouts' leases run out; a later pass asks again
                 log.exception("reconcile_gateway_failed", extra={"provider": provider.value})
         try:  # then the callbacks waiting for their gateway's word
             confirm(self.connect, self.clients, self.deliver, tally, stop=self.stop)
+        except DatabaseAway:
+            raise
         except Exception:  # their leases run out; a later pass asks again
             log.exception("confirm_pass_failed")
         for provider in asked:  # the totals count what both asked
             try:
                 self._count(provider, tally)
+            except DatabaseAway:
+                raise
             except Exception:
                 log.exception("reconcile_gateway_failed", extra={"provider": provider.value})
         return tally
@@ -179,6 +187,8 @@ class Reconciler:
                 refused = isinstance(exc, CredentialsRefused)
                 if exc.rate_limited or refused or outages >= FAILURES_BEFORE_PAUSE:
                     paused = _pause(exc)
+            except DatabaseAway:
+                raise
             except Exception as exc:  # the database's: this checkout only
                 self._unapplied(item, exc, tally)
 
@@ -266,6 +276,8 @@ class Reconciler:
         try:
             with self.connect() as conn:
                 checkouts.attempted(conn, item, error=error, wait=wait)
+        except DatabaseAway:
+            raise
         except Exception:
             log.exception(
                 "reconcile_attempt_unrecorded",

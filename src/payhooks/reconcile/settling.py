@@ -54,7 +54,7 @@ from payhooks.gateways._settlements import (
 )
 from payhooks.gateways._status import client, http_client
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import GatewayApiError
+from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.reconcile.parts import Connect
 from payhooks.reconcile.running import TIMEOUT_S, connecting
 from payhooks.settlements import flags, reads, records
@@ -295,6 +295,8 @@ def _moved(conn: Connection, provider: Provider, tally: Tally, *, today: date) -
     lost connection: any exception) is this gateway's failure alone, told with its type."""
     try:
         through = reads.moved(conn, provider, tally.start, tally.end, today=today)
+    except DatabaseAway:
+        raise  # the whole fetch's, not this gateway's: said once, by the caller
     except Exception as exc:  # its own transaction, rolled back: the next gateway's is not
         _failed(provider, exc, tally)
         return
@@ -324,6 +326,8 @@ def _fetched(
                 tally.counted(provider, page, done)
     except GatewayApiError as exc:
         tally.failed(provider, exc.reason)
+    except DatabaseAway:
+        raise
     except Exception as exc:  # the database's (a timeout, a deadlock), a reader's: this gateway
         _failed(provider, exc, tally)
 

@@ -56,7 +56,7 @@ from payhooks.gateways._refunds import (
     reread,
 )
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import GatewayApiError
+from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.refunds")
@@ -169,6 +169,8 @@ def _each_due(
             try:
                 with connect() as conn:
                     due = lease(conn, provider, 1)
+            except DatabaseAway:
+                raise  # the whole pass's, not this gateway's: said once, by the caller
             except Exception:  # the database's: the next gateway's turn may still be had
                 log.exception("refund_lease_failed", extra={"provider": provider.value})
                 break
@@ -176,6 +178,8 @@ def _each_due(
                 break
             try:
                 act(connect, client, due[0], tally)
+            except DatabaseAway:
+                raise
             except Exception as exc:  # a client's bug, the database's: this intent only
                 _broke(connect, due[0], tally, exc, sent=lease is not refunds.leased)
     return True
@@ -234,7 +238,9 @@ def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, se
                 refunds.unsettled_again(conn, refund, reason)
             else:
                 refunds.again(conn, refund, refunds.wait_after(refund.attempts), reason)
-    except Exception:  # the database away: the lease brings it back
+    except DatabaseAway:
+        raise
+    except Exception:  # the database refused it: the lease brings it back
         log.exception("refund_attempt_unrecorded", extra={"key": refund.idempotency_key})
 
 

@@ -18,7 +18,7 @@ import psycopg_pool
 
 from payhooks.plumbing import schema
 from payhooks.plumbing.db import Connection, translated
-from payhooks.plumbing.errors import DatabaseUnavailable
+from payhooks.plumbing.errors import DatabaseAway, DatabaseUnavailable
 from payhooks.plumbing.pools import CheckedPool, watched, watched_async
 from payhooks.service.config import PoolMode, Settings
 
@@ -250,7 +250,7 @@ def pooled(event_id: str | None = None) -> Iterator[None]:
         try:
             yield
         except psycopg_pool.PoolTimeout as exc:
-            raise DatabaseUnavailable("no database connection available in time") from exc
+            raise DatabaseAway("no database connection available in time") from exc
 
 
 @contextlib.contextmanager

@@ -145,12 +145,18 @@ class Worker:
                 self.capture_authorized)  # fmt: skip
 
     def _each(self, *steps: Callable[[], int]) -> list[str]:
-        """Each step in turn, one failing logged (``worker_step_failed``) and the others run
-        all the same; the names of those that failed."""
+        """Each step in turn until the worker is told to stop, one failing logged
+        (``worker_step_failed``, or ``worker_database_unavailable``) and the others run all
+        the same; the names of those that failed."""
         failed: list[str] = []
         for step in steps:
+            if self.stopping.is_set():
+                break
             try:
                 step()
+            except DatabaseUnavailable as exc:
+                log.warning("worker_database_unavailable", extra={"error": str(exc)})
+                failed.append(step.__name__)
             except Exception:  # logged; the sender's backoff is its own business
                 log.exception("worker_step_failed", extra={"step": step.__name__})
                 failed.append(step.__name__)
