@@ -168,6 +168,21 @@ def test_retry_all_after_a_colleague_retried_one_says_only_the_rest_were_queued(
     assert "the others had been queued again already" in told
 
 
+@pytest.mark.parametrize("action", ["retry", "readdress"])
+def test_retrying_a_dead_letter_never_recorded_says_so(console, conn, action):
+    """It said the message "was already queued again", of an id no message has."""
+    dead(conn, 1)
+    client = console.logged_in()
+    page = client.get("/console/dead").text
+    form = {"csrf": csrf_of(page), "message_id": "987654", "confirm": "yes",
+            "recipient": "b@example.com"}  # fmt: skip
+    answer = client.post(f"/console/dead/{action}", data=form)
+    assert said(answer) == "/console/dead?notice=no_such_message"
+    told = client.get(answer.headers["location"]).text
+    assert "no such message is recorded" in told
+    assert rows(console, "SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL") == [(1,)]
+
+
 def test_retry_all_naming_no_dead_letters_listed_is_refused(console, conn):
     dead(conn, 1)
     client = console.logged_in()

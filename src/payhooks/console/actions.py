@@ -61,6 +61,7 @@ class Done(StrEnum):
     NOT_A_MISMATCH = "not_a_mismatch"
     QUEUED = "queued"
     ALREADY_QUEUED = "already_queued"
+    NO_SUCH_MESSAGE = "no_such_message"
     REFUND_REQUESTED = "refund_requested"
     REFUND_ALREADY_REQUESTED = "refund_already_requested"
     REFUND_NOT_POSSIBLE = "refund_not_possible"

@@ -143,6 +143,7 @@ NOTICES = {
     ),
     actions.Done.QUEUED: "Queued again: the worker sends it on its next round.",
     actions.Done.ALREADY_QUEUED: "Nothing to do: this message was already queued again.",
+    actions.Done.NO_SUCH_MESSAGE: "Nothing to do: no such message is recorded.",
     actions.Done.REFUND_REQUESTED: (
         "Refund asked for: the worker sends it to the gateway under its idempotency key, once; "
         "its state is in the payment's refunds below."

@@ -93,9 +93,19 @@ def dead_count(conn: Connection) -> int:
     return int(row[0]) if row else 0
 
 
+_RECORDED = "SELECT 1 FROM outbox WHERE id = %s"
+
+
+def _not_dead(conn: Connection, message_id: int) -> Done:
+    """Why a message could not be queued again: a colleague did it first (or it is sent since),
+    or no message has that id (a stale or hand-made form)."""
+    found = conn.execute(_RECORDED, (message_id,)).fetchone()
+    return Done.ALREADY_QUEUED if found else Done.NO_SUCH_MESSAGE
+
+
 def retry_dead_letter(conn: Connection, message_id: int, *, operator: str) -> Result:
     revived = outbox.revive(conn, message_id)
-    result = Result(done=Done.QUEUED if revived else Done.ALREADY_QUEUED)
+    result = Result(done=Done.QUEUED if revived else _not_dead(conn, message_id))
     record(conn, operator, "retry", None, str(message_id), result)
     return result
 
@@ -124,7 +134,7 @@ def readdress(conn: Connection, message_id: int, recipient: str, *, operator: st
     """A dead-lettered email sent again to a corrected address (``mail.checked_address``
     normalised it, or refused it before this is called); one already queued is left alone."""
     changed = conn.execute(_READDRESS, (recipient, message_id)).rowcount
-    result = Result(done=Done.READDRESSED if changed else Done.ALREADY_QUEUED)
+    result = Result(done=Done.READDRESSED if changed else _not_dead(conn, message_id))
     record(conn, operator, "readdress", None, str(message_id), result)
     return result
 
