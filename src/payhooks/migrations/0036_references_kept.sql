@@ -13,9 +13,22 @@
 --              own record (idempotency.RECORD_WITH_PAYMENT; the reference shop's
 --              shop_first_capture writes it in its insert);
 --   bank_ref   the payment's bank reference as its delivery reported it, written in the claim.
-ALTER TABLE payhooks_payments ADD COLUMN IF NOT EXISTS reference text;
-ALTER TABLE payhooks_payments ADD COLUMN IF NOT EXISTS order_ref text;
-ALTER TABLE payhooks_payments ADD COLUMN IF NOT EXISTS bank_ref text;
+--
+-- The columns and indexes are made only where missing, looked up first: ALTER TABLE ... ADD
+-- COLUMN IF NOT EXISTS and CREATE INDEX IF NOT EXISTS lock the whole table (every capture's
+-- claim) before they find there is nothing to do, and the migration holds its locks until it
+-- commits, through the backfill. With the columns and indexes made beforehand (docs/
+-- operations.md, "Upgrading"), the backfill locks only the rows it fills.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = 'payhooks_payments'::regclass
+                   AND attname IN ('reference', 'order_ref', 'bank_ref') AND NOT attisdropped
+                   HAVING count(*) = 3) THEN
+        ALTER TABLE payhooks_payments ADD COLUMN IF NOT EXISTS reference text,
+            ADD COLUMN IF NOT EXISTS order_ref text, ADD COLUMN IF NOT EXISTS bank_ref text;
+    END IF;
+END
+$$;
 
 -- Version 29's trigger function, reading the reference in the same lookup; one the insert
 -- names is kept.
@@ -48,9 +61,15 @@ WHERE e.provider = p.provider AND e.gateway_order_id = p.gateway_order_id
 
 -- One index each, holding only the records that name one (a record is kept a year: the
 -- search reads one entry, never the table).
-CREATE INDEX IF NOT EXISTS payhooks_payments_reference ON payhooks_payments (reference)
-    WHERE reference IS NOT NULL;
-CREATE INDEX IF NOT EXISTS payhooks_payments_order_ref ON payhooks_payments (order_ref)
-    WHERE order_ref IS NOT NULL;
-CREATE INDEX IF NOT EXISTS payhooks_payments_bank_ref ON payhooks_payments (bank_ref)
-    WHERE bank_ref IS NOT NULL;
+DO $$
+DECLARE
+    wanted text;
+BEGIN
+    FOREACH wanted IN ARRAY ARRAY['reference', 'order_ref', 'bank_ref'] LOOP
+        IF to_regclass(format('%I', 'payhooks_payments_' || wanted)) IS NULL THEN
+            EXECUTE format('CREATE INDEX %I ON payhooks_payments (%I) WHERE %I IS NOT NULL',
+                           'payhooks_payments_' || wanted, wanted, wanted);
+        END IF;
+    END LOOP;
+END
+$$;
