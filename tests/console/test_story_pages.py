@@ -13,6 +13,7 @@ import pytest
 
 from payhooks.events import Provider
 from tests import loopback
+from tests.console.conftest import csrf_of
 from tests.console.conftest import said as location
 from tests.console.test_console_http import logged, rows, send
 from tests.factories import purchase
@@ -331,16 +332,20 @@ def test_a_parked_row_shows_its_amount_and_payment_id(console):
     assert "none found" in row  # no open cart of that amount
 
 
-def test_a_parked_row_that_does_not_read_is_shown_unread_and_the_others_are_listed(console, conn):
+@pytest.mark.parametrize("headers", ["[1, 2]", "42", "null"])
+def test_a_parked_row_that_does_not_read_is_shown_unread_and_the_others_are_listed(
+    console, conn, headers
+):
     """A stored delivery whose headers are no JSON object (the worker's parked pass already
-    goes on past it) raised as the page read it, and the page listed none of the others."""
+    goes on past it) raised as the page read it, and the page listed none of the others; JSON
+    ``null`` read as no headers at all, so its amount was shown and its replay failed."""
     from tests.console.test_console_lists import parked_for
 
     for n in range(3):
         parked_for(console, f"order_UNREAD{n:08d}", f"pay_unread{n:06d}")
     conn.execute(
-        "UPDATE processed_webhooks SET headers = '[1, 2]'::jsonb"
-        " WHERE payment_id = 'pay_unread000001'"
+        "UPDATE processed_webhooks SET headers = %s::jsonb WHERE payment_id = 'pay_unread000001'",
+        (headers,),
     )
     page = console.logged_in().get("/console/parked").text
     for n in (0, 2):
@@ -348,6 +353,29 @@ def test_a_parked_row_that_does_not_read_is_shown_unread_and_the_others_are_list
     odd = parked_row(page, "order_UNREAD00000001")
     assert "₹499.00" not in odd and "unknown" in odd and "pay_unread000001" in odd
     assert "amount unknown: its stored headers are not a JSON object" in odd
+
+
+@pytest.mark.parametrize("headers", ["[1, 2]", "42", "null"])
+def test_a_parked_delivery_that_does_not_read_says_so_on_its_page_and_when_replayed(
+    console, conn, headers
+):
+    """Its page answered a bare "Internal Server Error", and its replay said the handler
+    failed, though no handler ran: the stored record does not read."""
+    from tests.console.test_console_lists import parked_for
+
+    parked_for(console, "order_UNREAD00000009", "pay_unread000009")
+    conn.execute("UPDATE processed_webhooks SET headers = %s::jsonb", (headers,))
+    provider, event_id = conn.execute(
+        "SELECT provider, event_id FROM processed_webhooks WHERE payment_id = 'pay_unread000009'"
+    ).fetchone()
+    client = console.logged_in()
+    shown = client.get(f"/console/deliveries/{provider}/{event_id}")
+    assert shown.status_code == 500
+    assert "no longer reads: its stored headers are not a JSON object" in shown.text
+    parked = client.get("/console/parked").text
+    answer = client.post("/console/parked/replay", data={
+        "csrf": csrf_of(parked), "provider": provider, "event_id": event_id})  # fmt: skip
+    assert location(answer).startswith("/console/parked?notice=unreadable&")
 
 
 def test_an_open_cart_of_the_same_amount_is_the_candidate(console, conn):

@@ -13,7 +13,7 @@ from typing import Any, assert_never
 
 from payhooks.events import Event, Provider
 from payhooks.gateways import Adapter
-from payhooks.intake import expectations
+from payhooks.intake import expectations, idempotency
 from payhooks.intake.ingest import Outcome, Receipt
 from payhooks.intake.stored import received_again
 from payhooks.plumbing.db import Connection, named_rows, shaped_rows
@@ -28,6 +28,7 @@ from payhooks.plumbing.errors import (
     ProviderNotConfigured,
     SerializationConflict,
     TimedOut,
+    UnreadableRecord,
 )
 from payhooks.refunding import refunds
 
@@ -169,14 +170,15 @@ def _read(
     """The stored delivery's event, or None and why it does not read: a row the list cannot
     read is shown so, never the end of the list (the worker's parked pass goes on past the
     same rows)."""
-    if headers is not None and not isinstance(headers, Mapping):
-        return None, "its stored headers are not a JSON object"
     try:
+        kept = idempotency.stored_headers(headers)
         return received_again(
-            adapters, provider=provider, event_id=event_id, body=body, headers=dict(headers or {})
+            adapters, provider=provider, event_id=event_id, body=body, headers=kept
         ).event, None
     except ProviderNotConfigured:
         return None, "its gateway is served no more"
+    except UnreadableRecord as exc:
+        return None, str(exc)
     except PayhooksError as exc:  # a record that no longer reads
         return None, f"it no longer reads: {exc}"[:200]
     except Exception as exc:  # an adapter meeting stored values it never wrote

@@ -51,7 +51,7 @@ from payhooks.gateways import Adapter
 from payhooks.intake import idempotency
 from payhooks.operations import timeline
 from payhooks.plumbing import db
-from payhooks.plumbing.errors import DatabaseUnavailable, PayloadTooLarge
+from payhooks.plumbing.errors import DatabaseUnavailable, PayloadTooLarge, UnreadableRecord
 from payhooks.plumbing.pools import CheckedPool, watched
 from payhooks.refunding import refunds
 from payhooks.settlements import flags
@@ -978,8 +978,12 @@ async def order(request: Request, provider: str, gateway_order_id: str) -> HTMLR
 
 def _delivery(
     conn: db.Connection, provider: str, event_id: str, views: Views
-) -> dict[str, Any] | None:
-    found = idempotency.stored(conn, event_id, provider)
+) -> dict[str, Any] | str | None:
+    """The delivery's page, None when none is recorded, or why its record does not read."""
+    try:
+        found = idempotency.stored(conn, event_id, provider)
+    except UnreadableRecord as exc:
+        return f"This delivery is recorded, but its stored record no longer reads: {exc}."
     if not found:
         return None
     record = found[0]
@@ -998,6 +1002,8 @@ async def delivery(request: Request, provider: str, event_id: str) -> HTMLRespon
     found = await run(request, _delivery, provider, event_id, _console(request).views)
     if found is None:
         return page(request, "error.html", {"message": "No such delivery is recorded."}, status=404)
+    if isinstance(found, str):
+        return page(request, "error.html", {"message": found}, status=500)
     return page(request, "delivery.html", found)
 
 

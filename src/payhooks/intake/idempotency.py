@@ -29,6 +29,7 @@ from payhooks.plumbing.db import (
     query_async,
     run,
 )
+from payhooks.plumbing.errors import UnreadableRecord
 
 
 class ClaimState(StrEnum):
@@ -322,12 +323,19 @@ def _stored(row: tuple[Any, ...]) -> Stored:
         outcome=outcome,
         processed_at=at,
         body=bytes(body),
-        headers=_headers(headers),
+        headers=stored_headers(headers),
     )
 
 
-def _headers(stored: object) -> dict[str, str]:
-    """jsonb arrives decoded from psycopg's own loaders, as text from a connection that does
-    not register them (Django's)."""
-    found: Any = json.loads(stored) if isinstance(stored, (str, bytes)) else stored
-    return {str(name): str(value) for name, value in dict(found).items()}
+def stored_headers(stored: object) -> dict[str, str]:
+    """A delivery's kept headers: jsonb arrives decoded from psycopg's own loaders, as text
+    from a connection that does not register them (Django's). Anything but a JSON object
+    (``null``, an array, a number: never written by payhooks) is ``UnreadableRecord``, never
+    read as no headers, nor as pairs of characters."""
+    try:
+        found: Any = json.loads(stored) if isinstance(stored, (str, bytes)) else stored
+    except ValueError as exc:
+        raise UnreadableRecord("its stored headers are not JSON") from exc
+    if not isinstance(found, dict):
+        raise UnreadableRecord("its stored headers are not a JSON object")
+    return {str(name): str(value) for name, value in found.items()}

@@ -62,6 +62,11 @@ class ProviderNotConfigured(PayhooksError):
         self.provider = provider
 
 
+class UnreadableRecord(PayhooksError):
+    """A record payhooks stored that no longer reads as payhooks wrote it (edited by hand,
+    written by another release): said so, never taken for what it should have held."""
+
+
 class DatabaseUnavailable(PayhooksError):
     """The database did not answer in time; the caller should try again later."""
 

@@ -15,6 +15,7 @@ from typing import Any
 import psycopg_pool
 
 from payhooks.events import Received
+from payhooks.intake import idempotency
 from payhooks.intake.ingest import Outcome
 from payhooks.operations import retention as policy
 from payhooks.plumbing import db
@@ -250,7 +251,8 @@ class ParkedDelivery:
 
     @property
     def headers(self) -> dict[str, str]:
-        return dict(self.stored_headers)
+        """``UnreadableRecord`` when they are no JSON object."""
+        return idempotency.stored_headers(self.stored_headers)
 
     @property
     def position(self) -> Position:
