@@ -13,6 +13,7 @@ from payhooks.sim.storm import (
     every_capture_accounted_for,
     every_paid_story_has_its_order,
     one_order_per_paid_cart,
+    owed_refunds,
     refunds_recorded,
 )
 
@@ -55,6 +56,17 @@ def test_second_payment_flagged_while_the_first_paid_the_order_is_accounted_for(
     flagged = {"status": "captured", "needs_refund": True, "flags": ["duplicate_payment"]}
     states = [state(captured=("pay_1", "pay_2"), pay_2=flagged)]
     assert every_capture_accounted_for(states).held
+
+
+def test_a_second_payment_lost_disputes_took_back_is_accounted_for_and_owed_no_refund():
+    """Flagged a double payment, then taken back whole by lost disputes: its flag is cleared
+    (docs/console.md: it needs no refund), so neither check may call it unaccounted for, nor
+    count a refund owed for it."""
+    taken = {"status": "captured", "needs_refund": False,
+             "flags": ["duplicate_payment", "taken_back_by_dispute"]}  # fmt: skip
+    cart = state(captured=("pay_1", "pay_2"), pay_2=taken)
+    assert every_capture_accounted_for([cart]).held
+    assert owed_refunds(cart) == set()
 
 
 def test_unknown_payment_is_a_violation():

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.service.shop.double_refunds import TAKEN_BACK
 from payhooks.sim import settling
 from payhooks.sim.client import Answer, Shop, ShopAtGateway, post
 from payhooks.sim.consumers import Brokers, Consumed
@@ -340,8 +341,9 @@ def one_order_per_paid_cart(states: list[CartState]) -> Check:
 
 def every_capture_accounted_for(states: list[CartState]) -> Check:
     """A captured payment pays the cart's order, is refunded, or is flagged for refund
-    because another payment of the same story paid the order. A flag with no order (an
-    amount mismatch on a correct cart, say) is a violation."""
+    because another payment of the same story paid the order (or was, until lost disputes
+    took it back whole: ``taken_back_by_dispute``, its refund owed no more). A flag with no
+    order (an amount mismatch on a correct cart, say) is a violation."""
     bad: list[str] = []
     for state in states:
         paid_by = state.orders[0]["payment_id"] if state.orders else None
@@ -351,7 +353,7 @@ def every_capture_accounted_for(states: list[CartState]) -> Check:
             elif not (
                 payment_id == paid_by
                 or payment["status"] == "refunded"
-                or (payment["needs_refund"] and paid_by in state.payments)
+                or (_owed_once(payment) and paid_by in state.payments)
             ):
                 bad.append(
                     f"payment {payment_id} ({payment['status']}, flags "
@@ -686,7 +688,13 @@ def owed_refunds(state: CartState) -> set[str]:
     story = state.story
     own = set(story.refunded) | set(story.partly_refunded)
     return {pid for pid, payment in state.payments.items()
-            if pid not in own and "duplicate_payment" in _flags(payment)}  # fmt: skip
+            if pid not in own and "duplicate_payment" in _flags(payment)
+            and TAKEN_BACK not in _flags(payment)}  # fmt: skip
+
+
+def _owed_once(payment: dict[str, object]) -> bool:
+    """Flagged for a refund, or flagged once and taken back by lost disputes since."""
+    return bool(payment["needs_refund"]) or TAKEN_BACK in _flags(payment)
 
 
 def _flags(payment: dict[str, object] | None) -> list[object]:
