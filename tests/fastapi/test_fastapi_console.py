@@ -223,6 +223,8 @@ def test_a_payment_older_than_the_window_keeps_its_amounts_its_order_page_and_no
     assert "pay_shop0000001" in applied and "₹499.00" in applied  # what was paid
     assert bank_reference("pay_shop0000001") in applied  # the UTR the customer quotes
     assert f"{CONSOLE}/deliveries/" not in applied  # its delivery is purged: no dead link
+    [records] = listed(story.text, "records")  # never "no delivery has taken effect"
+    assert "purged" in records and "taken effect" not in records
     # The expectation purged, the amount it expected kept on the payment's record.
     expected = story.text.split('id="expected"', 1)[1].split("</div>", 1)[0]
     told = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", expected)).split())

@@ -311,7 +311,8 @@ def _confirmation(record: Record | None) -> tuple[str, str] | None:
         return None
     said = record.confirmation
     if said.verdict is None:
-        return ("status API", f"not confirmed yet (asked {said.attempts} times)")
+        times = "time" if said.attempts == 1 else "times"
+        return ("status API", f"not confirmed yet (asked {said.attempts} {times})")
     return ("status API", f"{said.verdict}: {said.detail}")
 
 
