@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import psycopg
 import pytest
@@ -561,21 +562,34 @@ def refuse(conn, table: str, when: str) -> None:
     )
 
 
-def test_one_notice_that_cannot_be_marked_sent_is_backed_off_and_the_others_are_sent(conn, chat):
+def three_notices(conn, chat) -> tuple[Any, datetime, int]:
+    """Three gateways' warnings raised for the chat channel: the notifier, when, and the first
+    notice's id."""
     for provider in ("cashfree", "juspay", "razorpay"):
         answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
     notifier = webhook_notifier(chat.url)
     now = T0 + EVERY
     assert notifier.evaluate(conn, now).raised == 3
     [first] = conn.execute("SELECT min(id) FROM payhooks_outbox").fetchone() or []
+    return notifier, now, first
+
+
+def notice_state(conn, notice_id: int) -> tuple[bool, str, datetime]:
+    """Whether the notice is sent, its last error, and when it is due again."""
+    [found] = conn.execute(
+        "SELECT sent_at IS NOT NULL, last_error, next_attempt_at FROM payhooks_outbox"
+        " WHERE id = %s",
+        (notice_id,),
+    ).fetchall()
+    return found
+
+
+def test_one_notice_that_cannot_be_marked_sent_is_backed_off_and_the_others_are_sent(conn, chat):
+    notifier, now, first = three_notices(conn, chat)
     refuse(conn, "payhooks_outbox", f"NEW.id = {first} AND NEW.sent_at IS NOT NULL")
     tally = notifier.send_due(conn, now)
     assert (tally.sent, tally.retried) == (2, 1)
-    [(sent, error, due)] = conn.execute(
-        "SELECT sent_at IS NOT NULL, last_error, next_attempt_at FROM payhooks_outbox"
-        " WHERE id = %s",
-        (first,),
-    ).fetchall()
+    sent, error, due = notice_state(conn, first)
     assert not sent and "refused by a trigger" in error
     assert due == now + notifier.policy.delay(1)
     assert notifier.send_due(conn, now + timedelta(hours=25)).failed == 1  # past the bound
@@ -586,21 +600,12 @@ def test_one_notice_this_release_cannot_read_is_backed_off_and_the_others_are_se
     once leased: the pass ended there, each time its lease ran out, the notices after it
     left for the next. It is backed off saying why, given up past the bound, and the others
     are sent."""
-    for provider in ("cashfree", "juspay", "razorpay"):
-        answered(conn, provider, 503, T0, count=FAILURES_TO_WARN)
-    notifier = webhook_notifier(chat.url)
-    now = T0 + EVERY
-    assert notifier.evaluate(conn, now).raised == 3
-    [first] = conn.execute("SELECT min(id) FROM payhooks_outbox").fetchone() or []
+    notifier, now, first = three_notices(conn, chat)
     conn.execute("ALTER TABLE payhooks_outbox DROP CONSTRAINT payhooks_outbox_kind_check")
     conn.execute("UPDATE payhooks_outbox SET kind = 'escalated' WHERE id = %s", (first,))
     tally = notifier.send_due(conn, now)
     assert (tally.sent, tally.retried) == (2, 1) and len(chat.texts()) == 2
-    [(sent, error, due)] = conn.execute(
-        "SELECT sent_at IS NOT NULL, last_error, next_attempt_at FROM payhooks_outbox"
-        " WHERE id = %s",
-        (first,),
-    ).fetchall()
+    sent, error, due = notice_state(conn, first)
     assert not sent and "escalated" in error and due == now + notifier.policy.delay(1)
     assert notifier.send_due(conn, now + timedelta(hours=25)).failed == 1  # past the bound
 
