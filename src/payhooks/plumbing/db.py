@@ -10,7 +10,9 @@ async one, as httpx keeps one client logic under ``Client`` and ``AsyncClient``.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Iterator, Mapping
+import logging
+from collections.abc import Callable, Generator, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -27,6 +29,8 @@ from payhooks.plumbing.errors import (
 
 Connection = psycopg.Connection[tuple[Any, ...]]
 AsyncConnection = psycopg.AsyncConnection[tuple[Any, ...]]
+Connect = Callable[[], AbstractContextManager[Connection]]
+"""A connection for each piece of a pass's work: a pool's, or one made each time."""
 Row = tuple[Any, ...] | None
 T = TypeVar("T")
 S = TypeVar("S")
@@ -165,3 +169,23 @@ def translated(event_id: str | None = None) -> Iterator[None]:
         raise TimedOut(str(exc.sqlstate)) from exc
     except psycopg.OperationalError as exc:
         raise DatabaseAway(f"database unavailable: {type(exc).__name__}") from exc
+
+
+def written_down(
+    connect: Connect,
+    write: Callable[[Connection], object],
+    log: logging.Logger,
+    event: str,
+    **fields: object,
+) -> None:
+    """``write`` on a connection of its own, for one item of a pass (why its turn failed, when
+    it is due again). The database refusing it is that item's alone: logged as ``event``, and
+    the item's lease brings it back. The database out of reach (``DatabaseAway``) is raised:
+    it is the whole pass's."""
+    try:
+        with connect() as conn:
+            write(conn)
+    except DatabaseAway:
+        raise
+    except Exception:
+        log.exception(event, extra=fields)

@@ -21,6 +21,7 @@ from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.intake import confirmations
 from payhooks.intake.confirmations import Pending, Unreadable, Verdict
 from payhooks.intake.ingest import Applied, Outcome
+from payhooks.plumbing.db import written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
 
@@ -90,14 +91,11 @@ def _set_aside(connect: Connect, unreadable: Unreadable, tally: Tally) -> None:
         extra={"provider": unreadable.provider, "event_id": unreadable.event_id,
                "error": unreadable.reason},
     )  # fmt: skip
-    try:
-        with connect() as conn:
-            wait = confirmations.wait_after(unreadable.attempts)
-            confirmations.again(conn, unreadable, wait, unreadable.reason)
-    except DatabaseAway:
-        raise
-    except Exception:  # the database refused it: the lease brings it back
-        log.exception("confirm_attempt_unrecorded", extra={"event_id": unreadable.event_id})
+    wait = confirmations.wait_after(unreadable.attempts)
+    written_down(
+        connect, lambda conn: confirmations.again(conn, unreadable, wait, unreadable.reason),
+        log, "confirm_attempt_unrecorded", event_id=unreadable.event_id,
+    )  # fmt: skip
 
 
 def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> None:
@@ -113,13 +111,11 @@ def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> 
         extra={"provider": pending.provider, "event_id": pending.event_id,
                "order": pending.gateway_order_id, "error": reason},
     )  # fmt: skip
-    try:
-        with connect() as conn:
-            confirmations.again(conn, pending, confirmations.wait_after(pending.attempts), reason)
-    except DatabaseAway:
-        raise
-    except Exception:  # the database refused it: the lease brings it back
-        log.exception("confirm_attempt_unrecorded", extra={"event_id": pending.event_id})
+    wait = confirmations.wait_after(pending.attempts)
+    written_down(
+        connect, lambda conn: confirmations.again(conn, pending, wait, reason),
+        log, "confirm_attempt_unrecorded", event_id=pending.event_id,
+    )  # fmt: skip
 
 
 def _one(asking: _Asking, pending: Pending) -> None:

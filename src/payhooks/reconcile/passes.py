@@ -22,7 +22,7 @@ from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import gateway
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.intake.ingest import Applied, Outcome
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
@@ -273,16 +273,11 @@ class Reconciler:
         """A failed turn written down, to be asked again after ``wait`` (else its backoff).
         The database refusing that write fails this checkout alone: logged, and its lease
         brings it back in ten minutes; the pass goes on to the next."""
-        try:
-            with self.connect() as conn:
-                checkouts.attempted(conn, item, error=error, wait=wait)
-        except DatabaseAway:
-            raise
-        except Exception:
-            log.exception(
-                "reconcile_attempt_unrecorded",
-                extra={"provider": item.provider.value, "reference": item.reference},
-            )
+        written_down(
+            self.connect, lambda conn: checkouts.attempted(conn, item, error=error, wait=wait),
+            log, "reconcile_attempt_unrecorded",
+            provider=item.provider.value, reference=item.reference,
+        )  # fmt: skip
 
     def _defer(self, rest: list[Due], wait: timedelta, tally: Tally) -> None:
         with self.connect() as conn:

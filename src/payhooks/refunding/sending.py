@@ -55,7 +55,7 @@ from payhooks.gateways._refunds import (
     processed_key,
     reread,
 )
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.refunding import refunds
 
@@ -232,16 +232,14 @@ def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, se
                "error": reason},
     )  # fmt: skip
     tally.retried[refund.provider] += 1
-    try:
-        with connect() as conn:
-            if sent:
-                refunds.unsettled_again(conn, refund, reason)
-            else:
-                refunds.again(conn, refund, refunds.wait_after(refund.attempts), reason)
-    except DatabaseAway:
-        raise
-    except Exception:  # the database refused it: the lease brings it back
-        log.exception("refund_attempt_unrecorded", extra={"key": refund.idempotency_key})
+
+    def again(conn: Connection) -> None:
+        if sent:
+            refunds.unsettled_again(conn, refund, reason)
+        else:
+            refunds.again(conn, refund, refunds.wait_after(refund.attempts), reason)
+
+    written_down(connect, again, log, "refund_attempt_unrecorded", key=refund.idempotency_key)
 
 
 def _wait(refund: Refund, exc: GatewayApiError) -> timedelta:
