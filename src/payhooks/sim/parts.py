@@ -142,7 +142,7 @@ class Books:
     lagging: bool = False
     """Refunds made are not readable yet: Cashfree's Get Refund answers ``refund_not_found``
     for each while this holds (its read side lags its write side by seconds:
-    cashfree/agent-skills, ``src/templates/pg/refunds-reference.md``, section 9)."""
+    docs/providers.md, source [C4])."""
     reuse_refused: bool = False
     """A refund's key asked again with the same body is answered 400
     ``refund_id_already_exists``, the other answer Cashfree documents for a ``refund_id`` used

@@ -160,10 +160,10 @@ class CashfreeClient:
 REFUSING = frozenset({400, 422})
 NOT_ALLOWED = "refund_not_allowed"
 """Cashfree's 409 to a refund of an order not PAID, more than six months old or refunded in
-full already (cashfree/agent-skills, ``src/templates/pg/refunds-reference.md``, section 8)."""
+full already (docs/providers.md, source [C4])."""
 REFUND_ID_EXISTS = "refund_id_already_exists"
-"""Cashfree's 400 to a ``refund_id`` it holds a refund under (cashfree/agent-skills,
-``src/templates/pg/refunds-reference.md``, sections 2 and 8): the refund exists."""
+"""Cashfree's 400 to a ``refund_id`` it holds a refund under (docs/providers.md, source [C4]):
+the refund exists."""
 LOOKUP_LAG_S = 60.0
 """How long after a lost answer a refusal waits for the lookup: Cashfree's read side lags its
 write side "by seconds" (the same reference, section 9); a minute covers that many times."""

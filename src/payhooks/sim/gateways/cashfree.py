@@ -433,8 +433,7 @@ async def _authorised(api: GatewayBooks, request: Request) -> Response | None:
 
 def _not_allowed() -> Response:
     """Cashfree's 409 to a refund of an order not PAID, more than six months old or refunded
-    in full already (cashfree/agent-skills, ``src/templates/pg/refunds-reference.md``,
-    section 8)."""
+    in full already (docs/providers.md, source [C4])."""
     return _error(409, "refund is not allowed for this order", "refund_not_allowed",
                   "invalid_request_error")  # fmt: skip
 
