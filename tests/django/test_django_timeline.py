@@ -150,19 +150,25 @@ def test_a_mismatch_settled_by_hand_is_told_after_its_delivery_is_purged(operato
     assert 'id="mismatched"' in page.content.decode()
 
 
-def test_a_paid_order_whose_expectation_was_purged_is_told_its_amount_expected(operator, django_db):
-    """The purge takes the expectation after the window; the payment's record keeps the
-    amount its order was expected to be paid: never "never registered"."""
+def paid_then_purged(order: str, reference: str, payment_id: str) -> None:
+    """An order expected under ``reference`` and paid, then its delivery and expectation made
+    100 days old and purged past a 90-day window: the payment's record alone is left."""
     from payhooks.django import retention
 
-    payhooks.expect(connection(), "razorpay", "order_kp", 100, "INR", "shop-44")
-    Order.objects.create(reference="order_kp", amount_paise=100)
-    assert deliver(capture("order_kp", "evt_kp", payment_id="pay_kept000001")) == "processed"
+    payhooks.expect(connection(), "razorpay", order, 100, "INR", reference)
+    Order.objects.create(reference=order, amount_paise=100)
+    assert deliver(capture(order, f"evt_{order}", payment_id=payment_id)) == "processed"
     cursor = connection()
     for table, column in (("processed_webhooks", "processed_at"),
                           ("payhooks_expectations", "created_at")):  # fmt: skip
         cursor.execute(f"UPDATE {table} SET {column} = {column} - interval '100 days'".encode())
     retention.purge("default", 90)
+
+
+def test_a_paid_order_whose_expectation_was_purged_is_told_its_amount_expected(operator, django_db):
+    """The purge takes the expectation after the window; the payment's record keeps the
+    amount its order was expected to be paid: never "never registered"."""
+    paid_then_purged("order_kp", "shop-44", "pay_kept000001")
     text = timeline(operator, "order_kp").content.decode()
     assert "Never registered" not in text
     assert "100 paise INR:\nthe expectation itself was purged" in text
@@ -172,16 +178,7 @@ def test_a_paid_order_whose_expectation_was_purged_is_told_its_amount_expected(o
 def test_a_paid_order_is_found_by_your_reference_and_its_utr_after_the_purge(operator, q):
     """The payment's record keeps both (core migration 0036): the page finds the order by
     them and shows them, its deliveries and its expectation purged."""
-    from payhooks.django import retention
-
-    payhooks.expect(connection(), "razorpay", "order_k2", 100, "INR", "shop-45")
-    Order.objects.create(reference="order_k2", amount_paise=100)
-    assert deliver(capture("order_k2", "evt_k2", payment_id="pay_kept000002")) == "processed"
-    cursor = connection()
-    for table, column in (("processed_webhooks", "processed_at"),
-                          ("payhooks_expectations", "created_at")):  # fmt: skip
-        cursor.execute(f"UPDATE {table} SET {column} = {column} - interval '100 days'".encode())
-    retention.purge("default", 90)
+    paid_then_purged("order_k2", "shop-45", "pay_kept000002")
     page = timeline(operator, q)
     [item] = page.context["told"]
     assert (item["story"].gateway_order_id, item["story"].records) == ("order_k2", [])
