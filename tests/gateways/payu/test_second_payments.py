@@ -368,10 +368,8 @@ def test_a_check_payment_answer_with_no_mihpayid_for_the_other_payment_loses_non
     FIRST, whose confirmation asks ``check_payment`` about SECOND as the other payment. An
     answer with no ``mihpayid`` does not say which payment it is: asked again, never read as
     "not a success at PayU", so SECOND still reaches the handler as a second payment."""
-    import json
 
     from payhooks.reconcile.running import run
-    from payhooks.sim.gateway_api import Fault
 
     conn, api, url, hooks, captured = shop
     payhooks.expect(conn, "payu", TXNID, 49_900, "INR", "S-1")
@@ -384,12 +382,7 @@ def test_a_check_payment_answer_with_no_mihpayid_for_the_other_payment_loses_non
     nameless = {"txnid": TXNID, "status": "success", "amt": AMOUNT, "mode": "UPI"}
     answer = {"status": 1, "msg": "Transaction Fetched Successfully",
               "transaction_details": nameless}  # fmt: skip
-    api.fail_next(Provider.PAYU, Fault(body=json.dumps(answer).encode()))
-    tally = a_pass(database_url, url, hooks)
-    assert tally.confirmed[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
-    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
-    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
-    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+    _asked_again_then_confirmed(shop, database_url, answer)
 
 
 @pytest.mark.parametrize(
@@ -408,18 +401,28 @@ def test_a_check_payment_refusal_saying_not_found_of_the_merchant_refutes_nothin
 def _second_post_asked_again_after(shop, database_url, answer: dict) -> None:
     """The second post's check_payment answered ``answer`` once: no verdict, an API error;
     asked again, it is confirmed and reaches the hooks after the first."""
+
+    conn, api, _, hooks, _ = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    _asked_again_then_confirmed(shop, database_url, answer)
+
+
+def _asked_again_then_confirmed(shop, database_url, answer: dict) -> None:
+    """The waiting post's check_payment answered ``answer`` once: neither confirmed nor
+    refuted, an API error; asked again, it is confirmed and SECOND reaches the hooks after the
+    first payment."""
     import json
 
     from payhooks.sim.gateway_api import Fault
 
     conn, api, url, hooks, captured = shop
-    api.pay(ORDER, FIRST)
-    api.pay(ORDER, SECOND)
-    sent(conn, hooks, FIRST)
-    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
     api.fail_next(Provider.PAYU, Fault(body=json.dumps(answer).encode()))
     tally = a_pass(database_url, url, hooks)
-    assert tally.refuted[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
+    assert (tally.confirmed[Provider.PAYU], tally.refuted[Provider.PAYU]) == (0, 0)
+    assert tally.api_errors[Provider.PAYU] == 1
     conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [e.payment_id for e in captured] == [TXNID, SECOND]
