@@ -790,11 +790,7 @@ def test_a_cashfree_404_about_anything_but_the_refund_is_no_answer_after_a_lost_
     found made."""
     conn, api, url = core
     provider = Provider.CASHFREE
-    paid(api, provider)
-    ask(conn, provider)
-    api.fail_after_acting(provider, Fault(status=503))
-    assert send(database_url, url).retried[provider] == 1
-    due_now(conn)
+    first_call_lost(conn, api, database_url, url, Fault(status=503), acted=True)
     api.fail_next(provider, *(OTHER_404S[case],) * 3)  # as many calls as a pass used to make
     for _ in range(3):  # one call a pass now: asked again while Cashfree answers so
         tally = send(database_url, url)
@@ -810,16 +806,25 @@ def test_a_cashfree_404_about_anything_but_the_refund_is_no_answer_after_a_lost_
 # --- Cashfree: a refund under the intent's refund_id is never refused ------------------------
 
 
-def lost_after_acting(conn, api, database_url: str, url: str) -> None:
-    """Cashfree makes the refund and its answer is lost (a 504 from its edge), while its
-    lookup does not show it yet (``money.lagging``): the intent is asked again later."""
+def first_call_lost(
+    conn, api, database_url: str, url: str, fault: Fault, *, acted: bool, lagging: bool = False
+) -> None:
+    """Cashfree's answer to the first call is ``fault``, after it made the refund (``acted``)
+    or before; its lookup shows a refund made only once ``lagging`` is off. The intent is
+    asked again, and due at once."""
     provider = Provider.CASHFREE
     paid(api, provider)
     ask(conn, provider)
-    api.money.lagging = True
-    api.fail_after_acting(provider, Fault(status=504))
+    api.money.lagging = lagging
+    (api.fail_after_acting if acted else api.fail_next)(provider, fault)
     assert send(database_url, url).retried[provider] == 1
     due_now(conn)
+
+
+def lost_after_acting(conn, api, database_url: str, url: str) -> None:
+    """Cashfree makes the refund and its answer is lost (a 504 from its edge), while its
+    lookup does not show it yet (``money.lagging``)."""
+    first_call_lost(conn, api, database_url, url, Fault(status=504), acted=True, lagging=True)
 
 
 def test_a_cashfree_refund_id_already_exists_is_never_a_refusal(core, database_url):
@@ -888,12 +893,8 @@ def test_a_cashfree_refusal_after_a_lost_answer_stands_once_the_lookup_had_time(
     ``refused``, Cashfree's words kept, nothing refunded by payhooks."""
     conn, api, url = core
     provider = Provider.CASHFREE
-    paid(api, provider)
-    ask(conn, provider)
-    api.fail_next(provider, Fault(status=504))
-    assert send(database_url, url).retried[provider] == 1
+    first_call_lost(conn, api, database_url, url, Fault(status=504), acted=False)
     api.refunded_elsewhere(provider, PAYMENT[provider], 10_000)
-    due_now(conn)
     first = send(database_url, url)
     assert first.refused[provider] == 0 and first.retried[provider] == 1, first.summary()
     assert [s for s, _, _ in state(conn, provider)] == ["requested"]
