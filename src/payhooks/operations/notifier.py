@@ -326,10 +326,7 @@ class Notifier:
             reason = f"this release cannot read it: {_reason(exc)}"
             log.error("alert_notice_unreadable", extra={**fields, "error": reason})
             held = _Held(id=found.id, attempts=found.attempts + 1, created_at=found.created_at)
-            try:
-                self._failed(conn, held, NoticeFailed(found.channel, reason), now, tally, fields)
-            except Exception:  # its row refused: left to its lease, the others go on
-                log.exception("alert_notice_unrecorded", extra=fields)
+            self._failed(conn, held, NoticeFailed(found.channel, reason), now, tally, fields)
             return None
 
     def _send(self, conn: Connection, notice: Notice, now: datetime, tally: Tally) -> bool:
@@ -338,10 +335,7 @@ class Notifier:
         try:
             self.channels[notice.channel].send(notice)
         except NoticeFailed as exc:
-            try:
-                self._failed(conn, notice, exc, now, tally, fields)
-            except Exception:  # its row refused: left to its lease, the other channels go on
-                log.exception("alert_notice_unrecorded", extra=fields)
+            self._failed(conn, notice, exc, now, tally, fields)
             return False
         except Exception as exc:  # this notice's: a channel's bug, a text it cannot take
             self._broke(conn, notice, exc, now, tally, fields)
@@ -357,6 +351,23 @@ class Notifier:
         return True
 
     def _failed(
+        self,
+        conn: Connection,
+        notice: Notice | _Held,
+        exc: NoticeFailed,
+        now: datetime,
+        tally: Tally,
+        fields: dict[str, object],
+    ) -> None:
+        """The notice backed off after ``exc`` (given up past ``Policy.give_up``, or when the
+        failure is permanent). A row the database refuses even that is left to its lease: the
+        other notices and channels go on."""
+        try:
+            self._back_off(conn, notice, exc, now, tally, fields)
+        except Exception:
+            log.exception("alert_notice_unrecorded", extra=fields)
+
+    def _back_off(
         self,
         conn: Connection,
         notice: Notice | _Held,
@@ -390,11 +401,7 @@ class Notifier:
         backed off like a failed send (given up past ``Policy.give_up``), the channel kept
         for the others. A row the database refuses even that is left to its lease."""
         log.exception("alert_notice_broken", extra={**fields, "error": _reason(exc)})
-        failed = NoticeFailed(notice.channel, _reason(exc))
-        try:
-            self._failed(conn, notice, failed, now, tally, fields)
-        except Exception:
-            log.exception("alert_notice_unrecorded", extra=fields)
+        self._failed(conn, notice, NoticeFailed(notice.channel, _reason(exc)), now, tally, fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
