@@ -4,8 +4,12 @@ is written by scripts/configuration_page.py, and checked in as that script write
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import re
 from pathlib import Path
+from typing import Any
+
+import typer
 
 from payhooks.cli.commands import app
 from payhooks.gateways import GATEWAYS
@@ -25,6 +29,27 @@ def test_every_cli_command_is_in_the_readme():
         names |= {f"{group.name} {command.name}" for command in commands}
     missing = [name for name in sorted(names) if f"`payhooks {name}" not in README]
     assert missing == []
+
+
+def _commands(group: Any, prefix: str = "") -> dict[str, Any]:
+    """Every command under a group (typer's own click), by its full name."""
+    found: dict[str, Any] = {}
+    for name, command in group.commands.items():
+        found[prefix + name] = command
+        if hasattr(command, "commands"):
+            found |= _commands(command, f"{prefix}{name} ")
+    return found
+
+
+def test_each_command_sums_itself_up_in_one_line():
+    """`payhooks --help` lists each command by its help's first paragraph, line breaks kept: a
+    summary over several lines is a wall of text there. One line, then the details."""
+    long = {}
+    for name, command in _commands(typer.main.get_command(app)).items():
+        summary = inspect.cleandoc(command.help or "").split("\n\n")[0]
+        if "\n" in summary or len(summary) > 100 or not summary:
+            long[name] = summary
+    assert long == {}
 
 
 def test_every_environment_variable_is_on_the_configuration_page():

@@ -141,10 +141,11 @@ def confirm(
     every: Every = 2.0,
     once: Once = False,
 ) -> None:
-    """Confirm the callbacks PhonePe and Juspay sent (only a static credential proves them),
-    and PayU's unsigned refund callbacks and resent posts, at their status APIs, every few
-    seconds until stopped (SIGTERM, Ctrl-C): what the APIs report reaches your handler, once;
-    a forged callback is refuted."""
+    """Confirm callbacks only a static credential proves, at their gateways' status APIs.
+
+    PhonePe's and Juspay's callbacks, and PayU's unsigned refund callbacks and resent posts,
+    are asked about every few seconds until stopped (SIGTERM, Ctrl-C): what the APIs report
+    reaches your handler, once; a forged callback is refuted."""
     host(ctx).configure_logs()
     found = settings(ctx)
     url = _app_url(found, database_url, "confirm")
@@ -203,13 +204,15 @@ def settlements(
     ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Fetch the gateways' settlement reports for the days --from to --to (at most 31):
-    each payout and the payments, refunds and adjustments it covered, with fees and tax,
-    recorded once and matched to your payments; then flag the captures not settled within
-    their gateway's cycle and PAYHOOKS_SETTLEMENT_MARGIN_HOURS; a line it cannot read is kept,
-    and the rest recorded. With --catch-up instead of the days, fetch what each gateway has
-    not read whole yet, up to today. With --unsettled, --unmatched or --unreadable (one,
-    without --from and --to), print what is flagged or kept instead."""
+    """Fetch the gateways' settlement reports, record them once and flag what is unsettled.
+
+    For the days --from to --to (at most 31): each payout and the payments, refunds and
+    adjustments it covered, with fees and tax, recorded once and matched to your payments; then
+    flag the captures not settled within their gateway's cycle and
+    PAYHOOKS_SETTLEMENT_MARGIN_HOURS; a line it cannot read is kept, and the rest recorded. With
+    --catch-up instead of the days, fetch what each gateway has not read whole yet, up to today.
+    With --unsettled, --unmatched or --unreadable (one, without --from and --to), print what is
+    flagged or kept instead."""
     from payhooks.settlements import listing
 
     asked = {"unsettled": unsettled, "unmatched": unmatched, "unreadable": unreadable}
@@ -309,10 +312,12 @@ def alerts(
     every: Every = 60.0,
     once: Once = False,
 ) -> None:
-    """Tell people what is wrong, by email and chat webhook, every minute until stopped
-    (SIGTERM, Ctrl-C): a gateway answered 5xx, forged signatures, reconciliation refused or
-    not running, parked deliveries, refunds refused. Each alert is sent once however many
-    hosts run this, said again at most every PAYHOOKS_ALERT_REPEAT_MINUTES, and resolved."""
+    """Tell people what is wrong, by email and chat webhook, every minute until stopped.
+
+    Stop it with SIGTERM or Ctrl-C. What it tells: a gateway answered 5xx, forged signatures,
+    reconciliation refused or not running, parked deliveries, refunds refused. Each alert is
+    sent once however many hosts run this, said again at most every
+    PAYHOOKS_ALERT_REPEAT_MINUTES, and resolved."""
     host(ctx).configure_logs()
     found = settings(ctx)
     url = _app_url(found, database_url, "alerts")
@@ -494,12 +499,13 @@ def resolve(
     note: Annotated[str, typer.Option(help="How it was settled: refunded, written off, ...")],
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Settle a parked delivery outside payhooks: a payment parked for its amount (refunded in
-    the gateway's dashboard), or one its handler parked that will never apply (a refund or a
-    dispute of a payment never taken): recorded ignored, keeping your note. A callback waiting
-    for its gateway's API that the API will never settle: recorded refuted, nothing applied,
-    keeping your note. To apply a payment as paid instead, correct the expectation and replay
-    it."""
+    """Settle a parked delivery outside payhooks, keeping your note.
+
+    A payment parked for its amount (refunded in the gateway's dashboard), or one its handler
+    parked that will never apply (a refund or a dispute of a payment never taken): recorded
+    ignored, keeping your note. A callback waiting for its gateway's API that the API will never
+    settle: recorded refuted, nothing applied, keeping your note. To apply a payment as paid
+    instead, correct the expectation and replay it."""
     from payhooks.intake.expectations import NotAMismatch
     from payhooks.intake.expectations import resolve as settle
 
@@ -603,8 +609,9 @@ def console_command(
         ),
     ] = None,
 ) -> None:
-    """Serve the operator console for your app (Flask, or any app that cannot mount it) at
-    /console, on your app's database: payhooks' own tables are migrated first."""
+    """Serve the operator console for your app at /console, on your app's database.
+
+    For Flask, or any app that cannot mount it; payhooks' own tables are migrated first."""
     needing("the console", "console", "cli,console", "uvicorn", "payhooks.console")
     import uvicorn
 
@@ -667,11 +674,13 @@ def refunds_send(
     every: Every = 2.0,
     once: Once = False,
 ) -> None:
-    """Send the refund intents due to their gateways, each under its idempotency key, every
-    few seconds until stopped (SIGTERM, Ctrl-C): a call that timed out, an answer lost or a
-    sender killed mid-call is asked again with the same key, and refunds once. The intents
-    of a gateway whose API credentials are not set wait, unsent: each such gateway is named
-    on standard error (at start, and again as their count changes); with --once it exits 1."""
+    """Send the refund intents due to their gateways, each exactly once, until stopped.
+
+    Each under its idempotency key, every few seconds until stopped (SIGTERM, Ctrl-C): a call
+    that timed out, an answer lost or a sender killed mid-call is asked again with the same key,
+    and refunds once. The intents of a gateway whose API credentials are not set wait, unsent:
+    each such gateway is named on standard error (at start, and again as their count changes);
+    with --once it exits 1."""
     from payhooks.reconcile import refunding, running
 
     host(ctx).configure_logs()
@@ -736,8 +745,9 @@ def refunds_list(
     provider: Annotated[str, typer.Option(help="The gateway: razorpay, cashfree, ...")],
     database_url: DatabaseUrl = None,
 ) -> None:
-    """A payment's refund intents as JSON: amount, state, the gateway's refund id, attempts
-    and the last error."""
+    """Print a payment's refund intents as JSON.
+
+    Each with its amount, state, the gateway's refund id, attempts and the last error."""
     import dataclasses
 
     import psycopg
@@ -762,9 +772,11 @@ def refunds_cancel(
     by: Annotated[str, typer.Option(help="Who cancels it (kept with it).")],
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Cancel a refund intent stuck ``requested`` (a gateway that keeps failing its call): it
-    is never sent afterwards, and its amount is refundable again. Refused while a sender is
-    calling the gateway with it, and once the gateway has it. Prints the intent as JSON."""
+    """Cancel a refund intent stuck `requested`, making its amount refundable again.
+
+    For a gateway that keeps failing its call: the intent is never sent afterwards. Refused
+    while a sender is calling the gateway with it, and once the gateway has it. Prints the
+    intent as JSON."""
     import dataclasses
 
     import psycopg
@@ -800,9 +812,11 @@ app.add_typer(relay_app, name="relay")
 
 @relay_app.command("nats")
 def relay_nats(ctx: typer.Context, database_url: DatabaseUrl = None, once: Once = False) -> None:
-    """Publish every payment event applied to NATS JetStream (PAYHOOKS_RELAY_NATS_URL), in
-    each payment's order, under its message id (Nats-Msg-Id), until stopped (SIGTERM,
-    Ctrl-C); from its first start on, every event applied is queued for it."""
+    """Publish every payment event applied to NATS JetStream, until stopped.
+
+    To PAYHOOKS_RELAY_NATS_URL, in each payment's order, under its message id (Nats-Msg-Id);
+    stop it with SIGTERM or Ctrl-C. From its first start on, every event applied is queued for
+    it."""
     found = settings(ctx)
     nats = run(lambda: _client("nats", "payhooks.relay.nats"))
     options = nats.NatsOptions(
@@ -818,9 +832,11 @@ def relay_nats(ctx: typer.Context, database_url: DatabaseUrl = None, once: Once 
 def relay_rabbitmq(
     ctx: typer.Context, database_url: DatabaseUrl = None, once: Once = False
 ) -> None:
-    """Publish every payment event applied to RabbitMQ (PAYHOOKS_RELAY_RABBITMQ_URL), in each
-    payment's order, persistent, confirmed, under its message id, until stopped (SIGTERM,
-    Ctrl-C); from its first start on, every event applied is queued for it."""
+    """Publish every payment event applied to RabbitMQ, until stopped.
+
+    To PAYHOOKS_RELAY_RABBITMQ_URL, in each payment's order, persistent, confirmed, under its
+    message id; stop it with SIGTERM or Ctrl-C. From its first start on, every event applied is
+    queued for it."""
     found = settings(ctx)
     rabbitmq = run(lambda: _client("rabbitmq", "payhooks.relay.rabbitmq"))
     options = rabbitmq.RabbitOptions(
@@ -833,8 +849,7 @@ def relay_rabbitmq(
 
 @relay_app.command("status")
 def relay_status(ctx: typer.Context, database_url: DatabaseUrl = None) -> None:
-    """Each broker's channel: whether events are queued for it, how many wait, and how long
-    the oldest has waited, as JSON."""
+    """Print each broker's channel as JSON: queued or not, how many wait, the oldest's age."""
     from dataclasses import asdict
 
     from payhooks.operations import outbox
@@ -852,9 +867,10 @@ def relay_remove(
     ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Stop queueing payment events for a broker; a relay of it still running stops, saying
-    so (exit 1). The events already queued stay, for a relay to publish, unless
-    --drop-queued."""
+    """Stop queueing payment events for a broker.
+
+    A relay of it still running stops, saying so (exit 1). The events already queued stay, for a
+    relay to publish, unless --drop-queued."""
     from payhooks.operations import outbox
 
     if channel not in outbox.CHANNELS:

@@ -201,8 +201,9 @@ def migrate(
     ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Apply the numbered migrations not applied yet, in one transaction (safe to run
-    concurrently). Without --core: payhooks' own tables and the reference service's shop
+    """Apply the migrations not applied yet, in one transaction (safe to run concurrently).
+
+    Without --core: payhooks' own tables and the reference service's shop
     (orders, payments, refunds, carts, checkouts, outbox, ...), what `payhooks serve` runs on,
     and never your own app's database. With --core: payhooks' own tables alone, as
     payhooks.migrate(conn) applies them, beside your app's."""
@@ -313,9 +314,11 @@ def worker(
         int, typer.Option(min=1, help="Messages per SMTP session; parked deliveries per page.")
     ] = 100,
 ) -> None:
-    """The reference service's duties after commit: the outbox's emails and alerts, parked
-    deliveries, reconciliation, callbacks to confirm, refunds, captures, settlement reports,
-    and the purge once a day (--once: each once but the purge and the reports, for cron)."""
+    """Run the reference service's duties after commit, until stopped (--once: each once).
+
+    The outbox's emails and alerts, parked deliveries, reconciliation, callbacks to confirm,
+    refunds, captures, settlement reports, and the purge once a day (--once: each once but
+    the purge and the reports, for cron)."""
     needing("the worker", "service", "service", "payhooks.service.worker")
     from payhooks.service.worker import Worker
 

