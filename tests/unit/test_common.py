@@ -9,6 +9,11 @@ import pytest
 
 from payhooks.events import Provider
 from payhooks.gateways._common import optional_paise, refuse, require, require_secrets
+from payhooks.gateways.cashfree import Cashfree
+from payhooks.gateways.juspay import Juspay
+from payhooks.gateways.payu import PayU
+from payhooks.gateways.phonepe import PhonePe
+from payhooks.gateways.razorpay import Razorpay
 from payhooks.plumbing.errors import MalformedPayload
 
 P = Provider.CASHFREE
@@ -53,3 +58,21 @@ def test_require_secrets_refuses_none_or_an_empty_one(secrets):
 
 def test_require_secrets_takes_several():
     require_secrets(("new", "old"), "needs one")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda one: Razorpay(secrets=one),
+        lambda one: Cashfree(secrets=one),
+        lambda one: PayU(merchant_key="key", salts=one),
+        lambda one: PhonePe(credentials=one),
+        lambda one: Juspay(credentials=one),
+    ],
+    ids=["razorpay", "cashfree", "payu", "phonepe", "juspay"],
+)
+def test_one_secret_given_as_a_string_is_refused_not_read_as_one_per_character(make):
+    """``Razorpay(secrets="whsec_x")`` would verify a signature keyed with "w" alone: a string
+    is a sequence of one-character strings. It is refused at once, saying how to write it."""
+    with pytest.raises(TypeError, match=r"a tuple of strings, not one string"):
+        make("user:whsec_example")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 
@@ -217,13 +217,17 @@ def require(fields: Mapping[str, object], *, provider: Provider) -> None:
             raise MalformedPayload(provider, f"{field} is missing")
 
 
-def require_secrets(secrets: tuple[str, ...], refusal: str) -> None:
-    """An adapter needs at least one secret and no empty one: ``ValueError(refusal)``."""
+def require_secrets(secrets: Sequence[str], refusal: str) -> None:
+    """An adapter needs at least one secret and no empty one: ``ValueError(refusal)``. One
+    string given for them is a ``TypeError``: it is a sequence of one-character strings, and
+    each character would verify as a secret of its own."""
+    if isinstance(secrets, str | bytes):
+        raise TypeError(f"{refusal}, as a tuple of strings, not one string: (secret,)")
     if not secrets or any(s == "" for s in secrets):
         raise ValueError(refusal)
 
 
-def require_credentials(credentials: tuple[str, ...], *, missing: str, malformed: str) -> None:
+def require_credentials(credentials: Sequence[str], *, missing: str, malformed: str) -> None:
     """Static webhook credentials (Juspay's, PhonePe's): at least one, none empty
     (``ValueError(missing)``), each ``username:password`` with both parts non-empty, split
     at the first ':' as a password may hold more (``ValueError(malformed)``): one that is not
