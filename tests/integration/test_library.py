@@ -3,11 +3,14 @@ a claim inside the merchant's own transaction, on real PostgreSQL with real conc
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 import pytest
 
 import payhooks
 from payhooks import EventKind, Hooks, NotCommitted, Outcome, ingest, ingest_in_transaction
+from payhooks.intake import idempotency
 from payhooks.intake.idempotency import parked as parked_deliveries
 from payhooks.service import database
 from payhooks.sim.gateway import Delivery
@@ -120,6 +123,43 @@ def test_a_hook_that_parks_ends_the_chain_and_the_delivery_stays_parked(shop):
     receipt = ingest(shop, ADAPTERS[delivery.provider], delivery.body, delivery.headers, hooks)
     assert receipt.outcome is Outcome.PARKED and seen == ["parks"]
     assert [parked.event_id for parked in parked_deliveries(shop)] == [receipt.event.event_id]
+
+
+def parking() -> Hooks:
+    """A merchant's handler that parks every capture (no order for it yet)."""
+    hooks = Hooks()
+    hooks.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: payhooks.Applied(
+        outcome=Outcome.PARKED))  # fmt: skip
+    return hooks
+
+
+async def parked_async(url: str) -> idempotency.Listed:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as aconn:
+        return await idempotency.parked_async(aconn)
+
+
+@pytest.mark.parametrize("headers", ["null", "[1, 2]", "42"])
+def test_a_parked_delivery_whose_headers_do_not_read_is_listed_apart_never_the_lists_end(
+    shop, database_url, headers
+):
+    """``parked`` raised ``UnreadableRecord`` for the whole list when one row's kept headers
+    were no JSON object (never written by payhooks), where the console's list, the worker's
+    pass and the CLI go on past such a row: the others are listed, and that one beside them,
+    with why, on either connection."""
+    keys = []
+    for n in range(3):
+        delivery = capture(f"pay_unread00000{n}", f"order_unread{n}")
+        receipt = ingest(shop, ADAPTERS[delivery.provider], delivery.body, delivery.headers,
+                         parking())  # fmt: skip
+        keys.append(receipt.event.event_id)
+    shop.execute("UPDATE processed_webhooks SET headers = %s::jsonb WHERE event_id = %s",
+                 (headers, keys[1]))  # fmt: skip
+    for listed in (parked_deliveries(shop), asyncio.run(parked_async(database_url))):
+        assert [p.event_id for p in listed] == [keys[0], keys[2]]
+        [odd] = listed.unreadable
+        assert (odd.provider, odd.event_id, odd.event_type, odd.outcome) == (
+            "razorpay", keys[1], "payment.captured", "parked")  # fmt: skip
+        assert odd.reason == "its stored headers are not a JSON object"
 
 
 def test_a_hook_that_raises_leaves_nothing_and_the_retry_succeeds(shop):

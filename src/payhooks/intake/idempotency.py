@@ -13,6 +13,8 @@ receives its row, so the sync path (``payhooks.intake.ingest``) and the async on
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -30,6 +32,8 @@ from payhooks.plumbing.db import (
     run,
 )
 from payhooks.plumbing.errors import UnreadableRecord
+
+log = logging.getLogger("payhooks")
 
 
 class ClaimState(StrEnum):
@@ -292,20 +296,65 @@ FROM processed_webhooks WHERE event_id = %s AND (%s::text IS NULL OR provider = 
 """
 
 
-def parked(conn: Connection, limit: int = 10_000) -> list[Stored]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Unreadable:
+    """A parked delivery whose kept record this release cannot read again (its headers no JSON
+    object: never written by payhooks), and why: listed apart, beside the others."""
+
+    provider: str
+    event_id: str
+    event_type: str
+    outcome: str
+    processed_at: datetime
+    reason: str
+
+
+class Listed(list[Stored]):
+    """The parked deliveries that read, the list ``parked`` has always returned, and beside it
+    those that do not (``unreadable``): one row this release cannot read never ends the list of
+    the others, and is never left out unsaid (as ``confirmations.leased``'s ``Leased``)."""
+
+    __slots__ = ("unreadable",)
+    unreadable: list[Unreadable]
+
+    def __init__(self, readable: Iterable[Stored] = (), unreadable: Iterable[Unreadable] = ()):
+        super().__init__(readable)
+        self.unreadable = list(unreadable)
+
+
+def parked(conn: Connection, limit: int = 10_000) -> Listed:
     """The deliveries recorded ``parked`` (matched nothing yet, parked for their amount, or by
     a handler), oldest first, at most ``limit``: each a ``Stored`` with its gateway
     (``provider``), delivery key (``event_id``), ``event_type``, ``outcome`` ("parked"),
     ``processed_at``, and the verified ``body`` bytes and kept ``headers`` a replay parses
     again (``payhooks.intake.ingest.replay``). ``conn`` is any psycopg connection on the database
-    holding ``processed_webhooks``; it only reads. An empty list: nothing is parked."""
-    return [_stored(row) for row in query(conn, _PARKED, (limit,))]
+    holding ``processed_webhooks``; it only reads. A list (``Listed``): a delivery whose kept
+    headers do not read is not in it but in its ``unreadable`` (each an ``Unreadable``: the
+    same names, and the ``reason``), logged ``parked_unreadable``; the rest are listed all the
+    same. An empty list with nothing ``unreadable``: nothing is parked."""
+    return _listed(query(conn, _PARKED, (limit,)).fetchall())
 
 
-async def parked_async(conn: AsyncConnection, limit: int = 10_000) -> list[Stored]:
+async def parked_async(conn: AsyncConnection, limit: int = 10_000) -> Listed:
     """``parked`` on an async connection (a FastAPI or Starlette app's pool)."""
     cursor = await query_async(conn, _PARKED, (limit,))
-    return [_stored(row) for row in await cursor.fetchall()]
+    return _listed(await cursor.fetchall())
+
+
+def _listed(rows: Iterable[tuple[Any, ...]]) -> Listed:
+    """Each row read on its own: one that does not read is set apart, with why."""
+    listed = Listed()
+    for row in rows:
+        try:
+            listed.append(_stored(row))
+        except UnreadableRecord as exc:
+            provider, event_id, event_type, outcome, at = row[:5]
+            listed.unreadable.append(Unreadable(provider=provider, event_id=event_id,
+                                                event_type=event_type, outcome=outcome,
+                                                processed_at=at, reason=str(exc)))  # fmt: skip
+            log.warning("parked_unreadable", extra={"provider": provider, "event_id": event_id,
+                                                    "reason": str(exc)})  # fmt: skip
+    return listed
 
 
 def stored(conn: Connection, event_id: str, provider: str | None = None) -> list[Stored]:
