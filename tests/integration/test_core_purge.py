@@ -5,6 +5,7 @@ delivery's replay will meet; one purge at a time."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import threading
@@ -15,7 +16,7 @@ from psycopg.conninfo import make_conninfo
 
 import payhooks
 from payhooks import Applied, EventKind, Hooks, Outcome, ingest, ingest_in_transaction
-from payhooks.intake.expectations import resolve
+from payhooks.intake.expectations import expect_async, resolve
 from payhooks.intake.ingest import Receipt
 from payhooks.operations import retention
 from payhooks.plumbing.errors import RetentionTooShort
@@ -199,24 +200,36 @@ def test_the_timeline_finds_and_tells_a_settled_mismatch_after_its_delivery_is_p
         49_900, 100, "refunded in the dashboard")  # fmt: skip
 
 
-def ordered_and_purged(conn) -> None:
-    """A capture of ``order_kept`` (the merchant's reference ``ref-order_kept``) that the
-    merchant's handler answered with its order ``ORD-kept``, then 100 days on, purged: its
-    delivery and its expectation gone, its capture's record kept a refund's year."""
-    payhooks.expect(conn, "razorpay", "order_kept", 49_900, "INR", "ref-order_kept")
-    capture = GATEWAY.razorpay("payment.captured", payment_id="pay_kept", order_id="order_kept",
-                               amount_paise=49_900, event_id="evt_kept")  # fmt: skip
+def captured_and_ordered(conn, name: str) -> None:
+    """A capture ``pay_<name>`` of ``order_<name>`` that the merchant's handler answered with
+    its order ``ORD-<name>``."""
+    capture = GATEWAY.razorpay("payment.captured", payment_id=f"pay_{name}",
+                               order_id=f"order_{name}", amount_paise=49_900,
+                               event_id=f"evt_{name}")  # fmt: skip
     ordering = Hooks()
     ordering.on(EventKind.PAYMENT_CAPTURED)(
-        lambda conn, event: Applied(outcome=Outcome.PROCESSED, order_id="ORD-kept")
+        lambda conn, event: Applied(outcome=Outcome.PROCESSED, order_id=f"ORD-{name}")
     )
     receipt = ingest(conn, ADAPTERS[capture.provider], capture.body, capture.headers, ordering)
     assert receipt.outcome is Outcome.PROCESSED
+
+
+def purged_100_days_on(conn) -> None:
+    """Every delivery, expectation and payment's record made 100 days old, then purged."""
     for table, column in (("processed_webhooks", "processed_at"),
                           ("payhooks_expectations", "created_at"),
                           ("payhooks_payments", "applied_at")):  # fmt: skip
         conn.execute(f"UPDATE {table} SET {column} = now() - interval '100 days'".encode())
     retention.purge(conn, 90)
+
+
+def ordered_and_purged(conn) -> None:
+    """A capture of ``order_kept`` (the merchant's reference ``ref-order_kept``) that the
+    merchant's handler answered with its order ``ORD-kept``, then 100 days on, purged: its
+    delivery and its expectation gone, its capture's record kept a refund's year."""
+    payhooks.expect(conn, "razorpay", "order_kept", 49_900, "INR", "ref-order_kept")
+    captured_and_ordered(conn, "kept")
+    purged_100_days_on(conn)
     assert keys(conn, "processed_webhooks", "event_id") == []
     assert keys(conn, "payhooks_expectations", "gateway_order_id") == []
     assert keys(conn, "payhooks_payments", "payment_id") == ["pay_kept"]
@@ -260,6 +273,37 @@ def test_the_order_told_after_the_purge_names_its_payments_references(merchant):
     assert told.expected_kept is payment
     [answered] = timeline.answer(merchant, "ORD-kept")["orders"]
     assert answered["payments"][0]["bank_ref"] == bank_reference("pay_kept")
+
+
+async def expected_async(url: str, order: str, reference: str) -> None:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as aconn:
+        await expect_async(aconn, "razorpay", order, 49_900, "INR", reference)
+
+
+@pytest.mark.parametrize("path", ["sync", "async"])
+@pytest.mark.parametrize("before", [None, "ref-first"], ids=["recorded after", "corrected after"])
+def test_an_expectation_recorded_or_corrected_after_the_payment_is_what_its_record_keeps(
+    merchant, merchant_url, path, before
+):
+    """The reference the record keeps (what the search finds the payment by once the purge has
+    taken its delivery and expectation) was copied when the record was written: an
+    expectation recorded after the payment left it empty, one corrected after it left the
+    first reference."""
+    from payhooks.operations import timeline
+
+    if before is not None:
+        payhooks.expect(merchant, "razorpay", "order_late", 49_900, "INR", before)
+    captured_and_ordered(merchant, "late")
+    if path == "sync":
+        payhooks.expect(merchant, "razorpay", "order_late", 49_900, "INR", "ref-late")
+    else:
+        asyncio.run(expected_async(merchant_url, "order_late", "ref-late"))
+    kept = "SELECT reference FROM payhooks_payments WHERE payment_id = 'pay_late'"
+    assert merchant.execute(kept).fetchone() == ("ref-late",)
+    purged_100_days_on(merchant)
+    found = [(f.gateway_order_id, str(f.matched)) for f in timeline.find(merchant, "ref-late")]
+    assert found == [("order_late", "merchant reference")]
+    assert before is None or timeline.find(merchant, before) == []
 
 
 def test_old_payment_claims_go_unless_a_parked_delivery_of_the_payment_waits(merchant):

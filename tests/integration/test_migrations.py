@@ -69,6 +69,7 @@ CORE_MIGRATIONS = [
     "core/0034_credentials_unkept",
     "core/0035_settlement_line_types",
     "core/0036_references_kept",
+    "core/0037_references_follow_expectations",
 ]
 
 CORE_TABLES = {
@@ -375,6 +376,29 @@ def test_payment_records_keep_their_references_from_what_is_still_stored(conn):
     }
 
 
+def test_payment_records_take_the_reference_their_orders_expectation_names_now(conn):
+    """Core migration 0037 on records written before an expectation recorded or corrected
+    after them (empty, or the reference replaced): each takes the one its order's expectation
+    names; a record whose expectation is gone keeps its own."""
+    late, corrected, gone = purchase(conn), purchase(conn), purchase(conn)
+    for buy in (late, corrected, gone):
+        deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET reference = NULL WHERE payment_id = %s",
+                 (late.payment_id,))  # fmt: skip
+    conn.execute("UPDATE payhooks_payments SET reference = 'replaced' WHERE payment_id = ANY(%s)",
+                 ([corrected.payment_id, gone.payment_id],))  # fmt: skip
+    conn.execute("DELETE FROM payhooks_expectations WHERE gateway_order_id = %s",
+                 (gone.reference,))  # fmt: skip
+    (sql,) = [t for v, t in CORE.files() if v == "0037_references_follow_expectations"]
+    conn.execute(sql.encode())
+    records = "SELECT payment_id, reference FROM payhooks_payments"
+    assert dict(conn.execute(records).fetchall()) == {
+        late.payment_id: late.cart_id,
+        corrected.payment_id: corrected.cart_id,
+        gone.payment_id: "replaced",
+    }
+
+
 def migrate_before(conn: db.Connection, core: str, shop: str) -> None:
     """Each track's versions before ``core`` and ``shop``, recorded as ``migrate`` would."""
     conn.execute(
@@ -455,6 +479,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0034_credentials_unkept",
         "core/0035_settlement_line_types",
         "core/0036_references_kept",
+        "core/0037_references_follow_expectations",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"

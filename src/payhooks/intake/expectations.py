@@ -43,12 +43,29 @@ MONEY = frozenset(kind for kind in EventKind if kind.pays)
 MAX_ID_CHARS = 255
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
+# The expectation, and the merchant's reference on the records of the order's payments already
+# written (core migration 0036: what the search finds a payment by once the purge has taken its
+# delivery and expectation), in one statement: an expectation recorded or corrected after a
+# payment leaves no record with none, or with the one it replaced. The records are locked in
+# their key's order, as a dispute's report locks a payment's, and only those that name another.
 EXPECT = """
-INSERT INTO payhooks_expectations (provider, gateway_order_id, amount_paise, currency, reference)
-VALUES (%(provider)s, %(gateway_order_id)s, %(amount_paise)s, %(currency)s, %(reference)s)
-ON CONFLICT (provider, gateway_order_id) DO UPDATE
-    SET amount_paise = excluded.amount_paise, currency = excluded.currency,
-        reference = excluded.reference
+WITH expected AS (
+    INSERT INTO payhooks_expectations
+        (provider, gateway_order_id, amount_paise, currency, reference)
+    VALUES (%(provider)s, %(gateway_order_id)s, %(amount_paise)s, %(currency)s, %(reference)s)
+    ON CONFLICT (provider, gateway_order_id) DO UPDATE
+        SET amount_paise = excluded.amount_paise, currency = excluded.currency,
+            reference = excluded.reference
+), stale AS (
+    SELECT provider, payment_id, kind FROM payhooks_payments
+    WHERE provider = %(provider)s AND gateway_order_id = %(gateway_order_id)s
+      AND reference IS DISTINCT FROM %(reference)s
+    ORDER BY payment_id, kind
+    FOR NO KEY UPDATE
+)
+UPDATE payhooks_payments p SET reference = %(reference)s
+FROM stale s
+WHERE p.provider = s.provider AND p.payment_id = s.payment_id AND p.kind = s.kind
 """
 
 # The expectation of the order when this payment does not meet it, locked (FOR KEY SHARE) so
@@ -135,7 +152,8 @@ def _identifier(name: str, value: object) -> str:
 
 
 def expecting(expected: Expectation) -> Steps[None]:
-    """Record (or correct) what a gateway order must be paid."""
+    """Record (or correct) what a gateway order must be paid, and the merchant's reference
+    the records of its payments keep."""
     yield Statement(sql=EXPECT, params=asdict(expected), reads=False)
 
 
@@ -149,7 +167,9 @@ def expect(
 ) -> Expectation:
     """Tell payhooks what ``gateway_order_id`` must be paid, in the caller's transaction (it
     counts once that commits). Calling it again for the same order corrects it: a delivery
-    parked for its amount is applied when it is replayed after the correction."""
+    parked for its amount is applied when it is replayed after the correction. ``reference``
+    (the order's own id by default) is kept on the records of the order's payments, those
+    written already included: what the search finds them by after the purge."""
     expected = expectation(gateway, gateway_order_id, amount_paise, currency, reference)
     run(conn, expecting(expected))
     return expected
