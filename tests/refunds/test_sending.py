@@ -511,6 +511,58 @@ def test_a_sent_refund_that_cannot_be_asked_about_is_an_alert(core, database_url
     assert "1 being retried after an error" in alert.body
 
 
+def payu_answers_its_refund_as(api, rupees: str) -> None:
+    """PayU's ``check_action_status`` names the refund it made of the payment with another
+    amount (``amt``, rupees) than the intent asked for."""
+    [made] = api.money.refunds[(Provider.PAYU, PAYMENT[Provider.PAYU])]
+    made["amt"] = rupees
+
+
+def test_a_payu_refund_payu_reports_of_another_amount_is_never_recorded_processed(
+    core, database_url
+):
+    """The check of a sent PayU refund read its status alone, never its ``amt``: a refund PayU
+    reports refunded with another amount than asked was closed ``processed``, silently. Like an
+    answer about another refund, it says nothing of this one: asked again, its error kept,
+    and the refunds alert says so."""
+    from datetime import UTC, datetime
+
+    from payhooks.operations.alerts import refunds as refund_alerts
+
+    conn, api, url = core
+    paid(api, Provider.PAYU)
+    ask(conn, Provider.PAYU)
+    assert send(database_url, url).sent[Provider.PAYU] == 1  # queued: asked about later
+    payu_answers_its_refund_as(api, "100.00")
+    settle(conn, database_url, url)
+    (refund,) = refunds.of_payment(conn, Provider.PAYU, PAYMENT[Provider.PAYU])
+    assert refund.state is RefundState.SENT
+    assert "10000 paise, not the 49900 asked" in (refund.last_error or "")
+    [alert] = refund_alerts(conn, datetime.now(UTC))
+    assert "1 being retried after an error" in alert.body
+
+
+def test_a_payu_refund_found_under_its_token_with_another_amount_is_not_taken_as_sent(
+    core, database_url
+):
+    """After a lost answer the sender finds the refund PayU made under the intent's token
+    (``check_action_status`` by ``payuid``) and took it as this one whatever its ``amt``. One of
+    another amount is not taken: the intent stays ``requested``, its error kept, and nothing
+    is sent again."""
+    conn, api, url = core
+    paid(api, Provider.PAYU)
+    ask(conn, Provider.PAYU)
+    api.fail_after_acting(Provider.PAYU, Fault(status=503))
+    assert send(database_url, url).retried[Provider.PAYU] == 1
+    payu_answers_its_refund_as(api, "100.00")
+    due_now(conn)
+    assert send(database_url, url).retried[Provider.PAYU] == 1
+    (refund,) = refunds.of_payment(conn, Provider.PAYU, PAYMENT[Provider.PAYU])
+    assert (refund.state, refund.gateway_refund_id) == (RefundState.REQUESTED, None)
+    assert "10000 paise, not the 49900 asked" in (refund.last_error or "")
+    assert books(api, Provider.PAYU) == (1, 49_900)
+
+
 # --- no refusal on an answer payhooks cannot read -------------------------------------------
 
 HTML = b"<html><body>502 Bad Gateway</body></html>"

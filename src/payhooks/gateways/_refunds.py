@@ -114,6 +114,20 @@ class Refund:
     cancel_reason: str | None = None
 
 
+def same_amount(refund: Refund, found_paise: int, *, provider: Provider) -> None:
+    """A refund answer naming another amount than the intent asked for (a refund made of
+    another amount under the intent's key or id, the gateway's or a proxy's mix-up) says
+    nothing of the intent's refund: malformed, as an answer naming another refund is
+    (``_common.naming``), so never read as its state (made, processed or failed): asked again,
+    its words kept for a person."""
+    if found_paise != refund.amount_paise:
+        raise MalformedPayload(
+            provider,
+            f"refund answer names another amount: {found_paise} paise, not the "
+            f"{refund.amount_paise} asked",
+        )
+
+
 class RefundClient(Protocol):
     provider: Provider
 
@@ -196,4 +210,5 @@ __all__ = [
     "processed_delivery",
     "processed_key",
     "reread",
+    "same_amount",
 ]

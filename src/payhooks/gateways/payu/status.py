@@ -23,6 +23,7 @@ from payhooks.gateways._refunds import (
     RefundIncomplete,
     RefundRefused,
     Sent,
+    same_amount,
 )
 from payhooks.gateways._reports import (
     KEY_PREFIX,
@@ -240,7 +241,7 @@ class PayUClient:
         entity = child(doc, "transaction_details", request_id, request_id)
         if not isinstance(entity, dict):
             raise GatewayApiError(_P.value, f"no action status for request {request_id:.40}")
-        return parsed(self.provider, lambda: _refund_state(entity, request_id))
+        return parsed(self.provider, lambda: _refund_state(entity, request_id, refund))
 
     def _mihpayid(self, refund: Refund) -> str:
         """The ``mihpayid`` to refund: the one the intent names (``attempt_id``, from the
@@ -304,7 +305,7 @@ class PayUClient:
         if not made:
             return None
         request_id, entity = made[0]
-        return parsed(self.provider, lambda: _refund_state(entity, str(request_id)))
+        return parsed(self.provider, lambda: _refund_state(entity, str(request_id), refund))
 
     def _command(self, command: str, var1: str, **more: str) -> bytes:
         """A post-service call; ``var2``, ``var3`` are outside the hash (PayU hashes
@@ -454,11 +455,13 @@ def _request_id(doc: Mapping[str, Any], mihpayid: str) -> str:
     return found
 
 
-def _refund_state(entity: Mapping[str, Any], request_id: str) -> Sent:
-    """A refund action: ``success`` (any case) processed, ``failure`` failed (no money
-    went back), anything else on its way; an entry naming another request says nothing of
-    this one."""
+def _refund_state(entity: Mapping[str, Any], request_id: str, refund: Refund) -> Sent:
+    """A refund action of ``refund``: ``success`` (any case) processed, ``failure`` failed (no
+    money went back), anything else on its way. An entry naming another request, or another
+    amount (``amt``, rupees, the action's own: a payment's actions list its capture's and
+    each refund's: docs/providers.md, source [P8]), says nothing of this one."""
     naming(entity, "request_id", request_id, what="refund", provider=_P)
+    same_amount(refund, rupees(_P, entity.get("amt"), "amt"), provider=_P)
     status = text(_P, entity, "status").lower()
     if status == "failure":
         raise RefundFailed(
