@@ -1107,3 +1107,30 @@ def test_the_sender_running_names_the_intents_it_cannot_send_once_not_every_pass
         assert sender.alive()
     assert sender.popen.returncode == 0
     assert sender.output().count("Cashfree: 1 refund intent(s) waiting, not sent") == 1
+
+
+@pytest.mark.parametrize(
+    ("provider", "field", "another"),
+    [(Provider.RAZORPAY, "amount", 10_000), (Provider.CASHFREE, "refund_amount", 100.00)],
+    ids=["razorpay", "cashfree"],
+)
+def test_a_refund_found_after_a_lost_answer_with_another_amount_is_not_taken_as_sent(
+    core, database_url, provider, field, another
+):
+    """After a lost answer the sender finds the refund by the intent's key (Razorpay's note,
+    Cashfree's refund_id) and read its ids and status alone, as PayU's reader once did: one
+    of another amount was taken as this one. It is not: the intent stays ``requested``, its
+    error kept, and nothing is sent again."""
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_after_acting(provider, Fault(status=503))
+    assert send(database_url, url).retried[provider] == 1
+    [made] = api.money.refunds[(provider, PAYMENT[provider])]
+    made[field] = another
+    due_now(conn)
+    assert send(database_url, url).retried[provider] == 1
+    (refund,) = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert (refund.state, refund.gateway_refund_id) == (RefundState.REQUESTED, None)
+    assert "10000 paise, not the 49900 asked" in (refund.last_error or "")
+    assert api.money.made[(provider, PAYMENT[provider])] == 1

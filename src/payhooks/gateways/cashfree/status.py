@@ -14,7 +14,7 @@ import httpx
 
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import _reports
-from payhooks.gateways._common import naming, reference
+from payhooks.gateways._common import child, naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import (
     Refund,
@@ -22,6 +22,7 @@ from payhooks.gateways._refunds import (
     RefundRefused,
     Sent,
     failed_refund,
+    same_amount,
 )
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._settlements import INDIA, Page
@@ -234,6 +235,7 @@ def _refunded(entity: object, refund: Refund) -> Sent:
     CANCELLED or FAILED never."""
     naming(entity, "refund_id", refund.idempotency_key, what="refund", provider=_P)
     naming(entity, "order_id", refund.gateway_order_id or "", what="refund", provider=_P)
+    same_amount(refund, rupees(_P, child(entity, "refund_amount"), "refund_amount"), provider=_P)
     status = text(_P, entity, "refund_status")
     raw = entity.get("cf_refund_id") if isinstance(entity, dict) else None
     if status in {"CANCELLED", "FAILED"}:

@@ -15,7 +15,7 @@ from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import _reports
 from payhooks.gateways._common import child, naming, reference
 from payhooks.gateways._gateway import ApiCredentials
-from payhooks.gateways._refunds import Refund, RefundRefused, Sent, failed_refund
+from payhooks.gateways._refunds import Refund, RefundRefused, Sent, failed_refund, same_amount
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
 from payhooks.gateways._settlements import Page, days
 from payhooks.gateways._status import (
@@ -248,15 +248,23 @@ def _named(body: bytes, refund: Refund) -> Sent | None:
 
 
 def _sent(entity: object, refund: Refund) -> Sent:
-    """A refund entity of ``refund``'s payment (and, once made, its own ``id``): ``id``
-    (``rfnd_…``), ``status`` pending, processed or failed."""
+    """A refund entity of ``refund``'s payment (and, once made, its own ``id``) for its amount
+    (``amount``, integer paise): ``id`` (``rfnd_…``), ``status`` pending, processed or failed."""
     naming(entity, "payment_id", refund.payment_id, what="refund", provider=_P)
     if refund.gateway_refund_id is not None:
         naming(entity, "id", refund.gateway_refund_id, what="refund", provider=_P)
+    same_amount(refund, _paise(child(entity, "amount"), "refund"), provider=_P)
     status = text(_P, entity, "status")
     if status == "failed":
         raise failed_refund(_P, "Razorpay's refund failed", child(entity, "id"))
     return Sent(gateway_refund_id=text(_P, entity, "id"), processed=status == "processed")
+
+
+def _paise(amount: object, what: str) -> int:
+    """Razorpay's amounts are integer paise: anything else is malformed."""
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        raise MalformedPayload(_P, f"{what} amount is not paise")
+    return amount
 
 
 def _named_payment(entity: object, payment_id: str) -> object:
@@ -288,9 +296,7 @@ def _identify(entity: Any, order_id: str) -> tuple[str, str, object]:
 def _received(
     entity: Mapping[str, Any], order_id: str, kind: EventKind, status: str, payment_id: str
 ) -> Received:
-    amount = entity.get("amount")
-    if isinstance(amount, bool) or not isinstance(amount, int):
-        raise MalformedPayload(_P, f"payment {payment_id} amount is not paise")
+    amount = _paise(entity.get("amount"), f"payment {payment_id}")
     return received(
         _P, entity, kind=kind, status=status, payment_id=payment_id,
         merchant_ref=order_id, amount_paise=amount,
