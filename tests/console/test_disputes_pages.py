@@ -4,8 +4,11 @@ the gateway's dashboard, the cart's page telling the dispute and its order marke
 
 from __future__ import annotations
 
+import html
 import re
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from payhooks.events import Provider
 from payhooks.sim.deliveries import Disputed
@@ -140,3 +143,40 @@ def test_a_dispute_of_a_payment_the_shop_never_took_is_parked_and_still_listed(c
     client = console.logged_in()
     listed = client.get("/console/disputes")
     assert "disp_X" in listed.text
+
+
+def dispute_row(page: str, dispute_id: str) -> str:
+    """The text of the row of ``page``'s disputes table telling ``dispute_id``."""
+    found = re.search(rf"<tr[^>]*>(?:(?!</tr>).)*<code>{dispute_id}</code>.*?</tr>", page, re.S)
+    assert found, f"no row for {dispute_id}"
+    return html.unescape(" ".join(re.sub(r"<[^>]+>", " ", found.group(0)).split()))
+
+
+@pytest.mark.parametrize(
+    ("provider", "dispute_id", "stands", "reason"),
+    [
+        (Provider.RAZORPAY, "disp_WORDS", "opened (chargeback phase; Razorpay: open)",
+         "Goods or services not received, or received in part "
+         "(goods_or_services_not_received_or_partially_received)"),
+        (Provider.CASHFREE, "7700099", "opened (chargeback phase; Cashfree: CHARGEBACK_CREATED)",
+         "Goods or Services Not Provided (4855)"),
+    ],
+)  # fmt: skip
+def test_a_dispute_reads_the_same_on_the_disputes_page_and_its_carts_and_orders_pages(
+    console, conn, provider, dispute_id, stands, reason
+):
+    """The Disputes page said "opened (chargeback)", the cart's and the order's pages "opened
+    (open)" beside a phase column, and only the Disputes page took the underscores out of a
+    gateway's reason code: one dispute, three wordings, and a code no person reads."""
+    buy = paid(console, conn, provider)
+    dispute(console, buy, "opened", dispute_id, NOW + timedelta(days=3))
+    client = console.logged_in()
+    pages = {
+        "disputes": client.get("/console/disputes").text,
+        "cart": client.get(f"/console/carts/{buy.cart_id}").text,
+        "order": client.get(f"/console/orders/{provider.value}/{buy.reference}").text,
+    }
+    for name, page in pages.items():
+        row = dispute_row(page, dispute_id)
+        assert stands in row, (name, row)
+        assert reason in row, (name, row)

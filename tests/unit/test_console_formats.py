@@ -59,3 +59,49 @@ def test_a_deadline_says_how_long_is_left_or_how_long_overdue():
     assert until(datetime(2026, 12, 3, 9, 40, tzinfo=UTC), now) == "in 40 min"
     assert until(datetime(2026, 12, 3, 6, 0, tzinfo=UTC), now) == "overdue by 3 h"
     assert until(None, now) == "—"
+
+
+def held(**fields: object):
+    """A dispute as payhooks holds it, opened on a Razorpay chargeback unless told otherwise."""
+    from payhooks.intake.disputes import Dispute
+
+    at = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
+    row = {"provider": "razorpay", "dispute_id": "disp_1", "payment_id": "pay_1",
+           "gateway_order_id": None, "status": "opened", "phase": "chargeback",
+           "gateway_status": "open", "amount_paise": 100, "currency": "INR", "reason": None,
+           "respond_by": None, "lost_paise": 0, "event_id": "evt_1", "opened_at": at,
+           "updated_at": at, "closed_at": None}  # fmt: skip
+    return Dispute(**{**row, **fields})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        ("13.1: Goods Not Received", "Goods Not Received (13.1)"),
+        ("non_matching_account_number",
+         "Account number does not match (non_matching_account_number)"),
+        ("processed_invalid_expired_card: Card expired",
+         "Card expired (processed_invalid_expired_card)"),
+        ("a_code_razorpay_adds_later", "a_code_razorpay_adds_later"),
+        ("Fraud suspected: card stolen", "Fraud suspected: card stolen"),
+        (None, "—"),
+    ],
+)  # fmt: skip
+def test_a_disputes_reason_is_said_in_words_with_its_code_beside(reason, said):
+    """A description the gateway sent, else the words for a code payhooks knows; a code it
+    does not know, or a description with no code before it, as it came."""
+    from payhooks.console.formats import dispute_words
+
+    assert dispute_words(held(reason=reason)).reason == said
+
+
+def test_where_a_dispute_stands_names_its_phase_and_the_gateways_own_word():
+    from payhooks.console.formats import dispute_words
+
+    lost = held(provider="cashfree", status="lost", phase="pre_arbitration",
+                gateway_status="PRE_ARBITRATION_MERCHANT_ACCEPTED")  # fmt: skip
+    assert dispute_words(lost).stands == (
+        "lost (pre-arbitration phase; Cashfree: PRE_ARBITRATION_MERCHANT_ACCEPTED)"
+    )
+    bare = held(status="action_required", phase=None, gateway_status=None)
+    assert dispute_words(bare).stands == "action required"

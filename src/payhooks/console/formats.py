@@ -1,17 +1,21 @@
 """How the console writes times and money: in the operators' zone, named on every time (IST by
 default), and rupees grouped the Indian way (₹12,34,567.00), as operators and customers in
-India read them."""
+India read them; and a dispute, in the same words on every page that tells it."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from urllib.parse import parse_qsl
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from markupsafe import Markup, escape
 
+from payhooks.gateways import GATEWAYS
+from payhooks.intake.disputes import Dispute
 from payhooks.plumbing.errors import PayhooksError
 
 DEFAULT_TIMEZONE = "Asia/Kolkata"
@@ -127,10 +131,51 @@ def breakable(text: object) -> Markup:
     return Markup("").join(parts)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisputeWords:
+    """A dispute as every console page tells it (``dispute_words``)."""
+
+    stands: str
+    """Where it stands in payhooks' words, with its phase and the gateway's own word:
+    ``opened (chargeback phase; Razorpay: open)``."""
+    reason: str
+    """Why it was raised, in words where the gateway's code is known, the code kept beside:
+    ``Duplicate Processing (12.6.1)``; a code payhooks has no words for, as it came."""
+
+
+def dispute_words(dispute: Dispute) -> DisputeWords:
+    """The words the Disputes page and an order's or a cart's page both tell ``dispute`` in:
+    one dispute never reads two ways, nor as a bare code where its meaning is known."""
+    known = next((g for p, g in GATEWAYS.items() if p.value == dispute.provider), None)
+    title = dispute.provider if known is None else known.title
+    said = [f"{dispute.phase.replace('_', '-')} phase"] if dispute.phase else []
+    said += [f"{title}: {dispute.gateway_status}"] if dispute.gateway_status else []
+    stands = dispute.status.replace("_", " ") + (f" ({'; '.join(said)})" if said else "")
+    reasons = {} if known is None else known.dispute_reasons
+    return DisputeWords(stands=stands, reason=_reason(dispute.reason, reasons))
+
+
+_CODE = re.compile(r"\S+")
+
+
+def _reason(reason: str | None, known: Mapping[str, str]) -> str:
+    """A reason as kept (the gateway's code and description, ``code: description``, or one of
+    them alone): its description, else the words for a known code, then the code."""
+    if not reason:
+        return "—"
+    code, _, description = reason.partition(": ")
+    if description and _CODE.fullmatch(code):
+        return f"{description} ({code})"
+    words = known.get(reason)
+    return reason if words is None else f"{words} ({reason})"
+
+
 __all__ = [
     "DEFAULT_TIMEZONE",
+    "DisputeWords",
     "UnknownTimezone",
     "breakable",
+    "dispute_words",
     "grouped",
     "hour",
     "readable_body",

@@ -399,6 +399,7 @@ class Console:
         self.templates.filters["rupees"] = rupees
         self.templates.filters["breakable"] = formats.breakable
         self.templates.filters["until"] = formats.until
+        self.templates.globals["dispute_words"] = formats.dispute_words
         self.templates.globals["zone_name"] = views.timezone
         self.templates.globals["answers"] = list(health.Answer)
         self.templates.tests["moment"] = lambda value: isinstance(value, datetime)

@@ -3,7 +3,7 @@ its status API is, how its references look. Pure: names and functions, no I/O.""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
@@ -142,6 +142,9 @@ class Gateway:
     """Where a person answers its disputes (its merchant dashboard's Disputes page, by the
     dispute's id), when payhooks takes its dispute webhooks; None for a gateway whose
     documentation publishes none payhooks can take (docs/providers.md, "Disputes")."""
+    dispute_reasons: Mapping[str, str] = field(default_factory=dict)
+    """Its dispute reason codes in words, for those it sends without a description of its
+    own (Razorpay's ``reason_code``); a code sent with one is read by that description."""
 
     def adapter(self, found: Found) -> Adapter | None:
         """The adapter when every setting holds something; None when none does (the gateway

@@ -10,7 +10,13 @@ from payhooks.gateways._common import MAX_JSON_BODY_BYTES
 from payhooks.gateways._gateway import Gateway, from_secrets, secret, status_api
 from payhooks.gateways._settlements import Settles
 from payhooks.gateways.razorpay import settlements
-from payhooks.gateways.razorpay.adapter import EVENT_ID_HEADER, SIGNATURE_HEADER, Razorpay, sign
+from payhooks.gateways.razorpay.adapter import (
+    DISPUTE_REASONS,
+    EVENT_ID_HEADER,
+    SIGNATURE_HEADER,
+    Razorpay,
+    sign,
+)
 
 RAZORPAY = Gateway(
     provider=Provider.RAZORPAY,
@@ -28,6 +34,7 @@ RAZORPAY = Gateway(
     sends_refunds=True,  # under its idempotency key (docs/providers.md, "Refunds")
     captures_authorized=True,  # manual capture (docs/providers.md, "Captures")
     disputes_dashboard="https://dashboard.razorpay.com/",  # Transactions > Disputes
+    dispute_reasons=DISPUTE_REASONS,
     settles=Settles(
         # "T+2 working days by default": four calendar days when a weekend falls between.
         cycle=timedelta(days=4),

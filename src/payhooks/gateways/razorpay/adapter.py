@@ -38,6 +38,16 @@ DISPUTE_KINDS: Mapping[str, EventKind] = {
 """Razorpay's dispute webhooks (docs/providers.md, "Disputes"): the event names the status;
 ``action_required`` comes with the dispute's status still ``open``."""
 
+DISPUTE_REASONS: Mapping[str, str] = {
+    "goods_or_services_not_received_or_partially_received": (
+        "Goods or services not received, or received in part"
+    ),
+    "non_matching_account_number": "Account number does not match",
+    "processed_invalid_expired_card": "Processed with an invalid or expired card",
+}
+"""The ``reason_code`` values of Razorpay's dispute samples (tests/data/razorpay/disputes), in
+words: Razorpay sends a code alone, its ``reason_description`` only sometimes."""
+
 
 def sign(body: bytes, secret: str) -> str:
     """The signature Razorpay sends for ``body``: what tests and the demo gateway need."""
@@ -248,4 +258,11 @@ def _keyed(headers: Mapping[str, str], event_type: str, body: bytes, *ids: objec
     )
 
 
-__all__ = ["DISPUTE_KINDS", "EVENT_ID_HEADER", "SIGNATURE_HEADER", "Razorpay", "sign"]
+__all__ = [
+    "DISPUTE_KINDS",
+    "DISPUTE_REASONS",
+    "EVENT_ID_HEADER",
+    "SIGNATURE_HEADER",
+    "Razorpay",
+    "sign",
+]
