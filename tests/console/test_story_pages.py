@@ -564,3 +564,31 @@ def test_a_cart_or_reference_not_found_is_said_without_repeating_the_address(con
     assert answer.status_code == 404
     assert "Call +91" not in answer.text and "x" * 50 not in answer.text
     assert "No such" in answer.text and "is recorded" in answer.text
+
+
+def test_a_utr_found_after_the_purge_is_shown_on_its_cart_which_links_to_its_order(console, conn):
+    """After the purge a search by UTR (found from the payment's kept record) opened the cart,
+    whose page showed the UTR nowhere (it was on the purged delivery's entry alone) and did not
+    link to the gateway order's page, which shows it."""
+    from payhooks.operations import retention
+    from payhooks.sim.gateway import bank_reference
+    from tests.console.test_console_lists import listed
+
+    buy = purchase(conn)
+    assert send(console, buy.captured()).json()["status"] == "processed"
+    logged(console, 1)
+    conn.execute("UPDATE processed_webhooks SET processed_at = now() - interval '100 days'")
+    conn.execute("UPDATE payhooks_deliveries SET received_at = now() - interval '100 days'")
+    retention.purge(conn, 90)
+    assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+    utr = bank_reference(buy.payment_id)
+    client = console.logged_in()
+    found = client.get("/console/search", params={"q": utr})
+    assert found.headers["location"] == f"/console/carts/{buy.cart_id}?q={utr}"
+    page = client.get(found.headers["location"]).text
+    [row] = listed(page, "story-payments")
+    assert buy.payment_id in row and utr in row, row
+    order = f"/console/orders/razorpay/{buy.reference}"
+    table = page.split('id="story-payments"', 1)[1].split("</table>", 1)[0]
+    assert f'href="{order}"' in table
+    assert utr in listed(client.get(order).text, "payments")[0]

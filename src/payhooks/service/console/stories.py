@@ -98,11 +98,12 @@ _CART = "SELECT * FROM carts WHERE id = %s"
 _ITEMS = "SELECT sku, quantity, price_paise FROM cart_items WHERE cart_id = %s ORDER BY sku"
 _CHECKOUTS = "SELECT * FROM checkouts WHERE cart_id = %s ORDER BY created_at"
 # Each payment with what is left to refund of it (``double_refunds.REFUNDABLE``): the amount
-# its Refund button asks for.
+# its Refund button asks for; its gateway order (whose page tells it from the core's tables)
+# and its UTR/RRN, kept on its record past the purge of its deliveries (core 0036).
 _PAYMENTS = f"""
-SELECT p.*, {double_refunds.REFUNDABLE} AS refundable_paise FROM payments p
-LEFT JOIN payhooks_payments c ON c.provider = p.provider AND c.payment_id = p.payment_id
-    AND c.kind = 'payment_captured'
+SELECT p.*, {double_refunds.REFUNDABLE} AS refundable_paise,
+       {double_refunds.ORDER} AS gateway_order_id, c.bank_ref
+FROM payments p {double_refunds.RECORD}
 """
 _CART_PAYMENTS = _PAYMENTS + "WHERE p.cart_id = %s ORDER BY p.created_at"
 # The payments the cart's deliveries name that the shop did not tie to the cart.
