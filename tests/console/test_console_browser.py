@@ -459,3 +459,49 @@ def test_every_timeline_value_lies_inside_its_card(console, browser, conn, width
             assert page.evaluate(OUTSIDE_ITS_CARD) == [], address
     finally:
         context.close()
+
+
+def in_sight(page: Page, expected: set[str]) -> None:
+    """Every button of the page's main part is one of ``expected``, all of them are there, and
+    each lies inside a 390 px screen's width (its bounding box as the browser lays it out)."""
+    buttons = page.locator("main button").all()
+    assert {b.inner_text() for b in buttons} == expected, page.url
+    for button in buttons:
+        at = button.bounding_box()
+        assert at is not None, (page.url, button.inner_text())
+        said = (page.url, button.inner_text(), at)
+        assert at["x"] >= 0 and at["x"] + at["width"] <= 390, said
+
+
+def test_every_action_is_in_sight_on_a_phone(console, browser, conn):
+    """At 390 px the Parked page's Replay, Settle and Link and replay sat 1,040 px from the
+    left, and a cart's Refund 850 px, inside tables scrolling sideways with nothing to say
+    they were there. A table with actions is one card a row on a phone now: every action of
+    the parked, dead letters, order and cart pages is inside the screen's width."""
+    parked_delivery(console)  # no checkout: Replay, Settle, Link and replay
+    short = purchase(conn)
+    send(console, short.captured(amount_paise=100))  # parked for its amount: Replay, Settle
+    buy = purchase(conn)
+    send(console, buy.captured())
+    send(console, buy.captured(payment_id="pay_second000001"))  # a double payment: Refund
+    conn.execute("UPDATE outbox SET failed_at = now(), last_error = 'recipient refused: [550]'")
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        page.goto(f"{console.base_url}/console/parked")
+        in_sight(page, {"Replay", "Settle", "Link and replay"})
+        shot(page, "parked-phone")
+        page.goto(f"{console.base_url}/console/orders/razorpay/{short.reference}")
+        in_sight(page, {"Replay", "Settle"})
+        page.goto(f"{console.base_url}/console/dead")
+        in_sight(page, {"Retry all", "Retry", "Send to this address"})
+        page.goto(f"{console.base_url}/console/carts/{buy.cart_id}")
+        in_sight(page, {"Refund ₹499.00", "Retry"})  # Retry: the timeline's dead letters
+        shot(page, "cart-phone")
+        page.get_by_label("money goes back to the customer").check()
+        page.get_by_role("button", name="Refund ₹499.00").click()
+        expect(page.get_by_role("status")).to_contain_text("Refund asked for")
+        in_sight(page, {"Cancel refund", "Retry"})
+    finally:
+        context.close()

@@ -46,7 +46,7 @@ def paid_by(console, conn, email: str) -> str:
 def dead_page_rows(client) -> list[str]:
     page = client.get("/console/dead").text
     table = page[page.index("<table") :]
-    found = re.findall(r"<tr>\s*<td>(.*?)</tr>", table, re.S)
+    found = re.findall(r"<tr>\s*<td[^>]*>(.*?)</tr>", table, re.S)
     return [html.unescape(" ".join(re.sub(r"<[^>]+>", " ", r).split())) for r in found]
 
 

@@ -242,7 +242,7 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
     with logged_in(shop, merchant_url) as client:
         parked = client.get(f"{CONSOLE}/parked").text
         assert "no checkout" in parked
-        assert '<td class="amount">₹499.00</td>' in parked  # read from the stored body
+        assert re.search(r'<td class="amount"[^>]*>₹499.00</td>', parked)  # from the stored body
         [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
         raw = client.get(f"{CONSOLE}/deliveries/razorpay/{event_id}").text
         assert f'href="{CONSOLE}/orders/razorpay/{REF}" id="story-link"' in raw
