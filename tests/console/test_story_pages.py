@@ -592,3 +592,36 @@ def test_a_utr_found_after_the_purge_is_shown_on_its_cart_which_links_to_its_ord
     table = page.split('id="story-payments"', 1)[1].split("</table>", 1)[0]
     assert f'href="{order}"' in table
     assert utr in listed(client.get(order).text, "payments")[0]
+
+
+@pytest.mark.parametrize("headers", ["[1, 2]", "null"])
+def test_a_parked_delivery_that_does_not_read_is_not_linked_and_the_notice_says_why(
+    console, conn, headers
+):
+    """Link and replay checked the cart out under the delivery's reference, then found the
+    stored record unreadable and said only "Cannot replay": the cart stayed checked out with
+    this gateway for a delivery that can never apply (refused to any other delivery as taken),
+    and the notice did not say it was. Nothing is linked now, and the notice says why."""
+    from tests.console.test_console_http import parked_delivery
+
+    cart_id = cart_for(conn, "carol@example.com")
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    conn.execute("UPDATE processed_webhooks SET headers = %s::jsonb", (headers,))
+    client = console.logged_in()
+    answer = client.post(
+        "/console/parked/link", data=link_form(console, client, event_id, cart_id, confirm="yes")
+    )
+    assert rows(console, "SELECT count(*) FROM checkouts") == [(0,)]
+    assert rows(console, "SELECT count(*) FROM payhooks_expectations") == [(0,)]
+    assert location(answer).startswith("/console/parked?notice=not_replayable&")
+    page = client.get(answer.headers["location"]).text
+    notice = re.search(r'<div class="card notice" role="status">(.*?)</div>', page, re.S)
+    assert notice, "no notice"
+    said = html.unescape(" ".join(re.sub(r"<[^>]+>", " ", notice.group(1)).split()))
+    assert "Not linked" in said and "the cart is left as it was" in said, said
+    assert "its stored headers are not a JSON object" in said, said
+    done = "SELECT action, result FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, done) == [
+        ("link", "not_replayable: its stored headers are not a JSON object")
+    ]

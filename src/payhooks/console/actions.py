@@ -86,12 +86,16 @@ class Done(StrEnum):
     FETCH_FAILED = "fetch_failed"
     NO_FETCH = "no_fetch"
     BUSY = "busy"
+    NOT_REPLAYABLE = "not_replayable"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Result:
     done: Done
     order_id: str | None = None
+    why: str | None = None
+    """Why it came to that, where its sentence needs it said (``NOT_REPLAYABLE``: what the
+    stored delivery does not read for)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,7 +158,7 @@ def parked(
 
 def _parked(row: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> Parked:
     body, headers = bytes(row.pop("body")), row.pop("headers")
-    event, unread = _read(adapters, row["provider"], row["event_id"], body, headers)
+    event, unread = read(adapters, row["provider"], row["event_id"], body, headers)
     return Parked(
         **row,
         amount_paise=None if event is None else event.amount_paise,
@@ -164,12 +168,12 @@ def _parked(row: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> Parked
     )
 
 
-def _read(
+def read(
     adapters: Mapping[Provider, Adapter], provider: str, event_id: str, body: bytes, headers: Any
 ) -> tuple[Event | None, str | None]:
-    """The stored delivery's event, or None and why it does not read: a row the list cannot
-    read is shown so, never the end of the list (the worker's parked pass goes on past the
-    same rows)."""
+    """The stored delivery's event, or None and why it does not read (as a replay would read
+    it): a row the list cannot read is shown so, never the end of the list (the worker's parked
+    pass goes on past the same rows), and an action that would replay it can say so first."""
     try:
         kept = idempotency.stored_headers(headers)
         return received_again(

@@ -177,6 +177,10 @@ NOTICES = {
     actions.Done.NO_REASON: "Nothing done: say why it is cancelled.",
     actions.Done.BULK_REPLAYED: "Replayed in bulk: each delivery is a line of the action log.",
     actions.Done.LINKED: "Linked: the cart is checked out under the delivery's reference.",
+    actions.Done.NOT_REPLAYABLE: (
+        "Not linked: this delivery cannot be replayed ({why}), so the cart is left as it was "
+        "and the delivery stays parked; settle it once it is handled outside payhooks."
+    ),
     actions.Done.NOT_LINKABLE: (
         "Cannot link: this delivery names no gateway reference to check a cart out under."
     ),
@@ -1121,11 +1125,17 @@ async def queue(
 
 
 def go_back(
-    request: Request, back: str, done: actions.Done, *, about: tuple[str, str] | None = None
+    request: Request,
+    back: str,
+    done: actions.Done,
+    *,
+    about: tuple[str, str] | None = None,
+    why: str | None = None,
 ) -> RedirectResponse:
-    """After an action, back to the console page it was taken on, saying how it went and, for
-    a delivery (``about``: its gateway and key), which. ``back`` is a console address as the
-    browser sent it, or one below the root (``/parked``)."""
+    """After an action, back to the console page it was taken on, saying how it went, why
+    where its sentence says (``{why}`` in ``NOTICES``), and, for a delivery (``about``: its
+    gateway and key), which. ``back`` is a console address as the browser sent it, or one below
+    the root (``/parked``)."""
     prefix = prefix_of(request.scope)
     if back == prefix:
         back = prefix + "/"
@@ -1134,6 +1144,8 @@ def go_back(
     said = {"notice": done.value}
     if about is not None:
         said |= {"provider": about[0], "event_id": about[1]}
+    if why is not None:
+        said |= {"why": why}
     return _redirect(f"{local(back, prefix).split('?')[0]}?{signed(request, said)}")
 
 
@@ -1183,13 +1195,16 @@ class About:
 
 
 def notice_of(request: Request) -> dict[str, str | About | None]:
-    """What the action just taken came to, and the delivery it was taken on: a gateway this
-    console knows and a key of a length it keeps, or nothing named. Only a notice ``signed``
-    for this session is shown: a link cannot make the page say an action was taken."""
-    said = verified(request, ("notice", "provider", "event_id")) or {}
+    """What the action just taken came to (and why, where its sentence says), and the delivery
+    it was taken on: a gateway this console knows and a key of a length it keeps, or nothing
+    named. Only a notice ``signed`` for this session is shown: a link cannot make the page say
+    an action was taken, nor why."""
+    said = verified(request, ("notice", "provider", "event_id", "why")) or {}
     code = said.get("notice")
     known = {d.value: text for d, text in NOTICES.items()}
     text = known.get(code or "")
+    if text:
+        text = text.replace("{why}", said.get("why") or "its page says why")
     provider = said.get("provider", "")
     event_id = said.get("event_id", "")
     named = text and provider in actions.PROVIDERS and 0 < len(event_id) <= MAX_FIELD_CHARS

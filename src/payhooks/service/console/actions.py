@@ -6,7 +6,7 @@ recorded with the operator's name like the core's (``payhooks.console.actions``)
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,11 +19,13 @@ from payhooks.console.actions import (
     Parked,
     Replay,
     Result,
+    read,
     record,
     replay_parked,
 )
 from payhooks.console.formats import rupees
 from payhooks.events import Provider
+from payhooks.gateways import Adapter
 from payhooks.plumbing.db import Connection, shaped_rows
 from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
 from payhooks.refunding import refunds
@@ -277,13 +279,15 @@ def why(found: Candidate, row: Parked) -> str:
 
 
 _PARKED_RECORD = """
-SELECT merchant_ref, outcome FROM processed_webhooks WHERE provider = %s AND event_id = %s
+SELECT merchant_ref, outcome, body, headers FROM processed_webhooks
+WHERE provider = %s AND event_id = %s
 """
 
 
 def link_parked(
     conn: Connection,
     replay: Replay,
+    adapters: Mapping[Provider, Adapter],
     *,
     provider: str,
     event_id: str,
@@ -292,25 +296,38 @@ def link_parked(
 ) -> Result:
     """Check the cart out under the parked delivery's reference (``carts.checkout``, as the
     shop does at checkout), then replay the delivery through the same claim as any replay:
-    the cart's expectation decides, so a delivery of another amount stays parked for it."""
-    linked = _linked(conn, provider, event_id, cart_id)
-    record(conn, operator, "link", provider, event_id, linked)
+    the cart's expectation decides, so a delivery of another amount stays parked for it. A
+    delivery that cannot be replayed (its stored record does not read with ``adapters``, as
+    the replay would read it) is not linked: its checkout would hold the cart for a payment
+    that never applies, refused to any other delivery as taken."""
+    linked = _linked(conn, adapters, provider, event_id, cart_id)
+    said = None if linked.why is None else f"{linked.done.value}: {linked.why}"
+    record(conn, operator, "link", provider, event_id, linked, said)
     if linked.done is not Done.LINKED:
         return linked
     return replay_parked(conn, replay, provider=provider, event_id=event_id, operator=operator)
 
 
-def _linked(conn: Connection, provider: str, event_id: str, cart_id: str) -> Result:
+def _linked(
+    conn: Connection,
+    adapters: Mapping[Provider, Adapter],
+    provider: str,
+    event_id: str,
+    cart_id: str,
+) -> Result:
     if provider not in PROVIDERS:
         return Result(done=Done.NOT_FOUND)  # nothing recorded for a gateway no one serves
     row = conn.execute(_PARKED_RECORD, (provider, event_id)).fetchone()
     if row is None:
         return Result(done=Done.NOT_FOUND)
-    reference, outcome = row
+    reference, outcome, body, headers = row
     if outcome != "parked":
         return Result(done=Done.ALREADY_APPLIED)
     if reference is None:
         return Result(done=Done.NOT_LINKABLE)
+    _, why = read(adapters, provider, event_id, bytes(body), headers)
+    if why is not None:
+        return Result(done=Done.NOT_REPLAYABLE, why=why)
     try:
         carts.checkout(conn, cart_id, Provider(provider), reference)
     except NotFound:

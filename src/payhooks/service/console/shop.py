@@ -331,16 +331,18 @@ async def link(
     about = (provider, event_id)
     if confirm != "yes":
         return go_back(request, back or "/parked", Done.NOT_CONFIRMED, about=about)
+    adapters = _adapters(request)
     result = await run(
         request,
         actions.link_parked,
-        _replay_with(_adapters(request)),
+        _replay_with(adapters),
+        adapters,
         provider=provider,
         event_id=event_id,
         cart_id=cart_id.strip(),
         operator=session.operator,
     )
-    return go_back(request, back or "/parked", result.done, about=about)
+    return go_back(request, back or "/parked", result.done, about=about, why=result.why)
 
 
 @_shop.post("/payments/refund", dependencies=[Depends(csrf)])
