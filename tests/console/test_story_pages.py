@@ -376,6 +376,8 @@ def test_a_parked_delivery_that_does_not_read_says_so_on_its_page_and_when_repla
     answer = client.post("/console/parked/replay", data={
         "csrf": csrf_of(parked), "provider": provider, "event_id": event_id})  # fmt: skip
     assert location(answer).startswith("/console/parked?notice=unreadable&")
+    said = client.get(answer.headers["location"]).text
+    assert "cannot be read any more (its stored headers are not a JSON object)" in said
 
 
 def test_an_open_cart_of_the_same_amount_is_the_candidate(console, conn):

@@ -94,8 +94,8 @@ class Result:
     done: Done
     order_id: str | None = None
     why: str | None = None
-    """Why it came to that, where its sentence needs it said (``NOT_REPLAYABLE``: what the
-    stored delivery does not read for)."""
+    """Why it came to that, where its sentence needs it said (``NOT_REPLAYABLE`` and
+    ``UNREADABLE``: what the stored delivery does not read for)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -317,7 +317,7 @@ def failure(exc: Exception, event_id: str) -> Result:
         return Result(done=Done.HANDLER_COMMITTED)
     if isinstance(exc, PayhooksError):
         log.warning("console_replay_failed", extra={"event_id": event_id, "error": str(exc)})
-        return Result(done=Done.UNREADABLE)
+        return Result(done=Done.UNREADABLE, why=str(exc))
     log.exception("console_replay_handler_failed", extra={"event_id": event_id})
     return Result(done=Done.HANDLER_FAILED)
 

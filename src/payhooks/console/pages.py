@@ -122,7 +122,7 @@ NOTICES = {
     ),
     actions.Done.NOT_FOUND: "Nothing to do: no such delivery is recorded.",
     actions.Done.NOT_CONFIGURED: "Cannot replay: this gateway has no secret configured here.",
-    actions.Done.UNREADABLE: "Cannot replay: the stored delivery cannot be read any more.",
+    actions.Done.UNREADABLE: "Cannot replay: the stored delivery cannot be read any more ({why}).",
     actions.Done.HANDLER_FAILED: (
         "Replay failed with an error (the app's logs say which, under "
         "console_replay_handler_failed); nothing was kept, and the delivery stays parked."
@@ -1044,7 +1044,9 @@ async def replay(
     request: Request, session: Session, provider: Field, event_id: Field, back: Field = ""
 ) -> Response:
     result = await replay_one(request, session.operator, provider, event_id)
-    return go_back(request, back or "/parked", result.done, about=(provider, event_id))
+    return go_back(
+        request, back or "/parked", result.done, about=(provider, event_id), why=result.why
+    )
 
 
 async def replay_one(
@@ -1114,7 +1116,9 @@ async def settle(
         note=note.strip(),
         operator=session.operator,
     )
-    return go_back(request, back or "/parked", result.done, about=(provider, event_id))
+    return go_back(
+        request, back or "/parked", result.done, about=(provider, event_id), why=result.why
+    )
 
 
 async def queue(
