@@ -645,8 +645,31 @@ def test_the_chart_counts_each_class_of_answer(console, conn):
     log_lines(conn, "payu", 401, "signature_mismatch", 1)
     page = console.logged_in().get("/console").text
     card = page[page.index('data-provider="payu"') :]
-    assert "applied 4 · duplicate 2 · parked 0 · signature refused 1" in card
+    assert "applied 4 · waiting 0 · duplicate 2 · parked 0 · signature refused 1" in card
     assert card.count('<rect class="applied"') == 1
+
+
+def test_the_chart_counts_callbacks_waiting_for_the_status_api_apart_from_those_applied(
+    console, conn
+):
+    """A PhonePe callback answered ``confirming`` has changed nothing yet (the status API
+    decides): the chart counts it as waiting, in its figures, its bars and its hourly table,
+    never as applied."""
+    buy = purchase(conn, Provider.PHONEPE)
+    assert send(console, buy.captured()).json()["status"] == "confirming"
+    logged(console, 1)
+    page = console.logged_in().get("/console").text
+    card = page[page.index('data-provider="phonepe"') :].split("</details>")[0]
+    assert "applied 0 · waiting 1 · duplicate 0" in card
+    assert card.count('<rect class="waiting"') == 1 and '<rect class="applied"' not in card
+    figures = re.findall(r"<td>(\d+)</td>", card)
+    header = re.findall(r'<th scope="col">([^<]+)</th>', card)
+    assert dict(zip(header[1:], figures, strict=True)) == {
+        "applied": "0", "waiting": "1", "duplicate": "0", "parked": "0",
+        "signature refused": "0", "refused": "0", "failed": "0",
+    }  # fmt: skip
+    legend = page[page.index('class="legend') :].split("</p>")[0]
+    assert "waiting for the status API" in legend
 
 
 def test_the_home_page_says_which_gateways_reconciliation_is_off_for(console):

@@ -82,6 +82,7 @@ def test_deliveries_are_filtered_by_gateway(console, conn):
 
 ANSWERED = [
     (200, "processed"),
+    (200, "confirming"),
     (200, "duplicate"),
     (200, "parked"),
     (401, "signature_mismatch"),
@@ -94,6 +95,7 @@ ANSWERED = [
     ("outcome", "status", "logged_as"),
     [
         ("applied", 200, "processed"),
+        ("waiting", 200, "confirming"),
         ("duplicate", 200, "duplicate"),
         ("parked", 200, "parked"),
         ("signature", 401, "signature_mismatch"),

@@ -30,7 +30,8 @@ HOURS = 24
 class Answer(StrEnum):
     """Classes of answer, in the order they are stacked."""
 
-    APPLIED = "applied"  # processed, ignored, or kept for its gateway's API to confirm
+    APPLIED = "applied"  # processed or ignored
+    WAITING = "waiting"  # confirming: for the status API, nothing applied until it says
     DUPLICATE = "duplicate"
     PARKED = "parked"
     SIGNATURE = "signature refused"  # 401 signature_mismatch
@@ -44,7 +45,8 @@ class Answer(StrEnum):
 _BY_HOUR = """
 SELECT provider, date_trunc('hour', received_at, 'UTC') AS hour,
        coalesce(sum(repeats) FILTER (
-           WHERE status < 300 AND outcome IN ('processed', 'ignored', 'confirming')), 0),
+           WHERE status < 300 AND outcome IN ('processed', 'ignored')), 0),
+       coalesce(sum(repeats) FILTER (WHERE status < 300 AND outcome = 'confirming'), 0),
        coalesce(sum(repeats) FILTER (WHERE outcome = 'duplicate'), 0),
        coalesce(sum(repeats) FILTER (WHERE outcome = 'parked'), 0),
        coalesce(sum(repeats) FILTER (WHERE outcome = 'signature_mismatch'), 0),

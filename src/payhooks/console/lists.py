@@ -33,6 +33,7 @@ LOGGED_GATEWAYS = (*PROVIDERS, UNKNOWN_GATEWAY)
 
 ANSWERS = {
     "applied": "applied",
+    "waiting": "waiting for the status API (confirming)",
     "duplicate": "duplicate",
     "parked": "parked",
     "signature": "signature refused (401)",
@@ -49,7 +50,8 @@ _CLASS = """CASE
     WHEN d.status >= 400 THEN 'refused'
     WHEN d.outcome = 'duplicate' THEN 'duplicate'
     WHEN d.outcome = 'parked' THEN 'parked'
-    WHEN d.status < 300 AND d.outcome IN ('processed', 'ignored', 'confirming') THEN 'applied'
+    WHEN d.status < 300 AND d.outcome IN ('processed', 'ignored') THEN 'applied'
+    WHEN d.status < 300 AND d.outcome = 'confirming' THEN 'waiting'
     ELSE 'other' END"""
 
 STATUSES = {
