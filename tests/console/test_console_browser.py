@@ -262,6 +262,25 @@ def test_a_banner_leads_to_its_deliveries_and_the_parked_ones_are_replayed_in_bu
     expect(page.locator("#action-log")).to_contain_text("bulk_replay")
 
 
+def test_the_banner_of_callbacks_waiting_for_the_status_api_leads_to_them(console, page, conn):
+    """A PhonePe callback has waited half an hour for its status API: the banner says since
+    when in the console's zone, and its link lists it, still waiting."""
+    buy = purchase(conn, Provider.PHONEPE)
+    assert send(console, buy.captured()).json()["status"] == "confirming"
+    logged(console, 1)
+    conn.execute("UPDATE payhooks_confirmations SET requested_at = now() - interval '30 min'")
+    conn.execute("UPDATE payhooks_deliveries SET received_at = now() - interval '31 min'")
+    log_in(page, console)
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("1 phonepe callback has waited for phonepe's status API")
+    expect(alert).to_contain_text(" IST)")
+    expect(alert).not_to_contain_text("UTC")
+    alert.get_by_role("link", name="See phonepe's callbacks waiting for the status API").click()
+    expect(page.get_by_label("Confirmation")).to_have_value("waiting")
+    expect(page.locator("#deliveries tr.waiting")).to_have_count(1)
+    expect(page.locator("#deliveries")).to_contain_text(buy.reference)
+
+
 def test_the_disputes_page_lists_them_by_deadline_and_leads_to_the_cart(console, page, conn):
     later, sooner = purchase(conn), purchase(conn, Provider.CASHFREE)
     for buy in (later, sooner):

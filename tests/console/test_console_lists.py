@@ -23,7 +23,7 @@ from payhooks.operations import operators
 from payhooks.service.shop import carts
 from tests import loopback
 from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
-from tests.console.test_console_http import logged, rows, send
+from tests.console.test_console_http import logged, rows, send, when
 from tests.factories import GATEWAY, purchase
 
 IST = ZoneInfo("Asia/Kolkata")
@@ -179,6 +179,8 @@ def test_deliveries_page_newest_first_and_every_line_once(console, conn):
         ({"gateway": "<b>nope</b>"}, "The gateway is not one the console knows"),
         ({"outcome": "exploded"}, "The answer is not one the console knows"),
         ({"amount": "lots"}, "The amount filter is either empty or"),
+        ({"confirmation": "lots"}, "The confirmation filter is either empty or"),
+        ({"confirmation": "x" * 2000}, "The confirmation filter is too long"),
         ({"from": "yesterday-ish"}, "is not a time"),
         ({"from": "2026-12-03T15:00", "to": "2026-12-03T14:00"}, "must come before"),
         ({"before": "x"}, "The page to continue from is not valid"),
@@ -420,6 +422,98 @@ def test_each_banner_links_to_the_deliveries_it_is_about(console, conn):
     assert len(shown_failing) == 3 and all("five-oh-three" in r for r in shown_failing)
     shown_forged = listed(client.get(forged).text, "deliveries")
     assert len(shown_forged) == 5 and all("forged" in r for r in shown_forged)
+
+
+def waited(conn, provider: str, keys: list[str], ago: timedelta) -> None:
+    """Callbacks answered ``confirming`` ``ago``: their log lines and their waits."""
+    conn.execute(
+        "UPDATE payhooks_confirmations SET requested_at = now() - %s"
+        " WHERE provider = %s AND event_id = ANY(%s)",
+        (ago, provider, keys),
+    )
+    conn.execute(
+        "UPDATE payhooks_deliveries SET received_at = now() - %s - interval '20 ms'"
+        " WHERE provider = %s AND event_id = ANY(%s)",
+        (ago, provider, keys),
+    )
+
+
+def test_the_unconfirmed_banner_tells_its_time_in_ist_and_links_to_those_callbacks(console, conn):
+    """Two PhonePe callbacks have waited 40 and 30 minutes for the status API; a third of that
+    half hour was confirmed meanwhile. The banner says when the oldest came, as the console
+    shows every time, and its link lists the two waiting, not the one confirmed."""
+    sent = []
+    for _ in range(3):
+        buy = purchase(conn, Provider.PHONEPE)
+        assert send(console, buy.captured()).json()["status"] == "confirming"
+        sent.append(buy)
+    logged(console, 3)
+    keys = [k for (k,) in rows(console, "SELECT event_id FROM payhooks_confirmations ORDER BY 1")]
+    oldest, waiting, confirmed = keys
+    waited(conn, "phonepe", [oldest], timedelta(minutes=40))
+    waited(conn, "phonepe", [waiting, confirmed], timedelta(minutes=30))
+    conn.execute(
+        "UPDATE payhooks_confirmations SET verdict = 'confirmed', settled_at = now(),"
+        " detail = 'the status API reports it' WHERE event_id = %s",
+        (confirmed,),
+    )
+    [(since,)] = rows(console, "SELECT min(requested_at) FROM payhooks_confirmations")
+    client = console.logged_in()
+    page = client.get("/console/").text
+    [banner] = re.findall(r'<div class="card alarm" role="alert">(.*?)</div>', page, flags=re.S)
+    said = html.unescape(banner)
+    assert "2 phonepe callbacks have waited for phonepe's status API" in said
+    assert f"(the oldest since {when(since)})" in said and "UTC" not in said
+    [link] = banner_links(page)
+    assert html.unescape(re.search(r"<a [^>]*>([^<]+)</a>", banner).group(1)) == (
+        "See phonepe's callbacks waiting for the status API"
+    )
+    found = listed(client.get(link).text, "deliveries")
+    assert len(found) == 2
+    assert [k for k in (oldest, waiting, confirmed) if any(k in r for r in found)] == [
+        oldest,
+        waiting,
+    ]
+
+
+def banner_list(console: Console) -> list[str]:
+    """The deliveries listed by the one banner's link, the callbacks' log lines made old."""
+    with psycopg.connect(console.database_url, autocommit=True) as db:
+        db.execute("UPDATE payhooks_confirmations SET requested_at = now() - interval '30 min'")
+        db.execute("UPDATE payhooks_deliveries SET received_at = now() - interval '31 min'")
+    client = console.logged_in()
+    [link] = banner_links(client.get("/console/").text)
+    return listed(client.get(link).text, "deliveries")
+
+
+def test_the_unconfirmed_banner_lists_a_second_payu_post_waiting_beside_its_first(console, conn):
+    """A PayU success posted again naming another mihpayid waits for PayU's word under a key of
+    its own, beside the first post's, which its log line names: it is listed, the first post
+    (applied) is not."""
+    buy = purchase(conn, Provider.PAYU)
+    assert send(console, buy.captured()).json()["status"] == "processed"
+    second = buy.captured(payment_id="403993715588888888")
+    assert send(console, second).json()["status"] == "confirming"
+    logged(console, 2)
+    [found] = banner_list(console)
+    assert "HTTP 200 confirming" in found
+
+
+def test_the_unconfirmed_banner_lists_a_callback_posted_again_after_a_refuted_one(console, conn):
+    """A PhonePe callback refuted took its key; the real one, other bytes under that key, waits
+    under a key of its own (its body's hash after the key), which its log line names: it is
+    listed, the refuted one is not."""
+    buy = purchase(conn, Provider.PHONEPE)
+    assert send(console, buy.captured()).json()["status"] == "confirming"
+    conn.execute("UPDATE payhooks_confirmations SET verdict = 'refuted', settled_at = now()")
+    conn.execute("UPDATE processed_webhooks SET outcome = 'refuted'")
+    assert send(console, buy.captured(amount_paise=100)).json()["status"] == "confirming"
+    logged(console, 2)
+    assert rows(console, "SELECT count(*) FROM payhooks_confirmations WHERE verdict IS NULL") == [
+        (1,)
+    ]
+    [found] = banner_list(console)
+    assert "HTTP 200 confirming" in found
 
 
 # --- replaying many at once ------------------------------------------------------------------

@@ -379,6 +379,21 @@ def test_a_callback_waiting_for_its_api_past_the_bound_reaches_a_person(shop):
     assert any(a.kind == "unconfirmed" for a in alarms(conn, later))  # the console's banner
 
 
+def test_the_alert_of_callbacks_waiting_gives_the_oldest_in_utc_whatever_the_sessions_zone(shop):
+    """The alert writes its times in UTC: the oldest's time was written as the database
+    session gave it, labelled UTC, on a database whose zone is India's."""
+    from payhooks.operations.alerts import core_sources, observe
+
+    conn, paid = shop
+    ingest_received(conn, callback(), hooks_noting(paid))
+    conn.execute("SET TimeZone = 'Asia/Kolkata'")
+    [(since,)] = conn.execute("SELECT requested_at FROM payhooks_confirmations").fetchall()
+    later = datetime.now(UTC) + timedelta(hours=1)
+    found = {a.key: a for a in observe(conn, later, core_sources())}
+    said = f"(the oldest since {since.astimezone(UTC):%Y-%m-%d %H:%M} UTC)"
+    assert said in found["unconfirmed:phonepe"].body
+
+
 def settled_detail(conn, key: str = "cb-1") -> tuple[str, str]:
     row = conn.execute(
         "SELECT verdict, detail FROM payhooks_confirmations WHERE event_id = %s", (key,)

@@ -18,7 +18,9 @@ from payhooks.operations.alarms import (  # noqa: F401  (the console's names, ke
     SLOW_FAILURE_SHARE,
     SLOW_FAILURES_TO_WARN,
     Alarm,
+    Stamp,
     alarms,
+    in_utc,
 )
 from payhooks.operations.health import LAST_ANSWERED as _LAST_ANSWERED  # noqa: F401  (tests read it)
 from payhooks.operations.health import last_answered
@@ -90,8 +92,9 @@ class Health:
     alarms: list[Alarm]
 
 
-def health(conn: Connection, now: datetime, *, hours: int = HOURS) -> Health:
-    """Hours are UTC hours, whatever the database's time zone (India's is half an hour off)."""
+def health(conn: Connection, now: datetime, *, hours: int = HOURS, when: Stamp = in_utc) -> Health:
+    """Hours are UTC hours, whatever the database's time zone (India's is half an hour off).
+    A time in a banner's words is written by ``when`` (the console's, in its zone)."""
     now = now.astimezone(UTC)
     start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=hours - 1)
     starts = [start + timedelta(hours=n) for n in range(hours)]
@@ -110,7 +113,7 @@ def health(conn: Connection, now: datetime, *, hours: int = HOURS) -> Health:
         )
         for p in providers
     ]
-    return Health(gateways=gateways, alarms=alarms(conn, now))
+    return Health(gateways=gateways, alarms=alarms(conn, now, when=when))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

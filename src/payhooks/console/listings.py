@@ -79,6 +79,7 @@ async def _delivery_filter(
     gateway: Text = "",
     outcome: Text = "",
     amount: Text = "",
+    confirmation: Text = "",
     start: From = "",
     to: Moment = "",
 ) -> lists.DeliveryFilter:
@@ -87,6 +88,7 @@ async def _delivery_filter(
         gateway=lists.gateway_of(gateway, lists.LOGGED_GATEWAYS),
         answer=lists.choice_of(outcome, lists.ANSWERS, "answer"),
         mismatch=_mismatch(amount),
+        waiting=_flag(confirmation, "waiting", "confirmation"),
         window=lists.window(start, to, _zone(request), datetime.now(UTC)),
     )
 

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from payhooks.events import Provider
-from payhooks.operations.alarms import Alarm, AlarmKind
+from payhooks.operations.alarms import UNCONFIRMED_WAIT, Alarm, AlarmKind
 from payhooks.operations.deliverylog import UNKNOWN_GATEWAY
 from payhooks.plumbing.db import Connection, shaped_rows
 
@@ -184,9 +184,15 @@ def typed(at: datetime | None, zone: tzinfo) -> str:
 class DeliveryFilter(Filter):
     answer: str | None = None
     mismatch: bool = False
+    waiting: bool = False
+    """Only callbacks answered ``confirming`` that still wait for their status API."""
 
     def own_fields(self) -> dict[str, str]:
-        return {"outcome": self.answer or "", "amount": "mismatch" if self.mismatch else ""}
+        return {
+            "outcome": self.answer or "",
+            "amount": "mismatch" if self.mismatch else "",
+            "confirmation": "waiting" if self.waiting else "",
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -216,6 +222,19 @@ class Line:
     """Both set: the payment was not the amount expected, and was parked for it."""
 
 
+# A line answered ``confirming`` whose callback still waits for its status API
+# (``payhooks.intake.confirmations``): recorded under the line's key, or under a key made from
+# it, which the line names too: ``<key>:<its body's hash, 16 hex>`` when posted again under the
+# key of one refuted, beside the first post (``first_event_id``) when another attempt. Each is
+# a read of an index (the key's, or payhooks_confirmations_attempts of those waiting).
+_STILL_WAITING = """d.outcome = 'confirming' AND (
+    EXISTS (SELECT 1 FROM payhooks_confirmations c
+            WHERE c.provider = d.provider AND c.verdict IS NULL
+              AND c.event_id IN (d.event_id, d.event_id || ':' || left(d.body_sha256, 16)))
+    OR EXISTS (SELECT 1 FROM payhooks_confirmations c
+               WHERE c.provider = d.provider AND c.first_event_id = d.event_id
+                 AND c.verdict IS NULL))"""
+
 _DELIVERIES = f"""
 SELECT d.id, d.received_at, d.provider, d.status, d.outcome, {_CLASS} AS answer, d.verified,
        d.event_id, d.event_type, d.payment_id, d.merchant_ref, d.mismatch AS body_mismatch,
@@ -230,6 +249,7 @@ WHERE d.received_at < %(end)s
   AND (%(provider)s::text IS NULL OR d.provider = %(provider)s)
   AND (%(answer)s::text IS NULL OR {_CLASS} = %(answer)s)
   AND (NOT %(mismatch)s OR m.event_id IS NOT NULL)
+  AND (NOT %(waiting)s OR {_STILL_WAITING})
   AND (%(before)s::bigint IS NULL OR (d.received_at, d.id) < (
         SELECT received_at, id FROM payhooks_deliveries WHERE id = %(before)s))
 ORDER BY d.received_at DESC, d.id DESC LIMIT %(limit)s
@@ -244,6 +264,7 @@ def deliveries(
         **chosen.params(),
         "answer": chosen.answer,
         "mismatch": chosen.mismatch,
+        "waiting": chosen.waiting,
         "before": before,
         "limit": limit,
     }
@@ -451,17 +472,31 @@ class Shown:
     label: str
 
 
+NOTED_BEFORE = timedelta(minutes=1)
+"""A callback's log line is noted as its request arrives, a moment before its claim records
+it waiting: the list of an unconfirmed banner's callbacks starts this long before the oldest
+(only those still waiting are listed, whatever the range)."""
+
+
 def of_alarm(alarm: Alarm, now: datetime) -> Shown | None:
     """The deliveries a banner is about: a gateway's 5xx answers over a day (the hourly and the
-    slow failure alike), its signature failures of the last hour. None for a refuted callback:
-    the log answered it 200, and its story is on its order's page."""
+    slow failure alike), its signature failures of the last hour, its callbacks still waiting
+    for the status API past ``UNCONFIRMED_WAIT``. None for a refuted callback: the log answered
+    it 200, and its story is on its order's page."""
+    fields: dict[str, str] = {}
     if alarm.kind is AlarmKind.FAILING:
         answer, since, what = "failed", now - DEFAULT_SPAN, "5xx answers, last 24 hours"
     elif alarm.kind is AlarmKind.FORGED:
         answer, since, what = "signature", now - timedelta(hours=1), "signature failures"
+    elif alarm.kind is AlarmKind.UNCONFIRMED and alarm.since is not None:
+        answer, since = "waiting", alarm.since - NOTED_BEFORE
+        what = "callbacks waiting for the status API"
+        fields = {"confirmation": "waiting", "to": exact(now - UNCONFIRMED_WAIT)}
     else:
         return None
-    query = urlencode({"gateway": alarm.provider, "outcome": answer, "from": exact(since)})
+    query = urlencode(
+        {"gateway": alarm.provider, "outcome": answer, **fields, "from": exact(since)}
+    )
     return Shown(address=f"/deliveries?{query}", label=f"See {alarm.provider}'s {what}")
 
 

@@ -49,7 +49,7 @@ from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
 from payhooks.events import Provider
 from payhooks.gateways import Adapter
 from payhooks.intake import idempotency
-from payhooks.operations import timeline
+from payhooks.operations import alarms, timeline
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import DatabaseUnavailable, PayloadTooLarge, UnreadableRecord
 from payhooks.plumbing.pools import CheckedPool, watched
@@ -396,9 +396,8 @@ class Console:
             autoescape=True,  # every page shows customer-typed and gateway-sent strings
             undefined=jinja2.StrictUndefined,
         )
-        zone = formats.zone_of(views.timezone)
-        # Never broken across lines: a time reads as one thing, in a column or in a sentence.
-        self.templates.filters["when"] = lambda at: formats.when(at, zone).replace(" ", "\u00a0")
+        self.zone = zone = formats.zone_of(views.timezone)
+        self.templates.filters["when"] = self.when
         self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
         self.templates.filters["breakable"] = formats.breakable
@@ -411,10 +410,14 @@ class Console:
         self.templates.globals["chart_size"] = (health.CHART_WIDTH, health.CHART_HEIGHT)
         self.templates.globals["views"] = views
         self.templates.globals["core_nav"] = CORE_NAV
-        self.zone = zone
         self.templates.globals["alarm_link"] = lambda alarm: lists.of_alarm(
             alarm, datetime.now(UTC)
         )
+
+    def when(self, at: datetime | None) -> str:
+        """A time as every page shows it, in the console's zone, never broken across lines: a
+        time reads as one thing, in a column or in a sentence (a banner's)."""
+        return formats.when(at, self.zone).replace(" ", "\u00a0")
 
     async def run(
         self,
@@ -620,6 +623,7 @@ _FIELDS = {
     "outcome": "The answer",
     "status": "The status",
     "amount": "The amount filter",
+    "confirmation": "The confirmation filter",
     "from": "The time 'from'",
     "to": "The time 'to'",
     "before": "The page to continue from",
@@ -897,8 +901,8 @@ async def log_out(request: Request) -> Response:
 # --- finding and reading ---------------------------------------------------------------------
 
 
-def _overview(conn: db.Connection, views: Views) -> dict[str, Any]:
-    report = health.health(conn, datetime.now(UTC))
+def _overview(conn: db.Connection, views: Views, when: alarms.Stamp) -> dict[str, Any]:
+    report = health.health(conn, datetime.now(UTC), when=when)
     return {
         "health": report,
         "last_2xx": {g.provider: g.last_2xx for g in report.gateways},
@@ -935,8 +939,8 @@ def _settlement_counts(conn: db.Connection) -> list[Count]:
 
 @_private.get("/")
 async def home(request: Request) -> HTMLResponse:
-    views = _console(request).views
-    return page(request, "home.html", await run(request, _overview, views))
+    console = _console(request)
+    return page(request, "home.html", await run(request, _overview, console.views, console.when))
 
 
 @_private.get("/search")

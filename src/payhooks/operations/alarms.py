@@ -16,8 +16,9 @@ read them here, so a page and an email never disagree about what is wrong.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from payhooks.events import Provider
@@ -78,17 +79,30 @@ class Alarm:
     provider: str
     kind: AlarmKind
     text: str
+    since: datetime | None = None
+    """When the oldest of the callbacks an unconfirmed banner counts was recorded waiting:
+    where the console's list of them starts."""
 
 
-def alarms(conn: Connection, now: datetime) -> list[Alarm]:
-    """5xx answers first (payments are waiting), then signature failures; by gateway."""
+Stamp = Callable[[datetime], str]
+"""How a time is written in an alarm's words."""
+
+
+def in_utc(at: datetime) -> str:
+    """``2026-12-03 09:05 UTC``: a time as the alerts write it (the console writes its own)."""
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def alarms(conn: Connection, now: datetime, *, when: Stamp = in_utc) -> list[Alarm]:
+    """5xx answers first (payments are waiting), then signature failures; by gateway. A time
+    in the words is written by ``when``."""
     failing, found = _last_hour(conn, now)
     hourly = {alarm.provider for alarm in failing}
     slow = [a for a in _slow_failures(conn, now) if a.provider not in hourly]
-    return failing + slow + found + _refuted(conn, now) + _unconfirmed(conn, now)
+    return failing + slow + found + _refuted(conn, now) + _unconfirmed(conn, now, when)
 
 
-def _unconfirmed(conn: Connection, now: datetime) -> list[Alarm]:
+def _unconfirmed(conn: Connection, now: datetime, when: Stamp) -> list[Alarm]:
     """Callbacks waiting for their gateway's API past ``UNCONFIRMED_WAIT``, with the last
     error one of them met (the newest that met one)."""
     found: list[Alarm] = []
@@ -105,10 +119,9 @@ def _unconfirmed(conn: Connection, now: datetime) -> list[Alarm]:
         text = (
             f"{said} waited for {provider}'s status API for more than "
             f"{UNCONFIRMED_WAIT.total_seconds() / 60:.0f} minutes (the oldest since "
-            f"{oldest:%Y-%m-%d %H:%M} UTC): what they claim is applied only once the API "
-            f"confirms it. {why}"
+            f"{when(oldest)}): what they claim is applied only once the API confirms it. {why}"
         )
-        found.append(Alarm(provider=provider, kind=AlarmKind.UNCONFIRMED, text=text))
+        found.append(Alarm(provider=provider, kind=AlarmKind.UNCONFIRMED, text=text, since=oldest))
     return found
 
 
@@ -203,5 +216,7 @@ __all__ = [
     "UNCONFIRMED_WAIT",
     "Alarm",
     "AlarmKind",
+    "Stamp",
     "alarms",
+    "in_utc",
 ]
