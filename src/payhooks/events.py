@@ -83,6 +83,13 @@ class EventKind(StrEnum):
         return _TRAITS[self].is_dispute
 
 
+def kind_words(kind: str) -> str:
+    """A kind as a person reads it, ``payment captured`` for ``payment_captured``: the words the
+    console and what payhooks writes for people use (a kind this release does not know, kept by
+    a newer one, reads so too)."""
+    return kind.replace("_", " ")
+
+
 @dataclass(frozen=True, slots=True)
 class _Traits:
     pays: bool

@@ -17,7 +17,7 @@ from payhooks.service.web import create_app
 from tests import loopback
 from tests.conftest import serving_app
 from tests.factories import SETTINGS
-from tests.reconcile.conftest import gateway_api  # noqa: F401  # its fixture: the gateways' doubles
+from tests.reconcile.conftest import gateway_api, rig  # noqa: F401  # fixtures: the gateways' doubles
 
 OPERATOR, PASSWORD = "asha", "correct horse battery staple"
 

@@ -17,6 +17,7 @@ from tests.console.conftest import csrf_of
 from tests.console.conftest import said as location
 from tests.console.test_console_http import logged, rows, send
 from tests.factories import purchase
+from tests.reconcile.conftest import paid_at_gateway
 
 
 def entries(page: str) -> list[str]:
@@ -99,6 +100,24 @@ def test_the_core_timeline_draws_an_amount_mismatch_as_a_warning(console, conn):
     assert row, "the mismatched delivery's row is not drawn as a warning"
     text = " ".join(re.sub(r"<[^>]+>", " ", row.group(1)).split())
     assert "amount mismatch: captured ₹1.00 INR, expected ₹499.00 INR" in text
+
+
+@pytest.mark.parametrize(("status", "verdict"), [(None, "confirmed"), ("FAILED", "refuted")])
+def test_what_the_status_api_said_of_a_callback_names_its_kind_in_words(
+    console, conn, rig, status, verdict
+):
+    """A PhonePe capture callback the status API confirmed, or refuted: the order's page and
+    the cart's story say so with the kind as the console writes kinds ("payment captured"),
+    not its name in code."""
+    buy = purchase(conn, Provider.PHONEPE)
+    assert send(console, buy.captured()).json()["status"] == "confirming"
+    paid_at_gateway(rig.api, buy, status)
+    rig.run()
+    client = console.logged_in()
+    for address in (f"/console/orders/phonepe/{buy.reference}", f"/console/carts/{buy.cart_id}"):
+        text = " ".join(re.sub(r"<[^>]+>", " ", html.unescape(client.get(address).text)).split())
+        assert f"{verdict}" in text and f"the payment captured of {buy.payment_id}" in text
+        assert "payment_captured" not in text, address
 
 
 def test_a_json_body_is_indented_and_links_back_to_its_timeline(console, conn):

@@ -415,8 +415,8 @@ def test_a_confirmed_capture_whose_amount_was_forged_says_both_figures(shop, dat
     assert [e.amount_paise for e in paid] == [49_900]
     verdict, detail = settled_detail(conn)
     assert verdict == "confirmed"
-    assert "callback claimed payment_captured of OM12345 for 1.00 INR" in detail
-    assert "API's figures applied: payment_captured of OM12345 for 499.00 INR" in detail
+    assert "callback claimed payment captured of OM12345 for 1.00 INR" in detail
+    assert "API's figures applied: payment captured of OM12345 for 499.00 INR" in detail
 
 
 def test_a_forged_failure_of_a_charged_order_says_what_the_api_applied(shop, database_url):
@@ -426,8 +426,8 @@ def test_a_forged_failure_of_a_charged_order_says_what_the_api_applied(shop, dat
     assert [e.payment_id for e in paid] == [PAYMENT]
     verdict, detail = settled_detail(conn, "cb-failed")
     assert verdict == "confirmed"
-    assert "callback claimed payment_failed of OM12345" in detail
-    assert "API's figures applied: payment_captured of OM12345 for 499.00 INR" in detail
+    assert "callback claimed payment failed of OM12345" in detail
+    assert "API's figures applied: payment captured of OM12345 for 499.00 INR" in detail
 
 
 def test_a_confirmed_capture_with_the_same_figures_says_so_plainly(shop, database_url):
@@ -436,7 +436,7 @@ def test_a_confirmed_capture_with_the_same_figures_says_so_plainly(shop, databas
     run_pass(database_url, paid, Api(says=reported()))
     verdict, detail = settled_detail(conn)
     assert verdict == "confirmed" and "figures applied" not in detail
-    assert "reports the payment_captured" in detail
+    assert "reports the payment captured" in detail
 
 
 def test_a_callback_its_api_never_settles_is_settled_by_hand_refuted_with_the_note(

@@ -46,7 +46,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from payhooks.console import actions, auth, formats, health, lists
 from payhooks.console.formats import DEFAULT_TIMEZONE, rupees
-from payhooks.events import Provider
+from payhooks.events import Provider, kind_words
 from payhooks.gateways import Adapter
 from payhooks.intake import idempotency
 from payhooks.operations import alarms, timeline
@@ -401,6 +401,7 @@ class Console:
         self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
         self.templates.filters["breakable"] = formats.breakable
+        self.templates.filters["kind"] = kind_words
         self.templates.filters["until"] = formats.until
         self.templates.globals["dispute_words"] = formats.dispute_words
         self.templates.globals["zone_name"] = views.timezone

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from payhooks.events import Event, Provider
+from payhooks.events import Event, Provider, kind_words
 from payhooks.gateways._reports import Report
 from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.intake import confirmations
@@ -263,12 +263,12 @@ def _detail(pending: Pending, found: Verdict | None, events: list[Event]) -> str
     claimed, and what was applied, the API's (a forged amount, a forged failure)."""
     if found is None:
         return ""
-    claimed = f"{pending.kind.value} of {pending.payment_id or 'the order'}"
+    claimed = f"{kind_words(pending.kind)} of {pending.payment_id or 'the order'}"
     if found is Verdict.CONFIRMED and (applied := _other_figures(pending, events)):
         said = claimed + _for(pending.amount_paise, None)
         return f"the callback claimed {said}; the status API's figures applied: {applied}"[:500]
     if found is Verdict.CONFIRMED and not pending.kind.moves_money:
-        return f"heard: a {pending.kind.value} claims no money moved; the API's word applied"
+        return f"heard: a {kind_words(pending.kind)} claims no money moved; the API's word applied"
     if found is Verdict.CONFIRMED:
         return f"the status API reports the {claimed} the callback claimed"
     if events:
@@ -287,7 +287,7 @@ def _other_figures(pending: Pending, events: list[Event]) -> str:
     if any(_agrees(pending, e) for e in named):
         return ""
     return "; ".join(
-        f"{e.kind.value} of {e.payment_id or 'the order'}" + _for(_amount(e), e.currency)
+        f"{kind_words(e.kind)} of {e.payment_id or 'the order'}" + _for(_amount(e), e.currency)
         for e in named or mine
     )
 
