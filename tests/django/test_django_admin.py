@@ -13,7 +13,7 @@ from orders.models import Order
 from payhooks.django.models import ProcessedWebhook, ReadOnlyRecord
 from payhooks.sim.gateway import Delivery, bank_reference
 from tests.django.conftest import PAYHOOKS, records
-from tests.factories import GATEWAY
+from tests.factories import GATEWAY, KEYS
 
 CHANGELIST = "admin:payhooks_processedwebhook_changelist"
 
@@ -112,6 +112,31 @@ def test_replay_tells_a_delivery_parked_for_its_amount_and_one_the_handler_ignor
         assert cursor.fetchall() == [
             ("ignored: the expectation was corrected and the handlers ignored it",)
         ]
+
+
+def test_replay_tells_a_callback_now_waiting_for_its_status_api_apart_from_those_applied(
+    operator, django_db
+):
+    """A Juspay callback parked before payhooks had callbacks confirmed (its record kept from
+    an earlier release): replayed now, it waits for Juspay's status API, nothing applied. It
+    is reported so, not as applied."""
+    juspay = {**PAYHOOKS, "JUSPAY_WEBHOOK_CREDENTIALS": [KEYS.juspay]}
+    callback = GATEWAY.juspay(
+        "ORDER_SUCCEEDED", order_id="order_old", txn="payhooks_demo-old-1", amount_paise=100
+    )
+    with override_settings(PAYHOOKS=juspay):
+        assert deliver(callback) == "confirming"
+        with psycopg.connect(django_db, autocommit=True) as conn:
+            conn.execute("DELETE FROM payhooks_confirmations")
+            conn.execute("UPDATE processed_webhooks SET outcome = 'parked'")
+        [(_, key, _)] = records(django_db)
+        response = replay(operator, key)
+    assert shown(response) == [
+        "Waiting for the gateway's status API, nothing applied yet (the confirmation pass "
+        f"applies what it reports) (1): {key}"
+    ]
+    assert records(django_db) == [("juspay", key, "confirming")]
+    assert not Order.objects.filter(reference="order_old").exists()
 
 
 def test_replay_leaves_deliveries_that_are_not_parked_alone(operator, django_db):

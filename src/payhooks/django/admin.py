@@ -306,6 +306,13 @@ class ProcessedWebhookAdmin(_ReadOnly[ProcessedWebhook]):
         report = replays.replay_parked(queryset.order_by("processed_at", "event_id"))
         self._tell(request, messages.SUCCESS, "Applied", report.applied)
         self._tell(
+            request,
+            messages.INFO,
+            "Waiting for the gateway's status API, nothing applied yet (the confirmation pass "
+            "applies what it reports)",
+            report.waiting,
+        )
+        self._tell(
             request, messages.INFO, "Ignored by your handler, no longer parked", report.ignored
         )
         self._tell(

@@ -40,6 +40,10 @@ class Report:
 
     applied: tuple[str, ...] = ()
     """Applied now, or found already applied by a copy the gateway sent meanwhile."""
+    waiting: tuple[str, ...] = ()
+    """A callback that proves only who sent it (PhonePe's, Juspay's: one parked before payhooks
+    had them confirmed): recorded ``confirming``, nothing applied until its gateway's status
+    API confirms it."""
     ignored: tuple[str, ...] = ()
     """Answered ignored by the handler now: recorded so, no longer parked."""
     still_parked: tuple[str, ...] = ()
@@ -74,6 +78,8 @@ def _replayed(record: ProcessedWebhook, config: conf.Config) -> tuple[str, str]:
         return "failed", f"{record.event_id} ({_cause(exc)})"
     if receipt.outcome is Outcome.IGNORED:
         return "ignored", record.event_id
+    if receipt.outcome is Outcome.CONFIRMING:
+        return "waiting", record.event_id
     if receipt.outcome is not Outcome.PARKED:
         return "applied", record.event_id
     held = deliveries.raw_connection(config.database).execute(
