@@ -585,6 +585,32 @@ def test_a_bulk_replay_replays_each_once_and_records_each(console, conn):
     assert "bulk_replay" in log and stays in log
 
 
+def test_a_bulk_replay_counts_a_callback_now_waiting_for_its_status_api_apart(console, conn):
+    """A PhonePe callback parked before payhooks had callbacks confirmed (its record kept from
+    an earlier release): replayed, it waits for the status API, nothing applied. The submit says
+    so, and its line of the action log, not that it is still parked or failed."""
+    buy = purchase(conn, Provider.PHONEPE)
+    assert send(console, buy.captured()).json()["status"] == "confirming"
+    conn.execute("DELETE FROM payhooks_confirmations")
+    conn.execute("UPDATE processed_webhooks SET outcome = 'parked'")
+    client = console.logged_in()
+    page = client.get("/console/parked/bulk", params={"gateway": "phonepe"}).text
+    form = {"csrf": csrf_of(page), **confirmed_form(page)}
+    done = client.get(client.post("/console/parked/bulk", data=form).headers["location"]).text
+    assert "This submit replayed 1" in done
+    assert "(0 applied, 1 waiting for the status API, 0 still parked or failed" in done
+    assert rows(console, "SELECT outcome FROM processed_webhooks") == [("confirming",)]
+    summaries = rows(console, "SELECT result FROM payhooks_console_actions"
+                              " WHERE action = 'bulk_replay'")  # fmt: skip
+    assert summaries == [("1 replayed, 0 applied, 1 waiting for the status API, 0 left",)]
+
+
+@pytest.mark.parametrize("field", ["applied", "waiting"])
+def test_a_bulk_replays_count_it_cannot_take_is_named(console, field):
+    answer = console.logged_in().get("/console/parked/bulk", params={field: "-1"})
+    assert answer.status_code == 400 and f"The count {field}" in answer.text
+
+
 def test_a_bulk_replay_goes_on_past_a_delivery_whose_cart_another_transaction_holds(
     database_url, conn
 ):

@@ -43,7 +43,7 @@ ROUTES = {
     "/console/deliveries.csv": ["gateway", "outcome", "amount", "confirmation", "from", "to"],
     "/console/payments": ["gateway", "status", "amount", "refund", "from", "to", "before"],
     "/console/payments.csv": ["gateway", "status", "amount", "refund", "from", "to", "before"],
-    "/console/parked/bulk": ["gateway", "from", "to", "replayed", "applied", "sig"],
+    "/console/parked/bulk": ["gateway", "from", "to", "replayed", "applied", "waiting", "sig"],
     "/api/orders": ["cart_id"],
 }
 # Both ends of a window at an edge: each alone can be taken, the window they make cannot.

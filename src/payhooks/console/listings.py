@@ -441,6 +441,10 @@ def _described(chosen: bulk.Chosen, request: Request) -> str:
     return f"parked {gateway}deliveries received{since} before {formats.when(chosen.end, zone)}"
 
 
+_DONE = ("replayed", "applied", "waiting")
+"""What a bulk replay's submit came to, as its redirect carries it (signed)."""
+
+
 @router.get("/parked/bulk")
 async def bulk_form(
     request: Request,
@@ -450,12 +454,13 @@ async def bulk_form(
     as_of: Moment = "",
     replayed: Count = None,
     applied: Count = None,
+    waiting: Count = None,
 ) -> HTMLResponse:
     """How many parked deliveries a filter takes, and the form that replays them; after a
     submit (``as_of`` given), what it did and how many are left."""
     confirmed = _as_of(as_of, request)
-    if verified(request, ("replayed", "applied")) is None:  # a submit's own redirect only
-        replayed = applied = None
+    if verified(request, _DONE) is None:  # a submit's own redirect only
+        replayed = applied = waiting = None
     moment = confirmed if confirmed is not None else await run(request, bulk.now)
     chosen = _chosen(request, gateway, start, to, moment)
     left = await run(request, bulk.left, chosen)
@@ -473,6 +478,7 @@ async def bulk_form(
         "confirmed": confirmed is not None,
         "replayed": replayed,
         "applied": applied,
+        "waiting": waiting or 0,
     }
     return page(request, "bulk.html", context)
 
@@ -494,9 +500,14 @@ async def bulk_replay(
     chosen = _chosen(request, gateway, start, to, confirmed)
     taken = await run(request, bulk.next_batch, chosen)
     results = [await replay_one(request, session.operator, p, e) for p, e in taken]
-    applied = sum(result.done is actions.Done.APPLIED for result in results)
+    done = {
+        "replayed": len(results),
+        "applied": sum(result.done is actions.Done.APPLIED for result in results),
+        "waiting": sum(result.done is actions.Done.CONFIRMING for result in results),
+    }
     left = await run(request, bulk.left, chosen)
-    summary = f"{len(results)} replayed, {applied} applied, {left} left"
+    waiting = f"{done['waiting']} waiting for the status API, " if done["waiting"] else ""
+    summary = f"{done['replayed']} replayed, {done['applied']} applied, {waiting}{left} left"
     await run(
         request,
         actions.record,
@@ -508,9 +519,7 @@ async def bulk_replay(
         summary,
     )
     fields = {k: v for k, v in chosen.fields().items() if v}
-    query = (
-        urlencode(fields) + "&" + signed(request, {"replayed": len(results), "applied": applied})
-    )
+    query = urlencode(fields) + "&" + signed(request, done)
     return _redirect(f"{prefix_of(request.scope)}/parked/bulk?{query}")
 
 

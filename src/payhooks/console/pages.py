@@ -645,6 +645,7 @@ _FIELDS = {
     "start": "The first day",
     "end": "The last day",
     "applied": "The count applied",
+    "waiting": "The count waiting",
     "replayed": "The count replayed",
 }
 
