@@ -12,20 +12,19 @@ pool and one transaction, and the gateway is answered, by the shared step
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import sqlalchemy
 import sqlalchemy.event
 import sqlalchemy.exc
 from flask import Blueprint, Flask, Response, g, jsonify, request, request_started
-from flask.sansio.blueprints import BlueprintSetupState
 from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 from werkzeug.exceptions import RequestEntityTooLarge
 
@@ -60,6 +59,11 @@ log = logging.getLogger("payhooks.flask")
 
 ENDPOINT = "webhook"
 _EARLY = "_payhooks_body"  # on flask.g: the body as read when the request started
+_FIRST = "_payhooks_reads_first"  # on a view: what bounds the body read before it, if read
+
+View = TypeVar("View", bound=Callable[..., Any])
+Bounding = Callable[[Mapping[str, Any]], tuple[int, str] | None]
+"""A marked view's bound, and the gateway named in its refusal, for its view arguments."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,9 +94,30 @@ def blueprint(
     served = {adapter.provider.value: adapter for adapter in adapters}
     endpoint = Endpoint(served, log, _noted(store.engine, delivery_log))
     bp = Blueprint(name, __name__, url_prefix=url_prefix)
-    bp.add_url_rule("/<provider>", ENDPOINT, _view(endpoint, store, hooks), methods=["POST"])
-    bp.record(_reading_first(endpoint))
+    view = _reading_first(_view(endpoint, store, hooks), _bound_by_gateway(endpoint))
+    bp.add_url_rule("/<provider>", ENDPOINT, view, methods=["POST"])
     return bp
+
+
+def reads_body_first(adapter: Adapter) -> Callable[[View], View]:
+    """Mark a view of your own that hands a gateway's post to payhooks (PayU's ``surl`` and
+    ``furl`` page, calling ``payhooks.ingest``): its body is read and kept when Flask starts
+    the request, as the blueprint's own is, before any ``before_request`` function, so
+    ``request.get_data()`` in the view is the exact bytes signed even after an app-wide hook
+    parsed ``request.form``. A body past the adapter's bound is never read whole: Werkzeug
+    answers 413 to whatever reads it next (a hook, ``request.get_data()``), or, for one a
+    byte past the bound (all that is read), ``payhooks.ingest`` raises ``PayloadTooLarge``::
+
+        @app.post("/payu/return")
+        @payhooks.flask.reads_body_first(payu)
+        def payu_return(): ...
+    """
+    bound = (adapter.max_body_bytes, adapter.provider.value)
+
+    def mark(view: View) -> View:
+        return _reading_first(view, lambda _: bound)
+
+    return mark
 
 
 def health_blueprint(
@@ -226,35 +251,43 @@ def _response(reply: Reply) -> Response:
     return response
 
 
-def _reading_first(endpoint: Endpoint) -> Callable[[BlueprintSetupState], None]:
-    """Read the body when Flask starts the request, before any ``before_request`` function.
+def _reading_first(view: View, bounding: Bounding) -> View:
+    """``view`` marked to have its body read when Flask starts the request, within the bound
+    ``bounding`` gives for the request's view arguments (None: not read early).
 
     Werkzeug parses ``request.form`` from the input stream and leaves ``get_data()`` empty
     afterwards, unless the bytes were cached first; PayU posts forms, and an app-wide hook
     reading ``request.form`` (a CSRF or spam check) would otherwise leave nothing to verify.
     ``request_started`` is sent before every ``before_request`` function, app or blueprint.
-    """
-
-    def on_register(state: BlueprintSetupState) -> None:
-        view = f"{state.name_prefix}.{state.name}.{ENDPOINT}".lstrip(".")
-
-        def read_first(app: Flask, **_: object) -> None:
-            if request.endpoint == view:
-                _read_early(endpoint)
-
-        request_started.connect(read_first, sender=state.app, weak=False)
-
-    return on_register
+    One receiver serves every marked view of every app (connecting it again changes nothing);
+    a view keeps its mark under the names it is registered by, and through decorators that
+    copy its ``__dict__`` (``functools.wraps``)."""
+    setattr(view, _FIRST, bounding)
+    request_started.connect(_read_first, weak=False)
+    return view
 
 
-def _read_early(endpoint: Endpoint) -> None:
-    provider = (request.view_args or {}).get("provider", "")
-    if provider not in endpoint.adapters:
+def _read_first(app: Flask, **_: object) -> None:
+    view = app.view_functions.get(request.endpoint) if request.endpoint else None
+    bounding: Bounding | None = getattr(view, _FIRST, None)
+    found = None if bounding is None else bounding(request.view_args or {})
+    if found is None:
         return
+    limit, gateway = found
     try:
-        setattr(g, _EARLY, read_body(endpoint.bound(provider), provider))
+        setattr(g, _EARLY, read_body(limit, gateway))
     except (PayloadTooLarge, LengthRequired) as exc:
         setattr(g, _EARLY, exc)
+
+
+def _bound_by_gateway(endpoint: Endpoint) -> Bounding:
+    """The blueprint's view reads within the bound of the gateway its URL names, if served."""
+
+    def bound(view_args: Mapping[str, Any]) -> tuple[int, str] | None:
+        provider = str(view_args.get("provider", ""))
+        return (endpoint.bound(provider), provider) if provider in endpoint.adapters else None
+
+    return bound
 
 
 def _body(endpoint: Endpoint, provider: str) -> bytes:
@@ -456,4 +489,11 @@ def connection_of(session: Session) -> Connection:
     return driver_connection(session.connection())
 
 
-__all__ = ["blueprint", "connection_of", "health_blueprint", "session_for", "timeline_blueprint"]
+__all__ = [
+    "blueprint",
+    "connection_of",
+    "health_blueprint",
+    "reads_body_first",
+    "session_for",
+    "timeline_blueprint",
+]

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
 
 import payhooks.flask
-from payhooks import Applied, EventKind, Hooks, Outcome
+from payhooks import Applied, EventKind, Hooks, Outcome, header_map
 from payhooks.events import Provider
 from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from payhooks.sim.gateway import Delivery
@@ -80,7 +80,8 @@ def orm_hooks() -> Hooks:
 
 
 def flask_app(webhooks, *, reads_form: bool = False) -> Flask:
-    """A merchant's app; with ``reads_form``, an app-wide hook reads ``request.form`` first."""
+    """A merchant's app (with payhooks' blueprint, unless None); with ``reads_form``, an
+    app-wide hook reads ``request.form`` first."""
     app = Flask(__name__)
     if reads_form:
 
@@ -88,7 +89,8 @@ def flask_app(webhooks, *, reads_form: bool = False) -> Flask:
         def spam_check():
             request.form.get("website")
 
-    app.register_blueprint(webhooks)
+    if webhooks is not None:
+        app.register_blueprint(webhooks)
     return app
 
 
@@ -413,6 +415,31 @@ def test_a_signature_header_sent_twice_alike_is_accepted(shop, served):
 def test_a_payu_post_verifies_though_the_app_reads_request_form_first(shop, served):
     response = post(served(raw_hooks(), reads_form=True), payu_capture())
     assert response.status_code == 200 and response.json()["status"] == "processed"
+    assert order_rows(shop) == [("txn_flask_1", "txn_flask_1")]
+
+
+def test_a_page_of_the_apps_marked_to_read_first_gets_the_exact_body_though_a_hook_reads_the_form(
+    shop, engine
+):
+    """PayU's surl/furl: a page of the merchant's own hands the post to ``payhooks.ingest``."""
+    payu, hooks = ADAPTERS[Provider.PAYU], raw_hooks()
+    app = flask_app(None, reads_form=True)
+
+    @app.post("/payu/return")
+    @payhooks.flask.reads_body_first(payu)
+    def payu_return() -> str:
+        headers = header_map(request.headers.items(), payu)
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as sa_conn:
+            conn = sa_conn.connection.driver_connection
+            receipt = payhooks.ingest(conn, payu, request.get_data(), headers, hooks)
+        return receipt.outcome.value
+
+    delivery = payu_capture()
+    with serving(app) as base:
+        response = loopback.post(
+            base + "/payu/return", content=delivery.body, headers=delivery.headers
+        )
+    assert (response.status_code, response.text) == (200, "processed")
     assert order_rows(shop) == [("txn_flask_1", "txn_flask_1")]
 
 

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from flask import abort, request
 
+from tests import loopback
+from tests.factories import GATEWAY, KEYS
 from tests.flask.conftest import own_schema, serving, sqlalchemy_url
 
 DOC = (Path(__file__).parents[2] / "docs" / "flask.md").read_text()
@@ -69,3 +72,23 @@ def test_the_pages_handler_leaves_an_underpaid_order_unpaid(
             run(block("# try_it.py").replace(DOCUMENTED_URL, base), {})
         paid = conn.execute("SELECT paid FROM orders").fetchall()
     assert '"status":"ignored"' in capsys.readouterr().out and paid == [(False,)]
+
+
+def test_the_pages_payu_return_page_gets_the_exact_body_though_a_hook_reads_the_form(
+    documented, database_url, search_path, monkeypatch
+):
+    monkeypatch.setenv("PAYU_MERCHANT_KEY", KEYS.payu_key)
+    monkeypatch.setenv("PAYU_SALT", KEYS.payu_salt)
+    run(block("# PayU's return page"), documented)
+    app = documented["app"]
+    app.before_request(lambda: None if request.form.get("website") is None else abort(400))
+    delivery = GATEWAY.payu(txnid="order_test_1", mihpayid="403993715500000003", amount="499.00")
+    with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
+        conn.execute("INSERT INTO orders VALUES ('order_test_1', 49900, 'INR', false)")
+        with serving(app) as base:
+            shown = loopback.post(
+                base + "/payu/return", content=delivery.body, headers=delivery.headers
+            )
+        paid = conn.execute("SELECT paid FROM orders").fetchall()
+    assert shown.text == "Thank you: your payment is received (order order_test_1)."
+    assert paid == [(True,)]
