@@ -96,6 +96,7 @@ def blueprint(
     bp = Blueprint(name, __name__, url_prefix=url_prefix)
     view = _reading_first(_view(endpoint, store, hooks), _bound_by_gateway(endpoint))
     bp.add_url_rule("/<provider>", ENDPOINT, view, methods=["POST"])
+    bp.register_error_handler(RequestEntityTooLarge, _refused_past_bound(endpoint))
     return bp
 
 
@@ -288,6 +289,22 @@ def _bound_by_gateway(endpoint: Endpoint) -> Bounding:
         return (endpoint.bound(provider), provider) if provider in endpoint.adapters else None
 
     return bound
+
+
+def _refused_past_bound(endpoint: Endpoint) -> Callable[[RequestEntityTooLarge], Any]:
+    """A body past the bound is left unread; an app-wide hook parsing ``request.form`` then
+    meets Werkzeug's 413 before the view can answer. payhooks' refusal is answered and noted
+    as the view would have (JSON ``payload_too_large``, a line in the delivery log), not as
+    Werkzeug's HTML page, which nothing notes. Any other 413 on the route (a form the app's
+    own limits refuse, ``MAX_FORM_MEMORY_SIZE``, in a body payhooks did read) is Werkzeug's."""
+
+    def refused(exc: RequestEntityTooLarge) -> Any:
+        early = g.pop(_EARLY, None)
+        if not isinstance(early, PayloadTooLarge):
+            return exc
+        return _response(endpoint.unread(early.provider, early))
+
+    return refused
 
 
 def _body(endpoint: Endpoint, provider: str) -> bytes:

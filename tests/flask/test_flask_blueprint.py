@@ -21,6 +21,7 @@ from payhooks.intake.endpoint import MAX_GATEWAY_CHARS
 from payhooks.sim.gateway import Delivery
 from tests import loopback
 from tests.factories import ADAPTERS, GATEWAY
+from tests.fastapi.test_delivery_health import noted
 from tests.flask.conftest import claimed, engine_for, serving
 
 
@@ -416,6 +417,21 @@ def test_a_payu_post_verifies_though_the_app_reads_request_form_first(shop, serv
     response = post(served(raw_hooks(), reads_form=True), payu_capture())
     assert response.status_code == 200 and response.json()["status"] == "processed"
     assert order_rows(shop) == [("txn_flask_1", "txn_flask_1")]
+
+
+def test_a_body_over_the_bound_is_answered_and_noted_by_payhooks_though_the_app_reads_the_form(
+    shop, served, database_url
+):
+    """The app's hook parses the form after payhooks refused the body: Werkzeug's 413 (an
+    HTML page, nothing noted) must not stand in for payhooks' own."""
+    size = ADAPTERS[Provider.PAYU].max_body_bytes * 2  # past what payhooks reads to tell
+    response = loopback.post(
+        served(raw_hooks(), reads_form=True) + "/webhooks/payu",
+        content=b"a" * size,
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 413 and response.json()["error"] == "payload_too_large"
+    assert [row[:3] for row in noted(database_url, 1)] == [("payu", 413, "payload_too_large")]
 
 
 def test_a_page_of_the_apps_marked_to_read_first_gets_the_exact_body_though_a_hook_reads_the_form(
