@@ -163,7 +163,10 @@ def test_two_notifiers_looking_at_once_send_an_alert_once(conn, database_url, ch
     assert len(chat.texts()) == 1
 
 
-def test_a_lasting_alert_is_said_again_only_once_the_repeat_interval_has_passed(conn, chat):
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata"])
+def test_a_lasting_alert_is_said_again_only_once_the_repeat_interval_has_passed(conn, chat, zone):
+    """Its times in UTC whatever the session's zone (India's: it was written 5h30 off)."""
+    conn.execute("SELECT set_config('TimeZone', %s, false)", (zone,))
     answered(conn, "payu", 502, T0, count=FAILURES_TO_WARN)
     notifier = webhook_notifier(chat.url, repeat=timedelta(minutes=30))
     assert notifier.tick(conn, T0 + timedelta(minutes=1)).raised == 1
@@ -682,3 +685,19 @@ def test_a_chat_endpoint_answering_no_http_is_unreachable_not_a_broken_notifier(
     finally:
         thread.join(timeout=5)
         server.close()
+
+
+def test_the_parked_alerts_time_is_utc_on_a_database_whose_zone_is_indias(conn, chat):
+    """The alerts write their times as UTC: a time the session gave in its own zone (India's,
+    as many merchants' databases are set) was written as it came, labelled UTC, 5h30 off."""
+    conn.execute("SET TimeZone = 'Asia/Kolkata'")
+    conn.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome,"
+        " payload_sha256, body, processed_at) VALUES"
+        " ('payu', 'e1', 'payment.captured', 'parked', 'x1', '', %s)",
+        (T0,),
+    )
+    notifier = webhook_notifier(chat.url)
+    notifier.tick(conn, T0 + PARKED_WAIT + EVERY)
+    [raised] = chat.texts()
+    assert f"(the oldest since {T0:%Y-%m-%d %H:%M} UTC)" in raised

@@ -38,6 +38,7 @@ from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.operations import parked as parking
 from payhooks.operations import retention as policy
+from payhooks.operations.alarms import in_utc
 from payhooks.plumbing import db
 from payhooks.plumbing.errors import NotFound, PayhooksError
 
@@ -580,7 +581,7 @@ def operator_list(ctx: typer.Context, database_url: DatabaseUrl = None) -> None:
 
     for operator in with_connection(ctx, operators.operators, database_url):
         role = "\tread-only" if operator.read_only else ""
-        typer.echo(f"{operator.name}\tadded {operator.created_at:%Y-%m-%d %H:%M} UTC{role}")
+        typer.echo(f"{operator.name}\tadded {in_utc(operator.created_at)}{role}")
 
 
 @app.command("console")

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 from payhooks.intake import disputes
-from payhooks.operations.alarms import AlarmKind, alarms
+from payhooks.operations.alarms import AlarmKind, alarms, in_utc
 from payhooks.operations.outbox import Backlog, backlogs
 from payhooks.plumbing.db import Connection
 from payhooks.refunding.sending import INCOMPLETE
@@ -193,7 +193,7 @@ def parked(conn: Connection, now: datetime) -> list[Alert]:
             title=f"{provider}: {count} parked {_deliveries(count)} waiting",
             body=(
                 f"{count} {provider} {_deliveries(count)} parked for more than "
-                f"{_minutes(PARKED_WAIT)} (the oldest since {oldest:%Y-%m-%d %H:%M} UTC): a "
+                f"{_minutes(PARKED_WAIT)} (the oldest since {in_utc(oldest)}): a "
                 "payment no order could be found or made for, or an amount not what was "
                 "expected. Replay or resolve them in the console, or with `payhooks parked` "
                 "and `payhooks replay`."
@@ -272,7 +272,7 @@ def _failing(conn: Connection, now: datetime, *, window: timedelta) -> list[Aler
             body=(
                 f"Reconciliation failed {RECONCILE_FAILURES} or more times in a row on {count} "
                 f"{provider} {'checkout' if count == 1 else 'checkouts'} (the first since "
-                f"{since:%Y-%m-%d %H:%M} UTC); the newest error: {error}. Each is asked again "
+                f"{in_utc(since)}); the newest error: {error}. Each is asked again "
                 "later; a payment the gateway reported that your handler fails on is not "
                 "applied until the handler is fixed."
             ),
@@ -289,7 +289,7 @@ def _refused(conn: Connection) -> list[Alert]:
             title=f"{provider}: reconciliation's API credentials refused",
             body=(
                 f"{provider}'s status API has refused payhooks' API credentials since "
-                f"{since:%Y-%m-%d %H:%M} UTC ({reason}). Payments whose webhook was missed "
+                f"{in_utc(since)} ({reason}). Payments whose webhook was missed "
                 f"are not recovered until they are fixed: check {_credentials_of(provider)}."
             ),
         )
@@ -430,7 +430,7 @@ def _backlog_told(found: Backlog) -> dict[str, str]:
         "title": f"{channel}: {waiting} payment events waiting to be relayed",
         "body": f"{waiting} payment {'event has' if waiting == 1 else 'events have'} not been "
         f"published to {channel}; the oldest has waited since "
-        f"{found.oldest_at:%Y-%m-%d %H:%M} UTC. Is `payhooks relay {channel}` running, and its "
+        f"{in_utc(found.oldest_at)}. Is `payhooks relay {channel}` running, and its "
         "broker up? Its log says why it does not publish, and `payhooks relay status` how "
         "many wait; they are published, in order, once it can.",
     }
@@ -515,7 +515,7 @@ def _dispute_words(
 def _deadline(respond_by: datetime | None) -> str:
     if respond_by is None:
         return "The gateway gave no deadline to answer it."
-    return f"Answer it by {respond_by.astimezone(UTC):%Y-%m-%d %H:%M} UTC, or it is lost."
+    return f"Answer it by {in_utc(respond_by)}, or it is lost."
 
 
 def _due(respond_by: datetime, now: datetime) -> str:
@@ -553,7 +553,7 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
             title=f"{c.provider}: {c.count} captured {_payments(c.count)} not settled",
             body=(
                 f"{c.count} {c.provider} captured {_payments(c.count)} (the oldest captured "
-                f"{c.since:%Y-%m-%d %H:%M} UTC) {'is' if c.count == 1 else 'are'} in no payout "
+                f"{in_utc(c.since)}) {'is' if c.count == 1 else 'are'} in no payout "
                 f"within {c.provider}'s settlement cycle and the margin: money missing. Each "
                 "is listed on the console's Settlements page and by `payhooks settlements "
                 "--unsettled`; fetch the days since with `payhooks settlements --from ... --to "
@@ -569,7 +569,7 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
             title=f"{c.provider}: {c.count} settlement {_lines(c.count)} naming no known payment",
             body=(
                 f"{c.count} {c.provider} settlement {_lines(c.count)} (the first recorded "
-                f"{c.since:%Y-%m-%d %H:%M} UTC) {'names' if c.count == 1 else 'name'} a payment "
+                f"{in_utc(c.since)}) {'names' if c.count == 1 else 'name'} a payment "
                 "payhooks never applied: a webhook never came and reconciliation never found "
                 "it, or a payment outside this app. Each is listed on the console's "
                 "Settlements page and by `payhooks settlements --unmatched`."
@@ -586,7 +586,7 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
             "read",
             body=(
                 f"{c.count} {c.provider} settlement report {_lines(c.count)} (the first met "
-                f"{c.since:%Y-%m-%d %H:%M} UTC) could not be read: each is kept with why and "
+                f"{in_utc(c.since)}) could not be read: each is kept with why and "
                 "the line as the gateway answered it, and the rest of its report was "
                 "recorded. Look each up in the gateway's dashboard; they are listed on the "
                 "console's Settlements page and by `payhooks settlements --unreadable`."
@@ -604,7 +604,7 @@ def _unread(late: reads.Behind) -> Alert:
         body=(
             f"{late.provider}'s settlement reports have not been read whole since "
             f"{late.read_through} (the last fetch that moved it on: "
-            f"{late.read_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC): its report failed, or nothing "
+            f"{in_utc(late.read_at)}): its report failed, or nothing "
             "fetches it. Captures whose cycle ends after that day are not reviewed, so money "
             "missing among them is not flagged. The worker fetches the days it missed once the "
             "gateway answers; by hand, or daily from cron, `payhooks settlements --catch-up` "

@@ -31,6 +31,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from payhooks.operations import outbox
+from payhooks.operations.alarms import in_utc
 from payhooks.operations.alerts import NOT_REPEATED, RESOLVED_SILENTLY, Alert, Source, observe
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NoticeFailed
@@ -259,7 +260,7 @@ class Notifier:
             return
         row = conn.execute(_REPEAT, {**fields, "due": now - self.policy.repeat}).fetchone()
         if row is not None:
-            body = f"{alert.body}\n\nOpen since {row[0]:%Y-%m-%d %H:%M} UTC."
+            body = f"{alert.body}\n\nOpen since {in_utc(row[0])}."
             self._queue(conn, alert.key, NoticeKind.REPEATED, alert.title, body, now)
             t.repeated += 1
 
@@ -275,7 +276,7 @@ class Notifier:
             if condition in RESOLVED_SILENTLY:  # what it said stays true: no notice
                 continue
             lasted = max(0, round((now - raised_at).total_seconds() / 60))
-            body = f"Cleared at {now:%Y-%m-%d %H:%M} UTC, after {lasted} minute(s)."
+            body = f"Cleared at {in_utc(now)}, after {lasted} minute(s)."
             self._queue(conn, key, NoticeKind.RESOLVED, title, body, now)
 
     def _queue(
