@@ -345,7 +345,9 @@ def test_a_razorpay_payout_answered_with_another_records_nothing_of_either():
     assert page.failed is not None and "names another" in page.failed
 
 
-PAYU_TXNID, PAYU_ASKED, PAYU_OTHER = "ph_T3stTxn", "403993715521000002", 403993715521000009
+PAYU_TXNID, PAYU_ASKED, PAYU_OTHER = "ph_T3stTxn", "403993715521000002", 403993715521009000
+"""PAYU_OTHER: another payment, as a JSON number no double stands for with PAYU_ASKED (a number
+past 2**53 is the id it rounds: 403993715521000009 would be PAYU_ASKED)."""
 
 
 def test_a_payu_check_payment_answer_about_another_mihpayid_judges_no_attempt():

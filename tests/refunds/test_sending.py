@@ -814,6 +814,52 @@ def _purchase() -> Purchase:
                     amount_paise=49_900, items={"TEA": 1})  # fmt: skip
 
 
+# --- a mihpayid PayU writes as a JSON number a double rounded --------------------------------
+
+
+def _checked_as_a_double(conn, api) -> Fault:
+    """A refund by the txnid naming its recorded mihpayid: the check of that mihpayid answered
+    with it rounded."""
+    from payhooks.sim.gateways import payu as payu_sim
+
+    api.pay(_purchase(), PAYMENT[Provider.PAYU])
+    ask_by_txnid(conn, PAYMENT[Provider.PAYU])
+    return payu_sim.checked_as_a_double(api, PAYMENT[Provider.PAYU])
+
+
+def _queued_as_a_double(conn, api) -> Fault:
+    """A refund of a second payment (sent by its mihpayid, asking nothing first), PayU's
+    "Refund Request Queued" naming the mihpayid rounded."""
+    from payhooks.sim.gateways import payu as payu_sim
+
+    paid(api, Provider.PAYU)
+    ask(conn, Provider.PAYU)
+    queued = {"status": 1, "msg": "Refund Request Queued", "request_id": "131279998",
+              "bank_ref_num": None, "mihpayid": payu_sim.as_a_double(PAYMENT[Provider.PAYU]),
+              "error_code": 102}  # fmt: skip
+    return Fault(body=json.dumps(queued).encode())
+
+
+ROUNDED = {"check_payment's answer": _checked_as_a_double,
+           "cancel_refund_transaction's answer": _queued_as_a_double}  # fmt: skip
+
+
+@pytest.mark.parametrize("where", list(ROUNDED))
+def test_a_payu_refund_whose_mihpayid_payu_writes_rounded_is_sent_once(core, database_url, where):
+    """PayU's docs write one payment's ``mihpayid`` as the string "403993715521889530" in
+    ``verify_payment`` and as the JSON number 403993715521889540 in a ``check_payment`` sample:
+    a double-precision serializer's rounding (past 2**53). Compared exactly, the answer read as
+    one about another payment: the refund was never sent, or its queued answer never taken
+    ("answer names another mihpayid", asked again for ever). A number past 2**53 is the id it
+    rounds."""
+    conn, api, url = core
+    api.fail_next(Provider.PAYU, ROUNDED[where](conn, api))
+    tally = send(database_url, url)
+    assert (tally.sent[Provider.PAYU], tally.retried[Provider.PAYU]) == (1, 0), tally.summary()
+    [refund] = conn.execute("SELECT state, attempts FROM payhooks_refunds").fetchall()
+    assert refund == ("sent", 1)
+
+
 # --- Cashfree: only its answer for a refund id it does not know is "no refund" ----------------
 
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from payhooks.events import Provider
-from payhooks.gateways._common import optional_paise, refuse, require, require_secrets
+from payhooks.gateways._common import optional_paise, refuse, require, require_secrets, same_id
 from payhooks.gateways.cashfree import Cashfree
 from payhooks.gateways.juspay import Juspay
 from payhooks.gateways.payu import PayU
@@ -76,3 +76,29 @@ def test_one_secret_given_as_a_string_is_refused_not_read_as_one_per_character(m
     is a sequence of one-character strings. It is refused at once, saying how to write it."""
     with pytest.raises(TypeError, match=r"a tuple of strings, not one string"):
         make("user:whsec_example")
+
+
+@pytest.mark.parametrize(
+    ("found", "asked", "same"),
+    [
+        ("403993715521889530", "403993715521889530", True),
+        (" 403993715521889530 ", "403993715521889530", True),  # PayU pads its ids
+        ("403993715521889540", "403993715521889530", False),  # text is the id exactly
+        (403993715521889540, "403993715521889530", True),  # a double's rounding of it
+        (403993715521889536, "403993715521889530", True),  # the double itself, in full
+        (403993715521889600, "403993715521889530", False),  # another double
+        (9007199254740993, "9007199254740992", True),  # just past 2**53: one double
+        (9007199254740991, "9007199254740990", False),  # below it a number is exact
+        (11111111111, "11111111111", True),
+        (403993715521889540, "4039937155218895xx", False),
+        (10**400, "1" + "0" * 400, True),  # past a double's range: equal or nothing
+        (10**400, "9" * 400, False),
+        (True, "1", False),
+        ([403993715521889530], "403993715521889530", False),
+        (Decimal("403993715521889530"), "403993715521889530", False),
+    ],
+)
+def test_an_id_an_answer_names_is_the_one_asked_exactly_or_as_a_double_rounds_it(
+    found, asked, same
+):
+    assert same_id(found, asked) is same

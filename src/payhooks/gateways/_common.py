@@ -199,13 +199,39 @@ def paise_field(value: object, field: str, *, strict: bool, provider: Provider) 
     return None
 
 
+EXACT_WHOLE = 2**53
+"""Past it not every whole number is a double: a JSON number beyond it may be a
+double-precision serializer's rounding of the id it stands for."""
+
+
+def same_id(found: object, asked: str) -> bool:
+    """Whether an id an answer names (``found``: text, or a JSON number) is ``asked``. Text
+    must be it exactly, but for spaces around either (PayU pads its ids); a whole number must
+    be it, or, past ``EXACT_WHOLE``, the double ``asked`` rounds to: PayU's docs write one
+    payment's ``mihpayid`` as "403993715521889530" in ``verify_payment`` and as the JSON number
+    403993715521889540 in ``check_payment``. Anything else names no id."""
+    wanted = asked.strip()
+    if isinstance(found, str):
+        return found.strip() == wanted
+    if isinstance(found, bool) or not isinstance(found, int):
+        return False
+    if str(found) == wanted:
+        return True
+    if abs(found) <= EXACT_WHOLE or not (wanted.isascii() and wanted.isdigit()):
+        return False
+    try:
+        return float(found) == float(int(wanted))
+    except (OverflowError, ValueError):  # past a double's range, or too many digits to read
+        return False
+
+
 def naming(entity: object, field: str, asked: str, *, what: str, provider: Provider) -> None:
     """An API's answer about ``what`` whose ``field`` names another than ``asked`` (the
-    gateway's or a proxy's mix-up) says nothing of the one asked about: malformed, so never
-    read as its state (a refund made or refused, a payment captured, a payout's figures). A
-    field the answer leaves out is not checked here."""
+    gateway's or a proxy's mix-up; ``same_id``) says nothing of the one asked about: malformed,
+    so never read as its state (a refund made or refused, a payment captured, a payout's
+    figures). A field the answer leaves out is not checked here."""
     found = entity.get(field) if isinstance(entity, dict) else None
-    if found is not None and str(found).strip() != asked.strip():  # PayU pads its ids
+    if found is not None and not same_id(found, asked):
         raise MalformedPayload(provider, f"{what} answer names another {field}")
 
 

@@ -322,6 +322,45 @@ def test_a_refund_answer_naming_no_payment_is_asked_again_never_refuted(
     assert [e.refund_id for e in refunds] == [REQUEST_ID]
 
 
+# --- a mihpayid PayU writes as a JSON number a double rounded ----------------------------------
+
+
+def _verified_as_a_double(api) -> Fault:
+    """``verify_payment``'s answer for the txnid, its ``mihpayid`` a JSON number rounded."""
+    entity = {**api.payment_of(Provider.PAYU, MIHPAYID),
+              "mihpayid": payu_sim.as_a_double(MIHPAYID)}  # fmt: skip
+    answered = {"status": 1, "msg": "1 out of 1 Transactions Fetched Successfully",
+                "transaction_details": {TXNID: entity}}  # fmt: skip
+    return Fault(body=json.dumps(answered).encode())
+
+
+ROUNDED = {  # the pass asks verify_payment, check_action_status, check_payment, verify_payment
+    "check_payment's": lambda api: (
+        PASS_THROUGH, PASS_THROUGH, payu_sim.checked_as_a_double(api, MIHPAYID)),
+    "verify_payment's": lambda api: (
+        PASS_THROUGH, PASS_THROUGH, PASS_THROUGH, _verified_as_a_double(api)),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("answer", list(ROUNDED))
+def test_a_refund_whose_mihpayid_an_answer_writes_rounded_is_the_txnids_once(
+    shop, database_url, gateway_api, answer
+):
+    """PayU's ``check_payment`` sample writes the ``mihpayid`` its ``verify_payment`` sample
+    names "403993715521889530" as the JSON number 403993715521889540 (a double's rounding).
+    Compared exactly, the callback was never confirmed ("check_payment answer names another
+    mihpayid"), or its refund booked to a second payment no one made: a number past 2**53 is
+    the id it rounds."""
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    refunded_at_gateway(api)
+    assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
+    api.fail_next(Provider.PAYU, *ROUNDED[answer](api))
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [(e.payment_id, e.refund_id) for e in refunds] == [(TXNID, REQUEST_ID)]
+
+
 def test_a_retried_refund_whose_payment_payu_lists_nothing_under_a_typod_key_is_sent_once(
     gateway_api,
 ):

@@ -116,6 +116,25 @@ def test_a_real_second_payment_reaches_the_handler_once_under_its_own_id(shop, d
     assert len(captured) == 2
 
 
+def test_a_real_second_payment_check_payment_writes_rounded_reaches_the_handler_once(
+    shop, database_url
+):
+    """``check_payment``'s sample writes ``mihpayid`` as a JSON number, 403993715521889540 for
+    the payment ``verify_payment`` names "403993715521889530" (a double's rounding). Compared
+    exactly, both answers read as about other payments, and the second payment was never
+    confirmed: a number past 2**53 is the id it rounds."""
+    from payhooks.sim.gateways.payu import checked_as_a_double
+
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    api.fail_next(Provider.PAYU, checked_as_a_double(api, SECOND), checked_as_a_double(api, FIRST))
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+
+
 def test_a_post_resent_under_an_invented_mihpayid_is_refuted_at_once_and_changes_nothing(
     shop, database_url
 ):

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from payhooks.events import EventKind, Provider, storable
-from payhooks.gateways._common import child, naming, reference
+from payhooks.gateways._common import child, naming, reference, same_id
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import (
     Refund,
@@ -72,6 +72,9 @@ REFUND_STATUS = "refund"
 """The status part of a reported refund's key, ``reconcile:<request_id>:refund``: never a
 payment's status, so never a payment's key."""
 _P = Provider.PAYU
+PayUId = str | int
+"""An id as PayU writes it: text, or a JSON number (compared by ``same_id``: past 2**53 a
+number may be a double's rounding of the id)."""
 _CREDENTIALS = re.compile(r"\b(hash|key)\b", re.IGNORECASE)
 _KINDS: Mapping[str, EventKind] = {
     "success": EventKind.PAYMENT_CAPTURED,
@@ -118,15 +121,16 @@ class PayUClient:
             raise GatewayApiError(_P.value, f"refund {request_id:.40} names no mihpayid")
         if not _succeeded(self._checked(mihpayid), txnid):
             return Report(skipped=(f"{request_id}: a refund of another order than {txnid}",))
-        if self._named(txnid) == mihpayid:
+        if same_id(self._named(txnid), mihpayid):
             return found
         return parsed(self.provider, lambda: refund_status(request_id, txnid, body, mihpayid))
 
-    def _named(self, txnid: str) -> str | None:
-        """The ``mihpayid`` ``verify_payment`` names for ``txnid`` (its payment); None only
-        where PayU answers that it knows no payment of the txnid (``status: Not Found``).
-        A refusal (``status: 0`` with no entry), an entry with no ``mihpayid``, any other
-        shape is an API error: asked again, never read as "another payment"."""
+    def _named(self, txnid: str) -> PayUId | None:
+        """The ``mihpayid`` ``verify_payment`` names for ``txnid`` (its payment), as PayU
+        wrote it; None only where PayU answers that it knows no payment of the txnid
+        (``status: Not Found``). A refusal (``status: 0`` with no entry), an entry with no
+        ``mihpayid``, any other shape is an API error: asked again, never read as "another
+        payment"."""
         body = self._command(COMMAND, txnid)
         return parsed(self.provider, lambda: named(txnid, body))
 
@@ -149,13 +153,13 @@ class PayUClient:
         ``mihpayid`` the txnid's payment record keeps, the first post's when its body is
         purged."""
         earlier = recorded if first is None else attempt_of(first)
-        if earlier == attempt:
+        if earlier is not None and same_id(earlier, attempt):
             return Attempt(Verdict.CONFIRMED, f"mihpayid {attempt} is the first post's: a copy")
-        paid = None if applied is None else _attempt_in(applied)
-        if paid is None or paid == earlier:
+        written = None if applied is None else _attempt_in(applied)
+        if written is None or (earlier is not None and same_id(written, earlier)):
             return self._judged(txnid, attempt, earlier)
         other = Report() if earlier is None else self._second(txnid, earlier)
-        if attempt == paid:  # this post is the applied payment's own; the first post's is other
+        if same_id(written, attempt):  # this post is the applied payment's; the first's is other
             said = "a second payment, applied" if other.received else "not a success at PayU"
             return Attempt(
                 Verdict.CONFIRMED,
@@ -163,7 +167,7 @@ class PayUClient:
                 f"first post's ({earlier or 'none'}): {said}",
                 other,
             )
-        judged = self._judged(txnid, attempt, paid)
+        judged = self._judged(txnid, attempt, str(written))
         both = (*judged.report.received, *other.received)
         return dataclasses.replace(judged, report=Report(received=both))
 
@@ -274,7 +278,7 @@ class PayUClient:
             )
         if refund.payment_id != refund.gateway_order_id:
             return refund.payment_id
-        named = self._named(refund.payment_id)
+        named = _identifier(self._named(refund.payment_id))
         if named is None:
             recorded = refund.attempt_id
             nor = "" if recorded is None else f", and check_payment knows no mihpayid {recorded}"
@@ -347,12 +351,13 @@ def payments(txnid: str, body: bytes) -> Report:
     return Report(received=(event,))
 
 
-def named(txnid: str, body: bytes) -> str | None:
-    """``verify_payment``'s ``mihpayid`` for ``txnid``, read as ``payments`` reads its entry."""
+def named(txnid: str, body: bytes) -> PayUId | None:
+    """``verify_payment``'s ``mihpayid`` for ``txnid`` as PayU wrote it (``_written``), read as
+    ``payments`` reads its entry."""
     entity = _verified_entity(txnid, body)
     if text(_P, entity, "status") == NOT_FOUND:
         return None
-    found = _identifier(entity.get("mihpayid"))
+    found = _written(entity.get("mihpayid"))
     if found is None:
         raise MalformedPayload(_P, "verify_payment entry has no mihpayid")
     return found
@@ -477,20 +482,28 @@ def _code(value: object) -> int | None:
     return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else None
 
 
-def _attempt_in(body: bytes) -> str | None:
-    """The ``mihpayid`` of a stored payment: a post's form field, or a reconciled entity's."""
+def _attempt_in(body: bytes) -> PayUId | None:
+    """The ``mihpayid`` of a stored payment: a post's form field, or a reconciled entity's as
+    PayU wrote it."""
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError):
         return attempt_of(body)
-    return _identifier(doc.get("mihpayid")) if isinstance(doc, dict) else None
+    return _written(doc.get("mihpayid")) if isinstance(doc, dict) else None
+
+
+def _written(value: object) -> PayUId | None:
+    """A ``mihpayid`` as PayU writes it: a string (spaces around it, as in one sample, left
+    out), or a whole JSON number; None for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def _identifier(value: object) -> str | None:
-    """A ``mihpayid`` PayU writes as a string (spaces around it in one sample) or a number."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return (value.strip() or None) if isinstance(value, str) else None
+    """A ``mihpayid`` PayU writes as a string or a number, as text."""
+    found = _written(value)
+    return None if found is None else str(found)
 
 
 def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
@@ -559,7 +572,7 @@ def stored(event_id: str, entity: dict[str, Any]) -> Report:
         answer = {"transaction_details": {middle: {middle: entity}}}
         txnid, second = str(entity.get("merchantTxnId", "")), entity.get(SECOND_PAYMENT)
         return refund_status(middle, txnid, canonical(answer), second)
-    if entity.get("txnid") != middle and str(entity.get("mihpayid")) == middle:  # a 2nd payment
+    if entity.get("txnid") != middle and same_id(entity.get("mihpayid"), middle):  # a 2nd one
         return checked(middle, canonical({"status": 1, "transaction_details": entity}))
     return payments(middle, canonical({"transaction_details": {middle: entity}}))
 

@@ -90,6 +90,22 @@ def refund_callback(
     )
 
 
+def as_a_double(mihpayid: str) -> int:
+    """``mihpayid`` as a JSON number from a double-precision serializer: past 2**53 not every
+    whole number is a double, and PayU's ``check_payment`` sample writes the payment its
+    ``verify_payment`` sample names "403993715521889530" as 403993715521889540."""
+    return int(Decimal(repr(float(int(mihpayid)))))
+
+
+def checked_as_a_double(api: GatewayBooks, mihpayid: str) -> Fault:
+    """The books' ``check_payment`` answer about a payment, its ``mihpayid`` written
+    ``as_a_double``: one call answered so (``GatewayApi.fail_next``)."""
+    entity = {**(api.payment_of(Provider.PAYU, mihpayid) or {}), "mihpayid": as_a_double(mihpayid)}
+    answered = {"status": 1, "msg": "Transaction Fetched Successfully",
+                "transaction_details": entity}  # fmt: skip
+    return Fault(body=json.dumps(answered).encode())
+
+
 def refund_entity(*, mihpayid: str, request_id: str, amount: str, status: str) -> dict[str, Any]:
     """A refund as ``check_action_status`` answers about it (in its documented shape)."""
     return {
