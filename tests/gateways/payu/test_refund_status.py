@@ -245,7 +245,11 @@ def test_a_failed_refund_callback_is_recorded_and_asks_nothing(shop, gateway_api
 
 REFUSED_ONCE = b'{"status":0,"msg":"Invalid Hash."}'
 """PayU refusing one call (it answers a rate limit so too), under HTTP 200."""
-UNREADABLE = {
+NOT_FOUND = {"status": 0, "msg": "0 out of 1 Transactions Fetched Successfully",
+             "transaction_details": {TXNID: {"mihpayid": status.NOT_FOUND,
+                                             "status": status.NOT_FOUND}}}  # fmt: skip
+"""``verify_payment``'s answer for a txnid PayU knows no payment of (its docs' sample)."""
+NAMING_NO_PAYMENT = {
     "PayU's refusal under 200": Fault(status=200, body=REFUSED_ONCE),
     "a rate limit in PayU's words": Fault(body=b'{"status":0,"msg":"Too many requests"}'),
     "an HTML page from a proxy": Fault(body=b"<html>busy</html>", content_type="text/html"),
@@ -253,23 +257,29 @@ UNREADABLE = {
     "an entry with no mihpayid": Fault(
         body=b'{"status":1,"transaction_details":{"%s":{"status":"success"}}}' % TXNID.encode()
     ),
+    "PayU's Not Found for the txnid": Fault(body=json.dumps(NOT_FOUND).encode()),
 }
 PASS_THROUGH = Fault()
 
 
-@pytest.mark.parametrize("answer", list(UNREADABLE))
-def test_a_verify_payment_it_cannot_read_books_no_refund_and_is_asked_again(
+@pytest.mark.parametrize("answer", list(NAMING_NO_PAYMENT))
+def test_a_verify_payment_naming_no_payment_books_no_refund_and_is_asked_again(
     shop, database_url, gateway_api, answer
 ):
     """The pass asks verify_payment (the order), check_action_status, check_payment, then
-    verify_payment for the mihpayid it names: that last call refused once must not turn the
-    refund into a refund of a "second payment" under its permanent key."""
+    verify_payment for the mihpayid it names: only an entry naming a mihpayid says whether the
+    refund is of the txnid's payment or of a second one. That last call refused once, or
+    answering ``Not Found`` while check_payment knows the txnid's payment, must not turn the
+    refund into a refund of a "second payment" under its permanent key (a payments row of no
+    amount and no cart, the real payment left captured)."""
     api, url = gateway_api
     refunds: list[Event] = []
     hooks = noting(refunds)
     refunded_at_gateway(api)
     assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
-    api.fail_next(Provider.PAYU, PASS_THROUGH, PASS_THROUGH, PASS_THROUGH, UNREADABLE[answer])
+    api.fail_next(
+        Provider.PAYU, PASS_THROUGH, PASS_THROUGH, PASS_THROUGH, NAMING_NO_PAYMENT[answer]
+    )
     tally = a_pass(database_url, url, hooks)
     assert refunds == [] and tally.api_errors[Provider.PAYU] == 1
     assert outcome(shop, f"{TXNID}:{REQUEST_ID}:refund.success") == "confirming"
@@ -297,22 +307,37 @@ def test_a_check_action_status_refusal_is_no_proof_there_is_no_such_refund(
     assert [e.refund_id for e in refunds] == [REQUEST_ID]
 
 
+def _nameless_refund() -> tuple[Fault, ...]:
+    """check_action_status's entry for the refund, naming no mihpayid (the order's
+    verify_payment first)."""
+    entity = payu_sim.refund_entity(mihpayid=MIHPAYID, request_id=REQUEST_ID, amount="499.00",
+                                    status="success")  # fmt: skip
+    del entity["mihpayid"]
+    nameless = {"status": 1, "transaction_details": {REQUEST_ID: {REQUEST_ID: entity}}}
+    return PASS_THROUGH, Fault(body=json.dumps(nameless).encode())
+
+
+UNKNOWN_PAYMENT = Fault(body=json.dumps(payu_sim.UNKNOWN_PAYMENT).encode())
+WHOSE_UNSAID = {
+    "check_action_status naming no mihpayid": _nameless_refund(),
+    "check_payment knowing no payment it names": (PASS_THROUGH, PASS_THROUGH, UNKNOWN_PAYMENT),
+}
+
+
+@pytest.mark.parametrize("answer", list(WHOSE_UNSAID))
 def test_a_refund_answer_naming_no_payment_is_asked_again_never_refuted(
-    shop, database_url, gateway_api
+    shop, database_url, gateway_api, answer
 ):
-    """check_action_status names the refunded payment (``mihpayid``); an answer without it
-    cannot say whose refund it is, so it is no "refund of another order": past the patience
-    the callback is still asked about, never refuted on it."""
+    """check_action_status names the refunded payment (``mihpayid``), and check_payment says
+    whose it is; an answer without it, or check_payment knowing no payment of that
+    ``mihpayid``, cannot say whose refund it is, so it is no "refund of another order": past
+    the patience the callback is still asked about, never refuted on it."""
     api, url = gateway_api
     refunds: list[Event] = []
     hooks = noting(refunds)
     refunded_at_gateway(api)
     assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
-    entity = payu_sim.refund_entity(mihpayid=MIHPAYID, request_id=REQUEST_ID, amount="499.00",
-                                    status="success")  # fmt: skip
-    del entity["mihpayid"]
-    nameless = {"status": 1, "transaction_details": {REQUEST_ID: {REQUEST_ID: entity}}}
-    api.fail_next(Provider.PAYU, PASS_THROUGH, Fault(body=json.dumps(nameless).encode()))
+    api.fail_next(Provider.PAYU, *WHOSE_UNSAID[answer])
     shop.execute("UPDATE payhooks_confirmations SET requested_at = now() - interval '1 hour'")
     tally = a_pass(database_url, url, hooks)
     assert tally.refuted[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1

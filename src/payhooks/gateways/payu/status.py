@@ -111,7 +111,9 @@ class PayUClient:
         ``check_payment`` must know it as a success of that txnid, or the refund confirms
         nothing (a real refund of another order, under a forged callback). A payment of the
         txnid other than the one ``verify_payment`` names for it is a second payment, which
-        payhooks records under its ``mihpayid``: the refund is of that payment."""
+        payhooks records under its ``mihpayid``: the refund is of that payment. What names no
+        payment decides neither: ``check_payment`` knowing no payment of that ``mihpayid``,
+        ``verify_payment`` answering ``Not Found`` for the txnid, are API errors, asked again."""
         body = self._command(REFUND_COMMAND, request_id)
         found = parsed(self.provider, lambda: refund_status(request_id, txnid, body))
         if not found.received:
@@ -119,9 +121,15 @@ class PayUClient:
         mihpayid = found.received[0].event.attempt_id
         if mihpayid is None:  # whose refund it is cannot be read: no answer, never "another's"
             raise GatewayApiError(_P.value, f"refund {request_id:.40} names no mihpayid")
-        if not _succeeded(self._checked(mihpayid), txnid):
+        refunded = self._checked(mihpayid)
+        if refunded is None:
+            raise _unnamed(f"check_payment knows no payment {mihpayid:.64} refunded")
+        if not _succeeded(refunded, txnid):
             return Report(skipped=(f"{request_id}: a refund of another order than {txnid}",))
-        if same_id(self._named(txnid), mihpayid):
+        named = self._named(txnid)
+        if named is None:
+            raise _unnamed(f"verify_payment names no payment for txnid {txnid:.64}")
+        if same_id(named, mihpayid):
             return found
         return parsed(self.provider, lambda: refund_status(request_id, txnid, body, mihpayid))
 
@@ -282,12 +290,9 @@ class PayUClient:
         if named is None:
             recorded = refund.attempt_id
             nor = "" if recorded is None else f", and check_payment knows no mihpayid {recorded}"
-            raise GatewayApiError(
-                _P.value,
+            raise _unnamed(
                 f"PayU's verify_payment names no payment for txnid {refund.payment_id}{nor}: "
-                "the API key and salt of another PayU account, or a payment not yet visible; "
-                "asked again",
-                status=200,
+                "the API key and salt of another PayU account, or a payment not yet visible"
             )
         return named
 
@@ -554,6 +559,12 @@ def checked(mihpayid: str, body: bytes) -> Report:
         bank_ref=reference(entity.get("bank_ref_num"), entity.get("bank_ref_no")),
     )  # fmt: skip
     return Report(received=(event,))
+
+
+def _unnamed(said: str) -> GatewayApiError:
+    """PayU's word that it knows no such payment, where another of its answers names one: no
+    decision either way, asked again."""
+    return GatewayApiError(_P.value, f"{said}: asked again", status=200)
 
 
 def _refusal(doc: Mapping[str, Any]) -> GatewayApiError:
