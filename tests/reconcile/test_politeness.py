@@ -223,3 +223,21 @@ def test_a_database_out_of_reach_ends_the_pass_at_its_first_gateway(rig, caplog)
         away.close()
     failed = [r.message for r in caplog.records if r.message.endswith("_gateway_failed")]
     assert failed == []
+
+
+def test_payus_rate_limit_in_its_own_words_pauses_it_as_a_429_does(conn, rig):
+    """PayU answers a rate limit with HTTP 200 and ``{"status":0,"msg":"Requests limit
+    reached"}`` (its error codes): read as a 429, it stops asking PayU for the rest of the
+    pass, and the next pass finishes. It was read as one checkout's error, and every
+    checkout was asked while PayU was limiting."""
+    buys = _paid(conn, rig, Provider.PAYU, 4)
+    rig.api.fail_next(Provider.PAYU, Fault(body=b'{"status":0,"msg":"Requests limit reached"}'))
+    first = rig.run()
+    assert first.api_errors[Provider.PAYU] == 1
+    assert first.deferred[Provider.PAYU] == 3  # stopped asking after the rate limit
+    assert sum(rig.api.asked[(b.provider, b.reference)] for b in buys) == 0
+    limited = "SELECT count(*) FROM payhooks_reconcile WHERE last_error LIKE 'rate limited%%'"
+    assert count(conn, limited) == 1
+    conn.execute(DUE_AGAIN)
+    rig.run()
+    assert all(len(orders_of(conn, b.cart_id)) == 1 for b in buys)

@@ -182,7 +182,9 @@ class ReadOnlyRecord(PayhooksError):
 class GatewayApiError(Explained):
     """A gateway's status API did not answer usefully (rate limit, 5xx, timeout, refusal): the
     checkout is asked about again on a later reconciliation pass. ``retry_after_s`` is the wait
-    the gateway asked for, when it said; ``status`` the HTTP status, None without an answer."""
+    the gateway asked for, when it said; ``status`` the HTTP status, None without an answer,
+    and 429 for a rate limit a gateway words in its own shape under another status (PayU's
+    "Requests limit reached" under 200), so that it is handled as any 429 is."""
 
     def __init__(
         self,
@@ -204,7 +206,8 @@ class GatewayApiError(Explained):
 
     @property
     def rate_limited(self) -> bool:
-        """The gateway answered 429: ask again no sooner than it said."""
+        """The gateway answered 429, or said so in its own words: ask again no sooner than it
+        said."""
         return self.status == 429
 
     @property

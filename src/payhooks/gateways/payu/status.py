@@ -36,7 +36,7 @@ from payhooks.gateways._reports import (
     rupees,
     text,
 )
-from payhooks.gateways._status import CredentialsRefused, answer, parsed
+from payhooks.gateways._status import CredentialsRefused, answer, error_answer, parsed
 from payhooks.gateways.payu.adapter import attempt, attempt_of
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
@@ -56,13 +56,16 @@ token" (a refund under payhooks' own token is PayU's already: found by it on the
 yet, as ``check_payment``'s "not found" is read), 214 "Same amount same transaction within 5
 minutes" (another intent of the same amount, sent minutes before: taken after the backoff),
 120 "Transaction lock could not be obtained", 123 "pending, requires manual follow-up", 109
-"already logged", no code at all (a refused hash, a rate limit)."""
+"already logged", no code at all (a refused hash). PayU's rate limit is raised as a 429 is
+(``_rate_limit``), before any of these is read."""
 NO_ACTIONS = re.compile(r"no action status found", re.IGNORECASE)
 PAYMENT_COMMAND = "check_payment"
 _UNKNOWN = re.compile(r"\btransaction\b.*\bnot found\b|\bno transaction\b", re.IGNORECASE)
 """A ``check_payment`` refusal PayU means as "no such payment": it says so of the transaction
 ("Transaction Not Found", "no transaction found"). "Not found" of anything else (the merchant,
 its key) is PayU refusing the call."""
+RATE_LIMITED = re.compile(r"\brequests? limit reached\b|\btoo many requests\b", re.IGNORECASE)
+"""The words of a ``status: 0`` answer that is PayU's rate limit, not a refusal."""
 _OF_MERCHANT = re.compile(r"\b(merchant|hash|key|salt)\b", re.IGNORECASE)
 NOT_FOUND = "Not Found"
 REFUNDED = "success"
@@ -318,12 +321,15 @@ class PayUClient:
 
     def _command(self, command: str, var1: str, **more: str) -> bytes:
         """A post-service call; ``var2``, ``var3`` are outside the hash (PayU hashes
-        ``key|command|var1|salt`` for every command)."""
+        ``key|command|var1|salt`` for every command). PayU's rate limit, whatever the command,
+        is raised here (``_rate_limit``)."""
         url = f"{self.credentials.base_url}/merchant/postservice.php"
         key, salt = self.credentials.id, self.credentials.secret
         form = {"key": key, "command": command, "var1": var1, **more,
                 "hash": command_hash(key, command, var1, salt)}  # fmt: skip
-        return answer(self.provider, self.http, "POST", url, params={"form": "2"}, data=form)
+        body = answer(self.provider, self.http, "POST", url, params={"form": "2"}, data=form)
+        _rate_limit(body)
+        return body
 
 
 def client(credentials: ApiCredentials, http: httpx.Client) -> PayUClient:
@@ -559,6 +565,17 @@ def checked(mihpayid: str, body: bytes) -> Report:
         bank_ref=reference(entity.get("bank_ref_num"), entity.get("bank_ref_no")),
     )  # fmt: skip
     return Report(received=(event,))
+
+
+def _rate_limit(body: bytes) -> None:
+    """PayU answers a rate limit under HTTP 200: ``{"status": 0, "msg": "Requests limit
+    reached"}`` (its error codes; "Too many requests" read so too). Raised as another
+    gateway's 429 is (``GatewayApiError.rate_limited``): reconciliation stops asking PayU for
+    the pass, and nothing PayU was asked is taken as done or refused."""
+    doc = error_answer(body)
+    said = printable(doc.get("msg")) if doc is not None and doc.get("status") == 0 else None
+    if said is not None and RATE_LIMITED.search(said):
+        raise GatewayApiError(_P.value, f"rate limited (under HTTP 200): {said}", status=429)
 
 
 def _unnamed(said: str) -> GatewayApiError:
