@@ -200,10 +200,12 @@ def storable(event: Event) -> Event:
     """Refuse, as malformed, values PostgreSQL cannot store or index (a NUL in text, a lone
     surrogate, an id longer than a key should be, an amount beyond ``bigint``) and ids holding
     a control character, which would break the log line, email subject or terminal they are
-    shown in. Authentic bytes can hold any of them; no gateway sends them."""
+    shown in. Authentic bytes can hold any of them; no gateway sends them. So is a value of
+    another JSON type than the field holds (a number for an id, text for an amount), which a
+    reader handed on as it came: never a ``TypeError`` for the caller."""
     for name in _TEXTS:
         value = getattr(event, name)
-        if value is not None and not is_text(value):
+        if value is not None and not (isinstance(value, str) and is_text(value)):
             raise MalformedPayload(event.provider, f"{name} is not valid text")
         if value is not None and (CONTROL.search(value) or len(value) > MAX_TEXT_CHARS):
             raise MalformedPayload(
@@ -211,13 +213,17 @@ def storable(event: Event) -> Event:
             )
     for name in _AMOUNTS:
         value = getattr(event, name)
-        if value is not None and not 0 <= value <= MAX_PAISE:
-            raise MalformedPayload(event.provider, f"{name} is out of range: {value}")
+        if value is not None and not (_whole(value) and 0 <= value <= MAX_PAISE):
+            raise MalformedPayload(event.provider, f"{name} is out of range: {value!r:.40}")
     if event.dispute is not None:
         _storable_dispute(event.provider, event.dispute)
     if event.bank_ref is not None and not _searchable(event.bank_ref):
         return replace(event, bank_ref=None)  # for search only: left out, never refused
     return event
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 _DISPUTE_TEXTS = ("id", "reason", "phase", "status")
@@ -229,15 +235,18 @@ def _storable_dispute(provider: Provider, dispute: Dispute) -> None:
     for name in _DISPUTE_TEXTS:
         value = getattr(dispute, name)
         if value is not None and (
-            not is_text(value) or CONTROL.search(value) or len(value) > MAX_TEXT_CHARS
+            not isinstance(value, str)
+            or not is_text(value)
+            or CONTROL.search(value)
+            or len(value) > MAX_TEXT_CHARS
         ):
             raise MalformedPayload(
                 provider, f"dispute {name} is not text of at most {MAX_TEXT_CHARS} chars"
             )
     for name in _DISPUTE_AMOUNTS:
         value = getattr(dispute, name)
-        if value is not None and not 0 <= value <= MAX_PAISE:
-            raise MalformedPayload(provider, f"dispute {name} is out of range: {value}")
+        if value is not None and not (_whole(value) and 0 <= value <= MAX_PAISE):
+            raise MalformedPayload(provider, f"dispute {name} is out of range: {value!r:.40}")
 
 
 def _searchable(reference: str) -> bool:

@@ -90,3 +90,17 @@ def test_a_dispute_amount_beyond_bigint_is_malformed():
 
 def test_an_ordinary_dispute_is_storable():
     assert storable(DISPUTED) is DISPUTED
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("payment_id", 7700112233), ("refund_id", ["r1"]), ("merchant_ref", {"id": "o1"}),
+     ("currency", True), ("amount_paise", "100"), ("refund_amount_paise", 1.5),
+     ("amount_paise", True)],
+)  # fmt: skip
+def test_a_field_of_another_json_type_than_it_holds_is_malformed_never_a_type_error(field, value):
+    """A reader that hands on a gateway's value as it came (PhonePe's ``refundId`` written as
+    the number 7700112233) reaches ``storable``: it raised ``TypeError``, which a pass logged
+    as its own failure, not as an answer it cannot read."""
+    with pytest.raises(MalformedPayload, match=field):
+        storable(replace(EVENT, **{field: value}))

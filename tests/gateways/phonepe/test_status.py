@@ -369,6 +369,14 @@ def test_a_refund_answer_about_another_refund_is_unreadable():
         )
 
 
+def test_a_refund_answer_naming_its_refund_id_as_a_number_is_unreadable():
+    """PhonePe's ``refundId`` is text (``OMR…``); written as a number, the answer does not read
+    (asked again), never a ``TypeError`` the confirmation logs as its own failure."""
+    odd = {**REFUND, "refundId": 7700112233}
+    with pytest.raises(GatewayApiError, match="unreadable answer: refundId is not a string"):
+        _refund_client({REFUND_PATH: (200, odd)}).refund("rf_1", REFERENCE)
+
+
 def test_a_refund_of_another_order_than_the_callback_named_confirms_nothing():
     report = _refund_client({REFUND_PATH: (200, REFUND)}).refund("rf_1", "ph_another_order")
     assert (report.received, report.skipped) == ((), ("rf_1: a refund of another order",))

@@ -14,7 +14,7 @@ import httpx
 
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import _reports
-from payhooks.gateways._common import child, naming, reference
+from payhooks.gateways._common import child, naming, reference, text_field
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import (
     Refund,
@@ -294,10 +294,12 @@ def _received(
 
 def order_expired(body: bytes, order_id: str) -> bool:
     """``GET /pg/orders/{id}``: the order's ``order_status``; EXPIRED or TERMINATED means no
-    payment can come for it any more. An answer about another order says nothing of it."""
+    payment can come for it any more. An answer about another order says nothing of it, nor
+    does an ``order_status`` that is not text (a list, an object: unreadable)."""
     doc = read_json(_P, body)
     naming(doc, "order_id", order_id, what="order", provider=_P)
-    return isinstance(doc, dict) and doc.get("order_status") in EXPIRED
+    said = doc.get("order_status") if isinstance(doc, dict) else None
+    return text_field(said, "order_status", strict=True, provider=_P) in EXPIRED
 
 
 def stored(event_id: str, entity: dict[str, Any]) -> Report:

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from payhooks.events import EventKind, Provider, Received, storable
-from payhooks.gateways._common import naming
+from payhooks.gateways._common import naming, text_field
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, Report, canonical, read_json, received, text
 from payhooks.gateways._status import CredentialsRefused, answer, parsed
@@ -291,11 +291,13 @@ def refund_status(merchant_refund_id: str, body: bytes, paid: str | None = None)
     processed, keyed on PhonePe's ``refundId`` (``OMR…``, never a payment's ``OM…`` id);
     PENDING, CONFIRMED and FAILED report nothing. The answer names no payment: ``paid``, the
     original order's payment (its own status), is kept in the stored answer as
-    ``PAID_FIELD`` so a replay reads the same refund."""
+    ``PAID_FIELD`` so a replay reads the same refund. A ``refundId`` that is not text (a
+    number, a list) does not read."""
     doc = _answer(body, "refund", "merchantRefundId", merchant_refund_id)
     state = text(_P, doc, "state")
     if state != COMPLETED:
         return Report(skipped=(f"{merchant_refund_id}:{state}",))
+    refund_id = text_field(doc.get("refundId"), "refundId", strict=True, provider=_P)
     amount = paise(doc.get("amount"), "amount", strict=True)
     if amount is None:
         raise MalformedPayload(_P, "refund amount is missing")
@@ -305,7 +307,7 @@ def refund_status(merchant_refund_id: str, body: bytes, paid: str | None = None)
         entity[PAID_FIELD] = paid
     found = received(
         _P, entity, kind=EventKind.REFUND_PROCESSED, status=state,
-        payment_id=doc.get("refundId") or merchant_refund_id,
+        payment_id=refund_id or merchant_refund_id,
         merchant_ref=text(_P, doc, "originalMerchantOrderId"), amount_paise=amount,
         currency=doc.get("currency") or "INR",
         bank_ref=bank_reference(latest_attempt(doc.get("paymentDetails"), state)),
