@@ -171,6 +171,20 @@ def test_the_refund_webhook_closes_the_intent_it_was_sent_for(core):
     assert closed.settled_at is not None
 
 
+def test_a_refund_event_of_another_amount_closes_no_intent(core):
+    """A refund event closed the intent sent under its refund id whatever it refunded: PayU's
+    confirmed callback carries the amount its API reports, which the sender refuses to take
+    as the intent's. The intent stays sent, for the sender's check (and its alert)."""
+    made = ask(core, 49_900)
+    refunds.accepted(core, made, "rfnd_closes00002", processed=False)
+    delivery = GATEWAY.razorpay("refund.processed", payment_id=PAYMENT, order_id="order_rf1",
+                                amount_paise=10_000, refund_id="rfnd_closes00002")  # fmt: skip
+    payhooks.ingest(core, ADAPTERS[delivery.provider], delivery.body, delivery.headers,
+                    payhooks.Hooks())  # fmt: skip
+    (kept,) = refunds.of_payment(core, "razorpay", PAYMENT)
+    assert (kept.state, kept.settled_at) == (RefundState.SENT, None)
+
+
 def test_on_an_async_connection_the_same_intent(core, database_url):
     import asyncio
 

@@ -544,17 +544,21 @@ def cancelling(
 CLOSE = """
 UPDATE payhooks_refunds SET state = 'processed', settled_at = now()
 WHERE provider = %(provider)s AND state = 'sent' AND gateway_refund_id = %(refund_id)s
+  AND (%(amount)s::bigint IS NULL OR amount_paise = %(amount)s::bigint)
 """
 
 
 def closing(event: Event) -> Steps[None]:
     """A refund the gateway says processed closes the intent it was sent for, by the
     gateway's refund id (Razorpay's ``rfnd_…``, Cashfree's ``cf_refund_id``, PayU's request
-    id). One whose webhook came before the sender recorded the gateway's answer, or whose
-    webhook never came, is closed by asking the gateway
-    (``payhooks.refunding.sending.check_due``)."""
+    id) and for its amount: one of another amount says nothing of the intent, which stays
+    ``sent`` for the sender's check (``gateways._refunds.same_amount``: asked again, its error
+    kept, the refunds alert telling a person). One whose webhook came before the sender
+    recorded the gateway's answer, or whose webhook never came, is closed by asking the
+    gateway (``payhooks.refunding.sending.check_due``)."""
     if event.kind is EventKind.REFUND_PROCESSED and event.refund_id:
-        params = {"provider": event.provider.value, "refund_id": event.refund_id}
+        params = {"provider": event.provider.value, "refund_id": event.refund_id,
+                  "amount": event.refund_amount_paise}  # fmt: skip
         yield Statement(sql=CLOSE, params=params, reads=False)
 
 
