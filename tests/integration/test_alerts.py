@@ -483,6 +483,7 @@ def test_settlement_reports_not_read_say_when_they_last_were_in_utc(conn, chat):
 
 
 def test_the_shop_alerts_dead_letters_and_payments_to_refund(conn, chat):
+    conn.execute("SET TimeZone = 'Asia/Kolkata'")  # its time is written in UTC all the same
     conn.execute(
         "INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at, last_error)"
         " VALUES ('email', 'x', 's', 'b', %s, 'recipient refused')",
@@ -492,6 +493,7 @@ def test_the_shop_alerts_dead_letters_and_payments_to_refund(conn, chat):
     tally = alerting.notifier(settings, shop=True).tick(conn, T0 + EVERY)
     assert tally.open == ["dead_letters:outbox"]
     assert chat.texts()[0].startswith("[payhooks] ALERT: 1 email(s) dead-lettered")
+    assert f"(the oldest at {T0:%Y-%m-%d %H:%M} UTC)" in chat.texts()[0]
 
 
 def test_a_merchant_apps_notifier_leaves_the_shops_alerts_alone(conn, chat):

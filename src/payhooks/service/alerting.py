@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
+from payhooks.operations.alarms import in_utc
 from payhooks.operations.alerts import Alert, Condition, Source, core_sources
 from payhooks.operations.notifier import Channel, Notice, Notifier, Policy, Webhook
 from payhooks.plumbing.db import Connection
@@ -72,8 +73,8 @@ def dead_letters(conn: Connection, now: datetime) -> list[Alert]:
             subject="outbox",
             title=f"{count} email(s) dead-lettered",
             body=(
-                f"{count} email(s) were given up on (the oldest at {oldest:%Y-%m-%d %H:%M} "
-                "UTC): a customer's confirmation or an alert nobody received. See why with "
+                f"{count} email(s) were given up on (the oldest at {in_utc(oldest)}): a "
+                "customer's confirmation or an alert nobody received. See why with "
                 "`payhooks outbox --failed`; queue them again with `payhooks outbox --retry ID` "
                 "or `--retry-all` once the cause is fixed."
             ),
