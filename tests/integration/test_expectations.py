@@ -675,3 +675,69 @@ def test_two_deliveries_of_one_mismatched_payment_at_once_open_one_mismatch(shop
     )
     assert sorted(answers) == sorted([Outcome.PARKED, Outcome.DUPLICATE])
     assert len(open_mismatches(shop)) == 1
+
+
+# --- a payment settled by hand stays settled, whichever delivery of it comes later ----------
+
+
+def notes(conn) -> list[tuple[object, ...]]:
+    return conn.execute("SELECT event_id, resolution FROM payhooks_resolutions").fetchall()
+
+
+def settled_by_hand(conn, key: str) -> None:
+    from payhooks.intake.expectations import resolve
+
+    resolve(conn, "razorpay", key, "refunded in the dashboard")
+
+
+def test_reconciliation_reporting_a_payment_settled_by_hand_parks_it_no_second_time(shop):
+    """The webhook parked it, a person refunded it and resolved it, then reconciliation asked
+    and the gateway still says it was paid: its report, under a key of its own, is recorded
+    ignored with the settlement named, and no second mismatch asks for a second refund."""
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    key = sync_driver(shop, razorpay(amount=100)).event.event_id
+    settled_by_hand(shop, key)
+    found = apply_found(shop, reconciled(amount=100))
+    assert found.outcome is Outcome.DUPLICATE
+    assert outcome_of_key(shop, found.event.event_id) == "ignored"
+    assert parked(shop) == [] and open_mismatches(shop) == [] and len(mismatches(shop)) == 1
+    assert notes(shop) == [
+        (found.event.event_id, f"its payment was settled by hand under {key}: refunded in the "
+         "dashboard")
+    ]  # fmt: skip
+    assert paid(shop) == []
+
+
+def test_a_webhook_of_a_payment_settled_by_hand_under_reconciliations_key_is_ignored(shop, deliver):
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    found = apply_found(shop, reconciled(amount=100))
+    settled_by_hand(shop, found.event.event_id)
+    late = deliver(shop, razorpay(amount=100))
+    assert late.outcome is Outcome.DUPLICATE
+    assert outcome_of_key(shop, late.event.event_id) == "ignored"
+    assert parked(shop) == [] and open_mismatches(shop) == [] and len(mismatches(shop)) == 1
+    [(key, note)] = notes(shop)
+    assert key == late.event.event_id and found.event.event_id in note
+    assert paid(shop) == []
+
+
+def test_a_copy_reaching_its_payment_while_a_person_settles_it_is_not_parked_again(
+    shop, database_url
+):
+    """The person's resolve holds the payment's turn until it commits; reconciliation's report,
+    arriving meanwhile, waits for it and then finds the payment settled (without the turn it
+    waited on the mismatch's row, then found no open mismatch and parked it again)."""
+    from tests.racing import while_held
+
+    expect(shop, "razorpay", "order_exp1", 49_900)
+    key = sync_driver(shop, razorpay(amount=100)).event.event_id
+    answers: list[Receipt] = []
+
+    def settle(conn) -> None:
+        conn.execute("SELECT 1")  # resolve's transaction then nests in this one, held open
+        settled_by_hand(conn, key)
+
+    while_held(database_url, shop, settle,
+               lambda conn: answers.append(apply_found(conn, reconciled(amount=100))))  # fmt: skip
+    assert [a.outcome for a in answers] == [Outcome.DUPLICATE]
+    assert parked(shop) == [] and open_mismatches(shop) == [] and len(mismatches(shop)) == 1

@@ -67,6 +67,7 @@ STATE = {
         disputed_paise FROM payhooks_payments""",
     "mismatches": """SELECT provider, event_id, gateway_order_id, payment_id, expected_paise,
         paid_paise, resolved_at IS NULL, resolution FROM payhooks_amount_mismatches""",
+    "resolutions": "SELECT provider, event_id, resolution FROM payhooks_resolutions",
     # Payment events queued for the relay (payhooks.intake.relaying), per channel.
     "relayed": """SELECT kind, channel, dedupe_key, subject, body, payload, sent_at IS NULL
         FROM payhooks_outbox WHERE kind = 'event'""",
@@ -83,9 +84,10 @@ class Played:
     """How many deliveries the one statement answered."""
 
 
-Item = Delivery | Received | str
+Item = Delivery | Received | str | Callable[[db.Connection], object]
 """A gateway's delivery, or one reconciliation composes itself (its key no webhook takes), or a
-statement the merchant runs between deliveries (an expectation corrected)."""
+statement the merchant runs between deliveries (an expectation corrected), or what a person
+does between them (a payment settled by hand)."""
 Path = Callable[[db.Connection, Item], tuple[Receipt, bool]]
 
 
@@ -151,6 +153,8 @@ def play(
         for delivery in deliveries:
             if isinstance(delivery, str):
                 conn.execute(delivery.encode())
+            elif callable(delivery):
+                delivery(conn)
             else:
                 played.append(path(conn, delivery))
         orders = dict(conn.execute("SELECT id, 'order of ' || cart_id FROM orders").fetchall())
@@ -394,6 +398,23 @@ def test_another_delivery_of_a_payment_parked_for_its_amount_waits_for_its_repla
     assert outcomes(slow) == ["parked", "duplicate"] and fast.fast == 0
     (mismatch,) = fast.state["mismatches"]
     assert '"pay_parked0000001", 50000, 49900, true, null]' in mismatch
+
+
+def test_the_webhook_of_a_payment_settled_by_hand_is_its_copy_on_both_paths(both):
+    """Reconciliation parked the payment for its amount and a person refunded and resolved it
+    before its webhook came: the one statement declines the webhook (not the expected amount)
+    and the general path records it ignored, the settlement named; no second mismatch."""
+    from payhooks.intake.expectations import resolve
+
+    found = reconciled(1)
+
+    def refunded(conn: db.Connection) -> None:
+        resolve(conn, "razorpay", found.event.event_id, "refunded in the dashboard")
+
+    slow, fast = both([found, refunded, capture(1)], expected=PRICE + 100)
+    assert outcomes(slow) == ["parked", "duplicate"] and fast.fast == 0
+    assert len(fast.state["mismatches"]) == 1 and len(fast.state["resolutions"]) == 1
+    assert "refunded in the dashboard" in fast.state["resolutions"][0]
 
 
 def test_with_no_relay_set_up_neither_path_queues_an_event(both):

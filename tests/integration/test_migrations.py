@@ -70,6 +70,7 @@ CORE_MIGRATIONS = [
     "core/0035_settlement_line_types",
     "core/0036_references_kept",
     "core/0037_references_follow_expectations",
+    "core/0038_settled_by_hand",
 ]
 
 CORE_TABLES = {
@@ -399,6 +400,37 @@ def test_payment_records_take_the_reference_their_orders_expectation_names_now(c
     }
 
 
+def test_a_payment_parked_again_after_it_was_settled_by_hand_is_settled_as_its_copy(conn):
+    """Core migration 0038 on mismatches written before it: one a person settled is marked
+    settled by hand (one payhooks settled itself is not), and the second mismatch its payment
+    got under another key since is settled as its copy, told to no one, its delivery
+    ignored."""
+    from payhooks.intake.expectations import resolve
+
+    refunded, applied = purchase(conn), purchase(conn)
+    first = deliver(conn, refunded.captured(amount_paise=100)).event.event_id
+    resolve(conn, "razorpay", first, "refunded in the dashboard")
+    conn.execute("UPDATE payhooks_amount_mismatches SET settled_by_hand = false")  # as before
+    again = deliver(conn, refunded.captured(amount_paise=100, event="order.paid")).event.event_id
+    other = deliver(conn, applied.captured(amount_paise=100)).event.event_id
+    conn.execute(
+        "UPDATE payhooks_amount_mismatches SET resolved_at = now(),"
+        " resolution = 'applied: the payment reached a handler under x' WHERE event_id = %s",
+        (other,),
+    )
+    (sql,) = [text for version, text in CORE.files() if version == "0038_settled_by_hand"]
+    conn.execute(sql.encode())
+    rows = conn.execute(
+        "SELECT m.event_id, m.settled_by_hand, m.resolution, m.alerted_at IS NOT NULL, w.outcome"
+        " FROM payhooks_amount_mismatches m JOIN processed_webhooks w USING (provider, event_id)"
+    )
+    assert {row[0]: row[1:] for row in rows} == {
+        first: (True, "refunded in the dashboard", False, "ignored"),
+        again: (False, f"a copy: the payment was settled by hand under {first}", True, "ignored"),
+        other: (False, "applied: the payment reached a handler under x", False, "parked"),
+    }
+
+
 def migrate_before(conn: db.Connection, core: str, shop: str) -> None:
     """Each track's versions before ``core`` and ``shop``, recorded as ``migrate`` would."""
     conn.execute(
@@ -480,6 +512,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0035_settlement_line_types",
         "core/0036_references_kept",
         "core/0037_references_follow_expectations",
+        "core/0038_settled_by_hand",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"

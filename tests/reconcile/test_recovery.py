@@ -272,6 +272,43 @@ def test_a_cashfree_payment_above_its_order_amount_a_service_fee_is_ordered(conn
     assert len(orders_of(conn, buy.cart_id)) == 1
 
 
+SHORT = 600
+"""Paid for a checkout of ₹499: parked for its amount (``payhooks.expect``)."""
+MISMATCHES = (
+    "SELECT count(*) FILTER (WHERE resolved_at IS NULL), count(*) FROM payhooks_amount_mismatches"
+)
+
+
+@pytest.mark.parametrize("provider", list(Provider))
+def test_a_payment_settled_by_hand_is_not_parked_again_when_reconciliation_reports_it(
+    conn, rig, provider
+):
+    """Paid short, parked, refunded at the gateway and resolved before reconciliation asked:
+    the gateway's API still says it was paid, and reconciliation's report of it, under a key
+    of its own, is recorded ignored with the settlement named; no second mismatch asks a
+    person to refund it again."""
+    from payhooks.intake.expectations import resolve
+    from payhooks.intake.idempotency import parked
+
+    buy = purchase(conn, provider)
+    rig.api.pay(replace(sim(buy), amount_paise=SHORT), buy.payment_id)
+    delivered = deliver(conn, buy.captured(amount_paise=SHORT))
+    if provider in CONFIRMED_BY_API:  # the callback is a claim: the API's report is parked
+        assert delivered.outcome is Outcome.CONFIRMING
+        rig.run()
+    [held] = parked(conn)
+    resolve(conn, provider, held.event_id, "refunded at the gateway")
+    conn.execute(DUE_NOW)
+    rig.run()
+    assert parked(conn) == [] and orders_of(conn, buy.cart_id) == []
+    assert conn.execute(MISMATCHES).fetchone() == (0, 1)
+    notes = conn.execute("SELECT event_id, resolution FROM payhooks_resolutions").fetchall()
+    if provider not in CONFIRMED_BY_API:  # reconciliation's report is a copy under its own key
+        [(copy, note)] = notes
+        assert copy.startswith("reconcile:") and held.event_id in note
+        assert "refunded at the gateway" in note
+
+
 def test_a_real_payu_second_payment_under_one_txnid_is_flagged_once_an_edited_copy_never(conn, rig):
     """PayU's hash does not cover ``mihpayid``: the shop hears of a second post under one
     txnid, and PayU's ``check_payment`` decides. Both real: the second is its own payment,

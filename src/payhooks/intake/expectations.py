@@ -24,7 +24,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
-from payhooks.intake import confirmations
+from payhooks.intake import confirmations, disputes
 from payhooks.plumbing.db import (
     AsyncConnection,
     Connection,
@@ -81,21 +81,30 @@ FOR KEY SHARE
 
 # No conflict target: the delivery's own mismatch (a retry of it), or the payment's open one
 # under another key (``payhooks_amount_mismatches_one_open``: one open mismatch per payment; a
-# twin inserting it is waited for), and nothing is inserted.
+# twin inserting it is waited for), and nothing is inserted. Nor is anything for a payment a
+# person settled by hand (``resolve``): read after the payment's turn, which the claim took
+# (``CLAIM_PAYMENT``'s trigger) and ``resolve`` takes too, so a settlement committed meanwhile
+# is seen. The amounts are cast: a ``SELECT``'s parameters take no type from the columns.
 HOLD = """
 INSERT INTO payhooks_amount_mismatches (provider, event_id, gateway_order_id, payment_id,
     expected_paise, expected_currency, paid_paise, paid_currency)
-VALUES (%(provider)s, %(event_id)s, %(merchant_ref)s, %(payment_id)s, %(expected_paise)s,
-    %(expected_currency)s, %(paid_paise)s, %(paid_currency)s)
+SELECT %(provider)s, %(event_id)s, %(merchant_ref)s, %(payment_id)s, %(expected_paise)s::bigint,
+    %(expected_currency)s, %(paid_paise)s::bigint, %(paid_currency)s
+WHERE NOT EXISTS (SELECT 1 FROM payhooks_amount_mismatches s
+                  WHERE s.provider = %(provider)s AND s.payment_id = %(payment_id)s
+                    AND s.settled_by_hand)
 ON CONFLICT DO NOTHING
 RETURNING 1
 """
 
-# The delivery that holds the payment's open mismatch when it is not this one.
+# The delivery that holds the payment's open mismatch when it is not this one; else the one
+# whose mismatch a person settled by hand, with their words.
 HELD_BY = """
-SELECT event_id FROM payhooks_amount_mismatches
-WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND resolved_at IS NULL
-  AND event_id <> %(event_id)s
+SELECT event_id, resolved_at IS NULL, resolution FROM payhooks_amount_mismatches
+WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND event_id <> %(event_id)s
+  AND (resolved_at IS NULL OR settled_by_hand)
+ORDER BY resolved_at NULLS FIRST, event_id
+LIMIT 1
 """
 
 
@@ -364,16 +373,40 @@ def releasing(event: Event, check: Check) -> Steps[None]:
         yield Statement(sql=RELEASE_PAYMENT, params=params, reads=False)
 
 
-def holding(event: Event, mismatch: Mismatch) -> Steps[str | None]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeldBy:
+    """Another delivery of a payment parked for its amount: its key, and the words of the
+    person who settled its mismatch by hand (None: it is still open)."""
+
+    event_id: str
+    settled: str | None = None
+
+
+def holding(event: Event, mismatch: Mismatch) -> Steps[HeldBy | None]:
     """Record the mismatch beside the delivery's record (once, however often it is retried).
-    A payment has one open mismatch: when another delivery of it (a webhook's,
-    reconciliation's) holds it, nothing is recorded and that delivery's key is returned."""
+    A payment has one mismatch, settled once: when another delivery of it (a webhook's,
+    reconciliation's) holds it open, or had it settled by hand, nothing is recorded and that
+    delivery is returned."""
     assert event.merchant_ref is not None
     params = {**asdict(event), **asdict(mismatch)}
     if (yield Statement(sql=HOLD, params=params)) is not None or event.payment_id is None:
         return None
     other = yield Statement(sql=HELD_BY, params=params)
-    return None if other is None else str(other[0])
+    if other is None:
+        return None
+    return HeldBy(event_id=str(other[0]), settled=None if other[1] else str(other[2]))
+
+
+SETTLED_WITH = "its payment was settled by hand under {key}: {words}"
+
+
+def noting(event: Event, held: HeldBy) -> Steps[None]:
+    """Why a delivery of a payment settled by hand under another key is ignored, kept where a
+    person's words for a delivery are (``payhooks_resolutions``, on its timeline)."""
+    assert held.settled is not None
+    words = SETTLED_WITH.format(key=held.event_id, words=held.settled)
+    params = {"provider": event.provider.value, "event_id": event.event_id, "resolution": words}
+    yield Statement(sql=KEEP_NOTE, params=params, reads=False)
 
 
 # One delivery's open mismatch, settled with how. A payment parked for its amount and replayed
@@ -428,7 +461,8 @@ WITH settled AS (
                     AND m.resolved_at IS NULL)
     RETURNING 1
 )
-UPDATE payhooks_amount_mismatches SET resolved_at = now(), resolution = %(resolution)s
+UPDATE payhooks_amount_mismatches
+SET resolved_at = now(), resolution = %(resolution)s, settled_by_hand = true
 WHERE provider = %(provider)s AND event_id = %(event_id)s AND EXISTS (SELECT 1 FROM settled)
 RETURNING 1
 """
@@ -502,9 +536,11 @@ def resolve(conn: Connection, gateway: Provider | str, event_id: str, resolution
                 f"{gateway} delivery {event_id!r} is not parked nor waiting for its gateway's "
                 "API (unknown, applied, or settled)"
             )
+        held = {**params, "payment_id": parked[0]}
+        if parked[0] is not None:  # its turn: a delivery of it parking meanwhile sees this
+            query(conn, disputes.TURN, held)
         if query(conn, RESOLVE, params).fetchone() is not None:
             return  # parked for its amount: settled with its mismatch
-        held = {**params, "payment_id": parked[0]}
         if parked[0] is not None and query(conn, HELD_BESIDE, held).fetchone() is not None:
             raise NotAMismatch(
                 f"{gateway} delivery {event_id!r} is held beside its payment, parked for its "
@@ -517,6 +553,7 @@ __all__ = [
     "MONEY",
     "Check",
     "Expectation",
+    "HeldBy",
     "Mismatch",
     "NotAMismatch",
     "applying",
@@ -525,6 +562,7 @@ __all__ = [
     "expect_async",
     "expectation",
     "holding",
+    "noting",
     "releasing",
     "resolve",
     "settling",

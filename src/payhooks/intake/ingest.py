@@ -283,12 +283,15 @@ def _held(
 ) -> Generator[Statement, Any, Settled]:
     """A payment of another amount or currency than expected: parked, with the mismatch
     recorded for a person (once: a parked delivery retried stays parked as it was). When
-    another delivery of the payment is parked for it already, this one is recorded ignored
-    and answered as its duplicate: one open mismatch per payment, settled once."""
+    another delivery of the payment is parked for it already, or was settled by hand, this one
+    is recorded ignored and answered as its duplicate: one mismatch per payment, settled once
+    (the person's words kept for this one too)."""
     event = received.event
     other = yield from expectations.holding(event, mismatch)
     if other is not None:
         yield from idempotency.recording(event, Outcome.IGNORED, None)
+        if other.settled is not None:
+            yield from expectations.noting(event, other)
         return Settled(receipt=duplicate(received, claim))
     if claim.state is ClaimState.NEW:
         yield from idempotency.recording(event, Outcome.PARKED, None)
