@@ -31,7 +31,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from payhooks.events import Event, Received
 from payhooks.gateways import Adapter
 from payhooks.intake.endpoint import Endpoint, Note, Reply, unfolded
-from payhooks.intake.hooks import guarded
+from payhooks.intake.hooks import ENDINGS, guarded, noting
 from payhooks.intake.ingest import (
     Applied,
     Handler,
@@ -421,7 +421,10 @@ def _flushing(handler: Handler, session: Session) -> Handler:
     commit nothing (the hook believing its work durable before it is) and its
     ``session.rollback()`` would drop its pending writes while the claim is recorded. Both
     are refused, like a commit on the connection, even when the hook catches the error and
-    carries on. Savepoints (``session.begin_nested()``) are the hook's own, and allowed."""
+    carries on; so is the connection's own ``commit()`` or ``rollback()`` (``conn``'s, or
+    through ``session.connection()``), noted as it is called, before the flush, which fails
+    for another reason after SQLAlchemy was refused a commit. Savepoints
+    (``session.begin_nested()``) are the hook's own, and allowed."""
     ended: list[str] = []
 
     def on_commit(committing: Session) -> None:
@@ -437,7 +440,7 @@ def _flushing(handler: Handler, session: Session) -> Handler:
         sqlalchemy.event.listen(session, "before_commit", on_commit)
         sqlalchemy.event.listen(session, "after_soft_rollback", on_rollback)
         try:
-            with _conflicts_named():
+            with _conflicts_named(), noting(conn, ENDINGS, ended):
                 applied = handler(conn, event)
         finally:
             sqlalchemy.event.remove(session, "before_commit", on_commit)

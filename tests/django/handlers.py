@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from django.db import connection, transaction
 from orders.models import Order
 
@@ -13,6 +15,9 @@ notifying = Hooks()
 notifying_then_failing = Hooks()
 committing = Hooks()
 committing_on_the_connection = Hooks()
+committing_caught = Hooks()
+committing_on_the_connection_caught = Hooks()
+rolling_back_the_connection_caught = Hooks()
 notified: list[str] = []
 """Delivery keys whose ``on_commit`` work ran (the server's threads append to it)."""
 
@@ -21,6 +26,9 @@ notified: list[str] = []
 @failing.on(EventKind.PAYMENT_CAPTURED)
 @committing.on(EventKind.PAYMENT_CAPTURED)
 @committing_on_the_connection.on(EventKind.PAYMENT_CAPTURED)
+@committing_caught.on(EventKind.PAYMENT_CAPTURED)
+@committing_on_the_connection_caught.on(EventKind.PAYMENT_CAPTURED)
+@rolling_back_the_connection_caught.on(EventKind.PAYMENT_CAPTURED)
 def create_order(conn, event):
     Order.objects.create(
         reference=event.merchant_ref,
@@ -50,6 +58,25 @@ def commit(conn, event):
 @committing_on_the_connection.on(EventKind.PAYMENT_CAPTURED)
 def commit_the_connection(conn, event):
     conn.commit()
+
+
+# A merchant used to owning the transaction catches the refusal and carries on.
+@committing_caught.on(EventKind.PAYMENT_CAPTURED)
+def commit_caught(conn, event):
+    with contextlib.suppress(transaction.TransactionManagementError):
+        transaction.commit()
+
+
+@committing_on_the_connection_caught.on(EventKind.PAYMENT_CAPTURED)
+def commit_the_connection_caught(conn, event):
+    with contextlib.suppress(Exception):
+        conn.commit()
+
+
+@rolling_back_the_connection_caught.on(EventKind.PAYMENT_CAPTURED)
+def roll_back_the_connection_caught(conn, event):
+    with contextlib.suppress(Exception):
+        conn.rollback()
 
 
 committing_as_sql = Hooks()

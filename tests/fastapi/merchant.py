@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import (
+    AbstractContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+    suppress,
+)
 from typing import Any
 
 import psycopg
@@ -80,7 +86,8 @@ def async_hooks() -> AsyncHooks:
 def ending_hooks(kind: str, call: str) -> Hooks | AsyncHooks:
     """Hooks that write, then end the claim's transaction themselves (``commit``,
     ``rollback``, or a ``COMMIT`` sent as SQL: ``sql_commit`` after the write,
-    ``sql_commit_then_write`` before it), as a merchant used to owning it might."""
+    ``sql_commit_then_write`` before it), as a merchant used to owning it might; ``commit
+    caught`` and ``rollback caught`` catch psycopg's refusal and carry on."""
     if kind == "sync":
         hooks = Hooks()
 
@@ -92,7 +99,8 @@ def ending_hooks(kind: str, call: str) -> Hooks | AsyncHooks:
                 elif statement == "COMMIT":
                     conn.execute(statement)
                 else:
-                    getattr(conn, statement)()
+                    with _caught(statement):
+                        getattr(conn, statement.removesuffix(" caught"))()
 
         return hooks
     async_hooks = AsyncHooks()
@@ -105,9 +113,15 @@ def ending_hooks(kind: str, call: str) -> Hooks | AsyncHooks:
             elif statement == "COMMIT":
                 await conn.execute(statement)
             else:
-                await getattr(conn, statement)()
+                with _caught(statement):
+                    await getattr(conn, statement.removesuffix(" caught"))()
 
     return async_hooks
+
+
+def _caught(statement: str) -> AbstractContextManager[object]:
+    """psycopg's refusal of the call, caught when ``statement`` says so."""
+    return suppress(psycopg.ProgrammingError) if statement.endswith(" caught") else nullcontext()
 
 
 def _ending(call: str) -> list[str | None]:

@@ -4,9 +4,11 @@ PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from dataclasses import replace
 
+import psycopg
 import pytest
 
 from payhooks.events import Provider, Received
@@ -566,5 +568,55 @@ def test_a_handler_that_commits_as_sql_is_refused_and_its_claim_deleted(conn, dr
             asyncio.run(
                 _ingest_async(conn.info.dsn, received_of(delivery), guarded_async(commits_async))
             )
+    assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 0
+    assert deliver(conn, delivery).outcome is Outcome.PROCESSED
+
+
+NOTE = "INSERT INTO merchant_notes VALUES (%s)"
+
+
+def swallowing(call: str):
+    """A handler that writes, then commits or rolls back the claim's connection, catches
+    psycopg's refusal and carries on, as a merchant used to owning the transaction might."""
+
+    def handler(connection, event):
+        connection.execute(NOTE, (event.event_id,))
+        with contextlib.suppress(psycopg.ProgrammingError):
+            getattr(connection, call)()
+        return Applied(outcome=Outcome.PROCESSED)
+
+    return handler
+
+
+def swallowing_async(call: str):
+    async def handler(connection, event):
+        await connection.execute(NOTE, (event.event_id,))
+        with contextlib.suppress(psycopg.ProgrammingError):
+            await getattr(connection, call)()
+        return Applied(outcome=Outcome.PROCESSED)
+
+    return handler
+
+
+@pytest.mark.parametrize("call", ["commit", "rollback"])
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_handler_that_catches_the_refusal_of_its_commit_is_refused_all_the_same(
+    conn, driver, call
+):
+    """psycopg refuses ``commit()`` and ``rollback()`` inside the claim's transaction; a
+    handler that catches the refusal and returns is answered ``handler_committed`` as one that
+    let it raise: nothing it or the claim wrote is kept, and the gateway's retry applies it."""
+    from payhooks.aio.hooks import guarded as guarded_async
+    from payhooks.intake.hooks import guarded
+
+    conn.execute("CREATE TABLE merchant_notes (event_id text)")
+    delivery = purchase(conn).captured()
+    with pytest.raises(HandlerCommitted, match=rf"{call}\(\)"):
+        if driver == "sync":
+            ingest_received(conn, received_of(delivery), guarded(swallowing(call)))
+        else:
+            handler = guarded_async(swallowing_async(call))
+            asyncio.run(_ingest_async(conn.info.dsn, received_of(delivery), handler))
+    assert scalar(conn, "SELECT count(*) FROM merchant_notes") == 0
     assert scalar(conn, "SELECT count(*) FROM processed_webhooks") == 0
     assert deliver(conn, delivery).outcome is Outcome.PROCESSED

@@ -57,9 +57,9 @@ def guarded(handler: AsyncHandler) -> AsyncHandler:
     transaction is refused with ``HandlerCommitted``."""
 
     async def run(conn: AsyncConnection, event: Event) -> Applied:
-        with commit_refused():
+        with commit_refused(conn) as called:
             applied = await handler(conn, event)
-        still_open(conn.info.transaction_status)
+        still_open(conn.info.transaction_status, called)
         return applied
 
     return run

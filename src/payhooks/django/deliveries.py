@@ -21,6 +21,7 @@ from django.db import connections, transaction
 from payhooks.django.conf import Config
 from payhooks.events import Event, Received
 from payhooks.intake.hooks import guarded as core_guarded
+from payhooks.intake.hooks import noting
 from payhooks.intake.ingest import (
     Applied,
     Handler,
@@ -42,7 +43,7 @@ V = TypeVar("V")
 
 def receive(config: Config, received: Received) -> Receipt:
     """Claim and apply one live delivery, verified; the receipt exists only once committed."""
-    handler = guarded(config.handler_function())
+    handler = guarded(config.handler_function(), config.database)
     return settle(config, lambda conn: ingest_received_in_transaction(conn, received, handler))
 
 
@@ -59,7 +60,7 @@ def replay(
 def applying(config: Config) -> Apply:
     """A delivery read again (a replay, a reconciled payment) claimed and applied as a live
     one is: through the project's handler, in a transaction Django owns."""
-    handler = guarded(config.handler_function())
+    handler = guarded(config.handler_function(), config.database)
 
     def apply(conn: Connection, received: Received) -> Receipt:
         return settle(config, lambda conn: ingest_received_in_transaction(conn, received, handler))
@@ -67,24 +68,34 @@ def applying(config: Config) -> Apply:
     return apply
 
 
-def guarded(handler: Handler) -> Handler:
+def guarded(handler: Handler, database: str) -> Handler:
     """The core's guard, plus Django's own refusal of ``transaction.commit()``,
     ``rollback()`` or ``set_autocommit()`` inside the view's atomic block: a handler that
-    ends the claim's transaction is refused with ``HandlerCommitted`` (500, nothing kept)."""
+    ends the claim's transaction is refused with ``HandlerCommitted`` (500, nothing kept),
+    also when it catches Django's refusal and carries on (each call noted on ``database``'s
+    connection as it is made, ``payhooks.intake.hooks.noting``)."""
     checked = core_guarded(handler)
 
     def run(conn: Connection, event: Event) -> Applied:
+        called: list[str] = []
         try:
-            return checked(conn, event)
+            with noting(transaction.get_connection(database), _DJANGO_ENDINGS, called):
+                applied = checked(conn, event)
         except transaction.TransactionManagementError as exc:
             if _FORBIDDEN_IN_ATOMIC in str(exc):
                 raise HandlerCommitted("Django's transaction.commit() or rollback()") from exc
             raise
+        if called:
+            raise HandlerCommitted(f"Django's transaction.{called[0]}")
+        return applied
 
     return run
 
 
 _FORBIDDEN_IN_ATOMIC = "forbidden when an 'atomic' block is active"
+_DJANGO_ENDINGS = ("commit", "rollback", "set_autocommit")
+"""What Django refuses inside an atomic block, on its connection (``transaction.commit()``
+calls it), and calls itself only when the outermost block ends, after the handlers."""
 
 
 def settle(config: Config, claim: Callable[[Connection], Pending]) -> Receipt:

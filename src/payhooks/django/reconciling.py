@@ -24,7 +24,7 @@ def one_pass(
 ) -> Tally:
     """Ask each gateway with API credentials in ``PAYHOOKS`` about the due checkouts, then
     about the callbacks waiting for its word (with ``confirm_only``, about those alone)."""
-    handler = guarded(config.handler_function())
+    handler = guarded(config.handler_function(), config.database)
     connect = connecting(config)
 
     def deliver(received: Received, *, then: Followup) -> Receipt:

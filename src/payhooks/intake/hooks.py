@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 import psycopg
@@ -93,27 +93,67 @@ def guarded(handler: Handler) -> Handler:
     transaction: what every integration runs, so all answer alike (500, nothing kept)."""
 
     def run(conn: Connection, event: Event) -> Applied:
-        with commit_refused():
+        with commit_refused(conn) as called:
             applied = handler(conn, event)
-        still_open(conn.info.transaction_status)
+        still_open(conn.info.transaction_status, called)
         return applied
 
     return run
 
 
+ENDINGS = ("commit", "rollback")
+"""The connection's calls that would end the claim's transaction, which psycopg refuses."""
+
+
 @contextlib.contextmanager
-def commit_refused() -> Iterator[None]:
+def commit_refused(conn: object) -> Iterator[list[str]]:
     """psycopg refuses ``commit()`` and ``rollback()`` inside the claim's ``transaction()``
     block with a bare ``ProgrammingError`` (its subclasses are SQL errors): named here, also
     when a layer above wraps it (SQLAlchemy's ``session.connection().commit()`` raises its own
-    error, the driver's as ``orig``)."""
+    error, the driver's as ``orig``). A handler that catches the refusal and carries on is
+    refused all the same: each call is noted as it is made (``noting``), in the list yielded,
+    for ``still_open`` to refuse once the handler returns."""
+    called: list[str] = []
+    with noting(conn, ENDINGS, called):
+        try:
+            yield called
+        except Exception as exc:
+            call = refused_call(exc)
+            if call is None:
+                raise
+            raise HandlerCommitted(call) from exc
+
+
+@contextlib.contextmanager
+def noting(target: object, names: Iterable[str], called: list[str]) -> Iterator[None]:
+    """Each of ``target``'s methods ``names`` noted in ``called`` (``commit()``) when it is
+    called, for the block's time: an attribute of this very object shadows its class's method
+    and calls it as it was, so the caller sees what it always saw (psycopg's refusal) and keeps
+    the object it was given, no wrapper in its place. An object that takes no attribute of its
+    own (``__slots__``) is left as it is: only a refusal that is raised is then seen."""
+    own = getattr(target, "__dict__", None)
+    if own is None:
+        yield
+        return
+    kept = {name: own[name] for name in names if name in own}
+    for name in names:
+        setattr(target, name, _noted(getattr(target, name), f"{name}()", called))
     try:
         yield
-    except Exception as exc:
-        call = refused_call(exc)
-        if call is None:
-            raise
-        raise HandlerCommitted(call) from exc
+    finally:
+        for name in names:
+            if name in kept:
+                setattr(target, name, kept[name])
+            else:
+                delattr(target, name)
+
+
+def _noted(call: Callable[..., Any], name: str, called: list[str]) -> Callable[..., Any]:
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        called.append(name)
+        return call(*args, **kwargs)
+
+    return noted
 
 
 def refused_call(exc: BaseException) -> str | None:
@@ -126,10 +166,14 @@ def refused_call(exc: BaseException) -> str | None:
     return None
 
 
-def still_open(status: TransactionStatus) -> None:
+def still_open(status: TransactionStatus, called: Sequence[str] = ()) -> None:
     """A ``COMMIT`` or ``ROLLBACK`` sent as SQL gets past psycopg: seen here, after the fact
     (what it committed stays committed), and answered as loudly as the calls above. When the
     handler wrote after it, a new transaction is open and the claim's savepoint is gone: the
-    claim sees that when it releases the savepoint (``payhooks.intake.ingest``)."""
+    claim sees that when it releases the savepoint (``payhooks.intake.ingest``). A call psycopg
+    refused and the handler caught (``called``) is refused here, the transaction still open:
+    nothing it wrote is kept."""
     if status is TransactionStatus.IDLE:
         raise HandlerCommitted.as_sql()
+    if called:
+        raise HandlerCommitted(called[0])
