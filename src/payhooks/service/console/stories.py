@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -317,13 +317,14 @@ def _confirmation(record: Record | None) -> tuple[str, str] | None:
     return ("status API", f"{said.verdict}: {said.detail}")
 
 
-def _settled(record: Record | None) -> tuple[str, str] | None:
+def _settled(record: Record | None) -> tuple[tuple[str, str | datetime], ...]:
     """A delivery a person settled by hand (``payhooks resolve``: parked, or waiting for its
-    gateway's API), as a fact."""
+    gateway's API), as facts: when (a moment, written in the console's zone as every time of
+    the page), and their words."""
     if record is None or record.settled is None:
-        return None
+        return ()
     said = record.settled
-    return ("settled by hand", f"{said.at.astimezone(UTC):%Y-%m-%d %H:%M} UTC: {said.note}")
+    return (("settled by hand", said.at), ("their words", said.note))
 
 
 def _checkout_entry(row: Named) -> Entry:
@@ -383,7 +384,7 @@ def _logged_entry(
         tone = Tone.WARN
     if record is not None and record.bank_ref:
         said.append(("bank reference", record.bank_ref))
-    for known in (_confirmation(record), _settled(record)):
+    for known in (_confirmation(record), *_settled(record)):
         if known is not None:
             said.append(known)
             tone = _TONE_OF_OUTCOME.get(outcome, tone)
@@ -422,7 +423,7 @@ def _record_entry(provider: str, record: Record, facts: _Facts) -> Entry:
         facts=(
             ("outcome", record.outcome),
             ("delivery key", record.event_id),
-            *filter(None, [_confirmation(record), _settled(record), amounts]),
+            *filter(None, [_confirmation(record), *_settled(record), amounts]),
         ),
         tone=Tone.WARN if amounts else tone,
         delivery=key,
