@@ -159,14 +159,21 @@ def test_thirty_askers_at_repeatable_read_never_take_more_than_was_captured(core
     assert total == 49_900
 
 
-def test_the_refund_webhook_closes_the_intent_it_was_sent_for(core):
+def sent_then_its_webhook(core, refund_id: str, webhook_paise: int) -> refunds.Refund:
+    """An intent of 499.00 sent under ``refund_id``, then Razorpay's refund webhook for that
+    id, of ``webhook_paise``: the intent as it stands after."""
     made = ask(core, 49_900)
-    refunds.accepted(core, made, "rfnd_closes00001", processed=False)
+    refunds.accepted(core, made, refund_id, processed=False)
     delivery = GATEWAY.razorpay("refund.processed", payment_id=PAYMENT, order_id="order_rf1",
-                                amount_paise=49_900, refund_id="rfnd_closes00001")  # fmt: skip
+                                amount_paise=webhook_paise, refund_id=refund_id)  # fmt: skip
     payhooks.ingest(core, ADAPTERS[delivery.provider], delivery.body, delivery.headers,
                     payhooks.Hooks())  # fmt: skip
-    (closed,) = refunds.of_payment(core, "razorpay", PAYMENT)
+    (after,) = refunds.of_payment(core, "razorpay", PAYMENT)
+    return after
+
+
+def test_the_refund_webhook_closes_the_intent_it_was_sent_for(core):
+    closed = sent_then_its_webhook(core, "rfnd_closes00001", 49_900)
     assert (closed.state, closed.gateway_refund_id) == (RefundState.PROCESSED, "rfnd_closes00001")
     assert closed.settled_at is not None
 
@@ -175,13 +182,7 @@ def test_a_refund_event_of_another_amount_closes_no_intent(core):
     """A refund event closed the intent sent under its refund id whatever it refunded: PayU's
     confirmed callback carries the amount its API reports, which the sender refuses to take
     as the intent's. The intent stays sent, for the sender's check (and its alert)."""
-    made = ask(core, 49_900)
-    refunds.accepted(core, made, "rfnd_closes00002", processed=False)
-    delivery = GATEWAY.razorpay("refund.processed", payment_id=PAYMENT, order_id="order_rf1",
-                                amount_paise=10_000, refund_id="rfnd_closes00002")  # fmt: skip
-    payhooks.ingest(core, ADAPTERS[delivery.provider], delivery.body, delivery.headers,
-                    payhooks.Hooks())  # fmt: skip
-    (kept,) = refunds.of_payment(core, "razorpay", PAYMENT)
+    kept = sent_then_its_webhook(core, "rfnd_closes00002", 10_000)
     assert (kept.state, kept.settled_at) == (RefundState.SENT, None)
 
 
