@@ -27,6 +27,7 @@ from typing import Any, NotRequired, TypedDict, Unpack, cast, overload
 import anyio
 import anyio.to_thread
 import psycopg_pool
+from psycopg.rows import tuple_row
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, compile_path
@@ -289,9 +290,11 @@ def delivery(
     hooks: Handler | AsyncHandler, pool: SyncPool | AsyncPool, threads: int | None
 ) -> Deliver:
     """The sync or async path, from the pool; hooks of the other kind are refused here, at
-    startup, rather than on the first delivery."""
+    startup, rather than on the first delivery, and so are hooks that leave their rows to a
+    pool making other rows than tuples (``_rows_declared``)."""
     if not isinstance(pool, psycopg_pool.ConnectionPool | psycopg_pool.AsyncConnectionPool):
         raise TypeError("pool must be a psycopg_pool.ConnectionPool or AsyncConnectionPool")
+    _rows_declared(hooks, pool)
     limiter = anyio.CapacityLimiter(threads or pool.max_size)
     if isinstance(pool, psycopg_pool.AsyncConnectionPool):
         if not _is_async(hooks):
@@ -306,6 +309,23 @@ def delivery(
             "pass an AsyncConnectionPool"
         )
     return deliveries.threaded(pool, cast(Handler, hooks), limiter)
+
+
+def _rows_declared(hooks: object, pool: SyncPool | AsyncPool) -> None:
+    """Hooks on a pool whose connections make other rows than tuples (``dict_row``) must say
+    which rows they are written for: the commands that run them too (``payhooks confirm``,
+    ``replay`` and ``reconcile --hooks``) hand them connections of their own, which make
+    tuples unless the hooks say otherwise, and a PhonePe payment reaches them only there."""
+    made = pool.kwargs.get("row_factory") if isinstance(pool.kwargs, dict) else None
+    if made is None or made is tuple_row or getattr(hooks, "row_factory", None) is not None:
+        return
+    name = getattr(made, "__name__", repr(made))
+    raise TypeError(
+        f"the pool makes its rows with {name} and the hooks do not say which rows they are "
+        "written for: payhooks confirm, replay and reconcile --hooks run them on connections "
+        f"of their own, which make tuples. Declare it: AsyncHooks(row_factory={name}) (or "
+        f"payhooks.Hooks(row_factory={name}) on a ConnectionPool)"
+    )
 
 
 def _is_async(hooks: object) -> bool:

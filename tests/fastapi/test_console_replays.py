@@ -29,6 +29,7 @@ from payhooks.plumbing.errors import DatabaseUnavailable
 from tests import loopback
 from tests.console.conftest import csrf_of
 from tests.factories import ADAPTERS
+from tests.fastapi import dict_hooks as written_for_dicts
 from tests.fastapi.conftest import Served, served
 from tests.fastapi.merchant import capture
 
@@ -151,6 +152,25 @@ def test_a_handler_that_fails_a_replay_is_said_and_recorded(app, behaviour, said
     assert parked_key(conn) == key  # still parked: nothing the handler did was kept
     done = conn.execute("SELECT action, result FROM payhooks_console_actions").fetchall()
     assert done == [("replay", recorded)]
+
+
+@pytest.mark.parametrize(
+    "lend_pool", [True, False], ids=["the app's pool", "a connection of its own"]
+)
+def test_hooks_written_for_dicts_replay_on_dict_rows(merchant_url, lend_pool):
+    """``AsyncHooks(row_factory=dict_row)``: the console's own connection makes tuples, and
+    the hooks' ``row["amount_paise"]`` must read there too."""
+    with psycopg.connect(merchant_url, autocommit=True) as conn:
+        payhooks.migrate(conn)
+        add_operator(conn, OPERATOR, PASSWORD)
+        conn.execute(written_for_dicts.ORDERS)
+        with served(app_with(merchant_url, written_for_dicts.async_hooks, lend_pool)) as running:
+            deliver(running)  # parked: no checkout yet
+            conn.execute("INSERT INTO dict_orders VALUES ('order_fa000001', 100, 'INR', NULL)")
+            with operator(running.base_url) as client:
+                assert "Replayed: the delivery was applied." in replay(client, parked_key(conn))
+        paid = conn.execute("SELECT paid_by FROM dict_orders").fetchall()
+    assert paid == [("pay_fa00000001",)]
 
 
 def test_a_replay_or_settlement_for_no_gateway_is_not_recorded(app):

@@ -12,7 +12,8 @@ writes on the claim's connection.
 Every function registered for the event's kind runs, in registration order, inside the
 claim's transaction; ``None`` means processed, an ``Applied`` says otherwise (one that parks
 ends the run), and an event no function is registered for is answered ``ignored`` (the same
-rules as ``payhooks.Hooks``).
+rules as ``payhooks.Hooks``). ``AsyncHooks(row_factory=dict_row)``: the functions are written
+for dict rows, and every door hands them such rows (``payhooks.Hooks``' ``row_factory``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from payhooks.events import Event
-from payhooks.intake.hooks import Registry, commit_refused, still_open
+from payhooks.intake.hooks import Registry, commit_refused, rows_made, still_open
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing import db
 
@@ -45,10 +46,11 @@ class AsyncHooks(Registry[AsyncHook]):
         if not hooks:
             return Applied(outcome=Outcome.IGNORED)
         result = Applied(outcome=Outcome.PROCESSED)
-        for hook in hooks:
-            result = await hook(conn, event) or result
-            if result.outcome is Outcome.PARKED:
-                break  # a replay runs every handler again, from the first
+        with rows_made(conn, self.row_factory):
+            for hook in hooks:
+                result = await hook(conn, event) or result
+                if result.outcome is Outcome.PARKED:
+                    break  # a replay runs every handler again, from the first
         return result
 
 

@@ -13,6 +13,11 @@ runs, in registration order, inside the claim's transaction. A function returns 
 (processed) or an ``Applied`` saying otherwise (ignored, parked, with an order id); the last
 ``Applied`` returned stands, and one that parks ends the run (the later functions run when the
 delivery is replayed). An event no function is registered for is answered ``ignored``.
+
+Functions written for rows of another shape than tuples (a pool made with
+``row_factory=dict_row``) say so once, ``Hooks(row_factory=dict_row)``: every door that runs
+them (the route on the merchant's pool, and ``payhooks confirm``, ``replay`` and ``reconcile
+--hooks`` on connections payhooks opens) then hands them such rows.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
+from psycopg.rows import BaseRowFactory
 
 from payhooks.events import Event, EventKind
 from payhooks.intake.ingest import Applied, Handler, Outcome
@@ -32,17 +38,26 @@ from payhooks.plumbing.errors import HandlerCommitted
 
 Hook = Callable[[Connection, Event], Applied | None]
 H = TypeVar("H", bound=Callable[..., Any])
+RowFactory = BaseRowFactory[Any]
+"""How a connection makes its rows: psycopg's ``dict_row``, ``namedtuple_row``, ... ."""
 
 
 class Registry(Generic[H]):
     """Functions by event kind, in registration order: what ``Hooks`` and its async twin in
     ``payhooks.fastapi`` share. ``is_async`` is what a registered function must be: called
-    the wrong way, it would never run, and the delivery be recorded all the same."""
+    the wrong way, it would never run, and the delivery be recorded all the same.
+
+    ``row_factory`` is the rows the functions are written for (``dict_row`` for
+    ``row["ref"]``), made by the connection they are handed for as long as they run, whichever
+    door runs them: a command's connection of its own makes tuples, whatever the app's pool
+    makes. ``None`` (the default) leaves the connection's own. Under Flask's blueprint and
+    Django the connection is the ORM's, whose own queries read tuples: leave it unset there."""
 
     is_async = False
 
-    def __init__(self) -> None:
+    def __init__(self, *, row_factory: RowFactory | None = None) -> None:
         self._by_kind: dict[EventKind, list[H]] = {}
+        self.row_factory = row_factory
 
     def on(self, *kinds: EventKind) -> Callable[[H], H]:
         """Register the decorated function for each of ``kinds``."""
@@ -81,11 +96,28 @@ class Hooks(Registry[Hook]):
         if not hooks:
             return Applied(outcome=Outcome.IGNORED)
         result = Applied(outcome=Outcome.PROCESSED)
-        for hook in hooks:
-            result = hook(conn, event) or result
-            if result.outcome is Outcome.PARKED:
-                break  # a replay runs every handler again, from the first
+        with rows_made(conn, self.row_factory):
+            for hook in hooks:
+                result = hook(conn, event) or result
+                if result.outcome is Outcome.PARKED:
+                    break  # a replay runs every handler again, from the first
         return result
+
+
+@contextlib.contextmanager
+def rows_made(conn: Any, row_factory: RowFactory | None) -> Iterator[None]:
+    """``conn`` (sync or async) making its rows with ``row_factory`` for the block, then as it
+    did: the connection may be one the merchant's pool lent. payhooks' own statements are not
+    touched (they read on tuple cursors of their own, ``payhooks.plumbing.db.query``)."""
+    if row_factory is None:
+        yield
+        return
+    made = conn.row_factory
+    conn.row_factory = row_factory
+    try:
+        yield
+    finally:
+        conn.row_factory = made
 
 
 def guarded(handler: Handler) -> Handler:
