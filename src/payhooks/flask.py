@@ -39,7 +39,7 @@ from payhooks.intake.ingest import (
     Receipt,
     ingest_received_in_transaction,
 )
-from payhooks.operations import health, timeline
+from payhooks.operations import health, reads, timeline
 from payhooks.operations.deliverylog import (
     DeliveryLog,
     OwnConnection,
@@ -132,7 +132,7 @@ def health_blueprint(
     answers by status in the last hour, signature failures, the forged-signature banner); 403 unless
     ``allow()`` (your operators' auth, reading ``flask.request`` or ``flask_login``)."""
 
-    def summary() -> Callable[[Connection], dict[str, Any]]:
+    def summary() -> reads.Read:
         now = datetime.now(UTC)
         return lambda conn: health.summary(conn, now).as_json()
 
@@ -151,7 +151,7 @@ def timeline_blueprint(
     ``expect``, a payment id, a delivery key, a UTR/RRN) with its story; 403 unless
     ``allow()``: it shows payments."""
 
-    def told() -> Callable[[Connection], dict[str, Any]]:
+    def told() -> reads.Read:
         return partial(timeline.answer, text=request.args.get("q", ""))
 
     return _reading_blueprint(engine, allow, name, url_prefix, "timeline", told)
@@ -163,19 +163,17 @@ def _reading_blueprint(
     name: str,
     url_prefix: str,
     rule: str,
-    reading: Callable[[], Callable[[Connection], dict[str, Any]]],
+    reading: Callable[[], reads.Read],
 ) -> Blueprint:
     """A JSON ``GET /{rule}`` answered by a read on a connection of its own."""
     side = connection_of_engine(engine)
     bp = Blueprint(name, __name__, url_prefix=url_prefix)
 
-    def answer() -> Response | tuple[Response, int]:
+    def answer() -> tuple[Response, int]:
         if not allow():
             return jsonify({"error": "forbidden"}), 403
-        try:
-            return jsonify(side.run(reading()))
-        except timeline.UnreadableQuery as exc:
-            return jsonify({"error": str(exc)}), 400
+        given = reads.answered(side, reading())
+        return jsonify(given.body), given.status
 
     bp.add_url_rule(f"/{rule}", rule, answer, methods=["GET"])
     return bp
@@ -195,11 +193,15 @@ def _noted(engine: sqlalchemy.Engine, delivery_log: bool | str) -> Note | None:
 
 def connection_of_engine(engine: sqlalchemy.Engine) -> OwnConnection:
     """A connection of its own, made as ``engine`` makes them (its URL, ``connect_args``,
-    hooks) and detached from its pool: the merchant's pool keeps every connection it had."""
+    hooks) by a pool of the same making (``Pool.recreate``), never taken from the engine's
+    own: the merchant's pool keeps every connection it had, and a new one is never one of its
+    idle connections the database ended meanwhile (a restart, a failover), which would fail
+    the next read too."""
+    own = engine.pool.recreate()
 
     def connect() -> Connection:
         with _database_edge():
-            pooled = engine.raw_connection()
+            pooled = own.connect()
         conn = pooled.driver_connection
         pooled.detach()
         if not isinstance(conn, psycopg.Connection):

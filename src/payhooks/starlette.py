@@ -41,14 +41,14 @@ from payhooks.intake.answers import declared_over
 from payhooks.intake.endpoint import Endpoint, Reply
 from payhooks.intake.hooks import Hooks
 from payhooks.intake.ingest import Handler
-from payhooks.operations import health, timeline
+from payhooks.operations import health, reads, timeline
 from payhooks.operations.deliverylog import (
     DeliveryLog,
     OwnConnection,
     closed_at_exit,
     own_connection,
 )
-from payhooks.plumbing.db import Connection
+from payhooks.operations.reads import Read
 from payhooks.plumbing.errors import PayhooksError, PayloadTooLarge
 
 PATH = "/webhooks/{provider}"
@@ -56,8 +56,6 @@ HEALTH_PATH = "/payhooks/health"
 TIMELINE_PATH = "/payhooks/timeline"
 DeliveryLogOption = bool | str
 """Where each request is noted: ``True`` (the pool's database), a conninfo, or ``False``."""
-Read = Callable[[Connection], dict[str, Any]]
-"""What an operator's ``GET`` reads, on the route's own connection, to answer as JSON."""
 Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 """An app's lifespan, as Starlette and FastAPI take it: the app in, a context around its life."""
 
@@ -245,11 +243,8 @@ def _reading_route(
         allowed = allow(request)
         if not (await allowed if inspect.isawaitable(allowed) else allowed):
             return JSONResponse({"error": "forbidden"}, status_code=403)
-        try:
-            found = await anyio.to_thread.run_sync(partial(side.run, reading(request)))
-        except timeline.UnreadableQuery as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
-        return JSONResponse(found)
+        given = await anyio.to_thread.run_sync(reads.answered, side, reading(request))
+        return JSONResponse(given.body, status_code=given.status)
 
     return HoldingRoute(path, answer, methods=["GET"], name=name, release=side.close)
 
