@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.factories import KEYS
+from tests.factories import GATEWAY, KEYS
 from tests.fastapi.conftest import served
 
 PAGE = (Path(__file__).parents[2] / "docs" / "fastapi.md").read_text()
@@ -77,3 +77,39 @@ def test_the_pages_handler_pays_nothing_for_an_underpaid_capture(environment, ca
         conn.execute("UPDATE orders SET amount_paise = 99900")
     answers = sent_twice(run(block(main), "main")["app"], capsys)
     assert answers[0].startswith('200 {"status":"ignored"') and paid_orders(environment) == []
+
+
+PAYU_PAGE = "PayU's return page (surl and furl), beside the router in main.py"
+THANKS = "Thank you: your payment for order order_test0001 is received."
+
+
+def test_the_pages_payu_return_page_applies_the_post_once_and_says_what_it_is(
+    environment, monkeypatch
+):
+    """The customer's browser posts PayU's signed result: applied through the page's hooks, a
+    copy of it (PayU's server post with the same bytes) thanked alike, one in other bytes
+    said to be confirming, a failure said so, and a forged one refused."""
+    monkeypatch.setenv("PAYU_MERCHANT_KEY", KEYS.payu_key)
+    monkeypatch.setenv("PAYU_SALT", KEYS.payu_salt)
+    scope = run(block("main.py"), "main")
+    exec(compile(block(PAYU_PAGE), "docs/fastapi.md:payu_return", "exec"), scope)
+    posted = GATEWAY.payu(txnid="order_test0001", mihpayid="403993715500000001", amount="499.00")
+    other = GATEWAY.payu(txnid="order_test0001", mihpayid="403993715500000002", amount="499.00")
+    failed = GATEWAY.payu(
+        txnid="order_test0002", mihpayid="403993715500000003", amount="499.00", status="failure"
+    )
+    forged = posted.body.replace(b"amount=499.00", b"amount=1.00")
+    sent = [(d.body, d.headers) for d in (posted, posted, other, failed)]
+    with served(scope["app"]) as running, running.client() as client:
+        pages = [
+            client.post("/payu/return", content=body, headers=headers)
+            for body, headers in [*sent, (forged, posted.headers)]
+        ]
+    assert [(page.status_code, page.text) for page in pages] == [
+        (200, THANKS),
+        (200, THANKS),  # duplicate: the other post was applied first
+        (200, "We are confirming your payment for order order_test0001 with PayU."),
+        (200, "Your payment for order order_test0002 did not go through."),
+        (400, "We could not confirm this payment yet."),
+    ]
+    assert paid_orders(environment) == [("order_test0001", "order_test0001", 49_900)]

@@ -7,6 +7,10 @@ handler, so both paths run the same statements, take the same locks and write th
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+
 import psycopg
 from psycopg.errors import InvalidSavepointSpecification
 from psycopg.pq import TransactionStatus
@@ -23,10 +27,41 @@ from payhooks.intake.ingest import (
     Settled,
     duplicate,
     ended_by_handler,
+    receive,
     restored,
 )
 from payhooks.plumbing.db import Done, advance, execute_async, run_async, translated
 from payhooks.plumbing.errors import HandlerCommitted
+
+
+async def ingest(
+    conn: AsyncConnection,
+    adapter: Adapter,
+    body: bytes,
+    headers: Mapping[str, str],
+    handler: AsyncHandler,
+) -> Receipt:
+    """``payhooks.ingest`` awaited, for a delivery a route of the app's own received (PayU's
+    return page): the exact bytes verified and parsed in a worker thread, never on the event
+    loop, then claimed and applied in a transaction of its own, the answer final when this
+    returns. ``conn`` has no transaction open; one not in autocommit (as ``pool.connection()``
+    lends it) is put in autocommit for the claim and given back in its mode."""
+    received = await asyncio.to_thread(receive, adapter, body, headers)
+    async with autocommitted(conn):
+        return await ingest_received(conn, received, handler)
+
+
+@contextlib.asynccontextmanager
+async def autocommitted(conn: AsyncConnection) -> AsyncIterator[AsyncConnection]:
+    """``conn`` in autocommit for one delivery (the claim opens and commits a transaction of
+    its own), then back in the mode it was lent in, unless it was lost meanwhile."""
+    lent = conn.autocommit
+    await conn.set_autocommit(True)
+    try:
+        yield conn
+    finally:
+        if not conn.closed and conn.autocommit != lent:
+            await conn.set_autocommit(lent)
 
 
 async def ingest_received(

@@ -93,11 +93,5 @@ def autocommitted(pool: SyncPool) -> Iterator[Connection]:
 @contextlib.asynccontextmanager
 async def autocommitted_async(pool: AsyncPool) -> AsyncIterator[AsyncConnection]:
     """``autocommitted`` on an async pool."""
-    async with watched_async(pool) as conn:
-        lent = conn.autocommit
-        await conn.set_autocommit(True)
-        try:
-            yield conn
-        finally:
-            if not conn.closed and conn.autocommit != lent:
-                await conn.set_autocommit(lent)
+    async with watched_async(pool) as conn, claims.autocommitted(conn):
+        yield conn

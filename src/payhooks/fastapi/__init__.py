@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from payhooks.aio.claims import replay
+from payhooks.aio.claims import ingest, replay
 from payhooks.aio.hooks import AsyncConnection, AsyncHandler, AsyncHook, AsyncHooks
 from payhooks.intake.expectations import expect_async as expect
 
@@ -41,6 +41,7 @@ __all__ = [
     "AsyncHook",
     "AsyncHooks",
     "expect",
+    "ingest",
     "replay",
     "router",
 ]
