@@ -148,6 +148,24 @@ def test_purge_dry_run_counts_and_deletes_nothing(env, conn):
     assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone()[0] == 0
 
 
+OLD_LOG_LINES = """
+INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, body_bytes,
+                                 duration_ms)
+SELECT now() - interval '100 days', 'payu', 200, 'processed', true, 10, 1
+FROM generate_series(1, 1000)
+"""
+
+
+def test_purge_counts_and_deletes_the_delivery_log_lines_past_the_window(env, conn):
+    conn.execute(OLD_LOG_LINES)
+    said = [cli(env, "purge", *dry).stdout for dry in (["--dry-run"], [])]
+    assert [line.split(" older than")[0] for line in said] == [
+        "would delete 0 record(s) and 1000 delivery-log line(s)",
+        "deleted 0 record(s) and 1000 delivery-log line(s)",
+    ], said
+    assert conn.execute("SELECT count(*) FROM payhooks_deliveries").fetchone()[0] == 0
+
+
 def test_purge_refuses_a_window_shorter_than_gateway_replays(env):
     result = cli(env, "purge", "--older-than-days", "3")
     assert result.returncode == 1

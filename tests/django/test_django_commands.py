@@ -142,6 +142,21 @@ def test_a_dry_run_counts_and_deletes_nothing(parked_and_paid, django_db):
     assert len(records(django_db)) == 2
 
 
+def test_purge_counts_and_deletes_the_delivery_log_lines_past_the_window(django_db):
+    with psycopg.connect(django_db, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified,"
+            " body_bytes, duration_ms) SELECT now() - interval '100 days', 'razorpay', 401,"
+            " 'signature_mismatch', false, 10, 1 FROM generate_series(1, 1000)"
+        )
+    planned = run("payhooks_purge", "--dry-run")
+    assert planned.startswith("would delete 0 record(s) and 1000 delivery-log line(s)"), planned
+    done = run("payhooks_purge")
+    assert done.startswith("deleted 0 record(s) and 1000 delivery-log line(s)"), done
+    with psycopg.connect(django_db) as conn:
+        assert conn.execute("SELECT count(*) FROM payhooks_deliveries").fetchone() == (0,)
+
+
 def test_purge_refuses_a_window_shorter_than_the_gateways_replays(django_db):
     with pytest.raises(CommandError, match="pass --force"):
         run("payhooks_purge", "--older-than-days", "7")

@@ -243,7 +243,7 @@ def test_a_purge_counts_and_deletes_alike_through_the_command_and_django(
     done = cli(url, tmp_path, "purge", "--dry-run", "--database-url", url)
     assert done.exit_code == 0, done.output
     assert planned.startswith("would delete 1 record(s)")
-    assert done.stdout.startswith("would delete 1 record(s) older than 90 days")
+    assert done.stdout.startswith("would delete 1 record(s) and 0 delivery-log line(s) older")
     done = cli(url, tmp_path, "purge", "--database-url", url)
     assert done.stdout.startswith("deleted 1 record(s)")
     assert django("payhooks_purge").startswith("deleted 0 record(s)")  # the parked are kept

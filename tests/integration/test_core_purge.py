@@ -428,10 +428,14 @@ def test_the_command_purges_a_merchant_database(merchant, merchant_url):
     delivered(merchant, "parked", 100, outcome="parked")
     expected(merchant, "order_old", 100)
     dry = cli("--database-url", merchant_url, "--dry-run")
-    assert dry.returncode == 0 and dry.stdout.startswith("would delete 1 record(s) older than 90")
+    assert dry.returncode == 0 and dry.stdout.startswith(
+        "would delete 1 record(s) and 0 delivery-log line(s) older than 90"
+    )
     result = cli("--database-url", merchant_url)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("deleted 1 record(s) older than 90 days (before ")
+    assert result.stdout.startswith(
+        "deleted 1 record(s) and 0 delivery-log line(s) older than 90 days (before "
+    )
     assert keys(merchant, "processed_webhooks", "event_id") == ["parked"]
     assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
 
@@ -515,6 +519,40 @@ def test_old_delivery_log_lines_go_too_refused_ones_included(merchant):
         "SELECT extract(day FROM now() - received_at)::int FROM payhooks_deliveries ORDER BY 1"
     ).fetchall()
     assert left == [(10,)]
+
+
+LOG_LINES = """
+INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, body_bytes,
+                                 duration_ms)
+SELECT now() - make_interval(days => %s), 'razorpay', 200, 'processed', true, 100, 1
+FROM generate_series(1, %s)
+"""
+
+
+def test_the_command_counts_the_delivery_log_lines_it_would_delete_and_deletes(
+    merchant, merchant_url
+):
+    """A thousand lines past the window were deleted while the command said 0 went."""
+    delivered(merchant, "old", 100)
+    merchant.execute(LOG_LINES, (100, 1000))
+    merchant.execute(LOG_LINES, (10, 3))
+    planned = retention.plan(merchant, 90)
+    dry = cli("--database-url", merchant_url, "--dry-run")
+    assert dry.stdout.startswith(
+        "would delete 1 record(s) and 1000 delivery-log line(s) older than 90 days (before "
+    ), dry.stdout + dry.stderr
+    result = cli("--database-url", merchant_url)
+    assert result.stdout.startswith(
+        "deleted 1 record(s) and 1000 delivery-log line(s) older than 90 days (before "
+    ), result.stdout + result.stderr
+    assert (planned.expired, planned.log_lines_expired) == (1, 1000)
+    assert merchant.execute("SELECT count(*) FROM payhooks_deliveries").fetchone() == (3,)
+
+
+def test_the_library_purge_says_how_many_delivery_log_lines_it_deleted(merchant):
+    merchant.execute(LOG_LINES, (100, 7))
+    done = retention.purge(merchant, 90, batch_rows=2)
+    assert done is not None and (done.log_lines_expired, done.log_lines_deleted) == (7, 7)
 
 
 def test_ended_console_sessions_and_day_old_failed_logins_go(merchant):

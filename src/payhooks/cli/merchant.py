@@ -373,10 +373,9 @@ def purge(
         result = with_connection(ctx, lambda conn: host(ctx).purge(conn, days, dry_run, options))
     else:
         result = run(lambda: purge_app(database_url, days, dry_run, options))
-    verb = "would delete" if dry_run else "deleted"
-    count = result.expired if dry_run else result.deleted
     typer.echo(
-        f"{verb} {count} record(s) older than {days} days (before {result.cutoff:%Y-%m-%d %H:%M})"
+        f"{result.counted(dry_run=dry_run)} older than {days} days "
+        f"(before {result.cutoff:%Y-%m-%d %H:%M})"
     )
 
 

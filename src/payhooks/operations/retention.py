@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import psycopg
@@ -107,6 +107,7 @@ DELETE FROM payhooks_expectations e WHERE e.ctid = ANY (%s::tid[]) AND NOT ("""
 )
 # The delivery log (every request a webhook door answered, refused ones too) ages out with the
 # deliveries: a forged-request flood must not stay forever.
+_LOGGED = "SELECT count(*) FROM payhooks_deliveries WHERE received_at < %s"
 _DELETE_LOGGED = """
 DELETE FROM payhooks_deliveries WHERE id IN (
     SELECT id FROM payhooks_deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
@@ -133,12 +134,26 @@ _UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Purge:
-    """What a purge did: its cutoff, the records past it, and how many it deleted."""
+    """What a purge did: its cutoff, the records past it, and how many it deleted; the same
+    of the delivery log's lines (``payhooks_deliveries``), apart: a line is a request a door
+    answered, not a delivery, and a flood of refused ones can be millions."""
 
     cutoff: datetime
     expired: int
     """Delivery records past the window when the purge began (parked ones not counted)."""
     deleted: int
+    log_lines_expired: int
+    """Delivery-log lines past the window when the purge began."""
+    log_lines_deleted: int
+
+    def counted(self, *, dry_run: bool) -> str:
+        """What it deleted (``dry_run``: would delete), as every purge command says it."""
+        if dry_run:
+            return (
+                f"would delete {self.expired} record(s) and {self.log_lines_expired} "
+                "delivery-log line(s)"
+            )
+        return f"deleted {self.deleted} record(s) and {self.log_lines_deleted} delivery-log line(s)"
 
 
 def check_window(days: int, *, force: bool) -> None:
@@ -165,7 +180,10 @@ def plan(conn: Connection, days: int) -> Purge:
     with unbounded(conn):
         cutoff = query(conn, CUTOFF, (days,)).fetchone()[0]  # type: ignore[index]
         expired = query(conn, EXPIRED, (cutoff,)).fetchone()[0]  # type: ignore[index]
-    return Purge(cutoff=cutoff, expired=expired, deleted=0)
+        lines = query(conn, _LOGGED, (cutoff,)).fetchone()[0]  # type: ignore[index]
+    return Purge(
+        cutoff=cutoff, expired=expired, deleted=0, log_lines_expired=lines, log_lines_deleted=0
+    )
 
 
 def _never() -> bool:
@@ -202,14 +220,14 @@ def delete_expired(
             break
     delete_payments(conn, planned.cutoff, batch_rows, stop=stop)
     delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
-    delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
+    lines = delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
     delete_old(conn, _DELETE_RELAYED, planned.cutoff, batch_rows, stop=stop)
     for statement in _DELETE_CONSOLE:
         while not stop():
             with unbounded(conn):
                 if conn.execute(statement, (batch_rows,)).rowcount < batch_rows:
                     break
-    return Purge(cutoff=planned.cutoff, expired=planned.expired, deleted=deleted)
+    return replace(planned, deleted=deleted, log_lines_deleted=lines)
 
 
 def delete_payments(
@@ -254,12 +272,17 @@ def delete_old(
     batch_rows: int,
     *,
     stop: Callable[[], bool] = _never,
-) -> None:
-    """``statement`` (cutoff, batch rows) run in short transactions until a batch falls short."""
+) -> int:
+    """``statement`` (cutoff, batch rows) run in short transactions until a batch falls short;
+    the rows it deleted."""
+    deleted = 0
     while not stop():
         with unbounded(conn):
-            if conn.execute(statement, (cutoff, batch_rows)).rowcount < batch_rows:
-                return
+            done = conn.execute(statement, (cutoff, batch_rows)).rowcount
+        deleted += done
+        if done < batch_rows:
+            break
+    return deleted
 
 
 @contextlib.contextmanager

@@ -79,7 +79,10 @@ class Maintenance:
             result = application.purge(conn, days, holder=holder, stop=self.stopping.is_set)
         if result is None:
             return 0
-        log.info("purge_done", extra={"deleted": result.deleted, "days": days})
+        log.info(
+            "purge_done",
+            extra={"deleted": result.deleted, "log_lines": result.log_lines_deleted, "days": days},
+        )
         return result.deleted
 
     def maybe_retry_parked(self) -> int:

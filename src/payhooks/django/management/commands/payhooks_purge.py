@@ -38,10 +38,10 @@ class Command(BaseCommand):
         if options["dry_run"]:
             planned = retention.plan(alias, days)
             before = planned.cutoff.isoformat(timespec="seconds")
-            self.stdout.write(f"would delete {planned.expired} record(s) from before {before}")
+            self.stdout.write(f"{planned.counted(dry_run=True)} from before {before}")
             return
         done = retention.purge(alias, days, force=options["force"])
         if done is None:
             raise CommandError("another purge is running; try later")
         before = done.cutoff.isoformat(timespec="seconds")
-        self.stdout.write(f"deleted {done.deleted} record(s) from before {before}")
+        self.stdout.write(f"{done.counted(dry_run=False)} from before {before}")
