@@ -1,12 +1,14 @@
 """The example shop's handler (examples/django_shop/orders/webhooks.py) written on the claim's
 own connection, as an app without Django's ORM writes it: what ``payhooks replay --hooks``,
-``payhooks reconcile --hooks`` and the console take, on the same orders table."""
+``payhooks reconcile --hooks`` and the console take, on the same orders table. ``unfilled`` is
+a registry no module filled, as ``payhooks.django.hooks`` is outside Django."""
 
 from __future__ import annotations
 
 from payhooks import Applied, EventKind, Hooks, Outcome
 
 hooks = Hooks()
+unfilled = Hooks()
 _ORDER = "SELECT reference, amount_paise FROM orders_order WHERE reference = %s FOR UPDATE"
 _PAY = """
 UPDATE orders_order SET status = 'paid', payment_id = %s, paid_at = now()

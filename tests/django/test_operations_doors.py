@@ -6,6 +6,10 @@ finds what another did, answers in the same words, and refuses what another refu
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
 
@@ -21,11 +25,12 @@ from payhooks.console import actions
 from payhooks.console.actions import Done
 from payhooks.django import conf
 from payhooks.events import Provider
-from payhooks.operations import parked, replays
+from payhooks.operations import alerts, parked, replays
 from payhooks.sim.gateway import Delivery, Purchase
+from tests.acceptance.conftest import invoke
 from tests.django import sql_hooks
-from tests.django.conftest import PAYHOOKS, records
-from tests.factories import GATEWAY
+from tests.django.conftest import EXAMPLE, PAYHOOKS, records
+from tests.factories import GATEWAY, KEYS
 from tests.invoking import payhooks_command
 from tests.reconcile import conftest as reconciling
 from tests.reconcile.conftest import API_KEYS
@@ -94,6 +99,17 @@ def test_parked_lists_the_same_deliveries_through_the_command_and_django(
     assert [(p.event_id, p.merchant_ref, p.body_bytes) for p in listed] == [
         (row["event_id"], row["merchant_ref"], row["body_bytes"]) for row in through_django
     ]
+
+
+def test_the_parked_alert_names_djangos_commands_beside_the_payhooks_command(
+    parked_and_paid: str,
+) -> None:
+    """``payhooks alerts`` runs beside a Django app too: its parked alert says how a Django
+    app replays, not only the command a Django app cannot replay with."""
+    with psycopg.connect(parked_and_paid) as conn:
+        [alert] = alerts.parked(conn, datetime.now(UTC) + alerts.PARKED_WAIT)
+    assert "`manage.py payhooks_replay KEY`" in alert.body
+    assert "`payhooks replay KEY --hooks module:attribute`" in alert.body
 
 
 def test_parked_prints_each_key_whole_to_a_pipe(django_db: str, tmp_path: Path) -> None:
@@ -166,6 +182,88 @@ def test_a_replay_of_no_delivery_is_refused_by_every_door(
     assert done.exit_code == 1
     assert "payhooks: delivery 'evt_nothing' not found" in done.stderr
     assert console_replay(url, "evt_nothing").done is Done.NOT_FOUND
+
+
+# --- a registry with no handler ---------------------------------------------------------------
+
+
+@pytest.fixture
+def paid_meanwhile(parked_and_paid: str, gateway_api: tuple[object, str]) -> tuple[str, str]:
+    """A parked delivery whose order exists now, and a checkout the gateway's API says paid:
+    what a replay, a reconciliation pass and the console's replay would each apply."""
+    api, api_url = gateway_api
+    Order.objects.create(reference="order_late", amount_paise=100)
+    checked_out_and_paid(api, "order_rec", "pay_rec")
+    return parked_and_paid, api_url
+
+
+@pytest.mark.parametrize(
+    "door",
+    [("replay", "evt_late"), ("reconcile", "--older-than-s", "0"), ("confirm", "--once"),
+     ("console", "--port", "0")],
+    ids=lambda door: door[0],
+)  # fmt: skip
+def test_a_registry_with_no_handler_is_refused_by_every_hooks_door(
+    paid_meanwhile: tuple[str, str], door: tuple[str, ...]
+) -> None:
+    """Through a registry nobody filled, every delivery would be recorded ``ignored``: a
+    parked payment could never be replayed again, a recovered one never applied."""
+    url, api_url = paid_meanwhile
+    before = records(url)
+    env = {**os.environ, **KEYS.env(), **API_KEYS.env(api_url), "DATABASE_URL": url}
+    done = invoke(env, *door, "--hooks", "tests.django.sql_hooks:unfilled", "--database-url", url)
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.startswith(
+        "payhooks: --hooks tests.django.sql_hooks:unfilled has no handler registered"
+    )
+    assert done.stderr.count("\n") == 1
+    assert records(url) == before
+    waiting = Order.objects.filter(reference__in=["order_late", "order_rec"])
+    assert [order.status for order in waiting] == ["pending", "pending"]
+
+
+def outside_django(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``payhooks *args`` from the shop's directory in a process of its own, where Django is
+    never set up: as a merchant runs it from a shell beside the project."""
+    env = {**os.environ, **KEYS.env(), "DATABASE_URL": url}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return subprocess.run(
+        [sys.executable, "-m", "payhooks", *args],
+        cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("target", ["payhooks.django:hooks", "orders.webhooks:hooks"])
+def test_the_command_replaying_through_djangos_hooks_outside_django_says_to_use_manage_py(
+    parked_and_paid: str, target: str
+) -> None:
+    """Outside Django, ``payhooks.django.hooks`` is empty (the app fills it in ``ready()``)
+    and an app's ``webhooks.py`` cannot be imported: the parked payment is left parked, for
+    ``manage.py payhooks_replay`` to apply, not recorded ignored for ever."""
+    url = parked_and_paid
+    done = outside_django(url, "replay", "evt_late", "--hooks", target, "--database-url", url)
+    assert done.returncode == 1, done.stdout
+    [said] = done.stderr.splitlines()
+    assert said.startswith(f"payhooks: --hooks {target}") and "manage.py payhooks_replay" in said
+    assert ("razorpay", "evt_late", "parked") in records(url)
+    Order.objects.create(reference="order_late", amount_paise=100)
+    assert json.loads(django("payhooks_replay", "evt_late"))["status"] == "processed"
+    assert Order.objects.get(reference="order_late").status == "paid"
+
+
+def test_the_command_refuses_djangos_hooks_even_filled(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    """Django's handlers use the ORM, on Django's connection: run by the command, on a
+    connection of its own, they would write outside the claim's transaction."""
+    url = parked_and_paid
+    Order.objects.create(reference="order_late", amount_paise=100)
+    done = cli(url, tmp_path, "replay", "evt_late", "--hooks", "payhooks.django:hooks",
+               "--database-url", url)  # fmt: skip
+    assert done.exit_code == 1
+    assert "manage.py payhooks_replay" in done.stderr
+    assert ("razorpay", "evt_late", "parked") in records(url)
+    assert Order.objects.get(reference="order_late").status == "pending"
 
 
 # --- resolve -----------------------------------------------------------------------------------

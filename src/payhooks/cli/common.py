@@ -289,10 +289,13 @@ def webhook_variables() -> str:
     )
 
 
-def import_hooks(target: str) -> Any:
+def import_hooks(target: str, *, in_django: str) -> Any:
     """``module:attribute``, imported from the current directory too, as uvicorn does. Whatever
     the module raises on import (a missing module, a setting it reads, a syntax error) is a
-    ``ValueError`` naming it: the command's one-line cause."""
+    ``ValueError`` naming it: the command's one-line cause. So is a registry no handler is
+    registered on, through which every delivery would be recorded ``ignored``, never to be
+    applied again; and Django's registry, or a module needing Django set up: their handlers
+    run inside Django, by ``in_django`` (``manage.py payhooks_replay KEY``), never here."""
     import importlib
 
     module_name, _, attribute = target.partition(":")
@@ -305,6 +308,11 @@ def import_hooks(target: str) -> Any:
     except ImportError as exc:
         raise ValueError(f"--hooks {target}: cannot import {module_name} ({exc})") from None
     except Exception as exc:  # the app's own module failed while it was imported
+        if type(exc).__module__.startswith("django."):
+            raise ValueError(
+                f"--hooks {target}: importing {module_name} needs Django set up "
+                f"({type(exc).__name__}): a Django app's handlers {_in_django(in_django)}"
+            ) from exc
         reason = f"{type(exc).__name__}: {exc}"
         raise ValueError(f"--hooks {target}: importing {module_name} failed ({reason})") from exc
     found = getattr(module, attribute, None)
@@ -315,7 +323,31 @@ def import_hooks(target: str) -> Any:
             f"--hooks {target} is an async function: register it on a "
             "payhooks.fastapi.AsyncHooks and name that"
         )
+    _refuse_unrunnable(target, found, in_django)
     return found
+
+
+def _refuse_unrunnable(target: str, found: object, in_django: str) -> None:
+    """Django's registry (``payhooks.django.hooks``): outside Django it is empty, the app fills
+    it in ``ready()``, and filled, its handlers write through the ORM on Django's connection,
+    outside the transaction of a claim made here. Any other registry with no handler at all."""
+    from payhooks.intake.hooks import Registry
+
+    django_app = sys.modules.get("payhooks.django")
+    if django_app is not None and found is getattr(django_app, "hooks", None):
+        raise ValueError(
+            f"--hooks {target} is the Django app's registry, whose handlers {_in_django(in_django)}"
+        )
+    if isinstance(found, Registry) and not found.kinds():
+        raise ValueError(
+            f"--hooks {target} has no handler registered: every delivery would be recorded "
+            "ignored through it, never to be applied (are its handlers registered when "
+            "its module is imported?)"
+        )
+
+
+def _in_django(door: str) -> str:
+    return f"run only inside Django (on its connection, in the claim's transaction): use {door}"
 
 
 @contextlib.contextmanager

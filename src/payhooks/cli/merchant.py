@@ -90,7 +90,7 @@ def reconcile(
         tally = host(ctx).reconcile(found, limit, older_than_s)
     else:
         url = _app_url(found, database_url, "--hooks")
-        handler = run(lambda: import_hooks(hooks))
+        handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_reconcile`"))
         tally = run(lambda: reconcile_app(found, url, handler, limit, older_than_s))
     off = ", ".join(p.value for p in found.reconciliation_off())
     typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
@@ -152,7 +152,7 @@ def confirm(
     url = _app_url(found, database_url, "confirm")
     if not found.reconciled():
         run(lambda: fail("no gateway API credentials are set: nothing can be confirmed"))
-    handler = run(lambda: import_hooks(hooks))
+    handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_confirm`"))
     repeat(
         lambda: reconcile_app(found, url, handler, 100, None, confirm_only=True),
         lambda tally: tally.confirmations() if tally.said_anything or once else None,
@@ -447,7 +447,8 @@ def replay(
         str | None,
         typer.Option(
             help="Your app's handler, as module:attribute: replay into your app's database "
-            "through it (the webhook secrets are read from the PAYHOOKS_ variables)."
+            "through it (the webhook secrets are read from the PAYHOOKS_ variables). A Django "
+            "app replays with manage.py payhooks_replay."
         ),
     ] = None,
     database_url: DatabaseUrl = None,
@@ -458,7 +459,8 @@ def replay(
     from payhooks.operations import replays
 
     found = settings(ctx)
-    handler = None if hooks is None else run(lambda: import_hooks(hooks))
+    in_django = "`manage.py payhooks_replay KEY` or the admin's replay action"
+    handler = None if hooks is None else run(lambda: import_hooks(hooks, in_django=in_django))
     url = None if handler is None else _app_url(found, database_url, "--hooks")
 
     def action(conn: db.Connection) -> dict[str, Any]:
@@ -621,7 +623,7 @@ def console_command(
     host(ctx).configure_logs()
     found = settings(ctx)
     url = _app_url(found, database_url, "the console")
-    handler = run(lambda: import_hooks(hooks))
+    handler = run(lambda: import_hooks(hooks, in_django="the Django admin (Payment webhooks)"))
     applied = with_connection(ctx, migrate_core, url)
     if applied:
         typer.echo(f"payhooks: applied {', '.join(applied)}", err=True)

@@ -77,6 +77,11 @@ class Registry(Generic[H]):
         """The handlers registered for ``kind``, in the order they were added."""
         return self._by_kind.get(kind, [])
 
+    def kinds(self) -> frozenset[EventKind]:
+        """The kinds some handler is registered for: none, and every delivery run through the
+        registry is recorded ``ignored``, what a door refuses (``payhooks.cli.common``)."""
+        return frozenset(self._by_kind)
+
     def _mismatch(self, name: str) -> str:
         return (
             f"{name} is async: these hooks run on a sync connection "

@@ -114,7 +114,8 @@ def _unconfirmed(conn: Connection, now: datetime, when: Stamp) -> list[Alarm]:
             f"The last error: {error}."
             if error
             else "None was ever asked about: are the gateway's API credentials set, and does "
-            "a confirmation pass run (the worker, `payhooks confirm`)?"
+            "a confirmation pass run (the worker, `payhooks confirm`; Django: `manage.py "
+            "payhooks_confirm`)?"
         )
         text = (
             f"{said} waited for {provider}'s status API for more than "

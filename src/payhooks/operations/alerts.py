@@ -195,8 +195,10 @@ def parked(conn: Connection, now: datetime) -> list[Alert]:
                 f"{count} {provider} {_deliveries(count)} parked for more than "
                 f"{_minutes(PARKED_WAIT)} (the oldest since {in_utc(oldest)}): a "
                 "payment no order could be found or made for, or an amount not what was "
-                "expected. Replay or resolve them in the console, or with `payhooks parked` "
-                "and `payhooks replay`."
+                "expected. Replay or resolve them in the console (Django: its admin), or "
+                "with `payhooks parked`, `payhooks replay KEY --hooks module:attribute` and "
+                "`payhooks resolve` (Django: `manage.py payhooks_parked`, `manage.py "
+                "payhooks_replay KEY` and `manage.py payhooks_resolve`)."
             ),
         )
         for provider, count, oldest in rows
@@ -324,7 +326,8 @@ def _overdue(
                 f"waited more than {_minutes(RECONCILE_GRACE)} past their time to be asked "
                 f"about at {provider}'s status API. Reconciliation is off for {provider}: its "
                 "API credentials are not set, or nothing runs it (the worker, `payhooks "
-                "reconcile --hooks`, payhooks.reconcile.run)."
+                "reconcile --hooks`, payhooks.reconcile.run; Django: `manage.py "
+                "payhooks_reconcile`)."
             ),
         )
         for provider, count in conn.execute(_OVERDUE, params).fetchall()
