@@ -86,6 +86,16 @@ def test_manage_py_check_reports_a_handler_that_cannot_be_imported():
         call_command("check")
 
 
+def test_manage_py_check_warns_of_a_handler_registry_with_no_handler_registered():
+    """Handlers written outside an app's ``webhooks.py`` and never imported: every delivery
+    would be recorded ignored through the empty registry, never to be replayed."""
+    with (
+        override_settings(PAYHOOKS={**PAYHOOKS, "HANDLER": "tests.django.sql_hooks.unfilled"}),
+        pytest.raises(SystemCheckError, match=r"payhooks\.W003.*no handler registered"),
+    ):
+        call_command("check", fail_level="WARNING")
+
+
 def test_manage_py_check_passes_the_example_shops_setting():
     call_command("check")
 

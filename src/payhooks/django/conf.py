@@ -44,6 +44,7 @@ from payhooks.gateways import (
     read_secrets,
 )
 from payhooks.intake.answers import clipped
+from payhooks.intake.hooks import Registry
 from payhooks.intake.ingest import Handler
 from payhooks.plumbing.errors import ProviderNotConfigured
 from payhooks.settlements import flags
@@ -232,11 +233,7 @@ def check_settings(app_configs: object = None, **kwargs: object) -> list[checks.
         config = current()
     except ImproperlyConfigured as exc:
         return [checks.Error(str(exc), id="payhooks.E001")]
-    found = _database_problems(config.database)
-    try:
-        import_string(config.handler)
-    except ImportError as exc:
-        found.append(checks.Error(f'PAYHOOKS["HANDLER"]: {exc}', id="payhooks.E004"))
+    found = _database_problems(config.database) + _handler_problems(config.handler)
     if not config.adapters:
         found.append(
             checks.Warning(
@@ -258,6 +255,25 @@ def check_settings(app_configs: object = None, **kwargs: object) -> list[checks.
         and provider not in config.api
     ]
     return found
+
+
+def _handler_problems(handler: str) -> list[checks.CheckMessage]:
+    """A handler that cannot be imported; a registry with no handler registered, through which
+    every delivery would be recorded ignored (handlers outside an app's ``webhooks.py``, in a
+    module nothing imports)."""
+    try:
+        found = import_string(handler)
+    except ImportError as exc:
+        return [checks.Error(f'PAYHOOKS["HANDLER"]: {exc}', id="payhooks.E004")]
+    if isinstance(found, Registry) and not found.kinds():
+        return [
+            checks.Warning(
+                f"{handler} has no handler registered (none of the installed apps' "
+                "webhooks.py registers one): every delivery would be recorded ignored",
+                id="payhooks.W003",
+            )
+        ]
+    return []
 
 
 def _api_names(provider: Provider) -> tuple[str, str]:
