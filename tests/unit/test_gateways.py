@@ -11,6 +11,7 @@ from payhooks.events import EventKind, Provider
 from payhooks.gateways import GATEWAYS, UnknownGateway, gateway
 from payhooks.gateways._status import listed
 from payhooks.plumbing.errors import MalformedPayload
+from tests.factories import KEYS, SETTINGS
 
 
 def test_every_provider_has_a_registry_line():
@@ -37,6 +38,19 @@ def test_every_gateway_names_a_status_module_with_a_client_and_a_stored_reader()
     for found in GATEWAYS.values():
         module = importlib.import_module(found.status_api.module)
         assert callable(module.client) and callable(module.stored)
+
+
+def test_no_adapters_repr_shows_its_secrets():
+    """An adapter is a variable of the frames a delivery's error passes through: Django's
+    DEBUG page and its HTML error email print it, as debuggers and error trackers do."""
+    secrets = [
+        KEYS.env()[secret.variable]
+        for found in GATEWAYS.values()
+        for secret in found.secrets
+        if secret.several  # PayU's merchant key is no secret: its checkout form carries it
+    ]
+    shown = repr(SETTINGS.adapters())
+    assert len(secrets) == len(GATEWAYS) and [s for s in secrets if s in shown] == []
 
 
 def _having(rule: str) -> set[Provider]:

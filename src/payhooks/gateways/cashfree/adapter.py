@@ -6,7 +6,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from payhooks.events import Dispute, Event, EventKind, Provider, is_text
 from payhooks.gateways import _common
@@ -77,7 +77,7 @@ class Cashfree:
     provider = _P
     headers_read = _HEADERS_READ
     max_body_bytes = _common.MAX_JSON_BODY_BYTES
-    secrets: tuple[str, ...]
+    secrets: tuple[str, ...] = field(repr=False)  # never in a log or an error report
 
     def __post_init__(self) -> None:
         _common.require_secrets(self.secrets, "Cashfree needs at least one non-empty client secret")

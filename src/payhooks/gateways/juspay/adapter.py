@@ -11,7 +11,7 @@ import binascii
 import hmac
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from payhooks.events import Event, EventKind, Provider, is_text
 from payhooks.gateways import _common
@@ -59,7 +59,7 @@ class Juspay:
     provider = _P
     headers_read = _HEADERS_READ
     max_body_bytes = _common.MAX_JSON_BODY_BYTES
-    credentials: tuple[str, ...]
+    credentials: tuple[str, ...] = field(repr=False)  # never in a log or an error report
 
     def __post_init__(self) -> None:
         _common.require_credentials(

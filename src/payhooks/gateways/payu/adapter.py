@@ -8,7 +8,7 @@ import hmac
 import re
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlencode
 
 from payhooks.events import Event, EventKind, Provider
@@ -150,7 +150,7 @@ class PayU:
     headers_read = _HEADERS_READ
     max_body_bytes = MAX_BODY_BYTES
     merchant_key: str
-    salts: tuple[str, ...]
+    salts: tuple[str, ...] = field(repr=False)  # never in a log or an error report
 
     def __post_init__(self) -> None:
         if self.merchant_key == "":

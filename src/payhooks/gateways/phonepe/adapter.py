@@ -9,7 +9,7 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from payhooks.events import Event, EventKind, Provider
 from payhooks.gateways import _common
@@ -60,7 +60,7 @@ class PhonePe:
     provider = _P
     headers_read = _HEADERS_READ
     max_body_bytes = MAX_BODY_BYTES
-    credentials: tuple[str, ...]
+    credentials: tuple[str, ...] = field(repr=False)  # never in a log or an error report
 
     def __post_init__(self) -> None:
         _common.require_credentials(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from payhooks.events import Dispute, Event, EventKind, Provider
 from payhooks.gateways import _common
@@ -80,7 +80,7 @@ class Razorpay:
     provider = _P
     headers_read = _HEADERS_READ
     max_body_bytes = _common.MAX_JSON_BODY_BYTES
-    secrets: tuple[str, ...]
+    secrets: tuple[str, ...] = field(repr=False)  # never in a log or an error report
 
     def __post_init__(self) -> None:
         _common.require_secrets(
