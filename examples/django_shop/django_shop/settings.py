@@ -103,6 +103,10 @@ PAYHOOKS = {
     },
 }
 
+# Django's error reports (the 500 email, the DEBUG page) mask the PayU salts and the webhook
+# credentials above too: Django's own filter masks only names saying SECRET, KEY, PASS, ...
+DEFAULT_EXCEPTION_REPORTER_FILTER = "payhooks.django.reporting.SafeExceptionReporterFilter"
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 TIME_ZONE = "Asia/Kolkata"

@@ -7,6 +7,7 @@ from django.core import checks
 from django.utils.module_loading import autodiscover_modules
 
 from payhooks.django.conf import check_settings
+from payhooks.django.reporting import check_reports
 
 
 class PayhooksConfig(AppConfig):
@@ -16,4 +17,5 @@ class PayhooksConfig(AppConfig):
 
     def ready(self) -> None:
         checks.register(check_settings)
+        checks.register(check_reports, checks.Tags.security)
         autodiscover_modules("webhooks")

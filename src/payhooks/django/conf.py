@@ -31,6 +31,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
+from django.views.decorators.debug import sensitive_variables
 
 from payhooks.events import Provider
 from payhooks.gateways import (
@@ -64,6 +65,12 @@ _RECONCILE = (
     "RECONCILE_AFTER_S", "RECONCILE_WINDOW_S", "RECONCILE_TIMEOUT_MS", "SETTLEMENT_MARGIN_HOURS",
 )  # fmt: skip
 _KNOWN = {*_SECRETS, *_API, *_RECONCILE, "HANDLER", "DATABASE", "LOCK_TIMEOUT_MS"}
+SECRET_KEYS = (
+    *_SECRETS,
+    *(found.status_api.secret_variable.removeprefix("PAYHOOKS_") for found in GATEWAYS.values()),
+)
+"""The keys holding a secret (each gateway's webhook settings, its status API's secret): what
+an error report must never show (``payhooks.django.reporting``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,13 +110,16 @@ class Config:
 
 def current() -> Config:
     """The configuration in force now (``settings.PAYHOOKS``)."""
-    return read(getattr(settings, "PAYHOOKS", {}))
+    return cast(Config, read(getattr(settings, "PAYHOOKS", {})))
 
 
+@sensitive_variables()
 def read(values: Mapping[str, Any]) -> Config:
     """Refuses what would fail quietly later: an unknown key (a misspelt gateway would be
     answered 404 in production), an empty secret, or spaces around one. A string is one
-    secret, never read letter by letter, nor split on commas."""
+    secret, never read letter by letter, nor split on commas. Refused while a delivery reads
+    it (a server that runs no ``manage.py check``), no variable of this frame or those below
+    it, all holding secrets, is shown in Django's error reports."""
     unknown = sorted(set(values) - _KNOWN)
     if unknown:
         raise ImproperlyConfigured(f"PAYHOOKS has unknown keys: {', '.join(unknown)}")
