@@ -22,6 +22,7 @@ import httpx
 import psycopg
 import pytest
 from django.conf import settings
+from django.test import override_settings
 from django.test.utils import setup_test_environment
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from werkzeug.serving import make_server
@@ -47,9 +48,9 @@ def _configure() -> None:
     from django_shop import settings as shop
 
     values = {name: getattr(shop, name) for name in dir(shop) if name.isupper()}
-    values["DATABASES"] = {
-        "default": {**shop.database("postgresql:///unset"), "ATOMIC_REQUESTS": False}
-    }
+    unset = {**shop.database("postgresql:///unset"), "ATOMIC_REQUESTS": False}
+    # "payments": a second alias, for docs/django.md's "Several databases" (``payments_db``).
+    values["DATABASES"] = {"default": unset, "payments": dict(unset)}
     values["PAYHOOKS"] = PAYHOOKS
     values["PASSWORD_HASHERS"] = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     values["ALLOWED_HOSTS"] = ["127.0.0.1", "localhost", "testserver"]
@@ -63,14 +64,14 @@ if not settings.configured:
     _configure()
 
 
-def point_django_at(url: str) -> None:
-    """Every thread's next connection goes to ``url``: Django's connections read this one
-    dict, and each request closes its own connection when it ends."""
+def point_django_at(url: str, alias: str = "default") -> None:
+    """Every thread's next connection to ``alias`` goes to ``url``: Django's connections read
+    this one dict, and each request closes its own connection when it ends."""
     from django.db import connections
 
     connections.close_all()
     parts = conninfo_to_dict(url)
-    settings.DATABASES["default"].update(
+    settings.DATABASES[alias].update(
         NAME=parts.get("dbname", ""),
         USER=parts.get("user", ""),
         PASSWORD=parts.get("password", ""),
@@ -117,6 +118,26 @@ def django_db(admin_url: str, django_databases: Databases) -> Iterator[str]:
     yield url
     connections.close_all()
     django_databases.give_back(name)
+
+
+@pytest.fixture
+def payments_db(admin_url: str, django_template: str, django_db: str) -> Iterator[str]:
+    """docs/django.md's "Several databases": a second database, a clone of the Django template,
+    behind the alias ``payments``, where a router (``tests.django.routers.PaymentsRouter``)
+    sends payhooks' models and the shop's orders, and ``PAYHOOKS["DATABASE"]`` may name it;
+    ``default`` keeps the rest. Yields its URL."""
+    from django.db import connections
+
+    name = f"payhooks_djp_{uuid.uuid4().hex[:10]}"
+    _admin(admin_url, f'CREATE DATABASE "{name}" TEMPLATE "{django_template}"')
+    url = make_conninfo(admin_url, dbname=name)
+    point_django_at(url, "payments")
+    try:
+        with override_settings(DATABASE_ROUTERS=["tests.django.routers.PaymentsRouter"]):
+            yield url
+    finally:
+        connections.close_all()
+        _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(params=[False, True], ids=["autocommit", "atomic_requests"])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from orders.models import Order
 
+import payhooks.django
 from payhooks import EventKind, Hooks
 
 creating = Hooks()
@@ -95,3 +96,34 @@ def commit_as_sql_then_write(conn, event):
     with connection.cursor() as cursor:
         cursor.execute("COMMIT")
     Order.objects.filter(reference=event.merchant_ref).update(status=Order.Status.PAID)
+
+
+# docs/django.md's handlers with several databases: each names the claim's alias (``using=``).
+notifying_on_the_claims_database = Hooks()
+notifying_on_the_claims_database_then_failing = Hooks()
+paying_once_in_a_savepoint = Hooks()
+
+
+@notifying_on_the_claims_database.on(EventKind.PAYMENT_CAPTURED)
+@notifying_on_the_claims_database_then_failing.on(EventKind.PAYMENT_CAPTURED)
+def notify_after_the_claims_commit(conn, event):
+    transaction.on_commit(lambda: notified.append(event.event_id), using=payhooks.django.alias())
+
+
+@notifying_on_the_claims_database_then_failing.on(EventKind.PAYMENT_CAPTURED)
+def fail_after_notifying(conn, event):
+    raise RuntimeError("the merchant's code failed after leaving work to on_commit")
+
+
+@paying_once_in_a_savepoint.on(EventKind.PAYMENT_CAPTURED)
+def pay_once_in_a_savepoint(conn, event):
+    """A write that may fail, caught: inside a savepoint of the claim's transaction, the
+    failure is undone alone and the handler carries on."""
+    try:
+        with transaction.atomic(using=payhooks.django.alias()):
+            Order.objects.create(reference=event.merchant_ref, amount_paise=event.amount_paise)
+    except IntegrityError:
+        pass  # the checkout made it already
+    Order.objects.filter(reference=event.merchant_ref).update(
+        status=Order.Status.PAID, payment_id=event.payment_id
+    )

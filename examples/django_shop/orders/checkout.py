@@ -10,13 +10,13 @@ gateway about the order if its webhook never comes.
 from django.db import transaction
 
 import payhooks
-from payhooks.django import connection
+from payhooks.django import alias, connection
 
 from .models import Order
 
 
 def create_order(gateway: str, reference: str, amount_paise: int) -> Order:
-    with transaction.atomic():
+    with transaction.atomic(using=alias()):  # the database payhooks' tables are on
         order = Order.objects.create(reference=reference, amount_paise=amount_paise)
         payhooks.expect(connection(), gateway, reference, amount_paise, "INR", reference)
     return order

@@ -12,8 +12,9 @@ start-up as the admin imports ``admin.py``::
         Order.objects.filter(reference=event.merchant_ref).update(status="paid")
 
 They run inside the claim's transaction, on Django's own connection, so ORM writes commit with
-the claim or not at all. This module imports no Django model: Django imports it while loading
-its apps.
+the claim or not at all. With several databases that transaction is on ``alias()``: a handler's
+own ``transaction.atomic()`` and ``transaction.on_commit()`` name it (``using=alias()``). This
+module imports no Django model: Django imports it while loading its apps.
 """
 
 from __future__ import annotations
@@ -35,4 +36,16 @@ def connection(using: str | None = None) -> Connection:
     return raw_connection(using or conf.current().database)
 
 
-__all__ = ["connection", "hooks"]
+def alias() -> str:
+    """The database alias payhooks' tables are in (``PAYHOOKS["DATABASE"]``, ``default`` unless
+    set), on which the claim's transaction runs: Django's ``transaction`` functions act on
+    ``default`` unless told otherwise, so with several databases a handler's savepoint is
+    ``transaction.atomic(using=alias())``, its after-commit work
+    ``transaction.on_commit(..., using=alias())``, and a transaction of the merchant's own that
+    a core call (``connection()``) must join is ``transaction.atomic(using=alias())``."""
+    from payhooks.django import conf
+
+    return conf.current().database
+
+
+__all__ = ["alias", "connection", "hooks"]

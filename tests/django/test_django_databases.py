@@ -1,0 +1,120 @@
+"""docs/django.md with several databases ("Several databases"): payhooks' tables and the shop's
+orders on a second alias, ``payments``, which ``PAYHOOKS["DATABASE"]`` names and a router sends
+their models to. Django's ``transaction`` functions act on ``default`` unless told otherwise, so
+each promise the guide makes of the claim's transaction holds in the form it writes there:
+``using=payhooks.django.alias()``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import psycopg
+import pytest
+from django.db import transaction
+from django.test import override_settings
+from orders.models import Order
+
+import payhooks.django
+from payhooks.refunding import refunds
+from tests.django.conftest import PAYHOOKS, post, records
+from tests.django.handlers import notified
+from tests.django.test_django_views import KEY, capture
+
+
+def on_payments(handler: str | None = None):
+    """``PAYHOOKS["DATABASE"] = "payments"``, and the handler ``tests.django.handlers`` names."""
+    changes = {"HANDLER": f"tests.django.handlers.{handler}"} if handler else {}
+    return override_settings(PAYHOOKS={**PAYHOOKS, "DATABASE": "payments", **changes})
+
+
+@pytest.fixture(autouse=True)
+def nothing_notified() -> None:
+    notified.clear()
+
+
+@pytest.fixture
+def shop(payments_db: str, site: str) -> str:
+    """The shop served, its orders and payhooks' tables on ``payments``; yields its URL."""
+    return site
+
+
+def test_the_alias_is_the_database_payhooks_setting_names(payments_db):
+    assert payhooks.django.alias() == "default"
+    with on_payments():
+        assert payhooks.django.alias() == "payments"
+
+
+def test_the_guide_names_the_alias_wherever_it_promises_the_claims_transaction():
+    """Section 5's after-commit work and savepoints, and the transactions of the merchant's own
+    that ``expect`` and ``refunds.request`` join, each written with ``using=``."""
+    doc = (Path(__file__).parents[2] / "docs" / "django.md").read_text()
+    handlers = doc.split("## 5. Handlers", 1)[1].split("## 6.", 1)[0]
+    assert "`transaction.on_commit(..., using=payhooks.django.alias())`" in handlers
+    assert "`transaction.atomic(using=payhooks.django.alias())`" in handlers
+    code = "\n".join(re.findall(r"```python\n(.*?)```", doc, re.DOTALL))
+    for call in ("refunds.request(payhooks.django.connection()", "payhooks.expect(connection()"):
+        block = code.split(call, 1)[0].rsplit("\n\n", 1)[1]
+        assert re.search(
+            r"with transaction\.atomic\(using=(payhooks\.django\.)?alias\(\)\):", block
+        )
+
+
+# --- the handlers' forms ----------------------------------------------------------------------
+
+
+def test_on_commit_using_the_alias_runs_once_the_claim_has_committed(shop, payments_db):
+    with on_payments("notifying_on_the_claims_database"):
+        assert post(shop, capture()).json()["status"] == "processed"
+        assert post(shop, capture()).json()["status"] == "duplicate"
+    assert notified == [KEY]
+    assert records(payments_db) == [("razorpay", KEY, "processed")]
+
+
+def test_on_commit_using_the_alias_never_runs_for_a_delivery_that_rolled_back(shop, payments_db):
+    with on_payments("notifying_on_the_claims_database_then_failing"):
+        assert [post(shop, capture()).status_code for _ in range(3)] == [500, 500, 500]
+    assert notified == [] and records(payments_db) == []
+
+
+def test_a_savepoint_using_the_alias_undoes_a_caught_error_alone(shop, payments_db):
+    """An ``IntegrityError`` caught around a write in ``transaction.atomic(using=alias())``:
+    the claim's transaction carries on, and the delivery is applied at the first try."""
+    Order.objects.create(reference="order_dj1", amount_paise=49_900)
+    with on_payments("paying_once_in_a_savepoint"):
+        response = post(shop, capture())
+    assert (response.status_code, response.json()["status"]) == (200, "processed")
+    assert list(Order.objects.values_list("reference", "status")) == [("order_dj1", "paid")]
+
+
+# --- money out in the merchant's own transaction ----------------------------------------------
+
+
+def ask_refund() -> None:
+    refunds.request(payhooks.django.connection(), "razorpay", "pay_dj000000001", 10_000,
+                    key="order_dj1-refund-1", captured_paise=49_900,
+                    reason="customer cancelled", requested_by="test")  # fmt: skip
+
+
+def refunds_asked(url: str) -> list[tuple[str, int]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT payment_id, amount_paise FROM payhooks_refunds").fetchall()
+
+
+def test_a_refund_asked_in_a_transaction_on_the_alias_rolls_back_with_it(payments_db):
+    with (
+        on_payments(),
+        pytest.raises(RuntimeError),
+        transaction.atomic(using=payhooks.django.alias()),
+    ):
+        Order.objects.create(reference="order_dj1", amount_paise=49_900)
+        ask_refund()
+        raise RuntimeError("the merchant's own work failed after asking")
+    assert refunds_asked(payments_db) == [] and not Order.objects.exists()
+
+
+def test_a_refund_asked_in_a_transaction_on_the_alias_commits_with_it(payments_db):
+    with on_payments(), transaction.atomic(using=payhooks.django.alias()):
+        Order.objects.create(reference="order_dj1", amount_paise=49_900)
+        ask_refund()
+    assert refunds_asked(payments_db) == [("pay_dj000000001", 10_000)]
