@@ -11,6 +11,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.db import transaction
 from django.test import override_settings
 from orders.models import Order
@@ -118,3 +120,39 @@ def test_a_refund_asked_in_a_transaction_on_the_alias_commits_with_it(payments_d
         Order.objects.create(reference="order_dj1", amount_paise=49_900)
         ask_refund()
     assert refunds_asked(payments_db) == [("pay_dj000000001", 10_000)]
+
+
+# --- manage.py check ---------------------------------------------------------------------------
+
+ROUTED = override_settings(DATABASE_ROUTERS=["tests.django.routers.PaymentsRouter"])
+
+
+def checked() -> str:
+    """What ``manage.py check`` refuses; "payments" points at no database here, so nothing it
+    says needs one."""
+    try:
+        call_command("check")
+    except SystemCheckError as exc:
+        return str(exc)
+    return ""
+
+
+def test_check_refuses_a_payhooks_database_its_models_are_not_routed_to():
+    """Without a router payhooks' models, and ``migrate``, stay on ``default``: the tables are
+    made there, and every delivery on ``payments`` is a 500."""
+    with on_payments():
+        said = checked()
+    assert "payhooks.E005" in said
+    assert "reads on 'default', writes on 'default'" in said
+
+
+def test_check_refuses_a_router_sending_payhooks_models_away_from_its_database():
+    with ROUTED:
+        said = checked()
+    assert "payhooks.E005" in said and "PAYHOOKS[\"DATABASE\"] is 'default'" in said
+    assert "reads on 'payments', writes on 'payments', migrations not on 'default'" in said
+
+
+def test_check_passes_payhooks_database_with_the_guides_router():
+    with ROUTED, on_payments():
+        assert checked() == ""

@@ -298,4 +298,29 @@ def _database_problems(alias: str) -> list[checks.CheckMessage]:
         ]
     if connections[alias].vendor != "postgresql":
         return [checks.Error(f"database {alias!r} is not PostgreSQL", id="payhooks.E003")]
+    return _routing_problems(alias)
+
+
+def _routing_problems(alias: str) -> list[checks.CheckMessage]:
+    """The webhook view claims on ``alias``; the admin and the commands read payhooks' models
+    where Django's routers send them, and ``migrate`` makes the tables where they allow it:
+    all must be ``alias``, or the tables land where deliveries never look (each a 500). Asks
+    the routers alone, never the database."""
+    from django.apps import apps
+    from django.db import router
+
+    for model in apps.get_app_config("payhooks").get_models():
+        read, written = router.db_for_read(model), router.db_for_write(model)
+        migrated = router.allow_migrate_model(alias, model)
+        if (read, written, migrated) != (alias, alias, True):
+            said = f"reads on {read!r}, writes on {written!r}" + (
+                "" if migrated else f", migrations not on {alias!r}"
+            )
+            return [checks.Error(
+                f'PAYHOOKS["DATABASE"] is {alias!r}, but Django\'s database routers send '
+                f"payhooks' {model.__name__} elsewhere ({said}): route the app label "
+                f"'payhooks' to {alias!r} for reads, writes and migrations (DATABASE_ROUTERS), "
+                f"then migrate it (manage.py migrate --database {alias})",
+                id="payhooks.E005",
+            )]  # fmt: skip
     return []
