@@ -127,3 +127,24 @@ def pay_once_in_a_savepoint(conn, event):
     Order.objects.filter(reference=event.merchant_ref).update(
         status=Order.Status.PAID, payment_id=event.payment_id
     )
+
+
+# The same handlers written for one database: ``transaction`` acts on ``default``.
+notifying_on_default_then_failing = Hooks()
+paying_once_in_a_savepoint_on_default = Hooks()
+
+
+@notifying_on_default_then_failing.on(EventKind.PAYMENT_CAPTURED)
+def notify_on_default_then_fail(conn, event):
+    transaction.on_commit(lambda: notified.append(event.event_id))
+    raise RuntimeError("the merchant's code failed after leaving work to on_commit")
+
+
+@paying_once_in_a_savepoint_on_default.on(EventKind.PAYMENT_CAPTURED)
+def pay_once_in_a_savepoint_on_default(conn, event):
+    try:
+        with transaction.atomic():
+            Order.objects.create(reference=event.merchant_ref, amount_paise=event.amount_paise)
+    except IntegrityError:
+        pass
+    Order.objects.filter(reference=event.merchant_ref).update(status=Order.Status.PAID)

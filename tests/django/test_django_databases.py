@@ -6,6 +6,7 @@ each promise the guide makes of the claim's transaction holds in the form it wri
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -120,6 +121,49 @@ def test_a_refund_asked_in_a_transaction_on_the_alias_commits_with_it(payments_d
         Order.objects.create(reference="order_dj1", amount_paise=49_900)
         ask_refund()
     assert refunds_asked(payments_db) == [("pay_dj000000001", 10_000)]
+
+
+# --- the same handlers without using=: said in the log ----------------------------------------
+
+
+def said(caplog) -> list[tuple[str, str | None, str | None]]:
+    return [
+        (r.getMessage(), getattr(r, "database", None), getattr(r, "on", None))
+        for r in caplog.records
+        if r.getMessage().startswith("handler_")
+    ]
+
+
+def test_on_commit_left_on_default_is_said_in_the_log(shop, payments_db, caplog):
+    """``default`` is in no transaction while the handler runs: Django runs the work at once,
+    at each try of a delivery that fails. payhooks cannot hold it back; it says so."""
+    caplog.set_level(logging.WARNING, logger="payhooks.django")
+    with on_payments("notifying_on_default_then_failing"):
+        assert [post(shop, capture()).status_code for _ in range(2)] == [500, 500]
+    assert notified == [KEY, KEY]
+    assert said(caplog) == [("handler_on_commit_elsewhere", "payments", "default")] * 2
+
+
+def test_a_savepoint_left_on_default_is_said_when_the_claims_transaction_fails(
+    shop, payments_db, caplog
+):
+    """A bare ``atomic()`` is a transaction on ``default``, no savepoint in the claim's: the
+    caught ``IntegrityError`` leaves the claim's transaction failed, and every try fails."""
+    caplog.set_level(logging.WARNING, logger="payhooks.django")
+    Order.objects.create(reference="order_dj1", amount_paise=49_900)
+    with on_payments("paying_once_in_a_savepoint_on_default"):
+        assert post(shop, capture()).status_code == 500
+    assert said(caplog) == [("handler_savepoint_elsewhere", "payments", "default")]
+
+
+def test_the_claims_own_database_is_not_said(shop, payments_db, caplog):
+    caplog.set_level(logging.WARNING, logger="payhooks.django")
+    Order.objects.create(reference="order_dj1", amount_paise=49_900)
+    with on_payments("paying_once_in_a_savepoint"):
+        assert post(shop, capture()).json()["status"] == "processed"
+    with on_payments("notifying_on_the_claims_database"):
+        assert post(shop, capture("order_dj2", "evt_dj2")).json()["status"] == "processed"
+    assert said(caplog) == [] and notified == ["evt_dj2"]
 
 
 # --- manage.py check ---------------------------------------------------------------------------

@@ -10,6 +10,7 @@ own: one delivery holds exactly the one connection Django gives the thread.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
@@ -17,6 +18,7 @@ import psycopg
 from django import db
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, transaction
+from psycopg.pq import TransactionStatus
 
 from payhooks.django.conf import Config
 from payhooks.events import Event, Received
@@ -33,6 +35,8 @@ from payhooks.intake.stored import received_again
 from payhooks.operations.replays import Apply
 from payhooks.plumbing.db import Connection, conflict, translated
 from payhooks.plumbing.errors import DatabaseUnavailable, HandlerCommitted
+
+log = logging.getLogger("payhooks.django")
 
 # Transaction-local: it ends with the claim's transaction and never outlives it on a
 # connection Django keeps for the next request.
@@ -79,7 +83,10 @@ def guarded(handler: Handler, database: str) -> Handler:
     def run(conn: Connection, event: Event) -> Applied:
         called: list[str] = []
         try:
-            with noting(transaction.get_connection(database), _DJANGO_ENDINGS, called):
+            with (
+                noting(transaction.get_connection(database), _DJANGO_ENDINGS, called),
+                elsewhere_said(database, conn, event),
+            ):
                 applied = checked(conn, event)
         except transaction.TransactionManagementError as exc:
             if _FORBIDDEN_IN_ATOMIC in str(exc):
@@ -90,6 +97,58 @@ def guarded(handler: Handler, database: str) -> Handler:
         return applied
 
     return run
+
+
+@contextlib.contextmanager
+def elsewhere_said(database: str, conn: Connection, event: Event) -> Iterator[None]:
+    """Logged: what a handler asks of Django's ``transaction`` on another database than the
+    claim's, ``database``, where the guide's promises do not hold. ``on_commit()`` where that
+    database is in no atomic block runs at once, before the claim commits, and again at each
+    retry of a delivery that fails (``handler_on_commit_elsewhere``); an ``atomic()`` there is no
+    savepoint in the claim's transaction, said when that transaction met an error
+    (``handler_savepoint_elsewhere``). Both are ``transaction``'s calls left without
+    ``using=`` (``payhooks.django.alias()``) by a project whose payhooks database is not
+    ``default``. Each call is noted on the other database's connection (``noting``)."""
+    calls: dict[str, list[str]] = {}
+    try:
+        with contextlib.ExitStack() as watching:
+            for alias in connections:
+                other = connections[alias]
+                if alias != database and not other.in_atomic_block:
+                    calls[alias] = []
+                    watching.enter_context(noting(other, _ELSEWHERE, calls[alias]))
+            yield
+    finally:
+        _say_elsewhere(database, calls, conn, event)
+
+
+_ELSEWHERE = ("on_commit", "set_autocommit")
+"""``transaction.on_commit()``, and what ``atomic()`` calls as its outermost block opens and
+closes (autocommit off, then on again)."""
+
+
+def _say_elsewhere(
+    database: str, calls: Mapping[str, list[str]], conn: Connection, event: Event
+) -> None:
+    fields = {"provider": event.provider.value, "event_id": event.event_id, "database": database}
+    failed = conn.info.transaction_status is TransactionStatus.INERROR
+    for alias, made in calls.items():
+        if _ran_at_once(made):
+            log.warning("handler_on_commit_elsewhere", extra={**fields, "on": alias})
+        if failed and "set_autocommit()" in made:
+            log.warning("handler_savepoint_elsewhere", extra={**fields, "on": alias})
+
+
+def _ran_at_once(made: list[str]) -> bool:
+    """Whether an ``on_commit()`` came while no atomic block was open on its database: the
+    outermost block turns autocommit off as it opens and on as it closes."""
+    opened = False
+    for call in made:
+        if call == "set_autocommit()":
+            opened = not opened
+        elif not opened:
+            return True
+    return False
 
 
 _FORBIDDEN_IN_ATOMIC = "forbidden when an 'atomic' block is active"
