@@ -279,6 +279,13 @@ def test_the_settlements_page_shows_the_report_lines_payhooks_could_not_read(ope
     assert "tax is missing" in page.content.decode()
 
 
+def test_the_settlements_page_names_the_daily_fetch_the_guide_runs(operator, django_db):
+    """``--catch-up`` reads each day since the last one read whole; ``--from``/``--to`` run
+    daily would leave unread the days a failed or missed run skipped."""
+    page = operator.get(reverse("admin:payhooks_settlements")).content.decode()
+    assert "daily with <code>manage.py payhooks_settlements --catch-up</code>" in page
+
+
 def test_the_settlements_page_is_for_staff_who_may_read_the_records(django_db):
     client = Client()
     client.force_login(User.objects.create_user("nobody", is_staff=True))
