@@ -140,6 +140,22 @@ def test_an_answered_dispute_is_not_warned_of_and_its_warning_is_said_resolved(c
     assert chat.texts()[-1].startswith("[payhooks] RESOLVED: razorpay: dispute disp_A3 due")
 
 
+@pytest.mark.parametrize(
+    ("left", "words"),
+    [
+        (timedelta(minutes=59), "due in 59 minute(s)"),
+        (timedelta(minutes=119), "due in 119 minute(s)"),
+        (timedelta(hours=2), "due in 2 hour(s)"),
+        (-timedelta(minutes=1), "due now: its deadline passed"),
+    ],
+)
+def test_a_dispute_due_within_two_hours_says_the_minutes_left(conn, left, words):
+    """Whole hours alone said "due in 0 hour(s)" of a deadline 59 minutes away."""
+    razorpay(conn, disputed("opened", "disp_A5", due=NOW + left, at=NOW - timedelta(hours=1)))
+    due = [a.title for a in disputes_alerts(conn, NOW) if a.condition is Condition.DISPUTE_DUE]
+    assert due == [f"razorpay: dispute disp_A5 {words}"]
+
+
 def test_a_lost_dispute_is_said_once_and_cleared_silently_a_week_later(conn, chat):
     razorpay(conn, disputed("opened", "disp_A4", due=NOW + timedelta(days=6), at=NOW))
     told = notifier(chat.url)

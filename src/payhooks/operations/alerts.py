@@ -522,8 +522,11 @@ def _deadline(respond_by: datetime | None) -> str:
 
 
 def _due(respond_by: datetime, now: datetime) -> str:
-    hours = int((respond_by - now).total_seconds() // 3600)
-    return f"in {hours} hour(s)" if hours >= 0 else "now: its deadline passed"
+    """The time left in whole hours, or in minutes under two hours (never "in 0 hour(s)")."""
+    left = int((respond_by - now).total_seconds())
+    if left < 0:
+        return "now: its deadline passed"
+    return f"in {left // 3600} hour(s)" if left >= 7200 else f"in {left // 60} minute(s)"
 
 
 def _answer(provider: str) -> str:
