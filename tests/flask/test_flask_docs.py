@@ -82,13 +82,20 @@ def test_the_pages_payu_return_page_gets_the_exact_body_though_a_hook_reads_the_
     run(block("# PayU's return page"), documented)
     app = documented["app"]
     app.before_request(lambda: None if request.form.get("website") is None else abort(400))
+    failed = GATEWAY.payu(txnid="order_test_2", mihpayid="403993715500000004", amount="499.00",
+                          status="failure")  # fmt: skip
     delivery = GATEWAY.payu(txnid="order_test_1", mihpayid="403993715500000003", amount="499.00")
     with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
         conn.execute("INSERT INTO orders VALUES ('order_test_1', 49900, 'INR', false)")
         with serving(app) as base:
-            shown = loopback.post(
-                base + "/payu/return", content=delivery.body, headers=delivery.headers
-            )
+            shown = [
+                loopback.post(base + "/payu/return", content=post.body, headers=post.headers).text
+                for post in (failed, delivery)
+            ]
         paid = conn.execute("SELECT paid FROM orders").fetchall()
-    assert shown.text == "Thank you: your payment is received (order order_test_1)."
+    # furl's failure post was thanked for a payment received
+    assert shown == [
+        "Your payment for order order_test_2 did not go through.",
+        "Thank you: your payment for order order_test_1 is received.",
+    ]
     assert paid == [(True,)]
