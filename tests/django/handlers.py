@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, connections, transaction
 from orders.models import Order
 
 import payhooks.django
@@ -148,3 +148,25 @@ def pay_once_in_a_savepoint_on_default(conn, event):
     except IntegrityError:
         pass
     Order.objects.filter(reference=event.merchant_ref).update(status=Order.Status.PAID)
+
+
+reading_default_then_notifying_on_it = Hooks()
+notifying_inside_a_transaction_on_default = Hooks()
+
+
+@reading_default_then_notifying_on_it.on(EventKind.PAYMENT_CAPTURED)
+def read_default_then_notify(conn, event):
+    """``default`` connected by a read first (Django turns its autocommit on as it connects),
+    then work left to ``on_commit`` with no ``using=``: it runs at once all the same."""
+    connections["default"].ensure_connection()
+    transaction.on_commit(lambda: notified.append(event.event_id))
+    raise RuntimeError("the merchant's code failed after leaving work to on_commit")
+
+
+@notifying_inside_a_transaction_on_default.on(EventKind.PAYMENT_CAPTURED)
+def notify_inside_a_transaction_on_default(conn, event):
+    """Work of ``default``'s own, in a transaction of ``default``: it runs once that commits,
+    as Django promises; nothing to say."""
+    connections["default"].close()  # connected afresh inside, as after a request's end
+    with transaction.atomic(using="default"):
+        transaction.on_commit(lambda: notified.append(event.event_id), using="default")

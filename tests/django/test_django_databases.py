@@ -156,6 +156,28 @@ def test_a_savepoint_left_on_default_is_said_when_the_claims_transaction_fails(
     assert said(caplog) == [("handler_savepoint_elsewhere", "payments", "default")]
 
 
+def test_on_commit_left_on_default_after_a_read_there_is_said_all_the_same(
+    shop, payments_db, caplog
+):
+    """``default`` connected by a read before the ``on_commit``: Django's own ``connect()``
+    turning autocommit on was taken for an atomic block closing, and nothing was said."""
+    caplog.set_level(logging.WARNING, logger="payhooks.django")
+    with on_payments("reading_default_then_notifying_on_it"):
+        assert post(shop, capture()).status_code == 500
+    assert notified == [KEY]
+    assert said(caplog) == [("handler_on_commit_elsewhere", "payments", "default")]
+
+
+def test_on_commit_in_a_transaction_of_default_is_not_said(shop, payments_db, caplog):
+    """Work of ``default``'s own, in its own transaction, runs as Django promises: saying it
+    ran at once (as it was, from Django's connect() turning autocommit on) was wrong."""
+    caplog.set_level(logging.WARNING, logger="payhooks.django")
+    Order.objects.create(reference="order_dj1", amount_paise=49_900)
+    with on_payments("notifying_inside_a_transaction_on_default"):
+        assert post(shop, capture()).json()["status"] == "processed"
+    assert said(caplog) == [] and notified == [KEY]
+
+
 def test_the_claims_own_database_is_not_said(shop, payments_db, caplog):
     caplog.set_level(logging.WARNING, logger="payhooks.django")
     Order.objects.create(reference="order_dj1", amount_paise=49_900)

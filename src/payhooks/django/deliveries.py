@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from django import db
@@ -23,7 +23,7 @@ from psycopg.pq import TransactionStatus
 from payhooks.django.conf import Config
 from payhooks.events import Event, Received
 from payhooks.intake.hooks import guarded as core_guarded
-from payhooks.intake.hooks import noting
+from payhooks.intake.hooks import noting, shadowing
 from payhooks.intake.ingest import (
     Applied,
     Handler,
@@ -108,47 +108,57 @@ def elsewhere_said(database: str, conn: Connection, event: Event) -> Iterator[No
     savepoint in the claim's transaction, said when that transaction met an error
     (``handler_savepoint_elsewhere``). Both are ``transaction``'s calls left without
     ``using=`` (``payhooks.django.alias()``) by a project whose payhooks database is not
-    ``default``. Each call is noted on the other database's connection (``noting``)."""
-    calls: dict[str, list[str]] = {}
+    ``default``. Each is seen as it is asked, on the other database's connection
+    (``_watched``): whether an atomic block was open there then, not inferred afterwards."""
+    seen: dict[str, set[str]] = {}
     try:
         with contextlib.ExitStack() as watching:
             for alias in connections:
                 other = connections[alias]
                 if alias != database and not other.in_atomic_block:
-                    calls[alias] = []
-                    watching.enter_context(noting(other, _ELSEWHERE, calls[alias]))
+                    seen[alias] = set()
+                    watching.enter_context(_watched(other, seen[alias]))
             yield
     finally:
-        _say_elsewhere(database, calls, conn, event)
+        _say_elsewhere(database, seen, conn, event)
 
 
-_ELSEWHERE = ("on_commit", "set_autocommit")
-"""``transaction.on_commit()``, and what ``atomic()`` calls as its outermost block opens and
-closes (autocommit off, then on again)."""
+ON_COMMIT_AT_ONCE = "on_commit"
+ATOMIC_OPENED = "atomic"
+
+
+@contextlib.contextmanager
+def _watched(other: Any, seen: set[str]) -> Iterator[None]:
+    """``other``'s ``on_commit`` asked while no atomic block is open there, and an atomic
+    block opened there (the outermost turns autocommit off: Django's own ``connect()`` turns
+    it on, which is no block), noted in ``seen`` for the handler's run, each call then made
+    as it was."""
+    on_commit, set_autocommit = other.on_commit, other.set_autocommit
+
+    def noted_on_commit(*args: Any, **kwargs: Any) -> Any:
+        if not other.in_atomic_block:
+            seen.add(ON_COMMIT_AT_ONCE)
+        return on_commit(*args, **kwargs)
+
+    def noted_set_autocommit(autocommit: bool, *args: Any, **kwargs: Any) -> Any:
+        if not autocommit:
+            seen.add(ATOMIC_OPENED)
+        return set_autocommit(autocommit, *args, **kwargs)
+
+    with shadowing(other, on_commit=noted_on_commit, set_autocommit=noted_set_autocommit):
+        yield
 
 
 def _say_elsewhere(
-    database: str, calls: Mapping[str, list[str]], conn: Connection, event: Event
+    database: str, seen: Mapping[str, set[str]], conn: Connection, event: Event
 ) -> None:
     fields = {"provider": event.provider.value, "event_id": event.event_id, "database": database}
     failed = conn.info.transaction_status is TransactionStatus.INERROR
-    for alias, made in calls.items():
-        if _ran_at_once(made):
+    for alias, made in seen.items():
+        if ON_COMMIT_AT_ONCE in made:
             log.warning("handler_on_commit_elsewhere", extra={**fields, "on": alias})
-        if failed and "set_autocommit()" in made:
+        if failed and ATOMIC_OPENED in made:
             log.warning("handler_savepoint_elsewhere", extra={**fields, "on": alias})
-
-
-def _ran_at_once(made: list[str]) -> bool:
-    """Whether an ``on_commit()`` came while no atomic block was open on its database: the
-    outermost block turns autocommit off as it opens and on as it closes."""
-    opened = False
-    for call in made:
-        if call == "set_autocommit()":
-            opened = not opened
-        elif not opened:
-            return True
-    return False
 
 
 _FORBIDDEN_IN_ATOMIC = "forbidden when an 'atomic' block is active"

@@ -164,21 +164,29 @@ def commit_refused(conn: object) -> Iterator[list[str]]:
 @contextlib.contextmanager
 def noting(target: object, names: Iterable[str], called: list[str]) -> Iterator[None]:
     """Each of ``target``'s methods ``names`` noted in ``called`` (``commit()``) when it is
-    called, for the block's time: an attribute of this very object shadows its class's method
-    and calls it as it was, so the caller sees what it always saw (psycopg's refusal) and keeps
-    the object it was given, no wrapper in its place. An object that takes no attribute of its
-    own (``__slots__``) is left as it is: only a refusal that is raised is then seen."""
+    called, for the block's time, and made as it was (``shadowing``): the caller sees what it
+    always saw (psycopg's refusal) and keeps the object it was given, no wrapper in its place."""
+    noted = {name: _noted(getattr(target, name), f"{name}()", called) for name in names}
+    with shadowing(target, **noted):
+        yield
+
+
+@contextlib.contextmanager
+def shadowing(target: object, **methods: Callable[..., Any]) -> Iterator[None]:
+    """``target``'s methods replaced by ``methods`` for the block's time, as attributes of this
+    very object, which shadow its class's; each put back as it was after, whatever the block
+    raised. An object that takes no attribute of its own (``__slots__``) is left as it is."""
     own = getattr(target, "__dict__", None)
     if own is None:
         yield
         return
-    kept = {name: own[name] for name in names if name in own}
-    for name in names:
-        setattr(target, name, _noted(getattr(target, name), f"{name}()", called))
+    kept = {name: own[name] for name in methods if name in own}
+    for name, method in methods.items():
+        setattr(target, name, method)
     try:
         yield
     finally:
-        for name in names:
+        for name in methods:
             if name in kept:
                 setattr(target, name, kept[name])
             else:
