@@ -39,7 +39,7 @@ from payhooks.aio.hooks import AsyncHandler
 from payhooks.gateways import Adapter
 from payhooks.intake.answers import declared_over
 from payhooks.intake.endpoint import Endpoint, Reply
-from payhooks.intake.hooks import Hooks
+from payhooks.intake.hooks import Hooks, Registry
 from payhooks.intake.ingest import Handler
 from payhooks.operations import health, reads, timeline
 from payhooks.operations.deliverylog import (
@@ -310,9 +310,13 @@ def _rows_declared(hooks: object, pool: SyncPool | AsyncPool) -> None:
     """Hooks on a pool whose connections make other rows than tuples (``dict_row``) must say
     which rows they are written for: the commands that run them too (``payhooks confirm``,
     ``replay`` and ``reconcile --hooks``) hand them connections of their own, which make
-    tuples unless the hooks say otherwise, and a PhonePe payment reaches them only there."""
+    tuples unless the hooks say otherwise, and a PhonePe payment reaches them only there. A
+    handler of the merchant's own that is no registry is served as it is: it cannot say its
+    rows, and the commands' ``--hooks`` take a registry."""
     made = pool.kwargs.get("row_factory") if isinstance(pool.kwargs, dict) else None
-    if made is None or made is tuple_row or getattr(hooks, "row_factory", None) is not None:
+    if made is None or made is tuple_row or not isinstance(hooks, Registry):
+        return
+    if hooks.row_factory is not None:
         return
     name = getattr(made, "__name__", repr(made))
     raise TypeError(

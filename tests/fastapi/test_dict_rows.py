@@ -155,6 +155,25 @@ def test_hooks_that_leave_their_rows_to_a_pool_of_dict_rows_are_refused_when_the
         router(adapters=list(ADAPTERS.values()), hooks=undeclared, pool=pool)
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_plain_handler_on_a_pool_of_dict_rows_is_served_as_before(database_url, kind):
+    """A handler function of the merchant's own (no registry: it cannot say its rows, and the
+    commands' --hooks take a registry) worked on a dict_row pool, and the router refused to be
+    built with it: only a registry that leaves its rows unsaid is refused."""
+
+    def handle(conn: Any, event: Any) -> None:
+        return None
+
+    async def handle_async(conn: Any, event: Any) -> None:
+        return None
+
+    pool: Any = (ConnectionPool if kind == "sync" else AsyncConnectionPool)(
+        database_url, open=False, kwargs={"row_factory": dict_row}
+    )
+    router(adapters=list(ADAPTERS.values()), hooks=handle if kind == "sync" else handle_async,
+           pool=pool)  # fmt: skip
+
+
 def test_the_library_calls_on_a_connection_of_dict_rows(database_url, conn):
     prepare(conn, REFS[0])
     adapter = ADAPTERS[Provider.RAZORPAY]
