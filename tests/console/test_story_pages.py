@@ -646,3 +646,30 @@ def test_a_parked_delivery_that_does_not_read_is_not_linked_and_the_notice_says_
     assert rows(console, done) == [
         ("link", "not_replayable: its stored headers are not a JSON object")
     ]
+
+
+def test_a_parked_refund_is_offered_no_link_and_linking_it_checks_out_no_cart(console, conn):
+    """A refund of a payment never taken, parked: the Parked page offered it Link and replay as
+    a capture, and linking it checked an unrelated cart out under the refund's order and
+    recorded the refund as the cart's payment (the cart then refused its own checkout). A
+    refund pays no cart: no link is offered, and one asked is refused, the cart left as it was;
+    the docs say to settle it."""
+    from tests.console.test_console_http import send
+    from tests.factories import GATEWAY
+
+    cart_id = cart_for(conn, "carol@example.com")
+    refund = GATEWAY.razorpay("refund.processed", payment_id="pay_refundonly0001",
+                              order_id="order_refundonly01", amount_paise=5_000,
+                              refund_id="rfnd_refundonly01")  # fmt: skip
+    assert send(console, refund).json()["status"] == "parked"
+    event_id = refund.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    page = client.get("/console/parked").text
+    row = page.split(event_id, 1)[1].split("</tr>", 1)[0]
+    assert "Link and replay" not in row
+    answer = client.post(
+        "/console/parked/link", data=link_form(console, client, event_id, cart_id, confirm="yes")
+    )
+    assert location(answer).startswith("/console/parked?notice=not_a_payment&")
+    assert rows(console, "SELECT count(*) FROM checkouts") == [(0,)]
+    assert rows(console, "SELECT outcome FROM processed_webhooks") == [("parked",)]

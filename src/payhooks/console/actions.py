@@ -76,6 +76,7 @@ class Done(StrEnum):
     BULK_REPLAYED = "bulk_replayed"
     LINKED = "linked"
     NOT_LINKABLE = "not_linkable"
+    NOT_A_PAYMENT = "not_a_payment"
     NO_SUCH_CART = "no_such_cart"
     CART_TAKEN = "cart_taken"
     ALL_QUEUED = "all_queued"
@@ -118,6 +119,9 @@ class Parked:
     """Its body's text, where a checkout's id may be named (Razorpay's notes, a receipt)."""
     unread: str | None = None
     """Why its stored delivery was not read (its amount unknown); None when it was."""
+    pays: bool = False
+    """A payment (``EventKind.pays``): what a cart may be linked to; a refund or a dispute of a
+    payment never taken pays none, and is settled."""
 
     @property
     def for_amount(self) -> bool:
@@ -165,6 +169,7 @@ def _parked(row: dict[str, Any], adapters: Mapping[Provider, Adapter]) -> Parked
         currency=None if event is None else event.currency,
         notes=body.decode("utf-8", errors="replace"),
         unread=unread,
+        pays=event is not None and event.kind.pays,
     )
 
 

@@ -184,6 +184,10 @@ NOTICES = {
     actions.Done.NOT_LINKABLE: (
         "Cannot link: this delivery names no gateway reference to check a cart out under."
     ),
+    actions.Done.NOT_A_PAYMENT: (
+        "Not linked: this delivery is no payment ({why}), so it pays no cart; the cart is left"
+        " as it was. Settle it once it is handled outside payhooks."
+    ),
     actions.Done.NO_SUCH_CART: "Nothing done: no cart has that id.",
     actions.Done.ALL_QUEUED: (
         "Queued again: every dead letter listed; the worker sends them on its next round "

@@ -24,7 +24,7 @@ from payhooks.console.actions import (
     replay_parked,
 )
 from payhooks.console.formats import rupees
-from payhooks.events import Provider
+from payhooks.events import Provider, kind_words
 from payhooks.gateways import Adapter
 from payhooks.plumbing.db import Connection, shaped_rows
 from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
@@ -325,9 +325,11 @@ def _linked(
         return Result(done=Done.ALREADY_APPLIED)
     if reference is None:
         return Result(done=Done.NOT_LINKABLE)
-    _, why = read(adapters, provider, event_id, bytes(body), headers)
-    if why is not None:
+    event, why = read(adapters, provider, event_id, bytes(body), headers)
+    if event is None:
         return Result(done=Done.NOT_REPLAYABLE, why=why)
+    if not event.kind.pays:  # a refund or a dispute of a payment never taken: settled
+        return Result(done=Done.NOT_A_PAYMENT, why=kind_words(event.kind))
     try:
         carts.checkout(conn, cart_id, Provider(provider), reference)
     except NotFound:
