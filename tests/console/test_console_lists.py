@@ -464,6 +464,7 @@ def test_the_unconfirmed_banner_tells_its_time_in_ist_and_links_to_those_callbac
     said = html.unescape(banner)
     assert "2 phonepe callbacks have waited for phonepe's status API" in said
     assert f"(the oldest since {when(since)})" in said and "UTC" not in said
+    assert "`" not in said and "<code>payhooks confirm</code>" in said  # as the emails write it
     [link] = banner_links(page)
     assert html.unescape(re.search(r"<a [^>]*>([^<]+)</a>", banner).group(1)) == (
         "See phonepe's callbacks waiting for the status API"

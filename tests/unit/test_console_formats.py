@@ -105,3 +105,11 @@ def test_where_a_dispute_stands_names_its_phase_and_the_gateways_own_word():
     )
     bare = held(status="action_required", phase=None, gateway_status=None)
     assert dispute_words(bare).stands == "action required"
+
+
+def test_coded_shows_backticked_spans_as_code_and_escapes_the_rest():
+    from payhooks.console.formats import coded
+
+    assert str(coded("run `payhooks confirm` <now> & `x<y`")) == (
+        "run <code>payhooks confirm</code> &lt;now&gt; &amp; <code>x&lt;y</code>"
+    )

@@ -405,6 +405,7 @@ class Console:
         self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
         self.templates.filters["breakable"] = formats.breakable
+        self.templates.filters["coded"] = formats.coded
         self.templates.filters["kind"] = kind_words
         self.templates.filters["until"] = formats.until
         self.templates.globals["dispute_words"] = formats.dispute_words
