@@ -212,6 +212,15 @@ def test_payments_list_applied_and_mismatched_payments_with_their_amounts(consol
     assert f'href="/console/references/razorpay/{good.reference}"' in page
 
 
+def test_a_failed_payment_attempt_is_listed_with_nothing_paid(console, conn):
+    """A failed attempt is listed with the amount it tried in the "paid" column: ₹499.00
+    expected, ₹499.00 paid, though nothing was."""
+    tried = purchase(conn)
+    assert send(console, tried.delivery("failed")).json()["status"] == "processed"
+    [row] = listed(shown(console, "/console/payments"), "payments")
+    assert "failed" in row and row.count("₹499.00") == 1  # expected; nothing paid
+
+
 def test_a_payment_whose_delivery_was_purged_links_to_no_delivery_page(console, conn):
     """A mismatch settled by hand outlives its delivery's purge: its row links to its order,
     never to the delivery page that is gone."""

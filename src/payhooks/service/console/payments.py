@@ -19,12 +19,15 @@ STATUSES = {
     "settled": lists.STATUSES["settled"],
 }
 
+# A failed attempt paid nothing: its amount is what it tried, not what was paid.
 SHOP = """
     SELECT p.created_at AS at, 'p ' || p.provider || ' ' || p.payment_id AS key, p.provider,
            p.payment_id, c.gateway_order_id, NULL::text AS event_id, p.status,
            NULL::boolean AS reconciled, k.amount_paise AS expected_paise,
-           k.currency AS expected_currency, p.amount_paise AS paid_paise,
-           p.currency AS paid_currency, NULL::text AS resolution, p.flags, p.needs_refund
+           k.currency AS expected_currency,
+           CASE WHEN p.status <> 'failed' THEN p.amount_paise END AS paid_paise,
+           CASE WHEN p.status <> 'failed' THEN p.currency END AS paid_currency,
+           NULL::text AS resolution, p.flags, p.needs_refund
     FROM payments p
     LEFT JOIN carts k ON k.id = p.cart_id
     LEFT JOIN checkouts c ON c.cart_id = p.cart_id AND c.provider = p.provider
