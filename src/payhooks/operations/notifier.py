@@ -363,29 +363,19 @@ class Notifier:
         """The notice backed off after ``exc`` (given up past ``Policy.give_up``, or when the
         failure is permanent). A row the database refuses even that is left to its lease: the
         other notices and channels go on."""
+        error = exc.reason
         try:
-            self._back_off(conn, notice, exc, now, tally, fields)
+            with conn.transaction():
+                if exc.permanent or now - notice.created_at >= self.policy.give_up:
+                    outbox.give_up(conn, notice.id, error, now=now)
+                    tally.failed += 1
+                    log.error("alert_notice_failed", extra={**fields, "error": error})
+                    return
+                delay = self.policy.delay(notice.attempts).total_seconds()
+                outbox.retry_later(conn, notice.id, error, delay, now=now)
         except Exception:
             log.exception("alert_notice_unrecorded", extra=fields)
-
-    def _back_off(
-        self,
-        conn: Connection,
-        notice: Notice | _Held,
-        exc: NoticeFailed,
-        now: datetime,
-        tally: Tally,
-        fields: dict[str, object],
-    ) -> None:
-        error = exc.reason
-        with conn.transaction():
-            if exc.permanent or now - notice.created_at >= self.policy.give_up:
-                outbox.give_up(conn, notice.id, error, now=now)
-                tally.failed += 1
-                log.error("alert_notice_failed", extra={**fields, "error": error})
-                return
-            delay = self.policy.delay(notice.attempts).total_seconds()
-            outbox.retry_later(conn, notice.id, error, delay, now=now)
+            return
         tally.retried += 1
         log.warning("alert_notice_retry", extra={**fields, "error": error})
 
