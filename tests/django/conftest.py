@@ -116,8 +116,21 @@ def django_db(admin_url: str, django_databases: Databases) -> Iterator[str]:
     url = make_conninfo(admin_url, dbname=name)
     point_django_at(url)
     yield url
+    written_behind()
     connections.close_all()
     django_databases.give_back(name)
+
+
+def written_behind() -> None:
+    """The view's delivery logs of every alias, each on the database its alias names now,
+    written and stopped: a writer left running would reconnect to the database given back and
+    say so in the log at any moment of a later test (into a command's captured stderr)."""
+    from django.db import connections
+
+    from payhooks.django.views import delivery_log
+
+    for alias in connections:
+        delivery_log(alias).stop()
 
 
 @pytest.fixture
@@ -136,6 +149,7 @@ def payments_db(admin_url: str, django_template: str, django_db: str) -> Iterato
         with override_settings(DATABASE_ROUTERS=["tests.django.routers.PaymentsRouter"]):
             yield url
     finally:
+        written_behind()
         connections.close_all()
         _admin(admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
