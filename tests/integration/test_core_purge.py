@@ -699,3 +699,54 @@ def waiting_or_done(conn, thread: threading.Thread) -> None:
     )
     while thread.is_alive() and conn.execute(waiting).fetchone()[0] == 0:
         thread.join(timeout=0.05)
+
+
+def test_a_callback_waiting_for_its_gateways_word_keeps_its_orders_amount_check(merchant_url):
+    """A PhonePe callback waits while the status API gives no usable answer (its credentials
+    not set yet, the API down): a purge meanwhile must not take its order's expectation, or
+    the payment the API reports at last reaches the handler whatever it paid."""
+    from payhooks.events import Provider
+    from payhooks.intake.ingest import ingest_received
+    from payhooks.reconcile.confirming import confirm
+    from payhooks.reconcile.passes import Tally
+    from payhooks.reconcile.running import connecting, delivering
+    from tests.reconcile.test_confirmations import ORDER, Api, callback, hooks_noting, reported
+
+    paid: list[object] = []
+    with psycopg.connect(merchant_url, autocommit=True) as conn:
+        payhooks.expect(conn, "phonepe", ORDER, 100, "INR", "order-1")  # the API says 49,900
+        ingest_received(conn, callback(), hooks_noting(paid))
+        assert keys(conn, "processed_webhooks", "outcome") == ["confirming"]
+        conn.execute("UPDATE payhooks_expectations SET created_at = now() - interval '100 days'")
+        conn.execute("UPDATE processed_webhooks SET processed_at = now() - interval '100 days'")
+        retention.purge(conn, 90)
+        assert keys(conn, "payhooks_expectations", "gateway_order_id") == [ORDER]
+        connect = connecting(merchant_url)
+        confirm(connect, {Provider.PHONEPE: Api(says=reported())},
+                delivering(connect, hooks_noting(paid)), Tally())  # fmt: skip
+        mismatched = conn.execute("SELECT paid_paise FROM payhooks_amount_mismatches")
+        assert (paid, mismatched.fetchall()) == ([], [(49_900,)])
+
+
+def test_a_payments_claim_stays_while_a_callback_of_its_order_waits_for_the_gateways_word(
+    merchant,
+):
+    """The claim of an authorisation (kept only for the window) is what makes the waiting
+    callback's payment, once the API reports it, a duplicate rather than applied again."""
+    merchant.execute(
+        "INSERT INTO payhooks_payments (provider, payment_id, kind, gateway_order_id, event_id,"
+        " reconciled, applied_at) VALUES ('phonepe', 'OM1', 'payment_authorized', 'M-1', 'e1',"
+        " false, now() - interval '100 days'), ('phonepe', 'OM2', 'payment_authorized', 'M-2',"
+        " 'e2', false, now() - interval '100 days')"
+    )
+    merchant.execute(
+        "INSERT INTO processed_webhooks (provider, event_id, event_type, outcome, body,"
+        " headers, payload_sha256, processed_at) VALUES ('phonepe', 'cb-2', 'x', 'confirming',"
+        " '{}', '{}', 'x', now() - interval '100 days')"
+    )
+    merchant.execute(
+        "INSERT INTO payhooks_confirmations (provider, event_id, gateway_order_id, kind)"
+        " VALUES ('phonepe', 'cb-2', 'M-2', 'payment_captured')"
+    )
+    retention.purge(merchant, 90)
+    assert keys(merchant, "payhooks_payments", "payment_id") == ["OM2"]

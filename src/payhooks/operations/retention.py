@@ -57,8 +57,10 @@ WHERE (provider, event_id) IN (
     FOR UPDATE SKIP LOCKED)
 """
 )
-# A payment claim stays while a parked delivery of that payment may yet be replayed, or the
-# replay would reach the handler a second time; a capture's, while a refund of it is possible:
+# A payment claim stays while a parked delivery of that payment may yet be replayed, or a
+# callback of its order waits for the gateway's word, or the replay or the
+# payment the API reports would reach the handler a second time; a capture's, while a refund
+# of it is possible:
 # for REFUNDABLE_DAYS, and while a refund of it is not settled. No index on applied_at (the
 # claim's insert stays cheap): no ORDER BY, so a batch reads only as far as its rows.
 _DELETE_PAYMENTS = """
@@ -72,15 +74,21 @@ WHERE (provider, payment_id, kind) IN (
                       AND w.provider = p.provider AND w.payment_id = p.payment_id)
       AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r WHERE r.state IN ('requested', 'sent')
                       AND r.provider = p.provider AND r.payment_id = p.payment_id)
+      AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
+                      AND c.provider = p.provider AND c.gateway_order_id = p.gateway_order_id)
     LIMIT %s
     FOR UPDATE SKIP LOCKED)
 """
-# An expectation stays while a delivery parked for its order may yet be replayed, or a
-# payment's amount mismatch with it is not resolved: a replay without it would skip the amount
-# check. Its reconciliation row goes with it (ON DELETE CASCADE).
+# An expectation stays while a delivery parked for its order may yet be replayed, a callback
+# of its order waits for the gateway's word (its records are never purged, nor what they will
+# meet), or a payment's amount mismatch with it is not resolved: a replay or a confirmation
+# without it would skip the amount check. Its reconciliation row goes with it (ON DELETE
+# CASCADE).
 _HELD = """
 EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
         AND w.provider = e.provider AND w.merchant_ref = e.gateway_order_id)
+OR EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
+           AND c.provider = e.provider AND c.gateway_order_id = e.gateway_order_id)
 OR EXISTS (SELECT 1 FROM payhooks_amount_mismatches m WHERE m.resolved_at IS NULL
            AND m.provider = e.provider AND m.gateway_order_id = e.gateway_order_id)
 """
