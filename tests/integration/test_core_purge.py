@@ -306,6 +306,38 @@ def test_an_expectation_recorded_or_corrected_after_the_payment_is_what_its_reco
     assert before is None or timeline.find(merchant, before) == []
 
 
+@pytest.mark.parametrize("before", [None, 49_900], ids=["recorded after", "corrected after"])
+def test_the_amount_expected_of_a_payment_reads_the_same_before_and_after_the_purge(
+    merchant, before
+):
+    """The payments list and the order's page show the amount the order's expectation names
+    last, while it is kept and from the payment's record once the purge has taken it: an
+    expectation recorded or corrected after the payment is written on its record too."""
+    from datetime import UTC, datetime
+
+    from payhooks.console import lists
+    from payhooks.operations import timeline
+
+    def shown() -> tuple[int | None, int | None]:
+        window = lists.Window(start=lists.EARLIEST, end=datetime.now(UTC), end_given=False)
+        (payment,) = lists.core_payments(merchant, lists.PaymentFilter(window=window))
+        story = timeline.story(merchant, "razorpay", "order_late")
+        assert story is not None
+        if story.expected is not None:
+            return payment.expected_paise, story.expected.amount_paise
+        assert story.expected_kept is not None
+        return payment.expected_paise, story.expected_kept.expected_paise
+
+    if before is not None:
+        payhooks.expect(merchant, "razorpay", "order_late", before, "INR", "ref")
+    captured_and_ordered(merchant, "late")  # 49,900 paise
+    payhooks.expect(merchant, "razorpay", "order_late", 45_000 if before else 49_900, "INR", "ref")
+    expected_now = shown()
+    assert expected_now == ((45_000, 45_000) if before else (49_900, 49_900))
+    purged_100_days_on(merchant)
+    assert shown() == expected_now
+
+
 def test_old_payment_claims_go_unless_a_parked_delivery_of_the_payment_waits(merchant):
     merchant.execute(PAYMENT, ("pay_old", "order_a", "evt_a", 400))
     merchant.execute(PAYMENT, ("pay_recent", "order_b", "evt_b", 5))

@@ -71,6 +71,7 @@ CORE_MIGRATIONS = [
     "core/0036_references_kept",
     "core/0037_references_follow_expectations",
     "core/0038_settled_by_hand",
+    "core/0039_expected_amounts_follow_expectations",
 ]
 
 CORE_TABLES = {
@@ -400,6 +401,29 @@ def test_payment_records_take_the_reference_their_orders_expectation_names_now(c
     }
 
 
+def test_payment_records_take_the_amount_their_orders_expectation_names_now(conn):
+    """Core migration 0039 on records written before an expectation recorded or corrected
+    after them (no amount, or the amount replaced): each takes the one its order's expectation
+    names; a record whose expectation is gone keeps its own."""
+    late, corrected, gone = purchase(conn), purchase(conn), purchase(conn)
+    for buy in (late, corrected, gone):
+        deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET expected_paise = NULL, expected_currency = NULL"
+                 " WHERE payment_id = %s", (late.payment_id,))  # fmt: skip
+    conn.execute("UPDATE payhooks_payments SET expected_paise = 1 WHERE payment_id = ANY(%s)",
+                 ([corrected.payment_id, gone.payment_id],))  # fmt: skip
+    conn.execute("DELETE FROM payhooks_expectations WHERE gateway_order_id = %s",
+                 (gone.reference,))  # fmt: skip
+    (sql,) = [t for v, t in CORE.files() if v == "0039_expected_amounts_follow_expectations"]
+    conn.execute(sql.encode())
+    records = "SELECT payment_id, expected_paise, expected_currency FROM payhooks_payments"
+    assert {row[0]: row[1:] for row in conn.execute(records)} == {
+        late.payment_id: (late.amount_paise, "INR"),
+        corrected.payment_id: (corrected.amount_paise, "INR"),
+        gone.payment_id: (1, "INR"),
+    }
+
+
 def test_a_payment_parked_again_after_it_was_settled_by_hand_is_settled_as_its_copy(conn):
     """Core migration 0038 on mismatches written before it: one a person settled is marked
     settled by hand (one payhooks settled itself is not), and the second mismatch its payment
@@ -513,6 +537,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0036_references_kept",
         "core/0037_references_follow_expectations",
         "core/0038_settled_by_hand",
+        "core/0039_expected_amounts_follow_expectations",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"

@@ -43,11 +43,13 @@ MONEY = frozenset(kind for kind in EventKind if kind.pays)
 MAX_ID_CHARS = 255
 _CURRENCY = re.compile(r"[A-Z]{3}")
 
-# The expectation, and the merchant's reference on the records of the order's payments already
-# written (core migration 0036: what the search finds a payment by once the purge has taken its
-# delivery and expectation), in one statement: an expectation recorded or corrected after a
-# payment leaves no record with none, or with the one it replaced. The records are locked in
-# their key's order, as a dispute's report locks a payment's, and only those that name another.
+# The expectation, and what the records of the order's payments already written keep of it
+# (the merchant's reference, core migration 0036: what the search finds a payment by once the
+# purge has taken its delivery and expectation; the amount expected, 0029: what the payments
+# list and the order's page show then), in one statement: an expectation recorded or corrected
+# after a payment leaves no record with none, or with the one it replaced. The records are
+# locked in their key's order, as a dispute's report locks a payment's, and only those that
+# keep another.
 EXPECT = """
 WITH expected AS (
     INSERT INTO payhooks_expectations
@@ -59,11 +61,14 @@ WITH expected AS (
 ), stale AS (
     SELECT provider, payment_id, kind FROM payhooks_payments
     WHERE provider = %(provider)s AND gateway_order_id = %(gateway_order_id)s
-      AND reference IS DISTINCT FROM %(reference)s
+      AND (reference, expected_paise, expected_currency)
+          IS DISTINCT FROM (%(reference)s, %(amount_paise)s::bigint, %(currency)s::text)
     ORDER BY payment_id, kind
     FOR NO KEY UPDATE
 )
-UPDATE payhooks_payments p SET reference = %(reference)s
+UPDATE payhooks_payments p
+SET reference = %(reference)s, expected_paise = %(amount_paise)s,
+    expected_currency = %(currency)s
 FROM stale s
 WHERE p.provider = s.provider AND p.payment_id = s.payment_id AND p.kind = s.kind
 """
