@@ -102,3 +102,25 @@ def test_an_id_an_answer_names_is_the_one_asked_exactly_or_as_a_double_rounds_it
     found, asked, same
 ):
     assert same_id(found, asked) is same
+
+
+# A time PostgreSQL stores but Python cannot read back (before year 1 once in UTC, after 9999)
+# failed every later read of its table: one dispute's odd deadline stopped every dispute alert.
+UNREADABLE_TIMES = ["0001-01-01T00:00:00", "0001-01-01T03:00:00+05:30", "9999-12-31T23:59:59-05:00",
+                    "9999-12-31T20:00:00"]  # fmt: skip
+
+
+@pytest.mark.parametrize("written", UNREADABLE_TIMES)
+def test_a_time_outside_what_is_read_back_is_no_time(written):
+    from payhooks.gateways._common import iso_time
+
+    assert iso_time(written) is None
+    assert iso_time("2024-11-28T23:59:59") is not None
+
+
+@pytest.mark.parametrize("written", UNREADABLE_TIMES)
+def test_a_settlement_time_outside_what_is_read_back_is_malformed(written):
+    from payhooks.gateways._settlements import iso_time
+
+    with pytest.raises(MalformedPayload, match="settled_on is out of range"):
+        iso_time(P, {"settled_on": written}, "settled_on")

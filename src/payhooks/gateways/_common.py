@@ -289,6 +289,20 @@ def words(*values: object) -> str | None:
 IST = timezone(timedelta(hours=5, minutes=30), "IST")
 """The zone an Indian gateway's times are in when they name none."""
 
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9999, 1, 1, tzinfo=UTC)
+"""The times payhooks keeps of a gateway's: PostgreSQL stores a time before year 1 or past
+9999 that Python cannot read back (nor show in a zone ahead of UTC), and every later read of
+its table would fail on that one row. A gateway's "no date" is often the first day of year 1."""
+
+
+def readable(found: datetime) -> bool:
+    """Whether ``found`` (with its zone) lies in ``EARLIEST`` .. ``LATEST``."""
+    try:
+        return EARLIEST <= found.astimezone(UTC) < LATEST
+    except OverflowError:  # before year 1 or past 9999 once in UTC
+        return False
+
 
 def unix_time(value: object) -> datetime | None:
     """A time written as whole Unix seconds (Razorpay's), or None when it is not one: times
@@ -296,21 +310,23 @@ def unix_time(value: object) -> datetime | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
     try:
-        return datetime.fromtimestamp(value, UTC)
+        found = datetime.fromtimestamp(value, UTC)
     except (OverflowError, OSError, ValueError):
         return None
+    return found if readable(found) else None
 
 
 def iso_time(value: object, *, zone: timezone = IST) -> datetime | None:
     """A time written in ISO 8601 (Cashfree's, PayU's), read in ``zone`` when it names none;
-    None when it is not one (as ``unix_time``)."""
+    None when it is not one, or not one payhooks keeps (``readable``), as ``unix_time``."""
     if not isinstance(value, str) or not value.strip():
         return None
     try:
         found = datetime.fromisoformat(value.strip())
     except ValueError:
         return None
-    return found if found.tzinfo is not None else found.replace(tzinfo=zone)
+    found = found if found.tzinfo is not None else found.replace(tzinfo=zone)
+    return found if readable(found) else None
 
 
 def event_name(value: object, field: str, *, provider: Provider) -> str:

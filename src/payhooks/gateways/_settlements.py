@@ -19,13 +19,13 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from payhooks.events import MAX_PAISE, MAX_TEXT_CHARS, Event, EventKind, Provider
-from payhooks.gateways._common import child, id_field, rupees_to_paise, sha256_hex
+from payhooks.gateways._common import IST, child, id_field, readable, rupees_to_paise, sha256_hex
 from payhooks.plumbing.errors import MalformedPayload
 
 
@@ -366,7 +366,7 @@ def rupees(provider: Provider, node: object, *path: str) -> int:
 def epoch(provider: Provider, node: object, *path: str) -> datetime | None:
     """A Unix time in seconds (Razorpay's), or None when missing."""
     seconds = _whole(provider, node, path, below=2**37, what="a Unix time")
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+    return None if seconds is None else _kept(provider, datetime.fromtimestamp(seconds, UTC), path)
 
 
 def iso_time(provider: Provider, node: object, *path: str) -> datetime | None:
@@ -379,10 +379,17 @@ def iso_time(provider: Provider, node: object, *path: str) -> datetime | None:
         found = datetime.fromisoformat(value)
     except ValueError as exc:
         raise MalformedPayload(provider, f"{'.'.join(path)} is not a time") from exc
-    return found if found.tzinfo is not None else found.replace(tzinfo=INDIA)
+    return _kept(provider, found if found.tzinfo is not None else found.replace(tzinfo=INDIA), path)
 
 
-INDIA = timezone(timedelta(hours=5, minutes=30), "IST")
+def _kept(provider: Provider, found: datetime, path: tuple[str, ...]) -> datetime:
+    """``found``, when it is a time payhooks keeps (``_common.readable``)."""
+    if not readable(found):
+        raise MalformedPayload(provider, f"{'.'.join(path)} is out of range")
+    return found
+
+
+INDIA = IST
 """India's time (+05:30, no daylight saving): what a gateway's time without an offset is."""
 
 

@@ -118,3 +118,16 @@ def test_a_dispute_without_its_payment_is_malformed() -> None:
     del doc["data"]["order_details"]["cf_payment_id"]
     with pytest.raises(MalformedPayload, match="cf_payment_id is missing"):
         ADAPTER.parse(json.dumps(doc).encode(), {})
+
+
+@pytest.mark.parametrize("written", ["0001-01-01T00:00:00", "9999-12-31T23:59:59-05:00"])
+def test_a_deadline_outside_the_times_a_database_reads_back_is_no_deadline(written) -> None:
+    """Cashfree's "no date" written as the first day of year 1: stored as it came, it is a
+    time PostgreSQL keeps and psycopg cannot read, and every later read of the disputes (the
+    dispute alerts, the console's list) failed on it."""
+    doc = json.loads(sample("2022-09-01_DISPUTE_CREATED.json"))
+    doc["data"]["dispute"]["respond_by"] = written
+    doc["data"]["dispute"]["updated_at"] = written
+    event = storable(ADAPTER.parse(json.dumps(doc).encode(), {}))
+    assert event.dispute is not None
+    assert (event.dispute.respond_by, event.dispute.reported_at) == (None, None)
