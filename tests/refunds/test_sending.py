@@ -313,6 +313,44 @@ def test_a_razorpay_key_already_processed_is_never_a_refusal(core, database_url,
     assert books(api, provider) == (1, 49_900)
 
 
+def razorpay_400(description: str) -> Fault:
+    return Fault(status=400, body=json.dumps({"error": {
+        "code": "BAD_REQUEST_ERROR", "source": "NA", "step": "NA", "reason": "NA",
+        "metadata": {}, "description": description,
+    }}).encode())  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "description",
+    [
+        # Razorpay's Common Errors page names the unknown id so now.
+        "The id provided does not exist or access is unauthorised",
+        # The account's IP allow-list refusing payhooks' host.
+        "Access Denied",
+        # A path Razorpay has no route for (a base URL naming /v1 twice).
+        "The requested URL was not found on the server",
+    ],
+)
+def test_a_razorpay_400_that_says_nothing_of_the_refund_is_never_its_refusal(
+    core, database_url, description
+):
+    """Razorpay answers ``BAD_REQUEST_ERROR`` for what is wrong on payhooks' side of the API
+    too (its keys, its address, its host): the refund is asked again, the words kept, never
+    recorded ``refused`` with its amount freed; once the cause is mended, it is made once."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_next(provider, razorpay_400(description))
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REQUESTED and description in (refund.last_error or "")
+    due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert books(api, provider) == (1, 49_900)
+
+
 @pytest.mark.parametrize("provider", GATEWAYS)
 def test_a_refund_accepted_pending_is_closed_by_asking_once_the_gateway_processed_it(
     core, database_url, provider

@@ -167,3 +167,39 @@ def test_payu_half_configured_is_refused_naming_what_is_missing(given, missing):
     with pytest.raises(SettingError) as refused:
         Settings.from_env(given)
     assert refused.value.variable == missing and "needs both" in str(refused.value)
+
+
+# A status API's base URL that already holds the path payhooks adds to it: every call went to
+# /v1/v1/... and Razorpay's "no such route" answer was read as the refund's refusal.
+DOUBLED_PATHS = [
+    ("RAZORPAY", "https://api.razorpay.com/v1", "https://api.razorpay.com"),
+    ("RAZORPAY", "https://api.razorpay.com/v1/", "https://api.razorpay.com"),
+    ("CASHFREE", "https://sandbox.cashfree.com/pg", "https://sandbox.cashfree.com"),
+    ("PAYU", "https://test.payu.in/merchant", "https://test.payu.in"),
+    ("JUSPAY", "https://sandbox.juspay.in/orders", "https://sandbox.juspay.in"),
+]
+
+
+@pytest.mark.parametrize(("gateway", "given", "meant"), DOUBLED_PATHS)
+def test_a_status_api_url_holding_the_path_payhooks_adds_is_refused_naming_the_base(
+    gateway, given, meant
+):
+    from payhooks.gateways import credentials
+
+    name = f"PAYHOOKS_{gateway}_API_URL"
+    error = refusal({name: given})
+    assert error.variable == name
+    assert f"give {meant}" in str(error)
+    django_keys = {f"{gateway}_API_URL": given, "RAZORPAY_KEY_ID": "k",
+                   "RAZORPAY_KEY_SECRET": "s", "CASHFREE_CLIENT_ID": "k",
+                   "CASHFREE_API_SECRET": "s", "PAYU_API_KEY": "k", "PAYU_API_SALT": "s",
+                   "JUSPAY_MERCHANT_ID": "k", "JUSPAY_API_KEY": "s"}  # fmt: skip
+    with pytest.raises(ValueError, match=f"give {meant}"):
+        credentials(django_keys, prefix="")
+
+
+def test_a_status_api_url_with_a_path_of_its_own_is_taken():
+    found = Settings.from_env({"PAYHOOKS_RAZORPAY_API_URL": "http://127.0.0.1:9000/razorpay",
+                               "PAYHOOKS_RAZORPAY_KEY_ID": "k",
+                               "PAYHOOKS_RAZORPAY_KEY_SECRET": "s"})  # fmt: skip
+    assert [c.base_url for c in found.reconciled().values()] == ["http://127.0.0.1:9000/razorpay"]

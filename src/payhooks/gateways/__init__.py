@@ -56,9 +56,9 @@ def credentials(
             raise ValueError(f"{missing} is not set while {given} is: both are needed")
         if ident and secret:
             url_name = prefix + api.url_variable.removeprefix("PAYHOOKS_")
-            base_url = _text(values, url_name) or api.url
+            base_url = api.base_url(_text(values, url_name) or api.url)
             found[provider] = ApiCredentials(
-                provider=provider, id=ident, secret=secret, base_url=base_url.rstrip("/")
+                provider=provider, id=ident, secret=secret, base_url=base_url
             )
     return found
 

@@ -35,6 +35,21 @@ class StatusApi:
     url_variable: str
     url: str
     module: str
+    adds: tuple[str, ...] = ()
+    """The paths its client adds to the base URL (Razorpay's ``/v1``): a base URL given
+    already ending in one is refused, naming the base (every call went to ``/v1/v1/...``)."""
+
+    def base_url(self, given: str) -> str:
+        """``given`` without a trailing ``/``; ``ValueError`` when it ends in a path of
+        ``adds``."""
+        url = given.rstrip("/")
+        for path in self.adds:
+            if url.lower().endswith(path):
+                raise ValueError(
+                    f"{self.url_variable} ends in {path}, which payhooks adds to it itself: "
+                    f"give {url[: -len(path)]}"
+                )
+        return url
 
     @property
     def credentials(self) -> str:
@@ -61,7 +76,9 @@ def secret(provider: Provider, name: str, *, several: bool = True) -> Secret:
     return Secret(variable=f"PAYHOOKS_{key}", django_key=key, several=several)
 
 
-def status_api(provider: Provider, *, id_name: str, secret_name: str, url: str) -> StatusApi:
+def status_api(
+    provider: Provider, *, id_name: str, secret_name: str, url: str, adds: tuple[str, ...] = ()
+) -> StatusApi:
     """A status API named as every gateway's is: ``PAYHOOKS_<GATEWAY>_<ID_NAME>``,
     ``..._<SECRET_NAME>``, ``..._API_URL``, its client in ``payhooks.gateways.<gateway>.status``."""
     prefix = f"PAYHOOKS_{provider.value.upper()}_"
@@ -71,6 +88,7 @@ def status_api(provider: Provider, *, id_name: str, secret_name: str, url: str) 
         url_variable=prefix + "API_URL",
         url=url,
         module=f"payhooks.gateways.{provider.value}.status",
+        adds=adds,
     )
 
 

@@ -455,6 +455,12 @@ def _api_credentials(env: _Environment) -> tuple[ApiCredentials, ...]:
         id_name, secret_name = api.id_variable, api.secret_variable
         ident, secret = env.get(id_name).secret(), env.get(secret_name).secret()
         base_url = env.get(api.url_variable).base_url(api.url)
+        try:
+            base_url = api.base_url(base_url)
+        except ValueError as exc:
+            raise SettingError(
+                api.url_variable, str(exc).removeprefix(api.url_variable + " ")
+            ) from None
         if bool(ident) != bool(secret):
             given, missing = (id_name, secret_name) if ident else (secret_name, id_name)
             raise SettingError(missing, f"is not set while {given} is: both are needed")

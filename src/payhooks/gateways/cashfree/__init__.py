@@ -29,6 +29,7 @@ CASHFREE = Gateway(
         id_name="CLIENT_ID",
         secret_name="API_SECRET",
         url="https://api.cashfree.com",
+        adds=("/pg",),
     ),
     reference_prefix="ph",  # the merchant's own order_id
     # Its default retries end after about 42 minutes, so each 5xx may be a payment given up

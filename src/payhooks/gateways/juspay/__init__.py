@@ -18,7 +18,11 @@ JUSPAY = Gateway(
     secrets=(secret(Provider.JUSPAY, "WEBHOOK_CREDENTIALS"),),
     build=from_credentials(Juspay),
     status_api=status_api(
-        Provider.JUSPAY, id_name="MERCHANT_ID", secret_name="API_KEY", url="https://api.juspay.in"
+        Provider.JUSPAY,
+        id_name="MERCHANT_ID",
+        secret_name="API_KEY",
+        url="https://api.juspay.in",
+        adds=("/orders",),
     ),
     # The merchant's own order_id: "alphanumeric, less than 21 characters" (Juspay's order
     # create API); "ph_" and 16 hex digits is 19.

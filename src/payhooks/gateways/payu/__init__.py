@@ -30,7 +30,11 @@ PAYU = Gateway(
     ),
     build=_adapter,
     status_api=status_api(
-        Provider.PAYU, id_name="API_KEY", secret_name="API_SALT", url="https://info.payu.in"
+        Provider.PAYU,
+        id_name="API_KEY",
+        secret_name="API_SALT",
+        url="https://info.payu.in",
+        adds=("/merchant",),
     ),
     reference_prefix="ph",  # the merchant's own txnid
     retry_window=timedelta(hours=24),  # it documents none: the same day is watched

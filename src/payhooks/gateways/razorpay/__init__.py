@@ -28,6 +28,7 @@ RAZORPAY = Gateway(
         id_name="KEY_ID",
         secret_name="KEY_SECRET",
         url="https://api.razorpay.com",
+        adds=("/v1",),
     ),
     reference_prefix="order",  # the shape of the ids Razorpay's create-order call returns
     retry_window=timedelta(hours=24),  # then it disables the endpoint

@@ -171,6 +171,13 @@ MAX_LISTED = 100
 """Refunds listed per call (Razorpay's ``count``, 10 by default, at most 100): more than a
 payment ever has (each is at least a paisa of it)."""
 UNKNOWN_ID = "The id provided does not exist"
+NOT_ABOUT_THE_REFUND = (
+    UNKNOWN_ID,  # and Razorpay's newer "... or access is unauthorised": the keys' account
+    "Access Denied",  # the account's IP allow-list
+    "The requested URL was not found on the server",  # no such route: the base URL
+)
+"""The beginnings of Razorpay's ``BAD_REQUEST_ERROR`` descriptions for what is wrong on
+payhooks' side of the API, not the refund: errors, asked again until mended, never refusals."""
 KEY_TAKEN = "Different request with the same idempotency key has already been processed."
 """Razorpay's words for another body under a key it took (razorpay.com/docs/api/refunds/
 normal-refunds-idempotent; docs/providers.md, "Refunds")."""
@@ -185,7 +192,8 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
     (``GET /v1/payments/{id}/refunds``, by the note), so an answer lost after Razorpay acted
     never depends on how Razorpay answers a key it has seen. A 400 in Razorpay's error shape
     (``BAD_REQUEST_ERROR``: more than captured, not captured, refunded already) is its
-    refusal, unless it says the payment id does not exist (``_unknown_id``) or that a request
+    refusal, unless it speaks of payhooks' side of the API (``NOT_ABOUT_THE_REFUND``: the
+    payment id unknown to the keys' account, the host refused, no such route) or that a request
     under the key was processed already (``_key_taken``: the refund is looked for, and when
     not listed yet, asked again); any other answer is an error, asked again."""
     payment = client._payment_url(refund.payment_id)
@@ -203,7 +211,7 @@ def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
         body = answer(_P, client.http, "POST", f"{payment}/refund", auth=auth, json=asked,
                       headers={REFUND_HEADER: refund.idempotency_key}, taken=kept)  # fmt: skip
     except GatewayApiError as exc:
-        if exc.status != 400 or exc.code != REFUSAL_CODE or _unknown_id(errors[-1]):
+        if exc.status != 400 or exc.code != REFUSAL_CODE or _not_about_the_refund(errors[-1]):
             raise
         if _key_taken(errors[-1]):
             if (found := _listed(client, refund)) is not None:
@@ -222,11 +230,13 @@ def _listed(client: RazorpayClient, refund: Refund) -> Sent | None:
     return parsed(_P, lambda: _named(body, refund))
 
 
-def _unknown_id(body: bytes) -> bool:
-    """Razorpay's 400 "The id provided does not exist": the payment is unknown to the account
-    the keys name (another account's keys, test keys for a live payment), which says nothing
-    of the refund: an error, never its refusal."""
-    return child(error_answer(body), "error", "description") == UNKNOWN_ID
+def _not_about_the_refund(body: bytes) -> bool:
+    """Razorpay's 400 for the payment unknown to the account the keys name (another account's
+    keys, test keys for a live payment), payhooks' host outside the account's allow-list, or a
+    path it has no route for (a base URL ending in ``/v1``): none says anything of the refund,
+    so an error, never its refusal."""
+    said = child(error_answer(body), "error", "description")
+    return isinstance(said, str) and said.startswith(NOT_ABOUT_THE_REFUND)
 
 
 def _key_taken(body: bytes) -> bool:
