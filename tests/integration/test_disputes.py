@@ -329,3 +329,45 @@ def test_inside_the_callers_transaction_a_stale_report_is_ignored_too(conn):
             pending = ingest_in_transaction(conn, adapter, sample.body, sample.headers, seen.hooks)
         assert pending.receipt().outcome is outcome
     assert seen.kinds(conn) == ["dispute_lost"]
+
+
+def test_an_async_dispute_hook_reads_what_the_loss_took_back_as_the_guides_show(database_url):
+    """docs/fastapi.md: an async app's dispute hook reads the payment's record on the
+    connection it is handed (``payments.find_async``), in the delivery's own transaction: the
+    loss recorded by the core before the hook runs is there. The sync ``find`` on that
+    connection raised, the delivery answered 500 at every retry, and the dispute was never
+    recorded."""
+    import asyncio
+
+    from payhooks.aio.claims import ingest as ingest_async
+    from payhooks.fastapi import AsyncHooks
+    from payhooks.intake.payments import find_async
+
+    taken_back: list[int] = []
+    hooks = AsyncHooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    async def paid(conn, event):
+        return None
+
+    @hooks.on(*[kind for kind in EventKind if kind.is_dispute])
+    async def disputed(conn, event):
+        found = await find_async(conn, event.provider, event.payment_id)
+        assert found is not None
+        taken_back.append(found.disputed_paise)
+
+    async def deliver_all() -> list[Outcome]:
+        capture = razorpay_sim.delivery(GATEWAY, "payment.captured",
+                                        payment_id="pay_Nq4TzLb8WcXe2K",
+                                        order_id="order_Nq4SkV1mPd7yHa",
+                                        amount_paise=3_149_900)  # fmt: skip
+        outcomes = []
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            for delivery in (capture, razorpay_sample("created"), razorpay_sample("lost")):
+                adapter = ADAPTERS[delivery.provider]
+                got = await ingest_async(conn, adapter, delivery.body, delivery.headers, hooks)
+                outcomes.append(got.outcome)
+        return outcomes
+
+    assert asyncio.run(deliver_all()) == [Outcome.PROCESSED] * 3
+    assert taken_back == [0, 84_900]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from payhooks.events import EventKind, Provider
-from payhooks.plumbing.db import Connection, query
+from payhooks.plumbing.db import AsyncConnection, Connection, Statement, Steps, run, run_async
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,12 +44,12 @@ LIMIT 1
 """
 
 
-def find(conn: Connection, gateway: Provider | str, payment_id: str) -> Payment | None:
+def finding(gateway: Provider | str, payment_id: str) -> Steps[Payment | None]:
     """The payment's record, its capture's when it was captured; None when payhooks keeps
     none (never applied, or purged once no refund of it is possible)."""
     params = {"provider": Provider(gateway).value, "payment_id": payment_id,
               "captured": EventKind.PAYMENT_CAPTURED.value}  # fmt: skip
-    row = query(conn, FIND, params).fetchone()
+    row = yield Statement(sql=FIND, params=params)
     if row is None:
         return None
     provider, pid, order, attempt, paid, currency, captured, applied_at, disputed = row
@@ -66,4 +66,17 @@ def find(conn: Connection, gateway: Provider | str, payment_id: str) -> Payment 
     )
 
 
-__all__ = ["Payment", "find"]
+def find(conn: Connection, gateway: Provider | str, payment_id: str) -> Payment | None:
+    """``finding`` on ``conn``: in a handler, on the connection it is handed, in the
+    delivery's own transaction."""
+    return run(conn, finding(gateway, payment_id))
+
+
+async def find_async(
+    conn: AsyncConnection, gateway: Provider | str, payment_id: str
+) -> Payment | None:
+    """``find`` on an async connection (an ``AsyncHooks`` handler's)."""
+    return await run_async(conn, finding(gateway, payment_id))
+
+
+__all__ = ["Payment", "find", "find_async", "finding"]
