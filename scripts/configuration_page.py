@@ -138,6 +138,11 @@ one still written that way is one secret now, and `serve` and `worker` say so at
 A gateway's API credentials (both or neither) turn on reconciliation for it: the worker asks
 its status API about checkouts no webhook settled ([Operating payhooks](operations.md)). What
 each gateway's status API is asked, and with which credentials, is in [Gateways](providers.md).
+A gateway's `..._API_URL` is the base payhooks adds the API's paths to: a URL already ending in
+the first of them (Razorpay's `/v1`, Cashfree's `/pg`, PayU's `/merchant`, Juspay's `/orders`,
+as some gateways' docs write their base URL) is refused at start-up, naming the base to give:
+every call would go to `/v1/v1/...`, and Razorpay answers a path it has no route for as a bad
+request.
 """
 
 
