@@ -1113,14 +1113,40 @@ def test_a_payment_or_order_the_gateway_does_not_know_refuses_no_refund(
     assert books(api, provider) == (1, 49_900)
 
 
-def sent_once(database_url: str, tmp_path, **environ: str) -> tuple[Any, list[str]]:
+def sent_once(database_url: str, tmp_path, *more: str, **environ: str) -> tuple[Any, list[str]]:
     """``payhooks refunds send --once`` on the app's database: its result, and what it said on
     standard error (the log lines left out)."""
     from tests.invoking import payhooks_command
 
-    args = ("refunds", "send", "--once", "--database-url", database_url)
+    args = ("refunds", "send", "--once", "--database-url", database_url, *more)
     done = payhooks_command(database_url, tmp_path, *args, **environ)
     return done, [line for line in done.stderr.splitlines() if not line.startswith("{")]
+
+
+@pytest.mark.parametrize("registry", ["hooks", "async_hooks"])
+@pytest.mark.parametrize("provider", [Provider.CASHFREE, Provider.RAZORPAY])
+def test_the_command_with_hooks_hands_each_refund_it_made_to_the_app_once(
+    core, database_url, tmp_path, registry, provider
+):
+    """``payhooks refunds send --hooks``: a refund the gateway says processed reaches the app's
+    ``REFUND_PROCESSED`` handler as its refund webhook would, so the app records it even when
+    that webhook never comes (Cashfree's payments endpoint shows no refunds: no reconciliation
+    pass would tell it either); sent again, or told again, it is a duplicate."""
+    from tests.refunds import refund_hooks
+
+    conn, api, url = core
+    conn.execute(refund_hooks.REFUNDS)
+    paid(api, provider)
+    ask(conn, provider)
+    target = f"tests.refunds.refund_hooks:{registry}"
+    for _ in range(2):
+        done, _ = sent_once(database_url, tmp_path, "--hooks", target, **API_KEYS.env(url))
+        assert done.exit_code == 0, done.output
+    [(state_now, refund_id, _)] = state(conn, provider)
+    recorded = conn.execute("SELECT refund_id, payment_id, amount, told FROM merchant_refunds")
+    assert (state_now, recorded.fetchall()) == (
+        "processed", [(refund_id, PAYMENT[provider], 49_900, 1)])  # fmt: skip
+    assert books(api, provider) == (1, 49_900)
 
 
 def test_the_command_names_the_intents_it_cannot_send_for_want_of_credentials(

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from payhooks.gateways._gateway import ApiCredentials
     from payhooks.operations.notifier import Tally as AlertTally
     from payhooks.reconcile import Tally
+    from payhooks.reconcile.parts import Deliver
     from payhooks.reconcile.settling import Tally as SettlingTally
     from payhooks.refunding.sending import Tally as RefundTally
 
@@ -113,15 +114,9 @@ def reconcile_app(
     from payhooks.reconcile import running
 
     connect = running.connecting(url)
-    if getattr(handler, "is_async", False):
-        from payhooks.aio import reconcile as async_reconcile
-
-        deliver = async_reconcile.delivering(url, handler)
-    else:
-        deliver = running.delivering(connect, handler)
     return running.reconcile_once(
         connect,
-        deliver,
+        _delivering(url, handler),
         settings.reconciled(),
         after_s=settings.reconcile_after_s if after_s is None else after_s,
         window_s=settings.reconcile_window_s,
@@ -129,6 +124,17 @@ def reconcile_app(
         timeout_s=settings.reconcile_timeout_ms / 1000,
         confirm_only=confirm_only,
     )
+
+
+def _delivering(url: str, handler: Any) -> Deliver:
+    """What a pass finds delivered through the app's handler (``AsyncHooks`` awaited)."""
+    from payhooks.reconcile import running
+
+    if getattr(handler, "is_async", False):
+        from payhooks.aio import reconcile as async_reconcile
+
+        return async_reconcile.delivering(url, handler)
+    return running.delivering(running.connecting(url), handler)
 
 
 @app.command()
@@ -675,6 +681,13 @@ def refunds_send(
     database_url: DatabaseUrl = None,
     every: Every = 2.0,
     once: Once = False,
+    hooks: Annotated[
+        str | None,
+        typer.Option(
+            help=f"{HOOKS_HELP}: each refund the gateway says processed reaches its "
+            "REFUND_PROCESSED handler, as the refund webhook would."
+        ),
+    ] = None,
 ) -> None:
     """Send the refund intents due to their gateways, each exactly once, until stopped.
 
@@ -682,7 +695,8 @@ def refunds_send(
     that timed out, an answer lost or a sender killed mid-call is asked again with the same key,
     and refunds once. The intents of a gateway whose API credentials are not set wait, unsent:
     each such gateway is named on standard error (at start, and again as their count changes);
-    with --once it exits 1."""
+    with --once it exits 1. With --hooks, a refund made is also delivered to the app's hooks
+    (once, beside its webhook), so the app records it even if that webhook never comes."""
     from payhooks.reconcile import refunding, running
 
     host(ctx).configure_logs()
@@ -691,6 +705,10 @@ def refunds_send(
     credentials = found.reconciled()
     if not credentials:
         run(lambda: fail("no gateway API credentials are set: no refund can be sent"))
+    deliver = None
+    if hooks is not None:
+        handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_reconcile`"))
+        deliver = _delivering(url, handler)
     stopping = stop_on_signals()
     connect = running.connecting(url)
     timeout_s = found.reconcile_timeout_ms / 1000
@@ -698,7 +716,7 @@ def refunds_send(
 
     def one_pass() -> RefundTally:
         tally = refunding.send_once(connect, credentials, timeout_s=timeout_s,
-                                    stop=stopping.is_set)  # fmt: skip
+                                    stop=stopping.is_set, deliver=deliver)  # fmt: skip
         waiting = refunding.unsendable(connect, credentials)
         if waiting and waiting != told:
             for provider, count in waiting.items():

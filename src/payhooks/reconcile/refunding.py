@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS, ApiCredentials, credentials
+from payhooks.gateways._refunds import Refund, processed_delivery
 from payhooks.gateways._status import client, http_client
-from payhooks.reconcile.parts import Connect
+from payhooks.reconcile.parts import Connect, Deliver
 from payhooks.reconcile.running import TIMEOUT_S, connecting
 from payhooks.refunding.sending import RefundClient, Tally, send_due
 
@@ -30,15 +32,26 @@ def send_once(
     timeout_s: float = TIMEOUT_S,
     limit: int = 50,
     stop: Callable[[], bool] = lambda: False,
+    deliver: Deliver | None = None,
 ) -> Tally:
-    """One pass over the due refund intents of each gateway in ``found`` payhooks refunds."""
+    """One pass over the due refund intents of each gateway in ``found`` payhooks refunds.
+    ``deliver`` (``running.delivering`` through the app's hooks): each refund the gateway says
+    processed is delivered through it as its refund webhook would be (``processed_delivery``),
+    before its intent is closed, so the app records it even when that webhook never comes."""
+    settle = None if deliver is None else partial(_delivered, deliver)
     with http_client(timeout_s) as http:
         clients: dict[Provider, RefundClient] = {
             p: client(c, http)  # type: ignore[misc]  # a status client that sends refunds
             for p, c in found.items()
             if GATEWAYS[p].sends_refunds
         }
-        return send_due(connect, clients, limit=limit, stop=stop)
+        return send_due(connect, clients, limit=limit, stop=stop, settle=settle)
+
+
+def _delivered(deliver: Deliver, refund: Refund) -> None:
+    """The processed refund through the app's hooks: one they raise on rolls back, and its
+    intent stays open, asked about (and delivered) again."""
+    deliver(processed_delivery(refund), then=lambda *_: None)
 
 
 WAITING = """
