@@ -314,7 +314,7 @@ def test_a_callback_this_release_cannot_read_is_set_aside_and_the_others_are_ask
                     Tally())  # fmt: skip
     assert [e.payment_id for e in paid] == ["OM-GOOD"]
     assert outcome(conn, "cb-good") == "confirmed" and outcome(conn, "cb-odd") == "confirming"
-    assert tally.confirmed[Provider.PHONEPE] == 1 and tally.unapplied[Provider.PHONEPE] == 1
+    assert tally.confirmed[Provider.PHONEPE] == 1 and tally.unreadable[Provider.PHONEPE] == 1
     error, later = conn.execute(
         "SELECT last_error, next_attempt_at > now() FROM payhooks_confirmations"
         " WHERE event_id = 'cb-odd'"

@@ -244,7 +244,7 @@ def test_a_handler_failing_on_one_payment_never_holds_back_the_others(shop, data
         "--database-url", database_url, env=env,
     )  # fmt: skip
     assert done.returncode == 1
-    assert "1 payment(s) the handler failed on" in done.stderr
+    assert "1 payment(s) a handler or the database failed on" in done.stderr
     paid_refs = conn.execute(
         "SELECT ref FROM merchant_orders WHERE paid_count = 1 ORDER BY ref"
     ).fetchall()

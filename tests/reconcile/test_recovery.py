@@ -137,7 +137,9 @@ def test_a_payment_the_answer_lists_unreadably_never_hides_the_orders_capture(co
     payment_id = paid_at_gateway(rig.api, buy)
     tally = rig.run()
     assert [p for _, p in orders_of(conn, buy.cart_id)] == [payment_id]
-    assert tally.unapplied[provider] == 1 and tally.failures == 1, tally.summary()
+    assert tally.unreadable[provider] == 1 and tally.failures == 1, tally.summary()
+    assert "1 payment(s) the gateway reported unreadably" in tally.summary()
+    assert "handler" not in tally.summary() + tally.trouble()  # no handler ran for it
     (error,) = conn.execute("SELECT last_error FROM payhooks_reconcile").fetchone()
     assert "attempt_unreadable_1" in error and field in error, error
 
@@ -156,7 +158,8 @@ def test_an_orders_only_payment_listed_unreadably_is_counted_and_kept_as_its_err
     rig.api.book(sim(buy), entity | {field: 5})
     tally = rig.run()
     assert orders_of(conn, buy.cart_id) == []
-    assert tally.unapplied[provider] == 1 and tally.failures == 1, tally.summary()
+    assert tally.unreadable[provider] == 1 and tally.failures == 1, tally.summary()
+    assert tally.trouble() == "1 payment(s) the gateway reported unreadably"
     (error,) = conn.execute("SELECT last_error FROM payhooks_reconcile").fetchone()
     assert "attempt_unreadable_2" in error and field in error, error
 

@@ -85,7 +85,7 @@ def _set_aside(connect: Connect, unreadable: Unreadable, tally: Tally) -> None:
     it (a release that reads it may come back). It keeps why as its error and waits out its
     backoff, so past ``payhooks.operations.alarms.UNCONFIRMED_WAIT`` a person is told, and
     the rest of the pass goes on."""
-    tally.unapplied[Provider(unreadable.provider)] += 1
+    tally.unreadable[Provider(unreadable.provider)] += 1
     log.error(
         "confirm_unreadable",
         extra={"provider": unreadable.provider, "event_id": unreadable.event_id,

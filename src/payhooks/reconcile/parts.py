@@ -89,7 +89,7 @@ def unread(provider: Provider, report: Report, tally: Tally, **where: str) -> tu
     """The payments ``report`` lists unreadably, each counted among those not applied and
     logged: the checkout or callback keeps them as its error and is asked about again."""
     for reason in report.unreadable:
-        tally.unapplied[provider] += 1
+        tally.unreadable[provider] += 1
         log.error("reconcile_unreadable_payment",
                   extra={"provider": provider.value, **where, "error": reason})  # fmt: skip
     return report.unreadable
@@ -109,6 +109,9 @@ class Tally:
     unapplied: Counter[Provider] = field(default_factory=Counter)
     """Reported payments that could not be applied (the handler raised, the database refused),
     each counted, and checkouts or callbacks whose turn failed after the gateway answered."""
+    unreadable: Counter[Provider] = field(default_factory=Counter)
+    """Payments the gateway's answer listed in a shape payhooks cannot read, and callbacks it
+    cannot read: no handler saw them."""
     refused: dict[Provider, str] = field(default_factory=dict)
     """Gateways that refused the credentials this pass, with their words."""
     confirmed: Counter[Provider] = field(default_factory=Counter)
@@ -119,8 +122,13 @@ class Tally:
 
     @property
     def failures(self) -> int:
-        """API errors and payments not applied: a pass with any exits 1 from the commands."""
-        return sum(self.api_errors.values()) + sum(self.unapplied.values())
+        """API errors, payments not applied and payments unreadable: a pass with any exits 1
+        from the commands."""
+        return sum(self.api_errors.values()) + sum(self.unapplied.values()) + self._unread
+
+    @property
+    def _unread(self) -> int:
+        return sum(self.unreadable.values())
 
     def summary(self) -> str:
         """One line of the pass's counts, for the command's output and the log."""
@@ -134,7 +142,11 @@ class Tally:
         if self.deferred:
             parts.append(f"{sum(self.deferred.values())} deferred to a later pass")
         if self.unapplied:
-            parts.append(f"{sum(self.unapplied.values())} not applied: the handler failed")
+            parts.append(
+                f"{sum(self.unapplied.values())} not applied: a handler or the database failed"
+            )
+        if self.unreadable:
+            parts.append(f"{self._unread} payment(s) the gateway reported unreadably")
         if self.refused:
             parts.append(f"credentials refused by {', '.join(sorted(self.refused))}")
         if self.confirmed or self.refuted:
@@ -150,7 +162,9 @@ class Tally:
         errors, unapplied = sum(self.api_errors.values()), sum(self.unapplied.values())
         said = [f"{errors} gateway API error(s) ({self._by_gateway()})"] if errors else []
         if unapplied:
-            said.append(f"{unapplied} payment(s) the handler failed on")
+            said.append(f"{unapplied} payment(s) a handler or the database failed on")
+        if self.unreadable:
+            said.append(f"{self._unread} payment(s) the gateway reported unreadably")
         return ", ".join(said)
 
     def confirmations(self) -> str:
