@@ -63,6 +63,35 @@ _SUCCESS_WEBHOOK_KINDS: Mapping[str, EventKind] = {
     "PENDING": EventKind.PAYMENT_PENDING,
 }
 
+PRE_AUTH = "PRE_AUTH"
+"""How the ``payment_message`` of every payment taken under Cashfree's pre-authorisation
+starts (``PRE_AUTH|Transaction Success``), held or captured since."""
+HELD = "AUTHORIZED"
+"""The word a SUCCESS that is a pre-authorisation's hold adds to its key (a webhook's
+``PAYMENT_SUCCESS_WEBHOOK:<cf_payment_id>:AUTHORIZED``, reconciliation's
+``reconcile:<cf_payment_id>:AUTHORIZED``), so its capture, reported later, is never its
+duplicate. None of Cashfree's ``payment_status`` words."""
+
+
+def held(payment: object) -> bool:
+    """A payment Cashfree reports SUCCESS that it holds under pre-authorisation, not captured:
+    an authorisation the merchant captures or voids later (Cashfree releases it after seven
+    days), never a capture (docs/providers.md, "Cashfree's pre-authorisation"). Its
+    ``is_captured`` is false; or its ``authorization`` names a void, or a capture or void
+    still ``PENDING``; or, saying nothing of a capture, it carries the ``PRE_AUTH|`` mark. A
+    payment that says ``is_captured`` true (or whose capture succeeded) with nothing pending
+    is captured, and so is one that says nothing of either (every payment before
+    pre-authorisation existed)."""
+    captured = _common.child(payment, "is_captured")
+    action = _common.child(payment, "authorization", "action")
+    state = _common.child(payment, "authorization", "status")
+    if captured is False or state == "PENDING" or action == "VOID":
+        return True
+    if captured is True or (action == "CAPTURE" and state == _SUCCESS):
+        return False
+    message = _common.child(payment, "payment_message")
+    return isinstance(message, str) and message.startswith(PRE_AUTH)
+
 
 def sign(body: bytes, timestamp: str, secret: str) -> str:
     """The ``x-webhook-signature`` Cashfree sends: no separator between timestamp and body."""
@@ -105,7 +134,8 @@ class Cashfree:
 
 
 def _payment_kind(event_type: str, status: str | None) -> EventKind:
-    """The type alone is not enough: a SUCCESS webhook may say PENDING (late authorisation)."""
+    """The type alone is not enough: a SUCCESS webhook may say PENDING (late authorisation),
+    and its SUCCESS may be a pre-authorisation's hold (``held``, read by the caller)."""
     if event_type == PAYMENT_SUCCESS:
         if status is None:
             raise MalformedPayload(_P, "payment_status is missing")
@@ -127,6 +157,8 @@ def _payment_event(event_type: str, data: object, headers: Mapping[str, str], bo
         _common.child(data, "payment", "cf_payment_id"), "cf_payment_id", strict=strict
     )
     key_status = status if event_type == PAYMENT_SUCCESS and status != _SUCCESS else None
+    if kind is EventKind.PAYMENT_CAPTURED and held(_common.child(data, "payment")):
+        kind, key_status = EventKind.PAYMENT_AUTHORIZED, HELD  # a hold, captured later or not
     event = Event(
         provider=_P,
         kind=kind,
@@ -361,11 +393,13 @@ def _event_id(
     key_time: str | None = None,
 ) -> str:
     """The delivery key of docs/providers.md, plus the status when it is not the final one
-    the type implies (and, for a dispute, its status and the digits of its ``updated_at``:
-    each report of a dispute is a delivery of its own, its retries one).
+    the type implies (``HELD`` for a SUCCESS that is a pre-authorisation's hold; and, for a
+    dispute, its status and the digits of its ``updated_at``: each report of a dispute is a
+    delivery of its own, its retries one).
 
-    Without it a PENDING delivery of PAYMENT_SUCCESS_WEBHOOK would claim the key of the
-    SUCCESS that follows for the same attempt, and the capture would be dropped as a duplicate.
+    Without it a PENDING delivery of PAYMENT_SUCCESS_WEBHOOK, or a hold's, would claim the key
+    of the capture that follows for the same attempt, and the capture would be dropped as a
+    duplicate.
     """
     header = _common.key_header(headers.get(IDEMPOTENCY_HEADER))
     if header:
@@ -382,10 +416,13 @@ def _event_id(
 
 __all__ = [
     "DISPUTE_TYPES",
+    "HELD",
     "IDEMPOTENCY_HEADER",
+    "PRE_AUTH",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
     "VERSION_HEADER",
     "Cashfree",
+    "held",
     "sign",
 ]

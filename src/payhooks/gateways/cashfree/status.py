@@ -28,16 +28,18 @@ from payhooks.gateways._reports import Report, canonical, read_json, received, r
 from payhooks.gateways._settlements import INDIA, Page
 from payhooks.gateways._status import MAX_PAGES, answer, error_answer, listed, parsed
 from payhooks.gateways.cashfree import settlements
-from payhooks.gateways.cashfree.adapter import compared_paise
+from payhooks.gateways.cashfree.adapter import HELD, compared_paise, held
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 API_VERSION = "2025-01-01"
 EXPIRED = frozenset({"EXPIRED", "TERMINATED"})
 _P = Provider.CASHFREE
-# The webhook acts on SUCCESS (capture), PENDING (late authorisation) and the failed and
-# user-dropped webhooks; the API's other states (NOT_ATTEMPTED, VOID, CANCELLED) carry nothing.
+# The webhook acts on SUCCESS (capture, or a pre-authorisation's hold: HELD), PENDING (late
+# authorisation) and the failed and user-dropped webhooks; the API's other states
+# (NOT_ATTEMPTED, VOID, CANCELLED) carry nothing.
 _KINDS: Mapping[str, EventKind] = {
     "SUCCESS": EventKind.PAYMENT_CAPTURED,
+    HELD: EventKind.PAYMENT_AUTHORIZED,
     "PENDING": EventKind.PAYMENT_PENDING,
     "FAILED": EventKind.PAYMENT_FAILED,
     "USER_DROPPED": EventKind.PAYMENT_FAILED,
@@ -260,8 +262,12 @@ def payments(order_id: str, body: bytes) -> Report:
 
 
 def _identify(entity: Any, order_id: str) -> tuple[str, str, object]:
-    """A payment that names no order is the order's asked about."""
+    """A payment that names no order is the order's asked about. A SUCCESS that is a
+    pre-authorisation's hold (``adapter.held``) reads ``HELD``: an authorisation, under a
+    key of its own, so the capture reported later is applied."""
     status = text(_P, entity, "payment_status")
+    if status == "SUCCESS" and held(entity):
+        status = HELD
     raw_id = entity.get("cf_payment_id")
     payment_id = str(raw_id) if isinstance(raw_id, int) else text(_P, entity, "cf_payment_id")
     return status, payment_id, entity.get("order_id", order_id)
