@@ -14,6 +14,7 @@ from payhooks.sim.gateways.base import (
     DisputeDelivery,
     NoSimulator,
     PaymentDelivery,
+    RefundDelivery,
     Simulator,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "DisputeDelivery",
     "NoSimulator",
     "PaymentDelivery",
+    "RefundDelivery",
     "Simulator",
     "simulator",
 ]

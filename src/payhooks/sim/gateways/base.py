@@ -100,6 +100,11 @@ DisputeDelivery = Callable[[parts.Signer, Disputed], Delivery]
 """A gateway's signed delivery saying what ``Disputed`` says, in the shape of the dispute
 webhooks its documentation publishes (docs/providers.md, "Disputes")."""
 
+RefundDelivery = Callable[[parts.Signer, dict[str, Any]], Delivery]
+"""A gateway's signed refund webhook about a refund its refund API made: the entity the
+double keeps for it (``Books.refunds``), as the refund call answered it, its status the one
+the webhook reports."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Simulator:
@@ -128,6 +133,9 @@ class Simulator:
     can take (docs/providers.md, "Disputes")."""
     refund_words: parts.RefundWords | None = None
     """Its refund API's status words; None for a gateway payhooks sends no refunds to."""
+    refund_delivery: RefundDelivery | None = None
+    """Its signed refund webhook; None for a gateway whose refund reports are callbacks only
+    its API confirms (PayU's ``refund_callback``) or that payhooks sends no refunds to."""
     told_order: Callable[[list[Delivery]], dict[str, Any] | None] | None = None
     """The order as its status API answers it, when its callbacks carry it whole (Juspay's
     ``content.order``): what a story's callbacks leave it as, for the double's books."""

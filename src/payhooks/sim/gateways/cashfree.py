@@ -106,6 +106,20 @@ def dispute_delivery(
     return _signed(gateway, body, version, f"cashfree {event_type} {disputed.dispute_id}")
 
 
+def refund_delivery(
+    gateway: Signer, refund: dict[str, Any], *, version: str = "2025-01-01"
+) -> Delivery:
+    """``Simulator.refund_delivery``: ``REFUND_STATUS_WEBHOOK`` about ``refund``, its entity as
+    the refund API made it (``cf_refund_id``, the merchant's ``refund_id``, ``order_id``,
+    ``refund_amount`` in rupees, ``refund_status``, ...: the webhook's ``data.refund``
+    carries the same fields), signed as a payment webhook is."""
+    envelope = {"data": {"refund": refund}, "event_time": _ist(gateway.now),
+                "type": "REFUND_STATUS_WEBHOOK"}  # fmt: skip
+    body = json.dumps(envelope, cls=_Rupees).encode()
+    label = f"cashfree REFUND_STATUS_WEBHOOK {refund.get('cf_refund_id')}"
+    return _signed(gateway, body, version, label)
+
+
 def _signed(gateway: Signer, body: bytes, version: str, label: str) -> Delivery:
     """``body`` signed with a millisecond timestamp, with the headers of ``version``, as a
     payment or dispute webhook's first attempt."""
@@ -563,6 +577,7 @@ SIMULATOR = Simulator(
     ),
     payment_delivery=payment_delivery,
     dispute_delivery=dispute_delivery,
+    refund_delivery=refund_delivery,
     captured=lambda entity: (
         _paise_of(entity) if entity.get("payment_status") == "SUCCESS" else None
     ),

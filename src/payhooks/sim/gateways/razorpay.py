@@ -79,6 +79,27 @@ def payment_delivery(gateway: Signer, paid: Paid) -> Delivery:
     )
 
 
+_REFUND_EVENTS = {"pending": "refund.created", "processed": "refund.processed",
+                  "failed": "refund.failed"}  # fmt: skip
+"""The refund webhook Razorpay sends for a refund in each status (its ``refund.*`` events)."""
+
+
+def refund_delivery(
+    gateway: Signer, refund: dict[str, Any], *, payment: dict[str, Any] | None = None
+) -> Delivery:
+    """``Simulator.refund_delivery``: ``refund.created``, ``.processed`` or ``.failed`` by the
+    refund's ``status``, its entity as the refund API made it (with the ``notes`` the call
+    sent), beside the payment it refunds (``payment``: its entity as the double keeps it; else
+    one of the refund's amount), its event id new."""
+    money = {"amount": refund["amount"], "currency": refund.get("currency", "INR"),
+             "created_at": gateway.now}  # fmt: skip
+    paid = payment or _payment("payment.captured", str(refund["payment_id"]), "", money)
+    event = _REFUND_EVENTS[str(refund["status"])]
+    payload: dict[str, object] = {"refund": {"entity": refund}, "payment": {"entity": paid}}
+    envelope = _envelope(event, ["refund", "payment"], payload, gateway.now)
+    return _signed(gateway, envelope, str(refund["id"]), _new_event_id())
+
+
 _DISPUTE_EVENTS = {
     "opened": ("payment.dispute.created", "open"),
     "under_review": ("payment.dispute.under_review", "under_review"),
@@ -516,6 +537,7 @@ SIMULATOR = Simulator(
     ),
     payment_delivery=payment_delivery,
     dispute_delivery=dispute_delivery,
+    refund_delivery=refund_delivery,
     captured=lambda entity: int(entity["amount"]) if entity.get("status") == "captured" else None,
     refund_id=lambda refund: str(refund["id"]),
     settlement_delivery=settlement_delivery,
