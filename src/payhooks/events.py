@@ -165,6 +165,12 @@ class Event:
     currency: str | None = None
     refund_id: str | None = None
     refund_amount_paise: int | None = None
+    refund_key: str | None = None
+    """The merchant's own id for a refund, as the gateway's report of it carries it back
+    (Cashfree's ``refund_id``, the ``payhooks_key`` note of Razorpay's refund, the token of
+    PayU's refund as its API reports it): for a refund payhooks sent, its intent's
+    idempotency key, which names the intent before the sender has heard the gateway's own
+    id (``payhooks.refunding.refunds.closing``). Never part of a key; left out when odd."""
     bank_ref: str | None = None
     payload_sha256: str
     attempt_id: str | None = None
@@ -217,6 +223,8 @@ def storable(event: Event) -> Event:
             raise MalformedPayload(event.provider, f"{name} is out of range: {value!r:.40}")
     if event.dispute is not None:
         _storable_dispute(event.provider, event.dispute)
+    if event.refund_key is not None and not _plain(event.refund_key, MAX_TEXT_CHARS):
+        event = replace(event, refund_key=None)  # it only finds an intent: left out
     if event.bank_ref is not None and not _searchable(event.bank_ref):
         return replace(event, bank_ref=None)  # for search only: left out, never refused
     return event
@@ -250,8 +258,14 @@ def _storable_dispute(provider: Provider, dispute: Dispute) -> None:
 
 
 def _searchable(reference: str) -> bool:
+    return _plain(reference, MAX_REFERENCE_CHARS)
+
+
+def _plain(value: object, most: int) -> bool:
+    """Text of at most ``most`` characters with no control character in it."""
     return (
-        len(reference) <= MAX_REFERENCE_CHARS
-        and not CONTROL.search(reference)
-        and is_text(reference)
+        isinstance(value, str)
+        and len(value) <= most
+        and not CONTROL.search(value)
+        and is_text(value)
     )

@@ -98,6 +98,7 @@ def test_the_refund_made_reads_refunded_with_no_webhook_and_its_webhook_changes_
                            headers={})  # fmt: skip  # the console's and a replay's reading
     assert (again.event.refund_id, again.event.refund_amount_paise) == (
         intent.gateway_refund_id, buy.amount_paise)  # fmt: skip
+    assert again.event.refund_key == intent.idempotency_key  # names its intent, as a webhook
     if provider is Provider.RAZORPAY:
         webhook = GATEWAY.razorpay("refund.processed", payment_id=second, order_id=buy.reference,
                                    amount_paise=buy.amount_paise,

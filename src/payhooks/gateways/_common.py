@@ -145,6 +145,13 @@ def reference(*values: object) -> str | None:
     return None
 
 
+def own_key(value: object) -> str | None:
+    """The merchant's own id for a refund, as a gateway's report of the refund carries it back
+    (``Event.refund_key``): a string of text, else None. Never refused: it only finds the
+    refund intent it names, and an odd one finds none."""
+    return value if isinstance(value, str) and value.strip() and is_text(value) else None
+
+
 def text_field(value: object, field: str, *, strict: bool, provider: Provider) -> str | None:
     """A string field of a JSON body: missing or empty is None. Strict for events payhooks
     acts on (a number, or a string that is not text, is malformed); for the rest an odd

@@ -159,7 +159,8 @@ def is_processed_key(event_id: str) -> bool:
 
 def processed_delivery(refund: Refund) -> Received:
     """The refund the sender made, processed, as a delivery: what a refund webhook for it
-    carries (payment, order, refund id, amount), its body the intent's own fields."""
+    carries (payment, order, refund id, amount, the intent's key), its body the intent's own
+    fields."""
     if not refund.gateway_refund_id:
         raise ValueError("a refund is processed under the gateway's refund id")
     kept = {name: getattr(refund, name) for name in _FIELDS}
@@ -174,6 +175,7 @@ def processed_delivery(refund: Refund) -> Received:
         currency=refund.currency,
         refund_id=refund.gateway_refund_id,
         refund_amount_paise=refund.amount_paise,
+        refund_key=refund.idempotency_key,
         payload_sha256=sha256_hex(body),
     )
     return Received(event=storable(event), body=body, headers={})

@@ -375,6 +375,19 @@ def test_successful_refund_key_uses_the_refund_id() -> None:
     assert parse(refund_body()).event_id == "REFUND_STATUS_WEBHOOK:1919201"
 
 
+@pytest.mark.parametrize("status", ["SUCCESS", "PENDING", "ONHOLD", "CANCELLED", "FAILED"])
+def test_a_refunds_own_id_is_its_key_whatever_its_status(status: str) -> None:
+    """``refund_id`` is the merchant's (payhooks sends its intent's key as it): it names the
+    intent the refund was sent for, before the sender heard Cashfree's ``cf_refund_id``."""
+    assert parse(refund_body(status=status)).refund_key == "refund_merchant_1"
+
+
+@pytest.mark.parametrize("written", [None, "", 1234, ["ph1"]])
+def test_a_refund_without_a_usable_own_id_names_no_intent(written: object) -> None:
+    event = parse(refund_body(refund_id=written))
+    assert (event.kind, event.refund_key) == (EventKind.REFUND_PROCESSED, None)
+
+
 def test_pending_refund_key_carries_the_status() -> None:
     assert parse(refund_body(status="PENDING")).event_id == "REFUND_STATUS_WEBHOOK:1919201:PENDING"
 

@@ -73,6 +73,15 @@ def test_a_refund_payu_reports_refunded_is_a_refund_of_the_txnid(gateway_api):
     assert api.asked[(Provider.PAYU, REQUEST_ID)] == 1
 
 
+def test_a_refund_payu_reports_names_the_merchants_token_for_it(gateway_api):
+    """``check_action_status`` names the refund's token: for a refund payhooks sent, its
+    intent's key, which finds the intent whose answer the sender never heard."""
+    api, url = gateway_api
+    refunded_at_gateway(api)
+    (found,) = client(url).refund(REQUEST_ID, TXNID).received
+    assert found.event.refund_key == f"rf{REQUEST_ID}"
+
+
 @pytest.mark.parametrize("state", ["queued", "IN PROGRESS", "requested", "failure"])
 def test_a_refund_not_yet_refunded_reports_nothing(gateway_api, state):
     api, url = gateway_api

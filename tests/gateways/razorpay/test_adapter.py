@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from payhooks.events import EventKind, Provider
+from payhooks.events import EventKind, Provider, storable
 from payhooks.gateways.razorpay import Razorpay, sign
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
@@ -223,6 +223,29 @@ def test_refund_fields_come_from_the_refund_entity() -> None:
     event = parse(body)
     assert (event.refund_id, event.refund_amount_paise) == ("rfnd_FP8QHiV938haTz", 20000)
     assert event.payment_id == "pay_R"
+
+
+@pytest.mark.parametrize("event", ["refund.processed", "refund.created", "refund.failed"])
+def test_a_refunds_payhooks_key_note_is_its_key(event: str) -> None:
+    """The note payhooks' refund call writes names the intent the refund was sent for, in
+    every refund webhook: the intent is found by it before the sender heard Razorpay's id."""
+    entity = refund(notes={"payhooks_key": "ph0123456789abcdef0123", "ticket": "T-1"})
+    assert parse(body_of(event, refund=entity)).refund_key == "ph0123456789abcdef0123"
+
+
+@pytest.mark.parametrize(
+    "notes", [[], {}, {"ticket": "T-1"}, {"payhooks_key": 7}, {"payhooks_key": ""}, None]
+)
+def test_a_refund_without_a_usable_payhooks_key_note_names_no_intent(notes: object) -> None:
+    """A refund made in Razorpay's dashboard (notes an empty array, or the merchant's own), or
+    a key that is no text: no intent named, never a refusal."""
+    event = parse(body_of("refund.processed", refund=refund(notes=notes)))
+    assert (event.kind, event.refund_key) == (EventKind.REFUND_PROCESSED, None)
+
+
+def test_a_payhooks_key_note_no_intent_could_have_is_left_out_never_refused() -> None:
+    entity = refund(notes={"payhooks_key": "ph\u0007bell"})
+    assert storable(parse(body_of("refund.processed", refund=entity))).refund_key is None
 
 
 def test_other_event_still_names_its_payment() -> None:

@@ -258,6 +258,7 @@ def _refund_event(event_type: str, data: object, headers: Mapping[str, str], bod
         refund_amount_paise=_amount(
             _common.child(refund, "refund_amount"), "refund_amount", strict=strict
         ),
+        refund_key=_common.own_key(_common.child(refund, "refund_id")),  # the merchant's
         bank_ref=_common.reference(_common.child(refund, "refund_arn")),
         payload_sha256=_common.sha256_hex(body),
     )

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from payhooks.events import EventKind, Provider, storable
-from payhooks.gateways._common import child, naming, reference, same_id
+from payhooks.gateways._common import child, naming, own_key, reference, same_id
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import (
     Refund,
@@ -404,11 +404,12 @@ def refund_status(
 ) -> Report:
     """``check_action_status``: ``transaction_details`` keyed twice by the request id, the
     refund's ``amt`` a rupee string, its ``status`` success once refunded, ``mihpayid`` the
-    payment refunded (the event's ``attempt_id``); any other state (queued, in progress,
-    requested, failure) reports nothing yet. A request id PayU does not know is ``status: 0``
-    with the text "No action status found" under it: no such refund (``unknown``). The refund
-    is of the txnid's payment, or of ``second_payment`` (its ``mihpayid``), kept in the
-    stored entity so that it reads again the same."""
+    payment refunded (the event's ``attempt_id``), ``token`` the merchant's id for the
+    refund (its ``refund_key``: a refund payhooks sent, its intent's key); any other state
+    (queued, in progress, requested, failure) reports nothing yet. A request id PayU does not
+    know is ``status: 0`` with the text "No action status found" under it: no such refund
+    (``unknown``). The refund is of the txnid's payment, or of ``second_payment`` (its
+    ``mihpayid``), kept in the stored entity so that it reads again the same."""
     doc = read_json(_P, body)
     if _no_actions(doc):
         return Report(unknown=True)
@@ -440,6 +441,7 @@ def refund_status(
         amount_paise=None,
         refund_id=request_id,
         refund_amount_paise=found.event.amount_paise,
+        refund_key=own_key(entity.get("token")),  # the merchant's: a payhooks intent's key
         attempt_id=_identifier(entity.get("mihpayid")),
     )
     return Report(received=(dataclasses.replace(found, event=storable(event)),))

@@ -17,6 +17,9 @@ SIGNATURE_HEADER = "x-razorpay-signature"
 EVENT_ID_HEADER = "x-razorpay-event-id"
 _HEADERS_READ: tuple[str, ...] = (SIGNATURE_HEADER, EVENT_ID_HEADER)
 _P = Provider.RAZORPAY
+KEY_NOTE = "payhooks_key"
+"""The note each refund payhooks sends carries with its intent's key: found again by it after a
+lost answer (``status.send_refund``), and read from the refund's webhooks (``Event.refund_key``)."""
 
 _KINDS: Mapping[str, EventKind] = {
     "payment.authorized": EventKind.PAYMENT_AUTHORIZED,
@@ -71,6 +74,7 @@ class _Refund:
     payment_id: str | None = None
     amount: int | None = None
     bank_ref: str | None = None
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,6 +120,7 @@ class Razorpay:
             currency=payment.currency,
             refund_id=refund.id,
             refund_amount_paise=refund.amount,
+            refund_key=refund.key,
             bank_ref=refund.bank_ref if kind is EventKind.REFUND_PROCESSED else payment.bank_ref,
             payload_sha256=_common.sha256_hex(body),
         )
@@ -200,6 +205,9 @@ def _read_refund(entity: object, *, strict: bool) -> _Refund:
         bank_ref=_common.reference(
             _common.child(entity, "acquirer_data", "arn")
         ),  # on the statement
+        # the note payhooks' refund call writes (docs/providers.md, "Refunds"); Razorpay
+        # writes notes an empty array when there are none
+        key=_common.own_key(_common.child(entity, "notes", KEY_NOTE)),
     )
 
 

@@ -27,6 +27,7 @@ from payhooks.gateways._status import (
     parsed,
 )
 from payhooks.gateways.razorpay import settlements
+from payhooks.gateways.razorpay.adapter import KEY_NOTE
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 _P = Provider.RAZORPAY
@@ -181,8 +182,6 @@ payhooks' side of the API, not the refund: errors, asked again until mended, nev
 KEY_TAKEN = "Different request with the same idempotency key has already been processed."
 """Razorpay's words for another body under a key it took (razorpay.com/docs/api/refunds/
 normal-refunds-idempotent; docs/providers.md, "Refunds")."""
-KEY_NOTE = "payhooks_key"
-"""The note each refund carries with its intent's key: found again by it after a lost answer."""
 
 
 def send_refund(client: RazorpayClient, refund: Refund) -> Sent:
