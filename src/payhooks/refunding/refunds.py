@@ -8,7 +8,9 @@ retrying timeouts, 409s and 5xx until the gateway answers, and records the gatew
 id. Each gateway refunds a key once (Razorpay's ``X-Refund-Idempotency``, Cashfree's
 ``refund_id``, PayU's token id: docs/providers.md, "Refunds"), so a call that timed out after
 the gateway acted, an answer lost, a sender killed mid-call or two senders at once refund the
-customer once. The refund webhook (or its status) closes the intent.
+customer once. The refund webhook (or its status) closes the intent: by the gateway's refund
+id, or by the intent's own key where the gateway's report carries it back, so an intent whose
+answer was lost is the gateway's as soon as its webhook comes (``closing``).
 
 The sum of a payment's live intents never exceeds what it captured, at any isolation level:
 ``request`` first updates the payment's row in ``payhooks_refund_payments`` (made on its first
@@ -20,8 +22,9 @@ must), so no stale snapshot is ever summed.
 
 An intent stuck ``requested`` (a gateway that keeps failing its call) has a way out: a person
 cancels it (``cancel``, ``payhooks refunds cancel``, the consoles, the shop API), saying who
-and why, unless a sender holds it mid-call. A cancelled intent is never sent and no longer
-counts against what the payment may refund.
+and why, unless a sender holds it mid-call or a report of the gateway's named it (no longer
+``requested``). A cancelled intent is never sent and no longer counts against what the
+payment may refund, until a report of the gateway's says it made the refund after all.
 
 Statements and steps written once with no driver, as the claim's are: ``request`` and
 ``request_async`` drive the same steps.
@@ -484,11 +487,13 @@ RETURNING {COLUMNS}
 """
 """Only a ``requested`` intent no sender holds: the row lock this takes and the sender's lease
 (``FOR UPDATE SKIP LOCKED``, then ``state = 'requested'``) exclude each other, so a cancel and
-a call never overlap."""
+a call never overlap. A gateway's report naming the intent's key (``NAMED``) updates the same
+row: one committed first leaves it past ``requested``, and the cancel is refused."""
 
 
 class NotCancellable(Conflict):
-    """The intent is not ``requested`` any more, or a sender is calling its gateway now."""
+    """The intent is not ``requested`` any more (the gateway has it: its answer, or a report
+    naming its key, said so), or a sender is calling its gateway now."""
 
     def __init__(self, refund: Refund, why: str) -> None:
         super().__init__(f"refund {refund.idempotency_key} of payment {refund.payment_id}: {why}")
@@ -503,10 +508,12 @@ def cancel(
     afterwards, and its amount free again. ``idempotency_key`` is the intent's (``ph...``, as
     ``of_payment`` lists it). Cancelling one already cancelled returns it (``cancelling``
     says which); ``NotCancellable`` when a sender holds it mid-call (ask again in a minute or
-    two) or it is past ``requested`` (the gateway has it). One that was called before
-    (``attempts`` > 0) may be at the gateway all the same (an answer lost): check the
-    gateway's dashboard first. A sender that outlived its lease and then hears the gateway
-    has it records it ``sent`` again (``ACCEPTED``)."""
+    two) or it is past ``requested`` (the gateway has it: its answer said so, or its refund
+    webhook or status report named the intent's key, ``closing``). One that was called before
+    (``attempts`` > 0) may be at the gateway all the same (an answer lost, its webhook not yet
+    come): check the gateway's dashboard first. A sender that outlived its lease and then
+    hears the gateway has it records it ``sent`` again (``ACCEPTED``), and a report naming
+    its key afterwards records it too (``NAMED``): counted again, either way."""
     refund, _ = cancelling(conn, gateway, idempotency_key, reason=reason,
                            cancelled_by=cancelled_by)  # fmt: skip
     return refund
@@ -546,20 +553,59 @@ UPDATE payhooks_refunds SET state = 'processed', settled_at = now()
 WHERE provider = %(provider)s AND state = 'sent' AND gateway_refund_id = %(refund_id)s
   AND (%(amount)s::bigint IS NULL OR amount_paise = %(amount)s::bigint)
 """
+_AGREES = "(%(amount)s::bigint IS NULL OR amount_paise = %(amount)s::bigint)"
+_MADE = f"(%(processed)s AND {_AGREES})"
+NAMED = f"""
+UPDATE payhooks_refunds
+SET state = CASE WHEN {_MADE} THEN 'processed' ELSE 'sent' END,
+    gateway_refund_id = %(refund_id)s, sent_at = coalesce(sent_at, now()),
+    settled_at = CASE WHEN {_MADE} THEN now() END,
+    last_error = CASE WHEN {_AGREES} THEN NULL ELSE %(another)s END,
+    next_attempt_at = now() + %(check)s, leased_until = NULL
+WHERE provider = %(provider)s AND idempotency_key = %(key)s
+  AND (gateway_refund_id IS NULL OR gateway_refund_id = %(refund_id)s)
+  AND (state IN ('requested', 'cancelled', 'refused') OR (state = 'sent' AND {_MADE}))
+"""
+"""A refund the gateway reports under the intent's own key is the intent's, whatever the
+sender heard: the gateway's refund id learnt, and ``processed`` when the report says so for
+the intent's amount, else ``sent`` (the gateway has something under its key: the sender's
+check asks about it, a report of another amount kept as its error for a person). From
+``requested`` (its answer lost), ``cancelled`` (a person cancelled it meanwhile: counted
+again, the person's name and reason kept, as ``ACCEPTED`` does) or ``refused`` (a refusal the
+gateway's own report now contradicts); never from ``failed`` or ``processed``. The row is the
+one a cancel updates, so the two take turns: a cancel after it finds the intent past
+``requested`` and is refused."""
 
 
 def closing(event: Event) -> Steps[None]:
-    """A refund the gateway says processed closes the intent it was sent for, by the
+    """A refund the gateway reports closes or records the intent it was sent for. By the
     gateway's refund id (Razorpay's ``rfnd_…``, Cashfree's ``cf_refund_id``, PayU's request
-    id) and for its amount: one of another amount says nothing of the intent, which stays
-    ``sent`` for the sender's check (``gateways._refunds.same_amount``: asked again, its error
-    kept, the refunds alert telling a person). One whose webhook came before the sender
-    recorded the gateway's answer, or whose webhook never came, is closed by asking the
+    id), a ``sent`` intent of its amount is processed: one of another amount says nothing of
+    the intent, which stays ``sent`` for the sender's check (``gateways._refunds.same_amount``:
+    asked again, its error kept, the refunds alert telling a person). By the intent's own key,
+    where the gateway's report carries it back (``Event.refund_key``: Cashfree's ``refund_id``,
+    Razorpay's ``payhooks_key`` note, PayU's token as its API confirms it, the sender's own
+    delivery), an intent whose answer the sender never heard is the gateway's (``NAMED``):
+    no person can cancel it afterwards and free its amount for a second refund of the same
+    money. Any report naming the key does, processed or not (Cashfree's ``PENDING``,
+    Razorpay's ``refund.created``). One whose webhook never came is closed by asking the
     gateway (``payhooks.refunding.sending.check_due``)."""
-    if event.kind is EventKind.REFUND_PROCESSED and event.refund_id:
-        params = {"provider": event.provider.value, "refund_id": event.refund_id,
-                  "amount": event.refund_amount_paise}  # fmt: skip
+    if not event.refund_id:
+        return
+    params = {"provider": event.provider.value, "refund_id": event.refund_id,
+              "amount": event.refund_amount_paise}  # fmt: skip
+    processed = event.kind is EventKind.REFUND_PROCESSED
+    if processed:
         yield Statement(sql=CLOSE, params=params, reads=False)
+    if event.refund_key:
+        another = (
+            f"{event.event_type} under this refund's key names a refund of "
+            f"{event.refund_amount_paise} paise ({event.refund_id}), not the amount asked: "
+            "asked about, for a person to settle"
+        )
+        named = {**params, "key": event.refund_key, "processed": processed,
+                 "another": another[:500], "check": FIRST_CHECK}  # fmt: skip
+        yield Statement(sql=NAMED, params=named, reads=False)
 
 
 def _refund(row: Any) -> Refund:
