@@ -30,6 +30,7 @@ import uvicorn
 from hypothesis import settings
 from psycopg.conninfo import make_conninfo
 
+from payhooks.operations.deliverylog import DeliveryLog
 from payhooks.plumbing import db
 from payhooks.service import database
 from payhooks.service.config import Settings
@@ -167,6 +168,26 @@ def pytest_configure(config: pytest.Config) -> None:
             f"payhooks tests: {fits} worker(s), not {wanted}: DATABASE_URL's server has {free}"
             f" connections free (max_connections), a worker needs up to {HEAVIEST}\n"
         )
+
+
+@pytest.fixture(autouse=True)
+def delivery_logs_stopped(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every delivery log a test's app made, written and stopped after the test: a Flask or
+    Starlette app's log is closed only when the process exits, and its writer, kept running
+    by its thread after the test, woke every half second for the rest of the run, connecting
+    again and again to a database given back (80 writers at once on a worker). Stopped, one
+    written to again starts anew (an app a module's fixture made serves its next test)."""
+    made: list[DeliveryLog] = []
+    made_one = DeliveryLog.__init__
+
+    def noted(log: DeliveryLog, *args: Any, **kwargs: Any) -> None:
+        made_one(log, *args, **kwargs)
+        made.append(log)
+
+    monkeypatch.setattr(DeliveryLog, "__init__", noted)
+    yield
+    for log in made:
+        log.stop()
 
 
 @pytest.fixture(scope="session")
