@@ -527,3 +527,43 @@ def test_every_action_is_in_sight_on_a_phone(console, browser, conn):
         in_sight(page, {"Cancel refund", "Retry"})
     finally:
         context.close()
+
+
+UNDER_THE_ACTIONS = """
+() => [...document.querySelectorAll("table.stacks tr")].flatMap((row) => {
+  const acts = row.querySelector("td.acts");
+  if (!acts) return [];
+  const covered = acts.getBoundingClientRect();
+  return [...row.querySelectorAll("td:not(.acts)")].flatMap((cell) => {
+    const text = document.createRange();
+    text.selectNodeContents(cell);
+    return [...text.getClientRects()].flatMap((at) => {
+      const under = at.width > 0 && at.right > covered.left + 1 && at.left < covered.right - 1;
+      const said = `${cell.dataset.label}: ${at.left}..${at.right}, actions ${covered.left}`;
+      return under ? [said] : [];
+    });
+  });
+})
+"""
+
+
+def test_no_parked_rows_text_lies_under_its_actions_on_a_desktop(console, browser, conn):
+    """At 1280 px a parked capture with a candidate cart, beside one parked for its amount and
+    a Cashfree one: the actions column, kept at the box's right edge, covered the candidate's
+    text ("same amount (₹499.00), opened 0 min before it") until the table was scrolled."""
+    sku = purchase(conn).sku
+    carts.create_cart(conn, "carol@example.com", [carts.LineItem(sku=sku, quantity=1)])
+    parked_delivery(console)
+    send(console, purchase(conn).captured(amount_paise=100))
+    cashfree = GATEWAY.cashfree("PAYMENT_SUCCESS_WEBHOOK", order_id="ph_parked_cashfree_0001",
+                                cf_payment_id="98765432", order_amount=499)  # fmt: skip
+    assert send(console, cashfree).json()["status"] == "parked"
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        page.goto(f"{console.base_url}/console/parked")
+        expect(page.locator("td.candidate a")).to_have_count(2)
+        assert page.evaluate(UNDER_THE_ACTIONS) == []
+    finally:
+        context.close()

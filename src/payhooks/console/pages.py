@@ -39,6 +39,7 @@ from fastapi import APIRouter, Depends, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
+from markupsafe import Markup
 from psycopg import errors as pg_errors
 from starlette.requests import ClientDisconnect
 from starlette.routing import Match, Mount
@@ -402,6 +403,7 @@ class Console:
         )
         self.zone = zone = formats.zone_of(views.timezone)
         self.templates.filters["when"] = self.when
+        self.templates.filters["when_wrapping"] = self.when_wrapping
         self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
         self.templates.filters["breakable"] = formats.breakable
@@ -424,6 +426,17 @@ class Console:
         """A time as every page shows it, in the console's zone, never broken across lines: a
         time reads as one thing, in a column or in a sentence (a banner's)."""
         return formats.when(at, self.zone).replace(" ", "\u00a0")
+
+    def when_wrapping(self, at: datetime | None) -> Markup:
+        """A time as ``when`` shows it, free to wrap once, between its date and its time (a
+        narrow column of a wide table): each part kept whole."""
+        day, _, rest = formats.when(at, self.zone).partition(" ")
+        if not rest:
+            return Markup("%s") % day
+        return Markup('<span class="at">%s</span> <span class="at">%s</span>') % (
+            day,
+            rest.replace(" ", "\u00a0"),
+        )
 
     async def run(
         self,
