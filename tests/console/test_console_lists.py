@@ -11,7 +11,7 @@ import io
 import re
 import threading
 from datetime import UTC, datetime, timedelta
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 from zoneinfo import ZoneInfo
 
 import psycopg
@@ -25,6 +25,7 @@ from tests import loopback
 from tests.console.conftest import OPERATOR, PASSWORD, Console, csrf_of
 from tests.console.test_console_http import logged, rows, send, when
 from tests.factories import GATEWAY, purchase
+from tests.reconcile.conftest import paid_at_gateway
 
 IST = ZoneInfo("Asia/Kolkata")
 
@@ -210,6 +211,28 @@ def test_payments_list_applied_and_mismatched_payments_with_their_amounts(consol
     assert "captured" in captured and captured.count("₹499.00") == 2  # expected, and paid
     page = shown(console, "/console/payments")
     assert f'href="/console/references/razorpay/{good.reference}"' in page
+
+
+def test_the_shops_payments_say_what_brought_them(console, conn, rig):
+    """The "by" column read "—" for every payment of the reference shop's list, though each
+    applied one's record (``payhooks_payments``) says whether a webhook or reconciliation
+    brought it: a webhook's links to its delivery's page, as the core's list does."""
+    hooked, found = purchase(conn), purchase(conn)
+    assert send(console, hooked.captured()).json()["status"] == "processed"
+    paid_at_gateway(rig.api, found)
+    rig.run()
+    tried = purchase(conn)
+    assert send(console, tried.delivery("failed")).json()["status"] == "processed"
+    [(event_id,)] = conn.execute(
+        "SELECT event_id FROM payhooks_payments WHERE payment_id = %s", (hooked.payment_id,)
+    ).fetchall()
+    page = shown(console, "/console/payments")
+    ids = (hooked.payment_id, found.payment_id, tried.payment_id)
+    by = {pid: row.split()[-1] for row in listed(page, "payments") for pid in ids if pid in row}
+    assert by == {hooked.payment_id: "webhook", found.payment_id: "reconciliation",
+                  tried.payment_id: "—"}  # fmt: skip  # a failed attempt applied nothing
+    table = page.split('id="payments"', 1)[1].split("</table>", 1)[0]
+    assert f'href="/console/deliveries/razorpay/{quote(event_id, safe="")}">webhook</a>' in table
 
 
 def test_a_failed_payment_attempt_is_listed_with_nothing_paid(console, conn):

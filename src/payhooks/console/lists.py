@@ -376,17 +376,35 @@ MISMATCHED = mismatched()
 
 def paged(*branches: str) -> str:
     """The payments of ``branches``, filtered by status, a page of them newest first, each
-    saying whether its delivery is still stored (asked of the page's rows alone)."""
+    saying whether its delivery is still stored. A row whose branch names no delivery (an
+    app's own payments) takes its delivery, and whether a webhook or reconciliation brought it,
+    from the payment's record (``payhooks_payments``, its capture's first), where it has one.
+    Both are asked of the page's rows alone, by key."""
     return f"""
-WITH listed AS ({" UNION ALL ".join(branches)})
-SELECT listed.*, EXISTS (SELECT 1 FROM processed_webhooks w
-                         WHERE w.provider = listed.provider AND w.event_id = listed.event_id)
-                 AS stored
-FROM listed
-WHERE (%(status)s::text IS NULL OR status = %(status)s)
-  AND (NOT %(needs_refund)s OR needs_refund)
-  AND (%(before_at)s::timestamptz IS NULL OR (at, key) < (%(before_at)s, %(before_key)s))
-ORDER BY at DESC, key DESC LIMIT %(limit)s
+WITH listed AS ({" UNION ALL ".join(branches)}),
+page AS (
+    SELECT * FROM listed
+    WHERE (%(status)s::text IS NULL OR status = %(status)s)
+      AND (NOT %(needs_refund)s OR needs_refund)
+      AND (%(before_at)s::timestamptz IS NULL OR (at, key) < (%(before_at)s, %(before_key)s))
+    ORDER BY at DESC, key DESC LIMIT %(limit)s),
+told AS (
+    SELECT page.at, page.key, page.provider, page.payment_id, page.gateway_order_id,
+           coalesce(page.event_id, r.event_id) AS event_id, page.status,
+           coalesce(page.reconciled, r.reconciled) AS reconciled, page.expected_paise,
+           page.expected_currency, page.paid_paise, page.paid_currency, page.resolution,
+           page.flags, page.needs_refund
+    FROM page
+    LEFT JOIN LATERAL (
+        SELECT r.event_id, r.reconciled FROM payhooks_payments r
+        WHERE page.event_id IS NULL AND r.provider = page.provider
+          AND r.payment_id = page.payment_id
+        ORDER BY r.kind = 'payment_captured' DESC LIMIT 1) r ON true)
+SELECT told.*, EXISTS (SELECT 1 FROM processed_webhooks w
+                       WHERE w.provider = told.provider AND w.event_id = told.event_id)
+               AS stored
+FROM told
+ORDER BY at DESC, key DESC
 """
 
 
