@@ -15,7 +15,7 @@ from payhooks.events import Provider
 from tests import loopback
 from tests.console.conftest import csrf_of
 from tests.console.conftest import said as location
-from tests.console.test_console_http import logged, rows, send
+from tests.console.test_console_http import logged, parked_delivery, rows, send
 from tests.factories import purchase
 from tests.reconcile.conftest import paid_at_gateway
 
@@ -673,3 +673,21 @@ def test_a_parked_refund_is_offered_no_link_and_linking_it_checks_out_no_cart(co
     assert location(answer).startswith("/console/parked?notice=not_a_payment&")
     assert rows(console, "SELECT count(*) FROM checkouts") == [(0,)]
     assert rows(console, "SELECT outcome FROM processed_webhooks") == [("parked",)]
+
+
+def test_an_orders_page_links_back_to_its_cart(console, conn):
+    """A cart's payments link to their gateway order's page (the core's), which had no link
+    back: the operator who followed it lost the cart, its order and its emails. A gateway
+    order no checkout names (a parked capture's) links to no cart."""
+    buy = purchase(conn)
+    assert send(console, buy.captured()).json()["status"] == "processed"
+    client = console.logged_in()
+    page = client.get(f"/console/orders/razorpay/{buy.reference}").text
+    found = re.search(r'<p class="card" id="elsewhere">(.*?)</p>', page, re.S)
+    assert found, "the order's page names no cart"
+    assert f'<a href="/console/carts/{buy.cart_id}" id="elsewhere-link">' in found.group(1)
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", found.group(1))).split())
+    assert text.startswith(f"The shop's checkout of this order is cart {buy.cart_id}")
+    _, reference = parked_delivery(console)
+    alone = client.get(f"/console/orders/razorpay/{reference}").text
+    assert 'id="elsewhere"' not in alone

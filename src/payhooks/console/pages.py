@@ -258,6 +258,26 @@ def _no_counts(conn: db.Connection) -> list[Count]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Elsewhere:
+    """A page of the app's own telling of a gateway order, linked from the order's page: "The
+    shop's checkout of this order is cart ...", in the reference shop."""
+
+    words: str
+    """What that page is, before its link."""
+    label: str
+    address: str
+    """Below the console's root."""
+    after: str = ""
+    """What it tells, after the link."""
+
+
+def _nowhere_else(
+    conn: db.Connection, provider: str, gateway_order_id: str, payment_ids: Sequence[str]
+) -> Elsewhere | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
     """A checkout a parked delivery may belong to, and why the console thinks so."""
 
@@ -322,6 +342,12 @@ class Views:
     story_address: Callable[[db.Connection, str, str | None, str | None], str | None] = order_of
     """Where a stored delivery's page links back to: ``(conn, provider, gateway order,
     payment id)`` to the timeline telling it (below the root), or ``None``."""
+    order_elsewhere: Callable[[db.Connection, str, str, Sequence[str]], Elsewhere | None] = (
+        _nowhere_else
+    )
+    """The app's own page telling of a gateway order, linked from the order's page: ``(conn,
+    provider, gateway order, its payment ids)``, or ``None`` (the reference shop: its
+    checkout's cart)."""
     counts: Callable[[db.Connection], list[Count]] = _no_counts
     """Queues of the app's own, counted on the home page."""
     nav: Sequence[tuple[str, str]] = ()
@@ -985,7 +1011,9 @@ def with_query(address: str, q: str) -> str:
     return f"{address}?{urlencode({'q': q})}"
 
 
-def _order(conn: db.Connection, provider: str, gateway_order_id: str) -> dict[str, Any] | None:
+def _order(
+    conn: db.Connection, provider: str, gateway_order_id: str, views: Views
+) -> dict[str, Any] | None:
     story = timeline.story(conn, provider, gateway_order_id)
     if story is None:
         return None
@@ -993,12 +1021,13 @@ def _order(conn: db.Connection, provider: str, gateway_order_id: str) -> dict[st
     named = [*(p.payment_id for p in story.payments), *(r.payment_id for r in story.records)]
     paid = dict.fromkeys(payment_id for payment_id in named if payment_id)
     found = [r for payment_id in paid for r in refunds.of_payment(conn, provider, payment_id)]
-    return {"story": story, "done": done, "refunds": found}
+    elsewhere = views.order_elsewhere(conn, provider, gateway_order_id, list(paid))
+    return {"story": story, "done": done, "refunds": found, "elsewhere": elsewhere}
 
 
 @_private.get("/orders/{provider}/{gateway_order_id:path}")
 async def order(request: Request, provider: str, gateway_order_id: str) -> HTMLResponse:
-    found = await run(request, _order, provider, gateway_order_id)
+    found = await run(request, _order, provider, gateway_order_id, _console(request).views)
     if found is None:
         message = "No such gateway order is recorded: no expectation, delivery or payment."
         return page(request, "error.html", {"message": message}, status=404)

@@ -16,6 +16,7 @@ from payhooks.console.actions import Done, Parked, Replay
 from payhooks.console.formats import DEFAULT_TIMEZONE
 from payhooks.console.pages import (
     Candidate,
+    Elsewhere,
     Field,
     Mounted,
     Session,
@@ -68,6 +69,7 @@ def install(
         max_query_chars=search.MAX_QUERY_CHARS,
         reference_address=_reference_address,
         story_address=_story_address,
+        order_elsewhere=_cart_of_order,
         counts=_counts,
         nav=[("Dead letters", "/dead")],
         router=_shop,
@@ -150,6 +152,22 @@ def _story_address(
     if cart_id is not None:
         return f"/carts/{quote(cart_id, safe='')}"
     return _reference_address(provider, reference) if reference else None
+
+
+def _cart_of_order(
+    conn: Connection, provider: str, gateway_order_id: str, payment_ids: Sequence[str]
+) -> Elsewhere | None:
+    """A gateway order's cart: its checkout's, else its first payment's."""
+    first = payment_ids[0] if payment_ids else None
+    cart_id = search.cart_of(conn, provider, gateway_order_id, first)
+    if cart_id is None:
+        return None
+    return Elsewhere(
+        words="The shop's checkout of this order is cart",
+        label=cart_id,
+        address=f"/carts/{quote(cart_id, safe='')}",
+        after=": its page tells the cart, its order and its emails.",
+    )
 
 
 def _candidates(conn: Connection, rows: Sequence[Parked]) -> dict[tuple[str, str], Candidate]:
