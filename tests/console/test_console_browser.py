@@ -259,7 +259,7 @@ def test_a_banner_leads_to_its_deliveries_and_the_parked_ones_are_replayed_in_bu
     expect(page.get_by_role("status")).to_contain_text("This submit replayed 1")
     expect(page.locator("#confirm")).to_contain_text("0 deliveries to replay")
     page.get_by_role("link", name="The action log").click()
-    expect(page.locator("#action-log")).to_contain_text("bulk_replay")
+    expect(page.locator("#action-log")).to_contain_text("replay many at once")
 
 
 def test_the_banner_of_callbacks_waiting_for_the_status_api_leads_to_them(console, page, conn):

@@ -1211,3 +1211,37 @@ def test_an_operator_waits_for_the_consoles_first_connection_to_a_slow_database(
             "/console/login", data={"name": OPERATOR, "password": PASSWORD}
         )
     assert answer.status_code == 303, answer.text
+
+
+def test_the_action_log_says_each_action_and_what_it_came_to_in_words(console, conn):
+    """The log showed the names in the code ("bulk_replay", "still_parked") and made every
+    underscore of a result a space, the ids in its reason too ("payment pay second000001: a
+    refund of ..."): it says each in words, and a reason as it was written."""
+    from payhooks.refunding import refunds
+    from tests.console.test_console_lists import confirmed_form, listed
+
+    delivery, _ = parked_delivery(console)  # no checkout: still parked when replayed
+    buy = purchase(conn)
+    send(console, buy.captured())
+    send(console, buy.captured(payment_id="pay_second000001"))  # paid twice: a refund is due
+    with psycopg.connect(console.database_url, autocommit=True) as db:
+        refunds.request(db, "razorpay", "pay_second000001", 10_000, key="ticket-7",
+                        captured_paise=49_900, reason="a person's", requested_by="api")  # fmt: skip
+        db.execute("UPDATE payhooks_refunds SET state = 'processed'")  # its webhook not come yet
+    client = console.logged_in()
+    page = client.get("/console/parked/bulk", params={"gateway": "razorpay"}).text
+    client.post("/console/parked/bulk", data={"csrf": csrf_of(page), **confirmed_form(page)})
+    client.post("/console/parked/replay", data={"csrf": csrf_of(page), "provider": "razorpay",
+                "event_id": delivery.headers["x-razorpay-event-id"]})  # fmt: skip
+    client.post("/console/payments/refund", data={"csrf": csrf_of(page), "provider": "razorpay",
+                "payment_id": "pay_second000001", "confirm": "yes"})  # fmt: skip
+    log = [" ".join(row.split()) for row in listed(client.get("/console/actions").text,
+                                                    "action-log")]  # fmt: skip
+    refunded, replayed, bulk, replayed_in_bulk = log
+    assert " refund " in refunded and "refund too large: payment pay_second000001: a refund" in (
+        refunded
+    )
+    assert " replay " in replayed and replayed.endswith(" still parked")
+    assert " replay many at once " in bulk and bulk.endswith("1 replayed, 0 applied, 0 left")
+    assert replayed_in_bulk.endswith(" still parked")
+    assert not any("_parked" in row or "bulk_" in row for row in log), log

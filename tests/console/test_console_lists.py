@@ -615,7 +615,7 @@ def test_a_bulk_replay_replays_each_once_and_records_each(console, conn):
         (OPERATOR, "razorpay", "0 replayed, 0 applied, 0 left"),
     ]
     log = client.get("/console/actions").text
-    assert "bulk_replay" in log and stays in log
+    assert "replay many at once" in log and stays in log
 
 
 def test_a_bulk_replay_counts_a_callback_now_waiting_for_its_status_api_apart(console, conn):

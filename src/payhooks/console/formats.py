@@ -148,6 +148,37 @@ def breakable(text: object) -> Markup:
     return Markup("").join(parts)
 
 
+ACTIONS: Mapping[str, str] = {
+    "replay": "replay",
+    "settle": "settle by hand",
+    "link": "link to a cart",
+    "bulk_replay": "replay many at once",
+    "fetch_settlements": "fetch settlements",
+    "retry": "send again",
+    "readdress": "send to a corrected address",
+    "refund": "refund",
+    "cancel_refund": "cancel a refund",
+}
+"""An action of the log (``payhooks_console_actions.action``) as a person reads it."""
+
+_NAME = re.compile(r"[a-z]+(?:_[a-z]+)+")
+
+
+def action_words(action: str) -> str:
+    """An action the log recorded, in words: ``replay many at once`` for ``bulk_replay``; one
+    this release has no words for, its underscores as spaces."""
+    return ACTIONS.get(action) or action.replace("_", " ")
+
+
+def result_words(result: str) -> str:
+    """What an action came to, as the log keeps it (a ``Done``'s name, ``: `` and why where
+    it said why; a bulk action's counts), in words: the name's underscores as spaces
+    (``still parked``), the rest as it was written, so an id in it keeps its own
+    (``refund too large: payment pay_Q1...: ...``)."""
+    head, colon, rest = result.partition(": ")
+    return (head.replace("_", " ") if _NAME.fullmatch(head) else head) + colon + rest
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DisputeWords:
     """A dispute as every console page tells it (``dispute_words``)."""
@@ -188,15 +219,18 @@ def _reason(reason: str | None, known: Mapping[str, str]) -> str:
 
 
 __all__ = [
+    "ACTIONS",
     "DEFAULT_TIMEZONE",
     "DisputeWords",
     "UnknownTimezone",
+    "action_words",
     "breakable",
     "coded",
     "dispute_words",
     "grouped",
     "hour",
     "readable_body",
+    "result_words",
     "rupees",
     "when",
     "zone_of",

@@ -435,6 +435,8 @@ class Console:
         self.templates.filters["breakable"] = formats.breakable
         self.templates.filters["coded"] = formats.coded
         self.templates.filters["kind"] = kind_words
+        self.templates.filters["action"] = formats.action_words
+        self.templates.filters["result"] = formats.result_words
         self.templates.filters["until"] = formats.until
         self.templates.globals["dispute_words"] = formats.dispute_words
         self.templates.globals["zone_name"] = views.timezone

@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from payhooks.console.formats import rupees
+from payhooks.console.formats import action_words, result_words, rupees
 from payhooks.events import EventKind, Provider
 from payhooks.gateways import Adapter
 from payhooks.intake.disputes import Dispute
@@ -527,6 +527,6 @@ def _action_entry(action: Named) -> Entry:
     return Entry(
         at=action["at"],
         kind="operator",
-        title=f"{action['operator']}: {action['action']} {action['target']}",
-        facts=(("result", action["result"]),),
+        title=f"{action['operator']}: {action_words(action['action'])} {action['target']}",
+        facts=(("result", result_words(action["result"])),),
     )
