@@ -567,3 +567,43 @@ def test_no_parked_rows_text_lies_under_its_actions_on_a_desktop(console, browse
         assert page.evaluate(UNDER_THE_ACTIONS) == []
     finally:
         context.close()
+
+
+LEGEND_ENTRIES = """
+() => {
+  const legend = document.querySelector(".legend");
+  const swatches = [...legend.querySelectorAll("span")].filter((s) => s.childElementCount === 0
+    && s.textContent === "");
+  return swatches.map((swatch, n) => {
+    const label = document.createRange();
+    label.setStartAfter(swatch);
+    if (n + 1 < swatches.length) label.setEndBefore(swatches[n + 1]);
+    else label.setEndAfter(legend.lastChild);
+    const lines = [...label.getClientRects()].filter((r) => r.width > 0);
+    const at = swatch.getBoundingClientRect();
+    return {answer: swatch.className, label: label.toString().trim(),
+            lines: [...new Set(lines.map((r) => Math.round(r.top)))].length,
+            beside: lines.length > 0 && lines[0].top < at.bottom && lines[0].bottom > at.top
+                    && lines[0].left >= at.right,
+            right: Math.max(at.right, ...lines.map((r) => r.right))};
+  });
+}
+"""
+
+
+def test_the_health_charts_legend_keeps_each_colour_beside_its_words_on_a_phone(console, browser):
+    """At 390 px the legend wrapped anywhere: a colour at the end of one line and its words on
+    the next, "waiting for the status API" broken across two lines. Each entry is whole, its
+    colour before its words, inside the screen."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        entries = page.evaluate(LEGEND_ENTRIES)
+        assert [e["label"] for e in entries] == [
+            "applied", "waiting for the status API", "duplicate", "parked", "signature refused",
+            "refused (4xx)", "failed (5xx)"]  # fmt: skip
+        broken = [e for e in entries if e["lines"] != 1 or not e["beside"] or e["right"] > 390]
+        assert broken == [], broken
+    finally:
+        context.close()
