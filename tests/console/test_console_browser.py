@@ -166,7 +166,7 @@ def test_replaying_a_parked_delivery_gives_its_cart_an_order(console, page, conn
     row.get_by_role("button", name="Replay", exact=True).click()
     notice = page.get_by_role("status")
     expect(notice).to_have_text(
-        f"razorpay delivery {event_id}: Replayed: the delivery was applied."
+        f"Razorpay delivery {event_id}: Replayed: the delivery was applied."
     )
     expect(notice.get_by_role("link")).to_have_attribute(
         "href", f"/console/deliveries/razorpay/{event_id}"
@@ -244,7 +244,7 @@ def test_a_banner_leads_to_its_deliveries_and_the_parked_ones_are_replayed_in_bu
     logged(console, 1)
     log_lines(conn, "razorpay", 503, "database_unavailable", 3)
     log_in(page, console)
-    page.get_by_role("alert").get_by_role("link", name="See razorpay's 5xx answers").click()
+    page.get_by_role("alert").get_by_role("link", name="See Razorpay's 5xx answers").click()
     rows = page.locator("#deliveries tr.failed")
     expect(rows).to_have_count(3)
     expect(page.get_by_label("Answer")).to_have_value("failed")
@@ -272,10 +272,10 @@ def test_the_banner_of_callbacks_waiting_for_the_status_api_leads_to_them(consol
     conn.execute("UPDATE payhooks_deliveries SET received_at = now() - interval '31 min'")
     log_in(page, console)
     alert = page.get_by_role("alert")
-    expect(alert).to_contain_text("1 phonepe callback has waited for phonepe's status API")
+    expect(alert).to_contain_text("1 PhonePe callback has waited for PhonePe's status API")
     expect(alert).to_contain_text(" IST)")
     expect(alert).not_to_contain_text("UTC")
-    alert.get_by_role("link", name="See phonepe's callbacks waiting for the status API").click()
+    alert.get_by_role("link", name="See PhonePe's callbacks waiting for the status API").click()
     expect(page.get_by_label("Confirmation")).to_have_value("waiting")
     expect(page.locator("#deliveries tr.waiting")).to_have_count(1)
     expect(page.locator("#deliveries")).to_contain_text(buy.reference)

@@ -483,7 +483,7 @@ def test_a_duplicated_reordered_refunded_payment_reads_in_arrival_order(console,
     logged(console, 4)
     page = console.logged_in().get(f"/console/carts/{buy.cart_id}").text
     order = [
-        "Checkout with razorpay",
+        "Checkout with Razorpay",
         "HTTP 200 processed",
         "the last answered HTTP 200 duplicate",  # the capture's retry, within its one entry
         "2 attempts of this delivery",
@@ -491,13 +491,13 @@ def test_a_duplicated_reordered_refunded_payment_reads_in_arrival_order(console,
         "Order ord_",
         "(sale)",
         "Your order",
-        "razorpay payment.authorized",
-        "razorpay refund.processed",
+        "Razorpay payment.authorized",
+        "Razorpay refund.processed",
         f"Payment {pid}: captured → refunded",
     ]
     positions = [page.index(text) for text in order]
     assert positions == sorted(positions)
-    assert "HTTP 200 processed" in page[page.index("razorpay payment.authorized") :]
+    assert "HTTP 200 processed" in page[page.index("Razorpay payment.authorized") :]
 
 
 def test_the_raw_body_and_kept_headers_are_one_click_away_and_secrets_never(console, conn):
@@ -560,8 +560,8 @@ def test_repeated_5xx_and_a_signature_spike_raise_banners(console, conn):
     log_lines(conn, "cashfree", 401, "signature_mismatch", 5)
     log_lines(conn, "cashfree", 200, "processed", 10)
     page = console.logged_in().get("/console").text
-    assert "razorpay: 3 of 3 deliveries in the last hour were answered 5xx" in page
-    assert "cashfree: 5 of 15 deliveries in the last hour failed the signature check" in page
+    assert "Razorpay: 3 of 3 deliveries in the last hour were answered 5xx" in page
+    assert "Cashfree: 5 of 15 deliveries in the last hour failed the signature check" in page
 
 
 def test_a_few_stray_failures_raise_no_banner(console, conn):
@@ -592,7 +592,7 @@ def test_a_slow_failure_over_the_gateways_retry_window_raises_a_banner(console, 
     page = console.logged_in().get("/console").text
     assert 'role="alert"' in page
     assert (
-        "razorpay: 12 of 252 deliveries in the last 24 hours were answered 5xx, in 12 different "
+        "Razorpay: 12 of 252 deliveries in the last 24 hours were answered 5xx, in 12 different "
         "hours" in page
     )
 
@@ -676,7 +676,7 @@ def test_the_home_page_says_which_gateways_reconciliation_is_off_for(console):
     """The console's settings carry no status API credentials: reconciliation is off for all."""
     page = console.logged_in().get("/console").text
     assert "reconciliation off (no API credentials) for:" in page
-    assert "razorpay, cashfree, payu" in page
+    assert "Razorpay, Cashfree, PayU" in page
 
 
 # --- found in review -------------------------------------------------------------------------
@@ -1245,3 +1245,65 @@ def test_the_action_log_says_each_action_and_what_it_came_to_in_words(console, c
     assert " replay many at once " in bulk and bulk.endswith("1 replayed, 0 applied, 0 left")
     assert replayed_in_bulk.endswith(" still parked")
     assert not any("_parked" in row or "bulk_" in row for row in log), log
+
+
+def read_as_shown(page: str) -> str:
+    """A page's words as a person reads them: its text and its options, never an address, a
+    form's value or the page's style."""
+    page = re.sub(r"<style>.*?</style>", " ", page, flags=re.S)
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_gateways_are_named_by_their_titles_wherever_a_person_reads_them(console, conn):
+    """Banners, notices, headings, lists and timelines wrote "razorpay", "payu", "phonepe":
+    each gateway is written as its title ("Razorpay", "PayU", "PhonePe"); its name stays in
+    addresses and forms' values."""
+    buy = purchase(conn)
+    send(console, buy.captured())
+    payu = purchase(conn, Provider.PAYU)
+    send(console, payu.captured())
+    delivery, reference = parked_delivery(console)
+    logged(console, 3)
+    log_lines(conn, "razorpay", 503, "database_unavailable", 3)
+    log_lines(conn, "phonepe", 401, "signature_mismatch", 5)
+    client = console.logged_in()
+    home = client.get("/console/").text
+    shown = read_as_shown(home)
+    assert "Razorpay: 3 of 5 deliveries in the last hour were answered 5xx" in shown
+    assert "PhonePe: 5 of 5 deliveries in the last hour failed the signature check" in shown
+    assert "See Razorpay's 5xx answers" in shown and "See PhonePe's signature failures" in shown
+    assert "gateways served: Razorpay, Cashfree, PayU, PhonePe, Juspay" in shown
+    assert "<strong>PayU</strong>" in home and 'data-provider="payu"' in home
+    event_id = delivery.headers["x-razorpay-event-id"]
+    replayed = client.post("/console/parked/replay", data={
+        "csrf": csrf_of(home), "provider": "razorpay", "event_id": event_id})  # fmt: skip
+    notice = read_as_shown(client.get(replayed.headers["location"]).text)
+    assert f"Razorpay delivery {event_id} : Replayed: it is still parked" in notice
+    [(payu_event,)] = rows(
+        console, "SELECT event_id FROM processed_webhooks WHERE provider = 'payu'"
+    )
+    pages = {
+        "/console/": home,
+        "/console/parked": None,
+        "/console/deliveries": None,
+        "/console/payments": None,
+        "/console/payments?gateway=payu": None,
+        f"/console/orders/razorpay/{buy.reference}": None,
+        f"/console/orders/razorpay/{reference}": None,
+        f"/console/carts/{payu.cart_id}": None,
+        f"/console/deliveries/payu/{quote(payu_event, safe='')}": None,
+        f"/console/search?q={reference}": None,
+        "/console/actions": None,
+        "/console/disputes": None,
+        "/console/settlements": None,
+        "/console/parked/bulk?gateway=phonepe": None,
+    }
+    lower = re.compile(r"\b(razorpay|cashfree|payu|phonepe|juspay)\b(?![._/-]\w)")
+    for address, page in pages.items():
+        if page is None:
+            got = client.get(address, follow_redirects=True)
+            assert got.status_code == 200, (address, got.status_code)
+            page = got.text
+        answer = page
+        text = read_as_shown(answer.split("<main", 1)[1].split('id="body"')[0])
+        assert not lower.findall(text), (address, lower.findall(text), text)

@@ -494,12 +494,12 @@ def test_the_unconfirmed_banner_tells_its_time_in_ist_and_links_to_those_callbac
     page = client.get("/console/").text
     [banner] = re.findall(r'<div class="card alarm" role="alert">(.*?)</div>', page, flags=re.S)
     said = html.unescape(banner)
-    assert "2 phonepe callbacks have waited for phonepe's status API" in said
+    assert "2 PhonePe callbacks have waited for PhonePe's status API" in said
     assert f"(the oldest since {when(since)})" in said and "UTC" not in said
     assert "`" not in said and "<code>payhooks confirm</code>" in said  # as the emails write it
     [link] = banner_links(page)
     assert html.unescape(re.search(r"<a [^>]*>([^<]+)</a>", banner).group(1)) == (
-        "See phonepe's callbacks waiting for the status API"
+        "See PhonePe's callbacks waiting for the status API"
     )
     found = listed(client.get(link).text, "deliveries")
     assert len(found) == 2
@@ -579,7 +579,7 @@ def test_a_bulk_replay_names_how_many_and_which_filter_before_acting(console, co
     parked_for(console, "order_" + "A" * 14, "pay_bulk00000001")
     parked_for(console, "order_" + "B" * 14, "pay_bulk00000002")
     page = " ".join(shown(console, "/console/parked/bulk", gateway="razorpay").split())
-    assert "<strong>2</strong> deliveries to replay: parked razorpay deliveries received" in page
+    assert "<strong>2</strong> deliveries to replay: parked Razorpay deliveries received" in page
     assert "Replay all 2" in page
     assert rows(console, "SELECT count(*) FROM payhooks_console_actions") == [(0,)]
     assert "<strong>0</strong>" in shown(console, "/console/parked/bulk", gateway="cashfree")

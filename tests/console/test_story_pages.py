@@ -271,7 +271,7 @@ def test_the_notice_after_a_replay_names_the_delivery_and_links_to_it(console, c
     notice = re.search(r'role="status">(.*?)</div>', client.get(answer.headers["location"]).text)
     assert notice, "no notice after the replay"
     text = " ".join(re.sub(r"<[^>]+>", " ", notice.group(1)).split())
-    assert text.startswith(f"razorpay delivery {event_id} : Replayed: it is still parked")
+    assert text.startswith(f"Razorpay delivery {event_id} : Replayed: it is still parked")
     assert f'href="/console/deliveries/razorpay/{event_id}"' in notice.group(1)
 
 

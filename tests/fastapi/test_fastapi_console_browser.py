@@ -68,7 +68,7 @@ def replayed(page: Page, shop, merchant_url: str) -> None:
     expect(row).to_contain_text("no checkout")
     row.get_by_role("button", name="Replay").click()
     expect(page.get_by_role("status")).to_have_text(
-        re.compile(r"^razorpay delivery \S+: Replayed: the delivery was applied\.$")
+        re.compile(r"^Razorpay delivery \S+: Replayed: the delivery was applied\.$")
     )
 
 
@@ -121,7 +121,7 @@ def test_an_underpaid_capture_is_listed_with_both_amounts_and_settled(
     row.get_by_label("How it was settled").fill("refunded in the dashboard")
     row.get_by_role("button", name="Settle").click()
     expect(page.get_by_role("status")).to_have_text(
-        re.compile(r"^razorpay delivery \S+: Settled: the delivery is recorded as handled outside")
+        re.compile(r"^Razorpay delivery \S+: Settled: the delivery is recorded as handled outside")
     )
     expect(page.locator("tr", has_text=REF)).to_have_count(0)
     expect(page.get_by_text("Nothing is parked.")).to_be_visible()
@@ -142,7 +142,7 @@ def test_searching_a_payment_id_leads_to_its_orders_timeline(shop, page, merchan
     page.get_by_role("button", name="Search").click()
     expect(page).to_have_url(f"{shop.base_url}{CONSOLE}/orders/razorpay/{REF}?q={PAYMENT}")
     expect(page.get_by_label("Search")).to_have_value(PAYMENT)
-    expect(page.get_by_role("heading", name=f"razorpay order {REF}")).to_be_visible()
+    expect(page.get_by_role("heading", name=f"Razorpay order {REF}")).to_be_visible()
     expect(page.locator("#expected")).to_contain_text("₹499.00 INR")
     expect(page.locator("#payments")).to_contain_text(PAYMENT)
     expect(page.locator("#records")).to_contain_text("processed")
@@ -165,8 +165,8 @@ def test_markup_a_gateway_sent_is_shown_as_text(shop, page, merchant_url):
     expect(row).to_contain_text(reference)
     assert page.locator("main script, main b, main img").count() == 0
     row.get_by_role("link", name=reference).click()
-    expect(page.get_by_role("heading", name=f"razorpay order {reference}")).to_be_visible()
+    expect(page.get_by_role("heading", name=f"Razorpay order {reference}")).to_be_visible()
     expect(page.locator("#records")).to_contain_text(payment_id)
     assert page.locator("main script, main b, main img").count() == 0
-    expect(page).to_have_title(f"razorpay order {reference} · payhooks console")  # not 'owned'
+    expect(page).to_have_title(f"Razorpay order {reference} · payhooks console")  # not 'owned'
     assert dialogs == []

@@ -212,7 +212,7 @@ def test_a_flood_of_refusals_reads_as_many_in_every_health_view(database_url, co
     assert card.totals[console_health.Answer.SIGNATURE] == 5_000
     assert card.totals[console_health.Answer.APPLIED] == 10
     assert [a.text.split(".")[0] for a in report.alarms] == [
-        "razorpay: 5000 of 5010 deliveries in the last hour failed the signature check"
+        "Razorpay: 5000 of 5010 deliveries in the last hour failed the signature check"
     ]
 
 
@@ -253,8 +253,8 @@ def test_the_consoles_hours_and_banners_count_what_each_line_stands_for(conn):
     assert payu.totals[console_health.Answer.FAILED] == 7
     assert payu.peak == 1_241
     texts = [a.text for a in report.alarms]
-    assert any(t.startswith("payu: 7 of 1241 deliveries in the last hour were") for t in texts)
-    assert any(t.startswith("payu: 1234 of 1241 deliveries in the last hour failed") for t in texts)
+    assert any(t.startswith("PayU: 7 of 1241 deliveries in the last hour were") for t in texts)
+    assert any(t.startswith("PayU: 1234 of 1241 deliveries in the last hour failed") for t in texts)
 
 
 def test_a_slow_failure_counts_what_each_line_stands_for_and_its_hours_once(conn):
@@ -264,7 +264,7 @@ def test_a_slow_failure_counts_what_each_line_stands_for_and_its_hours_once(conn
         folded(conn, now - timedelta(hours=hours, minutes=30), 503, 2)
     [alarm] = console_health.alarms(conn, now)
     assert alarm.text.startswith(
-        "payu: 6 of 6 deliveries in the last 24 hours were answered 5xx, in 3 different hours"
+        "PayU: 6 of 6 deliveries in the last 24 hours were answered 5xx, in 3 different hours"
     )
 
 

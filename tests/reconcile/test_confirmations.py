@@ -375,7 +375,7 @@ def test_a_callback_waiting_for_its_api_past_the_bound_reaches_a_person(shop):
     later = now + timedelta(hours=1)
     found = {a.key: a for a in observe(conn, later, core_sources())}
     assert "unconfirmed:phonepe" in found
-    assert "1 phonepe callback" in found["unconfirmed:phonepe"].body
+    assert "1 PhonePe callback" in found["unconfirmed:phonepe"].body
     assert any(a.kind == "unconfirmed" for a in alarms(conn, later))  # the console's banner
 
 

@@ -65,7 +65,7 @@ def test_the_timeline_shows_the_payment_found_by_reconciliation(conn, rig):
     buy, record = reconciled_record(conn, rig, Provider.RAZORPAY)
     story = stories.of_cart(conn, buy.cart_id, ADAPTERS)
     titles = [entry.title for entry in story.entries]
-    assert f"razorpay status API: {record.event_type}" in titles
+    assert f"Razorpay status API: {record.event_type}" in titles
     assert f"Payment {buy.payment_id}: new → captured" in titles
     assert any(title.startswith("Order ") for title in titles)
 

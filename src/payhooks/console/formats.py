@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from markupsafe import Markup, escape
 
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, title_of
 from payhooks.intake.disputes import Dispute
 from payhooks.plumbing.errors import PayhooksError
 
@@ -148,6 +148,13 @@ def breakable(text: object) -> Markup:
     return Markup("").join(parts)
 
 
+def gateway_title(provider: object) -> str:
+    """A gateway (its name, or its ``Provider``) as a person reads it: its title
+    (``payhooks.gateways.title_of``). Its name (``razorpay``) stays in addresses, forms' values
+    and the records."""
+    return title_of(str(getattr(provider, "value", provider)))
+
+
 ACTIONS: Mapping[str, str] = {
     "replay": "replay",
     "settle": "settle by hand",
@@ -195,7 +202,7 @@ def dispute_words(dispute: Dispute) -> DisputeWords:
     """The words the Disputes page and an order's or a cart's page both tell ``dispute`` in:
     one dispute never reads two ways, nor as a bare code where its meaning is known."""
     known = next((g for p, g in GATEWAYS.items() if p.value == dispute.provider), None)
-    title = dispute.provider if known is None else known.title
+    title = gateway_title(dispute.provider)
     said = [f"{dispute.phase.replace('_', '-')} phase"] if dispute.phase else []
     said += [f"{title}: {dispute.gateway_status}"] if dispute.gateway_status else []
     stands = dispute.status.replace("_", " ") + (f" ({'; '.join(said)})" if said else "")
@@ -227,6 +234,7 @@ __all__ = [
     "breakable",
     "coded",
     "dispute_words",
+    "gateway_title",
     "grouped",
     "hour",
     "readable_body",

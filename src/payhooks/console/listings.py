@@ -433,9 +433,9 @@ def _as_of(text: str, request: Request) -> datetime | None:
 
 
 def _described(chosen: bulk.Chosen, request: Request) -> str:
-    """The filter in words: ``parked razorpay deliveries received from … before …``."""
+    """The filter in words: ``parked Razorpay deliveries received from … before …``."""
     zone = _zone(request)
-    gateway = f"{chosen.gateway} " if chosen.gateway else ""
+    gateway = f"{formats.gateway_title(chosen.gateway)} " if chosen.gateway else ""
     start = chosen.window.start
     since = f" from {formats.when(start, zone)}" if start else ""
     return f"parked {gateway}deliveries received{since} before {formats.when(chosen.end, zone)}"

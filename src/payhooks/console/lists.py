@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from payhooks.events import Provider
+from payhooks.gateways import title_of
 from payhooks.operations.alarms import UNCONFIRMED_WAIT, Alarm, AlarmKind
 from payhooks.operations.deliverylog import UNKNOWN_GATEWAY
 from payhooks.plumbing.db import Connection, shaped_rows
@@ -515,7 +516,7 @@ def of_alarm(alarm: Alarm, now: datetime) -> Shown | None:
     query = urlencode(
         {"gateway": alarm.provider, "outcome": answer, **fields, "from": exact(since)}
     )
-    return Shown(address=f"/deliveries?{query}", label=f"See {alarm.provider}'s {what}")
+    return Shown(address=f"/deliveries?{query}", label=f"See {title_of(alarm.provider)}'s {what}")
 
 
 __all__ = [

@@ -246,7 +246,7 @@ def find_orders(conn: db.Connection, text: str) -> list[Link]:
     return [
         Link(
             matched=found.matched.value,
-            label=f"{found.provider} order {found.gateway_order_id}",
+            label=f"{formats.gateway_title(found.provider)} order {found.gateway_order_id}",
             address=order_address(found.provider, found.gateway_order_id),
         )
         for found in timeline.find(conn, text)
@@ -436,6 +436,7 @@ class Console:
         self.templates.filters["coded"] = formats.coded
         self.templates.filters["kind"] = kind_words
         self.templates.filters["action"] = formats.action_words
+        self.templates.filters["gateway"] = formats.gateway_title
         self.templates.filters["result"] = formats.result_words
         self.templates.filters["until"] = formats.until
         self.templates.globals["dispute_words"] = formats.dispute_words

@@ -39,6 +39,13 @@ def gateway(provider: Provider) -> Gateway:
     return found
 
 
+def title_of(name: str) -> str:
+    """A gateway's name (``razorpay``) as a person reads it, its title (``Razorpay``, ``PayU``);
+    a name payhooks serves no gateway of (the delivery log's ``unknown``), as it is."""
+    found = next((g for p, g in GATEWAYS.items() if p.value == name), None)
+    return name if found is None else found.title
+
+
 def credentials(
     values: Mapping[str, object], *, prefix: str = "PAYHOOKS_"
 ) -> dict[Provider, ApiCredentials]:
@@ -86,4 +93,5 @@ __all__ = [
     "gateway",
     "read_secrets",
     "secrets_value",
+    "title_of",
 ]

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, title_of
 from payhooks.operations.health import FAILED, LAST_HOUR, forged, refuted_last_day
 from payhooks.plumbing.db import Connection
 
@@ -109,7 +109,8 @@ def _unconfirmed(conn: Connection, now: datetime, when: Stamp) -> list[Alarm]:
     for provider, count, oldest, error in conn.execute(
         _UNCONFIRMED, {"since": now - UNCONFIRMED_WAIT}
     ):
-        said = f"{count} {provider} {'callback has' if count == 1 else 'callbacks have'}"
+        title = title_of(provider)
+        said = f"{count} {title} {'callback has' if count == 1 else 'callbacks have'}"
         why = (
             f"The last error: {error}."
             if error
@@ -118,7 +119,7 @@ def _unconfirmed(conn: Connection, now: datetime, when: Stamp) -> list[Alarm]:
             "payhooks_confirm`)?"
         )
         text = (
-            f"{said} waited for {provider}'s status API for more than "
+            f"{said} waited for {title}'s status API for more than "
             f"{UNCONFIRMED_WAIT.total_seconds() / 60:.0f} minutes (the oldest since "
             f"{when(oldest)}): what they claim is applied only once the API confirms it. {why}"
         )
@@ -136,7 +137,8 @@ def _refuted(conn: Connection, now: datetime) -> list[Alarm]:
 
 
 def _refuted_text(provider: str, count: int) -> str:
-    said = f"{provider}: {count} {'callback' if count == 1 else 'callbacks'} in the last day"
+    callbacks = "callback" if count == 1 else "callbacks"
+    said = f"{title_of(provider)}: {count} {callbacks} in the last day"
     found = next((g for p, g in GATEWAYS.items() if p.value == provider), None)
     if found is not None and found.refuted_advice:
         refuted = f"said what {found.title}'s API refuted (nothing was applied)"
@@ -167,7 +169,7 @@ def _slow_failures(conn: Connection, now: datetime) -> list[Alarm]:
                 provider=provider,
                 kind=AlarmKind.FAILING,
                 text=(
-                    f"{provider}: {failed} of {total} deliveries in the last "
+                    f"{title_of(provider)}: {failed} of {total} deliveries in the last "
                     f"{span.total_seconds() / 3600:.0f} hours were answered 5xx, in {hours} "
                     "different hours. A slow failure: each is a payment waiting for a retry, "
                     "and Razorpay disables an endpoint that keeps failing for 24 hours."
@@ -187,9 +189,10 @@ def _last_hour(conn: Connection, now: datetime) -> tuple[list[Alarm], list[Alarm
                     provider=provider,
                     kind=AlarmKind.FAILING,
                     text=(
-                        f"{provider}: {failed} of {total} deliveries in the last hour were "
-                        "answered 5xx. The gateway retries them for a while, then gives up; "
-                        "Razorpay disables an endpoint that keeps failing for 24 hours."
+                        f"{title_of(provider)}: {failed} of {total} deliveries in the last "
+                        "hour were answered 5xx. The gateway retries them for a while, then "
+                        "gives up; Razorpay disables an endpoint that keeps failing for 24 "
+                        "hours."
                     ),
                 )
             )
@@ -199,9 +202,9 @@ def _last_hour(conn: Connection, now: datetime) -> tuple[list[Alarm], list[Alarm
                     provider=provider,
                     kind=AlarmKind.FORGED,
                     text=(
-                        f"{provider}: {refused} of {total} deliveries in the last hour failed "
-                        "the signature check. Was a webhook secret rotated in the gateway's "
-                        "dashboard and not yet added to payhooks' configuration?"
+                        f"{title_of(provider)}: {refused} of {total} deliveries in the last "
+                        "hour failed the signature check. Was a webhook secret rotated in the "
+                        "gateway's dashboard and not yet added to payhooks' configuration?"
                     ),
                 )
             )

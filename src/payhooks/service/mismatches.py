@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 
+from payhooks.gateways import title_of
 from payhooks.plumbing.db import Connection
 from payhooks.service import outbox
 
@@ -62,10 +63,11 @@ def _alert(
 ) -> outbox.Message:
     payment = payment_id or event_id
     got = "an unknown amount" if paid is None else f"{paid} {paid_currency}"
+    gateway = title_of(provider)
     return outbox.alert(
         f"alert:amount_mismatch:{provider}:{payment}",
-        f"Refund needed: amount mismatch for {provider} payment {payment}",
-        f"{provider} payment {payment} was paid {got} for checkout {order_id} "
+        f"Refund needed: amount mismatch for {gateway} payment {payment}",
+        f"{gateway} payment {payment} was paid {got} for checkout {order_id} "
         f"(cart {cart_id}), which is {expected} {expected_currency}. No order was placed; the "
         "delivery is parked. It needs a refund, or the customer must pay the difference.",
         provider=provider,

@@ -29,7 +29,7 @@ from payhooks.console.pages import (
     run,
 )
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS, Adapter
+from payhooks.gateways import GATEWAYS, Adapter, title_of
 from payhooks.intake.ingest import Receipt
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NotFound
@@ -127,8 +127,8 @@ def _label(found: search.Result) -> str:
     if found.cart_id:
         return f"cart {found.cart_id}" + (f" ({found.email})" if found.email else "")
     if found.reference:
-        return f"{found.provider} reference {found.reference} (no checkout)"
-    return f"{found.provider} delivery {found.event_id} (no order)"
+        return f"{title_of(found.provider or '')} reference {found.reference} (no checkout)"
+    return f"{title_of(found.provider or '')} delivery {found.event_id} (no order)"
 
 
 def address(found: search.Result) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from payhooks.console.formats import action_words, result_words, rupees
 from payhooks.events import EventKind, Provider
-from payhooks.gateways import Adapter
+from payhooks.gateways import Adapter, title_of
 from payhooks.intake.disputes import Dispute
 from payhooks.intake.stored import received_stored
 from payhooks.operations import timeline
@@ -171,7 +171,7 @@ def of_reference(
     if not any(s.records or s.lines for s in told.stories):
         raise NotFound("reference", reference)
     return Story(
-        title=f"{provider} reference {reference}",
+        title=f"{title_of(provider)} reference {reference}",
         cart=None,
         items=[],
         payments=[],
@@ -331,7 +331,7 @@ def _checkout_entry(row: Named) -> Entry:
     return Entry(
         at=row["created_at"],
         kind="checkout",
-        title=f"Checkout with {row['provider']}",
+        title=f"Checkout with {title_of(row['provider'])}",
         facts=(("gateway order id", row["gateway_order_id"]),),
     )
 
@@ -394,7 +394,7 @@ def _logged_entry(
     return Entry(
         at=first.received_at,
         kind="delivery",
-        title=f"{provider} {first.event_type or 'delivery'}",
+        title=f"{title_of(provider)} {first.event_type or 'delivery'}",
         facts=tuple(said),
         tone=tone,
         delivery=key if record is not None else None,
@@ -411,9 +411,9 @@ def _record_entry(provider: str, record: Record, facts: _Facts) -> Entry:
     (reconciliation), or kept from before the log existed."""
     key = (provider, record.event_id)
     if record.reconciled:
-        title = f"{provider} status API: {record.event_type}"
+        title = f"{title_of(provider)} status API: {record.event_type}"
     else:
-        title = f"{provider} {record.event_type} (recorded)"
+        title = f"{title_of(provider)} {record.event_type} (recorded)"
     amounts = facts.mismatch(provider, record)
     tone = _TONE_OF_OUTCOME.get(record.outcome, Tone.PLAIN)
     return Entry(
@@ -487,7 +487,7 @@ def _order_entry(order: Named) -> Entry:
         kind="order",
         title=f"Order {order['id']} {order['status']}",
         facts=(
-            ("paid by", f"{order['provider']} {order['payment_id']}"),
+            ("paid by", f"{title_of(order['provider'])} {order['payment_id']}"),
             ("amount", rupees(order["amount_paise"])),
             ("from delivery", order["event_id"]),
         ),

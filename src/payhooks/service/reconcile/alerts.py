@@ -7,6 +7,7 @@ their own beside it."""
 from __future__ import annotations
 
 from payhooks.events import Event
+from payhooks.gateways import title_of
 from payhooks.plumbing.db import Connection
 from payhooks.reconcile.passes import Logged
 from payhooks.service import outbox
@@ -17,12 +18,13 @@ class Alerts(Logged):
         """A payment no webhook ever brought is a broken integration an operator must hear
         about: one alert per payment, however many passes or statuses report it."""
         provider, payment_id = event.provider.value, event.payment_id
+        gateway = title_of(provider)
         outbox.enqueue(
             conn,
             outbox.alert(
                 f"alert:reconciled:{provider}:{payment_id}",
-                f"Webhook missing: {provider} payment {payment_id} found by reconciliation",
-                f"{provider} reported payment {payment_id} ({event.event_type}) for checkout "
+                f"Webhook missing: {gateway} payment {payment_id} found by reconciliation",
+                f"{gateway} reported payment {payment_id} ({event.event_type}) for checkout "
                 f"{event.merchant_ref}, and no webhook for it ever arrived. It was applied "
                 "(order, stock, email as usual); check the webhook endpoint, its secret and "
                 "the gateway's delivery log.",

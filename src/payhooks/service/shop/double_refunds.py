@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, title_of
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import Conflict, InvalidRequest
 from payhooks.refunding import refunds
@@ -140,8 +140,8 @@ def taken_back(conn: Connection, provider: str, payment_id: str) -> str | None:
     name = TAKEN_BACK.replace("_", " ")
     outbox.enqueue(conn, outbox.alert(
         f"alert:{TAKEN_BACK}:{provider}:{payment_id}",
-        f"Check payment: {name} for {provider} payment {payment_id}",
-        f"{provider} payment {payment_id} was flagged for a refund, but {why}: the card "
+        f"Check payment: {name} for {title_of(provider)} payment {payment_id}",
+        f"{title_of(provider)} payment {payment_id} was flagged for a refund, but {why}: the card "
         "network gave the customer that money back. No refund is due; please check it.",
         provider=provider, payment_id=payment_id, flag=TAKEN_BACK,
     ))  # fmt: skip

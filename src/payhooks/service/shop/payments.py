@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from payhooks.events import Event, EventKind
+from payhooks.gateways import title_of
 from payhooks.intake import disputes
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection
@@ -236,8 +237,8 @@ def _flag(
         conn,
         outbox.alert(
             f"alert:{flag}:{key[0]}:{key[1]}",
-            f"{subject}: {flag.replace('_', ' ')} for {key[0]} payment {key[1]}",
-            f"{key[0]} payment {key[1]} {why}. {action}",
+            f"{subject}: {flag.replace('_', ' ')} for {title_of(key[0])} payment {key[1]}",
+            f"{title_of(key[0])} payment {key[1]} {why}. {action}",
             provider=key[0],
             payment_id=key[1],
             flag=flag,
@@ -367,12 +368,13 @@ def _park(conn: Connection, event: Event, why: str, then: str) -> Applied:
     """One alert per unknown reference, however many deliveries (or replays) name it,
     saying what a person does for this reason of parking."""
     reference = event.merchant_ref or event.payment_id or event.event_id
-    action = then.format(gateway=event.provider.value, refund=event.refund_id, reference=reference)
+    gateway = title_of(event.provider.value)
+    action = then.format(gateway=gateway, refund=event.refund_id, reference=reference)
     outbox.enqueue(
         conn,
         outbox.alert(
             f"alert:parked:{event.provider.value}:{reference}",
-            f"Webhook parked: {event.provider.value} {event.event_type}",
+            f"Webhook parked: {gateway} {event.event_type}",
             f"Delivery {event.event_id} was parked because {why}. {action}",
             provider=event.provider.value,
             event_id=event.event_id,
