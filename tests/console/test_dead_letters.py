@@ -267,3 +267,39 @@ def test_a_read_only_operator_cannot_retry_all_or_readdress(console, conn):
     assert rows(console, "SELECT recipient, failed_at IS NOT NULL FROM outbox") == [
         ("a@example.com", True)
     ]
+
+
+def about_cells(page: str) -> dict[str, str]:
+    """Each dead letter's "about" cell, by its subject: its markup."""
+    table = page[page.index("<table") :]
+    found = re.findall(
+        r'<td data-label="subject">(.*?)</td>\s*<td data-label="about">(.*?)</td>', table, re.S
+    )
+    return {html.unescape(subject): about for subject, about in found}
+
+
+def test_a_dead_alert_says_what_it_is_about_or_nothing(console, conn):
+    """An alert's row read "about —" (on a phone, "about: —"): only an order's confirmation
+    named what it was about. An alert names its payment (linked to its cart) or its gateway
+    reference (linked to its page); one naming nothing leaves the cell empty, so a phone
+    shows no "about" at all."""
+    from tests.console.test_console_http import parked_delivery
+
+    buy = purchase(conn)
+    assert send(console, buy.captured()).json()["status"] == "processed"
+    twice = buy.captured(payment_id="pay_second000001")  # paid twice: a refund is needed
+    assert send(console, twice).json()["status"] == "processed"
+    _, reference = parked_delivery(console)  # "Webhook parked"
+    conn.execute(
+        "INSERT INTO outbox (kind, dedupe_key, subject, body) VALUES"
+        " ('alert', 'alert:by-hand', 'Disk nearly full', 'b')"
+    )
+    conn.execute("UPDATE outbox SET failed_at = now(), last_error = 'x'")
+    cells = about_cells(console.logged_in().get("/console/dead").text)
+    [double] = [about for subject, about in cells.items() if "pay_second000001" in subject]
+    assert f'<a href="/console/carts/{buy.cart_id}">cart {buy.cart_id}</a>' in double
+    assert "Razorpay payment <code>pay_second000001</code>" in double
+    parked = cells["Webhook parked: Razorpay payment.captured"]
+    assert f'Razorpay reference <a href="/console/references/razorpay/{reference}">' in parked
+    assert cells["Disk nearly full"] == ""
+    assert not any(about.strip() == "—" for about in cells.values()), cells

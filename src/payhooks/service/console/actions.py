@@ -44,7 +44,13 @@ class DeadLetter:
     failed_at: datetime
     order_id: str | None = None
     cart_id: str | None = None
-    """The order it is about, and that order's cart (an order's confirmation)."""
+    """The order it is about, and its cart: that order's (an order's confirmation, a
+    backorder), else its payment's or its gateway reference's checkout's (an alert)."""
+    provider: str | None = None
+    payment_id: str | None = None
+    reference: str | None = None
+    """The gateway, payment and gateway reference an alert names (its payload); None where it
+    names none."""
 
     @property
     def error(self) -> str:
@@ -55,9 +61,15 @@ class DeadLetter:
 
 _DEAD = """
 SELECT o.id, o.kind, o.recipient, o.subject, o.attempts, o.last_error, o.failed_at,
-       r.id AS order_id, r.cart_id
+       r.id AS order_id, coalesce(r.cart_id, p.cart_id, c.cart_id) AS cart_id,
+       o.payload ->> 'provider' AS provider, o.payload ->> 'payment_id' AS payment_id,
+       o.payload ->> 'reference' AS reference
 FROM outbox o
 LEFT JOIN orders r ON o.payload ? 'order_id' AND r.id = o.payload ->> 'order_id'
+LEFT JOIN payments p
+       ON p.provider = o.payload ->> 'provider' AND p.payment_id = o.payload ->> 'payment_id'
+LEFT JOIN checkouts c
+       ON c.provider = o.payload ->> 'provider' AND c.gateway_order_id = o.payload ->> 'reference'
 WHERE o.failed_at IS NOT NULL ORDER BY o.failed_at DESC, o.id DESC LIMIT %s
 """
 _DEAD_COUNT = "SELECT count(*) FROM outbox WHERE failed_at IS NOT NULL"
