@@ -328,4 +328,4 @@ def test_a_payment_for_no_checkout_says_it_applies_by_itself_once_the_checkout_e
     assert deliver(conn, orphan).outcome == "parked"
     said = str(scalar(conn, "SELECT body FROM outbox WHERE kind = 'alert' ORDER BY id DESC"))
     assert "applied by itself once its checkout exists" in said
-    assert "refund it at razorpay" in said
+    assert "refund it at Razorpay" in said
