@@ -428,19 +428,26 @@ CUT_OFF = """
 """
 
 
-def test_the_parked_pages_buttons_are_in_sight_on_a_desktop(console, browser, conn):
-    """A Cashfree capture parked (its event type one long word) beside one parked for its
-    amount: the table was 1335 px in a 1195 px box at 1280, its buttons cut to "Re", "Se"."""
+def three_parked_on_a_desktop(console, browser, conn):
+    """A capture parked for its cart, one parked for its amount and a Cashfree capture (its
+    event type one long word), then the Parked page at 1280 px, logged in; the page's context
+    is closed with it."""
     parked_delivery(console)
     send(console, purchase(conn).captured(amount_paise=100))
     cashfree = GATEWAY.cashfree("PAYMENT_SUCCESS_WEBHOOK", order_id="ph_parked_cashfree_0001",
                                 cf_payment_id="98765432", order_amount=499)  # fmt: skip
     assert send(console, cashfree).json()["status"] == "parked"
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
+    page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+    log_in(page, console)
+    page.goto(f"{console.base_url}/console/parked")
+    return page
+
+
+def test_the_parked_pages_buttons_are_in_sight_on_a_desktop(console, browser, conn):
+    """A Cashfree capture parked (its event type one long word) beside one parked for its
+    amount: the table was 1335 px in a 1195 px box at 1280, its buttons cut to "Re", "Se"."""
+    page = three_parked_on_a_desktop(console, browser, conn)
     try:
-        log_in(page, console)
-        page.goto(f"{console.base_url}/console/parked")
         assert page.locator("button", has_text="Settle").count() == 3
         assert page.evaluate(CUT_OFF) == []
         # A link in a column beneath the actions (the candidate's, the last before them),
@@ -451,7 +458,7 @@ def test_the_parked_pages_buttons_are_in_sight_on_a_desktop(console, browser, co
         acts = page.locator("td.acts").first.bounding_box()
         assert at is not None and acts is not None and at["x"] + at["width"] <= acts["x"] + 1
     finally:
-        context.close()
+        page.context.close()
 
 
 OUTSIDE_ITS_CARD = """
@@ -553,20 +560,12 @@ def test_no_parked_rows_text_lies_under_its_actions_on_a_desktop(console, browse
     text ("same amount (₹499.00), opened 0 min before it") until the table was scrolled."""
     sku = purchase(conn).sku
     carts.create_cart(conn, "carol@example.com", [carts.LineItem(sku=sku, quantity=1)])
-    parked_delivery(console)
-    send(console, purchase(conn).captured(amount_paise=100))
-    cashfree = GATEWAY.cashfree("PAYMENT_SUCCESS_WEBHOOK", order_id="ph_parked_cashfree_0001",
-                                cf_payment_id="98765432", order_amount=499)  # fmt: skip
-    assert send(console, cashfree).json()["status"] == "parked"
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
+    page = three_parked_on_a_desktop(console, browser, conn)
     try:
-        log_in(page, console)
-        page.goto(f"{console.base_url}/console/parked")
         expect(page.locator("td.candidate a")).to_have_count(2)
         assert page.evaluate(UNDER_THE_ACTIONS) == []
     finally:
-        context.close()
+        page.context.close()
 
 
 LEGEND_ENTRIES = """
