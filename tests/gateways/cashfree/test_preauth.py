@@ -50,7 +50,9 @@ CAPTURE_PENDING: dict[str, Any] = {
         "action_time": "2022-08-03T16:09:51",
     },
 }  # fmt: skip
-"""The payment entity's documented sample: a capture asked for and still pending."""
+"""The payment entity's documented sample (Get Payment by ID, Get Payments for an Order, the
+``cashfree-pg`` SDK's docs): an ordinary UPI payment, ``is_captured`` true, beside an
+authorisation object whose capture reads pending. Captured: the flag says so."""
 VOIDED: dict[str, Any] = {
     "payment_message": "PRE_AUTH|Transaction Success",
     "authorization": {**CAPTURED["authorization"], "action": "VOID", "captured_amount": None},
@@ -127,7 +129,8 @@ def test_a_hold_reported_after_its_capture_changes_nothing(conn):
         ({"is_captured": False}, EventKind.PAYMENT_AUTHORIZED),
         (HOLD, EventKind.PAYMENT_AUTHORIZED),
         ({"payment_message": "PRE_AUTH|Transaction Success"}, EventKind.PAYMENT_AUTHORIZED),
-        (CAPTURE_PENDING, EventKind.PAYMENT_AUTHORIZED),
+        (CAPTURE_PENDING, EventKind.PAYMENT_CAPTURED),
+        ({**CAPTURE_PENDING, "is_captured": None}, EventKind.PAYMENT_AUTHORIZED),
         ({**CAPTURE_PENDING, "is_captured": False}, EventKind.PAYMENT_AUTHORIZED),
         (VOIDED, EventKind.PAYMENT_AUTHORIZED),
         (CAPTURED, EventKind.PAYMENT_CAPTURED),
@@ -141,7 +144,8 @@ def test_a_hold_reported_after_its_capture_changes_nothing(conn):
         "not captured",
         "not captured, marked PRE_AUTH",
         "marked PRE_AUTH, captured unsaid",
-        "its capture pending",
+        "captured, its authorisation object reading pending (the documented sample)",
+        "its capture pending, captured unsaid",
         "its capture pending, not captured",
         "voided",
         "captured after its hold",

@@ -77,17 +77,20 @@ def held(payment: object) -> bool:
     """A payment Cashfree reports SUCCESS that it holds under pre-authorisation, not captured:
     an authorisation the merchant captures or voids later (Cashfree releases it after seven
     days), never a capture (docs/providers.md, "Cashfree's pre-authorisation"). Its
-    ``is_captured`` is false; or its ``authorization`` names a void, or a capture or void
-    still ``PENDING``; or, saying nothing of a capture, it carries the ``PRE_AUTH|`` mark. A
-    payment that says ``is_captured`` true (or whose capture succeeded) with nothing pending
-    is captured, and so is one that says nothing of either (every payment before
-    pre-authorisation existed)."""
+    ``is_captured`` decides when it is there: false is a hold, true a capture (Cashfree's own
+    sample of an ordinary payment says true beside an authorisation object reading a capture
+    pending). Without it: an ``authorization`` naming a void, or a capture or void still
+    ``PENDING``, is a hold, one whose capture succeeded a capture; and, saying nothing of a
+    capture, the ``PRE_AUTH|`` mark is a hold. A payment that says nothing of either is
+    captured (every payment before pre-authorisation existed)."""
     captured = _common.child(payment, "is_captured")
+    if isinstance(captured, bool):
+        return not captured
     action = _common.child(payment, "authorization", "action")
     state = _common.child(payment, "authorization", "status")
-    if captured is False or state == "PENDING" or action == "VOID":
+    if state == "PENDING" or action == "VOID":
         return True
-    if captured is True or (action == "CAPTURE" and state == _SUCCESS):
+    if action == "CAPTURE" and state == _SUCCESS:
         return False
     message = _common.child(payment, "payment_message")
     return isinstance(message, str) and message.startswith(PRE_AUTH)
