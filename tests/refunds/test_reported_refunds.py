@@ -150,6 +150,25 @@ def test_an_intent_cancelled_before_its_webhook_came_is_the_gateways_again(
         ask(conn, provider, amount=49_900 - PART + 1, key="second try")
 
 
+@pytest.mark.parametrize("provider", WEBHOOKS)
+def test_a_refund_reported_failed_under_a_cancelled_intents_key_leaves_it_cancelled(
+    core, database_url, provider
+):
+    """The person cancelled, then the gateway reports the refund under the intent's key as
+    failed (Razorpay's ``refund.failed``, Cashfree's ``CANCELLED``): no money went back, so the
+    intent stays cancelled and its amount free; it counted again, refusing a refund of the
+    money still refundable, until a sender asked the gateway."""
+    conn, api, url = core
+    paid(api, provider)
+    api.money.pending = True
+    made, refund = answer_lost(conn, api, database_url, url, provider)
+    assert cancel(conn, made).state is RefundState.CANCELLED
+    api.settle(provider, failed=True)
+    webhook(conn, provider, refund)
+    assert intent(conn, provider).state is RefundState.CANCELLED
+    ask(conn, provider, amount=49_900, key="after the failure")  # all of it refundable
+
+
 def test_a_cancel_waiting_on_the_webhooks_transaction_is_refused_once_it_commits(
     core, database_url
 ):
