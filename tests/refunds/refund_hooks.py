@@ -32,3 +32,12 @@ async_hooks = AsyncHooks()
 @async_hooks.on(EventKind.REFUND_PROCESSED)
 async def record_async(conn, event):
     await conn.execute(_RECORD, (event.refund_id, event.payment_id, event.refund_amount_paise))
+
+
+failing = Hooks()
+
+
+@failing.on(EventKind.REFUND_PROCESSED)
+def cannot_record(conn, event):
+    """A handler with a bug: the refund made, the app unable to record it."""
+    raise RuntimeError("merchant_refunds is missing")

@@ -1149,6 +1149,36 @@ def test_the_command_with_hooks_hands_each_refund_it_made_to_the_app_once(
     assert books(api, provider) == (1, 49_900)
 
 
+@pytest.mark.parametrize("provider", [Provider.CASHFREE, Provider.RAZORPAY])
+def test_the_command_with_hooks_that_fail_on_a_refund_says_so_and_hands_it_over_again(
+    core, database_url, tmp_path, provider
+):
+    """The gateway made the refund and the app's handler raised on it: ``--once`` exits 1
+    saying a refund is to try again, the intent keeps the handler's error, and once the
+    handler is mended the next pass hands the refund over and closes the intent."""
+    from tests.refunds import refund_hooks
+
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider)
+    for _ in range(2):  # sent, then asked about
+        done, said = sent_once(database_url, tmp_path, "--hooks",
+                               "tests.refunds.refund_hooks:failing", **API_KEYS.env(url))  # fmt: skip
+        assert done.exit_code == 1, done.output
+        assert said[-1].startswith("payhooks: 1 refund(s) to try again"), said
+        [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+        assert refund.state is RefundState.SENT, refund
+        assert "merchant_refunds is missing" in (refund.last_error or ""), refund.last_error
+        due_now(conn)
+    conn.execute(refund_hooks.REFUNDS)
+    done, _ = sent_once(database_url, tmp_path, "--hooks", "tests.refunds.refund_hooks:hooks",
+                        **API_KEYS.env(url))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert [s for s, _, _ in state(conn, provider)] == ["processed"]
+    assert conn.execute("SELECT count(*) FROM merchant_refunds").fetchone() == (1,)
+    assert books(api, provider) == (1, 49_900)
+
+
 def test_the_command_names_the_intents_it_cannot_send_for_want_of_credentials(
     core, database_url, tmp_path
 ):

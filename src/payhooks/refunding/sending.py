@@ -259,20 +259,25 @@ class _Acts:
     def __init__(self, settle: Settle | None) -> None:
         self.settle = settle
 
-    def settled(self, refund: Refund) -> bool:
-        """``settle`` took the processed refund (or there is none to give it to)."""
+    def unsettled(self, refund: Refund, tally: Tally) -> str | None:
+        """Why ``settle`` could not take the processed refund (the app's handler raised, its
+        database refused), counted among those to try again; None when it took it, or there
+        is none to give it to. The intent stays open with that error: asked about, and
+        handed over, again."""
         if self.settle is None:
-            return True
+            return None
         try:
             self.settle(refund)
-        except Exception:  # the intent stays open: asked about, and settled, again
+        except Exception as exc:
             log.exception(
                 "refund_unsettled",
                 extra={"provider": refund.provider.value, "key": refund.idempotency_key,
                        "refund_id": refund.gateway_refund_id},
             )  # fmt: skip
-            return False
-        return True
+            tally.retried[refund.provider] += 1
+            reason = f"{type(exc).__name__}: {exc}"
+            return f"processed at the gateway; not yet taken by the app ({reason})"[:500]
+        return None
 
     def check(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
         provider = refund.provider
@@ -288,12 +293,13 @@ class _Acts:
                 refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
             _retried(tally, refund, exc, "refund_check_retry", refund_id=refund.gateway_refund_id)
             return
-        processed = now.processed and self.settled(refund)
+        error = self.unsettled(refund, tally) if now.processed else None
+        processed = now.processed and error is None
         with connect() as conn:
             if processed:
                 refunds.settled(conn, refund, processed=True)
             else:
-                refunds.unsettled_again(conn, refund)
+                refunds.unsettled_again(conn, refund, error)
         tally.settled[provider] += processed
 
     def send(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
@@ -316,9 +322,12 @@ class _Acts:
             _retried(tally, refund, exc, "refund_retry", attempts=refund.attempts)
             return
         made = replace(refund, gateway_refund_id=sent.gateway_refund_id)
-        processed = sent.processed and self.settled(made)
+        error = self.unsettled(made, tally) if sent.processed else None
+        processed = sent.processed and error is None
         with connect() as conn:
             refunds.accepted(conn, refund, sent.gateway_refund_id, processed=processed)
+            if error is not None:
+                refunds.unsettled_again(conn, made, error)
         tally.sent[provider] += 1
         tally.processed[provider] += processed
         log.info(
