@@ -1162,8 +1162,8 @@ def test_the_command_with_hooks_that_fail_on_a_refund_says_so_and_hands_it_over_
     paid(api, provider)
     ask(conn, provider)
     for _ in range(2):  # sent, then asked about
-        done, said = sent_once(database_url, tmp_path, "--hooks",
-                               "tests.refunds.refund_hooks:failing", **API_KEYS.env(url))  # fmt: skip
+        failing = ("--hooks", "tests.refunds.refund_hooks:failing")
+        done, said = sent_once(database_url, tmp_path, *failing, **API_KEYS.env(url))
         assert done.exit_code == 1, done.output
         assert said[-1].startswith("payhooks: 1 refund(s) to try again"), said
         [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
