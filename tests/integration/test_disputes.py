@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from payhooks import EventKind, Hooks, ingest_in_transaction
+from payhooks import Applied, EventKind, Hooks, Outcome, ingest_in_transaction
 from payhooks.aio.claims import ingest_received as ingest_received_async
 from payhooks.events import Event, Provider
 from payhooks.fastapi import AsyncHooks
@@ -274,6 +274,27 @@ def test_what_a_lost_dispute_took_back_is_never_refunded_again(conn):
         refunds.request(conn, "razorpay", "pay_Nq4TzLb8WcXe2K", 3_149_900, **ask)
     made = refunds.request(conn, "razorpay", "pay_Nq4TzLb8WcXe2K", 3_149_900 - 84_900, **ask)
     assert made.amount_paise == 3_065_000
+
+
+def test_what_a_lost_dispute_took_back_of_a_payment_the_handler_ignored_is_never_refunded(conn):
+    """A second payment of a paid order, answered ``ignored`` by the handler (the guides'
+    advice: a person refunds it) keeps no payment record of payhooks'; its dispute, lost, is
+    recorded all the same. The refund's bound came from the record alone: the whole amount
+    was refunded on top of what the dispute took back."""
+    ignoring = Hooks()
+    ignoring.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: Applied(outcome=Outcome.IGNORED))
+    ignoring.on(*[kind for kind in EventKind if kind.is_dispute])(lambda conn, event: None)
+    paid = razorpay_sim.delivery(GATEWAY, "payment.captured", payment_id="pay_Nq4TzLb8WcXe2K",
+                                 order_id="order_Nq4SkV1mPd7yHa", amount_paise=3_149_900)  # fmt: skip
+    assert send(conn, paid, ignoring).outcome is Outcome.IGNORED
+    assert find_payment(conn, "razorpay", "pay_Nq4TzLb8WcXe2K") is None
+    send(conn, razorpay_sample("lost"), ignoring)
+    ask = {"key": "refund-after-dispute", "captured_paise": 3_149_900, "reason": "test",
+           "requested_by": "test"}  # fmt: skip
+    with pytest.raises(refunds.RefundTooLarge):
+        refunds.request(conn, "razorpay", "pay_Nq4TzLb8WcXe2K", 3_149_900, **ask)
+    made = refunds.request(conn, "razorpay", "pay_Nq4TzLb8WcXe2K", 3_149_900 - 84_900, **ask)
+    assert made.captured_paise == 3_149_900 - 84_900
 
 
 def test_a_payment_recorded_after_its_dispute_was_lost_counts_what_it_took_back(conn):

@@ -172,12 +172,17 @@ def _text(name: str, value: object) -> None:
 
 # What the customer paid, by payhooks' own record of the payment (its capture's first), less
 # what lost disputes already took back for the customer: a caller's captured figure above it
-# never lets a refund past it.
+# never lets a refund past it. With no record (a payment the handler answered ignored, a
+# second payment of a paid order, keeps none), what its lost disputes took back, from the
+# disputes themselves, comes off the caller's figure.
 PAID = """
-SELECT paid_paise - disputed_paise FROM payhooks_payments
-WHERE provider = %s AND payment_id = %s AND paid_paise IS NOT NULL
-ORDER BY kind = 'payment_captured' DESC
-LIMIT 1
+SELECT (SELECT paid_paise - disputed_paise FROM payhooks_payments
+        WHERE provider = %(provider)s AND payment_id = %(payment_id)s
+          AND paid_paise IS NOT NULL
+        ORDER BY kind = 'payment_captured' DESC
+        LIMIT 1),
+       (SELECT coalesce(sum(lost_paise), 0) FROM payhooks_disputes
+        WHERE provider = %(provider)s AND payment_id = %(payment_id)s)
 """
 
 
@@ -219,8 +224,11 @@ def requesting(asked: Refund) -> Steps[Refund]:
         record = yield Statement(sql=IDENTITIES, params=(provider, asked.payment_id))
         asked = (_payu_named if payu else _order_named)(asked, record)
     taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
-    paid = yield Statement(sql=PAID, params=(provider, asked.payment_id))
-    captured = min(asked.captured_paise, int(paid[0]) if paid else asked.captured_paise)
+    paid = yield Statement(sql=PAID, params={"provider": provider, "payment_id": asked.payment_id})
+    assert paid is not None
+    recorded, lost = paid
+    captured = min(asked.captured_paise, int(recorded) if recorded is not None else
+                   asked.captured_paise - int(lost))  # fmt: skip
     refundable = captured - int(taken[0] if taken else 0)
     if asked.amount_paise > refundable:
         raise RefundTooLarge(asked.payment_id, asked.amount_paise, max(refundable, 0))
