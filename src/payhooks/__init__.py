@@ -37,6 +37,7 @@ from payhooks.intake.ingest import (
     receive,
 )
 from payhooks.plumbing.errors import (
+    ConfirmationsFull,
     Conflict,
     DatabaseUnavailable,
     InvalidRequest,
@@ -61,6 +62,7 @@ __all__ = [
     "Adapter",
     "Applied",
     "Cashfree",
+    "ConfirmationsFull",
     "Conflict",
     "DatabaseUnavailable",
     "Event",

@@ -99,3 +99,26 @@ def test_the_pages_payu_return_page_gets_the_exact_body_though_a_hook_reads_the_
         "Thank you: your payment for order order_test_1 is received.",
     ]
     assert paid == [(True,)]
+
+
+def test_the_pages_payu_return_page_says_a_post_refused_for_now_is_being_confirmed(
+    documented, database_url, search_path, monkeypatch
+):
+    """Two resent posts of one payment already wait for PayU's word, so a third is refused
+    for now (``ConfirmationsFull``: PayU's own webhook brings it again). The page told the
+    customer it could not confirm the payment, answered 400, as for a post not PayU's."""
+    monkeypatch.setenv("PAYU_MERCHANT_KEY", KEYS.payu_key)
+    monkeypatch.setenv("PAYU_SALT", KEYS.payu_salt)
+    run(block("# PayU's return page"), documented)
+    posts = [GATEWAY.payu(txnid="order_test_1", mihpayid=f"4039937155000000{n:02d}",
+                          amount="499.00") for n in range(4)]  # fmt: skip
+    with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
+        conn.execute("INSERT INTO orders VALUES ('order_test_1', 49900, 'INR', false)")
+        with serving(documented["app"]) as base:
+            answered = [loopback.post(base + "/payu/return", content=post.body,
+                                      headers=post.headers) for post in posts]  # fmt: skip
+    said = [(answer.status_code, answer.text) for answer in answered]
+    waiting = "We are confirming your payment for order order_test_1 with PayU."
+    assert said[1:3] == [(200, waiting)] * 2
+    refused = "We are confirming your payment with PayU: this page need not be sent again."
+    assert said[3] == (503, refused)

@@ -13,7 +13,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from payhooks import Applied, EventKind, Hooks, Outcome, ingest_in_transaction
+from payhooks import Applied, EventKind, Hooks, ingest_in_transaction
 from payhooks.aio.claims import ingest_received as ingest_received_async
 from payhooks.events import Event, Provider
 from payhooks.fastapi import AsyncHooks
@@ -285,7 +285,8 @@ def test_what_a_lost_dispute_took_back_of_a_payment_the_handler_ignored_is_never
     ignoring.on(EventKind.PAYMENT_CAPTURED)(lambda conn, event: Applied(outcome=Outcome.IGNORED))
     ignoring.on(*[kind for kind in EventKind if kind.is_dispute])(lambda conn, event: None)
     paid = razorpay_sim.delivery(GATEWAY, "payment.captured", payment_id="pay_Nq4TzLb8WcXe2K",
-                                 order_id="order_Nq4SkV1mPd7yHa", amount_paise=3_149_900)  # fmt: skip
+                                 order_id="order_Nq4SkV1mPd7yHa",
+                                 amount_paise=3_149_900)  # fmt: skip
     assert send(conn, paid, ignoring).outcome is Outcome.IGNORED
     assert find_payment(conn, "razorpay", "pay_Nq4TzLb8WcXe2K") is None
     send(conn, razorpay_sample("lost"), ignoring)

@@ -10,6 +10,7 @@ def test_public_names_are_exactly_the_documented_ones():
             "Adapter",
             "Applied",
             "Cashfree",
+            "ConfirmationsFull",
             "Conflict",
             "DatabaseUnavailable",
             "Event",
