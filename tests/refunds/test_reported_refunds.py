@@ -169,6 +169,31 @@ def test_a_refund_reported_failed_under_a_cancelled_intents_key_leaves_it_cancel
     ask(conn, provider, amount=49_900, key="after the failure")  # all of it refundable
 
 
+@pytest.mark.parametrize("provider", WEBHOOKS)
+def test_a_refund_reported_pending_under_a_cancelled_intents_key_is_the_gateways_again(
+    core, database_url, provider
+):
+    """The person cancelled, then the gateway reports the refund under the intent's key as
+    pending (Razorpay's ``refund.created``, Cashfree's ``PENDING``) and processes it later, its
+    processed webhook lost. The intent is the gateway's again (``sent``) and the sender's check
+    closes it processed: left cancelled, no money counted as gone back, a refund of the whole
+    payment was accepted on top of it."""
+    from tests.refunds.test_sending import settle
+
+    conn, api, url = core
+    paid(api, provider)
+    api.money.pending = True
+    made, refund = answer_lost(conn, api, database_url, url, provider)
+    assert cancel(conn, made).state is RefundState.CANCELLED
+    webhook(conn, provider, refund)  # pending, under its key
+    assert intent(conn, provider).state is RefundState.SENT
+    api.settle(provider)  # processed at the gateway; its webhook never comes
+    settle(conn, database_url, url)
+    assert intent(conn, provider).state is RefundState.PROCESSED
+    with pytest.raises(RefundTooLarge):
+        ask(conn, provider, amount=49_900, key="the whole payment")
+
+
 def test_a_cancel_waiting_on_the_webhooks_transaction_is_refused_once_it_commits(
     core, database_url
 ):

@@ -572,18 +572,17 @@ SET state = CASE WHEN {_MADE} THEN 'processed' ELSE 'sent' END,
     next_attempt_at = now() + %(check)s, leased_until = NULL
 WHERE provider = %(provider)s AND idempotency_key = %(key)s
   AND (gateway_refund_id IS NULL OR gateway_refund_id = %(refund_id)s)
-  AND (state = 'requested' OR (state IN ('cancelled', 'refused', 'sent') AND {_MADE}))
+  AND (state IN ('requested', 'cancelled', 'refused') OR (state = 'sent' AND {_MADE}))
 """
 """A refund the gateway reports under the intent's own key is the intent's, whatever the
 sender heard: the gateway's refund id learnt, and ``processed`` when the report says so for
 the intent's amount, else ``sent`` (the gateway has something under its key: the sender's
 check asks about it, a report of another amount kept as its error for a person). From
-``requested`` (its answer lost), whatever the report says; from ``cancelled`` (a person
-cancelled it meanwhile: counted again, the person's name and reason kept, as ``ACCEPTED``
-does) or ``refused`` (a refusal the gateway's own report now contradicts) only when the
-report says the refund was made for its amount: one pending or failed (both read as no
-processed refund) leaves it as it is, its amount free; never from ``failed`` or
-``processed``. The row is the
+``requested`` (its answer lost), ``cancelled`` (a person cancelled it meanwhile: counted
+again, the person's name and reason kept, as ``ACCEPTED`` does) or ``refused`` (a refusal the
+gateway's own report now contradicts); never from ``failed`` or ``processed``. A report of
+the refund failed carries no key (``Event.refund_key``): no money went back, so it names no
+intent, and one cancelled stays cancelled, its amount free. The row is the
 one a cancel updates, so the two take turns: a cancel after it finds the intent past
 ``requested`` and is refused."""
 

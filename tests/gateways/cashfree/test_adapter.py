@@ -375,11 +375,17 @@ def test_successful_refund_key_uses_the_refund_id() -> None:
     assert parse(refund_body()).event_id == "REFUND_STATUS_WEBHOOK:1919201"
 
 
-@pytest.mark.parametrize("status", ["SUCCESS", "PENDING", "ONHOLD", "CANCELLED", "FAILED"])
-def test_a_refunds_own_id_is_its_key_whatever_its_status(status: str) -> None:
+@pytest.mark.parametrize("status", ["SUCCESS", "PENDING", "ONHOLD"])
+def test_a_refunds_own_id_is_its_key_unless_it_failed(status: str) -> None:
     """``refund_id`` is the merchant's (payhooks sends its intent's key as it): it names the
     intent the refund was sent for, before the sender heard Cashfree's ``cf_refund_id``."""
     assert parse(refund_body(status=status)).refund_key == "refund_merchant_1"
+
+
+@pytest.mark.parametrize("status", ["CANCELLED", "FAILED"])
+def test_a_failed_refund_names_no_intent(status: str) -> None:
+    """No money went back: a cancelled intent stays cancelled, its amount free."""
+    assert parse(refund_body(status=status)).refund_key is None
 
 
 @pytest.mark.parametrize("written", [None, "", 1234, ["ph1"]])

@@ -225,7 +225,14 @@ def test_refund_fields_come_from_the_refund_entity() -> None:
     assert event.payment_id == "pay_R"
 
 
-@pytest.mark.parametrize("event", ["refund.processed", "refund.created", "refund.failed"])
+def test_a_failed_refund_names_no_intent() -> None:
+    """``refund.failed``: no money went back, so its note names no intent (one a person
+    cancelled stays cancelled, its amount free)."""
+    entity = refund(status="failed", notes={"payhooks_key": "ph0123456789abcdef0123"})
+    assert parse(body_of("refund.failed", refund=entity)).refund_key is None
+
+
+@pytest.mark.parametrize("event", ["refund.processed", "refund.created"])
 def test_a_refunds_payhooks_key_note_is_its_key(event: str) -> None:
     """The note payhooks' refund call writes names the intent the refund was sent for, in
     every refund webhook: the intent is found by it before the sender heard Razorpay's id."""

@@ -240,6 +240,10 @@ def redeemed_discounts(offers: object) -> int:
     return total
 
 
+_REFUND_FAILED = frozenset({"FAILED", "CANCELLED"})
+"""Cashfree's refund statuses for a refund that gave nothing back."""
+
+
 def _refund_event(event_type: str, data: object, headers: Mapping[str, str], body: bytes) -> Event:
     refund = _common.child(data, "refund")
     status = _status(_common.child(refund, "refund_status"), "refund_status", decides=True)
@@ -261,7 +265,10 @@ def _refund_event(event_type: str, data: object, headers: Mapping[str, str], bod
         refund_amount_paise=_amount(
             _common.child(refund, "refund_amount"), "refund_amount", strict=strict
         ),
-        refund_key=_common.own_key(_common.child(refund, "refund_id")),  # the merchant's
+        # the merchant's, unless the refund failed: no money went back, so it names no intent
+        refund_key=None
+        if status in _REFUND_FAILED
+        else _common.own_key(_common.child(refund, "refund_id")),
         bank_ref=_common.reference(_common.child(refund, "refund_arn")),
         payload_sha256=_common.sha256_hex(body),
     )

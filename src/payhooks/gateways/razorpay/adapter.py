@@ -206,8 +206,11 @@ def _read_refund(entity: object, *, strict: bool) -> _Refund:
             _common.child(entity, "acquirer_data", "arn")
         ),  # on the statement
         # the note payhooks' refund call writes (docs/providers.md, "Refunds"); Razorpay
-        # writes notes an empty array when there are none
-        key=_common.own_key(_common.child(entity, "notes", KEY_NOTE)),
+        # writes notes an empty array when there are none. A failed refund gave nothing back:
+        # it names no intent.
+        key=None
+        if entity.get("status") == "failed"
+        else _common.own_key(_common.child(entity, "notes", KEY_NOTE)),
     )
 
 
