@@ -122,3 +122,21 @@ def test_the_pages_payu_return_page_says_a_post_refused_for_now_is_being_confirm
     assert said[1:3] == [(200, waiting)] * 2
     refused = "We are confirming your payment with PayU: this page need not be sent again."
     assert said[3] == (503, refused)
+
+
+def test_the_pages_payu_return_page_says_a_post_met_with_the_database_away_is_being_confirmed(
+    documented, monkeypatch
+):
+    """The database away when the page opens its connection: SQLAlchemy's ``OperationalError``
+    came before payhooks was asked, and the customer saw Flask's 500 page."""
+    import sqlalchemy
+
+    monkeypatch.setenv("PAYU_MERCHANT_KEY", KEYS.payu_key)
+    monkeypatch.setenv("PAYU_SALT", KEYS.payu_salt)
+    away = sqlalchemy.create_engine("postgresql+psycopg://nobody@127.0.0.1:1/gone")
+    run(block("# PayU's return page"), {**documented, "engine": away})
+    post = GATEWAY.payu(txnid="order_test_1", mihpayid="403993715500000099", amount="499.00")
+    with serving(documented["app"]) as base:
+        answer = loopback.post(base + "/payu/return", content=post.body, headers=post.headers)
+    refused = "We are confirming your payment with PayU: this page need not be sent again."
+    assert (answer.status_code, answer.text) == (503, refused)
