@@ -194,6 +194,27 @@ def test_a_refund_reported_pending_under_a_cancelled_intents_key_is_the_gateways
         ask(conn, provider, amount=49_900, key="the whole payment")
 
 
+@pytest.mark.parametrize("provider", WEBHOOKS)
+def test_a_refund_webhook_closing_an_intent_leaves_it_no_earlier_error(
+    core, database_url, provider
+):
+    """A sent intent carrying an earlier pass's words (its processed refund not yet taken by
+    the app's hooks, a check the gateway failed) closed by the refund's webhook: processed,
+    and ``payhooks refunds list`` no longer shows the words of a trouble that is over."""
+    conn, api, url = core
+    paid(api, provider)
+    api.money.pending = True
+    ask(conn, provider, amount=PART)
+    send(database_url, url)
+    assert intent(conn, provider).state is RefundState.SENT
+    conn.execute("UPDATE payhooks_refunds SET last_error = 'not yet taken by the app'")
+    api.settle(provider)
+    (made,) = api.money.refunds[(provider, PAYMENT[provider])]
+    webhook(conn, provider, made)
+    found = intent(conn, provider)
+    assert (found.state, found.last_error) == (RefundState.PROCESSED, None)
+
+
 def test_a_cancel_waiting_on_the_webhooks_transaction_is_refused_once_it_commits(
     core, database_url
 ):

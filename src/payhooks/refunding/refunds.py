@@ -557,7 +557,7 @@ def cancelling(
 # --- what a refund webhook closes --------------------------------------------------------------
 
 CLOSE = """
-UPDATE payhooks_refunds SET state = 'processed', settled_at = now()
+UPDATE payhooks_refunds SET state = 'processed', settled_at = now(), last_error = NULL
 WHERE provider = %(provider)s AND state = 'sent' AND gateway_refund_id = %(refund_id)s
   AND (%(amount)s::bigint IS NULL OR amount_paise = %(amount)s::bigint)
 """
