@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from markupsafe import Markup, escape
 
-from payhooks.gateways import GATEWAYS, title_of
+from payhooks.gateways import named, title_of
 from payhooks.intake.disputes import Dispute
 from payhooks.plumbing.errors import PayhooksError
 
@@ -201,7 +201,7 @@ class DisputeWords:
 def dispute_words(dispute: Dispute) -> DisputeWords:
     """The words the Disputes page and an order's or a cart's page both tell ``dispute`` in:
     one dispute never reads two ways, nor as a bare code where its meaning is known."""
-    known = next((g for p, g in GATEWAYS.items() if p.value == dispute.provider), None)
+    known = named(dispute.provider)
     title = gateway_title(dispute.provider)
     said = [f"{dispute.phase.replace('_', '-')} phase"] if dispute.phase else []
     said += [f"{title}: {dispute.gateway_status}"] if dispute.gateway_status else []

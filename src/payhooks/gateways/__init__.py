@@ -39,10 +39,16 @@ def gateway(provider: Provider) -> Gateway:
     return found
 
 
+def named(name: str) -> Gateway | None:
+    """The gateway a stored name (``razorpay``) stands for; None for a name payhooks serves no
+    gateway of (the delivery log's ``unknown``)."""
+    return next((g for p, g in GATEWAYS.items() if p.value == name), None)
+
+
 def title_of(name: str) -> str:
     """A gateway's name (``razorpay``) as a person reads it, its title (``Razorpay``, ``PayU``);
-    a name payhooks serves no gateway of (the delivery log's ``unknown``), as it is."""
-    found = next((g for p, g in GATEWAYS.items() if p.value == name), None)
+    a name payhooks serves no gateway of, as it is."""
+    found = named(name)
     return name if found is None else found.title
 
 
@@ -91,6 +97,7 @@ __all__ = [
     "checked_secrets",
     "credentials",
     "gateway",
+    "named",
     "read_secrets",
     "secrets_value",
     "title_of",

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS, title_of
+from payhooks.gateways import GATEWAYS, named, title_of
 from payhooks.operations.health import FAILED, LAST_HOUR, forged, refuted_last_day
 from payhooks.plumbing.db import Connection
 
@@ -139,7 +139,7 @@ def _refuted(conn: Connection, now: datetime) -> list[Alarm]:
 def _refuted_text(provider: str, count: int) -> str:
     callbacks = "callback" if count == 1 else "callbacks"
     said = f"{title_of(provider)}: {count} {callbacks} in the last day"
-    found = next((g for p, g in GATEWAYS.items() if p.value == provider), None)
+    found = named(provider)
     if found is not None and found.refuted_advice:
         refuted = f"said what {found.title}'s API refuted (nothing was applied)"
         return f"{said} {refuted}: {found.refuted_advice}"

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS
+from payhooks.gateways import GATEWAYS, named
 from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms, in_utc
 from payhooks.operations.outbox import Backlog, backlogs
@@ -301,7 +301,7 @@ def _refused(conn: Connection) -> list[Alert]:
 
 def _credentials_of(provider: str) -> str:
     """The settings holding a gateway's API credentials, as an operator sets them."""
-    found = next((g for p, g in GATEWAYS.items() if p.value == provider), None)
+    found = named(provider)
     return "its API credentials" if found is None else found.status_api.credentials
 
 
