@@ -266,6 +266,20 @@ def test_the_command_refuses_djangos_hooks_even_filled(
     assert Order.objects.get(reference="order_late").status == "pending"
 
 
+def test_the_refund_sender_refuses_djangos_hooks_naming_the_webhook_not_a_command(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    """``payhooks refunds send --hooks payhooks.django:hooks``: no ``manage.py`` command sends
+    refunds; a Django app is told its handlers get refunds from the gateway's webhook."""
+    url = parked_and_paid
+    keys = {"PAYHOOKS_RAZORPAY_KEY_ID": "rzp_test", "PAYHOOKS_RAZORPAY_KEY_SECRET": "secret"}
+    done = cli(url, tmp_path, "refunds", "send", "--once", "--hooks", "payhooks.django:hooks",
+               "--database-url", url, **keys)  # fmt: skip
+    assert done.exit_code == 1
+    assert "without --hooks: the gateway's refund webhook reaches" in done.stderr
+    assert "manage.py" not in done.stderr
+
+
 # --- resolve -----------------------------------------------------------------------------------
 
 

@@ -675,6 +675,12 @@ def _app_database(ctx: typer.Context, database_url: str | None, command: str) ->
     return url
 
 
+_NO_DJANGO_REFUNDS = (
+    "`payhooks refunds send` without --hooks: the gateway's refund webhook reaches a Django "
+    "app's REFUND_PROCESSED handlers"
+)
+
+
 @refunds_app.command("send")
 def refunds_send(
     ctx: typer.Context,
@@ -707,7 +713,7 @@ def refunds_send(
         run(lambda: fail("no gateway API credentials are set: no refund can be sent"))
     deliver = None
     if hooks is not None:
-        handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_reconcile`"))
+        handler = run(lambda: import_hooks(hooks, in_django=_NO_DJANGO_REFUNDS))
         deliver = _delivering(url, handler)
     stopping = stop_on_signals()
     connect = running.connecting(url)
