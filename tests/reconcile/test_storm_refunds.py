@@ -51,8 +51,9 @@ def test_storm_refunds_every_double_payment_once_and_no_single_payment(rig, data
     made = sum(rig.api.money.made.values())
     assert made > 0  # the seed plays doubles on both refunding gateways
     with rig.pool.connection() as conn:
-        states = dict(conn.execute(
-            "SELECT state, count(*) FROM payhooks_refunds GROUP BY state").fetchall())  # fmt: skip
+        states = dict(conn.execute(  # the story's dashboard refunds, reported, are not intents
+            "SELECT state, count(*) FROM payhooks_refunds WHERE requested_by <> 'gateway' "
+            "GROUP BY state").fetchall())  # fmt: skip
         flagged = conn.execute(
             "SELECT count(*) FROM payments WHERE 'duplicate_payment' = ANY(flags)"
         ).fetchone()[0]

@@ -26,6 +26,7 @@ from payhooks.refunding import refunds
 from payhooks.refunding.refunds import NotCancellable, RefundState, RefundTooLarge
 from payhooks.service.reconcile.clients import http_client
 from payhooks.sim.gateway_api import Fault
+from payhooks.sim.gateways import cashfree as cashfree_sim
 from payhooks.sim.gateways import payu as payu_sim
 from payhooks.sim.gateways import simulator
 from tests.factories import ADAPTERS, GATEWAY
@@ -79,8 +80,15 @@ def cancel(conn, made):
 
 
 def intent(conn, provider: Provider) -> refunds.Refund:
-    (found,) = refunds.of_payment(conn, provider, PAYMENT[provider])
+    (found,) = (r for r in refunds.of_payment(conn, provider, PAYMENT[provider]) if r.requested_by
+                != "gateway")  # fmt: skip
     return found
+
+
+def reported(conn, provider: Provider) -> list[str | None]:
+    """The refunds recorded as the gateway reported them, made outside any intent."""
+    found = refunds.of_payment(conn, provider, PAYMENT[provider])
+    return [r.gateway_refund_id for r in found if r.requested_by == "gateway"]
 
 
 @pytest.mark.parametrize("provider", WEBHOOKS)
@@ -286,9 +294,11 @@ def test_a_refund_webhook_naming_another_key_closes_no_intent(core, database_url
     )
     webhook(conn, provider, elsewhere)
     assert intent(conn, provider).state is RefundState.REQUESTED
+    assert reported(conn, provider) == [gateway_id(provider, refund)]  # counted meanwhile
     due_now(conn)
     send(database_url, url)  # found under its key by the sender, as before
     assert intent(conn, provider).state is RefundState.PROCESSED
+    assert reported(conn, provider) == []  # the intent's now: one refund, one row
     assert books(api, provider) == (1, PART)
 
 
@@ -316,3 +326,75 @@ def test_a_payu_refund_its_api_confirms_under_the_intents_token_closes_it(core, 
     with pytest.raises(NotCancellable, match="processed"):
         cancel(conn, made)
     assert books(api, PAYU) == (1, PART)
+
+
+# --- refunds made outside payhooks --------------------------------------------------------------
+
+
+def dashboard_refund(provider: Provider, amount: int, refund_id: str) -> dict[str, Any]:
+    """A refund the merchant made in the gateway's dashboard (no payhooks key with it)."""
+    if provider is CF:
+        return {"cf_refund_id": refund_id, "cf_payment_id": PAYMENT[CF], "order_id": ORDER[CF],
+                "refund_amount": amount / 100, "refund_currency": "INR", "entity": "Refund",
+                "refund_type": "MERCHANT_INITIATED", "refund_status": "SUCCESS"}  # fmt: skip
+    return {"id": refund_id, "entity": "refund", "amount": amount, "currency": "INR",
+            "payment_id": PAYMENT[RZ], "notes": {}, "status": "processed"}  # fmt: skip
+
+
+def auto_refunded(conn, amount: int = 49_900) -> None:
+    """Cashfree's own ``AUTO_REFUND_STATUS_WEBHOOK`` of the payment (its sample's shape)."""
+    refund = {"event": "AUTO-REFUND", "cf_refund_id": 1398207645, "cf_payment_id": PAYMENT[CF],
+              "order_id": ORDER[CF], "refund_amount": amount / 100, "refund_currency": "INR",
+              "refund_type": "PAYMENT_AUTO_REFUND", "refund_status": "SUCCESS", "refund_arn": None,
+              "refund_reason": "Multiple payments were performed against same order."}  # fmt: skip
+    delivery = cashfree_sim.auto_refund_delivery(GATEWAY, refund)
+    payhooks.ingest(conn, ADAPTERS[CF], delivery.body, delivery.headers, payhooks.Hooks())
+
+
+def test_cashfrees_auto_refund_of_a_payment_leaves_nothing_of_it_to_refund(core, database_url):
+    """The defect: Cashfree's auto-refund of a second payment was answered ``ignored``; the
+    merchant then asked payhooks to refund that payment, and Cashfree, refunding by order, gave
+    it back out of the first payment's money: 499.00 paid, 499.00 kept, 998.00 refunded."""
+    conn, api, _ = core
+    paid(api, CF)
+    auto_refunded(conn)
+    with pytest.raises(RefundTooLarge) as refused:
+        ask(conn, CF)
+    assert refused.value.refundable == 0
+    (reported,) = refunds.of_payment(conn, CF, PAYMENT[CF])
+    assert (reported.state, reported.gateway_refund_id, reported.amount_paise) == (
+        RefundState.PROCESSED, "1398207645", 49_900,
+    )  # fmt: skip
+    assert reported.requested_by == "gateway"
+    assert books(api, CF) == (0, 0)
+
+
+@pytest.mark.parametrize("provider", WEBHOOKS)
+def test_a_dashboard_refund_counts_against_what_may_still_be_refunded(core, database_url, provider):
+    """A refund made in the dashboard, its webhook applied (twice: the gateway's retry under
+    another key), is money gone back, once: only the rest may still be refunded."""
+    conn, api, _ = core
+    paid(api, provider)
+    made = dashboard_refund(provider, PART, "1919299" if provider is CF else "rfnd_dash00000001")
+    webhook(conn, provider, made)
+    webhook(conn, provider, made)
+    with pytest.raises(RefundTooLarge) as refused:
+        ask(conn, provider, amount=49_900 - PART + 1)
+    assert refused.value.refundable == 49_900 - PART
+    ask(conn, provider, amount=49_900 - PART, key="the rest")
+    assert [r.state for r in refunds.of_payment(conn, provider, PAYMENT[provider])] == [
+        RefundState.PROCESSED, RefundState.REQUESTED,
+    ]  # fmt: skip
+
+
+def test_a_refund_reported_before_its_intent_learnt_its_id_is_counted_once(core, database_url):
+    """The webhook came before the sender heard the gateway's answer (and named no key): the
+    report is recorded on its own, then the intent learns the same refund id. One refund."""
+    conn, api, _ = core
+    paid(api, RZ)
+    made = ask(conn, RZ, amount=PART)
+    webhook(conn, RZ, dashboard_refund(RZ, PART, "rfnd_sameref00001"))
+    refunds.accepted(conn, made, "rfnd_sameref00001", processed=True)
+    ask(conn, RZ, amount=49_900 - PART, key="the rest")
+    with pytest.raises(RefundTooLarge):
+        ask(conn, RZ, amount=1, key="one more paisa")

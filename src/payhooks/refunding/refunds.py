@@ -81,6 +81,10 @@ def idempotency_key(gateway: Provider | str, payment_id: str, key: str) -> str:
     return KEY_PREFIX + digest[: KEY_CHARS - len(KEY_PREFIX)]
 
 
+REPORTED_KEY = "gateway:"
+"""The key of a refund the gateway reported that no intent knew as its own (``REPORTED``)."""
+
+
 COLUMNS = """provider, idempotency_key, payment_id, gateway_order_id, amount_paise, currency,
        captured_paise, reason, requested_by, state, gateway_refund_id, attempts, last_error,
        requested_at, sent_at, settled_at, attempt_id, cancelled_by, cancel_reason"""
@@ -95,10 +99,17 @@ and a serialization failure for a snapshot that cannot see the last writer's int
 # (PAID), read after it; a report coming after waits for this refund's transaction to end.
 TURN = "SELECT payhooks_lock_payment(%s, %s)"
 EXISTING = f"SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s"
-TAKEN = """
-SELECT coalesce(sum(amount_paise), 0) FROM payhooks_refunds
+TAKEN = f"""
+SELECT coalesce(sum(amount_paise), 0) FROM payhooks_refunds r
 WHERE provider = %s AND payment_id = %s AND state = ANY(%s)
+  AND NOT (starts_with(idempotency_key, '{REPORTED_KEY}')
+           AND EXISTS (SELECT 1 FROM payhooks_refunds o
+                       WHERE o.provider = r.provider AND o.gateway_refund_id = r.gateway_refund_id
+                         AND o.idempotency_key <> r.idempotency_key))
 """
+"""What a payment's live refunds take: its intents and the refunds its gateway reported made
+outside them (a dashboard's, the gateway's own auto-refund), one reported before its intent
+learnt its refund id counted once, as the intent."""
 INSERT = f"""
 INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
     amount_paise, currency, captured_paise, reason, requested_by, attempt_id)
@@ -380,14 +391,27 @@ LEASED = _lease(
 )
 """The due intents to send, each counted an attempt and held from a cancel (``leased_until``:
 ``CANCEL``) while its sender calls."""
-ACCEPTED = """
+
+
+def _owning(update: str) -> str:
+    """``update`` of an intent, learning its gateway refund id, and the row a report of that
+    refund left before the intent knew it (``REPORTED``) gone: one refund, one row."""
+    return f"""
+WITH mine AS ({update.strip()}
+    RETURNING provider, gateway_refund_id)
+DELETE FROM payhooks_refunds r USING mine
+WHERE r.provider = mine.provider AND r.idempotency_key = '{REPORTED_KEY}' || mine.gateway_refund_id
+"""
+
+
+ACCEPTED = _owning("""
 UPDATE payhooks_refunds
 SET state = %(state)s, gateway_refund_id = %(refund_id)s, sent_at = coalesce(sent_at, now()),
     settled_at = CASE WHEN %(state)s = 'processed' THEN now() END, last_error = NULL,
     next_attempt_at = now() + %(check)s, leased_until = NULL
 WHERE provider = %(provider)s AND idempotency_key = %(key)s
   AND state IN ('requested', 'cancelled')
-"""
+""")
 """A cancelled intent the gateway says it has is the gateway's: sent, and counted again (a
 cancel whose sender outlived its lease; the person's name and reason are kept)."""
 REFUSED = """
@@ -563,7 +587,7 @@ WHERE provider = %(provider)s AND state = 'sent' AND gateway_refund_id = %(refun
 """
 _AGREES = "(%(amount)s::bigint IS NULL OR amount_paise = %(amount)s::bigint)"
 _MADE = f"(%(processed)s AND {_AGREES})"
-NAMED = f"""
+NAMED = _owning(f"""
 UPDATE payhooks_refunds
 SET state = CASE WHEN {_MADE} THEN 'processed' ELSE 'sent' END,
     gateway_refund_id = %(refund_id)s, sent_at = coalesce(sent_at, now()),
@@ -573,7 +597,7 @@ SET state = CASE WHEN {_MADE} THEN 'processed' ELSE 'sent' END,
 WHERE provider = %(provider)s AND idempotency_key = %(key)s
   AND (gateway_refund_id IS NULL OR gateway_refund_id = %(refund_id)s)
   AND (state IN ('requested', 'cancelled', 'refused') OR (state = 'sent' AND {_MADE}))
-"""
+""")
 """A refund the gateway reports under the intent's own key is the intent's, whatever the
 sender heard: the gateway's refund id learnt, and ``processed`` when the report says so for
 the intent's amount, else ``sent`` (the gateway has something under its key: the sender's
@@ -585,6 +609,23 @@ the refund failed carries no key (``Event.refund_key``): no money went back, so 
 intent, and one cancelled stays cancelled, its amount free. The row is the
 one a cancel updates, so the two take turns: a cancel after it finds the intent past
 ``requested`` and is refused."""
+
+
+REPORTED = f"""
+INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
+    amount_paise, currency, captured_paise, reason, requested_by, state, gateway_refund_id,
+    sent_at, settled_at)
+SELECT %(provider)s, '{REPORTED_KEY}' || %(refund_id)s, %(payment_id)s, NULL, %(amount)s,
+    %(currency)s, %(amount)s, %(reason)s, 'gateway', 'processed', %(refund_id)s, now(), now()
+WHERE NOT EXISTS (SELECT 1 FROM payhooks_refunds
+                  WHERE provider = %(provider)s AND gateway_refund_id = %(refund_id)s)
+ON CONFLICT (provider, idempotency_key) DO NOTHING
+"""
+"""A refund the gateway reports made that no intent knows as its own (made in its dashboard,
+or the gateway's own auto-refund of a second payment): recorded ``processed`` under
+``gateway:`` and its refund id, once however often it is reported, so it counts against what
+the payment may still refund (``TAKEN``). Cashfree and Juspay refund by order: a refund asked
+of a payment they had already given back would come out of another payment's money."""
 
 
 def closing(event: Event) -> Steps[None]:
@@ -616,6 +657,10 @@ def closing(event: Event) -> Steps[None]:
         named = {**params, "key": event.refund_key, "processed": processed,
                  "another": another[:500], "check": FIRST_CHECK}  # fmt: skip
         yield Statement(sql=NAMED, params=named, reads=False)
+    if processed and event.payment_id and event.refund_amount_paise:
+        reported = {**params, "payment_id": event.payment_id, "currency": event.currency or "INR",
+                    "reason": f"{event.event_type}: made outside payhooks"}  # fmt: skip
+        yield Statement(sql=REPORTED, params=reported, reads=False)
 
 
 def _refund(row: Any) -> Refund:
@@ -632,6 +677,7 @@ def _refund(row: Any) -> Refund:
 __all__ = [
     "LEASE",
     "LIVE",
+    "REPORTED_KEY",
     "NotCancellable",
     "Refund",
     "RefundState",

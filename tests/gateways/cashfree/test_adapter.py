@@ -60,6 +60,34 @@ def refund_body(*, status: str = "SUCCESS", cf_refund_id: object = 1919201, **ex
     return json.dumps({"data": {"refund": refund}, "type": "REFUND_STATUS_WEBHOOK"}).encode()
 
 
+def auto_refund_body(*, status: str = "SUCCESS", **extra: Any) -> bytes:
+    """``AUTO_REFUND_STATUS_WEBHOOK`` in the shape of Cashfree's sample ("Auto-Refund
+    Webhooks"): the refund under ``data.auto_refund``, no merchant ``refund_id``."""
+    refund = {
+        "event": "AUTO-REFUND",
+        "cf_refund_id": 1398207645,
+        "cf_payment_id": "1453002795",
+        "bank_reference": "417305862294",
+        "order_id": "order_OFR_2",
+        "refund_amount": 170,
+        "refund_currency": "INR",
+        "refund_type": "PAYMENT_AUTO_REFUND",
+        "refund_arn": "318450296731",
+        "refund_status": status,
+        "status_description": "Auto-Refund processed successfully",
+        "refund_reason": "Multiple payments were performed against same order.",
+        "created_at": "2024-10-23T19:02:36+05:30",
+        "processed_at": None,
+        "refund_charge": 0,
+        "refund_splits": None,
+        "metadata": None,
+        **extra,
+    }
+    envelope = {"data": {"auto_refund": refund}, "event_time": "2024-10-23T19:04:41+05:30",
+                "type": "AUTO_REFUND_STATUS_WEBHOOK"}  # fmt: skip
+    return json.dumps(envelope).encode()
+
+
 def signed(body: bytes, **headers: str) -> dict[str, str]:
     return {
         "x-webhook-timestamp": TIMESTAMP,
@@ -285,6 +313,34 @@ def test_successful_refund_is_a_processed_refund() -> None:
 @pytest.mark.parametrize("status", ["PENDING", "CANCELLED", "ONHOLD"])
 def test_refund_not_yet_successful_is_not_acted_on(status: str) -> None:
     assert parse(refund_body(status=status)).kind is EventKind.OTHER
+
+
+def test_cashfrees_own_auto_refund_is_a_processed_refund_of_the_payment() -> None:
+    """The defect: ``AUTO_REFUND_STATUS_WEBHOOK`` (Cashfree refunding a second payment of a
+    paid order by itself) was OTHER, answered ``ignored``: the money it gave back was never
+    counted, and the merchant's refund of that payment, which Cashfree takes from the order,
+    gave the customer the first payment back too."""
+    event = parse(auto_refund_body())
+    assert (event.kind, event.refund_id, event.payment_id, event.merchant_ref) == (
+        EventKind.REFUND_PROCESSED, "1398207645", "1453002795", "order_OFR_2",
+    )  # fmt: skip
+    assert (event.refund_amount_paise, event.currency) == (17_000, "INR")
+    assert event.bank_ref == "318450296731"
+    assert event.refund_key is None  # the merchant asked for nothing: no intent of its own
+    assert event.event_id == "AUTO_REFUND_STATUS_WEBHOOK:1398207645"
+
+
+def test_an_auto_refund_of_money_paid_with_no_order_is_still_a_refund() -> None:
+    """Paid straight to the merchant's VPA, refunded before any order existed."""
+    event = parse(auto_refund_body(order_id=None))
+    assert (event.kind, event.merchant_ref) == (EventKind.REFUND_PROCESSED, None)
+
+
+@pytest.mark.parametrize("status", ["PENDING", "ONHOLD", "CANCELLED"])
+def test_an_auto_refund_not_yet_made_is_not_acted_on(status: str) -> None:
+    event = parse(auto_refund_body(status=status))
+    assert event.kind is EventKind.OTHER
+    assert event.event_id == f"AUTO_REFUND_STATUS_WEBHOOK:1398207645:{status}"
 
 
 def test_refund_fields_come_from_the_refund_entity() -> None:

@@ -30,6 +30,11 @@ PAYMENT_SUCCESS = "PAYMENT_SUCCESS_WEBHOOK"
 PAYMENT_FAILED = "PAYMENT_FAILED_WEBHOOK"
 PAYMENT_USER_DROPPED = "PAYMENT_USER_DROPPED_WEBHOOK"
 REFUND_STATUS = "REFUND_STATUS_WEBHOOK"
+AUTO_REFUND_STATUS = "AUTO_REFUND_STATUS_WEBHOOK"
+REFUND_ENTITIES: Mapping[str, str] = {REFUND_STATUS: "refund", AUTO_REFUND_STATUS: "auto_refund"}
+"""A refund's webhook type, and where under ``data`` its refund is: Cashfree's own refund of
+a second payment of a paid order, of a failed one that took money, of one paid to the VPA with
+no order (an auto-refund) is money gone back as much as a refund the merchant asked for."""
 DISPUTE_CREATED = "DISPUTE_CREATED"
 DISPUTE_UPDATED = "DISPUTE_UPDATED"
 DISPUTE_CLOSED = "DISPUTE_CLOSED"
@@ -132,7 +137,7 @@ class Cashfree:
             return _dispute_event(event_type, doc, headers, body)
         if event_type in settlements.STATES:
             return _settlement_event(event_type, headers, body)
-        read = _refund_event if event_type == REFUND_STATUS else _payment_event
+        read = _refund_event if event_type in REFUND_ENTITIES else _payment_event
         return read(event_type, doc.get("data"), headers, body)
 
 
@@ -245,7 +250,10 @@ _REFUND_FAILED = frozenset({"FAILED", "CANCELLED"})
 
 
 def _refund_event(event_type: str, data: object, headers: Mapping[str, str], body: bytes) -> Event:
-    refund = _common.child(data, "refund")
+    """``data.refund``, or an auto-refund's ``data.auto_refund`` (the same fields but the
+    merchant's ``refund_id``, which it has none of, and an ``order_id`` it may lack: money
+    paid with no order refunded)."""
+    refund = _common.child(data, REFUND_ENTITIES[event_type])
     status = _status(_common.child(refund, "refund_status"), "refund_status", decides=True)
     if status is None:
         raise MalformedPayload(_P, "refund_status is missing")
@@ -259,7 +267,11 @@ def _refund_event(event_type: str, data: object, headers: Mapping[str, str], bod
         event_type=event_type,
         event_id=_event_id(headers, event_type, body, refund_id, key_status),
         payment_id=_id(_common.child(refund, "cf_payment_id"), "cf_payment_id", strict=strict),
-        merchant_ref=_text(_common.child(refund, "order_id"), "order_id", strict=strict),
+        merchant_ref=_text(
+            _common.child(refund, "order_id"),
+            "order_id",
+            strict=strict and event_type == REFUND_STATUS,
+        ),
         currency=_text(_common.child(refund, "refund_currency"), "refund_currency", strict=strict),
         refund_id=refund_id,
         refund_amount_paise=_amount(

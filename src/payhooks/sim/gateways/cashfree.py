@@ -120,6 +120,19 @@ def refund_delivery(
     return _signed(gateway, body, version, label)
 
 
+def auto_refund_delivery(
+    gateway: Signer, refund: dict[str, Any], *, version: str = "2025-01-01"
+) -> Delivery:
+    """``AUTO_REFUND_STATUS_WEBHOOK``: Cashfree's own refund of a payment (a second payment of
+    a paid order, one that failed but took money), ``refund`` its ``data.auto_refund`` as
+    Cashfree's "Auto-Refund Webhooks" sample prints it, signed as a payment webhook is."""
+    envelope = {"data": {"auto_refund": refund}, "event_time": _ist(gateway.now),
+                "type": "AUTO_REFUND_STATUS_WEBHOOK"}  # fmt: skip
+    body = json.dumps(envelope, cls=_Rupees).encode()
+    label = f"cashfree AUTO_REFUND_STATUS_WEBHOOK {refund.get('cf_refund_id')}"
+    return _signed(gateway, body, version, label)
+
+
 def _signed(gateway: Signer, body: bytes, version: str, label: str) -> Delivery:
     """``body`` signed with a millisecond timestamp, with the headers of ``version``, as a
     payment or dispute webhook's first attempt."""
