@@ -134,6 +134,19 @@ def test_a_copy_of_a_dispute_delivery_is_a_duplicate(conn):
     assert seen.kinds(conn) == ["dispute_opened"]
 
 
+@pytest.mark.parametrize("report", ["created", "lost"])
+def test_a_copy_of_a_dispute_delivery_sent_after_the_purge_is_ignored(conn, report):
+    """The defect: the purge took the delivery's record, and the same report sent again was
+    taken for the replay of a parked one (the dispute's row names its key): ``processed``,
+    its hook called a second time. It moves the dispute nowhere: ``ignored``."""
+    seen = Seen(conn)
+    first = send(conn, razorpay_sample(report, event_id="evt_P1"), seen.hooks)
+    conn.execute("DELETE FROM processed_webhooks")  # as the purge leaves it
+    again = send(conn, razorpay_sample(report, event_id="evt_P1"), seen.hooks)
+    assert (first.outcome, again.outcome) == (Outcome.PROCESSED, Outcome.IGNORED)
+    assert seen.kinds(conn) == [f"dispute_{'opened' if report == 'created' else report}"]
+
+
 ORDERS = list(itertools.permutations(("created", "action_required", "lost")))
 
 

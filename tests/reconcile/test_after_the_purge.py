@@ -85,6 +85,29 @@ def test_the_same_signed_capture_sent_after_the_purge_is_a_duplicate(database_ur
         assert shipments(conn) == shipped
 
 
+def test_a_second_delivery_of_the_payment_sent_again_after_the_purge_is_a_duplicate(database_url):
+    """Two deliveries of one payment under two keys (Razorpay's ``payment.captured`` and
+    ``order.paid``, each its own event id): both reached the handler. The defect: after
+    the purge, the second sent again was applied again, its handler called a third time; the
+    payment's record names only the key that applied it first."""
+    provider = Provider.RAZORPAY
+    order, payment = SIGNED[provider]
+    paid = Paid(what="captured", reference=order, payment_id=payment, amount_paise=AMOUNT)
+    first, second = (delivery_of(provider)(GATEWAY, paid) for _ in range(2))
+    assert first.headers["x-razorpay-event-id"] != second.headers["x-razorpay-event-id"]
+    adapter = ADAPTERS[provider]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        shop(conn, provider, order)
+        for delivery in (first, second):
+            payhooks.ingest(conn, adapter, delivery.body, delivery.headers, hooks)
+        shipped = shipments(conn)
+        purged_a_hundred_days_on(conn)
+        for delivery in (second, first, second):
+            late = payhooks.ingest(conn, adapter, delivery.body, delivery.headers, hooks)
+            assert late.outcome is Outcome.DUPLICATE
+        assert shipments(conn) == shipped
+
+
 def test_a_copy_sent_after_the_purge_is_answered_with_the_order_it_made(database_url):
     """The payment's record keeps the order its handler answered (core 0036): a late copy is
     answered ``duplicate`` with that order, as before the purge, not with none."""

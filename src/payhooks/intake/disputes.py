@@ -92,9 +92,11 @@ def phase_rank(phase: str | None) -> int:
 
 
 # The report is applied when it is forward of the row's state, or when it is the delivery that
-# put the row there (a parked delivery replayed). lost_paise: what it took back when lost, given
-# back when won, kept otherwise. closed_at: when it was decided, in its latest phase (a decision
-# of a later phase is a new one, even straight after an earlier phase's), kept by a replay.
+# put the row there replayed (``replay``: parked, then replayed; never the same report sent
+# again after the purge took its record, which moves the dispute nowhere). lost_paise: what
+# it took back when lost, given back when won, kept otherwise. closed_at: when it was decided,
+# in its latest phase (a decision of a later phase is a new one, even straight after an
+# earlier phase's), kept by a replay.
 RECORD = """
 INSERT INTO payhooks_disputes AS d
     (provider, dispute_id, payment_id, gateway_order_id, status, status_rank, phase, phase_rank,
@@ -124,7 +126,7 @@ ON CONFLICT (provider, dispute_id) DO UPDATE SET
     closed_at = CASE WHEN excluded.status_rank < 2 THEN NULL
                      WHEN d.event_id = excluded.event_id THEN coalesce(d.closed_at, now())
                      ELSE now() END
-WHERE d.event_id = excluded.event_id
+WHERE (%(replay)s AND d.event_id = excluded.event_id)
    OR (excluded.phase_rank, excluded.status_rank) > (d.phase_rank, d.status_rank)
    OR (excluded.phase_rank = d.phase_rank AND excluded.status_rank = d.status_rank
        AND d.status_rank < 2
@@ -155,13 +157,14 @@ WHERE provider = %(provider)s AND payment_id = %(payment_id)s
 """
 
 
-def recording(event: Event) -> Steps[bool]:
+def recording(event: Event, *, replay: bool = False) -> Steps[bool]:
     """Record a dispute event's report; whether it moved the dispute (False: a stale report,
-    which changes nothing and reaches no handler). A kind that is no dispute's records
-    nothing and goes on."""
+    which changes nothing and reaches no handler). ``replay``: the delivery was parked and is
+    applied again, its report the one the dispute's row already holds. A kind that is no
+    dispute's records nothing and goes on."""
     if not event.kind.is_dispute:
         return True
-    params = values(event)
+    params = {**values(event), "replay": replay}
     moved = yield Statement(sql=RECORD, params=params)
     if moved is None:
         return False

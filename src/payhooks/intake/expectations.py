@@ -349,6 +349,13 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     # delivery record purged since (a copy sent late, a report the status API makes again).
     purged = first_key == event.event_id and not another
     crossed = first_key != event.event_id and (reconciled or first_reconciled)
+    if not inserted and not (purged or crossed or another):
+        # Under another key: a second delivery of the payment (Razorpay's ``order.paid``
+        # beside ``payment.captured``) reaches the handler as the first did, while the
+        # first's delivery record is kept; once it is purged, a delivery of the payment is a
+        # copy sent late (the second's own record went with the first's), never applied again.
+        first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
+        purged = first is None
     if not inserted and (purged or crossed):
         # Its order, from the payment's record: kept past the purge of that delivery.
         order_ref = None if kept_order is None else str(kept_order)

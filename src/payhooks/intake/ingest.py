@@ -225,7 +225,8 @@ class Delivery:
             return (yield from _settlement(self.received))
         if event.unconfirmed:  # what it says is only a claim: the gateway's API decides
             return (yield from _to_confirm(event))
-        if not (yield from disputes.recording(event)):  # a stale report of a dispute
+        replay = claim.state is ClaimState.PARKED
+        if not (yield from disputes.recording(event, replay=replay)):  # a stale report
             yield from idempotency.recording(event, Outcome.IGNORED, None)
             return Settled(receipt=Receipt(outcome=Outcome.IGNORED, event=event))
         yield from refunds.closing(event)  # a refund payhooks sent, now processed
