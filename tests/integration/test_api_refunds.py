@@ -82,3 +82,20 @@ def test_a_payu_orders_refund_is_accepted_naming_the_payment_payu_refunds(servic
     )  # fmt: skip
     (intent,) = refunds.of_payment(conn, Provider.PAYU, buy.reference)
     assert intent.attempt_id == buy.payment_id  # PayU's mihpayid
+
+
+def test_an_amount_that_is_not_a_json_integer_is_refused_and_asks_for_nothing(service, conn):
+    """The defect: ``true`` was read as 1 paise and ``"499"`` as 499 paise (the core refuses a
+    bool as an amount; the API read it before the core saw it)."""
+    buy = purchase(conn)
+    order_id = post(service, buy.captured()).json()["order_id"]
+    with service.client() as client:
+        answers = [
+            client.post(f"/api/orders/{order_id}/refunds",
+                        json={"amount_paise": amount, "idempotency_key": f"odd-{n}"})
+            for n, amount in enumerate([True, "499", 499.0])
+        ]  # fmt: skip
+        listed = client.get(f"/api/orders/{order_id}/refunds").json()["refunds"]
+    assert [a.status_code for a in answers] == [422, 422, 422]
+    assert all("amount_paise" in a.text for a in answers)
+    assert listed == []

@@ -364,6 +364,44 @@ def test_the_consoles_refund_of_a_payment_a_lost_dispute_took_part_of_asks_for_t
     assert (intent.amount_paise, intent.captured_paise) == (39_900, 39_900)
 
 
+def record_purged(conn, payment_id: str) -> None:
+    """The payment's core record gone, as the purge takes it a year on (``REFUNDABLE_DAYS``)."""
+    conn.execute("DELETE FROM payhooks_payments WHERE payment_id = %s", (payment_id,))
+
+
+def test_after_its_record_is_purged_the_policy_still_asks_for_only_the_rest(conn, rig, caplog):
+    """The defect: the policy read what lost disputes took back from the payment's record,
+    which the purge takes: it asked for the whole payment, the core refused it every tick
+    (``double_payment_not_refunded``), and the payment was never refunded nor given up on."""
+    buy, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    lost(conn, buy, second, 10_000)
+    record_purged(conn, second)
+    with caplog.at_level(logging.INFO, logger="payhooks.worker"):
+        application.send_refunds(rig.reconciler(), double_payments=True)
+    (intent,) = refunds.of_payment(conn, Provider.RAZORPAY, second)
+    assert (intent.state, intent.amount_paise) == (RefundState.PROCESSED, 39_900)
+    assert "double_payment_not_refunded" not in caplog.text
+
+
+def test_after_its_record_is_purged_the_consoles_refund_asks_for_only_the_rest(conn, rig):
+    buy, second = paid_twice(conn, rig, Provider.RAZORPAY)
+    lost(conn, buy, second, 10_000)
+    record_purged(conn, second)
+    done = console_actions.request_refund(conn, "razorpay", second, operator="asha")
+    assert done.done is console_actions.Done.REFUND_REQUESTED
+    (intent,) = refunds.of_payment(conn, "razorpay", second)
+    assert intent.amount_paise == 39_900
+
+
+def test_after_its_record_is_purged_a_payment_lost_disputes_took_all_of_is_cleared(conn, rig):
+    _, second = paid_twice_after_a_loss(conn, 49_900)
+    conn.execute("UPDATE payments SET needs_refund = true WHERE payment_id = %s", (second,))
+    record_purged(conn, second)
+    done = console_actions.request_refund(conn, "razorpay", second, operator="asha")
+    assert done.done == "refund_taken_back"
+    assert refunds.of_payment(conn, "razorpay", second) == []
+
+
 def test_a_double_payment_a_lost_dispute_took_all_of_needs_no_refund_and_says_why(
     conn, rig, caplog
 ):

@@ -13,8 +13,10 @@ one dispute at the same moment serialise on its row and the later one is judged 
 the first committed.
 
 A lost dispute records what it took back: the dispute's ``lost_paise`` (what the gateway says
-it deducted, else the dispute's amount) and, on the payment's record (``payhooks_payments``),
-``disputed_paise``, the sum over its disputes. A dispute won in a later phase gives it back.
+it deducted, else the dispute's amount: a loss said to have deducted nothing, Razorpay's
+``amount_deducted`` 0, is taken as the whole amount, the side that never refunds money the
+card network already gave back; a person can refund the rest by hand) and, on the payment's
+record (``payhooks_payments``), ``disputed_paise``, the sum over its disputes. A dispute won in a later phase gives it back.
 
 The reads (``open_disputes``, ``of_order``, ``find``) are what the console, the alerts, the
 metrics and the timeline show.
@@ -181,7 +183,7 @@ def values(event: Event) -> dict[str, Any]:
     if dispute is None:
         raise ValueError(f"{event.kind.value} carries no dispute")
     status = STATUS[event.kind]
-    lost = dispute.deducted_paise or dispute.amount_paise or 0
+    lost = dispute.deducted_paise or dispute.amount_paise or 0  # 0 deducted: the whole (above)
     return {
         "provider": event.provider.value,
         "dispute_id": dispute.id,

@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictInt
 from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -73,16 +73,20 @@ PathId = Annotated[str, PathParam(min_length=1, max_length=64, pattern=ID_PATTER
 QueryId = Annotated[str, Query(min_length=1, max_length=64, pattern=ID_PATTERN)]
 
 
+# Amounts and counts are JSON integers, strictly: lax validation read ``true`` as 1 paise and
+# ``"499"`` as 499, where the core refuses a bool as an amount.
+
+
 class ProductIn(BaseModel):
     sku: Id
     name: str = Field(min_length=1, max_length=200, pattern=ID_PATTERN)
-    price_paise: int = Field(ge=0, le=10**10)  # times 100 lines of 100,000 stays in bigint
-    stock: int = Field(ge=0, le=2**31 - 1)
+    price_paise: StrictInt = Field(ge=0, le=10**10)  # times 100 lines of 100,000 stays in bigint
+    stock: StrictInt = Field(ge=0, le=2**31 - 1)
 
 
 class ItemIn(BaseModel):
     sku: Id
-    quantity: int = Field(gt=0, le=100_000)
+    quantity: StrictInt = Field(gt=0, le=100_000)
 
 
 class CartIn(BaseModel):
@@ -103,7 +107,7 @@ class RefundIn(BaseModel):
     """A refund of an order's payment: ``idempotency_key`` is the caller's (asked again with
     it, the same refund), ``amount_paise`` at most what is still refundable."""
 
-    amount_paise: int = Field(ge=1, le=10**15)
+    amount_paise: StrictInt = Field(ge=1, le=10**15)
     idempotency_key: Id
     reason: str = Field(default="asked for through the API", min_length=1, max_length=255,
                         pattern=ID_PATTERN)  # fmt: skip

@@ -39,9 +39,11 @@ ORDER = "coalesce(c.gateway_order_id, k.gateway_order_id)"
 PAID = "coalesce(c.paid_paise, p.payment_amount_paise, p.amount_paise)"
 """What the customer paid for payment ``p``: the bound on its refunds, never the amount
 compared with the cart (Cashfree's differ under an offer or a fee)."""
-DISPUTED = "coalesce(c.disputed_paise, 0)"
-"""What lost disputes of payment ``p`` took back for the customer (its record's
-``disputed_paise``): given back already, never refunded again (the core refuses it)."""
+DISPUTED = """(SELECT coalesce(sum(d.lost_paise), 0)::bigint FROM payhooks_disputes d
+    WHERE d.provider = p.provider AND d.payment_id = p.payment_id)"""
+"""What lost disputes of payment ``p`` took back for the customer: given back already, never
+refunded again (the core refuses it). From the disputes themselves, as the core's bound reads
+them: its record's ``disputed_paise`` goes with the record, which the purge takes a year on."""
 REFUNDABLE = f"{PAID} - {DISPUTED} - p.refunded_paise"
 """What is left to refund of payment ``p``: what it paid, less what lost disputes took back
 and what refunds returned."""
@@ -93,14 +95,20 @@ LIMIT %(limit)s
 # One payment flagged for a refund, its flag cleared and marked when lost disputes left
 # nothing of it; what it paid, what they took, what refunds returned.
 CLEARED = f"""
+WITH found AS (
+    SELECT p.provider, p.payment_id, {PAID} AS paid, {DISPUTED} AS disputed
+    FROM payments p LEFT JOIN payhooks_payments c ON c.provider = p.provider
+        AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'
+    WHERE p.provider = %(provider)s AND p.payment_id = %(payment_id)s AND p.needs_refund
+      AND {DISPUTED} > 0 AND {REFUNDABLE} <= 0
+    FOR NO KEY UPDATE OF p
+)
 UPDATE payments p SET needs_refund = false, updated_at = now(),
     flags = CASE WHEN %(flag)s = ANY(p.flags) THEN p.flags ELSE array_append(p.flags, %(flag)s)
             END
-FROM payhooks_payments c
-WHERE p.provider = %(provider)s AND p.payment_id = %(payment_id)s AND p.needs_refund
-  AND c.provider = p.provider AND c.payment_id = p.payment_id AND c.kind = 'payment_captured'
-  AND c.disputed_paise > 0 AND {REFUNDABLE} <= 0
-RETURNING {PAID}, c.disputed_paise, p.refunded_paise
+FROM found f
+WHERE p.provider = f.provider AND p.payment_id = f.payment_id
+RETURNING f.paid, f.disputed, p.refunded_paise
 """
 REQUESTED_BY = "payhooks (double-payment policy)"
 TRIES = 3
