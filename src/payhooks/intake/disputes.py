@@ -16,7 +16,8 @@ A lost dispute records what it took back: the dispute's ``lost_paise`` (what the
 it deducted, else the dispute's amount: a loss said to have deducted nothing, Razorpay's
 ``amount_deducted`` 0, is taken as the whole amount, the side that never refunds money the
 card network already gave back; a person can refund the rest by hand) and, on the payment's
-record (``payhooks_payments``), ``disputed_paise``, the sum over its disputes. A dispute won in a later phase gives it back.
+record (``payhooks_payments``), ``disputed_paise``, the sum over its disputes. A dispute won
+in a later phase gives it back.
 
 The reads (``open_disputes``, ``of_order``, ``find``) are what the console, the alerts, the
 metrics and the timeline show.
