@@ -120,6 +120,44 @@ def test_an_intent_a_sender_is_calling_the_gateway_with_is_not_cancelled(
     assert books(api, CF) == (1, 49_900)
 
 
+@pytest.mark.parametrize("deadline_s", [5.0, 65.0])
+def test_an_intent_is_held_longer_than_all_the_calls_its_send_may_make(
+    core, database_url, deadline_s
+):
+    """The defect: the hold was two minutes whatever each call's deadline. With
+    ``PAYHOOKS_RECONCILE_TIMEOUT_MS`` at 65 s, a retried send (a lookup, then the post) ran past
+    it: a cancel was accepted mid-call, the amount freed and refunded again. The hold is
+    twice what the send's calls may take together (``refunds.CALLS_PER_SEND``), two minutes
+    at least; the gateway's client reads it while its call is under way."""
+    conn, api, url = core
+    paid(api, CF)
+    ask(conn, CF)
+    held: list[float] = []
+    with http_client(deadline_s) as http:
+        real = cashfree_client(credentials(API_KEYS.env(url))[CF], http)
+
+        class Watching:
+            provider = CF
+
+            def __init__(self) -> None:
+                self.http = http
+
+            def send_refund(self, refund):
+                (left,) = conn.execute(
+                    "SELECT extract(epoch FROM leased_until - now()) FROM payhooks_refunds"
+                ).fetchone()
+                held.append(float(left))
+                return real.send_refund(refund)
+
+            def refund_status(self, refund):
+                return real.refund_status(refund)
+
+        assert send_due(connecting(database_url), {CF: Watching()}).sent[CF] == 1
+    (left,) = held
+    least = max(120.0, 2 * refunds.CALLS_PER_SEND * deadline_s)
+    assert least - 5 < left <= least
+
+
 def test_a_sender_that_leases_after_the_cancel_sends_nothing(core, database_url):
     """The other order of the same race: the cancel commits first, the sender's lease then
     finds nothing due."""

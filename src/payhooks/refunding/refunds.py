@@ -53,8 +53,18 @@ token id: up to 23 characters)."""
 MAX_TEXT_CHARS = 255
 _CURRENCY = re.compile(r"[A-Z]{3}")
 LEASE = timedelta(minutes=2)
-"""How long a sender holds an intent it is sending: longer than any one call may take, so a
-second sender meets it only after the first has given up or died."""
+"""How long a sender holds an intent it is sending, at least: longer than its calls may take,
+so a second sender, or a cancel, meets it only after the first has given up or died."""
+CALLS_PER_SEND = 5
+"""The most calls one intent's send or check makes, each within the client's deadline: PayU's
+``check_payment`` and ``verify_payment``, then a lookup, the post and a second lookup."""
+
+
+def lease_for(call_s: float) -> timedelta:
+    """The hold on an intent whose calls each take up to ``call_s`` seconds: ``LEASE``, or twice
+    what its calls may take together when that is longer (a deadline set above the default:
+    a cancel landing mid-call would free an amount the gateway is refunding)."""
+    return max(LEASE, timedelta(seconds=2 * CALLS_PER_SEND * call_s))
 
 
 LIVE = (RefundState.REQUESTED, RefundState.SENT, RefundState.PROCESSED)
@@ -447,19 +457,26 @@ age, at most every six hours: Razorpay's normal refunds take 5 to 7 days, and a 
 webhook closes most intents long before."""
 
 
-def leased(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
-    """The due intents of ``provider``, each held for ``LEASE``."""
-    return _leasing(conn, LEASED, provider, limit)
+def leased(
+    conn: Connection, provider: Provider, limit: int, hold: timedelta = LEASE
+) -> list[Refund]:
+    """The due intents of ``provider``, each held for ``hold`` (``lease_for`` its calls)."""
+    return _leasing(conn, LEASED, provider, limit, hold)
 
 
-def unsettled(conn: Connection, provider: Provider, limit: int) -> list[Refund]:
-    """The sent intents of ``provider`` due to be asked about, each held for ``LEASE``."""
-    return _leasing(conn, UNSETTLED, provider, limit)
+def unsettled(
+    conn: Connection, provider: Provider, limit: int, hold: timedelta = LEASE
+) -> list[Refund]:
+    """The sent intents of ``provider`` due to be asked about, each held for ``hold``."""
+    return _leasing(conn, UNSETTLED, provider, limit, hold)
 
 
-def _leasing(conn: Connection, lease: str, provider: Provider, limit: int) -> list[Refund]:
-    """What ``lease`` (``LEASED``, ``UNSETTLED``) holds of ``provider``'s intents for ``LEASE``."""
-    found = db.query(conn, lease, {"provider": provider.value, "limit": limit, "lease": LEASE})
+def _leasing(
+    conn: Connection, lease: str, provider: Provider, limit: int, hold: timedelta
+) -> list[Refund]:
+    """What ``lease`` (``LEASED``, ``UNSETTLED``) holds of ``provider``'s intents for ``hold``."""
+    found = db.query(conn, lease, {"provider": provider.value, "limit": limit,
+                                   "lease": max(hold, LEASE)})  # fmt: skip
     return [_refund(row) for row in found.fetchall()]
 
 
@@ -675,6 +692,7 @@ def _refund(row: Any) -> Refund:
 
 
 __all__ = [
+    "CALLS_PER_SEND",
     "LEASE",
     "LIVE",
     "REPORTED_KEY",
@@ -690,6 +708,7 @@ __all__ = [
     "closing",
     "idempotency_key",
     "intent",
+    "lease_for",
     "leased",
     "of_payment",
     "refused",

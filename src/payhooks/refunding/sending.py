@@ -146,7 +146,7 @@ def check_due(
     return tally
 
 
-Lease = Callable[[Connection, Provider, int], list[Refund]]
+Lease = Callable[[Connection, Provider, int, timedelta], list[Refund]]
 Act = Callable[[Connect, "RefundClient", Refund, Tally], None]
 
 
@@ -168,7 +168,7 @@ def _each_due(
                 return False
             try:
                 with connect() as conn:
-                    due = lease(conn, provider, 1)
+                    due = lease(conn, provider, 1, _hold(client))
             except DatabaseAway:
                 raise  # the whole pass's, not this gateway's: said once, by the caller
             except Exception:  # the database's: the next gateway's turn may still be had
@@ -183,6 +183,14 @@ def _each_due(
             except Exception as exc:  # a client's bug, the database's: this intent only
                 _broke(connect, due[0], tally, exc, sent=lease is not refunds.leased)
     return True
+
+
+def _hold(client: RefundClient) -> timedelta:
+    """How long an intent is held for ``client``'s calls: each within its HTTP client's
+    deadline (``PAYHOOKS_RECONCILE_TIMEOUT_MS``), the hold longer than all of them."""
+    timeout = getattr(getattr(client, "http", None), "timeout", None)  # an httpx.Timeout
+    deadline = getattr(timeout, "read", None)
+    return refunds.lease_for(deadline) if isinstance(deadline, int | float) else refunds.LEASE
 
 
 def _refused(
