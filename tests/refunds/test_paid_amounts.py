@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from payhooks.events import Provider
+from payhooks.plumbing.errors import InvalidRequest
 from payhooks.refunding import refunds
 from payhooks.refunding.refunds import RefundState, RefundTooLarge
 from payhooks.service import application
@@ -97,3 +98,18 @@ def test_the_consoles_refund_button_asks_for_what_the_customer_paid(conn, rig, h
     assert (intent.amount_paise, intent.captured_paise, intent.gateway_order_id) == (
         paid, paid, again.reference,
     )  # fmt: skip
+
+
+def test_a_refund_in_another_currency_than_the_payments_is_refused(conn):
+    """The defect: no gateway's refund call names a currency, so a "USD" refund of an INR
+    payment refunded rupees, and took from the same bound as the rupee refunds."""
+    buy = purchase(conn, Provider.RAZORPAY)
+    deliver(conn, buy.captured())
+    with pytest.raises(InvalidRequest, match="paid in INR, not USD"):
+        refunds.request(conn, Provider.RAZORPAY, buy.payment_id, 10_000, key="in dollars",
+                        captured_paise=buy.amount_paise, reason="wrong currency",
+                        requested_by="asha", currency="USD")  # fmt: skip
+    assert refunds.of_payment(conn, Provider.RAZORPAY, buy.payment_id) == []
+    refunds.request(conn, Provider.RAZORPAY, buy.payment_id, buy.amount_paise, key="in rupees",
+                    captured_paise=buy.amount_paise, reason="the whole payment",
+                    requested_by="asha")  # fmt: skip

@@ -203,7 +203,11 @@ SELECT (SELECT paid_paise - disputed_paise FROM payhooks_payments
         ORDER BY kind = 'payment_captured' DESC
         LIMIT 1),
        (SELECT coalesce(sum(lost_paise), 0) FROM payhooks_disputes
-        WHERE provider = %(provider)s AND payment_id = %(payment_id)s)
+        WHERE provider = %(provider)s AND payment_id = %(payment_id)s),
+       (SELECT currency FROM payhooks_payments
+        WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND currency IS NOT NULL
+        ORDER BY kind = 'payment_captured' DESC
+        LIMIT 1)
 """
 
 
@@ -247,7 +251,12 @@ def requesting(asked: Refund) -> Steps[Refund]:
     taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
     paid = yield Statement(sql=PAID, params={"provider": provider, "payment_id": asked.payment_id})
     assert paid is not None
-    recorded, lost = paid
+    recorded, lost, currency = paid
+    if currency is not None and currency != asked.currency:  # no refund call names one
+        raise InvalidRequest(
+            f"payment {asked.payment_id} was paid in {currency}, not {asked.currency}: a refund "
+            "is in its payment's currency"
+        )
     captured = min(asked.captured_paise, int(recorded) if recorded is not None else
                    asked.captured_paise - int(lost))  # fmt: skip
     refundable = captured - int(taken[0] if taken else 0)
