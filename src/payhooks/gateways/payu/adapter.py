@@ -38,6 +38,14 @@ _KINDS: Mapping[str, EventKind] = {
     "pending": EventKind.PAYMENT_PENDING,
 }
 
+UNMAPPED_FIELD = "unmappedstatus"
+AUTH = "auth"
+HELD = "AUTHORIZED"
+"""The status part of the key of a success PayU reports only authorised (a post's
+``<txnid>:AUTHORIZED``, reconciliation's ``reconcile:<txnid>:AUTHORIZED``), so the capture
+reported after it (``<txnid>:success``) is never its duplicate. No ``status`` PayU writes, and
+no key of another attempt (``<txnid>:success:<mihpayid>``) has two parts."""
+
 _RUPEES = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 # A real PayU post is a few KB (about 60 fields; udf1..udf10 hold up to 255 characters each).
@@ -196,7 +204,7 @@ class PayU:
         status = fields.get("status", "")
         if status == "":
             raise MalformedPayload(_P, "status is missing")
-        kind = _KINDS.get(status, EventKind.OTHER)
+        kind, key_status = kind_of(status, fields.get(UNMAPPED_FIELD))
         event_type = f"payment.{status}"
         merchant_ref = fields.get("txnid") or None
         amount = _amount(fields.get("amount"), strict=kind is not EventKind.OTHER)
@@ -209,7 +217,9 @@ class PayU:
             kind=kind,
             event_type=event_type,
             event_id=_common.unreserved(
-                _P, _common.delivery_key(merchant_ref, status) or _common.body_key(event_type, body)
+                _P,
+                _common.delivery_key(merchant_ref, key_status)
+                or _common.body_key(event_type, body),
             ),
             payment_id=merchant_ref,
             merchant_ref=merchant_ref,
@@ -220,6 +230,28 @@ class PayU:
             payload_sha256=_common.sha256_hex(body),
             attempt_id=attempt(fields.get(ATTEMPT_FIELD)) if kind is not EventKind.OTHER else None,
         )
+
+
+def kind_of(status: str, unmapped: object) -> tuple[EventKind, str]:
+    """A payment's kind from PayU's ``status`` (the state PayU says to map an order on), and
+    the status part of its key. ``unmappedstatus`` refines one: ``auth`` under success is a
+    payment the bank authorised and debited that PayU has not captured, an authorisation
+    (``PAYMENT_AUTHORIZED``, keyed ``HELD``), never a capture [docs: payment state
+    explanations]. Every other word under success (``captured``, or none: a post of an
+    integration that sends none) is a capture, as the signed status says. The same rule for a
+    post and for the status API's answers."""
+    kind = _KINDS.get(status, EventKind.OTHER)
+    if kind is EventKind.PAYMENT_CAPTURED and held(unmapped):
+        return EventKind.PAYMENT_AUTHORIZED, HELD
+    return kind, status
+
+
+def held(unmapped: object) -> bool:
+    """``unmappedstatus`` saying ``auth``, in any case. It is outside a post's hash: a
+    customer can write it into their own signed post, which then claims less than it did (an
+    authorisation), or out of one, which then reads as the capture PayU's status says
+    (docs/providers.md, "PayU's payment states")."""
+    return isinstance(unmapped, str) and unmapped.strip().lower() == AUTH
 
 
 def is_refund_callback(body: bytes) -> bool:
@@ -310,13 +342,13 @@ def attempt_of(body: bytes) -> str | None:
 
 def _read_fields(body: bytes) -> dict[str, str]:
     """The fields ``parse`` reads, and no others: the hashed ones as ``verify`` decoded them,
-    the bank reference and the ``mihpayid`` only when they are UTF-8. A field outside the hash
-    holding any bytes (PayU posts about sixty) is not payhooks' concern; a reference or id
-    that is not text is left out, like any odd reference, never a reason to refuse the
-    payment."""
+    the bank reference, the ``mihpayid`` and ``unmappedstatus`` only when they are UTF-8 (an
+    ``unmappedstatus`` that is not says nothing of a hold). A field outside the hash holding
+    any bytes (PayU posts about sixty) is not payhooks' concern; a reference or id that is
+    not text is left out, like any odd reference, never a reason to refuse the payment."""
     raw = _raw_fields(body)
     fields = {name: _decoded(raw[name]) for name in _READ_HASHED if name in raw}
-    for name in (*_REFERENCES, ATTEMPT_FIELD):
+    for name in (*_REFERENCES, ATTEMPT_FIELD, UNMAPPED_FIELD):
         if name in raw:
             with suppress(UnicodeDecodeError):
                 fields[name] = _unquote(raw[name])
@@ -335,11 +367,14 @@ def _amount(value: str | None, *, strict: bool) -> int | None:
 
 __all__ = [
     "CHARGEBACK_REFUSED",
+    "HELD",
     "PayU",
     "attempt",
     "attempt_of",
     "decode_form",
     "encode",
+    "held",
     "is_refund_callback",
+    "kind_of",
     "reverse_hash",
 ]

@@ -37,7 +37,7 @@ from payhooks.gateways._reports import (
     text,
 )
 from payhooks.gateways._status import CredentialsRefused, answer, error_answer, parsed
-from payhooks.gateways.payu.adapter import attempt, attempt_of
+from payhooks.gateways.payu.adapter import UNMAPPED_FIELD, attempt, attempt_of, kind_of
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 COMMAND = "verify_payment"
@@ -341,7 +341,9 @@ def payments(txnid: str, body: bytes) -> Report:
     """``verify_payment``: ``transaction_details`` keyed by txnid, ``amt`` a rupee string.
     A txnid PayU does not know comes back with its entry's ``status: Not Found``: nothing to
     report. Only that: an answer with no entry (``{"status":0,"msg":"Invalid Hash."}`` for a
-    wrong salt) is PayU refusing the call, never "no payment yet". The event names the
+    wrong salt) is PayU refusing the call, never "no payment yet". A success whose
+    ``unmappedstatus`` is ``auth`` is an authorisation, keyed ``reconcile:<txnid>:AUTHORIZED``
+    (``adapter.kind_of``): the capture a later pass finds is applied. The event names the
     entry's ``mihpayid`` as its ``attempt_id``, as a post's does: the payment's record keeps
     it, and a refund asked by the txnid goes to that payment, not to whichever
     ``verify_payment`` names when the refund is sent (a second payment of the txnid)."""
@@ -349,11 +351,11 @@ def payments(txnid: str, body: bytes) -> Report:
     status = text(_P, entity, "status")
     if status == NOT_FOUND:
         return Report()
-    kind = _KINDS.get(status)
-    if kind is None or entity.get("txnid", txnid) != txnid:
+    kind, key_status = kind_of(status, entity.get(UNMAPPED_FIELD))
+    if kind is EventKind.OTHER or entity.get("txnid", txnid) != txnid:
         return Report(skipped=(f"{txnid}:{status}",))
     event = received(
-        _P, entity, kind=kind, status=status, payment_id=txnid, merchant_ref=txnid,
+        _P, entity, kind=kind, status=key_status, payment_id=txnid, merchant_ref=txnid,
         amount_paise=rupees(_P, entity.get("amt"), "amt"), currency="INR",
         bank_ref=reference(entity.get("bank_ref_num"), entity.get("bank_ref_no")),
     )  # fmt: skip
@@ -552,17 +554,17 @@ def _payment_entity(body: bytes, mihpayid: str) -> dict[str, Any] | None:
 def checked(mihpayid: str, body: bytes) -> Report:
     """A ``check_payment`` answer as a payment of its own: keyed and identified by PayU's
     ``mihpayid`` (a second payment of one txnid is not the txnid's first), its order the
-    txnid it names."""
+    txnid it names; an authorisation, not a capture, where PayU says ``auth``."""
     entity = _payment_entity(body, mihpayid)  # one naming no or another mihpayid: unreadable
     if entity is None:
         return Report()
     txnid = text(_P, entity, "txnid")
     status = text(_P, entity, "status")
-    kind = _KINDS.get(status)
-    if kind is None:
+    kind, key_status = kind_of(status, entity.get(UNMAPPED_FIELD))
+    if kind is EventKind.OTHER:
         return Report(skipped=(f"{mihpayid}:{status}",))
     event = received(
-        _P, {**entity, "mihpayid": mihpayid}, kind=kind, status=status, payment_id=mihpayid,
+        _P, {**entity, "mihpayid": mihpayid}, kind=kind, status=key_status, payment_id=mihpayid,
         merchant_ref=txnid, amount_paise=rupees(_P, entity.get("amt"), "amt"), currency="INR",
         bank_ref=reference(entity.get("bank_ref_num"), entity.get("bank_ref_no")),
     )  # fmt: skip
