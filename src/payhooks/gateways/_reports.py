@@ -48,8 +48,10 @@ class Report:
     skipped: tuple[str, ...] = ()
     expired: bool = False
     unknown: bool = False
-    """The API says it has no such thing as was asked about (PayU: a refund's request id):
-    a callback that claimed it is refuted at once, not after ``PATIENCE``."""
+    """The API says it has no such thing as was asked about (PayU: a refund's request id): a
+    callback that claimed it is refuted, saying so, once ``PATIENCE`` has passed, as one the
+    API never reports; not at once, for PayU's API may not show yet what it called back
+    about."""
     unreadable: tuple[str, ...] = ()
     """Payments the answer lists that payhooks cannot read, each named with why: never a
     reason to pass over the others, and never passed over themselves (the checkout or

@@ -39,8 +39,9 @@ from payhooks.plumbing.db import Connection, Statement, Steps, query
 from payhooks.plumbing.keys import is_reconciled
 
 PATIENCE = timedelta(minutes=30)
-"""How long the API may keep saying nothing (a payment still pending) before the callback is
-refuted: a real payment's status API answers within minutes of its callback."""
+"""How long the API may keep saying nothing (a payment still pending), or that it knows no
+such thing (PayU's "not found": a payment or refund too new for its API), before the callback
+is refuted: a real payment's status API answers within minutes of its callback."""
 LEASE = timedelta(minutes=2)
 """How long a pass holds a confirmation it is asking about (another pass skips it)."""
 
@@ -236,9 +237,7 @@ def _pending(r: tuple[Any, ...]) -> Pending:
     )
 
 
-def verdict(
-    pending: Pending, reported: Iterable[Event], now: datetime, *, unknown: bool = False
-) -> Verdict | None:
+def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdict | None:
     """What the API's events for the order say of what the callback claimed: None while it
     says nothing yet (ask again), within ``PATIENCE``.
 
@@ -247,7 +246,8 @@ def verdict(
     (a payment pending, authorised, an attempt failed before another succeeded) claims
     nothing a handler acts on: once the API has answered, what it said is applied and the
     callback is settled, confirmed in the sense that it was heard, never refuted. A claim
-    the API says it knows nothing of (``unknown``) is refuted at once."""
+    the API says it knows nothing of (PayU's "No action status found") is refuted past
+    ``PATIENCE`` too, never at once: PayU's API may not show yet what it called back about."""
     said = list(reported)
     if pending.kind.is_refund:
         refunds = [e for e in said if e.kind.is_refund]
@@ -264,23 +264,32 @@ def verdict(
             return Verdict.REFUTED
     else:
         return Verdict.CONFIRMED
-    if unknown:
-        return Verdict.REFUTED
-    return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
+    return Verdict.REFUTED if _lapsed(pending, now) else None
 
 
 def attempt_verdict(
-    pending: Pending, found: Verdict | None, reported: Iterable[Event], now: datetime
+    pending: Pending,
+    found: Verdict | None,
+    reported: Iterable[Event],
+    now: datetime,
+    *,
+    patient: bool = False,
 ) -> Verdict | None:
     """Another attempt, as its gateway's client judged it (``found``): refuted when the API
     says the attempt is not a payment of this order; confirmed when it reports the attempt a
     second payment (then applied) or the same one as the first post's; None while it knows no
-    such attempt yet, and refuted past ``PATIENCE``."""
+    such attempt yet, and refuted past ``PATIENCE``. A verdict resting on the API knowing no
+    such payment (``patient``) stands only past ``PATIENCE``: until then, None."""
     if found is not None:
-        return found
+        return found if not patient or _lapsed(pending, now) else None
     if any(e.payment_id == pending.payment_id for e in reported):
         return Verdict.CONFIRMED
-    return Verdict.REFUTED if now - pending.requested_at >= PATIENCE else None
+    return Verdict.REFUTED if _lapsed(pending, now) else None
+
+
+def _lapsed(pending: Pending, now: datetime) -> bool:
+    """Whether the callback has waited ``PATIENCE`` for the API's word."""
+    return now - pending.requested_at >= PATIENCE
 
 
 FIRST_BODY = """

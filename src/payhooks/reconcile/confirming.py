@@ -137,9 +137,12 @@ def _one(asking: _Asking, pending: Pending) -> None:
     events = _applied(asking, pending, report)  # what the API says wins
     if events is None:
         return
-    found = confirmations.verdict(pending, events, at, unknown=report.unknown)
+    found = confirmations.verdict(pending, events, at)
     if found is Verdict.REFUTED and report.unknown:
-        detail = f"the status API knows no such {pending.kind.value.split('_')[0]}"
+        detail = (
+            f"the status API knows no such {pending.kind.value.split('_')[0]}, "
+            f"{confirmations.PATIENCE.total_seconds() / 60:.0f} minutes after the callback"
+        )
     else:
         detail = _detail(pending, found, events)
     _conclude(connect, pending, found, detail, tally)
@@ -228,7 +231,7 @@ def _attempt(asking: _Asking, pending: Pending) -> None:
     events = _applied(asking, pending, said.report)
     if events is None:
         return
-    found = confirmations.attempt_verdict(pending, said.verdict, events, at)
+    found = confirmations.attempt_verdict(pending, said.verdict, events, at, patient=said.patient)
     detail = said.detail if said.verdict is not None else _detail(pending, found, events)
     _conclude(connect, pending, found, detail, tally)
 

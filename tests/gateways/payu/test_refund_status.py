@@ -22,6 +22,7 @@ from payhooks.gateways._reports import KEY_PREFIX, Report, one_of
 from payhooks.gateways._status import CredentialsRefused
 from payhooks.gateways.payu import status
 from payhooks.gateways.payu.status import PayUClient
+from payhooks.intake.confirmations import PATIENCE
 from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.passes import Tally
 from payhooks.reconcile.running import connecting, delivering
@@ -207,18 +208,21 @@ def test_the_amount_payu_reports_wins_over_the_callbacks(shop, database_url, gat
 
 def test_a_forged_refund_callback_changes_nothing_and_is_refuted(shop, database_url, gateway_api):
     """The merchant key is in every checkout form: anyone can write a refund callback. PayU
-    calls back once a refund exists, so one it does not know is refuted at once."""
+    calls back once a refund exists, so one its API still does not know once the
+    confirmations' patience has passed is refuted."""
     _, url = gateway_api
     refunds: list[Event] = []
     hooks = noting(refunds)
     forged = callback(request_id="777000111")
     assert received_by(shop, hooks, forged) is Outcome.CONFIRMING
-    tally = a_pass(database_url, url, hooks)
+    assert a_pass(database_url, url, hooks).refuted[Provider.PAYU] == 0
+    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    tally = a_pass(database_url, url, hooks, at=datetime.now(UTC) + PATIENCE)
     assert refunds == []
     assert tally.refuted[Provider.PAYU] == 1
     assert outcome(shop, f"{TXNID}:777000111:refund.success") == "refuted"
     detail = shop.execute("SELECT detail FROM payhooks_confirmations").fetchone()[0]
-    assert detail == "the status API knows no such refund"
+    assert detail == "the status API knows no such refund, 30 minutes after the callback"
 
 
 def test_a_forged_callback_naming_another_order_leaves_the_real_refund_to_its_own(
@@ -311,6 +315,29 @@ def test_a_check_action_status_refusal_is_no_proof_there_is_no_such_refund(
     api.fail_next(Provider.PAYU, PASS_THROUGH, Fault(body=busy % REQUEST_ID.encode()))
     tally = a_pass(database_url, url, hooks)
     assert tally.refuted[Provider.PAYU] == 0 and tally.api_errors[Provider.PAYU] == 1
+    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.refund_id for e in refunds] == [REQUEST_ID]
+
+
+def test_a_refund_payus_api_does_not_show_yet_is_asked_about_again_never_refuted_at_once(
+    shop, database_url, gateway_api
+):
+    """A refund made in PayU's dashboard, its callback come; ``check_action_status`` answers
+    "No action status found" once (in PayU's documented shape), the refund not yet visible
+    to it. That one answer refuted the callback for good and the refund was never recorded:
+    PayU knowing no such refund decides only once it has lasted the confirmations'
+    patience, as a refund the API never reports does."""
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    refunded_at_gateway(api)
+    assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
+    not_yet = Fault(body=(DATA / "check_action_status_not_found.json").read_bytes())
+    api.fail_next(Provider.PAYU, PASS_THROUGH, not_yet)
+    tally = a_pass(database_url, url, hooks)
+    assert (tally.refuted[Provider.PAYU], tally.confirmed[Provider.PAYU]) == (0, 0)
+    assert outcome(shop, f"{TXNID}:{REQUEST_ID}:refund.success") == "confirming"
     shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [e.refund_id for e in refunds] == [REQUEST_ID]

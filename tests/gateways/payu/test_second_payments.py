@@ -8,7 +8,8 @@ status double over a loopback socket."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import json
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import psycopg
@@ -21,6 +22,7 @@ from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, one_of
 from payhooks.gateways.payu import status
 from payhooks.gateways.payu.status import PayUClient
+from payhooks.intake.confirmations import PATIENCE
 from payhooks.operations import retention
 from payhooks.plumbing.errors import ConfirmationsFull
 from payhooks.reconcile.confirming import confirm
@@ -28,6 +30,8 @@ from payhooks.reconcile.passes import Tally
 from payhooks.reconcile.running import connecting, delivering
 from payhooks.service.reconcile.clients import http_client
 from payhooks.sim.gateway import Purchase
+from payhooks.sim.gateway_api import Fault
+from payhooks.sim.gateways import payu as payu_sim
 from payhooks.sim.gateways.payu import delivery
 from tests.factories import ADAPTERS, GATEWAY
 from tests.reconcile.conftest import API_KEYS
@@ -38,6 +42,8 @@ SECOND = "403993715521000002"
 ORDER = Purchase(provider=Provider.PAYU, cart_id="S-1", reference=TXNID, amount_paise=49_900,
                  items={"TEA": 1})  # fmt: skip
 AMOUNT = f"{Decimal(ORDER.amount_paise) / 100:.2f}"
+LATER = datetime.now(UTC) + PATIENCE + timedelta(minutes=1)
+"""A pass the confirmations' patience after the posts came."""
 
 
 @pytest.fixture
@@ -76,6 +82,9 @@ def payu_client(url: str) -> PayUClient:
     credentials = ApiCredentials(provider=Provider.PAYU, id=API_KEYS.payu_key,
                                  secret=API_KEYS.payu_salt, base_url=url)  # fmt: skip
     return PayUClient(credentials=credentials, http=http_client(5.0))
+
+
+PASS_THROUGH = Fault()
 
 
 def a_pass(database_url, url, hooks, *, at: datetime | None = None) -> Tally:
@@ -135,17 +144,17 @@ def test_a_real_second_payment_check_payment_writes_rounded_reaches_the_handler_
     assert [e.payment_id for e in captured] == [TXNID, SECOND]
 
 
-def test_a_post_resent_under_an_invented_mihpayid_is_refuted_at_once_and_changes_nothing(
+def test_a_post_resent_under_an_invented_mihpayid_is_refuted_past_the_patience_changing_nothing(
     shop, database_url
 ):
-    """PayU posts only payments it has: a mihpayid its ``check_payment`` does not know is
-    invented."""
+    """PayU posts only payments it has: a mihpayid its ``check_payment`` still does not know
+    once the confirmations' patience has passed is invented."""
     conn, api, url, hooks, captured = shop
     api.pay(ORDER, FIRST)
     sent(conn, hooks, FIRST)
     invented = "403993715521999999"
     assert sent(conn, hooks, invented) is Outcome.CONFIRMING
-    tally = a_pass(database_url, url, hooks)
+    tally = a_pass(database_url, url, hooks, at=LATER)
     assert tally.refuted[Provider.PAYU] == 1
     outcome, detail = settled(conn, f"{TXNID}:success:{invented}")
     assert outcome == "refuted" and detail == f"PayU knows no payment {invented}"
@@ -166,6 +175,76 @@ def test_a_second_payment_payu_reports_pending_waits_for_its_word_and_is_applied
     assert (tally.refuted[Provider.PAYU], tally.confirmed[Provider.PAYU]) == (0, 0)
     conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     api.pay(ORDER, SECOND)  # PayU's word now: a success
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+
+
+def unknown_once(api, *before: Fault) -> None:
+    """PayU's ``check_payment`` answering "Transaction Not Found" once, after ``before``:
+    a payment too new for its API, or a blip."""
+    api.fail_next(Provider.PAYU, *before, Fault(body=json.dumps(payu_sim.UNKNOWN_PAYMENT).encode()))
+
+
+def test_a_second_payment_check_payment_does_not_know_yet_is_applied_once_it_does(
+    shop, database_url
+):
+    """PayU posted a real second payment; its ``check_payment`` did not know it yet. That one
+    answer refuted the post for good and the second payment never reached the handler: "not
+    found" decides only once it has lasted the confirmations' patience."""
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    unknown_once(api)
+    tally = a_pass(database_url, url, hooks)
+    assert (tally.refuted[Provider.PAYU], tally.confirmed[Provider.PAYU]) == (0, 0)
+    assert settled(conn, f"{TXNID}:success:{SECOND}") == ("confirming", None)
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+
+
+def test_a_first_payment_check_payment_does_not_know_yet_loses_no_second_payment(
+    shop, database_url
+):
+    """``check_payment`` knowing the second post's payment and not (yet) the first post's read
+    the first post as edited, and settled the second as the payment applied: the second
+    payment never reached the handler. Not until that has lasted the patience."""
+    conn, api, url, hooks, captured = shop
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    unknown_once(api, PASS_THROUGH)  # check_payment of SECOND, then of FIRST
+    tally = a_pass(database_url, url, hooks)
+    assert (tally.refuted[Provider.PAYU], tally.confirmed[Provider.PAYU]) == (0, 0)
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
+    assert [e.payment_id for e in captured] == [TXNID, SECOND]
+    outcome, detail = settled(conn, f"{TXNID}:success:{SECOND}")
+    assert outcome == "confirmed" and "a second payment" in detail
+
+
+def test_the_other_payment_check_payment_does_not_know_yet_is_applied_once_it_does(
+    shop, database_url
+):
+    """Reconciliation applied FIRST; SECOND's post came first (recorded ``ignored``), then
+    FIRST's, whose confirmation asks ``check_payment`` about SECOND: not known yet, it was
+    read as "not a success at PayU" and SECOND never reached the handler."""
+    from payhooks.reconcile.running import run
+
+    conn, api, url, hooks, captured = shop
+    payhooks.expect(conn, "payu", TXNID, 49_900, "INR", "S-1")
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    run(database_url, hooks, environ=API_KEYS.env(url), after_s=0)
+    sent(conn, hooks, SECOND)
+    assert sent(conn, hooks, FIRST) is Outcome.CONFIRMING
+    unknown_once(api)
+    tally = a_pass(database_url, url, hooks)
+    assert (tally.refuted[Provider.PAYU], tally.confirmed[Provider.PAYU]) == (0, 0)
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [e.payment_id for e in captured] == [TXNID, SECOND]
 
@@ -218,7 +297,7 @@ def test_resent_posts_beyond_two_open_ones_are_refused_for_now_never_answered_co
             sent(conn, hooks, SECOND)
     waiting = conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone()
     assert waiting == (2,)
-    assert a_pass(database_url, url, hooks).refuted[Provider.PAYU] == 2
+    assert a_pass(database_url, url, hooks, at=LATER).refuted[Provider.PAYU] == 2
     assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING  # PayU's post, sent again
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [e.payment_id for e in captured] == [TXNID, SECOND]
@@ -227,14 +306,15 @@ def test_resent_posts_beyond_two_open_ones_are_refused_for_now_never_answered_co
 def test_a_real_second_payment_posted_after_its_mihpayid_was_refuted_is_asked_about_again(
     shop, database_url
 ):
-    """A post naming a mihpayid PayU had not given yet was refuted (``PayU knows no payment``);
-    PayU then gave that id to a real second payment of the txnid, and its post, in other bytes,
-    was answered duplicate under the refuted key and never reached a handler."""
+    """A post naming a mihpayid PayU had not given yet was refuted (``PayU knows no payment``,
+    past the patience); PayU then gave that id to a real second payment of the txnid, and its
+    post, in other bytes, was answered duplicate under the refuted key and never reached a
+    handler."""
     conn, api, url, hooks, captured = shop
     api.pay(ORDER, FIRST)
     sent(conn, hooks, FIRST)
     assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING  # before PayU took it: invented
-    assert a_pass(database_url, url, hooks).refuted[Provider.PAYU] == 1
+    assert a_pass(database_url, url, hooks, at=LATER).refuted[Provider.PAYU] == 1
     api.pay(ORDER, SECOND)  # the customer paid again, and PayU named it so
     assert sent(conn, hooks, SECOND, field9="real") is Outcome.CONFIRMING
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
@@ -259,12 +339,13 @@ def test_a_post_resent_under_another_orders_mihpayid_is_refuted_at_once(shop, da
 
 def test_a_first_post_carrying_an_edited_mihpayid_leaves_one_payment(shop, database_url):
     """The customer's edited copy came first and applied the (real, signed) payment; PayU's own
-    post, with the true mihpayid, is that payment, not a second one."""
+    post, with the true mihpayid, is that payment, not a second one: once PayU has known
+    nothing of the edited mihpayid for the confirmations' patience."""
     conn, api, url, hooks, captured = shop
     api.pay(ORDER, FIRST)
     sent(conn, hooks, "403993715521777777")
     assert sent(conn, hooks, FIRST) is Outcome.CONFIRMING
-    tally = a_pass(database_url, url, hooks)
+    tally = a_pass(database_url, url, hooks, at=LATER)
     assert tally.confirmed[Provider.PAYU] == 1
     outcome, detail = settled(conn, f"{TXNID}:success:{FIRST}")
     assert outcome == "confirmed" and "is the one applied" in detail
@@ -302,8 +383,6 @@ def test_a_second_payment_applied_reads_again_as_it_was_stored(shop, database_ur
     body = conn.execute(
         "SELECT body FROM processed_webhooks WHERE event_id = %s", (key,)
     ).fetchone()[0]
-    import json
-
     again = one_of(status.stored(key, json.loads(bytes(body))), Provider.PAYU, key)
     assert again.event == captured[1]
 
@@ -314,8 +393,6 @@ def test_a_second_payment_applied_reads_again_as_it_was_stored(shop, database_ur
      {"status": 0, "msg": "no transaction found for this id"}],
 )  # fmt: skip
 def test_a_mihpayid_payu_does_not_know_is_no_payment(answer):
-    import json
-
     assert status.checked("1", json.dumps(answer).encode()).received == ()
 
 
@@ -433,10 +510,6 @@ def _asked_again_then_confirmed(shop, database_url, answer: dict) -> None:
     """The waiting post's check_payment answered ``answer`` once: neither confirmed nor
     refuted, an API error; asked again, it is confirmed and SECOND reaches the hooks after the
     first payment."""
-    import json
-
-    from payhooks.sim.gateway_api import Fault
-
     conn, api, url, hooks, captured = shop
     api.fail_next(Provider.PAYU, Fault(body=json.dumps(answer).encode()))
     tally = a_pass(database_url, url, hooks)

@@ -162,7 +162,8 @@ class PayUClient:
         applied the payment ``verify_payment`` names before any post came): the payment
         applied is that one, and each other one is judged against it. ``recorded``: the
         ``mihpayid`` the txnid's payment record keeps, the first post's when its body is
-        purged."""
+        purged. A verdict resting on ``check_payment`` knowing no payment of a ``mihpayid``
+        is ``patient`` (``Attempt``)."""
         earlier = recorded if first is None else attempt_of(first)
         if earlier is not None and same_id(earlier, attempt):
             return Attempt(Verdict.CONFIRMED, f"mihpayid {attempt} is the first post's: a copy")
@@ -170,6 +171,8 @@ class PayUClient:
         if written is None or (earlier is not None and same_id(written, earlier)):
             return self._judged(txnid, attempt, earlier)
         other = Report() if earlier is None else self._second(txnid, earlier)
+        unknown = other is None
+        other = other or Report()
         if same_id(written, attempt):  # this post is the applied payment's; the first's is other
             said = "a second payment, applied" if other.received else "not a success at PayU"
             return Attempt(
@@ -177,16 +180,19 @@ class PayUClient:
                 f"mihpayid {attempt} is the payment reconciliation applied for {txnid}; the "
                 f"first post's ({earlier or 'none'}): {said}",
                 other,
+                patient=unknown,
             )
         judged = self._judged(txnid, attempt, str(written))
         both = (*judged.report.received, *other.received)
-        return dataclasses.replace(judged, report=Report(received=both))
+        return dataclasses.replace(
+            judged, report=Report(received=both), patient=judged.patient or unknown
+        )
 
     def _judged(self, txnid: str, attempt: str, earlier: str | None) -> Attempt:
         """``attempt`` against ``earlier``, the ``mihpayid`` of the payment applied."""
         claimed = self._checked(attempt)
-        if claimed is None:  # PayU posts a payment it has: one it does not know is invented
-            return Attempt(Verdict.REFUTED, f"PayU knows no payment {attempt}")
+        if claimed is None:  # PayU posts a payment it has: one it never knows is invented
+            return Attempt(Verdict.REFUTED, f"PayU knows no payment {attempt}", patient=True)
         if claimed.get("txnid") == txnid and _KINDS.get(str(claimed.get("status"))) in _PASSING:
             return Attempt(None, f"PayU's payment {attempt} is {claimed.get('status')!s:.40}")
         if not _succeeded(claimed, txnid):
@@ -195,11 +201,13 @@ class PayUClient:
                 f"PayU's payment {attempt} is {claimed.get('status')!s:.40} for txnid "
                 f"{claimed.get('txnid')!s:.64}, not a success of {txnid}",
             )
-        if earlier is None or not _succeeded(self._checked(earlier), txnid):
+        applied = None if earlier is None else self._checked(earlier)
+        if not _succeeded(applied, txnid):
             return Attempt(
                 Verdict.CONFIRMED,
                 f"payment {attempt} is the one applied: the first post's mihpayid "
                 f"({earlier or 'none'}) is not a payment of {txnid} at PayU",
+                patient=earlier is not None and applied is None,
             )
         second = checked(attempt, canonical({"status": 1, "transaction_details": claimed}))
         return Attempt(
@@ -208,11 +216,14 @@ class PayUClient:
             second,
         )
 
-    def _second(self, txnid: str, mihpayid: str) -> Report:
+    def _second(self, txnid: str, mihpayid: str) -> Report | None:
         """``mihpayid``, a payment other than the one applied for ``txnid``, as a second
-        payment to apply when PayU reports it a success of the txnid; else nothing."""
+        payment to apply when PayU reports it a success of the txnid; else nothing. None
+        where ``check_payment`` knows no payment of that ``mihpayid``, or not yet."""
         claimed = self._checked(mihpayid)
-        if claimed is None or not _succeeded(claimed, txnid):
+        if claimed is None:
+            return None
+        if not _succeeded(claimed, txnid):
             return Report()
         return checked(mihpayid, canonical({"status": 1, "transaction_details": claimed}))
 
@@ -409,9 +420,10 @@ def refund_status(
     payment refunded (the event's ``attempt_id``), ``token`` the merchant's id for the
     refund (its ``refund_key``: a refund payhooks sent, its intent's key); any other state
     (queued, in progress, requested, failure) reports nothing yet. A request id PayU does not
-    know is ``status: 0`` with the text "No action status found" under it: no such refund
-    (``unknown``). The refund is of the txnid's payment, or of ``second_payment`` (its
-    ``mihpayid``), kept in the stored entity so that it reads again the same."""
+    know is ``status: 0`` with the text "No action status found" under it: no such refund, or
+    not yet visible (``unknown``: the callback is refuted only once that has lasted the
+    confirmations' patience). The refund is of the txnid's payment, or of ``second_payment``
+    (its ``mihpayid``), kept in the stored entity so that it reads again the same."""
     doc = read_json(_P, body)
     if _no_actions(doc):
         return Report(unknown=True)
@@ -457,6 +469,12 @@ class Attempt:
     verdict: Verdict | None
     detail: str
     report: Report = field(default_factory=Report)
+    patient: bool = False
+    """The verdict rests on ``check_payment`` knowing no payment of a ``mihpayid``, which a
+    payment too new for PayU's API, or one blip of it, also meets: it stands once the
+    confirmations' patience has passed since the post came, and until then the post is
+    asked about again (``confirmations.attempt_verdict``), never refuted nor settled on one
+    such answer."""
 
 
 SECOND_PAYMENT = "payhooks_second_payment"
