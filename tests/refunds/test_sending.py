@@ -549,6 +549,23 @@ def test_a_sent_refund_that_cannot_be_asked_about_is_an_alert(core, database_url
     assert "1 being retried after an error" in alert.body
 
 
+def test_a_payu_refund_check_payu_refuses_keeps_payus_own_words(core, database_url):
+    """A wrong PayU salt: every check of a sent refund kept "no action status for request N"
+    as its error, though PayU answered "Invalid Hash.": a person was sent looking for a lost
+    refund, not at the salt. PayU's words are kept, and the refund is asked about again."""
+    conn, api, url = core
+    paid(api, Provider.PAYU)
+    ask(conn, Provider.PAYU)
+    assert send(database_url, url).sent[Provider.PAYU] == 1  # queued: asked about later
+    api.fail_next(Provider.PAYU, Fault(body=b'{"status":0,"msg":"Invalid Hash."}'))
+    settle(conn, database_url, url)
+    (refund,) = refunds.of_payment(conn, Provider.PAYU, PAYMENT[Provider.PAYU])
+    assert (refund.state, refund.last_error) == (RefundState.SENT, "refused: Invalid Hash.")
+    settle(conn, database_url, url)
+    (refund,) = refunds.of_payment(conn, Provider.PAYU, PAYMENT[Provider.PAYU])
+    assert refund.state is RefundState.PROCESSED
+
+
 def payu_answers_its_refund_as(api, rupees: str) -> None:
     """PayU's ``check_action_status`` names the refund it made of the payment with another
     amount (``amt``, rupees) than the intent asked for."""

@@ -23,6 +23,7 @@ from payhooks.gateways._status import CredentialsRefused
 from payhooks.gateways.payu import status
 from payhooks.gateways.payu.status import PayUClient
 from payhooks.intake.confirmations import PATIENCE
+from payhooks.plumbing.errors import GatewayApiError
 from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.passes import Tally
 from payhooks.reconcile.running import connecting, delivering
@@ -112,6 +113,43 @@ def test_a_wrong_salt_is_a_refusal_not_no_refund(gateway_api):
     _, url = gateway_api
     with pytest.raises(CredentialsRefused, match=r"refused: Invalid Hash\."):
         client(url, "wrong").refund(REQUEST_ID, TXNID)
+
+
+def sent_refund():
+    """A refund payhooks sent, PayU's request id known, as its sender asks about it."""
+    from payhooks.gateways._refunds import Refund
+
+    return Refund(
+        provider=Provider.PAYU, idempotency_key=f"rf{REQUEST_ID}", payment_id=TXNID,
+        gateway_order_id=TXNID, amount_paise=49_900, currency="INR", captured_paise=49_900,
+        reason="customer asked", requested_by="shop", attempts=1, attempt_id=MIHPAYID,
+        gateway_refund_id=REQUEST_ID,
+    )  # fmt: skip
+
+
+def test_a_wrong_salt_asking_about_a_sent_refund_is_refused_credentials_in_payus_words(
+    gateway_api,
+):
+    """The sender's check read any answer without the request's entry as "no action status
+    for request N": PayU's "Invalid Hash." (a wrong salt) was lost, and never counted as the
+    credentials refused, as PayU's every other call reads it."""
+    api, url = gateway_api
+    refunded_at_gateway(api, state="queued")
+    with pytest.raises(CredentialsRefused, match=r"refused: Invalid Hash\.$"):
+        client(url, "wrong").refund_status(sent_refund())
+
+
+def test_a_sent_refund_payu_shows_no_action_of_yet_is_asked_about_again_in_payus_words(
+    gateway_api,
+):
+    api, url = gateway_api
+    refunded_at_gateway(api, state="queued")
+    nothing = Fault(body=(DATA / "check_action_status_not_found.json").read_bytes())
+    api.fail_next(Provider.PAYU, nothing)
+    with pytest.raises(GatewayApiError, match="No action status found") as raised:
+        client(url).refund_status(sent_refund())
+    assert not isinstance(raised.value, CredentialsRefused)
+    assert client(url).refund_status(sent_refund()).processed is False  # queued, as it is
 
 
 def test_answers_of_the_documented_shape_read_as_documented():

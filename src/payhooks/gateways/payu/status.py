@@ -260,13 +260,14 @@ class PayUClient:
 
     def refund_status(self, refund: Refund) -> Sent:
         """``check_action_status`` by PayU's request id: ``success`` processed, ``failure``
-        failed, any other state (queued, in progress, requested, pending) not yet."""
+        failed, any other state (queued, in progress, requested, pending) not yet. An answer
+        without the request's entry is an error in PayU's own words (``_without_entry``)."""
         request_id = refund.gateway_refund_id or ""
         body = self._command(REFUND_COMMAND, request_id)
         doc = parsed(self.provider, lambda: read_json(_P, body))
         entity = child(doc, "transaction_details", request_id, request_id)
         if not isinstance(entity, dict):
-            raise GatewayApiError(_P.value, f"no action status for request {request_id:.40}")
+            raise _without_entry(doc, request_id)
         return parsed(self.provider, lambda: _refund_state(entity, request_id, refund))
 
     def _mihpayid(self, refund: Refund) -> str:
@@ -598,6 +599,19 @@ def _rate_limit(body: bytes) -> None:
     said = printable(doc.get("msg")) if doc is not None and doc.get("status") == 0 else None
     if said is not None and RATE_LIMITED.search(said):
         raise GatewayApiError(_P.value, f"rate limited (under HTTP 200): {said}", status=429)
+
+
+def _without_entry(doc: object, request_id: str) -> GatewayApiError:
+    """``check_action_status`` naming no entry for a refund PayU queued under
+    ``request_id``: asked again, in PayU's words. "No action status found" (PayU not showing
+    the refund yet); any other ``status: 0`` is PayU refusing the call (``_refusal``: a
+    wrong salt's "Invalid Hash." is the credentials refused, as for PayU's every call)."""
+    if _no_actions(doc):
+        said = f"request {request_id:.40}: No action status found, PayU says: asked again"
+        return GatewayApiError(_P.value, said, status=200)
+    if isinstance(doc, dict) and doc.get("status") == 0:
+        return _refusal(doc)
+    return GatewayApiError(_P.value, f"check_action_status names no request {request_id:.40}")
 
 
 def _unnamed(said: str) -> GatewayApiError:
