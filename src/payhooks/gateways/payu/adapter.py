@@ -239,11 +239,21 @@ def kind_of(status: str, unmapped: object) -> tuple[EventKind, str]:
     (``PAYMENT_AUTHORIZED``, keyed ``HELD``), never a capture [docs: payment state
     explanations]. Every other word under success (``captured``, or none: a post of an
     integration that sends none) is a capture, as the signed status says. The same rule for a
-    post and for the status API's answers."""
-    kind = _KINDS.get(status, EventKind.OTHER)
+    post and for the status API's answers. PayU writes its states in more than one case
+    (``success`` in its answers, ``Success`` in its state table): compared in any, and keyed
+    in PayU's usual one, so that one state is one key however it was written; a status none
+    of PayU's is ``OTHER``, keyed as written."""
+    word = status.lower()
+    kind = _KINDS.get(word, EventKind.OTHER)
     if kind is EventKind.PAYMENT_CAPTURED and held(unmapped):
         return EventKind.PAYMENT_AUTHORIZED, HELD
-    return kind, status
+    return kind, word if kind is not EventKind.OTHER else status
+
+
+def known(status: str) -> bool:
+    """Whether ``status`` is one of PayU's payment states (``success``, ``failure``,
+    ``pending``), in any case."""
+    return status.lower() in _KINDS
 
 
 def held(unmapped: object) -> bool:
@@ -276,6 +286,8 @@ def _refund(body: bytes) -> Event:
     status = _common.text_field(doc.get("status"), "status", strict=True, provider=_P)
     if status is None:
         raise MalformedPayload(_P, "refund callback: status is missing")
+    if status.lower() == REFUND_SUCCESS:  # "SUCCESS" too, as PayU lists its refund states
+        status = REFUND_SUCCESS
     kind = EventKind.REFUND_PROCESSED if status == REFUND_SUCCESS else EventKind.OTHER
     strict = kind is not EventKind.OTHER
     request_id = _identifier(doc.get("request_id"), "request_id", strict=strict)
@@ -376,5 +388,6 @@ __all__ = [
     "held",
     "is_refund_callback",
     "kind_of",
+    "known",
     "reverse_hash",
 ]

@@ -37,7 +37,7 @@ from payhooks.gateways._reports import (
     text,
 )
 from payhooks.gateways._status import CredentialsRefused, answer, error_answer, parsed
-from payhooks.gateways.payu.adapter import UNMAPPED_FIELD, attempt, attempt_of, kind_of
+from payhooks.gateways.payu.adapter import UNMAPPED_FIELD, attempt, attempt_of, kind_of, known
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 COMMAND = "verify_payment"
@@ -79,11 +79,6 @@ PayUId = str | int
 """An id as PayU writes it: text, or a JSON number (compared by ``same_id``: past 2**53 a
 number may be a double's rounding of the id)."""
 _CREDENTIALS = re.compile(r"\b(hash|key)\b", re.IGNORECASE)
-_KINDS: Mapping[str, EventKind] = {
-    "success": EventKind.PAYMENT_CAPTURED,
-    "failure": EventKind.PAYMENT_FAILED,
-    "pending": EventKind.PAYMENT_PENDING,
-}
 _PASSING = frozenset({EventKind.PAYMENT_PENDING})
 """States a payment passes through: a second post's payment in one is asked about again."""
 
@@ -193,7 +188,7 @@ class PayUClient:
         claimed = self._checked(attempt)
         if claimed is None:  # PayU posts a payment it has: one it never knows is invented
             return Attempt(Verdict.REFUTED, f"PayU knows no payment {attempt}", patient=True)
-        if claimed.get("txnid") == txnid and _KINDS.get(str(claimed.get("status"))) in _PASSING:
+        if claimed.get("txnid") == txnid and _kind(claimed) in _PASSING:
             return Attempt(None, f"PayU's payment {attempt} is {claimed.get('status')!s:.40}")
         if not _succeeded(claimed, txnid):
             return Attempt(
@@ -353,7 +348,9 @@ def payments(txnid: str, body: bytes) -> Report:
     """``verify_payment``: ``transaction_details`` keyed by txnid, ``amt`` a rupee string.
     A txnid PayU does not know comes back with its entry's ``status: Not Found``: nothing to
     report. Only that: an answer with no entry (``{"status":0,"msg":"Invalid Hash."}`` for a
-    wrong salt) is PayU refusing the call, never "no payment yet". A success whose
+    wrong salt) is PayU refusing the call, never "no payment yet". A status is read in any
+    case (PayU's state table writes ``Success``); one none of PayU's is unreadable, named
+    with its words, never skipped in silence. A success whose
     ``unmappedstatus`` is ``auth`` is an authorisation, keyed ``reconcile:<txnid>:AUTHORIZED``
     (``adapter.kind_of``): the capture a later pass finds is applied. The event names the
     entry's ``mihpayid`` as its ``attempt_id``, as a post's does: the payment's record keeps
@@ -361,10 +358,12 @@ def payments(txnid: str, body: bytes) -> Report:
     ``verify_payment`` names when the refund is sent (a second payment of the txnid)."""
     entity = _verified_entity(txnid, body)
     status = text(_P, entity, "status")
-    if status == NOT_FOUND:
+    if _not_found(status):
         return Report()
+    if not known(status):
+        return Report(unreadable=(f"payment {txnid} unreadable: {_unknown(status)}",))
     kind, key_status = kind_of(status, entity.get(UNMAPPED_FIELD))
-    if kind is EventKind.OTHER or entity.get("txnid", txnid) != txnid:
+    if entity.get("txnid", txnid) != txnid:
         return Report(skipped=(f"{txnid}:{status}",))
     event = received(
         _P, entity, kind=kind, status=key_status, payment_id=txnid, merchant_ref=txnid,
@@ -380,7 +379,7 @@ def named(txnid: str, body: bytes) -> PayUId | None:
     """``verify_payment``'s ``mihpayid`` for ``txnid`` as PayU wrote it (``_written``), read as
     ``payments`` reads its entry."""
     entity = _verified_entity(txnid, body)
-    if text(_P, entity, "status") == NOT_FOUND:
+    if _not_found(text(_P, entity, "status")):
         return None
     found = _written(entity.get("mihpayid"))
     if found is None:
@@ -541,7 +540,26 @@ def _identifier(value: object) -> str | None:
 
 
 def _succeeded(entity: Mapping[str, Any] | None, txnid: str) -> bool:
-    return entity is not None and entity.get("txnid") == txnid and entity.get("status") == "success"
+    """A payment ``check_payment`` reports a success (in any case; ``auth`` included: the
+    payment is the txnid's, captured or to be) of ``txnid``."""
+    if entity is None or entity.get("txnid") != txnid:
+        return False
+    return str(entity.get("status")).lower() == "success"
+
+
+def _kind(entity: Mapping[str, Any]) -> EventKind:
+    """The kind of a ``check_payment`` entity (its status read by ``_payment_entity``)."""
+    return kind_of(str(entity.get("status")), entity.get(UNMAPPED_FIELD))[0]
+
+
+def _not_found(status: str) -> bool:
+    """``verify_payment``'s word for a txnid PayU knows no payment of, in any case."""
+    return status.casefold() == NOT_FOUND.casefold()
+
+
+def _unknown(status: str) -> str:
+    """Why a status is not read: PayU's own words, shown, and what they are not."""
+    return f"status {printable(status, 40)!r} is none of PayU's (success, failure, pending)"
 
 
 def _payment_entity(body: bytes, mihpayid: str) -> dict[str, Any] | None:
@@ -549,15 +567,18 @@ def _payment_entity(body: bytes, mihpayid: str) -> dict[str, Any] | None:
     JSON number in PayU's sample (one naming another than ``mihpayid``, asked about, is
     unreadable). ``status: 0`` saying the transaction is not found is no such
     payment; any other ``status: 0`` (one naming the merchant, its key or hash, whatever else
-    it says) is PayU refusing the call. An entity without a ``status`` and a ``txnid`` in text
-    says nothing of the payment: unreadable, never "not a success". Nor does one without a
+    it says) is PayU refusing the call. An entity without a ``status`` and a ``txnid`` in text,
+    or whose ``status`` is none of PayU's (in any case), says nothing of the payment:
+    unreadable, never "not a success". Nor does one without a
     ``mihpayid``: PayU's documented answer names the payment it is about, so an entity that
     does not cannot be told from one about another payment."""
     doc = read_json(_P, body)
     entity = doc.get("transaction_details") if isinstance(doc, dict) else None
     if isinstance(entity, dict) and doc.get("status") == 1:
-        for name in ("status", "txnid"):
-            text(_P, entity, name)  # MalformedPayload when it is not text
+        state = text(_P, entity, "status")  # MalformedPayload when it is not text
+        text(_P, entity, "txnid")
+        if not known(state):  # never read as "not a success": asked again
+            raise MalformedPayload(_P, f"check_payment {mihpayid:.64}: {_unknown(state)}")
         if _identifier(entity.get("mihpayid")) is None:
             raise MalformedPayload(_P, "check_payment answer names no mihpayid")
         naming(entity, "mihpayid", mihpayid, what="check_payment", provider=_P)
@@ -580,8 +601,6 @@ def checked(mihpayid: str, body: bytes) -> Report:
     txnid = text(_P, entity, "txnid")
     status = text(_P, entity, "status")
     kind, key_status = kind_of(status, entity.get(UNMAPPED_FIELD))
-    if kind is EventKind.OTHER:
-        return Report(skipped=(f"{mihpayid}:{status}",))
     event = received(
         _P, {**entity, "mihpayid": mihpayid}, kind=kind, status=key_status, payment_id=mihpayid,
         merchant_ref=txnid, amount_paise=rupees(_P, entity.get("amt"), "amt"), currency="INR",
