@@ -127,9 +127,14 @@ def _one(asking: _Asking, pending: Pending) -> None:
         report = client.report(pending.gateway_order_id)
         refund = getattr(client, "refund", None)  # a gateway whose order status lists no refunds
         if pending.kind.is_refund and pending.refund_id and refund:
-            extra = refund(pending.refund_id, pending.gateway_order_id)
+            extra = refund(
+                pending.refund_id, pending.gateway_order_id, claimed_paise=pending.amount_paise
+            )
             report = replace(
-                report, received=(*report.received, *extra.received), unknown=extra.unknown
+                report,
+                received=(*report.received, *extra.received),
+                unknown=extra.unknown,
+                unreadable=(*report.unreadable, *extra.unreadable),
             )
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)

@@ -235,13 +235,37 @@ def test_a_refund_callback_is_applied_once_payu_confirms_it(shop, database_url, 
     assert len(refunds) == 1
 
 
-def test_the_amount_payu_reports_wins_over_the_callbacks(shop, database_url, gateway_api):
+def test_a_refund_payu_reports_for_another_amount_than_claimed_is_never_applied(
+    shop, database_url, gateway_api
+):
+    """A partial refund of 40.00 made in PayU's dashboard, its callback saying so, and
+    ``check_action_status`` answering ``amt`` 499.00: PayU's field table says that ``amt`` is
+    the original transaction's amount. The API's figure was applied, the payment recorded
+    refunded in full. As the sender reads such an answer (docs/providers.md, "Refunds"), it
+    says nothing certain of the refund: unreadable, its figures kept as the callback's error,
+    asked again, never applied and never refuted."""
     api, url = gateway_api
     refunds: list[Event] = []
-    received_by(shop, noting(refunds), callback(amount="10.00"))
+    hooks = noting(refunds)
+    assert received_by(shop, hooks, callback(amount="40.00")) is Outcome.CONFIRMING
     refunded_at_gateway(api, amount="499.00")
-    a_pass(database_url, url, noting(refunds))
-    assert [e.refund_amount_paise for e in refunds] == [49_900]
+    tally = a_pass(database_url, url, hooks)
+    assert refunds == [] and tally.unreadable[Provider.PAYU] == 1
+    assert outcome(shop, f"{TXNID}:{REQUEST_ID}:refund.success") == "confirming"
+    (error,) = shop.execute("SELECT last_error FROM payhooks_confirmations").fetchone()
+    assert "49900 paise" in error and "4000" in error, error
+    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    later = a_pass(database_url, url, hooks, at=datetime.now(UTC) + PATIENCE)
+    assert (later.refuted[Provider.PAYU], refunds) == (0, [])
+
+
+def test_a_refund_payu_reports_for_the_amount_claimed_is_applied(gateway_api):
+    api, url = gateway_api
+    refunded_at_gateway(api, amount="40.00")
+    (found,) = client(url).refund(REQUEST_ID, TXNID, claimed_paise=4_000).received
+    assert found.event.refund_amount_paise == 4_000
+    report = client(url).refund(REQUEST_ID, TXNID, claimed_paise=49_900)
+    assert report.received == () and len(report.unreadable) == 1
 
 
 def test_a_forged_refund_callback_changes_nothing_and_is_refuted(shop, database_url, gateway_api):

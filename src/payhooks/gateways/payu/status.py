@@ -102,7 +102,26 @@ class PayUClient:
         body = self._command(COMMAND, reference)
         return parsed(self.provider, lambda: payments(reference, body))
 
-    def refund(self, request_id: str, txnid: str) -> Report:
+    def refund(self, request_id: str, txnid: str, *, claimed_paise: int | None = None) -> Report:
+        """The refund a callback claimed (``request_id``, of ``txnid``, for ``claimed_paise``),
+        as PayU's ``check_action_status`` reports it (``_refund``). Reported for another
+        amount than claimed, it is unreadable, as the sender reads an answer naming another
+        amount than its intent asked (docs/providers.md, "Refunds"): PayU's field table says
+        ``amt`` is the original transaction's amount, its sample of a payment's actions that
+        it is each action's own, so which one PayU wrote cannot be told. Never applied for
+        either figure, never refuted: the callback keeps both as its error, asked again, and a
+        person is told."""
+        found = self._refund(request_id, txnid)
+        told = [r.event.refund_amount_paise for r in found.received]
+        if claimed_paise is None or all(paise == claimed_paise for paise in told):
+            return found
+        return Report(unreadable=(
+            f"refund {request_id:.40}: check_action_status says amt {told[0]} paise, not the "
+            f"{claimed_paise} the callback claimed (PayU's amt may be the payment's own): "
+            "neither applied, asked again",
+        ))  # fmt: skip
+
+    def _refund(self, request_id: str, txnid: str) -> Report:
         """A refund's action status, by PayU's ``request_id``: ``verify_payment`` lists no
         refunds, so a refund callback is confirmed here. ``txnid`` is what the callback named,
         which nothing signs: the answer names the refunded payment's ``mihpayid``, and
