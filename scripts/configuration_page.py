@@ -134,15 +134,19 @@ secret), or several, all tried while one is rotated out, as a JSON array:
 `'["whsec_new", "whsec_old"]'`. Refused at start: spaces around a plain value, a `[` value
 that is not a JSON array of non-empty strings. Earlier versions split a plain value on commas:
 one still written that way is one secret now, and `serve` and `worker` say so at start.
+PhonePe's and Juspay's webhook credentials are each `username:password`, as set in the
+gateway's dashboard: one without a username, a `:` and a password could never match a
+callback, and is refused at start too.
 
 A gateway's API credentials (both or neither) turn on reconciliation for it: the worker asks
 its status API about checkouts no webhook settled ([Operating payhooks](operations.md)). What
 each gateway's status API is asked, and with which credentials, is in [Gateways](providers.md).
-A gateway's `..._API_URL` is the base payhooks adds the API's paths to: a URL already ending in
-the first of them (Razorpay's `/v1`, Cashfree's `/pg`, PayU's `/merchant`, Juspay's `/orders`,
-as some gateways' docs write their base URL) is refused at start-up, naming the base to give:
-every call would go to `/v1/v1/...`, and Razorpay answers a path it has no route for as a bad
-request.
+A gateway's `..._API_URL` is the base payhooks adds the API's paths to, an `http://` or
+`https://` URL with a host and no query; a URL already ending in the first of those paths
+(Razorpay's `/v1`, Cashfree's `/pg`, PayU's `/merchant`, Juspay's `/orders`, as some gateways'
+docs write their base URL) is refused at start-up, naming the base to give: every call would
+go to `/v1/v1/...`, and Razorpay answers a path it has no route for as a bad request. Django's
+`manage.py check` and `payhooks.reconcile.run` refuse them alike.
 """
 
 
@@ -180,6 +184,8 @@ def gateway_section(gateway: Gateway) -> list[str]:
         how = "webhook secrets: one, or several as a JSON array" if secret.several else (
             "one plain value, no spaces around it"
         )  # fmt: skip
+        if secret.variable.endswith("_CREDENTIALS"):
+            how = "webhook credentials, each `username:password`: one, or several as a JSON array"
         rows.append(f"| `{secret.variable}` | `{secret.django_key}` | {how} |")
     for variable, what in ((api.id_variable, "id"), (api.secret_variable, "secret")):
         key = variable.removeprefix("PAYHOOKS_")

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -246,25 +246,39 @@ def migrate(engine: sqlalchemy.Engine) -> None:
 
 def adapters_from(env: Mapping[str, str]) -> list[Adapter]:
     """The gateways whose secrets are set. A variable holds one secret exactly as written,
-    or several (while one is rotated out) as a JSON array: '["whsec_new", "whsec_old"]'."""
+    or several (while one is rotated out) as a JSON array: '["whsec_new", "whsec_old"]'.
+    What payhooks refuses in one (an array that is not JSON, a credential without its ``:``)
+    is a ``ValueError`` naming the variable, as the app starts."""
     found: list[Adapter] = []
     if env.get("RAZORPAY_WEBHOOK_SECRETS"):
-        found.append(Razorpay(secrets=_listed(env["RAZORPAY_WEBHOOK_SECRETS"])))
+        found.append(_read(env, "RAZORPAY_WEBHOOK_SECRETS", lambda given: Razorpay(secrets=given)))
     if env.get("CASHFREE_CLIENT_SECRETS"):
-        found.append(Cashfree(secrets=_listed(env["CASHFREE_CLIENT_SECRETS"])))
+        found.append(_read(env, "CASHFREE_CLIENT_SECRETS", lambda given: Cashfree(secrets=given)))
     if env.get("PAYU_MERCHANT_KEY") and env.get("PAYU_SALTS"):
-        found.append(PayU(merchant_key=env["PAYU_MERCHANT_KEY"], salts=_listed(env["PAYU_SALTS"])))
+        key = env["PAYU_MERCHANT_KEY"]
+        found.append(_read(env, "PAYU_SALTS", lambda given: PayU(merchant_key=key, salts=given)))
     # PhonePe and Juspay callbacks carry only the username:password set in their dashboards:
     # each takes effect when the gateway's status API confirms it (`payhooks confirm`).
     if env.get("PHONEPE_WEBHOOK_CREDENTIALS"):
-        found.append(PhonePe(credentials=_listed(env["PHONEPE_WEBHOOK_CREDENTIALS"])))
+        found.append(
+            _read(env, "PHONEPE_WEBHOOK_CREDENTIALS", lambda given: PhonePe(credentials=given))
+        )
     if env.get("JUSPAY_WEBHOOK_CREDENTIALS"):
-        found.append(Juspay(credentials=_listed(env["JUSPAY_WEBHOOK_CREDENTIALS"])))
+        found.append(
+            _read(env, "JUSPAY_WEBHOOK_CREDENTIALS", lambda given: Juspay(credentials=given))
+        )
     return found
 
 
-def _listed(value: str) -> tuple[str, ...]:
-    return read_secrets(value)  # never split on commas: a secret may hold one
+def _read(
+    env: Mapping[str, str], variable: str, adapter: Callable[[tuple[str, ...]], Adapter]
+) -> Adapter:
+    """``adapter`` given what ``variable`` holds, never split on commas (a secret may hold
+    one); what payhooks refuses in it is said naming the variable, never quoting it."""
+    try:
+        return adapter(read_secrets(env[variable]))
+    except ValueError as exc:
+        raise ValueError(f"{variable} is refused: {exc}") from None
 
 
 def engine_from(url: str) -> sqlalchemy.Engine:
@@ -273,7 +287,11 @@ def engine_from(url: str) -> sqlalchemy.Engine:
 
 
 def main() -> None:
+    try:
+        adapters = adapters_from(os.environ)
+    except ValueError as exc:  # one line naming the variable, before the database is touched
+        raise SystemExit(f"flask_shop: {exc}") from None
     engine = engine_from(os.environ["DATABASE_URL"])
     migrate(engine)
-    app = create_app(engine, adapters_from(os.environ))
+    app = create_app(engine, adapters)
     app.run(host="127.0.0.1", port=int(os.environ.get("PORT", "5000")), threaded=True)

@@ -78,6 +78,70 @@ def test_manage_py_check_reports_a_bad_setting():
         call_command("check")
 
 
+CREDENTIALS = ["PHONEPE_WEBHOOK_CREDENTIALS", "JUSPAY_WEBHOOK_CREDENTIALS"]
+
+
+@pytest.mark.parametrize("key", CREDENTIALS)
+@pytest.mark.parametrize(
+    "value", [["nocolon"], [":pw"], ["user:"], "nocolon", '["user:pw", "user:"]']
+)
+def test_manage_py_check_refuses_a_webhook_credential_that_is_not_username_password(key, value):
+    """Refused by the gateway's adapter as it is built: said by the check naming the key,
+    never a traceback."""
+    with (
+        override_settings(PAYHOOKS={**PAYHOOKS, key: value}),
+        pytest.raises(SystemCheckError, match=rf'payhooks\.E001.*PAYHOOKS\["{key}"\]') as refused,
+    ):
+        call_command("check")
+    assert "username:password" in str(refused.value) and "nocolon" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, ["RAZORPAY_WEBHOOK_SECRETS"], "RAZORPAY_WEBHOOK_SECRETS=whsec"],
+)
+def test_manage_py_check_refuses_a_payhooks_setting_of_another_shape(value):
+    with (
+        override_settings(PAYHOOKS=value),
+        pytest.raises(SystemCheckError, match=r"payhooks\.E001.*PAYHOOKS must be a dict"),
+    ):
+        call_command("check")
+
+
+def test_a_key_that_is_not_a_name_is_refused_as_unknown():
+    with pytest.raises(ImproperlyConfigured, match="unknown keys: 7, RAZORPAY_SECRETS"):
+        conf.read({7: "x", "RAZORPAY_SECRETS": ["whsec"]})
+
+
+@pytest.mark.parametrize("key", [("gtKFFx",), 42])
+def test_payus_merchant_key_is_one_string(key):
+    with pytest.raises(ImproperlyConfigured, match=r'PAYHOOKS\["PAYU_MERCHANT_KEY"\]'):
+        conf.read({"PAYU_MERCHANT_KEY": key, "PAYU_SALTS": ["eCwWELxi"]})
+
+
+API_KEYS = {"RAZORPAY_KEY_ID": "rzp_test_k", "RAZORPAY_KEY_SECRET": "s"}
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["api.razorpay.com", "ftp://api.razorpay.com", "https://", "https://x.in/?a=1", "http://[::1"],
+)
+def test_manage_py_check_refuses_a_status_api_url_that_is_not_one(url):
+    """As the service refuses its ``PAYHOOKS_RAZORPAY_API_URL``: every call would fail."""
+    with (
+        override_settings(PAYHOOKS={**PAYHOOKS, **API_KEYS, "RAZORPAY_API_URL": url}),
+        pytest.raises(SystemCheckError, match=r'payhooks\.E001.*PAYHOOKS\["RAZORPAY_API_URL"\]'),
+    ):
+        call_command("check")
+
+
+def test_a_status_api_url_refused_in_django_is_named_by_its_key():
+    with pytest.raises(ImproperlyConfigured) as refused:
+        conf.read({**API_KEYS, "RAZORPAY_API_URL": "https://api.razorpay.com/v1"})
+    assert "PAYHOOKS_RAZORPAY_API_URL" not in str(refused.value)
+    assert 'PAYHOOKS["RAZORPAY_API_URL"]' in str(refused.value)
+
+
 def test_manage_py_check_reports_a_handler_that_cannot_be_imported():
     with (
         override_settings(PAYHOOKS={**PAYHOOKS, "HANDLER": "orders.nowhere.hooks"}),

@@ -4,6 +4,7 @@ one table, and only after the claim's transaction has committed."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -178,6 +179,27 @@ def test_a_gateway_with_no_secret_configured_is_answered_404(site):
     with payhooks_with(PAYU_MERCHANT_KEY="", PAYU_SALTS=[]):
         response = post(site, delivery)
     assert (response.status_code, response.json()["error"]) == (404, "provider_not_configured")
+
+
+@pytest.mark.parametrize(
+    "changes", [{"PHONEPE_WEBHOOK_CREDENTIALS": ["nocolon"]}, {"LOCK_TIMEOUT_MS": "2000"}]
+)
+def test_a_setting_refused_as_a_delivery_reads_it_is_answered_503_naming_it_in_the_log(
+    site, order, django_db, caplog, changes
+):
+    """Under a server that runs no ``manage.py check`` (gunicorn): every gateway is answered
+    503, which it retries, with no traceback; the log names the setting, the answer does not."""
+    caplog.set_level(logging.WARNING, logger="payhooks.django")
+    with payhooks_with(**changes):
+        response = post(site, capture())
+    assert (response.status_code, response.json()["error"]) == (503, "settings_refused")
+    (key,) = changes
+    logged = [r for r in caplog.records if r.name == "payhooks.django"]
+    assert [(r.getMessage(), r.reason, r.exc_info) for r in logged] == [
+        ("webhook_unavailable", "settings_refused", None)
+    ]
+    assert f'PAYHOOKS["{key}"]' in logged[0].detail and key not in response.text
+    assert records(django_db) == [] and orders() == [("order_dj1", "pending")]
 
 
 def test_an_unknown_gateways_name_is_quoted_to_the_shared_limit(site):

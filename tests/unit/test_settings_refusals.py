@@ -203,3 +203,19 @@ def test_a_status_api_url_with_a_path_of_its_own_is_taken():
                                "PAYHOOKS_RAZORPAY_KEY_ID": "k",
                                "PAYHOOKS_RAZORPAY_KEY_SECRET": "s"})  # fmt: skip
     assert [c.base_url for c in found.reconciled().values()] == ["http://127.0.0.1:9000/razorpay"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["api.razorpay.com", "ftp://api.razorpay.com", "https://", "https://x.in/?a=1", "http://[::1"],
+)
+def test_a_status_api_url_that_is_not_one_is_refused_by_every_reader_naming_it(url):
+    """The service at start, and ``credentials()``, which ``payhooks.reconcile.run`` reads the
+    environment of a FastAPI or Flask app with: every call to such a base would fail."""
+    from payhooks.gateways import credentials
+
+    name = "PAYHOOKS_RAZORPAY_API_URL"
+    assert refusal({name: url}).variable == name
+    env = {name: url, "PAYHOOKS_RAZORPAY_KEY_ID": "k", "PAYHOOKS_RAZORPAY_KEY_SECRET": "s"}
+    with pytest.raises(ValueError, match=f"^{name} must be an http:// or https:// URL"):
+        credentials(env)

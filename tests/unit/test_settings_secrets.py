@@ -258,6 +258,18 @@ def test_a_single_secret_with_spaces_around_it_is_refused(variable, value):
     assert "gtKFFx" not in str(error)
 
 
+@pytest.mark.parametrize(
+    "variable", ["PAYHOOKS_PHONEPE_WEBHOOK_CREDENTIALS", "PAYHOOKS_JUSPAY_WEBHOOK_CREDENTIALS"]
+)
+@pytest.mark.parametrize("value", ["nocolon", ":pw", "user:", '["user:pw", "nocolon"]'])
+def test_a_webhook_credential_that_is_not_username_password_is_refused_at_start(variable, value):
+    """Refused by the gateway's adapter: said as the settings are read, naming the variable,
+    never as a traceback once the server builds its adapters."""
+    error = refusal(variable, value)
+    assert error.variable == variable and "username:password" in str(error)
+    assert "nocolon" not in str(error)
+
+
 def test_a_gateway_whose_callbacks_need_its_api_is_warned_of_without_its_credentials():
     """PhonePe served with no API credentials: its callbacks would wait, applied never. The
     worker and ``payhooks serve`` say so at start, naming the variables to set."""

@@ -39,6 +39,8 @@ from payhooks.gateways import (
     Adapter,
     ApiCredentials,
     Gateway,
+    RefusedSetting,
+    RefusedSettings,
     Secret,
     checked_secrets,
     credentials,
@@ -118,9 +120,14 @@ def read(values: Mapping[str, Any]) -> Config:
     """Refuses what would fail quietly later: an unknown key (a misspelt gateway would be
     answered 404 in production), an empty secret, or spaces around one. A string is one
     secret, never read letter by letter, nor split on commas. Refused while a delivery reads
-    it (a server that runs no ``manage.py check``), no variable of this frame or those below
-    it, all holding secrets, is shown in Django's error reports."""
-    unknown = sorted(set(values) - _KNOWN)
+    it (a server that runs no ``manage.py check``: the admin's pages; the webhook view answers
+    503 instead), no variable of this frame or those below it, all holding secrets, is shown
+    in Django's error reports."""
+    if not isinstance(values, Mapping):
+        raise ImproperlyConfigured(
+            f"PAYHOOKS must be a dict of settings by name, not {type(values).__name__}"
+        )
+    unknown = sorted(str(key) for key in set(values) - _KNOWN)
     if unknown:
         raise ImproperlyConfigured(f"PAYHOOKS has unknown keys: {', '.join(unknown)}")
     return Config(
@@ -141,8 +148,8 @@ def read(values: Mapping[str, Any]) -> Config:
 def _api(values: Mapping[str, Any]) -> dict[Provider, ApiCredentials]:
     try:
         return credentials(values, prefix="")
-    except ValueError as exc:
-        raise ImproperlyConfigured(f"PAYHOOKS: {exc}") from None
+    except RefusedSetting as exc:
+        raise ImproperlyConfigured(f'PAYHOOKS["{exc.name}"] {exc.reason}') from None
 
 
 def _adapters(values: Mapping[str, Any]) -> dict[str, Adapter]:
@@ -161,7 +168,12 @@ def _adapter(values: Mapping[str, Any], gateway: Gateway) -> Adapter | None:
     if gateway.incomplete(given) is not None:
         keys = " and ".join(secret.django_key for secret in gateway.secrets)
         raise ImproperlyConfigured(f"PAYHOOKS needs {keys} together")
-    return gateway.adapter([_value(s, g) for s, g in zip(gateway.secrets, given, strict=True)])
+    found = [_value(s, g) for s, g in zip(gateway.secrets, given, strict=True)]
+    try:
+        return gateway.adapter(found)
+    except RefusedSettings as exc:
+        keys = " and ".join(f'PAYHOOKS["{secret.django_key}"]' for secret in exc.secrets)
+        raise ImproperlyConfigured(f"{keys} is refused: {exc.reason}") from None
 
 
 def _given(values: Mapping[str, Any], secret: Secret) -> Any:
@@ -173,8 +185,9 @@ def _given(values: Mapping[str, Any], secret: Secret) -> Any:
 
 
 def _value(secret: Secret, given: Any) -> tuple[str, ...]:
-    if isinstance(given, tuple) or not given:
-        return given or ()
+    """What one setting holds: the secrets already read, or a single value, one string."""
+    if secret.several or not given:
+        return tuple(given or ())
     if not isinstance(given, str) or given != given.strip():
         raise ImproperlyConfigured(f'PAYHOOKS["{secret.django_key}"] must be a string, unpadded')
     return (given,)

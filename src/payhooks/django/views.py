@@ -4,7 +4,9 @@ CSRF-exempt (a gateway has no token; the signature authenticates it) and exclude
 ``ATOMIC_REQUESTS``: the delivery opens its own transaction and is answered after its commit.
 The view maps Django's request to the shared step (``payhooks.intake.endpoint``): every outcome and
 every payhooks error is answered from the one table in ``payhooks.intake.answers``; anything else a
-handler raises is left to Django (500, logged, nothing recorded).
+handler raises is left to Django (500, logged, nothing recorded). A ``PAYHOOKS`` setting refused
+as the view reads it (a server that ran no ``manage.py check``) is answered 503 for every
+gateway, named in the log, never a traceback.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from functools import partial
 from typing import Any, BinaryIO
 
 import psycopg
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -27,7 +30,12 @@ from payhooks.intake.answers import declared_over
 from payhooks.intake.endpoint import Endpoint, Reply, unfolded
 from payhooks.operations.deliverylog import DeliveryLog, OwnConnection
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import LengthRequired, PayhooksError, PayloadTooLarge
+from payhooks.plumbing.errors import (
+    LengthRequired,
+    PayhooksError,
+    PayloadTooLarge,
+    SettingsRefused,
+)
 
 log = logging.getLogger("payhooks.django")
 
@@ -37,7 +45,10 @@ log = logging.getLogger("payhooks.django")
 def receive(request: HttpRequest, provider: str) -> HttpResponse:
     """The webhook view: the body read within the gateway's bound, then verified, claimed
     and answered by the shared step, on Django's own connection."""
-    config = conf.current()
+    try:
+        config = conf.current()
+    except ImproperlyConfigured as exc:
+        return _response(Endpoint({}, log).refused(provider, SettingsRefused(str(exc))))
     endpoint = Endpoint(config.adapters, log, delivery_log(config.database).note)
     try:
         body = _bounded_body(request, endpoint.bound(provider), provider)

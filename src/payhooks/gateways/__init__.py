@@ -11,7 +11,15 @@ from types import MappingProxyType
 
 from payhooks.events import Provider
 from payhooks.gateways._adapter import Adapter, checked_secrets, read_secrets, secrets_value
-from payhooks.gateways._gateway import ApiCredentials, Found, Gateway, Secret, StatusApi
+from payhooks.gateways._gateway import (
+    ApiCredentials,
+    Found,
+    Gateway,
+    RefusedSetting,
+    RefusedSettings,
+    Secret,
+    StatusApi,
+)
 from payhooks.gateways.cashfree import CASHFREE
 from payhooks.gateways.juspay import JUSPAY
 from payhooks.gateways.payu import PAYU
@@ -57,7 +65,8 @@ def credentials(
 ) -> dict[Provider, ApiCredentials]:
     """Each gateway's status-API credentials found in ``values``: the environment, or with
     ``prefix=""`` Django's ``PAYHOOKS`` setting (``RAZORPAY_KEY_ID``, ...). Both the id and
-    the secret, or neither; one alone is a ``ValueError`` naming the other, never ignored."""
+    the secret, or neither; one alone is a ``RefusedSetting`` naming the other, never
+    ignored, as is a base URL that is no URL (``StatusApi.base_url``)."""
     found: dict[Provider, ApiCredentials] = {}
     for provider, gateway in GATEWAYS.items():
         api = gateway.status_api
@@ -66,10 +75,10 @@ def credentials(
         ident, secret = _text(values, id_name), _text(values, secret_name)
         if bool(ident) != bool(secret):
             given, missing = (id_name, secret_name) if ident else (secret_name, id_name)
-            raise ValueError(f"{missing} is not set while {given} is: both are needed")
+            raise RefusedSetting(missing, f"is not set while {given} is: both are needed")
         if ident and secret:
             url_name = prefix + api.url_variable.removeprefix("PAYHOOKS_")
-            base_url = api.base_url(_text(values, url_name) or api.url)
+            base_url = api.base_url(_text(values, url_name) or api.url, url_name)
             found[provider] = ApiCredentials(
                 provider=provider, id=ident, secret=secret, base_url=base_url
             )
@@ -81,7 +90,7 @@ def _text(values: Mapping[str, object], name: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, not {type(value).__name__}")
+        raise RefusedSetting(name, f"must be a string, not {type(value).__name__}")
     return value.strip()
 
 
@@ -91,6 +100,8 @@ __all__ = [
     "ApiCredentials",
     "Found",
     "Gateway",
+    "RefusedSetting",
+    "RefusedSettings",
     "Secret",
     "StatusApi",
     "UnknownGateway",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from payhooks.events import Provider
 from payhooks.gateways._adapter import Adapter
@@ -39,22 +40,39 @@ class StatusApi:
     """The paths its client adds to the base URL (Razorpay's ``/v1``): a base URL given
     already ending in one is refused, naming the base (every call went to ``/v1/v1/...``)."""
 
-    def base_url(self, given: str) -> str:
-        """``given`` without a trailing ``/``; ``ValueError`` when it ends in a path of
-        ``adds``."""
+    def base_url(self, given: str, name: str | None = None) -> str:
+        """``given`` without a trailing ``/``; ``RefusedSetting`` naming the setting (``name``,
+        as its reader calls it; ``url_variable`` by default) when it is not an http(s) URL with
+        a host and no query, or ends in a path of ``adds``: every call to it would fail."""
+        name = name or self.url_variable
+        if not _http_url(given):
+            shown = repr(given) if len(given) <= 40 else repr(given[:40]) + "\u2026"
+            raise RefusedSetting(
+                name, f"must be an http:// or https:// URL such as {self.url}, not {shown}"
+            )
         url = given.rstrip("/")
         for path in self.adds:
             if url.lower().endswith(path):
-                raise ValueError(
-                    f"{self.url_variable} ends in {path}, which payhooks adds to it itself: "
-                    f"give {url[: -len(path)]}"
-                )
+                raise RefusedSetting(
+                    name, f"ends in {path}, which payhooks adds to it itself: "
+                    f"give {url[: -len(path)]}",
+                )  # fmt: skip
         return url
 
     @property
     def credentials(self) -> str:
         """The settings an operator checks when the API refuses them."""
         return f"{self.id_variable} and {self.secret_variable}"
+
+
+def _http_url(given: str) -> bool:
+    """An http(s) URL with a host and no query; one ``urlsplit`` cannot read (``http://[::1``)
+    is none."""
+    try:
+        parts = urlsplit(given)
+        return parts.scheme in ("http", "https") and bool(parts.hostname) and not parts.query
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +108,29 @@ def status_api(
         module=f"payhooks.gateways.{provider.value}.status",
         adds=adds,
     )
+
+
+class RefusedSetting(ValueError):
+    """A setting refused as it is read (a status API's id without its secret, a base URL
+    that is no URL): ``name`` as its reader called it (``PAYHOOKS_RAZORPAY_API_URL``, or
+    Django's ``RAZORPAY_API_URL``) and ``reason``, which never quotes a secret."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name} {reason}")
+        self.name = name
+        self.reason = reason
+
+
+class RefusedSettings(ValueError):
+    """A gateway's webhook settings its adapter refuses: ``secrets``, the settings, and
+    ``reason``, the adapter's words (which never quote a secret). Each reader names them as
+    it calls them (the service's variables, Django's ``PAYHOOKS`` keys) and refuses to start,
+    rather than a server failing each delivery on them."""
+
+    def __init__(self, secrets: tuple[Secret, ...], reason: str) -> None:
+        super().__init__(f"{' and '.join(s.variable for s in secrets)}: {reason}")
+        self.secrets = secrets
+        self.reason = reason
 
 
 Found = Sequence[tuple[str, ...]]
@@ -166,8 +207,15 @@ class Gateway:
 
     def adapter(self, found: Found) -> Adapter | None:
         """The adapter when every setting holds something; None when none does (the gateway
-        is not served). Call ``incomplete`` first: some set and some not is a mistake."""
-        return self.build(found) if all(found) else None
+        is not served). Call ``incomplete`` first: some set and some not is a mistake. What
+        the adapter refuses (a PhonePe credential without its ``:``) is ``RefusedSettings``,
+        naming the settings for each reader to say as it starts."""
+        if not all(found):
+            return None
+        try:
+            return self.build(found)
+        except (TypeError, ValueError) as exc:
+            raise RefusedSettings(self.secrets, str(exc)) from None
 
     def incomplete(self, found: Sequence[object]) -> tuple[Secret, Secret] | None:
         """A setting given and one missing, when only some are set (``found`` holds what each
@@ -187,6 +235,8 @@ __all__ = [
     "ApiCredentials",
     "Found",
     "Gateway",
+    "RefusedSetting",
+    "RefusedSettings",
     "Secret",
     "StatusApi",
     "from_credentials",

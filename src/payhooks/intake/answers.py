@@ -17,6 +17,7 @@ from payhooks.plumbing import errors
 STATUS_OF_OUTCOME = {outcome: 200 for outcome in Outcome}
 STATUS_OF_ERROR: list[tuple[type[errors.PayhooksError], int, str]] = [
     (errors.ConfirmationsFull, 503, "confirmations_full"),
+    (errors.SettingsRefused, 503, "settings_refused"),
     (errors.PayloadTooLarge, 413, "payload_too_large"),
     (errors.LengthRequired, 411, "length_required"),
     (errors.UnsignedChargeback, 401, "unsigned_chargeback"),

@@ -54,6 +54,16 @@ class ConfirmationsFull(RejectedDelivery):
     was stored; answered 503, so the gateway sends it again."""
 
 
+class SettingsRefused(Explained):
+    """The settings a delivery is served by, refused as it reads them (a framework's, read on
+    each request, under a server that checked nothing at start): nothing was stored, answered
+    503 so the gateway sends it again once they are mended. The log names the setting; the
+    answer, read by whoever posted, does not."""
+
+    def __init__(self, refusal: str) -> None:
+        super().__init__("payhooks' settings are refused; the server's log says which", refusal)
+
+
 class ProviderNotConfigured(PayhooksError):
     """No secret is configured for this provider, so it is not served."""
 

@@ -16,7 +16,15 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS, Adapter, ApiCredentials, Gateway, read_secrets
+from payhooks.gateways import (
+    GATEWAYS,
+    Adapter,
+    ApiCredentials,
+    Gateway,
+    RefusedSetting,
+    RefusedSettings,
+    read_secrets,
+)
 from payhooks.operations.retention import DEFAULT_RETENTION_DAYS, MIN_RETENTION_DAYS
 from payhooks.plumbing.db import libpq_url
 from payhooks.service.errors import InvalidAddress, SettingError
@@ -138,18 +146,6 @@ class _Variable:
                 "your chat tool gave (Slack, Google Chat, Discord's ending in /slack, ...)",
             )
         return self.raw
-
-    def base_url(self, default: str) -> str:
-        """An http(s) URL with a host and nothing after the path (no query, no fragment)."""
-        if not self.raw:
-            return default
-        parts = urlsplit(self.raw)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
-            raise SettingError(
-                self.name,
-                f"must be an http:// or https:// URL such as {default}, not {_clipped(self.raw)}",
-            )
-        return self.raw.rstrip("/")
 
     def timezone(self, default: str) -> str:
         """An IANA zone name the time zone database holds (``Asia/Kolkata``)."""
@@ -343,7 +339,9 @@ class Settings:
 
     def check_gateways(self) -> None:
         """A gateway with some of its webhook settings and not all (PayU's merchant key
-        without its salts) is refused: it would be left silently unserved."""
+        without its salts) is refused: it would be left silently unserved. So is one its
+        adapter refuses (a PhonePe credential without its ``:``), here rather than where a
+        server first builds its adapters."""
         for gateway in GATEWAYS.values():
             incomplete = gateway.incomplete(self._found(gateway))
             if incomplete is not None:
@@ -351,6 +349,11 @@ class Settings:
                 raise SettingError(
                     missing.variable, f"is not set while {given.variable} is: {gateway.needs}"
                 )
+        try:
+            self.adapters()
+        except RefusedSettings as exc:
+            names = " and ".join(secret.variable for secret in exc.secrets)
+            raise SettingError(names, f"is refused: {exc.reason}") from None
 
     def _found(self, gateway: Gateway) -> list[tuple[str, ...]]:
         return [self.webhook_secrets.get(s.variable, ()) for s in gateway.secrets]
@@ -454,13 +457,10 @@ def _api_credentials(env: _Environment) -> tuple[ApiCredentials, ...]:
         api = gateway.status_api
         id_name, secret_name = api.id_variable, api.secret_variable
         ident, secret = env.get(id_name).secret(), env.get(secret_name).secret()
-        base_url = env.get(api.url_variable).base_url(api.url)
         try:
-            base_url = api.base_url(base_url)
-        except ValueError as exc:
-            raise SettingError(
-                api.url_variable, str(exc).removeprefix(api.url_variable + " ")
-            ) from None
+            base_url = api.base_url(env.get(api.url_variable).text() or api.url)
+        except RefusedSetting as exc:
+            raise SettingError(exc.name, exc.reason) from None
         if bool(ident) != bool(secret):
             given, missing = (id_name, secret_name) if ident else (secret_name, id_name)
             raise SettingError(missing, f"is not set while {given} is: both are needed")

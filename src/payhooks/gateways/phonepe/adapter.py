@@ -66,8 +66,8 @@ class PhonePe:
         _common.require_credentials(
             self.credentials,
             missing="PhonePe needs at least one webhook username:password",
-            malformed="each PhonePe webhook credential is username:password, as set in the "
-            "dashboard",
+            malformed="each PhonePe webhook credential is username:password as set in "
+            "PhonePe's dashboard, both non-empty",
         )
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
