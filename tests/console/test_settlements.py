@@ -90,7 +90,7 @@ def test_the_page_and_home_show_a_report_line_payhooks_could_not_read(console, c
     records.record(conn, [], [], settlements.recon(json.dumps(body).encode()).unreadable)
     page = shown(console, "/console/settlements")
     (kept,) = listed(page, "unreadable")
-    assert "setl_P1" in kept and "amount is not a whole number of paise" in kept
+    assert "setl_P1" in kept and "amount is negative: -2450" in kept
     assert "adj_&lt;b&gt;Neg" in page and "adj_<b>Neg" not in page  # the gateway's text, escaped
     assert "1 settlement line payhooks cannot read" in shown(console, "/console/")
 

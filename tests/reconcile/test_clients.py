@@ -261,9 +261,9 @@ def _peak_while(call: Callable[[], object]) -> tuple[BaseException | None, int]:
         (
             b"gzip, gzip",
             lambda: gzip.compress(_bomb(), 9),
-            "answer in an unsupported encoding ('gzip, gzip')",
+            'answer in an unsupported encoding ("gzip, gzip")',
         ),
-        (b"br", lambda: b"x" * 100, "answer in an unsupported encoding ('br')"),
+        (b"br", lambda: b"x" * 100, 'answer in an unsupported encoding ("br")'),
     ],
 )
 def test_a_compressed_answer_is_decoded_no_further_than_the_size_bound(encoding, body, reason):

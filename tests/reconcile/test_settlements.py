@@ -170,7 +170,7 @@ def unreadable_page(payout, odd=NEGATIVE) -> bytes:
 
 @pytest.mark.parametrize(
     ("odd", "why"),
-    [(NEGATIVE, "amount is not a whole number"), (NUL, "order_id is not valid text")],
+    [(NEGATIVE, "amount is negative: -2450"), (NUL, "order_id is not valid text")],
 )
 def test_an_unreadable_line_is_kept_and_every_other_line_day_and_total_recorded(
     conn, database_url, gateway_api, odd, why

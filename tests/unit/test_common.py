@@ -8,7 +8,15 @@ from decimal import Decimal
 import pytest
 
 from payhooks.events import Provider
-from payhooks.gateways._common import optional_paise, refuse, require, require_secrets, same_id
+from payhooks.gateways._common import (
+    load_json_object,
+    optional_paise,
+    paise_field,
+    refuse,
+    require,
+    require_secrets,
+    same_id,
+)
 from payhooks.gateways.cashfree import Cashfree
 from payhooks.gateways.juspay import Juspay
 from payhooks.gateways.payu import PayU
@@ -34,14 +42,89 @@ def test_optional_paise_reads_rupees_and_leaves_a_missing_amount_out():
 
 
 def test_optional_paise_refuses_a_strict_odd_amount_and_leaves_a_lenient_one_out():
-    with pytest.raises(MalformedPayload, match="amount is not a whole number of paise"):
+    with pytest.raises(MalformedPayload, match="amount has a fraction of a paisa"):
         optional_paise(Decimal("1.234"), "amount", strict=True, provider=P)
     assert optional_paise(Decimal("1.234"), "amount", strict=False, provider=P) is None
 
 
-def test_a_negative_amount_is_said_to_be_negative():
-    with pytest.raises(MalformedPayload, match=r"payment_amount is negative: Decimal\('-250.00'\)"):
-        optional_paise(Decimal("-250.00"), "payment_amount", strict=True, provider=P)
+# A refusal's words reach the gateway's dashboard and the operator: what was refused and why,
+# the value as the gateway wrote it, never Python's repr of it (Decimal('12000.0')).
+RUPEES_REFUSED = [
+    (Decimal("-250.00"), "payment_amount is negative: -250.00"),
+    (Decimal("1.234"), "payment_amount has a fraction of a paisa: 1.234 (rupees take at most "
+                       "2 decimal places)"),
+    ("abc", 'payment_amount must be a number of rupees, not "abc"'),
+    ("NaN", 'payment_amount must be a number of rupees, not "NaN"'),
+    (Decimal("1E+30"), "payment_amount is too large to be an amount: 1E+30"),
+    (True, "payment_amount must be a number of rupees, not true"),
+    ([1], "payment_amount must be a number of rupees, not an array"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "said"), RUPEES_REFUSED)
+def test_a_rupee_amount_is_refused_saying_what_was_sent_and_why(value, said):
+    with pytest.raises(MalformedPayload) as refused:
+        optional_paise(value, "payment_amount", strict=True, provider=P)
+    assert refused.value.reason == said
+
+
+PAISE_REFUSED = [
+    (Decimal("12000.0"), "amount must be an integer number of paise, not 12000.0"),
+    (Decimal("120.5"), "amount must be an integer number of paise, not 120.5"),
+    (True, "amount must be an integer number of paise, not true"),
+    ("12000", 'amount must be an integer number of paise, not "12000"'),
+    ({"value": 1}, "amount must be an integer number of paise, not an object"),
+    (-5, "amount is negative: -5"),
+]
+
+
+@pytest.mark.parametrize(("value", "said"), PAISE_REFUSED)
+def test_an_amount_in_paise_is_refused_saying_what_was_sent_and_why(value, said):
+    """PhonePe's ``"amount": 12000.0`` is a whole number, written as a fraction: what is
+    refused is that a paise amount is not written as an integer."""
+    with pytest.raises(MalformedPayload) as refused:
+        paise_field(value, "amount", strict=True, provider=P)
+    assert refused.value.reason == said
+
+
+def test_a_long_string_is_cut_in_the_words_of_a_refusal():
+    with pytest.raises(MalformedPayload) as refused:
+        optional_paise("9" * 30 + "x" * 100, "amount", strict=True, provider=P)
+    assert refused.value.reason == f'amount must be a number of rupees, not "{"9" * 30}{"x" * 10}…"'
+
+
+def nested(depth: int) -> bytes:
+    return b'{"a": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def test_json_nested_too_deep_to_read_is_said_to_be_so():
+    """Valid JSON, but past what Python's parser reaches: never a gateway's body."""
+    with pytest.raises(MalformedPayload) as refused:
+        load_json_object(nested(5000), provider=P)
+    assert refused.value.reason == "body is nested too deep to read"
+    assert load_json_object(nested(50), provider=P)["a"] is not None
+
+
+def test_json_holding_a_number_too_long_to_read_is_said_to_be_so():
+    """Valid JSON too: Python reads no integer of more than 4300 digits."""
+    with pytest.raises(MalformedPayload) as refused:
+        load_json_object(b'{"amount": ' + b"1" * 5000 + b"}", provider=P)
+    assert refused.value.reason == "body holds a number of 5000 digits, more than payhooks reads"
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_json_holding_nan_or_infinity_is_not_json(constant):
+    with pytest.raises(MalformedPayload) as refused:
+        load_json_object(b'{"amount": ' + constant.encode() + b"}", provider=P)
+    assert refused.value.reason == f"body is not valid JSON: {constant} is not a JSON number"
+
+
+def test_a_status_answer_nested_too_deep_is_said_to_be_so():
+    from payhooks.gateways._reports import read_json
+
+    with pytest.raises(MalformedPayload) as refused:
+        read_json(P, nested(5000))
+    assert refused.value.reason == "status API answer is nested too deep to read"
 
 
 def test_require_names_the_first_missing_field():

@@ -13,6 +13,7 @@ from payhooks.events import CONTROL, MAX_TEXT_CHARS, Provider, is_text
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
 
 _PAISE = Decimal("0.01")
+_SHOWN_CHARS = 40  # of a value quoted in a refusal
 
 # JSON gateways are only hashed before authentication, so a generous bound costs little.
 MAX_JSON_BODY_BYTES = 1024 * 1024
@@ -22,27 +23,57 @@ def sha256_hex(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
+def shown(value: object) -> str:
+    """``value`` as the gateway wrote it, for the words of a refusal (read by the gateway's
+    dashboard and the operator): a number as written (``12000.0``), ``true``, ``false`` or
+    ``null``, a string in double quotes cut to 40 characters, or what kind of JSON it is;
+    never Python's repr (``Decimal('12000.0')``), which nobody sent."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int | Decimal):
+        written = str(value)
+        return written if len(written) <= _SHOWN_CHARS else written[:_SHOWN_CHARS] + "\u2026"
+    if isinstance(value, str):
+        quoted = json.dumps(value[:_SHOWN_CHARS])
+        return quoted if len(value) <= _SHOWN_CHARS else quoted[:-1] + '\u2026"'
+    if isinstance(value, dict):
+        return "an object"
+    return "an array" if isinstance(value, list) else "no JSON value"
+
+
 def rupees_to_paise(value: object, *, provider: Provider, field: str) -> int:
     """Decimal rupees (JSON number parsed as Decimal, int, or form string) to exact paise."""
     if isinstance(value, bool) or not isinstance(value, (Decimal, int, str)):
-        raise MalformedPayload(provider, f"{field} is not an amount")
+        raise MalformedPayload(provider, f"{field} must be a number of rupees, not {shown(value)}")
     try:
         amount = Decimal(value)
     except InvalidOperation as exc:
-        raise MalformedPayload(provider, f"{field} is not an amount: {value!r}") from exc
-    if amount.is_finite() and amount < 0:
-        raise MalformedPayload(provider, f"{field} is negative: {value!r}")
-    if not amount.is_finite() or not _whole_paise(amount):
-        raise MalformedPayload(provider, f"{field} is not a whole number of paise: {value!r}")
+        raise MalformedPayload(
+            provider, f"{field} must be a number of rupees, not {shown(value)}"
+        ) from exc
+    if not amount.is_finite():
+        raise MalformedPayload(provider, f"{field} must be a number of rupees, not {shown(value)}")
+    if amount < 0:
+        raise MalformedPayload(provider, f"{field} is negative: {shown(value)}")
+    whole = _whole_paise(amount)
+    if whole is None:
+        raise MalformedPayload(provider, f"{field} is too large to be an amount: {shown(value)}")
+    if not whole:
+        raise MalformedPayload(
+            provider,
+            f"{field} has a fraction of a paisa: {shown(value)} (rupees take at most 2 decimal "
+            "places)",
+        )
     return int(amount * 100)
 
 
-def _whole_paise(amount: Decimal) -> bool:
-    """quantize() raises for amounts too large for the context (1e30); that is malformed too."""
+def _whole_paise(amount: Decimal) -> bool | None:
+    """Whether ``amount`` is a whole number of paise; None when it is too large for the
+    context to say (``quantize`` raises for 1e30)."""
     try:
         return amount.quantize(_PAISE) == amount
     except InvalidOperation:
-        return False
+        return None
 
 
 def delivery_key(*parts: object) -> str | None:
@@ -105,22 +136,45 @@ def body_key(event_type: str, body: bytes) -> str:
 
 
 def load_json_object(body: bytes, *, provider: Provider) -> dict[str, object]:
-    """Parse verified JSON with every fraction as Decimal, so amounts stay exact.
-
-    NaN and Infinity are not JSON and would turn into floats; absurd nesting raises
-    RecursionError. Both are malformed bodies, not crashes.
-    """
-    try:
-        doc = json.loads(body, parse_float=Decimal, parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:
-        raise MalformedPayload(provider, "body is not valid JSON") from exc
+    """Parse verified JSON with every fraction as Decimal, so amounts stay exact
+    (``parse_json``); anything but an object is malformed."""
+    doc = parse_json(body, provider=provider)
     if not isinstance(doc, dict):
         raise MalformedPayload(provider, "body is not a JSON object")
     return doc
 
 
+def parse_json(body: bytes, *, provider: Provider, what: str = "body") -> object:
+    """``body`` (``what`` it is, for the words) parsed with every fraction as Decimal, or
+    malformed saying why: not JSON (NaN and Infinity are not, and would turn into floats),
+    nested deeper than Python's parser reaches (``RecursionError``), or holding a number of
+    more digits than Python reads. The last two are valid JSON, never "not valid JSON"."""
+    try:
+        return json.loads(
+            body, parse_float=Decimal, parse_int=_integer, parse_constant=_reject_constant
+        )
+    except _Unread as exc:
+        raise MalformedPayload(provider, f"{what} {exc}") from exc
+    except RecursionError as exc:
+        raise MalformedPayload(provider, f"{what} is nested too deep to read") from exc
+    except ValueError as exc:
+        raise MalformedPayload(provider, f"{what} is not valid JSON") from exc
+
+
+class _Unread(ValueError):
+    """What ``json.loads`` met that it cannot read, in words of its own."""
+
+
+def _integer(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:  # past sys.get_int_max_str_digits() (4300 by default)
+        count = len(digits.lstrip("-"))
+        raise _Unread(f"holds a number of {count} digits, more than payhooks reads") from None
+
+
 def _reject_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON number")
+    raise _Unread(f"is not valid JSON: {name} is not a JSON number")
 
 
 def child(node: object, *path: str) -> object:
@@ -196,13 +250,18 @@ def optional_paise(value: object, field: str, *, strict: bool, provider: Provide
 
 def paise_field(value: object, field: str, *, strict: bool, provider: Provider) -> int | None:
     """An amount the gateway writes as integer paise (Razorpay's, PhonePe's), or None when
-    missing: a fraction (read as ``Decimal``), a bool (an int to Python) or a negative number
-    is not one, malformed when ``strict``, else left out."""
+    missing: a number written with a fraction, even ``12000.0`` (read as ``Decimal``), a bool
+    (an int to Python), a string or a negative number is not one, malformed when ``strict``,
+    else left out."""
     if value is None:
         return None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    refuse(f"{field} is not a whole number of paise: {value!r}", strict=strict, provider=provider)
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value >= 0:
+            return value
+        refuse(f"{field} is negative: {shown(value)}", strict=strict, provider=provider)
+        return None
+    problem = f"{field} must be an integer number of paise, not {shown(value)}"
+    refuse(problem, strict=strict, provider=provider)
     return None
 
 

@@ -16,13 +16,12 @@ import importlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 from payhooks.events import Event, EventKind, Provider, Received, storable
 from payhooks.gateways import _refunds, gateway
-from payhooks.gateways._common import rupees_to_paise, sha256_hex
+from payhooks.gateways._common import parse_json, rupees_to_paise, sha256_hex
 from payhooks.plumbing.errors import MalformedPayload
 from payhooks.plumbing.keys import RECONCILED, is_reconciled
 
@@ -119,10 +118,7 @@ def named_currency(
 
 
 def read_json(provider: Provider, body: bytes) -> Any:
-    try:
-        return json.loads(body, parse_float=Decimal)
-    except (ValueError, RecursionError) as exc:
-        raise MalformedPayload(provider, "status API answer is not JSON") from exc
+    return parse_json(body, provider=provider, what="status API answer")
 
 
 def text(provider: Provider, entity: object, name: str) -> str:

@@ -25,7 +25,15 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from payhooks.events import MAX_PAISE, MAX_TEXT_CHARS, Event, EventKind, Provider
-from payhooks.gateways._common import IST, child, id_field, readable, rupees_to_paise, sha256_hex
+from payhooks.gateways._common import (
+    IST,
+    child,
+    id_field,
+    readable,
+    rupees_to_paise,
+    sha256_hex,
+    shown,
+)
 from payhooks.plumbing.errors import MalformedPayload
 
 
@@ -324,18 +332,24 @@ def _whole(
     provider: Provider, node: object, path: tuple[str, ...], *, below: int, what: str
 ) -> int | None:
     """A whole number at ``path`` from 0 up to, not including, ``below`` (what a record can
-    hold), None when missing; anything else is malformed: "<path> is not <what>"."""
+    hold), None when missing; anything else is malformed, saying which: not an integer
+    ("<path> must be <what>, not …"), negative, or past what a record holds."""
     value = child(node, *path)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < below:
-        raise MalformedPayload(provider, f"{'.'.join(path)} is not {what}")
+    name = ".".join(path)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MalformedPayload(provider, f"{name} must be {what}, not {shown(value)}")
+    if value < 0:
+        raise MalformedPayload(provider, f"{name} is negative: {value}")
+    if value >= below:
+        raise MalformedPayload(provider, f"{name} is past what payhooks records: {shown(value)}")
     return value
 
 
 def optional_paise(provider: Provider, node: object, *path: str) -> int | None:
     """An amount in integer paise (Razorpay's), None when missing."""
-    return _whole(provider, node, path, below=MAX_PAISE + 1, what="a whole number of paise")
+    return _whole(provider, node, path, below=MAX_PAISE + 1, what="an integer number of paise")
 
 
 def paise(provider: Provider, node: object, *path: str) -> int:
@@ -365,7 +379,7 @@ def rupees(provider: Provider, node: object, *path: str) -> int:
 
 def epoch(provider: Provider, node: object, *path: str) -> datetime | None:
     """A Unix time in seconds (Razorpay's), or None when missing."""
-    seconds = _whole(provider, node, path, below=2**37, what="a Unix time")
+    seconds = _whole(provider, node, path, below=2**37, what="a Unix time in whole seconds")
     return None if seconds is None else _kept(provider, datetime.fromtimestamp(seconds, UTC), path)
 
 

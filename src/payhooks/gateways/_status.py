@@ -23,6 +23,7 @@ import httpx
 
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import ApiCredentials, gateway
+from payhooks.gateways._common import shown
 from payhooks.gateways._reports import Report, printable, reread
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
@@ -177,7 +178,7 @@ def _decoder(provider: Provider, encoding: str) -> Callable[[bytes, int], bytes]
     if name in ("", "identity"):
         return lambda chunk, room: chunk
     if name not in _WBITS:
-        raise GatewayApiError(provider.value, f"answer in an unsupported encoding ({name[:40]!r})")
+        raise GatewayApiError(provider.value, f"answer in an unsupported encoding ({shown(name)})")
     inflate = zlib.decompressobj(_WBITS[name])
 
     def decode(chunk: bytes, room: int) -> bytes:

@@ -76,7 +76,7 @@ def test_the_settlement_webhook_is_a_settlement_event_keyed_on_its_type_and_payo
     [
         (lambda s: s.pop("amount_settled"), "amount_settled is missing"),
         (lambda s: s.update(amount_settled="2447.78"), "not a JSON number"),
-        (lambda s: s.update(amount_settled=2447.785), "whole number of paise"),
+        (lambda s: s.update(amount_settled=2447.785), "has a fraction of a paisa: 2447.785"),
         (lambda s: s.pop("settlement_id"), "settlement_id is missing"),
     ],
 )

@@ -446,6 +446,21 @@ def test_an_ignored_events_odd_fields_are_left_out():
 # --- refusals ------------------------------------------------------------------------------------
 
 
+def test_a_whole_amount_written_as_a_fraction_is_refused_for_how_it_is_written():
+    """``12000.0`` is a whole number of paise: what is refused is that PhonePe writes its
+    amounts as integers, said in the gateway's own notation, never as ``Decimal('12000.0')``."""
+    with pytest.raises(MalformedPayload) as refused:
+        parse(body(order(amount=12000.0)))
+    assert refused.value.reason == "amount must be an integer number of paise, not 12000.0"
+
+
+def test_valid_json_nested_too_deep_is_refused_as_nested_too_deep():
+    deep = b'{"event": "checkout.order.completed", "payload": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    with pytest.raises(MalformedPayload) as refused:
+        parse(deep)
+    assert refused.value.reason == "body is nested too deep to read"
+
+
 @pytest.mark.parametrize("amount", [100.0, 100.5, "100", True, -1, None])
 def test_a_capture_without_whole_paise_is_malformed(amount):
     with pytest.raises(MalformedPayload, match="amount"):

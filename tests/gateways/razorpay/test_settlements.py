@@ -77,7 +77,7 @@ def test_a_recon_item_not_settled_yet_is_counted_not_recorded():
 @pytest.mark.parametrize(
     ("change", "why"),
     [
-        (lambda i: i.update(type="adjustment", amount=-2450), "amount is not a whole number"),
+        (lambda i: i.update(type="adjustment", amount=-2450), "amount is negative: -2450"),
         (lambda i: i.pop("fee"), "fee is missing"),
         (lambda i: i.pop("tax"), "tax is missing"),
         (lambda i: i.update(settled="yes"), "settled is not true or false"),
@@ -132,7 +132,12 @@ def test_the_settlement_webhook_is_a_settlement_event_keyed_on_its_payout():
     ("change", "why"),
     [
         (lambda e: e.pop("amount"), "amount is missing"),
-        (lambda e: e.update(amount="6482519"), "amount is not a whole number of paise"),
+        (
+            lambda e: e.update(amount="6482519"),
+            'amount must be an integer number of paise, not "6482519"',
+        ),
+        (lambda e: e.update(amount=-6482519), "amount is negative: -6482519"),
+        (lambda e: e.update(amount=2**70), "amount is past what payhooks records"),
         (lambda e: e.update(status="paid"), "not documented"),
         (lambda e: e.pop("id"), "id is missing"),
     ],

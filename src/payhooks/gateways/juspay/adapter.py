@@ -330,7 +330,8 @@ def paise(value: object, field: str, *, strict: bool) -> int | None:
     if value is None or value == "":
         return None
     if isinstance(value, str) and _RUPEES.fullmatch(value) is None:
-        _common.refuse(f"{field} is not a rupee amount: {value[:40]!r}", strict=strict, provider=_P)
+        problem = f"{field} is not a rupee amount: {_common.shown(value)}"
+        _common.refuse(problem, strict=strict, provider=_P)
         return None
     if isinstance(value, float):  # never from load_json_object; refused rather than rounded
         _common.refuse(f"{field} is not exact", strict=strict, provider=_P)

@@ -372,7 +372,8 @@ def _amount(value: str | None, *, strict: bool) -> int | None:
     if value is None or value == "":
         return None
     if _RUPEES.fullmatch(value) is None:
-        _common.refuse(f"amount is not a rupee amount: {value!r}", strict=strict, provider=_P)
+        problem = f"amount is not a rupee amount: {_common.shown(value)}"
+        _common.refuse(problem, strict=strict, provider=_P)
         return None
     return _common.optional_paise(value, "amount", strict=strict, provider=_P)
 

@@ -50,7 +50,7 @@ def entity(node: object) -> Settlement:
     status = text(_P, node, "status")
     state = _STATES.get(status)
     if state is None:
-        raise MalformedPayload(_P, f"settlement status {status[:40]!r} is not documented")
+        raise MalformedPayload(_P, f"settlement status {_common.shown(status)} is not documented")
     return Settlement(
         provider=_P,
         settlement_id=text(_P, node, "id"),
