@@ -196,6 +196,15 @@ def test_a_gateways_description_is_bounded_and_printable_only():
     reason.encode("utf-8")  # storable as last_error
 
 
+def test_a_payu_error_outside_a_200_shows_its_msg():
+    """PayU words its errors in ``msg`` (docs/operations.md: every error keeps them), under
+    a 200 as documented, and under another status when a proxy or an outage answers so."""
+    doc = {"status": 0, "msg": "Service under maintenance"}
+    with raw_server(_json_answer(503, doc)) as server, pytest.raises(GatewayApiError) as raised:
+        _payu(server.url, "salt").report("ph_T3st")
+    assert raised.value.reason == "answered 503 (Service under maintenance)"
+
+
 def _payu(url: str, salt: str) -> PayUClient:
     credentials = ApiCredentials(provider=Provider.PAYU, id="gtKFFx", secret=salt, base_url=url)
     return PayUClient(credentials=credentials, http=http_client(5.0))

@@ -24,7 +24,7 @@ import httpx
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import ApiCredentials, gateway
 from payhooks.gateways._common import shown
-from payhooks.gateways._reports import Report, printable, reread
+from payhooks.gateways._reports import MAX_SAID_CHARS, Report, printable, reread
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 MAX_RETRY_AFTER_S = 3600.0
@@ -298,22 +298,51 @@ def error_code(body: bytes) -> str | None:
     source = _error_object(body)
     if source is None:
         return None
-    code = source.get("code", source.get("error_code"))
-    return code if isinstance(code, str) and code.isprintable() and 0 < len(code) <= 64 else None
+    return _code(source.get("code", source.get("error_code")))
+
+
+_SAID = ("description", "message", "msg", "error_message")
+"""Where each gateway's error shape words an error: Razorpay's ``error.description``,
+Cashfree's and PhonePe's ``message``, PayU's ``msg``, Juspay's ``error_message``."""
 
 
 def _detail(body: bytes) -> str:
-    """The gateway's own error code and description, when its error shape has them
-    (Razorpay's ``error.code`` and ``error.description``, Cashfree's ``code`` and
-    ``message``): bounded and printable, never the whole body."""
+    """The gateway's own code and words for an error, from its documented shape
+    (``error_code``; ``_SAID``; Juspay's ``error_info``, whose ``code`` stands for a missing
+    one and whose ``developer_message`` says what to fix, its ``user_message`` only when
+    nothing else does): each part once (one holding another is left out), bounded and
+    printable, never the whole body."""
     source = _error_object(body)
     if source is None:
         return ""
-    code = source.get("code")
-    code = code if isinstance(code, str) and code.isprintable() and len(code) <= 64 else None
-    said = printable(source.get("description") or source.get("message"))
-    found = ": ".join(part for part in (code, said) if part)
+    info = source.get("error_info")
+    info = info if isinstance(info, dict) else {}
+    said = [printable(source.get(name)) for name in _SAID] + [
+        printable(info.get("developer_message"))
+    ]
+    if not any(said):
+        said.append(printable(info.get("user_message")))
+    code = error_code(body) or _code(info.get("code"))
+    parts = _distinct([part for part in (code, *said) if part])
+    found = ": ".join(parts)[:MAX_SAID_CHARS]
     return f" ({found})" if found else ""
+
+
+def _code(value: object) -> str | None:
+    return (
+        value if isinstance(value, str) and value.isprintable() and 0 < len(value) <= 64 else None
+    )
+
+
+def _distinct(parts: list[str]) -> list[str]:
+    """``parts`` in order, without one another part holds (Juspay's ``error_message`` is often
+    the start of its ``developer_message``, its ``error_code`` its message again)."""
+    return [
+        part
+        for index, part in enumerate(parts)
+        if not any(part in other and (part != other or at < index)
+                   for at, other in enumerate(parts) if at != index)
+    ]  # fmt: skip
 
 
 def parsed(provider: Provider, read: Callable[[], T]) -> T:

@@ -325,6 +325,48 @@ def test_refused_credentials_pause_the_gateway_not_one_checkout(code):
     assert "JP_API_KEY_123" not in str(refused.value)
 
 
+def test_refused_credentials_keep_juspays_words():
+    """Juspay's own sample of a wrong key: its ``error_code`` and ``error_info``'s developer
+    message, which say what to fix (docs/operations.md: every error keeps them)."""
+    body = (DATA / "order-status" / "error-401-access_denied.json").read_bytes()
+    with pytest.raises(CredentialsRefused) as refused:
+        answering(body, 401).report("tea_ord_7101")
+    assert refused.value.reason == (
+        "answered 401 (access_denied: API key not recognised; send an active API key.)"
+    )
+
+
+JUSPAY_ERRORS = [
+    (401, {"status": "error", "error_code": "access_denied", "error_message": "Invalid API Key",
+           "error_info": {"category": "USER_ERROR", "user_message": "Unauthorized.",
+                          "developer_message": "Invalid API Key. Please pass a valid and "
+                                               "active api key.", "code": "UNAUTHORIZED"}},
+     "answered 401 (access_denied: Invalid API Key. Please pass a valid and active api key.)"),
+    (400, {"status": "error", "error_code": "RESOURCE_NOT_FOUND",
+           "error_info": {"code": "RESOURCE_NOT_FOUND",
+                          "developer_message": "invalid merchant_id"}},
+     "answered 400 (RESOURCE_NOT_FOUND: invalid merchant_id)"),
+    (400, {"status": "Bad Request", "error_code": "Mandatory fields are missing",
+           "error_message": "Mandatory fields are missing"},
+     "answered 400 (Mandatory fields are missing)"),
+    (404, {"status": "NOT_FOUND", "status_id": 40, "order_id": "ph_other",
+           "error_info": {"code": "RESOURCE_NOT_FOUND", "user_message": "Order Not Found",
+                          "developer_message": "Order Not Found"}},
+     "answered 404 (RESOURCE_NOT_FOUND: Order Not Found)"),
+    (500, {"status": "error", "error_message": "Internal Server Error"},
+     "answered 500 (Internal Server Error)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("code", "doc", "said"), JUSPAY_ERRORS)
+def test_an_api_error_keeps_juspays_own_code_and_words(code, doc, said):
+    """Juspay's error shape (``error_code``, ``error_message``, ``error_info``'s
+    ``developer_message`` and ``code``), each part once: never a bare "answered 401"."""
+    with pytest.raises(GatewayApiError) as failed:
+        answering(encoded(doc), code).report("ph_unknown")
+    assert failed.value.reason == said
+
+
 def test_a_rate_limit_carries_the_wait_juspay_asks_for():
     with pytest.raises(GatewayApiError) as limited:
         answering(b'{"status":"error"}', 429, **{"retry-after": "30"}).report("tea_ord_7101")
