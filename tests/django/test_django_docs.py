@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import psycopg
+from django.contrib.auth.models import User
 from django.test import override_settings
 from orders.models import Order
 
@@ -44,3 +46,38 @@ def _printed(capsys) -> list[str]:
     lines = capsys.readouterr().out.splitlines()
     assert all(line.startswith("200 ") for line in lines)
     return lines
+
+
+def snippet(first_line: str) -> dict[str, object]:
+    """The page's python block starting with ``first_line``, run as written: what it defines."""
+    found = [b for b in re.findall(r"```python\n(.*?)```", DOC, re.S) if b.startswith(first_line)]
+    assert len(found) == 1, first_line
+    scope: dict[str, object] = {"__name__": "docs"}
+    exec(compile(found[0], "docs/django.md", "exec", dont_inherit=True), scope)
+    return scope
+
+
+def test_the_documented_checkout_expects_what_razorpay_was_asked(django_db):
+    create_order = snippet("# orders/checkout.py")["create_order"]
+    order = create_order({"id": "order_doc0001", "amount": 129_900, "currency": "INR"})
+    assert (order.reference, order.amount_paise) == ("order_doc0001", 129_900)
+    with psycopg.connect(django_db) as conn:
+        expected = conn.execute(
+            "SELECT provider, gateway_order_id, amount_paise, currency, reference"
+            " FROM payhooks_expectations"
+        ).fetchall()
+    assert expected == [("razorpay", "order_doc0001", 129_900, "INR", "order_doc0001")]
+
+
+def test_the_documented_refund_asks_for_one_of_the_payment_that_paid_the_order(django_db):
+    refund_order = snippet("# orders/refunds.py")["refund_order"]
+    order = Order.objects.create(reference="order_doc0002", amount_paise=49_900,
+                                 status=Order.Status.PAID, payment_id="pay_doc0002")  # fmt: skip
+    refund = refund_order(order, 10_000, User(username="asha"))
+    assert (refund.payment_id, refund.amount_paise) == ("pay_doc0002", 10_000)
+    with psycopg.connect(django_db) as conn:
+        asked = conn.execute(
+            "SELECT provider, payment_id, amount_paise, captured_paise, requested_by, state"
+            " FROM payhooks_refunds"
+        ).fetchall()
+    assert asked == [("razorpay", "pay_doc0002", 10_000, 49_900, "asha", "requested")]

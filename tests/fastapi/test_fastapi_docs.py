@@ -3,11 +3,13 @@ give the answers the page shows."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg_pool import AsyncConnectionPool
 
 from tests.factories import GATEWAY, KEYS
 from tests.fastapi.conftest import served
@@ -113,3 +115,36 @@ def test_the_pages_payu_return_page_applies_the_post_once_and_says_what_it_is(
         (400, "We could not confirm this payment yet."),
     ]
     assert paid_orders(environment) == [("order_test0001", "order_test0001", 49_900)]
+
+
+def test_the_pages_checkout_expects_the_order_it_writes(environment):
+    scope = run(block("main.py"), "main")
+    exec(compile(block("the checkout, beside the route in main.py"), "docs/fastapi.md", "exec"),
+         scope)  # fmt: skip
+    order = {"gateway": "razorpay", "gateway_order_id": "order_doc0002", "amount_paise": 129_900}
+    with served(scope["app"]) as running, running.client() as client:
+        answer = client.post("/orders", json=order)
+    assert (answer.status_code, answer.json()) == (201, {"gateway_order_id": "order_doc0002"})
+    with psycopg.connect(environment) as conn:
+        expected = conn.execute(
+            "SELECT provider, gateway_order_id, amount_paise, currency FROM payhooks_expectations"
+        ).fetchall()
+    assert expected == [("razorpay", "order_doc0002", 129_900, "INR")]
+
+
+def test_the_pages_refund_asks_for_one_of_the_payment_that_paid_the_order(environment):
+    scope = run(block("main.py"), "main")
+    exec(compile(block("a refund, beside the route in main.py"), "docs/fastapi.md", "exec"),
+         scope)  # fmt: skip
+    with psycopg.connect(environment, autocommit=True) as conn:
+        conn.execute("INSERT INTO paid_orders VALUES ('order_test0001', 'pay_doc0001', 49900)")
+
+    async def refunded():
+        async with AsyncConnectionPool(environment) as pool:
+            scope["pool"] = pool  # the app's, as its lifespan opens it
+            return await scope["refund_order"]("order_test0001", 10_000, "asha")
+
+    refund = asyncio.run(refunded())
+    assert (refund.payment_id, refund.amount_paise, refund.captured_paise) == (
+        "pay_doc0001", 10_000, 49_900,
+    )  # fmt: skip

@@ -140,3 +140,27 @@ def test_the_pages_payu_return_page_says_a_post_met_with_the_database_away_is_be
         answer = loopback.post(base + "/payu/return", content=post.body, headers=post.headers)
     refused = "We are confirming your payment with PayU: this page need not be sent again."
     assert (answer.status_code, answer.text) == (503, refused)
+
+
+def test_the_pages_checkout_expects_the_order_it_writes(documented, database_url, search_path):
+    run(block("sessions = sqlalchemy.orm.sessionmaker(engine)"), documented)
+    documented["create_order"]("order_doc0001", 129_900)
+    with psycopg.connect(database_url, **search_path) as conn:
+        orders = conn.execute("SELECT * FROM orders").fetchall()
+        expected = conn.execute(
+            "SELECT provider, gateway_order_id, amount_paise, currency FROM payhooks_expectations"
+        ).fetchall()
+    assert orders == [("order_doc0001", 129_900, "INR", False)]
+    assert expected == [("razorpay", "order_doc0001", 129_900, "INR")]
+
+
+def test_the_pages_refund_asks_for_one_of_the_payment_that_paid_the_order(
+    documented, database_url, search_path
+):
+    run(block("from payhooks.refunding import refunds"), documented)
+    with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
+        conn.execute("INSERT INTO orders VALUES ('order_doc0002', 49900, 'INR', true)")
+    refund = documented["refund_order"]("order_doc0002", "pay_doc0002", 10_000, "asha")
+    assert (refund.payment_id, refund.amount_paise, refund.captured_paise) == (
+        "pay_doc0002", 10_000, 49_900,
+    )  # fmt: skip
