@@ -42,8 +42,12 @@ SECOND = "403993715521000002"
 ORDER = Purchase(provider=Provider.PAYU, cart_id="S-1", reference=TXNID, amount_paise=49_900,
                  items={"TEA": 1})  # fmt: skip
 AMOUNT = f"{Decimal(ORDER.amount_paise) / 100:.2f}"
-LATER = datetime.now(UTC) + PATIENCE + timedelta(minutes=1)
-"""A pass the confirmations' patience after the posts came."""
+
+
+def later() -> datetime:
+    """A pass the confirmations' patience after the posts came (read when the pass runs: a
+    moment fixed when the module was imported is minutes earlier by then in a long run)."""
+    return datetime.now(UTC) + PATIENCE + timedelta(minutes=1)
 
 
 @pytest.fixture
@@ -154,7 +158,7 @@ def test_a_post_resent_under_an_invented_mihpayid_is_refuted_past_the_patience_c
     sent(conn, hooks, FIRST)
     invented = "403993715521999999"
     assert sent(conn, hooks, invented) is Outcome.CONFIRMING
-    tally = a_pass(database_url, url, hooks, at=LATER)
+    tally = a_pass(database_url, url, hooks, at=later())
     assert tally.refuted[Provider.PAYU] == 1
     outcome, detail = settled(conn, f"{TXNID}:success:{invented}")
     assert outcome == "refuted" and detail == f"PayU knows no payment {invented}"
@@ -297,7 +301,7 @@ def test_resent_posts_beyond_two_open_ones_are_refused_for_now_never_answered_co
             sent(conn, hooks, SECOND)
     waiting = conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone()
     assert waiting == (2,)
-    assert a_pass(database_url, url, hooks, at=LATER).refuted[Provider.PAYU] == 2
+    assert a_pass(database_url, url, hooks, at=later()).refuted[Provider.PAYU] == 2
     assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING  # PayU's post, sent again
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
     assert [e.payment_id for e in captured] == [TXNID, SECOND]
@@ -314,7 +318,7 @@ def test_a_real_second_payment_posted_after_its_mihpayid_was_refuted_is_asked_ab
     api.pay(ORDER, FIRST)
     sent(conn, hooks, FIRST)
     assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING  # before PayU took it: invented
-    assert a_pass(database_url, url, hooks, at=LATER).refuted[Provider.PAYU] == 1
+    assert a_pass(database_url, url, hooks, at=later()).refuted[Provider.PAYU] == 1
     api.pay(ORDER, SECOND)  # the customer paid again, and PayU named it so
     assert sent(conn, hooks, SECOND, field9="real") is Outcome.CONFIRMING
     assert a_pass(database_url, url, hooks).confirmed[Provider.PAYU] == 1
@@ -345,7 +349,7 @@ def test_a_first_post_carrying_an_edited_mihpayid_leaves_one_payment(shop, datab
     api.pay(ORDER, FIRST)
     sent(conn, hooks, "403993715521777777")
     assert sent(conn, hooks, FIRST) is Outcome.CONFIRMING
-    tally = a_pass(database_url, url, hooks, at=LATER)
+    tally = a_pass(database_url, url, hooks, at=later())
     assert tally.confirmed[Provider.PAYU] == 1
     outcome, detail = settled(conn, f"{TXNID}:success:{FIRST}")
     assert outcome == "confirmed" and "is the one applied" in detail
