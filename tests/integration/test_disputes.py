@@ -19,7 +19,7 @@ from payhooks.events import Event, Provider
 from payhooks.fastapi import AsyncHooks
 from payhooks.gateways import cashfree, razorpay
 from payhooks.intake import disputes
-from payhooks.intake.ingest import Outcome, Receipt, ingest, receive
+from payhooks.intake.ingest import Outcome, Receipt, ingest, ingest_received, receive
 from payhooks.intake.payments import find as find_payment
 from payhooks.refunding import refunds
 from payhooks.sim.deliveries import Delivery, Disputed
@@ -145,6 +145,28 @@ def test_a_copy_of_a_dispute_delivery_sent_after_the_purge_is_ignored(conn, repo
     again = send(conn, razorpay_sample(report, event_id="evt_P1"), seen.hooks)
     assert (first.outcome, again.outcome) == (Outcome.PROCESSED, Outcome.IGNORED)
     assert seen.kinds(conn) == [f"dispute_{'opened' if report == 'created' else report}"]
+
+
+def test_the_retry_of_a_report_whose_handler_committed_reaches_the_handler_again(conn):
+    """A handler that runs ``COMMIT`` as SQL is refused and its claim deleted, so the gateway's
+    retry runs it again (docs/django.md): the dispute's row, written before the handler, was
+    committed by that ``COMMIT`` too, and the retry was read as a copy, ``ignored``."""
+    from payhooks.intake.hooks import guarded
+    from payhooks.plumbing.errors import HandlerCommitted
+    from tests.integration.test_ingest import received_of
+
+    def commits(conn, event):
+        conn.execute("COMMIT")
+        return Applied(outcome=Outcome.PROCESSED)
+
+    seen = Seen(conn)
+    delivery = razorpay_sample("created", event_id="evt_C1")
+    with pytest.raises(HandlerCommitted):
+        ingest_received(conn, received_of(delivery), guarded(commits))
+    again = send(conn, delivery, seen.hooks)
+    assert again.outcome is Outcome.PROCESSED
+    assert seen.kinds(conn) == ["dispute_opened"]
+    assert dispute_row(conn, "disp_Ow3JcY8rKm5TuD")["status"] == "opened"
 
 
 ORDERS = list(itertools.permutations(("created", "action_required", "lost")))

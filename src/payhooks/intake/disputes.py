@@ -32,6 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from payhooks.events import Event, EventKind
+from payhooks.intake.idempotency import UNCLAIMED
 from payhooks.plumbing.db import Connection, Statement, Steps, shaped_rows
 
 
@@ -96,11 +97,12 @@ def phase_rank(phase: str | None) -> int:
 
 # The report is applied when it is forward of the row's state, or when it is the delivery that
 # put the row there replayed (``replay``: parked, then replayed; never the same report sent
-# again after the purge took its record, which moves the dispute nowhere). lost_paise: what
+# again after the purge took its record, which moves the dispute nowhere), or retried after
+# its claim was let go (``idempotency.UNCLAIMED``: a handler's COMMIT refused). lost_paise: what
 # it took back when lost, given back when won, kept otherwise. closed_at: when it was decided,
 # in its latest phase (a decision of a later phase is a new one, even straight after an
 # earlier phase's), kept by a replay.
-RECORD = """
+RECORD = f"""
 INSERT INTO payhooks_disputes AS d
     (provider, dispute_id, payment_id, gateway_order_id, status, status_rank, phase, phase_rank,
      gateway_status, amount_paise, currency, reason, respond_by, reported_at, lost_paise,
@@ -130,6 +132,7 @@ ON CONFLICT (provider, dispute_id) DO UPDATE SET
                      WHEN d.event_id = excluded.event_id THEN coalesce(d.closed_at, now())
                      ELSE now() END
 WHERE (%(replay)s AND d.event_id = excluded.event_id)
+   OR d.event_id = '{UNCLAIMED}' || excluded.event_id
    OR (excluded.phase_rank, excluded.status_rank) > (d.phase_rank, d.status_rank)
    OR (excluded.phase_rank = d.phase_rank AND excluded.status_rank = d.status_rank
        AND d.status_rank < 2

@@ -104,10 +104,16 @@ DELETE FROM processed_webhooks WHERE provider = %s AND event_id = %s AND xmin = 
 
 # The record and the payment's row (``payhooks.intake.expectations``) this claim inserted
 # beside it, in one statement: on an autocommit connection two would be two transactions, and
-# a payment's row outliving its record would answer the gateway's retry as applied.
-UNCLAIM_WITH_PAYMENT = """
+# a payment's row outliving its record would answer the gateway's retry as applied. A
+# dispute's row this claim's transaction moved is marked ``UNCLAIMED`` (it cannot be moved
+# back): the retry of the same report moves it again (``payhooks.intake.disputes.RECORD``).
+UNCLAIMED = "unclaimed:"
+UNCLAIM_WITH_PAYMENT = f"""
 WITH payment AS (
     DELETE FROM payhooks_payments
+    WHERE provider = %(provider)s AND event_id = %(key)s AND xmin = %(xmin)s::xid),
+dispute AS (
+    UPDATE payhooks_disputes SET event_id = '{UNCLAIMED}' || event_id
     WHERE provider = %(provider)s AND event_id = %(key)s AND xmin = %(xmin)s::xid)
 DELETE FROM processed_webhooks
 WHERE provider = %(provider)s AND event_id = %(key)s AND xmin = %(xmin)s::xid
