@@ -131,6 +131,17 @@ def test_verify_payment_reporting_auth_is_an_authorisation_keyed_apart_from_the_
     assert again.event == event
 
 
+def test_an_authorisation_stored_as_a_capture_by_an_earlier_release_still_reads_back():
+    """An earlier release stored this entry as a capture, under ``reconcile:<txnid>:success``:
+    the delivery's page, the timeline and ``payhooks replay`` read it again as it was applied
+    (it failed: "stored payment does not read as reconcile:...:success")."""
+    body = json.loads((DATA / "verify_payment_auth.json").read_bytes())
+    entity = body["transaction_details"]["ph_auth000000001"]
+    key = "reconcile:ph_auth000000001:success"
+    again = one_of(status.stored(key, entity), Provider.PAYU, key)
+    assert (again.event.kind, again.event.event_id) == (EventKind.PAYMENT_CAPTURED, key)
+
+
 def test_check_payment_reporting_auth_is_an_authorisation_of_that_payment():
     entity = json.loads((DATA / "verify_payment_auth.json").read_bytes())
     details = entity["transaction_details"]["ph_auth000000001"]

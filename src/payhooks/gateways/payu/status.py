@@ -37,7 +37,14 @@ from payhooks.gateways._reports import (
     text,
 )
 from payhooks.gateways._status import CredentialsRefused, answer, error_answer, parsed
-from payhooks.gateways.payu.adapter import UNMAPPED_FIELD, attempt, attempt_of, kind_of, known
+from payhooks.gateways.payu.adapter import (
+    UNMAPPED_FIELD,
+    attempt,
+    attempt_of,
+    held,
+    kind_of,
+    known,
+)
 from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
 
 COMMAND = "verify_payment"
@@ -674,6 +681,9 @@ def stored(event_id: str, entity: dict[str, Any]) -> Report:
         answer = {"transaction_details": {middle: {middle: entity}}}
         txnid, second = str(entity.get("merchantTxnId", "")), entity.get(SECOND_PAYMENT)
         return refund_status(middle, txnid, canonical(answer), second)
+    if status == "success" and held(entity.get(UNMAPPED_FIELD)):  # stored as a capture by a
+        entity = {k: v for k, v in entity.items() if k != UNMAPPED_FIELD}  # release before
+        # authorisations were read: read again as it was applied
     if entity.get("txnid") != middle and same_id(entity.get("mihpayid"), middle):  # a 2nd one
         return checked(middle, canonical({"status": 1, "transaction_details": entity}))
     return payments(middle, canonical({"transaction_details": {middle: entity}}))
