@@ -650,8 +650,8 @@ ON CONFLICT (provider, idempotency_key) DO NOTHING
 """A refund the gateway reports made that no intent knows as its own (made in its dashboard,
 or the gateway's own auto-refund of a second payment): recorded ``processed`` under
 ``gateway:`` and its refund id, once however often it is reported, so it counts against what
-the payment may still refund (``TAKEN``). Cashfree and Juspay refund by order: a refund asked
-of a payment they had already given back would come out of another payment's money."""
+the payment may still refund (``TAKEN``). Cashfree refunds by order: a refund asked of a
+payment it had already given back would come out of another payment's money."""
 
 
 def closing(event: Event) -> Steps[None]:
