@@ -1,6 +1,7 @@
-"""The framework guides' Python snippets are what a reader copies: each compiles as written,
-and every name it uses is its own (an import, a definition, an argument), a builtin, or one an
-earlier snippet of the same page defines at its top level (the app it adds to). A name no
+"""The documentation's Python snippets (the README and every page of docs/) are what a reader
+copies: each compiles as written, and every name it uses is its own (an import, a definition,
+an argument), a builtin, or one an earlier snippet of the same page defines at its top level
+(the app it adds to). A name no
 snippet defines (``rzp_order``, ``payment_id``) leaves the reader guessing what it stands for.
 """
 
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).parents[2] / "docs"
-GUIDES = ["django.md", "fastapi.md", "flask.md"]
+ROOT = Path(__file__).parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SNIPPET = re.compile(r"^( *)```python\n(.*?)^\1```", re.S | re.M)
 
 
@@ -97,9 +98,9 @@ def problems(page: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("guide", GUIDES)
-def test_every_snippet_of_a_guide_runs_as_written_in_its_page(guide):
-    assert problems((DOCS / guide).read_text()) == []
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+def test_every_snippet_of_a_page_runs_as_written_in_it(page):
+    assert problems(page.read_text()) == []
 
 
 def test_a_name_no_snippet_defines_is_found():
