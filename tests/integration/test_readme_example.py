@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from payhooks.sim.gateway import Gateway, GatewaySecrets
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
@@ -23,13 +25,12 @@ def run_example(database_url: str, amount_paise: int) -> list[str]:
     )
     outcomes = []
     for _ in range(2):
-        scope = {
-            "DATABASE_URL": database_url,
-            "raw_body": delivery.body,
-            "header_pairs": list(delivery.headers.items()),
-        }
-        exec(compile(EXAMPLE, "README.md", "exec"), scope)
-        outcomes.append(scope["receipt"].outcome.value)
+        scope: dict[str, object] = {}
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("DATABASE_URL", database_url)
+            exec(compile(EXAMPLE, "README.md", "exec"), scope)
+            route = scope["razorpay_webhook"]
+            outcomes.append(route(delivery.body, list(delivery.headers.items())).value)
     return outcomes
 
 
