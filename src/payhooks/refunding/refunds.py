@@ -484,8 +484,7 @@ def _leasing(
     conn: Connection, lease: str, provider: Provider, limit: int, hold: timedelta
 ) -> list[Refund]:
     """What ``lease`` (``LEASED``, ``UNSETTLED``) holds of ``provider``'s intents for ``hold``."""
-    found = db.query(conn, lease, {"provider": provider.value, "limit": limit,
-                                   "lease": max(hold, LEASE)})  # fmt: skip
+    found = db.query(conn, lease, {"provider": provider.value, "limit": limit, "lease": hold})
     return [_refund(row) for row in found.fetchall()]
 
 
