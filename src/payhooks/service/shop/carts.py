@@ -9,10 +9,10 @@ from payhooks.events import Provider
 from payhooks.gateways import gateway
 from payhooks.intake.expectations import expect
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import Conflict, InvalidRequest, NotFound
+from payhooks.plumbing.errors import Conflict, InvalidRequest
 from payhooks.service.errors import InvalidAddress
 from payhooks.service.mail import checked_address
-from payhooks.service.shop.ids import new_id
+from payhooks.service.shop.ids import new_id, record
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,7 +49,7 @@ _INSERT_ITEM = """
 INSERT INTO cart_items (cart_id, sku, quantity, price_paise) VALUES (%s, %s, %s, %s)
 """
 _GET_CART = """
-SELECT c.id, c.customer_email, c.amount_paise, c.currency, c.status, o.id
+SELECT c.id AS cart_id, c.customer_email, c.amount_paise, c.currency, c.status, o.id AS order_id
 FROM carts c LEFT JOIN orders o ON o.cart_id = c.id WHERE c.id = %s
 """
 _LOCK_CART = "SELECT 1 FROM carts WHERE id = %s FOR NO KEY UPDATE"
@@ -101,19 +101,9 @@ def _merge(items: Sequence[LineItem]) -> dict[str, int]:
 
 
 def get_cart(conn: Connection, cart_id: str) -> Cart:
-    row = conn.execute(_GET_CART, (cart_id,)).fetchone()
-    if row is None:
-        raise NotFound("cart", cart_id)
+    found = record(conn, _GET_CART, (cart_id,), "cart")
     items = tuple(LineItem(sku=s, quantity=q) for s, q in conn.execute(_ITEMS, (cart_id,)))
-    return Cart(
-        cart_id=row[0],
-        customer_email=row[1],
-        amount_paise=row[2],
-        currency=row[3],
-        status=row[4],
-        order_id=row[5],
-        items=items,
-    )
+    return Cart(**found, items=items)
 
 
 def checkout(

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import Conflict, NotFound
+from payhooks.plumbing.errors import Conflict
+from payhooks.service.shop.ids import record
 
 STOCK_SLOTS = 8
 
@@ -62,7 +63,4 @@ def create_product(conn: Connection, product: Product, *, slots: int | None = No
 
 
 def get_product(conn: Connection, sku: str) -> Product:
-    row = conn.execute(_GET, (sku,)).fetchone()
-    if row is None:
-        raise NotFound("product", sku)
-    return Product(sku=row[0], name=row[1], price_paise=row[2], stock=row[3])
+    return Product(**record(conn, _GET, (sku,), "product"))

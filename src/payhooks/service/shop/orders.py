@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from psycopg.rows import class_row
-
 from payhooks.events import Event
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, shaped_rows
 from payhooks.plumbing.errors import NotFound
 from payhooks.refunding import refunds
 from payhooks.refunding.refunds import Refund
 from payhooks.service import outbox
 from payhooks.service.shop import double_refunds
-from payhooks.service.shop.ids import new_id
+from payhooks.service.shop.ids import new_id, record
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +65,7 @@ INSERT INTO orders (id, cart_id, provider, payment_id, amount_paise, status, eve
 VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
 _MARK_PAID = "UPDATE carts SET status = 'paid', paid_at = now() WHERE id = %s"
-# Named as Order's fields: psycopg's class_row builds the Order from them.
+# Named as Order's fields: the Order is made from them.
 _COLUMNS = (
     "id AS order_id, cart_id, provider, payment_id, amount_paise, status, event_id, dispute, "
     "dispute_id"
@@ -187,16 +185,11 @@ def confirmation(order_id: str, email: str, amount_paise: int, status: str) -> o
 
 
 def get_order(conn: Connection, order_id: str) -> Order:
-    with conn.cursor(row_factory=class_row(Order)) as cur:
-        found = cur.execute(_GET, (order_id,)).fetchone()
-    if found is None:
-        raise NotFound("order", order_id)
-    return found
+    return Order(**record(conn, _GET, (order_id,), "order"))
 
 
 def orders_of_cart(conn: Connection, cart_id: str) -> list[Order]:
-    with conn.cursor(row_factory=class_row(Order)) as cur:
-        return cur.execute(_BY_CART, (cart_id,)).fetchall()
+    return shaped_rows(conn, Order, _BY_CART, (cart_id,))
 
 
 _PAID = f"""

@@ -8,16 +8,16 @@ Razorpay's ``payment.captured`` and ``order.paid``, take effect once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import assert_never
 
 from payhooks.events import Event, EventKind
 from payhooks.gateways import title_of
 from payhooks.intake import disputes
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import NotFound
 from payhooks.service import outbox
 from payhooks.service.shop.double_refunds import taken_back
+from payhooks.service.shop.ids import record
 from payhooks.service.shop.orders import place_order
 from payhooks.service.shop.states import TARGET, PaymentStatus, advance
 
@@ -390,15 +390,5 @@ def _order_of(conn: Connection, cart_id: str) -> str | None:
 
 
 def get_payment(conn: Connection, provider: str, payment_id: str) -> Payment:
-    row: tuple[Any, ...] | None = conn.execute(_GET, (provider, payment_id)).fetchone()
-    if row is None:
-        raise NotFound("payment", f"{provider}/{payment_id}")
-    return Payment(
-        provider=row[0],
-        payment_id=row[1],
-        status=row[2],
-        cart_id=row[3],
-        amount_paise=row[4],
-        needs_refund=row[5],
-        flags=tuple(row[6]),
-    )
+    found = record(conn, _GET, (provider, payment_id), "payment")
+    return Payment(**{**found, "flags": tuple(found["flags"])})
