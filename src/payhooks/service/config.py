@@ -23,6 +23,7 @@ from payhooks.gateways import (
     Gateway,
     RefusedSetting,
     RefusedSettings,
+    credentials,
     read_secrets,
 )
 from payhooks.operations.retention import DEFAULT_RETENTION_DAYS, MIN_RETENTION_DAYS
@@ -451,24 +452,18 @@ def _secret_notes(env: _Environment) -> tuple[str, ...]:
 
 def _api_credentials(env: _Environment) -> tuple[ApiCredentials, ...]:
     """Each gateway's API id and secret, both or neither (one alone is refused, never
-    silently ignored), apart from its webhook secrets."""
-    found: list[ApiCredentials] = []
-    for provider, gateway in GATEWAYS.items():
-        api = gateway.status_api
-        id_name, secret_name = api.id_variable, api.secret_variable
-        ident, secret = env.get(id_name).secret(), env.get(secret_name).secret()
-        try:
-            base_url = api.base_url(env.get(api.url_variable).text() or api.url)
-        except RefusedSetting as exc:
-            raise SettingError(exc.name, exc.reason) from None
-        if bool(ident) != bool(secret):
-            given, missing = (id_name, secret_name) if ident else (secret_name, id_name)
-            raise SettingError(missing, f"is not set while {given} is: both are needed")
-        if ident and secret:
-            found.append(
-                ApiCredentials(provider=provider, id=ident, secret=secret, base_url=base_url)
-            )
-    return tuple(found)
+    silently ignored), apart from its webhook secrets: read as a merchant's app reads them
+    (``payhooks.gateways.credentials``), once start-up has refused what it refuses besides:
+    spaces around either, and a base URL that is no URL even with no credentials to use it."""
+    try:
+        for gateway in GATEWAYS.values():
+            api = gateway.status_api
+            env.get(api.id_variable).secret()
+            env.get(api.secret_variable).secret()
+            api.base_url(env.get(api.url_variable).text() or api.url)
+        return tuple(credentials(env.values).values())
+    except RefusedSetting as exc:
+        raise SettingError(exc.name, exc.reason) from None
 
 
 def _relay_settings(env: _Environment) -> dict[str, Any]:
