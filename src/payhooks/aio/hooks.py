@@ -22,8 +22,9 @@ from collections.abc import Awaitable, Callable
 
 from payhooks.events import Event
 from payhooks.intake.hooks import Registry, commit_refused, rows_made, still_open
-from payhooks.intake.ingest import Applied, Outcome
+from payhooks.intake.ingest import Applied
 from payhooks.plumbing import db
+from payhooks.plumbing.db import Done, advance
 
 AsyncConnection = db.AsyncConnection
 AsyncHook = Callable[[AsyncConnection, Event], Awaitable[Applied | None]]
@@ -42,16 +43,12 @@ class AsyncHooks(Registry[AsyncHook]):
         )
 
     async def __call__(self, conn: AsyncConnection, event: Event) -> Applied:
-        hooks = self.registered(event.kind)
-        if not hooks:
-            return Applied(outcome=Outcome.IGNORED)
-        result = Applied(outcome=Outcome.PROCESSED)
+        turns = self.turns(event.kind)
+        answer: Applied | None = None
         with rows_made(conn, self.row_factory):
-            for hook in hooks:
-                result = await hook(conn, event) or result
-                if result.outcome is Outcome.PARKED:
-                    break  # a replay runs every handler again, from the first
-        return result
+            while not isinstance(hook := advance(turns, answer), Done):
+                answer = await hook(conn, event)
+        return hook.value
 
 
 def guarded(handler: AsyncHandler) -> AsyncHandler:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 import psycopg
@@ -33,7 +33,7 @@ from psycopg.rows import BaseRowFactory
 
 from payhooks.events import Event, EventKind
 from payhooks.intake.ingest import Applied, Handler, Outcome
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, Done, advance
 from payhooks.plumbing.errors import HandlerCommitted
 
 Hook = Callable[[Connection, Event], Applied | None]
@@ -77,6 +77,24 @@ class Registry(Generic[H]):
         """The handlers registered for ``kind``, in the order they were added."""
         return self._by_kind.get(kind, [])
 
+    def turns(self, kind: EventKind) -> Generator[H, Applied | None, Applied]:
+        """The handlers for ``kind`` in turn, each sent back what it returned, and the
+        delivery's answer at the end: the rules of a run, kept once for ``Hooks`` and its async
+        twin, which only call or await each handler. None registered: ``ignored``; else the
+        last ``Applied`` stands (``processed`` when none returns one). A park ends the turn: a
+        later handler's answer would take the delivery off the parked list with nothing left
+        to replay it, and its writes would be made again by the replay, which runs every
+        handler from the first."""
+        hooks = self.registered(kind)
+        if not hooks:
+            return Applied(outcome=Outcome.IGNORED)
+        result = Applied(outcome=Outcome.PROCESSED)
+        for hook in hooks:
+            result = (yield hook) or result
+            if result.outcome is Outcome.PARKED:
+                break
+        return result
+
     def kinds(self) -> frozenset[EventKind]:
         """The kinds some handler is registered for: none, and every delivery run through the
         registry is recorded ``ignored``, what a door refuses (``payhooks.cli.common``)."""
@@ -90,23 +108,16 @@ class Registry(Generic[H]):
 
 
 class Hooks(Registry[Hook]):
-    """Handlers by event kind, run on the claim's connection inside its transaction: an
-    event with none is ``ignored``, else each runs in turn and the last ``Applied`` returned
-    stands (``processed`` when none returns one). A park ends the turn: a later handler's
-    answer would take the delivery off the parked list with nothing left to replay it, and
-    its writes would be made again by the replay, which runs every handler from the first."""
+    """Handlers by event kind, run on the claim's connection inside its transaction, by the
+    rules of ``Registry.turns``."""
 
     def __call__(self, conn: Connection, event: Event) -> Applied:
-        hooks = self.registered(event.kind)
-        if not hooks:
-            return Applied(outcome=Outcome.IGNORED)
-        result = Applied(outcome=Outcome.PROCESSED)
+        turns = self.turns(event.kind)
+        answer: Applied | None = None
         with rows_made(conn, self.row_factory):
-            for hook in hooks:
-                result = hook(conn, event) or result
-                if result.outcome is Outcome.PARKED:
-                    break  # a replay runs every handler again, from the first
-        return result
+            while not isinstance(hook := advance(turns, answer), Done):
+                answer = hook(conn, event)
+        return hook.value
 
 
 @contextlib.contextmanager
