@@ -39,3 +39,15 @@ def test_configure_gives_every_payhooks_logger_json_lines_on_stderr(restored, ca
     logging.getLogger("payhooks.flask").debug("not_shown")
     [line] = capsys.readouterr().err.splitlines()
     assert json.loads(line)["reason"] == "signature_mismatch"
+
+
+def test_a_failure_is_logged_with_its_traceback_and_its_cause_returned_cut(caplog):
+    log = logging.getLogger("payhooks.test")
+    try:
+        raise RuntimeError("x" * 600)
+    except RuntimeError as exc:
+        reason = logs.failure_logged(log, "item_failed", exc, 40, provider="payu")
+    [record] = caplog.records
+    assert (record.getMessage(), record.provider, record.error) == ("item_failed", "payu", reason)
+    assert record.exc_info is not None
+    assert reason == ("RuntimeError: " + "x" * 600)[:40]

@@ -35,6 +35,7 @@ from payhooks.operations.alarms import in_utc
 from payhooks.operations.alerts import NOT_REPEATED, RESOLVED_SILENTLY, Alert, Source, observe
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import NoticeFailed
+from payhooks.plumbing.logs import failure_logged
 
 log = logging.getLogger("payhooks.notifier")
 
@@ -226,8 +227,7 @@ class Notifier:
                         found.setdefault(alert.key, alert)
             except Exception as exc:
                 conditions = sorted(c.value for c in source.conditions)
-                log.exception("alert_source_failed",
-                              extra={"conditions": conditions, "error": _reason(exc)})  # fmt: skip
+                failure_logged(log, "alert_source_failed", exc, conditions=conditions)
                 continue
             read.append(source)
         return list(found.values()), read
@@ -240,7 +240,7 @@ class Notifier:
             with conn.transaction():
                 self._raise_or_repeat(conn, alert, now, t)
         except Exception as exc:
-            log.exception("alert_record_failed", extra={"alert": alert.key, "error": _reason(exc)})
+            failure_logged(log, "alert_record_failed", exc, alert=alert.key)
 
     def _raise_or_repeat(self, conn: Connection, alert: Alert, now: datetime, t: Tally) -> None:
         fields = {
@@ -391,8 +391,8 @@ class Notifier:
         """Anything but the channel's own failure, raised by one notice: recorded on it and
         backed off like a failed send (given up past ``Policy.give_up``), the channel kept
         for the others. A row the database refuses even that is left to its lease."""
-        log.exception("alert_notice_broken", extra={**fields, "error": _reason(exc)})
-        self._failed(conn, notice, NoticeFailed(notice.channel, _reason(exc)), now, tally, fields)
+        reason = failure_logged(log, "alert_notice_broken", exc, **fields)
+        self._failed(conn, notice, NoticeFailed(notice.channel, reason), now, tally, fields)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

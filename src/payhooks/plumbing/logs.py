@@ -44,4 +44,16 @@ def configure(level: int = logging.INFO) -> None:
     root.propagate = False
 
 
-__all__ = ["JsonFormatter", "configure"]
+def failure_logged(
+    log: logging.Logger, event: str, exc: BaseException, limit: int = 500, /, **fields: object
+) -> str:
+    """One item of a pass failing on what nobody foresaw (the database refusing its
+    bookkeeping, a handler raising), called where it is caught: logged as ``event`` with the
+    traceback and ``fields``, and its cause (``Type: words``, at most ``limit`` characters)
+    returned, for the item's own record of why, while the pass goes on to the others."""
+    reason = f"{type(exc).__name__}: {exc}"[:limit]
+    log.exception(event, extra={**fields, "error": reason})
+    return reason
+
+
+__all__ = ["JsonFormatter", "configure", "failure_logged"]

@@ -23,6 +23,7 @@ from payhooks.intake.confirmations import Pending, Unreadable, Verdict
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
+from payhooks.plumbing.logs import failure_logged
 from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
 
 log = logging.getLogger("payhooks.reconcile")
@@ -105,11 +106,9 @@ def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> 
     is not the callback's."""
     provider = Provider(pending.provider)
     tally.unapplied[provider] += 1
-    reason = f"{type(exc).__name__}: {exc}"[:500]
-    log.exception(
-        "confirm_apply_failed",
-        extra={"provider": pending.provider, "event_id": pending.event_id,
-               "order": pending.gateway_order_id, "error": reason},
+    reason = failure_logged(
+        log, "confirm_apply_failed", exc, provider=pending.provider,
+        event_id=pending.event_id, order=pending.gateway_order_id,
     )  # fmt: skip
     wait = confirmations.wait_after(pending.attempts)
     written_down(

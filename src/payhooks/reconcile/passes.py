@@ -24,6 +24,7 @@ from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
+from payhooks.plumbing.logs import failure_logged
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 from payhooks.reconcile.confirming import confirm
@@ -261,11 +262,9 @@ class Reconciler:
         """The checkout's turn failed after the gateway answered (the database refused its
         bookkeeping): that checkout backs off and says why; the others go on."""
         tally.unapplied[item.provider] += 1
-        reason = f"{type(exc).__name__}: {exc}"[:200]
-        log.exception(
-            "reconcile_apply_failed",
-            extra={"provider": item.provider.value, "reference": item.reference,
-                   "error": reason},
+        reason = failure_logged(
+            log, "reconcile_apply_failed", exc, 200,
+            provider=item.provider.value, reference=item.reference,
         )  # fmt: skip
         self._attempted(item, reason, None)
 

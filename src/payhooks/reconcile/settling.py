@@ -55,6 +55,7 @@ from payhooks.gateways._settlements import (
 from payhooks.gateways._status import client, http_client
 from payhooks.plumbing.db import Connection
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
+from payhooks.plumbing.logs import failure_logged
 from payhooks.reconcile.parts import Connect
 from payhooks.reconcile.running import TIMEOUT_S, connecting
 from payhooks.settlements import flags, reads, records
@@ -333,9 +334,7 @@ def _fetched(
 
 
 def _failed(provider: Provider, exc: Exception, tally: Tally) -> None:
-    why = f"{type(exc).__name__}: {exc}"[:500]
-    log.exception("settlements_gateway_failed", extra={"provider": provider.value,
-                                                       "error": why})  # fmt: skip
+    why = failure_logged(log, "settlements_gateway_failed", exc, provider=provider.value)
     tally.failed(provider, why)
 
 

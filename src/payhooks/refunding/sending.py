@@ -57,6 +57,7 @@ from payhooks.gateways._refunds import (
 )
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
+from payhooks.plumbing.logs import failure_logged
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.refunds")
@@ -233,11 +234,9 @@ def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, se
     """One intent the pass could not act on: asked again after its backoff, its error kept
     (``payhooks refunds list``; an intent retried after an error is an alert,
     ``payhooks.operations.alerts.refunds``); the others go on."""
-    reason = f"{type(exc).__name__}: {exc}"[:500]
-    log.exception(
-        "refund_step_failed",
-        extra={"provider": refund.provider.value, "key": refund.idempotency_key,
-               "error": reason},
+    reason = failure_logged(
+        log, "refund_step_failed", exc,
+        provider=refund.provider.value, key=refund.idempotency_key,
     )  # fmt: skip
     tally.retried[refund.provider] += 1
 
