@@ -434,10 +434,12 @@ _PAYMENTS_OF_ORDER = """
 SELECT DISTINCT payment_id FROM payhooks_payments
 WHERE provider = %(provider)s AND gateway_order_id = %(order)s
 """
-_LINES = """
+# What a ``Line`` is read from (``_line``), with the id that orders one instant's lines.
+_LINE_COLUMNS = """received_at, id, status, outcome, verified, event_id, event_type, payment_id,
+       mismatch, detail, duration_ms"""
+_LINES = f"""
 SELECT * FROM (
-    SELECT received_at, id, status, outcome, verified, event_id, event_type, payment_id,
-           mismatch, detail, duration_ms
+    SELECT {_LINE_COLUMNS}
     FROM payhooks_deliveries
     WHERE id IN (
         SELECT id FROM payhooks_deliveries
@@ -562,9 +564,8 @@ def told(
     return Told(stories=stories, extra=extension.extra(conn, stories))
 
 
-_ATTEMPTS = """
-SELECT received_at, id, status, outcome, verified, event_id, event_type, payment_id, mismatch,
-       detail, duration_ms
+_ATTEMPTS = f"""
+SELECT {_LINE_COLUMNS}
 FROM payhooks_deliveries WHERE provider = %(provider)s AND event_id = %(event_id)s
 ORDER BY received_at, id LIMIT %(limit)s
 """
