@@ -149,18 +149,23 @@ def of_cart(conn: Connection, cart_id: str, adapters: Mapping[Provider, Adapter]
         refunds=[
             r for p in added.payments for r in of_payment(conn, p["provider"], p["payment_id"])
         ],
-        disputes=disputes_of(told.stories),
-        mismatched=[m for s in told.stories for m in s.mismatched],
-        **_settlement(told.stories),
+        **_of_payments(told.stories),
     )
 
 
-def _settlement(stories: Sequence[timeline.Story]) -> dict[str, Any]:
-    """The settlement lines and flags of the stories' payments, each once."""
+def _of_payments(stories: Sequence[timeline.Story]) -> dict[str, Any]:
+    """What the core's stories tell of the payments beside their entries, each once, as a
+    cart's page and a reference's both show it: the disputes, the mismatches kept past the
+    purge, the settlement lines and the flags."""
     lines = {(e.provider, e.settlement_id, e.entry_type, e.entry_id): e
              for s in stories for e in s.settled}  # fmt: skip
     flags = {(u.provider, u.payment_id): u for s in stories for u in s.unsettled}
-    return {"settled": list(lines.values()), "unsettled": list(flags.values())}
+    return {
+        "disputes": disputes_of(stories),
+        "mismatched": [m for s in stories for m in s.mismatched],
+        "settled": list(lines.values()),
+        "unsettled": list(flags.values()),
+    }
 
 
 def of_reference(
@@ -177,9 +182,7 @@ def of_reference(
         payments=[],
         order=None,
         entries=told.extra.entries,
-        disputes=disputes_of(told.stories),
-        mismatched=[m for s in told.stories for m in s.mismatched],
-        **_settlement(told.stories),
+        **_of_payments(told.stories),
     )
 
 
