@@ -131,20 +131,24 @@ def _listed(
     older: str | None,
 ) -> dict[str, object]:
     """What a filtered list's page shows around its rows: the filter form's fields as the
-    operator typed them (a start left empty stays empty), the query of the older rows, and the
-    export's."""
-    zone = _zone(request)
-    typed = {
-        "from": lists.typed(chosen.window.start, zone) if request.query_params.get("from") else "",
-        "to": lists.typed(chosen.window.end, zone) if chosen.window.end_given else "",
-    }
+    operator typed them, the query of the older rows, and the export's."""
     return {
         "rows": rows,
         "chosen": chosen,
-        "typed": typed,
+        "typed": _typed(request, chosen.window),
         "more": older,
         "export": chosen.query(),
         "max_rows": export.MAX_ROWS,
+    }
+
+
+def _typed(request: Request, window: lists.Window) -> dict[str, str]:
+    """A range's fields as the operator typed them: one left empty stays empty, never showing
+    the start or end a list took for it."""
+    zone = _zone(request)
+    return {
+        "from": lists.typed(window.start, zone) if request.query_params.get("from") else "",
+        "to": lists.typed(window.end, zone) if window.end_given else "",
     }
 
 
@@ -471,10 +475,7 @@ async def bulk_form(
         "batch": bulk.BATCH,
         "fields": chosen.fields(),
         "gateways": lists.PROVIDERS,
-        "typed": {
-            "from": lists.typed(chosen.window.start, _zone(request)),
-            "to": lists.typed(chosen.window.end, _zone(request)) if chosen.window.end_given else "",
-        },
+        "typed": _typed(request, chosen.window),
         "confirmed": confirmed is not None,
         "replayed": replayed,
         "applied": applied,
