@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
+from typing import ClassVar
 
 from payhooks.events import CONTROL, MAX_TEXT_CHARS, Provider, is_text
 from payhooks.plumbing.errors import MalformedPayload, SignatureMismatch
@@ -329,6 +331,36 @@ def require_credentials(credentials: Sequence[str], *, missing: str, malformed: 
         username, colon, password = credential.partition(":")
         if not (username and colon and password):
             raise ValueError(malformed)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class SecretsAdapter:
+    """The part of an adapter that holds its webhook secrets (Razorpay's, Cashfree's): several,
+    each tried, as deliveries in flight keep the secret they were signed with while one is
+    rotated out; none empty, else ``refusal``, in the gateway's words, as the adapter is made."""
+
+    refusal: ClassVar[str]
+    max_body_bytes = MAX_JSON_BODY_BYTES
+    secrets: tuple[str, ...] = dataclasses.field(repr=False)  # never in a log, nor an error
+
+    def __post_init__(self) -> None:
+        require_secrets(self.secrets, self.refusal)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class CredentialsAdapter:
+    """The part of an adapter that holds static webhook credentials (Juspay's, PhonePe's),
+    each ``username:password``: several accepted while one is rotated out of the dashboard,
+    refused as the adapter is made as ``require_credentials`` says, in the gateway's words
+    (``missing``, ``malformed``)."""
+
+    missing: ClassVar[str]
+    malformed: ClassVar[str]
+    max_body_bytes = MAX_JSON_BODY_BYTES
+    credentials: tuple[str, ...] = dataclasses.field(repr=False)  # never in a log, nor an error
+
+    def __post_init__(self) -> None:
+        require_credentials(self.credentials, missing=self.missing, malformed=self.malformed)
 
 
 def header_value(headers: Mapping[str, str], name: str) -> str | None:

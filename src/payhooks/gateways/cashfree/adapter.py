@@ -6,7 +6,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from payhooks.events import Dispute, Event, EventKind, Provider, is_text
 from payhooks.gateways import _common
@@ -108,16 +108,12 @@ def sign(body: bytes, timestamp: str, secret: str) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cashfree:
+class Cashfree(_common.SecretsAdapter):
     """Several client secrets are tried: events in flight keep the secret they were sent with."""
 
     provider = _P
     headers_read = _HEADERS_READ
-    max_body_bytes = _common.MAX_JSON_BODY_BYTES
-    secrets: tuple[str, ...] = field(repr=False)  # never in a log or an error report
-
-    def __post_init__(self) -> None:
-        _common.require_secrets(self.secrets, "Cashfree needs at least one non-empty client secret")
+    refusal = "Cashfree needs at least one non-empty client secret"
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """The HMAC-SHA256 of timestamp and body, against each secret in constant time."""

@@ -11,7 +11,7 @@ import binascii
 import hmac
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from payhooks.events import Event, EventKind, Provider, is_text
 from payhooks.gateways import _common
@@ -52,22 +52,17 @@ def authorization(credential: str) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Juspay:
+class Juspay(_common.CredentialsAdapter):
     """Several credentials are accepted while one is rotated out of Juspay's dashboard; each
     is ``username:password`` (split at the first ':': a password may hold more)."""
 
     provider = _P
     headers_read = _HEADERS_READ
-    max_body_bytes = _common.MAX_JSON_BODY_BYTES
-    credentials: tuple[str, ...] = field(repr=False)  # never in a log or an error report
-
-    def __post_init__(self) -> None:
-        _common.require_credentials(
-            self.credentials,
-            missing="Juspay needs at least one webhook credential",
-            malformed="each Juspay webhook credential is username:password as set in Juspay's "
-            "dashboard (Settings, Webhooks), both non-empty",
-        )
+    missing = "Juspay needs at least one webhook credential"
+    malformed = (
+        "each Juspay webhook credential is username:password as set in Juspay's "
+        "dashboard (Settings, Webhooks), both non-empty"
+    )
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """The Basic credentials against each configured one, in constant time."""

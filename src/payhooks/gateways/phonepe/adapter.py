@@ -9,7 +9,7 @@ import hashlib
 import hmac
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from payhooks.events import Event, EventKind, Provider
 from payhooks.gateways import _common
@@ -53,22 +53,18 @@ class _Order:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PhonePe:
+class PhonePe(_common.CredentialsAdapter):
     """``credentials``: each webhook's ``username:password`` as set in PhonePe's dashboard;
     several are tried while one is rotated out (a retry may still carry the old one)."""
 
     provider = _P
     headers_read = _HEADERS_READ
     max_body_bytes = MAX_BODY_BYTES
-    credentials: tuple[str, ...] = field(repr=False)  # never in a log or an error report
-
-    def __post_init__(self) -> None:
-        _common.require_credentials(
-            self.credentials,
-            missing="PhonePe needs at least one webhook username:password",
-            malformed="each PhonePe webhook credential is username:password as set in "
-            "PhonePe's dashboard, both non-empty",
-        )
+    missing = "PhonePe needs at least one webhook username:password"
+    malformed = (
+        "each PhonePe webhook credential is username:password as set in "
+        "PhonePe's dashboard, both non-empty"
+    )
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """The header against each credential's digest, in constant time; the body plays no

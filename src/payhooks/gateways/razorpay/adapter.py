@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from payhooks.events import Dispute, Event, EventKind, Provider
 from payhooks.gateways import _common
@@ -78,18 +78,12 @@ class _Refund:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Razorpay:
+class Razorpay(_common.SecretsAdapter):
     """Several secrets are tried because retries of old events keep the old secret."""
 
     provider = _P
     headers_read = _HEADERS_READ
-    max_body_bytes = _common.MAX_JSON_BODY_BYTES
-    secrets: tuple[str, ...] = field(repr=False)  # never in a log or an error report
-
-    def __post_init__(self) -> None:
-        _common.require_secrets(
-            self.secrets, "Razorpay needs at least one non-empty webhook secret"
-        )
+    refusal = "Razorpay needs at least one non-empty webhook secret"
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
         """The HMAC-SHA256 of the body, against each secret in constant time."""
