@@ -8,7 +8,7 @@ import hmac
 import re
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import parse_qsl, unquote, urlencode
 
 from payhooks.events import Event, EventKind, Provider
@@ -212,24 +212,32 @@ class PayU:
             _common.require({"txnid": merchant_ref, "amount": amount}, provider=_P)
         # Keys and identity come only from hashed fields: mihpayid is not hashed, so a customer
         # could resend their own signed post under the mihpayid PayU gives the next payment.
-        return Event(
-            provider=_P,
-            kind=kind,
-            event_type=event_type,
-            event_id=_common.unreserved(
-                _P,
-                _common.delivery_key(merchant_ref, key_status)
-                or _common.body_key(event_type, body),
-            ),
-            payment_id=merchant_ref,
-            merchant_ref=merchant_ref,
+        key = _common.delivery_key(merchant_ref, key_status)
+        return replace(
+            _of_txnid(body, kind=kind, event_type=event_type, txnid=merchant_ref, key=key),
             amount_paise=amount,
-            currency="INR",
             # Not hashed: shown to help find the payment, never used to identify it.
             bank_ref=_common.reference(*(fields.get(name) for name in _REFERENCES)),
-            payload_sha256=_common.sha256_hex(body),
             attempt_id=attempt(fields.get(ATTEMPT_FIELD)) if kind is not EventKind.OTHER else None,
         )
+
+
+def _of_txnid(
+    body: bytes, *, kind: EventKind, event_type: str, txnid: str | None, key: str | None
+) -> Event:
+    """What a payment post and a refund callback say alike: the payment is the merchant's
+    txnid (PayU's own ``mihpayid`` is never its identity), in rupees, keyed on ``key`` or,
+    lacking one, on the body."""
+    return Event(
+        provider=_P,
+        kind=kind,
+        event_type=event_type,
+        event_id=_common.unreserved(_P, key or _common.body_key(event_type, body)),
+        payment_id=txnid,
+        merchant_ref=txnid,
+        currency="INR",
+        payload_sha256=_common.sha256_hex(body),
+    )
 
 
 def kind_of(status: str, unmapped: object) -> tuple[EventKind, str]:
@@ -300,22 +308,12 @@ def _refund(body: bytes) -> Event:
             {"request_id": request_id, "merchantTxnId": txnid, "amt": amount}, provider=_P
         )
     event_type = f"refund.{status}"
-    return Event(
-        provider=_P,
-        kind=kind,
-        event_type=event_type,
-        event_id=_common.unreserved(
-            _P,
-            _common.plain_key(txnid, request_id, REFUND_KEY_SUFFIX + status)
-            or _common.body_key(event_type, body),
-        ),
-        payment_id=txnid,
-        merchant_ref=txnid,
-        currency="INR",
+    key = _common.plain_key(txnid, request_id, REFUND_KEY_SUFFIX + status)
+    return replace(
+        _of_txnid(body, kind=kind, event_type=event_type, txnid=txnid, key=key),
         refund_id=request_id,
         refund_amount_paise=amount,
         bank_ref=_common.reference(doc.get("bank_arn"), doc.get("bank_ref_num")),
-        payload_sha256=_common.sha256_hex(body),
         unconfirmed=True,
     )
 
