@@ -7,9 +7,11 @@ import asyncio
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 import payhooks
 from payhooks import EventKind, Hooks, NotCommitted, Outcome, ingest, ingest_in_transaction
+from payhooks.aio.hooks import AsyncHooks
 from payhooks.intake import idempotency
 from payhooks.intake.idempotency import parked as parked_deliveries
 from payhooks.service import database
@@ -84,6 +86,27 @@ def test_an_event_no_hook_is_registered_for_is_ignored_and_recorded(shop):
     )
     receipt = ingest(shop, ADAPTERS[failed.provider], failed.body, failed.headers, merchant_hooks())
     assert receipt.outcome is Outcome.IGNORED and claimed(shop) == 1
+
+
+def test_an_event_no_hook_is_registered_for_leaves_the_connection_as_it_was():
+    """Nothing registered for the kind: the answer is ``ignored`` and the connection (one a
+    merchant's pool lent, or a stand-in of their tests) is not touched, not even its rows'
+    factory, sync or async."""
+    delivery = GATEWAY.razorpay(
+        "payment.failed", payment_id="pay_lib9", order_id="order_lib9", amount_paise=100
+    )
+    failed = ADAPTERS[delivery.provider].parse(delivery.body, delivery.headers)
+    untouchable = object()
+    hooks, async_hooks = Hooks(row_factory=dict_row), AsyncHooks(row_factory=dict_row)
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def captured(conn, event): ...
+
+    @async_hooks.on(EventKind.PAYMENT_CAPTURED)
+    async def captured_async(conn, event): ...
+
+    assert hooks(untouchable, failed).outcome is Outcome.IGNORED
+    assert asyncio.run(async_hooks(untouchable, failed)).outcome is Outcome.IGNORED
 
 
 def test_several_hooks_for_one_kind_run_in_order_and_the_last_answer_counts(shop):

@@ -51,3 +51,19 @@ def test_a_failure_is_logged_with_its_traceback_and_its_cause_returned_cut(caplo
     assert (record.getMessage(), record.provider, record.error) == ("item_failed", "payu", reason)
     assert record.exc_info is not None
     assert reason == ("RuntimeError: " + "x" * 600)[:40]
+
+
+def test_a_failure_is_logged_where_it_was_caught_not_in_the_helper(caplog):
+    """A merchant's formatter or error tracker groups by ``funcName`` and ``lineno``: the record
+    names the pass that caught the failure."""
+    log = logging.getLogger("payhooks.test")
+
+    def the_pass() -> None:
+        try:
+            raise RuntimeError("boom")
+        except RuntimeError as exc:
+            logs.failure_logged(log, "item_failed", exc)
+
+    the_pass()
+    [record] = caplog.records
+    assert (record.funcName, record.module) == ("the_pass", "test_logs")

@@ -45,8 +45,8 @@ class AsyncHooks(Registry[AsyncHook]):
     async def __call__(self, conn: AsyncConnection, event: Event) -> Applied:
         turns = self.turns(event.kind)
         answer: Applied | None = None
-        with rows_made(conn, self.row_factory):
-            while not isinstance(hook := advance(turns, answer), Done):
+        while not isinstance(hook := advance(turns, answer), Done):
+            with rows_made(conn, self.row_factory):
                 answer = await hook(conn, event)
         return hook.value
 

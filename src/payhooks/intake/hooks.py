@@ -114,8 +114,8 @@ class Hooks(Registry[Hook]):
     def __call__(self, conn: Connection, event: Event) -> Applied:
         turns = self.turns(event.kind)
         answer: Applied | None = None
-        with rows_made(conn, self.row_factory):
-            while not isinstance(hook := advance(turns, answer), Done):
+        while not isinstance(hook := advance(turns, answer), Done):
+            with rows_made(conn, self.row_factory):
                 answer = hook(conn, event)
         return hook.value
 

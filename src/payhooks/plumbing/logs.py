@@ -52,7 +52,7 @@ def failure_logged(
     traceback and ``fields``, and its cause (``Type: words``, at most ``limit`` characters)
     returned, for the item's own record of why, while the pass goes on to the others."""
     reason = f"{type(exc).__name__}: {exc}"[:limit]
-    log.exception(event, extra={**fields, "error": reason})
+    log.exception(event, extra={**fields, "error": reason}, stacklevel=2)
     return reason
 
 
