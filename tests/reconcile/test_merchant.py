@@ -457,3 +457,41 @@ def test_a_checkout_its_gateway_api_keeps_failing_on_reaches_a_person_until_it_a
     paid_at_gateway(api)
     run(database_url, hooks, environ=env, after_s=0)
     assert _failing_alerts(conn) == {} and paid(conn) == (PAYMENT, 1)
+
+
+# --- the database failing a whole pass -------------------------------------------------------
+
+HOOKS = ("--hooks", "tests.reconcile.merchant_hooks:hooks")
+PASSES = {
+    "reconcile": ("reconcile", "--older-than-s", "0", *HOOKS),
+    "confirm": ("confirm", "--once", *HOOKS),
+    "refunds send": ("refunds", "send", "--once"),
+}
+
+
+@pytest.mark.parametrize("command", PASSES)
+def test_a_pass_the_database_is_out_of_reach_for_exits_1_saying_so(shop, command):
+    """No connection to be had (refused): the pass ends there, said once, and a cron running
+    the command sees it fail; it printed "examined 0 checkout(s)" and exited 0."""
+    _, _, env = shop
+    gone = "postgresql://nobody@127.0.0.1:1/gone"
+    done = _payhooks(*PASSES[command], "--database-url", gone, env={**os.environ, **env})
+    assert done.returncode == 1, done.stdout
+    assert done.stderr.strip().startswith("payhooks: database unavailable"), done.stderr
+
+
+@pytest.mark.parametrize("command", PASSES)
+def test_a_pass_whose_every_turn_the_database_refuses_exits_1_naming_why(
+    shop, database_url, command
+):
+    """The database answering but refusing the pass's own bookkeeping (a standby left read
+    only by a failover; a missing table, a statement timing out alike): each gateway's turn
+    fails whole. It was logged and the command exited 0 having done nothing."""
+    _, api, env = shop
+    paid_at_gateway(api)
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        name = admin.info.dbname
+        admin.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    done = _payhooks(*PASSES[command], "--database-url", database_url, env={**os.environ, **env})
+    assert done.returncode == 1, done.stdout
+    assert "ReadOnlySqlTransaction" in done.stderr.splitlines()[-1], done.stderr

@@ -744,15 +744,19 @@ def refunds_send(
 
 
 def _retried(tally: RefundTally) -> str | None:
-    """A pass with intents to try again: a cron running ``--once`` must notice."""
+    """A pass with intents to try again, or a gateway's turn failed whole: a cron running
+    ``--once`` must notice."""
+    said = [
+        f"{gateway}'s turn failed whole: {why}" for gateway, why in sorted(tally.broken.items())
+    ]
     count = sum(tally.retried.values())
-    if not count:
-        return None
-    each = ", ".join(f"{p.value}: {n}" for p, n in sorted(tally.retried.items()) if n)
-    return (
-        f"{count} refund(s) to try again ({each}): the gateway's API failed or a step broke; "
-        "each is asked again after its backoff (payhooks refunds list: last_error)"
-    )
+    if count:
+        each = ", ".join(f"{p.value}: {n}" for p, n in sorted(tally.retried.items()) if n)
+        said.append(
+            f"{count} refund(s) to try again ({each}): the gateway's API failed or a step broke; "
+            "each is asked again after its backoff (payhooks refunds list: last_error)"
+        )
+    return "; ".join(said) or None
 
 
 def _unsent(provider: Provider, count: int) -> str:

@@ -64,8 +64,11 @@ def confirm(
                 taken = confirmations.leased(conn, provider.value, limit)
         except DatabaseAway:
             raise  # the whole pass's: said once, by the caller
-        except Exception:  # the database's: the next gateway's turn may still be had
-            log.exception("confirm_gateway_failed", extra={"provider": provider.value})
+        except Exception as exc:  # the database's: the next gateway's turn may still be had
+            reason = failure_logged(
+                log, "confirm_gateway_failed", exc, 200, provider=provider.value
+            )
+            tally.broke(provider.value, reason)
             continue
         for unreadable in taken.unreadable:
             _set_aside(connect, unreadable, tally)

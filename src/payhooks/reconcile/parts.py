@@ -119,12 +119,21 @@ class Tally:
     (``payhooks.intake.confirmations``)."""
     refuted: Counter[Provider] = field(default_factory=Counter)
     """... and those it refuted: forged or stale, changing nothing."""
+    broken: dict[str, str] = field(default_factory=dict)
+    """Turns that failed whole (a gateway's, or the confirmations'), with why: the database
+    answering but refusing the pass's own bookkeeping (a standby left read only, a table
+    missing, a statement timed out). What they were to ask about waits for a later pass."""
 
     @property
     def failures(self) -> int:
         """API errors, payments not applied and payments unreadable: a pass with any exits 1
         from the commands."""
-        return sum(self.api_errors.values()) + sum(self.unapplied.values()) + self._unread
+        errors = sum(self.api_errors.values()) + sum(self.unapplied.values())
+        return errors + self._unread + len(self.broken)
+
+    def broke(self, turn: str, reason: str) -> None:
+        """``turn`` failed whole, for ``reason`` (its first failure is kept)."""
+        self.broken.setdefault(turn, reason)
 
     @property
     def _unread(self) -> int:
@@ -149,6 +158,8 @@ class Tally:
             parts.append(f"{self._unread} payment(s) the gateway reported unreadably")
         if self.refused:
             parts.append(f"credentials refused by {', '.join(sorted(self.refused))}")
+        if self.broken:
+            parts.append(self._broken())
         if self.confirmed or self.refuted:
             parts.append(
                 f"{sum(self.confirmed.values())} callback(s) confirmed by the API, "
@@ -165,7 +176,13 @@ class Tally:
             said.append(f"{unapplied} payment(s) a handler or the database failed on")
         if self.unreadable:
             said.append(f"{self._unread} payment(s) the gateway reported unreadably")
+        if self.broken:
+            said.append(self._broken())
         return ", ".join(said)
+
+    def _broken(self) -> str:
+        turns = "; ".join(f"{turn}: {why}" for turn, why in sorted(self.broken.items()))
+        return f"{len(self.broken)} turn(s) the database failed whole ({turns})"
 
     def confirmations(self) -> str:
         """A confirmation pass in one line (``payhooks confirm``, ``payhooks_confirm``): what
@@ -179,6 +196,8 @@ class Tally:
             said += f", {sum(self.api_errors.values())} gateway API error(s) ({self._by_gateway()})"
         if self.refused:
             said += f", credentials refused by {', '.join(sorted(p.value for p in self.refused))}"
+        if self.broken:
+            said += f", {self._broken()}"
         return said
 
     def _by_gateway(self) -> str:
@@ -188,7 +207,8 @@ class Tally:
     def said_anything(self) -> bool:
         """Whether a confirmation pass settled a callback or met a gateway API's failure (a
         daemon's pass that did neither prints nothing)."""
-        return bool(sum(self.confirmed.values()) or sum(self.refuted.values()) or self.api_errors)
+        settled = sum(self.confirmed.values()) or sum(self.refuted.values())
+        return bool(settled or self.api_errors or self.broken)
 
 
 __all__ = ["Connect", "Deliver", "Followup", "Tally", "Unapplied", "each", "followed", "reasons"]

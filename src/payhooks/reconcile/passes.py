@@ -133,21 +133,21 @@ class Reconciler:
                 asked.append(provider)
             except DatabaseAway:
                 raise  # the whole pass's, not this gateway's: said once, by the caller
-            except Exception:  # its checkouts' leases run out; a later pass asks again
-                log.exception("reconcile_gateway_failed", extra={"provider": provider.value})
+            except Exception as exc:  # its checkouts' leases run out; a later pass asks again
+                tally.broke(provider.value, _turn_failed(exc, provider))
         try:  # then the callbacks waiting for their gateway's word
             confirm(self.connect, self.clients, self.deliver, tally, stop=self.stop)
         except DatabaseAway:
             raise
-        except Exception:  # their leases run out; a later pass asks again
-            log.exception("confirm_pass_failed")
+        except Exception as exc:  # their leases run out; a later pass asks again
+            tally.broke("confirmations", failure_logged(log, "confirm_pass_failed", exc, 200))
         for provider in asked:  # the totals count what both asked
             try:
                 self._count(provider, tally)
             except DatabaseAway:
                 raise
-            except Exception:
-                log.exception("reconcile_gateway_failed", extra={"provider": provider.value})
+            except Exception as exc:
+                tally.broke(provider.value, _turn_failed(exc, provider))
         return tally
 
     def confirm_due(self) -> Tally:
@@ -301,6 +301,12 @@ class Reconciler:
                     self.notify.credentials_refused(conn, provider, since, reason)
             elif tally.answered[provider] and checkouts.accepted(conn, provider):
                 log.info("reconcile_credentials_accepted", extra={"provider": provider.value})
+
+
+def _turn_failed(exc: Exception, provider: Provider) -> str:
+    """A gateway's whole turn failed on the database (its own bookkeeping refused): logged
+    with the traceback, and why, for the pass's tally (the command exits 1)."""
+    return failure_logged(log, "reconcile_gateway_failed", exc, 200, provider=provider.value)
 
 
 def _pause(exc: GatewayApiError) -> timedelta:

@@ -32,7 +32,7 @@ from payhooks.gateways import ApiCredentials, credentials
 from payhooks.gateways._status import StatusClient, client, http_client
 from payhooks.intake.hooks import guarded
 from payhooks.intake.ingest import Handler, Receipt, ingest_received
-from payhooks.plumbing.db import Connection, libpq_url
+from payhooks.plumbing.db import Connection, libpq_url, translated
 from payhooks.reconcile.passes import (
     Connect,
     Deliver,
@@ -70,7 +70,9 @@ def connecting(database_url: str) -> Connect:
 
     @contextlib.contextmanager
     def connect() -> Iterator[Connection]:
-        with psycopg.connect(database_url, autocommit=True) as conn:
+        with translated():  # no connection to be had: the whole pass's (DatabaseAway)
+            conn = psycopg.connect(database_url, autocommit=True)
+        with conn:
             yield conn
 
     return connect

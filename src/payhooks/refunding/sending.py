@@ -85,6 +85,10 @@ class Tally:
     failed: Counter[Provider] = field(default_factory=Counter)
     """Failed by the gateway's word (no money went back): asked about once sent, or in the
     answer to the call that made it."""
+    broken: dict[str, str] = field(default_factory=dict)
+    """Gateways whose turn failed whole, with why: the database answering but refusing to
+    hand out their intents (a standby left read only, a table missing). Nothing of theirs
+    was sent; a later pass tries again."""
 
     def summary(self) -> str:
         """One line of the pass's counts, for the command's output and the log."""
@@ -96,6 +100,9 @@ class Tally:
             f"{total['retried']} to try again; "
             f"of those sent earlier, {total['settled']} processed; "
             f"{total['failed']} failed by the gateway (no money went back)"
+        ) + "".join(
+            f"; {gateway}'s turn failed whole: {why}"
+            for gateway, why in sorted(self.broken.items())
         )
 
 
@@ -172,8 +179,11 @@ def _each_due(
                     due = lease(conn, provider, 1, _hold(client))
             except DatabaseAway:
                 raise  # the whole pass's, not this gateway's: said once, by the caller
-            except Exception:  # the database's: the next gateway's turn may still be had
-                log.exception("refund_lease_failed", extra={"provider": provider.value})
+            except Exception as exc:  # the database's: the next gateway's turn may still be had
+                reason = failure_logged(
+                    log, "refund_lease_failed", exc, 200, provider=provider.value
+                )
+                tally.broken.setdefault(provider.value, reason)
                 break
             if not due:
                 break
