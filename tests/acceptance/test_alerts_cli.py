@@ -8,7 +8,7 @@ import subprocess
 import psycopg
 
 from payhooks.operations.alarms import FAILURES_TO_WARN
-from tests.acceptance.conftest import PAYHOOKS
+from tests.acceptance.conftest import PAYHOOKS, invoke
 from tests.integration.test_alerts import Receiver, receiving
 
 
@@ -87,3 +87,41 @@ def test_a_notifier_killed_mid_post_leaves_the_message_to_be_sent_again(
             assert notifier.send_due(conn, now + policy.lease).sent == 1
             [text] = chat.texts()
             assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
+
+
+def _failing_gateway(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for _ in range(FAILURES_TO_WARN):
+            conn.execute(
+                "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome,"
+                " verified, body_bytes, duration_ms)"
+                " VALUES (now(), 'payu', 503, 'database_unavailable', true, 300, 1)"
+            )
+
+
+def test_alerts_once_exits_1_when_a_notice_could_not_be_sent(env, database_url):
+    """A cron running ``alerts --once`` must learn that nobody was told: it printed "1 to
+    retry" and exited 0."""
+    _failing_gateway(database_url)
+    nowhere = {
+        **env,
+        "PAYHOOKS_ALERT_WEBHOOK_URL": "http://127.0.0.1:1/",
+        "PAYHOOKS_ALERT_EMAIL": "",
+    }
+    done = invoke(nowhere, "alerts", "--once", "--database-url", database_url)
+    assert done.returncode == 1, done.stdout
+    assert "1 to retry" in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith("payhooks: 1 notice(s) not sent")
+
+
+def test_alerts_once_exits_1_naming_a_condition_it_could_not_read(env, database_url):
+    """One source failing (its table gone) is logged and the others are read; the pass
+    said nothing of it and exited 0."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE payhooks_refunds RENAME TO payhooks_refunds_gone")
+    with receiving(Receiver()) as chat:
+        told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
+        done = invoke(told, "alerts", "--once", "--database-url", database_url)
+    assert done.returncode == 1, done.stdout
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith("payhooks: ") and "could not be read" in said and "refund" in said

@@ -1291,3 +1291,60 @@ def test_a_refund_found_after_a_lost_answer_with_another_amount_is_not_taken_as_
     assert (refund.state, refund.gateway_refund_id) == (RefundState.REQUESTED, None)
     assert "10000 paise, not the 49900 asked" in (refund.last_error or "")
     assert api.money.made[(provider, PAYMENT[provider])] == 1
+
+
+def lost_dispute(conn, provider: Provider, amount: int) -> None:
+    """The card network gave the customer ``amount`` of the payment back (a chargeback lost),
+    reported through payhooks as the gateway reports it."""
+    from payhooks.intake.hooks import Hooks
+    from payhooks.intake.ingest import ingest
+    from payhooks.sim.deliveries import Disputed
+    from payhooks.sim.gateways import razorpay as razorpay_sim
+    from tests.factories import ADAPTERS, GATEWAY
+
+    lost = Disputed(what="lost", dispute_id="disp_rfsend00001", payment_id=PAYMENT[provider],
+                    reference=ORDER[provider], amount_paise=amount, respond_by=1_900_000_000,
+                    reported_at=1_800_000_000)  # fmt: skip
+    delivery = razorpay_sim.dispute_delivery(GATEWAY, lost)
+    ingest(conn, ADAPTERS[provider], delivery.body, delivery.headers, Hooks())
+
+
+def test_an_intent_a_lost_dispute_took_the_money_of_before_its_send_is_never_sent(
+    core, database_url
+):
+    """A refund asked for (the console's button, the double-payment policy), then, before
+    the sender ran, a chargeback lost for the same payment: the customer has the money back
+    from the card network. The sender refunded it all the same (twice back); it is refused by
+    payhooks now, never sent, saying what is left to refund."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider)
+    lost_dispute(conn, provider, 49_900)
+    tally = send(database_url, url)
+    assert tally.sent[provider] == 0 and tally.incomplete[provider] == 1
+    assert books(api, provider) == (0, 0)
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REFUSED and refund.attempts == 1
+    assert "lost disputes" in refund.last_error and "0 paise" in refund.last_error
+
+
+def test_an_intent_a_lost_dispute_took_part_of_is_held_for_a_person_once_it_was_tried(
+    core, database_url
+):
+    """An intent whose first call met an error may have been made at the gateway (the answer
+    lost): past the bound now, it is neither sent again nor refused (either could be wrong),
+    but held, saying why, for a person (it is alerted as an intent retried after an error)."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_next(provider, Fault(status=500))
+    assert send(database_url, url).retried[provider] == 1
+    lost_dispute(conn, provider, 10_000)
+    due_now(conn)
+    tally = send(database_url, url)
+    assert tally.sent[provider] == 0 and tally.retried[provider] == 1
+    assert books(api, provider) == (0, 0)
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.state is RefundState.REQUESTED and "39900 paise" in refund.last_error

@@ -324,7 +324,8 @@ def alerts(
     Stop it with SIGTERM or Ctrl-C. What it tells: a gateway answered 5xx, forged signatures,
     reconciliation refused or not running, parked deliveries, refunds refused. Each alert is
     sent once however many hosts run this, said again at most every
-    PAYHOOKS_ALERT_REPEAT_MINUTES, and resolved."""
+    PAYHOOKS_ALERT_REPEAT_MINUTES, and resolved. With --once it exits 1 when a notice could
+    not be sent or a condition could not be read."""
     host(ctx).configure_logs()
     found = settings(ctx)
     url = _app_url(found, database_url, "alerts")
@@ -342,6 +343,7 @@ def alerts(
     repeat(
         lambda: on_connection(ctx, lambda conn: notifier.tick(conn, datetime.now(UTC)), url),
         said, every=every, once=once, command="alerts", stopping=stop_on_signals(),
+        failed=lambda tally: tally.trouble(),
     )  # fmt: skip
 
 

@@ -126,6 +126,9 @@ class Tally:
     failed: int = 0
     open: list[str] = field(default_factory=list)
     """The keys of the alerts found this pass."""
+    unread: list[str] = field(default_factory=list)
+    """The conditions whose source failed this pass (its query, its table): their alerts
+    neither raised nor resolved."""
 
     def summary(self) -> str:
         """One line of the pass's counts."""
@@ -133,7 +136,22 @@ class Tally:
             f"{len(self.open)} alert(s) open: {self.raised} raised, {self.repeated} repeated, "
             f"{self.resolved} resolved; {self.sent} notice(s) sent, {self.retried} to retry, "
             f"{self.failed} given up"
-        )
+        ) + (f"; {len(self.unread)} condition(s) unread" if self.unread else "")
+
+    def trouble(self) -> str | None:
+        """What a pass left undone that a person must know of (``alerts --once`` exits 1
+        with it): notices not sent, conditions not read."""
+        said = []
+        if self.retried or self.failed:
+            said.append(
+                f"{self.retried + self.failed} notice(s) not sent ({self.retried} to retry, "
+                f"{self.failed} given up): see the alert_notice_* log lines"
+            )
+        if self.unread:
+            said.append(
+                f"conditions that could not be read: {', '.join(self.unread)} (alert_source_failed)"
+            )
+        return "; ".join(said) or None
 
 
 _RAISE = """
@@ -196,7 +214,7 @@ class Notifier:
         repeated, each one gone resolved, and their notices queued, by whichever notifier's
         conditional write took."""
         tally = Tally()
-        found, read = self._observe(conn, now)  # reads only: no transaction held over them
+        found, read = self._observe(conn, now, tally)  # reads only: no transaction held over them
         tally.open = [alert.key for alert in found]
         with conn.transaction():
             told = self._told(conn)
@@ -214,7 +232,9 @@ class Notifier:
         params = {"conditions": sorted(c.value for c in NOT_REPEATED)}
         return frozenset(key for (key,) in conn.execute(_TOLD, params))
 
-    def _observe(self, conn: Connection, now: datetime) -> tuple[list[Alert], list[Source]]:
+    def _observe(
+        self, conn: Connection, now: datetime, tally: Tally
+    ) -> tuple[list[Alert], list[Source]]:
         """What each source finds, and the sources read: one that fails (its query, its
         table) is logged (``alert_source_failed``), its alerts left as they are, neither
         raised nor resolved, and the others are read."""
@@ -228,6 +248,7 @@ class Notifier:
             except Exception as exc:
                 conditions = sorted(c.value for c in source.conditions)
                 failure_logged(log, "alert_source_failed", exc, conditions=conditions)
+                tally.unread.extend(conditions)
                 continue
             read.append(source)
         return list(found.values()), read

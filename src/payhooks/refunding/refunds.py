@@ -512,6 +512,44 @@ def unsettled_again(
                                    "most": MOST_BETWEEN_CHECKS, "asked": asked})  # fmt: skip
 
 
+# What a payment's record says the customer paid less its lost disputes now, and, for a payment
+# payhooks keeps no record of, what disputes lost since the intent was written took back.
+PAID_NOW = """
+SELECT (SELECT paid_paise - disputed_paise FROM payhooks_payments
+        WHERE provider = %(provider)s AND payment_id = %(payment_id)s
+          AND paid_paise IS NOT NULL
+        ORDER BY kind = 'payment_captured' DESC
+        LIMIT 1),
+       (SELECT coalesce(sum(lost_paise), 0) FROM payhooks_disputes
+        WHERE provider = %(provider)s AND payment_id = %(payment_id)s
+          AND updated_at > %(requested_at)s)
+"""
+
+
+def refundable_now(conn: Connection, refund: Refund) -> int:
+    """What may still be refunded of ``refund``'s payment beside its other live refunds, read
+    again as the sender is about to call (``request`` bounded the intent when it was written):
+    a chargeback lost since then gave the customer part of the payment back already, and a
+    refund made outside payhooks (the dashboard's, the gateway's own) took its share. With no
+    record of the payment, a dispute lost or updated since the intent was written counts
+    against it whole: when in doubt, payhooks does not send."""
+    provider = refund.provider.value
+    taken = db.query(conn, TAKEN, (provider, refund.payment_id, [s.value for s in LIVE]))
+    row = taken.fetchone()
+    others = (int(row[0]) if row else 0) - refund.amount_paise  # the intent is live itself
+    params = {"provider": provider, "payment_id": refund.payment_id,
+              "requested_at": refund.requested_at}  # fmt: skip
+    paid = db.query(conn, PAID_NOW, params).fetchone()
+    assert paid is not None
+    recorded, lost_since = paid
+    captured = (
+        min(refund.captured_paise, int(recorded))
+        if recorded is not None
+        else refund.captured_paise - int(lost_since)
+    )
+    return max(captured - others, 0)
+
+
 def refused(conn: Connection, refund: Refund, error: str) -> None:
     """The gateway refused the refund: closed with its words, the amount refundable again."""
     conn.execute(REFUSED, {**_keyed(refund), "error": error})
@@ -719,6 +757,7 @@ __all__ = [
     "lease_for",
     "leased",
     "of_payment",
+    "refundable_now",
     "refused",
     "request",
     "request_async",

@@ -221,6 +221,30 @@ def _refused(
     )  # fmt: skip
 
 
+def _beyond(connect: Connect, refund: Refund, tally: Tally, left: int) -> None:
+    """An intent past what its payment has left to refund by now (a chargeback lost since it
+    was written gave the customer the money back already; a refund made outside payhooks took
+    it): never sent. One never called for is refused by payhooks, saying what is left (ask
+    again for that). One called for before may have been made by that call, its answer lost:
+    neither sent again nor refused (either could be wrong), but held, saying why, asked about
+    again after its backoff and alerted as an intent retried, for a person to cancel or let
+    be."""
+    why = (
+        f"payment {refund.payment_id} has {left} paise left to refund, not the "
+        f"{refund.amount_paise} asked: lost disputes gave the customer part of it back, or a "
+        "refund made outside payhooks took it, since the intent was written"
+    )
+    if refund.attempts <= 1:  # this lease is its first: no call of it reached the gateway
+        _refused(connect, refund, tally, RefundIncomplete(refund.provider.value, why))
+        return
+    with connect() as conn:
+        refunds.again(conn, refund, refunds.wait_after(refund.attempts),
+                      f"{why}; an earlier call may have made it: held for a person")  # fmt: skip
+    tally.retried[refund.provider] += 1
+    log.warning("refund_held", extra={"provider": refund.provider.value,
+                                      "key": refund.idempotency_key, "detail": why})  # fmt: skip
+
+
 def _failed(tally: Tally, refund: Refund, exc: RefundRefused) -> None:
     """A refund the gateway made, then failed (no money went back): counted, and logged."""
     tally.failed[refund.provider] += 1
@@ -321,6 +345,11 @@ class _Acts:
 
     def send(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
         provider = refund.provider
+        with connect() as conn:
+            left = refunds.refundable_now(conn, refund)
+        if left < refund.amount_paise:
+            _beyond(connect, refund, tally, left)
+            return
         try:
             sent = client.send_refund(refund)
         except RefundFailed as exc:  # made under the gateway's id, failed in the same answer
