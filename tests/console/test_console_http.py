@@ -93,6 +93,35 @@ def test_every_action_refuses_a_stranger_and_does_nothing(console, path):
     assert rows(console, "SELECT * FROM payhooks_console_actions") == []
 
 
+@pytest.mark.parametrize("path", [p for p in PRIVATE_POSTS if p != "/console/logout"])
+def test_an_action_whose_session_ended_leads_back_to_its_page_saying_it_was_not_done(console, path):
+    """A session that lapsed (or was ended) while the page was open: the action's form posts
+    with no session. The login sent the operator on to the action's own address, which
+    answers only its form's post: a 405 page after logging in, and no word that the action
+    was never done. Now the page it was asked from opens again, and the login says so."""
+    came_from = f"{console.base_url}/console/parked?provider=razorpay"
+    with console.client() as client:
+        answer = client.post(path, data={"provider": "razorpay", "event_id": "e"},
+                             headers={"referer": came_from})  # fmt: skip
+        assert answer.status_code == 303
+        assert (
+            answer.headers["location"]
+            == "/console/login?next=/console/parked%3Fprovider%3Drazorpay&undone=1"
+        )
+        form = client.get(answer.headers["location"])
+    assert "what you asked for was not done" in form.text
+    assert 'name="next" value="/console/parked?provider=razorpay"' in form.text
+    with console.client() as client:  # no page to go back to (no referer): the console's home
+        answer = client.post(path, data={"provider": "razorpay"})
+    assert answer.headers["location"] == "/console/login?next=/console/&undone=1"
+
+
+def test_logging_out_with_no_session_leads_to_the_login_form_not_back_to_log_out(console):
+    with console.client() as client:
+        answer = client.post("/console/logout", headers={"referer": console.base_url + "/console/"})
+    assert answer.headers["location"] == "/console/login?next=/console/"
+
+
 def test_the_lists_above_cover_every_console_route(database_url):
     from payhooks.service.web import create_app
     from tests.factories import SETTINGS

@@ -570,10 +570,22 @@ def _route_path(scope: Scope) -> str:
 
 
 def _to_login(request: Request) -> Response:
-    raw = request.scope.get("raw_path")  # as sent: a reference may hold an encoded slash
-    target = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
-    target += f"?{request.url.query}" if request.url.query else ""
-    return _redirect(f"{prefix_of(request.scope)}/login?next={quote(target)}")
+    """The login form, then the page asked for. An action's address answers only its form's
+    post: an action met with no session (it lapsed, or was ended, while the page was open) is
+    not done, and the login leads back to the page it was asked from (the browser's same-origin
+    ``Referer``; else the console's home), saying so. Logging out needs no login first."""
+    prefix = prefix_of(request.scope)
+    if request.method in ("GET", "HEAD"):
+        raw = request.scope.get("raw_path")  # as sent: a reference may hold an encoded slash
+        target = raw.decode("latin-1") if isinstance(raw, bytes) else request.url.path
+        target += f"?{request.url.query}" if request.url.query else ""
+        return _redirect(f"{prefix}/login?next={quote(target)}")
+    came_from = urlsplit(request.headers.get("referer", ""))
+    same_site = came_from.netloc == request.url.netloc and came_from.scheme in ("http", "https")
+    page = came_from.path + (f"?{came_from.query}" if came_from.query else "")
+    target = local(page if same_site else None, prefix)
+    undone = "" if _route_path(request.scope) == "/logout" else "&undone=1"
+    return _redirect(f"{prefix}/login?next={quote(target, safe='/')}{undone}")
 
 
 def _console(request: Request) -> Console:
@@ -894,9 +906,11 @@ def _without_dot_segments(path: str) -> str:
 
 
 @_public.get("/login")
-async def login_form(request: Request, next: str | None = None) -> HTMLResponse:
+async def login_form(
+    request: Request, next: str | None = None, undone: bool = False
+) -> HTMLResponse:
     target = local(next, prefix_of(request.scope))
-    return page(request, "login.html", {"next": target, "error": None})
+    return page(request, "login.html", {"next": target, "error": None, "undone": undone})
 
 
 def _checked(
@@ -918,11 +932,11 @@ async def log_in(request: Request, name: Field, password: Field, next: Field = "
     login, token = await run(request, _checked, name.strip().lower(), password, client)
     if login.throttled:
         error = "Too many failed logins: wait a quarter of an hour, then try again."
-        context = {"next": local(next, prefix), "error": error}
+        context = {"next": local(next, prefix), "error": error, "undone": False}
         return page(request, "login.html", context, status=429)
     if token is None:
         error = "That name and password do not match an operator."
-        context = {"next": local(next, prefix), "error": error}
+        context = {"next": local(next, prefix), "error": error, "undone": False}
         return page(request, "login.html", context, status=401)
     cookies = await _console(request).cookies()
     response = _redirect(local(next, prefix))
