@@ -25,7 +25,7 @@ from payhooks.sim.gateway import Delivery
 from tests import loopback
 from tests.conftest import free_port, released_together
 from tests.django.conftest import EXAMPLE, PAYHOOKS, post, records
-from tests.factories import GATEWAY, KEYS
+from tests.factories import GATEWAY, KEYS, payu_authorised_post
 from tests.wsgi_server import gunicorn_serving
 
 REF = "order_shop1"
@@ -95,9 +95,31 @@ def test_payus_browser_post_to_the_return_page_pays_the_order_once_under_atomic_
     delivery = GATEWAY.payu(txnid=REF, mihpayid="403993715500000009", amount="1299.00")
     page = loopback.post(site + "/payu/return", content=delivery.body, headers=delivery.headers,
                          timeout=30)  # fmt: skip
-    assert page.status_code == 200 and "your payment is received" in page.text, page.text
+    assert page.status_code == 200, page.text
+    assert page.text == f"Thank you: your payment for order {REF} is received."
     assert post(site, delivery).json()["status"] == "duplicate"  # PayU's server post
     assert [(ref, status) for ref, status, _ in orders()] == [(REF, "paid")]
+
+
+def test_payus_return_page_says_a_failed_a_pending_and_an_authorised_payment_apart(
+    site, checkout, django_db
+):
+    """docs/django.md, "PayU's return page": it thanked the customer for anything PayU posted
+    (a failure on furl included: "your payment is received (order pending)")."""
+    failed = GATEWAY.payu(txnid="order_ret_1", mihpayid="403993715500000011", amount="1299.00",
+                          status="failure")  # fmt: skip
+    pending = GATEWAY.payu(txnid="order_ret_2", mihpayid="403993715500000012", amount="1299.00",
+                           status="pending")  # fmt: skip
+    authorised = payu_authorised_post("order_ret_3", "403993715500000013", "1299.00")
+    pages = [
+        loopback.post(site + "/payu/return", content=post.body, headers=post.headers, timeout=30)
+        for post in (failed, pending, authorised)
+    ]
+    assert [(page.status_code, page.text) for page in pages] == [
+        (200, "Your payment for order order_ret_1 did not go through."),
+        (200, "Your payment for order order_ret_2 is being completed: we will write to you."),
+        (200, "Your payment for order order_ret_3 is being completed: we will write to you."),
+    ]
 
 
 def test_an_underpaid_capture_does_not_pay_the_order(site, checkout, django_db):

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from psycopg_pool import AsyncConnectionPool
 
-from tests.factories import GATEWAY, KEYS
+from tests.factories import GATEWAY, KEYS, payu_authorised_post
 from tests.fastapi.conftest import served
 
 PAGE = (Path(__file__).parents[2] / "docs" / "fastapi.md").read_text()
@@ -100,8 +100,12 @@ def test_the_pages_payu_return_page_applies_the_post_once_and_says_what_it_is(
     failed = GATEWAY.payu(
         txnid="order_test0002", mihpayid="403993715500000003", amount="499.00", status="failure"
     )
+    pending = GATEWAY.payu(
+        txnid="order_test0003", mihpayid="403993715500000004", amount="499.00", status="pending"
+    )
+    authorised = payu_authorised_post("order_test0004", "403993715500000005")
     forged = posted.body.replace(b"amount=499.00", b"amount=1.00")
-    sent = [(d.body, d.headers) for d in (posted, posted, other, failed)]
+    sent = [(d.body, d.headers) for d in (posted, posted, other, failed, pending, authorised)]
     with served(scope["app"]) as running, running.client() as client:
         pages = [
             client.post("/payu/return", content=body, headers=headers)
@@ -112,6 +116,10 @@ def test_the_pages_payu_return_page_applies_the_post_once_and_says_what_it_is(
         (200, THANKS),  # duplicate: the other post was applied first
         (200, "We are confirming your payment for order order_test0001 with PayU."),
         (200, "Your payment for order order_test0002 did not go through."),
+        # the bank still deciding, or a payment authorised and debited, not captured: it was
+        # "did not go through", and the customer paid again
+        (200, "Your payment for order order_test0003 is being completed: we will write to you."),
+        (200, "Your payment for order order_test0004 is being completed: we will write to you."),
         (400, "We could not confirm this payment yet."),
     ]
     assert paid_orders(environment) == [("order_test0001", "order_test0001", 49_900)]

@@ -12,7 +12,7 @@ import pytest
 from flask import abort, request
 
 from tests import loopback
-from tests.factories import GATEWAY, KEYS
+from tests.factories import GATEWAY, KEYS, payu_authorised_post
 from tests.flask.conftest import own_schema, serving, sqlalchemy_url
 
 DOC = (Path(__file__).parents[2] / "docs" / "flask.md").read_text()
@@ -85,18 +85,24 @@ def test_the_pages_payu_return_page_gets_the_exact_body_though_a_hook_reads_the_
     failed = GATEWAY.payu(txnid="order_test_2", mihpayid="403993715500000004", amount="499.00",
                           status="failure")  # fmt: skip
     delivery = GATEWAY.payu(txnid="order_test_1", mihpayid="403993715500000003", amount="499.00")
+    pending = GATEWAY.payu(txnid="order_test_3", mihpayid="403993715500000005", amount="499.00",
+                           status="pending")  # fmt: skip
+    authorised = payu_authorised_post("order_test_4", "403993715500000006")
     with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
         conn.execute("INSERT INTO orders VALUES ('order_test_1', 49900, 'INR', false)")
         with serving(app) as base:
             shown = [
                 loopback.post(base + "/payu/return", content=post.body, headers=post.headers).text
-                for post in (failed, delivery)
+                for post in (failed, delivery, pending, authorised)
             ]
         paid = conn.execute("SELECT paid FROM orders").fetchall()
     # furl's failure post was thanked for a payment received
     assert shown == [
         "Your payment for order order_test_2 did not go through.",
         "Thank you: your payment for order order_test_1 is received.",
+        # neither failed nor captured: it said "did not go through", and the customer paid again
+        "Your payment for order order_test_3 is being completed: we will write to you.",
+        "Your payment for order order_test_4 is being completed: we will write to you.",
     ]
     assert paid == [(True,)]
 

@@ -9,6 +9,8 @@ import re
 import typing
 from pathlib import Path
 
+import pytest
+
 from payhooks.events import Provider
 from payhooks.gateways._refunds import Refund
 from payhooks.gateways.cashfree.status import _refunded
@@ -92,3 +94,13 @@ def test_the_can_act_example_shows_the_password_it_asks_for():
     line = next(x for x in console.splitlines() if x.startswith(example))
     assert "asks for a password" in line
     assert "--can-act --password-stdin" in console
+
+
+@pytest.mark.parametrize("name", ["django.md", "fastapi.md", "flask.md"])
+def test_each_guide_keeps_an_order_payable_after_a_failed_attempt(name):
+    """The failure's handler as the guides told it ("a failure never un-pays a paid order:
+    change it only where pending") moved a pending order to failed, and the customer's next
+    attempt, paid, found no pending order: the capture answered ignored, the order unpaid."""
+    said = _joined(name)
+    assert "The failure's handler: a failed attempt closes nothing." in said
+    assert "rather than move the order out of" in said

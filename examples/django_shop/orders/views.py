@@ -16,8 +16,17 @@ from payhooks.django.views import receive
 @csrf_exempt  # PayU's post carries no CSRF token: its hash is the proof
 @transaction.non_atomic_requests  # the payhooks view opens its own transaction, never inside one
 def payu_return(request: HttpRequest) -> HttpResponse:
-    answer = receive(request, "payu")
+    answer = receive(request, "payu")  # the exact bytes: verified, claimed, applied once
     if answer.status_code != 200:
         return HttpResponse("We could not confirm this payment yet.", status=answer.status_code)
-    order = json.loads(answer.content).get("order_id")
-    return HttpResponse(f"Thank you: your payment is received (order {order or 'pending'}).")
+    # Verified now: PayU's hash covers txnid and status (providers.md, "PayU's payment states")
+    order, status = request.POST.get("txnid"), request.POST.get("status", "").lower()
+    if json.loads(answer.content)["status"] == "confirming":
+        return HttpResponse(f"We are confirming your payment for order {order} with PayU.")
+    if status == "failure":  # furl
+        return HttpResponse(f"Your payment for order {order} did not go through.")
+    if status != "success" or request.POST.get("unmappedstatus", "").lower() == "auth":
+        # pending at the bank, or authorised and debited, not captured: neither failed
+        return HttpResponse(f"Your payment for order {order} is being completed: we will "
+                            "write to you.")
+    return HttpResponse(f"Thank you: your payment for order {order} is received.")
