@@ -72,6 +72,7 @@ CORE_MIGRATIONS = [
     "core/0037_references_follow_expectations",
     "core/0038_settled_by_hand",
     "core/0039_expected_amounts_follow_expectations",
+    "core/0040_refunds_know_the_losses_they_were_asked_after",
 ]
 
 CORE_TABLES = {
@@ -538,6 +539,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0037_references_follow_expectations",
         "core/0038_settled_by_hand",
         "core/0039_expected_amounts_follow_expectations",
+        "core/0040_refunds_know_the_losses_they_were_asked_after",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"

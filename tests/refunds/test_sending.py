@@ -1293,7 +1293,9 @@ def test_a_refund_found_after_a_lost_answer_with_another_amount_is_not_taken_as_
     assert api.money.made[(provider, PAYMENT[provider])] == 1
 
 
-def lost_dispute(conn, provider: Provider, amount: int) -> None:
+def lost_dispute(
+    conn, provider: Provider, amount: int, *, what: str = "lost", phase: str = "chargeback"
+) -> None:
     """The card network gave the customer ``amount`` of the payment back (a chargeback lost),
     reported through payhooks as the gateway reports it."""
     from payhooks.intake.hooks import Hooks
@@ -1302,9 +1304,9 @@ def lost_dispute(conn, provider: Provider, amount: int) -> None:
     from payhooks.sim.gateways import razorpay as razorpay_sim
     from tests.factories import ADAPTERS, GATEWAY
 
-    lost = Disputed(what="lost", dispute_id="disp_rfsend00001", payment_id=PAYMENT[provider],
+    lost = Disputed(what=what, dispute_id="disp_rfsend00001", payment_id=PAYMENT[provider],
                     reference=ORDER[provider], amount_paise=amount, respond_by=1_900_000_000,
-                    reported_at=1_800_000_000)  # fmt: skip
+                    reported_at=1_800_000_000 + len(phase), phase=phase)  # fmt: skip
     delivery = razorpay_sim.dispute_delivery(GATEWAY, lost)
     ingest(conn, ADAPTERS[provider], delivery.body, delivery.headers, Hooks())
 
@@ -1348,3 +1350,21 @@ def test_an_intent_a_lost_dispute_took_part_of_is_held_for_a_person_once_it_was_
     assert books(api, provider) == (0, 0)
     [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
     assert refund.state is RefundState.REQUESTED and "39900 paise" in refund.last_error
+
+
+def test_a_loss_counted_when_the_intent_was_asked_is_not_counted_again_at_its_send(
+    core, database_url
+):
+    """A payment payhooks keeps no record of (a second payment of a paid order) lost 100.00
+    to a chargeback; its refund of the rest, 399.00, was bounded so when asked. The dispute,
+    reported again before the send (a new phase, a replay), counted its loss a second time:
+    "299.00 left", the refund refused, the customer never paid back."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    lost_dispute(conn, provider, 10_000)
+    ask(conn, provider, amount=39_900)
+    lost_dispute(conn, provider, 10_000, phase="pre_arbitration", what="opened")
+    tally = send(database_url, url)
+    assert tally.sent[provider] == 1 and tally.incomplete[provider] == 0
+    assert books(api, provider) == (1, 39_900)

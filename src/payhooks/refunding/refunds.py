@@ -122,10 +122,10 @@ outside them (a dashboard's, the gateway's own auto-refund), one reported before
 learnt its refund id counted once, as the intent."""
 INSERT = f"""
 INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
-    amount_paise, currency, captured_paise, reason, requested_by, attempt_id)
+    amount_paise, currency, captured_paise, reason, requested_by, attempt_id, lost_paise)
 VALUES (%(provider)s, %(idempotency_key)s, %(payment_id)s, %(gateway_order_id)s,
     %(amount_paise)s, %(currency)s, %(captured_paise)s, %(reason)s, %(requested_by)s,
-    %(attempt_id)s)
+    %(attempt_id)s, %(lost_paise)s)
 RETURNING {COLUMNS}
 """
 
@@ -262,7 +262,9 @@ def requesting(asked: Refund) -> Steps[Refund]:
     refundable = captured - int(taken[0] if taken else 0)
     if asked.amount_paise > refundable:
         raise RefundTooLarge(asked.payment_id, asked.amount_paise, max(refundable, 0))
-    params = {name: getattr(asked, name) for name in _INSERTED} | {"captured_paise": captured}
+    params = {name: getattr(asked, name) for name in _INSERTED} | {
+        "captured_paise": captured, "lost_paise": int(lost),
+    }  # fmt: skip
     inserted = yield Statement(sql=INSERT, params={**params, "provider": provider})
     assert inserted is not None
     return _refund(inserted)
@@ -513,7 +515,8 @@ def unsettled_again(
 
 
 # What a payment's record says the customer paid less its lost disputes now, and, for a payment
-# payhooks keeps no record of, what disputes lost since the intent was written took back.
+# payhooks keeps no record of, what its lost disputes took back beyond what they had taken when
+# the intent was written (its bound took those already: core 0040).
 PAID_NOW = """
 SELECT (SELECT paid_paise - disputed_paise FROM payhooks_payments
         WHERE provider = %(provider)s AND payment_id = %(payment_id)s
@@ -521,8 +524,9 @@ SELECT (SELECT paid_paise - disputed_paise FROM payhooks_payments
         ORDER BY kind = 'payment_captured' DESC
         LIMIT 1),
        (SELECT coalesce(sum(lost_paise), 0) FROM payhooks_disputes
-        WHERE provider = %(provider)s AND payment_id = %(payment_id)s
-          AND updated_at > %(requested_at)s)
+        WHERE provider = %(provider)s AND payment_id = %(payment_id)s),
+       (SELECT lost_paise FROM payhooks_refunds
+        WHERE provider = %(provider)s AND idempotency_key = %(key)s)
 """
 
 
@@ -531,22 +535,23 @@ def refundable_now(conn: Connection, refund: Refund) -> int:
     again as the sender is about to call (``request`` bounded the intent when it was written):
     a chargeback lost since then gave the customer part of the payment back already, and a
     refund made outside payhooks (the dashboard's, the gateway's own) took its share. With no
-    record of the payment, a dispute lost or updated since the intent was written counts
-    against it whole: when in doubt, payhooks does not send."""
+    record of the payment, what its lost disputes took back beyond what they had taken when
+    the intent was written (and its bound took) counts against it; an intent written before
+    payhooks kept that (core 0040) counts no loss anew."""
     provider = refund.provider.value
     taken = db.query(conn, TAKEN, (provider, refund.payment_id, [s.value for s in LIVE]))
     row = taken.fetchone()
     others = (int(row[0]) if row else 0) - refund.amount_paise  # the intent is live itself
     params = {"provider": provider, "payment_id": refund.payment_id,
-              "requested_at": refund.requested_at}  # fmt: skip
+              "key": refund.idempotency_key}  # fmt: skip
     paid = db.query(conn, PAID_NOW, params).fetchone()
     assert paid is not None
-    recorded, lost_since = paid
-    captured = (
-        min(refund.captured_paise, int(recorded))
-        if recorded is not None
-        else refund.captured_paise - int(lost_since)
-    )
+    recorded, lost, lost_when_asked = paid
+    if recorded is not None:
+        captured = min(refund.captured_paise, int(recorded))
+    else:  # its bound took the losses of then: only what more was lost since
+        then = int(lost) if lost_when_asked is None else int(lost_when_asked)
+        captured = refund.captured_paise - max(int(lost) - then, 0)
     return max(captured - others, 0)
 
 

@@ -1,0 +1,11 @@
+-- payhooks core, version 40: a refund intent keeps what lost disputes had taken back of its
+-- payment when it was asked for.
+--
+-- The sender reads a payment's refund bound again just before it calls the gateway, so that a
+-- chargeback lost since the intent was asked for (the customer has that money back already)
+-- is never refunded again. For a payment payhooks keeps no record of (a second payment of a
+-- paid order), the bound comes off the caller's figure less the lost disputes: the losses the
+-- bound already took when the intent was written must not be taken again, only what more was
+-- lost since (payhooks.refunding.refunds.refundable_now). NULL for the intents written
+-- before this version: the sender counts no loss against them anew.
+ALTER TABLE payhooks_refunds ADD COLUMN IF NOT EXISTS lost_paise bigint;
