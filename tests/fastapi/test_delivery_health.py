@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from psycopg_pool import AsyncConnectionPool
 from starlette.applications import Starlette
 
+from payhooks.events import Provider
 from payhooks.fastapi import router
 from payhooks.starlette import health_route, lifespan, route
 from tests.factories import ADAPTERS
@@ -33,7 +34,7 @@ def operator(request) -> bool:
 AWAY = "postgresql://127.0.0.1:1/none"
 
 
-def app_for(database_url: str, **options: object) -> Starlette:
+def app_for(database_url: str, adapters=None, **options: object) -> Starlette:
     pool = AsyncConnectionPool(database_url, min_size=1, max_size=2, open=False)
 
     @asynccontextmanager
@@ -42,7 +43,8 @@ def app_for(database_url: str, **options: object) -> Starlette:
         yield
         await pool.close()
 
-    webhooks = route(adapters=ADAPTERS.values(), hooks=async_hooks(), pool=pool, **options)  # type: ignore[call-overload]
+    served = ADAPTERS.values() if adapters is None else adapters
+    webhooks = route(adapters=served, hooks=async_hooks(), pool=pool, **options)  # type: ignore[call-overload]
     return Starlette(routes=[webhooks, health_route(pool=pool, allow=operator)], lifespan=lifespan)
 
 
@@ -205,3 +207,24 @@ def test_an_app_started_again_notes_the_requests_of_its_second_life(database_url
         with served(app) as running, running.client() as client:
             forged_requests(client, 3)
     assert lines_now(database_url) == 6
+
+
+def test_a_request_for_a_known_gateway_the_app_does_not_serve_is_noted_under_its_name(database_url):
+    """docs/fastapi.md, "Every request, and a health view": a gateway sending to an app that
+    does not serve it is seen under its own name (a name payhooks knows keeps no stranger's
+    words), as refused."""
+    cashfree_only = [ADAPTERS[Provider.CASHFREE]]
+    with served(app_for(database_url, cashfree_only)) as running, running.client() as client:
+        answered = client.post("/webhooks/razorpay", content=b"{}")
+        noted(database_url, 1)
+    assert answered.status_code == 404
+    assert answered.json()["error"] == "provider_not_configured"
+    with psycopg.connect(database_url) as conn:
+        [(provider, outcome, detail)] = conn.execute(
+            "SELECT provider, outcome, detail FROM payhooks_deliveries"
+        ).fetchall()
+    assert (provider, outcome, detail) == (
+        "razorpay",
+        "provider_not_configured",
+        "provider 'razorpay' is not configured",
+    )
