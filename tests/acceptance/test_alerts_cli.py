@@ -22,14 +22,20 @@ def alerts(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_alerts_posts_a_failing_gateway_to_chat_once(env, database_url):
+def _failing_gateway(database_url: str, gateway: str = "payu") -> None:
+    """``gateway``'s deliveries answered 5xx, enough times to be alerted."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         for _ in range(FAILURES_TO_WARN):
             conn.execute(
                 "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome,"
                 " verified, body_bytes, duration_ms)"
-                " VALUES (now(), 'phonepe', 503, 'database_unavailable', true, 300, 1)"
+                " VALUES (now(), %s, 503, 'database_unavailable', true, 300, 1)",
+                (gateway,),
             )
+
+
+def test_alerts_posts_a_failing_gateway_to_chat_once(env, database_url):
+    _failing_gateway(database_url, "phonepe")
     with receiving(Receiver()) as chat:
         told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
         first = alerts(told, "--database-url", database_url)
@@ -65,13 +71,8 @@ def test_a_notifier_killed_mid_post_leaves_the_message_to_be_sent_again(
     from payhooks.operations.notifier import Notifier, Policy, Webhook
     from tests.acceptance.conftest import running, wait_until
 
+    _failing_gateway(database_url, "razorpay")
     with psycopg.connect(database_url, autocommit=True) as conn:
-        for _ in range(FAILURES_TO_WARN):
-            conn.execute(
-                "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome,"
-                " verified, body_bytes, duration_ms)"
-                " VALUES (now(), 'razorpay', 503, 'database_unavailable', true, 300, 1)"
-            )
         with receiving(Receiver(hang=1, hang_s=30)) as chat:
             told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
             args = ["alerts", "--once", "--database-url", database_url]
@@ -87,16 +88,6 @@ def test_a_notifier_killed_mid_post_leaves_the_message_to_be_sent_again(
             assert notifier.send_due(conn, now + policy.lease).sent == 1
             [text] = chat.texts()
             assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
-
-
-def _failing_gateway(database_url: str) -> None:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        for _ in range(FAILURES_TO_WARN):
-            conn.execute(
-                "INSERT INTO payhooks_deliveries (received_at, provider, status, outcome,"
-                " verified, body_bytes, duration_ms)"
-                " VALUES (now(), 'payu', 503, 'database_unavailable', true, 300, 1)"
-            )
 
 
 def test_alerts_once_exits_1_when_a_notice_could_not_be_sent(env, database_url):

@@ -196,14 +196,16 @@ def _text(name: str, value: object) -> None:
 # never lets a refund past it. With no record (a payment the handler answered ignored, a
 # second payment of a paid order, keeps none), what its lost disputes took back, from the
 # disputes themselves, comes off the caller's figure.
-PAID = """
-SELECT (SELECT paid_paise - disputed_paise FROM payhooks_payments
+RECORDED = """(SELECT paid_paise - disputed_paise FROM payhooks_payments
         WHERE provider = %(provider)s AND payment_id = %(payment_id)s
           AND paid_paise IS NOT NULL
         ORDER BY kind = 'payment_captured' DESC
-        LIMIT 1),
-       (SELECT coalesce(sum(lost_paise), 0) FROM payhooks_disputes
-        WHERE provider = %(provider)s AND payment_id = %(payment_id)s),
+        LIMIT 1)"""
+LOST = """(SELECT coalesce(sum(lost_paise), 0) FROM payhooks_disputes
+        WHERE provider = %(provider)s AND payment_id = %(payment_id)s)"""
+PAID = f"""
+SELECT {RECORDED},
+       {LOST},
        (SELECT currency FROM payhooks_payments
         WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND currency IS NOT NULL
         ORDER BY kind = 'payment_captured' DESC
@@ -517,14 +519,9 @@ def unsettled_again(
 # What a payment's record says the customer paid less its lost disputes now, and, for a payment
 # payhooks keeps no record of, what its lost disputes took back beyond what they had taken when
 # the intent was written (its bound took those already: core 0040).
-PAID_NOW = """
-SELECT (SELECT paid_paise - disputed_paise FROM payhooks_payments
-        WHERE provider = %(provider)s AND payment_id = %(payment_id)s
-          AND paid_paise IS NOT NULL
-        ORDER BY kind = 'payment_captured' DESC
-        LIMIT 1),
-       (SELECT coalesce(sum(lost_paise), 0) FROM payhooks_disputes
-        WHERE provider = %(provider)s AND payment_id = %(payment_id)s),
+PAID_NOW = f"""
+SELECT {RECORDED},
+       {LOST},
        (SELECT lost_paise FROM payhooks_refunds
         WHERE provider = %(provider)s AND idempotency_key = %(key)s)
 """
