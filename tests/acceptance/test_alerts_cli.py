@@ -72,22 +72,24 @@ def test_a_notifier_killed_mid_post_leaves_the_message_to_be_sent_again(
     from tests.acceptance.conftest import running, wait_until
 
     _failing_gateway(database_url, "razorpay")
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        with receiving(Receiver(hang=1, hang_s=30)) as chat:
-            told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
-            args = ["alerts", "--once", "--database-url", database_url]
-            with running(args, told, tmp_path / "alerts.log") as process:
-                wait_until(lambda: chat.requests == 1, timeout=30, what="the post")
-                process.popen.send_signal(signal.SIGKILL)
-                process.popen.wait(timeout=15)
-            assert chat.texts() == []  # held, then the notifier died: nothing was taken
-            policy = Policy()
-            notifier = Notifier([Webhook(url=chat.url, timeout_s=5)], core_sources(), policy)
-            now = datetime.now(UTC)
-            assert notifier.send_due(conn, now).sent == 0  # its lease still holds it
-            assert notifier.send_due(conn, now + policy.lease).sent == 1
-            [text] = chat.texts()
-            assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
+    with (
+        psycopg.connect(database_url, autocommit=True) as conn,
+        receiving(Receiver(hang=1, hang_s=30)) as chat,
+    ):
+        told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
+        args = ["alerts", "--once", "--database-url", database_url]
+        with running(args, told, tmp_path / "alerts.log") as process:
+            wait_until(lambda: chat.requests == 1, timeout=30, what="the post")
+            process.popen.send_signal(signal.SIGKILL)
+            process.popen.wait(timeout=15)
+        assert chat.texts() == []  # held, then the notifier died: nothing was taken
+        policy = Policy()
+        notifier = Notifier([Webhook(url=chat.url, timeout_s=5)], core_sources(), policy)
+        now = datetime.now(UTC)
+        assert notifier.send_due(conn, now).sent == 0  # its lease still holds it
+        assert notifier.send_due(conn, now + policy.lease).sent == 1
+        [text] = chat.texts()
+        assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
 
 
 def test_alerts_once_exits_1_when_a_notice_could_not_be_sent(env, database_url):
