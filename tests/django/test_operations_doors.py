@@ -362,6 +362,27 @@ def test_a_purge_counts_and_deletes_alike_through_the_command_and_django(
     assert sorted(key for _, key, _ in records(url)) == ["evt_late", "evt_later"]
 
 
+def test_the_retention_window_set_for_the_deployment_is_the_default_through_both_doors(
+    parked_and_paid: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``PAYHOOKS_RETENTION_DAYS`` (operations.md, "Retention"): Django's purge took 90 days
+    whatever it said, and accepted a window the command refuses."""
+    url = parked_and_paid
+    age(url, 40)
+    monkeypatch.setenv("PAYHOOKS_RETENTION_DAYS", "30")
+    assert django("payhooks_purge", "--dry-run").startswith("would delete 1 record(s)")
+    done = cli(url, tmp_path, "purge", "--dry-run", "--database-url", url,
+               PAYHOOKS_RETENTION_DAYS="30")  # fmt: skip
+    assert (
+        done.stdout.startswith("would delete 1 record(s)") and "older than 30 days" in done.stdout
+    )
+    monkeypatch.setenv("PAYHOOKS_RETENTION_DAYS", "5")
+    with pytest.raises(CommandError) as refused:
+        django("payhooks_purge")
+    assert str(refused.value).startswith("PAYHOOKS_RETENTION_DAYS must be at least 15 days, not 5")
+    assert len(records(url)) == 3
+
+
 def test_a_window_under_the_minimum_is_refused_alike_through_the_command_and_django(
     parked_and_paid: str, tmp_path: Path
 ) -> None:

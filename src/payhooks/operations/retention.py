@@ -12,7 +12,7 @@ holds the locks, so the two running at once never leave a parked delivery withou
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -162,6 +162,40 @@ class Purge:
                 "delivery-log line(s)"
             )
         return f"deleted {self.deleted} record(s) and {self.log_lines_deleted} delivery-log line(s)"
+
+
+WINDOW_SETTING = "PAYHOOKS_RETENTION_DAYS"
+"""The deployment's window, read alike by the reference service, the ``payhooks`` command
+and Django's ``payhooks_purge`` (``window_setting``)."""
+
+
+def window_setting(environ: Mapping[str, str]) -> int:
+    """The window ``PAYHOOKS_RETENTION_DAYS`` sets, else ``DEFAULT_RETENTION_DAYS``; one that
+    is no whole number, or is refused by ``window_refused``, raises ``ValueError`` naming the
+    setting."""
+    raw = environ.get(WINDOW_SETTING, "").strip()
+    if not raw:
+        return DEFAULT_RETENTION_DAYS
+    if not (raw.isascii() and raw.isdecimal()) or not raw.strip("0") or len(raw) > 9:
+        raise ValueError(f"{WINDOW_SETTING} must be a whole number of at least 1, not {raw!r}")
+    refused = window_refused(int(raw))
+    if refused is not None:
+        raise ValueError(f"{WINDOW_SETTING} {refused}")
+    return int(raw)
+
+
+def window_refused(days: int) -> str | None:
+    """Why a deployment's window of ``days`` is refused, or None: one shorter than the
+    gateways' replays, which a purge that runs on a schedule would refuse, and so purge
+    nothing, every day."""
+    if days >= MIN_RETENTION_DAYS:
+        return None
+    return (
+        f"must be at least {MIN_RETENTION_DAYS} days, not {days}: a gateway replays a delivery "
+        "for days after it was sent. Set it to that or more (or unset it: "
+        f"{DEFAULT_RETENTION_DAYS}); a shorter window is purged by hand, with the variable unset, "
+        "by `payhooks purge --older-than-days N --force`"
+    )
 
 
 def check_window(days: int, *, force: bool) -> None:

@@ -26,7 +26,8 @@ from payhooks.gateways import (
     credentials,
     read_secrets,
 )
-from payhooks.operations.retention import DEFAULT_RETENTION_DAYS, MIN_RETENTION_DAYS
+from payhooks.operations import retention
+from payhooks.operations.retention import DEFAULT_RETENTION_DAYS
 from payhooks.plumbing.db import libpq_url
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
@@ -407,16 +408,11 @@ _DEFAULT = Settings()
 def _retention_days(env: _Environment) -> int:
     """The purge's window: never shorter than the gateways' replays (the worker's daily purge
     refuses such a window, and would purge nothing, every day)."""
-    variable = env.get("PAYHOOKS_RETENTION_DAYS")
+    variable = env.get(retention.WINDOW_SETTING)
     days = variable.integer(_DEFAULT.retention_days)
-    if days < MIN_RETENTION_DAYS:
-        raise SettingError(
-            variable.name,
-            f"must be at least {MIN_RETENTION_DAYS} days, not {days}: a gateway replays a "
-            "delivery for days after it was sent. Set it to that or more (or unset it: "
-            f"{DEFAULT_RETENTION_DAYS}); a shorter window is purged by hand, with the variable "
-            "unset, by `payhooks purge --older-than-days N --force`",
-        )
+    refused = retention.window_refused(days)
+    if refused is not None:
+        raise SettingError(variable.name, refused)
     return days
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -16,7 +17,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--older-than-days", type=int, default=policy.DEFAULT_RETENTION_DAYS, metavar="N"
+            "--older-than-days",
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"Window to keep; default {policy.WINDOW_SETTING} "
+            f"({policy.DEFAULT_RETENTION_DAYS}).",
         )
         parser.add_argument("--dry-run", action="store_true", help="Count, delete nothing.")
         parser.add_argument(
@@ -27,6 +33,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         days = options["older_than_days"]
+        if days is None:  # the deployment's window, as the payhooks command reads it
+            try:
+                days = policy.window_setting(os.environ)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
         if days < 0:
             raise CommandError("--older-than-days must be 0 or more")
         try:
