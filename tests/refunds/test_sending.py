@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -14,6 +15,7 @@ import pytest
 import payhooks
 from payhooks.events import Provider
 from payhooks.gateways import credentials
+from payhooks.operations import alerts
 from payhooks.reconcile.refunding import send_once
 from payhooks.reconcile.running import connecting
 from payhooks.refunding import refunds
@@ -1324,11 +1326,16 @@ def test_an_intent_a_lost_dispute_took_the_money_of_before_its_send_is_never_sen
     ask(conn, provider)
     lost_dispute(conn, provider, 49_900)
     tally = send(database_url, url)
-    assert tally.sent[provider] == 0 and tally.incomplete[provider] == 1
+    assert tally.sent[provider] == 0 and tally.spent[provider] == 1
     assert books(api, provider) == (0, 0)
     [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
     assert refund.state is RefundState.REFUSED and refund.attempts == 1
-    assert "lost disputes" in refund.last_error and "0 paise" in refund.last_error
+    assert refund.last_error.startswith("not sent, the customer has that money back already: ")
+    assert "has 0 paise left to refund" in refund.last_error
+    # The person told is told no refund is owed, never to refund it another way.
+    [alert] = [a for a in alerts.refunds(conn, datetime.now(UTC))]
+    assert "no refund is owed for them" in alert.body
+    assert "refunded another way" not in alert.body
 
 
 def test_an_intent_a_lost_dispute_took_part_of_is_held_for_a_person_once_it_was_tried(

@@ -22,7 +22,7 @@ from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms, in_utc
 from payhooks.operations.outbox import Backlog, backlogs
 from payhooks.plumbing.db import Connection
-from payhooks.refunding.sending import INCOMPLETE
+from payhooks.refunding.sending import INCOMPLETE, SPENT
 from payhooks.settlements import flags, reads
 
 
@@ -338,11 +338,14 @@ _REFUNDS = """
 SELECT provider,
        count(*) FILTER (WHERE state IN ('requested', 'sent') AND last_error IS NOT NULL),
        count(*) FILTER (WHERE state IN ('refused', 'failed')
-                          AND NOT starts_with(coalesce(last_error, ''), %(incomplete)s)),
+                          AND NOT starts_with(coalesce(last_error, ''), %(incomplete)s)
+                          AND NOT starts_with(coalesce(last_error, ''), %(spent)s)),
        count(*) FILTER (WHERE state = 'requested' AND last_error IS NULL),
        count(*) FILTER (WHERE state = 'sent' AND last_error IS NULL),
        count(*) FILTER (WHERE state = 'refused'
                           AND starts_with(coalesce(last_error, ''), %(incomplete)s)),
+       count(*) FILTER (WHERE state = 'refused'
+                          AND starts_with(coalesce(last_error, ''), %(spent)s)),
        (array_agg(DISTINCT payment_id ORDER BY payment_id))[1:%(named)s + 1]
 FROM payhooks_refunds
 WHERE (state IN ('requested', 'sent') AND last_error IS NOT NULL)
@@ -354,6 +357,7 @@ GROUP BY 1 ORDER BY 1
 """
 
 
+_AT_GATEWAY = "; one refused at the gateway must be refunded another way"
 REFUND_PAYMENTS_NAMED = 5
 """The payments a refunds alert names, at most (the first by id), each a command to run."""
 
@@ -365,11 +369,11 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
     retried after an error, not sent within ``REFUND_UNSENT`` of being asked for, or not
     settled within ``REFUND_UNSETTLED`` of being sent."""
     params = {"reported": now - REFUNDS_REPORTED, "unsent": now - REFUND_UNSENT,
-              "unsettled": now - REFUND_UNSETTLED, "incomplete": INCOMPLETE,
+              "unsettled": now - REFUND_UNSETTLED, "incomplete": INCOMPLETE, "spent": SPENT,
               "named": REFUND_PAYMENTS_NAMED}  # fmt: skip
     found: list[Alert] = []
     rows = conn.execute(_REFUNDS, params)
-    for provider, retrying, refused, unsent, unsettled, incomplete, payments in rows:
+    for provider, retrying, refused, unsent, unsettled, incomplete, spent, payments in rows:
         said = []
         if refused:
             said.append(f"{refused} refused or failed at {provider} in the last day")
@@ -377,6 +381,13 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
             said.append(
                 f"{incomplete} refused by payhooks in the last day, never sent to {provider} "
                 "(naming too little for its refund call: ask again as its last error says)"
+            )
+        if spent:
+            said.append(
+                f"{spent} not sent by payhooks in the last day: a chargeback lost, or a refund "
+                "made outside payhooks, had given the customer that money back already (no "
+                "refund is owed for them; ask again for what is left, if anything, as the last "
+                "error says)"
             )
         if retrying:
             said.append(f"{retrying} being retried after an error")
@@ -395,8 +406,8 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
                     f"listed with their last error by `payhooks refunds list {payments[0]} "
                     f"--provider {provider}` (payments "
                     f"{', '.join(payments[:REFUND_PAYMENTS_NAMED])}"
-                    f"{', ...' if len(payments) > REFUND_PAYMENTS_NAMED else ''}); a refused "
-                    "one must be refunded another way; one stuck unsent that the gateway does "
+                    f"{', ...' if len(payments) > REFUND_PAYMENTS_NAMED else ''})"
+                    f"{_AT_GATEWAY if refused else ''}; one stuck unsent that the gateway does "
                     f"not have can be cancelled (`payhooks refunds cancel KEY --provider "
                     f"{provider} --reason WHY --by WHO`, KEY as listed), which frees its amount."
                 ),

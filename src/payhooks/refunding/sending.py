@@ -85,6 +85,9 @@ class Tally:
     failed: Counter[Provider] = field(default_factory=Counter)
     """Failed by the gateway's word (no money went back): asked about once sent, or in the
     answer to the call that made it."""
+    spent: Counter[Provider] = field(default_factory=Counter)
+    """Not sent, for good: what their payment had left to refund was already given back by
+    the time they were to be sent (a chargeback lost, a refund made outside payhooks)."""
     broken: dict[str, str] = field(default_factory=dict)
     """Gateways whose turn failed whole, with why: the database answering but refusing to
     hand out their intents (a standby left read only, a table missing). Nothing of theirs
@@ -94,21 +97,33 @@ class Tally:
         """One line of the pass's counts, for the command's output and the log."""
         total = {name: sum(getattr(self, name).values()) for name in _COUNTS}
         return (
-            f"{total['sent']} refund(s) sent, {total['processed']} of them processed at once, "
-            f"{total['refused']} refused by the gateway, {total['incomplete']} refused by "
-            "payhooks, not sent (naming too little: see last_error), "
-            f"{total['retried']} to try again; "
-            f"of those sent earlier, {total['settled']} processed; "
-            f"{total['failed']} failed by the gateway (no money went back)"
-        ) + "".join(
-            f"; {gateway}'s turn failed whole: {why}"
-            for gateway, why in sorted(self.broken.items())
+            (
+                f"{total['sent']} refund(s) sent, {total['processed']} of them processed at once, "
+                f"{total['refused']} refused by the gateway, {total['incomplete']} refused by "
+                "payhooks, not sent (naming too little: see last_error), "
+                f"{total['retried']} to try again; "
+                f"of those sent earlier, {total['settled']} processed; "
+                f"{total['failed']} failed by the gateway (no money went back)"
+            )
+            + (
+                f"; {total['spent']} not sent: the customer has that money back already (see "
+                "last_error)"
+                if total["spent"]
+                else ""
+            )
+            + "".join(
+                f"; {gateway}'s turn failed whole: {why}"
+                for gateway, why in sorted(self.broken.items())
+            )
         )
 
 
-_COUNTS = ("sent", "processed", "refused", "incomplete", "retried", "settled", "failed")
+_COUNTS = ("sent", "processed", "refused", "incomplete", "retried", "settled", "failed", "spent")
 INCOMPLETE = "refused by payhooks, never sent to the gateway: "
 """How the ``last_error`` of an intent payhooks refused itself starts."""
+SPENT = "not sent, the customer has that money back already: "
+"""How the ``last_error`` of an intent payhooks did not send starts, whose payment had nothing
+left to refund of it by then (``refunds.refundable_now``): no refund is owed for it."""
 
 Settle = Callable[[Refund], None]
 """What is done with a refund the sender learned is processed (``gateway_refund_id`` set),
@@ -224,18 +239,25 @@ def _refused(
 def _beyond(connect: Connect, refund: Refund, tally: Tally, left: int) -> None:
     """An intent past what its payment has left to refund by now (a chargeback lost since it
     was written gave the customer the money back already; a refund made outside payhooks took
-    it): never sent. One never called for is refused by payhooks, saying what is left (ask
-    again for that). One called for before may have been made by that call, its answer lost:
-    neither sent again nor refused (either could be wrong), but held, saying why, asked about
-    again after its backoff and alerted as an intent retried, for a person to cancel or let
-    be."""
+    it): never sent. One never called for is closed ``refused``, its ``last_error`` starting
+    ``SPENT`` and saying what is left (ask again for that, if anything). One called for before
+    may have been made by that call, its answer lost: neither sent again nor refused (either
+    could be wrong), but held, saying why, asked about again after its backoff and alerted as
+    an intent retried, for a person to cancel or let be."""
     why = (
         f"payment {refund.payment_id} has {left} paise left to refund, not the "
         f"{refund.amount_paise} asked: lost disputes gave the customer part of it back, or a "
         "refund made outside payhooks took it, since the intent was written"
     )
     if refund.attempts <= 1:  # this lease is its first: no call of it reached the gateway
-        _refused(connect, refund, tally, RefundIncomplete(refund.provider.value, why))
+        with connect() as conn:
+            refunds.refused(conn, refund, SPENT + why)
+        tally.spent[refund.provider] += 1
+        log.warning(
+            "refund_spent",
+            extra={"provider": refund.provider.value, "key": refund.idempotency_key,
+                   "detail": why},
+        )  # fmt: skip
         return
     with connect() as conn:
         refunds.again(conn, refund, refunds.wait_after(refund.attempts),
