@@ -108,6 +108,29 @@ def test_a_second_delivery_of_the_payment_sent_again_after_the_purge_is_a_duplic
         assert shipments(conn) == shipped
 
 
+def test_a_new_delivery_of_the_payment_after_its_first_was_sent_again_is_a_duplicate(database_url):
+    """After the purge, the first delivery sent again is a copy, recorded anew (``ignored``)
+    under its key: that record was taken for the first's own, so a delivery of the payment
+    under a key never seen (Razorpay's ``order.paid`` beside it) reached the handler again."""
+    provider = Provider.RAZORPAY
+    order, payment = SIGNED[provider]
+    paid = Paid(what="captured", reference=order, payment_id=payment, amount_paise=AMOUNT)
+    first = delivery_of(provider)(GATEWAY, paid)
+    another = GATEWAY.razorpay(
+        "order.paid", payment_id=payment, order_id=order, amount_paise=AMOUNT
+    )
+    adapter = ADAPTERS[provider]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        shop(conn, provider, order)
+        payhooks.ingest(conn, adapter, first.body, first.headers, hooks)
+        shipped = shipments(conn)
+        purged_a_hundred_days_on(conn)
+        for delivery in (first, another):
+            late = payhooks.ingest(conn, adapter, delivery.body, delivery.headers, hooks)
+            assert late.outcome is Outcome.DUPLICATE
+        assert shipments(conn) == shipped
+
+
 def test_a_copy_sent_after_the_purge_is_answered_with_the_order_it_made(database_url):
     """The payment's record keeps the order its handler answered (core 0036): a late copy is
     answered ``duplicate`` with that order, as before the purge, not with none."""

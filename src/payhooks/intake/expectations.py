@@ -279,7 +279,8 @@ FROM mine LEFT JOIN unmet ON true
 # before the wait. (The record's own columns, returned by the conflict's update, are its
 # latest version, the twin's included.)
 APPLIED_BY = """
-SELECT order_ref FROM processed_webhooks WHERE provider = %s AND event_id = %s
+SELECT order_ref FROM processed_webhooks
+WHERE provider = %s AND event_id = %s AND outcome = 'processed'
 """
 
 RELEASE_PAYMENT = """
