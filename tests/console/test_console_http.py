@@ -1159,6 +1159,27 @@ def test_an_orders_page_lists_its_refunds_and_cancels_one_stuck_unsent(console, 
     assert rows(console, logged) == [("cancel_refund", buy.payment_id, "refund_cancelled")]
 
 
+def test_cancelling_a_refund_no_intent_is_recorded_under_says_so_not_that_it_is_in_flight(console):
+    """A mistyped key, or a gateway's name mistyped, was told "the worker is calling the
+    gateway with this refund right now ... or the gateway already has it", as the command
+    says "refund ... not found"; a reason past 255 characters was cut where the command
+    refuses it."""
+    client = console.logged_in()
+    page = "/console/parked"
+    form = {"csrf": csrf_of(client.get(page).text), "back": page, "confirm": "yes",
+            "reason": "typo"}  # fmt: skip
+    for provider, key in (("razorpay", "no-such-key"), ("nope", "no-such-key")):
+        asked = {**form, "provider": provider, "idempotency_key": key}
+        answer = client.post("/console/payments/refund/cancel", data=asked)
+        assert said(answer) == f"{page}?notice=no_such_refund"
+    shown = client.get(answer.headers["location"]).text
+    assert "no refund is recorded under that key" in shown
+    long = client.post("/console/payments/refund/cancel", data={
+        **form, "provider": "razorpay", "idempotency_key": "no-such-key", "reason": "x" * 256,
+    })  # fmt: skip
+    assert said(long) == f"{page}?notice=reason_refused"
+
+
 def test_the_console_refunds_only_a_payment_flagged_for_it(console, conn):
     buy = purchase(conn, Provider.RAZORPAY)
     send(console, buy.captured())  # it paid the order: no refund is due

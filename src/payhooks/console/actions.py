@@ -71,6 +71,8 @@ class Done(StrEnum):
     REFUND_CANCELLED = "refund_cancelled"
     REFUND_ALREADY_CANCELLED = "refund_already_cancelled"
     REFUND_NOT_CANCELLABLE = "refund_not_cancellable"
+    NO_SUCH_REFUND = "no_such_refund"
+    REASON_REFUSED = "reason_refused"
     NOT_CONFIRMED = "not_confirmed"
     NO_REASON = "no_reason"
     BULK_REPLAYED = "bulk_replayed"
@@ -352,7 +354,13 @@ def cancel_refund(
     try:
         done, now = refunds.cancelling(conn, provider, idempotency_key, reason=reason,
                                        cancelled_by=operator)  # fmt: skip
-    except (InvalidRequest, Conflict, NotFound):
+    except NotFound:
+        result, target = Result(done=Done.NO_SUCH_REFUND), idempotency_key
+    except InvalidRequest:  # the reason's text, or a gateway payhooks does not know
+        known = provider in {p.value for p in Provider}
+        result = Result(done=Done.REASON_REFUSED if known else Done.NO_SUCH_REFUND)
+        target = idempotency_key
+    except Conflict:
         result, target = Result(done=Done.REFUND_NOT_CANCELLABLE), idempotency_key
     else:
         said = Done.REFUND_CANCELLED if now else Done.REFUND_ALREADY_CANCELLED

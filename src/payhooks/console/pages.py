@@ -174,6 +174,13 @@ NOTICES = {
         "Cannot cancel: the worker is calling the gateway with this refund right now (try again "
         "in a minute or two), or the gateway already has it."
     ),
+    actions.Done.NO_SUCH_REFUND: (
+        "Nothing to cancel: no refund is recorded under that key for that gateway (its key as "
+        "the payment's refunds list it)."
+    ),
+    actions.Done.REASON_REFUSED: (
+        "Nothing done: the reason is 1 to 255 characters of plain text (no control characters)."
+    ),
     actions.Done.NOT_CONFIRMED: "Nothing done: tick the box to confirm first.",
     actions.Done.NO_REASON: "Nothing done: say why it is cancelled.",
     actions.Done.BULK_REPLAYED: "Replayed in bulk: each delivery is a line of the action log.",
@@ -1162,7 +1169,7 @@ async def cancel_refund(
     if not reason.strip():
         return go_back(request, back or "/", actions.Done.NO_REASON)
     result = await run(request, actions.cancel_refund, provider, idempotency_key,
-                       reason=reason.strip()[:255], operator=session.operator)  # fmt: skip
+                       reason=reason.strip(), operator=session.operator)  # fmt: skip
     return go_back(request, back or "/", result.done)
 
 
