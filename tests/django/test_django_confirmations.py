@@ -203,6 +203,9 @@ def test_manage_py_check_warns_of_a_gateway_its_api_cannot_confirm(django_db, ga
             done.stderr
         )
         assert f"no {title} API credentials ({names})" in done.stderr
+    # PayU's refund callbacks and second posts wait for its API too: they waited unwarned.
+    assert "(payhooks.W002) PayU: its refund callbacks" in done.stderr
+    assert "no PayU API credentials (PAYU_API_KEY and PAYU_API_SALT)" in done.stderr
 
 
 @dataclass

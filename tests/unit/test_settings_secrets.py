@@ -270,6 +270,21 @@ def test_a_webhook_credential_that_is_not_username_password_is_refused_at_start(
     assert "nocolon" not in str(error)
 
 
+def test_payu_served_without_its_api_credentials_is_warned_of_for_what_waits_for_them():
+    """PayU's posts are signed, but its refund callbacks and a second post of a payment wait
+    for its status API: with no PayU API credentials they waited, applied never, unwarned."""
+    from payhooks.cli.commands import confirmation_warnings
+    from payhooks.sim.keys import GatewaySecrets
+
+    keys = GatewaySecrets()
+    settings = Settings.from_env(
+        {"PAYHOOKS_PAYU_MERCHANT_KEY": keys.payu_key, "PAYHOOKS_PAYU_SALTS": keys.payu_salt}
+    )
+    [said] = confirmation_warnings(settings)
+    assert said.startswith("PayU: its refund callbacks (no hash signs them) and a second post")
+    assert "PAYHOOKS_PAYU_API_KEY" in said and "PAYHOOKS_PAYU_API_SALT" in said
+
+
 def test_a_gateway_whose_callbacks_need_its_api_is_warned_of_without_its_credentials():
     """PhonePe served with no API credentials: its callbacks would wait, applied never. The
     worker and ``payhooks serve`` say so at start, naming the variables to set."""

@@ -273,9 +273,9 @@ def worker_options(*, once: bool, batch: int) -> WorkerOptions:
 def confirmation_warnings(settings: Settings) -> list[str]:
     """Gateways whose callbacks would wait forever: served, but no API to confirm them."""
     return [
-        f"{GATEWAYS[p].title}'s callbacks take effect only as its status API confirms them, "
-        f"and its API credentials are not set ({GATEWAYS[p].status_api.id_variable}, "
-        f"{GATEWAYS[p].status_api.secret_variable}): its callbacks will wait, applied never"
+        f"{GATEWAYS[p].awaiting_api()}, and its API credentials are not set "
+        f"({GATEWAYS[p].status_api.id_variable}, {GATEWAYS[p].status_api.secret_variable}): "
+        "they will wait, applied never"
         for p in settings.unconfirmable()
     ]
 

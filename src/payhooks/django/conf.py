@@ -266,14 +266,13 @@ def check_settings(app_configs: object = None, **kwargs: object) -> list[checks.
         )
     found += [
         checks.Warning(
-            f"{GATEWAYS[provider].title}'s callbacks take effect only as its status API confirms "
-            f"them, and PAYHOOKS names no {GATEWAYS[provider].title} API credentials "
+            f"{waiting}, and PAYHOOKS names no {GATEWAYS[provider].title} API credentials "
             f"({' and '.join(n.removeprefix('PAYHOOKS_') for n in _api_names(provider))}): "
-            "its callbacks would wait, applied never",
+            "they would wait, applied never",
             id="payhooks.W002",
         )
         for provider in Provider
-        if GATEWAYS[provider].confirmed_by_api
+        if (waiting := GATEWAYS[provider].awaiting_api()) is not None
         and provider.value in config.adapters
         and provider not in config.api
     ]

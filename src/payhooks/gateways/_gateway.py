@@ -178,6 +178,10 @@ class Gateway:
     confirmed_by_api: bool = False
     """Its callbacks prove only who sent them: each takes effect as its status API confirms it
     (``payhooks.intake.confirmations``), so it needs its API credentials and frequent passes."""
+    confirmed_in_part: str | None = None
+    """Which of its deliveries, the others signed, take effect only as its status API confirms
+    them (PayU's refund callbacks and second posts): served without its API credentials, those
+    would wait, applied never (``unconfirmable``)."""
     sends_refunds: bool = False
     """payhooks sends its refunds (``payhooks.refunding.refunds``): its status client's
     ``send_refund`` makes the call under the intent's idempotency key."""
@@ -224,6 +228,18 @@ class Gateway:
         given = [s for s, values in zip(self.secrets, found, strict=True) if values]
         missing = [s for s, values in zip(self.secrets, found, strict=True) if not values]
         return (given[0], missing[0]) if given and missing else None
+
+    def awaiting_api(self) -> str | None:
+        """What of its deliveries takes effect only as its status API confirms it, in words
+        for a warning of its API credentials missing; None: all of them are signed."""
+        if self.confirmed_by_api:
+            return f"{self.title}'s callbacks take effect only as its status API confirms them"
+        if self.confirmed_in_part:
+            return (
+                f"{self.title}: {self.confirmed_in_part} take effect only as its status API "
+                "confirms them"
+            )
+        return None
 
     @property
     def needs(self) -> str:

@@ -365,12 +365,13 @@ class Settings:
         return {credentials.provider: credentials for credentials in self.api_credentials}
 
     def unconfirmable(self) -> list[Provider]:
-        """Gateways served whose callbacks the status API must confirm (PhonePe, Juspay) but
-        whose API credentials are not set: their callbacks would wait, applied never."""
+        """Gateways served some of whose deliveries the status API must confirm (PhonePe's and
+        Juspay's callbacks, PayU's refund callbacks and second posts) but whose API credentials
+        are not set: those would wait, applied never."""
         return [
             provider
             for provider in self.adapters()
-            if GATEWAYS[provider].confirmed_by_api and provider not in self.reconciled()
+            if GATEWAYS[provider].awaiting_api() is not None and provider not in self.reconciled()
         ]
 
     def reconciliation_off(self) -> list[Provider]:

@@ -40,6 +40,10 @@ PAYU = Gateway(
     retry_window=timedelta(hours=24),  # it documents none: the same day is watched
     sends_refunds=True,  # under its token id (docs/providers.md, "Refunds")
     final_when_captured=True,  # the txnid is one payment
+    confirmed_in_part=(
+        "its refund callbacks (no hash signs them) and a second post of a payment (another "
+        "mihpayid, or a copy in other bytes)"
+    ),
     # Its refund callbacks rest on the merchant key, which every checkout form shows.
     refuted_advice=(
         "refund callbacks anyone can write (the merchant key is in every checkout form), or a "
