@@ -111,14 +111,19 @@ def test_payus_return_page_says_a_failed_a_pending_and_an_authorised_payment_apa
     pending = GATEWAY.payu(txnid="order_ret_2", mihpayid="403993715500000012", amount="1299.00",
                            status="pending")  # fmt: skip
     authorised = payu_authorised_post("order_ret_3", "403993715500000013", "1299.00")
+    unknown = GATEWAY.payu(txnid="order_ret_4", mihpayid="403993715500000014", amount="1299.00")
     pages = [
         loopback.post(site + "/payu/return", content=post.body, headers=post.headers, timeout=30)
-        for post in (failed, pending, authorised)
+        for post in (failed, pending, authorised, unknown)
     ]
     assert [(page.status_code, page.text) for page in pages] == [
         (200, "Your payment for order order_ret_1 did not go through."),
         (200, "Your payment for order order_ret_2 is being completed: we will write to you."),
         (200, "Your payment for order order_ret_3 is being completed: we will write to you."),
+        (
+            200,
+            "We have your payment for order order_ret_4 and are checking it: we will write to you.",
+        ),
     ]
 
 

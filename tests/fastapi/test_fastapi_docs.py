@@ -104,8 +104,10 @@ def test_the_pages_payu_return_page_applies_the_post_once_and_says_what_it_is(
         txnid="order_test0003", mihpayid="403993715500000004", amount="499.00", status="pending"
     )
     authorised = payu_authorised_post("order_test0004", "403993715500000005")
+    unknown = GATEWAY.payu(txnid="order_nosuch01", mihpayid="403993715500000006", amount="499.00")
     forged = posted.body.replace(b"amount=499.00", b"amount=1.00")
-    sent = [(d.body, d.headers) for d in (posted, posted, other, failed, pending, authorised)]
+    sent = [(d.body, d.headers) for d in (posted, posted, other, failed, pending, authorised,
+                                           unknown)]  # fmt: skip
     with served(scope["app"]) as running, running.client() as client:
         pages = [
             client.post("/payu/return", content=body, headers=headers)
@@ -120,6 +122,12 @@ def test_the_pages_payu_return_page_applies_the_post_once_and_says_what_it_is(
         # "did not go through", and the customer paid again
         (200, "Your payment for order order_test0003 is being completed: we will write to you."),
         (200, "Your payment for order order_test0004 is being completed: we will write to you."),
+        # parked (no such order): it thanked the customer for an order never placed
+        (
+            200,
+            "We have your payment for order order_nosuch01 and are checking it: "
+            "we will write to you.",
+        ),
         (400, "We could not confirm this payment yet."),
     ]
     assert paid_orders(environment) == [("order_test0001", "order_test0001", 49_900)]

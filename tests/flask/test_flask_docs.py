@@ -88,12 +88,13 @@ def test_the_pages_payu_return_page_gets_the_exact_body_though_a_hook_reads_the_
     pending = GATEWAY.payu(txnid="order_test_3", mihpayid="403993715500000005", amount="499.00",
                            status="pending")  # fmt: skip
     authorised = payu_authorised_post("order_test_4", "403993715500000006")
+    unknown = GATEWAY.payu(txnid="order_nosuch", mihpayid="403993715500000007", amount="499.00")
     with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
         conn.execute("INSERT INTO orders VALUES ('order_test_1', 49900, 'INR', false)")
         with serving(app) as base:
             shown = [
                 loopback.post(base + "/payu/return", content=post.body, headers=post.headers).text
-                for post in (failed, delivery, pending, authorised)
+                for post in (failed, delivery, pending, authorised, unknown)
             ]
         paid = conn.execute("SELECT paid FROM orders").fetchall()
     # furl's failure post was thanked for a payment received
@@ -103,6 +104,7 @@ def test_the_pages_payu_return_page_gets_the_exact_body_though_a_hook_reads_the_
         # neither failed nor captured: it said "did not go through", and the customer paid again
         "Your payment for order order_test_3 is being completed: we will write to you.",
         "Your payment for order order_test_4 is being completed: we will write to you.",
+        "We have your payment for order order_nosuch and are checking it: we will write to you.",
     ]
     assert paid == [(True,)]
 

@@ -21,8 +21,12 @@ def payu_return(request: HttpRequest) -> HttpResponse:
         return HttpResponse("We could not confirm this payment yet.", status=answer.status_code)
     # Verified now: PayU's hash covers txnid and status (providers.md, "PayU's payment states")
     order, status = request.POST.get("txnid"), request.POST.get("status", "").lower()
-    if json.loads(answer.content)["status"] == "confirming":
+    said = json.loads(answer.content)["status"]
+    if said == "confirming":
         return HttpResponse(f"We are confirming your payment for order {order} with PayU.")
+    if said == "parked":  # no such order, or another amount: a person looks at it
+        return HttpResponse(f"We have your payment for order {order} and are checking it: we "
+                            "will write to you.")
     if status == "failure":  # furl
         return HttpResponse(f"Your payment for order {order} did not go through.")
     if status != "success" or request.POST.get("unmappedstatus", "").lower() == "auth":
