@@ -98,4 +98,8 @@ def test_an_amount_that_is_not_a_json_integer_is_refused_and_asks_for_nothing(se
         listed = client.get(f"/api/orders/{order_id}/refunds").json()["refunds"]
     assert [a.status_code for a in answers] == [422, 422, 422]
     assert all("amount_paise" in a.text for a in answers)
+    # docs/api.md: every error names its code, a request the API cannot read too (it was
+    # FastAPI's {"detail": [...]} alone: a storefront branching on "error" found none)
+    assert {a.json()["error"] for a in answers} == {"invalid_request"}
+    assert all(a.json()["detail"][0]["loc"] == ["body", "amount_paise"] for a in answers)
     assert listed == []

@@ -252,8 +252,11 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        """A request the API cannot read: its code, as every error's (docs/api.md), and
+        FastAPI's list of what is wrong with each field."""
         errors = jsonable_encoder(exc.errors())
-        return JSONResponse({"detail": [_echoable(e) for e in errors]}, status_code=422)
+        said = {"error": "invalid_request", "detail": [_echoable(e) for e in errors]}
+        return JSONResponse(said, status_code=422)
 
 
 def _echoable(error: dict[str, Any]) -> dict[str, Any]:
