@@ -585,3 +585,43 @@ def test_the_report_lines_it_could_not_read_are_listed_alike_by_both_doors(
     assert [(row["entry_id"], row["reason"]) for row in said] == [
         ("pay_odd", "a recon item's settled is not true or false")
     ]
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("0000000090", None),  # read as 90, as the command reads it
+        ("3000000", "PAYHOOKS_RETENTION_DAYS must be at most 36500 days"),
+        ("99999999999", "PAYHOOKS_RETENTION_DAYS must be at most 36500 days"),
+    ],
+)
+def test_a_retention_window_is_read_alike_by_django_and_the_service(
+    parked_and_paid: str, monkeypatch: pytest.MonkeyPatch, given: str, said: str | None
+) -> None:
+    """A window of millions of days overflowed PostgreSQL's timestamps: a traceback from
+    Django's purge, a database error from the command; leading zeros were refused by Django
+    alone, in words that did not fit."""
+    from payhooks.service.config import Settings
+    from payhooks.service.errors import SettingError
+
+    monkeypatch.setenv("PAYHOOKS_RETENTION_DAYS", given)
+    if said is None:
+        assert django("payhooks_purge", "--dry-run").startswith("would delete")
+        assert Settings.from_env({"PAYHOOKS_RETENTION_DAYS": given}).retention_days == 90
+        return
+    with pytest.raises(CommandError) as refused:
+        django("payhooks_purge", "--dry-run")
+    assert str(refused.value).startswith(said)
+    with pytest.raises(SettingError) as refused_too:
+        Settings.from_env({"PAYHOOKS_RETENTION_DAYS": given})
+    assert said.removeprefix("PAYHOOKS_RETENTION_DAYS ") in str(refused_too.value)
+
+
+def test_a_window_past_a_hundred_years_is_refused_by_both_doors_in_one_line(
+    parked_and_paid: str, tmp_path: Path
+) -> None:
+    url = parked_and_paid
+    with pytest.raises(CommandError):
+        django("payhooks_purge", "--older-than-days", "3000000", "--dry-run")
+    done = cli(url, tmp_path, "purge", "--older-than-days", "3000000", "--database-url", url)
+    assert done.exit_code == 2 and "Traceback" not in done.output

@@ -1375,3 +1375,24 @@ def test_a_loss_counted_when_the_intent_was_asked_is_not_counted_again_at_its_se
     tally = send(database_url, url)
     assert tally.sent[provider] == 1 and tally.incomplete[provider] == 0
     assert books(api, provider) == (1, 39_900)
+
+
+def test_an_intent_a_lost_dispute_took_part_of_says_the_rest_is_still_owed(core, database_url):
+    """A refund of the whole payment asked, then a chargeback lost for a fifth of it: the
+    customer is still owed the rest. It was closed "the customer has that money back already"
+    and alerted "no refund is owed", and a person told so gave back nothing more."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider)
+    lost_dispute(conn, provider, 10_000)
+    assert send(database_url, url).spent[provider] == 1
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.last_error.startswith("not sent, it asks more than is left to refund: ")
+    assert refund.last_error.endswith("ask again for the 39900 paise still owed")
+    [alert] = alerts.refunds(conn, datetime.now(UTC))
+    assert "what is left is still owed: ask again for it" in alert.body
+    assert "no refund is owed" not in alert.body
+    again = ask(conn, provider, amount=39_900, key="the-rest")
+    assert again.amount_paise == 39_900
+    assert send(database_url, url).sent[provider] == 1 and books(api, provider) == (1, 39_900)

@@ -354,6 +354,7 @@ def purge(
         int | None,
         typer.Option(
             min=0,
+            max=policy.MAX_RETENTION_DAYS,
             help="Window to keep; default PAYHOOKS_RETENTION_DAYS "
             f"({policy.DEFAULT_RETENTION_DAYS}).",
         ),
@@ -735,7 +736,8 @@ def refunds_send(
 
     def said(tally: RefundTally) -> str | None:
         moved = any(
-            sum(getattr(tally, n).values()) for n in ("sent", "refused", "incomplete", "retried")
+            sum(getattr(tally, n).values())
+            for n in ("sent", "refused", "incomplete", "retried", "spent")
         )
         return tally.summary() if once or moved else None
 

@@ -22,7 +22,7 @@ from payhooks.intake import disputes
 from payhooks.operations.alarms import AlarmKind, alarms, in_utc
 from payhooks.operations.outbox import Backlog, backlogs
 from payhooks.plumbing.db import Connection
-from payhooks.refunding.sending import INCOMPLETE, SPENT
+from payhooks.refunding.sending import INCOMPLETE, SHRUNK, SPENT
 from payhooks.settlements import flags, reads
 
 
@@ -339,13 +339,16 @@ SELECT provider,
        count(*) FILTER (WHERE state IN ('requested', 'sent') AND last_error IS NOT NULL),
        count(*) FILTER (WHERE state IN ('refused', 'failed')
                           AND NOT starts_with(coalesce(last_error, ''), %(incomplete)s)
-                          AND NOT starts_with(coalesce(last_error, ''), %(spent)s)),
+                          AND NOT starts_with(coalesce(last_error, ''), %(spent)s)
+                          AND NOT starts_with(coalesce(last_error, ''), %(shrunk)s)),
        count(*) FILTER (WHERE state = 'requested' AND last_error IS NULL),
        count(*) FILTER (WHERE state = 'sent' AND last_error IS NULL),
        count(*) FILTER (WHERE state = 'refused'
                           AND starts_with(coalesce(last_error, ''), %(incomplete)s)),
        count(*) FILTER (WHERE state = 'refused'
                           AND starts_with(coalesce(last_error, ''), %(spent)s)),
+       count(*) FILTER (WHERE state = 'refused'
+                          AND starts_with(coalesce(last_error, ''), %(shrunk)s)),
        (array_agg(DISTINCT payment_id ORDER BY payment_id))[1:%(named)s + 1]
 FROM payhooks_refunds
 WHERE (state IN ('requested', 'sent') AND last_error IS NOT NULL)
@@ -370,10 +373,12 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
     settled within ``REFUND_UNSETTLED`` of being sent."""
     params = {"reported": now - REFUNDS_REPORTED, "unsent": now - REFUND_UNSENT,
               "unsettled": now - REFUND_UNSETTLED, "incomplete": INCOMPLETE, "spent": SPENT,
+              "shrunk": SHRUNK,
               "named": REFUND_PAYMENTS_NAMED}  # fmt: skip
     found: list[Alert] = []
     rows = conn.execute(_REFUNDS, params)
-    for provider, retrying, refused, unsent, unsettled, incomplete, spent, payments in rows:
+    for row in rows:
+        provider, retrying, refused, unsent, unsettled, incomplete, spent, shrunk, payments = row
         said = []
         if refused:
             said.append(f"{refused} refused or failed at {provider} in the last day")
@@ -388,6 +393,12 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
                 "made outside payhooks, had given the customer that money back already (no "
                 "refund is owed for them; ask again for what is left, if anything, as the last "
                 "error says)"
+            )
+        if shrunk:
+            said.append(
+                f"{shrunk} not sent by payhooks in the last day: they asked more than was left "
+                "to refund (a chargeback lost, or a refund made outside payhooks, took the "
+                "rest); what is left is still owed: ask again for it, as the last error says"
             )
         if retrying:
             said.append(f"{retrying} being retried after an error")

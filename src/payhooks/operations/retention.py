@@ -25,6 +25,9 @@ from payhooks.plumbing.errors import RetentionTooShort
 # purged before that could let a replay act twice on anything not business-keyed.
 MIN_RETENTION_DAYS = 15
 DEFAULT_RETENTION_DAYS = 90
+MAX_RETENTION_DAYS = 36_500
+"""A hundred years: a window much longer makes a cut-off PostgreSQL's timestamps cannot hold
+(a few million days overflow them)."""
 BATCH_ROWS = 5000
 
 REFUNDABLE_DAYS = 365
@@ -169,25 +172,36 @@ WINDOW_SETTING = "PAYHOOKS_RETENTION_DAYS"
 and Django's ``payhooks_purge`` (``window_setting``)."""
 
 
+class WindowRefused(ValueError):
+    """``PAYHOOKS_RETENTION_DAYS`` refused, and why (``reason``, without the name)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"{WINDOW_SETTING} {reason}")
+        self.name, self.reason = WINDOW_SETTING, reason
+
+
 def window_setting(environ: Mapping[str, str]) -> int:
     """The window ``PAYHOOKS_RETENTION_DAYS`` sets, else ``DEFAULT_RETENTION_DAYS``; one that
-    is no whole number, or is refused by ``window_refused``, raises ``ValueError`` naming the
-    setting."""
+    is no whole number, or is refused by ``window_refused``, raises ``WindowRefused``."""
     raw = environ.get(WINDOW_SETTING, "").strip()
     if not raw:
         return DEFAULT_RETENTION_DAYS
-    if not (raw.isascii() and raw.isdecimal()) or not raw.strip("0") or len(raw) > 9:
-        raise ValueError(f"{WINDOW_SETTING} must be a whole number of at least 1, not {raw!r}")
-    refused = window_refused(int(raw))
+    if not (raw.isascii() and raw.isdecimal()) or not raw.strip("0"):
+        raise WindowRefused(f"must be a whole number of at least 1, not {raw[:40]!r}")
+    digits = raw.lstrip("0")
+    days = int(digits) if len(digits) <= 9 else MAX_RETENTION_DAYS + 1
+    refused = window_refused(days)
     if refused is not None:
-        raise ValueError(f"{WINDOW_SETTING} {refused}")
-    return int(raw)
+        raise WindowRefused(refused if len(digits) <= 9 else refused.replace(str(days), digits))
+    return days
 
 
 def window_refused(days: int) -> str | None:
     """Why a deployment's window of ``days`` is refused, or None: one shorter than the
     gateways' replays, which a purge that runs on a schedule would refuse, and so purge
     nothing, every day."""
+    if days > MAX_RETENTION_DAYS:
+        return f"must be at most {MAX_RETENTION_DAYS} days (a hundred years), not {days}"
     if days >= MIN_RETENTION_DAYS:
         return None
     return (
@@ -203,6 +217,8 @@ def check_window(days: int, *, force: bool) -> None:
     always (``ValueError``: it would take records not yet made as old)."""
     if days < 0:
         raise ValueError(f"a window of {days} days: it must be 0 or more")
+    if days > MAX_RETENTION_DAYS:
+        raise ValueError(f"a window of {days} days: it must be at most {MAX_RETENTION_DAYS}")
     if days < MIN_RETENTION_DAYS and not force:
         raise RetentionTooShort(days, MIN_RETENTION_DAYS)
 

@@ -86,8 +86,9 @@ class Tally:
     """Failed by the gateway's word (no money went back): asked about once sent, or in the
     answer to the call that made it."""
     spent: Counter[Provider] = field(default_factory=Counter)
-    """Not sent, for good: what their payment had left to refund was already given back by
-    the time they were to be sent (a chargeback lost, a refund made outside payhooks)."""
+    """Not sent, for good: their payment had less left to refund than they asked by the time
+    they were to be sent (a chargeback lost, a refund made outside payhooks): ``SPENT`` when
+    nothing was left, ``SHRUNK`` when some was (ask again for that)."""
     broken: dict[str, str] = field(default_factory=dict)
     """Gateways whose turn failed whole, with why: the database answering but refusing to
     hand out their intents (a standby left read only, a table missing). Nothing of theirs
@@ -106,8 +107,8 @@ class Tally:
                 f"{total['failed']} failed by the gateway (no money went back)"
             )
             + (
-                f"; {total['spent']} not sent: the customer has that money back already (see "
-                "last_error)"
+                f"; {total['spent']} not sent: less or nothing was left to refund by then (a "
+                "chargeback lost, a refund made outside payhooks; see last_error)"
                 if total["spent"]
                 else ""
             )
@@ -123,7 +124,10 @@ INCOMPLETE = "refused by payhooks, never sent to the gateway: "
 """How the ``last_error`` of an intent payhooks refused itself starts."""
 SPENT = "not sent, the customer has that money back already: "
 """How the ``last_error`` of an intent payhooks did not send starts, whose payment had nothing
-left to refund of it by then (``refunds.refundable_now``): no refund is owed for it."""
+left to refund by then (``refunds.refundable_now``): no refund is owed for it."""
+SHRUNK = "not sent, it asks more than is left to refund: "
+"""... and of one whose payment had less left to refund than it asked: what is left is still
+owed, and is asked for again under another key (its ``last_error`` says how much)."""
 
 Settle = Callable[[Refund], None]
 """What is done with a refund the sender learned is processed (``gateway_refund_id`` set),
@@ -248,10 +252,10 @@ def _beyond(connect: Connect, refund: Refund, tally: Tally, left: int) -> None:
         f"payment {refund.payment_id} has {left} paise left to refund, not the "
         f"{refund.amount_paise} asked: lost disputes gave the customer part of it back, or a "
         "refund made outside payhooks took it, since the intent was written"
-    )
+    ) + ("" if left == 0 else f"; ask again for the {left} paise still owed")
     if refund.attempts <= 1:  # this lease is its first: no call of it reached the gateway
         with connect() as conn:
-            refunds.refused(conn, refund, SPENT + why)
+            refunds.refused(conn, refund, (SPENT if left == 0 else SHRUNK) + why)
         tally.spent[refund.provider] += 1
         log.warning(
             "refund_spent",

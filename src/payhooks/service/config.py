@@ -409,12 +409,10 @@ _DEFAULT = Settings()
 def _retention_days(env: _Environment) -> int:
     """The purge's window: never shorter than the gateways' replays (the worker's daily purge
     refuses such a window, and would purge nothing, every day)."""
-    variable = env.get(retention.WINDOW_SETTING)
-    days = variable.integer(_DEFAULT.retention_days)
-    refused = retention.window_refused(days)
-    if refused is not None:
-        raise SettingError(variable.name, refused)
-    return days
+    try:
+        return retention.window_setting(env.values)
+    except retention.WindowRefused as exc:
+        raise SettingError(exc.name, exc.reason) from None
 
 
 def _webhook_secrets(env: _Environment) -> dict[str, tuple[str, ...]]:

@@ -300,7 +300,7 @@ class Worker:
             limit=self.options.batch,
             stop=self.stopping.is_set,
         )
-        if any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "incomplete")):
+        if any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "incomplete", "spent")):
             log.info("refunds_pass", extra={"summary": tally.summary()})
         return sum(tally.sent.values())
 

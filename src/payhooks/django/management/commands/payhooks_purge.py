@@ -43,7 +43,7 @@ class Command(BaseCommand):
         try:
             # a count deletes nothing: any window may be counted
             policy.check_window(days, force=options["force"] or options["dry_run"])
-        except RetentionTooShort as exc:
+        except (RetentionTooShort, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         alias = conf.current().database
         if options["dry_run"]:
