@@ -353,6 +353,14 @@ def test_a_double_payment_a_lost_dispute_took_part_of_is_refunded_the_rest(conn,
     assert rig.api.money.refunded[(Provider.RAZORPAY, second)] == 39_900
     status, needs_refund, _ = conn.execute(PAYMENT, ("razorpay", second)).fetchone()
     assert (status, needs_refund) == ("refunded", False)  # nothing is left to refund
+    # Refunded, not taken back: the dispute took a part, payhooks refunded the rest. It was
+    # flagged taken_back_by_dispute and an operator alerted "no refund is due; please check".
+    (flags,) = conn.execute(
+        "SELECT flags FROM payments WHERE provider = 'razorpay' AND payment_id = %s", (second,)
+    ).fetchone()
+    assert "taken_back_by_dispute" not in flags
+    told = conn.execute("SELECT count(*) FROM outbox WHERE dedupe_key LIKE 'alert:taken_back%%'")
+    assert told.fetchone()[0] == 0
 
 
 def test_the_consoles_refund_of_a_payment_a_lost_dispute_took_part_of_asks_for_the_rest(conn, rig):

@@ -104,8 +104,8 @@ WITH found AS (
     FOR NO KEY UPDATE OF p
 )
 UPDATE payments p SET needs_refund = false, updated_at = now(),
-    flags = CASE WHEN %(flag)s = ANY(p.flags) THEN p.flags ELSE array_append(p.flags, %(flag)s)
-            END
+    flags = CASE WHEN f.disputed < f.paid OR %(flag)s = ANY(p.flags) THEN p.flags
+                 ELSE array_append(p.flags, %(flag)s) END
 FROM found f
 WHERE p.provider = f.provider AND p.payment_id = f.payment_id
 RETURNING f.paid, f.disputed, p.refunded_paise
@@ -134,12 +134,16 @@ def given_up(conn: Connection) -> dict[str, int]:
 def taken_back(conn: Connection, provider: str, payment_id: str) -> str | None:
     """Why a payment flagged for a refund needs none any more, when lost disputes left
     nothing of it: its flag cleared and marked ``TAKEN_BACK``, the operators told once, in
-    the caller's transaction. None when something is left to refund, or no refund was due."""
+    the caller's transaction. None when something is left to refund, or no refund was due;
+    None too when lost disputes took a part and refunds returned the rest: the flag cleared,
+    refunded as any payment is, with no word of a take-back (there was none of the rest)."""
     params = {"provider": provider, "payment_id": payment_id, "flag": TAKEN_BACK}
     row = conn.execute(CLEARED, params).fetchone()
     if row is None:
         return None
     paid, disputed, refunded = (int(n) for n in row)
+    if disputed < paid:
+        return None
     returned = f" and refunds returned {refunded}" if refunded else ""
     why = (
         f"lost disputes took back {disputed} of the {paid} paise it paid{returned}, so nothing "
