@@ -103,3 +103,18 @@ def test_an_amount_that_is_not_a_json_integer_is_refused_and_asks_for_nothing(se
     assert {a.json()["error"] for a in answers} == {"invalid_request"}
     assert all(a.json()["detail"][0]["loc"] == ["body", "amount_paise"] for a in answers)
     assert listed == []
+
+
+def test_a_number_json_cannot_answer_with_is_refused_as_any_unreadable_field(service, conn):
+    """``NaN`` and ``Infinity`` are read by Python's JSON, and FastAPI's 422 echoed them back:
+    the answer could not be written, a 500 with a traceback."""
+    buy = purchase(conn)
+    order_id = post(service, buy.captured()).json()["order_id"]
+    with service.client() as client:
+        answers = [
+            client.post(f"/api/orders/{order_id}/refunds", content=body,
+                        headers={"content-type": "application/json"})
+            for body in (b'{"amount_paise": NaN, "idempotency_key": "n"}',
+                         b'{"amount_paise": -Infinity, "idempotency_key": "i"}')
+        ]  # fmt: skip
+    assert [(a.status_code, a.json()["error"]) for a in answers] == [(422, "invalid_request")] * 2

@@ -269,8 +269,10 @@ def _echoable(error: dict[str, Any]) -> dict[str, Any]:
 
 
 def _encodable(value: object) -> bool:
+    """Whether ``value`` is JSON an answer can carry: no lone surrogate, no ``NaN`` or
+    ``Infinity`` (Python's JSON reads them; an answer may not hold them)."""
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
     except (UnicodeError, TypeError, ValueError):
         return False
     return True
