@@ -133,6 +133,33 @@ def test_the_pages_payu_return_page_applies_the_post_once_and_says_what_it_is(
     assert paid_orders(environment) == [("order_test0001", "order_test0001", 49_900)]
 
 
+def test_the_pages_payu_return_page_thanks_no_one_for_a_payment_not_applied(
+    environment, monkeypatch
+):
+    """A capture the handler answered ``ignored`` (another amount than an order payhooks was
+    not told of) was thanked: "your payment ... is received", the order unpaid. With no
+    connection to be had, the page was a 500 after the pool's wait."""
+    from psycopg_pool import AsyncConnectionPool
+
+    monkeypatch.setenv("PAYU_MERCHANT_KEY", KEYS.payu_key)
+    monkeypatch.setenv("PAYU_SALT", KEYS.payu_salt)
+    with psycopg.connect(environment, autocommit=True) as conn:
+        conn.execute("UPDATE orders SET amount_paise = 99900")
+    scope = run(block("main.py"), "main")
+    exec(compile(block(PAYU_PAGE), "docs/fastapi.md:payu_return", "exec"), scope)
+    posted = GATEWAY.payu(txnid="order_test0001", mihpayid="403993715500000031", amount="499.00")
+    with served(scope["app"]) as running, running.client() as client:
+        page = client.post("/payu/return", content=posted.body, headers=posted.headers)
+        scope["pool"] = AsyncConnectionPool("postgresql://nobody@127.0.0.1:1/gone", open=False)
+        away = client.post("/payu/return", content=posted.body, headers=posted.headers)
+    assert (page.status_code, page.text) == (
+        200, "We have your payment for order order_test0001 and are checking it: we will write "
+        "to you.",
+    )  # fmt: skip
+    assert paid_orders(environment) == []
+    assert away.status_code == 503 and away.text.startswith("We are confirming your payment")
+
+
 def test_the_pages_checkout_expects_the_order_it_writes(environment):
     scope = run(block("main.py"), "main")
     exec(compile(block("the checkout, beside the route in main.py"), "docs/fastapi.md", "exec"),

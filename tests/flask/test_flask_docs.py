@@ -89,14 +89,16 @@ def test_the_pages_payu_return_page_gets_the_exact_body_though_a_hook_reads_the_
                            status="pending")  # fmt: skip
     authorised = payu_authorised_post("order_test_4", "403993715500000006")
     unknown = GATEWAY.payu(txnid="order_nosuch", mihpayid="403993715500000007", amount="499.00")
+    short = GATEWAY.payu(txnid="order_test_5", mihpayid="403993715500000008", amount="1.00")
     with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
         conn.execute("INSERT INTO orders VALUES ('order_test_1', 49900, 'INR', false)")
+        conn.execute("INSERT INTO orders VALUES ('order_test_5', 49900, 'INR', false)")
         with serving(app) as base:
             shown = [
                 loopback.post(base + "/payu/return", content=post.body, headers=post.headers).text
-                for post in (failed, delivery, pending, authorised, unknown)
+                for post in (failed, delivery, pending, authorised, unknown, short)
             ]
-        paid = conn.execute("SELECT paid FROM orders").fetchall()
+        paid = conn.execute("SELECT paid FROM orders ORDER BY ref").fetchall()
     # furl's failure post was thanked for a payment received
     assert shown == [
         "Your payment for order order_test_2 did not go through.",
@@ -105,8 +107,10 @@ def test_the_pages_payu_return_page_gets_the_exact_body_though_a_hook_reads_the_
         "Your payment for order order_test_3 is being completed: we will write to you.",
         "Your payment for order order_test_4 is being completed: we will write to you.",
         "We have your payment for order order_nosuch and are checking it: we will write to you.",
+        # another amount, the handler's ignored: it was thanked, the order unpaid
+        "We have your payment for order order_test_5 and are checking it: we will write to you.",
     ]
-    assert paid == [(True,)]
+    assert paid == [(True,), (False,)]  # order_test_1 paid, order_test_5 not
 
 
 def test_the_pages_payu_return_page_says_a_post_refused_for_now_is_being_confirmed(
