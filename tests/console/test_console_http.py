@@ -1131,7 +1131,7 @@ def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(co
     (key,) = rows(console, "SELECT idempotency_key FROM payhooks_refunds WHERE state = 'sent'")[0]
     late = client.post("/console/payments/refund/cancel",
                        data={**form, "idempotency_key": key, "confirm": "yes"})  # fmt: skip
-    assert said(late).endswith("?notice=refund_not_cancellable")
+    assert said(late).endswith("?notice=refund_at_gateway")
 
 
 def test_an_orders_page_lists_its_refunds_and_cancels_one_stuck_unsent(console, conn):
@@ -1178,6 +1178,30 @@ def test_cancelling_a_refund_no_intent_is_recorded_under_says_so_not_that_it_is_
         **form, "provider": "razorpay", "idempotency_key": "no-such-key", "reason": "x" * 256,
     })  # fmt: skip
     assert said(long) == f"{page}?notice=reason_refused"
+
+
+def test_cancelling_a_refund_the_gateway_has_says_so_never_to_try_again(console, conn):
+    """A refund sent or processed cannot be cancelled: the console told the operator the
+    worker might be calling with it, "try again in a minute or two", a cancel that can never
+    succeed."""
+    from payhooks.refunding import refunds
+
+    buy = purchase(conn, Provider.RAZORPAY)
+    send(console, buy.captured())
+    with psycopg.connect(console.database_url, autocommit=True) as db:
+        made = refunds.request(db, "razorpay", buy.payment_id, 10_000, key="ticket-10",
+                               captured_paise=49_900, reason="one broken cup",
+                               requested_by="api")  # fmt: skip
+        refunds.accepted(db, made, "rfnd_gateway0001", processed=True)
+    client = console.logged_in()
+    page = f"/console/orders/razorpay/{buy.reference}"
+    form = {"csrf": csrf_of(client.get(page).text), "provider": "razorpay", "back": page,
+            "confirm": "yes", "idempotency_key": made.idempotency_key,
+            "reason": "changed mind"}  # fmt: skip
+    answer = client.post("/console/payments/refund/cancel", data=form)
+    assert said(answer) == f"{page}?notice=refund_at_gateway"
+    shown = client.get(answer.headers["location"]).text
+    assert "the gateway has this refund already" in shown and "try again" not in shown
 
 
 def test_the_console_refunds_only_a_payment_flagged_for_it(console, conn):

@@ -85,5 +85,5 @@ def test_an_intent_the_gateway_has_is_refused_through_the_command_and_the_consol
     clicked = actions.cancel_refund(
         conn, "cashfree", made.idempotency_key, reason="stuck", operator="ravi"
     )
-    assert clicked.done is Done.REFUND_NOT_CANCELLABLE
+    assert clicked.done is Done.REFUND_AT_GATEWAY
     assert [r["state"] for r in listed(database_url, tmp_path)] != ["cancelled"]

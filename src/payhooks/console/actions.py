@@ -72,6 +72,7 @@ class Done(StrEnum):
     REFUND_ALREADY_CANCELLED = "refund_already_cancelled"
     REFUND_NOT_CANCELLABLE = "refund_not_cancellable"
     NO_SUCH_REFUND = "no_such_refund"
+    REFUND_AT_GATEWAY = "refund_at_gateway"
     REASON_REFUSED = "reason_refused"
     NOT_CONFIRMED = "not_confirmed"
     NO_REASON = "no_reason"
@@ -360,6 +361,10 @@ def cancel_refund(
         known = provider in {p.value for p in Provider}
         result = Result(done=Done.REASON_REFUSED if known else Done.NO_SUCH_REFUND)
         target = idempotency_key
+    except refunds.NotCancellable as exc:  # a sender calling with it now, or the gateway's
+        in_flight = exc.refund.state is refunds.RefundState.REQUESTED
+        said = Done.REFUND_NOT_CANCELLABLE if in_flight else Done.REFUND_AT_GATEWAY
+        result, target = Result(done=said), exc.refund.payment_id
     except Conflict:
         result, target = Result(done=Done.REFUND_NOT_CANCELLABLE), idempotency_key
     else:

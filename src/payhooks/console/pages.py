@@ -167,12 +167,17 @@ NOTICES = {
         "cleared, and the action log, on the timeline, says how much they took."
     ),
     actions.Done.REFUND_CANCELLED: (
-        "Refund cancelled: it is never sent, and its amount may be refunded again."
+        "Refund cancelled: it is never sent; what its payment still has to refund (the "
+        "payment's refunds say) may be asked for again."
     ),
     actions.Done.REFUND_ALREADY_CANCELLED: "Nothing to do: this refund was already cancelled.",
     actions.Done.REFUND_NOT_CANCELLABLE: (
-        "Cannot cancel: the worker is calling the gateway with this refund right now (try again "
-        "in a minute or two), or the gateway already has it."
+        "Cannot cancel: the worker is calling the gateway with this refund right now: try again "
+        "in a minute or two."
+    ),
+    actions.Done.REFUND_AT_GATEWAY: (
+        "Cannot cancel: the gateway has this refund already (sent or processed), and payhooks "
+        "cannot call it back; its state is in the payment's refunds."
     ),
     actions.Done.NO_SUCH_REFUND: (
         "Nothing to cancel: no refund is recorded under that key for that gateway (its key as "
