@@ -1357,6 +1357,13 @@ def test_an_intent_a_lost_dispute_took_part_of_is_held_for_a_person_once_it_was_
     assert books(api, provider) == (0, 0)
     [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
     assert refund.state is RefundState.REQUESTED and "39900 paise" in refund.last_error
+    # Held again each pass, never called: its calls are not counted up ("Sent 3 times
+    # already" on the console's form, for the one call it made).
+    for _ in range(2):
+        due_now(conn)
+        send(database_url, url)
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert refund.attempts == 1 and books(api, provider) == (0, 0)
 
 
 def test_a_loss_counted_when_the_intent_was_asked_is_not_counted_again_at_its_send(

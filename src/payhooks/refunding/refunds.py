@@ -557,6 +557,20 @@ def refused(conn: Connection, refund: Refund, error: str) -> None:
     conn.execute(REFUSED, {**_keyed(refund), "error": error})
 
 
+HELD = """
+UPDATE payhooks_refunds
+SET next_attempt_at = now() + %(wait)s, last_error = %(error)s, leased_until = NULL,
+    attempts = greatest(attempts - 1, 0)
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+"""
+
+
+def held(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
+    """The refund held back, not called (``sending._beyond``): asked about again after
+    ``wait``, saying why, the attempt its lease counted taken back (no call was made)."""
+    conn.execute(HELD, {**_keyed(refund), "wait": wait, "error": error})
+
+
 def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
     """The refund is asked again after ``wait``, under the same key (a timeout, a 5xx)."""
     conn.execute(AGAIN, {**_keyed(refund), "wait": wait, "error": error})
@@ -754,6 +768,7 @@ __all__ = [
     "cancel",
     "cancelling",
     "closing",
+    "held",
     "idempotency_key",
     "intent",
     "lease_for",

@@ -264,8 +264,8 @@ def _beyond(connect: Connect, refund: Refund, tally: Tally, left: int) -> None:
         )  # fmt: skip
         return
     with connect() as conn:
-        refunds.again(conn, refund, refunds.wait_after(refund.attempts),
-                      f"{why}; an earlier call may have made it: held for a person")  # fmt: skip
+        refunds.held(conn, refund, refunds.wait_after(refund.attempts),
+                     f"{why}; an earlier call may have made it: held for a person")  # fmt: skip
     tally.retried[refund.provider] += 1
     log.warning("refund_held", extra={"provider": refund.provider.value,
                                       "key": refund.idempotency_key, "detail": why})  # fmt: skip
