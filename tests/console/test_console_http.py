@@ -1134,17 +1134,24 @@ def test_a_refund_stuck_unsent_is_cancelled_from_the_console_with_who_and_why(co
     assert said(late).endswith("?notice=refund_at_gateway")
 
 
-def test_an_orders_page_lists_its_refunds_and_cancels_one_stuck_unsent(console, conn):
-    """The core console's order page (every host's, not only the shop's): the refunds of its
-    payments, and Cancel refund on one still requested, with the operator's reason."""
+def refund_asked(console, conn, key: str):
+    """A Razorpay payment captured through the console's service and a refund of 100.00 of it
+    asked under ``key`` (the shop API's way): the purchase and the intent."""
     from payhooks.refunding import refunds
 
     buy = purchase(conn, Provider.RAZORPAY)
     send(console, buy.captured())
     with psycopg.connect(console.database_url, autocommit=True) as db:
-        made = refunds.request(db, "razorpay", buy.payment_id, 10_000, key="ticket-9",
+        made = refunds.request(db, "razorpay", buy.payment_id, 10_000, key=key,
                                captured_paise=49_900, reason="one broken cup",
                                requested_by="api")  # fmt: skip
+    return buy, made
+
+
+def test_an_orders_page_lists_its_refunds_and_cancels_one_stuck_unsent(console, conn):
+    """The core console's order page (every host's, not only the shop's): the refunds of its
+    payments, and Cancel refund on one still requested, with the operator's reason."""
+    buy, made = refund_asked(console, conn, "ticket-9")
     client = console.logged_in()
     page = f"/console/orders/razorpay/{buy.reference}"
     shown = client.get(page).text
@@ -1186,12 +1193,8 @@ def test_cancelling_a_refund_the_gateway_has_says_so_never_to_try_again(console,
     succeed."""
     from payhooks.refunding import refunds
 
-    buy = purchase(conn, Provider.RAZORPAY)
-    send(console, buy.captured())
+    buy, made = refund_asked(console, conn, "ticket-10")
     with psycopg.connect(console.database_url, autocommit=True) as db:
-        made = refunds.request(db, "razorpay", buy.payment_id, 10_000, key="ticket-10",
-                               captured_paise=49_900, reason="one broken cup",
-                               requested_by="api")  # fmt: skip
         refunds.accepted(db, made, "rfnd_gateway0001", processed=True)
     client = console.logged_in()
     page = f"/console/orders/razorpay/{buy.reference}"
