@@ -105,25 +105,27 @@ def test_a_refund_callback_in_another_letter_case_is_the_refund_it_names():
 SALES = "SELECT coalesce(sum(-delta), 0) FROM inventory_movements WHERE reason = 'sale'"
 
 
-def test_a_payment_payu_reports_success_in_its_own_case_is_ordered(conn, rig):
-    """PayU's state table writes ``Success``: read as the success it is, the payment was
-    skipped in silence, the checkout asked about with no error until its window closed."""
+def reported_as(conn, rig, status: str):
+    """A PayU checkout paid, its status API reporting the payment ``status``, and one
+    reconciliation pass: the purchase and what the pass did."""
     buy = purchase(conn, Provider.PAYU)
     rig.api.pay(sim(buy), buy.payment_id)
     entity = rig.api.payment_of(Provider.PAYU, buy.payment_id)
-    rig.api.book(sim(buy), {**entity, "status": "Success"})
-    tally = rig.run()
+    rig.api.book(sim(buy), {**entity, "status": status})
+    return buy, rig.run()
+
+
+def test_a_payment_payu_reports_success_in_its_own_case_is_ordered(conn, rig):
+    """PayU's state table writes ``Success``: read as the success it is, the payment was
+    skipped in silence, the checkout asked about with no error until its window closed."""
+    buy, tally = reported_as(conn, rig, "Success")
     assert tally.recovered[Provider.PAYU] == 1, tally.summary()
     assert len(orders_of(conn, buy.cart_id)) == 1
     assert count(conn, SALES) == 1
 
 
 def test_a_payment_in_a_status_none_of_payus_is_kept_as_the_checkouts_error(conn, rig):
-    buy = purchase(conn, Provider.PAYU)
-    rig.api.pay(sim(buy), buy.payment_id)
-    entity = rig.api.payment_of(Provider.PAYU, buy.payment_id)
-    rig.api.book(sim(buy), {**entity, "status": "settled"})
-    tally = rig.run()
+    buy, tally = reported_as(conn, rig, "settled")
     assert tally.unreadable[Provider.PAYU] == 1, tally.summary()
     assert orders_of(conn, buy.cart_id) == []
     (error,) = conn.execute("SELECT last_error FROM payhooks_reconcile").fetchone()
