@@ -118,3 +118,35 @@ def test_a_number_json_cannot_answer_with_is_refused_as_any_unreadable_field(ser
                          b'{"amount_paise": -Infinity, "idempotency_key": "i"}')
         ]  # fmt: skip
     assert [(a.status_code, a.json()["error"]) for a in answers] == [(422, "invalid_request")] * 2
+
+
+def test_a_body_no_parser_can_read_and_a_path_or_method_the_api_lacks_each_name_their_code(
+    service, conn
+):
+    """docs/api.md: every error names its code. A body that is not UTF-8 or nests deeper than
+    the parser goes was FastAPI's 400 ``{"detail": "There was an error parsing the body"}``,
+    and an API path or method the API lacks its bare 404 and 405: a client branching on
+    ``error`` found none."""
+    buy = purchase(conn)
+    order_id = post(service, buy.captured()).json()["order_id"]
+    refunds_url = f"/api/orders/{order_id}/refunds"
+    json_type = {"content-type": "application/json"}
+    with service.client() as client:
+        not_utf8 = client.post(refunds_url, content=b'{"amount_paise": 1, "k": "\xff"}',
+                               headers=json_type)  # fmt: skip
+        nested = client.post(refunds_url, content=b"[" * 5_000 + b"]" * 5_000,
+                             headers=json_type)  # fmt: skip
+        no_path = client.get("/api/no-such-thing")
+        no_method = client.delete(refunds_url)
+        listed = client.get(refunds_url).json()["refunds"]
+    said = [(a.status_code, a.json().get("error")) for a in (not_utf8, nested, no_path, no_method)]
+    assert said == [
+        (400, "invalid_request"),
+        (400, "invalid_request"),
+        (404, "not_found"),
+        (405, "method_not_allowed"),
+    ]
+    assert all(isinstance(a.json()["detail"], str) and a.json()["detail"]
+               for a in (not_utf8, nested, no_path, no_method))  # fmt: skip
+    assert no_method.headers["allow"]  # what the path does take, as HTTP asks
+    assert listed == []

@@ -25,6 +25,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field, StrictInt
 from starlette.datastructures import State
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -32,7 +33,7 @@ from payhooks import __version__
 from payhooks.events import Provider, Received
 from payhooks.gateways import Adapter
 from payhooks.intake import disputes
-from payhooks.intake.answers import error_answer
+from payhooks.intake.answers import clipped, error_answer
 from payhooks.intake.endpoint import Arrival, AsyncClaim, Endpoint, Offload, Reply
 from payhooks.intake.ingest import Receipt
 from payhooks.plumbing import db
@@ -257,6 +258,18 @@ def _install_error_handlers(app: FastAPI) -> None:
         errors = jsonable_encoder(exc.errors())
         said = {"error": "invalid_request", "detail": [_echoable(e) for e in errors]}
         return JSONResponse(said, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """FastAPI's and Starlette's own refusals (a body no parser reads: not UTF-8, nested
+        past the parser's depth; a path or method the service lacks) with their code too."""
+        said = {"error": HTTP_ERROR_CODES.get(exc.status_code, "http_error"),
+                "detail": clipped(str(exc.detail))}  # fmt: skip
+        return JSONResponse(said, status_code=exc.status_code, headers=exc.headers)
+
+
+HTTP_ERROR_CODES = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}
+"""The code of each refusal the web framework makes itself, before payhooks' code runs."""
 
 
 def _echoable(error: dict[str, Any]) -> dict[str, Any]:
