@@ -1101,6 +1101,39 @@ def test_a_cashfree_409_refund_not_allowed_is_its_refusal(core, database_url):
     assert books(api, provider) == (0, 49_900)  # the dashboard's refund alone
 
 
+NOT_ABOUT_THE_REFUND = {
+    "its server failed": (400, "api_error", "request_failed", "Request failed, please retry"),
+    "a rate limit": (422, "rate_limit_error", "request_failed", "too many requests"),
+    "the credentials": (400, "authentication_error", "authentication_failed", "bad keys"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_ABOUT_THE_REFUND))
+def test_a_cashfree_400_or_422_of_a_type_not_about_the_refund_is_asked_again(
+    core, database_url, case
+):
+    """Cashfree's error ``type`` says whose the error is (``invalid_request_error``,
+    ``authentication_error``, ``rate_limit_error``, ``api_error``; docs/providers.md). Only an
+    ``invalid_request_error`` is about the refund asked for: a 400 or 422 of any other type
+    (Cashfree's server failing, a rate limit, the credentials) was read as its refusal, the
+    intent closed ``refused`` at its first attempt and its amount free again, the customer never
+    refunded. It is asked again, and sent."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    status, kind, code, message = NOT_ABOUT_THE_REFUND[case]
+    body = {"message": message, "code": code, "type": kind}
+    paid(api, provider)
+    ask(conn, provider, amount=10_000)
+    api.fail_next(provider, Fault(status=status, body=json.dumps(body).encode()))
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+    [(found, _, _)] = state(conn, provider)
+    assert found == "requested"
+    due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert books(api, provider) == (1, 10_000)
+
+
 @pytest.mark.parametrize(
     ("provider", "words"),
     [

@@ -145,6 +145,7 @@ def answer(
         status=status,
         retry_after_s=retry_after(response.headers),
         code=error_code(body),
+        kind=error_kind(body),
     )
 
 
@@ -299,6 +300,12 @@ def error_code(body: bytes) -> str | None:
     if source is None:
         return None
     return _code(source.get("code", source.get("error_code")))
+
+
+def error_kind(body: bytes) -> str | None:
+    """Whose an error is, where the gateway's shape says: Cashfree's ``type``."""
+    source = _error_object(body)
+    return None if source is None else _code(source.get("type"))
 
 
 _SAID = ("description", "message", "msg", "error_message")

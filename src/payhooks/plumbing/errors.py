@@ -204,6 +204,7 @@ class GatewayApiError(Explained):
         status: int | None = None,
         retry_after_s: float | None = None,
         code: str | None = None,
+        kind: str | None = None,
     ) -> None:
         super().__init__(reason, f"{provider} API: {reason}")
         self.provider = provider
@@ -213,6 +214,10 @@ class GatewayApiError(Explained):
         """The gateway's own error code, read from its documented error shape; None for an
         answer in no such shape (a proxy's page, truncated JSON): only a documented code may
         become a decision (refused, no such order), never a bare status."""
+        self.kind = kind
+        """Whose the error is, where the gateway's shape says (Cashfree's ``type``:
+        ``invalid_request_error`` for the request asked, ``api_error``, ``rate_limit_error``,
+        ``authentication_error`` for its side or the credentials); None where it does not."""
 
     @property
     def rate_limited(self) -> bool:

@@ -174,7 +174,9 @@ UNCONFIRMED = "refused right after an answer lost, looked up again before it sta
 """How the reason of a refusal not yet taken starts; the sender keeps a retried intent's
 reason as its ``last_error`` (``refunds.again``), so the next attempt reads that it came."""
 REFUND_NOT_FOUND = "refund_not_found"
-NOT_FOUND_TYPE = "invalid_request_error"
+REQUEST_AT_FAULT = "invalid_request_error"
+"""The ``type`` of an error about the request asked: a 400 or 422 of it is a refusal."""
+NOT_FOUND_TYPE = REQUEST_AT_FAULT
 """The ``type`` of Cashfree's 404 error body (its SDK's ``ApiError404``, the one type)."""
 RECON_LIMIT = 1000
 """Recon items asked for per call: Cashfree's most (``pagination.limit``, 10 by default)."""
@@ -204,11 +206,15 @@ def _note(reason: str) -> str:
 
 
 def refused(exc: GatewayApiError) -> bool:
-    """A refusal in Cashfree's error shape (a ``code`` read): a 400 or 422, or a 409
-    ``refund_not_allowed``. Any other 409 (a request in progress) is asked again."""
+    """A refusal in Cashfree's error shape (a ``code`` read): a 400 or 422 whose ``type`` says
+    the request is at fault (``invalid_request_error``), or a 409 ``refund_not_allowed``. Any
+    other 409 (a request in progress), and a 400 or 422 of another type (its server failing,
+    a rate limit, the credentials: nothing about the refund), is asked again."""
     if exc.code is None:
         return False
-    return exc.status in REFUSING or (exc.status == 409 and exc.code == NOT_ALLOWED)
+    if exc.status in REFUSING:
+        return exc.kind == REQUEST_AT_FAULT
+    return exc.status == 409 and exc.code == NOT_ALLOWED
 
 
 def _unmade(refund: Refund, exc: GatewayApiError) -> GatewayApiError:

@@ -479,6 +479,11 @@ def fault(scripted: Fault) -> Response:
             return retry_after(response, scripted)
         response.headers["x-ratelimit-retry"] = str(scripted.retry_after_s or 0)
         return response
+    if status in (401, 403):
+        return _error(status, "authentication Failed", "authentication_failed",
+                      "authentication_error")  # fmt: skip
+    if status < 500:  # a request of the merchant's at fault, as Cashfree's 4xx say
+        return _error(status, "request failed", "request_failed", "invalid_request_error")
     return _error(status, "internal server error", "internal_error", "api_error")
 
 
