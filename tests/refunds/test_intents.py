@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+from dataclasses import replace
 
 import psycopg
 import pytest
@@ -224,6 +225,29 @@ def test_a_cashfree_refund_naming_no_order_takes_it_from_the_payments_record(cor
     with pytest.raises(InvalidRequest, match="a Cashfree refund names its order"):
         refunds.request(core, "cashfree", "5114917039999", 100, key="k-2", captured_paise=100,
                         reason="r", requested_by="asha")  # fmt: skip
+
+
+def test_a_razorpay_refund_naming_no_order_takes_it_from_the_payments_record(core):
+    """A refund asked by its payment alone (docs/fastapi.md's snippet names no order) is handed
+    to the app's ``REFUND_PROCESSED`` handler by the sender as its refund webhook would be, and
+    that webhook names the order: the handler finds the order by ``merchant_ref``. It came with
+    none (the order was taken from the record only where the refund call needs it): a handler
+    written from the docs recorded the refund against no order, the order stayed paid and its
+    stock taken, and the webhook, a copy of the same refund, was answered ``ignored``."""
+    from payhooks.gateways._refunds import processed_delivery
+
+    core.execute(
+        "INSERT INTO payhooks_payments (provider, payment_id, kind, gateway_order_id, event_id,"
+        " reconciled) VALUES ('razorpay', %s, 'payment_captured', 'order_rz7', 'evt_1', false)",
+        (PAYMENT,),
+    )
+    made = ask(core, 100)
+    assert made.gateway_order_id == "order_rz7"
+    done = processed_delivery(replace(made, gateway_refund_id="rfnd_rz000000000001"))
+    assert (done.event.merchant_ref, done.event.payment_id) == ("order_rz7", PAYMENT)
+    assert ask(core, 100, key="ticket-2", gateway_order_id="order_other").gateway_order_id == (
+        "order_other"
+    )  # what the caller names stands
 
 
 def test_a_captured_figure_above_what_the_payment_record_says_was_paid_is_bounded_by_it(core):

@@ -228,7 +228,7 @@ def requesting(asked: Refund) -> Steps[Refund]:
     another under the key a ``Conflict``. The cap is the smaller of the caller's
     ``captured_paise`` and the payment's record of what was paid, when payhooks keeps one.
     A PayU refund takes what it does not name of its payment's ids from that record
-    (``_payu_named``), a Cashfree one its order (``_order_named``). Inside the caller's
+    (``_payu_named``), any other its order (``_order_named``). Inside the caller's
     transaction (the lock is held to its end)."""
     provider = asked.provider.value
     yield Statement(sql=TURN, params=(provider, asked.payment_id), reads=False)
@@ -245,9 +245,9 @@ def requesting(asked: Refund) -> Steps[Refund]:
             )
         return found
     payu = asked.provider is Provider.PAYU
-    if (payu and asked.attempt_id is None) or (
-        (payu or GATEWAYS[asked.provider].refund_needs_order) and asked.gateway_order_id is None
-    ):  # what its refund call needs and it does not name: from the payment's record
+    if asked.gateway_order_id is None or (payu and asked.attempt_id is None):
+        # what it does not name, from the payment's record: what its refund call needs, and
+        # the order its processed refund names to the app's handlers, as its webhook would
         record = yield Statement(sql=IDENTITIES, params=(provider, asked.payment_id))
         asked = (_payu_named if payu else _order_named)(asked, record)
     taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
@@ -273,10 +273,11 @@ def requesting(asked: Refund) -> Steps[Refund]:
 
 
 def _order_named(asked: Refund, record: Any) -> Refund:
-    """A refund of a gateway that refunds under the order (Cashfree's) naming none: the order
-    payhooks' record of the payment names; with no record naming one, refused, saying so."""
+    """A refund naming no order: the order payhooks' record of the payment names. With no
+    record naming one, a refund of a gateway that refunds under the order (Cashfree's) is
+    refused, saying so; any other goes without."""
     order = None if record is None else record[0]
-    if order is None:
+    if order is None and GATEWAYS[asked.provider].refund_needs_order:
         title = GATEWAYS[asked.provider].title
         raise InvalidRequest(
             f"a {title} refund names its order (gateway_order_id), and payhooks keeps no "
