@@ -189,13 +189,31 @@ def test_a_status_api_url_holding_the_path_payhooks_adds_is_refused_naming_the_b
     name = f"PAYHOOKS_{gateway}_API_URL"
     error = refusal({name: given})
     assert error.variable == name
-    assert f"give {meant}" in str(error)
+    added = given.rstrip("/")[len(meant) :]
+    assert f"ends in {added}, which payhooks adds itself: leave it off" in str(error)
     django_keys = {f"{gateway}_API_URL": given, "RAZORPAY_KEY_ID": "k",
                    "RAZORPAY_KEY_SECRET": "s", "CASHFREE_CLIENT_ID": "k",
                    "CASHFREE_API_SECRET": "s", "PAYU_API_KEY": "k", "PAYU_API_SALT": "s",
                    "JUSPAY_MERCHANT_ID": "k", "JUSPAY_API_KEY": "s"}  # fmt: skip
-    with pytest.raises(ValueError, match=f"give {meant}"):
+    with pytest.raises(ValueError, match=f"ends in {added}, which payhooks adds itself"):
         credentials(django_keys, prefix="")
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["https://user:secretpw@x?q=1", "https://user:secretpw@api.razorpay.com/v1", "secretpw"],
+)
+def test_a_status_api_url_refused_never_shows_what_was_given(given):
+    """docs/configuration.md: a bad value is refused naming the variable, never its value. A
+    base URL was shown as given, or as the base to give instead: with its password in it."""
+    from payhooks.gateways import credentials
+
+    name = "PAYHOOKS_RAZORPAY_API_URL"
+    assert "secretpw" not in str(refusal({name: given}))
+    env = {name: given, "PAYHOOKS_RAZORPAY_KEY_ID": "k", "PAYHOOKS_RAZORPAY_KEY_SECRET": "s"}
+    with pytest.raises(ValueError, match=f"^{name} ") as refused:
+        credentials(env)
+    assert "secretpw" not in str(refused.value)
 
 
 def test_a_status_api_url_with_a_path_of_its_own_is_taken():

@@ -45,18 +45,17 @@ class StatusApi:
         as its reader calls it; ``url_variable`` by default) when it is not an http(s) URL with
         a host and no query, or ends in a path of ``adds``: every call to it would fail."""
         name = name or self.url_variable
-        if not _http_url(given):
-            shown = repr(given) if len(given) <= 40 else repr(given[:40]) + "\u2026"
+        if not _http_url(given):  # never shown: a URL may hold a password, a value a secret
             raise RefusedSetting(
-                name, f"must be an http:// or https:// URL such as {self.url}, not {shown}"
-            )
+                name, f"must be an http:// or https:// URL with a host and no query, such as "
+                f"{self.url}",
+            )  # fmt: skip
         url = given.rstrip("/")
         for path in self.adds:
             if url.lower().endswith(path):
                 raise RefusedSetting(
-                    name, f"ends in {path}, which payhooks adds to it itself: "
-                    f"give {url[: -len(path)]}",
-                )  # fmt: skip
+                    name, f"ends in {path}, which payhooks adds itself: leave it off"
+                )
         return url
 
     @property
