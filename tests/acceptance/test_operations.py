@@ -214,6 +214,22 @@ def test_outbox_lists_dead_letters_and_queues_them_again(env, conn, inbox):
     assert json.loads(cli(env, "outbox").stdout) == {"pending": 1, "sent": 0, "failed": 0}
 
 
+def test_outbox_retry_of_no_dead_letter_or_of_both_kinds_at_once_says_why_in_one_line(env):
+    """README: errors print one line and exit 1. ``--retry`` of an id no dead letter has
+    printed only "queued 0 message(s) again" and exited 1 saying nothing of why, and
+    ``--retry 1 --retry-all`` queued the one and ignored the other, exit 0."""
+    cli(env, "migrate")
+    unknown = cli(env, "outbox", "--retry", "999999")
+    assert unknown.returncode == 1
+    assert (
+        unknown.stderr
+        == "payhooks: no dead letter has id 999999 (payhooks outbox --failed lists them)\n"
+    )
+    both = cli(env, "outbox", "--retry", "1", "--retry-all")
+    assert both.returncode == 1
+    assert both.stderr == "payhooks: --retry ID or --retry-all, not both\n"
+
+
 def test_metrics_show_outbox_backlog_dead_letters_and_purge_progress(database_url, conn):
     outbox.enqueue(conn, outbox.alert("alert:y", "subject", "body"))
     with serving(SETTINGS, database_url) as service, service.client() as client:

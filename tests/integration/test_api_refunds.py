@@ -66,6 +66,8 @@ def test_a_refund_stuck_requested_is_cancelled_with_who_and_why_and_frees_its_am
     assert again.status_code == 201, again.text
     assert too_late.status_code == 409 and "only a refund not yet sent" in too_late.text
     assert (unknown.status_code, nameless.status_code) == (404, 422)
+    # the key named as the key, the order as the order (it read "refund of order 'ticket-0'")
+    assert unknown.json()["detail"] == f"order {order_id!r} has no refund 'ticket-0'"
 
 
 def test_a_payu_orders_refund_is_accepted_naming_the_payment_payu_refunds(service, conn):

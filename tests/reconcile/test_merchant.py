@@ -305,6 +305,8 @@ def test_a_payment_reconciliation_parked_is_replayed_through_the_library(shop, d
     [
         ("tests.reconcile.no_such_module:hooks", "cannot import tests.reconcile.no_such_module"),
         ("tests.reconcile.merchant_hooks:nothing", "has no handler named 'nothing'"),
+        # a name it has, of no handler (it was said to have no such name)
+        ("tests.reconcile.merchant_hooks:ORDERS", "names a str, not a payhooks.Hooks"),
         ("tests.reconcile.merchant_hooks:mark_paid_async", "is an async function"),
     ],
 )

@@ -316,8 +316,13 @@ def import_hooks(target: str, *, in_django: str) -> Any:
         reason = f"{type(exc).__name__}: {exc}"
         raise ValueError(f"--hooks {target}: importing {module_name} failed ({reason})") from exc
     found = getattr(module, attribute, None)
-    if found is None or not callable(found):
+    if found is None:
         raise ValueError(f"{module_name} has no handler named {attribute!r}")
+    if not callable(found):
+        raise ValueError(
+            f"--hooks {target} names a {type(found).__name__}, not a payhooks.Hooks (or "
+            "AsyncHooks) registry or a handler function"
+        )
     if inspect.iscoroutinefunction(found):
         raise ValueError(
             f"--hooks {target} is an async function: register it on a "

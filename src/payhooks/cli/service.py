@@ -16,6 +16,7 @@ import typer
 from payhooks.cli.common import (
     DatabaseUrl,
     app,
+    fail,
     host,
     needing,
     print_json,
@@ -357,10 +358,16 @@ def outbox_command(
     retry_all: Annotated[bool, typer.Option(help="Queue every dead letter again.")] = False,
 ) -> None:
     """Inspect the outbox: counts, dead letters; send dead letters again."""
+    if retry is not None and retry_all:
+        run(lambda: fail("--retry ID or --retry-all, not both"))
     if retry is not None or retry_all:
         revived = with_connection(ctx, lambda conn: outbox.revive(conn, retry))
+        if not revived and not retry_all:
+            run(
+                lambda: fail(f"no dead letter has id {retry} (payhooks outbox --failed lists them)")
+            )
         typer.echo(f"queued {revived} message(s) again")
-        raise typer.Exit(0 if revived or retry_all else 1)
+        return
     if failed:
         print_json(with_connection(ctx, outbox.failed))
         return

@@ -150,8 +150,8 @@ class HandlerCommitted(PayhooksError):
 class NotFound(PayhooksError):
     """A shop record that does not exist."""
 
-    def __init__(self, kind: str, key: str) -> None:
-        super().__init__(f"{kind} {key!r} not found")
+    def __init__(self, kind: str, key: str, *, said: str | None = None) -> None:
+        super().__init__(said or f"{kind} {key!r} not found")
         self.kind = kind
         self.key = key
 

@@ -226,7 +226,7 @@ def cancel_refund(
     derived = refunds.idempotency_key(order.provider, order.payment_id, key)
     found = derived if derived in mine else key if key in mine else None
     if found is None:
-        raise NotFound("refund of order", key)
+        raise NotFound("refund", key, said=f"order {order_id!r} has no refund {key!r}")
     with conn.transaction():
         return refunds.cancel(conn, order.provider, found, reason=reason,
                               cancelled_by=cancelled_by)  # fmt: skip
