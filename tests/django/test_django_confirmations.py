@@ -79,14 +79,14 @@ def checked_out_and_paid(api, provider: Provider, status: str | None = None) -> 
 
 
 def reconcile(
-    database_url: str, api_url: str, *command: str, keys: bool = True
+    database_url: str, api_url: str, *command: str, keys: bool = True, but: str = "\0"
 ) -> subprocess.CompletedProcess[str]:
     """``manage.py payhooks_reconcile`` (or ``command``) from the shop's folder, its settings
     read from the environment as in production: the webhook credentials and the status APIs'
-    keys and URL (``keys``)."""
+    keys and URL (``keys``; those of gateway ``but`` left out)."""
     env = {**os.environ, **KEYS.env(), "DATABASE_URL": database_url}
     if keys:
-        env.update(API_KEYS.env(api_url))
+        env.update({k: v for k, v in API_KEYS.env(api_url).items() if but not in k})
     env.pop("DJANGO_SETTINGS_MODULE", None)
     return subprocess.run(
         [sys.executable, "manage.py", *(command or ("payhooks_reconcile",))],
@@ -183,6 +183,27 @@ def test_payhooks_confirm_asks_only_about_the_waiting_callbacks_and_pays_the_ord
     )
     assert orders() == [(REF, "paid", PAYMENT[provider])]
     assert api.asked[(provider, REF)] == 1  # the callback's order, once: no reconciliation
+
+
+def test_payhooks_confirm_once_names_a_gateway_whose_callbacks_wait_for_its_credentials(
+    site, django_db, gateway_api
+):
+    """Juspay's callbacks waited, never asked about, while another gateway's API credentials
+    were set, and ``--once`` exited 0 with an empty pass: named now, with the settings to give,
+    and ``--once`` exits 1, as ``payhooks confirm --once``."""
+    api, api_url = gateway_api
+    checked_out_and_paid(api, Provider.JUSPAY)
+    assert answer(site, callback(Provider.JUSPAY)) == (200, "confirming")
+    waiting = reconcile(django_db, api_url, "payhooks_confirm", "--once", but="JUSPAY")
+    assert waiting.returncode == 1
+    assert (
+        "Juspay: 1 callback(s) waiting, never confirmed: its API credentials are not set "
+        '(PAYHOOKS["JUSPAY_MERCHANT_ID"] and PAYHOOKS["JUSPAY_API_KEY"])'
+    ) in waiting.stderr
+    assert orders() == [(REF, "pending", "")]
+    done = reconcile(django_db, api_url, "payhooks_confirm", "--once")
+    assert done.returncode == 0, done.stderr
+    assert orders() == [(REF, "paid", PAYMENT[Provider.JUSPAY])]
 
 
 def test_payhooks_confirm_without_api_credentials_says_why(django_db, gateway_api):

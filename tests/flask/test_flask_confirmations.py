@@ -132,6 +132,35 @@ def test_confirm_once_exits_1_while_the_status_api_fails_and_confirms_once_it_an
     assert orders(db) == [(REF, "paid", PAYMENT[provider])]
 
 
+def test_confirm_once_names_a_gateway_whose_callbacks_wait_for_want_of_its_credentials(
+    shop, db, database_url, search_path, gateway_api
+):
+    """Juspay's callbacks waited, never asked about, while only another gateway's API
+    credentials were set, and ``payhooks confirm --once`` exited 0 with an empty pass: a cron
+    job never noticed. They are named on standard error, with the variables to set, and
+    ``--once`` exits 1, as ``payhooks refunds send`` does for its intents."""
+    api, api_url = gateway_api
+    provider = Provider.JUSPAY
+    checkout(shop, gateway=provider.value)
+    paid_at_gateway(api, provider)
+    assert answer(shop, callback(provider)) == (200, "confirming")
+    url = make_conninfo(database_url, **search_path)
+    confirming = ("confirm", "--once", "--hooks", "examples.flask_shop.app:hooks",
+                  "--database-url", url)  # fmt: skip
+    others = {k: v for k, v in API_KEYS.env(api_url).items() if "JUSPAY" not in k}
+    waiting = payhooks_command(*confirming, env=others)
+    assert waiting.returncode == 1
+    assert (
+        "payhooks: Juspay: 1 callback(s) waiting, never confirmed: its API credentials are not "
+        "set (PAYHOOKS_JUSPAY_MERCHANT_ID and PAYHOOKS_JUSPAY_API_KEY)"
+    ) in waiting.stderr
+    assert orders(db) == PENDING
+    done = payhooks_command(*confirming, env=API_KEYS.env(api_url))
+    assert done.returncode == 0, done.stderr
+    assert "Juspay" not in done.stderr
+    assert orders(db) == [(REF, "paid", PAYMENT[provider])]
+
+
 @pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
 def test_a_forged_callback_under_the_right_credential_pays_nothing_and_is_refuted(
     shop, db, database_url, search_path, gateway_api, provider

@@ -159,14 +159,49 @@ def confirm(
     if not found.reconciled():
         run(lambda: fail("no gateway API credentials are set: nothing can be confirmed"))
     handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_confirm`"))
+    unasked = [
+        p.value for p, g in GATEWAYS.items() if g.awaiting_api() and p not in found.reconciled()
+    ]
+    told: dict[str, int] = {}
+
+    def one_pass() -> Tally:
+        tally = reconcile_app(found, url, handler, 100, None, confirm_only=True)
+        waiting = _waiting(url, unasked) if unasked else {}
+        if waiting and waiting != told:  # at start, and again as the count changes
+            for provider, count in waiting.items():
+                typer.echo(f"payhooks: {_unasked(Provider(provider), count)}", err=True)
+        told.clear()
+        told.update(waiting)
+        return tally
+
     repeat(
-        lambda: reconcile_app(found, url, handler, 100, None, confirm_only=True),
+        one_pass,
         lambda tally: tally.confirmations() if tally.said_anything or once else None,
         every=every, once=once, command="confirm", stopping=stop_on_signals(),
         failed=lambda tally: (
             f"{tally.trouble()}; those callbacks are asked again later" if tally.failures else None
         ),
     )  # fmt: skip
+    if once and told:
+        raise typer.Exit(1)
+
+
+def _waiting(url: str, providers: list[str]) -> dict[str, int]:
+    """The callbacks of ``providers`` waiting for their gateway's word."""
+    from payhooks.intake import confirmations
+    from payhooks.reconcile import running
+
+    with running.connecting(url)() as conn:
+        return confirmations.waiting(conn, providers)
+
+
+def _unasked(provider: Provider, count: int) -> str:
+    """A gateway's callbacks no pass asks about, and the variables that would."""
+    api = GATEWAYS[provider].status_api
+    return (
+        f"{GATEWAYS[provider].title}: {count} callback(s) waiting, never confirmed: its API "
+        f"credentials are not set ({api.id_variable} and {api.secret_variable})"
+    )
 
 
 def _app_url(found: Settings, database_url: str | None, needing: str) -> str:

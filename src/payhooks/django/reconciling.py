@@ -43,6 +43,19 @@ def one_pass(
     )
 
 
+def unasked(config: Config) -> dict[str, int]:
+    """The callbacks waiting for the word of a gateway whose API credentials ``PAYHOOKS``
+    does not name, by gateway: no pass asks about them."""
+    from payhooks.gateways import GATEWAYS
+    from payhooks.intake import confirmations
+
+    missing = [p.value for p, g in GATEWAYS.items() if g.awaiting_api() and p not in config.api]
+    if not missing:
+        return {}
+    with connecting(config)() as conn:
+        return confirmations.waiting(conn, missing)
+
+
 def fetch_settlements(config: Config, start: date, end: date) -> settling.Tally:
     """The gateways' settlement reports for India's days ``start`` to ``end``, with the API
     credentials in ``PAYHOOKS``, recorded and reviewed on Django's database."""

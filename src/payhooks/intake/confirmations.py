@@ -184,6 +184,19 @@ RETURNING c.provider, c.event_id, c.gateway_order_id, c.kind, c.payment_id, c.re
 """
 
 
+WAITING = """
+SELECT provider, count(*) FROM payhooks_confirmations
+WHERE verdict IS NULL AND provider = ANY(%s)
+GROUP BY provider ORDER BY provider
+"""
+
+
+def waiting(conn: Connection, providers: Iterable[str]) -> dict[str, int]:
+    """How many callbacks of each of ``providers`` wait for their gateway's word (a pass
+    without that gateway's API credentials never asks about them)."""
+    return {p: int(n) for p, n in query(conn, WAITING, (list(providers),)).fetchall()}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Unreadable:
     """A leased confirmation this release cannot read (a kind it does not know: written by a
