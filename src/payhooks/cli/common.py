@@ -226,12 +226,15 @@ def needing(what: str, extra: str, install: str, *modules: str) -> None:
     python-multipart with a ``RuntimeError``). The module not found is named, else the
     library's reason."""
     import importlib
+    import warnings
 
     for module in modules:
         silenced = logging.root.manager.disable
         logging.disable(logging.CRITICAL)  # a library's own log line of it (FastAPI's): ours only
         try:
-            importlib.import_module(module)
+            with warnings.catch_warnings():  # nor its import's warnings (platformdirs' of an
+                warnings.simplefilter("ignore")  # unset XDG_RUNTIME_DIR): whether it is there
+                importlib.import_module(module)
         except Exception as exc:  # a missing transitive module is not always an ImportError
             if isinstance(exc, ImportError) and exc.name:
                 reason = f"{exc.name} is not installed"
