@@ -335,6 +335,15 @@ def _detail(body: bytes) -> str:
     return f" ({found})" if found else ""
 
 
+def error_under_200(provider: Provider, body: bytes) -> GatewayApiError:
+    """An error in the gateway's own shape under HTTP 200 (Juspay's ``"status": "error"``),
+    with its code and words: an API failure, asked again later."""
+    return GatewayApiError(
+        provider.value, f"answered 200 with an error{_detail(body)}", status=200,
+        code=error_code(body), kind=error_kind(body),
+    )  # fmt: skip
+
+
 def _code(value: object) -> str | None:
     return (
         value if isinstance(value, str) and value.isprintable() and 0 < len(value) <= 64 else None
@@ -410,6 +419,7 @@ __all__ = [
     "client",
     "error_answer",
     "error_code",
+    "error_under_200",
     "http_client",
     "listed",
     "parsed",

@@ -316,6 +316,22 @@ def test_a_404_in_juspays_error_shape_about_anything_else_is_an_api_error(error)
     assert failed.value.status == 404 and not failed.value.outage
 
 
+def test_juspays_error_shape_under_200_keeps_its_words():
+    """docs/providers.md: payhooks shows Juspay's ``error_code: error_message: developer_message``.
+    The same error under HTTP 200 was asked again as it should be, but said "order status
+    answer has no order_id or status" (it has a status): Juspay's words were lost."""
+    error = {"status": "error", "error_code": "internal_error",
+             "error_message": "Unable to process request",
+             "error_info": {"code": "INTERNAL_ERROR", "category": "SERVER_ERROR",
+                            "developer_message": "Try again later"}}  # fmt: skip
+    with pytest.raises(GatewayApiError) as failed:
+        answering(encoded(error)).report("tea_ord_7101")
+    assert failed.value.reason == (
+        "answered 200 with an error (internal_error: Unable to process request: Try again later)"
+    )
+    assert (failed.value.status, failed.value.code) == (200, "internal_error")
+
+
 @pytest.mark.parametrize("code", [401, 403])
 def test_refused_credentials_pause_the_gateway_not_one_checkout(code):
     body = (DATA / "order-status" / "error-401-access_denied.json").read_bytes()
@@ -389,7 +405,7 @@ def test_a_server_error_is_an_outage():
     ],
 )
 def test_an_answer_that_is_not_an_order_is_an_api_error_asked_again_later(answer):
-    with pytest.raises(GatewayApiError, match="unreadable answer"):
+    with pytest.raises(GatewayApiError, match="unreadable answer|answered 200 with an error"):
         answering(answer).report("tea_ord_7101")
 
 

@@ -24,7 +24,7 @@ from payhooks.gateways._reports import (
     read_json,
     received,
 )
-from payhooks.gateways._status import answer, error_answer, parsed
+from payhooks.gateways._status import answer, error_answer, error_under_200, parsed
 from payhooks.gateways.juspay.adapter import (
     CHARGED,
     Said,
@@ -128,6 +128,8 @@ def order_report(order_id: str, body: bytes) -> Report:
         return Report()
     if status == NOT_FOUND:
         raise MalformedPayload(_P, "a NOT_FOUND answer that is not Juspay's for this order_id")
+    if status == "error" and "order_id" not in doc:  # its error shape, under 200
+        raise error_under_200(_P, body)
     if not isinstance(doc.get("order_id"), str) or not isinstance(status, str):
         raise MalformedPayload(_P, "order status answer has no order_id or status")
     naming(doc, "order_id", order_id, what="order status", provider=_P)
