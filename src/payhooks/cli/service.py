@@ -309,7 +309,9 @@ def worker_warnings(settings: Settings) -> list[str]:
 def worker(
     once: Annotated[
         bool,
-        typer.Option(help="Do every duty once (all but the purge), then exit: for cron."),
+        typer.Option(
+            help="Do every duty once (all but the purge and the reports), then exit: for cron."
+        ),
     ] = False,
     batch: Annotated[
         int, typer.Option(min=1, help="Messages per SMTP session; parked deliveries per page.")
