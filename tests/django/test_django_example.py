@@ -127,6 +127,19 @@ def test_payus_return_page_says_a_failed_a_pending_and_an_authorised_payment_apa
     ]
 
 
+def test_a_second_payment_of_a_paid_order_is_parked_for_a_person(site, checkout, django_db):
+    """A second payment of a paid order (a second tab) was answered ``processed`` and nothing
+    more: the customer's money taken twice, no person told. It is parked (alerts, the parked
+    list) and logged, and the order keeps its first payment, as docs/django.md shows."""
+    post(site, razorpay())
+    twice = GATEWAY.razorpay(
+        "payment.captured", payment_id="pay_shop00000002", order_id=REF, amount_paise=129_900
+    )
+    answer = post(site, twice).json()
+    assert (answer["status"], answer["order_id"]) == ("parked", REF)
+    assert orders() == [(REF, "paid", PAYMENT)]
+
+
 def test_an_underpaid_capture_does_not_pay_the_order(site, checkout, django_db):
     underpaid = GATEWAY.razorpay(
         "payment.captured", payment_id=PAYMENT, order_id=REF, amount_paise=100

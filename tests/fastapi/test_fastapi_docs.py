@@ -81,6 +81,26 @@ def test_the_pages_handler_pays_nothing_for_an_underpaid_capture(environment, ca
     assert answers[0].startswith('200 {"status":"ignored"') and paid_orders(environment) == []
 
 
+@pytest.mark.parametrize("main", ["main.py", "main_sync.py"])
+def test_the_pages_handler_parks_a_second_payment_of_a_paid_order(environment, capsys, main):
+    """A second payment of a paid order (a second tab) conflicted on ``paid_orders``' key
+    and was answered ``processed``: the customer's money taken twice, and no person told. It
+    is parked now, in front of a person (alerts, ``payhooks parked``); the order keeps its
+    first payment."""
+    app = run(block(main), "main")["app"]
+    sender = block("send_test.py")
+    second = sender.replace("pay_test000000001", "pay_test000000002").replace(
+        "evt_test_0001", "evt_test_0002"
+    )
+    with served(app) as running:
+        for source in (sender, second):
+            run(source.replace("http://127.0.0.1:8000", running.base_url), "send_test")
+    answers = capsys.readouterr().out.splitlines()
+    assert [a.split(",")[0] for a in answers] == ['200 {"status":"processed"',
+                                                  '200 {"status":"parked"']  # fmt: skip
+    assert paid_orders(environment) == [("order_test0001", "pay_test000000001", 49_900)]
+
+
 PAYU_PAGE = "PayU's return page (surl and furl), beside the router in main.py"
 THANKS = "Thank you: your payment for order order_test0001 is received."
 

@@ -63,6 +63,26 @@ def test_the_pages_delivery_pays_the_order_once_through_the_pages_app(
     assert paid == [(True,)]
 
 
+def test_the_pages_handler_parks_a_second_payment_of_a_paid_order(
+    documented, database_url, search_path, capsys
+):
+    """A second payment of a paid order (a second tab) marked it paid again, ``processed``:
+    the customer's money taken twice, and no person told. It is parked now, in front of a
+    person; the order keeps its first payment."""
+    sender = block("# try_it.py")
+    second = sender.replace("pay_test", "pay_twice").replace("evt_test", "evt_twice")
+    assert second != sender
+    with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
+        conn.execute(DOC.split("add an order\n(`", 1)[1].split("`", 1)[0])
+        with serving(documented["app"]) as base:
+            for source in (sender, second):
+                run(source.replace(DOCUMENTED_URL, base), {})
+        paid = conn.execute("SELECT paid, payment_id FROM orders").fetchall()
+    printed = capsys.readouterr().out
+    assert '"status":"processed"' in printed and '"status":"parked"' in printed
+    assert [(p, i.startswith("pay_test")) for p, i in paid] == [(True, True)]
+
+
 def test_the_pages_handler_leaves_an_underpaid_order_unpaid(
     documented, database_url, search_path, capsys
 ):
@@ -162,7 +182,7 @@ def test_the_pages_checkout_expects_the_order_it_writes(documented, database_url
         expected = conn.execute(
             "SELECT provider, gateway_order_id, amount_paise, currency FROM payhooks_expectations"
         ).fetchall()
-    assert orders == [("order_doc0001", 129_900, "INR", False)]
+    assert orders == [("order_doc0001", 129_900, "INR", False, None)]
     assert expected == [("razorpay", "order_doc0001", 129_900, "INR")]
 
 

@@ -28,9 +28,11 @@ def payu_return(request: HttpRequest) -> HttpResponse:
         return HttpResponse(f"Your payment for order {order} did not go through.")
     if status != "success" or request.POST.get("unmappedstatus", "").lower() == "auth":
         # pending at the bank, or authorised and debited, not captured: neither failed
-        return HttpResponse(f"Your payment for order {order} is being completed: we will "
-                            "write to you.")
+        return HttpResponse(
+            f"Your payment for order {order} is being completed: we will write to you."
+        )
     if said in ("parked", "ignored"):  # not applied (no such order, another amount): a person
-        return HttpResponse(f"We have your payment for order {order} and are checking it: we "
-                            "will write to you.")
+        return HttpResponse(
+            f"We have your payment for order {order} and are checking it: we will write to you."
+        )
     return HttpResponse(f"Thank you: your payment for order {order} is received.")

@@ -41,4 +41,12 @@ def mark_paid(conn, event):
         order.payment_id = event.payment_id or ""
         order.paid_at = timezone.now()
         order.save(update_fields=["status", "payment_id", "paid_at"])
+    elif order.payment_id and event.payment_id and event.payment_id != order.payment_id:
+        # Paid twice (a second tab): this payment paid nothing and must go back. Parked, it
+        # is in front of a person (alerts, the admin's parked list), who refunds it and settles
+        # it (manage.py payhooks_resolve).
+        log.warning(
+            "order_paid_twice", extra={"order": order.reference, "payment_id": event.payment_id}
+        )
+        return Applied(outcome=Outcome.PARKED, order_id=order.reference)
     return Applied(outcome=Outcome.PROCESSED, order_id=order.reference)

@@ -405,7 +405,7 @@ def test_a_server_error_is_an_outage():
     ],
 )
 def test_an_answer_that_is_not_an_order_is_an_api_error_asked_again_later(answer):
-    with pytest.raises(GatewayApiError, match="unreadable answer|answered 200 with an error"):
+    with pytest.raises(GatewayApiError, match=r"unreadable answer|answered 200 with an error"):
         answering(answer).report("tea_ord_7101")
 
 
