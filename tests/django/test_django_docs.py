@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import psycopg
+import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
 from orders.models import Order
@@ -81,3 +82,6 @@ def test_the_documented_refund_asks_for_one_of_the_payment_that_paid_the_order(d
             " FROM payhooks_refunds"
         ).fetchall()
     assert asked == [("razorpay", "pay_doc0002", 10_000, 49_900, "asha", "requested")]
+    pending = Order.objects.create(reference="order_doc0003", amount_paise=49_900)
+    with pytest.raises(ValueError, match="order order_doc0003 is not paid"):
+        refund_order(pending, 10_000, User(username="asha"))

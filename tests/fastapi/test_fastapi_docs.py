@@ -211,3 +211,12 @@ def test_the_pages_refund_asks_for_one_of_the_payment_that_paid_the_order(enviro
     assert (refund.payment_id, refund.amount_paise, refund.captured_paise) == (
         "pay_doc0001", 10_000, 49_900,
     )  # fmt: skip
+
+    async def unpaid():
+        async with AsyncConnectionPool(environment) as pool:
+            scope["pool"] = pool
+            return await scope["refund_order"]("order_never_paid", 10_000, "asha")
+
+    # said to be so, not a TypeError from unpacking no row
+    with pytest.raises(ValueError, match="order order_never_paid is not paid"):
+        asyncio.run(unpaid())

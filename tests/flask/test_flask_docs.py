@@ -191,8 +191,15 @@ def test_the_pages_refund_asks_for_one_of_the_payment_that_paid_the_order(
 ):
     run(block("from payhooks.refunding import refunds"), documented)
     with psycopg.connect(database_url, autocommit=True, **search_path) as conn:
-        conn.execute("INSERT INTO orders VALUES ('order_doc0002', 49900, 'INR', true)")
-    refund = documented["refund_order"]("order_doc0002", "pay_doc0002", 10_000, "asha")
+        conn.execute(
+            "INSERT INTO orders VALUES ('order_doc0002', 49900, 'INR', true, 'pay_doc0002')"
+        )
+        conn.execute("INSERT INTO orders VALUES ('order_doc0003', 49900, 'INR', false)")
+    refund = documented["refund_order"]("order_doc0002", 10_000, "asha")
     assert (refund.payment_id, refund.amount_paise, refund.captured_paise) == (
         "pay_doc0002", 10_000, 49_900,
     )  # fmt: skip
+    # an order not paid (or none) is said to be so, not an AttributeError from deep inside
+    for unpaid in ("order_doc0003", "order_none"):
+        with pytest.raises(ValueError, match=f"order {unpaid} is not paid"):
+            documented["refund_order"](unpaid, 10_000, "asha")
