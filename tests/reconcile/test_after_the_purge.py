@@ -265,3 +265,28 @@ def test_a_refund_an_orders_status_lists_again_after_the_purge_is_not_applied_ag
         listed = conn.execute("SELECT * FROM refunded ORDER BY refund_id").fetchall()
         assert listed == [("rf_first", 10_000), ("rf_second", 5_000)]
         assert len(shipments(conn)) == 1
+
+
+def test_a_checkout_whose_capture_deliveries_were_purged_is_still_known_captured(
+    database_url, gateway_api
+):
+    """Reconciliation asks the checkouts with no known capture first, and those captured only
+    after them (for a second payment). Whether a capture is known was read through the
+    capture's delivery record, which the purge removes: with a reconcile window longer than
+    the retention window, a checkout whose capture was purged was enrolled as never paid. The
+    payment's own record, kept past the purge, says it."""
+    _, url = gateway_api
+    provider = Provider.RAZORPAY
+    order, payment = SIGNED[provider]
+    paid = Paid(what="captured", reference=order, payment_id=payment, amount_paise=AMOUNT)
+    delivery = delivery_of(provider)(GATEWAY, paid)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        shop(conn, provider, order)
+        payhooks.ingest(conn, ADAPTERS[provider], delivery.body, delivery.headers, hooks)
+        conn.execute("UPDATE processed_webhooks SET processed_at = now() - interval '20 days'")
+        conn.execute("UPDATE payhooks_deliveries SET received_at = now() - interval '20 days'")
+        assert retention.purge(conn, 15).deleted > 0  # the checkout, 1 s old, is kept
+        assert conn.execute("SELECT count(*) FROM processed_webhooks").fetchone() == (0,)
+        run(database_url, hooks, environ=API_KEYS.env(url), after_s=0)
+        enrolled = conn.execute("SELECT captured FROM payhooks_reconcile").fetchall()
+    assert enrolled == [(True,)]

@@ -67,13 +67,13 @@ class Due:
 
 
 # Whether a webhook (or reconciliation) applied a capture of the gateway order ``e`` names
-# (unless ``{unless}`` already says so): a lateral probe of one row at most, so every plan asks
-# per row, through the indexes, and none hashes the two tables whole.
+# (unless ``{unless}`` already says so), from the payment's record, which the purge keeps (its
+# delivery's record goes): a lateral probe of one row at most, through the record's index by
+# order (core 0030), so every plan asks per row and none hashes the tables whole.
 _PAID = """
 LEFT JOIN LATERAL (
-    SELECT true AS yes FROM processed_webhooks w
-    JOIN payhooks_payments p ON p.provider = w.provider AND p.payment_id = w.payment_id
-    WHERE {unless} w.provider = e.provider AND w.merchant_ref = e.gateway_order_id
+    SELECT true AS yes FROM payhooks_payments p
+    WHERE {unless} p.provider = e.provider AND p.gateway_order_id = e.gateway_order_id
       AND p.kind = 'payment_captured'
     LIMIT 1
 ) paid ON true
