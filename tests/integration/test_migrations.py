@@ -73,6 +73,7 @@ CORE_MIGRATIONS = [
     "core/0038_settled_by_hand",
     "core/0039_expected_amounts_follow_expectations",
     "core/0040_refunds_know_the_losses_they_were_asked_after",
+    "core/0041_refunds_name_their_order",
 ]
 
 CORE_TABLES = {
@@ -540,8 +541,34 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0038_settled_by_hand",
         "core/0039_expected_amounts_follow_expectations",
         "core/0040_refunds_know_the_losses_they_were_asked_after",
+        "core/0041_refunds_name_their_order",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"
     )
     assert rows.fetchall() == [("razorpay", date(2026, 1, 5), date(2026, 1, 5))]
+
+
+def test_an_upgrade_names_the_order_of_the_refunds_asked_naming_none(empty_db):
+    """Core 0041: an intent asked by its payment alone before took no order (only Cashfree's
+    and PayU's did), and its processed refund reached the app's handler with none; the upgrade
+    takes it from the payment's record, and leaves alone an intent naming one, or one whose
+    payment payhooks keeps no record of."""
+    migrate_before(empty_db, core="0041", shop="9999")
+    empty_db.execute(
+        "INSERT INTO payhooks_payments (provider, payment_id, kind, gateway_order_id, event_id,"
+        " reconciled) VALUES ('razorpay', 'pay_1', 'payment_captured', 'order_1', 'e1', false)"
+    )
+    for key, payment, order in (("k1", "pay_1", None), ("k2", "pay_1", "order_mine"),
+                                ("k3", "pay_unknown", None)):  # fmt: skip
+        empty_db.execute(
+            "INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id,"
+            " gateway_order_id, amount_paise, currency, captured_paise, reason, requested_by)"
+            " VALUES ('razorpay', %s, %s, %s, 100, 'INR', 100, 'r', 'asha')",
+            (key, payment, order),
+        )
+    assert database.migrate(empty_db)[0] == "core/0041_refunds_name_their_order"
+    named = empty_db.execute(
+        "SELECT idempotency_key, gateway_order_id FROM payhooks_refunds ORDER BY 1"
+    ).fetchall()
+    assert named == [("k1", "order_1"), ("k2", "order_mine"), ("k3", None)]
