@@ -185,6 +185,33 @@ def test_a_cashfree_refusal_shows_the_gateways_message_beside_its_code(rig):
     assert raised.value.reason == "answered 401 (request_failed: authentication Failed)"
 
 
+@pytest.mark.parametrize("status", [400, 422])
+def test_a_cashfree_error_typed_as_a_rate_limit_or_refused_credentials_is_read_so(status):
+    """Cashfree's error ``type`` says whose an error is, whatever its status: a
+    ``rate_limit_error`` is a rate limit (the gateway paused for the pass, as a 429), an
+    ``authentication_error`` the credentials refused (the gateway paused, the refusal shown).
+    Read by status alone, each was one checkout's error: every checkout asked in turn, feeding
+    the limit, and refused credentials never shown as refused."""
+    credentials = ApiCredentials(provider=Provider.CASHFREE, id="cf", secret="s", base_url="")
+    limited = {"message": "too many requests", "code": "request_failed", "type": "rate_limit_error"}
+    with (
+        raw_server(_json_answer(status, limited)) as server,
+        pytest.raises(GatewayApiError) as raised,
+    ):
+        CashfreeClient(credentials=replace(credentials, base_url=server.url),
+                       http=http_client(5.0)).report("ph_T3st")  # fmt: skip
+    assert raised.value.rate_limited and not isinstance(raised.value, CredentialsRefused)
+    assert raised.value.reason == f"answered {status} (request_failed: too many requests)"
+    refused = {
+        "message": "bad keys",
+        "code": "authentication_failed",
+        "type": "authentication_error",
+    }
+    with raw_server(_json_answer(status, refused)) as server, pytest.raises(CredentialsRefused):
+        CashfreeClient(credentials=replace(credentials, base_url=server.url),
+                       http=http_client(5.0)).report("ph_T3st")  # fmt: skip
+
+
 def test_a_gateways_description_is_bounded_and_printable_only():
     said = "bad\x00key\u2028\ud800" + "x" * 5000
     doc = {"error": {"code": "BAD_REQUEST_ERROR", "description": said}}

@@ -138,15 +138,22 @@ def answer(
     status = response.status_code
     if 200 <= status < 300 or taken(status, body):
         return body
-    error = CredentialsRefused if status in CREDENTIALS_REFUSED else GatewayApiError
+    kind = error_kind(body)
+    refused = status in CREDENTIALS_REFUSED or kind == CREDENTIALS_KIND
+    error = CredentialsRefused if refused else GatewayApiError
     raise error(
         provider.value,
         f"answered {status}{_detail(body)}",
-        status=status,
+        status=429 if kind == RATE_LIMIT_KIND else status,  # handled as any 429, as it says
         retry_after_s=retry_after(response.headers),
         code=error_code(body),
-        kind=error_kind(body),
+        kind=kind,
     )
+
+
+RATE_LIMIT_KIND = "rate_limit_error"
+CREDENTIALS_KIND = "authentication_error"
+"""Cashfree's error ``type`` of a rate limit and of credentials refused, under any status."""
 
 
 def _body(provider: Provider, response: httpx.Response, deadline: _Deadline) -> bytes:
