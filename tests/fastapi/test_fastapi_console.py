@@ -235,13 +235,33 @@ def test_a_payment_older_than_the_window_keeps_its_amounts_its_order_page_and_no
     assert f"{CONSOLE}/deliveries/" not in table
 
 
+def test_a_second_payment_of_a_paid_order_is_parked_naming_its_order_not_as_no_checkout(
+    shop, conn, merchant_url
+):
+    """The app's handler parks a second payment of a paid order (the guides' and this shop's),
+    naming the order. The Parked page said "no checkout" and "candidate: none found" for it,
+    the reference shop's reasons: the operator was told of a stray payment, not a customer who
+    paid twice. It says the app's handler parked it, naming the order."""
+    checkout(shop)
+    post(shop, razorpay())
+    assert post(shop, razorpay(payment_id="pay_shop0000002")) == (200, "parked")
+    with logged_in(shop, merchant_url) as client:
+        parked = client.get(f"{CONSOLE}/parked").text
+    why = re.search(r'<td class="why"[^>]*>(.*?)</td>', parked, re.S)
+    assert why and " ".join(html.unescape(re.sub(r"<[^>]+>", "", why.group(1))).split()) == (
+        f"parked by the app's handler, naming order {REF}"
+    )
+    assert "none found" not in parked
+
+
 def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_once(
     shop, conn, merchant_url
 ):
     assert post(shop, razorpay()) == (200, "parked")
     with logged_in(shop, merchant_url) as client:
         parked = client.get(f"{CONSOLE}/parked").text
-        assert "no checkout" in parked
+        assert "parked by the app&#39;s handler</td>" in parked  # naming no order
+        assert "none found" not in parked  # this console looks for no candidate cart
         assert re.search(r'<td class="amount"[^>]*>₹499.00</td>', parked)  # from the stored body
         [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
         raw = client.get(f"{CONSOLE}/deliveries/razorpay/{event_id}").text
@@ -267,11 +287,14 @@ def test_a_capture_before_its_checkout_is_replayed_from_the_console_and_pays_onc
 def test_a_parked_capture_the_handler_ignores_on_replay_is_said_to_be_ignored(
     shop, conn, merchant_url
 ):
-    """The order was paid meanwhile by another payment: the replay ran, and the shop's
-    handler ignored it. The page says so, not that it was applied or settled before."""
+    """The order was written meanwhile for another amount, outside the checkout (no
+    expectation): the replay ran, and the shop's handler ignored it. The page says so, not
+    that it was applied or settled before."""
     assert post(shop, razorpay()) == (200, "parked")
-    checkout(shop)
-    assert post(shop, razorpay(payment_id="pay_shop0000002")) == (200, "processed")
+    conn.execute(
+        "INSERT INTO orders (merchant_ref, amount_paise, currency) VALUES (%s, 100, 'INR')",
+        (REF,),
+    )
     with logged_in(shop, merchant_url) as client:
         parked = client.get(f"{CONSOLE}/parked").text
         [event_id] = re.findall(r'name="event_id" value="([^"]+)"', parked)[:1]
@@ -280,7 +303,7 @@ def test_a_parked_capture_the_handler_ignores_on_replay_is_said_to_be_ignored(
         story = client.get(f"{CONSOLE}/orders/razorpay/{REF}").text
     assert "Replayed: the app&#39;s handler ignored it" in replayed, replayed
     assert "parked no more (applied, or settled)" not in replayed
-    assert orders(conn) == [(REF, "paid", "pay_shop0000002")]
+    assert orders(conn) == [(REF, "pending", None)]
     assert f"<td>{OPERATOR}</td><td>replay</td>" in story and "ignored" in story
 
 

@@ -113,6 +113,8 @@ class Parked:
     paid_paise: int | None
     beside_mismatch: bool
     """Of a payment parked for its amount (a refund of it, say): parked beside it."""
+    order_ref: str | None = None
+    """The order the app's handler named when it parked it (``Applied.order_id``)."""
     payment_id: str | None = None
     amount_paise: int | None = None
     """The amount the delivery reports, as payhooks compares it with a checkout, read from its
@@ -137,7 +139,7 @@ INSERT INTO payhooks_console_actions (operator, action, provider, target, result
 VALUES (%s, %s, %s, %s, %s)
 """
 _PARKED = """
-SELECT w.provider, w.event_id, w.event_type, w.merchant_ref, w.processed_at,
+SELECT w.provider, w.event_id, w.event_type, w.merchant_ref, w.processed_at, w.order_ref,
        m.expected_paise, m.paid_paise, w.payment_id, w.body, w.headers,
        m.event_id IS NULL AND w.payment_id IS NOT NULL AND EXISTS (
            SELECT 1 FROM payhooks_amount_mismatches o

@@ -372,6 +372,8 @@ class Views:
     """Gateways the app has no status-API credentials for, said on the home page."""
     parked_note: str = "Nothing replays them on its own."
     """What replays parked deliveries besides an operator (the reference shop's worker)."""
+    parked_why: str = "parked by the app's handler"
+    """Why a delivery not parked for its amount is parked (the reference shop: no checkout)."""
     timezone: str = DEFAULT_TIMEZONE
     """The zone every time is shown in (an IANA name), named beside each time."""
     payments: lists.Payments = lists.CORE_PAYMENTS

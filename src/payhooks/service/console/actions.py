@@ -260,8 +260,9 @@ ORDER BY k.created_at DESC LIMIT 1
 
 def candidate(conn: Connection, row: Parked) -> Candidate | None:
     """The cart ``row`` most likely pays, or ``None``; a cart named in the body first."""
-    if row.merchant_ref is None or row.for_amount or row.beside_mismatch:
-        return None  # nothing to link, or parked for its amount with its checkout known
+    if row.merchant_ref is None or not row.pays or row.for_amount or row.beside_mismatch:
+        return None  # nothing to link: no reference, no payment (a refund or a dispute of a
+        # payment never taken pays no cart), or parked for its amount with its checkout known
     named = sorted(set(_CART_ID.findall(row.notes)))[:10]
     params = {"ids": named, "provider": row.provider}
     with conn.cursor(row_factory=class_row(Candidate)) as cur:

@@ -76,6 +76,7 @@ def install(
         templates=jinja2.PackageLoader("payhooks.service.console", "templates"),
         reconciliation_off=[p.value for p in reconciliation_off],
         parked_note="The worker retries them every minute.",
+        parked_why="no checkout",
         timezone=timezone,
         payments=payments.SHOP_PAYMENTS,
         payments_note=payments.NOTE,
