@@ -492,11 +492,16 @@ def test_a_link_to_a_paid_or_unknown_cart_is_refused_and_says_why(console, conn)
             data=link_form(console, client, event_id, cart_id, confirm="yes"),
         )
         assert f"notice={said}" in answer.headers["location"], cart_id
+        if said == "cart_taken":  # which of the three refusals (it listed all three, maybe)
+            shown = client.get(answer.headers["location"]).text
+            assert f"Nothing done: cart &#39;{paid.cart_id}&#39; is paid." in shown
     assert conn.execute(
         "SELECT outcome FROM processed_webhooks WHERE event_id = %s", (event_id,)
     ).fetchall() == [("parked",)]
     results = "SELECT action, result FROM payhooks_console_actions ORDER BY id"
-    assert rows(console, results) == [("link", "cart_taken"), ("link", "no_such_cart")]
+    assert rows(console, results) == [
+        ("link", f"cart_taken: cart '{paid.cart_id}' is paid"), ("link", "no_such_cart"),
+    ]  # fmt: skip
 
 
 def test_a_candidate_of_the_same_amount_is_an_index_range_on_a_filled_table(conn):

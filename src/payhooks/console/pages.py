@@ -214,10 +214,7 @@ NOTICES = {
     actions.Done.READDRESSED: (
         "Queued again to the corrected address: the worker sends it on its next round."
     ),
-    actions.Done.CART_TAKEN: (
-        "Nothing done: that cart is paid, is checked out with this gateway under another "
-        "reference, or the reference already belongs to another cart."
-    ),
+    actions.Done.CART_TAKEN: "Nothing done: {why}.",
 }
 
 

@@ -347,11 +347,11 @@ def _linked(
         carts.checkout(conn, cart_id, Provider(provider), reference)
     except NotFound:
         return Result(done=Done.NO_SUCH_CART)
-    except Conflict:
+    except Conflict as exc:
         # The cart may be paid by this very delivery, linked and replayed by a colleague a
         # moment ago: that is nothing left to do, not a cart taken by another payment.
         again = conn.execute(_PARKED_RECORD, (provider, event_id)).fetchone()
         if again is not None and again[1] != "parked":
             return Result(done=Done.ALREADY_APPLIED)
-        return Result(done=Done.CART_TAKEN)
+        return Result(done=Done.CART_TAKEN, why=str(exc))  # which: paid, another reference
     return Result(done=Done.LINKED)
