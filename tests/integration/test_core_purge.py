@@ -102,6 +102,20 @@ def test_old_delivery_records_go_and_recent_and_parked_ones_stay(merchant):
     assert keys(merchant, "processed_webhooks", "event_id") == ["parked", "recent"]
 
 
+def test_the_claims_of_failed_attempts_go_with_their_deliveries(merchant):
+    """Core 0042: a failed or pending attempt's claim (``payhooks_attempt_reports``) answers for
+    its deliveries, and goes with them: the table must not grow with every failed attempt."""
+    for key, days_old in (("pay_old", 100), ("pay_new", 10)):
+        merchant.execute(
+            "INSERT INTO payhooks_attempt_reports (provider, payment_id, kind, event_id,"
+            " reconciled, reported_at) VALUES ('razorpay', %s, 'payment_failed', %s, false,"
+            " now() - make_interval(days => %s))",
+            (key, "evt_" + key, days_old),
+        )
+    retention.purge(merchant, 90)
+    assert keys(merchant, "payhooks_attempt_reports", "payment_id") == ["pay_new"]
+
+
 def test_a_refund_reconciliation_applied_is_kept_as_long_as_a_captures_record(merchant):
     """Juspay's order status lists every refund again, under the same ``reconcile:`` key."""
     kept, old = "reconcile:rf_kept:refund.SUCCESS", "reconcile:rf_old:refund.SUCCESS"

@@ -74,6 +74,7 @@ CORE_MIGRATIONS = [
     "core/0039_expected_amounts_follow_expectations",
     "core/0040_refunds_know_the_losses_they_were_asked_after",
     "core/0041_refunds_name_their_order",
+    "core/0042_attempt_reports",
 ]
 
 CORE_TABLES = {
@@ -103,6 +104,7 @@ CORE_TABLES = {
     "payhooks_settlement_unreadable",
     "payhooks_settlement_reads",
     "payhooks_resolutions",
+    "payhooks_attempt_reports",
 }
 """What ``payhooks.migrate`` makes: every table of the core's but the first is named payhooks_."""
 
@@ -542,6 +544,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0039_expected_amounts_follow_expectations",
         "core/0040_refunds_know_the_losses_they_were_asked_after",
         "core/0041_refunds_name_their_order",
+        "core/0042_attempt_reports",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"

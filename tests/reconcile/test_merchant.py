@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import psycopg
@@ -497,3 +498,58 @@ def test_a_pass_whose_every_turn_the_database_refuses_exits_1_naming_why(
     done = _payhooks(*PASSES[command], "--database-url", database_url, env={**os.environ, **env})
     assert done.returncode == 1, done.stdout
     assert "ReadOnlySqlTransaction" in done.stderr.splitlines()[-1], done.stderr
+
+
+noted: list[str] = []
+failures = Hooks()
+
+
+@failures.on(EventKind.PAYMENT_FAILED)
+def note_failure(conn, event):
+    """A merchant's failure handler as the guides write it: a note beside the order."""
+    noted.append(event.payment_id)
+
+
+FAILED_ATTEMPT = {
+    Provider.RAZORPAY: ("pay_mer00000000009", "failed"),
+    Provider.CASHFREE: ("5114910000009", "FAILED"),
+}
+
+
+def failed_webhook(provider: Provider, order: str, payment_id: str):
+    if provider is Provider.RAZORPAY:
+        return GATEWAY.razorpay("payment.failed", payment_id=payment_id, order_id=order,
+                                amount_paise=49_900)  # fmt: skip
+    return GATEWAY.cashfree("PAYMENT_FAILED_WEBHOOK", order_id=order, cf_payment_id=payment_id,
+                            order_amount=Decimal("499.00"), payment_status="FAILED")  # fmt: skip
+
+
+@pytest.mark.parametrize("webhook_first", [True, False], ids=["webhook first", "pass first"])
+@pytest.mark.parametrize("provider", list(FAILED_ATTEMPT))
+def test_a_failed_attempt_reaches_the_failure_handler_once_whoever_reports_it_first(
+    database_url, gateway_api, provider, webhook_first
+):
+    """docs/operations.md: a payment event reaches the app's handlers once, whichever of the
+    webhook and the pass brings it first. A failed attempt was claimed only by its delivery's
+    key: its webhook and the pass's report of it (``reconcile:<id>:FAILED``) each reached the
+    failure handler, and a failure was noted twice. The later is answered ``duplicate``."""
+    api, url = gateway_api
+    order = f"order_fail_{provider.value}"
+    payment_id, status = FAILED_ATTEMPT[provider]
+    noted.clear()
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        with conn.transaction():
+            payhooks.expect(conn, provider.value, order, 49_900, "INR", "A-9")
+        api.pay(Purchase(provider=provider, cart_id="A-9", reference=order, amount_paise=49_900,
+                         items={"TEA": 1}), payment_id, status)  # fmt: skip
+        delivery = failed_webhook(provider, order, payment_id)
+        adapter = ADAPTERS[provider]
+        if webhook_first:
+            assert ingest(conn, adapter, delivery.body, delivery.headers, failures).outcome is (
+                Outcome.PROCESSED
+            )
+        run(database_url, failures, environ=API_KEYS.env(url), after_s=0)
+        if not webhook_first:
+            late = ingest(conn, adapter, delivery.body, delivery.headers, failures)
+            assert late.outcome is Outcome.DUPLICATE
+    assert noted == [payment_id]

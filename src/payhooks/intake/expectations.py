@@ -232,6 +232,8 @@ class Check:
     applied_by: str | None = None
     order_ref: str | None = None
     claimed: bool = False
+    reported: bool = False
+    """This delivery holds the claim of a failed or pending attempt (``reporting``)."""
     refunds_held: bool = False
     another_attempt: bool = False
 
@@ -319,6 +321,8 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     if event.kind.is_refund and event.payment_id is not None:
         held = yield Statement(sql=HELD, params=(event.provider.value, event.payment_id))
         return Check(refunds_held=held is not None)
+    if event.kind in REPORTED_ONCE and event.payment_id is not None:
+        return (yield from reporting(event, reconciled=reconciled))
     if not event.kind.pays:
         return UNCHECKED
     paid = {"provider": event.provider.value, "order": event.merchant_ref,
@@ -368,6 +372,47 @@ def checking(event: Event, *, reconciled: bool) -> Steps[Check]:
     return Check(mismatch=mismatch, claimed=bool(inserted), another_attempt=another)
 
 
+REPORTED_ONCE = frozenset({EventKind.PAYMENT_FAILED, EventKind.PAYMENT_PENDING})
+"""Attempts that pay nothing, claimed by the attempt and kind (``reporting``), as a payment is
+by its own row: its webhook and reconciliation's report of it reach the handlers once."""
+CLAIM_REPORT = """
+INSERT INTO payhooks_attempt_reports AS a (provider, payment_id, kind, event_id, reconciled)
+VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(event_id)s, %(reconciled)s)
+ON CONFLICT (provider, payment_id, kind) DO UPDATE SET reported_at = a.reported_at
+RETURNING xmax = 0 AS inserted, a.event_id, a.reconciled
+"""
+RELEASE_REPORT = """
+DELETE FROM payhooks_attempt_reports WHERE provider = %s AND payment_id = %s AND kind = %s
+    AND event_id = %s
+"""
+
+
+def reporting(event: Event, *, reconciled: bool) -> Steps[Check]:
+    """A failed or pending attempt claimed by the attempt and its kind (core 0042): the later
+    of its webhook and reconciliation's report of it (``reconciled``), under two keys, is a
+    copy of the first (``applied_by``), as a payment's is. Two webhooks of it under two keys
+    (Cashfree's two endpoints) each reach the handler, as a payment's do. Only a report that
+    was applied holds the claim (``releasing``)."""
+    assert event.payment_id is not None
+    params = {
+        "provider": event.provider.value,
+        "payment_id": event.payment_id,
+        "kind": event.kind.value,
+        "event_id": event.event_id,
+        "reconciled": reconciled,
+    }
+    row = yield Statement(sql=CLAIM_REPORT, params=params)
+    assert row is not None
+    inserted, first_key, first_reconciled = row
+    if inserted:
+        return Check(reported=True)
+    if first_key != event.event_id and (reconciled or first_reconciled):
+        first = yield Statement(sql=APPLIED_BY, params=(event.provider.value, first_key))
+        order_ref = None if first is None or first[0] is None else str(first[0])
+        return Check(applied_by=str(first_key), order_ref=order_ref)
+    return UNCHECKED
+
+
 def _mismatch(event: Event, amount: int, currency: str) -> Mismatch:
     return Mismatch(
         expected_paise=int(amount),
@@ -380,10 +425,11 @@ def _mismatch(event: Event, amount: int, currency: str) -> Mismatch:
 def releasing(event: Event, check: Check) -> Steps[None]:
     """The payment's row let go when this delivery was not applied after all (parked,
     ignored): a later delivery of the payment may then apply it."""
-    if check.claimed:
+    if check.claimed or check.reported:
         assert event.payment_id is not None
         params = (event.provider.value, event.payment_id, event.kind.value, event.event_id)
-        yield Statement(sql=RELEASE_PAYMENT, params=params, reads=False)
+        released = RELEASE_PAYMENT if check.claimed else RELEASE_REPORT
+        yield Statement(sql=released, params=params, reads=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -123,6 +123,12 @@ _DELETE_LOGGED = """
 DELETE FROM payhooks_deliveries WHERE id IN (
     SELECT id FROM payhooks_deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
 """
+# The claims of failed and pending attempts (core 0042) go with the deliveries they answer for.
+_DELETE_REPORTS = """
+DELETE FROM payhooks_attempt_reports WHERE (provider, payment_id, kind) IN (
+    SELECT provider, payment_id, kind FROM payhooks_attempt_reports
+    WHERE reported_at < %s ORDER BY reported_at LIMIT %s)
+"""
 # Payment events a relay published (``payhooks.relay``) go with the deliveries that applied
 # them; one not yet published is never deleted.
 _DELETE_RELAYED = """
@@ -259,8 +265,9 @@ def delete_expired(
 ) -> Purge:
     """Delete the delivery records before ``planned.cutoff``, batch by batch, each its own
     transaction (``within_batch`` runs in it with the batch's count, ``on_batch`` after its
-    commit); then the payment claims, the expectations, the delivery log's lines and the
-    payment events published to a broker older than that, and the console's ended sessions
+    commit); then the payment claims, the expectations, the delivery log's lines, the
+    payment events published to a broker and the failed and pending attempts' claims older
+    than that, and the console's ended sessions
     and day-old failed logins. ``batch_rows`` below 1 is a ``ValueError`` (a batch of none
     would never end)."""
     if batch_rows < 1:
@@ -280,6 +287,7 @@ def delete_expired(
     delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
     lines = delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
     delete_old(conn, _DELETE_RELAYED, planned.cutoff, batch_rows, stop=stop)
+    delete_old(conn, _DELETE_REPORTS, planned.cutoff, batch_rows, stop=stop)
     for statement in _DELETE_CONSOLE:
         while not stop():
             with unbounded(conn):
