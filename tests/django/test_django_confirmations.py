@@ -201,6 +201,10 @@ def test_payhooks_confirm_once_names_a_gateway_whose_callbacks_wait_for_its_cred
         '(PAYHOOKS["JUSPAY_MERCHANT_ID"] and PAYHOOKS["JUSPAY_API_KEY"])'
     ) in waiting.stderr
     assert orders() == [(REF, "pending", "")]
+    # a reconcile pass confirms the waiting callbacks too (docs/django.md): it says so as well
+    passed = reconcile(django_db, api_url, "payhooks_reconcile", but="JUSPAY")
+    assert passed.returncode == 1
+    assert "Juspay: 1 callback(s) waiting, never confirmed" in passed.stderr
     done = reconcile(django_db, api_url, "payhooks_confirm", "--once")
     assert done.returncode == 0, done.stderr
     assert orders() == [(REF, "paid", PAYMENT[Provider.JUSPAY])]

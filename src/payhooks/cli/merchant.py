@@ -95,9 +95,27 @@ def reconcile(
         tally = run(lambda: reconcile_app(found, url, handler, limit, older_than_s))
     off = ", ".join(p.value for p in found.reconciliation_off())
     typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
+    unasked = _unasked_gateways(found)
+    if not unasked:
+        waiting = {}
+    elif hooks is None:
+        waiting = with_connection(ctx, lambda conn: _waiting_on(conn, unasked))
+    else:
+        waiting = _waiting(url, unasked)
+    for provider, count in waiting.items():  # the pass confirms callbacks too: not theirs
+        typer.echo(f"payhooks: {_unasked(Provider(provider), count)}", err=True)
     if tally.failures:
         typer.echo(f"payhooks: {tally.trouble()}; those checkouts are asked again later", err=True)
+    if tally.failures or waiting:
         raise typer.Exit(1)
+
+
+def _unasked_gateways(found: Settings) -> list[str]:
+    """The gateways whose callbacks wait for their status API and whose API credentials are
+    not set: no pass asks about their callbacks."""
+    return [
+        p.value for p, g in GATEWAYS.items() if g.awaiting_api() and p not in found.reconciled()
+    ]
 
 
 def reconcile_app(
@@ -159,9 +177,7 @@ def confirm(
     if not found.reconciled():
         run(lambda: fail("no gateway API credentials are set: nothing can be confirmed"))
     handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_confirm`"))
-    unasked = [
-        p.value for p, g in GATEWAYS.items() if g.awaiting_api() and p not in found.reconciled()
-    ]
+    unasked = _unasked_gateways(found)
     told: dict[str, int] = {}
 
     def one_pass() -> Tally:
@@ -187,12 +203,17 @@ def confirm(
 
 
 def _waiting(url: str, providers: list[str]) -> dict[str, int]:
-    """The callbacks of ``providers`` waiting for their gateway's word."""
-    from payhooks.intake import confirmations
+    """The callbacks of ``providers`` waiting for their gateway's word, on the app's database."""
     from payhooks.reconcile import running
 
     with running.connecting(url)() as conn:
-        return confirmations.waiting(conn, providers)
+        return _waiting_on(conn, providers)
+
+
+def _waiting_on(conn: db.Connection, providers: list[str]) -> dict[str, int]:
+    from payhooks.intake import confirmations
+
+    return confirmations.waiting(conn, providers)
 
 
 def _unasked(provider: Provider, count: int) -> str:

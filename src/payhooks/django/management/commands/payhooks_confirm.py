@@ -16,26 +16,17 @@ from django.db import connections
 from django.db.utils import InterfaceError, OperationalError
 
 from payhooks.django import conf
-from payhooks.django.management.commands.payhooks_reconcile import credentialed, passes
-from payhooks.events import Provider
-from payhooks.gateways import GATEWAYS
+from payhooks.django.management.commands.payhooks_reconcile import (
+    UNASKED,
+    credentialed,
+    named_waiting,
+    passes,
+)
 from payhooks.plumbing.errors import DatabaseUnavailable
 
 log = logging.getLogger("payhooks.django")
 _AWAY = (OperationalError, InterfaceError, psycopg.OperationalError, psycopg.InterfaceError,
          DatabaseUnavailable)  # fmt: skip
-
-
-def _unasked(provider: Provider, count: int) -> str:
-    """A gateway's callbacks no pass asks about, and the settings that would."""
-    api = GATEWAYS[provider].status_api
-    named = " and ".join(
-        f'PAYHOOKS["{v.removeprefix("PAYHOOKS_")}"]' for v in (api.id_variable, api.secret_variable)
-    )
-    return (
-        f"{GATEWAYS[provider].title}: {count} callback(s) waiting, never confirmed: its API "
-        f"credentials are not set ({named})"
-    )
 
 
 class Command(BaseCommand):
@@ -57,8 +48,6 @@ class Command(BaseCommand):
             raise CommandError("--every is at least 0.2 seconds")
         config = credentialed(conf.current(), "nothing can be confirmed")
         one_pass = passes()
-        from payhooks.django.reconciling import unasked
-
         told: dict[str, int] = {}
         stopping = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -66,6 +55,7 @@ class Command(BaseCommand):
         while True:
             try:
                 tally = one_pass(config, confirm_only=True)
+                waiting = named_waiting(self, config, told)  # at start, as the count changes
             except _AWAY as exc:  # the database away: logged, and the next pass tries again
                 if options["once"]:
                     raise
@@ -77,14 +67,10 @@ class Command(BaseCommand):
                 continue
             if tally.said_anything or options["once"]:
                 self.stdout.write(tally.confirmations())
+            told = waiting
             if options["once"] and tally.failures:
                 raise CommandError(f"{tally.trouble()}; those callbacks are asked again later")
-            waiting = unasked(config)
-            if waiting and waiting != told:  # at start, and again as the count changes
-                for provider, count in waiting.items():
-                    self.stderr.write(_unasked(Provider(provider), count))
-            told = waiting
             if options["once"] and told:
-                raise CommandError("callbacks wait for gateways whose API credentials are not set")
+                raise CommandError(UNASKED)
             if options["once"] or stopping.wait(every):
                 return

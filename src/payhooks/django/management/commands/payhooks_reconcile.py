@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from payhooks.django import conf
+from payhooks.events import Provider
 from payhooks.gateways import GATEWAYS
 
 if TYPE_CHECKING:
@@ -34,8 +35,36 @@ class Command(BaseCommand):
         config = credentialed(conf.current(), "reconciliation is off")
         tally = passes()(config, after_s=options["older_than_s"], limit=options["limit"])
         self.stdout.write(tally.summary())
+        waiting = named_waiting(self, config)  # the pass confirms callbacks too: not theirs
         if tally.failures:
             raise CommandError(f"{tally.trouble()}; those checkouts are asked again later")
+        if waiting:
+            raise CommandError(UNASKED)
+
+
+UNASKED = "callbacks wait for gateways whose API credentials are not set"
+
+
+def named_waiting(
+    command: BaseCommand, config: conf.Config, told: dict[str, int] | None = None
+) -> dict[str, int]:
+    """The callbacks waiting for a gateway whose API credentials ``PAYHOOKS`` does not name,
+    each such gateway named on ``command``'s standard error with the settings to give (unless
+    ``told`` so already, the counts unchanged)."""
+    from payhooks.django.reconciling import unasked
+
+    waiting = unasked(config)
+    for provider, count in waiting.items() if waiting != told else ():
+        api = GATEWAYS[Provider(provider)].status_api
+        named = " and ".join(
+            f'PAYHOOKS["{v.removeprefix("PAYHOOKS_")}"]'
+            for v in (api.id_variable, api.secret_variable)
+        )
+        command.stderr.write(
+            f"{GATEWAYS[Provider(provider)].title}: {count} callback(s) waiting, never "
+            f"confirmed: its API credentials are not set ({named})"
+        )
+    return waiting
 
 
 def passes() -> Callable[..., Tally]:
