@@ -65,7 +65,7 @@ def replayed(page: Page, shop, merchant_url: str) -> None:
     log_in(page, shop, merchant_url)
     parked_page(page)
     row = page.locator("tr", has_text=REF)
-    expect(row).to_contain_text("no checkout")
+    expect(row).to_contain_text("parked by the app's handler")
     row.get_by_role("button", name="Replay").click()
     expect(page.get_by_role("status")).to_have_text(
         re.compile(r"^Razorpay delivery \S+: Replayed: the delivery was applied\.$")

@@ -105,6 +105,17 @@ def test_a_callback_pays_the_order_once_payhooks_confirm_has_the_apis_word(
     assert (shown["status"], shown["provider"]) == ("paid", provider.value)
 
 
+def waiting_callback(shop, api, provider: Provider, database_url: str, search_path):
+    """A checkout paid at the gateway whose callback waits ``confirming``: the shop's database
+    URL, and ``payhooks confirm --once`` on it through the shop's hooks."""
+    checkout(shop, gateway=provider.value)
+    paid_at_gateway(api, provider)
+    assert answer(shop, callback(provider)) == (200, "confirming")
+    url = make_conninfo(database_url, **search_path)
+    return url, ("confirm", "--once", "--hooks", "examples.flask_shop.app:hooks",
+                 "--database-url", url)  # fmt: skip
+
+
 def test_confirm_once_exits_1_while_the_status_api_fails_and_confirms_once_it_answers(
     shop, db, database_url, search_path, gateway_api
 ):
@@ -113,12 +124,7 @@ def test_confirm_once_exits_1_while_the_status_api_fails_and_confirms_once_it_an
     pass confirms it."""
     api, api_url = gateway_api
     provider = Provider.PHONEPE  # its token, then its status: the first call fails
-    checkout(shop, gateway=provider.value)
-    paid_at_gateway(api, provider)
-    assert answer(shop, callback(provider)) == (200, "confirming")
-    url = make_conninfo(database_url, **search_path)
-    confirming = ("confirm", "--once", "--hooks", "examples.flask_shop.app:hooks",
-                  "--database-url", url)  # fmt: skip
+    _, confirming = waiting_callback(shop, api, provider, database_url, search_path)
     api.fail_next(provider, Fault(status=503))
     down = payhooks_command(*confirming, env=API_KEYS.env(api_url))
     assert down.returncode == 1
@@ -141,12 +147,7 @@ def test_confirm_once_names_a_gateway_whose_callbacks_wait_for_want_of_its_crede
     ``--once`` exits 1, as ``payhooks refunds send`` does for its intents."""
     api, api_url = gateway_api
     provider = Provider.JUSPAY
-    checkout(shop, gateway=provider.value)
-    paid_at_gateway(api, provider)
-    assert answer(shop, callback(provider)) == (200, "confirming")
-    url = make_conninfo(database_url, **search_path)
-    confirming = ("confirm", "--once", "--hooks", "examples.flask_shop.app:hooks",
-                  "--database-url", url)  # fmt: skip
+    url, confirming = waiting_callback(shop, api, provider, database_url, search_path)
     others = {k: v for k, v in API_KEYS.env(api_url).items() if "JUSPAY" not in k}
     said = (
         "payhooks: Juspay: 1 callback(s) waiting, never confirmed: its API credentials are not "

@@ -61,6 +61,16 @@ def send(database_url: str, url: str):
     return send_once(connecting(database_url), credentials(API_KEYS.env(url)), timeout_s=TIMEOUT_S)
 
 
+def asked_again(conn, database_url: str, url: str, provider: Provider) -> None:
+    """A pass that neither sends nor refuses the intent: it stays requested, asked again (its
+    wait passed)."""
+    tally = send(database_url, url)
+    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
+    [(found, _, _)] = state(conn, provider)
+    assert found == "requested"
+    due_now(conn)
+
+
 def due_now(conn) -> None:
     """The wait before the next attempt (5 s and up), passed."""
     conn.execute("UPDATE payhooks_refunds SET next_attempt_at = now()")
@@ -948,11 +958,7 @@ def test_a_cashfree_404_about_anything_but_the_refund_is_no_answer_after_a_lost_
     first_call_lost(conn, api, database_url, url, Fault(status=503), acted=True)
     api.fail_next(provider, *(OTHER_404S[case],) * 3)  # as many calls as a pass used to make
     for _ in range(3):  # one call a pass now: asked again while Cashfree answers so
-        tally = send(database_url, url)
-        assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
-        [(found, _, _)] = state(conn, provider)
-        assert found == "requested"
-        due_now(conn)
+        asked_again(conn, database_url, url, provider)
     assert send(database_url, url).sent[provider] == 1
     assert [s for s, _, _ in state(conn, provider)] == ["processed"]
     assert books(api, provider) == (1, 49_900)
@@ -1125,11 +1131,7 @@ def test_a_cashfree_400_or_422_of_a_type_not_about_the_refund_is_asked_again(
     paid(api, provider)
     ask(conn, provider, amount=10_000)
     api.fail_next(provider, Fault(status=status, body=json.dumps(body).encode()))
-    tally = send(database_url, url)
-    assert tally.refused[provider] == 0 and tally.retried[provider] == 1, tally.summary()
-    [(found, _, _)] = state(conn, provider)
-    assert found == "requested"
-    due_now(conn)
+    asked_again(conn, database_url, url, provider)
     assert send(database_url, url).sent[provider] == 1
     assert books(api, provider) == (1, 10_000)
 
