@@ -1181,6 +1181,9 @@ def test_cancelling_a_refund_no_intent_is_recorded_under_says_so_not_that_it_is_
         assert said(answer) == f"{page}?notice=no_such_refund"
     shown = client.get(answer.headers["location"]).text
     assert "no refund is recorded under that key" in shown
+    # the action log keeps the mistyped key's try, never a gateway no one serves as its own
+    logged = "SELECT provider, result FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, logged) == [("razorpay", "no_such_refund")]
     long = client.post("/console/payments/refund/cancel", data={
         **form, "provider": "razorpay", "idempotency_key": "no-such-key", "reason": "x" * 256,
     })  # fmt: skip

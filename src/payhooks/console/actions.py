@@ -354,15 +354,15 @@ def cancel_refund(
     """A refund intent stuck ``requested`` cancelled (``payhooks.refunding.refunds.cancel``), with
     the operator's name and reason: never sent afterwards, its amount refundable again. Refused
     while a sender is calling the gateway with it, or once the gateway has it."""
+    if provider not in PROVIDERS:
+        return Result(done=Done.NO_SUCH_REFUND)  # nothing recorded for a gateway no one serves
     try:
         done, now = refunds.cancelling(conn, provider, idempotency_key, reason=reason,
                                        cancelled_by=operator)  # fmt: skip
     except NotFound:
         result, target = Result(done=Done.NO_SUCH_REFUND), idempotency_key
-    except InvalidRequest:  # the reason's text, or a gateway payhooks does not know
-        known = provider in {p.value for p in Provider}
-        result = Result(done=Done.REASON_REFUSED if known else Done.NO_SUCH_REFUND)
-        target = idempotency_key
+    except InvalidRequest:  # the reason's text
+        result, target = Result(done=Done.REASON_REFUSED), idempotency_key
     except refunds.NotCancellable as exc:  # a sender calling with it now, or the gateway's
         in_flight = exc.refund.state is refunds.RefundState.REQUESTED
         said = Done.REFUND_NOT_CANCELLABLE if in_flight else Done.REFUND_AT_GATEWAY
