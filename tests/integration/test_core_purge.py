@@ -112,8 +112,15 @@ def test_the_claims_of_failed_attempts_go_with_their_deliveries(merchant):
             " now() - make_interval(days => %s))",
             (key, "evt_" + key, days_old),
         )
+    delivered(merchant, "parked", 200, outcome="parked", payment="pay_parked")
+    merchant.execute(
+        "INSERT INTO payhooks_attempt_reports (provider, payment_id, kind, event_id,"
+        " reconciled, reported_at) VALUES ('razorpay', 'pay_parked', 'payment_failed',"
+        " 'reconcile:pay_parked:failed', true, now() - interval '200 days')"
+    )
     retention.purge(merchant, 90)
-    assert keys(merchant, "payhooks_attempt_reports", "payment_id") == ["pay_new"]
+    # kept while a parked delivery of the payment may be replayed: it would apply again
+    assert keys(merchant, "payhooks_attempt_reports", "payment_id") == ["pay_new", "pay_parked"]
 
 
 def test_a_refund_reconciliation_applied_is_kept_as_long_as_a_captures_record(merchant):

@@ -507,7 +507,7 @@ failures = Hooks()
 @failures.on(EventKind.PAYMENT_FAILED)
 def note_failure(conn, event):
     """A merchant's failure handler as the guides write it: a note beside the order."""
-    noted.append(event.payment_id)
+    noted.append(event.attempt_id or event.payment_id)
 
 
 FAILED_ATTEMPT = {
@@ -553,3 +553,30 @@ def test_a_failed_attempt_reaches_the_failure_handler_once_whoever_reports_it_fi
             late = ingest(conn, adapter, delivery.body, delivery.headers, failures)
             assert late.outcome is Outcome.DUPLICATE
     assert noted == [payment_id]
+
+
+@pytest.mark.parametrize("webhook_first", [True, False], ids=["post first", "pass first"])
+def test_a_second_failed_attempt_of_one_payu_txnid_reaches_the_handler_as_its_own(
+    database_url, gateway_api, webhook_first
+):
+    """PayU keys a payment by its txnid and names each attempt under it (``mihpayid``): the
+    failure of a second attempt is its own, not a copy of the first's. Claimed by the txnid
+    alone, the later of the two was answered ``duplicate`` and never reached the handler."""
+    api, url = gateway_api
+    txnid, first, second = "txnfail0000001", "403993715500000001", "403993715500000002"
+    noted.clear()
+    buy = Purchase(provider=Provider.PAYU, cart_id="A-8", reference=txnid, amount_paise=49_900,
+                   items={"TEA": 1})  # fmt: skip
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        with conn.transaction():
+            payhooks.expect(conn, "payu", txnid, 49_900, "INR", "A-8")
+        posted, reported = (second, first) if webhook_first else (first, second)
+        post = GATEWAY.payu(txnid=txnid, mihpayid=posted, amount="499.00", status="failure")
+        api.pay(buy, reported, "failure")
+        if webhook_first:
+            ingest(conn, ADAPTERS[Provider.PAYU], post.body, post.headers, failures)
+        run(database_url, failures, environ=API_KEYS.env(url), after_s=0)
+        if not webhook_first:
+            late = ingest(conn, ADAPTERS[Provider.PAYU], post.body, post.headers, failures)
+            assert late.outcome is Outcome.PROCESSED
+    assert sorted(noted) == [first, second]

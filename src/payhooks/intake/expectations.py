@@ -376,9 +376,10 @@ REPORTED_ONCE = frozenset({EventKind.PAYMENT_FAILED, EventKind.PAYMENT_PENDING})
 """Attempts that pay nothing, claimed by the attempt and kind (``reporting``), as a payment is
 by its own row: its webhook and reconciliation's report of it reach the handlers once."""
 CLAIM_REPORT = """
-INSERT INTO payhooks_attempt_reports AS a (provider, payment_id, kind, event_id, reconciled)
-VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(event_id)s, %(reconciled)s)
-ON CONFLICT (provider, payment_id, kind) DO UPDATE SET reported_at = a.reported_at
+INSERT INTO payhooks_attempt_reports AS a
+    (provider, payment_id, kind, attempt_id, event_id, reconciled)
+VALUES (%(provider)s, %(payment_id)s, %(kind)s, %(attempt)s, %(event_id)s, %(reconciled)s)
+ON CONFLICT (provider, payment_id, kind, attempt_id) DO UPDATE SET reported_at = a.reported_at
 RETURNING xmax = 0 AS inserted, a.event_id, a.reconciled
 """
 RELEASE_REPORT = """
@@ -391,13 +392,16 @@ def reporting(event: Event, *, reconciled: bool) -> Steps[Check]:
     """A failed or pending attempt claimed by the attempt and its kind (core 0042): the later
     of its webhook and reconciliation's report of it (``reconciled``), under two keys, is a
     copy of the first (``applied_by``), as a payment's is. Two webhooks of it under two keys
-    (Cashfree's two endpoints) each reach the handler, as a payment's do. Only a report that
-    was applied holds the claim (``releasing``)."""
+    (Cashfree's two endpoints) each reach the handler, as a payment's do. An attempt is its
+    payment id and, where the gateway names attempts under one (PayU's ``mihpayid`` under the
+    txnid), the attempt: another attempt's failure is its own. Only a report that was
+    applied holds the claim (``releasing``)."""
     assert event.payment_id is not None
     params = {
         "provider": event.provider.value,
         "payment_id": event.payment_id,
         "kind": event.kind.value,
+        "attempt": event.attempt_id or "",
         "event_id": event.event_id,
         "reconciled": reconciled,
     }

@@ -123,11 +123,18 @@ _DELETE_LOGGED = """
 DELETE FROM payhooks_deliveries WHERE id IN (
     SELECT id FROM payhooks_deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
 """
-# The claims of failed and pending attempts (core 0042) go with the deliveries they answer for.
+# The claims of failed and pending attempts (core 0042) go with the deliveries they answer for,
+# but, as a payment's claim, while a parked delivery of the payment may yet be replayed or a
+# callback of it waits for the gateway's word: either would reach the handler a second time.
 _DELETE_REPORTS = """
-DELETE FROM payhooks_attempt_reports WHERE (provider, payment_id, kind) IN (
-    SELECT provider, payment_id, kind FROM payhooks_attempt_reports
-    WHERE reported_at < %s ORDER BY reported_at LIMIT %s)
+DELETE FROM payhooks_attempt_reports WHERE (provider, payment_id, kind, attempt_id) IN (
+    SELECT a.provider, a.payment_id, a.kind, a.attempt_id FROM payhooks_attempt_reports a
+    WHERE a.reported_at < %s
+      AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+                      AND w.provider = a.provider AND w.payment_id = a.payment_id)
+      AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
+                      AND c.provider = a.provider AND c.payment_id = a.payment_id)
+    ORDER BY a.reported_at LIMIT %s)
 """
 # Payment events a relay published (``payhooks.relay``) go with the deliveries that applied
 # them; one not yet published is never deleted.

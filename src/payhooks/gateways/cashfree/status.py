@@ -92,8 +92,9 @@ class CashfreeClient:
         (Cashfree's, unique per order: asked again, it never refunds twice). A retry first
         reads ``GET /pg/orders/{order_id}/refunds/{refund_id}`` (``refund_unknown``: not made
         yet), so an answer lost after Cashfree acted never depends on how it answers a known
-        id. A 400 or 422 in Cashfree's error shape is its refusal, and so is a 409
-        ``refund_not_allowed`` (``refused``; ``_unmade`` says when it stands); a 404 is not,
+        id. A 400 or 422 in Cashfree's error shape whose ``type`` is ``invalid_request_error``
+        is its refusal, and so is a 409 ``refund_not_allowed`` (``refused``; ``_unmade`` says
+        when it stands); a 404 is not,
         whatever its code (``order_not_found`` says the order is unknown to the account the
         credentials name, nothing of the refund), nor another 409 (a request in progress):
         asked again.
