@@ -1222,6 +1222,11 @@ def test_the_console_refunds_only_a_payment_flagged_for_it(console, conn):
     answer = client.post("/console/payments/refund", data=form)
     assert said(answer).endswith("?notice=refund_not_possible")
     assert rows(console, "SELECT count(*) FROM payhooks_refunds") == [(0,)]
+    # one naming a gateway payhooks does not know is refused the same, and recorded nowhere
+    forged = client.post("/console/payments/refund", data={**form, "provider": "stripe"})
+    assert said(forged).endswith("?notice=refund_not_possible")
+    logged = "SELECT provider, action FROM payhooks_console_actions ORDER BY id"
+    assert rows(console, logged) == [("razorpay", "refund")]
 
 
 def test_a_read_only_operator_sees_pages_but_every_action_is_refused(console):

@@ -173,10 +173,8 @@ def request_refund(conn: Connection, provider: str, payment_id: str, *, operator
     "already asked for"; once every earlier one was refused, failed or cancelled, the next key
     is a new refund. The worker sends it. One lost disputes left nothing of needs none: its
     flag is cleared, and said. Why a refund cannot be asked for is in the action log."""
-    if provider not in PROVIDERS:  # no payment of a gateway no one serves: nothing to refund
-        result = Result(done=Done.REFUND_NOT_POSSIBLE)
-        record(conn, operator, "refund", provider, payment_id, result)
-        return result
+    if provider not in PROVIDERS:  # no payment of a gateway no one serves: nothing to refund,
+        return Result(done=Done.REFUND_NOT_POSSIBLE)  # nothing recorded
     row = conn.execute(_FLAGGED, (provider, payment_id)).fetchone()
     earlier = refunds.of_payment(conn, provider, payment_id)
     on_its_way = (refunds.RefundState.REQUESTED, refunds.RefundState.SENT)
