@@ -92,10 +92,9 @@ async def mark_paid(conn: AsyncConnection, event: Event) -> Applied | None:
         return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
     if status == "paid" and payment_id != event.payment_id:
         # Paid already, by another payment: this one is the customer's money twice. The order
-        # keeps its first payment; parked, the second is in front of a person (the parked
-        # alert and list), who refunds it and settles it (payhooks resolve).
+        # keeps its first payment; a person refunds the second.
         _flag("payment_for_paid_order", event)
-        return Applied(outcome=Outcome.PARKED, order_id=event.merchant_ref)
+        return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
     await conn.execute(MARK_PAID, (event.provider.value, event.payment_id, event.merchant_ref))
     return Applied(outcome=Outcome.PROCESSED, order_id=event.merchant_ref)
 

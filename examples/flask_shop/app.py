@@ -19,7 +19,7 @@ pending; 400 for a body that is not that, 409 for a reference already used.
 ``GET /orders/<merchant_ref>`` shows the order: ``status`` (``pending``, ``paid``),
 ``payment_id``, ``paid_at``. A capture for another amount or currency is answered ``parked``
 and kept in ``payhooks_amount_mismatches`` with both amounts; a second payment for a paid order
-is answered ``parked`` and logged, for a person to refund and settle; a capture for a reference no
+is answered ``ignored`` and logged for a person to refund; a capture for a reference no
 checkout wrote is ``parked`` until it is replayed.
 
 PhonePe's and Juspay's callbacks carry only the ``username:password`` set in their dashboards,
@@ -122,10 +122,9 @@ def mark_paid(conn: psycopg.Connection[Any], event: Event) -> Applied | None:
         return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
     if status == "paid" and payment_id != event.payment_id:
         # Paid already, by another payment: this one is the customer's money twice. The order
-        # keeps its first payment; parked, the second is in front of a person (the parked
-        # alert and list), who refunds it and settles it (payhooks resolve).
+        # keeps its first payment; a person refunds the second.
         _flag("payment_for_paid_order", event)
-        return Applied(outcome=Outcome.PARKED, order_id=event.merchant_ref)
+        return Applied(outcome=Outcome.IGNORED, order_id=event.merchant_ref)
     conn.execute(MARK_PAID, (event.provider.value, event.payment_id, event.merchant_ref))
     return Applied(outcome=Outcome.PROCESSED, order_id=event.merchant_ref)
 

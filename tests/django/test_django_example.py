@@ -127,16 +127,16 @@ def test_payus_return_page_says_a_failed_a_pending_and_an_authorised_payment_apa
     ]
 
 
-def test_a_second_payment_of_a_paid_order_is_parked_for_a_person(site, checkout, django_db):
-    """A second payment of a paid order (a second tab) was answered ``processed`` and nothing
-    more: the customer's money taken twice, no person told. It is parked (alerts, the parked
-    list) and logged, and the order keeps its first payment, as docs/django.md shows."""
+def test_a_second_payment_of_a_paid_order_is_ignored_and_logged(site, checkout, django_db):
+    """A second payment of a paid order (a second tab) is answered ``ignored`` and logged
+    (``order_paid_twice``) for a person to refund, and the order keeps its first payment, as
+    docs/django.md shows."""
     post(site, razorpay())
     twice = GATEWAY.razorpay(
         "payment.captured", payment_id="pay_shop00000002", order_id=REF, amount_paise=129_900
     )
     answer = post(site, twice).json()
-    assert (answer["status"], answer["order_id"]) == ("parked", REF)
+    assert (answer["status"], answer["order_id"]) == ("ignored", REF)
     assert orders() == [(REF, "paid", PAYMENT)]
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import httpx
 
+from payhooks import EventKind, Hooks, Outcome, ingest
 from payhooks.sim.gateway import bank_reference
 from tests import loopback
 from tests.acceptance.conftest import invoke
@@ -235,16 +236,26 @@ def test_a_payment_older_than_the_window_keeps_its_amounts_its_order_page_and_no
     assert f"{CONSOLE}/deliveries/" not in table
 
 
-def test_a_second_payment_of_a_paid_order_is_parked_naming_its_order_not_as_no_checkout(
+def test_a_delivery_the_handler_parks_naming_its_order_is_shown_so_not_as_no_checkout(
     shop, conn, merchant_url
 ):
-    """The app's handler parks a second payment of a paid order (the guides' and this shop's),
-    naming the order. The Parked page said "no checkout" and "candidate: none found" for it,
-    the reference shop's reasons: the operator was told of a stray payment, not a customer who
-    paid twice. It says the app's handler parked it, naming the order."""
-    checkout(shop)
-    post(shop, razorpay())
-    assert post(shop, razorpay(payment_id="pay_shop0000002")) == (200, "parked")
+    """An app's handler parks a delivery for its own reasons, naming the order (a payment it
+    wants a person to look at). The Parked page said "no checkout" and "candidate: none
+    found" for it, the reference shop's reasons: the operator was told of a stray payment. It
+    says the app's handler parked it, naming the order."""
+    from payhooks import Applied
+    from tests.factories import ADAPTERS
+
+    parking = Hooks()
+
+    @parking.on(EventKind.PAYMENT_CAPTURED)
+    def look_at_it(conn, event):
+        return Applied(outcome=Outcome.PARKED, order_id=event.merchant_ref)
+
+    sent = razorpay(payment_id="pay_shop0000002")
+    assert ingest(conn, ADAPTERS[sent.provider], sent.body, sent.headers, parking).outcome is (
+        Outcome.PARKED
+    )
     with logged_in(shop, merchant_url) as client:
         parked = client.get(f"{CONSOLE}/parked").text
     why = re.search(r'<td class="why"[^>]*>(.*?)</td>', parked, re.S)

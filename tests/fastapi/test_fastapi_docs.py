@@ -82,11 +82,13 @@ def test_the_pages_handler_pays_nothing_for_an_underpaid_capture(environment, ca
 
 
 @pytest.mark.parametrize("main", ["main.py", "main_sync.py"])
-def test_the_pages_handler_parks_a_second_payment_of_a_paid_order(environment, capsys, main):
+def test_the_pages_handler_tells_of_a_second_payment_of_a_paid_order(
+    environment, capsys, caplog, main
+):
     """A second payment of a paid order (a second tab) conflicted on ``paid_orders``' key
     and was answered ``processed``: the customer's money taken twice, and no person told. It
-    is parked now, in front of a person (alerts, ``payhooks parked``); the order keeps its
-    first payment."""
+    is answered ``ignored`` and logged for a person to refund; the order keeps its first
+    payment."""
     app = run(block(main), "main")["app"]
     sender = block("send_test.py")
     second = sender.replace("pay_test000000001", "pay_test000000002").replace(
@@ -97,8 +99,11 @@ def test_the_pages_handler_parks_a_second_payment_of_a_paid_order(environment, c
             run(source.replace("http://127.0.0.1:8000", running.base_url), "send_test")
     answers = capsys.readouterr().out.splitlines()
     assert [a.split(",")[0] for a in answers] == ['200 {"status":"processed"',
-                                                  '200 {"status":"parked"']  # fmt: skip
+                                                  '200 {"status":"ignored"']  # fmt: skip
     assert paid_orders(environment) == [("order_test0001", "pay_test000000001", 49_900)]
+    assert [r.getMessage() for r in caplog.records if r.name == "shop"] == [
+        "payment_for_paid_order"
+    ]
 
 
 PAYU_PAGE = "PayU's return page (surl and furl), beside the router in main.py"

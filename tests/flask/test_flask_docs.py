@@ -63,12 +63,12 @@ def test_the_pages_delivery_pays_the_order_once_through_the_pages_app(
     assert paid == [(True,)]
 
 
-def test_the_pages_handler_parks_a_second_payment_of_a_paid_order(
-    documented, database_url, search_path, capsys
+def test_the_pages_handler_tells_of_a_second_payment_of_a_paid_order(
+    documented, database_url, search_path, capsys, caplog
 ):
     """A second payment of a paid order (a second tab) marked it paid again, ``processed``:
-    the customer's money taken twice, and no person told. It is parked now, in front of a
-    person; the order keeps its first payment."""
+    the customer's money taken twice, and no person told. It is answered ``ignored`` and
+    logged for a person to refund; the order keeps its first payment."""
     sender = block("# try_it.py")
     second = sender.replace("pay_test", "pay_twice").replace("evt_test", "evt_twice")
     assert second != sender
@@ -79,8 +79,9 @@ def test_the_pages_handler_parks_a_second_payment_of_a_paid_order(
                 run(source.replace(DOCUMENTED_URL, base), {})
         paid = conn.execute("SELECT paid, payment_id FROM orders").fetchall()
     printed = capsys.readouterr().out
-    assert '"status":"processed"' in printed and '"status":"parked"' in printed
+    assert '"status":"processed"' in printed and '"status":"ignored"' in printed
     assert [(p, i.startswith("pay_test")) for p, i in paid] == [(True, True)]
+    assert "payment_for_paid_order" in [r.getMessage() for r in caplog.records]
 
 
 def test_the_pages_handler_leaves_an_underpaid_order_unpaid(

@@ -42,11 +42,10 @@ def mark_paid(conn, event):
         order.paid_at = timezone.now()
         order.save(update_fields=["status", "payment_id", "paid_at"])
     elif order.payment_id and event.payment_id and event.payment_id != order.payment_id:
-        # Paid twice (a second tab): this payment paid nothing and must go back. Parked, it
-        # is in front of a person (alerts, the admin's parked list), who refunds it and settles
-        # it (manage.py payhooks_resolve).
+        # Paid twice (a second tab): this payment paid nothing and must go back. Tell a
+        # person, who refunds it (or asks payhooks to: orders/refunds.py).
         log.warning(
             "order_paid_twice", extra={"order": order.reference, "payment_id": event.payment_id}
         )
-        return Applied(outcome=Outcome.PARKED, order_id=order.reference)
+        return Applied(outcome=Outcome.IGNORED, order_id=order.reference)
     return Applied(outcome=Outcome.PROCESSED, order_id=order.reference)
