@@ -6,7 +6,7 @@ command works on the host's own database (``common.Host``: the reference service
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any
@@ -95,27 +95,19 @@ def reconcile(
         tally = run(lambda: reconcile_app(found, url, handler, limit, older_than_s))
     off = ", ".join(p.value for p in found.reconciliation_off())
     typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
-    unasked = _unasked_gateways(found)
-    if not unasked:
-        waiting = {}
-    elif hooks is None:
-        waiting = with_connection(ctx, lambda conn: _waiting_on(conn, unasked))
+    credentialed = found.reconciled()
+    if hooks is not None:
+        waiting = _waiting(url, credentialed)
+    elif _unaskable(credentialed):
+        waiting = with_connection(ctx, lambda conn: _unasked(conn, credentialed))
     else:
-        waiting = _waiting(url, unasked)
+        waiting = {}
     for provider, count in waiting.items():  # the pass confirms callbacks too: not theirs
-        typer.echo(f"payhooks: {_unasked(Provider(provider), count)}", err=True)
+        typer.echo(f"payhooks: {_unconfirmed(provider, count)}", err=True)
     if tally.failures:
         typer.echo(f"payhooks: {tally.trouble()}; those checkouts are asked again later", err=True)
     if tally.failures or waiting:
         raise typer.Exit(1)
-
-
-def _unasked_gateways(found: Settings) -> list[str]:
-    """The gateways whose callbacks wait for their status API and whose API credentials are
-    not set: no pass asks about their callbacks."""
-    return [
-        p.value for p, g in GATEWAYS.items() if g.awaiting_api() and p not in found.reconciled()
-    ]
 
 
 def reconcile_app(
@@ -177,15 +169,15 @@ def confirm(
     if not found.reconciled():
         run(lambda: fail("no gateway API credentials are set: nothing can be confirmed"))
     handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_confirm`"))
-    unasked = _unasked_gateways(found)
-    told: dict[str, int] = {}
+    credentialed = found.reconciled()
+    told: dict[Provider, int] = {}
 
     def one_pass() -> Tally:
         tally = reconcile_app(found, url, handler, 100, None, confirm_only=True)
-        waiting = _waiting(url, unasked) if unasked else {}
+        waiting = _waiting(url, credentialed)
         if waiting and waiting != told:  # at start, and again as the count changes
             for provider, count in waiting.items():
-                typer.echo(f"payhooks: {_unasked(Provider(provider), count)}", err=True)
+                typer.echo(f"payhooks: {_unconfirmed(provider, count)}", err=True)
         told.clear()
         told.update(waiting)
         return tally
@@ -202,27 +194,27 @@ def confirm(
         raise typer.Exit(1)
 
 
-def _waiting(url: str, providers: list[str]) -> dict[str, int]:
-    """The callbacks of ``providers`` waiting for their gateway's word, on the app's database."""
+def _waiting(url: str, credentialed: Collection[Provider]) -> dict[Provider, int]:
+    """The callbacks waiting for a gateway not in ``credentialed``, on the app's database
+    (not asked for when every gateway that has such callbacks has its credentials)."""
     from payhooks.reconcile import running
 
+    if not _unaskable(credentialed):
+        return {}
     with running.connecting(url)() as conn:
-        return _waiting_on(conn, providers)
+        return _unasked(conn, credentialed)
 
 
-def _waiting_on(conn: db.Connection, providers: list[str]) -> dict[str, int]:
+def _unasked(conn: db.Connection, credentialed: Collection[Provider]) -> dict[Provider, int]:
     from payhooks.intake import confirmations
 
-    return confirmations.waiting(conn, providers)
+    return confirmations.unasked(conn, credentialed)
 
 
-def _unasked(provider: Provider, count: int) -> str:
-    """A gateway's callbacks no pass asks about, and the variables that would."""
-    api = GATEWAYS[provider].status_api
-    return (
-        f"{GATEWAYS[provider].title}: {count} callback(s) waiting, never confirmed: its API "
-        f"credentials are not set ({api.id_variable} and {api.secret_variable})"
-    )
+def _unaskable(credentialed: Collection[Provider]) -> bool:
+    from payhooks.intake import confirmations
+
+    return bool(confirmations.unaskable(credentialed))
 
 
 def _app_url(found: Settings, database_url: str | None, needing: str) -> str:
@@ -232,6 +224,11 @@ def _app_url(found: Settings, database_url: str | None, needing: str) -> str:
     if not url:
         run(lambda: fail(f"{needing} needs your app's database: --database-url or DATABASE_URL"))
     return url
+
+
+def _unconfirmed(provider: Provider, count: int) -> str:
+    """A gateway's callbacks no pass asks about, and the variables that would."""
+    return GATEWAYS[provider].waiting_for_credentials(count, "callback(s) waiting, never confirmed")
 
 
 @app.command()
@@ -821,11 +818,7 @@ def _retried(tally: RefundTally) -> str | None:
 
 def _unsent(provider: Provider, count: int) -> str:
     """A gateway's intents no pass sends, and the variables that would send them."""
-    api = GATEWAYS[provider].status_api
-    return (
-        f"{GATEWAYS[provider].title}: {count} refund intent(s) waiting, not sent: its API "
-        f"credentials are not set ({api.id_variable} and {api.secret_variable})"
-    )
+    return GATEWAYS[provider].waiting_for_credentials(count, "refund intent(s) waiting, not sent")
 
 
 @refunds_app.command("list")

@@ -63,6 +63,14 @@ _API = tuple(
     for name in (found.status_api.id_variable, found.status_api.secret_variable,
                  found.status_api.url_variable)
 )  # fmt: skip
+
+
+def setting_name(variable: str) -> str:
+    """The ``PAYHOOKS`` key of one of the reference service's variables, as Django names it:
+    ``PAYHOOKS["JUSPAY_API_KEY"]`` for ``PAYHOOKS_JUSPAY_API_KEY``."""
+    return f'PAYHOOKS["{variable.removeprefix("PAYHOOKS_")}"]'
+
+
 _RECONCILE = (
     "RECONCILE_AFTER_S", "RECONCILE_WINDOW_S", "RECONCILE_TIMEOUT_MS", "SETTLEMENT_MARGIN_HOURS",
 )  # fmt: skip

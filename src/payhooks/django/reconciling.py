@@ -10,7 +10,7 @@ from datetime import date, timedelta
 
 from payhooks.django.conf import Config
 from payhooks.django.deliveries import guarded, raw_connection, settle
-from payhooks.events import Received
+from payhooks.events import Provider, Received
 from payhooks.intake.ingest import Receipt, ingest_received_in_transaction
 from payhooks.plumbing.db import Connection
 from payhooks.reconcile import settling
@@ -43,17 +43,15 @@ def one_pass(
     )
 
 
-def unasked(config: Config) -> dict[str, int]:
+def unasked(config: Config) -> dict[Provider, int]:
     """The callbacks waiting for the word of a gateway whose API credentials ``PAYHOOKS``
     does not name, by gateway: no pass asks about them."""
-    from payhooks.gateways import GATEWAYS
     from payhooks.intake import confirmations
 
-    missing = [p.value for p, g in GATEWAYS.items() if g.awaiting_api() and p not in config.api]
-    if not missing:
-        return {}
+    if not confirmations.unaskable(config.api):
+        return {}  # no connection for nothing to count
     with connecting(config)() as conn:
-        return confirmations.waiting(conn, missing)
+        return confirmations.unasked(conn, config.api)
 
 
 def fetch_settlements(config: Config, start: date, end: date) -> settling.Tally:

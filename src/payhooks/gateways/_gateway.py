@@ -240,6 +240,18 @@ class Gateway:
             )
         return None
 
+    def waiting_for_credentials(
+        self, count: int, what: str, named: Callable[[str], str] = str
+    ) -> str:
+        """``count`` of ``what`` (its callbacks, its refund intents) waiting for want of its API
+        credentials, naming the settings that would end the wait (``named``: a door's name of
+        each variable, Django's ``PAYHOOKS["..."]``)."""
+        api = self.status_api
+        return (
+            f"{self.title}: {count} {what}: its API credentials are not set "
+            f"({named(api.id_variable)} and {named(api.secret_variable)})"
+        )
+
     @property
     def needs(self) -> str:
         """The words for ``incomplete``'s refusal: "PayU needs both"."""

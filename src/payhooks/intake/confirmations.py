@@ -28,12 +28,13 @@ Pure steps and statements: no HTTP here (the status clients are an extra).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from payhooks.events import Event, EventKind
+from payhooks.events import Event, EventKind, Provider
+from payhooks.gateways import GATEWAYS
 from payhooks.gateways._reports import Verdict
 from payhooks.plumbing.db import Connection, Statement, Steps, query
 from payhooks.plumbing.keys import is_reconciled
@@ -191,10 +192,19 @@ GROUP BY provider ORDER BY provider
 """
 
 
-def waiting(conn: Connection, providers: Iterable[str]) -> dict[str, int]:
-    """How many callbacks of each of ``providers`` wait for their gateway's word (a pass
-    without that gateway's API credentials never asks about them)."""
-    return {p: int(n) for p, n in query(conn, WAITING, (list(providers),)).fetchall()}
+def unaskable(credentialed: Collection[Provider]) -> list[str]:
+    """The gateways whose callbacks wait for their status API and whose API credentials are
+    not among ``credentialed``: no pass asks about their callbacks."""
+    return [p.value for p, g in GATEWAYS.items() if g.awaiting_api() and p not in credentialed]
+
+
+def unasked(conn: Connection, credentialed: Collection[Provider]) -> dict[Provider, int]:
+    """How many callbacks wait for the word of each gateway ``unaskable`` names (the CLI's and
+    Django's commands name them)."""
+    missing = unaskable(credentialed)
+    if not missing:
+        return {}
+    return {Provider(p): int(n) for p, n in query(conn, WAITING, (missing,)).fetchall()}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,6 +22,7 @@ from payhooks.django.management.commands.payhooks_reconcile import (
     named_waiting,
     passes,
 )
+from payhooks.events import Provider
 from payhooks.plumbing.errors import DatabaseUnavailable
 
 log = logging.getLogger("payhooks.django")
@@ -48,7 +49,7 @@ class Command(BaseCommand):
             raise CommandError("--every is at least 0.2 seconds")
         config = credentialed(conf.current(), "nothing can be confirmed")
         one_pass = passes()
-        told: dict[str, int] = {}
+        told: dict[Provider, int] = {}
         stopping = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stopping.set())

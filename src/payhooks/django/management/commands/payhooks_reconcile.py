@@ -46,8 +46,8 @@ UNASKED = "callbacks wait for gateways whose API credentials are not set"
 
 
 def named_waiting(
-    command: BaseCommand, config: conf.Config, told: dict[str, int] | None = None
-) -> dict[str, int]:
+    command: BaseCommand, config: conf.Config, told: dict[Provider, int] | None = None
+) -> dict[Provider, int]:
     """The callbacks waiting for a gateway whose API credentials ``PAYHOOKS`` does not name,
     each such gateway named on ``command``'s standard error with the settings to give (unless
     ``told`` so already, the counts unchanged)."""
@@ -55,14 +55,10 @@ def named_waiting(
 
     waiting = unasked(config)
     for provider, count in waiting.items() if waiting != told else ():
-        api = GATEWAYS[Provider(provider)].status_api
-        named = " and ".join(
-            f'PAYHOOKS["{v.removeprefix("PAYHOOKS_")}"]'
-            for v in (api.id_variable, api.secret_variable)
-        )
         command.stderr.write(
-            f"{GATEWAYS[Provider(provider)].title}: {count} callback(s) waiting, never "
-            f"confirmed: its API credentials are not set ({named})"
+            GATEWAYS[provider].waiting_for_credentials(
+                count, "callback(s) waiting, never confirmed", conf.setting_name
+            )
         )
     return waiting
 
