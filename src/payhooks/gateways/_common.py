@@ -152,9 +152,7 @@ def parse_json(body: bytes, *, provider: Provider, what: str = "body") -> object
     nested deeper than Python's parser reaches (``RecursionError``), or holding a number of
     more digits than Python reads. The last two are valid JSON, never "not valid JSON"."""
     try:
-        return json.loads(
-            body, parse_float=Decimal, parse_int=_integer, parse_constant=_reject_constant
-        )
+        return _DECODER.decode(body.decode(json.detect_encoding(body), "surrogatepass"))
     except _Unread as exc:
         raise MalformedPayload(provider, f"{what} {exc}") from exc
     except RecursionError as exc:
@@ -177,6 +175,13 @@ def _integer(digits: str) -> int:
 
 def _reject_constant(name: str) -> object:
     raise _Unread(f"is not valid JSON: {name} is not a JSON number")
+
+
+_DECODER = json.JSONDecoder(
+    parse_float=Decimal, parse_int=_integer, parse_constant=_reject_constant
+)
+"""One decoder for every body: ``json.loads`` with these hooks builds one per call. The bytes
+are decoded as ``json.loads`` decodes them (UTF-8, -16 or -32, ``surrogatepass``)."""
 
 
 def child(node: object, *path: str) -> object:

@@ -157,8 +157,10 @@ class Endpoint:
             _shown(self.failed(received, exc), seen)
             raise
         if isinstance(taken, PayhooksError):
-            return _shown(replace(self.failed(received, taken), retries=retries), seen)
-        return _shown(replace(self.answered(received, taken), retries=retries), seen)
+            reply = self.failed(received, taken)
+        else:
+            reply = self.answered(received, taken)
+        return _shown(replace(reply, retries=retries) if retries else reply, seen)
 
     async def _retried(
         self, claim: AsyncClaim, received: Received, pause: Pause

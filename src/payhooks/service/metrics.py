@@ -67,6 +67,10 @@ def outcome_label(name: str) -> str:
     return name if name in OUTCOME_LABELS else OTHER_OUTCOME
 
 
+_Series = tuple[Callable[[], None], Callable[[float], None]]
+"""An answer's count and its latency's observation."""
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -113,6 +117,7 @@ class Metrics:
         # The core's series, as a merchant's app exposes them, over the same read.
         self.core = CoreMetrics(self.database.core, ttl_seconds=0)
         self.registry.register(self.core)
+        self._series: dict[tuple[str, str], _Series] = {}
         self._answered = 0
         self._duplicates = 0
         self._lock = threading.Lock()
@@ -124,12 +129,21 @@ class Metrics:
         ratio.set_function(self._duplicate_ratio)
 
     def answered(self, provider: str, outcome: str, seconds: float) -> None:
-        provider, outcome = provider_label(provider), outcome_label(outcome)
-        self.deliveries.labels(provider, outcome).inc()
-        self.latency.labels(provider).observe(seconds)
+        labels = provider_label(provider), outcome_label(outcome)
+        count, observe = self._series.get(labels) or self._series_of(labels)
+        count()
+        observe(seconds)
         with self._lock:
             self._answered += 1
             self._duplicates += outcome == Outcome.DUPLICATE
+
+    def _series_of(self, labels: tuple[str, str]) -> _Series:
+        """The labelled series an answer moves, looked up once per gateway and answer (a
+        lookup under a lock each time otherwise): every request passes here. Keyed by labels,
+        never by the name a client chose, so it holds a few dozen at most."""
+        series = self.deliveries.labels(*labels).inc, self.latency.labels(labels[0]).observe
+        self._series[labels] = series
+        return series
 
     def mismatch(self, provider: str) -> None:
         self.mismatches.labels(provider_label(provider)).inc()

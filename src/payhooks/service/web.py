@@ -8,7 +8,6 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import replace
 from datetime import UTC, date, datetime
 from functools import partial
 from typing import Annotated, Any
@@ -382,15 +381,16 @@ def _webhook_endpoint(step: Endpoint, witness: Witness) -> WebhookEndpoint:
     loop when small; applied by the service's own claim (``_claimed``)."""
 
     async def webhook(gateway: str, request: Request) -> Response:
-        arrival = Arrival(gateway=gateway, started=time.perf_counter(), received_at=_now())
+        started, received_at = time.perf_counter(), _now()
         try:
             body = await read_bounded(request, step.bound(gateway), gateway)
         except PayhooksError as exc:
             reply = step.refused(gateway, exc)
-            witness.saw(arrival, reply)
+            witness.saw(Arrival(gateway=gateway, started=started, received_at=received_at), reply)
             return reply_response(reply)
         except ClientDisconnect:
             return Response(status_code=400)  # no one to answer, nothing worth a traceback
+        arrival = Arrival(gateway=gateway, started=started, received_at=received_at, body=body)
         state = request.app.state
         reply = await step.deliver_async(
             gateway,
@@ -398,7 +398,7 @@ def _webhook_endpoint(step: Endpoint, witness: Witness) -> WebhookEndpoint:
             tuple(request.headers.items()),
             _claimed(state),
             offload=None if len(body) <= ON_LOOP_BYTES else _offload(state.webhook_threads),
-            seen=partial(witness.saw, replace(arrival, body=body)),
+            seen=partial(witness.saw, arrival),
             pause=anyio.sleep,
         )
         return reply_response(reply)
