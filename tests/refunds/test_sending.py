@@ -460,6 +460,33 @@ def test_a_refund_the_gateway_made_and_failed_in_its_answer_is_failed_with_its_i
     assert api.money.refunded[(provider, PAYMENT[provider])] == 49_900
 
 
+FAILED_NAMING_NOTHING = {
+    Provider.RAZORPAY: {"status": "failed"},
+    Provider.CASHFREE: {"refund_status": "CANCELLED"},
+}
+
+
+@pytest.mark.parametrize("provider", list(FAILED_NAMING_NOTHING))
+def test_an_answer_saying_failed_that_names_no_refund_of_the_intent_is_asked_again(
+    core, database_url, provider
+):
+    """A 2xx answer to the refund call holding a failed status and nothing else (a proxy's,
+    or the API's in a shape it does not document) names no refund of this intent: it was
+    closed ``refused`` and its amount was free again for a second refund. Only an answer that
+    names the intent's refund (Razorpay's ``payment_id``, Cashfree's ``refund_id``) can say it
+    failed; this one is unreadable, asked again, and the refund is sent."""
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider, amount=10_000)
+    body = json.dumps(FAILED_NAMING_NOTHING[provider]).encode()
+    api.fail_next(provider, Fault(status=200, body=body))
+    asked_again(conn, database_url, url, provider)
+    with pytest.raises(refunds.RefundTooLarge):  # the first still holds its amount
+        ask(conn, provider, amount=49_900, key="a-second-refund")
+    assert send(database_url, url).sent[provider] == 1
+    assert books(api, provider) == (1, 10_000)
+
+
 def test_a_sent_intent_is_asked_about_less_often_as_it_ages(core, database_url):
     """A minute after it was sent, then at a quarter of its age, at most every six hours."""
     conn, api, url = core

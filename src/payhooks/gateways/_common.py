@@ -308,6 +308,16 @@ def naming(entity: object, field: str, asked: str, *, what: str, provider: Provi
         raise MalformedPayload(provider, f"{what} answer names another {field}")
 
 
+def named(entity: object, field: str, asked: str, *, what: str, provider: Provider) -> None:
+    """``naming``, and the field must be there: an answer that decides something for good (a
+    refund failed, its amount free again) must name what it is about, not merely name nothing
+    else (a proxy's ``{"status": "failed"}``)."""
+    found = entity.get(field) if isinstance(entity, dict) else None
+    if found is None:
+        raise MalformedPayload(provider, f"{what} answer names no {field}")
+    naming(entity, field, asked, what=what, provider=provider)
+
+
 def require(fields: Mapping[str, object], *, provider: Provider) -> None:
     """An event payhooks acts on without what it acts on cannot be applied: the first of
     ``fields`` (name to value read) that is missing is malformed."""

@@ -54,6 +54,32 @@ class RefundFailed(RefundRefused):
         self.gateway_refund_id = gateway_refund_id
 
 
+LOOKUP_LAG_S = 60.0
+"""How long after a lost answer a refusal waits for the gateway's lookup: Cashfree's read side
+lags its write side "by seconds" (docs/providers.md); a minute covers that many times, and
+PayU's ``check_action_status`` is given the same."""
+UNCONFIRMED = "refused right after an answer lost, looked up again before it stands: "
+"""How the reason of a refusal not yet taken starts; the sender keeps a retried intent's
+reason as its ``last_error`` (``refunds.again``), so the next attempt reads that it came."""
+
+
+def standing(refund: Refund, refused: RefundRefused) -> GatewayApiError:
+    """The gateway's refusal as the sender takes it. Right after an attempt whose answer was
+    lost it may be about the refund that attempt made (the payment's amount taken by it), not
+    yet shown by the gateway's lookup: asked again (the lookup first), no sooner than
+    ``LOOKUP_LAG_S``, and refused only when refused again with the refund still not found.
+    A first attempt's refusal stands."""
+    if refund.attempts > 1 and not (refund.last_error or "").startswith(UNCONFIRMED):
+        return GatewayApiError(
+            refused.provider,
+            UNCONFIRMED + refused.reason,
+            status=refused.status,
+            code=refused.code,
+            retry_after_s=LOOKUP_LAG_S,
+        )
+    return refused
+
+
 def failed_refund(provider: Provider, reason: str, refund_id: object) -> RefundRefused:
     """A refund answer saying it failed: ``RefundFailed`` under the gateway's id for it (a
     string, or a number), else, naming none, ``RefundRefused`` (closed without one)."""
@@ -199,7 +225,9 @@ def reread(provider: Provider, event_id: str, body: bytes) -> Received:
 
 
 __all__ = [
+    "LOOKUP_LAG_S",
     "SENT_REFUND",
+    "UNCONFIRMED",
     "Refund",
     "RefundClient",
     "RefundFailed",
@@ -213,4 +241,5 @@ __all__ = [
     "processed_key",
     "reread",
     "same_amount",
+    "standing",
 ]

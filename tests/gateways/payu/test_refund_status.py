@@ -509,3 +509,40 @@ def test_a_retried_refund_whose_payment_payu_lists_nothing_under_a_typod_key_is_
     assert sent.gateway_refund_id is not None
     again = client(url).send_refund(dataclasses.replace(refund, attempts=3))
     assert again.gateway_refund_id == sent.gateway_refund_id  # found under its token, not made
+
+
+INVALID_AMOUNT = Fault(
+    body=b'{"status":0,"msg":"Refund FAILURE - Invalid amount","error_code":105}'
+)
+
+
+def test_a_refusal_right_after_a_lost_answer_is_looked_up_again_before_it_stands(gateway_api):
+    """An attempt after one whose answer was lost may be refused for the refund that attempt
+    made (the payment's amount now taken: 105 "Invalid amount") while ``check_action_status``
+    does not list it yet: the refund is made, and its intent was closed ``refused``, its amount
+    free for a second refund. As at Cashfree, such a refusal is asked again no sooner than
+    ``LOOKUP_LAG_S``; refused again with no refund under the token, it stands. A first
+    attempt's refusal stands at once."""
+    from payhooks.gateways._refunds import LOOKUP_LAG_S, UNCONFIRMED, Refund, RefundRefused
+
+    api, url = gateway_api
+    api.pay(ORDER, MIHPAYID)
+    refund = Refund(
+        provider=Provider.PAYU, idempotency_key="rf-lag-0001", payment_id=TXNID,
+        gateway_order_id=None, amount_paise=10_000, currency="INR", captured_paise=49_900,
+        reason="customer asked", requested_by="shop", attempts=2, attempt_id=MIHPAYID,
+        last_error="PayU API: timed out",
+    )  # fmt: skip
+    api.fail_next(Provider.PAYU, Fault(), INVALID_AMOUNT)  # the lookup, then the call
+    with pytest.raises(GatewayApiError) as held:
+        client(url).send_refund(refund)
+    assert not isinstance(held.value, RefundRefused)
+    assert held.value.retry_after_s == LOOKUP_LAG_S
+    assert held.value.reason.startswith(UNCONFIRMED) and "Invalid amount" in held.value.reason
+    again = dataclasses.replace(refund, attempts=3, last_error=held.value.reason)
+    api.fail_next(Provider.PAYU, Fault(), INVALID_AMOUNT)
+    with pytest.raises(RefundRefused, match="Invalid amount"):
+        client(url).send_refund(again)
+    api.fail_next(Provider.PAYU, INVALID_AMOUNT)
+    with pytest.raises(RefundRefused, match="Invalid amount"):
+        client(url).send_refund(dataclasses.replace(refund, attempts=1, last_error=None))

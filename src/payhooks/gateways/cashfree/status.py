@@ -14,7 +14,7 @@ import httpx
 
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import _reports
-from payhooks.gateways._common import child, naming, reference, text_field
+from payhooks.gateways._common import child, named, naming, reference, text_field
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import (
     Refund,
@@ -23,6 +23,7 @@ from payhooks.gateways._refunds import (
     Sent,
     failed_refund,
     same_amount,
+    standing,
 )
 from payhooks.gateways._reports import Report, canonical, read_json, received, rupees, text
 from payhooks.gateways._settlements import INDIA, Page
@@ -168,12 +169,6 @@ full already (docs/providers.md, source [C4])."""
 REFUND_ID_EXISTS = "refund_id_already_exists"
 """Cashfree's 400 to a ``refund_id`` it holds a refund under (docs/providers.md, source [C4]):
 the refund exists."""
-LOOKUP_LAG_S = 60.0
-"""How long after a lost answer a refusal waits for the lookup: Cashfree's read side lags its
-write side "by seconds" (the same reference, section 9); a minute covers that many times."""
-UNCONFIRMED = "refused right after an answer lost, looked up again before it stands: "
-"""How the reason of a refusal not yet taken starts; the sender keeps a retried intent's
-reason as its ``last_error`` (``refunds.again``), so the next attempt reads that it came."""
 REFUND_NOT_FOUND = "refund_not_found"
 REQUEST_AT_FAULT = "invalid_request_error"
 """The ``type`` of an error about the request asked: a 400 or 422 of it is a refusal."""
@@ -221,16 +216,12 @@ def refused(exc: GatewayApiError) -> bool:
 def _unmade(refund: Refund, exc: GatewayApiError) -> GatewayApiError:
     """Cashfree's refusal of a refund its lookup does not show (``refund_not_found``), as the
     sender takes it. ``refund_id_already_exists`` says the refund is made: never a refusal,
-    asked again (the lookup first) until the lookup shows it. Any other refusal right after
-    an attempt whose answer was lost may be about that attempt's refund, made but not yet
-    readable: asked again, no sooner than ``LOOKUP_LAG_S``, and refused only when it is
-    refused again with the refund still not found. A first attempt's refusal stands."""
-    error = partial(GatewayApiError, _P.value, status=exc.status, code=exc.code)
+    asked again (the lookup first) until the lookup shows it. Any other refusal stands as
+    ``standing`` says (right after a lost answer, only once asked again)."""
     if exc.code == REFUND_ID_EXISTS:
-        return error(f"{exc.reason}: made under the intent's refund_id, not yet readable")
-    if refund.attempts > 1 and not (refund.last_error or "").startswith(UNCONFIRMED):
-        return error(UNCONFIRMED + exc.reason, retry_after_s=LOOKUP_LAG_S)
-    return RefundRefused(_P.value, exc.reason, status=exc.status, code=exc.code)
+        said = f"{exc.reason}: made under the intent's refund_id, not yet readable"
+        return GatewayApiError(_P.value, said, status=exc.status, code=exc.code)
+    return standing(refund, RefundRefused(_P.value, exc.reason, status=exc.status, code=exc.code))
 
 
 def _utc(day: date, at: time) -> str:
@@ -249,6 +240,7 @@ def _refunded(entity: object, refund: Refund) -> Sent:
     status = text(_P, entity, "refund_status")
     raw = entity.get("cf_refund_id") if isinstance(entity, dict) else None
     if status in {"CANCELLED", "FAILED"}:
+        named(entity, "refund_id", refund.idempotency_key, what="refund", provider=_P)
         raise failed_refund(_P, f"Cashfree's refund is {status}", raw)
     refund_id = str(raw) if isinstance(raw, int) else text(_P, entity, "cf_refund_id")
     return Sent(gateway_refund_id=refund_id, processed=status == "SUCCESS")

@@ -24,6 +24,7 @@ from payhooks.gateways._refunds import (
     RefundRefused,
     Sent,
     same_amount,
+    standing,
 )
 from payhooks.gateways._reports import (
     KEY_PREFIX,
@@ -277,7 +278,7 @@ class PayUClient:
         if _code(code) not in REFUSING_CODES:
             error = CredentialsRefused if _CREDENTIALS.search(said) else GatewayApiError
             raise error(_P.value, f"refund not taken: {said} ({code!s:.20})", status=200)
-        raise RefundRefused(_P.value, f"{said} (error_code {code})", status=200)
+        raise standing(refund, RefundRefused(_P.value, f"{said} (error_code {code})", status=200))
 
     def refund_status(self, refund: Refund) -> Sent:
         """``check_action_status`` by PayU's request id: ``success`` processed, ``failure``

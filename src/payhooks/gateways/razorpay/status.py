@@ -13,7 +13,7 @@ import httpx
 
 from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import _reports
-from payhooks.gateways._common import child, naming, reference
+from payhooks.gateways._common import child, named, naming, reference
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import Refund, RefundRefused, Sent, failed_refund, same_amount
 from payhooks.gateways._reports import Report, canonical, read_json, received, text
@@ -266,6 +266,7 @@ def _sent(entity: object, refund: Refund) -> Sent:
         same_amount(refund, _paise(amount, "refund"), provider=_P)
     status = text(_P, entity, "status")
     if status == "failed":
+        named(entity, "payment_id", refund.payment_id, what="refund", provider=_P)
         raise failed_refund(_P, "Razorpay's refund failed", child(entity, "id"))
     return Sent(gateway_refund_id=text(_P, entity, "id"), processed=status == "processed")
 
