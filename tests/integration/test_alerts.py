@@ -629,6 +629,7 @@ def test_a_failed_notice_whose_row_cannot_be_written_holds_back_no_other_channel
         tally = notifier.send_due(conn, T0 + EVERY)
         assert tally.sent == 2 and len(box.messages) == 2
         assert chat.requests == 1  # the channel failed: left alone for the rest of the pass
+        assert tally.retried >= 1 and tally.trouble()  # not sent, and said so
 
 
 def test_one_alert_whose_row_cannot_be_written_holds_back_no_other(conn, chat):
@@ -639,6 +640,9 @@ def test_one_alert_whose_row_cannot_be_written_holds_back_no_other(conn, chat):
     assert (tally.raised, tally.sent) == (1, 1)
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: razorpay: webhook deliveries answered 5xx")
+    # said, so that ``alerts --once`` and the worker's pass exit 1: the alert never went
+    assert tally.unrecorded == ["failing:cashfree"]
+    assert "refused to record: failing:cashfree" in (tally.trouble() or "")
 
 
 def test_one_source_that_cannot_be_read_holds_back_no_other_and_its_alerts_stay_open(conn, chat):

@@ -354,6 +354,32 @@ def test_the_workers_pass_for_cron_sends_the_refunds_due(conn, rig):
     assert intent.state.value == "processed" and intent.gateway_refund_id
 
 
+def test_the_workers_pass_for_cron_says_what_the_gateways_api_left_undone(conn, rig):
+    """A refund the gateway's API failed (500 at every call) is left to try again, and a
+    checkout it could not be asked about is asked again later: ``payhooks worker --once``
+    counted neither, and a cron-run worker exited 0 while nothing was refunded, as ``refunds
+    send --once`` and ``reconcile`` (exit 1) do not. Each duty's trouble is said."""
+    from payhooks.refunding import refunds
+    from payhooks.service.worker import Worker, WorkerOptions
+    from payhooks.sim.gateway_api import Fault
+
+    buy = purchase(conn, Provider.RAZORPAY)
+    payment_id = paid_at_gateway(rig.api, buy)
+    rig.run()
+    refunds.request(conn, "razorpay", payment_id, 100, key="once", captured_paise=buy.amount_paise,
+                    reason="cron", requested_by="test")  # fmt: skip
+    rig.api.fail_next(Provider.RAZORPAY, *[Fault(status=500)] * 20)
+    options = WorkerOptions(purge_every_seconds=None, settlements_every_seconds=None)
+    runner = Worker(rig.pool, replace(rig.settings, smtp_url=None), options, jitter=lambda: 0.0)
+    try:
+        _, failed = runner.once()
+    finally:
+        runner.close()
+    [intent] = refunds.of_payment(conn, "razorpay", payment_id)
+    assert intent.state.value == "requested" and "500" in (intent.last_error or "")
+    assert any("1 refund(s) to try again (razorpay: 1)" in said for said in failed), failed
+
+
 def test_the_workers_pass_for_cron_says_the_outbox_failed_rather_than_raise(conn, rig):
     """The outbox's drain raising (the database gone mid-pass) was the one step of ``--once``
     not guarded: it raised, and the duties that had failed before it were never said."""

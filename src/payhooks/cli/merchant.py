@@ -795,25 +795,9 @@ def refunds_send(
         return tally.summary() if once or moved else None
 
     repeat(one_pass, said, every=every, once=once, command="refunds send", stopping=stopping,
-           failed=_retried)  # fmt: skip
+           failed=lambda tally: tally.trouble())  # fmt: skip
     if once and told:
         raise typer.Exit(1)
-
-
-def _retried(tally: RefundTally) -> str | None:
-    """A pass with intents to try again, or a gateway's turn failed whole: a cron running
-    ``--once`` must notice."""
-    said = [
-        f"{gateway}'s turn failed whole: {why}" for gateway, why in sorted(tally.broken.items())
-    ]
-    count = sum(tally.retried.values())
-    if count:
-        each = ", ".join(f"{p.value}: {n}" for p, n in sorted(tally.retried.items()) if n)
-        said.append(
-            f"{count} refund(s) to try again ({each}): the gateway's API failed or a step broke; "
-            "each is asked again after its backoff (payhooks refunds list: last_error)"
-        )
-    return "; ".join(said) or None
 
 
 def _unsent(provider: Provider, count: int) -> str:

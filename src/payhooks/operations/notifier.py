@@ -129,6 +129,9 @@ class Tally:
     unread: list[str] = field(default_factory=list)
     """The conditions whose source failed this pass (its query, its table): their alerts
     neither raised nor resolved."""
+    unrecorded: list[str] = field(default_factory=list)
+    """The alerts found this pass that the database refused to record (a lock held past its
+    bound, a row it refused): neither raised nor sent, looked at again next pass."""
 
     def summary(self) -> str:
         """One line of the pass's counts."""
@@ -140,7 +143,7 @@ class Tally:
 
     def trouble(self) -> str | None:
         """What a pass left undone that a person must know of (``alerts --once`` exits 1
-        with it): notices not sent, conditions not read."""
+        with it): notices not sent, conditions not read, alerts not recorded."""
         said = []
         if self.retried or self.failed:
             said.append(
@@ -150,6 +153,11 @@ class Tally:
         if self.unread:
             said.append(
                 f"conditions that could not be read: {', '.join(self.unread)} (alert_source_failed)"
+            )
+        if self.unrecorded:
+            said.append(
+                f"alerts the database refused to record: {', '.join(self.unrecorded)} "
+                "(alert_record_failed)"
             )
         return "; ".join(said) or None
 
@@ -262,6 +270,7 @@ class Notifier:
                 self._raise_or_repeat(conn, alert, now, t)
         except Exception as exc:
             failure_logged(log, "alert_record_failed", exc, alert=alert.key)
+            t.unrecorded.append(alert.key)
 
     def _raise_or_repeat(self, conn: Connection, alert: Alert, now: datetime, t: Tally) -> None:
         fields = {
@@ -396,6 +405,7 @@ class Notifier:
                 outbox.retry_later(conn, notice.id, error, delay, now=now)
         except Exception:
             log.exception("alert_notice_unrecorded", extra=fields)
+            tally.retried += 1  # not sent, and said again once its lease ends
             return
         tally.retried += 1
         log.warning("alert_notice_retry", extra={**fields, "error": error})

@@ -94,6 +94,20 @@ class Tally:
     hand out their intents (a standby left read only, a table missing). Nothing of theirs
     was sent; a later pass tries again."""
 
+    def trouble(self) -> str | None:
+        """What a pass left undone that a cron running it must notice: intents to try again
+        (the gateway's API failed, or a step broke), gateways whose turn failed whole."""
+        broken = sorted(self.broken.items())
+        said = [f"{gateway}'s turn failed whole: {why}" for gateway, why in broken]
+        count = sum(self.retried.values())
+        if count:
+            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.retried.items()) if n)
+            said.append(
+                f"{count} refund(s) to try again ({each}): the gateway's API failed or a step "
+                "broke; each is asked again after its backoff (payhooks refunds list: last_error)"
+            )
+        return "; ".join(said) or None
+
     def summary(self) -> str:
         """One line of the pass's counts, for the command's output and the log."""
         total = {name: sum(getattr(self, name).values()) for name in _COUNTS}

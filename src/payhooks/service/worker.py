@@ -100,8 +100,9 @@ class Worker:
         self._settlements_failed = 0
         self._settings = settings
         self._failures = 0
-        self.alerts_unsent = 0
-        """Alert notices the last alerts pass could not send (to retry, or given up)."""
+        self.troubles: dict[str, str] = {}
+        """What each duty's last pass left undone, by duty (the gateways' API failing, notices
+        not sent): ``once`` says them, as each duty's own command does with exit 1."""
 
     def run(self) -> None:
         """Until ``stop()``: drain what is due, retry parked deliveries every minute, purge
@@ -190,12 +191,19 @@ class Worker:
                 handled += done
             return handled
 
+        self.troubles.clear()
         failed = self._each(self.maybe_retry_parked, *self._at_the_gateways(), self.alert, outbox)
         if self.sender is not None and self.sender.unavailable:
             failed.append("the SMTP server is unavailable: the emails wait, queued")
-        if self.alerts_unsent:
-            failed.append(f"{self.alerts_unsent} alert notice(s) not sent (see alerts_pass)")
+        failed.extend(f"{duty}: {said}" for duty, said in self.troubles.items())
         return handled, failed
+
+    def _left(self, duty: str, said: str | None) -> None:
+        """What ``duty``'s pass left undone, or that it left nothing."""
+        if said:
+            self.troubles[duty] = said
+        else:
+            self.troubles.pop(duty, None)
 
     def stop(self) -> None:
         self.stopping.set()
@@ -234,6 +242,7 @@ class Worker:
         tally = self.reconciler.run()
         if sum(tally.examined.values()):
             log.info("reconcile_pass", extra={"summary": tally.summary()})
+        self._left("reconcile", tally.trouble() if tally.failures else None)
         return sum(tally.applied.values())
 
     def maybe_fetch_settlements(self) -> int:
@@ -288,6 +297,7 @@ class Worker:
         tally = self.reconciler.confirm_due()
         if sum(tally.confirmed.values()) or sum(tally.refuted.values()):
             log.info("confirm_pass", extra={"summary": tally.summary()})
+        self._left("confirm", tally.trouble() if tally.failures else None)
         return sum(tally.applied.values())
 
     def send_refunds(self) -> int:
@@ -302,6 +312,7 @@ class Worker:
         )
         if any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "incomplete", "spent")):
             log.info("refunds_pass", extra={"summary": tally.summary()})
+        self._left("refunds", tally.trouble())
         return sum(tally.sent.values())
 
     def capture_authorized(self) -> int:
@@ -333,7 +344,7 @@ class Worker:
                 tally = self.notifier.send_due(conn, now)
         if tally.raised or tally.resolved or tally.retried or tally.failed:
             log.info("alerts_pass", extra={"summary": tally.summary()})
-        self.alerts_unsent = tally.retried + tally.failed
+        self._left("alerts", tally.trouble())
         return tally.sent
 
     def _idle_seconds(self) -> float:
