@@ -485,3 +485,32 @@ def test_a_callback_settled_by_hand_while_a_pass_asks_keeps_the_persons_word(sho
     assert [e.payment_id for e in paid] == [PAYMENT]
     assert outcome(conn, "cb-1") == "refuted"
     assert health.refuted_last_day(conn, datetime.now(UTC)) == {}  # no word of the API's
+
+
+@dataclass
+class RefundApi(Api):
+    """A gateway whose order status lists no refunds (PhonePe): a refund is asked about by
+    its own id."""
+
+    refund_says: Report = field(default_factory=Report)
+
+    def refund(self, refund_id: str, order_id: str, *, claimed_paise: int | None = None) -> Report:
+        self.asked.append(refund_id)
+        return self.refund_says
+
+
+def test_a_refund_callback_the_api_reports_failed_is_refuted_at_once(shop, database_url):
+    """PhonePe's refund status FAILED is final (a refund failed is never made under its id
+    again): a callback claiming that refund completed is contradicted, refuted at the first
+    pass. It waited the 30 minutes of a refund the API had never heard of."""
+    conn, paid = shop
+    said = callback(EventKind.REFUND_PROCESSED, key="cb-r1")
+    claimed = replace(said.event, refund_id="rf_1", refund_amount_paise=49_900)
+    assert ingest_received(conn, replace(said, event=claimed), hooks_noting(paid)).outcome is (
+        Outcome.CONFIRMING
+    )
+    failed = Report(skipped=("rf_1:FAILED",), contradicted=True)
+    api = RefundApi(says=reported(), refund_says=failed)
+    tally = run_pass(database_url, paid, api)
+    assert "rf_1" in api.asked
+    assert tally.refuted[Provider.PHONEPE] == 1 and outcome(conn, "cb-r1") == "refuted"

@@ -51,6 +51,10 @@ class Report:
     callback that claimed it is refuted, saying so, once ``PATIENCE`` has passed, as one the
     API never reports; not at once, for PayU's API may not show yet what it called back
     about."""
+    contradicted: bool = False
+    """The API reports what was asked about in a final state no callback's claim can become
+    (a refund FAILED: none is made under its id again): a callback claiming it is refuted at
+    once."""
     unreadable: tuple[str, ...] = ()
     """Payments the answer lists that payhooks cannot read, each named with why: never a
     reason to pass over the others, and never passed over themselves (the checkout or

@@ -260,7 +260,9 @@ def _pending(r: tuple[Any, ...]) -> Pending:
     )
 
 
-def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdict | None:
+def verdict(
+    pending: Pending, reported: Iterable[Event], now: datetime, *, contradicted: bool = False
+) -> Verdict | None:
     """What the API's events for the order say of what the callback claimed: None while it
     says nothing yet (ask again), within ``PATIENCE``.
 
@@ -270,12 +272,16 @@ def verdict(pending: Pending, reported: Iterable[Event], now: datetime) -> Verdi
     nothing a handler acts on: once the API has answered, what it said is applied and the
     callback is settled, confirmed in the sense that it was heard, never refuted. A claim
     the API says it knows nothing of (PayU's "No action status found") is refuted past
-    ``PATIENCE`` too, never at once: PayU's API may not show yet what it called back about."""
+    ``PATIENCE`` too, never at once: PayU's API may not show yet what it called back about.
+    A refund the API reports in a final state of its own (``contradicted``: PhonePe's FAILED)
+    is refuted at once."""
     said = list(reported)
     if pending.kind.is_refund:
         refunds = [e for e in said if e.kind.is_refund]
         if any(_same_refund(pending, e) for e in refunds):
             return Verdict.CONFIRMED
+        if contradicted:
+            return Verdict.REFUTED
     elif pending.kind is EventKind.PAYMENT_CAPTURED:
         payments = [e for e in said if not e.kind.is_refund]
         if any(e.kind is pending.kind and _same_payment(pending, e) for e in payments):

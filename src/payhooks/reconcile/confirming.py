@@ -136,6 +136,7 @@ def _one(asking: _Asking, pending: Pending) -> None:
                 report,
                 received=(*report.received, *extra.received),
                 unknown=extra.unknown,
+                contradicted=extra.contradicted,
                 unreadable=(*report.unreadable, *extra.unreadable),
             )
     except GatewayApiError as exc:
@@ -144,7 +145,7 @@ def _one(asking: _Asking, pending: Pending) -> None:
     events = _applied(asking, pending, report)  # what the API says wins
     if events is None:
         return
-    found = confirmations.verdict(pending, events, at)
+    found = confirmations.verdict(pending, events, at, contradicted=report.contradicted)
     if found is Verdict.REFUTED and report.unknown:
         detail = (
             f"the status API knows no such {pending.kind.value.split('_')[0]}, "

@@ -353,6 +353,14 @@ def test_a_refund_not_completed_reports_nothing(state):
         "rf_1", REFERENCE
     )
     assert (report.received, report.skipped) == ((), (f"rf_1:{state}",))
+    # FAILED is final: a callback claiming the refund completed is contradicted
+    assert report.contradicted is (state == "FAILED")
+
+
+def test_a_failed_refund_of_another_order_contradicts_nothing():
+    failed = {**REFUND, "state": "FAILED"}
+    report = _refund_client({REFUND_PATH: (200, failed)}).refund("rf_1", "ph_another_order")
+    assert (report.received, report.contradicted) == ((), False)
 
 
 def test_a_reconciled_refund_reads_again_as_it_was_stored():

@@ -121,7 +121,8 @@ class PhonePeClient:
         if any(r.event.merchant_ref != order_id for r in found.received):
             return Report(skipped=(f"{merchant_refund_id}: a refund of another order",))
         if not found.received:
-            return found
+            failed = parsed(self.provider, lambda: refund_failed(merchant_refund_id, body))
+            return dataclasses.replace(found, contradicted=failed == order_id)
         paid = self._paid(order_id)
         return parsed(self.provider, lambda: refund_status(merchant_refund_id, body, paid))
 
@@ -319,6 +320,20 @@ def refund_status(merchant_refund_id: str, body: bytes, paid: str | None = None)
     )  # fmt: skip
     named = str(paid) if isinstance(paid, str) and paid else None
     return Report(received=(_as_refund(found, merchant_refund_id, amount, named),))
+
+
+REFUND_FAILED = "FAILED"
+"""A refund's final failure (``pg.refund.failed``); a refund's other states are PENDING,
+CONFIRMED and COMPLETED."""
+
+
+def refund_failed(merchant_refund_id: str, body: bytes) -> str | None:
+    """The order a refund PhonePe reports ``FAILED`` refunded (``originalMerchantOrderId``),
+    else None: a refund failed is final, never made under its ``merchantRefundId`` again."""
+    doc = _answer(body, "refund", "merchantRefundId", merchant_refund_id)
+    if text(_P, doc, "state") != REFUND_FAILED:
+        return None
+    return text(_P, doc, "originalMerchantOrderId")
 
 
 def _as_refund(found: Received, merchant_refund_id: str, amount: int, paid: str | None) -> Received:
