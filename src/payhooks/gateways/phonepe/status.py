@@ -327,13 +327,12 @@ REFUND_FAILED = "FAILED"
 CONFIRMED and COMPLETED."""
 
 
-def refund_failed(merchant_refund_id: str, body: bytes) -> str | None:
-    """The order a refund PhonePe reports ``FAILED`` refunded (``originalMerchantOrderId``),
-    else None: a refund failed is final, never made under its ``merchantRefundId`` again."""
+def refund_failed(merchant_refund_id: str, body: bytes) -> object:
+    """The order a refund PhonePe reports ``FAILED`` refunded (``originalMerchantOrderId``, as
+    written), else None: a refund failed is final, never made under its ``merchantRefundId``
+    again. One naming no order contradicts no callback: it waits, as one not reported."""
     doc = _answer(body, "refund", "merchantRefundId", merchant_refund_id)
-    if text(_P, doc, "state") != REFUND_FAILED:
-        return None
-    return text(_P, doc, "originalMerchantOrderId")
+    return doc.get("originalMerchantOrderId") if doc.get("state") == REFUND_FAILED else None
 
 
 def _as_refund(found: Received, merchant_refund_id: str, amount: int, paid: str | None) -> Received:
