@@ -398,3 +398,44 @@ def test_a_refund_reported_before_its_intent_learnt_its_id_is_counted_once(core,
     ask(conn, RZ, amount=49_900 - PART, key="the rest")
     with pytest.raises(RefundTooLarge):
         ask(conn, RZ, amount=1, key="one more paisa")
+
+
+class WebhookFirst:
+    """The gateway's refund client, the refund's signed webhook applied (committed) after the
+    gateway made the refund and before the sender heard that its answer was lost."""
+
+    def __init__(self, inner: Any, conn, api, provider: Provider) -> None:
+        self.inner, self.conn, self.api, self.provider = inner, conn, api, provider
+
+    def send_refund(self, refund: refunds.Refund) -> Any:
+        try:
+            return self.inner.send_refund(refund)
+        finally:
+            (made,) = self.api.money.refunds[(self.provider, PAYMENT[self.provider])]
+            webhook(self.conn, self.provider, made)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("provider", WEBHOOKS)
+def test_an_intent_its_webhook_closed_while_its_answer_was_lost_is_not_counted_to_retry(
+    core, database_url, provider
+):
+    """The webhook closed the intent ``processed`` while the sender's call was answered 503:
+    the pass counted it among those to try again, and ``refunds send --once`` and ``worker
+    --once`` exited 1 naming a refund nobody would try again."""
+    from payhooks.gateways._status import client as status_client
+    from payhooks.refunding.sending import send_due
+
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider, amount=PART)
+    api.fail_after_acting(provider, Fault(status=503))
+    found = credentials(API_KEYS.env(url))[provider]
+    with http_client(5.0) as http:
+        client = WebhookFirst(status_client(found, http), conn, api, provider)
+        tally = send_due(connecting(database_url), {provider: client})
+    assert intent(conn, provider).state is RefundState.PROCESSED
+    assert tally.retried[provider] == 0 and tally.trouble() is None, tally.summary()
+    assert books(api, provider) == (1, PART)

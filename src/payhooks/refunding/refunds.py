@@ -510,11 +510,13 @@ def settled(conn: Connection, refund: Refund, *, processed: bool, error: str | N
 
 def unsettled_again(
     conn: Connection, refund: Refund, error: str | None = None, *, asked: timedelta = timedelta()
-) -> None:
+) -> bool:
     """A sent intent the gateway has not settled yet, asked about again later: no sooner than
-    ``asked`` (what a gateway's 429 asked for)."""
-    conn.execute(UNSETTLED_AGAIN, {**_keyed(refund), "error": error, "first": FIRST_CHECK,
-                                   "most": MOST_BETWEEN_CHECKS, "asked": asked})  # fmt: skip
+    ``asked`` (what a gateway's 429 asked for). False when it is settled already (its
+    webhook)."""
+    return conn.execute(UNSETTLED_AGAIN, {**_keyed(refund), "error": error, "first": FIRST_CHECK,
+                                          "most": MOST_BETWEEN_CHECKS, "asked": asked},
+                        ).rowcount > 0  # fmt: skip
 
 
 # What a payment's record says the customer paid less its lost disputes now, and, for a payment
@@ -572,9 +574,11 @@ def held(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
     conn.execute(HELD, {**_keyed(refund), "wait": wait, "error": error})
 
 
-def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
-    """The refund is asked again after ``wait``, under the same key (a timeout, a 5xx)."""
-    conn.execute(AGAIN, {**_keyed(refund), "wait": wait, "error": error})
+def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> bool:
+    """The refund is asked again after ``wait``, under the same key (a timeout, a 5xx);
+    False when there is nothing to ask again: the intent is past ``requested`` already (its
+    refund's webhook closed it while the call's answer was lost)."""
+    return conn.execute(AGAIN, {**_keyed(refund), "wait": wait, "error": error}).rowcount > 0
 
 
 def _keyed(refund: Refund) -> dict[str, object]:

@@ -296,12 +296,14 @@ def _failed(tally: Tally, refund: Refund, exc: RefundRefused) -> None:
     )  # fmt: skip
 
 
-def _retried(tally: Tally, refund: Refund, exc: GatewayApiError, said: str, **more: object) -> None:
-    """One intent the gateway's API failed for (sending it, or asking about it): counted to
-    try again, and logged."""
-    tally.retried[refund.provider] += 1
+def _retried(
+    tally: Tally, refund: Refund, exc: GatewayApiError, said: str, left: bool, **more: object
+) -> None:
+    """One intent the gateway's API failed for (sending it, or asking about it), logged;
+    counted to try again when it was ``left`` so (not when its webhook closed it meanwhile)."""
+    tally.retried[refund.provider] += left
     log.info(said, extra={"provider": refund.provider.value, "key": refund.idempotency_key,
-                          "detail": exc.reason, **more})  # fmt: skip
+                          "detail": exc.reason, "left": left, **more})  # fmt: skip
 
 
 def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, sent: bool) -> None:
@@ -371,8 +373,9 @@ class _Acts:
             return
         except GatewayApiError as exc:
             with connect() as conn:
-                refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
-            _retried(tally, refund, exc, "refund_check_retry", refund_id=refund.gateway_refund_id)
+                left = refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
+            _retried(tally, refund, exc, "refund_check_retry", left,
+                     refund_id=refund.gateway_refund_id)  # fmt: skip
             return
         error = self.unsettled(refund, tally) if now.processed else None
         processed = now.processed and error is None
@@ -404,8 +407,8 @@ class _Acts:
             return
         except GatewayApiError as exc:
             with connect() as conn:
-                refunds.again(conn, refund, _wait(refund, exc), exc.reason)
-            _retried(tally, refund, exc, "refund_retry", attempts=refund.attempts)
+                left = refunds.again(conn, refund, _wait(refund, exc), exc.reason)
+            _retried(tally, refund, exc, "refund_retry", left, attempts=refund.attempts)
             return
         made = replace(refund, gateway_refund_id=sent.gateway_refund_id)
         error = self.unsettled(made, tally) if sent.processed else None
