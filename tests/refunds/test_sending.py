@@ -1298,6 +1298,14 @@ def test_the_command_once_exits_1_while_the_gateways_api_fails_and_0_once_it_ans
         " broke; each is asked again after its backoff (payhooks refunds list: last_error)"
     ]
     assert [s for s, _, _ in state(conn, Provider.RAZORPAY)] == ["requested"]
+    # A pass inside its backoff does not ask again, and still says it waits after an error:
+    # a cron landing there saw success while nothing was refunded.
+    done, said = sent_once(database_url, tmp_path, **API_KEYS.env(url))
+    assert done.exit_code == 1, done.output
+    assert said == [
+        "payhooks: 1 refund(s) to try again (razorpay: 1): the gateway's API failed or a step"
+        " broke; each is asked again after its backoff (payhooks refunds list: last_error)"
+    ]
     due_now(conn)
     done, _ = sent_once(database_url, tmp_path, **API_KEYS.env(url))
     assert done.exit_code == 0, done.output

@@ -118,6 +118,7 @@ def reconcile_app(
     after_s: int | None,
     *,
     confirm_only: bool = False,
+    erring: bool = False,
 ) -> Tally:
     """A pass over a merchant app's expected checkouts, through the app's own handler (imported
     once, before any pass: a handler that cannot be imported is bad configuration)."""
@@ -133,6 +134,7 @@ def reconcile_app(
         limit=limit,
         timeout_s=settings.reconcile_timeout_ms / 1000,
         confirm_only=confirm_only,
+        erring=erring,
     )
 
 
@@ -173,7 +175,7 @@ def confirm(
     told: dict[Provider, int] = {}
 
     def one_pass() -> Tally:
-        tally = reconcile_app(found, url, handler, 100, None, confirm_only=True)
+        tally = reconcile_app(found, url, handler, 100, None, confirm_only=True, erring=once)
         waiting = _waiting(url, credentialed)
         if waiting and waiting != told:  # at start, and again as the count changes
             for provider, count in waiting.items():
@@ -778,7 +780,7 @@ def refunds_send(
 
     def one_pass() -> RefundTally:
         tally = refunding.send_once(connect, credentials, timeout_s=timeout_s,
-                                    stop=stopping.is_set, deliver=deliver)  # fmt: skip
+                                    stop=stopping.is_set, deliver=deliver, erring=once)  # fmt: skip
         waiting = refunding.unsendable(connect, credentials)
         if waiting and waiting != told:
             for provider, count in waiting.items():

@@ -20,7 +20,12 @@ from payhooks.reconcile.running import followed, reconcile_once
 
 
 def one_pass(
-    config: Config, *, confirm_only: bool = False, after_s: int | None = None, limit: int = 100
+    config: Config,
+    *,
+    confirm_only: bool = False,
+    erring: bool = False,
+    after_s: int | None = None,
+    limit: int = 100,
 ) -> Tally:
     """Ask each gateway with API credentials in ``PAYHOOKS`` about the due checkouts, then
     about the callbacks waiting for its word (with ``confirm_only``, about those alone)."""
@@ -36,6 +41,7 @@ def one_pass(
         deliver,
         config.api,
         confirm_only=confirm_only,
+        erring=erring,
         after_s=config.reconcile_after_s if after_s is None else after_s,
         window_s=config.reconcile_window_s,
         limit=limit,

@@ -28,6 +28,7 @@ Pure steps and statements: no HTTP here (the status clients are an extra).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -437,6 +438,20 @@ def again(
     )
 
 
+ERRING = """
+SELECT provider, count(*) FROM payhooks_confirmations
+WHERE verdict IS NULL AND last_error IS NOT NULL AND provider = ANY(%s)
+GROUP BY provider
+"""
+
+
+def erring(conn: Connection, providers: Iterable[Provider]) -> Counter[Provider]:
+    """The callbacks of ``providers`` waiting to be asked again after an error (their API
+    failed, a handler raised, the database refused the pass's bookkeeping), by gateway."""
+    rows = query(conn, ERRING, ([p.value for p in providers],)).fetchall()
+    return Counter({Provider(provider): int(count) for provider, count in rows})
+
+
 def wait_after(attempts: int) -> timedelta:
     """2 s, 4 s, 8 s, ... up to 5 minutes: a real payment confirms within seconds."""
     return timedelta(seconds=min(2**attempts, 300))
@@ -458,6 +473,7 @@ __all__ = [
     "applied_body",
     "attempt_verdict",
     "confirmable",
+    "erring",
     "first_body",
     "leased",
     "refuted_by_hand",

@@ -21,6 +21,7 @@ from typing import Protocol
 from payhooks.events import Event, EventKind, Provider, Received
 from payhooks.gateways import gateway
 from payhooks.gateways._status import CredentialsRefused, StatusClient
+from payhooks.intake import confirmations
 from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
@@ -150,11 +151,16 @@ class Reconciler:
                 tally.broke(provider.value, _turn_failed(exc, provider))
         return tally
 
-    def confirm_due(self) -> Tally:
+    def confirm_due(self, *, erring: bool = False) -> Tally:
         """Only the callbacks waiting for their gateway's word (``payhooks.intake.confirmations``):
         cheap when none waits (one indexed read per gateway), so run every few seconds to have
-        them take effect within seconds."""
-        return confirm(self.connect, self.clients, self.deliver, Tally(), stop=self.stop)
+        them take effect within seconds. With ``erring`` (a door's one pass, ``--once``), the
+        callbacks waiting again after an error are counted too (``Tally.erring``)."""
+        tally = confirm(self.connect, self.clients, self.deliver, Tally(), stop=self.stop)
+        if erring and self.clients:
+            with self.connect() as conn:
+                tally.erring.update(confirmations.erring(conn, self.clients))
+        return tally
 
     def _claim(self, provider: Provider) -> list[Due]:
         with self.connect() as conn:

@@ -33,11 +33,14 @@ def send_once(
     limit: int = 50,
     stop: Callable[[], bool] = lambda: False,
     deliver: Deliver | None = None,
+    erring: bool = False,
 ) -> Tally:
     """One pass over the due refund intents of each gateway in ``found`` payhooks refunds.
     ``deliver`` (``running.delivering`` through the app's hooks): each refund the gateway says
     processed is delivered through it as its refund webhook would be (``processed_delivery``),
-    before its intent is closed, so the app records it even when that webhook never comes."""
+    before its intent is closed, so the app records it even when that webhook never comes.
+    With ``erring`` (a door's one pass), the intents waiting again after an error are counted
+    too (``Tally.erring``)."""
     settle = None if deliver is None else partial(_delivered, deliver)
     with http_client(timeout_s) as http:
         clients: dict[Provider, RefundClient] = {
@@ -45,7 +48,7 @@ def send_once(
             for p, c in found.items()
             if GATEWAYS[p].sends_refunds
         }
-        return send_due(connect, clients, limit=limit, stop=stop, settle=settle)
+        return send_due(connect, clients, limit=limit, stop=stop, settle=settle, erring=erring)
 
 
 def _delivered(deliver: Deliver, refund: Refund) -> None:

@@ -123,10 +123,12 @@ def reconcile_once(
     notify: Notifier | None = None,
     stop: Callable[[], bool] = lambda: False,
     confirm_only: bool = False,
+    erring: bool = False,
     **reach: Unpack[PassOptions],
 ) -> Tally:
     """One pass asking each gateway in ``found`` (``credentials``) about the due checkouts,
-    then about the callbacks waiting for its word; with ``confirm_only``, about those alone."""
+    then about the callbacks waiting for its word; with ``confirm_only``, about those alone,
+    and with ``erring`` (a door's one pass) counting those waiting after an error too."""
     options = Options(
         after_s=reach.get("after_s", AFTER_S),
         window_s=reach.get("window_s", WINDOW_S),
@@ -137,7 +139,7 @@ def reconcile_once(
         reconciler = Reconciler(
             connect, clients, options, deliver=deliver, notify=notify, stop=stop
         )
-        return reconciler.confirm_due() if confirm_only else reconciler.run()
+        return reconciler.confirm_due(erring=erring) if confirm_only else reconciler.run()
 
 
 def run(

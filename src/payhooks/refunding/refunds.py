@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Required, TypedDict, Unpack
@@ -586,6 +588,21 @@ def _keyed(refund: Refund) -> dict[str, object]:
     return {"provider": refund.provider.value, "key": refund.idempotency_key}
 
 
+ERRING = """
+SELECT provider, count(*) FROM payhooks_refunds
+WHERE state IN ('requested', 'sent') AND last_error IS NOT NULL AND provider = ANY(%s)
+GROUP BY provider
+"""
+
+
+def erring(conn: Connection, providers: Iterable[Provider]) -> Counter[Provider]:
+    """The intents of ``providers`` waiting to be tried again after an error (sending one, or
+    asking about one sent: the gateway's API failed, a step broke, the app's hooks raised),
+    by gateway."""
+    rows = conn.execute(ERRING, ([p.value for p in providers],)).fetchall()
+    return Counter({Provider(provider): int(count) for provider, count in rows})
+
+
 def wait_after(attempts: int) -> timedelta:
     """5 s, 10 s, 20 s, ... up to 10 minutes: a gateway that timed out is asked again soon,
     with the same key, and one that is down is not hammered."""
@@ -773,6 +790,7 @@ __all__ = [
     "cancel",
     "cancelling",
     "closing",
+    "erring",
     "held",
     "idempotency_key",
     "intent",

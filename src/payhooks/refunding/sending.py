@@ -89,6 +89,10 @@ class Tally:
     """Not sent, for good: their payment had less left to refund than they asked by the time
     they were to be sent (a chargeback lost, a refund made outside payhooks): ``SPENT`` when
     nothing was left, ``SHRUNK`` when some was (ask again for that)."""
+    erring: Counter[Provider] = field(default_factory=Counter)
+    """The intents waiting to be tried again after an error, this pass's and earlier ones'
+    (``refunds.erring``): counted where a door runs one pass (``--once``), so that a pass
+    inside their backoff, which asks nothing, does not pass for success."""
     broken: dict[str, str] = field(default_factory=dict)
     """Gateways whose turn failed whole, with why: the database answering but refusing to
     hand out their intents (a standby left read only, a table missing). Nothing of theirs
@@ -99,9 +103,10 @@ class Tally:
         (the gateway's API failed, or a step broke), gateways whose turn failed whole."""
         broken = sorted(self.broken.items())
         said = [f"{gateway}'s turn failed whole: {why}" for gateway, why in broken]
-        count = sum(self.retried.values())
+        waiting = self.retried | self.erring  # the larger of the two, by gateway
+        count = sum(waiting.values())
         if count:
-            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.retried.items()) if n)
+            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(waiting.items()) if n)
             said.append(
                 f"{count} refund(s) to try again ({each}): the gateway's API failed or a step "
                 "broke; each is asked again after its backoff (payhooks refunds list: last_error)"
@@ -156,16 +161,21 @@ def send_due(
     limit: int = 50,
     stop: Callable[[], bool] = lambda: False,
     settle: Settle | None = None,
+    erring: bool = False,
 ) -> Tally:
     """Every due intent of each gateway in ``clients``, at most ``limit`` each. Each is leased
     just before its call, never a batch up front: a lease runs out only when its one call
     (``refunds.LEASE`` is many times the longest) or its sender died. ``settle``: see
-    ``Settle``."""
+    ``Settle``. With ``erring`` (a door's one pass, ``--once``), the intents waiting again
+    after an error are counted too (``Tally.erring``)."""
     tally = Tally()
     act = _Acts(settle)
-    if not _each_due(connect, clients, refunds.leased, act.send, tally, limit=limit, stop=stop):
-        return tally
-    return check_due(connect, clients, limit=limit, stop=stop, tally=tally, settle=settle)
+    if _each_due(connect, clients, refunds.leased, act.send, tally, limit=limit, stop=stop):
+        check_due(connect, clients, limit=limit, stop=stop, tally=tally, settle=settle)
+    if erring and clients:
+        with connect() as conn:
+            tally.erring.update(refunds.erring(conn, clients))
+    return tally
 
 
 def check_due(

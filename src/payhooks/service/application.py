@@ -161,11 +161,13 @@ def send_refunds(
     double_payments: bool,
     limit: int = 50,
     stop: Callable[[], bool] = lambda: False,
+    erring: bool = False,
 ) -> sending.Tally:
     """One pass of the refund sender over the gateways payhooks refunds, with the
     double-payment policy first when it is on (``PAYHOOKS_REFUND_DOUBLE_PAYMENTS``): what the
     worker runs on every tick, and the demo on demand. The policy failing holds back no
-    refund: the sender runs all the same (``_request_double_refunds``)."""
+    refund: the sender runs all the same (``_request_double_refunds``). ``erring``: see
+    ``sending.send_due``."""
     found = {p: c for p, c in reconciler.clients.items() if GATEWAYS[p].sends_refunds}
     if not found:
         return sending.Tally()
@@ -173,7 +175,7 @@ def send_refunds(
         _request_double_refunds(reconciler, limit)
     return sending.send_due(
         reconciler.connect, found, limit=limit, stop=stop,  # type: ignore[arg-type]
-        settle=lambda refund: _refunded(reconciler, refund),
+        settle=lambda refund: _refunded(reconciler, refund), erring=erring,
     )  # fmt: skip
 
 

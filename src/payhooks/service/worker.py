@@ -100,6 +100,9 @@ class Worker:
         self._settlements_failed = 0
         self._settings = settings
         self._failures = 0
+        self._once = False
+        """In ``once``: the duties count what waits again after an error, not only what this
+        pass met (a cron landing inside a backoff must not see success)."""
         self.troubles: dict[str, str] = {}
         """What each duty's last pass left undone, by duty (the gateways' API failing, notices
         not sent): ``once`` says them, as each duty's own command does with exit 1."""
@@ -192,7 +195,13 @@ class Worker:
             return handled
 
         self.troubles.clear()
-        failed = self._each(self.maybe_retry_parked, *self._at_the_gateways(), self.alert, outbox)
+        self._once = True
+        try:
+            failed = self._each(
+                self.maybe_retry_parked, *self._at_the_gateways(), self.alert, outbox
+            )
+        finally:
+            self._once = False
         if self.sender is not None and self.sender.unavailable:
             failed.append("the SMTP server is unavailable: the emails wait, queued")
         failed.extend(f"{duty}: {said}" for duty, said in self.troubles.items())
@@ -294,7 +303,7 @@ class Worker:
         effect within a second or two; returns how many payment events were applied."""
         if not self.reconciler.clients:
             return 0
-        tally = self.reconciler.confirm_due()
+        tally = self.reconciler.confirm_due(erring=self._once)
         if sum(tally.confirmed.values()) or sum(tally.refuted.values()):
             log.info("confirm_pass", extra={"summary": tally.summary()})
         self._left("confirm", tally.trouble() if tally.failures else None)
@@ -309,6 +318,7 @@ class Worker:
             double_payments=self.refund_double_payments,
             limit=self.options.batch,
             stop=self.stopping.is_set,
+            erring=self._once,
         )
         if any(sum(getattr(tally, n).values()) for n in ("sent", "refused", "incomplete", "spent")):
             log.info("refunds_pass", extra={"summary": tally.summary()})

@@ -55,7 +55,7 @@ class Command(BaseCommand):
             signal.signal(signum, lambda *_: stopping.set())
         while True:
             try:
-                tally = one_pass(config, confirm_only=True)
+                tally = one_pass(config, confirm_only=True, erring=options["once"])
                 waiting = named_waiting(self, config, told)  # at start, as the count changes
             except _AWAY as exc:  # the database away: logged, and the next pass tries again
                 if options["once"]:
