@@ -124,6 +124,28 @@ def test_the_command_runs_a_pass_through_the_apps_own_hooks(shop, database_url, 
     assert paid(conn) == (PAYMENT, 1)
 
 
+def test_a_pass_inside_the_backoff_of_a_failed_checkout_still_exits_1(shop, database_url):
+    """``payhooks reconcile`` from cron: the pass whose call failed exits 1; the next, inside
+    that checkout's backoff, asked nothing and exited 0 while the payment stayed unapplied."""
+    from payhooks.sim.gateway_api import Fault
+
+    conn, api, env = shop
+    paid_at_gateway(api)
+    api.fail_next(Provider.RAZORPAY, Fault(status=500))
+    args = ("reconcile", "--older-than-s", "0", "--hooks", "tests.reconcile.merchant_hooks:hooks",
+            "--database-url", database_url)  # fmt: skip
+    failed = _payhooks(*args, env=env)
+    assert failed.returncode == 1 and "1 gateway API error(s) (razorpay 1)" in failed.stderr
+    held = _payhooks(*args, env=env)
+    assert "examined 0 checkout(s)" in held.stdout
+    assert held.returncode == 1, held.stdout
+    assert "1 checkout(s) waiting to be asked again after an error (razorpay 1)" in held.stderr
+    conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
+    done = _payhooks(*args, env=env)
+    assert done.returncode == 0, done.stderr
+    assert paid(conn) == (PAYMENT, 1)
+
+
 def test_the_command_says_what_is_wrong_with_the_hooks_it_is_given(shop, database_url):
     _, _, env = shop
     done = subprocess.run(

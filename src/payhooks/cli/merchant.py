@@ -92,7 +92,7 @@ def reconcile(
     else:
         url = _app_url(found, database_url, "--hooks")
         handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_reconcile`"))
-        tally = run(lambda: reconcile_app(found, url, handler, limit, older_than_s))
+        tally = run(lambda: reconcile_app(found, url, handler, limit, older_than_s, erring=True))
     off = ", ".join(p.value for p in found.reconciliation_off())
     typer.echo(tally.summary() + (f"; off for {off}" if off else ""))
     credentialed = found.reconciled()

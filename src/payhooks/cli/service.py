@@ -85,7 +85,7 @@ class ServiceHost:
             run(shops)
             with reconciliation.http_client(settings.reconcile_timeout_ms / 1000) as http:
                 runner = application.reconciler(pool, settings, http, limit=limit, after_s=after_s)
-                return run(runner.run)
+                return run(lambda: runner.run(erring=True))
         finally:
             pool.close()
 

@@ -26,7 +26,8 @@ checkouts by the lease.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -294,6 +295,23 @@ def attempted(
             "wait": wait if wait is not None else backoff(due.attempts),
         },
     )
+
+
+ERRING = """
+SELECT provider, count(*) FROM payhooks_reconcile
+WHERE failures > 0 AND last_attempt_at > now() - make_interval(secs => %(window_s)s)
+  AND provider = ANY(%(providers)s)
+GROUP BY provider
+"""
+"""Through the partial index ``payhooks_reconcile_failing``: checkouts whose last look failed,
+looked at within the window (one past it is asked no more)."""
+
+
+def erring(conn: Connection, providers: Iterable[Provider], *, window_s: int) -> Counter[Provider]:
+    """The checkouts of ``providers`` waiting to be asked again after an error (the API
+    failed, a handler raised on what it reported), by gateway."""
+    params = {"window_s": window_s, "providers": [p.value for p in providers]}
+    return Counter({Provider(p): int(n) for p, n in conn.execute(ERRING, params).fetchall()})
 
 
 def release(conn: Connection, due: Due, wait: timedelta) -> None:

@@ -123,6 +123,9 @@ class Tally:
     """Callbacks waiting to be asked again after an error, this pass's and earlier ones'
     (``confirmations.erring``): counted where a door runs one pass (``--once``), so that a
     pass inside their backoff, which asks nothing, does not pass for success."""
+    erring_checkouts: Counter[Provider] = field(default_factory=Counter)
+    """Checkouts waiting to be asked again after an error, this pass's and earlier ones', as
+    ``erring`` counts callbacks."""
     broken: dict[str, str] = field(default_factory=dict)
     """Turns that failed whole (a gateway's, or the confirmations'), with why: the database
     answering but refusing the pass's own bookkeeping (a standby left read only, a table
@@ -133,7 +136,8 @@ class Tally:
         """API errors, payments not applied and payments unreadable: a pass with any exits 1
         from the commands."""
         errors = sum(self.api_errors.values()) + sum(self.unapplied.values())
-        return errors + self._unread + len(self.broken) + sum(self._erring_before().values())
+        before = self._erring_before(self.erring) + self._erring_before(self.erring_checkouts)
+        return errors + self._unread + len(self.broken) + sum(before.values())
 
     def broke(self, turn: str, reason: str) -> None:
         """``turn`` failed whole, for ``reason`` (its first failure is kept)."""
@@ -182,15 +186,16 @@ class Tally:
             said.append(f"{self._unread} payment(s) the gateway reported unreadably")
         if self.broken:
             said.append(self._broken())
-        if before := self._erring_before():
-            each = ", ".join(f"{p.value} {n}" for p, n in sorted(before.items()))
-            said.append(f"{sum(before.values())} callback(s) waiting to be asked again after an "
-                        f"error ({each})")  # fmt: skip
+        for what, erring in (("checkout", self.erring_checkouts), ("callback", self.erring)):
+            if before := self._erring_before(erring):
+                each = ", ".join(f"{p.value} {n}" for p, n in sorted(before.items()))
+                said.append(f"{sum(before.values())} {what}(s) waiting to be asked again after "
+                            f"an error ({each})")  # fmt: skip
         return ", ".join(said)
 
-    def _erring_before(self) -> Counter[Provider]:
-        """The callbacks waiting after an error that this pass's own failures do not count."""
-        return self.erring - self.api_errors - self.unapplied
+    def _erring_before(self, erring: Counter[Provider]) -> Counter[Provider]:
+        """Of ``erring``, what this pass's own failures do not count already."""
+        return erring - self.api_errors - self.unapplied
 
     def _broken(self) -> str:
         turns = "; ".join(f"{turn}: {why}" for turn, why in sorted(self.broken.items()))

@@ -120,9 +120,11 @@ class Reconciler:
         self.notify: Notifier = notify or Logged()
         self.stop = stop
 
-    def run(self) -> Tally:
+    def run(self, *, erring: bool = False) -> Tally:
         """One pass over what is due now, up to ``limit`` checkouts per gateway; returns what
-        it did. A gateway whose turn fails for any reason leaves the others theirs."""
+        it did. A gateway whose turn fails for any reason leaves the others theirs. With
+        ``erring`` (a door's one pass), the checkouts and callbacks waiting to be asked again
+        after an error are counted too (``Tally.erring_checkouts``, ``Tally.erring``)."""
         tally = Tally()
         deadline = time.monotonic() + checkouts.PASS_BUDGET.total_seconds()
         asked: list[Provider] = []
@@ -149,6 +151,13 @@ class Reconciler:
                 raise
             except Exception as exc:
                 tally.broke(provider.value, _turn_failed(exc, provider))
+        if erring and self.clients:
+            with self.connect() as conn:
+                window_s = self.options.window_s
+                tally.erring_checkouts.update(
+                    checkouts.erring(conn, self.clients, window_s=window_s)
+                )
+                tally.erring.update(confirmations.erring(conn, self.clients))
         return tally
 
     def confirm_due(self, *, erring: bool = False) -> Tally:

@@ -127,8 +127,8 @@ def reconcile_once(
     **reach: Unpack[PassOptions],
 ) -> Tally:
     """One pass asking each gateway in ``found`` (``credentials``) about the due checkouts,
-    then about the callbacks waiting for its word; with ``confirm_only``, about those alone,
-    and with ``erring`` (a door's one pass) counting those waiting after an error too."""
+    then about the callbacks waiting for its word; with ``confirm_only``, about those alone.
+    ``erring`` (a door's one pass): what waits to be asked again after an error is counted."""
     options = Options(
         after_s=reach.get("after_s", AFTER_S),
         window_s=reach.get("window_s", WINDOW_S),
@@ -139,7 +139,9 @@ def reconcile_once(
         reconciler = Reconciler(
             connect, clients, options, deliver=deliver, notify=notify, stop=stop
         )
-        return reconciler.confirm_due(erring=erring) if confirm_only else reconciler.run()
+        return (
+            reconciler.confirm_due(erring=erring) if confirm_only else reconciler.run(erring=erring)
+        )
 
 
 def run(

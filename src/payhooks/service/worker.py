@@ -248,7 +248,7 @@ class Worker:
         if self._last_reconcile is not None and now - self._last_reconcile < every:
             return 0
         self._last_reconcile = now
-        tally = self.reconciler.run()
+        tally = self.reconciler.run(erring=self._once)
         if sum(tally.examined.values()):
             log.info("reconcile_pass", extra={"summary": tally.summary()})
         self._left("reconcile", tally.trouble() if tally.failures else None)

@@ -33,7 +33,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         config = credentialed(conf.current(), "reconciliation is off")
-        tally = passes()(config, after_s=options["older_than_s"], limit=options["limit"])
+        tally = passes()(
+            config, erring=True, after_s=options["older_than_s"], limit=options["limit"]
+        )
         self.stdout.write(tally.summary())
         waiting = named_waiting(self, config)  # the pass confirms callbacks too: not theirs
         if tally.failures:
