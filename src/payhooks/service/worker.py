@@ -249,6 +249,7 @@ class Worker:
             return 0
         self._last_reconcile = now
         tally = self.reconciler.run(erring=self._once)
+        tally.erring.clear()  # the callbacks waiting: said by the confirm duty, once
         if sum(tally.examined.values()):
             log.info("reconcile_pass", extra={"summary": tally.summary()})
         self._left("reconcile", tally.trouble() if tally.failures else None)
