@@ -333,25 +333,36 @@ def test_a_real_payu_second_payment_under_one_txnid_is_flagged_once_an_edited_co
 def test_the_workers_pass_for_cron_sends_the_refunds_due(conn, rig):
     """``payhooks worker --once`` does every duty once: the refund intents due are sent (it
     retried parked deliveries and reconciled only, so a cron-run worker never refunded)."""
-    from dataclasses import replace
-
     from payhooks.refunding import refunds
-    from payhooks.service.worker import Worker, WorkerOptions
+
+    payment_id = refund_asked(conn, rig)
+    assert worker_once(rig) == []
+    [intent] = refunds.of_payment(conn, "razorpay", payment_id)
+    assert intent.state.value == "processed" and intent.gateway_refund_id
+
+
+def refund_asked(conn, rig) -> str:
+    """A Razorpay payment captured and applied, and a refund of part of it asked for: its id."""
+    from payhooks.refunding import refunds
 
     buy = purchase(conn, Provider.RAZORPAY)
     payment_id = paid_at_gateway(rig.api, buy)
     rig.run()
     refunds.request(conn, "razorpay", payment_id, 100, key="once", captured_paise=buy.amount_paise,
                     reason="cron", requested_by="test")  # fmt: skip
+    return payment_id
+
+
+def worker_once(rig) -> list[str]:
+    """``payhooks worker --once``'s pass (no purge, no settlements): what it says failed."""
+    from payhooks.service.worker import Worker, WorkerOptions
+
     options = WorkerOptions(purge_every_seconds=None, settlements_every_seconds=None)
     runner = Worker(rig.pool, replace(rig.settings, smtp_url=None), options, jitter=lambda: 0.0)
     try:
-        _, failed = runner.once()
+        return runner.once()[1]
     finally:
         runner.close()
-    assert failed == []
-    [intent] = refunds.of_payment(conn, "razorpay", payment_id)
-    assert intent.state.value == "processed" and intent.gateway_refund_id
 
 
 def test_the_workers_pass_for_cron_says_what_the_gateways_api_left_undone(conn, rig):
@@ -360,21 +371,11 @@ def test_the_workers_pass_for_cron_says_what_the_gateways_api_left_undone(conn, 
     counted neither, and a cron-run worker exited 0 while nothing was refunded, as ``refunds
     send --once`` and ``reconcile`` (exit 1) do not. Each duty's trouble is said."""
     from payhooks.refunding import refunds
-    from payhooks.service.worker import Worker, WorkerOptions
     from payhooks.sim.gateway_api import Fault
 
-    buy = purchase(conn, Provider.RAZORPAY)
-    payment_id = paid_at_gateway(rig.api, buy)
-    rig.run()
-    refunds.request(conn, "razorpay", payment_id, 100, key="once", captured_paise=buy.amount_paise,
-                    reason="cron", requested_by="test")  # fmt: skip
+    payment_id = refund_asked(conn, rig)
     rig.api.fail_next(Provider.RAZORPAY, *[Fault(status=500)] * 20)
-    options = WorkerOptions(purge_every_seconds=None, settlements_every_seconds=None)
-    runner = Worker(rig.pool, replace(rig.settings, smtp_url=None), options, jitter=lambda: 0.0)
-    try:
-        _, failed = runner.once()
-    finally:
-        runner.close()
+    failed = worker_once(rig)
     [intent] = refunds.of_payment(conn, "razorpay", payment_id)
     assert intent.state.value == "requested" and "500" in (intent.last_error or "")
     assert any("1 refund(s) to try again (razorpay: 1)" in said for said in failed), failed
