@@ -494,7 +494,9 @@ class RefundApi(Api):
 
     refund_says: Report = field(default_factory=Report)
 
-    def refund(self, refund_id: str, order_id: str, *, claimed_paise: int | None = None) -> Report:
+    def refund(
+        self, refund_id: str, order_id: str, *, claimed_paise: int | None = None, asked=None
+    ) -> Report:
         self.asked.append(refund_id)
         return self.refund_says
 
@@ -514,3 +516,6 @@ def test_a_refund_callback_the_api_reports_failed_is_refuted_at_once(shop, datab
     tally = run_pass(database_url, paid, api)
     assert "rf_1" in api.asked
     assert tally.refuted[Provider.PHONEPE] == 1 and outcome(conn, "cb-r1") == "refuted"
+    (detail,) = conn.execute("SELECT detail FROM payhooks_confirmations").fetchone()
+    assert "in a final state of its own: rf_1:FAILED" in detail, detail
+    assert "30 minutes" not in detail

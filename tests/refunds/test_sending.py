@@ -1312,6 +1312,28 @@ def test_the_command_once_exits_1_while_the_gateways_api_fails_and_0_once_it_ans
     assert [s for s, _, _ in state(conn, Provider.RAZORPAY)] == ["processed"]
 
 
+def test_a_sent_refund_whose_status_check_failed_fails_only_the_pass_that_asked(
+    core, database_url, tmp_path
+):
+    """The gateway has the refund (PayU queued it); a status check answered 503. That pass
+    exits 1; the next ones, hours before the check comes round again (a quarter of the
+    intent's age, at most six hours), asked nothing and have nothing to try again: they exited
+    1 until then, a cron failing for hours over one answer nothing could make sooner."""
+    conn, api, url = core
+    paid(api, Provider.PAYU)
+    ask(conn, Provider.PAYU)
+    done, _ = sent_once(database_url, tmp_path, **API_KEYS.env(url))
+    assert done.exit_code == 0, done.output
+    assert [s for s, _, _ in state(conn, Provider.PAYU)] == ["sent"]
+    conn.execute("UPDATE payhooks_refunds SET sent_at = now() - interval '2 days'")
+    due_now(conn)
+    api.fail_next(Provider.PAYU, Fault(status=503))
+    checked, said = sent_once(database_url, tmp_path, **API_KEYS.env(url))
+    assert checked.exit_code == 1 and "1 refund(s) to try again (payu: 1)" in said[0], said
+    later, said = sent_once(database_url, tmp_path, **API_KEYS.env(url))
+    assert (later.exit_code, said) == (0, []), later.output
+
+
 def test_the_sender_running_names_the_intents_it_cannot_send_once_not_every_pass(
     core, database_url, tmp_path
 ):

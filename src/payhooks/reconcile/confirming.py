@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from payhooks.events import Event, Provider, kind_words
 from payhooks.gateways._reports import Report
@@ -25,6 +26,7 @@ from payhooks.plumbing.db import written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
 from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
+from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.reconcile")
 
@@ -130,11 +132,13 @@ def _one(asking: _Asking, pending: Pending) -> None:
         refund = getattr(client, "refund", None)  # a gateway whose order status lists no refunds
         if pending.kind.is_refund and pending.refund_id and refund:
             extra = refund(
-                pending.refund_id, pending.gateway_order_id, claimed_paise=pending.amount_paise
-            )
+                pending.refund_id, pending.gateway_order_id, claimed_paise=pending.amount_paise,
+                asked=partial(_asked, connect, pending.provider),
+            )  # fmt: skip
             report = replace(
                 report,
                 received=(*report.received, *extra.received),
+                skipped=(*report.skipped, *extra.skipped),
                 unknown=extra.unknown,
                 contradicted=extra.contradicted,
                 unreadable=(*report.unreadable, *extra.unreadable),
@@ -146,7 +150,13 @@ def _one(asking: _Asking, pending: Pending) -> None:
     if events is None:
         return
     found = confirmations.verdict(pending, events, at, contradicted=report.contradicted)
-    if found is Verdict.REFUTED and report.unknown:
+    if found is Verdict.REFUTED and report.contradicted:
+        detail = (
+            f"the status API reports the {kind_words(pending.kind)} of "
+            f"{pending.payment_id or 'the order'} the callback claimed in a final state of "
+            f"its own: {', '.join(_said_of(report, pending.refund_id)) or 'not made'}"
+        )[:500]
+    elif found is Verdict.REFUTED and report.unknown:
         detail = (
             f"the status API knows no such {pending.kind.value.split('_')[0]}, "
             f"{confirmations.PATIENCE.total_seconds() / 60:.0f} minutes after the callback"
@@ -154,6 +164,17 @@ def _one(asking: _Asking, pending: Pending) -> None:
     else:
         detail = _detail(pending, found, events)
     _conclude(connect, pending, found, detail, tally)
+
+
+def _said_of(report: Report, refund_id: str | None) -> list[str]:
+    """What the API's answer left aside about the refund ``refund_id`` (``rf_1:FAILED``)."""
+    return [said for said in report.skipped if refund_id and said.startswith(f"{refund_id}:")]
+
+
+def _asked(connect: Connect, provider: str, key: str) -> int | None:
+    """What payhooks' refund intent under ``key`` asked (``refunds.asked_paise``)."""
+    with connect() as conn:
+        return refunds.asked_paise(conn, provider, key)
 
 
 def _applied(asking: _Asking, pending: Pending, report: Report) -> list[Event] | None:

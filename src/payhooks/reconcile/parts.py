@@ -136,8 +136,8 @@ class Tally:
         """API errors, payments not applied and payments unreadable: a pass with any exits 1
         from the commands."""
         errors = sum(self.api_errors.values()) + sum(self.unapplied.values())
-        before = self._erring_before(self.erring) + self._erring_before(self.erring_checkouts)
-        return errors + self._unread + len(self.broken) + sum(before.values())
+        waiting = sum(self.erring.values()) + sum(self.erring_checkouts.values())
+        return errors + self._unread + len(self.broken) + waiting
 
     def broke(self, turn: str, reason: str) -> None:
         """``turn`` failed whole, for ``reason`` (its first failure is kept)."""
@@ -186,16 +186,14 @@ class Tally:
             said.append(f"{self._unread} payment(s) the gateway reported unreadably")
         if self.broken:
             said.append(self._broken())
+        if said:  # what this pass met says it; what waits from before, only without it
+            return ", ".join(said)
         for what, erring in (("checkout", self.erring_checkouts), ("callback", self.erring)):
-            if before := self._erring_before(erring):
-                each = ", ".join(f"{p.value} {n}" for p, n in sorted(before.items()))
-                said.append(f"{sum(before.values())} {what}(s) waiting to be asked again after "
+            if erring:
+                each = ", ".join(f"{p.value} {n}" for p, n in sorted(erring.items()))
+                said.append(f"{sum(erring.values())} {what}(s) waiting to be asked again after "
                             f"an error ({each})")  # fmt: skip
         return ", ".join(said)
-
-    def _erring_before(self, erring: Counter[Provider]) -> Counter[Provider]:
-        """Of ``erring``, what this pass's own failures do not count already."""
-        return erring - self.api_errors - self.unapplied
 
     def _broken(self) -> str:
         turns = "; ".join(f"{turn}: {why}" for turn, why in sorted(self.broken.items()))

@@ -383,6 +383,18 @@ ORDER BY requested_at, idempotency_key
 """
 
 
+ASKED = """
+SELECT amount_paise FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s
+"""
+
+
+def asked_paise(conn: Connection, gateway: Provider | str, key: str) -> int | None:
+    """What the intent under ``key`` (its idempotency key, the gateway's token for its
+    refund) asked, whatever became of it; None when payhooks has no such intent."""
+    row = conn.execute(ASKED, (_provider(gateway).value, key)).fetchone()
+    return None if row is None else int(row[0])
+
+
 def of_payment(conn: Connection, gateway: Provider | str, payment_id: str) -> list[Refund]:
     """A payment's refund intents, oldest first."""
     rows = db.query(conn, OF_PAYMENT, (Provider(gateway).value, payment_id)).fetchall()
@@ -588,18 +600,23 @@ def _keyed(refund: Refund) -> dict[str, object]:
     return {"provider": refund.provider.value, "key": refund.idempotency_key}
 
 
+NOT_TAKEN = "processed at the gateway; not yet taken by the app"
+"""How a sent intent's error starts when the gateway refunded it and the app's hooks raised:
+the refund is the app's to record, and is handed over again."""
 ERRING = """
 SELECT provider, count(*) FROM payhooks_refunds
-WHERE state IN ('requested', 'sent') AND last_error IS NOT NULL AND provider = ANY(%s)
+WHERE provider = ANY(%s) AND last_error IS NOT NULL
+  AND (state = 'requested' OR (state = 'sent' AND starts_with(last_error, %s)))
 GROUP BY provider
 """
 
 
 def erring(conn: Connection, providers: Iterable[Provider]) -> Counter[Provider]:
-    """The intents of ``providers`` waiting to be tried again after an error (sending one, or
-    asking about one sent: the gateway's API failed, a step broke, the app's hooks raised),
-    by gateway."""
-    rows = conn.execute(ERRING, ([p.value for p in providers],)).fetchall()
+    """The intents of ``providers`` waiting to be tried again after an error, by gateway: not
+    yet sent (the gateway's API failed, a step broke), or refunded and not yet taken by the
+    app's hooks. A sent one whose status check failed is not: the gateway has it, and it is
+    asked about again as it ages (up to six hours apart), which nothing makes sooner."""
+    rows = conn.execute(ERRING, ([p.value for p in providers], NOT_TAKEN)).fetchall()
     return Counter({Provider(provider): int(count) for provider, count in rows})
 
 

@@ -324,15 +324,17 @@ def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, se
         log, "refund_step_failed", exc,
         provider=refund.provider.value, key=refund.idempotency_key,
     )  # fmt: skip
-    tally.retried[refund.provider] += 1
+    left = True  # unless the write says the intent moved on (its webhook closed it)
 
     def again(conn: Connection) -> None:
+        nonlocal left
         if sent:
-            refunds.unsettled_again(conn, refund, reason)
+            left = refunds.unsettled_again(conn, refund, reason)
         else:
-            refunds.again(conn, refund, refunds.wait_after(refund.attempts), reason)
+            left = refunds.again(conn, refund, refunds.wait_after(refund.attempts), reason)
 
     written_down(connect, again, log, "refund_attempt_unrecorded", key=refund.idempotency_key)
+    tally.retried[refund.provider] += left
 
 
 def _wait(refund: Refund, exc: GatewayApiError) -> timedelta:
@@ -369,7 +371,7 @@ class _Acts:
             )  # fmt: skip
             tally.retried[refund.provider] += 1
             reason = f"{type(exc).__name__}: {exc}"
-            return f"processed at the gateway; not yet taken by the app ({reason})"[:500]
+            return f"{refunds.NOT_TAKEN} ({reason})"[:500]
         return None
 
     def check(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:

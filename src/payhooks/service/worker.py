@@ -103,6 +103,9 @@ class Worker:
         self._once = False
         """In ``once``: the duties count what waits again after an error, not only what this
         pass met (a cron landing inside a backoff must not see success)."""
+        self._callbacks_said = False
+        """In ``once``: reconciliation's pass, which confirms the callbacks due too, said the
+        ones waiting; the confirm duty after it does not say them again."""
         self.troubles: dict[str, str] = {}
         """What each duty's last pass left undone, by duty (the gateways' API failing, notices
         not sent): ``once`` says them, as each duty's own command does with exit 1."""
@@ -195,7 +198,7 @@ class Worker:
             return handled
 
         self.troubles.clear()
-        self._once = True
+        self._once, self._callbacks_said = True, False
         try:
             failed = self._each(
                 self.maybe_retry_parked, *self._at_the_gateways(), self.alert, outbox
@@ -249,7 +252,7 @@ class Worker:
             return 0
         self._last_reconcile = now
         tally = self.reconciler.run(erring=self._once)
-        tally.erring.clear()  # the callbacks waiting: said by the confirm duty, once
+        self._callbacks_said = self._once  # its pass confirmed the callbacks due, and said them
         if sum(tally.examined.values()):
             log.info("reconcile_pass", extra={"summary": tally.summary()})
         self._left("reconcile", tally.trouble() if tally.failures else None)
@@ -304,7 +307,7 @@ class Worker:
         effect within a second or two; returns how many payment events were applied."""
         if not self.reconciler.clients:
             return 0
-        tally = self.reconciler.confirm_due(erring=self._once)
+        tally = self.reconciler.confirm_due(erring=self._once and not self._callbacks_said)
         if sum(tally.confirmed.values()) or sum(tally.refuted.values()):
             log.info("confirm_pass", extra={"summary": tally.summary()})
         self._left("confirm", tally.trouble() if tally.failures else None)

@@ -259,6 +259,37 @@ def test_a_refund_payu_reports_for_another_amount_than_claimed_is_never_applied(
     assert (later.refuted[Provider.PAYU], refunds) == (0, [])
 
 
+def test_a_refund_payhooks_sent_is_applied_for_its_intents_amount_whatever_a_callback_claimed(
+    shop, database_url, gateway_api
+):
+    """A forged callback naming a real refund's request id with ``amt`` 1.00 (the merchant
+    key and the txnid are in every checkout form) took the key PayU's own callback takes:
+    PayU's was answered ``duplicate``, the forged one waited for ever with neither figure
+    applied, and the app never recorded a refund PayU made. ``check_action_status`` names the
+    refund's token, the key of the intent payhooks sent it under: the intent asked 499.00,
+    which is the ``amt`` PayU reports, so that figure is the refund's own, and applied."""
+    from payhooks.refunding import refunds as intents
+
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    asked = intents.request(shop, "payu", TXNID, 49_900, key="customer asked",
+                            captured_paise=49_900, reason="returned", requested_by="shop",
+                            gateway_order_id=TXNID, attempt_id=MIHPAYID)  # fmt: skip
+    api.pay(ORDER, MIHPAYID)
+    entity = payu_sim.refund_entity(mihpayid=MIHPAYID, request_id=REQUEST_ID, amount="499.00",
+                                    status="success")  # fmt: skip
+    api.refund(ORDER, REQUEST_ID, {**entity, "token": asked.idempotency_key})
+    assert received_by(shop, hooks, callback(amount="1.00")) is Outcome.CONFIRMING  # forged
+    assert received_by(shop, hooks, callback()) is Outcome.DUPLICATE  # PayU's own, its key taken
+    tally = a_pass(database_url, url, hooks)
+    assert tally.confirmed[Provider.PAYU] == 1, tally.summary()
+    (applied,) = refunds
+    assert (applied.refund_id, applied.refund_amount_paise) == (REQUEST_ID, 49_900)
+    (detail,) = shop.execute("SELECT detail FROM payhooks_confirmations").fetchone()
+    assert "1.00" in detail and "499.00" in detail, detail  # both figures, for a person
+
+
 def test_a_refund_payu_reports_for_the_amount_claimed_is_applied(gateway_api):
     api, url = gateway_api
     refunded_at_gateway(api, amount="40.00")

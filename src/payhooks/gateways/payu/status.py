@@ -8,13 +8,13 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from payhooks.events import EventKind, Provider, storable
+from payhooks.events import Event, EventKind, Provider, storable
 from payhooks.gateways._common import child, naming, own_key, reference, same_id
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._refunds import (
@@ -110,7 +110,14 @@ class PayUClient:
         body = self._command(COMMAND, reference)
         return parsed(self.provider, lambda: payments(reference, body))
 
-    def refund(self, request_id: str, txnid: str, *, claimed_paise: int | None = None) -> Report:
+    def refund(
+        self,
+        request_id: str,
+        txnid: str,
+        *,
+        claimed_paise: int | None = None,
+        asked: Callable[[str], int | None] | None = None,
+    ) -> Report:
         """The refund a callback claimed (``request_id``, of ``txnid``, for ``claimed_paise``),
         as PayU's ``check_action_status`` reports it (``_refund``). Reported for another
         amount than claimed, it is unreadable, as the sender reads an answer naming another
@@ -118,10 +125,16 @@ class PayUClient:
         ``amt`` is the original transaction's amount, its sample of a payment's actions that
         it is each action's own, so which one PayU wrote cannot be told. Never applied for
         either figure, never refuted: the callback keeps both as its error, asked again, and a
-        person is told."""
+        person is told. But for a refund payhooks sent: ``asked`` (what the intent under a
+        key asked, None for no intent) says the reported token's intent asked just that
+        ``amt``, which is then the refund's own, applied whatever the callback claimed (its
+        ``amt`` unsigned: a forged callback under the refund's request id takes the key PayU's
+        own callback takes)."""
         found = self._refund(request_id, txnid)
         told = [r.event.refund_amount_paise for r in found.received]
         if claimed_paise is None or all(paise == claimed_paise for paise in told):
+            return found
+        if asked is not None and all(_intended(r.event, asked) for r in found.received):
             return found
         return Report(unreadable=(
             f"refund {request_id:.40}: check_action_status says amt {told[0]} paise, not the "
@@ -533,6 +546,13 @@ def _refund_state(entity: Mapping[str, Any], request_id: str, refund: Refund) ->
             _P.value, f"PayU's refund {request_id:.40} failed", gateway_refund_id=request_id
         )
     return Sent(gateway_refund_id=request_id, processed=status == REFUNDED)
+
+
+def _intended(event: Event, asked: Callable[[str], int | None]) -> bool:
+    """Whether the refund ``event`` reports names, by its token, an intent payhooks sent that
+    asked its very amount."""
+    key = event.refund_key
+    return key is not None and asked(key) == event.refund_amount_paise
 
 
 def _code(value: object) -> int | None:

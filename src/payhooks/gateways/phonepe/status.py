@@ -107,14 +107,20 @@ class PhonePeClient:
         return parsed(self.provider, lambda: order_status(reference, body))
 
     def refund(
-        self, merchant_refund_id: str, order_id: str, *, claimed_paise: int | None = None
+        self,
+        merchant_refund_id: str,
+        order_id: str,
+        *,
+        claimed_paise: int | None = None,
+        asked: Callable[[str], int | None] | None = None,
     ) -> Report:
         """A refund's status, by the merchant's ``merchantRefundId``: the order status lists
         no refunds, so a refund callback is confirmed here. A refund of another order than
         ``order_id``, the one the callback named, confirms nothing. ``claimed_paise``, what
         the callback claimed, is not compared: PhonePe's refund status names the refund's
         own ``amount``, which is applied whatever the callback said (its own figure is kept
-        beside it: docs/providers.md, "Confirmed, with other figures")."""
+        beside it: docs/providers.md, "Confirmed, with other figures"); ``asked`` is not
+        needed for that (payhooks sends PhonePe no refunds)."""
         url = self._pg + REFUND_PATH.format(quote(merchant_refund_id, safe=""))
         body = self._get(url, {})
         found = parsed(self.provider, lambda: refund_status(merchant_refund_id, body))
