@@ -381,6 +381,27 @@ def test_the_workers_pass_for_cron_says_what_the_gateways_api_left_undone(conn, 
     assert any("1 refund(s) to try again (razorpay: 1)" in said for said in failed), failed
 
 
+def test_the_workers_pass_for_cron_names_a_callback_its_api_failed_once(conn, rig):
+    """A PhonePe callback whose status API answers 503: the worker's reconciliation pass
+    (which confirms the callbacks due too) and its confirm duty each said it, the second as a
+    callback waiting after an earlier error. Said once a pass: the error, then what waits."""
+    from payhooks.sim.gateway_api import Fault
+    from tests.factories import deliver
+
+    buy = purchase(conn, Provider.PHONEPE)
+    paid_at_gateway(rig.api, buy)
+    assert deliver(conn, buy.captured()).outcome is Outcome.CONFIRMING
+    rig.api.fail_next(Provider.PHONEPE, *[Fault(status=503)] * 20)
+    first = worker_once(rig)
+    assert [said for said in first if "phonepe" in said] == [
+        "reconcile: 1 gateway API error(s) (phonepe 1)"
+    ], first
+    second = worker_once(rig)
+    assert [said for said in second if "phonepe" in said] == [
+        "reconcile: 1 callback(s) waiting to be asked again after an error (phonepe 1)"
+    ], second
+
+
 def test_the_workers_pass_for_cron_says_the_outbox_failed_rather_than_raise(conn, rig):
     """The outbox's drain raising (the database gone mid-pass) was the one step of ``--once``
     not guarded: it raised, and the duties that had failed before it were never said."""
