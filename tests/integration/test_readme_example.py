@@ -13,6 +13,7 @@ README = (Path(__file__).parents[2] / "README.md").read_text()
 
 
 EXAMPLE = re.search(r"## Use it as a library.*?```python\n(.*?)```", README, re.S).group(1)
+FASTAPI = re.search(r"In a FastAPI app, the route is.*?```python\n(.*?)```", README, re.S).group(1)
 
 
 def run_example(database_url: str, amount_paise: int) -> list[str]:
@@ -52,3 +53,33 @@ def test_readme_library_example_leaves_an_underpaid_order_unpaid(conn, database_
     order_of(conn, 49_900)
     run_example(database_url, 100)
     assert conn.execute("SELECT paid FROM my_orders").fetchone()[0] is False
+
+
+def test_readme_fastapi_route_serves_the_example_hooks_once(conn, database_url):
+    """The README's FastAPI snippet, over the library example's hooks: it built an
+    ``AsyncConnectionPool`` for the example's sync ``Hooks``, which the router refuses at
+    start-up (docs/fastapi.md), so the app never started as written."""
+    from fastapi.testclient import TestClient
+
+    order_of(conn, 49_900)
+    scope: dict[str, object] = {}
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DATABASE_URL", database_url)
+        exec(compile(EXAMPLE, "README.md", "exec"), scope)
+        exec(compile(FASTAPI, "README.md", "exec"), scope)
+    delivery = Gateway(GatewaySecrets(razorpay="whsec_previous")).razorpay(
+        "payment.captured", payment_id="pay_readme000002", order_id="order_readme",
+        amount_paise=49_900,
+    )  # fmt: skip
+    pool = scope["pool"]
+    pool.open()  # the app's lifespan opens it
+    try:
+        with TestClient(scope["app"]) as client:
+            answers = [
+                client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+                for _ in range(2)
+            ]
+    finally:
+        pool.close()
+    assert [a.json()["status"] for a in answers] == ["processed", "duplicate"]
+    assert conn.execute("SELECT paid FROM my_orders").fetchone() == (True,)

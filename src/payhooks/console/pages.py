@@ -439,7 +439,7 @@ class Console:
             undefined=jinja2.StrictUndefined,
         )
         self.zone = zone = formats.zone_of(views.timezone)
-        self.templates.filters["when"] = self.when
+        self.templates.filters["when"] = self.when_kept
         self.templates.filters["when_wrapping"] = self.when_wrapping
         self.templates.filters["hour"] = lambda at: formats.hour(at, zone)
         self.templates.filters["rupees"] = rupees
@@ -466,6 +466,11 @@ class Console:
         """A time as every page shows it, in the console's zone, never broken across lines: a
         time reads as one thing, in a column or in a sentence (a banner's)."""
         return formats.when(at, self.zone).replace(" ", "\u00a0")
+
+    def when_kept(self, at: datetime | None) -> Markup:
+        """``when`` as the templates show it, its date kept whole too (``at``, no wrap): a
+        phone broke ``2026-12-07`` at a hyphen."""
+        return Markup('<span class="at">%s</span>') % self.when(at)
 
     def when_wrapping(self, at: datetime | None) -> Markup:
         """A time as ``when`` shows it, free to wrap once, between its date and its time (a
