@@ -146,6 +146,36 @@ def test_a_pass_inside_the_backoff_of_a_failed_checkout_still_exits_1(shop, data
     assert paid(conn) == (PAYMENT, 1)
 
 
+def test_a_failed_checkout_no_pass_will_ask_again_is_not_said_to_wait(shop, database_url):
+    """A checkout whose last look failed counts as waiting only while a pass will ask about
+    it again: not once it is past the window, and not a PayU txnid its own post paid since (a
+    captured PayU checkout is final). Either made ``payhooks reconcile`` exit 1 for days."""
+    from payhooks.sim.gateway_api import Fault
+
+    conn, api, env = shop
+    args = ("reconcile", "--older-than-s", "0", "--hooks", "tests.reconcile.merchant_hooks:hooks",
+            "--database-url", database_url)  # fmt: skip
+    txnid = "ph_mer_payu000001"
+    with conn.transaction():
+        payhooks.expect(conn, "payu", txnid, 49_900, "INR", "A-2")
+    api.fail_next(Provider.RAZORPAY, Fault(status=503))
+    api.fail_next(Provider.PAYU, *[Fault(status=503)] * 4)
+    assert _payhooks(*args, env=env).returncode == 1  # each one's look failed
+    post = GATEWAY.payu(txnid=txnid, mihpayid="403993715520000001", amount="499.00")
+    assert ingest(conn, ADAPTERS[Provider.PAYU], post.body, post.headers, hooks).outcome is (
+        Outcome.PROCESSED
+    )
+    conn.execute(
+        "UPDATE payhooks_expectations SET created_at = now() - interval '8 days'"
+        " WHERE provider = 'razorpay'"
+    )
+    conn.execute("UPDATE payhooks_reconcile SET next_attempt_at = now()")
+    done = _payhooks(*args, env=env)
+    assert done.returncode == 0, done.stderr
+    failing = "SELECT provider FROM payhooks_reconcile WHERE failures > 0 ORDER BY 1"
+    assert conn.execute(failing).fetchall() == [("payu",), ("razorpay",)]  # as they were
+
+
 def test_the_command_says_what_is_wrong_with_the_hooks_it_is_given(shop, database_url):
     _, _, env = shop
     done = subprocess.run(

@@ -1303,8 +1303,8 @@ def test_the_command_once_exits_1_while_the_gateways_api_fails_and_0_once_it_ans
     done, said = sent_once(database_url, tmp_path, **API_KEYS.env(url))
     assert done.exit_code == 1, done.output
     assert said == [
-        "payhooks: 1 refund(s) to try again (razorpay: 1): the gateway's API failed or a step"
-        " broke; each is asked again after its backoff (payhooks refunds list: last_error)"
+        "payhooks: 1 refund(s) waiting to be tried again after an error (razorpay: 1): each is"
+        " asked again after its backoff (payhooks refunds list: last_error)"
     ]
     due_now(conn)
     done, _ = sent_once(database_url, tmp_path, **API_KEYS.env(url))
@@ -1332,6 +1332,40 @@ def test_a_sent_refund_whose_status_check_failed_fails_only_the_pass_that_asked(
     assert checked.exit_code == 1 and "1 refund(s) to try again (payu: 1)" in said[0], said
     later, said = sent_once(database_url, tmp_path, **API_KEYS.env(url))
     assert (later.exit_code, said) == (0, []), later.output
+
+
+def test_a_refund_the_apps_hooks_did_not_take_is_handed_over_again_without_asking(
+    core, database_url, tmp_path
+):
+    """The gateway processed the refund and the app's handler raised on it. A later status
+    check the gateway's API failed replaced that error with its own: the intent looked merely
+    unsettled, ``--once`` exited 0 for up to six hours while the app had never recorded the
+    refund. A processed refund stays processed: the next pass hands it over again without
+    asking, and says so until the handler takes it."""
+    from tests.refunds import refund_hooks
+
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider)
+    failing = ("--hooks", "tests.refunds.refund_hooks:failing")
+    done, _ = sent_once(database_url, tmp_path, *failing, **API_KEYS.env(url))
+    assert done.exit_code == 1, done.output
+    conn.execute("UPDATE payhooks_refunds SET sent_at = now() - interval '2 days'")
+    due_now(conn)
+    api.fail_next(provider, *[Fault(status=503)] * 4)  # the gateway's API, were it asked
+    for _ in range(2):
+        done, said = sent_once(database_url, tmp_path, *failing, **API_KEYS.env(url))
+        assert done.exit_code == 1 and said, done.output
+        [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+        assert "merchant_refunds is missing" in (refund.last_error or ""), refund.last_error
+    conn.execute(refund_hooks.REFUNDS)
+    due_now(conn)
+    done, _ = sent_once(database_url, tmp_path, "--hooks", "tests.refunds.refund_hooks:hooks",
+                        **API_KEYS.env(url))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert conn.execute("SELECT count(*) FROM merchant_refunds").fetchone() == (1,)
+    assert books(api, provider) == (1, 49_900)
 
 
 def test_the_sender_running_names_the_intents_it_cannot_send_once_not_every_pass(

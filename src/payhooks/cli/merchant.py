@@ -105,7 +105,7 @@ def reconcile(
     for provider, count in waiting.items():  # the pass confirms callbacks too: not theirs
         typer.echo(f"payhooks: {_unconfirmed(provider, count)}", err=True)
     if tally.failures:
-        typer.echo(f"payhooks: {tally.trouble()}; those checkouts are asked again later", err=True)
+        typer.echo(f"payhooks: {tally.trouble()}; each is asked again later", err=True)
     if tally.failures or waiting:
         raise typer.Exit(1)
 

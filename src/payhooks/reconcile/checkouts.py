@@ -298,19 +298,24 @@ def attempted(
 
 
 ERRING = """
-SELECT provider, count(*) FROM payhooks_reconcile
-WHERE failures > 0 AND last_attempt_at > now() - make_interval(secs => %(window_s)s)
-  AND provider = ANY(%(providers)s)
-GROUP BY provider
+SELECT r.provider, count(*) FROM payhooks_reconcile r
+JOIN payhooks_expectations e
+    ON e.provider = r.provider AND e.gateway_order_id = r.gateway_order_id
+WHERE r.failures > 0 AND r.provider = ANY(%(providers)s)
+  AND e.created_at >= now() - make_interval(secs => %(window_s)s)
+  AND NOT (r.captured AND r.provider = ANY(%(final)s))
+GROUP BY r.provider
 """
-"""Through the partial index ``payhooks_reconcile_failing``: checkouts whose last look failed,
-looked at within the window (one past it is asked no more)."""
+"""Through the partial index ``payhooks_reconcile_failing``: checkouts whose last look failed
+that a pass will ask again: inside the window (one past it is asked no more), and not a
+captured checkout of a gateway whose capture is final (``FINAL_WHEN_CAPTURED``)."""
 
 
 def erring(conn: Connection, providers: Iterable[Provider], *, window_s: int) -> Counter[Provider]:
     """The checkouts of ``providers`` waiting to be asked again after an error (the API
     failed, a handler raised on what it reported), by gateway."""
-    params = {"window_s": window_s, "providers": [p.value for p in providers]}
+    params = {"window_s": window_s, "providers": [p.value for p in providers],
+              "final": sorted(FINAL_WHEN_CAPTURED)}  # fmt: skip
     return Counter({Provider(p): int(n) for p, n in conn.execute(ERRING, params).fetchall()})
 
 

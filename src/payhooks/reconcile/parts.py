@@ -177,7 +177,7 @@ class Tally:
 
     def trouble(self) -> str:
         """What made the pass fail (``failures``), in the words every door prints before
-        "those checkouts are asked again later"."""
+        "each is asked again later"."""
         errors, unapplied = sum(self.api_errors.values()), sum(self.unapplied.values())
         said = [f"{errors} gateway API error(s) ({self._by_gateway()})"] if errors else []
         if unapplied:

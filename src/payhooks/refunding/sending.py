@@ -103,13 +103,17 @@ class Tally:
         (the gateway's API failed, or a step broke), gateways whose turn failed whole."""
         broken = sorted(self.broken.items())
         said = [f"{gateway}'s turn failed whole: {why}" for gateway, why in broken]
-        waiting = self.retried | self.erring  # the larger of the two, by gateway
-        count = sum(waiting.values())
-        if count:
-            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(waiting.items()) if n)
+        if count := sum(self.retried.values()):
+            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.retried.items()) if n)
             said.append(
                 f"{count} refund(s) to try again ({each}): the gateway's API failed or a step "
                 "broke; each is asked again after its backoff (payhooks refunds list: last_error)"
+            )
+        if not said and (count := sum(self.erring.values())):  # what waits from before
+            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.erring.items()) if n)
+            said.append(
+                f"{count} refund(s) waiting to be tried again after an error ({each}): each is "
+                "asked again after its backoff (payhooks refunds list: last_error)"
             )
         return "; ".join(said) or None
 
@@ -375,7 +379,13 @@ class _Acts:
         return None
 
     def check(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
-        provider = refund.provider
+        """A sent intent asked about; one the gateway said processed already, which only the
+        app's hooks did not take (``refunds.NOT_TAKEN``), is handed to them again without
+        asking (a processed refund stays processed): an API error then would have replaced
+        that error, and the refund the app never recorded looked like one merely unsettled."""
+        if (refund.last_error or "").startswith(refunds.NOT_TAKEN):
+            self._settle(connect, refund, tally, processed=True)
+            return
         try:
             now = client.refund_status(refund)
         except RefundRefused as exc:
@@ -389,14 +399,19 @@ class _Acts:
             _retried(tally, refund, exc, "refund_check_retry", left,
                      refund_id=refund.gateway_refund_id)  # fmt: skip
             return
-        error = self.unsettled(refund, tally) if now.processed else None
-        processed = now.processed and error is None
+        self._settle(connect, refund, tally, processed=now.processed)
+
+    def _settle(self, connect: Connect, refund: Refund, tally: Tally, *, processed: bool) -> None:
+        """The intent closed when the gateway processed it and the app's hooks took it, else
+        asked about (and handed over) again."""
+        error = self.unsettled(refund, tally) if processed else None
+        done = processed and error is None
         with connect() as conn:
-            if processed:
+            if done:
                 refunds.settled(conn, refund, processed=True)
             else:
                 refunds.unsettled_again(conn, refund, error)
-        tally.settled[provider] += processed
+        tally.settled[refund.provider] += done
 
     def send(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
         provider = refund.provider

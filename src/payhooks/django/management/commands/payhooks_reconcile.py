@@ -39,7 +39,7 @@ class Command(BaseCommand):
         self.stdout.write(tally.summary())
         waiting = named_waiting(self, config)  # the pass confirms callbacks too: not theirs
         if tally.failures:
-            raise CommandError(f"{tally.trouble()}; those checkouts are asked again later")
+            raise CommandError(f"{tally.trouble()}; each is asked again later")
         if waiting:
             raise CommandError(UNASKED)
 
