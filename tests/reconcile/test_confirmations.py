@@ -519,3 +519,21 @@ def test_a_refund_callback_the_api_reports_failed_is_refuted_at_once(shop, datab
     (detail,) = conn.execute("SELECT detail FROM payhooks_confirmations").fetchone()
     assert "in a final state of its own: rf_1:FAILED" in detail, detail
     assert "30 minutes" not in detail
+
+
+def test_a_refund_callback_the_api_reports_underway_waits_past_the_patience(shop, database_url):
+    """A callback claiming a refund done that the API reports still on its way (PhonePe's
+    PENDING, PayU's queued) was refuted after 30 minutes, as one the API never heard of; the
+    gateway's own callback, when the refund completes days later, comes under the same key and
+    was answered ``duplicate``: the app never heard of a refund made. It waits, and is
+    confirmed once the API reports the refund done."""
+    from payhooks.intake.confirmations import PATIENCE
+
+    conn, paid = shop
+    said = callback(EventKind.REFUND_PROCESSED, key="cb-r2")
+    claimed = replace(said.event, refund_id="rf_2", refund_amount_paise=49_900)
+    ingest_received(conn, replace(said, event=claimed), hooks_noting(paid))
+    api = RefundApi(says=reported(), refund_says=Report(skipped=("rf_2:PENDING",), underway=True))
+    later = datetime.now(UTC) + PATIENCE * 10
+    tally = run_pass(database_url, paid, api, at=later)
+    assert tally.refuted[Provider.PHONEPE] == 0 and outcome(conn, "cb-r2") == "confirming"

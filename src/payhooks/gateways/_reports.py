@@ -55,6 +55,11 @@ class Report:
     """The API reports what was asked about in a final state no callback's claim can become
     (a refund FAILED: none is made under its id again): a callback claiming it is refuted at
     once."""
+    underway: bool = False
+    """The API knows what was asked about and says it is not final yet (a refund queued or
+    pending): a callback claiming it done waits for its final state, never refuted for time.
+    Refuted, the key it holds is the one the gateway's own callback takes when the refund
+    completes, which would then be answered ``duplicate``: a refund the app never hears of."""
     unreadable: tuple[str, ...] = ()
     """Payments the answer lists that payhooks cannot read, each named with why: never a
     reason to pass over the others, and never passed over themselves (the checkout or

@@ -262,7 +262,12 @@ def _pending(r: tuple[Any, ...]) -> Pending:
 
 
 def verdict(
-    pending: Pending, reported: Iterable[Event], now: datetime, *, contradicted: bool = False
+    pending: Pending,
+    reported: Iterable[Event],
+    now: datetime,
+    *,
+    contradicted: bool = False,
+    underway: bool = False,
 ) -> Verdict | None:
     """What the API's events for the order say of what the callback claimed: None while it
     says nothing yet (ask again), within ``PATIENCE``.
@@ -275,7 +280,8 @@ def verdict(
     the API says it knows nothing of (PayU's "No action status found") is refuted past
     ``PATIENCE`` too, never at once: PayU's API may not show yet what it called back about.
     A refund the API reports in a final state of its own (``contradicted``: PhonePe's FAILED)
-    is refuted at once."""
+    is refuted at once; one it reports still on its way (``underway``) is waited for, however
+    long: the gateway's own callback, when it completes, comes under the same key."""
     said = list(reported)
     if pending.kind.is_refund:
         refunds = [e for e in said if e.kind.is_refund]
@@ -283,6 +289,8 @@ def verdict(
             return Verdict.CONFIRMED
         if contradicted:
             return Verdict.REFUTED
+        if underway:
+            return None
     elif pending.kind is EventKind.PAYMENT_CAPTURED:
         payments = [e for e in said if not e.kind.is_refund]
         if any(e.kind is pending.kind and _same_payment(pending, e) for e in payments):

@@ -141,6 +141,7 @@ def _one(asking: _Asking, pending: Pending) -> None:
                 skipped=(*report.skipped, *extra.skipped),
                 unknown=extra.unknown,
                 contradicted=extra.contradicted,
+                underway=extra.underway,
                 unreadable=(*report.unreadable, *extra.unreadable),
             )
     except GatewayApiError as exc:
@@ -149,7 +150,9 @@ def _one(asking: _Asking, pending: Pending) -> None:
     events = _applied(asking, pending, report)  # what the API says wins
     if events is None:
         return
-    found = confirmations.verdict(pending, events, at, contradicted=report.contradicted)
+    found = confirmations.verdict(
+        pending, events, at, contradicted=report.contradicted, underway=report.underway
+    )
     if found is Verdict.REFUTED and report.contradicted:
         detail = (
             f"the status API reports the {kind_words(pending.kind)} of "

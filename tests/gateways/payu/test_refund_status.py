@@ -290,6 +290,34 @@ def test_a_refund_payhooks_sent_is_applied_for_its_intents_amount_whatever_a_cal
     assert "1.00" in detail and "499.00" in detail, detail  # both figures, for a person
 
 
+def test_a_refund_callback_payu_reports_queued_waits_for_it_and_one_it_failed_is_refuted(
+    shop, database_url, gateway_api
+):
+    """A callback claiming a refund done while ``check_action_status`` reports it queued was
+    refuted after the 30 minutes' patience; PayU's own callback, days later when the refund
+    completes, comes under the same key and was answered ``duplicate``: the refund never
+    reached the app. It waits for the refund, however long, and is confirmed then. One PayU
+    reports ``failure`` (final) is refuted at once."""
+    api, url = gateway_api
+    refunds: list[Event] = []
+    hooks = noting(refunds)
+    refunded_at_gateway(api, state="queued")
+    assert received_by(shop, hooks, callback()) is Outcome.CONFIRMING
+    days_on = datetime.now(UTC) + PATIENCE * 100
+    tally = a_pass(database_url, url, hooks, at=days_on)
+    assert (tally.refuted[Provider.PAYU], refunds) == (0, [])
+    assert outcome(shop, f"{TXNID}:{REQUEST_ID}:refund.success") == "confirming"
+    refunded_at_gateway(api, state="success")
+    shop.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    assert a_pass(database_url, url, hooks, at=days_on).confirmed[Provider.PAYU] == 1
+    assert [e.refund_id for e in refunds] == [REQUEST_ID]
+    other = "129450999"
+    refunded_at_gateway(api, state="failure", request_id=other)
+    assert received_by(shop, hooks, callback(request_id=other)) is Outcome.CONFIRMING
+    assert a_pass(database_url, url, hooks).refuted[Provider.PAYU] == 1
+    assert outcome(shop, f"{TXNID}:{other}:refund.success") == "refuted"
+
+
 def test_a_refund_payu_reports_for_the_amount_claimed_is_applied(gateway_api):
     api, url = gateway_api
     refunded_at_gateway(api, amount="40.00")

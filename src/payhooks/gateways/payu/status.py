@@ -77,6 +77,7 @@ RATE_LIMITED = re.compile(r"\brequests? limit reached\b|\btoo many requests\b", 
 _OF_MERCHANT = re.compile(r"\b(merchant|hash|key|salt)\b", re.IGNORECASE)
 NOT_FOUND = "Not Found"
 REFUNDED = "success"
+REFUND_FAILURE = "failure"
 """A refund's action status once its money went back (PayU's docs write it ``success`` in the
 sample answer, ``SUCCESS`` in the list of states: compared in any case)."""
 REFUND_STATUS = "refund"
@@ -478,8 +479,10 @@ def refund_status(
     if entity.get("action", REFUND_STATUS) != REFUND_STATUS:
         return Report(skipped=(f"{request_id}:{entity.get('action')}",))
     status = text(_P, entity, "status")
-    if status.lower() != REFUNDED:
-        return Report(skipped=(f"{request_id}:{status}",))
+    if status.lower() == REFUND_FAILURE:  # final: no money went back under this request
+        return Report(skipped=(f"{request_id}:{status}",), contradicted=True)
+    if status.lower() != REFUNDED:  # queued, in progress, requested: on its way
+        return Report(skipped=(f"{request_id}:{status}",), underway=True)
     kept = {**entity, "request_id": request_id, "merchantTxnId": txnid}
     if second_payment is not None:
         kept[SECOND_PAYMENT] = second_payment

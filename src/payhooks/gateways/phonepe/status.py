@@ -127,8 +127,12 @@ class PhonePeClient:
         if any(r.event.merchant_ref != order_id for r in found.received):
             return Report(skipped=(f"{merchant_refund_id}: a refund of another order",))
         if not found.received:
-            failed = parsed(self.provider, lambda: refund_failed(merchant_refund_id, body))
-            return dataclasses.replace(found, contradicted=failed == order_id)
+            state, of_order = parsed(self.provider, lambda: refund_state(merchant_refund_id, body))
+            if of_order != order_id:  # one naming no order, or another, says nothing of this
+                return found
+            return dataclasses.replace(
+                found, contradicted=state == REFUND_FAILED, underway=state in REFUND_UNDERWAY
+            )
         paid = self._paid(order_id)
         return parsed(self.provider, lambda: refund_status(merchant_refund_id, body, paid))
 
@@ -329,16 +333,17 @@ def refund_status(merchant_refund_id: str, body: bytes, paid: str | None = None)
 
 
 REFUND_FAILED = "FAILED"
-"""A refund's final failure (``pg.refund.failed``); a refund's other states are PENDING,
-CONFIRMED and COMPLETED."""
+"""A refund's final failure (``pg.refund.failed``): never made under its ``merchantRefundId``
+again."""
+REFUND_UNDERWAY = frozenset({"PENDING", "CONFIRMED"})
+"""A refund's states on its way to COMPLETED or FAILED."""
 
 
-def refund_failed(merchant_refund_id: str, body: bytes) -> object:
-    """The order a refund PhonePe reports ``FAILED`` refunded (``originalMerchantOrderId``, as
-    written), else None: a refund failed is final, never made under its ``merchantRefundId``
-    again. One naming no order contradicts no callback: it waits, as one not reported."""
+def refund_state(merchant_refund_id: str, body: bytes) -> tuple[object, object]:
+    """A refund's ``state`` and the order it refunds (``originalMerchantOrderId``), as
+    written: what a refund not COMPLETED says of a callback claiming it."""
     doc = _answer(body, "refund", "merchantRefundId", merchant_refund_id)
-    return doc.get("originalMerchantOrderId") if doc.get("state") == REFUND_FAILED else None
+    return doc.get("state"), doc.get("originalMerchantOrderId")
 
 
 def _as_refund(found: Received, merchant_refund_id: str, amount: int, paid: str | None) -> Received:
