@@ -507,6 +507,15 @@ def test_the_unconfirmed_banner_tells_its_time_in_ist_and_links_to_those_callbac
         oldest,
         waiting,
     ]
+    assert "None was ever asked about" in said
+    # Asked, and answered with no error (a refund the API reports on its way): never "none
+    # was ever asked about", which sent an operator to check credentials that work.
+    conn.execute("UPDATE payhooks_confirmations SET attempts = 2 WHERE verdict IS NULL")
+    page = client.get("/console/").text
+    [banner] = re.findall(r'<div class="card alarm" role="alert">(.*?)</div>', page, flags=re.S)
+    said = html.unescape(banner)
+    assert "None was ever asked about" not in said
+    assert "has not yet reported as done what they claim" in said
 
 
 def banner_list(console: Console) -> list[str]:

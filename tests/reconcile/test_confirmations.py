@@ -537,3 +537,9 @@ def test_a_refund_callback_the_api_reports_underway_waits_past_the_patience(shop
     later = datetime.now(UTC) + PATIENCE * 10
     tally = run_pass(database_url, paid, api, at=later)
     assert tally.refuted[Provider.PHONEPE] == 0 and outcome(conn, "cb-r2") == "confirming"
+    done = reported(EventKind.REFUND_PROCESSED, "COMPLETED")
+    api.refund_says = Report(received=(replace(done.received[0], event=replace(
+        done.received[0].event, refund_id="rf_2", refund_amount_paise=49_900)),))  # fmt: skip
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    tally = run_pass(database_url, paid, api, at=later)
+    assert tally.confirmed[Provider.PHONEPE] == 1 and outcome(conn, "cb-r2") == "confirmed"

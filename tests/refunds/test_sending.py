@@ -1294,8 +1294,9 @@ def test_the_command_once_exits_1_while_the_gateways_api_fails_and_0_once_it_ans
     assert done.exit_code == 1, done.output
     assert "1 to try again" in done.stdout
     assert said == [
-        "payhooks: 1 refund(s) to try again (razorpay: 1): the gateway's API failed or a step"
-        " broke; each is asked again after its backoff (payhooks refunds list: last_error)"
+        "payhooks: 1 refund(s) to try again (razorpay: 1): the gateway's API failed, a step"
+        " broke or the app's hooks raised; each is asked again after its backoff (payhooks"
+        " refunds list: last_error)"
     ]
     assert [s for s, _, _ in state(conn, Provider.RAZORPAY)] == ["requested"]
     # A pass inside its backoff does not ask again, and still says it waits after an error:

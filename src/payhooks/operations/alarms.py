@@ -54,7 +54,8 @@ UNCONFIRMED_WAIT = timedelta(minutes=10)
 # Through the partial index payhooks_confirmations_due (only waiting callbacks).
 _UNCONFIRMED = """
 SELECT DISTINCT ON (provider) provider, count(*) OVER (PARTITION BY provider),
-       min(requested_at) OVER (PARTITION BY provider), last_error
+       min(requested_at) OVER (PARTITION BY provider), last_error,
+       bool_or(attempts > 0) OVER (PARTITION BY provider)
 FROM payhooks_confirmations
 WHERE verdict IS NULL AND requested_at <= %(since)s
 ORDER BY provider, last_error IS NULL, requested_at DESC
@@ -106,18 +107,25 @@ def _unconfirmed(conn: Connection, now: datetime, when: Stamp) -> list[Alarm]:
     """Callbacks waiting for their gateway's API past ``UNCONFIRMED_WAIT``, with the last
     error one of them met (the newest that met one)."""
     found: list[Alarm] = []
-    for provider, count, oldest, error in conn.execute(
+    for provider, count, oldest, error, asked in conn.execute(
         _UNCONFIRMED, {"since": now - UNCONFIRMED_WAIT}
     ):
         title = title_of(provider)
         said = f"{count} {title} {'callback has' if count == 1 else 'callbacks have'}"
-        why = (
-            f"The last error: {error}."
-            if error
-            else "None was ever asked about: are the gateway's API credentials set, and does "
-            "a confirmation pass run (the worker, `payhooks confirm`; Django: `manage.py "
-            "payhooks_confirm`)?"
-        )
+        if error:
+            why = f"The last error: {error}."
+        elif asked:
+            why = (
+                "The API answered, and has not yet reported as done what they claim (a refund "
+                "it reports on its way is waited for): check the gateway's dashboard; `payhooks "
+                "resolve` settles one by hand."
+            )
+        else:
+            why = (
+                "None was ever asked about: are the gateway's API credentials set, and does "
+                "a confirmation pass run (the worker, `payhooks confirm`; Django: `manage.py "
+                "payhooks_confirm`)?"
+            )
         text = (
             f"{said} waited for {title}'s status API for more than "
             f"{UNCONFIRMED_WAIT.total_seconds() / 60:.0f} minutes (the oldest since "

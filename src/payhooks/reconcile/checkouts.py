@@ -297,18 +297,23 @@ def attempted(
     )
 
 
-ERRING = """
+ERRING = (
+    """
 SELECT r.provider, count(*) FROM payhooks_reconcile r
 JOIN payhooks_expectations e
-    ON e.provider = r.provider AND e.gateway_order_id = r.gateway_order_id
-WHERE r.failures > 0 AND r.provider = ANY(%(providers)s)
+    ON e.provider = r.provider AND e.gateway_order_id = r.gateway_order_id"""
+    + _PAID.format(unless="")
+    + """WHERE r.failures > 0 AND r.provider = ANY(%(providers)s)
   AND e.created_at >= now() - make_interval(secs => %(window_s)s)
-  AND NOT (r.captured AND r.provider = ANY(%(final)s))
+  AND NOT (r.provider = ANY(%(final)s) AND (r.captured OR paid.yes IS NOT NULL))
 GROUP BY r.provider
 """
+)
 """Through the partial index ``payhooks_reconcile_failing``: checkouts whose last look failed
 that a pass will ask again: inside the window (one past it is asked no more), and not a
-captured checkout of a gateway whose capture is final (``FINAL_WHEN_CAPTURED``)."""
+captured checkout of a gateway whose capture is final (``FINAL_WHEN_CAPTURED``), whether a
+pass has marked it so yet or only its payment's record says it (a post that came during the
+backoff)."""
 
 
 def erring(conn: Connection, providers: Iterable[Provider], *, window_s: int) -> Counter[Provider]:

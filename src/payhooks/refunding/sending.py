@@ -106,14 +106,17 @@ class Tally:
         if count := sum(self.retried.values()):
             each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.retried.items()) if n)
             said.append(
-                f"{count} refund(s) to try again ({each}): the gateway's API failed or a step "
-                "broke; each is asked again after its backoff (payhooks refunds list: last_error)"
+                f"{count} refund(s) to try again ({each}): the gateway's API failed, a step "
+                "broke or the app's hooks raised; each is asked again after its backoff "
+                "(payhooks refunds list: last_error)"
             )
-        if not said and (count := sum(self.erring.values())):  # what waits from before
-            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.erring.items()) if n)
+        before = self.erring - self.retried  # what waits from earlier passes (each in both)
+        if count := sum(before.values()):
+            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(before.items()) if n)
+            more = "more " if said else ""
             said.append(
-                f"{count} refund(s) waiting to be tried again after an error ({each}): each is "
-                "asked again after its backoff (payhooks refunds list: last_error)"
+                f"{count} {more}refund(s) waiting to be tried again after an error ({each}): "
+                "each is asked again after its backoff (payhooks refunds list: last_error)"
             )
         return "; ".join(said) or None
 

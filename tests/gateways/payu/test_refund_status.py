@@ -85,11 +85,31 @@ def test_a_refund_payu_reports_names_the_merchants_token_for_it(gateway_api):
 
 
 @pytest.mark.parametrize("state", ["queued", "IN PROGRESS", "requested", "failure"])
-def test_a_refund_not_yet_refunded_reports_nothing(gateway_api, state):
+def test_a_refund_not_refunded_reports_nothing_saying_whether_it_is_final(gateway_api, state):
+    """``failure`` is final (a callback claiming the refund is contradicted); the others are
+    the refund on its way (a callback claiming it waits for it)."""
     api, url = gateway_api
     refunded_at_gateway(api, state=state)
     report = client(url).refund(REQUEST_ID, TXNID)
     assert (report.received, report.skipped) == ((), (f"{REQUEST_ID}:{state}",))
+    assert (report.contradicted, report.underway) == (state == "failure", state != "failure")
+
+
+@pytest.mark.parametrize("state", ["queued", "failure"])
+def test_a_refund_of_another_order_on_its_way_or_failed_says_nothing_of_this_one(
+    gateway_api, state
+):
+    """The callback's txnid is unsigned and a request id anyone's to copy: a refund of another
+    order, queued, kept callbacks under invented txnids waiting as long as it stayed queued,
+    filling the gateway's bounded places (docs/security.md); failed, it refuted them saying
+    another order's state. Neither says anything of this txnid's refund."""
+    api, url = gateway_api
+    other = Purchase(provider=Provider.PAYU, cart_id="R-2", reference="ph_someone_else",
+                     amount_paise=49_900, items={"TEA": 1})  # fmt: skip
+    refunded_at_gateway(api, order=other, mihpayid="403993715529000777", state=state)
+    report = client(url).refund(REQUEST_ID, TXNID)
+    assert (report.received, report.skipped) == ((), (f"{REQUEST_ID}:{state}",))
+    assert (report.contradicted, report.underway) == (False, False)
 
 
 def test_a_request_id_payu_does_not_know_is_no_refund(gateway_api):

@@ -77,9 +77,10 @@ RATE_LIMITED = re.compile(r"\brequests? limit reached\b|\btoo many requests\b", 
 _OF_MERCHANT = re.compile(r"\b(merchant|hash|key|salt)\b", re.IGNORECASE)
 NOT_FOUND = "Not Found"
 REFUNDED = "success"
-REFUND_FAILURE = "failure"
 """A refund's action status once its money went back (PayU's docs write it ``success`` in the
 sample answer, ``SUCCESS`` in the list of states: compared in any case)."""
+REFUND_FAILURE = "failure"
+"""A refund PayU failed: final, no money went back under its request id."""
 REFUND_STATUS = "refund"
 """The status part of a reported refund's key, ``reconcile:<request_id>:refund``: never a
 payment's status, so never a payment's key."""
@@ -155,6 +156,9 @@ class PayUClient:
         ``verify_payment`` answering ``Not Found`` for the txnid, are API errors, asked again."""
         body = self._command(REFUND_COMMAND, request_id)
         found = parsed(self.provider, lambda: refund_status(request_id, txnid, body))
+        if found.underway or found.contradicted:
+            mihpayid = parsed(_P, lambda: refunded_payment(request_id, body))
+            return self._of_txnid(found, txnid, mihpayid)
         if not found.received:
             return found
         mihpayid = found.received[0].event.attempt_id
@@ -262,6 +266,16 @@ class PayUClient:
         if not _succeeded(claimed, txnid):
             return Report()
         return checked(mihpayid, canonical({"status": 1, "transaction_details": claimed}))
+
+    def _of_txnid(self, found: Report, txnid: str, mihpayid: str | None) -> Report:
+        """A refund on its way or failed speaks of the callback only when it is a refund of
+        the txnid's payment (the callback's txnid is unsigned, its request id anyone's to
+        copy): else it is left aside, as not reported, and the callback waits no longer than
+        the patience, holding one of the bounded places (docs/security.md)."""
+        refunded = None if mihpayid is None else self._checked(mihpayid)
+        if refunded is None or not _succeeded(refunded, txnid):
+            return Report(skipped=found.skipped)
+        return found
 
     def _checked(self, mihpayid: str) -> dict[str, Any] | None:
         """``check_payment``'s entity for a PayU payment id, or None where PayU knows none."""
@@ -453,18 +467,27 @@ def _no_actions(doc: object) -> bool:
     )
 
 
+def refunded_payment(request_id: str, body: bytes) -> str | None:
+    """The ``mihpayid`` ``check_action_status``'s entry for ``request_id`` names (the payment
+    refunded), None where it names none."""
+    details = child(read_json(_P, body), "transaction_details", request_id, request_id)
+    return _identifier(details.get("mihpayid")) if isinstance(details, dict) else None
+
+
 def refund_status(
     request_id: str, txnid: str, body: bytes, second_payment: str | None = None
 ) -> Report:
     """``check_action_status``: ``transaction_details`` keyed twice by the request id, the
     refund's ``amt`` a rupee string, its ``status`` success once refunded, ``mihpayid`` the
     payment refunded (the event's ``attempt_id``), ``token`` the merchant's id for the
-    refund (its ``refund_key``: a refund payhooks sent, its intent's key); any other state
-    (queued, in progress, requested, failure) reports nothing yet. A request id PayU does not
-    know is ``status: 0`` with the text "No action status found" under it: no such refund, or
-    not yet visible (``unknown``: the callback is refuted only once that has lasted the
-    confirmations' patience). The refund is of the txnid's payment, or of ``second_payment``
-    (its ``mihpayid``), kept in the stored entity so that it reads again the same."""
+    refund (its ``refund_key``: a refund payhooks sent, its intent's key); ``failure`` is
+    final (``contradicted``), any other state (queued, in progress, requested) the refund on
+    its way (``underway``), said once ``_refund`` knows it is of the txnid's payment. A
+    request id PayU does not know is ``status: 0`` with the text "No action status found"
+    under it: no such refund, or not yet visible (``unknown``: the callback is refuted only
+    once that has lasted the confirmations' patience). The refund is of the txnid's payment,
+    or of ``second_payment`` (its ``mihpayid``), kept in the stored entity so that it reads
+    again the same."""
     doc = read_json(_P, body)
     if _no_actions(doc):
         return Report(unknown=True)
