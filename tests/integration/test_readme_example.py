@@ -59,7 +59,8 @@ def test_readme_fastapi_route_serves_the_example_hooks_once(conn, database_url):
     """The README's FastAPI snippet, over the library example's hooks: it built an
     ``AsyncConnectionPool`` for the example's sync ``Hooks``, which the router refuses at
     start-up (docs/fastapi.md), so the app never started as written."""
-    from fastapi.testclient import TestClient
+    from tests import loopback
+    from tests.conftest import serving_app
 
     order_of(conn, 49_900)
     scope: dict[str, object] = {}
@@ -74,9 +75,9 @@ def test_readme_fastapi_route_serves_the_example_hooks_once(conn, database_url):
     pool = scope["pool"]
     pool.open()  # the app's lifespan opens it
     try:
-        with TestClient(scope["app"]) as client:
+        with serving_app(scope["app"]) as base:
             answers = [
-                client.post(delivery.path, content=delivery.body, headers=delivery.headers)
+                loopback.post(base + delivery.path, content=delivery.body, headers=delivery.headers)
                 for _ in range(2)
             ]
     finally:
