@@ -61,7 +61,9 @@ SERVICE = [
      "statements, and the timeouts are set in each transaction (`SET LOCAL`); see "
      "[Scaling out](scaling.md)"),
     ("PAYHOOKS_RECONCILE_AFTER_S", "reconcile_after_s", "reconciliation asks about checkouts "
-     "older than this"),
+     "older than this; a whole number from 1, as every setting here counted in seconds, "
+     "minutes, hours or connections, checked at start by every command (a refused one stops "
+     "`payhooks replay` too; `payhooks reconcile --older-than-s 0` asks about every checkout)"),
     ("PAYHOOKS_RECONCILE_WINDOW_S", "reconcile_window_s", "… and younger than this"),
     ("PAYHOOKS_SETTLEMENT_MARGIN_HOURS", "settlement_margin_hours", "past its gateway's "
      "settlement cycle, how long a captured payment may wait for its payout before it is "

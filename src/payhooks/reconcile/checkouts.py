@@ -26,8 +26,7 @@ checkouts by the lease.
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -295,33 +294,6 @@ def attempted(
             "wait": wait if wait is not None else backoff(due.attempts),
         },
     )
-
-
-ERRING = (
-    """
-SELECT r.provider, count(*) FROM payhooks_reconcile r
-JOIN payhooks_expectations e
-    ON e.provider = r.provider AND e.gateway_order_id = r.gateway_order_id"""
-    + _PAID.format(unless="")
-    + """WHERE r.failures > 0 AND r.provider = ANY(%(providers)s)
-  AND e.created_at >= now() - make_interval(secs => %(window_s)s)
-  AND NOT (r.provider = ANY(%(final)s) AND (r.captured OR paid.yes IS NOT NULL))
-GROUP BY r.provider
-"""
-)
-"""Through the partial index ``payhooks_reconcile_failing``: checkouts whose last look failed
-that a pass will ask again: inside the window (one past it is asked no more), and not a
-captured checkout of a gateway whose capture is final (``FINAL_WHEN_CAPTURED``), whether a
-pass has marked it so yet or only its payment's record says it (a post that came during the
-backoff)."""
-
-
-def erring(conn: Connection, providers: Iterable[Provider], *, window_s: int) -> Counter[Provider]:
-    """The checkouts of ``providers`` waiting to be asked again after an error (the API
-    failed, a handler raised on what it reported), by gateway."""
-    params = {"window_s": window_s, "providers": [p.value for p in providers],
-              "final": sorted(FINAL_WHEN_CAPTURED)}  # fmt: skip
-    return Counter({Provider(p): int(n) for p, n in conn.execute(ERRING, params).fetchall()})
 
 
 def release(conn: Connection, due: Due, wait: timedelta) -> None:

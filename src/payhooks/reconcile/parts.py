@@ -123,9 +123,6 @@ class Tally:
     """Callbacks waiting to be asked again after an error, this pass's and earlier ones'
     (``confirmations.erring``): counted where a door runs one pass (``--once``), so that a
     pass inside their backoff, which asks nothing, does not pass for success."""
-    erring_checkouts: Counter[Provider] = field(default_factory=Counter)
-    """Checkouts waiting to be asked again after an error, this pass's and earlier ones', as
-    ``erring`` counts callbacks."""
     broken: dict[str, str] = field(default_factory=dict)
     """Turns that failed whole (a gateway's, or the confirmations'), with why: the database
     answering but refusing the pass's own bookkeeping (a standby left read only, a table
@@ -136,8 +133,7 @@ class Tally:
         """API errors, payments not applied and payments unreadable: a pass with any exits 1
         from the commands."""
         errors = sum(self.api_errors.values()) + sum(self.unapplied.values())
-        waiting = sum(self.erring.values()) + sum(self.erring_checkouts.values())
-        return errors + self._unread + len(self.broken) + waiting
+        return errors + self._unread + len(self.broken) + sum(self.erring.values())
 
     def broke(self, turn: str, reason: str) -> None:
         """``turn`` failed whole, for ``reason`` (its first failure is kept)."""
@@ -188,11 +184,10 @@ class Tally:
             said.append(self._broken())
         if said:  # what this pass met says it; what waits from before, only without it
             return ", ".join(said)
-        for what, erring in (("checkout", self.erring_checkouts), ("callback", self.erring)):
-            if erring:
-                each = ", ".join(f"{p.value} {n}" for p, n in sorted(erring.items()))
-                said.append(f"{sum(erring.values())} {what}(s) waiting to be asked again after "
-                            f"an error ({each})")  # fmt: skip
+        if self.erring:
+            each = ", ".join(f"{p.value} {n}" for p, n in sorted(self.erring.items()))
+            said.append(f"{sum(self.erring.values())} callback(s) waiting to be asked again "
+                        f"after an error ({each})")  # fmt: skip
         return ", ".join(said)
 
     def _broken(self) -> str:

@@ -123,8 +123,10 @@ class Reconciler:
     def run(self, *, erring: bool = False) -> Tally:
         """One pass over what is due now, up to ``limit`` checkouts per gateway; returns what
         it did. A gateway whose turn fails for any reason leaves the others theirs. With
-        ``erring`` (a door's one pass), the checkouts and callbacks waiting to be asked again
-        after an error are counted too (``Tally.erring_checkouts``, ``Tally.erring``)."""
+        ``erring`` (a door's one pass), the callbacks waiting to be asked again after an error
+        are counted too (``Tally.erring``). Not the checkouts: a person cannot settle one (an
+        order never created at the gateway fails until it leaves the window, a week), so a
+        failing checkout fails the pass that asked, and ``reconcile_failing`` alerts."""
         tally = Tally()
         deadline = time.monotonic() + checkouts.PASS_BUDGET.total_seconds()
         asked: list[Provider] = []
@@ -151,12 +153,8 @@ class Reconciler:
                 raise
             except Exception as exc:
                 tally.broke(provider.value, _turn_failed(exc, provider))
-        if erring and self.clients:
+        if erring and self.clients:  # the callbacks, which a person can settle by hand
             with self.connect() as conn:
-                window_s = self.options.window_s
-                tally.erring_checkouts.update(
-                    checkouts.erring(conn, self.clients, window_s=window_s)
-                )
                 tally.erring.update(confirmations.erring(conn, self.clients))
         return tally
 
