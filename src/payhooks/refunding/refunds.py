@@ -804,6 +804,7 @@ __all__ = [
     "RefundTooLarge",
     "accepted",
     "again",
+    "asked_paise",
     "cancel",
     "cancelling",
     "closing",
