@@ -81,6 +81,9 @@ REFUNDED = "success"
 sample answer, ``SUCCESS`` in the list of states: compared in any case)."""
 REFUND_FAILURE = "failure"
 """A refund PayU failed: final, no money went back under its request id."""
+REFUND_UNDERWAY = frozenset({"queued", "in progress", "requested", "pending"})
+"""A refund's states on its way (docs/providers.md): a callback claiming it waits for it. A
+state PayU may add later is none of these: the callback waits no longer than the patience."""
 REFUND_STATUS = "refund"
 """The status part of a reported refund's key, ``reconcile:<request_id>:refund``: never a
 payment's status, so never a payment's key."""
@@ -504,8 +507,9 @@ def refund_status(
     status = text(_P, entity, "status")
     if status.lower() == REFUND_FAILURE:  # final: no money went back under this request
         return Report(skipped=(f"{request_id}:{status}",), contradicted=True)
-    if status.lower() != REFUNDED:  # queued, in progress, requested: on its way
-        return Report(skipped=(f"{request_id}:{status}",), underway=True)
+    if status.lower() != REFUNDED:  # on its way, or a state payhooks does not know
+        said = (f"{request_id}:{status}",)
+        return Report(skipped=said, underway=status.lower() in REFUND_UNDERWAY)
     kept = {**entity, "request_id": request_id, "merchantTxnId": txnid}
     if second_payment is not None:
         kept[SECOND_PAYMENT] = second_payment
