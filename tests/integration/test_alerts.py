@@ -6,6 +6,7 @@ others or losing the alert. Time is the clock argument; nothing here sleeps for 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -118,6 +119,26 @@ def answered(conn, provider: str, status: int, at: datetime, count: int = 1) -> 
             " body_bytes, duration_ms) VALUES (%s, %s, %s, %s, true, 300, 1)",
             (at + timedelta(seconds=n), provider, status, outcome),
         )
+
+
+DJANGO_TWINS = frozenset(
+    {"confirm", "parked", "purge", "reconcile", "replay", "resolve", "settlements"}
+)
+"""The ``payhooks`` commands a Django app runs as ``manage.py payhooks_<name>``."""
+
+
+def says_djangos_too(text: str) -> None:
+    """An alert naming a command names Django's beside it (docs/django.md, "Alerts by email
+    and chat"), and beside the console, Django's admin: a Django app has neither the command's
+    database settings nor the console."""
+    named = re.findall(r"`payhooks (\w+)([^`]*)`", text)
+    assert named, text
+    for command, rest in named:
+        if command in DJANGO_TWINS:
+            head = rest.split(" KEY")[0].split(" --hooks")[0]
+            assert f"`manage.py payhooks_{command}{head}" in text, (command, text)
+    if "console" in text:
+        assert "admin" in text, text
 
 
 def notices(conn) -> list[tuple[str, str, str, bool]]:
@@ -304,6 +325,7 @@ def test_deliveries_parked_for_a_while_are_alerted_by_gateway(conn, chat):
     notifier.tick(conn, T0 + PARKED_WAIT + EVERY)
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: payu: 1 parked delivery waiting")
+    says_djangos_too(text)
 
 
 def test_checkouts_never_asked_about_say_reconciliation_is_not_running(conn, chat):
@@ -318,6 +340,7 @@ def test_checkouts_never_asked_about_say_reconciliation_is_not_running(conn, cha
     notifier.tick(conn, due + RECONCILE_GRACE + EVERY)
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: cashfree: reconciliation is not running")
+    says_djangos_too(text)
 
 
 def test_credentials_refused_by_a_gateway_are_alerted(conn, chat):
@@ -391,6 +414,7 @@ def test_captures_not_settled_in_time_are_alerted_and_cleared_by_their_payout(co
     notifier.tick(conn, T0 + EVERY)
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: razorpay: 1 captured payment not settled")
+    says_djangos_too(text)
     paid = Line(provider=Provider.RAZORPAY, settlement_id="setl_1", entry_id="pay_late",
                 kind=LineKind.PAYMENT, entry_type="payment", payment_id="pay_late",
                 gateway_order_id=None, amount_paise=100, fee_paise=2, tax_paise=0,
@@ -412,6 +436,7 @@ def test_settlement_lines_naming_no_known_payment_are_alerted(conn, chat):
     webhook_notifier(chat.url).tick(conn, T0)
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: cashfree: 1 settlement line naming no known")
+    says_djangos_too(text)
 
 
 def test_settlement_lines_it_cannot_read_are_alerted_until_a_fetch_reads_them(conn, chat):
@@ -430,6 +455,7 @@ def test_settlement_lines_it_cannot_read_are_alerted_until_a_fetch_reads_them(co
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: cashfree: 1 settlement report line payhooks cannot")
     assert "payhooks settlements --unreadable" in text
+    says_djangos_too(text)
     read = Line(provider=Provider.CASHFREE, settlement_id="78", entry_id="e9",
                 kind=LineKind.PAYMENT, entry_type="PAYMENT", payment_id=None,
                 gateway_order_id=None, amount_paise=100, fee_paise=2, tax_paise=0,
@@ -460,6 +486,7 @@ def test_settlement_reports_not_read_for_days_are_alerted_until_a_fetch_reads_th
     )
     assert "`payhooks settlements --catch-up`" in text
     assert "`manage.py payhooks_settlements --catch-up`" in text
+    says_djangos_too(text)
     reads.moved(conn, Provider.RAZORPAY, last + timedelta(days=1), today, today=today)
     notifier.tick(conn, T0 + EVERY)
     assert chat.texts()[-1].startswith("[payhooks] RESOLVED: razorpay: settlement reports read")

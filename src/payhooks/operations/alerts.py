@@ -570,6 +570,15 @@ def _paise(amount: int | None, currency: str | None) -> str:
 _PROVIDERS = frozenset(p.value for p in Provider)
 
 
+def _listed(flag: str) -> str:
+    """Where a settlements list is, in a service's words and a Django app's."""
+    return (
+        "on the console's Settlements page and by `payhooks settlements "
+        f"{flag}` (Django: its admin's Settlements page and `manage.py payhooks_settlements "
+        f"{flag}`)"
+    )
+
+
 def settlements(conn: Connection, now: datetime) -> list[Alert]:
     """Captures not settled in time, settlement lines naming no known payment and report lines
     payhooks could not read, by gateway (what the settlements review and the fetches
@@ -583,9 +592,9 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
                 f"{c.count} {c.provider} captured {_payments(c.count)} (the oldest captured "
                 f"{in_utc(c.since)}) {'is' if c.count == 1 else 'are'} in no payout "
                 f"within {c.provider}'s settlement cycle and the margin: money missing. Each "
-                "is listed on the console's Settlements page and by `payhooks settlements "
-                "--unsettled`; fetch the days since with `payhooks settlements --from ... --to "
-                "...`, or ask the gateway."
+                f"is listed {_listed('--unsettled')}; fetch the days since with "
+                "`payhooks settlements --from ... --to ...` (Django: `manage.py "
+                "payhooks_settlements --from ... --to ...`), or ask the gateway."
             ),
         )
         for c in flags.unsettled(conn)
@@ -599,8 +608,8 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
                 f"{c.count} {c.provider} settlement {_lines(c.count)} (the first recorded "
                 f"{in_utc(c.since)}) {'names' if c.count == 1 else 'name'} a payment "
                 "payhooks never applied: a webhook never came and reconciliation never found "
-                "it, or a payment outside this app. Each is listed on the console's "
-                "Settlements page and by `payhooks settlements --unmatched`."
+                "it, or a payment outside this app. Each is listed "
+                f"{_listed('--unmatched')}."
             ),
         )
         for c in flags.unmatched(conn)
@@ -616,8 +625,8 @@ def settlements(conn: Connection, now: datetime) -> list[Alert]:
                 f"{c.count} {c.provider} settlement report {_lines(c.count)} (the first met "
                 f"{in_utc(c.since)}) could not be read: each is kept with why and "
                 "the line as the gateway answered it, and the rest of its report was "
-                "recorded. Look each up in the gateway's dashboard; they are listed on the "
-                "console's Settlements page and by `payhooks settlements --unreadable`."
+                "recorded. Look each up in the gateway's dashboard; they are listed "
+                f"{_listed('--unreadable')}."
             ),
         )
         for c in flags.unreadable(conn)
