@@ -543,3 +543,87 @@ def test_a_refund_callback_the_api_reports_underway_waits_past_the_patience(shop
     conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
     tally = run_pass(database_url, paid, api, at=later)
     assert tally.confirmed[Provider.PHONEPE] == 1 and outcome(conn, "cb-r2") == "confirmed"
+
+
+@dataclass
+class Troubled:
+    """A status API that raises ``errors`` in turn, then says of each order what ``says``
+    holds for it; who asked is kept."""
+
+    errors: list[Exception]
+    says: dict[str, Report]
+    asked: list[str] = field(default_factory=list)
+
+    def report(self, reference: str) -> Report:
+        self.asked.append(reference)
+        if self.errors:
+            raise self.errors.pop(0)
+        return self.says.get(reference, Report())
+
+
+def _waiting_callbacks(conn, n: int) -> dict[str, Report]:
+    says = {}
+    for i in range(n):
+        said, answer = for_order(f"M-{i}", f"OM-{i}", f"cb-{i}")
+        ingest_received(conn, said, Hooks())
+        says[f"M-{i}"] = answer
+    return says
+
+
+def _waits(conn) -> list[tuple[str, int, float]]:
+    rows = conn.execute(
+        "SELECT event_id, attempts, extract(epoch FROM next_attempt_at - now()) "
+        "FROM payhooks_confirmations ORDER BY event_id"
+    ).fetchall()
+    return [(key, attempts, float(wait)) for key, attempts, wait in rows]
+
+
+@pytest.mark.parametrize("retry_after_s", [30.0, None])
+def test_a_rate_limit_stops_asking_its_gateway_for_the_rest_of_the_pass(
+    shop, database_url, retry_after_s
+):
+    """A 429 stops the pass asking that gateway, as it stops reconciliation's (docs/providers.md,
+    "Status APIs"): the callbacks not asked wait what the gateway asked for, else a minute, and
+    are not counted asked. The pass asked every leased callback after a 429."""
+    from payhooks.plumbing.errors import GatewayApiError
+
+    conn, paid = shop
+    says = _waiting_callbacks(conn, 3)
+    limit = GatewayApiError("phonepe", "answered 429", status=429, retry_after_s=retry_after_s)
+    api = Troubled(errors=[limit], says=says)
+    connect = connecting(database_url)
+    tally = confirm(
+        connect, {Provider.PHONEPE: api}, delivering(connect, hooks_noting(paid)), Tally()
+    )
+    assert len(api.asked) == 1 and tally.api_errors[Provider.PHONEPE] == 1
+    assert tally.deferred[Provider.PHONEPE] == 2 and "2 deferred to a later pass" in tally.summary()
+    waited = retry_after_s or 60
+    for key, attempts, wait in _waits(conn):
+        asked = f"M-{key.removeprefix('cb-')}" in api.asked
+        assert attempts == (1 if asked else 0), key  # a deferred callback was not asked
+        assert waited - 2 < wait <= max(waited, 300) + 1, (key, wait)
+    conn.execute("UPDATE payhooks_confirmations SET next_attempt_at = now()")
+    confirm(connect, {Provider.PHONEPE: api}, delivering(connect, hooks_noting(paid)), Tally())
+    assert sorted(e.payment_id for e in paid) == ["OM-0", "OM-1", "OM-2"]
+
+
+def test_outages_in_a_row_pause_the_gateway_for_the_rest_of_the_pass(shop, database_url):
+    """Three outages in a row (5xx, no answer) pause the gateway as they pause
+    reconciliation's (docs/operations.md): the rest wait a minute; a 4xx about one order does
+    not count, nor does an outage followed by an answer."""
+    from payhooks.plumbing.errors import GatewayApiError
+
+    conn, paid = shop
+    says = _waiting_callbacks(conn, 7)
+    down = [GatewayApiError("phonepe", "answered 503", status=503) for _ in range(4)]
+    refused = GatewayApiError("phonepe", "answered 400: no such order", status=400)
+    api = Troubled(errors=[down[0], refused, down[1], down[2], down[3]], says=says)
+    connect = connecting(database_url)
+    tally = confirm(
+        connect, {Provider.PHONEPE: api}, delivering(connect, hooks_noting(paid)), Tally()
+    )
+    assert len(api.asked) == 5  # 503, 400, then three 503s in a row: paused
+    assert tally.api_errors[Provider.PHONEPE] == 5 and tally.deferred[Provider.PHONEPE] == 2
+    deferred = [(k, a, w) for k, a, w in _waits(conn) if a == 0]
+    assert len(deferred) == 2 and all(58 < w <= 61 for _, _, w in deferred)
+    assert paid == []

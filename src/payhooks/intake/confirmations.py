@@ -29,7 +29,7 @@ Pure steps and statements: no HTTP here (the status clients are an extra).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -436,6 +436,20 @@ def refuted_by_hand(conn: Connection, provider: str, event_id: str, note: str) -
     return _settled(conn, provider, event_id, Verdict.REFUTED, BY_HAND + note)
 
 
+RELEASE = """
+UPDATE payhooks_confirmations
+SET next_attempt_at = now() + %(wait)s, attempts = greatest(attempts - 1, 0)
+WHERE provider = %(provider)s AND event_id = ANY(%(keys)s) AND verdict IS NULL
+"""
+
+
+def release(conn: Connection, leased: Sequence[Pending], wait: timedelta) -> None:
+    """Callbacks of one gateway leased and not asked about (the gateway paused the pass): due
+    again after ``wait``, the attempt their lease counted given back."""
+    keys = [pending.event_id for pending in leased]
+    conn.execute(RELEASE, {"wait": wait, "provider": leased[0].provider, "keys": keys})
+
+
 def again(
     conn: Connection, pending: Pending | Unreadable, wait: timedelta, error: str | None
 ) -> None:
@@ -485,6 +499,7 @@ __all__ = [
     "first_body",
     "leased",
     "refuted_by_hand",
+    "release",
     "requesting",
     "room",
     "settle",

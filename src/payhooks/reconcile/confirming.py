@@ -25,7 +25,17 @@ from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
-from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
+from payhooks.reconcile.parts import (
+    RATE_LIMIT_WAIT,
+    Connect,
+    Deliver,
+    Pausing,
+    Tally,
+    Unapplied,
+    each,
+    reasons,
+    unread,
+)
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.reconcile")
@@ -74,16 +84,33 @@ def confirm(
             continue
         for unreadable in taken.unreadable:
             _set_aside(connect, unreadable, tally)
-        for pending in taken.due:
+        pausing = Pausing()
+        for index, pending in enumerate(taken.due):
             if stop():
                 return tally
             try:
-                _one(_Asking(connect, client, deliver, tally, now()), pending)
+                paused = pausing.after(
+                    _one(_Asking(connect, client, deliver, tally, now()), pending)
+                )
             except DatabaseAway:
                 raise
             except Exception as exc:  # the database's: this callback only
                 _broke(connect, pending, tally, exc)
+                continue
+            if paused is not None:
+                _defer(connect, taken.due[index + 1 :], paused, tally)
+                break
     return tally
+
+
+def _defer(connect: Connect, rest: list[Pending], wait: timedelta, tally: Tally) -> None:
+    """The rest of a paused gateway's callbacks, not asked this pass: due again after ``wait``,
+    their lease's attempt given back."""
+    if not rest:
+        return
+    with connect() as conn:
+        confirmations.release(conn, rest, wait)
+    tally.deferred[Provider(rest[0].provider)] += len(rest)
 
 
 def _set_aside(connect: Connect, unreadable: Unreadable, tally: Tally) -> None:
@@ -122,11 +149,11 @@ def _broke(connect: Connect, pending: Pending, tally: Tally, exc: Exception) -> 
     )  # fmt: skip
 
 
-def _one(asking: _Asking, pending: Pending) -> None:
+def _one(asking: _Asking, pending: Pending) -> GatewayApiError | None:
+    """One callback's turn; the API's error, when it gave no usable answer."""
     connect, client, tally, at = asking.connect, asking.client, asking.tally, asking.at
     if pending.first_event_id is not None:
-        _attempt(asking, pending)
-        return
+        return _attempt(asking, pending)
     try:
         report = client.report(pending.gateway_order_id)
         refund = getattr(client, "refund", None)  # a gateway whose order status lists no refunds
@@ -146,10 +173,10 @@ def _one(asking: _Asking, pending: Pending) -> None:
             )
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)
-        return
+        return exc
     events = _applied(asking, pending, report)  # what the API says wins
     if events is None:
-        return
+        return None
     found = confirmations.verdict(
         pending, events, at, contradicted=report.contradicted, underway=report.underway
     )
@@ -167,6 +194,7 @@ def _one(asking: _Asking, pending: Pending) -> None:
     else:
         detail = _detail(pending, found, events)
     _conclude(connect, pending, found, detail, tally)
+    return None
 
 
 def _said_of(report: Report, refund_id: str | None) -> list[str]:
@@ -241,7 +269,7 @@ def _conclude(
     )  # fmt: skip
 
 
-def _attempt(asking: _Asking, pending: Pending) -> None:
+def _attempt(asking: _Asking, pending: Pending) -> GatewayApiError | None:
     """Another attempt than the first post's (``confirmations``): the gateway's client judges
     it against the first post's stored body (purged: the attempt its payment's record keeps);
     a second payment it reports is applied."""
@@ -259,13 +287,14 @@ def _attempt(asking: _Asking, pending: Pending) -> None:
                      recorded=recorded)  # fmt: skip
     except GatewayApiError as exc:
         _failed(connect, pending, tally, exc, at)
-        return
+        return exc
     events = _applied(asking, pending, said.report)
     if events is None:
-        return
+        return None
     found = confirmations.attempt_verdict(pending, said.verdict, events, at, patient=said.patient)
     detail = said.detail if said.verdict is not None else _detail(pending, found, events)
     _conclude(connect, pending, found, detail, tally)
+    return None
 
 
 def _failed(
@@ -281,6 +310,8 @@ def _failed(
     wait = confirmations.wait_after(pending.attempts)
     if exc.retry_after_s is not None:  # what the gateway asked for, when longer
         wait = max(wait, timedelta(seconds=exc.retry_after_s))
+    elif exc.rate_limited:
+        wait = max(wait, RATE_LIMIT_WAIT)
     log.warning(
         "confirm_api_error",
         extra={"provider": pending.provider, "event_id": pending.event_id,

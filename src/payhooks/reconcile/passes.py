@@ -30,9 +30,11 @@ from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.parts import (
+    RATE_LIMIT_WAIT,
     Connect,
     Deliver,
     Followup,
+    Pausing,
     Tally,
     Unapplied,
     each,
@@ -42,9 +44,6 @@ from payhooks.reconcile.parts import (
 )
 
 log = logging.getLogger("payhooks.reconcile")
-
-FAILURES_BEFORE_PAUSE = 3
-RATE_LIMIT_WAIT = timedelta(minutes=1)
 
 # A webhook for this payment, under any key but reconciliation's own: did one ever arrive?
 _WEBHOOK_SEEN = """
@@ -184,7 +183,7 @@ class Reconciler:
         row (5xx, no answer, too slow, too large) pause the gateway: the rest wait what it
         asked for, or a minute; so do those the pass has no time left for. A refusal about one
         order backs off that checkout alone."""
-        outages = 0
+        pausing = Pausing()
         paused: timedelta | None = None
         for index, item in enumerate(due):
             if paused is None and (self.stop() or time.monotonic() > deadline):
@@ -194,13 +193,10 @@ class Reconciler:
                 break
             try:
                 self._checkout(item, tally)
-                outages = 0
+                pausing.after(None)
             except GatewayApiError as exc:
                 self._failed(item, exc, tally)
-                outages = outages + 1 if exc.outage else 0
-                refused = isinstance(exc, CredentialsRefused)
-                if exc.rate_limited or refused or outages >= FAILURES_BEFORE_PAUSE:
-                    paused = _pause(exc)
+                paused = pausing.after(exc)
             except DatabaseAway:
                 raise
             except Exception as exc:  # the database's: this checkout only
@@ -320,14 +316,6 @@ def _turn_failed(exc: Exception, provider: Provider) -> str:
     """A gateway's whole turn failed on the database (its own bookkeeping refused): logged
     with the traceback, and why, for the pass's tally (the command exits 1)."""
     return failure_logged(log, "reconcile_gateway_failed", exc, 200, provider=provider.value)
-
-
-def _pause(exc: GatewayApiError) -> timedelta:
-    """How long the rest of a paused gateway's checkouts wait: what the gateway asked for, else
-    a minute; never one checkout's own (possibly hours-long) backoff."""
-    if exc.retry_after_s is not None:
-        return max(timedelta(seconds=exc.retry_after_s), checkouts.FIRST_RETRY)
-    return RATE_LIMIT_WAIT
 
 
 def _alert_unseen(alerted: list[str], notify: Notifier) -> Followup:
