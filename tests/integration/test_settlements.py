@@ -6,6 +6,7 @@ their gateway's cycle and a margin, and a settled line clears the flag."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -328,6 +329,34 @@ def test_a_payout_that_came_back_flags_its_captures_again_whatever_their_age(con
     assert flags.review(conn, NOW, providers=()).flagged == 1  # the gateway's word: no silence
     (flagged,) = listing.unsettled(conn)
     assert flagged.payment_id == buy.payment_id
+
+
+def test_a_payout_that_came_back_flags_a_capture_whose_record_the_purge_took(conn):
+    """A capture's record goes with the purge after a refund's year; its payout reported
+    reversed later was no longer flagged: what flags it is the settlement line itself."""
+    from payhooks.operations.retention import purge
+
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    now = datetime.now(UTC)
+    captured = now - timedelta(days=400)
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (captured,))
+    paid = replace(line(buy.payment_id, net=buy.amount_paise), occurred_at=captured,
+                   gateway_order_id=buy.reference)  # fmt: skip
+    records.record(conn, [], [paid])
+    purge(conn, 90)
+    gone = conn.execute("SELECT count(*) FROM payhooks_payments").fetchone()
+    assert gone == (0,)  # the premise: the capture's record is purged
+    came_back = Settlement(provider=Provider.RAZORPAY, settlement_id="setl_T1",
+                           state=SettlementState.REVERSED, status="reversed")  # fmt: skip
+    records.record(conn, [came_back])
+    assert flags.review(conn, now, providers=()).flagged == 1
+    (flagged,) = listing.unsettled(conn)
+    assert (flagged.payment_id, flagged.gateway_order_id) == (
+        buy.payment_id,
+        buy.reference,
+    )
+    assert abs(flagged.captured_at - captured) < timedelta(seconds=1)
 
 
 def test_the_longest_margin_still_flags_a_capture_once_it_falls_due(conn):

@@ -66,18 +66,23 @@ ON CONFLICT (provider, payment_id) DO NOTHING
 )
 # The captures a payout that failed or came back covered, whatever their age: the gateway said
 # so, which needs no report read whole. Through the payouts (few fail) and their lines' key.
+# The line itself names the capture: its record goes with the purge after a refund's year, and
+# a payout may come back later still (then the line's time, else when it was recorded, stands
+# for the capture's; a line that matched no payment when recorded is no capture of this app's).
 _FLAG_CAME_BACK = (
     """
 INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured_at, due_at)
-SELECT p.provider, p.payment_id, p.gateway_order_id, p.applied_at, p.applied_at + g.allowed
+SELECT l.provider, l.payment_id, coalesce(p.gateway_order_id, l.gateway_order_id), c.at,
+       c.at + g.allowed
 FROM unnest(%(every)s::text[], %(every_allowed)s::interval[]) AS g (provider, allowed)
 JOIN payhooks_settlements s ON s.provider = g.provider AND s.state IN ('failed', 'reversed')
 JOIN payhooks_settlement_lines l
   ON l.provider = s.provider AND l.settlement_id = s.settlement_id AND l.kind = 'payment'
-JOIN payhooks_payments p
+LEFT JOIN payhooks_payments p
   ON p.provider = l.provider AND p.payment_id = l.payment_id AND p.kind = %(captured)s
-WHERE p.applied_at < %(now)s - g.allowed AND NOT """
-    + SETTLED.format(alias="p")
+CROSS JOIN LATERAL (SELECT coalesce(p.applied_at, l.occurred_at, l.recorded_at) AS at) AS c
+WHERE (p.provider IS NOT NULL OR l.matched) AND c.at < %(now)s - g.allowed AND NOT """
+    + SETTLED.format(alias="l")
     + """
 ON CONFLICT (provider, payment_id) DO NOTHING
 """
