@@ -68,6 +68,13 @@ def test_a_txnid_payu_answers_not_found_in_another_case_is_no_payment_yet():
     assert status.payments(TXNID, body) == status.Report()
 
 
+def test_an_answer_about_another_txnid_says_so_not_that_it_has_no_entries():
+    """The operator is pointed at the right trouble: the answer named another txnid."""
+    body = json.dumps({**SAMPLE, "transaction_details": {"other-txn": ENTRY}}).encode()
+    with pytest.raises(MalformedPayload, match=f"another txnid \\(other-txn\\), not {TXNID}"):
+        status.payments(TXNID, body)
+
+
 @pytest.mark.parametrize("state", ["settled", "userCancelled", "Sucess"])
 def test_a_status_none_of_payus_is_reported_unreadable_with_its_words(state):
     report = status.payments(TXNID, verified(state))

@@ -454,6 +454,11 @@ def _verified_entity(txnid: str, body: bytes) -> dict[str, Any]:
     if not isinstance(entity, dict):
         if isinstance(doc, dict) and doc.get("status") == 0:
             raise _refusal(doc)
+        if isinstance(details, dict) and details:
+            named = printable(", ".join(sorted(str(k) for k in details)[:3]), 120)
+            raise MalformedPayload(
+                _P, f"verify_payment answer is about another txnid ({named}), not {txnid}"
+            )
         raise MalformedPayload(_P, "verify_payment answer has no transaction_details")
     return entity
 
