@@ -529,6 +529,34 @@ def test_a_429_is_asked_again_no_sooner_than_the_gateway_asked(core, database_ur
     assert wait_asked(conn, provider) > 25  # the 30 s asked, less the seconds a date rounds off
 
 
+@pytest.mark.parametrize("provider", GATEWAYS)
+@pytest.mark.parametrize(
+    "faults",
+    [[Fault(status=429, retry_after_s=30)], [Fault(status=503)] * 3],
+    ids=["429", "three 5xx"],
+)
+def test_a_rate_limit_or_outages_in_a_row_stop_the_gateways_turn(
+    core, database_url, provider, faults
+):
+    """The sender went on calling a gateway that answered 429 (or was down), one intent after
+    another, up to 50 a pass: a 429, or three outages in a row, end that gateway's turn, as
+    they end reconciliation's (docs/operations.md); the intents not called wait for the next
+    pass, untouched."""
+    conn, api, url = core
+    paid(api, provider)
+    for n in range(5):
+        ask(conn, provider, amount=100, key=f"part-{n}")
+    api.fail_next(provider, *faults)
+    tally = send(database_url, url)
+    assert tally.retried[provider] == len(faults) and tally.sent[provider] == 0, tally.summary()
+    assert books(api, provider) == (0, 0)  # nothing made, nothing more asked
+    untouched = [r for r in state(conn, provider) if r[2] == 0]
+    assert len(untouched) == 5 - len(faults)
+    due_now(conn)
+    send(database_url, url)
+    assert books(api, provider) == (5, 500)
+
+
 class Breaking:
     """A gateway's refund client that fails, not as a gateway error, on one payment's refunds
     (a bug, a client's own exception): the pass must go on to the others."""

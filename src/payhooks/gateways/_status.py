@@ -25,7 +25,7 @@ from payhooks.events import EventKind, Provider, Received
 from payhooks.gateways import ApiCredentials, gateway
 from payhooks.gateways._common import shown
 from payhooks.gateways._reports import MAX_SAID_CHARS, Report, printable, reread
-from payhooks.plumbing.errors import GatewayApiError, MalformedPayload
+from payhooks.plumbing.errors import CredentialsRefused, GatewayApiError, MalformedPayload
 
 MAX_RETRY_AFTER_S = 3600.0
 MAX_ANSWER_BYTES = 1 << 20
@@ -36,12 +36,6 @@ MAX_PAGES = 500
 ends) is an error, never an answer cut short."""
 CREDENTIALS_REFUSED = frozenset({401, 403})
 T = TypeVar("T")
-
-
-class CredentialsRefused(GatewayApiError):
-    """The gateway refused the API credentials themselves (a 401 or 403, PayU's "Invalid
-    Hash."), not one checkout: every call fails the same way until an operator fixes them,
-    so the gateway is paused for the pass and the refusal is shown (docs/operations.md)."""
 
 
 class StatusClient(Protocol):

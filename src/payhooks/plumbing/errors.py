@@ -232,6 +232,12 @@ class GatewayApiError(Explained):
         return self.status is None or self.status == 429 or self.status >= 500
 
 
+class CredentialsRefused(GatewayApiError):
+    """The gateway refused the API credentials themselves (a 401 or 403, PayU's "Invalid
+    Hash."), not one checkout: every call fails the same way until an operator fixes them,
+    so the gateway is paused for the pass and the refusal is shown (docs/operations.md)."""
+
+
 class OperatorRefused(Explained):
     """An operator name or password the console does not take, and why."""
 

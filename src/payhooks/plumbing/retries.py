@@ -1,4 +1,5 @@
-"""How a delivery whose transaction lost a serialization conflict is run again.
+"""How work is tried again: a delivery whose transaction lost a serialization conflict
+(``Retries``), and a gateway's API after a rate limit or outages (``Pausing``).
 
 A 40001 or 40P01 (``payhooks.plumbing.errors.SerializationConflict``) means the server gave the
 whole transaction up, so nothing of it is kept and running it again is safe: the claim, the handler
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from datetime import timedelta
+
+from payhooks.plumbing.errors import CredentialsRefused, GatewayApiError
 
 ANSWER_DEADLINE_MS = 5000
 """The gateways' acknowledgement deadline (Razorpay's 5 s, the shortest): every attempt and
@@ -49,4 +53,39 @@ class Retries:
         return wait if elapsed_s + wait <= self.window_s else None
 
 
-__all__ = ["ANSWER_DEADLINE_MS", "Retries"]
+FAILURES_BEFORE_PAUSE = 3
+RATE_LIMIT_WAIT = timedelta(minutes=1)
+
+
+@dataclass(slots=True)
+class Pausing:
+    """One gateway's turn in a pass (reconciliation's, confirmation's, the refund sender's): a
+    429, refused credentials, or ``FAILURES_BEFORE_PAUSE`` outages in a row (5xx, no answer,
+    too slow, too large) pause it, and the rest of its turn waits for a later pass."""
+
+    outages: int = 0
+
+    def after(self, error: GatewayApiError | None) -> timedelta | None:
+        """How long the rest of the turn waits once the gateway answered ``error`` (None: it
+        answered usefully); None while it goes on. What the gateway asked for, else a minute:
+        never one item's own (possibly hours-long) backoff. A 4xx about one item pauses
+        nothing, and breaks a run of outages."""
+        if error is None:
+            self.outages = 0
+            return None
+        self.outages = self.outages + 1 if error.outage else 0
+        refused = isinstance(error, CredentialsRefused)
+        if not (error.rate_limited or refused or self.outages >= FAILURES_BEFORE_PAUSE):
+            return None
+        if error.retry_after_s is not None:
+            return max(timedelta(seconds=error.retry_after_s), RATE_LIMIT_WAIT)
+        return RATE_LIMIT_WAIT
+
+
+__all__ = [
+    "ANSWER_DEADLINE_MS",
+    "FAILURES_BEFORE_PAUSE",
+    "RATE_LIMIT_WAIT",
+    "Pausing",
+    "Retries",
+]

@@ -25,11 +25,10 @@ from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
+from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing
 from payhooks.reconcile.parts import (
-    RATE_LIMIT_WAIT,
     Connect,
     Deliver,
-    Pausing,
     Tally,
     Unapplied,
     each,

@@ -1,7 +1,6 @@
 """The parts a reconciliation pass is built from: how it connects (``Connect``), how a
 reported payment is applied (``Deliver``, with a ``Followup`` after the handler; ``each``,
-every one of an answer's payments, whichever fail), when a gateway's turn pauses
-(``Pausing``) and what it counts (``Tally``). Below both
+every one of an answer's payments, whichever fail) and what it counts (``Tally``). Below both
 the pass (``passes``) and its confirmations (``confirming``), which share them."""
 
 from __future__ import annotations
@@ -11,15 +10,12 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Protocol
 
 from payhooks.events import Event, Provider, Received
 from payhooks.gateways._reports import Report
-from payhooks.gateways._status import CredentialsRefused
 from payhooks.intake.ingest import Applied, Handler, Receipt
 from payhooks.plumbing.db import Connection
-from payhooks.plumbing.errors import GatewayApiError
 
 Followup = Callable[[Connection, Event, Applied], None]
 """A step run after the handler, in the delivery's transaction."""
@@ -97,35 +93,6 @@ def unread(provider: Provider, report: Report, tally: Tally, **where: str) -> tu
         log.error("reconcile_unreadable_payment",
                   extra={"provider": provider.value, **where, "error": reason})  # fmt: skip
     return report.unreadable
-
-
-FAILURES_BEFORE_PAUSE = 3
-RATE_LIMIT_WAIT = timedelta(minutes=1)
-
-
-@dataclass(slots=True)
-class Pausing:
-    """One gateway's turn in a pass, reconciliation's or confirmation's: a 429, refused
-    credentials, or ``FAILURES_BEFORE_PAUSE`` outages in a row (5xx, no answer, too slow, too
-    large) pause it, and the rest of its turn waits for a later pass."""
-
-    outages: int = 0
-
-    def after(self, error: GatewayApiError | None) -> timedelta | None:
-        """How long the rest of the turn waits once the gateway answered ``error`` (None: it
-        answered usefully); None while it goes on. What the gateway asked for, else a minute:
-        never one item's own (possibly hours-long) backoff. A 4xx about one item pauses
-        nothing, and breaks a run of outages."""
-        if error is None:
-            self.outages = 0
-            return None
-        self.outages = self.outages + 1 if error.outage else 0
-        refused = isinstance(error, CredentialsRefused)
-        if not (error.rate_limited or refused or self.outages >= FAILURES_BEFORE_PAUSE):
-            return None
-        if error.retry_after_s is not None:
-            return max(timedelta(seconds=error.retry_after_s), RATE_LIMIT_WAIT)
-        return RATE_LIMIT_WAIT
 
 
 @dataclass(slots=True)
@@ -255,12 +222,9 @@ class Tally:
 
 
 __all__ = [
-    "FAILURES_BEFORE_PAUSE",
-    "RATE_LIMIT_WAIT",
     "Connect",
     "Deliver",
     "Followup",
-    "Pausing",
     "Tally",
     "Unapplied",
     "each",

@@ -26,15 +26,14 @@ from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
+from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 from payhooks.reconcile.confirming import confirm
 from payhooks.reconcile.parts import (
-    RATE_LIMIT_WAIT,
     Connect,
     Deliver,
     Followup,
-    Pausing,
     Tally,
     Unapplied,
     each,

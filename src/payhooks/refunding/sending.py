@@ -58,6 +58,7 @@ from payhooks.gateways._refunds import (
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
+from payhooks.plumbing.retries import Pausing
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.refunds")
@@ -97,6 +98,10 @@ class Tally:
     """Gateways whose turn failed whole, with why: the database answering but refusing to
     hand out their intents (a standby left read only, a table missing). Nothing of theirs
     was sent; a later pass tries again."""
+    paused: dict[Provider, str] = field(default_factory=dict)
+    """Gateways whose turn a 429, refused credentials or outages in a row ended
+    (``payhooks.reconcile.parts.Pausing``), with the last error: their other intents were not
+    called this pass, nor asked about."""
 
     def trouble(self) -> str | None:
         """What a pass left undone that a cron running it must notice: intents to try again
@@ -141,6 +146,10 @@ class Tally:
             + "".join(
                 f"; {gateway}'s turn failed whole: {why}"
                 for gateway, why in sorted(self.broken.items())
+            )
+            + "".join(
+                f"; {provider.value} not called again this pass: {why}"
+                for provider, why in sorted(self.paused.items())
             )
         )
 
@@ -205,7 +214,8 @@ def check_due(
 
 
 Lease = Callable[[Connection, Provider, int, timedelta], list[Refund]]
-Act = Callable[[Connect, "RefundClient", Refund, Tally], None]
+Act = Callable[[Connect, "RefundClient", Refund, Tally], GatewayApiError | None]
+"""What is done with one leased intent; the gateway API's error, when it gave no answer."""
 
 
 def _each_due(
@@ -219,9 +229,14 @@ def _each_due(
     stop: Callable[[], bool],
 ) -> bool:
     """``act`` on each intent ``lease`` hands out, one at a time, at most ``limit`` per
-    gateway; False when ``stop`` said so before the end."""
+    gateway, until a 429, refused credentials or outages in a row pause it (``Pausing``:
+    ``Tally.paused``, and the rest of the pass leaves it alone); False when ``stop`` said so
+    before the end."""
     for provider, client in clients.items():
+        pausing = Pausing()
         for _ in range(limit):
+            if provider in tally.paused:
+                break
             if stop():
                 return False
             try:
@@ -238,11 +253,20 @@ def _each_due(
             if not due:
                 break
             try:
-                act(connect, client, due[0], tally)
+                error = act(connect, client, due[0], tally)
             except DatabaseAway:
                 raise
             except Exception as exc:  # a client's bug, the database's: this intent only
                 _broke(connect, due[0], tally, exc, sent=lease is not refunds.leased)
+                continue
+            if error is not None and pausing.after(error) is not None:
+                tally.paused[provider] = error.reason
+                log.warning(
+                    "refund_gateway_paused",
+                    extra={"provider": provider.value, "detail": error.reason},
+                )
+            elif error is None:
+                pausing.after(None)
     return True
 
 
@@ -381,28 +405,31 @@ class _Acts:
             return f"{refunds.NOT_TAKEN} ({reason})"[:500]
         return None
 
-    def check(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
+    def check(
+        self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally
+    ) -> GatewayApiError | None:
         """A sent intent asked about; one the gateway said processed already, which only the
         app's hooks did not take (``refunds.NOT_TAKEN``), is handed to them again without
         asking (a processed refund stays processed): an API error then would have replaced
         that error, and the refund the app never recorded looked like one merely unsettled."""
         if (refund.last_error or "").startswith(refunds.NOT_TAKEN):
             self._settle(connect, refund, tally, processed=True)
-            return
+            return None
         try:
             now = client.refund_status(refund)
         except RefundRefused as exc:
             with connect() as conn:
                 refunds.settled(conn, refund, processed=False, error=exc.reason)
             _failed(tally, refund, exc)
-            return
+            return None
         except GatewayApiError as exc:
             with connect() as conn:
                 left = refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
             _retried(tally, refund, exc, "refund_check_retry", left,
                      refund_id=refund.gateway_refund_id)  # fmt: skip
-            return
+            return exc
         self._settle(connect, refund, tally, processed=now.processed)
+        return None
 
     def _settle(self, connect: Connect, refund: Refund, tally: Tally, *, processed: bool) -> None:
         """The intent closed when the gateway processed it and the app's hooks took it, else
@@ -416,13 +443,15 @@ class _Acts:
                 refunds.unsettled_again(conn, refund, error)
         tally.settled[refund.provider] += done
 
-    def send(self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally) -> None:
+    def send(
+        self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally
+    ) -> GatewayApiError | None:
         provider = refund.provider
         with connect() as conn:
             left = refunds.refundable_now(conn, refund)
         if left < refund.amount_paise:
             _beyond(connect, refund, tally, left)
-            return
+            return None
         try:
             sent = client.send_refund(refund)
         except RefundFailed as exc:  # made under the gateway's id, failed in the same answer
@@ -431,15 +460,15 @@ class _Acts:
                 refunds.accepted(conn, refund, exc.gateway_refund_id, processed=False)
                 refunds.settled(conn, made, processed=False, error=exc.reason)
             _failed(tally, made, exc)
-            return
+            return None
         except (RefundIncomplete, RefundRefused) as exc:
             _refused(connect, refund, tally, exc)
-            return
+            return None
         except GatewayApiError as exc:
             with connect() as conn:
                 left = refunds.again(conn, refund, _wait(refund, exc), exc.reason)
             _retried(tally, refund, exc, "refund_retry", left, attempts=refund.attempts)
-            return
+            return exc
         made = replace(refund, gateway_refund_id=sent.gateway_refund_id)
         error = self.unsettled(made, tally) if sent.processed else None
         processed = sent.processed and error is None
@@ -455,6 +484,7 @@ class _Acts:
                    "payment_id": refund.payment_id, "refund_id": sent.gateway_refund_id,
                    "amount_paise": refund.amount_paise, "processed": processed},
         )  # fmt: skip
+        return None
 
 
 __all__ = [
