@@ -461,6 +461,37 @@ def test_the_parked_pages_buttons_are_in_sight_on_a_desktop(console, browser, co
         page.context.close()
 
 
+def test_every_action_of_an_order_and_a_cart_is_in_sight_on_a_narrow_desktop(
+    console, browser, conn
+):
+    """A cart's Refund (and the Cancel refund after it) and a parked delivery's Replay and
+    Settle on its order's page sat past the right edge of their scrolling box at 1280 px: their
+    cells were not the actions column the box keeps in sight. At 800 px, where every such table
+    is wider than its box, none is cut."""
+    short = purchase(conn)
+    send(console, short.captured(amount_paise=100))  # parked for its amount: Replay, Settle
+    buy = purchase(conn)
+    send(console, buy.captured())
+    send(console, buy.captured(payment_id="pay_second000001"))  # a double payment: Refund
+    context = browser.new_context(viewport={"width": 800, "height": 800})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        page.goto(f"{console.base_url}/console/orders/razorpay/{short.reference}")
+        assert page.locator("main button", has_text="Replay").count() == 1
+        assert page.evaluate(CUT_OFF) == [], page.url
+        page.goto(f"{console.base_url}/console/carts/{buy.cart_id}")
+        assert page.evaluate(CUT_OFF) == [], page.url
+        shot(page, "cart-narrow-desktop")
+        page.get_by_label("money goes back to the customer").check()
+        page.get_by_role("button", name="Refund ₹499.00").click()
+        expect(page.get_by_role("status")).to_contain_text("Refund asked for")
+        assert page.locator("main button", has_text="Cancel refund").count() == 1
+        assert page.evaluate(CUT_OFF) == [], page.url
+    finally:
+        context.close()
+
+
 OUTSIDE_ITS_CARD = """
 () => [...document.querySelectorAll(".card dl.facts dd, .card dl.facts dt")].flatMap((value) => {
   const box = value.closest(".card").getBoundingClientRect();

@@ -128,6 +128,9 @@ def test_the_csv_holds_every_line_of_the_range_guarded_against_formulas(console,
         mine["net_rupees"]
         == f"{(paid.amount_paise - 24) // 100}.{(paid.amount_paise - 24) % 100:02d}"
     )
+    # A debit is a number a spreadsheet adds up, not text guarded as a formula would be.
+    debit = next(r for r in found if r["entry_id"] == "'=HYPERLINK(1)")
+    assert (debit["net_rupees"], debit["net_paise"]) == ("-1.00", "-100")
 
 
 def test_an_orders_timeline_shows_the_payout_that_settled_it(console, paid):

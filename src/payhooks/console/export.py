@@ -17,6 +17,7 @@ import csv
 import io
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, tzinfo
+from decimal import Decimal
 
 from payhooks.console.lists import ANSWERS, STATUSES, Line, Payment
 from payhooks.settlements.listing import Entry
@@ -30,12 +31,13 @@ BOM = "\ufeff"
 
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
-Cell = str | int | float | bool | None
+Cell = str | int | float | Decimal | bool | None
 
 
-def guarded(value: Cell) -> str | int | float:
+def guarded(value: Cell) -> str | int | float | Decimal:
     """What is written for a cell: a formula's first character made text (``'=1+1``); numbers
-    as they are, nothing as an empty cell, a flag as ``yes``/``no``."""
+    (an amount in rupees too, ``-100.00``) as they are, nothing as an empty cell, a flag as
+    ``yes``/``no``."""
     if value is None:
         return ""
     if isinstance(value, bool):
@@ -45,12 +47,10 @@ def guarded(value: Cell) -> str | int | float:
     return value
 
 
-def rupees(paise: int | None) -> str:
-    """``499.00``; nothing for an amount not known."""
-    if paise is None:
-        return ""
-    sign, paise = ("-", -paise) if paise < 0 else ("", paise)
-    return f"{sign}{paise // 100}.{paise % 100:02d}"
+def rupees(paise: int | None) -> Decimal | None:
+    """``499.00``, ``-100.00`` (a number, never guarded as text); nothing for an amount not
+    known."""
+    return None if paise is None else Decimal(paise).scaleb(-2)
 
 
 def when(at: datetime | None, zone: tzinfo) -> str:
