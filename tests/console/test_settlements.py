@@ -111,6 +111,10 @@ def test_a_payouts_page_lists_its_lines(console, paid):
     page = shown(console, "/console/settlements/razorpay/setl_P1")
     rows = listed(page, "lines")
     assert len(rows) == 2
+    # What the gateway paid out, and that its lines do not add up to it, as the list says.
+    paid_out = paid.amount_paise - 24 + 500
+    assert f"₹{paid_out // 100}.{paid_out % 100:02d}" in page
+    assert "not what was paid out" in page
     assert any("not a payment payhooks applied" in r for r in rows)
     assert any(paid.reference in r for r in rows)  # matched: its order from the payment
 

@@ -383,12 +383,14 @@ async def settlements_csv(request: Request, chosen: SettlementsChosen) -> Respon
 
 @router.get("/settlements/{provider}/{settlement_id:path}")
 async def settlement(request: Request, provider: str, settlement_id: str) -> HTMLResponse:
-    """One payout's lines, each linked to its payment's timeline."""
+    """One payout (what the gateway paid out, and whether its lines add up to it) and its
+    lines, each linked to its payment's timeline."""
     lines = await run(request, listing.lines, provider, settlement_id)
     if not lines:
         message = "No such settlement's lines are recorded (fetch its days to record them)."
         return page(request, "error.html", {"message": message}, status=404)
-    return page(request, "settlement.html", {"lines": lines, "first": lines[0]})
+    payout = await run(request, listing.payout, provider, settlement_id)
+    return page(request, "settlement.html", {"lines": lines, "first": lines[0], "payout": payout})
 
 
 @router.post("/settlements/fetch", dependencies=[Depends(csrf)])

@@ -125,9 +125,9 @@ class UnreadableLine:
     seen_at: datetime
 
 
-# The payouts paid out in a range (those whose time is not known yet by when they were first
-# recorded), newest first, a page after a cursor, each with its lines added up.
-_PAYOUTS = (
+# A payout with its lines added up: of a range (those whose time is not known yet by when they
+# were first recorded), newest first, a page after a cursor; or one, by its id.
+_PAYOUT = (
     """
 SELECT s.provider, s.settlement_id, s.state, s.status, s.amount_paise, s.fees_paise,
        s.tax_paise, s.currency, s.utr, s.settled_at, s.recorded_at,
@@ -141,7 +141,17 @@ SELECT s.provider, s.settlement_id, s.state, s.status, s.amount_paise, s.fees_pa
 FROM payhooks_settlements s
 LEFT JOIN payhooks_settlement_lines l
        ON l.provider = s.provider AND l.settlement_id = s.settlement_id
-WHERE coalesce(s.settled_at, s.recorded_at) >= %(start)s
+"""
+)
+_ONE = (
+    _PAYOUT
+    + """WHERE s.provider = %(provider)s AND s.settlement_id = %(settlement_id)s
+GROUP BY s.provider, s.settlement_id
+"""
+)
+_PAYOUTS = (
+    _PAYOUT
+    + """WHERE coalesce(s.settled_at, s.recorded_at) >= %(start)s
   AND coalesce(s.settled_at, s.recorded_at) < %(end)s
   AND (%(provider)s::text IS NULL OR s.provider = %(provider)s)
   AND (%(at)s::timestamptz IS NULL
@@ -245,6 +255,14 @@ def payouts(
     (a ``Payout.cursor``)."""
     params = _range(start, end, provider, after) | {"limit": limit}
     return shaped_rows(conn, Payout, _PAYOUTS, params)
+
+
+def payout(conn: Connection, provider: str, settlement_id: str) -> Payout | None:
+    """One payout with its lines added up, None when it is not recorded (only its lines
+    may be, from a report read before its payout was)."""
+    params = {"provider": provider, "settlement_id": settlement_id}
+    found = shaped_rows(conn, Payout, _ONE, params)
+    return found[0] if found else None
 
 
 def totals(
@@ -395,6 +413,7 @@ __all__ = [
     "lines_in",
     "list_asked",
     "of_payments",
+    "payout",
     "payouts",
     "totals",
     "unmatched_lines",
