@@ -331,6 +331,26 @@ def test_a_payout_that_came_back_flags_its_captures_again_whatever_their_age(con
     assert flagged.payment_id == buy.payment_id
 
 
+def test_a_payout_that_came_back_flags_its_capture_beside_another_payout_settled(conn):
+    """With any payment's payout settled, every payment read as settled: the flag of a payout
+    that came back named its line ``l``, as the settled check names its own."""
+    came, went = purchase(conn), purchase(conn)
+    for buy in (came, went):
+        deliver(conn, buy.captured())
+    conn.execute("UPDATE payhooks_payments SET applied_at = %s", (NOW - timedelta(days=200),))
+    settled = Settlement(provider=Provider.RAZORPAY, settlement_id="setl_OK",
+                         state=SettlementState.SETTLED, status="processed")  # fmt: skip
+    records.record(conn, [settled], [
+        line(went.payment_id, net=went.amount_paise, sid="setl_OK"),
+        line(came.payment_id, net=came.amount_paise),
+    ])  # fmt: skip
+    came_back = Settlement(provider=Provider.RAZORPAY, settlement_id="setl_T1",
+                           state=SettlementState.REVERSED, status="reversed")  # fmt: skip
+    records.record(conn, [came_back])
+    assert flags.review(conn, NOW, providers=()).flagged == 1
+    assert [u.payment_id for u in listing.unsettled(conn)] == [came.payment_id]
+
+
 def test_a_payout_that_came_back_flags_a_capture_whose_record_the_purge_took(conn):
     """A capture's record goes with the purge after a refund's year; its payout reported
     reversed later was no longer flagged: what flags it is the settlement line itself."""

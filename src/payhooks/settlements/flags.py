@@ -38,12 +38,17 @@ _INDIA_OFFSET = INDIA.utcoffset(None)
 # The days of a report are India's: its day X ends at X + 1, 00:00 there.
 
 SETTLED = """EXISTS (
-    SELECT 1 FROM payhooks_settlement_lines l
-    JOIN payhooks_settlements s ON s.provider = l.provider AND s.settlement_id = l.settlement_id
-    WHERE l.provider = {alias}.provider AND l.payment_id = {alias}.payment_id
-      AND l.kind = 'payment' AND s.state = 'settled')"""
+    SELECT 1 FROM payhooks_settlement_lines settled_line
+    JOIN payhooks_settlements settled_payout
+      ON settled_payout.provider = settled_line.provider
+     AND settled_payout.settlement_id = settled_line.settlement_id
+    WHERE settled_line.provider = {alias}.provider
+      AND settled_line.payment_id = {alias}.payment_id
+      AND settled_line.kind = 'payment' AND settled_payout.state = 'settled')"""
 """A payment (``{alias}``'s) is settled: a line of kind payment names it in a payout that is
-settled (not pending, failed nor reversed)."""
+settled (not pending, failed nor reversed). Its own aliases are names no statement gives its
+tables, so that ``{alias}`` is never one of them (a line ``l`` outside was read as the line
+inside, and every payment read as settled)."""
 _FLAG = (
     """
 INSERT INTO payhooks_unsettled (provider, payment_id, gateway_order_id, captured_at, due_at)
