@@ -596,7 +596,9 @@ def test_a_rate_limit_stops_asking_its_gateway_for_the_rest_of_the_pass(
         connect, {Provider.PHONEPE: api}, delivering(connect, hooks_noting(paid)), Tally()
     )
     assert len(api.asked) == 1 and tally.api_errors[Provider.PHONEPE] == 1
-    assert tally.deferred[Provider.PHONEPE] == 2 and "2 deferred to a later pass" in tally.summary()
+    assert tally.callbacks_deferred[Provider.PHONEPE] == 2 and tally.deferred == {}
+    assert "2 callback(s) deferred to a later pass" in tally.confirmations()  # payhooks confirm
+    assert "2 callback(s) deferred to a later pass" in tally.summary()
     waited = retry_after_s or 60
     for key, attempts, wait in _waits(conn):
         asked = f"M-{key.removeprefix('cb-')}" in api.asked
@@ -623,7 +625,59 @@ def test_outages_in_a_row_pause_the_gateway_for_the_rest_of_the_pass(shop, datab
         connect, {Provider.PHONEPE: api}, delivering(connect, hooks_noting(paid)), Tally()
     )
     assert len(api.asked) == 5  # 503, 400, then three 503s in a row: paused
-    assert tally.api_errors[Provider.PHONEPE] == 5 and tally.deferred[Provider.PHONEPE] == 2
+    assert (
+        tally.api_errors[Provider.PHONEPE] == 5 and tally.callbacks_deferred[Provider.PHONEPE] == 2
+    )
     deferred = [(k, a, w) for k, a, w in _waits(conn) if a == 0]
     assert len(deferred) == 2 and all(58 < w <= 61 for _, _, w in deferred)
     assert paid == []
+
+
+def test_a_gateway_its_checkouts_paused_is_not_asked_about_its_callbacks_in_that_pass(
+    shop, database_url
+):
+    """The pass's confirmation step called the gateway again right after its checkouts' 429
+    (which asked for two minutes), charging a callback an attempt: one pause for the pass."""
+    from payhooks.plumbing.errors import GatewayApiError
+    from payhooks.reconcile.passes import Options, Reconciler
+    from tests.factories import purchase
+
+    conn, paid = shop
+    purchase(conn, Provider.PHONEPE)
+    says = _waiting_callbacks(conn, 2)
+    limit = GatewayApiError("phonepe", "answered 429", status=429, retry_after_s=120)
+    api = Troubled(errors=[limit], says=says)
+    connect = connecting(database_url)
+    reconciler = Reconciler(connect, {Provider.PHONEPE: api}, Options(after_s=0, window_s=3600),
+                            deliver=delivering(connect, hooks_noting(paid)))  # fmt: skip
+    tally = reconciler.run()
+    assert len(api.asked) == 1 and tally.paused == {Provider.PHONEPE}, api.asked
+    assert [a for _, a, _ in _waits(conn)] == [0, 0]  # no callback charged an attempt
+
+
+def test_a_release_leaves_a_callback_another_pass_has_leased_since_to_it(shop, database_url):
+    """A pass slower than the lease: a second pass leased the callbacks meanwhile; the first,
+    paused then, gave back the second's attempt and cut its lease short."""
+    from payhooks.intake import confirmations
+    from payhooks.plumbing.errors import GatewayApiError
+
+    conn, paid = shop
+    _waiting_callbacks(conn, 3)
+    second: list[str] = []
+
+    class Slow:
+        def report(self, reference: str) -> Report:
+            conn.execute(  # the first pass's lease runs out; a second pass leases the rest
+                "UPDATE payhooks_confirmations SET next_attempt_at = now()"
+                " WHERE attempts = 1 AND gateway_order_id <> %s",
+                (reference,),
+            )
+            second.extend(p.event_id for p in confirmations.leased(conn, "phonepe", 10).due)
+            raise GatewayApiError("phonepe", "answered 429", status=429)
+
+    connect = connecting(database_url)
+    tally = confirm(connect, {Provider.PHONEPE: Slow()}, delivering(connect, hooks_noting(paid)),
+                    Tally())  # fmt: skip
+    assert len(second) == 2 and tally.callbacks_deferred == {}
+    held = {k: (a, w) for k, a, w in _waits(conn) if k in second}
+    assert all(a == 2 and w > 100 for a, w in held.values()), held  # the second pass's lease

@@ -436,18 +436,28 @@ def refuted_by_hand(conn: Connection, provider: str, event_id: str, note: str) -
     return _settled(conn, provider, event_id, Verdict.REFUTED, BY_HAND + note)
 
 
+# Only while the lease is this pass's: one taken since by another pass (its attempts counted
+# again) is that pass's to settle.
 RELEASE = """
-UPDATE payhooks_confirmations
-SET next_attempt_at = now() + %(wait)s, attempts = greatest(attempts - 1, 0)
-WHERE provider = %(provider)s AND event_id = ANY(%(keys)s) AND verdict IS NULL
+UPDATE payhooks_confirmations c
+SET next_attempt_at = now() + %(wait)s, attempts = greatest(c.attempts - 1, 0)
+FROM unnest(%(keys)s::text[], %(attempts)s::int[]) AS held (event_id, attempts)
+WHERE c.provider = %(provider)s AND c.event_id = held.event_id
+  AND c.attempts = held.attempts AND c.verdict IS NULL
 """
 
 
-def release(conn: Connection, leased: Sequence[Pending], wait: timedelta) -> None:
+def release(conn: Connection, leased: Sequence[Pending], wait: timedelta) -> int:
     """Callbacks of one gateway leased and not asked about (the gateway paused the pass): due
-    again after ``wait``, the attempt their lease counted given back."""
-    keys = [pending.event_id for pending in leased]
-    conn.execute(RELEASE, {"wait": wait, "provider": leased[0].provider, "keys": keys})
+    again after ``wait``, the attempt their lease counted given back; how many. One another
+    pass leased since is left to it."""
+    params = {
+        "wait": wait,
+        "provider": leased[0].provider,
+        "keys": [pending.event_id for pending in leased],
+        "attempts": [pending.attempts for pending in leased],
+    }
+    return conn.execute(RELEASE, params).rowcount
 
 
 def again(

@@ -66,10 +66,13 @@ def confirm(
     stop: Callable[[], bool] = lambda: False,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Tally:
-    """Every due confirmation of each gateway in ``clients``, at most ``limit`` each."""
+    """Every due confirmation of each gateway in ``clients``, at most ``limit`` each; none of
+    a gateway paused already this pass (``Tally.paused``: its checkouts' turn met a 429)."""
     for provider, client in clients.items():
         if stop():
             return tally
+        if provider in tally.paused:
+            continue
         try:
             with connect() as conn:
                 taken = confirmations.leased(conn, provider.value, limit)
@@ -97,6 +100,7 @@ def confirm(
                 _broke(connect, pending, tally, exc)
                 continue
             if paused is not None:
+                tally.paused.add(provider)
                 _defer(connect, taken.due[index + 1 :], paused, tally)
                 break
     return tally
@@ -108,8 +112,9 @@ def _defer(connect: Connect, rest: list[Pending], wait: timedelta, tally: Tally)
     if not rest:
         return
     with connect() as conn:
-        confirmations.release(conn, rest, wait)
-    tally.deferred[Provider(rest[0].provider)] += len(rest)
+        released = confirmations.release(conn, rest, wait)
+    if released:
+        tally.callbacks_deferred[Provider(rest[0].provider)] += released
 
 
 def _set_aside(connect: Connect, unreadable: Unreadable, tally: Tally) -> None:

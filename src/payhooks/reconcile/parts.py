@@ -105,6 +105,13 @@ class Tally:
     api_errors: Counter[Provider] = field(default_factory=Counter)
     expired: Counter[Provider] = field(default_factory=Counter)
     deferred: Counter[Provider] = field(default_factory=Counter)
+    """Checkouts a paused gateway's turn left for a later pass."""
+    callbacks_deferred: Counter[Provider] = field(default_factory=Counter)
+    """... and callbacks waiting for its word (``confirming``), not asked this pass."""
+    paused: set[Provider] = field(default_factory=set)
+    """Gateways a 429, refused credentials or outages in a row paused
+    (``payhooks.plumbing.retries.Pausing``): not called again this pass, its checkouts' turn
+    or its callbacks'."""
     answered: Counter[Provider] = field(default_factory=Counter)
     unapplied: Counter[Provider] = field(default_factory=Counter)
     """Reported payments that could not be applied (the handler raised, the database refused),
@@ -154,6 +161,8 @@ class Tally:
         ]
         if self.deferred:
             parts.append(f"{sum(self.deferred.values())} deferred to a later pass")
+        if self.callbacks_deferred:
+            parts.append(self._callbacks_deferred())
         if self.unapplied:
             parts.append(
                 f"{sum(self.unapplied.values())} not applied: a handler or the database failed"
@@ -208,7 +217,12 @@ class Tally:
             said += f", credentials refused by {', '.join(sorted(p.value for p in self.refused))}"
         if self.broken:
             said += f", {self._broken()}"
+        if self.callbacks_deferred:
+            said += f", {self._callbacks_deferred()}"
         return said
+
+    def _callbacks_deferred(self) -> str:
+        return f"{sum(self.callbacks_deferred.values())} callback(s) deferred to a later pass"
 
     def _by_gateway(self) -> str:
         return ", ".join(f"{p.value} {n}" for p, n in sorted(self.api_errors.items()))

@@ -196,6 +196,8 @@ class Reconciler:
             except GatewayApiError as exc:
                 self._failed(item, exc, tally)
                 paused = pausing.after(exc)
+                if paused is not None:
+                    tally.paused.add(provider)
             except DatabaseAway:
                 raise
             except Exception as exc:  # the database's: this checkout only

@@ -100,7 +100,7 @@ class Tally:
     was sent; a later pass tries again."""
     paused: dict[Provider, str] = field(default_factory=dict)
     """Gateways whose turn a 429, refused credentials or outages in a row ended
-    (``payhooks.reconcile.parts.Pausing``), with the last error: their other intents were not
+    (``payhooks.plumbing.retries.Pausing``), with the last error: their other intents were not
     called this pass, nor asked about."""
 
     def trouble(self) -> str | None:

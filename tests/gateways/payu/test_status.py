@@ -68,6 +68,13 @@ def test_a_txnid_payu_answers_not_found_in_another_case_is_no_payment_yet():
     assert status.payments(TXNID, body) == status.Report()
 
 
+@pytest.mark.parametrize("entry", ["Not Found", None])
+def test_an_entry_of_the_txnid_asked_that_is_no_object_is_not_called_another_txnid(entry):
+    body = json.dumps({"status": 1, "transaction_details": {TXNID: entry}}).encode()
+    with pytest.raises(MalformedPayload, match="has no transaction_details"):
+        status.payments(TXNID, body)
+
+
 def test_an_answer_about_another_txnid_says_so_not_that_it_has_no_entries():
     """The operator is pointed at the right trouble: the answer named another txnid."""
     body = json.dumps({**SAMPLE, "transaction_details": {"other-txn": ENTRY}}).encode()

@@ -454,7 +454,7 @@ def _verified_entity(txnid: str, body: bytes) -> dict[str, Any]:
     if not isinstance(entity, dict):
         if isinstance(doc, dict) and doc.get("status") == 0:
             raise _refusal(doc)
-        if isinstance(details, dict) and details:
+        if isinstance(details, dict) and details and txnid not in details:
             named = printable(", ".join(sorted(str(k) for k in details)[:3]), 120)
             raise MalformedPayload(
                 _P, f"verify_payment answer is about another txnid ({named}), not {txnid}"
