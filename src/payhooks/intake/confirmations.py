@@ -98,6 +98,15 @@ WHERE provider = %s AND first_event_id = %s AND verdict IS NULL
 """
 
 
+SAME_ATTEMPT = """
+SELECT 1 FROM payhooks_payments
+WHERE provider = %s AND payment_id = %s AND kind = %s AND attempt_id = %s AND event_id = %s
+"""
+"""The first post under this key applied the payment, and its record names this very
+attempt: a post of it in other bytes is a copy, answered at once, asking no one. (A payment
+another key applied, reconciliation's, is the pass's to judge against the first post's.)"""
+
+
 def another_attempt(event: Event) -> Event | None:
     """``event``, a copy under its key with another body, as the second post it may be: keyed
     ``<key>:<attempt>`` and unconfirmed; None where the body names no attempt of its own (a

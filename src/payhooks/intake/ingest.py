@@ -336,6 +336,15 @@ def _another_attempt(
     stored nowhere, asking nothing): whoever holds the signed post could otherwise make a
     record and an API call per invented id, and the gateway's own post of a real second
     payment is taken when it is sent again."""
+    copy = yield Statement(
+        sql=confirmations.SAME_ATTEMPT,
+        params=(
+            second.provider.value, second.payment_id, second.kind.value, second.attempt_id,
+            received.event.event_id,
+        ),
+    )  # fmt: skip
+    if copy is not None:  # the attempt the first post applied: this post edited, a copy
+        return Settled(receipt=duplicate(received, first))
     again = replace(received, event=second)
     claim = yield from idempotency.claiming(again)
     if (

@@ -356,12 +356,25 @@ def test_a_first_post_carrying_an_edited_mihpayid_leaves_one_payment(shop, datab
     assert [e.payment_id for e in captured] == [TXNID]
 
 
-def test_a_copy_with_other_bytes_but_the_same_mihpayid_is_a_copy_asked_about_never(
-    shop, database_url
-):
+def test_a_copy_with_other_bytes_but_the_same_mihpayid_is_a_duplicate_at_once(shop):
+    """The same ``mihpayid`` its payment's record names, in other bytes (an unhashed field
+    resent otherwise): a copy, answered ``duplicate``. It was recorded ``confirming``, which a
+    merchant without PayU's API keys saw wait for ever, every pass exiting 1 and alerting."""
+    conn, api, _, hooks, captured = shop
+    sent(conn, hooks, FIRST)
+    assert sent(conn, hooks, FIRST, field9="Transaction is Successful") is Outcome.DUPLICATE
+    assert sent(conn, hooks, FIRST, addedon="2026-12-07 10:00:05") is Outcome.DUPLICATE
+    assert conn.execute("SELECT count(*) FROM payhooks_confirmations").fetchone() == (0,)
+    assert api.asked[(Provider.PAYU, FIRST)] == 0 and len(captured) == 1
+
+
+def test_a_copy_no_payments_record_names_is_settled_a_copy_without_asking(shop, database_url):
+    """Where no payment's record names the ``mihpayid`` (gone with it), the copy waits for the
+    pass, which reads the first post's body and settles it a copy, asking PayU nothing."""
     conn, api, url, hooks, captured = shop
     api.pay(ORDER, FIRST)
     sent(conn, hooks, FIRST)
+    conn.execute("DELETE FROM payhooks_payments")  # no record names the attempt
     assert sent(conn, hooks, FIRST, field9="Transaction is Successful") is Outcome.CONFIRMING
     a_pass(database_url, url, hooks)
     outcome, detail = settled(conn, f"{TXNID}:success:{FIRST}")
