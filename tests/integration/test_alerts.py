@@ -367,6 +367,10 @@ def test_refunds_refused_at_the_gateway_are_alerted(conn, chat):
     [text] = chat.texts()
     assert text.startswith("[payhooks] ALERT: razorpay: refunds not going through")
     assert "1 refused or failed at razorpay in the last day" in text
+    # A refusal may say the money went back already ("fully refunded already"): the person
+    # told is sent to its words, never told to refund it another way regardless.
+    assert "must be refunded another way" not in text
+    assert "last_error" in text and "if the money is still owed" in text
 
 
 def refund_intent(conn, key: str, state: str, at: datetime) -> None:
