@@ -119,6 +119,23 @@ def test_a_payouts_page_lists_its_lines(console, paid):
     assert any(paid.reference in r for r in rows)  # matched: its order from the payment
 
 
+def test_a_payouts_page_adds_up_every_line_not_only_those_it_lists(console, conn, monkeypatch):
+    """A payout of more lines than the page lists: it added up the lines listed, beside the
+    gateway's amount, which every line adds up to; it says how many it shows."""
+    from payhooks.settlements import listing
+
+    lines = [line(f"pay_{n}", f"pay_{n}", 100) for n in range(4)]
+    records.record(conn, [payout(400)], lines)
+    bounded = listing.lines
+    monkeypatch.setattr(
+        listing, "lines", lambda conn, p, s, limit=3: bounded(conn, p, s, limit=limit)
+    )
+    page = shown(console, "/console/settlements/razorpay/setl_P1")
+    assert len(listed(page, "lines")) == 3
+    assert "₹4.00" in page and "not what was paid out" not in page
+    assert "the first 3 of 4" in page
+
+
 def test_the_csv_holds_every_line_of_the_range_guarded_against_formulas(console, conn, paid):
     records.record(conn, [], [line(None, "=HYPERLINK(1)", -100, kind=LineKind.ADJUSTMENT)])
     answer = console.logged_in().get("/console/settlements.csv")

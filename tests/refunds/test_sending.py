@@ -552,9 +552,54 @@ def test_a_rate_limit_or_outages_in_a_row_stop_the_gateways_turn(
     assert books(api, provider) == (0, 0)  # nothing made, nothing more asked
     untouched = [r for r in state(conn, provider) if r[2] == 0]
     assert len(untouched) == 5 - len(faults)
+    # The next pass (a second later, in the worker) calls nothing while the pause lasts: every
+    # intent due waits what the gateway asked for, else a minute.
+    assert send(database_url, url).sent[provider] == 0
+    assert books(api, provider) == (0, 0)
+    assert wait_asked_least(conn, provider) > (25 if faults[0].status == 429 else 55)
     due_now(conn)
     send(database_url, url)
     assert books(api, provider) == (5, 500)
+
+
+def wait_asked_least(conn, provider: Provider) -> float:
+    row = conn.execute(
+        "SELECT min(extract(epoch FROM next_attempt_at - now())) FROM payhooks_refunds "
+        "WHERE provider = %s AND state = 'requested'",
+        (provider.value,),
+    ).fetchone()
+    return float(row[0])
+
+
+def test_a_hand_over_that_calls_no_gateway_does_not_break_a_run_of_outages(core, database_url):
+    """Three outages in a row pause the gateway; a refund handed to the app's hooks again (no
+    call) between them reset the run, and the sender went on calling a gateway that was down."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    for n in range(5):
+        ask(conn, provider, amount=100, key=f"part-{n}")
+    send(database_url, url)  # each sent; the double says each processed at once
+    conn.execute(
+        "UPDATE payhooks_refunds SET state = 'sent', next_attempt_at = now() - interval '1 s',"
+        " last_error = NULL, settled_at = NULL"
+    )
+    first, second = (refunds.idempotency_key(provider, PAYMENT[provider], f"part-{n}")
+                     for n in (0, 1))  # fmt: skip
+    conn.execute(  # asked about in turn: part-0, then part-1 (a hand-over), then the rest
+        "UPDATE payhooks_refunds SET next_attempt_at = now() - interval '3 s'"
+        " WHERE idempotency_key = %s",
+        (first,),
+    )
+    handed = conn.execute(
+        "UPDATE payhooks_refunds SET last_error = %s, next_attempt_at = now() - interval '2 s'"
+        " WHERE idempotency_key = %s",
+        (refunds.NOT_TAKEN + " (RuntimeError: the app was down)", second),
+    )
+    assert handed.rowcount == 1
+    api.fail_next(provider, *[Fault(status=503)] * 4)
+    tally = send(database_url, url)
+    assert tally.retried[provider] == 3 and provider in tally.paused, tally.summary()
 
 
 class Breaking:

@@ -361,8 +361,8 @@ GROUP BY 1 ORDER BY 1
 
 
 _AT_GATEWAY = (
-    "; one refused at the gateway is never sent again: its last_error says why (\"fully "
-    "refunded already\": the money went back another way), and if the money is still owed, "
+    '; one refused at the gateway is never sent again: its last_error says why ("fully '
+    'refunded already": the money went back another way), and if the money is still owed, '
     "ask again with a new key or refund it in the gateway's dashboard"
 )
 REFUND_PAYMENTS_NAMED = 5

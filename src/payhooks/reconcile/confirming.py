@@ -67,11 +67,13 @@ def confirm(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Tally:
     """Every due confirmation of each gateway in ``clients``, at most ``limit`` each; none of
-    a gateway paused already this pass (``Tally.paused``: its checkouts' turn met a 429)."""
+    a gateway paused already this pass (``Tally.paused``: its checkouts' turn met a 429), whose
+    callbacks wait the pause out."""
     for provider, client in clients.items():
         if stop():
             return tally
         if provider in tally.paused:
+            _postpone(connect, provider, tally.paused[provider], tally)
             continue
         try:
             with connect() as conn:
@@ -100,10 +102,20 @@ def confirm(
                 _broke(connect, pending, tally, exc)
                 continue
             if paused is not None:
-                tally.paused.add(provider)
+                tally.paused[provider] = paused
                 _defer(connect, taken.due[index + 1 :], paused, tally)
+                _postpone(connect, provider, paused, tally)
                 break
     return tally
+
+
+def _postpone(connect: Connect, provider: Provider, wait: timedelta, tally: Tally) -> None:
+    """A paused gateway's callbacks not leased this pass, due within ``wait``: due after it
+    (the worker's next pass, a second later, would ask again)."""
+    with connect() as conn:
+        postponed = confirmations.postpone(conn, provider.value, wait)
+    if postponed:
+        tally.callbacks_deferred[provider] += postponed
 
 
 def _defer(connect: Connect, rest: list[Pending], wait: timedelta, tally: Tally) -> None:

@@ -101,7 +101,8 @@ class Tally:
     paused: dict[Provider, str] = field(default_factory=dict)
     """Gateways whose turn a 429, refused credentials or outages in a row ended
     (``payhooks.plumbing.retries.Pausing``), with the last error: their other intents were not
-    called this pass, nor asked about."""
+    called this pass, nor asked about, and wait what the gateway asked for, else a minute
+    (``refunds.postpone``)."""
 
     def trouble(self) -> str | None:
         """What a pass left undone that a cron running it must notice: intents to try again
@@ -214,8 +215,10 @@ def check_due(
 
 
 Lease = Callable[[Connection, Provider, int, timedelta], list[Refund]]
-Act = Callable[[Connect, "RefundClient", Refund, Tally], GatewayApiError | None]
-"""What is done with one leased intent; the gateway API's error, when it gave no answer."""
+Act = Callable[[Connect, "RefundClient", Refund, Tally], GatewayApiError | bool]
+"""What is done with one leased intent: the gateway API's error, when it gave no usable
+answer; else whether the gateway was called (a hand-over to the app's hooks, an intent never
+sent, call nothing, and neither break nor lengthen a gateway's run of outages)."""
 
 
 def _each_due(
@@ -253,21 +256,37 @@ def _each_due(
             if not due:
                 break
             try:
-                error = act(connect, client, due[0], tally)
+                done = act(connect, client, due[0], tally)
             except DatabaseAway:
                 raise
             except Exception as exc:  # a client's bug, the database's: this intent only
                 _broke(connect, due[0], tally, exc, sent=lease is not refunds.leased)
                 continue
-            if error is not None and pausing.after(error) is not None:
-                tally.paused[provider] = error.reason
-                log.warning(
-                    "refund_gateway_paused",
-                    extra={"provider": provider.value, "detail": error.reason},
-                )
-            elif error is None:
-                pausing.after(None)
+            if not isinstance(done, GatewayApiError):
+                if done:  # the gateway answered
+                    pausing.after(None)
+                continue
+            wait = pausing.after(done)
+            if wait is not None:
+                _pause(connect, provider, done, wait, tally)
     return True
+
+
+def _pause(
+    connect: Connect, provider: Provider, error: GatewayApiError, wait: timedelta, tally: Tally
+) -> None:
+    """``provider``'s turn ended for the pass, and every intent of it due within ``wait``
+    waits it out: the next pass (a second later, in the worker) would call it again."""
+    tally.paused[provider] = error.reason
+    written_down(
+        connect, lambda conn: refunds.postpone(conn, provider, wait),
+        log, "refund_postpone_unrecorded", provider=provider.value,
+    )  # fmt: skip
+    log.warning(
+        "refund_gateway_paused",
+        extra={"provider": provider.value, "detail": error.reason,
+               "wait_s": wait.total_seconds()},
+    )  # fmt: skip
 
 
 def _hold(client: RefundClient) -> timedelta:
@@ -407,21 +426,21 @@ class _Acts:
 
     def check(
         self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally
-    ) -> GatewayApiError | None:
+    ) -> GatewayApiError | bool:
         """A sent intent asked about; one the gateway said processed already, which only the
         app's hooks did not take (``refunds.NOT_TAKEN``), is handed to them again without
         asking (a processed refund stays processed): an API error then would have replaced
         that error, and the refund the app never recorded looked like one merely unsettled."""
         if (refund.last_error or "").startswith(refunds.NOT_TAKEN):
             self._settle(connect, refund, tally, processed=True)
-            return None
+            return False
         try:
             now = client.refund_status(refund)
         except RefundRefused as exc:
             with connect() as conn:
                 refunds.settled(conn, refund, processed=False, error=exc.reason)
             _failed(tally, refund, exc)
-            return None
+            return True
         except GatewayApiError as exc:
             with connect() as conn:
                 left = refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
@@ -429,7 +448,7 @@ class _Acts:
                      refund_id=refund.gateway_refund_id)  # fmt: skip
             return exc
         self._settle(connect, refund, tally, processed=now.processed)
-        return None
+        return True
 
     def _settle(self, connect: Connect, refund: Refund, tally: Tally, *, processed: bool) -> None:
         """The intent closed when the gateway processed it and the app's hooks took it, else
@@ -445,13 +464,13 @@ class _Acts:
 
     def send(
         self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally
-    ) -> GatewayApiError | None:
+    ) -> GatewayApiError | bool:
         provider = refund.provider
         with connect() as conn:
             left = refunds.refundable_now(conn, refund)
         if left < refund.amount_paise:
             _beyond(connect, refund, tally, left)
-            return None
+            return False
         try:
             sent = client.send_refund(refund)
         except RefundFailed as exc:  # made under the gateway's id, failed in the same answer
@@ -460,10 +479,10 @@ class _Acts:
                 refunds.accepted(conn, refund, exc.gateway_refund_id, processed=False)
                 refunds.settled(conn, made, processed=False, error=exc.reason)
             _failed(tally, made, exc)
-            return None
+            return True
         except (RefundIncomplete, RefundRefused) as exc:
             _refused(connect, refund, tally, exc)
-            return None
+            return not isinstance(exc, RefundIncomplete)  # an incomplete one is never sent
         except GatewayApiError as exc:
             with connect() as conn:
                 left = refunds.again(conn, refund, _wait(refund, exc), exc.reason)
@@ -484,7 +503,7 @@ class _Acts:
                    "payment_id": refund.payment_id, "refund_id": sent.gateway_refund_id,
                    "amount_paise": refund.amount_paise, "processed": processed},
         )  # fmt: skip
-        return None
+        return True
 
 
 __all__ = [
