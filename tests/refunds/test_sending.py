@@ -552,23 +552,9 @@ def test_a_rate_limit_or_outages_in_a_row_stop_the_gateways_turn(
     assert books(api, provider) == (0, 0)  # nothing made, nothing more asked
     untouched = [r for r in state(conn, provider) if r[2] == 0]
     assert len(untouched) == 5 - len(faults)
-    # The next pass (a second later, in the worker) calls nothing while the pause lasts: every
-    # intent due waits what the gateway asked for, else a minute.
-    assert send(database_url, url).sent[provider] == 0
-    assert books(api, provider) == (0, 0)
-    assert wait_asked_least(conn, provider) > (25 if faults[0].status == 429 else 55)
     due_now(conn)
     send(database_url, url)
     assert books(api, provider) == (5, 500)
-
-
-def wait_asked_least(conn, provider: Provider) -> float:
-    row = conn.execute(
-        "SELECT min(extract(epoch FROM next_attempt_at - now())) FROM payhooks_refunds "
-        "WHERE provider = %s AND state = 'requested'",
-        (provider.value,),
-    ).fetchone()
-    return float(row[0])
 
 
 def test_a_hand_over_that_calls_no_gateway_does_not_break_a_run_of_outages(core, database_url):

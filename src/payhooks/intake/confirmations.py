@@ -469,26 +469,6 @@ def release(conn: Connection, leased: Sequence[Pending], wait: timedelta) -> int
     return conn.execute(RELEASE, params).rowcount
 
 
-POSTPONED = """
-WITH soon AS (
-    SELECT provider, event_id, next_attempt_at <= now() AS due FROM payhooks_confirmations
-    WHERE provider = %(provider)s AND verdict IS NULL AND next_attempt_at < now() + %(wait)s
-    FOR UPDATE
-)
-UPDATE payhooks_confirmations c SET next_attempt_at = now() + %(wait)s
-FROM soon WHERE c.provider = soon.provider AND c.event_id = soon.event_id
-RETURNING soon.due
-"""
-
-
-def postpone(conn: Connection, provider: str, wait: timedelta) -> int:
-    """Every callback of ``provider`` due within ``wait``, due after it instead (its gateway
-    paused the pass); how many of them were due now (the one the gateway refused, already
-    waiting, is not). Their attempts are left as they are."""
-    rows = conn.execute(POSTPONED, {"provider": provider, "wait": wait}).fetchall()
-    return sum(1 for (due,) in rows if due)
-
-
 def again(
     conn: Connection, pending: Pending | Unreadable, wait: timedelta, error: str | None
 ) -> None:
@@ -537,7 +517,6 @@ __all__ = [
     "erring",
     "first_body",
     "leased",
-    "postpone",
     "refuted_by_hand",
     "release",
     "requesting",

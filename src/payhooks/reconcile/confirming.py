@@ -22,7 +22,7 @@ from payhooks.gateways._status import CredentialsRefused, StatusClient
 from payhooks.intake import confirmations
 from payhooks.intake.confirmations import Pending, Unreadable, Verdict
 from payhooks.intake.ingest import Applied, Outcome
-from payhooks.plumbing.db import written_down
+from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
 from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing
@@ -67,13 +67,11 @@ def confirm(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Tally:
     """Every due confirmation of each gateway in ``clients``, at most ``limit`` each; none of
-    a gateway paused already this pass (``Tally.paused``: its checkouts' turn met a 429), whose
-    callbacks wait the pause out."""
+    a gateway paused already this pass (``Tally.paused``: its checkouts' turn met a 429)."""
     for provider, client in clients.items():
         if stop():
             return tally
         if provider in tally.paused:
-            _postpone(connect, provider, tally.paused[provider], tally)
             continue
         try:
             with connect() as conn:
@@ -104,18 +102,8 @@ def confirm(
             if paused is not None:
                 tally.paused[provider] = paused
                 _defer(connect, taken.due[index + 1 :], paused, tally)
-                _postpone(connect, provider, paused, tally)
                 break
     return tally
-
-
-def _postpone(connect: Connect, provider: Provider, wait: timedelta, tally: Tally) -> None:
-    """A paused gateway's callbacks not leased this pass, due within ``wait``: due after it
-    (the worker's next pass, a second later, would ask again)."""
-    with connect() as conn:
-        postponed = confirmations.postpone(conn, provider.value, wait)
-    if postponed:
-        tally.callbacks_deferred[provider] += postponed
 
 
 def _defer(connect: Connect, rest: list[Pending], wait: timedelta, tally: Tally) -> None:
@@ -123,8 +111,14 @@ def _defer(connect: Connect, rest: list[Pending], wait: timedelta, tally: Tally)
     their lease's attempt given back."""
     if not rest:
         return
-    with connect() as conn:
+    released = 0
+
+    def release(conn: Connection) -> None:
+        nonlocal released
         released = confirmations.release(conn, rest, wait)
+
+    # Refused by the database (a row locked, a timeout): their leases bring them back.
+    written_down(connect, release, log, "confirm_release_unrecorded", provider=rest[0].provider)
     if released:
         tally.callbacks_deferred[Provider(rest[0].provider)] += released
 

@@ -485,20 +485,6 @@ age, at most every six hours: Razorpay's normal refunds take 5 to 7 days, and a 
 webhook closes most intents long before."""
 
 
-POSTPONED = """
-UPDATE payhooks_refunds SET next_attempt_at = now() + %(wait)s
-WHERE provider = %(provider)s AND state IN ('requested', 'sent')
-  AND next_attempt_at < now() + %(wait)s
-"""
-
-
-def postpone(conn: Connection, provider: Provider, wait: timedelta) -> int:
-    """Every intent of ``provider`` due within ``wait``, to send or to ask about, due after it
-    instead (its gateway paused the sender: a 429, outages in a row); how many. Nothing else
-    of them changes, their attempts included."""
-    return conn.execute(POSTPONED, {"provider": provider.value, "wait": wait}).rowcount
-
-
 def leased(
     conn: Connection, provider: Provider, limit: int, hold: timedelta = LEASE
 ) -> list[Refund]:
@@ -829,7 +815,6 @@ __all__ = [
     "lease_for",
     "leased",
     "of_payment",
-    "postpone",
     "refundable_now",
     "refused",
     "request",

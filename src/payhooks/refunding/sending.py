@@ -101,8 +101,8 @@ class Tally:
     paused: dict[Provider, str] = field(default_factory=dict)
     """Gateways whose turn a 429, refused credentials or outages in a row ended
     (``payhooks.plumbing.retries.Pausing``), with the last error: their other intents were not
-    called this pass, nor asked about, and wait what the gateway asked for, else a minute
-    (``refunds.postpone``)."""
+    called this pass, nor asked about (the next pass may call it again: a pause is the
+    pass's)."""
 
     def trouble(self) -> str | None:
         """What a pass left undone that a cron running it must notice: intents to try again
@@ -266,27 +266,13 @@ def _each_due(
                 if done:  # the gateway answered
                     pausing.after(None)
                 continue
-            wait = pausing.after(done)
-            if wait is not None:
-                _pause(connect, provider, done, wait, tally)
+            if pausing.after(done) is not None:
+                tally.paused[provider] = done.reason
+                log.warning(
+                    "refund_gateway_paused",
+                    extra={"provider": provider.value, "detail": done.reason},
+                )
     return True
-
-
-def _pause(
-    connect: Connect, provider: Provider, error: GatewayApiError, wait: timedelta, tally: Tally
-) -> None:
-    """``provider``'s turn ended for the pass, and every intent of it due within ``wait``
-    waits it out: the next pass (a second later, in the worker) would call it again."""
-    tally.paused[provider] = error.reason
-    written_down(
-        connect, lambda conn: refunds.postpone(conn, provider, wait),
-        log, "refund_postpone_unrecorded", provider=provider.value,
-    )  # fmt: skip
-    log.warning(
-        "refund_gateway_paused",
-        extra={"provider": provider.value, "detail": error.reason,
-               "wait_s": wait.total_seconds()},
-    )  # fmt: skip
 
 
 def _hold(client: RefundClient) -> timedelta:
