@@ -588,6 +588,19 @@ def test_a_hand_over_that_calls_no_gateway_does_not_break_a_run_of_outages(core,
     assert tally.retried[provider] == 3 and provider in tally.paused, tally.summary()
 
 
+@pytest.mark.parametrize("provider", [Provider.RAZORPAY, Provider.PAYU])
+def test_a_429_naming_no_wait_is_asked_again_no_sooner_than_a_minute(core, database_url, provider):
+    """A rate limit naming no wait (PayU's "Requests limit reached" under 200 names none) is
+    read as every pass reads one, a minute: the intent waited its own 5 s backoff. (Cashfree's
+    always names one, ``x-ratelimit-retry``.)"""
+    conn, api, url = core
+    paid(api, provider)
+    ask(conn, provider)
+    api.fail_next(provider, Fault(status=429))
+    assert send(database_url, url).retried[provider] == 1
+    assert wait_asked(conn, provider) > 55
+
+
 class Breaking:
     """A gateway's refund client that fails, not as a gateway error, on one payment's refunds
     (a bug, a client's own exception): the pass must go on to the others."""

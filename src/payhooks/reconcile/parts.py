@@ -111,8 +111,8 @@ class Tally:
     """... and callbacks waiting for its word (``confirming``), not asked this pass."""
     paused: dict[Provider, timedelta] = field(default_factory=dict)
     """Gateways a 429, refused credentials or outages in a row paused
-    (``payhooks.plumbing.retries.Pausing``), with how long: not called again this pass, its
-    checkouts' turn or its callbacks', and what of theirs is due waits that long."""
+    (``payhooks.plumbing.retries.Pausing``), with how long the items leased and not asked
+    wait: not called again this pass, its checkouts' turn or its callbacks'."""
     answered: Counter[Provider] = field(default_factory=Counter)
     unapplied: Counter[Provider] = field(default_factory=Counter)
     """Reported payments that could not be applied (the handler raised, the database refused),

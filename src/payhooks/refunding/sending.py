@@ -58,7 +58,7 @@ from payhooks.gateways._refunds import (
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
-from payhooks.plumbing.retries import Pausing
+from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.refunds")
@@ -380,7 +380,11 @@ def _wait(refund: Refund, exc: GatewayApiError) -> timedelta:
 
 
 def _asked(exc: GatewayApiError) -> timedelta:
-    return timedelta(seconds=exc.retry_after_s or 0)
+    """What the gateway asked for: its ``Retry-After``; a minute for a rate limit naming none
+    (PayU's "Requests limit reached" under 200), as every pass reads one."""
+    if exc.retry_after_s is not None:
+        return timedelta(seconds=exc.retry_after_s)
+    return RATE_LIMIT_WAIT if exc.rate_limited else timedelta()
 
 
 class _Acts:
