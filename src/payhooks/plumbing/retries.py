@@ -67,8 +67,8 @@ class Pausing:
 
     def after(self, error: GatewayApiError | None) -> timedelta | None:
         """How long the rest of the turn waits once the gateway answered ``error`` (None: it
-        answered usefully); None while it goes on. What the gateway asked for, else a minute:
-        never one item's own (possibly hours-long) backoff. A 4xx about one item pauses
+        answered usefully); None while it goes on. What the gateway asked for, at least a
+        minute: never one item's own (possibly hours-long) backoff. A 4xx about one item pauses
         nothing, and breaks a run of outages."""
         if error is None:
             self.outages = 0

@@ -26,15 +26,7 @@ from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
 from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing
-from payhooks.reconcile.parts import (
-    Connect,
-    Deliver,
-    Tally,
-    Unapplied,
-    each,
-    reasons,
-    unread,
-)
+from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.reconcile")

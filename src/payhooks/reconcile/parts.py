@@ -236,13 +236,4 @@ class Tally:
         return bool(settled or self.api_errors or self.broken)
 
 
-__all__ = [
-    "Connect",
-    "Deliver",
-    "Followup",
-    "Tally",
-    "Unapplied",
-    "each",
-    "followed",
-    "reasons",
-]
+__all__ = ["Connect", "Deliver", "Followup", "Tally", "Unapplied", "each", "followed", "reasons"]
