@@ -681,3 +681,33 @@ def test_a_release_leaves_a_callback_another_pass_has_leased_since_to_it(shop, d
     assert len(second) == 2 and tally.callbacks_deferred == {}
     held = {k: (a, w) for k, a, w in _waits(conn) if k in second}
     assert all(a == 2 and w > 100 for a, w in held.values()), held  # the second pass's lease
+
+
+def test_a_429_whose_write_is_refused_still_pauses_its_gateway(shop, database_url, monkeypatch):
+    """The database refused to write down a 429's wait (a row locked): the error left as a
+    database one, counted "not applied", and the pass asked the next callback of the gateway
+    that had just asked it to stop."""
+    import psycopg.errors
+
+    from payhooks.intake import confirmations
+    from payhooks.plumbing.errors import GatewayApiError
+
+    conn, paid = shop
+    says = _waiting_callbacks(conn, 3)
+    limits = [GatewayApiError("phonepe", "answered 429", status=429, retry_after_s=120)]
+    api = Troubled(errors=limits, says=says)
+    real, refused = confirmations.again, []
+
+    def again(c, pending, wait, error):
+        if not refused:
+            refused.append(pending.event_id)
+            raise psycopg.errors.LockNotAvailable("lock timeout")
+        return real(c, pending, wait, error)
+
+    monkeypatch.setattr(confirmations, "again", again)
+    connect = connecting(database_url)
+    tally = confirm(connect, {Provider.PHONEPE: api}, delivering(connect, hooks_noting(paid)),
+                    Tally())  # fmt: skip
+    assert len(api.asked) == 1 and set(tally.paused) == {Provider.PHONEPE}
+    assert tally.api_errors[Provider.PHONEPE] == 1 and not tally.unapplied
+    assert tally.callbacks_deferred[Provider.PHONEPE] == 2

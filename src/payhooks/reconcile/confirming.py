@@ -321,8 +321,12 @@ def _failed(
                "credentials_refused": isinstance(exc, CredentialsRefused),
                "retry_in_s": wait.total_seconds()},
     )  # fmt: skip
-    with connect() as conn:
-        confirmations.again(conn, pending, wait, str(exc))
+    # Refused by the database (a row locked): this callback's lease brings it back; the API's
+    # error still counts, and still pauses its gateway.
+    written_down(
+        connect, lambda conn: confirmations.again(conn, pending, wait, str(exc)),
+        log, "confirm_attempt_unrecorded", event_id=pending.event_id,
+    )  # fmt: skip
 
 
 def _detail(pending: Pending, found: Verdict | None, events: list[Event]) -> str:

@@ -379,6 +379,21 @@ def _wait(refund: Refund, exc: GatewayApiError) -> timedelta:
     return max(refunds.wait_after(refund.attempts), _asked(exc))
 
 
+def _still_left(connect: Connect, refund: Refund, write: Callable[[Connection], bool]) -> bool:
+    """``write`` of an intent the gateway's API failed for: whether it is left to try again
+    (not closed meanwhile by its webhook). The database refusing it (a row locked) is this
+    intent's alone: logged, its lease brings it back, and the API's error still counts, and
+    still pauses its gateway."""
+    left = True
+
+    def written(conn: Connection) -> None:
+        nonlocal left
+        left = write(conn)
+
+    written_down(connect, written, log, "refund_attempt_unrecorded", key=refund.idempotency_key)
+    return left
+
+
 def _asked(exc: GatewayApiError) -> timedelta:
     """What the gateway asked for: its ``Retry-After``; a minute for a rate limit naming none
     (PayU's "Requests limit reached" under 200), as every pass reads one."""
@@ -432,8 +447,11 @@ class _Acts:
             _failed(tally, refund, exc)
             return True
         except GatewayApiError as exc:
-            with connect() as conn:
-                left = refunds.unsettled_again(conn, refund, exc.reason, asked=_asked(exc))
+            reason, asked = exc.reason, _asked(exc)
+            left = _still_left(
+                connect, refund,
+                lambda conn: refunds.unsettled_again(conn, refund, reason, asked=asked),
+            )  # fmt: skip
             _retried(tally, refund, exc, "refund_check_retry", left,
                      refund_id=refund.gateway_refund_id)  # fmt: skip
             return exc
@@ -474,8 +492,10 @@ class _Acts:
             _refused(connect, refund, tally, exc)
             return not isinstance(exc, RefundIncomplete)  # an incomplete one is never sent
         except GatewayApiError as exc:
-            with connect() as conn:
-                left = refunds.again(conn, refund, _wait(refund, exc), exc.reason)
+            reason, wait = exc.reason, _wait(refund, exc)
+            left = _still_left(
+                connect, refund, lambda conn: refunds.again(conn, refund, wait, reason)
+            )
             _retried(tally, refund, exc, "refund_retry", left, attempts=refund.attempts)
             return exc
         made = replace(refund, gateway_refund_id=sent.gateway_refund_id)
