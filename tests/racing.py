@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+import psycopg.errors
 
 Work = Callable[[psycopg.Connection[Any]], None]
 
@@ -49,3 +50,19 @@ def while_held(
         holder.commit()
     thread.join()
     assert not errors, errors
+
+
+def refused_once(monkeypatch: Any, module: object, name: str) -> list[object]:
+    """``module.name`` raising a lock timeout at its first call (a row another session holds),
+    as the database refuses a write; each later call runs it. The first call's arguments are
+    kept in the list returned."""
+    real, refused = getattr(module, name), []
+
+    def once(*args: object, **kwargs: object) -> object:
+        if not refused:
+            refused.append(args)
+            raise psycopg.errors.LockNotAvailable("lock timeout")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, once)
+    return refused

@@ -687,24 +687,15 @@ def test_a_429_whose_write_is_refused_still_pauses_its_gateway(shop, database_ur
     """The database refused to write down a 429's wait (a row locked): the error left as a
     database one, counted "not applied", and the pass asked the next callback of the gateway
     that had just asked it to stop."""
-    import psycopg.errors
-
     from payhooks.intake import confirmations
     from payhooks.plumbing.errors import GatewayApiError
+    from tests.racing import refused_once
 
     conn, paid = shop
     says = _waiting_callbacks(conn, 3)
     limits = [GatewayApiError("phonepe", "answered 429", status=429, retry_after_s=120)]
     api = Troubled(errors=limits, says=says)
-    real, refused = confirmations.again, []
-
-    def again(c, pending, wait, error):
-        if not refused:
-            refused.append(pending.event_id)
-            raise psycopg.errors.LockNotAvailable("lock timeout")
-        return real(c, pending, wait, error)
-
-    monkeypatch.setattr(confirmations, "again", again)
+    refused_once(monkeypatch, confirmations, "again")
     connect = connecting(database_url)
     tally = confirm(connect, {Provider.PHONEPE: api}, delivering(connect, hooks_noting(paid)),
                     Tally())  # fmt: skip

@@ -605,7 +605,7 @@ def test_a_429_whose_write_is_refused_still_pauses_its_gateway(core, database_ur
     """The database refused to write down a 429's wait (a row locked): the error left as a
     step broken, and the sender called the gateway that had just asked it to stop for the
     next intent."""
-    import psycopg.errors
+    from tests.racing import refused_once
 
     conn, api, url = core
     provider = Provider.RAZORPAY
@@ -613,15 +613,7 @@ def test_a_429_whose_write_is_refused_still_pauses_its_gateway(core, database_ur
     for n in range(3):
         ask(conn, provider, amount=100, key=f"part-{n}")
     api.fail_next(provider, Fault(status=429, retry_after_s=30))
-    real, refused = refunds.again, []
-
-    def again(c, refund, wait, error):
-        if not refused:
-            refused.append(refund.idempotency_key)
-            raise psycopg.errors.LockNotAvailable("lock timeout")
-        return real(c, refund, wait, error)
-
-    monkeypatch.setattr(refunds, "again", again)
+    refused_once(monkeypatch, refunds, "again")
     tally = send(database_url, url)
     assert provider in tally.paused and tally.retried[provider] == 1, tally.summary()
     assert books(api, provider) == (0, 0)  # nothing more asked of it this pass
