@@ -526,6 +526,25 @@ def test_the_commands_without_their_database_url_name_the_door_for_a_merchant_da
     assert keys(merchant, "processed_webhooks", "event_id") == ["old"]
 
 
+def test_reconcile_without_hooks_works_on_the_database_url_it_is_given(
+    merchant, merchant_url, tmp_path
+):
+    """`payhooks reconcile --database-url URL` without --hooks ignored the URL: it started an
+    embedded PostgreSQL in the current folder, failed there on a table missing, and told the
+    operator to migrate a database that was migrated. It reads URL, as every command does."""
+    environ = {
+        k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_") and k != "DATABASE_URL"
+    }
+    environ["PAYHOOKS_HOME"] = str(tmp_path / "home")
+    environ.update(API_KEYS.env("http://127.0.0.1:9"))  # refused before any call
+    result = invoke(environ, "reconcile", "--database-url", merchant_url, timeout=120)
+    assert result.returncode == 1, result.stdout
+    assert result.stderr.startswith(
+        "payhooks: this database holds payhooks' core tables but not the reference service's"
+    ), result.stderr
+    assert not (tmp_path / "home").exists()  # no embedded server was started
+
+
 def test_the_command_refuses_while_another_purge_runs(merchant, merchant_url):
     delivered(merchant, "old", 100)
     with (

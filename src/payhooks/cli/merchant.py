@@ -75,7 +75,9 @@ def reconcile(
     database_url: Annotated[
         str | None,
         typer.Option(
-            help="With --hooks: your app's database; default DATABASE_URL.", callback=libpq
+            help="The database: your app's with --hooks, else the reference shop's; default "
+            "DATABASE_URL.",
+            callback=libpq,
         ),
     ] = None,
 ) -> None:
@@ -88,7 +90,7 @@ def reconcile(
             f"no gateway API credentials are set ({ids} and their secrets): reconciliation is off"
         ))  # fmt: skip
     if hooks is None:
-        tally = host(ctx).reconcile(found, limit, older_than_s)
+        tally = host(ctx).reconcile(found, limit, older_than_s, database_url)
     else:
         url = _app_url(found, database_url, "--hooks")
         handler = run(lambda: import_hooks(hooks, in_django="`manage.py payhooks_reconcile`"))
@@ -99,7 +101,7 @@ def reconcile(
     if hooks is not None:
         waiting = _waiting(url, credentialed)
     elif _unaskable(credentialed):
-        waiting = with_connection(ctx, lambda conn: _unasked(conn, credentialed))
+        waiting = with_connection(ctx, lambda conn: _unasked(conn, credentialed), database_url)
     else:
         waiting = {}
     for provider, count in waiting.items():  # the pass confirms callbacks too: not theirs

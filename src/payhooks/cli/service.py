@@ -67,13 +67,18 @@ class ServiceHost:
 
         return alerting.notifier(settings, shop=False)
 
-    def reconcile(self, settings: Any, limit: int, after_s: int | None) -> Tally:
-        """A pass over the reference shop's checkouts, through its state machine."""
+    def reconcile(
+        self, settings: Any, limit: int, after_s: int | None, url: str | None = None
+    ) -> Tally:
+        """A pass over the reference shop's checkouts, through its state machine, on ``url``
+        (``--database-url``), else the service's database."""
         from payhooks.service import application
         from payhooks.service import reconcile as reconciliation
 
         pool = run(
-            lambda: database.open_pool(service_url(settings), settings, max_size=2, deadline=False)
+            lambda: database.open_pool(
+                url or service_url(settings), settings, max_size=2, deadline=False
+            )
         )
         door = "checkouts are reconciled with `payhooks reconcile --hooks module:attribute`"
 

@@ -395,11 +395,10 @@ def _still_left(connect: Connect, refund: Refund, write: Callable[[Connection], 
 
 
 def _asked(exc: GatewayApiError) -> timedelta:
-    """What the gateway asked for: its ``Retry-After``; a minute for a rate limit naming none
-    (PayU's "Requests limit reached" under 200), as every pass reads one."""
-    if exc.retry_after_s is not None:
-        return timedelta(seconds=exc.retry_after_s)
-    return RATE_LIMIT_WAIT if exc.rate_limited else timedelta()
+    """What the gateway asked for (its ``Retry-After``), and after a rate limit at least a
+    minute (PayU's "Requests limit reached" under 200 names no wait), as every pass reads one."""
+    named = timedelta(seconds=exc.retry_after_s or 0)
+    return max(named, RATE_LIMIT_WAIT) if exc.rate_limited else named
 
 
 class _Acts:
