@@ -92,7 +92,7 @@ def confirm(
                 _broke(connect, pending, tally, exc)
                 continue
             if paused is not None:
-                tally.paused[provider] = paused
+                tally.paused.add(provider)
                 _defer(connect, taken.due[index + 1 :], paused, tally)
                 break
     return tally

@@ -10,7 +10,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Protocol
 
 from payhooks.events import Event, Provider, Received
@@ -109,10 +108,10 @@ class Tally:
     """Checkouts a paused gateway's turn left for a later pass."""
     callbacks_deferred: Counter[Provider] = field(default_factory=Counter)
     """... and callbacks waiting for its word (``confirming``), not asked this pass."""
-    paused: dict[Provider, timedelta] = field(default_factory=dict)
+    paused: set[Provider] = field(default_factory=set)
     """Gateways a 429, refused credentials or outages in a row paused
-    (``payhooks.plumbing.retries.Pausing``), with how long the items leased and not asked
-    wait: not called again this pass, its checkouts' turn or its callbacks'."""
+    (``payhooks.plumbing.retries.Pausing``): not called again this pass, its checkouts' turn
+    or its callbacks'."""
     answered: Counter[Provider] = field(default_factory=Counter)
     unapplied: Counter[Provider] = field(default_factory=Counter)
     """Reported payments that could not be applied (the handler raised, the database refused),

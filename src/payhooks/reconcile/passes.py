@@ -197,7 +197,7 @@ class Reconciler:
                 self._failed(item, exc, tally)
                 paused = pausing.after(exc)
                 if paused is not None:
-                    tally.paused[provider] = paused
+                    tally.paused.add(provider)
             except DatabaseAway:
                 raise
             except Exception as exc:  # the database's: this checkout only
