@@ -8,18 +8,12 @@ import subprocess
 import psycopg
 
 from payhooks.operations import operators
-from tests.acceptance.conftest import PAYHOOKS
+from tests.acceptance.conftest import invoke
 
 
 def operator(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [PAYHOOKS, "operator", *args],
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    """``payhooks operator *args``, run to its end in this process (``invoke``)."""
+    return invoke(env, "operator", *args, input=stdin)
 
 
 def stored_hash(url: str, name: str) -> str | None:

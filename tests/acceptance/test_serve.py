@@ -13,7 +13,7 @@ import pytest
 
 from payhooks.sim.gateway import Gateway, GatewaySecrets
 from tests import loopback
-from tests.acceptance.conftest import PAYHOOKS, Process, running, wait_until
+from tests.acceptance.conftest import PAYHOOKS, Process, invoke, running, wait_until
 from tests.conftest import free_port
 from tests.factories import GATEWAY, KEYS
 
@@ -62,13 +62,8 @@ def test_serve_takes_a_paid_cart_to_one_traceable_order(server: str, env: dict[s
         stock = client.get("/api/products/MUG").json()["stock"]
     assert [a["status"] for a in answers] == ["processed", "duplicate", "duplicate"]
     assert stock == 2
-    traced = subprocess.run(
-        [PAYHOOKS, "trace", answers[0]["order_id"]],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    traced = invoke(env, "trace", answers[0]["order_id"])
+    assert traced.returncode == 0, traced.stderr
     report = json.loads(traced.stdout)
     assert report["matched"] == ["order"]
     assert [e["event_id"] for e in report["events"]] == [answers[0]["event_id"]]
@@ -95,19 +90,16 @@ def test_serve_logs_one_json_line_per_delivery_with_its_key_and_no_secrets(
 
 
 def test_trace_of_unknown_id_prints_one_line_and_fails(env: dict[str, str]) -> None:
-    subprocess.run([PAYHOOKS, "migrate"], env=env, check=True, capture_output=True)
-    result = subprocess.run(
-        [PAYHOOKS, "trace", "nothing-like-this"], env=env, capture_output=True, text=True
-    )
+    assert invoke(env, "migrate").returncode == 0
+    result = invoke(env, "trace", "nothing-like-this")
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0
     assert "not found" in result.stderr
 
 
 def test_migrate_is_idempotent(env: dict[str, str]) -> None:
-    result = subprocess.run(
-        [PAYHOOKS, "migrate"], env=env, capture_output=True, text=True, check=True
-    )
+    result = invoke(env, "migrate")
+    assert result.returncode == 0, result.stderr
     assert "up to date" in result.stdout
 
 

@@ -29,7 +29,7 @@ from payhooks.relay.relaying import Relay, RelayOptions, Tally, connecting
 from payhooks.sim.deliveries import Disputed
 from payhooks.sim.gateway import Delivery
 from payhooks.sim.gateways import razorpay as razorpay_sim
-from tests.acceptance.conftest import PAYHOOKS, wait_until
+from tests.acceptance.conftest import PAYHOOKS, invoke, wait_until
 from tests.brokers import NatsServer, RabbitServer
 from tests.factories import GATEWAY, deliver, purchase
 from tests.relay.conftest import jetstream, queued, rabbitmq, stored
@@ -496,6 +496,7 @@ def test_relay_once_without_its_broker_exits_1_saying_so(database_url, tmp_path,
         PAYHOOKS_RELAY_NATS_URL="nats://127.0.0.1:9",
         PAYHOOKS_RELAY_RABBITMQ_URL="amqp://guest:guest@127.0.0.1:9/",
     )
+    # The relay's loop sets its signal handlers, which only a main thread may: a process.
     result = subprocess.run(
         [PAYHOOKS, "relay", channel, "--once"], env=env, capture_output=True, text=True, timeout=60
     )
@@ -508,23 +509,19 @@ def test_relay_status_and_remove(database_url, conn, tmp_path):
     outbox.add_channel(conn, "rabbitmq")
     paid(conn, 2)
     env = relay_env(database_url, tmp_path)
-    status = subprocess.run([PAYHOOKS, "relay", "status"], env=env, capture_output=True,
-                            text=True, timeout=60)  # fmt: skip
+    status = invoke(env, "relay", "status")
     assert status.returncode == 0, status.stderr
     found = {row["channel"]: row for row in json.loads(status.stdout)}
     assert (found["rabbitmq"]["relayed"], found["rabbitmq"]["waiting"]) == (True, 2)
     assert (found["nats"]["relayed"], found["nats"]["waiting"]) == (False, 0)
-    removed = subprocess.run([PAYHOOKS, "relay", "remove", "rabbitmq"], env=env,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    removed = invoke(env, "relay", "remove", "rabbitmq")
     assert removed.returncode == 0, removed.stderr
     assert "no longer queued; 2 queued event(s) left unpublished" in removed.stdout
     paid(conn, 1)
     assert unpublished(conn, "rabbitmq") == 2
-    wrong = subprocess.run([PAYHOOKS, "relay", "remove", "kafka"], env=env,
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    wrong = invoke(env, "relay", "remove", "kafka")
     assert wrong.returncode == 1 and "the channels are nats, rabbitmq" in wrong.stderr
-    dropped = subprocess.run([PAYHOOKS, "relay", "remove", "rabbitmq", "--drop-queued"], env=env,
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    dropped = invoke(env, "relay", "remove", "rabbitmq", "--drop-queued")
     assert dropped.returncode == 0, dropped.stderr
     assert "2 queued event(s) dropped, never to be published" in dropped.stdout
     assert unpublished(conn, "rabbitmq") == 0
@@ -556,8 +553,7 @@ def test_removing_the_channel_of_a_running_relay_stops_it_saying_so(
         )
     try:
         wait_until(lambda: "nats" in relayed(conn), timeout=60, what="the relay's channel")
-        removed = subprocess.run([PAYHOOKS, "relay", "remove", "nats"], env=env,
-                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        removed = invoke(env, "relay", "remove", "nats")
         assert removed.returncode == 0, removed.stderr
         code = relay.wait(timeout=60)
     finally:
