@@ -98,7 +98,7 @@ def chat():
 
 def notifier(url: str, warning: timedelta = timedelta(hours=48)) -> Notifier:
     sources = core_sources(dispute_warning=warning)
-    return Notifier([Webhook(url=url, timeout_s=1.0)], sources, Policy(repeat=timedelta(0)))
+    return Notifier([Webhook(url=url, timeout_s=10.0)], sources, Policy(repeat=timedelta(0)))
 
 
 def conditions(conn, now: datetime) -> set[tuple[Condition, str]]:
