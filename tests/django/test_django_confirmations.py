@@ -8,7 +8,10 @@ pays nothing, and is refuted."""
 
 from __future__ import annotations
 
+import io
+import logging
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -79,19 +82,55 @@ def checked_out_and_paid(api, provider: Provider, status: str | None = None) -> 
 
 
 def reconcile(
-    database_url: str, api_url: str, *command: str, keys: bool = True, but: str = "\0"
+    database_url: str,
+    api_url: str,
+    *command: str,
+    keys: bool = True,
+    but: str = "\0",
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``manage.py payhooks_reconcile`` (or ``command``) from the shop's folder, its settings
-    read from the environment as in production: the webhook credentials and the status APIs'
-    keys and URL (``keys``; those of gateway ``but`` left out)."""
+    """``manage.py payhooks_reconcile`` (or ``command``), its settings read from the
+    environment as in production: the webhook credentials and the status APIs' keys and URL
+    (``keys``; those of gateway ``but`` left out). Run in this process (``in_process``) unless
+    ``process``: ``manage.py`` itself, from the shop's folder."""
     env = {**os.environ, **KEYS.env(), "DATABASE_URL": database_url}
     if keys:
         env.update({k: v for k, v in API_KEYS.env(api_url).items() if but not in k})
     env.pop("DJANGO_SETTINGS_MODULE", None)
+    command = command or ("payhooks_reconcile",)
+    if not process:
+        return in_process(env, command)
     return subprocess.run(
-        [sys.executable, "manage.py", *(command or ("payhooks_reconcile",))],
+        [sys.executable, "manage.py", *command],
         cwd=EXAMPLE, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
+
+
+def in_process(env: dict[str, str], command: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """``command`` through Django's ``call_command`` under the ``PAYHOOKS`` the shop's
+    settings.py makes of ``env`` (this process's Django already points at the test's
+    database), answered as ``manage.py`` answers: a ``CommandError`` on stderr and exit 1. The
+    signal handlers a command sets are put back."""
+    import runpy
+    from unittest import mock
+
+    from django.core.management import CommandError, call_command
+
+    with mock.patch.dict(os.environ, env, clear=True):
+        made = runpy.run_path(str(EXAMPLE / "django_shop" / "settings.py"))
+    out, err = io.StringIO(), io.StringIO()
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with override_settings(PAYHOOKS=made["PAYHOOKS"]):
+            call_command(*command, stdout=out, stderr=err)
+        code = 0
+    except CommandError as exc:
+        err.write(f"CommandError: {exc}\n")
+        code = 1
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    return subprocess.CompletedProcess(command, code, out.getvalue(), err.getvalue())
 
 
 def orders() -> list[tuple[str, str, str]]:
@@ -146,7 +185,7 @@ def test_a_callback_pays_the_order_once_payhooks_reconcile_has_the_apis_word(
     assert answer(site, sent) == (200, "confirming")  # at once: no API is asked in the request
     assert answer(site, sent) == (200, "duplicate")  # the gateway's retry of it
     assert orders() == [(REF, "pending", "")]  # a claim pays nothing by itself
-    done = reconcile(django_db, api_url)
+    done = reconcile(django_db, api_url, process=True)  # manage.py, as cron runs it
     assert done.returncode == 0, done.stderr
     assert "1 callback(s) confirmed by the API, 0 refuted" in done.stdout
     assert orders() == [(REF, "paid", PAYMENT[provider])]  # what the API reported
@@ -161,15 +200,16 @@ def test_a_callback_pays_the_order_once_payhooks_reconcile_has_the_apis_word(
 
 @pytest.mark.parametrize("provider", [Provider.PHONEPE, Provider.JUSPAY])
 def test_a_forged_callback_under_the_right_credential_pays_nothing_and_is_refuted(
-    site, django_db, gateway_api, provider
+    site, django_db, gateway_api, provider, caplog
 ):
+    caplog.set_level(logging.WARNING, logger="payhooks")
     api, api_url = gateway_api
     checked_out_and_paid(api, provider, FAILED[provider])  # the API knows the payment failed
     assert answer(site, callback(provider)) == (200, "confirming")
     done = reconcile(django_db, api_url)
     assert done.returncode == 0, done.stderr
     assert "0 callback(s) confirmed by the API, 1 refuted" in done.stdout
-    assert "callback_refuted" in done.stderr
+    assert "callback_refuted" in [record.getMessage() for record in caplog.records]
     assert orders() == [(REF, "pending", "")]
     assert outcomes(django_db, provider) == ["refuted"]
 
@@ -227,7 +267,7 @@ def test_payhooks_confirm_without_api_credentials_says_why(django_db, gateway_ap
 
 def test_manage_py_check_warns_of_a_gateway_its_api_cannot_confirm(django_db, gateway_api):
     _, api_url = gateway_api
-    done = reconcile(django_db, api_url, "check", keys=False)
+    done = reconcile(django_db, api_url, "check", keys=False, process=True)
     assert done.returncode == 0, done.stderr
     for title, names in (("PhonePe", "PHONEPE_CLIENT_ID and PHONEPE_CLIENT_SECRET"),
                          ("Juspay", "JUSPAY_MERCHANT_ID and JUSPAY_API_KEY")):  # fmt: skip
