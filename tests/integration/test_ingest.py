@@ -19,6 +19,7 @@ from payhooks.plumbing.errors import HandlerCommitted, LockTimeout
 from payhooks.service.shop import carts
 from payhooks.service.shop.payments import get_payment
 from tests.factories import ADAPTERS, GATEWAY, deliver, purchase
+from tests.racing import blocked_by
 
 
 def scalar(conn, sql, *params):
@@ -380,7 +381,8 @@ def test_refund_waits_for_a_capture_in_flight_instead_of_parking(conn, database_
         with other.transaction():
             first = deliver_in(other, buy.captured())
             refund.start()
-            refund.join(timeout=0.5)
+            while refund.is_alive() and not blocked_by(conn, other.info.backend_pid):
+                refund.join(timeout=0.05)  # until it waits on the held rows, or has finished
             assert refund.is_alive(), "the refund should wait on the uncommitted payment row"
         refund.join(timeout=10)
     assert first.order_id and result["refund"].outcome is Outcome.PROCESSED
