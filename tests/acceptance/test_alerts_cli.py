@@ -1,5 +1,6 @@
-"""``payhooks alerts`` as a merchant runs it beside their own app: a subprocess on their
-database, posting to a real HTTP receiver on loopback."""
+"""``payhooks alerts`` as a merchant runs it beside their own app, on their database, posting
+to a real HTTP receiver on loopback: the installed script in a subprocess once, the same entry
+point in this process otherwise (``invoke``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ from tests.acceptance.conftest import PAYHOOKS, invoke
 from tests.integration.test_alerts import Receiver, receiving
 
 
-def alerts(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def alerts(
+    env: dict[str, str], *args: str, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``payhooks alerts --once *args``: run to its end in this process (``invoke``), or, with
+    ``process``, as the installed script a merchant's cron starts."""
+    if not process:
+        return invoke(env, "alerts", "--once", *args)
     return subprocess.run(
         [PAYHOOKS, "alerts", "--once", *args],
         env=env,
@@ -38,7 +45,7 @@ def test_alerts_posts_a_failing_gateway_to_chat_once(env, database_url):
     _failing_gateway(database_url, "phonepe")
     with receiving(Receiver()) as chat:
         told = {**env, "PAYHOOKS_ALERT_WEBHOOK_URL": chat.url, "PAYHOOKS_ALERT_EMAIL": ""}
-        first = alerts(told, "--database-url", database_url)
+        first = alerts(told, "--database-url", database_url, process=True)
         again = alerts(told, "--database-url", database_url)
         assert first.returncode == 0, first.stderr
         assert "1 raised" in first.stdout and "1 notice(s) sent" in first.stdout
