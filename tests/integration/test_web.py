@@ -149,6 +149,12 @@ def test_bug_in_apply_answers_500_and_leaves_nothing_behind(service, conn):
     response = post(service, buy.captured())
     assert response.status_code == 500
     assert "Traceback" not in response.text
+    # JSON, as every error of the HTTP interface (docs/api.md): it was the server's plain text
+    assert response.json() == {
+        "error": "internal_error",
+        "detail": "the delivery failed; logged as webhook_failed, with its traceback",
+    }
+    assert response.headers["connection"] == "close"
     assert stored(service.database_url) == 0
     assert conn.execute("SELECT status FROM carts").fetchone()[0] == "open"
 

@@ -183,9 +183,10 @@ class Service(FastAPI):
     """FastAPI with ``WebhookGate`` in front of everything, the middleware FastAPI adds of its
     own included (its error, telemetry and body-limit layers): a delivery then skips them all,
     measured inside the noise (docs/performance.md). The gate bounds bodies itself and answers
-    every error it knows. An unexpected one reaches neither FastAPI's error handler nor its
-    telemetry: the server answers 500 without a traceback and closes the connection, as uvicorn
-    did after FastAPI's error middleware had answered."""
+    every error it knows; an unexpected one (a bug in the claim or the handler), logged with its
+    traceback as ``webhook_failed``, is answered 500 ``internal_error`` in JSON with the
+    connection closed (``FAILED``), and reaches neither FastAPI's error handler nor its
+    telemetry."""
 
     webhook_endpoint: WebhookEndpoint | None = None
 
@@ -376,6 +377,15 @@ def _webhook_provider(scope: Scope) -> str | None:
     return provider if provider and "/" not in provider else None
 
 
+FAILED = {
+    "error": "internal_error",
+    "detail": "the delivery failed; logged as webhook_failed, with its traceback",
+}
+"""The answer to a delivery whose claim or handler raised what payhooks does not know: JSON, as
+every error of the HTTP interface (docs/api.md), the connection closed; nothing of the error in
+it. The transaction was rolled back, and the gateway sends the delivery again."""
+
+
 def _webhook_endpoint(step: Endpoint, witness: Witness) -> WebhookEndpoint:
     """The service's door on the shared step: the body read here, bounded; verified on the
     loop when small; applied by the service's own claim (``_claimed``)."""
@@ -392,15 +402,18 @@ def _webhook_endpoint(step: Endpoint, witness: Witness) -> WebhookEndpoint:
             return Response(status_code=400)  # no one to answer, nothing worth a traceback
         arrival = Arrival(gateway=gateway, started=started, received_at=received_at, body=body)
         state = request.app.state
-        reply = await step.deliver_async(
-            gateway,
-            body,
-            tuple(request.headers.items()),
-            _claimed(state),
-            offload=None if len(body) <= ON_LOOP_BYTES else _offload(state.webhook_threads),
-            seen=partial(witness.saw, arrival),
-            pause=anyio.sleep,
-        )
+        try:
+            reply = await step.deliver_async(
+                gateway,
+                body,
+                tuple(request.headers.items()),
+                _claimed(state),
+                offload=None if len(body) <= ON_LOOP_BYTES else _offload(state.webhook_threads),
+                seen=partial(witness.saw, arrival),
+                pause=anyio.sleep,
+            )
+        except Exception:  # logged by the step (webhook_failed, its traceback), noted, counted
+            return JSONResponse(FAILED, status_code=500, headers={"connection": "close"})
         return reply_response(reply)
 
     return webhook
