@@ -57,6 +57,15 @@ FAILURES_BEFORE_PAUSE = 3
 RATE_LIMIT_WAIT = timedelta(minutes=1)
 
 
+def asked_wait(error: GatewayApiError) -> timedelta:
+    """How long the gateway asked one item to wait: its ``Retry-After``, and after a rate limit
+    at least ``RATE_LIMIT_WAIT`` (PayU's "Requests limit reached" names no wait, and a 429's
+    second is no promise the next call is welcome), as every pass reads a 429: the checkout,
+    the callback or the refund asked waits the longer of this and its own backoff."""
+    named = timedelta(seconds=error.retry_after_s or 0)
+    return max(named, RATE_LIMIT_WAIT) if error.rate_limited else named
+
+
 @dataclass(slots=True)
 class Pausing:
     """One gateway's turn in a pass (reconciliation's, confirmation's, the refund sender's): a
@@ -88,4 +97,5 @@ __all__ = [
     "RATE_LIMIT_WAIT",
     "Pausing",
     "Retries",
+    "asked_wait",
 ]

@@ -25,7 +25,7 @@ from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
-from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing
+from payhooks.plumbing.retries import Pausing, asked_wait
 from payhooks.reconcile.parts import Connect, Deliver, Tally, Unapplied, each, reasons, unread
 from payhooks.refunding import refunds
 
@@ -309,11 +309,7 @@ def _failed(
     tally.api_errors[provider] += 1
     if isinstance(exc, CredentialsRefused):
         tally.refused[provider] = exc.reason
-    wait = confirmations.wait_after(pending.attempts)
-    if exc.retry_after_s is not None:  # what the gateway asked for, when longer
-        wait = max(wait, timedelta(seconds=exc.retry_after_s))
-    elif exc.rate_limited:
-        wait = max(wait, RATE_LIMIT_WAIT)
+    wait = max(confirmations.wait_after(pending.attempts), asked_wait(exc))
     log.warning(
         "confirm_api_error",
         extra={"provider": pending.provider, "event_id": pending.event_id,

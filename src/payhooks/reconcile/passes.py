@@ -26,7 +26,7 @@ from payhooks.intake.ingest import Applied, Outcome
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
-from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing
+from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing, asked_wait
 from payhooks.reconcile import checkouts
 from payhooks.reconcile.checkouts import Due
 from payhooks.reconcile.confirming import confirm
@@ -256,10 +256,8 @@ class Reconciler:
         if isinstance(exc, CredentialsRefused):  # not this checkout's fault: asked again soon
             tally.refused[item.provider] = exc.reason
             wait = RATE_LIMIT_WAIT
-        elif exc.retry_after_s is not None:
-            wait = max(wait, timedelta(seconds=exc.retry_after_s))
-        elif exc.rate_limited:
-            wait = max(wait, RATE_LIMIT_WAIT)
+        else:
+            wait = max(wait, asked_wait(exc))
         self._attempted(item, exc.reason, wait)
         log.warning(
             "reconcile_api_error",

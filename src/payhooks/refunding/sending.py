@@ -58,7 +58,7 @@ from payhooks.gateways._refunds import (
 from payhooks.plumbing.db import Connection, written_down
 from payhooks.plumbing.errors import DatabaseAway, GatewayApiError
 from payhooks.plumbing.logs import failure_logged
-from payhooks.plumbing.retries import RATE_LIMIT_WAIT, Pausing
+from payhooks.plumbing.retries import Pausing, asked_wait
 from payhooks.refunding import refunds
 
 log = logging.getLogger("payhooks.refunds")
@@ -374,9 +374,9 @@ def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, se
 
 
 def _wait(refund: Refund, exc: GatewayApiError) -> timedelta:
-    """The sender's own backoff, or what the gateway asked for (a 429's ``Retry-After``)
-    when that is longer."""
-    return max(refunds.wait_after(refund.attempts), _asked(exc))
+    """The sender's own backoff, or what the gateway asked for (``retries.asked_wait``) when that
+    is longer."""
+    return max(refunds.wait_after(refund.attempts), asked_wait(exc))
 
 
 def _still_left(connect: Connect, refund: Refund, write: Callable[[Connection], bool]) -> bool:
@@ -392,13 +392,6 @@ def _still_left(connect: Connect, refund: Refund, write: Callable[[Connection], 
 
     written_down(connect, written, log, "refund_attempt_unrecorded", key=refund.idempotency_key)
     return left
-
-
-def _asked(exc: GatewayApiError) -> timedelta:
-    """What the gateway asked for (its ``Retry-After``), and after a rate limit at least a
-    minute (PayU's "Requests limit reached" under 200 names no wait), as every pass reads one."""
-    named = timedelta(seconds=exc.retry_after_s or 0)
-    return max(named, RATE_LIMIT_WAIT) if exc.rate_limited else named
 
 
 class _Acts:
@@ -446,7 +439,7 @@ class _Acts:
             _failed(tally, refund, exc)
             return True
         except GatewayApiError as exc:
-            reason, asked = exc.reason, _asked(exc)
+            reason, asked = exc.reason, asked_wait(exc)
             left = _still_left(
                 connect, refund,
                 lambda conn: refunds.unsettled_again(conn, refund, reason, asked=asked),
