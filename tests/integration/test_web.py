@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -157,6 +158,28 @@ def test_bug_in_apply_answers_500_and_leaves_nothing_behind(service, conn):
     assert response.headers["connection"] == "close"
     assert stored(service.database_url) == 0
     assert conn.execute("SELECT status FROM carts").fetchone()[0] == "open"
+
+
+def test_a_bug_in_reading_a_delivery_is_answered_500_and_logged_noted_and_counted(
+    service, conn, caplog, monkeypatch
+):
+    """A bug before the claim (the adapter's parse) was answered the server's plain 500 and
+    shown only by uvicorn's own log; it is the step's ``webhook_failed`` now, as a handler's
+    bug is: its traceback logged, the request in the delivery log and the metrics."""
+    from payhooks.gateways.razorpay.adapter import Razorpay
+
+    def broken(self, body, headers):  # type: ignore[no-untyped-def]
+        raise KeyError("a bug in the adapter")
+
+    caplog.set_level(logging.INFO, logger="payhooks")
+    monkeypatch.setattr(Razorpay, "parse", broken)
+    response = post(service, purchase(conn).captured())
+    assert (response.status_code, response.json()["error"]) == (500, "internal_error")
+    [failed] = [r for r in caplog.records if r.getMessage() == "webhook_failed"]
+    assert failed.exc_info and failed.provider == "razorpay" and "KeyError" in failed.error
+    with service.client() as client:
+        metrics = client.get("/metrics").text
+    assert 'outcome="internal_error",provider="razorpay"' in metrics.replace(" ", "")
 
 
 def test_metrics_count_deliveries_by_provider_and_outcome(service, conn):

@@ -151,6 +151,9 @@ class Endpoint:
                 received = await offload(partial(self.received, gateway, body, pairs))
         except PayhooksError as exc:
             return _shown(self.refused(gateway, exc), seen)
+        except Exception as exc:  # a bug in reading it (an adapter's): said as a handler's is
+            _shown(self.broke(gateway, exc), seen)
+            raise
         try:
             taken, retries = await self._retried(claim, received, pause)
         except Exception as exc:
@@ -207,8 +210,16 @@ class Endpoint:
         if isinstance(exc, PayhooksError):
             fields = {**_event_fields(received), **_error_fields(exc)}
             return self._logged(_error_reply(exc, fields, received))
+        return self._bug({**_event_fields(received)}, exc, received)
+
+    def broke(self, gateway: str, exc: Exception) -> Reply:
+        """A delivery whose reading raised what payhooks does not know (a bug in the adapter's
+        verify or parse): answered and said as a handler's bug is."""
+        return self._bug({"provider": clipped(gateway, MAX_GATEWAY_CHARS)}, exc, None)
+
+    def _bug(self, fields: dict[str, Any], exc: Exception, received: Received | None) -> Reply:
         said = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
-        fields = {**_event_fields(received), "status": 500, "reason": "internal_error"}
+        fields = {**fields, "status": 500, "reason": "internal_error"}
         reply = Reply(
             status=500,
             body={"error": "internal_error"},
@@ -217,8 +228,8 @@ class Endpoint:
             outcome="internal_error",
             received=received,
         )
-        # The handler's bug, said here with its traceback: a framework's own logging,
-        # configured away, must never be the only place it shows.
+        # The bug, said here with its traceback: a framework's own logging, configured away,
+        # must never be the only place it shows.
         self.log.error("webhook_failed", extra={**fields, "error": said}, exc_info=exc)
         return reply
 
