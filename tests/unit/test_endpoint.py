@@ -185,3 +185,27 @@ def test_a_failure_to_record_the_reply_never_changes_the_answer(caplog):
         reply = noted.deliver("razorpay", body, pairs, claim)
     assert reply.status == 200 and reply.body["status"] == "processed"
     assert "webhook_reply_unrecorded" in caplog.text
+
+
+def test_a_delivery_answered_under_another_key_is_logged_and_noted_under_it():
+    """A PayU post naming a second ``mihpayid`` is recorded and answered under a key of its
+    own (``<txnid>:success:<mihpayid>``): its log line and delivery-log row named the first
+    post's key, and the console counted the second payment's requests as the first post's
+    copies."""
+    from dataclasses import replace
+
+    pairs, body = capture()
+    step = endpoint()
+    received = step.received("razorpay", body, pairs)
+    second = replace(received.event, event_id=received.event.event_id + ":pay_second")
+    receipt = Receipt(outcome=Outcome.CONFIRMING, event=second)
+    noted: list = []
+
+    def claim(delivery):  # type: ignore[no-untyped-def]
+        return receipt
+
+    reply = step.deliver("razorpay", body, pairs, claim, noted.append)
+    assert reply.body["event_id"] == second.event_id
+    assert reply.log_fields["event_id"] == second.event_id
+    assert [r.received.event.event_id for r in noted] == [second.event_id]
+    assert reply.received is not None and reply.received.body == body  # the bytes as sent

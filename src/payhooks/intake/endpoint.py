@@ -234,7 +234,12 @@ class Endpoint:
         return reply
 
     def answered(self, received: Received, receipt: Receipt) -> Reply:
-        """The reply to a claimed delivery, from its receipt, and its log line."""
+        """The reply to a claimed delivery, from its receipt, and its log line: under the key
+        the receipt names, which the claim may have given it (a PayU post naming a second
+        ``mihpayid`` is recorded and answered under ``<txnid>:success:<mihpayid>``), so the
+        log and the delivery log file the request where its record is."""
+        if receipt.event is not received.event:
+            received = replace(received, event=receipt.event)
         given = answer(receipt)
         fields = {**_event_fields(received), "order_id": receipt.order_id}
         if receipt.mismatch:
