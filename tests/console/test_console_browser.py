@@ -492,6 +492,29 @@ def test_every_action_of_an_order_and_a_cart_is_in_sight_on_a_narrow_desktop(
         context.close()
 
 
+def test_no_value_of_an_orders_deliveries_lies_under_their_actions_on_a_desktop(
+    console, browser, conn
+):
+    """An order's flags holding one long word (a PayU payment id in a confirmation's words, a
+    refund id an operator pasted) could not wrap: the table overflowed its box at 1280 px and
+    the actions column, kept in sight, covered the flags mid-word (FastAPI shop check)."""
+    from payhooks.intake.expectations import resolve
+
+    short = purchase(conn)
+    key = send(console, short.captured(amount_paise=100)).json()["event_id"]  # parked
+    resolve(conn, "razorpay", key, "refunded at the dashboard as rfnd_" + "0" * 40)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        page.goto(f"{console.base_url}/console/orders/razorpay/{short.reference}")
+        expect(page.locator("#records td.flags").first).to_contain_text("rfnd_")
+        assert page.evaluate(UNDER_THE_ACTIONS) == [], page.url
+        shot(page, "order-long-flags-desktop")
+    finally:
+        context.close()
+
+
 OUTSIDE_ITS_CARD = """
 () => [...document.querySelectorAll(".card dl.facts dd, .card dl.facts dt")].flatMap((value) => {
   const box = value.closest(".card").getBoundingClientRect();
