@@ -183,10 +183,10 @@ class Service(FastAPI):
     """FastAPI with ``WebhookGate`` in front of everything, the middleware FastAPI adds of its
     own included (its error, telemetry and body-limit layers): a delivery then skips them all,
     measured inside the noise (docs/performance.md). The gate bounds bodies itself and answers
-    every error it knows; an unexpected one (a bug in the claim or the handler), logged with its
-    traceback as ``webhook_failed``, is answered 500 ``internal_error`` in JSON with the
-    connection closed (``FAILED``), and reaches neither FastAPI's error handler nor its
-    telemetry."""
+    every error it knows; an unexpected one (a bug in reading the delivery, in its claim or its
+    handler), logged with its traceback as ``webhook_failed`` by the shared step, is answered
+    500 ``internal_error`` in JSON with the connection closed (``FAILED``), and reaches neither
+    FastAPI's error handler nor its telemetry."""
 
     webhook_endpoint: WebhookEndpoint | None = None
 
@@ -381,9 +381,10 @@ FAILED = {
     "error": "internal_error",
     "detail": "the delivery failed; logged as webhook_failed, with its traceback",
 }
-"""The answer to a delivery whose claim or handler raised what payhooks does not know: JSON, as
-every error of the HTTP interface (docs/api.md), the connection closed; nothing of the error in
-it. The transaction was rolled back, and the gateway sends the delivery again."""
+"""The answer to a delivery whose reading, claim or handler raised what payhooks does not know
+(the step logged, noted and counted it): JSON, as every error of the HTTP interface
+(docs/api.md), the connection closed; nothing of the error in it. What the claim wrote was
+rolled back, and the gateway sends the delivery again."""
 
 
 def _webhook_endpoint(step: Endpoint, witness: Witness) -> WebhookEndpoint:
