@@ -183,9 +183,12 @@ def claim_values(received: Received) -> tuple[object, ...]:
     )
 
 
-def claiming(received: Received) -> Steps[Claim]:
+def claiming(received: Received, *, mark: bool = True) -> Steps[Claim]:
     """Claim the delivery's key inside the caller's open transaction: insert first; on a
-    conflict, find out what it conflicted with."""
+    conflict, find out what it conflicted with. A copy in another body is counted on the
+    record (``marking``) unless ``mark`` is False: the caller then marks it once it knows the
+    copy is one of this key's (a PayU post naming another ``mihpayid`` is recorded under a key
+    of its own, and is no copy of this one)."""
     event = received.event
     inserted = yield Statement(sql=INSERT, params=claim_values(received))
     if inserted:
@@ -195,7 +198,8 @@ def claiming(received: Received) -> Steps[Claim]:
         return (yield from _same_body(event))
     outcome, digest, order_ref = str(row[0]), str(row[1]), row[2]
     if digest != event.payload_sha256:
-        yield Statement(sql=MARK_MISMATCH, params=key(event), reads=False)
+        if mark:
+            yield from marking(event)
         return Claim(
             state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref), mismatch=True
         )
@@ -205,6 +209,11 @@ def claiming(received: Received) -> Steps[Claim]:
         # A twin applied it while we waited: answer with what it recorded.
         outcome, _, order_ref = (yield existing(event)) or (outcome, None, None)
     return Claim(state=ClaimState.DUPLICATE, outcome=outcome, order_ref=_text(order_ref))
+
+
+def marking(event: Event) -> Steps[None]:
+    """A copy of ``event``'s key in another body, counted on its record (``mismatches``)."""
+    yield Statement(sql=MARK_MISMATCH, params=key(event), reads=False)
 
 
 def _same_body(event: Event) -> Steps[Claim]:

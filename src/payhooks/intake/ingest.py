@@ -214,13 +214,15 @@ class Delivery:
         duplicate is answered from its record, a callback to confirm is recorded, the rest is
         handed to the handler."""
         event = self.received.event
-        self.claim = claim = yield from idempotency.claiming(self.received)
+        self.claim = claim = yield from idempotency.claiming(self.received, mark=False)
         if claim.state is ClaimState.DUPLICATE:
             if claim.mismatch and (second := confirmations.another_attempt(event)) is not None:
                 return (yield from _another_attempt(self.received, second, claim))
             if claim.mismatch and (again := confirmations.posted_again(event, claim.outcome)):
                 return (yield from _posted_again(self.received, again))
-            return Settled(receipt=duplicate(self.received, claim))  # a mismatch mark is kept
+            if claim.mismatch:  # a copy of this key in another body: counted on its record
+                yield from idempotency.marking(event)
+            return Settled(receipt=duplicate(self.received, claim))
         if event.kind is EventKind.SETTLEMENT:  # the gateway's payout: no payment, no handler
             return (yield from _settlement(self.received))
         if event.unconfirmed:  # what it says is only a claim: the gateway's API decides
@@ -344,6 +346,8 @@ def _another_attempt(
         ),
     )  # fmt: skip
     if copy is not None:  # the attempt the first post applied: this post edited, a copy
+        if first.mismatch:
+            yield from idempotency.marking(received.event)
         return Settled(receipt=duplicate(received, first))
     again = replace(received, event=second)
     claim = yield from idempotency.claiming(again)

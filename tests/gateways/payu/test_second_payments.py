@@ -368,6 +368,28 @@ def test_a_copy_with_other_bytes_but_the_same_mihpayid_is_a_duplicate_at_once(sh
     assert api.asked[(Provider.PAYU, FIRST)] == 0 and len(captured) == 1
 
 
+def mismatches(conn) -> dict[str, int]:
+    rows = conn.execute(
+        "SELECT event_id, mismatches FROM processed_webhooks WHERE provider = 'payu'"
+    )
+    return dict(rows.fetchall())
+
+
+def test_a_second_payments_posts_are_no_copies_of_the_first_posts_key(shop):
+    """A post naming another ``mihpayid`` is recorded under a key of its own, and its copies
+    under that key: each was also counted a copy with another body of the first post (its
+    record's ``mismatches``, which the console and Django's admin show), before it was told
+    apart. A copy of the first post in other bytes still counts (Django project check)."""
+    conn, _, _, hooks, _ = shop
+    sent(conn, hooks, FIRST)
+    for _ in range(2):
+        assert sent(conn, hooks, SECOND) in (Outcome.CONFIRMING, Outcome.DUPLICATE)
+    assert sent(conn, hooks, SECOND, field9="resent otherwise") is Outcome.DUPLICATE
+    assert sent(conn, hooks, FIRST, addedon="2026-12-07 10:00:05") is Outcome.DUPLICATE
+    second = f"{TXNID}:success:{SECOND}"
+    assert mismatches(conn) == {f"{TXNID}:success": 1, second: 1}
+
+
 def test_a_copy_no_payments_record_names_is_settled_a_copy_without_asking(shop, database_url):
     """Where no payment's record names the ``mihpayid`` (gone with it), the copy waits for the
     pass, which reads the first post's body and settles it a copy, asking PayU nothing."""
