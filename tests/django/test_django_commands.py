@@ -182,3 +182,18 @@ def test_purge_takes_old_expectations_with_the_records(django_db):
         conn.execute("UPDATE payhooks_expectations SET created_at = now() - interval '100 days'")
         run("payhooks_purge")
         assert conn.execute("SELECT count(*) FROM payhooks_expectations").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--limit", "0"), "--limit is at least 1"),
+        (("--limit", "-1"), "--limit is at least 1"),
+        (("--older-than-s", "-5"), "--older-than-s is 0 or more"),
+    ],
+)
+def test_reconcile_refuses_a_bound_that_would_reconcile_nothing(django_db, args, said):
+    """A typo in a cron line (``--limit 0``) made every pass a no-op that exited 0 ("examined 0
+    checkout(s)"); ``payhooks reconcile`` refuses it before anything runs, and so does this."""
+    with pytest.raises(CommandError, match=said):
+        run("payhooks_reconcile", *args)

@@ -32,6 +32,12 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=100, help="Checkouts per gateway.")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # Refused before anything runs, as ``payhooks reconcile`` refuses them: a cron line's
+        # typo would otherwise make every pass a no-op that succeeds.
+        if options["limit"] < 1:
+            raise CommandError("--limit is at least 1")
+        if options["older_than_s"] is not None and options["older_than_s"] < 0:
+            raise CommandError("--older-than-s is 0 or more")
         config = credentialed(conf.current(), "reconciliation is off")
         tally = passes()(
             config, erring=True, after_s=options["older_than_s"], limit=options["limit"]
