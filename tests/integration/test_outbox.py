@@ -134,3 +134,23 @@ def test_the_kinds_a_message_may_have_are_the_ones_the_table_takes(conn):
     from payhooks.operations.notifier import NoticeKind
 
     assert {k.value for k in NoticeKind} <= outbox.QUEUED_KINDS
+
+
+def test_a_retry_waits_its_delay_from_the_failure_not_from_when_the_row_was_held(conn):
+    """The sender holds a message's row in a transaction while it sends (``hold_next``): an
+    SMTP server that hung for the 60 s timeout had used up the retry's wait, since it was
+    counted from the transaction's start, and the message was tried again at once."""
+    message = outbox.Message(
+        kind=outbox.MessageKind.EMAIL, dedupe_key="order_confirmation:o2",
+        recipient="buyer@example.com", subject="Your order o2 is confirmed", body="Thank you.",
+    )  # fmt: skip
+    assert outbox.enqueue(conn, message)
+    with conn.transaction():
+        held = outbox.hold_next(conn)
+        assert held is not None
+        conn.execute("SELECT pg_sleep(2)")  # the send, hanging
+        outbox.retry_later(conn, held.id, "SMTP session lost", 10)
+        [(waits,)] = conn.execute(
+            "SELECT extract(epoch FROM next_attempt_at - now()) FROM payhooks_outbox"
+        ).fetchall()  # from the transaction's start: the hang, then the delay
+    assert float(waits) >= 11.5

@@ -157,20 +157,23 @@ def lease_next(
         return cursor.execute(_LEASE, params).fetchone()
 
 
+# When a send ended, not when the transaction holding its row began (``hold_next``: the send
+# runs inside it, and a server that hangs takes its whole timeout): ``clock_timestamp()``.
 _SENT = """
 UPDATE payhooks_outbox
-SET sent_at = coalesce(%(now)s, now()), attempts = attempts + 1, last_error = NULL
+SET sent_at = coalesce(%(now)s, clock_timestamp()), attempts = attempts + 1, last_error = NULL
 WHERE id = %(id)s
 """
 _RETRY = """
 UPDATE payhooks_outbox
 SET attempts = attempts + 1, last_error = %(error)s,
-    next_attempt_at = coalesce(%(now)s, now()) + make_interval(secs => %(delay)s)
+    next_attempt_at = coalesce(%(now)s, clock_timestamp()) + make_interval(secs => %(delay)s)
 WHERE id = %(id)s
 """
 _GIVE_UP = """
 UPDATE payhooks_outbox
-SET attempts = attempts + 1, last_error = %(error)s, failed_at = coalesce(%(now)s, now())
+SET attempts = attempts + 1, last_error = %(error)s,
+    failed_at = coalesce(%(now)s, clock_timestamp())
 WHERE id = %(id)s
 """
 
