@@ -110,6 +110,8 @@ def test_the_parked_alert_names_djangos_commands_beside_the_payhooks_command(
         [alert] = alerts.parked(conn, datetime.now(UTC) + alerts.PARKED_WAIT)
     assert "`manage.py payhooks_replay KEY`" in alert.body
     assert "`payhooks replay KEY --hooks module:attribute`" in alert.body
+    # and the reference service's own replay, which takes no hooks (operations check)
+    assert "`payhooks replay KEY` (the reference service)" in alert.body
 
 
 def test_parked_prints_each_key_whole_to_a_pipe(django_db: str, tmp_path: Path) -> None:

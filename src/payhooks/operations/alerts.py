@@ -196,7 +196,8 @@ def parked(conn: Connection, now: datetime) -> list[Alert]:
                 f"{_minutes(PARKED_WAIT)} (the oldest since {in_utc(oldest)}): a "
                 "payment no order could be found or made for, or an amount not what was "
                 "expected. Replay or resolve them in the console (Django: its admin), or "
-                "with `payhooks parked`, `payhooks replay KEY --hooks module:attribute` and "
+                "with `payhooks parked`, `payhooks replay KEY --hooks module:attribute` "
+                "(your app's hooks; `payhooks replay KEY` (the reference service)) and "
                 "`payhooks resolve` (Django: `manage.py payhooks_parked`, `manage.py "
                 "payhooks_replay KEY` and `manage.py payhooks_resolve`)."
             ),
