@@ -44,7 +44,8 @@ SERVICE = [
      "your answer is alerted again this many hours before its deadline (1 to 720); one is "
      "alerted when it opens and when it is lost whatever this says"),
     ("PAYHOOKS_RETENTION_DAYS", "retention_days", "how long delivery records are kept: at least "
-     "15 (a shorter window is refused at start; `payhooks purge --force` takes one by hand)"),
+     "15 (a shorter one is refused wherever it is read, `payhooks purge` included; with the "
+     "variable unset, `payhooks purge --older-than-days N --force` takes one by hand)"),
     ("PAYHOOKS_LOCK_TIMEOUT_MS", "lock_timeout_ms", "how long a delivery waits for a twin in "
      "flight before answering 503; below the statement timeout. Every `*_MS` setting is a "
      "whole number from 1 to 2147483647, checked at start"),
