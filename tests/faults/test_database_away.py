@@ -97,7 +97,7 @@ def test_after_an_outage_a_checked_pool_hands_out_a_live_connection_at_once(prox
     between them, longer than the pool's wait for 3 dead connections or more)."""
     pool = database.open_pool(proxy.url, SETTINGS, deadline=False, checked=True, wait_s=5.0)
     try:
-        held = [pool.getconn() for _ in range(4)]  # the pool grows to 4 idle connections
+        held = [pool.getconn(timeout=60) for _ in range(4)]  # it grows to 4 idle connections
         for conn in held:
             pool.putconn(conn)
         proxy.cut()
@@ -114,7 +114,7 @@ def test_after_an_outage_the_consoles_own_pool_in_a_merchants_app_hands_out_a_li
     gets a live one (it was handed a dead one, and the page failed, once per idle connection)."""
     own = OwnPool(proxy.url)
     try:
-        held = [own().getconn() for _ in range(2)]  # its every connection
+        held = [own().getconn(timeout=60) for _ in range(2)]  # its every connection
         for conn in held:
             own().putconn(conn)
         proxy.cut()
