@@ -350,14 +350,16 @@ def _another_attempt(
             yield from idempotency.marking(received.event)
         return Settled(receipt=duplicate(received, first))
     again = replace(received, event=second)
-    claim = yield from idempotency.claiming(again)
+    claim = yield from idempotency.claiming(again, mark=False)
     if (
         claim.state is not ClaimState.NEW
         and claim.mismatch  # another body under the attempt's key: refuted, perhaps
         and (posted := confirmations.posted_again(second, claim.outcome)) is not None
-    ):
+    ):  # posted again under a key of its own: no copy of the attempt's
         second, again = posted, replace(received, event=posted)
         claim = yield from idempotency.claiming(again)
+    elif claim.mismatch:  # a copy of the attempt's key in another body
+        yield from idempotency.marking(again.event)
     if claim.state is not ClaimState.NEW:  # this attempt is recorded already: a copy of it
         return Settled(receipt=duplicate(again, claim))
     event = received.event

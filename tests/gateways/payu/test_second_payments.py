@@ -390,6 +390,24 @@ def test_a_second_payments_posts_are_no_copies_of_the_first_posts_key(shop):
     assert mismatches(conn) == {f"{TXNID}:success": 1, second: 1}
 
 
+def test_an_attempt_posted_again_after_its_refutation_is_no_copy_of_the_attempts_key(
+    shop, database_url
+):
+    """An invented ``mihpayid`` refuted, then posted again in other bytes: recorded under a key
+    of its own (``posted_again``), it was also counted a copy with another body of the refuted
+    attempt's key."""
+    conn, api, url, hooks, _ = shop
+    api.pay(ORDER, FIRST)
+    sent(conn, hooks, FIRST)
+    invented = "403993715521999999"
+    assert sent(conn, hooks, invented) is Outcome.CONFIRMING
+    assert a_pass(database_url, url, hooks, at=later()).refuted[Provider.PAYU] == 1
+    assert sent(conn, hooks, invented, field9="resent") is Outcome.CONFIRMING  # its own key
+    assert sent(conn, hooks, invented, field9="resent") is Outcome.DUPLICATE  # its copy
+    counted = mismatches(conn)
+    assert len(counted) == 3 and set(counted.values()) == {0}, counted
+
+
 def test_a_copy_no_payments_record_names_is_settled_a_copy_without_asking(shop, database_url):
     """Where no payment's record names the ``mihpayid`` (gone with it), the copy waits for the
     pass, which reads the first post's body and settles it a copy, asking PayU nothing."""
