@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 import httpx
 import psycopg
 import pytest
-import uvicorn
 from hypothesis import settings
 from psycopg.conninfo import make_conninfo
 
@@ -35,6 +34,7 @@ from payhooks.plumbing import db
 from payhooks.service import database
 from payhooks.service.config import Settings
 from payhooks.service.web import create_app
+from payhooks.sim.loopback import served
 from payhooks.sim.proxy import Proxy
 from tests import loopback
 
@@ -618,74 +618,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, told to stop by an event rather than noticing at its next tick: its
-    loop looks every 100 ms, its shutdown pauses 100 ms and then waits in steps of 100 ms, and
-    the suite starts and stops a server about a thousand times a run."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = threading.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self.stopping = asyncio.Event()
-        self.loop = asyncio.get_running_loop()
-        await super().startup(sockets)
-        self.ready.set()
-
-    async def main_loop(self) -> None:
-        counter = 0
-        while not await self.on_tick(counter):
-            counter = (counter + 1) % 864_000
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self.stopping.wait(), 0.1)
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """uvicorn's shutdown, its waits in steps of 5 ms: listening stops, each connection is
-        told to close after its response, the requests in flight end (10 s at most), then the
-        lifespan's shutdown runs."""
-        for server in self.servers:
-            server.close()
-        for sock in sockets or []:
-            sock.close()
-        for connection in list(self.server_state.connections):
-            connection.shutdown()
-        deadline = self.loop.time() + 10
-        state = self.server_state
-        while (state.connections or state.tasks) and self.loop.time() < deadline:
-            await asyncio.sleep(0.005)
-        for server in self.servers:
-            await server.wait_closed()
-        await self.lifespan.shutdown()
-
-    def stop(self) -> None:
-        self.should_exit = True
-        with suppress(RuntimeError):  # the loop already closed: the server has stopped
-            self.loop.call_soon_threadsafe(self.stopping.set)
-
-
 @contextmanager
 def serving_app(app: Any) -> Iterator[str]:
     """Any ASGI app under real uvicorn on a loopback port, until the block ends; yields its
     base URL. The app's lifespan opens and closes what it holds. The server is handed its
-    socket bound already: a port chosen free, then bound by the server, may be taken between
-    the two by another test's process."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = int(sock.getsockname()[1])
-    server = _Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.ready.wait(0.05) and thread.is_alive() and time.monotonic() < deadline:
-        pass
-    try:
-        assert server.started, "the app did not start"
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.stop()
-        thread.join(timeout=10)
-        sock.close()
+    socket bound already (a port chosen free, then bound by the server, may be taken between
+    the two by another test's process), and stopped when told, not at uvicorn's next tick: the
+    suite starts and stops a server about a thousand times a run."""
+    not_started = AssertionError("the app did not start")
+    with served(app, name="payhooks-test-app", grace_s=10, not_started=not_started) as url:
+        yield url
 
 
 @contextmanager
