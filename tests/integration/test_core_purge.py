@@ -493,12 +493,27 @@ def test_the_command_purges_a_merchant_database(merchant, merchant_url):
     assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
 
 
+SHOPS_OWN_TABLES = """
+CREATE TABLE carts (id text PRIMARY KEY, status text NOT NULL DEFAULT 'open');
+CREATE TABLE checkouts (id bigserial PRIMARY KEY, cart_id text REFERENCES carts (id));
+CREATE TABLE orders (order_id text PRIMARY KEY, cart_id text REFERENCES carts (id));
+"""
+"""A merchant's shop keeps carts, checkouts and orders of its own, under the names the reference
+service's shop uses: no proof the database is the service's."""
+
+
+@pytest.mark.parametrize("own_tables", [False, True], ids=["core only", "the shop's own carts"])
 def test_the_commands_without_their_database_url_name_the_door_for_a_merchant_database(
-    merchant, merchant_url
+    merchant, merchant_url, own_tables
 ):
     """DATABASE_URL naming a merchant app's database and no ``--database-url``: the command
     acts as the reference service, whose tables are not there. Its count and its purge both
-    say so first, naming the door, and delete nothing."""
+    say so first, naming the door, and delete nothing; so do reconcile, worker, trace and
+    replay. A merchant's own tables named as the service's (``carts``, ``orders``) do not make
+    the database the service's: its migrations' record does."""
+    if own_tables:
+        merchant.execute(SHOPS_OWN_TABLES)
+        merchant.execute("INSERT INTO carts (id, status) VALUES ('cart_1', 'checked_out')")
     delivered(merchant, "old", 100)
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
     environ["DATABASE_URL"] = merchant_url
@@ -523,6 +538,11 @@ def test_the_commands_without_their_database_url_name_the_door_for_a_merchant_da
     result = invoke(environ, "trace", "order_old", timeout=120)
     assert result.returncode == 1 and "`payhooks console`" in result.stderr, result.stderr
     assert result.stderr.startswith(said.split(" a merchant app's")[0]), result.stderr
+    result = invoke(environ, "replay", "old", timeout=120)
+    assert (result.returncode, result.stderr) == (1, said.replace(
+        "records are purged with `payhooks purge --database-url URL`",
+        "deliveries are replayed with `payhooks replay KEY --hooks module:attribute`",
+    )), result.stdout  # fmt: skip
     assert keys(merchant, "processed_webhooks", "event_id") == ["old"]
 
 

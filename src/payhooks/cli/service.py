@@ -113,19 +113,30 @@ class ServiceHost:
     def replay(self, conn: db.Connection, event_id: str, provider: str | None) -> Receipt:
         from payhooks.service import application
 
+        the_shops(
+            conn, "deliveries are replayed with `payhooks replay KEY --hooks module:attribute`"
+        )
         adapters = run(self.settings).adapters()
         return application.replay(conn, adapters, event_id=event_id, provider=provider)
 
 
-_TABLES = "SELECT to_regclass('processed_webhooks') IS NOT NULL, to_regclass('carts') IS NOT NULL"
+_TABLES = """
+SELECT to_regclass('processed_webhooks') IS NOT NULL, to_regclass('payhooks_migrations') IS NOT NULL
+"""
+_SHOP = "SELECT EXISTS (SELECT 1 FROM payhooks_migrations WHERE track = %s)"
 
 
 def the_shops(conn: db.Connection, door: str) -> None:
     """A command run as the reference service (no ``--database-url`` or ``--hooks``) on a
-    database holding payhooks' core tables but none of the shop's, a merchant app's: refused
-    before it reads or writes anything, naming the ``door`` for an app's database."""
-    core, shop = conn.execute(_TABLES).fetchone() or (False, False)
-    if core and not shop:
+    database holding payhooks' core tables but not the service's shop, a merchant app's:
+    refused before it reads or writes anything, naming the ``door`` for an app's database.
+    The shop is known by its migrations' record, not by its tables' names: a merchant's own
+    shop has ``carts`` and ``orders`` too."""
+    core, recorded = conn.execute(_TABLES).fetchone() or (False, False)
+    if not core:
+        return  # nothing of payhooks yet: the command's own check says what to run
+    row = conn.execute(_SHOP, (database.SHOP.name,)).fetchone() if recorded else None
+    if not (row and row[0]):
         raise PayhooksError(
             "this database holds payhooks' core tables but not the reference service's: "
             f"a merchant app's {door}"
