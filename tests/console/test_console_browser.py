@@ -412,6 +412,32 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, 
             assert serious_violations(page) == [], address
             wide = page.evaluate("document.documentElement.scrollWidth")
             assert wide <= width, (address, wide)
+            if width >= 768:  # actions kept in sight (a phone's tables are cards)
+                assert page.evaluate(UNDER_THE_ACTIONS) == [], address
+    finally:
+        context.close()
+
+
+def test_no_value_of_a_carts_payments_lies_under_their_actions_on_a_desktop(
+    console, browser, conn
+):
+    """A cart paid twice at 1280 px: its Payments table (nine columns of ids, amounts, a bank
+    reference and flags beside the actions) overflowed its box, and the actions column, kept
+    in sight, covered the second payment's flag ``duplicate_payment (needs refund)`` whole and
+    the gateway order's last character (console check). Every value is in sight beside it."""
+    buy = purchase(conn)
+    send(console, buy.captured())
+    second = buy.captured(payment_id="pay_RZPA0000000002")  # the customer paid twice
+    assert send(console, second).json()["status"] == "processed"
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        page.goto(f"{console.base_url}/console/carts/{buy.cart_id}")
+        expect(page.locator("td.flags").filter(has_text="duplicate_payment")).to_have_count(1)
+        expect(page.locator("td.acts button")).to_have_count(1)
+        assert page.evaluate(UNDER_THE_ACTIONS) == [], page.url
+        shot(page, "cart-paid-twice-desktop")
     finally:
         context.close()
 
@@ -591,7 +617,7 @@ def test_every_action_is_in_sight_on_a_phone(console, browser, conn):
 
 
 UNDER_THE_ACTIONS = """
-() => [...document.querySelectorAll("table.stacks tr")].flatMap((row) => {
+() => [...document.querySelectorAll("tr")].flatMap((row) => {
   const acts = row.querySelector("td.acts");
   if (!acts) return [];
   const covered = acts.getBoundingClientRect();

@@ -100,7 +100,8 @@ def test_a_dead_letter_links_to_its_cart_and_order(console, conn):
     [(order_id,)] = rows(console, "SELECT id FROM orders")
     client = console.logged_in()
     page = client.get("/console/dead").text
-    assert f'<a href="/console/carts/{cart_id}">cart {cart_id}</a>, order {order_id}' in page
+    assert f'<a href="/console/carts/{cart_id}">cart {cart_id}</a>, order ' in page
+    assert f'<span class="long">{order_id}</span>' in page  # broken where a column must
 
 
 def dead(conn, count: int) -> list[int]:
@@ -270,12 +271,12 @@ def test_a_read_only_operator_cannot_retry_all_or_readdress(console, conn):
 
 
 def about_cells(page: str) -> dict[str, str]:
-    """Each dead letter's "about" cell, by its subject: its markup."""
+    """Each dead letter's "about" cell, by its subject's text: its markup."""
     table = page[page.index("<table") :]
     found = re.findall(
         r'<td data-label="subject">(.*?)</td>\s*<td data-label="about">(.*?)</td>', table, re.S
     )
-    return {html.unescape(subject): about for subject, about in found}
+    return {html.unescape(re.sub(r"<[^>]+>", "", subject)): about for subject, about in found}
 
 
 def test_a_dead_alert_says_what_it_is_about_or_nothing(console, conn):
@@ -298,7 +299,7 @@ def test_a_dead_alert_says_what_it_is_about_or_nothing(console, conn):
     cells = about_cells(console.logged_in().get("/console/dead").text)
     [double] = [about for subject, about in cells.items() if "pay_second000001" in subject]
     assert f'<a href="/console/carts/{buy.cart_id}">cart {buy.cart_id}</a>' in double
-    assert "Razorpay payment <code>pay_second000001</code>" in double
+    assert 'Razorpay payment <code><span class="long">pay_second000001</span></code>' in double
     parked = cells["Webhook parked: Razorpay payment.captured"]
     assert f'Razorpay reference <a href="/console/references/razorpay/{reference}">' in parked
     assert cells["Disk nearly full"] == ""

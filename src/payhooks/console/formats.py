@@ -111,8 +111,9 @@ def readable_body(body: bytes) -> str:
     return text
 
 
-LONG_TOKEN = 24
-"""Characters without a space past which a token (a signature, a key) may break anywhere."""
+LONG_TOKEN = 16
+"""Characters without a space past which a token (a signature, a key, an order or cart id, an
+address) may break anywhere: only where it must, in a column too narrow for it."""
 _LONG = re.compile(rf"\S{{{LONG_TOKEN},}}")
 
 
