@@ -699,3 +699,30 @@ def test_an_orders_page_links_back_to_its_cart(console, conn):
     _, reference = parked_delivery(console)
     alone = client.get(f"/console/orders/razorpay/{reference}").text
     assert 'id="elsewhere"' not in alone
+
+
+def test_a_payment_refunded_in_part_says_so_beside_its_status(console, conn):
+    """A capture of ₹499.00 and a refund of ₹100.00: the cart's Payments table read
+    ``refunded`` (the first design's word for a refund in part or in full, which the API keeps)
+    and an operator took the customer's money for all returned (console check). It says
+    ``refunded (in part)`` until the refunds reach what was paid, then ``refunded``."""
+    from tests.factories import GATEWAY
+
+    buy = purchase(conn)
+    send(console, buy.captured())
+    [(payment_id, order_id)] = rows(
+        console, "SELECT payment_id, gateway_order_id FROM payhooks_payments"
+    )
+
+    def refunded(refund_id: str, paise: int) -> str:
+        refund = GATEWAY.razorpay("refund.processed", payment_id=payment_id, order_id=order_id,
+                                  amount_paise=49_900, refund_id=refund_id,
+                                  refund_amount_paise=paise)  # fmt: skip
+        assert send(console, refund).json()["status"] == "processed"
+        page = console.logged_in().get(f"/console/carts/{buy.cart_id}").text
+        row = page.split(f"<code>{payment_id}</code>", 1)[1].split("</tr>", 1)[0]
+        status = row.split('data-label="status">', 1)[1].split("</td>", 1)[0]
+        return html.unescape(re.sub(r"<[^>]+>", "", status))
+
+    assert refunded("rfnd_part00000001", 10_000) == "refunded (in part)"
+    assert refunded("rfnd_rest00000001", 39_900) == "refunded"
