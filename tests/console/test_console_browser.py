@@ -304,6 +304,27 @@ def test_the_disputes_page_lists_them_by_deadline_and_leads_to_the_cart(console,
     )
 
 
+def test_a_carts_disputes_show_their_deadline_on_a_phone(console, browser, conn):
+    """At 390 px a cart's Disputes table scrolled sideways: its deadline ("respond by"), the
+    one value an operator needs from it, started off the screen (console check). Each dispute
+    is a card, every value inside the screen's width."""
+    buy = purchase(conn)
+    send(console, buy.captured())
+    dispute(console, buy, "action_required", "disp_PHONE1", NOW + timedelta(hours=20))
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        page.goto(f"{console.base_url}/console/carts/{buy.cart_id}")
+        deadline = page.locator("#disputes td[data-label='respond by']")
+        expect(deadline).to_have_count(1)
+        at = deadline.bounding_box()
+        assert at is not None and at["x"] >= 0 and at["x"] + at["width"] <= 390, at
+        shot(page, "cart-dispute-phone")
+    finally:
+        context.close()
+
+
 def axe_source() -> str:
     """axe-core as the axe-playwright-python package ships it (docs/dependencies.md)."""
     import axe_playwright_python

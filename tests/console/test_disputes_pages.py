@@ -111,7 +111,7 @@ def test_the_carts_page_tells_its_dispute_and_its_order_is_marked(console, conn)
     listed = client.get("/console/disputes")
     assert page.status_code == 200
     assert "disputed: lost" in page.text
-    assert '<table class="card" id="disputes">' in page.text and "disp_CART" in page.text
+    assert '<table class="card stacks" id="disputes">' in page.text and "disp_CART" in page.text
     assert "disp_CART" not in listed.text  # lost: no longer open
     found = client_search(console, "disp_CART")
     assert f"/console/carts/{buy.cart_id}" in found
