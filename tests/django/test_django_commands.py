@@ -91,6 +91,17 @@ def test_replaying_an_unknown_key_fails_with_one_line(django_db):
         run("payhooks_replay", "evt_nope")
 
 
+def test_replaying_a_key_under_another_gateway_names_both(parked_and_paid, django_db):
+    """``--provider cashfree`` for a Razorpay delivery's key said only "no delivery": the
+    operator could not tell a mistyped key from a wrong gateway."""
+    with pytest.raises(
+        CommandError, match=r"^no cashfree delivery 'evt_late' \(razorpay holds that key\)$"
+    ):
+        run("payhooks_replay", "evt_late", "--provider", "cashfree")
+    with pytest.raises(CommandError, match=r"^no cashfree delivery 'evt_nope'$"):
+        run("payhooks_replay", "evt_nope", "--provider", "cashfree")
+
+
 def test_a_replay_whose_handler_fails_is_one_line_and_leaves_it_parked(parked_and_paid, django_db):
     with (
         override_settings(PAYHOOKS={**PAYHOOKS, "HANDLER": "tests.django.handlers.failing"}),

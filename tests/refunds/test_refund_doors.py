@@ -87,3 +87,19 @@ def test_an_intent_the_gateway_has_is_refused_through_the_command_and_the_consol
     )
     assert clicked.done is Done.REFUND_AT_GATEWAY
     assert [r["state"] for r in listed(database_url, tmp_path)] != ["cancelled"]
+
+
+def test_an_unknown_gateway_is_refused_with_the_usage_before_anything_runs(
+    database_url: str, tmp_path: Path
+) -> None:
+    """``--provider nosuch`` said Python's own words (``'nosuch' is not a valid Provider``) and
+    exited 1 from inside the command; every other command's choice is refused by its parser,
+    with the usage and the choices, exit 2, as the README says."""
+    for args in (("list", "pay_1"), ("cancel", "ph1", "--reason", "r", "--by", "asha")):
+        done = payhooks_command(
+            database_url, tmp_path, "refunds", *args, "--provider", "nosuch",
+            "--database-url", database_url,
+        )  # fmt: skip
+        assert done.exit_code == 2, done.output
+        assert "Usage:" in done.output and "razorpay" in done.output, done.output
+        assert "not a valid Provider" not in done.output

@@ -813,7 +813,7 @@ def _unsent(provider: Provider, count: int) -> str:
 def refunds_list(
     ctx: typer.Context,
     payment_id: Annotated[str, typer.Argument(help="The gateway's payment id.")],
-    provider: Annotated[str, typer.Option(help="The gateway: razorpay, cashfree, ...")],
+    provider: Annotated[Provider, typer.Option(help="The gateway.")],
     database_url: DatabaseUrl = None,
 ) -> None:
     """Print a payment's refund intents as JSON.
@@ -838,7 +838,7 @@ def refunds_list(
 def refunds_cancel(
     ctx: typer.Context,
     key: Annotated[str, typer.Argument(help="The intent's idempotency key (ph..., as listed).")],
-    provider: Annotated[str, typer.Option(help="The gateway: razorpay, cashfree, ...")],
+    provider: Annotated[Provider, typer.Option(help="The gateway.")],
     reason: Annotated[str, typer.Option(help="Why it is cancelled (kept with it).")],
     by: Annotated[str, typer.Option(help="Who cancels it (kept with it).")],
     database_url: DatabaseUrl = None,

@@ -41,10 +41,12 @@ class Command(BaseCommand):
 
 
 def _one(alias: str, key: str, provider: str | None) -> ProcessedWebhook:
-    found = ProcessedWebhook.objects.using(alias).filter(event_id=key)
-    if provider:
-        found = found.filter(provider=provider)
-    rows = list(found)
+    held = ProcessedWebhook.objects.using(alias).filter(event_id=key)
+    rows = list(held.filter(provider=provider) if provider else held)
+    if not rows and provider:
+        others = sorted(held.values_list("provider", flat=True))
+        holding = f" ({' and '.join(others)} {'hold' if len(others) > 1 else 'holds'} that key)"
+        raise CommandError(f"no {provider} delivery {key!r}{holding if others else ''}")
     if not rows:
         raise CommandError(f"no delivery {key!r}")
     if len(rows) > 1:
