@@ -439,9 +439,7 @@ def test_every_core_page_passes_axe_and_fits_the_screen(console, browser, conn, 
         context.close()
 
 
-def test_no_value_of_a_carts_payments_lies_under_their_actions_on_a_desktop(
-    console, browser, conn
-):
+def test_no_value_of_a_carts_payments_lies_under_their_actions_on_a_desktop(console, browser, conn):
     """A cart paid twice at 1280 px: its Payments table (nine columns of ids, amounts, a bank
     reference and flags beside the actions) overflowed its box, and the actions column, kept
     in sight, covered the second payment's flag ``duplicate_payment (needs refund)`` whole and
