@@ -159,6 +159,65 @@ def test_a_refused_event_backs_off_and_holds_back_its_payments_later_ones(
     assert rows[1] == (0, None, False)  # the refund was never tried: its capture comes first
 
 
+REFUSE_MARKING = """
+CREATE FUNCTION refuse_marking() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.id = {ident:d} THEN RAISE EXCEPTION 'this row is not to be marked'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER refuse_marking BEFORE UPDATE ON payhooks_outbox
+FOR EACH ROW EXECUTE FUNCTION refuse_marking();
+"""
+
+
+def test_an_event_the_database_will_not_mark_is_set_aside_alone_and_the_relay_goes_on(
+    database_url, conn, nats_server: NatsServer
+):
+    """Three captures, the middle one's row refusing its mark (a trigger): the one statement
+    marking the batch failed whole, the relay process exited (``InternalError``), and every
+    pass after published all three again, marking none. The others are marked, the one the
+    database refuses is published once, logged and set aside for the relay's life, and the pass
+    says the database failed (``--once`` exits 1)."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    payments = paid(conn, 3)
+    rows = conn.execute("SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id")
+    [_, (middle,), _] = rows.fetchall()
+    conn.execute(REFUSE_MARKING.format(ident=middle))
+    relay = drain(database_url, broker)
+    assert (relay.totals.published, relay.totals.unmarked) == (2, 1)
+    assert relay.totals.duplicates == 0  # the refused one was not published again
+    assert relay.failure is not None and "not marked" in relay.failure, relay.failure
+    assert unpublished(conn, "nats") == 1
+    assert sorted(m.message_id for m in stored(broker)) == sorted(
+        f"razorpay:{p}:payment_captured" for p in payments
+    )
+
+
+def test_an_event_with_no_message_id_is_refused_alone_never_published_as_none(
+    database_url, conn, nats_server: NatsServer
+):
+    """An event row whose payload had lost its message id was published as ``Nats-Msg-Id:
+    None``; a second such row was then taken for that message (the broker "already had" it)
+    and marked published, lost. It is refused alone, saying why; the others are published."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    payments = paid(conn, 3)
+    rows = conn.execute("SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id")
+    [_, (middle,), _] = rows.fetchall()
+    conn.execute("UPDATE payhooks_outbox SET payload = payload - 'message_id' WHERE id = %s",
+                 (middle,))  # fmt: skip
+    relay = drain(database_url, broker)
+    assert (relay.totals.published, relay.totals.refused) == (2, 1)
+    assert sorted(m.message_id for m in stored(broker)) == sorted(
+        f"razorpay:{p}:payment_captured" for p in (payments[0], payments[2])
+    )
+    [(sent, error)] = conn.execute(
+        "SELECT sent_at, last_error FROM payhooks_outbox WHERE id = %s", (middle,)
+    ).fetchall()
+    assert sent is None and "message id" in error
+
+
 async def outage_then_drain(
     database_url: str,
     broker: Broker,

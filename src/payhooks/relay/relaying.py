@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -96,25 +96,30 @@ class Queued:
     dedupe_key: str
     subject: str
     body: str
-    message_id: str
+    message_id: str | None
+    """None when the row's payload lost it: such an event is refused, never published."""
     payment: str
     due: bool
     attempts: int
 
     def outgoing(self) -> Outgoing:
         """What the broker is handed."""
+        assert self.message_id is not None  # refused before a publish (``_unnamed``)
         return Outgoing(message_id=self.message_id, subject=self.subject, body=self.body.encode())
 
 
 @dataclass(slots=True)
 class Tally:
     """What passes did: events the broker confirmed (of them, ``duplicates`` it already
-    had), refused, or left unanswered; ``held_elsewhere`` when another relay held the channel."""
+    had), refused, or left unanswered, and those confirmed that the database would not mark;
+    ``held_elsewhere`` when another relay held the channel."""
 
     published: int = 0
     duplicates: int = 0
     refused: int = 0
     unconfirmed: int = 0
+    unmarked: int = 0
+    """Confirmed by the broker, but the database refused the row's mark (set aside)."""
     held_elsewhere: bool = False
     passes: int = 0
     errors: list[str] = field(default_factory=list)
@@ -125,6 +130,7 @@ class Tally:
         self.duplicates += other.duplicates
         self.refused += other.refused
         self.unconfirmed += other.unconfirmed
+        self.unmarked += other.unmarked
         self.passes += other.passes
         self.errors += other.errors
 
@@ -133,15 +139,21 @@ class Tally:
         return (
             f"published {self.published} event(s) ({self.duplicates} the broker already had), "
             f"{self.refused} refused, {self.unconfirmed} unconfirmed"
+            + (f", {self.unmarked} published but not marked" if self.unmarked else "")
         )
 
 
-def next_batch(queued: Sequence[Queued], size: int) -> list[Queued]:
+def next_batch(
+    queued: Sequence[Queued], size: int, set_aside: Set[int] = frozenset()
+) -> list[Queued]:
     """Each payment's first unpublished event, when it is due, in queue order, up to
-    ``size``: a payment's later event never goes before its earlier one is confirmed."""
+    ``size``: a payment's later event never goes before its earlier one is confirmed. An
+    event ``set_aside`` (confirmed, its mark refused) counts as confirmed."""
     seen: set[str] = set()
     chosen: list[Queued] = []
     for event in queued:
+        if event.id in set_aside:
+            continue
         if event.payment in seen:
             continue
         seen.add(event.payment)
@@ -159,7 +171,7 @@ def _queued(row: tuple[Any, ...]) -> Queued:
         dedupe_key=str(key),
         subject=str(subject),
         body=str(body),
-        message_id=str(message_id),
+        message_id=None if message_id is None else str(message_id),
         payment=str(payment or key),
         due=bool(due),
         attempts=int(attempts),
@@ -169,9 +181,12 @@ def _queued(row: tuple[Any, ...]) -> Queued:
 _BOUNDED = "SELECT set_config('idle_in_transaction_session_timeout', %s, true)"
 
 
-async def relay_once(conn: AsyncConnection, broker: Broker, options: RelayOptions) -> Tally:
+async def relay_once(
+    conn: AsyncConnection, broker: Broker, options: RelayOptions, set_aside: set[int] | None = None
+) -> Tally:
     """One pass on an autocommit connection: hold the channel, publish a batch, mark it.
-    ``ChannelRemoved`` when the channel is gone."""
+    ``ChannelRemoved`` when the channel is gone. An event whose row the database refuses to
+    mark is added to ``set_aside`` (the relay's, for its life) and left out of later passes."""
     channel = {"channel": broker.channel}
     tally = Tally(passes=1)
     async with conn.transaction():
@@ -182,12 +197,20 @@ async def relay_once(conn: AsyncConnection, broker: Broker, options: RelayOption
             tally.held_elsewhere = True
             return tally
         window = await conn.execute(RELAY_WINDOW, {**channel, "window": options.window})
-        chosen = next_batch([_queued(row) for row in await window.fetchall()], options.batch)
+        queued = [_queued(row) for row in await window.fetchall()]
+        chosen = next_batch(queued, options.batch, set_aside or frozenset())
+        unnamed = [event for event in chosen if event.message_id is None]
+        chosen = [event for event in chosen if event.message_id is not None]
+        for event in unnamed:
+            await _refuse(conn, event, _UNNAMED, options, tally, set_aside)
         if not chosen:
             return tally
         outcomes = await broker.publish([event.outgoing() for event in chosen])
-        await _mark(conn, chosen, outcomes, options, tally)
+        await _mark(conn, chosen, outcomes, options, tally, set_aside)
     return tally
+
+
+_UNNAMED = "its payload holds no message id: not published (a consumer could not tell copies)"
 
 
 async def _mark(
@@ -196,22 +219,88 @@ async def _mark(
     outcomes: Sequence[Outcome],
     options: RelayOptions,
     tally: Tally,
+    set_aside: set[int] | None,
 ) -> None:
-    confirmed = [e.id for e, o in zip(chosen, outcomes, strict=True) if isinstance(o, Confirmed)]
-    if confirmed:
-        await conn.execute(PUBLISHED, {"ids": confirmed})
+    confirmed = [e for e, o in zip(chosen, outcomes, strict=True) if isinstance(o, Confirmed)]
+    marked = await _marked(conn, confirmed)
     for event, outcome in zip(chosen, outcomes, strict=True):
-        if isinstance(outcome, Confirmed):
+        if isinstance(outcome, Confirmed) and event.id in marked:
             tally.published += 1
             tally.duplicates += outcome.duplicate
+        elif isinstance(outcome, Confirmed):
+            tally.unmarked += 1
+            if set_aside is not None:
+                set_aside.add(event.id)
         elif isinstance(outcome, Refused):
-            tally.refused += 1
-            delay = options.refused_delay(event.attempts)
-            params = {"id": event.id, "error": outcome.reason[:500], "delay": delay}
-            await conn.execute(REFUSED, params)
+            await _refuse(conn, event, outcome.reason, options, tally, set_aside)
         elif isinstance(outcome, Unconfirmed):
             tally.unconfirmed += 1
             tally.errors.append(outcome.reason)
+
+
+async def _refuse(
+    conn: AsyncConnection,
+    event: Queued,
+    reason: str,
+    options: RelayOptions,
+    tally: Tally,
+    set_aside: set[int] | None,
+) -> None:
+    """The event's wait before it is tried again, in a savepoint: a row the database will not
+    write is logged and set aside, as one it will not mark."""
+    tally.refused += 1
+    delay = options.refused_delay(event.attempts)
+    try:
+        async with conn.transaction():
+            await conn.execute(REFUSED, {"id": event.id, "error": reason[:500], "delay": delay})
+    except psycopg.DatabaseError as exc:
+        if _lost(conn, exc):
+            raise
+        log.error(
+            "relay_mark_failed",
+            extra={"id": event.id, "dedupe_key": event.dedupe_key, "error": _line(exc)},
+        )
+        tally.unmarked += 1
+        if set_aside is not None:
+            set_aside.add(event.id)
+
+
+async def _marked(conn: AsyncConnection, confirmed: Sequence[Queued]) -> set[int]:
+    """The ids of ``confirmed`` marked published: all in one statement, or, when the database
+    refuses that (a row's trigger or constraint), each in a savepoint of its own, a row it
+    refuses logged (``relay_mark_failed``) and left unmarked. A lost connection is no row's
+    fault: it ends the pass, as ever."""
+    ids = [event.id for event in confirmed]
+    if not ids:
+        return set()
+    try:
+        async with conn.transaction():
+            await conn.execute(PUBLISHED, {"ids": ids})
+        return set(ids)
+    except psycopg.DatabaseError as exc:
+        if _lost(conn, exc):
+            raise
+    marked: set[int] = set()
+    for event in confirmed:
+        try:
+            async with conn.transaction():
+                await conn.execute(PUBLISHED, {"ids": [event.id]})
+        except psycopg.DatabaseError as exc:
+            if _lost(conn, exc):
+                raise
+            log.error(
+                "relay_mark_failed",
+                extra={"id": event.id, "dedupe_key": event.dedupe_key, "error": _line(exc)},
+            )
+            continue
+        marked.add(event.id)
+    return marked
+
+
+def _lost(conn: AsyncConnection, exc: psycopg.DatabaseError) -> bool:
+    """An error of the connection or the server (gone, shutting down, out of resources, a
+    timeout, a serialization failure), not of one row."""
+    return conn.broken or isinstance(exc, psycopg.OperationalError)
 
 
 Connect = Callable[[], Awaitable[AsyncConnection]]
@@ -233,6 +322,8 @@ class Relay:
         self._delay = options.reconnect_s
         self.failure: str | None = None
         """Why the last attempt failed (the broker or the database), while it has not passed."""
+        self.set_aside: set[int] = set()
+        """Events the database would not mark: left out of this relay's later passes."""
 
     async def run(self, stop: asyncio.Event, *, drain: bool = False) -> Tally:
         """Relay until ``stop`` is set; with ``drain``, until a pass finds nothing due, or an
@@ -264,35 +355,39 @@ class Relay:
                 self._broker_up = True
             if self._conn is None or self._conn.closed:
                 self._conn = await self.connect()
-            tally = await relay_once(self._conn, self.broker, self.options)
+            tally = await relay_once(self._conn, self.broker, self.options, self.set_aside)
         except ChannelRemoved:
             log.error("relay_channel_removed", extra={"channel": self.broker.channel})
             raise
         except BrokerUnavailable as exc:
             await self._broker_down(exc.reason)
             return None
-        except (
-            psycopg.OperationalError,
-            psycopg.InterfaceError,
-            psycopg.InternalError,
-            DatabaseUnavailable,
-        ) as exc:
-            if isinstance(exc, psycopg.InternalError) and not (self._conn and self._conn.broken):
-                raise
+        except (psycopg.Error, DatabaseUnavailable) as exc:
             # An InternalError on a broken connection: a server session ended under a pooler
             # (PgBouncer answering BEGIN for a session it had lost). Connected again next time.
+            # Any other error of a statement is no outage, but waited out and logged all the
+            # same: a daemon that exits on one stops relaying every channel event after it.
+            away = isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+            if away or isinstance(exc, DatabaseUnavailable) or (self._conn and self._conn.broken):
+                log.warning("relay_database_unavailable", extra={"error": _line(exc)})
+            else:
+                log.exception("relay_failed", extra={"channel": self.broker.channel})
             self.failure = f"database: {_line(exc)}"
-            log.warning("relay_database_unavailable", extra={"error": _line(exc)})
             await self._drop_database()
             return None
         self.failure = None
+        if self.set_aside:  # it has not passed: those events stay unmarked
+            self.failure = (
+                f"database: {len(self.set_aside)} event(s) published but not marked; each is "
+                "set aside until the relay starts again (relay_mark_failed in the log)"
+            )
         self.totals.add(tally)
-        if tally.published or tally.refused or tally.unconfirmed:
+        if tally.published or tally.refused or tally.unconfirmed or tally.unmarked:
             log.info(
                 "relay_published",
                 extra={"channel": self.broker.channel, "published": tally.published,
                        "duplicates": tally.duplicates, "refused": tally.refused,
-                       "unconfirmed": tally.unconfirmed},
+                       "unconfirmed": tally.unconfirmed, "unmarked": tally.unmarked},
             )  # fmt: skip
         if tally.unconfirmed:
             await self._broker_down(tally.errors[-1])
