@@ -493,6 +493,32 @@ def test_the_command_purges_a_merchant_database(merchant, merchant_url):
     assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
 
 
+def test_a_record_the_database_will_not_delete_is_kept_alone_and_the_rest_purged(
+    merchant, merchant_url
+):
+    """A merchant's table naming one old delivery by a foreign key: the first batch's one
+    statement failed, the purge exited 1 deleting nothing, and every run after failed on the
+    same oldest batch, keeping every other customer's body past the window. The record the
+    database refuses is kept and logged, the rest deleted, and the command exits 1 saying so."""
+    for key, days in (("oldest", 120), ("held", 110), ("old", 100)):
+        delivered(merchant, key, days)
+    merchant.execute(
+        "CREATE TABLE shop_orders (id bigint PRIMARY KEY, provider text, event_id text,"
+        " FOREIGN KEY (provider, event_id) REFERENCES processed_webhooks (provider, event_id))"
+    )
+    merchant.execute("INSERT INTO shop_orders VALUES (1, 'razorpay', 'held')")
+    result = cli("--database-url", merchant_url)
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert result.stdout.startswith(
+        "deleted 2 record(s) and 0 delivery-log line(s), kept 1 the database refused to delete"
+    ), result.stdout
+    assert "kept, the database refused to delete them (razorpay held: " in result.stderr
+    assert "foreign key" in result.stderr, result.stderr
+    assert keys(merchant, "processed_webhooks", "event_id") == ["held"]
+    again = cli("--database-url", merchant_url)  # the same one kept again, nothing else
+    assert again.returncode == 1 and "deleted 0 record(s)" in again.stdout, again.stdout
+
+
 SHOPS_OWN_TABLES = """
 CREATE TABLE carts (id text PRIMARY KEY, status text NOT NULL DEFAULT 'open');
 CREATE TABLE checkouts (id bigserial PRIMARY KEY, cart_id text REFERENCES carts (id));

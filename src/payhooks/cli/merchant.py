@@ -443,6 +443,8 @@ def purge(
         f"{result.counted(dry_run=dry_run)} older than {days} days "
         f"(before {result.cutoff:%Y-%m-%d %H:%M})"
     )
+    if result.kept:
+        exit_with(PayhooksError(result.refusals()), result.refusals())
 
 
 def purge_app(url: str, days: int, dry_run: bool, options: Mapping[str, Any]) -> policy.Purge:

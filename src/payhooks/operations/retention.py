@@ -12,6 +12,7 @@ holds the locks, so the two running at once never leave a parked delivery withou
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -20,6 +21,8 @@ import psycopg
 
 from payhooks.plumbing.db import Connection, query
 from payhooks.plumbing.errors import RetentionTooShort
+
+log = logging.getLogger("payhooks.retention")
 
 # Razorpay retries for 24 hours and replays events up to 15 days old (its FAQ); a record
 # purged before that could let a replay act twice on anything not business-keyed.
@@ -60,6 +63,31 @@ WHERE (provider, event_id) IN (
     FOR UPDATE SKIP LOCKED)
 """
 )
+# After a batch the database refused (a row of it held by a foreign key of the app's, or a
+# trigger), the batch is deleted a record at a time, the ones it refuses kept (``kept``) and
+# left out of every batch after, so the rest are purged past them.
+_EXCEPT = " AND (provider, event_id) NOT IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
+_DELETE_BATCH_EXCEPT = (
+    """
+DELETE FROM processed_webhooks
+WHERE (provider, event_id) IN (
+    SELECT provider, event_id FROM processed_webhooks
+    WHERE """
+    + _PAST
+    + _EXCEPT
+    + """
+    ORDER BY processed_at
+    LIMIT %s
+    FOR UPDATE SKIP LOCKED)
+"""
+)
+_BATCH_KEYS = (
+    "SELECT provider, event_id FROM processed_webhooks WHERE "
+    + _PAST
+    + _EXCEPT
+    + " ORDER BY processed_at LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+_DELETE_ONE = "DELETE FROM processed_webhooks WHERE provider = %s AND event_id = %s"
 # A payment claim stays while a parked delivery of that payment may yet be replayed, or a
 # callback of its order waits for the gateway's word, or the replay or the
 # payment the API reports would reach the handler a second time; a capture's, while a refund
@@ -169,6 +197,9 @@ class Purge:
     log_lines_expired: int
     """Delivery-log lines past the window when the purge began."""
     log_lines_deleted: int
+    kept: tuple[Kept, ...] = ()
+    """Records past the window the database refused to delete (each logged as
+    ``purge_record_refused``); the rest were deleted past them."""
 
     def counted(self, *, dry_run: bool) -> str:
         """What it deleted (``dry_run``: would delete), as every purge command says it."""
@@ -177,7 +208,29 @@ class Purge:
                 f"would delete {self.expired} record(s) and {self.log_lines_expired} "
                 "delivery-log line(s)"
             )
-        return f"deleted {self.deleted} record(s) and {self.log_lines_deleted} delivery-log line(s)"
+        done = f"deleted {self.deleted} record(s) and {self.log_lines_deleted} delivery-log line(s)"
+        if self.kept:
+            done += f", kept {len(self.kept)} the database refused to delete"
+        return done
+
+    def refusals(self) -> str:
+        """The records kept, and why, for an operator (the first ten)."""
+        said = "; ".join(f"{k.provider} {k.event_id}: {k.error}" for k in self.kept[:10])
+        more = f"; and {len(self.kept) - 10} more" if len(self.kept) > 10 else ""
+        return (
+            f"{len(self.kept)} record(s) past the window kept, the database refused to delete "
+            f"them ({said}{more}): what holds them (a foreign key or a trigger of the app's) "
+            "must let them go"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Kept:
+    """A record past the window the database refused to delete, and its words."""
+
+    provider: str
+    event_id: str
+    error: str
 
 
 WINDOW_SETTING = "PAYHOOKS_RETENTION_DAYS"
@@ -280,15 +333,22 @@ def delete_expired(
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, not {batch_rows}")
     deleted = 0
+    kept: dict[tuple[str, str], str] = {}
     while not stop():
-        with unbounded(conn):
-            done = conn.execute(DELETE_BATCH, (planned.cutoff, batch_rows)).rowcount
-            if within_batch is not None:
-                within_batch(done)
+        try:
+            with unbounded(conn):
+                done = conn.execute(*_batch(planned.cutoff, batch_rows, kept)).rowcount
+                if within_batch is not None:
+                    within_batch(done)
+            read = done
+        except psycopg.DatabaseError as exc:
+            if conn.broken or isinstance(exc, psycopg.OperationalError):
+                raise  # the database away, not a record's refusal
+            done, read = _one_by_one(conn, planned.cutoff, batch_rows, kept)
         deleted += done
         if on_batch is not None:
             on_batch(done)
-        if done < batch_rows:
+        if read < batch_rows:
             break
     delete_payments(conn, planned.cutoff, batch_rows, stop=stop)
     delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
@@ -300,7 +360,45 @@ def delete_expired(
             with unbounded(conn):
                 if conn.execute(statement, (batch_rows,)).rowcount < batch_rows:
                     break
-    return replace(planned, deleted=deleted, log_lines_deleted=lines)
+    refused = tuple(Kept(provider=p, event_id=e, error=why) for (p, e), why in kept.items())
+    return replace(planned, deleted=deleted, log_lines_deleted=lines, kept=refused)
+
+
+def _batch(
+    cutoff: datetime, batch_rows: int, kept: Mapping[tuple[str, str], str]
+) -> tuple[str, tuple[object, ...]]:
+    if not kept:
+        return DELETE_BATCH, (cutoff, batch_rows)
+    providers, keys = zip(*kept, strict=True)
+    return _DELETE_BATCH_EXCEPT, (cutoff, list(providers), list(keys), batch_rows)
+
+
+def _one_by_one(
+    conn: Connection, cutoff: datetime, batch_rows: int, kept: dict[tuple[str, str], str]
+) -> tuple[int, int]:
+    """A batch the database refused, a record at a time, each in a savepoint: those it
+    refuses are logged and added to ``kept``. The records deleted, and those read."""
+    providers, keys = zip(*kept, strict=True) if kept else ((), ())
+    deleted = 0
+    with unbounded(conn):
+        rows = query(conn, _BATCH_KEYS, (cutoff, list(providers), list(keys), batch_rows))
+        found = [(str(provider), str(event_id)) for provider, event_id in rows.fetchall()]
+        for key in found:
+            try:
+                with conn.transaction():
+                    conn.execute(_DELETE_ONE, key)
+            except psycopg.DatabaseError as exc:
+                if conn.broken or isinstance(exc, psycopg.OperationalError):
+                    raise
+                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                kept[key] = why
+                log.error(
+                    "purge_record_refused",
+                    extra={"provider": key[0], "event_id": key[1], "error": why},
+                )
+                continue
+            deleted += 1
+    return deleted, len(found)
 
 
 def delete_payments(

@@ -56,3 +56,5 @@ class Command(BaseCommand):
             raise CommandError("another purge is running; try later")
         before = done.cutoff.isoformat(timespec="seconds")
         self.stdout.write(f"{done.counted(dry_run=False)} from before {before}")
+        if done.kept:
+            raise CommandError(done.refusals())
