@@ -157,6 +157,24 @@ def test_a_line_whose_payment_was_applied_since_is_known_to_the_list_console_and
     assert said.title.startswith("razorpay: 1 settlement line naming")
 
 
+def test_a_late_line_of_a_payment_whose_record_was_purged_is_matched_by_its_settled_line(conn):
+    """A refund's line a year after its capture, whose record the purge had taken
+    (``REFUNDABLE_DAYS``): it was counted "naming a payment payhooks never applied" and
+    alerted, though the payment had paid an order and been settled. The payment's own line, in
+    an earlier payout, is the record that stays: the late line is matched by it."""
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    records.record(conn, [], [line(buy.payment_id, net=buy.amount_paise)])
+    conn.execute("DELETE FROM payhooks_payments WHERE payment_id = %s", (buy.payment_id,))
+    late = line(buy.payment_id, entry_id="rfnd_late1", sid="setl_T2", net=-100,
+                kind=LineKind.REFUND)  # fmt: skip
+    done = records.record(conn, [], [late])
+    assert (done.matched, done.unmatched) == (1, 0)
+    assert flags.unmatched(conn) == [] and listing.unmatched_lines(conn) == []
+    (entry,) = [e for e in listing.lines(conn, "razorpay", "setl_T2")]
+    assert entry.matched is True and entry.gateway_order_id == buy.reference
+
+
 def test_a_payouts_state_only_moves_up_and_no_source_wipes_a_figure(conn):
     def state(s: SettlementState, status: str, amount: int | None) -> Settlement:
         return Settlement(provider=Provider.CASHFREE, settlement_id="900", state=s,

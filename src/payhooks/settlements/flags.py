@@ -193,9 +193,13 @@ SELECT provider, count(*), min(captured_at) FROM payhooks_unsettled GROUP BY 1 O
 """
 UNMATCHED = """(l.matched = false AND NOT EXISTS (
     SELECT 1 FROM payhooks_payments p
-    WHERE p.provider = l.provider AND p.payment_id = l.payment_id))"""
+    WHERE p.provider = l.provider AND p.payment_id = l.payment_id) AND NOT EXISTS (
+    SELECT 1 FROM payhooks_settlement_lines k
+    WHERE k.provider = l.provider AND k.payment_id = l.payment_id AND k.matched))"""
 """A settlement line (``l``) naming a payment payhooks does not know: unknown when the line was
-recorded and not applied since (the next review matches that one again). The one definition
+recorded and not applied since (the next review matches that one again), nor named by a line
+matched before (a payment whose record the purge has taken is known by its settled line). The
+one definition
 the alert, the lists (``payhooks.settlements.listing``), the console and the admin read, so
 they never disagree; through the partial index payhooks_settlement_lines_unmatched."""
 _UNMATCHED = (

@@ -83,14 +83,21 @@ WITH given AS (
         (provider, settlement_id, entry_id, kind, entry_type, payment_id, gateway_order_id,
          amount_paise, fee_paise, tax_paise, net_paise, currency, occurred_at, matched)
     SELECT %(provider)s, g.settlement_id, g.entry_id, g.kind, g.entry_type, g.payment_id,
-           coalesce(g.gateway_order_id, p.gateway_order_id), g.amount_paise, g.fee_paise,
-           g.tax_paise, g.net_paise, g.currency, g.occurred_at,
-           CASE WHEN g.payment_id IS NULL THEN NULL ELSE p.payment_id IS NOT NULL END
+           coalesce(g.gateway_order_id, p.gateway_order_id, k.gateway_order_id), g.amount_paise,
+           g.fee_paise, g.tax_paise, g.net_paise, g.currency, g.occurred_at,
+           CASE WHEN g.payment_id IS NULL THEN NULL
+                ELSE p.payment_id IS NOT NULL OR k.payment_id IS NOT NULL END
     FROM given g
     LEFT JOIN LATERAL (
         SELECT payment_id, gateway_order_id FROM payhooks_payments
         WHERE provider = %(provider)s AND payment_id = g.payment_id
         ORDER BY gateway_order_id IS NULL LIMIT 1) p ON true
+    -- A payment whose record the purge took (past REFUNDABLE_DAYS) is still known by a line
+    -- of it matched before: a refund's or an adjustment's line may come a year on.
+    LEFT JOIN LATERAL (
+        SELECT payment_id, gateway_order_id FROM payhooks_settlement_lines
+        WHERE provider = %(provider)s AND payment_id = g.payment_id AND matched
+        ORDER BY gateway_order_id IS NULL LIMIT 1) k ON p.payment_id IS NULL
     ORDER BY g.settlement_id, g.entry_type, g.entry_id
     ON CONFLICT (provider, settlement_id, entry_type, entry_id) DO UPDATE SET
         matched = true,
