@@ -187,11 +187,119 @@ def test_an_event_the_database_will_not_mark_is_set_aside_alone_and_the_relay_go
     relay = drain(database_url, broker)
     assert (relay.totals.published, relay.totals.unmarked) == (2, 1)
     assert relay.totals.duplicates == 0  # the refused one was not published again
-    assert relay.failure is not None and "not marked" in relay.failure, relay.failure
+    assert relay.failure is not None and "could not be written" in relay.failure, relay.failure
     assert unpublished(conn, "nats") == 1
     assert sorted(m.message_id for m in stored(broker)) == sorted(
         f"razorpay:{p}:payment_captured" for p in payments
     )
+
+
+REFUSE_MARKING_DEFERRED = """
+CREATE FUNCTION refuse_marking() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.id = {ident:d} AND NEW.sent_at IS NOT NULL THEN
+    RAISE EXCEPTION 'this row is not to be marked';
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE CONSTRAINT TRIGGER refuse_marking AFTER UPDATE ON payhooks_outbox
+DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_marking();
+"""
+
+
+def test_a_mark_a_deferred_constraint_refuses_is_that_events_alone(
+    database_url, conn, nats_server: NatsServer
+):
+    """A constraint checked at the commit refused the batch's mark there, outside every
+    savepoint: the whole batch was published again at each backoff, none marked. Deferred
+    constraints are checked as each statement of a pass ends."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    paid(conn, 3)
+    rows = conn.execute("SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id")
+    [_, (middle,), _] = rows.fetchall()
+    conn.execute(REFUSE_MARKING_DEFERRED.format(ident=middle))
+    relay = drain(database_url, broker)
+    assert (relay.totals.published, relay.totals.unmarked, relay.totals.duplicates) == (2, 1, 0)
+    assert unpublished(conn, "nats") == 1
+
+
+def test_a_payments_later_event_waits_behind_a_refused_one_whose_wait_cannot_be_written(
+    database_url, conn, nats_server: NatsServer
+):
+    """A capture the broker refused, whose row the database would not let the relay write its
+    wait to: it was set aside as if published, and the payment's refund went out before it.
+    It is held with its payment: neither goes until the relay starts again."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
+    [(capture,), _] = conn.execute(
+        "SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id"
+    ).fetchall()
+    conn.execute(REFUSE_MARKING.format(ident=capture))
+
+    async def refusing_drain() -> Relay:
+        client = await nats.connect(broker.options.url)  # a stream taking refunds alone
+        refunds = f"{broker.options.prefix}.*.refund_processed"
+        await client.jetstream().add_stream(name=broker.options.stream, subjects=[refunds])
+        await client.close()
+        relay = Relay(connecting(database_url), broker, FAST)
+        await relay.run(asyncio.Event(), drain=True)
+        return relay
+
+    relay = asyncio.run(refusing_drain())
+    assert (relay.totals.published, relay.totals.refused, relay.totals.unmarked) == (0, 1, 1)
+    assert unpublished(conn, "nats") == 2  # the refund did not overtake its capture
+    assert relay.failure is not None and "payment_captured" in relay.failure, relay.failure
+
+
+def test_a_payments_later_event_goes_after_its_published_one_was_set_aside_even_once(
+    database_url, conn, nats_server: NatsServer
+):
+    """``--once``: a pass that published only an event whose mark was refused ended the drain,
+    and the payment's refund behind it never went, run after run. The drain goes on: the
+    broker has the capture, in its order, so the refund follows it."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    buy = purchase(conn)
+    deliver(conn, buy.captured())
+    deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
+    [(capture,), _] = conn.execute(
+        "SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id"
+    ).fetchall()
+    conn.execute(REFUSE_MARKING.format(ident=capture))
+    relay = drain(database_url, broker)
+    assert (relay.totals.published, relay.totals.unmarked) == (1, 1)
+    found = [m.message_id for m in stored(broker)]
+    assert found == [f"razorpay:{buy.payment_id}:payment_captured", found[1]], found
+    assert found[1].startswith("razorpay:refund:")
+
+
+def test_events_set_aside_do_not_fill_the_window_of_those_to_publish(
+    database_url, conn, nats_server: NatsServer
+):
+    """Events set aside are unpublished still: read into every pass's window, as many as it
+    holds crowded out every other event, for good. They are left out of the window."""
+    broker = jetstream(nats_server)
+    outbox.add_channel(conn, "nats")
+    paid(conn, 3)
+    conn.execute(REFUSE_MARKING.replace("IF NEW.id = {ident:d}", "IF true"))
+    relay = Relay(connecting(database_url), broker, replace(FAST, window=3))
+
+    async def two_passes() -> tuple[Tally | None, Tally | None]:
+        first = await relay.attempt()
+        conn.execute("DROP TRIGGER refuse_marking ON payhooks_outbox")
+        paid(conn, 1)  # queued after the three set aside
+        second = await relay.attempt()
+        await relay.close()
+        return first, second
+
+    first, second = asyncio.run(two_passes())
+    assert first is not None and first.unmarked == 3
+    assert second is not None and (second.published, second.unmarked) == (1, 0)
+    assert unpublished(conn, "nats") == 3
 
 
 def test_an_event_with_no_message_id_is_refused_alone_never_published_as_none(

@@ -292,12 +292,17 @@ CHANNEL_THERE = "SELECT 1 FROM payhooks_relay_channels WHERE channel = %(channel
 # payhooks_outbox_relay), less every event of a payment whose refused one is backing off
 # (found through payhooks_outbox_relay_refused, core 25: the few unpublished events tried
 # before): it holds back that payment's later events and no other payment's, however many
-# such payments there are. Without it, refused events filling the window held back all.
+# such payments there are. Without it, refused events filling the window held back all. Less
+# too what the relay set aside (``payhooks.relay.relaying.SetAside``): events published whose
+# mark the database refused (``aside``), and the payments of events it could not write their
+# wait for (``held``), so they neither fill the window nor let a payment's later event go.
 RELAY_WINDOW = """
 SELECT id, dedupe_key, subject, body, payload ->> 'message_id', payload ->> 'payment',
        next_attempt_at <= now(), attempts
 FROM payhooks_outbox
 WHERE channel = %(channel)s AND kind = 'event' AND sent_at IS NULL
+  AND id <> ALL(%(aside)s::bigint[])
+  AND coalesce(payload ->> 'payment', dedupe_key) <> ALL(%(held)s::text[])
   AND coalesce(payload ->> 'payment', dedupe_key) NOT IN (
       SELECT coalesce(payload ->> 'payment', dedupe_key) FROM payhooks_outbox
       WHERE channel = %(channel)s AND kind = 'event' AND sent_at IS NULL AND attempts > 0

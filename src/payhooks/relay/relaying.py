@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Sequence, Set
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,7 +119,8 @@ class Tally:
     refused: int = 0
     unconfirmed: int = 0
     unmarked: int = 0
-    """Confirmed by the broker, but the database refused the row's mark (set aside)."""
+    """Events whose row the database would not write (set aside): confirmed by the broker
+    and not marked, or refused and their wait not written."""
     held_elsewhere: bool = False
     passes: int = 0
     errors: list[str] = field(default_factory=list)
@@ -139,21 +140,41 @@ class Tally:
         return (
             f"published {self.published} event(s) ({self.duplicates} the broker already had), "
             f"{self.refused} refused, {self.unconfirmed} unconfirmed"
-            + (f", {self.unmarked} published but not marked" if self.unmarked else "")
+            + (f", {self.unmarked} set aside (their row not written)" if self.unmarked else "")
         )
 
 
-def next_batch(
-    queued: Sequence[Queued], size: int, set_aside: Set[int] = frozenset()
-) -> list[Queued]:
+@dataclass(slots=True)
+class SetAside:
+    """Events whose row the database would not write, left out of a relay's later passes
+    (``RELAY_WINDOW``) until it starts again, each logged as ``relay_mark_failed``."""
+
+    published: dict[int, str] = field(default_factory=dict)
+    """By id, their dedupe keys: the broker confirmed them, their mark was refused. The
+    payment's later events may go: the broker has this one, in its order."""
+    held: dict[str, str] = field(default_factory=dict)
+    """By payment, the dedupe key of its event never published (refused by the broker, or
+    with no message id) whose wait could not be written: the payment's later events wait."""
+
+    def __bool__(self) -> bool:
+        return bool(self.published or self.held)
+
+    def said(self) -> str:
+        """Why the relay has not passed, naming the events (the first five)."""
+        keys = [*self.published.values(), *self.held.values()]
+        named = ", ".join(keys[:5]) + (f" and {len(keys) - 5} more" if len(keys) > 5 else "")
+        return (
+            f"database: the row of {len(keys)} event(s) could not be written ({named}); set "
+            "aside until the relay starts again (relay_mark_failed in the log)"
+        )
+
+
+def next_batch(queued: Sequence[Queued], size: int) -> list[Queued]:
     """Each payment's first unpublished event, when it is due, in queue order, up to
-    ``size``: a payment's later event never goes before its earlier one is confirmed. An
-    event ``set_aside`` (confirmed, its mark refused) counts as confirmed."""
+    ``size``: a payment's later event never goes before its earlier one is confirmed."""
     seen: set[str] = set()
     chosen: list[Queued] = []
     for event in queued:
-        if event.id in set_aside:
-            continue
         if event.payment in seen:
             continue
         seen.add(event.payment)
@@ -182,34 +203,40 @@ _BOUNDED = "SELECT set_config('idle_in_transaction_session_timeout', %s, true)"
 
 
 async def relay_once(
-    conn: AsyncConnection, broker: Broker, options: RelayOptions, set_aside: set[int] | None = None
+    conn: AsyncConnection, broker: Broker, options: RelayOptions, aside: SetAside | None = None
 ) -> Tally:
     """One pass on an autocommit connection: hold the channel, publish a batch, mark it.
-    ``ChannelRemoved`` when the channel is gone. An event whose row the database refuses to
-    mark is added to ``set_aside`` (the relay's, for its life) and left out of later passes."""
+    ``ChannelRemoved`` when the channel is gone. An event whose row the database will not
+    write is set aside in ``aside`` (the relay's, for its life) and left out of later passes.
+    Deferred constraints are checked as each statement ends, not at the commit, so that a row's
+    refusal is that row's."""
+    aside = SetAside() if aside is None else aside
     channel = {"channel": broker.channel}
     tally = Tally(passes=1)
     async with conn.transaction():
         await conn.execute(_BOUNDED, (str(options.hold_timeout_ms),))
+        await conn.execute(_IMMEDIATE)
         if await (await conn.execute(HOLD_CHANNEL, channel)).fetchone() is None:
             if await (await conn.execute(CHANNEL_THERE, channel)).fetchone() is None:
                 raise ChannelRemoved(broker.channel)
             tally.held_elsewhere = True
             return tally
-        window = await conn.execute(RELAY_WINDOW, {**channel, "window": options.window})
-        queued = [_queued(row) for row in await window.fetchall()]
-        chosen = next_batch(queued, options.batch, set_aside or frozenset())
-        unnamed = [event for event in chosen if event.message_id is None]
+        params = {**channel, "window": options.window, "aside": list(aside.published),
+                  "held": list(aside.held)}  # fmt: skip
+        window = await conn.execute(RELAY_WINDOW, params)
+        chosen = next_batch([_queued(row) for row in await window.fetchall()], options.batch)
+        for event in chosen:
+            if event.message_id is None:
+                await _refuse(conn, event, _UNNAMED, options, tally, aside)
         chosen = [event for event in chosen if event.message_id is not None]
-        for event in unnamed:
-            await _refuse(conn, event, _UNNAMED, options, tally, set_aside)
         if not chosen:
             return tally
         outcomes = await broker.publish([event.outgoing() for event in chosen])
-        await _mark(conn, chosen, outcomes, options, tally, set_aside)
+        await _mark(conn, chosen, outcomes, options, tally, aside)
     return tally
 
 
+_IMMEDIATE = "SET CONSTRAINTS ALL IMMEDIATE"
 _UNNAMED = "its payload holds no message id: not published (a consumer could not tell copies)"
 
 
@@ -219,7 +246,7 @@ async def _mark(
     outcomes: Sequence[Outcome],
     options: RelayOptions,
     tally: Tally,
-    set_aside: set[int] | None,
+    aside: SetAside,
 ) -> None:
     confirmed = [e for e, o in zip(chosen, outcomes, strict=True) if isinstance(o, Confirmed)]
     marked = await _marked(conn, confirmed)
@@ -229,10 +256,9 @@ async def _mark(
             tally.duplicates += outcome.duplicate
         elif isinstance(outcome, Confirmed):
             tally.unmarked += 1
-            if set_aside is not None:
-                set_aside.add(event.id)
+            aside.published[event.id] = event.dedupe_key
         elif isinstance(outcome, Refused):
-            await _refuse(conn, event, outcome.reason, options, tally, set_aside)
+            await _refuse(conn, event, outcome.reason, options, tally, aside)
         elif isinstance(outcome, Unconfirmed):
             tally.unconfirmed += 1
             tally.errors.append(outcome.reason)
@@ -244,10 +270,11 @@ async def _refuse(
     reason: str,
     options: RelayOptions,
     tally: Tally,
-    set_aside: set[int] | None,
+    aside: SetAside,
 ) -> None:
-    """The event's wait before it is tried again, in a savepoint: a row the database will not
-    write is logged and set aside, as one it will not mark."""
+    """The event's wait before it is tried again, in a savepoint. One whose row the database
+    will not write is logged and held with its payment: never published, it holds back the
+    payment's later events as its wait would."""
     tally.refused += 1
     delay = options.refused_delay(event.attempts)
     try:
@@ -256,13 +283,16 @@ async def _refuse(
     except psycopg.DatabaseError as exc:
         if _lost(conn, exc):
             raise
-        log.error(
-            "relay_mark_failed",
-            extra={"id": event.id, "dedupe_key": event.dedupe_key, "error": _line(exc)},
-        )
+        _refused_write(event, exc)
         tally.unmarked += 1
-        if set_aside is not None:
-            set_aside.add(event.id)
+        aside.held[event.payment] = event.dedupe_key
+
+
+def _refused_write(event: Queued, exc: BaseException) -> None:
+    log.error(
+        "relay_mark_failed",
+        extra={"id": event.id, "dedupe_key": event.dedupe_key, "error": _line(exc)},
+    )
 
 
 async def _marked(conn: AsyncConnection, confirmed: Sequence[Queued]) -> set[int]:
@@ -288,10 +318,7 @@ async def _marked(conn: AsyncConnection, confirmed: Sequence[Queued]) -> set[int
         except psycopg.DatabaseError as exc:
             if _lost(conn, exc):
                 raise
-            log.error(
-                "relay_mark_failed",
-                extra={"id": event.id, "dedupe_key": event.dedupe_key, "error": _line(exc)},
-            )
+            _refused_write(event, exc)
             continue
         marked.add(event.id)
     return marked
@@ -322,8 +349,8 @@ class Relay:
         self._delay = options.reconnect_s
         self.failure: str | None = None
         """Why the last attempt failed (the broker or the database), while it has not passed."""
-        self.set_aside: set[int] = set()
-        """Events the database would not mark: left out of this relay's later passes."""
+        self.set_aside = SetAside()
+        """Events whose row the database would not write: left out of later passes."""
 
     async def run(self, stop: asyncio.Event, *, drain: bool = False) -> Tally:
         """Relay until ``stop`` is set; with ``drain``, until a pass finds nothing due, or an
@@ -337,7 +364,7 @@ class Relay:
                     await _wait(stop, self._backoff())
                     continue
                 self._delay = self.options.reconnect_s
-                if tally.published or tally.refused:
+                if tally.published or tally.refused or tally.unmarked:
                     continue  # more may be due: the next events of the payments just published
                 if drain and not tally.held_elsewhere:
                     break
@@ -377,10 +404,7 @@ class Relay:
             return None
         self.failure = None
         if self.set_aside:  # it has not passed: those events stay unmarked
-            self.failure = (
-                f"database: {len(self.set_aside)} event(s) published but not marked; each is "
-                "set aside until the relay starts again (relay_mark_failed in the log)"
-            )
+            self.failure = self.set_aside.said()
         self.totals.add(tally)
         if tally.published or tally.refused or tally.unconfirmed or tally.unmarked:
             log.info(
@@ -472,6 +496,7 @@ __all__ = [
     "Queued",
     "Relay",
     "RelayOptions",
+    "SetAside",
     "Tally",
     "connecting",
     "next_batch",
