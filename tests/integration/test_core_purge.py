@@ -493,30 +493,49 @@ def test_the_command_purges_a_merchant_database(merchant, merchant_url):
     assert keys(merchant, "payhooks_expectations", "gateway_order_id") == []
 
 
+@pytest.mark.parametrize("deferred", [False, True], ids=["foreign key", "deferred foreign key"])
 def test_a_record_the_database_will_not_delete_is_kept_alone_and_the_rest_purged(
-    merchant, merchant_url
+    merchant, merchant_url, deferred
 ):
     """A merchant's table naming one old delivery by a foreign key: the first batch's one
     statement failed, the purge exited 1 deleting nothing, and every run after failed on the
     same oldest batch, keeping every other customer's body past the window. The record the
-    database refuses is kept and logged, the rest deleted, and the command exits 1 saying so."""
+    database refuses is kept and logged, the rest deleted, and the command exits 1 saying so;
+    a deferred key too (checked as each statement ends, not at the batch's commit)."""
     for key, days in (("oldest", 120), ("held", 110), ("old", 100)):
         delivered(merchant, key, days)
     merchant.execute(
         "CREATE TABLE shop_orders (id bigint PRIMARY KEY, provider text, event_id text,"
-        " FOREIGN KEY (provider, event_id) REFERENCES processed_webhooks (provider, event_id))"
+        " FOREIGN KEY (provider, event_id) REFERENCES processed_webhooks (provider, event_id)"
+        f"{' DEFERRABLE INITIALLY DEFERRED' if deferred else ''})"
     )
     merchant.execute("INSERT INTO shop_orders VALUES (1, 'razorpay', 'held')")
-    result = cli("--database-url", merchant_url)
+    result = cli("--database-url", merchant_url, "--batch-rows", "2")
     assert result.returncode == 1, (result.stdout, result.stderr)
     assert result.stdout.startswith(
-        "deleted 2 record(s) and 0 delivery-log line(s), kept 1 the database refused to delete"
-    ), result.stdout
+        "deleted 2 record(s) and 0 delivery-log line(s) older than 90 days (before "
+    ) and result.stdout.rstrip().endswith("; kept 1 the database refused to delete"), result.stdout
     assert "kept, the database refused to delete them (razorpay held: " in result.stderr
     assert "foreign key" in result.stderr, result.stderr
     assert keys(merchant, "processed_webhooks", "event_id") == ["held"]
     again = cli("--database-url", merchant_url)  # the same one kept again, nothing else
     assert again.returncode == 1 and "deleted 0 record(s)" in again.stdout, again.stdout
+
+
+def test_a_reference_service_database_of_before_the_tracks_is_not_taken_for_an_apps(
+    database_url, conn
+):
+    """The service's database as a release before the migration tracks left it (its versions
+    in ``schema_migrations``, no ``payhooks_migrations`` yet, which ``payhooks migrate``
+    adopts): known by its migrations' record alone, it was refused as a merchant app's."""
+    conn.execute("DROP TABLE payhooks_migrations")
+    conn.execute("CREATE TABLE schema_migrations (version text PRIMARY KEY)")
+    conn.execute("INSERT INTO schema_migrations VALUES ('0001_init'), ('0005_hardening')")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PAYHOOKS_")}
+    environ["DATABASE_URL"] = database_url
+    result = invoke(environ, "purge", "--dry-run", timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("would delete 0 record(s)"), result.stdout
 
 
 SHOPS_OWN_TABLES = """

@@ -441,7 +441,7 @@ def purge(
         result = run(lambda: purge_app(database_url, days, dry_run, options))
     typer.echo(
         f"{result.counted(dry_run=dry_run)} older than {days} days "
-        f"(before {result.cutoff:%Y-%m-%d %H:%M})"
+        f"(before {result.cutoff:%Y-%m-%d %H:%M}){result.kept_said()}"
     )
     if result.kept:
         exit_with(PayhooksError(result.refusals()), result.refusals())

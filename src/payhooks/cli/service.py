@@ -121,7 +121,8 @@ class ServiceHost:
 
 
 _TABLES = """
-SELECT to_regclass('processed_webhooks') IS NOT NULL, to_regclass('payhooks_migrations') IS NOT NULL
+SELECT to_regclass('processed_webhooks') IS NOT NULL,
+       to_regclass('payhooks_migrations') IS NOT NULL, to_regclass('carts') IS NOT NULL
 """
 _SHOP = "SELECT EXISTS (SELECT 1 FROM payhooks_migrations WHERE track = %s)"
 
@@ -132,11 +133,15 @@ def the_shops(conn: db.Connection, door: str) -> None:
     refused before it reads or writes anything, naming the ``door`` for an app's database.
     The shop is known by its migrations' record, not by its tables' names: a merchant's own
     shop has ``carts`` and ``orders`` too."""
-    core, recorded = conn.execute(_TABLES).fetchone() or (False, False)
+    core, recorded, carts = conn.execute(_TABLES).fetchone() or (False, False, False)
     if not core:
         return  # nothing of payhooks yet: the command's own check says what to run
-    row = conn.execute(_SHOP, (database.SHOP.name,)).fetchone() if recorded else None
-    if not (row and row[0]):
+    if recorded:
+        row = conn.execute(_SHOP, (database.SHOP.name,)).fetchone()
+        shop = bool(row and row[0])
+    else:  # a release before the tracks (schema_migrations, which ``migrate`` adopts), or an
+        shop = bool(carts)  # app applying the SQL files with its own tool: the tables tell
+    if not shop:
         raise PayhooksError(
             "this database holds payhooks' core tables but not the reference service's: "
             f"a merchant app's {door}"

@@ -182,6 +182,9 @@ _DELETE_CONSOLE = (
 _PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
 _TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
 _UNBOUNDED = "SELECT set_config('statement_timeout', '0', true)"
+# An app's deferred foreign key or constraint trigger refuses a delete as the statement ends,
+# not at the commit: a record's refusal is then that record's, caught in its savepoint.
+_IMMEDIATE = "SET CONSTRAINTS ALL IMMEDIATE"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,10 +211,11 @@ class Purge:
                 f"would delete {self.expired} record(s) and {self.log_lines_expired} "
                 "delivery-log line(s)"
             )
-        done = f"deleted {self.deleted} record(s) and {self.log_lines_deleted} delivery-log line(s)"
-        if self.kept:
-            done += f", kept {len(self.kept)} the database refused to delete"
-        return done
+        return f"deleted {self.deleted} record(s) and {self.log_lines_deleted} delivery-log line(s)"
+
+    def kept_said(self) -> str:
+        """What a purge's line ends with when it kept records: ``; kept N ...``, or nothing."""
+        return f"; kept {len(self.kept)} the database refused to delete" if self.kept else ""
 
     def refusals(self) -> str:
         """The records kept, and why, for an operator (the first ten)."""
@@ -296,6 +300,7 @@ def unbounded(conn: Connection) -> Iterator[None]:
     would hand to another client."""
     with conn.transaction():
         conn.execute(_UNBOUNDED)
+        conn.execute(_IMMEDIATE)
         yield
 
 
@@ -344,7 +349,7 @@ def delete_expired(
         except psycopg.DatabaseError as exc:
             if conn.broken or isinstance(exc, psycopg.OperationalError):
                 raise  # the database away, not a record's refusal
-            done, read = _one_by_one(conn, planned.cutoff, batch_rows, kept)
+            done, read = _one_by_one(conn, planned.cutoff, batch_rows, kept, within_batch)
         deleted += done
         if on_batch is not None:
             on_batch(done)
@@ -374,10 +379,15 @@ def _batch(
 
 
 def _one_by_one(
-    conn: Connection, cutoff: datetime, batch_rows: int, kept: dict[tuple[str, str], str]
+    conn: Connection,
+    cutoff: datetime,
+    batch_rows: int,
+    kept: dict[tuple[str, str], str],
+    within_batch: Callable[[int], object] | None,
 ) -> tuple[int, int]:
     """A batch the database refused, a record at a time, each in a savepoint: those it
-    refuses are logged and added to ``kept``. The records deleted, and those read."""
+    refuses are added to ``kept``, the first ``LOGGED_REFUSALS`` of a purge logged each. The
+    records deleted, and those read."""
     providers, keys = zip(*kept, strict=True) if kept else ((), ())
     deleted = 0
     with unbounded(conn):
@@ -392,13 +402,20 @@ def _one_by_one(
                     raise
                 why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 kept[key] = why
-                log.error(
-                    "purge_record_refused",
-                    extra={"provider": key[0], "event_id": key[1], "error": why},
-                )
+                if len(kept) <= LOGGED_REFUSALS:
+                    log.error(
+                        "purge_record_refused",
+                        extra={"provider": key[0], "event_id": key[1], "error": why},
+                    )
                 continue
             deleted += 1
+        if within_batch is not None:
+            within_batch(deleted)
     return deleted, len(found)
+
+
+LOGGED_REFUSALS = 20
+"""Records a purge logs it kept, one line each; ``Purge.kept`` holds them all."""
 
 
 def delete_payments(

@@ -55,6 +55,6 @@ class Command(BaseCommand):
         if done is None:
             raise CommandError("another purge is running; try later")
         before = done.cutoff.isoformat(timespec="seconds")
-        self.stdout.write(f"{done.counted(dry_run=False)} from before {before}")
+        self.stdout.write(f"{done.counted(dry_run=False)} from before {before}{done.kept_said()}")
         if done.kept:
             raise CommandError(done.refusals())
