@@ -26,7 +26,7 @@ from payhooks.relay import inbox
 from payhooks.relay.brokers import Broker
 from payhooks.relay.rabbitmq import amqp_message_id
 from payhooks.relay.relaying import Relay, RelayOptions, Tally, connecting
-from payhooks.sim.deliveries import Disputed
+from payhooks.sim.deliveries import Disputed, Purchase
 from payhooks.sim.gateway import Delivery
 from payhooks.sim.gateways import razorpay as razorpay_sim
 from tests.acceptance.conftest import PAYHOOKS, invoke, wait_until
@@ -224,13 +224,9 @@ def test_a_mark_a_deferred_constraint_refuses_is_that_events_alone(
     assert unpublished(conn, "nats") == 1
 
 
-def test_a_payments_later_event_waits_behind_a_refused_one_whose_wait_cannot_be_written(
-    database_url, conn, nats_server: NatsServer
-):
-    """A capture the broker refused, whose row the database would not let the relay write its
-    wait to: it was set aside as if published, and the payment's refund went out before it.
-    It is held with its payment: neither goes until the relay starts again."""
-    broker = jetstream(nats_server)
+def captured_then_refunded_its_capture_unwritable(conn: psycopg.Connection) -> Purchase:
+    """A payment captured then refunded, both queued for the ``nats`` channel, the capture's
+    row refusing every write (a trigger of the app's)."""
     outbox.add_channel(conn, "nats")
     buy = purchase(conn)
     deliver(conn, buy.captured())
@@ -239,6 +235,17 @@ def test_a_payments_later_event_waits_behind_a_refused_one_whose_wait_cannot_be_
         "SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id"
     ).fetchall()
     conn.execute(REFUSE_MARKING.format(ident=capture))
+    return buy
+
+
+def test_a_payments_later_event_waits_behind_a_refused_one_whose_wait_cannot_be_written(
+    database_url, conn, nats_server: NatsServer
+):
+    """A capture the broker refused, whose row the database would not let the relay write its
+    wait to: it was set aside as if published, and the payment's refund went out before it.
+    It is held with its payment: neither goes until the relay starts again."""
+    broker = jetstream(nats_server)
+    captured_then_refunded_its_capture_unwritable(conn)
 
     async def refusing_drain() -> Relay:
         client = await nats.connect(broker.options.url)  # a stream taking refunds alone
@@ -262,14 +269,7 @@ def test_a_payments_later_event_goes_after_its_published_one_was_set_aside_even_
     and the payment's refund behind it never went, run after run. The drain goes on: the
     broker has the capture, in its order, so the refund follows it."""
     broker = jetstream(nats_server)
-    outbox.add_channel(conn, "nats")
-    buy = purchase(conn)
-    deliver(conn, buy.captured())
-    deliver(conn, refund_of(buy.payment_id, buy.reference, buy.amount_paise))
-    [(capture,), _] = conn.execute(
-        "SELECT id FROM payhooks_outbox WHERE kind = 'event' ORDER BY id"
-    ).fetchall()
-    conn.execute(REFUSE_MARKING.format(ident=capture))
+    buy = captured_then_refunded_its_capture_unwritable(conn)
     relay = drain(database_url, broker)
     assert (relay.totals.published, relay.totals.unmarked) == (1, 1)
     found = [m.message_id for m in stored(broker)]

@@ -49,38 +49,28 @@ AND NOT (event_type LIKE 'reconcile.refund.%%'
          AND processed_at >= now() - make_interval(days => {REFUNDABLE_DAYS}))
 """
 EXPIRED = "SELECT count(*) FROM processed_webhooks WHERE " + _PAST
-# Each batch is a short transaction of its own, on the real key (provider, event_id).
-DELETE_BATCH = (
-    """
+
+
+def _delete_batch(besides: str = "") -> str:
+    """A batch of records past the window, oldest first, ``besides`` narrowing them."""
+    return f"""
 DELETE FROM processed_webhooks
 WHERE (provider, event_id) IN (
     SELECT provider, event_id FROM processed_webhooks
-    WHERE """
-    + _PAST
-    + """
+    WHERE {_PAST}{besides}
     ORDER BY processed_at
     LIMIT %s
     FOR UPDATE SKIP LOCKED)
 """
-)
+
+
+# Each batch is a short transaction of its own, on the real key (provider, event_id).
+DELETE_BATCH = _delete_batch()
 # After a batch the database refused (a row of it held by a foreign key of the app's, or a
 # trigger), the batch is deleted a record at a time, the ones it refuses kept (``kept``) and
 # left out of every batch after, so the rest are purged past them.
 _EXCEPT = " AND (provider, event_id) NOT IN (SELECT * FROM unnest(%s::text[], %s::text[]))"
-_DELETE_BATCH_EXCEPT = (
-    """
-DELETE FROM processed_webhooks
-WHERE (provider, event_id) IN (
-    SELECT provider, event_id FROM processed_webhooks
-    WHERE """
-    + _PAST
-    + _EXCEPT
-    + """
-    ORDER BY processed_at
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED)
-"""
-)
+_DELETE_BATCH_EXCEPT = _delete_batch(_EXCEPT)
 _BATCH_KEYS = (
     "SELECT provider, event_id FROM processed_webhooks WHERE "
     + _PAST
