@@ -522,6 +522,25 @@ def test_a_record_the_database_will_not_delete_is_kept_alone_and_the_rest_purged
     assert again.returncode == 1 and "deleted 0 record(s)" in again.stdout, again.stdout
 
 
+def test_an_error_not_of_a_record_is_the_purges_not_a_record_kept(merchant, merchant_url):
+    """Behind a transaction pooler a statement prepared on another server session fails
+    (``42P05``); such an error, or any that is not a record's own constraint or trigger
+    refusing it, was taken for a refusal of the record, kept, and the operator told to let go
+    of what holds it. It is the purge's error, as before."""
+    for key, days in (("first", 120), ("second", 110)):
+        delivered(merchant, key, days)
+    merchant.execute(
+        "CREATE FUNCTION not_a_refusal() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " RAISE EXCEPTION 'prepared statement \"_pg3_0\" already exists'"
+        " USING ERRCODE = '42P05'; END $$;"
+        " CREATE TRIGGER not_a_refusal BEFORE DELETE ON processed_webhooks FOR EACH ROW"
+        " WHEN (OLD.event_id = 'second') EXECUTE FUNCTION not_a_refusal()"
+    )
+    result = cli("--database-url", merchant_url)
+    assert result.returncode == 1
+    assert "42P05" in result.stderr and "refused to delete" not in result.stderr + result.stdout
+
+
 def test_a_reference_service_database_of_before_the_tracks_is_not_taken_for_an_apps(
     database_url, conn
 ):

@@ -302,6 +302,28 @@ def test_events_set_aside_do_not_fill_the_window_of_those_to_publish(
     assert unpublished(conn, "nats") == 3
 
 
+def test_a_mark_the_database_silently_leaves_unwritten_is_set_aside_not_taken_for_done(
+    database_url, conn, nats_server: NatsServer
+):
+    """A trigger of the app's returning NULL (or a rule, a row policy) leaves the mark
+    unwritten with no error: the event was counted published, chosen again at once and
+    published again without end, its payment's refund never. Only the rows written count."""
+    broker = jetstream(nats_server)
+    buy = captured_then_refunded_its_capture_unwritable(conn)
+    conn.execute("DROP TRIGGER refuse_marking ON payhooks_outbox")
+    conn.execute(
+        "CREATE FUNCTION leave_as_is() RETURNS trigger LANGUAGE plpgsql AS $$"
+        " BEGIN RETURN NULL; END $$;"
+        " CREATE TRIGGER leave_as_is BEFORE UPDATE ON payhooks_outbox FOR EACH ROW"
+        " WHEN (NEW.dedupe_key LIKE '%payment_captured') EXECUTE FUNCTION leave_as_is()"
+    )
+    relay = drain(database_url, broker)
+    assert (relay.totals.published, relay.totals.unmarked, relay.totals.duplicates) == (1, 1, 0)
+    found = [m.message_id for m in stored(broker)]
+    assert found == [f"razorpay:{buy.payment_id}:payment_captured", found[1]], found
+    assert relay.failure is not None and "payment_captured" in relay.failure
+
+
 def test_an_event_with_no_message_id_is_refused_alone_never_published_as_none(
     database_url, conn, nats_server: NatsServer
 ):

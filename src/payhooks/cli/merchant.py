@@ -451,7 +451,9 @@ def purge_app(url: str, days: int, dry_run: bool, options: Mapping[str, Any]) ->
     """A merchant app's purge: the core's tables alone."""
     import psycopg
 
-    with db.translated(), psycopg.connect(url, autocommit=True) as conn:
+    # No server-side prepared statement: behind a transaction pooler one made on another
+    # server session fails (the purge runs each statement a few times; preparing buys nothing).
+    with db.translated(), psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
         planned = policy.plan(conn, days)
         if dry_run:
             return planned

@@ -310,15 +310,19 @@ WHERE channel = %(channel)s AND kind = 'event' AND sent_at IS NULL
 ORDER BY id
 LIMIT %(window)s
 """
+# Each returns the rows it wrote: one a trigger, a rule or a row policy of the app's left
+# unwritten (no error) is the relay's to set aside, not to take for marked.
 PUBLISHED = """
 UPDATE payhooks_outbox SET sent_at = now(), attempts = attempts + 1, last_error = NULL
 WHERE id = ANY(%(ids)s)
+RETURNING id
 """
 REFUSED = """
 UPDATE payhooks_outbox
 SET attempts = attempts + 1, last_error = %(error)s,
     next_attempt_at = now() + make_interval(secs => %(delay)s)
 WHERE id = %(id)s
+RETURNING id
 """
 _BACKLOG = """
 SELECT c.name, c.name IN (SELECT channel FROM payhooks_relay_channels),

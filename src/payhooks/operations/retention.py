@@ -19,7 +19,7 @@ from datetime import datetime
 
 import psycopg
 
-from payhooks.plumbing.db import Connection, query
+from payhooks.plumbing.db import Connection, query, row_refused
 from payhooks.plumbing.errors import RetentionTooShort
 
 log = logging.getLogger("payhooks.retention")
@@ -337,8 +337,8 @@ def delete_expired(
                     within_batch(done)
             read = done
         except psycopg.DatabaseError as exc:
-            if conn.broken or isinstance(exc, psycopg.OperationalError):
-                raise  # the database away, not a record's refusal
+            if conn.broken or not row_refused(exc):
+                raise  # the database away, a pooler's or a bug: not a record's refusal
             done, read = _one_by_one(conn, planned.cutoff, batch_rows, kept, within_batch)
         deleted += done
         if on_batch is not None:
@@ -388,7 +388,7 @@ def _one_by_one(
                 with conn.transaction():
                     conn.execute(_DELETE_ONE, key)
             except psycopg.DatabaseError as exc:
-                if conn.broken or isinstance(exc, psycopg.OperationalError):
+                if conn.broken or not row_refused(exc):
                     raise
                 why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 kept[key] = why

@@ -156,6 +156,17 @@ def conflict(
     return None
 
 
+ROW_REFUSALS = ("23", "27", "44", "09", "P0")
+"""SQLSTATE classes a row's own constraints and triggers raise (integrity, triggered data
+change, check option, triggered action, PL/pgSQL's ``RAISE``): a refusal of that row, which the
+others of its batch need not share. Anything else (the connection, a pooler, a bug) is not."""
+
+
+def row_refused(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` is a refusal of the row a statement wrote (``ROW_REFUSALS``)."""
+    return (exc.sqlstate or "")[:2] in ROW_REFUSALS
+
+
 @contextlib.contextmanager
 def translated(event_id: str | None = None) -> Iterator[None]:
     """Turn the driver's transient failures into payhooks errors; let bugs through."""

@@ -34,7 +34,7 @@ from payhooks.operations.outbox import (
     REFUSED,
     RELAY_WINDOW,
 )
-from payhooks.plumbing.db import AsyncConnection
+from payhooks.plumbing.db import AsyncConnection, row_refused
 from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError
 from payhooks.relay.brokers import (
     Broker,
@@ -279,20 +279,27 @@ async def _refuse(
     delay = options.refused_delay(event.attempts)
     try:
         async with conn.transaction():
-            await conn.execute(REFUSED, {"id": event.id, "error": reason[:500], "delay": delay})
+            params = {"id": event.id, "error": reason[:500], "delay": delay}
+            written = await (await conn.execute(REFUSED, params)).fetchall()
     except psycopg.DatabaseError as exc:
         if _lost(conn, exc):
             raise
-        _refused_write(event, exc)
+        written, why = [], _line(exc)
+    else:
+        why = _UNWRITTEN
+    if not written:
+        _refused_write(event, why)
         tally.unmarked += 1
         aside.held[event.payment] = event.dedupe_key
 
 
-def _refused_write(event: Queued, exc: BaseException) -> None:
+def _refused_write(event: Queued, why: str) -> None:
     log.error(
-        "relay_mark_failed",
-        extra={"id": event.id, "dedupe_key": event.dedupe_key, "error": _line(exc)},
+        "relay_mark_failed", extra={"id": event.id, "dedupe_key": event.dedupe_key, "error": why}
     )
+
+
+_UNWRITTEN = "the database wrote no row (a trigger, a rule or a row policy left it as it was)"
 
 
 async def _marked(conn: AsyncConnection, confirmed: Sequence[Queued]) -> set[int]:
@@ -305,29 +312,37 @@ async def _marked(conn: AsyncConnection, confirmed: Sequence[Queued]) -> set[int
         return set()
     try:
         async with conn.transaction():
-            await conn.execute(PUBLISHED, {"ids": ids})
-        return set(ids)
+            rows = await (await conn.execute(PUBLISHED, {"ids": ids})).fetchall()
     except psycopg.DatabaseError as exc:
         if _lost(conn, exc):
             raise
-    marked: set[int] = set()
+    else:
+        marked = {int(row[0]) for row in rows}
+        for event in confirmed:
+            if event.id not in marked:
+                _refused_write(event, _UNWRITTEN)
+        return marked
+    marked = set()
     for event in confirmed:
         try:
             async with conn.transaction():
-                await conn.execute(PUBLISHED, {"ids": [event.id]})
+                one = await (await conn.execute(PUBLISHED, {"ids": [event.id]})).fetchall()
         except psycopg.DatabaseError as exc:
             if _lost(conn, exc):
                 raise
-            _refused_write(event, exc)
+            _refused_write(event, _line(exc))
+            continue
+        if not one:
+            _refused_write(event, _UNWRITTEN)
             continue
         marked.add(event.id)
     return marked
 
 
 def _lost(conn: AsyncConnection, exc: psycopg.DatabaseError) -> bool:
-    """An error of the connection or the server (gone, shutting down, out of resources, a
-    timeout, a serialization failure), not of one row."""
-    return conn.broken or isinstance(exc, psycopg.OperationalError)
+    """An error not of one row (``row_refused``): the connection or the server gone, a
+    pooler's, a bug. It ends the pass, as ever."""
+    return conn.broken or not row_refused(exc)
 
 
 Connect = Callable[[], Awaitable[AsyncConnection]]
