@@ -46,7 +46,7 @@ def delivering(database_url: str, hooks: AsyncHandler) -> Deliver:
     def deliver(received: Received, *, then: Followup) -> Receipt:
         receipt = apply(received)
         if receipt.outcome is Outcome.PROCESSED:
-            with psycopg.connect(database_url, autocommit=True) as conn:
+            with psycopg.connect(database_url, autocommit=True, prepare_threshold=None) as conn:
                 then(conn, received.event, Applied(outcome=receipt.outcome))
         return receipt
 

@@ -832,7 +832,7 @@ def refunds_list(
     url = _app_database(ctx, database_url, "refunds list")
 
     def read() -> list[dict[str, Any]]:
-        with psycopg.connect(url, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
             return [dataclasses.asdict(r) for r in refunds.of_payment(conn, provider, payment_id)]
 
     print_json(run(read))
@@ -861,7 +861,7 @@ def refunds_cancel(
     url = _app_database(ctx, database_url, "refunds cancel")
 
     def cancel() -> dict[str, Any]:
-        with psycopg.connect(url, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
             done = refunds.cancel(conn, provider, key, reason=reason, cancelled_by=by)
             return dataclasses.asdict(done)
 

@@ -479,7 +479,10 @@ def exclusively(holder: Connection) -> Iterator[bool]:
 def alongside(conn: Connection) -> Iterator[Connection]:
     """A second connection to ``conn``'s database, opened as it was, to hold the lock."""
     with psycopg.connect(
-        conn.info.dsn, password=conn.info.password or None, autocommit=True
+        conn.info.dsn,
+        password=conn.info.password or None,
+        autocommit=True,
+        prepare_threshold=conn.prepare_threshold,
     ) as other:
         yield other
 

@@ -65,13 +65,15 @@ def delivering(connect: Connect, handler: Handler) -> Deliver:
 
 def connecting(database_url: str) -> Connect:
     """A fresh autocommit connection each time: a pass makes a few dozen at most, and holds
-    none while it waits on a gateway. ``database_url`` may be SQLAlchemy's form."""
+    none while it waits on a gateway. ``database_url`` may be SQLAlchemy's form. It prepares
+    no statement on the server: behind a transaction pooler the next transaction may meet
+    another server session, where it would not exist (a fresh connection gains little by it)."""
     database_url = libpq_url(database_url)
 
     @contextlib.contextmanager
     def connect() -> Iterator[Connection]:
         with translated():  # no connection to be had: the whole pass's (DatabaseAway)
-            conn = psycopg.connect(database_url, autocommit=True)
+            conn = psycopg.connect(database_url, autocommit=True, prepare_threshold=None)
         with conn:
             yield conn
 
