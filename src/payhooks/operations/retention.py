@@ -337,7 +337,7 @@ def delete_expired(
                     within_batch(done)
             read = done
         except psycopg.DatabaseError as exc:
-            if conn.broken or not row_refused(exc):
+            if not row_refused(conn, exc):
                 raise  # the database away, a pooler's or a bug: not a record's refusal
             done, read = _one_by_one(conn, planned.cutoff, batch_rows, kept, within_batch)
         deleted += done
@@ -364,8 +364,12 @@ def _batch(
 ) -> tuple[str, tuple[object, ...]]:
     if not kept:
         return DELETE_BATCH, (cutoff, batch_rows)
-    providers, keys = zip(*kept, strict=True)
-    return _DELETE_BATCH_EXCEPT, (cutoff, list(providers), list(keys), batch_rows)
+    return _DELETE_BATCH_EXCEPT, (cutoff, *_columns(kept), batch_rows)
+
+
+def _columns(kept: Mapping[tuple[str, str], str]) -> tuple[list[str], list[str]]:
+    """The kept records' gateways and keys, as ``_EXCEPT`` takes them."""
+    return [provider for provider, _ in kept], [event_id for _, event_id in kept]
 
 
 def _one_by_one(
@@ -378,17 +382,16 @@ def _one_by_one(
     """A batch the database refused, a record at a time, each in a savepoint: those it
     refuses are added to ``kept``, the first ``LOGGED_REFUSALS`` of a purge logged each. The
     records deleted, and those read."""
-    providers, keys = zip(*kept, strict=True) if kept else ((), ())
     deleted = 0
     with unbounded(conn):
-        rows = query(conn, _BATCH_KEYS, (cutoff, list(providers), list(keys), batch_rows))
+        rows = query(conn, _BATCH_KEYS, (cutoff, *_columns(kept), batch_rows))
         found = [(str(provider), str(event_id)) for provider, event_id in rows.fetchall()]
         for key in found:
             try:
                 with conn.transaction():
                     conn.execute(_DELETE_ONE, key)
             except psycopg.DatabaseError as exc:
-                if conn.broken or not row_refused(exc):
+                if not row_refused(conn, exc):
                     raise
                 why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 kept[key] = why

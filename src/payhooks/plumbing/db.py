@@ -162,9 +162,10 @@ change, check option, triggered action, PL/pgSQL's ``RAISE``): a refusal of that
 others of its batch need not share. Anything else (the connection, a pooler, a bug) is not."""
 
 
-def row_refused(exc: psycopg.Error) -> bool:
-    """Whether ``exc`` is a refusal of the row a statement wrote (``ROW_REFUSALS``)."""
-    return (exc.sqlstate or "")[:2] in ROW_REFUSALS
+def row_refused(conn: Connection | AsyncConnection, exc: psycopg.Error) -> bool:
+    """Whether ``exc`` is a refusal of the row a statement wrote (``ROW_REFUSALS``) on a
+    connection still whole: the rest of a batch may go on without that row."""
+    return not conn.broken and (exc.sqlstate or "")[:2] in ROW_REFUSALS
 
 
 @contextlib.contextmanager

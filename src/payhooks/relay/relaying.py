@@ -342,7 +342,7 @@ async def _marked(conn: AsyncConnection, confirmed: Sequence[Queued]) -> set[int
 def _lost(conn: AsyncConnection, exc: psycopg.DatabaseError) -> bool:
     """An error not of one row (``row_refused``): the connection or the server gone, a
     pooler's, a bug. It ends the pass, as ever."""
-    return conn.broken or not row_refused(exc)
+    return not row_refused(conn, exc)
 
 
 Connect = Callable[[], Awaitable[AsyncConnection]]
