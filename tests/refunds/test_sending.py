@@ -1630,3 +1630,27 @@ def test_an_intent_a_lost_dispute_took_part_of_says_the_rest_is_still_owed(core,
     again = ask(conn, provider, amount=39_900, key="the-rest")
     assert again.amount_paise == 39_900
     assert send(database_url, url).sent[provider] == 1 and books(api, provider) == (1, 39_900)
+
+
+def test_what_a_lost_dispute_leaves_goes_to_the_refund_asked_first(core, database_url):
+    """Two refunds asked of one payment, 200.00 and then 200.00, and a chargeback lost for
+    199.00 before the sender ran: 300.00 is left. Each intent was weighed against every other
+    live one, the later among them: the first asked was refused "asks more than is left" while
+    the one asked after it was sent; with four asked, the first ones read "0 paise left ...
+    the customer has that money back already" while a refund was still owed. The intent
+    asked first goes first; the later one is told what is left after it."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    first = ask(conn, provider, amount=20_000, key="first")
+    ask(conn, provider, amount=20_000, key="second")
+    lost_dispute(conn, provider, 19_900)
+    tally = send(database_url, url)
+    assert (tally.sent[provider], tally.spent[provider]) == (1, 1)
+    assert books(api, provider) == (1, 20_000)
+    by_key = {r.idempotency_key: r for r in refunds.of_payment(conn, provider, PAYMENT[provider])}
+    assert by_key[first.idempotency_key].state is not RefundState.REFUSED
+    [later] = [r for k, r in by_key.items() if k != first.idempotency_key]
+    assert later.state is RefundState.REFUSED
+    assert later.last_error.startswith("not sent, it asks more than is left to refund: ")
+    assert later.last_error.endswith("ask again for the 10000 paise still owed")

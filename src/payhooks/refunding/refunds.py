@@ -113,7 +113,7 @@ TURN = "SELECT payhooks_lock_payment(%s, %s)"
 EXISTING = f"SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s"
 TAKEN = f"""
 SELECT coalesce(sum(amount_paise), 0) FROM payhooks_refunds r
-WHERE provider = %s AND payment_id = %s AND state = ANY(%s)
+WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND state = ANY(%(live)s)
   AND NOT (starts_with(idempotency_key, '{REPORTED_KEY}')
            AND EXISTS (SELECT 1 FROM payhooks_refunds o
                        WHERE o.provider = r.provider AND o.gateway_refund_id = r.gateway_refund_id
@@ -122,6 +122,13 @@ WHERE provider = %s AND payment_id = %s AND state = ANY(%s)
 """What a payment's live refunds take: its intents and the refunds its gateway reported made
 outside them (a dashboard's, the gateway's own auto-refund), one reported before its intent
 learnt its refund id counted once, as the intent."""
+TAKEN_FIRST = f"""
+{TAKEN.strip()}
+  AND NOT (state = 'requested'
+           AND (requested_at, idempotency_key) >= (%(requested_at)s, %(key)s))
+"""
+"""What goes before an intent on its payment: ``TAKEN`` less the intent and the intents asked
+after it, still unsent (the one asked first is sent first; ``refundable_now``)."""
 INSERT = f"""
 INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
     amount_paise, currency, captured_paise, reason, requested_by, attempt_id, lost_paise)
@@ -252,7 +259,8 @@ def requesting(asked: Refund) -> Steps[Refund]:
         # the order its processed refund names to the app's handlers, as its webhook would
         record = yield Statement(sql=IDENTITIES, params=(provider, asked.payment_id))
         asked = (_payu_named if payu else _order_named)(asked, record)
-    taken = yield Statement(sql=TAKEN, params=(provider, asked.payment_id, [s.value for s in LIVE]))
+    live = {"provider": provider, "payment_id": asked.payment_id, "live": [s.value for s in LIVE]}
+    taken = yield Statement(sql=TAKEN, params=live)
     paid = yield Statement(sql=PAID, params={"provider": provider, "payment_id": asked.payment_id})
     assert paid is not None
     recorded, lost, currency = paid
@@ -545,7 +553,8 @@ SELECT {RECORDED},
 
 
 def refundable_now(conn: Connection, refund: Refund) -> int:
-    """What may still be refunded of ``refund``'s payment beside its other live refunds, read
+    """What may still be refunded of ``refund``'s payment beside the live refunds that go
+    before it (sent, reported, or asked before it: the intent asked first goes first), read
     again as the sender is about to call (``request`` bounded the intent when it was written):
     a chargeback lost since then gave the customer part of the payment back already, and a
     refund made outside payhooks (the dashboard's, the gateway's own) took its share. With no
@@ -553,11 +562,11 @@ def refundable_now(conn: Connection, refund: Refund) -> int:
     the intent was written (and its bound took) counts against it; an intent written before
     payhooks kept that (core 0040) counts no loss anew."""
     provider = refund.provider.value
-    taken = db.query(conn, TAKEN, (provider, refund.payment_id, [s.value for s in LIVE]))
-    row = taken.fetchone()
-    others = (int(row[0]) if row else 0) - refund.amount_paise  # the intent is live itself
     params = {"provider": provider, "payment_id": refund.payment_id,
-              "key": refund.idempotency_key}  # fmt: skip
+              "live": [s.value for s in LIVE], "key": refund.idempotency_key,
+              "requested_at": refund.requested_at}  # fmt: skip
+    row = db.query(conn, TAKEN_FIRST, params).fetchone()
+    before = int(row[0]) if row else 0
     paid = db.query(conn, PAID_NOW, params).fetchone()
     assert paid is not None
     recorded, lost, lost_when_asked = paid
@@ -566,7 +575,7 @@ def refundable_now(conn: Connection, refund: Refund) -> int:
     else:  # its bound took the losses of then: only what more was lost since
         then = int(lost) if lost_when_asked is None else int(lost_when_asked)
         captured = refund.captured_paise - max(int(lost) - then, 0)
-    return max(captured - others, 0)
+    return max(captured - before, 0)
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:
