@@ -36,6 +36,7 @@ EXTRAS = {
     "console": ["payhooks.console.app"],
     "fastapi": ["payhooks.fastapi.routes"],
     "starlette": ["payhooks.starlette"],
+    "aio": ["payhooks.aio.deliveries"],
     "django": ["payhooks.django.apps"],
     "flask": ["payhooks.flask"],
     "nats": ["payhooks.relay.nats"],
