@@ -141,3 +141,27 @@ def test_a_refuted_callback_is_on_the_consoles_timeline_and_raises_its_banner(
         assert "the status API reports another state" in page
         home = client.get(f"{CONSOLE}/").text
         assert "carried the right webhook credential but the gateway&#39;s API refuted" in home
+
+
+def test_the_librarys_confirmation_pass_from_an_apps_own_scheduler(
+    shop, conn, merchant_url, gateway_api
+):
+    """docs/fastapi.md: "from your own scheduler" the confirmation pass is
+    ``payhooks.aio.reconcile.run(url, hooks, confirm_only=True)``: it confirms the callback
+    waiting and asks nothing about a checkout with no payment (a reconcile pass's work). The
+    docs named ``Reconciler.confirm_due()``, whose clients, options and delivery nothing built
+    for an app."""
+    from examples.fastapi_shop.app import hooks
+    from payhooks.aio.reconcile import run
+
+    api, api_url = gateway_api
+    provider = Provider.PHONEPE
+    checkout(shop, gateway=provider.value)
+    api.pay(Purchase(provider=provider, cart_id=REF, reference=REF, amount_paise=49_900,
+                     items={"TEA": 1}), PAYMENT[provider])  # fmt: skip
+    assert post(shop, callback(provider, PAYMENT[provider])) == (200, "confirming")
+    environ = API_KEYS.env(api_url)
+    tally = run(merchant_url, hooks, environ=environ, after_s=0, confirm_only=True)
+    assert (tally.confirmed[provider], sum(tally.examined.values())) == (1, 0), tally
+    paid = conn.execute("SELECT status, provider, payment_id FROM orders").fetchall()
+    assert paid == [("paid", provider.value, PAYMENT[provider])]

@@ -58,17 +58,21 @@ def run(
     hooks: AsyncHandler,
     *,
     environ: Mapping[str, str] | None = None,
+    confirm_only: bool = False,
     **reach: Unpack[PassOptions],
 ) -> Tally:
     """``payhooks.reconcile.run`` through ``AsyncHooks``: one pass on ``database_url``, the
     credentials and the reach from ``environ`` (the process's environment by default;
-    ``reach`` outranks it). It runs an event loop of its own for each payment it applies: call
-    it from a thread (``await asyncio.to_thread(run, url, hooks)``), not on the app's loop."""
+    ``reach`` outranks it; ``confirm_only``: ``payhooks confirm``'s pass alone). It runs an
+    event loop of its own for each payment it applies: call it from a thread (``await
+    asyncio.to_thread(run, url, hooks)``), not on the app's loop."""
     environ = os.environ if environ is None else environ
     found = credentials(environ)
     deliver = delivering(database_url, hooks)
     options: PassOptions = {**reach_from(environ), **reach}
-    return reconcile_once(connecting(database_url), deliver, found, **options)
+    return reconcile_once(
+        connecting(database_url), deliver, found, confirm_only=confirm_only, **options
+    )
 
 
 __all__ = ["applying", "delivering", "run"]

@@ -151,16 +151,20 @@ def run(
     handler: Handler,
     *,
     environ: Mapping[str, str] | None = None,
+    confirm_only: bool = False,
     **reach: Unpack[PassOptions],
 ) -> Tally:
     """One pass on ``database_url``, through ``handler``, with the credentials and the reach
     in ``environ`` (the process's environment by default: ``reach_from``); ``reach`` as
-    ``PassOptions`` outranks the environment's."""
+    ``PassOptions`` outranks the environment's. ``confirm_only``: the callbacks waiting for a
+    gateway's word alone (``payhooks confirm``'s pass), no checkout asked about."""
     environ = os.environ if environ is None else environ
     found = credentials(environ)
     connect = connecting(database_url)
     options: PassOptions = {**reach_from(environ), **reach}
-    return reconcile_once(connect, delivering(connect, handler), found, **options)
+    return reconcile_once(
+        connect, delivering(connect, handler), found, confirm_only=confirm_only, **options
+    )
 
 
 __all__ = [
