@@ -220,6 +220,7 @@ def _applied(asking: _Asking, pending: Pending, report: Report) -> list[Event] |
     receipts, failed = each(asking.deliver, report.received, _nothing_more)
     for receipt in receipts:
         asking.tally.applied[provider] += receipt.outcome is Outcome.PROCESSED
+        asking.tally.ignored[provider] += receipt.outcome is Outcome.IGNORED
     unreadable = unread(provider, report, asking.tally, event_id=pending.event_id)
     if failed or unreadable:
         _unapplied(asking, pending, failed, unreadable)

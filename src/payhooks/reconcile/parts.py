@@ -101,6 +101,9 @@ class Tally:
 
     examined: Counter[Provider] = field(default_factory=Counter)
     applied: Counter[Provider] = field(default_factory=Counter)
+    ignored: Counter[Provider] = field(default_factory=Counter)
+    """Payment events recorded ``ignored``: a handler's answer (a second payment of a paid
+    order, say) or an event nothing acts on. Not applied, but not lost: their record says so."""
     recovered: Counter[Provider] = field(default_factory=Counter)
     api_errors: Counter[Provider] = field(default_factory=Counter)
     expired: Counter[Provider] = field(default_factory=Counter)
@@ -159,6 +162,8 @@ class Tally:
             f"{sum(self.api_errors.values())} API error(s)",
             f"{sum(self.expired.values())} expired checkout(s) reported",
         ]
+        if +self.ignored:  # its zero counts left out
+            parts.append(f"{sum(self.ignored.values())} payment event(s) recorded ignored")
         if self.deferred:
             parts.append(f"{sum(self.deferred.values())} deferred to a later pass")
         if self.callbacks_deferred:
@@ -211,6 +216,8 @@ class Tally:
             f"{sum(self.refuted.values())} refuted, "
             f"{sum(self.applied.values())} payment event(s) applied"
         )
+        if +self.ignored:  # its zero counts left out
+            said += f", {sum(self.ignored.values())} recorded ignored"
         if self.api_errors:
             said += f", {sum(self.api_errors.values())} gateway API error(s) ({self._by_gateway()})"
         if self.refused:

@@ -233,6 +233,7 @@ class Reconciler:
         receipts, failed = each(self.deliver, reported, _alert_unseen(alerted, self.notify))
         for receipt in receipts:
             tally.applied[item.provider] += receipt.outcome is Outcome.PROCESSED
+            tally.ignored[item.provider] += receipt.outcome is Outcome.IGNORED
             log.info(
                 f"reconcile_{receipt.outcome.value}",
                 extra={"provider": item.provider.value, "event_id": receipt.event.event_id,

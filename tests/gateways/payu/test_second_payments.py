@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 import payhooks
-from payhooks import EventKind, Hooks, Outcome, ingest
+from payhooks import Applied, EventKind, Hooks, Outcome, ingest
 from payhooks.events import Event, Provider
 from payhooks.gateways._gateway import ApiCredentials
 from payhooks.gateways._reports import KEY_PREFIX, one_of
@@ -673,3 +673,31 @@ def test_a_second_payment_asked_about_after_the_first_posts_record_was_purged_is
     assert [e.payment_id for e in captured] == [TXNID, SECOND]
     outcome, detail = settled(conn, f"{TXNID}:success:{SECOND}")
     assert outcome == "confirmed" and "a second payment" in detail
+
+
+def test_a_confirmed_second_payment_its_handler_ignores_is_said_ignored_not_unapplied(
+    shop, database_url
+):
+    """The guides' handlers answer a second payment of a paid order ``ignored`` (money to give
+    back, not an order to pay). The pass's line said "0 payment event(s) applied" as if no
+    handler had seen it: it says what the event was recorded."""
+    conn, api, url, _, _ = shop
+    seen: list[str] = []
+    hooks = Hooks()
+
+    @hooks.on(EventKind.PAYMENT_CAPTURED)
+    def paid(conn, event):
+        seen.append(event.payment_id)
+        first = event.payment_id == TXNID
+        return Applied(outcome=Outcome.PROCESSED if first else Outcome.IGNORED)
+
+    api.pay(ORDER, FIRST)
+    api.pay(ORDER, SECOND)
+    assert sent(conn, hooks, FIRST) is Outcome.PROCESSED
+    assert sent(conn, hooks, SECOND) is Outcome.CONFIRMING
+    tally = a_pass(database_url, url, hooks)
+    assert seen == [TXNID, SECOND]
+    assert tally.confirmations() == (
+        "1 callback(s) confirmed by the API, 0 refuted, 0 payment event(s) applied, "
+        "1 recorded ignored"
+    )
