@@ -519,6 +519,9 @@ def test_a_refund_callback_the_api_reports_failed_is_refuted_at_once(shop, datab
     (detail,) = conn.execute("SELECT detail FROM payhooks_confirmations").fetchone()
     assert "in a final state of its own: rf_1:FAILED" in detail, detail
     assert "30 minutes" not in detail
+    # It read "the status API reports the refund processed of ...", as if the API had.
+    assert detail.startswith("the callback claimed the refund processed of "), detail
+    assert "the status API reports the refund processed" not in detail
 
 
 def test_a_refund_callback_the_api_reports_underway_waits_past_the_patience(shop, database_url):

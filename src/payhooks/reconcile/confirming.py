@@ -184,9 +184,9 @@ def _one(asking: _Asking, pending: Pending) -> GatewayApiError | None:
     )
     if found is Verdict.REFUTED and report.contradicted:
         detail = (
-            f"the status API reports the {kind_words(pending.kind)} of "
-            f"{pending.payment_id or 'the order'} the callback claimed in a final state of "
-            f"its own: {', '.join(_said_of(report, pending.refund_id)) or 'not made'}"
+            f"the callback claimed the {kind_words(pending.kind)} of "
+            f"{pending.payment_id or 'the order'}; the status API reports it in a final state "
+            f"of its own: {', '.join(_said_of(report, pending.refund_id)) or 'not made'}"
         )[:500]
     elif found is Verdict.REFUTED and report.unknown:
         detail = (
