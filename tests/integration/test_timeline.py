@@ -17,6 +17,7 @@ from payhooks.events import Provider
 from payhooks.intake.expectations import resolve
 from payhooks.operations.timeline import Matched, answer, find, story
 from payhooks.reconcile import run
+from payhooks.refunding import refunds
 from payhooks.sim.gateway import Purchase, bank_reference
 from payhooks.sim.gateway_api import GatewayApi, serving
 from tests.console.conftest import Recording, nodes
@@ -153,6 +154,30 @@ def test_a_delivery_naming_no_order_is_found_through_its_payments_order(shop, ty
     )
     [found] = find(shop, typed)
     assert (found.provider, found.gateway_order_id) == ("razorpay", REF)
+
+
+def test_a_refund_id_finds_its_payments_order(shop):
+    """An operator holding only a refund's id (the customer's email, the gateway's dashboard)
+    found nothing: a refund the gateway reported, and one payhooks sent, each lead to the
+    order of their payment."""
+    deliver(shop, capture())
+    reported = GATEWAY.razorpay("refund.processed", payment_id=PAYMENT, order_id=REF,
+                                amount_paise=49_900, refund_id="rfnd_tl_reported",
+                                refund_amount_paise=100)  # fmt: skip
+    deliver(shop, reported)  # the merchant's hooks take no refund: recorded all the same
+    with shop.transaction():
+        sent = refunds.request(shop, "razorpay", PAYMENT, 200, key="tl-sent", captured_paise=49_900,
+                               reason="test", requested_by="test")  # fmt: skip
+    shop.execute(
+        "UPDATE payhooks_refunds SET state = 'sent', gateway_refund_id = 'rfnd_tl_sent'"
+        " WHERE idempotency_key = %s",
+        (sent.idempotency_key,),
+    )
+    for typed in ("rfnd_tl_reported", "rfnd_tl_sent"):
+        [found] = find(shop, typed)
+        assert (found.provider, found.gateway_order_id, found.matched) == (
+            "razorpay", REF, Matched.REFUND,
+        ), typed  # fmt: skip
 
 
 def test_the_json_answer_names_each_order_with_its_story(shop):

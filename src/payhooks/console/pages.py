@@ -342,7 +342,9 @@ class Views:
     gateways: Sequence[str] = ()
     """The gateways the app serves, named on the home page."""
     find: Callable[[db.Connection, str], list[Link]] = find_orders
-    search_hint: str = "Order id, your reference, payment id, delivery key, UTR/RRN or dispute id"
+    search_hint: str = (
+        "Order id, your reference, payment id, delivery key, UTR/RRN, dispute id or refund id"
+    )
     max_query_chars: int = timeline.MAX_QUERY_CHARS
     prefix_hint: str = "Each identifier must be given whole (no part of one is looked up)."
     """What a search finds by its start, said when nothing matches."""

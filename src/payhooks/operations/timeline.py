@@ -46,6 +46,7 @@ class Matched(StrEnum):
     DELIVERY_KEY = "delivery key"
     BANK_REFERENCE = "bank reference (UTR/RRN)"
     DISPUTE = "dispute id"
+    REFUND = "refund id"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -154,6 +155,18 @@ _FIND = {
                                  AND p.gateway_order_id IS NOT NULL
          WHERE d.provider = ANY(%(providers)s) AND d.dispute_id = %(q)s
            AND d.gateway_order_id IS NULL LIMIT %(limit)s)""",
+    # A refund's order, by the gateway's refund id: one payhooks sent, or one the gateway
+    # reported made outside it (a dashboard's); its payment's order when the refund names none.
+    Matched.REFUND: """
+        (SELECT provider, gateway_order_id FROM payhooks_refunds
+         WHERE provider = ANY(%(providers)s) AND gateway_refund_id = %(q)s
+           AND gateway_order_id IS NOT NULL LIMIT %(limit)s)
+        UNION
+        (SELECT p.provider, p.gateway_order_id FROM payhooks_refunds r
+         JOIN payhooks_payments p ON p.provider = r.provider AND p.payment_id = r.payment_id
+                                 AND p.gateway_order_id IS NOT NULL
+         WHERE r.provider = ANY(%(providers)s) AND r.gateway_refund_id = %(q)s
+           AND r.gateway_order_id IS NULL LIMIT %(limit)s)""",
 }
 
 

@@ -40,7 +40,7 @@ from payhooks.service.errors import InvalidAddress
 PREFIX = "/console"
 SEARCH_HINT = (
     "Order id, cart id, gateway order id, payment id, delivery key, customer email, "
-    "bank reference (UTR/RRN) or dispute id"
+    "bank reference (UTR/RRN), dispute id or refund id"
 )
 
 _shop = private()
