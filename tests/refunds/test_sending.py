@@ -1654,3 +1654,29 @@ def test_what_a_lost_dispute_leaves_goes_to_the_refund_asked_first(core, databas
     assert later.state is RefundState.REFUSED
     assert later.last_error.startswith("not sent, it asks more than is left to refund: ")
     assert later.last_error.endswith("ask again for the 10000 paise still owed")
+
+
+def test_a_later_intent_a_call_was_made_for_still_counts_against_the_first(core, database_url):
+    """The intent asked first goes first, but not past one asked later whose call may have
+    reached the gateway (its answer lost, or its sender calling now): that refund may be made.
+    Two of 200.00 asked; the later one's call met a 5xx; a chargeback lost for 199.00 leaves
+    300.00. The first may take 100.00 at most, not 200.00: it is not sent."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    first = ask(conn, provider, amount=20_000, key="first")
+    later = ask(conn, provider, amount=20_000, key="second")
+    conn.execute(  # its call made, its answer a 5xx: asked again in a while
+        "UPDATE payhooks_refunds SET attempts = 1, next_attempt_at = now() + interval '1 hour',"
+        " last_error = 'HTTP 502' WHERE idempotency_key = %s",
+        (later.idempotency_key,),
+    )
+    lost_dispute(conn, provider, 19_900)
+    tally = send(database_url, url)
+    assert (tally.sent[provider], tally.spent[provider]) == (0, 1)
+    assert books(api, provider) == (0, 0)
+    by_key = {r.idempotency_key: r for r in refunds.of_payment(conn, provider, PAYMENT[provider])}
+    assert by_key[first.idempotency_key].state is RefundState.REFUSED
+    assert by_key[first.idempotency_key].last_error.endswith(
+        "ask again for the 10000 paise still owed"
+    )

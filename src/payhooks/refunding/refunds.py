@@ -124,11 +124,14 @@ outside them (a dashboard's, the gateway's own auto-refund), one reported before
 learnt its refund id counted once, as the intent."""
 TAKEN_FIRST = f"""
 {TAKEN.strip()}
-  AND NOT (state = 'requested'
-           AND (requested_at, idempotency_key) >= (%(requested_at)s, %(key)s))
+  AND idempotency_key <> %(key)s
+  AND NOT (state = 'requested' AND attempts = 0
+           AND (requested_at, idempotency_key) > (%(requested_at)s, %(key)s))
 """
-"""What goes before an intent on its payment: ``TAKEN`` less the intent and the intents asked
-after it, still unsent (the one asked first is sent first; ``refundable_now``)."""
+"""What goes before an intent on its payment: ``TAKEN`` less the intent itself and the intents
+asked after it that no call was made for yet (the one asked first is sent first; one whose
+call may have reached the gateway, its sender calling now or its answer lost, still counts:
+``refundable_now``). A sender leases an intent just before its call, counting the attempt."""
 INSERT = f"""
 INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
     amount_paise, currency, captured_paise, reason, requested_by, attempt_id, lost_paise)
@@ -554,7 +557,8 @@ SELECT {RECORDED},
 
 def refundable_now(conn: Connection, refund: Refund) -> int:
     """What may still be refunded of ``refund``'s payment beside the live refunds that go
-    before it (sent, reported, or asked before it: the intent asked first goes first), read
+    before it (sent, reported, asked before it, or called for: the intent asked first goes
+    first, ``TAKEN_FIRST``), read
     again as the sender is about to call (``request`` bounded the intent when it was written):
     a chargeback lost since then gave the customer part of the payment back already, and a
     refund made outside payhooks (the dashboard's, the gateway's own) took its share. With no
