@@ -1680,3 +1680,37 @@ def test_a_later_intent_a_call_was_made_for_still_counts_against_the_first(core,
     assert by_key[first.idempotency_key].last_error.endswith(
         "ask again for the 10000 paise still owed"
     )
+
+
+POISON = """
+CREATE FUNCTION poisoned_refund() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF OLD.idempotency_key = '{key}' THEN RAISE EXCEPTION 'this row is poisoned'; END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER poisoned_refund BEFORE UPDATE ON payhooks_refunds
+FOR EACH ROW EXECUTE FUNCTION poisoned_refund();
+"""
+
+
+def test_an_intent_the_database_refuses_to_lease_is_set_aside_and_the_rest_are_sent(
+    core, database_url
+):
+    """An app's trigger refusing the update of one intent (the oldest due) failed the whole
+    gateway's turn, on every pass: every later refund of that gateway waited behind it, a
+    double payment's among them. The refused intent is set aside for the pass, named; the
+    others are sent."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    poisoned = ask(conn, provider, amount=10_000, key="poisoned")
+    ask(conn, provider, amount=20_000, key="healthy")
+    conn.execute(POISON.format(key=poisoned.idempotency_key))
+    tally = send(database_url, url)
+    assert tally.sent[provider] == 1 and books(api, provider) == (1, 20_000)
+    trouble = tally.trouble() or ""
+    assert poisoned.idempotency_key in trouble and "this row is poisoned" in trouble, trouble
+    assert "turn failed whole" not in trouble
+    again = send(database_url, url)  # the next pass: the same, nothing sent twice
+    assert again.sent[provider] == 0 and books(api, provider) == (1, 20_000)
+    assert poisoned.idempotency_key in (again.trouble() or "")

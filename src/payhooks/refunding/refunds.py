@@ -40,6 +40,8 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any, Required, TypedDict, Unpack
 
+import psycopg
+
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
 from payhooks.gateways._refunds import Refund, RefundState
@@ -418,21 +420,37 @@ _LEASED_COLUMNS = ", ".join("r." + c.strip() for c in COLUMNS.split(","))
 """``COLUMNS`` of the row a lease updates (``r``), as its ``RETURNING`` names them."""
 
 
-def _lease(state: RefundState, *, also: str = "") -> str:
-    """The statement holding ``provider``'s intents in ``state`` that are due, oldest due
-    first, for ``lease`` (``limit`` of them, none another holds), setting ``also`` besides."""
+def _due(state: RefundState) -> str:
+    """``provider``'s intents in ``state`` that are due, oldest due first (``limit`` of them,
+    none another holds, none a pass set aside)."""
     return f"""
-WITH due AS (
     SELECT provider, idempotency_key FROM payhooks_refunds
     WHERE state = '{state.value}' AND provider = %(provider)s AND next_attempt_at <= now()
+      AND idempotency_key <> ALL(%(aside)s)
     ORDER BY next_attempt_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE SKIP LOCKED"""
+
+
+def _lease(state: RefundState, *, also: str = "") -> str:
+    """The statement holding the intents ``_due`` names for ``lease``, setting ``also``
+    besides."""
+    return f"""
+WITH due AS ({_due(state)}
 )
 UPDATE payhooks_refunds r
 SET next_attempt_at = now() + %(lease)s{also}
 FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
 RETURNING {_LEASED_COLUMNS}
 """
+
+
+class LeaseRefused(Exception):
+    """The database refused to hold an intent (an app's trigger or constraint on
+    ``payhooks_refunds``): the sender sets it aside for its pass, naming it, and goes on."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key, self.reason = key, reason
 
 
 LEASED = _lease(
@@ -497,25 +515,51 @@ webhook closes most intents long before."""
 
 
 def leased(
-    conn: Connection, provider: Provider, limit: int, hold: timedelta = LEASE
+    conn: Connection,
+    provider: Provider,
+    limit: int,
+    hold: timedelta = LEASE,
+    aside: Iterable[str] = (),
 ) -> list[Refund]:
-    """The due intents of ``provider``, each held for ``hold`` (``lease_for`` its calls)."""
-    return _leasing(conn, LEASED, provider, limit, hold)
+    """The due intents of ``provider``, each held for ``hold`` (``lease_for`` its calls),
+    but those keyed in ``aside``."""
+    return _leasing(conn, LEASED, RefundState.REQUESTED, provider, limit, hold, aside)
 
 
 def unsettled(
-    conn: Connection, provider: Provider, limit: int, hold: timedelta = LEASE
+    conn: Connection,
+    provider: Provider,
+    limit: int,
+    hold: timedelta = LEASE,
+    aside: Iterable[str] = (),
 ) -> list[Refund]:
     """The sent intents of ``provider`` due to be asked about, each held for ``hold``."""
-    return _leasing(conn, UNSETTLED, provider, limit, hold)
+    return _leasing(conn, UNSETTLED, RefundState.SENT, provider, limit, hold, aside)
 
 
 def _leasing(
-    conn: Connection, lease: str, provider: Provider, limit: int, hold: timedelta
+    conn: Connection,
+    lease: str,
+    state: RefundState,
+    provider: Provider,
+    limit: int,
+    hold: timedelta,
+    aside: Iterable[str],
 ) -> list[Refund]:
-    """What ``lease`` (``LEASED``, ``UNSETTLED``) holds of ``provider``'s intents for ``hold``."""
-    found = db.query(conn, lease, {"provider": provider.value, "limit": limit, "lease": hold})
-    return [_refund(row) for row in found.fetchall()]
+    """What ``lease`` (``LEASED``, ``UNSETTLED``) holds of ``provider``'s intents for ``hold``;
+    ``LeaseRefused`` naming the first due when the database refuses to hold it."""
+    params = {"provider": provider.value, "limit": limit, "lease": hold, "aside": list(aside)}
+    try:
+        with conn.transaction():
+            found = db.query(conn, lease, params).fetchall()
+    except psycopg.Error as exc:
+        if not db.row_refused(conn, exc):
+            raise
+        first = db.query(conn, _due(state), {**params, "limit": 1}).fetchone()
+        if first is None:  # taken meanwhile: the next lease meets whatever refused
+            raise
+        raise LeaseRefused(str(first[1]), str(exc).strip()[:200]) from exc
+    return [_refund(row) for row in found]
 
 
 def accepted(conn: Connection, refund: Refund, gateway_refund_id: str, *, processed: bool) -> None:

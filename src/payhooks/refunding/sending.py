@@ -98,6 +98,10 @@ class Tally:
     """Gateways whose turn failed whole, with why: the database answering but refusing to
     hand out their intents (a standby left read only, a table missing). Nothing of theirs
     was sent; a later pass tries again."""
+    aside: dict[str, str] = field(default_factory=dict)
+    """Intents the database refused to hold (an app's trigger or constraint on the row), by
+    key, with its words: set aside for the pass, the gateway's others sent; each pass meets
+    them again until the row is mended."""
     paused: dict[Provider, str] = field(default_factory=dict)
     """Gateways whose turn a 429, refused credentials or outages in a row ended
     (``payhooks.plumbing.retries.Pausing``), with the last error: their other intents were not
@@ -109,6 +113,7 @@ class Tally:
         (the gateway's API failed, or a step broke), gateways whose turn failed whole."""
         broken = sorted(self.broken.items())
         said = [f"{gateway}'s turn failed whole: {why}" for gateway, why in broken]
+        said.extend(self._aside())
         if count := sum(self.retried.values()):
             each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.retried.items()) if n)
             said.append(
@@ -125,6 +130,10 @@ class Tally:
                 "each is asked again after its backoff (payhooks refunds list: last_error)"
             )
         return "; ".join(said) or None
+
+    def _aside(self) -> list[str]:
+        return [f"intent {key} set aside, the database refused to hold it: {why}"
+                for key, why in sorted(self.aside.items())]  # fmt: skip
 
     def summary(self) -> str:
         """One line of the pass's counts, for the command's output and the log."""
@@ -148,6 +157,7 @@ class Tally:
                 f"; {gateway}'s turn failed whole: {why}"
                 for gateway, why in sorted(self.broken.items())
             )
+            + "".join(f"; {said}" for said in self._aside())
             + "".join(
                 f"; {provider.value} not called again this pass: {why}"
                 for provider, why in sorted(self.paused.items())
@@ -214,7 +224,7 @@ def check_due(
     return tally
 
 
-Lease = Callable[[Connection, Provider, int, timedelta], list[Refund]]
+Lease = Callable[[Connection, Provider, int, timedelta, list[str]], list[Refund]]
 Act = Callable[[Connect, "RefundClient", Refund, Tally], GatewayApiError | bool]
 """What is done with one leased intent: the gateway API's error, when it gave no usable
 answer; else whether the gateway was called (a hand-over to the app's hooks, an intent never
@@ -237,6 +247,7 @@ def _each_due(
     before the end."""
     for provider, client in clients.items():
         pausing = Pausing()
+        aside: list[str] = []  # intents the database refused to hold, this pass
         for _ in range(limit):
             if provider in tally.paused:
                 break
@@ -244,9 +255,15 @@ def _each_due(
                 return False
             try:
                 with connect() as conn:
-                    due = lease(conn, provider, 1, _hold(client))
+                    due = lease(conn, provider, 1, _hold(client), aside)
             except DatabaseAway:
                 raise  # the whole pass's, not this gateway's: said once, by the caller
+            except refunds.LeaseRefused as exc:  # that intent only: the rest are sent
+                aside.append(exc.key)
+                tally.aside[exc.key] = exc.reason
+                said = {"provider": provider.value, "key": exc.key, "detail": exc.reason}
+                log.error("refund_lease_refused", extra=said)
+                continue
             except Exception as exc:  # the database's: the next gateway's turn may still be had
                 reason = failure_logged(
                     log, "refund_lease_failed", exc, 200, provider=provider.value
