@@ -681,6 +681,32 @@ def test_one_alert_whose_row_cannot_be_written_holds_back_no_other(conn, chat):
     assert "refused to record: failing:cashfree" in (tally.trouble() or "")
 
 
+def test_one_alert_whose_resolution_cannot_be_written_holds_back_no_other(conn, chat):
+    """An alert gone, whose row the database refuses to mark resolved (an app's trigger):
+    the one statement resolving every alert gone failed, the pass's whole transaction with
+    it, and an alert raised in that pass was never recorded nor sent, on every tick. The
+    refused one stays open, named; the others are raised and resolved."""
+    answered(conn, "cashfree", 503, T0, count=FAILURES_TO_WARN)
+    answered(conn, "payu", 503, T0, count=FAILURES_TO_WARN)
+    notifier = webhook_notifier(chat.url)
+    assert notifier.tick(conn, T0 + EVERY).raised == 2
+    refuse(conn, "payhooks_alerts",
+           "NEW.key = 'failing:cashfree' AND NEW.resolved_at IS NOT NULL")  # fmt: skip
+    later = T0 + timedelta(days=1)  # both gateways' 5xx long past: both alerts gone
+    answered(conn, "razorpay", 503, later - EVERY, count=FAILURES_TO_WARN)
+    tally = notifier.tick(conn, later)
+    assert (tally.raised, tally.resolved) == (1, 1)
+    told = [text.split("\n")[0] for text in chat.texts()[2:]]
+    assert sorted(told) == [
+        "[payhooks] ALERT: razorpay: webhook deliveries answered 5xx",
+        "[payhooks] RESOLVED: payu: webhook deliveries answered 5xx",
+    ]
+    assert tally.unrecorded == ["failing:cashfree"]
+    assert "failing:cashfree" in (tally.trouble() or "")
+    still = "SELECT key FROM payhooks_alerts WHERE resolved_at IS NULL ORDER BY key"
+    assert conn.execute(still).fetchall() == [("failing:cashfree",), ("failing:razorpay",)]
+
+
 def test_one_source_that_cannot_be_read_holds_back_no_other_and_its_alerts_stay_open(conn, chat):
     conn.execute(
         "INSERT INTO outbox (kind, dedupe_key, subject, body, failed_at)"

@@ -28,12 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
+
+import psycopg
 
 from payhooks.operations import outbox
 from payhooks.operations.alarms import in_utc
 from payhooks.operations.alerts import NOT_REPEATED, RESOLVED_SILENTLY, Alert, Source, observe
-from payhooks.plumbing.db import Connection
+from payhooks.plumbing.db import Connection, row_refused
 from payhooks.plumbing.errors import NoticeFailed
 from payhooks.plumbing.logs import failure_logged
 
@@ -179,10 +181,20 @@ RETURNING raised_at
 """
 # The keys found are many where each dispute has its alerts: matched by hash, not each open
 # alert against every key found.
-_RESOLVE = """
-UPDATE payhooks_alerts a SET resolved_at = %(now)s
-WHERE a.resolved_at IS NULL AND a.condition = ANY(%(conditions)s)
+_GONE = """
+a.resolved_at IS NULL AND a.condition = ANY(%(conditions)s)
   AND NOT EXISTS (SELECT 1 FROM unnest(%(keys)s::text[]) AS found (key) WHERE found.key = a.key)
+"""
+_RESOLVE = f"""
+UPDATE payhooks_alerts a SET resolved_at = %(now)s
+WHERE {_GONE}
+RETURNING a.key, a.title, a.raised_at, a.condition
+"""
+# One by one, when the database refuses one of them (``Notifier._resolve``).
+_GONE_KEYS = f"SELECT a.key FROM payhooks_alerts a WHERE {_GONE} ORDER BY a.key"
+_RESOLVE_ONE = f"""
+UPDATE payhooks_alerts a SET resolved_at = %(now)s
+WHERE {_GONE} AND a.key = %(one)s
 RETURNING a.key, a.title, a.raised_at, a.condition
 """
 # The alerts said once that are open already: found again, they have nothing more to write.
@@ -300,7 +312,14 @@ class Notifier:
         watched = sorted({c.value for source in read for c in source.conditions})
         keys = [alert.key for alert in found]
         params = {"now": now, "conditions": watched, "keys": keys}
-        for key, title, raised_at, condition in conn.execute(_RESOLVE, params).fetchall():
+        try:
+            with conn.transaction():
+                gone = conn.execute(_RESOLVE, params).fetchall()
+        except psycopg.Error as exc:
+            if not row_refused(conn, exc):
+                raise
+            gone = self._resolve_each(conn, params, t)
+        for key, title, raised_at, condition in gone:
             t.resolved += 1
             log.info("alert_resolved", extra={"alert": key})
             if condition in RESOLVED_SILENTLY:  # what it said stays true: no notice
@@ -308,6 +327,23 @@ class Notifier:
             lasted = max(0, round((now - raised_at).total_seconds() / 60))
             body = f"Cleared at {in_utc(now)}, after {lasted} minute(s)."
             self._queue(conn, key, NoticeKind.RESOLVED, title, body, now)
+
+    @staticmethod
+    def _resolve_each(conn: Connection, params: dict[str, Any], t: Tally) -> list[Any]:
+        """The alerts gone resolved one by one, each under a savepoint: one whose row the
+        database refuses (an app's trigger) stays open, logged (``alert_resolve_failed``) and
+        counted unrecorded, and the others are resolved."""
+        gone: list[Any] = []
+        for (key,) in conn.execute(_GONE_KEYS, params).fetchall():
+            try:
+                with conn.transaction():
+                    gone.extend(conn.execute(_RESOLVE_ONE, {**params, "one": key}).fetchall())
+            except psycopg.Error as exc:
+                if not row_refused(conn, exc):
+                    raise
+                failure_logged(log, "alert_resolve_failed", exc, alert=key)
+                t.unrecorded.append(key)
+        return gone
 
     def _queue(
         self, conn: Connection, key: str, kind: NoticeKind, title: str, body: str, now: datetime
