@@ -116,19 +116,29 @@ def test_a_gateway_whose_report_failed_has_no_capture_flagged(conn, database_url
 
 
 @pytest.mark.parametrize(
-    "refusing",
+    ("refusing", "error"),
     [
-        pytest.param("INSERT ON payhooks_settlement_lines", id="a page of its report"),
-        pytest.param("INSERT OR UPDATE ON payhooks_settlement_reads", id="its days read marked"),
+        pytest.param(
+            "INSERT ON payhooks_settlement_lines",
+            ("55P03", "LockNotAvailable"),
+            id="a page of its report",
+        ),
+        pytest.param(
+            "INSERT OR UPDATE ON payhooks_settlement_reads",
+            ("P0001", "RaiseException"),
+            id="its days read marked",
+        ),
     ],
 )
 def test_a_database_error_on_one_gateway_leaves_the_others_fetched_marked_and_reviewed(
-    conn, database_url, gateway_api, refusing
+    conn, database_url, gateway_api, refusing, error
 ):
-    """Not only an API error: the database refusing one gateway's page, or the mark of its
-    days read whole (a lock or statement timeout, a deadlock, a constraint), is that gateway's
-    failure, told with its type; the others are fetched, their days marked and their captures
-    reviewed, and its own captures are not flagged on that silence."""
+    """Not only an API error: the database failing one gateway's page (a lock or statement
+    timeout, a deadlock; one line's own refusal is that line's, kept unread, below), or
+    refusing the mark of its days read whole, is that gateway's failure, told with its type;
+    the others are fetched, their days marked and their captures reviewed, and its own
+    captures are not flagged on that silence."""
+    code, name = error
     api, url = gateway_api
     paid(conn, api, Provider.CASHFREE)
     settled, held = paid(conn, api, Provider.RAZORPAY), paid(conn, api, Provider.RAZORPAY)
@@ -137,7 +147,7 @@ def test_a_database_error_on_one_gateway_leaves_the_others_fetched_marked_and_re
     api.pay_out(Provider.RAZORPAY, at=PAID_AT, held={held.payment_id})
     conn.execute(
         "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN RAISE EXCEPTION 'cashfree is refused'; END $$"
+        f" $$ BEGIN RAISE EXCEPTION 'cashfree is refused' USING ERRCODE = '{code}'; END $$"
     )
     conn.execute(
         f"CREATE TRIGGER refuse BEFORE {refusing} FOR EACH ROW"
@@ -145,7 +155,7 @@ def test_a_database_error_on_one_gateway_leaves_the_others_fetched_marked_and_re
     )
     tally = fetch_once(connecting(database_url), credentials(url), *CYCLE, now=lambda: LATER)
     assert set(tally.failures) == {Provider.CASHFREE}
-    assert "RaiseException" in tally.trouble() and "cashfree is refused" in tally.trouble()
+    assert name in tally.trouble() and "cashfree is refused" in tally.trouble()
     assert tally.recorded[Provider.RAZORPAY].lines == 1
     assert reads.read_through(conn, list(Provider)).keys() == {Provider.RAZORPAY}
     assert tally.review is not None and tally.review.flagged == 1
@@ -199,6 +209,41 @@ def test_an_unreadable_line_is_kept_and_every_other_line_day_and_total_recorded(
         "adj_Neg1",
     )
     assert why in kept.reason and '"adj_Neg1"' in kept.raw
+
+
+def test_a_line_the_database_refuses_is_kept_unreadable_and_the_rest_recorded(
+    conn, database_url, gateway_api
+):
+    """An app's trigger refusing one line's row failed the whole page, on every fetch: the
+    payout's other lines never recorded, the gateway's review never run. The refused line is
+    kept, saying why, as a line payhooks cannot read; the rest are recorded."""
+    api, url = gateway_api
+    for _ in range(3):
+        paid(conn, api, Provider.RAZORPAY)
+    payout = api.pay_out(Provider.RAZORPAY, at=PAID_AT)
+    assert payout is not None
+    refused = payout.entries[1].entry_id
+    conn.execute(
+        "CREATE FUNCTION refuse_line() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'this line is refused'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_line BEFORE INSERT OR UPDATE ON payhooks_settlement_lines"
+        f" FOR EACH ROW WHEN (NEW.entry_id = '{refused}') EXECUTE FUNCTION refuse_line()"
+    )
+    for _ in range(2):  # the next fetch meets it again, and goes on again
+        tally = fetch_once(connecting(database_url), credentials(url), DAY, NEXT, now=lambda: LATER)
+        assert tally.failures == {}, tally.trouble()
+        assert tally.unreadable == {Provider.RAZORPAY: 1}
+        assert tally.review is not None
+    lines = "SELECT entry_id FROM payhooks_settlement_lines ORDER BY entry_id"
+    assert [e for (e,) in conn.execute(lines)] == sorted(
+        e.entry_id for e in payout.entries if e.entry_id != refused
+    )
+    (kept,) = listing.unreadable(conn)
+    assert (kept.settlement_id, kept.entry_id) == (payout.settlement_id, refused)
+    assert "the database refused to record it" in kept.reason
+    assert "this line is refused" in kept.reason
 
 
 def test_one_payout_whose_figures_failed_is_told_and_the_rest_recorded(

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import cast
 
@@ -323,8 +323,12 @@ def _fetched(
     try:
         with connect() as conn:
             for page in reporter.settlement_pages(start, end):
-                done = records.record(conn, page.settlements, page.lines, page.unreadable)
-                tally.counted(provider, page, done)
+                done, refused = records.record_page(
+                    conn, page.settlements, page.lines, page.unreadable
+                )
+                tally.counted(
+                    provider, replace(page, unreadable=(*page.unreadable, *refused)), done
+                )
     except GatewayApiError as exc:
         tally.failed(provider, exc.reason)
     except DatabaseAway:

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 
+import psycopg
+
 from payhooks.events import Received
 from payhooks.gateways import gateway
 from payhooks.gateways._settlements import (
@@ -31,7 +33,8 @@ from payhooks.gateways._settlements import (
     SettlementState,
     Unreadable,
 )
-from payhooks.plumbing.db import Connection, Statement, Steps, run
+from payhooks.gateways._settlements import unreadable as kept_unreadable
+from payhooks.plumbing.db import Connection, Statement, Steps, row_refused, run
 from payhooks.settlements.flags import LINES_TURN, SETTLED, TURN
 
 _RANKED = ", ".join(f"'{state.value}'" for state in sorted(SettlementState, key=lambda x: x.rank))
@@ -206,6 +209,50 @@ def record(
     """``recording`` on ``conn``, in a transaction of its own (or a savepoint of the caller's)."""
     with conn.transaction():
         return run(conn, recording(settlements, lines, unreadable))
+
+
+def record_page(
+    conn: Connection,
+    settlements: Iterable[Settlement],
+    lines: Sequence[Line] = (),
+    unreadable: Sequence[Unreadable] = (),
+) -> tuple[Recorded, tuple[Unreadable, ...]]:
+    """``record``; where the database refuses a row of the page (an app's trigger or
+    constraint), the page again line by line, each under a savepoint: a line refused is kept
+    as one payhooks cannot read, saying why (returned, to be counted so), and the rest are
+    recorded. Any other error is the caller's."""
+    settlements = tuple(settlements)
+    try:
+        return record(conn, settlements, lines, unreadable), ()
+    except psycopg.Error as exc:
+        if not row_refused(conn, exc):
+            raise
+    found = record(conn, settlements, (), unreadable)
+    refused: list[Unreadable] = []
+    for line in lines:
+        try:
+            found += record(conn, (), (line,), ())
+        except psycopg.Error as exc:
+            if not row_refused(conn, exc):
+                raise
+            refused.append(_refused(line, " ".join(str(exc).split())))
+    if refused:
+        found += record(conn, (), (), refused)
+    return found, tuple(refused)
+
+
+def _refused(line: Line, why: str) -> Unreadable:
+    """A line the database refused, kept as the lines payhooks cannot read are: found again
+    by its payout and entry, forgotten once a later fetch records it."""
+    named = (line.settlement_id, line.entry_id, line.payment_id)
+    fields = {
+        "settlement_id": line.settlement_id, "entry_id": line.entry_id,
+        "entry_type": line.entry_type, "payment_id": line.payment_id,
+        "gateway_order_id": line.gateway_order_id, "amount_paise": line.amount_paise,
+        "net_paise": line.net_paise,
+    }  # fmt: skip
+    why = f"the database refused to record it: {why}"
+    return kept_unreadable(line.provider, fields, why, named)
 
 
 def webhook_recording(received: Received) -> Steps[Recorded]:
