@@ -504,6 +504,35 @@ def test_a_link_to_a_paid_or_unknown_cart_is_refused_and_says_why(console, conn)
     ]  # fmt: skip
 
 
+def test_a_link_of_a_payment_of_another_amount_is_refused_and_leaves_the_cart_free(console, conn):
+    """Linking checked the cart out under the parked payment's order whatever it paid: the
+    replay then left it parked (another amount), and the cart, checked out under an order
+    that never pays it, could not be checked out at that gateway again. A payment of another
+    amount than the cart's is not linked, and the notice says both amounts."""
+    from payhooks.console.formats import rupees
+    from payhooks.service.shop import carts
+    from tests.factories import GATEWAY
+
+    cart_id = cart_for(conn, "carol@example.com")
+    costs = conn.execute("SELECT amount_paise FROM carts WHERE id = %s", (cart_id,)).fetchone()[0]
+    delivery = GATEWAY.razorpay("payment.captured", payment_id="pay_parked0002",
+                                order_id="order_" + "Q" * 14, amount_paise=costs - 100)  # fmt: skip
+    assert send(console, delivery).json()["status"] == "parked"
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    answer = client.post(
+        "/console/parked/link", data=link_form(console, client, event_id, cart_id, confirm="yes")
+    )
+    assert "notice=other_amount" in answer.headers["location"]
+    shown = html.unescape(client.get(answer.headers["location"]).text)
+    assert (
+        f"Nothing done: the payment paid {rupees(costs - 100)}; the cart costs {rupees(costs)}."
+        in shown
+    )
+    assert rows(console, "SELECT count(*) FROM checkouts") == [(0,)]
+    carts.checkout(conn, cart_id, Provider.RAZORPAY, "order_" + "R" * 14)  # free for its own
+
+
 def test_a_candidate_of_the_same_amount_is_an_index_range_on_a_filled_table(conn):
     from datetime import UTC, datetime
 

@@ -82,6 +82,7 @@ class Done(StrEnum):
     NOT_A_PAYMENT = "not_a_payment"
     NO_SUCH_CART = "no_such_cart"
     CART_TAKEN = "cart_taken"
+    OTHER_AMOUNT = "other_amount"
     ALL_QUEUED = "all_queued"
     SOME_QUEUED = "some_queued"
     NOTHING_DEAD = "nothing_dead"

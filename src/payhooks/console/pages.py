@@ -215,6 +215,7 @@ NOTICES = {
         "Queued again to the corrected address: the worker sends it on its next round."
     ),
     actions.Done.CART_TAKEN: "Nothing done: {why}.",
+    actions.Done.OTHER_AMOUNT: "Nothing done: {why}.",
 }
 
 

@@ -306,8 +306,9 @@ def link_parked(
     operator: str,
 ) -> Result:
     """Check the cart out under the parked delivery's reference (``carts.checkout``, as the
-    shop does at checkout), then replay the delivery through the same claim as any replay:
-    the cart's expectation decides, so a delivery of another amount stays parked for it. A
+    shop does at checkout), then replay the delivery through the same claim as any replay. A
+    payment of another amount than the cart's is not linked: it would stay parked, and its
+    checkout hold the cart, refused to the cart's own order at that gateway (``OTHER_AMOUNT``). A
     delivery that cannot be replayed (its stored record does not read with ``adapters``, as
     the replay would read it) is not linked: its checkout would hold the cart for a payment
     that never applies, refused to any other delivery as taken."""
@@ -317,6 +318,9 @@ def link_parked(
     if linked.done is not Done.LINKED:
         return linked
     return replay_parked(conn, replay, provider=provider, event_id=event_id, operator=operator)
+
+
+_CART_COSTS = "SELECT amount_paise, currency FROM carts WHERE id = %s"
 
 
 def _linked(
@@ -341,6 +345,18 @@ def _linked(
         return Result(done=Done.NOT_REPLAYABLE, why=why)
     if not event.kind.pays:  # a refund or a dispute of a payment never taken: settled
         return Result(done=Done.NOT_A_PAYMENT, why=kind_words(event.kind))
+    cart = conn.execute(_CART_COSTS, (cart_id,)).fetchone()
+    if cart is None:
+        return Result(done=Done.NO_SUCH_CART)
+    if (event.amount_paise, event.currency) != (cart[0], cart[1]):
+        # It would stay parked after the replay, and its checkout hold the cart for good.
+        paid = (
+            rupees(event.amount_paise)
+            if event.currency in (None, "INR")
+            else (f"{event.amount_paise} {event.currency} (in its smallest unit)")
+        )
+        return Result(done=Done.OTHER_AMOUNT,
+                      why=f"the payment paid {paid}; the cart costs {rupees(cart[0])}")  # fmt: skip
     try:
         carts.checkout(conn, cart_id, Provider(provider), reference)
     except NotFound:
