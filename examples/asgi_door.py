@@ -35,8 +35,10 @@ hooks = AsyncHooks()
 @hooks.on(EventKind.PAYMENT_CAPTURED)
 async def paid(conn: psycopg.AsyncConnection[Any], event: Any) -> None:
     # In the claim's transaction: a copy of this delivery never reaches here again.
+    # Keyed by the payment: Razorpay's order.paid is another delivery of the same payment.
     await conn.execute(
-        "INSERT INTO shop_payments (payment_id, amount_paise) VALUES (%s, %s)",
+        "INSERT INTO shop_payments (payment_id, amount_paise) VALUES (%s, %s)"
+        " ON CONFLICT (payment_id) DO NOTHING",
         (event.payment_id, event.amount_paise),
     )
 
@@ -67,6 +69,8 @@ class Door:
         except PayhooksError as exc:  # an unknown gateway, a body past its bound
             await answer(send, self.endpoint.unread(gateway, exc))
             return
+        except Disconnected:  # no one to answer, and half a body is no delivery to verify
+            return
         pairs = [(name.decode("latin-1"), value.decode("latin-1"))
                  for name, value in scope["headers"]]  # fmt: skip
         await answer(send, await self.deliver(self.endpoint, gateway, body, pairs))
@@ -75,14 +79,11 @@ class Door:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
-                with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
-                    migrate(conn)  # payhooks' tables; yours by your own migrations
-                    conn.execute(
-                        "CREATE TABLE IF NOT EXISTS shop_payments "
-                        "(payment_id text PRIMARY KEY, amount_paise bigint NOT NULL)"
-                    )
-                await self.pool.open()
-                self.log.start()
+                try:
+                    await self.start()
+                except Exception as exc:  # the server says so and exits, serving nothing
+                    await send({"type": "lifespan.startup.failed", "message": repr(exc)})
+                    return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await anyio.to_thread.run_sync(self.log.stop)
@@ -90,12 +91,28 @@ class Door:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
+    async def start(self) -> None:
+        with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
+            migrate(conn)  # payhooks' tables; yours by your own migrations
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS shop_payments "
+                "(payment_id text PRIMARY KEY, amount_paise bigint NOT NULL)"
+            )
+        await self.pool.open(wait=True)
+        self.log.start()
+
+
+class Disconnected(Exception):
+    """The client went away before its whole body came."""
+
 
 async def read_bounded(receive: Any, limit: int, gateway: str) -> bytes:
     """The body's exact bytes, refused as soon as they pass the gateway's bound."""
     chunks, size, more = [], 0, True
     while more:
         message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Disconnected
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:

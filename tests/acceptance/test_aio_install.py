@@ -55,6 +55,19 @@ async def post(path, body, headers):
     await app(scope, receive, send)
     return sent[0]["status"], json.loads(sent[1]["body"])
 
+async def gone(path, body, headers):
+    told = [{"type": "http.request", "body": body[:10], "more_body": True},
+            {"type": "http.disconnect"}]
+    sent = []
+    async def receive():
+        return told.pop(0)
+    async def send(event):
+        sent.append(event)
+    scope = {"type": "http", "method": "POST", "path": path,
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers]}
+    await app(scope, receive, send)
+    return sent
+
 async def main(body, headers):
     lifespan = Lifespan()
     running = asyncio.create_task(lifespan.run())
@@ -64,6 +77,7 @@ async def main(body, headers):
     answers.append(await post("/webhooks/razorpay", body + b" ", headers))
     answers.append(await post("/webhooks/razorpay", b"x" * 4_000_000, headers))
     answers.append(await post("/webhooks/nosuch", body, headers))
+    assert await gone("/webhooks/razorpay", body, headers) == []  # no answer, nothing noted
     await lifespan.told.put({"type": "lifespan.shutdown"})
     await asyncio.wait_for(running, 60)
     return lifespan.said, [[status, answer.get("status") or answer.get("error")]
