@@ -158,8 +158,9 @@ def test_a_delivery_naming_no_order_is_found_through_its_payments_order(shop, ty
 
 def test_a_refund_id_finds_its_payments_order(shop):
     """An operator holding only a refund's id (the customer's email, the gateway's dashboard)
-    found nothing: a refund the gateway reported, and one payhooks sent, each lead to the
-    order of their payment."""
+    found nothing: a refund the gateway reported, and one payhooks sent (by the gateway's id,
+    and by the key it was sent under: Cashfree's refund_id), each lead to the order of their
+    payment."""
     deliver(shop, capture())
     reported = GATEWAY.razorpay("refund.processed", payment_id=PAYMENT, order_id=REF,
                                 amount_paise=49_900, refund_id="rfnd_tl_reported",
@@ -173,7 +174,7 @@ def test_a_refund_id_finds_its_payments_order(shop):
         " WHERE idempotency_key = %s",
         (sent.idempotency_key,),
     )
-    for typed in ("rfnd_tl_reported", "rfnd_tl_sent"):
+    for typed in ("rfnd_tl_reported", "rfnd_tl_sent", sent.idempotency_key):
         [found] = find(shop, typed)
         assert (found.provider, found.gateway_order_id, found.matched) == (
             "razorpay", REF, Matched.REFUND,

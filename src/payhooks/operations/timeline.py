@@ -155,18 +155,22 @@ _FIND = {
                                  AND p.gateway_order_id IS NOT NULL
          WHERE d.provider = ANY(%(providers)s) AND d.dispute_id = %(q)s
            AND d.gateway_order_id IS NULL LIMIT %(limit)s)""",
-    # A refund's order, by the gateway's refund id: one payhooks sent, or one the gateway
-    # reported made outside it (a dashboard's); its payment's order when the refund names none.
-    Matched.REFUND: """
+    # A refund's order, by the gateway's refund id (one payhooks sent, or one the gateway
+    # reported made outside it: a dashboard's) or by the key payhooks sent it under (Cashfree
+    # calls it the refund's refund_id); its payment's order when the refund names none.
+    Matched.REFUND: "\n        UNION".join(
+        f"""
         (SELECT provider, gateway_order_id FROM payhooks_refunds
-         WHERE provider = ANY(%(providers)s) AND gateway_refund_id = %(q)s
+         WHERE provider = ANY(%(providers)s) AND {column} = %(q)s
            AND gateway_order_id IS NOT NULL LIMIT %(limit)s)
         UNION
         (SELECT p.provider, p.gateway_order_id FROM payhooks_refunds r
          JOIN payhooks_payments p ON p.provider = r.provider AND p.payment_id = r.payment_id
                                  AND p.gateway_order_id IS NOT NULL
-         WHERE r.provider = ANY(%(providers)s) AND r.gateway_refund_id = %(q)s
-           AND r.gateway_order_id IS NULL LIMIT %(limit)s)""",
+         WHERE r.provider = ANY(%(providers)s) AND r.{column} = %(q)s
+           AND r.gateway_order_id IS NULL LIMIT %(limit)s)"""
+        for column in ("gateway_refund_id", "idempotency_key")
+    ),
 }
 
 
