@@ -148,6 +148,26 @@ def test_a_refused_recipient_still_counts_against_that_message_alone(conn, pool)
     assert [m["Subject"] for m in box.messages] == ["mail:2"]
 
 
+def test_a_customer_email_that_lost_its_recipient_is_dead_lettered_not_sent_to_the_operators(
+    conn, pool
+):
+    """An application's email whose row names no recipient (an app's own write, a bug) was
+    sent to PAYHOOKS_ALERT_EMAIL: a customer's order email in the operators' inbox. Only an
+    alert goes to the operators; an email without its recipient is a dead letter saying so."""
+    box = Inbox()
+    queue(conn, "mail:1")
+    conn.execute("UPDATE payhooks_outbox SET recipient = NULL WHERE dedupe_key = 'mail:1'")
+    queue(conn, "mail:2")
+    with serving(box) as port:
+        assert worker_for(pool, port).drain() == 2
+    assert rows(conn) == [("mail:1", 1, False, True), ("mail:2", 1, True, False)]
+    assert [m["Subject"] for m in box.messages] == ["mail:2"]
+    (why,) = conn.execute(
+        "SELECT last_error FROM payhooks_outbox WHERE dedupe_key = 'mail:1'"
+    ).fetchone()
+    assert "names no recipient" in why
+
+
 class RelayingForItsOwn(Inbox):
     """A server that relays only for its own domain, refusing every other recipient with
     Postfix's ``reject_unauth_destination`` reply, which names that recipient."""

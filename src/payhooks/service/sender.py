@@ -155,6 +155,10 @@ class Sender:
         self, conn: db.Connection, mailer: Mailer, message: outbox.Pending, *, relays_others: bool
     ) -> Turn:
         fields = {"outbox_id": message.id, "dedupe_key": message.dedupe_key}
+        if message.kind == outbox.MessageKind.EMAIL and not message.recipient:
+            # Never the operators' address: a customer's email in their inbox.
+            self._dead_letter(conn, message, "an email that names no recipient", fields)
+            return Turn()
         recipient = message.recipient or self.settings.alert_email
         if recipient is None:
             outbox.dead_letter(conn, message.id, "PAYHOOKS_ALERT_EMAIL is not set")
