@@ -1340,6 +1340,27 @@ def test_the_action_log_says_each_action_and_what_it_came_to_in_words(console, c
     assert not any("_parked" in row or "bulk_" in row for row in log), log
 
 
+def test_a_settle_that_found_nothing_to_settle_says_so_in_the_log(console, conn):
+    """A second Settle of a delivery settled already (a stale tab, a colleague first) was
+    logged "not a mismatch", of a delivery parked for its amount: the log says it found
+    nothing parked to settle."""
+    from tests.console.test_console_lists import listed
+
+    delivery, _ = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    client = console.logged_in()
+    page = client.get("/console/parked").text
+    form = {"csrf": csrf_of(page), "provider": "razorpay", "event_id": event_id,
+            "note": "refunded in the dashboard"}  # fmt: skip
+    for _ in range(2):
+        client.post("/console/parked/settle", data=form)
+    log = [" ".join(row.split()) for row in listed(client.get("/console/actions").text,
+                                                    "action-log")]  # fmt: skip
+    again, first = log
+    assert first.endswith(" settled") and "not a mismatch" not in again
+    assert again.endswith(" nothing to settle: not parked (applied, or settled already)"), again
+
+
 def read_as_shown(page: str) -> str:
     """A page's words as a person reads them: its text and its options, never an address, a
     form's value or the page's style."""

@@ -184,7 +184,14 @@ def result_words(result: str) -> str:
     (``still parked``), the rest as it was written, so an id in it keeps its own
     (``refund too large: payment pay_Q1...: ...``)."""
     head, colon, rest = result.partition(": ")
+    if head in RESULTS:
+        return RESULTS[head] + colon + rest
     return (head.replace("_", " ") if _NAME.fullmatch(head) else head) + colon + rest
+
+
+RESULTS = {"not_a_mismatch": "nothing to settle: not parked (applied, or settled already)"}
+"""Results whose name alone would mislead, in words (a settle of an amount mismatch settled
+already read "not a mismatch")."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
