@@ -1714,3 +1714,19 @@ def test_an_intent_the_database_refuses_to_lease_is_set_aside_and_the_rest_are_s
     again = send(database_url, url)  # the next pass: the same, nothing sent twice
     assert again.sent[provider] == 0 and books(api, provider) == (1, 20_000)
     assert poisoned.idempotency_key in (again.trouble() or "")
+
+
+def test_a_refund_answer_lacking_its_status_says_so_of_the_refund(core, database_url):
+    """Cashfree's refund entity without its refund_status (under HTTP 200): the intent's error
+    read "payment refund_status is missing", of a refund."""
+    conn, api, url = core
+    provider = Provider.CASHFREE
+    paid(api, provider)
+    made = ask(conn, provider)
+    entity = {"refund_id": made.idempotency_key, "order_id": ORDER[provider]}  # no status
+    api.fail_next(provider, Fault(body=json.dumps(entity).encode()))
+    assert send(database_url, url).retried[provider] == 1
+    [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    error = refund.last_error or ""
+    assert "refund_status is missing or not a string" in error, error
+    assert "payment refund_status" not in error

@@ -133,7 +133,7 @@ def read_json(provider: Provider, body: bytes) -> Any:
 def text(provider: Provider, entity: object, name: str) -> str:
     value = entity.get(name) if isinstance(entity, dict) else None
     if not isinstance(value, str) or value == "":
-        raise MalformedPayload(provider, f"payment {name} is missing or not a string")
+        raise MalformedPayload(provider, f"{name} is missing or not a string")
     return value
 
 
