@@ -6,6 +6,7 @@ delivery's replay will meet; one purge at a time."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import threading
@@ -518,6 +519,10 @@ def test_a_record_the_database_will_not_delete_is_kept_alone_and_the_rest_purged
     assert "kept, the database refused to delete them (razorpay held: " in result.stderr
     assert "foreign key" in result.stderr, result.stderr
     assert keys(merchant, "processed_webhooks", "event_id") == ["held"]
+    # Its log line names it (a JSON line with its key and why), never a bare event name.
+    [logged] = [json.loads(line) for line in result.stderr.splitlines()
+                if "purge_record_refused" in line]  # fmt: skip
+    assert (logged["event_id"], logged["provider"]) == ("held", "razorpay"), logged
     again = cli("--database-url", merchant_url)  # the same one kept again, nothing else
     assert again.returncode == 1 and "deleted 0 record(s)" in again.stdout, again.stdout
 

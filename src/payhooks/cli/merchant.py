@@ -431,6 +431,7 @@ def purge(
     ] = None,
 ) -> None:
     """Delete delivery records older than the retention window, in small batches."""
+    host(ctx).configure_logs()  # a record kept is logged with its key and why, as JSON
     days = older_than_days if older_than_days is not None else settings(ctx).retention_days
     forced = force or dry_run  # a count deletes nothing: any window may be counted
     run(lambda: policy.check_window(days, force=forced))
