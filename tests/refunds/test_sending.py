@@ -1660,7 +1660,8 @@ def test_a_later_intent_a_call_was_made_for_still_counts_against_the_first(core,
     """The intent asked first goes first, but not past one asked later whose call may have
     reached the gateway (its answer lost, or its sender calling now): that refund may be made.
     Two of 200.00 asked; the later one's call met a 5xx; a chargeback lost for 199.00 leaves
-    300.00. The first may take 100.00 at most, not 200.00: it is not sent."""
+    300.00. The first may take 100.00 at most while the later one's call is unknown: it is
+    neither sent nor refused, but waits (held) for the later one's to be known."""
     conn, api, url = core
     provider = Provider.RAZORPAY
     paid(api, provider)
@@ -1673,12 +1674,59 @@ def test_a_later_intent_a_call_was_made_for_still_counts_against_the_first(core,
     )
     lost_dispute(conn, provider, 19_900)
     tally = send(database_url, url)
-    assert (tally.sent[provider], tally.spent[provider]) == (0, 1)
+    assert (tally.sent[provider], tally.spent[provider], tally.retried[provider]) == (0, 0, 1)
     assert books(api, provider) == (0, 0)
     by_key = {r.idempotency_key: r for r in refunds.of_payment(conn, provider, PAYMENT[provider])}
-    assert by_key[first.idempotency_key].state is RefundState.REFUSED
-    assert by_key[first.idempotency_key].last_error.endswith(
-        "ask again for the 10000 paise still owed"
+    waiting = by_key[first.idempotency_key]
+    assert (waiting.state, waiting.attempts) == (RefundState.REQUESTED, 0)  # no call made
+    assert waiting.last_error.startswith("waits: payment "), waiting.last_error
+    # The later one's call refused by a person (cancelled: never made): the first goes.
+    conn.execute(
+        "UPDATE payhooks_refunds SET state = 'cancelled' WHERE idempotency_key = %s",
+        (later.idempotency_key,),
+    )
+    due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert books(api, provider) == (1, 20_000)
+
+
+def test_two_senders_leasing_a_payments_intents_at_once_refuse_neither_for_the_other(
+    core, database_url
+):
+    """A lease counts its attempt before the call: two senders leasing a payment's two
+    intents at the same moment each counted the other against its room, and after a lost
+    chargeback both were refused though the first fitted. Seen from the first (asked first),
+    the second is leased now; from the second, the first goes before it: the second is
+    refused what the first leaves, the first waits for that, then is sent."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    first = ask(conn, provider, amount=30_000, key="first")
+    later = ask(conn, provider, amount=19_900, key="second")
+    lost_dispute(conn, provider, 10_000)  # 399.00 left: the first fits, not both
+    conn.execute(  # the other sender's lease of the later one, its room not read yet
+        "UPDATE payhooks_refunds SET attempts = 1, leased_until = now() + interval '2 minutes',"
+        " next_attempt_at = now() + interval '2 minutes' WHERE idempotency_key = %s",
+        (later.idempotency_key,),
+    )
+    assert send(database_url, url).retried[provider] == 1  # the first waits on it
+    conn.execute(  # the other sender reads its room: the first goes before it
+        "UPDATE payhooks_refunds SET attempts = 0, leased_until = NULL, next_attempt_at = now()"
+        " WHERE idempotency_key = %s",
+        (later.idempotency_key,),
+    )
+    conn.execute(
+        "UPDATE payhooks_refunds SET next_attempt_at = now() + interval '1 hour'"
+        " WHERE idempotency_key = %s",
+        (first.idempotency_key,),
+    )
+    assert send(database_url, url).spent[provider] == 1
+    due_now(conn)
+    assert send(database_url, url).sent[provider] == 1
+    assert books(api, provider) == (1, 30_000)
+    by_key = {r.idempotency_key: r for r in refunds.of_payment(conn, provider, PAYMENT[provider])}
+    assert by_key[later.idempotency_key].last_error.endswith(
+        "ask again for the 9900 paise still owed"
     )
 
 
@@ -1714,6 +1762,22 @@ def test_an_intent_the_database_refuses_to_lease_is_set_aside_and_the_rest_are_s
     again = send(database_url, url)  # the next pass: the same, nothing sent twice
     assert again.sent[provider] == 0 and books(api, provider) == (1, 20_000)
     assert poisoned.idempotency_key in (again.trouble() or "")
+    assert "CONTEXT" not in (again.trouble() or "")  # the database's words, its first line
+
+
+def test_intents_set_aside_take_no_turn_of_the_pass(core, database_url):
+    """Each intent set aside took one of the pass's turns (``limit`` a gateway) and stayed
+    the oldest due: as many refused as the limit held every other refund back, every pass."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    refused = [ask(conn, provider, amount=1_000, key=f"frozen-{n}") for n in range(3)]
+    ask(conn, provider, amount=20_000, key="healthy")
+    conn.execute(POISON.replace("OLD.idempotency_key = '{key}'", "OLD.amount_paise = 1000"))
+    tally = send_once(connecting(database_url), credentials(API_KEYS.env(url)),
+                      timeout_s=PATIENT_S, limit=2)  # fmt: skip
+    assert tally.sent[provider] == 1 and books(api, provider) == (1, 20_000)
+    assert sorted(tally.aside) == sorted(r.idempotency_key for r in refused)
 
 
 def test_a_refund_answer_lacking_its_status_says_so_of_the_refund(core, database_url):

@@ -36,7 +36,7 @@ import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Required, TypedDict, Unpack
 
@@ -113,27 +113,27 @@ and a serialization failure for a snapshot that cannot see the last writer's int
 # (PAID), read after it; a report coming after waits for this refund's transaction to end.
 TURN = "SELECT payhooks_lock_payment(%s, %s)"
 EXISTING = f"SELECT {COLUMNS} FROM payhooks_refunds WHERE provider = %s AND idempotency_key = %s"
-TAKEN = f"""
-SELECT coalesce(sum(amount_paise), 0) FROM payhooks_refunds r
+_LIVE = f"""FROM payhooks_refunds r
 WHERE provider = %(provider)s AND payment_id = %(payment_id)s AND state = ANY(%(live)s)
   AND NOT (starts_with(idempotency_key, '{REPORTED_KEY}')
            AND EXISTS (SELECT 1 FROM payhooks_refunds o
                        WHERE o.provider = r.provider AND o.gateway_refund_id = r.gateway_refund_id
-                         AND o.idempotency_key <> r.idempotency_key))
-"""
+                         AND o.idempotency_key <> r.idempotency_key))"""
+TAKEN = f"SELECT coalesce(sum(amount_paise), 0) {_LIVE}"
 """What a payment's live refunds take: its intents and the refunds its gateway reported made
 outside them (a dashboard's, the gateway's own auto-refund), one reported before its intent
 learnt its refund id counted once, as the intent."""
 TAKEN_FIRST = f"""
-{TAKEN.strip()}
-  AND idempotency_key <> %(key)s
-  AND NOT (state = 'requested' AND attempts = 0
-           AND (requested_at, idempotency_key) > (%(requested_at)s, %(key)s))
+SELECT coalesce(sum(amount_paise) FILTER (WHERE NOT later), 0),
+       coalesce(sum(amount_paise) FILTER (WHERE later AND attempts > 0), 0)
+FROM (SELECT amount_paise, attempts,
+             state = 'requested' AND (requested_at, idempotency_key) > (%(requested_at)s, %(key)s)
+             AS later
+      {_LIVE} AND idempotency_key <> %(key)s) live
 """
-"""What goes before an intent on its payment: ``TAKEN`` less the intent itself and the intents
-asked after it that no call was made for yet (the one asked first is sent first; one whose
-call may have reached the gateway, its sender calling now or its answer lost, still counts:
-``refundable_now``). A sender leases an intent just before its call, counting the attempt."""
+"""What goes before an intent on its payment (``TAKEN`` less the intent, and less the intents
+asked after it and not sent: the one asked first is sent first), and what those later ones
+may take that a call was made for (leased, or called before: ``Room.later``)."""
 INSERT = f"""
 INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
     amount_paise, currency, captured_paise, reason, requested_by, attempt_id, lost_paise)
@@ -558,7 +558,8 @@ def _leasing(
         first = db.query(conn, _due(state), {**params, "limit": 1}).fetchone()
         if first is None:  # taken meanwhile: the next lease meets whatever refused
             raise
-        raise LeaseRefused(str(first[1]), str(exc).strip()[:200]) from exc
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # not its CONTEXT
+        raise LeaseRefused(str(first[1]), said[:200]) from exc
     return [_refund(row) for row in found]
 
 
@@ -599,22 +600,37 @@ SELECT {RECORDED},
 """
 
 
+@dataclass(frozen=True, slots=True)
+class Room:
+    """What a payment may still refund for an intent (``refundable_now``): ``left``, beside the
+    live refunds that go before it; ``later``, what intents asked after it may take whose call
+    was made or is being made (leased by a sender now, or called before and not answered)."""
+
+    left: int
+    later: int
+
+
 def refundable_now(conn: Connection, refund: Refund) -> int:
+    """``room_now(conn, refund).left``."""
+    return room_now(conn, refund).left
+
+
+def room_now(conn: Connection, refund: Refund) -> Room:
     """What may still be refunded of ``refund``'s payment beside the live refunds that go
-    before it (sent, reported, asked before it, or called for: the intent asked first goes
-    first, ``TAKEN_FIRST``), read
+    before it (sent, reported, asked before it: the intent asked first goes first), read
     again as the sender is about to call (``request`` bounded the intent when it was written):
     a chargeback lost since then gave the customer part of the payment back already, and a
     refund made outside payhooks (the dashboard's, the gateway's own) took its share. With no
     record of the payment, what its lost disputes took back beyond what they had taken when
     the intent was written (and its bound took) counts against it; an intent written before
-    payhooks kept that (core 0040) counts no loss anew."""
+    payhooks kept that (core 0040) counts no loss anew. ``Room.later``: what intents asked
+    after it may take whose call was made, for the sender to wait on (``TAKEN_FIRST``)."""
     provider = refund.provider.value
     params = {"provider": provider, "payment_id": refund.payment_id,
               "live": [s.value for s in LIVE], "key": refund.idempotency_key,
               "requested_at": refund.requested_at}  # fmt: skip
     row = db.query(conn, TAKEN_FIRST, params).fetchone()
-    before = int(row[0]) if row else 0
+    before, later = (int(row[0]), int(row[1])) if row else (0, 0)
     paid = db.query(conn, PAID_NOW, params).fetchone()
     assert paid is not None
     recorded, lost, lost_when_asked = paid
@@ -623,7 +639,7 @@ def refundable_now(conn: Connection, refund: Refund) -> int:
     else:  # its bound took the losses of then: only what more was lost since
         then = int(lost) if lost_when_asked is None else int(lost_when_asked)
         captured = refund.captured_paise - max(int(lost) - then, 0)
-    return max(captured - before, 0)
+    return Room(left=max(captured - before, 0), later=later)
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:

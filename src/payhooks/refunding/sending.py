@@ -248,7 +248,8 @@ def _each_due(
     for provider, client in clients.items():
         pausing = Pausing()
         aside: list[str] = []  # intents the database refused to hold, this pass
-        for _ in range(limit):
+        leased = 0
+        while leased < limit:  # those set aside take no turn: the lease leaves them out
             if provider in tally.paused:
                 break
             if stop():
@@ -272,6 +273,7 @@ def _each_due(
                 break
             if not due:
                 break
+            leased += 1
             try:
                 done = act(connect, client, due[0], tally)
             except DatabaseAway:
@@ -315,6 +317,22 @@ def _refused(
                "payment_id": refund.payment_id, "amount_paise": refund.amount_paise,
                "detail": exc.reason},
     )  # fmt: skip
+
+
+def _behind(connect: Connect, refund: Refund, tally: Tally, room: refunds.Room) -> None:
+    """An intent that fits what is left, but not beside intents asked after it whose call was
+    made (one may have been refunded, its answer lost) or is being made (a sender leased it
+    now): neither sent nor refused, held until their calls are known (sent, or refused and
+    their amount free again), the attempt its lease counted taken back."""
+    why = (
+        f"waits: payment {refund.payment_id} has {room.left} paise left, of which refunds "
+        f"asked after this one, already called for, may take {room.later}"
+    )
+    with connect() as conn:
+        refunds.held(conn, refund, refunds.wait_after(refund.attempts), why)
+    tally.retried[refund.provider] += 1
+    said = {"provider": refund.provider.value, "key": refund.idempotency_key, "detail": why}
+    log.info("refund_waits_on_later", extra=said)
 
 
 def _beyond(connect: Connect, refund: Refund, tally: Tally, left: int) -> None:
@@ -484,9 +502,12 @@ class _Acts:
     ) -> GatewayApiError | bool:
         provider = refund.provider
         with connect() as conn:
-            left = refunds.refundable_now(conn, refund)
-        if left < refund.amount_paise:
-            _beyond(connect, refund, tally, left)
+            room = refunds.room_now(conn, refund)
+        if room.left < refund.amount_paise:
+            _beyond(connect, refund, tally, room.left)
+            return False
+        if room.left - room.later < refund.amount_paise:
+            _behind(connect, refund, tally, room)
             return False
         try:
             sent = client.send_refund(refund)
