@@ -246,6 +246,38 @@ def test_a_line_the_database_refuses_is_kept_unreadable_and_the_rest_recorded(
     assert "this line is refused" in kept.reason
 
 
+def test_a_payout_the_database_refuses_is_told_and_the_other_payouts_recorded(
+    conn, database_url, gateway_api
+):
+    """A payout's own row refused (an app's trigger) failed the page after its lines were
+    taken row by row: every payout of the page, and the gateway's fetch, on every run. The
+    refused payout is told (the gateway's fetch said failed in part), its lines kept unread
+    with it, and the other payout and its lines recorded."""
+    api, url = gateway_api
+    paid(conn, api, Provider.RAZORPAY)
+    first = api.pay_out(Provider.RAZORPAY, at=PAID_AT)
+    paid(conn, api, Provider.RAZORPAY)
+    second = api.pay_out(Provider.RAZORPAY, at=PAID_AT)
+    assert first is not None and second is not None
+    conn.execute(
+        "CREATE FUNCTION refuse_payout() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'this payout is under audit'; END $$"
+    )
+    conn.execute(
+        "CREATE TRIGGER refuse_payout BEFORE INSERT OR UPDATE ON payhooks_settlements FOR EACH ROW"
+        f" WHEN (NEW.settlement_id = '{second.settlement_id}') EXECUTE FUNCTION refuse_payout()"
+    )
+    tally = fetch_once(connecting(database_url), credentials(url), DAY, NEXT, now=lambda: LATER)
+    trouble = tally.trouble() or ""
+    assert f"payout {second.settlement_id} refused: this payout is under audit" in trouble, trouble
+    assert "CONTEXT" not in trouble
+    stated = {p.settlement_id for p in listing.payouts(conn, DAY_START, LATER)}
+    assert stated == {first.settlement_id}
+    lines = "SELECT settlement_id, count(*) FROM payhooks_settlement_lines GROUP BY 1"
+    assert conn.execute(lines).fetchall() == [(first.settlement_id, len(first.entries))]
+    assert {u.settlement_id for u in listing.unreadable(conn)} == {second.settlement_id}
+
+
 def test_one_payout_whose_figures_failed_is_told_and_the_rest_recorded(
     conn, database_url, gateway_api
 ):

@@ -315,20 +315,20 @@ def _fetched(
     connect: Connect, reporter: SettlementClient, start: date, end: date, tally: Tally
 ) -> None:
     """One gateway's report, page by page: a line it cannot read is kept and a part of the
-    report it cannot read is told, and the rest recorded; an error that ends the report (an
-    outage, refused credentials, a page whose next one cannot be found, the database refusing
-    a page: any exception) stops this gateway alone, and is told with its type."""
+    report it cannot read is told, and the rest recorded (a line or a payout the database
+    refuses too: ``records.record_page``); an error that ends the report (an outage, refused
+    credentials, a page whose next one cannot be found, the database failing a page: any
+    other exception) stops this gateway alone, and is told with its type."""
     provider = reporter.provider
     tally.recorded[provider] = Recorded()
     try:
         with connect() as conn:
             for page in reporter.settlement_pages(start, end):
-                done, refused = records.record_page(
-                    conn, page.settlements, page.lines, page.unreadable
-                )
-                tally.counted(
-                    provider, replace(page, unreadable=(*page.unreadable, *refused)), done
-                )
+                paged = records.record_page(conn, page.settlements, page.lines, page.unreadable)
+                failed = "; ".join(f for f in (page.failed, *paged.refused_payouts) if f)
+                kept = (*page.unreadable, *paged.refused_lines)
+                told = replace(page, unreadable=kept, failed=failed or None)
+                tally.counted(provider, told, paged.recorded)
     except GatewayApiError as exc:
         tally.failed(provider, exc.reason)
     except DatabaseAway:

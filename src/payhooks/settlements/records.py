@@ -211,23 +211,42 @@ def record(
         return run(conn, recording(settlements, lines, unreadable))
 
 
+@dataclass(frozen=True, slots=True)
+class Paged:
+    """A page recorded (``record_page``): what it recorded, the lines the database refused
+    (kept as lines payhooks cannot read), and the payouts it refused, with why."""
+
+    recorded: Recorded
+    refused_lines: tuple[Unreadable, ...] = ()
+    refused_payouts: tuple[str, ...] = ()
+
+
 def record_page(
     conn: Connection,
     settlements: Iterable[Settlement],
     lines: Sequence[Line] = (),
     unreadable: Sequence[Unreadable] = (),
-) -> tuple[Recorded, tuple[Unreadable, ...]]:
+) -> Paged:
     """``record``; where the database refuses a row of the page (an app's trigger or
-    constraint), the page again line by line, each under a savepoint: a line refused is kept
-    as one payhooks cannot read, saying why (returned, to be counted so), and the rest are
-    recorded. Any other error is the caller's."""
+    constraint), the page again row by row, each under a savepoint: a payout refused is said
+    (``Paged.refused_payouts``, its lines then refused with it), a line refused is kept as
+    one payhooks cannot read, saying why, and the rest are recorded. Any other error is the
+    caller's."""
     settlements = tuple(settlements)
     try:
-        return record(conn, settlements, lines, unreadable), ()
+        return Paged(record(conn, settlements, lines, unreadable))
     except psycopg.Error as exc:
         if not row_refused(conn, exc):
             raise
-    found = record(conn, settlements, (), unreadable)
+    found = record(conn, (), (), unreadable)
+    payouts: list[str] = []
+    for settlement in settlements:
+        try:
+            found += record(conn, (settlement,))
+        except psycopg.Error as exc:
+            if not row_refused(conn, exc):
+                raise
+            payouts.append(f"payout {settlement.settlement_id} refused: {_first_line(exc)}")
     refused: list[Unreadable] = []
     for line in lines:
         try:
@@ -235,10 +254,15 @@ def record_page(
         except psycopg.Error as exc:
             if not row_refused(conn, exc):
                 raise
-            refused.append(_refused(line, " ".join(str(exc).split())))
+            refused.append(_refused(line, _first_line(exc)))
     if refused:
         found += record(conn, (), (), refused)
-    return found, tuple(refused)
+    return Paged(found, tuple(refused), tuple(payouts))
+
+
+def _first_line(exc: psycopg.Error) -> str:
+    """The database's words, not its CONTEXT."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _refused(line: Line, why: str) -> Unreadable:
