@@ -159,7 +159,7 @@ class Tally:
         if self.unrecorded:
             said.append(
                 f"alerts the database refused to record: {', '.join(self.unrecorded)} "
-                "(alert_record_failed)"
+                "(alert_record_failed, or alert_resolve_failed for one gone)"
             )
         return "; ".join(said) or None
 
