@@ -244,6 +244,9 @@ def test_an_address_that_cannot_be_mailed_is_refused_saying_why(console, conn, a
     answer = client.post("/console/dead/readdress", data=form)
     assert answer.status_code == 400
     assert said in answer.text and ".." not in answer.text  # the reason's own full stop once
+    if said.startswith("That address"):  # headed so, and leading back to the dead letters
+        assert "<h1>Not sent again</h1>" in answer.text
+        assert '<a href="/console/dead">Back to dead letters</a>' in answer.text
     assert rows(console, "SELECT recipient, failed_at IS NOT NULL FROM outbox") == [
         ("a@example.com", True)
     ]

@@ -328,7 +328,9 @@ async def readdress(
         address = mail.checked_address(recipient.strip())
     except InvalidAddress as exc:
         message = f"That address cannot be mailed: {exc.reason.rstrip('.')}. Nothing was changed."
-        return page(request, "error.html", {"message": message}, status=400)
+        told = {"message": message, "heading": "Not sent again",
+                "back_path": "/dead", "back_label": "Back to dead letters"}  # fmt: skip
+        return page(request, "error.html", told, status=400)
     if confirm != "yes":
         return go_back(request, back or "/dead", Done.NOT_CONFIRMED)
     result = await run(request, actions.readdress, message_id, address, operator=session.operator)
