@@ -1558,7 +1558,7 @@ def test_an_intent_a_lost_dispute_took_the_money_of_before_its_send_is_never_sen
     [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
     assert refund.state is RefundState.REFUSED and refund.attempts == 1
     assert refund.last_error.startswith("not sent, the customer has that money back already: ")
-    assert "has 0 paise left to refund" in refund.last_error
+    assert "has 0 paise left to refund for it" in refund.last_error
     # The person told is told no refund is owed, never to refund it another way.
     [alert] = [a for a in alerts.refunds(conn, datetime.now(UTC))]
     assert "no refund is owed for them" in alert.body
@@ -1658,10 +1658,10 @@ def test_what_a_lost_dispute_leaves_goes_to_the_refund_asked_first(core, databas
 
 def test_a_later_intent_a_call_was_made_for_still_counts_against_the_first(core, database_url):
     """The intent asked first goes first, but not past one asked later whose call may have
-    reached the gateway (its answer lost, or its sender calling now): that refund may be made.
-    Two of 200.00 asked; the later one's call met a 5xx; a chargeback lost for 199.00 leaves
-    300.00. The first may take 100.00 at most while the later one's call is unknown: it is
-    neither sent nor refused, but waits (held) for the later one's to be known."""
+    reached the gateway (its answer lost): that refund may be made. Two of 200.00 asked; the
+    later one's call met a 5xx; a chargeback lost for 199.00 leaves 300.00. The first may
+    take 100.00 at most, not 200.00: it is not sent (a review proved the first version sent
+    it, 13,000 back on a 10,000 payment)."""
     conn, api, url = core
     provider = Provider.RAZORPAY
     paid(api, provider)
@@ -1674,60 +1674,53 @@ def test_a_later_intent_a_call_was_made_for_still_counts_against_the_first(core,
     )
     lost_dispute(conn, provider, 19_900)
     tally = send(database_url, url)
-    assert (tally.sent[provider], tally.spent[provider], tally.retried[provider]) == (0, 0, 1)
+    assert (tally.sent[provider], tally.spent[provider]) == (0, 1)
     assert books(api, provider) == (0, 0)
     by_key = {r.idempotency_key: r for r in refunds.of_payment(conn, provider, PAYMENT[provider])}
-    waiting = by_key[first.idempotency_key]
-    assert (waiting.state, waiting.attempts) == (RefundState.REQUESTED, 0)  # no call made
-    assert waiting.last_error.startswith("waits: payment "), waiting.last_error
-    # The later one's call refused by a person (cancelled: never made): the first goes.
-    conn.execute(
-        "UPDATE payhooks_refunds SET state = 'cancelled' WHERE idempotency_key = %s",
-        (later.idempotency_key,),
+    assert by_key[first.idempotency_key].state is RefundState.REFUSED
+    assert by_key[first.idempotency_key].last_error.endswith(
+        "ask again for the 10000 paise still owed"
     )
-    due_now(conn)
-    assert send(database_url, url).sent[provider] == 1
-    assert books(api, provider) == (1, 20_000)
 
 
-def test_two_senders_leasing_a_payments_intents_at_once_refuse_neither_for_the_other(
-    core, database_url
-):
-    """A lease counts its attempt before the call: two senders leasing a payment's two
-    intents at the same moment each counted the other against its room, and after a lost
-    chargeback both were refused though the first fitted. Seen from the first (asked first),
-    the second is leased now; from the second, the first goes before it: the second is
-    refused what the first leaves, the first waits for that, then is sent."""
+def test_intents_asked_in_one_transaction_go_in_the_order_asked(core, database_url):
+    """Two intents asked in one transaction shared its start time, and the tie went to the
+    smaller key (a hash): the one asked second could take the room of the first. Each is
+    stamped when it is asked now."""
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    with conn.transaction():
+        keys = [f"k{n}" for n in range(12)]  # some hash below "first"'s, some above
+        first = ask(conn, provider, amount=30_000, key="first")
+        for key in keys:
+            ask(conn, provider, amount=1_000, key=key)
+    lost_dispute(conn, provider, 10_000)  # 399.00 left: the first, and 9 of the others
+    tally = send(database_url, url)
+    assert tally.sent[provider] == 10 and books(api, provider) == (10, 39_000)
+    by_key = {r.idempotency_key: r for r in refunds.of_payment(conn, provider, PAYMENT[provider])}
+    assert by_key[first.idempotency_key].state is not RefundState.REFUSED
+
+
+def test_an_intent_refused_says_what_no_other_refund_holds(core, database_url):
+    """An intent refused for what is left, while one asked after it (never called yet) holds
+    part of it: "ask again for the 500 paise still owed", though the later one then took 400
+    of them and a new ask for 500 was refused. It says what no other refund holds."""
     conn, api, url = core
     provider = Provider.RAZORPAY
     paid(api, provider)
     first = ask(conn, provider, amount=30_000, key="first")
-    later = ask(conn, provider, amount=19_900, key="second")
-    lost_dispute(conn, provider, 10_000)  # 399.00 left: the first fits, not both
-    conn.execute(  # the other sender's lease of the later one, its room not read yet
-        "UPDATE payhooks_refunds SET attempts = 1, leased_until = now() + interval '2 minutes',"
-        " next_attempt_at = now() + interval '2 minutes' WHERE idempotency_key = %s",
-        (later.idempotency_key,),
-    )
-    assert send(database_url, url).retried[provider] == 1  # the first waits on it
-    conn.execute(  # the other sender reads its room: the first goes before it
-        "UPDATE payhooks_refunds SET attempts = 0, leased_until = NULL, next_attempt_at = now()"
-        " WHERE idempotency_key = %s",
-        (later.idempotency_key,),
-    )
-    conn.execute(
-        "UPDATE payhooks_refunds SET next_attempt_at = now() + interval '1 hour'"
-        " WHERE idempotency_key = %s",
-        (first.idempotency_key,),
-    )
-    assert send(database_url, url).spent[provider] == 1
-    due_now(conn)
-    assert send(database_url, url).sent[provider] == 1
-    assert books(api, provider) == (1, 30_000)
+    ask(conn, provider, amount=15_000, key="second")
+    lost_dispute(conn, provider, 20_000)  # 299.00 left: the first does not fit, the second does
+    tally = send(database_url, url)
+    assert (tally.sent[provider], tally.spent[provider]) == (1, 1)
+    assert books(api, provider) == (1, 15_000)
     by_key = {r.idempotency_key: r for r in refunds.of_payment(conn, provider, PAYMENT[provider])}
-    assert by_key[later.idempotency_key].last_error.endswith(
-        "ask again for the 9900 paise still owed"
+    assert by_key[first.idempotency_key].last_error.endswith(
+        "ask again for the 14900 paise still owed"
     )
+    again = ask(conn, provider, amount=14_900, key="the-rest")
+    assert again.amount_paise == 14_900
 
 
 POISON = """

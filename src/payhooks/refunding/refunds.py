@@ -124,22 +124,23 @@ TAKEN = f"SELECT coalesce(sum(amount_paise), 0) {_LIVE}"
 outside them (a dashboard's, the gateway's own auto-refund), one reported before its intent
 learnt its refund id counted once, as the intent."""
 TAKEN_FIRST = f"""
-SELECT coalesce(sum(amount_paise) FILTER (WHERE NOT later), 0),
-       coalesce(sum(amount_paise) FILTER (WHERE later AND attempts > 0), 0)
+SELECT coalesce(sum(amount_paise) FILTER (WHERE NOT later OR attempts > 0), 0),
+       coalesce(sum(amount_paise), 0)
 FROM (SELECT amount_paise, attempts,
              state = 'requested' AND (requested_at, idempotency_key) > (%(requested_at)s, %(key)s)
              AS later
       {_LIVE} AND idempotency_key <> %(key)s) live
 """
-"""What goes before an intent on its payment (``TAKEN`` less the intent, and less the intents
-asked after it and not sent: the one asked first is sent first), and what those later ones
-may take that a call was made for (leased, or called before: ``Room.later``)."""
+"""What goes before an intent on its payment: ``TAKEN`` less the intent and less the intents
+asked after it that no call was made for yet (the one asked first is sent first; one a call
+was made for may have been refunded, its answer lost); and all that the others take."""
 INSERT = f"""
 INSERT INTO payhooks_refunds (provider, idempotency_key, payment_id, gateway_order_id,
-    amount_paise, currency, captured_paise, reason, requested_by, attempt_id, lost_paise)
+    amount_paise, currency, captured_paise, reason, requested_by, attempt_id, lost_paise,
+    requested_at)
 VALUES (%(provider)s, %(idempotency_key)s, %(payment_id)s, %(gateway_order_id)s,
     %(amount_paise)s, %(currency)s, %(captured_paise)s, %(reason)s, %(requested_by)s,
-    %(attempt_id)s, %(lost_paise)s)
+    %(attempt_id)s, %(lost_paise)s, clock_timestamp())
 RETURNING {COLUMNS}
 """
 
@@ -602,12 +603,12 @@ SELECT {RECORDED},
 
 @dataclass(frozen=True, slots=True)
 class Room:
-    """What a payment may still refund for an intent (``refundable_now``): ``left``, beside the
-    live refunds that go before it; ``later``, what intents asked after it may take whose call
-    was made or is being made (leased by a sender now, or called before and not answered)."""
+    """What a payment may still refund for an intent (``room_now``): ``left``, beside the live
+    refunds that go before it; ``unheld``, what no other live refund of it holds (the most a
+    new intent could ask for now)."""
 
     left: int
-    later: int
+    unheld: int
 
 
 def refundable_now(conn: Connection, refund: Refund) -> int:
@@ -617,20 +618,20 @@ def refundable_now(conn: Connection, refund: Refund) -> int:
 
 def room_now(conn: Connection, refund: Refund) -> Room:
     """What may still be refunded of ``refund``'s payment beside the live refunds that go
-    before it (sent, reported, asked before it: the intent asked first goes first), read
+    before it (sent, reported, asked before it, or asked after it and called for: the intent
+    asked first goes first), read
     again as the sender is about to call (``request`` bounded the intent when it was written):
     a chargeback lost since then gave the customer part of the payment back already, and a
     refund made outside payhooks (the dashboard's, the gateway's own) took its share. With no
     record of the payment, what its lost disputes took back beyond what they had taken when
     the intent was written (and its bound took) counts against it; an intent written before
-    payhooks kept that (core 0040) counts no loss anew. ``Room.later``: what intents asked
-    after it may take whose call was made, for the sender to wait on (``TAKEN_FIRST``)."""
+    payhooks kept that (core 0040) counts no loss anew (``TAKEN_FIRST``)."""
     provider = refund.provider.value
     params = {"provider": provider, "payment_id": refund.payment_id,
               "live": [s.value for s in LIVE], "key": refund.idempotency_key,
               "requested_at": refund.requested_at}  # fmt: skip
     row = db.query(conn, TAKEN_FIRST, params).fetchone()
-    before, later = (int(row[0]), int(row[1])) if row else (0, 0)
+    before, others = (int(row[0]), int(row[1])) if row else (0, 0)
     paid = db.query(conn, PAID_NOW, params).fetchone()
     assert paid is not None
     recorded, lost, lost_when_asked = paid
@@ -639,7 +640,7 @@ def room_now(conn: Connection, refund: Refund) -> Room:
     else:  # its bound took the losses of then: only what more was lost since
         then = int(lost) if lost_when_asked is None else int(lost_when_asked)
         captured = refund.captured_paise - max(int(lost) - then, 0)
-    return Room(left=max(captured - before, 0), later=later)
+    return Room(left=max(captured - before, 0), unheld=max(captured - others, 0))
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:

@@ -319,38 +319,25 @@ def _refused(
     )  # fmt: skip
 
 
-def _behind(connect: Connect, refund: Refund, tally: Tally, room: refunds.Room) -> None:
-    """An intent that fits what is left, but not beside intents asked after it whose call was
-    made (one may have been refunded, its answer lost) or is being made (a sender leased it
-    now): neither sent nor refused, held until their calls are known (sent, or refused and
-    their amount free again), the attempt its lease counted taken back."""
-    why = (
-        f"waits: payment {refund.payment_id} has {room.left} paise left, of which refunds "
-        f"asked after this one, already called for, may take {room.later}"
-    )
-    with connect() as conn:
-        refunds.held(conn, refund, refunds.wait_after(refund.attempts), why)
-    tally.retried[refund.provider] += 1
-    said = {"provider": refund.provider.value, "key": refund.idempotency_key, "detail": why}
-    log.info("refund_waits_on_later", extra=said)
-
-
-def _beyond(connect: Connect, refund: Refund, tally: Tally, left: int) -> None:
+def _beyond(connect: Connect, refund: Refund, tally: Tally, room: refunds.Room) -> None:
     """An intent past what its payment has left to refund by now (a chargeback lost since it
     was written gave the customer the money back already; a refund made outside payhooks took
-    it): never sent. One never called for is closed ``refused``, its ``last_error`` starting
-    ``SPENT`` and saying what is left (ask again for that, if anything). One called for before
-    may have been made by that call, its answer lost: neither sent again nor refused (either
-    could be wrong), but held, saying why, asked about again after its backoff and alerted as
-    an intent retried, for a person to cancel or let be."""
+    it; refunds asked before it, or called for after it, take it first): never sent. One
+    never called for is closed ``refused``, its ``last_error`` starting ``SPENT`` when no
+    other refund leaves anything (``Room.unheld``), ``SHRUNK`` and saying how much to ask
+    again for when one does. One called for before may have been made by that call, its
+    answer lost: neither sent again nor refused (either could be wrong), but held, saying
+    why, asked about again after its backoff and alerted as an intent retried, for a person
+    to cancel or let be."""
+    owed = room.unheld
     why = (
-        f"payment {refund.payment_id} has {left} paise left to refund, not the "
-        f"{refund.amount_paise} asked: lost disputes gave the customer part of it back, or a "
-        "refund made outside payhooks took it, since the intent was written"
-    ) + ("" if left == 0 else f"; ask again for the {left} paise still owed")
+        f"payment {refund.payment_id} has {room.left} paise left to refund for it, not the "
+        f"{refund.amount_paise} asked: lost disputes gave the customer part of it back, a "
+        "refund made outside payhooks took it, or other refunds asked of it take it first"
+    ) + ("" if owed == 0 else f"; ask again for the {owed} paise still owed")
     if refund.attempts <= 1:  # this lease is its first: no call of it reached the gateway
         with connect() as conn:
-            refunds.refused(conn, refund, (SPENT if left == 0 else SHRUNK) + why)
+            refunds.refused(conn, refund, (SPENT if owed == 0 else SHRUNK) + why)
         tally.spent[refund.provider] += 1
         log.warning(
             "refund_spent",
@@ -504,10 +491,7 @@ class _Acts:
         with connect() as conn:
             room = refunds.room_now(conn, refund)
         if room.left < refund.amount_paise:
-            _beyond(connect, refund, tally, room.left)
-            return False
-        if room.left - room.later < refund.amount_paise:
-            _behind(connect, refund, tally, room)
+            _beyond(connect, refund, tally, room)
             return False
         try:
             sent = client.send_refund(refund)
