@@ -19,7 +19,7 @@ from datetime import datetime
 
 import psycopg
 
-from payhooks.plumbing.db import Connection, query, row_refused
+from payhooks.plumbing.db import Connection, first_line, query, row_refused
 from payhooks.plumbing.errors import RetentionTooShort
 
 log = logging.getLogger("payhooks.retention")
@@ -393,7 +393,7 @@ def _one_by_one(
             except psycopg.DatabaseError as exc:
                 if not row_refused(conn, exc):
                     raise
-                why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                why = first_line(exc)
                 kept[key] = why
                 if len(kept) <= LOGGED_REFUSALS:
                     log.error(

@@ -162,6 +162,12 @@ change, check option, triggered action, PL/pgSQL's ``RAISE``): a refusal of that
 others of its batch need not share. Anything else (the connection, a pooler, a bug) is not."""
 
 
+def first_line(exc: BaseException) -> str:
+    """What an error says on its first line (a database's error goes on with its DETAIL and
+    CONTEXT on lines of their own), else its type's name."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def row_refused(conn: Connection | AsyncConnection, exc: psycopg.Error) -> bool:
     """Whether ``exc`` is a refusal of the row a statement wrote (``ROW_REFUSALS``) on a
     connection still whole: the rest of a batch may go on without that row."""

@@ -559,8 +559,7 @@ def _leasing(
         first = db.query(conn, _due(state), {**params, "limit": 1}).fetchone()
         if first is None:  # taken meanwhile: the next lease meets whatever refused
             raise
-        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]  # not its CONTEXT
-        raise LeaseRefused(str(first[1]), said[:200]) from exc
+        raise LeaseRefused(str(first[1]), db.first_line(exc)[:200]) from exc
     return [_refund(row) for row in found]
 
 

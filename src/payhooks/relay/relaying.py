@@ -34,7 +34,7 @@ from payhooks.operations.outbox import (
     REFUSED,
     RELAY_WINDOW,
 )
-from payhooks.plumbing.db import AsyncConnection, row_refused
+from payhooks.plumbing.db import AsyncConnection, first_line, row_refused
 from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError
 from payhooks.relay.brokers import (
     Broker,
@@ -501,8 +501,7 @@ async def _wait(stop: asyncio.Event, seconds: float) -> None:
 
 
 def _line(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text[:200]
+    return first_line(exc)[:200]
 
 
 __all__ = [

@@ -34,7 +34,7 @@ from payhooks.gateways._settlements import (
     Unreadable,
 )
 from payhooks.gateways._settlements import unreadable as kept_unreadable
-from payhooks.plumbing.db import Connection, Statement, Steps, row_refused, run
+from payhooks.plumbing.db import Connection, Statement, Steps, first_line, row_refused, run
 from payhooks.settlements.flags import LINES_TURN, SETTLED, TURN
 
 _RANKED = ", ".join(f"'{state.value}'" for state in sorted(SettlementState, key=lambda x: x.rank))
@@ -246,7 +246,7 @@ def record_page(
         except psycopg.Error as exc:
             if not row_refused(conn, exc):
                 raise
-            payouts.append(f"payout {settlement.settlement_id} refused: {_first_line(exc)}")
+            payouts.append(f"payout {settlement.settlement_id} refused: {first_line(exc)}")
     refused: list[Unreadable] = []
     for line in lines:
         try:
@@ -254,15 +254,10 @@ def record_page(
         except psycopg.Error as exc:
             if not row_refused(conn, exc):
                 raise
-            refused.append(_refused(line, _first_line(exc)))
+            refused.append(_refused(line, first_line(exc)))
     if refused:
         found += record(conn, (), (), refused)
     return Paged(found, tuple(refused), tuple(payouts))
-
-
-def _first_line(exc: psycopg.Error) -> str:
-    """The database's words, not its CONTEXT."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _refused(line: Line, why: str) -> Unreadable:
