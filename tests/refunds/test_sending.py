@@ -1556,7 +1556,7 @@ def test_an_intent_a_lost_dispute_took_the_money_of_before_its_send_is_never_sen
     assert tally.sent[provider] == 0 and tally.spent[provider] == 1
     assert books(api, provider) == (0, 0)
     [refund] = refunds.of_payment(conn, provider, PAYMENT[provider])
-    assert refund.state is RefundState.REFUSED and refund.attempts == 1
+    assert refund.state is RefundState.REFUSED and refund.attempts == 0  # never called
     assert refund.last_error.startswith("not sent, the customer has that money back already: ")
     assert "has 0 paise left to refund for it" in refund.last_error
     # The person told is told no refund is owed, never to refund it another way.
@@ -1681,6 +1681,42 @@ def test_a_later_intent_a_call_was_made_for_still_counts_against_the_first(core,
     assert by_key[first.idempotency_key].last_error.endswith(
         "ask again for the 10000 paise still owed"
     )
+
+
+def test_two_senders_leasing_a_payments_two_intents_at_once_send_the_one_that_fits(
+    core, database_url
+):
+    """Two senders each leased one of a payment's two intents (200.00 each) at the same
+    instant, after a chargeback lost for 199.00 left 300.00: room for one. Each lease counted
+    its intent called for, so each weighed the other against itself and both were refused
+    ("not sent"), a refund still owed. Weighing and counting a call are one step, the
+    payment's turn taken: the first to weigh is sent, the other told what is left."""
+    from payhooks.gateways._status import client, http_client
+    from payhooks.refunding import sending
+
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    first = ask(conn, provider, amount=20_000, key="first")
+    ask(conn, provider, amount=20_000, key="second")
+    lost_dispute(conn, provider, 19_900)
+    held = [refunds.leased(conn, provider, 1)[0] for _ in range(2)]  # two senders, one each
+    assert {r.idempotency_key for r in held} == {
+        r.idempotency_key for r in refunds.of_payment(conn, provider, PAYMENT[provider])
+    }
+    tally = sending.Tally()
+    connect = connecting(database_url)
+    with http_client(PATIENT_S) as http:
+        gateway = client(credentials(API_KEYS.env(url))[provider], http)
+        for refund in held:
+            sending._Acts(None).send(connect, gateway, refund, tally)
+    assert (tally.sent[provider], tally.spent[provider]) == (1, 1), tally.summary()
+    assert books(api, provider) == (1, 20_000)
+    by_key = {r.idempotency_key: r for r in refunds.of_payment(conn, provider, PAYMENT[provider])}
+    [refused] = [r for r in by_key.values() if r.state is RefundState.REFUSED]
+    assert refused.attempts == 0  # weighed, never called
+    assert refused.last_error.endswith("ask again for the 10000 paise still owed")
+    assert by_key[first.idempotency_key].state is not RefundState.REFUSED
 
 
 def test_intents_asked_in_one_transaction_go_in_the_order_asked(core, database_url):

@@ -454,11 +454,14 @@ class LeaseRefused(Exception):
         self.key, self.reason = key, reason
 
 
-LEASED = _lease(
-    RefundState.REQUESTED, also=", leased_until = now() + %(lease)s, attempts = r.attempts + 1"
-)
-"""The due intents to send, each counted an attempt and held from a cancel (``leased_until``:
-``CANCEL``) while its sender calls."""
+LEASED = _lease(RefundState.REQUESTED, also=", leased_until = now() + %(lease)s")
+"""The due intents to send, each held from a cancel (``leased_until``: ``CANCEL``) while its
+sender weighs it and calls; its call is counted when it is weighed (``CALLING``)."""
+CALLING = f"""
+UPDATE payhooks_refunds SET attempts = attempts + 1
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+RETURNING {COLUMNS}
+"""
 
 
 def _owning(update: str) -> str:
@@ -642,23 +645,31 @@ def room_now(conn: Connection, refund: Refund) -> Room:
     return Room(left=max(captured - before, 0), unheld=max(captured - others, 0))
 
 
+def weighed(conn: Connection, refund: Refund) -> tuple[Room, Refund | None]:
+    """The leased ``refund`` weighed against what its payment has left (``room_now``) and, when
+    it fits, counted called for (``attempts``), in one transaction holding the payment's turn
+    (``TURN``): two senders each holding one of a payment's intents weigh one after the other,
+    the second seeing the first's call (each counting the other's lease as a call refused
+    both). The intent as counted, or None when it does not fit or is no longer ``requested``
+    (its refund's webhook closed it meanwhile)."""
+    with conn.transaction():
+        conn.execute(TURN, (refund.provider.value, refund.payment_id))
+        room = room_now(conn, refund)
+        if room.left < refund.amount_paise:
+            return room, None
+        row = db.query(conn, CALLING, _keyed(refund)).fetchone()
+    return room, None if row is None else _refund(row)
+
+
 def refused(conn: Connection, refund: Refund, error: str) -> None:
     """The gateway refused the refund: closed with its words, the amount refundable again."""
     conn.execute(REFUSED, {**_keyed(refund), "error": error})
 
 
-HELD = """
-UPDATE payhooks_refunds
-SET next_attempt_at = now() + %(wait)s, last_error = %(error)s, leased_until = NULL,
-    attempts = greatest(attempts - 1, 0)
-WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
-"""
-
-
 def held(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
     """The refund held back, not called (``sending._beyond``): asked about again after
-    ``wait``, saying why, the attempt its lease counted taken back (no call was made)."""
-    conn.execute(HELD, {**_keyed(refund), "wait": wait, "error": error})
+    ``wait``, saying why."""
+    again(conn, refund, wait, error)
 
 
 def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> bool:

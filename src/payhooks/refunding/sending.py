@@ -335,7 +335,7 @@ def _beyond(connect: Connect, refund: Refund, tally: Tally, room: refunds.Room) 
         f"{refund.amount_paise} asked: lost disputes gave the customer part of it back, a "
         "refund made outside payhooks took it, or other refunds asked of it take it first"
     ) + ("" if owed == 0 else f"; ask again for the {owed} paise still owed")
-    if refund.attempts <= 1:  # this lease is its first: no call of it reached the gateway
+    if refund.attempts == 0:  # never called: no call of it reached the gateway
         with connect() as conn:
             refunds.refused(conn, refund, (SPENT if owed == 0 else SHRUNK) + why)
         tally.spent[refund.provider] += 1
@@ -489,10 +489,13 @@ class _Acts:
     ) -> GatewayApiError | bool:
         provider = refund.provider
         with connect() as conn:
-            room = refunds.room_now(conn, refund)
+            room, calling = refunds.weighed(conn, refund)
         if room.left < refund.amount_paise:
             _beyond(connect, refund, tally, room)
             return False
+        if calling is None:  # closed meanwhile: its refund's webhook came
+            return False
+        refund = calling
         try:
             sent = client.send_refund(refund)
         except RefundFailed as exc:  # made under the gateway's id, failed in the same answer
