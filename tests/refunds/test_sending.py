@@ -1496,17 +1496,21 @@ def test_the_sender_running_names_the_intents_it_cannot_send_once_not_every_pass
 
 
 @pytest.mark.parametrize(
-    ("provider", "field", "another"),
-    [(Provider.RAZORPAY, "amount", 10_000), (Provider.CASHFREE, "refund_amount", 100.00)],
-    ids=["razorpay", "cashfree"],
-)
+    ("provider", "field", "another", "said"),
+    [(Provider.RAZORPAY, "amount", 10_000, "10000 paise, not the 49900 asked"),
+     (Provider.CASHFREE, "refund_amount", 100.00, "10000 paise, not the 49900 asked"),
+     (Provider.RAZORPAY, "currency", "USD", "another currency: USD, not INR"),
+     (Provider.CASHFREE, "refund_currency", "USD", "another currency: USD, not INR")],
+    ids=["razorpay", "cashfree", "razorpay-currency", "cashfree-currency"],
+)  # fmt: skip
 def test_a_refund_found_after_a_lost_answer_with_another_amount_is_not_taken_as_sent(
-    core, database_url, provider, field, another
+    core, database_url, provider, field, another, said
 ):
     """After a lost answer the sender finds the refund by the intent's key (Razorpay's note,
     Cashfree's refund_id) and read its ids and status alone, as PayU's reader once did: one
-    of another amount was taken as this one. It is not: the intent stays ``requested``, its
-    error kept, and nothing is sent again."""
+    of another amount was taken as this one, and one in another currency still is (its
+    amount, 499.00 US dollars, read as 49,900 paise). Neither is: the intent stays
+    ``requested``, its error kept, and nothing is sent again."""
     conn, api, url = core
     paid(api, provider)
     ask(conn, provider)
@@ -1518,7 +1522,7 @@ def test_a_refund_found_after_a_lost_answer_with_another_amount_is_not_taken_as_
     assert send(database_url, url).retried[provider] == 1
     (refund,) = refunds.of_payment(conn, provider, PAYMENT[provider])
     assert (refund.state, refund.gateway_refund_id) == (RefundState.REQUESTED, None)
-    assert "10000 paise, not the 49900 asked" in (refund.last_error or "")
+    assert said in (refund.last_error or "")
     assert api.money.made[(provider, PAYMENT[provider])] == 1
 
 

@@ -114,7 +114,8 @@ def test_listed_delivers_a_payment_the_webhook_acts_on_and_skips_the_rest():
         ]
     )
     assert report.received == (("o1", "payment_captured", "paid", "p1"),)
-    assert report.skipped == ("p2:refunded", "p3:paid")
+    assert report.skipped == ("p2:refunded",)
+    assert report.unreadable == ("payment p3 unreadable: payment p3 names another order: o2",)
 
 
 def test_listed_reads_the_rest_past_a_payment_it_cannot_read_and_names_it():
@@ -178,6 +179,34 @@ def test_a_payment_the_status_api_reports_naming_no_currency_is_unreadable(provi
     assert report.received == ()
     assert report.unreadable == (f"payment {entity.get('id', 1)} unreadable: payment "
                                  f"{entity.get('id', 1)} names no currency",)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("provider", "entity"),
+    [
+        (Provider.RAZORPAY, {"id": "pay_1", "order_id": "o2", "status": "captured", "amount": 100,
+                             "currency": "INR"}),
+        (Provider.CASHFREE, {"cf_payment_id": 1, "order_id": "o2", "payment_status": "SUCCESS",
+                             "order_amount": 1, "payment_amount": 1, "payment_currency": "INR"}),
+    ],
+)  # fmt: skip
+def test_a_payment_of_another_order_in_an_orders_payments_is_unreadable_not_skipped(
+    provider, entity
+):
+    """An order's payments answer listing a payment of another order (the gateway's or a
+    proxy's mix-up) was skipped as a payment in a state nothing acts on: nothing applied, but
+    nothing said either, the checkout read as "no payment yet". It is the answer's trouble."""
+    import json
+
+    from payhooks.gateways.cashfree import status as cashfree_status
+    from payhooks.gateways.razorpay import status as razorpay_status
+
+    body = json.dumps({"items": [entity]} if provider is Provider.RAZORPAY else [entity])
+    status = razorpay_status if provider is Provider.RAZORPAY else cashfree_status
+    report = status.payments("o1", body.encode())
+    assert (report.received, report.skipped) == ((), ())
+    assert report.unreadable == (f"payment {entity.get('id', 1)} unreadable: payment "
+                                 f"{entity.get('id', 1)} names another order: o2",)  # fmt: skip
 
 
 @pytest.mark.parametrize(("named", "refund_id"), [("rfnd_X1", "rfnd_X1"), (900011, "900011")])

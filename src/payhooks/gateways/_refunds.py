@@ -140,12 +140,19 @@ class Refund:
     cancel_reason: str | None = None
 
 
-def same_amount(refund: Refund, found_paise: int, *, provider: Provider) -> None:
-    """A refund answer naming another amount than the intent asked for (a refund made of
-    another amount under the intent's key or id, the gateway's or a proxy's mix-up) says
-    nothing of the intent's refund: malformed, as an answer naming another refund is
+def same_amount(
+    refund: Refund, found_paise: int, *, provider: Provider, currency: object = None
+) -> None:
+    """A refund answer naming another amount than the intent asked for, or another
+    ``currency`` (when the answer names one: PayU's name none) (a refund made of another
+    amount under the intent's key or id, the gateway's or a proxy's mix-up) says nothing of
+    the intent's refund: malformed, as an answer naming another refund is
     (``_common.naming``), so never read as its state (made, processed or failed): asked again,
     its words kept for a person."""
+    if currency is not None and currency != refund.currency:
+        raise MalformedPayload(
+            provider, f"refund answer names another currency: {currency}, not {refund.currency}"
+        )
     if found_paise != refund.amount_paise:
         raise MalformedPayload(
             provider,

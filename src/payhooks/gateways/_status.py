@@ -387,17 +387,23 @@ def listed(
     id_field: str,
 ) -> Report:
     """An order's payments as a status API lists them: one in a state the webhook acts on
-    (``kinds``) and of this order is delivered; any other is skipped as ``payment_id:status``.
-    One that cannot be read is that payment's trouble (``Report.unreadable``, named by its
-    ``id_field`` where it has one): the others are read all the same."""
+    (``kinds``) is delivered; one in any other is skipped as ``payment_id:status``. One that
+    cannot be read, or names another order (the gateway's or a proxy's mix-up), is that
+    payment's trouble (``Report.unreadable``, named by its ``id_field`` where it has one): the
+    others are read all the same."""
     found: list[Received] = []
     skipped: list[str] = []
     unreadable: list[str] = []
     for n, entity in enumerate(entities):
         try:
             status, payment_id, its_order = identify(entity, order_id)
+            if its_order != order_id:
+                name, said = printable(payment_id, 80), printable(str(its_order), 80)
+                unreadable.append(f"payment {name} unreadable: payment {name} names another "
+                                  f"order: {said}")  # fmt: skip
+                continue
             kind = kinds.get(status)
-            if kind is None or its_order != order_id:
+            if kind is None:
                 skipped.append(f"{payment_id}:{status}")
                 continue
             found.append(deliver(entity, order_id, kind, status, payment_id))

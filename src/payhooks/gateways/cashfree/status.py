@@ -236,7 +236,8 @@ def _refunded(entity: object, refund: Refund) -> Sent:
     naming(entity, "refund_id", refund.idempotency_key, what="refund", provider=_P)
     naming(entity, "order_id", refund.gateway_order_id or "", what="refund", provider=_P)
     if (amount := child(entity, "refund_amount")) is not None:  # left out: not checked
-        same_amount(refund, rupees(_P, amount, "refund_amount"), provider=_P)
+        paise = rupees(_P, amount, "refund_amount")
+        same_amount(refund, paise, provider=_P, currency=child(entity, "refund_currency"))
     status = text(_P, entity, "refund_status")
     raw = entity.get("cf_refund_id") if isinstance(entity, dict) else None
     if status in {"CANCELLED", "FAILED"}:

@@ -263,7 +263,9 @@ def _sent(entity: object, refund: Refund) -> Sent:
     if refund.gateway_refund_id is not None:
         naming(entity, "id", refund.gateway_refund_id, what="refund", provider=_P)
     if (amount := child(entity, "amount")) is not None:  # left out: not checked, as an id
-        same_amount(refund, _paise(amount, "refund"), provider=_P)
+        same_amount(
+            refund, _paise(amount, "refund"), provider=_P, currency=child(entity, "currency")
+        )
     status = text(_P, entity, "status")
     if status == "failed":
         named(entity, "payment_id", refund.payment_id, what="refund", provider=_P)
