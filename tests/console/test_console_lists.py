@@ -244,6 +244,34 @@ def test_a_failed_payment_attempt_is_listed_with_nothing_paid(console, conn):
     assert "failed" in row and row.count("₹499.00") == 1  # expected; nothing paid
 
 
+def test_an_order_past_a_refunds_year_says_it_was_purged_and_lists_its_refunds(console, conn):
+    """Past a refund's year the purge takes the payment's record too: the order's page said
+    "No expectation: the app did not call payhooks.expect" and "None yet: no payment of this
+    order has reached the app's handlers", both false, and left out its refunds, kept."""
+    from payhooks.operations import retention
+    from payhooks.refunding import refunds
+
+    bought = purchase(conn)
+    assert send(console, bought.captured()).json()["status"] == "processed"
+    refunds.request(conn, "razorpay", bought.payment_id, 10_000, key="returned",
+                            captured_paise=bought.amount_paise, reason="returned",
+                            requested_by="asha", gateway_order_id=bought.reference)  # fmt: skip
+    conn.execute("UPDATE payhooks_refunds SET state = 'processed', gateway_refund_id = 'rfnd_1'")
+    for table, column in [("processed_webhooks", "processed_at"), ("payhooks_payments",
+                          "applied_at"), ("payhooks_expectations", "created_at"),
+                          ("payhooks_deliveries", "received_at")]:  # fmt: skip
+        conn.execute(f"UPDATE {table} SET {column} = now() - interval '400 days'".encode())
+    retention.purge(conn, 90)
+    assert conn.execute("SELECT count(*) FROM payhooks_payments").fetchone() == (0,)
+    page = shown(console, f"/console/orders/razorpay/{bought.reference}")
+    page = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+    assert "No expectation: the app did not call" not in page
+    assert "None yet: no payment" not in page
+    assert "Purged: no expectation, delivery or payment record of this order is kept" in page
+    assert f"Purged: the records of this order's payments ({bought.payment_id})" in page
+    assert "Refunds asked for" in page and "₹100.00processed rfnd_1" in page
+
+
 def test_a_payment_whose_delivery_was_purged_links_to_no_delivery_page(console, conn):
     """A mismatch settled by hand outlives its delivery's purge: its row links to its order,
     never to the delivery page that is gone."""

@@ -405,6 +405,27 @@ def test_a_captures_record_stays_while_a_refund_of_it_is_possible(merchant):
     assert kept == ["pay_refundable", "pay_refunding"]
 
 
+def test_an_order_told_past_a_refunds_year_names_its_refunds_and_says_its_records_are_purged(
+    merchant,
+):
+    """Past a refund's year the payment's record goes with the deliveries and the expectation:
+    the order's page said "No expectation: the app did not call payhooks.expect" and "None
+    yet: no payment of this order has reached the app's handlers", both false, and its refunds
+    (kept) were not told, their payment no longer named by anything else."""
+    from payhooks.operations import timeline
+
+    merchant.execute(PAYMENT, ("pay_refunded", "order_c", "evt_c", 400))
+    delivered(merchant, "evt_c", 400, order="order_c", payment="pay_refunded")
+    merchant.execute(REFUND, ("ph_2", "pay_refunded", "processed"))
+    merchant.execute("UPDATE payhooks_refunds SET gateway_order_id = 'order_c'")
+    retention.purge(merchant, 90, batch_rows=1)
+    assert keys(merchant, "payhooks_payments", "payment_id") == []
+    told = timeline.story(merchant, "razorpay", "order_c")
+    assert told is not None and told.purged
+    assert told.payment_ids == ["pay_refunded"]
+    assert not timeline.story(merchant, "razorpay", "pay_refunded")  # no order of that name
+
+
 def test_settlements_outlive_the_purge_and_the_payments_they_name(merchant):
     """Money data: a payout, its lines and a flag stay, however old, after every record the
     purge takes, the payment's own included."""

@@ -75,6 +75,7 @@ CORE_MIGRATIONS = [
     "core/0040_refunds_know_the_losses_they_were_asked_after",
     "core/0041_refunds_name_their_order",
     "core/0042_attempt_reports",
+    "core/0043_refunds_by_order",
 ]
 
 CORE_TABLES = {
@@ -545,6 +546,7 @@ def test_an_upgrade_takes_no_day_before_the_last_one_read_whole_as_read(empty_db
         "core/0040_refunds_know_the_losses_they_were_asked_after",
         "core/0041_refunds_name_their_order",
         "core/0042_attempt_reports",
+        "core/0043_refunds_by_order",
     ]
     rows = empty_db.execute(
         "SELECT provider, read_from, read_through FROM payhooks_settlement_reads"

@@ -1054,7 +1054,8 @@ def _order(
     if story is None:
         return None
     done = actions.done_to(conn, provider, [r.event_id for r in story.records])
-    named = [*(p.payment_id for p in story.payments), *(r.payment_id for r in story.records)]
+    named = [*(p.payment_id for p in story.payments), *(r.payment_id for r in story.records),
+             *story.payment_ids]  # fmt: skip
     paid = dict.fromkeys(payment_id for payment_id in named if payment_id)
     found = [r for payment_id in paid for r in refunds.of_payment(conn, provider, payment_id)]
     elsewhere = views.order_elsewhere(conn, provider, gateway_order_id, list(paid))

@@ -383,6 +383,16 @@ class Story:
     debits), oldest payout first."""
     unsettled: list[listing.Unsettled] = field(default_factory=list)
     """Its captures flagged: not settled within their gateway's cycle and the margin."""
+    payment_ids: list[str] = field(default_factory=list)
+    """Every payment of the order anything kept names (its deliveries, payment records,
+    refunds, disputes, amount mismatches), sorted: whose refunds and settlements to tell."""
+
+    @property
+    def purged(self) -> bool:
+        """Nothing of what the order's payments brought is kept (expectation, deliveries,
+        payment records, the delivery log's lines: past retention, a payment's record past a
+        refund's year), only what is kept for good (refunds, disputes, settlements)."""
+        return self.expected is None and not (self.records or self.payments or self.lines)
 
     @property
     def parked(self) -> list[Record]:
@@ -446,10 +456,17 @@ WHERE p.provider = %(provider)s AND p.payment_id = ANY(%(payments)s)
 ORDER BY p.applied_at, p.payment_id, p.kind
 """
 # The payments whose own record names the order: kept for a refund's year, past the purge of
-# their deliveries (retention.REFUNDABLE_DAYS).
+# their deliveries (retention.REFUNDABLE_DAYS); and those its refunds and disputes name, kept
+# for good (money data), past the purge of the payment's record.
 _PAYMENTS_OF_ORDER = """
-SELECT DISTINCT payment_id FROM payhooks_payments
+SELECT payment_id FROM payhooks_payments
 WHERE provider = %(provider)s AND gateway_order_id = %(order)s
+UNION
+SELECT payment_id FROM payhooks_refunds
+WHERE provider = %(provider)s AND gateway_order_id = %(order)s
+UNION
+SELECT payment_id FROM payhooks_disputes
+WHERE provider = %(provider)s AND gateway_order_id = %(order)s AND payment_id IS NOT NULL
 """
 # What a ``Line`` is read from (``_line``), with the id that orders one instant's lines.
 _LINE_COLUMNS = """received_at, id, status, outcome, verified, event_id, event_type, payment_id,
@@ -502,7 +519,7 @@ def story(
     disputed = disputes.of_order(conn, provider, gateway_order_id, params["payments"])
     mismatched = [KeptMismatch(**row) for row in named_rows(conn, _MISMATCHED, params)]
     payments = [Payment(**row) for row in named_rows(conn, _PAYMENTS, params)]
-    if expected is None and not (rows or lines or disputed or mismatched or payments):
+    if expected is None and not (rows or lines or disputed or mismatched or payments or kept):
         return None
     reconciling = named_row(conn, _RECONCILING, params)
     settling = (m.payment_id for m in mismatched if m.payment_id is not None)
@@ -519,6 +536,7 @@ def story(
         mismatched=mismatched,
         settled=listing.of_payments(conn, provider, paid),
         unsettled=listing.unsettled_of(conn, provider, paid),
+        payment_ids=paid,
     )
 
 
