@@ -593,6 +593,8 @@ def test_the_report_lines_it_could_not_read_are_listed_alike_by_both_doors(
     ("given", "said"),
     [
         ("0000000090", None),  # read as 90, as the command reads it
+        ("0", "PAYHOOKS_RETENTION_DAYS must be a whole number of days from 15 to 36500"),
+        ("ninety", "PAYHOOKS_RETENTION_DAYS must be a whole number of days from 15 to 36500"),
         ("3000000", "PAYHOOKS_RETENTION_DAYS must be at most 36500 days"),
         ("99999999999", "PAYHOOKS_RETENTION_DAYS must be at most 36500 days"),
     ],

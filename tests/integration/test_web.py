@@ -266,6 +266,22 @@ def test_shop_api_from_product_to_paid_order(service):
     assert product["stock"] == 2
 
 
+def test_an_identifier_holding_a_slash_is_read_back_by_its_own_route(service):
+    """A SKU holding a ``/`` was created (201) and never found again: ``/api/products/a%2Fb``
+    reached no route (404 "Not Found"). So with a gateway's payment or dispute id."""
+    with service.client() as client:
+        made = client.post(
+            "/api/products", json={"sku": "TEA/500G", "name": "Tea", "price_paise": 100, "stock": 1}
+        )
+        assert made.status_code == 201
+        found = client.get("/api/products/TEA%2F500G")
+        assert found.status_code == 200 and found.json()["sku"] == "TEA/500G"
+        payment = client.get("/api/payments/razorpay/pay%2F1")
+        dispute = client.get("/api/disputes/razorpay/disp%2F1")
+    assert payment.status_code == 404 and "pay/1" in payment.text
+    assert dispute.status_code == 404 and "disp/1" in dispute.text
+
+
 @pytest.mark.parametrize(
     ("path", "payload", "status"),
     [

@@ -247,7 +247,10 @@ def window_setting(environ: Mapping[str, str]) -> int:
     if not raw:
         return DEFAULT_RETENTION_DAYS
     if not (raw.isascii() and raw.isdecimal()) or not raw.strip("0"):
-        raise WindowRefused(f"must be a whole number of at least 1, not {raw[:40]!r}")
+        raise WindowRefused(
+            f"must be a whole number of days from {MIN_RETENTION_DAYS} to {MAX_RETENTION_DAYS},"
+            f" not {raw[:40]!r}"
+        )
     digits = raw.lstrip("0")
     days = int(digits) if len(digits) <= 9 else MAX_RETENTION_DAYS + 1
     refused = window_refused(days)

@@ -527,7 +527,7 @@ def create_product(body: ProductIn, conn: Conn) -> dict[str, Any]:
     return _fields(catalog.create_product(conn, catalog.Product(**body.model_dump())))
 
 
-@api.get("/products/{sku}")
+@api.get("/products/{sku:path}")
 def get_product(sku: PathId, conn: Conn) -> dict[str, Any]:
     return _fields(catalog.get_product(conn, sku))
 
@@ -589,13 +589,13 @@ def _refund(refund: Refund) -> dict[str, Any]:
     return {**found, "provider": refund.provider.value, "state": refund.state.value}
 
 
-@api.get("/payments/{provider}/{payment_id}")
+@api.get("/payments/{provider}/{payment_id:path}")
 def get_payment(provider: Provider, payment_id: PathId, conn: Conn) -> dict[str, Any]:
     found = _fields(payments.get_payment(conn, provider.value, payment_id))
     return {**found, "flags": list(found["flags"])}
 
 
-@api.get("/disputes/{provider}/{dispute_id}")
+@api.get("/disputes/{provider}/{dispute_id:path}")
 def get_dispute(provider: Provider, dispute_id: PathId, conn: Conn) -> dict[str, Any]:
     """A dispute as the core holds it (``payhooks.intake.disputes``); 404 for none."""
     found = disputes.find(conn, dispute_id, [provider.value])
