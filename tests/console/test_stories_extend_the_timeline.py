@@ -130,3 +130,27 @@ def test_a_delivery_settled_by_hand_says_so_with_the_note_on_the_shops_timeline(
     assert facts["settled by hand"] == settled_at, facts
     assert facts["their words"] == "not ours: refunded at Razorpay"
     assert entry.parked is None
+
+
+def test_a_payment_whose_capture_was_purged_is_told_captured_before_its_refund(conn):
+    """The cart's payment states are replayed from the stored deliveries: once the capture's
+    was purged (its refund's, newer, kept), the cart's page said "Payment …: new → refunded"
+    and nothing of its capture. The payment's record, kept a refund's year, tells it."""
+    from tests.factories import GATEWAY
+
+    buy = purchase(conn, Provider.RAZORPAY)
+    captured = deliver(conn, buy.captured()).event.event_id
+    refund = GATEWAY.razorpay("refund.processed", payment_id=buy.payment_id,
+                              order_id=buy.reference, amount_paise=buy.amount_paise,
+                              refund_id="rfnd_purged000001",
+                              refund_amount_paise=buy.amount_paise)  # fmt: skip
+    assert deliver(conn, refund).outcome.value == "processed"
+    conn.execute("DELETE FROM processed_webhooks WHERE event_id = %s", (captured,))
+    told = stories.of_cart(conn, buy.cart_id, ADAPTERS)
+    states = [e.title for e in told.entries if e.kind == "payment"]
+    assert states == [
+        f"Payment {buy.payment_id}: new → captured",
+        f"Payment {buy.payment_id}: captured → refunded",
+    ]
+    [first] = [e for e in told.entries if e.title.endswith("new → captured")]
+    assert ("by", "its delivery, purged (the payment's record keeps it)") in first.facts

@@ -223,7 +223,8 @@ class Shop:
         facts = _Facts(cart=self.cart, payments=payments)
         entries = [*map(_checkout_entry, self.checkouts)]
         entries += _delivery_entries(lines, records, facts)
-        entries += _state_entries(conn, records, self.adapters, facts)
+        purged = [(s.provider, p) for s in stories for p in s.payments if not p.stored]
+        entries += _state_entries(conn, records, self.adapters, facts, purged)
         if self.order is not None:
             entries += [_order_entry(self.order)]
             entries += map(_movement_entry, named_rows(conn, _MOVEMENTS, (self.order["id"],)))
@@ -439,11 +440,27 @@ def _state_entries(
     records: list[tuple[str, Record]],
     adapters: Mapping[Provider, Adapter],
     facts: _Facts,
+    purged: Sequence[tuple[str, timeline.Payment]] = (),
 ) -> list[Entry]:
     """The payment states the recorded deliveries moved each payment through, replayed with
-    the state machine itself (``states.advance``) on the stored bodies."""
+    the state machine itself (``states.advance``) on the stored bodies; first, those of the
+    payments whose delivery the purge took, from their records (``purged``: kept a refund's
+    year), so a refund kept is told after the capture it refunds."""
     current: dict[tuple[str, str], PaymentStatus | None] = {}
     entries: list[Entry] = []
+    for provider, payment in sorted(purged, key=lambda pair: pair[1].applied_at):
+        target = TARGET.get(EventKind(payment.kind)) if payment.kind in _KINDS else None
+        key = (provider, payment.payment_id)
+        before = current.get(key)
+        after = advance(before, target) if target is not None else None
+        if after is not None:
+            current[key] = after
+            entries.append(Entry(
+                at=payment.applied_at, kind="payment",
+                title=f"Payment {key[1]}: {before or 'new'} → {after}",
+                facts=(("by", "its delivery, purged (the payment's record keeps it)"),),
+                tone=_payment_tone(after, None),
+            ))  # fmt: skip
     for provider, record in records:
         if record.outcome != "processed" or not record.payment_id:
             continue
@@ -466,6 +483,9 @@ def _state_entries(
             )
         )
     return entries
+
+
+_KINDS = frozenset(kind.value for kind in EventKind)
 
 
 def _payment_tone(after: PaymentStatus, amounts: tuple[str, str] | None) -> Tone:
