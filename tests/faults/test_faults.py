@@ -45,7 +45,7 @@ class StormThread(threading.Thread):
         books: GatewayApi | None = None,
         reconcile: Callable[[], object] = lambda: None,
     ) -> None:
-        super().__init__()
+        super().__init__(daemon=True)  # a storm left held never keeps the run from ending
         self.base, self.options = base, options
         self.books, self.reconcile = books, reconcile
         self.sent = 0
@@ -107,9 +107,11 @@ def test_server_killed_mid_storm_and_restarted_loses_and_doubles_nothing(databas
     eventually(lambda: storm.sent >= 60)
     server.kill()
     storm.hold()
-    time.sleep(0.5)
-    server.start()
-    storm.release()
+    try:
+        time.sleep(0.5)
+        server.start()
+    finally:
+        storm.release()
     result = storm.finish()
     assert violations(result) == []
     assert felt(result, "no connection", "http 5") > 0, "the kill was never felt"
@@ -123,9 +125,11 @@ def test_postgres_stopped_mid_storm_answers_503_then_recovers_fully(stoppable_pg
     eventually(lambda: storm.sent >= 60)
     stoppable_pg.stop()
     storm.hold()
-    time.sleep(1.0)
-    stoppable_pg.start()
-    storm.release()
+    try:
+        time.sleep(1.0)
+        stoppable_pg.start()
+    finally:
+        storm.release()
     result = storm.finish()
     assert violations(result) == []
     assert felt(result, "http 503") > 0, "the outage was never felt"

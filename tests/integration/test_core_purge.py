@@ -426,6 +426,19 @@ def test_an_order_told_past_a_refunds_year_names_its_refunds_and_says_its_record
     assert not timeline.story(merchant, "razorpay", "pay_refunded")  # no order of that name
 
 
+def test_a_refund_asked_under_another_order_never_brings_its_payment_into_that_order(merchant):
+    """A refund's order is what its asker named: one naming order Y for a payment whose
+    record says order X pulled X's payment, deliveries and refunds into Y's story."""
+    from payhooks.operations import timeline
+
+    merchant.execute(PAYMENT, ("pay_of_x", "order_x", "evt_x", 1))
+    merchant.execute(PAYMENT, ("pay_of_y", "order_y", "evt_y", 1))
+    merchant.execute(REFUND, ("ph_3", "pay_of_x", "processed"))
+    merchant.execute("UPDATE payhooks_refunds SET gateway_order_id = 'order_y'")
+    told = timeline.story(merchant, "razorpay", "order_y")
+    assert told is not None and told.payment_ids == ["pay_of_y"]
+
+
 def test_settlements_outlive_the_purge_and_the_payments_they_name(merchant):
     """Money data: a payout, its lines and a flag stay, however old, after every record the
     purge takes, the payment's own included."""

@@ -1527,12 +1527,13 @@ def test_a_refund_found_after_a_lost_answer_with_another_amount_is_not_taken_as_
 
 
 def lost_dispute(
-    conn, provider: Provider, amount: int, *, what: str = "lost", phase: str = "chargeback"
-) -> None:
+    conn, provider: Provider, amount: int, *, what: str = "lost", phase: str = "chargeback",
+    in_transaction: bool = False,
+) -> None:  # fmt: skip
     """The card network gave the customer ``amount`` of the payment back (a chargeback lost),
-    reported through payhooks as the gateway reports it."""
+    reported through payhooks as the gateway reports it (inside the caller's transaction)."""
     from payhooks.intake.hooks import Hooks
-    from payhooks.intake.ingest import ingest
+    from payhooks.intake.ingest import ingest, ingest_in_transaction
     from payhooks.sim.deliveries import Disputed
     from payhooks.sim.gateways import razorpay as razorpay_sim
     from tests.factories import ADAPTERS, GATEWAY
@@ -1541,7 +1542,8 @@ def lost_dispute(
                     reference=ORDER[provider], amount_paise=amount, respond_by=1_900_000_000,
                     reported_at=1_800_000_000 + len(phase), phase=phase)  # fmt: skip
     delivery = razorpay_sim.dispute_delivery(GATEWAY, lost)
-    ingest(conn, ADAPTERS[provider], delivery.body, delivery.headers, Hooks())
+    take = ingest_in_transaction if in_transaction else ingest
+    take(conn, ADAPTERS[provider], delivery.body, delivery.headers, Hooks())
 
 
 def test_an_intent_a_lost_dispute_took_the_money_of_before_its_send_is_never_sent(
@@ -1721,6 +1723,73 @@ def test_two_senders_leasing_a_payments_two_intents_at_once_send_the_one_that_fi
     assert refused.attempts == 0  # weighed, never called
     assert refused.last_error.endswith("ask again for the 10000 paise still owed")
     assert by_key[first.idempotency_key].state is not RefundState.REFUSED
+
+
+def test_a_sender_waits_for_the_payments_turn_within_its_lease_and_calls_only_while_it_holds(
+    core, database_url
+):
+    """Weighing an intent waits for the payment's turn, which any transaction touching the
+    payment holds to its end (an app's asking for a refund of it, a capture, a dispute's
+    report). Its wait was unbounded: the lease ran out meanwhile, the call was counted and
+    made all the same, and a cancel landing then freed the amount the call refunded (a review
+    proved 45,000 paise sent where 25,000 were meant). The wait is bounded within the lease;
+    a call is counted only while the lease holds, and its hold renewed from then."""
+    from datetime import timedelta
+
+    conn, api, _ = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider, amount=10_000)
+    [leased] = refunds.leased(conn, provider, 1, hold=timedelta(seconds=2))
+    with psycopg.connect(database_url, autocommit=True) as app, app.transaction():
+        app.execute("SELECT payhooks_lock_payment(%s, %s)", (provider.value, PAYMENT[provider]))
+        with pytest.raises(refunds.PaymentBusy, match="turn: another transaction held it"):
+            refunds.weighed(conn, leased, timedelta(seconds=2))  # waits half a second at most
+    [(attempts,)] = conn.execute("SELECT attempts FROM payhooks_refunds").fetchall()
+    assert attempts == 0  # not counted, not called
+    conn.execute("UPDATE payhooks_refunds SET leased_until = now() - interval '1 second'")
+    ran_out = refunds.weighed(conn, leased, timedelta(seconds=2))
+    assert not ran_out.calling and ran_out.refund is not None and ran_out.refund.attempts == 0
+    conn.execute("UPDATE payhooks_refunds SET leased_until = now() + interval '1 second'")
+    counted = refunds.weighed(conn, leased, timedelta(minutes=5))
+    assert counted.calling and counted.refund is not None and counted.refund.attempts == 1
+    with pytest.raises(refunds.NotCancellable):  # held for the call: five minutes from now
+        refunds.cancel(conn, provider, leased.idempotency_key, reason="r", cancelled_by="asha")
+
+
+def test_an_intent_is_weighed_read_committed_whatever_the_databases_default(core, database_url):
+    """Under a default of repeatable read the snapshot of the weighing was taken by the
+    statement that waited for the payment's turn: a chargeback lost meanwhile went unseen and
+    a refund past what was left was sent. The weighing reads committed."""
+    import time
+
+    conn, api, _ = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider, amount=40_000)
+    [leased] = refunds.leased(conn, provider, 1)
+    found: list[refunds.Weighed] = []
+    with psycopg.connect(database_url, autocommit=True) as sender:
+        sender.execute("SET default_transaction_isolation = 'repeatable read'")
+        pid = sender.info.backend_pid
+        with conn.transaction():  # the dispute's report, holding the payment's turn
+            conn.execute(
+                "SELECT payhooks_lock_payment(%s, %s)", (provider.value, PAYMENT[provider])
+            )
+            weighing = threading.Thread(
+                target=lambda: found.append(refunds.weighed(sender, leased))
+            )
+            weighing.start()
+            while not conn.execute(
+                "SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted", (pid,)
+            ).fetchone():
+                time.sleep(0.01)  # until the sender waits for the turn
+            lost_dispute(conn, provider, 19_900, in_transaction=True)
+        weighing.join(timeout=30)
+        [(isolation,)] = sender.execute("SHOW default_transaction_isolation").fetchall()
+    [weighed] = found
+    assert not weighed.calling and weighed.room.left == 30_000  # the loss seen
+    assert isolation == "repeatable read"  # the session's own, as it was
 
 
 def test_intents_asked_in_one_transaction_go_in_the_order_asked(core, database_url):

@@ -391,7 +391,8 @@ class Story:
     def purged(self) -> bool:
         """Nothing of what the order's payments brought is kept (expectation, deliveries,
         payment records, the delivery log's lines: past retention, a payment's record past a
-        refund's year), only what is kept for good (refunds, disputes, settlements)."""
+        refund's year; or they never reached payhooks), only what is kept for good (refunds,
+        disputes, settlements)."""
         return self.expected is None and not (self.records or self.payments or self.lines)
 
     @property
@@ -457,13 +458,17 @@ ORDER BY p.applied_at, p.payment_id, p.kind
 """
 # The payments whose own record names the order: kept for a refund's year, past the purge of
 # their deliveries (retention.REFUNDABLE_DAYS); and those its refunds and disputes name, kept
-# for good (money data), past the purge of the payment's record.
+# for good (money data), past the purge of the payment's record. A refund's order is the
+# asker's word (``refunds.request``): never taken over a payment record naming another.
 _PAYMENTS_OF_ORDER = """
 SELECT payment_id FROM payhooks_payments
 WHERE provider = %(provider)s AND gateway_order_id = %(order)s
 UNION
-SELECT payment_id FROM payhooks_refunds
-WHERE provider = %(provider)s AND gateway_order_id = %(order)s
+SELECT r.payment_id FROM payhooks_refunds r
+WHERE r.provider = %(provider)s AND r.gateway_order_id = %(order)s
+  AND NOT EXISTS (SELECT 1 FROM payhooks_payments p
+                  WHERE p.provider = r.provider AND p.payment_id = r.payment_id
+                    AND p.gateway_order_id IS DISTINCT FROM r.gateway_order_id)
 UNION
 SELECT payment_id FROM payhooks_disputes
 WHERE provider = %(provider)s AND gateway_order_id = %(order)s AND payment_id IS NOT NULL

@@ -41,6 +41,7 @@ from datetime import timedelta
 from typing import Any, Required, TypedDict, Unpack
 
 import psycopg
+from psycopg import errors as pg_errors
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
@@ -458,10 +459,21 @@ LEASED = _lease(RefundState.REQUESTED, also=", leased_until = now() + %(lease)s"
 """The due intents to send, each held from a cancel (``leased_until``: ``CANCEL``) while its
 sender weighs it and calls; its call is counted when it is weighed (``CALLING``)."""
 CALLING = f"""
-UPDATE payhooks_refunds SET attempts = attempts + 1
+UPDATE payhooks_refunds
+SET attempts = attempts + 1, leased_until = now() + %(lease)s, next_attempt_at = now() + %(lease)s
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+  AND leased_until > now()
 RETURNING {COLUMNS}
 """
+"""The intent's call counted, its hold renewed from now for the call: only while its lease
+holds (one that ran out may be a cancel's, or another sender's, by now)."""
+WEIGHING = (
+    "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    "SELECT set_config('lock_timeout', %s, true)",
+)
+"""How ``weighed``'s transaction begins: read committed, whatever the database's default (the
+room is read after the payment's turn is had, by a snapshot taken then), and a bound on its
+waits for a lock, well inside the intent's lease."""
 
 
 def _owning(update: str) -> str:
@@ -645,20 +657,52 @@ def room_now(conn: Connection, refund: Refund) -> Room:
     return Room(left=max(captured - before, 0), unheld=max(captured - others, 0))
 
 
-def weighed(conn: Connection, refund: Refund) -> tuple[Room, Refund | None]:
+@dataclass(frozen=True, slots=True)
+class Weighed:
+    """A leased intent weighed (``weighed``): its payment's ``room``, the intent as it is now
+    (``refund``: None when it is gone), and whether its call was counted (``calling``)."""
+
+    room: Room
+    refund: Refund | None
+    calling: bool
+
+
+class PaymentBusy(Exception):
+    """The payment's turn, or the intent's row, was held longer than a sender waits for it (a
+    long transaction of the app's asking for a refund of it, say): asked again later."""
+
+    def __init__(self, refund: Refund, waited: timedelta) -> None:
+        super().__init__(
+            f"waited {waited.total_seconds():g} s for payment {refund.payment_id}'s turn: "
+            "another transaction held it; asked again"
+        )
+        self.refund = refund
+
+
+def weighed(conn: Connection, refund: Refund, hold: timedelta = LEASE) -> Weighed:
     """The leased ``refund`` weighed against what its payment has left (``room_now``) and, when
-    it fits, counted called for (``attempts``), in one transaction holding the payment's turn
-    (``TURN``): two senders each holding one of a payment's intents weigh one after the other,
-    the second seeing the first's call (each counting the other's lease as a call refused
-    both). The intent as counted, or None when it does not fit or is no longer ``requested``
-    (its refund's webhook closed it meanwhile)."""
-    with conn.transaction():
-        conn.execute(TURN, (refund.provider.value, refund.payment_id))
-        room = room_now(conn, refund)
-        if room.left < refund.amount_paise:
-            return room, None
-        row = db.query(conn, CALLING, _keyed(refund)).fetchone()
-    return room, None if row is None else _refund(row)
+    it fits, counted called for (``attempts``) and held ``hold`` from now for its call, in one
+    transaction holding the payment's turn (``TURN``): two senders each holding one of a
+    payment's intents weigh one after the other, the second seeing the first's call (each
+    counting the other's lease as a call refused both). Its waits for a lock are bounded
+    within the lease (``PaymentBusy``): a lease run out while waiting would let a cancel free
+    what the call then refunds; one that ran out all the same is not counted."""
+    waited = hold / 4
+    try:
+        with conn.transaction():
+            conn.execute(WEIGHING[0])
+            conn.execute(WEIGHING[1], (f"{int(waited.total_seconds() * 1000)}ms",))
+            conn.execute(TURN, (refund.provider.value, refund.payment_id))
+            room = room_now(conn, refund)
+            if room.left >= refund.amount_paise:
+                params = {**_keyed(refund), "lease": hold}
+                if (row := db.query(conn, CALLING, params).fetchone()) is not None:
+                    return Weighed(room=room, refund=_refund(row), calling=True)
+            found = db.query(conn, EXISTING, (refund.provider.value, refund.idempotency_key))
+            row = found.fetchone()
+    except pg_errors.LockNotAvailable as exc:
+        raise PaymentBusy(refund, waited) from exc
+    return Weighed(room=room, refund=None if row is None else _refund(row), calling=False)
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:

@@ -49,6 +49,7 @@ from payhooks.gateways._refunds import (
     RefundFailed,
     RefundIncomplete,
     RefundRefused,
+    RefundState,
     Sent,
     is_processed_key,
     processed_delivery,
@@ -488,14 +489,23 @@ class _Acts:
         self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally
     ) -> GatewayApiError | bool:
         provider = refund.provider
-        with connect() as conn:
-            room, calling = refunds.weighed(conn, refund)
-        if room.left < refund.amount_paise:
-            _beyond(connect, refund, tally, room)
+        try:
+            with connect() as conn:
+                weighed = refunds.weighed(conn, refund, _hold(client))
+        except refunds.PaymentBusy as exc:
+            reason, wait = str(exc), refunds.wait_after(refund.attempts + 1)
+            left = _still_left(connect, refund, lambda c: refunds.again(c, refund, wait, reason))
+            tally.retried[provider] += left
+            log.info("refund_payment_busy", extra={"provider": provider.value,
+                                                   "key": refund.idempotency_key})  # fmt: skip
             return False
-        if calling is None:  # closed meanwhile: its refund's webhook came
-            return False
-        refund = calling
+        if not weighed.calling:
+            fresh, room = weighed.refund, weighed.room
+            if room.left < refund.amount_paise and fresh and fresh.state is RefundState.REQUESTED:
+                _beyond(connect, fresh, tally, room)
+            return False  # past requested (its webhook closed it), or its lease ran out: due again
+        assert weighed.refund is not None
+        refund = weighed.refund
         try:
             sent = client.send_refund(refund)
         except RefundFailed as exc:  # made under the gateway's id, failed in the same answer
