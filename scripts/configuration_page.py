@@ -43,12 +43,13 @@ SERVICE = [
     ("PAYHOOKS_DISPUTE_WARNING_HOURS", "dispute_warning_hours", "a dispute still waiting for "
      "your answer is alerted again this many hours before its deadline (1 to 720); one is "
      "alerted when it opens and when it is lost whatever this says"),
-    ("PAYHOOKS_RETENTION_DAYS", "retention_days", "how long delivery records are kept: at least "
-     "15 (a shorter one is refused wherever it is read, `payhooks purge` included; with the "
+    ("PAYHOOKS_RETENTION_DAYS", "retention_days", "how long delivery records are kept, in days "
+     "from 15 to 36500 (a shorter one is refused wherever it is read, `payhooks purge` included; with the "
      "variable unset, `payhooks purge --older-than-days N --force` takes one by hand)"),
     ("PAYHOOKS_LOCK_TIMEOUT_MS", "lock_timeout_ms", "how long a delivery waits for a twin in "
      "flight before answering 503; below the statement timeout. Every `*_MS` setting is a "
-     "whole number from 1 to 2147483647, checked at start"),
+     "whole number from 1 to 2147483647 (`PAYHOOKS_RELAY_PUBLISH_TIMEOUT_MS`: to 600000, ten "
+     "minutes), checked at start"),
     ("PAYHOOKS_STATEMENT_TIMEOUT_MS", "statement_timeout_ms", "upper bound for one SQL "
      "statement"),
     ("PAYHOOKS_TRANSACTION_TIMEOUT_MS", "transaction_timeout_ms", "upper bound for a whole "
@@ -93,7 +94,7 @@ SERVICE = [
      "there is one"),
     ("PAYHOOKS_RELAY_NATS_DUPLICATE_WINDOW_S", "relay_nats_duplicate_window_s", "the duplicate "
      "window of a stream the relay creates: how long JetStream drops a second message of one "
-     "id"),
+     "id, in seconds from 1 to 604800 (a week)"),
     ("PAYHOOKS_RELAY_RABBITMQ_URL", "relay_rabbitmq_url", "the RabbitMQ broker `payhooks relay "
      "rabbitmq` publishes payment events to (`amqp://` or `amqps://`; never printed)"),
     ("PAYHOOKS_RELAY_RABBITMQ_EXCHANGE", "relay_rabbitmq_exchange", "the durable topic exchange "
