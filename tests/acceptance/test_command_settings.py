@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import Any
 
 import pytest
+import typer
 
+from payhooks.cli.commands import app
 from payhooks.events import Provider
 from payhooks.service.shop import carts
 from tests.acceptance.conftest import invoke
@@ -40,6 +43,44 @@ def test_a_database_url_libpq_cannot_read_is_refused_without_a_word_of_it(env, u
         run_briefly({**env, "DATABASE_URL": url}, *command), "DATABASE_URL"
     )
     assert "Secret" not in output and "horse" not in output and "ZZ" not in output
+
+
+def _taking_database_url(group: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command (typer's own click) with a ``--database-url`` option, by its words, with a
+    value for each argument it needs ("1", read as a number or as words)."""
+    found = []
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):
+            found += _taking_database_url(command, (*prefix, name))
+        elif any(param.name == "database_url" for param in command.params):
+            needed = [p for p in command.params if p.param_type_name == "argument" and p.required]
+            found.append((*prefix, name, *("1" for _ in needed)))
+    return found
+
+
+TAKING_DATABASE_URL = _taking_database_url(typer.main.get_command(app))
+BAD_DATABASE_URL_OPTIONS = {
+    **BAD_DATABASE_URLS,
+    "no scheme, a password before @": "root:p4ssw0rdSecret@127.0.0.1/test",
+    "not a url at all": "notaurlSecret",
+}
+
+
+@pytest.mark.parametrize("url", BAD_DATABASE_URL_OPTIONS.values(), ids=BAD_DATABASE_URL_OPTIONS)
+@pytest.mark.parametrize("command", TAKING_DATABASE_URL, ids=" ".join)
+def test_a_database_url_option_libpq_cannot_read_is_refused_without_a_word_of_it(env, url, command):
+    """libpq's own words (``missing "=" after …``, ``invalid percent-encoded token``) quote the
+    value, password and all: refused in DATABASE_URL's fixed words before anything runs."""
+    output = refused_with_one_line(
+        run_briefly(env, *command, "--database-url", url), "--database-url"
+    )
+    assert "Secret" not in output and "p4ss" not in output and "ZZ" not in output
+    assert "postgresql://user:password@host:port/dbname" in output
+
+
+def test_the_commands_taking_a_database_url_are_found():
+    names = {" ".join(command[:2]) for command in TAKING_DATABASE_URL}
+    assert {"migrate", "purge", "console", "refunds send", "relay remove"} <= names
 
 
 @pytest.mark.parametrize(

@@ -268,7 +268,15 @@ def set_verbose(verbose: bool) -> None:
 
 
 def libpq(url: str | None) -> str | None:
-    return None if url is None else db.libpq_url(url)
+    """``--database-url`` as libpq reads it, or refused in DATABASE_URL's fixed words before
+    the command runs: the driver's own quote the value, password and all."""
+    if url is None:
+        return None
+    found = db.readable_url(url)
+    if found is None:
+        reason = f"--database-url {db.URL_SYNTAX}"
+        exit_with(ValueError(reason), reason)
+    return found
 
 
 DatabaseUrl = Annotated[

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import class_row, dict_row, tuple_row
 
 from payhooks.plumbing.errors import (
@@ -65,6 +66,26 @@ def libpq_url(url: str) -> str:
     if sep and scheme.lower().startswith(("postgresql+", "postgres+")):
         return scheme.partition("+")[0] + "://" + rest
     return url
+
+
+URL_SYNTAX = (
+    "is not a connection string libpq can read: write postgresql://user:password@host:port/"
+    "dbname with the password percent-encoded (%40 for @), or key=value pairs with a value "
+    "holding spaces quoted (password='a b')"
+)
+"""Why a database URL is refused, in fixed words: libpq's own (``missing "=" after …``,
+``invalid percent-encoded token: …``) quote the value, password and all."""
+
+
+def readable_url(url: str) -> str | None:
+    """``url`` as libpq reads it (``libpq_url``), read without connecting; None where libpq
+    cannot read it, to be refused in ``URL_SYNTAX``'s words, never the driver's."""
+    found = libpq_url(url)
+    try:
+        conninfo_to_dict(found)
+    except (psycopg.Error, ValueError):
+        return None
+    return found
 
 
 def advance(steps: Generator[S, Any, T], answer: object) -> S | Done[T]:

@@ -12,9 +12,6 @@ from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
-
 from payhooks.events import Provider
 from payhooks.gateways import (
     GATEWAYS,
@@ -28,7 +25,7 @@ from payhooks.gateways import (
 )
 from payhooks.operations import retention
 from payhooks.operations.retention import DEFAULT_RETENTION_DAYS
-from payhooks.plumbing.db import libpq_url
+from payhooks.plumbing.db import URL_SYNTAX, readable_url
 from payhooks.service.errors import InvalidAddress, SettingError
 from payhooks.service.mail import SMTP_URL_SYNTAX, checked_address, smtp_url_problem
 from payhooks.settlements import flags
@@ -36,12 +33,6 @@ from payhooks.settlements import flags
 CONSOLE_TIMEZONE = "Asia/Kolkata"  # as payhooks.console.formats.DEFAULT_TIMEZONE
 PG_INT_MAX = 2_147_483_647
 """The largest value PostgreSQL takes for ``lock_timeout``, ``statement_timeout`` and the like."""
-
-_DATABASE_URL_SYNTAX = (
-    "is not a connection string libpq can read: write postgresql://user:password@host:port/"
-    "dbname with the password percent-encoded (%40 for @), or key=value pairs with a value "
-    "holding spaces quoted (password='a b')"
-)
 
 
 class PoolMode(StrEnum):
@@ -201,11 +192,9 @@ class _Variable:
         (``missing "=" after …`` quotes the value, password and all)."""
         if not self.raw:
             return None
-        url = libpq_url(self.raw)  # a Flask app's postgresql+psycopg:// is libpq's too
-        try:
-            conninfo_to_dict(url)
-        except (psycopg.Error, ValueError):
-            raise SettingError(self.name, _DATABASE_URL_SYNTAX) from None
+        url = readable_url(self.raw)  # a Flask app's postgresql+psycopg:// is libpq's too
+        if url is None:
+            raise SettingError(self.name, URL_SYNTAX)
         return url
 
 
