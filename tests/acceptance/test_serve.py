@@ -116,6 +116,18 @@ def test_serve_without_database_exits_with_one_line(env: dict[str, str]) -> None
     assert result.stderr.startswith("payhooks: database unavailable")
 
 
+@pytest.mark.parametrize("port", ["0", "65536", "70000", "-1"])
+def test_serve_refuses_a_port_outside_1_to_65535_before_anything(
+    env: dict[str, str], port: str
+) -> None:
+    """The kernel takes a port modulo 65536: serve said it served on :70000 and listened on
+    4464 (and on :0, on any free port)."""
+    result = invoke(env, "serve", "--port", port, timeout=20)
+    assert result.returncode == 2, result.stderr
+    assert "Invalid value for '--port'" in result.stderr
+    assert "serving" not in result.stderr
+
+
 def test_serve_takes_a_secret_holding_a_comma_as_one_secret(
     env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -3,12 +3,13 @@ holds, 1 when the deployment gets something wrong."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 
 import httpx
 
 from tests import loopback
-from tests.acceptance.conftest import PAYHOOKS, running, wait_until
+from tests.acceptance.conftest import PAYHOOKS, invoke, running, wait_until
 from tests.conftest import free_port
 
 STORM = ["--carts", "40", "--concurrency", "8", "--time-scale", "100000", "--seed", "1",
@@ -68,3 +69,21 @@ def test_storm_without_a_token_says_so(env):
     )
     assert result.returncode == 1
     assert "PAYHOOKS_API_TOKEN" in result.stderr
+
+
+def test_storm_refuses_a_gateway_api_port_outside_1_to_65535(env):
+    result = invoke(env, "storm", "http://127.0.0.1:9", "--gateway-api-port", "99999")
+    assert result.returncode == 2, result.stderr
+    assert "Invalid value for '--gateway-api-port'" in result.stderr
+
+
+def test_storm_says_in_one_line_that_its_gateway_api_port_is_taken(env):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = invoke(env, "storm", "http://127.0.0.1:9", "--gateway-api-port", str(port))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"payhooks: --gateway-api-port {port}: ")
+    assert "in use" in result.stderr

@@ -202,7 +202,7 @@ def paid_meanwhile(parked_and_paid: str, gateway_api: tuple[object, str]) -> tup
 @pytest.mark.parametrize(
     "door",
     [("replay", "evt_late"), ("reconcile", "--older-than-s", "0"), ("confirm", "--once"),
-     ("console", "--port", "0")],
+     ("console", "--port", "9")],
     ids=lambda door: door[0],
 )  # fmt: skip
 def test_a_registry_with_no_handler_is_refused_by_every_hooks_door(

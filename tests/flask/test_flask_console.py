@@ -89,6 +89,14 @@ def replay(client: httpx.Client, event_id: str) -> str:
     return client.get(answer.headers["location"]).text
 
 
+def test_the_console_refuses_a_port_outside_1_to_65535_before_anything(database_url):
+    """The kernel takes a port modulo 65536: --port 70000 listened on 4464."""
+    result = invoke({**os.environ}, "console", "--hooks", "examples.flask_shop.app:hooks",
+                    "--database-url", database_url, "--port", "70000", timeout=20)  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert "Invalid value for '--port'" in result.stderr
+
+
 def test_the_console_replays_a_parked_capture_through_the_shops_hooks_once(
     shop, db, database_url, search_path
 ):

@@ -287,6 +287,8 @@ DatabaseUrl = Annotated[
         callback=libpq,
     ),
 ]
+Port = Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")]
+"""A TCP port: the kernel takes one past 65535 modulo 65536 (70000 listens on 4464)."""
 Every = Annotated[float, typer.Option(min=0.2, help="Seconds between passes while it runs.")]
 Once = Annotated[bool, typer.Option("--once", help="One pass, then exit.")]
 

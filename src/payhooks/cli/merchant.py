@@ -17,6 +17,7 @@ from payhooks.cli.common import (
     DatabaseUrl,
     Every,
     Once,
+    Port,
     Settings,
     app,
     exit_with,
@@ -670,7 +671,7 @@ def console_command(
     host_address: Annotated[
         str, typer.Option("--host", help="Address to listen on.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8100,
+    port: Port = 8100,
     root_path: Annotated[
         str, typer.Option(help="The path a reverse proxy serves it under (/ops: /ops/console).")
     ] = "",

@@ -15,6 +15,7 @@ import typer
 
 from payhooks.cli.common import (
     DatabaseUrl,
+    Port,
     app,
     fail,
     host,
@@ -254,7 +255,7 @@ def serve(
     host_address: Annotated[str, typer.Option("--host", help="Address to listen on.")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    port: Port = 8000,
 ) -> None:
     """Migrate the database, then serve webhooks and the shop API."""
     needing("serving", "service", "service", "uvicorn", "payhooks.service.web")

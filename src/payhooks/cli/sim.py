@@ -70,7 +70,11 @@ def storm(
     ] = 0.0,
     gateway_api_port: Annotated[
         int | None,
-        typer.Option(help="Serve the gateways' status APIs on 127.0.0.1:PORT for reconciliation."),
+        typer.Option(
+            min=1,
+            max=65535,
+            help="Serve the gateways' status APIs on 127.0.0.1:PORT for reconciliation.",
+        ),
     ] = None,
 ) -> None:
     """Throw a retrying, duplicating, reordering gateway at a deployment and verify it.
@@ -128,16 +132,29 @@ def _storm(
 
     gateway = Gateway(_current_secrets(settings), now=int(time.time()))
     books = GatewayApi(_api_keys(settings))
-    with (
-        serving(books, port=api_port or 0) as api_url,
-        _storm_progress(Console(stderr=True)) as progress,
-    ):
+    with contextlib.ExitStack() as stack:
+        api_url = run(lambda: _listening(stack, serving(books, port=api_port or 0), api_port))
+        progress = stack.enter_context(_storm_progress(Console(stderr=True)))
         if api_port is not None:
             typer.echo(f"gateway status APIs on {api_url}", err=True)
         result = run(lambda: run_storm(url, token, gateway, options, progress, books=books))
     for table in report(result):
         Console().print(table)
     return result.ok
+
+
+def _listening(
+    stack: contextlib.ExitStack, server: contextlib.AbstractContextManager[str], port: int | None
+) -> str:
+    """The status APIs' double entered on ``stack``; a port it cannot listen on (another
+    process's) is said in one line naming the option, not as a traceback."""
+    try:
+        return stack.enter_context(server)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise PayhooksError(
+            f"--gateway-api-port {port}: cannot listen on 127.0.0.1:{port} ({reason.lower()})"
+        ) from exc
 
 
 def _current_secrets(settings: Settings) -> GatewaySecrets:

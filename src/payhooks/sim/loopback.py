@@ -42,8 +42,12 @@ def served(
     import uvicorn
 
     sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+    except OSError:  # the port another's: the caller says so, and no socket is left open
+        sock.close()
+        raise
     bound = int(sock.getsockname()[1])
     server = _prompt()(
         uvicorn.Config(app, log_config=None, log_level="error", access_log=False,
