@@ -7,6 +7,7 @@ import socket
 import subprocess
 
 import httpx
+import pytest
 
 from tests import loopback
 from tests.acceptance.conftest import PAYHOOKS, invoke, running, wait_until
@@ -87,3 +88,43 @@ def test_storm_says_in_one_line_that_its_gateway_api_port_is_taken(env):
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"payhooks: --gateway-api-port {port}: ")
     assert "in use" in result.stderr
+
+
+OUT_OF_RANGE = {
+    "no cart: every invariant held of nothing": ("--carts", "0"),
+    "fewer than no carts": ("--carts", "-3"),
+    "no delivery in flight": ("--concurrency", "0"),
+    "time stopped: division by zero": ("--time-scale", "0"),
+    "time backwards": ("--time-scale", "-1"),
+    "no time at all": ("--time-scale", "nan"),
+    "a share over one": ("--duplicate-rate", "5"),
+    "a share under none": ("--refund-rate", "-1"),
+    "reordering": ("--reorder-rate", "1.5"),
+    "failed attempts": ("--failed-attempt-rate", "-0.1"),
+    "double payments": ("--double-payment-rate", "2"),
+    "disputes": ("--dispute-rate", "1.01"),
+    "silent carts": ("--silent-rate", "-0.5"),
+    "stock": ("--stock-per-sku", "-1"),
+}
+
+
+@pytest.mark.parametrize("option", OUT_OF_RANGE.values(), ids=OUT_OF_RANGE)
+def test_storm_refuses_an_option_outside_its_range_before_anything(env, option):
+    result = invoke(env, "storm", "http://127.0.0.1:9", *option)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"Invalid value for '{option[0]}'" in result.stderr
+    assert "held" not in result.stdout
+
+
+@pytest.mark.parametrize(
+    "option", [("--carts", "1"), ("--duplicate-rate", "1"), ("--refund-rate", "0"),
+               ("--time-scale", "0.5"), ("--concurrency", "1")],
+)  # fmt: skip
+def test_storm_takes_the_ends_of_each_range(option):
+    """Parsed as given (--help: the command is not run), refused only outside its range."""
+    from typer.testing import CliRunner
+
+    from payhooks.cli.commands import app
+
+    result = CliRunner().invoke(app, ["storm", "http://127.0.0.1:9", *option, "--help"])
+    assert result.exit_code == 0, result.output

@@ -35,6 +35,19 @@ def demo(
     raise typer.Exit(0 if ok else 1)
 
 
+def _share(what: str) -> Any:
+    """A share of the storm's carts, payments or events: 0 (none) to 1 (every one)."""
+    return typer.Option(min=0.0, max=1.0, help=what)
+
+
+def _forwards(scale: float) -> float:
+    """Retries fall due at their delay divided by the scale: at 0 never (a division by zero),
+    below it in the past; NaN compares false, so it is caught by asking for more than 0."""
+    if not scale > 0:
+        raise typer.BadParameter("must be more than 0")
+    return scale
+
+
 @app.command()
 def storm(
     urls: Annotated[
@@ -48,25 +61,29 @@ def storm(
     token: Annotated[
         str | None, typer.Option(help="API token; default PAYHOOKS_API_TOKEN.")
     ] = None,
-    carts: Annotated[int, typer.Option(help="Carts to buy and pay for.")] = 200,
+    carts: Annotated[int, typer.Option(min=1, help="Carts to buy and pay for.")] = 200,
     stock_per_sku: Annotated[
-        int, typer.Option(help="Opening stock of each of the 10 SKUs (low: backorders).")
+        int, typer.Option(min=0, help="Opening stock of each of the 10 SKUs (low: backorders).")
     ] = 1_000_000,
-    duplicate_rate: Annotated[float, typer.Option(help="Share of events sent twice.")] = 0.3,
-    reorder_rate: Annotated[float, typer.Option(help="Share of stories sent out of order.")] = 0.3,
-    failed_attempt_rate: Annotated[float, typer.Option(help="Stories with a failed try.")] = 0.2,
-    double_payment_rate: Annotated[float, typer.Option(help="Carts paid twice.")] = 0.05,
-    refund_rate: Annotated[float, typer.Option(help="Razorpay payments refunded.")] = 0.1,
+    duplicate_rate: Annotated[float, _share("Share of events sent twice.")] = 0.3,
+    reorder_rate: Annotated[float, _share("Share of stories sent out of order.")] = 0.3,
+    failed_attempt_rate: Annotated[float, _share("Stories with a failed try.")] = 0.2,
+    double_payment_rate: Annotated[float, _share("Carts paid twice.")] = 0.05,
+    refund_rate: Annotated[float, _share("Razorpay payments refunded.")] = 0.1,
     dispute_rate: Annotated[
-        float, typer.Option(help="Razorpay and Cashfree payments disputed after capture.")
+        float, _share("Razorpay and Cashfree payments disputed after capture.")
     ] = 0.05,
-    concurrency: Annotated[int, typer.Option(help="Deliveries in flight at once.")] = 16,
+    concurrency: Annotated[int, typer.Option(min=1, help="Deliveries in flight at once.")] = 16,
     time_scale: Annotated[
-        float, typer.Option(help="Simulated seconds per real second for retry schedules.")
+        float,
+        typer.Option(
+            help="Simulated seconds per real second for retry schedules (more than 0).",
+            callback=_forwards,
+        ),
     ] = 3600.0,
     seed: Annotated[int | None, typer.Option(help="Seed, to replay the same storm.")] = None,
     silent_rate: Annotated[
-        float, typer.Option(help="Carts whose webhooks are never sent (needs --gateway-api-port).")
+        float, _share("Carts whose webhooks are never sent (needs --gateway-api-port).")
     ] = 0.0,
     gateway_api_port: Annotated[
         int | None,
