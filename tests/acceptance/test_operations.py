@@ -258,6 +258,17 @@ def test_commands_on_an_unmigrated_database_say_so_in_one_line(env, admin_url):
     assert result.stderr.count("\n") == 1 and "payhooks migrate" in result.stderr
 
 
+def test_worker_once_with_the_database_away_says_so_in_one_line(env):
+    """It printed the pool's own six lines, "handled 0 outbox message(s)", then "the worker's
+    pass failed: maybe_retry_parked", a function's name, never the database."""
+    away = f"postgresql://root@127.0.0.1:{free_port()}/nowhere?connect_timeout=2"
+    result = cli({**env, "DATABASE_URL": away}, "worker", "--once")
+    said = [line for line in result.stderr.splitlines() if not line.startswith("payhooks: warn")]
+    assert result.returncode == 1, result.stderr
+    assert len(said) == 1, result.stderr
+    assert said[0].startswith("payhooks: database unavailable") and "Connection refused" in said[0]
+
+
 def test_bad_setting_is_one_line_not_a_traceback(env):
     result = cli({**env, "PAYHOOKS_RETENTION_DAYS": "ninety"}, "purge", "--dry-run")
     assert result.returncode == 1 and result.stderr.count("\n") == 1

@@ -13,6 +13,7 @@ from email.message import EmailMessage
 import pytest
 
 from payhooks.events import Provider
+from payhooks.plumbing.errors import DatabaseAway
 from payhooks.service import database
 from payhooks.service.errors import MessageRejected
 from payhooks.service.mail import Mailer, SmtpTarget, compose
@@ -527,3 +528,20 @@ INSERT INTO checkouts (provider, gateway_order_id, cart_id, created_at)
 SELECT 'cashfree', 'old' || substr(id, 9), id, now() - interval '400 days'
 FROM carts WHERE id LIKE 'cart_old%'
 """
+
+
+def test_a_pass_run_once_ends_on_the_database_going_away_said_once(proxy, inbox):
+    """Every duty after the first would wait out the pool's timeout in turn and fail on the
+    same outage; the pass ends on it instead, for its caller to say once (``worker --once``
+    said the first duty's function name)."""
+    _, port = inbox
+    pool = database.open_pool(proxy.url, SETTINGS, max_size=2, wait_s=1.0)
+    runner = worker_for(pool, port)
+    try:
+        proxy.cut()
+        with pytest.raises(DatabaseAway):
+            runner.once()
+    finally:
+        proxy.restore()
+        runner.close()
+        pool.close()

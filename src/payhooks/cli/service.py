@@ -329,6 +329,7 @@ def worker_warnings(settings: Settings) -> list[str]:
 
 @app.command()
 def worker(
+    ctx: typer.Context,
     once: Annotated[
         bool,
         typer.Option(
@@ -349,12 +350,15 @@ def worker(
 
     logs.configure()
     settings = _settings()
+    if once:  # a pass cannot be had without the database: said in one line, with libpq's why
+        with_connection(ctx, lambda conn: the_shops(conn, WORKER_DOOR))
     pool = run(  # the sender, a purge (two), and reconciliation on its own thread
         lambda: database.open_pool(service_url(settings), settings, max_size=4, deadline=False)
     )
     runner: Worker | None = None
     try:
-        run(lambda: _the_shops_worker(pool))
+        if not once:  # checked on its own connection already
+            run(lambda: _the_shops_worker(pool))
         runner = run(lambda: Worker(pool, settings, worker_options(once=once, batch=batch)))
         for warning in worker_warnings(settings):
             typer.echo(f"payhooks: warning: {warning}", err=True)

@@ -250,7 +250,7 @@ def pooled(event_id: str | None = None) -> Iterator[None]:
         try:
             yield
         except psycopg_pool.PoolTimeout as exc:
-            raise DatabaseAway("no database connection available in time") from exc
+            raise DatabaseAway("database unavailable: no connection to it in time") from exc
 
 
 @contextlib.contextmanager

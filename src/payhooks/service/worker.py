@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg_pool
 
-from payhooks.plumbing.errors import DatabaseUnavailable
+from payhooks.plumbing.errors import DatabaseAway, DatabaseUnavailable
 from payhooks.reconcile import settling
 from payhooks.service import alerting, application, database, outbox, reconcile
 from payhooks.service.config import Settings
@@ -154,7 +154,9 @@ class Worker:
     def _each(self, *steps: Callable[[], int]) -> list[str]:
         """Each step in turn until the worker is told to stop, one failing logged
         (``worker_step_failed``, or ``worker_database_unavailable``) and the others run all
-        the same; the names of those that failed."""
+        the same; the names of those that failed. Run once (``once``), no connection to be
+        had ends the pass: every step after would wait out the pool on the same outage, and
+        the caller says it once."""
         failed: list[str] = []
         for step in steps:
             if self.stopping.is_set():
@@ -162,6 +164,8 @@ class Worker:
             try:
                 step()
             except DatabaseUnavailable as exc:
+                if self._once and isinstance(exc, DatabaseAway):
+                    raise
                 log.warning("worker_database_unavailable", extra={"error": str(exc)})
                 failed.append(step.__name__)
             except Exception:  # logged; the sender's backoff is its own business
