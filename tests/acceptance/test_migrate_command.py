@@ -1,7 +1,7 @@
 """`payhooks migrate` on a merchant's own database, set up as docs/fastapi.md says (its own
 `orders` table beside payhooks'): `--core` applies payhooks' own tables alone, as
 `payhooks.migrate(conn)` does, and the bare command (the reference service's tables too) says
-so in one line rather than clashing with the merchant's tables."""
+so in one line rather than clashing with the merchant's tables, as `payhooks serve` does."""
 
 from __future__ import annotations
 
@@ -63,10 +63,12 @@ def test_migrate_core_reads_database_url_as_the_other_merchant_commands_do(
     assert "carts" not in tables(merchants) and "payhooks_refunds" in tables(merchants)
 
 
+@pytest.mark.parametrize("command", [["migrate"], ["serve", "--port", "9"]], ids=" ".join)
 def test_migrate_without_core_on_a_merchants_database_points_at_core_in_one_line(
-    env: dict[str, str], merchants: str
+    env: dict[str, str], merchants: str, command: list[str]
 ) -> None:
-    done = invoke({**env, "DATABASE_URL": merchants}, "migrate", timeout=120)
+    """`serve` migrates the same tables first, and said the clash without the pointer."""
+    done = invoke({**env, "DATABASE_URL": merchants}, *command, timeout=120)
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1, done.stderr
     assert 'relation "orders" already exists' in done.stderr

@@ -235,8 +235,9 @@ def migrate(
 
 
 def _migrate_service(conn: db.Connection) -> list[str]:
-    """The core's tables and the reference shop's; a table of the shop's name there already
-    (a merchant's own ``orders``) is said with the command that leaves it alone."""
+    """The core's tables and the reference shop's (``migrate``, and ``serve`` first); a table
+    of the shop's name there already (a merchant's own ``orders``) is said with the command
+    that leaves it alone."""
     import psycopg
 
     try:
@@ -244,8 +245,8 @@ def _migrate_service(conn: db.Connection) -> list[str]:
     except psycopg.errors.DuplicateTable as exc:
         raise PayhooksError(
             f"database error {exc.sqlstate}: {str(exc).splitlines()[0]} (`payhooks migrate` "
-            "adds the reference service's shop tables too; on your own app's database run "
-            "`payhooks migrate --core`, payhooks' own tables alone)"
+            "and `payhooks serve` add the reference service's shop tables too; on your own "
+            "app's database run `payhooks migrate --core`, payhooks' own tables alone)"
         ) from exc
 
 
@@ -266,7 +267,7 @@ def serve(
     logs.configure()
     settings = _settings()
     url = run(lambda: service_url(settings))
-    with_connection(ctx, database.migrate)
+    with_connection(ctx, _migrate_service)
     token, generated = run(lambda: api_token(settings))
     if generated:
         typer.echo(f"API token (kept in {settings.home / 'api-token'}): {token}", err=True)
