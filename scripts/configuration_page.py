@@ -23,7 +23,9 @@ PAGE = Path(__file__).parents[1] / "docs" / "configuration.md"
 # what it means). Each default is the field's, never written here.
 SERVICE = [
     ("DATABASE_URL", None, "PostgreSQL URL; unset = embedded PostgreSQL under `PAYHOOKS_HOME`"),
-    ("PAYHOOKS_HOME", "home", "where the embedded database and the generated API token live"),
+    ("PAYHOOKS_HOME", "home",
+     "where the embedded database and the generated API token live; a folder that cannot be "
+     "made or written there is refused at start, naming it"),
     ("PAYHOOKS_API_TOKEN", None, "bearer token for `/api/*`; unset = generated once, printed, "
      "kept under `PAYHOOKS_HOME`"),
     ("PAYHOOKS_SMTP_URL", None, "where the worker sends email (unset: the emails stay queued "

@@ -132,6 +132,18 @@ def test_a_bad_setting_stops_the_command_with_one_line_naming_it(env, command, v
     refused_with_one_line(run_briefly({**env, variable: value}, *command), variable)
 
 
+@pytest.mark.parametrize("home", ["/proc/payhooks-forbidden", "/dev/null/payhooks"])
+@pytest.mark.parametrize("kept", ["PAYHOOKS_API_TOKEN", "DATABASE_URL"])
+def test_a_home_that_cannot_keep_what_serve_keeps_there_is_refused_naming_it(env, home, kept):
+    """Unset, PAYHOOKS_API_TOKEN is made and kept under PAYHOOKS_HOME, DATABASE_URL's embedded
+    PostgreSQL too: a folder that cannot be made was "[Errno 2] No such file or directory:
+    '/proc/…'", naming no setting."""
+    unset = {name: value for name, value in env.items() if name != kept}
+    result = run_briefly({**unset, "PAYHOOKS_HOME": home}, "serve", "--port", "9")
+    said = refused_with_one_line(result, "PAYHOOKS_HOME")
+    assert home in said and kept in said
+
+
 # What the worker says at start.
 
 

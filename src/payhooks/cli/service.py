@@ -9,6 +9,7 @@ import os
 import secrets
 import signal
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -34,6 +35,7 @@ from payhooks.plumbing import db, schema
 from payhooks.plumbing.errors import DatabaseUnavailable, PayhooksError
 from payhooks.service import database, logs, outbox
 from payhooks.service.config import Settings
+from payhooks.service.errors import SettingError
 
 if TYPE_CHECKING:
     from payhooks.operations.notifier import Notifier
@@ -190,18 +192,33 @@ def _settings() -> Settings:
 
 
 def api_token(settings: Settings) -> tuple[str, bool]:
-    """PAYHOOKS_API_TOKEN, else one generated once and kept under PAYHOOKS_HOME.
+    """PAYHOOKS_API_TOKEN, else one generated once and kept under PAYHOOKS_HOME: a home it
+    cannot be kept in (a folder that cannot be made, read or written) is refused naming the
+    variable, as a bad setting is, not with the bare ``[Errno 2]`` of the file."""
+    if settings.api_token:
+        return settings.api_token, False
+    try:
+        return _kept_token(settings.home)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise SettingError(
+            "PAYHOOKS_HOME",
+            f"{settings.home} cannot keep the generated API token ({why.lower()}): point it "
+            "at a folder payhooks may write, or set PAYHOOKS_API_TOKEN",
+        ) from exc
+
+
+def _kept_token(home: Path) -> tuple[str, bool]:
+    """The token stored under ``home``, else one made and stored there.
 
     Written to a private temporary file and renamed into place, so a second process never
     reads a half-written (empty) token; an empty stored token counts as none.
     """
-    if settings.api_token:
-        return settings.api_token, False
-    path = settings.home / "api-token"
+    path = home / "api-token"
     stored = path.read_text().strip() if path.exists() else ""
     if stored:
         return stored, False
-    settings.home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
     token = secrets.token_urlsafe(24)
     scratch = path.with_name(f".api-token.{os.getpid()}")
     fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

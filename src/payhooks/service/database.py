@@ -21,6 +21,7 @@ from payhooks.plumbing.db import Connection, translated
 from payhooks.plumbing.errors import DatabaseAway, DatabaseUnavailable
 from payhooks.plumbing.pools import CheckedPool, watched, watched_async
 from payhooks.service.config import PoolMode, Settings
+from payhooks.service.errors import SettingError
 
 SHOP = schema.Track(name="shop", package="payhooks.service")
 
@@ -56,8 +57,17 @@ def _embedded_server(home: Path) -> Any:
 
 
 def embedded_url(home: Path) -> str:
-    """Start (or join) the embedded PostgreSQL whose data lives under ``home``."""
-    home.mkdir(parents=True, exist_ok=True)
+    """Start (or join) the embedded PostgreSQL whose data lives under ``home``; a home that
+    cannot be made is refused naming PAYHOOKS_HOME, not with the bare ``[Errno 2]``."""
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = (exc.strerror or type(exc).__name__).lower()
+        raise SettingError(
+            "PAYHOOKS_HOME",
+            f"{home} cannot hold the embedded PostgreSQL ({why}): point it at a folder "
+            "payhooks may write, or set DATABASE_URL",
+        ) from exc
     try:
         server = _embedded_server(home)
     except Exception as exc:  # the wheel raises subprocess and assertion errors of its own
