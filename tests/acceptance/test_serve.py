@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
+import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from payhooks.sim.gateway import Gateway, GatewaySecrets
@@ -161,3 +165,39 @@ def logged(log: Path, event: str) -> list[dict[str, object]]:
         if found or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_serve_on_the_embedded_database_stops_it_on_sigterm(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """uvicorn stops gracefully, then raises the signal again: under the default handler the
+    process died there, and the embedded PostgreSQL's clean-up at exit never ran, leaving it
+    running. Its home is not under pytest's root, which the server's own user cannot enter
+    (tests/conftest.py, ``admin_url``)."""
+    home = Path(tempfile.mkdtemp(prefix="payhooks-serve-home-"))
+    embedded = {name: value for name, value in env.items() if name != "DATABASE_URL"}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    postmaster: psutil.Process | None = None
+    try:
+        args, served = ["serve", "--port", str(port)], {**embedded, "PAYHOOKS_HOME": str(home)}
+        with running(args, served, tmp_path / "serve.log") as process:
+            wait_until(lambda: _ready(base, process), timeout=120, what="serve, embedded")
+            pid = (home / "pgdata" / "postmaster.pid").read_text().split()[0]
+            postmaster = psutil.Process(int(pid))
+            process.popen.send_signal(signal.SIGTERM)
+            status = process.popen.wait(timeout=60)
+        assert not _alive(postmaster), process.output()
+        assert status == 0, process.output()
+    finally:
+        if postmaster is not None and _alive(postmaster):
+            postmaster.terminate()  # PostgreSQL's smart shutdown, as pg_ctl stop asks
+            postmaster.wait(timeout=30)
+        shutil.rmtree(home, ignore_errors=True)

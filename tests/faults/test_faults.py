@@ -161,8 +161,9 @@ def test_sigterm_finishes_the_delivery_in_flight_and_refuses_new_ones(
         sender.join(timeout=30)
     assert answers["first"].status_code == 200
     assert answers["first"].json()["status"] == "processed"
-    # uvicorn re-raises SIGTERM once its graceful shutdown is done, so -15 is a clean exit
-    assert server.process is not None and server.process.wait(timeout=30) in (0, -signal.SIGTERM)
+    # uvicorn re-raises SIGTERM once its graceful shutdown is done: serve ends on it through
+    # Python (what runs at exit runs), exit 0
+    assert server.process is not None and server.process.wait(timeout=30) == 0
     order = conn.execute("SELECT count(*) FROM orders WHERE cart_id = %s", (buy.cart_id,))
     assert order.fetchone()[0] == 1
     assert conn.execute("SELECT stock FROM products WHERE sku = %s", (buy.sku,)).fetchone()[0] == 9

@@ -8,6 +8,7 @@ import contextlib
 import os
 import secrets
 import signal
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -283,6 +284,7 @@ def serve(
 
     logs.configure()
     settings = _settings()
+    _exit_after_signals()  # from here: the embedded PostgreSQL may be started
     url = run(lambda: service_url(settings))
     with_connection(ctx, _migrate_service)
     token, generated = run(lambda: api_token(settings))
@@ -299,6 +301,22 @@ def serve(
         log_level="warning",
         timeout_graceful_shutdown=10,
     )
+
+
+def _exit_after_signals() -> None:
+    """uvicorn stops gracefully on SIGTERM or Ctrl-C, puts back the handlers it found, and
+    raises the signal again: under the default handler the process died there, and what runs
+    at exit (the embedded PostgreSQL's stop) never ran, leaving it running. The handlers it
+    finds end the process through Python instead, exit 0, as the worker's stop does (before
+    uvicorn starts too: a migration stopped is rolled back). Only a process's main thread
+    takes signals (a command run in a thread: its program's)."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _exit)
+
+
+def _exit(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def worker_options(*, once: bool, batch: int) -> WorkerOptions:
