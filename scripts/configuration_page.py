@@ -46,8 +46,9 @@ SERVICE = [
      "your answer is alerted again this many hours before its deadline (1 to 720); one is "
      "alerted when it opens and when it is lost whatever this says"),
     ("PAYHOOKS_RETENTION_DAYS", "retention_days", "how long delivery records are kept, in days "
-     "from 15 to 36500 (a shorter one is refused wherever it is read, `payhooks purge` included; with the "
-     "variable unset, `payhooks purge --older-than-days N --force` takes one by hand)"),
+     "from 15 to 36500 (a shorter one is refused wherever it is read, `payhooks purge` "
+     "included; with the variable unset, `payhooks purge --older-than-days N --force` takes "
+     "one by hand)"),
     ("PAYHOOKS_LOCK_TIMEOUT_MS", "lock_timeout_ms", "how long a delivery waits for a twin in "
      "flight before answering 503; below the statement timeout. Every `*_MS` setting is a "
      "whole number from 1 to 2147483647 (`PAYHOOKS_RELAY_PUBLISH_TIMEOUT_MS`: to 600000, ten "
