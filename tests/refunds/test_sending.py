@@ -1638,6 +1638,17 @@ def test_an_intent_a_lost_dispute_took_part_of_says_the_rest_is_still_owed(core,
     assert send(database_url, url).sent[provider] == 1 and books(api, provider) == (1, 39_900)
 
 
+def two_asked_then_a_chargeback(conn, api) -> refunds.Refund:
+    """Two refunds of 200.00 asked of a 499.00 Razorpay payment, then a chargeback lost for
+    199.00: 300.00 left, room for one. The one asked first."""
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    first = ask(conn, provider, amount=20_000, key="first")
+    ask(conn, provider, amount=20_000, key="second")
+    lost_dispute(conn, provider, 19_900)
+    return first
+
+
 def test_what_a_lost_dispute_leaves_goes_to_the_refund_asked_first(core, database_url):
     """Two refunds asked of one payment, 200.00 and then 200.00, and a chargeback lost for
     199.00 before the sender ran: 300.00 is left. Each intent was weighed against every other
@@ -1647,10 +1658,7 @@ def test_what_a_lost_dispute_leaves_goes_to_the_refund_asked_first(core, databas
     asked first goes first; the later one is told what is left after it."""
     conn, api, url = core
     provider = Provider.RAZORPAY
-    paid(api, provider)
-    first = ask(conn, provider, amount=20_000, key="first")
-    ask(conn, provider, amount=20_000, key="second")
-    lost_dispute(conn, provider, 19_900)
+    first = two_asked_then_a_chargeback(conn, api)
     tally = send(database_url, url)
     assert (tally.sent[provider], tally.spent[provider]) == (1, 1)
     assert books(api, provider) == (1, 20_000)
@@ -1702,10 +1710,7 @@ def test_two_senders_leasing_a_payments_two_intents_at_once_send_the_one_that_fi
 
     conn, api, url = core
     provider = Provider.RAZORPAY
-    paid(api, provider)
-    first = ask(conn, provider, amount=20_000, key="first")
-    ask(conn, provider, amount=20_000, key="second")
-    lost_dispute(conn, provider, 19_900)
+    first = two_asked_then_a_chargeback(conn, api)
     held = [refunds.leased(conn, provider, 1)[0] for _ in range(2)]  # two senders, one each
     assert {r.idempotency_key for r in held} == {
         r.idempotency_key for r in refunds.of_payment(conn, provider, PAYMENT[provider])
