@@ -437,6 +437,14 @@ def test_a_refund_asked_under_another_order_never_brings_its_payment_into_that_o
     merchant.execute("UPDATE payhooks_refunds SET gateway_order_id = 'order_y'")
     told = timeline.story(merchant, "razorpay", "order_y")
     assert told is not None and told.payment_ids == ["pay_of_y"]
+    # A payment whose record names no order is its refund's order's (the review found it
+    # dropped: no order is not another order).
+    merchant.execute(PAYMENT, ("pay_no_order", None, "evt_z", 1))
+    merchant.execute(REFUND, ("ph_4", "pay_no_order", "processed"))
+    merchant.execute("UPDATE payhooks_refunds SET gateway_order_id = 'order_z'"
+                     " WHERE idempotency_key = 'ph_4'")  # fmt: skip
+    told = timeline.story(merchant, "razorpay", "order_z")
+    assert told is not None and told.payment_ids == ["pay_no_order"]
 
 
 def test_settlements_outlive_the_purge_and_the_payments_they_name(merchant):

@@ -15,10 +15,11 @@ import pytest
 import payhooks
 from payhooks.events import Provider
 from payhooks.gateways import credentials
+from payhooks.gateways._status import client, http_client
 from payhooks.operations import alerts
 from payhooks.reconcile.refunding import send_once
 from payhooks.reconcile.running import connecting
-from payhooks.refunding import refunds
+from payhooks.refunding import refunds, sending
 from payhooks.refunding.refunds import RefundState
 from payhooks.sim.gateway import Purchase
 from payhooks.sim.gateway_api import Fault
@@ -1705,9 +1706,6 @@ def test_two_senders_leasing_a_payments_two_intents_at_once_send_the_one_that_fi
     its intent called for, so each weighed the other against itself and both were refused
     ("not sent"), a refund still owed. Weighing and counting a call are one step, the
     payment's turn taken: the first to weigh is sent, the other told what is left."""
-    from payhooks.gateways._status import client, http_client
-    from payhooks.refunding import sending
-
     conn, api, url = core
     provider = Provider.RAZORPAY
     first = two_asked_then_a_chargeback(conn, api)
@@ -1730,36 +1728,101 @@ def test_two_senders_leasing_a_payments_two_intents_at_once_send_the_one_that_fi
     assert by_key[first.idempotency_key].state is not RefundState.REFUSED
 
 
-def test_a_sender_waits_for_the_payments_turn_within_its_lease_and_calls_only_while_it_holds(
+def test_a_sender_waits_for_the_payments_turn_within_its_lease_and_calls_only_under_it(
     core, database_url
 ):
     """Weighing an intent waits for the payment's turn, which any transaction touching the
     payment holds to its end (an app's asking for a refund of it, a capture, a dispute's
     report). Its wait was unbounded: the lease ran out meanwhile, the call was counted and
     made all the same, and a cancel landing then freed the amount the call refunded (a review
-    proved 45,000 paise sent where 25,000 were meant). The wait is bounded within the lease;
-    a call is counted only while the lease holds, and its hold renewed from then."""
+    proved 45,000 paise sent where 25,000 were meant); and a sender whose lease ran out and
+    was another's since called on that other's lease (the second review: 40,000 for 20,000).
+    The wait is bounded within the lease; a call is counted only under the sender's own lease
+    while it holds, and its hold renewed from then."""
     from datetime import timedelta
 
     conn, api, _ = core
     provider = Provider.RAZORPAY
     paid(api, provider)
     ask(conn, provider, amount=10_000)
-    [leased] = refunds.leased(conn, provider, 1, hold=timedelta(seconds=2))
+    [mine] = refunds.leased(conn, provider, 1, hold=timedelta(seconds=2))
     with psycopg.connect(database_url, autocommit=True) as app, app.transaction():
         app.execute("SELECT payhooks_lock_payment(%s, %s)", (provider.value, PAYMENT[provider]))
-        with pytest.raises(refunds.PaymentBusy, match="turn: another transaction held it"):
-            refunds.weighed(conn, leased, timedelta(seconds=2))  # waits half a second at most
+        with pytest.raises(refunds.PaymentBusy, match="turn or the intent's row"):
+            refunds.weighed(conn, mine, timedelta(seconds=2))  # waits half a second at most
     [(attempts,)] = conn.execute("SELECT attempts FROM payhooks_refunds").fetchall()
     assert attempts == 0  # not counted, not called
-    conn.execute("UPDATE payhooks_refunds SET leased_until = now() - interval '1 second'")
-    ran_out = refunds.weighed(conn, leased, timedelta(seconds=2))
+    conn.execute("UPDATE payhooks_refunds SET leased_until = now() - interval '1 second',"
+                 " next_attempt_at = now() - interval '1 second'")  # fmt: skip  # ran out
+    ran_out = refunds.weighed(conn, mine, timedelta(seconds=2))
     assert not ran_out.calling and ran_out.refund is not None and ran_out.refund.attempts == 0
-    conn.execute("UPDATE payhooks_refunds SET leased_until = now() + interval '1 second'")
-    counted = refunds.weighed(conn, leased, timedelta(minutes=5))
+    [theirs] = refunds.leased(conn, provider, 1, hold=timedelta(minutes=1))  # another sender
+    assert not refunds.weighed(conn, mine, timedelta(minutes=5)).calling  # never on theirs
+    counted = refunds.weighed(conn, theirs, timedelta(minutes=5))
     assert counted.calling and counted.refund is not None and counted.refund.attempts == 1
     with pytest.raises(refunds.NotCancellable):  # held for the call: five minutes from now
-        refunds.cancel(conn, provider, leased.idempotency_key, reason="r", cancelled_by="asha")
+        refunds.cancel(conn, provider, mine.idempotency_key, reason="r", cancelled_by="asha")
+
+
+def test_a_busy_payment_on_the_services_sessions_is_said_busy_not_a_step_that_broke(
+    core, database_url
+):
+    """The reference service's sessions time a statement out at 3 s, before the weighing's
+    bound on its wait for the payment's turn: the wait ended a statement cancelled, logged a
+    step that broke, with a traceback. The weighing bounds its own statement too."""
+    from dataclasses import replace as replaced
+    from datetime import timedelta
+
+    from payhooks.service import database
+    from payhooks.service.config import Settings
+
+    conn, api, _ = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider, amount=10_000)
+    [leased] = refunds.leased(conn, provider, 1)
+    settings = replaced(Settings(), statement_timeout_ms=300, lock_timeout_ms=200)
+    with (
+        database.connect(database_url, settings, database.timeouts(settings)) as session,
+        psycopg.connect(database_url, autocommit=True) as app,
+        app.transaction(),
+    ):
+        app.execute("SELECT payhooks_lock_payment(%s, %s)", (provider.value, PAYMENT[provider]))
+        with pytest.raises(refunds.PaymentBusy):
+            refunds.weighed(session, leased, timedelta(seconds=4))  # a second's wait
+
+
+@pytest.mark.parametrize("mode", ["session", "transaction"])
+def test_the_services_sessions_weigh_read_committed_whatever_the_databases_default(
+    core, database_url, mode
+):
+    """Behind a transaction pooler the service's sessions set their bounds by a query right
+    after ``BEGIN``, which takes the snapshot: the weighing's ``SET TRANSACTION ISOLATION
+    LEVEL`` after it was refused, on a database whose default is repeatable read, and no
+    refund was ever sent. The weighing begins read committed instead."""
+    from dataclasses import replace as replaced
+
+    from payhooks.service import database
+    from payhooks.service.config import PoolMode, Settings
+
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    conn.execute(
+        f'ALTER DATABASE "{conn.info.dbname}" SET default_transaction_isolation = '
+        "'repeatable read'".encode()
+    )
+    paid(api, provider)
+    ask(conn, provider, amount=20_000)
+    settings = replaced(Settings(), database_pool_mode=PoolMode(mode))
+    pool = database.open_pool(database_url, settings, deadline=False)
+    try:
+        pool.wait(10)
+        with http_client(PATIENT_S) as http:
+            gateway = client(credentials(API_KEYS.env(url))[provider], http)
+            tally = sending.send_due(lambda: database.connection(pool), {provider: gateway})
+    finally:
+        pool.close()
+    assert books(api, provider) == (1, 20_000), tally.summary()
 
 
 def test_an_intent_is_weighed_read_committed_whatever_the_databases_default(core, database_url):

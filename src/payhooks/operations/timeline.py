@@ -468,7 +468,7 @@ SELECT r.payment_id FROM payhooks_refunds r
 WHERE r.provider = %(provider)s AND r.gateway_order_id = %(order)s
   AND NOT EXISTS (SELECT 1 FROM payhooks_payments p
                   WHERE p.provider = r.provider AND p.payment_id = r.payment_id
-                    AND p.gateway_order_id IS DISTINCT FROM r.gateway_order_id)
+                    AND p.gateway_order_id <> r.gateway_order_id)
 UNION
 SELECT payment_id FROM payhooks_disputes
 WHERE provider = %(provider)s AND gateway_order_id = %(order)s AND payment_id IS NOT NULL

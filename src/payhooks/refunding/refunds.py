@@ -32,16 +32,18 @@ Statements and steps written once with no driver, as the claim's are: ``request`
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Required, TypedDict, Unpack
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 
 from payhooks.events import CONTROL, MAX_PAISE, Event, EventKind, Provider, is_text
 from payhooks.gateways import GATEWAYS
@@ -442,8 +444,17 @@ WITH due AS ({_due(state)}
 UPDATE payhooks_refunds r
 SET next_attempt_at = now() + %(lease)s{also}
 FROM due WHERE r.provider = due.provider AND r.idempotency_key = due.idempotency_key
-RETURNING {_LEASED_COLUMNS}
+RETURNING {_LEASED_COLUMNS}, r.leased_until
 """
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Leased(Refund):
+    """An intent as a sender's lease handed it out, with the lease's own mark
+    (``leased_until``): its call is counted only against it (``CALLING``), so a sender whose
+    lease ran out, and was another sender's since, never calls on that other's."""
+
+    leased_until: datetime
 
 
 class LeaseRefused(Exception):
@@ -460,20 +471,24 @@ LEASED = _lease(RefundState.REQUESTED, also=", leased_until = now() + %(lease)s"
 sender weighs it and calls; its call is counted when it is weighed (``CALLING``)."""
 CALLING = f"""
 UPDATE payhooks_refunds
-SET attempts = attempts + 1, leased_until = now() + %(lease)s, next_attempt_at = now() + %(lease)s
+SET attempts = attempts + 1, leased_until = clock_timestamp() + %(lease)s,
+    next_attempt_at = clock_timestamp() + %(lease)s
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
-  AND leased_until > now()
+  AND leased_until = %(held)s AND leased_until > clock_timestamp()
 RETURNING {COLUMNS}
 """
-"""The intent's call counted, its hold renewed from now for the call: only while its lease
-holds (one that ran out may be a cancel's, or another sender's, by now)."""
-WEIGHING = (
-    "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
-    "SELECT set_config('lock_timeout', %s, true)",
-)
-"""How ``weighed``'s transaction begins: read committed, whatever the database's default (the
-room is read after the payment's turn is had, by a snapshot taken then), and a bound on its
-waits for a lock, well inside the intent's lease."""
+"""The intent's call counted, its hold renewed from this moment for the call: only under this
+sender's own lease (``Leased``), while it holds (one that ran out may be a cancel's, or another
+sender's, by now)."""
+WEIGH_WAIT = timedelta(seconds=5)
+"""The longest the weighing waits for the payment's turn or the intent's row (a quarter of a
+shorter lease): a payment that busy is asked about again later."""
+BOUNDED = """
+SELECT set_config('lock_timeout', %(wait)s, true),
+       set_config('statement_timeout', %(statement)s, true)
+"""
+"""The weighing's bound on its waits, its own transaction's alone (a session's statement
+timeout, the reference service's 3 s, would otherwise fire before it, in other words)."""
 
 
 def _owning(update: str) -> str:
@@ -575,7 +590,17 @@ def _leasing(
         if first is None:  # taken meanwhile: the next lease meets whatever refused
             raise
         raise LeaseRefused(str(first[1]), db.first_line(exc)[:200]) from exc
-    return [_refund(row) for row in found]
+    return [_leased(row) for row in found]
+
+
+def _leased(row: Any) -> Refund:
+    """An intent a lease returned (``COLUMNS``, then its ``leased_until``): ``Leased`` when the
+    lease held it for a call."""
+    refund, until = _refund(row[:-1]), row[-1]
+    if until is None:
+        return refund
+    fields = {name: getattr(refund, name) for name in refund.__dataclass_fields__}
+    return Leased(**fields, leased_until=until)
 
 
 def accepted(conn: Connection, refund: Refund, gateway_refund_id: str, *, processed: bool) -> None:
@@ -669,40 +694,60 @@ class Weighed:
 
 class PaymentBusy(Exception):
     """The payment's turn, or the intent's row, was held longer than a sender waits for it (a
-    long transaction of the app's asking for a refund of it, say): asked again later."""
+    long transaction of the app's asking for a refund of it, say): asked again once its lease
+    runs out."""
 
     def __init__(self, refund: Refund, waited: timedelta) -> None:
         super().__init__(
-            f"waited {waited.total_seconds():g} s for payment {refund.payment_id}'s turn: "
-            "another transaction held it; asked again"
+            f"waited {waited.total_seconds():g} s for payment {refund.payment_id}'s turn or "
+            "the intent's row: another transaction held it; asked again after its lease"
         )
         self.refund = refund
 
 
 def weighed(conn: Connection, refund: Refund, hold: timedelta = LEASE) -> Weighed:
-    """The leased ``refund`` weighed against what its payment has left (``room_now``) and, when
-    it fits, counted called for (``attempts``) and held ``hold`` from now for its call, in one
-    transaction holding the payment's turn (``TURN``): two senders each holding one of a
-    payment's intents weigh one after the other, the second seeing the first's call (each
-    counting the other's lease as a call refused both). Its waits for a lock are bounded
-    within the lease (``PaymentBusy``): a lease run out while waiting would let a cancel free
-    what the call then refunds; one that ran out all the same is not counted."""
-    waited = hold / 4
+    """The leased ``refund`` (``Leased``) weighed against what its payment has left
+    (``room_now``) and, when it fits, counted called for (``attempts``) and held ``hold`` from
+    then for its call, in one transaction holding the payment's turn (``TURN``): two senders
+    each holding one of a payment's intents weigh one after the other, the second seeing the
+    first's call (each counting the other's lease as a call refused both). The transaction
+    reads committed whatever the database's default (its snapshot taken after the turn is
+    had), and its waits for a lock are bounded well within the lease (``PaymentBusy``): a
+    lease run out while waiting would let a cancel free what the call then refunds; one that
+    ran out all the same, or is another sender's now, is not counted. On a connection already
+    in a transaction (not payhooks' own), that transaction's level and bounds stand."""
+    waited = min(WEIGH_WAIT, hold / 4)
+    ms = int(waited.total_seconds() * 1000)
+    own = conn.info.transaction_status is TransactionStatus.IDLE
     try:
-        with conn.transaction():
-            conn.execute(WEIGHING[0])
-            conn.execute(WEIGHING[1], (f"{int(waited.total_seconds() * 1000)}ms",))
+        with _read_committed(conn) if own else contextlib.nullcontext(), conn.transaction():
+            if own:
+                conn.execute(BOUNDED, {"wait": f"{ms}ms", "statement": f"{ms + 1000}ms"})
             conn.execute(TURN, (refund.provider.value, refund.payment_id))
             room = room_now(conn, refund)
             if room.left >= refund.amount_paise:
-                params = {**_keyed(refund), "lease": hold}
+                held = refund.leased_until if isinstance(refund, Leased) else None
+                params = {**_keyed(refund), "lease": hold, "held": held}
                 if (row := db.query(conn, CALLING, params).fetchone()) is not None:
                     return Weighed(room=room, refund=_refund(row), calling=True)
             found = db.query(conn, EXISTING, (refund.provider.value, refund.idempotency_key))
             row = found.fetchone()
-    except pg_errors.LockNotAvailable as exc:
+    except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
         raise PaymentBusy(refund, waited) from exc
     return Weighed(room=room, refund=None if row is None else _refund(row), calling=False)
+
+
+@contextlib.contextmanager
+def _read_committed(conn: Connection) -> Iterator[None]:
+    """The transaction begun inside begins ``READ COMMITTED`` (``BEGIN ISOLATION LEVEL``, as
+    psycopg writes it: a pooler's session settings may run a query right after ``BEGIN``, too
+    late for ``SET TRANSACTION``); the connection's own level back after it."""
+    before = conn.isolation_level
+    conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+    try:
+        yield
+    finally:
+        conn.isolation_level = before
 
 
 def refused(conn: Connection, refund: Refund, error: str) -> None:
