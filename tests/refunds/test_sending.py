@@ -1764,6 +1764,40 @@ def test_a_sender_waits_for_the_payments_turn_within_its_lease_and_calls_only_un
         refunds.cancel(conn, provider, mine.idempotency_key, reason="r", cancelled_by="asha")
 
 
+def test_a_sender_whose_lease_ran_out_never_clears_the_hold_of_the_sender_calling_now(
+    core, database_url, gateway_api
+):
+    """Sender A stalled past its lease; sender B leased the intent and called; a chargeback
+    left less than it asks. A woke, weighed it short and held it for a person, clearing B's
+    hold mid-call: a cancel landed, the rest was asked again and sent, and the customer got
+    69,900 back of 49,900 (the third review of this round's change). A sender writes an
+    intent only under its own lease."""
+    from datetime import timedelta
+
+    conn, api, url = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider, amount=20_000)
+    [stale] = refunds.leased(conn, provider, 1, hold=timedelta(seconds=2))
+    conn.execute("UPDATE payhooks_refunds SET leased_until = now() - interval '1 second',"
+                 " next_attempt_at = now() - interval '1 second'")  # fmt: skip  # ran out
+    [calling] = refunds.leased(conn, provider, 1, hold=timedelta(minutes=1))
+    assert refunds.weighed(conn, calling, timedelta(minutes=5)).calling  # B, mid-call now
+    lost_dispute(conn, provider, 40_000)
+    tally = sending.Tally()
+    with http_client(PATIENT_S) as http:
+        gateway = client(credentials(API_KEYS.env(url))[provider], http)
+        sending._Acts(None).send(connecting(database_url), gateway, stale, tally)
+    assert (tally.spent[provider], tally.retried[provider]) == (0, 0), tally.summary()
+    [(held_on,)] = conn.execute(
+        "SELECT leased_until > now() + interval '4 minutes' FROM payhooks_refunds"
+    ).fetchall()
+    assert held_on  # B's hold, as B's call renewed it
+    with pytest.raises(refunds.NotCancellable):
+        refunds.cancel(conn, provider, stale.idempotency_key, reason="r", cancelled_by="asha")
+    assert books(api, provider) == (0, 0)
+
+
 def test_a_busy_payment_on_the_services_sessions_is_said_busy_not_a_step_that_broke(
     core, database_url
 ):

@@ -475,7 +475,7 @@ SET attempts = attempts + 1, leased_until = clock_timestamp() + %(lease)s,
     next_attempt_at = clock_timestamp() + %(lease)s
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
   AND leased_until = %(held)s AND leased_until > clock_timestamp()
-RETURNING {COLUMNS}
+RETURNING {COLUMNS}, leased_until
 """
 """The intent's call counted, its hold renewed from this moment for the call: only under this
 sender's own lease (``Leased``), while it holds (one that ran out may be a cancel's, or another
@@ -512,15 +512,19 @@ WHERE provider = %(provider)s AND idempotency_key = %(key)s
 """)
 """A cancelled intent the gateway says it has is the gateway's: sent, and counted again (a
 cancel whose sender outlived its lease; the person's name and reason are kept)."""
-REFUSED = """
+_OWN = "(%(held)s::timestamptz IS NULL OR leased_until = %(held)s)"
+"""A sender's write of an intent it leased (``Leased``): only under its own lease, never
+another sender's that took the intent after its own ran out (clearing that one's hold mid-call
+would let a cancel free what its call refunds)."""
+REFUSED = f"""
 UPDATE payhooks_refunds
 SET state = 'refused', last_error = %(error)s, settled_at = now(), leased_until = NULL
-WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested' AND {_OWN}
 """
-AGAIN = """
+AGAIN = f"""
 UPDATE payhooks_refunds
 SET next_attempt_at = now() + %(wait)s, last_error = %(error)s, leased_until = NULL
-WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested' AND {_OWN}
 """
 
 
@@ -729,12 +733,15 @@ def weighed(conn: Connection, refund: Refund, hold: timedelta = LEASE) -> Weighe
                 held = refund.leased_until if isinstance(refund, Leased) else None
                 params = {**_keyed(refund), "lease": hold, "held": held}
                 if (row := db.query(conn, CALLING, params).fetchone()) is not None:
-                    return Weighed(room=room, refund=_refund(row), calling=True)
+                    return Weighed(room=room, refund=_leased(row), calling=True)
             found = db.query(conn, EXISTING, (refund.provider.value, refund.idempotency_key))
             row = found.fetchone()
     except (pg_errors.LockNotAvailable, pg_errors.QueryCanceled) as exc:
         raise PaymentBusy(refund, waited) from exc
-    return Weighed(room=room, refund=None if row is None else _refund(row), calling=False)
+    if row is None:
+        return Weighed(room=room, refund=None, calling=False)
+    held = refund.leased_until if isinstance(refund, Leased) else None
+    return Weighed(room=room, refund=_leased((*row, held)), calling=False)
 
 
 @contextlib.contextmanager
@@ -747,18 +754,20 @@ def _read_committed(conn: Connection) -> Iterator[None]:
     try:
         yield
     finally:
-        conn.isolation_level = before
+        if not (conn.closed or conn.broken):  # a connection lost keeps its own error
+            conn.isolation_level = before
 
 
-def refused(conn: Connection, refund: Refund, error: str) -> None:
-    """The gateway refused the refund: closed with its words, the amount refundable again."""
-    conn.execute(REFUSED, {**_keyed(refund), "error": error})
+def refused(conn: Connection, refund: Refund, error: str) -> bool:
+    """The gateway refused the refund: closed with its words, the amount refundable again;
+    False when it was not written (past ``requested``, or leased by another sender now)."""
+    return conn.execute(REFUSED, {**_keyed(refund), "error": error}).rowcount > 0
 
 
-def held(conn: Connection, refund: Refund, wait: timedelta, error: str) -> None:
+def held(conn: Connection, refund: Refund, wait: timedelta, error: str) -> bool:
     """The refund held back, not called (``sending._beyond``): asked about again after
-    ``wait``, saying why."""
-    again(conn, refund, wait, error)
+    ``wait``, saying why (``again``)."""
+    return again(conn, refund, wait, error)
 
 
 def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> bool:
@@ -769,8 +778,10 @@ def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> bool
 
 
 def _keyed(refund: Refund) -> dict[str, object]:
-    """The intent's own key, as the statements above name it."""
-    return {"provider": refund.provider.value, "key": refund.idempotency_key}
+    """The intent's own key, as the statements above name it, and the lease it is held under
+    when a sender's (``_OWN``)."""
+    held = refund.leased_until if isinstance(refund, Leased) else None
+    return {"provider": refund.provider.value, "key": refund.idempotency_key, "held": held}
 
 
 NOT_TAKEN = "processed at the gateway; not yet taken by the app"

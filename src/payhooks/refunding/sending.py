@@ -82,6 +82,9 @@ class Tally:
     refund call (``RefundIncomplete``)."""
     retried: Counter[Provider] = field(default_factory=Counter)
     """Left to try again: sending it, or asking about one sent, failed (the gateway's API)."""
+    busy: Counter[Provider] = field(default_factory=Counter)
+    """Not weighed: another transaction held their payment's turn, or their row, past the
+    sender's wait (``refunds.PaymentBusy``); sent once their lease runs out."""
     settled: Counter[Provider] = field(default_factory=Counter)
     """Sent earlier, now processed by the gateway's word when asked."""
     failed: Counter[Provider] = field(default_factory=Counter)
@@ -122,6 +125,13 @@ class Tally:
                 "broke or the app's hooks raised; each is asked again after its backoff "
                 "(payhooks refunds list: last_error)"
             )
+        if count := sum(self.busy.values()):
+            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.busy.items()) if n)
+            said.append(
+                f"{count} refund(s) not sent, their payment busy ({each}): another transaction "
+                "held the payment's turn past the sender's wait (a long one of the app's?); "
+                "each is sent once its lease runs out (logged refund_payment_busy)"
+            )
         before = self.erring - self.retried  # what waits from earlier passes (each in both)
         if count := sum(before.values()):
             each = ", ".join(f"{p.value}: {n}" for p, n in sorted(before.items()) if n)
@@ -154,6 +164,11 @@ class Tally:
                 if total["spent"]
                 else ""
             )
+            + (
+                f"; {total['busy']} not sent, their payment busy (sent once their lease runs out)"
+                if total["busy"]
+                else ""
+            )
             + "".join(
                 f"; {gateway}'s turn failed whole: {why}"
                 for gateway, why in sorted(self.broken.items())
@@ -166,7 +181,17 @@ class Tally:
         )
 
 
-_COUNTS = ("sent", "processed", "refused", "incomplete", "retried", "settled", "failed", "spent")
+_COUNTS = (
+    "sent",
+    "processed",
+    "refused",
+    "incomplete",
+    "retried",
+    "settled",
+    "failed",
+    "spent",
+    "busy",
+)
 INCOMPLETE = "refused by payhooks, never sent to the gateway: "
 """How the ``last_error`` of an intent payhooks refused itself starts."""
 SPENT = "not sent, the customer has that money back already: "
@@ -338,7 +363,8 @@ def _beyond(connect: Connect, refund: Refund, tally: Tally, room: refunds.Room) 
     ) + ("" if owed == 0 else f"; ask again for the {owed} paise still owed")
     if refund.attempts == 0:  # never called: no call of it reached the gateway
         with connect() as conn:
-            refunds.refused(conn, refund, (SPENT if owed == 0 else SHRUNK) + why)
+            if not refunds.refused(conn, refund, (SPENT if owed == 0 else SHRUNK) + why):
+                return  # another sender's now (this one's lease ran out), or closed
         tally.spent[refund.provider] += 1
         log.warning(
             "refund_spent",
@@ -347,8 +373,13 @@ def _beyond(connect: Connect, refund: Refund, tally: Tally, room: refunds.Room) 
         )  # fmt: skip
         return
     with connect() as conn:
-        refunds.held(conn, refund, refunds.wait_after(refund.attempts),
-                     f"{why}; an earlier call may have made it: held for a person")  # fmt: skip
+        if not refunds.held(
+            conn,
+            refund,
+            refunds.wait_after(refund.attempts),
+            f"{why}; an earlier call may have made it: held for a person",
+        ):
+            return  # fmt: skip  # another sender's now, or closed
     tally.retried[refund.provider] += 1
     log.warning("refund_held", extra={"provider": refund.provider.value,
                                       "key": refund.idempotency_key, "detail": why})  # fmt: skip
@@ -493,7 +524,7 @@ class _Acts:
             with connect() as conn:
                 weighed = refunds.weighed(conn, refund, _hold(client))
         except refunds.PaymentBusy as exc:  # its lease brings it back: no write to wait on
-            tally.retried[provider] += 1
+            tally.busy[provider] += 1
             log.warning("refund_payment_busy", extra={"provider": provider.value,
                         "key": refund.idempotency_key, "detail": str(exc)})  # fmt: skip
             return False
@@ -503,7 +534,20 @@ class _Acts:
                 _beyond(connect, fresh, tally, room)
             return False  # past requested (its webhook closed it), or its lease ran out: due again
         assert weighed.refund is not None
-        refund = weighed.refund
+        try:
+            return self._call(connect, client, weighed.refund, tally)
+        except DatabaseAway:
+            raise
+        except Exception as exc:  # a client's bug, the database's: under its renewed lease
+            _broke(connect, weighed.refund, tally, exc, sent=False)
+            return False
+
+    def _call(
+        self, connect: Connect, client: RefundClient, refund: Refund, tally: Tally
+    ) -> GatewayApiError | bool:
+        """The call of an intent weighed and counted (``refund``, under its renewed lease), and
+        what its answer says, written down."""
+        provider = refund.provider
         try:
             sent = client.send_refund(refund)
         except RefundFailed as exc:  # made under the gateway's id, failed in the same answer
