@@ -1798,6 +1798,26 @@ def test_a_sender_whose_lease_ran_out_never_clears_the_hold_of_the_sender_callin
     assert books(api, provider) == (0, 0)
 
 
+def test_an_intent_read_by_anyone_but_its_sender_is_never_written_over_a_call(core):
+    """``refunds.again`` and ``refused`` are public: given an intent as ``of_payment`` reads
+    it (no lease of its own), they wrote over a sender's hold mid-call (a cancel could land
+    then, or the refund the call made be counted nowhere, the fourth review showed). They
+    write it only while no sender holds it."""
+    from datetime import timedelta
+
+    conn, api, _ = core
+    provider = Provider.RAZORPAY
+    paid(api, provider)
+    ask(conn, provider, amount=20_000)
+    [leased] = refunds.leased(conn, provider, 1, hold=timedelta(minutes=1))
+    assert refunds.weighed(conn, leased, timedelta(minutes=5)).calling  # mid-call now
+    [read] = refunds.of_payment(conn, provider, PAYMENT[provider])
+    assert not refunds.again(conn, read, timedelta(seconds=5), "someone's tool")
+    assert not refunds.refused(conn, read, "someone's tool")
+    with pytest.raises(refunds.NotCancellable):
+        refunds.cancel(conn, provider, read.idempotency_key, reason="r", cancelled_by="asha")
+
+
 def test_a_busy_payment_on_the_services_sessions_is_said_busy_not_a_step_that_broke(
     core, database_url
 ):

@@ -512,10 +512,16 @@ WHERE provider = %(provider)s AND idempotency_key = %(key)s
 """)
 """A cancelled intent the gateway says it has is the gateway's: sent, and counted again (a
 cancel whose sender outlived its lease; the person's name and reason are kept)."""
-_OWN = "(%(held)s::timestamptz IS NULL OR leased_until = %(held)s)"
+_OWN = """(leased_until = %(held)s OR (%(held)s::timestamptz IS NULL
+       AND (leased_until IS NULL OR leased_until <= clock_timestamp())))"""
 """A sender's write of an intent it leased (``Leased``): only under its own lease, never
 another sender's that took the intent after its own ran out (clearing that one's hold mid-call
-would let a cancel free what its call refunds)."""
+would let a cancel free what its call refunds); anyone else's (a plain ``Refund``) only while
+no sender holds it."""
+STILL_REQUESTED = """
+SELECT 1 FROM payhooks_refunds
+WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
+"""
 REFUSED = f"""
 UPDATE payhooks_refunds
 SET state = 'refused', last_error = %(error)s, settled_at = now(), leased_until = NULL
@@ -775,6 +781,11 @@ def again(conn: Connection, refund: Refund, wait: timedelta, error: str) -> bool
     False when there is nothing to ask again: the intent is past ``requested`` already (its
     refund's webhook closed it while the call's answer was lost)."""
     return conn.execute(AGAIN, {**_keyed(refund), "wait": wait, "error": error}).rowcount > 0
+
+
+def still_requested(conn: Connection, refund: Refund) -> bool:
+    """Whether the intent is still to be sent (``requested``), whoever holds it now."""
+    return db.query(conn, STILL_REQUESTED, _keyed(refund)).fetchone() is not None
 
 
 def _keyed(refund: Refund) -> dict[str, object]:

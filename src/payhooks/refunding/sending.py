@@ -335,7 +335,8 @@ def _refused(
     its ``last_error`` and count say so, ``Tally.incomplete``), or by the gateway's word."""
     ours = isinstance(exc, RefundIncomplete)
     with connect() as conn:
-        refunds.refused(conn, refund, (INCOMPLETE if ours else "") + exc.reason)
+        if not refunds.refused(conn, refund, (INCOMPLETE if ours else "") + exc.reason):
+            return  # another sender's now (this one's hold ran out), or closed meanwhile
     (tally.incomplete if ours else tally.refused)[refund.provider] += 1
     log.warning(
         "refund_incomplete" if ours else "refund_refused",
@@ -420,8 +421,11 @@ def _broke(connect: Connect, refund: Refund, tally: Tally, exc: Exception, *, se
         nonlocal left
         if sent:
             left = refunds.unsettled_again(conn, refund, reason)
-        else:
-            left = refunds.again(conn, refund, refunds.wait_after(refund.attempts), reason)
+        else:  # not written under another lease (its own renewed, its reply lost): still due
+            wait = refunds.wait_after(refund.attempts)
+            left = refunds.again(conn, refund, wait, reason) or refunds.still_requested(
+                conn, refund
+            )
 
     written_down(connect, again, log, "refund_attempt_unrecorded", key=refund.idempotency_key)
     tally.retried[refund.provider] += left
