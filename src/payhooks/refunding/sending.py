@@ -380,7 +380,7 @@ def _beyond(connect: Connect, refund: Refund, tally: Tally, room: refunds.Room) 
             refunds.wait_after(refund.attempts),
             f"{why}; an earlier call may have made it: held for a person",
         ):
-            return  # fmt: skip  # another sender's now, or closed
+            return  # another sender's now (this one's lease ran out), or closed
     tally.retried[refund.provider] += 1
     log.warning("refund_held", extra={"provider": refund.provider.value,
                                       "key": refund.idempotency_key, "detail": why})  # fmt: skip
