@@ -118,28 +118,21 @@ class Tally:
         broken = sorted(self.broken.items())
         said = [f"{gateway}'s turn failed whole: {why}" for gateway, why in broken]
         said.extend(self._aside())
-        if count := sum(self.retried.values()):
-            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.retried.items()) if n)
-            said.append(
-                f"{count} refund(s) to try again ({each}): the gateway's API failed, a step "
-                "broke or the app's hooks raised; each is asked again after its backoff "
-                "(payhooks refunds list: last_error)"
-            )
-        if count := sum(self.busy.values()):
-            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(self.busy.items()) if n)
-            said.append(
-                f"{count} refund(s) not sent, their payment busy ({each}): another transaction "
-                "held the payment's turn past the sender's wait (a long one of the app's?); "
-                "each is sent once its lease runs out (logged refund_payment_busy)"
-            )
+        said += filter(None, [
+            _by_gateway(self.retried, "{count} refund(s) to try again ({each}): the gateway's "
+                        "API failed, a step broke or the app's hooks raised; each is asked "
+                        "again after its backoff (payhooks refunds list: last_error)"),
+            _by_gateway(self.busy, "{count} refund(s) not sent, their payment busy ({each}): "
+                        "another transaction held the payment's turn past the sender's wait "
+                        "(a long one of the app's?); each is sent once its lease runs out "
+                        "(logged refund_payment_busy)"),
+        ])  # fmt: skip
         before = self.erring - self.retried  # what waits from earlier passes (each in both)
-        if count := sum(before.values()):
-            each = ", ".join(f"{p.value}: {n}" for p, n in sorted(before.items()) if n)
-            more = "more " if said else ""
-            said.append(
-                f"{count} {more}refund(s) waiting to be tried again after an error ({each}): "
-                "each is asked again after its backoff (payhooks refunds list: last_error)"
-            )
+        more = "more " if said else ""
+        said += filter(None, [_by_gateway(
+            before, "{count} " + more + "refund(s) waiting to be tried again after an error "
+            "({each}): each is asked again after its backoff (payhooks refunds list: last_error)"
+        )])  # fmt: skip
         return "; ".join(said) or None
 
     def _aside(self) -> list[str]:
@@ -179,6 +172,15 @@ class Tally:
                 for provider, why in sorted(self.paused.items())
             )
         )
+
+
+def _by_gateway(counts: Counter[Provider], words: str) -> str | None:
+    """``words`` of ``counts``, their ``{count}`` in all and ``{each}`` gateway's, or None when
+    they count none."""
+    if not (count := sum(counts.values())):
+        return None
+    each = ", ".join(f"{p.value}: {n}" for p, n in sorted(counts.items()) if n)
+    return words.format(count=count, each=each)
 
 
 _COUNTS = (
