@@ -405,6 +405,7 @@ def test_refunds_not_settled_within_their_bound_are_alerted(conn, chat):
     # the commands as they run: every option they require, the payment the list needs
     assert "payhooks refunds list pay_1 --provider cashfree" in text
     assert "payhooks refunds cancel KEY --provider cashfree --reason WHY --by WHO" in text
+    assert "--not-at-gateway" in text and "look in its dashboard" in text
 
 
 def test_captures_not_settled_in_time_are_alerted_and_cleared_by_their_payout(conn, chat):

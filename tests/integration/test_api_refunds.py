@@ -152,3 +152,20 @@ def test_a_body_no_parser_can_read_and_a_path_or_method_the_api_lacks_each_name_
                for a in (not_utf8, nested, no_path, no_method))  # fmt: skip
     assert no_method.headers["allow"]  # what the path does take, as HTTP asks
     assert listed == []
+
+
+def test_a_refund_sent_before_is_cancelled_through_the_api_only_not_at_the_gateway(service, conn):
+    """A refund sent once may be at the gateway, its answer lost: 409 naming why, unless the
+    caller says the gateway's dashboard has no such refund (``not_at_gateway``)."""
+    buy = purchase(conn)
+    order_id = post(service, buy.captured()).json()["order_id"]
+    asked = {"amount_paise": 20_000, "idempotency_key": "ticket-9", "reason": "broken"}
+    why = {"reason": "no answer from the gateway", "cancelled_by": "asha"}
+    with service.client() as client:
+        assert client.post(f"/api/orders/{order_id}/refunds", json=asked).status_code == 201
+        conn.execute("UPDATE payhooks_refunds SET attempts = 1")
+        refused = client.post(f"/api/orders/{order_id}/refunds/ticket-9/cancel", json=why)
+        done = client.post(f"/api/orders/{order_id}/refunds/ticket-9/cancel",
+                           json={**why, "not_at_gateway": True})  # fmt: skip
+    assert refused.status_code == 409 and "1 time(s) already" in refused.text, refused.text
+    assert done.status_code == 200 and done.json()["state"] == "cancelled", done.text

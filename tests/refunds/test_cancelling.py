@@ -29,8 +29,33 @@ gateway_api = sending_tests.gateway_api
 
 
 def cancel(conn, made, by: str = "asha", reason: str = "Cashfree keeps failing it"):
+    """Cancelled by a person who looked in the gateway's dashboard: no such refund there."""
     return refunds.cancel(conn, made.provider, made.idempotency_key, reason=reason,
-                          cancelled_by=by)  # fmt: skip
+                          cancelled_by=by, not_at_gateway=True)  # fmt: skip
+
+
+def test_an_intent_sent_before_is_cancelled_only_by_one_who_says_the_gateway_lacks_it(
+    core, database_url
+):
+    """A call that timed out or lost its answer after the gateway acted leaves the intent
+    ``requested`` with a refund made: a cancel then freed its amount, the next intent was
+    sent for it, and the customer got more back than was paid (a check with three senders
+    and cancels under churn: 55 refunds made under intents payhooks showed cancelled). An
+    intent sent before is cancelled only by one who looked: its gateway does not have it."""
+    conn, api, url = core
+    paid(api, CF)
+    made = ask(conn, CF, amount=40_000)
+    api.fail_after_acting(CF, Fault(status=503))  # the refund made, its answer an error
+    send(database_url, url)
+    with pytest.raises(refunds.NotCancellable, match="sent to the gateway 1 time"):
+        refunds.cancel(conn, CF, made.idempotency_key, reason="r", cancelled_by="asha")
+    [still] = refunds.of_payment(conn, CF, made.payment_id)
+    assert still.state is RefundState.REQUESTED
+    never = ask(conn, CF, amount=100, key="never sent")  # never called: no one need look
+    conn.execute("UPDATE payhooks_refunds SET next_attempt_at = now() + interval '1 hour'"
+                 " WHERE idempotency_key = %s", (never.idempotency_key,))  # fmt: skip
+    done = refunds.cancel(conn, CF, never.idempotency_key, reason="r", cancelled_by="asha")
+    assert done.state is RefundState.CANCELLED
 
 
 def test_an_intent_cancelled_is_never_sent_and_frees_its_amount(core, database_url):

@@ -19,11 +19,29 @@ core = sending_tests.core  # its fixtures
 gateway_api = sending_tests.gateway_api
 
 
-def cancel(url: str, home: Path, key: str, by: str = "asha"):  # type: ignore[no-untyped-def]
+def cancel(url: str, home: Path, key: str, by: str = "asha", *more: str):  # type: ignore[no-untyped-def]
     return payhooks_command(
         url, home, "refunds", "cancel", key, "--provider", "cashfree",
-        "--reason", "Cashfree keeps failing it", "--by", by, "--database-url", url,
+        "--reason", "Cashfree keeps failing it", "--by", by, "--database-url", url, *more,
     )  # fmt: skip
+
+
+def test_an_intent_sent_before_is_cancelled_by_the_command_only_with_not_at_gateway(
+    core, database_url: str, tmp_path: Path
+) -> None:
+    """Once sent, a refund may be at the gateway though its answer was lost: the command
+    refuses to cancel it, naming why, until the person says the dashboard has no such refund;
+    the shop API likewise (``not_at_gateway``), the console by its ticked box."""
+    conn, api, _ = core
+    paid(api, CF)
+    made = ask(conn, CF, 10_000, key="sent-once")
+    conn.execute("UPDATE payhooks_refunds SET attempts = 1")  # its call's answer lost
+    refused = cancel(database_url, tmp_path, made.idempotency_key)
+    assert refused.exit_code == 1, refused.output
+    assert "sent to the gateway 1 time(s) already" in refused.stderr
+    done = cancel(database_url, tmp_path, made.idempotency_key, "asha", "--not-at-gateway")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["state"] == "cancelled"
 
 
 def listed(url: str, home: Path) -> list[dict[str, object]]:

@@ -76,7 +76,7 @@ def gateway_id(provider: Provider, refund: dict[str, Any]) -> str:
 
 def cancel(conn, made):
     return refunds.cancel(conn, made.provider, made.idempotency_key, reason="no answer",
-                          cancelled_by="asha")  # fmt: skip
+                          cancelled_by="asha", not_at_gateway=True)  # fmt: skip  # looked
 
 
 def intent(conn, provider: Provider) -> refunds.Refund:

@@ -847,13 +847,22 @@ def refunds_cancel(
     provider: Annotated[Provider, typer.Option(help="The gateway.")],
     reason: Annotated[str, typer.Option(help="Why it is cancelled (kept with it).")],
     by: Annotated[str, typer.Option(help="Who cancels it (kept with it).")],
+    not_at_gateway: Annotated[
+        bool,
+        typer.Option(
+            "--not-at-gateway",
+            help="You looked in the gateway's dashboard and it does not have the refund "
+            "(needed once it was sent: an answer lost may hide a refund the gateway made).",
+        ),
+    ] = False,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Cancel a refund intent stuck `requested`, making its amount refundable again.
 
     For a gateway that keeps failing its call: the intent is never sent afterwards. Refused
-    while a sender is calling the gateway with it, and once the gateway has it. Prints the
-    intent as JSON."""
+    while a sender is calling the gateway with it, once the gateway has it, and, once it was
+    sent (attempts above 0), unless --not-at-gateway says the dashboard shows no such
+    refund. Prints the intent as JSON."""
     import dataclasses
 
     import psycopg
@@ -864,7 +873,8 @@ def refunds_cancel(
 
     def cancel() -> dict[str, Any]:
         with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
-            done = refunds.cancel(conn, provider, key, reason=reason, cancelled_by=by)
+            done = refunds.cancel(conn, provider, key, reason=reason, cancelled_by=by,
+                                  not_at_gateway=not_at_gateway)  # fmt: skip
             return dataclasses.asdict(done)
 
     print_json(run(cancel))

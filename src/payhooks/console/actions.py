@@ -359,7 +359,8 @@ def cancel_refund(
         return Result(done=Done.NO_SUCH_REFUND)  # nothing recorded for a gateway no one serves
     try:
         done, now = refunds.cancelling(conn, provider, idempotency_key, reason=reason,
-                                       cancelled_by=operator)  # fmt: skip
+                                       cancelled_by=operator,
+                                       not_at_gateway=True)  # fmt: skip  # the box ticked
     except NotFound:
         result, target = Result(done=Done.NO_SUCH_REFUND), idempotency_key
     except InvalidRequest:  # the reason's text

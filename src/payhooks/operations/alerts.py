@@ -424,8 +424,10 @@ def refunds(conn: Connection, now: datetime) -> list[Alert]:
                     f"{', '.join(payments[:REFUND_PAYMENTS_NAMED])}"
                     f"{', ...' if len(payments) > REFUND_PAYMENTS_NAMED else ''})"
                     f"{_AT_GATEWAY if refused else ''}; one stuck unsent that the gateway does "
-                    f"not have can be cancelled (`payhooks refunds cancel KEY --provider "
-                    f"{provider} --reason WHY --by WHO`, KEY as listed), which frees its amount."
+                    f"not have (look in its dashboard: a call whose answer was lost may have "
+                    f"made it) can be cancelled (`payhooks refunds cancel KEY --provider "
+                    f"{provider} --reason WHY --by WHO --not-at-gateway`, KEY as listed), which "
+                    "frees its amount."
                 ),
             )
         )

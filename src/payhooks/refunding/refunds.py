@@ -828,12 +828,22 @@ UPDATE payhooks_refunds
 SET state = 'cancelled', cancelled_by = %(by)s, cancel_reason = %(reason)s, settled_at = now()
 WHERE provider = %(provider)s AND idempotency_key = %(key)s AND state = 'requested'
   AND (leased_until IS NULL OR leased_until <= now())
+  AND (attempts = 0 OR %(not_at_gateway)s)
 RETURNING {COLUMNS}
 """
 """Only a ``requested`` intent no sender holds: the row lock this takes and the sender's lease
 (``FOR UPDATE SKIP LOCKED``, then ``state = 'requested'``) exclude each other, so a cancel and
 a call never overlap. A gateway's report naming the intent's key (``NAMED``) updates the same
 row: one committed first leaves it past ``requested``, and the cancel is refused."""
+
+
+CALLED_BEFORE = (
+    "it was sent to the gateway {attempts} time(s) already, and an answer lost or an error "
+    "after the gateway acted may hide a refund it made: look for it in the gateway's "
+    "dashboard, and cancel it saying it is not there (not_at_gateway) only if it is not"
+)
+"""Why an intent called before is not cancelled unless the caller says the gateway does not
+have it: its amount would be free again while the gateway gave it back already."""
 
 
 class NotCancellable(Conflict):
@@ -847,7 +857,7 @@ class NotCancellable(Conflict):
 
 def cancel(
     conn: Connection, gateway: Provider | str, idempotency_key: str, *, reason: str,
-    cancelled_by: str,
+    cancelled_by: str, not_at_gateway: bool = False,
 ) -> Refund:  # fmt: skip
     """Stop an intent stuck ``requested`` (a gateway that keeps failing its call): never sent
     afterwards, and its amount free again. ``idempotency_key`` is the intent's (``ph...``, as
@@ -856,17 +866,19 @@ def cancel(
     two) or it is past ``requested`` (the gateway has it: its answer said so, or its refund
     webhook or status report named the intent's key, ``closing``). One that was called before
     (``attempts`` > 0) may be at the gateway all the same (an answer lost, its webhook not yet
-    come): check the gateway's dashboard first. A sender that outlived its lease and then
-    hears the gateway has it records it ``sent`` again (``ACCEPTED``), and a report naming
-    its key afterwards records it too (``NAMED``): counted again, either way."""
+    come), and cancelling it would free money the gateway gave back already: it is refused
+    (``NotCancellable``) unless the caller looked in the gateway's dashboard and says it is
+    not there (``not_at_gateway``). A sender that outlived its lease and then hears the
+    gateway has it records it ``sent`` again (``ACCEPTED``), and a report naming its key
+    afterwards records it too (``NAMED``): counted again, either way."""
     refund, _ = cancelling(conn, gateway, idempotency_key, reason=reason,
-                           cancelled_by=cancelled_by)  # fmt: skip
+                           cancelled_by=cancelled_by, not_at_gateway=not_at_gateway)  # fmt: skip
     return refund
 
 
 def cancelling(
     conn: Connection, gateway: Provider | str, idempotency_key: str, *, reason: str,
-    cancelled_by: str,
+    cancelled_by: str, not_at_gateway: bool = False,
 ) -> tuple[Refund, bool]:  # fmt: skip
     """``cancel``, and whether this call cancelled the intent (False: it was cancelled
     before, with its first reason kept)."""
@@ -874,7 +886,7 @@ def cancelling(
     _text("cancelled_by", cancelled_by)
     provider = _provider(gateway)
     params = {"provider": provider.value, "key": idempotency_key, "by": cancelled_by,
-              "reason": reason}  # fmt: skip
+              "reason": reason, "not_at_gateway": not_at_gateway}  # fmt: skip
     row = db.query(conn, CANCEL, params).fetchone()
     if row is not None:
         return _refund(row), True
@@ -884,6 +896,8 @@ def cancelling(
     found = _refund(row)
     if found.state is RefundState.CANCELLED:
         return found, False
+    if found.state is RefundState.REQUESTED and found.attempts and not not_at_gateway:
+        raise NotCancellable(found, CALLED_BEFORE.format(attempts=found.attempts))
     if found.state is RefundState.REQUESTED:
         raise NotCancellable(found, "a sender is calling the gateway with it now: try again later")
     raise NotCancellable(

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, Field, StrictInt
+from pydantic import BaseModel, Field, StrictBool, StrictInt
 from starlette.datastructures import State
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
@@ -118,6 +118,9 @@ class RefundCancelIn(BaseModel):
 
     reason: str = Field(min_length=1, max_length=255, pattern=ID_PATTERN)
     cancelled_by: str = Field(min_length=1, max_length=255, pattern=ID_PATTERN)
+    not_at_gateway: StrictBool = False
+    """The caller looked in the gateway's dashboard: it does not have the refund (needed once
+    the refund was sent to it: an answer lost may hide one it made)."""
 
 
 def create_app(
@@ -575,7 +578,8 @@ def cancel_order_refund(
     refundable again; 409 while the worker is calling the gateway with it or once the gateway
     has it; 404 for no such refund of the order."""
     done = orders.cancel_refund(conn, order_id, key, reason=body.reason,
-                                cancelled_by=body.cancelled_by)  # fmt: skip
+                                cancelled_by=body.cancelled_by,
+                                not_at_gateway=body.not_at_gateway)  # fmt: skip
     return _refund(done)
 
 

@@ -217,8 +217,9 @@ def refund(conn: Connection, order_id: str, amount_paise: int, *, key: str, reas
 
 
 def cancel_refund(
-    conn: Connection, order_id: str, key: str, *, reason: str, cancelled_by: str
-) -> Refund:
+    conn: Connection, order_id: str, key: str, *, reason: str, cancelled_by: str,
+    not_at_gateway: bool = False,
+) -> Refund:  # fmt: skip
     """Cancel a refund of ``order_id`` stuck ``requested`` (``payhooks.refunding.refunds.cancel``):
     ``key`` the caller's own key, or the intent's ``ph...`` key as listed."""
     order = get_order(conn, order_id)
@@ -229,7 +230,8 @@ def cancel_refund(
         raise NotFound("refund", key, said=f"order {order_id!r} has no refund {key!r}")
     with conn.transaction():
         return refunds.cancel(conn, order.provider, found, reason=reason,
-                              cancelled_by=cancelled_by)  # fmt: skip
+                              cancelled_by=cancelled_by,
+                              not_at_gateway=not_at_gateway)  # fmt: skip
 
 
 def refunds_of(conn: Connection, order_id: str) -> list[Refund]:
