@@ -729,6 +729,7 @@ def weighed(conn: Connection, refund: Refund, hold: timedelta = LEASE) -> Weighe
     waited = min(WEIGH_WAIT, hold / 4)
     ms = int(waited.total_seconds() * 1000)
     own = conn.info.transaction_status is TransactionStatus.IDLE
+    keyed = _keyed(refund)  # its lease's mark among them
     try:
         with _read_committed(conn) if own else contextlib.nullcontext(), conn.transaction():
             if own:
@@ -736,8 +737,7 @@ def weighed(conn: Connection, refund: Refund, hold: timedelta = LEASE) -> Weighe
             conn.execute(TURN, (refund.provider.value, refund.payment_id))
             room = room_now(conn, refund)
             if room.left >= refund.amount_paise:
-                held = refund.leased_until if isinstance(refund, Leased) else None
-                params = {**_keyed(refund), "lease": hold, "held": held}
+                params = {**keyed, "lease": hold}
                 if (row := db.query(conn, CALLING, params).fetchone()) is not None:
                     return Weighed(room=room, refund=_leased(row), calling=True)
             found = db.query(conn, EXISTING, (refund.provider.value, refund.idempotency_key))
@@ -746,8 +746,7 @@ def weighed(conn: Connection, refund: Refund, hold: timedelta = LEASE) -> Weighe
         raise PaymentBusy(refund, waited) from exc
     if row is None:
         return Weighed(room=room, refund=None, calling=False)
-    held = refund.leased_until if isinstance(refund, Leased) else None
-    return Weighed(room=room, refund=_leased((*row, held)), calling=False)
+    return Weighed(room=room, refund=_leased((*row, keyed["held"])), calling=False)
 
 
 @contextlib.contextmanager
