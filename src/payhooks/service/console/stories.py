@@ -446,39 +446,33 @@ def _state_entries(
     the state machine itself (``states.advance``) on the stored bodies; first, those of the
     payments whose delivery the purge took, from their records (``purged``: kept a refund's
     year), so a refund kept is told after the capture it refunds."""
+    moves: list[tuple[datetime, str, str, EventKind | None, str | None, Record | None]] = [
+        (payment.applied_at, provider, payment.payment_id,
+         EventKind(payment.kind) if payment.kind in _KINDS else None, PURGED_BY, None)
+        for provider, payment in sorted(purged, key=lambda pair: pair[1].applied_at)
+    ]  # fmt: skip
+    moves += [
+        (record.at, provider, record.payment_id, _kind_of(conn, provider, record, adapters),
+         record.event_type, record)
+        for provider, record in records
+        if record.outcome == "processed" and record.payment_id
+    ]  # fmt: skip
     current: dict[tuple[str, str], PaymentStatus | None] = {}
     entries: list[Entry] = []
-    for provider, payment in sorted(purged, key=lambda pair: pair[1].applied_at):
-        target = TARGET.get(EventKind(payment.kind)) if payment.kind in _KINDS else None
-        key = (provider, payment.payment_id)
-        before = current.get(key)
-        after = advance(before, target) if target is not None else None
-        if after is not None:
-            current[key] = after
-            entries.append(Entry(
-                at=payment.applied_at, kind="payment",
-                title=f"Payment {key[1]}: {before or 'new'} → {after}",
-                facts=(("by", "its delivery, purged (the payment's record keeps it)"),),
-                tone=_payment_tone(after, None),
-            ))  # fmt: skip
-    for provider, record in records:
-        if record.outcome != "processed" or not record.payment_id:
-            continue
-        kind = _kind_of(conn, provider, record, adapters)
+    for at, provider, payment_id, kind, by, record in moves:
         target = TARGET.get(kind) if kind is not None else None
-        key = (provider, record.payment_id)
-        before = current.get(key)
+        before = current.get((provider, payment_id))
         after = advance(before, target) if target is not None else None
         if after is None:
             continue
-        current[key] = after
+        current[(provider, payment_id)] = after
         amounts = facts.mismatch(provider, record)
         entries.append(
             Entry(
-                at=record.at,
+                at=at,
                 kind="payment",
-                title=f"Payment {key[1]}: {before or 'new'} → {after}",
-                facts=(("by", record.event_type), *filter(None, [amounts])),
+                title=f"Payment {payment_id}: {before or 'new'} → {after}",
+                facts=(("by", by), *filter(None, [amounts])),
                 tone=_payment_tone(after, amounts),
             )
         )
@@ -486,6 +480,8 @@ def _state_entries(
 
 
 _KINDS = frozenset(kind.value for kind in EventKind)
+PURGED_BY = "its delivery, purged (the payment's record keeps it)"
+"""What brought a payment whose delivery the purge took, as its state's entry says."""
 
 
 def _payment_tone(after: PaymentStatus, amounts: tuple[str, str] | None) -> Tone:
