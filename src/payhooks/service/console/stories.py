@@ -446,7 +446,7 @@ def _state_entries(
     the state machine itself (``states.advance``) on the stored bodies; first, those of the
     payments whose delivery the purge took, from their records (``purged``: kept a refund's
     year), so a refund kept is told after the capture it refunds."""
-    moves: list[tuple[datetime, str, str, EventKind | None, str | None, Record | None]] = [
+    moves: list[tuple[datetime, str, str, EventKind | None, str, Record | None]] = [
         (payment.applied_at, provider, payment.payment_id,
          EventKind(payment.kind) if payment.kind in _KINDS else None, PURGED_BY, None)
         for provider, payment in sorted(purged, key=lambda pair: pair[1].applied_at)
