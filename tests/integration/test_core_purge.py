@@ -569,6 +569,76 @@ def test_a_record_the_database_will_not_delete_is_kept_alone_and_the_rest_purged
     assert again.returncode == 1 and "deleted 0 record(s)" in again.stdout, again.stdout
 
 
+LOG_LINE = """
+INSERT INTO payhooks_deliveries (received_at, provider, status, outcome, verified, body_bytes,
+                                 duration_ms, event_id)
+VALUES (now() - make_interval(days => %s), 'razorpay', 200, 'processed', true, 2, 1, %s)
+"""
+# Each table the purge deletes from after the delivery records, one old row of it held by a
+# merchant's foreign key: the table, and the columns the app's key names.
+HELD = {
+    "an expectation": ("payhooks_expectations", "provider, gateway_order_id"),
+    "a payment's record": ("payhooks_payments", "provider, payment_id, kind"),
+    "a delivery-log line": ("payhooks_deliveries", "id"),
+}
+
+
+def held_by_the_app(conn, held: str) -> None:
+    """Three old rows of each table the purge deletes after the records, and a table of the
+    app's naming one row of ``held``'s table by a foreign key."""
+    for n, name in enumerate("abc"):
+        expected(conn, f"order_{name}", 200 + n)
+        conn.execute(PAYMENT, (f"pay_{name}", f"order_{name}", f"evt_{name}", 400 + n))
+        conn.execute(LOG_LINE, (200 + n, f"evt_{name}"))
+    table, columns = HELD[held]
+    name_of = {"gateway_order_id": "order_b", "payment_id": "pay_b", "kind": "payment_captured"}
+    typed = ", ".join(f"{c} {'bigint' if c == 'id' else 'text'}" for c in columns.split(", "))
+    conn.execute(
+        f"CREATE TABLE shop_links (n int PRIMARY KEY, {typed},"
+        f" FOREIGN KEY ({columns}) REFERENCES {table} ({columns}))".encode()
+    )
+    if table == "payhooks_deliveries":
+        conn.execute("INSERT INTO shop_links SELECT 1, id FROM payhooks_deliveries"
+                     " WHERE event_id = 'evt_b'")  # fmt: skip
+    else:
+        values = ["razorpay" if c == "provider" else name_of[c] for c in columns.split(", ")]
+        conn.execute(
+            f"INSERT INTO shop_links VALUES (1, {', '.join(['%s'] * len(values))})".encode(),
+            values,
+        )
+
+
+@pytest.mark.parametrize("held", list(HELD))
+def test_a_row_of_any_purged_table_the_database_will_not_delete_is_kept_alone(
+    merchant, merchant_url, held
+):
+    """A merchant's foreign key naming one old expectation stopped every purge at it: the
+    expectations past it, the delivery log, the relayed events and the console's rows were
+    never purged again, and the command said only the database's error. Only the delivery
+    records were kept alone past a refusal. Any row the purge deletes is now: the rest go, and
+    the command names what it kept and why."""
+    held_by_the_app(merchant, held)
+    result = cli("--database-url", merchant_url, "--batch-rows", "2")
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert result.stdout.rstrip().endswith("; kept 1 the database refused to delete"), (
+        result.stdout, result.stderr)  # fmt: skip
+    table, _ = HELD[held]
+    assert f"{table} " in result.stderr and "foreign key" in result.stderr, result.stderr
+    left = {
+        "payhooks_expectations": keys(merchant, "payhooks_expectations", "gateway_order_id"),
+        "payhooks_payments": keys(merchant, "payhooks_payments", "payment_id"),
+        "payhooks_deliveries": keys(merchant, "payhooks_deliveries", "event_id"),
+    }
+    kept = {"payhooks_expectations": ["order_b"], "payhooks_payments": ["pay_b"],
+            "payhooks_deliveries": ["evt_b"]}  # fmt: skip
+    assert left == {t: (kept[t] if t == table else []) for t in left}
+    [logged] = [json.loads(line) for line in result.stderr.splitlines()
+                if "purge_row_refused" in line]  # fmt: skip
+    assert logged["table"] == table, logged
+    again = cli("--database-url", merchant_url)  # the same one kept again, nothing else
+    assert again.returncode == 1 and "kept 1 the database refused" in again.stdout, again.stdout
+
+
 def test_an_error_not_of_a_record_is_the_purges_not_a_record_kept(merchant, merchant_url):
     """Behind a transaction pooler a statement prepared on another server session fails
     (``42P05``); such an error, or any that is not a record's own constraint or trigger

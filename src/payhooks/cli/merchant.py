@@ -445,7 +445,7 @@ def purge(
         f"{result.counted(dry_run=dry_run)} older than {days} days "
         f"(before {result.cutoff:%Y-%m-%d %H:%M}){result.kept_said()}"
     )
-    if result.kept:
+    if result.refused:
         exit_with(PayhooksError(result.refusals()), result.refusals())
 
 

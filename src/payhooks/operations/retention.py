@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -78,96 +78,124 @@ _BATCH_KEYS = (
     + " ORDER BY processed_at LIMIT %s FOR UPDATE SKIP LOCKED"
 )
 _DELETE_ONE = "DELETE FROM processed_webhooks WHERE provider = %s AND event_id = %s"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Aged:
+    """The rows of one table a purge deletes, in batches: those ``past`` says (over the row
+    ``x``, with the purge's ``%(cutoff)s`` and ``%(days)s``), ``order`` first; ``named`` is how
+    an operator reads a row the database refused to delete. Each batch is locked first (``FOR
+    UPDATE SKIP LOCKED``: a row a writer holds waits for the next purge), then deleted by its
+    row ids in a statement of its own that asks ``past`` again, whose snapshot, taken once the
+    locks are held, sees every write committed before them. A batch the database refuses (a
+    row of it held by a foreign key of the app's, or a trigger) is deleted a row at a time, the
+    rows it refuses kept and left out of every batch after, so the rest are purged past them."""
+
+    table: str
+    past: str
+    named: str
+    order: str = ""
+
+    @property
+    def locking(self) -> str:
+        return (
+            f"SELECT x.ctid::text, {self.named} FROM {self.table} x"
+            f" WHERE ({self.past}) AND x.ctid <> ALL (%(kept)s::tid[])"
+            f" {self.order} LIMIT %(rows)s FOR UPDATE SKIP LOCKED"
+        )
+
+    @property
+    def deleting(self) -> str:
+        return (
+            f"DELETE FROM {self.table} x WHERE x.ctid = ANY (%(locked)s::tid[]) AND ({self.past})"
+        )
+
+
 # A payment claim stays while a parked delivery of that payment may yet be replayed, or a
 # callback of its order waits for the gateway's word, or the replay or the
 # payment the API reports would reach the handler a second time; a capture's, while a refund
 # of it is possible:
 # for REFUNDABLE_DAYS, and while a refund of it is not settled. No index on applied_at (the
 # claim's insert stays cheap): no ORDER BY, so a batch reads only as far as its rows.
-_DELETE_PAYMENTS = """
-DELETE FROM payhooks_payments
-WHERE (provider, payment_id, kind) IN (
-    SELECT p.provider, p.payment_id, p.kind FROM payhooks_payments p
-    WHERE p.applied_at < %s
-      AND (p.kind <> 'payment_captured'
-           OR p.applied_at < least(%s, now() - make_interval(days => %s)))
-      AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
-                      AND w.provider = p.provider AND w.payment_id = p.payment_id)
-      AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r WHERE r.state IN ('requested', 'sent')
-                      AND r.provider = p.provider AND r.payment_id = p.payment_id)
-      AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
-                      AND c.provider = p.provider AND c.gateway_order_id = p.gateway_order_id)
-    LIMIT %s
-    FOR UPDATE SKIP LOCKED)
-"""
+PAYMENTS = Aged(
+    table="payhooks_payments",
+    past="""
+x.applied_at < %(cutoff)s
+AND (x.kind <> 'payment_captured'
+     OR x.applied_at < least(%(cutoff)s, now() - make_interval(days => %(days)s)))
+AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+                AND w.provider = x.provider AND w.payment_id = x.payment_id)
+AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r WHERE r.state IN ('requested', 'sent')
+                AND r.provider = x.provider AND r.payment_id = x.payment_id)
+AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
+                AND c.provider = x.provider AND c.gateway_order_id = x.gateway_order_id)
+""",
+    named="concat_ws(' ', x.provider, x.payment_id, x.kind)",
+)
 # An expectation stays while a delivery parked for its order may yet be replayed, a callback
 # of its order waits for the gateway's word (its records are never purged, nor what they will
 # meet), or a payment's amount mismatch with it is not resolved: a replay or a confirmation
 # without it would skip the amount check. Its reconciliation row goes with it (ON DELETE
-# CASCADE).
-_HELD = """
-EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
-        AND w.provider = e.provider AND w.merchant_ref = e.gateway_order_id)
-OR EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
-           AND c.provider = e.provider AND c.gateway_order_id = e.gateway_order_id)
-OR EXISTS (SELECT 1 FROM payhooks_amount_mismatches m WHERE m.resolved_at IS NULL
-           AND m.provider = e.provider AND m.gateway_order_id = e.gateway_order_id)
-"""
-# A batch of old expectations locked first, skipping any a capture holds (it locks the
-# expectation it does not meet, FOR KEY SHARE, while it parks); then deleted by their ctid in
-# a statement of its own, whose snapshot, taken once the locks are held, sees every parking
-# committed before them.
-_LOCK_EXPECTATIONS = (
-    """
-SELECT e.ctid::text FROM payhooks_expectations e
-WHERE e.created_at < %s AND NOT ("""
-    + _HELD
-    + """)
-ORDER BY e.created_at
-LIMIT %s
-FOR UPDATE SKIP LOCKED
-"""
-)
-_DELETE_EXPECTATIONS = (
-    """
-DELETE FROM payhooks_expectations e WHERE e.ctid = ANY (%s::tid[]) AND NOT ("""
-    + _HELD
-    + ")"
+# CASCADE). A capture being parked locks the expectation it does not meet (FOR KEY SHARE):
+# the batch skips it, and the delete's snapshot sees every parking committed before.
+EXPECTATIONS = Aged(
+    table="payhooks_expectations",
+    past="""
+x.created_at < %(cutoff)s
+AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+                AND w.provider = x.provider AND w.merchant_ref = x.gateway_order_id)
+AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
+                AND c.provider = x.provider AND c.gateway_order_id = x.gateway_order_id)
+AND NOT EXISTS (SELECT 1 FROM payhooks_amount_mismatches m WHERE m.resolved_at IS NULL
+                AND m.provider = x.provider AND m.gateway_order_id = x.gateway_order_id)
+""",
+    named="concat_ws(' ', x.provider, x.gateway_order_id)",
+    order="ORDER BY x.created_at",
 )
 # The delivery log (every request a webhook door answered, refused ones too) ages out with the
 # deliveries: a forged-request flood must not stay forever.
 _LOGGED = "SELECT count(*) FROM payhooks_deliveries WHERE received_at < %s"
-_DELETE_LOGGED = """
-DELETE FROM payhooks_deliveries WHERE id IN (
-    SELECT id FROM payhooks_deliveries WHERE received_at < %s ORDER BY received_at LIMIT %s)
-"""
+LOGGED = Aged(
+    table="payhooks_deliveries",
+    past="x.received_at < %(cutoff)s",
+    named="concat_ws(' ', 'line', x.id, x.provider, x.event_id)",
+    order="ORDER BY x.received_at",
+)
 # The claims of failed and pending attempts (core 0042) go with the deliveries they answer for,
 # but, as a payment's claim, while a parked delivery of the payment may yet be replayed or a
 # callback of it waits for the gateway's word: either would reach the handler a second time.
-_DELETE_REPORTS = """
-DELETE FROM payhooks_attempt_reports WHERE (provider, payment_id, kind, attempt_id) IN (
-    SELECT a.provider, a.payment_id, a.kind, a.attempt_id FROM payhooks_attempt_reports a
-    WHERE a.reported_at < %s
-      AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
-                      AND w.provider = a.provider AND w.payment_id = a.payment_id)
-      AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
-                      AND c.provider = a.provider AND c.payment_id = a.payment_id)
-    ORDER BY a.reported_at LIMIT %s)
-"""
+REPORTS = Aged(
+    table="payhooks_attempt_reports",
+    past="""
+x.reported_at < %(cutoff)s
+AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+                AND w.provider = x.provider AND w.payment_id = x.payment_id)
+AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
+                AND c.provider = x.provider AND c.payment_id = x.payment_id)
+""",
+    named="concat_ws(' ', x.provider, x.payment_id, x.kind, x.attempt_id)",
+    order="ORDER BY x.reported_at",
+)
 # Payment events a relay published (``payhooks.relay``) go with the deliveries that applied
 # them; one not yet published is never deleted.
-_DELETE_RELAYED = """
-DELETE FROM payhooks_outbox WHERE id IN (
-    SELECT id FROM payhooks_outbox WHERE kind = 'event' AND sent_at < %s LIMIT %s)
-"""
+RELAYED = Aged(
+    table="payhooks_outbox",
+    past="x.kind = 'event' AND x.sent_at < %(cutoff)s",
+    named="concat_ws(' ', 'relayed event', x.id)",
+)
 # The console's door: ended sessions and failed logins past the rate limit's look-back are not
 # kept at all (a stranger's failed login writes a row: the table must not grow with them).
-_DELETE_CONSOLE = (
-    """DELETE FROM payhooks_console_sessions WHERE token_sha256 IN (
-        SELECT token_sha256 FROM payhooks_console_sessions WHERE expires_at < now() LIMIT %s)""",
-    """DELETE FROM payhooks_console_login_failures WHERE id IN (
-        SELECT id FROM payhooks_console_login_failures
-        WHERE failed_at < now() - interval '1 day' LIMIT %s)""",
+CONSOLE = (
+    Aged(
+        table="payhooks_console_sessions",
+        past="x.expires_at < now()",
+        named="concat_ws(' ', 'console session of', x.operator)",
+    ),
+    Aged(
+        table="payhooks_console_login_failures",
+        past="x.failed_at < now() - interval '1 day'",
+        named="concat_ws(' ', 'failed login', x.id)",
+    ),
 )
 _PURGE_LOCK = 0x70757267  # "purg": one purge at a time, whichever process runs it
 _TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%s)"
@@ -193,6 +221,10 @@ class Purge:
     kept: tuple[Kept, ...] = ()
     """Records past the window the database refused to delete (each logged as
     ``purge_record_refused``); the rest were deleted past them."""
+    held: tuple[Held, ...] = ()
+    """Rows of the other tables a purge deletes from (payment records, expectations, the
+    delivery log...) the database refused to delete (each logged as ``purge_row_refused``);
+    the rest were deleted past them."""
 
     def counted(self, *, dry_run: bool) -> str:
         """What it deleted (``dry_run``: would delete), as every purge command says it."""
@@ -203,18 +235,24 @@ class Purge:
             )
         return f"deleted {self.deleted} record(s) and {self.log_lines_deleted} delivery-log line(s)"
 
+    @property
+    def refused(self) -> int:
+        """Records and rows the database refused to delete: kept past the window."""
+        return len(self.kept) + len(self.held)
+
     def kept_said(self) -> str:
-        """What a purge's line ends with when it kept records: ``; kept N ...``, or nothing."""
-        return f"; kept {len(self.kept)} the database refused to delete" if self.kept else ""
+        """What a purge's line ends with when it kept anything: ``; kept N ...``, or nothing."""
+        return f"; kept {self.refused} the database refused to delete" if self.refused else ""
 
     def refusals(self) -> str:
-        """The records kept, and why, for an operator (the first ten)."""
-        said = "; ".join(f"{k.provider} {k.event_id}: {k.error}" for k in self.kept[:10])
-        more = f"; and {len(self.kept) - 10} more" if len(self.kept) > 10 else ""
+        """What was kept, and why, for an operator (the first ten)."""
+        named = [f"{k.provider} {k.event_id}: {k.error}" for k in self.kept]
+        named += [f"{h.table} {h.row}: {h.error}" for h in self.held]
+        more = f"; and {len(named) - 10} more" if len(named) > 10 else ""
         return (
-            f"{len(self.kept)} record(s) past the window kept, the database refused to delete "
-            f"them ({said}{more}): what holds them (a foreign key or a trigger of the app's) "
-            "must let them go"
+            f"{self.refused} record(s) or row(s) past the window kept, the database refused to "
+            f"delete them ({'; '.join(named[:10])}{more}): what holds them (a foreign key or a "
+            "trigger of the app's) must let them go"
         )
 
 
@@ -224,6 +262,16 @@ class Kept:
 
     provider: str
     event_id: str
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Held:
+    """A row of another table past the window the database refused to delete: its table, the
+    row as an operator reads it (``Aged.named``), the database's words."""
+
+    table: str
+    row: str
     error: str
 
 
@@ -320,14 +368,16 @@ def delete_expired(
     on_batch: Callable[[int], None] | None = None,
     within_batch: Callable[[int], object] | None = None,
     stop: Callable[[], bool] = _never,
+    also: Sequence[Aged] = (),
 ) -> Purge:
     """Delete the delivery records before ``planned.cutoff``, batch by batch, each its own
     transaction (``within_batch`` runs in it with the batch's count, ``on_batch`` after its
     commit); then the payment claims, the expectations, the delivery log's lines, the
     payment events published to a broker and the failed and pending attempts' claims older
-    than that, and the console's ended sessions
-    and day-old failed logins. ``batch_rows`` below 1 is a ``ValueError`` (a batch of none
-    would never end)."""
+    than that, the console's ended sessions and day-old failed logins, and ``also`` (a host's
+    own tables). A record or row the database refuses to delete is kept, the rest purged past
+    it (``Purge.kept``, ``Purge.held``). ``batch_rows`` below 1 is a ``ValueError`` (a batch
+    of none would never end)."""
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be at least 1, not {batch_rows}")
     deleted = 0
@@ -348,18 +398,16 @@ def delete_expired(
             on_batch(done)
         if read < batch_rows:
             break
-    delete_payments(conn, planned.cutoff, batch_rows, stop=stop)
-    delete_expectations(conn, planned.cutoff, batch_rows, stop=stop)
-    lines = delete_old(conn, _DELETE_LOGGED, planned.cutoff, batch_rows, stop=stop)
-    delete_old(conn, _DELETE_RELAYED, planned.cutoff, batch_rows, stop=stop)
-    delete_old(conn, _DELETE_REPORTS, planned.cutoff, batch_rows, stop=stop)
-    for statement in _DELETE_CONSOLE:
-        while not stop():
-            with unbounded(conn):
-                if conn.execute(statement, (batch_rows,)).rowcount < batch_rows:
-                    break
+    held: list[Held] = []
+    params = {"cutoff": planned.cutoff, "days": REFUNDABLE_DAYS}
+    lines = 0
+    for aged in (PAYMENTS, EXPECTATIONS, LOGGED, RELAYED, REPORTS, *CONSOLE, *also):
+        done = _sweep(conn, aged, params, batch_rows, held, stop)
+        lines += done if aged is LOGGED else 0
     refused = tuple(Kept(provider=p, event_id=e, error=why) for (p, e), why in kept.items())
-    return replace(planned, deleted=deleted, log_lines_deleted=lines, kept=refused)
+    return replace(
+        planned, deleted=deleted, log_lines_deleted=lines, kept=refused, held=tuple(held)
+    )
 
 
 def _batch(
@@ -414,58 +462,61 @@ LOGGED_REFUSALS = 20
 """Records a purge logs it kept, one line each; ``Purge.kept`` holds them all."""
 
 
-def delete_payments(
+def _sweep(
     conn: Connection,
-    cutoff: datetime,
+    aged: Aged,
+    params: Mapping[str, object],
     batch_rows: int,
-    *,
-    stop: Callable[[], bool] = _never,
-) -> None:
-    """The payment claims applied before ``cutoff`` that nothing needs: a capture's kept for
-    ``REFUNDABLE_DAYS`` at least, and while a refund of it is not settled."""
-    while not stop():
-        with unbounded(conn):
-            params = (cutoff, cutoff, REFUNDABLE_DAYS, batch_rows)
-            if conn.execute(_DELETE_PAYMENTS, params).rowcount < batch_rows:
-                return
-
-
-def delete_expectations(
-    conn: Connection,
-    cutoff: datetime,
-    batch_rows: int,
-    *,
-    stop: Callable[[], bool] = _never,
-) -> None:
-    """The expectations created before ``cutoff`` that nothing unresolved needs, in short
-    transactions until a batch falls short: each batch locked, then checked again and deleted.
-    """
-    while not stop():
-        with unbounded(conn):
-            locked = [row[0] for row in query(conn, _LOCK_EXPECTATIONS, (cutoff, batch_rows))]
-            if locked:
-                conn.execute(_DELETE_EXPECTATIONS, (locked,))
-        if len(locked) < batch_rows:
-            return
-
-
-def delete_old(
-    conn: Connection,
-    statement: str,
-    cutoff: datetime,
-    batch_rows: int,
-    *,
-    stop: Callable[[], bool] = _never,
+    held: list[Held],
+    stop: Callable[[], bool],
 ) -> int:
-    """``statement`` (cutoff, batch rows) run in short transactions until a batch falls short;
-    the rows it deleted."""
-    deleted = 0
+    """``aged``'s rows past the purge's cutoff deleted in short transactions until a batch
+    falls short; those the database refuses added to ``held``. The rows it deleted."""
+    deleted: int = 0
+    kept: list[str] = []
     while not stop():
         with unbounded(conn):
-            done = conn.execute(statement, (cutoff, batch_rows)).rowcount
-        deleted += done
-        if done < batch_rows:
+            locked = query(conn, aged.locking, {**params, "kept": kept, "rows": batch_rows})
+            rows = [(str(ctid), str(named)) for ctid, named in locked.fetchall()]
+            if rows:
+                deleted += _deleted(conn, aged, params, rows, kept, held)
+        if len(rows) < batch_rows:
             break
+    return deleted
+
+
+def _deleted(
+    conn: Connection,
+    aged: Aged,
+    params: Mapping[str, object],
+    rows: list[tuple[str, str]],
+    kept: list[str],
+    held: list[Held],
+) -> int:
+    """The locked ``rows`` deleted together, or, the database refusing, each in a savepoint
+    of its own, the refused ones kept (``kept``: their row ids, ``held``: for the operator, the
+    first ``LOGGED_REFUSALS`` of a purge logged)."""
+    try:
+        with conn.transaction():
+            return conn.execute(aged.deleting, {**params, "locked": [r for r, _ in rows]}).rowcount
+    except psycopg.DatabaseError as exc:
+        if not row_refused(conn, exc):
+            raise  # the database away, a pooler's or a bug: not a row's refusal
+    deleted = 0
+    for ctid, named in rows:
+        try:
+            with conn.transaction():
+                deleted += conn.execute(aged.deleting, {**params, "locked": [ctid]}).rowcount
+        except psycopg.DatabaseError as exc:
+            if not row_refused(conn, exc):
+                raise
+            kept.append(ctid)
+            held.append(Held(table=aged.table, row=named, error=first_line(exc)))
+            if len(held) <= LOGGED_REFUSALS:
+                log.error(
+                    "purge_row_refused",
+                    extra={"table": aged.table, "row": named, "error": held[-1].error},
+                )
     return deleted
 
 

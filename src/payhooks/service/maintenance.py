@@ -81,7 +81,12 @@ class Maintenance:
             return 0
         log.info(
             "purge_done",
-            extra={"deleted": result.deleted, "log_lines": result.log_lines_deleted, "days": days},
+            extra={
+                "deleted": result.deleted,
+                "log_lines": result.log_lines_deleted,
+                "days": days,
+                "kept": result.refused,
+            },
         )
         return result.deleted
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from payhooks.operations.retention import (
     BATCH_ROWS,
+    Aged,
     Purge,
     delete_expired,
-    delete_old,
     exclusively,
     plan,
     unbounded,
@@ -23,11 +23,13 @@ from payhooks.plumbing.db import Connection
 
 PurgeResult = Purge
 
-_DELETE_SENT = """
-DELETE FROM payhooks_outbox WHERE id IN (
-    SELECT id FROM payhooks_outbox WHERE sent_at < %s AND alert_key IS NULL
-    ORDER BY sent_at LIMIT %s FOR UPDATE SKIP LOCKED)
-"""
+SENT = Aged(
+    table="payhooks_outbox",
+    past="x.sent_at < %(cutoff)s AND x.alert_key IS NULL",
+    named="concat_ws(' ', 'sent message', x.id)",
+    order="ORDER BY x.sent_at",
+)
+"""The service's sent messages (emails, chat): they hold customers' addresses."""
 _START = """
 INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)
 VALUES ('purge', now(), %s, 0)
@@ -61,9 +63,8 @@ def purge(
         on_batch=on_batch,
         within_batch=lambda rows: conn.execute(_PROGRESS, (rows,)),
         stop=stop,
+        also=(SENT,),
     )
-    for statement in (_DELETE_SENT,):
-        delete_old(conn, statement, planned.cutoff, batch_rows, stop=stop)
     conn.execute(_FINISH)
     return done
 

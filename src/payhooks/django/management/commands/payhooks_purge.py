@@ -56,5 +56,5 @@ class Command(BaseCommand):
             raise CommandError("another purge is running; try later")
         before = done.cutoff.isoformat(timespec="seconds")
         self.stdout.write(f"{done.counted(dry_run=False)} from before {before}{done.kept_said()}")
-        if done.kept:
+        if done.refused:
             raise CommandError(done.refusals())
