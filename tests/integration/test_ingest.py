@@ -127,6 +127,43 @@ def test_second_payment_for_paid_cart_needs_refund_and_makes_no_order(conn):
     assert scalar(conn, "SELECT count(*) FROM outbox WHERE kind = 'alert'") == 1
 
 
+def test_a_second_payments_events_name_no_order_in_the_answer_or_the_relays_message(conn):
+    """A cart paid twice: the second payment's capture, its refund and a failed attempt after
+    were answered, and relayed, with the order the first payment placed: a consumer shipping
+    each captured order (examples/relay) shipped it twice, and one undoing an order on its
+    refund would undo the order the first payment paid. Only the payment that paid an order
+    names it; the first payment's refund still does."""
+    conn.execute("INSERT INTO payhooks_relay_channels (channel) VALUES ('nats')")
+    buy = purchase(conn, stock=5)
+    first = deliver(conn, buy.captured())
+    assert first.order_id is not None
+    second = "pay_second00002"
+    refunded = GATEWAY.razorpay(
+        "refund.processed", payment_id=second, order_id=buy.reference,
+        amount_paise=buy.amount_paise, refund_id="rfnd_SECOND0001",
+    )  # fmt: skip
+    answers = [
+        deliver(conn, buy.captured(payment_id=second)),
+        deliver(conn, refunded),
+        deliver(conn, buy.delivery("failed", payment_id="pay_third000003")),
+    ]
+    assert [(a.outcome, a.order_id) for a in answers] == [(Outcome.PROCESSED, None)] * 3
+    mine = GATEWAY.razorpay("refund.processed", payment_id=buy.payment_id, order_id=buy.reference,
+                            amount_paise=100, refund_id="rfnd_FIRST00001")  # fmt: skip
+    assert deliver(conn, mine).order_id == first.order_id
+    relayed = {
+        row[0]["payment_id"] + " " + row[0]["kind"]: row[0]["order_id"]
+        for row in conn.execute("SELECT body::jsonb FROM payhooks_outbox WHERE kind = 'event'")
+    }
+    assert relayed == {
+        f"{buy.payment_id} payment_captured": first.order_id,
+        f"{second} payment_captured": None,
+        f"{second} refund_processed": None,
+        "pay_third000003 payment_failed": None,
+        f"{buy.payment_id} refund_processed": first.order_id,
+    }
+
+
 def test_amount_mismatch_is_parked_before_the_shop_and_alerted_once_with_both_amounts(conn):
     from payhooks.service import mismatches
 

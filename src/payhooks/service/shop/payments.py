@@ -72,7 +72,7 @@ _LOCK_CART = """
 SELECT status, amount_paise, currency, customer_email FROM carts WHERE id = %s
 FOR NO KEY UPDATE
 """
-_ORDER_OF_CART = "SELECT id FROM orders WHERE cart_id = %s"
+_ORDER_PAID_BY = "SELECT id FROM orders WHERE cart_id = %s AND provider = %s AND payment_id = %s"
 _PAID_BY = "SELECT id, provider, payment_id FROM orders WHERE cart_id = %s"
 _NEW_REFUND = """
 INSERT INTO refunds (provider, refund_id, payment_id, amount_paise) VALUES (%s, %s, %s, %s)
@@ -117,7 +117,7 @@ def _apply_payment(conn: Connection, event: Event) -> Applied:
             return Applied(
                 outcome=Outcome.PROCESSED, order_id=_capture(conn, event, cart_id, captured)
             )
-    return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
+    return Applied(outcome=Outcome.PROCESSED, order_id=_order_paid_by(conn, cart_id, event))
 
 
 def _cart_of(conn: Connection, event: Event) -> str | None:
@@ -184,7 +184,7 @@ def _capture(conn: Connection, event: Event, cart_id: str, money: _Money) -> str
             f"cart {cart_id}",
             needs_refund=False,
         )
-        return _order_of(conn, cart_id)
+        return _order_paid_by(conn, cart_id, event)
     status, amount, currency, email = conn.execute(_LOCK_CART, (cart_id,)).fetchone()  # type: ignore[misc]
     if status == "paid":
         # Read after the lock, in a statement of its own: a join in the locking statement
@@ -198,7 +198,7 @@ def _capture(conn: Connection, event: Event, cart_id: str, money: _Money) -> str
             "duplicate_payment",
             f"was captured but cart {cart_id} is already paid (order {order_id})",
         )
-        return str(order_id)
+        return None  # money to give back: this payment paid no order
     if event.amount_paise != amount or (event.currency or "INR") != currency:
         got = f"{event.amount_paise} {event.currency or 'INR'}"
         _flag(
@@ -261,7 +261,7 @@ def _apply_refund(conn: Connection, event: Event) -> Applied:
         money = _Money(refunded=row[0], paid=row[1]) if row else None
         if money is not None:
             _check_refunds(conn, event, cart_id, money)
-    return Applied(outcome=Outcome.PROCESSED, order_id=_order_of(conn, cart_id))
+    return Applied(outcome=Outcome.PROCESSED, order_id=_order_paid_by(conn, cart_id, event))
 
 
 # The order the disputed payment paid, marked with where its dispute stands (the core keeps
@@ -293,8 +293,7 @@ def _apply_dispute(conn: Connection, event: Event) -> Applied:
         taken_back(conn, event.provider.value, event.payment_id)
     conn.execute(_LOCK_DISPUTED_CART, (cart_id,))
     marked = conn.execute(_MARK_ORDER, (status, dispute, cart_id, *key)).fetchone()
-    order_id = str(marked[0]) if marked else _order_of(conn, cart_id)
-    return Applied(outcome=Outcome.PROCESSED, order_id=order_id)
+    return Applied(outcome=Outcome.PROCESSED, order_id=str(marked[0]) if marked else None)
 
 
 # A payment refunded in full needs no refund any more (a double payment, refunded).
@@ -370,8 +369,12 @@ def _park(conn: Connection, event: Event, why: str, then: str) -> Applied:
     return Applied(outcome=Outcome.PARKED)
 
 
-def _order_of(conn: Connection, cart_id: str) -> str | None:
-    row = conn.execute(_ORDER_OF_CART, (cart_id,)).fetchone()
+def _order_paid_by(conn: Connection, cart_id: str, event: Event) -> str | None:
+    """The order ``event``'s payment paid, if any: the one an answer and a relayed message
+    name. Not its cart's order: a second payment of a paid cart paid none (its events named
+    the first payment's order, and a consumer shipping each captured order shipped it twice)."""
+    paid_by = (cart_id, event.provider.value, event.payment_id)
+    row = conn.execute(_ORDER_PAID_BY, paid_by).fetchone()
     return None if row is None else str(row[0])
 
 
