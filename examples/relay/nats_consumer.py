@@ -7,8 +7,9 @@ delivers its event (docs/operations.md, "The relay").
 
 A durable pull consumer on the relay's stream (``PAYHOOKS``), subjects ``payhooks.>``: each
 message is claimed in the inbox by its ``Nats-Msg-Id`` and applied in one transaction, then
-acknowledged. Killed between the commit and the ack, it is sent the message again after
-``ack_wait`` and the inbox answers it seen.
+acknowledged, one message out at a time (``max_ack_pending=1``: a payment's events in order).
+Killed between the commit and the ack, it is sent the message again after ``ack_wait`` and the
+inbox answers it seen.
 """
 
 from __future__ import annotations
@@ -44,7 +45,13 @@ async def consume(conn: psycopg.Connection, url: str, stream: str, subjects: str
     client = await nats.connect(url)
     js = client.jetstream()
     pull = await js.pull_subscribe(
-        subjects, durable=CONSUMER, stream=stream, config=ConsumerConfig(ack_wait=5.0)
+        subjects,
+        durable=CONSUMER,
+        stream=stream,
+        # One message out at a time: one left unacknowledged (apply raised, the service died)
+        # comes again after ack_wait, before any later one, so a payment's events are applied
+        # in the stream's order. JetStream's default (1,000 out) hands the later ones out first.
+        config=ConsumerConfig(ack_wait=5.0, max_ack_pending=1),
     )
     while True:
         try:
