@@ -190,12 +190,23 @@ def read_items(
     for item in items:
         try:
             if settled(item):
-                lines.append(line(item))
+                lines.append(in_rupees(provider, line(item)))
             else:
                 unsettled += 1
         except MalformedPayload as exc:
             kept.append(unreadable(provider, item, exc.reason, named(item)))
     return Page(lines=tuple(lines), unreadable=tuple(kept), unsettled=unsettled)
+
+
+def in_rupees(provider: Provider, line: Line) -> Line:
+    """``line``, whose currency is India's (or unsaid): a payout is made in rupees, and a
+    line in another currency read as paise would settle an INR payment and add to the payout
+    (600 US cents as 600 paise): ``MalformedPayload``, kept for a person."""
+    if line.currency is not None and line.currency.upper() != "INR":
+        raise MalformedPayload(
+            provider, f"a line in {line.currency[:8]}: payouts are read in INR, never as paise"
+        )
+    return line
 
 
 def unreadable(provider: Provider, item: object, reason: str, named: Named) -> Unreadable:

@@ -137,8 +137,14 @@ def test_a_debit_takes_from_the_payout():
         (lambda e: e.update(event_amount="450.00"), "event_amount is not a JSON number"),
         (lambda e: e.update(sale_type="BOTH"), "neither CREDIT nor DEBIT"),
         (lambda e: e.pop("event_settlement_amount"), "event_settlement_amount is missing"),
+        (lambda e: e.update(event_currency="USD"), "a line in USD"),
     ],
-    ids=["an amount as a string", "a sale type it does not document", "no settlement amount"],
+    ids=[
+        "an amount as a string",
+        "a sale type it does not document",
+        "no settlement amount",
+        "another currency",
+    ],
 )
 def test_an_unreadable_recon_item_is_kept_with_why_and_the_others_still_read(change, why):
     doc = json.loads(settled_sample())
@@ -157,6 +163,18 @@ def test_an_unreadable_recon_item_is_kept_with_why_and_the_others_still_read(cha
     )
     assert json.loads(kept.raw)["event_details"]["event_id"] == "81267"
     assert page.cursor == "ph-recon-next-7Qm2"  # the next page is still read
+
+
+def test_an_error_entry_among_the_items_is_kept_unreadable_never_counted_unsettled():
+    """An error object inside ``data`` (no event, no settlement) was counted "not settled
+    yet", and the day recorded as read whole, with no trace of it (gateway API check)."""
+    doc = json.loads(settled_sample())
+    error = {"message": "internal error", "code": "internal_error", "type": "api_error"}
+    doc["data"].append(error)
+    page = settlements.recon(json.dumps(doc).encode())
+    assert [line.entry_id for line in page.lines] == ["81267"] and page.unsettled == 0
+    (kept,) = page.unreadable
+    assert "event_details.event_id is missing" in kept.reason and json.loads(kept.raw) == error
 
 
 @pytest.mark.parametrize(

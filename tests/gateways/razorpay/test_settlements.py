@@ -81,8 +81,17 @@ def test_a_recon_item_not_settled_yet_is_counted_not_recorded():
         (lambda i: i.pop("fee"), "fee is missing"),
         (lambda i: i.pop("tax"), "tax is missing"),
         (lambda i: i.update(settled="yes"), "settled is not true or false"),
+        # Read as paise, 600 US cents settled the payment of 184,900 paise and added to an
+        # INR payout (gateway API check).
+        (lambda i: i.update(currency="USD"), "a line in USD"),
     ],
-    ids=["a negative adjustment amount", "no fee", "no tax", "settled not a boolean"],
+    ids=[
+        "a negative adjustment amount",
+        "no fee",
+        "no tax",
+        "settled not a boolean",
+        "another currency",
+    ],
 )
 def test_an_unreadable_recon_item_is_kept_with_why_and_the_others_still_read(change, why):
     doc = json.loads(sample("settlement_recon_combined.json"))

@@ -136,9 +136,11 @@ def named(item: object) -> Named:
 
 
 def _settled(item: object) -> bool:
-    """Part of a payout: its ``settlement_details`` name one."""
+    """Part of a payout: its ``settlement_details`` name one. An item naming no event (an
+    error object among them) is no line at all, never one not settled yet."""
     if not isinstance(item, dict):
         raise MalformedPayload(_P, "a recon item is not an object")
+    text(_P, item, "event_details", "event_id")
     return optional_text(_P, item, "settlement_details", "cf_settlement_id") is not None
 
 
