@@ -82,6 +82,17 @@ def test_an_answer_about_another_txnid_says_so_not_that_it_has_no_entries():
         status.payments(TXNID, body)
 
 
+def test_an_entry_under_the_txnid_asked_naming_another_inside_is_unreadable_not_skipped():
+    """Filed under the txnid asked, an entry whose own ``txnid`` is another was skipped: the
+    checkout read "no failure", nothing logged (gateway API check). It is PayU's mix-up, told
+    as Razorpay's and Cashfree's payment of another order is."""
+    body = json.dumps({**SAMPLE, "transaction_details": {TXNID: {**ENTRY, "txnid": "tx_O"}}})
+    report = status.payments(TXNID, body.encode())
+    assert report.received == () and report.skipped == ()
+    (said,) = report.unreadable
+    assert TXNID in said and "names another txnid: tx_O" in said, said
+
+
 @pytest.mark.parametrize("state", ["settled", "userCancelled", "Sucess"])
 def test_a_status_none_of_payus_is_reported_unreadable_with_its_words(state):
     report = status.payments(TXNID, verified(state))

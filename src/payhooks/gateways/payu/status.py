@@ -421,8 +421,11 @@ def payments(txnid: str, body: bytes) -> Report:
     if not known(status):
         return Report(unreadable=(f"payment {txnid} unreadable: {_unknown(status)}",))
     kind, key_status = kind_of(status, entity.get(UNMAPPED_FIELD))
-    if entity.get("txnid", txnid) != txnid:
-        return Report(skipped=(f"{txnid}:{status}",))
+    named = entity.get("txnid", txnid)
+    if named != txnid:  # PayU's mix-up: said, asked again later, never "no payment yet"
+        said = printable(str(named), 80)
+        return Report(unreadable=(f"payment {txnid} unreadable: its entry names another txnid: "
+                                  f"{said}",))  # fmt: skip
     event = received(
         _P, entity, kind=kind, status=key_status, payment_id=txnid, merchant_ref=txnid,
         amount_paise=rupees(_P, entity.get("amt"), "amt"), currency="INR",
