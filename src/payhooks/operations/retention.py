@@ -98,6 +98,7 @@ class Aged:
 
     @property
     def locking(self) -> str:
+        """A batch's rows locked: their row ids and names, those kept left out."""
         return (
             f"SELECT x.ctid::text, {self.named} FROM {self.table} x"
             f" WHERE ({self.past}) AND x.ctid <> ALL (%(kept)s::tid[])"
@@ -106,6 +107,7 @@ class Aged:
 
     @property
     def deleting(self) -> str:
+        """The locked rows deleted, those ``past`` says still."""
         return (
             f"DELETE FROM {self.table} x WHERE x.ctid = ANY (%(locked)s::tid[]) AND ({self.past})"
         )
