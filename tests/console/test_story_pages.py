@@ -465,6 +465,41 @@ def test_linking_a_parked_delivery_to_a_cart_orders_it_once_and_is_logged(consol
     assert f'href="/console/deliveries/razorpay/{event_id}"' in log
 
 
+def test_a_link_whose_delivery_a_colleague_settles_meanwhile_leaves_the_cart_unchecked_out(
+    console, conn
+):
+    """One operator's Link and another's Settle pressed together: the link checked the cart out
+    under the delivery's reference, the settle ("refunded in the dashboard") landed before the
+    link's replay, and the replay found nothing parked. The cart stayed checked out, and the
+    gateway's next report of that payment (``order.paid``) placed an order for money the
+    operator had recorded as refunded (console browser check). The link takes its checkout
+    back; the next report is parked, as it is when the settle comes first."""
+    from payhooks.console import actions as core_actions
+    from payhooks.service.console import actions
+    from payhooks.service.console.shop import _replay_with
+    from tests.console.conftest import OPERATOR
+    from tests.factories import ADAPTERS, GATEWAY
+
+    cart_id = cart_for(conn, "dana@example.com")
+    delivery, reference = parked_delivery(console)
+    event_id = delivery.headers["x-razorpay-event-id"]
+    replay = _replay_with(ADAPTERS)
+
+    def settled_first(db, provider: str, key: str):  # the colleague's Settle wins the race
+        core_actions.settle(db, provider=provider, event_id=key, note="refunded in the "
+                            "dashboard", operator="ravi")  # fmt: skip
+        return replay(db, provider, key)
+
+    done = actions.link_parked(conn, settled_first, ADAPTERS, provider="razorpay",
+                               event_id=event_id, cart_id=cart_id, operator=OPERATOR)  # fmt: skip
+    assert done.done is not core_actions.Done.APPLIED, done
+    assert rows(console, "SELECT gateway_order_id FROM checkouts") == []
+    later = GATEWAY.razorpay("order.paid", payment_id="pay_parked0001", order_id=reference,
+                             amount_paise=49_900)  # fmt: skip
+    assert send(console, later).json()["status"] == "parked"
+    assert rows(console, "SELECT count(*) FROM orders") == [(0,)]
+
+
 def test_a_link_not_confirmed_does_nothing(console, conn):
     from tests.console.test_console_http import parked_delivery
 

@@ -312,15 +312,50 @@ def link_parked(
     delivery that cannot be replayed (its stored record does not read with ``adapters``, as
     the replay would read it) is not linked: its checkout would hold the cart for a payment
     that never applies, refused to any other delivery as taken."""
+    checked_out = _checked_out(conn, provider, event_id, cart_id)
     linked = _linked(conn, adapters, provider, event_id, cart_id)
     said = None if linked.why is None else f"{linked.done.value}: {linked.why}"
     record(conn, operator, "link", provider, event_id, linked, said)
     if linked.done is not Done.LINKED:
         return linked
-    return replay_parked(conn, replay, provider=provider, event_id=event_id, operator=operator)
+    replayed = replay_parked(conn, replay, provider=provider, event_id=event_id, operator=operator)
+    if not checked_out:  # a checkout this link made, for a delivery settled meanwhile: undone
+        with conn.transaction():
+            conn.execute(_UNLINKED, {"provider": provider, "event_id": event_id, "cart": cart_id})
+    return replayed
 
 
 _CART_COSTS = "SELECT amount_paise, currency FROM carts WHERE id = %s"
+_CHECKED_OUT = """
+SELECT 1 FROM checkouts c JOIN processed_webhooks w
+  ON w.provider = c.provider AND w.merchant_ref = c.gateway_order_id
+WHERE w.provider = %s AND w.event_id = %s AND c.cart_id = %s
+"""
+# A colleague's Settle may land between a link's checkout and its replay, which then finds
+# nothing parked: the cart, still open, would stay checked out under the delivery's reference,
+# and the gateway's next report of that payment (Razorpay's ``order.paid``, reconciliation)
+# would place an order for money settled outside payhooks. The checkout the link made is taken
+# back, with the expectation it told the core (its reconciliation row goes with it), under the
+# cart's lock (as a capture takes it) while the cart is open and the delivery settled.
+_UNLINKED = """
+WITH settled AS (
+    SELECT w.provider, w.merchant_ref FROM processed_webhooks w
+    WHERE w.provider = %(provider)s AND w.event_id = %(event_id)s AND w.outcome = 'ignored'
+), open_cart AS (
+    SELECT k.id FROM carts k WHERE k.id = %(cart)s AND k.status = 'open' FOR UPDATE
+), checkout AS (
+    DELETE FROM checkouts c USING settled s, open_cart k
+    WHERE c.provider = s.provider AND c.gateway_order_id = s.merchant_ref AND c.cart_id = k.id
+    RETURNING c.provider, c.gateway_order_id
+)
+DELETE FROM payhooks_expectations e USING checkout c
+WHERE e.provider = c.provider AND e.gateway_order_id = c.gateway_order_id
+"""
+
+
+def _checked_out(conn: Connection, provider: str, event_id: str, cart_id: str) -> bool:
+    """Whether the cart is checked out under the delivery's reference already."""
+    return conn.execute(_CHECKED_OUT, (provider, event_id, cart_id)).fetchone() is not None
 
 
 def _linked(
