@@ -639,6 +639,29 @@ def test_a_row_of_any_purged_table_the_database_will_not_delete_is_kept_alone(
     assert again.returncode == 1 and "kept 1 the database refused" in again.stdout, again.stdout
 
 
+def test_rows_an_apps_trigger_skips_are_kept_and_the_purge_ends(merchant, merchant_url):
+    """A ``BEFORE DELETE`` trigger of the app's returning NULL skips rows without an error: the
+    rows a batch locked and did not delete were neither counted nor left out, every batch was
+    full again, and the purge never ended (the worker's loop with it: review). They are kept
+    and named, the rest purged past them."""
+    for n in (3, 4):
+        merchant.execute(LOG_LINE, (200 + n, f"evt_{n}"))
+    merchant.execute(
+        "CREATE FUNCTION keep_two() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF OLD.event_id IN ('evt_3', 'evt_4') THEN RETURN NULL; END IF; RETURN OLD; END $$;"
+        " CREATE TRIGGER keep_two BEFORE DELETE ON payhooks_deliveries FOR EACH ROW"
+        " EXECUTE FUNCTION keep_two()"
+    )
+    for batch_rows in (1, 2, 5000):
+        for n in range(3):  # evt_3 and evt_4 stay from the last run
+            merchant.execute(LOG_LINE, (200 + n, f"evt_{n}"))
+        done = retention.purge(merchant, 90, batch_rows=batch_rows)
+        assert done is not None and done.log_lines_deleted == 3
+        assert keys(merchant, "payhooks_deliveries", "event_id") == ["evt_3", "evt_4"]
+        assert sorted(h.row.split()[-1] for h in done.held) == ["evt_3", "evt_4"], done.held
+        assert all("did not delete" in h.error for h in done.held), done.held
+
+
 def test_an_error_not_of_a_record_is_the_purges_not_a_record_kept(merchant, merchant_url):
     """Behind a transaction pooler a statement prepared on another server session fails
     (``42P05``); such an error, or any that is not a record's own constraint or trigger

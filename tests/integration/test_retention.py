@@ -64,6 +64,20 @@ def test_purge_reports_progress_per_batch_and_in_the_database(conn):
     assert (expected, done) == (1000, 1000) and finished is not None
 
 
+def test_a_relayed_event_an_app_holds_is_kept_once_not_once_per_sweep(conn):
+    """The core's sweep of published events and the service's of sent messages both read
+    ``payhooks_outbox``: one old relayed event an app's key held was kept, named and logged
+    twice ("kept 2": review). Each sweep takes its own rows."""
+    conn.execute("""INSERT INTO payhooks_outbox (dedupe_key, kind, subject, body, sent_at)
+                    VALUES ('e1', 'event', 's', 'b', now() - interval '200 days'),
+                           ('e2', 'event', 's', 'b', now() - interval '200 days')""")  # fmt: skip
+    conn.execute("CREATE TABLE app_links (id bigint REFERENCES payhooks_outbox (id))")
+    conn.execute("INSERT INTO app_links SELECT id FROM payhooks_outbox WHERE dedupe_key = 'e1'")
+    done = retention.purge(conn, 90)
+    assert done.kept_said() == "; kept 1 the database refused to delete", done.held
+    assert conn.execute("SELECT dedupe_key FROM payhooks_outbox").fetchall() == [("e1",)]
+
+
 def test_window_shorter_than_gateway_replays_is_refused_unless_forced():
     with pytest.raises(RetentionTooShort):
         policy.check_window(7, force=False)

@@ -98,9 +98,9 @@ class Aged:
 
     @property
     def locking(self) -> str:
-        """A batch's rows locked: their row ids and names, those kept left out."""
+        """A batch's rows locked, by row id, those kept left out."""
         return (
-            f"SELECT x.ctid::text, {self.named} FROM {self.table} x"
+            f"SELECT x.ctid::text FROM {self.table} x"
             f" WHERE ({self.past}) AND x.ctid <> ALL (%(kept)s::tid[])"
             f" {self.order} LIMIT %(rows)s FOR UPDATE SKIP LOCKED"
         )
@@ -110,6 +110,19 @@ class Aged:
         """The locked rows deleted, those ``past`` says still."""
         return (
             f"DELETE FROM {self.table} x WHERE x.ctid = ANY (%(locked)s::tid[]) AND ({self.past})"
+        )
+
+    @property
+    def remaining(self) -> str:
+        """Which of the locked rows are there still."""
+        return f"SELECT x.ctid::text FROM {self.table} x WHERE x.ctid = ANY (%(locked)s::tid[])"
+
+    @property
+    def naming(self) -> str:
+        """The locked rows ``past`` says still, by row id and name."""
+        return (
+            f"SELECT x.ctid::text, {self.named} FROM {self.table} x"
+            f" WHERE x.ctid = ANY (%(locked)s::tid[]) AND ({self.past})"
         )
 
 
@@ -473,16 +486,17 @@ def _sweep(
     stop: Callable[[], bool],
 ) -> int:
     """``aged``'s rows past the purge's cutoff deleted in short transactions until a batch
-    falls short; those the database refuses added to ``held``. The rows it deleted."""
-    deleted: int = 0
+    falls short; those the database refuses, or leaves (an app's trigger skipping them), added
+    to ``held`` and left out of the batches after. The rows it deleted."""
+    deleted = 0
     kept: list[str] = []
     while not stop():
         with unbounded(conn):
-            locked = query(conn, aged.locking, {**params, "kept": kept, "rows": batch_rows})
-            rows = [(str(ctid), str(named)) for ctid, named in locked.fetchall()]
-            if rows:
-                deleted += _deleted(conn, aged, params, rows, kept, held)
-        if len(rows) < batch_rows:
+            locking = {**params, "kept": kept, "rows": batch_rows}
+            locked = [str(row[0]) for row in query(conn, aged.locking, locking)]
+            if locked:
+                deleted += _deleted(conn, aged, params, locked, kept, held)
+        if len(locked) < batch_rows:
             break
     return deleted
 
@@ -491,35 +505,60 @@ def _deleted(
     conn: Connection,
     aged: Aged,
     params: Mapping[str, object],
-    rows: list[tuple[str, str]],
+    locked: list[str],
     kept: list[str],
     held: list[Held],
 ) -> int:
-    """The locked ``rows`` deleted together, or, the database refusing, each in a savepoint
-    of its own, the refused ones kept (``kept``: their row ids, ``held``: for the operator, the
-    first ``LOGGED_REFUSALS`` of a purge logged)."""
+    """The ``locked`` rows deleted together, or, the database refusing, each in a savepoint of
+    its own. Those it refused or left are kept (``kept``: their row ids; ``held``: for the
+    operator, the first ``LOGGED_REFUSALS`` of a purge logged): a row an app's trigger skips
+    (``RETURN NULL``) raises nothing, and read again it would fill every batch for ever."""
+    deleted, refused = 0, 0
     try:
         with conn.transaction():
-            return conn.execute(aged.deleting, {**params, "locked": [r for r, _ in rows]}).rowcount
+            deleted = conn.execute(aged.deleting, {**params, "locked": locked}).rowcount
     except psycopg.DatabaseError as exc:
         if not row_refused(conn, exc):
             raise  # the database away, a pooler's or a bug: not a row's refusal
-    deleted = 0
-    for ctid, named in rows:
-        try:
-            with conn.transaction():
-                deleted += conn.execute(aged.deleting, {**params, "locked": [ctid]}).rowcount
-        except psycopg.DatabaseError as exc:
-            if not row_refused(conn, exc):
-                raise
-            kept.append(ctid)
-            held.append(Held(table=aged.table, row=named, error=first_line(exc)))
-            if len(held) <= LOGGED_REFUSALS:
-                log.error(
-                    "purge_row_refused",
-                    extra={"table": aged.table, "row": named, "error": held[-1].error},
-                )
+        for ctid in locked:
+            try:
+                with conn.transaction():
+                    deleted += conn.execute(aged.deleting, {**params, "locked": [ctid]}).rowcount
+            except psycopg.DatabaseError as exc:
+                if not row_refused(conn, exc):
+                    raise
+                _hold(conn, aged, params, ctid, first_line(exc), held)
+                kept.append(ctid)
+                refused += 1
+    if deleted + refused < len(locked):  # some left without a word: which
+        there = {str(row[0]) for row in query(conn, aged.remaining, {"locked": locked})}
+        left = [ctid for ctid in locked if ctid in there and ctid not in kept]
+        kept.extend(left)
+        for _, named in query(conn, aged.naming, {**params, "locked": left}).fetchall():
+            _held(aged, str(named), _LEFT, held)
     return deleted
+
+
+_LEFT = "the database did not delete it, and said nothing (a trigger or rule of the app's)"
+
+
+def _hold(
+    conn: Connection,
+    aged: Aged,
+    params: Mapping[str, object],
+    ctid: str,
+    error: str,
+    held: list[Held],
+) -> None:
+    """The row ``ctid`` the database refused to delete, held with its words."""
+    row = query(conn, aged.naming, {**params, "locked": [ctid]}).fetchone()
+    _held(aged, "?" if row is None else str(row[1]), error, held)
+
+
+def _held(aged: Aged, named: str, error: str, held: list[Held]) -> None:
+    held.append(Held(table=aged.table, row=named, error=error))
+    if len(held) <= LOGGED_REFUSALS:
+        log.error("purge_row_refused", extra={"table": aged.table, "row": named, "error": error})
 
 
 @contextlib.contextmanager

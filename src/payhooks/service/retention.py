@@ -25,11 +25,12 @@ PurgeResult = Purge
 
 SENT = Aged(
     table="payhooks_outbox",
-    past="x.sent_at < %(cutoff)s AND x.alert_key IS NULL",
+    past="x.sent_at < %(cutoff)s AND x.alert_key IS NULL AND x.kind <> 'event'",
     named="concat_ws(' ', 'sent message', x.id)",
     order="ORDER BY x.sent_at",
 )
-"""The service's sent messages (emails, chat): they hold customers' addresses."""
+"""The service's sent messages (emails, chat): they hold customers' addresses. The relayed
+events are the core's (``retention.RELAYED``)."""
 _START = """
 INSERT INTO maintenance_runs (task, started_at, rows_expected, rows_done)
 VALUES ('purge', now(), %s, 0)
