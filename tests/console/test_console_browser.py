@@ -605,6 +605,24 @@ def test_every_timeline_value_lies_inside_its_card(console, browser, conn, width
         context.close()
 
 
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
+def test_a_long_payment_id_in_a_timeline_title_fits_the_screen(console, browser, conn, width,
+                                                               height):  # fmt: skip
+    """A timeline entry's title ("Payment <id>: new → captured") did not wrap: a 120-character
+    payment id made a cart's page 1,450 px wide on a phone (console browser check)."""
+    buy = purchase(conn)
+    send(console, buy.captured(payment_id="pay_" + "L" * 116))
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    try:
+        log_in(page, console)
+        page.goto(f"{console.base_url}/console/carts/{buy.cart_id}")
+        expect(page.locator("ol.timeline .title").first).to_be_visible()
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    finally:
+        context.close()
+
+
 def in_sight(page: Page, expected: set[str]) -> None:
     """Every button of the page's main part is one of ``expected``, all of them are there, and
     each lies inside a 390 px screen's width (its bounding box as the browser lays it out)."""
