@@ -58,8 +58,8 @@ SERVICE = [
     ("PAYHOOKS_TRANSACTION_TIMEOUT_MS", "transaction_timeout_ms", "upper bound for a whole "
      "webhook transaction: past it the delivery is answered 503"),
     ("PAYHOOKS_POOL_TIMEOUT_MS", "pool_timeout_ms", "how long a delivery waits for a free "
-     "connection before answering 503 (the worker and the commands wait 10 s at least: no "
-     "gateway waits on them)"),
+     "connection before answering 503 (`payhooks reconcile` and `worker --once` wait 10 s at "
+     "least: no gateway waits on them)"),
     ("PAYHOOKS_POOL_SIZE", "pool_size", "database connections per server process"),
     ("PAYHOOKS_DATABASE_POOL_MODE", "database_pool_mode", "`session` (PostgreSQL itself, or a "
      "pooler in session mode) or `transaction` (PgBouncer `pool_mode = transaction` or another "

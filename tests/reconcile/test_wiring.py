@@ -113,8 +113,8 @@ def test_payhooks_reconcile_prints_one_line_and_recovers_the_payment(conn, rig, 
 def test_the_commands_wait_for_a_slow_database_as_a_command_may_not_as_a_webhook(conn, rig, proxy):
     """A command's pool waited for a connection as long as a webhook may (``pool_timeout_ms``,
     1 s): on a database slow to connect, a loaded one, ``payhooks reconcile`` from cron failed
-    "database unavailable: no connection to it in time". The worker's and the commands' pools
-    wait as long as a command may (``database.PATIENT_WAIT_S``)."""
+    "database unavailable: no connection to it in time". A command run once waits as long as
+    a command may (``database.PATIENT_WAIT_S``)."""
     buy = purchase(conn, Provider.CASHFREE)
     paid_at_gateway(rig.api, buy)
     proxy.connect_delay_s = 1.5

@@ -81,7 +81,11 @@ class ServiceHost:
 
         pool = run(
             lambda: database.open_pool(
-                url or service_url(settings), settings, max_size=2, deadline=False
+                url or service_url(settings),
+                settings,
+                max_size=2,
+                deadline=False,
+                wait_s=database.patient(settings),
             )
         )
         door = "checkouts are reconciled with `payhooks reconcile --hooks module:attribute`"
@@ -388,8 +392,11 @@ def worker(
     settings = _settings()
     if once:  # a pass cannot be had without the database: said in one line, with libpq's why
         with_connection(ctx, lambda conn: the_shops(conn, WORKER_DOOR))
+    wait_s = database.patient(settings) if once else None  # run once, it waits for a slow one
     pool = run(  # the sender, a purge (two), and reconciliation on its own thread
-        lambda: database.open_pool(service_url(settings), settings, max_size=4, deadline=False)
+        lambda: database.open_pool(
+            service_url(settings), settings, max_size=4, deadline=False, wait_s=wait_s
+        )
     )
     runner: Worker | None = None
     try:

@@ -178,16 +178,15 @@ def connect(
 
 
 PATIENT_WAIT_S = 10.0
-"""How long a pool with no deadline (the worker's, a command's) waits for a connection: a
-command may wait for a database slow to connect (a loaded one) as a gateway's delivery may
-not (``pool_timeout_ms``, 1 s by default: its answer is due in 5)."""
+"""How long a command run once (``payhooks reconcile``, ``worker --once``) waits for a
+connection: it may wait for a database slow to connect (a loaded one) as a gateway's delivery
+may not (``pool_timeout_ms``, 1 s by default: its answer is due in 5). A worker running on
+waits its pools' ``pool_timeout_ms`` and tries again at its next pass."""
 
 
-def waited(settings: Settings, *, deadline: bool) -> float:
-    """How long a pool waits for a connection, in seconds: the webhook path's
-    ``pool_timeout_ms``; with no deadline, ``PATIENT_WAIT_S`` at least."""
-    wait_s = settings.pool_timeout_ms / 1000
-    return wait_s if deadline else max(wait_s, PATIENT_WAIT_S)
+def patient(settings: Settings) -> float:
+    """``PATIENT_WAIT_S``, or ``pool_timeout_ms`` where that is longer, in seconds."""
+    return max(settings.pool_timeout_ms / 1000, PATIENT_WAIT_S)
 
 
 def open_pool(
@@ -228,7 +227,7 @@ def open_pool(
         connection_class=Session,
         min_size=min(keep, size),
         max_size=size,
-        timeout=wait_s if wait_s is not None else waited(settings, deadline=deadline),
+        timeout=settings.pool_timeout_ms / 1000 if wait_s is None else wait_s,
         kwargs={"autocommit": True, **connect_options(mode, bounds)},
         configure=configure,
         open=False,
