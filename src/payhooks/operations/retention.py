@@ -126,6 +126,16 @@ class Aged:
         )
 
 
+def _unwaited(parked: str, waiting: str, *, parked_by: str | None = None) -> str:
+    """No delivery parked (its ``parked_by`` column, ``parked`` by default, naming the row's
+    ``parked``) nor callback waiting for its gateway's word (``waiting``) names the row: its
+    replay or its confirmation will meet it."""
+    return f"""NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
+                AND w.provider = x.provider AND w.{parked_by or parked} = x.{parked})
+AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
+                AND c.provider = x.provider AND c.{waiting} = x.{waiting})"""
+
+
 # A payment claim stays while a parked delivery of that payment may yet be replayed, or a
 # callback of its order waits for the gateway's word, or the replay or the
 # payment the API reports would reach the handler a second time; a capture's, while a refund
@@ -138,13 +148,10 @@ PAYMENTS = Aged(
 x.applied_at < %(cutoff)s
 AND (x.kind <> 'payment_captured'
      OR x.applied_at < least(%(cutoff)s, now() - make_interval(days => %(days)s)))
-AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
-                AND w.provider = x.provider AND w.payment_id = x.payment_id)
 AND NOT EXISTS (SELECT 1 FROM payhooks_refunds r WHERE r.state IN ('requested', 'sent')
                 AND r.provider = x.provider AND r.payment_id = x.payment_id)
-AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
-                AND c.provider = x.provider AND c.gateway_order_id = x.gateway_order_id)
-""",
+AND """
+    + _unwaited("payment_id", "gateway_order_id"),
     named="concat_ws(' ', x.provider, x.payment_id, x.kind)",
 )
 # An expectation stays while a delivery parked for its order may yet be replayed, a callback
@@ -157,13 +164,10 @@ EXPECTATIONS = Aged(
     table="payhooks_expectations",
     past="""
 x.created_at < %(cutoff)s
-AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
-                AND w.provider = x.provider AND w.merchant_ref = x.gateway_order_id)
-AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
-                AND c.provider = x.provider AND c.gateway_order_id = x.gateway_order_id)
 AND NOT EXISTS (SELECT 1 FROM payhooks_amount_mismatches m WHERE m.resolved_at IS NULL
                 AND m.provider = x.provider AND m.gateway_order_id = x.gateway_order_id)
-""",
+AND """
+    + _unwaited("gateway_order_id", "gateway_order_id", parked_by="merchant_ref"),
     named="concat_ws(' ', x.provider, x.gateway_order_id)",
     order="ORDER BY x.created_at",
 )
@@ -183,11 +187,8 @@ REPORTS = Aged(
     table="payhooks_attempt_reports",
     past="""
 x.reported_at < %(cutoff)s
-AND NOT EXISTS (SELECT 1 FROM processed_webhooks w WHERE w.outcome = 'parked'
-                AND w.provider = x.provider AND w.payment_id = x.payment_id)
-AND NOT EXISTS (SELECT 1 FROM payhooks_confirmations c WHERE c.verdict IS NULL
-                AND c.provider = x.provider AND c.payment_id = x.payment_id)
-""",
+AND """
+    + _unwaited("payment_id", "payment_id"),
     named="concat_ws(' ', x.provider, x.payment_id, x.kind, x.attempt_id)",
     order="ORDER BY x.reported_at",
 )
