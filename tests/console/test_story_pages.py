@@ -161,7 +161,7 @@ def test_only_long_tokens_may_break_anywhere_and_words_stay_whole():
 def test_pages_never_break_all(console):
     page = console.logged_in().get("/console/").text
     assert "break-all" not in page
-    assert re.search(r"\.long, h1, dd \{ overflow-wrap: anywhere; \}", page)
+    assert re.search(r"\.long, h1, dd, ol\.timeline \.title \{ overflow-wrap: anywhere; \}", page)
     assert re.search(r"pre \{[^}]*overflow-wrap", page) is None
 
 
