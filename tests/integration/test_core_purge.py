@@ -662,6 +662,31 @@ def test_rows_an_apps_trigger_skips_are_kept_and_the_purge_ends(merchant, mercha
         assert all("did not delete" in h.error for h in done.held), done.held
 
 
+def test_rows_an_apps_trigger_rewrites_instead_stop_that_tables_purge_and_say_so(merchant):
+    """A soft delete (``UPDATE`` the row, ``RETURN NULL``) moves the row to a new row id: it was
+    not found left, not kept, and locked again by every batch, for ever (review). Past a batch
+    that changed rows instead of deleting them the table's purge stops and says so; the other
+    tables are purged."""
+    merchant.execute("ALTER TABLE payhooks_deliveries ADD COLUMN archived boolean DEFAULT false")
+    merchant.execute(
+        "CREATE FUNCTION archive() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " UPDATE payhooks_deliveries SET archived = true WHERE id = OLD.id; RETURN NULL; END $$;"
+        " CREATE TRIGGER archive BEFORE DELETE ON payhooks_deliveries FOR EACH ROW"
+        " EXECUTE FUNCTION archive()"
+    )
+    for n in range(3):
+        merchant.execute(LOG_LINE, (200 + n, f"evt_{n}"))
+        expected(merchant, f"order_{n}", 200 + n)
+    asked = []
+    done = retention.purge(merchant, 90, batch_rows=2, stop=lambda: len(asked) > 50 or
+                           bool(asked.append(1)))  # fmt: skip
+    assert len(asked) <= 50, "the purge did not end"
+    assert done is not None and keys(merchant, "payhooks_expectations", "gateway_order_id") == []
+    assert len(keys(merchant, "payhooks_deliveries", "event_id")) == 3
+    [said] = [h for h in done.held if h.table == "payhooks_deliveries"]
+    assert "changed them instead of deleting them" in said.error, said
+
+
 def test_an_error_not_of_a_record_is_the_purges_not_a_record_kept(merchant, merchant_url):
     """Behind a transaction pooler a statement prepared on another server session fails
     (``42P05``); such an error, or any that is not a record's own constraint or trigger

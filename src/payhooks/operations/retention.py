@@ -495,8 +495,11 @@ def _sweep(
         with unbounded(conn):
             locking = {**params, "kept": kept, "rows": batch_rows}
             locked = [str(row[0]) for row in query(conn, aged.locking, locking)]
-            if locked:
-                deleted += _deleted(conn, aged, params, locked, kept, held)
+            done, moved = _deleted(conn, aged, params, locked, kept, held) if locked else (0, 0)
+        deleted += done
+        if moved:  # rewritten, they would be locked again under new row ids by every batch
+            _held(aged, f"{moved} row(s)", _MOVED, held)
+            break
         if len(locked) < batch_rows:
             break
     return deleted
@@ -509,11 +512,13 @@ def _deleted(
     locked: list[str],
     kept: list[str],
     held: list[Held],
-) -> int:
+) -> tuple[int, int]:
     """The ``locked`` rows deleted together, or, the database refusing, each in a savepoint of
     its own. Those it refused or left are kept (``kept``: their row ids; ``held``: for the
     operator, the first ``LOGGED_REFUSALS`` of a purge logged): a row an app's trigger skips
-    (``RETURN NULL``) raises nothing, and read again it would fill every batch for ever."""
+    (``RETURN NULL``) raises nothing, and read again it would fill every batch for ever. The
+    rows deleted, and those the database changed instead (gone from their row ids, there
+    still: their new ones are not known)."""
     deleted, refused = 0, 0
     try:
         with conn.transaction():
@@ -531,16 +536,21 @@ def _deleted(
                 _hold(conn, aged, params, ctid, first_line(exc), held)
                 kept.append(ctid)
                 refused += 1
+    left: list[str] = []
     if deleted + refused < len(locked):  # some left without a word: which
         there = {str(row[0]) for row in query(conn, aged.remaining, {"locked": locked})}
         left = [ctid for ctid in locked if ctid in there and ctid not in kept]
         kept.extend(left)
         for _, named in query(conn, aged.naming, {**params, "locked": left}).fetchall():
             _held(aged, str(named), _LEFT, held)
-    return deleted
+    return deleted, len(locked) - deleted - refused - len(left)
 
 
 _LEFT = "the database did not delete it, and said nothing (a trigger or rule of the app's)"
+_MOVED = (
+    "the database changed them instead of deleting them (a trigger or rule of the app's "
+    "rewriting them): this table's purge stopped at them"
+)
 
 
 def _hold(
