@@ -687,6 +687,23 @@ def test_rows_an_apps_trigger_rewrites_instead_stop_that_tables_purge_and_say_so
     assert "changed them instead of deleting them" in said.error, said
 
 
+def test_a_delivery_record_an_apps_trigger_skips_is_kept_and_the_rest_purged(merchant):
+    """One old record an app's trigger skips (``RETURN NULL``) made every batch fall one
+    short: the purge stopped there each run, said nothing, and fell further behind (review)."""
+    for n in range(21):
+        delivered(merchant, f"old-{n:02d}", 200 - n)
+    merchant.execute(
+        "CREATE FUNCTION keep_one() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+        " IF OLD.event_id = 'old-00' THEN RETURN NULL; END IF; RETURN OLD; END $$;"
+        " CREATE TRIGGER keep_one BEFORE DELETE ON processed_webhooks FOR EACH ROW"
+        " EXECUTE FUNCTION keep_one()"
+    )
+    done = retention.purge(merchant, 90, batch_rows=5)
+    assert done is not None and done.deleted == 20
+    assert keys(merchant, "processed_webhooks", "event_id") == ["old-00"]
+    assert [(k.event_id, "did not delete" in k.error) for k in done.kept] == [("old-00", True)]
+
+
 def test_an_error_not_of_a_record_is_the_purges_not_a_record_kept(merchant, merchant_url):
     """Behind a transaction pooler a statement prepared on another server session fails
     (``42P05``); such an error, or any that is not a record's own constraint or trigger

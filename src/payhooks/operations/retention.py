@@ -398,22 +398,29 @@ def delete_expired(
         raise ValueError(f"batch_rows must be at least 1, not {batch_rows}")
     deleted = 0
     kept: dict[tuple[str, str], str] = {}
+    careful = False  # a record at a time, from a batch that fell short with records left
     while not stop():
         try:
+            if careful:
+                raise _Careful
             with unbounded(conn):
                 done = conn.execute(*_batch(planned.cutoff, batch_rows, kept)).rowcount
                 if within_batch is not None:
                     within_batch(done)
             read = done
-        except psycopg.DatabaseError as exc:
-            if not row_refused(conn, exc):
+        except (psycopg.DatabaseError, _Careful) as exc:
+            if isinstance(exc, psycopg.DatabaseError) and not row_refused(conn, exc):
                 raise  # the database away, a pooler's or a bug: not a record's refusal
             done, read = _one_by_one(conn, planned.cutoff, batch_rows, kept, within_batch)
         deleted += done
         if on_batch is not None:
             on_batch(done)
         if read < batch_rows:
-            break
+            # A batch short of records while some past the window are left: an app's trigger
+            # skipped some without a word, and every batch would take them first again.
+            if careful or not _left_behind(conn, planned.cutoff, kept):
+                break
+            careful = True
     held: list[Held] = []
     params = {"cutoff": planned.cutoff, "days": REFUNDABLE_DAYS}
     lines = 0
@@ -456,11 +463,14 @@ def _one_by_one(
         for key in found:
             try:
                 with conn.transaction():
-                    conn.execute(_DELETE_ONE, key)
+                    gone = conn.execute(_DELETE_ONE, key).rowcount
             except psycopg.DatabaseError as exc:
                 if not row_refused(conn, exc):
                     raise
-                why = first_line(exc)
+                gone, why = 0, first_line(exc)
+            else:
+                why = _LEFT
+            if not gone:
                 kept[key] = why
                 if len(kept) <= LOGGED_REFUSALS:
                     log.error(
@@ -472,6 +482,16 @@ def _one_by_one(
         if within_batch is not None:
             within_batch(deleted)
     return deleted, len(found)
+
+
+class _Careful(Exception):
+    """The next batch is read a record at a time."""
+
+
+def _left_behind(conn: Connection, cutoff: datetime, kept: Mapping[tuple[str, str], str]) -> bool:
+    """Whether records past the window, not kept, are there still (none a claim holds)."""
+    with unbounded(conn):
+        return query(conn, _BATCH_KEYS, (cutoff, *_columns(kept), 1)).fetchone() is not None
 
 
 LOGGED_REFUSALS = 20
