@@ -126,6 +126,16 @@ class Aged:
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Held:
+    """A row of another table past the window the database refused to delete: its table, the
+    row as an operator reads it (``Aged.named``), the database's words."""
+
+    table: str
+    row: str
+    error: str
+
+
 def _unwaited(parked: str, waiting: str, *, parked_by: str | None = None) -> str:
     """No delivery parked (its ``parked_by`` column, ``parked`` by default, naming the row's
     ``parked``) nor callback waiting for its gateway's word (``waiting``) names the row: its
@@ -278,16 +288,6 @@ class Kept:
 
     provider: str
     event_id: str
-    error: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Held:
-    """A row of another table past the window the database refused to delete: its table, the
-    row as an operator reads it (``Aged.named``), the database's words."""
-
-    table: str
-    row: str
     error: str
 
 
