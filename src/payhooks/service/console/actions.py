@@ -311,7 +311,8 @@ def link_parked(
     checkout hold the cart, refused to the cart's own order at that gateway (``OTHER_AMOUNT``). A
     delivery that cannot be replayed (its stored record does not read with ``adapters``, as
     the replay would read it) is not linked: its checkout would hold the cart for a payment
-    that never applies, refused to any other delivery as taken."""
+    that never applies, refused to any other delivery as taken. A checkout the link made for a
+    delivery a colleague settled before its replay is taken back (``_UNLINKED``)."""
     checked_out = _checked_out(conn, provider, event_id, cart_id)
     linked = _linked(conn, adapters, provider, event_id, cart_id)
     said = None if linked.why is None else f"{linked.done.value}: {linked.why}"
