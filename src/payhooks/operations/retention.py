@@ -400,18 +400,8 @@ def delete_expired(
     kept: dict[tuple[str, str], str] = {}
     careful = False  # a record at a time, from a batch that fell short with records left
     while not stop():
-        try:
-            if careful:
-                raise _Careful
-            with unbounded(conn):
-                done = conn.execute(*_batch(planned.cutoff, batch_rows, kept)).rowcount
-                if within_batch is not None:
-                    within_batch(done)
-            read = done
-        except (psycopg.DatabaseError, _Careful) as exc:
-            if isinstance(exc, psycopg.DatabaseError) and not row_refused(conn, exc):
-                raise  # the database away, a pooler's or a bug: not a record's refusal
-            done, read = _one_by_one(conn, planned.cutoff, batch_rows, kept, within_batch)
+        batch = _one_by_one if careful else _together
+        done, read = batch(conn, planned.cutoff, batch_rows, kept, within_batch)
         deleted += done
         if on_batch is not None:
             on_batch(done)
@@ -446,6 +436,27 @@ def _columns(kept: Mapping[tuple[str, str], str]) -> tuple[list[str], list[str]]
     return [provider for provider, _ in kept], [event_id for _, event_id in kept]
 
 
+def _together(
+    conn: Connection,
+    cutoff: datetime,
+    batch_rows: int,
+    kept: dict[tuple[str, str], str],
+    within_batch: Callable[[int], object] | None,
+) -> tuple[int, int]:
+    """A batch of records deleted in one statement, or, the database refusing it, a record at
+    a time (``_one_by_one``). The records deleted, and those read."""
+    try:
+        with unbounded(conn):
+            done = conn.execute(*_batch(cutoff, batch_rows, kept)).rowcount
+            if within_batch is not None:
+                within_batch(done)
+        return done, done
+    except psycopg.DatabaseError as exc:
+        if not row_refused(conn, exc):
+            raise  # the database away, a pooler's or a bug: not a record's refusal
+    return _one_by_one(conn, cutoff, batch_rows, kept, within_batch)
+
+
 def _one_by_one(
     conn: Connection,
     cutoff: datetime,
@@ -453,9 +464,9 @@ def _one_by_one(
     kept: dict[tuple[str, str], str],
     within_batch: Callable[[int], object] | None,
 ) -> tuple[int, int]:
-    """A batch the database refused, a record at a time, each in a savepoint: those it
-    refuses are added to ``kept``, the first ``LOGGED_REFUSALS`` of a purge logged each. The
-    records deleted, and those read."""
+    """A batch a record at a time, each in a savepoint: those the database refuses, or leaves
+    without a word (an app's trigger skipping them), are added to ``kept``, the first
+    ``LOGGED_REFUSALS`` of a purge logged each. The records deleted, and those read."""
     deleted = 0
     with unbounded(conn):
         rows = query(conn, _BATCH_KEYS, (cutoff, *_columns(kept), batch_rows))
@@ -482,10 +493,6 @@ def _one_by_one(
         if within_batch is not None:
             within_batch(deleted)
     return deleted, len(found)
-
-
-class _Careful(Exception):
-    """The next batch is read a record at a time."""
 
 
 def _left_behind(conn: Connection, cutoff: datetime, kept: Mapping[tuple[str, str], str]) -> bool:
