@@ -146,16 +146,26 @@ def test_sigterm_finishes_the_delivery_in_flight_and_refuses_new_ones(
     delivery = buy.captured()
 
     def in_flight() -> None:
-        answers["first"] = loopback.post(
-            server.base + delivery.path, content=delivery.body, headers=delivery.headers, timeout=30
-        )
+        try:
+            answers["first"] = loopback.post(
+                server.base + delivery.path, content=delivery.body, headers=delivery.headers,
+                timeout=30,
+            )  # fmt: skip
+        except httpx.HTTPError as exc:  # said by the wait below, not lost in the thread
+            answers["error"] = httpx.Response(599, text=repr(exc))
+
+    def waiting() -> bool:
+        """The delivery blocked on the row; one answered (or failed) before that is said."""
+        said = f"the delivery ended unblocked: {answers}"
+        assert sender.is_alive(), f"{said}; the server said: {server.log.read_text()[-2000:]}"
+        return blocked_by(conn, blocker.info.backend_pid)
 
     with psycopg.connect(database_url, autocommit=True) as blocker:
         with blocker.transaction():
             blocker.execute("SELECT 1 FROM product_stock WHERE sku = %s FOR UPDATE", (buy.sku,))
             sender = threading.Thread(target=in_flight)
             sender.start()
-            eventually(lambda: blocked_by(conn, blocker.info.backend_pid))
+            eventually(waiting)
             server.signal(signal.SIGTERM)
             eventually(lambda: refused(server.base))
         sender.join(timeout=30)
